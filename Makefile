@@ -1,0 +1,83 @@
+# toolmesh — build, generate, lint, test, demo.
+# Tools are pinned here and installed with `go install` into the git-ignored .tmp/bin;
+# none of them is a dependency of the main module.
+
+SHELL := /usr/bin/env bash -o pipefail
+.DEFAULT_GOAL := test
+
+TMP := $(abspath .tmp)
+BIN := $(TMP)/bin
+export PATH := $(BIN):$(PATH)
+export GOBIN := $(BIN)
+
+BUF_VERSION := v1.75.0
+PROTOC_GEN_GO_VERSION := v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
+GOLANGCI_LINT_VERSION := v2.15.0
+
+# go test settings sized for a 2-core machine; every package gets a deadline.
+GO_TEST_FLAGS ?= -race -p 2 -timeout 15m -count=1
+
+.PHONY: test
+test: checkgenerate lint-proto vet unit ## Everything CI runs: generated code, proto lint, vet, tests.
+
+.PHONY: unit
+unit: build ## Run all Go tests (end-to-end tests use the binaries in bin/).
+	TOOLMESH_BIN=$(abspath bin) go test $(GO_TEST_FLAGS) ./...
+
+.PHONY: build
+build: ## Build the binaries into bin/.
+	go build -o bin/ ./cmd/...
+
+.PHONY: demo
+demo: build ## Start an orchestrator and three workers on loopback and run a prompt through them.
+	./scripts/demo.sh
+
+.PHONY: vet
+vet: ## gofmt, go vet, go mod tidy check.
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	go vet ./...
+	go mod tidy -diff
+
+.PHONY: lint-proto
+lint-proto: $(BIN)/buf ## buf lint and buf format.
+	buf lint
+	buf format -d --exit-code
+
+.PHONY: lint
+lint: vet lint-proto $(BIN)/golangci-lint ## All linters, golangci-lint included.
+	golangci-lint run ./...
+
+.PHONY: generate
+generate: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc ## Regenerate pkg/toolpb from proto/.
+	buf generate
+
+.PHONY: checkgenerate
+checkgenerate: generate ## Fail when generated code differs from what is committed.
+	@if [ -n "$$(git status --porcelain -- pkg/toolpb)" ]; then \
+		echo "pkg/toolpb is out of date: run make generate and commit"; git status --porcelain -- pkg/toolpb; git diff --stat -- pkg/toolpb; exit 1; fi
+
+.PHONY: tools
+tools: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/golangci-lint ## Install the pinned tools.
+
+# Each tool is keyed by a stamp holding its version, so changing a version reinstalls it.
+$(BIN)/buf: $(TMP)/versions/buf-$(BUF_VERSION)
+	go install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
+$(BIN)/protoc-gen-go: $(TMP)/versions/protoc-gen-go-$(PROTOC_GEN_GO_VERSION)
+	go install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+$(BIN)/protoc-gen-go-grpc: $(TMP)/versions/protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION)
+	go install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+$(BIN)/golangci-lint: $(TMP)/versions/golangci-lint-$(GOLANGCI_LINT_VERSION)
+	go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+
+$(TMP)/versions/%:
+	@rm -f $(TMP)/versions/$(firstword $(subst -v, ,$*))-v*
+	@mkdir -p $(TMP)/versions && touch $@
+
+.PHONY: clean
+clean: ## Remove build output and installed tools.
+	rm -rf bin .tmp
+
+.PHONY: help
+help: ## List targets.
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
