@@ -1,0 +1,154 @@
+// Command orchestrator runs toolmesh's orchestrator: it accepts worker registrations,
+// keeps the routing table, and runs prompts through the tool loop for clients.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/llm"
+	"github.com/toolmesh/toolmesh/internal/llm/scripted"
+	"github.com/toolmesh/toolmesh/internal/logging"
+	"github.com/toolmesh/toolmesh/internal/router"
+	"github.com/toolmesh/toolmesh/internal/server"
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "orchestrator:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("orchestrator", flag.ContinueOnError)
+	cfgPath := fs.String("config", "", "YAML config file (default: built-in defaults)")
+	listen := fs.String("listen", "", "address to serve on (overrides the config's listen)")
+	script := fs.String("script", "", "script file of the scripted provider (overrides provider.script)")
+	logLevel := fs.String("log-level", "", "debug, info, warn or error (overrides log.level)")
+	logFormat := fs.String("log-format", "", "json or text (overrides log.format)")
+	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "how long runs in progress may take to finish on SIGTERM")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	cfg := config.Default()
+	if *cfgPath != "" {
+		var err error
+		if cfg, err = config.Load(*cfgPath); err != nil {
+			return err
+		}
+	}
+	if *listen != "" {
+		cfg.Listen = *listen
+	}
+	if *script != "" {
+		cfg.Provider.Script = *script
+	}
+	if *logLevel != "" {
+		cfg.Log.Level = *logLevel
+	}
+	if *logFormat != "" {
+		cfg.Log.Format = *logFormat
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	log, err := logging.New(os.Stderr, cfg.Log.Level, cfg.Log.Format)
+	if err != nil {
+		return err
+	}
+
+	provider, err := newProvider(cfg.Provider, log)
+	if err != nil {
+		return err
+	}
+	rt := router.New(router.Options{
+		GracePeriod:    cfg.Registry.GracePeriod.D(),
+		DefaultTimeout: cfg.Router.DefaultToolTimeout.D(),
+		EjectAfter:     cfg.Router.EjectAfterFailures,
+		EjectFor:       cfg.Router.EjectDuration.D(),
+		MaxAttempts:    cfg.Router.MaxAttempts,
+		Logger:         log,
+	})
+	defer rt.Close()
+	srv, err := server.New(server.Options{Router: rt, Provider: provider, Config: &cfg, Logger: log})
+	if err != nil {
+		return err
+	}
+
+	lis, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	g := grpc.NewServer(append(server.RecoveryInterceptors(log),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+	)...)
+	srv.Register(g)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(g, hs)
+	reflection.Register(g)
+	for _, name := range []string{"", toolpb.OrchestratorService_ServiceDesc.ServiceName, toolpb.ToolRegistryService_ServiceDesc.ServiceName} {
+		hs.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- g.Serve(lis) }()
+	log.Info("orchestrator serving", "address", lis.Addr().String(), "provider", provider.Name())
+
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("orchestrator shutting down", "timeout", *shutdown)
+	hs.Shutdown()
+	sctx, cancel := context.WithTimeout(context.Background(), *shutdown)
+	defer cancel()
+	srv.Shutdown(sctx)
+	stopped := make(chan struct{})
+	go func() { g.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		g.Stop()
+		<-stopped
+	}
+	log.Info("orchestrator stopped")
+	return nil
+}
+
+func newProvider(cfg config.Provider, log *slog.Logger) (llm.Provider, error) {
+	switch cfg.Name {
+	case "scripted":
+		if cfg.Script == "" {
+			log.Info("using the scripted provider with the built-in demo script (no model credentials are used)")
+			return scripted.New(scripted.Demo())
+		}
+		log.Info("using the scripted provider", "script", cfg.Script)
+		return scripted.Load(cfg.Script)
+	default:
+		return nil, errors.New("provider.name: unknown provider " + cfg.Name)
+	}
+}

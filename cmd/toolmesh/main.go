@@ -1,0 +1,214 @@
+// Command toolmesh is a small client of the orchestrator: run a prompt and watch its
+// events, list tools, groups and workers, inspect or cancel a run.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/toolmesh/toolmesh/pkg/client"
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
+)
+
+const usage = `usage: toolmesh [-addr host:port] <command> [flags]
+
+commands:
+  run [-group g]... [-tool t]... [-context k=v]... [-max-iterations n] [-timeout d] [-json] PROMPT
+  tools [-group g]...      list registered tools
+  groups                   list tool groups and their workers
+  workers                  list registered workers
+  get RUN_ID               show a run
+  cancel RUN_ID            cancel a run
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "toolmesh:", err)
+		os.Exit(1)
+	}
+}
+
+type multi []string
+
+func (m *multi) String() string     { return strings.Join(*m, ",") }
+func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("toolmesh", flag.ContinueOnError)
+	fs.Usage = func() { fmt.Fprint(os.Stderr, usage) }
+	addr := fs.String("addr", envOr("TOOLMESH_ADDR", "127.0.0.1:7070"), "orchestrator address")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return errors.New("no command")
+	}
+	c, err := client.Dial(*addr)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close() }()
+	cmd, rest := fs.Arg(0), fs.Args()[1:]
+	switch cmd {
+	case "run":
+		return runCmd(ctx, c, rest, out)
+	case "tools":
+		sub := flag.NewFlagSet("tools", flag.ContinueOnError)
+		var groups multi
+		sub.Var(&groups, "group", "only tools of this group (repeatable)")
+		if err := sub.Parse(rest); err != nil {
+			return err
+		}
+		tools, err := c.ListTools(ctx, groups...)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "TOOL\tGROUP\tREPLICAS\tDESCRIPTION")
+		for _, t := range tools {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", t.GetDefinition().GetName(), t.GetGroup(), len(t.GetWorkerIds()), t.GetDefinition().GetDescription())
+		}
+		return tw.Flush()
+	case "groups":
+		groups, err := c.ListToolGroups(ctx)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "GROUP\tTOOLS\tWORKERS\tDESCRIPTION")
+		for _, g := range groups {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", g.GetGroup().GetRole(), strings.Join(g.GetTools(), ","), strings.Join(g.GetWorkerIds(), ","), g.GetGroup().GetDescription())
+		}
+		return tw.Flush()
+	case "workers":
+		ws, err := c.ListWorkers(ctx)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "WORKER\tADDRESS\tGROUPS\tSTATE\tIN-FLIGHT\tCALLS")
+		for _, w := range ws {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\n", w.GetWorkerId(), w.GetAddress(), strings.Join(w.GetGroups(), ","),
+				strings.TrimPrefix(w.GetState().String(), "WORKER_STATE_"), w.GetInFlight(), w.GetCalls())
+		}
+		return tw.Flush()
+	case "get":
+		if len(rest) != 1 {
+			return errors.New("get needs exactly one RUN_ID")
+		}
+		r, err := c.GetRun(ctx, rest[0])
+		if err != nil {
+			return err
+		}
+		b, _ := protojson.MarshalOptions{Multiline: true}.Marshal(r)
+		_, err = fmt.Fprintln(out, string(b))
+		return err
+	case "cancel":
+		if len(rest) != 1 {
+			return errors.New("cancel needs exactly one RUN_ID")
+		}
+		st, err := c.CancelRun(ctx, rest[0], "cancelled from the toolmesh CLI")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(out, strings.TrimPrefix(st.String(), "RUN_STATE_"))
+		return err
+	default:
+		fs.Usage()
+		return fmt.Errorf("unknown command %q", cmd)
+	}
+}
+
+func runCmd(ctx context.Context, c *client.Client, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	var groups, tools, kvs multi
+	fs.Var(&groups, "group", "tool group to offer (repeatable)")
+	fs.Var(&tools, "tool", "tool to offer (repeatable)")
+	fs.Var(&kvs, "context", "ToolCallContext entry key=value (repeatable)")
+	maxIter := fs.Int("max-iterations", 0, "iteration limit (0: the orchestrator's default)")
+	timeout := fs.Duration("timeout", 0, "run deadline (0: the orchestrator's default)")
+	asJSON := fs.Bool("json", false, "print events as JSON lines")
+	system := fs.String("system", "", "system prompt")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	prompt := strings.Join(fs.Args(), " ")
+	req := &toolpb.RunRequest{Prompt: prompt, SystemPrompt: *system, ToolGroups: groups, Tools: tools,
+		Limits: &toolpb.RunLimits{MaxIterations: int32(*maxIter)}}
+	if *timeout > 0 {
+		req.Limits.Timeout = durationpb.New(*timeout)
+	}
+	if len(kvs) > 0 {
+		req.Context = map[string]string{}
+		for _, kv := range kvs {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok {
+				return fmt.Errorf("-context %q: want key=value", kv)
+			}
+			req.Context[k] = v
+		}
+	}
+	_, err := c.RunAndWait(ctx, req, func(ev *toolpb.RunResponse) {
+		if *asJSON {
+			b, _ := protojson.Marshal(ev)
+			fmt.Fprintln(out, string(b))
+			return
+		}
+		fmt.Fprintln(out, Describe(ev))
+	})
+	return err
+}
+
+// Describe renders an event as one human-readable line.
+func Describe(ev *toolpb.RunResponse) string {
+	switch x := ev.GetEvent().(type) {
+	case *toolpb.RunResponse_Started:
+		return fmt.Sprintf("▶ run %s started: model %s, tools [%s], loop %s", ev.GetRunId(), x.Started.GetModel(), strings.Join(x.Started.GetTools(), ", "), x.Started.GetLoopId())
+	case *toolpb.RunResponse_ToolCallStarted:
+		s := x.ToolCallStarted
+		return fmt.Sprintf("  → [%d] %s(%s)  id=%s", s.GetIteration(), s.GetTool(), s.GetArgumentsJson(), s.GetCallId())
+	case *toolpb.RunResponse_ToolCallFinished:
+		f := x.ToolCallFinished
+		where := "not dispatched"
+		if f.GetWorkerId() != "" {
+			where = "on " + f.GetWorkerId()
+			if f.GetAttempts() > 1 {
+				where += fmt.Sprintf(" after %d attempts", f.GetAttempts())
+			}
+		}
+		return fmt.Sprintf("  ← %s = %q  [%s, %s, %s]", f.GetTool(), f.GetContent(), strings.TrimPrefix(f.GetOutcome().String(), "TOOL_CALL_OUTCOME_"), where, f.GetDuration().AsDuration().Round(10*time.Microsecond))
+	case *toolpb.RunResponse_Message:
+		return fmt.Sprintf("  💬 %s", x.Message.GetText())
+	case *toolpb.RunResponse_Usage:
+		return fmt.Sprintf("  · %s: %d input, %d output tokens", x.Usage.GetModel(), x.Usage.GetInputTokens(), x.Usage.GetOutputTokens())
+	case *toolpb.RunResponse_FinalResult:
+		return fmt.Sprintf("■ final (%d iterations): %s", x.FinalResult.GetIterations(), x.FinalResult.GetText())
+	case *toolpb.RunResponse_Error:
+		return fmt.Sprintf("✖ error %s: %s", x.Error.GetReason(), x.Error.GetMessage())
+	default:
+		return fmt.Sprintf("? %v", ev)
+	}
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,93 @@
+// Command toolworker hosts toolmesh's built-in tool groups (math, text) as a worker: it
+// serves ToolWorkerService, registers with an orchestrator, and drains on SIGTERM.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/toolmesh/toolmesh/internal/builtin"
+	"github.com/toolmesh/toolmesh/internal/logging"
+	"github.com/toolmesh/toolmesh/pkg/worker"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "toolworker:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("toolworker", flag.ContinueOnError)
+	groups := fs.String("groups", "math", "comma-separated built-in groups to serve: "+strings.Join(groupNames(), ", "))
+	listen := fs.String("listen", "127.0.0.1:0", "address to serve ToolWorkerService on")
+	advertise := fs.String("advertise", "", "address the orchestrator dials (default: the listen address)")
+	orchestrator := fs.String("orchestrator", "127.0.0.1:7070", "orchestrator address (ToolRegistryService)")
+	id := fs.String("id", "", "worker id, stable across reconnects (default: host name plus a random suffix)")
+	capacity := fs.Int("capacity", 64, "calls run at once; further calls wait (0: unlimited)")
+	drain := fs.Duration("drain-timeout", 20*time.Second, "how long to wait for calls in flight on SIGTERM")
+	delay := fs.Duration("delay", 0, "added latency before every call, to simulate slow tools")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logFormat := fs.String("log-format", "json", "json or text")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if *capacity < 0 {
+		return fmt.Errorf("-capacity must not be negative, got %d", *capacity)
+	}
+	if *delay < 0 {
+		return fmt.Errorf("-delay must not be negative, got %s", *delay)
+	}
+	log, err := logging.New(os.Stderr, *logLevel, *logFormat)
+	if err != nil {
+		return err
+	}
+	available := builtin.Groups()
+	var gs []worker.Group
+	for _, name := range strings.Split(*groups, ",") {
+		name = strings.TrimSpace(name)
+		mk, ok := available[name]
+		if !ok {
+			return fmt.Errorf("-groups: unknown group %q (available: %s)", name, strings.Join(groupNames(), ", "))
+		}
+		g := mk()
+		if *delay > 0 {
+			g.Tools = builtin.WithDelay(*delay, g.Tools)
+		}
+		gs = append(gs, g)
+	}
+	w, err := worker.New(worker.Options{
+		ID: *id, Orchestrator: *orchestrator, Listen: *listen, Advertise: *advertise,
+		Capacity: int32(*capacity), DrainTimeout: *drain, Logger: log, Version: "dev",
+	}, gs...)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := w.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+func groupNames() []string {
+	var names []string
+	for n := range builtin.Groups() {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}

@@ -1,0 +1,245 @@
+// Package config loads and validates the orchestrator's YAML configuration. Every error
+// names the offending key (and line, for YAML errors) so that a bad config fails at start
+// with a message an operator can act on.
+//
+// It must not import gRPC or any other toolmesh package.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// ErrInvalid marks a configuration that failed validation.
+var ErrInvalid = errors.New("invalid configuration")
+
+// Duration is a time.Duration written as "2s", "150ms" or "10m" in YAML.
+type Duration time.Duration
+
+// UnmarshalYAML parses a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return fmt.Errorf("line %d: duration must be a string such as \"2s\"", n.Line)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("line %d: %v", n.Line, err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML writes the duration as a string.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// D returns the time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// Config is the orchestrator's configuration.
+type Config struct {
+	// Listen is the address of the gRPC server (clients, workers, health, reflection).
+	Listen   string   `yaml:"listen"`
+	Registry Registry `yaml:"registry"`
+	Router   Router   `yaml:"router"`
+	Loop     Loop     `yaml:"loop"`
+	Provider Provider `yaml:"provider"`
+	Log      Log      `yaml:"log"`
+}
+
+// Registry configures worker registration.
+type Registry struct {
+	// HeartbeatInterval is how often workers send heartbeats.
+	HeartbeatInterval Duration `yaml:"heartbeat_interval"`
+	// LeaseTTL ends a registration that sent nothing for this long.
+	LeaseTTL Duration `yaml:"lease_ttl"`
+	// GracePeriod keeps a disconnected worker's place (taking no calls) before removal.
+	GracePeriod Duration `yaml:"grace_period"`
+}
+
+// Router configures tool-call routing.
+type Router struct {
+	DefaultToolTimeout Duration `yaml:"default_tool_timeout"`
+	EjectAfterFailures int      `yaml:"eject_after_failures"`
+	EjectDuration      Duration `yaml:"eject_duration"`
+	MaxAttempts        int      `yaml:"max_attempts"`
+}
+
+// Loop configures the tool loop's defaults.
+type Loop struct {
+	MaxIterations        int      `yaml:"max_iterations"`
+	MaxParallelToolCalls int      `yaml:"max_parallel_tool_calls"`
+	RunTimeout           Duration `yaml:"run_timeout"`
+	// EmptyResponseRetries nudges a model that answered with nothing this many times.
+	EmptyResponseRetries int `yaml:"empty_response_retries"`
+	// MaxConcurrentRuns bounds the runs in progress; further Run calls are refused.
+	MaxConcurrentRuns int `yaml:"max_concurrent_runs"`
+	// RetainRuns is how many finished runs GetRun still knows about.
+	RetainRuns int `yaml:"retain_runs"`
+}
+
+// Provider chooses the model provider.
+type Provider struct {
+	// Name is the provider: "scripted".
+	Name string `yaml:"name"`
+	// Script is the scripted provider's script file; empty means the built-in demo script.
+	Script string `yaml:"script"`
+}
+
+// Log configures logging.
+type Log struct {
+	Level  string `yaml:"level"`
+	Format string `yaml:"format"`
+}
+
+// Default returns the configuration used when no file is given.
+func Default() Config {
+	return Config{
+		Listen: "127.0.0.1:7070",
+		Registry: Registry{
+			HeartbeatInterval: Duration(2 * time.Second),
+			LeaseTTL:          Duration(6 * time.Second),
+			GracePeriod:       Duration(3 * time.Second),
+		},
+		Router: Router{
+			DefaultToolTimeout: Duration(30 * time.Second),
+			EjectAfterFailures: 3,
+			EjectDuration:      Duration(10 * time.Second),
+			MaxAttempts:        3,
+		},
+		Loop: Loop{
+			MaxIterations:        20,
+			MaxParallelToolCalls: 8,
+			RunTimeout:           Duration(10 * time.Minute),
+			MaxConcurrentRuns:    1000,
+			RetainRuns:           1000,
+		},
+		Provider: Provider{Name: "scripted"},
+		Log:      Log{Level: "info", Format: "json"},
+	}
+}
+
+// Load reads a YAML file over the defaults and validates the result.
+func Load(path string) (Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	c, err := Parse(b)
+	if err != nil {
+		return Config{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse decodes YAML over the defaults, rejecting unknown keys, and validates the result.
+func Parse(b []byte) (Config, error) {
+	c := Default()
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return Config{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// Validate checks every field and reports all problems at once, each naming its key.
+func (c Config) Validate() error {
+	var errs []string
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, key+": "+fmt.Sprintf(format, args...))
+	}
+	if err := checkListen(c.Listen); err != nil {
+		bad("listen", "%v", err)
+	}
+	positive := func(key string, d Duration) {
+		if d <= 0 {
+			bad(key, "must be positive, got %s", d.D())
+		}
+	}
+	positive("registry.heartbeat_interval", c.Registry.HeartbeatInterval)
+	positive("registry.lease_ttl", c.Registry.LeaseTTL)
+	if c.Registry.GracePeriod < 0 {
+		bad("registry.grace_period", "must not be negative, got %s", c.Registry.GracePeriod.D())
+	}
+	if c.Registry.HeartbeatInterval > 0 && c.Registry.LeaseTTL > 0 && c.Registry.LeaseTTL < 2*c.Registry.HeartbeatInterval {
+		bad("registry.lease_ttl", "must be at least twice registry.heartbeat_interval (%s), got %s", c.Registry.HeartbeatInterval.D(), c.Registry.LeaseTTL.D())
+	}
+	positive("router.default_tool_timeout", c.Router.DefaultToolTimeout)
+	if c.Router.EjectAfterFailures < 1 {
+		bad("router.eject_after_failures", "must be at least 1, got %d", c.Router.EjectAfterFailures)
+	}
+	positive("router.eject_duration", c.Router.EjectDuration)
+	if c.Router.MaxAttempts < 1 || c.Router.MaxAttempts > 10 {
+		bad("router.max_attempts", "must be between 1 and 10, got %d", c.Router.MaxAttempts)
+	}
+	if c.Loop.MaxIterations < 1 {
+		bad("loop.max_iterations", "must be at least 1, got %d", c.Loop.MaxIterations)
+	}
+	if c.Loop.MaxParallelToolCalls < 1 {
+		bad("loop.max_parallel_tool_calls", "must be at least 1, got %d", c.Loop.MaxParallelToolCalls)
+	}
+	positive("loop.run_timeout", c.Loop.RunTimeout)
+	if c.Loop.EmptyResponseRetries < 0 {
+		bad("loop.empty_response_retries", "must not be negative, got %d", c.Loop.EmptyResponseRetries)
+	}
+	if c.Loop.MaxConcurrentRuns < 1 {
+		bad("loop.max_concurrent_runs", "must be at least 1, got %d", c.Loop.MaxConcurrentRuns)
+	}
+	if c.Loop.RetainRuns < 0 {
+		bad("loop.retain_runs", "must not be negative, got %d", c.Loop.RetainRuns)
+	}
+	switch c.Provider.Name {
+	case "scripted":
+	case "":
+		bad("provider.name", "is required (one of: scripted)")
+	default:
+		bad("provider.name", "unknown provider %q (one of: scripted)", c.Provider.Name)
+	}
+	if c.Provider.Script != "" {
+		if _, err := os.Stat(c.Provider.Script); err != nil {
+			bad("provider.script", "%v", err)
+		}
+	}
+	switch strings.ToLower(c.Log.Level) {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", "must be one of debug, info, warn, error; got %q", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "json", "text":
+	default:
+		bad("log.format", "must be json or text; got %q", c.Log.Format)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %s", ErrInvalid, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func checkListen(addr string) error {
+	if addr == "" {
+		return errors.New("is empty")
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p > 65535 {
+		return fmt.Errorf("invalid port %q", port)
+	}
+	return nil
+}

@@ -1,0 +1,61 @@
+// Package decorators holds the orchestrator's tool wrappers. Every wrapper is a
+// tool.Delegating: it exposes its delegate, keeps the definition and metadata, and passes
+// the call's context through untouched, so the ToolCallContext reaches the tool.
+//
+// It depends on pkg/tool only.
+package decorators
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/toolmesh/toolmesh/pkg/tool"
+)
+
+// Decorator wraps a tool.
+type Decorator func(tool.Tool) tool.Tool
+
+// Apply wraps t in ds, the first decorator innermost.
+func Apply(t tool.Tool, ds ...Decorator) tool.Tool {
+	for _, d := range ds {
+		t = d(t)
+	}
+	return t
+}
+
+// Default is the chain the orchestrator puts around every tool of a run.
+func Default() []Decorator {
+	return []Decorator{ErrorMapping}
+}
+
+// base forwards everything to the delegate; wrappers embed it and override Call.
+type base struct{ d tool.Tool }
+
+func (b base) Definition() tool.Definition { return b.d.Definition() }
+func (b base) Metadata() tool.Metadata     { return b.d.Metadata() }
+func (b base) Delegate() tool.Tool         { return b.d }
+
+// errorMapping turns a returned error or a panic into an error result, so that a failing
+// tool never ends a run. Control-flow signals pass through.
+type errorMapping struct{ base }
+
+// ErrorMapping wraps t so that its failures reach the model as error results.
+func ErrorMapping(t tool.Tool) tool.Tool { return errorMapping{base{t}} }
+
+func (e errorMapping) Call(ctx context.Context, input string) (res tool.Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			res, err = tool.ErrorWithCode(tool.CodePanic, fmt.Sprintf("tool '%s' panicked: %v", e.d.Definition().Name, p)), nil
+		}
+	}()
+	res, err = e.d.Call(ctx, input)
+	if err != nil {
+		var sig tool.Signal
+		if errors.As(err, &sig) {
+			return tool.Result{}, err
+		}
+		return tool.ErrorFrom(err), nil
+	}
+	return res, nil
+}

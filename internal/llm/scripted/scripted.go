@@ -1,0 +1,345 @@
+// Package scripted is a deterministic, file-driven model: an llm.Provider that answers from a
+// script of rules instead of calling an API. Tests use it, and `make demo` uses its embedded
+// demo script when no model credentials are set.
+//
+// It streams like a real provider (text deltas, tool-call deltas with the arguments in
+// pieces, a final answer with usage) so that the loop cannot tell the difference.
+// This package must not import gRPC, generated protos or the loop.
+package scripted
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/toolmesh/toolmesh/internal/llm"
+)
+
+// ErrNoMatch is wrapped by the error of a stream for which no rule of the script matches.
+var ErrNoMatch = errors.New("scripted: no rule matches")
+
+// ErrInjected is wrapped by the error of a stream whose rule asks for a failure (Reply.Error).
+var ErrInjected = errors.New("scripted: injected failure")
+
+// maxRequests bounds the requests a Provider keeps for Requests.
+const maxRequests = 1000
+
+// Provider answers model calls from a script. It is safe for concurrent use.
+type Provider struct {
+	script *compiledScript
+
+	mu       sync.Mutex
+	requests []llm.Request // the last maxRequests requests, oldest first
+}
+
+var _ llm.Provider = (*Provider)(nil)
+
+// New returns a provider that answers from s.
+func New(s Script) (*Provider, error) {
+	cs, err := compile(s)
+	if err != nil {
+		return nil, err
+	}
+	return &Provider{script: cs}, nil
+}
+
+// Load returns a provider that answers from the YAML script in the file at path.
+func Load(path string) (*Provider, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("scripted: %w", err)
+	}
+	s, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return New(s)
+}
+
+// Name returns "scripted".
+func (p *Provider) Name() string { return "scripted" }
+
+// Requests returns copies of the requests the provider received, oldest first; it keeps
+// the last 1000.
+func (p *Provider) Requests() []llm.Request {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]llm.Request, len(p.requests))
+	for i := range p.requests {
+		out[i] = cloneRequest(&p.requests[i])
+	}
+	return out
+}
+
+// Stream answers req with the reply of the first matching rule. The request is recorded
+// when the stream is iterated.
+func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Chunk, error] {
+	return func(yield func(llm.Chunk, error) bool) {
+		if req == nil {
+			yield(llm.Chunk{}, errors.New("scripted: nil request"))
+			return
+		}
+		if err := ctx.Err(); err != nil {
+			yield(llm.Chunk{}, err)
+			return
+		}
+		p.record(req)
+		a, err := p.script.answer(req)
+		if err != nil {
+			yield(llm.Chunk{}, err)
+			return
+		}
+		if err := sleep(ctx, a.delay); err != nil {
+			yield(llm.Chunk{}, err)
+			return
+		}
+		for _, c := range a.chunks() {
+			if err := ctx.Err(); err != nil {
+				yield(llm.Chunk{}, err)
+				return
+			}
+			if !yield(c, nil) {
+				return
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			yield(llm.Chunk{}, err)
+			return
+		}
+		if a.failure != nil {
+			yield(llm.Chunk{}, a.failure)
+			return
+		}
+		yield(llm.Chunk{Done: a.response(req)}, nil)
+	}
+}
+
+func (p *Provider) record(req *llm.Request) {
+	c := cloneRequest(req)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.requests) == maxRequests {
+		copy(p.requests, p.requests[1:])
+		p.requests = p.requests[:maxRequests-1]
+	}
+	p.requests = append(p.requests, c)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// answer is a rendered reply.
+type answer struct {
+	model   string
+	delay   time.Duration
+	text    string
+	calls   []llm.ToolCall
+	failure error
+}
+
+func (s *compiledScript) answer(req *llm.Request) (*answer, error) {
+	v := newView(req)
+	i := slices.IndexFunc(s.rules, func(r compiledRule) bool { return r.matches(v) })
+	if i < 0 {
+		return nil, &noMatchError{msg: fmt.Sprintf("scripted: no rule of script %q matches turn %d (last message: %s)",
+			s.name, v.turn, describeLast(req.Messages))}
+	}
+	r := &s.rules[i]
+	// Template errors name the field themselves, as "template: reply.text:1:2: ...".
+	fail := func(err error) error {
+		return fmt.Errorf("scripted: script %q: %s: %w", s.name, r.label, err)
+	}
+	a := &answer{model: s.model, delay: r.delay}
+	if r.text != nil {
+		text, err := execute(r.text, v)
+		if err != nil {
+			return nil, fail(err)
+		}
+		a.text = text
+	}
+	for j, c := range r.calls {
+		call := llm.ToolCall{ID: c.id, Name: c.name, Arguments: c.args}
+		if call.ID == "" {
+			call.ID = fmt.Sprintf("call_%d_%d", v.turn, j)
+		}
+		if c.argsTmpl != nil {
+			args, err := execute(c.argsTmpl, v)
+			if err != nil {
+				return nil, fail(err)
+			}
+			call.Arguments = args
+		}
+		a.calls = append(a.calls, call)
+	}
+	if r.failure != "" {
+		a.failure = fmt.Errorf("%w: %s", ErrInjected, r.failure)
+	}
+	return a, nil
+}
+
+type noMatchError struct{ msg string }
+
+func (e *noMatchError) Error() string { return e.msg }
+func (e *noMatchError) Unwrap() error { return ErrNoMatch }
+
+// describeLast renders the last message for the no-match error: role and abridged text.
+func describeLast(msgs []llm.Message) string {
+	if len(msgs) == 0 {
+		return "none"
+	}
+	m := msgs[len(msgs)-1]
+	return string(m.Role) + " " + strconv.Quote(abridge(m.Text, 60))
+}
+
+func abridge(s string, maxRunes int) string {
+	if utf8.RuneCountInString(s) <= maxRunes {
+		return s
+	}
+	n := 0
+	for i := range s {
+		if n == maxRunes {
+			return s[:i] + "…"
+		}
+		n++
+	}
+	return s
+}
+
+// chunks streams the answer as a real provider would: the text word by word, then each tool
+// call as a delta with ID and Name followed by deltas with pieces of the arguments.
+func (a *answer) chunks() []llm.Chunk {
+	var out []llm.Chunk
+	for _, w := range splitWords(a.text) {
+		out = append(out, llm.Chunk{TextDelta: w})
+	}
+	for i, c := range a.calls {
+		out = append(out, llm.Chunk{ToolCallDelta: &llm.ToolCallDelta{Index: i, ID: c.ID, Name: c.Name}})
+		for _, piece := range splitArguments(c.Arguments) {
+			out = append(out, llm.Chunk{ToolCallDelta: &llm.ToolCallDelta{Index: i, Arguments: piece}})
+		}
+	}
+	return out
+}
+
+func (a *answer) response(req *llm.Request) *llm.Response {
+	finish := "stop"
+	if len(a.calls) > 0 {
+		finish = "tool_calls"
+	}
+	return &llm.Response{
+		Text:         a.text,
+		ToolCalls:    slices.Clone(a.calls),
+		Usage:        llm.Usage{InputTokens: estimateTokens(requestSize(req)), OutputTokens: estimateTokens(a.size())},
+		FinishReason: finish,
+		Model:        a.model,
+	}
+}
+
+// splitWords cuts s after each run of white space, keeping every byte.
+func splitWords(s string) []string {
+	var out []string
+	start, inSpace := 0, false
+	for i, r := range s {
+		space := unicode.IsSpace(r)
+		if inSpace && !space {
+			out = append(out, s[start:i])
+			start = i
+		}
+		inSpace = space
+	}
+	if start < len(s) {
+		out = append(out, s[start:])
+	}
+	return out
+}
+
+// splitArguments cuts arguments into pieces of at most 16 bytes, at least two when they are
+// longer than 4 bytes, never inside a UTF-8 sequence.
+func splitArguments(s string) []string {
+	if len(s) <= 4 {
+		if s == "" {
+			return nil
+		}
+		return []string{s}
+	}
+	size := min(16, (len(s)+1)/2)
+	var out []string
+	for s != "" {
+		n := 0
+		for n < len(s) {
+			_, w := utf8.DecodeRuneInString(s[n:])
+			if n > 0 && n+w > size {
+				break
+			}
+			n += w
+		}
+		out = append(out, s[:n])
+		s = s[n:]
+	}
+	return out
+}
+
+// estimateTokens counts about four bytes per token, and at least one token.
+func estimateTokens(n int) int64 {
+	return int64(max(1, (n+3)/4))
+}
+
+func requestSize(req *llm.Request) int {
+	n := len(req.System) + len(req.OutputSchema)
+	for _, m := range req.Messages {
+		n += len(m.Role) + len(m.Text) + len(m.ToolCallID) + len(m.ToolName)
+		for _, c := range m.ToolCalls {
+			n += len(c.ID) + len(c.Name) + len(c.Arguments)
+		}
+	}
+	for _, t := range req.Tools {
+		n += len(t.Name) + len(t.Description) + len(t.Parameters)
+	}
+	return n
+}
+
+func (a *answer) size() int {
+	n := len(a.text)
+	for _, c := range a.calls {
+		n += len(c.Name) + len(c.Arguments)
+	}
+	return n
+}
+
+// cloneRequest copies req deeply, so that callers that reuse their request cannot change
+// what was recorded.
+func cloneRequest(req *llm.Request) llm.Request {
+	c := *req
+	c.Messages = slices.Clone(req.Messages)
+	for i := range c.Messages {
+		c.Messages[i].ToolCalls = slices.Clone(c.Messages[i].ToolCalls)
+	}
+	c.Tools = slices.Clone(req.Tools)
+	for i := range c.Tools {
+		c.Tools[i].Parameters = slices.Clone(c.Tools[i].Parameters)
+	}
+	c.OutputSchema = slices.Clone(req.OutputSchema)
+	if req.Temperature != nil {
+		c.Temperature = new(*req.Temperature)
+	}
+	return c
+}

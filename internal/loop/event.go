@@ -1,0 +1,63 @@
+package loop
+
+import (
+	"time"
+
+	"github.com/toolmesh/toolmesh/internal/llm"
+	"github.com/toolmesh/toolmesh/pkg/tool"
+)
+
+// Event is something that happened in a loop. The concrete types below are all of them.
+type Event interface{ loopEvent() }
+
+// ModelCalled reports one model call.
+type ModelCalled struct {
+	Iteration    int
+	Model        string
+	Usage        llm.Usage
+	FinishReason string
+}
+
+// AssistantText reports text the model wrote in a turn that also called tools.
+type AssistantText struct {
+	Iteration int
+	Text      string
+}
+
+// ToolCallStarted reports a tool call the model asked for, before anything is done with it.
+type ToolCallStarted struct {
+	Iteration int
+	LoopID    string
+	Call      llm.ToolCall
+}
+
+// Outcome classifies how a tool call ended.
+type Outcome int
+
+// Outcomes of a tool call.
+const (
+	OutcomeOK Outcome = iota + 1
+	OutcomeError
+	OutcomeUnknownTool
+	OutcomeInvalidArguments
+)
+
+// ToolCallFinished reports the end of a tool call and what the model will read.
+type ToolCallFinished struct {
+	Iteration int
+	LoopID    string
+	Call      llm.ToolCall
+	Outcome   Outcome
+	Content   string
+	Result    tool.Result
+	// WorkerID and Attempts say where a remote tool ran; empty for local tools and for
+	// calls settled before dispatch.
+	WorkerID string
+	Attempts int
+	Duration time.Duration
+}
+
+func (ModelCalled) loopEvent()      {}
+func (AssistantText) loopEvent()    {}
+func (ToolCallStarted) loopEvent()  {}
+func (ToolCallFinished) loopEvent() {}

@@ -1,0 +1,330 @@
+// Package loop is the tool loop: it calls the model with the conversation and the visible
+// tools, runs the tool calls it asks for (concurrently, bounded), feeds the results back,
+// and repeats until a final answer, a return-direct result, the iteration limit, or an
+// error (SPEC S5).
+//
+// It knows tools only through pkg/tool and models only through internal/llm: it must not
+// import gRPC, generated protos, the router or the server.
+package loop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/toolmesh/toolmesh/internal/llm"
+	"github.com/toolmesh/toolmesh/pkg/tool"
+)
+
+// DefaultMaxIterations is the iteration limit when none is set.
+const DefaultMaxIterations = 20
+
+// DefaultMaxParallel bounds the tool calls of one model turn run at once.
+const DefaultMaxParallel = 8
+
+// EmptyResponseNudge is the user message sent after a blank model turn when empty
+// responses are retried (§5.8).
+const EmptyResponseNudge = "Your previous turn produced no response. Take ONE concrete action that progresses toward answering the user's most recent question — either call a tool to gather what you still need, or write the answer using the information you already have. Do not stay silent."
+
+// MaxIterationsError ends a loop that used all its model calls without a final answer.
+type MaxIterationsError struct{ Max int }
+
+func (e *MaxIterationsError) Error() string {
+	return fmt.Sprintf("Tool loop exceeded maximum iterations (%d). This may indicate a loop in tool calls or an overly complex task.", e.Max)
+}
+
+// ErrEmptyResponse ends a loop whose model kept answering with nothing.
+var ErrEmptyResponse = errors.New("the model returned an empty response")
+
+// SignalError ends a loop because a tool raised a control-flow signal.
+type SignalError struct {
+	Tool   string
+	Signal error
+}
+
+func (e *SignalError) Error() string { return fmt.Sprintf("tool '%s' signalled: %v", e.Tool, e.Signal) }
+func (e *SignalError) Unwrap() error { return e.Signal }
+
+// ModelError wraps a provider failure.
+type ModelError struct {
+	Iteration int
+	Err       error
+}
+
+func (e *ModelError) Error() string {
+	return fmt.Sprintf("model call %d failed: %v", e.Iteration, e.Err)
+}
+func (e *ModelError) Unwrap() error { return e.Err }
+
+// Options configure one loop.
+type Options struct {
+	Provider        llm.Provider
+	Model           string
+	Temperature     *float64
+	MaxOutputTokens int
+	// MaxIterations bounds the model calls. Default DefaultMaxIterations.
+	MaxIterations int
+	// MaxParallel bounds the tool calls of one turn run at once. Default DefaultMaxParallel.
+	MaxParallel int
+	// EmptyRetries is how many blank model turns in a row are answered with a nudge before
+	// the loop fails; zero accepts a blank answer as final.
+	EmptyRetries int
+	// RunID and LoopID identify the loop's tool calls to the tools.
+	RunID, LoopID string
+	// NotFound handles unknown tool names. Default: NewAutoCorrection(). It must be a fresh
+	// value per loop.
+	NotFound NotFoundPolicy
+	// Observer receives the loop's events, synchronously, from several goroutines at once
+	// when tool calls run in parallel.
+	Observer func(Event)
+	Logger   *slog.Logger
+}
+
+// Input is what the loop starts from.
+type Input struct {
+	System   string
+	Messages []llm.Message
+	// Tools offered to the model; the first tool of a name wins.
+	Tools []tool.Tool
+}
+
+// Result is how a loop ended.
+type Result struct {
+	Text         string
+	Iterations   int
+	ReturnDirect bool
+	Usage        llm.Usage
+	ToolCalls    int
+	History      []llm.Message
+}
+
+// Run runs the loop.
+func Run(ctx context.Context, opts Options, in Input) (*Result, error) {
+	if opts.Provider == nil {
+		return nil, errors.New("loop: no provider")
+	}
+	if opts.MaxIterations <= 0 {
+		opts.MaxIterations = DefaultMaxIterations
+	}
+	if opts.MaxParallel <= 0 {
+		opts.MaxParallel = DefaultMaxParallel
+	}
+	if opts.NotFound == nil {
+		opts.NotFound = NewAutoCorrection()
+	}
+	if opts.Observer == nil {
+		opts.Observer = func(Event) {}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	l := &state{opts: opts, tools: map[string]tool.Tool{}}
+	for _, t := range in.Tools {
+		name := t.Definition().Name
+		if _, dup := l.tools[name]; dup {
+			continue
+		}
+		l.tools[name] = t
+		l.order = append(l.order, name)
+	}
+	l.history = append([]llm.Message(nil), in.Messages...)
+	return l.run(ctx, in.System)
+}
+
+type state struct {
+	opts    Options
+	tools   map[string]tool.Tool
+	order   []string
+	history []llm.Message
+	usage   llm.Usage
+	calls   int
+	empties int
+}
+
+func (l *state) specs() []llm.ToolSpec {
+	specs := make([]llm.ToolSpec, 0, len(l.order))
+	for _, name := range l.order {
+		d := l.tools[name].Definition()
+		specs = append(specs, llm.ToolSpec{Name: d.Name, Description: d.Description, Parameters: d.InputSchema.JSON()})
+	}
+	return specs
+}
+
+func (l *state) run(ctx context.Context, system string) (*Result, error) {
+	for iter := 1; iter <= l.opts.MaxIterations; iter++ {
+		req := &llm.Request{
+			Model:           l.opts.Model,
+			System:          system,
+			Messages:        append([]llm.Message(nil), l.history...),
+			Tools:           l.specs(),
+			Temperature:     l.opts.Temperature,
+			MaxOutputTokens: l.opts.MaxOutputTokens,
+		}
+		resp, err := llm.Collect(l.opts.Provider.Stream(ctx, req))
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, &ModelError{Iteration: iter, Err: err}
+		}
+		l.usage = l.usage.Add(resp.Usage)
+		l.opts.Observer(ModelCalled{Iteration: iter, Model: resp.Model, Usage: resp.Usage, FinishReason: resp.FinishReason})
+
+		if len(resp.ToolCalls) == 0 {
+			if strings.TrimSpace(resp.Text) == "" && l.opts.EmptyRetries > 0 {
+				l.empties++
+				if l.empties > l.opts.EmptyRetries {
+					return nil, ErrEmptyResponse
+				}
+				text := resp.Text
+				if text == "" {
+					text = "(no response)" // some providers reject empty assistant turns
+				}
+				l.history = append(l.history, llm.Message{Role: llm.RoleAssistant, Text: text}, llm.Message{Role: llm.RoleUser, Text: EmptyResponseNudge})
+				continue
+			}
+			l.history = append(l.history, llm.Message{Role: llm.RoleAssistant, Text: resp.Text})
+			return l.result(resp.Text, iter, false), nil
+		}
+		l.empties = 0
+		if strings.TrimSpace(resp.Text) != "" {
+			l.opts.Observer(AssistantText{Iteration: iter, Text: resp.Text})
+		}
+		l.history = append(l.history, llm.Message{Role: llm.RoleAssistant, Text: resp.Text, ToolCalls: resp.ToolCalls})
+
+		outcomes, err := l.runBatch(ctx, iter, resp.ToolCalls)
+		if err != nil {
+			return nil, err
+		}
+		direct, hasDirect := "", false
+		for _, o := range outcomes {
+			l.history = append(l.history, llm.Message{Role: llm.RoleTool, ToolCallID: o.call.ID, ToolName: o.call.Name, Text: o.content, IsError: o.isError})
+			if o.returnDirect {
+				direct, hasDirect = o.content, true
+			}
+		}
+		if hasDirect {
+			return l.result(direct, iter, true), nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+	return nil, &MaxIterationsError{Max: l.opts.MaxIterations}
+}
+
+func (l *state) result(text string, iter int, direct bool) *Result {
+	return &Result{Text: text, Iterations: iter, ReturnDirect: direct, Usage: l.usage, ToolCalls: l.calls, History: l.history}
+}
+
+// outcome is one tool call's contribution to the history.
+type outcome struct {
+	call         llm.ToolCall
+	content      string
+	isError      bool
+	returnDirect bool
+	signal       error
+}
+
+// runBatch runs the tool calls of one model turn. Unknown names and invalid arguments are
+// settled first, in call order, without contacting any tool; the rest run concurrently.
+// Results come back in call order whatever order they finish in.
+func (l *state) runBatch(ctx context.Context, iter int, calls []llm.ToolCall) ([]outcome, error) {
+	outcomes := make([]outcome, len(calls))
+	type job struct {
+		i    int
+		t    tool.Tool
+		args string
+	}
+	var jobs []job
+	for i, c := range calls {
+		if c.ID == "" {
+			c.ID = fmt.Sprintf("call_%d_%d", iter, i+1)
+			calls[i] = c
+		}
+		outcomes[i].call = c
+		l.opts.Observer(ToolCallStarted{Iteration: iter, LoopID: l.opts.LoopID, Call: c})
+		t, ok := l.tools[c.Name]
+		if !ok {
+			feedback, err := l.opts.NotFound.Handle(c.Name, append([]string(nil), l.order...))
+			if err != nil {
+				return nil, err
+			}
+			outcomes[i].content, outcomes[i].isError = feedback, true
+			l.opts.Observer(ToolCallFinished{Iteration: iter, LoopID: l.opts.LoopID, Call: c, Outcome: OutcomeUnknownTool, Content: feedback})
+			continue
+		}
+		l.opts.NotFound.Found()
+		args, err := t.Definition().InputSchema.Validate(c.Arguments)
+		if err != nil {
+			msg := fmt.Sprintf("Error: invalid arguments for tool '%s': %v. Call it again with arguments that match its schema.", c.Name, err)
+			outcomes[i].content, outcomes[i].isError = msg, true
+			l.opts.Observer(ToolCallFinished{Iteration: iter, LoopID: l.opts.LoopID, Call: c, Outcome: OutcomeInvalidArguments, Content: msg})
+			continue
+		}
+		jobs = append(jobs, job{i: i, t: t, args: args})
+	}
+
+	g := &errgroup.Group{}
+	g.SetLimit(l.opts.MaxParallel)
+	for _, j := range jobs {
+		g.Go(func() error {
+			outcomes[j.i] = l.call(ctx, iter, outcomes[j.i].call, j.t, j.args)
+			return nil
+		})
+	}
+	_ = g.Wait()
+	l.calls += len(jobs)
+	for _, o := range outcomes {
+		if o.signal != nil {
+			return nil, &SignalError{Tool: o.call.Name, Signal: o.signal}
+		}
+	}
+	return outcomes, nil
+}
+
+// call runs one tool call and reports it.
+func (l *state) call(ctx context.Context, iter int, c llm.ToolCall, t tool.Tool, args string) outcome {
+	ctx = tool.WithCallInfo(ctx, tool.CallInfo{RunID: l.opts.RunID, LoopID: l.opts.LoopID, CallID: c.ID})
+	ctx, dispatch := tool.WithDispatch(ctx)
+	start := time.Now()
+	res, err := safeCall(ctx, t, args)
+	elapsed := time.Since(start)
+	o := outcome{call: c}
+	ev := ToolCallFinished{Iteration: iter, LoopID: l.opts.LoopID, Call: c, Duration: elapsed, WorkerID: dispatch.WorkerID, Attempts: dispatch.Attempts}
+	if err != nil {
+		var sig tool.Signal
+		if errors.As(err, &sig) {
+			o.signal = err
+			ev.Outcome, ev.Content = OutcomeError, err.Error()
+			l.opts.Observer(ev)
+			return o
+		}
+		res = tool.ErrorFrom(err)
+	}
+	o.content = res.Render()
+	o.isError = res.IsError()
+	o.returnDirect = t.Metadata().ReturnDirect && !res.IsError()
+	ev.Result, ev.Content = res, o.content
+	ev.Outcome = OutcomeOK
+	if res.IsError() {
+		ev.Outcome = OutcomeError
+	}
+	l.opts.Observer(ev)
+	return o
+}
+
+// safeCall turns a panic in a tool into an error result: a tool never crashes a run.
+func safeCall(ctx context.Context, t tool.Tool, args string) (res tool.Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			res, err = tool.ErrorWithCode(tool.CodePanic, fmt.Sprintf("tool '%s' panicked: %v", t.Definition().Name, p)), nil
+		}
+	}()
+	return t.Call(ctx, args)
+}

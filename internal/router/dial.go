@@ -1,0 +1,61 @@
+package router
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/stats"
+)
+
+// Dial opens a client connection to a worker with the options every worker connection
+// needs: keepalive, so that a silent partition fails fast instead of at the deadline; no
+// service config from DNS, so that no retry policy can re-execute calls behind the
+// router's back (the router is the only retry layer); and the stats handler that tells
+// whether a failed call ever left this process.
+func Dial(address string) (*grpc.ClientConn, error) {
+	return grpc.NewClient(address, DialOptions()...)
+}
+
+// DialOptions are the options Dial uses, for callers that add their own.
+func DialOptions() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDisableServiceConfig(),
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"pick_first":{}}]}`),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.WithStatsHandler(sentTracker{}),
+	}
+}
+
+// sent records whether a call's request reached the transport. A call that fails before
+// that provably never reached a worker, so it is safe to send to another replica.
+type sent struct{ headers bool }
+
+type sentKey struct{}
+
+func withSent(ctx context.Context) (context.Context, *sent) {
+	s := &sent{}
+	return context.WithValue(ctx, sentKey{}, s), s
+}
+
+// sentTracker is a stats handler that marks a call as sent once its headers were handed to
+// a transport.
+type sentTracker struct{}
+
+func (sentTracker) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+
+func (sentTracker) HandleRPC(ctx context.Context, s stats.RPCStats) {
+	switch s.(type) {
+	case *stats.OutHeader, *stats.OutPayload:
+		if m, ok := ctx.Value(sentKey{}).(*sent); ok {
+			m.headers = true
+		}
+	}
+}
+
+func (sentTracker) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+
+func (sentTracker) HandleConn(context.Context, stats.ConnStats) {}

@@ -1,0 +1,176 @@
+// Package router owns the orchestrator's view of the mesh: the workers that registered,
+// the routing table from tool name to replicas, replica choice, deadlines, failover and
+// ejection. Remote tools handed to the loop are router stubs.
+//
+// It imports the generated protos (it is a gRPC boundary) but nothing above it: not the
+// loop, not the server.
+package router
+
+import (
+	"errors"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
+)
+
+// Errors reported by the router.
+var (
+	// ErrInvalidRegistration: a registration is malformed.
+	ErrInvalidRegistration = errors.New("invalid registration")
+	// ErrConflict: a registration conflicts with what is already registered.
+	ErrConflict = errors.New("registration conflicts with the routing table")
+	// ErrUnknownGroup: no worker serves the group.
+	ErrUnknownGroup = errors.New("unknown tool group")
+	// ErrUnknownTool: no worker serves the tool.
+	ErrUnknownTool = errors.New("unknown tool")
+	// ErrClosed: the router was closed.
+	ErrClosed = errors.New("router closed")
+)
+
+// Options configure a Router. The zero value gives sensible defaults.
+type Options struct {
+	// GracePeriod is how long a worker whose registration stream broke keeps its place in
+	// the table (taking no calls) before it is removed. Default 3s.
+	GracePeriod time.Duration
+	// DefaultTimeout bounds a call of a tool that declares no timeout. Default 30s.
+	DefaultTimeout time.Duration
+	// EjectAfter consecutive transport failures take a replica out of rotation. Default 3.
+	EjectAfter int
+	// EjectFor is how long an ejected replica stays out. Default 10s.
+	EjectFor time.Duration
+	// MaxAttempts bounds the replicas one call is sent to. Default 3.
+	MaxAttempts int
+	// Dial opens a client connection to a worker. Default: Dial.
+	Dial func(address string) (*grpc.ClientConn, error)
+	// Logger receives the router's logs. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.GracePeriod <= 0 {
+		o.GracePeriod = 3 * time.Second
+	}
+	if o.DefaultTimeout <= 0 {
+		o.DefaultTimeout = 30 * time.Second
+	}
+	if o.EjectAfter <= 0 {
+		o.EjectAfter = 3
+	}
+	if o.EjectFor <= 0 {
+		o.EjectFor = 10 * time.Second
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = 3
+	}
+	if o.Dial == nil {
+		o.Dial = Dial
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// Router is the routing table plus the machinery to call through it. It is safe for
+// concurrent use.
+type Router struct {
+	opts Options
+	log  *slog.Logger
+
+	mu      sync.RWMutex
+	closed  bool
+	workers map[string]*worker
+	groups  map[string]*groupEntry
+	tools   map[string]*toolEntry
+}
+
+// groupEntry is a tool group and what serves it.
+type groupEntry struct {
+	info    *toolpb.ToolGroupInfo
+	tools   map[string]*toolEntry
+	workers map[string]*worker
+}
+
+// toolEntry is one tool and its replicas. Entries are immutable apart from replicas,
+// which is guarded by Router.mu.
+type toolEntry struct {
+	group    string
+	def      tool.Definition
+	meta     tool.Metadata
+	hash     string
+	proto    *toolpb.ToolDefinition
+	replicas map[string]*worker
+}
+
+// New returns an empty router.
+func New(opts Options) *Router {
+	opts = opts.withDefaults()
+	return &Router{
+		opts:    opts,
+		log:     opts.Logger,
+		workers: map[string]*worker{},
+		groups:  map[string]*groupEntry{},
+		tools:   map[string]*toolEntry{},
+	}
+}
+
+// Close removes every worker and closes their connections.
+func (r *Router) Close() {
+	r.mu.Lock()
+	r.closed = true
+	ws := make([]*worker, 0, len(r.workers))
+	for _, w := range r.workers {
+		ws = append(ws, w)
+	}
+	for _, w := range ws {
+		r.removeLocked(w)
+	}
+	r.mu.Unlock()
+	for _, w := range ws {
+		w.close()
+	}
+}
+
+// Tool returns the remote tool with the given name.
+func (r *Router) Tool(name string) (tool.Tool, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	e, ok := r.tools[name]
+	if !ok {
+		return nil, ErrUnknownTool
+	}
+	return &remoteTool{r: r, e: e}, nil
+}
+
+// Group returns the description of a group and its remote tools, sorted by name.
+func (r *Router) Group(role string) (*toolpb.ToolGroupInfo, []tool.Tool, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	g, ok := r.groups[role]
+	if !ok {
+		return nil, nil, ErrUnknownGroup
+	}
+	ts := make([]tool.Tool, 0, len(g.tools))
+	for _, e := range g.tools {
+		ts = append(ts, &remoteTool{r: r, e: e})
+	}
+	sort.Slice(ts, func(i, j int) bool { return ts[i].Definition().Name < ts[j].Definition().Name })
+	return g.info, ts, nil
+}
+
+// GroupOf returns the group that serves a tool.
+func (r *Router) GroupOf(toolName string) (string, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	e, ok := r.tools[toolName]
+	if !ok {
+		return "", false
+	}
+	return e.group, true
+}

@@ -1,0 +1,348 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/toolmesh/toolmesh/internal/decorators"
+	"github.com/toolmesh/toolmesh/internal/llm"
+	"github.com/toolmesh/toolmesh/internal/loop"
+	"github.com/toolmesh/toolmesh/internal/wire"
+	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
+)
+
+// errShutdown is the cause of runs cancelled because the orchestrator stops.
+var errShutdown = errors.New("orchestrator shutting down")
+
+// orchestratorServer serves OrchestratorService.
+type orchestratorServer struct {
+	toolpb.UnimplementedOrchestratorServiceServer
+	s *Server
+}
+
+// Run validates the request, resolves its tools, runs the loop and streams its events.
+func (o *orchestratorServer) Run(req *toolpb.RunRequest, stream toolpb.OrchestratorService_RunServer) error {
+	s := o.s
+	if fe := validateRun(req); fe != nil {
+		return fe.status()
+	}
+	tools, fe := s.resolveTools(req)
+	if fe != nil {
+		return fe.status()
+	}
+
+	runID := req.GetRunId()
+	if runID == "" {
+		runID = "run_" + randomHex(8)
+	}
+	timeout := s.cfg.Loop.RunTimeout.D()
+	if t := req.GetLimits().GetTimeout(); t != nil && t.AsDuration() > 0 {
+		timeout = t.AsDuration()
+	}
+	ctx, cancel := context.WithCancelCause(stream.Context())
+	defer cancel(nil)
+	ctx, cancelTimeout := context.WithTimeout(ctx, timeout)
+	defer cancelTimeout()
+
+	r, code := s.runs.start(runID, cancel)
+	switch code {
+	case startExists:
+		return statusError(codes.AlreadyExists, ReasonRunExists, fmt.Sprintf("run_id: a run with id %q already exists", runID), map[string]string{"field": "run_id"})
+	case startFull:
+		return statusError(codes.ResourceExhausted, ReasonOverloaded, fmt.Sprintf("the orchestrator is running its maximum of %d runs; retry later", s.cfg.Loop.MaxConcurrentRuns), nil)
+	case startClosed:
+		return statusError(codes.Unavailable, ReasonShuttingDown, "the orchestrator is shutting down", nil)
+	}
+	defer s.runs.finish(r)
+
+	log := s.log.With("run_id", runID)
+	em := &emitter{stream: stream, runID: runID}
+	loopID := "loop_" + randomHex(8)
+	maxIter := s.cfg.Loop.MaxIterations
+	if n := req.GetLimits().GetMaxIterations(); n > 0 {
+		maxIter = int(n)
+	}
+	maxPar := s.cfg.Loop.MaxParallelToolCalls
+	if n := req.GetLimits().GetMaxParallelToolCalls(); n > 0 {
+		maxPar = int(n)
+	}
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.Definition().Name
+	}
+	model := modelLabel(s.provider, req.GetLlm().GetModel())
+	_ = em.send(&toolpb.RunResponse{Event: &toolpb.RunResponse_Started{Started: &toolpb.RunStarted{
+		Model: model, Tools: names, LoopId: loopID, MaxIterations: int32(maxIter),
+	}}})
+	log.Info("run started", "model", model, "tools", len(tools), "loop_id", loopID)
+
+	opts := loop.Options{
+		Provider:        s.provider,
+		Model:           req.GetLlm().GetModel(),
+		MaxOutputTokens: int(req.GetLlm().GetMaxOutputTokens()),
+		MaxIterations:   maxIter,
+		MaxParallel:     maxPar,
+		EmptyRetries:    s.cfg.Loop.EmptyResponseRetries,
+		RunID:           runID,
+		LoopID:          loopID,
+		Observer:        func(ev loop.Event) { em.observe(r, ev) },
+		Logger:          log,
+	}
+	if o := req.GetLlm(); o != nil && o.Temperature != nil {
+		t := o.GetTemperature()
+		opts.Temperature = &t
+	}
+	res, err := loop.Run(ctx, opts, loop.Input{System: req.GetSystemPrompt(), Messages: messages(req), Tools: tools})
+
+	r.mu.Lock()
+	r.ended = time.Now()
+	if err == nil {
+		r.state = toolpb.RunState_RUN_STATE_SUCCEEDED
+		r.finalText = res.Text
+		r.iterations = int32(res.Iterations)
+	}
+	r.mu.Unlock()
+	if err == nil {
+		log.Info("run succeeded", "iterations", res.Iterations, "tool_calls", res.ToolCalls)
+		return em.send(&toolpb.RunResponse{Event: &toolpb.RunResponse_FinalResult{FinalResult: &toolpb.FinalResult{
+			Text: res.Text, Iterations: int32(res.Iterations), ReturnDirect: res.ReturnDirect,
+			Usage: &toolpb.Usage{Model: model, InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens},
+		}}})
+	}
+
+	if cause := context.Cause(ctx); cause != nil && (errors.Is(cause, errCancelled) || errors.Is(cause, errShutdown)) {
+		err = fmt.Errorf("%w: %w", errCancelled, cause)
+	}
+	code2, reason := classify(err)
+	msg := err.Error()
+	runErr := &toolpb.RunError{Code: int32(code2), Message: msg, Reason: reason}
+	r.mu.Lock()
+	r.err = runErr
+	r.state = toolpb.RunState_RUN_STATE_FAILED
+	if code2 == codes.Canceled {
+		r.state = toolpb.RunState_RUN_STATE_CANCELLED
+	}
+	r.mu.Unlock()
+	log.Warn("run failed", "code", code2.String(), "reason", reason, "error", msg)
+	_ = em.send(&toolpb.RunResponse{Event: &toolpb.RunResponse_Error{Error: runErr}})
+	return statusError(code2, reason, msg, map[string]string{"run_id": runID})
+}
+
+// resolveTools turns the requested groups and tools into remote tools, de-duplicated by
+// name (first wins), sorted by name, and decorated.
+func (s *Server) resolveTools(req *toolpb.RunRequest) ([]tool.Tool, *fieldError) {
+	byName := map[string]tool.Tool{}
+	add := func(t tool.Tool) {
+		if _, dup := byName[t.Definition().Name]; !dup {
+			byName[t.Definition().Name] = t
+		}
+	}
+	for i, g := range req.GetToolGroups() {
+		_, ts, err := s.router.Group(g)
+		if err != nil {
+			return nil, &fieldError{code: codes.NotFound, reason: ReasonUnknownGroup, field: fmt.Sprintf("tool_groups[%d]", i),
+				desc: fmt.Sprintf("no worker serves tool group %q (known groups: [%s])", g, strings.Join(s.groupRoles(), ", "))}
+		}
+		for _, t := range ts {
+			add(t)
+		}
+	}
+	for i, n := range req.GetTools() {
+		t, err := s.router.Tool(n)
+		if err != nil {
+			return nil, &fieldError{code: codes.NotFound, reason: ReasonUnknownTool, field: fmt.Sprintf("tools[%d]", i),
+				desc: fmt.Sprintf("no worker serves tool %q", n)}
+		}
+		add(t)
+	}
+	out := make([]tool.Tool, 0, len(byName))
+	for _, t := range byName {
+		out = append(out, decorators.Apply(t, decorators.Default()...))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Definition().Name < out[j].Definition().Name })
+	return out, nil
+}
+
+func (s *Server) groupRoles() []string {
+	var roles []string
+	for _, g := range s.router.ListGroups() {
+		roles = append(roles, g.GetGroup().GetRole())
+	}
+	return roles
+}
+
+// messages builds the loop's conversation: earlier messages, then the prompt.
+func messages(req *toolpb.RunRequest) []llm.Message {
+	var out []llm.Message
+	for _, m := range req.GetMessages() {
+		role := llm.RoleUser
+		switch m.GetRole() {
+		case toolpb.Role_ROLE_SYSTEM:
+			role = llm.RoleSystem
+		case toolpb.Role_ROLE_ASSISTANT:
+			role = llm.RoleAssistant
+		}
+		out = append(out, llm.Message{Role: role, Text: m.GetText()})
+	}
+	if strings.TrimSpace(req.GetPrompt()) != "" {
+		out = append(out, llm.Message{Role: llm.RoleUser, Text: req.GetPrompt()})
+	}
+	return out
+}
+
+func modelLabel(p llm.Provider, model string) string {
+	if model == "" {
+		return p.Name()
+	}
+	if strings.Contains(model, "/") {
+		return model
+	}
+	return p.Name() + "/" + model
+}
+
+// emitter serialises sends on a run's stream (tool calls finish on many goroutines) and
+// numbers the events.
+type emitter struct {
+	mu     sync.Mutex
+	stream toolpb.OrchestratorService_RunServer
+	runID  string
+	seq    int64
+	broken bool
+}
+
+func (e *emitter) send(ev *toolpb.RunResponse) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.broken {
+		return nil
+	}
+	e.seq++
+	ev.RunId = e.runID
+	ev.Sequence = e.seq
+	ev.Time = timestamppb.Now()
+	if err := e.stream.Send(ev); err != nil {
+		// The client went away; the run's context is cancelled with the stream.
+		e.broken = true
+		return err
+	}
+	return nil
+}
+
+// observe records a loop event in the run and streams it.
+func (e *emitter) observe(r *run, ev loop.Event) {
+	switch x := ev.(type) {
+	case loop.ModelCalled:
+		r.mu.Lock()
+		r.iterations = int32(x.Iteration)
+		r.usage = r.usage.Add(x.Usage)
+		r.mu.Unlock()
+		_ = e.send(&toolpb.RunResponse{Event: &toolpb.RunResponse_Usage{Usage: &toolpb.Usage{Model: x.Model, InputTokens: x.Usage.InputTokens, OutputTokens: x.Usage.OutputTokens}}})
+	case loop.AssistantText:
+		_ = e.send(&toolpb.RunResponse{Event: &toolpb.RunResponse_Message{Message: &toolpb.AssistantMessage{Text: x.Text, Iteration: int32(x.Iteration)}}})
+	case loop.ToolCallStarted:
+		_ = e.send(&toolpb.RunResponse{Event: &toolpb.RunResponse_ToolCallStarted{ToolCallStarted: &toolpb.ToolCallStarted{
+			CallId: x.Call.ID, Tool: x.Call.Name, ArgumentsJson: x.Call.Arguments, Iteration: int32(x.Iteration), LoopId: x.LoopID,
+		}}})
+	case loop.ToolCallFinished:
+		r.mu.Lock()
+		r.toolCalls++
+		r.mu.Unlock()
+		fin := &toolpb.ToolCallFinished{
+			CallId: x.Call.ID, Tool: x.Call.Name, Outcome: outcomeToProto(x.Outcome), Content: x.Content,
+			WorkerId: x.WorkerID, Duration: durationpb.New(x.Duration), Attempts: int32(x.Attempts), LoopId: x.LoopID,
+		}
+		if x.Result.Artifact != nil {
+			if a, err := wire.ArtifactToProto(x.Result.Artifact); err == nil {
+				fin.Artifact = a
+			}
+		}
+		_ = e.send(&toolpb.RunResponse{Event: &toolpb.RunResponse_ToolCallFinished{ToolCallFinished: fin}})
+	}
+}
+
+func outcomeToProto(o loop.Outcome) toolpb.ToolCallOutcome {
+	switch o {
+	case loop.OutcomeOK:
+		return toolpb.ToolCallOutcome_TOOL_CALL_OUTCOME_OK
+	case loop.OutcomeUnknownTool:
+		return toolpb.ToolCallOutcome_TOOL_CALL_OUTCOME_UNKNOWN_TOOL
+	case loop.OutcomeInvalidArguments:
+		return toolpb.ToolCallOutcome_TOOL_CALL_OUTCOME_INVALID_ARGUMENTS
+	default:
+		return toolpb.ToolCallOutcome_TOOL_CALL_OUTCOME_ERROR
+	}
+}
+
+// ListTools lists the registered tools.
+func (o *orchestratorServer) ListTools(_ context.Context, req *toolpb.ListToolsRequest) (*toolpb.ListToolsResponse, error) {
+	for i, g := range req.GetToolGroups() {
+		if _, _, err := o.s.router.Group(g); err != nil {
+			return nil, (&fieldError{code: codes.NotFound, reason: ReasonUnknownGroup, field: fmt.Sprintf("tool_groups[%d]", i), desc: fmt.Sprintf("no worker serves tool group %q", g)}).status()
+		}
+	}
+	return &toolpb.ListToolsResponse{Tools: o.s.router.ListTools(req.GetToolGroups()...)}, nil
+}
+
+// ListToolGroups lists the tool groups.
+func (o *orchestratorServer) ListToolGroups(context.Context, *toolpb.ListToolGroupsRequest) (*toolpb.ListToolGroupsResponse, error) {
+	return &toolpb.ListToolGroupsResponse{Groups: o.s.router.ListGroups()}, nil
+}
+
+// ListWorkers lists the registered workers.
+func (o *orchestratorServer) ListWorkers(context.Context, *toolpb.ListWorkersRequest) (*toolpb.ListWorkersResponse, error) {
+	return &toolpb.ListWorkersResponse{Workers: o.s.router.ListWorkers()}, nil
+}
+
+// GetRun reports a run.
+func (o *orchestratorServer) GetRun(_ context.Context, req *toolpb.GetRunRequest) (*toolpb.GetRunResponse, error) {
+	if req.GetRunId() == "" {
+		return nil, invalid("run_id", "is empty").status()
+	}
+	r := o.s.runs.get(req.GetRunId())
+	if r == nil {
+		return nil, (&fieldError{code: codes.NotFound, reason: ReasonRunNotFound, field: "run_id", desc: fmt.Sprintf("no run with id %q (finished runs are kept for the last %d)", req.GetRunId(), o.s.cfg.Loop.RetainRuns)}).status()
+	}
+	return r.snapshot(), nil
+}
+
+// CancelRun cancels a running run; cancelling a finished run reports its final state.
+func (o *orchestratorServer) CancelRun(_ context.Context, req *toolpb.CancelRunRequest) (*toolpb.CancelRunResponse, error) {
+	if req.GetRunId() == "" {
+		return nil, invalid("run_id", "is empty").status()
+	}
+	r := o.s.runs.get(req.GetRunId())
+	if r == nil {
+		return nil, (&fieldError{code: codes.NotFound, reason: ReasonRunNotFound, field: "run_id", desc: fmt.Sprintf("no run with id %q", req.GetRunId())}).status()
+	}
+	r.mu.Lock()
+	state := r.state
+	r.mu.Unlock()
+	if state != toolpb.RunState_RUN_STATE_RUNNING {
+		return &toolpb.CancelRunResponse{State: state}, nil
+	}
+	reason := req.GetReason()
+	if reason == "" {
+		reason = "cancelled by client"
+	}
+	r.cancel(fmt.Errorf("%w: %s", errCancelled, reason))
+	return &toolpb.CancelRunResponse{State: toolpb.RunState_RUN_STATE_CANCELLED}, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+

@@ -1,0 +1,156 @@
+package server
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/toolmesh/toolmesh/internal/llm"
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
+)
+
+// run is the orchestrator's record of one run, running or finished.
+type run struct {
+	id     string
+	cancel context.CancelCauseFunc
+
+	mu         sync.Mutex
+	state      toolpb.RunState
+	iterations int32
+	toolCalls  int32
+	usage      llm.Usage
+	finalText  string
+	err        *toolpb.RunError
+	started    time.Time
+	ended      time.Time
+}
+
+func (r *run) snapshot() *toolpb.GetRunResponse {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	resp := &toolpb.GetRunResponse{
+		RunId:      r.id,
+		State:      r.state,
+		Iterations: r.iterations,
+		ToolCalls:  r.toolCalls,
+		FinalText:  r.finalText,
+		Error:      r.err,
+		StartedAt:  timestamppb.New(r.started),
+		Usage:      &toolpb.Usage{InputTokens: r.usage.InputTokens, OutputTokens: r.usage.OutputTokens},
+	}
+	if !r.ended.IsZero() {
+		resp.EndedAt = timestamppb.New(r.ended)
+	}
+	return resp
+}
+
+// runStore holds the live runs and a bounded history of finished ones.
+type runStore struct {
+	maxLive int
+	retain  int
+
+	mu       sync.Mutex
+	closed   bool
+	runs     map[string]*run
+	finished []string // ids of finished runs, oldest first
+	idle     *sync.Cond
+	nLive    int
+}
+
+func newRunStore(maxLive, retain int) *runStore {
+	s := &runStore{maxLive: maxLive, retain: retain, runs: map[string]*run{}}
+	s.idle = sync.NewCond(&s.mu)
+	return s
+}
+
+type startError int
+
+const (
+	startOK startError = iota
+	startExists
+	startFull
+	startClosed
+)
+
+func (s *runStore) start(id string, cancel context.CancelCauseFunc) (*run, startError) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closed:
+		return nil, startClosed
+	case s.runs[id] != nil:
+		return nil, startExists
+	case s.nLive >= s.maxLive:
+		return nil, startFull
+	}
+	r := &run{id: id, cancel: cancel, state: toolpb.RunState_RUN_STATE_RUNNING, started: time.Now()}
+	s.runs[id] = r
+	s.nLive++
+	return r, startOK
+}
+
+// finish records the end of a run and forgets the oldest finished runs beyond retention.
+func (s *runStore) finish(r *run) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nLive--
+	s.finished = append(s.finished, r.id)
+	for len(s.finished) > s.retain {
+		delete(s.runs, s.finished[0])
+		s.finished = s.finished[1:]
+	}
+	if s.nLive == 0 {
+		s.idle.Broadcast()
+	}
+}
+
+func (s *runStore) get(id string) *run {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.runs[id]
+}
+
+func (s *runStore) live() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.nLive
+}
+
+func (s *runStore) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+}
+
+// wait blocks until no run is live or ctx ends.
+func (s *runStore) wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		s.mu.Lock()
+		for s.nLive > 0 {
+			s.idle.Wait()
+		}
+		s.mu.Unlock()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *runStore) cancelAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range s.runs {
+		r.mu.Lock()
+		if r.state == toolpb.RunState_RUN_STATE_RUNNING {
+			r.cancel(errShutdown)
+		}
+		r.mu.Unlock()
+	}
+}

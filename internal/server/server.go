@@ -1,0 +1,84 @@
+// Package server adapts the orchestrator's domain to gRPC: OrchestratorService (runs,
+// listings) and ToolRegistryService (worker leases). Handlers are thin: validate the
+// request, call the domain (router, loop), map errors to statuses in one place
+// (errors.go).
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"google.golang.org/grpc"
+
+	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/llm"
+	"github.com/toolmesh/toolmesh/internal/router"
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
+)
+
+// Options configure a Server. Router and Provider are required.
+type Options struct {
+	Router   *router.Router
+	Provider llm.Provider
+	// Config supplies registry and loop settings; the zero value means config.Default().
+	Config *config.Config
+	Logger *slog.Logger
+}
+
+// Server implements the orchestrator's gRPC services.
+type Server struct {
+	router   *router.Router
+	provider llm.Provider
+	cfg      config.Config
+	log      *slog.Logger
+	runs     *runStore
+	orch     *orchestratorServer
+	registry *registryServer
+}
+
+// New returns a Server.
+func New(opts Options) (*Server, error) {
+	if opts.Router == nil || opts.Provider == nil {
+		return nil, errors.New("server: Router and Provider are required")
+	}
+	cfg := config.Default()
+	if opts.Config != nil {
+		cfg = *opts.Config
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Server{
+		router:   opts.Router,
+		provider: opts.Provider,
+		cfg:      cfg,
+		log:      opts.Logger,
+		runs:     newRunStore(cfg.Loop.MaxConcurrentRuns, cfg.Loop.RetainRuns),
+	}
+	s.orch = &orchestratorServer{s: s}
+	s.registry = &registryServer{s: s}
+	return s, nil
+}
+
+// Register adds both services to a gRPC server.
+func (s *Server) Register(g grpc.ServiceRegistrar) {
+	toolpb.RegisterOrchestratorServiceServer(g, s.orch)
+	toolpb.RegisterToolRegistryServiceServer(g, s.registry)
+}
+
+// Shutdown refuses new runs, waits for the runs in progress until ctx ends (then cancels
+// them), and ends every worker registration stream so that a GracefulStop can complete.
+// Workers keep running and re-register with the next orchestrator.
+func (s *Server) Shutdown(ctx context.Context) {
+	s.runs.close()
+	if err := s.runs.wait(ctx); err != nil {
+		s.log.Warn("shutdown: cancelling runs still in progress", "runs", s.runs.live())
+		s.runs.cancelAll()
+		_ = s.runs.wait(context.Background())
+	}
+	s.registry.closeAll()
+}

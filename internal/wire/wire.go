@@ -1,0 +1,170 @@
+// Package wire converts between the public tool model (pkg/tool) and the generated
+// protobuf types (pkg/toolpb). It is shared by the orchestrator's router and the worker
+// SDK so that both sides encode a tool, a result and an error the same way.
+package wire
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
+)
+
+// DefinitionToProto encodes a tool's definition and metadata.
+func DefinitionToProto(def tool.Definition, meta tool.Metadata) *toolpb.ToolDefinition {
+	p := &toolpb.ToolDefinition{
+		Name:            def.Name,
+		Description:     def.Description,
+		InputSchemaJson: string(def.InputSchema.JSON()),
+		ReturnDirect:    meta.ReturnDirect,
+		Idempotent:      meta.Idempotent,
+	}
+	if len(def.Metadata) > 0 {
+		p.Metadata = make(map[string]string, len(def.Metadata))
+		for k, v := range def.Metadata {
+			p.Metadata[k] = v
+		}
+	}
+	if meta.Timeout > 0 {
+		p.Timeout = durationpb.New(meta.Timeout)
+	}
+	return p
+}
+
+// DefinitionFromProto decodes a tool definition, checking its schema.
+func DefinitionFromProto(p *toolpb.ToolDefinition) (tool.Definition, tool.Metadata, error) {
+	if p == nil {
+		return tool.Definition{}, tool.Metadata{}, fmt.Errorf("definition missing")
+	}
+	schema, err := tool.SchemaFromJSON([]byte(p.GetInputSchemaJson()))
+	if err != nil {
+		return tool.Definition{}, tool.Metadata{}, fmt.Errorf("input schema: %w", err)
+	}
+	var timeout time.Duration
+	if p.GetTimeout() != nil {
+		if err := p.GetTimeout().CheckValid(); err != nil {
+			return tool.Definition{}, tool.Metadata{}, fmt.Errorf("timeout: %w", err)
+		}
+		timeout = p.GetTimeout().AsDuration()
+		if timeout < 0 {
+			return tool.Definition{}, tool.Metadata{}, fmt.Errorf("timeout: negative (%s)", timeout)
+		}
+	}
+	def := tool.Definition{
+		Name:        p.GetName(),
+		Description: p.GetDescription(),
+		InputSchema: schema,
+	}
+	if len(p.GetMetadata()) > 0 {
+		def.Metadata = make(map[string]string, len(p.GetMetadata()))
+		for k, v := range p.GetMetadata() {
+			def.Metadata[k] = v
+		}
+	}
+	meta := tool.Metadata{ReturnDirect: p.GetReturnDirect(), Idempotent: p.GetIdempotent(), Timeout: timeout}
+	return def, meta, nil
+}
+
+var codesToProto = map[tool.ErrorCode]toolpb.ToolErrorCode{
+	tool.CodeFailed:           toolpb.ToolErrorCode_TOOL_ERROR_CODE_FAILED,
+	tool.CodeInvalidArguments: toolpb.ToolErrorCode_TOOL_ERROR_CODE_INVALID_ARGUMENTS,
+	tool.CodeUnknownTool:      toolpb.ToolErrorCode_TOOL_ERROR_CODE_UNKNOWN_TOOL,
+	tool.CodeTimeout:          toolpb.ToolErrorCode_TOOL_ERROR_CODE_TIMEOUT,
+	tool.CodePanic:            toolpb.ToolErrorCode_TOOL_ERROR_CODE_PANIC,
+	tool.CodeUnavailable:      toolpb.ToolErrorCode_TOOL_ERROR_CODE_UNAVAILABLE,
+}
+
+// CodeToProto encodes an error code; an unknown or empty code becomes FAILED.
+func CodeToProto(c tool.ErrorCode) toolpb.ToolErrorCode {
+	if p, ok := codesToProto[c]; ok {
+		return p
+	}
+	return toolpb.ToolErrorCode_TOOL_ERROR_CODE_FAILED
+}
+
+// CodeFromProto decodes an error code; UNSPECIFIED or unknown values become FAILED.
+func CodeFromProto(p toolpb.ToolErrorCode) tool.ErrorCode {
+	for c, v := range codesToProto {
+		if v == p {
+			return c
+		}
+	}
+	return tool.CodeFailed
+}
+
+// ArtifactToProto encodes an artifact. A value without JSON is marshalled.
+func ArtifactToProto(a *tool.Artifact) (*toolpb.Artifact, error) {
+	if a == nil {
+		return nil, nil
+	}
+	p := &toolpb.Artifact{TypeName: a.TypeName, MediaType: a.MediaType}
+	switch {
+	case a.Data != nil:
+		p.Payload = &toolpb.Artifact_Data{Data: a.Data}
+	case a.JSON != nil:
+		p.Payload = &toolpb.Artifact_Json{Json: string(a.JSON)}
+	case a.Value != nil:
+		b, err := json.Marshal(a.Value)
+		if err != nil {
+			return nil, fmt.Errorf("artifact of type %q: %w", a.TypeName, err)
+		}
+		p.Payload = &toolpb.Artifact_Json{Json: string(b)}
+	}
+	return p, nil
+}
+
+// ArtifactFromProto decodes an artifact.
+func ArtifactFromProto(p *toolpb.Artifact) *tool.Artifact {
+	if p == nil {
+		return nil
+	}
+	a := &tool.Artifact{TypeName: p.GetTypeName(), MediaType: p.GetMediaType()}
+	switch pl := p.GetPayload().(type) {
+	case *toolpb.Artifact_Data:
+		a.Data = pl.Data
+	case *toolpb.Artifact_Json:
+		a.JSON = json.RawMessage(pl.Json)
+	}
+	return a
+}
+
+// ResultToProto encodes a tool result as an InvokeResponse.
+func ResultToProto(r tool.Result) (*toolpb.InvokeResponse, error) {
+	resp := &toolpb.InvokeResponse{}
+	switch r.Kind {
+	case tool.KindError:
+		resp.Outcome = &toolpb.InvokeResponse_Error{Error: &toolpb.ToolError{Message: r.Content, Code: CodeToProto(r.Code)}}
+	case tool.KindArtifact:
+		a, err := ArtifactToProto(r.Artifact)
+		if err != nil {
+			return nil, err
+		}
+		resp.Outcome = &toolpb.InvokeResponse_Artifact{Artifact: &toolpb.ArtifactResult{Content: r.Content, Artifact: a}}
+	default:
+		resp.Outcome = &toolpb.InvokeResponse_Text{Text: r.Content}
+	}
+	return resp, nil
+}
+
+// ResultFromProto decodes an InvokeResponse into a tool result. A response with no
+// outcome is an error result: a worker must always say what happened.
+func ResultFromProto(p *toolpb.InvokeResponse) tool.Result {
+	switch o := p.GetOutcome().(type) {
+	case *toolpb.InvokeResponse_Text:
+		return tool.Text(o.Text)
+	case *toolpb.InvokeResponse_Artifact:
+		a := ArtifactFromProto(o.Artifact.GetArtifact())
+		if a == nil {
+			return tool.Text(o.Artifact.GetContent())
+		}
+		return tool.WithArtifact(o.Artifact.GetContent(), *a)
+	case *toolpb.InvokeResponse_Error:
+		return tool.ErrorWithCode(CodeFromProto(o.Error.GetCode()), o.Error.GetMessage())
+	default:
+		return tool.ErrorWithCode(tool.CodeFailed, "worker returned no outcome")
+	}
+}

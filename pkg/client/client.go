@@ -1,0 +1,140 @@
+// Package client is the Go SDK for toolmesh's OrchestratorService: run a prompt and
+// receive its events as they happen, list tools, groups and workers, inspect and cancel
+// runs. Errors from the orchestrator come back as *Error values that match this package's
+// sentinels with errors.Is.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
+)
+
+// Client talks to one orchestrator.
+type Client struct {
+	conn *grpc.ClientConn
+	orch toolpb.OrchestratorServiceClient
+}
+
+// Dial connects to an orchestrator at addr. Without options the connection is plaintext.
+func Dial(addr string, opts ...grpc.DialOption) (*Client, error) {
+	if len(opts) == 0 {
+		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	conn, err := grpc.NewClient(addr, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	return &Client{conn: conn, orch: toolpb.NewOrchestratorServiceClient(conn)}, nil
+}
+
+// New wraps an existing connection; Close does not close it.
+func New(conn grpc.ClientConnInterface) *Client {
+	return &Client{orch: toolpb.NewOrchestratorServiceClient(conn)}
+}
+
+// Close closes the connection Dial opened.
+func (c *Client) Close() error {
+	if c.conn == nil {
+		return nil
+	}
+	return c.conn.Close()
+}
+
+// Run starts a run and returns its events as they arrive. The sequence ends after the
+// final result, or with an error (an *Error for errors the orchestrator reported).
+func (c *Client) Run(ctx context.Context, req *toolpb.RunRequest) iter.Seq2[*toolpb.RunResponse, error] {
+	return func(yield func(*toolpb.RunResponse, error) bool) {
+		stream, err := c.orch.Run(ctx, req)
+		if err != nil {
+			yield(nil, convert(err))
+			return
+		}
+		for {
+			ev, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			if err != nil {
+				yield(nil, convert(err))
+				return
+			}
+			if !yield(ev, nil) {
+				return
+			}
+		}
+	}
+}
+
+// RunAndWait runs a prompt to its end, handing every event to onEvent (which may be nil),
+// and returns the final result.
+func (c *Client) RunAndWait(ctx context.Context, req *toolpb.RunRequest, onEvent func(*toolpb.RunResponse)) (*toolpb.FinalResult, error) {
+	var final *toolpb.FinalResult
+	for ev, err := range c.Run(ctx, req) {
+		if err != nil {
+			return nil, err
+		}
+		if onEvent != nil {
+			onEvent(ev)
+		}
+		if f := ev.GetFinalResult(); f != nil {
+			final = f
+		}
+	}
+	if final == nil {
+		return nil, errors.New("client: the run's stream ended without a final result")
+	}
+	return final, nil
+}
+
+// ListTools lists the tools of the given groups, or all tools.
+func (c *Client) ListTools(ctx context.Context, groups ...string) ([]*toolpb.ToolInfo, error) {
+	resp, err := c.orch.ListTools(ctx, &toolpb.ListToolsRequest{ToolGroups: groups})
+	if err != nil {
+		return nil, convert(err)
+	}
+	return resp.GetTools(), nil
+}
+
+// ListToolGroups lists the tool groups.
+func (c *Client) ListToolGroups(ctx context.Context) ([]*toolpb.ToolGroupStatus, error) {
+	resp, err := c.orch.ListToolGroups(ctx, &toolpb.ListToolGroupsRequest{})
+	if err != nil {
+		return nil, convert(err)
+	}
+	return resp.GetGroups(), nil
+}
+
+// ListWorkers lists the registered workers.
+func (c *Client) ListWorkers(ctx context.Context) ([]*toolpb.WorkerStatus, error) {
+	resp, err := c.orch.ListWorkers(ctx, &toolpb.ListWorkersRequest{})
+	if err != nil {
+		return nil, convert(err)
+	}
+	return resp.GetWorkers(), nil
+}
+
+// GetRun reports a run.
+func (c *Client) GetRun(ctx context.Context, runID string) (*toolpb.GetRunResponse, error) {
+	resp, err := c.orch.GetRun(ctx, &toolpb.GetRunRequest{RunId: runID})
+	if err != nil {
+		return nil, convert(err)
+	}
+	return resp, nil
+}
+
+// CancelRun cancels a run and returns its state afterwards.
+func (c *Client) CancelRun(ctx context.Context, runID, reason string) (toolpb.RunState, error) {
+	resp, err := c.orch.CancelRun(ctx, &toolpb.CancelRunRequest{RunId: runID, Reason: reason})
+	if err != nil {
+		return toolpb.RunState_RUN_STATE_UNSPECIFIED, convert(err)
+	}
+	return resp.GetState(), nil
+}

@@ -1,0 +1,104 @@
+package tool
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"runtime/debug"
+	"time"
+)
+
+// Option configures a tool built by New or Func.
+type Option func(*config)
+
+type config struct {
+	meta    Metadata
+	defMeta map[string]string
+}
+
+// ReturnDirect makes the tool's result the final answer of the loop.
+func ReturnDirect() Option { return func(c *config) { c.meta.ReturnDirect = true } }
+
+// Idempotent lets the router re-send a call whose outcome is unknown.
+func Idempotent() Option { return func(c *config) { c.meta.Idempotent = true } }
+
+// Timeout bounds one call of the tool.
+func Timeout(d time.Duration) Option { return func(c *config) { c.meta.Timeout = d } }
+
+// DefinitionMetadata merges application metadata into the tool's definition; later
+// entries overwrite earlier ones. The model never sees it.
+func DefinitionMetadata(m map[string]string) Option {
+	return func(c *config) {
+		if len(m) == 0 {
+			return
+		}
+		if c.defMeta == nil {
+			c.defMeta = map[string]string{}
+		}
+		maps.Copy(c.defMeta, m)
+	}
+}
+
+// funcTool is a tool made from a function.
+type funcTool struct {
+	def  Definition
+	meta Metadata
+	fn   func(ctx context.Context, input string) (Result, error)
+}
+
+// New returns a tool that calls fn with the raw JSON arguments.
+//
+// fn reports ordinary failures either as an error Result or as a returned error; a
+// returned error becomes ErrorFrom(err) so that the model can react to it, unless it is
+// a Signal, which is returned as the error for the loop to act on. A panic in fn
+// becomes an error Result with Code CodePanic: one broken tool must not take the
+// orchestrator or a worker down.
+func New(name, description string, schema Schema, fn func(ctx context.Context, input string) (Result, error), opts ...Option) Tool {
+	var c config
+	for _, o := range opts {
+		o(&c)
+	}
+	return &funcTool{
+		def:  Definition{Name: name, Description: description, InputSchema: schema, Metadata: c.defMeta},
+		meta: c.meta,
+		fn:   fn,
+	}
+}
+
+func (t *funcTool) Definition() Definition {
+	d := t.def
+	d.Metadata = maps.Clone(d.Metadata) // callers may change their copy
+	return d
+}
+
+func (t *funcTool) Metadata() Metadata { return t.meta }
+
+func (t *funcTool) Call(ctx context.Context, input string) (res Result, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			res, err = panicResult(r), nil
+		}
+	}()
+	res, err = t.fn(ctx, input)
+	if err != nil {
+		if _, ok := AsSignal(err); ok {
+			return Result{}, err
+		}
+		return ErrorFrom(err), nil
+	}
+	return res, nil
+}
+
+// PanicError is the Cause of the error Result of a tool that panicked. It keeps the
+// stack for the logs; the model only sees the panic value.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("tool panicked: %v", e.Value) }
+
+func panicResult(v any) Result {
+	cause := &PanicError{Value: v, Stack: debug.Stack()}
+	return Result{Kind: KindError, Content: cause.Error(), Code: CodePanic, Cause: cause}
+}

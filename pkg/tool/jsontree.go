@@ -1,0 +1,307 @@
+package tool
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// This file holds the strict JSON reader and writer behind schemas and argument
+// validation. encoding/json alone is too lenient for arguments that a model wrote: it
+// keeps the last of two duplicate keys and silently replaces invalid UTF-8, so two
+// parties could read the same bytes differently.
+
+// jsonObject is a decoded JSON object that remembers the order of its members:
+// schemas are shown to the model in the order their author wrote them.
+type jsonObject struct {
+	keys []string
+	vals map[string]any
+}
+
+func newJSONObject() *jsonObject { return &jsonObject{vals: map[string]any{}} }
+
+func (o *jsonObject) get(key string) (any, bool) {
+	v, ok := o.vals[key]
+	return v, ok
+}
+
+// set replaces the value of an existing member in place or appends a new one.
+func (o *jsonObject) set(key string, v any) {
+	if _, ok := o.vals[key]; !ok {
+		o.keys = append(o.keys, key)
+	}
+	o.vals[key] = v
+}
+
+// remove deletes a member, if present.
+func (o *jsonObject) remove(key string) {
+	if _, ok := o.vals[key]; ok {
+		delete(o.vals, key)
+		o.keys = slices.DeleteFunc(o.keys, func(k string) bool { return k == key })
+	}
+}
+
+// decodeJSON reads exactly one JSON value. Objects become *jsonObject, arrays []any,
+// numbers json.Number (so that no digit is lost), and strings, booleans and null their
+// Go counterparts. It rejects invalid UTF-8, syntax errors, trailing data and duplicate
+// object keys at any depth; error messages are written for a model to act on.
+func decodeJSON(data []byte) (any, error) {
+	if !utf8.Valid(data) {
+		return nil, fmt.Errorf("invalid JSON: invalid UTF-8 at offset %d", invalidUTF8Offset(data))
+	}
+	// The scanner behind Unmarshal reports the exact offset of every syntax error,
+	// including data after the top-level value; the token reader below does not.
+	var raw json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return nil, describeSyntaxError(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	return decodeValue(dec, "")
+}
+
+func invalidUTF8Offset(data []byte) int {
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && size == 1 {
+			return i
+		}
+		i += size
+	}
+	return len(data)
+}
+
+func describeSyntaxError(err error) error {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		msg := se.Error()
+		if msg == "unexpected end of JSON input" {
+			msg = "unexpected end of input"
+		}
+		return fmt.Errorf("invalid JSON: %s at offset %d", msg, se.Offset)
+	}
+	return fmt.Errorf("invalid JSON: %v", err)
+}
+
+// decodeValue reads one value from a token stream that is known to be valid JSON.
+func decodeValue(dec *json.Decoder, path string) (any, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, fmt.Errorf("invalid JSON: %v", err)
+	}
+	d, ok := tok.(json.Delim)
+	if !ok {
+		return tok, nil
+	}
+	switch d {
+	case '{':
+		obj := newJSONObject()
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return nil, fmt.Errorf("invalid JSON: %v", err)
+			}
+			key, _ := kt.(string)
+			if _, dup := obj.vals[key]; dup {
+				if path == "" {
+					return nil, fmt.Errorf("duplicate key %q", key)
+				}
+				return nil, fmt.Errorf("duplicate key %q in property %q", key, path)
+			}
+			v, err := decodeValue(dec, childPath(path, key))
+			if err != nil {
+				return nil, err
+			}
+			obj.set(key, v)
+		}
+		_, err = dec.Token() // '}'
+		return obj, err
+	case '[':
+		arr := []any{}
+		for i := 0; dec.More(); i++ {
+			v, err := decodeValue(dec, indexPath(path, i))
+			if err != nil {
+				return nil, err
+			}
+			arr = append(arr, v)
+		}
+		_, err = dec.Token() // ']'
+		return arr, err
+	default:
+		return nil, fmt.Errorf("invalid JSON: unexpected %v", d)
+	}
+}
+
+// childPath and indexPath build the property paths that error messages show, such
+// as "address.city" or "items[2].name".
+func childPath(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func indexPath(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]" }
+
+// atPath prefixes a message with the property it is about.
+func atPath(path, msg string) string {
+	if path == "" {
+		return msg
+	}
+	return fmt.Sprintf("property %q: %s", path, msg)
+}
+
+// encodeJSON writes a decoded value compactly. With sortKeys, object members are
+// sorted by key, which makes the output canonical: equal values give equal bytes
+// (numbers keep their original spelling).
+func encodeJSON(v any, sortKeys bool) []byte {
+	var b bytes.Buffer
+	writeJSON(&b, v, sortKeys)
+	return b.Bytes()
+}
+
+func writeJSON(b *bytes.Buffer, v any, sortKeys bool) {
+	switch v := v.(type) {
+	case *jsonObject:
+		keys := v.keys
+		if sortKeys {
+			keys = slices.Sorted(slices.Values(keys))
+		}
+		b.WriteByte('{')
+		for i, k := range keys {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(quoteJSON(k))
+			b.WriteByte(':')
+			writeJSON(b, v.vals[k], sortKeys)
+		}
+		b.WriteByte('}')
+	case []any:
+		b.WriteByte('[')
+		for i, e := range v {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			writeJSON(b, e, sortKeys)
+		}
+		b.WriteByte(']')
+	case json.Number:
+		b.WriteString(string(v))
+	case string:
+		b.WriteString(quoteJSON(v))
+	case bool:
+		b.WriteString(strconv.FormatBool(v))
+	case nil:
+		b.WriteString("null")
+	default:
+		// Only values produced by decodeJSON reach here.
+		panic(fmt.Sprintf("tool: cannot encode %T", v))
+	}
+}
+
+// quoteJSON returns s as a JSON string. Unlike json.Marshal it leaves <, > and &
+// alone: the text is for a model, not for an HTML page.
+func quoteJSON(s string) string {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // encoding a string cannot fail
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// marshalJSON is json.Marshal without HTML escaping.
+func marshalJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// toPlain converts a decoded value to the form jsonschema-go validates: maps and
+// float64 numbers (it would take a json.Number for a string). A number too large for
+// a float64 is refused rather than validated as infinity.
+func toPlain(v any, path string) (any, error) {
+	switch v := v.(type) {
+	case *jsonObject:
+		m := make(map[string]any, len(v.keys))
+		for _, k := range v.keys {
+			pv, err := toPlain(v.vals[k], childPath(path, k))
+			if err != nil {
+				return nil, err
+			}
+			m[k] = pv
+		}
+		return m, nil
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			pv, err := toPlain(e, indexPath(path, i))
+			if err != nil {
+				return nil, err
+			}
+			out[i] = pv
+		}
+		return out, nil
+	case json.Number:
+		f, err := strconv.ParseFloat(string(v), 64)
+		if err != nil || math.IsInf(f, 0) {
+			return nil, errors.New(atPath(path, fmt.Sprintf("number %s is out of range", v)))
+		}
+		return f, nil
+	default:
+		return v, nil
+	}
+}
+
+// jsonTypeName names the JSON type of a decoded value the way JSON Schema does.
+func jsonTypeName(v any) string {
+	switch v := v.(type) {
+	case *jsonObject, map[string]any:
+		return "object"
+	case []any:
+		return "array"
+	case json.Number:
+		f, err := strconv.ParseFloat(string(v), 64)
+		if err == nil {
+			if _, frac := math.Modf(f); frac == 0 {
+				return "integer"
+			}
+		}
+		return "number"
+	case float64:
+		if _, frac := math.Modf(v); frac == 0 {
+			return "integer"
+		}
+		return "number"
+	case string:
+		return "string"
+	case bool:
+		return "boolean"
+	case nil:
+		return "null"
+	default:
+		return fmt.Sprintf("%T", v)
+	}
+}
+
+// isBlank reports whether s holds nothing but JSON whitespace.
+func isBlank(s string) bool { return strings.Trim(s, " \t\r\n") == "" }
+
+// truncate keeps quoted values in error messages short.
+func truncate(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n]) + "…"
+}

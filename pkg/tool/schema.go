@@ -1,0 +1,349 @@
+package tool
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+// ErrInvalidSchema reports an input schema that toolmesh cannot use: not JSON, not an
+// object schema, or not resolvable without fetching anything.
+var ErrInvalidSchema = errors.New("invalid input schema")
+
+// ErrInvalidArguments reports tool-call arguments that a model produced and that do
+// not satisfy the tool's input schema. The wrapped message is written for the model.
+var ErrInvalidArguments = errors.New("invalid arguments")
+
+// emptySchemaJSON is what a tool without parameters shows the model (§1.3).
+const emptySchemaJSON = `{"type":"object","properties":{}}`
+
+// Schema is the JSON Schema of a tool's arguments.
+//
+// It is an immutable value, cheap to copy: it holds the canonical JSON that the model is
+// shown and the resolved form used to validate arguments before a call is dispatched.
+// The zero value is the empty schema, which accepts any JSON object.
+type Schema struct {
+	raw      []byte // canonical JSON; nil for the empty schema
+	resolved *jsonschema.Resolved
+	// params is the exact parameter list when the schema was built by Params, so
+	// that Parameters gives back what the author wrote.
+	params []Parameter
+	simple bool
+}
+
+// emptyResolved is the resolved empty schema shared by every zero Schema. It is
+// computed once and never changes.
+var emptyResolved = sync.OnceValue(func() *jsonschema.Resolved {
+	s, err := resolveSchema([]byte(emptySchemaJSON))
+	if err != nil {
+		panic("tool: empty schema does not resolve: " + err.Error())
+	}
+	return s.resolved
+})
+
+// EmptySchema returns the schema of a tool without parameters. It renders exactly
+// {"type":"object","properties":{}}.
+func EmptySchema() Schema { return Schema{} }
+
+// supportedDrafts are the $schema values jsonschema-go can validate; "" means the
+// latest (draft 2020-12).
+var supportedDrafts = []string{
+	"",
+	"https://json-schema.org/draft/2020-12/schema",
+	"http://json-schema.org/draft-07/schema#",
+	"https://json-schema.org/draft-07/schema#",
+}
+
+// SchemaFromJSON accepts a JSON Schema that a worker or a tool author supplies.
+//
+// The schema must be a JSON object with "type": "object", since models call tools with
+// an object of named arguments. It is resolved once, here: a $ref that points outside
+// the document (an http or file URI, or a relative one) is refused, because fetching
+// schemas while registering a worker's tools would let a worker make the orchestrator
+// read arbitrary URLs. Duplicate keys, unknown "type" names and unsupported $schema
+// drafts are refused as well. Errors wrap ErrInvalidSchema.
+//
+// The canonical form keeps the author's key order (the model reads it) and drops
+// insignificant whitespace.
+func SchemaFromJSON(b []byte) (Schema, error) {
+	if isBlank(string(b)) {
+		return Schema{}, fmt.Errorf("%w: schema is empty", ErrInvalidSchema)
+	}
+	tree, err := decodeJSON(b)
+	if err != nil {
+		return Schema{}, fmt.Errorf("%w: %v", ErrInvalidSchema, err)
+	}
+	root, ok := tree.(*jsonObject)
+	if !ok {
+		return Schema{}, fmt.Errorf("%w: schema must be a JSON object, got %s", ErrInvalidSchema, jsonTypeName(tree))
+	}
+	t, ok := root.get("type")
+	if !ok {
+		return Schema{}, fmt.Errorf(`%w: schema must have "type": "object"`, ErrInvalidSchema)
+	}
+	if t != "object" {
+		return Schema{}, fmt.Errorf(`%w: schema "type" must be "object", got %s`, ErrInvalidSchema, encodeJSON(t, false))
+	}
+	return resolveSchema(encodeJSON(root, false))
+}
+
+// resolveSchema resolves canonical schema JSON.
+func resolveSchema(raw []byte) (Schema, error) {
+	var js jsonschema.Schema
+	if err := json.Unmarshal(raw, &js); err != nil {
+		var ute *json.UnmarshalTypeError
+		if errors.As(err, &ute) {
+			field := strings.TrimPrefix(ute.Field, "schemaWithoutMethods.")
+			return Schema{}, fmt.Errorf("%w: keyword %q must not be a %s", ErrInvalidSchema, field, ute.Value)
+		}
+		return Schema{}, fmt.Errorf("%w: %v", ErrInvalidSchema, err)
+	}
+	if !slices.Contains(supportedDrafts, js.Schema) {
+		return Schema{}, fmt.Errorf("%w: unsupported $schema %q (supported: draft 2020-12 and draft-07)", ErrInvalidSchema, js.Schema)
+	}
+	if err := checkTypeNames(&js, ""); err != nil {
+		return Schema{}, fmt.Errorf("%w: %v", ErrInvalidSchema, err)
+	}
+	// No Loader: jsonschema-go then refuses every reference it cannot find inside this
+	// document, which is the guarantee SchemaFromJSON documents.
+	rs, err := js.Resolve(nil)
+	if err != nil {
+		return Schema{}, fmt.Errorf("%w: %s", ErrInvalidSchema, describeResolveError(err))
+	}
+	return Schema{raw: raw, resolved: rs}, nil
+}
+
+// describeResolveError rewords jsonschema-go's refusal to load a referenced schema,
+// which talks about its own API ("no loader passed to Schema.Resolve").
+func describeResolveError(err error) string {
+	msg := err.Error()
+	if rest, ok := strings.CutPrefix(msg, "loading "); ok && strings.Contains(msg, "cannot resolve remote schemas") {
+		uri, _, _ := strings.Cut(rest, ": ")
+		return fmt.Sprintf("$ref %q points outside the schema; only references within it are allowed", uri)
+	}
+	return msg
+}
+
+// jsonTypes are the names JSON Schema allows in "type".
+var jsonTypes = []string{"null", "boolean", "object", "array", "number", "string", "integer"}
+
+// checkTypeNames refuses a misspelt type anywhere in the schema: jsonschema-go accepts
+// it and then rejects every value, which would make the tool uncallable.
+func checkTypeNames(s *jsonschema.Schema, ptr string) error {
+	if s == nil {
+		return nil
+	}
+	for _, t := range append([]string{s.Type}, s.Types...) {
+		if t != "" && !slices.Contains(jsonTypes, t) {
+			where := ""
+			if ptr != "" {
+				where = " at " + ptr
+			}
+			return fmt.Errorf("unknown type %q%s", t, where)
+		}
+	}
+	for p, sub := range subschemas(s, ptr) {
+		if err := checkTypeNames(sub, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// subschemas yields the direct subschemas of s with their JSON pointers.
+func subschemas(s *jsonschema.Schema, ptr string) func(yield func(string, *jsonschema.Schema) bool) {
+	return func(yield func(string, *jsonschema.Schema) bool) {
+		one := func(kw string, sub *jsonschema.Schema) bool {
+			return sub == nil || yield(ptr+"/"+kw, sub)
+		}
+		list := func(kw string, subs []*jsonschema.Schema) bool {
+			for i, sub := range subs {
+				if !one(fmt.Sprintf("%s/%d", kw, i), sub) {
+					return false
+				}
+			}
+			return true
+		}
+		named := func(kw string, subs map[string]*jsonschema.Schema) bool {
+			for _, k := range slices.Sorted(maps.Keys(subs)) {
+				if !one(kw+"/"+escapePointer(k), subs[k]) {
+					return false
+				}
+			}
+			return true
+		}
+		_ = named("properties", s.Properties) &&
+			named("patternProperties", s.PatternProperties) &&
+			named("$defs", s.Defs) &&
+			named("definitions", s.Definitions) &&
+			named("dependentSchemas", s.DependentSchemas) &&
+			named("dependencies", s.DependencySchemas) &&
+			one("items", s.Items) &&
+			list("items", s.ItemsArray) &&
+			list("prefixItems", s.PrefixItems) &&
+			one("additionalItems", s.AdditionalItems) &&
+			one("contains", s.Contains) &&
+			one("unevaluatedItems", s.UnevaluatedItems) &&
+			one("additionalProperties", s.AdditionalProperties) &&
+			one("propertyNames", s.PropertyNames) &&
+			one("unevaluatedProperties", s.UnevaluatedProperties) &&
+			list("allOf", s.AllOf) &&
+			list("anyOf", s.AnyOf) &&
+			list("oneOf", s.OneOf) &&
+			one("not", s.Not) &&
+			one("if", s.If) &&
+			one("then", s.Then) &&
+			one("else", s.Else) &&
+			one("contentSchema", s.ContentSchema)
+	}
+}
+
+func escapePointer(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
+// JSON returns the canonical JSON of the schema: exactly what the model is shown.
+func (s Schema) JSON() []byte { return bytes.Clone(s.json()) }
+
+func (s Schema) json() []byte {
+	if s.raw == nil {
+		return []byte(emptySchemaJSON)
+	}
+	return s.raw
+}
+
+// String returns the canonical JSON as a string.
+func (s Schema) String() string { return string(s.json()) }
+
+// MarshalJSON embeds the schema as JSON, so that a Definition can be logged or sent
+// as is.
+func (s Schema) MarshalJSON() ([]byte, error) { return s.JSON(), nil }
+
+// Equal reports whether two schemas show the model the same JSON. go-cmp uses it, so
+// Definitions compare with cmp.Diff.
+func (s Schema) Equal(o Schema) bool { return bytes.Equal(s.json(), o.json()) }
+
+func (s Schema) resolvedSchema() *jsonschema.Resolved {
+	if s.resolved == nil {
+		return emptyResolved()
+	}
+	return s.resolved
+}
+
+// Validate checks the arguments a model produced for a call against the schema, before
+// the call is dispatched, and returns them in canonical form: compact JSON, object keys
+// sorted, numbers spelt as the model spelt them.
+//
+// Blank input counts as {}: models often send nothing for tools without parameters.
+// It rejects invalid UTF-8, invalid JSON, data after the value, duplicate keys at any
+// depth (encoding/json would silently keep the last one, so the tool and the validator
+// could see different arguments), a top level that is not an object, and every schema
+// violation. The error wraps ErrInvalidArguments and names the problem and the
+// property, e.g. `property "a": expected number, got string`, so that the model can
+// correct its call.
+func (s Schema) Validate(input string) (canonical string, err error) {
+	if isBlank(input) {
+		input = "{}"
+	}
+	tree, err := decodeJSON([]byte(input))
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrInvalidArguments, err)
+	}
+	if _, ok := tree.(*jsonObject); !ok {
+		return "", fmt.Errorf("%w: arguments must be a JSON object, got %s", ErrInvalidArguments, jsonTypeName(tree))
+	}
+	plain, err := toPlain(tree, "")
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrInvalidArguments, err)
+	}
+	rs := s.resolvedSchema()
+	if err := validateSafely(rs, plain); err != nil {
+		msg := explain(rs.Schema(), tree, "")
+		if msg == "" {
+			msg = describeValidationError(err)
+		}
+		return "", fmt.Errorf("%w: %s", ErrInvalidArguments, msg)
+	}
+	return string(encodeJSON(tree, true)), nil
+}
+
+// validateSafely keeps a bug in the validator from crashing the orchestrator, which
+// validates every call of every model.
+func validateSafely(rs *jsonschema.Resolved, v any) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("the schema validator failed: %v", r)
+		}
+	}()
+	return rs.Validate(v)
+}
+
+// Parameters returns the schema as a list of parameters, in the order the schema lists
+// its properties. For a schema built by Params it is exactly the list given. For a
+// schema from JSON it is derived when every property has a single JSON type (a type
+// paired with "null" counts as that type) and string enum values, if any; otherwise, and
+// for the empty schema, it is nil.
+func (s Schema) Parameters() []Parameter {
+	if s.simple {
+		return cloneParameters(s.params)
+	}
+	tree, err := decodeJSON(s.json())
+	if err != nil {
+		return nil
+	}
+	root, _ := tree.(*jsonObject)
+	ps, ok := deriveParameters(root)
+	if !ok {
+		return nil
+	}
+	return ps
+}
+
+// WithParameter returns the schema with p added as a property, or replacing the
+// property of the same name. A schema built by Params stays a parameter list; any
+// other schema keeps all its keywords and gains the property (and a "required" entry
+// unless p is optional).
+func (s Schema) WithParameter(p Parameter) Schema {
+	if s.simple || s.raw == nil {
+		return Params(append(cloneParameters(s.params), p)...)
+	}
+	tree, err := decodeJSON(s.raw)
+	if err != nil {
+		panic("tool: schema JSON does not decode: " + err.Error())
+	}
+	root := tree.(*jsonObject)
+	props, ok := root.vals["properties"].(*jsonObject)
+	if !ok {
+		props = newJSONObject()
+	}
+	prop, err := decodeJSON(renderParameter(p))
+	if err != nil {
+		panic("tool: rendered parameter does not decode: " + err.Error())
+	}
+	props.set(p.Name, prop)
+	root.set("properties", props)
+	var required []any
+	if r, ok := root.vals["required"].([]any); ok {
+		required = slices.DeleteFunc(slices.Clone(r), func(v any) bool { return v == p.Name })
+	}
+	if !p.Optional {
+		required = append(required, p.Name)
+	}
+	if len(required) > 0 {
+		root.set("required", required)
+	} else {
+		root.remove("required")
+	}
+	out, err := resolveSchema(encodeJSON(root, false))
+	if err != nil {
+		panic("tool: schema with added parameter does not resolve: " + err.Error())
+	}
+	return out
+}

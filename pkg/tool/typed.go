@@ -1,0 +1,119 @@
+package tool
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+// Func returns a tool that calls a typed Go function.
+//
+// The input schema is inferred from I, which must be a struct or a pointer to one, by
+// github.com/google/jsonschema-go: properties are the exported fields under their
+// `json` names; a field is required unless its json tag says omitempty or omitzero; a
+// `jsonschema:"..."` tag becomes the property's description (without one there is no
+// description); unknown properties are refused ("additionalProperties": false);
+// pointers and slices also accept null.
+//
+// A call works as follows:
+//   - Blank input gives the zero I (for a pointer, a pointer to a zero struct), even if
+//     the schema has required properties, as Embabel does for no-argument constructors.
+//   - Other input is validated against the schema (see Schema.Validate) and decoded; a
+//     failure is an error Result with Code CodeInvalidArguments that names the problem.
+//   - The output becomes the result: a Result passes through untouched, a string
+//     becomes text as is (not JSON-quoted), anything else becomes text holding its JSON.
+//   - A returned error becomes an error Result, a Signal propagates, a panic becomes an
+//     error Result with Code CodePanic (as for New).
+func Func[I, O any](name, description string, fn func(ctx context.Context, in I) (O, error), opts ...Option) (Tool, error) {
+	inType := reflect.TypeFor[I]()
+	structType := inType
+	if structType.Kind() == reflect.Pointer {
+		structType = structType.Elem()
+	}
+	if structType.Kind() != reflect.Struct {
+		return nil, fmt.Errorf("%w: tool %q: input type %s is not a struct or a pointer to a struct", ErrInvalidSchema, name, inType)
+	}
+	js, err := jsonschema.ForType(structType, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: tool %q: %v", ErrInvalidSchema, name, err)
+	}
+	if js.Properties == nil {
+		// Some model APIs insist on "properties" even when there are none.
+		js.Properties = map[string]*jsonschema.Schema{}
+	}
+	b, err := marshalJSON(js)
+	if err != nil {
+		return nil, fmt.Errorf("%w: tool %q: %v", ErrInvalidSchema, name, err)
+	}
+	schema, err := SchemaFromJSON(b)
+	if err != nil {
+		return nil, fmt.Errorf("tool %q: %w", name, err)
+	}
+	call := func(ctx context.Context, input string) (Result, error) {
+		in, bad := decodeInput[I](schema, input)
+		if bad != nil {
+			return *bad, nil
+		}
+		out, err := fn(ctx, in)
+		if err != nil {
+			return Result{}, err // New turns it into an error Result or propagates a Signal
+		}
+		return outputResult(out), nil
+	}
+	return New(name, description, schema, call, opts...), nil
+}
+
+// MustFunc is Func for tools defined at start-up; it panics if the schema cannot be
+// inferred.
+func MustFunc[I, O any](name, description string, fn func(ctx context.Context, in I) (O, error), opts ...Option) Tool {
+	t, err := Func(name, description, fn, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+// decodeInput returns the input value, or the error Result to answer with.
+func decodeInput[I any](schema Schema, input string) (I, *Result) {
+	var in I
+	if t := reflect.TypeFor[I](); t.Kind() == reflect.Pointer {
+		in = reflect.New(t.Elem()).Interface().(I)
+	}
+	if isBlank(input) {
+		return in, nil
+	}
+	canonical, err := schema.Validate(input)
+	if err != nil {
+		res := ErrorWithCode(CodeInvalidArguments, err.Error())
+		res.Cause = err
+		return in, &res
+	}
+	dec := json.NewDecoder(strings.NewReader(canonical))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		err = fmt.Errorf("%w: %v", ErrInvalidArguments, err)
+		res := ErrorWithCode(CodeInvalidArguments, err.Error())
+		res.Cause = err
+		return in, &res
+	}
+	return in, nil
+}
+
+// outputResult converts a typed tool's output as Embabel's TypedTool does (§1.7).
+func outputResult(out any) Result {
+	switch v := out.(type) {
+	case Result:
+		return v
+	case string:
+		return Text(v)
+	}
+	b, err := marshalJSON(out)
+	if err != nil {
+		return ErrorFrom(fmt.Errorf("cannot encode the tool's output as JSON: %w", err))
+	}
+	return Text(string(b))
+}

@@ -1,0 +1,158 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
+)
+
+// errRejected marks a registration the orchestrator refused.
+var errRejected = errors.New("registration refused")
+
+// registerLoop keeps the worker registered until ctx ends, reconnecting with jittered
+// exponential backoff whenever the stream breaks or the orchestrator refuses it.
+func (w *Worker) registerLoop(ctx context.Context, drainReq chan<- struct{}) {
+	opts := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDisableServiceConfig(),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}),
+	}, w.opts.DialOptions...)
+	conn, err := grpc.NewClient(w.opts.Orchestrator, opts...)
+	if err != nil {
+		w.log.Error("cannot create orchestrator client", "error", err)
+		return
+	}
+	defer func() { _ = conn.Close() }()
+	client := toolpb.NewToolRegistryServiceClient(conn)
+
+	failures := 0
+	for ctx.Err() == nil {
+		start := time.Now()
+		err := w.session(ctx, client, drainReq)
+		w.setRegistered(false, nil)
+		if ctx.Err() != nil {
+			return
+		}
+		// A session that lived a while was healthy: start the backoff over.
+		if time.Since(start) > 10*time.Second && !errors.Is(err, errRejected) {
+			failures = 0
+		}
+		delay := backoff(failures, w.opts.MinBackoff, w.opts.MaxBackoff)
+		failures++
+		w.log.Warn("registration stream ended; reconnecting", "error", err, "retry_in", delay)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// backoff is exponential from min to max with equal jitter: half fixed, half random.
+func backoff(failures int, lo, hi time.Duration) time.Duration {
+	d := lo
+	for i := 0; i < failures && d < hi; i++ {
+		d *= 2
+	}
+	d = min(d, hi)
+	half := d / 2
+	return half + rand.N(half+1)
+}
+
+// session runs one registration stream until it breaks or ctx ends.
+func (w *Worker) session(ctx context.Context, client toolpb.ToolRegistryServiceClient, drainReq chan<- struct{}) error {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := client.Connect(sctx)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	var sendMu sync.Mutex
+	send := func(m *toolpb.ConnectRequest) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		return stream.Send(m)
+	}
+	if err := send(&toolpb.ConnectRequest{Message: &toolpb.ConnectRequest_Register{Register: w.reg}}); err != nil {
+		return fmt.Errorf("send registration: %w", err)
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		return fmt.Errorf("await registration ack: %w", err)
+	}
+	ack := first.GetAck()
+	if ack == nil {
+		return fmt.Errorf("orchestrator answered the registration with %T, not an ack", first.GetMessage())
+	}
+	if !ack.GetAccepted() {
+		w.setRegistered(false, ack.GetRejections())
+		for _, r := range ack.GetRejections() {
+			w.log.Error("orchestrator refused registration", "group", r.GetGroup(), "tool", r.GetTool(), "reason", r.GetReason())
+		}
+		return errRejected
+	}
+	w.setRegistered(true, nil)
+	interval := ack.GetHeartbeatInterval().AsDuration()
+	if interval <= 0 {
+		interval = 2 * time.Second
+	}
+	w.log.Info("registered with orchestrator", "lease_id", ack.GetLeaseId(), "heartbeat", interval)
+
+	// Heartbeats and the drain notice go out from one goroutine; replies are read here.
+	go func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-sctx.Done():
+				return
+			case <-w.drainCh:
+				_ = send(&toolpb.ConnectRequest{Message: &toolpb.ConnectRequest_Draining{Draining: &toolpb.Draining{Reason: "worker shutting down"}}})
+				<-sctx.Done()
+				return
+			case <-t.C:
+				if err := send(&toolpb.ConnectRequest{Message: &toolpb.ConnectRequest_Heartbeat{Heartbeat: &toolpb.Heartbeat{InFlight: w.active.Load()}}}); err != nil {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return errors.New("orchestrator closed the registration stream")
+			}
+			return err
+		}
+		if d := msg.GetDrain(); d != nil {
+			w.log.Info("drain requested by orchestrator", "reason", d.GetReason())
+			select {
+			case drainReq <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+func (w *Worker) setRegistered(ok bool, rej []*toolpb.Rejection) {
+	w.mu.Lock()
+	w.registered = ok
+	if rej != nil || ok {
+		w.lastReject = rej
+	}
+	w.mu.Unlock()
+}

@@ -1,0 +1,314 @@
+// Package worker is the SDK for tool workers: a process that hosts one or more tool
+// groups, serves ToolWorkerService, and keeps itself registered with an orchestrator.
+//
+//	w, err := worker.New(worker.Options{Orchestrator: "orchestrator:7070"}, worker.Group{
+//		Role: "math", Description: "Math tools", Tools: []tool.Tool{add, subtract},
+//	})
+//	err = w.Run(ctx) // serves until ctx ends, then drains
+//
+// A worker is stateless between calls: tools that need state get it round-tripped by the
+// orchestrator. It must not import internal packages other than internal/wire.
+package worker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"regexp"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/toolmesh/toolmesh/internal/wire"
+	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
+)
+
+// Errors returned by New and Run.
+var (
+	// ErrInvalidGroup: a group or one of its tools is malformed.
+	ErrInvalidGroup = errors.New("worker: invalid group")
+	// ErrNoOrchestrator: Options.Orchestrator is empty.
+	ErrNoOrchestrator = errors.New("worker: no orchestrator address")
+)
+
+// Permission is something a group needs from its host.
+type Permission = toolpb.Permission
+
+// Permissions a group can declare.
+const (
+	HostAccess     = toolpb.Permission_PERMISSION_HOST_ACCESS
+	InternetAccess = toolpb.Permission_PERMISSION_INTERNET_ACCESS
+)
+
+// Group is a tool group the worker serves.
+type Group struct {
+	// Role names the group; runs request groups by role.
+	Role        string
+	Description string
+	// UsageNotes tell the model how to use the group's tools together.
+	UsageNotes  string
+	Provider    string
+	Version     string
+	Permissions []Permission
+	Tools       []tool.Tool
+}
+
+// Options configure a Worker. Only Orchestrator is required.
+type Options struct {
+	// ID identifies the worker instance; stable across reconnects. Default: host name plus
+	// a random suffix.
+	ID string
+	// Orchestrator is the address of the orchestrator's ToolRegistryService.
+	Orchestrator string
+	// Listen is the address to serve ToolWorkerService on. Default "127.0.0.1:0".
+	Listen string
+	// Listener, when set, is used instead of listening on Listen.
+	Listener net.Listener
+	// Advertise is the address the orchestrator should dial. Default: the listener's
+	// address.
+	Advertise string
+	// Capacity is the number of calls run at once; further calls wait. Zero: unlimited.
+	Capacity int32
+	// DrainTimeout bounds how long Run waits for calls in flight when it stops. Default 20s.
+	DrainTimeout time.Duration
+	// Version of the worker program, reported to the orchestrator.
+	Version string
+	// MinBackoff and MaxBackoff bound the jittered delay between registration attempts.
+	// Defaults 100ms and 5s.
+	MinBackoff, MaxBackoff time.Duration
+	// Logger receives the worker's logs. Default: slog.Default().
+	Logger *slog.Logger
+	// DialOptions are added to the options of the connection to the orchestrator.
+	DialOptions []grpc.DialOption
+	// ServerOptions are added to the options of the gRPC server.
+	ServerOptions []grpc.ServerOption
+}
+
+// Worker serves tool groups and keeps them registered.
+type Worker struct {
+	opts   Options
+	log    *slog.Logger
+	groups []Group
+	tools  map[string]tool.Tool
+	reg    *toolpb.Registration
+
+	health   *health.Server
+	server   *grpc.Server
+	slots    chan struct{}
+	draining atomic.Bool
+	drainCh  chan struct{} // closed when draining starts
+	inFlight sync.WaitGroup
+	active   atomic.Int32
+
+	addrOnce sync.Once
+	addr     chan net.Addr
+
+	mu         sync.Mutex
+	registered bool
+	lastReject []*toolpb.Rejection
+}
+
+var roleRE = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,64}$`)
+
+// New checks the groups and returns a worker ready to Run.
+func New(opts Options, groups ...Group) (*Worker, error) {
+	if opts.Orchestrator == "" {
+		return nil, ErrNoOrchestrator
+	}
+	if opts.ID == "" {
+		host, _ := os.Hostname()
+		if host == "" {
+			host = "worker"
+		}
+		opts.ID = host + "-" + randomSuffix()
+	}
+	if opts.Listen == "" {
+		opts.Listen = "127.0.0.1:0"
+	}
+	if opts.DrainTimeout <= 0 {
+		opts.DrainTimeout = 20 * time.Second
+	}
+	if opts.MinBackoff <= 0 {
+		opts.MinBackoff = 100 * time.Millisecond
+	}
+	if opts.MaxBackoff < opts.MinBackoff {
+		opts.MaxBackoff = max(5*time.Second, opts.MinBackoff)
+	}
+	if opts.Capacity < 0 {
+		return nil, fmt.Errorf("worker: capacity is negative (%d)", opts.Capacity)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if len(groups) == 0 {
+		return nil, fmt.Errorf("%w: no groups", ErrInvalidGroup)
+	}
+	w := &Worker{
+		opts:    opts,
+		log:     opts.Logger.With("worker_id", opts.ID),
+		groups:  groups,
+		tools:   map[string]tool.Tool{},
+		addr:    make(chan net.Addr, 1),
+		drainCh: make(chan struct{}),
+	}
+	if opts.Capacity > 0 {
+		w.slots = make(chan struct{}, opts.Capacity)
+	}
+	reg := &toolpb.Registration{WorkerId: opts.ID, Capacity: opts.Capacity, Version: opts.Version}
+	roles := map[string]bool{}
+	for _, g := range groups {
+		if !roleRE.MatchString(g.Role) {
+			return nil, fmt.Errorf("%w: role %q must match %s", ErrInvalidGroup, g.Role, roleRE)
+		}
+		if roles[g.Role] {
+			return nil, fmt.Errorf("%w: role %q given twice", ErrInvalidGroup, g.Role)
+		}
+		roles[g.Role] = true
+		if len(g.Tools) == 0 {
+			return nil, fmt.Errorf("%w: group %q has no tools", ErrInvalidGroup, g.Role)
+		}
+		gr := &toolpb.GroupRegistration{Group: &toolpb.ToolGroupInfo{
+			Role: g.Role, Description: g.Description, UsageNotes: g.UsageNotes,
+			Provider: g.Provider, Version: g.Version, Permissions: g.Permissions,
+		}}
+		sorted := append([]tool.Tool(nil), g.Tools...)
+		sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Definition().Name < sorted[j].Definition().Name })
+		for _, t := range sorted {
+			def, meta := t.Definition(), t.Metadata()
+			if _, dup := w.tools[def.Name]; dup {
+				return nil, fmt.Errorf("%w: tool %q given twice", ErrInvalidGroup, def.Name)
+			}
+			w.tools[def.Name] = t
+			gr.Tools = append(gr.Tools, &toolpb.RegisteredTool{
+				Definition:  wire.DefinitionToProto(def, meta),
+				ContentHash: tool.Hash(def, meta),
+			})
+		}
+		reg.Groups = append(reg.Groups, gr)
+	}
+	w.reg = reg
+	return w, nil
+}
+
+// ID is the worker's id.
+func (w *Worker) ID() string { return w.opts.ID }
+
+// Addr returns the address the worker serves on, once Run has started listening.
+func (w *Worker) Addr(ctx context.Context) (net.Addr, error) {
+	select {
+	case a := <-w.addr:
+		w.addr <- a
+		return a, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Run serves until ctx ends, keeping the worker registered, and then drains: health turns
+// NOT_SERVING, the orchestrator is told, new calls are refused, calls in flight finish
+// (up to DrainTimeout), and the server stops. Run returns nil after a clean drain.
+func (w *Worker) Run(ctx context.Context) error {
+	lis := w.opts.Listener
+	if lis == nil {
+		var err error
+		lis, err = net.Listen("tcp", w.opts.Listen)
+		if err != nil {
+			return fmt.Errorf("worker: listen: %w", err)
+		}
+	}
+	advertise := w.opts.Advertise
+	if advertise == "" {
+		advertise = lis.Addr().String()
+	}
+	w.reg.Address = advertise
+	w.addrOnce.Do(func() { w.addr <- lis.Addr() })
+
+	w.health = health.NewServer()
+	opts := append([]grpc.ServerOption{
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+	}, w.opts.ServerOptions...)
+	w.server = grpc.NewServer(opts...)
+	toolpb.RegisterToolWorkerServiceServer(w.server, &invoker{w: w})
+	healthpb.RegisterHealthServer(w.server, w.health)
+	reflection.Register(w.server)
+	w.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	w.health.SetServingStatus(toolpb.ToolWorkerService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- w.server.Serve(lis) }()
+	w.log.Info("worker serving", "address", lis.Addr().String(), "advertise", advertise, "orchestrator", w.opts.Orchestrator)
+
+	regCtx, stopReg := context.WithCancel(context.Background())
+	regDone := make(chan struct{})
+	drainReq := make(chan struct{}, 1)
+	go func() {
+		defer close(regDone)
+		w.registerLoop(regCtx, drainReq)
+	}()
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case <-drainReq:
+		w.log.Info("orchestrator asked the worker to drain")
+	case err = <-serveErr:
+		err = fmt.Errorf("worker: serve: %w", err)
+	}
+	w.drain()
+	stopReg()
+	<-regDone
+	return err
+}
+
+// drain refuses new calls, waits for calls in flight, and stops the server.
+func (w *Worker) drain() {
+	w.draining.Store(true)
+	close(w.drainCh)    // the registration loop tells the orchestrator
+	w.health.Shutdown() // every service NOT_SERVING
+	w.log.Info("worker draining", "in_flight", w.active.Load(), "timeout", w.opts.DrainTimeout)
+	done := make(chan struct{})
+	go func() { w.inFlight.Wait(); close(done) }()
+	timer := time.NewTimer(w.opts.DrainTimeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		w.log.Warn("drain timeout: stopping with calls in flight", "in_flight", w.active.Load())
+	}
+	stopped := make(chan struct{})
+	go func() { w.server.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(2 * time.Second):
+		w.server.Stop()
+		<-stopped
+	}
+	w.log.Info("worker stopped")
+}
+
+// Registered reports whether the orchestrator has accepted the worker's current
+// registration, and the reasons of the last refusal.
+func (w *Worker) Registered() (bool, []*toolpb.Rejection) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.registered, w.lastReject
+}
+
+func randomSuffix() string {
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
