@@ -31,7 +31,7 @@ build: ## Build the binaries into bin/.
 
 .PHONY: demo
 demo: build ## Start an orchestrator and three workers on loopback and run a prompt through them.
-	./scripts/demo.sh
+	./bin/toolmesh-demo
 
 .PHONY: vet
 vet: ## gofmt, go vet, go mod tidy check.

@@ -1,0 +1,117 @@
+// Command toolmesh-demo is what `make demo` runs: it starts one orchestrator and three
+// toolworkers (two replicas of math, one of text) as separate processes on loopback,
+// runs a prompt through them with the toolmesh CLI, prints the events, and shuts
+// everything down with SIGTERM, checking that each process exits cleanly.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/toolmesh/toolmesh/internal/harness"
+	"github.com/toolmesh/toolmesh/internal/llm/scripted"
+	"github.com/toolmesh/toolmesh/pkg/client"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "demo failed:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	fmt.Println("toolmesh demo: one orchestrator, two math workers, one text worker, all on loopback.")
+	for _, k := range []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY"} {
+		if os.Getenv(k) != "" {
+			fmt.Printf("Note: %s is set, but this build has no real model providers yet; it is not used.\n", k)
+		}
+	}
+	fmt.Println("Model: the scripted provider — a deterministic, file-driven model, no credentials and no network.")
+	fmt.Println()
+
+	var procs []*harness.Proc
+	stopAll := func() error {
+		var errs []error
+		for i := len(procs) - 1; i >= 0; i-- {
+			if err := procs[i].Stop(30 * time.Second); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", procs[i].Name, err))
+			}
+		}
+		procs = nil
+		return errors.Join(errs...)
+	}
+	dump := func() {
+		for _, p := range procs {
+			fmt.Fprintf(os.Stderr, "---- %s output ----\n%s\n", p.Name, p.Output())
+		}
+	}
+	defer func() { _ = stopAll() }()
+
+	orch, err := harness.StartOrchestrator(ctx, "orchestrator", "127.0.0.1:0", nil)
+	if err != nil {
+		return err
+	}
+	procs = append(procs, orch.Proc)
+	fmt.Printf("orchestrator  pid %-7d serving on %s\n", orch.PID(), orch.Addr)
+	for _, w := range []struct{ id, groups string }{{"math-1", "math"}, {"math-2", "math"}, {"text-1", "text"}} {
+		p, err := harness.StartWorker(w.id, w.id, w.groups, orch.Addr, nil)
+		if err != nil {
+			dump()
+			return err
+		}
+		procs = append(procs, p)
+		fmt.Printf("%-13s pid %-7d groups %s\n", w.id, p.PID(), w.groups)
+	}
+	c, err := client.Dial(orch.Addr)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close() }()
+	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer wcancel()
+	if err := harness.WaitWorkers(wctx, c, "math-1", "math-2", "text-1"); err != nil {
+		dump()
+		return err
+	}
+
+	cli, err := harness.Bin("toolmesh")
+	if err != nil {
+		return err
+	}
+	step := func(title string, args ...string) error {
+		fmt.Printf("\n$ toolmesh %s\n", title)
+		cmd := exec.CommandContext(ctx, cli, append([]string{"-addr", orch.Addr}, args...)...)
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		if err := cmd.Run(); err != nil {
+			dump()
+			return fmt.Errorf("toolmesh %s: %w", title, err)
+		}
+		return nil
+	}
+	if err := step("groups", "groups"); err != nil {
+		return err
+	}
+	prompt := scripted.DemoPrompt
+	if err := step(fmt.Sprintf("run -group math -group text %q", prompt), "run", "-group", "math", "-group", "text", prompt); err != nil {
+		return err
+	}
+	if err := step("workers   # calls spread over both math replicas", "workers"); err != nil {
+		return err
+	}
+
+	fmt.Println("\nShutting down: SIGTERM to every process (workers drain, the orchestrator stops gracefully).")
+	if err := stopAll(); err != nil {
+		return err
+	}
+	fmt.Println("All processes exited cleanly. Logs were JSON on each process's stderr; see", filepath.Join("internal", "harness"), "for how they are read.")
+	return nil
+}
