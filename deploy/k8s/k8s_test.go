@@ -34,6 +34,8 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/toolmesh/toolmesh/internal/config"
 )
 
 const (
@@ -898,5 +900,17 @@ func TestPodDisruptionBudgets(t *testing.T) {
 		if !covered {
 			t.Errorf("worker %s has no PodDisruptionBudget", w.Name)
 		}
+	}
+}
+
+// TestOrchestratorConfigLoads: the config the orchestrator pod reads passes the
+// orchestrator's own strict loader, so a deployed orchestrator does not refuse to start.
+func TestOrchestratorConfigLoads(t *testing.T) {
+	cfg, err := config.Parse(orchestratorConfigFile(t))
+	if err != nil {
+		t.Fatalf("the ConfigMap's orchestrator.yaml does not load: %v", err)
+	}
+	if cfg.Provider.Name == "" || cfg.Listen == "" {
+		t.Errorf("loaded config is missing provider or listen: %+v", cfg)
 	}
 }
