@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
@@ -46,7 +47,8 @@ func ErrorMapping(t tool.Tool) tool.Tool { return errorMapping{base{t}} }
 func (e errorMapping) Call(ctx context.Context, input string) (res tool.Result, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			res, err = tool.ErrorWithCode(tool.CodePanic, fmt.Sprintf("tool '%s' panicked: %v", e.d.Definition().Name, p)), nil
+			res = tool.ErrorWithCode(tool.CodePanic, fmt.Sprintf("tool '%s' panicked: %v", e.d.Definition().Name, p))
+			res.Cause, err = &tool.PanicError{Value: p, Stack: debug.Stack()}, nil // the stack is for the logs
 		}
 	}()
 	res, err = e.d.Call(ctx, input)

@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -195,9 +197,10 @@ func (l *state) run(ctx context.Context, system string) (*Result, error) {
 		if strings.TrimSpace(resp.Text) != "" {
 			l.opts.Observer(AssistantText{Iteration: iter, Text: resp.Text})
 		}
-		l.history = append(l.history, llm.Message{Role: llm.RoleAssistant, Text: resp.Text, ToolCalls: resp.ToolCalls})
+		calls := withCallIDs(iter, resp.ToolCalls)
+		l.history = append(l.history, llm.Message{Role: llm.RoleAssistant, Text: resp.Text, ToolCalls: calls})
 
-		outcomes, err := l.runBatch(ctx, iter, resp.ToolCalls)
+		outcomes, err := l.runBatch(ctx, iter, calls)
 		if err != nil {
 			return nil, err
 		}
@@ -222,6 +225,19 @@ func (l *state) result(text string, iter int, direct bool) *Result {
 	return &Result{Text: text, Iterations: iter, ReturnDirect: direct, Usage: l.usage, ToolCalls: l.calls, History: l.history}
 }
 
+// withCallIDs returns a copy of calls in which every call has an id, so that each tool
+// message can answer its call. It copies because the response belongs to the provider,
+// which may hand the same value out again.
+func withCallIDs(iter int, calls []llm.ToolCall) []llm.ToolCall {
+	out := slices.Clone(calls)
+	for i := range out {
+		if out[i].ID == "" {
+			out[i].ID = fmt.Sprintf("call_%d_%d", iter, i+1)
+		}
+	}
+	return out
+}
+
 // outcome is one tool call's contribution to the history.
 type outcome struct {
 	call         llm.ToolCall
@@ -243,10 +259,6 @@ func (l *state) runBatch(ctx context.Context, iter int, calls []llm.ToolCall) ([
 	}
 	var jobs []job
 	for i, c := range calls {
-		if c.ID == "" {
-			c.ID = fmt.Sprintf("call_%d_%d", iter, i+1)
-			calls[i] = c
-		}
 		outcomes[i].call = c
 		l.opts.Observer(ToolCallStarted{Iteration: iter, LoopID: l.opts.LoopID, Call: c})
 		t, ok := l.tools[c.Name]
@@ -262,7 +274,7 @@ func (l *state) runBatch(ctx context.Context, iter int, calls []llm.ToolCall) ([
 		l.opts.NotFound.Found()
 		args, err := t.Definition().InputSchema.Validate(c.Arguments)
 		if err != nil {
-			msg := fmt.Sprintf("Error: invalid arguments for tool '%s': %v. Call it again with arguments that match its schema.", c.Name, err)
+			msg := fmt.Sprintf("Error: invalid arguments for tool '%s': %s. Call it again with arguments that match its schema.", c.Name, argumentProblem(err))
 			outcomes[i].content, outcomes[i].isError = msg, true
 			l.opts.Observer(ToolCallFinished{Iteration: iter, LoopID: l.opts.LoopID, Call: c, Outcome: OutcomeInvalidArguments, Content: msg})
 			continue
@@ -295,6 +307,9 @@ func (l *state) call(ctx context.Context, iter int, c llm.ToolCall, t tool.Tool,
 	start := time.Now()
 	res, err := safeCall(ctx, t, args)
 	elapsed := time.Since(start)
+	if pe, ok := res.Cause.(*tool.PanicError); ok && res.Code == tool.CodePanic {
+		l.opts.Logger.Error("tool panicked", "tool", c.Name, "call_id", c.ID, "loop_id", l.opts.LoopID, "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
+	}
 	o := outcome{call: c}
 	ev := ToolCallFinished{Iteration: iter, LoopID: l.opts.LoopID, Call: c, Duration: elapsed, WorkerID: dispatch.WorkerID, Attempts: dispatch.Attempts}
 	if err != nil {
@@ -319,11 +334,18 @@ func (l *state) call(ctx context.Context, iter int, c llm.ToolCall, t tool.Tool,
 	return o
 }
 
+// argumentProblem is the part of a validation error that describes the problem: the
+// error starts with tool.ErrInvalidArguments' own text, which the message already says.
+func argumentProblem(err error) string {
+	return strings.TrimPrefix(err.Error(), tool.ErrInvalidArguments.Error()+": ")
+}
+
 // safeCall turns a panic in a tool into an error result: a tool never crashes a run.
 func safeCall(ctx context.Context, t tool.Tool, args string) (res tool.Result, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			res, err = tool.ErrorWithCode(tool.CodePanic, fmt.Sprintf("tool '%s' panicked: %v", t.Definition().Name, p)), nil
+			res = tool.ErrorWithCode(tool.CodePanic, fmt.Sprintf("tool '%s' panicked: %v", t.Definition().Name, p))
+			res.Cause, err = &tool.PanicError{Value: p, Stack: debug.Stack()}, nil // the stack is for the log
 		}
 	}()
 	return t.Call(ctx, args)

@@ -1,0 +1,258 @@
+package decorators_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/toolmesh/toolmesh/internal/decorators"
+	"github.com/toolmesh/toolmesh/pkg/tool"
+)
+
+// rawTool implements tool.Tool directly, without the protection tool.New adds, so that
+// what ErrorMapping does is visible.
+type rawTool struct {
+	def  tool.Definition
+	meta tool.Metadata
+	call func(ctx context.Context, input string) (tool.Result, error)
+}
+
+func (t *rawTool) Definition() tool.Definition { return t.def }
+func (t *rawTool) Metadata() tool.Metadata     { return t.meta }
+func (t *rawTool) Call(ctx context.Context, input string) (tool.Result, error) {
+	return t.call(ctx, input)
+}
+
+func newRaw(call func(ctx context.Context, input string) (tool.Result, error)) *rawTool {
+	return &rawTool{
+		def: tool.Definition{
+			Name:        "lookup",
+			Description: "looks things up",
+			InputSchema: tool.Params(tool.String("q", "what to look up")),
+			Metadata:    map[string]string{"owner": "search-team"},
+		},
+		meta: tool.Metadata{ReturnDirect: true, Idempotent: true, Timeout: 3 * time.Second},
+		call: call,
+	}
+}
+
+func TestErrorMapping(t *testing.T) {
+	errDisk := errors.New("disk full")
+	replan := tool.ReplanRequested{Reason: "stale"}
+	wrappedTerminate := fmt.Errorf("stopping: %w", tool.Terminate{Scope: tool.TerminateAgent})
+	tests := []struct {
+		name    string
+		call    func(context.Context, string) (tool.Result, error)
+		want    tool.Result
+		wantErr error // compared by identity: a signal passes through unchanged
+	}{
+		{
+			name: "a text result passes through",
+			call: func(context.Context, string) (tool.Result, error) { return tool.Text("found"), nil },
+			want: tool.Text("found"),
+		},
+		{
+			name: "an artifact result passes through",
+			call: func(context.Context, string) (tool.Result, error) {
+				return tool.WithArtifact("a doc", tool.Artifact{TypeName: "Doc", JSON: []byte(`{}`)}), nil
+			},
+			want: tool.WithArtifact("a doc", tool.Artifact{TypeName: "Doc", JSON: []byte(`{}`)}),
+		},
+		{
+			name: "an error result passes through",
+			call: func(context.Context, string) (tool.Result, error) { return tool.Error("Something went wrong"), nil },
+			want: tool.Error("Something went wrong"),
+		},
+		{
+			name: "a returned error becomes an error result",
+			call: func(context.Context, string) (tool.Result, error) { return tool.Text("ignored"), errDisk },
+			want: tool.Result{Kind: tool.KindError, Content: "disk full", Code: tool.CodeFailed, Cause: errDisk},
+		},
+		{
+			name: "a returned error without a message becomes a generic error result",
+			call: func(context.Context, string) (tool.Result, error) { return tool.Result{}, errors.New("") },
+			want: tool.Result{Kind: tool.KindError, Content: "Tool invocation failed", Code: tool.CodeFailed, Cause: errors.New("")},
+		},
+		{
+			name: "a panic becomes an error result",
+			call: func(context.Context, string) (tool.Result, error) { panic("kaboom") },
+			want: tool.Result{Kind: tool.KindError, Content: "tool 'lookup' panicked: kaboom", Code: tool.CodePanic, Cause: &tool.PanicError{Value: "kaboom"}},
+		},
+		{
+			name: "a panic with an error value becomes an error result",
+			call: func(context.Context, string) (tool.Result, error) { panic(errDisk) },
+			want: tool.Result{Kind: tool.KindError, Content: "tool 'lookup' panicked: disk full", Code: tool.CodePanic, Cause: &tool.PanicError{Value: errDisk}},
+		},
+		{
+			name:    "a signal passes through",
+			call:    func(context.Context, string) (tool.Result, error) { return tool.Result{}, replan },
+			wantErr: replan,
+		},
+		{
+			name:    "a wrapped signal passes through unchanged",
+			call:    func(context.Context, string) (tool.Result, error) { return tool.Result{}, wrappedTerminate },
+			wantErr: wrappedTerminate,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := decorators.ErrorMapping(newRaw(tt.call)).Call(t.Context(), `{"q":"x"}`)
+			if err != tt.wantErr { // identity, not errors.Is: a signal must come back unchanged, not rewrapped
+				t.Fatalf("Call error = %v, want %v", err, tt.wantErr)
+			}
+			if diff := cmp.Diff(tt.want, got, equateMessages); diff != "" {
+				t.Errorf("Call result (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// equateMessages compares error causes by message when they are not the same value, so
+// that a want built with errors.New("") matches the tool's own errors.New(""), and a
+// *tool.PanicError matches whatever its stack.
+var equateMessages = cmp.Comparer(func(a, b error) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a == b || a.Error() == b.Error()
+})
+
+// TestErrorMappingIsTransparent checks that the wrapper is a tool.Delegating that keeps
+// what the model and the loop see of the tool and hands the call's context on untouched.
+func TestErrorMappingIsTransparent(t *testing.T) {
+	type key struct{}
+	var gotCtx context.Context
+	var gotInput string
+	inner := newRaw(func(ctx context.Context, input string) (tool.Result, error) {
+		gotCtx, gotInput = ctx, input
+		return tool.Text("ok"), nil
+	})
+	w := decorators.ErrorMapping(inner)
+
+	d, ok := w.(tool.Delegating)
+	if !ok {
+		t.Fatalf("ErrorMapping(t) is a %T, want a tool.Delegating", w)
+	}
+	if d.Delegate() != tool.Tool(inner) {
+		t.Errorf("Delegate() = %v, want the wrapped tool", d.Delegate())
+	}
+	if tool.Unwrap(w) != tool.Tool(inner) {
+		t.Errorf("tool.Unwrap = %v, want the wrapped tool", tool.Unwrap(w))
+	}
+	if got, ok := tool.As[*rawTool](w); !ok || got != inner {
+		t.Errorf("tool.As[*rawTool] = %v, %v; want the wrapped tool", got, ok)
+	}
+	if diff := cmp.Diff(inner.Definition(), w.Definition()); diff != "" {
+		t.Errorf("Definition (-inner +wrapped):\n%s", diff)
+	}
+	if diff := cmp.Diff(inner.Metadata(), w.Metadata()); diff != "" {
+		t.Errorf("Metadata (-inner +wrapped):\n%s", diff)
+	}
+
+	ctx := context.WithValue(t.Context(), key{}, "tool call context")
+	ctx = tool.WithCallInfo(ctx, tool.CallInfo{RunID: "r", LoopID: "l", CallID: "c"})
+	ctx, dispatch := tool.WithDispatch(ctx)
+	if _, err := w.Call(ctx, `{"q":"x"}`); err != nil {
+		t.Fatalf("Call: %v", err)
+	}
+	if gotCtx != ctx {
+		t.Error("the delegate got another context than the caller's")
+	}
+	if v := gotCtx.Value(key{}); v != "tool call context" {
+		t.Errorf("context value = %v, want the caller's", v)
+	}
+	if info, _ := tool.CallInfoFrom(gotCtx); info != (tool.CallInfo{RunID: "r", LoopID: "l", CallID: "c"}) {
+		t.Errorf("CallInfo = %+v, want the caller's", info)
+	}
+	if tool.DispatchFrom(gotCtx) != dispatch {
+		t.Error("the delegate got another Dispatch than the caller's")
+	}
+	if gotInput != `{"q":"x"}` {
+		t.Errorf("input = %q, want the caller's", gotInput)
+	}
+}
+
+// tracing is a decorator that logs around the calls of the tool it wraps.
+type tracing struct {
+	name string
+	log  *[]string
+	d    tool.Tool
+}
+
+func (t tracing) Definition() tool.Definition { return t.d.Definition() }
+func (t tracing) Metadata() tool.Metadata     { return t.d.Metadata() }
+func (t tracing) Delegate() tool.Tool         { return t.d }
+func (t tracing) Call(ctx context.Context, input string) (tool.Result, error) {
+	*t.log = append(*t.log, t.name+" in")
+	defer func() { *t.log = append(*t.log, t.name+" out") }()
+	return t.d.Call(ctx, input)
+}
+
+func TestApply(t *testing.T) {
+	var log []string
+	trace := func(name string) decorators.Decorator {
+		return func(d tool.Tool) tool.Tool { return tracing{name: name, log: &log, d: d} }
+	}
+	inner := newRaw(func(context.Context, string) (tool.Result, error) {
+		log = append(log, "tool")
+		return tool.Text("ok"), nil
+	})
+
+	if got := decorators.Apply(inner); got != tool.Tool(inner) {
+		t.Errorf("Apply without decorators = %v, want the tool itself", got)
+	}
+
+	w := decorators.Apply(inner, trace("first"), trace("second"))
+	if _, err := w.Call(t.Context(), "{}"); err != nil {
+		t.Fatalf("Call: %v", err)
+	}
+	want := []string{"second in", "first in", "tool", "first out", "second out"}
+	if diff := cmp.Diff(want, log); diff != "" {
+		t.Errorf("call order, first decorator innermost (-want +got):\n%s", diff)
+	}
+	var chain []string
+	for t := tool.Tool(w); ; {
+		tr, ok := t.(tracing)
+		if !ok {
+			break
+		}
+		chain = append(chain, tr.name)
+		t = tr.Delegate()
+	}
+	if diff := cmp.Diff([]string{"second", "first"}, chain); diff != "" {
+		t.Errorf("delegate chain from the outside (-want +got):\n%s", diff)
+	}
+	if tool.Unwrap(w) != tool.Tool(inner) {
+		t.Errorf("Unwrap = %v, want the tool", tool.Unwrap(w))
+	}
+}
+
+// TestDefault checks the chain the orchestrator puts around every tool: a failing tool
+// reaches the model as an error result, and a signal still reaches the loop.
+func TestDefault(t *testing.T) {
+	boom := decorators.Apply(newRaw(func(context.Context, string) (tool.Result, error) { panic("boom") }), decorators.Default()...)
+	res, err := boom.Call(t.Context(), "{}")
+	if err != nil || !res.IsError() || res.Code != tool.CodePanic {
+		t.Errorf("panicking tool under Default() = %+v, %v; want a panic error result", res, err)
+	}
+	if res.Render() != "Error: tool 'lookup' panicked: boom" {
+		t.Errorf("Render = %q", res.Render())
+	}
+	if pe, ok := res.Cause.(*tool.PanicError); !ok || pe.Value != "boom" || len(pe.Stack) == 0 {
+		t.Errorf("Cause = %#v, want a *tool.PanicError with the value and the stack", res.Cause)
+	}
+
+	stop := decorators.Apply(newRaw(func(context.Context, string) (tool.Result, error) {
+		return tool.Result{}, tool.Terminate{Scope: tool.TerminateAction}
+	}), decorators.Default()...)
+	if _, err := stop.Call(t.Context(), "{}"); !errors.As(err, new(tool.Terminate)) {
+		t.Errorf("signalling tool under Default() error = %v, want the Terminate signal", err)
+	}
+	if _, ok := stop.(tool.Delegating); !ok {
+		t.Errorf("Default() wrapper %T is not a tool.Delegating", stop)
+	}
+}
