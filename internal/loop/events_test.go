@@ -2,6 +2,7 @@ package loop_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -97,5 +98,38 @@ func TestRunEventsSignal(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, ev.all(), cmpopts.IgnoreFields(loop.ModelCalled{}, "Usage"), cmpopts.IgnoreFields(loop.ToolCallFinished{}, "Duration")); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
+
+// TestRunNotFoundLimitFinishesTheCall: the unknown call that ends the loop still gets its
+// finished event, so a client never sees a call that started and never ended.
+func TestRunNotFoundLimitFinishesTheCall(t *testing.T) {
+	r := &recorder{}
+	known := r.fixed("known", tool.Text("ok"))
+	p := newScript(t, always(calls(raw("nope", `{}`))))
+	ev := &events{}
+	_, err := loop.Run(t.Context(), loop.Options{Provider: p, LoopID: "l", Observer: ev.observe}, loop.Input{
+		Messages: []llm.Message{user("go")}, Tools: []tool.Tool{known},
+	})
+	var nf *loop.ToolNotFoundError
+	if !errors.As(err, &nf) {
+		t.Fatalf("err = %v, want *ToolNotFoundError", err)
+	}
+	started, fins := 0, 0
+	var last loop.ToolCallFinished
+	for _, e := range ev.all() {
+		switch x := e.(type) {
+		case loop.ToolCallStarted:
+			started++
+		case loop.ToolCallFinished:
+			fins++
+			last = x
+		}
+	}
+	if started != 4 || fins != 4 {
+		t.Fatalf("started %d, finished %d; want 4 and 4", started, fins)
+	}
+	if last.Outcome != loop.OutcomeUnknownTool || last.Content != "Tool 'nope' not found. Available tools: [known]" {
+		t.Errorf("last finished event = %+v", last)
 	}
 }

@@ -265,6 +265,8 @@ func (l *state) runBatch(ctx context.Context, iter int, calls []llm.ToolCall) ([
 		if !ok {
 			feedback, err := l.opts.NotFound.Handle(c.Name, append([]string(nil), l.order...))
 			if err != nil {
+				// Every started call gets a finished event, even the one that ends the loop.
+				l.opts.Observer(ToolCallFinished{Iteration: iter, LoopID: l.opts.LoopID, Call: c, Outcome: OutcomeUnknownTool, Content: err.Error()})
 				return nil, err
 			}
 			outcomes[i].content, outcomes[i].isError = feedback, true
