@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"strings"
@@ -147,6 +148,11 @@ func runCmd(ctx context.Context, c *client.Client, args []string, out io.Writer)
 	system := fs.String("system", "", "system prompt")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *maxIter < math.MinInt32 || *maxIter > math.MaxInt32 {
+		// The conversion to int32 would wrap it into another value; the orchestrator
+		// checks the rest.
+		return fmt.Errorf("-max-iterations %d: out of range", *maxIter)
 	}
 	prompt := strings.Join(fs.Args(), " ")
 	req := &toolpb.RunRequest{Prompt: prompt, SystemPrompt: *system, ToolGroups: groups, Tools: tools,

@@ -50,9 +50,12 @@ var runErrorTable = []struct {
 	{func(err error) bool { var e *loop.SignalError; return errors.As(err, &e) }, codes.Aborted, ReasonToolSignal},
 	{func(err error) bool { return errors.Is(err, loop.ErrEmptyResponse) }, codes.FailedPrecondition, ReasonEmptyResponse},
 	{func(err error) bool { return errors.Is(err, errCancelled) }, codes.Canceled, ReasonCancelled},
+	// The loop reports the end of the run's own context unwrapped, so a model error that
+	// wraps a context error (a provider's request timeout) is the provider's failure,
+	// not the run's: it must be matched before the context errors.
+	{func(err error) bool { var e *loop.ModelError; return errors.As(err, &e) }, codes.Unavailable, ReasonModelError},
 	{func(err error) bool { return errors.Is(err, context.DeadlineExceeded) }, codes.DeadlineExceeded, ReasonRunTimeout},
 	{func(err error) bool { return errors.Is(err, context.Canceled) }, codes.Canceled, ReasonCancelled},
-	{func(err error) bool { var e *loop.ModelError; return errors.As(err, &e) }, codes.Unavailable, ReasonModelError},
 	{func(err error) bool { return errors.Is(err, router.ErrUnknownGroup) }, codes.NotFound, ReasonUnknownGroup},
 	{func(err error) bool { return errors.Is(err, router.ErrUnknownTool) }, codes.NotFound, ReasonUnknownTool},
 }

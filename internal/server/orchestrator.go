@@ -122,7 +122,10 @@ func (o *orchestratorServer) Run(req *toolpb.RunRequest, stream toolpb.Orchestra
 		}}})
 	}
 
-	if cause := context.Cause(ctx); cause != nil && (errors.Is(cause, errCancelled) || errors.Is(cause, errShutdown)) {
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errCancelled):
+		err = cause // CancelRun: "run cancelled: <reason>"
+	case errors.Is(cause, errShutdown):
 		err = fmt.Errorf("%w: %w", errCancelled, cause)
 	}
 	code2, reason := classify(err)

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"io"
 	"sync"
 	"time"
 
@@ -62,6 +63,9 @@ func (r *registryServer) Connect(stream toolpb.ToolRegistryService_ConnectServer
 	select {
 	case first = <-msgs:
 	case err := <-recvErr:
+		if errors.Is(err, io.EOF) {
+			return status.Error(codes.InvalidArgument, "the registration stream was closed before a register message")
+		}
 		return err
 	case <-timer.C:
 		return status.Errorf(codes.DeadlineExceeded, "no registration within %s", ttl)

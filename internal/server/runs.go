@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -53,14 +54,14 @@ type runStore struct {
 
 	mu       sync.Mutex
 	closed   bool
-	runs     map[string]*run
-	finished []string // ids of finished runs, oldest first
+	runs     map[string]*run // live runs and retained finished runs, by id
+	live     map[*run]bool   // runs that have started and not finished
+	finished []*run          // retained finished runs, oldest first
 	idle     *sync.Cond
-	nLive    int
 }
 
 func newRunStore(maxLive, retain int) *runStore {
-	s := &runStore{maxLive: maxLive, retain: retain, runs: map[string]*run{}}
+	s := &runStore{maxLive: maxLive, retain: retain, runs: map[string]*run{}, live: map[*run]bool{}}
 	s.idle = sync.NewCond(&s.mu)
 	return s
 }
@@ -74,20 +75,26 @@ const (
 	startClosed
 )
 
+// start records a new run. Run ids are unique among live runs only (RunRequest.run_id):
+// a new run may take the id of a finished one, which GetRun then forgets.
 func (s *runStore) start(id string, cancel context.CancelCauseFunc) (*run, startError) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	old := s.runs[id]
 	switch {
 	case s.closed:
 		return nil, startClosed
-	case s.runs[id] != nil:
+	case old != nil && s.live[old]:
 		return nil, startExists
-	case s.nLive >= s.maxLive:
+	case len(s.live) >= s.maxLive:
 		return nil, startFull
+	}
+	if old != nil {
+		s.finished = slices.DeleteFunc(s.finished, func(f *run) bool { return f == old })
 	}
 	r := &run{id: id, cancel: cancel, state: toolpb.RunState_RUN_STATE_RUNNING, started: time.Now()}
 	s.runs[id] = r
-	s.nLive++
+	s.live[r] = true
 	return r, startOK
 }
 
@@ -95,13 +102,15 @@ func (s *runStore) start(id string, cancel context.CancelCauseFunc) (*run, start
 func (s *runStore) finish(r *run) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.nLive--
-	s.finished = append(s.finished, r.id)
+	delete(s.live, r)
+	s.finished = append(s.finished, r)
 	for len(s.finished) > s.retain {
-		delete(s.runs, s.finished[0])
+		if old := s.finished[0]; s.runs[old.id] == old {
+			delete(s.runs, old.id)
+		}
 		s.finished = s.finished[1:]
 	}
-	if s.nLive == 0 {
+	if len(s.live) == 0 {
 		s.idle.Broadcast()
 	}
 }
@@ -112,10 +121,10 @@ func (s *runStore) get(id string) *run {
 	return s.runs[id]
 }
 
-func (s *runStore) live() int {
+func (s *runStore) liveCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.nLive
+	return len(s.live)
 }
 
 func (s *runStore) close() {
@@ -129,7 +138,7 @@ func (s *runStore) wait(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		s.mu.Lock()
-		for s.nLive > 0 {
+		for len(s.live) > 0 {
 			s.idle.Wait()
 		}
 		s.mu.Unlock()
@@ -146,11 +155,7 @@ func (s *runStore) wait(ctx context.Context) error {
 func (s *runStore) cancelAll() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, r := range s.runs {
-		r.mu.Lock()
-		if r.state == toolpb.RunState_RUN_STATE_RUNNING {
-			r.cancel(errShutdown)
-		}
-		r.mu.Unlock()
+	for r := range s.live {
+		r.cancel(errShutdown)
 	}
 }

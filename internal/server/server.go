@@ -76,7 +76,7 @@ func (s *Server) Register(g grpc.ServiceRegistrar) {
 func (s *Server) Shutdown(ctx context.Context) {
 	s.runs.close()
 	if err := s.runs.wait(ctx); err != nil {
-		s.log.Warn("shutdown: cancelling runs still in progress", "runs", s.runs.live())
+		s.log.Warn("shutdown: cancelling runs still in progress", "runs", s.runs.liveCount())
 		s.runs.cancelAll()
 		_ = s.runs.wait(context.Background())
 	}

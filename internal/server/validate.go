@@ -84,7 +84,8 @@ func validateRun(req *toolpb.RunRequest) *fieldError {
 		}
 	}
 	if o := req.GetLlm(); o != nil {
-		if o.Temperature != nil && (o.GetTemperature() < 0 || o.GetTemperature() > 2) {
+		// Written so that NaN, which fails every comparison, is refused too.
+		if t := o.GetTemperature(); o.Temperature != nil && !(t >= 0 && t <= 2) {
 			return invalid("llm.temperature", "must be between 0 and 2, got %g", o.GetTemperature())
 		}
 		if o.GetMaxOutputTokens() < 0 {

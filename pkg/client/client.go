@@ -54,7 +54,7 @@ func (c *Client) Run(ctx context.Context, req *toolpb.RunRequest) iter.Seq2[*too
 	return func(yield func(*toolpb.RunResponse, error) bool) {
 		stream, err := c.orch.Run(ctx, req)
 		if err != nil {
-			yield(nil, convert(err))
+			yield(nil, convertCtx(ctx, err))
 			return
 		}
 		for {
@@ -63,7 +63,7 @@ func (c *Client) Run(ctx context.Context, req *toolpb.RunRequest) iter.Seq2[*too
 				return
 			}
 			if err != nil {
-				yield(nil, convert(err))
+				yield(nil, convertCtx(ctx, err))
 				return
 			}
 			if !yield(ev, nil) {
@@ -98,7 +98,7 @@ func (c *Client) RunAndWait(ctx context.Context, req *toolpb.RunRequest, onEvent
 func (c *Client) ListTools(ctx context.Context, groups ...string) ([]*toolpb.ToolInfo, error) {
 	resp, err := c.orch.ListTools(ctx, &toolpb.ListToolsRequest{ToolGroups: groups})
 	if err != nil {
-		return nil, convert(err)
+		return nil, convertCtx(ctx, err)
 	}
 	return resp.GetTools(), nil
 }
@@ -107,7 +107,7 @@ func (c *Client) ListTools(ctx context.Context, groups ...string) ([]*toolpb.Too
 func (c *Client) ListToolGroups(ctx context.Context) ([]*toolpb.ToolGroupStatus, error) {
 	resp, err := c.orch.ListToolGroups(ctx, &toolpb.ListToolGroupsRequest{})
 	if err != nil {
-		return nil, convert(err)
+		return nil, convertCtx(ctx, err)
 	}
 	return resp.GetGroups(), nil
 }
@@ -116,7 +116,7 @@ func (c *Client) ListToolGroups(ctx context.Context) ([]*toolpb.ToolGroupStatus,
 func (c *Client) ListWorkers(ctx context.Context) ([]*toolpb.WorkerStatus, error) {
 	resp, err := c.orch.ListWorkers(ctx, &toolpb.ListWorkersRequest{})
 	if err != nil {
-		return nil, convert(err)
+		return nil, convertCtx(ctx, err)
 	}
 	return resp.GetWorkers(), nil
 }
@@ -125,7 +125,7 @@ func (c *Client) ListWorkers(ctx context.Context) ([]*toolpb.WorkerStatus, error
 func (c *Client) GetRun(ctx context.Context, runID string) (*toolpb.GetRunResponse, error) {
 	resp, err := c.orch.GetRun(ctx, &toolpb.GetRunRequest{RunId: runID})
 	if err != nil {
-		return nil, convert(err)
+		return nil, convertCtx(ctx, err)
 	}
 	return resp, nil
 }
@@ -134,7 +134,7 @@ func (c *Client) GetRun(ctx context.Context, runID string) (*toolpb.GetRunRespon
 func (c *Client) CancelRun(ctx context.Context, runID, reason string) (toolpb.RunState, error) {
 	resp, err := c.orch.CancelRun(ctx, &toolpb.CancelRunRequest{RunId: runID, Reason: reason})
 	if err != nil {
-		return toolpb.RunState_RUN_STATE_UNSPECIFIED, convert(err)
+		return toolpb.RunState_RUN_STATE_UNSPECIFIED, convertCtx(ctx, err)
 	}
 	return resp.GetState(), nil
 }

@@ -70,6 +70,39 @@ func (e *Error) Is(target error) bool {
 // GRPCStatus lets status.Code and status.Convert see the original status.
 func (e *Error) GRPCStatus() *status.Status { return status.New(e.Code, e.Message) }
 
+// convertCtx is convert for a call made with ctx. gRPC reports the end of the caller's
+// own context as a Canceled or DeadlineExceeded status, which errors.Is does not match
+// with context.Canceled or context.DeadlineExceeded, so such a status without a reason
+// from the orchestrator becomes the context's error: Canceled when ctx has ended, and
+// DeadlineExceeded when ctx has a deadline (the server, which enforces the propagated
+// deadline too, may report it a moment before ctx itself ends).
+func convertCtx(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if st, ok := status.FromError(err); ok && reasonOf(st) == "" {
+		_, hasDeadline := ctx.Deadline()
+		switch {
+		case st.Code() == codes.Canceled && ctx.Err() != nil:
+			return ctx.Err()
+		case st.Code() == codes.DeadlineExceeded && ctx.Err() != nil:
+			return ctx.Err()
+		case st.Code() == codes.DeadlineExceeded && hasDeadline:
+			return context.DeadlineExceeded
+		}
+	}
+	return convert(err)
+}
+
+func reasonOf(st *status.Status) string {
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			return info.GetReason()
+		}
+	}
+	return ""
+}
+
 // convert turns a gRPC error into an *Error when the orchestrator sent a status, and
 // passes context errors through.
 func convert(err error) error {

@@ -1,0 +1,338 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/toolmesh/toolmesh/internal/builtin"
+	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/llm/scripted"
+	"github.com/toolmesh/toolmesh/internal/router"
+	"github.com/toolmesh/toolmesh/internal/server"
+	"github.com/toolmesh/toolmesh/pkg/client"
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
+	"github.com/toolmesh/toolmesh/pkg/worker"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func testContext(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestDescribe(t *testing.T) {
+	cases := []struct {
+		name string
+		ev   *toolpb.RunResponse
+		want string
+	}{
+		{"started", &toolpb.RunResponse{RunId: "r1", Event: &toolpb.RunResponse_Started{Started: &toolpb.RunStarted{
+			Model: "scripted/demo", Tools: []string{"add", "multiply"}, LoopId: "loop_1", MaxIterations: 20}}},
+			"▶ run r1 started: model scripted/demo, tools [add, multiply], loop loop_1"},
+		{"started without tools", &toolpb.RunResponse{RunId: "r2", Event: &toolpb.RunResponse_Started{Started: &toolpb.RunStarted{Model: "scripted", LoopId: "l"}}},
+			"▶ run r2 started: model scripted, tools [], loop l"},
+		{"tool call started", &toolpb.RunResponse{Event: &toolpb.RunResponse_ToolCallStarted{ToolCallStarted: &toolpb.ToolCallStarted{
+			CallId: "call_1_0", Tool: "add", ArgumentsJson: `{"a":1,"b":2}`, Iteration: 2}}},
+			`  → [2] add({"a":1,"b":2})  id=call_1_0`},
+		{"tool call finished", &toolpb.RunResponse{Event: &toolpb.RunResponse_ToolCallFinished{ToolCallFinished: &toolpb.ToolCallFinished{
+			Tool: "add", Content: "3", Outcome: toolpb.ToolCallOutcome_TOOL_CALL_OUTCOME_OK, WorkerId: "w1", Attempts: 1, Duration: durationpb.New(1234567 * time.Nanosecond)}}},
+			`  ← add = "3"  [OK, on w1, 1.23ms]`},
+		{"tool call failed over", &toolpb.RunResponse{Event: &toolpb.RunResponse_ToolCallFinished{ToolCallFinished: &toolpb.ToolCallFinished{
+			Tool: "add", Content: "worker w2 unreachable\nretry", Outcome: toolpb.ToolCallOutcome_TOOL_CALL_OUTCOME_ERROR, WorkerId: "w2", Attempts: 3, Duration: durationpb.New(2 * time.Second)}}},
+			`  ← add = "worker w2 unreachable\nretry"  [ERROR, on w2 after 3 attempts, 2s]`},
+		{"tool call not dispatched", &toolpb.RunResponse{Event: &toolpb.RunResponse_ToolCallFinished{ToolCallFinished: &toolpb.ToolCallFinished{
+			Tool: "nope", Content: "Error: no such tool", Outcome: toolpb.ToolCallOutcome_TOOL_CALL_OUTCOME_UNKNOWN_TOOL}}},
+			`  ← nope = "Error: no such tool"  [UNKNOWN_TOOL, not dispatched, 0s]`},
+		{"invalid arguments", &toolpb.RunResponse{Event: &toolpb.RunResponse_ToolCallFinished{ToolCallFinished: &toolpb.ToolCallFinished{
+			Tool: "add", Content: "bad", Outcome: toolpb.ToolCallOutcome_TOOL_CALL_OUTCOME_INVALID_ARGUMENTS, Duration: durationpb.New(0)}}},
+			`  ← add = "bad"  [INVALID_ARGUMENTS, not dispatched, 0s]`},
+		{"message", &toolpb.RunResponse{Event: &toolpb.RunResponse_Message{Message: &toolpb.AssistantMessage{Text: "Let me add.", Iteration: 1}}},
+			"  💬 Let me add."},
+		{"usage", &toolpb.RunResponse{Event: &toolpb.RunResponse_Usage{Usage: &toolpb.Usage{Model: "scripted/demo", InputTokens: 120, OutputTokens: 7}}},
+			"  · scripted/demo: 120 input, 7 output tokens"},
+		{"final result", &toolpb.RunResponse{Event: &toolpb.RunResponse_FinalResult{FinalResult: &toolpb.FinalResult{Text: "The sum is 3.", Iterations: 2}}},
+			"■ final (2 iterations): The sum is 3."},
+		{"error", &toolpb.RunResponse{Event: &toolpb.RunResponse_Error{Error: &toolpb.RunError{Code: 8, Reason: "MAX_ITERATIONS", Message: "Tool loop exceeded maximum iterations (2)."}}},
+			"✖ error MAX_ITERATIONS: Tool loop exceeded maximum iterations (2)."},
+	}
+	for _, tc := range cases {
+		if got := Describe(tc.ev); got != tc.want {
+			t.Errorf("%s:\n got %q\nwant %q", tc.name, got, tc.want)
+		}
+	}
+	if got := Describe(&toolpb.RunResponse{RunId: "r1"}); !strings.HasPrefix(got, "? ") || strings.Contains(got, "\n") {
+		t.Errorf("event without a kind: %q", got)
+	}
+}
+
+// orchestrator is an in-process orchestrator on loopback with one worker serving math
+// and text.
+type orchestrator struct {
+	addr       string
+	workerAddr string
+}
+
+func startOrchestrator(t *testing.T, script scripted.Script) *orchestrator {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	cfg := config.Default()
+	model, err := scripted.New(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := router.New(router.Options{Logger: log})
+	srv, err := server.New(server.Options{Router: rt, Provider: model, Config: &cfg, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer(server.RecoveryInterceptors(log)...)
+	srv.Register(g)
+	served := make(chan struct{})
+	go func() { defer close(served); _ = g.Serve(lis) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		g.Stop()
+		<-served
+		rt.Close()
+	})
+
+	w, err := worker.New(worker.Options{ID: "w1", Orchestrator: lis.Addr().String(), Logger: log, DrainTimeout: time.Second, MinBackoff: 10 * time.Millisecond},
+		builtin.Math(), builtin.TextGroup())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("worker: %v", err)
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if ok, _ := w.Registered(); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the worker did not register")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	waddr, err := w.Addr(testContext(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &orchestrator{addr: lis.Addr().String(), workerAddr: waddr.String()}
+}
+
+func adderScript() scripted.Script {
+	return scripted.Script{Name: "adder", Rules: []scripted.Rule{
+		{Name: "answer", When: scripted.When{Tool: "add"}, Reply: scripted.Reply{Text: `The sum is {{ result "add" }}.`}},
+		{Name: "call", When: scripted.When{Turn: 1}, Reply: scripted.Reply{
+			Text:      "Let me add.",
+			ToolCalls: []scripted.ToolCall{{Name: "add", Arguments: map[string]any{"a": 2, "b": 3}}},
+		}},
+	}}
+}
+
+func (o *orchestrator) run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	err := run(testContext(t), append([]string{"-addr", o.addr}, args...), &out)
+	return out.String(), err
+}
+
+// table renders rows the way the commands' tabwriter does: each column but the last
+// padded to its widest cell plus two spaces.
+func table(rows ...[]string) string {
+	widths := make([]int, len(rows[0]))
+	for _, r := range rows {
+		for i, c := range r[:len(r)-1] {
+			widths[i] = max(widths[i], len([]rune(c)))
+		}
+	}
+	var b strings.Builder
+	for _, r := range rows {
+		for i, c := range r[:len(r)-1] {
+			fmt.Fprintf(&b, "%s%s", c, strings.Repeat(" ", widths[i]+2-len([]rune(c))))
+		}
+		b.WriteString(r[len(r)-1] + "\n")
+	}
+	return b.String()
+}
+
+func TestListingCommands(t *testing.T) {
+	o := startOrchestrator(t, adderScript())
+
+	out, err := o.run(t, "groups")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := table(
+		[]string{"GROUP", "TOOLS", "WORKERS", "DESCRIPTION"},
+		[]string{"math", "add,ceiling,divide,floor,max,mean,min,multiply,round,subtract", "w1", builtin.MathDescription},
+		[]string{"text", "lowercase,reverse,uppercase,word_count", "w1", builtin.TextDescription},
+	)
+	if out != want {
+		t.Errorf("groups:\n%s\nwant:\n%s", out, want)
+	}
+
+	out, err = o.run(t, "workers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = table(
+		[]string{"WORKER", "ADDRESS", "GROUPS", "STATE", "IN-FLIGHT", "CALLS"},
+		[]string{"w1", o.workerAddr, "math,text", "READY", "0", "0"},
+	)
+	if out != want {
+		t.Errorf("workers:\n%s\nwant:\n%s", out, want)
+	}
+
+	out, err = o.run(t, "tools", "-group", "text")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = table(
+		[]string{"TOOL", "GROUP", "REPLICAS", "DESCRIPTION"},
+		[]string{"lowercase", "text", "1", "Convert a text to lower case"},
+		[]string{"reverse", "text", "1", "Reverse the characters of a text"},
+		[]string{"uppercase", "text", "1", "Convert a text to upper case"},
+		[]string{"word_count", "text", "1", "Count the words of a text (runs of letters, digits, apostrophes or hyphens)"},
+	)
+	if out != want {
+		t.Errorf("tools -group text:\n%s\nwant:\n%s", out, want)
+	}
+
+	_, err = o.run(t, "tools", "-group", "weather")
+	if !errors.Is(err, client.ErrUnknownGroup) {
+		t.Errorf("tools -group weather = %v, want ErrUnknownGroup", err)
+	}
+}
+
+func TestRunCommand(t *testing.T) {
+	o := startOrchestrator(t, adderScript())
+
+	out, err := o.run(t, "run", "-group", "math", "-max-iterations", "5", "What", "is", "2", "+", "3?")
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != 7 {
+		t.Fatalf("run printed %d lines, want 7:\n%s", len(lines), out)
+	}
+	var runID, loopID string
+	if _, err := fmt.Sscanf(lines[0], "▶ run %s started:", &runID); err != nil {
+		t.Fatalf("first line %q: %v", lines[0], err)
+	}
+	loopID = lines[0][strings.LastIndex(lines[0], " ")+1:]
+	checks := []struct{ prefix, suffix string }{
+		{"▶ run " + runID + " started: model scripted, tools [add, ceiling, divide, floor, max, mean, min, multiply, round, subtract], loop " + loopID, ""},
+		{"  · scripted/adder: ", " output tokens"},
+		{"  💬 Let me add.", ""},
+		{`  → [1] add({"a":2,"b":3})  id=call_1_0`, ""},
+		{`  ← add = "5"  [OK, on w1, `, "]"},
+		{"  · scripted/adder: ", " output tokens"},
+		{"■ final (2 iterations): The sum is 5.", ""},
+	}
+	for i, c := range checks {
+		if !strings.HasPrefix(lines[i], c.prefix) || !strings.HasSuffix(lines[i], c.suffix) || (c.suffix == "" && lines[i] != c.prefix) {
+			t.Errorf("line %d = %q, want %q…%q", i, lines[i], c.prefix, c.suffix)
+		}
+	}
+
+	// get shows the finished run as JSON.
+	out, err = o.run(t, "get", runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r toolpb.GetRunResponse
+	if err := protojson.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("get printed %q: %v", out, err)
+	}
+	if r.GetRunId() != runID || r.GetState() != toolpb.RunState_RUN_STATE_SUCCEEDED || r.GetFinalText() != "The sum is 5." || r.GetToolCalls() != 1 {
+		t.Errorf("get = %v", &r)
+	}
+
+	// cancel of a finished run prints its state.
+	out, err = o.run(t, "cancel", runID)
+	if err != nil || out != "SUCCEEDED\n" {
+		t.Errorf("cancel of a finished run = %q, %v", out, err)
+	}
+
+	// -json prints one RunResponse per line.
+	out, err = o.run(t, "run", "-json", "-tool", "add", "-context", "tenant=acme", "-timeout", "10s", "What is 2 + 3?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jl := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	for i, l := range jl {
+		var ev toolpb.RunResponse
+		if err := protojson.Unmarshal([]byte(l), &ev); err != nil {
+			t.Fatalf("line %d %q: %v", i, l, err)
+		}
+		if ev.GetSequence() != int64(i+1) {
+			t.Errorf("line %d has sequence %d", i, ev.GetSequence())
+		}
+		if i == len(jl)-1 && ev.GetFinalResult().GetText() != "The sum is 5." {
+			t.Errorf("last line %q, want the final result", l)
+		}
+	}
+}
+
+func TestCommandErrors(t *testing.T) {
+	o := startOrchestrator(t, adderScript())
+	cases := []struct {
+		args     []string
+		sentinel error
+		contains string
+	}{
+		{args: nil, contains: "no command"},
+		{args: []string{"frobnicate"}, contains: `unknown command "frobnicate"`},
+		{args: []string{"get"}, contains: "exactly one RUN_ID"},
+		{args: []string{"cancel", "a", "b"}, contains: "exactly one RUN_ID"},
+		{args: []string{"get", "nope"}, sentinel: client.ErrRunNotFound},
+		{args: []string{"cancel", "nope"}, sentinel: client.ErrRunNotFound},
+		{args: []string{"run", "-context", "novalue", "p"}, contains: `-context "novalue": want key=value`},
+		{args: []string{"run"}, sentinel: client.ErrInvalidRequest},
+		{args: []string{"run", "-max-iterations", "-1", "p"}, sentinel: client.ErrInvalidRequest},
+		{args: []string{"run", "-max-iterations", "4294967297", "p"}, contains: "-max-iterations 4294967297: out of range"},
+		{args: []string{"run", "-group", "weather", "p"}, sentinel: client.ErrUnknownGroup},
+	}
+	for _, tc := range cases {
+		out, err := o.run(t, tc.args...)
+		switch {
+		case err == nil:
+			t.Errorf("%q: no error (output %q)", tc.args, out)
+		case tc.sentinel != nil && !errors.Is(err, tc.sentinel):
+			t.Errorf("%q: %v, want %v", tc.args, err, tc.sentinel)
+		case tc.contains != "" && !strings.Contains(err.Error(), tc.contains):
+			t.Errorf("%q: %v, want it to mention %q", tc.args, err, tc.contains)
+		}
+	}
+}

@@ -1,0 +1,225 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/llm/scripted"
+	"github.com/toolmesh/toolmesh/internal/router"
+	"github.com/toolmesh/toolmesh/internal/wire"
+	"github.com/toolmesh/toolmesh/pkg/client"
+	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
+	"github.com/toolmesh/toolmesh/pkg/worker"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// testTimeout bounds every test; nothing here should come close to it.
+const testTimeout = 20 * time.Second
+
+func testContext(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// env is an orchestrator under test, serving on loopback, with a raw gRPC client and a
+// pkg/client over the same connection.
+type env struct {
+	t     *testing.T
+	cfg   config.Config
+	srv   *Server
+	rt    *router.Router
+	g     *grpc.Server
+	addr  string
+	conn  *grpc.ClientConn
+	orch  toolpb.OrchestratorServiceClient
+	reg   toolpb.ToolRegistryServiceClient
+	cl    *client.Client
+	model *scripted.Provider
+}
+
+type envOptions struct {
+	script scripted.Script
+	// configure adjusts the default config.
+	configure func(*config.Config)
+}
+
+// echoScript answers every turn with a fixed text.
+func echoScript() scripted.Script {
+	return scripted.Script{Name: "echo", Rules: []scripted.Rule{{Reply: scripted.Reply{Text: "hello"}}}}
+}
+
+func newEnv(t *testing.T, o envOptions) *env {
+	t.Helper()
+	if o.script.Name == "" {
+		o.script = echoScript()
+	}
+	cfg := config.Default()
+	cfg.Listen = "127.0.0.1:0"
+	if o.configure != nil {
+		o.configure(&cfg)
+	}
+	model, err := scripted.New(o.script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := router.New(router.Options{GracePeriod: cfg.Registry.GracePeriod.D(), Logger: discard()})
+	srv, err := New(Options{Router: rt, Provider: model, Config: &cfg, Logger: discard()})
+	if err != nil {
+		rt.Close()
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		rt.Close()
+		t.Fatal(err)
+	}
+	g := grpc.NewServer(RecoveryInterceptors(discard())...)
+	srv.Register(g)
+	served := make(chan struct{})
+	go func() { defer close(served); _ = g.Serve(lis) }()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{
+		t: t, cfg: cfg, srv: srv, rt: rt, g: g, addr: lis.Addr().String(), conn: conn,
+		orch: toolpb.NewOrchestratorServiceClient(conn), reg: toolpb.NewToolRegistryServiceClient(conn),
+		cl: client.New(conn), model: model,
+	}
+	t.Cleanup(func() {
+		_ = conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		g.Stop()
+		<-served
+		rt.Close()
+	})
+	return e
+}
+
+// startWorker runs a pkg/worker on loopback that registers with the env, and waits until
+// the orchestrator routes to it.
+func (e *env) startWorker(id string, groups ...worker.Group) *worker.Worker {
+	e.t.Helper()
+	w, err := worker.New(worker.Options{
+		ID: id, Orchestrator: e.addr, Logger: discard(),
+		DrainTimeout: time.Second, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,
+	}, groups...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	e.t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				e.t.Errorf("worker %s: Run: %v", id, err)
+			}
+		case <-time.After(10 * time.Second):
+			e.t.Errorf("worker %s did not stop", id)
+		}
+	})
+	e.waitFor("worker "+id+" ready", func() bool {
+		for _, ws := range e.rt.ListWorkers() {
+			if ws.GetWorkerId() == id && ws.GetState() == toolpb.WorkerState_WORKER_STATE_READY {
+				return true
+			}
+		}
+		return false
+	})
+	return w
+}
+
+// waitFor polls cond every few milliseconds for a bounded time.
+func (e *env) waitFor(what string, cond func() bool) {
+	e.t.Helper()
+	waitFor(e.t, what, cond)
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// registration builds a valid registration of the given groups for a worker that
+// serves on an address nothing listens on (the router dials lazily).
+func registration(id string, groups ...worker.Group) *toolpb.Registration {
+	reg := &toolpb.Registration{WorkerId: id, Address: "127.0.0.1:1"}
+	for _, g := range groups {
+		gr := &toolpb.GroupRegistration{Group: &toolpb.ToolGroupInfo{
+			Role: g.Role, Description: g.Description, UsageNotes: g.UsageNotes, Provider: g.Provider, Version: g.Version,
+		}}
+		for _, t := range g.Tools {
+			def, meta := t.Definition(), t.Metadata()
+			gr.Tools = append(gr.Tools, &toolpb.RegisteredTool{Definition: wire.DefinitionToProto(def, meta), ContentHash: tool.Hash(def, meta)})
+		}
+		reg.Groups = append(reg.Groups, gr)
+	}
+	return reg
+}
+
+// registerRaw opens a registration stream, registers, and checks the ack. The stream
+// stays open until the test ends (or the caller cancels it).
+func (e *env) registerRaw(ctx context.Context, reg *toolpb.Registration) (toolpb.ToolRegistryService_ConnectClient, context.CancelFunc) {
+	e.t.Helper()
+	sctx, cancel := context.WithCancel(ctx)
+	e.t.Cleanup(cancel)
+	stream, err := e.reg.Connect(sctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := stream.Send(&toolpb.ConnectRequest{Message: &toolpb.ConnectRequest_Register{Register: reg}}); err != nil {
+		e.t.Fatal(err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		e.t.Fatalf("registration of %s: %v", reg.GetWorkerId(), err)
+	}
+	if !resp.GetAck().GetAccepted() {
+		e.t.Fatalf("registration of %s refused: %v", reg.GetWorkerId(), resp.GetAck().GetRejections())
+	}
+	return stream, cancel
+}
+
+// collect drains a Run stream: its events and the error it ended with (nil on OK).
+func collect(stream toolpb.OrchestratorService_RunClient) ([]*toolpb.RunResponse, error) {
+	var evs []*toolpb.RunResponse
+	for {
+		ev, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return evs, nil
+		}
+		if err != nil {
+			return evs, err
+		}
+		evs = append(evs, ev)
+	}
+}

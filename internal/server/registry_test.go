@@ -1,0 +1,328 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/toolmesh/toolmesh/internal/builtin"
+	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/llm/scripted"
+	"github.com/toolmesh/toolmesh/internal/router"
+	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
+	"github.com/toolmesh/toolmesh/pkg/worker"
+)
+
+// fakeConnect is a registration stream served in memory, so that lease timing can run
+// on synctest's clock.
+type fakeConnect struct {
+	grpc.ServerStream
+	ctx context.Context
+	in  chan *toolpb.ConnectRequest
+	out chan *toolpb.ConnectResponse
+}
+
+func newFakeConnect(ctx context.Context) *fakeConnect {
+	return &fakeConnect{ctx: ctx, in: make(chan *toolpb.ConnectRequest), out: make(chan *toolpb.ConnectResponse, 16)}
+}
+
+func (f *fakeConnect) Context() context.Context             { return f.ctx }
+func (f *fakeConnect) SetHeader(metadata.MD) error          { return nil }
+func (f *fakeConnect) SendHeader(metadata.MD) error         { return nil }
+func (f *fakeConnect) SetTrailer(metadata.MD)               {}
+func (f *fakeConnect) Send(m *toolpb.ConnectResponse) error { f.out <- m; return nil }
+func (f *fakeConnect) Recv() (*toolpb.ConnectRequest, error) {
+	select {
+	case m, ok := <-f.in:
+		if !ok {
+			return nil, io.EOF
+		}
+		return m, nil
+	case <-f.ctx.Done():
+		return nil, f.ctx.Err()
+	}
+}
+
+// newLeaseServer returns a Server whose router never dials (registry-only tests).
+func newLeaseServer(t *testing.T, cfg config.Config) (*Server, *router.Router) {
+	t.Helper()
+	model, err := scripted.New(echoScript())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := router.New(router.Options{
+		GracePeriod: cfg.Registry.GracePeriod.D(), Logger: discard(),
+		Dial: func(string) (*grpc.ClientConn, error) { return nil, nil },
+	})
+	srv, err := New(Options{Router: rt, Provider: model, Config: &cfg, Logger: discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, rt
+}
+
+// serveConnect runs Connect on a fake stream; like gRPC, it ends the stream's context
+// when the handler returns.
+func serveConnect(srv *Server) (*fakeConnect, <-chan error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	fs := newFakeConnect(ctx)
+	done := make(chan error, 1)
+	go func() {
+		defer cancel()
+		done <- srv.registry.Connect(fs)
+	}()
+	return fs, done
+}
+
+func workerState(rt *router.Router, id string) (toolpb.WorkerState, bool) {
+	for _, w := range rt.ListWorkers() {
+		if w.GetWorkerId() == id {
+			return w.GetState(), true
+		}
+	}
+	return 0, false
+}
+
+func TestLeaseExpiresWithoutHeartbeats(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := config.Default()
+		ttl, grace, beat := cfg.Registry.LeaseTTL.D(), cfg.Registry.GracePeriod.D(), cfg.Registry.HeartbeatInterval.D()
+		srv, rt := newLeaseServer(t, cfg)
+		defer rt.Close()
+		fs, done := serveConnect(srv)
+
+		fs.in <- &toolpb.ConnectRequest{Message: &toolpb.ConnectRequest_Register{Register: registration("w1", builtin.Math())}}
+		ack := (<-fs.out).GetAck()
+		if !ack.GetAccepted() || ack.GetLeaseId() == "" || ack.GetHeartbeatInterval().AsDuration() != beat {
+			t.Fatalf("ack = %v", ack)
+		}
+
+		// Heartbeats keep the lease for much longer than its TTL.
+		for range 10 {
+			time.Sleep(beat)
+			fs.in <- &toolpb.ConnectRequest{Message: &toolpb.ConnectRequest_Heartbeat{Heartbeat: &toolpb.Heartbeat{InFlight: 1}}}
+		}
+		synctest.Wait()
+		select {
+		case err := <-done:
+			t.Fatalf("lease ended while heartbeating: %v", err)
+		default:
+		}
+
+		// Silence: the stream ends exactly one TTL after the last message.
+		start := time.Now()
+		err := <-done
+		if got := time.Since(start); got != ttl {
+			t.Errorf("lease ended %v after the last heartbeat, want the TTL %v", got, ttl)
+		}
+		if codeOf(err) != codes.DeadlineExceeded {
+			t.Fatalf("Connect = %v, want DeadlineExceeded", err)
+		}
+
+		// The worker takes no calls but keeps its place for the grace period, then leaves.
+		if st, ok := workerState(rt, "w1"); !ok || st != toolpb.WorkerState_WORKER_STATE_DISCONNECTED {
+			t.Errorf("worker state right after expiry = %v (listed %v), want DISCONNECTED", st, ok)
+		}
+		time.Sleep(grace - time.Millisecond)
+		synctest.Wait()
+		if _, ok := workerState(rt, "w1"); !ok {
+			t.Error("worker left before the end of the grace period")
+		}
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		if _, ok := workerState(rt, "w1"); ok {
+			t.Error("worker still listed after the grace period")
+		}
+		if _, _, err := rt.Group("math"); !errors.Is(err, router.ErrUnknownGroup) {
+			t.Errorf("Group(math) after the worker left = %v, want ErrUnknownGroup", err)
+		}
+	})
+}
+
+func TestLeaseNoRegistrationWithinTTL(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := config.Default()
+		srv, rt := newLeaseServer(t, cfg)
+		defer rt.Close()
+		start := time.Now()
+		_, done := serveConnect(srv)
+		err := <-done
+		if codeOf(err) != codes.DeadlineExceeded || time.Since(start) != cfg.Registry.LeaseTTL.D() {
+			t.Errorf("Connect = %v after %v, want DeadlineExceeded after %v", err, time.Since(start), cfg.Registry.LeaseTTL.D())
+		}
+	})
+}
+
+func TestLeaseDrainingWorkerLeavesAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv, rt := newLeaseServer(t, config.Default())
+		defer rt.Close()
+		fs, done := serveConnect(srv)
+		fs.in <- &toolpb.ConnectRequest{Message: &toolpb.ConnectRequest_Register{Register: registration("w1", builtin.Math())}}
+		<-fs.out
+		fs.in <- &toolpb.ConnectRequest{Message: &toolpb.ConnectRequest_Draining{Draining: &toolpb.Draining{Reason: "bye"}}}
+		synctest.Wait()
+		if st, _ := workerState(rt, "w1"); st != toolpb.WorkerState_WORKER_STATE_DRAINING {
+			t.Errorf("state after draining = %v", st)
+		}
+		close(fs.in) // the worker closes its side
+		if err := <-done; err != nil {
+			t.Errorf("Connect after the worker closed = %v, want nil", err)
+		}
+		synctest.Wait()
+		if _, ok := workerState(rt, "w1"); ok {
+			t.Error("a draining worker whose stream ended is still listed")
+		}
+	})
+}
+
+// connectStatus opens a raw registration stream, sends msgs, and returns the responses
+// and the status the stream ended with.
+func connectStatus(t *testing.T, ctx context.Context, e *env, closeSend bool, msgs ...*toolpb.ConnectRequest) ([]*toolpb.ConnectResponse, error) {
+	t.Helper()
+	stream, err := e.reg.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range msgs {
+		if err := stream.Send(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if closeSend {
+		_ = stream.CloseSend()
+	}
+	var out []*toolpb.ConnectResponse
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			return out, err
+		}
+		out = append(out, m)
+	}
+}
+
+func TestConnectRefusals(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	ctx := testContext(t)
+	e.registerRaw(ctx, registration("w-math", builtin.Math()))
+
+	register := func(reg *toolpb.Registration) *toolpb.ConnectRequest {
+		return &toolpb.ConnectRequest{Message: &toolpb.ConnectRequest_Register{Register: reg}}
+	}
+	heartbeat := &toolpb.ConnectRequest{Message: &toolpb.ConnectRequest_Heartbeat{Heartbeat: &toolpb.Heartbeat{}}}
+	add := builtin.Math().Tools[0] // "add", already registered by w-math in group math
+	if add.Definition().Name != "add" {
+		t.Fatalf("first math tool is %q", add.Definition().Name)
+	}
+
+	cases := []struct {
+		name      string
+		closeSend bool
+		msgs      []*toolpb.ConnectRequest
+		code      codes.Code
+		// rejected is a substring of one rejection of a refused registration; empty when
+		// no ack is expected.
+		rejected string
+	}{
+		{"first message is a heartbeat", false, []*toolpb.ConnectRequest{heartbeat}, codes.InvalidArgument, ""},
+		{"closed before registering", true, nil, codes.InvalidArgument, ""},
+		{"invalid registration", false, []*toolpb.ConnectRequest{register(&toolpb.Registration{Address: "127.0.0.1:1", Groups: registration("x", builtin.TextGroup()).Groups})},
+			codes.InvalidArgument, "worker_id is empty"},
+		{"tool of another group", false, []*toolpb.ConnectRequest{register(registration("w-other", worker.Group{Role: "other", Tools: []tool.Tool{add}}))},
+			codes.FailedPrecondition, `tool "add" is already registered by group "math"`},
+		{"group with another description", false, []*toolpb.ConnectRequest{register(registration("w-math2", worker.Group{Role: "math", Description: "different", Tools: builtin.Math().Tools}))},
+			codes.FailedPrecondition, `group "math" is already registered with a different description`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := connectStatus(t, ctx, e, tc.closeSend, tc.msgs...)
+			if codeOf(err) != tc.code {
+				t.Fatalf("stream ended with %v, want %v", err, tc.code)
+			}
+			if tc.rejected == "" {
+				if len(out) != 0 {
+					t.Errorf("got responses %v, want none", out)
+				}
+				return
+			}
+			if len(out) != 1 || out[0].GetAck() == nil || out[0].GetAck().GetAccepted() {
+				t.Fatalf("responses %v, want one refusing ack", out)
+			}
+			found := false
+			for _, r := range out[0].GetAck().GetRejections() {
+				found = found || strings.Contains(r.GetReason(), tc.rejected)
+			}
+			if !found {
+				t.Errorf("rejections %v do not mention %q", out[0].GetAck().GetRejections(), tc.rejected)
+			}
+		})
+	}
+
+	// The refusals left the table as it was.
+	groups, err := e.cl.ListToolGroups(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(groups) != 1 || groups[0].GetGroup().GetRole() != "math" || groups[0].GetGroup().GetDescription() != builtin.MathDescription {
+		t.Errorf("groups after refusals = %v", groups)
+	}
+
+	// A second register on an accepted stream is refused.
+	stream, _ := e.registerRaw(ctx, registration("w-text", builtin.TextGroup()))
+	if err := stream.Send(register(registration("w-text", builtin.TextGroup()))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); codeOf(err) != codes.InvalidArgument {
+		t.Errorf("second register = %v, want InvalidArgument", err)
+	}
+}
+
+func TestListings(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	ctx := testContext(t)
+	e.registerRaw(ctx, registration("w-b", builtin.Math()))
+	e.registerRaw(ctx, registration("w-a", builtin.Math(), builtin.TextGroup()))
+
+	ws, err := e.cl.ListWorkers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ws) != 2 || ws[0].GetWorkerId() != "w-a" || ws[1].GetWorkerId() != "w-b" || strings.Join(ws[0].GetGroups(), ",") != "math,text" {
+		t.Errorf("workers = %v", ws)
+	}
+	groups, err := e.cl.ListToolGroups(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(groups) != 2 || groups[0].GetGroup().GetRole() != "math" || strings.Join(groups[0].GetWorkerIds(), ",") != "w-a,w-b" || strings.Join(groups[1].GetWorkerIds(), ",") != "w-a" {
+		t.Errorf("groups = %v", groups)
+	}
+	tools, err := e.cl.ListTools(ctx, "text")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, ti := range tools {
+		names = append(names, ti.GetDefinition().GetName())
+		if ti.GetGroup() != "text" {
+			t.Errorf("tool %s of group %s in a text listing", ti.GetDefinition().GetName(), ti.GetGroup())
+		}
+	}
+	if strings.Join(names, ",") != "lowercase,reverse,uppercase,word_count" {
+		t.Errorf("text tools = %v", names)
+	}
+	all, err := e.cl.ListTools(ctx)
+	if err != nil || len(all) != 14 {
+		t.Errorf("ListTools() = %d tools, %v; want 14", len(all), err)
+	}
+}

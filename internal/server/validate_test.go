@@ -1,0 +1,227 @@
+package server
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/toolmesh/toolmesh/internal/builtin"
+	"github.com/toolmesh/toolmesh/pkg/client"
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+// invalidRequests are requests validateRun refuses, with the field it must name. All of
+// them can travel over gRPC (valid UTF-8 everywhere).
+var invalidRequests = []struct {
+	name  string
+	req   *toolpb.RunRequest
+	field string
+}{
+	{"empty prompt and no messages", &toolpb.RunRequest{}, "prompt"},
+	{"blank prompt and no messages", &toolpb.RunRequest{Prompt: " \n\t"}, "prompt"},
+	{"unspecified message role", &toolpb.RunRequest{Messages: []*toolpb.Message{{Text: "hi"}}}, "messages[0].role"},
+	{"unknown message role", &toolpb.RunRequest{Prompt: "p", Messages: []*toolpb.Message{{Role: toolpb.Role_ROLE_USER, Text: "a"}, {Role: toolpb.Role(42), Text: "b"}}}, "messages[1].role"},
+	{"prompt too large", &toolpb.RunRequest{Prompt: strings.Repeat("x", maxPromptBytes+1)}, "messages"},
+	{"negative max_iterations", &toolpb.RunRequest{Prompt: "p", Limits: &toolpb.RunLimits{MaxIterations: -1}}, "limits.max_iterations"},
+	{"too many max_iterations", &toolpb.RunRequest{Prompt: "p", Limits: &toolpb.RunLimits{MaxIterations: 1001}}, "limits.max_iterations"},
+	{"negative max_parallel_tool_calls", &toolpb.RunRequest{Prompt: "p", Limits: &toolpb.RunLimits{MaxParallelToolCalls: -3}}, "limits.max_parallel_tool_calls"},
+	{"too many max_parallel_tool_calls", &toolpb.RunRequest{Prompt: "p", Limits: &toolpb.RunLimits{MaxParallelToolCalls: 65}}, "limits.max_parallel_tool_calls"},
+	{"negative timeout", &toolpb.RunRequest{Prompt: "p", Limits: &toolpb.RunLimits{Timeout: durationpb.New(-time.Second)}}, "limits.timeout"},
+	// A Duration whose nanos have the opposite sign of its seconds is malformed.
+	{"malformed timeout", &toolpb.RunRequest{Prompt: "p", Limits: &toolpb.RunLimits{Timeout: &durationpb.Duration{Seconds: 1, Nanos: -1}}}, "limits.timeout"},
+	{"run_id with a space", &toolpb.RunRequest{Prompt: "p", RunId: "has space"}, "run_id"},
+	{"run_id too long", &toolpb.RunRequest{Prompt: "p", RunId: strings.Repeat("a", 129)}, "run_id"},
+	{"run_id with slash", &toolpb.RunRequest{Prompt: "p", RunId: "a/b"}, "run_id"},
+	{"duplicate group", &toolpb.RunRequest{Prompt: "p", ToolGroups: []string{"math", "text", "math"}}, "tool_groups[2]"},
+	{"empty group", &toolpb.RunRequest{Prompt: "p", ToolGroups: []string{"math", " "}}, "tool_groups[1]"},
+	{"duplicate tool", &toolpb.RunRequest{Prompt: "p", Tools: []string{"add", "add"}}, "tools[1]"},
+	{"empty tool", &toolpb.RunRequest{Prompt: "p", Tools: []string{""}}, "tools[0]"},
+	{"temperature below range", &toolpb.RunRequest{Prompt: "p", Llm: &toolpb.LlmOptions{Temperature: ptr(-0.1)}}, "llm.temperature"},
+	{"temperature above range", &toolpb.RunRequest{Prompt: "p", Llm: &toolpb.LlmOptions{Temperature: ptr(2.5)}}, "llm.temperature"},
+	{"temperature infinite", &toolpb.RunRequest{Prompt: "p", Llm: &toolpb.LlmOptions{Temperature: ptr(math.Inf(1))}}, "llm.temperature"},
+	{"temperature NaN", &toolpb.RunRequest{Prompt: "p", Llm: &toolpb.LlmOptions{Temperature: ptr(math.NaN())}}, "llm.temperature"},
+	{"negative max_output_tokens", &toolpb.RunRequest{Prompt: "p", Llm: &toolpb.LlmOptions{MaxOutputTokens: -1}}, "llm.max_output_tokens"},
+	{"empty context key", &toolpb.RunRequest{Prompt: "p", Context: map[string]string{"": "v"}}, "context"},
+}
+
+func TestValidateRunRefuses(t *testing.T) {
+	cases := append([]struct {
+		name  string
+		req   *toolpb.RunRequest
+		field string
+	}{
+		// Invalid UTF-8 cannot cross the wire (protobuf refuses to marshal it), so it is
+		// only checked here.
+		{"invalid UTF-8 prompt", &toolpb.RunRequest{Prompt: "ok \xff"}, "prompt"},
+		{"invalid UTF-8 system prompt", &toolpb.RunRequest{Prompt: "p", SystemPrompt: "\xc3\x28"}, "system_prompt"},
+		{"invalid UTF-8 message", &toolpb.RunRequest{Messages: []*toolpb.Message{{Role: toolpb.Role_ROLE_USER, Text: "\xff"}}}, "messages[0].text"},
+		{"invalid UTF-8 context key", &toolpb.RunRequest{Prompt: "p", Context: map[string]string{"\xff": "v"}}, "context"},
+		{"invalid UTF-8 context value", &toolpb.RunRequest{Prompt: "p", Context: map[string]string{"k": "\xff"}}, "context[k]"},
+	}, invalidRequests...)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fe := validateRun(tc.req)
+			if fe == nil {
+				t.Fatal("validateRun accepted the request")
+			}
+			if fe.field != tc.field || fe.code != codes.InvalidArgument || fe.reason != ReasonInvalidRequest {
+				t.Errorf("got field %q code %v reason %q (%v); want field %q, InvalidArgument, %s", fe.field, fe.code, fe.reason, fe, tc.field, ReasonInvalidRequest)
+			}
+		})
+	}
+}
+
+func TestValidateRunAccepts(t *testing.T) {
+	for name, req := range map[string]*toolpb.RunRequest{
+		"prompt only":              {Prompt: "hi"},
+		"messages only":            {Messages: []*toolpb.Message{{Role: toolpb.Role_ROLE_SYSTEM, Text: "s"}, {Role: toolpb.Role_ROLE_USER, Text: "u"}, {Role: toolpb.Role_ROLE_ASSISTANT}}},
+		"limits at their maximum":  {Prompt: "p", Limits: &toolpb.RunLimits{MaxIterations: 1000, MaxParallelToolCalls: 64, Timeout: durationpb.New(time.Hour)}},
+		"zero limits":              {Prompt: "p", Limits: &toolpb.RunLimits{}},
+		"temperature bounds":       {Prompt: "p", Llm: &toolpb.LlmOptions{Temperature: ptr(0.0)}},
+		"temperature 2":            {Prompt: "p", Llm: &toolpb.LlmOptions{Temperature: ptr(2.0)}},
+		"run id":                   {Prompt: "p", RunId: "run_A-1.b:c"},
+		"same name group and tool": {Prompt: "p", ToolGroups: []string{"x"}, Tools: []string{"x"}},
+		"context":                  {Prompt: "p", Context: map[string]string{"tenant": "ünïcode"}},
+		"prompt at the size limit": {Prompt: strings.Repeat("x", maxPromptBytes)},
+	} {
+		if fe := validateRun(req); fe != nil {
+			t.Errorf("%s: refused: %v", name, fe)
+		}
+	}
+}
+
+// statusDetails returns the ErrorInfo and BadRequest of an error's status.
+func statusDetails(t *testing.T, err error) (*status.Status, *errdetails.ErrorInfo, *errdetails.BadRequest) {
+	t.Helper()
+	st, ok := status.FromError(err)
+	if !ok {
+		t.Fatalf("not a status: %v", err)
+	}
+	var info *errdetails.ErrorInfo
+	var br *errdetails.BadRequest
+	for _, d := range st.Details() {
+		switch x := d.(type) {
+		case *errdetails.ErrorInfo:
+			info = x
+		case *errdetails.BadRequest:
+			br = x
+		}
+	}
+	return st, info, br
+}
+
+func TestRunRefusesInvalidRequests(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	ctx := testContext(t)
+	for _, tc := range invalidRequests {
+		t.Run(tc.name, func(t *testing.T) {
+			stream, err := e.orch.Run(ctx, tc.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs, err := collect(stream)
+			if len(evs) != 0 {
+				t.Errorf("got %d events before the refusal, want none: %v", len(evs), evs)
+			}
+			st, info, br := statusDetails(t, err)
+			if st.Code() != codes.InvalidArgument {
+				t.Fatalf("code %v (%v), want InvalidArgument", st.Code(), err)
+			}
+			if !strings.HasPrefix(st.Message(), tc.field+": ") {
+				t.Errorf("message %q does not start with the field %q", st.Message(), tc.field)
+			}
+			if info.GetReason() != ReasonInvalidRequest || info.GetDomain() != ErrorDomain || info.GetMetadata()["field"] != tc.field {
+				t.Errorf("ErrorInfo = %v, want reason %s, domain %s, field %s", info, ReasonInvalidRequest, ErrorDomain, tc.field)
+			}
+			if len(br.GetFieldViolations()) != 1 || br.GetFieldViolations()[0].GetField() != tc.field || br.GetFieldViolations()[0].GetDescription() == "" {
+				t.Errorf("BadRequest = %v, want one violation of %s", br, tc.field)
+			}
+
+			// The same through pkg/client.
+			_, err = e.cl.RunAndWait(ctx, tc.req, nil)
+			if !errors.Is(err, client.ErrInvalidRequest) {
+				t.Fatalf("client error %v does not match ErrInvalidRequest", err)
+			}
+			var ce *client.Error
+			if !errors.As(err, &ce) || ce.Field != tc.field || ce.Code != codes.InvalidArgument {
+				t.Errorf("client error = %#v, want field %q", ce, tc.field)
+			}
+			if errors.Is(err, client.ErrUnknownGroup) {
+				t.Error("invalid request also matches ErrUnknownGroup")
+			}
+		})
+	}
+	if n := len(e.model.Requests()); n != 0 {
+		t.Errorf("the model was called %d times for invalid requests", n)
+	}
+}
+
+func TestRunUnknownGroupAndTool(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	ctx := testContext(t)
+	e.registerRaw(ctx, registration("w-math", builtin.Math()))
+	e.registerRaw(ctx, registration("w-text", builtin.TextGroup()))
+
+	cases := []struct {
+		name     string
+		req      *toolpb.RunRequest
+		field    string
+		reason   string
+		sentinel error
+		contains []string
+	}{
+		{"unknown group", &toolpb.RunRequest{Prompt: "p", ToolGroups: []string{"math", "weather"}}, "tool_groups[1]", ReasonUnknownGroup, client.ErrUnknownGroup,
+			[]string{`"weather"`, "known groups: [math, text]"}},
+		{"unknown tool", &toolpb.RunRequest{Prompt: "p", ToolGroups: []string{"text"}, Tools: []string{"add", "forecast"}}, "tools[1]", ReasonUnknownTool, client.ErrUnknownTool,
+			[]string{`"forecast"`}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			stream, err := e.orch.Run(ctx, tc.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs, err := collect(stream)
+			if len(evs) != 0 {
+				t.Errorf("got events before the refusal: %v", evs)
+			}
+			st, info, _ := statusDetails(t, err)
+			if st.Code() != codes.NotFound {
+				t.Fatalf("code %v (%v), want NotFound", st.Code(), err)
+			}
+			if info.GetReason() != tc.reason || info.GetDomain() != ErrorDomain || info.GetMetadata()["field"] != tc.field {
+				t.Errorf("ErrorInfo = %v, want reason %s, field %s", info, tc.reason, tc.field)
+			}
+			for _, s := range append(tc.contains, tc.field) {
+				if !strings.Contains(st.Message(), s) {
+					t.Errorf("message %q does not contain %q", st.Message(), s)
+				}
+			}
+
+			_, err = e.cl.RunAndWait(ctx, tc.req, nil)
+			if !errors.Is(err, tc.sentinel) {
+				t.Fatalf("client error %v does not match %v", err, tc.sentinel)
+			}
+			var ce *client.Error
+			if !errors.As(err, &ce) || ce.Field != tc.field || ce.Code != codes.NotFound {
+				t.Errorf("client error = %#v, want field %q", ce, tc.field)
+			}
+		})
+	}
+
+	// ListTools names the unknown group the same way.
+	_, err := e.cl.ListTools(ctx, "text", "nope")
+	var ce *client.Error
+	if !errors.Is(err, client.ErrUnknownGroup) || !errors.As(err, &ce) || ce.Field != "tool_groups[1]" {
+		t.Errorf("ListTools(text, nope) = %v, want ErrUnknownGroup naming tool_groups[1]", err)
+	}
+}
