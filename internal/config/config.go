@@ -25,15 +25,16 @@ var ErrInvalid = errors.New("invalid configuration")
 // Duration is a time.Duration written as "2s", "150ms" or "10m" in YAML.
 type Duration time.Duration
 
-// UnmarshalYAML parses a Go duration string.
+// UnmarshalYAML parses a Go duration string. Its errors are yaml.TypeErrors, so that
+// Parse reports them with the other errors of the document, each naming its key.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	var s string
-	if err := n.Decode(&s); err != nil {
-		return fmt.Errorf("line %d: duration must be a string such as \"2s\"", n.Line)
+	if n.Kind != yaml.ScalarNode || n.Decode(&s) != nil {
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: duration must be a string such as \"2s\"", n.Line)}}
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("line %d: %v", n.Line, err)
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %v", n.Line, err)}}
 	}
 	*d = Duration(v)
 	return nil
@@ -147,7 +148,7 @@ func Parse(b []byte) (Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return Config{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return Config{}, fmt.Errorf("%w: %s", ErrInvalid, describeYAMLError(b, err))
 	}
 	if err := c.Validate(); err != nil {
 		return Config{}, err
@@ -171,9 +172,9 @@ func (c Config) Validate() error {
 	}
 	positive("registry.heartbeat_interval", c.Registry.HeartbeatInterval)
 	positive("registry.lease_ttl", c.Registry.LeaseTTL)
-	if c.Registry.GracePeriod < 0 {
-		bad("registry.grace_period", "must not be negative, got %s", c.Registry.GracePeriod.D())
-	}
+	// The router takes a zero grace period for "use the default", so zero is refused
+	// rather than silently meaning 3s.
+	positive("registry.grace_period", c.Registry.GracePeriod)
 	if c.Registry.HeartbeatInterval > 0 && c.Registry.LeaseTTL > 0 && c.Registry.LeaseTTL < 2*c.Registry.HeartbeatInterval {
 		bad("registry.lease_ttl", "must be at least twice registry.heartbeat_interval (%s), got %s", c.Registry.HeartbeatInterval.D(), c.Registry.LeaseTTL.D())
 	}
@@ -227,6 +228,57 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: %s", ErrInvalid, strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// describeYAMLError rewrites the decoder's "line N: problem" messages as
+// "line N: key.path: problem", so that every error names its key.
+func describeYAMLError(doc []byte, err error) string {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return err.Error()
+	}
+	keys := map[int]string{}
+	var root yaml.Node
+	if yaml.Unmarshal(doc, &root) == nil {
+		collectKeys(&root, "", keys)
+	}
+	msgs := make([]string, len(te.Errors))
+	for i, m := range te.Errors {
+		var line int
+		if _, scanErr := fmt.Sscanf(m, "line %d:", &line); scanErr == nil && keys[line] != "" {
+			prefix := fmt.Sprintf("line %d:", line)
+			m = prefix + " " + keys[line] + ":" + strings.TrimPrefix(m, prefix)
+		}
+		msgs[i] = m
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// collectKeys maps the lines of a YAML document to the dotted path of the key written
+// (or whose value starts) on them.
+func collectKeys(n *yaml.Node, prefix string, keys map[int]string) {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			collectKeys(c, prefix, keys)
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			path := k.Value
+			if prefix != "" {
+				path = prefix + "." + k.Value
+			}
+			if _, seen := keys[k.Line]; !seen {
+				keys[k.Line] = path
+			}
+			if v.Kind == yaml.MappingNode {
+				collectKeys(v, path, keys) // its lines belong to its own keys
+			} else if _, seen := keys[v.Line]; !seen {
+				keys[v.Line] = path
+			}
+		}
+	}
 }
 
 func checkListen(addr string) error {

@@ -20,31 +20,41 @@ import (
 // is draining; such a call never ran, so the router sends it elsewhere.
 const ReasonDraining = "WORKER_DRAINING"
 
-// remoteTool is a tool served by workers, as the loop sees it.
+// remoteTool is a tool served by workers, as the loop sees it. It names the tool and the
+// definition it was handed out with rather than holding a routing-table entry: a worker
+// that registers again (after its stream broke, say) replaces the entry, and stubs given
+// out before must route to it.
 type remoteTool struct {
-	r *Router
-	e *toolEntry
+	r     *Router
+	group string
+	def   tool.Definition
+	meta  tool.Metadata
+	hash  string
 }
 
 var _ tool.Tool = (*remoteTool)(nil)
 
-func (t *remoteTool) Definition() tool.Definition { return t.e.def }
-func (t *remoteTool) Metadata() tool.Metadata     { return t.e.meta }
+func newRemoteTool(r *Router, e *toolEntry) *remoteTool {
+	return &remoteTool{r: r, group: e.group, def: e.def, meta: e.meta, hash: e.hash}
+}
+
+func (t *remoteTool) Definition() tool.Definition { return t.def }
+func (t *remoteTool) Metadata() tool.Metadata     { return t.meta }
 
 // Group is the tool group the tool belongs to.
-func (t *remoteTool) Group() string { return t.e.group }
+func (t *remoteTool) Group() string { return t.group }
 
 // Call sends the call to a replica. Failures become error results the model can read;
 // the returned error is always nil (remote tools send no control-flow signals yet).
 func (t *remoteTool) Call(ctx context.Context, input string) (tool.Result, error) {
-	return t.r.invoke(ctx, t.e, input), nil
+	return t.r.invoke(ctx, t, input), nil
 }
 
 // invoke sends one logical call, failing over per the rules of DESIGN "Calls that fail
 // halfway": to another replica only when the call provably never reached a worker, or
 // when the tool is idempotent.
-func (r *Router) invoke(ctx context.Context, e *toolEntry, input string) tool.Result {
-	timeout := e.meta.Timeout
+func (r *Router) invoke(ctx context.Context, t *remoteTool, input string) tool.Result {
+	timeout := t.meta.Timeout
 	if timeout <= 0 {
 		timeout = r.opts.DefaultTimeout
 	}
@@ -53,7 +63,7 @@ func (r *Router) invoke(ctx context.Context, e *toolEntry, input string) tool.Re
 
 	info, _ := tool.CallInfoFrom(ctx)
 	req := &toolpb.InvokeRequest{
-		Tool:           e.def.Name,
+		Tool:           t.def.Name,
 		ArgumentsJson:  input,
 		LoopId:         info.LoopID,
 		RunId:          info.RunID,
@@ -62,72 +72,90 @@ func (r *Router) invoke(ctx context.Context, e *toolEntry, input string) tool.Re
 	}
 	dispatch := tool.DispatchFrom(ctx)
 	tried := map[string]bool{}
-	var last tool.Result
-	for attempt := 1; attempt <= r.opts.MaxAttempts; attempt++ {
-		w := r.pick(e, tried)
+	var last *tool.Result
+	for attempts := 0; attempts < r.opts.MaxAttempts; {
+		w, changed := r.pick(t, tried)
+		if changed {
+			return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' changed: its workers registered a different definition since it was offered; it cannot be called as offered", t.def.Name))
+		}
 		if w == nil {
-			if attempt == 1 {
-				return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("no worker of group '%s' is available to run tool '%s'; try again later or use another tool", e.group, e.def.Name))
+			if last == nil {
+				return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("no worker of group '%s' is available to run tool '%s'; try again later or use another tool", t.group, t.def.Name))
 			}
-			return last
+			return *last
 		}
 		tried[w.id] = true
+		if !w.acquire() {
+			continue // closed since it was picked: nothing was sent
+		}
+		attempts++
 		if dispatch != nil {
 			dispatch.WorkerID = w.id
-			dispatch.Attempts = attempt
+			dispatch.Attempts = attempts
 		}
-		res, retry := r.invokeOnce(ctx, e, w, req, timeout)
+		res, retry := r.invokeOnce(ctx, t, w, req, timeout)
 		if !retry {
 			return res
 		}
-		last = res
-		r.log.Warn("tool call failed over", "tool", e.def.Name, "worker_id", w.id, "attempt", attempt, "reason", res.Content)
+		last = &res
+		r.log.Warn("tool call failed over", "tool", t.def.Name, "worker_id", w.id, "attempt", attempts, "reason", res.Content)
 	}
-	return last
+	return *last
 }
 
-// invokeOnce sends the call to w. It reports whether the call may be sent to another
-// replica.
-func (r *Router) invokeOnce(ctx context.Context, e *toolEntry, w *worker, req *toolpb.InvokeRequest, timeout time.Duration) (tool.Result, bool) {
-	w.inFlight.Add(1)
+// invokeOnce sends the call to w, which the caller acquired. It reports whether the call
+// may be sent to another replica.
+func (r *Router) invokeOnce(ctx context.Context, t *remoteTool, w *worker, req *toolpb.InvokeRequest, timeout time.Duration) (tool.Result, bool) {
 	w.calls.Add(1)
 	callCtx, s := withSent(ctx)
 	resp, err := w.client.Invoke(callCtx, req)
-	w.inFlight.Add(-1)
+	w.release()
 	if err == nil {
 		w.succeeded()
 		return wire.ResultFromProto(resp), false
 	}
 
+	name := t.def.Name
 	st := status.Convert(err)
 	switch {
-	case ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
+	case deadlinePassed(ctx):
 		// Our own deadline: the worker may still be working on it. Not retried.
-		return tool.ErrorWithCode(tool.CodeTimeout, fmt.Sprintf("tool '%s' timed out after %s on worker %s; its outcome is unknown", e.def.Name, timeout, w.id)), false
+		return tool.ErrorWithCode(tool.CodeTimeout, fmt.Sprintf("tool '%s' timed out after %s on worker %s; its outcome is unknown", name, timeout, w.id)), false
 	case ctx.Err() != nil:
-		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' was cancelled: %v", e.def.Name, ctx.Err())), false
+		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' was cancelled: %v", name, ctx.Err())), false
 	case isDraining(st):
 		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("worker %s is draining", w.id)), true
 	case !transportFailure(st.Code()):
 		// The worker answered with an error status: it is up, the call is just bad.
 		w.succeeded()
-		return tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf("worker %s refused tool '%s': %s: %s", w.id, e.def.Name, st.Code(), st.Message())), false
+		return tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf("worker %s refused tool '%s': %s: %s", w.id, name, st.Code(), st.Message())), false
 	}
 
 	if r.markFailed(w) {
 		r.log.Warn("worker ejected after repeated failures", "worker_id", w.id, "for", r.opts.EjectFor)
 	}
-	if !s.headers {
+	if s.neverSent() {
 		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("worker %s unreachable: %s", w.id, st.Message())), true
 	}
-	if e.meta.Idempotent {
-		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("worker %s failed during idempotent tool '%s': %s", w.id, e.def.Name, st.Message())), true
+	if t.meta.Idempotent {
+		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("worker %s failed during idempotent tool '%s': %s", w.id, name, st.Message())), true
 	}
-	return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("the outcome of tool '%s' is unknown: worker %s failed while running it (%s). It may or may not have taken effect; check before calling it again.", e.def.Name, w.id, st.Message())), false
+	return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("the outcome of tool '%s' is unknown: worker %s failed while running it (%s). It may or may not have taken effect; check before calling it again.", name, w.id, st.Message())), false
+}
+
+// deadlinePassed reports whether the call's deadline is over. It looks at the clock, not
+// only at ctx.Err(): the worker resets the stream when the deadline we sent it passes,
+// and that reset can arrive before our own context timer has fired.
+func deadlinePassed(ctx context.Context) bool {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }
 
 func (r *Router) markFailed(w *worker) bool {
-	return w.failed(time.Now(), r.opts.EjectAfter, r.opts.EjectFor)
+	return w.failed(r.now(), r.opts.EjectAfter, r.opts.EjectFor)
 }
 
 // transportFailure reports whether a status means the worker (or the path to it) failed,
@@ -152,31 +180,40 @@ func isDraining(st *status.Status) bool {
 	return false
 }
 
-// pick chooses a replica by power of two choices on in-flight calls; ties go to the
-// replica that has served fewer calls, so idle replicas share the work evenly.
-func (r *Router) pick(e *toolEntry, exclude map[string]bool) *worker {
-	now := time.Now()
+// pick chooses a replica of t by power of two choices on in-flight calls; ties go to the
+// replica that has served fewer calls, so idle replicas share the work evenly. changed
+// reports that the tool is now registered with another definition than t's.
+func (r *Router) pick(t *remoteTool, exclude map[string]bool) (w *worker, changed bool) {
+	now := r.now()
 	r.mu.RLock()
-	cands := make([]*worker, 0, len(e.replicas))
-	for id, w := range e.replicas {
-		if exclude[id] || !w.routable(now) {
-			continue
+	e, ok := r.tools[t.def.Name]
+	if ok && e.hash != t.hash {
+		r.mu.RUnlock()
+		return nil, true
+	}
+	var cands []*worker
+	if ok {
+		cands = make([]*worker, 0, len(e.replicas))
+		for id, w := range e.replicas {
+			if exclude[id] || !w.routable(now) {
+				continue
+			}
+			cands = append(cands, w)
 		}
-		cands = append(cands, w)
 	}
 	r.mu.RUnlock()
 	switch len(cands) {
 	case 0:
-		return nil
+		return nil, false
 	case 1:
-		return cands[0]
+		return cands[0], false
 	}
 	i := rand.IntN(len(cands))
 	j := rand.IntN(len(cands) - 1)
 	if j >= i {
 		j++
 	}
-	return better(cands[i], cands[j])
+	return better(cands[i], cands[j]), false
 }
 
 func better(a, b *worker) *worker {

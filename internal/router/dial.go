@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -32,7 +33,15 @@ func DialOptions() []grpc.DialOption {
 
 // sent records whether a call's request reached the transport. A call that fails before
 // that provably never reached a worker, so it is safe to send to another replica.
-type sent struct{ headers bool }
+type sent struct {
+	tracked atomic.Bool // the stats handler saw the call: without it nothing is known
+	headers atomic.Bool
+}
+
+// neverSent reports whether the call provably never left this process. A connection
+// dialled without the stats handler (a custom Options.Dial that forgot DialOptions)
+// proves nothing, so its calls count as possibly sent.
+func (s *sent) neverSent() bool { return s.tracked.Load() && !s.headers.Load() }
 
 type sentKey struct{}
 
@@ -45,13 +54,18 @@ func withSent(ctx context.Context) (context.Context, *sent) {
 // a transport.
 type sentTracker struct{}
 
-func (sentTracker) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+func (sentTracker) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context {
+	if m, ok := ctx.Value(sentKey{}).(*sent); ok {
+		m.tracked.Store(true)
+	}
+	return ctx
+}
 
 func (sentTracker) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	switch s.(type) {
 	case *stats.OutHeader, *stats.OutPayload:
 		if m, ok := ctx.Value(sentKey{}).(*sent); ok {
-			m.headers = true
+			m.headers.Store(true)
 		}
 	}
 }

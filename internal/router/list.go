@@ -2,7 +2,6 @@ package router
 
 import (
 	"sort"
-	"time"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -58,7 +57,7 @@ func (r *Router) ListGroups() []*toolpb.ToolGroupStatus {
 
 // ListWorkers returns the registered workers sorted by id.
 func (r *Router) ListWorkers() []*toolpb.WorkerStatus {
-	now := time.Now()
+	now := r.now()
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	out := make([]*toolpb.WorkerStatus, 0, len(r.workers))

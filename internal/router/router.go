@@ -46,7 +46,9 @@ type Options struct {
 	EjectFor time.Duration
 	// MaxAttempts bounds the replicas one call is sent to. Default 3.
 	MaxAttempts int
-	// Dial opens a client connection to a worker. Default: Dial.
+	// Dial opens a client connection to a worker. Default: Dial. A replacement must
+	// include DialOptions(): without their stats handler the router cannot prove that a
+	// failed call never left, and so never fails such a call over.
 	Dial func(address string) (*grpc.ClientConn, error)
 	// Logger receives the router's logs. Default: slog.Default().
 	Logger *slog.Logger
@@ -82,6 +84,7 @@ func (o Options) withDefaults() Options {
 type Router struct {
 	opts Options
 	log  *slog.Logger
+	now  func() time.Time // the clock of ejections; tests replace it
 
 	mu      sync.RWMutex
 	closed  bool
@@ -114,13 +117,14 @@ func New(opts Options) *Router {
 	return &Router{
 		opts:    opts,
 		log:     opts.Logger,
+		now:     time.Now,
 		workers: map[string]*worker{},
 		groups:  map[string]*groupEntry{},
 		tools:   map[string]*toolEntry{},
 	}
 }
 
-// Close removes every worker and closes their connections.
+// Close removes every worker and closes their connections, failing calls in flight.
 func (r *Router) Close() {
 	r.mu.Lock()
 	r.closed = true
@@ -133,7 +137,7 @@ func (r *Router) Close() {
 	}
 	r.mu.Unlock()
 	for _, w := range ws {
-		w.close()
+		w.closeNow()
 	}
 }
 
@@ -145,7 +149,7 @@ func (r *Router) Tool(name string) (tool.Tool, error) {
 	if !ok {
 		return nil, ErrUnknownTool
 	}
-	return &remoteTool{r: r, e: e}, nil
+	return newRemoteTool(r, e), nil
 }
 
 // Group returns the description of a group and its remote tools, sorted by name.
@@ -158,7 +162,7 @@ func (r *Router) Group(role string) (*toolpb.ToolGroupInfo, []tool.Tool, error) 
 	}
 	ts := make([]tool.Tool, 0, len(g.tools))
 	for _, e := range g.tools {
-		ts = append(ts, &remoteTool{r: r, e: e})
+		ts = append(ts, newRemoteTool(r, e))
 	}
 	sort.Slice(ts, func(i, j int) bool { return ts[i].Definition().Name < ts[j].Definition().Name })
 	return g.info, ts, nil

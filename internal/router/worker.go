@@ -24,7 +24,7 @@ type worker struct {
 	conn   *grpc.ClientConn
 	client toolpb.ToolWorkerServiceClient
 
-	inFlight atomic.Int32
+	inFlight atomic.Int32 // changed under mu, read without it by the picker
 	calls    atomic.Int64
 	reported atomic.Int32 // in-flight count the worker reported in its last heartbeat
 
@@ -34,6 +34,8 @@ type worker struct {
 	ejectedUntil time.Time
 	graceTimer   *time.Timer
 	removed      bool
+	closing      bool // the connection closes when the last call in flight ends
+	connClosed   bool
 }
 
 // routable reports whether the worker may be given a new call now.
@@ -83,13 +85,57 @@ func (w *worker) setState(s toolpb.WorkerState) {
 	w.mu.Unlock()
 }
 
+// acquire reserves the connection for one call. It fails once the worker was closed.
+func (w *worker) acquire() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closing {
+		return false
+	}
+	w.inFlight.Add(1)
+	return true
+}
+
+// release ends a call acquire allowed, closing the connection if the worker was closed
+// while the call was in flight.
+func (w *worker) release() {
+	w.mu.Lock()
+	w.inFlight.Add(-1)
+	last := w.closing && w.inFlight.Load() == 0
+	w.mu.Unlock()
+	if last {
+		w.closeConn()
+	}
+}
+
+// close stops the grace timer and closes the connection once no call uses it. A worker
+// that was replaced by a new registration, or that left the table, may still be running
+// calls it accepted: those finish (or fail on their own) rather than being cut off here.
 func (w *worker) close() {
 	w.mu.Lock()
 	if w.graceTimer != nil {
 		w.graceTimer.Stop()
 	}
+	w.closing = true
+	idle := w.inFlight.Load() == 0
 	w.mu.Unlock()
-	if w.conn != nil {
+	if idle {
+		w.closeConn()
+	}
+}
+
+// closeNow closes the connection at once, failing calls in flight.
+func (w *worker) closeNow() {
+	w.close()
+	w.closeConn()
+}
+
+func (w *worker) closeConn() {
+	w.mu.Lock()
+	done := w.connClosed
+	w.connClosed = true
+	w.mu.Unlock()
+	if !done && w.conn != nil {
 		_ = w.conn.Close()
 	}
 }

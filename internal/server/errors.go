@@ -50,6 +50,7 @@ var runErrorTable = []struct {
 	{func(err error) bool { var e *loop.SignalError; return errors.As(err, &e) }, codes.Aborted, ReasonToolSignal},
 	{func(err error) bool { return errors.Is(err, loop.ErrEmptyResponse) }, codes.FailedPrecondition, ReasonEmptyResponse},
 	{func(err error) bool { return errors.Is(err, errCancelled) }, codes.Canceled, ReasonCancelled},
+	{func(err error) bool { return errors.Is(err, errShutdown) }, codes.Unavailable, ReasonShuttingDown},
 	// The loop reports the end of the run's own context unwrapped, so a model error that
 	// wraps a context error (a provider's request timeout) is the provider's failure,
 	// not the run's: it must be matched before the context errors.

@@ -126,7 +126,7 @@ func (o *orchestratorServer) Run(req *toolpb.RunRequest, stream toolpb.Orchestra
 	case errors.Is(cause, errCancelled):
 		err = cause // CancelRun: "run cancelled: <reason>"
 	case errors.Is(cause, errShutdown):
-		err = fmt.Errorf("%w: %w", errCancelled, cause)
+		err = fmt.Errorf("run stopped: %w; retry it on another orchestrator", cause)
 	}
 	code2, reason := classify(err)
 	msg := err.Error()
@@ -134,7 +134,7 @@ func (o *orchestratorServer) Run(req *toolpb.RunRequest, stream toolpb.Orchestra
 	r.mu.Lock()
 	r.err = runErr
 	r.state = toolpb.RunState_RUN_STATE_FAILED
-	if code2 == codes.Canceled {
+	if code2 == codes.Canceled || reason == ReasonShuttingDown {
 		r.state = toolpb.RunState_RUN_STATE_CANCELLED
 	}
 	r.mu.Unlock()

@@ -447,12 +447,13 @@ func TestShutdown(t *testing.T) {
 	cancel()
 	e.srv.Shutdown(expired)
 
+	// The client is told to retry elsewhere: Unavailable, SHUTTING_DOWN.
 	evs, err := collect(stream)
-	if codeOf(err) != codes.Canceled || reasonOf(err) != ReasonCancelled {
-		t.Errorf("run in progress ended with %v, want CANCELLED", err)
+	if codeOf(err) != codes.Unavailable || reasonOf(err) != ReasonShuttingDown {
+		t.Errorf("run in progress ended with %v, want Unavailable SHUTTING_DOWN", err)
 	}
-	if len(evs) == 0 || evs[len(evs)-1].GetError().GetReason() != ReasonCancelled {
-		t.Errorf("events %v, want a CANCELLED error last", evs)
+	if len(evs) == 0 || evs[len(evs)-1].GetError().GetReason() != ReasonShuttingDown {
+		t.Errorf("events %v, want a SHUTTING_DOWN error last", evs)
 	}
 	if r, err := e.cl.GetRun(ctx, "in-flight"); err != nil || r.GetState() != toolpb.RunState_RUN_STATE_CANCELLED {
 		t.Errorf("GetRun = %v, %v", r, err)

@@ -96,6 +96,7 @@ type PanicError struct {
 	Stack []byte
 }
 
+// Error is the message the model sees.
 func (e *PanicError) Error() string { return fmt.Sprintf("tool panicked: %v", e.Value) }
 
 func panicResult(v any) Result {

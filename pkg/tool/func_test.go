@@ -106,8 +106,10 @@ func TestNewCall(t *testing.T) {
 			wantErr: replan,
 		},
 		{
-			name:    "wrapped terminate propagates",
-			fn:      func(context.Context, string) (tool.Result, error) { return tool.Result{}, fmt.Errorf("stopping: %w", terminate) },
+			name: "wrapped terminate propagates",
+			fn: func(context.Context, string) (tool.Result, error) {
+				return tool.Result{}, fmt.Errorf("stopping: %w", terminate)
+			},
 			wantErr: terminate,
 		},
 		{

@@ -47,11 +47,23 @@ func (o *jsonObject) remove(key string) {
 	}
 }
 
+// maxArgumentDepth bounds how deeply tool arguments may nest objects and arrays.
+// jsonschema-go builds its error messages for anyOf and oneOf by nesting the messages
+// of every level, so validating deeply nested input against a recursive schema takes
+// time that grows much faster than the depth (seconds at depth 2000). Real arguments
+// nest a few levels; 64 leaves ample room and keeps the worst case to milliseconds.
+const maxArgumentDepth = 64
+
+// noDepthLimit leaves the bound to encoding/json (10000 levels); for schemas, which
+// come from tool authors rather than from models.
+const noDepthLimit = 0
+
 // decodeJSON reads exactly one JSON value. Objects become *jsonObject, arrays []any,
 // numbers json.Number (so that no digit is lost), and strings, booleans and null their
-// Go counterparts. It rejects invalid UTF-8, syntax errors, trailing data and duplicate
-// object keys at any depth; error messages are written for a model to act on.
-func decodeJSON(data []byte) (any, error) {
+// Go counterparts. It rejects invalid UTF-8, syntax errors, trailing data, duplicate
+// object keys at any depth, and nesting deeper than maxDepth (unless noDepthLimit);
+// error messages are written for a model to act on.
+func decodeJSON(data []byte, maxDepth int) (any, error) {
 	if !utf8.Valid(data) {
 		return nil, fmt.Errorf("invalid JSON: invalid UTF-8 at offset %d", invalidUTF8Offset(data))
 	}
@@ -63,7 +75,7 @@ func decodeJSON(data []byte) (any, error) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	return decodeValue(dec, "")
+	return decodeValue(dec, "", 0, maxDepth)
 }
 
 func invalidUTF8Offset(data []byte) int {
@@ -90,7 +102,7 @@ func describeSyntaxError(err error) error {
 }
 
 // decodeValue reads one value from a token stream that is known to be valid JSON.
-func decodeValue(dec *json.Decoder, path string) (any, error) {
+func decodeValue(dec *json.Decoder, path string, depth, maxDepth int) (any, error) {
 	tok, err := dec.Token()
 	if err != nil {
 		return nil, fmt.Errorf("invalid JSON: %v", err)
@@ -98,6 +110,9 @@ func decodeValue(dec *json.Decoder, path string) (any, error) {
 	d, ok := tok.(json.Delim)
 	if !ok {
 		return tok, nil
+	}
+	if depth++; maxDepth != noDepthLimit && depth > maxDepth {
+		return nil, fmt.Errorf("objects and arrays nest more than %d levels deep", maxDepth)
 	}
 	switch d {
 	case '{':
@@ -114,7 +129,7 @@ func decodeValue(dec *json.Decoder, path string) (any, error) {
 				}
 				return nil, fmt.Errorf("duplicate key %q in property %q", key, path)
 			}
-			v, err := decodeValue(dec, childPath(path, key))
+			v, err := decodeValue(dec, childPath(path, key), depth, maxDepth)
 			if err != nil {
 				return nil, err
 			}
@@ -125,7 +140,7 @@ func decodeValue(dec *json.Decoder, path string) (any, error) {
 	case '[':
 		arr := []any{}
 		for i := 0; dec.More(); i++ {
-			v, err := decodeValue(dec, indexPath(path, i))
+			v, err := decodeValue(dec, indexPath(path, i), depth, maxDepth)
 			if err != nil {
 				return nil, err
 			}

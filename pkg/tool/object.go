@@ -82,7 +82,11 @@ func (o Object) WithFilter(keep func(name string) bool) Object {
 // original), de-duplicated by name with the first one winning, and sorted by name.
 // Sources are read on every call.
 func (o Object) Tools() []Tool {
-	var out []Tool
+	type named struct {
+		name string
+		tool Tool
+	}
+	var found []named
 	seen := map[string]bool{}
 	for _, s := range o.sets {
 		for _, t := range s.Tools() {
@@ -102,11 +106,13 @@ func (o Object) Tools() []Tool {
 				continue
 			}
 			seen[name] = true
-			out = append(out, t)
+			found = append(found, named{name, t})
 		}
 	}
-	slices.SortStableFunc(out, func(a, b Tool) int {
-		return strings.Compare(a.Definition().Name, b.Definition().Name)
-	})
+	slices.SortFunc(found, func(a, b named) int { return strings.Compare(a.name, b.name) })
+	out := make([]Tool, len(found))
+	for i, f := range found {
+		out[i] = f.tool
+	}
 	return out
 }

@@ -76,7 +76,7 @@ func SchemaFromJSON(b []byte) (Schema, error) {
 	if isBlank(string(b)) {
 		return Schema{}, fmt.Errorf("%w: schema is empty", ErrInvalidSchema)
 	}
-	tree, err := decodeJSON(b)
+	tree, err := decodeJSON(b, noDepthLimit)
 	if err != nil {
 		return Schema{}, fmt.Errorf("%w: %v", ErrInvalidSchema, err)
 	}
@@ -244,15 +244,16 @@ func (s Schema) resolvedSchema() *jsonschema.Resolved {
 // Blank input counts as {}: models often send nothing for tools without parameters.
 // It rejects invalid UTF-8, invalid JSON, data after the value, duplicate keys at any
 // depth (encoding/json would silently keep the last one, so the tool and the validator
-// could see different arguments), a top level that is not an object, and every schema
-// violation. The error wraps ErrInvalidArguments and names the problem and the
+// could see different arguments), objects and arrays nested more than 64 levels deep
+// (which would make validation slow), a top level that is not an object, and every
+// schema violation. The error wraps ErrInvalidArguments and names the problem and the
 // property, e.g. `property "a": expected number, got string`, so that the model can
 // correct its call.
 func (s Schema) Validate(input string) (canonical string, err error) {
 	if isBlank(input) {
 		input = "{}"
 	}
-	tree, err := decodeJSON([]byte(input))
+	tree, err := decodeJSON([]byte(input), maxArgumentDepth)
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrInvalidArguments, err)
 	}
@@ -294,7 +295,7 @@ func (s Schema) Parameters() []Parameter {
 	if s.simple {
 		return cloneParameters(s.params)
 	}
-	tree, err := decodeJSON(s.json())
+	tree, err := decodeJSON(s.json(), noDepthLimit)
 	if err != nil {
 		return nil
 	}
@@ -314,7 +315,7 @@ func (s Schema) WithParameter(p Parameter) Schema {
 	if s.simple || s.raw == nil {
 		return Params(append(cloneParameters(s.params), p)...)
 	}
-	tree, err := decodeJSON(s.raw)
+	tree, err := decodeJSON(s.raw, noDepthLimit)
 	if err != nil {
 		panic("tool: schema JSON does not decode: " + err.Error())
 	}
@@ -323,7 +324,7 @@ func (s Schema) WithParameter(p Parameter) Schema {
 	if !ok {
 		props = newJSONObject()
 	}
-	prop, err := decodeJSON(renderParameter(p))
+	prop, err := decodeJSON(renderParameter(p), noDepthLimit)
 	if err != nil {
 		panic("tool: rendered parameter does not decode: " + err.Error())
 	}

@@ -203,6 +203,19 @@ func TestValidate(t *testing.T) {
 		{name: "array top level", schema: simple, in: `[]`, err: `invalid arguments: arguments must be a JSON object, got array`},
 		{name: "string top level", schema: simple, in: `"x"`, err: `invalid arguments: arguments must be a JSON object, got string`},
 		{name: "null top level", schema: simple, in: `null`, err: `invalid arguments: arguments must be a JSON object, got null`},
+		{
+			name:   "nesting at the limit",
+			schema: tool.EmptySchema(),
+			in:     `{"a":` + strings.Repeat("[", 63) + strings.Repeat("]", 63) + `}`,
+			want:   `{"a":` + strings.Repeat("[", 63) + strings.Repeat("]", 63) + `}`,
+		},
+		{
+			// Deep input against a recursive anyOf would make jsonschema-go slow.
+			name:   "nesting beyond the limit",
+			schema: mustSchema(t, `{"type":"object","properties":{"a":{"anyOf":[{"type":"string"},{"type":"array","items":{"$ref":"#/properties/a"}}]}}}`),
+			in:     `{"a":` + strings.Repeat("[", 64) + strings.Repeat("]", 64) + `}`,
+			err:    `invalid arguments: objects and arrays nest more than 64 levels deep`,
+		},
 		{name: "number out of range", schema: simple, in: `{"name":"x","count":1e400}`, err: `invalid arguments: property "count": number 1e400 is out of range`},
 
 		// Schema violations.

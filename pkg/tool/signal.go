@@ -18,6 +18,7 @@ type ReplanRequested struct {
 	Reason string
 }
 
+// Error describes the request, for logs.
 func (e ReplanRequested) Error() string {
 	if e.Reason == "" {
 		return "replan requested"
@@ -41,6 +42,7 @@ type Terminate struct {
 	Reason string
 }
 
+// Error describes the request, for logs.
 func (e Terminate) Error() string {
 	msg := "terminate"
 	if e.Scope != "" {

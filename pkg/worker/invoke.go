@@ -29,11 +29,10 @@ type invoker struct {
 // errors are reserved for calls the worker did not run.
 func (s *invoker) Invoke(ctx context.Context, req *toolpb.InvokeRequest) (*toolpb.InvokeResponse, error) {
 	w := s.w
-	w.inFlight.Add(1)
-	defer w.inFlight.Done()
-	if w.draining.Load() {
+	if !w.beginCall() {
 		return nil, drainingStatus()
 	}
+	defer w.endCall()
 	if w.slots != nil {
 		select {
 		case w.slots <- struct{}{}:

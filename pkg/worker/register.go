@@ -64,6 +64,10 @@ func (w *Worker) registerLoop(ctx context.Context, drainReq chan<- struct{}) {
 func backoff(failures int, lo, hi time.Duration) time.Duration {
 	d := lo
 	for i := 0; i < failures && d < hi; i++ {
+		if d > hi/2 { // doubling would pass hi, or overflow when hi is huge
+			d = hi
+			break
+		}
 		d *= 2
 	}
 	d = min(d, hi)
@@ -74,7 +78,11 @@ func backoff(failures int, lo, hi time.Duration) time.Duration {
 // session runs one registration stream until it breaks or ctx ends.
 func (w *Worker) session(ctx context.Context, client toolpb.ToolRegistryServiceClient, drainReq chan<- struct{}) error {
 	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	var sender sync.WaitGroup
+	defer func() {
+		cancel()
+		sender.Wait() // the heartbeat goroutine ends with the session
+	}()
 	stream, err := client.Connect(sctx)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
@@ -111,7 +119,7 @@ func (w *Worker) session(ctx context.Context, client toolpb.ToolRegistryServiceC
 	w.log.Info("registered with orchestrator", "lease_id", ack.GetLeaseId(), "heartbeat", interval)
 
 	// Heartbeats and the drain notice go out from one goroutine; replies are read here.
-	go func() {
+	sender.Go(func() {
 		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
@@ -129,7 +137,7 @@ func (w *Worker) session(ctx context.Context, client toolpb.ToolRegistryServiceC
 				}
 			}
 		}
-	}()
+	})
 	for {
 		msg, err := stream.Recv()
 		if err != nil {

@@ -105,13 +105,19 @@ type Worker struct {
 	tools  map[string]tool.Tool
 	reg    *toolpb.Registration
 
-	health   *health.Server
-	server   *grpc.Server
-	slots    chan struct{}
-	draining atomic.Bool
-	drainCh  chan struct{} // closed when draining starts
-	inFlight sync.WaitGroup
-	active   atomic.Int32
+	health  *health.Server
+	server  *grpc.Server
+	slots   chan struct{}
+	drainCh chan struct{} // closed when draining starts
+	active  atomic.Int32  // calls running a tool (not waiting for a slot)
+
+	// Calls at the worker (running or waiting for a slot) are counted under callMu
+	// rather than with a WaitGroup: calls keep arriving while the drain waits for the
+	// count to reach zero, which a WaitGroup does not allow.
+	callMu   sync.Mutex
+	calls    int
+	draining bool
+	idle     chan struct{} // closed once draining and no call is left
 
 	addrOnce sync.Once
 	addr     chan net.Addr
@@ -163,6 +169,7 @@ func New(opts Options, groups ...Group) (*Worker, error) {
 		tools:   map[string]tool.Tool{},
 		addr:    make(chan net.Addr, 1),
 		drainCh: make(chan struct{}),
+		idle:    make(chan struct{}),
 	}
 	if opts.Capacity > 0 {
 		w.slots = make(chan struct{}, opts.Capacity)
@@ -275,16 +282,19 @@ func (w *Worker) Run(ctx context.Context) error {
 
 // drain refuses new calls, waits for calls in flight, and stops the server.
 func (w *Worker) drain() {
-	w.draining.Store(true)
-	close(w.drainCh)    // the registration loop tells the orchestrator
+	w.callMu.Lock()
+	w.draining = true
+	if w.calls == 0 {
+		close(w.idle)
+	}
+	w.callMu.Unlock()
+	close(w.drainCh)    // the registration loop tells the orchestrator; waiting calls give up
 	w.health.Shutdown() // every service NOT_SERVING
 	w.log.Info("worker draining", "in_flight", w.active.Load(), "timeout", w.opts.DrainTimeout)
-	done := make(chan struct{})
-	go func() { w.inFlight.Wait(); close(done) }()
 	timer := time.NewTimer(w.opts.DrainTimeout)
 	defer timer.Stop()
 	select {
-	case <-done:
+	case <-w.idle:
 	case <-timer.C:
 		w.log.Warn("drain timeout: stopping with calls in flight", "in_flight", w.active.Load())
 	}
@@ -297,6 +307,34 @@ func (w *Worker) drain() {
 		<-stopped
 	}
 	w.log.Info("worker stopped")
+}
+
+// beginCall counts a call at the worker; it fails once the worker is draining.
+func (w *Worker) beginCall() bool {
+	w.callMu.Lock()
+	defer w.callMu.Unlock()
+	if w.draining {
+		return false
+	}
+	w.calls++
+	return true
+}
+
+// endCall ends a call beginCall counted.
+func (w *Worker) endCall() {
+	w.callMu.Lock()
+	defer w.callMu.Unlock()
+	w.calls--
+	if w.draining && w.calls == 0 {
+		close(w.idle)
+	}
+}
+
+// callsInFlight is the number of calls at the worker, waiting for a slot included.
+func (w *Worker) callsInFlight() int {
+	w.callMu.Lock()
+	defer w.callMu.Unlock()
+	return w.calls
 }
 
 // Registered reports whether the orchestrator has accepted the worker's current
