@@ -252,7 +252,7 @@ func TestRunCommand(t *testing.T) {
 	}
 	loopID = lines[0][strings.LastIndex(lines[0], " ")+1:]
 	checks := []struct{ prefix, suffix string }{
-		{"▶ run " + runID + " started: model scripted, tools [add, ceiling, divide, floor, max, mean, min, multiply, round, subtract], loop " + loopID, ""},
+		{"▶ run " + runID + " started: model scripted/adder, tools [add, ceiling, divide, floor, max, mean, min, multiply, round, subtract], loop " + loopID, ""},
 		{"  · scripted/adder: ", " output tokens"},
 		{"  💬 Let me add.", ""},
 		{`  → [1] add({"a":2,"b":3})  id=call_1_0`, ""},

@@ -139,3 +139,27 @@ func Collect(seq iter.Seq2[Chunk, error]) (*Response, error) {
 	}
 	return nil, ErrNoFinalChunk
 }
+
+// DefaultModeler is implemented by providers that can name the model they use when a
+// request names none.
+type DefaultModeler interface {
+	DefaultModel() string
+}
+
+// Label names the model a request will use as "provider/model": model when it already
+// has a provider prefix, else the provider's name and model, else the provider's default
+// model.
+func Label(p Provider, model string) string {
+	if strings.Contains(model, "/") {
+		return model
+	}
+	if model == "" {
+		if d, ok := p.(DefaultModeler); ok {
+			model = d.DefaultModel()
+		}
+	}
+	if model == "" {
+		return p.Name()
+	}
+	return p.Name() + "/" + model
+}

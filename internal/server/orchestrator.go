@@ -82,7 +82,7 @@ func (o *orchestratorServer) Run(req *toolpb.RunRequest, stream toolpb.Orchestra
 	for i, t := range tools {
 		names[i] = t.Definition().Name
 	}
-	model := modelLabel(s.provider, req.GetLlm().GetModel())
+	model := llm.Label(s.provider, req.GetLlm().GetModel())
 	_ = em.send(&toolpb.RunResponse{Event: &toolpb.RunResponse_Started{Started: &toolpb.RunStarted{
 		Model: model, Tools: names, LoopId: loopID, MaxIterations: int32(maxIter),
 	}}})
@@ -203,16 +203,6 @@ func messages(req *toolpb.RunRequest) []llm.Message {
 		out = append(out, llm.Message{Role: llm.RoleUser, Text: req.GetPrompt()})
 	}
 	return out
-}
-
-func modelLabel(p llm.Provider, model string) string {
-	if model == "" {
-		return p.Name()
-	}
-	if strings.Contains(model, "/") {
-		return model
-	}
-	return p.Name() + "/" + model
 }
 
 // emitter serialises sends on a run's stream (tool calls finish on many goroutines) and

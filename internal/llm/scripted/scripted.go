@@ -67,6 +67,9 @@ func Load(path string) (*Provider, error) {
 // Name returns "scripted".
 func (p *Provider) Name() string { return "scripted" }
 
+// DefaultModel is the script's name: runs are labelled "scripted/<script>".
+func (p *Provider) DefaultModel() string { return p.script.name }
+
 // Requests returns copies of the requests the provider received, oldest first; it keeps
 // the last 1000.
 func (p *Provider) Requests() []llm.Request {
