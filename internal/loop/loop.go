@@ -274,7 +274,7 @@ func (l *state) runBatch(ctx context.Context, iter int, calls []llm.ToolCall) ([
 			continue
 		}
 		l.opts.NotFound.Found()
-		args, err := t.Definition().InputSchema.Validate(c.Arguments)
+		args, err := validateArguments(t, c.Arguments)
 		if err != nil {
 			msg := fmt.Sprintf("Error: invalid arguments for tool '%s': %s. Call it again with arguments that match its schema.", c.Name, argumentProblem(err))
 			outcomes[i].content, outcomes[i].isError = msg, true
@@ -338,6 +338,19 @@ func (l *state) call(ctx context.Context, iter int, c llm.ToolCall, t tool.Tool,
 
 // argumentProblem is the part of a validation error that describes the problem: the
 // error starts with tool.ErrInvalidArguments' own text, which the message already says.
+// MaxArgumentBytes bounds the arguments of one tool call; larger ones are refused before
+// they are parsed, so a runaway model cannot make the orchestrator validate megabytes.
+const MaxArgumentBytes = 1 << 20
+
+var errArgumentsTooLarge = errors.New("arguments too large")
+
+func validateArguments(t tool.Tool, args string) (string, error) {
+	if len(args) > MaxArgumentBytes {
+		return "", fmt.Errorf("%w: they are %d bytes; the limit is %d", errArgumentsTooLarge, len(args), MaxArgumentBytes)
+	}
+	return t.Definition().InputSchema.Validate(args)
+}
+
 func argumentProblem(err error) string {
 	return strings.TrimPrefix(err.Error(), tool.ErrInvalidArguments.Error()+": ")
 }

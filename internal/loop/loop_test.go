@@ -746,3 +746,24 @@ func TestRunLogsPanics(t *testing.T) {
 }
 
 var discard = slog.New(slog.DiscardHandler)
+
+// TestRunRefusesHugeArguments: arguments beyond MaxArgumentBytes are refused before they
+// are parsed, and the tool is not called.
+func TestRunRefusesHugeArguments(t *testing.T) {
+	r := &recorder{}
+	echo := r.fn("echo", tool.Params(tool.String("text", "text")), func(context.Context, string) (tool.Result, error) {
+		t.Error("echo was called with oversized arguments")
+		return tool.Text("no"), nil
+	})
+	huge := `{"text":"` + strings.Repeat("x", loop.MaxArgumentBytes) + `"}`
+	p := newScript(t, onTurn(1, calls(raw("echo", huge))), onTurn(2, text("ok")))
+	res, err := loop.Run(t.Context(), loop.Options{Provider: p}, loop.Input{Messages: []llm.Message{user("go")}, Tools: []tool.Tool{echo}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := res.History[2].Text
+	want := fmt.Sprintf("Error: invalid arguments for tool 'echo': arguments too large: they are %d bytes; the limit is %d. Call it again with arguments that match its schema.", len(huge), loop.MaxArgumentBytes)
+	if got != want {
+		t.Errorf("tool result = %q, want %q", got, want)
+	}
+}
