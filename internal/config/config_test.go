@@ -1,0 +1,259 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+	"go.yaml.in/yaml/v3"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func TestDefaultIsValid(t *testing.T) {
+	if err := Default().Validate(); err != nil {
+		t.Fatalf("Default().Validate() = %v", err)
+	}
+}
+
+func TestParseEmptyGivesDefaults(t *testing.T) {
+	for _, doc := range []string{"", "\n", "# only a comment\n", "{}"} {
+		c, err := Parse([]byte(doc))
+		if err != nil {
+			t.Fatalf("Parse(%q) = %v", doc, err)
+		}
+		if diff := cmp.Diff(Default(), c); diff != "" {
+			t.Errorf("Parse(%q) differs from Default() (-want +got):\n%s", doc, diff)
+		}
+	}
+}
+
+func TestParseOverridesOnlyWhatIsGiven(t *testing.T) {
+	c, err := Parse([]byte(`
+listen: 0.0.0.0:9090
+registry:
+  heartbeat_interval: 500ms
+  lease_ttl: 2s
+router:
+  max_attempts: 5
+  eject_duration: 1m30s
+loop:
+  run_timeout: 1h
+log:
+  level: DEBUG
+  format: text
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Default()
+	want.Listen = "0.0.0.0:9090"
+	want.Registry.HeartbeatInterval = Duration(500 * time.Millisecond)
+	want.Registry.LeaseTTL = Duration(2 * time.Second)
+	want.Router.MaxAttempts = 5
+	want.Router.EjectDuration = Duration(90 * time.Second)
+	want.Loop.RunTimeout = Duration(time.Hour)
+	want.Log = Log{Level: "DEBUG", Format: "text"}
+	if diff := cmp.Diff(want, c); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestDurations(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+	}{
+		{"2s", 2 * time.Second},
+		{"150ms", 150 * time.Millisecond},
+		{"10m", 10 * time.Minute},
+		{"1h2m3s", time.Hour + 2*time.Minute + 3*time.Second},
+		{`"750us"`, 750 * time.Microsecond},
+	} {
+		c, err := Parse([]byte("router:\n  default_tool_timeout: " + tc.in + "\n"))
+		if err != nil {
+			t.Errorf("%s: %v", tc.in, err)
+			continue
+		}
+		if got := c.Router.DefaultToolTimeout.D(); got != tc.want {
+			t.Errorf("%s parsed as %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestBadDurationNamesKeyAndLine(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"5", "missing unit"},
+		{"soon", "invalid duration"},
+		{"[1s]", "duration must be a string"},
+	} {
+		_, err := Parse([]byte("listen: 127.0.0.1:1\nrouter:\n  max_attempts: 2\n  eject_duration: " + tc.in + "\n"))
+		if !errors.Is(err, ErrInvalid) {
+			t.Fatalf("%s: err = %v, want ErrInvalid", tc.in, err)
+		}
+		for _, want := range []string{"line 4", "router.eject_duration", tc.want} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: error %q does not mention %q", tc.in, err, want)
+			}
+		}
+	}
+}
+
+func TestUnknownKeyIsAnErrorWithLine(t *testing.T) {
+	_, err := Parse([]byte("listen: 127.0.0.1:1\nrouter:\n  max_attemps: 3\n"))
+	if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("err = %v, want ErrInvalid", err)
+	}
+	for _, want := range []string{"line 3", "max_attemps", "router.max_attemps"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+}
+
+func TestWrongTypeNamesKey(t *testing.T) {
+	_, err := Parse([]byte("loop:\n  max_iterations: many\n"))
+	if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("err = %v, want ErrInvalid", err)
+	}
+	for _, want := range []string{"line 2", "loop.max_iterations"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+}
+
+func TestValidateNamesEachKey(t *testing.T) {
+	tests := []struct {
+		key    string
+		mutate func(*Config)
+	}{
+		{"listen", func(c *Config) { c.Listen = "" }},
+		{"listen", func(c *Config) { c.Listen = "nohost" }},
+		{"listen", func(c *Config) { c.Listen = "127.0.0.1:99999" }},
+		{"registry.heartbeat_interval", func(c *Config) { c.Registry.HeartbeatInterval = 0 }},
+		{"registry.lease_ttl", func(c *Config) { c.Registry.LeaseTTL = -1 }},
+		{"registry.lease_ttl", func(c *Config) { c.Registry.LeaseTTL = c.Registry.HeartbeatInterval }},
+		{"registry.grace_period", func(c *Config) { c.Registry.GracePeriod = -1 }},
+		{"registry.grace_period", func(c *Config) { c.Registry.GracePeriod = 0 }},
+		{"router.default_tool_timeout", func(c *Config) { c.Router.DefaultToolTimeout = 0 }},
+		{"router.eject_after_failures", func(c *Config) { c.Router.EjectAfterFailures = 0 }},
+		{"router.eject_duration", func(c *Config) { c.Router.EjectDuration = 0 }},
+		{"router.max_attempts", func(c *Config) { c.Router.MaxAttempts = 0 }},
+		{"router.max_attempts", func(c *Config) { c.Router.MaxAttempts = 11 }},
+		{"loop.max_iterations", func(c *Config) { c.Loop.MaxIterations = 0 }},
+		{"loop.max_parallel_tool_calls", func(c *Config) { c.Loop.MaxParallelToolCalls = 0 }},
+		{"loop.run_timeout", func(c *Config) { c.Loop.RunTimeout = 0 }},
+		{"loop.empty_response_retries", func(c *Config) { c.Loop.EmptyResponseRetries = -1 }},
+		{"loop.max_concurrent_runs", func(c *Config) { c.Loop.MaxConcurrentRuns = 0 }},
+		{"loop.retain_runs", func(c *Config) { c.Loop.RetainRuns = -1 }},
+		{"provider.name", func(c *Config) { c.Provider.Name = "" }},
+		{"provider.name", func(c *Config) { c.Provider.Name = "openai-ish" }},
+		{"provider.script", func(c *Config) { c.Provider.Script = filepath.Join(os.TempDir(), "does-not-exist.yaml") }},
+		{"log.level", func(c *Config) { c.Log.Level = "verbose" }},
+		{"log.format", func(c *Config) { c.Log.Format = "xml" }},
+	}
+	for _, tc := range tests {
+		c := Default()
+		tc.mutate(&c)
+		err := c.Validate()
+		if !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: err = %v, want ErrInvalid", tc.key, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.key+":") {
+			t.Errorf("%s: error %q does not name the key", tc.key, err)
+		}
+	}
+}
+
+func TestValidateReportsAllProblems(t *testing.T) {
+	c := Default()
+	c.Listen = ""
+	c.Router.MaxAttempts = 0
+	c.Log.Format = "xml"
+	err := c.Validate()
+	for _, key := range []string{"listen:", "router.max_attempts:", "log.format:"} {
+		if err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("error %v does not mention %s", err, key)
+		}
+	}
+}
+
+func TestParseValidates(t *testing.T) {
+	_, err := Parse([]byte("router:\n  max_attempts: 0\n"))
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "router.max_attempts") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "script.yaml")
+	if err := os.WriteFile(script, []byte("turns: []\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(path, []byte("provider:\n  script: "+script+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Provider.Script != script {
+		t.Errorf("script = %q", c.Provider.Script)
+	}
+
+	if err := os.WriteFile(path, []byte("log:\n  level: loud\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "log.level") {
+		t.Errorf("Load of a bad file: err = %v, want the path and the key", err)
+	}
+	if _, err := Load(filepath.Join(dir, "missing.yaml")); err == nil || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Load of a missing file: err = %v", err)
+	}
+}
+
+func TestMarshalRoundTrip(t *testing.T) {
+	c := Default()
+	c.Router.EjectDuration = Duration(1500 * time.Millisecond)
+	b, err := yaml.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "eject_duration: 1.5s") {
+		t.Errorf("marshalled durations are not strings:\n%s", b)
+	}
+	back, err := Parse(b)
+	if err != nil {
+		t.Fatalf("Parse(Marshal(c)) = %v\n%s", err, b)
+	}
+	if diff := cmp.Diff(c, back); diff != "" {
+		t.Errorf("round trip (-want +got):\n%s", diff)
+	}
+}
+
+func TestYAMLErrorsAreReportedTogether(t *testing.T) {
+	_, err := Parse([]byte("lisen: 127.0.0.1:1\nregistry:\n  lease_ttl: forever\nloop:\n  max_iterations: 3\n  run_timeout:\n    10m\n  retain: 2\n"))
+	if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("err = %v", err)
+	}
+	for _, want := range []string{
+		"line 1: lisen: field lisen not found",
+		`line 3: registry.lease_ttl: time: invalid duration "forever"`,
+		"line 8: loop.retain: field retain not found",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+}

@@ -1,0 +1,275 @@
+package router
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
+)
+
+func TestRegisterRejectsMalformedRegistrations(t *testing.T) {
+	valid := func() *toolpb.Registration {
+		return registration("w1", "127.0.0.1:9000", "text", echoTool("echo"))
+	}
+	firstTool := func(reg *toolpb.Registration) *toolpb.RegisteredTool { return reg.Groups[0].Tools[0] }
+	tests := []struct {
+		name   string
+		mutate func(*toolpb.Registration)
+		// want is a fragment of the reason; group and tool are the fields the rejection
+		// must point at.
+		want        string
+		group, tool string
+	}{
+		{"empty worker id", func(r *toolpb.Registration) { r.WorkerId = "" }, "worker_id", "", ""},
+		{"blank worker id", func(r *toolpb.Registration) { r.WorkerId = "  " }, "worker_id", "", ""},
+		{"empty address", func(r *toolpb.Registration) { r.Address = "" }, "address", "", ""},
+		{"address without port", func(r *toolpb.Registration) { r.Address = "localhost" }, "address", "", ""},
+		{"address without host", func(r *toolpb.Registration) { r.Address = ":9000" }, "address", "", ""},
+		{"address with port zero", func(r *toolpb.Registration) { r.Address = "127.0.0.1:0" }, "address", "", ""},
+		{"address with port out of range", func(r *toolpb.Registration) { r.Address = "127.0.0.1:70000" }, "address", "", ""},
+		{"address with named port", func(r *toolpb.Registration) { r.Address = "127.0.0.1:http" }, "address", "", ""},
+		{"negative capacity", func(r *toolpb.Registration) { r.Capacity = -1 }, "capacity", "", ""},
+		{"no groups", func(r *toolpb.Registration) { r.Groups = nil }, "no tool groups", "", ""},
+		{"group without info", func(r *toolpb.Registration) { r.Groups[0].Group = nil }, "group role", "", ""},
+		{"bad group role", func(r *toolpb.Registration) { r.Groups[0].Group.Role = "has space" }, "group role", "has space", ""},
+		{"group twice", func(r *toolpb.Registration) {
+			r.Groups = append(r.Groups, registration("w1", "127.0.0.1:9000", "text", echoTool("other")).Groups[0])
+		}, "registered twice", "text", ""},
+		{"group without tools", func(r *toolpb.Registration) { r.Groups[0].Tools = nil }, "has no tools", "text", ""},
+		{"tool without definition", func(r *toolpb.Registration) { firstTool(r).Definition = nil }, "tool name", "text", ""},
+		{"bad tool name", func(r *toolpb.Registration) { firstTool(r).Definition.Name = "echo it" }, "tool name", "text", "echo it"},
+		{"tool name too long", func(r *toolpb.Registration) {
+			firstTool(r).Definition.Name = strings.Repeat("x", 65)
+		}, "tool name", "text", strings.Repeat("x", 65)},
+		{"tool twice", func(r *toolpb.Registration) {
+			r.Groups[0].Tools = append(r.Groups[0].Tools, registered(echoTool("echo")))
+		}, "registered twice", "text", "echo"},
+		{"schema not JSON", func(r *toolpb.Registration) { firstTool(r).Definition.InputSchemaJson = "{" }, "input schema", "text", "echo"},
+		{"schema not an object", func(r *toolpb.Registration) {
+			firstTool(r).Definition.InputSchemaJson = `{"type":"string"}`
+		}, "input schema", "text", "echo"},
+		{"schema with remote ref", func(r *toolpb.Registration) {
+			firstTool(r).Definition.InputSchemaJson = `{"type":"object","properties":{"a":{"$ref":"http://example.com/s.json"}}}`
+		}, "input schema", "text", "echo"},
+		{"negative timeout", func(r *toolpb.Registration) {
+			firstTool(r).Definition.Timeout = durationpb.New(-time.Second)
+		}, "timeout", "text", "echo"},
+		{"invalid timeout", func(r *toolpb.Registration) {
+			firstTool(r).Definition.Timeout = &durationpb.Duration{Seconds: 1, Nanos: -1}
+		}, "timeout", "text", "echo"},
+		{"missing content hash", func(r *toolpb.Registration) { firstTool(r).ContentHash = "" }, "content hash", "text", "echo"},
+		{"content hash of another definition", func(r *toolpb.Registration) {
+			firstTool(r).Definition.Description = "Changed after hashing."
+		}, "content hash", "text", "echo"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRouter(t, Options{})
+			reg := valid()
+			tc.mutate(reg)
+			lease, rej, err := r.Register(reg)
+			if !errors.Is(err, ErrInvalidRegistration) {
+				t.Fatalf("err = %v, want ErrInvalidRegistration", err)
+			}
+			if lease != nil {
+				t.Errorf("lease = %v, want nil", lease)
+			}
+			if len(rej) != 1 {
+				t.Fatalf("rejections = %v, want exactly one", rej)
+			}
+			if !strings.Contains(rej[0].GetReason(), tc.want) {
+				t.Errorf("reason %q does not mention %q", rej[0].GetReason(), tc.want)
+			}
+			if rej[0].GetGroup() != tc.group || rej[0].GetTool() != tc.tool {
+				t.Errorf("rejection points at group %q tool %q, want %q %q", rej[0].GetGroup(), rej[0].GetTool(), tc.group, tc.tool)
+			}
+			if !strings.Contains(err.Error(), rej[0].GetReason()) {
+				t.Errorf("error %q does not carry the reason %q", err, rej[0].GetReason())
+			}
+			if n := len(r.ListWorkers()) + len(r.ListTools()) + len(r.ListGroups()); n != 0 {
+				t.Errorf("a refused registration left %d entries in the table", n)
+			}
+		})
+	}
+}
+
+func TestRegisterReportsEveryProblem(t *testing.T) {
+	r := newRouter(t, Options{})
+	reg := registration("", "nowhere", "text", echoTool("echo"), echoTool("bad name"))
+	reg.Capacity = -3
+	_, rej, err := r.Register(reg)
+	if !errors.Is(err, ErrInvalidRegistration) {
+		t.Fatalf("err = %v", err)
+	}
+	var reasons []string
+	for _, x := range rej {
+		reasons = append(reasons, x.GetReason())
+	}
+	for _, want := range []string{"worker_id", "address", "capacity", "tool name"} {
+		if !strings.Contains(strings.Join(reasons, "\n"), want) {
+			t.Errorf("rejections %q do not mention %q", reasons, want)
+		}
+	}
+}
+
+func TestRegisterRefusesToolOfAnotherGroup(t *testing.T) {
+	r := newRouter(t, Options{})
+	mustRegister(t, r, registration("a", "127.0.0.1:9001", "text", echoTool("echo")))
+	lease, rej, err := r.Register(registration("b", "127.0.0.1:9002", "other", echoTool("echo")))
+	if !errors.Is(err, ErrConflict) || lease != nil {
+		t.Fatalf("Register = %v, %v; want ErrConflict", lease, err)
+	}
+	if len(rej) != 1 || !strings.Contains(rej[0].GetReason(), `already registered by group "text"`) || rej[0].GetTool() != "echo" {
+		t.Errorf("rejections = %v", rej)
+	}
+	if g, _ := r.GroupOf("echo"); g != "text" {
+		t.Errorf("echo moved to group %q", g)
+	}
+}
+
+func TestRegisterRefusesDifferentGroupInfo(t *testing.T) {
+	r := newRouter(t, Options{})
+	mustRegister(t, r, registration("a", "127.0.0.1:9001", "text", echoTool("echo")))
+	reg := registration("b", "127.0.0.1:9002", "text", echoTool("echo"))
+	reg.Groups[0].Group.Version = "2"
+	_, rej, err := r.Register(reg)
+	if !errors.Is(err, ErrConflict) {
+		t.Fatalf("err = %v, want ErrConflict", err)
+	}
+	if len(rej) != 1 || rej[0].GetGroup() != "text" || !strings.Contains(rej[0].GetReason(), "different description") {
+		t.Errorf("rejections = %v", rej)
+	}
+}
+
+func TestRegisterRefusesConflictingDefinitionWhileFirstReplicaLives(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) { // no RPC is made: grace periods pass in fake time
+		r := newRouter(t, Options{GracePeriod: 3 * time.Second})
+		first := mustRegister(t, r, registration("a", "127.0.0.1:9001", "text", echoTool("echo")))
+		changed := registration("b", "127.0.0.1:9002", "text", echoTool("echo", tool.Idempotent()))
+
+		_, rej, err := r.Register(changed)
+		if !errors.Is(err, ErrConflict) {
+			t.Fatalf("err = %v, want ErrConflict", err)
+		}
+		if len(rej) != 1 || rej[0].GetTool() != "echo" || !strings.Contains(rej[0].GetReason(), "different definition") ||
+			!strings.Contains(rej[0].GetReason(), "replicas of a tool must serve the same definition") {
+			t.Errorf("rejections = %v", rej)
+		}
+		if got := r.ListTools()[0].GetWorkerIds(); !cmp.Equal(got, []string{"a"}) {
+			t.Errorf("echo is served by %v after a refused registration, want [a]", got)
+		}
+
+		// Disconnected but within its grace period, a still holds the definition.
+		first.End()
+		time.Sleep(2 * time.Second)
+		if _, _, err := r.Register(changed); !errors.Is(err, ErrConflict) {
+			t.Errorf("during a's grace period: err = %v, want ErrConflict", err)
+		}
+
+		time.Sleep(time.Second)
+		synctest.Wait()
+		mustRegister(t, r, changed)
+		tools := r.ListTools()
+		if len(tools) != 1 || !tools[0].GetDefinition().GetIdempotent() || !cmp.Equal(tools[0].GetWorkerIds(), []string{"b"}) {
+			t.Errorf("ListTools = %v, want b's idempotent echo", tools)
+		}
+	})
+}
+
+func TestRegisterRefusesWholeRegistrationOnOneConflict(t *testing.T) {
+	r := newRouter(t, Options{})
+	mustRegister(t, r, registration("a", "127.0.0.1:9001", "text", echoTool("echo")))
+	reg := registration("b", "127.0.0.1:9002", "math", echoTool("add"))
+	reg.Groups = append(reg.Groups, registration("b", "127.0.0.1:9002", "text", echoTool("echo", tool.Idempotent())).Groups[0])
+	if _, _, err := r.Register(reg); !errors.Is(err, ErrConflict) {
+		t.Fatalf("err = %v, want ErrConflict", err)
+	}
+	if _, err := r.Tool("add"); !errors.Is(err, ErrUnknownTool) {
+		t.Errorf("Tool(add) = %v: part of a refused registration was applied", err)
+	}
+	if len(r.ListWorkers()) != 1 {
+		t.Errorf("workers = %v", r.ListWorkers())
+	}
+}
+
+func TestRegisterMergesReplicasWithTheSameHash(t *testing.T) {
+	r := newRouter(t, Options{})
+	mustRegister(t, r, registration("b", "127.0.0.1:9002", "text", echoTool("echo"), echoTool("shout")))
+	mustRegister(t, r, registration("a", "127.0.0.1:9001", "text", echoTool("echo")))
+
+	tools := r.ListTools()
+	if len(tools) != 2 {
+		t.Fatalf("ListTools = %v", tools)
+	}
+	if got := tools[0].GetWorkerIds(); tools[0].GetDefinition().GetName() != "echo" || !cmp.Equal(got, []string{"a", "b"}) {
+		t.Errorf("echo served by %v, want [a b]", got)
+	}
+	if got := tools[1].GetWorkerIds(); !cmp.Equal(got, []string{"b"}) {
+		t.Errorf("shout served by %v, want [b]", got)
+	}
+	groups := r.ListGroups()
+	if len(groups) != 1 || !cmp.Equal(groups[0].GetWorkerIds(), []string{"a", "b"}) || !cmp.Equal(groups[0].GetTools(), []string{"echo", "shout"}) {
+		t.Errorf("ListGroups = %v", groups)
+	}
+	info, ts, err := r.Group("text")
+	if err != nil || info.GetRole() != "text" || len(ts) != 2 || ts[0].Definition().Name != "echo" {
+		t.Errorf("Group(text) = %v, %v, %v", info, ts, err)
+	}
+	if _, _, err := r.Group("nope"); !errors.Is(err, ErrUnknownGroup) {
+		t.Errorf("Group(nope) err = %v", err)
+	}
+	if got := r.ListTools("other"); len(got) != 0 {
+		t.Errorf("ListTools(other) = %v", got)
+	}
+}
+
+func TestRegisterSameIDReplaces(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) { // no RPC is made: grace periods pass in fake time
+		r := newRouter(t, Options{GracePeriod: time.Second})
+		old := mustRegister(t, r, registration("a", "127.0.0.1:9001", "text", echoTool("echo"), echoTool("shout")))
+		// The replacement may change a definition nobody else serves.
+		reg := registration("a", "127.0.0.1:9002", "text", echoTool("echo", tool.Idempotent()))
+		reg.Capacity = 4
+		cur := mustRegister(t, r, reg)
+		if cur.ID() == old.ID() {
+			t.Errorf("replacement kept lease id %s", cur.ID())
+		}
+
+		ws := r.ListWorkers()
+		if len(ws) != 1 || ws[0].GetAddress() != "127.0.0.1:9002" || ws[0].GetCapacity() != 4 || ws[0].GetState() != toolpb.WorkerState_WORKER_STATE_READY {
+			t.Fatalf("ListWorkers = %v", ws)
+		}
+		tools := r.ListTools()
+		if len(tools) != 1 || tools[0].GetDefinition().GetName() != "echo" || !tools[0].GetDefinition().GetIdempotent() {
+			t.Fatalf("ListTools = %v", tools)
+		}
+
+		// The end of the replaced registration's stream must not touch the new one.
+		old.Drain()
+		old.End()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if ws := r.ListWorkers(); len(ws) != 1 || ws[0].GetState() != toolpb.WorkerState_WORKER_STATE_READY {
+			t.Errorf("after the old lease ended: ListWorkers = %v", ws)
+		}
+	})
+}
+
+func TestRegisterAfterClose(t *testing.T) {
+	r := newRouter(t, Options{})
+	mustRegister(t, r, registration("a", "127.0.0.1:9001", "text", echoTool("echo")))
+	r.Close()
+	if _, _, err := r.Register(registration("b", "127.0.0.1:9002", "text", echoTool("echo"))); !errors.Is(err, ErrClosed) {
+		t.Errorf("err = %v, want ErrClosed", err)
+	}
+	if len(r.ListWorkers()) != 0 {
+		t.Errorf("Close left workers: %v", r.ListWorkers())
+	}
+}

@@ -1,0 +1,227 @@
+package wire
+
+import (
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// overTheWire marshals and unmarshals a message, as a gRPC hop does.
+func overTheWire[M proto.Message](t *testing.T, m M) M {
+	t.Helper()
+	b, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := m.ProtoReflect().New().Interface().(M)
+	if err := proto.Unmarshal(b, out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+var schemaEqual = cmp.Comparer(func(a, b tool.Schema) bool { return a.Equal(b) })
+
+func mustSchema(t *testing.T, s string) tool.Schema {
+	t.Helper()
+	schema, err := tool.SchemaFromJSON([]byte(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return schema
+}
+
+func TestDefinitionRoundTrip(t *testing.T) {
+	tests := []struct {
+		name string
+		def  tool.Definition
+		meta tool.Metadata
+	}{
+		{"empty schema", tool.Definition{Name: "now", Description: "Current time."}, tool.Metadata{}},
+		{"parameters", tool.Definition{Name: "add", Description: "Adds.", InputSchema: tool.Params(tool.Integer("a", "first"), tool.Integer("b", "second").AsOptional())}, tool.Metadata{}},
+		{"hand-written schema keeps key order", tool.Definition{Name: "find", InputSchema: mustSchema(t, `{"type":"object","properties":{"z":{"type":"string"},"a":{"type":"integer","minimum":1}},"required":["z"]}`)}, tool.Metadata{}},
+		{"metadata and flags", tool.Definition{Name: "charge", Description: "Charges.", Metadata: map[string]string{"owner": "billing", "tier": "1"}},
+			tool.Metadata{ReturnDirect: true, Idempotent: true, Timeout: 1500 * time.Millisecond}},
+		{"unicode", tool.Definition{Name: "greet", Description: "Grüße — 你好 \U0001F600"}, tool.Metadata{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := overTheWire(t, DefinitionToProto(tc.def, tc.meta))
+			def, meta, err := DefinitionFromProto(p)
+			if err != nil {
+				t.Fatalf("DefinitionFromProto: %v", err)
+			}
+			if diff := cmp.Diff(tc.def, def, schemaEqual, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("definition (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.meta, meta); diff != "" {
+				t.Errorf("metadata (-want +got):\n%s", diff)
+			}
+			if tool.Hash(def, meta) != tool.Hash(tc.def, tc.meta) {
+				t.Error("the content hash changed across the wire")
+			}
+		})
+	}
+}
+
+func TestDefinitionToProto(t *testing.T) {
+	def := tool.Definition{Name: "charge", Description: "Charges.", Metadata: map[string]string{"k": "v"}}
+	got := DefinitionToProto(def, tool.Metadata{Idempotent: true, Timeout: 2 * time.Second})
+	want := &toolpb.ToolDefinition{
+		Name: "charge", Description: "Charges.", InputSchemaJson: `{"type":"object","properties":{}}`,
+		Metadata: map[string]string{"k": "v"}, Idempotent: true, Timeout: durationpb.New(2 * time.Second),
+	}
+	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	def.Metadata["k"] = "changed"
+	if got.GetMetadata()["k"] != "v" {
+		t.Error("the proto shares the definition's metadata map")
+	}
+	if p := DefinitionToProto(tool.Definition{Name: "x"}, tool.Metadata{}); p.Timeout != nil || p.Metadata != nil {
+		t.Errorf("zero timeout and metadata should be absent: %v", p)
+	}
+}
+
+func TestDefinitionFromProtoErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		p    *toolpb.ToolDefinition
+		want string
+	}{
+		{"nil", nil, "definition missing"},
+		{"empty schema", &toolpb.ToolDefinition{Name: "x"}, "input schema"},
+		{"schema not JSON", &toolpb.ToolDefinition{Name: "x", InputSchemaJson: "{"}, "input schema"},
+		{"schema not an object", &toolpb.ToolDefinition{Name: "x", InputSchemaJson: `{"type":"array"}`}, "input schema"},
+		{"negative timeout", &toolpb.ToolDefinition{Name: "x", InputSchemaJson: `{"type":"object"}`, Timeout: durationpb.New(-time.Second)}, "timeout"},
+		{"malformed timeout", &toolpb.ToolDefinition{Name: "x", InputSchemaJson: `{"type":"object"}`, Timeout: &durationpb.Duration{Seconds: 1, Nanos: 2e9}}, "timeout"},
+		{"timeout out of range", &toolpb.ToolDefinition{Name: "x", InputSchemaJson: `{"type":"object"}`, Timeout: &durationpb.Duration{Seconds: math.MaxInt64}}, "timeout"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := DefinitionFromProto(tc.p)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want one mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestCodesRoundTrip(t *testing.T) {
+	all := map[tool.ErrorCode]toolpb.ToolErrorCode{
+		tool.CodeFailed:           toolpb.ToolErrorCode_TOOL_ERROR_CODE_FAILED,
+		tool.CodeInvalidArguments: toolpb.ToolErrorCode_TOOL_ERROR_CODE_INVALID_ARGUMENTS,
+		tool.CodeUnknownTool:      toolpb.ToolErrorCode_TOOL_ERROR_CODE_UNKNOWN_TOOL,
+		tool.CodeTimeout:          toolpb.ToolErrorCode_TOOL_ERROR_CODE_TIMEOUT,
+		tool.CodePanic:            toolpb.ToolErrorCode_TOOL_ERROR_CODE_PANIC,
+		tool.CodeUnavailable:      toolpb.ToolErrorCode_TOOL_ERROR_CODE_UNAVAILABLE,
+	}
+	for c, p := range all {
+		if got := CodeToProto(c); got != p {
+			t.Errorf("CodeToProto(%s) = %v, want %v", c, got, p)
+		}
+		if got := CodeFromProto(p); got != c {
+			t.Errorf("CodeFromProto(%v) = %s, want %s", p, got, c)
+		}
+	}
+	// Every wire code but UNSPECIFIED has a tool code.
+	for v := range toolpb.ToolErrorCode_name {
+		p := toolpb.ToolErrorCode(v)
+		if p == toolpb.ToolErrorCode_TOOL_ERROR_CODE_UNSPECIFIED {
+			continue
+		}
+		if CodeToProto(CodeFromProto(p)) != p {
+			t.Errorf("wire code %v has no tool code", p)
+		}
+	}
+	for _, c := range []tool.ErrorCode{"", "SOMETHING_NEW"} {
+		if got := CodeToProto(c); got != toolpb.ToolErrorCode_TOOL_ERROR_CODE_FAILED {
+			t.Errorf("CodeToProto(%q) = %v, want FAILED", c, got)
+		}
+	}
+	for _, p := range []toolpb.ToolErrorCode{toolpb.ToolErrorCode_TOOL_ERROR_CODE_UNSPECIFIED, 99} {
+		if got := CodeFromProto(p); got != tool.CodeFailed {
+			t.Errorf("CodeFromProto(%v) = %s, want FAILED", p, got)
+		}
+	}
+}
+
+func TestResultRoundTrip(t *testing.T) {
+	tests := []struct {
+		name string
+		in   tool.Result
+		want tool.Result
+	}{
+		{"text", tool.Text("hello"), tool.Text("hello")},
+		{"empty text", tool.Text(""), tool.Text("")},
+		{"error", tool.Error("disk full"), tool.ErrorWithCode(tool.CodeFailed, "disk full")},
+		{"error with code", tool.ErrorWithCode(tool.CodeTimeout, "too slow"), tool.ErrorWithCode(tool.CodeTimeout, "too slow")},
+		{"error without code", tool.Result{Kind: tool.KindError, Content: "?"}, tool.ErrorWithCode(tool.CodeFailed, "?")},
+		{"error cause stays behind", tool.ErrorFrom(json.Unmarshal([]byte("{"), new(any))), tool.ErrorWithCode(tool.CodeFailed, "unexpected end of JSON input")},
+		{"JSON artifact", tool.WithArtifact("a point", tool.Artifact{TypeName: "Point", JSON: json.RawMessage(`{"x":1}`)}),
+			tool.WithArtifact("a point", tool.Artifact{TypeName: "Point", JSON: json.RawMessage(`{"x":1}`)})},
+		{"value artifact is sent as JSON", tool.WithArtifact("a point", tool.Artifact{TypeName: "Point", Value: struct {
+			X int `json:"x"`
+		}{1}}), tool.WithArtifact("a point", tool.Artifact{TypeName: "Point", JSON: json.RawMessage(`{"x":1}`)})},
+		{"bytes artifact", tool.WithArtifact("an image", tool.Artifact{TypeName: "Image", Data: []byte{0, 1, 0xff}, MediaType: "image/png"}),
+			tool.WithArtifact("an image", tool.Artifact{TypeName: "Image", Data: []byte{0, 1, 0xff}, MediaType: "image/png"})},
+		{"bytes win over JSON", tool.WithArtifact("both", tool.Artifact{Data: []byte("raw"), JSON: json.RawMessage(`1`)}),
+			tool.WithArtifact("both", tool.Artifact{Data: []byte("raw")})},
+		{"artifact without payload", tool.WithArtifact("nothing", tool.Artifact{TypeName: "Empty"}),
+			tool.WithArtifact("nothing", tool.Artifact{TypeName: "Empty"})},
+		{"artifact result without artifact", tool.Result{Kind: tool.KindArtifact, Content: "bare"}, tool.Text("bare")},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := ResultToProto(tc.in)
+			if err != nil {
+				t.Fatalf("ResultToProto: %v", err)
+			}
+			got := ResultFromProto(overTheWire(t, p))
+			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestResultToProtoUnencodableValue(t *testing.T) {
+	_, err := ResultToProto(tool.WithArtifact("x", tool.Artifact{TypeName: "Chan", Value: make(chan int)}))
+	if err == nil || !strings.Contains(err.Error(), `"Chan"`) {
+		t.Errorf("err = %v, want an error naming the artifact type", err)
+	}
+}
+
+func TestResultFromProtoWithoutOutcome(t *testing.T) {
+	for _, p := range []*toolpb.InvokeResponse{nil, {}} {
+		got := ResultFromProto(p)
+		if !got.IsError() || got.Code != tool.CodeFailed || got.Content != "worker returned no outcome" {
+			t.Errorf("ResultFromProto(%v) = %+v", p, got)
+		}
+	}
+}
+
+func TestArtifactNil(t *testing.T) {
+	if p, err := ArtifactToProto(nil); p != nil || err != nil {
+		t.Errorf("ArtifactToProto(nil) = %v, %v", p, err)
+	}
+	if a := ArtifactFromProto(nil); a != nil {
+		t.Errorf("ArtifactFromProto(nil) = %v", a)
+	}
+}

@@ -1,0 +1,442 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/testing/protocmp"
+
+	"github.com/toolmesh/toolmesh/internal/wire"
+	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
+)
+
+func TestNewValidates(t *testing.T) {
+	opts := Options{Orchestrator: "127.0.0.1:7070"}
+	tests := []struct {
+		name   string
+		opts   Options
+		groups []Group
+		want   error
+		reason string
+	}{
+		{"no orchestrator", Options{}, []Group{group(echo())}, ErrNoOrchestrator, ""},
+		{"no groups", opts, nil, ErrInvalidGroup, "no groups"},
+		{"bad role", opts, []Group{{Role: "a b", Tools: []tool.Tool{echo()}}}, ErrInvalidGroup, "role"},
+		{"empty role", opts, []Group{{Tools: []tool.Tool{echo()}}}, ErrInvalidGroup, "role"},
+		{"role twice", opts, []Group{group(echo()), {Role: "text", Tools: []tool.Tool{tool.WithName(echo(), "echo2")}}}, ErrInvalidGroup, "given twice"},
+		{"group without tools", opts, []Group{{Role: "text"}}, ErrInvalidGroup, "no tools"},
+		{"tool twice", opts, []Group{group(echo()), {Role: "more", Tools: []tool.Tool{echo()}}}, ErrInvalidGroup, `tool "echo" given twice`},
+		{"negative capacity", Options{Orchestrator: "x:1", Capacity: -1}, []Group{group(echo())}, nil, "capacity"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w, err := New(tc.opts, tc.groups...)
+			if err == nil || w != nil {
+				t.Fatalf("New = %v, %v; want an error", w, err)
+			}
+			if tc.want != nil && !errors.Is(err, tc.want) {
+				t.Errorf("err = %v, want %v", err, tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.reason) {
+				t.Errorf("err %q does not mention %q", err, tc.reason)
+			}
+		})
+	}
+}
+
+func TestNewDefaults(t *testing.T) {
+	w, err := New(Options{Orchestrator: "127.0.0.1:7070"}, group(echo()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.ID() == "" || w.opts.Listen != "127.0.0.1:0" || w.opts.DrainTimeout != 20*time.Second ||
+		w.opts.MinBackoff != 100*time.Millisecond || w.opts.MaxBackoff != 5*time.Second {
+		t.Errorf("defaults: id %q %+v", w.ID(), w.opts)
+	}
+	other, _ := New(Options{Orchestrator: "127.0.0.1:7070"}, group(echo()))
+	if other.ID() == w.ID() {
+		t.Errorf("two workers got the same default id %q", w.ID())
+	}
+}
+
+func TestBackoffStaysWithinBoundsAndGrowsToMax(t *testing.T) {
+	const lo, hi = 100 * time.Millisecond, 5 * time.Second
+	for failures := range 12 {
+		d := min(lo<<failures, hi)
+		var seenLow, seenHigh bool
+		for range 2000 {
+			got := backoff(failures, lo, hi)
+			if got < d/2 || got > d {
+				t.Fatalf("backoff(%d) = %s, want within [%s, %s]", failures, got, d/2, d)
+			}
+			seenLow = seenLow || got < d/2+d/8
+			seenHigh = seenHigh || got > d-d/8
+		}
+		if !seenLow || !seenHigh {
+			t.Errorf("backoff(%d) is not jittered across [%s, %s]", failures, d/2, d)
+		}
+	}
+	for _, failures := range []int{6, 7, 50, 1000} {
+		if got := backoff(failures, lo, hi); got < hi/2 || got > hi {
+			t.Errorf("backoff(%d) = %s, want capped at %s", failures, got, hi)
+		}
+	}
+	// A huge maximum must not overflow into zero or negative delays.
+	const huge = time.Duration(1<<63 - 1)
+	for _, failures := range []int{62, 63, 64, 100} {
+		if got := backoff(failures, time.Nanosecond, huge); got < huge/4 {
+			t.Errorf("backoff(%d, 1ns, max) = %s: overflowed", failures, got)
+		}
+	}
+	if got := backoff(3, time.Second, time.Second); got < time.Second/2 || got > time.Second {
+		t.Errorf("backoff with min == max = %s", got)
+	}
+}
+
+func TestRegistersAndHeartbeats(t *testing.T) {
+	reg := startRegistry(t, 10*time.Millisecond)
+	add := tool.New("add", "Adds.", tool.Params(tool.Integer("a", "a"), tool.Integer("b", "b")),
+		func(context.Context, string) (tool.Result, error) { return tool.Text("3"), nil }, tool.Idempotent(), tool.Timeout(time.Second))
+	w := start(t, Options{ID: "w1", Orchestrator: reg.addr, Capacity: 3, Version: "v9"},
+		Group{Role: "math", Description: "Math", UsageNotes: "Add things.", Version: "1", Permissions: []Permission{InternetAccess}, Tools: []tool.Tool{echo(), add}})
+
+	eventually(t, "registration", func() bool { ok, _ := w.Registered(); return ok })
+	eventually(t, "three heartbeats", func() bool { _, hb, _ := reg.counts(); return hb >= 3 })
+
+	reg.mu.Lock()
+	got := reg.regs[0]
+	reg.mu.Unlock()
+	addr, _ := w.Addr(testContext(t))
+	want := &toolpb.Registration{
+		WorkerId: "w1", Address: addr.String(), Capacity: 3, Version: "v9",
+		Groups: []*toolpb.GroupRegistration{{
+			Group: &toolpb.ToolGroupInfo{Role: "math", Description: "Math", UsageNotes: "Add things.", Version: "1", Permissions: []toolpb.Permission{InternetAccess}},
+			Tools: []*toolpb.RegisteredTool{ // sorted by name
+				{Definition: wire.DefinitionToProto(add.Definition(), add.Metadata()), ContentHash: tool.Hash(add.Definition(), add.Metadata())},
+				{Definition: wire.DefinitionToProto(echo().Definition(), echo().Metadata()), ContentHash: tool.Hash(echo().Definition(), echo().Metadata())},
+			},
+		}},
+	}
+	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
+		t.Errorf("registration (-want +got):\n%s", diff)
+	}
+}
+
+func TestHeartbeatReportsCallsInFlight(t *testing.T) {
+	ctx := testContext(t)
+	reg := startRegistry(t, 5*time.Millisecond)
+	started, release := newGate(), newGate()
+	slow := tool.New("slow", "Waits.", tool.EmptySchema(), func(ctx context.Context, _ string) (tool.Result, error) {
+		started.open()
+		return tool.Text("done"), release.wait(ctx)
+	})
+	w := start(t, Options{Orchestrator: reg.addr}, group(slow))
+	go func() { _, _ = w.client().Invoke(ctx, &toolpb.InvokeRequest{Tool: "slow", ArgumentsJson: `{}`}) }()
+	if err := started.wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a heartbeat reporting the call", func() bool {
+		reg.mu.Lock()
+		defer reg.mu.Unlock()
+		return len(reg.heartbeats) > 0 && reg.heartbeats[len(reg.heartbeats)-1] == 1
+	})
+	release.open()
+}
+
+func TestDrainWaitsForCallsInFlightAndRefusesNewOnes(t *testing.T) {
+	ctx := testContext(t)
+	reg := startRegistry(t, time.Hour)
+	started, release := newGate(), newGate()
+	var runs atomic.Int32
+	slow := tool.New("slow", "Waits.", tool.EmptySchema(), func(ctx context.Context, _ string) (tool.Result, error) {
+		runs.Add(1)
+		started.open()
+		if err := release.wait(ctx); err != nil {
+			return tool.Result{}, err
+		}
+		return tool.Text("finished"), nil
+	})
+	w := start(t, Options{Orchestrator: reg.addr}, group(slow))
+	eventually(t, "registration", func() bool { ok, _ := w.Registered(); return ok })
+
+	held := make(chan *toolpb.InvokeResponse, 1)
+	go func() {
+		resp, err := w.client().Invoke(ctx, &toolpb.InvokeRequest{Tool: "slow", ArgumentsJson: `{}`})
+		if err != nil {
+			t.Errorf("held call: %v", err)
+		}
+		held <- resp
+	}()
+	if err := started.wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.stop()
+
+	eventually(t, "NOT_SERVING", func() bool {
+		for _, svc := range []string{"", toolpb.ToolWorkerService_ServiceDesc.ServiceName} {
+			resp, err := w.health().Check(ctx, &healthpb.HealthCheckRequest{Service: svc})
+			if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+				return false
+			}
+		}
+		return true
+	})
+	eventually(t, "the orchestrator to hear about the drain", func() bool { _, _, d := reg.counts(); return d == 1 })
+
+	_, err := w.client().Invoke(ctx, &toolpb.InvokeRequest{Tool: "slow", ArgumentsJson: `{}`})
+	if !isDraining(err) {
+		t.Errorf("new call during drain: err = %v, want UNAVAILABLE with reason %s", err, ReasonDraining)
+	}
+	select {
+	case err := <-w.done:
+		t.Fatalf("Run returned (%v) with a call in flight", err)
+	default:
+	}
+
+	release.open()
+	if resp := <-held; resp.GetText() != "finished" {
+		t.Errorf("held call = %v", resp)
+	}
+	if err := w.wait(t); err != nil {
+		t.Errorf("Run = %v after a clean drain", err)
+	}
+	if runs.Load() != 1 {
+		t.Errorf("tool ran %d times, want 1", runs.Load())
+	}
+}
+
+// Calls keep arriving while the worker drains: each is either answered or refused as
+// draining, none is lost, and Run ends cleanly.
+func TestDrainUnderLoad(t *testing.T) {
+	ctx := testContext(t)
+	w := start(t, Options{}, group(echo()))
+	var answered, refused atomic.Int32
+	stopCalls := make(chan struct{})
+	callers := make(chan struct{})
+	go func() {
+		defer close(callers)
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for {
+					select {
+					case <-stopCalls:
+						return
+					default:
+					}
+					resp, err := w.client().Invoke(ctx, &toolpb.InvokeRequest{Tool: "echo", ArgumentsJson: `{"text":"x"}`})
+					switch {
+					case err == nil && resp.GetText() != "":
+						answered.Add(1)
+					case isDraining(err):
+						refused.Add(1)
+					case status.Code(err) == codes.Unavailable:
+						return // the server has stopped
+					default:
+						t.Errorf("call during drain: %v, %v", resp, err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}()
+	eventually(t, "some calls", func() bool { return answered.Load() > 20 })
+	w.stop()
+	if err := w.wait(t); err != nil {
+		t.Errorf("Run = %v", err)
+	}
+	close(stopCalls)
+	<-callers
+}
+
+func TestOrchestratorDrainRequestEndsRun(t *testing.T) {
+	reg := startRegistry(t, time.Hour)
+	w := start(t, Options{Orchestrator: reg.addr}, group(echo()))
+	eventually(t, "registration", func() bool { ok, _ := w.Registered(); return ok })
+	close(reg.drain)
+	if err := w.wait(t); err != nil {
+		t.Errorf("Run = %v", err)
+	}
+}
+
+func TestInvokeOutcomes(t *testing.T) {
+	ctx := testContext(t)
+	fails := tool.New("fails", "Fails.", tool.EmptySchema(), func(context.Context, string) (tool.Result, error) {
+		return tool.Result{}, errors.New("disk full")
+	})
+	panicsInFunc := tool.New("panics", "Panics.", tool.EmptySchema(), func(context.Context, string) (tool.Result, error) {
+		panic("boom")
+	})
+	who := tool.New("who", "Tells who called.", tool.EmptySchema(), func(ctx context.Context, _ string) (tool.Result, error) {
+		info, _ := tool.CallInfoFrom(ctx)
+		return tool.Text(info.RunID + "/" + info.LoopID + "/" + info.CallID), nil
+	})
+	artifact := tool.New("artifact", "Returns a value.", tool.EmptySchema(), func(context.Context, string) (tool.Result, error) {
+		return tool.WithArtifact("here", tool.Artifact{TypeName: "Point", Value: map[string]int{"x": 1}}), nil
+	})
+	unsendable := tool.New("unsendable", "Returns what cannot be encoded.", tool.EmptySchema(), func(context.Context, string) (tool.Result, error) {
+		return tool.WithArtifact("here", tool.Artifact{TypeName: "Chan", Value: make(chan int)}), nil
+	})
+	w := start(t, Options{ID: "w1"}, group(echo(), fails, panicsInFunc, panicky{}, who, artifact, unsendable))
+
+	tests := []struct {
+		name string
+		req  *toolpb.InvokeRequest
+		want *toolpb.InvokeResponse
+		// fragment of the error message, when the outcome is an error
+		fragment string
+	}{
+		{"text", &toolpb.InvokeRequest{Tool: "echo", ArgumentsJson: `{"text":"hi"}`},
+			&toolpb.InvokeResponse{Outcome: &toolpb.InvokeResponse_Text{Text: `{"text":"hi"}`}}, ""},
+		{"unknown tool", &toolpb.InvokeRequest{Tool: "nope", ArgumentsJson: `{}`},
+			errorResponse(toolpb.ToolErrorCode_TOOL_ERROR_CODE_UNKNOWN_TOOL), "tool 'nope' is not served by worker w1"},
+		{"arguments not JSON", &toolpb.InvokeRequest{Tool: "echo", ArgumentsJson: `{`},
+			errorResponse(toolpb.ToolErrorCode_TOOL_ERROR_CODE_INVALID_ARGUMENTS), "invalid arguments for tool 'echo'"},
+		{"arguments against the schema", &toolpb.InvokeRequest{Tool: "echo", ArgumentsJson: `{"text":3}`},
+			errorResponse(toolpb.ToolErrorCode_TOOL_ERROR_CODE_INVALID_ARGUMENTS), "invalid arguments for tool 'echo'"},
+		{"missing argument", &toolpb.InvokeRequest{Tool: "echo", ArgumentsJson: `{}`},
+			errorResponse(toolpb.ToolErrorCode_TOOL_ERROR_CODE_INVALID_ARGUMENTS), "text"},
+		{"returned error", &toolpb.InvokeRequest{Tool: "fails", ArgumentsJson: `{}`},
+			errorResponse(toolpb.ToolErrorCode_TOOL_ERROR_CODE_FAILED), "disk full"},
+		{"panic in a function tool", &toolpb.InvokeRequest{Tool: "panics", ArgumentsJson: `{}`},
+			errorResponse(toolpb.ToolErrorCode_TOOL_ERROR_CODE_PANIC), "boom"},
+		{"panic in a tool type", &toolpb.InvokeRequest{Tool: "panicky", ArgumentsJson: `{}`},
+			errorResponse(toolpb.ToolErrorCode_TOOL_ERROR_CODE_PANIC), "tool 'panicky' panicked: kaboom"},
+		{"call info reaches the tool", &toolpb.InvokeRequest{Tool: "who", ArgumentsJson: `{}`, RunId: "r", LoopId: "l", CallId: "c"},
+			&toolpb.InvokeResponse{Outcome: &toolpb.InvokeResponse_Text{Text: "r/l/c"}}, ""},
+		{"artifact", &toolpb.InvokeRequest{Tool: "artifact", ArgumentsJson: `{}`},
+			&toolpb.InvokeResponse{Outcome: &toolpb.InvokeResponse_Artifact{Artifact: &toolpb.ArtifactResult{
+				Content: "here", Artifact: &toolpb.Artifact{TypeName: "Point", Payload: &toolpb.Artifact_Json{Json: `{"x":1}`}},
+			}}}, ""},
+		{"result that cannot be sent", &toolpb.InvokeRequest{Tool: "unsendable", ArgumentsJson: `{}`},
+			errorResponse(toolpb.ToolErrorCode_TOOL_ERROR_CODE_FAILED), "cannot be sent"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := w.client().Invoke(ctx, tc.req)
+			if err != nil {
+				t.Fatalf("Invoke: gRPC error %v; outcomes must come back as responses", err)
+			}
+			if tc.fragment != "" {
+				if !strings.Contains(resp.GetError().GetMessage(), tc.fragment) {
+					t.Errorf("message %q does not mention %q", resp.GetError().GetMessage(), tc.fragment)
+				}
+				resp.GetError().Message = ""
+			}
+			if diff := cmp.Diff(tc.want, resp, protocmp.Transform()); diff != "" {
+				t.Errorf("response (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func errorResponse(code toolpb.ToolErrorCode) *toolpb.InvokeResponse {
+	return &toolpb.InvokeResponse{Outcome: &toolpb.InvokeResponse_Error{Error: &toolpb.ToolError{Code: code}}}
+}
+
+// panicky is a tool type of its own (not tool.New) whose Call panics: the SDK must catch it.
+type panicky struct{}
+
+func (panicky) Definition() tool.Definition {
+	return tool.Definition{Name: "panicky", Description: "Panics."}
+}
+func (panicky) Metadata() tool.Metadata { return tool.Metadata{} }
+func (panicky) Call(context.Context, string) (tool.Result, error) {
+	panic("kaboom")
+}
+
+func TestCapacityBoundsConcurrency(t *testing.T) {
+	ctx := testContext(t)
+	var running, peak, started atomic.Int32
+	release := newGate()
+	slow := tool.New("slow", "Waits.", tool.EmptySchema(), func(ctx context.Context, _ string) (tool.Result, error) {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		started.Add(1)
+		return tool.Text("done"), release.wait(ctx)
+	})
+	w := start(t, Options{Capacity: 2}, group(slow))
+
+	results := make(chan error, 4)
+	for range 4 {
+		go func() {
+			resp, err := w.client().Invoke(ctx, &toolpb.InvokeRequest{Tool: "slow", ArgumentsJson: `{}`})
+			if err == nil && resp.GetText() != "done" {
+				err = errors.New("unexpected response " + resp.String())
+			}
+			results <- err
+		}()
+	}
+	eventually(t, "four calls at the worker, two running", func() bool { return w.callsInFlight() == 4 && started.Load() == 2 })
+	if got := w.active.Load(); got != 2 {
+		t.Errorf("active = %d, want 2", got)
+	}
+	release.open()
+	for range 4 {
+		if err := <-results; err != nil {
+			t.Error(err)
+		}
+	}
+	if peak.Load() != 2 || started.Load() != 4 {
+		t.Errorf("peak concurrency %d, started %d; want 2 and 4", peak.Load(), started.Load())
+	}
+}
+
+// A call waiting for a free slot when the drain starts never ran: it is refused as
+// draining, so that the orchestrator can send it elsewhere.
+func TestDrainRefusesCallsWaitingForASlot(t *testing.T) {
+	ctx := testContext(t)
+	started, release := newGate(), newGate()
+	var runs atomic.Int32
+	slow := tool.New("slow", "Waits.", tool.EmptySchema(), func(ctx context.Context, _ string) (tool.Result, error) {
+		runs.Add(1)
+		started.open()
+		return tool.Text("done"), release.wait(ctx)
+	})
+	w := start(t, Options{Capacity: 1}, group(slow))
+	first := make(chan error, 1)
+	go func() {
+		_, err := w.client().Invoke(ctx, &toolpb.InvokeRequest{Tool: "slow", ArgumentsJson: `{}`})
+		first <- err
+	}()
+	if err := started.wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	second := make(chan error, 1)
+	go func() {
+		_, err := w.client().Invoke(ctx, &toolpb.InvokeRequest{Tool: "slow", ArgumentsJson: `{}`})
+		second <- err
+	}()
+	eventually(t, "the second call to wait for a slot", func() bool { return w.callsInFlight() == 2 })
+	w.stop()
+	if err := <-second; !isDraining(err) {
+		t.Errorf("waiting call: err = %v, want draining", err)
+	}
+	release.open()
+	if err := <-first; err != nil {
+		t.Errorf("running call: %v", err)
+	}
+	if err := w.wait(t); err != nil {
+		t.Errorf("Run = %v", err)
+	}
+	if runs.Load() != 1 {
+		t.Errorf("tool ran %d times", runs.Load())
+	}
+}
