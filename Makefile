@@ -19,7 +19,7 @@ GOLANGCI_LINT_VERSION := v2.15.0
 GO_TEST_FLAGS ?= -race -p 2 -timeout 15m -count=1
 
 .PHONY: test
-test: checkgenerate lint-proto vet unit ## Everything CI runs: generated code, proto lint, vet, tests.
+test: checkgenerate lint unit ## Everything CI runs: generated code, linters, all tests.
 
 .PHONY: unit
 unit: build ## Run all Go tests (end-to-end tests use the binaries in bin/).

@@ -38,7 +38,7 @@ func TextGroup() worker.Group {
 		Tools: []tool.Tool{
 			fn("word_count", "Count the words of a text (runs of letters, digits, apostrophes or hyphens)", func(s string) string {
 				return strconv.Itoa(len(strings.FieldsFunc(s, func(r rune) bool {
-					return !(unicode.IsLetter(r) || unicode.IsDigit(r) || r == '\'' || r == '-')
+					return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '\'' && r != '-'
 				})))
 			}),
 			fn("uppercase", "Convert a text to upper case", strings.ToUpper),

@@ -107,11 +107,11 @@ func TestBadDurationNamesKeyAndLine(t *testing.T) {
 }
 
 func TestUnknownKeyIsAnErrorWithLine(t *testing.T) {
-	_, err := Parse([]byte("listen: 127.0.0.1:1\nrouter:\n  max_attemps: 3\n"))
+	_, err := Parse([]byte("listen: 127.0.0.1:1\nrouter:\n  max_tries: 3\n"))
 	if !errors.Is(err, ErrInvalid) {
 		t.Fatalf("err = %v, want ErrInvalid", err)
 	}
-	for _, want := range []string{"line 3", "max_attemps", "router.max_attemps"} {
+	for _, want := range []string{"line 3", "max_tries", "router.max_tries"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}

@@ -80,9 +80,7 @@ type panicky struct {
 }
 
 func (panicky) ListTools(context.Context, *toolpb.ListToolsRequest) (*toolpb.ListToolsResponse, error) {
-	var m map[string]int
-	m["boom"]++ // nil map write
-	return nil, nil
+	panic("boom")
 }
 
 func (panicky) Run(*toolpb.RunRequest, toolpb.OrchestratorService_RunServer) error {

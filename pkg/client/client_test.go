@@ -115,7 +115,7 @@ func TestConvert(t *testing.T) {
 			}
 			for _, s := range sentinels {
 				if errors.Is(got, s) != (s == tc.sentinel) {
-					t.Errorf("errors.Is(err, %q) = %v", s, !(s == tc.sentinel))
+					t.Errorf("errors.Is(err, %q) = %v", s, s != tc.sentinel)
 				}
 			}
 			if status.Code(got) != tc.want.Code {

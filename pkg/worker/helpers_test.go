@@ -101,7 +101,7 @@ func start(t *testing.T, opts Options, groups ...Group) *running {
 	go func() { r.done <- w.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		r.wait(t)
+		_ = r.wait(t)
 	})
 	actx, acancel := context.WithTimeout(context.Background(), testTimeout)
 	defer acancel()

@@ -454,7 +454,10 @@ func TestCancelMidStream(t *testing.T) {
 func TestEarlyBreak(t *testing.T) {
 	p := mustNew(t, scripted.Script{Name: "t", Rules: []scripted.Rule{{Reply: scripted.Reply{Text: "one two three"}}}})
 	n := 0
-	for range p.Stream(t.Context(), request()) {
+	for _, err := range p.Stream(t.Context(), request()) {
+		if err != nil {
+			t.Fatal(err)
+		}
 		n++
 		break
 	}
