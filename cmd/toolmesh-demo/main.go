@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/harness"
@@ -112,6 +111,6 @@ func run() error {
 	if err := stopAll(); err != nil {
 		return err
 	}
-	fmt.Println("All processes exited cleanly. Logs were JSON on each process's stderr; see", filepath.Join("internal", "harness"), "for how they are read.")
+	fmt.Println("All processes exited cleanly.")
 	return nil
 }

@@ -128,6 +128,7 @@ func (w *Worker) session(ctx context.Context, client toolpb.ToolRegistryServiceC
 				return
 			case <-w.drainCh:
 				_ = send(&toolpb.ConnectRequest{Message: &toolpb.ConnectRequest_Draining{Draining: &toolpb.Draining{Reason: "worker shutting down"}}})
+				w.drainSentOnce.Do(func() { close(w.drainSent) })
 				<-sctx.Done()
 				return
 			case <-t.C:

@@ -109,7 +109,10 @@ type Worker struct {
 	server  *grpc.Server
 	slots   chan struct{}
 	drainCh chan struct{} // closed when draining starts
-	active  atomic.Int32  // calls running a tool (not waiting for a slot)
+	// drainSent is closed once the orchestrator has been told the worker is draining.
+	drainSent     chan struct{}
+	drainSentOnce sync.Once
+	active        atomic.Int32 // calls running a tool (not waiting for a slot)
 
 	// Calls at the worker (running or waiting for a slot) are counted under callMu
 	// rather than with a WaitGroup: calls keep arriving while the drain waits for the
@@ -163,13 +166,14 @@ func New(opts Options, groups ...Group) (*Worker, error) {
 		return nil, fmt.Errorf("%w: no groups", ErrInvalidGroup)
 	}
 	w := &Worker{
-		opts:    opts,
-		log:     opts.Logger.With("worker_id", opts.ID),
-		groups:  groups,
-		tools:   map[string]tool.Tool{},
-		addr:    make(chan net.Addr, 1),
-		drainCh: make(chan struct{}),
-		idle:    make(chan struct{}),
+		opts:      opts,
+		log:       opts.Logger.With("worker_id", opts.ID),
+		groups:    groups,
+		tools:     map[string]tool.Tool{},
+		addr:      make(chan net.Addr, 1),
+		drainCh:   make(chan struct{}),
+		drainSent: make(chan struct{}),
+		idle:      make(chan struct{}),
 	}
 	if opts.Capacity > 0 {
 		w.slots = make(chan struct{}, opts.Capacity)
@@ -291,6 +295,14 @@ func (w *Worker) drain() {
 	close(w.drainCh)    // the registration loop tells the orchestrator; waiting calls give up
 	w.health.Shutdown() // every service NOT_SERVING
 	w.log.Info("worker draining", "in_flight", w.active.Load(), "timeout", w.opts.DrainTimeout)
+	if ok, _ := w.Registered(); ok {
+		// Let the Draining message leave before the stream can be torn down, so the
+		// orchestrator drops the worker at once instead of after its grace period.
+		select {
+		case <-w.drainSent:
+		case <-time.After(time.Second):
+		}
+	}
 	timer := time.NewTimer(w.opts.DrainTimeout)
 	defer timer.Stop()
 	select {

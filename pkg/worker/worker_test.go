@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"errors"
 	"strings"
 	"sync"
@@ -438,5 +439,22 @@ func TestDrainRefusesCallsWaitingForASlot(t *testing.T) {
 	}
 	if runs.Load() != 1 {
 		t.Errorf("tool ran %d times", runs.Load())
+	}
+}
+
+// TestIdleDrainTellsTheOrchestrator: a worker with nothing in flight still sends its
+// Draining message before its registration stream goes away, so the orchestrator drops it
+// at once rather than after the grace period. (Drain waits for the message to leave; the
+// loop repeats the check because losing it was a matter of scheduling.)
+func TestIdleDrainTellsTheOrchestrator(t *testing.T) {
+	for i := range 5 { // the race this guards against is a matter of scheduling: try a few times
+		reg := startRegistry(t, time.Hour)
+		w := start(t, Options{ID: fmt.Sprintf("idle-%d", i), Orchestrator: reg.addr}, group(echo()))
+		eventually(t, "registration", func() bool { ok, _ := w.Registered(); return ok })
+		w.stop()
+		if err := w.wait(t); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		eventually(t, "the draining message", func() bool { _, _, d := reg.counts(); return d == 1 })
 	}
 }
