@@ -18,7 +18,7 @@ import (
 
 // ReasonDraining is the ErrorInfo reason a worker gives when it refuses a call because it
 // is draining; such a call never ran, so the router sends it elsewhere.
-const ReasonDraining = "WORKER_DRAINING"
+const ReasonDraining = wire.ReasonDraining
 
 // remoteTool is a tool served by workers, as the loop sees it. It names the tool and the
 // definition it was handed out with rather than holding a routing-table entry: a worker

@@ -11,10 +11,11 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/loop"
 	"github.com/toolmesh/toolmesh/internal/router"
+	"github.com/toolmesh/toolmesh/internal/wire"
 )
 
 // ErrorDomain is the domain of every ErrorInfo toolmesh sends.
-const ErrorDomain = "toolmesh.dev"
+const ErrorDomain = wire.ErrorDomain
 
 // Reasons carried in ErrorInfo; pkg/client maps them back to its sentinel errors.
 const (

@@ -16,7 +16,7 @@ import (
 
 // ReasonDraining is the ErrorInfo reason of the UNAVAILABLE status a draining worker
 // answers new calls with. The call never ran, so the orchestrator sends it elsewhere.
-const ReasonDraining = "WORKER_DRAINING"
+const ReasonDraining = wire.ReasonDraining
 
 // invoker serves ToolWorkerService.
 type invoker struct {
@@ -81,7 +81,7 @@ func (s *invoker) call(ctx context.Context, t tool.Tool, args string) (res tool.
 
 func drainingStatus() error {
 	st := status.New(codes.Unavailable, "worker is draining")
-	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: ReasonDraining, Domain: "toolmesh.dev"}); err == nil {
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: ReasonDraining, Domain: wire.ErrorDomain}); err == nil {
 		st = d
 	}
 	return st.Err()
