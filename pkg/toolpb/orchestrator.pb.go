@@ -339,9 +339,14 @@ type RunRequest struct {
 	// Limits of the run.
 	Limits *RunLimits `protobuf:"bytes,8,opt,name=limits,proto3" json:"limits,omitempty"`
 	// Optional id chosen by the client; generated when empty. Must be unique among live runs.
-	RunId         string `protobuf:"bytes,9,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RunId string `protobuf:"bytes,9,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// Interaction-level ToolCallContext (the seed's PromptRunner level): merged over context,
+	// its entries win on conflicts. Keys starting with "toolmesh." are reserved.
+	InteractionContext map[string]string `protobuf:"bytes,10,rep,name=interaction_context,json=interactionContext,proto3" json:"interaction_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// JSON Schema the final answer must satisfy, as JSON text; the answer is then JSON.
+	OutputSchemaJson string `protobuf:"bytes,11,opt,name=output_schema_json,json=outputSchemaJson,proto3" json:"output_schema_json,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *RunRequest) Reset() {
@@ -437,6 +442,20 @@ func (x *RunRequest) GetRunId() string {
 	return ""
 }
 
+func (x *RunRequest) GetInteractionContext() map[string]string {
+	if x != nil {
+		return x.InteractionContext
+	}
+	return nil
+}
+
+func (x *RunRequest) GetOutputSchemaJson() string {
+	if x != nil {
+		return x.OutputSchemaJson
+	}
+	return ""
+}
+
 // LlmOptions chooses and tunes the model.
 type LlmOptions struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -518,7 +537,11 @@ type RunLimits struct {
 	// Maximum number of tool calls of one model turn run at once.
 	MaxParallelToolCalls int32 `protobuf:"varint,2,opt,name=max_parallel_tool_calls,json=maxParallelToolCalls,proto3" json:"max_parallel_tool_calls,omitempty"`
 	// Deadline of the whole run.
-	Timeout       *durationpb.Duration `protobuf:"bytes,3,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	Timeout *durationpb.Duration `protobuf:"bytes,3,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	// Maximum input plus output tokens over all model calls of the run; zero means no limit.
+	MaxTokens int64 `protobuf:"varint,4,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
+	// Maximum cost of the run's model calls in US dollars; zero means no limit.
+	MaxCostUsd    float64 `protobuf:"fixed64,5,opt,name=max_cost_usd,json=maxCostUsd,proto3" json:"max_cost_usd,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -572,6 +595,20 @@ func (x *RunLimits) GetTimeout() *durationpb.Duration {
 		return x.Timeout
 	}
 	return nil
+}
+
+func (x *RunLimits) GetMaxTokens() int64 {
+	if x != nil {
+		return x.MaxTokens
+	}
+	return 0
+}
+
+func (x *RunLimits) GetMaxCostUsd() float64 {
+	if x != nil {
+		return x.MaxCostUsd
+	}
+	return 0
 }
 
 // RunResponse is one event of a run.
@@ -1109,7 +1146,9 @@ type Usage struct {
 	// Input tokens.
 	InputTokens int64 `protobuf:"varint,2,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
 	// Output tokens.
-	OutputTokens  int64 `protobuf:"varint,3,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
+	OutputTokens int64 `protobuf:"varint,3,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
+	// Cost in US dollars from the orchestrator's price table; zero when the model has no price.
+	CostUsd       float64 `protobuf:"fixed64,4,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1161,6 +1200,13 @@ func (x *Usage) GetInputTokens() int64 {
 func (x *Usage) GetOutputTokens() int64 {
 	if x != nil {
 		return x.OutputTokens
+	}
+	return 0
+}
+
+func (x *Usage) GetCostUsd() float64 {
+	if x != nil {
+		return x.CostUsd
 	}
 	return 0
 }
@@ -2078,7 +2124,7 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\x1etoolmesh/v1/orchestrator.proto\x12\vtoolmesh.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16toolmesh/v1/tool.proto\"D\n" +
 	"\aMessage\x12%\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x11.toolmesh.v1.RoleR\x04role\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04text\"\xa0\x03\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"\xf7\x04\n" +
 	"\n" +
 	"RunRequest\x12\x16\n" +
 	"\x06prompt\x18\x01 \x01(\tR\x06prompt\x120\n" +
@@ -2090,8 +2136,14 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\acontext\x18\x06 \x03(\v2$.toolmesh.v1.RunRequest.ContextEntryR\acontext\x12)\n" +
 	"\x03llm\x18\a \x01(\v2\x17.toolmesh.v1.LlmOptionsR\x03llm\x12.\n" +
 	"\x06limits\x18\b \x01(\v2\x16.toolmesh.v1.RunLimitsR\x06limits\x12\x15\n" +
-	"\x06run_id\x18\t \x01(\tR\x05runId\x1a:\n" +
+	"\x06run_id\x18\t \x01(\tR\x05runId\x12`\n" +
+	"\x13interaction_context\x18\n" +
+	" \x03(\v2/.toolmesh.v1.RunRequest.InteractionContextEntryR\x12interactionContext\x12,\n" +
+	"\x12output_schema_json\x18\v \x01(\tR\x10outputSchemaJson\x1a:\n" +
 	"\fContextEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aE\n" +
+	"\x17InteractionContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x99\x01\n" +
 	"\n" +
@@ -2100,11 +2152,15 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12%\n" +
 	"\vtemperature\x18\x03 \x01(\x01H\x00R\vtemperature\x88\x01\x01\x12*\n" +
 	"\x11max_output_tokens\x18\x04 \x01(\x05R\x0fmaxOutputTokensB\x0e\n" +
-	"\f_temperature\"\x9e\x01\n" +
+	"\f_temperature\"\xdf\x01\n" +
 	"\tRunLimits\x12%\n" +
 	"\x0emax_iterations\x18\x01 \x01(\x05R\rmaxIterations\x125\n" +
 	"\x17max_parallel_tool_calls\x18\x02 \x01(\x05R\x14maxParallelToolCalls\x123\n" +
-	"\atimeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\x9e\x04\n" +
+	"\atimeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12\x1d\n" +
+	"\n" +
+	"max_tokens\x18\x04 \x01(\x03R\tmaxTokens\x12 \n" +
+	"\fmax_cost_usd\x18\x05 \x01(\x01R\n" +
+	"maxCostUsd\"\x9e\x04\n" +
 	"\vRunResponse\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1a\n" +
 	"\bsequence\x18\x02 \x01(\x03R\bsequence\x12.\n" +
@@ -2142,11 +2198,12 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\aloop_id\x18\t \x01(\tR\x06loopId\"D\n" +
 	"\x10AssistantMessage\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12\x1c\n" +
-	"\titeration\x18\x02 \x01(\x05R\titeration\"e\n" +
+	"\titeration\x18\x02 \x01(\x05R\titeration\"\x80\x01\n" +
 	"\x05Usage\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12!\n" +
 	"\finput_tokens\x18\x02 \x01(\x03R\vinputTokens\x12#\n" +
-	"\routput_tokens\x18\x03 \x01(\x03R\foutputTokens\"\x90\x01\n" +
+	"\routput_tokens\x18\x03 \x01(\x03R\foutputTokens\x12\x19\n" +
+	"\bcost_usd\x18\x04 \x01(\x01R\acostUsd\"\x90\x01\n" +
 	"\vFinalResult\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12\x1e\n" +
 	"\n" +
@@ -2257,7 +2314,7 @@ func file_toolmesh_v1_orchestrator_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_v1_orchestrator_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_toolmesh_v1_orchestrator_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_toolmesh_v1_orchestrator_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_toolmesh_v1_orchestrator_proto_goTypes = []any{
 	(Role)(0),                      // 0: toolmesh.v1.Role
 	(ToolCallOutcome)(0),           // 1: toolmesh.v1.ToolCallOutcome
@@ -2289,11 +2346,12 @@ var file_toolmesh_v1_orchestrator_proto_goTypes = []any{
 	(*CancelRunRequest)(nil),       // 27: toolmesh.v1.CancelRunRequest
 	(*CancelRunResponse)(nil),      // 28: toolmesh.v1.CancelRunResponse
 	nil,                            // 29: toolmesh.v1.RunRequest.ContextEntry
-	(*durationpb.Duration)(nil),    // 30: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 31: google.protobuf.Timestamp
-	(*Artifact)(nil),               // 32: toolmesh.v1.Artifact
-	(*ToolDefinition)(nil),         // 33: toolmesh.v1.ToolDefinition
-	(*ToolGroupInfo)(nil),          // 34: toolmesh.v1.ToolGroupInfo
+	nil,                            // 30: toolmesh.v1.RunRequest.InteractionContextEntry
+	(*durationpb.Duration)(nil),    // 31: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 32: google.protobuf.Timestamp
+	(*Artifact)(nil),               // 33: toolmesh.v1.Artifact
+	(*ToolDefinition)(nil),         // 34: toolmesh.v1.ToolDefinition
+	(*ToolGroupInfo)(nil),          // 35: toolmesh.v1.ToolGroupInfo
 }
 var file_toolmesh_v1_orchestrator_proto_depIdxs = []int32{
 	0,  // 0: toolmesh.v1.Message.role:type_name -> toolmesh.v1.Role
@@ -2301,49 +2359,50 @@ var file_toolmesh_v1_orchestrator_proto_depIdxs = []int32{
 	29, // 2: toolmesh.v1.RunRequest.context:type_name -> toolmesh.v1.RunRequest.ContextEntry
 	6,  // 3: toolmesh.v1.RunRequest.llm:type_name -> toolmesh.v1.LlmOptions
 	7,  // 4: toolmesh.v1.RunRequest.limits:type_name -> toolmesh.v1.RunLimits
-	30, // 5: toolmesh.v1.RunLimits.timeout:type_name -> google.protobuf.Duration
-	31, // 6: toolmesh.v1.RunResponse.time:type_name -> google.protobuf.Timestamp
-	9,  // 7: toolmesh.v1.RunResponse.started:type_name -> toolmesh.v1.RunStarted
-	10, // 8: toolmesh.v1.RunResponse.tool_call_started:type_name -> toolmesh.v1.ToolCallStarted
-	11, // 9: toolmesh.v1.RunResponse.tool_call_finished:type_name -> toolmesh.v1.ToolCallFinished
-	12, // 10: toolmesh.v1.RunResponse.message:type_name -> toolmesh.v1.AssistantMessage
-	13, // 11: toolmesh.v1.RunResponse.usage:type_name -> toolmesh.v1.Usage
-	14, // 12: toolmesh.v1.RunResponse.final_result:type_name -> toolmesh.v1.FinalResult
-	15, // 13: toolmesh.v1.RunResponse.error:type_name -> toolmesh.v1.RunError
-	1,  // 14: toolmesh.v1.ToolCallFinished.outcome:type_name -> toolmesh.v1.ToolCallOutcome
-	30, // 15: toolmesh.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
-	32, // 16: toolmesh.v1.ToolCallFinished.artifact:type_name -> toolmesh.v1.Artifact
-	13, // 17: toolmesh.v1.FinalResult.usage:type_name -> toolmesh.v1.Usage
-	18, // 18: toolmesh.v1.ListToolsResponse.tools:type_name -> toolmesh.v1.ToolInfo
-	33, // 19: toolmesh.v1.ToolInfo.definition:type_name -> toolmesh.v1.ToolDefinition
-	21, // 20: toolmesh.v1.ListToolGroupsResponse.groups:type_name -> toolmesh.v1.ToolGroupStatus
-	34, // 21: toolmesh.v1.ToolGroupStatus.group:type_name -> toolmesh.v1.ToolGroupInfo
-	24, // 22: toolmesh.v1.ListWorkersResponse.workers:type_name -> toolmesh.v1.WorkerStatus
-	2,  // 23: toolmesh.v1.WorkerStatus.state:type_name -> toolmesh.v1.WorkerState
-	31, // 24: toolmesh.v1.WorkerStatus.registered_at:type_name -> google.protobuf.Timestamp
-	3,  // 25: toolmesh.v1.GetRunResponse.state:type_name -> toolmesh.v1.RunState
-	15, // 26: toolmesh.v1.GetRunResponse.error:type_name -> toolmesh.v1.RunError
-	31, // 27: toolmesh.v1.GetRunResponse.started_at:type_name -> google.protobuf.Timestamp
-	31, // 28: toolmesh.v1.GetRunResponse.ended_at:type_name -> google.protobuf.Timestamp
-	13, // 29: toolmesh.v1.GetRunResponse.usage:type_name -> toolmesh.v1.Usage
-	3,  // 30: toolmesh.v1.CancelRunResponse.state:type_name -> toolmesh.v1.RunState
-	5,  // 31: toolmesh.v1.OrchestratorService.Run:input_type -> toolmesh.v1.RunRequest
-	16, // 32: toolmesh.v1.OrchestratorService.ListTools:input_type -> toolmesh.v1.ListToolsRequest
-	19, // 33: toolmesh.v1.OrchestratorService.ListToolGroups:input_type -> toolmesh.v1.ListToolGroupsRequest
-	22, // 34: toolmesh.v1.OrchestratorService.ListWorkers:input_type -> toolmesh.v1.ListWorkersRequest
-	25, // 35: toolmesh.v1.OrchestratorService.GetRun:input_type -> toolmesh.v1.GetRunRequest
-	27, // 36: toolmesh.v1.OrchestratorService.CancelRun:input_type -> toolmesh.v1.CancelRunRequest
-	8,  // 37: toolmesh.v1.OrchestratorService.Run:output_type -> toolmesh.v1.RunResponse
-	17, // 38: toolmesh.v1.OrchestratorService.ListTools:output_type -> toolmesh.v1.ListToolsResponse
-	20, // 39: toolmesh.v1.OrchestratorService.ListToolGroups:output_type -> toolmesh.v1.ListToolGroupsResponse
-	23, // 40: toolmesh.v1.OrchestratorService.ListWorkers:output_type -> toolmesh.v1.ListWorkersResponse
-	26, // 41: toolmesh.v1.OrchestratorService.GetRun:output_type -> toolmesh.v1.GetRunResponse
-	28, // 42: toolmesh.v1.OrchestratorService.CancelRun:output_type -> toolmesh.v1.CancelRunResponse
-	37, // [37:43] is the sub-list for method output_type
-	31, // [31:37] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	30, // 5: toolmesh.v1.RunRequest.interaction_context:type_name -> toolmesh.v1.RunRequest.InteractionContextEntry
+	31, // 6: toolmesh.v1.RunLimits.timeout:type_name -> google.protobuf.Duration
+	32, // 7: toolmesh.v1.RunResponse.time:type_name -> google.protobuf.Timestamp
+	9,  // 8: toolmesh.v1.RunResponse.started:type_name -> toolmesh.v1.RunStarted
+	10, // 9: toolmesh.v1.RunResponse.tool_call_started:type_name -> toolmesh.v1.ToolCallStarted
+	11, // 10: toolmesh.v1.RunResponse.tool_call_finished:type_name -> toolmesh.v1.ToolCallFinished
+	12, // 11: toolmesh.v1.RunResponse.message:type_name -> toolmesh.v1.AssistantMessage
+	13, // 12: toolmesh.v1.RunResponse.usage:type_name -> toolmesh.v1.Usage
+	14, // 13: toolmesh.v1.RunResponse.final_result:type_name -> toolmesh.v1.FinalResult
+	15, // 14: toolmesh.v1.RunResponse.error:type_name -> toolmesh.v1.RunError
+	1,  // 15: toolmesh.v1.ToolCallFinished.outcome:type_name -> toolmesh.v1.ToolCallOutcome
+	31, // 16: toolmesh.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
+	33, // 17: toolmesh.v1.ToolCallFinished.artifact:type_name -> toolmesh.v1.Artifact
+	13, // 18: toolmesh.v1.FinalResult.usage:type_name -> toolmesh.v1.Usage
+	18, // 19: toolmesh.v1.ListToolsResponse.tools:type_name -> toolmesh.v1.ToolInfo
+	34, // 20: toolmesh.v1.ToolInfo.definition:type_name -> toolmesh.v1.ToolDefinition
+	21, // 21: toolmesh.v1.ListToolGroupsResponse.groups:type_name -> toolmesh.v1.ToolGroupStatus
+	35, // 22: toolmesh.v1.ToolGroupStatus.group:type_name -> toolmesh.v1.ToolGroupInfo
+	24, // 23: toolmesh.v1.ListWorkersResponse.workers:type_name -> toolmesh.v1.WorkerStatus
+	2,  // 24: toolmesh.v1.WorkerStatus.state:type_name -> toolmesh.v1.WorkerState
+	32, // 25: toolmesh.v1.WorkerStatus.registered_at:type_name -> google.protobuf.Timestamp
+	3,  // 26: toolmesh.v1.GetRunResponse.state:type_name -> toolmesh.v1.RunState
+	15, // 27: toolmesh.v1.GetRunResponse.error:type_name -> toolmesh.v1.RunError
+	32, // 28: toolmesh.v1.GetRunResponse.started_at:type_name -> google.protobuf.Timestamp
+	32, // 29: toolmesh.v1.GetRunResponse.ended_at:type_name -> google.protobuf.Timestamp
+	13, // 30: toolmesh.v1.GetRunResponse.usage:type_name -> toolmesh.v1.Usage
+	3,  // 31: toolmesh.v1.CancelRunResponse.state:type_name -> toolmesh.v1.RunState
+	5,  // 32: toolmesh.v1.OrchestratorService.Run:input_type -> toolmesh.v1.RunRequest
+	16, // 33: toolmesh.v1.OrchestratorService.ListTools:input_type -> toolmesh.v1.ListToolsRequest
+	19, // 34: toolmesh.v1.OrchestratorService.ListToolGroups:input_type -> toolmesh.v1.ListToolGroupsRequest
+	22, // 35: toolmesh.v1.OrchestratorService.ListWorkers:input_type -> toolmesh.v1.ListWorkersRequest
+	25, // 36: toolmesh.v1.OrchestratorService.GetRun:input_type -> toolmesh.v1.GetRunRequest
+	27, // 37: toolmesh.v1.OrchestratorService.CancelRun:input_type -> toolmesh.v1.CancelRunRequest
+	8,  // 38: toolmesh.v1.OrchestratorService.Run:output_type -> toolmesh.v1.RunResponse
+	17, // 39: toolmesh.v1.OrchestratorService.ListTools:output_type -> toolmesh.v1.ListToolsResponse
+	20, // 40: toolmesh.v1.OrchestratorService.ListToolGroups:output_type -> toolmesh.v1.ListToolGroupsResponse
+	23, // 41: toolmesh.v1.OrchestratorService.ListWorkers:output_type -> toolmesh.v1.ListWorkersResponse
+	26, // 42: toolmesh.v1.OrchestratorService.GetRun:output_type -> toolmesh.v1.GetRunResponse
+	28, // 43: toolmesh.v1.OrchestratorService.CancelRun:output_type -> toolmesh.v1.CancelRunResponse
+	38, // [38:44] is the sub-list for method output_type
+	32, // [32:38] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_v1_orchestrator_proto_init() }
@@ -2368,7 +2427,7 @@ func file_toolmesh_v1_orchestrator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_v1_orchestrator_proto_rawDesc), len(file_toolmesh_v1_orchestrator_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   26,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
