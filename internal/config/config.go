@@ -54,6 +54,12 @@ type Config struct {
 	Router   Router   `yaml:"router"`
 	Loop     Loop     `yaml:"loop"`
 	Provider Provider `yaml:"provider"`
+	// Context configures the ToolCallContext sent to workers.
+	Context Context `yaml:"context"`
+	// Groups configures tool groups by role.
+	Groups map[string]Group `yaml:"groups"`
+	// Tools configures tools by name.
+	Tools map[string]Tool `yaml:"tools"`
 	Log      Log      `yaml:"log"`
 }
 
@@ -125,6 +131,7 @@ func Default() Config {
 			RetainRuns:           1000,
 		},
 		Provider: Provider{Name: "scripted"},
+		Context:  Context{MaxBytes: DefaultContextMaxBytes, Default: ConverterSpec{Kind: "pass-through"}},
 		Log:      Log{Level: "info", Format: "json"},
 	}
 }
@@ -165,6 +172,7 @@ func (c Config) Validate() error {
 	if err := checkListen(c.Listen); err != nil {
 		bad("listen", "%v", err)
 	}
+	c.validateContext(bad)
 	positive := func(key string, d Duration) {
 		if d <= 0 {
 			bad(key, "must be positive, got %s", d.D())

@@ -1,0 +1,122 @@
+package config
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"unicode/utf8"
+)
+
+// Converter kinds a ConverterSpec may name (SPEC S3).
+var converterKinds = []string{"pass-through", "none", "allow-keys", "deny-keys"}
+
+// DefaultContextMaxBytes bounds the encoded ToolCallContext of one call.
+const DefaultContextMaxBytes = 8192
+
+// Context configures the ToolCallContext that travels to workers.
+type Context struct {
+	// MaxBytes bounds the encoded context of a call (and of a run request).
+	MaxBytes int `yaml:"max_bytes"`
+	// Secrets are keys that reach a group only when its converter is allow-keys and lists
+	// them explicitly.
+	Secrets []string `yaml:"secrets"`
+	// Default is the converter of groups that configure none.
+	Default ConverterSpec `yaml:"default"`
+}
+
+// ConverterSpec chooses a converter: what of the context a group's workers receive.
+type ConverterSpec struct {
+	// Kind is pass-through, none, allow-keys or deny-keys.
+	Kind string `yaml:"kind"`
+	// Keys are the keys allow-keys keeps or deny-keys drops.
+	Keys []string `yaml:"keys"`
+}
+
+// Group configures one tool group, by role.
+type Group struct {
+	// Context is the group's converter; unset means context.default.
+	Context *ConverterSpec `yaml:"context"`
+}
+
+// Tool configures one tool, by name.
+type Tool struct {
+	// OneShot, when set, lets the tool run once per tool loop; later calls in the same loop
+	// are answered with the ALREADY LOADED text and this advice.
+	OneShot *OneShot `yaml:"one_shot"`
+}
+
+// OneShot is the advice appended to the ALREADY LOADED answer of a one-shot tool.
+type OneShot struct {
+	Advice string `yaml:"advice"`
+}
+
+func (c Config) validateContext(bad func(key, format string, args ...any)) {
+	if c.Context.MaxBytes < 256 || c.Context.MaxBytes > 1<<20 {
+		bad("context.max_bytes", "must be between 256 and 1048576, got %d", c.Context.MaxBytes)
+	}
+	for i, k := range c.Context.Secrets {
+		checkKey(bad, fmt.Sprintf("context.secrets[%d]", i), k)
+	}
+	checkConverter(bad, "context.default", c.Context.Default)
+	for _, role := range sortedKeys(c.Groups) {
+		if strings.TrimSpace(role) == "" {
+			bad("groups", "has an empty group role")
+			continue
+		}
+		if g := c.Groups[role]; g.Context != nil {
+			checkConverter(bad, "groups."+role+".context", *g.Context)
+		}
+	}
+	for _, name := range sortedKeys(c.Tools) {
+		if strings.TrimSpace(name) == "" {
+			bad("tools", "has an empty tool name")
+			continue
+		}
+		if os := c.Tools[name].OneShot; os != nil && strings.TrimSpace(os.Advice) == "" {
+			bad("tools."+name+".one_shot.advice", "is empty: tell the model what to do instead of calling the tool again")
+		}
+	}
+}
+
+func checkConverter(bad func(key, format string, args ...any), key string, s ConverterSpec) {
+	switch s.Kind {
+	case "pass-through", "none":
+		if len(s.Keys) > 0 {
+			bad(key+".keys", "must be empty for kind %s", s.Kind)
+		}
+	case "allow-keys", "deny-keys":
+		for i, k := range s.Keys {
+			checkKey(bad, fmt.Sprintf("%s.keys[%d]", key, i), k)
+		}
+	default:
+		bad(key+".kind", "must be one of %s; got %q", strings.Join(converterKinds, ", "), s.Kind)
+	}
+}
+
+func checkKey(bad func(key, format string, args ...any), key, k string) {
+	switch {
+	case k == "":
+		bad(key, "is empty")
+	case !utf8.ValidString(k):
+		bad(key, "is not valid UTF-8")
+	case strings.HasPrefix(k, "toolmesh."):
+		bad(key, "%q uses the reserved prefix \"toolmesh.\"", k)
+	}
+}
+
+// Converter returns the converter spec for a group: its own, else the default.
+func (c Config) Converter(role string) ConverterSpec {
+	if g, ok := c.Groups[role]; ok && g.Context != nil {
+		return *g.Context
+	}
+	return c.Context.Default
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,61 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestContextConfig(t *testing.T) {
+	c, err := Parse([]byte(`
+context:
+  max_bytes: 4096
+  secrets: [authToken]
+  default: {kind: allow-keys, keys: [tenantId]}
+groups:
+  alpha: {context: {kind: pass-through}}
+  gamma: {context: {kind: none}}
+tools:
+  load_skill: {one_shot: {advice: "Use the skill you already loaded."}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Converter("alpha").Kind; got != "pass-through" {
+		t.Errorf("alpha converter = %q", got)
+	}
+	if got := c.Converter("beta"); got.Kind != "allow-keys" || len(got.Keys) != 1 || got.Keys[0] != "tenantId" {
+		t.Errorf("beta (default) converter = %+v", got)
+	}
+	if got := c.Converter("gamma").Kind; got != "none" {
+		t.Errorf("gamma converter = %q", got)
+	}
+	if c.Tools["load_skill"].OneShot.Advice != "Use the skill you already loaded." || c.Context.MaxBytes != 4096 {
+		t.Errorf("config = %+v", c)
+	}
+	if d := Default(); d.Converter("any").Kind != "pass-through" || d.Context.MaxBytes != 8192 {
+		t.Errorf("default converter = %+v, max %d", d.Converter("any"), d.Context.MaxBytes)
+	}
+}
+
+func TestContextConfigErrors(t *testing.T) {
+	cases := []struct{ yaml, key string }{
+		{"context: {max_bytes: 10}", "context.max_bytes"},
+		{"context: {secrets: ['']}", "context.secrets[0]"},
+		{"context: {secrets: ['toolmesh.loop_id']}", "context.secrets[0]"},
+		{"context: {default: {kind: everything}}", "context.default.kind"},
+		{"context: {default: {kind: none, keys: [a]}}", "context.default.keys"},
+		{"groups: {math: {context: {kind: allow-keys, keys: ['']}}}", "groups.math.context.keys[0]"},
+		{"groups: {math: {context: {kind: bogus}}}", "groups.math.context.kind"},
+		{"tools: {x: {one_shot: {advice: ' '}}}", "tools.x.one_shot.advice"},
+		{"groups: {math: {contxt: {kind: none}}}", "contxt"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.key, func(t *testing.T) {
+			_, err := Parse([]byte(tc.yaml))
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.key) {
+				t.Errorf("Parse(%q) = %v, want an error naming %s", tc.yaml, err, tc.key)
+			}
+		})
+	}
+}
