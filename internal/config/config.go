@@ -60,7 +60,7 @@ type Config struct {
 	Groups map[string]Group `yaml:"groups"`
 	// Tools configures tools by name.
 	Tools map[string]Tool `yaml:"tools"`
-	Log      Log      `yaml:"log"`
+	Log   Log             `yaml:"log"`
 }
 
 // Registry configures worker registration.
