@@ -15,6 +15,7 @@ type ModelCalled struct {
 	Iteration    int
 	Model        string
 	Usage        llm.Usage
+	CostUSD      float64
 	FinishReason string
 }
 

@@ -76,6 +76,13 @@ type Options struct {
 	// EmptyRetries is how many blank model turns in a row are answered with a nudge before
 	// the loop fails; zero accepts a blank answer as final.
 	EmptyRetries int
+	// OutputSchema, when set, is the schema the final answer must satisfy; the model gets
+	// one corrective turn when it does not.
+	OutputSchema *OutputSchema
+	// Budget bounds the tokens and cost of the loop's model calls.
+	Budget Budget
+	// Cost prices a model call; nil means calls cost nothing.
+	Cost func(model string, u llm.Usage) float64
 	// RunID and LoopID identify the loop's tool calls to the tools.
 	RunID, LoopID string
 	// NotFound handles unknown tool names. Default: NewAutoCorrection(). It must be a fresh
@@ -101,6 +108,7 @@ type Result struct {
 	Iterations   int
 	ReturnDirect bool
 	Usage        llm.Usage
+	CostUSD      float64
 	ToolCalls    int
 	History      []llm.Message
 }
@@ -144,8 +152,11 @@ type state struct {
 	order   []string
 	history []llm.Message
 	usage   llm.Usage
+	cost    float64
 	calls   int
 	empties int
+	// corrected is set once the model had its corrective turn for the output schema.
+	corrected bool
 }
 
 func (l *state) specs() []llm.ToolSpec {
@@ -167,6 +178,9 @@ func (l *state) run(ctx context.Context, system string) (*Result, error) {
 			Temperature:     l.opts.Temperature,
 			MaxOutputTokens: l.opts.MaxOutputTokens,
 		}
+		if l.opts.OutputSchema != nil {
+			req.OutputSchema = l.opts.OutputSchema.JSON()
+		}
 		resp, err := llm.Collect(l.opts.Provider.Stream(ctx, req))
 		if err != nil {
 			if ctx.Err() != nil {
@@ -175,7 +189,15 @@ func (l *state) run(ctx context.Context, system string) (*Result, error) {
 			return nil, &ModelError{Iteration: iter, Err: err}
 		}
 		l.usage = l.usage.Add(resp.Usage)
-		l.opts.Observer(ModelCalled{Iteration: iter, Model: resp.Model, Usage: resp.Usage, FinishReason: resp.FinishReason})
+		cost := 0.0
+		if l.opts.Cost != nil {
+			cost = l.opts.Cost(resp.Model, resp.Usage)
+		}
+		l.cost += cost
+		l.opts.Observer(ModelCalled{Iteration: iter, Model: resp.Model, Usage: resp.Usage, CostUSD: cost, FinishReason: resp.FinishReason})
+		if err := l.checkBudget(); err != nil {
+			return nil, err
+		}
 
 		if len(resp.ToolCalls) == 0 {
 			if strings.TrimSpace(resp.Text) == "" && l.opts.EmptyRetries > 0 {
@@ -191,6 +213,18 @@ func (l *state) run(ctx context.Context, system string) (*Result, error) {
 				continue
 			}
 			l.history = append(l.history, llm.Message{Role: llm.RoleAssistant, Text: resp.Text})
+			if l.opts.OutputSchema != nil {
+				answer, err := l.opts.OutputSchema.Check(resp.Text)
+				if err != nil {
+					if l.corrected {
+						return nil, &OutputSchemaError{Problem: err.Error()}
+					}
+					l.corrected = true
+					l.history = append(l.history, llm.Message{Role: llm.RoleUser, Text: correction(err.Error())})
+					continue
+				}
+				return l.result(answer, iter, false), nil
+			}
 			return l.result(resp.Text, iter, false), nil
 		}
 		l.empties = 0
@@ -212,6 +246,13 @@ func (l *state) run(ctx context.Context, system string) (*Result, error) {
 			}
 		}
 		if hasDirect {
+			if l.opts.OutputSchema != nil {
+				answer, err := l.opts.OutputSchema.Check(direct)
+				if err != nil {
+					return nil, &OutputSchemaError{Problem: "the return-direct tool result: " + err.Error()}
+				}
+				direct = answer
+			}
 			return l.result(direct, iter, true), nil
 		}
 		if ctx.Err() != nil {
@@ -222,7 +263,18 @@ func (l *state) run(ctx context.Context, system string) (*Result, error) {
 }
 
 func (l *state) result(text string, iter int, direct bool) *Result {
-	return &Result{Text: text, Iterations: iter, ReturnDirect: direct, Usage: l.usage, ToolCalls: l.calls, History: l.history}
+	return &Result{Text: text, Iterations: iter, ReturnDirect: direct, Usage: l.usage, CostUSD: l.cost, ToolCalls: l.calls, History: l.history}
+}
+
+func (l *state) checkBudget() error {
+	b := l.opts.Budget
+	if total := l.usage.InputTokens + l.usage.OutputTokens; b.MaxTokens > 0 && total > b.MaxTokens {
+		return &BudgetExceededError{What: "tokens", Used: float64(total), Limit: float64(b.MaxTokens)}
+	}
+	if b.MaxCostUSD > 0 && l.cost > b.MaxCostUSD {
+		return &BudgetExceededError{What: "cost", Used: l.cost, Limit: b.MaxCostUSD}
+	}
+	return nil
 }
 
 // withCallIDs returns a copy of calls in which every call has an id, so that each tool

@@ -260,6 +260,11 @@ func (s Schema) Validate(input string) (canonical string, err error) {
 	if _, ok := tree.(*jsonObject); !ok {
 		return "", fmt.Errorf("%w: arguments must be a JSON object, got %s", ErrInvalidArguments, jsonTypeName(tree))
 	}
+	return s.validateTree(tree)
+}
+
+// validateTree validates a decoded JSON value and returns its canonical encoding.
+func (s Schema) validateTree(tree any) (string, error) {
 	plain, err := toPlain(tree, "")
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrInvalidArguments, err)

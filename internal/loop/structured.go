@@ -1,0 +1,84 @@
+package loop
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/toolmesh/toolmesh/pkg/tool"
+)
+
+// OutputSchema is a compiled JSON Schema that a run's final answer must satisfy (the
+// seed's createObject).
+type OutputSchema struct{ v *tool.ValueSchema }
+
+// ErrInvalidOutputSchema marks a schema that cannot be used.
+var ErrInvalidOutputSchema = errors.New("invalid output schema")
+
+// CompileOutputSchema parses and resolves a JSON Schema. Remote references, duplicate
+// keys and unknown type names are refused.
+func CompileOutputSchema(b []byte) (*OutputSchema, error) {
+	v, err := tool.ValueSchemaFromJSON(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidOutputSchema, strings.TrimPrefix(err.Error(), tool.ErrInvalidSchema.Error()+": "))
+	}
+	return &OutputSchema{v: v}, nil
+}
+
+// JSON is the schema as compact JSON.
+func (s *OutputSchema) JSON() json.RawMessage { return s.v.JSON() }
+
+// Check validates an answer and returns it as canonical JSON. It accepts an answer
+// wrapped in a Markdown code fence, which models add even when told not to.
+func (s *OutputSchema) Check(answer string) (string, error) {
+	out, err := s.v.Validate(unfence(strings.TrimSpace(answer)))
+	if err != nil {
+		return "", errors.New(strings.TrimPrefix(err.Error(), tool.ErrInvalidArguments.Error()+": "))
+	}
+	return out, nil
+}
+
+func unfence(s string) string {
+	if !strings.HasPrefix(s, "```") || !strings.HasSuffix(s, "```") || len(s) < 6 {
+		return s
+	}
+	body := strings.TrimSuffix(s[3:], "```")
+	if i := strings.IndexByte(body, '\n'); i >= 0 && !strings.ContainsAny(body[:i], "{[\"") {
+		body = body[i+1:] // drop a language tag such as "json"
+	}
+	return strings.TrimSpace(body)
+}
+
+// OutputSchemaError ends a run whose final answer did not satisfy the output schema, even
+// after one corrective turn.
+type OutputSchemaError struct{ Problem string }
+
+func (e *OutputSchemaError) Error() string {
+	return "the final answer does not satisfy the output schema: " + e.Problem
+}
+
+// correction is the user message of the one corrective turn.
+func correction(problem string) string {
+	return fmt.Sprintf("Your answer cannot be used: %s. Reply again with only a JSON value that matches the required JSON schema, with no other text.", problem)
+}
+
+// BudgetExceededError stops a run that used more tokens or money than it was given.
+type BudgetExceededError struct {
+	// What is "tokens" or "cost".
+	What        string
+	Used, Limit float64
+}
+
+func (e *BudgetExceededError) Error() string {
+	if e.What == "cost" {
+		return fmt.Sprintf("run budget exceeded: model calls cost $%.6f, over the limit of $%.6f", e.Used, e.Limit)
+	}
+	return fmt.Sprintf("run budget exceeded: model calls used %.0f tokens, over the limit of %.0f", e.Used, e.Limit)
+}
+
+// Budget bounds what a loop may spend on model calls. Zero fields mean no limit.
+type Budget struct {
+	MaxTokens  int64
+	MaxCostUSD float64
+}
