@@ -15,7 +15,7 @@ func TestValueSchema(t *testing.T) {
 	}
 	cases := []struct{ in, want, err string }{
 		{`[3, 1, 2]`, `[3,1,2]`, ""},
-		{`[]`, "", "minItems"},
+		{`[]`, "", "at least 1 item"},
 		{`["a"]`, "", "expected integer"},
 		{`[1] [2]`, "", "invalid JSON"},
 		{`{"a":1,"a":2}`, "", "duplicate key"},
