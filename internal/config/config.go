@@ -54,6 +54,8 @@ type Config struct {
 	Router   Router   `yaml:"router"`
 	Loop     Loop     `yaml:"loop"`
 	Provider Provider `yaml:"provider"`
+	// Models maps roles to models and prices model calls.
+	Models Models `yaml:"models"`
 	// Context configures the ToolCallContext sent to workers.
 	Context Context `yaml:"context"`
 	// Groups configures tool groups by role.
@@ -173,6 +175,7 @@ func (c Config) Validate() error {
 		bad("listen", "%v", err)
 	}
 	c.validateContext(bad)
+	c.validateModels(bad)
 	positive := func(key string, d Duration) {
 		if d <= 0 {
 			bad(key, "must be positive, got %s", d.D())

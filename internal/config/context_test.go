@@ -59,3 +59,30 @@ func TestContextConfigErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestModelsConfig(t *testing.T) {
+	c, err := Parse([]byte(`
+models:
+  roles: {smart: openai/gpt-4o, fast: openai/gpt-4o-mini}
+  prices:
+    openai/gpt-4o: {input_per_mtok: 2.5, output_per_mtok: 10}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Models.Roles["fast"] != "openai/gpt-4o-mini" {
+		t.Errorf("roles = %v", c.Models.Roles)
+	}
+	if got := c.Models.Prices["openai/gpt-4o"].Cost(1_000_000, 100_000); got != 3.5 {
+		t.Errorf("cost = %v, want 3.5", got)
+	}
+	for _, tc := range []struct{ yaml, key string }{
+		{"models: {roles: {smart: gpt-4o}}", "models.roles.smart"},
+		{"models: {prices: {gpt-4o: {input_per_mtok: 1}}}", "models.prices"},
+		{"models: {prices: {openai/x: {output_per_mtok: -1}}}", "models.prices.openai/x.output_per_mtok"},
+	} {
+		if _, err := Parse([]byte(tc.yaml)); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.key) {
+			t.Errorf("Parse(%q) = %v, want an error naming %s", tc.yaml, err, tc.key)
+		}
+	}
+}
