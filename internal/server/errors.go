@@ -34,6 +34,8 @@ const (
 	ReasonOverloaded     = "OVERLOADED"
 	ReasonShuttingDown   = "SHUTTING_DOWN"
 	ReasonInternal       = "INTERNAL"
+	ReasonOutputSchema   = "OUTPUT_SCHEMA"
+	ReasonBudget         = "BUDGET_EXCEEDED"
 )
 
 // errCancelled is the cause of a run cancelled through CancelRun.
@@ -49,6 +51,8 @@ var runErrorTable = []struct {
 	{func(err error) bool { var e *loop.MaxIterationsError; return errors.As(err, &e) }, codes.ResourceExhausted, ReasonMaxIterations},
 	{func(err error) bool { var e *loop.ToolNotFoundError; return errors.As(err, &e) }, codes.FailedPrecondition, ReasonToolNotFound},
 	{func(err error) bool { var e *loop.SignalError; return errors.As(err, &e) }, codes.Aborted, ReasonToolSignal},
+	{func(err error) bool { var e *loop.OutputSchemaError; return errors.As(err, &e) }, codes.FailedPrecondition, ReasonOutputSchema},
+	{func(err error) bool { var e *loop.BudgetExceededError; return errors.As(err, &e) }, codes.ResourceExhausted, ReasonBudget},
 	{func(err error) bool { return errors.Is(err, loop.ErrEmptyResponse) }, codes.FailedPrecondition, ReasonEmptyResponse},
 	{func(err error) bool { return errors.Is(err, errCancelled) }, codes.Canceled, ReasonCancelled},
 	{func(err error) bool { return errors.Is(err, errShutdown) }, codes.Unavailable, ReasonShuttingDown},

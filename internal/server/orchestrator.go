@@ -42,6 +42,13 @@ func (o *orchestratorServer) Run(req *toolpb.RunRequest, stream toolpb.Orchestra
 	if fe != nil {
 		return fe.status()
 	}
+	var outputSchema *loop.OutputSchema
+	if js := req.GetOutputSchemaJson(); js != "" {
+		var err error
+		if outputSchema, err = loop.CompileOutputSchema([]byte(js)); err != nil {
+			return invalid("output_schema_json", "%v", err).status()
+		}
+	}
 
 	runID := req.GetRunId()
 	if runID == "" {
@@ -95,6 +102,9 @@ func (o *orchestratorServer) Run(req *toolpb.RunRequest, stream toolpb.Orchestra
 		MaxIterations:   maxIter,
 		MaxParallel:     maxPar,
 		EmptyRetries:    s.cfg.Loop.EmptyResponseRetries,
+		OutputSchema:    outputSchema,
+		Budget:          loop.Budget{MaxTokens: req.GetLimits().GetMaxTokens(), MaxCostUSD: req.GetLimits().GetMaxCostUsd()},
+		Cost:            s.cost,
 		RunID:           runID,
 		LoopID:          loopID,
 		Observer:        func(ev loop.Event) { em.observe(r, ev) },
@@ -118,7 +128,7 @@ func (o *orchestratorServer) Run(req *toolpb.RunRequest, stream toolpb.Orchestra
 		log.Info("run succeeded", "iterations", res.Iterations, "tool_calls", res.ToolCalls)
 		return em.send(&toolpb.RunResponse{Event: &toolpb.RunResponse_FinalResult{FinalResult: &toolpb.FinalResult{
 			Text: res.Text, Iterations: int32(res.Iterations), ReturnDirect: res.ReturnDirect,
-			Usage: &toolpb.Usage{Model: model, InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens},
+			Usage: &toolpb.Usage{Model: model, InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens, CostUsd: res.CostUSD},
 		}}})
 	}
 
@@ -141,6 +151,15 @@ func (o *orchestratorServer) Run(req *toolpb.RunRequest, stream toolpb.Orchestra
 	log.Warn("run failed", "code", code2.String(), "reason", reason, "error", msg)
 	_ = em.send(&toolpb.RunResponse{Event: &toolpb.RunResponse_Error{Error: runErr}})
 	return statusError(code2, reason, msg, map[string]string{"run_id": runID})
+}
+
+// cost prices a model call from the configured price table.
+func (s *Server) cost(model string, u llm.Usage) float64 {
+	p, ok := s.cfg.Models.Prices[model]
+	if !ok {
+		return 0
+	}
+	return p.Cost(u.InputTokens, u.OutputTokens)
 }
 
 // resolveTools turns the requested groups and tools into remote tools, de-duplicated by
@@ -240,8 +259,9 @@ func (e *emitter) observe(r *run, ev loop.Event) {
 		r.mu.Lock()
 		r.iterations = int32(x.Iteration)
 		r.usage = r.usage.Add(x.Usage)
+		r.costUSD += x.CostUSD
 		r.mu.Unlock()
-		_ = e.send(&toolpb.RunResponse{Event: &toolpb.RunResponse_Usage{Usage: &toolpb.Usage{Model: x.Model, InputTokens: x.Usage.InputTokens, OutputTokens: x.Usage.OutputTokens}}})
+		_ = e.send(&toolpb.RunResponse{Event: &toolpb.RunResponse_Usage{Usage: &toolpb.Usage{Model: x.Model, InputTokens: x.Usage.InputTokens, OutputTokens: x.Usage.OutputTokens, CostUsd: x.CostUSD}}})
 	case loop.AssistantText:
 		_ = e.send(&toolpb.RunResponse{Event: &toolpb.RunResponse_Message{Message: &toolpb.AssistantMessage{Text: x.Text, Iteration: int32(x.Iteration)}}})
 	case loop.ToolCallStarted:

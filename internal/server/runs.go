@@ -22,6 +22,7 @@ type run struct {
 	iterations int32
 	toolCalls  int32
 	usage      llm.Usage
+	costUSD    float64
 	finalText  string
 	err        *toolpb.RunError
 	started    time.Time
@@ -39,7 +40,7 @@ func (r *run) snapshot() *toolpb.GetRunResponse {
 		FinalText:  r.finalText,
 		Error:      r.err,
 		StartedAt:  timestamppb.New(r.started),
-		Usage:      &toolpb.Usage{InputTokens: r.usage.InputTokens, OutputTokens: r.usage.OutputTokens},
+		Usage:      &toolpb.Usage{InputTokens: r.usage.InputTokens, OutputTokens: r.usage.OutputTokens, CostUsd: r.costUSD},
 	}
 	if !r.ended.IsZero() {
 		resp.EndedAt = timestamppb.New(r.ended)

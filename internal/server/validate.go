@@ -1,6 +1,7 @@
 package server
 
 import (
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -73,6 +74,12 @@ func validateRun(req *toolpb.RunRequest) *fieldError {
 		}
 		if l.GetMaxParallelToolCalls() > 64 {
 			return invalid("limits.max_parallel_tool_calls", "must be at most 64, got %d", l.GetMaxParallelToolCalls())
+		}
+		if l.GetMaxTokens() < 0 {
+			return invalid("limits.max_tokens", "must not be negative, got %d", l.GetMaxTokens())
+		}
+		if c := l.GetMaxCostUsd(); c < 0 || math.IsNaN(c) || math.IsInf(c, 0) {
+			return invalid("limits.max_cost_usd", "must be a non-negative number, got %v", c)
 		}
 		if t := l.GetTimeout(); t != nil {
 			if err := t.CheckValid(); err != nil {

@@ -26,6 +26,8 @@ var (
 	ErrRunNotFound    = errors.New("no such run")
 	ErrOverloaded     = errors.New("orchestrator overloaded")
 	ErrShuttingDown   = errors.New("orchestrator shutting down")
+	ErrOutputSchema   = errors.New("the final answer does not satisfy the output schema")
+	ErrBudget         = errors.New("run budget exceeded")
 )
 
 // reasons maps the orchestrator's ErrorInfo reasons to the sentinels.
@@ -44,6 +46,8 @@ var reasons = map[string]error{
 	"RUN_NOT_FOUND":      ErrRunNotFound,
 	"OVERLOADED":         ErrOverloaded,
 	"SHUTTING_DOWN":      ErrShuttingDown,
+	"OUTPUT_SCHEMA":      ErrOutputSchema,
+	"BUDGET_EXCEEDED":    ErrBudget,
 }
 
 // Error is an error the orchestrator reported.
