@@ -26,6 +26,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/router"
 	"github.com/toolmesh/toolmesh/internal/server"
+	"github.com/toolmesh/toolmesh/pkg/toolctx"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
 
@@ -81,7 +82,13 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	converters, err := server.Converters(cfg)
+	if err != nil {
+		return err
+	}
 	rt := router.New(router.Options{
+		Converter:      converters,
+		Codec:          toolctx.Codec{MaxBytes: cfg.Context.MaxBytes},
 		GracePeriod:    cfg.Registry.GracePeriod.D(),
 		DefaultTimeout: cfg.Router.DefaultToolTimeout.D(),
 		EjectAfter:     cfg.Router.EjectAfterFailures,

@@ -28,7 +28,7 @@ func main() {
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("toolworker", flag.ContinueOnError)
-	groups := fs.String("groups", "math", "comma-separated built-in groups to serve: "+strings.Join(groupNames(), ", "))
+	groups := fs.String("groups", "math", "comma-separated built-in groups to serve: "+strings.Join(groupNames(), ", ")+", or echo_<name> (shows the context it receives)")
 	listen := fs.String("listen", "127.0.0.1:0", "address to serve ToolWorkerService on")
 	advertise := fs.String("advertise", "", "address the orchestrator dials (default: the listen address)")
 	orchestrator := fs.String("orchestrator", "127.0.0.1:7070", "orchestrator address (ToolRegistryService)")
@@ -54,15 +54,13 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	available := builtin.Groups()
 	var gs []worker.Group
 	for _, name := range strings.Split(*groups, ",") {
 		name = strings.TrimSpace(name)
-		mk, ok := available[name]
+		g, ok := builtin.Group(name)
 		if !ok {
-			return fmt.Errorf("-groups: unknown group %q (available: %s)", name, strings.Join(groupNames(), ", "))
+			return fmt.Errorf("-groups: unknown group %q (available: %s, echo_<name>)", name, strings.Join(groupNames(), ", "))
 		}
-		g := mk()
 		if *delay > 0 {
 			g.Tools = builtin.WithDelay(*delay, g.Tools)
 		}

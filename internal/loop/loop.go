@@ -21,6 +21,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
 
 // DefaultMaxIterations is the iteration limit when none is set.
@@ -83,6 +84,9 @@ type Options struct {
 	Budget Budget
 	// Cost prices a model call; nil means calls cost nothing.
 	Cost func(model string, u llm.Usage) float64
+	// Context is the ToolCallContext every tool call of the loop receives (in its
+	// context.Context, see toolctx.FromContext), with LoopID under toolctx.LoopIDKey.
+	Context toolctx.Context
 	// RunID and LoopID identify the loop's tool calls to the tools.
 	RunID, LoopID string
 	// NotFound handles unknown tool names. Default: NewAutoCorrection(). It must be a fresh
@@ -357,6 +361,8 @@ func (l *state) runBatch(ctx context.Context, iter int, calls []llm.ToolCall) ([
 // call runs one tool call and reports it.
 func (l *state) call(ctx context.Context, iter int, c llm.ToolCall, t tool.Tool, args string) outcome {
 	ctx = tool.WithCallInfo(ctx, tool.CallInfo{RunID: l.opts.RunID, LoopID: l.opts.LoopID, CallID: c.ID})
+	// Every call of the loop gets the same context, stamped with this loop's id.
+	ctx = toolctx.NewContext(ctx, l.opts.Context.WithLoopID(l.opts.LoopID))
 	ctx, dispatch := tool.WithDispatch(ctx)
 	start := time.Now()
 	res, err := safeCall(ctx, t, args)

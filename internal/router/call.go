@@ -9,10 +9,12 @@ import (
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/toolctx"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
 
@@ -60,6 +62,23 @@ func (r *Router) invoke(ctx context.Context, t *remoteTool, input string) tool.R
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+
+	// The ToolCallContext leaves the orchestrator only through the group's converter, as
+	// metadata; the loop id travels in its own field, whatever the converter keeps.
+	out := r.opts.Converter(t.group).Convert(toolctx.FromContext(ctx).WithoutReserved())
+	md, err := r.opts.Codec.Encode(out)
+	if err != nil {
+		return tool.ErrorWithCode(tool.CodeInvalidArguments, fmt.Sprintf("the call's context cannot be sent to group '%s': %v", t.group, err))
+	}
+	if len(md) > 0 {
+		kv := make([]string, 0, 2*len(md))
+		for k, vs := range md {
+			for _, v := range vs {
+				kv = append(kv, k, v)
+			}
+		}
+		ctx = metadata.AppendToOutgoingContext(ctx, kv...)
+	}
 
 	info, _ := tool.CallInfoFrom(ctx)
 	req := &toolpb.InvokeRequest{

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/toolctx"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
 
@@ -50,6 +51,11 @@ type Options struct {
 	// include DialOptions(): without their stats handler the router cannot prove that a
 	// failed call never left, and so never fails such a call over.
 	Dial func(address string) (*grpc.ClientConn, error)
+	// Converter returns the converter that decides which ToolCallContext entries reach the
+	// workers of a group. Default: pass-through for every group.
+	Converter func(group string) toolctx.Converter
+	// Codec encodes the context as metadata; its MaxBytes bounds it (default 8 KiB).
+	Codec toolctx.Codec
 	// Logger receives the router's logs. Default: slog.Default().
 	Logger *slog.Logger
 }
@@ -72,6 +78,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Dial == nil {
 		o.Dial = Dial
+	}
+	if o.Converter == nil {
+		o.Converter = func(string) toolctx.Converter { return toolctx.PassThrough() }
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -20,6 +20,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/loop"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/toolctx"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
 
@@ -41,6 +42,19 @@ func (o *orchestratorServer) Run(req *toolpb.RunRequest, stream toolpb.Orchestra
 	tools, fe := s.resolveTools(req)
 	if fe != nil {
 		return fe.status()
+	}
+	// The interaction level wins over the run level (the seed's merge table).
+	bag := toolctx.Effective(toolctx.FromMap(req.GetContext()), toolctx.FromMap(req.GetInteractionContext()))
+	if err := (toolctx.Codec{MaxBytes: s.cfg.Context.MaxBytes}).Check(bag); err != nil {
+		var tl *toolctx.TooLargeError
+		if errors.As(err, &tl) {
+			field := "context"
+			if _, ok := req.GetInteractionContext()[tl.LargestKey]; ok {
+				field = "interaction_context"
+			}
+			return invalid(fmt.Sprintf("%s[%q]", field, tl.LargestKey), "%v", err).status()
+		}
+		return invalid("context", "%v", err).status()
 	}
 	var outputSchema *loop.OutputSchema
 	if js := req.GetOutputSchemaJson(); js != "" {
@@ -103,6 +117,7 @@ func (o *orchestratorServer) Run(req *toolpb.RunRequest, stream toolpb.Orchestra
 		MaxParallel:     maxPar,
 		EmptyRetries:    s.cfg.Loop.EmptyResponseRetries,
 		OutputSchema:    outputSchema,
+		Context:         bag,
 		Budget:          loop.Budget{MaxTokens: req.GetLimits().GetMaxTokens(), MaxCostUSD: req.GetLimits().GetMaxCostUsd()},
 		Cost:            s.cost,
 		RunID:           runID,
@@ -190,8 +205,12 @@ func (s *Server) resolveTools(req *toolpb.RunRequest) ([]tool.Tool, *fieldError)
 		add(t)
 	}
 	out := make([]tool.Tool, 0, len(byName))
-	for _, t := range byName {
-		out = append(out, decorators.Apply(t, decorators.Default()...))
+	for name, t := range byName {
+		t = decorators.Apply(t, decorators.Default()...)
+		if tc, ok := s.cfg.Tools[name]; ok && tc.OneShot != nil {
+			t = toolctx.OneShotPerLoop(t, tc.OneShot.Advice)
+		}
+		out = append(out, t)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Definition().Name < out[j].Definition().Name })
 	return out, nil

@@ -1,12 +1,16 @@
 package server
 
 import (
+	"fmt"
+	"maps"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/toolmesh/toolmesh/pkg/toolctx"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
 
@@ -102,15 +106,21 @@ func validateRun(req *toolpb.RunRequest) *fieldError {
 	if id := req.GetRunId(); id != "" && !runIDRE.MatchString(id) {
 		return invalid("run_id", "must match %s", runIDRE)
 	}
-	for k, v := range req.GetContext() {
-		if k == "" {
-			return invalid("context", "has an empty key")
-		}
-		if !utf8.ValidString(k) {
-			return invalid("context", "key %q is not valid UTF-8", k)
-		}
-		if !utf8.ValidString(v) {
-			return invalid("context["+k+"]", "is not valid UTF-8")
+	for _, field := range []struct {
+		name string
+		m    map[string]string
+	}{{"context", req.GetContext()}, {"interaction_context", req.GetInteractionContext()}} {
+		for _, k := range slices.Sorted(maps.Keys(field.m)) {
+			switch {
+			case k == "":
+				return invalid(field.name, "has an empty key")
+			case !utf8.ValidString(k):
+				return invalid(field.name, "key %q is not valid UTF-8", k)
+			case toolctx.IsReserved(k):
+				return invalid(fmt.Sprintf("%s[%q]", field.name, k), "the key prefix %q is reserved for toolmesh", toolctx.ReservedPrefix)
+			case !utf8.ValidString(field.m[k]):
+				return invalid(fmt.Sprintf("%s[%q]", field.name, k), "is not valid UTF-8")
+			}
 		}
 	}
 	return nil

@@ -65,7 +65,7 @@ func TestValidateRunRefuses(t *testing.T) {
 		{"invalid UTF-8 system prompt", &toolpb.RunRequest{Prompt: "p", SystemPrompt: "\xc3\x28"}, "system_prompt"},
 		{"invalid UTF-8 message", &toolpb.RunRequest{Messages: []*toolpb.Message{{Role: toolpb.Role_ROLE_USER, Text: "\xff"}}}, "messages[0].text"},
 		{"invalid UTF-8 context key", &toolpb.RunRequest{Prompt: "p", Context: map[string]string{"\xff": "v"}}, "context"},
-		{"invalid UTF-8 context value", &toolpb.RunRequest{Prompt: "p", Context: map[string]string{"k": "\xff"}}, "context[k]"},
+		{"invalid UTF-8 context value", &toolpb.RunRequest{Prompt: "p", Context: map[string]string{"k": "\xff"}}, `context["k"]`},
 	}, invalidRequests...)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

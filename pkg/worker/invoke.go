@@ -4,13 +4,16 @@ import (
 	"context"
 	"fmt"
 	"runtime/debug"
+	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/toolctx"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
 
@@ -52,8 +55,15 @@ func (s *invoker) Invoke(ctx context.Context, req *toolpb.InvokeRequest) (*toolp
 	}
 	args, err := t.Definition().InputSchema.Validate(req.GetArgumentsJson())
 	if err != nil {
-		return wire.ResultToProto(tool.ErrorWithCode(tool.CodeInvalidArguments, fmt.Sprintf("invalid arguments for tool '%s': %v", req.GetTool(), err)))
+		return wire.ResultToProto(tool.ErrorWithCode(tool.CodeInvalidArguments, fmt.Sprintf("invalid arguments for tool '%s': %s", req.GetTool(), strings.TrimPrefix(err.Error(), tool.ErrInvalidArguments.Error()+": "))))
 	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	bag, err := w.codec.Decode(md)
+	if err != nil {
+		return wire.ResultToProto(tool.ErrorWithCode(tool.CodeInvalidArguments, fmt.Sprintf("the call's context cannot be read: %v", err)))
+	}
+	// The tool sees the entries its group may see plus the loop id, never anything else.
+	ctx = toolctx.NewContext(ctx, bag.WithLoopID(req.GetLoopId()))
 	ctx = tool.WithCallInfo(ctx, tool.CallInfo{RunID: req.GetRunId(), LoopID: req.GetLoopId(), CallID: req.GetCallId()})
 	res := s.call(ctx, t, args)
 	resp, err := wire.ResultToProto(res)

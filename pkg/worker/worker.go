@@ -33,6 +33,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/toolctx"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
 
@@ -84,6 +85,9 @@ type Options struct {
 	Capacity int32
 	// DrainTimeout bounds how long Run waits for calls in flight when it stops. Default 20s.
 	DrainTimeout time.Duration
+	// ContextMaxBytes bounds the ToolCallContext a call may carry (default 8 KiB, the
+	// orchestrator's default); a larger one is refused as invalid.
+	ContextMaxBytes int
 	// Version of the worker program, reported to the orchestrator.
 	Version string
 	// MinBackoff and MaxBackoff bound the jittered delay between registration attempts.
@@ -104,6 +108,7 @@ type Worker struct {
 	groups []Group
 	tools  map[string]tool.Tool
 	reg    *toolpb.Registration
+	codec  toolctx.Codec
 
 	health  *health.Server
 	server  *grpc.Server
@@ -173,6 +178,7 @@ func New(opts Options, groups ...Group) (*Worker, error) {
 		addr:      make(chan net.Addr, 1),
 		drainCh:   make(chan struct{}),
 		drainSent: make(chan struct{}),
+		codec:     toolctx.Codec{MaxBytes: opts.ContextMaxBytes},
 		idle:      make(chan struct{}),
 	}
 	if opts.Capacity > 0 {

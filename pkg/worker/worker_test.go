@@ -2,8 +2,8 @@ package worker
 
 import (
 	"context"
-	"fmt"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"

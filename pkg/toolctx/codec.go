@@ -1,0 +1,211 @@
+package toolctx
+
+import (
+	"encoding/base32"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// DefaultMaxBytes bounds the encoded size of a context when Codec.MaxBytes is zero.
+const DefaultMaxBytes = 8192
+
+// Metadata key layout: MetadataPrefix + lowercase unpadded base32 of the key + MetadataSuffix.
+const (
+	MetadataPrefix = "tm-ctx-"
+	MetadataSuffix = "-bin"
+)
+
+// entryOverhead is the per-entry cost counted on top of key and value, as HPACK does.
+const entryOverhead = 32
+
+var keyEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
+
+// ErrInvalid reports a context, or metadata, that cannot travel as a ToolCallContext.
+var ErrInvalid = errors.New("toolctx: invalid tool call context")
+
+// ErrTooLarge reports a context whose encoding is over the size limit.
+var ErrTooLarge = errors.New("toolctx: tool call context too large")
+
+// TooLargeError says how far over the limit a context is. It wraps ErrTooLarge.
+type TooLargeError struct {
+	// Size is the encoded size in bytes.
+	Size int
+	// Max is the limit.
+	Max int
+	// LargestKey is the context key of the entry with the largest encoding.
+	LargestKey string
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("tool call context is %d bytes encoded, over the %d-byte limit (largest entry: %q)",
+		e.Size, e.Max, e.LargestKey)
+}
+
+// Unwrap makes errors.Is(err, ErrTooLarge) hold.
+func (e *TooLargeError) Unwrap() error { return ErrTooLarge }
+
+// Codec carries a Context as gRPC metadata, one metadata entry per context entry.
+//
+// The encoding is lossless for any non-empty UTF-8 key and any UTF-8 value (CR, LF and
+// NUL included): the key is base32-encoded into the metadata key, which therefore only
+// holds [0-9a-z-] and can never be a gRPC reserved key (grpc-*, :authority,
+// content-type, ...), and the "-bin" suffix makes gRPC carry the value's raw bytes.
+//
+// The zero Codec is ready to use.
+type Codec struct {
+	// MaxBytes bounds the encoded size: per entry, the metadata key, the base64 of the
+	// value and 32 bytes of overhead. Zero or less means DefaultMaxBytes.
+	MaxBytes int
+}
+
+func (cd Codec) max() int {
+	if cd.MaxBytes <= 0 {
+		return DefaultMaxBytes
+	}
+	return cd.MaxBytes
+}
+
+// MetadataKey returns the metadata key that carries the context key key.
+func MetadataKey(key string) string {
+	return MetadataPrefix + strings.ToLower(keyEncoding.EncodeToString([]byte(key))) + MetadataSuffix
+}
+
+func entrySize(mdKey, value string) int {
+	return len(mdKey) + base64.StdEncoding.EncodedLen(len(value)) + entryOverhead
+}
+
+// Check validates c and its encoded size without encoding it: it fails exactly when
+// Encode fails.
+func (cd Codec) Check(c Context) error {
+	size, largest, largestSize := 0, "", -1
+	for _, k := range c.Keys() {
+		v := c.m[k]
+		if err := validEntry(k, v); err != nil {
+			return err
+		}
+		n := entrySize(MetadataKey(k), v)
+		size += n
+		if n > largestSize {
+			largest, largestSize = k, n
+		}
+	}
+	if size > cd.max() {
+		return &TooLargeError{Size: size, Max: cd.max(), LargestKey: largest}
+	}
+	return nil
+}
+
+func validEntry(k, v string) error {
+	switch {
+	case k == "":
+		return fmt.Errorf("%w: empty key", ErrInvalid)
+	case !utf8.ValidString(k):
+		return fmt.Errorf("%w: key %q is not valid UTF-8", ErrInvalid, k)
+	case !utf8.ValidString(v):
+		return fmt.Errorf("%w: value of key %q is not valid UTF-8", ErrInvalid, k)
+	}
+	return nil
+}
+
+// Encode returns the metadata that carries c; Empty gives a nil map (nothing to send).
+// Values are the raw value strings: gRPC base64-encodes "-bin" entries on the wire.
+func (cd Codec) Encode(c Context) (map[string][]string, error) {
+	if err := cd.Check(c); err != nil {
+		return nil, err
+	}
+	if c.IsEmpty() {
+		return nil, nil
+	}
+	md := make(map[string][]string, c.Len())
+	for k, v := range c.m {
+		md[MetadataKey(k)] = []string{v}
+	}
+	return md, nil
+}
+
+// Decode returns the context carried by md. It reads only keys of the form
+// MetadataPrefix…MetadataSuffix and ignores all others. A malformed key, a value that
+// is not UTF-8, a key with other than one value, two metadata keys for one context
+// key, or a size over the limit is an error.
+func (cd Codec) Decode(md map[string][]string) (Context, error) {
+	var mdKeys []string
+	for k := range md {
+		if isContextKey(k) {
+			mdKeys = append(mdKeys, k)
+		}
+	}
+	if len(mdKeys) == 0 {
+		return Empty, nil
+	}
+	slices.Sort(mdKeys) // the same metadata gives the same error
+
+	size, largest, largestSize := 0, "", -1
+	for _, k := range mdKeys {
+		n := len(k) + entryOverhead
+		for _, v := range md[k] {
+			n += base64.StdEncoding.EncodedLen(len(v))
+		}
+		size += n
+		if n > largestSize {
+			largest, largestSize = k, n
+		}
+	}
+	if size > cd.max() {
+		if key, err := decodeKey(largest); err == nil {
+			largest = key
+		}
+		return Empty, &TooLargeError{Size: size, Max: cd.max(), LargestKey: largest}
+	}
+
+	m := make(map[string]string, len(mdKeys))
+	for _, mk := range mdKeys {
+		key, err := decodeKey(mk)
+		if err != nil {
+			return Empty, err
+		}
+		vs := md[mk]
+		if len(vs) != 1 {
+			return Empty, fmt.Errorf("%w: metadata key %q (context key %q) has %d values, want 1", ErrInvalid, mk, key, len(vs))
+		}
+		if !utf8.ValidString(vs[0]) {
+			return Empty, fmt.Errorf("%w: value of key %q is not valid UTF-8", ErrInvalid, key)
+		}
+		if _, dup := m[key]; dup { // unreachable while decodeKey insists on the canonical form
+			return Empty, fmt.Errorf("%w: key %q is carried twice", ErrInvalid, key)
+		}
+		m[key] = vs[0]
+	}
+	return Context{m: m}, nil
+}
+
+func isContextKey(mdKey string) bool {
+	return len(mdKey) >= len(MetadataPrefix)+len(MetadataSuffix) &&
+		strings.HasPrefix(mdKey, MetadataPrefix) && strings.HasSuffix(mdKey, MetadataSuffix)
+}
+
+// decodeKey returns the context key in a metadata key. It accepts only the form
+// MetadataKey produces, so that one context key has exactly one metadata key.
+func decodeKey(mdKey string) (string, error) {
+	enc := mdKey[len(MetadataPrefix) : len(mdKey)-len(MetadataSuffix)]
+	for _, r := range enc {
+		if (r < 'a' || r > 'z') && (r < '2' || r > '7') {
+			return "", fmt.Errorf("%w: metadata key %q: %q is not lowercase base32", ErrInvalid, mdKey, enc)
+		}
+	}
+	raw, err := keyEncoding.DecodeString(strings.ToUpper(enc))
+	if err != nil || strings.ToLower(keyEncoding.EncodeToString(raw)) != enc {
+		return "", fmt.Errorf("%w: metadata key %q: %q is not canonical unpadded base32", ErrInvalid, mdKey, enc)
+	}
+	key := string(raw)
+	switch {
+	case key == "":
+		return "", fmt.Errorf("%w: metadata key %q carries an empty key", ErrInvalid, mdKey)
+	case !utf8.ValidString(key):
+		return "", fmt.Errorf("%w: metadata key %q carries key %q, which is not valid UTF-8", ErrInvalid, mdKey, key)
+	}
+	return key, nil
+}

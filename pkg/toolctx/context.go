@@ -1,0 +1,234 @@
+// Package toolctx owns the ToolCallContext: the out-of-band string→string bag (tenant
+// ids, correlation ids, credentials) that travels with every tool call and that the
+// model never sees. It also owns what crosses a process boundary: the converters that
+// decide which entries leave the orchestrator, the lossless codec to gRPC metadata, and
+// the per-loop memo behind OneShotPerLoop.
+//
+// Worker authors read the bag in a tool function with FromContext(ctx). Embedders build
+// bags with Of or FromMap and merge run and interaction levels with Effective.
+//
+// The package imports only pkg/tool and the standard library. It must not import gRPC:
+// metadata is a map[string][]string, which is what grpc's metadata.MD is, so callers
+// convert with a plain type conversion.
+package toolctx
+
+import (
+	"context"
+	"errors"
+	"iter"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// LoopIDKey is the reserved key of the loop id the orchestrator stamps on every tool
+// loop. LoopMemo and OneShotPerLoop key on it.
+const LoopIDKey = "toolmesh.loop_id"
+
+// ReservedPrefix starts every key toolmesh itself sets. Converters never forward such
+// keys: the loop id crosses a process boundary in its own request field.
+const ReservedPrefix = "toolmesh."
+
+// IsReserved reports whether key belongs to toolmesh (starts with ReservedPrefix).
+func IsReserved(key string) bool { return strings.HasPrefix(key, ReservedPrefix) }
+
+// Context is an immutable string-keyed bag. It is a value: copy it freely and read it
+// from any goroutine. The zero value is Empty. Compare with Equal (go-cmp uses it).
+type Context struct {
+	m map[string]string // nil when empty; never modified once built
+}
+
+// Empty is the context with no entries; it equals the zero Context.
+var Empty Context
+
+// Of builds a context from key, value pairs. A later pair wins over an earlier one with
+// the same key. An odd number of arguments is an error; no arguments give Empty.
+func Of(kv ...string) (Context, error) {
+	if len(kv)%2 != 0 {
+		return Empty, errors.New("toolctx: Of needs key, value pairs, got an odd number of arguments")
+	}
+	if len(kv) == 0 {
+		return Empty, nil
+	}
+	m := make(map[string]string, len(kv)/2)
+	for i := 0; i < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return Context{m: m}, nil
+}
+
+// MustOf is Of for literal pairs: it panics on an odd number of arguments.
+func MustOf(kv ...string) Context {
+	c, err := Of(kv...)
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+// FromMap returns a context holding a copy of m; later changes to m do not show.
+func FromMap(m map[string]string) Context {
+	if len(m) == 0 {
+		return Empty
+	}
+	return Context{m: maps.Clone(m)}
+}
+
+// Get returns the value of key and whether it is present.
+func (c Context) Get(key string) (string, bool) {
+	v, ok := c.m[key]
+	return v, ok
+}
+
+// GetOr returns the value of key, or def when key is absent.
+func (c Context) GetOr(key, def string) string {
+	if v, ok := c.m[key]; ok {
+		return v
+	}
+	return def
+}
+
+// Contains reports whether key is present.
+func (c Context) Contains(key string) bool {
+	_, ok := c.m[key]
+	return ok
+}
+
+// Len is the number of entries.
+func (c Context) Len() int { return len(c.m) }
+
+// IsEmpty reports whether the context has no entries.
+func (c Context) IsEmpty() bool { return len(c.m) == 0 }
+
+// Keys returns the keys in sorted order.
+func (c Context) Keys() []string { return slices.Sorted(maps.Keys(c.m)) }
+
+// All yields the entries in key order.
+func (c Context) All() iter.Seq2[string, string] {
+	return func(yield func(string, string) bool) {
+		for _, k := range c.Keys() {
+			if !yield(k, c.m[k]) {
+				return
+			}
+		}
+	}
+}
+
+// Map returns a copy of the entries; changing it does not change c. It is never nil.
+func (c Context) Map() map[string]string {
+	m := make(map[string]string, len(c.m))
+	maps.Copy(m, c.m)
+	return m
+}
+
+// Merge returns c with other's entries added; other wins on a key both hold.
+// c.Merge(Empty) is c and Empty.Merge(other) is other.
+func (c Context) Merge(other Context) Context {
+	if other.IsEmpty() {
+		return c
+	}
+	if c.IsEmpty() {
+		return other
+	}
+	m := maps.Clone(c.m)
+	maps.Copy(m, other.m)
+	return Context{m: m}
+}
+
+// Effective is the context every tool call of a loop receives: the run level merged
+// with the interaction level, the interaction level winning on a key both hold.
+func Effective(run, interaction Context) Context { return run.Merge(interaction) }
+
+// With returns c with key set to value.
+func (c Context) With(key, value string) Context {
+	m := make(map[string]string, len(c.m)+1)
+	maps.Copy(m, c.m)
+	m[key] = value
+	return Context{m: m}
+}
+
+// Without returns c without the given keys.
+func (c Context) Without(keys ...string) Context {
+	if !slices.ContainsFunc(keys, c.Contains) {
+		return c
+	}
+	m := maps.Clone(c.m)
+	for _, k := range keys {
+		delete(m, k)
+	}
+	return normalize(m)
+}
+
+// WithoutReserved returns c without the keys that start with ReservedPrefix.
+func (c Context) WithoutReserved() Context {
+	return c.filter(func(k string) bool { return !IsReserved(k) })
+}
+
+// filter returns the entries whose key keep accepts; c itself when it keeps them all.
+func (c Context) filter(keep func(string) bool) Context {
+	var m map[string]string
+	for k, v := range c.m {
+		if keep(k) {
+			if m == nil {
+				m = make(map[string]string, len(c.m))
+			}
+			m[k] = v
+		}
+	}
+	if len(m) == len(c.m) {
+		return c
+	}
+	return Context{m: m}
+}
+
+// Equal reports whether c and o hold the same entries.
+func (c Context) Equal(o Context) bool { return maps.Equal(c.m, o.m) }
+
+// String renders the entries in key order: ToolCallContext({k1=v1, k2=v2}).
+// Values are not redacted: do not log a context that holds credentials.
+func (c Context) String() string {
+	var b strings.Builder
+	b.WriteString("ToolCallContext({")
+	for i, k := range c.Keys() {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(c.m[k])
+	}
+	b.WriteString("})")
+	return b.String()
+}
+
+// LoopID returns the loop id under LoopIDKey, or "" when there is none.
+func (c Context) LoopID() string { return c.m[LoopIDKey] }
+
+// WithLoopID returns c with the loop id set; an empty id removes it, so that a worker
+// can overwrite whatever a caller sent with the id of its request field.
+func (c Context) WithLoopID(id string) Context {
+	if id == "" {
+		return c.Without(LoopIDKey)
+	}
+	return c.With(LoopIDKey, id)
+}
+
+func normalize(m map[string]string) Context {
+	if len(m) == 0 {
+		return Empty
+	}
+	return Context{m: m}
+}
+
+type contextKey struct{}
+
+// NewContext returns ctx carrying c; tool functions read it back with FromContext.
+func NewContext(ctx context.Context, c Context) context.Context {
+	return context.WithValue(ctx, contextKey{}, c)
+}
+
+// FromContext returns the context carried by ctx, or Empty when there is none.
+func FromContext(ctx context.Context) Context {
+	c, _ := ctx.Value(contextKey{}).(Context)
+	return c
+}

@@ -1,0 +1,185 @@
+package toolctx
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Converter decides which entries of a context leave the orchestrator for a tool
+// group: to a worker as gRPC metadata, to an MCP server as _meta. toolmesh applies the
+// group's converter before every call that leaves the process.
+//
+// Converters never see or emit keys under ReservedPrefix: the loop id travels in its
+// own request field. The converters of this package strip such keys from their input
+// and their output; an implementation of your own should be wrapped in Secured (or
+// ConverterFunc) to get the same guarantee.
+type Converter interface {
+	Convert(Context) Context
+}
+
+// ConverterFunc is a custom converter: it may drop, rename or compute entries, or
+// return Empty. It receives the whole context except reserved keys, and reserved keys
+// it returns are dropped.
+type ConverterFunc func(Context) Context
+
+// Convert calls f on c without reserved keys and drops reserved keys from the result.
+func (f ConverterFunc) Convert(c Context) Context {
+	return f(c.WithoutReserved()).WithoutReserved()
+}
+
+func (f ConverterFunc) String() string { return "custom" }
+
+var (
+	_ Converter = ConverterFunc(nil)
+	_ Converter = passThrough{}
+	_ Converter = none{}
+	_ Converter = (*allowKeys)(nil)
+	_ Converter = (*denyKeys)(nil)
+	_ Converter = (*secured)(nil)
+)
+
+// PassThrough forwards every entry. It is the default converter.
+func PassThrough() Converter { return passThrough{} }
+
+type passThrough struct{}
+
+func (passThrough) Convert(c Context) Context { return c.WithoutReserved() }
+func (passThrough) String() string            { return KindPassThrough }
+
+// None forwards nothing.
+func None() Converter { return none{} }
+
+type none struct{}
+
+func (none) Convert(Context) Context { return Empty }
+func (none) String() string          { return KindNone }
+
+// AllowKeys forwards only the listed keys. It is the only converter that can forward a
+// key of Secured's secret list: by listing it.
+func AllowKeys(keys ...string) Converter { return &allowKeys{keys: slices.Clone(keys)} }
+
+type allowKeys struct{ keys []string }
+
+func (a *allowKeys) Convert(c Context) Context {
+	return c.filter(func(k string) bool { return !IsReserved(k) && slices.Contains(a.keys, k) })
+}
+
+func (a *allowKeys) String() string { return describe(KindAllowKeys, a.keys) }
+
+func (a *allowKeys) allows(key string) bool { return slices.Contains(a.keys, key) }
+
+// DenyKeys forwards every entry except the listed keys.
+func DenyKeys(keys ...string) Converter { return &denyKeys{keys: slices.Clone(keys)} }
+
+type denyKeys struct{ keys []string }
+
+func (d *denyKeys) Convert(c Context) Context {
+	return c.filter(func(k string) bool { return !IsReserved(k) && !slices.Contains(d.keys, k) })
+}
+
+func (d *denyKeys) String() string { return describe(KindDenyKeys, d.keys) }
+
+// explicitAllower is a converter that lists the keys it forwards.
+type explicitAllower interface {
+	allows(key string) bool
+}
+
+// Secured returns conv with a secret list: a key matching a secret (case-insensitively,
+// so that "Authorization" also covers "authorization") never leaves, unless conv is an
+// AllowKeys converter (possibly under other Secured layers) that lists that exact key.
+// Pass-through, deny-keys and custom functions never forward a secret, even one a
+// custom function adds itself. A nil conv means PassThrough.
+func Secured(conv Converter, secrets ...string) Converter {
+	if conv == nil {
+		conv = PassThrough()
+	}
+	return &secured{conv: conv, secrets: slices.Clone(secrets)}
+}
+
+type secured struct {
+	conv    Converter
+	secrets []string
+}
+
+func (s *secured) Convert(c Context) Context {
+	out := s.conv.Convert(c.WithoutReserved())
+	allow, _ := s.conv.(explicitAllower)
+	return out.filter(func(k string) bool {
+		if IsReserved(k) {
+			return false
+		}
+		if !s.isSecret(k) {
+			return true
+		}
+		return allow != nil && allow.allows(k)
+	})
+}
+
+func (s *secured) isSecret(key string) bool {
+	return slices.ContainsFunc(s.secrets, func(secret string) bool { return strings.EqualFold(secret, key) })
+}
+
+func (s *secured) allows(key string) bool {
+	a, ok := s.conv.(explicitAllower)
+	return ok && a.allows(key)
+}
+
+func (s *secured) String() string {
+	return fmt.Sprintf("secured(%v, secrets: %s)", s.conv, strings.Join(s.secrets, ", "))
+}
+
+func describe(kind string, keys []string) string {
+	return kind + "(" + strings.Join(keys, ", ") + ")"
+}
+
+// Converter kinds accepted by ParseConverter.
+const (
+	KindPassThrough = "pass-through"
+	KindNone        = "none"
+	KindAllowKeys   = "allow-keys"
+	KindDenyKeys    = "deny-keys"
+)
+
+// ErrInvalidConverter reports a converter configuration ParseConverter rejects.
+var ErrInvalidConverter = errors.New("toolctx: invalid converter")
+
+// ParseConverter builds a converter from configuration. kind is one of "pass-through"
+// (also the empty string: the default), "none", "allow-keys" and "deny-keys".
+// pass-through and none take no keys; allow-keys and deny-keys take any number (an
+// allow-keys with no keys forwards nothing). Keys must be non-empty, distinct and not
+// reserved.
+func ParseConverter(kind string, keys []string) (Converter, error) {
+	switch kind {
+	case "", KindPassThrough, KindNone:
+		if len(keys) > 0 {
+			if kind == "" {
+				kind = KindPassThrough
+			}
+			return nil, fmt.Errorf("%w: %q takes no keys, got %d (%s)", ErrInvalidConverter, kind, len(keys), strings.Join(keys, ", "))
+		}
+		if kind == KindNone {
+			return None(), nil
+		}
+		return PassThrough(), nil
+	case KindAllowKeys, KindDenyKeys:
+		for i, k := range keys {
+			switch {
+			case k == "":
+				return nil, fmt.Errorf("%w: %q: key %d is empty", ErrInvalidConverter, kind, i)
+			case IsReserved(k):
+				return nil, fmt.Errorf("%w: %q: key %q is reserved (prefix %q); it never crosses a process boundary", ErrInvalidConverter, kind, k, ReservedPrefix)
+			case slices.Contains(keys[:i], k):
+				return nil, fmt.Errorf("%w: %q: key %q is listed twice", ErrInvalidConverter, kind, k)
+			}
+		}
+		if kind == KindAllowKeys {
+			return AllowKeys(keys...), nil
+		}
+		return DenyKeys(keys...), nil
+	default:
+		return nil, fmt.Errorf("%w: unknown kind %q (want %q, %q, %q or %q)", ErrInvalidConverter, kind,
+			KindPassThrough, KindNone, KindAllowKeys, KindDenyKeys)
+	}
+}

@@ -1,0 +1,256 @@
+package toolctx_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/toolmesh/toolmesh/pkg/toolctx"
+)
+
+var full = toolctx.MustOf("tenantId", "acme", "correlationId", "c-1", "locale", "en", "authToken", "xyz")
+
+func TestConverters(t *testing.T) {
+	var seen toolctx.Context
+	tests := []struct {
+		name string
+		conv toolctx.Converter
+		in   toolctx.Context
+		want toolctx.Context
+	}{
+		{"pass-through forwards all", toolctx.PassThrough(), full, full},
+		{"pass-through of Empty is Empty", toolctx.PassThrough(), toolctx.Empty, toolctx.Empty},
+		{"none suppresses all", toolctx.None(), full, toolctx.Empty},
+		{"none of Empty is Empty", toolctx.None(), toolctx.Empty, toolctx.Empty},
+		{"allow-keys keeps only allowed", toolctx.AllowKeys("tenantId", "locale", "absent"), full,
+			toolctx.MustOf("tenantId", "acme", "locale", "en")},
+		{"allow-keys single key", toolctx.AllowKeys("tenantId"), full, toolctx.MustOf("tenantId", "acme")},
+		{"allow-keys without a match is Empty", toolctx.AllowKeys("absent"), full, toolctx.Empty},
+		{"allow-keys of Empty is Empty", toolctx.AllowKeys("tenantId"), toolctx.Empty, toolctx.Empty},
+		{"allow-keys with no keys is none", toolctx.AllowKeys(), full, toolctx.Empty},
+		{"deny-keys removes denied", toolctx.DenyKeys("authToken", "absent"), full,
+			toolctx.MustOf("tenantId", "acme", "correlationId", "c-1", "locale", "en")},
+		{"deny-keys without a match forwards all", toolctx.DenyKeys("absent"), full, full},
+		{"deny-keys of Empty is Empty", toolctx.DenyKeys("authToken"), toolctx.Empty, toolctx.Empty},
+		{"deny-keys denying every key is Empty", toolctx.DenyKeys(full.Keys()...), full, toolctx.Empty},
+		{"custom function transforms", toolctx.ConverterFunc(func(c toolctx.Context) toolctx.Context {
+			return toolctx.MustOf("tenant", strings.ToUpper(c.GetOr("tenantId", "")))
+		}), full, toolctx.MustOf("tenant", "ACME")},
+		{"custom function may return Empty", toolctx.ConverterFunc(func(toolctx.Context) toolctx.Context {
+			return toolctx.Empty
+		}), full, toolctx.Empty},
+		{"custom function receives the full context", toolctx.ConverterFunc(func(c toolctx.Context) toolctx.Context {
+			seen = c
+			return c
+		}), full, full},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tt.conv.Convert(tt.in)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("%v.Convert(%v) (-want +got):\n%s", tt.conv, tt.in, diff)
+			}
+		})
+	}
+	if diff := cmp.Diff(full, seen); diff != "" {
+		t.Errorf("custom function saw (-want +got):\n%s", diff)
+	}
+}
+
+func TestConvertersDoNotChangeTheirInput(t *testing.T) {
+	in := full.WithLoopID("loop-1")
+	before := in.Map()
+	for _, conv := range []toolctx.Converter{
+		toolctx.PassThrough(), toolctx.None(), toolctx.AllowKeys("tenantId"), toolctx.DenyKeys("tenantId"),
+		toolctx.Secured(toolctx.PassThrough(), "authToken"),
+		toolctx.ConverterFunc(func(c toolctx.Context) toolctx.Context { return c.With("tenantId", "x") }),
+	} {
+		conv.Convert(in)
+		if diff := cmp.Diff(before, in.Map()); diff != "" {
+			t.Errorf("%v changed its input:\n%s", conv, diff)
+		}
+	}
+}
+
+func TestAllowEqualsDenyOfComplement(t *testing.T) {
+	keys := full.Keys()
+	for i := range 1 << len(keys) {
+		var allowed, denied []string
+		for j, k := range keys {
+			if i&(1<<j) != 0 {
+				allowed = append(allowed, k)
+			} else {
+				denied = append(denied, k)
+			}
+		}
+		a := toolctx.AllowKeys(allowed...).Convert(full)
+		d := toolctx.DenyKeys(denied...).Convert(full)
+		if diff := cmp.Diff(a, d); diff != "" {
+			t.Errorf("allow%v != deny%v (-allow +deny):\n%s", allowed, denied, diff)
+		}
+	}
+}
+
+func TestReservedKeysNeverCross(t *testing.T) {
+	in := full.WithLoopID("loop-1").With("toolmesh.other", "x")
+	var seen toolctx.Context
+	for _, conv := range []toolctx.Converter{
+		toolctx.PassThrough(),
+		toolctx.AllowKeys(toolctx.LoopIDKey, "toolmesh.other", "tenantId"),
+		toolctx.DenyKeys("authToken"),
+		toolctx.Secured(toolctx.AllowKeys(toolctx.LoopIDKey, "tenantId"), toolctx.LoopIDKey),
+		toolctx.ConverterFunc(func(c toolctx.Context) toolctx.Context {
+			seen = c
+			return c.WithLoopID("forged").With("toolmesh.injected", "y")
+		}),
+		toolctx.Secured(ownConverter{}),
+	} {
+		out := conv.Convert(in)
+		for _, k := range out.Keys() {
+			if toolctx.IsReserved(k) {
+				t.Errorf("%v forwarded reserved key %q", conv, k)
+			}
+		}
+		if out.IsEmpty() {
+			t.Errorf("%v forwarded nothing", conv)
+		}
+	}
+	if diff := cmp.Diff(full, seen); diff != "" {
+		t.Errorf("a custom function saw reserved keys (-want +got):\n%s", diff)
+	}
+}
+
+// ownConverter is a Converter that does not strip reserved keys itself.
+type ownConverter struct{}
+
+func (ownConverter) Convert(c toolctx.Context) toolctx.Context { return c.WithLoopID("forged") }
+
+func TestSecured(t *testing.T) {
+	const secret = "authToken"
+	tests := []struct {
+		name string
+		conv toolctx.Converter
+		want toolctx.Context
+	}{
+		{"pass-through drops the secret", toolctx.Secured(toolctx.PassThrough(), secret),
+			full.Without(secret)},
+		{"nil means pass-through", toolctx.Secured(nil, secret), full.Without(secret)},
+		{"deny-keys drops the secret", toolctx.Secured(toolctx.DenyKeys("locale"), secret),
+			full.Without(secret, "locale")},
+		{"allow-keys without the secret drops it", toolctx.Secured(toolctx.AllowKeys("tenantId"), secret),
+			toolctx.MustOf("tenantId", "acme")},
+		{"allow-keys listing the secret forwards it", toolctx.Secured(toolctx.AllowKeys("tenantId", secret), secret),
+			toolctx.MustOf("tenantId", "acme", secret, "xyz")},
+		{"nested Secured keeps an explicit allow", toolctx.Secured(toolctx.Secured(toolctx.AllowKeys(secret), secret), secret, "locale"),
+			toolctx.MustOf(secret, "xyz")},
+		{"a custom function cannot add the secret back", toolctx.Secured(toolctx.ConverterFunc(func(c toolctx.Context) toolctx.Context {
+			return c.With(secret, "re-added").With("AUTHTOKEN", "case-folded")
+		}), secret), full.Without(secret)},
+		{"secrets match case-insensitively", toolctx.Secured(toolctx.PassThrough(), "AUTHTOKEN"), full.Without(secret)},
+		{"an explicit allow is exact", toolctx.Secured(toolctx.AllowKeys("AuthToken", "tenantId"), secret),
+			toolctx.MustOf("tenantId", "acme")},
+		{"no secrets only strips reserved keys", toolctx.Secured(toolctx.PassThrough()), full},
+		{"none stays none", toolctx.Secured(toolctx.None(), secret), toolctx.Empty},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tt.conv.Convert(full.WithLoopID("loop-1"))
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("%v (-want +got):\n%s", tt.conv, diff)
+			}
+		})
+	}
+}
+
+func TestConverterStrings(t *testing.T) {
+	tests := []struct {
+		conv toolctx.Converter
+		want string
+	}{
+		{toolctx.PassThrough(), "pass-through"},
+		{toolctx.None(), "none"},
+		{toolctx.AllowKeys("a", "b"), "allow-keys(a, b)"},
+		{toolctx.DenyKeys("a"), "deny-keys(a)"},
+		{toolctx.Secured(nil, "a", "b"), "secured(pass-through, secrets: a, b)"},
+		{toolctx.ConverterFunc(nil), "custom"},
+	}
+	for _, tt := range tests {
+		if got := fmt.Sprint(tt.conv); got != tt.want {
+			t.Errorf("String() = %q, want %q", got, tt.want)
+		}
+	}
+}
+
+func TestParseConverter(t *testing.T) {
+	tests := []struct {
+		kind string
+		keys []string
+		want string // String of the converter
+	}{
+		{"", nil, "pass-through"},
+		{"pass-through", nil, "pass-through"},
+		{"pass-through", []string{}, "pass-through"},
+		{"none", nil, "none"},
+		{"allow-keys", []string{"tenantId", "locale"}, "allow-keys(tenantId, locale)"},
+		{"allow-keys", nil, "allow-keys()"},
+		{"deny-keys", []string{"authToken"}, "deny-keys(authToken)"},
+		{"deny-keys", nil, "deny-keys()"},
+	}
+	for _, tt := range tests {
+		conv, err := toolctx.ParseConverter(tt.kind, tt.keys)
+		if err != nil {
+			t.Errorf("ParseConverter(%q, %q): %v", tt.kind, tt.keys, err)
+			continue
+		}
+		if got := fmt.Sprint(conv); got != tt.want {
+			t.Errorf("ParseConverter(%q, %q) = %s, want %s", tt.kind, tt.keys, got, tt.want)
+		}
+	}
+	if conv, _ := toolctx.ParseConverter("allow-keys", []string{"tenantId"}); !conv.Convert(full).Equal(toolctx.MustOf("tenantId", "acme")) {
+		t.Error("a parsed allow-keys does not filter")
+	}
+}
+
+func TestParseConverterErrors(t *testing.T) {
+	tests := []struct {
+		kind    string
+		keys    []string
+		wantMsg string
+	}{
+		{"allow", []string{"a"}, `toolctx: invalid converter: unknown kind "allow" (want "pass-through", "none", "allow-keys" or "deny-keys")`},
+		{"PASS-THROUGH", nil, `unknown kind "PASS-THROUGH"`},
+		{"pass-through", []string{"a"}, `toolctx: invalid converter: "pass-through" takes no keys, got 1 (a)`},
+		{"", []string{"a", "b"}, `"pass-through" takes no keys, got 2 (a, b)`},
+		{"none", []string{"a"}, `"none" takes no keys, got 1 (a)`},
+		{"allow-keys", []string{"a", ""}, `toolctx: invalid converter: "allow-keys": key 1 is empty`},
+		{"deny-keys", []string{""}, `"deny-keys": key 0 is empty`},
+		{"allow-keys", []string{"a", "b", "a"}, `"allow-keys": key "a" is listed twice`},
+		{"allow-keys", []string{toolctx.LoopIDKey}, `"allow-keys": key "toolmesh.loop_id" is reserved (prefix "toolmesh."); it never crosses a process boundary`},
+	}
+	for _, tt := range tests {
+		conv, err := toolctx.ParseConverter(tt.kind, tt.keys)
+		if !errors.Is(err, toolctx.ErrInvalidConverter) || conv != nil {
+			t.Errorf("ParseConverter(%q, %q) = %v, %v; want ErrInvalidConverter", tt.kind, tt.keys, conv, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), tt.wantMsg) {
+			t.Errorf("ParseConverter(%q, %q) error %q does not say %q", tt.kind, tt.keys, err, tt.wantMsg)
+		}
+	}
+}
+
+func TestConverterKeysAreCopied(t *testing.T) {
+	keys := []string{"tenantId"}
+	allow, deny := toolctx.AllowKeys(keys...), toolctx.DenyKeys(keys...)
+	keys[0] = "authToken"
+	if got := allow.Convert(full).Keys(); !slices.Equal(got, []string{"tenantId"}) {
+		t.Errorf("AllowKeys follows its caller's slice: %v", got)
+	}
+	if deny.Convert(full).Contains("tenantId") {
+		t.Error("DenyKeys follows its caller's slice")
+	}
+}

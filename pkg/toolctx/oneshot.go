@@ -1,0 +1,63 @@
+package toolctx
+
+import (
+	"context"
+
+	"github.com/toolmesh/toolmesh/pkg/tool"
+)
+
+// AlreadyLoaded is the text OneShotPerLoop returns for a repeated call in a loop: the
+// model-visible contract of SPEC S4. A non-empty advice follows after one space.
+func AlreadyLoaded(name, advice string) string {
+	s := "ALREADY LOADED. The body of '" + name + "' was returned earlier in this turn" +
+		" \u2014 read it from your conversation history above. Do not call this tool again."
+	if advice != "" {
+		s += " " + advice
+	}
+	return s
+}
+
+// OneShotPerLoop wraps t so that it runs at most once per tool loop: the first call in
+// a loop delegates to t, every later call in the same loop returns the text
+// AlreadyLoaded(t's name, advice) without calling t. It keys only on the loop id, not
+// on the arguments. The loop id is FromContext(ctx).LoopID(), or else the LoopID of
+// tool.CallInfoFrom(ctx); a call without a loop id always delegates.
+//
+// A first call that fails (an error result, or a returned error) still uses up the
+// shot: the model has seen its outcome. Each wrapper remembers its own loops (a
+// LoopMemo with DefaultMaxTracked ids). Definition and Metadata are t's, and ctx
+// reaches t unchanged.
+func OneShotPerLoop(t tool.Tool, advice string) tool.Tool {
+	return &oneShot{delegate: t, advice: advice, memo: NewLoopMemo(DefaultMaxTracked)}
+}
+
+type oneShot struct {
+	delegate tool.Tool
+	advice   string
+	memo     *LoopMemo
+}
+
+var _ tool.Delegating = (*oneShot)(nil)
+
+func (o *oneShot) Definition() tool.Definition { return o.delegate.Definition() }
+
+// Metadata is the delegate's, unlike Embabel's wrapper, which drops it (toolmesh §13 Q5).
+func (o *oneShot) Metadata() tool.Metadata { return o.delegate.Metadata() }
+
+func (o *oneShot) Delegate() tool.Tool { return o.delegate }
+
+func (o *oneShot) Call(ctx context.Context, input string) (tool.Result, error) {
+	if o.memo.FirstTimeInLoop(loopID(ctx)) {
+		return o.delegate.Call(ctx, input)
+	}
+	return tool.Text(AlreadyLoaded(o.delegate.Definition().Name, o.advice)), nil
+}
+
+// loopID is the loop of the call in ctx: the bag's, else the call info's.
+func loopID(ctx context.Context) string {
+	if id := FromContext(ctx).LoopID(); id != "" {
+		return id
+	}
+	info, _ := tool.CallInfoFrom(ctx)
+	return info.LoopID
+}
