@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -108,4 +109,15 @@ func WaitWorkers(ctx context.Context, c *client.Client, ids ...string) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// FreeAddr returns a loopback address with a port that was free a moment ago, for a
+// process that must listen on a known address.
+func FreeAddr() (string, error) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	addr := lis.Addr().String()
+	return addr, lis.Close()
 }

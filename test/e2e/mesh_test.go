@@ -45,12 +45,13 @@ type mesh struct {
 }
 
 // startMesh starts an orchestrator driven by the given script (a file in testdata, or
-// "" for the built-in demo script) and no workers.
-func startMesh(t *testing.T, script string) *mesh {
+// "" for the built-in demo script) and no workers. extraConfig is YAML appended to
+// testConfig.
+func startMesh(t *testing.T, script string, extraConfig ...string) *mesh {
 	t.Helper()
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "orchestrator.yaml")
-	if err := os.WriteFile(cfgPath, []byte(testConfig), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(testConfig+strings.Join(extraConfig, "\n")), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if script != "" {

@@ -1,0 +1,254 @@
+// Package arch checks rules that hold across the code base. This file proves that every
+// tool wrapper forwards the ToolCallContext: it finds every type in the module that wraps
+// a tool (it has a Delegate method and is itself a tool), and fails when one is missing
+// from the table of constructors below or drops anything on the way to its delegate.
+package arch
+
+import (
+	"context"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/toolmesh/toolmesh/internal/builtin"
+	"github.com/toolmesh/toolmesh/internal/decorators"
+	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/toolctx"
+)
+
+// wrappers builds each wrapper type around a delegate; the key is "<dir>.<type>".
+var wrappers = map[string][]func(tool.Tool) tool.Tool{
+	"pkg/tool.wrapper": {
+		func(t tool.Tool) tool.Tool { return tool.WithName(t, "renamed") },
+		func(t tool.Tool) tool.Tool { return tool.WithDescription(t, "described") },
+		func(t tool.Tool) tool.Tool { return tool.WithNote(t, "noted") },
+		func(t tool.Tool) tool.Tool { return tool.WithDefinitionMetadata(t, map[string]string{"k": "v"}) },
+	},
+	"internal/decorators.errorMapping": {decorators.ErrorMapping},
+	"pkg/toolctx.oneShot":              {func(t tool.Tool) tool.Tool { return toolctx.OneShotPerLoop(t, "advice") }},
+	"internal/builtin.delayed": {func(t tool.Tool) tool.Tool {
+		return builtin.WithDelay(time.Millisecond, []tool.Tool{t})[0]
+	}},
+}
+
+func TestEveryWrapperIsKnown(t *testing.T) {
+	found := findWrappers(t)
+	var missing, stale []string
+	for _, w := range found {
+		if _, ok := wrappers[w]; !ok {
+			missing = append(missing, w)
+		}
+	}
+	for w := range wrappers {
+		if !contains(found, w) {
+			stale = append(stale, w)
+		}
+	}
+	if len(missing) > 0 {
+		t.Errorf("tool wrappers without a forwarding check: %v — add them to the table in this file", missing)
+	}
+	if len(stale) > 0 {
+		t.Errorf("table entries that name no wrapper type (renamed or removed?): %v", stale)
+	}
+	if len(found) < 4 {
+		t.Errorf("found only %v: the scan is broken", found)
+	}
+}
+
+type probeKey struct{}
+
+func TestEveryWrapperForwardsContext(t *testing.T) {
+	bag := toolctx.MustOf("tenantId", "acme", "Trace ID", "a\r\nb").WithLoopID("loop-1")
+	info := tool.CallInfo{RunID: "run-1", LoopID: "loop-1", CallID: "call-1"}
+	schema := tool.Params(tool.String("q", "query"))
+	for name, builds := range wrappers {
+		for i, build := range builds {
+			var got struct {
+				bag   toolctx.Context
+				info  tool.CallInfo
+				probe any
+				input string
+			}
+			probe := tool.New("probe", "probes", schema, func(ctx context.Context, input string) (tool.Result, error) {
+				got.bag = toolctx.FromContext(ctx)
+				got.info, _ = tool.CallInfoFrom(ctx)
+				got.probe = ctx.Value(probeKey{})
+				got.input = input
+				return tool.Text("ok"), nil
+			}, tool.ReturnDirect(), tool.Idempotent(), tool.Timeout(7*time.Second))
+			w := build(probe)
+			if tool.Unwrap(w) != probe {
+				t.Errorf("%s #%d does not expose its delegate", name, i)
+			}
+			if diff := cmp.Diff(probe.Metadata(), w.Metadata()); diff != "" {
+				t.Errorf("%s #%d changes metadata (-delegate +wrapper):\n%s", name, i, diff)
+			}
+			if !w.Definition().InputSchema.Equal(schema) {
+				t.Errorf("%s #%d changes the input schema", name, i)
+			}
+			ctx := toolctx.NewContext(context.Background(), bag)
+			ctx = tool.WithCallInfo(ctx, info)
+			ctx = context.WithValue(ctx, probeKey{}, "here")
+			res, err := w.Call(ctx, `{"q":"x"}`)
+			if err != nil || res.Content != "ok" {
+				t.Errorf("%s #%d: Call = %+v, %v", name, i, res, err)
+				continue
+			}
+			if !got.bag.Equal(bag) || got.info != info || got.probe != "here" || got.input != `{"q":"x"}` {
+				t.Errorf("%s #%d delivered bag %v, info %+v, value %v, input %q", name, i, got.bag, got.info, got.probe, got.input)
+			}
+		}
+	}
+}
+
+// findWrappers parses the module's non-test Go files and returns the types that have a
+// Delegate method (directly or through an embedded type of their package) and are tools
+// (they have a Call method, or embed a tool).
+func findWrappers(t *testing.T) []string {
+	t.Helper()
+	root := moduleRoot(t)
+	type info struct {
+		methods    map[string]bool
+		embeds     []string
+		embedsTool bool
+	}
+	var out []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		if name := d.Name(); strings.HasPrefix(name, ".") || name == "testdata" || name == "bin" {
+			return filepath.SkipDir
+		}
+		fset := token.NewFileSet()
+		pkgs, err := parser.ParseDir(fset, path, func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		for _, pkg := range pkgs {
+			types := map[string]*info{}
+			get := func(n string) *info {
+				if types[n] == nil {
+					types[n] = &info{methods: map[string]bool{}}
+				}
+				return types[n]
+			}
+			for _, f := range pkg.Files {
+				for _, decl := range f.Decls {
+					switch d := decl.(type) {
+					case *ast.FuncDecl:
+						if d.Recv == nil || len(d.Recv.List) == 0 {
+							continue
+						}
+						rt := d.Recv.List[0].Type
+						if s, ok := rt.(*ast.StarExpr); ok {
+							rt = s.X
+						}
+						if id, ok := rt.(*ast.Ident); ok {
+							get(id.Name).methods[d.Name.Name] = true
+						}
+					case *ast.GenDecl:
+						for _, spec := range d.Specs {
+							ts, ok := spec.(*ast.TypeSpec)
+							if !ok {
+								continue
+							}
+							st, ok := ts.Type.(*ast.StructType)
+							if !ok {
+								continue
+							}
+							ti := get(ts.Name.Name)
+							for _, field := range st.Fields.List {
+								if len(field.Names) > 0 {
+									continue
+								}
+								ft := field.Type
+								if s, ok := ft.(*ast.StarExpr); ok {
+									ft = s.X
+								}
+								switch x := ft.(type) {
+								case *ast.Ident:
+									if x.Name == "Tool" {
+										ti.embedsTool = true
+									}
+									ti.embeds = append(ti.embeds, x.Name)
+								case *ast.SelectorExpr:
+									if x.Sel.Name == "Tool" {
+										ti.embedsTool = true
+									}
+								}
+							}
+						}
+					}
+				}
+			}
+			var has func(n, m string, depth int) bool
+			has = func(n, m string, depth int) bool {
+				ti := types[n]
+				if ti == nil || depth > 5 {
+					return false
+				}
+				if ti.methods[m] {
+					return true
+				}
+				for _, e := range ti.embeds {
+					if has(e, m, depth+1) {
+						return true
+					}
+				}
+				return false
+			}
+			for n, ti := range types {
+				if has(n, "Delegate", 0) && (has(n, "Call", 0) || ti.embedsTool) {
+					out = append(out, filepath.ToSlash(rel)+"."+n)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("go.mod not found")
+		}
+		dir = parent
+	}
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
