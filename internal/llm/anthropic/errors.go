@@ -1,0 +1,166 @@
+package anthropic
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+
+	"github.com/toolmesh/toolmesh/internal/llm"
+)
+
+// failure is a failed attempt: the error to report, and whether another attempt may help.
+type failure struct {
+	err   *llm.ProviderError
+	retry bool
+}
+
+func networkFailure(err error) *failure {
+	return &failure{err: &llm.ProviderError{Provider: Name, Kind: llm.KindNetwork, Err: err}, retry: true}
+}
+
+func malformedFailure(status int, msg string, err error) *failure {
+	return &failure{err: &llm.ProviderError{Provider: Name, Kind: llm.KindMalformed, StatusCode: status, Message: msg, Err: err}}
+}
+
+// watchedBody records the error of a failed read of a response body, so that a stream
+// that ends on it is told apart from one that ends on an undecodable event.
+type watchedBody struct {
+	io.ReadCloser
+	err *error
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF && *b.err == nil {
+		*b.err = err
+	}
+	return n, err
+}
+
+// classify turns the error of a stream into a failure. res is the attempt's response, if
+// one arrived; readErr is the error of a failed read of its body, if any.
+func classify(err error, res *http.Response, readErr error) *failure {
+	var apiErr *anthropic.Error
+	switch {
+	case errors.As(err, &apiErr):
+		msg := apiErr.Message
+		if msg == "" {
+			msg = bodyText([]byte(apiErr.RawJSON()))
+		}
+		if apiErr.StatusCode < 400 {
+			// An error event in a stream that began with 200 OK.
+			return eventFailure(string(apiErr.Type()), msg, err)
+		}
+		var h http.Header
+		if apiErr.Response != nil {
+			h = apiErr.Response.Header
+		}
+		return statusFailure(apiErr.StatusCode, h, string(apiErr.Type()), msg, err)
+	case res != nil && res.StatusCode >= 400:
+		var body []byte
+		if res.Body != nil {
+			body, _ = io.ReadAll(io.LimitReader(res.Body, 64<<10))
+		}
+		return statusFailure(res.StatusCode, res.Header, "", bodyText(body), err)
+	case readErr != nil || res == nil:
+		return networkFailure(err)
+	}
+	return malformedFailure(res.StatusCode, "undecodable answer: "+err.Error(), err)
+}
+
+// kindOfType is the kind of an error type of the API, or "" for an unknown type.
+func kindOfType(typ, msg string) llm.ErrorKind {
+	switch typ {
+	case "authentication_error", "permission_error", "billing_error":
+		return llm.KindAuth
+	case "not_found_error":
+		return llm.KindNotFound
+	case "rate_limit_error":
+		return llm.KindRateLimited
+	case "overloaded_error", "api_error", "timeout_error":
+		return llm.KindUnavailable
+	case "invalid_request_error", "request_too_large":
+		if contextTooLong(strings.ToLower(msg)) {
+			return llm.KindContextTooLong
+		}
+		return llm.KindBadRequest
+	}
+	return ""
+}
+
+// statusFailure is the failure of an error status.
+func statusFailure(status int, h http.Header, typ, msg string, err error) *failure {
+	kind := kindOfType(typ, msg)
+	if kind == "" {
+		kind = llm.KindForStatus(status)
+		if kind == llm.KindBadRequest && contextTooLong(strings.ToLower(msg)) {
+			kind = llm.KindContextTooLong
+		}
+	}
+	if msg == "" {
+		msg = http.StatusText(status)
+	}
+	pe := &llm.ProviderError{Provider: Name, StatusCode: status, Kind: kind, Message: msg, Err: err}
+	if d, ok := llm.ParseRetryAfter(h, time.Now()); ok {
+		pe.RetryAfter = d
+	}
+	retry := kind.Temporary()
+	switch h.Get("X-Should-Retry") {
+	case "true":
+		retry = true
+	case "false":
+		retry = false
+	}
+	return &failure{err: pe, retry: retry}
+}
+
+// eventFailure is the failure of an error event in a stream that began with 200 OK, such
+// as overloaded_error.
+func eventFailure(typ, msg string, err error) *failure {
+	kind := kindOfType(typ, msg)
+	if kind == "" {
+		kind = llm.KindUnavailable
+	}
+	return &failure{err: &llm.ProviderError{Provider: Name, Kind: kind, Message: msg, Err: err}, retry: kind.Temporary()}
+}
+
+// bodyText is the message of an error body that is not the API's error object: its
+// "message" or "error" string if it is JSON with one, else its text.
+func bodyText(body []byte) string {
+	body = bytes.TrimSpace(body)
+	var v struct {
+		Message string          `json:"message"`
+		Error   json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(body, &v) == nil {
+		var s string
+		switch {
+		case v.Message != "":
+			return v.Message
+		case json.Unmarshal(v.Error, &s) == nil && s != "":
+			return s
+		}
+	}
+	const limit = 2000
+	if len(body) > limit {
+		return string(body[:limit]) + "…"
+	}
+	return string(body)
+}
+
+// contextTooLong reports whether a lower-cased error message says the prompt does not
+// fit the context window.
+func contextTooLong(msg string) bool {
+	for _, s := range []string{"prompt is too long", "context limit", "context window", "context length", "too many tokens", "input is too long"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}

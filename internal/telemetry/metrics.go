@@ -1,0 +1,229 @@
+package telemetry
+
+import (
+	"context"
+	"maps"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// Metric names. The gen_ai.* ones are the GenAI semantic conventions' (v1.41.0), with
+// their units and advised buckets; the rest are toolmesh's. In Prometheus exposition the
+// dots become underscores and units become suffixes: toolmesh_tool_call_duration_seconds,
+// toolmesh_worker_calls_in_flight, toolmesh_group_replicas,
+// gen_ai_client_token_usage, gen_ai_client_operation_duration_seconds,
+// toolmesh_model_cost_total, toolmesh_run_duration_seconds.
+const (
+	MetricToolCallDuration  = "toolmesh.tool.call.duration"      // s, histogram: gen_ai.tool.name, toolmesh.group, toolmesh.outcome
+	MetricInFlight          = "toolmesh.worker.calls.in_flight"  // {call}, up-down counter: toolmesh.worker.id, toolmesh.group
+	MetricReplicas          = "toolmesh.group.replicas"          // {replica}, gauge: toolmesh.group
+	MetricTokenUsage        = "gen_ai.client.token.usage"        // {token}, histogram: gen_ai.operation.name, gen_ai.provider.name, gen_ai.request.model, gen_ai.token.type
+	MetricOperationDuration = "gen_ai.client.operation.duration" // s, histogram: gen_ai.operation.name, gen_ai.provider.name, gen_ai.request.model, gen_ai.response.model, error.type
+	MetricCost              = "toolmesh.model.cost"              // {USD}, counter: gen_ai.request.model
+	MetricRunDuration       = "toolmesh.run.duration"            // s, histogram: toolmesh.outcome
+)
+
+// Bucket boundaries the GenAI conventions advise for their histograms; tool calls use
+// the duration ones too.
+var (
+	durationBuckets = []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92}
+	tokenBuckets    = []float64{1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864}
+	runBuckets      = []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}
+)
+
+// instruments are created once per Telemetry.
+type instruments struct {
+	toolDuration metric.Float64Histogram
+	inFlight     metric.Int64UpDownCounter
+	tokens       metric.Int64Histogram
+	opDuration   metric.Float64Histogram
+	cost         metric.Float64Counter
+	runDuration  metric.Float64Histogram
+}
+
+func newInstruments(m metric.Meter, replicas metric.Int64Callback) (*instruments, error) {
+	var (
+		in   instruments
+		errs []error
+	)
+	note := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	var err error
+	in.toolDuration, err = m.Float64Histogram(MetricToolCallDuration,
+		metric.WithUnit("s"),
+		metric.WithDescription("Duration of tool calls, as the caller saw them (failover included)."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...))
+	note(err)
+	in.inFlight, err = m.Int64UpDownCounter(MetricInFlight,
+		metric.WithUnit("{call}"),
+		metric.WithDescription("Tool calls a worker is serving now; the signal to scale a tool group on."))
+	note(err)
+	_, err = m.Int64ObservableGauge(MetricReplicas,
+		metric.WithUnit("{replica}"),
+		metric.WithDescription("Worker replicas registered per tool group."),
+		metric.WithInt64Callback(replicas))
+	note(err)
+	in.tokens, err = m.Int64Histogram(MetricTokenUsage,
+		metric.WithUnit("{token}"),
+		metric.WithDescription("Number of input and output tokens used."),
+		metric.WithExplicitBucketBoundaries(tokenBuckets...))
+	note(err)
+	in.opDuration, err = m.Float64Histogram(MetricOperationDuration,
+		metric.WithUnit("s"),
+		metric.WithDescription("GenAI operation duration."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...))
+	note(err)
+	in.cost, err = m.Float64Counter(MetricCost,
+		metric.WithUnit("{USD}"),
+		metric.WithDescription("Cost of model calls in US dollars, from the configured price table."))
+	note(err)
+	in.runDuration, err = m.Float64Histogram(MetricRunDuration,
+		metric.WithUnit("s"),
+		metric.WithDescription("Duration of runs, by outcome."),
+		metric.WithExplicitBucketBoundaries(runBuckets...))
+	note(err)
+	if len(errs) > 0 {
+		return nil, errs[0]
+	}
+	return &in, nil
+}
+
+func (t *Telemetry) instruments() *instruments {
+	if t == nil {
+		return nil
+	}
+	return t.inst
+}
+
+// RecordToolCall records one tool call in toolmesh.tool.call.duration. EndTool calls it;
+// call it directly only for calls that have no execute_tool span.
+func (t *Telemetry) RecordToolCall(ctx context.Context, tool, group, outcome string, d time.Duration) {
+	in := t.instruments()
+	if in == nil {
+		return
+	}
+	attrs := []attribute.KeyValue{KeyToolName.String(tool), KeyOutcome.String(outcome)}
+	if group != "" {
+		attrs = append(attrs, KeyGroup.String(group))
+	}
+	in.toolDuration.Record(ctx, d.Seconds(), metric.WithAttributes(attrs...))
+}
+
+// AddInFlight adds delta (+1 when a call starts, -1 when it ends) to the calls in flight
+// on workerID.
+func (t *Telemetry) AddInFlight(ctx context.Context, workerID, group string, delta int64) {
+	in := t.instruments()
+	if in == nil {
+		return
+	}
+	attrs := []attribute.KeyValue{KeyWorkerID.String(workerID)}
+	if group != "" {
+		attrs = append(attrs, KeyGroup.String(group))
+	}
+	in.inFlight.Add(ctx, delta, metric.WithAttributes(attrs...))
+}
+
+// RegisterReplicaGauge sets the function toolmesh.group.replicas reads at each
+// collection: replicas registered, by group. A later call replaces the function; nil
+// stops the gauge.
+func (t *Telemetry) RegisterReplicaGauge(replicas func() map[string]int64) {
+	if t == nil {
+		return
+	}
+	if replicas == nil {
+		t.replicas.Store(nil)
+		return
+	}
+	t.replicas.Store(&replicas)
+}
+
+func (t *Telemetry) observeReplicas(_ context.Context, o metric.Int64Observer) error {
+	f := t.replicas.Load()
+	if f == nil {
+		return nil
+	}
+	counts := (*f)()
+	for _, g := range slices.Sorted(maps.Keys(counts)) {
+		o.Observe(counts[g], metric.WithAttributes(KeyGroup.String(g)))
+	}
+	return nil
+}
+
+// RecordTokens records a model call's token counts in gen_ai.client.token.usage. EndChat
+// calls it; call it directly only for usage reported outside a chat span.
+func (t *Telemetry) RecordTokens(ctx context.Context, provider, model string, input, output int64) {
+	in := t.instruments()
+	if in == nil {
+		return
+	}
+	record := func(n int64, typ string) {
+		if n <= 0 {
+			return
+		}
+		in.tokens.Record(ctx, n, metric.WithAttributes(append(chatAttrs(provider, model), KeyTokenType.String(typ))...))
+	}
+	record(input, TokenTypeInput)
+	record(output, TokenTypeOutput)
+}
+
+// chatAttrs are the attributes every chat metric carries.
+func chatAttrs(provider, model string) []attribute.KeyValue {
+	attrs := []attribute.KeyValue{KeyOperationName.String(OperationChat), KeyProviderName.String(provider)}
+	if model != "" {
+		attrs = append(attrs, KeyRequestModel.String(model))
+	}
+	return attrs
+}
+
+func (t *Telemetry) recordChatDuration(ctx context.Context, provider, model, responseModel, errType string, d time.Duration) {
+	in := t.instruments()
+	if in == nil {
+		return
+	}
+	attrs := chatAttrs(provider, model)
+	if responseModel != "" {
+		attrs = append(attrs, KeyResponseModel.String(responseModel))
+	}
+	if errType != "" {
+		attrs = append(attrs, KeyErrorType.String(errType))
+	}
+	in.opDuration.Record(ctx, d.Seconds(), metric.WithAttributes(attrs...))
+}
+
+// RecordCost adds the cost of a model call, in US dollars, to toolmesh.model.cost.
+func (t *Telemetry) RecordCost(ctx context.Context, model string, usd float64) {
+	in := t.instruments()
+	if in == nil || usd <= 0 {
+		return
+	}
+	in.cost.Add(ctx, usd, metric.WithAttributes(KeyRequestModel.String(model)))
+}
+
+// RecordRun records a finished run in toolmesh.run.duration. EndRun calls it.
+func (t *Telemetry) RecordRun(ctx context.Context, outcome string, d time.Duration) {
+	in := t.instruments()
+	if in == nil {
+		return
+	}
+	in.runDuration.Record(ctx, d.Seconds(), metric.WithAttributes(KeyOutcome.String(outcome)))
+}
+
+// MetricsHandler serves the Prometheus exposition of the metrics: mount it at /metrics.
+// It always answers with a valid exposition, empty when the prometheus exporter is off
+// (or the Telemetry nil), so probes and scrapers never see an error.
+func (t *Telemetry) MetricsHandler() http.Handler {
+	reg := prometheus.NewRegistry()
+	if t != nil && t.registry != nil {
+		reg = t.registry
+	}
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+}
