@@ -109,7 +109,9 @@ func TestCompileOutputSchemaErrors(t *testing.T) {
 }
 
 func TestBudget(t *testing.T) {
-	cost := func(model string, u llm.Usage) float64 { return float64(u.InputTokens)*1e-6 + float64(u.OutputTokens)*2e-6 }
+	cost := func(model string, u llm.Usage) float64 {
+		return float64(u.InputTokens)*1e-6 + float64(u.OutputTokens)*2e-6
+	}
 	r := &recorder{}
 	work := r.fixed("work", tool.Text("ok"))
 	for _, tc := range []struct {
