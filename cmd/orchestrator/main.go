@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -22,6 +21,8 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/llm"
+	"github.com/toolmesh/toolmesh/internal/llm/anthropic"
+	"github.com/toolmesh/toolmesh/internal/llm/openai"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/router"
@@ -52,9 +53,10 @@ func run(args []string) error {
 		return fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
 	cfg := config.Default()
+	cfg.ApplyEnv(os.Getenv)
 	if *cfgPath != "" {
 		var err error
-		if cfg, err = config.Load(*cfgPath); err != nil {
+		if cfg, err = config.LoadEnv(*cfgPath, os.Getenv); err != nil {
 			return err
 		}
 	}
@@ -78,9 +80,13 @@ func run(args []string) error {
 		return err
 	}
 
-	provider, err := newProvider(cfg.Provider, log)
+	providers, err := newProviders(cfg.Provider, log)
 	if err != nil {
 		return err
+	}
+	defProvider := cfg.DefaultProvider()
+	if defProvider == "scripted" {
+		log.Info("no model credentials are set: runs use the scripted provider, a deterministic file-driven model")
 	}
 	converters, err := server.Converters(cfg)
 	if err != nil {
@@ -97,7 +103,7 @@ func run(args []string) error {
 		Logger:         log,
 	})
 	defer rt.Close()
-	srv, err := server.New(server.Options{Router: rt, Provider: provider, Config: &cfg, Logger: log})
+	srv, err := server.New(server.Options{Router: rt, Providers: providers, DefaultProvider: defProvider, Config: &cfg, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -122,7 +128,7 @@ func run(args []string) error {
 	defer stop()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- g.Serve(lis) }()
-	log.Info("orchestrator serving", "address", lis.Addr().String(), "provider", provider.Name())
+	log.Info("orchestrator serving", "address", lis.Addr().String(), "provider", defProvider, "model", llm.Label(providers[defProvider], ""))
 
 	select {
 	case err := <-serveErr:
@@ -146,16 +152,50 @@ func run(args []string) error {
 	return nil
 }
 
-func newProvider(cfg config.Provider, log *slog.Logger) (llm.Provider, error) {
-	switch cfg.Name {
-	case "scripted":
-		if cfg.Script == "" {
-			log.Info("using the scripted provider with the built-in demo script (no model credentials are used)")
-			return scripted.New(scripted.Demo())
-		}
-		log.Info("using the scripted provider", "script", cfg.Script)
-		return scripted.Load(cfg.Script)
-	default:
-		return nil, errors.New("provider.name: unknown provider " + cfg.Name)
+// Default models of the real providers, used when neither the config nor the
+// environment (OPENAI_MODEL, ANTHROPIC_MODEL) names one.
+const (
+	defaultOpenAIModel    = "gpt-4o-mini"
+	defaultAnthropicModel = "claude-sonnet-4-5"
+)
+
+// newProviders builds every configured provider; the scripted one is always there.
+func newProviders(cfg config.Provider, log *slog.Logger) (map[string]llm.Provider, error) {
+	out := map[string]llm.Provider{}
+	var err error
+	if cfg.Script == "" {
+		out["scripted"], err = scripted.New(scripted.Demo())
+	} else {
+		out["scripted"], err = scripted.Load(cfg.Script)
 	}
+	if err != nil {
+		return nil, err
+	}
+	if api := cfg.OpenAI; api.Configured() {
+		model := api.DefaultModel
+		if model == "" {
+			model = defaultOpenAIModel
+		}
+		p, err := openai.New(openai.Options{APIKey: api.APIKey, BaseURL: api.BaseURL, DefaultModel: model,
+			MaxRetries: api.MaxRetries, Timeout: api.Timeout.D(), Logger: log.With("provider", "openai")})
+		if err != nil {
+			return nil, fmt.Errorf("provider.openai: %w", err)
+		}
+		out["openai"] = p
+		log.Info("model provider configured", "provider", "openai", "base_url", api.BaseURL, "default_model", model)
+	}
+	if api := cfg.Anthropic; api.APIKey != "" {
+		model := api.DefaultModel
+		if model == "" {
+			model = defaultAnthropicModel
+		}
+		p, err := anthropic.New(anthropic.Options{APIKey: api.APIKey, BaseURL: api.BaseURL, DefaultModel: model,
+			MaxRetries: api.MaxRetries, Timeout: api.Timeout.D(), MaxTokens: api.MaxTokens, Logger: log.With("provider", "anthropic")})
+		if err != nil {
+			return nil, fmt.Errorf("provider.anthropic: %w", err)
+		}
+		out["anthropic"] = p
+		log.Info("model provider configured", "provider", "anthropic", "base_url", api.BaseURL, "default_model", model)
+	}
+	return out, nil
 }

@@ -29,13 +29,6 @@ func run() error {
 	defer cancel()
 
 	fmt.Println("toolmesh demo: one orchestrator, two math workers, one text worker, all on loopback.")
-	for _, k := range []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY"} {
-		if os.Getenv(k) != "" {
-			fmt.Printf("Note: %s is set, but this build has no real model providers yet; it is not used.\n", k)
-		}
-	}
-	fmt.Println("Model: the scripted provider — a deterministic, file-driven model, no credentials and no network.")
-	fmt.Println()
 
 	var procs []*harness.Proc
 	stopAll := func() error {
@@ -60,6 +53,12 @@ func run() error {
 		return err
 	}
 	procs = append(procs, orch.Proc)
+	switch orch.Provider {
+	case "scripted":
+		fmt.Printf("Model: %s — the scripted provider, a deterministic file-driven model: no model credentials are set\n(set OPENAI_API_KEY, OPENAI_BASE_URL or ANTHROPIC_API_KEY to use a real model).\n\n", orch.Model)
+	default:
+		fmt.Printf("Model: %s — the %s provider, from your environment's credentials.\n\n", orch.Model, orch.Provider)
+	}
 	fmt.Printf("orchestrator  pid %-7d serving on %s\n", orch.PID(), orch.Addr)
 	for _, w := range []struct{ id, groups string }{{"math-1", "math"}, {"math-2", "math"}, {"text-1", "text"}} {
 		p, err := harness.StartWorker(w.id, w.id, w.groups, orch.Addr, nil)

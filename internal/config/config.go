@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -96,12 +97,68 @@ type Loop struct {
 	RetainRuns int `yaml:"retain_runs"`
 }
 
-// Provider chooses the model provider.
+// Provider chooses and configures the model providers.
 type Provider struct {
-	// Name is the provider: "scripted".
+	// Name is the default provider: auto, scripted, openai or anthropic. auto (or empty)
+	// picks openai when it is configured, else anthropic when it is, else scripted.
 	Name string `yaml:"name"`
 	// Script is the scripted provider's script file; empty means the built-in demo script.
 	Script string `yaml:"script"`
+	// OpenAI configures the OpenAI-compatible provider (OpenAI, Ollama, vLLM, llama.cpp,
+	// LM Studio, ...). It is configured when it has an API key or a base URL.
+	OpenAI ProviderAPI `yaml:"openai"`
+	// Anthropic configures the Anthropic provider. It is configured when it has an API key.
+	Anthropic ProviderAPI `yaml:"anthropic"`
+}
+
+// ProviderAPI configures a provider behind an HTTP API. APIKey and BaseURL fall back to
+// the environment (OPENAI_API_KEY, OPENAI_BASE_URL, ANTHROPIC_API_KEY,
+// ANTHROPIC_BASE_URL); DefaultModel to OPENAI_MODEL / ANTHROPIC_MODEL.
+type ProviderAPI struct {
+	APIKey       string `yaml:"api_key"`
+	BaseURL      string `yaml:"base_url"`
+	DefaultModel string `yaml:"default_model"`
+	// MaxRetries bounds retries of a model call on 429, 5xx and network errors; zero
+	// means the provider's default (2).
+	MaxRetries int `yaml:"max_retries"`
+	// Timeout bounds one attempt of a model call.
+	Timeout Duration `yaml:"timeout"`
+	// MaxTokens is the answer limit when a run sets none (Anthropic requires one).
+	MaxTokens int `yaml:"max_tokens"`
+}
+
+// Configured reports whether the API has the credentials or address it needs.
+func (p ProviderAPI) Configured() bool { return p.APIKey != "" || p.BaseURL != "" }
+
+// ApplyEnv fills the providers' empty credentials, addresses and models from the
+// environment, the way the providers' own SDKs do.
+func (c *Config) ApplyEnv(getenv func(string) string) {
+	fill := func(dst *string, key string) {
+		if *dst == "" {
+			*dst = getenv(key)
+		}
+	}
+	fill(&c.Provider.OpenAI.APIKey, "OPENAI_API_KEY")
+	fill(&c.Provider.OpenAI.BaseURL, "OPENAI_BASE_URL")
+	fill(&c.Provider.OpenAI.DefaultModel, "OPENAI_MODEL")
+	fill(&c.Provider.Anthropic.APIKey, "ANTHROPIC_API_KEY")
+	fill(&c.Provider.Anthropic.BaseURL, "ANTHROPIC_BASE_URL")
+	fill(&c.Provider.Anthropic.DefaultModel, "ANTHROPIC_MODEL")
+}
+
+// DefaultProvider is the provider runs use when they name none.
+func (c Config) DefaultProvider() string {
+	switch c.Provider.Name {
+	case "", "auto":
+		switch {
+		case c.Provider.OpenAI.Configured():
+			return "openai"
+		case c.Provider.Anthropic.APIKey != "":
+			return "anthropic"
+		}
+		return "scripted"
+	}
+	return c.Provider.Name
 }
 
 // Log configures logging.
@@ -132,19 +189,27 @@ func Default() Config {
 			MaxConcurrentRuns:    1000,
 			RetainRuns:           1000,
 		},
-		Provider: Provider{Name: "scripted"},
+		Provider: Provider{
+			Name:      "auto",
+			OpenAI:    ProviderAPI{Timeout: Duration(2 * time.Minute)},
+			Anthropic: ProviderAPI{Timeout: Duration(2 * time.Minute)},
+		},
 		Context:  Context{MaxBytes: DefaultContextMaxBytes, Default: ConverterSpec{Kind: "pass-through"}},
 		Log:      Log{Level: "info", Format: "json"},
 	}
 }
 
 // Load reads a YAML file over the defaults and validates the result.
-func Load(path string) (Config, error) {
+func Load(path string) (Config, error) { return LoadEnv(path, nil) }
+
+// LoadEnv is Load with the providers' settings filled from the environment (see
+// ApplyEnv) before validation; a nil getenv reads nothing.
+func LoadEnv(path string, getenv func(string) string) (Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
-	c, err := Parse(b)
+	c, err := ParseEnv(b, getenv)
 	if err != nil {
 		return Config{}, fmt.Errorf("config %s: %w", path, err)
 	}
@@ -152,12 +217,19 @@ func Load(path string) (Config, error) {
 }
 
 // Parse decodes YAML over the defaults, rejecting unknown keys, and validates the result.
-func Parse(b []byte) (Config, error) {
+func Parse(b []byte) (Config, error) { return ParseEnv(b, nil) }
+
+// ParseEnv is Parse with the providers' settings filled from the environment before
+// validation; a nil getenv reads nothing.
+func ParseEnv(b []byte, getenv func(string) string) (Config, error) {
 	c := Default()
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
 		return Config{}, fmt.Errorf("%w: %s", ErrInvalid, describeYAMLError(b, err))
+	}
+	if getenv != nil {
+		c.ApplyEnv(getenv)
 	}
 	if err := c.Validate(); err != nil {
 		return Config{}, err
@@ -214,11 +286,33 @@ func (c Config) Validate() error {
 		bad("loop.retain_runs", "must not be negative, got %d", c.Loop.RetainRuns)
 	}
 	switch c.Provider.Name {
-	case "scripted":
-	case "":
-		bad("provider.name", "is required (one of: scripted)")
+	case "", "auto", "scripted":
+	case "openai":
+		if !c.Provider.OpenAI.Configured() {
+			bad("provider.openai", "has no api_key and no base_url (set OPENAI_API_KEY or OPENAI_BASE_URL)")
+		}
+	case "anthropic":
+		if c.Provider.Anthropic.APIKey == "" {
+			bad("provider.anthropic.api_key", "is empty (set ANTHROPIC_API_KEY)")
+		}
 	default:
-		bad("provider.name", "unknown provider %q (one of: scripted)", c.Provider.Name)
+		bad("provider.name", "unknown provider %q (one of: auto, scripted, openai, anthropic)", c.Provider.Name)
+	}
+	for name, api := range map[string]ProviderAPI{"openai": c.Provider.OpenAI, "anthropic": c.Provider.Anthropic} {
+		if api.BaseURL != "" {
+			if u, err := url.Parse(api.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				bad("provider."+name+".base_url", "must be an http(s) URL, got %q", api.BaseURL)
+			}
+		}
+		if api.MaxRetries < 0 || api.MaxRetries > 10 {
+			bad("provider."+name+".max_retries", "must be between 0 and 10, got %d", api.MaxRetries)
+		}
+		if api.Timeout < 0 {
+			bad("provider."+name+".timeout", "must not be negative, got %s", api.Timeout.D())
+		}
+		if api.MaxTokens < 0 {
+			bad("provider."+name+".max_tokens", "must not be negative, got %d", api.MaxTokens)
+		}
 	}
 	if c.Provider.Script != "" {
 		if _, err := os.Stat(c.Provider.Script); err != nil {

@@ -86,3 +86,42 @@ models:
 		}
 	}
 }
+
+func TestProviderSelectionAndEnv(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	cases := []struct {
+		name string
+		env  map[string]string
+		set  func(*Config)
+		want string
+	}{
+		{"nothing configured", nil, nil, "scripted"},
+		{"openai key", map[string]string{"OPENAI_API_KEY": "k"}, nil, "openai"},
+		{"local openai-compatible server", map[string]string{"OPENAI_BASE_URL": "http://127.0.0.1:11434/v1"}, nil, "openai"},
+		{"anthropic key", map[string]string{"ANTHROPIC_API_KEY": "k"}, nil, "anthropic"},
+		{"both: openai first", map[string]string{"ANTHROPIC_API_KEY": "k", "OPENAI_API_KEY": "k"}, nil, "openai"},
+		{"explicit scripted wins", map[string]string{"OPENAI_API_KEY": "k"}, func(c *Config) { c.Provider.Name = "scripted" }, "scripted"},
+		{"config key beats env", map[string]string{"ANTHROPIC_API_KEY": "env"}, func(c *Config) { c.Provider.Anthropic.APIKey = "file" }, "anthropic"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Default()
+			if tc.set != nil {
+				tc.set(&c)
+			}
+			c.ApplyEnv(env(tc.env))
+			if err := c.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			if got := c.DefaultProvider(); got != tc.want {
+				t.Errorf("DefaultProvider() = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	c := Default()
+	c.Provider.Anthropic.APIKey = "file"
+	c.ApplyEnv(env(map[string]string{"ANTHROPIC_API_KEY": "env", "ANTHROPIC_MODEL": "claude-x"}))
+	if c.Provider.Anthropic.APIKey != "file" || c.Provider.Anthropic.DefaultModel != "claude-x" {
+		t.Errorf("ApplyEnv = %+v", c.Provider.Anthropic)
+	}
+}

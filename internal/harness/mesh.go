@@ -46,6 +46,8 @@ type Orchestrator struct {
 	*Proc
 	// Addr is the address it serves on.
 	Addr string
+	// Provider and Model are the default model provider and model it logged.
+	Provider, Model string
 }
 
 // StartOrchestrator starts an orchestrator on listen (use "127.0.0.1:0" for any port)
@@ -70,7 +72,9 @@ func StartOrchestrator(ctx context.Context, name, listen string, echo io.Writer,
 		_ = p.Kill()
 		return nil, ErrNoAddress
 	}
-	return &Orchestrator{Proc: p, Addr: addr}, nil
+	provider, _ := rec["provider"].(string)
+	model, _ := rec["model"].(string)
+	return &Orchestrator{Proc: p, Addr: addr, Provider: provider, Model: model}, nil
 }
 
 // StartWorker starts a toolworker serving groups (comma-separated) under id, registering

@@ -146,13 +146,10 @@ type DefaultModeler interface {
 	DefaultModel() string
 }
 
-// Label names the model a request will use as "provider/model": model when it already
-// has a provider prefix, else the provider's name and model, else the provider's default
-// model.
+// Label names the model a request will use as "provider/model" (model may itself
+// contain slashes, as in "openai/meta-llama/Llama-3"); with no model it names the
+// provider's default model, or just the provider.
 func Label(p Provider, model string) string {
-	if strings.Contains(model, "/") {
-		return model
-	}
 	if model == "" {
 		if d, ok := p.(DefaultModeler); ok {
 			model = d.DefaultModel()

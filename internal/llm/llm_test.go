@@ -27,7 +27,7 @@ func TestLabel(t *testing.T) {
 	}{
 		{named{}, "", "p"},
 		{named{}, "m1", "p/m1"},
-		{named{}, "other/m2", "other/m2"},
+		{named{}, "meta-llama/m2", "p/meta-llama/m2"},
 		{withDefault{named{"d"}}, "", "p/d"},
 		{withDefault{named{"d"}}, "m1", "p/m1"},
 		{withDefault{named{""}}, "", "p"},

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/loop"
 	"github.com/toolmesh/toolmesh/internal/router"
 	"github.com/toolmesh/toolmesh/internal/wire"
@@ -35,6 +36,11 @@ const (
 	ReasonShuttingDown   = "SHUTTING_DOWN"
 	ReasonInternal       = "INTERNAL"
 	ReasonOutputSchema   = "OUTPUT_SCHEMA"
+	ReasonModelAuth      = "MODEL_AUTH"
+	ReasonModelNotFound  = "MODEL_NOT_FOUND"
+	ReasonContextTooLong = "CONTEXT_TOO_LONG"
+	ReasonModelRate      = "MODEL_RATE_LIMITED"
+	ReasonModelRefused   = "MODEL_BAD_REQUEST"
 	ReasonBudget         = "BUDGET_EXCEEDED"
 )
 
@@ -59,6 +65,12 @@ var runErrorTable = []struct {
 	// The loop reports the end of the run's own context unwrapped, so a model error that
 	// wraps a context error (a provider's request timeout) is the provider's failure,
 	// not the run's: it must be matched before the context errors.
+	// Provider failures the caller must act on, then the rest.
+	{func(err error) bool { return errors.Is(err, llm.ErrAuth) }, codes.FailedPrecondition, ReasonModelAuth},
+	{func(err error) bool { return errors.Is(err, llm.ErrNotFound) }, codes.NotFound, ReasonModelNotFound},
+	{func(err error) bool { return errors.Is(err, llm.ErrContextTooLong) }, codes.FailedPrecondition, ReasonContextTooLong},
+	{func(err error) bool { return errors.Is(err, llm.ErrRateLimited) }, codes.ResourceExhausted, ReasonModelRate},
+	{func(err error) bool { return errors.Is(err, llm.ErrBadRequest) }, codes.FailedPrecondition, ReasonModelRefused},
 	{func(err error) bool { var e *loop.ModelError; return errors.As(err, &e) }, codes.Unavailable, ReasonModelError},
 	{func(err error) bool { return errors.Is(err, context.DeadlineExceeded) }, codes.DeadlineExceeded, ReasonRunTimeout},
 	{func(err error) bool { return errors.Is(err, context.Canceled) }, codes.Canceled, ReasonCancelled},

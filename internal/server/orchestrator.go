@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -103,15 +105,19 @@ func (o *orchestratorServer) Run(req *toolpb.RunRequest, stream toolpb.Orchestra
 	for i, t := range tools {
 		names[i] = t.Definition().Name
 	}
-	model := llm.Label(s.provider, req.GetLlm().GetModel())
+	provider, modelName, mfe := s.chooseModel(req.GetLlm())
+	if mfe != nil {
+		return mfe.status()
+	}
+	model := llm.Label(provider, modelName)
 	_ = em.send(&toolpb.RunResponse{Event: &toolpb.RunResponse_Started{Started: &toolpb.RunStarted{
 		Model: model, Tools: names, LoopId: loopID, MaxIterations: int32(maxIter),
 	}}})
 	log.Info("run started", "model", model, "tools", len(tools), "loop_id", loopID)
 
 	opts := loop.Options{
-		Provider:        s.provider,
-		Model:           req.GetLlm().GetModel(),
+		Provider:        provider,
+		Model:           modelName,
 		MaxOutputTokens: int(req.GetLlm().GetMaxOutputTokens()),
 		MaxIterations:   maxIter,
 		MaxParallel:     maxPar,
@@ -119,7 +125,7 @@ func (o *orchestratorServer) Run(req *toolpb.RunRequest, stream toolpb.Orchestra
 		OutputSchema:    outputSchema,
 		Context:         bag,
 		Budget:          loop.Budget{MaxTokens: req.GetLimits().GetMaxTokens(), MaxCostUSD: req.GetLimits().GetMaxCostUsd()},
-		Cost:            s.cost,
+		Cost:            func(m string, u llm.Usage) float64 { return s.cost(m, model, u) },
 		RunID:           runID,
 		LoopID:          loopID,
 		Observer:        func(ev loop.Event) { em.observe(r, ev) },
@@ -168,11 +174,42 @@ func (o *orchestratorServer) Run(req *toolpb.RunRequest, stream toolpb.Orchestra
 	return statusError(code2, reason, msg, map[string]string{"run_id": runID})
 }
 
-// cost prices a model call from the configured price table.
-func (s *Server) cost(model string, u llm.Usage) float64 {
-	p, ok := s.cfg.Models.Prices[model]
+// chooseModel picks the provider and model of a run: llm.model as "provider/model" (a
+// model name without a configured provider prefix goes to the default provider, so
+// names such as "meta-llama/Llama-3" work), else llm.role mapped by models.roles, else
+// the default provider's default model.
+func (s *Server) chooseModel(o *toolpb.LlmOptions) (llm.Provider, string, *fieldError) {
+	model, field := o.GetModel(), "llm.model"
+	if model == "" && o.GetRole() != "" {
+		m, ok := s.cfg.Models.Roles[o.GetRole()]
+		if !ok {
+			return nil, "", invalid("llm.role", "unknown role %q (configured roles: [%s])", o.GetRole(), strings.Join(slices.Sorted(maps.Keys(s.cfg.Models.Roles)), ", "))
+		}
+		model, field = m, "llm.role"
+	}
+	if p, m, ok := strings.Cut(model, "/"); ok {
+		if prov, ok := s.providers[p]; ok {
+			return prov, m, nil
+		}
+		if slices.Contains(knownProviders, p) {
+			return nil, "", invalid(field, "provider %q is not configured on this orchestrator (configured: [%s])", p, strings.Join(slices.Sorted(maps.Keys(s.providers)), ", "))
+		}
+	}
+	return s.provider, model, nil
+}
+
+// knownProviders are the provider names toolmesh has; a model prefixed with one of them
+// that is not configured is a mistake, not a model name with a slash.
+var knownProviders = []string{"scripted", "openai", "anthropic"}
+
+// cost prices a model call from the configured price table: by the model that answered
+// (providers report dated versions), else by the model the run asked for.
+func (s *Server) cost(answered, requested string, u llm.Usage) float64 {
+	p, ok := s.cfg.Models.Prices[answered]
 	if !ok {
-		return 0
+		if p, ok = s.cfg.Models.Prices[requested]; !ok {
+			return 0
+		}
 	}
 	return p.Cost(u.InputTokens, u.OutputTokens)
 }

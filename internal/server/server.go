@@ -7,6 +7,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 
 	"google.golang.org/grpc"
@@ -17,9 +18,14 @@ import (
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
 
-// Options configure a Server. Router and Provider are required.
+// Options configure a Server. Router and a provider are required.
 type Options struct {
-	Router   *router.Router
+	Router *router.Router
+	// Providers are the model providers by name; runs pick one with "provider/model".
+	Providers map[string]llm.Provider
+	// DefaultProvider names the provider of runs that name none.
+	DefaultProvider string
+	// Provider, when Providers is empty, is the only provider (and the default).
 	Provider llm.Provider
 	// Config supplies registry and loop settings; the zero value means config.Default().
 	Config *config.Config
@@ -28,19 +34,29 @@ type Options struct {
 
 // Server implements the orchestrator's gRPC services.
 type Server struct {
-	router   *router.Router
-	provider llm.Provider
-	cfg      config.Config
-	log      *slog.Logger
-	runs     *runStore
-	orch     *orchestratorServer
-	registry *registryServer
+	router    *router.Router
+	providers map[string]llm.Provider
+	provider  llm.Provider // the default
+	cfg       config.Config
+	log       *slog.Logger
+	runs      *runStore
+	orch      *orchestratorServer
+	registry  *registryServer
 }
 
 // New returns a Server.
 func New(opts Options) (*Server, error) {
-	if opts.Router == nil || opts.Provider == nil {
-		return nil, errors.New("server: Router and Provider are required")
+	if opts.Router == nil {
+		return nil, errors.New("server: Router is required")
+	}
+	providers := opts.Providers
+	def := opts.DefaultProvider
+	if len(providers) == 0 && opts.Provider != nil {
+		providers = map[string]llm.Provider{opts.Provider.Name(): opts.Provider}
+		def = opts.Provider.Name()
+	}
+	if providers[def] == nil {
+		return nil, fmt.Errorf("server: the default provider %q is not among the providers", def)
 	}
 	cfg := config.Default()
 	if opts.Config != nil {
@@ -53,11 +69,12 @@ func New(opts Options) (*Server, error) {
 		opts.Logger = slog.Default()
 	}
 	s := &Server{
-		router:   opts.Router,
-		provider: opts.Provider,
-		cfg:      cfg,
-		log:      opts.Logger,
-		runs:     newRunStore(cfg.Loop.MaxConcurrentRuns, cfg.Loop.RetainRuns),
+		router:    opts.Router,
+		providers: providers,
+		provider:  providers[def],
+		cfg:       cfg,
+		log:       opts.Logger,
+		runs:      newRunStore(cfg.Loop.MaxConcurrentRuns, cfg.Loop.RetainRuns),
 	}
 	s.orch = &orchestratorServer{s: s}
 	s.registry = &registryServer{s: s}

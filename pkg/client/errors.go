@@ -28,6 +28,11 @@ var (
 	ErrShuttingDown   = errors.New("orchestrator shutting down")
 	ErrOutputSchema   = errors.New("the final answer does not satisfy the output schema")
 	ErrBudget         = errors.New("run budget exceeded")
+	ErrModelAuth      = errors.New("the model provider refused the orchestrator's credentials")
+	ErrModelNotFound  = errors.New("the model provider does not know the model")
+	ErrContextTooLong = errors.New("the conversation is too long for the model")
+	ErrModelRate      = errors.New("the model provider's rate limit was exceeded")
+	ErrModelRefused   = errors.New("the model provider refused the request")
 )
 
 // reasons maps the orchestrator's ErrorInfo reasons to the sentinels.
@@ -48,6 +53,11 @@ var reasons = map[string]error{
 	"SHUTTING_DOWN":      ErrShuttingDown,
 	"OUTPUT_SCHEMA":      ErrOutputSchema,
 	"BUDGET_EXCEEDED":    ErrBudget,
+	"MODEL_AUTH":         ErrModelAuth,
+	"MODEL_NOT_FOUND":    ErrModelNotFound,
+	"CONTEXT_TOO_LONG":   ErrContextTooLong,
+	"MODEL_RATE_LIMITED": ErrModelRate,
+	"MODEL_BAD_REQUEST":  ErrModelRefused,
 }
 
 // Error is an error the orchestrator reported.

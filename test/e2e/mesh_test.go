@@ -51,7 +51,12 @@ func startMesh(t *testing.T, script string, extraConfig ...string) *mesh {
 	t.Helper()
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "orchestrator.yaml")
-	if err := os.WriteFile(cfgPath, []byte(testConfig+strings.Join(extraConfig, "\n")), 0o600); err != nil {
+	extra := strings.Join(extraConfig, "\n")
+	if !strings.Contains(extra, "provider:") {
+		// Model credentials in the developer's environment must not change the tests.
+		extra += "\nprovider: {name: scripted}\n"
+	}
+	if err := os.WriteFile(cfgPath, []byte(testConfig+extra), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if script != "" {
