@@ -194,8 +194,8 @@ func Default() Config {
 			OpenAI:    ProviderAPI{Timeout: Duration(2 * time.Minute)},
 			Anthropic: ProviderAPI{Timeout: Duration(2 * time.Minute)},
 		},
-		Context:  Context{MaxBytes: DefaultContextMaxBytes, Default: ConverterSpec{Kind: "pass-through"}},
-		Log:      Log{Level: "info", Format: "json"},
+		Context: Context{MaxBytes: DefaultContextMaxBytes, Default: ConverterSpec{Kind: "pass-through"}},
+		Log:     Log{Level: "info", Format: "json"},
 	}
 }
 
