@@ -27,6 +27,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/router"
 	"github.com/toolmesh/toolmesh/internal/server"
+	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
@@ -46,6 +47,7 @@ func run(args []string) error {
 	logLevel := fs.String("log-level", "", "debug, info, warn or error (overrides log.level)")
 	logFormat := fs.String("log-format", "", "json or text (overrides log.format)")
 	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "how long runs in progress may take to finish on SIGTERM")
+	metricsListen := fs.String("metrics-listen", "", "address to serve Prometheus /metrics on (overrides telemetry.metrics_listen)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -72,6 +74,9 @@ func run(args []string) error {
 	if *logFormat != "" {
 		cfg.Log.Format = *logFormat
 	}
+	if *metricsListen != "" {
+		cfg.Telemetry.MetricsListen = *metricsListen
+	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -79,6 +84,23 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	// Exporters come from the standard OTEL_* variables; by default traces go nowhere and
+	// metrics to the Prometheus endpoint.
+	tel, err := telemetry.Setup(context.Background(), telemetry.Options{
+		ServiceName: "toolmesh-orchestrator", ServiceVersion: "dev", Logger: log, Prometheus: true,
+		CapturePayloads: cfg.Telemetry.CapturePayloads, ContextAllowList: cfg.Telemetry.ContextAllowList,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tel.Shutdown(ctx); err != nil {
+			log.Warn("telemetry shutdown", "error", err)
+		}
+	}()
+	log = slog.New(telemetry.NewLogHandler(log.Handler()))
 
 	providers, err := newProviders(cfg.Provider, log)
 	if err != nil {
@@ -100,10 +122,12 @@ func run(args []string) error {
 		EjectAfter:     cfg.Router.EjectAfterFailures,
 		EjectFor:       cfg.Router.EjectDuration.D(),
 		MaxAttempts:    cfg.Router.MaxAttempts,
+		Telemetry:      tel,
 		Logger:         log,
 	})
 	defer rt.Close()
-	srv, err := server.New(server.Options{Router: rt, Providers: providers, DefaultProvider: defProvider, Config: &cfg, Logger: log})
+	tel.RegisterReplicaGauge(rt.ReplicaCounts)
+	srv, err := server.New(server.Options{Router: rt, Providers: providers, DefaultProvider: defProvider, Config: &cfg, Telemetry: tel, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -112,10 +136,10 @@ func run(args []string) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	g := grpc.NewServer(append(server.RecoveryInterceptors(log),
+	g := grpc.NewServer(append(append(server.RecoveryInterceptors(log),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
-	)...)
+	), tel.ServerOptions()...)...)
 	srv.Register(g)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(g, hs)
@@ -129,6 +153,14 @@ func run(args []string) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- g.Serve(lis) }()
 	log.Info("orchestrator serving", "address", lis.Addr().String(), "provider", defProvider, "model", llm.Label(providers[defProvider], ""))
+	if cfg.Telemetry.MetricsListen != "" {
+		ms, err := tel.ServeMetrics(cfg.Telemetry.MetricsListen)
+		if err != nil {
+			return fmt.Errorf("metrics listen: %w", err)
+		}
+		defer func() { _ = ms.Shutdown(context.Background()) }()
+		log.Info("metrics serving", "address", ms.Addr())
+	}
 
 	select {
 	case err := <-serveErr:

@@ -16,9 +16,12 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/pkg/client"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
@@ -60,7 +63,17 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		fs.Usage()
 		return errors.New("no command")
 	}
-	c, err := client.Dial(*addr)
+	// With OTEL_TRACES_EXPORTER set, the CLI's call starts the run's trace.
+	tel, err := telemetry.Setup(ctx, telemetry.Options{ServiceName: "toolmesh-cli", ServiceVersion: "dev"})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tel.Shutdown(sctx)
+	}()
+	c, err := client.Dial(*addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, tel.DialOptions()...)...)
 	if err != nil {
 		return err
 	}

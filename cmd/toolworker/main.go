@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"sort"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/builtin"
 	"github.com/toolmesh/toolmesh/internal/logging"
+	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/pkg/worker"
 )
 
@@ -38,6 +40,7 @@ func run(args []string) error {
 	delay := fs.Duration("delay", 0, "added latency before every call, to simulate slow tools")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "json", "json or text")
+	metricsListen := fs.String("metrics-listen", "", "address to serve Prometheus /metrics on (empty: none)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -54,6 +57,27 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	// Exporters come from the standard OTEL_* variables; traces go nowhere by default.
+	tel, err := telemetry.Setup(context.Background(), telemetry.Options{ServiceName: "toolmesh-worker", ServiceVersion: "dev", Logger: log, Prometheus: true})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tel.Shutdown(ctx); err != nil {
+			log.Warn("telemetry shutdown", "error", err)
+		}
+	}()
+	log = slog.New(telemetry.NewLogHandler(log.Handler()))
+	if *metricsListen != "" {
+		ms, err := tel.ServeMetrics(*metricsListen)
+		if err != nil {
+			return fmt.Errorf("-metrics-listen: %w", err)
+		}
+		defer func() { _ = ms.Shutdown(context.Background()) }()
+		log.Info("metrics serving", "address", ms.Addr())
+	}
 	var gs []worker.Group
 	for _, name := range strings.Split(*groups, ",") {
 		name = strings.TrimSpace(name)
@@ -69,6 +93,7 @@ func run(args []string) error {
 	w, err := worker.New(worker.Options{
 		ID: *id, Orchestrator: *orchestrator, Listen: *listen, Advertise: *advertise,
 		Capacity: int32(*capacity), DrainTimeout: *drain, Logger: log, Version: "dev",
+		TracerProvider: tel.TracerProvider(), MeterProvider: tel.MeterProvider(),
 	}, gs...)
 	if err != nil {
 		return err

@@ -55,6 +55,8 @@ type Config struct {
 	Router   Router   `yaml:"router"`
 	Loop     Loop     `yaml:"loop"`
 	Provider Provider `yaml:"provider"`
+	// Telemetry configures metrics and what spans may carry.
+	Telemetry Telemetry `yaml:"telemetry"`
 	// Models maps roles to models and prices model calls.
 	Models Models `yaml:"models"`
 	// Context configures the ToolCallContext sent to workers.
@@ -248,6 +250,7 @@ func (c Config) Validate() error {
 	}
 	c.validateContext(bad)
 	c.validateModels(bad)
+	c.validateTelemetry(bad)
 	positive := func(key string, d Duration) {
 		if d <= 0 {
 			bad(key, "must be positive, got %s", d.D())

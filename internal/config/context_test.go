@@ -125,3 +125,19 @@ func TestProviderSelectionAndEnv(t *testing.T) {
 		t.Errorf("ApplyEnv = %+v", c.Provider.Anthropic)
 	}
 }
+
+func TestTelemetryConfig(t *testing.T) {
+	c, err := Parse([]byte("telemetry: {metrics_listen: '127.0.0.1:9090', context_allow_list: [tenantId]}\n"))
+	if err != nil || c.Telemetry.MetricsListen != "127.0.0.1:9090" || c.Telemetry.ContextAllowList[0] != "tenantId" {
+		t.Fatalf("Parse = %+v, %v", c.Telemetry, err)
+	}
+	for _, tc := range []struct{ yaml, key string }{
+		{"telemetry: {metrics_listen: nope}", "telemetry.metrics_listen"},
+		{"telemetry: {context_allow_list: ['']}", "telemetry.context_allow_list[0]"},
+		{"context: {secrets: [tok]}\ntelemetry: {context_allow_list: [tok]}", "telemetry.context_allow_list"},
+	} {
+		if _, err := Parse([]byte(tc.yaml)); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.key) {
+			t.Errorf("Parse(%q) = %v, want an error naming %s", tc.yaml, err, tc.key)
+		}
+	}
+}

@@ -112,12 +112,14 @@ func (r *Router) invoke(ctx context.Context, t *remoteTool, input string) tool.R
 			dispatch.WorkerID = w.id
 			dispatch.Attempts = attempts
 		}
+		r.opts.Telemetry.ReplicaChosen(ctx, w.id, attempts)
 		res, retry := r.invokeOnce(ctx, t, w, req, timeout)
 		if !retry {
 			return res
 		}
 		last = &res
-		r.log.Warn("tool call failed over", "tool", t.def.Name, "worker_id", w.id, "attempt", attempts, "reason", res.Content)
+		r.opts.Telemetry.FailedOver(ctx, w.id, attempts, string(res.Code))
+		r.log.WarnContext(ctx, "tool call failed over", "tool", t.def.Name, "worker_id", w.id, "attempt", attempts, "reason", res.Content)
 	}
 	return *last
 }
@@ -127,7 +129,9 @@ func (r *Router) invoke(ctx context.Context, t *remoteTool, input string) tool.R
 func (r *Router) invokeOnce(ctx context.Context, t *remoteTool, w *worker, req *toolpb.InvokeRequest, timeout time.Duration) (tool.Result, bool) {
 	w.calls.Add(1)
 	callCtx, s := withSent(ctx)
+	r.opts.Telemetry.AddInFlight(ctx, w.id, t.group, 1)
 	resp, err := w.client.Invoke(callCtx, req)
+	r.opts.Telemetry.AddInFlight(ctx, w.id, t.group, -1)
 	w.release()
 	if err == nil {
 		w.succeeded()

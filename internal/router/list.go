@@ -85,3 +85,15 @@ func sortedIDs(m map[string]*worker) []string {
 	sort.Strings(ids)
 	return ids
 }
+
+// ReplicaCounts returns the number of registered workers of each group, for the
+// registered-replicas gauge.
+func (r *Router) ReplicaCounts() map[string]int64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make(map[string]int64, len(r.groups))
+	for role, g := range r.groups {
+		out[role] = int64(len(g.workers))
+	}
+	return out
+}

@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
@@ -56,6 +57,10 @@ type Options struct {
 	Converter func(group string) toolctx.Converter
 	// Codec encodes the context as metadata; its MaxBytes bounds it (default 8 KiB).
 	Codec toolctx.Codec
+	// Telemetry traces the calls to workers (as children of the caller's span, with the
+	// trace context in the request metadata) and counts calls in flight per worker; nil
+	// records nothing.
+	Telemetry *telemetry.Telemetry
 	// Logger receives the router's logs. Default: slog.Default().
 	Logger *slog.Logger
 }
@@ -77,7 +82,10 @@ func (o Options) withDefaults() Options {
 		o.MaxAttempts = 3
 	}
 	if o.Dial == nil {
-		o.Dial = Dial
+		tel := o.Telemetry
+		o.Dial = func(address string) (*grpc.ClientConn, error) {
+			return grpc.NewClient(address, append(DialOptions(), tel.DialOptions()...)...)
+		}
 	}
 	if o.Converter == nil {
 		o.Converter = func(string) toolctx.Converter { return toolctx.PassThrough() }

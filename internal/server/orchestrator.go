@@ -20,6 +20,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/decorators"
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/loop"
+	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
@@ -58,6 +59,10 @@ func (o *orchestratorServer) Run(req *toolpb.RunRequest, stream toolpb.Orchestra
 		}
 		return invalid("context", "%v", err).status()
 	}
+	provider, modelName, mfe := s.chooseModel(req.GetLlm())
+	if mfe != nil {
+		return mfe.status()
+	}
 	var outputSchema *loop.OutputSchema
 	if js := req.GetOutputSchemaJson(); js != "" {
 		var err error
@@ -90,9 +95,11 @@ func (o *orchestratorServer) Run(req *toolpb.RunRequest, stream toolpb.Orchestra
 	}
 	defer s.runs.finish(r)
 
+	loopID := "loop_" + randomHex(8)
+	ctx, runSpan := s.tel.StartRun(ctx, telemetry.RunAttrs{RunID: runID, LoopID: loopID, Provider: provider.Name(), Model: modelName})
+	s.tel.ContextAttributes(runSpan, bag.Map())
 	log := s.log.With("run_id", runID)
 	em := &emitter{stream: stream, runID: runID}
-	loopID := "loop_" + randomHex(8)
 	maxIter := s.cfg.Loop.MaxIterations
 	if n := req.GetLimits().GetMaxIterations(); n > 0 {
 		maxIter = int(n)
@@ -105,18 +112,14 @@ func (o *orchestratorServer) Run(req *toolpb.RunRequest, stream toolpb.Orchestra
 	for i, t := range tools {
 		names[i] = t.Definition().Name
 	}
-	provider, modelName, mfe := s.chooseModel(req.GetLlm())
-	if mfe != nil {
-		return mfe.status()
-	}
 	model := llm.Label(provider, modelName)
 	_ = em.send(&toolpb.RunResponse{Event: &toolpb.RunResponse_Started{Started: &toolpb.RunStarted{
 		Model: model, Tools: names, LoopId: loopID, MaxIterations: int32(maxIter),
 	}}})
-	log.Info("run started", "model", model, "tools", len(tools), "loop_id", loopID)
+	log.InfoContext(ctx, "run started", "model", model, "tools", len(tools), "loop_id", loopID)
 
 	opts := loop.Options{
-		Provider:        provider,
+		Provider:        tracedProvider{provider, s.tel},
 		Model:           modelName,
 		MaxOutputTokens: int(req.GetLlm().GetMaxOutputTokens()),
 		MaxIterations:   maxIter,
@@ -128,8 +131,13 @@ func (o *orchestratorServer) Run(req *toolpb.RunRequest, stream toolpb.Orchestra
 		Cost:            func(m string, u llm.Usage) float64 { return s.cost(m, model, u) },
 		RunID:           runID,
 		LoopID:          loopID,
-		Observer:        func(ev loop.Event) { em.observe(r, ev) },
-		Logger:          log,
+		Observer: func(ev loop.Event) {
+			if m, ok := ev.(loop.ModelCalled); ok {
+				s.tel.RecordCost(ctx, m.Model, m.CostUSD)
+			}
+			em.observe(r, ev)
+		},
+		Logger: log,
 	}
 	if o := req.GetLlm(); o != nil && o.Temperature != nil {
 		t := o.GetTemperature()
@@ -146,7 +154,8 @@ func (o *orchestratorServer) Run(req *toolpb.RunRequest, stream toolpb.Orchestra
 	}
 	r.mu.Unlock()
 	if err == nil {
-		log.Info("run succeeded", "iterations", res.Iterations, "tool_calls", res.ToolCalls)
+		s.tel.EndRun(runSpan, telemetry.RunResult{Outcome: "completed", InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens})
+		log.InfoContext(ctx, "run succeeded", "iterations", res.Iterations, "tool_calls", res.ToolCalls)
 		return em.send(&toolpb.RunResponse{Event: &toolpb.RunResponse_FinalResult{FinalResult: &toolpb.FinalResult{
 			Text: res.Text, Iterations: int32(res.Iterations), ReturnDirect: res.ReturnDirect,
 			Usage: &toolpb.Usage{Model: model, InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens, CostUsd: res.CostUSD},
@@ -169,7 +178,11 @@ func (o *orchestratorServer) Run(req *toolpb.RunRequest, stream toolpb.Orchestra
 		r.state = toolpb.RunState_RUN_STATE_CANCELLED
 	}
 	r.mu.Unlock()
-	log.Warn("run failed", "code", code2.String(), "reason", reason, "error", msg)
+	r.mu.Lock()
+	usage := r.usage
+	r.mu.Unlock()
+	s.tel.EndRun(runSpan, telemetry.RunResult{Outcome: strings.ToLower(reason), ErrorType: reason, Err: err, InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens})
+	log.WarnContext(ctx, "run failed", "code", code2.String(), "reason", reason, "error", msg)
 	_ = em.send(&toolpb.RunResponse{Event: &toolpb.RunResponse_Error{Error: runErr}})
 	return statusError(code2, reason, msg, map[string]string{"run_id": runID})
 }
@@ -243,7 +256,7 @@ func (s *Server) resolveTools(req *toolpb.RunRequest) ([]tool.Tool, *fieldError)
 	}
 	out := make([]tool.Tool, 0, len(byName))
 	for name, t := range byName {
-		t = decorators.Apply(t, decorators.Default()...)
+		t = decorators.Apply(t, append(decorators.Default(), decorators.Telemetry(s.tel))...)
 		if tc, ok := s.cfg.Tools[name]; ok && tc.OneShot != nil {
 			t = toolctx.OneShotPerLoop(t, tc.OneShot.Advice)
 		}

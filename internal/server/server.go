@@ -15,6 +15,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/router"
+	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
 
@@ -27,6 +28,9 @@ type Options struct {
 	DefaultProvider string
 	// Provider, when Providers is empty, is the only provider (and the default).
 	Provider llm.Provider
+	// Telemetry traces runs, model calls and tool calls and records their metrics; nil
+	// records nothing.
+	Telemetry *telemetry.Telemetry
 	// Config supplies registry and loop settings; the zero value means config.Default().
 	Config *config.Config
 	Logger *slog.Logger
@@ -38,6 +42,7 @@ type Server struct {
 	providers map[string]llm.Provider
 	provider  llm.Provider // the default
 	cfg       config.Config
+	tel       *telemetry.Telemetry
 	log       *slog.Logger
 	runs      *runStore
 	orch      *orchestratorServer
@@ -73,6 +78,7 @@ func New(opts Options) (*Server, error) {
 		providers: providers,
 		provider:  providers[def],
 		cfg:       cfg,
+		tel:       opts.Telemetry,
 		log:       opts.Logger,
 		runs:      newRunStore(cfg.Loop.MaxConcurrentRuns, cfg.Loop.RetainRuns),
 	}

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
@@ -65,7 +66,17 @@ func (s *invoker) Invoke(ctx context.Context, req *toolpb.InvokeRequest) (*toolp
 	// The tool sees the entries its group may see plus the loop id, never anything else.
 	ctx = toolctx.NewContext(ctx, bag.WithLoopID(req.GetLoopId()))
 	ctx = tool.WithCallInfo(ctx, tool.CallInfo{RunID: req.GetRunId(), LoopID: req.GetLoopId(), CallID: req.GetCallId()})
+	ctx = telemetry.WithLoopID(telemetry.WithRunID(ctx, req.GetRunId()), req.GetLoopId())
+	group := w.group[req.GetTool()]
+	ctx, span := w.tel.StartTool(ctx, telemetry.ToolAttrs{Name: req.GetTool(), CallID: req.GetCallId(), Group: group})
+	w.tel.AddInFlight(ctx, w.opts.ID, group, 1)
 	res := s.call(ctx, t, args)
+	w.tel.AddInFlight(ctx, w.opts.ID, group, -1)
+	end := telemetry.ToolResult{WorkerID: w.opts.ID, Arguments: args, Result: res.Content}
+	if res.IsError() {
+		end.ErrorType = string(res.Code)
+	}
+	w.tel.EndTool(span, end)
 	resp, err := wire.ResultToProto(res)
 	if err != nil {
 		return wire.ResultToProto(tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf("tool '%s' returned a result that cannot be sent: %v", req.GetTool(), err)))

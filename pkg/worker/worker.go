@@ -25,12 +25,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
@@ -95,6 +98,12 @@ type Options struct {
 	MinBackoff, MaxBackoff time.Duration
 	// Logger receives the worker's logs. Default: slog.Default().
 	Logger *slog.Logger
+	// TracerProvider and MeterProvider, when set, trace every call (a server span per
+	// request, joined to the orchestrator's trace through the W3C traceparent header, and
+	// an execute_tool span around the tool) and count calls in flight, the signal to
+	// autoscale a tool group on.
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
 	// DialOptions are added to the options of the connection to the orchestrator.
 	DialOptions []grpc.DialOption
 	// ServerOptions are added to the options of the gRPC server.
@@ -109,6 +118,8 @@ type Worker struct {
 	tools  map[string]tool.Tool
 	reg    *toolpb.Registration
 	codec  toolctx.Codec
+	tel    *telemetry.Telemetry
+	group  map[string]string // tool name → group role
 
 	health  *health.Server
 	server  *grpc.Server
@@ -174,6 +185,7 @@ func New(opts Options, groups ...Group) (*Worker, error) {
 		opts:      opts,
 		log:       opts.Logger.With("worker_id", opts.ID),
 		groups:    groups,
+		group:     map[string]string{},
 		tools:     map[string]tool.Tool{},
 		addr:      make(chan net.Addr, 1),
 		drainCh:   make(chan struct{}),
@@ -209,6 +221,7 @@ func New(opts Options, groups ...Group) (*Worker, error) {
 				return nil, fmt.Errorf("%w: tool %q given twice", ErrInvalidGroup, def.Name)
 			}
 			w.tools[def.Name] = t
+			w.group[def.Name] = g.Role
 			gr.Tools = append(gr.Tools, &toolpb.RegisteredTool{
 				Definition:  wire.DefinitionToProto(def, meta),
 				ContentHash: tool.Hash(def, meta),
@@ -217,6 +230,13 @@ func New(opts Options, groups ...Group) (*Worker, error) {
 		reg.Groups = append(reg.Groups, gr)
 	}
 	w.reg = reg
+	if opts.TracerProvider != nil || opts.MeterProvider != nil {
+		tel, err := telemetry.FromProviders(opts.TracerProvider, opts.MeterProvider, telemetry.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("worker: telemetry: %w", err)
+		}
+		w.tel = tel
+	}
 	return w, nil
 }
 
@@ -256,7 +276,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.health = health.NewServer()
 	opts := append([]grpc.ServerOption{
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-	}, w.opts.ServerOptions...)
+	}, w.tel.ServerOptions()...)
+	opts = append(opts, w.opts.ServerOptions...)
 	w.server = grpc.NewServer(opts...)
 	toolpb.RegisterToolWorkerServiceServer(w.server, &invoker{w: w})
 	healthpb.RegisterHealthServer(w.server, w.health)

@@ -18,9 +18,11 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/toolmesh/toolmesh/internal/builtin"
 	"github.com/toolmesh/toolmesh/internal/decorators"
+	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
@@ -34,6 +36,7 @@ var wrappers = map[string][]func(tool.Tool) tool.Tool{
 		func(t tool.Tool) tool.Tool { return tool.WithDefinitionMetadata(t, map[string]string{"k": "v"}) },
 	},
 	"internal/decorators.errorMapping": {decorators.ErrorMapping},
+	"internal/decorators.traced":       {decorators.Telemetry(nil), func(t tool.Tool) tool.Tool { return decorators.Telemetry(tracing())(t) }},
 	"pkg/toolctx.oneShot":              {func(t tool.Tool) tool.Tool { return toolctx.OneShotPerLoop(t, "advice") }},
 	"internal/builtin.delayed": {func(t tool.Tool) tool.Tool {
 		return builtin.WithDelay(time.Millisecond, []tool.Tool{t})[0]
@@ -262,4 +265,14 @@ func contains(xs []string, x string) bool {
 		}
 	}
 	return false
+}
+
+// tracing returns a Telemetry with a real SDK tracer, so the traced wrapper starts real
+// spans while it forwards the call.
+func tracing() *telemetry.Telemetry {
+	tel, err := telemetry.FromProviders(sdktrace.NewTracerProvider(), nil, telemetry.Options{})
+	if err != nil {
+		panic(err)
+	}
+	return tel
 }
