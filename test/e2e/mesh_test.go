@@ -76,7 +76,7 @@ func (m *mesh) startOrchestrator(listen string) {
 	m.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	args := []string{"--config", m.cfgPath}
+	args := []string{"--config", m.cfgPath, "--metrics-listen", "127.0.0.1:0"}
 	if m.script != "" {
 		args = append(args, "--script", m.script)
 	}

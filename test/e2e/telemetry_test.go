@@ -1,0 +1,339 @@
+package e2e
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/toolmesh/toolmesh/internal/harness"
+	"github.com/toolmesh/toolmesh/pkg/client"
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
+)
+
+// otlpReceiver is an OTLP/gRPC trace collector that keeps every span it is sent.
+type otlpReceiver struct {
+	collectortrace.UnimplementedTraceServiceServer
+	mu    sync.Mutex
+	spans []*tracepb.Span
+	svc   map[string]string // span id (hex) → service.name
+}
+
+func (r *otlpReceiver) Export(_ context.Context, req *collectortrace.ExportTraceServiceRequest) (*collectortrace.ExportTraceServiceResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rs := range req.GetResourceSpans() {
+		service := ""
+		for _, a := range rs.GetResource().GetAttributes() {
+			if a.GetKey() == "service.name" {
+				service = a.GetValue().GetStringValue()
+			}
+		}
+		for _, ss := range rs.GetScopeSpans() {
+			for _, s := range ss.GetSpans() {
+				r.spans = append(r.spans, s)
+				r.svc[hex.EncodeToString(s.GetSpanId())] = service
+			}
+		}
+	}
+	return &collectortrace.ExportTraceServiceResponse{}, nil
+}
+
+func (r *otlpReceiver) snapshot() ([]*tracepb.Span, map[string]string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	svc := map[string]string{}
+	for k, v := range r.svc {
+		svc[k] = v
+	}
+	return append([]*tracepb.Span(nil), r.spans...), svc
+}
+
+func attr(s *tracepb.Span, key string) (*commonpb.AnyValue, bool) {
+	for _, a := range s.GetAttributes() {
+		if a.GetKey() == key {
+			return a.GetValue(), true
+		}
+	}
+	return nil, false
+}
+
+// TestOneTracePerRun: with OTLP export on, the client's call, the orchestrator's Run, its
+// invoke_agent, chat and execute_tool spans, the call to the worker and the worker's own
+// spans form one trace with the right parent chain and GenAI attributes; a failing tool's
+// span carries error.type; a context key outside the allow-list appears in no span and no
+// log line; /metrics of orchestrator and worker count the calls made.
+func TestOneTracePerRun(t *testing.T) {
+	rcv := &otlpReceiver{svc: map[string]string{}}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	collectortrace.RegisterTraceServiceServer(g, rcv)
+	go func() { _ = g.Serve(lis) }()
+	defer g.Stop()
+	for k, v := range map[string]string{
+		"OTEL_TRACES_EXPORTER":        "otlp",
+		"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://" + lis.Addr().String(),
+		"OTEL_EXPORTER_OTLP_INSECURE": "true",
+		"OTEL_BSP_SCHEDULE_DELAY":     "100",
+	} {
+		t.Setenv(k, v)
+	}
+
+	const hidden = "hidden-value-7f3a"
+	m := startMesh(t, "telemetry.yaml", "telemetry: {context_allow_list: [tenantId]}\n")
+	w := m.startWorker("math-1", "math", "--metrics-listen", "127.0.0.1:0")
+	m.waitWorkers("math-1")
+
+	// The client traces its call with its own SDK, exporting to the same collector.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(lis.Addr().String()), otlptracegrpc.WithInsecure())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	cl, err := client.Dial(m.orch.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithTracerProvider(tp), otelgrpc.WithPropagators(propagation.TraceContext{}))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cl.Close() }()
+	rootCtx, root := tp.Tracer("e2e").Start(ctx, "client-run")
+	final, err := cl.RunAndWait(rootCtx, &toolpb.RunRequest{Prompt: "go", ToolGroups: []string{"math"},
+		Context: map[string]string{"tenantId": "acme", "secretish": hidden}}, nil)
+	root.End()
+	if err != nil || final.GetText() != "done" {
+		m.dump()
+		t.Fatalf("run = %v, %v", final, err)
+	}
+	traceID := root.SpanContext().TraceID().String()
+
+	// Metrics, scraped before the processes stop.
+	orchMetrics := scrape(t, m.orch.Proc)
+	workerMetrics := scrape(t, w)
+	for _, c := range []struct {
+		text, name, tool, outcome string
+	}{
+		{orchMetrics, "toolmesh_tool_call_duration_seconds_count", "add", "ok"},
+		{orchMetrics, "toolmesh_tool_call_duration_seconds_count", "divide", "error"},
+		{workerMetrics, "toolmesh_tool_call_duration_seconds_count", "add", "ok"},
+		{workerMetrics, "toolmesh_tool_call_duration_seconds_count", "divide", "error"},
+	} {
+		if v := metricValue(c.text, c.name, `gen_ai_tool_name="`+c.tool+`"`, `toolmesh_outcome="`+c.outcome+`"`); v != 1 {
+			t.Errorf("%s{%s,%s} = %v, want 1", c.name, c.tool, c.outcome, v)
+		}
+	}
+	for _, c := range []struct{ text, name, label string }{
+		{orchMetrics, "toolmesh_group_replicas", `toolmesh_group="math"`},
+		{orchMetrics, "toolmesh_run_duration_seconds_count", ""},
+		{orchMetrics, "gen_ai_client_token_usage_count", `gen_ai_token_type="input"`},
+	} {
+		if v := metricValue(c.text, c.name, c.label); v < 1 {
+			t.Errorf("%s{%s} = %v, want ≥ 1", c.name, c.label, v)
+		}
+	}
+	if !strings.Contains(workerMetrics, "toolmesh_worker_calls_in_flight") || !strings.Contains(orchMetrics, "toolmesh_worker_calls_in_flight") {
+		t.Error("the in-flight gauge is missing from /metrics")
+	}
+
+	// Stop the processes: their exporters flush on the way out.
+	for id, p := range m.workers {
+		if err := p.Stop(20 * time.Second); err != nil {
+			t.Errorf("%s: %v", id, err)
+		}
+	}
+	if err := m.orch.Stop(20 * time.Second); err != nil {
+		t.Errorf("orchestrator: %v", err)
+	}
+	if err := tp.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	var spans []*tracepb.Span
+	var svc map[string]string
+	byName := func(name string) []*tracepb.Span {
+		var out []*tracepb.Span
+		for _, s := range spans {
+			if s.GetName() == name {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		spans, svc = rcv.snapshot()
+		if len(byName("execute_tool divide")) >= 2 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	ids := map[string]*tracepb.Span{}
+	inRun := regexp.MustCompile(`^(execute_tool |chat |invoke_agent |toolmesh\.v1\.OrchestratorService/Run$|toolmesh\.v1\.ToolWorkerService/Invoke$)`)
+	for _, s := range spans {
+		if got := hex.EncodeToString(s.GetTraceId()); inRun.MatchString(s.GetName()) && got != traceID {
+			t.Errorf("span %q (%s) is in trace %s, not the client's %s", s.GetName(), svc[hex.EncodeToString(s.GetSpanId())], got, traceID)
+		}
+		ids[hex.EncodeToString(s.GetSpanId())] = s
+	}
+	parent := func(s *tracepb.Span) *tracepb.Span { return ids[hex.EncodeToString(s.GetParentSpanId())] }
+	service := func(s *tracepb.Span) string { return svc[hex.EncodeToString(s.GetSpanId())] }
+
+	// The chain from the worker's execute_tool span up to the client's root.
+	var workerAdd *tracepb.Span
+	for _, s := range byName("execute_tool add") {
+		if service(s) == "toolmesh-worker" {
+			workerAdd = s
+		}
+	}
+	if workerAdd == nil {
+		t.Fatalf("no worker span for add; spans: %v", names(spans, svc))
+	}
+	want := []struct{ name, service string }{
+		{"execute_tool add", "toolmesh-worker"},
+		{"toolmesh.v1.ToolWorkerService/Invoke", "toolmesh-worker"},
+		{"toolmesh.v1.ToolWorkerService/Invoke", "toolmesh-orchestrator"},
+		{"execute_tool add", "toolmesh-orchestrator"},
+		{"invoke_agent toolmesh", "toolmesh-orchestrator"},
+		{"toolmesh.v1.OrchestratorService/Run", "toolmesh-orchestrator"},
+		{"toolmesh.v1.OrchestratorService/Run", "e2e"},
+		{"client-run", "e2e"},
+	}
+	s := workerAdd
+	for i, w := range want {
+		if s == nil {
+			t.Fatalf("the chain breaks before %d (%s in %s); spans: %v", i, w.name, w.service, names(spans, svc))
+		}
+		if s.GetName() != w.name || (w.service != "e2e" && service(s) != w.service) {
+			t.Errorf("link %d: %q in %q, want %q in %q", i, s.GetName(), service(s), w.name, w.service)
+		}
+		s = parent(s)
+	}
+
+	// GenAI attributes.
+	chats := 0
+	for _, s := range spans {
+		if !strings.HasPrefix(s.GetName(), "chat ") {
+			continue
+		}
+		chats++
+		for _, k := range []string{"gen_ai.operation.name", "gen_ai.request.model", "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "gen_ai.response.finish_reasons", "gen_ai.provider.name"} {
+			if _, ok := attr(s, k); !ok {
+				t.Errorf("chat span lacks %s", k)
+			}
+		}
+	}
+	if chats != 2 {
+		t.Errorf("%d chat spans, want 2", chats)
+	}
+	for _, s := range append(byName("execute_tool add"), byName("execute_tool divide")...) {
+		if service(s) != "toolmesh-orchestrator" {
+			continue
+		}
+		for _, k := range []string{"gen_ai.operation.name", "gen_ai.tool.name", "gen_ai.tool.call.id", "gen_ai.tool.type", "toolmesh.group", "toolmesh.worker.id"} {
+			if _, ok := attr(s, k); !ok {
+				t.Errorf("%s lacks %s", s.GetName(), k)
+			}
+		}
+		et, failed := attr(s, "error.type")
+		if strings.HasSuffix(s.GetName(), "divide") != failed {
+			t.Errorf("%s: error.type = %v", s.GetName(), et)
+		}
+		if v, ok := attr(s, "toolmesh.context.tenantId"); !ok || v.GetStringValue() != "acme" {
+			t.Errorf("%s: the allow-listed context key is missing", s.GetName())
+		}
+	}
+	for _, s := range spans {
+		for _, a := range s.GetAttributes() {
+			if strings.Contains(a.String(), hidden) || strings.Contains(a.GetKey(), "secretish") {
+				t.Errorf("span %q carries the context key outside the allow-list: %s", s.GetName(), a.GetKey())
+			}
+		}
+	}
+	for _, p := range append([]string{m.orch.Output()}, w.Output()) {
+		if strings.Contains(p, hidden) {
+			t.Error("a log line carries the context value outside the allow-list")
+		}
+	}
+	// Log lines of a run carry its ids.
+	if !regexp.MustCompile(`"msg":"run started".*"trace_id":"` + traceID + `"`).MatchString(m.orch.Output()) &&
+		!regexp.MustCompile(`"trace_id":"`+traceID+`".*"msg":"run started"`).MatchString(m.orch.Output()) {
+		t.Error("the run's log line does not carry its trace id")
+	}
+	m.workers = map[string]*harness.Proc{}
+}
+
+func names(spans []*tracepb.Span, svc map[string]string) []string {
+	var out []string
+	for _, s := range spans {
+		out = append(out, fmt.Sprintf("%s@%s", s.GetName(), svc[hex.EncodeToString(s.GetSpanId())]))
+	}
+	return out
+}
+
+// scrape reads the /metrics address a process logged and returns the exposition.
+func scrape(t *testing.T, p *harness.Proc) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rec, err := p.WaitLog(ctx, "metrics serving")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + rec["address"].(string) + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %d %v", resp.StatusCode, err)
+	}
+	return string(b)
+}
+
+// metricValue sums the samples of a metric whose labels contain every given fragment.
+func metricValue(exposition, name string, labels ...string) float64 {
+	sum := 0.0
+	for _, line := range strings.Split(exposition, "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			if l != "" && !strings.Contains(line, l) {
+				ok = false
+			}
+		}
+		if !ok {
+			continue
+		}
+		fields := strings.Fields(line)
+		if v, err := strconv.ParseFloat(fields[len(fields)-1], 64); err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
