@@ -278,7 +278,7 @@ func TestOneTracePerRun(t *testing.T) {
 		}
 	}
 	// Log lines of a run carry its ids.
-	if !regexp.MustCompile(`"msg":"run started".*"trace_id":"` + traceID + `"`).MatchString(m.orch.Output()) &&
+	if !regexp.MustCompile(`"msg":"run started".*"trace_id":"`+traceID+`"`).MatchString(m.orch.Output()) &&
 		!regexp.MustCompile(`"trace_id":"`+traceID+`".*"msg":"run started"`).MatchString(m.orch.Output()) {
 		t.Error("the run's log line does not carry its trace id")
 	}
