@@ -58,7 +58,18 @@ type ToolCallFinished struct {
 	Duration time.Duration
 }
 
+// ToolsChanged reports a change of the tool set by the loop's strategies after a tool
+// call: the names that left and joined, and the whole set the next model call offers.
+type ToolsChanged struct {
+	Iteration int
+	LoopID    string
+	Added     []string
+	Removed   []string
+	Tools     []string
+}
+
 func (ModelCalled) loopEvent()      {}
 func (AssistantText) loopEvent()    {}
 func (ToolCallStarted) loopEvent()  {}
 func (ToolCallFinished) loopEvent() {}
+func (ToolsChanged) loopEvent()     {}

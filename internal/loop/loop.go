@@ -4,7 +4,9 @@
 // error (SPEC S5).
 //
 // It knows tools only through pkg/tool and models only through internal/llm: it must not
-// import gRPC, generated protos, the router or the server.
+// import gRPC, generated protos, the router or the server. It knows nothing of facades
+// or agentic tools either: what changes the tool set mid-loop plugs in as a Strategy
+// (internal/progressive implements one and imports this package, not the reverse).
 package loop
 
 import (
@@ -92,6 +94,17 @@ type Options struct {
 	// NotFound handles unknown tool names. Default: NewAutoCorrection(). It must be a fresh
 	// value per loop.
 	NotFound NotFoundPolicy
+	// Strategies change the tool set after tool calls (§5.7), for example unfolding a
+	// facade (internal/progressive). They are chained (see Chain): after each call of a
+	// batch that returned a result that is not an error, in call order once the whole
+	// batch has run, every strategy is evaluated and the changes of all are applied. A
+	// tool added by one call of a batch is therefore callable from the next model turn.
+	// Default: none.
+	Strategies []Strategy
+	// Decorate wraps every tool a strategy adds before it joins the tool set, so that
+	// injected tools get the same decorator chain as the tools the loop started with
+	// (which the caller decorated itself). Default: none (the tool as it is).
+	Decorate func(tool.Tool) tool.Tool
 	// Observer receives the loop's events, synchronously, from several goroutines at once
 	// when tool calls run in parallel.
 	Observer func(Event)
@@ -137,7 +150,13 @@ func Run(ctx context.Context, opts Options, in Input) (*Result, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.Decorate == nil {
+		opts.Decorate = func(t tool.Tool) tool.Tool { return t }
+	}
 	l := &state{opts: opts, tools: map[string]tool.Tool{}}
+	if len(opts.Strategies) > 0 {
+		l.strategy = Chain(opts.Strategies...)
+	}
 	for _, t := range in.Tools {
 		name := t.Definition().Name
 		if _, dup := l.tools[name]; dup {
@@ -151,14 +170,15 @@ func Run(ctx context.Context, opts Options, in Input) (*Result, error) {
 }
 
 type state struct {
-	opts    Options
-	tools   map[string]tool.Tool
-	order   []string
-	history []llm.Message
-	usage   llm.Usage
-	cost    float64
-	calls   int
-	empties int
+	opts     Options
+	strategy Strategy // nil when there is none
+	tools    map[string]tool.Tool
+	order    []string
+	history  []llm.Message
+	usage    llm.Usage
+	cost     float64
+	calls    int
+	empties  int
 	// corrected is set once the model had its corrective turn for the output schema.
 	corrected bool
 }
@@ -244,10 +264,17 @@ func (l *state) run(ctx context.Context, system string) (*Result, error) {
 		}
 		direct, hasDirect := "", false
 		for _, o := range outcomes {
-			l.history = append(l.history, llm.Message{Role: llm.RoleTool, ToolCallID: o.call.ID, ToolName: o.call.Name, Text: o.content, IsError: o.isError})
 			if o.returnDirect {
 				direct, hasDirect = o.content, true
 			}
+		}
+		for _, o := range outcomes {
+			// The strategies see the history without this call's result (§5.7); there is
+			// no next turn to offer changed tools to after a return-direct result.
+			if !hasDirect && o.tool != nil && !o.isError {
+				l.inject(ctx, iter, o)
+			}
+			l.history = append(l.history, llm.Message{Role: llm.RoleTool, ToolCallID: o.call.ID, ToolName: o.call.Name, Text: o.content, IsError: o.isError})
 		}
 		if hasDirect {
 			if l.opts.OutputSchema != nil {
@@ -301,6 +328,11 @@ type outcome struct {
 	isError      bool
 	returnDirect bool
 	signal       error
+	// tool, input and result are set when the tool ran: the tool as found in the tool
+	// set, the arguments it received, and what it returned.
+	tool   tool.Tool
+	input  string
+	result tool.Result
 }
 
 // runBatch runs the tool calls of one model turn. Unknown names and invalid arguments are
@@ -358,12 +390,16 @@ func (l *state) runBatch(ctx context.Context, iter int, calls []llm.ToolCall) ([
 	return outcomes, nil
 }
 
-// call runs one tool call and reports it.
-func (l *state) call(ctx context.Context, iter int, c llm.ToolCall, t tool.Tool, args string) outcome {
+// callContext is the context of call c: its call info and the loop's ToolCallContext.
+func (l *state) callContext(ctx context.Context, c llm.ToolCall) context.Context {
 	ctx = tool.WithCallInfo(ctx, tool.CallInfo{RunID: l.opts.RunID, LoopID: l.opts.LoopID, CallID: c.ID})
 	// Every call of the loop gets the same context, stamped with this loop's id.
-	ctx = toolctx.NewContext(ctx, l.opts.Context.WithLoopID(l.opts.LoopID))
-	ctx, dispatch := tool.WithDispatch(ctx)
+	return toolctx.NewContext(ctx, l.opts.Context.WithLoopID(l.opts.LoopID))
+}
+
+// call runs one tool call and reports it.
+func (l *state) call(ctx context.Context, iter int, c llm.ToolCall, t tool.Tool, args string) outcome {
+	ctx, dispatch := tool.WithDispatch(l.callContext(ctx, c))
 	start := time.Now()
 	res, err := safeCall(ctx, t, args)
 	elapsed := time.Since(start)
@@ -384,6 +420,7 @@ func (l *state) call(ctx context.Context, iter int, c llm.ToolCall, t tool.Tool,
 	}
 	o.content = res.Render()
 	o.isError = res.IsError()
+	o.tool, o.input, o.result = t, args, res
 	o.returnDirect = t.Metadata().ReturnDirect && !res.IsError()
 	ev.Result, ev.Content = res, o.content
 	ev.Outcome = OutcomeOK
@@ -422,4 +459,159 @@ func safeCall(ctx context.Context, t tool.Tool, args string) (res tool.Result, e
 		}
 	}()
 	return t.Call(ctx, args)
+}
+
+// Strategy changes the tool set after a tool call (§5.7): a facade unfolds into its
+// children, a playbook unlocks tools. The loop evaluates it with the context of the call
+// (call info and ToolCallContext, as the tool received them), so that a strategy that
+// asks a remote tool forwards the same context.
+//
+// A strategy that fails (an error or a panic) changes nothing, and the loop goes on
+// after logging it: a run never fails because its tool set could not change. The other
+// strategies of the loop still apply (see Chain).
+type Strategy interface {
+	Evaluate(ctx context.Context, ic InjectionContext) (Injection, error)
+}
+
+// StrategyFunc adapts a function to a Strategy.
+type StrategyFunc func(ctx context.Context, ic InjectionContext) (Injection, error)
+
+// Evaluate calls f.
+func (f StrategyFunc) Evaluate(ctx context.Context, ic InjectionContext) (Injection, error) {
+	return f(ctx, ic)
+}
+
+var _ Strategy = StrategyFunc(nil)
+
+// InjectionContext is what a strategy sees of the call it evaluates.
+type InjectionContext struct {
+	// Tool is the called tool as found in the current tool set, decorators included;
+	// tool.As finds what is underneath.
+	Tool tool.Tool
+	// Input is the arguments the tool received (validated, canonical JSON).
+	Input string
+	// Result is what the tool returned; Content is its text as the model reads it.
+	Result  tool.Result
+	Content string
+	// Iteration is the model call whose tool calls are being run, from 1.
+	Iteration int
+	// Current is the tool set before this change, in the order the model is offered it.
+	Current []tool.Tool
+	// History is the conversation so far, without this call's result.
+	History []llm.Message
+}
+
+// Injection is a change to the tool set: the tools whose names match a tool of Remove
+// leave, then the tools of Add join (decorated by Options.Decorate), except those whose
+// name is already present, appended in order.
+type Injection struct {
+	Add, Remove []tool.Tool
+}
+
+// IsZero reports whether the injection changes nothing.
+func (i Injection) IsZero() bool { return len(i.Add) == 0 && len(i.Remove) == 0 }
+
+// Chain returns a strategy that evaluates every one of strategies (nil ones skipped)
+// against the same context and concatenates their additions and their removals. A
+// failing strategy contributes nothing; the others still do, and the error joins the
+// failures. A strategy that panics counts as failing.
+func Chain(strategies ...Strategy) Strategy {
+	return chain(slices.DeleteFunc(slices.Clone(strategies), func(s Strategy) bool { return s == nil }))
+}
+
+type chain []Strategy
+
+func (c chain) Evaluate(ctx context.Context, ic InjectionContext) (Injection, error) {
+	var out Injection
+	var errs []error
+	for _, s := range c {
+		inj, err := safeEvaluate(ctx, s, ic)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out.Add = append(out.Add, inj.Add...)
+		out.Remove = append(out.Remove, inj.Remove...)
+	}
+	return out, errors.Join(errs...)
+}
+
+// current is the tool set in the order the model is offered it.
+func (l *state) current() []tool.Tool {
+	out := make([]tool.Tool, len(l.order))
+	for i, name := range l.order {
+		out[i] = l.tools[name]
+	}
+	return out
+}
+
+// inject evaluates the strategies after call o and applies their change.
+func (l *state) inject(ctx context.Context, iter int, o outcome) {
+	if l.strategy == nil {
+		return
+	}
+	ic := InjectionContext{
+		Tool: o.tool, Input: o.input, Result: o.result, Content: o.content, Iteration: iter,
+		Current: l.current(), History: slices.Clone(l.history),
+	}
+	// l.strategy is a Chain: what it returns with an error is the others' contribution.
+	inj, err := l.strategy.Evaluate(l.callContext(ctx, o.call), ic)
+	if err != nil {
+		l.opts.Logger.Warn("injection strategy failed", "tool", o.call.Name, "call_id", o.call.ID, "loop_id", l.opts.LoopID, "error", err)
+	}
+	added, removed := l.apply(inj)
+	if len(added) == 0 && len(removed) == 0 {
+		return
+	}
+	l.opts.Observer(ToolsChanged{Iteration: iter, LoopID: l.opts.LoopID, Added: added, Removed: removed, Tools: slices.Clone(l.order)})
+}
+
+// apply changes the tool set as Injection describes and returns the names that joined
+// and left.
+func (l *state) apply(inj Injection) (added, removed []string) {
+	if inj.IsZero() {
+		return nil, nil
+	}
+	gone := map[string]bool{}
+	for _, t := range inj.Remove {
+		if t != nil {
+			gone[t.Definition().Name] = true
+		}
+	}
+	if len(gone) > 0 {
+		kept := l.order[:0:0]
+		for _, name := range l.order {
+			if gone[name] {
+				removed = append(removed, name)
+				delete(l.tools, name)
+				continue
+			}
+			kept = append(kept, name)
+		}
+		l.order = kept
+	}
+	for _, t := range inj.Add {
+		if t == nil {
+			continue
+		}
+		t = l.opts.Decorate(t)
+		name := t.Definition().Name
+		if _, dup := l.tools[name]; dup {
+			continue // the first tool of a name wins
+		}
+		l.tools[name] = t
+		l.order = append(l.order, name)
+		added = append(added, name)
+	}
+	return added, removed
+}
+
+// safeEvaluate turns a panic in a strategy into an error: the tool set stays as it is.
+func safeEvaluate(ctx context.Context, s Strategy, ic InjectionContext) (inj Injection, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			inj, err = Injection{}, fmt.Errorf("injection strategy panicked: %v", p)
+		}
+	}()
+	return s.Evaluate(ctx, ic)
 }
