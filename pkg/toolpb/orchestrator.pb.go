@@ -631,6 +631,7 @@ type RunResponse struct {
 	//	*RunResponse_Usage
 	//	*RunResponse_FinalResult
 	//	*RunResponse_Error
+	//	*RunResponse_ToolsChanged
 	Event         isRunResponse_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -757,6 +758,15 @@ func (x *RunResponse) GetError() *RunError {
 	return nil
 }
 
+func (x *RunResponse) GetToolsChanged() *ToolsChanged {
+	if x != nil {
+		if x, ok := x.Event.(*RunResponse_ToolsChanged); ok {
+			return x.ToolsChanged
+		}
+	}
+	return nil
+}
+
 type isRunResponse_Event interface {
 	isRunResponse_Event()
 }
@@ -796,6 +806,11 @@ type RunResponse_Error struct {
 	Error *RunError `protobuf:"bytes,10,opt,name=error,proto3,oneof"`
 }
 
+type RunResponse_ToolsChanged struct {
+	// The tools offered to the model changed (a facade unfolded).
+	ToolsChanged *ToolsChanged `protobuf:"bytes,11,opt,name=tools_changed,json=toolsChanged,proto3,oneof"`
+}
+
 func (*RunResponse_Started) isRunResponse_Event() {}
 
 func (*RunResponse_ToolCallStarted) isRunResponse_Event() {}
@@ -809,6 +824,8 @@ func (*RunResponse_Usage) isRunResponse_Event() {}
 func (*RunResponse_FinalResult) isRunResponse_Event() {}
 
 func (*RunResponse_Error) isRunResponse_Event() {}
+
+func (*RunResponse_ToolsChanged) isRunResponse_Event() {}
 
 // RunStarted is the first event of a run.
 type RunStarted struct {
@@ -1083,6 +1100,88 @@ func (x *ToolCallFinished) GetLoopId() string {
 	return ""
 }
 
+// ToolsChanged reports a change of the tools offered to the model.
+type ToolsChanged struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tools added.
+	Added []string `protobuf:"bytes,1,rep,name=added,proto3" json:"added,omitempty"`
+	// Tools removed.
+	Removed []string `protobuf:"bytes,2,rep,name=removed,proto3" json:"removed,omitempty"`
+	// The tools offered from now on.
+	Tools []string `protobuf:"bytes,3,rep,name=tools,proto3" json:"tools,omitempty"`
+	// Iteration of the loop, from 1.
+	Iteration int32 `protobuf:"varint,4,opt,name=iteration,proto3" json:"iteration,omitempty"`
+	// Id of the loop.
+	LoopId        string `protobuf:"bytes,5,opt,name=loop_id,json=loopId,proto3" json:"loop_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolsChanged) Reset() {
+	*x = ToolsChanged{}
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolsChanged) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolsChanged) ProtoMessage() {}
+
+func (x *ToolsChanged) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolsChanged.ProtoReflect.Descriptor instead.
+func (*ToolsChanged) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ToolsChanged) GetAdded() []string {
+	if x != nil {
+		return x.Added
+	}
+	return nil
+}
+
+func (x *ToolsChanged) GetRemoved() []string {
+	if x != nil {
+		return x.Removed
+	}
+	return nil
+}
+
+func (x *ToolsChanged) GetTools() []string {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *ToolsChanged) GetIteration() int32 {
+	if x != nil {
+		return x.Iteration
+	}
+	return 0
+}
+
+func (x *ToolsChanged) GetLoopId() string {
+	if x != nil {
+		return x.LoopId
+	}
+	return ""
+}
+
 // AssistantMessage is text the model wrote in a turn that also called tools.
 type AssistantMessage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1096,7 +1195,7 @@ type AssistantMessage struct {
 
 func (x *AssistantMessage) Reset() {
 	*x = AssistantMessage{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[8]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1108,7 +1207,7 @@ func (x *AssistantMessage) String() string {
 func (*AssistantMessage) ProtoMessage() {}
 
 func (x *AssistantMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[8]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1121,7 +1220,7 @@ func (x *AssistantMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssistantMessage.ProtoReflect.Descriptor instead.
 func (*AssistantMessage) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{8}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AssistantMessage) GetText() string {
@@ -1155,7 +1254,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[9]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1167,7 +1266,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[9]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1180,7 +1279,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{9}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Usage) GetModel() string {
@@ -1228,7 +1327,7 @@ type FinalResult struct {
 
 func (x *FinalResult) Reset() {
 	*x = FinalResult{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[10]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1240,7 +1339,7 @@ func (x *FinalResult) String() string {
 func (*FinalResult) ProtoMessage() {}
 
 func (x *FinalResult) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[10]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1253,7 +1352,7 @@ func (x *FinalResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinalResult.ProtoReflect.Descriptor instead.
 func (*FinalResult) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{10}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FinalResult) GetText() string {
@@ -1299,7 +1398,7 @@ type RunError struct {
 
 func (x *RunError) Reset() {
 	*x = RunError{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[11]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1311,7 +1410,7 @@ func (x *RunError) String() string {
 func (*RunError) ProtoMessage() {}
 
 func (x *RunError) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[11]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1324,7 +1423,7 @@ func (x *RunError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunError.ProtoReflect.Descriptor instead.
 func (*RunError) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{11}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RunError) GetCode() int32 {
@@ -1359,7 +1458,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[12]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1371,7 +1470,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[12]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1384,7 +1483,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{12}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListToolsRequest) GetToolGroups() []string {
@@ -1405,7 +1504,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[13]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1417,7 +1516,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[13]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1430,7 +1529,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{13}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListToolsResponse) GetTools() []*ToolInfo {
@@ -1457,7 +1556,7 @@ type ToolInfo struct {
 
 func (x *ToolInfo) Reset() {
 	*x = ToolInfo{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[14]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1469,7 +1568,7 @@ func (x *ToolInfo) String() string {
 func (*ToolInfo) ProtoMessage() {}
 
 func (x *ToolInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[14]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1482,7 +1581,7 @@ func (x *ToolInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolInfo.ProtoReflect.Descriptor instead.
 func (*ToolInfo) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{14}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ToolInfo) GetDefinition() *ToolDefinition {
@@ -1522,7 +1621,7 @@ type ListToolGroupsRequest struct {
 
 func (x *ListToolGroupsRequest) Reset() {
 	*x = ListToolGroupsRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[15]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1534,7 +1633,7 @@ func (x *ListToolGroupsRequest) String() string {
 func (*ListToolGroupsRequest) ProtoMessage() {}
 
 func (x *ListToolGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[15]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1547,7 +1646,7 @@ func (x *ListToolGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{15}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{16}
 }
 
 // ListToolGroupsResponse lists tool groups.
@@ -1561,7 +1660,7 @@ type ListToolGroupsResponse struct {
 
 func (x *ListToolGroupsResponse) Reset() {
 	*x = ListToolGroupsResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[16]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1573,7 +1672,7 @@ func (x *ListToolGroupsResponse) String() string {
 func (*ListToolGroupsResponse) ProtoMessage() {}
 
 func (x *ListToolGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[16]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1586,7 +1685,7 @@ func (x *ListToolGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{16}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListToolGroupsResponse) GetGroups() []*ToolGroupStatus {
@@ -1611,7 +1710,7 @@ type ToolGroupStatus struct {
 
 func (x *ToolGroupStatus) Reset() {
 	*x = ToolGroupStatus{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[17]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1623,7 +1722,7 @@ func (x *ToolGroupStatus) String() string {
 func (*ToolGroupStatus) ProtoMessage() {}
 
 func (x *ToolGroupStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[17]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1636,7 +1735,7 @@ func (x *ToolGroupStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolGroupStatus.ProtoReflect.Descriptor instead.
 func (*ToolGroupStatus) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{17}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ToolGroupStatus) GetGroup() *ToolGroupInfo {
@@ -1669,7 +1768,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[18]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1681,7 +1780,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[18]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1694,7 +1793,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{18}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{19}
 }
 
 // ListWorkersResponse lists workers.
@@ -1708,7 +1807,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[19]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1720,7 +1819,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[19]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1733,7 +1832,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{19}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*WorkerStatus {
@@ -1768,7 +1867,7 @@ type WorkerStatus struct {
 
 func (x *WorkerStatus) Reset() {
 	*x = WorkerStatus{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[20]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1780,7 +1879,7 @@ func (x *WorkerStatus) String() string {
 func (*WorkerStatus) ProtoMessage() {}
 
 func (x *WorkerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[20]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1793,7 +1892,7 @@ func (x *WorkerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerStatus.ProtoReflect.Descriptor instead.
 func (*WorkerStatus) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{20}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *WorkerStatus) GetWorkerId() string {
@@ -1863,7 +1962,7 @@ type GetRunRequest struct {
 
 func (x *GetRunRequest) Reset() {
 	*x = GetRunRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[21]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1875,7 +1974,7 @@ func (x *GetRunRequest) String() string {
 func (*GetRunRequest) ProtoMessage() {}
 
 func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[21]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1888,7 +1987,7 @@ func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunRequest.ProtoReflect.Descriptor instead.
 func (*GetRunRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{21}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetRunRequest) GetRunId() string {
@@ -1925,7 +2024,7 @@ type GetRunResponse struct {
 
 func (x *GetRunResponse) Reset() {
 	*x = GetRunResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[22]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1937,7 +2036,7 @@ func (x *GetRunResponse) String() string {
 func (*GetRunResponse) ProtoMessage() {}
 
 func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[22]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1950,7 +2049,7 @@ func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunResponse.ProtoReflect.Descriptor instead.
 func (*GetRunResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{22}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetRunResponse) GetRunId() string {
@@ -2029,7 +2128,7 @@ type CancelRunRequest struct {
 
 func (x *CancelRunRequest) Reset() {
 	*x = CancelRunRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[23]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2041,7 +2140,7 @@ func (x *CancelRunRequest) String() string {
 func (*CancelRunRequest) ProtoMessage() {}
 
 func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[23]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2054,7 +2153,7 @@ func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunRequest.ProtoReflect.Descriptor instead.
 func (*CancelRunRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{23}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CancelRunRequest) GetRunId() string {
@@ -2082,7 +2181,7 @@ type CancelRunResponse struct {
 
 func (x *CancelRunResponse) Reset() {
 	*x = CancelRunResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[24]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2094,7 +2193,7 @@ func (x *CancelRunResponse) String() string {
 func (*CancelRunResponse) ProtoMessage() {}
 
 func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[24]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2107,7 +2206,7 @@ func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunResponse.ProtoReflect.Descriptor instead.
 func (*CancelRunResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{24}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CancelRunResponse) GetState() RunState {
@@ -2160,7 +2259,7 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\n" +
 	"max_tokens\x18\x04 \x01(\x03R\tmaxTokens\x12 \n" +
 	"\fmax_cost_usd\x18\x05 \x01(\x01R\n" +
-	"maxCostUsd\"\x9e\x04\n" +
+	"maxCostUsd\"\xe0\x04\n" +
 	"\vRunResponse\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1a\n" +
 	"\bsequence\x18\x02 \x01(\x03R\bsequence\x12.\n" +
@@ -2172,7 +2271,8 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\x05usage\x18\b \x01(\v2\x12.toolmesh.v1.UsageH\x00R\x05usage\x12=\n" +
 	"\ffinal_result\x18\t \x01(\v2\x18.toolmesh.v1.FinalResultH\x00R\vfinalResult\x12-\n" +
 	"\x05error\x18\n" +
-	" \x01(\v2\x15.toolmesh.v1.RunErrorH\x00R\x05errorB\a\n" +
+	" \x01(\v2\x15.toolmesh.v1.RunErrorH\x00R\x05error\x12@\n" +
+	"\rtools_changed\x18\v \x01(\v2\x19.toolmesh.v1.ToolsChangedH\x00R\ftoolsChangedB\a\n" +
 	"\x05event\"x\n" +
 	"\n" +
 	"RunStarted\x12\x14\n" +
@@ -2195,7 +2295,13 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\bduration\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\bduration\x121\n" +
 	"\bartifact\x18\a \x01(\v2\x15.toolmesh.v1.ArtifactR\bartifact\x12\x1a\n" +
 	"\battempts\x18\b \x01(\x05R\battempts\x12\x17\n" +
-	"\aloop_id\x18\t \x01(\tR\x06loopId\"D\n" +
+	"\aloop_id\x18\t \x01(\tR\x06loopId\"\x8b\x01\n" +
+	"\fToolsChanged\x12\x14\n" +
+	"\x05added\x18\x01 \x03(\tR\x05added\x12\x18\n" +
+	"\aremoved\x18\x02 \x03(\tR\aremoved\x12\x14\n" +
+	"\x05tools\x18\x03 \x03(\tR\x05tools\x12\x1c\n" +
+	"\titeration\x18\x04 \x01(\x05R\titeration\x12\x17\n" +
+	"\aloop_id\x18\x05 \x01(\tR\x06loopId\"D\n" +
 	"\x10AssistantMessage\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12\x1c\n" +
 	"\titeration\x18\x02 \x01(\x05R\titeration\"\x80\x01\n" +
@@ -2314,7 +2420,7 @@ func file_toolmesh_v1_orchestrator_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_v1_orchestrator_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_toolmesh_v1_orchestrator_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_toolmesh_v1_orchestrator_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_toolmesh_v1_orchestrator_proto_goTypes = []any{
 	(Role)(0),                      // 0: toolmesh.v1.Role
 	(ToolCallOutcome)(0),           // 1: toolmesh.v1.ToolCallOutcome
@@ -2328,81 +2434,83 @@ var file_toolmesh_v1_orchestrator_proto_goTypes = []any{
 	(*RunStarted)(nil),             // 9: toolmesh.v1.RunStarted
 	(*ToolCallStarted)(nil),        // 10: toolmesh.v1.ToolCallStarted
 	(*ToolCallFinished)(nil),       // 11: toolmesh.v1.ToolCallFinished
-	(*AssistantMessage)(nil),       // 12: toolmesh.v1.AssistantMessage
-	(*Usage)(nil),                  // 13: toolmesh.v1.Usage
-	(*FinalResult)(nil),            // 14: toolmesh.v1.FinalResult
-	(*RunError)(nil),               // 15: toolmesh.v1.RunError
-	(*ListToolsRequest)(nil),       // 16: toolmesh.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),      // 17: toolmesh.v1.ListToolsResponse
-	(*ToolInfo)(nil),               // 18: toolmesh.v1.ToolInfo
-	(*ListToolGroupsRequest)(nil),  // 19: toolmesh.v1.ListToolGroupsRequest
-	(*ListToolGroupsResponse)(nil), // 20: toolmesh.v1.ListToolGroupsResponse
-	(*ToolGroupStatus)(nil),        // 21: toolmesh.v1.ToolGroupStatus
-	(*ListWorkersRequest)(nil),     // 22: toolmesh.v1.ListWorkersRequest
-	(*ListWorkersResponse)(nil),    // 23: toolmesh.v1.ListWorkersResponse
-	(*WorkerStatus)(nil),           // 24: toolmesh.v1.WorkerStatus
-	(*GetRunRequest)(nil),          // 25: toolmesh.v1.GetRunRequest
-	(*GetRunResponse)(nil),         // 26: toolmesh.v1.GetRunResponse
-	(*CancelRunRequest)(nil),       // 27: toolmesh.v1.CancelRunRequest
-	(*CancelRunResponse)(nil),      // 28: toolmesh.v1.CancelRunResponse
-	nil,                            // 29: toolmesh.v1.RunRequest.ContextEntry
-	nil,                            // 30: toolmesh.v1.RunRequest.InteractionContextEntry
-	(*durationpb.Duration)(nil),    // 31: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 32: google.protobuf.Timestamp
-	(*Artifact)(nil),               // 33: toolmesh.v1.Artifact
-	(*ToolDefinition)(nil),         // 34: toolmesh.v1.ToolDefinition
-	(*ToolGroupInfo)(nil),          // 35: toolmesh.v1.ToolGroupInfo
+	(*ToolsChanged)(nil),           // 12: toolmesh.v1.ToolsChanged
+	(*AssistantMessage)(nil),       // 13: toolmesh.v1.AssistantMessage
+	(*Usage)(nil),                  // 14: toolmesh.v1.Usage
+	(*FinalResult)(nil),            // 15: toolmesh.v1.FinalResult
+	(*RunError)(nil),               // 16: toolmesh.v1.RunError
+	(*ListToolsRequest)(nil),       // 17: toolmesh.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),      // 18: toolmesh.v1.ListToolsResponse
+	(*ToolInfo)(nil),               // 19: toolmesh.v1.ToolInfo
+	(*ListToolGroupsRequest)(nil),  // 20: toolmesh.v1.ListToolGroupsRequest
+	(*ListToolGroupsResponse)(nil), // 21: toolmesh.v1.ListToolGroupsResponse
+	(*ToolGroupStatus)(nil),        // 22: toolmesh.v1.ToolGroupStatus
+	(*ListWorkersRequest)(nil),     // 23: toolmesh.v1.ListWorkersRequest
+	(*ListWorkersResponse)(nil),    // 24: toolmesh.v1.ListWorkersResponse
+	(*WorkerStatus)(nil),           // 25: toolmesh.v1.WorkerStatus
+	(*GetRunRequest)(nil),          // 26: toolmesh.v1.GetRunRequest
+	(*GetRunResponse)(nil),         // 27: toolmesh.v1.GetRunResponse
+	(*CancelRunRequest)(nil),       // 28: toolmesh.v1.CancelRunRequest
+	(*CancelRunResponse)(nil),      // 29: toolmesh.v1.CancelRunResponse
+	nil,                            // 30: toolmesh.v1.RunRequest.ContextEntry
+	nil,                            // 31: toolmesh.v1.RunRequest.InteractionContextEntry
+	(*durationpb.Duration)(nil),    // 32: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 33: google.protobuf.Timestamp
+	(*Artifact)(nil),               // 34: toolmesh.v1.Artifact
+	(*ToolDefinition)(nil),         // 35: toolmesh.v1.ToolDefinition
+	(*ToolGroupInfo)(nil),          // 36: toolmesh.v1.ToolGroupInfo
 }
 var file_toolmesh_v1_orchestrator_proto_depIdxs = []int32{
 	0,  // 0: toolmesh.v1.Message.role:type_name -> toolmesh.v1.Role
 	4,  // 1: toolmesh.v1.RunRequest.messages:type_name -> toolmesh.v1.Message
-	29, // 2: toolmesh.v1.RunRequest.context:type_name -> toolmesh.v1.RunRequest.ContextEntry
+	30, // 2: toolmesh.v1.RunRequest.context:type_name -> toolmesh.v1.RunRequest.ContextEntry
 	6,  // 3: toolmesh.v1.RunRequest.llm:type_name -> toolmesh.v1.LlmOptions
 	7,  // 4: toolmesh.v1.RunRequest.limits:type_name -> toolmesh.v1.RunLimits
-	30, // 5: toolmesh.v1.RunRequest.interaction_context:type_name -> toolmesh.v1.RunRequest.InteractionContextEntry
-	31, // 6: toolmesh.v1.RunLimits.timeout:type_name -> google.protobuf.Duration
-	32, // 7: toolmesh.v1.RunResponse.time:type_name -> google.protobuf.Timestamp
+	31, // 5: toolmesh.v1.RunRequest.interaction_context:type_name -> toolmesh.v1.RunRequest.InteractionContextEntry
+	32, // 6: toolmesh.v1.RunLimits.timeout:type_name -> google.protobuf.Duration
+	33, // 7: toolmesh.v1.RunResponse.time:type_name -> google.protobuf.Timestamp
 	9,  // 8: toolmesh.v1.RunResponse.started:type_name -> toolmesh.v1.RunStarted
 	10, // 9: toolmesh.v1.RunResponse.tool_call_started:type_name -> toolmesh.v1.ToolCallStarted
 	11, // 10: toolmesh.v1.RunResponse.tool_call_finished:type_name -> toolmesh.v1.ToolCallFinished
-	12, // 11: toolmesh.v1.RunResponse.message:type_name -> toolmesh.v1.AssistantMessage
-	13, // 12: toolmesh.v1.RunResponse.usage:type_name -> toolmesh.v1.Usage
-	14, // 13: toolmesh.v1.RunResponse.final_result:type_name -> toolmesh.v1.FinalResult
-	15, // 14: toolmesh.v1.RunResponse.error:type_name -> toolmesh.v1.RunError
-	1,  // 15: toolmesh.v1.ToolCallFinished.outcome:type_name -> toolmesh.v1.ToolCallOutcome
-	31, // 16: toolmesh.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
-	33, // 17: toolmesh.v1.ToolCallFinished.artifact:type_name -> toolmesh.v1.Artifact
-	13, // 18: toolmesh.v1.FinalResult.usage:type_name -> toolmesh.v1.Usage
-	18, // 19: toolmesh.v1.ListToolsResponse.tools:type_name -> toolmesh.v1.ToolInfo
-	34, // 20: toolmesh.v1.ToolInfo.definition:type_name -> toolmesh.v1.ToolDefinition
-	21, // 21: toolmesh.v1.ListToolGroupsResponse.groups:type_name -> toolmesh.v1.ToolGroupStatus
-	35, // 22: toolmesh.v1.ToolGroupStatus.group:type_name -> toolmesh.v1.ToolGroupInfo
-	24, // 23: toolmesh.v1.ListWorkersResponse.workers:type_name -> toolmesh.v1.WorkerStatus
-	2,  // 24: toolmesh.v1.WorkerStatus.state:type_name -> toolmesh.v1.WorkerState
-	32, // 25: toolmesh.v1.WorkerStatus.registered_at:type_name -> google.protobuf.Timestamp
-	3,  // 26: toolmesh.v1.GetRunResponse.state:type_name -> toolmesh.v1.RunState
-	15, // 27: toolmesh.v1.GetRunResponse.error:type_name -> toolmesh.v1.RunError
-	32, // 28: toolmesh.v1.GetRunResponse.started_at:type_name -> google.protobuf.Timestamp
-	32, // 29: toolmesh.v1.GetRunResponse.ended_at:type_name -> google.protobuf.Timestamp
-	13, // 30: toolmesh.v1.GetRunResponse.usage:type_name -> toolmesh.v1.Usage
-	3,  // 31: toolmesh.v1.CancelRunResponse.state:type_name -> toolmesh.v1.RunState
-	5,  // 32: toolmesh.v1.OrchestratorService.Run:input_type -> toolmesh.v1.RunRequest
-	16, // 33: toolmesh.v1.OrchestratorService.ListTools:input_type -> toolmesh.v1.ListToolsRequest
-	19, // 34: toolmesh.v1.OrchestratorService.ListToolGroups:input_type -> toolmesh.v1.ListToolGroupsRequest
-	22, // 35: toolmesh.v1.OrchestratorService.ListWorkers:input_type -> toolmesh.v1.ListWorkersRequest
-	25, // 36: toolmesh.v1.OrchestratorService.GetRun:input_type -> toolmesh.v1.GetRunRequest
-	27, // 37: toolmesh.v1.OrchestratorService.CancelRun:input_type -> toolmesh.v1.CancelRunRequest
-	8,  // 38: toolmesh.v1.OrchestratorService.Run:output_type -> toolmesh.v1.RunResponse
-	17, // 39: toolmesh.v1.OrchestratorService.ListTools:output_type -> toolmesh.v1.ListToolsResponse
-	20, // 40: toolmesh.v1.OrchestratorService.ListToolGroups:output_type -> toolmesh.v1.ListToolGroupsResponse
-	23, // 41: toolmesh.v1.OrchestratorService.ListWorkers:output_type -> toolmesh.v1.ListWorkersResponse
-	26, // 42: toolmesh.v1.OrchestratorService.GetRun:output_type -> toolmesh.v1.GetRunResponse
-	28, // 43: toolmesh.v1.OrchestratorService.CancelRun:output_type -> toolmesh.v1.CancelRunResponse
-	38, // [38:44] is the sub-list for method output_type
-	32, // [32:38] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	13, // 11: toolmesh.v1.RunResponse.message:type_name -> toolmesh.v1.AssistantMessage
+	14, // 12: toolmesh.v1.RunResponse.usage:type_name -> toolmesh.v1.Usage
+	15, // 13: toolmesh.v1.RunResponse.final_result:type_name -> toolmesh.v1.FinalResult
+	16, // 14: toolmesh.v1.RunResponse.error:type_name -> toolmesh.v1.RunError
+	12, // 15: toolmesh.v1.RunResponse.tools_changed:type_name -> toolmesh.v1.ToolsChanged
+	1,  // 16: toolmesh.v1.ToolCallFinished.outcome:type_name -> toolmesh.v1.ToolCallOutcome
+	32, // 17: toolmesh.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
+	34, // 18: toolmesh.v1.ToolCallFinished.artifact:type_name -> toolmesh.v1.Artifact
+	14, // 19: toolmesh.v1.FinalResult.usage:type_name -> toolmesh.v1.Usage
+	19, // 20: toolmesh.v1.ListToolsResponse.tools:type_name -> toolmesh.v1.ToolInfo
+	35, // 21: toolmesh.v1.ToolInfo.definition:type_name -> toolmesh.v1.ToolDefinition
+	22, // 22: toolmesh.v1.ListToolGroupsResponse.groups:type_name -> toolmesh.v1.ToolGroupStatus
+	36, // 23: toolmesh.v1.ToolGroupStatus.group:type_name -> toolmesh.v1.ToolGroupInfo
+	25, // 24: toolmesh.v1.ListWorkersResponse.workers:type_name -> toolmesh.v1.WorkerStatus
+	2,  // 25: toolmesh.v1.WorkerStatus.state:type_name -> toolmesh.v1.WorkerState
+	33, // 26: toolmesh.v1.WorkerStatus.registered_at:type_name -> google.protobuf.Timestamp
+	3,  // 27: toolmesh.v1.GetRunResponse.state:type_name -> toolmesh.v1.RunState
+	16, // 28: toolmesh.v1.GetRunResponse.error:type_name -> toolmesh.v1.RunError
+	33, // 29: toolmesh.v1.GetRunResponse.started_at:type_name -> google.protobuf.Timestamp
+	33, // 30: toolmesh.v1.GetRunResponse.ended_at:type_name -> google.protobuf.Timestamp
+	14, // 31: toolmesh.v1.GetRunResponse.usage:type_name -> toolmesh.v1.Usage
+	3,  // 32: toolmesh.v1.CancelRunResponse.state:type_name -> toolmesh.v1.RunState
+	5,  // 33: toolmesh.v1.OrchestratorService.Run:input_type -> toolmesh.v1.RunRequest
+	17, // 34: toolmesh.v1.OrchestratorService.ListTools:input_type -> toolmesh.v1.ListToolsRequest
+	20, // 35: toolmesh.v1.OrchestratorService.ListToolGroups:input_type -> toolmesh.v1.ListToolGroupsRequest
+	23, // 36: toolmesh.v1.OrchestratorService.ListWorkers:input_type -> toolmesh.v1.ListWorkersRequest
+	26, // 37: toolmesh.v1.OrchestratorService.GetRun:input_type -> toolmesh.v1.GetRunRequest
+	28, // 38: toolmesh.v1.OrchestratorService.CancelRun:input_type -> toolmesh.v1.CancelRunRequest
+	8,  // 39: toolmesh.v1.OrchestratorService.Run:output_type -> toolmesh.v1.RunResponse
+	18, // 40: toolmesh.v1.OrchestratorService.ListTools:output_type -> toolmesh.v1.ListToolsResponse
+	21, // 41: toolmesh.v1.OrchestratorService.ListToolGroups:output_type -> toolmesh.v1.ListToolGroupsResponse
+	24, // 42: toolmesh.v1.OrchestratorService.ListWorkers:output_type -> toolmesh.v1.ListWorkersResponse
+	27, // 43: toolmesh.v1.OrchestratorService.GetRun:output_type -> toolmesh.v1.GetRunResponse
+	29, // 44: toolmesh.v1.OrchestratorService.CancelRun:output_type -> toolmesh.v1.CancelRunResponse
+	39, // [39:45] is the sub-list for method output_type
+	33, // [33:39] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_v1_orchestrator_proto_init() }
@@ -2420,6 +2528,7 @@ func file_toolmesh_v1_orchestrator_proto_init() {
 		(*RunResponse_Usage)(nil),
 		(*RunResponse_FinalResult)(nil),
 		(*RunResponse_Error)(nil),
+		(*RunResponse_ToolsChanged)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2427,7 +2536,7 @@ func file_toolmesh_v1_orchestrator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_v1_orchestrator_proto_rawDesc), len(file_toolmesh_v1_orchestrator_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

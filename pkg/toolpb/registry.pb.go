@@ -214,7 +214,10 @@ type GroupRegistration struct {
 	// The group.
 	Group *ToolGroupInfo `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
 	// The group's tools.
-	Tools         []*RegisteredTool `protobuf:"bytes,2,rep,name=tools,proto3" json:"tools,omitempty"`
+	Tools []*RegisteredTool `protobuf:"bytes,2,rep,name=tools,proto3" json:"tools,omitempty"`
+	// Facades the group offers: trees over its tools. A tool that appears in a facade is
+	// offered to the model only through it; the group's other tools are offered directly.
+	Facades       []*FacadeNode `protobuf:"bytes,3,rep,name=facades,proto3" json:"facades,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -263,6 +266,276 @@ func (x *GroupRegistration) GetTools() []*RegisteredTool {
 	return nil
 }
 
+func (x *GroupRegistration) GetFacades() []*FacadeNode {
+	if x != nil {
+		return x.Facades
+	}
+	return nil
+}
+
+// FacadeNode is a facade (an unfolding tool): calling it replaces it with its children.
+type FacadeNode struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Name, description and input schema of the facade; the schema is the empty object
+	// schema for a plain facade, the category parameter for a by-category facade, and the
+	// selector's arguments for a selectable one.
+	Definition *ToolDefinition `protobuf:"bytes,1,opt,name=definition,proto3" json:"definition,omitempty"`
+	// The children: tools of the group, by name, or nested facades.
+	Children []*FacadeChild `protobuf:"bytes,2,rep,name=children,proto3" json:"children,omitempty"`
+	// For a by-category facade: the categories, in order, and the children of each.
+	Categories []*FacadeCategory `protobuf:"bytes,3,rep,name=categories,proto3" json:"categories,omitempty"`
+	// Name of the category parameter of a by-category facade.
+	CategoryParameter string `protobuf:"bytes,4,opt,name=category_parameter,json=categoryParameter,proto3" json:"category_parameter,omitempty"`
+	// When true, unfolding removes every other tool.
+	Exclusive bool `protobuf:"varint,5,opt,name=exclusive,proto3" json:"exclusive,omitempty"`
+	// Notes appended to the unfold message, telling the model how to use the children.
+	UsageNotes string `protobuf:"bytes,6,opt,name=usage_notes,json=usageNotes,proto3" json:"usage_notes,omitempty"`
+	// When true, no guide tool takes the facade's name after it unfolds.
+	NoGuideTool bool `protobuf:"varint,7,opt,name=no_guide_tool,json=noGuideTool,proto3" json:"no_guide_tool,omitempty"`
+	// When true, no <name>_context tool is offered after it unfolds.
+	NoContextTool bool `protobuf:"varint,8,opt,name=no_context_tool,json=noContextTool,proto3" json:"no_context_tool,omitempty"`
+	// When true, calling the facade invokes a worker with the arguments; its selector
+	// chooses among the children and may bind them to state (see Selection).
+	Selectable    bool `protobuf:"varint,9,opt,name=selectable,proto3" json:"selectable,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FacadeNode) Reset() {
+	*x = FacadeNode{}
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FacadeNode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FacadeNode) ProtoMessage() {}
+
+func (x *FacadeNode) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FacadeNode.ProtoReflect.Descriptor instead.
+func (*FacadeNode) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_registry_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *FacadeNode) GetDefinition() *ToolDefinition {
+	if x != nil {
+		return x.Definition
+	}
+	return nil
+}
+
+func (x *FacadeNode) GetChildren() []*FacadeChild {
+	if x != nil {
+		return x.Children
+	}
+	return nil
+}
+
+func (x *FacadeNode) GetCategories() []*FacadeCategory {
+	if x != nil {
+		return x.Categories
+	}
+	return nil
+}
+
+func (x *FacadeNode) GetCategoryParameter() string {
+	if x != nil {
+		return x.CategoryParameter
+	}
+	return ""
+}
+
+func (x *FacadeNode) GetExclusive() bool {
+	if x != nil {
+		return x.Exclusive
+	}
+	return false
+}
+
+func (x *FacadeNode) GetUsageNotes() string {
+	if x != nil {
+		return x.UsageNotes
+	}
+	return ""
+}
+
+func (x *FacadeNode) GetNoGuideTool() bool {
+	if x != nil {
+		return x.NoGuideTool
+	}
+	return false
+}
+
+func (x *FacadeNode) GetNoContextTool() bool {
+	if x != nil {
+		return x.NoContextTool
+	}
+	return false
+}
+
+func (x *FacadeNode) GetSelectable() bool {
+	if x != nil {
+		return x.Selectable
+	}
+	return false
+}
+
+// FacadeChild is one child of a facade.
+type FacadeChild struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The child.
+	//
+	// Types that are valid to be assigned to Child:
+	//
+	//	*FacadeChild_Tool
+	//	*FacadeChild_Facade
+	Child         isFacadeChild_Child `protobuf_oneof:"child"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FacadeChild) Reset() {
+	*x = FacadeChild{}
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FacadeChild) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FacadeChild) ProtoMessage() {}
+
+func (x *FacadeChild) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FacadeChild.ProtoReflect.Descriptor instead.
+func (*FacadeChild) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_registry_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *FacadeChild) GetChild() isFacadeChild_Child {
+	if x != nil {
+		return x.Child
+	}
+	return nil
+}
+
+func (x *FacadeChild) GetTool() string {
+	if x != nil {
+		if x, ok := x.Child.(*FacadeChild_Tool); ok {
+			return x.Tool
+		}
+	}
+	return ""
+}
+
+func (x *FacadeChild) GetFacade() *FacadeNode {
+	if x != nil {
+		if x, ok := x.Child.(*FacadeChild_Facade); ok {
+			return x.Facade
+		}
+	}
+	return nil
+}
+
+type isFacadeChild_Child interface {
+	isFacadeChild_Child()
+}
+
+type FacadeChild_Tool struct {
+	// Name of a tool of the group.
+	Tool string `protobuf:"bytes,1,opt,name=tool,proto3,oneof"`
+}
+
+type FacadeChild_Facade struct {
+	// A nested facade.
+	Facade *FacadeNode `protobuf:"bytes,2,opt,name=facade,proto3,oneof"`
+}
+
+func (*FacadeChild_Tool) isFacadeChild_Child() {}
+
+func (*FacadeChild_Facade) isFacadeChild_Child() {}
+
+// FacadeCategory is one category of a by-category facade.
+type FacadeCategory struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Category name, offered as an enum value of the category parameter.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Names of the children in the category.
+	Children      []string `protobuf:"bytes,2,rep,name=children,proto3" json:"children,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FacadeCategory) Reset() {
+	*x = FacadeCategory{}
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FacadeCategory) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FacadeCategory) ProtoMessage() {}
+
+func (x *FacadeCategory) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FacadeCategory.ProtoReflect.Descriptor instead.
+func (*FacadeCategory) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_registry_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *FacadeCategory) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *FacadeCategory) GetChildren() []string {
+	if x != nil {
+		return x.Children
+	}
+	return nil
+}
+
 // RegisteredTool is a tool definition with its content hash.
 type RegisteredTool struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -277,7 +550,7 @@ type RegisteredTool struct {
 
 func (x *RegisteredTool) Reset() {
 	*x = RegisteredTool{}
-	mi := &file_toolmesh_v1_registry_proto_msgTypes[3]
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -289,7 +562,7 @@ func (x *RegisteredTool) String() string {
 func (*RegisteredTool) ProtoMessage() {}
 
 func (x *RegisteredTool) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_registry_proto_msgTypes[3]
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -302,7 +575,7 @@ func (x *RegisteredTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisteredTool.ProtoReflect.Descriptor instead.
 func (*RegisteredTool) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_registry_proto_rawDescGZIP(), []int{3}
+	return file_toolmesh_v1_registry_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RegisteredTool) GetDefinition() *ToolDefinition {
@@ -330,7 +603,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_toolmesh_v1_registry_proto_msgTypes[4]
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -342,7 +615,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_registry_proto_msgTypes[4]
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -355,7 +628,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_registry_proto_rawDescGZIP(), []int{4}
+	return file_toolmesh_v1_registry_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Heartbeat) GetInFlight() int32 {
@@ -376,7 +649,7 @@ type Draining struct {
 
 func (x *Draining) Reset() {
 	*x = Draining{}
-	mi := &file_toolmesh_v1_registry_proto_msgTypes[5]
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -388,7 +661,7 @@ func (x *Draining) String() string {
 func (*Draining) ProtoMessage() {}
 
 func (x *Draining) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_registry_proto_msgTypes[5]
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -401,7 +674,7 @@ func (x *Draining) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Draining.ProtoReflect.Descriptor instead.
 func (*Draining) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_registry_proto_rawDescGZIP(), []int{5}
+	return file_toolmesh_v1_registry_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Draining) GetReason() string {
@@ -427,7 +700,7 @@ type ConnectResponse struct {
 
 func (x *ConnectResponse) Reset() {
 	*x = ConnectResponse{}
-	mi := &file_toolmesh_v1_registry_proto_msgTypes[6]
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -439,7 +712,7 @@ func (x *ConnectResponse) String() string {
 func (*ConnectResponse) ProtoMessage() {}
 
 func (x *ConnectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_registry_proto_msgTypes[6]
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -452,7 +725,7 @@ func (x *ConnectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectResponse.ProtoReflect.Descriptor instead.
 func (*ConnectResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_registry_proto_rawDescGZIP(), []int{6}
+	return file_toolmesh_v1_registry_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ConnectResponse) GetMessage() isConnectResponse_Message {
@@ -515,7 +788,7 @@ type RegistrationAck struct {
 
 func (x *RegistrationAck) Reset() {
 	*x = RegistrationAck{}
-	mi := &file_toolmesh_v1_registry_proto_msgTypes[7]
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -527,7 +800,7 @@ func (x *RegistrationAck) String() string {
 func (*RegistrationAck) ProtoMessage() {}
 
 func (x *RegistrationAck) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_registry_proto_msgTypes[7]
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -540,7 +813,7 @@ func (x *RegistrationAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegistrationAck.ProtoReflect.Descriptor instead.
 func (*RegistrationAck) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_registry_proto_rawDescGZIP(), []int{7}
+	return file_toolmesh_v1_registry_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RegistrationAck) GetAccepted() bool {
@@ -586,7 +859,7 @@ type Rejection struct {
 
 func (x *Rejection) Reset() {
 	*x = Rejection{}
-	mi := &file_toolmesh_v1_registry_proto_msgTypes[8]
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -598,7 +871,7 @@ func (x *Rejection) String() string {
 func (*Rejection) ProtoMessage() {}
 
 func (x *Rejection) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_registry_proto_msgTypes[8]
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -611,7 +884,7 @@ func (x *Rejection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rejection.ProtoReflect.Descriptor instead.
 func (*Rejection) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_registry_proto_rawDescGZIP(), []int{8}
+	return file_toolmesh_v1_registry_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Rejection) GetGroup() string {
@@ -646,7 +919,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_toolmesh_v1_registry_proto_msgTypes[9]
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -658,7 +931,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_registry_proto_msgTypes[9]
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -671,7 +944,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_registry_proto_rawDescGZIP(), []int{9}
+	return file_toolmesh_v1_registry_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DrainRequest) GetReason() string {
@@ -696,10 +969,36 @@ const file_toolmesh_v1_registry_proto_rawDesc = "" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x126\n" +
 	"\x06groups\x18\x03 \x03(\v2\x1e.toolmesh.v1.GroupRegistrationR\x06groups\x12\x1a\n" +
 	"\bcapacity\x18\x04 \x01(\x05R\bcapacity\x12\x18\n" +
-	"\aversion\x18\x05 \x01(\tR\aversion\"x\n" +
+	"\aversion\x18\x05 \x01(\tR\aversion\"\xab\x01\n" +
 	"\x11GroupRegistration\x120\n" +
 	"\x05group\x18\x01 \x01(\v2\x1a.toolmesh.v1.ToolGroupInfoR\x05group\x121\n" +
-	"\x05tools\x18\x02 \x03(\v2\x1b.toolmesh.v1.RegisteredToolR\x05tools\"p\n" +
+	"\x05tools\x18\x02 \x03(\v2\x1b.toolmesh.v1.RegisteredToolR\x05tools\x121\n" +
+	"\afacades\x18\x03 \x03(\v2\x17.toolmesh.v1.FacadeNodeR\afacades\"\x96\x03\n" +
+	"\n" +
+	"FacadeNode\x12;\n" +
+	"\n" +
+	"definition\x18\x01 \x01(\v2\x1b.toolmesh.v1.ToolDefinitionR\n" +
+	"definition\x124\n" +
+	"\bchildren\x18\x02 \x03(\v2\x18.toolmesh.v1.FacadeChildR\bchildren\x12;\n" +
+	"\n" +
+	"categories\x18\x03 \x03(\v2\x1b.toolmesh.v1.FacadeCategoryR\n" +
+	"categories\x12-\n" +
+	"\x12category_parameter\x18\x04 \x01(\tR\x11categoryParameter\x12\x1c\n" +
+	"\texclusive\x18\x05 \x01(\bR\texclusive\x12\x1f\n" +
+	"\vusage_notes\x18\x06 \x01(\tR\n" +
+	"usageNotes\x12\"\n" +
+	"\rno_guide_tool\x18\a \x01(\bR\vnoGuideTool\x12&\n" +
+	"\x0fno_context_tool\x18\b \x01(\bR\rnoContextTool\x12\x1e\n" +
+	"\n" +
+	"selectable\x18\t \x01(\bR\n" +
+	"selectable\"_\n" +
+	"\vFacadeChild\x12\x14\n" +
+	"\x04tool\x18\x01 \x01(\tH\x00R\x04tool\x121\n" +
+	"\x06facade\x18\x02 \x01(\v2\x17.toolmesh.v1.FacadeNodeH\x00R\x06facadeB\a\n" +
+	"\x05child\"@\n" +
+	"\x0eFacadeCategory\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\bchildren\x18\x02 \x03(\tR\bchildren\"p\n" +
 	"\x0eRegisteredTool\x12;\n" +
 	"\n" +
 	"definition\x18\x01 \x01(\v2\x1b.toolmesh.v1.ToolDefinitionR\n" +
@@ -741,41 +1040,49 @@ func file_toolmesh_v1_registry_proto_rawDescGZIP() []byte {
 	return file_toolmesh_v1_registry_proto_rawDescData
 }
 
-var file_toolmesh_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_toolmesh_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_toolmesh_v1_registry_proto_goTypes = []any{
 	(*ConnectRequest)(nil),      // 0: toolmesh.v1.ConnectRequest
 	(*Registration)(nil),        // 1: toolmesh.v1.Registration
 	(*GroupRegistration)(nil),   // 2: toolmesh.v1.GroupRegistration
-	(*RegisteredTool)(nil),      // 3: toolmesh.v1.RegisteredTool
-	(*Heartbeat)(nil),           // 4: toolmesh.v1.Heartbeat
-	(*Draining)(nil),            // 5: toolmesh.v1.Draining
-	(*ConnectResponse)(nil),     // 6: toolmesh.v1.ConnectResponse
-	(*RegistrationAck)(nil),     // 7: toolmesh.v1.RegistrationAck
-	(*Rejection)(nil),           // 8: toolmesh.v1.Rejection
-	(*DrainRequest)(nil),        // 9: toolmesh.v1.DrainRequest
-	(*ToolGroupInfo)(nil),       // 10: toolmesh.v1.ToolGroupInfo
-	(*ToolDefinition)(nil),      // 11: toolmesh.v1.ToolDefinition
-	(*durationpb.Duration)(nil), // 12: google.protobuf.Duration
+	(*FacadeNode)(nil),          // 3: toolmesh.v1.FacadeNode
+	(*FacadeChild)(nil),         // 4: toolmesh.v1.FacadeChild
+	(*FacadeCategory)(nil),      // 5: toolmesh.v1.FacadeCategory
+	(*RegisteredTool)(nil),      // 6: toolmesh.v1.RegisteredTool
+	(*Heartbeat)(nil),           // 7: toolmesh.v1.Heartbeat
+	(*Draining)(nil),            // 8: toolmesh.v1.Draining
+	(*ConnectResponse)(nil),     // 9: toolmesh.v1.ConnectResponse
+	(*RegistrationAck)(nil),     // 10: toolmesh.v1.RegistrationAck
+	(*Rejection)(nil),           // 11: toolmesh.v1.Rejection
+	(*DrainRequest)(nil),        // 12: toolmesh.v1.DrainRequest
+	(*ToolGroupInfo)(nil),       // 13: toolmesh.v1.ToolGroupInfo
+	(*ToolDefinition)(nil),      // 14: toolmesh.v1.ToolDefinition
+	(*durationpb.Duration)(nil), // 15: google.protobuf.Duration
 }
 var file_toolmesh_v1_registry_proto_depIdxs = []int32{
 	1,  // 0: toolmesh.v1.ConnectRequest.register:type_name -> toolmesh.v1.Registration
-	4,  // 1: toolmesh.v1.ConnectRequest.heartbeat:type_name -> toolmesh.v1.Heartbeat
-	5,  // 2: toolmesh.v1.ConnectRequest.draining:type_name -> toolmesh.v1.Draining
+	7,  // 1: toolmesh.v1.ConnectRequest.heartbeat:type_name -> toolmesh.v1.Heartbeat
+	8,  // 2: toolmesh.v1.ConnectRequest.draining:type_name -> toolmesh.v1.Draining
 	2,  // 3: toolmesh.v1.Registration.groups:type_name -> toolmesh.v1.GroupRegistration
-	10, // 4: toolmesh.v1.GroupRegistration.group:type_name -> toolmesh.v1.ToolGroupInfo
-	3,  // 5: toolmesh.v1.GroupRegistration.tools:type_name -> toolmesh.v1.RegisteredTool
-	11, // 6: toolmesh.v1.RegisteredTool.definition:type_name -> toolmesh.v1.ToolDefinition
-	7,  // 7: toolmesh.v1.ConnectResponse.ack:type_name -> toolmesh.v1.RegistrationAck
-	9,  // 8: toolmesh.v1.ConnectResponse.drain:type_name -> toolmesh.v1.DrainRequest
-	8,  // 9: toolmesh.v1.RegistrationAck.rejections:type_name -> toolmesh.v1.Rejection
-	12, // 10: toolmesh.v1.RegistrationAck.heartbeat_interval:type_name -> google.protobuf.Duration
-	0,  // 11: toolmesh.v1.ToolRegistryService.Connect:input_type -> toolmesh.v1.ConnectRequest
-	6,  // 12: toolmesh.v1.ToolRegistryService.Connect:output_type -> toolmesh.v1.ConnectResponse
-	12, // [12:13] is the sub-list for method output_type
-	11, // [11:12] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	13, // 4: toolmesh.v1.GroupRegistration.group:type_name -> toolmesh.v1.ToolGroupInfo
+	6,  // 5: toolmesh.v1.GroupRegistration.tools:type_name -> toolmesh.v1.RegisteredTool
+	3,  // 6: toolmesh.v1.GroupRegistration.facades:type_name -> toolmesh.v1.FacadeNode
+	14, // 7: toolmesh.v1.FacadeNode.definition:type_name -> toolmesh.v1.ToolDefinition
+	4,  // 8: toolmesh.v1.FacadeNode.children:type_name -> toolmesh.v1.FacadeChild
+	5,  // 9: toolmesh.v1.FacadeNode.categories:type_name -> toolmesh.v1.FacadeCategory
+	3,  // 10: toolmesh.v1.FacadeChild.facade:type_name -> toolmesh.v1.FacadeNode
+	14, // 11: toolmesh.v1.RegisteredTool.definition:type_name -> toolmesh.v1.ToolDefinition
+	10, // 12: toolmesh.v1.ConnectResponse.ack:type_name -> toolmesh.v1.RegistrationAck
+	12, // 13: toolmesh.v1.ConnectResponse.drain:type_name -> toolmesh.v1.DrainRequest
+	11, // 14: toolmesh.v1.RegistrationAck.rejections:type_name -> toolmesh.v1.Rejection
+	15, // 15: toolmesh.v1.RegistrationAck.heartbeat_interval:type_name -> google.protobuf.Duration
+	0,  // 16: toolmesh.v1.ToolRegistryService.Connect:input_type -> toolmesh.v1.ConnectRequest
+	9,  // 17: toolmesh.v1.ToolRegistryService.Connect:output_type -> toolmesh.v1.ConnectResponse
+	17, // [17:18] is the sub-list for method output_type
+	16, // [16:17] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_v1_registry_proto_init() }
@@ -789,7 +1096,11 @@ func file_toolmesh_v1_registry_proto_init() {
 		(*ConnectRequest_Heartbeat)(nil),
 		(*ConnectRequest_Draining)(nil),
 	}
-	file_toolmesh_v1_registry_proto_msgTypes[6].OneofWrappers = []any{
+	file_toolmesh_v1_registry_proto_msgTypes[4].OneofWrappers = []any{
+		(*FacadeChild_Tool)(nil),
+		(*FacadeChild_Facade)(nil),
+	}
+	file_toolmesh_v1_registry_proto_msgTypes[9].OneofWrappers = []any{
 		(*ConnectResponse_Ack)(nil),
 		(*ConnectResponse_Drain)(nil),
 	}
@@ -799,7 +1110,7 @@ func file_toolmesh_v1_registry_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_v1_registry_proto_rawDesc), len(file_toolmesh_v1_registry_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -136,7 +136,9 @@ type InvokeResponse struct {
 	// New state to send back with the next call of this tool; empty when unchanged.
 	State []byte `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
 	// True when state is set, so that an empty state can be told from no change.
-	StateChanged  bool `protobuf:"varint,5,opt,name=state_changed,json=stateChanged,proto3" json:"state_changed,omitempty"`
+	StateChanged bool `protobuf:"varint,5,opt,name=state_changed,json=stateChanged,proto3" json:"state_changed,omitempty"`
+	// For a call of a selectable facade: the children its selector chose.
+	Selection     *Selection `protobuf:"bytes,6,opt,name=selection,proto3" json:"selection,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -219,6 +221,13 @@ func (x *InvokeResponse) GetStateChanged() bool {
 	return false
 }
 
+func (x *InvokeResponse) GetSelection() *Selection {
+	if x != nil {
+		return x.Selection
+	}
+	return nil
+}
+
 type isInvokeResponse_Outcome interface {
 	isInvokeResponse_Outcome()
 }
@@ -244,6 +253,62 @@ func (*InvokeResponse_Artifact) isInvokeResponse_Outcome() {}
 
 func (*InvokeResponse_Error) isInvokeResponse_Outcome() {}
 
+// Selection is what a selectable facade's selector chose.
+type Selection struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Names of the chosen tools; each is a tool of the facade's group.
+	Tools []string `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	// State the chosen tools are bound to; the orchestrator sends it with every call of
+	// them, to any replica, and keeps what they return as the new state.
+	State         []byte `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Selection) Reset() {
+	*x = Selection{}
+	mi := &file_toolmesh_v1_worker_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Selection) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Selection) ProtoMessage() {}
+
+func (x *Selection) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_worker_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Selection.ProtoReflect.Descriptor instead.
+func (*Selection) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_worker_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Selection) GetTools() []string {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *Selection) GetState() []byte {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
 // ArtifactResult is a tool result that carries an artifact.
 type ArtifactResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -257,7 +322,7 @@ type ArtifactResult struct {
 
 func (x *ArtifactResult) Reset() {
 	*x = ArtifactResult{}
-	mi := &file_toolmesh_v1_worker_proto_msgTypes[2]
+	mi := &file_toolmesh_v1_worker_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -269,7 +334,7 @@ func (x *ArtifactResult) String() string {
 func (*ArtifactResult) ProtoMessage() {}
 
 func (x *ArtifactResult) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_worker_proto_msgTypes[2]
+	mi := &file_toolmesh_v1_worker_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -282,7 +347,7 @@ func (x *ArtifactResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArtifactResult.ProtoReflect.Descriptor instead.
 func (*ArtifactResult) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_worker_proto_rawDescGZIP(), []int{2}
+	return file_toolmesh_v1_worker_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ArtifactResult) GetContent() string {
@@ -311,14 +376,18 @@ const file_toolmesh_v1_worker_proto_rawDesc = "" +
 	"\x0fidempotency_key\x18\x04 \x01(\tR\x0eidempotencyKey\x12\x14\n" +
 	"\x05state\x18\x05 \x01(\fR\x05state\x12\x15\n" +
 	"\x06run_id\x18\x06 \x01(\tR\x05runId\x12\x17\n" +
-	"\acall_id\x18\a \x01(\tR\x06callId\"\xd7\x01\n" +
+	"\acall_id\x18\a \x01(\tR\x06callId\"\x8d\x02\n" +
 	"\x0eInvokeResponse\x12\x14\n" +
 	"\x04text\x18\x01 \x01(\tH\x00R\x04text\x129\n" +
 	"\bartifact\x18\x02 \x01(\v2\x1b.toolmesh.v1.ArtifactResultH\x00R\bartifact\x12.\n" +
 	"\x05error\x18\x03 \x01(\v2\x16.toolmesh.v1.ToolErrorH\x00R\x05error\x12\x14\n" +
 	"\x05state\x18\x04 \x01(\fR\x05state\x12#\n" +
-	"\rstate_changed\x18\x05 \x01(\bR\fstateChangedB\t\n" +
-	"\aoutcome\"]\n" +
+	"\rstate_changed\x18\x05 \x01(\bR\fstateChanged\x124\n" +
+	"\tselection\x18\x06 \x01(\v2\x16.toolmesh.v1.SelectionR\tselectionB\t\n" +
+	"\aoutcome\"7\n" +
+	"\tSelection\x12\x14\n" +
+	"\x05tools\x18\x01 \x03(\tR\x05tools\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\fR\x05state\"]\n" +
 	"\x0eArtifactResult\x12\x18\n" +
 	"\acontent\x18\x01 \x01(\tR\acontent\x121\n" +
 	"\bartifact\x18\x02 \x01(\v2\x15.toolmesh.v1.ArtifactR\bartifact2V\n" +
@@ -337,25 +406,27 @@ func file_toolmesh_v1_worker_proto_rawDescGZIP() []byte {
 	return file_toolmesh_v1_worker_proto_rawDescData
 }
 
-var file_toolmesh_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_toolmesh_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_toolmesh_v1_worker_proto_goTypes = []any{
 	(*InvokeRequest)(nil),  // 0: toolmesh.v1.InvokeRequest
 	(*InvokeResponse)(nil), // 1: toolmesh.v1.InvokeResponse
-	(*ArtifactResult)(nil), // 2: toolmesh.v1.ArtifactResult
-	(*ToolError)(nil),      // 3: toolmesh.v1.ToolError
-	(*Artifact)(nil),       // 4: toolmesh.v1.Artifact
+	(*Selection)(nil),      // 2: toolmesh.v1.Selection
+	(*ArtifactResult)(nil), // 3: toolmesh.v1.ArtifactResult
+	(*ToolError)(nil),      // 4: toolmesh.v1.ToolError
+	(*Artifact)(nil),       // 5: toolmesh.v1.Artifact
 }
 var file_toolmesh_v1_worker_proto_depIdxs = []int32{
-	2, // 0: toolmesh.v1.InvokeResponse.artifact:type_name -> toolmesh.v1.ArtifactResult
-	3, // 1: toolmesh.v1.InvokeResponse.error:type_name -> toolmesh.v1.ToolError
-	4, // 2: toolmesh.v1.ArtifactResult.artifact:type_name -> toolmesh.v1.Artifact
-	0, // 3: toolmesh.v1.ToolWorkerService.Invoke:input_type -> toolmesh.v1.InvokeRequest
-	1, // 4: toolmesh.v1.ToolWorkerService.Invoke:output_type -> toolmesh.v1.InvokeResponse
-	4, // [4:5] is the sub-list for method output_type
-	3, // [3:4] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	3, // 0: toolmesh.v1.InvokeResponse.artifact:type_name -> toolmesh.v1.ArtifactResult
+	4, // 1: toolmesh.v1.InvokeResponse.error:type_name -> toolmesh.v1.ToolError
+	2, // 2: toolmesh.v1.InvokeResponse.selection:type_name -> toolmesh.v1.Selection
+	5, // 3: toolmesh.v1.ArtifactResult.artifact:type_name -> toolmesh.v1.Artifact
+	0, // 4: toolmesh.v1.ToolWorkerService.Invoke:input_type -> toolmesh.v1.InvokeRequest
+	1, // 5: toolmesh.v1.ToolWorkerService.Invoke:output_type -> toolmesh.v1.InvokeResponse
+	5, // [5:6] is the sub-list for method output_type
+	4, // [4:5] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_v1_worker_proto_init() }
@@ -375,7 +446,7 @@ func file_toolmesh_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_v1_worker_proto_rawDesc), len(file_toolmesh_v1_worker_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
