@@ -212,6 +212,9 @@ func Describe(ev *toolpb.RunResponse) string {
 			}
 		}
 		return fmt.Sprintf("  ← %s = %q  [%s, %s, %s]", f.GetTool(), f.GetContent(), strings.TrimPrefix(f.GetOutcome().String(), "TOOL_CALL_OUTCOME_"), where, f.GetDuration().AsDuration().Round(10*time.Microsecond))
+	case *toolpb.RunResponse_ToolsChanged:
+		c := x.ToolsChanged
+		return fmt.Sprintf("  ⇄ tools changed: +[%s] -[%s]", strings.Join(c.GetAdded(), ", "), strings.Join(c.GetRemoved(), ", "))
 	case *toolpb.RunResponse_Message:
 		return fmt.Sprintf("  💬 %s", x.Message.GetText())
 	case *toolpb.RunResponse_Usage:

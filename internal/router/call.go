@@ -56,6 +56,13 @@ func (t *remoteTool) Call(ctx context.Context, input string) (tool.Result, error
 // halfway": to another replica only when the call provably never reached a worker, or
 // when the tool is idempotent.
 func (r *Router) invoke(ctx context.Context, t *remoteTool, input string) tool.Result {
+	res, _ := r.invokeFull(ctx, t, input)
+	return res
+}
+
+// invokeFull is invoke that also returns the worker's response when a worker answered.
+// A call bound to state (tool.StateFrom) sends it and keeps the state the tool returns.
+func (r *Router) invokeFull(ctx context.Context, t *remoteTool, input string) (tool.Result, *toolpb.InvokeResponse) {
 	timeout := t.meta.Timeout
 	if timeout <= 0 {
 		timeout = r.opts.DefaultTimeout
@@ -68,7 +75,7 @@ func (r *Router) invoke(ctx context.Context, t *remoteTool, input string) tool.R
 	out := r.opts.Converter(t.group).Convert(toolctx.FromContext(ctx).WithoutReserved())
 	md, err := r.opts.Codec.Encode(out)
 	if err != nil {
-		return tool.ErrorWithCode(tool.CodeInvalidArguments, fmt.Sprintf("the call's context cannot be sent to group '%s': %v", t.group, err))
+		return tool.ErrorWithCode(tool.CodeInvalidArguments, fmt.Sprintf("the call's context cannot be sent to group '%s': %v", t.group, err)), nil
 	}
 	if len(md) > 0 {
 		kv := make([]string, 0, 2*len(md))
@@ -88,20 +95,27 @@ func (r *Router) invoke(ctx context.Context, t *remoteTool, input string) tool.R
 		RunId:          info.RunID,
 		CallId:         info.CallID,
 		IdempotencyKey: info.IdempotencyKey(),
+		State:          tool.StateFrom(ctx).Bytes(),
 	}
+	var answered *toolpb.InvokeResponse
+	defer func() {
+		if st := tool.StateFrom(ctx); st != nil && answered.GetStateChanged() {
+			st.Set(answered.GetState())
+		}
+	}()
 	dispatch := tool.DispatchFrom(ctx)
 	tried := map[string]bool{}
 	var last *tool.Result
 	for attempts := 0; attempts < r.opts.MaxAttempts; {
 		w, changed := r.pick(t, tried)
 		if changed {
-			return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' changed: its workers registered a different definition since it was offered; it cannot be called as offered", t.def.Name))
+			return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' changed: its workers registered a different definition since it was offered; it cannot be called as offered", t.def.Name)), answered
 		}
 		if w == nil {
 			if last == nil {
-				return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("no worker of group '%s' is available to run tool '%s'; try again later or use another tool", t.group, t.def.Name))
+				return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("no worker of group '%s' is available to run tool '%s'; try again later or use another tool", t.group, t.def.Name)), answered
 			}
-			return *last
+			return *last, answered
 		}
 		tried[w.id] = true
 		if !w.acquire() {
@@ -113,20 +127,20 @@ func (r *Router) invoke(ctx context.Context, t *remoteTool, input string) tool.R
 			dispatch.Attempts = attempts
 		}
 		r.opts.Telemetry.ReplicaChosen(ctx, w.id, attempts)
-		res, retry := r.invokeOnce(ctx, t, w, req, timeout)
+		res, retry := r.invokeOnce(ctx, t, w, req, timeout, &answered)
 		if !retry {
-			return res
+			return res, answered
 		}
 		last = &res
 		r.opts.Telemetry.FailedOver(ctx, w.id, attempts, string(res.Code))
 		r.log.WarnContext(ctx, "tool call failed over", "tool", t.def.Name, "worker_id", w.id, "attempt", attempts, "reason", res.Content)
 	}
-	return *last
+	return *last, answered
 }
 
 // invokeOnce sends the call to w, which the caller acquired. It reports whether the call
 // may be sent to another replica.
-func (r *Router) invokeOnce(ctx context.Context, t *remoteTool, w *worker, req *toolpb.InvokeRequest, timeout time.Duration) (tool.Result, bool) {
+func (r *Router) invokeOnce(ctx context.Context, t *remoteTool, w *worker, req *toolpb.InvokeRequest, timeout time.Duration, answered **toolpb.InvokeResponse) (tool.Result, bool) {
 	w.calls.Add(1)
 	callCtx, s := withSent(ctx)
 	r.opts.Telemetry.AddInFlight(ctx, w.id, t.group, 1)
@@ -135,6 +149,7 @@ func (r *Router) invokeOnce(ctx context.Context, t *remoteTool, w *worker, req *
 	w.release()
 	if err == nil {
 		w.succeeded()
+		*answered = resp
 		return wire.ResultFromProto(resp), false
 	}
 

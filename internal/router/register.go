@@ -132,13 +132,15 @@ func (r *Router) Register(reg *toolpb.Registration) (*Lease, []*toolpb.Rejection
 			r.groups[role] = g
 		}
 		g.workers[w.id] = w
-		for _, rt := range gr.GetTools() {
-			name := rt.GetDefinition().GetName()
+		for _, name := range entries(gr, parsed) {
 			w.tools = append(w.tools, name)
 			e, ok := r.tools[name]
 			if !ok {
 				p := parsed[name]
-				e = &toolEntry{group: role, def: p.def, meta: p.meta, hash: p.hash, proto: proto.Clone(rt.GetDefinition()).(*toolpb.ToolDefinition), replicas: map[string]*worker{}}
+				e = &toolEntry{group: role, def: p.def, meta: p.meta, hash: p.hash, proto: wire.DefinitionToProto(p.def, p.meta), replicas: map[string]*worker{}}
+				if p.facade != nil {
+					e.facade = proto.Clone(p.facade).(*toolpb.FacadeNode)
+				}
 				r.tools[name] = e
 				g.tools[name] = e
 			}
@@ -189,9 +191,29 @@ func (r *Router) removeLocked(w *worker) {
 }
 
 type parsedTool struct {
-	def  tool.Definition
-	meta tool.Metadata
-	hash string
+	name  string
+	group string
+	def   tool.Definition
+	meta  tool.Metadata
+	hash  string
+	// facade is set for a facade of the registration.
+	facade *toolpb.FacadeNode
+}
+
+// entries lists the names of a group's tools and facades in a registration, the order
+// the routing table takes them in.
+func entries(gr *toolpb.GroupRegistration, parsed map[string]parsedTool) []string {
+	var names []string
+	for _, rt := range gr.GetTools() {
+		names = append(names, rt.GetDefinition().GetName())
+	}
+	for _, p := range parsed {
+		if p.facade != nil && p.group == gr.GetGroup().GetRole() {
+			names = append(names, p.name)
+		}
+	}
+	sort.Strings(names[len(gr.GetTools()):])
+	return names
 }
 
 // validate checks a registration on its own, without looking at the table.
@@ -248,7 +270,15 @@ func validate(reg *toolpb.Registration) ([]*toolpb.Rejection, map[string]parsedT
 				add(role, name, "tool %q: content hash %q does not match the definition (computed %q)", name, rt.GetContentHash(), hash)
 				continue
 			}
-			parsed[name] = parsedTool{def: def, meta: meta, hash: hash}
+			parsed[name] = parsedTool{name: name, group: role, def: def, meta: meta, hash: hash}
+		}
+		for _, f := range flattenFacades(gr, parsed, func(name, format string, args ...any) { add(role, name, format, args...) }) {
+			if _, dup := parsed[f.name]; dup {
+				add(role, f.name, "facade %q has the name of another tool or facade of this worker", f.name)
+				continue
+			}
+			f.group = role
+			parsed[f.name] = f
 		}
 	}
 	return rej, parsed
@@ -278,8 +308,7 @@ func (r *Router) conflictsLocked(reg *toolpb.Registration, parsed map[string]par
 				rej = append(rej, &toolpb.Rejection{Group: role, Reason: fmt.Sprintf("group %q is already registered with a different description, provider, version, permissions or usage notes", role)})
 			}
 		}
-		for _, rt := range gr.GetTools() {
-			name := rt.GetDefinition().GetName()
+		for _, name := range entries(gr, parsed) {
 			e, ok := r.tools[name]
 			if !ok || !othersServe(e) {
 				continue

@@ -126,6 +126,8 @@ type toolEntry struct {
 	hash     string
 	proto    *toolpb.ToolDefinition
 	replicas map[string]*worker
+	// facade is the tree of a facade entry; nil for a tool.
+	facade *toolpb.FacadeNode
 }
 
 // New returns an empty router.
@@ -166,7 +168,7 @@ func (r *Router) Tool(name string) (tool.Tool, error) {
 	if !ok {
 		return nil, ErrUnknownTool
 	}
-	return newRemoteTool(r, e), nil
+	return r.toolLocked(e), nil
 }
 
 // Group returns the description of a group and its remote tools, sorted by name.
@@ -177,9 +179,20 @@ func (r *Router) Group(role string) (*toolpb.ToolGroupInfo, []tool.Tool, error) 
 	if !ok {
 		return nil, nil, ErrUnknownGroup
 	}
-	ts := make([]tool.Tool, 0, len(g.tools))
+	// The group offers its facades and the tools no facade holds.
+	inFacade := map[string]bool{}
 	for _, e := range g.tools {
-		ts = append(ts, newRemoteTool(r, e))
+		if e.facade != nil {
+			for _, c := range childNames(e.facade) {
+				inFacade[c] = true
+			}
+		}
+	}
+	ts := make([]tool.Tool, 0, len(g.tools))
+	for name, e := range g.tools {
+		if !inFacade[name] {
+			ts = append(ts, r.toolLocked(e))
+		}
 	}
 	sort.Slice(ts, func(i, j int) bool { return ts[i].Definition().Name < ts[j].Definition().Name })
 	return g.info, ts, nil

@@ -20,6 +20,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/decorators"
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/loop"
+	"github.com/toolmesh/toolmesh/internal/progressive"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/tool"
@@ -131,9 +132,14 @@ func (o *orchestratorServer) Run(req *toolpb.RunRequest, stream toolpb.Orchestra
 		Cost:            func(m string, u llm.Usage) float64 { return s.cost(m, model, u) },
 		RunID:           runID,
 		LoopID:          loopID,
+		Strategies:      []loop.Strategy{progressive.New()},
+		Decorate:        s.decorate,
 		Observer: func(ev loop.Event) {
-			if m, ok := ev.(loop.ModelCalled); ok {
-				s.tel.RecordCost(ctx, m.Model, m.CostUSD)
+			switch x := ev.(type) {
+			case loop.ModelCalled:
+				s.tel.RecordCost(ctx, x.Model, x.CostUSD)
+			case loop.ToolsChanged:
+				s.tel.ToolsChanged(ctx, x.Added, x.Removed)
 			}
 			em.observe(r, ev)
 		},
@@ -255,15 +261,21 @@ func (s *Server) resolveTools(req *toolpb.RunRequest) ([]tool.Tool, *fieldError)
 		add(t)
 	}
 	out := make([]tool.Tool, 0, len(byName))
-	for name, t := range byName {
-		t = decorators.Apply(t, append(decorators.Default(), decorators.Telemetry(s.tel))...)
-		if tc, ok := s.cfg.Tools[name]; ok && tc.OneShot != nil {
-			t = toolctx.OneShotPerLoop(t, tc.OneShot.Advice)
-		}
-		out = append(out, t)
+	for _, t := range byName {
+		out = append(out, s.decorate(t))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Definition().Name < out[j].Definition().Name })
 	return out, nil
+}
+
+// decorate wraps a tool of a run, offered at the start or injected later (a facade's
+// children), in the orchestrator's decorator chain and the configured one-shot rule.
+func (s *Server) decorate(t tool.Tool) tool.Tool {
+	t = decorators.Apply(t, append(decorators.Default(), decorators.Telemetry(s.tel))...)
+	if tc, ok := s.cfg.Tools[t.Definition().Name]; ok && tc.OneShot != nil {
+		t = toolctx.OneShotPerLoop(t, tc.OneShot.Advice)
+	}
+	return t
 }
 
 func (s *Server) groupRoles() []string {
@@ -331,6 +343,10 @@ func (e *emitter) observe(r *run, ev loop.Event) {
 		r.costUSD += x.CostUSD
 		r.mu.Unlock()
 		_ = e.send(&toolpb.RunResponse{Event: &toolpb.RunResponse_Usage{Usage: &toolpb.Usage{Model: x.Model, InputTokens: x.Usage.InputTokens, OutputTokens: x.Usage.OutputTokens, CostUsd: x.CostUSD}}})
+	case loop.ToolsChanged:
+		_ = e.send(&toolpb.RunResponse{Event: &toolpb.RunResponse_ToolsChanged{ToolsChanged: &toolpb.ToolsChanged{
+			Added: x.Added, Removed: x.Removed, Tools: x.Tools, Iteration: int32(x.Iteration), LoopId: x.LoopID,
+		}}})
 	case loop.AssistantText:
 		_ = e.send(&toolpb.RunResponse{Event: &toolpb.RunResponse_Message{Message: &toolpb.AssistantMessage{Text: x.Text, Iteration: int32(x.Iteration)}}})
 	case loop.ToolCallStarted:

@@ -1,0 +1,215 @@
+package router
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/toolmesh/toolmesh/internal/wire"
+	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
+)
+
+// A worker declares facades (unfolding tools) as trees over its group's tools. The router
+// keeps each facade as an entry of the routing table, like a tool, so that a selectable
+// facade can be invoked on a replica, and builds the facade the loop sees from the tree:
+// plain and by-category facades unfold in the orchestrator without contacting a worker;
+// a selectable facade asks a replica's selector and binds the chosen tools to the state
+// it returns.
+
+// flattenFacades validates the facade trees of a group and returns every facade in them,
+// outermost first.
+func flattenFacades(gr *toolpb.GroupRegistration, tools map[string]parsedTool, add func(name, format string, args ...any)) []parsedTool {
+	var out []parsedTool
+	seen := map[string]bool{}
+	var walk func(n *toolpb.FacadeNode, depth int)
+	walk = func(n *toolpb.FacadeNode, depth int) {
+		name := n.GetDefinition().GetName()
+		switch {
+		case depth > 32:
+			add(name, "facade %q nests deeper than 32 levels", name)
+			return
+		case !toolNameRE.MatchString(name):
+			add(name, "facade name %q must match %s", name, toolNameRE)
+			return
+		case seen[name]:
+			add(name, "facade %q is declared twice", name)
+			return
+		}
+		if _, clash := tools[name]; clash {
+			add(name, "facade %q has the name of a tool of the group", name)
+			return
+		}
+		seen[name] = true
+		def, meta, err := wire.DefinitionFromProto(n.GetDefinition())
+		if err != nil {
+			add(name, "facade %q: %v", name, err)
+			return
+		}
+		if len(n.GetChildren()) == 0 {
+			add(name, "facade %q has no children", name)
+		}
+		children := map[string]bool{}
+		for _, c := range n.GetChildren() {
+			switch x := c.GetChild().(type) {
+			case *toolpb.FacadeChild_Tool:
+				if _, ok := tools[x.Tool]; !ok {
+					add(name, "facade %q names child %q, which is not a tool of the group", name, x.Tool)
+				}
+				children[x.Tool] = true
+			case *toolpb.FacadeChild_Facade:
+				children[x.Facade.GetDefinition().GetName()] = true
+			default:
+				add(name, "facade %q has an empty child", name)
+			}
+		}
+		for _, cat := range n.GetCategories() {
+			for _, c := range cat.GetChildren() {
+				if !children[c] {
+					add(name, "facade %q: category %q names %q, which is not one of its children", name, cat.GetName(), c)
+				}
+			}
+		}
+		if len(n.GetCategories()) > 0 && n.GetSelectable() {
+			add(name, "facade %q cannot be both by-category and selectable", name)
+		}
+		out = append(out, parsedTool{name: name, def: def, meta: meta, hash: facadeHash(def, meta, n), facade: n})
+		for _, c := range n.GetChildren() {
+			if f := c.GetFacade(); f != nil {
+				walk(f, depth+1)
+			}
+		}
+	}
+	for _, n := range gr.GetFacades() {
+		walk(n, 0)
+	}
+	return out
+}
+
+// facadeHash covers the facade's definition and its whole tree, so that replicas that
+// declare different trees under one name conflict like tools with different definitions.
+func facadeHash(def tool.Definition, meta tool.Metadata, n *toolpb.FacadeNode) string {
+	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(n)
+	sum := sha256.Sum256(append([]byte(tool.Hash(def, meta)), b...))
+	return hex.EncodeToString(sum[:])
+}
+
+// children lists the names a facade's node refers to directly.
+func childNames(n *toolpb.FacadeNode) []string {
+	var out []string
+	for _, c := range n.GetChildren() {
+		switch x := c.GetChild().(type) {
+		case *toolpb.FacadeChild_Tool:
+			out = append(out, x.Tool)
+		case *toolpb.FacadeChild_Facade:
+			out = append(out, x.Facade.GetDefinition().GetName())
+		}
+	}
+	return out
+}
+
+// toolLocked returns what the loop sees of an entry: a remote tool, or a facade built
+// from the entry's tree. r.mu must be held (for reading).
+func (r *Router) toolLocked(e *toolEntry) tool.Tool {
+	if e.facade == nil {
+		return newRemoteTool(r, e)
+	}
+	n := e.facade
+	var children []tool.Tool
+	byName := map[string]tool.Tool{}
+	for _, name := range childNames(n) {
+		c, ok := r.tools[name]
+		if !ok {
+			continue // its last replica left; the facade offers what remains
+		}
+		t := r.toolLocked(c)
+		children = append(children, t)
+		byName[name] = t
+	}
+	var opts []tool.FacadeOption
+	if n.GetExclusive() {
+		opts = append(opts, tool.Exclusive())
+	}
+	if n.GetUsageNotes() != "" {
+		opts = append(opts, tool.UsageNotes(n.GetUsageNotes()))
+	}
+	if n.GetNoGuideTool() {
+		opts = append(opts, tool.WithoutGuideTool())
+	}
+	if n.GetNoContextTool() {
+		opts = append(opts, tool.WithoutContextTool())
+	}
+	def := e.def
+	switch {
+	case n.GetSelectable():
+		return tool.Selectable(def.Name, def.Description, def.InputSchema, children, &remoteSelector{r: r, facade: newRemoteTool(r, e), children: byName}, opts...)
+	case len(n.GetCategories()) > 0:
+		var cats []tool.Category
+		for _, c := range n.GetCategories() {
+			cat := tool.Category{Name: c.GetName()}
+			for _, name := range c.GetChildren() {
+				if t, ok := byName[name]; ok {
+					cat.Tools = append(cat.Tools, t)
+				}
+			}
+			cats = append(cats, cat)
+		}
+		if p := n.GetCategoryParameter(); p != "" {
+			opts = append(opts, tool.CategoryParameter(p))
+		}
+		return tool.ByCategory(def.Name, def.Description, cats, opts...)
+	default:
+		return tool.Of(def.Name, def.Description, children, opts...)
+	}
+}
+
+// remoteSelector runs a selectable facade's selector on a replica: the worker answers
+// with the children it chose and the state it bound them to, and the router hands back
+// those children bound to that state, which then lives in the loop's tool set.
+type remoteSelector struct {
+	r        *Router
+	facade   *remoteTool
+	children map[string]tool.Tool
+}
+
+func (s *remoteSelector) Select(ctx context.Context, input string) ([]tool.Tool, error) {
+	res, resp := s.r.invokeFull(ctx, s.facade, input)
+	if res.IsError() {
+		return nil, fmt.Errorf("%s", res.Content)
+	}
+	sel := resp.GetSelection()
+	if sel == nil {
+		return nil, fmt.Errorf("the worker did not say which tools facade '%s' selects", s.facade.def.Name)
+	}
+	state := tool.NewState(sel.GetState())
+	out := make([]tool.Tool, 0, len(sel.GetTools()))
+	for _, name := range sel.GetTools() {
+		c, ok := s.children[name]
+		if !ok {
+			return nil, fmt.Errorf("facade '%s' selected '%s', which is not one of its children", s.facade.def.Name, name)
+		}
+		out = append(out, Bound(c, state))
+	}
+	return out, nil
+}
+
+// bound is a tool bound to state: every call carries the state, and the state the tool
+// returns replaces it for the next call of any tool bound to it.
+type bound struct {
+	tool.Tool
+	state *tool.State
+}
+
+// Bound returns t bound to state.
+func Bound(t tool.Tool, state *tool.State) tool.Tool { return bound{t, state} }
+
+// Delegate exposes the bound tool.
+func (b bound) Delegate() tool.Tool { return b.Tool }
+
+// Call calls the tool with the state in its context.
+func (b bound) Call(ctx context.Context, input string) (tool.Result, error) {
+	return b.Tool.Call(tool.WithState(ctx, b.state), input)
+}
