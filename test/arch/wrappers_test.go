@@ -22,6 +22,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/builtin"
 	"github.com/toolmesh/toolmesh/internal/decorators"
+	"github.com/toolmesh/toolmesh/internal/router"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
@@ -37,6 +38,7 @@ var wrappers = map[string][]func(tool.Tool) tool.Tool{
 	},
 	"internal/decorators.errorMapping": {decorators.ErrorMapping},
 	"internal/decorators.traced":       {decorators.Telemetry(nil), func(t tool.Tool) tool.Tool { return decorators.Telemetry(tracing())(t) }},
+	"internal/router.bound":            {func(t tool.Tool) tool.Tool { return router.Bound(t, tool.NewState([]byte("s"))) }},
 	"pkg/toolctx.oneShot":              {func(t tool.Tool) tool.Tool { return toolctx.OneShotPerLoop(t, "advice") }},
 	"internal/builtin.delayed": {func(t tool.Tool) tool.Tool {
 		return builtin.WithDelay(time.Millisecond, []tool.Tool{t})[0]
