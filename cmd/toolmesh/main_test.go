@@ -195,7 +195,7 @@ func TestListingCommands(t *testing.T) {
 	}
 	want := table(
 		[]string{"GROUP", "TOOLS", "WORKERS", "DESCRIPTION"},
-		[]string{"math", "add,ceiling,divide,floor,max,mean,min,multiply,round,subtract", "w1", builtin.MathDescription},
+		[]string{"math", "add,ceiling,divide,floor,math,max,mean,min,multiply,round,subtract", "w1", builtin.MathDescription},
 		[]string{"text", "lowercase,reverse,uppercase,word_count", "w1", builtin.TextDescription},
 	)
 	if out != want {
@@ -238,7 +238,7 @@ func TestListingCommands(t *testing.T) {
 func TestRunCommand(t *testing.T) {
 	o := startOrchestrator(t, adderScript())
 
-	out, err := o.run(t, "run", "-group", "math", "-max-iterations", "5", "What", "is", "2", "+", "3?")
+	out, err := o.run(t, "run", "-tool", "add", "-max-iterations", "5", "What", "is", "2", "+", "3?")
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, out)
 	}
@@ -252,7 +252,7 @@ func TestRunCommand(t *testing.T) {
 	}
 	loopID = lines[0][strings.LastIndex(lines[0], " ")+1:]
 	checks := []struct{ prefix, suffix string }{
-		{"▶ run " + runID + " started: model scripted/adder, tools [add, ceiling, divide, floor, max, mean, min, multiply, round, subtract], loop " + loopID, ""},
+		{"▶ run " + runID + " started: model scripted/adder, tools [add], loop " + loopID, ""},
 		{"  · scripted/adder: ", " output tokens"},
 		{"  💬 Let me add.", ""},
 		{`  → [1] add({"a":2,"b":3})  id=call_1_0`, ""},

@@ -1,4 +1,4 @@
-// Command toolworker hosts toolmesh's built-in tool groups (math, text) as a worker: it
+// Command toolworker hosts toolmesh's built-in tool groups (math, text, shop) as a worker: it
 // serves ToolWorkerService, registers with an orchestrator, and drains on SIGTERM.
 package main
 
@@ -81,12 +81,13 @@ func run(args []string) error {
 	var gs []worker.Group
 	for _, name := range strings.Split(*groups, ",") {
 		name = strings.TrimSpace(name)
-		g, ok := builtin.Group(name)
+		var wrap builtin.Wrap
+		if *delay > 0 {
+			wrap = builtin.Delay(*delay)
+		}
+		g, ok := builtin.GroupWith(name, wrap)
 		if !ok {
 			return fmt.Errorf("-groups: unknown group %q (available: %s, echo_<name>)", name, strings.Join(groupNames(), ", "))
-		}
-		if *delay > 0 {
-			g.Tools = builtin.WithDelay(*delay, g.Tools)
 		}
 		gs = append(gs, g)
 	}

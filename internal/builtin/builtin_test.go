@@ -5,14 +5,43 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+	"google.golang.org/protobuf/testing/protocmp"
+
 	"github.com/toolmesh/toolmesh/internal/builtin"
 	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
 	"github.com/toolmesh/toolmesh/pkg/worker"
 )
 
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// leaves returns the tools of a group: its own and every leaf of its facades.
+func leaves(g worker.Group) []tool.Tool {
+	var out []tool.Tool
+	var walk func(ts []tool.Tool)
+	walk = func(ts []tool.Tool) {
+		for _, x := range ts {
+			if f, ok := tool.As[tool.Facade](x); ok {
+				walk(f.Children())
+				continue
+			}
+			out = append(out, x)
+		}
+	}
+	walk(g.Tools)
+	for _, f := range g.Facades {
+		walk(f.Children())
+	}
+	return out
+}
+
 func find(t *testing.T, g worker.Group, name string) tool.Tool {
 	t.Helper()
-	for _, x := range g.Tools {
+	for _, x := range leaves(g) {
 		if x.Definition().Name == name {
 			return x
 		}
@@ -20,6 +49,24 @@ func find(t *testing.T, g worker.Group, name string) tool.Tool {
 	t.Fatalf("group %s has no tool %s", g.Role, name)
 	return nil
 }
+
+func names(ts []tool.Tool) []string {
+	var out []string
+	for _, x := range ts {
+		out = append(out, x.Definition().Name)
+	}
+	return out
+}
+
+func toolChildren(names ...string) []*toolpb.FacadeChild {
+	out := make([]*toolpb.FacadeChild, len(names))
+	for i, n := range names {
+		out[i] = &toolpb.FacadeChild{Child: &toolpb.FacadeChild_Tool{Tool: n}}
+	}
+	return out
+}
+
+const emptySchema = `{"type":"object","properties":{}}`
 
 func TestMathGroup(t *testing.T) {
 	g := builtin.Math()
@@ -29,15 +76,60 @@ func TestMathGroup(t *testing.T) {
 	if g.UsageNotes != "Use add/subtract/multiply/divide for basic arithmetic. Use mean/min/max for statistics on lists. Use floor/ceiling/round for rounding." {
 		t.Errorf("usage notes = %q", g.UsageNotes)
 	}
-	var names []string
-	for _, x := range g.Tools {
-		names = append(names, x.Definition().Name)
+	if len(g.Tools) != 0 || len(g.Facades) != 1 {
+		t.Fatalf("math offers %d tools and %d facades, want the math facade alone", len(g.Tools), len(g.Facades))
+	}
+	f := g.Facades[0]
+	ops := []string{"add", "subtract", "multiply", "divide", "mean", "min", "max", "floor", "ceiling", "round"}
+	if diff := cmp.Diff(ops, names(f.Children())); diff != "" {
+		t.Errorf("math's children (-want +got):\n%s", diff)
+	}
+	for _, x := range f.Children() {
 		if !x.Metadata().Idempotent {
 			t.Errorf("%s is not idempotent", x.Definition().Name)
 		}
 	}
-	if len(names) != 10 {
-		t.Errorf("math has %d tools (%v), want the ten of SPEC S6", len(names), names)
+	// The texts of reference §11.3, as the model sees them.
+	def := f.Definition()
+	if def.Name != "math" || def.Description != "Mathematical operations. Invoke to see available operations including arithmetic, statistics, and rounding functions." ||
+		def.InputSchema.String() != emptySchema {
+		t.Errorf("math facade = %q %q %s", def.Name, def.Description, def.InputSchema)
+	}
+	if got := f.Options(); got != (tool.FacadeOptions{UsageNotes: "Use add/subtract/multiply/divide for basic arithmetic. Use mean/min/max for statistics on lists. Use floor/ceiling/round for rounding."}) {
+		t.Errorf("math facade options = %+v", got)
+	}
+	res, err := f.Call(context.Background(), `{}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const unfold = "Tools now available: add, subtract, multiply, divide, mean, min, max, floor, ceiling, round. " +
+		"You MUST call one of these tools to complete the user's request. Do NOT respond with text \u2014 call a tool.\n\n" +
+		"Use add/subtract/multiply/divide for basic arithmetic. Use mean/min/max for statistics on lists. Use floor/ceiling/round for rounding."
+	if res.Content != unfold {
+		t.Errorf("calling math = %q\nwant %q", res.Content, unfold)
+	}
+
+	grs, err := worker.GroupRegistrations(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []*toolpb.FacadeNode{{
+		Definition: &toolpb.ToolDefinition{Name: "math", Description: builtin.MathFacadeDescription, InputSchemaJson: emptySchema},
+		Children:   toolChildren(ops...),
+		UsageNotes: builtin.MathUsageNotes,
+	}}
+	if diff := cmp.Diff(want, grs[0].GetFacades(), protocmp.Transform()); diff != "" {
+		t.Errorf("math facade tree (-want +got):\n%s", diff)
+	}
+	var registered []string
+	for _, rt := range grs[0].GetTools() {
+		registered = append(registered, rt.GetDefinition().GetName())
+	}
+	if diff := cmp.Diff([]string{"add", "ceiling", "divide", "floor", "max", "mean", "min", "multiply", "round", "subtract"}, registered); diff != "" {
+		t.Errorf("math tools (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(ops, names(builtin.MathOperations())); diff != "" {
+		t.Errorf("MathOperations (-want +got):\n%s", diff)
 	}
 }
 
@@ -106,7 +198,52 @@ func TestWithDelay(t *testing.T) {
 
 func TestGroups(t *testing.T) {
 	gs := builtin.Groups()
-	if len(gs) != 2 || gs["math"]().Role != "math" || gs["text"]().Role != "text" {
+	if len(gs) != 3 || gs["math"]().Role != "math" || gs["text"]().Role != "text" || gs["shop"]().Role != "shop" {
 		t.Errorf("Groups() = %v", gs)
+	}
+	for _, name := range []string{"math", "text", "shop", "echo_x"} {
+		g, ok := builtin.Group(name)
+		if !ok || (g.Role != name) {
+			t.Errorf("Group(%q) = %q, %v", name, g.Role, ok)
+		}
+		if _, err := worker.GroupRegistrations(g); err != nil {
+			t.Errorf("group %s cannot be served: %v", name, err)
+		}
+	}
+	if _, ok := builtin.Group("nope"); ok {
+		t.Error("Group(nope) exists")
+	}
+}
+
+// TestGroupWithDelay: a delay reaches every leaf, also beneath facades, and leaves
+// what is registered as it was.
+func TestGroupWithDelay(t *testing.T) {
+	for _, name := range []string{"math", "text", "shop", "echo_x"} {
+		t.Run(name, func(t *testing.T) {
+			plain, _ := builtin.Group(name)
+			slow, ok := builtin.GroupWith(name, builtin.Delay(time.Hour))
+			if !ok {
+				t.Fatal("no group")
+			}
+			ls := leaves(slow)
+			if len(ls) == 0 {
+				t.Fatal("no leaves")
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			for _, x := range ls {
+				if res, err := x.Call(ctx, `{}`); err != nil || res.Code != tool.CodeTimeout {
+					t.Errorf("%s is not delayed: %+v, %v", x.Definition().Name, res, err)
+				}
+			}
+			a, errA := worker.GroupRegistrations(plain)
+			b, errB := worker.GroupRegistrations(slow)
+			if errA != nil || errB != nil {
+				t.Fatal(errA, errB)
+			}
+			if diff := cmp.Diff(a, b, protocmp.Transform()); diff != "" {
+				t.Errorf("a delay changes the registration (-plain +delayed):\n%s", diff)
+			}
+		})
 	}
 }

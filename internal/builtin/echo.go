@@ -3,7 +3,6 @@ package builtin
 import (
 	"context"
 	"encoding/json"
-	"strings"
 
 	"google.golang.org/grpc/metadata"
 
@@ -25,7 +24,9 @@ type Echo struct {
 // ContextEcho returns a group with one tool, show_context_<name>, that answers with the
 // ToolCallContext it received and the raw request metadata. It exists to show (and
 // test) exactly what crosses the wire to a worker; role is "echo_<name>".
-func ContextEcho(name string) worker.Group {
+func ContextEcho(name string) worker.Group { return contextEcho(name, nil) }
+
+func contextEcho(name string, wrap Wrap) worker.Group {
 	t := tool.New("show_context_"+name, "Show the out-of-band context this call received", tool.EmptySchema(),
 		func(ctx context.Context, _ string) (tool.Result, error) {
 			md, _ := metadata.FromIncomingContext(ctx)
@@ -44,18 +45,6 @@ func ContextEcho(name string) worker.Group {
 		Description: "Context echo: shows what out-of-band context reaches this group's workers",
 		Provider:    "toolmesh",
 		Version:     "1.0.0",
-		Tools:       []tool.Tool{t},
+		Tools:       wrap.all([]tool.Tool{t}),
 	}
-}
-
-// Group returns the built-in group of the given name: math, text, or echo_<name>.
-func Group(name string) (worker.Group, bool) {
-	if rest, ok := strings.CutPrefix(name, EchoPrefix); ok && rest != "" {
-		return ContextEcho(rest), true
-	}
-	mk, ok := Groups()[name]
-	if !ok {
-		return worker.Group{}, false
-	}
-	return mk(), true
 }

@@ -1,5 +1,6 @@
 // Package builtin holds the example tool groups that cmd/toolworker hosts: math (the ten
-// operations of SPEC S6) and text. They are real tools, used by the demo and the
+// operations of SPEC S6, behind one facade), text, and shop (nested and selectable
+// facades, with a cart whose state the orchestrator keeps). They are real tools, used by the demo and the
 // end-to-end tests, and a model for worker authors.
 package builtin
 
@@ -19,6 +20,12 @@ const (
 	MathRole        = "math"
 	MathDescription = "Math tools: use when you need to perform calculations"
 	MathUsageNotes  = "Use add/subtract/multiply/divide for basic arithmetic. Use mean/min/max for statistics on lists. Use floor/ceiling/round for rounding."
+
+	// MathFacade is the one tool the math group offers; calling it makes the ten
+	// operations available.
+	MathFacade            = "math"
+	MathFacadeDescription = "Mathematical operations. Invoke to see available operations including arithmetic, statistics, and rounding functions."
+	MathFacadeUsageNotes  = MathUsageNotes
 )
 
 // Pair is the input of the binary operations.
@@ -43,10 +50,27 @@ var ErrDivideByZero = errors.New("cannot divide by zero")
 // ErrEmptyList is returned by the statistics operations on an empty list.
 var ErrEmptyList = errors.New("the list of numbers is empty")
 
-// Math returns the math group: add, subtract, multiply, divide, mean, min, max, floor,
-// ceiling, round. Every operation is pure, so it is declared idempotent: the router may
-// re-send a call whose worker died mid-call.
-func Math() worker.Group {
+// Math returns the math group, which offers one facade, math (as Embabel's MathTools
+// does, reference §11.3), over the ten operations of MathOperations.
+func Math() worker.Group { return mathGroup(nil) }
+
+func mathGroup(wrap Wrap) worker.Group {
+	return worker.Group{
+		Role:        MathRole,
+		Description: MathDescription,
+		UsageNotes:  MathUsageNotes,
+		Provider:    "toolmesh",
+		Version:     "1.0.0",
+		Facades: []tool.Facade{
+			tool.Of(MathFacade, MathFacadeDescription, wrap.all(MathOperations()), tool.UsageNotes(MathFacadeUsageNotes)),
+		},
+	}
+}
+
+// MathOperations returns the ten operations of the math group: add, subtract, multiply,
+// divide, mean, min, max, floor, ceiling, round. Every operation is pure, so it is
+// declared idempotent: the router may re-send a call whose worker died mid-call.
+func MathOperations() []tool.Tool {
 	binary := func(name, desc string, op func(a, b float64) (float64, error)) tool.Tool {
 		return tool.MustFunc(name, desc, func(_ context.Context, in Pair) (string, error) {
 			v, err := op(in.A, in.B)
@@ -69,47 +93,40 @@ func Math() worker.Group {
 			return format(op(in.Value))
 		}, tool.Idempotent())
 	}
-	return worker.Group{
-		Role:        MathRole,
-		Description: MathDescription,
-		UsageNotes:  MathUsageNotes,
-		Provider:    "toolmesh",
-		Version:     "1.0.0",
-		Tools: []tool.Tool{
-			binary("add", "Add two numbers: a + b", func(a, b float64) (float64, error) { return a + b, nil }),
-			binary("subtract", "Subtract b from a: a - b", func(a, b float64) (float64, error) { return a - b, nil }),
-			binary("multiply", "Multiply two numbers: a * b", func(a, b float64) (float64, error) { return a * b, nil }),
-			binary("divide", "Divide a by b: a / b", func(a, b float64) (float64, error) {
-				if b == 0 {
-					return 0, ErrDivideByZero
-				}
-				return a / b, nil
-			}),
-			stat("mean", "Arithmetic mean of a list of numbers", func(xs []float64) float64 {
-				sum := 0.0
-				for _, x := range xs {
-					sum += x
-				}
-				return sum / float64(len(xs))
-			}),
-			stat("min", "Smallest of a list of numbers", func(xs []float64) float64 {
-				m := xs[0]
-				for _, x := range xs[1:] {
-					m = math.Min(m, x)
-				}
-				return m
-			}),
-			stat("max", "Largest of a list of numbers", func(xs []float64) float64 {
-				m := xs[0]
-				for _, x := range xs[1:] {
-					m = math.Max(m, x)
-				}
-				return m
-			}),
-			rounding("floor", "Round a number down to the nearest integer", math.Floor),
-			rounding("ceiling", "Round a number up to the nearest integer", math.Ceil),
-			rounding("round", "Round a number to the nearest integer, halves away from zero", math.Round),
-		},
+	return []tool.Tool{
+		binary("add", "Add two numbers: a + b", func(a, b float64) (float64, error) { return a + b, nil }),
+		binary("subtract", "Subtract b from a: a - b", func(a, b float64) (float64, error) { return a - b, nil }),
+		binary("multiply", "Multiply two numbers: a * b", func(a, b float64) (float64, error) { return a * b, nil }),
+		binary("divide", "Divide a by b: a / b", func(a, b float64) (float64, error) {
+			if b == 0 {
+				return 0, ErrDivideByZero
+			}
+			return a / b, nil
+		}),
+		stat("mean", "Arithmetic mean of a list of numbers", func(xs []float64) float64 {
+			sum := 0.0
+			for _, x := range xs {
+				sum += x
+			}
+			return sum / float64(len(xs))
+		}),
+		stat("min", "Smallest of a list of numbers", func(xs []float64) float64 {
+			m := xs[0]
+			for _, x := range xs[1:] {
+				m = math.Min(m, x)
+			}
+			return m
+		}),
+		stat("max", "Largest of a list of numbers", func(xs []float64) float64 {
+			m := xs[0]
+			for _, x := range xs[1:] {
+				m = math.Max(m, x)
+			}
+			return m
+		}),
+		rounding("floor", "Round a number down to the nearest integer", math.Floor),
+		rounding("ceiling", "Round a number up to the nearest integer", math.Ceil),
+		rounding("round", "Round a number to the nearest integer, halves away from zero", math.Round),
 	}
 }
 

@@ -23,7 +23,9 @@ type Text struct {
 }
 
 // TextGroup returns the text group: word_count, uppercase, lowercase, reverse.
-func TextGroup() worker.Group {
+func TextGroup() worker.Group { return textGroup(nil) }
+
+func textGroup(wrap Wrap) worker.Group {
 	fn := func(name, desc string, op func(string) string) tool.Tool {
 		return tool.MustFunc(name, desc, func(_ context.Context, in Text) (string, error) {
 			return op(in.Text), nil
@@ -35,7 +37,7 @@ func TextGroup() worker.Group {
 		UsageNotes:  TextUsageNotes,
 		Provider:    "toolmesh",
 		Version:     "1.0.0",
-		Tools: []tool.Tool{
+		Tools: wrap.all([]tool.Tool{
 			fn("word_count", "Count the words of a text (runs of letters, digits, apostrophes or hyphens)", func(s string) string {
 				return strconv.Itoa(len(strings.FieldsFunc(s, func(r rune) bool {
 					return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '\'' && r != '-'
@@ -50,14 +52,6 @@ func TextGroup() worker.Group {
 				}
 				return string(rs)
 			}),
-		},
-	}
-}
-
-// Groups maps the names cmd/toolworker accepts to the groups.
-func Groups() map[string]func() worker.Group {
-	return map[string]func() worker.Group{
-		MathRole: Math,
-		TextRole: TextGroup,
+		}),
 	}
 }

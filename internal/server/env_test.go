@@ -13,12 +13,11 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/toolmesh/toolmesh/internal/builtin"
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/internal/router"
-	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/client"
-	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 	"github.com/toolmesh/toolmesh/pkg/worker"
 )
@@ -172,18 +171,11 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // registration builds a valid registration of the given groups for a worker that
 // serves on an address nothing listens on (the router dials lazily).
 func registration(id string, groups ...worker.Group) *toolpb.Registration {
-	reg := &toolpb.Registration{WorkerId: id, Address: "127.0.0.1:1"}
-	for _, g := range groups {
-		gr := &toolpb.GroupRegistration{Group: &toolpb.ToolGroupInfo{
-			Role: g.Role, Description: g.Description, UsageNotes: g.UsageNotes, Provider: g.Provider, Version: g.Version,
-		}}
-		for _, t := range g.Tools {
-			def, meta := t.Definition(), t.Metadata()
-			gr.Tools = append(gr.Tools, &toolpb.RegisteredTool{Definition: wire.DefinitionToProto(def, meta), ContentHash: tool.Hash(def, meta)})
-		}
-		reg.Groups = append(reg.Groups, gr)
+	grs, err := worker.GroupRegistrations(groups...)
+	if err != nil {
+		panic(err)
 	}
-	return reg
+	return &toolpb.Registration{WorkerId: id, Address: "127.0.0.1:1", Groups: grs}
 }
 
 // registerRaw opens a registration stream, registers, and checks the ack. The stream
@@ -222,4 +214,12 @@ func collect(stream toolpb.OrchestratorService_RunClient) ([]*toolpb.RunResponse
 		}
 		evs = append(evs, ev)
 	}
+}
+
+// flatMath is the math group with its ten operations offered directly instead of behind
+// the math facade, for tests that call them by name.
+func flatMath() worker.Group {
+	g := builtin.Math()
+	g.Facades, g.Tools = nil, builtin.MathOperations()
+	return g
 }

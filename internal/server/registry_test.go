@@ -220,7 +220,7 @@ func TestConnectRefusals(t *testing.T) {
 		return &toolpb.ConnectRequest{Message: &toolpb.ConnectRequest_Register{Register: reg}}
 	}
 	heartbeat := &toolpb.ConnectRequest{Message: &toolpb.ConnectRequest_Heartbeat{Heartbeat: &toolpb.Heartbeat{}}}
-	add := builtin.Math().Tools[0] // "add", already registered by w-math in group math
+	add := builtin.MathOperations()[0] // "add", already registered by w-math in group math
 	if add.Definition().Name != "add" {
 		t.Fatalf("first math tool is %q", add.Definition().Name)
 	}
@@ -240,7 +240,7 @@ func TestConnectRefusals(t *testing.T) {
 			codes.InvalidArgument, "worker_id is empty"},
 		{"tool of another group", false, []*toolpb.ConnectRequest{register(registration("w-other", worker.Group{Role: "other", Tools: []tool.Tool{add}}))},
 			codes.FailedPrecondition, `tool "add" is already registered by group "math"`},
-		{"group with another description", false, []*toolpb.ConnectRequest{register(registration("w-math2", worker.Group{Role: "math", Description: "different", Tools: builtin.Math().Tools}))},
+		{"group with another description", false, []*toolpb.ConnectRequest{register(registration("w-math2", worker.Group{Role: "math", Description: "different", Tools: builtin.MathOperations()}))},
 			codes.FailedPrecondition, `group "math" is already registered with a different description`},
 	}
 	for _, tc := range cases {
@@ -322,7 +322,7 @@ func TestListings(t *testing.T) {
 		t.Errorf("text tools = %v", names)
 	}
 	all, err := e.cl.ListTools(ctx)
-	if err != nil || len(all) != 14 {
-		t.Errorf("ListTools() = %d tools, %v; want 14", len(all), err)
+	if err != nil || len(all) != 15 { // ten math operations, the math facade, four text tools
+		t.Errorf("ListTools() = %d tools, %v; want 15", len(all), err)
 	}
 }

@@ -52,7 +52,7 @@ func slowScript() scripted.Script {
 func TestRunWithWorker(t *testing.T) {
 	e := newEnv(t, envOptions{script: adderScript()})
 	ctx := testContext(t)
-	e.startWorker("w1", builtin.Math())
+	e.startWorker("w1", flatMath())
 
 	var seen []*toolpb.RunResponse
 	final, err := e.cl.RunAndWait(ctx, &toolpb.RunRequest{Prompt: "What is 2 + 3?", ToolGroups: []string{"math"}},
@@ -194,7 +194,7 @@ func eventKind(ev *toolpb.RunResponse) string {
 func TestRunMaxIterations(t *testing.T) {
 	e := newEnv(t, envOptions{script: loopingScript()})
 	ctx := testContext(t)
-	e.startWorker("w1", builtin.Math())
+	e.startWorker("w1", flatMath())
 
 	req := &toolpb.RunRequest{Prompt: "loop", Tools: []string{"add"}, RunId: "looper", Limits: &toolpb.RunLimits{MaxIterations: 2}}
 	stream, err := e.orch.Run(ctx, req)

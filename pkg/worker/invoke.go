@@ -50,13 +50,21 @@ func (s *invoker) Invoke(ctx context.Context, req *toolpb.InvokeRequest) (*toolp
 	w.active.Add(1)
 	defer w.active.Add(-1)
 
-	t, ok := w.tools[req.GetTool()]
-	if !ok {
-		return wire.ResultToProto(tool.ErrorWithCode(tool.CodeUnknownTool, fmt.Sprintf("tool '%s' is not served by worker %s", req.GetTool(), w.opts.ID)))
+	name := req.GetTool()
+	t, isTool := w.tools[name]
+	f, isFacade := w.facades[name]
+	var schema tool.Schema
+	switch {
+	case isTool:
+		schema = t.Definition().InputSchema
+	case isFacade:
+		schema = f.tool.Definition().InputSchema
+	default:
+		return wire.ResultToProto(tool.ErrorWithCode(tool.CodeUnknownTool, fmt.Sprintf("tool '%s' is not served by worker %s", name, w.opts.ID)))
 	}
-	args, err := t.Definition().InputSchema.Validate(req.GetArgumentsJson())
+	args, err := schema.Validate(req.GetArgumentsJson())
 	if err != nil {
-		return wire.ResultToProto(tool.ErrorWithCode(tool.CodeInvalidArguments, fmt.Sprintf("invalid arguments for tool '%s': %s", req.GetTool(), strings.TrimPrefix(err.Error(), tool.ErrInvalidArguments.Error()+": "))))
+		return wire.ResultToProto(tool.ErrorWithCode(tool.CodeInvalidArguments, fmt.Sprintf("invalid arguments for tool '%s': %s", name, strings.TrimPrefix(err.Error(), tool.ErrInvalidArguments.Error()+": "))))
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	bag, err := w.codec.Decode(md)
@@ -67,10 +75,21 @@ func (s *invoker) Invoke(ctx context.Context, req *toolpb.InvokeRequest) (*toolp
 	ctx = toolctx.NewContext(ctx, bag.WithLoopID(req.GetLoopId()))
 	ctx = tool.WithCallInfo(ctx, tool.CallInfo{RunID: req.GetRunId(), LoopID: req.GetLoopId(), CallID: req.GetCallId()})
 	ctx = telemetry.WithLoopID(telemetry.WithRunID(ctx, req.GetRunId()), req.GetLoopId())
-	group := w.group[req.GetTool()]
-	ctx, span := w.tel.StartTool(ctx, telemetry.ToolAttrs{Name: req.GetTool(), CallID: req.GetCallId(), Group: group})
+	// The state the orchestrator keeps for the call: the tool reads it and may replace it.
+	st := tool.NewState(req.GetState())
+	ctx = tool.WithState(ctx, st)
+	group := w.group[name]
+	ctx, span := w.tel.StartTool(ctx, telemetry.ToolAttrs{Name: name, CallID: req.GetCallId(), Group: group})
 	w.tel.AddInFlight(ctx, w.opts.ID, group, 1)
-	res := s.call(ctx, t, args)
+	var (
+		res tool.Result
+		sel *toolpb.Selection
+	)
+	if isFacade {
+		res, sel = s.selectFacade(ctx, f, args, st)
+	} else {
+		res = s.call(ctx, t, args)
+	}
 	w.tel.AddInFlight(ctx, w.opts.ID, group, -1)
 	end := telemetry.ToolResult{WorkerID: w.opts.ID, Arguments: args, Result: res.Content}
 	if res.IsError() {
@@ -79,9 +98,59 @@ func (s *invoker) Invoke(ctx context.Context, req *toolpb.InvokeRequest) (*toolp
 	w.tel.EndTool(span, end)
 	resp, err := wire.ResultToProto(res)
 	if err != nil {
-		return wire.ResultToProto(tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf("tool '%s' returned a result that cannot be sent: %v", req.GetTool(), err)))
+		return wire.ResultToProto(tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf("tool '%s' returned a result that cannot be sent: %v", name, err)))
+	}
+	resp.Selection = sel
+	// A failed selection binds nothing; any other call returns the state it set.
+	if st.Changed() && (!isFacade || sel != nil) {
+		resp.State = st.Bytes()
+		resp.StateChanged = true
 	}
 	return resp, nil
+}
+
+// selectFacade answers a call of a facade: its selection, as the unfold message and as a
+// Selection with the state the selected tools are bound to. Only selectable facades
+// reach a worker (the orchestrator unfolds the others itself), but any facade is
+// answered the same way. Every selected tool must be a tool or facade the group
+// registers, under the registered definition: the orchestrator sends later calls of a
+// selected tool to any replica, which can only serve what the group registers.
+func (s *invoker) selectFacade(ctx context.Context, f *servedFacade, args string, st *tool.State) (res tool.Result, sel *toolpb.Selection) {
+	name := f.tool.Definition().Name
+	defer func() {
+		if p := recover(); p != nil {
+			s.w.log.Error("facade selector panicked", "facade", name, "panic", p, "stack", string(debug.Stack()))
+			res, sel = tool.ErrorWithCode(tool.CodePanic, fmt.Sprintf("facade '%s' panicked: %v", name, p)), nil
+		}
+	}()
+	selected, err := f.facade.Select(ctx, args)
+	if err != nil {
+		// Control-flow signals cannot cross the wire yet; the model hears about them.
+		return tool.ErrorFrom(err), nil
+	}
+	for _, t := range selected {
+		if t == nil {
+			continue
+		}
+		if msg := s.w.unservable(f.group, t); msg != "" {
+			return tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf("facade '%s' selected %s", name, msg)), nil
+		}
+	}
+	names := selectedNames(selected)
+	return tool.Text(tool.UnfoldMessage(names, f.facade.Options().UsageNotes)), &toolpb.Selection{Tools: names, State: st.Bytes()}
+}
+
+// unservable says why a selected tool cannot be served by the group's replicas, or "".
+func (c *catalog) unservable(group string, t tool.Tool) string {
+	def, meta := t.Definition(), t.Metadata()
+	name := def.Name
+	if c.group[name] != group {
+		return fmt.Sprintf("'%s', which is not a tool of group '%s': a selector may only select the group's tools (list them among the facade's children), so that every replica can serve them", name, group)
+	}
+	if hash, ok := c.hashes[name]; ok && hash != tool.Hash(def, meta) {
+		return fmt.Sprintf("a tool '%s' whose definition differs from the one group '%s' registers: a selector may only select the group's tools as registered, so that every replica can serve them", name, group)
+	}
+	return ""
 }
 
 // call runs the tool, turning a panic or a returned error into an error result.

@@ -6,8 +6,12 @@
 //	})
 //	err = w.Run(ctx) // serves until ctx ends, then drains
 //
-// A worker is stateless between calls: tools that need state get it round-tripped by the
-// orchestrator. It must not import internal packages other than internal/wire.
+// A group may also offer facades (progressive tools, SPEC S7): Group.Facades are trees over
+// the group's tools, registered as toolpb.FacadeNode trees; the worker serves their leaves
+// as tools and runs the selector of a selectable facade when it is called.
+//
+// A worker is stateless between calls: tools that need state (tool.StateFrom) get it
+// round-tripped by the orchestrator, so that any replica can serve any call. It must not import internal packages other than internal/wire.
 package worker
 
 import (
@@ -20,7 +24,6 @@ import (
 	"net"
 	"os"
 	"regexp"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,7 +37,6 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/toolmesh/toolmesh/internal/telemetry"
-	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
@@ -67,7 +69,17 @@ type Group struct {
 	Provider    string
 	Version     string
 	Permissions []Permission
-	Tools       []tool.Tool
+	// Tools are offered to the model directly.
+	Tools []tool.Tool
+	// Facades are progressive tools (SPEC S7) over further tools of the group: the model
+	// sees a facade first, and calling it makes its children available. Every leaf of a
+	// facade tree (children may be tools or facades, nested to any depth, beneath
+	// wrappers) is served as a tool of the group; it may also be listed in Tools. The
+	// worker registers each facade as a tree (toolpb.FacadeNode) and runs the selector
+	// of a selectable one when the orchestrator calls it; a selector may only select
+	// tools of the group, so that every replica can serve them. Facade names share one
+	// namespace with tool names.
+	Facades []tool.Facade
 }
 
 // Options configure a Worker. Only Orchestrator is required.
@@ -115,11 +127,11 @@ type Worker struct {
 	opts   Options
 	log    *slog.Logger
 	groups []Group
-	tools  map[string]tool.Tool
-	reg    *toolpb.Registration
-	codec  toolctx.Codec
-	tel    *telemetry.Telemetry
-	group  map[string]string // tool name → group role
+	// catalog holds the tools and facades the worker serves, by name.
+	*catalog
+	reg   *toolpb.Registration
+	codec toolctx.Codec
+	tel   *telemetry.Telemetry
 
 	health  *health.Server
 	server  *grpc.Server
@@ -178,15 +190,10 @@ func New(opts Options, groups ...Group) (*Worker, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if len(groups) == 0 {
-		return nil, fmt.Errorf("%w: no groups", ErrInvalidGroup)
-	}
 	w := &Worker{
 		opts:      opts,
 		log:       opts.Logger.With("worker_id", opts.ID),
 		groups:    groups,
-		group:     map[string]string{},
-		tools:     map[string]tool.Tool{},
 		addr:      make(chan net.Addr, 1),
 		drainCh:   make(chan struct{}),
 		drainSent: make(chan struct{}),
@@ -196,39 +203,12 @@ func New(opts Options, groups ...Group) (*Worker, error) {
 	if opts.Capacity > 0 {
 		w.slots = make(chan struct{}, opts.Capacity)
 	}
-	reg := &toolpb.Registration{WorkerId: opts.ID, Capacity: opts.Capacity, Version: opts.Version}
-	roles := map[string]bool{}
-	for _, g := range groups {
-		if !roleRE.MatchString(g.Role) {
-			return nil, fmt.Errorf("%w: role %q must match %s", ErrInvalidGroup, g.Role, roleRE)
-		}
-		if roles[g.Role] {
-			return nil, fmt.Errorf("%w: role %q given twice", ErrInvalidGroup, g.Role)
-		}
-		roles[g.Role] = true
-		if len(g.Tools) == 0 {
-			return nil, fmt.Errorf("%w: group %q has no tools", ErrInvalidGroup, g.Role)
-		}
-		gr := &toolpb.GroupRegistration{Group: &toolpb.ToolGroupInfo{
-			Role: g.Role, Description: g.Description, UsageNotes: g.UsageNotes,
-			Provider: g.Provider, Version: g.Version, Permissions: g.Permissions,
-		}}
-		sorted := append([]tool.Tool(nil), g.Tools...)
-		sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Definition().Name < sorted[j].Definition().Name })
-		for _, t := range sorted {
-			def, meta := t.Definition(), t.Metadata()
-			if _, dup := w.tools[def.Name]; dup {
-				return nil, fmt.Errorf("%w: tool %q given twice", ErrInvalidGroup, def.Name)
-			}
-			w.tools[def.Name] = t
-			w.group[def.Name] = g.Role
-			gr.Tools = append(gr.Tools, &toolpb.RegisteredTool{
-				Definition:  wire.DefinitionToProto(def, meta),
-				ContentHash: tool.Hash(def, meta),
-			})
-		}
-		reg.Groups = append(reg.Groups, gr)
+	cat, err := buildCatalog(groups)
+	if err != nil {
+		return nil, err
 	}
+	w.catalog = cat
+	reg := &toolpb.Registration{WorkerId: opts.ID, Capacity: opts.Capacity, Version: opts.Version, Groups: cat.groups}
 	w.reg = reg
 	if opts.TracerProvider != nil || opts.MeterProvider != nil {
 		tel, err := telemetry.FromProviders(opts.TracerProvider, opts.MeterProvider, telemetry.Options{})

@@ -146,7 +146,7 @@ func TestOneShotToolAcrossReplicas(t *testing.T) {
 	already := "ALREADY LOADED. The body of 'add' was returned earlier in this turn — read it from your conversation history above. Do not call this tool again. " + advice
 	for run := 1; run <= 2; run++ {
 		before := workerCalls(t, m.c)
-		evs, err := m.run(ctx, &toolpb.RunRequest{Prompt: "add", ToolGroups: []string{"math"}}, nil)
+		evs, err := m.run(ctx, &toolpb.RunRequest{Prompt: "add", Tools: []string{"add"}}, nil)
 		if err != nil {
 			m.dump()
 			t.Fatal(err)

@@ -35,7 +35,7 @@ func TestSpreadAndFailover(t *testing.T) {
 	var killedAt time.Time
 	started2 := 0
 	killed := make(chan struct{})
-	evs, err := m.run(ctx, &toolpb.RunRequest{Prompt: "compute", ToolGroups: []string{"math"}}, func(ev *toolpb.RunResponse) {
+	evs, err := m.run(ctx, &toolpb.RunRequest{Prompt: "compute", Tools: []string{"add", "multiply", "subtract"}}, func(ev *toolpb.RunResponse) {
 		if s := ev.GetToolCallStarted(); s != nil && s.GetIteration() == 2 {
 			started2++
 			if started2 == 4 {
@@ -241,7 +241,7 @@ func TestBadToolCalls(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	evs, err := m.run(ctx, &toolpb.RunRequest{Prompt: "go", ToolGroups: []string{"math"}}, nil)
+	evs, err := m.run(ctx, &toolpb.RunRequest{Prompt: "go", Tools: mathOperations}, nil)
 	if err != nil {
 		m.dump()
 		t.Fatal(err)
@@ -295,7 +295,7 @@ func TestWorkerDrainsOnSIGTERM(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var signalled time.Time
-	evs, err := m.run(ctx, &toolpb.RunRequest{Prompt: "go", ToolGroups: []string{"math"}}, func(ev *toolpb.RunResponse) {
+	evs, err := m.run(ctx, &toolpb.RunRequest{Prompt: "go", Tools: []string{"add"}}, func(ev *toolpb.RunResponse) {
 		if ev.GetToolCallStarted() != nil {
 			go func() {
 				time.Sleep(200 * time.Millisecond)

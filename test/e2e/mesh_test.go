@@ -198,3 +198,7 @@ func contains(s string, subs ...string) bool {
 	}
 	return true
 }
+
+// mathOperations are the ten tools behind the math facade; runs that call them directly
+// ask for them by name.
+var mathOperations = []string{"add", "ceiling", "divide", "floor", "max", "mean", "min", "multiply", "round", "subtract"}

@@ -87,7 +87,7 @@ func TestOpenAICompatibleProvider(t *testing.T) {
 	m.waitWorkers("math-1")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	evs, err := m.run(ctx, &toolpb.RunRequest{Prompt: "What is 2 + 3?", ToolGroups: []string{"math"}}, nil)
+	evs, err := m.run(ctx, &toolpb.RunRequest{Prompt: "What is 2 + 3?", Tools: []string{"add"}}, nil)
 	if err != nil {
 		m.dump()
 		t.Fatal(err)

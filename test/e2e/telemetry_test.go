@@ -121,7 +121,7 @@ func TestOneTracePerRun(t *testing.T) {
 	}
 	defer func() { _ = cl.Close() }()
 	rootCtx, root := tp.Tracer("e2e").Start(ctx, "client-run")
-	final, err := cl.RunAndWait(rootCtx, &toolpb.RunRequest{Prompt: "go", ToolGroups: []string{"math"},
+	final, err := cl.RunAndWait(rootCtx, &toolpb.RunRequest{Prompt: "go", Tools: []string{"add", "divide"},
 		Context: map[string]string{"tenantId": "acme", "secretish": hidden}}, nil)
 	root.End()
 	if err != nil || final.GetText() != "done" {
