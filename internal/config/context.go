@@ -2,10 +2,14 @@ package config
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 	"unicode/utf8"
 )
+
+// toolNameRE is the rule tool names follow (the strictest provider's).
+var toolNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
 // Converter kinds a ConverterSpec may name (SPEC S3).
 var converterKinds = []string{"pass-through", "none", "allow-keys", "deny-keys"}
@@ -36,6 +40,19 @@ type ConverterSpec struct {
 type Group struct {
 	// Context is the group's converter; unset means context.default.
 	Context *ConverterSpec `yaml:"context"`
+	// Facade, when set, offers the whole group to the model as one facade: the model sees
+	// one tool until it opens it (SPEC S7).
+	Facade *GroupFacade `yaml:"facade"`
+}
+
+// GroupFacade exposes a tool group as one facade.
+type GroupFacade struct {
+	// Name of the facade tool; default: the group's role.
+	Name string `yaml:"name"`
+	// Description shown to the model; default: the group's description.
+	Description string `yaml:"description"`
+	// UsageNotes appended when it unfolds; default: the group's usage notes.
+	UsageNotes string `yaml:"usage_notes"`
 }
 
 // Tool configures one tool, by name.
@@ -65,6 +82,9 @@ func (c Config) validateContext(bad func(key, format string, args ...any)) {
 		}
 		if g := c.Groups[role]; g.Context != nil {
 			checkConverter(bad, "groups."+role+".context", *g.Context)
+		}
+		if f := c.Groups[role].Facade; f != nil && f.Name != "" && !toolNameRE.MatchString(f.Name) {
+			bad("groups."+role+".facade.name", "must match %s, got %q", toolNameRE, f.Name)
 		}
 	}
 	for _, name := range sortedKeys(c.Tools) {

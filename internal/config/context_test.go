@@ -141,3 +141,13 @@ func TestTelemetryConfig(t *testing.T) {
 		}
 	}
 }
+
+func TestGroupFacadeConfig(t *testing.T) {
+	c, err := Parse([]byte("groups: {text: {facade: {name: text_tools, usage_notes: 'Use them.'}}}\n"))
+	if err != nil || c.Groups["text"].Facade.Name != "text_tools" {
+		t.Fatalf("Parse = %+v, %v", c.Groups, err)
+	}
+	if _, err := Parse([]byte("groups: {text: {facade: {name: 'bad name'}}}\n")); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "groups.text.facade.name") {
+		t.Errorf("bad facade name: %v", err)
+	}
+}

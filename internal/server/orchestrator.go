@@ -243,7 +243,10 @@ func (s *Server) resolveTools(req *toolpb.RunRequest) ([]tool.Tool, *fieldError)
 		}
 	}
 	for i, g := range req.GetToolGroups() {
-		_, ts, err := s.router.Group(g)
+		info, ts, err := s.router.Group(g)
+		if err == nil {
+			ts = s.groupFacade(info, ts)
+		}
 		if err != nil {
 			return nil, &fieldError{code: codes.NotFound, reason: ReasonUnknownGroup, field: fmt.Sprintf("tool_groups[%d]", i),
 				desc: fmt.Sprintf("no worker serves tool group %q (known groups: [%s])", g, strings.Join(s.groupRoles(), ", "))}
@@ -266,6 +269,25 @@ func (s *Server) resolveTools(req *toolpb.RunRequest) ([]tool.Tool, *fieldError)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Definition().Name < out[j].Definition().Name })
 	return out, nil
+}
+
+// groupFacade offers a group as one facade when the config says so.
+func (s *Server) groupFacade(info *toolpb.ToolGroupInfo, ts []tool.Tool) []tool.Tool {
+	f := s.cfg.Groups[info.GetRole()].Facade
+	if f == nil || len(ts) == 0 {
+		return ts
+	}
+	name, desc, notes := f.Name, f.Description, f.UsageNotes
+	if name == "" {
+		name = info.GetRole()
+	}
+	if desc == "" {
+		desc = info.GetDescription()
+	}
+	if notes == "" {
+		notes = info.GetUsageNotes()
+	}
+	return []tool.Tool{tool.Of(name, desc, ts, tool.UsageNotes(notes))}
 }
 
 // decorate wraps a tool of a run, offered at the start or injected later (a facade's
