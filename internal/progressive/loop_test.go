@@ -120,7 +120,7 @@ func TestLoopGuideAndContextSwitchedOff(t *testing.T) {
 
 // nest builds a chain of facades level1 → level2 → … → levelN → leaf.
 func nest(c *calls, depth int) tool.Tool {
-	var t tool.Tool = c.leaf("leaf")
+	t := c.leaf("leaf")
 	for i := depth; i >= 1; i-- {
 		t = tool.Of(fmt.Sprintf("level%d", i), fmt.Sprintf("Level %d.", i), []tool.Tool{t}, tool.WithoutContextTool(), tool.WithoutGuideTool())
 	}

@@ -242,7 +242,7 @@ func TestFacadeRegistration(t *testing.T) {
 
 func TestFacadeRegistrationRejects(t *testing.T) {
 	deep := func(depth int) tool.Facade {
-		var inner tool.Tool = leaf("bottom")
+		inner := leaf("bottom")
 		for i := depth; i >= 1; i-- {
 			inner = tool.Of(fmt.Sprintf("d%d", i), "deep", []tool.Tool{inner})
 		}

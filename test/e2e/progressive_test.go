@@ -161,7 +161,9 @@ func TestFacadeTreeLevelByLevel(t *testing.T) {
 	results := map[int]string{}
 	for _, f := range finished(evs, 0) {
 		var turn, idx int
-		fmt.Sscanf(f.GetCallId(), "call_%d_%d", &turn, &idx)
+		if _, err := fmt.Sscanf(f.GetCallId(), "call_%d_%d", &turn, &idx); err != nil {
+			t.Fatalf("call id %q: %v", f.GetCallId(), err)
+		}
 		results[turn] = f.GetContent()
 	}
 	unfold := func(names ...string) string {
