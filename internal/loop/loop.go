@@ -399,7 +399,8 @@ func (l *state) callContext(ctx context.Context, c llm.ToolCall) context.Context
 
 // call runs one tool call and reports it.
 func (l *state) call(ctx context.Context, iter int, c llm.ToolCall, t tool.Tool, args string) outcome {
-	ctx, dispatch := tool.WithDispatch(l.callContext(ctx, c))
+	// The arguments were validated against this tool's schema before dispatch.
+	ctx, dispatch := tool.WithDispatch(tool.WithValidated(l.callContext(ctx, c), args))
 	start := time.Now()
 	res, err := safeCall(ctx, t, args)
 	elapsed := time.Since(start)

@@ -54,7 +54,7 @@ func Func[I, O any](name, description string, fn func(ctx context.Context, in I)
 		return nil, fmt.Errorf("tool %q: %w", name, err)
 	}
 	call := func(ctx context.Context, input string) (Result, error) {
-		in, bad := decodeInput[I](schema, input)
+		in, bad := decodeInput[I](ctx, schema, input)
 		if bad != nil {
 			return *bad, nil
 		}
@@ -78,7 +78,7 @@ func MustFunc[I, O any](name, description string, fn func(ctx context.Context, i
 }
 
 // decodeInput returns the input value, or the error Result to answer with.
-func decodeInput[I any](schema Schema, input string) (I, *Result) {
+func decodeInput[I any](ctx context.Context, schema Schema, input string) (I, *Result) {
 	var in I
 	if t := reflect.TypeFor[I](); t.Kind() == reflect.Pointer {
 		in = reflect.New(t.Elem()).Interface().(I)
@@ -86,11 +86,14 @@ func decodeInput[I any](schema Schema, input string) (I, *Result) {
 	if isBlank(input) {
 		return in, nil
 	}
-	canonical, err := schema.Validate(input)
-	if err != nil {
-		res := ErrorWithCode(CodeInvalidArguments, err.Error())
-		res.Cause = err
-		return in, &res
+	canonical := input
+	if !Validated(ctx, input) {
+		var err error
+		if canonical, err = schema.Validate(input); err != nil {
+			res := ErrorWithCode(CodeInvalidArguments, err.Error())
+			res.Cause = err
+			return in, &res
+		}
 	}
 	dec := json.NewDecoder(strings.NewReader(canonical))
 	dec.DisallowUnknownFields()

@@ -74,6 +74,7 @@ func (s *invoker) Invoke(ctx context.Context, req *toolpb.InvokeRequest) (*toolp
 	// The tool sees the entries its group may see plus the loop id, never anything else.
 	ctx = toolctx.NewContext(ctx, bag.WithLoopID(req.GetLoopId()))
 	ctx = tool.WithCallInfo(ctx, tool.CallInfo{RunID: req.GetRunId(), LoopID: req.GetLoopId(), CallID: req.GetCallId()})
+	ctx = tool.WithValidated(ctx, args)
 	ctx = telemetry.WithLoopID(telemetry.WithRunID(ctx, req.GetRunId()), req.GetLoopId())
 	// The state the orchestrator keeps for the call: the tool reads it and may replace it.
 	st := tool.NewState(req.GetState())
