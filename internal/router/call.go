@@ -36,7 +36,12 @@ type remoteTool struct {
 
 var _ tool.Tool = (*remoteTool)(nil)
 
+// newRemoteTool returns the stub of an entry. An entry never changes, so it has one stub,
+// made with it: a lookup allocates nothing.
 func newRemoteTool(r *Router, e *toolEntry) *remoteTool {
+	if e.stub != nil {
+		return e.stub
+	}
 	return &remoteTool{r: r, group: e.group, def: e.def, meta: e.meta, hash: e.hash}
 }
 

@@ -141,6 +141,7 @@ func (r *Router) Register(reg *toolpb.Registration) (*Lease, []*toolpb.Rejection
 				if p.facade != nil {
 					e.facade = proto.Clone(p.facade).(*toolpb.FacadeNode)
 				}
+				e.stub = newRemoteTool(r, e)
 				r.tools[name] = e
 				g.tools[name] = e
 			}

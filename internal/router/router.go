@@ -128,6 +128,8 @@ type toolEntry struct {
 	replicas map[string]*worker
 	// facade is the tree of a facade entry; nil for a tool.
 	facade *toolpb.FacadeNode
+	// stub is what the loop calls: made once with the entry.
+	stub *remoteTool
 }
 
 // New returns an empty router.
