@@ -81,3 +81,13 @@ clean: ## Remove build output and installed tools.
 .PHONY: help
 help: ## List targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+.PHONY: bench
+bench: build ## Benchmark harness, a few minutes: writes bench/results/latest.md and latest.json.
+	go build -o bin/ ./bench/cmd/rawadd ./bench/cmd/mcpadd
+	TOOLMESH_BIN=$(abspath bin) go run ./bench/cmd/benchrun -out bench/results
+
+.PHONY: bench-quick
+bench-quick: build ## The benchmark harness in its quick configuration, under a minute.
+	go build -o bin/ ./bench/cmd/rawadd ./bench/cmd/mcpadd
+	TOOLMESH_BIN=$(abspath bin) go run ./bench/cmd/benchrun -quick -out bench/results

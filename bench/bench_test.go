@@ -1,0 +1,293 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolmesh/toolmesh/internal/harness"
+)
+
+// smokeConfig runs every variant for a handful of calls: the harness works, no timing is
+// judged.
+func smokeConfig(bins Bins) Config {
+	return Config{
+		Mode: "smoke", Rounds: 1, Warmup: 2,
+		LatencyCalls: 6, LatencyTime: 200 * time.Millisecond, LatencySlices: 2,
+		Concurrency: 4, ThroughputTime: 30 * time.Millisecond, ThroughputCalls: 40,
+		LoopToolCalls: 2, OpenRuns: 20, RSSRounds: 1,
+		ScaleSizes: []int{10, 100}, LookupTime: 5 * time.Millisecond, RegisterWorkers: 5,
+		Bins: bins,
+	}
+}
+
+// smokeBins finds the toolmesh binaries the way test/e2e does (failing when they are
+// missing: make build, or TOOLMESH_BIN) and builds the two peer servers, which make build
+// does not build, into a temporary directory.
+func smokeBins(t *testing.T) Bins {
+	t.Helper()
+	var b Bins
+	var err error
+	if b.Orchestrator, err = harness.Bin("orchestrator"); err != nil {
+		t.Fatal(err)
+	}
+	if b.Toolworker, err = harness.Bin("toolworker"); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/rawadd", "./cmd/mcpadd")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build the peer servers: %v\n%s", err, out)
+	}
+	b.RawAdd, b.MCPAdd = filepath.Join(dir, "rawadd"), filepath.Join(dir, "mcpadd")
+	return b
+}
+
+func TestSmoke(t *testing.T) {
+	cfg := smokeConfig(smokeBins(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if len(rep.Failures) > 0 {
+		t.Fatalf("failures: %q", rep.Failures)
+	}
+
+	want := []string{VLimit, VLimitMD, VHop, VHopOTel, VMCPHTTP, VMCPStdio, VInProcess, VLoopGRPC, VLoopInProc}
+	if len(rep.Variants) != len(want) {
+		t.Fatalf("got %d variants, want %d", len(rep.Variants), len(want))
+	}
+	for i, name := range want {
+		v := rep.Variants[i]
+		if v.Name != name {
+			t.Errorf("variant %d is %q, want %q", i, v.Name, name)
+		}
+		if !v.ok() || v.Calls == 0 || !(v.P50us > 0) || !(v.PerSecond > 0) {
+			t.Errorf("variant %s did not run: %+v", v.Name, v)
+		}
+	}
+	for _, g := range rep.Goals {
+		if g.Verdict != Met && g.Verdict != Missed {
+			t.Errorf("goal %s: verdict %q, measured %q", g.ID, g.Verdict, g.Measured)
+		}
+		if g.Verdict == Missed && (g.Why == "" || g.Fix == "") {
+			t.Errorf("goal %s missed without a why and a fix", g.ID)
+		}
+	}
+	if len(rep.Goals) != 8 {
+		t.Errorf("got %d goals, want 8", len(rep.Goals))
+	}
+	if len(rep.Memory.Rounds) != 1 || rep.Memory.Rounds[0].Runs != cfg.OpenRuns || rep.Memory.Rounds[0].AfterKiB == 0 {
+		t.Errorf("memory rounds: %+v", rep.Memory.Rounds)
+	}
+	if len(rep.ToolDefs) != 2 || rep.ToolDefs[1].Tools != 100 || rep.ToolDefs[1].Bytes <= rep.ToolDefs[0].Bytes {
+		t.Errorf("tool definitions: %+v", rep.ToolDefs)
+	}
+	if len(rep.Routing) != 2 || !(rep.Routing[1].NsPerOp > 0) {
+		t.Errorf("routing: %+v", rep.Routing)
+	}
+	if len(rep.Registration.Rounds) != 1 || rep.Registration.Rounds[0].Accepted != cfg.RegisterWorkers {
+		t.Errorf("registration: %+v", rep.Registration)
+	}
+	if len(rep.Components) == 0 || rep.Loop.EventsPerRun == 0 {
+		t.Errorf("components %+v, events per run %d", rep.Components, rep.Loop.EventsPerRun)
+	}
+	spans := int64(0)
+	for _, s := range rep.Telemetry.Services {
+		if s.Service == "toolmesh-bench" {
+			spans = s.Spans
+		}
+	}
+	if spans == 0 {
+		t.Errorf("the traced hop exported no span from this process: %+v", rep.Telemetry)
+	}
+
+	checkRenders(t, rep)
+}
+
+// checkRenders writes the report and reads it back.
+func checkRenders(t *testing.T, rep *Report) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := rep.WriteFiles(dir); err != nil {
+		t.Fatalf("WriteFiles: %v", err)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "latest.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"## Goals", "## Latency at concurrency 1", "## Throughput", "## CPU per call", "## Allocations", "## Ratios", "## The loop", "## Orchestrator memory", "## Scaling", "## Caveats", "| nproc / GOMAXPROCS |"} {
+		if !strings.Contains(string(md), s) {
+			t.Errorf("latest.md has no %q", s)
+		}
+	}
+	for _, v := range rep.Variants {
+		if !strings.Contains(string(md), "| "+v.Name+" |") {
+			t.Errorf("latest.md has no row for %s", v.Name)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "latest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatalf("latest.json: %v", err)
+	}
+	if back.Mode != rep.Mode || len(back.Variants) != len(rep.Variants) || len(back.Goals) != len(rep.Goals) {
+		t.Errorf("latest.json does not hold the report: mode %q, %d variants, %d goals", back.Mode, len(back.Variants), len(back.Goals))
+	}
+}
+
+// TestReportWithoutMeasurements renders a report whose variants all failed: no NaN may
+// reach the JSON, every goal is NOT MEASURED, and the markdown still renders.
+func TestReportWithoutMeasurements(t *testing.T) {
+	rep := newReport(Quick(), time.Now())
+	for _, name := range []string{VLimit, VHop, VMCPHTTP} {
+		v := VariantResult{Name: name, Unit: "call", Error: "did not start"}
+		v.aggregate()
+		rep.Variants = append(rep.Variants, v)
+	}
+	rep.Memory.aggregate()
+	rep.Registration.aggregate()
+	rep.computeLoop(Quick())
+	rep.computeRatios()
+	rep.evaluateGoals()
+	rep.explainMisses()
+	rep.fail("variant limit", os.ErrNotExist)
+	for _, g := range rep.Goals {
+		if g.Verdict != NotMeasured {
+			t.Errorf("goal %s: %s, want %s", g.ID, g.Verdict, NotMeasured)
+		}
+	}
+	if !math.IsNaN(rep.Loop.OverheadUs) {
+		t.Errorf("loop overhead %v, want NaN", rep.Loop.OverheadUs)
+	}
+	checkRenders(t, rep)
+}
+
+// TestExplainEveryGoal forces every goal to be missed on made-up figures: each gets a
+// why and a fix, and none of them prints a NaN.
+func TestExplainEveryGoal(t *testing.T) {
+	rep := newReport(Quick(), time.Now())
+	rep.Machine.NProc = 2
+	mk := func(name string, p50, thr, self, peer float64) VariantResult {
+		v := VariantResult{Name: name, Unit: "call", Rounds: []RoundResult{{
+			Latency:    latency{Calls: 10, P50us: p50, P99us: 2 * p50},
+			Throughput: throughput{Calls: 10, PerSecond: thr, SelfCPUus: self, PeerCPUus: peer},
+		}}}
+		v.aggregate()
+		return v
+	}
+	rep.Variants = []VariantResult{
+		mk(VLimit, 100, 30000, 20, 25), mk(VLimitMD, 105, 28000, 22, 27), mk(VHop, 300, 10000, 60, 100),
+		mk(VHopOTel, 400, 7000, 90, 130), mk(VMCPHTTP, 420, 2500, 300, 320), mk(VMCPStdio, 300, 3000, 200, 220),
+		mk(VInProcess, 1.5, 900000, 2, 0), mk(VLoopGRPC, 6000, 400, 1500, 1100), mk(VLoopInProc, 350, 2000, 500, 0),
+	}
+	rep.Memory.Rounds = []memoryRound{{Runs: 1000, BeforeKiB: 30000, AfterKiB: 130000, KiBPerRun: 100}}
+	rep.Memory.aggregate()
+	rep.Routing = []RoutingRow{{Tools: 10, NsPerOp: 60, HotNsPerOp: 50}, {Tools: 10000, NsPerOp: 300, HotNsPerOp: 52}}
+	rep.Components = []ComponentResult{{ID: "validate", Us: 7}, {ID: "typed-add", Us: 9}, {ID: "json-add", Us: 1}}
+	rep.Loop.ModelRounds = []float64{9}
+	rep.Loop.EventsPerRun = 33
+	rep.computeLoop(Quick())
+	rep.computeRatios()
+	rep.evaluateGoals()
+	rep.Profiles = []profileSummary{{Variant: VHop + " (worker in this process)", Goal: VHop,
+		Buckets:     []share{{"Go runtime: GC", 30}, {"toolmesh", 10}},
+		TopToolmesh: []share{{"internal/router.(*Router).invoke", 50}, {"pkg/tool.Schema.Validate", 20}}}}
+	rep.explainMisses()
+	for _, g := range rep.Goals {
+		if g.Verdict != Missed {
+			t.Errorf("goal %s: %s (%s), want MISSED on these figures", g.ID, g.Verdict, g.Measured)
+			continue
+		}
+		if g.Why == "" || g.Fix == "" || strings.Contains(g.Why, "NaN") {
+			t.Errorf("goal %s: why %q, fix %q", g.ID, g.Why, g.Fix)
+		}
+	}
+	if !strings.Contains(rep.Goals[0].Why, "pkg/tool.Schema.Validate 20%") {
+		t.Errorf("the hop's why does not cite the profile: %q", rep.Goals[0].Why)
+	}
+	checkRenders(t, rep)
+}
+
+// TestExplainWithoutTheLimit: the MCP goals are judged against the hop alone; their
+// explanation must cope with a limit that did not run.
+func TestExplainWithoutTheLimit(t *testing.T) {
+	rep := newReport(Quick(), time.Now())
+	for _, x := range []struct {
+		name     string
+		p50, thr float64
+	}{{VHop, 300, 10000}, {VMCPHTTP, 420, 2500}} {
+		v := VariantResult{Name: x.name, Unit: "call", Rounds: []RoundResult{{Latency: latency{Calls: 1, P50us: x.p50}, Throughput: throughput{Calls: 1, PerSecond: x.thr}}}}
+		v.aggregate()
+		rep.Variants = append(rep.Variants, v)
+	}
+	rep.computeLoop(Quick())
+	rep.computeRatios()
+	rep.evaluateGoals()
+	rep.explainMisses()
+	missed := 0
+	for _, g := range rep.Goals {
+		if g.Verdict == Missed {
+			missed++
+			if g.Why == "" || strings.Contains(g.Why, "NaN") || strings.Contains(g.Why, "Inf") {
+				t.Errorf("goal %s: why %q", g.ID, g.Why)
+			}
+		}
+	}
+	if missed != 2 {
+		t.Errorf("%d goals missed, want the two MCP goals", missed)
+	}
+	checkRenders(t, rep)
+}
+
+func TestSummarise(t *testing.T) {
+	top := `File: benchrun
+Type: cpu
+Duration: 1s, Total samples = 1s (100%)
+Showing nodes accounting for 1s, 100% of 1s total
+      flat  flat%   sum%        cum   cum%
+     0.40s 40.00% 40.00%      0.40s 40.00%  runtime.scanObject
+     0.30s 30.00% 70.00%      0.50s 50.00%  github.com/google/jsonschema-go/jsonschema.(*state).validate
+     0.20s 20.00% 90.00%      0.90s 90.00%  github.com/toolmesh/toolmesh/pkg/tool.Schema.Validate
+     0.10s 10.00%   100%      0.10s 10.00%  internal/runtime/syscall/linux.Syscall6
+         0     0%   100%      0.95s 95.00%  github.com/toolmesh/toolmesh/bench.measureThroughput.func1
+`
+	s := &profileSummary{}
+	summarise(s, []byte(top))
+	got := map[string]float64{}
+	for _, b := range s.Buckets {
+		got[b.Name] = b.Percent
+	}
+	want := map[string]float64{"Go runtime: GC": 40, "JSON and JSON Schema": 30, "toolmesh": 20, "system calls": 10, "benchmark harness": 0}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("bucket %q = %v, want %v (all: %v)", k, got[k], v, got)
+		}
+	}
+	if len(s.TopToolmesh) != 1 || s.TopToolmesh[0].Name != "pkg/tool.Schema.Validate" || s.TopToolmesh[0].Percent != 90 {
+		t.Errorf("top toolmesh: %+v", s.TopToolmesh)
+	}
+	if len(s.TopFlat) != 5 || s.TopFlat[0].Name != "runtime.scanObject" {
+		t.Errorf("top flat: %+v", s.TopFlat)
+	}
+}
+
+func TestArgumentsSize(t *testing.T) {
+	if n := len(Arguments); n < 90 || n > 110 {
+		t.Errorf("Arguments are %d bytes, want about 100", n)
+	}
+	if !json.Valid([]byte(Arguments)) {
+		t.Errorf("Arguments are not JSON: %s", Arguments)
+	}
+}

@@ -1,0 +1,93 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/toolmesh/toolmesh/internal/llm"
+	"github.com/toolmesh/toolmesh/internal/router"
+	"github.com/toolmesh/toolmesh/internal/server"
+	"github.com/toolmesh/toolmesh/internal/telemetry"
+)
+
+// core is the orchestrator's machinery inside the benchmark process: a router, the
+// server adapters (registry and OrchestratorService) and a gRPC server on loopback, wired
+// as cmd/orchestrator wires them. Workers register with it over the network, so calls
+// through its router cross a real process boundary, while its CPU is the benchmark's own
+// and shows in the benchmark's profile.
+type core struct {
+	router *router.Router
+	owns   bool // close closes the router too
+	srv    *server.Server
+	grpc   *grpc.Server
+	addr   string
+}
+
+type coreOptions struct {
+	// dial replaces the router's Dial (telemetry on); nil keeps the router's default.
+	dial     func(string) (*grpc.ClientConn, error)
+	provider llm.Provider
+	// tel is handed to the router and the server as cmd/orchestrator hands it; nil: off.
+	tel *telemetry.Telemetry
+}
+
+func startCore(o coreOptions) (*core, error) {
+	rt := router.New(router.Options{Dial: o.dial, Telemetry: o.tel, Logger: slog.New(slog.DiscardHandler)})
+	c, err := serve(rt, o.provider, o.tel)
+	if err != nil {
+		rt.Close()
+		return nil, err
+	}
+	c.owns = true
+	return c, nil
+}
+
+// startCoreWith serves a router someone else owns: close leaves it open.
+func startCoreWith(rt *router.Router, provider llm.Provider) (*core, error) {
+	return serve(rt, provider, nil)
+}
+
+func serve(rt *router.Router, provider llm.Provider, tel *telemetry.Telemetry) (*core, error) {
+	log := slog.New(slog.DiscardHandler)
+	srv, err := server.New(server.Options{Router: rt, Provider: provider, Telemetry: tel, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	g := grpc.NewServer(append(server.RecoveryInterceptors(log), tel.ServerOptions()...)...)
+	srv.Register(g)
+	go func() { _ = g.Serve(lis) }()
+	return &core{router: rt, srv: srv, grpc: g, addr: lis.Addr().String()}, nil
+}
+
+// waitTool waits until a worker serving name has registered.
+func (c *core) waitTool(ctx context.Context, name string) error {
+	for {
+		if _, err := c.router.Tool(name); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for a worker serving %q to register: %w", name, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func (c *core) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	c.srv.Shutdown(ctx)
+	c.grpc.Stop()
+	if c.owns {
+		c.router.Close()
+	}
+}

@@ -1,0 +1,27 @@
+// Package bench is toolmesh's benchmark harness (issue #7): the cost of a hop and of a
+// loop, side by side with the limit (a raw grpc-go call) and with MCP (the official Go
+// SDK), measured in one run on loopback and written as bench/results/latest.md and
+// latest.json.
+//
+// Variants, run in round-robin rounds so that drift of the machine affects them alike:
+//
+//	limit        raw grpc-go unary call to bench/cmd/rawadd (ToolWorkerService, hand-written handler)
+//	limit+4md    the same with the four context entries as metadata (informative)
+//	hop          router.Tool("add") + decorators.Default() → bin/toolworker --groups math
+//	hop+otel     the same with telemetry on (otelgrpc, batching OTLP exporters to an in-process receiver)
+//	mcp-http     the Go MCP SDK's client → bench/cmd/mcpadd over streamable HTTP, one session
+//	mcp-stdio    the same over stdio
+//	inproc       a direct Go call with JSON decode and encode
+//	loop-grpc    a whole Run over gRPC with the scripted model making N tool calls
+//	loop-inproc  loop.Run in process with a no-op local tool
+//
+// For each: p50 and p99 at concurrency 1, throughput and CPU per call (both processes) at
+// concurrency 32, allocations per call. Besides: the orchestrator's memory per open run,
+// routing-table lookups and first-request tool definitions at 10 to 10,000 tools, the
+// registration of 100 workers, and the goals of the issue judged on this run's ratios,
+// with a CPU profile of the benchmark process for each missed toolmesh goal.
+//
+// Run it with make bench (a few minutes) or make bench-quick (under a minute); both
+// build bin/ first. cmd/benchrun builds nothing itself. The package imports whatever it
+// measures (router, server, loop, worker SDK, telemetry); nothing imports it.
+package bench

@@ -1,0 +1,463 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/toolmesh/toolmesh/bench/internal/peer"
+	"github.com/toolmesh/toolmesh/internal/builtin"
+	"github.com/toolmesh/toolmesh/internal/decorators"
+	"github.com/toolmesh/toolmesh/internal/llm"
+	"github.com/toolmesh/toolmesh/internal/llm/scripted"
+	"github.com/toolmesh/toolmesh/internal/loop"
+	"github.com/toolmesh/toolmesh/internal/router"
+	"github.com/toolmesh/toolmesh/internal/telemetry"
+	"github.com/toolmesh/toolmesh/pkg/client"
+	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/toolctx"
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
+	"github.com/toolmesh/toolmesh/pkg/worker"
+)
+
+// Variant names, in the order each round runs them.
+const (
+	VLimit      = "limit"
+	VLimitMD    = "limit+4md"
+	VHop        = "hop"
+	VHopOTel    = "hop+otel"
+	VMCPHTTP    = "mcp-http"
+	VMCPStdio   = "mcp-stdio"
+	VInProcess  = "inproc"
+	VLoopGRPC   = "loop-grpc"
+	VLoopInProc = "loop-inproc"
+)
+
+// variant is one way of calling add (or, for the loop variants, of running a loop).
+type variant struct {
+	name     string
+	unit     string // "call" or "run"
+	measures string // what exactly one call is, for the report
+	call     callFunc
+	// peer is the process on the other side of a call (0: none), whose CPU is counted.
+	peer int
+}
+
+// env is everything the variants need, started once for the whole run: peer processes,
+// workers, the in-process orchestrator cores, the OTLP receiver, clients.
+type env struct {
+	cfg      Config
+	cleanups []func()
+
+	receiver *otlpReceiver
+	tel      *telemetry.Telemetry
+	off, on  *core
+	variants []*variant
+	// workerOn is the toolworker of the traced hop, stopped before the spans are counted.
+	workerOn *proc
+	// hopLocal is the hop to a pkg/worker hosting the math group inside this process: not
+	// measured, profiled when a hop goal is missed, so that the profile shows both sides.
+	hopLocal *variant
+	// countEvents runs the loop-grpc run once and counts its events.
+	countEvents func(context.Context) (int, error)
+
+	expected string // the text every add call must return
+	script   *scripted.Provider
+}
+
+func (e *env) defer_(f func()) { e.cleanups = append(e.cleanups, f) }
+
+// close stops everything, last started first.
+func (e *env) close() {
+	for i := len(e.cleanups) - 1; i >= 0; i-- {
+		e.cleanups[i]()
+	}
+	e.cleanups = nil
+}
+
+func (e *env) progress(format string, args ...any) {
+	if e.cfg.Progress != nil {
+		fmt.Fprintf(e.cfg.Progress, format+"\n", args...)
+	}
+}
+
+// setup starts everything. On error, what was started is stopped.
+func setup(ctx context.Context, cfg Config) (_ *env, err error) {
+	e := &env{cfg: cfg}
+	defer func() {
+		if err != nil {
+			e.close()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if e.expected, err = peer.Add([]byte(Arguments)); err != nil {
+		return nil, err
+	}
+	if e.script, err = loopScript(cfg.LoopToolCalls); err != nil {
+		return nil, err
+	}
+
+	e.progress("setup: OTLP receiver, telemetry")
+	if e.receiver, err = startOTLPReceiver(); err != nil {
+		return nil, err
+	}
+	e.defer_(e.receiver.close)
+	otelEnv := map[string]string{
+		"OTEL_TRACES_EXPORTER":        "otlp",
+		"OTEL_METRICS_EXPORTER":       "otlp",
+		"OTEL_EXPORTER_OTLP_ENDPOINT": e.receiver.endpoint(),
+		"OTEL_EXPORTER_OTLP_INSECURE": "true",
+	}
+	e.tel, err = telemetry.Setup(ctx, telemetry.Options{
+		ServiceName: "toolmesh-bench",
+		Env:         func(k string) string { return otelEnv[k] },
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.defer_(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = e.tel.Shutdown(sctx)
+	})
+
+	e.progress("setup: orchestrator cores and toolworker processes")
+	if e.off, err = startCore(coreOptions{provider: e.script}); err != nil {
+		return nil, err
+	}
+	e.defer_(e.off.close)
+	tel := e.tel
+	if e.on, err = startCore(coreOptions{
+		provider: e.script,
+		tel:      tel,
+		dial: func(addr string) (*grpc.ClientConn, error) {
+			return grpc.NewClient(addr, append(router.DialOptions(), tel.DialOptions()...)...)
+		},
+	}); err != nil {
+		return nil, err
+	}
+	e.defer_(e.on.close)
+	workerArgs := func(id, orch string) []string {
+		return []string{"--id", id, "--groups", builtin.MathRole, "--orchestrator", orch, "--listen", "127.0.0.1:0", "--log-format", "json", "--log-level", "warn"}
+	}
+	wOff, err := startProc("toolworker(off)", cfg.Bins.Toolworker, childEnv("OTEL_SDK_DISABLED=true"), workerArgs("bench-off", e.off.addr)...)
+	if err != nil {
+		return nil, err
+	}
+	e.defer_(func() { wOff.stop(5 * time.Second) })
+	wOn, err := startProc("toolworker(otel)", cfg.Bins.Toolworker, childEnv(
+		"OTEL_SERVICE_NAME=toolworker-bench",
+		"OTEL_TRACES_EXPORTER=otlp",
+		"OTEL_METRICS_EXPORTER=otlp",
+		"OTEL_EXPORTER_OTLP_ENDPOINT="+e.receiver.endpoint(),
+		"OTEL_EXPORTER_OTLP_INSECURE=true",
+	), workerArgs("bench-otel", e.on.addr)...)
+	if err != nil {
+		return nil, err
+	}
+	e.defer_(func() { wOn.stop(5 * time.Second) })
+	e.workerOn = wOn
+	for _, x := range []struct {
+		c *core
+		p *proc
+	}{{e.off, wOff}, {e.on, wOn}} {
+		if err := x.c.waitTool(ctx, peer.Name); err != nil {
+			return nil, fmt.Errorf("%w\n%s", err, x.p.tail())
+		}
+	}
+
+	local, err := startCore(coreOptions{provider: e.script})
+	if err != nil {
+		return nil, err
+	}
+	e.defer_(local.close)
+	lw, err := worker.New(worker.Options{ID: "bench-local", Orchestrator: local.addr, Listen: "127.0.0.1:0", Capacity: 64,
+		Logger: slog.New(slog.DiscardHandler)}, builtin.Math())
+	if err != nil {
+		return nil, err
+	}
+	lctx, stopLocal := context.WithCancel(context.Background())
+	lwDone := make(chan struct{})
+	go func() { defer close(lwDone); _ = lw.Run(lctx) }()
+	e.defer_(func() { stopLocal(); <-lwDone })
+	if err := local.waitTool(ctx, peer.Name); err != nil {
+		return nil, err
+	}
+	e.hopLocal = e.hopVariant(VHop+" (worker in this process)", local, decorators.Default())
+
+	e.progress("setup: rawadd and mcpadd processes")
+	raw, err := startProc("rawadd", cfg.Bins.RawAdd, childEnv())
+	if err != nil {
+		return nil, err
+	}
+	e.defer_(func() { raw.stop(5 * time.Second) })
+	rec, err := raw.waitJSON(ctx, "serving")
+	if err != nil {
+		return nil, err
+	}
+	rawAddr, _ := rec["address"].(string)
+	rawConn, err := grpc.NewClient(rawAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	e.defer_(func() { _ = rawConn.Close() })
+
+	mh, err := startProc("mcpadd(http)", cfg.Bins.MCPAdd, childEnv(), "-transport", "http")
+	if err != nil {
+		return nil, err
+	}
+	e.defer_(func() { mh.stop(5 * time.Second) })
+	if rec, err = mh.waitJSON(ctx, "serving"); err != nil {
+		return nil, err
+	}
+	url, _ := rec["url"].(string)
+	// One session, reused by every call. The HTTP client keeps up to 64 idle connections
+	// to the server (net/http's default is 2), so that the concurrency-32 phase is not
+	// held back by reconnecting: the setting most favourable to the MCP peer.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 64
+	httpSession, err := mcp.NewClient(&mcp.Implementation{Name: "toolmesh-bench", Version: "v1"}, nil).
+		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: tr}}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("mcp streamable HTTP session: %w\n%s", err, mh.tail())
+	}
+	e.defer_(func() { _ = httpSession.Close(); tr.CloseIdleConnections() })
+
+	stdioCmd := exec.Command(cfg.Bins.MCPAdd, "-transport", "stdio")
+	stdioCmd.Env = childEnv()
+	stdioCmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	stdioSession, err := mcp.NewClient(&mcp.Implementation{Name: "toolmesh-bench", Version: "v1"}, nil).
+		Connect(ctx, &mcp.CommandTransport{Command: stdioCmd, TerminateDuration: 2 * time.Second}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("mcp stdio session: %w", err)
+	}
+	e.defer_(func() {
+		_ = stdioSession.Close()
+		if stdioCmd.ProcessState == nil && stdioCmd.Process != nil {
+			_ = syscall.Kill(-stdioCmd.Process.Pid, syscall.SIGKILL)
+		}
+	})
+
+	orchClient, err := client.Dial(e.off.addr)
+	if err != nil {
+		return nil, err
+	}
+	e.defer_(func() { _ = orchClient.Close() })
+
+	e.variants = []*variant{
+		e.limitVariant(rawConn, false),
+		e.limitVariant(rawConn, true),
+		e.hopVariant(VHop, e.off, decorators.Default()),
+		e.hopVariant(VHopOTel, e.on, append(decorators.Default(), decorators.Telemetry(tel))),
+		e.mcpVariant(VMCPHTTP, httpSession),
+		e.mcpVariant(VMCPStdio, stdioSession),
+		e.inProcessVariant(),
+		e.loopGRPCVariant(orchClient),
+		e.loopInProcessVariant(),
+	}
+	peers := map[string]int{
+		VLimit: raw.pid(), VLimitMD: raw.pid(), VHop: wOff.pid(), VHopOTel: wOn.pid(),
+		VMCPHTTP: mh.pid(), VMCPStdio: stdioCmd.Process.Pid, VLoopGRPC: wOff.pid(),
+	}
+	for _, v := range e.variants {
+		v.peer = peers[v.name]
+	}
+	for _, v := range e.variants {
+		if v.call == nil {
+			return nil, fmt.Errorf("variant %s could not be set up", v.name)
+		}
+	}
+	return e, nil
+}
+
+// check compares a call's result text with the expected sum.
+func (e *env) check(got string) error {
+	if got != e.expected {
+		return fmt.Errorf("add returned %q, want %q", got, e.expected)
+	}
+	return nil
+}
+
+func (e *env) limitVariant(conn *grpc.ClientConn, withMetadata bool) *variant {
+	c := toolpb.NewToolWorkerServiceClient(conn)
+	v := &variant{name: VLimit, unit: "call",
+		measures: "raw grpc-go unary call (default options, no interceptors or stats handlers) of ToolWorkerService.Invoke{tool, arguments_json} to bench/cmd/rawadd, a separate process whose hand-written handler decodes the JSON, adds and answers the text"}
+	var kv []string
+	if withMetadata {
+		v.name = VLimitMD
+		v.measures = "the limit call plus the same four ToolCallContext entries as metadata, encoded as toolmesh encodes them (tm-ctx-<base32>-bin); informative, not a goal"
+		md, err := (toolctx.Codec{}).Encode(toolctx.MustOf(contextEntries...))
+		if err != nil {
+			return v
+		}
+		for k, vs := range md {
+			for _, x := range vs {
+				kv = append(kv, k, x)
+			}
+		}
+	}
+	v.call = func(ctx context.Context) error {
+		if kv != nil {
+			ctx = metadata.AppendToOutgoingContext(ctx, kv...)
+		}
+		resp, err := c.Invoke(ctx, &toolpb.InvokeRequest{Tool: peer.Name, ArgumentsJson: Arguments})
+		if err != nil {
+			return err
+		}
+		return e.check(resp.GetText())
+	}
+	return v
+}
+
+func (e *env) hopVariant(name string, c *core, chain []decorators.Decorator) *variant {
+	v := &variant{name: name, unit: "call",
+		measures: "toolmesh hop, telemetry off: the remote tool from router.Tool(\"add\") wrapped in decorators.Default(), called as the loop calls a tool (tool.CallInfo, a ToolCallContext of 4 keys, a dispatch record in ctx) → router (replica pick, converter, metadata codec, deadline) → gRPC → bin/toolworker --groups math (worker SDK: context decode, schema validation, typed tool) and back"}
+	if name == VHopOTel {
+		v.measures = "the same hop with telemetry on as cmd/orchestrator turns it on: the router's connections dialled with router.DialOptions() plus telemetry.DialOptions() (otelgrpc client span, traceparent, rpc.client metrics), router.Options.Telemetry (replica and in-flight records), and decorators.Telemetry after decorators.Default() (execute_tool span and tool-call metrics); traces and metrics go through batching OTLP/gRPC exporters to an in-benchmark receiver, sampler parentbased_always_on; the worker process gets OTEL_* variables pointing at the same receiver"
+	}
+	t, err := c.router.Tool(peer.Name)
+	if err != nil {
+		return v
+	}
+	t = decorators.Apply(t, chain...)
+	bag := toolctx.MustOf(contextEntries...).WithLoopID("loop_bench")
+	info := tool.CallInfo{RunID: "run_bench", LoopID: "loop_bench", CallID: "call_1"}
+	v.call = func(ctx context.Context) error {
+		ctx = tool.WithCallInfo(ctx, info)
+		ctx = toolctx.NewContext(ctx, bag)
+		ctx, _ = tool.WithDispatch(ctx)
+		res, err := t.Call(ctx, Arguments)
+		if err != nil {
+			return err
+		}
+		if res.IsError() {
+			return fmt.Errorf("add failed: %s", res.Content)
+		}
+		return e.check(res.Content)
+	}
+	return v
+}
+
+func (e *env) mcpVariant(name string, s *mcp.ClientSession) *variant {
+	v := &variant{name: name, unit: "call", measures: "tools/call of add through the official Go MCP SDK client, one session reused by every call, to bench/cmd/mcpadd (the SDK's server with default options, typed tool with inferred and validated input schema) over streamable HTTP on loopback"}
+	if name == VMCPStdio {
+		v.measures = "the same tools/call over stdio: bench/cmd/mcpadd started by the SDK's CommandTransport, JSON-RPC over its stdin/stdout"
+	}
+	args := json.RawMessage(Arguments)
+	v.call = func(ctx context.Context) error {
+		res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: peer.Name, Arguments: args})
+		if err != nil {
+			return err
+		}
+		if res.IsError || len(res.Content) != 1 {
+			return fmt.Errorf("add failed: %+v", res.Content)
+		}
+		text, ok := res.Content[0].(*mcp.TextContent)
+		if !ok {
+			return fmt.Errorf("add returned %T, want text", res.Content[0])
+		}
+		return e.check(text.Text)
+	}
+	return v
+}
+
+func (e *env) inProcessVariant() *variant {
+	return &variant{name: VInProcess, unit: "call",
+		measures: "a direct Go call in this process: decode the JSON arguments into a struct, add, encode the result as JSON",
+		call: func(context.Context) error {
+			sum, err := peer.Add([]byte(Arguments))
+			if err != nil {
+				return err
+			}
+			out, err := json.Marshal(struct {
+				Text string `json:"text"`
+			}{sum})
+			if err != nil {
+				return err
+			}
+			if len(out) == 0 {
+				return errors.New("empty result")
+			}
+			return e.check(sum)
+		}}
+}
+
+// loopScript is the scripted model of the loop variants: n turns of one add call, then
+// a final answer; no delay.
+func loopScript(n int) (*scripted.Provider, error) {
+	s := scripted.Script{Name: "bench-loop"}
+	for k := 1; k <= n; k++ {
+		s.Rules = append(s.Rules, scripted.Rule{
+			Name:  fmt.Sprintf("call-%d", k),
+			When:  scripted.When{Turn: k},
+			Reply: scripted.Reply{ToolCalls: []scripted.ToolCall{{Name: peer.Name, ArgumentsRaw: Arguments}}},
+		})
+	}
+	s.Rules = append(s.Rules, scripted.Rule{Name: "answer", Reply: scripted.Reply{Text: "done"}})
+	return scripted.New(s)
+}
+
+func (e *env) loopGRPCVariant(c *client.Client) *variant {
+	n := e.cfg.LoopToolCalls
+	req := &toolpb.RunRequest{
+		Prompt:  "Add the two numbers, again and again.",
+		Tools:   []string{peer.Name},
+		Context: toolctx.MustOf(contextEntries...).Map(),
+	}
+	e.countEvents = func(ctx context.Context) (int, error) {
+		n := 0
+		_, err := c.RunAndWait(ctx, req, func(*toolpb.RunResponse) { n++ })
+		return n, err
+	}
+	return &variant{name: VLoopGRPC, unit: "run",
+		measures: fmt.Sprintf("a whole Run over gRPC (pkg/client → OrchestratorService of the in-process core, the tool add offered by name, 4-key context): the scripted model (zero latency) asks for add %d times, one call per turn, then answers; every event streamed to the client", n),
+		call: func(ctx context.Context) error {
+			final, err := c.RunAndWait(ctx, req, nil)
+			if err != nil {
+				return err
+			}
+			if final.GetText() != "done" || int(final.GetIterations()) != n+1 {
+				return fmt.Errorf("run ended with %q after %d iterations, want \"done\" after %d", final.GetText(), final.GetIterations(), n+1)
+			}
+			return nil
+		}}
+}
+
+func (e *env) loopInProcessVariant() *variant {
+	n := e.cfg.LoopToolCalls
+	var schema tool.Schema
+	if add, err := builtinAdd(); err == nil {
+		schema = add.Definition().InputSchema
+	}
+	noop := tool.New(peer.Name, peer.Description, schema, func(context.Context, string) (tool.Result, error) {
+		return tool.Text("0"), nil
+	})
+	bag := toolctx.MustOf(contextEntries...)
+	log := slog.New(slog.DiscardHandler)
+	return &variant{name: VLoopInProc, unit: "run",
+		measures: fmt.Sprintf("loop.Run in this process with the same scripted model and %d turns, the add tool a local no-op with the same schema (arguments still validated): the loop's own cost, no gRPC", n),
+		call: func(ctx context.Context) error {
+			res, err := loop.Run(ctx, loop.Options{
+				Provider: e.script, Context: bag, RunID: "run_bench", LoopID: "loop_bench", Logger: log,
+			}, loop.Input{Messages: []llm.Message{{Role: llm.RoleUser, Text: "Add the two numbers, again and again."}}, Tools: []tool.Tool{noop}})
+			if err != nil {
+				return err
+			}
+			if res.Text != "done" || res.Iterations != n+1 || res.ToolCalls != n {
+				return fmt.Errorf("loop ended with %q after %d iterations and %d tool calls, want \"done\", %d, %d", res.Text, res.Iterations, res.ToolCalls, n+1, n)
+			}
+			return nil
+		}}
+}

@@ -1,0 +1,136 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/toolmesh/toolmesh/pkg/client"
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
+)
+
+// memoryRound is one measurement of the orchestrator's memory per open run.
+type memoryRound struct {
+	Runs        int     `json:"runs"`
+	BeforeKiB   int64   `json:"before_kib"`
+	AfterKiB    int64   `json:"after_kib"`
+	KiBPerRun   float64 `json:"kib_per_run"`
+	OpenSeconds float64 `json:"open_seconds"` // time to open all runs and see each one start
+}
+
+// slowScript answers every model call after an hour: runs stay open until cancelled.
+const slowScript = `name: slow
+rules:
+  - reply:
+      delay: 1h
+      text: late
+`
+
+// measureMemory starts a fresh bin/orchestrator whose scripted model takes an hour to
+// answer, opens n Run streams with pkg/client over one connection, waits until every
+// run has started (its RunStarted event arrived), and reads the orchestrator's VmRSS
+// from /proc before the first run and once all are open.
+func measureMemory(ctx context.Context, cfg Config, n int) (memoryRound, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "toolmesh-bench-*")
+	if err != nil {
+		return memoryRound{}, err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	script := filepath.Join(dir, "slow.yaml")
+	conf := filepath.Join(dir, "orchestrator.yaml")
+	if err := os.WriteFile(script, []byte(slowScript), 0o600); err != nil {
+		return memoryRound{}, err
+	}
+	yaml := fmt.Sprintf("loop:\n  max_concurrent_runs: %d\n  run_timeout: 2h\n", n+100)
+	if err := os.WriteFile(conf, []byte(yaml), 0o600); err != nil {
+		return memoryRound{}, err
+	}
+	p, err := startProc("orchestrator", cfg.Bins.Orchestrator, childEnv("OTEL_SDK_DISABLED=true"),
+		"--listen", "127.0.0.1:0", "--config", conf, "--script", script, "--log-format", "json")
+	if err != nil {
+		return memoryRound{}, err
+	}
+	defer p.stop(10 * time.Second)
+	rec, err := p.waitJSON(ctx, "orchestrator serving")
+	if err != nil {
+		return memoryRound{}, err
+	}
+	addr, _ := rec["address"].(string)
+	c, err := client.Dial(addr)
+	if err != nil {
+		return memoryRound{}, err
+	}
+	defer func() { _ = c.Close() }()
+	// Open the connection before the first reading: its cost is not a run's.
+	if _, err := c.ListToolGroups(ctx); err != nil {
+		return memoryRound{}, err
+	}
+	time.Sleep(200 * time.Millisecond)
+	before, err := vmRSS(p.pid())
+	if err != nil {
+		return memoryRound{}, err
+	}
+
+	runCtx, stopRuns := context.WithCancel(ctx)
+	defer stopRuns()
+	started := make(chan error, n)
+	var wg sync.WaitGroup
+	req := &toolpb.RunRequest{Prompt: "Take your time."}
+	t0 := time.Now()
+	for range n {
+		wg.Go(func() {
+			first := true
+			for ev, err := range c.Run(runCtx, req) {
+				if err != nil {
+					if first {
+						started <- err
+					}
+					return
+				}
+				if first && ev.GetStarted() != nil {
+					first = false
+					started <- nil
+				}
+			}
+			if first {
+				started <- fmt.Errorf("the run's stream ended before it started")
+			}
+		})
+	}
+	var failure error
+	for range n {
+		select {
+		case err := <-started:
+			if err != nil && failure == nil {
+				failure = err
+			}
+		case <-ctx.Done():
+			failure = fmt.Errorf("waiting for %d runs to start: %w", n, ctx.Err())
+		}
+		if failure != nil {
+			break
+		}
+	}
+	openFor := time.Since(t0)
+	var after int64
+	if failure == nil {
+		// Let every run reach the model call it waits in before reading.
+		time.Sleep(300 * time.Millisecond)
+		after, failure = vmRSS(p.pid())
+	}
+	stopRuns()
+	wg.Wait()
+	if failure != nil {
+		return memoryRound{}, fmt.Errorf("%w\n%s", failure, p.tail())
+	}
+	return memoryRound{
+		Runs: n, BeforeKiB: before, AfterKiB: after,
+		KiBPerRun:   float64(after-before) / float64(n),
+		OpenSeconds: openFor.Seconds(),
+	}, nil
+}

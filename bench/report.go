@@ -1,0 +1,393 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"time"
+)
+
+// Report is everything one benchmark run measured. It is written as latest.json and
+// rendered as latest.md.
+type Report struct {
+	Mode            string    `json:"mode"`
+	Started         time.Time `json:"started"`
+	DurationSeconds float64   `json:"duration_seconds"`
+	Machine         Machine   `json:"machine"`
+	Method          Method    `json:"method"`
+
+	Variants     []VariantResult    `json:"variants"`
+	Ratios       []Ratio            `json:"ratios"`
+	Components   []ComponentResult  `json:"hop_components"`
+	Loop         LoopResult         `json:"loop"`
+	Memory       MemoryResult       `json:"memory"`
+	Routing      []RoutingRow       `json:"routing"`
+	ToolDefs     []toolDefRow       `json:"tool_definitions"`
+	Registration RegistrationResult `json:"registration"`
+	Telemetry    TelemetryResult    `json:"telemetry"`
+	Goals        []Goal             `json:"goals"`
+	Profiles     []profileSummary   `json:"profiles,omitempty"`
+	Failures     []string           `json:"failures,omitempty"`
+}
+
+// Method is how the run was sized.
+type Method struct {
+	Rounds          int     `json:"rounds"`
+	Warmup          int     `json:"warmup_calls"`
+	LatencyCalls    int     `json:"latency_max_calls"`
+	LatencyMs       float64 `json:"latency_max_ms"`
+	Concurrency     int     `json:"concurrency"`
+	ThroughputMs    float64 `json:"throughput_ms"`
+	LoopToolCalls   int     `json:"loop_tool_calls"`
+	OpenRuns        int     `json:"open_runs"`
+	RSSRounds       int     `json:"memory_rounds"`
+	RegisterWorkers int     `json:"register_workers"`
+	ArgumentsBytes  int     `json:"arguments_bytes"`
+	ContextKeys     int     `json:"context_keys"`
+}
+
+// RoundResult is one variant in one round.
+type RoundResult struct {
+	Latency    latency    `json:"latency"`
+	Throughput throughput `json:"throughput"`
+}
+
+// VariantResult is one variant over all rounds; the figures are medians over rounds.
+type VariantResult struct {
+	Name        string        `json:"name"`
+	Unit        string        `json:"unit"`
+	Measures    string        `json:"measures"`
+	P50us       float64       `json:"p50_us"`
+	P99us       float64       `json:"p99_us"`
+	PerSecond   float64       `json:"per_second"`
+	AllocsPerOp float64       `json:"allocs_per_call"`
+	BytesPerOp  float64       `json:"bytes_per_call"`
+	SelfCPUus   float64       `json:"self_cpu_us_per_call"`
+	PeerCPUus   float64       `json:"peer_cpu_us_per_call"`
+	Calls       int64         `json:"calls"`
+	Rounds      []RoundResult `json:"rounds"`
+	Error       string        `json:"error,omitempty"`
+}
+
+func (v *VariantResult) ok() bool { return v != nil && v.Error == "" && len(v.Rounds) > 0 }
+
+func (v *VariantResult) aggregate() {
+	var p50, p99, thr, allocs, bytes, self, peer []float64
+	for _, r := range v.Rounds {
+		self = append(self, r.Throughput.SelfCPUus)
+		peer = append(peer, r.Throughput.PeerCPUus)
+		p50 = append(p50, r.Latency.P50us)
+		p99 = append(p99, r.Latency.P99us)
+		thr = append(thr, r.Throughput.PerSecond)
+		allocs = append(allocs, r.Latency.AllocsPerOp)
+		bytes = append(bytes, r.Latency.BytesPerOp)
+	}
+	v.P50us, v.P99us, v.PerSecond, v.AllocsPerOp, v.BytesPerOp = median(p50), median(p99), median(thr), median(allocs), median(bytes)
+	v.SelfCPUus, v.PeerCPUus = median(self), median(peer)
+}
+
+// Ratio is a comparison of two variants, computed in each round and reported as the
+// median over rounds.
+type Ratio struct {
+	Name   string    `json:"name"`
+	Value  float64   `json:"value"`
+	Rounds []float64 `json:"rounds"`
+	Note   string    `json:"note,omitempty"`
+}
+
+// LoopResult is the orchestrator's cost per loop iteration.
+type LoopResult struct {
+	ToolCalls    int `json:"tool_calls"`
+	Iterations   int `json:"iterations"`
+	EventsPerRun int `json:"events_per_run"`
+	// OverheadUs is (Run p50 − N × hop p50) / iterations, per round, median.
+	OverheadUs     float64   `json:"overhead_per_iteration_us"`
+	OverheadRounds []float64 `json:"overhead_rounds_us"`
+	// InProcessUs is the in-process loop's p50 / iterations.
+	InProcessUs float64 `json:"in_process_per_iteration_us"`
+	// ModelUs is the scripted model alone, per model call (p50).
+	ModelUs     float64   `json:"scripted_model_per_call_us"`
+	ModelRounds []float64 `json:"scripted_model_rounds_us"`
+}
+
+// MemoryResult is the orchestrator's memory per open run.
+type MemoryResult struct {
+	KiBPerRun float64       `json:"kib_per_run"`
+	Rounds    []memoryRound `json:"rounds"`
+}
+
+func (m *MemoryResult) aggregate() {
+	var xs []float64
+	for _, r := range m.Rounds {
+		xs = append(xs, r.KiBPerRun)
+	}
+	m.KiBPerRun = median(xs)
+}
+
+// RoutingRow is router.Tool(name) with a table of Tools tools.
+type RoutingRow struct {
+	Tools       int           `json:"tools"`
+	NsPerOp     float64       `json:"ns_per_op"`
+	HotNsPerOp  float64       `json:"hot_ns_per_op"`
+	AllocsPerOp float64       `json:"allocs_per_op"`
+	Rounds      []lookupRound `json:"rounds"`
+}
+
+func (r *RoutingRow) aggregate() {
+	var ns, hot, allocs []float64
+	for _, x := range r.Rounds {
+		ns = append(ns, x.NsPerOp)
+		hot = append(hot, x.HotNsPerOp)
+		allocs = append(allocs, x.AllocsPerOp)
+	}
+	r.NsPerOp, r.HotNsPerOp, r.AllocsPerOp = median(ns), median(hot), median(allocs)
+}
+
+// RegistrationResult is the registration of many workers at once.
+type RegistrationResult struct {
+	Workers int                 `json:"workers"`
+	TotalMs float64             `json:"total_ms"`
+	P50Ms   float64             `json:"p50_ms"`
+	MaxMs   float64             `json:"max_ms"`
+	Rounds  []registrationRound `json:"rounds"`
+}
+
+func (r *RegistrationResult) aggregate() {
+	var total, p50, mx []float64
+	for _, x := range r.Rounds {
+		r.Workers = x.Workers
+		total = append(total, x.TotalMs)
+		p50 = append(p50, x.P50Ms)
+		mx = append(mx, x.MaxMs)
+	}
+	r.TotalMs, r.P50Ms, r.MaxMs = median(total), median(p50), median(mx)
+}
+
+// TelemetryResult is what the in-benchmark OTLP receiver got.
+type TelemetryResult struct {
+	TracedCalls int64          `json:"traced_calls"`
+	BenchSpans  int64          `json:"bench_spans"`
+	WorkerSpans int64          `json:"worker_spans"`
+	Services    []serviceSpans `json:"services"`
+}
+
+// Verdicts of a goal.
+const (
+	Met         = "MET"
+	Missed      = "MISSED"
+	NotMeasured = "NOT MEASURED"
+)
+
+// Goal is one of issue #7's goals, judged on this run's ratios.
+type Goal struct {
+	ID       string  `json:"id"`
+	Goal     string  `json:"goal"`
+	Target   string  `json:"target"`
+	Value    float64 `json:"value"`
+	Measured string  `json:"measured"`
+	Verdict  string  `json:"verdict"`
+	Why      string  `json:"why,omitempty"`
+	Fix      string  `json:"fix,omitempty"`
+	// profile names the variant to profile when a toolmesh goal is missed.
+	profile string
+}
+
+func newReport(cfg Config, started time.Time) *Report {
+	return &Report{
+		Mode:    cfg.Mode,
+		Started: started.UTC().Truncate(time.Second),
+		Machine: machineInfo(),
+		Method: Method{
+			Rounds: cfg.Rounds, Warmup: cfg.Warmup, LatencyCalls: cfg.LatencyCalls,
+			LatencyMs: ms(cfg.LatencyTime), Concurrency: cfg.Concurrency, ThroughputMs: ms(cfg.ThroughputTime),
+			LoopToolCalls: cfg.LoopToolCalls, OpenRuns: cfg.OpenRuns, RSSRounds: cfg.RSSRounds,
+			RegisterWorkers: cfg.RegisterWorkers, ArgumentsBytes: len(Arguments), ContextKeys: len(contextEntries) / 2,
+		},
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func (r *Report) fail(what string, err error) {
+	r.Failures = append(r.Failures, what+": "+err.Error())
+}
+
+// Variant returns the result of the named variant, or nil.
+func (r *Report) Variant(name string) *VariantResult {
+	for i := range r.Variants {
+		if r.Variants[i].Name == name {
+			return &r.Variants[i]
+		}
+	}
+	return nil
+}
+
+// perRound computes f for each round both variants have, and the median.
+func (r *Report) perRound(a, b string, f func(a, b RoundResult) float64) (float64, []float64) {
+	va, vb := r.Variant(a), r.Variant(b)
+	if !va.ok() || !vb.ok() {
+		return math.NaN(), nil
+	}
+	var xs []float64
+	for i := range min(len(va.Rounds), len(vb.Rounds)) {
+		xs = append(xs, f(va.Rounds[i], vb.Rounds[i]))
+	}
+	return median(xs), xs
+}
+
+func p50Ratio(a, b RoundResult) float64 { return a.Latency.P50us / b.Latency.P50us }
+func thrRatio(a, b RoundResult) float64 { return a.Throughput.PerSecond / b.Throughput.PerSecond }
+
+func (r *Report) ratio(name, a, b string, f func(a, b RoundResult) float64, note string) Ratio {
+	v, xs := r.perRound(a, b, f)
+	return Ratio{Name: name, Value: v, Rounds: xs, Note: note}
+}
+
+func (r *Report) computeRatios() {
+	r.Ratios = []Ratio{
+		r.ratio("hop p50 / limit p50", VHop, VLimit, p50Ratio, "goal ≤ 1.3"),
+		r.ratio("hop throughput / limit throughput", VHop, VLimit, thrRatio, "goal ≥ 0.75"),
+		r.ratio("hop+otel p50 / limit p50", VHopOTel, VLimit, p50Ratio, "goal ≤ 2"),
+		r.ratio("hop+otel throughput / limit throughput", VHopOTel, VLimit, thrRatio, ""),
+		r.ratio("limit+4md p50 / limit p50", VLimitMD, VLimit, p50Ratio, "what four metadata entries cost a bare call"),
+		r.ratio("hop p50 / limit+4md p50", VHop, VLimitMD, p50Ratio, "toolmesh beyond carrying the context"),
+		r.ratio("mcp-http p50 / hop p50", VMCPHTTP, VHop, p50Ratio, "goal ≥ 4"),
+		r.ratio("hop throughput / mcp-http throughput", VHop, VMCPHTTP, thrRatio, "goal ≥ 8"),
+		r.ratio("mcp-stdio p50 / hop p50", VMCPStdio, VHop, p50Ratio, ""),
+		r.ratio("hop throughput / mcp-stdio throughput", VHop, VMCPStdio, thrRatio, ""),
+		r.ratio("hop p50 / inproc p50", VHop, VInProcess, p50Ratio, "what leaving the process costs"),
+	}
+}
+
+func (r *Report) ratioValue(name string) float64 {
+	for _, x := range r.Ratios {
+		if x.Name == name {
+			return x.Value
+		}
+	}
+	return math.NaN()
+}
+
+func (r *Report) computeLoop(cfg Config) {
+	n := cfg.LoopToolCalls
+	l := &r.Loop
+	l.ToolCalls, l.Iterations = n, n+1
+	l.OverheadUs, l.OverheadRounds = r.perRound(VLoopGRPC, VHop, func(run, hop RoundResult) float64 {
+		return (run.Latency.P50us - float64(n)*hop.Latency.P50us) / float64(n+1)
+	})
+	l.InProcessUs = math.NaN()
+	if v := r.Variant(VLoopInProc); v.ok() {
+		l.InProcessUs = v.P50us / float64(n+1)
+	}
+	l.ModelUs = median(l.ModelRounds)
+}
+
+// evaluateGoals judges issue #7's goals on the medians of the per-round ratios.
+func (r *Report) evaluateGoals() {
+	atMost := func(v, limit float64) string {
+		switch {
+		case math.IsNaN(v):
+			return NotMeasured
+		case v <= limit:
+			return Met
+		}
+		return Missed
+	}
+	atLeast := func(v, limit float64) string {
+		switch {
+		case math.IsNaN(v):
+			return NotMeasured
+		case v >= limit:
+			return Met
+		}
+		return Missed
+	}
+	x := func(v float64) string { return fmt.Sprintf("%.2f×", v) }
+
+	hopP50 := r.ratioValue("hop p50 / limit p50")
+	hopThr := r.ratioValue("hop throughput / limit throughput")
+	otelP50 := r.ratioValue("hop+otel p50 / limit p50")
+	mcpP50 := r.ratioValue("mcp-http p50 / hop p50")
+	mcpThr := r.ratioValue("hop throughput / mcp-http throughput")
+	flat := math.NaN()
+	if len(r.Routing) >= 2 && r.Routing[0].NsPerOp > 0 {
+		flat = r.Routing[len(r.Routing)-1].NsPerOp / r.Routing[0].NsPerOp
+	}
+	routingGoal := "routing cost flat from 10 to 10,000 tools"
+	if len(r.Routing) >= 2 {
+		routingGoal = fmt.Sprintf("routing cost flat from %d to %d tools", r.Routing[0].Tools, r.Routing[len(r.Routing)-1].Tools)
+	}
+	r.Goals = []Goal{
+		{ID: "hop-p50", Goal: "hop, telemetry off: p50 vs the raw gRPC limit", Target: "≤ 1.3×", Value: hopP50, Measured: x(hopP50), Verdict: atMost(hopP50, 1.3), profile: VHop},
+		{ID: "hop-throughput", Goal: "hop, telemetry off: throughput at c32 vs the limit", Target: "≥ 0.75×", Value: hopThr, Measured: x(hopThr), Verdict: atLeast(hopThr, 0.75), profile: VHop},
+		{ID: "hop-otel-p50", Goal: "hop, tracing on (batching exporter): p50 vs the limit", Target: "≤ 2×", Value: otelP50, Measured: x(otelP50), Verdict: atMost(otelP50, 2), profile: VHopOTel},
+		{ID: "mcp-p50", Goal: "MCP SDK over streamable HTTP: p50 vs the hop (lower is better for the hop)", Target: "≥ 4× lower", Value: mcpP50, Measured: x(mcpP50), Verdict: atLeast(mcpP50, 4), profile: VHop},
+		{ID: "mcp-throughput", Goal: "hop throughput vs the MCP SDK over streamable HTTP", Target: "≥ 8× higher", Value: mcpThr, Measured: x(mcpThr), Verdict: atLeast(mcpThr, 8), profile: VHop},
+		{ID: "loop-overhead", Goal: "orchestrator overhead per loop iteration at p50, (Run − N × hop) / iterations", Target: "≤ 200 µs", Value: r.Loop.OverheadUs, Measured: fmt.Sprintf("%.0f µs", r.Loop.OverheadUs), Verdict: atMost(r.Loop.OverheadUs, 200), profile: VLoopGRPC},
+		{ID: "memory-per-run", Goal: "orchestrator memory per open run (RSS delta / open runs)", Target: "≤ 64 KiB", Value: r.Memory.KiBPerRun, Measured: fmt.Sprintf("%.1f KiB", r.Memory.KiBPerRun), Verdict: atMost(r.Memory.KiBPerRun, 64)},
+		{ID: "routing-flat", Goal: routingGoal + " (largest / smallest table: cost of a lookup by a random name)", Target: "≤ 2×", Value: flat, Measured: x(flat), Verdict: atMost(flat, 2)},
+	}
+}
+
+// profileTargets are the variants behind missed toolmesh goals, each once.
+func (r *Report) profileTargets() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, g := range r.Goals {
+		if g.Verdict == Missed && g.profile != "" && !seen[g.profile] {
+			seen[g.profile] = true
+			out = append(out, g.profile)
+		}
+	}
+	return out
+}
+
+// WriteFiles writes latest.json and latest.md into dir, each through a temporary file.
+func (r *Report) WriteFiles(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	md := r.Markdown()
+	// JSON has no NaN: what was not measured is written as 0 (its variant has an error,
+	// its goal the verdict NOT MEASURED).
+	zeroNaN(reflect.ValueOf(r).Elem())
+	js, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	for name, data := range map[string][]byte{"latest.json": append(js, '\n'), "latest.md": []byte(md)} {
+		tmp := filepath.Join(dir, name+".tmp")
+		if err := os.WriteFile(tmp, data, 0o644); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// zeroNaN sets every NaN or infinite float64 reachable from v to 0.
+func zeroNaN(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Float64:
+		if f := v.Float(); (math.IsNaN(f) || math.IsInf(f, 0)) && v.CanSet() {
+			v.SetFloat(0)
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			zeroNaN(v.Field(i))
+		}
+	case reflect.Slice, reflect.Array:
+		for i := range v.Len() {
+			zeroNaN(v.Index(i))
+		}
+	case reflect.Pointer, reflect.Interface:
+		if !v.IsNil() {
+			zeroNaN(v.Elem())
+		}
+	}
+}

@@ -1,0 +1,340 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"time"
+
+	"github.com/toolmesh/toolmesh/internal/llm"
+)
+
+// Run runs the benchmark cfg describes and returns its report. Variants run in
+// round-robin rounds (A, B, C, … then again) so that drift of the machine affects all of
+// them alike; every metric is the median over the rounds.
+//
+// A variant that fails stops being measured and is listed in Report.Failures; Run then
+// returns the report and an error. A missed goal is not an error.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	started := time.Now()
+	rep := newReport(cfg, started)
+	e, err := setup(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("bench: setup: %w", err)
+	}
+	defer e.close()
+
+	e.progress("setup: routing tables of %v tools", cfg.ScaleSizes)
+	tables := make([]*routingTable, 0, len(cfg.ScaleSizes))
+	defer func() {
+		for _, t := range tables {
+			t.router.Close()
+		}
+	}()
+	for _, n := range cfg.ScaleSizes {
+		t, err := newRoutingTable(n)
+		if err != nil {
+			return nil, fmt.Errorf("bench: routing table of %d tools: %w", n, err)
+		}
+		tables = append(tables, t)
+		row, err := measureToolDefs(ctx, t)
+		if err != nil {
+			rep.fail("tool definitions", err)
+			continue
+		}
+		rep.ToolDefs = append(rep.ToolDefs, row)
+	}
+
+	comps, err := hopComponents()
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	compRounds := make([][]float64, len(comps))
+
+	failed := map[string]bool{}
+	calls := map[string]int64{}
+	results := map[string]*VariantResult{}
+	for _, v := range e.variants {
+		results[v.name] = &VariantResult{Name: v.name, Unit: v.unit, Measures: v.measures}
+	}
+	routing := map[int]*RoutingRow{}
+	for _, t := range tables {
+		routing[t.size] = &RoutingRow{Tools: t.size}
+	}
+
+	for round := 1; round <= cfg.Rounds; round++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err // interrupted: no report rather than a partial one
+		}
+		roundResults := runRound(ctx, e.variants, cfg, failed, calls, func(v *variant, err error) {
+			failed[v.name] = true
+			results[v.name].Error = err.Error()
+			rep.fail("variant "+v.name, err)
+			e.progress("round %d/%d  %-12s FAILED: %v", round, cfg.Rounds, v.name, err)
+		})
+		for _, v := range e.variants {
+			rr, ok := roundResults[v.name]
+			if !ok {
+				continue
+			}
+			results[v.name].Rounds = append(results[v.name].Rounds, rr)
+			e.progress("round %d/%d  %-12s p50 %9s  p99 %9s  %8.0f %s/s at c%d  CPU/%s %7s + %7s  %6.1f allocs",
+				round, cfg.Rounds, v.name, fmtUs(rr.Latency.P50us), fmtUs(rr.Latency.P99us), rr.Throughput.PerSecond, v.unit,
+				cfg.Concurrency, v.unit, fmtUs(rr.Throughput.SelfCPUus), fmtUs(rr.Throughput.PeerCPUus), rr.Latency.AllocsPerOp)
+		}
+		for i, c := range comps {
+			x, err := measureComponent(c, cfg.LookupTime/2)
+			if err != nil {
+				rep.fail("component", err)
+				continue
+			}
+			compRounds[i] = append(compRounds[i], x)
+		}
+		// The scripted model's own cost, to tell it from the loop's.
+		if m, err := measureModel(ctx, e, cfg); err == nil {
+			rep.Loop.ModelRounds = append(rep.Loop.ModelRounds, m)
+		}
+		for _, t := range tables {
+			lr, err := t.measureLookup(cfg.LookupTime)
+			if err != nil {
+				rep.fail(fmt.Sprintf("routing lookup, %d tools", t.size), err)
+				continue
+			}
+			routing[t.size].Rounds = append(routing[t.size].Rounds, lr)
+		}
+		e.progress("round %d/%d  routing lookup %s", round, cfg.Rounds, fmtLookups(routing, tables))
+		if reg, err := measureRegistration(ctx, cfg.RegisterWorkers); err != nil {
+			rep.fail("registration", err)
+		} else {
+			rep.Registration.Rounds = append(rep.Registration.Rounds, reg)
+			e.progress("round %d/%d  registration of %d workers: %.1f ms", round, cfg.Rounds, reg.Workers, reg.TotalMs)
+		}
+		if round <= cfg.RSSRounds {
+			m, err := measureMemory(ctx, cfg, cfg.OpenRuns)
+			if err != nil {
+				rep.fail("orchestrator memory", err)
+			} else {
+				rep.Memory.Rounds = append(rep.Memory.Rounds, m)
+				e.progress("round %d/%d  orchestrator RSS %d → %d KiB with %d open runs: %.1f KiB/run", round, cfg.Rounds, m.BeforeKiB, m.AfterKiB, m.Runs, m.KiBPerRun)
+			}
+		}
+	}
+
+	for _, v := range e.variants {
+		r := results[v.name]
+		r.aggregate()
+		r.Calls = calls[v.name]
+		rep.Variants = append(rep.Variants, *r)
+	}
+	for _, t := range tables {
+		row := routing[t.size]
+		row.aggregate()
+		rep.Routing = append(rep.Routing, *row)
+	}
+	for i, c := range comps {
+		rep.Components = append(rep.Components, ComponentResult{ID: c.ID, Name: c.Name, Where: c.Where, Us: median(compRounds[i]), Rounds: compRounds[i]})
+	}
+	rep.Registration.aggregate()
+	rep.Memory.aggregate()
+	rep.computeLoop(cfg)
+	if e.countEvents != nil {
+		if n, err := e.countEvents(ctx); err == nil {
+			rep.Loop.EventsPerRun = n
+		}
+	}
+	rep.computeRatios()
+	rep.evaluateGoals()
+
+	// A missed toolmesh goal: profile the variant behind it to say what dominates.
+	if cfg.ProfileTime > 0 {
+		for _, name := range rep.profileTargets() {
+			v := e.variant(name)
+			if v == nil || failed[name] {
+				continue
+			}
+			if name == VHop && e.hopLocal != nil {
+				// Both sides of the hop in one profile: the worker SDK runs in this process.
+				v = e.hopLocal
+			}
+			e.progress("profile: %s for %s (a goal was missed)", v.name, cfg.ProfileTime)
+			s, err := profileVariant(ctx, v, cfg, cfg.ProfileTime)
+			if err != nil {
+				rep.fail("profile of "+v.name, err)
+				continue
+			}
+			s.Goal = name
+			rep.Profiles = append(rep.Profiles, *s)
+			calls[v.name] += s.Calls
+		}
+	}
+	rep.explainMisses()
+
+	// Spans: stop the traced worker (it flushes on exit, if it traces) and flush ours.
+	e.progress("telemetry: flushing spans")
+	rep.Telemetry = e.flushTelemetry(calls[VHopOTel])
+
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rep.Machine.LoadAtEnd = loadAvg()
+	rep.DurationSeconds = time.Since(started).Seconds()
+	if len(rep.Failures) > 0 {
+		return rep, errors.New("bench: " + rep.Failures[0])
+	}
+	return rep, nil
+}
+
+// runRound measures every variant not yet failed once: warm-up, then the latency
+// phase in slices that alternate between the variants, then each variant's throughput
+// phase. A variant that fails is reported through fail and left out of the result.
+func runRound(ctx context.Context, vs []*variant, cfg Config, failed map[string]bool, calls map[string]int64, fail func(*variant, error)) map[string]RoundResult {
+	live := make([]*variant, 0, len(vs))
+	for _, v := range vs {
+		if !failed[v.name] {
+			live = append(live, v)
+		}
+	}
+	drop := func(v *variant, err error) {
+		fail(v, err)
+		live = slices.DeleteFunc(live, func(x *variant) bool { return x == v })
+	}
+	for _, v := range slices.Clone(live) {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second+cfg.LatencyTime)
+		warm, err := measureLatency(wctx, v.call, cfg.Warmup, cfg.LatencyTime)
+		cancel()
+		calls[v.name] += int64(warm.Calls)
+		if err != nil {
+			drop(v, fmt.Errorf("warm-up: %w", err))
+		}
+	}
+
+	runtime.GC()
+	accs := map[string]*latencyAcc{}
+	perSlice := max(1, cfg.LatencyCalls/cfg.LatencySlices)
+	sliceTime := cfg.LatencyTime / time.Duration(cfg.LatencySlices)
+	for range cfg.LatencySlices {
+		for _, v := range slices.Clone(live) {
+			if accs[v.name] == nil {
+				accs[v.name] = &latencyAcc{}
+			}
+			lctx, cancel := context.WithTimeout(ctx, 30*time.Second+sliceTime)
+			err := accs[v.name].run(lctx, v.call, perSlice, sliceTime)
+			cancel()
+			if err != nil {
+				drop(v, fmt.Errorf("latency: %w", err))
+			}
+		}
+	}
+
+	out := map[string]RoundResult{}
+	for _, v := range slices.Clone(live) {
+		rr := RoundResult{Latency: accs[v.name].result()}
+		calls[v.name] += int64(rr.Latency.Calls)
+		runtime.GC()
+		tctx, cancel := context.WithTimeout(ctx, 30*time.Second+cfg.ThroughputTime)
+		self0, _ := cpuTime(os.Getpid())
+		var peer0 time.Duration
+		if v.peer != 0 {
+			peer0, _ = cpuTime(v.peer)
+		}
+		th, err := measureThroughput(tctx, v.call, cfg.Concurrency, cfg.ThroughputTime, cfg.ThroughputCalls)
+		cancel()
+		if err != nil {
+			drop(v, fmt.Errorf("throughput: %w", err))
+			continue
+		}
+		n := float64(th.Calls)
+		if self1, err := cpuTime(os.Getpid()); err == nil && self0 > 0 {
+			th.SelfCPUus = us(self1-self0) / n
+		}
+		if v.peer != 0 {
+			if peer1, err := cpuTime(v.peer); err == nil && peer0 > 0 {
+				th.PeerCPUus = us(peer1-peer0) / n
+			}
+		}
+		calls[v.name] += th.Calls
+		rr.Throughput = th
+		out[v.name] = rr
+	}
+	return out
+}
+
+// measureModel times the scripted model alone on a request from the middle of a loop
+// variant's run: the part of a loop iteration that a real model's client would replace.
+func measureModel(ctx context.Context, e *env, cfg Config) (float64, error) {
+	reqs := e.script.Requests()
+	var req *llm.Request
+	for i := range reqs {
+		if len(reqs[i].Messages) >= cfg.LoopToolCalls { // about half-way: user + N/2 (call, result) pairs
+			req = &reqs[i]
+			break
+		}
+	}
+	if req == nil {
+		return 0, errors.New("no loop request recorded")
+	}
+	fn := func(ctx context.Context) error {
+		_, err := llm.Collect(e.script.Stream(ctx, req))
+		return err
+	}
+	l, err := measureLatency(ctx, fn, 500, 50*time.Millisecond)
+	if err != nil {
+		return 0, err
+	}
+	return l.P50us, nil
+}
+
+func (e *env) variant(name string) *variant {
+	for _, v := range e.variants {
+		if v.name == name {
+			return v
+		}
+	}
+	return nil
+}
+
+// flushTelemetry stops the traced worker and flushes the benchmark's own exporters, then
+// reads what the receiver got.
+func (e *env) flushTelemetry(tracedCalls int64) TelemetryResult {
+	if e.workerOn != nil {
+		e.workerOn.stop(10 * time.Second)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = e.tel.Shutdown(ctx)
+	t := TelemetryResult{TracedCalls: tracedCalls, Services: e.receiver.counts()}
+	for _, s := range t.Services {
+		switch s.Service {
+		case "toolworker-bench":
+			t.WorkerSpans = s.Spans
+		case "toolmesh-bench":
+			t.BenchSpans = s.Spans
+		}
+	}
+	return t
+}
+
+func fmtUs(x float64) string {
+	if x >= 1000 {
+		return fmt.Sprintf("%.2fms", x/1000)
+	}
+	return fmt.Sprintf("%.1fµs", x)
+}
+
+func fmtLookups(rows map[int]*RoutingRow, tables []*routingTable) string {
+	s := ""
+	for _, t := range tables {
+		rs := rows[t.size].Rounds
+		if len(rs) == 0 {
+			continue
+		}
+		s += fmt.Sprintf(" %d: %.0f ns", t.size, rs[len(rs)-1].NsPerOp)
+	}
+	return s
+}
