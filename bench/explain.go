@@ -24,7 +24,7 @@ func (r *Report) explainMisses() {
 func (r *Report) explain(g *Goal) (why, fix string) {
 	limit, hop, otel, mcpHTTP := r.measured(VLimit), r.measured(VHop), r.measured(VHopOTel), r.measured(VMCPHTTP)
 	prof := r.profileDigest(g.profile)
-	hopFix := "the worker side first: pkg/worker validates the arguments against the schema and then the typed tool validates them again (tool.decodeInput calls Schema.Validate before it decodes), each validation a full decode into a JSON tree, a generic jsonschema walk and a re-encode, on arguments the orchestrator's loop has already validated against the same definition (same content hash). Validate once per call (hand the tool the canonical arguments as validated), and give flat schemas (objects of scalar properties, most tools) a compiled fast path. Then the allocations per call on both sides, which the profiles show as GC and allocation time: in the router, context.WithTimeout, toolctx.Codec.Encode (it checks the size, sorting the keys, then encodes) and the metadata it appends, the stats-handler events; in the worker, the context values and the per-call goroutine, whose stack grows on every call (grpc.NumStreamWorkers would reuse grown stacks)."
+	hopFix := "the worker side first: the worker validates each call once (and hands its tool the arguments marked as validated), but each validation is still a full decode into a JSON tree, a generic jsonschema walk and a re-encode; flat schemas (objects of scalar properties, most tools) would gain from a compiled fast path, and the worker could trust arguments the orchestrator validated against the same definition (same content hash) when the connection is authenticated. Then the allocations per call on both sides, which the profiles show as GC and allocation time: in the router, context.WithTimeout, toolctx.Codec.Encode (it checks the size, sorting the keys, then encodes) and the metadata it appends, the stats-handler events; in the worker, the context values (the worker already serves calls from a fixed pool of stream workers, so stacks are reused)."
 	switch g.ID {
 	case "hop-p50", "hop-throughput":
 		why = fmt.Sprintf("at concurrency 32 a hop uses %s of CPU per call (this process %s, worker %s) against the limit's %s (%s + %s): the worker side costs %s more and the orchestrator side %s more, and on %d cores throughput is about cores / CPU per call, while at concurrency 1 the same CPU is spent in series on the critical path.",
@@ -32,7 +32,7 @@ func (r *Report) explain(g *Goal) (why, fix string) {
 			dur(limit.SelfCPUus+limit.PeerCPUus), dur(limit.SelfCPUus), dur(limit.PeerCPUus),
 			dur(hop.PeerCPUus-limit.PeerCPUus), dur(hop.SelfCPUus-limit.SelfCPUus), r.Machine.NProc)
 		if v, t, j := r.component("validate"), r.component("typed-add"), r.component("json-add"); !math.IsNaN(v) {
-			why += fmt.Sprintf(" Timed alone, validating the arguments costs %s and the typed add %s (it validates again), where rawadd's json.Unmarshal-and-add costs %s.", dur(v), dur(t), dur(j))
+			why += fmt.Sprintf(" Timed alone, validating the arguments costs %s and the typed add %s (decoding the validated arguments, adding, formatting), where rawadd's json.Unmarshal-and-add costs %s.", dur(v), dur(t), dur(j))
 		}
 		if md := r.Variant(VLimitMD); md.ok() && limit.ok() {
 			why += fmt.Sprintf(" Carrying the four context entries is a small part: limit+4md costs %s of CPU per call, %s more than the limit.",

@@ -24,6 +24,7 @@ import (
 	"net"
 	"os"
 	"regexp"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -256,6 +257,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.health = health.NewServer()
 	opts := append([]grpc.ServerOption{
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		// A fixed pool of stream workers reuses goroutines (and their grown stacks) instead
+		// of starting one per call.
+		grpc.NumStreamWorkers(uint32(max(4, runtime.GOMAXPROCS(0)))),
 	}, w.tel.ServerOptions()...)
 	opts = append(opts, w.opts.ServerOptions...)
 	w.server = grpc.NewServer(opts...)
