@@ -82,8 +82,8 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("goal %s missed without a why and a fix", g.ID)
 		}
 	}
-	if len(rep.Goals) != 8 {
-		t.Errorf("got %d goals, want 8", len(rep.Goals))
+	if len(rep.Goals) != 9 {
+		t.Errorf("got %d goals, want 9", len(rep.Goals))
 	}
 	if len(rep.Memory.Rounds) != 1 || rep.Memory.Rounds[0].Runs != cfg.OpenRuns || rep.Memory.Rounds[0].AfterKiB == 0 {
 		t.Errorf("memory rounds: %+v", rep.Memory.Rounds)
@@ -196,6 +196,7 @@ func TestExplainEveryGoal(t *testing.T) {
 	rep.Memory.aggregate()
 	rep.Routing = []RoutingRow{{Tools: 10, NsPerOp: 60, HotNsPerOp: 50}, {Tools: 10000, NsPerOp: 300, HotNsPerOp: 52}}
 	rep.Components = []ComponentResult{{ID: "validate", Us: 7}, {ID: "typed-add", Us: 9}, {ID: "json-add", Us: 1}}
+	rep.Facades = FacadeResult{Facades: 10, ToolsPerFacade: 100, BytesWith: 12000, BytesWithout: 360000, Ratio: 30}
 	rep.Loop.ModelRounds = []float64{9}
 	rep.Loop.EventsPerRun = 33
 	rep.computeLoop(Quick())

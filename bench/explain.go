@@ -81,10 +81,15 @@ func (r *Report) explain(g *Goal) (why, fix string) {
 	case "routing-flat":
 		why = "the random-name lookup grows with the table while the same-name lookup does not"
 		if n := len(r.Routing); n >= 2 {
-			why = fmt.Sprintf("the random-name lookup grows from %.0f to %.0f ns while looking one name up again and again goes from %.0f to %.0f ns only: the map's algorithm is flat (a larger Go map adds one indirection); the growth is cache misses on a working set of %s entries (the map's groups, the entry, and the definition router.Tool copies into a new stub on every call).",
+			why = fmt.Sprintf("the random-name lookup grows from %.0f to %.0f ns while looking one name up again and again goes from %.0f to %.0f ns only: the map's algorithm is flat (a larger Go map adds one indirection); the growth is cache misses on a working set of %s entries (the map's groups and the entry with its stub).",
 				r.Routing[0].NsPerOp, r.Routing[n-1].NsPerOp, r.Routing[0].HotNsPerOp, r.Routing[n-1].HotNsPerOp, integer(r.Routing[n-1].Tools))
 		}
-		return why, "keep one immutable stub per routing-table entry and return it from router.Tool instead of allocating a remoteTool and copying the definition on every lookup: one map lookup and no allocation per call, and far fewer cache lines touched."
+		return why, "router.Tool already returns the one stub made with each entry; what remains is the cache footprint of the map and the entries, which a denser table (names interned, entries in one slice) would shrink."
+	case "facades-smaller":
+		f := r.Facades
+		return fmt.Sprintf("the first request offers the %d facades as %s bytes against %s bytes for the %d tools flat: each facade's description and schema cost about %s bytes.",
+				f.Facades, integer(f.BytesWith), integer(f.BytesWithout), f.Facades*f.ToolsPerFacade, integer(f.BytesWith/max(1, f.Facades))),
+			"shorter facade descriptions, or nesting the facades one level deeper (one facade over the ten)."
 	}
 	return "measured " + g.Measured + " against " + g.Target + "." + prof, "to be investigated."
 }

@@ -172,6 +172,16 @@ func (r *Report) Markdown() string {
 		p("| %s | %s | %s | %.0f | %.2f ms |", integer(x.Tools), integer(x.Bytes), integer(x.TokensEstimate), x.BytesPerTool, x.RunMs)
 	}
 	p("")
+	if f := r.Facades; f.BytesWith > 0 {
+		p("The same with progressive disclosure: %d tools in %d facades of %d, measured through the loop (the first model request of a run offering them; internal/progressive.FirstRequestTools):", f.Facades*f.ToolsPerFacade, f.Facades, f.ToolsPerFacade)
+		p("")
+		p("| offered as | bytes | ≈ tokens |")
+		p("|---|---:|---:|")
+		p("| %d facades | %s | %s |", f.Facades, integer(f.BytesWith), integer(f.TokensWith))
+		p("| %d tools, flat | %s | %s |", f.Facades*f.ToolsPerFacade, integer(f.BytesWithout), integer(f.TokensWithout))
+		p("| **ratio** | **%.0f×** | |", f.Ratio)
+		p("")
+	}
 	g := r.Registration
 	p("Registration: %d fake workers, each on its own connection, open the registry stream and register the built-in math group (one facade over ten operations, built by worker.GroupRegistrations) at the same moment, against a fresh in-process core:", g.Workers)
 	p("")

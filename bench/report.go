@@ -26,6 +26,7 @@ type Report struct {
 	Memory       MemoryResult       `json:"memory"`
 	Routing      []RoutingRow       `json:"routing"`
 	ToolDefs     []toolDefRow       `json:"tool_definitions"`
+	Facades      FacadeResult       `json:"facades"`
 	Registration RegistrationResult `json:"registration"`
 	Telemetry    TelemetryResult    `json:"telemetry"`
 	Goals        []Goal             `json:"goals"`
@@ -320,6 +321,10 @@ func (r *Report) evaluateGoals() {
 	if len(r.Routing) >= 2 {
 		routingGoal = fmt.Sprintf("routing cost flat from %d to %d tools", r.Routing[0].Tools, r.Routing[len(r.Routing)-1].Tools)
 	}
+	facades := math.NaN()
+	if r.Facades.BytesWith > 0 {
+		facades = r.Facades.Ratio
+	}
 	r.Goals = []Goal{
 		{ID: "hop-p50", Goal: "hop, telemetry off: p50 vs the raw gRPC limit", Target: "≤ 1.3×", Value: hopP50, Measured: x(hopP50), Verdict: atMost(hopP50, 1.3), profile: VHop},
 		{ID: "hop-throughput", Goal: "hop, telemetry off: throughput at c32 vs the limit", Target: "≥ 0.75×", Value: hopThr, Measured: x(hopThr), Verdict: atLeast(hopThr, 0.75), profile: VHop},
@@ -328,6 +333,7 @@ func (r *Report) evaluateGoals() {
 		{ID: "mcp-throughput", Goal: "hop throughput vs the MCP SDK over streamable HTTP", Target: "≥ 8× higher", Value: mcpThr, Measured: x(mcpThr), Verdict: atLeast(mcpThr, 8), profile: VHop},
 		{ID: "loop-overhead", Goal: "orchestrator overhead per loop iteration at p50, (Run − N × hop) / iterations", Target: "≤ 200 µs", Value: r.Loop.OverheadUs, Measured: fmt.Sprintf("%.0f µs", r.Loop.OverheadUs), Verdict: atMost(r.Loop.OverheadUs, 200), profile: VLoopGRPC},
 		{ID: "memory-per-run", Goal: "orchestrator memory per open run (RSS delta / open runs)", Target: "≤ 64 KiB", Value: r.Memory.KiBPerRun, Measured: fmt.Sprintf("%.1f KiB", r.Memory.KiBPerRun), Verdict: atMost(r.Memory.KiBPerRun, 64)},
+		{ID: "facades-smaller", Goal: fmt.Sprintf("first request's tool definitions, %d tools in %d facades of %d vs all offered flat", r.Facades.Facades*r.Facades.ToolsPerFacade, r.Facades.Facades, r.Facades.ToolsPerFacade), Target: "≥ 50× fewer bytes", Value: facades, Measured: x(facades), Verdict: atLeast(facades, 50)},
 		{ID: "routing-flat", Goal: routingGoal + " (largest / smallest table: cost of a lookup by a random name)", Target: "≤ 2×", Value: flat, Measured: x(flat), Verdict: atMost(flat, 2)},
 	}
 }
@@ -390,4 +396,16 @@ func zeroNaN(v reflect.Value) {
 			zeroNaN(v.Elem())
 		}
 	}
+}
+
+// FacadeResult compares the tool definitions of a model's first request with and without
+// facades (progressive disclosure, SPEC S7).
+type FacadeResult struct {
+	Facades        int     `json:"facades"`
+	ToolsPerFacade int     `json:"tools_per_facade"`
+	BytesWith      int     `json:"bytes_with_facades"`
+	BytesWithout   int     `json:"bytes_without_facades"`
+	TokensWith     int     `json:"tokens_with_facades"`
+	TokensWithout  int     `json:"tokens_without_facades"`
+	Ratio          float64 `json:"ratio"`
 }

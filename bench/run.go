@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/toolmesh/toolmesh/internal/progressive"
 	"os"
 	"runtime"
 	"slices"
@@ -49,6 +50,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			continue
 		}
 		rep.ToolDefs = append(rep.ToolDefs, row)
+	}
+
+	with, without, err := progressive.FirstRequestTools(ctx, 10, 100)
+	if err != nil {
+		rep.fail("facades", err)
+	} else {
+		rep.Facades = FacadeResult{Facades: 10, ToolsPerFacade: 100, BytesWith: len(with), BytesWithout: len(without),
+			TokensWith: len(with) / 4, TokensWithout: len(without) / 4, Ratio: float64(len(without)) / float64(len(with))}
 	}
 
 	comps, err := hopComponents()
