@@ -36,6 +36,8 @@ type Schema struct {
 	// that Parameters gives back what the author wrote.
 	params []Parameter
 	simple bool
+	// fast validates calls of a flat schema in one pass; nil for other schemas.
+	fast *fastSchema
 }
 
 // emptyResolved is the resolved empty schema shared by every zero Schema. It is
@@ -117,7 +119,7 @@ func resolveSchema(raw []byte) (Schema, error) {
 	if err != nil {
 		return Schema{}, fmt.Errorf("%w: %s", ErrInvalidSchema, describeResolveError(err))
 	}
-	return Schema{raw: raw, resolved: rs}, nil
+	return Schema{raw: raw, resolved: rs, fast: compileFast(raw)}, nil
 }
 
 // describeResolveError rewords jsonschema-go's refusal to load a referenced schema,
@@ -253,6 +255,16 @@ func (s Schema) Validate(input string) (canonical string, err error) {
 	if isBlank(input) {
 		input = "{}"
 	}
+	if s.fast != nil {
+		if out, err := s.fast.validate(input); err == nil {
+			return out, nil
+		}
+	}
+	return s.validateGeneric(input)
+}
+
+// validateGeneric is Validate without the fast path.
+func (s Schema) validateGeneric(input string) (string, error) {
 	tree, err := decodeJSON([]byte(input), maxArgumentDepth)
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrInvalidArguments, err)
