@@ -29,7 +29,6 @@ import (
 	"errors"
 	"iter"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -59,11 +58,9 @@ const (
 	MaxMaxRetries = 10
 	// DefaultRetryDelay is the first backoff when Options.RetryDelay is zero.
 	DefaultRetryDelay = 500 * time.Millisecond
-	// maxBackoff caps the exponential backoff.
-	maxBackoff = 8 * time.Second
 	// MaxRetryAfter is the longest retry-after the provider waits for; a longer one ends
 	// the call at once with the error, its RetryAfter set.
-	MaxRetryAfter = time.Minute
+	MaxRetryAfter = llm.MaxRetryAfter
 )
 
 // Options configure a Provider.
@@ -233,7 +230,7 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.C
 			}
 			p.log.WarnContext(ctx, "model call failed, retrying", "provider", Name, "model", params.Model,
 				"attempt", attempt, "status", perr.StatusCode, "kind", perr.Kind, "wait", wait, "error", perr.Message)
-			if err := sleep(ctx, wait); err != nil {
+			if err := llm.Sleep(ctx, wait); err != nil {
 				yield(llm.Chunk{}, err)
 				return
 			}
@@ -259,7 +256,7 @@ func (p *Provider) attempt(ctx context.Context, params *anthropic.MessageNewPara
 	watch := option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
 		resp, err := next(r)
 		if resp != nil && resp.Body != nil {
-			resp.Body = &watchedBody{ReadCloser: resp.Body, err: &readErr}
+			resp.Body = &llm.WatchedBody{ReadCloser: resp.Body, Err: &readErr}
 		}
 		return resp, err
 	})
@@ -301,42 +298,5 @@ func (p *Provider) attempt(ctx context.Context, params *anthropic.MessageNewPara
 // retryWait returns how long to wait before retrying after the attempt-th attempt failed
 // with f, and whether to retry at all.
 func (p *Provider) retryWait(f *failure, attempt int) (time.Duration, bool) {
-	if !f.retry || attempt > p.maxRetries {
-		return 0, false
-	}
-	if ra := f.err.RetryAfter; ra > 0 {
-		if ra > MaxRetryAfter {
-			return 0, false
-		}
-		return ra, true
-	}
-	return backoff(p.retryDelay, attempt), true
-}
-
-// backoff is the wait before the retry after the attempt-th attempt: base doubled with
-// each attempt, at most maxBackoff, less a random jitter of up to a quarter.
-func backoff(base time.Duration, attempt int) time.Duration {
-	d := base
-	for i := 1; i < attempt && d < maxBackoff; i++ {
-		d *= 2
-	}
-	d = min(d, maxBackoff)
-	if q := int64(d / 4); q > 0 {
-		d -= time.Duration(rand.Int64N(q))
-	}
-	return d
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return llm.RetryWait(f.retry, f.err.RetryAfter, attempt, p.maxRetries, p.retryDelay)
 }

@@ -28,21 +28,6 @@ func malformedFailure(status int, msg string, err error) *failure {
 	return &failure{err: &llm.ProviderError{Provider: Name, Kind: llm.KindMalformed, StatusCode: status, Message: msg, Err: err}}
 }
 
-// watchedBody records the error of a failed read of a response body, so that a stream
-// that ends on it is told apart from one that ends on an undecodable event.
-type watchedBody struct {
-	io.ReadCloser
-	err *error
-}
-
-func (b *watchedBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err != nil && err != io.EOF && *b.err == nil {
-		*b.err = err
-	}
-	return n, err
-}
-
 // classify turns the error of a stream into a failure. res is the attempt's response, if
 // one arrived; readErr is the error of a failed read of its body, if any.
 func classify(err error, res *http.Response, readErr error) *failure {

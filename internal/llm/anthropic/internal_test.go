@@ -3,7 +3,6 @@ package anthropic
 import (
 	"encoding/json"
 	"testing"
-	"time"
 )
 
 func TestNativeCompatible(t *testing.T) {
@@ -38,17 +37,6 @@ func TestOutputSchemaAdapted(t *testing.T) {
 	b, _ := json.Marshal(got)
 	if want := `{"additionalProperties":false,"properties":{"a":{"description":"{maxLength: 3}","type":"string"}},"type":"object"}`; string(b) != want {
 		t.Errorf("adapted schema = %s, want %s", b, want)
-	}
-}
-
-func TestBackoff(t *testing.T) {
-	base := 100 * time.Millisecond
-	for attempt, want := range map[int]time.Duration{1: base, 2: 2 * base, 3: 4 * base, 20: maxBackoff} {
-		for range 20 {
-			if d := backoff(base, attempt); d > want || d < want*3/4 {
-				t.Errorf("backoff(%v, %d) = %v, want within [%v, %v]", base, attempt, d, want*3/4, want)
-			}
-		}
 	}
 }
 

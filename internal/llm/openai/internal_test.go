@@ -3,7 +3,6 @@ package openai
 import (
 	"encoding/json"
 	"testing"
-	"time"
 
 	"github.com/toolmesh/toolmesh/internal/llm"
 )
@@ -55,17 +54,6 @@ func TestStrictCompatible(t *testing.T) {
 	} {
 		if got := StrictCompatible(json.RawMessage(tc.schema)); got != tc.want {
 			t.Errorf("StrictCompatible(%s) = %v, want %v", tc.schema, got, tc.want)
-		}
-	}
-}
-
-func TestBackoff(t *testing.T) {
-	base := 100 * time.Millisecond
-	for attempt, want := range map[int]time.Duration{1: base, 2: 2 * base, 3: 4 * base, 20: maxBackoff} {
-		for range 20 {
-			if d := backoff(base, attempt); d > want || d < want*3/4 {
-				t.Errorf("backoff(%v, %d) = %v, want within [%v, %v]", base, attempt, d, want*3/4, want)
-			}
 		}
 	}
 }

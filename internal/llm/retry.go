@@ -1,0 +1,77 @@
+package llm
+
+import (
+	"context"
+	"io"
+	"math/rand/v2"
+	"time"
+)
+
+// Retry policy shared by the HTTP providers.
+const (
+	// MaxBackoff caps the exponential backoff between retries.
+	MaxBackoff = 8 * time.Second
+	// MaxRetryAfter is the longest Retry-After a provider waits for; a longer one ends the
+	// call with the wait in ProviderError.RetryAfter, for the caller to schedule.
+	MaxRetryAfter = time.Minute
+)
+
+// RetryWait returns how long to wait before retrying after the attempt-th attempt failed,
+// and whether to retry at all: never when the failure is not retryable or the retries are
+// used up; as long as the server asked (retryAfter, up to MaxRetryAfter); else Backoff.
+func RetryWait(retryable bool, retryAfter time.Duration, attempt, maxRetries int, base time.Duration) (time.Duration, bool) {
+	if !retryable || attempt > maxRetries {
+		return 0, false
+	}
+	if retryAfter > 0 {
+		if retryAfter > MaxRetryAfter {
+			return 0, false
+		}
+		return retryAfter, true
+	}
+	return Backoff(base, attempt), true
+}
+
+// Backoff is the wait before the retry after the attempt-th attempt: base doubled with
+// each attempt, at most MaxBackoff, less a random jitter of up to a quarter.
+func Backoff(base time.Duration, attempt int) time.Duration {
+	d := base
+	for i := 1; i < attempt && d < MaxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, MaxBackoff)
+	if q := int64(d / 4); q > 0 {
+		d -= time.Duration(rand.Int64N(q))
+	}
+	return d
+}
+
+// Sleep waits d, or until ctx ends (returning its error).
+func Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// WatchedBody records the error of a failed read of a response body in *Err, so that a
+// stream that ends on it can be told apart from one that ends on an undecodable event.
+type WatchedBody struct {
+	io.ReadCloser
+	Err *error
+}
+
+func (b *WatchedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF && *b.Err == nil {
+		*b.Err = err
+	}
+	return n, err
+}
