@@ -1,156 +1,42 @@
 package bench
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
+	"github.com/toolmesh/toolmesh/internal/harness"
 	"os"
-	"os/exec"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 )
 
 // keepLines bounds the output kept per child process: enough to explain a failure.
 const keepLines = 200
 
-// proc is a child process of the benchmark. It is in its own process group, gets SIGKILL
-// when the benchmark dies (Pdeathsig), and keeps the tail of its output for errors.
-type proc struct {
-	name string
-	cmd  *exec.Cmd
-
-	mu      sync.Mutex
-	lines   []string
-	seen    int           // lines ever read, so that waiters can tell new lines from old
-	changed chan struct{} // closed and replaced on every line
-	done    chan struct{}
-	err     error
-}
+// proc is a child process of the benchmark (internal/harness: its own process group,
+// killed if the benchmark dies, the tail of its output kept for errors).
+type proc struct{ *harness.Proc }
 
 // startProc runs bin with args. env nil inherits the benchmark's environment.
 func startProc(name, bin string, env []string, args ...string) (*proc, error) {
-	cmd := exec.Command(bin, args...)
-	cmd.Env = env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	pr, pw, err := os.Pipe()
+	p, err := harness.StartWith(name, bin, harness.Options{Env: env, KeepLines: keepLines}, args...)
 	if err != nil {
 		return nil, err
 	}
-	cmd.Stdout, cmd.Stderr = pw, pw
-	if err := cmd.Start(); err != nil {
-		_ = pr.Close()
-		_ = pw.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	_ = pw.Close()
-	p := &proc{name: name, cmd: cmd, changed: make(chan struct{}), done: make(chan struct{})}
-	readDone := make(chan struct{})
-	go func() {
-		defer close(readDone)
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(make([]byte, 64*1024), 1024*1024)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.lines = append(p.lines, sc.Text())
-			if len(p.lines) > keepLines {
-				p.lines = p.lines[len(p.lines)-keepLines:]
-			}
-			p.seen++
-			close(p.changed)
-			p.changed = make(chan struct{})
-			p.mu.Unlock()
-		}
-		_ = pr.Close()
-	}()
-	go func() {
-		err := cmd.Wait()
-		<-readDone
-		p.mu.Lock()
-		p.err = err
-		p.mu.Unlock()
-		close(p.done)
-	}()
-	return p, nil
+	return &proc{p}, nil
 }
 
-func (p *proc) pid() int { return p.cmd.Process.Pid }
+func (p *proc) pid() int { return p.PID() }
 
 // tail is the output kept so far.
-func (p *proc) tail() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return strings.Join(p.lines, "\n")
-}
+func (p *proc) tail() string { return p.Output() }
 
 // waitJSON waits for a JSON output line whose "msg" is msg and returns it decoded.
 func (p *proc) waitJSON(ctx context.Context, msg string) (map[string]any, error) {
-	checked := 0
-	for {
-		p.mu.Lock()
-		lines, seen, changed := p.lines, p.seen, p.changed
-		p.mu.Unlock()
-		// Only the lines not looked at yet; the slice holds the last len(lines) of seen.
-		for i := max(0, len(lines)-(seen-checked)); i < len(lines); i++ {
-			var m map[string]any
-			if json.Unmarshal([]byte(lines[i]), &m) == nil && m["msg"] == msg {
-				return m, nil
-			}
-		}
-		checked = seen
-		select {
-		case <-changed:
-		case <-p.done:
-			p.mu.Lock()
-			more := p.seen > checked
-			p.mu.Unlock()
-			if more {
-				continue
-			}
-			return nil, fmt.Errorf("%s exited (%v) before logging %q:\n%s", p.name, p.exitErr(), msg, p.tail())
-		case <-ctx.Done():
-			return nil, fmt.Errorf("%s: waiting for %q: %w\n%s", p.name, msg, ctx.Err(), p.tail())
-		}
-	}
-}
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-func (p *proc) exitErr() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.err
+	return p.WaitLog(ctx, msg)
 }
 
 // stop sends SIGTERM and waits up to timeout, then kills the process group.
-func (p *proc) stop(timeout time.Duration) {
-	if p.exited() {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(timeout):
-		p.kill()
-	}
-}
-
-// kill sends SIGKILL to the process group and waits for the process to be gone.
-func (p *proc) kill() {
-	if !p.exited() {
-		_ = syscall.Kill(-p.pid(), syscall.SIGKILL)
-	}
-	<-p.done
-}
+func (p *proc) stop(timeout time.Duration) { _ = p.Stop(timeout) }
 
 // childEnv is the benchmark's environment without any OTEL_* variable, plus extra: each
 // child's telemetry is exactly what its variant asks for.

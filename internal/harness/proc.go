@@ -25,22 +25,42 @@ type Proc struct {
 
 	mu      sync.Mutex
 	lines   []string
+	seen    int           // lines ever read; lines holds the last len(lines) of them
+	keep    int           // lines kept at most; 0: all
 	changed chan struct{} // closed and replaced on every new line
 	done    chan struct{}
 	err     error
 }
 
+// Options are the less common settings of StartWith.
+type Options struct {
+	// Echo, when set, receives every output line prefixed with the process name.
+	Echo io.Writer
+	// Env is the environment of the process; nil inherits this one.
+	Env []string
+	// KeepLines bounds the output kept (the last lines); 0 keeps everything.
+	KeepLines int
+}
+
 // Start runs bin with args. Its stdout and stderr are kept (see Lines) and, when echo is
 // not nil, copied there prefixed with the name.
 func Start(name, bin string, echo io.Writer, args ...string) (*Proc, error) {
+	return StartWith(name, bin, Options{Echo: echo}, args...)
+}
+
+// StartWith runs bin with args. The process is in its own process group and is killed
+// if this process dies first, so no child outlives a crashed test or benchmark.
+func StartWith(name, bin string, opts Options, args ...string) (*Proc, error) {
+	echo := opts.Echo
 	cmd := exec.Command(bin, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Env = opts.Env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
 	cmd.Stdout, cmd.Stderr = pw, pw
-	p := &Proc{Name: name, cmd: cmd, changed: make(chan struct{}), done: make(chan struct{})}
+	p := &Proc{Name: name, cmd: cmd, keep: opts.KeepLines, changed: make(chan struct{}), done: make(chan struct{})}
 	if err := cmd.Start(); err != nil {
 		_ = pr.Close()
 		_ = pw.Close()
@@ -59,6 +79,10 @@ func Start(name, bin string, echo io.Writer, args ...string) (*Proc, error) {
 			}
 			p.mu.Lock()
 			p.lines = append(p.lines, line)
+			if p.keep > 0 && len(p.lines) > p.keep {
+				p.lines = p.lines[len(p.lines)-p.keep:]
+			}
+			p.seen++
 			close(p.changed)
 			p.changed = make(chan struct{})
 			p.mu.Unlock()
@@ -89,30 +113,32 @@ func (p *Proc) Lines() []string {
 // Output returns the output so far as one string.
 func (p *Proc) Output() string { return strings.Join(p.Lines(), "\n") }
 
-// WaitLine waits for an output line, from the first one on, for which match is true.
+// WaitLine waits for an output line, from the first one kept on, for which match is true.
 func (p *Proc) WaitLine(ctx context.Context, match func(string) bool) (string, error) {
-	seen := 0
+	checked := 0 // lines ever read that were looked at
 	for {
 		p.mu.Lock()
-		lines, changed := p.lines, p.changed
+		lines, seen, changed := p.lines, p.seen, p.changed
 		p.mu.Unlock()
-		for ; seen < len(lines); seen++ {
-			if match(lines[seen]) {
-				return lines[seen], nil
+		// lines holds the last len(lines) of the seen lines: look at the new ones.
+		for i := max(0, len(lines)-(seen-checked)); i < len(lines); i++ {
+			if match(lines[i]) {
+				return lines[i], nil
 			}
 		}
+		checked = seen
 		select {
 		case <-changed:
 		case <-p.done:
 			p.mu.Lock()
-			n := len(p.lines)
+			more := p.seen > checked
 			p.mu.Unlock()
-			if n > seen {
+			if more {
 				continue
 			}
-			return "", fmt.Errorf("%s exited (%v) before the line appeared", p.Name, p.ExitErr())
+			return "", fmt.Errorf("%s exited (%v) before the line appeared:\n%s", p.Name, p.ExitErr(), p.Output())
 		case <-ctx.Done():
-			return "", fmt.Errorf("%s: waiting for a log line: %w", p.Name, ctx.Err())
+			return "", fmt.Errorf("%s: waiting for a log line: %w\n%s", p.Name, ctx.Err(), p.Output())
 		}
 	}
 }
@@ -155,9 +181,11 @@ func (p *Proc) CountLogs(msg string, attrs map[string]string) int {
 // Signal sends sig to the process.
 func (p *Proc) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
 
-// Kill sends SIGKILL and waits for the process to be gone.
+// Kill sends SIGKILL to the process group and waits for the process to be gone.
 func (p *Proc) Kill() error {
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	if !p.Exited() {
+		_ = syscall.Kill(-p.PID(), syscall.SIGKILL)
+	}
 	<-p.done
 	return nil
 }
