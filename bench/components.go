@@ -3,10 +3,10 @@ package bench
 import (
 	"context"
 	"fmt"
-	"github.com/toolmesh/toolmesh/pkg/tool"
 	"time"
 
 	"github.com/toolmesh/toolmesh/bench/internal/peer"
+	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
 

@@ -3,10 +3,11 @@ package bench
 import (
 	"context"
 	"fmt"
-	"github.com/toolmesh/toolmesh/internal/harness"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/toolmesh/toolmesh/internal/harness"
 )
 
 // keepLines bounds the output kept per child process: enough to explain a failure.

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/toolmesh/toolmesh/internal/progressive"
 	"os"
 	"runtime"
 	"slices"
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/llm"
+	"github.com/toolmesh/toolmesh/internal/progressive"
 )
 
 // Run runs the benchmark cfg describes and returns its report. Variants run in
