@@ -3,6 +3,7 @@ package llm
 import (
 	"context"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"time"
 )
@@ -74,4 +75,63 @@ func (b *WatchedBody) Read(p []byte) (int, error) {
 		*b.Err = err
 	}
 	return n, err
+}
+
+// Failure is a failed attempt of a model call: the error to report, and whether another
+// attempt may help.
+type Failure struct {
+	Err   *ProviderError
+	Retry bool
+}
+
+// NetworkFailure is a retryable failure to reach the provider or to read its answer.
+func NetworkFailure(provider string, err error) *Failure {
+	return &Failure{Err: &ProviderError{Provider: provider, Kind: KindNetwork, Err: err}, Retry: true}
+}
+
+// MalformedFailure is an answer that cannot be decoded; retrying does not help.
+func MalformedFailure(provider string, status int, msg string, err error) *Failure {
+	return &Failure{Err: &ProviderError{Provider: provider, Kind: KindMalformed, StatusCode: status, Message: msg, Err: err}}
+}
+
+// RetryOptions bound the attempts of StreamWithRetries.
+type RetryOptions struct {
+	Provider, Model string
+	// MaxRetries is the retries after the first attempt; Delay the first backoff.
+	MaxRetries int
+	Delay      time.Duration
+	Logger     *slog.Logger
+}
+
+// StreamWithRetries runs attempt until one finishes the stream (done), a failure is
+// final, or ctx ends, and hands the consumer the error when it gives up. A failure is
+// retried only while nothing has been yielded, so the consumer never sees an answer
+// twice; the wait honours the server's Retry-After (see RetryWait).
+func StreamWithRetries(ctx context.Context, o RetryOptions, attempt func(n int) (yielded, done bool, f *Failure), yield func(Chunk, error) bool) {
+	for n := 1; ; n++ {
+		start := time.Now()
+		yielded, done, f := attempt(n)
+		if done {
+			return
+		}
+		if err := ctx.Err(); err != nil {
+			yield(Chunk{}, err)
+			return
+		}
+		perr := f.Err
+		perr.Attempts = n
+		wait, retry := RetryWait(f.Retry, perr.RetryAfter, n, o.MaxRetries, o.Delay)
+		if yielded || !retry {
+			o.Logger.DebugContext(ctx, "model call failed", "provider", o.Provider, "model", o.Model,
+				"attempt", n, "duration", time.Since(start), "error", perr)
+			yield(Chunk{}, perr)
+			return
+		}
+		o.Logger.WarnContext(ctx, "model call failed, retrying", "provider", o.Provider, "model", o.Model,
+			"attempt", n, "status", perr.StatusCode, "kind", perr.Kind, "wait", wait, "error", perr.Message)
+		if err := Sleep(ctx, wait); err != nil {
+			yield(Chunk{}, err)
+			return
+		}
+	}
 }

@@ -209,32 +209,8 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.C
 		if req.Temperature != nil {
 			p.log.DebugContext(ctx, "temperature not sent: the Messages API no longer takes it", "provider", Name)
 		}
-		for attempt := 1; ; attempt++ {
-			start := time.Now()
-			yielded, done, f := p.attempt(ctx, &params, attempt, yield)
-			if done {
-				return
-			}
-			if err := ctx.Err(); err != nil {
-				yield(llm.Chunk{}, err)
-				return
-			}
-			perr := f.err
-			perr.Attempts = attempt
-			wait, retry := p.retryWait(f, attempt)
-			if yielded || !retry {
-				p.log.DebugContext(ctx, "model call failed", "provider", Name, "model", params.Model,
-					"attempt", attempt, "duration", time.Since(start), "error", perr)
-				yield(llm.Chunk{}, perr)
-				return
-			}
-			p.log.WarnContext(ctx, "model call failed, retrying", "provider", Name, "model", params.Model,
-				"attempt", attempt, "status", perr.StatusCode, "kind", perr.Kind, "wait", wait, "error", perr.Message)
-			if err := llm.Sleep(ctx, wait); err != nil {
-				yield(llm.Chunk{}, err)
-				return
-			}
-		}
+		llm.StreamWithRetries(ctx, llm.RetryOptions{Provider: Name, Model: string(params.Model), MaxRetries: p.maxRetries, Delay: p.retryDelay, Logger: p.log},
+			func(n int) (bool, bool, *llm.Failure) { return p.attempt(ctx, &params, n, yield) }, yield)
 	}
 }
 
@@ -244,7 +220,7 @@ var errAttemptTimeout = errors.New("anthropic: attempt timed out")
 // attempt sends one request and streams its answer. done reports that the stream is over:
 // the answer was yielded whole, or the consumer stopped. Otherwise f is the failure and
 // yielded reports whether a chunk was yielded before it.
-func (p *Provider) attempt(ctx context.Context, params *anthropic.MessageNewParams, attempt int, yield func(llm.Chunk, error) bool) (yielded, done bool, f *failure) {
+func (p *Provider) attempt(ctx context.Context, params *anthropic.MessageNewParams, attempt int, yield func(llm.Chunk, error) bool) (yielded, done bool, f *llm.Failure) {
 	actx := ctx
 	if p.timeout > 0 {
 		var cancel context.CancelFunc
@@ -279,7 +255,7 @@ func (p *Provider) attempt(ctx context.Context, params *anthropic.MessageNewPara
 	if err := stream.Err(); err != nil {
 		if errors.Is(context.Cause(actx), errAttemptTimeout) && ctx.Err() == nil {
 			f := networkFailure(context.DeadlineExceeded)
-			f.err.Message = "no complete answer within the timeout of " + p.timeout.String()
+			f.Err.Message = "no complete answer within the timeout of " + p.timeout.String()
 			return yielded, false, f
 		}
 		return yielded, false, classify(err, res, readErr)
@@ -293,10 +269,4 @@ func (p *Provider) attempt(ctx context.Context, params *anthropic.MessageNewPara
 	}
 	yield(llm.Chunk{Done: resp}, nil)
 	return true, true, nil
-}
-
-// retryWait returns how long to wait before retrying after the attempt-th attempt failed
-// with f, and whether to retry at all.
-func (p *Provider) retryWait(f *failure, attempt int) (time.Duration, bool) {
-	return llm.RetryWait(f.retry, f.err.RetryAfter, attempt, p.maxRetries, p.retryDelay)
 }

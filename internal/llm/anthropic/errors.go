@@ -14,23 +14,15 @@ import (
 	"github.com/toolmesh/toolmesh/internal/llm"
 )
 
-// failure is a failed attempt: the error to report, and whether another attempt may help.
-type failure struct {
-	err   *llm.ProviderError
-	retry bool
-}
+func networkFailure(err error) *llm.Failure { return llm.NetworkFailure(Name, err) }
 
-func networkFailure(err error) *failure {
-	return &failure{err: &llm.ProviderError{Provider: Name, Kind: llm.KindNetwork, Err: err}, retry: true}
-}
-
-func malformedFailure(status int, msg string, err error) *failure {
-	return &failure{err: &llm.ProviderError{Provider: Name, Kind: llm.KindMalformed, StatusCode: status, Message: msg, Err: err}}
+func malformedFailure(status int, msg string, err error) *llm.Failure {
+	return llm.MalformedFailure(Name, status, msg, err)
 }
 
 // classify turns the error of a stream into a failure. res is the attempt's response, if
 // one arrived; readErr is the error of a failed read of its body, if any.
-func classify(err error, res *http.Response, readErr error) *failure {
+func classify(err error, res *http.Response, readErr error) *llm.Failure {
 	var apiErr *anthropic.Error
 	switch {
 	case errors.As(err, &apiErr):
@@ -80,7 +72,7 @@ func kindOfType(typ, msg string) llm.ErrorKind {
 }
 
 // statusFailure is the failure of an error status.
-func statusFailure(status int, h http.Header, typ, msg string, err error) *failure {
+func statusFailure(status int, h http.Header, typ, msg string, err error) *llm.Failure {
 	kind := kindOfType(typ, msg)
 	if kind == "" {
 		kind = llm.KindForStatus(status)
@@ -102,17 +94,17 @@ func statusFailure(status int, h http.Header, typ, msg string, err error) *failu
 	case "false":
 		retry = false
 	}
-	return &failure{err: pe, retry: retry}
+	return &llm.Failure{Err: pe, Retry: retry}
 }
 
 // eventFailure is the failure of an error event in a stream that began with 200 OK, such
 // as overloaded_error.
-func eventFailure(typ, msg string, err error) *failure {
+func eventFailure(typ, msg string, err error) *llm.Failure {
 	kind := kindOfType(typ, msg)
 	if kind == "" {
 		kind = llm.KindUnavailable
 	}
-	return &failure{err: &llm.ProviderError{Provider: Name, Kind: kind, Message: msg, Err: err}, retry: kind.Temporary()}
+	return &llm.Failure{Err: &llm.ProviderError{Provider: Name, Kind: kind, Message: msg, Err: err}, Retry: kind.Temporary()}
 }
 
 // bodyText is the message of an error body that is not the API's error object: its

@@ -106,13 +106,13 @@ func (a *accumulator) add(e anthropic.MessageStreamEventUnion) []llm.Chunk {
 }
 
 // finish returns the assembled answer, or the failure of a stream that ended without one.
-func (a *accumulator) finish() (*llm.Response, *failure) {
+func (a *accumulator) finish() (*llm.Response, *llm.Failure) {
 	if a.events == 0 {
 		return nil, malformedFailure(0, "the answer held no stream events", nil)
 	}
 	if !a.stopped {
 		f := networkFailure(nil)
-		f.err.Message = "the answer stream ended before message_stop"
+		f.Err.Message = "the answer stream ended before message_stop"
 		return nil, f
 	}
 	resp := &llm.Response{

@@ -15,23 +15,15 @@ import (
 	"github.com/toolmesh/toolmesh/internal/llm"
 )
 
-// failure is a failed attempt: the error to report, and whether another attempt may help.
-type failure struct {
-	err   *llm.ProviderError
-	retry bool
-}
+func networkFailure(err error) *llm.Failure { return llm.NetworkFailure(Name, err) }
 
-func networkFailure(err error) *failure {
-	return &failure{err: &llm.ProviderError{Provider: Name, Kind: llm.KindNetwork, Err: err}, retry: true}
-}
-
-func malformedFailure(status int, msg string, err error) *failure {
-	return &failure{err: &llm.ProviderError{Provider: Name, Kind: llm.KindMalformed, StatusCode: status, Message: msg, Err: err}}
+func malformedFailure(status int, msg string, err error) *llm.Failure {
+	return llm.MalformedFailure(Name, status, msg, err)
 }
 
 // classify turns the error of a stream into a failure. res is the attempt's response, if
 // one arrived; readErr is the error of a failed read of its body, if any.
-func classify(err error, res *http.Response, readErr error) *failure {
+func classify(err error, res *http.Response, readErr error) *llm.Failure {
 	var apiErr *openai.Error
 	var streamErr *ssestream.StreamError
 	switch {
@@ -67,7 +59,7 @@ func readBack(res *http.Response) []byte {
 }
 
 // statusFailure is the failure of an error status.
-func statusFailure(status int, h http.Header, msg, code, typ string, err error) *failure {
+func statusFailure(status int, h http.Header, msg, code, typ string, err error) *llm.Failure {
 	kind := llm.KindForStatus(status)
 	lower := strings.ToLower(msg)
 	switch {
@@ -91,11 +83,11 @@ func statusFailure(status int, h http.Header, msg, code, typ string, err error) 
 	case "false":
 		retry = false
 	}
-	return &failure{err: pe, retry: retry}
+	return &llm.Failure{Err: pe, Retry: retry}
 }
 
 // eventFailure is the failure of an error event in a stream that began with 200 OK.
-func eventFailure(data []byte, err error) *failure {
+func eventFailure(data []byte, err error) *llm.Failure {
 	msg, code, typ := bodyMessage(data)
 	kind := llm.KindUnavailable
 	switch {
@@ -109,7 +101,7 @@ func eventFailure(data []byte, err error) *failure {
 	if msg == "" {
 		msg = strings.TrimSpace(string(data))
 	}
-	return &failure{err: &llm.ProviderError{Provider: Name, Kind: kind, Message: msg, Err: err}, retry: kind.Temporary()}
+	return &llm.Failure{Err: &llm.ProviderError{Provider: Name, Kind: kind, Message: msg, Err: err}, Retry: kind.Temporary()}
 }
 
 // bodyMessage finds the message of an error body in the shapes OpenAI and compatible

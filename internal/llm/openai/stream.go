@@ -85,13 +85,13 @@ func (a *accumulator) addCall(tc openai.ChatCompletionChunkChoiceDeltaToolCall) 
 }
 
 // finish returns the assembled answer, or the failure of a stream that ended without one.
-func (a *accumulator) finish() (*llm.Response, *failure) {
+func (a *accumulator) finish() (*llm.Response, *llm.Failure) {
 	if a.events == 0 {
 		return nil, malformedFailure(0, "the answer held no stream events", nil)
 	}
 	if a.reason == "" {
 		f := networkFailure(nil)
-		f.err.Message = "the answer stream ended before the answer was complete"
+		f.Err.Message = "the answer stream ended before the answer was complete"
 		return nil, f
 	}
 	resp := &llm.Response{
