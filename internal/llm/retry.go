@@ -108,6 +108,9 @@ type RetryOptions struct {
 // retried only while nothing has been yielded, so the consumer never sees an answer
 // twice; the wait honours the server's Retry-After (see RetryWait).
 func StreamWithRetries(ctx context.Context, o RetryOptions, attempt func(n int) (yielded, done bool, f *Failure), yield func(Chunk, error) bool) {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
 	for n := 1; ; n++ {
 		start := time.Now()
 		yielded, done, f := attempt(n)

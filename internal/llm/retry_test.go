@@ -63,3 +63,43 @@ func TestSleepAndWatchedBody(t *testing.T) {
 type errReader struct{ err error }
 
 func (r errReader) Read([]byte) (int, error) { return 0, r.err }
+
+// TestStreamWithRetries: a failure is retried while nothing was yielded and the retries
+// last; a failure after a chunk, or a final one, reaches the consumer with the attempts.
+func TestStreamWithRetries(t *testing.T) {
+	temp := &llm.Failure{Err: &llm.ProviderError{Provider: "p", Kind: llm.KindUnavailable}, Retry: true}
+	cases := []struct {
+		name     string
+		script   func(n int) (bool, bool, *llm.Failure)
+		attempts int
+		wantErr  bool
+	}{
+		{"second attempt succeeds", func(n int) (bool, bool, *llm.Failure) {
+			if n == 1 {
+				return false, false, temp
+			}
+			return true, true, nil
+		}, 2, false},
+		{"retries used up", func(int) (bool, bool, *llm.Failure) { return false, false, temp }, 3, true},
+		{"failure after a chunk is not retried", func(int) (bool, bool, *llm.Failure) { return true, false, temp }, 1, true},
+		{"final failure", func(int) (bool, bool, *llm.Failure) {
+			return false, false, &llm.Failure{Err: &llm.ProviderError{Provider: "p", Kind: llm.KindAuth}}
+		}, 1, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			calls := 0
+			var got error
+			llm.StreamWithRetries(context.Background(), llm.RetryOptions{MaxRetries: 2, Delay: time.Microsecond},
+				func(n int) (bool, bool, *llm.Failure) { calls++; return c.script(n) },
+				func(_ llm.Chunk, err error) bool { got = err; return true })
+			if calls != c.attempts || (got != nil) != c.wantErr {
+				t.Fatalf("attempts %d (want %d), error %v", calls, c.attempts, got)
+			}
+			var pe *llm.ProviderError
+			if c.wantErr && (!errors.As(got, &pe) || pe.Attempts != calls) {
+				t.Errorf("error %v does not count %d attempts", got, calls)
+			}
+		})
+	}
+}
