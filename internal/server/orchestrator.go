@@ -438,7 +438,7 @@ func (o *orchestratorServer) GetRun(_ context.Context, req *toolpb.GetRunRequest
 }
 
 // CancelRun cancels a running run; cancelling a finished run reports its final state.
-func (o *orchestratorServer) CancelRun(_ context.Context, req *toolpb.CancelRunRequest) (*toolpb.CancelRunResponse, error) {
+func (o *orchestratorServer) CancelRun(ctx context.Context, req *toolpb.CancelRunRequest) (*toolpb.CancelRunResponse, error) {
 	if req.GetRunId() == "" {
 		return nil, invalid("run_id", "is empty").status()
 	}
@@ -457,7 +457,18 @@ func (o *orchestratorServer) CancelRun(_ context.Context, req *toolpb.CancelRunR
 		reason = "cancelled by client"
 	}
 	r.cancel(fmt.Errorf("%w: %s", errCancelled, reason))
-	return &toolpb.CancelRunResponse{State: toolpb.RunState_RUN_STATE_CANCELLED}, nil
+	// Report how the run really ended: one that finished just as it was cancelled keeps
+	// its own outcome. A run ends promptly once cancelled; the wait is bounded anyway.
+	wait, stop := context.WithTimeout(ctx, 10*time.Second)
+	defer stop()
+	select {
+	case <-r.over:
+	case <-wait.Done():
+		return &toolpb.CancelRunResponse{State: toolpb.RunState_RUN_STATE_CANCELLED}, nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return &toolpb.CancelRunResponse{State: r.state}, nil
 }
 
 func randomHex(n int) string {

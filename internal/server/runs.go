@@ -16,6 +16,8 @@ import (
 type run struct {
 	id     string
 	cancel context.CancelCauseFunc
+	// over is closed once the run's final state is recorded.
+	over chan struct{}
 
 	mu         sync.Mutex
 	state      toolpb.RunState
@@ -93,7 +95,7 @@ func (s *runStore) start(id string, cancel context.CancelCauseFunc) (*run, start
 	if old != nil {
 		s.finished = slices.DeleteFunc(s.finished, func(f *run) bool { return f == old })
 	}
-	r := &run{id: id, cancel: cancel, state: toolpb.RunState_RUN_STATE_RUNNING, started: time.Now()}
+	r := &run{id: id, cancel: cancel, over: make(chan struct{}), state: toolpb.RunState_RUN_STATE_RUNNING, started: time.Now()}
 	s.runs[id] = r
 	s.live[r] = true
 	return r, startOK
@@ -101,6 +103,7 @@ func (s *runStore) start(id string, cancel context.CancelCauseFunc) (*run, start
 
 // finish records the end of a run and forgets the oldest finished runs beyond retention.
 func (s *runStore) finish(r *run) {
+	close(r.over)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.live, r)
