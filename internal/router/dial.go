@@ -11,16 +11,11 @@ import (
 	"google.golang.org/grpc/stats"
 )
 
-// Dial opens a client connection to a worker with the options every worker connection
-// needs: keepalive, so that a silent partition fails fast instead of at the deadline; no
-// service config from DNS, so that no retry policy can re-execute calls behind the
-// router's back (the router is the only retry layer); and the stats handler that tells
-// whether a failed call ever left this process.
-func Dial(address string) (*grpc.ClientConn, error) {
-	return grpc.NewClient(address, DialOptions()...)
-}
-
-// DialOptions are the options Dial uses, for callers that add their own.
+// DialOptions are the options every connection to a worker needs: keepalive, so that a
+// silent partition fails fast instead of at the deadline; no service config from DNS, so
+// that no retry policy can re-execute calls behind the router's back (the router is the
+// only retry layer); and the stats handler that tells whether a failed call ever left
+// this process. A custom Options.Dial should start from them.
 func DialOptions() []grpc.DialOption {
 	return []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),

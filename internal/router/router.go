@@ -48,8 +48,9 @@ type Options struct {
 	EjectFor time.Duration
 	// MaxAttempts bounds the replicas one call is sent to. Default 3.
 	MaxAttempts int
-	// Dial opens a client connection to a worker. Default: Dial. A replacement must
-	// include DialOptions(): without their stats handler the router cannot prove that a
+	// Dial opens a client connection to a worker. Default: grpc.NewClient with
+	// DialOptions() and the telemetry handlers. A replacement must include
+	// DialOptions(): without their stats handler the router cannot prove that a
 	// failed call never left, and so never fails such a call over.
 	Dial func(address string) (*grpc.ClientConn, error)
 	// Converter returns the converter that decides which ToolCallContext entries reach the
