@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"time"
 )
 
@@ -137,4 +138,33 @@ func StreamWithRetries(ctx context.Context, o RetryOptions, attempt func(n int) 
 			return
 		}
 	}
+}
+
+// Retry bounds of the HTTP providers' Options.MaxRetries.
+const (
+	// DefaultMaxRetries is the number of retries when MaxRetries is zero.
+	DefaultMaxRetries = 2
+	// MaxMaxRetries caps MaxRetries.
+	MaxMaxRetries = 10
+)
+
+// Retries maps an Options.MaxRetries to the retries made: 0 means DefaultMaxRetries, a
+// negative value none, and at most MaxMaxRetries.
+func Retries(n int) int {
+	switch {
+	case n == 0:
+		return DefaultMaxRetries
+	case n < 0:
+		return 0
+	}
+	return min(n, MaxMaxRetries)
+}
+
+// DefaultHTTPClient is a client of its own on a clone of http.DefaultTransport, so that a
+// provider's connections are not shared with (or tuned by) the rest of the process.
+func DefaultHTTPClient() *http.Client {
+	if t, ok := http.DefaultTransport.(*http.Transport); ok {
+		return &http.Client{Transport: t.Clone()}
+	}
+	return &http.Client{Transport: http.DefaultTransport}
 }

@@ -103,3 +103,11 @@ func TestStreamWithRetries(t *testing.T) {
 		})
 	}
 }
+
+func TestRetries(t *testing.T) {
+	for in, want := range map[int]int{0: llm.DefaultMaxRetries, -1: 0, 3: 3, 1000: llm.MaxMaxRetries} {
+		if got := llm.Retries(in); got != want {
+			t.Errorf("Retries(%d) = %d, want %d", in, got, want)
+		}
+	}
+}

@@ -53,9 +53,9 @@ const DefaultMaxTokens = 4096
 // Retry bounds.
 const (
 	// DefaultMaxRetries is the number of retries when Options.MaxRetries is zero.
-	DefaultMaxRetries = 2
+	DefaultMaxRetries = llm.DefaultMaxRetries
 	// MaxMaxRetries caps Options.MaxRetries.
-	MaxMaxRetries = 10
+	MaxMaxRetries = llm.MaxMaxRetries
 	// DefaultRetryDelay is the first backoff when Options.RetryDelay is zero.
 	DefaultRetryDelay = 500 * time.Millisecond
 	// MaxRetryAfter is the longest retry-after the provider waits for; a longer one ends
@@ -121,12 +121,12 @@ func New(o Options) (*Provider, error) {
 	}
 	hc := o.HTTPClient
 	if hc == nil {
-		hc = defaultHTTPClient()
+		hc = llm.DefaultHTTPClient()
 	}
 	p := &Provider{
 		defaultModel: o.DefaultModel,
 		maxTokens:    o.MaxTokens,
-		maxRetries:   retries(o.MaxRetries),
+		maxRetries:   llm.Retries(o.MaxRetries),
 		retryDelay:   o.RetryDelay,
 		timeout:      o.Timeout,
 		log:          o.Logger,
@@ -156,23 +156,6 @@ func New(o Options) (*Provider, error) {
 	client := anthropic.NewClient(opts...)
 	p.messages = client.Messages
 	return p, nil
-}
-
-func retries(n int) int {
-	switch {
-	case n == 0:
-		return DefaultMaxRetries
-	case n < 0:
-		return 0
-	}
-	return min(n, MaxMaxRetries)
-}
-
-func defaultHTTPClient() *http.Client {
-	if t, ok := http.DefaultTransport.(*http.Transport); ok {
-		return &http.Client{Transport: t.Clone()}
-	}
-	return &http.Client{Transport: http.DefaultTransport}
 }
 
 // Name returns "anthropic".

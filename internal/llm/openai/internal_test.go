@@ -57,11 +57,3 @@ func TestStrictCompatible(t *testing.T) {
 		}
 	}
 }
-
-func TestRetries(t *testing.T) {
-	for in, want := range map[int]int{0: DefaultMaxRetries, -1: 0, 3: 3, 1000: MaxMaxRetries} {
-		if got := retries(in); got != want {
-			t.Errorf("retries(%d) = %d, want %d", in, got, want)
-		}
-	}
-}
