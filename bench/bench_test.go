@@ -204,7 +204,7 @@ func TestExplainEveryGoal(t *testing.T) {
 	rep.evaluateGoals()
 	rep.Profiles = []profileSummary{{Variant: VHop + " (worker in this process)", Goal: VHop,
 		Buckets:     []share{{"Go runtime: GC", 30}, {"toolmesh", 10}},
-		TopToolmesh: []share{{"internal/router.(*Router).invoke", 50}, {"pkg/tool.Schema.Validate", 20}}}}
+		TopToolmesh: []share{{"internal/router.(*Router).invoke", 50}, {"pkg/schema.Schema.Validate", 20}}}}
 	rep.explainMisses()
 	for _, g := range rep.Goals {
 		if g.Verdict != Missed {
@@ -215,7 +215,7 @@ func TestExplainEveryGoal(t *testing.T) {
 			t.Errorf("goal %s: why %q, fix %q", g.ID, g.Why, g.Fix)
 		}
 	}
-	if !strings.Contains(rep.Goals[0].Why, "pkg/tool.Schema.Validate 20%") {
+	if !strings.Contains(rep.Goals[0].Why, "pkg/schema.Schema.Validate 20%") {
 		t.Errorf("the hop's why does not cite the profile: %q", rep.Goals[0].Why)
 	}
 	checkRenders(t, rep)
@@ -260,7 +260,7 @@ Showing nodes accounting for 1s, 100% of 1s total
       flat  flat%   sum%        cum   cum%
      0.40s 40.00% 40.00%      0.40s 40.00%  runtime.scanObject
      0.30s 30.00% 70.00%      0.50s 50.00%  github.com/google/jsonschema-go/jsonschema.(*state).validate
-     0.20s 20.00% 90.00%      0.90s 90.00%  github.com/toolmesh/toolmesh/pkg/tool.Schema.Validate
+     0.20s 20.00% 90.00%      0.90s 90.00%  github.com/toolmesh/toolmesh/pkg/schema.Schema.Validate
      0.10s 10.00%   100%      0.10s 10.00%  internal/runtime/syscall/linux.Syscall6
          0     0%   100%      0.95s 95.00%  github.com/toolmesh/toolmesh/bench.measureThroughput.func1
 `
@@ -276,7 +276,7 @@ Showing nodes accounting for 1s, 100% of 1s total
 			t.Errorf("bucket %q = %v, want %v (all: %v)", k, got[k], v, got)
 		}
 	}
-	if len(s.TopToolmesh) != 1 || s.TopToolmesh[0].Name != "pkg/tool.Schema.Validate" || s.TopToolmesh[0].Percent != 90 {
+	if len(s.TopToolmesh) != 1 || s.TopToolmesh[0].Name != "pkg/schema.Schema.Validate" || s.TopToolmesh[0].Percent != 90 {
 		t.Errorf("top toolmesh: %+v", s.TopToolmesh)
 	}
 	if len(s.TopFlat) != 5 || s.TopFlat[0].Name != "runtime.scanObject" {

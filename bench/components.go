@@ -6,7 +6,8 @@ import (
 	"time"
 
 	"github.com/toolmesh/toolmesh/bench/internal/peer"
-	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/internal/ctxcodec"
+	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
 
@@ -35,7 +36,7 @@ func hopComponents() ([]component, error) {
 	}
 	schema := add.Definition().InputSchema
 	bag := toolctx.MustOf(contextEntries...)
-	codec := toolctx.Codec{}
+	codec := ctxcodec.Codec{}
 	md, err := codec.Encode(bag)
 	if err != nil {
 		return nil, err
@@ -45,9 +46,9 @@ func hopComponents() ([]component, error) {
 		return nil, err
 	}
 	// The worker hands its tool the arguments it validated, marked as such.
-	ctx := tool.WithValidated(context.Background(), canonical)
+	ctx := toolinternal.WithValidated(context.Background(), canonical)
 	return []component{
-		{ID: "validate", Name: "validate the arguments against the schema (tool.Schema.Validate)", Where: "the loop before dispatch; pkg/worker before the tool",
+		{ID: "validate", Name: "validate the arguments against the schema (schema.Schema.Validate)", Where: "the loop before dispatch; pkg/worker before the tool",
 			fn: func() error { _, err := schema.Validate(Arguments); return err }},
 		{ID: "typed-add", Name: "call the built-in typed add as the worker does (arguments already validated: decode; add; format)", Where: "the worker's tool",
 			fn: func() error {
@@ -57,9 +58,9 @@ func hopComponents() ([]component, error) {
 				}
 				return err
 			}},
-		{ID: "ctx-encode", Name: "encode the 4-key ToolCallContext as metadata (toolctx.Codec.Encode)", Where: "the router",
+		{ID: "ctx-encode", Name: "encode the 4-key ToolCallContext as metadata (ctxcodec.Codec.Encode)", Where: "the router",
 			fn: func() error { _, err := codec.Encode(bag); return err }},
-		{ID: "ctx-decode", Name: "decode it from metadata (toolctx.Codec.Decode)", Where: "pkg/worker",
+		{ID: "ctx-decode", Name: "decode it from metadata (ctxcodec.Codec.Decode)", Where: "pkg/worker",
 			fn: func() error { _, err := codec.Decode(md); return err }},
 		{ID: "json-add", Name: "decode the arguments with encoding/json and add (what rawadd does)", Where: "the limit's handler",
 			fn: func() error { _, err := peer.Add([]byte(Arguments)); return err }},

@@ -18,13 +18,17 @@ import (
 
 	"github.com/toolmesh/toolmesh/bench/internal/peer"
 	"github.com/toolmesh/toolmesh/internal/builtin"
+	"github.com/toolmesh/toolmesh/internal/ctxcodec"
 	"github.com/toolmesh/toolmesh/internal/decorators"
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/internal/loop"
 	"github.com/toolmesh/toolmesh/internal/router"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/pkg/client"
+	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
@@ -298,7 +302,7 @@ func (e *env) limitVariant(conn *grpc.ClientConn, withMetadata bool) *variant {
 	if withMetadata {
 		v.name = VLimitMD
 		v.measures = "the limit call plus the same four ToolCallContext entries as metadata, encoded as toolmesh encodes them (tm-ctx-<base32>-bin); informative, not a goal"
-		md, err := (toolctx.Codec{}).Encode(toolctx.MustOf(contextEntries...))
+		md, err := (ctxcodec.Codec{}).Encode(toolctx.MustOf(contextEntries...))
 		if err != nil {
 			return v
 		}
@@ -332,12 +336,12 @@ func (e *env) hopVariant(name string, c *core, chain []decorators.Decorator) *va
 		return v
 	}
 	t = decorators.Apply(t, chain...)
-	bag := toolctx.MustOf(contextEntries...).WithLoopID("loop_bench")
+	bag := toolctx.MustOf(contextEntries...)
 	info := tool.CallInfo{RunID: "run_bench", LoopID: "loop_bench", CallID: "call_1"}
 	v.call = func(ctx context.Context) error {
-		ctx = tool.WithCallInfo(ctx, info)
+		ctx = toolcall.WithCallInfo(ctx, info)
 		ctx = toolctx.NewContext(ctx, bag)
-		ctx, _ = tool.WithDispatch(ctx)
+		ctx, _ = toolinternal.WithDispatch(ctx)
 		res, err := t.Call(ctx, Arguments)
 		if err != nil {
 			return err
@@ -437,7 +441,7 @@ func (e *env) loopGRPCVariant(c *client.Client) *variant {
 
 func (e *env) loopInProcessVariant() *variant {
 	n := e.cfg.LoopToolCalls
-	var schema tool.Schema
+	var schema schema.Schema
 	if add, err := builtinAdd(); err == nil {
 		schema = add.Definition().InputSchema
 	}

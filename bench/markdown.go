@@ -183,7 +183,7 @@ func (r *Report) Markdown() string {
 		p("")
 	}
 	g := r.Registration
-	p("Registration: %d fake workers, each on its own connection, open the registry stream and register the built-in math group (one facade over ten operations, built by worker.GroupRegistrations) at the same moment, against a fresh in-process core:", g.Workers)
+	p("Registration: %d fake workers, each on its own connection, open the registry stream and register the built-in math group (one facade over ten operations, as pkg/worker registers it) at the same moment, against a fresh in-process core:", g.Workers)
 	p("")
 	p("| | median over rounds |")
 	p("|---|---:|")

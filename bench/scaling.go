@@ -56,11 +56,13 @@ func scaleTools(n int) ([]tool.Tool, error) {
 // registration is what a worker serving g sends first on its registration stream, built
 // by pkg/worker itself.
 func registration(id, address string, g worker.Group) (*toolpb.Registration, error) {
-	grs, err := worker.GroupRegistrations(g)
+	w, err := worker.New(worker.Options{ID: id, Orchestrator: "unused:1", Capacity: 64, Version: "bench"}, g)
 	if err != nil {
 		return nil, err
 	}
-	return &toolpb.Registration{WorkerId: id, Address: address, Capacity: 64, Version: "bench", Groups: grs}, nil
+	reg := w.Registration()
+	reg.Address = address
+	return reg, nil
 }
 
 // routingTable is a router holding n registered tools (one fake worker that is never

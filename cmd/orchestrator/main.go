@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/ctxcodec"
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/llm/anthropic"
 	"github.com/toolmesh/toolmesh/internal/llm/openai"
@@ -28,7 +29,6 @@ import (
 	"github.com/toolmesh/toolmesh/internal/router"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
-	"github.com/toolmesh/toolmesh/pkg/toolctx"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
 
@@ -116,7 +116,7 @@ func run(args []string) error {
 	}
 	rt := router.New(router.Options{
 		Converter:      converters,
-		Codec:          toolctx.Codec{MaxBytes: cfg.Context.MaxBytes},
+		Codec:          ctxcodec.Codec{MaxBytes: cfg.Context.MaxBytes},
 		GracePeriod:    cfg.Registry.GracePeriod.D(),
 		DefaultTimeout: cfg.Router.DefaultToolTimeout.D(),
 		EjectAfter:     cfg.Router.EjectAfterFailures,

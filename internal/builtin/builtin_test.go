@@ -109,7 +109,7 @@ func TestMathGroup(t *testing.T) {
 		t.Errorf("calling math = %q\nwant %q", res.Content, unfold)
 	}
 
-	grs, err := worker.GroupRegistrations(g)
+	grs, err := groupRegistrations(g)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +206,7 @@ func TestGroups(t *testing.T) {
 		if !ok || (g.Role != name) {
 			t.Errorf("Group(%q) = %q, %v", name, g.Role, ok)
 		}
-		if _, err := worker.GroupRegistrations(g); err != nil {
+		if _, err := groupRegistrations(g); err != nil {
 			t.Errorf("group %s cannot be served: %v", name, err)
 		}
 	}
@@ -236,8 +236,8 @@ func TestGroupWithDelay(t *testing.T) {
 					t.Errorf("%s is not delayed: %+v, %v", x.Definition().Name, res, err)
 				}
 			}
-			a, errA := worker.GroupRegistrations(plain)
-			b, errB := worker.GroupRegistrations(slow)
+			a, errA := groupRegistrations(plain)
+			b, errB := groupRegistrations(slow)
 			if errA != nil || errB != nil {
 				t.Fatal(errA, errB)
 			}
@@ -246,4 +246,13 @@ func TestGroupWithDelay(t *testing.T) {
 			}
 		})
 	}
+}
+
+// groupRegistrations is what a worker serving groups registers.
+func groupRegistrations(groups ...worker.Group) ([]*toolpb.GroupRegistration, error) {
+	w, err := worker.New(worker.Options{Orchestrator: "unused:1"}, groups...)
+	if err != nil {
+		return nil, err
+	}
+	return w.Registration().GetGroups(), nil
 }

@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/grpc/metadata"
 
+	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 	"github.com/toolmesh/toolmesh/pkg/worker"
@@ -27,7 +28,7 @@ type Echo struct {
 func ContextEcho(name string) worker.Group { return contextEcho(name, nil) }
 
 func contextEcho(name string, wrap Wrap) worker.Group {
-	t := tool.New("show_context_"+name, "Show the out-of-band context this call received", tool.EmptySchema(),
+	t := tool.New("show_context_"+name, "Show the out-of-band context this call received", schema.Empty(),
 		func(ctx context.Context, _ string) (tool.Result, error) {
 			md, _ := metadata.FromIncomingContext(ctx)
 			out := Echo{Context: toolctx.FromContext(ctx).Map(), Metadata: map[string][]string{}}

@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"strings"
 
+	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/worker"
 )
@@ -93,7 +94,7 @@ func shopGroup(wrap Wrap) worker.Group {
 		tool.Of(PricingFacade, PricingDescription, pricing),
 	})
 	openCart := tool.Selectable(OpenCartFacade, OpenCartDescription,
-		tool.Params(tool.String("store", OpenCartStoreDescription)), cart,
+		schema.Params(schema.String("store", OpenCartStoreDescription)), cart,
 		tool.SelectorFunc(func(ctx context.Context, input string) ([]tool.Tool, error) {
 			if err := openCartSelect(ctx, input); err != nil {
 				return nil, err

@@ -14,6 +14,8 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/toolmesh/toolmesh/internal/builtin"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 	"github.com/toolmesh/toolmesh/pkg/worker"
@@ -30,7 +32,7 @@ func TestShopRegistration(t *testing.T) {
 	if g.Role != "shop" || g.Description != builtin.ShopDescription || g.UsageNotes != builtin.ShopUsageNotes || len(g.Tools) != 0 {
 		t.Errorf("group = %q %q %q, %d tools", g.Role, g.Description, g.UsageNotes, len(g.Tools))
 	}
-	grs, err := worker.GroupRegistrations(g)
+	grs, err := groupRegistrations(g)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +116,7 @@ func TestShopTools(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.tool+" "+tc.args+" "+tc.state, func(t *testing.T) {
 			st := tool.NewState([]byte(tc.state))
-			res, err := find(t, g, tc.tool).Call(tool.WithState(context.Background(), st), tc.args)
+			res, err := find(t, g, tc.tool).Call(toolcall.WithState(context.Background(), st), tc.args)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -136,7 +138,7 @@ func TestOpenCart(t *testing.T) {
 		}
 	}
 	st := tool.NewState([]byte(`{"store":"old","items":[{"sku":"X","quantity":1}]}`))
-	selected, err := openCart.Select(tool.WithState(context.Background(), st), `{"store":"postgres://shop/main"}`)
+	selected, err := openCart.Select(toolcall.WithState(context.Background(), st), `{"store":"postgres://shop/main"}`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +154,7 @@ func TestOpenCart(t *testing.T) {
 	} {
 		ctx := context.Background()
 		if tc.name != "no state" {
-			ctx = tool.WithState(ctx, tool.NewState(nil))
+			ctx = toolcall.WithState(ctx, tool.NewState(nil))
 		}
 		if _, err := openCart.Select(ctx, tc.args); err == nil || err.Error() != tc.want {
 			t.Errorf("%s: err = %v, want %q", tc.name, err, tc.want)
@@ -217,7 +219,7 @@ func TestCartAcrossReplicas(t *testing.T) {
 	const notes = "Use cart_add to add a product, cart_view to see the cart, cart_checkout to check it out."
 	steps := []step{
 		{a, "open_cart", `{"store":"postgres://shop/main"}`,
-			tool.UnfoldMessage([]string{"cart_add", "cart_view", "cart_checkout"}, notes), []string{"cart_add", "cart_view", "cart_checkout"},
+			toolinternal.UnfoldMessage([]string{"cart_add", "cart_view", "cart_checkout"}, notes), []string{"cart_add", "cart_view", "cart_checkout"},
 			`{"store":"postgres://shop/main","items":[]}`},
 		{a, "cart_add", `{"sku":"A-100","quantity":2}`, "added 2 x A-100 to the cart at postgres://shop/main (1 item in the cart)", nil,
 			`{"store":"postgres://shop/main","items":[{"sku":"A-100","quantity":2}]}`},

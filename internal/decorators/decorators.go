@@ -8,8 +8,6 @@ package decorators
 import (
 	"context"
 	"errors"
-	"fmt"
-	"runtime/debug"
 
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
@@ -37,21 +35,16 @@ func (b base) Definition() tool.Definition { return b.d.Definition() }
 func (b base) Metadata() tool.Metadata     { return b.d.Metadata() }
 func (b base) Delegate() tool.Tool         { return b.d }
 
-// errorMapping turns a returned error or a panic into an error result, so that a failing
-// tool never ends a run. Control-flow signals pass through.
+// errorMapping turns a returned error into an error result, so that a failing tool
+// never ends a run. Control-flow signals pass through. (Panics are recovered once, by
+// whatever runs the call: internal/toolcall.)
 type errorMapping struct{ base }
 
-// ErrorMapping wraps t so that its failures reach the model as error results.
+// ErrorMapping wraps t so that its returned errors reach the model as error results.
 func ErrorMapping(t tool.Tool) tool.Tool { return errorMapping{base{t}} }
 
-func (e errorMapping) Call(ctx context.Context, input string) (res tool.Result, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			res = tool.ErrorWithCode(tool.CodePanic, fmt.Sprintf("tool '%s' panicked: %v", e.d.Definition().Name, p))
-			res.Cause, err = &tool.PanicError{Value: p, Stack: debug.Stack()}, nil // the stack is for the logs
-		}
-	}()
-	res, err = e.d.Call(ctx, input)
+func (e errorMapping) Call(ctx context.Context, input string) (tool.Result, error) {
+	res, err := e.d.Call(ctx, input)
 	if err != nil {
 		var sig tool.Signal
 		if errors.As(err, &sig) {

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/toolmesh/toolmesh/internal/telemetry"
+	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
@@ -36,7 +37,7 @@ func (t traced) Call(ctx context.Context, input string) (tool.Result, error) {
 	t.tel.ContextAttributes(span, toolctx.FromContext(ctx).Map())
 	res, err := t.d.Call(ctx, input)
 	end := telemetry.ToolResult{Arguments: input, Result: res.Content}
-	if d := tool.DispatchFrom(ctx); d != nil {
+	if d := toolinternal.DispatchFrom(ctx); d != nil {
 		end.WorkerID, end.Attempts = d.WorkerID, d.Attempts
 	}
 	switch {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/loop"
+	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
@@ -18,7 +19,7 @@ import (
 func TestRunToolCallContext(t *testing.T) {
 	var mu sync.Mutex
 	var seen []map[string]string
-	probe := tool.New("probe", "records its context", tool.EmptySchema(), func(ctx context.Context, _ string) (tool.Result, error) {
+	probe := tool.New("probe", "records its context", schema.Empty(), func(ctx context.Context, _ string) (tool.Result, error) {
 		mu.Lock()
 		seen = append(seen, toolctx.FromContext(ctx).Map())
 		mu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/loop"
 	"github.com/toolmesh/toolmesh/internal/loop/looptest"
+	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
@@ -106,7 +107,7 @@ func TestRunEmptyResponse(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := looptest.Replies(tt.replies...)
-			workTool := tool.New("work", "works", tool.EmptySchema(), okCall("worked"))
+			workTool := tool.New("work", "works", schema.Empty(), okCall("worked"))
 			got, err := loop.Run(t.Context(), loop.Options{Provider: p, EmptyRetries: tt.retries}, loop.Input{
 				Messages: []llm.Message{user("hi")}, Tools: []tool.Tool{workTool},
 			})

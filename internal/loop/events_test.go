@@ -13,6 +13,8 @@ import (
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/internal/loop"
+	"github.com/toolmesh/toolmesh/internal/toolinternal"
+	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
@@ -20,18 +22,18 @@ import (
 // an unknown tool, a tool with invalid arguments and a failing tool.
 func TestRunEvents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		work := tool.New("work", "works", tool.EmptySchema(), func(ctx context.Context, _ string) (tool.Result, error) {
+		work := tool.New("work", "works", schema.Empty(), func(ctx context.Context, _ string) (tool.Result, error) {
 			time.Sleep(5 * time.Millisecond)
-			d := tool.DispatchFrom(ctx)
+			d := toolinternal.DispatchFrom(ctx)
 			d.WorkerID, d.Attempts = "w1", 2
 			return tool.Text("worked"), nil
 		})
-		strict := tool.New("strict", "needs a", tool.Params(tool.Integer("a", "a number")), func(context.Context, string) (tool.Result, error) {
+		strict := tool.New("strict", "needs a", schema.Params(schema.Integer("a", "a number")), func(context.Context, string) (tool.Result, error) {
 			t.Error("strict was called with invalid arguments")
 			return tool.Text("no"), nil
 		})
-		fail := tool.New("fail", "fails", tool.EmptySchema(), func(ctx context.Context, _ string) (tool.Result, error) {
-			tool.DispatchFrom(ctx).WorkerID = "w2"
+		fail := tool.New("fail", "fails", schema.Empty(), func(ctx context.Context, _ string) (tool.Result, error) {
+			toolinternal.DispatchFrom(ctx).WorkerID = "w2"
 			return tool.Error("broken"), nil
 		})
 		p := newScript(t,
@@ -80,7 +82,7 @@ func TestRunEvents(t *testing.T) {
 // TestRunEventsSignal checks that a call ending in a signal is reported as finished with
 // an error outcome.
 func TestRunEventsSignal(t *testing.T) {
-	stop := tool.New("stop", "stops", tool.EmptySchema(), func(context.Context, string) (tool.Result, error) {
+	stop := tool.New("stop", "stops", schema.Empty(), func(context.Context, string) (tool.Result, error) {
 		return tool.Result{}, tool.Terminate{Scope: tool.TerminateAgent, Reason: "enough"}
 	})
 	p := newScript(t, onTurn(1, calls(raw("stop", `{}`))))

@@ -12,6 +12,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/internal/loop"
+	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
@@ -86,11 +87,11 @@ func (r *recorder) invocations() []invocation {
 
 // fixed returns a tool with the empty schema that records its input and returns res.
 func (r *recorder) fixed(name string, res tool.Result, opts ...tool.Option) tool.Tool {
-	return r.fn(name, tool.EmptySchema(), func(context.Context, string) (tool.Result, error) { return res, nil }, opts...)
+	return r.fn(name, schema.Empty(), func(context.Context, string) (tool.Result, error) { return res, nil }, opts...)
 }
 
 // fn returns a tool that records its input and then runs f.
-func (r *recorder) fn(name string, schema tool.Schema, f func(ctx context.Context, input string) (tool.Result, error), opts ...tool.Option) tool.Tool {
+func (r *recorder) fn(name string, schema schema.Schema, f func(ctx context.Context, input string) (tool.Result, error), opts ...tool.Option) tool.Tool {
 	return tool.New(name, "the "+name+" tool", schema, func(ctx context.Context, input string) (tool.Result, error) {
 		r.add(name, input)
 		return f(ctx, input)

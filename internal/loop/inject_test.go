@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/loop"
+	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
@@ -113,7 +114,7 @@ func TestInjectionBatch(t *testing.T) {
 	r := &recorder{}
 	first := r.fixed("first", tool.Text("1"))
 	failing := r.fixed("failing", tool.Error("no"))
-	strict := r.fn("strict", tool.Params(tool.Integer("n", "n")), func(context.Context, string) (tool.Result, error) { return tool.Text("s"), nil })
+	strict := r.fn("strict", schema.Params(schema.Integer("n", "n")), func(context.Context, string) (tool.Result, error) { return tool.Text("s"), nil })
 	second := r.fixed("second", tool.Text("2"))
 	early := r.fixed("early", tool.Text("E"))
 	late := r.fixed("late", tool.Text("L"))
@@ -220,7 +221,7 @@ func TestInjectionNotAfterReturnDirect(t *testing.T) {
 }
 
 func TestChain(t *testing.T) {
-	a, b, c := tool.New("a", "", tool.EmptySchema(), nil), tool.New("b", "", tool.EmptySchema(), nil), tool.New("c", "", tool.EmptySchema(), nil)
+	a, b, c := tool.New("a", "", schema.Empty(), nil), tool.New("b", "", schema.Empty(), nil), tool.New("c", "", schema.Empty(), nil)
 	fixed := func(inj loop.Injection, err error) loop.Strategy {
 		return loop.StrategyFunc(func(context.Context, loop.InjectionContext) (loop.Injection, error) { return inj, err })
 	}

@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -22,6 +21,9 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/toolmesh/toolmesh/internal/llm"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/internal/toolinternal"
+	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
@@ -392,32 +394,26 @@ func (l *state) runBatch(ctx context.Context, iter int, calls []llm.ToolCall) ([
 
 // callContext is the context of call c: its call info and the loop's ToolCallContext.
 func (l *state) callContext(ctx context.Context, c llm.ToolCall) context.Context {
-	ctx = tool.WithCallInfo(ctx, tool.CallInfo{RunID: l.opts.RunID, LoopID: l.opts.LoopID, CallID: c.ID})
-	// Every call of the loop gets the same context, stamped with this loop's id.
-	return toolctx.NewContext(ctx, l.opts.Context.WithLoopID(l.opts.LoopID))
+	// Every call of the loop gets the same context; the loop id travels in the call
+	// info, and toolctx.FromContext shows it under toolctx.LoopIDKey.
+	ctx = toolcall.WithCallInfo(ctx, tool.CallInfo{RunID: l.opts.RunID, LoopID: l.opts.LoopID, CallID: c.ID})
+	return toolctx.NewContext(ctx, l.opts.Context)
 }
 
 // call runs one tool call and reports it.
 func (l *state) call(ctx context.Context, iter int, c llm.ToolCall, t tool.Tool, args string) outcome {
 	// The arguments were validated against this tool's schema before dispatch.
-	ctx, dispatch := tool.WithDispatch(tool.WithValidated(l.callContext(ctx, c), args))
+	ctx, dispatch := toolinternal.WithDispatch(toolinternal.WithValidated(l.callContext(ctx, c), args))
 	start := time.Now()
-	res, err := safeCall(ctx, t, args)
+	res, err := toolcall.Call(ctx, l.opts.Logger, t, args)
 	elapsed := time.Since(start)
-	if pe, ok := res.Cause.(*tool.PanicError); ok && res.Code == tool.CodePanic {
-		l.opts.Logger.Error("tool panicked", "tool", c.Name, "call_id", c.ID, "loop_id", l.opts.LoopID, "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
-	}
 	o := outcome{call: c}
 	ev := ToolCallFinished{Iteration: iter, LoopID: l.opts.LoopID, Call: c, Duration: elapsed, WorkerID: dispatch.WorkerID, Attempts: dispatch.Attempts}
-	if err != nil {
-		var sig tool.Signal
-		if errors.As(err, &sig) {
-			o.signal = err
-			ev.Outcome, ev.Content = OutcomeError, err.Error()
-			l.opts.Observer(ev)
-			return o
-		}
-		res = tool.ErrorFrom(err)
+	if err != nil { // only a control-flow signal
+		o.signal = err
+		ev.Outcome, ev.Content = OutcomeError, err.Error()
+		l.opts.Observer(ev)
+		return o
 	}
 	o.content = res.Render()
 	o.isError = res.IsError()
@@ -433,7 +429,7 @@ func (l *state) call(ctx context.Context, iter int, c llm.ToolCall, t tool.Tool,
 }
 
 // argumentProblem is the part of a validation error that describes the problem: the
-// error starts with tool.ErrInvalidArguments' own text, which the message already says.
+// error starts with schema.ErrInvalidArguments' own text, which the message already says.
 // MaxArgumentBytes bounds the arguments of one tool call; larger ones are refused before
 // they are parsed, so a runaway model cannot make the orchestrator validate megabytes.
 const MaxArgumentBytes = 1 << 20
@@ -448,18 +444,7 @@ func validateArguments(t tool.Tool, args string) (string, error) {
 }
 
 func argumentProblem(err error) string {
-	return strings.TrimPrefix(err.Error(), tool.ErrInvalidArguments.Error()+": ")
-}
-
-// safeCall turns a panic in a tool into an error result: a tool never crashes a run.
-func safeCall(ctx context.Context, t tool.Tool, args string) (res tool.Result, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			res = tool.ErrorWithCode(tool.CodePanic, fmt.Sprintf("tool '%s' panicked: %v", t.Definition().Name, p))
-			res.Cause, err = &tool.PanicError{Value: p, Stack: debug.Stack()}, nil // the stack is for the log
-		}
-	}()
-	return t.Call(ctx, args)
+	return strings.TrimPrefix(err.Error(), schema.ErrInvalidArguments.Error()+": ")
 }
 
 // Strategy changes the tool set after a tool call (§5.7): a facade unfolds into its

@@ -19,13 +19,16 @@ import (
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/internal/loop"
 	"github.com/toolmesh/toolmesh/internal/loop/looptest"
+	"github.com/toolmesh/toolmesh/internal/telemetry"
+	"github.com/toolmesh/toolmesh/internal/toolinternal"
+	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
 // TestRun covers loops that end with an answer: the result, the history and what the
 // tools received.
 func TestRun(t *testing.T) {
-	echoSchema := tool.Params(tool.Integer("a", "a number"), tool.String("b", "a word").AsOptional())
+	echoSchema := schema.Params(schema.Integer("a", "a number"), schema.String("b", "a word").AsOptional())
 	tests := []struct {
 		name      string
 		tools     func(r *recorder) []tool.Tool
@@ -132,7 +135,7 @@ func TestRun(t *testing.T) {
 		{
 			name: "an artifact result shows the model its content",
 			tools: func(r *recorder) []tool.Tool {
-				return []tool.Tool{r.fixed("report", tool.WithArtifact("the report", tool.Artifact{TypeName: "Report", JSON: []byte(`{"pages":3}`)}))}
+				return []tool.Tool{r.fixed("report", tool.ArtifactResult("the report", tool.Artifact{TypeName: "Report", JSON: []byte(`{"pages":3}`)}))}
 			},
 			rules: []scripted.Rule{
 				onTurn(1, calls(raw("report", `{}`))),
@@ -299,15 +302,15 @@ func TestRun(t *testing.T) {
 // and the tools, the first of each name.
 func TestRunRequests(t *testing.T) {
 	rec := &recorder{}
-	first := tool.New("dup", "first", tool.Params(tool.String("q", "query")), func(_ context.Context, in string) (tool.Result, error) {
+	first := tool.New("dup", "first", schema.Params(schema.String("q", "query")), func(_ context.Context, in string) (tool.Result, error) {
 		rec.add("first", in)
 		return tool.Text("from first"), nil
 	})
-	second := tool.New("dup", "second", tool.EmptySchema(), func(_ context.Context, in string) (tool.Result, error) {
+	second := tool.New("dup", "second", schema.Empty(), func(_ context.Context, in string) (tool.Result, error) {
 		rec.add("second", in)
 		return tool.Text("from second"), nil
 	})
-	other := tool.New("other", "another tool", tool.EmptySchema(), func(context.Context, string) (tool.Result, error) {
+	other := tool.New("other", "another tool", schema.Empty(), func(context.Context, string) (tool.Result, error) {
 		return tool.Text("unused"), nil
 	})
 	p := newScript(t,
@@ -346,7 +349,7 @@ func TestRunRequests(t *testing.T) {
 // TestRunInvalidArguments checks that arguments are validated before dispatch: the model
 // reads what is wrong, and the tool is never called.
 func TestRunInvalidArguments(t *testing.T) {
-	schema := tool.Params(tool.Integer("a", "a number"), tool.String("b", "a word").AsOptional())
+	schema := schema.Params(schema.Integer("a", "a number"), schema.String("b", "a word").AsOptional())
 	const prefix, suffix = "Error: invalid arguments for tool 'add': ", ". Call it again with arguments that match its schema."
 	tests := []struct {
 		name    string
@@ -492,7 +495,7 @@ func TestRunErrors(t *testing.T) {
 			tools: func(r *recorder) []tool.Tool {
 				return []tool.Tool{
 					r.fixed("before", tool.Text("b")),
-					r.fn("replan", tool.EmptySchema(), func(context.Context, string) (tool.Result, error) {
+					r.fn("replan", schema.Empty(), func(context.Context, string) (tool.Result, error) {
 						return tool.Result{}, tool.ReplanRequested{Reason: "world changed"}
 					}),
 					r.fixed("after", tool.Text("a")),
@@ -681,7 +684,7 @@ func TestRunCallContext(t *testing.T) {
 	var got []seen
 	tl := rawTool{name: "ctx", call: func(ctx context.Context, _ string) (tool.Result, error) {
 		info, ok := tool.CallInfoFrom(ctx)
-		got = append(got, seen{Value: ctx.Value(key{}), Info: info, HasInfo: ok, Dispatch: tool.DispatchFrom(ctx) != nil})
+		got = append(got, seen{Value: ctx.Value(key{}), Info: info, HasInfo: ok, Dispatch: toolinternal.DispatchFrom(ctx) != nil})
 		return tool.Text("ok"), nil
 	}}
 	p := newScript(t,
@@ -702,23 +705,23 @@ func TestRunCallContext(t *testing.T) {
 }
 
 // TestRunLogsPanics checks that a panic, which the model only sees as an error result,
-// is logged with its stack, wherever it was recovered.
+// is logged once with its stack and the run, loop and call ids, whatever tool panicked.
 func TestRunLogsPanics(t *testing.T) {
 	panicky := func(context.Context, string) (tool.Result, error) { panic("kaboom") }
 	tests := []struct {
 		name string
 		tool tool.Tool
 	}{
-		{name: "recovered by the loop", tool: rawTool{name: "boom", call: panicky}},
-		{name: "recovered by tool.New", tool: tool.New("boom", "panics", tool.EmptySchema(), panicky)},
-		{name: "recovered by decorators.ErrorMapping", tool: decorators.ErrorMapping(rawTool{name: "boom", call: panicky})},
+		{name: "a raw tool", tool: rawTool{name: "boom", call: panicky}},
+		{name: "a tool.New tool", tool: tool.New("boom", "panics", schema.Empty(), panicky)},
+		{name: "beneath decorators.ErrorMapping", tool: decorators.ErrorMapping(rawTool{name: "boom", call: panicky})},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var buf bytes.Buffer
-			logger := slog.New(slog.NewJSONHandler(&buf, nil))
+			logger := slog.New(telemetry.NewLogHandler(slog.NewJSONHandler(&buf, nil)))
 			p := newScript(t, onTurn(1, calls(raw("boom", `{}`))), onTurn(2, text("ok")))
-			res, err := loop.Run(t.Context(), loop.Options{Provider: p, Logger: logger, LoopID: "l1"}, loop.Input{
+			res, err := loop.Run(t.Context(), loop.Options{Provider: p, Logger: logger, RunID: "r1", LoopID: "l1"}, loop.Input{
 				Messages: []llm.Message{user("hi")}, Tools: []tool.Tool{tt.tool},
 			})
 			if err != nil {
@@ -731,11 +734,12 @@ func TestRunLogsPanics(t *testing.T) {
 				Level, Msg, Tool, Panic, Stack string
 				CallID                         string `json:"call_id"`
 				LoopID                         string `json:"loop_id"`
+				RunID                          string `json:"run_id"`
 			}
 			if err := json.Unmarshal(buf.Bytes(), &rec); err != nil {
 				t.Fatalf("log %q: %v", buf.String(), err)
 			}
-			if rec.Level != "ERROR" || rec.Msg != "tool panicked" || rec.Tool != "boom" || rec.CallID != "call_1_0" || rec.LoopID != "l1" || rec.Panic != "kaboom" {
+			if rec.Level != "ERROR" || rec.Msg != "tool panicked" || rec.Tool != "boom" || rec.CallID != "call_1_0" || rec.LoopID != "l1" || rec.RunID != "r1" || rec.Panic != "kaboom" {
 				t.Errorf("log record = %+v", rec)
 			}
 			if !strings.Contains(rec.Stack, "loop_test.TestRunLogsPanics") {
@@ -751,7 +755,7 @@ var discard = slog.New(slog.DiscardHandler)
 // are parsed, and the tool is not called.
 func TestRunRefusesHugeArguments(t *testing.T) {
 	r := &recorder{}
-	echo := r.fn("echo", tool.Params(tool.String("text", "text")), func(context.Context, string) (tool.Result, error) {
+	echo := r.fn("echo", schema.Params(schema.String("text", "text")), func(context.Context, string) (tool.Result, error) {
 		t.Error("echo was called with oversized arguments")
 		return tool.Text("no"), nil
 	})

@@ -9,6 +9,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/internal/loop"
+	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
@@ -166,7 +167,7 @@ func TestAutoCorrectionCounter(t *testing.T) {
 // TestRunNotFoundCounter checks the counter through the loop: a found call resets it,
 // and every loop starts with a fresh one (§13 Q9).
 func TestRunNotFoundCounter(t *testing.T) {
-	known := tool.New("known", "exists", tool.EmptySchema(), okCall("ok"))
+	known := tool.New("known", "exists", schema.Empty(), okCall("ok"))
 	missTurns := func(turns ...int) []scripted.Rule {
 		var rs []scripted.Rule
 		for _, n := range turns {

@@ -15,6 +15,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/internal/loop"
+	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
@@ -48,7 +49,7 @@ func TestRunParallel(t *testing.T) {
 				var wantCalls []llm.ToolCall
 				for i := range tt.calls {
 					name := fmt.Sprintf("t%d", i)
-					tools = append(tools, tool.New(name, "waits", tool.EmptySchema(), func(ctx context.Context, _ string) (tool.Result, error) {
+					tools = append(tools, tool.New(name, "waits", schema.Empty(), func(ctx context.Context, _ string) (tool.Result, error) {
 						if inside.Add(1) == int32(tt.calls) {
 							close(all)
 						}
@@ -120,7 +121,7 @@ func TestRunMaxParallel(t *testing.T) {
 		t.Run(fmt.Sprintf("bound %d, %d calls", tt.maxParallel, tt.calls), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var running, peak, total atomic.Int32
-				slow := tool.New("slow", "takes a while", tool.EmptySchema(), func(context.Context, string) (tool.Result, error) {
+				slow := tool.New("slow", "takes a while", schema.Empty(), func(context.Context, string) (tool.Result, error) {
 					n := running.Add(1)
 					for {
 						p := peak.Load()
@@ -197,7 +198,7 @@ func TestRunCancel(t *testing.T) {
 	t.Run("during a tool call", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			p := newScript(t, onTurn(1, calls(raw("wait", `{}`))), onTurn(2, text("must not be asked")))
-			wait := tool.New("wait", "waits for ctx", tool.EmptySchema(), func(ctx context.Context, _ string) (tool.Result, error) {
+			wait := tool.New("wait", "waits for ctx", schema.Empty(), func(ctx context.Context, _ string) (tool.Result, error) {
 				<-ctx.Done()
 				return tool.Result{}, ctx.Err()
 			})

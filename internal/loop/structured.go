@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/schema"
 )
 
 // OutputSchema is a compiled JSON Schema that a run's final answer must satisfy (the
 // seed's createObject).
-type OutputSchema struct{ v *tool.ValueSchema }
+type OutputSchema struct{ v *schema.Value }
 
 // ErrInvalidOutputSchema marks a schema that cannot be used.
 var ErrInvalidOutputSchema = errors.New("invalid output schema")
@@ -19,9 +19,9 @@ var ErrInvalidOutputSchema = errors.New("invalid output schema")
 // CompileOutputSchema parses and resolves a JSON Schema. Remote references, duplicate
 // keys and unknown type names are refused.
 func CompileOutputSchema(b []byte) (*OutputSchema, error) {
-	v, err := tool.ValueSchemaFromJSON(b)
+	v, err := schema.ValueFromJSON(b)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidOutputSchema, strings.TrimPrefix(err.Error(), tool.ErrInvalidSchema.Error()+": "))
+		return nil, fmt.Errorf("%w: %v", ErrInvalidOutputSchema, strings.TrimPrefix(err.Error(), schema.ErrInvalid.Error()+": "))
 	}
 	return &OutputSchema{v: v}, nil
 }
@@ -34,7 +34,7 @@ func (s *OutputSchema) JSON() json.RawMessage { return s.v.JSON() }
 func (s *OutputSchema) Check(answer string) (string, error) {
 	out, err := s.v.Validate(unfence(strings.TrimSpace(answer)))
 	if err != nil {
-		return "", errors.New(strings.TrimPrefix(err.Error(), tool.ErrInvalidArguments.Error()+": "))
+		return "", errors.New(strings.TrimPrefix(err.Error(), schema.ErrInvalidArguments.Error()+": "))
 	}
 	return out, nil
 }

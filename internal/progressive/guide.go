@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 
+	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
@@ -39,7 +40,7 @@ func NewGuideTool(facadeName string, children []tool.Tool, usageNotes string) to
 		b.WriteString("\n\n" + usageNotes)
 	}
 	answer := strings.TrimSpace(b.String())
-	guide := tool.New(facadeName, "Call a specific tool instead: "+strings.Join(names(children), ", "), tool.EmptySchema(),
+	guide := tool.New(facadeName, "Call a specific tool instead: "+strings.Join(names(children), ", "), schema.Empty(),
 		func(context.Context, string) (tool.Result, error) { return tool.Text(answer), nil })
 	return toolctx.OneShotPerLoop(guide, GuideAdvice)
 }
@@ -70,7 +71,7 @@ func NewContextTool(facadeName, facadeDescription string, children []tool.Tool, 
 		b.WriteString("\n\nUsage notes: " + usageNotes)
 	}
 	answer := strings.TrimSpace(b.String())
-	ctxTool := tool.New(facadeName+ContextSuffix, description, tool.EmptySchema(),
+	ctxTool := tool.New(facadeName+ContextSuffix, description, schema.Empty(),
 		func(context.Context, string) (tool.Result, error) { return tool.Text(answer), nil })
 	return toolctx.OneShotPerLoop(ctxTool, ContextAdvice)
 }

@@ -7,8 +7,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/toolmesh/toolmesh/internal/progressive"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
-	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
 
 func TestGuideAndContextTools(t *testing.T) {
@@ -27,7 +28,7 @@ func TestGuideAndContextTools(t *testing.T) {
 			name: "guide tool",
 			tool: progressive.NewGuideTool("spotify_search", children, ""),
 			wantDef: tool.Definition{Name: "spotify_search", Description: "Call a specific tool instead: vector_search, text_search",
-				InputSchema: tool.EmptySchema()},
+				InputSchema: schema.Empty()},
 			wantText: lines("Use one of these tools directly:", "- vector_search: Does vector_search.", "- text_search: Does text_search."),
 			advice:   "Call one of the tools listed there.",
 		},
@@ -35,7 +36,7 @@ func TestGuideAndContextTools(t *testing.T) {
 			name: "guide tool with notes",
 			tool: progressive.NewGuideTool("spotify_search", children, "  "+notes+"\n"),
 			wantDef: tool.Definition{Name: "spotify_search", Description: "Call a specific tool instead: vector_search, text_search",
-				InputSchema: tool.EmptySchema()},
+				InputSchema: schema.Empty()},
 			wantText: lines("Use one of these tools directly:", "- vector_search: Does vector_search.", "- text_search: Does text_search.", "", "  "+notes),
 			advice:   "Call one of the tools listed there.",
 		},
@@ -43,7 +44,7 @@ func TestGuideAndContextTools(t *testing.T) {
 			name: "context tool",
 			tool: progressive.NewContextTool("spotify_search", desc, children, " "),
 			wantDef: tool.Definition{Name: "spotify_search_context", Description: desc + ". Available: vector_search, text_search",
-				InputSchema: tool.EmptySchema()},
+				InputSchema: schema.Empty()},
 			wantText: lines("Tools for "+desc+":", "- vector_search: Does vector_search.", "- text_search: Does text_search."),
 			advice:   "Use the tools it describes.",
 		},
@@ -51,7 +52,7 @@ func TestGuideAndContextTools(t *testing.T) {
 			name: "context tool with notes",
 			tool: progressive.NewContextTool("spotify_search", desc, children, notes),
 			wantDef: tool.Definition{Name: "spotify_search_context", Description: desc + ". Available: vector_search, text_search. " + notes,
-				InputSchema: tool.EmptySchema()},
+				InputSchema: schema.Empty()},
 			wantText: lines("Tools for "+desc+":", "- vector_search: Does vector_search.", "- text_search: Does text_search.", "", "Usage notes: "+notes),
 			advice:   "Use the tools it describes.",
 		},
@@ -64,8 +65,8 @@ func TestGuideAndContextTools(t *testing.T) {
 			if got := tt.tool.Definition().InputSchema.String(); got != `{"type":"object","properties":{}}` {
 				t.Errorf("schema = %s", got)
 			}
-			loopA := toolctx.NewContext(context.Background(), toolctx.Empty.WithLoopID("a"))
-			loopB := toolctx.NewContext(context.Background(), toolctx.Empty.WithLoopID("b"))
+			loopA := toolcall.WithCallInfo(context.Background(), tool.CallInfo{LoopID: "a"})
+			loopB := toolcall.WithCallInfo(context.Background(), tool.CallInfo{LoopID: "b"})
 			for i, step := range []struct {
 				ctx  context.Context
 				want string

@@ -11,6 +11,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/internal/loop"
 	"github.com/toolmesh/toolmesh/internal/progressive"
+	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
@@ -38,7 +39,7 @@ func (c *calls) all() []string {
 
 // leaf returns a tool described "Does <name>." that answers "<name> done".
 func (c *calls) leaf(name string) tool.Tool {
-	return tool.New(name, "Does "+name+".", tool.EmptySchema(), func(_ context.Context, in string) (tool.Result, error) {
+	return tool.New(name, "Does "+name+".", schema.Empty(), func(_ context.Context, in string) (tool.Result, error) {
 		c.mu.Lock()
 		c.got = append(c.got, name+" "+in)
 		c.mu.Unlock()

@@ -13,6 +13,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/internal/loop"
 	"github.com/toolmesh/toolmesh/internal/progressive"
+	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
@@ -99,7 +100,7 @@ func TestLoopGuideAndContextTools(t *testing.T) {
 // facade's name gets the normal not-found feedback.
 func TestLoopGuideAndContextSwitchedOff(t *testing.T) {
 	c := &calls{}
-	f := tool.Of("files", "Files.", c.leaves("read"), tool.WithoutGuideTool(), tool.WithoutContextTool())
+	f := tool.Of("files", "Files.", c.leaves("read"), tool.NoGuideTool(), tool.NoContextTool())
 	p := newScript(t,
 		onTurn(1, callTools(raw("files", `{}`))),
 		onTurn(2, callTools(raw("files", `{}`))),
@@ -122,7 +123,7 @@ func TestLoopGuideAndContextSwitchedOff(t *testing.T) {
 func nest(c *calls, depth int) tool.Tool {
 	t := c.leaf("leaf")
 	for i := depth; i >= 1; i-- {
-		t = tool.Of(fmt.Sprintf("level%d", i), fmt.Sprintf("Level %d.", i), []tool.Tool{t}, tool.WithoutContextTool(), tool.WithoutGuideTool())
+		t = tool.Of(fmt.Sprintf("level%d", i), fmt.Sprintf("Level %d.", i), []tool.Tool{t}, tool.NoContextTool(), tool.NoGuideTool())
 	}
 	return t
 }
@@ -155,10 +156,10 @@ func TestLoopNestedFiveLevels(t *testing.T) {
 // unfold in one batch, each after its own call.
 func TestLoopMixedBranching(t *testing.T) {
 	c := &calls{}
-	deep := tool.Of("deep", "Deep.", c.leaves("c1"), tool.WithoutContextTool())
-	left := tool.Of("left", "Left.", []tool.Tool{c.leaf("b1"), deep}, tool.WithoutContextTool())
-	right := tool.Of("right", "Right.", c.leaves("d1", "d2"), tool.WithoutContextTool())
-	root := tool.Of("root", "Root.", []tool.Tool{c.leaf("a1"), left, right}, tool.WithoutContextTool())
+	deep := tool.Of("deep", "Deep.", c.leaves("c1"), tool.NoContextTool())
+	left := tool.Of("left", "Left.", []tool.Tool{c.leaf("b1"), deep}, tool.NoContextTool())
+	right := tool.Of("right", "Right.", c.leaves("d1", "d2"), tool.NoContextTool())
+	root := tool.Of("root", "Root.", []tool.Tool{c.leaf("a1"), left, right}, tool.NoContextTool())
 	p := newScript(t,
 		onTurn(1, callTools(raw("root", `{}`))),
 		onTurn(2, callTools(raw("left", `{}`), raw("right", `{}`))),
@@ -251,14 +252,14 @@ func TestLoopDecoratesInjectedTools(t *testing.T) {
 // it runs once per call although both the facade and the strategy select.
 func TestLoopSelectableBindsTools(t *testing.T) {
 	var runs atomic.Int32
-	shop := tool.Selectable("shop", "Open a shop connection.", tool.Params(tool.String("conn", "Connection string")), nil,
+	shop := tool.Selectable("shop", "Open a shop connection.", schema.Params(schema.String("conn", "Connection string")), nil,
 		tool.SelectorFunc(func(_ context.Context, in string) ([]tool.Tool, error) {
 			runs.Add(1)
 			conn := strings.TrimSuffix(strings.TrimPrefix(in, `{"conn":"`), `"}`)
-			return []tool.Tool{tool.New("cart_add", "Adds to the cart.", tool.EmptySchema(), func(context.Context, string) (tool.Result, error) {
+			return []tool.Tool{tool.New("cart_add", "Adds to the cart.", schema.Empty(), func(context.Context, string) (tool.Result, error) {
 				return tool.Text("added via " + conn), nil
 			})}, nil
-		}), tool.WithoutContextTool(), tool.WithoutGuideTool())
+		}), tool.NoContextTool(), tool.NoGuideTool())
 	p := newScript(t,
 		onTurn(1, callTools(raw("shop", `{"conn":"db-7"}`))),
 		onTurn(2, callTools(raw("cart_add", `{}`))),
@@ -277,10 +278,10 @@ func TestLoopSelectableBindsTools(t *testing.T) {
 // the facade unfolds all the same.
 func TestLoopShortcut(t *testing.T) {
 	c := &calls{}
-	addTask := tool.New("add_task", "Adds a task.", tool.Params(tool.String("title", "Title")), func(_ context.Context, in string) (tool.Result, error) {
+	addTask := tool.New("add_task", "Adds a task.", schema.Params(schema.String("title", "Title")), func(_ context.Context, in string) (tool.Result, error) {
 		return tool.Text("added " + in), nil
 	})
-	tasks := tool.Of("tasks", "Tasks.", []tool.Tool{addTask, c.leaf("list_tasks")}, tool.WithoutContextTool())
+	tasks := tool.Of("tasks", "Tasks.", []tool.Tool{addTask, c.leaf("list_tasks")}, tool.NoContextTool())
 	p := newScript(t,
 		onTurn(1, callTools(raw("tasks", `{"add_task": {"title": "Write report"}}`))),
 		onTurn(2, text("done")),
@@ -298,7 +299,7 @@ func TestLoopShortcut(t *testing.T) {
 func TestLoopChainedStrategies(t *testing.T) {
 	c := &calls{}
 	audit := c.leaf("audit")
-	f := tool.Of("db", "Database.", c.leaves("query"), tool.WithoutContextTool(), tool.WithoutGuideTool())
+	f := tool.Of("db", "Database.", c.leaves("query"), tool.NoContextTool(), tool.NoGuideTool())
 	auditAfterQuery := loop.StrategyFunc(func(_ context.Context, ic loop.InjectionContext) (loop.Injection, error) {
 		if ic.Tool.Definition().Name == "query" {
 			return loop.Injection{Add: []tool.Tool{audit}}, nil

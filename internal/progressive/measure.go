@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/loop"
+	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
@@ -50,9 +51,9 @@ func sampleTool(f, m int) tool.Tool {
 	return tool.New(
 		fmt.Sprintf("service_%02d_operation_%03d", f, m),
 		fmt.Sprintf("Runs operation %d of service %d on one record and returns the record as JSON.", m, f),
-		tool.Params(
-			tool.String("record_id", "Identifier of the record to work on"),
-			tool.Integer("limit", "Maximum number of entries to return").AsOptional(),
+		schema.Params(
+			schema.String("record_id", "Identifier of the record to work on"),
+			schema.Integer("limit", "Maximum number of entries to return").AsOptional(),
 		),
 		func(context.Context, string) (tool.Result, error) { return tool.Text("{}"), nil },
 	)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/loop"
 	"github.com/toolmesh/toolmesh/internal/progressive"
+	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
@@ -21,10 +22,10 @@ func TestEvaluate(t *testing.T) {
 	plain := tool.Of("db", "Database.", c.leaves("query", "insert"))
 	notes := tool.Of("db", "Database.", c.leaves("query"), tool.UsageNotes("Query first."))
 	exclusive := tool.Of("db", "Database.", c.leaves("query", "insert"), tool.Exclusive())
-	bare := tool.Of("db", "Database.", c.leaves("query"), tool.WithoutGuideTool(), tool.WithoutContextTool())
-	noGuide := tool.Of("db", "Database.", c.leaves("query"), tool.WithoutGuideTool())
-	noContext := tool.Of("db", "Database.", c.leaves("query"), tool.WithoutContextTool())
-	selectable := tool.Selectable("db", "Database.", tool.Params(tool.String("mode", "Mode")), c.leaves("query", "insert"),
+	bare := tool.Of("db", "Database.", c.leaves("query"), tool.NoGuideTool(), tool.NoContextTool())
+	noGuide := tool.Of("db", "Database.", c.leaves("query"), tool.NoGuideTool())
+	noContext := tool.Of("db", "Database.", c.leaves("query"), tool.NoContextTool())
+	selectable := tool.Selectable("db", "Database.", schema.Params(schema.String("mode", "Mode")), c.leaves("query", "insert"),
 		tool.SelectorFunc(func(_ context.Context, in string) ([]tool.Tool, error) {
 			if strings.Contains(in, "read") {
 				return c.leaves("query"), nil
@@ -32,7 +33,7 @@ func TestEvaluate(t *testing.T) {
 			return nil, nil
 		}))
 	byCategory := tool.ByCategory("db", "Database.", []tool.Category{{Name: "read", Tools: c.leaves("query")}, {Name: "write", Tools: c.leaves("insert")}})
-	failing := tool.Selectable("db", "Database.", tool.EmptySchema(), nil, tool.SelectorFunc(func(context.Context, string) ([]tool.Tool, error) {
+	failing := tool.Selectable("db", "Database.", schema.Empty(), nil, tool.SelectorFunc(func(context.Context, string) ([]tool.Tool, error) {
 		return nil, errors.New("worker gone")
 	}))
 	wrapped := tool.WithNote(plain, "Start here")

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
@@ -108,7 +109,7 @@ func (r *Router) invokeFull(ctx context.Context, t *remoteTool, input string) (t
 			st.Set(answered.GetState())
 		}
 	}()
-	dispatch := tool.DispatchFrom(ctx)
+	dispatch := toolinternal.DispatchFrom(ctx)
 	tried := map[string]bool{}
 	var last *tool.Result
 	for attempts := 0; attempts < r.opts.MaxAttempts; {

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
@@ -29,7 +30,7 @@ func TestCallForwardsRequestAndResult(t *testing.T) {
 	r := newRouter(t, Options{})
 	mustRegister(t, r, registration("a", f.addr, "text", echoTool("echo")))
 
-	ctx = tool.WithCallInfo(ctx, tool.CallInfo{RunID: "run1", LoopID: "loop1", CallID: "call1"})
+	ctx = toolcall.WithCallInfo(ctx, tool.CallInfo{RunID: "run1", LoopID: "loop1", CallID: "call1"})
 	res, d := call(ctx, t, r, "echo", `{"text":"hi"}`)
 	if res.Kind != tool.KindArtifact || res.Content != "done" || res.Artifact.TypeName != "Receipt" || string(res.Artifact.JSON) != `{"n":1}` {
 		t.Errorf("result = %+v", res)

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
@@ -93,7 +94,7 @@ func flattenFacades(gr *toolpb.GroupRegistration, tools map[string]parsedTool, a
 // declare different trees under one name conflict like tools with different definitions.
 func facadeHash(def tool.Definition, meta tool.Metadata, n *toolpb.FacadeNode) string {
 	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(n)
-	sum := sha256.Sum256(append([]byte(tool.Hash(def, meta)), b...))
+	sum := sha256.Sum256(append([]byte(wire.Hash(def, meta)), b...))
 	return hex.EncodeToString(sum[:])
 }
 
@@ -137,10 +138,10 @@ func (r *Router) toolLocked(e *toolEntry) tool.Tool {
 		opts = append(opts, tool.UsageNotes(n.GetUsageNotes()))
 	}
 	if n.GetNoGuideTool() {
-		opts = append(opts, tool.WithoutGuideTool())
+		opts = append(opts, tool.NoGuideTool())
 	}
 	if n.GetNoContextTool() {
-		opts = append(opts, tool.WithoutContextTool())
+		opts = append(opts, tool.NoContextTool())
 	}
 	def := e.def
 	switch {
@@ -211,5 +212,5 @@ func (b bound) Delegate() tool.Tool { return b.Tool }
 
 // Call calls the tool with the state in its context.
 func (b bound) Call(ctx context.Context, input string) (tool.Result, error) {
-	return b.Tool.Call(tool.WithState(ctx, b.state), input)
+	return b.Tool.Call(toolcall.WithState(ctx, b.state), input)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/toolmesh/toolmesh/internal/wire"
+	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
@@ -147,7 +148,7 @@ func TestSelectableFacadeBindsState(t *testing.T) {
 	}
 	r := newRouter(t, Options{})
 	a, b := startFake(t, handle("a")), startFake(t, handle("b"))
-	sel := tool.Selectable("open_cart", "Open a cart", tool.Params(tool.String("store", "store")), nil, nil)
+	sel := tool.Selectable("open_cart", "Open a cart", schema.Params(schema.String("store", "store")), nil, nil)
 	for _, w := range []struct{ id, addr string }{{"a", a.addr}, {"b", b.addr}} {
 		reg := registration(w.id, w.addr, "shop", echoTool("cart_add"), echoTool("cart_view"))
 		reg.Groups[0].Facades = []*toolpb.FacadeNode{{

@@ -12,7 +12,9 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/internal/wire"
+	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
@@ -43,13 +45,13 @@ func newRouter(t *testing.T, opts Options) *Router {
 // echoTool is a tool definition for registrations; its implementation never runs in
 // the router's process.
 func echoTool(name string, opts ...tool.Option) tool.Tool {
-	return tool.New(name, "Echoes its input.", tool.Params(tool.String("text", "what to echo").AsOptional()),
+	return tool.New(name, "Echoes its input.", schema.Params(schema.String("text", "what to echo").AsOptional()),
 		func(context.Context, string) (tool.Result, error) { return tool.Text("unused"), nil }, opts...)
 }
 
 func registered(t tool.Tool) *toolpb.RegisteredTool {
 	def, meta := t.Definition(), t.Metadata()
-	return &toolpb.RegisteredTool{Definition: wire.DefinitionToProto(def, meta), ContentHash: tool.Hash(def, meta)}
+	return &toolpb.RegisteredTool{Definition: wire.DefinitionToProto(def, meta), ContentHash: wire.Hash(def, meta)}
 }
 
 // registration builds a valid registration of one group.
@@ -122,13 +124,13 @@ func deadAddress(t *testing.T) string {
 }
 
 // call calls a tool through the router and returns the result and where it went.
-func call(ctx context.Context, t *testing.T, r *Router, name, input string) (tool.Result, tool.Dispatch) {
+func call(ctx context.Context, t *testing.T, r *Router, name, input string) (tool.Result, toolinternal.Dispatch) {
 	t.Helper()
 	tl, err := r.Tool(name)
 	if err != nil {
 		t.Fatalf("Tool(%q): %v", name, err)
 	}
-	ctx, d := tool.WithDispatch(ctx)
+	ctx, d := toolinternal.WithDispatch(ctx)
 	res, err := tl.Call(ctx, input)
 	if err != nil {
 		t.Fatalf("Call: unexpected error %v", err)

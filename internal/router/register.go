@@ -266,7 +266,7 @@ func validate(reg *toolpb.Registration) ([]*toolpb.Rejection, map[string]parsedT
 				add(role, name, "tool %q: %v", name, err)
 				continue
 			}
-			hash := tool.Hash(def, meta)
+			hash := wire.Hash(def, meta)
 			if rt.GetContentHash() != hash {
 				add(role, name, "tool %q: content hash %q does not match the definition (computed %q)", name, rt.GetContentHash(), hash)
 				continue

@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/toolmesh/toolmesh/internal/ctxcodec"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
@@ -57,7 +58,7 @@ type Options struct {
 	// workers of a group. Default: pass-through for every group.
 	Converter func(group string) toolctx.Converter
 	// Codec encodes the context as metadata; its MaxBytes bounds it (default 8 KiB).
-	Codec toolctx.Codec
+	Codec ctxcodec.Codec
 	// Telemetry traces the calls to workers (as children of the caller's span, with the
 	// trace context in the request metadata) and counts calls in flight per worker; nil
 	// records nothing.

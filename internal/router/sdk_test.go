@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 	workersdk "github.com/toolmesh/toolmesh/pkg/worker"
@@ -84,7 +85,7 @@ func sdkRegistration(s *sdkWorker, tools ...tool.Tool) *toolpb.Registration {
 
 // counted is a tool that counts its executions and runs body.
 func counted(name string, n *atomic.Int32, body func(ctx context.Context) tool.Result, opts ...tool.Option) tool.Tool {
-	return tool.New(name, "Charges a card.", tool.EmptySchema(), func(ctx context.Context, _ string) (tool.Result, error) {
+	return tool.New(name, "Charges a card.", schema.Empty(), func(ctx context.Context, _ string) (tool.Result, error) {
 		n.Add(1)
 		return body(ctx), nil
 	}, opts...)

@@ -171,7 +171,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // registration builds a valid registration of the given groups for a worker that
 // serves on an address nothing listens on (the router dials lazily).
 func registration(id string, groups ...worker.Group) *toolpb.Registration {
-	grs, err := worker.GroupRegistrations(groups...)
+	grs, err := groupRegistrations(groups...)
 	if err != nil {
 		panic(err)
 	}
@@ -222,4 +222,13 @@ func flatMath() worker.Group {
 	g := builtin.Math()
 	g.Facades, g.Tools = nil, builtin.MathOperations()
 	return g
+}
+
+// groupRegistrations is what a worker serving groups registers.
+func groupRegistrations(groups ...worker.Group) ([]*toolpb.GroupRegistration, error) {
+	w, err := worker.New(worker.Options{Orchestrator: "unused:1"}, groups...)
+	if err != nil {
+		return nil, err
+	}
+	return w.Registration().GetGroups(), nil
 }

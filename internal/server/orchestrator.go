@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/toolmesh/toolmesh/internal/ctxcodec"
 	"github.com/toolmesh/toolmesh/internal/decorators"
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/loop"
@@ -49,8 +50,8 @@ func (o *orchestratorServer) Run(req *toolpb.RunRequest, stream toolpb.Orchestra
 	}
 	// The interaction level wins over the run level (the seed's merge table).
 	bag := toolctx.Effective(toolctx.FromMap(req.GetContext()), toolctx.FromMap(req.GetInteractionContext()))
-	if err := (toolctx.Codec{MaxBytes: s.cfg.Context.MaxBytes}).Check(bag); err != nil {
-		var tl *toolctx.TooLargeError
+	if err := (ctxcodec.Codec{MaxBytes: s.cfg.Context.MaxBytes}).Check(bag); err != nil {
+		var tl *ctxcodec.TooLargeError
 		if errors.As(err, &tl) {
 			field := "context"
 			if _, ok := req.GetInteractionContext()[tl.LargestKey]; ok {

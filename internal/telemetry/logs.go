@@ -1,10 +1,12 @@
 package telemetry
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"slices"
 
+	"github.com/toolmesh/toolmesh/pkg/tool"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -14,6 +16,7 @@ const (
 	LogKeySpanID  = "span_id"
 	LogKeyRunID   = "run_id"
 	LogKeyLoopID  = "loop_id"
+	LogKeyCallID  = "call_id"
 )
 
 type runIDKey struct{}
@@ -51,11 +54,15 @@ func correlation(ctx context.Context) []slog.Attr {
 	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
 		out = append(out, slog.String(LogKeyTraceID, sc.TraceID().String()), slog.String(LogKeySpanID, sc.SpanID().String()))
 	}
-	if id := RunIDFrom(ctx); id != "" {
+	info, _ := tool.CallInfoFrom(ctx)
+	if id := cmp.Or(info.RunID, RunIDFrom(ctx)); id != "" {
 		out = append(out, slog.String(LogKeyRunID, id))
 	}
-	if id := LoopIDFrom(ctx); id != "" {
+	if id := cmp.Or(info.LoopID, LoopIDFrom(ctx)); id != "" {
 		out = append(out, slog.String(LogKeyLoopID, id))
+	}
+	if info.CallID != "" {
+		out = append(out, slog.String(LogKeyCallID, info.CallID))
 	}
 	return out
 }

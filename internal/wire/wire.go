@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
@@ -47,7 +48,7 @@ func DefinitionFromProto(p *toolpb.ToolDefinition) (tool.Definition, tool.Metada
 	if p == nil {
 		return tool.Definition{}, tool.Metadata{}, fmt.Errorf("definition missing")
 	}
-	schema, err := tool.SchemaFromJSON([]byte(p.GetInputSchemaJson()))
+	schema, err := schema.FromJSON([]byte(p.GetInputSchemaJson()))
 	if err != nil {
 		return tool.Definition{}, tool.Metadata{}, fmt.Errorf("input schema: %w", err)
 	}
@@ -168,7 +169,7 @@ func ResultFromProto(p *toolpb.InvokeResponse) tool.Result {
 		if a == nil {
 			return tool.Text(o.Artifact.GetContent())
 		}
-		return tool.WithArtifact(o.Artifact.GetContent(), *a)
+		return tool.ArtifactResult(o.Artifact.GetContent(), *a)
 	case *toolpb.InvokeResponse_Error:
 		return tool.ErrorWithCode(CodeFromProto(o.Error.GetCode()), o.Error.GetMessage())
 	default:

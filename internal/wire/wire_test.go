@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
@@ -36,11 +37,11 @@ func overTheWire[M proto.Message](t *testing.T, m M) M {
 	return out
 }
 
-var schemaEqual = cmp.Comparer(func(a, b tool.Schema) bool { return a.Equal(b) })
+var schemaEqual = cmp.Comparer(func(a, b schema.Schema) bool { return a.Equal(b) })
 
-func mustSchema(t *testing.T, s string) tool.Schema {
+func mustSchema(t *testing.T, s string) schema.Schema {
 	t.Helper()
-	schema, err := tool.SchemaFromJSON([]byte(s))
+	schema, err := schema.FromJSON([]byte(s))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +55,7 @@ func TestDefinitionRoundTrip(t *testing.T) {
 		meta tool.Metadata
 	}{
 		{"empty schema", tool.Definition{Name: "now", Description: "Current time."}, tool.Metadata{}},
-		{"parameters", tool.Definition{Name: "add", Description: "Adds.", InputSchema: tool.Params(tool.Integer("a", "first"), tool.Integer("b", "second").AsOptional())}, tool.Metadata{}},
+		{"parameters", tool.Definition{Name: "add", Description: "Adds.", InputSchema: schema.Params(schema.Integer("a", "first"), schema.Integer("b", "second").AsOptional())}, tool.Metadata{}},
 		{"hand-written schema keeps key order", tool.Definition{Name: "find", InputSchema: mustSchema(t, `{"type":"object","properties":{"z":{"type":"string"},"a":{"type":"integer","minimum":1}},"required":["z"]}`)}, tool.Metadata{}},
 		{"metadata and flags", tool.Definition{Name: "charge", Description: "Charges.", Metadata: map[string]string{"owner": "billing", "tier": "1"}},
 			tool.Metadata{ReturnDirect: true, Idempotent: true, Timeout: 1500 * time.Millisecond}},
@@ -73,7 +74,7 @@ func TestDefinitionRoundTrip(t *testing.T) {
 			if diff := cmp.Diff(tc.meta, meta); diff != "" {
 				t.Errorf("metadata (-want +got):\n%s", diff)
 			}
-			if tool.Hash(def, meta) != tool.Hash(tc.def, tc.meta) {
+			if Hash(def, meta) != Hash(tc.def, tc.meta) {
 				t.Error("the content hash changed across the wire")
 			}
 		})
@@ -174,17 +175,17 @@ func TestResultRoundTrip(t *testing.T) {
 		{"error with code", tool.ErrorWithCode(tool.CodeTimeout, "too slow"), tool.ErrorWithCode(tool.CodeTimeout, "too slow")},
 		{"error without code", tool.Result{Kind: tool.KindError, Content: "?"}, tool.ErrorWithCode(tool.CodeFailed, "?")},
 		{"error cause stays behind", tool.ErrorFrom(json.Unmarshal([]byte("{"), new(any))), tool.ErrorWithCode(tool.CodeFailed, "unexpected end of JSON input")},
-		{"JSON artifact", tool.WithArtifact("a point", tool.Artifact{TypeName: "Point", JSON: json.RawMessage(`{"x":1}`)}),
-			tool.WithArtifact("a point", tool.Artifact{TypeName: "Point", JSON: json.RawMessage(`{"x":1}`)})},
-		{"value artifact is sent as JSON", tool.WithArtifact("a point", tool.Artifact{TypeName: "Point", Value: struct {
+		{"JSON artifact", tool.ArtifactResult("a point", tool.Artifact{TypeName: "Point", JSON: json.RawMessage(`{"x":1}`)}),
+			tool.ArtifactResult("a point", tool.Artifact{TypeName: "Point", JSON: json.RawMessage(`{"x":1}`)})},
+		{"value artifact is sent as JSON", tool.ArtifactResult("a point", tool.Artifact{TypeName: "Point", Value: struct {
 			X int `json:"x"`
-		}{1}}), tool.WithArtifact("a point", tool.Artifact{TypeName: "Point", JSON: json.RawMessage(`{"x":1}`)})},
-		{"bytes artifact", tool.WithArtifact("an image", tool.Artifact{TypeName: "Image", Data: []byte{0, 1, 0xff}, MediaType: "image/png"}),
-			tool.WithArtifact("an image", tool.Artifact{TypeName: "Image", Data: []byte{0, 1, 0xff}, MediaType: "image/png"})},
-		{"bytes win over JSON", tool.WithArtifact("both", tool.Artifact{Data: []byte("raw"), JSON: json.RawMessage(`1`)}),
-			tool.WithArtifact("both", tool.Artifact{Data: []byte("raw")})},
-		{"artifact without payload", tool.WithArtifact("nothing", tool.Artifact{TypeName: "Empty"}),
-			tool.WithArtifact("nothing", tool.Artifact{TypeName: "Empty"})},
+		}{1}}), tool.ArtifactResult("a point", tool.Artifact{TypeName: "Point", JSON: json.RawMessage(`{"x":1}`)})},
+		{"bytes artifact", tool.ArtifactResult("an image", tool.Artifact{TypeName: "Image", Data: []byte{0, 1, 0xff}, MediaType: "image/png"}),
+			tool.ArtifactResult("an image", tool.Artifact{TypeName: "Image", Data: []byte{0, 1, 0xff}, MediaType: "image/png"})},
+		{"bytes win over JSON", tool.ArtifactResult("both", tool.Artifact{Data: []byte("raw"), JSON: json.RawMessage(`1`)}),
+			tool.ArtifactResult("both", tool.Artifact{Data: []byte("raw")})},
+		{"artifact without payload", tool.ArtifactResult("nothing", tool.Artifact{TypeName: "Empty"}),
+			tool.ArtifactResult("nothing", tool.Artifact{TypeName: "Empty"})},
 		{"artifact result without artifact", tool.Result{Kind: tool.KindArtifact, Content: "bare"}, tool.Text("bare")},
 	}
 	for _, tc := range tests {
@@ -202,7 +203,7 @@ func TestResultRoundTrip(t *testing.T) {
 }
 
 func TestResultToProtoUnencodableValue(t *testing.T) {
-	_, err := ResultToProto(tool.WithArtifact("x", tool.Artifact{TypeName: "Chan", Value: make(chan int)}))
+	_, err := ResultToProto(tool.ArtifactResult("x", tool.Artifact{TypeName: "Chan", Value: make(chan int)}))
 	if err == nil || !strings.Contains(err.Error(), `"Chan"`) {
 		t.Errorf("err = %v, want an error naming the artifact type", err)
 	}

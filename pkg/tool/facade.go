@@ -6,27 +6,67 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/toolmesh/toolmesh/internal/jsontree"
+	"github.com/toolmesh/toolmesh/internal/toolinternal"
+	"github.com/toolmesh/toolmesh/pkg/schema"
 )
 
-// Facade is a progressive tool (SPEC S7): the model first sees only the facade, and
-// calling it makes its children available in its place. The injection strategy of the
-// loop (internal/progressive) finds a Facade beneath wrappers with As, asks it which
-// children the call selected, and changes the tool set; the facade's own Call only
-// answers the model (UnfoldMessage), or dispatches a shortcut call to a child.
+// Facade is a progressive tool: the model first sees only the facade, and calling it
+// makes its children available in its place. The orchestrator's unfolding strategy finds
+// a Facade beneath wrappers with As, asks it which children the call selected, and
+// changes the tool set; the facade's own Call only answers the model (listing the
+// selected children), or dispatches a shortcut call to a child.
 //
 // Children may be any tools, including remote ones and other facades (nesting to any
 // depth). Of, ByCategory and Selectable build facades; AddTools and AddObject extend
 // them without losing their selection.
 type Facade interface {
 	Tool
+	// Kind says how the facade selects: a worker registers it as that kind, and the
+	// orchestrator unfolds plain and by-category facades without calling the worker.
+	Kind() FacadeKind
 	// Children are the tools the facade holds, as far as they are known before a call
 	// (a selectable facade may create further tools when it is called).
 	Children() []Tool
+	// Categories are the categories of a FacadeByCategory facade, in order, and the name
+	// of the parameter that picks one; nil and "" for the other kinds.
+	Categories() (parameter string, categories []Category)
 	// Select returns the tools a call with input makes available. An empty selection
 	// leaves the tool set as it is.
 	Select(ctx context.Context, input string) ([]Tool, error)
 	// Options says how unfolding treats the facade.
 	Options() FacadeOptions
+}
+
+// FacadeKind says how a facade chooses the children a call makes available.
+type FacadeKind int
+
+// The kinds of facade.
+const (
+	// FacadePlain makes all its children available (Of).
+	FacadePlain FacadeKind = iota
+	// FacadeByCategory makes available the children of the category that its one
+	// parameter names, or all of them for an unknown category (ByCategory).
+	FacadeByCategory
+	// FacadeSelectable lets a selector decide from the call's arguments, and may bind
+	// the tools it selects to state (Selectable, and any Facade implemented elsewhere
+	// that AddTools wraps).
+	FacadeSelectable
+)
+
+// String names the kind.
+func (k FacadeKind) String() string {
+	switch k {
+	case FacadePlain:
+		return "plain"
+	case FacadeByCategory:
+		return "by-category"
+	case FacadeSelectable:
+		return "selectable"
+	default:
+		return "unknown"
+	}
 }
 
 // FacadeOptions say how unfolding treats a facade.
@@ -35,7 +75,8 @@ type FacadeOptions struct {
 	// only pick among the children.
 	Exclusive bool
 	// UsageNotes tell the model how to use the children; they are shown only once the
-	// facade has been called (appended to UnfoldMessage and to the context tool).
+	// facade has been called (after the list of the children the call made available,
+	// and in the context tool).
 	UsageNotes string
 	// NoGuideTool leaves out the guide tool, which takes the facade's name after unfolding
 	// and answers a repeated call with the list of children.
@@ -61,13 +102,11 @@ func UsageNotes(notes string) FacadeOption {
 	return func(c *facadeConfig) { c.opts.UsageNotes = notes }
 }
 
-// WithoutGuideTool switches off the guide tool for the facade.
-func WithoutGuideTool() FacadeOption { return func(c *facadeConfig) { c.opts.NoGuideTool = true } }
+// NoGuideTool switches off the guide tool for the facade.
+func NoGuideTool() FacadeOption { return func(c *facadeConfig) { c.opts.NoGuideTool = true } }
 
-// WithoutContextTool switches off the "<name>_context" tool for the facade.
-func WithoutContextTool() FacadeOption {
-	return func(c *facadeConfig) { c.opts.NoContextTool = true }
-}
+// NoContextTool switches off the "<name>_context" tool for the facade.
+func NoContextTool() FacadeOption { return func(c *facadeConfig) { c.opts.NoContextTool = true } }
 
 // CategoryParameter names the parameter of a ByCategory facade; the default is
 // DefaultCategoryParameter. Other facades ignore it.
@@ -81,18 +120,6 @@ const DefaultCategoryParameter = "category"
 // AllCategory is the category CategorizedTools adds for the union of all tools when some
 // tools have no category, and AddTools adds to a ByCategory facade.
 const AllCategory = "all"
-
-// UnfoldMessage is what calling a facade answers (SPEC S7, §6.3): the names of the
-// selected tools, an order to call one of them, and the usage notes after a blank line
-// when they are not blank.
-func UnfoldMessage(selected []string, usageNotes string) string {
-	s := "Tools now available: " + strings.Join(selected, ", ") +
-		". You MUST call one of these tools to complete the user's request. Do NOT respond with text \u2014 call a tool."
-	if strings.TrimSpace(usageNotes) != "" {
-		s += "\n\n" + usageNotes
-	}
-	return s
-}
 
 // Selector decides which tools a call of a selectable facade makes available, from the
 // call's arguments. It may return tools it creates for those arguments (a cart bound to
@@ -164,7 +191,7 @@ func CategorizedTools(tools []CategorizedTool) []Category {
 // tools added later), or else all children.
 type facade struct {
 	name, description string
-	schema            Schema
+	schema            schema.Schema
 	opts              FacadeOptions
 	children          []Tool
 
@@ -215,9 +242,9 @@ func ByCategory(name, description string, byCategory []Category, opts ...FacadeO
 // the call's arguments, which tools become available; it may return the children or
 // tools it creates for the arguments. The children are what the facade shows before it
 // is called (FormatTree, shortcut calls).
-func Selectable(name, description string, schema Schema, children []Tool, selector Selector, opts ...FacadeOption) Facade {
+func Selectable(name, description string, input schema.Schema, children []Tool, selector Selector, opts ...FacadeOption) Facade {
 	f, _ := newFacade(name, description, opts)
-	f.schema = schema
+	f.schema = input
 	f.children = uniqueTools(children)
 	f.selector = selector
 	return f
@@ -233,7 +260,7 @@ func (f *facade) setCategories(cats []Category) {
 		all = append(all, cat.Tools...)
 	}
 	f.children = uniqueTools(all)
-	f.schema = Params(String(f.categoryParam, "Category to access. Available: "+strings.Join(names, ", ")).WithEnum(names...))
+	f.schema = schema.Params(schema.String(f.categoryParam, "Category to access. Available: "+strings.Join(names, ", ")).WithEnum(names...))
 }
 
 func (f *facade) Definition() Definition {
@@ -244,10 +271,32 @@ func (f *facade) Metadata() Metadata { return Metadata{} }
 
 func (f *facade) Children() []Tool { return slices.Clone(f.children) }
 
+func (f *facade) Kind() FacadeKind {
+	switch {
+	case f.categories != nil:
+		return FacadeByCategory
+	case f.selector != nil:
+		return FacadeSelectable
+	default:
+		return FacadePlain
+	}
+}
+
+func (f *facade) Categories() (string, []Category) {
+	if f.categories == nil {
+		return "", nil
+	}
+	out := make([]Category, len(f.categories))
+	for i, c := range f.categories {
+		out[i] = Category{Name: c.Name, Tools: slices.Clone(c.Tools)}
+	}
+	return f.categoryParam, out
+}
+
 func (f *facade) Options() FacadeOptions { return f.opts }
 
 // Call answers the model. Arguments that name a child (see shortcut) call that child
-// and return its result; otherwise the answer is UnfoldMessage of the selection, which
+// and return its result; otherwise the answer lists the selection, which
 // is kept for the Select of the same call that the injection strategy makes next, so
 // that a selector runs once per call.
 func (f *facade) Call(ctx context.Context, input string) (Result, error) {
@@ -266,7 +315,7 @@ func (f *facade) Call(ctx context.Context, input string) (Result, error) {
 	for i, t := range selected {
 		names[i] = t.Definition().Name
 	}
-	return Text(UnfoldMessage(names, f.opts.UsageNotes)), nil
+	return Text(toolinternal.UnfoldMessage(names, f.opts.UsageNotes)), nil
 }
 
 // Select returns the tools a call with input makes available.
@@ -295,9 +344,9 @@ func (f *facade) selectTools(ctx context.Context, input string) ([]Tool, error) 
 // selectCategory reads the category parameter; anything but a known category name
 // selects all children.
 func (f *facade) selectCategory(input string) []Tool {
-	if tree, err := decodeJSON([]byte(input), maxArgumentDepth); err == nil {
-		if obj, ok := tree.(*jsonObject); ok {
-			if name, ok := obj.vals[f.categoryParam].(string); ok {
+	if tree, err := jsontree.Decode([]byte(input), jsontree.MaxArgumentDepth); err == nil {
+		if obj, ok := tree.(*jsontree.Object); ok {
+			if name, ok := obj.Vals[f.categoryParam].(string); ok {
 				for _, cat := range f.categories {
 					if cat.Name == name {
 						return slices.Clone(cat.Tools)
@@ -314,21 +363,21 @@ func (f *facade) selectCategory(input string) []Tool {
 // child is called at once with that member's value. Blank, {}, invalid JSON, arrays and
 // objects without such a member take the normal path.
 func (f *facade) shortcut(input string) (Tool, string, bool) {
-	if isBlank(input) || len(f.children) == 0 {
+	if jsontree.IsBlank(input) || len(f.children) == 0 {
 		return nil, "", false
 	}
-	tree, err := decodeJSON([]byte(input), maxArgumentDepth)
+	tree, err := jsontree.Decode([]byte(input), jsontree.MaxArgumentDepth)
 	if err != nil {
 		return nil, "", false
 	}
-	obj, ok := tree.(*jsonObject)
+	obj, ok := tree.(*jsontree.Object)
 	if !ok {
 		return nil, "", false
 	}
-	for _, key := range obj.keys {
+	for _, key := range obj.Keys {
 		for _, child := range f.children {
 			if child.Definition().Name == key {
-				return child, string(encodeJSON(obj.vals[key], false)), true
+				return child, string(jsontree.Encode(obj.Vals[key], false)), true
 			}
 		}
 	}
@@ -344,7 +393,7 @@ func callShortcut(ctx context.Context, child Tool, args string) (Result, error) 
 		if err != nil {
 			name := child.Definition().Name
 			msg := fmt.Sprintf("invalid arguments for tool '%s': %s. Call it again with arguments that match its schema.",
-				name, strings.TrimPrefix(err.Error(), ErrInvalidArguments.Error()+": "))
+				name, strings.TrimPrefix(err.Error(), schema.ErrInvalidArguments.Error()+": "))
 			return ErrorWithCode(CodeInvalidArguments, msg), nil
 		}
 		args = canonical

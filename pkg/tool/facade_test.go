@@ -9,6 +9,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/internal/toolinternal"
+	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
@@ -19,7 +22,7 @@ func unfoldText(list string) string {
 
 // leaf returns a tool that answers "<name> got <input>".
 func leaf(name string) tool.Tool {
-	return tool.New(name, "the "+name+" tool", tool.EmptySchema(), func(_ context.Context, in string) (tool.Result, error) {
+	return tool.New(name, "the "+name+" tool", schema.Empty(), func(_ context.Context, in string) (tool.Result, error) {
 		return tool.Text(name + " got " + in), nil
 	})
 }
@@ -71,19 +74,19 @@ func TestUnfoldMessage(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := tool.UnfoldMessage(tt.selected, tt.notes); got != tt.want {
+			if got := toolinternal.UnfoldMessage(tt.selected, tt.notes); got != tt.want {
 				t.Errorf("UnfoldMessage = %q, want %q", got, tt.want)
 			}
 		})
 	}
-	if !strings.Contains(tool.UnfoldMessage(nil, ""), "text \u2014 call") {
+	if !strings.Contains(toolinternal.UnfoldMessage(nil, ""), "text \u2014 call") {
 		t.Error("the dash before 'call a tool' must be an em dash (U+2014)")
 	}
 }
 
 func TestOf(t *testing.T) {
 	f := tool.Of("database_operations", "Use this tool to work with the database.", leaves("query", "insert", "delete"))
-	want := tool.Definition{Name: "database_operations", Description: "Use this tool to work with the database.", InputSchema: tool.EmptySchema()}
+	want := tool.Definition{Name: "database_operations", Description: "Use this tool to work with the database.", InputSchema: schema.Empty()}
 	if diff := cmp.Diff(want, f.Definition()); diff != "" {
 		t.Errorf("Definition (-want +got):\n%s", diff)
 	}
@@ -122,9 +125,9 @@ func TestFacadeOptions(t *testing.T) {
 		{"none", nil, tool.FacadeOptions{}},
 		{"exclusive", []tool.FacadeOption{tool.Exclusive()}, tool.FacadeOptions{Exclusive: true}},
 		{"notes", []tool.FacadeOption{tool.UsageNotes("n")}, tool.FacadeOptions{UsageNotes: "n"}},
-		{"no guide, no context", []tool.FacadeOption{tool.WithoutGuideTool(), tool.WithoutContextTool()},
+		{"no guide, no context", []tool.FacadeOption{tool.NoGuideTool(), tool.NoContextTool()},
 			tool.FacadeOptions{NoGuideTool: true, NoContextTool: true}},
-		{"all", []tool.FacadeOption{tool.Exclusive(), tool.UsageNotes("n"), tool.WithoutGuideTool(), tool.WithoutContextTool(), tool.CategoryParameter("kind")},
+		{"all", []tool.FacadeOption{tool.Exclusive(), tool.UsageNotes("n"), tool.NoGuideTool(), tool.NoContextTool(), tool.CategoryParameter("kind")},
 			tool.FacadeOptions{Exclusive: true, UsageNotes: "n", NoGuideTool: true, NoContextTool: true}},
 	}
 	for _, tt := range tests {
@@ -132,7 +135,7 @@ func TestFacadeOptions(t *testing.T) {
 			for _, f := range []tool.Facade{
 				tool.Of("f", "d", leaves("a"), tt.opts...),
 				tool.ByCategory("f", "d", []tool.Category{{Name: "c", Tools: leaves("a")}}, tt.opts...),
-				tool.Selectable("f", "d", tool.EmptySchema(), leaves("a"), nil, tt.opts...),
+				tool.Selectable("f", "d", schema.Empty(), leaves("a"), nil, tt.opts...),
 			} {
 				if diff := cmp.Diff(tt.want, f.Options()); diff != "" {
 					t.Errorf("Options (-want +got):\n%s", diff)
@@ -152,7 +155,7 @@ func TestFacadeOptions(t *testing.T) {
 
 // cart is a tool bound to the connection a selectable facade was called with.
 func cart(conn string) tool.Tool {
-	return tool.New("cart_add", "Adds to the cart at "+conn, tool.EmptySchema(), func(context.Context, string) (tool.Result, error) {
+	return tool.New("cart_add", "Adds to the cart at "+conn, schema.Empty(), func(context.Context, string) (tool.Result, error) {
 		return tool.Text("added via " + conn), nil
 	})
 }
@@ -160,7 +163,7 @@ func cart(conn string) tool.Tool {
 func TestSelectable(t *testing.T) {
 	basic, advanced, admin := leaf("basic"), leaf("advanced"), leaf("admin")
 	all := []tool.Tool{basic, advanced, admin}
-	schema := tool.Params(tool.String("accessLevel", "Access level").WithEnum("basic", "advanced", "admin"))
+	levels := schema.Params(schema.String("accessLevel", "Access level").WithEnum("basic", "advanced", "admin"))
 	byLevel := tool.SelectorFunc(func(_ context.Context, in string) ([]tool.Tool, error) {
 		switch {
 		case strings.Contains(in, "admin"):
@@ -173,8 +176,8 @@ func TestSelectable(t *testing.T) {
 			return []tool.Tool{basic}, nil
 		}
 	})
-	f := tool.Selectable("api_operations", "API operations.", schema, all, byLevel)
-	if !f.Definition().InputSchema.Equal(schema) {
+	f := tool.Selectable("api_operations", "API operations.", levels, all, byLevel)
+	if !f.Definition().InputSchema.Equal(levels) {
 		t.Errorf("schema = %s", f.Definition().InputSchema)
 	}
 	tests := []struct {
@@ -196,7 +199,7 @@ func TestSelectable(t *testing.T) {
 	}
 
 	t.Run("the selector may create tools bound to the input", func(t *testing.T) {
-		shop := tool.Selectable("shop", "Shop.", tool.Params(tool.String("conn", "Connection")), nil,
+		shop := tool.Selectable("shop", "Shop.", schema.Params(schema.String("conn", "Connection")), nil,
 			tool.SelectorFunc(func(_ context.Context, in string) ([]tool.Tool, error) {
 				return []tool.Tool{cart(strings.Trim(strings.TrimPrefix(in, `{"conn":`), `"}`))}, nil
 			}))
@@ -213,7 +216,7 @@ func TestSelectable(t *testing.T) {
 	})
 
 	t.Run("a failing selector is an error result; a signal propagates", func(t *testing.T) {
-		failing := tool.Selectable("f", "d", tool.EmptySchema(), nil, tool.SelectorFunc(func(context.Context, string) ([]tool.Tool, error) {
+		failing := tool.Selectable("f", "d", schema.Empty(), nil, tool.SelectorFunc(func(context.Context, string) ([]tool.Tool, error) {
 			return nil, errors.New("backend down")
 		}))
 		if got := mustCall(t, failing, "{}"); !got.IsError() || got.Content != "selecting the tools of 'f': backend down" {
@@ -222,7 +225,7 @@ func TestSelectable(t *testing.T) {
 		if _, err := failing.Select(context.Background(), "{}"); err == nil {
 			t.Error("Select: want the selector's error")
 		}
-		replan := tool.Selectable("f", "d", tool.EmptySchema(), nil, tool.SelectorFunc(func(context.Context, string) ([]tool.Tool, error) {
+		replan := tool.Selectable("f", "d", schema.Empty(), nil, tool.SelectorFunc(func(context.Context, string) ([]tool.Tool, error) {
 			return nil, tool.ReplanRequested{Reason: "x"}
 		}))
 		if _, err := replan.Call(context.Background(), "{}"); !errors.As(err, new(tool.ReplanRequested)) {
@@ -231,7 +234,7 @@ func TestSelectable(t *testing.T) {
 	})
 
 	t.Run("a nil selector selects all children", func(t *testing.T) {
-		f := tool.Selectable("f", "d", tool.EmptySchema(), leaves("a", "b"), nil)
+		f := tool.Selectable("f", "d", schema.Empty(), leaves("a", "b"), nil)
 		if diff := cmp.Diff([]string{"a", "b"}, mustSelect(t, f, "{}")); diff != "" {
 			t.Errorf("(-want +got):\n%s", diff)
 		}
@@ -242,11 +245,11 @@ func TestSelectable(t *testing.T) {
 // strategy's Select with the call's identity gets the selection the call made.
 func TestSelectionIsKeptForTheStrategy(t *testing.T) {
 	var runs atomic.Int32
-	f := tool.Selectable("shop", "Shop.", tool.EmptySchema(), nil, tool.SelectorFunc(func(_ context.Context, in string) ([]tool.Tool, error) {
+	f := tool.Selectable("shop", "Shop.", schema.Empty(), nil, tool.SelectorFunc(func(_ context.Context, in string) ([]tool.Tool, error) {
 		runs.Add(1)
 		return []tool.Tool{cart(in)}, nil
 	}))
-	ctx := tool.WithCallInfo(context.Background(), tool.CallInfo{RunID: "r", LoopID: "l", CallID: "c1"})
+	ctx := toolcall.WithCallInfo(context.Background(), tool.CallInfo{RunID: "r", LoopID: "l", CallID: "c1"})
 	res, err := f.Call(ctx, `{"conn":"a"}`)
 	if err != nil || res.Content != unfoldText("cart_add") {
 		t.Fatalf("Call = %+v, %v", res, err)
@@ -262,7 +265,7 @@ func TestSelectionIsKeptForTheStrategy(t *testing.T) {
 	if len(first) != 1 || len(second) != 1 || first[0] == second[0] {
 		t.Errorf("want the kept selection first, then a fresh one: %v, %v", first, second)
 	}
-	other := tool.WithCallInfo(context.Background(), tool.CallInfo{RunID: "r", LoopID: "l", CallID: "c2"})
+	other := toolcall.WithCallInfo(context.Background(), tool.CallInfo{RunID: "r", LoopID: "l", CallID: "c2"})
 	if _, err := f.Select(other, `{"conn":"a"}`); err != nil || runs.Load() != 3 {
 		t.Errorf("another call selects anew; selector ran %d times", runs.Load())
 	}
@@ -397,7 +400,9 @@ type foreignFacade struct {
 	children []tool.Tool
 }
 
-func (f foreignFacade) Children() []tool.Tool { return f.children }
+func (f foreignFacade) Kind() tool.FacadeKind                 { return tool.FacadeSelectable }
+func (f foreignFacade) Categories() (string, []tool.Category) { return "", nil }
+func (f foreignFacade) Children() []tool.Tool                 { return f.children }
 func (f foreignFacade) Select(context.Context, string) ([]tool.Tool, error) {
 	return f.children[:1], nil
 }
@@ -419,7 +424,7 @@ func TestAddTools(t *testing.T) {
 		}
 	}
 	opts := tool.FacadeOptions{Exclusive: true, UsageNotes: "notes", NoContextTool: true}
-	fopts := []tool.FacadeOption{tool.Exclusive(), tool.UsageNotes("notes"), tool.WithoutContextTool()}
+	fopts := []tool.FacadeOption{tool.Exclusive(), tool.UsageNotes("notes"), tool.NoContextTool()}
 
 	t.Run("Of: name, description, options kept; added tools selected and callable", func(t *testing.T) {
 		base := tool.Of("workspace", "Workspace.", leaves("base"), fopts...)
@@ -477,8 +482,8 @@ func TestAddTools(t *testing.T) {
 	})
 
 	t.Run("Selectable: the selector is kept and added tools are always selected", func(t *testing.T) {
-		schema := tool.Params(tool.String("level", "Level"))
-		base := tool.Selectable("api", "API.", schema, leaves("basic", "admin"), tool.SelectorFunc(func(_ context.Context, in string) ([]tool.Tool, error) {
+		levelSchema := schema.Params(schema.String("level", "Level"))
+		base := tool.Selectable("api", "API.", levelSchema, leaves("basic", "admin"), tool.SelectorFunc(func(_ context.Context, in string) ([]tool.Tool, error) {
 			if strings.Contains(in, "admin") {
 				return leaves("basic", "admin"), nil
 			}
@@ -486,7 +491,7 @@ func TestAddTools(t *testing.T) {
 		}), fopts...)
 		f := tool.AddTools(base, leaf("help"))
 		check(t, f, "api", "API.", opts, []string{"basic", "admin", "help"})
-		if !f.Definition().InputSchema.Equal(schema) {
+		if !f.Definition().InputSchema.Equal(levelSchema) {
 			t.Errorf("schema = %s", f.Definition().InputSchema)
 		}
 		if diff := cmp.Diff([]string{"basic", "help"}, mustSelect(t, f, `{"level":"basic"}`)); diff != "" {
@@ -498,7 +503,7 @@ func TestAddTools(t *testing.T) {
 	})
 
 	t.Run("a facade implemented elsewhere becomes the selector", func(t *testing.T) {
-		remote := foreignFacade{Tool: tool.New("remote", "Remote.", tool.Params(tool.String("q", "q")), nil), children: leaves("r1", "r2")}
+		remote := foreignFacade{Tool: tool.New("remote", "Remote.", schema.Params(schema.String("q", "q")), nil), children: leaves("r1", "r2")}
 		f := tool.AddTools(remote, leaf("local"))
 		check(t, f, "remote", "Remote.", tool.FacadeOptions{UsageNotes: "remote notes", Exclusive: true}, []string{"r1", "r2", "local"})
 		if !f.Definition().InputSchema.Equal(remote.Definition().InputSchema) {
@@ -512,16 +517,16 @@ func TestAddTools(t *testing.T) {
 
 func TestShortcutDispatch(t *testing.T) {
 	var got []string
-	rec := func(name string, schema tool.Schema) tool.Tool {
+	rec := func(name string, schema schema.Schema) tool.Tool {
 		return tool.New(name, "the "+name+" tool", schema, func(_ context.Context, in string) (tool.Result, error) {
 			got = append(got, name+" "+in)
 			return tool.Text(name + " done"), nil
 		})
 	}
 	children := []tool.Tool{
-		rec("add_task", tool.Params(tool.String("title", "Title"), tool.Integer("priority", "Priority").AsOptional())),
-		rec("set_personality", tool.EmptySchema()),
-		rec("list_tasks", tool.EmptySchema()),
+		rec("add_task", schema.Params(schema.String("title", "Title"), schema.Integer("priority", "Priority").AsOptional())),
+		rec("set_personality", schema.Empty()),
+		rec("list_tasks", schema.Empty()),
 	}
 	f := tool.Of("tasks", "Task operations.", children)
 	unfolded := unfoldText("add_task, set_personality, list_tasks")
@@ -565,19 +570,46 @@ func TestShortcutDispatch(t *testing.T) {
 	}
 }
 
-func TestFormatTreeShowsFacades(t *testing.T) {
-	inner := tool.ByCategory("admin", "Admin.", []tool.Category{{Name: "perm", Tools: leaves("chmod", "chown")}})
-	outer := tool.Of("files", "Files.", []tool.Tool{leaf("read"), inner, leaf("write")})
-	got := tool.FormatTree("agent", []tool.Tool{leaf("search"), tool.WithNote(outer, "note")})
-	want := "agent\n" +
-		"├── search\n" +
-		"└── files (3 inner tools)\n" +
-		"    ├── read\n" +
-		"    ├── admin (2 inner tools)\n" +
-		"    │   ├── chmod\n" +
-		"    │   └── chown\n" +
-		"    └── write"
-	if got != want {
-		t.Errorf("FormatTree =\n%s\nwant\n%s", got, want)
+// TestFacadeKind: every facade says how it selects, so that a worker can register it
+// as what it is; a by-category facade also gives its categories and parameter.
+func TestFacadeKind(t *testing.T) {
+	cats := []tool.Category{{Name: "perm", Tools: leaves("chmod", "chown")}, {Name: "read", Tools: leaves("cat")}}
+	sel := tool.SelectorFunc(func(context.Context, string) ([]tool.Tool, error) { return nil, nil })
+	tests := []struct {
+		name      string
+		f         tool.Facade
+		want      tool.FacadeKind
+		wantParam string
+		wantCats  map[string][]string
+	}{
+		{"Of", tool.Of("a", "A.", leaves("x")), tool.FacadePlain, "", nil},
+		{"ByCategory", tool.ByCategory("b", "B.", cats, tool.CategoryParameter("kind")), tool.FacadeByCategory, "kind",
+			map[string][]string{"perm": {"chmod", "chown"}, "read": {"cat"}}},
+		{"Selectable", tool.Selectable("c", "C.", schema.Empty(), leaves("x"), sel), tool.FacadeSelectable, "", nil},
+		{"AddTools to Of", tool.AddTools(tool.Of("a", "A.", leaves("x")), leaf("y")), tool.FacadePlain, "", nil},
+		{"AddTools to ByCategory", tool.AddTools(tool.ByCategory("b", "B.", cats[:1]), leaf("y")), tool.FacadeByCategory, "category",
+			map[string][]string{"perm": {"chmod", "chown", "y"}, "all": {"chmod", "chown", "y"}}},
+		{"AddTools to a foreign facade", tool.AddTools(foreignFacade{Tool: leaf("f"), children: leaves("x")}, leaf("y")), tool.FacadeSelectable, "", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.f.Kind(); got != tt.want {
+				t.Errorf("Kind() = %s, want %s", got, tt.want)
+			}
+			param, got := tt.f.Categories()
+			if param != tt.wantParam {
+				t.Errorf("category parameter = %q, want %q", param, tt.wantParam)
+			}
+			var gotCats map[string][]string
+			for _, c := range got {
+				if gotCats == nil {
+					gotCats = map[string][]string{}
+				}
+				gotCats[c.Name] = toolNames(c.Tools)
+			}
+			if diff := cmp.Diff(tt.wantCats, gotCats); diff != "" {
+				t.Errorf("categories (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -2,10 +2,10 @@ package tool
 
 import (
 	"context"
-	"fmt"
 	"maps"
-	"runtime/debug"
 	"time"
+
+	"github.com/toolmesh/toolmesh/pkg/schema"
 )
 
 // Option configures a tool built by New or Func.
@@ -50,16 +50,16 @@ type funcTool struct {
 //
 // fn reports ordinary failures either as an error Result or as a returned error; a
 // returned error becomes ErrorFrom(err) so that the model can react to it, unless it is
-// a Signal, which is returned as the error for the loop to act on. A panic in fn
-// becomes an error Result with Code CodePanic: one broken tool must not take the
-// orchestrator or a worker down.
-func New(name, description string, schema Schema, fn func(ctx context.Context, input string) (Result, error), opts ...Option) Tool {
+// a Signal, which is returned as the error for the loop to act on. A panic in fn is
+// not recovered here: the worker SDK and the orchestrator, which run every call, turn
+// it into an error Result with Code CodePanic and log it with its stack.
+func New(name, description string, input schema.Schema, fn func(ctx context.Context, input string) (Result, error), opts ...Option) Tool {
 	var c config
 	for _, o := range opts {
 		o(&c)
 	}
 	return &funcTool{
-		def:  Definition{Name: name, Description: description, InputSchema: schema, Metadata: c.defMeta},
+		def:  Definition{Name: name, Description: description, InputSchema: input, Metadata: c.defMeta},
 		meta: c.meta,
 		fn:   fn,
 	}
@@ -73,13 +73,8 @@ func (t *funcTool) Definition() Definition {
 
 func (t *funcTool) Metadata() Metadata { return t.meta }
 
-func (t *funcTool) Call(ctx context.Context, input string) (res Result, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			res, err = panicResult(r), nil
-		}
-	}()
-	res, err = t.fn(ctx, input)
+func (t *funcTool) Call(ctx context.Context, input string) (Result, error) {
+	res, err := t.fn(ctx, input)
 	if err != nil {
 		if _, ok := AsSignal(err); ok {
 			return Result{}, err
@@ -87,19 +82,4 @@ func (t *funcTool) Call(ctx context.Context, input string) (res Result, err erro
 		return ErrorFrom(err), nil
 	}
 	return res, nil
-}
-
-// PanicError is the Cause of the error Result of a tool that panicked. It keeps the
-// stack for the logs; the model only sees the panic value.
-type PanicError struct {
-	Value any
-	Stack []byte
-}
-
-// Error is the message the model sees.
-func (e *PanicError) Error() string { return fmt.Sprintf("tool panicked: %v", e.Value) }
-
-func panicResult(v any) Result {
-	cause := &PanicError{Value: v, Stack: debug.Stack()}
-	return Result{Kind: KindError, Content: cause.Error(), Code: CodePanic, Cause: cause}
 }

@@ -4,18 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
 func TestNewDefinitionAndMetadata(t *testing.T) {
-	schema := tool.Params(tool.String("q", "Query"))
+	query := schema.Params(schema.String("q", "Query"))
 	noop := func(context.Context, string) (tool.Result, error) { return tool.Text(""), nil }
 	tests := []struct {
 		name     string
@@ -25,18 +25,18 @@ func TestNewDefinitionAndMetadata(t *testing.T) {
 	}{
 		{
 			name:    "defaults",
-			tool:    tool.New("search", "Searches", tool.EmptySchema(), noop),
-			wantDef: tool.Definition{Name: "search", Description: "Searches", InputSchema: tool.EmptySchema()},
+			tool:    tool.New("search", "Searches", schema.Empty(), noop),
+			wantDef: tool.Definition{Name: "search", Description: "Searches", InputSchema: schema.Empty()},
 		},
 		{
 			name: "all options",
-			tool: tool.New("search", "Searches", schema, noop,
+			tool: tool.New("search", "Searches", query, noop,
 				tool.ReturnDirect(), tool.Idempotent(), tool.Timeout(3*time.Second),
 				tool.DefinitionMetadata(map[string]string{"a": "1", "b": "1"}),
 				tool.DefinitionMetadata(map[string]string{"b": "2"}),
 			),
 			wantDef: tool.Definition{
-				Name: "search", Description: "Searches", InputSchema: schema,
+				Name: "search", Description: "Searches", InputSchema: query,
 				Metadata: map[string]string{"a": "1", "b": "2"},
 			},
 			wantMeta: tool.Metadata{ReturnDirect: true, Idempotent: true, Timeout: 3 * time.Second},
@@ -56,7 +56,7 @@ func TestNewDefinitionAndMetadata(t *testing.T) {
 
 func TestNewDefinitionMetadataIsACopy(t *testing.T) {
 	m := map[string]string{"k": "v"}
-	tl := tool.New("t", "", tool.EmptySchema(), nil, tool.DefinitionMetadata(m))
+	tl := tool.New("t", "", schema.Empty(), nil, tool.DefinitionMetadata(m))
 	m["k"] = "changed by caller"
 	tl.Definition().Metadata["k"] = "changed by reader"
 	if got := tl.Definition().Metadata["k"]; got != "v" {
@@ -68,7 +68,7 @@ func TestNewCall(t *testing.T) {
 	boom := errors.New("boom")
 	replan := tool.ReplanRequested{Reason: "world changed"}
 	terminate := tool.Terminate{Scope: tool.TerminateAgent, Reason: "done"}
-	artifact := tool.WithArtifact("made", tool.Artifact{TypeName: "X", JSON: []byte(`{}`)})
+	artifact := tool.ArtifactResult("made", tool.Artifact{TypeName: "X", JSON: []byte(`{}`)})
 	tests := []struct {
 		name    string
 		fn      func(context.Context, string) (tool.Result, error)
@@ -112,25 +112,10 @@ func TestNewCall(t *testing.T) {
 			},
 			wantErr: terminate,
 		},
-		{
-			name: "panic becomes error result",
-			fn:   func(context.Context, string) (tool.Result, error) { panic("kaputt") },
-			want: tool.Result{Kind: tool.KindError, Content: "tool panicked: kaputt", Code: tool.CodePanic},
-		},
-		{
-			name: "panic with an error value",
-			fn:   func(context.Context, string) (tool.Result, error) { panic(boom) },
-			want: tool.Result{Kind: tool.KindError, Content: "tool panicked: boom", Code: tool.CodePanic},
-		},
-		{
-			name: "nil function panics inside the call",
-			fn:   nil,
-			want: tool.Result{Kind: tool.KindError, Content: "tool panicked: runtime error: invalid memory address or nil pointer dereference", Code: tool.CodePanic},
-		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := tool.New("t", "", tool.EmptySchema(), tt.fn).Call(context.Background(), "{}")
+			got, err := tool.New("t", "", schema.Empty(), tt.fn).Call(context.Background(), "{}")
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("Call error = %v, want %v", err, tt.wantErr)
 			}
@@ -150,24 +135,25 @@ func TestNewCall(t *testing.T) {
 	}
 }
 
-func TestPanicCauseKeepsStack(t *testing.T) {
-	got, _ := tool.New("t", "", tool.EmptySchema(), func(context.Context, string) (tool.Result, error) {
+// TestNewDoesNotRecover: a panic in a tool is not hidden inside it; internal/toolcall,
+// which runs every call on the worker and in the orchestrator, recovers and logs it.
+func TestNewDoesNotRecover(t *testing.T) {
+	defer func() {
+		if p := recover(); p != 42 {
+			t.Errorf("recovered %v, want the tool's panic 42", p)
+		}
+	}()
+	_, _ = tool.New("t", "", schema.Empty(), func(context.Context, string) (tool.Result, error) {
 		panic(42)
 	}).Call(context.Background(), "")
-	var pe *tool.PanicError
-	if !errors.As(got.Cause, &pe) {
-		t.Fatalf("Cause = %#v, want *PanicError", got.Cause)
-	}
-	if pe.Value != 42 || !strings.Contains(string(pe.Stack), "func_test.go") {
-		t.Errorf("PanicError = {Value: %v, Stack: %.200s...}, want value 42 and a stack through the test", pe.Value, pe.Stack)
-	}
+	t.Error("the panic did not reach the caller")
 }
 
 type ctxKey struct{}
 
 func TestNewPassesContextAndInput(t *testing.T) {
 	var gotCtx, gotIn any
-	tl := tool.New("t", "", tool.EmptySchema(), func(ctx context.Context, in string) (tool.Result, error) {
+	tl := tool.New("t", "", schema.Empty(), func(ctx context.Context, in string) (tool.Result, error) {
 		gotCtx, gotIn = ctx.Value(ctxKey{}), in
 		return tool.Text(""), nil
 	})

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"sync"
+
+	"github.com/toolmesh/toolmesh/internal/toolinternal"
 )
 
 // State is what a stateful tool keeps between calls: a shopping cart, a connection a
@@ -49,15 +51,8 @@ func (s *State) Changed() bool {
 	return s.changed
 }
 
-type stateKey struct{}
-
-// WithState returns a context carrying s.
-func WithState(ctx context.Context, s *State) context.Context {
-	return context.WithValue(ctx, stateKey{}, s)
-}
-
 // StateFrom returns the State in ctx, or nil when the call is bound to none.
 func StateFrom(ctx context.Context) *State {
-	s, _ := ctx.Value(stateKey{}).(*State)
+	s, _ := ctx.Value(toolinternal.StateKey{}).(*State)
 	return s
 }

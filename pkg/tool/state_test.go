@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
@@ -19,7 +20,7 @@ func TestState(t *testing.T) {
 	if string(s.Bytes()) != "cart:1" || s.Changed() {
 		t.Errorf("NewState kept a reference or reports a change: %q", s.Bytes())
 	}
-	ctx := tool.WithState(context.Background(), s)
+	ctx := toolcall.WithState(context.Background(), s)
 	tool.StateFrom(ctx).Set([]byte("cart:1,2"))
 	if string(s.Bytes()) != "cart:1,2" || !s.Changed() {
 		t.Errorf("Set through the context = %q, changed %v", s.Bytes(), s.Changed())

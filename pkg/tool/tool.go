@@ -9,6 +9,8 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/toolmesh/toolmesh/pkg/schema"
 )
 
 // Tool is something the model can call.
@@ -30,8 +32,8 @@ type Definition struct {
 	Name string
 	// Description shown to the model.
 	Description string
-	// InputSchema is the JSON Schema of the arguments.
-	InputSchema Schema
+	// InputSchema is the JSON schema.Schema of the arguments.
+	InputSchema schema.Schema
 	// Metadata is application-level data; it is never sent to the model.
 	Metadata map[string]string
 }
@@ -132,9 +134,9 @@ const (
 // Text returns a text result.
 func Text(content string) Result { return Result{Kind: KindText, Content: content} }
 
-// WithArtifact returns a result whose content goes to the model and whose artifact goes
+// ArtifactResult returns a result whose content goes to the model and whose artifact goes
 // to sinks.
-func WithArtifact(content string, a Artifact) Result {
+func ArtifactResult(content string, a Artifact) Result {
 	return Result{Kind: KindArtifact, Content: content, Artifact: &a}
 }
 

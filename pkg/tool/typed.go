@@ -8,6 +8,9 @@ import (
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/toolmesh/toolmesh/internal/jsontree"
+	"github.com/toolmesh/toolmesh/internal/toolinternal"
+	"github.com/toolmesh/toolmesh/pkg/schema"
 )
 
 // Func returns a tool that calls a typed Go function.
@@ -21,13 +24,14 @@ import (
 //
 // A call works as follows:
 //   - Blank input gives the zero I (for a pointer, a pointer to a zero struct), even if
-//     the schema has required properties, as Embabel does for no-argument constructors.
-//   - Other input is validated against the schema (see Schema.Validate) and decoded; a
-//     failure is an error Result with Code CodeInvalidArguments that names the problem.
+//     the schema has required properties, as for a function that takes no arguments.
+//   - Other input is validated against the schema (see schema.Schema.Validate) and
+//     decoded, unless the worker or the orchestrator has just validated exactly these
+//     arguments; a failure is an error Result with Code CodeInvalidArguments that names
+//     the problem.
 //   - The output becomes the result: a Result passes through untouched, a string
 //     becomes text as is (not JSON-quoted), anything else becomes text holding its JSON.
-//   - A returned error becomes an error Result, a Signal propagates, a panic becomes an
-//     error Result with Code CodePanic (as for New).
+//   - A returned error becomes an error Result and a Signal propagates (as for New).
 func Func[I, O any](name, description string, fn func(ctx context.Context, in I) (O, error), opts ...Option) (Tool, error) {
 	inType := reflect.TypeFor[I]()
 	structType := inType
@@ -35,26 +39,26 @@ func Func[I, O any](name, description string, fn func(ctx context.Context, in I)
 		structType = structType.Elem()
 	}
 	if structType.Kind() != reflect.Struct {
-		return nil, fmt.Errorf("%w: tool %q: input type %s is not a struct or a pointer to a struct", ErrInvalidSchema, name, inType)
+		return nil, fmt.Errorf("%w: tool %q: input type %s is not a struct or a pointer to a struct", schema.ErrInvalid, name, inType)
 	}
 	js, err := jsonschema.ForType(structType, nil)
 	if err != nil {
-		return nil, fmt.Errorf("%w: tool %q: %v", ErrInvalidSchema, name, err)
+		return nil, fmt.Errorf("%w: tool %q: %v", schema.ErrInvalid, name, err)
 	}
 	if js.Properties == nil {
 		// Some model APIs insist on "properties" even when there are none.
 		js.Properties = map[string]*jsonschema.Schema{}
 	}
-	b, err := marshalJSON(js)
+	b, err := jsontree.Marshal(js)
 	if err != nil {
-		return nil, fmt.Errorf("%w: tool %q: %v", ErrInvalidSchema, name, err)
+		return nil, fmt.Errorf("%w: tool %q: %v", schema.ErrInvalid, name, err)
 	}
-	schema, err := SchemaFromJSON(b)
+	input, err := schema.FromJSON(b)
 	if err != nil {
 		return nil, fmt.Errorf("tool %q: %w", name, err)
 	}
-	call := func(ctx context.Context, input string) (Result, error) {
-		in, bad := decodeInput[I](ctx, schema, input)
+	call := func(ctx context.Context, args string) (Result, error) {
+		in, bad := decodeInput[I](ctx, input, args)
 		if bad != nil {
 			return *bad, nil
 		}
@@ -64,7 +68,7 @@ func Func[I, O any](name, description string, fn func(ctx context.Context, in I)
 		}
 		return outputResult(out), nil
 	}
-	return New(name, description, schema, call, opts...), nil
+	return New(name, description, input, call, opts...), nil
 }
 
 // MustFunc is Func for tools defined at start-up; it panics if the schema cannot be
@@ -78,18 +82,18 @@ func MustFunc[I, O any](name, description string, fn func(ctx context.Context, i
 }
 
 // decodeInput returns the input value, or the error Result to answer with.
-func decodeInput[I any](ctx context.Context, schema Schema, input string) (I, *Result) {
+func decodeInput[I any](ctx context.Context, s schema.Schema, input string) (I, *Result) {
 	var in I
 	if t := reflect.TypeFor[I](); t.Kind() == reflect.Pointer {
 		in = reflect.New(t.Elem()).Interface().(I)
 	}
-	if isBlank(input) {
+	if jsontree.IsBlank(input) {
 		return in, nil
 	}
 	canonical := input
-	if !Validated(ctx, input) {
+	if !toolinternal.Validated(ctx, input) {
 		var err error
-		if canonical, err = schema.Validate(input); err != nil {
+		if canonical, err = s.Validate(input); err != nil {
 			res := ErrorWithCode(CodeInvalidArguments, err.Error())
 			res.Cause = err
 			return in, &res
@@ -98,7 +102,7 @@ func decodeInput[I any](ctx context.Context, schema Schema, input string) (I, *R
 	dec := json.NewDecoder(strings.NewReader(canonical))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
-		err = fmt.Errorf("%w: %v", ErrInvalidArguments, err)
+		err = fmt.Errorf("%w: %v", schema.ErrInvalidArguments, err)
 		res := ErrorWithCode(CodeInvalidArguments, err.Error())
 		res.Cause = err
 		return in, &res
@@ -114,7 +118,7 @@ func outputResult(out any) Result {
 	case string:
 		return Text(v)
 	}
-	b, err := marshalJSON(out)
+	b, err := jsontree.Marshal(out)
 	if err != nil {
 		return ErrorFrom(fmt.Errorf("cannot encode the tool's output as JSON: %w", err))
 	}

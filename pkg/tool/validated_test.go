@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
@@ -20,14 +21,14 @@ func TestTypedToolTrustsValidatedArguments(t *testing.T) {
 	if res, _ := add.Call(context.Background(), noA); !res.IsError() {
 		t.Fatalf("unvalidated call = %+v, want the schema error", res)
 	}
-	ctx := tool.WithValidated(context.Background(), noA)
+	ctx := toolinternal.WithValidated(context.Background(), noA)
 	if res, _ := add.Call(ctx, noA); res.IsError() || res.Content != "1" {
 		t.Errorf("validated call = %+v, want validation skipped", res)
 	}
 	if res, _ := add.Call(ctx, `{"a":"x"}`); !res.IsError() {
 		t.Errorf("other arguments than the validated ones were not validated: %+v", res)
 	}
-	if !tool.Validated(ctx, noA) || tool.Validated(context.Background(), noA) {
+	if !toolinternal.Validated(ctx, noA) || toolinternal.Validated(context.Background(), noA) {
 		t.Error("Validated reports wrongly")
 	}
 }

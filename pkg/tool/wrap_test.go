@@ -7,13 +7,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
 // echoTool returns its input and the call-context value it finds in ctx, so that tests
 // can see that wrappers keep behaviour and pass ctx through.
 func echoTool(name, description string, opts ...tool.Option) tool.Tool {
-	return tool.New(name, description, tool.Params(tool.String("q", "Query")),
+	return tool.New(name, description, schema.Params(schema.String("q", "Query")),
 		func(ctx context.Context, in string) (tool.Result, error) {
 			v, _ := ctx.Value(ctxKey{}).(string)
 			return tool.Text(in + "|" + v), nil

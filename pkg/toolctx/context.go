@@ -19,10 +19,13 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
-// LoopIDKey is the reserved key of the loop id the orchestrator stamps on every tool
-// loop. LoopMemo and OneShotPerLoop key on it.
+// LoopIDKey is the reserved key under which FromContext shows the id of the tool loop a
+// call belongs to (the LoopID of tool.CallInfoFrom). LoopMemo and OneShotPerLoop key on
+// it.
 const LoopIDKey = "toolmesh.loop_id"
 
 // ReservedPrefix starts every key toolmesh itself sets. Converters never forward such
@@ -166,6 +169,16 @@ func (c Context) WithoutReserved() Context {
 
 // filter returns the entries whose key keep accepts; c itself when it keeps them all.
 func (c Context) filter(keep func(string) bool) Context {
+	all := true
+	for k := range c.m {
+		if !keep(k) {
+			all = false
+			break
+		}
+	}
+	if all {
+		return c
+	}
 	var m map[string]string
 	for k, v := range c.m {
 		if keep(k) {
@@ -204,13 +217,16 @@ func (c Context) String() string {
 // LoopID returns the loop id under LoopIDKey, or "" when there is none.
 func (c Context) LoopID() string { return c.m[LoopIDKey] }
 
-// WithLoopID returns c with the loop id set; an empty id removes it, so that a worker
-// can overwrite whatever a caller sent with the id of its request field.
-func (c Context) WithLoopID(id string) Context {
-	if id == "" {
+// withLoopID returns c showing the loop id id: c itself when it already does.
+func (c Context) withLoopID(id string) Context {
+	switch cur, ok := c.m[LoopIDKey]; {
+	case id == "" && !ok, id != "" && cur == id:
+		return c
+	case id == "":
 		return c.Without(LoopIDKey)
+	default:
+		return c.With(LoopIDKey, id)
 	}
-	return c.With(LoopIDKey, id)
 }
 
 func normalize(m map[string]string) Context {
@@ -223,12 +239,23 @@ func normalize(m map[string]string) Context {
 type contextKey struct{}
 
 // NewContext returns ctx carrying c; tool functions read it back with FromContext.
+// The loop id is not the caller's to set: reserved keys of c are dropped, and the loop id
+// of the call (see FromContext) is shown under LoopIDKey.
 func NewContext(ctx context.Context, c Context) context.Context {
-	return context.WithValue(ctx, contextKey{}, c)
+	return context.WithValue(ctx, contextKey{}, c.WithoutReserved().withLoopID(loopID(ctx)))
 }
 
-// FromContext returns the context carried by ctx, or Empty when there is none.
+// FromContext returns the context carried by ctx, or Empty when there is none, with the
+// id of the tool loop the call belongs to under LoopIDKey. The loop id has one home, the
+// call's tool.CallInfo, which the orchestrator sets for every call and the worker SDK
+// restores from the request; the bag only shows it.
 func FromContext(ctx context.Context) Context {
 	c, _ := ctx.Value(contextKey{}).(Context)
-	return c
+	return c.withLoopID(loopID(ctx))
+}
+
+// loopID is the loop of the call in ctx.
+func loopID(ctx context.Context) string {
+	info, _ := tool.CallInfoFrom(ctx)
+	return info.LoopID
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
 
@@ -208,12 +210,18 @@ func TestLoopID(t *testing.T) {
 	if c.LoopID() != "" {
 		t.Errorf("LoopID of a context without one = %q", c.LoopID())
 	}
-	l := c.WithLoopID("loop-1")
-	if l.LoopID() != "loop-1" || l.GetOr(toolctx.LoopIDKey, "") != "loop-1" || c.LoopID() != "" {
-		t.Errorf("WithLoopID: %v (receiver %v)", l, c)
+	// The loop id is the call's: FromContext shows it, whatever the bag given held.
+	ctx := toolcall.WithCallInfo(context.Background(), tool.CallInfo{LoopID: "loop-1"})
+	forged := c.With(toolctx.LoopIDKey, "forged").With("toolmesh.other", "x")
+	l := toolctx.FromContext(toolctx.NewContext(ctx, forged))
+	if l.LoopID() != "loop-1" || l.GetOr(toolctx.LoopIDKey, "") != "loop-1" || !l.Without(toolctx.LoopIDKey).Equal(c) {
+		t.Errorf("FromContext in loop-1 = %v, want %v plus the loop id", l, c)
 	}
-	if !l.WithLoopID("").Equal(c) {
-		t.Errorf("WithLoopID(\"\") = %v, want the loop id removed", l.WithLoopID(""))
+	if l := toolctx.FromContext(toolctx.NewContext(context.Background(), forged)); !l.Equal(c) {
+		t.Errorf("FromContext outside a loop = %v, want %v: reserved keys are toolmesh's", l, c)
+	}
+	if l := toolctx.FromContext(ctx); !l.Equal(toolctx.MustOf(toolctx.LoopIDKey, "loop-1")) {
+		t.Errorf("FromContext without a bag = %v, want the loop id alone", l)
 	}
 	if !toolctx.IsReserved(toolctx.LoopIDKey) || toolctx.IsReserved("toolmesh") || toolctx.IsReserved("tenantId") {
 		t.Error("IsReserved is wrong")

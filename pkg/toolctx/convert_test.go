@@ -62,7 +62,7 @@ func TestConverters(t *testing.T) {
 }
 
 func TestConvertersDoNotChangeTheirInput(t *testing.T) {
-	in := full.WithLoopID("loop-1")
+	in := full.With(toolctx.LoopIDKey, "loop-1")
 	before := in.Map()
 	for _, conv := range []toolctx.Converter{
 		toolctx.PassThrough(), toolctx.None(), toolctx.AllowKeys("tenantId"), toolctx.DenyKeys("tenantId"),
@@ -96,7 +96,7 @@ func TestAllowEqualsDenyOfComplement(t *testing.T) {
 }
 
 func TestReservedKeysNeverCross(t *testing.T) {
-	in := full.WithLoopID("loop-1").With("toolmesh.other", "x")
+	in := full.With(toolctx.LoopIDKey, "loop-1").With("toolmesh.other", "x")
 	var seen toolctx.Context
 	for _, conv := range []toolctx.Converter{
 		toolctx.PassThrough(),
@@ -105,7 +105,7 @@ func TestReservedKeysNeverCross(t *testing.T) {
 		toolctx.Secured(toolctx.AllowKeys(toolctx.LoopIDKey, "tenantId"), toolctx.LoopIDKey),
 		toolctx.ConverterFunc(func(c toolctx.Context) toolctx.Context {
 			seen = c
-			return c.WithLoopID("forged").With("toolmesh.injected", "y")
+			return c.With(toolctx.LoopIDKey, "forged").With("toolmesh.injected", "y")
 		}),
 		toolctx.Secured(ownConverter{}),
 	} {
@@ -127,7 +127,9 @@ func TestReservedKeysNeverCross(t *testing.T) {
 // ownConverter is a Converter that does not strip reserved keys itself.
 type ownConverter struct{}
 
-func (ownConverter) Convert(c toolctx.Context) toolctx.Context { return c.WithLoopID("forged") }
+func (ownConverter) Convert(c toolctx.Context) toolctx.Context {
+	return c.With(toolctx.LoopIDKey, "forged")
+}
 
 func TestSecured(t *testing.T) {
 	const secret = "authToken"
@@ -158,7 +160,7 @@ func TestSecured(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := tt.conv.Convert(full.WithLoopID("loop-1"))
+			got := tt.conv.Convert(full.With(toolctx.LoopIDKey, "loop-1"))
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("%v (-want +got):\n%s", tt.conv, diff)
 			}

@@ -10,7 +10,7 @@ import (
 func Example_converters() {
 	run := toolctx.MustOf("tenantId", "acme", "authToken", "xyz", "correlationId", "c-1")
 	interaction := toolctx.MustOf("tenantId", "override", "locale", "en")
-	c := toolctx.Effective(run, interaction).WithLoopID("loop-1")
+	c := toolctx.Effective(run, interaction).With(toolctx.LoopIDKey, "loop-1")
 	fmt.Println(c)
 
 	for _, conv := range []toolctx.Converter{

@@ -9,7 +9,9 @@ import (
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
 
-func loop(id string) toolctx.Context { return toolctx.MustOf("tenantId", "acme").WithLoopID(id) }
+func loop(id string) toolctx.Context {
+	return toolctx.MustOf("tenantId", "acme").With(toolctx.LoopIDKey, id)
+}
 
 func TestLoopMemo(t *testing.T) {
 	t.Run("first call true, repeats false", func(t *testing.T) {

@@ -20,8 +20,8 @@ func AlreadyLoaded(name, advice string) string {
 // OneShotPerLoop wraps t so that it runs at most once per tool loop: the first call in
 // a loop delegates to t, every later call in the same loop returns the text
 // AlreadyLoaded(t's name, advice) without calling t. It keys only on the loop id, not
-// on the arguments. The loop id is FromContext(ctx).LoopID(), or else the LoopID of
-// tool.CallInfoFrom(ctx); a call without a loop id always delegates.
+// on the arguments. The loop id is FromContext(ctx).LoopID(); a call without a loop id
+// always delegates.
 //
 // A first call that fails (an error result, or a returned error) still uses up the
 // shot: the model has seen its outcome. Each wrapper remembers its own loops (a
@@ -47,17 +47,8 @@ func (o *oneShot) Metadata() tool.Metadata { return o.delegate.Metadata() }
 func (o *oneShot) Delegate() tool.Tool { return o.delegate }
 
 func (o *oneShot) Call(ctx context.Context, input string) (tool.Result, error) {
-	if o.memo.FirstTimeInLoop(loopID(ctx)) {
+	if o.memo.FirstTimeInLoop(FromContext(ctx).LoopID()) {
 		return o.delegate.Call(ctx, input)
 	}
 	return tool.Text(AlreadyLoaded(o.delegate.Definition().Name, o.advice)), nil
-}
-
-// loopID is the loop of the call in ctx: the bag's, else the call info's.
-func loopID(ctx context.Context) string {
-	if id := FromContext(ctx).LoopID(); id != "" {
-		return id
-	}
-	info, _ := tool.CallInfoFrom(ctx)
-	return info.LoopID
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
@@ -26,7 +28,7 @@ type counting struct {
 }
 
 func (c *counting) tool() tool.Tool {
-	return tool.New("skill", "Loads the skill body.", tool.EmptySchema(),
+	return tool.New("skill", "Loads the skill body.", schema.Empty(),
 		func(ctx context.Context, input string) (tool.Result, error) {
 			c.calls.Add(1)
 			c.last.Store(&ctx)
@@ -40,7 +42,8 @@ func (c *counting) tool() tool.Tool {
 }
 
 func inLoop(id string) context.Context {
-	return toolctx.NewContext(context.Background(), toolctx.MustOf("tenantId", "acme").WithLoopID(id))
+	ctx := toolcall.WithCallInfo(context.Background(), tool.CallInfo{RunID: "r", LoopID: id, CallID: "c"})
+	return toolctx.NewContext(ctx, toolctx.MustOf("tenantId", "acme"))
 }
 
 func call(t *testing.T, tl tool.Tool, ctx context.Context) tool.Result {
@@ -106,7 +109,7 @@ func TestOneShotPerLoop(t *testing.T) {
 			context.Background(),
 			toolctx.NewContext(context.Background(), toolctx.Empty),
 			toolctx.NewContext(context.Background(), toolctx.MustOf("tenantId", "acme")),
-			tool.WithCallInfo(context.Background(), tool.CallInfo{RunID: "r", CallID: "c"}),
+			toolcall.WithCallInfo(context.Background(), tool.CallInfo{RunID: "r", CallID: "c"}),
 		} {
 			for range 2 {
 				if res := call(t, tl, ctx); res.Content != "body:{}" {
@@ -121,15 +124,18 @@ func TestOneShotPerLoop(t *testing.T) {
 	t.Run("loop id from the call info when the bag has none", func(t *testing.T) {
 		d := &counting{}
 		tl := toolctx.OneShotPerLoop(d.tool(), advice)
-		ctx := tool.WithCallInfo(context.Background(), tool.CallInfo{RunID: "r", LoopID: "l1", CallID: "c"})
+		ctx := toolcall.WithCallInfo(context.Background(), tool.CallInfo{RunID: "r", LoopID: "l1", CallID: "c"})
 		call(t, tl, ctx)
 		if res := call(t, tl, ctx); res.Content != wantLoaded {
 			t.Errorf("second call in the call info's loop = %q", res.Content)
 		}
-		// The bag's loop id wins over the call info's.
-		bagged := toolctx.NewContext(ctx, toolctx.Empty.WithLoopID("l2"))
-		if res := call(t, tl, bagged); res.Content != "body:{}" {
-			t.Errorf("first call in the bag's loop = %q", res.Content)
+		// A loop id forged into the bag does not count: the call info's does.
+		bagged := toolctx.NewContext(ctx, toolctx.MustOf(toolctx.LoopIDKey, "l2"))
+		if res := call(t, tl, bagged); res.Content != wantLoaded {
+			t.Errorf("call with a forged loop id in the bag = %q", res.Content)
+		}
+		if res := call(t, tl, inLoop("l2")); res.Content != "body:{}" {
+			t.Errorf("first call in another loop = %q", res.Content)
 		}
 		if n := d.calls.Load(); n != 2 {
 			t.Errorf("delegate called %d times, want 2", n)
@@ -176,7 +182,7 @@ func TestOneShotPerLoopIsTransparent(t *testing.T) {
 	if tool.Unwrap(tl) != inner {
 		t.Error("Unwrap does not reach the delegate")
 	}
-	if diff := cmp.Diff(inner.Definition(), tl.Definition(), cmp.Comparer(tool.Schema.Equal)); diff != "" {
+	if diff := cmp.Diff(inner.Definition(), tl.Definition(), cmp.Comparer(schema.Schema.Equal)); diff != "" {
 		t.Errorf("Definition not forwarded (-delegate +wrapper):\n%s", diff)
 	}
 	want := tool.Metadata{ReturnDirect: true, Idempotent: true, Timeout: 3 * time.Second}
@@ -186,7 +192,7 @@ func TestOneShotPerLoopIsTransparent(t *testing.T) {
 
 	type key struct{}
 	ctx := context.WithValue(inLoop("l1"), key{}, "value")
-	ctx = tool.WithCallInfo(ctx, tool.CallInfo{RunID: "r", LoopID: "l1", CallID: "c"})
+	ctx = toolcall.WithCallInfo(ctx, tool.CallInfo{RunID: "r", LoopID: "l1", CallID: "c"})
 	call(t, tl, ctx)
 	got := *d.last.Load()
 	if got != ctx {

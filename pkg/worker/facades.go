@@ -1,48 +1,23 @@
 package worker
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
 
-// A group declares facades (SPEC S7) as trees over its tools. The worker registers every
-// leaf tool of a tree as a tool of the group and describes each facade as a FacadeNode;
-// the orchestrator unfolds plain and by-category facades itself and calls the worker only
-// for a selectable facade, whose selector runs here (see selectFacade).
-//
-// Facades are opaque values of pkg/tool, so their kind is read from how they behave:
-//
-//   - plain (tool.Of): the input schema has no properties, and selecting with {} gives
-//     exactly the children and binds no state;
-//   - by-category (tool.ByCategory): the schema has one property, required, of type
-//     string, with an enum, described as ByCategory describes it ("Category to access.
-//     Available: <the enum, comma separated>"); each category's children are learnt by
-//     selecting with {"<parameter>":"<category>"} for every enum value, in order;
-//   - selectable: anything else. Calling it reaches a worker, whose answer is always
-//     right, so a facade of another kind that is taken for selectable still works.
-
-// facadeKind is how the orchestrator treats a facade.
-type facadeKind int
-
-const (
-	facadePlain facadeKind = iota
-	facadeByCategory
-	facadeSelectable
-)
+// A group declares facades as trees over its tools. The worker registers every leaf tool
+// of a tree as a tool of the group and describes each facade as a FacadeNode of the
+// facade's own kind (tool.Facade.Kind): the orchestrator unfolds plain and by-category
+// facades itself and calls the worker only for a selectable facade, whose selector runs
+// here (see selectFacade).
 
 // maxFacadeDepth bounds nesting, as the orchestrator does.
 const maxFacadeDepth = 32
-
-// byCategoryDescription is how tool.ByCategory describes its category parameter.
-const byCategoryDescription = "Category to access. Available: "
 
 // servedFacade is a facade the worker serves.
 type servedFacade struct {
@@ -51,7 +26,6 @@ type servedFacade struct {
 	// facade is the tool.Facade found beneath wrappers.
 	facade tool.Facade
 	group  string
-	kind   facadeKind
 }
 
 // catalog is what New builds from the groups: the registration's groups and what
@@ -62,19 +36,6 @@ type catalog struct {
 	hashes  map[string]string
 	facades map[string]*servedFacade
 	group   map[string]string // tool or facade name → group role
-}
-
-// GroupRegistrations returns the groups as the worker registers them with the
-// orchestrator: each group's tools (the ones given plus every leaf of its facades, sorted
-// by name, with content hashes) and its facade trees. It fails as New does on a group it
-// cannot serve. Tests and tools that speak the registry protocol themselves use it to
-// register exactly what a worker would.
-func GroupRegistrations(groups ...Group) ([]*toolpb.GroupRegistration, error) {
-	c, err := buildCatalog(groups)
-	if err != nil {
-		return nil, err
-	}
-	return c.groups, nil
 }
 
 func buildCatalog(groups []Group) (*catalog, error) {
@@ -164,7 +125,7 @@ type groupBuilder struct {
 // the same.
 func (b *groupBuilder) addTool(t tool.Tool, given bool) error {
 	def, meta := t.Definition(), t.Metadata()
-	hash := tool.Hash(def, meta)
+	hash := wire.Hash(def, meta)
 	if f, clash := b.c.facades[def.Name]; clash {
 		return fmt.Errorf("%w: tool %q of group %q has the name of a facade of group %q", ErrInvalidGroup, def.Name, b.role, f.group)
 	}
@@ -241,80 +202,23 @@ func (b *groupBuilder) facadeNode(t tool.Tool, depth int) (*toolpb.FacadeNode, e
 		return nil, fmt.Errorf("%w: group %q: facade %q has no children", ErrInvalidGroup, b.role, name)
 	}
 
-	kind, param, categories, err := classify(f, def.InputSchema, children)
-	if err != nil {
-		return nil, fmt.Errorf("%w: group %q: facade %q: %v", ErrInvalidGroup, b.role, name, err)
-	}
-	served.kind = kind
-	switch kind {
-	case facadeByCategory:
+	switch f.Kind() {
+	case tool.FacadeByCategory:
+		param, cats := f.Categories()
 		node.CategoryParameter = param
-		node.Categories = categories
-	case facadeSelectable:
+		for _, cat := range cats {
+			names := selectedNames(cat.Tools)
+			for _, n := range names {
+				if !slices.Contains(children, n) {
+					return nil, fmt.Errorf("%w: group %q: facade %q: category %q holds %q, which is not one of its children", ErrInvalidGroup, b.role, name, cat.Name, n)
+				}
+			}
+			node.Categories = append(node.Categories, &toolpb.FacadeCategory{Name: cat.Name, Children: names})
+		}
+	case tool.FacadeSelectable:
 		node.Selectable = true
 	}
 	return node, nil
-}
-
-// classify tells the kind of a facade from its schema and, for the kinds the
-// orchestrator unfolds itself, from what it selects (see the comment at the top).
-// Selections made here carry a scratch state, so that a selector that binds state
-// cannot fail for want of one; a selector that binds state is selectable.
-func classify(f tool.Facade, schema tool.Schema, children []string) (facadeKind, string, []*toolpb.FacadeCategory, error) {
-	props, required, err := schemaShape(schema)
-	if err != nil {
-		return 0, "", nil, err
-	}
-	switch {
-	case len(props) == 0:
-		names, changed, err := probe(f, "{}")
-		if err == nil && !changed && slices.Equal(names, children) {
-			return facadePlain, "", nil, nil
-		}
-		return facadeSelectable, "", nil, nil
-	case len(props) == 1 && len(required) == 1:
-		param := required[0]
-		p, ok := props[param]
-		if !ok || p.Type != "string" || len(p.Enum) == 0 || p.Description != byCategoryDescription+strings.Join(p.Enum, ", ") {
-			return facadeSelectable, "", nil, nil
-		}
-		var cats []*toolpb.FacadeCategory
-		for _, value := range p.Enum {
-			input, _ := json.Marshal(map[string]string{param: value})
-			names, changed, err := probe(f, string(input))
-			if err != nil {
-				return 0, "", nil, fmt.Errorf("selecting category %q: %w", value, err)
-			}
-			if changed {
-				return facadeSelectable, "", nil, nil
-			}
-			for _, n := range names {
-				if !slices.Contains(children, n) {
-					return 0, "", nil, fmt.Errorf("category %q selects %q, which is not one of its children", value, n)
-				}
-			}
-			cats = append(cats, &toolpb.FacadeCategory{Name: value, Children: names})
-		}
-		return facadeByCategory, param, cats, nil
-	default:
-		return facadeSelectable, "", nil, nil
-	}
-}
-
-// probe selects with input and returns the names selected (first of each name) and
-// whether the selector set the state.
-func probe(f tool.Facade, input string) (names []string, changed bool, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("selector panicked: %v", p)
-		}
-	}()
-	st := tool.NewState(nil)
-	selected, err := f.Select(tool.WithState(context.Background(), st), input)
-	if err != nil {
-		return nil, false, err
-	}
-	return selectedNames(selected), st.Changed(), nil
 }
 
 // selectedNames returns the names of the selected tools, each once, in order.
@@ -329,35 +233,4 @@ func selectedNames(selected []tool.Tool) []string {
 		}
 	}
 	return names
-}
-
-// schemaProperty is what classify reads of a property.
-type schemaProperty struct {
-	Type        any      `json:"type"`
-	Description string   `json:"description"`
-	Enum        []string `json:"enum"`
-}
-
-// schemaShape returns the properties of a schema and its required names. A property
-// whose type is not a single name has Type "" (it is not a category parameter).
-func schemaShape(s tool.Schema) (map[string]schemaProperty, []string, error) {
-	var shape struct {
-		Properties map[string]json.RawMessage `json:"properties"`
-		Required   []string                   `json:"required"`
-	}
-	if err := json.Unmarshal(s.JSON(), &shape); err != nil {
-		return nil, nil, fmt.Errorf("input schema: %v", err)
-	}
-	props := make(map[string]schemaProperty, len(shape.Properties))
-	for name, raw := range shape.Properties {
-		var p schemaProperty
-		if json.Unmarshal(raw, &p) != nil {
-			p = schemaProperty{} // an enum of non-strings, say: not a category parameter
-		}
-		if _, ok := p.Type.(string); !ok {
-			p.Type = ""
-		}
-		props[name] = p
-	}
-	return props, shape.Required, nil
 }

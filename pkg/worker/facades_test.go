@@ -11,14 +11,16 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/testing/protocmp"
 
+	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/internal/wire"
+	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
 
 // leaf returns a tool without parameters that answers "<name> ran with <state>".
 func leaf(name string) tool.Tool {
-	return tool.New(name, "the "+name+" tool", tool.EmptySchema(), func(ctx context.Context, _ string) (tool.Result, error) {
+	return tool.New(name, "the "+name+" tool", schema.Empty(), func(ctx context.Context, _ string) (tool.Result, error) {
 		return tool.Text(name + " ran with " + string(tool.StateFrom(ctx).Bytes())), nil
 	})
 }
@@ -79,7 +81,7 @@ func connectSelector(tools []tool.Tool) tool.Selector {
 	})
 }
 
-var dsnSchema = tool.Params(tool.String("dsn", "the database to connect to"))
+var dsnSchema = schema.Params(schema.String("dsn", "the database to connect to"))
 
 func connect(opts ...tool.FacadeOption) tool.Facade {
 	ts := leaves("query", "close")
@@ -128,7 +130,7 @@ func TestFacadeRegistration(t *testing.T) {
 		{
 			name: "plain, with every option",
 			group: Group{Role: "g", Facades: []tool.Facade{tool.Of("bag", "A bag of tools", leaves("b", "a"),
-				tool.Exclusive(), tool.UsageNotes("Use a, then b."), tool.WithoutGuideTool(), tool.WithoutContextTool())}},
+				tool.Exclusive(), tool.UsageNotes("Use a, then b."), tool.NoGuideTool(), tool.NoContextTool())}},
 			facades: []*toolpb.FacadeNode{{
 				Definition: plainDef("bag", "A bag of tools"), Children: toolChildren("b", "a"),
 				Exclusive: true, UsageNotes: "Use a, then b.", NoGuideTool: true, NoContextTool: true,
@@ -160,7 +162,7 @@ func TestFacadeRegistration(t *testing.T) {
 		},
 		{
 			name: "selectable with the empty schema: its selector binds state",
-			group: Group{Role: "g", Facades: []tool.Facade{tool.Selectable("session", "Open a session", tool.EmptySchema(), oneLeaf,
+			group: Group{Role: "g", Facades: []tool.Facade{tool.Selectable("session", "Open a session", schema.Empty(), oneLeaf,
 				tool.SelectorFunc(func(ctx context.Context, _ string) ([]tool.Tool, error) {
 					tool.StateFrom(ctx).Set([]byte("session-1"))
 					return oneLeaf, nil
@@ -171,7 +173,7 @@ func TestFacadeRegistration(t *testing.T) {
 		{
 			name: "selectable with an enum parameter of its own",
 			group: Group{Role: "g", Facades: []tool.Facade{tool.Selectable("mode", "Pick a mode",
-				tool.Params(tool.String("mode", "the mode").WithEnum("fast", "safe")), oneLeaf,
+				schema.Params(schema.String("mode", "the mode").WithEnum("fast", "safe")), oneLeaf,
 				tool.SelectorFunc(func(context.Context, string) ([]tool.Tool, error) { return oneLeaf, nil }))}},
 			facades: []*toolpb.FacadeNode{{
 				Definition: &toolpb.ToolDefinition{Name: "mode", Description: "Pick a mode",
@@ -212,7 +214,7 @@ func TestFacadeRegistration(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			grs, err := GroupRegistrations(tc.group)
+			grs, err := groupRegistrations(tc.group)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -224,12 +226,12 @@ func TestFacadeRegistration(t *testing.T) {
 			}
 			for _, rt := range grs[0].GetTools() {
 				def, meta, err := wire.DefinitionFromProto(rt.GetDefinition())
-				if err != nil || rt.GetContentHash() != tool.Hash(def, meta) {
+				if err != nil || rt.GetContentHash() != wire.Hash(def, meta) {
 					t.Errorf("tool %s: hash %s does not match its definition (%v)", def.Name, rt.GetContentHash(), err)
 				}
 			}
 			// A second build (another replica) registers exactly the same.
-			again, err := GroupRegistrations(tc.group)
+			again, err := groupRegistrations(tc.group)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -343,7 +345,7 @@ func TestInvokeFacades(t *testing.T) {
 	}{
 		{name: "selectable: selection and state",
 			req:  &toolpb.InvokeRequest{Tool: "connect", ArgumentsJson: `{"dsn":"postgres://db/main"}`},
-			text: tool.UnfoldMessage([]string{"query", "close"}, "Close when done."), selection: selection(bound, "query", "close"), state: bound},
+			text: toolinternal.UnfoldMessage([]string{"query", "close"}, "Close when done."), selection: selection(bound, "query", "close"), state: bound},
 		{name: "selectable: arguments against its schema",
 			req:     &toolpb.InvokeRequest{Tool: "connect", ArgumentsJson: `{"dsn":3}`},
 			errCode: toolpb.ToolErrorCode_TOOL_ERROR_CODE_INVALID_ARGUMENTS, fragment: "invalid arguments for tool 'connect'"},
@@ -352,7 +354,7 @@ func TestInvokeFacades(t *testing.T) {
 			errCode: toolpb.ToolErrorCode_TOOL_ERROR_CODE_FAILED, fragment: "cannot connect to refuse"},
 		{name: "selectable: the selector panics",
 			req:     &toolpb.InvokeRequest{Tool: "panics", ArgumentsJson: `{"dsn":"x"}`},
-			errCode: toolpb.ToolErrorCode_TOOL_ERROR_CODE_PANIC, fragment: "facade 'panics' panicked: selector boom"},
+			errCode: toolpb.ToolErrorCode_TOOL_ERROR_CODE_PANIC, fragment: "tool 'panics' panicked: selector boom"},
 		{name: "selectable: a tool the group does not register",
 			req:     &toolpb.InvokeRequest{Tool: "picks_stranger", ArgumentsJson: `{"dsn":"x"}`},
 			errCode: toolpb.ToolErrorCode_TOOL_ERROR_CODE_FAILED, fragment: "facade 'picks_stranger' selected 'stranger', which is not a tool of group 'db'"},
@@ -364,13 +366,13 @@ func TestInvokeFacades(t *testing.T) {
 			errCode: toolpb.ToolErrorCode_TOOL_ERROR_CODE_FAILED, fragment: "selected a tool 'query' whose definition differs from the one group 'db' registers"},
 		{name: "selectable: the state it is called with gives way to the one it binds",
 			req:  &toolpb.InvokeRequest{Tool: "picks_query", ArgumentsJson: `{"dsn":"x"}`, State: []byte("old")},
-			text: tool.UnfoldMessage([]string{"query"}, ""), selection: selection("bound", "query"), state: "bound"},
+			text: toolinternal.UnfoldMessage([]string{"query"}, ""), selection: selection("bound", "query"), state: "bound"},
 		{name: "plain facade: all children, no state",
 			req:  &toolpb.InvokeRequest{Tool: "plain", ArgumentsJson: `{}`},
-			text: tool.UnfoldMessage([]string{"p1", "p2"}, "Use p1 first."), selection: selection("", "p1", "p2")},
+			text: toolinternal.UnfoldMessage([]string{"p1", "p2"}, "Use p1 first."), selection: selection("", "p1", "p2")},
 		{name: "by-category facade: the category's children",
 			req:  &toolpb.InvokeRequest{Tool: "files", ArgumentsJson: `{"category":"write"}`},
-			text: tool.UnfoldMessage([]string{"tee"}, ""), selection: selection("", "tee")},
+			text: toolinternal.UnfoldMessage([]string{"tee"}, ""), selection: selection("", "tee")},
 		{name: "by-category facade: an unknown category is refused by its schema",
 			req:     &toolpb.InvokeRequest{Tool: "files", ArgumentsJson: `{"category":"nope"}`},
 			errCode: toolpb.ToolErrorCode_TOOL_ERROR_CODE_INVALID_ARGUMENTS, fragment: "invalid arguments for tool 'files'"},
@@ -405,7 +407,7 @@ func TestInvokeFacades(t *testing.T) {
 // comes back, flagged as changed even when it is empty.
 func TestStateRoundTrip(t *testing.T) {
 	ctx := testContext(t)
-	counter := tool.New("count", "Counts calls.", tool.EmptySchema(), func(ctx context.Context, _ string) (tool.Result, error) {
+	counter := tool.New("count", "Counts calls.", schema.Empty(), func(ctx context.Context, _ string) (tool.Result, error) {
 		st := tool.StateFrom(ctx)
 		n := 0
 		if b := st.Bytes(); len(b) > 0 {
@@ -416,11 +418,11 @@ func TestStateRoundTrip(t *testing.T) {
 		st.Set(fmt.Appendf(nil, "%d", n+1))
 		return tool.Text(fmt.Sprintf("call %d", n+1)), nil
 	})
-	reset := tool.New("reset", "Forgets the count.", tool.EmptySchema(), func(ctx context.Context, _ string) (tool.Result, error) {
+	reset := tool.New("reset", "Forgets the count.", schema.Empty(), func(ctx context.Context, _ string) (tool.Result, error) {
 		tool.StateFrom(ctx).Set(nil)
 		return tool.Text("reset"), nil
 	})
-	failsAfterSet := tool.New("half", "Sets state, then fails.", tool.EmptySchema(), func(ctx context.Context, _ string) (tool.Result, error) {
+	failsAfterSet := tool.New("half", "Sets state, then fails.", schema.Empty(), func(ctx context.Context, _ string) (tool.Result, error) {
 		tool.StateFrom(ctx).Set([]byte("partial"))
 		return tool.Result{}, errors.New("gave up")
 	})
@@ -462,7 +464,7 @@ func TestStateRoundTrip(t *testing.T) {
 // made on one binds state that the other serves the selected tools with.
 func TestStateAcrossReplicas(t *testing.T) {
 	ctx := testContext(t)
-	appendTool := tool.New("append", "Appends an item.", tool.Params(tool.String("item", "the item")), func(ctx context.Context, input string) (tool.Result, error) {
+	appendTool := tool.New("append", "Appends an item.", schema.Params(schema.String("item", "the item")), func(ctx context.Context, input string) (tool.Result, error) {
 		st := tool.StateFrom(ctx)
 		var s struct {
 			DSN   string   `json:"dsn"`

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
@@ -122,7 +123,7 @@ func group(tools ...tool.Tool) Group {
 }
 
 func echo() tool.Tool {
-	return tool.New("echo", "Echoes its text.", tool.Params(tool.String("text", "what to echo")),
+	return tool.New("echo", "Echoes its text.", schema.Params(schema.String("text", "what to echo")),
 		func(_ context.Context, input string) (tool.Result, error) { return tool.Text(input), nil })
 }
 
@@ -229,4 +230,13 @@ func (f *fakeRegistry) counts() (regs, heartbeats, drainings int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.regs), len(f.heartbeats), f.drainings
+}
+
+// groupRegistrations is what a worker serving groups registers.
+func groupRegistrations(groups ...Group) ([]*toolpb.GroupRegistration, error) {
+	c, err := buildCatalog(groups)
+	if err != nil {
+		return nil, err
+	}
+	return c.groups, nil
 }

@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"fmt"
-	"runtime/debug"
 	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -12,7 +11,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/toolmesh/toolmesh/internal/telemetry"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/internal/wire"
+	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
@@ -53,18 +55,18 @@ func (s *invoker) Invoke(ctx context.Context, req *toolpb.InvokeRequest) (*toolp
 	name := req.GetTool()
 	t, isTool := w.tools[name]
 	f, isFacade := w.facades[name]
-	var schema tool.Schema
+	var input schema.Schema
 	switch {
 	case isTool:
-		schema = t.Definition().InputSchema
+		input = t.Definition().InputSchema
 	case isFacade:
-		schema = f.tool.Definition().InputSchema
+		input = f.tool.Definition().InputSchema
 	default:
 		return wire.ResultToProto(tool.ErrorWithCode(tool.CodeUnknownTool, fmt.Sprintf("tool '%s' is not served by worker %s", name, w.opts.ID)))
 	}
-	args, err := schema.Validate(req.GetArgumentsJson())
+	args, err := input.Validate(req.GetArgumentsJson())
 	if err != nil {
-		return wire.ResultToProto(tool.ErrorWithCode(tool.CodeInvalidArguments, fmt.Sprintf("invalid arguments for tool '%s': %s", name, strings.TrimPrefix(err.Error(), tool.ErrInvalidArguments.Error()+": "))))
+		return wire.ResultToProto(tool.ErrorWithCode(tool.CodeInvalidArguments, fmt.Sprintf("invalid arguments for tool '%s': %s", name, strings.TrimPrefix(err.Error(), schema.ErrInvalidArguments.Error()+": "))))
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	bag, err := w.codec.Decode(md)
@@ -72,13 +74,13 @@ func (s *invoker) Invoke(ctx context.Context, req *toolpb.InvokeRequest) (*toolp
 		return wire.ResultToProto(tool.ErrorWithCode(tool.CodeInvalidArguments, fmt.Sprintf("the call's context cannot be read: %v", err)))
 	}
 	// The tool sees the entries its group may see plus the loop id, never anything else.
-	ctx = toolctx.NewContext(ctx, bag.WithLoopID(req.GetLoopId()))
-	ctx = tool.WithCallInfo(ctx, tool.CallInfo{RunID: req.GetRunId(), LoopID: req.GetLoopId(), CallID: req.GetCallId()})
-	ctx = tool.WithValidated(ctx, args)
+	ctx = toolcall.WithCallInfo(ctx, tool.CallInfo{RunID: req.GetRunId(), LoopID: req.GetLoopId(), CallID: req.GetCallId()})
+	ctx = toolctx.NewContext(ctx, bag)
+	ctx = toolinternal.WithValidated(ctx, args)
 	ctx = telemetry.WithLoopID(telemetry.WithRunID(ctx, req.GetRunId()), req.GetLoopId())
 	// The state the orchestrator keeps for the call: the tool reads it and may replace it.
 	st := tool.NewState(req.GetState())
-	ctx = tool.WithState(ctx, st)
+	ctx = toolcall.WithState(ctx, st)
 	group := w.group[name]
 	ctx, span := w.tel.StartTool(ctx, telemetry.ToolAttrs{Name: name, CallID: req.GetCallId(), Group: group})
 	w.tel.AddInFlight(ctx, w.opts.ID, group, 1)
@@ -116,29 +118,31 @@ func (s *invoker) Invoke(ctx context.Context, req *toolpb.InvokeRequest) (*toolp
 // answered the same way. Every selected tool must be a tool or facade the group
 // registers, under the registered definition: the orchestrator sends later calls of a
 // selected tool to any replica, which can only serve what the group registers.
-func (s *invoker) selectFacade(ctx context.Context, f *servedFacade, args string, st *tool.State) (res tool.Result, sel *toolpb.Selection) {
+func (s *invoker) selectFacade(ctx context.Context, f *servedFacade, args string, st *tool.State) (tool.Result, *toolpb.Selection) {
 	name := f.tool.Definition().Name
-	defer func() {
-		if p := recover(); p != nil {
-			s.w.log.Error("facade selector panicked", "facade", name, "panic", p, "stack", string(debug.Stack()))
-			res, sel = tool.ErrorWithCode(tool.CodePanic, fmt.Sprintf("facade '%s' panicked: %v", name, p)), nil
+	var sel *toolpb.Selection
+	res, err := toolcall.Protect(ctx, s.w.log, name, func() (tool.Result, error) {
+		selected, err := f.facade.Select(ctx, args)
+		if err != nil {
+			// Control-flow signals cannot cross the wire yet; the model hears about them.
+			return tool.ErrorFrom(err), nil
 		}
-	}()
-	selected, err := f.facade.Select(ctx, args)
-	if err != nil {
-		// Control-flow signals cannot cross the wire yet; the model hears about them.
-		return tool.ErrorFrom(err), nil
+		for _, t := range selected {
+			if t == nil {
+				continue
+			}
+			if msg := s.w.unservable(f.group, t); msg != "" {
+				return tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf("facade '%s' selected %s", name, msg)), nil
+			}
+		}
+		names := selectedNames(selected)
+		sel = &toolpb.Selection{Tools: names, State: st.Bytes()}
+		return tool.Text(toolinternal.UnfoldMessage(names, f.facade.Options().UsageNotes)), nil
+	})
+	if err != nil || res.IsError() {
+		return res, nil // a failed selection binds nothing
 	}
-	for _, t := range selected {
-		if t == nil {
-			continue
-		}
-		if msg := s.w.unservable(f.group, t); msg != "" {
-			return tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf("facade '%s' selected %s", name, msg)), nil
-		}
-	}
-	names := selectedNames(selected)
-	return tool.Text(tool.UnfoldMessage(names, f.facade.Options().UsageNotes)), &toolpb.Selection{Tools: names, State: st.Bytes()}
+	return res, sel
 }
 
 // unservable says why a selected tool cannot be served by the group's replicas, or "".
@@ -148,26 +152,20 @@ func (c *catalog) unservable(group string, t tool.Tool) string {
 	if c.group[name] != group {
 		return fmt.Sprintf("'%s', which is not a tool of group '%s': a selector may only select the group's tools (list them among the facade's children), so that every replica can serve them", name, group)
 	}
-	if hash, ok := c.hashes[name]; ok && hash != tool.Hash(def, meta) {
+	if hash, ok := c.hashes[name]; ok && hash != wire.Hash(def, meta) {
 		return fmt.Sprintf("a tool '%s' whose definition differs from the one group '%s' registers: a selector may only select the group's tools as registered, so that every replica can serve them", name, group)
 	}
 	return ""
 }
 
 // call runs the tool, turning a panic or a returned error into an error result.
-func (s *invoker) call(ctx context.Context, t tool.Tool, args string) (res tool.Result) {
-	defer func() {
-		if p := recover(); p != nil {
-			s.w.log.Error("tool panicked", "tool", t.Definition().Name, "panic", p, "stack", string(debug.Stack()))
-			res = tool.ErrorWithCode(tool.CodePanic, fmt.Sprintf("tool '%s' panicked: %v", t.Definition().Name, p))
-		}
-	}()
-	r, err := t.Call(ctx, args)
+func (s *invoker) call(ctx context.Context, t tool.Tool, args string) tool.Result {
+	res, err := toolcall.Call(ctx, s.w.log, t, args)
 	if err != nil {
 		// Control-flow signals cannot cross the wire yet; the model hears about them.
 		return tool.ErrorFrom(err)
 	}
-	return r
+	return res
 }
 
 func drainingStatus() error {

@@ -17,6 +17,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/router"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/wire"
+	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 	"github.com/toolmesh/toolmesh/pkg/worker"
@@ -107,7 +108,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 func upper() tool.Tool {
-	return tool.New("upper", "Upper-cases text.", tool.Params(tool.String("text", "the text")),
+	return tool.New("upper", "Upper-cases text.", schema.Params(schema.String("text", "the text")),
 		func(_ context.Context, input string) (tool.Result, error) {
 			return tool.Text(strings.ToUpper(input)), nil
 		})
@@ -167,7 +168,7 @@ func TestRefusedRegistrationIsReported(t *testing.T) {
 	def, meta := other.Definition(), other.Metadata()
 	_, _, err := o.router.Register(&toolpb.Registration{WorkerId: "other", Address: "127.0.0.1:9", Groups: []*toolpb.GroupRegistration{{
 		Group: &toolpb.ToolGroupInfo{Role: "text", Description: "Text tools"},
-		Tools: []*toolpb.RegisteredTool{{Definition: wire.DefinitionToProto(def, meta), ContentHash: tool.Hash(def, meta)}},
+		Tools: []*toolpb.RegisteredTool{{Definition: wire.DefinitionToProto(def, meta), ContentHash: wire.Hash(def, meta)}},
 	}}})
 	if err != nil {
 		t.Fatal(err)

@@ -36,10 +36,11 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/toolmesh/toolmesh/internal/ctxcodec"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/pkg/tool"
-	"github.com/toolmesh/toolmesh/pkg/toolctx"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
 
@@ -49,6 +50,8 @@ var (
 	ErrInvalidGroup = errors.New("worker: invalid group")
 	// ErrNoOrchestrator: Options.Orchestrator is empty.
 	ErrNoOrchestrator = errors.New("worker: no orchestrator address")
+	// ErrAlreadyRun: Run was called before; a Worker serves once. Make a new one with New.
+	ErrAlreadyRun = errors.New("worker: Run was already called on this worker")
 )
 
 // Permission is something a group needs from its host.
@@ -131,7 +134,7 @@ type Worker struct {
 	// catalog holds the tools and facades the worker serves, by name.
 	*catalog
 	reg   *toolpb.Registration
-	codec toolctx.Codec
+	codec ctxcodec.Codec
 	tel   *telemetry.Telemetry
 
 	health  *health.Server
@@ -142,6 +145,7 @@ type Worker struct {
 	drainSent     chan struct{}
 	drainSentOnce sync.Once
 	active        atomic.Int32 // calls running a tool (not waiting for a slot)
+	ran           atomic.Bool  // Run was called
 
 	// Calls at the worker (running or waiting for a slot) are counted under callMu
 	// rather than with a WaitGroup: calls keep arriving while the drain waits for the
@@ -198,7 +202,7 @@ func New(opts Options, groups ...Group) (*Worker, error) {
 		addr:      make(chan net.Addr, 1),
 		drainCh:   make(chan struct{}),
 		drainSent: make(chan struct{}),
-		codec:     toolctx.Codec{MaxBytes: opts.ContextMaxBytes},
+		codec:     ctxcodec.Codec{MaxBytes: opts.ContextMaxBytes},
 		idle:      make(chan struct{}),
 	}
 	if opts.Capacity > 0 {
@@ -224,6 +228,16 @@ func New(opts Options, groups ...Group) (*Worker, error) {
 // ID is the worker's id.
 func (w *Worker) ID() string { return w.opts.ID }
 
+// Registration returns what the worker registers with the orchestrator: its id,
+// capacity and version, and its groups (each group's tools, the ones given plus every
+// leaf of its facades, sorted by name, with their content hashes, and its facade trees).
+// The address is set once Run listens.
+func (w *Worker) Registration() *toolpb.Registration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return proto.Clone(w.reg).(*toolpb.Registration)
+}
+
 // Addr returns the address the worker serves on, once Run has started listening.
 func (w *Worker) Addr(ctx context.Context) (net.Addr, error) {
 	select {
@@ -237,8 +251,12 @@ func (w *Worker) Addr(ctx context.Context) (net.Addr, error) {
 
 // Run serves until ctx ends, keeping the worker registered, and then drains: health turns
 // NOT_SERVING, the orchestrator is told, new calls are refused, calls in flight finish
-// (up to DrainTimeout), and the server stops. Run returns nil after a clean drain.
+// (up to DrainTimeout), and the server stops. Run returns nil after a clean drain. A
+// Worker runs once: a second call returns ErrAlreadyRun.
 func (w *Worker) Run(ctx context.Context) error {
+	if !w.ran.CompareAndSwap(false, true) {
+		return ErrAlreadyRun
+	}
 	lis := w.opts.Listener
 	if lis == nil {
 		var err error
@@ -251,7 +269,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	if advertise == "" {
 		advertise = lis.Addr().String()
 	}
+	w.mu.Lock()
 	w.reg.Address = advertise
+	w.mu.Unlock()
 	w.addrOnce.Do(func() { w.addr <- lis.Addr() })
 
 	w.health = health.NewServer()

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/toolmesh/toolmesh/internal/wire"
+	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
@@ -106,7 +107,7 @@ func TestBackoffStaysWithinBoundsAndGrowsToMax(t *testing.T) {
 
 func TestRegistersAndHeartbeats(t *testing.T) {
 	reg := startRegistry(t, 10*time.Millisecond)
-	add := tool.New("add", "Adds.", tool.Params(tool.Integer("a", "a"), tool.Integer("b", "b")),
+	add := tool.New("add", "Adds.", schema.Params(schema.Integer("a", "a"), schema.Integer("b", "b")),
 		func(context.Context, string) (tool.Result, error) { return tool.Text("3"), nil }, tool.Idempotent(), tool.Timeout(time.Second))
 	w := start(t, Options{ID: "w1", Orchestrator: reg.addr, Capacity: 3, Version: "v9"},
 		Group{Role: "math", Description: "Math", UsageNotes: "Add things.", Version: "1", Permissions: []Permission{InternetAccess}, Tools: []tool.Tool{echo(), add}})
@@ -123,8 +124,8 @@ func TestRegistersAndHeartbeats(t *testing.T) {
 		Groups: []*toolpb.GroupRegistration{{
 			Group: &toolpb.ToolGroupInfo{Role: "math", Description: "Math", UsageNotes: "Add things.", Version: "1", Permissions: []toolpb.Permission{InternetAccess}},
 			Tools: []*toolpb.RegisteredTool{ // sorted by name
-				{Definition: wire.DefinitionToProto(add.Definition(), add.Metadata()), ContentHash: tool.Hash(add.Definition(), add.Metadata())},
-				{Definition: wire.DefinitionToProto(echo().Definition(), echo().Metadata()), ContentHash: tool.Hash(echo().Definition(), echo().Metadata())},
+				{Definition: wire.DefinitionToProto(add.Definition(), add.Metadata()), ContentHash: wire.Hash(add.Definition(), add.Metadata())},
+				{Definition: wire.DefinitionToProto(echo().Definition(), echo().Metadata()), ContentHash: wire.Hash(echo().Definition(), echo().Metadata())},
 			},
 		}},
 	}
@@ -137,7 +138,7 @@ func TestHeartbeatReportsCallsInFlight(t *testing.T) {
 	ctx := testContext(t)
 	reg := startRegistry(t, 5*time.Millisecond)
 	started, release := newGate(), newGate()
-	slow := tool.New("slow", "Waits.", tool.EmptySchema(), func(ctx context.Context, _ string) (tool.Result, error) {
+	slow := tool.New("slow", "Waits.", schema.Empty(), func(ctx context.Context, _ string) (tool.Result, error) {
 		started.open()
 		return tool.Text("done"), release.wait(ctx)
 	})
@@ -159,7 +160,7 @@ func TestDrainWaitsForCallsInFlightAndRefusesNewOnes(t *testing.T) {
 	reg := startRegistry(t, time.Hour)
 	started, release := newGate(), newGate()
 	var runs atomic.Int32
-	slow := tool.New("slow", "Waits.", tool.EmptySchema(), func(ctx context.Context, _ string) (tool.Result, error) {
+	slow := tool.New("slow", "Waits.", schema.Empty(), func(ctx context.Context, _ string) (tool.Result, error) {
 		runs.Add(1)
 		started.open()
 		if err := release.wait(ctx); err != nil {
@@ -273,21 +274,21 @@ func TestOrchestratorDrainRequestEndsRun(t *testing.T) {
 
 func TestInvokeOutcomes(t *testing.T) {
 	ctx := testContext(t)
-	fails := tool.New("fails", "Fails.", tool.EmptySchema(), func(context.Context, string) (tool.Result, error) {
+	fails := tool.New("fails", "Fails.", schema.Empty(), func(context.Context, string) (tool.Result, error) {
 		return tool.Result{}, errors.New("disk full")
 	})
-	panicsInFunc := tool.New("panics", "Panics.", tool.EmptySchema(), func(context.Context, string) (tool.Result, error) {
+	panicsInFunc := tool.New("panics", "Panics.", schema.Empty(), func(context.Context, string) (tool.Result, error) {
 		panic("boom")
 	})
-	who := tool.New("who", "Tells who called.", tool.EmptySchema(), func(ctx context.Context, _ string) (tool.Result, error) {
+	who := tool.New("who", "Tells who called.", schema.Empty(), func(ctx context.Context, _ string) (tool.Result, error) {
 		info, _ := tool.CallInfoFrom(ctx)
 		return tool.Text(info.RunID + "/" + info.LoopID + "/" + info.CallID), nil
 	})
-	artifact := tool.New("artifact", "Returns a value.", tool.EmptySchema(), func(context.Context, string) (tool.Result, error) {
-		return tool.WithArtifact("here", tool.Artifact{TypeName: "Point", Value: map[string]int{"x": 1}}), nil
+	artifact := tool.New("artifact", "Returns a value.", schema.Empty(), func(context.Context, string) (tool.Result, error) {
+		return tool.ArtifactResult("here", tool.Artifact{TypeName: "Point", Value: map[string]int{"x": 1}}), nil
 	})
-	unsendable := tool.New("unsendable", "Returns what cannot be encoded.", tool.EmptySchema(), func(context.Context, string) (tool.Result, error) {
-		return tool.WithArtifact("here", tool.Artifact{TypeName: "Chan", Value: make(chan int)}), nil
+	unsendable := tool.New("unsendable", "Returns what cannot be encoded.", schema.Empty(), func(context.Context, string) (tool.Result, error) {
+		return tool.ArtifactResult("here", tool.Artifact{TypeName: "Chan", Value: make(chan int)}), nil
 	})
 	w := start(t, Options{ID: "w1"}, group(echo(), fails, panicsInFunc, panicky{}, who, artifact, unsendable))
 
@@ -361,7 +362,7 @@ func TestCapacityBoundsConcurrency(t *testing.T) {
 	ctx := testContext(t)
 	var running, peak, started atomic.Int32
 	release := newGate()
-	slow := tool.New("slow", "Waits.", tool.EmptySchema(), func(ctx context.Context, _ string) (tool.Result, error) {
+	slow := tool.New("slow", "Waits.", schema.Empty(), func(ctx context.Context, _ string) (tool.Result, error) {
 		n := running.Add(1)
 		defer running.Add(-1)
 		for {
@@ -406,7 +407,7 @@ func TestDrainRefusesCallsWaitingForASlot(t *testing.T) {
 	ctx := testContext(t)
 	started, release := newGate(), newGate()
 	var runs atomic.Int32
-	slow := tool.New("slow", "Waits.", tool.EmptySchema(), func(ctx context.Context, _ string) (tool.Result, error) {
+	slow := tool.New("slow", "Waits.", schema.Empty(), func(ctx context.Context, _ string) (tool.Result, error) {
 		runs.Add(1)
 		started.open()
 		return tool.Text("done"), release.wait(ctx)

@@ -24,6 +24,8 @@ import (
 	"github.com/toolmesh/toolmesh/internal/decorators"
 	"github.com/toolmesh/toolmesh/internal/router"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
@@ -72,9 +74,9 @@ func TestEveryWrapperIsKnown(t *testing.T) {
 type probeKey struct{}
 
 func TestEveryWrapperForwardsContext(t *testing.T) {
-	bag := toolctx.MustOf("tenantId", "acme", "Trace ID", "a\r\nb").WithLoopID("loop-1")
+	bag := toolctx.MustOf("tenantId", "acme", "Trace ID", "a\r\nb")
 	info := tool.CallInfo{RunID: "run-1", LoopID: "loop-1", CallID: "call-1"}
-	schema := tool.Params(tool.String("q", "query"))
+	schema := schema.Params(schema.String("q", "query"))
 	for name, builds := range wrappers {
 		for i, build := range builds {
 			var got struct {
@@ -101,14 +103,14 @@ func TestEveryWrapperForwardsContext(t *testing.T) {
 				t.Errorf("%s #%d changes the input schema", name, i)
 			}
 			ctx := toolctx.NewContext(context.Background(), bag)
-			ctx = tool.WithCallInfo(ctx, info)
+			ctx = toolcall.WithCallInfo(ctx, info)
 			ctx = context.WithValue(ctx, probeKey{}, "here")
 			res, err := w.Call(ctx, `{"q":"x"}`)
 			if err != nil || res.Content != "ok" {
 				t.Errorf("%s #%d: Call = %+v, %v", name, i, res, err)
 				continue
 			}
-			if !got.bag.Equal(bag) || got.info != info || got.probe != "here" || got.input != `{"q":"x"}` {
+			if !got.bag.Equal(bag.With(toolctx.LoopIDKey, info.LoopID)) || got.info != info || got.probe != "here" || got.input != `{"q":"x"}` {
 				t.Errorf("%s #%d delivered bag %v, info %+v, value %v, input %q", name, i, got.bag, got.info, got.probe, got.input)
 			}
 		}

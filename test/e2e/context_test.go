@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/toolmesh/toolmesh/internal/builtin"
+	"github.com/toolmesh/toolmesh/internal/ctxcodec"
 	"github.com/toolmesh/toolmesh/internal/harness"
 	"github.com/toolmesh/toolmesh/pkg/client"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
@@ -122,7 +123,7 @@ func TestContextReachesExactlyTheAllowedWorkers(t *testing.T) {
 		t.Error("the sniffer did not see alpha's allowed entries: the wire check proves nothing")
 	}
 	for _, h := range sniffers["gamma"].Headers() {
-		if strings.HasPrefix(h.Name, toolctx.MetadataPrefix) {
+		if strings.HasPrefix(h.Name, ctxcodec.MetadataPrefix) {
 			t.Errorf("gamma's wire carried context header %s", h.Name)
 		}
 	}

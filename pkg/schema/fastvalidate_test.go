@@ -1,4 +1,4 @@
-package tool
+package schema
 
 import (
 	"testing"
@@ -22,7 +22,7 @@ func TestFastPathAgreesWithGeneric(t *testing.T) {
 		`{}`, `{"text":"line\r\nbreak \"quoted\" <tag> \\ ✓"}`, `{"text":"\xff"}`, `[]`, `"x"`, ``, `{`,
 	}
 	for _, js := range flatSchemas {
-		s, err := SchemaFromJSON([]byte(js))
+		s, err := FromJSON([]byte(js))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -41,7 +41,7 @@ func TestFastPathAgreesWithGeneric(t *testing.T) {
 		`{"type":"object","properties":{"a":{"type":"string"}},"additionalProperties":{"type":"string"}}`,
 		`{"type":"object","properties":{"a":{"type":"string","pattern":"^x"}}}`,
 	} {
-		s, err := SchemaFromJSON([]byte(js))
+		s, err := FromJSON([]byte(js))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +69,7 @@ func FuzzFastPathAgreesWithGeneric(f *testing.F) {
 	}
 	var schemas []Schema
 	for _, js := range flatSchemas {
-		s, err := SchemaFromJSON([]byte(js))
+		s, err := FromJSON([]byte(js))
 		if err != nil {
 			f.Fatal(err)
 		}

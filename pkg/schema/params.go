@@ -1,8 +1,10 @@
-package tool
+package schema
 
 import (
 	"bytes"
 	"slices"
+
+	"github.com/toolmesh/toolmesh/internal/jsontree"
 )
 
 // ParameterType is the JSON type of a parameter.
@@ -65,9 +67,9 @@ func Array(name, description string, items ParameterType) Parameter {
 	return Parameter{Name: name, Type: TypeArray, Description: description, Items: items}
 }
 
-// ObjectParam returns a required object parameter with nested properties. (It is not
+// Object returns a required object parameter with nested properties. (It is not
 // called Object because Object is the tool-object type.)
-func ObjectParam(name, description string, props ...Parameter) Parameter {
+func Object(name, description string, props ...Parameter) Parameter {
 	return Parameter{Name: name, Type: TypeObject, Description: description, Properties: slices.Clone(props)}
 }
 
@@ -99,7 +101,7 @@ func Params(ps ...Parameter) Schema {
 	s, err := resolveSchema(b.Bytes())
 	if err != nil {
 		// The rendering above only ever produces valid schemas.
-		panic("tool: rendered parameter schema does not resolve: " + err.Error())
+		panic("schema: rendered parameter schema does not resolve: " + err.Error())
 	}
 	s.params = ps
 	s.simple = true
@@ -130,7 +132,7 @@ func writeObjectSchema(b *bytes.Buffer, ps []Parameter, root bool) {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(quoteJSON(p.Name))
+		b.WriteString(jsontree.Quote(p.Name))
 		b.WriteByte(':')
 		b.Write(renderParameter(p))
 		if !p.Optional {
@@ -144,7 +146,7 @@ func writeObjectSchema(b *bytes.Buffer, ps []Parameter, root bool) {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			b.WriteString(quoteJSON(r))
+			b.WriteString(jsontree.Quote(r))
 		}
 		b.WriteByte(']')
 	}
@@ -162,22 +164,22 @@ func renderParameter(p Parameter) []byte {
 		desc = p.Name
 	}
 	b.WriteString(`{"type":`)
-	b.WriteString(quoteJSON(string(typ)))
+	b.WriteString(jsontree.Quote(string(typ)))
 	b.WriteString(`,"description":`)
-	b.WriteString(quoteJSON(desc))
+	b.WriteString(jsontree.Quote(desc))
 	if len(p.Enum) > 0 {
 		b.WriteString(`,"enum":[`)
 		for i, e := range p.Enum {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			b.WriteString(quoteJSON(e))
+			b.WriteString(jsontree.Quote(e))
 		}
 		b.WriteByte(']')
 	}
 	if typ == TypeArray && p.Items != "" {
 		b.WriteString(`,"items":{"type":`)
-		b.WriteString(quoteJSON(string(normalType(p.Items))))
+		b.WriteString(jsontree.Quote(string(normalType(p.Items))))
 		b.WriteByte('}')
 	}
 	if typ == TypeObject && len(p.Properties) > 0 {
@@ -210,21 +212,21 @@ func cloneParameters(ps []Parameter) []Parameter {
 
 // deriveParameters reads a parameter list back from an object schema, when every
 // property is simple enough to be one.
-func deriveParameters(obj *jsonObject) ([]Parameter, bool) {
+func deriveParameters(obj *jsontree.Object) ([]Parameter, bool) {
 	if obj == nil {
 		return nil, false
 	}
-	var props *jsonObject
-	switch p := obj.vals["properties"].(type) {
+	var props *jsontree.Object
+	switch p := obj.Vals["properties"].(type) {
 	case nil:
 		return nil, true
-	case *jsonObject:
+	case *jsontree.Object:
 		props = p
 	default:
 		return nil, false
 	}
 	required := map[string]bool{}
-	if r, ok := obj.vals["required"].([]any); ok {
+	if r, ok := obj.Vals["required"].([]any); ok {
 		for _, name := range r {
 			if s, ok := name.(string); ok {
 				required[s] = true
@@ -232,20 +234,20 @@ func deriveParameters(obj *jsonObject) ([]Parameter, bool) {
 		}
 	}
 	var ps []Parameter
-	for _, name := range props.keys {
-		prop, ok := props.vals[name].(*jsonObject)
+	for _, name := range props.Keys {
+		prop, ok := props.Vals[name].(*jsontree.Object)
 		if !ok {
 			return nil, false
 		}
-		typ, ok := singleType(prop.vals["type"])
+		typ, ok := singleType(prop.Vals["type"])
 		if !ok {
 			return nil, false
 		}
 		p := Parameter{Name: name, Type: typ, Optional: !required[name]}
-		if d, ok := prop.vals["description"].(string); ok {
+		if d, ok := prop.Vals["description"].(string); ok {
 			p.Description = d
 		}
-		if e, ok := prop.vals["enum"]; ok {
+		if e, ok := prop.Vals["enum"]; ok {
 			values, ok := e.([]any)
 			if !ok {
 				return nil, false
@@ -258,8 +260,8 @@ func deriveParameters(obj *jsonObject) ([]Parameter, bool) {
 				p.Enum = append(p.Enum, s)
 			}
 		}
-		if items, ok := prop.vals["items"].(*jsonObject); ok && typ == TypeArray {
-			if it, ok := singleType(items.vals["type"]); ok {
+		if items, ok := prop.Vals["items"].(*jsontree.Object); ok && typ == TypeArray {
+			if it, ok := singleType(items.Vals["type"]); ok {
 				p.Items = it
 			}
 		}

@@ -1,4 +1,13 @@
-package tool
+// Package jsontree is the strict JSON reader and writer behind tool schemas and argument
+// validation. encoding/json alone is too lenient for arguments that a model wrote: it
+// keeps the last of two duplicate keys and silently replaces invalid UTF-8, so two
+// parties could read the same bytes differently. Decode refuses both, keeps the order of
+// object members (schemas are shown to the model in the order their author wrote them)
+// and keeps numbers as written; Encode writes a decoded value back, canonically when
+// asked.
+//
+// It imports only the standard library.
+package jsontree
 
 import (
 	"bytes"
@@ -12,58 +21,55 @@ import (
 	"unicode/utf8"
 )
 
-// This file holds the strict JSON reader and writer behind schemas and argument
-// validation. encoding/json alone is too lenient for arguments that a model wrote: it
-// keeps the last of two duplicate keys and silently replaces invalid UTF-8, so two
-// parties could read the same bytes differently.
-
-// jsonObject is a decoded JSON object that remembers the order of its members:
+// Object is a decoded JSON object that remembers the order of its members:
 // schemas are shown to the model in the order their author wrote them.
-type jsonObject struct {
-	keys []string
-	vals map[string]any
+type Object struct {
+	Keys []string
+	Vals map[string]any
 }
 
-func newJSONObject() *jsonObject { return &jsonObject{vals: map[string]any{}} }
+// NewObject returns an empty object.
+func NewObject() *Object { return &Object{Vals: map[string]any{}} }
 
-func (o *jsonObject) get(key string) (any, bool) {
-	v, ok := o.vals[key]
+// Get returns the value of a member.
+func (o *Object) Get(key string) (any, bool) {
+	v, ok := o.Vals[key]
 	return v, ok
 }
 
-// set replaces the value of an existing member in place or appends a new one.
-func (o *jsonObject) set(key string, v any) {
-	if _, ok := o.vals[key]; !ok {
-		o.keys = append(o.keys, key)
+// Set replaces the value of an existing member in place or appends a new one.
+func (o *Object) Set(key string, v any) {
+	if _, ok := o.Vals[key]; !ok {
+		o.Keys = append(o.Keys, key)
 	}
-	o.vals[key] = v
+	o.Vals[key] = v
 }
 
-// remove deletes a member, if present.
-func (o *jsonObject) remove(key string) {
-	if _, ok := o.vals[key]; ok {
-		delete(o.vals, key)
-		o.keys = slices.DeleteFunc(o.keys, func(k string) bool { return k == key })
+// Remove deletes a member, if present.
+func (o *Object) Remove(key string) {
+	if _, ok := o.Vals[key]; ok {
+		delete(o.Vals, key)
+		o.Keys = slices.DeleteFunc(o.Keys, func(k string) bool { return k == key })
 	}
 }
 
-// maxArgumentDepth bounds how deeply tool arguments may nest objects and arrays.
+// MaxArgumentDepth bounds how deeply tool arguments may nest objects and arrays.
 // jsonschema-go builds its error messages for anyOf and oneOf by nesting the messages
 // of every level, so validating deeply nested input against a recursive schema takes
 // time that grows much faster than the depth (seconds at depth 2000). Real arguments
 // nest a few levels; 64 leaves ample room and keeps the worst case to milliseconds.
-const maxArgumentDepth = 64
+const MaxArgumentDepth = 64
 
-// noDepthLimit leaves the bound to encoding/json (10000 levels); for schemas, which
+// NoDepthLimit leaves the bound to encoding/json (10000 levels); for schemas, which
 // come from tool authors rather than from models.
-const noDepthLimit = 0
+const NoDepthLimit = 0
 
-// decodeJSON reads exactly one JSON value. Objects become *jsonObject, arrays []any,
+// Decode reads exactly one JSON value. Objects become *Object, arrays []any,
 // numbers json.Number (so that no digit is lost), and strings, booleans and null their
 // Go counterparts. It rejects invalid UTF-8, syntax errors, trailing data, duplicate
-// object keys at any depth, and nesting deeper than maxDepth (unless noDepthLimit);
+// object keys at any depth, and nesting deeper than maxDepth (unless NoDepthLimit);
 // error messages are written for a model to act on.
-func decodeJSON(data []byte, maxDepth int) (any, error) {
+func Decode(data []byte, maxDepth int) (any, error) {
 	if !utf8.Valid(data) {
 		return nil, fmt.Errorf("invalid JSON: invalid UTF-8 at offset %d", invalidUTF8Offset(data))
 	}
@@ -111,36 +117,36 @@ func decodeValue(dec *json.Decoder, path string, depth, maxDepth int) (any, erro
 	if !ok {
 		return tok, nil
 	}
-	if depth++; maxDepth != noDepthLimit && depth > maxDepth {
+	if depth++; maxDepth != NoDepthLimit && depth > maxDepth {
 		return nil, fmt.Errorf("objects and arrays nest more than %d levels deep", maxDepth)
 	}
 	switch d {
 	case '{':
-		obj := newJSONObject()
+		obj := NewObject()
 		for dec.More() {
 			kt, err := dec.Token()
 			if err != nil {
 				return nil, fmt.Errorf("invalid JSON: %v", err)
 			}
 			key, _ := kt.(string)
-			if _, dup := obj.vals[key]; dup {
+			if _, dup := obj.Vals[key]; dup {
 				if path == "" {
 					return nil, fmt.Errorf("duplicate key %q", key)
 				}
 				return nil, fmt.Errorf("duplicate key %q in property %q", key, path)
 			}
-			v, err := decodeValue(dec, childPath(path, key), depth, maxDepth)
+			v, err := decodeValue(dec, ChildPath(path, key), depth, maxDepth)
 			if err != nil {
 				return nil, err
 			}
-			obj.set(key, v)
+			obj.Set(key, v)
 		}
 		_, err = dec.Token() // '}'
 		return obj, err
 	case '[':
 		arr := []any{}
 		for i := 0; dec.More(); i++ {
-			v, err := decodeValue(dec, indexPath(path, i), depth, maxDepth)
+			v, err := decodeValue(dec, IndexPath(path, i), depth, maxDepth)
 			if err != nil {
 				return nil, err
 			}
@@ -153,29 +159,29 @@ func decodeValue(dec *json.Decoder, path string, depth, maxDepth int) (any, erro
 	}
 }
 
-// childPath and indexPath build the property paths that error messages show, such
+// ChildPath and IndexPath build the property paths that error messages show, such
 // as "address.city" or "items[2].name".
-func childPath(path, key string) string {
+func ChildPath(path, key string) string {
 	if path == "" {
 		return key
 	}
 	return path + "." + key
 }
 
-func indexPath(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]" }
+func IndexPath(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]" }
 
-// atPath prefixes a message with the property it is about.
-func atPath(path, msg string) string {
+// AtPath prefixes a message with the property it is about.
+func AtPath(path, msg string) string {
 	if path == "" {
 		return msg
 	}
 	return fmt.Sprintf("property %q: %s", path, msg)
 }
 
-// encodeJSON writes a decoded value compactly. With sortKeys, object members are
+// Encode writes a decoded value compactly. With sortKeys, object members are
 // sorted by key, which makes the output canonical: equal values give equal bytes
 // (numbers keep their original spelling).
-func encodeJSON(v any, sortKeys bool) []byte {
+func Encode(v any, sortKeys bool) []byte {
 	var b bytes.Buffer
 	writeJSON(&b, v, sortKeys)
 	return b.Bytes()
@@ -183,8 +189,8 @@ func encodeJSON(v any, sortKeys bool) []byte {
 
 func writeJSON(b *bytes.Buffer, v any, sortKeys bool) {
 	switch v := v.(type) {
-	case *jsonObject:
-		keys := v.keys
+	case *Object:
+		keys := v.Keys
 		if sortKeys {
 			keys = slices.Sorted(slices.Values(keys))
 		}
@@ -193,9 +199,9 @@ func writeJSON(b *bytes.Buffer, v any, sortKeys bool) {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			b.WriteString(quoteJSON(k))
+			b.WriteString(Quote(k))
 			b.WriteByte(':')
-			writeJSON(b, v.vals[k], sortKeys)
+			writeJSON(b, v.Vals[k], sortKeys)
 		}
 		b.WriteByte('}')
 	case []any:
@@ -210,20 +216,20 @@ func writeJSON(b *bytes.Buffer, v any, sortKeys bool) {
 	case json.Number:
 		b.WriteString(string(v))
 	case string:
-		b.WriteString(quoteJSON(v))
+		b.WriteString(Quote(v))
 	case bool:
 		b.WriteString(strconv.FormatBool(v))
 	case nil:
 		b.WriteString("null")
 	default:
-		// Only values produced by decodeJSON reach here.
-		panic(fmt.Sprintf("tool: cannot encode %T", v))
+		// Only values produced by Decode reach here.
+		panic(fmt.Sprintf("jsontree: cannot encode %T", v))
 	}
 }
 
-// quoteJSON returns s as a JSON string. Unlike json.Marshal it leaves <, > and &
+// Quote returns s as a JSON string. Unlike json.Marshal it leaves <, > and &
 // alone: the text is for a model, not for an HTML page.
-func quoteJSON(s string) string {
+func Quote(s string) string {
 	var b strings.Builder
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
@@ -231,8 +237,8 @@ func quoteJSON(s string) string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
-// marshalJSON is json.Marshal without HTML escaping.
-func marshalJSON(v any) ([]byte, error) {
+// Marshal is json.Marshal without HTML escaping.
+func Marshal(v any) ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
@@ -242,15 +248,15 @@ func marshalJSON(v any) ([]byte, error) {
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
-// toPlain converts a decoded value to the form jsonschema-go validates: maps and
+// ToPlain converts a decoded value to the form jsonschema-go validates: maps and
 // float64 numbers (it would take a json.Number for a string). A number too large for
 // a float64 is refused rather than validated as infinity.
-func toPlain(v any, path string) (any, error) {
+func ToPlain(v any, path string) (any, error) {
 	switch v := v.(type) {
-	case *jsonObject:
-		m := make(map[string]any, len(v.keys))
-		for _, k := range v.keys {
-			pv, err := toPlain(v.vals[k], childPath(path, k))
+	case *Object:
+		m := make(map[string]any, len(v.Keys))
+		for _, k := range v.Keys {
+			pv, err := ToPlain(v.Vals[k], ChildPath(path, k))
 			if err != nil {
 				return nil, err
 			}
@@ -260,7 +266,7 @@ func toPlain(v any, path string) (any, error) {
 	case []any:
 		out := make([]any, len(v))
 		for i, e := range v {
-			pv, err := toPlain(e, indexPath(path, i))
+			pv, err := ToPlain(e, IndexPath(path, i))
 			if err != nil {
 				return nil, err
 			}
@@ -270,7 +276,7 @@ func toPlain(v any, path string) (any, error) {
 	case json.Number:
 		f, err := strconv.ParseFloat(string(v), 64)
 		if err != nil || math.IsInf(f, 0) {
-			return nil, errors.New(atPath(path, fmt.Sprintf("number %s is out of range", v)))
+			return nil, errors.New(AtPath(path, fmt.Sprintf("number %s is out of range", v)))
 		}
 		return f, nil
 	default:
@@ -278,10 +284,10 @@ func toPlain(v any, path string) (any, error) {
 	}
 }
 
-// jsonTypeName names the JSON type of a decoded value the way JSON Schema does.
-func jsonTypeName(v any) string {
+// TypeName names the JSON type of a decoded value the way JSON Schema does.
+func TypeName(v any) string {
 	switch v := v.(type) {
-	case *jsonObject, map[string]any:
+	case *Object, map[string]any:
 		return "object"
 	case []any:
 		return "array"
@@ -309,11 +315,11 @@ func jsonTypeName(v any) string {
 	}
 }
 
-// isBlank reports whether s holds nothing but JSON whitespace.
-func isBlank(s string) bool { return strings.Trim(s, " \t\r\n") == "" }
+// IsBlank reports whether s holds nothing but JSON whitespace.
+func IsBlank(s string) bool { return strings.Trim(s, " \t\r\n") == "" }
 
-// truncate keeps quoted values in error messages short.
-func truncate(s string, n int) string {
+// Truncate keeps quoted values in error messages short.
+func Truncate(s string, n int) string {
 	if utf8.RuneCountInString(s) <= n {
 		return s
 	}

@@ -1,4 +1,4 @@
-package toolctx_test
+package ctxcodec_test
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/toolmesh/toolmesh/internal/ctxcodec"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
 
@@ -22,7 +23,7 @@ func FuzzCodec(f *testing.F) {
 	} {
 		f.Add(s[0], s[1])
 	}
-	cd := toolctx.Codec{}
+	cd := ctxcodec.Codec{}
 	f.Fuzz(func(t *testing.T, key, value string) {
 		c := toolctx.MustOf(key, value)
 		md, err := cd.Encode(c)
@@ -40,8 +41,8 @@ func FuzzCodec(f *testing.F) {
 			if diff := cmp.Diff(c, got); diff != "" {
 				t.Fatalf("round trip of %q=%q (-want +got):\n%s", key, value, diff)
 			}
-		case errors.Is(err, toolctx.ErrTooLarge):
-		case errors.Is(err, toolctx.ErrInvalid):
+		case errors.Is(err, ctxcodec.ErrTooLarge):
+		case errors.Is(err, ctxcodec.ErrInvalid):
 			if valid {
 				t.Fatalf("Encode refused valid entry %q=%q: %v", key, value, err)
 			}

@@ -1,4 +1,4 @@
-package toolctx_test
+package ctxcodec_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/test/bufconn"
 
+	"github.com/toolmesh/toolmesh/internal/ctxcodec"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
 
@@ -33,7 +34,7 @@ func TestCodecOverRealGRPC(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
-	cd := toolctx.Codec{}
+	cd := ctxcodec.Codec{}
 	received := make(chan toolctx.Context, 1)
 	lis := bufconn.Listen(1 << 20)
 	srv := grpc.NewServer(
@@ -82,7 +83,7 @@ func TestCodecOverRealGRPC(t *testing.T) {
 		":authority", "not a pseudo-header",
 		"grpc-status", "13",
 		"empty", "",
-	).WithLoopID("loop-1")
+	).With(toolctx.LoopIDKey, "loop-1")
 	md, err := cd.Encode(sent)
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package tool_test
+package schema_test
 
 import (
 	"encoding/json"
@@ -8,16 +8,17 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
 const emptyJSON = `{"type":"object","properties":{}}`
 
 func TestEmptySchema(t *testing.T) {
-	for name, s := range map[string]tool.Schema{
-		"EmptySchema": tool.EmptySchema(),
-		"zero value":  {},
-		"Params()":    tool.Params(),
+	for name, s := range map[string]schema.Schema{
+		"Empty":      schema.Empty(),
+		"zero value": {},
+		"Params()":   schema.Params(),
 	} {
 		if got := s.String(); got != emptyJSON {
 			t.Errorf("%s.String() = %s, want %s", name, got, emptyJSON)
@@ -32,7 +33,7 @@ func TestEmptySchema(t *testing.T) {
 }
 
 func TestSchemaJSONIsACopy(t *testing.T) {
-	s := tool.Params(tool.String("a", ""))
+	s := schema.Params(schema.String("a", ""))
 	b := s.JSON()
 	b[0] = 'X'
 	if got := s.String(); got[0] != '{' {
@@ -71,12 +72,12 @@ func TestSchemaFromJSON(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := tool.SchemaFromJSON([]byte(tt.in))
+			s, err := schema.FromJSON([]byte(tt.in))
 			if err != nil {
-				t.Fatalf("SchemaFromJSON(%s): %v", tt.in, err)
+				t.Fatalf("FromJSON(%s): %v", tt.in, err)
 			}
 			if got := s.String(); got != tt.want {
-				t.Errorf("SchemaFromJSON(%s) = %s, want %s", tt.in, got, tt.want)
+				t.Errorf("FromJSON(%s) = %s, want %s", tt.in, got, tt.want)
 			}
 		})
 	}
@@ -129,23 +130,23 @@ func TestSchemaFromJSONErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := tool.SchemaFromJSON([]byte(tt.in))
-			if !errors.Is(err, tool.ErrInvalidSchema) {
-				t.Fatalf("SchemaFromJSON(%s) error = %v, want ErrInvalidSchema", tt.in, err)
+			_, err := schema.FromJSON([]byte(tt.in))
+			if !errors.Is(err, schema.ErrInvalid) {
+				t.Fatalf("FromJSON(%s) error = %v, want ErrInvalid", tt.in, err)
 			}
 			if tt.want != "" && err.Error() != tt.want {
-				t.Errorf("SchemaFromJSON(%s) error:\n got %s\nwant %s", tt.in, err, tt.want)
+				t.Errorf("FromJSON(%s) error:\n got %s\nwant %s", tt.in, err, tt.want)
 			}
 		})
 	}
 }
 
 func TestValidate(t *testing.T) {
-	simple := tool.Params(
-		tool.String("name", "Name"),
-		tool.Integer("count", "").AsOptional(),
-		tool.String("color", "").WithEnum("red", "green", "blue").AsOptional(),
-		tool.ObjectParam("address", "", tool.String("city", ""), tool.Array("tags", "", tool.TypeString).AsOptional()).AsOptional(),
+	simple := schema.Params(
+		schema.String("name", "Name"),
+		schema.Integer("count", "").AsOptional(),
+		schema.String("color", "").WithEnum("red", "green", "blue").AsOptional(),
+		schema.Object("address", "", schema.String("city", ""), schema.Array("tags", "", schema.TypeString).AsOptional()).AsOptional(),
 	)
 	strict := mustSchema(t, `{"type":"object","properties":{
 		"a":{"type":"number","minimum":1,"maximum":10},
@@ -158,23 +159,23 @@ func TestValidate(t *testing.T) {
 	},"additionalProperties":false}`)
 	tests := []struct {
 		name   string
-		schema tool.Schema
+		schema schema.Schema
 		in     string
 		want   string // canonical output
 		err    string // full error text, when the input is rejected
 	}{
 		// Accepted input and its canonical form.
-		{name: "blank is {}", schema: tool.EmptySchema(), in: "", want: `{}`},
-		{name: "whitespace is {}", schema: tool.EmptySchema(), in: " \t\r\n ", want: `{}`},
-		{name: "empty object", schema: tool.EmptySchema(), in: `{}`, want: `{}`},
-		{name: "empty schema accepts any object", schema: tool.Schema{}, in: `{"x":[1,{"y":null}]}`, want: `{"x":[1,{"y":null}]}`},
+		{name: "blank is {}", schema: schema.Empty(), in: "", want: `{}`},
+		{name: "whitespace is {}", schema: schema.Empty(), in: " \t\r\n ", want: `{}`},
+		{name: "empty object", schema: schema.Empty(), in: `{}`, want: `{}`},
+		{name: "empty schema accepts any object", schema: schema.Schema{}, in: `{"x":[1,{"y":null}]}`, want: `{"x":[1,{"y":null}]}`},
 		{
 			name:   "keys sorted at every depth, numbers verbatim, no HTML escaping",
-			schema: tool.EmptySchema(),
+			schema: schema.Empty(),
 			in:     "{ \"b\": 1.50, \"a\": {\"z\": 1e2, \"y\": \"<&>\"},\n \"c\": [3, 2] }",
 			want:   `{"a":{"y":"<&>","z":1e2},"b":1.50,"c":[3,2]}`,
 		},
-		{name: "unicode escapes decoded", schema: tool.EmptySchema(), in: `{"a":"\u00e9\n"}`, want: `{"a":"é\n"}`},
+		{name: "unicode escapes decoded", schema: schema.Empty(), in: `{"a":"\u00e9\n"}`, want: `{"a":"é\n"}`},
 		{name: "required only", schema: simple, in: `{"name":"x"}`, want: `{"name":"x"}`},
 		{
 			name:   "all properties",
@@ -185,7 +186,7 @@ func TestValidate(t *testing.T) {
 		{name: "integer written as 3.0", schema: simple, in: `{"name":"x","count":3.0}`, want: `{"count":3.0,"name":"x"}`},
 		{name: "extra property allowed by default", schema: simple, in: `{"name":"x","extra":1}`, want: `{"extra":1,"name":"x"}`},
 		{name: "nullable type", schema: strict, in: `{"d":null}`, want: `{"d":null}`},
-		{name: "big integer kept exactly", schema: tool.EmptySchema(), in: `{"n":12345678901234567890123}`, want: `{"n":12345678901234567890123}`},
+		{name: "big integer kept exactly", schema: schema.Empty(), in: `{"n":12345678901234567890123}`, want: `{"n":12345678901234567890123}`},
 
 		// Syntax.
 		{name: "invalid JSON", schema: simple, in: `{"name": "x"`, err: `invalid arguments: invalid JSON: unexpected end of input at offset 12`},
@@ -205,7 +206,7 @@ func TestValidate(t *testing.T) {
 		{name: "null top level", schema: simple, in: `null`, err: `invalid arguments: arguments must be a JSON object, got null`},
 		{
 			name:   "nesting at the limit",
-			schema: tool.EmptySchema(),
+			schema: schema.Empty(),
 			in:     `{"a":` + strings.Repeat("[", 63) + strings.Repeat("]", 63) + `}`,
 			want:   `{"a":` + strings.Repeat("[", 63) + strings.Repeat("]", 63) + `}`,
 		},
@@ -223,7 +224,7 @@ func TestValidate(t *testing.T) {
 		{name: "missing required", schema: simple, in: `{"count":1}`, err: `invalid arguments: missing required property "name"`},
 		{
 			name:   "several missing",
-			schema: tool.Params(tool.String("a", ""), tool.String("b", "")),
+			schema: schema.Params(schema.String("a", ""), schema.String("b", "")),
 			in:     `{}`,
 			err:    `invalid arguments: missing required properties "a", "b"`,
 		},
@@ -293,7 +294,7 @@ func TestValidate(t *testing.T) {
 				if err == nil {
 					t.Fatalf("Validate(%q) = %s, want error %s", tt.in, got, tt.err)
 				}
-				if !errors.Is(err, tool.ErrInvalidArguments) {
+				if !errors.Is(err, schema.ErrInvalidArguments) {
 					t.Errorf("Validate(%q) error %v does not wrap ErrInvalidArguments", tt.in, err)
 				}
 				if err.Error() != tt.err {
@@ -314,20 +315,20 @@ func TestValidate(t *testing.T) {
 func TestSchemaParameters(t *testing.T) {
 	tests := []struct {
 		name   string
-		schema tool.Schema
-		want   []tool.Parameter
+		schema schema.Schema
+		want   []schema.Parameter
 	}{
 		{
 			name: "built by Params: exactly as given",
-			schema: tool.Params(
-				tool.String("a", ""),
-				tool.Array("b", "Bees", tool.TypeInteger).AsOptional(),
-				tool.ObjectParam("c", "", tool.Boolean("d", "")),
+			schema: schema.Params(
+				schema.String("a", ""),
+				schema.Array("b", "Bees", schema.TypeInteger).AsOptional(),
+				schema.Object("c", "", schema.Boolean("d", "")),
 			),
-			want: []tool.Parameter{
-				{Name: "a", Type: tool.TypeString},
-				{Name: "b", Type: tool.TypeArray, Description: "Bees", Optional: true, Items: tool.TypeInteger},
-				{Name: "c", Type: tool.TypeObject, Properties: []tool.Parameter{{Name: "d", Type: tool.TypeBoolean}}},
+			want: []schema.Parameter{
+				{Name: "a", Type: schema.TypeString},
+				{Name: "b", Type: schema.TypeArray, Description: "Bees", Optional: true, Items: schema.TypeInteger},
+				{Name: "c", Type: schema.TypeObject, Properties: []schema.Parameter{{Name: "d", Type: schema.TypeBoolean}}},
 			},
 		},
 		{
@@ -337,10 +338,10 @@ func TestSchemaParameters(t *testing.T) {
 				"a":{"type":["null","array"],"items":{"type":"number"}},
 				"o":{"type":"object","properties":{"i":{"type":"integer"}},"required":["i"]}
 			},"required":["z","o"]}`),
-			want: []tool.Parameter{
-				{Name: "z", Type: tool.TypeString, Description: "Zed", Enum: []string{"p", "q"}},
-				{Name: "a", Type: tool.TypeArray, Optional: true, Items: tool.TypeNumber},
-				{Name: "o", Type: tool.TypeObject, Properties: []tool.Parameter{{Name: "i", Type: tool.TypeInteger}}},
+			want: []schema.Parameter{
+				{Name: "z", Type: schema.TypeString, Description: "Zed", Enum: []string{"p", "q"}},
+				{Name: "a", Type: schema.TypeArray, Optional: true, Items: schema.TypeNumber},
+				{Name: "o", Type: schema.TypeObject, Properties: []schema.Parameter{{Name: "i", Type: schema.TypeInteger}}},
 			},
 		},
 		{name: "no properties", schema: mustSchema(t, `{"type":"object"}`), want: nil},
@@ -359,11 +360,11 @@ func TestSchemaParameters(t *testing.T) {
 }
 
 func TestParametersIsACopy(t *testing.T) {
-	s := tool.Params(tool.String("a", "").WithEnum("x"))
+	s := schema.Params(schema.String("a", "").WithEnum("x"))
 	ps := s.Parameters()
 	ps[0].Name = "changed"
 	ps[0].Enum[0] = "changed"
-	if diff := cmp.Diff([]tool.Parameter{{Name: "a", Type: tool.TypeString, Enum: []string{"x"}}}, s.Parameters()); diff != "" {
+	if diff := cmp.Diff([]schema.Parameter{{Name: "a", Type: schema.TypeString, Enum: []string{"x"}}}, s.Parameters()); diff != "" {
 		t.Errorf("changing the Parameters() result changed the schema (-want +got):\n%s", diff)
 	}
 }
@@ -371,44 +372,44 @@ func TestParametersIsACopy(t *testing.T) {
 func TestWithParameter(t *testing.T) {
 	tests := []struct {
 		name   string
-		schema tool.Schema
-		p      tool.Parameter
+		schema schema.Schema
+		p      schema.Parameter
 		want   string
 	}{
 		{
 			name:   "empty schema",
-			schema: tool.EmptySchema(),
-			p:      tool.String("a", "A"),
+			schema: schema.Empty(),
+			p:      schema.String("a", "A"),
 			want:   `{"type":"object","properties":{"a":{"type":"string","description":"A"}},"required":["a"]}`,
 		},
 		{
 			name:   "simple schema",
-			schema: tool.Params(tool.String("a", "A")),
-			p:      tool.Integer("b", "").AsOptional(),
+			schema: schema.Params(schema.String("a", "A")),
+			p:      schema.Integer("b", "").AsOptional(),
 			want:   `{"type":"object","properties":{"a":{"type":"string","description":"A"},"b":{"type":"integer","description":"b"}},"required":["a"]}`,
 		},
 		{
 			name:   "simple schema, same name replaces",
-			schema: tool.Params(tool.String("a", "A"), tool.String("b", "B")),
-			p:      tool.Number("a", "New").AsOptional(),
+			schema: schema.Params(schema.String("a", "A"), schema.String("b", "B")),
+			p:      schema.Number("a", "New").AsOptional(),
 			want:   `{"type":"object","properties":{"a":{"type":"number","description":"New"},"b":{"type":"string","description":"B"}},"required":["b"]}`,
 		},
 		{
 			name:   "JSON schema keeps its keywords",
 			schema: mustSchema(t, `{"type":"object","properties":{"x":{"type":"string","minLength":1}},"required":["x"],"additionalProperties":false}`),
-			p:      tool.Boolean("y", "Why"),
+			p:      schema.Boolean("y", "Why"),
 			want:   `{"type":"object","properties":{"x":{"type":"string","minLength":1},"y":{"type":"boolean","description":"Why"}},"required":["x","y"],"additionalProperties":false}`,
 		},
 		{
 			name:   "JSON schema without properties",
 			schema: mustSchema(t, `{"type":"object","title":"T"}`),
-			p:      tool.String("a", "").AsOptional(),
+			p:      schema.String("a", "").AsOptional(),
 			want:   `{"type":"object","title":"T","properties":{"a":{"type":"string","description":"a"}}}`,
 		},
 		{
 			name:   "JSON schema, optional replacement leaves required",
 			schema: mustSchema(t, `{"type":"object","properties":{"x":{"type":"string"}},"required":["x"]}`),
-			p:      tool.String("x", "").AsOptional(),
+			p:      schema.String("x", "").AsOptional(),
 			want:   `{"type":"object","properties":{"x":{"type":"string","description":"x"}}}`,
 		},
 	}
@@ -422,7 +423,7 @@ func TestWithParameter(t *testing.T) {
 			if tt.schema.String() != before {
 				t.Errorf("WithParameter changed the original schema to %s", tt.schema)
 			}
-			if _, err := got.Validate(`{}`); err != nil && !errors.Is(err, tool.ErrInvalidArguments) {
+			if _, err := got.Validate(`{}`); err != nil && !errors.Is(err, schema.ErrInvalidArguments) {
 				t.Errorf("the new schema does not validate: %v", err)
 			}
 		})
@@ -430,16 +431,16 @@ func TestWithParameter(t *testing.T) {
 }
 
 func TestSchemaEqualAndMarshal(t *testing.T) {
-	a := tool.Params(tool.String("a", ""))
+	a := schema.Params(schema.String("a", ""))
 	b := mustSchema(t, `{"type":"object","properties":{"a":{"type":"string","description":"a"}},"required":["a"]}`)
 	// go-cmp uses Schema.Equal, so definitions compare directly.
 	if diff := cmp.Diff(tool.Definition{Name: "t", InputSchema: a}, tool.Definition{Name: "t", InputSchema: b}); diff != "" {
 		t.Errorf("equal schemas differ:\n%s", diff)
 	}
-	if a.Equal(tool.EmptySchema()) {
+	if a.Equal(schema.Empty()) {
 		t.Error("a schema with a parameter equals the empty schema")
 	}
-	got, err := json.Marshal(tool.Definition{Name: "t", InputSchema: tool.Schema{}})
+	got, err := json.Marshal(tool.Definition{Name: "t", InputSchema: schema.Schema{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -449,11 +450,11 @@ func TestSchemaEqualAndMarshal(t *testing.T) {
 	}
 }
 
-func mustSchema(t testing.TB, s string) tool.Schema {
+func mustSchema(t testing.TB, s string) schema.Schema {
 	t.Helper()
-	schema, err := tool.SchemaFromJSON([]byte(s))
+	schema, err := schema.FromJSON([]byte(s))
 	if err != nil {
-		t.Fatalf("SchemaFromJSON(%s): %v", s, err)
+		t.Fatalf("FromJSON(%s): %v", s, err)
 	}
 	return schema
 }
@@ -471,7 +472,7 @@ func TestValidateFallbackNamesProperty(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := mustSchema(t, tt.schema).Validate(tt.in)
-			if !errors.Is(err, tool.ErrInvalidArguments) {
+			if !errors.Is(err, schema.ErrInvalidArguments) {
 				t.Fatalf("Validate(%s) error = %v, want ErrInvalidArguments", tt.in, err)
 			}
 			if !strings.HasPrefix(err.Error(), tt.wantPrefix) {

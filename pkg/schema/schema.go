@@ -1,4 +1,12 @@
-package tool
+// Package schema is the JSON Schema of a tool's arguments: built from a parameter list
+// (Params, rendered exactly as models expect a simple schema), inferred elsewhere from
+// Go types, or accepted from an author's JSON (FromJSON, which never fetches a
+// referenced schema). Validate checks the arguments a model produced before a call is
+// dispatched and returns them in canonical form, with errors written for the model to
+// act on; Value does the same for a JSON value of any type (a run's structured answer).
+//
+// It imports no other toolmesh package except internal/jsontree.
+package schema
 
 import (
 	"bytes"
@@ -11,11 +19,12 @@ import (
 	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/toolmesh/toolmesh/internal/jsontree"
 )
 
-// ErrInvalidSchema reports an input schema that toolmesh cannot use: not JSON, not an
+// ErrInvalid reports an input schema that toolmesh cannot use: not JSON, not an
 // object schema, or not resolvable without fetching anything.
-var ErrInvalidSchema = errors.New("invalid input schema")
+var ErrInvalid = errors.New("invalid input schema")
 
 // ErrInvalidArguments reports tool-call arguments that a model produced and that do
 // not satisfy the tool's input schema. The wrapped message is written for the model.
@@ -45,14 +54,14 @@ type Schema struct {
 var emptyResolved = sync.OnceValue(func() *jsonschema.Resolved {
 	s, err := resolveSchema([]byte(emptySchemaJSON))
 	if err != nil {
-		panic("tool: empty schema does not resolve: " + err.Error())
+		panic("schema: empty schema does not resolve: " + err.Error())
 	}
 	return s.resolved
 })
 
-// EmptySchema returns the schema of a tool without parameters. It renders exactly
+// Empty returns the schema of a tool without parameters. It renders exactly
 // {"type":"object","properties":{}}.
-func EmptySchema() Schema { return Schema{} }
+func Empty() Schema { return Schema{} }
 
 // supportedDrafts are the $schema values jsonschema-go can validate; "" means the
 // latest (draft 2020-12).
@@ -63,37 +72,37 @@ var supportedDrafts = []string{
 	"https://json-schema.org/draft-07/schema#",
 }
 
-// SchemaFromJSON accepts a JSON Schema that a worker or a tool author supplies.
+// FromJSON accepts a JSON Schema that a worker or a tool author supplies.
 //
 // The schema must be a JSON object with "type": "object", since models call tools with
 // an object of named arguments. It is resolved once, here: a $ref that points outside
 // the document (an http or file URI, or a relative one) is refused, because fetching
 // schemas while registering a worker's tools would let a worker make the orchestrator
 // read arbitrary URLs. Duplicate keys, unknown "type" names and unsupported $schema
-// drafts are refused as well. Errors wrap ErrInvalidSchema.
+// drafts are refused as well. Errors wrap ErrInvalid.
 //
 // The canonical form keeps the author's key order (the model reads it) and drops
 // insignificant whitespace.
-func SchemaFromJSON(b []byte) (Schema, error) {
-	if isBlank(string(b)) {
-		return Schema{}, fmt.Errorf("%w: schema is empty", ErrInvalidSchema)
+func FromJSON(b []byte) (Schema, error) {
+	if jsontree.IsBlank(string(b)) {
+		return Schema{}, fmt.Errorf("%w: schema is empty", ErrInvalid)
 	}
-	tree, err := decodeJSON(b, noDepthLimit)
+	tree, err := jsontree.Decode(b, jsontree.NoDepthLimit)
 	if err != nil {
-		return Schema{}, fmt.Errorf("%w: %v", ErrInvalidSchema, err)
+		return Schema{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	root, ok := tree.(*jsonObject)
+	root, ok := tree.(*jsontree.Object)
 	if !ok {
-		return Schema{}, fmt.Errorf("%w: schema must be a JSON object, got %s", ErrInvalidSchema, jsonTypeName(tree))
+		return Schema{}, fmt.Errorf("%w: schema must be a JSON object, got %s", ErrInvalid, jsontree.TypeName(tree))
 	}
-	t, ok := root.get("type")
+	t, ok := root.Get("type")
 	if !ok {
-		return Schema{}, fmt.Errorf(`%w: schema must have "type": "object"`, ErrInvalidSchema)
+		return Schema{}, fmt.Errorf(`%w: schema must have "type": "object"`, ErrInvalid)
 	}
 	if t != "object" {
-		return Schema{}, fmt.Errorf(`%w: schema "type" must be "object", got %s`, ErrInvalidSchema, encodeJSON(t, false))
+		return Schema{}, fmt.Errorf(`%w: schema "type" must be "object", got %s`, ErrInvalid, jsontree.Encode(t, false))
 	}
-	return resolveSchema(encodeJSON(root, false))
+	return resolveSchema(jsontree.Encode(root, false))
 }
 
 // resolveSchema resolves canonical schema JSON.
@@ -103,21 +112,21 @@ func resolveSchema(raw []byte) (Schema, error) {
 		var ute *json.UnmarshalTypeError
 		if errors.As(err, &ute) {
 			field := strings.TrimPrefix(ute.Field, "schemaWithoutMethods.")
-			return Schema{}, fmt.Errorf("%w: keyword %q must not be a %s", ErrInvalidSchema, field, ute.Value)
+			return Schema{}, fmt.Errorf("%w: keyword %q must not be a %s", ErrInvalid, field, ute.Value)
 		}
-		return Schema{}, fmt.Errorf("%w: %v", ErrInvalidSchema, err)
+		return Schema{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if !slices.Contains(supportedDrafts, js.Schema) {
-		return Schema{}, fmt.Errorf("%w: unsupported $schema %q (supported: draft 2020-12 and draft-07)", ErrInvalidSchema, js.Schema)
+		return Schema{}, fmt.Errorf("%w: unsupported $schema %q (supported: draft 2020-12 and draft-07)", ErrInvalid, js.Schema)
 	}
 	if err := checkTypeNames(&js, ""); err != nil {
-		return Schema{}, fmt.Errorf("%w: %v", ErrInvalidSchema, err)
+		return Schema{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	// No Loader: jsonschema-go then refuses every reference it cannot find inside this
-	// document, which is the guarantee SchemaFromJSON documents.
+	// document, which is the guarantee FromJSON documents.
 	rs, err := js.Resolve(nil)
 	if err != nil {
-		return Schema{}, fmt.Errorf("%w: %s", ErrInvalidSchema, describeResolveError(err))
+		return Schema{}, fmt.Errorf("%w: %s", ErrInvalid, describeResolveError(err))
 	}
 	return Schema{raw: raw, resolved: rs, fast: compileFast(raw)}, nil
 }
@@ -252,7 +261,7 @@ func (s Schema) resolvedSchema() *jsonschema.Resolved {
 // property, e.g. `property "a": expected number, got string`, so that the model can
 // correct its call.
 func (s Schema) Validate(input string) (canonical string, err error) {
-	if isBlank(input) {
+	if jsontree.IsBlank(input) {
 		input = "{}"
 	}
 	if s.fast != nil {
@@ -265,19 +274,19 @@ func (s Schema) Validate(input string) (canonical string, err error) {
 
 // validateGeneric is Validate without the fast path.
 func (s Schema) validateGeneric(input string) (string, error) {
-	tree, err := decodeJSON([]byte(input), maxArgumentDepth)
+	tree, err := jsontree.Decode([]byte(input), jsontree.MaxArgumentDepth)
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrInvalidArguments, err)
 	}
-	if _, ok := tree.(*jsonObject); !ok {
-		return "", fmt.Errorf("%w: arguments must be a JSON object, got %s", ErrInvalidArguments, jsonTypeName(tree))
+	if _, ok := tree.(*jsontree.Object); !ok {
+		return "", fmt.Errorf("%w: arguments must be a JSON object, got %s", ErrInvalidArguments, jsontree.TypeName(tree))
 	}
 	return s.validateTree(tree)
 }
 
 // validateTree validates a decoded JSON value and returns its canonical encoding.
 func (s Schema) validateTree(tree any) (string, error) {
-	plain, err := toPlain(tree, "")
+	plain, err := jsontree.ToPlain(tree, "")
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrInvalidArguments, err)
 	}
@@ -289,7 +298,7 @@ func (s Schema) validateTree(tree any) (string, error) {
 		}
 		return "", fmt.Errorf("%w: %s", ErrInvalidArguments, msg)
 	}
-	return string(encodeJSON(tree, true)), nil
+	return string(jsontree.Encode(tree, true)), nil
 }
 
 // validateSafely keeps a bug in the validator from crashing the orchestrator, which
@@ -312,11 +321,11 @@ func (s Schema) Parameters() []Parameter {
 	if s.simple {
 		return cloneParameters(s.params)
 	}
-	tree, err := decodeJSON(s.json(), noDepthLimit)
+	tree, err := jsontree.Decode(s.json(), jsontree.NoDepthLimit)
 	if err != nil {
 		return nil
 	}
-	root, _ := tree.(*jsonObject)
+	root, _ := tree.(*jsontree.Object)
 	ps, ok := deriveParameters(root)
 	if !ok {
 		return nil
@@ -332,36 +341,36 @@ func (s Schema) WithParameter(p Parameter) Schema {
 	if s.simple || s.raw == nil {
 		return Params(append(cloneParameters(s.params), p)...)
 	}
-	tree, err := decodeJSON(s.raw, noDepthLimit)
+	tree, err := jsontree.Decode(s.raw, jsontree.NoDepthLimit)
 	if err != nil {
-		panic("tool: schema JSON does not decode: " + err.Error())
+		panic("schema: schema JSON does not decode: " + err.Error())
 	}
-	root := tree.(*jsonObject)
-	props, ok := root.vals["properties"].(*jsonObject)
+	root := tree.(*jsontree.Object)
+	props, ok := root.Vals["properties"].(*jsontree.Object)
 	if !ok {
-		props = newJSONObject()
+		props = jsontree.NewObject()
 	}
-	prop, err := decodeJSON(renderParameter(p), noDepthLimit)
+	prop, err := jsontree.Decode(renderParameter(p), jsontree.NoDepthLimit)
 	if err != nil {
-		panic("tool: rendered parameter does not decode: " + err.Error())
+		panic("schema: rendered parameter does not decode: " + err.Error())
 	}
-	props.set(p.Name, prop)
-	root.set("properties", props)
+	props.Set(p.Name, prop)
+	root.Set("properties", props)
 	var required []any
-	if r, ok := root.vals["required"].([]any); ok {
+	if r, ok := root.Vals["required"].([]any); ok {
 		required = slices.DeleteFunc(slices.Clone(r), func(v any) bool { return v == p.Name })
 	}
 	if !p.Optional {
 		required = append(required, p.Name)
 	}
 	if len(required) > 0 {
-		root.set("required", required)
+		root.Set("required", required)
 	} else {
-		root.remove("required")
+		root.Remove("required")
 	}
-	out, err := resolveSchema(encodeJSON(root, false))
+	out, err := resolveSchema(jsontree.Encode(root, false))
 	if err != nil {
-		panic("tool: schema with added parameter does not resolve: " + err.Error())
+		panic("schema: schema with added parameter does not resolve: " + err.Error())
 	}
 	return out
 }

@@ -1,21 +1,21 @@
-package tool_test
+package schema_test
 
 import (
 	"testing"
 
-	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/schema"
 )
 
 // FuzzValidate checks that Validate never panics, whatever a model sends, and that
 // what it accepts is canonical: validating the output again gives the same output.
 func FuzzValidate(f *testing.F) {
-	schemas := []tool.Schema{
-		tool.EmptySchema(),
-		tool.Params(
-			tool.String("name", ""),
-			tool.Integer("n", "").AsOptional(),
-			tool.String("color", "").WithEnum("red", "green").AsOptional(),
-			tool.ObjectParam("o", "", tool.Array("l", "", tool.TypeNumber)).AsOptional(),
+	schemas := []schema.Schema{
+		schema.Empty(),
+		schema.Params(
+			schema.String("name", ""),
+			schema.Integer("n", "").AsOptional(),
+			schema.String("color", "").WithEnum("red", "green").AsOptional(),
+			schema.Object("o", "", schema.Array("l", "", schema.TypeNumber)).AsOptional(),
 		),
 		mustSchema(f, `{"type":"object","properties":{"a":{"anyOf":[{"type":"string","minLength":2},{"type":"array","items":{"$ref":"#"}}]}},"additionalProperties":{"type":"boolean"}}`),
 	}

@@ -1,4 +1,4 @@
-package toolctx_test
+package ctxcodec_test
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/toolmesh/toolmesh/internal/ctxcodec"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
 
@@ -23,7 +24,7 @@ func checkEncoding(t *testing.T, c toolctx.Context, md map[string][]string) {
 		t.Fatalf("%d metadata entries for %d context entries", len(md), c.Len())
 	}
 	for k, v := range c.All() {
-		mk := toolctx.MetadataKey(k)
+		mk := ctxcodec.MetadataKey(k)
 		if !grpcKey.MatchString(mk) || strings.HasPrefix(mk, "grpc-") || !strings.HasPrefix(mk, "tm-ctx-") || !strings.HasSuffix(mk, "-bin") {
 			t.Errorf("metadata key %q for %q is not a safe gRPC binary key", mk, k)
 		}
@@ -34,7 +35,7 @@ func checkEncoding(t *testing.T, c toolctx.Context, md map[string][]string) {
 	}
 }
 
-func roundTrip(t *testing.T, cd toolctx.Codec, c toolctx.Context) {
+func roundTrip(t *testing.T, cd ctxcodec.Codec, c toolctx.Context) {
 	t.Helper()
 	md, err := cd.Encode(c)
 	if err != nil {
@@ -62,13 +63,13 @@ func TestCodecRoundTripTable(t *testing.T) {
 		{"control characters in keys", toolctx.MustOf("\r\n", "crlf", "\x00", "nul", "\t tab", "t")},
 		{"empty value", toolctx.MustOf("flag", "")},
 		{"reserved-looking keys", toolctx.MustOf("grpc-status", "0", ":authority", "evil", "content-type", "x", "te", "trailers", "user-agent", "u")},
-		{"loop id", toolctx.Empty.WithLoopID("loop-1")},
+		{"loop id", toolctx.Empty.With(toolctx.LoopIDKey, "loop-1")},
 		{"key of one byte", toolctx.MustOf("a", "1")},
 		{"long key", toolctx.MustOf(strings.Repeat("k", 300), "v")},
 		{"U+FFFD is valid UTF-8", toolctx.MustOf("\uFFFD", "\uFFFD")},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) { roundTrip(t, toolctx.Codec{}, tt.c) })
+		t.Run(tt.name, func(t *testing.T) { roundTrip(t, ctxcodec.Codec{}, tt.c) })
 	}
 }
 
@@ -78,14 +79,14 @@ func TestMetadataKeyIsBase32(t *testing.T) {
 		"abc":      "tm-ctx-mfrgg-bin",
 		"tenantId": "tm-ctx-orsw4yloorewi-bin",
 	} {
-		if got := toolctx.MetadataKey(key); got != want {
+		if got := ctxcodec.MetadataKey(key); got != want {
 			t.Errorf("MetadataKey(%q) = %q, want %q", key, got, want)
 		}
 	}
 }
 
 func TestEncodeEmptySendsNothing(t *testing.T) {
-	md, err := toolctx.Codec{}.Encode(toolctx.Empty)
+	md, err := ctxcodec.Codec{}.Encode(toolctx.Empty)
 	if err != nil || md != nil {
 		t.Errorf("Encode(Empty) = %#v, %v; want nil, nil", md, err)
 	}
@@ -103,14 +104,14 @@ func TestEncodeRejectsInvalidEntries(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			md, err := toolctx.Codec{}.Encode(tt.c)
-			if !errors.Is(err, toolctx.ErrInvalid) || md != nil {
+			md, err := ctxcodec.Codec{}.Encode(tt.c)
+			if !errors.Is(err, ctxcodec.ErrInvalid) || md != nil {
 				t.Fatalf("Encode = %v, %v; want ErrInvalid", md, err)
 			}
 			if !strings.Contains(err.Error(), tt.wantMsg) {
 				t.Errorf("error %q does not say %q", err, tt.wantMsg)
 			}
-			if err2 := (toolctx.Codec{}).Check(tt.c); err2 == nil || err2.Error() != err.Error() {
+			if err2 := (ctxcodec.Codec{}).Check(tt.c); err2 == nil || err2.Error() != err.Error() {
 				t.Errorf("Check = %v, want the Encode error %v", err2, err)
 			}
 		})
@@ -119,64 +120,64 @@ func TestEncodeRejectsInvalidEntries(t *testing.T) {
 
 // size is the encoded size of one entry, by the rule of Codec.MaxBytes.
 func size(key string, valueLen int) int {
-	return len(toolctx.MetadataKey(key)) + (valueLen+2)/3*4 + 32
+	return len(ctxcodec.MetadataKey(key)) + (valueLen+2)/3*4 + 32
 }
 
 func TestEncodeSizeLimit(t *testing.T) {
 	big := toolctx.MustOf("big", strings.Repeat("x", 9000), "small", "s")
-	_, err := toolctx.Codec{}.Encode(big)
-	var tl *toolctx.TooLargeError
-	if !errors.As(err, &tl) || !errors.Is(err, toolctx.ErrTooLarge) {
+	_, err := ctxcodec.Codec{}.Encode(big)
+	var tl *ctxcodec.TooLargeError
+	if !errors.As(err, &tl) || !errors.Is(err, ctxcodec.ErrTooLarge) {
 		t.Fatalf("Encode of a 9000-byte value = %v, want *TooLargeError wrapping ErrTooLarge", err)
 	}
 	wantSize := size("big", 9000) + size("small", 1)
 	if wantSize != 16+12000+32+19+4+32 {
 		t.Fatalf("test arithmetic: %d", wantSize)
 	}
-	want := &toolctx.TooLargeError{Size: wantSize, Max: toolctx.DefaultMaxBytes, LargestKey: "big"}
+	want := &ctxcodec.TooLargeError{Size: wantSize, Max: ctxcodec.DefaultMaxBytes, LargestKey: "big"}
 	if diff := cmp.Diff(want, tl); diff != "" {
 		t.Errorf("TooLargeError (-want +got):\n%s", diff)
 	}
 	if got, wantMsg := err.Error(), `tool call context is 12103 bytes encoded, over the 8192-byte limit (largest entry: "big")`; got != wantMsg {
 		t.Errorf("message = %q, want %q", got, wantMsg)
 	}
-	if err := (toolctx.Codec{}).Check(big); !errors.As(err, &tl) || tl.Size != wantSize {
+	if err := (ctxcodec.Codec{}).Check(big); !errors.As(err, &tl) || tl.Size != wantSize {
 		t.Errorf("Check = %v, want the same TooLargeError", err)
 	}
 
 	// The limit is inclusive and MaxBytes overrides the default.
 	c := toolctx.MustOf("k", "0123456789")
 	n := size("k", 10)
-	if _, err := (toolctx.Codec{MaxBytes: n}).Encode(c); err != nil {
+	if _, err := (ctxcodec.Codec{MaxBytes: n}).Encode(c); err != nil {
 		t.Errorf("Encode at exactly MaxBytes = %v, want ok", err)
 	}
-	if _, err := (toolctx.Codec{MaxBytes: n - 1}).Encode(c); !errors.Is(err, toolctx.ErrTooLarge) {
+	if _, err := (ctxcodec.Codec{MaxBytes: n - 1}).Encode(c); !errors.Is(err, ctxcodec.ErrTooLarge) {
 		t.Errorf("Encode one byte over MaxBytes = %v, want ErrTooLarge", err)
 	}
-	md, err := toolctx.Codec{MaxBytes: 100000}.Encode(big)
+	md, err := ctxcodec.Codec{MaxBytes: 100000}.Encode(big)
 	if err != nil {
 		t.Fatalf("Encode with a raised limit: %v", err)
 	}
-	if _, err := (toolctx.Codec{}).Decode(md); !errors.As(err, &tl) || tl.LargestKey != "big" || tl.Size != wantSize {
+	if _, err := (ctxcodec.Codec{}).Decode(md); !errors.As(err, &tl) || tl.LargestKey != "big" || tl.Size != wantSize {
 		t.Errorf("Decode over the default limit = %v, want TooLargeError naming \"big\"", err)
 	}
-	if got, err := (toolctx.Codec{MaxBytes: 100000}).Decode(md); err != nil || !got.Equal(big) {
+	if got, err := (ctxcodec.Codec{MaxBytes: 100000}).Decode(md); err != nil || !got.Equal(big) {
 		t.Errorf("Decode with a raised limit = %v, %v", got, err)
 	}
 }
 
 func TestDecodeIgnoresForeignKeys(t *testing.T) {
 	md := map[string][]string{
-		"authorization":              {"Bearer secret"},
-		"grpc-timeout":               {"1S"},
-		":authority":                 {"host"},
-		"tm-ctx-mfrgg":               {"no -bin suffix"},
-		"tm-ctx-bin":                 {"too short to carry a key"},
-		"x-tm-ctx-mfrgg-bin":         {"wrong prefix"},
-		toolctx.MetadataKey("abc"):   {"kept"},
-		toolctx.MetadataKey("other"): {""},
+		"authorization":               {"Bearer secret"},
+		"grpc-timeout":                {"1S"},
+		":authority":                  {"host"},
+		"tm-ctx-mfrgg":                {"no -bin suffix"},
+		"tm-ctx-bin":                  {"too short to carry a key"},
+		"x-tm-ctx-mfrgg-bin":          {"wrong prefix"},
+		ctxcodec.MetadataKey("abc"):   {"kept"},
+		ctxcodec.MetadataKey("other"): {""},
 	}
-	got, err := toolctx.Codec{}.Decode(md)
+	got, err := ctxcodec.Codec{}.Decode(md)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +185,7 @@ func TestDecodeIgnoresForeignKeys(t *testing.T) {
 		t.Errorf("Decode (-want +got):\n%s", diff)
 	}
 	for _, md := range []map[string][]string{nil, {}, {"authorization": {"x"}}} {
-		if got, err := (toolctx.Codec{}).Decode(md); err != nil || !got.IsEmpty() {
+		if got, err := (ctxcodec.Codec{}).Decode(md); err != nil || !got.IsEmpty() {
 			t.Errorf("Decode(%v) = %v, %v; want Empty", md, got, err)
 		}
 	}
@@ -202,15 +203,15 @@ func TestDecodeRejectsMalformedMetadata(t *testing.T) {
 		{"impossible length", map[string][]string{"tm-ctx-m-bin": {"v"}}, `"m" is not canonical unpadded base32`},
 		{"non-zero trailing bits", map[string][]string{"tm-ctx-mfrgh-bin": {"v"}}, `"mfrgh" is not canonical unpadded base32`},
 		{"empty key", map[string][]string{"tm-ctx--bin": {"v"}}, `metadata key "tm-ctx--bin" carries an empty key`},
-		{"key not UTF-8", map[string][]string{toolctx.MetadataKey("\xff"): {"v"}}, `carries key "\xff", which is not valid UTF-8`},
-		{"value not UTF-8", map[string][]string{toolctx.MetadataKey("abc"): {"\xff"}}, `value of key "abc" is not valid UTF-8`},
-		{"two values", map[string][]string{toolctx.MetadataKey("abc"): {"1", "2"}}, `(context key "abc") has 2 values, want 1`},
-		{"no value", map[string][]string{toolctx.MetadataKey("abc"): {}}, `(context key "abc") has 0 values, want 1`},
+		{"key not UTF-8", map[string][]string{ctxcodec.MetadataKey("\xff"): {"v"}}, `carries key "\xff", which is not valid UTF-8`},
+		{"value not UTF-8", map[string][]string{ctxcodec.MetadataKey("abc"): {"\xff"}}, `value of key "abc" is not valid UTF-8`},
+		{"two values", map[string][]string{ctxcodec.MetadataKey("abc"): {"1", "2"}}, `(context key "abc") has 2 values, want 1`},
+		{"no value", map[string][]string{ctxcodec.MetadataKey("abc"): {}}, `(context key "abc") has 0 values, want 1`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := toolctx.Codec{}.Decode(tt.md)
-			if !errors.Is(err, toolctx.ErrInvalid) {
+			got, err := ctxcodec.Codec{}.Decode(tt.md)
+			if !errors.Is(err, ctxcodec.ErrInvalid) {
 				t.Fatalf("Decode = %v, %v; want ErrInvalid", got, err)
 			}
 			if !got.IsEmpty() {
@@ -255,6 +256,6 @@ func TestCodecRoundTripProperty(t *testing.T) {
 		if t.Failed() {
 			t.Fatalf("failed at iteration %d", i)
 		}
-		roundTrip(t, toolctx.Codec{}, c)
+		roundTrip(t, ctxcodec.Codec{}, c)
 	}
 }

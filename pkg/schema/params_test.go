@@ -1,12 +1,11 @@
-package tool_test
+package schema_test
 
 import (
 	"encoding/json"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/schema"
 )
 
 // The exact texts asserted by Embabel's ToolTest (§1.13), pinned inline because they
@@ -14,33 +13,33 @@ import (
 func TestParamsSpecTexts(t *testing.T) {
 	tests := []struct {
 		name string
-		got  tool.Schema
+		got  schema.Schema
 		want string
 	}{
-		{"empty", tool.Params(), `{"type":"object","properties":{}}`},
+		{"empty", schema.Params(), `{"type":"object","properties":{}}`},
 		{
 			"string parameter",
-			tool.Params(tool.String("name", "The name")),
+			schema.Params(schema.String("name", "The name")),
 			`{"type":"object","properties":{"name":{"type":"string","description":"The name"}},"required":["name"]}`,
 		},
 		{
 			"optional only has no required key",
-			tool.Params(tool.String("a", "A").AsOptional(), tool.Integer("b", "B").AsOptional()),
+			schema.Params(schema.String("a", "A").AsOptional(), schema.Integer("b", "B").AsOptional()),
 			`{"type":"object","properties":{"a":{"type":"string","description":"A"},"b":{"type":"integer","description":"B"}}}`,
 		},
 		{
 			"enum",
-			tool.Params(tool.String("color", "Color").WithEnum("red", "green", "blue")),
+			schema.Params(schema.String("color", "Color").WithEnum("red", "green", "blue")),
 			`{"type":"object","properties":{"color":{"type":"string","description":"Color","enum":["red","green","blue"]}},"required":["color"]}`,
 		},
 		{
 			"mixed types",
-			tool.Params(tool.String("s", "S"), tool.Integer("i", "I"), tool.Number("n", "N"), tool.Boolean("b", "B")),
+			schema.Params(schema.String("s", "S"), schema.Integer("i", "I"), schema.Number("n", "N"), schema.Boolean("b", "B")),
 			`{"type":"object","properties":{"s":{"type":"string","description":"S"},"i":{"type":"integer","description":"I"},"n":{"type":"number","description":"N"},"b":{"type":"boolean","description":"B"}},"required":["s","i","n","b"]}`,
 		},
 		{
 			"description defaults to name",
-			tool.Params(tool.String("city", "")),
+			schema.Params(schema.String("city", "")),
 			`{"type":"object","properties":{"city":{"type":"string","description":"city"}},"required":["city"]}`,
 		},
 	}
@@ -56,49 +55,49 @@ func TestParamsSpecTexts(t *testing.T) {
 func TestParamsGolden(t *testing.T) {
 	tests := []struct {
 		name string
-		ps   []tool.Parameter
+		ps   []schema.Parameter
 	}{
-		{"params_arrays", []tool.Parameter{
-			tool.Array("tags", "Tags", tool.TypeString),
-			tool.Array("scores", "", tool.TypeNumber).AsOptional(),
-			tool.Array("anything", "No item type", ""),
+		{"params_arrays", []schema.Parameter{
+			schema.Array("tags", "Tags", schema.TypeString),
+			schema.Array("scores", "", schema.TypeNumber).AsOptional(),
+			schema.Array("anything", "No item type", ""),
 			// Items only applies to arrays.
-			{Name: "not_array", Type: tool.TypeString, Items: tool.TypeInteger},
+			{Name: "not_array", Type: schema.TypeString, Items: schema.TypeInteger},
 		}},
-		{"params_nested_object", []tool.Parameter{
-			tool.ObjectParam("address", "Postal address",
-				tool.String("street", ""),
-				tool.String("city", "City"),
-				tool.String("zip", "").AsOptional(),
-				tool.ObjectParam("geo", "", tool.Number("lat", ""), tool.Number("lon", "")).AsOptional(),
+		{"params_nested_object", []schema.Parameter{
+			schema.Object("address", "Postal address",
+				schema.String("street", ""),
+				schema.String("city", "City"),
+				schema.String("zip", "").AsOptional(),
+				schema.Object("geo", "", schema.Number("lat", ""), schema.Number("lon", "")).AsOptional(),
 			),
-			tool.ObjectParam("options", "Only optional inside", tool.Boolean("dry_run", "").AsOptional()),
-			tool.ObjectParam("free", "No nested properties"),
+			schema.Object("options", "Only optional inside", schema.Boolean("dry_run", "").AsOptional()),
+			schema.Object("free", "No nested properties"),
 		}},
-		{"params_enum_optional", []tool.Parameter{
-			tool.String("unit", "Unit").WithEnum("celsius", "fahrenheit").AsOptional(),
-			tool.Integer("days", "").WithEnum("1", "3", "7"),
-			tool.String("empty_enum", "").WithEnum(),
+		{"params_enum_optional", []schema.Parameter{
+			schema.String("unit", "Unit").WithEnum("celsius", "fahrenheit").AsOptional(),
+			schema.Integer("days", "").WithEnum("1", "3", "7"),
+			schema.String("empty_enum", "").WithEnum(),
 		}},
-		{"params_odd_types", []tool.Parameter{
+		{"params_odd_types", []schema.Parameter{
 			{Name: "zero_type"},
 			{Name: "unknown_type", Type: "date"},
-			{Name: "unknown_items", Type: tool.TypeArray, Items: "date"},
+			{Name: "unknown_items", Type: schema.TypeArray, Items: "date"},
 		}},
-		{"params_duplicate_names", []tool.Parameter{
-			tool.String("a", "first"),
-			tool.Integer("b", ""),
-			tool.Number("a", "second").AsOptional(),
+		{"params_duplicate_names", []schema.Parameter{
+			schema.String("a", "first"),
+			schema.Integer("b", ""),
+			schema.Number("a", "second").AsOptional(),
 		}},
-		{"params_odd_characters", []tool.Parameter{
-			tool.String(`q"uote`, `He said "hi" \ and left`),
-			tool.String("new\nline", "tab\there\r\nnext").WithEnum(`"`, `\`, "\n", "\u0000"),
-			tool.String("ünïcødé", "日本語 😀 <b>&amp;</b> \u2028").AsOptional(),
+		{"params_odd_characters", []schema.Parameter{
+			schema.String(`q"uote`, `He said "hi" \ and left`),
+			schema.String("new\nline", "tab\there\r\nnext").WithEnum(`"`, `\`, "\n", "\u0000"),
+			schema.String("ünïcødé", "日本語 😀 <b>&amp;</b> \u2028").AsOptional(),
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			checkGolden(t, tt.name, tool.Params(tt.ps...).String()+"\n")
+			checkGolden(t, tt.name, schema.Params(tt.ps...).String()+"\n")
 		})
 	}
 }
@@ -108,7 +107,7 @@ func TestParamsGolden(t *testing.T) {
 func TestParamsJSONValidity(t *testing.T) {
 	odd := []string{`"quoted"`, `back\slash`, "new\nline", "tab\t", "nul\u0000", "ünïcødé 日本語 😀", "</script>&", "\u2028\u2029", "invalid\xffutf8"}
 	for _, s := range odd {
-		schema := tool.Params(tool.String(s, s).WithEnum(s), tool.ObjectParam("o", s, tool.String(s, s)))
+		schema := schema.Params(schema.String(s, s).WithEnum(s), schema.Object("o", s, schema.String(s, s)))
 		b := schema.JSON()
 		if !json.Valid(b) {
 			t.Fatalf("Params with %q is not valid JSON: %s", s, b)
@@ -142,29 +141,29 @@ func TestParamsJSONValidity(t *testing.T) {
 }
 
 func TestParameterHelpers(t *testing.T) {
-	base := tool.String("a", "A")
+	base := schema.String("a", "A")
 	opt := base.AsOptional()
 	values := []string{"x", "y"}
 	enum := base.WithEnum(values...)
 	values[0] = "changed"
-	props := []tool.Parameter{tool.Boolean("p", "")}
-	obj := tool.ObjectParam("o", "O", props...)
+	props := []schema.Parameter{schema.Boolean("p", "")}
+	obj := schema.Object("o", "O", props...)
 	props[0].Name = "changed"
 
 	tests := []struct {
 		name string
-		got  tool.Parameter
-		want tool.Parameter
+		got  schema.Parameter
+		want schema.Parameter
 	}{
-		{"String", base, tool.Parameter{Name: "a", Type: tool.TypeString, Description: "A"}},
-		{"Integer", tool.Integer("i", "I"), tool.Parameter{Name: "i", Type: tool.TypeInteger, Description: "I"}},
-		{"Number", tool.Number("n", "N"), tool.Parameter{Name: "n", Type: tool.TypeNumber, Description: "N"}},
-		{"Boolean", tool.Boolean("b", "B"), tool.Parameter{Name: "b", Type: tool.TypeBoolean, Description: "B"}},
-		{"Array", tool.Array("l", "L", tool.TypeInteger), tool.Parameter{Name: "l", Type: tool.TypeArray, Description: "L", Items: tool.TypeInteger}},
-		{"ObjectParam copies props", obj, tool.Parameter{Name: "o", Type: tool.TypeObject, Description: "O", Properties: []tool.Parameter{{Name: "p", Type: tool.TypeBoolean}}}},
-		{"AsOptional", opt, tool.Parameter{Name: "a", Type: tool.TypeString, Description: "A", Optional: true}},
-		{"WithEnum copies values", enum, tool.Parameter{Name: "a", Type: tool.TypeString, Description: "A", Enum: []string{"x", "y"}}},
-		{"original untouched", base, tool.Parameter{Name: "a", Type: tool.TypeString, Description: "A"}},
+		{"String", base, schema.Parameter{Name: "a", Type: schema.TypeString, Description: "A"}},
+		{"Integer", schema.Integer("i", "I"), schema.Parameter{Name: "i", Type: schema.TypeInteger, Description: "I"}},
+		{"Number", schema.Number("n", "N"), schema.Parameter{Name: "n", Type: schema.TypeNumber, Description: "N"}},
+		{"Boolean", schema.Boolean("b", "B"), schema.Parameter{Name: "b", Type: schema.TypeBoolean, Description: "B"}},
+		{"Array", schema.Array("l", "L", schema.TypeInteger), schema.Parameter{Name: "l", Type: schema.TypeArray, Description: "L", Items: schema.TypeInteger}},
+		{"Object copies props", obj, schema.Parameter{Name: "o", Type: schema.TypeObject, Description: "O", Properties: []schema.Parameter{{Name: "p", Type: schema.TypeBoolean}}}},
+		{"AsOptional", opt, schema.Parameter{Name: "a", Type: schema.TypeString, Description: "A", Optional: true}},
+		{"WithEnum copies values", enum, schema.Parameter{Name: "a", Type: schema.TypeString, Description: "A", Enum: []string{"x", "y"}}},
+		{"original untouched", base, schema.Parameter{Name: "a", Type: schema.TypeString, Description: "A"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -177,7 +176,7 @@ func TestParameterHelpers(t *testing.T) {
 
 // A Params schema validates the way its JSON reads.
 func TestParamsValidate(t *testing.T) {
-	s := tool.Params(tool.Array("ids", "", tool.TypeInteger), tool.String("mode", "").WithEnum("a", "b").AsOptional())
+	s := schema.Params(schema.Array("ids", "", schema.TypeInteger), schema.String("mode", "").WithEnum("a", "b").AsOptional())
 	if got, err := s.Validate(`{"mode":"a","ids":[1,2]}`); err != nil || got != `{"ids":[1,2],"mode":"a"}` {
 		t.Errorf("Validate(valid) = %s, %v", got, err)
 	}

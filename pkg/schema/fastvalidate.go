@@ -1,4 +1,4 @@
-package tool
+package schema
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/toolmesh/toolmesh/internal/jsontree"
 )
 
 // Most tools take an object of scalar arguments: a handful of strings, numbers, integers
@@ -159,7 +161,7 @@ func (f *fastSchema) validate(input string) (string, error) {
 			if known && (prop.typ != "string" || (prop.enum != nil && !prop.enum[v])) {
 				return "", errNotFast
 			}
-			val = quoteJSON(v)
+			val = jsontree.Quote(v)
 		case json.Number:
 			x, err := strconv.ParseFloat(string(v), 64)
 			if err != nil || math.IsInf(x, 0) {
@@ -197,7 +199,7 @@ func (f *fastSchema) validate(input string) (string, error) {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(quoteJSON(a.key))
+		b.WriteString(jsontree.Quote(a.key))
 		b.WriteByte(':')
 		b.WriteString(a.val)
 	}

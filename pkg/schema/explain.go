@@ -1,4 +1,4 @@
-package tool
+package schema
 
 import (
 	"encoding/json"
@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/toolmesh/toolmesh/internal/jsontree"
 )
 
 // The model reads every validation error and has to fix its call from it alone, so an
@@ -30,43 +31,43 @@ func explain(s *jsonschema.Schema, v any, path string) string {
 		return ""
 	}
 	if isFalseSchema(s) {
-		return atPath(path, "is not allowed")
+		return jsontree.AtPath(path, "is not allowed")
 	}
 	if s.Type != "" || len(s.Types) > 0 {
 		want := s.Types
 		if s.Type != "" {
 			want = []string{s.Type}
 		}
-		if got := jsonTypeName(v); !typeMatches(got, want) {
-			return atPath(path, fmt.Sprintf("expected %s, got %s", strings.Join(want, " or "), got))
+		if got := jsontree.TypeName(v); !typeMatches(got, want) {
+			return jsontree.AtPath(path, fmt.Sprintf("expected %s, got %s", strings.Join(want, " or "), got))
 		}
 	}
 	if s.Enum != nil {
-		pv, _ := toPlain(v, path)
+		pv, _ := jsontree.ToPlain(v, path)
 		if !slices.ContainsFunc(s.Enum, func(e any) bool { return jsonschema.Equal(e, pv) }) {
-			return atPath(path, fmt.Sprintf("%s is not one of %s", shortJSON(v), joinJSON(s.Enum)))
+			return jsontree.AtPath(path, fmt.Sprintf("%s is not one of %s", shortJSON(v), joinJSON(s.Enum)))
 		}
 	}
 	if s.Const != nil {
-		pv, _ := toPlain(v, path)
+		pv, _ := jsontree.ToPlain(v, path)
 		if !jsonschema.Equal(*s.Const, pv) {
-			return atPath(path, fmt.Sprintf("must be %s, got %s", joinJSON([]any{*s.Const}), shortJSON(v)))
+			return jsontree.AtPath(path, fmt.Sprintf("must be %s, got %s", joinJSON([]any{*s.Const}), shortJSON(v)))
 		}
 	}
 	switch v := v.(type) {
 	case json.Number:
 		if msg := explainNumber(s, v); msg != "" {
-			return atPath(path, msg)
+			return jsontree.AtPath(path, msg)
 		}
 	case string:
 		if msg := explainString(s, v); msg != "" {
-			return atPath(path, msg)
+			return jsontree.AtPath(path, msg)
 		}
 	case []any:
 		if msg := explainArray(s, v, path); msg != "" {
 			return msg
 		}
-	case *jsonObject:
+	case *jsontree.Object:
 		if msg := explainObject(s, v, path); msg != "" {
 			return msg
 		}
@@ -146,7 +147,7 @@ func explainString(s *jsonschema.Schema, str string) string {
 	}
 	if s.Pattern != "" {
 		if re, err := regexp.Compile(s.Pattern); err == nil && !re.MatchString(str) {
-			return fmt.Sprintf("%s does not match the pattern %s", shortJSON(str), quoteJSON(s.Pattern))
+			return fmt.Sprintf("%s does not match the pattern %s", shortJSON(str), jsontree.Quote(s.Pattern))
 		}
 	}
 	return ""
@@ -155,9 +156,9 @@ func explainString(s *jsonschema.Schema, str string) string {
 func explainArray(s *jsonschema.Schema, arr []any, path string) string {
 	switch {
 	case s.MinItems != nil && len(arr) < *s.MinItems:
-		return atPath(path, fmt.Sprintf("must have at least %s, got %d", plural(*s.MinItems, "item"), len(arr)))
+		return jsontree.AtPath(path, fmt.Sprintf("must have at least %s, got %d", plural(*s.MinItems, "item"), len(arr)))
 	case s.MaxItems != nil && len(arr) > *s.MaxItems:
-		return atPath(path, fmt.Sprintf("must have at most %s, got %d", plural(*s.MaxItems, "item"), len(arr)))
+		return jsontree.AtPath(path, fmt.Sprintf("must have at most %s, got %d", plural(*s.MaxItems, "item"), len(arr)))
 	}
 	// Positional item schemas (prefixItems, draft-07 tuple items) are left to the
 	// fallback message.
@@ -165,18 +166,18 @@ func explainArray(s *jsonschema.Schema, arr []any, path string) string {
 		return ""
 	}
 	for i, e := range arr {
-		if msg := explain(s.Items, e, indexPath(path, i)); msg != "" {
+		if msg := explain(s.Items, e, jsontree.IndexPath(path, i)); msg != "" {
 			return msg
 		}
 	}
 	return ""
 }
 
-func explainObject(s *jsonschema.Schema, obj *jsonObject, path string) string {
+func explainObject(s *jsonschema.Schema, obj *jsontree.Object, path string) string {
 	var missing []string
 	for _, r := range s.Required {
-		if _, ok := obj.get(r); !ok {
-			missing = append(missing, childPath(path, r))
+		if _, ok := obj.Get(r); !ok {
+			missing = append(missing, jsontree.ChildPath(path, r))
 		}
 	}
 	switch len(missing) {
@@ -190,7 +191,7 @@ func explainObject(s *jsonschema.Schema, obj *jsonObject, path string) string {
 	// which ones are expected.
 	if s.AdditionalProperties != nil && len(s.PatternProperties) == 0 {
 		var extra []string
-		for _, k := range obj.keys {
+		for _, k := range obj.Keys {
 			if _, ok := s.Properties[k]; !ok {
 				extra = append(extra, k)
 			}
@@ -198,7 +199,7 @@ func explainObject(s *jsonschema.Schema, obj *jsonObject, path string) string {
 		if len(extra) > 0 && isFalseSchema(s.AdditionalProperties) {
 			paths := make([]string, len(extra))
 			for i, k := range extra {
-				paths[i] = childPath(path, k)
+				paths[i] = jsontree.ChildPath(path, k)
 			}
 			msg := "unexpected property " + joinQuoted(paths)
 			if len(paths) > 1 {
@@ -217,14 +218,14 @@ func explainObject(s *jsonschema.Schema, obj *jsonObject, path string) string {
 			return msg
 		}
 		for _, k := range extra {
-			if msg := explain(s.AdditionalProperties, obj.vals[k], childPath(path, k)); msg != "" {
+			if msg := explain(s.AdditionalProperties, obj.Vals[k], jsontree.ChildPath(path, k)); msg != "" {
 				return msg
 			}
 		}
 	}
-	for _, k := range obj.keys {
+	for _, k := range obj.Keys {
 		if sub, ok := s.Properties[k]; ok {
-			if msg := explain(sub, obj.vals[k], childPath(path, k)); msg != "" {
+			if msg := explain(sub, obj.Vals[k], jsontree.ChildPath(path, k)); msg != "" {
 				return msg
 			}
 		}
@@ -248,7 +249,7 @@ func describeValidationError(err error) string {
 		ptrs = append(ptrs, rest[:i])
 		msg = rest[i+2:]
 	}
-	return atPath(instancePath(ptrs), msg)
+	return jsontree.AtPath(instancePath(ptrs), msg)
 }
 
 func instancePath(ptrs []string) string {
@@ -266,7 +267,7 @@ func instancePath(ptrs []string) string {
 				case "properties":
 					if i+1 < len(segs) {
 						i++
-						path = childPath(path, unescapePointer(segs[i]))
+						path = jsontree.ChildPath(path, unescapePointer(segs[i]))
 					}
 				case "items", "additionalItems", "unevaluatedItems":
 					path += "[]"
@@ -285,16 +286,16 @@ func unescapePointer(s string) string {
 }
 
 // shortJSON renders a decoded value for a message, cut to a readable length.
-func shortJSON(v any) string { return truncate(string(encodeJSON(v, false)), 80) }
+func shortJSON(v any) string { return jsontree.Truncate(string(jsontree.Encode(v, false)), 80) }
 
 func joinJSON(vs []any) string {
 	parts := make([]string, len(vs))
 	for i, v := range vs {
-		b, err := marshalJSON(v)
+		b, err := jsontree.Marshal(v)
 		if err != nil {
 			b = []byte(fmt.Sprint(v))
 		}
-		parts[i] = truncate(string(b), 80)
+		parts[i] = jsontree.Truncate(string(b), 80)
 	}
 	return strings.Join(parts, ", ")
 }

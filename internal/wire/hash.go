@@ -1,4 +1,4 @@
-package tool
+package wire
 
 import (
 	"bytes"
@@ -7,12 +7,14 @@ import (
 	"encoding/json"
 	"sort"
 	"strconv"
+
+	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
 // Hash is the content hash of a tool as it is registered: hex SHA-256 over a canonical
 // encoding of the definition and metadata. Replicas serving the same tool produce the
 // same hash; any change to what the model or the router sees changes it.
-func Hash(def Definition, meta Metadata) string {
+func Hash(def tool.Definition, meta tool.Metadata) string {
 	var b bytes.Buffer
 	field := func(name, value string) {
 		b.WriteString(name)

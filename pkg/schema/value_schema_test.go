@@ -1,15 +1,15 @@
-package tool_test
+package schema_test
 
 import (
 	"errors"
 	"strings"
 	"testing"
 
-	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/schema"
 )
 
 func TestValueSchema(t *testing.T) {
-	s, err := tool.ValueSchemaFromJSON([]byte(`{"type":"array","items":{"type":"integer"},"minItems":1}`))
+	s, err := schema.ValueFromJSON([]byte(`{"type":"array","items":{"type":"integer"},"minItems":1}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,7 +23,7 @@ func TestValueSchema(t *testing.T) {
 	for _, c := range cases {
 		got, err := s.Validate(c.in)
 		if c.err != "" {
-			if !errors.Is(err, tool.ErrInvalidArguments) || !strings.Contains(err.Error(), c.err) {
+			if !errors.Is(err, schema.ErrInvalidArguments) || !strings.Contains(err.Error(), c.err) {
 				t.Errorf("Validate(%s) = %q, %v; want an error containing %q", c.in, got, err, c.err)
 			}
 			continue
@@ -33,8 +33,8 @@ func TestValueSchema(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{``, `[]`, `{"type":"strng"}`, `{"$ref":"file:///etc/passwd"}`, `{"type":"object","type":"array"}`} {
-		if _, err := tool.ValueSchemaFromJSON([]byte(bad)); !errors.Is(err, tool.ErrInvalidSchema) {
-			t.Errorf("ValueSchemaFromJSON(%s) = %v, want ErrInvalidSchema", bad, err)
+		if _, err := schema.ValueFromJSON([]byte(bad)); !errors.Is(err, schema.ErrInvalid) {
+			t.Errorf("ValueFromJSON(%s) = %v, want ErrInvalid", bad, err)
 		}
 	}
 }

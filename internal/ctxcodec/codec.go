@@ -1,4 +1,10 @@
-package toolctx
+// Package ctxcodec carries a ToolCallContext (toolctx.Context) across a process
+// boundary as gRPC metadata, losslessly and within a size bound: the orchestrator's
+// router encodes what a group's converter let through, and the worker SDK decodes it.
+//
+// It imports pkg/toolctx and the standard library only; it must not import gRPC
+// (metadata is a map[string][]string, which is what grpc's metadata.MD is).
+package ctxcodec
 
 import (
 	"encoding/base32"
@@ -8,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
 
 // DefaultMaxBytes bounds the encoded size of a context when Codec.MaxBytes is zero.
@@ -25,10 +33,10 @@ const entryOverhead = 32
 var keyEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
 
 // ErrInvalid reports a context, or metadata, that cannot travel as a ToolCallContext.
-var ErrInvalid = errors.New("toolctx: invalid tool call context")
+var ErrInvalid = errors.New("invalid tool call context")
 
 // ErrTooLarge reports a context whose encoding is over the size limit.
-var ErrTooLarge = errors.New("toolctx: tool call context too large")
+var ErrTooLarge = errors.New("tool call context too large")
 
 // TooLargeError says how far over the limit a context is. It wraps ErrTooLarge.
 type TooLargeError struct {
@@ -48,7 +56,7 @@ func (e *TooLargeError) Error() string {
 // Unwrap makes errors.Is(err, ErrTooLarge) hold.
 func (e *TooLargeError) Unwrap() error { return ErrTooLarge }
 
-// Codec carries a Context as gRPC metadata, one metadata entry per context entry.
+// Codec carries a toolctx.Context as gRPC metadata, one metadata entry per context entry.
 //
 // The encoding is lossless for any non-empty UTF-8 key and any UTF-8 value (CR, LF and
 // NUL included): the key is base32-encoded into the metadata key, which therefore only
@@ -80,10 +88,10 @@ func entrySize(mdKey, value string) int {
 
 // Check validates c and its encoded size without encoding it: it fails exactly when
 // Encode fails.
-func (cd Codec) Check(c Context) error {
+func (cd Codec) Check(c toolctx.Context) error {
 	size, largest, largestSize := 0, "", -1
 	for _, k := range c.Keys() {
-		v := c.m[k]
+		v, _ := c.Get(k)
 		if err := validEntry(k, v); err != nil {
 			return err
 		}
@@ -111,9 +119,9 @@ func validEntry(k, v string) error {
 	return nil
 }
 
-// Encode returns the metadata that carries c; Empty gives a nil map (nothing to send).
+// Encode returns the metadata that carries c; toolctx.Empty gives a nil map (nothing to send).
 // Values are the raw value strings: gRPC base64-encodes "-bin" entries on the wire.
-func (cd Codec) Encode(c Context) (map[string][]string, error) {
+func (cd Codec) Encode(c toolctx.Context) (map[string][]string, error) {
 	if err := cd.Check(c); err != nil {
 		return nil, err
 	}
@@ -121,7 +129,7 @@ func (cd Codec) Encode(c Context) (map[string][]string, error) {
 		return nil, nil
 	}
 	md := make(map[string][]string, c.Len())
-	for k, v := range c.m {
+	for k, v := range c.All() {
 		md[MetadataKey(k)] = []string{v}
 	}
 	return md, nil
@@ -131,7 +139,7 @@ func (cd Codec) Encode(c Context) (map[string][]string, error) {
 // MetadataPrefix…MetadataSuffix and ignores all others. A malformed key, a value that
 // is not UTF-8, a key with other than one value, two metadata keys for one context
 // key, or a size over the limit is an error.
-func (cd Codec) Decode(md map[string][]string) (Context, error) {
+func (cd Codec) Decode(md map[string][]string) (toolctx.Context, error) {
 	var mdKeys []string
 	for k := range md {
 		if isContextKey(k) {
@@ -139,7 +147,7 @@ func (cd Codec) Decode(md map[string][]string) (Context, error) {
 		}
 	}
 	if len(mdKeys) == 0 {
-		return Empty, nil
+		return toolctx.Empty, nil
 	}
 	slices.Sort(mdKeys) // the same metadata gives the same error
 
@@ -158,28 +166,28 @@ func (cd Codec) Decode(md map[string][]string) (Context, error) {
 		if key, err := decodeKey(largest); err == nil {
 			largest = key
 		}
-		return Empty, &TooLargeError{Size: size, Max: cd.max(), LargestKey: largest}
+		return toolctx.Empty, &TooLargeError{Size: size, Max: cd.max(), LargestKey: largest}
 	}
 
 	m := make(map[string]string, len(mdKeys))
 	for _, mk := range mdKeys {
 		key, err := decodeKey(mk)
 		if err != nil {
-			return Empty, err
+			return toolctx.Empty, err
 		}
 		vs := md[mk]
 		if len(vs) != 1 {
-			return Empty, fmt.Errorf("%w: metadata key %q (context key %q) has %d values, want 1", ErrInvalid, mk, key, len(vs))
+			return toolctx.Empty, fmt.Errorf("%w: metadata key %q (context key %q) has %d values, want 1", ErrInvalid, mk, key, len(vs))
 		}
 		if !utf8.ValidString(vs[0]) {
-			return Empty, fmt.Errorf("%w: value of key %q is not valid UTF-8", ErrInvalid, key)
+			return toolctx.Empty, fmt.Errorf("%w: value of key %q is not valid UTF-8", ErrInvalid, key)
 		}
 		if _, dup := m[key]; dup { // unreachable while decodeKey insists on the canonical form
-			return Empty, fmt.Errorf("%w: key %q is carried twice", ErrInvalid, key)
+			return toolctx.Empty, fmt.Errorf("%w: key %q is carried twice", ErrInvalid, key)
 		}
 		m[key] = vs[0]
 	}
-	return Context{m: m}, nil
+	return toolctx.FromMap(m), nil
 }
 
 func isContextKey(mdKey string) bool {

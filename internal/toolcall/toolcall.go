@@ -1,0 +1,62 @@
+// Package toolcall is the one layer that runs a tool call for the engine: the
+// orchestrator's loop and the worker SDK both call tools through Call, which turns a
+// panic into an error result the model can read and logs it once, with its stack, and
+// turns a returned error other than a control-flow signal into an error result. Tools
+// themselves do not recover panics.
+//
+// It also sets what a call carries in its context for the tool to read: its identity
+// (tool.CallInfoFrom) and the state it is bound to (tool.StateFrom).
+//
+// It imports pkg/tool and internal/toolinternal only.
+package toolcall
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+
+	"github.com/toolmesh/toolmesh/internal/toolinternal"
+	"github.com/toolmesh/toolmesh/pkg/tool"
+)
+
+// WithCallInfo returns a context carrying info, for tool.CallInfoFrom.
+func WithCallInfo(ctx context.Context, info tool.CallInfo) context.Context {
+	return context.WithValue(ctx, toolinternal.CallInfoKey{}, info)
+}
+
+// WithState returns a context carrying s, for tool.StateFrom.
+func WithState(ctx context.Context, s *tool.State) context.Context {
+	return context.WithValue(ctx, toolinternal.StateKey{}, s)
+}
+
+// Call calls t with input. A panic becomes an error result with code PANIC, logged once
+// on log with the panic value and the stack (the log handler adds the run, loop, trace
+// and span ids the context carries); a returned error that is not a tool.Signal becomes
+// tool.ErrorFrom(err). A Signal is returned as the error, for the loop to act on.
+func Call(ctx context.Context, log *slog.Logger, t tool.Tool, input string) (tool.Result, error) {
+	return Protect(ctx, log, t.Definition().Name, func() (tool.Result, error) {
+		res, err := t.Call(ctx, input)
+		if err != nil {
+			if _, ok := tool.AsSignal(err); ok {
+				return tool.Result{}, err
+			}
+			return tool.ErrorFrom(err), nil
+		}
+		return res, nil
+	})
+}
+
+// Protect runs fn, the execution of the tool named name, as Call runs a tool: a panic
+// becomes an error result with code PANIC and one log line with the stack.
+func Protect(ctx context.Context, log *slog.Logger, name string, fn func() (tool.Result, error)) (res tool.Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			if log != nil {
+				log.ErrorContext(ctx, "tool panicked", "tool", name, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			}
+			res, err = tool.ErrorWithCode(tool.CodePanic, fmt.Sprintf("tool '%s' panicked: %v", name, p)), nil
+		}
+	}()
+	return fn()
+}

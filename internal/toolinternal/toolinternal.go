@@ -1,0 +1,71 @@
+// Package toolinternal holds what the engine (the orchestrator's loop and router, the
+// worker SDK) shares with the public tool model but tool authors never set: the context
+// keys under which a call's identity and state travel, the record that a call's
+// arguments were validated, the record of where a call was dispatched, and the text a
+// facade answers the model with.
+//
+// It imports only the standard library, so that pkg/tool can import it.
+package toolinternal
+
+import (
+	"context"
+	"strings"
+)
+
+// CallInfoKey is the context key of a call's tool.CallInfo.
+type CallInfoKey struct{}
+
+// StateKey is the context key of the *tool.State a call is bound to.
+type StateKey struct{}
+
+type validatedKey struct{}
+
+// WithValidated records in ctx that input is canonical arguments already validated
+// against the called tool's own input schema, so that the tool need not validate them
+// again. The worker SDK and the orchestrator's loop validate every call before they
+// dispatch it; validating twice was a sizeable part of a call's cost.
+func WithValidated(ctx context.Context, input string) context.Context {
+	return context.WithValue(ctx, validatedKey{}, input)
+}
+
+// Validated reports whether ctx records input as validated (see WithValidated).
+func Validated(ctx context.Context, input string) bool {
+	v, ok := ctx.Value(validatedKey{}).(string)
+	return ok && v == input
+}
+
+// Dispatch records where a call was executed. A tool that sends calls elsewhere (a
+// remote tool) fills in the Dispatch it finds in the context, so that the caller can
+// report it.
+type Dispatch struct {
+	// WorkerID is the worker that produced the result; empty when none was contacted.
+	WorkerID string
+	// Attempts is the number of workers the call was sent to.
+	Attempts int
+}
+
+type dispatchKey struct{}
+
+// WithDispatch returns a context carrying a fresh Dispatch for the callee to fill in.
+func WithDispatch(ctx context.Context) (context.Context, *Dispatch) {
+	d := &Dispatch{}
+	return context.WithValue(ctx, dispatchKey{}, d), d
+}
+
+// DispatchFrom returns the Dispatch in ctx, or nil.
+func DispatchFrom(ctx context.Context) *Dispatch {
+	d, _ := ctx.Value(dispatchKey{}).(*Dispatch)
+	return d
+}
+
+// UnfoldMessage is what calling a facade answers the model: the names of the selected
+// tools, an order to call one of them, and the usage notes after a blank line when they
+// are not blank.
+func UnfoldMessage(selected []string, usageNotes string) string {
+	s := "Tools now available: " + strings.Join(selected, ", ") +
+		". You MUST call one of these tools to complete the user's request. Do NOT respond with text \u2014 call a tool."
+	if strings.TrimSpace(usageNotes) != "" {
+		s += "\n\n" + usageNotes
+	}
+	return s
+}
