@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"runtime"
 	"slices"
 	"sync"
@@ -13,6 +14,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/toolmesh/toolmesh/bench/internal/peer"
 	"github.com/toolmesh/toolmesh/internal/builtin"
@@ -78,7 +81,9 @@ func newRoutingTable(n int) (*routingTable, error) {
 	if err != nil {
 		return nil, err
 	}
-	rt := router.New(router.Options{Logger: slog.New(slog.DiscardHandler)})
+	// The worker is never called, so its address is not probed.
+	noProbe := func(context.Context, *grpc.ClientConn) error { return nil }
+	rt := router.New(router.Options{Logger: slog.New(slog.DiscardHandler), Probe: noProbe})
 	reg, err := registration("scale-worker", "127.0.0.1:9", worker.Group{Role: scaleGroup, Description: "Generated tools of the scaling rows", Tools: tools})
 	if err != nil {
 		rt.Close()
@@ -234,11 +239,19 @@ func measureRegistration(ctx context.Context, n int) (registrationRound, error) 
 		return registrationRound{}, err
 	}
 	defer c.close()
+	// The orchestrator probes each worker's address before it accepts the registration:
+	// the fake workers share one address whose health service says it serves
+	// ToolWorkerService, so the probe is measured with the rest.
+	healthAddr, stopHealth, err := serveWorkerHealth()
+	if err != nil {
+		return registrationRound{}, err
+	}
+	defer stopHealth()
 	math := builtin.Math()
 	regs := make([]*toolpb.Registration, n)
 	conns := make([]*grpc.ClientConn, n)
 	for i := range n {
-		if regs[i], err = registration(fmt.Sprintf("fake-%03d", i), fmt.Sprintf("127.0.0.1:%d", 20000+i), math); err != nil {
+		if regs[i], err = registration(fmt.Sprintf("fake-%03d", i), healthAddr, math); err != nil {
 			return registrationRound{}, err
 		}
 		if conns[i], err = grpc.NewClient(c.addr, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
@@ -311,4 +324,19 @@ func measureRegistration(ctx context.Context, n int) (registrationRound, error) 
 		P50Ms:   float64(percentile(durs, 0.5).Microseconds()) / 1000,
 		MaxMs:   float64(durs[len(durs)-1].Microseconds()) / 1000,
 	}, nil
+}
+
+// serveWorkerHealth serves grpc.health.v1 on loopback, reporting ToolWorkerService as
+// SERVING, and returns its address.
+func serveWorkerHealth() (string, func(), error) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	hs := health.NewServer()
+	hs.SetServingStatus(toolpb.ToolWorkerService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	g := grpc.NewServer()
+	healthpb.RegisterHealthServer(g, hs)
+	go func() { _ = g.Serve(lis) }()
+	return lis.Addr().String(), g.Stop, nil
 }

@@ -222,7 +222,7 @@ func Describe(ev *toolpb.RunResponse) string {
 	case *toolpb.RunResponse_FinalResult:
 		return fmt.Sprintf("■ final (%d iterations): %s", x.FinalResult.GetIterations(), x.FinalResult.GetText())
 	case *toolpb.RunResponse_Error:
-		return fmt.Sprintf("✖ error %s: %s", x.Error.GetReason(), x.Error.GetMessage())
+		return fmt.Sprintf("✖ error %s: %s", strings.TrimPrefix(x.Error.GetReason().String(), "ERROR_REASON_"), x.Error.GetMessage())
 	default:
 		return fmt.Sprintf("? %v", ev)
 	}

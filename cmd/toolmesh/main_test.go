@@ -69,7 +69,7 @@ func TestDescribe(t *testing.T) {
 			"  · scripted/demo: 120 input, 7 output tokens"},
 		{"final result", &toolpb.RunResponse{Event: &toolpb.RunResponse_FinalResult{FinalResult: &toolpb.FinalResult{Text: "The sum is 3.", Iterations: 2}}},
 			"■ final (2 iterations): The sum is 3."},
-		{"error", &toolpb.RunResponse{Event: &toolpb.RunResponse_Error{Error: &toolpb.RunError{Code: 8, Reason: "MAX_ITERATIONS", Message: "Tool loop exceeded maximum iterations (2)."}}},
+		{"error", &toolpb.RunResponse{Event: &toolpb.RunResponse_Error{Error: &toolpb.RunError{Code: 8, Reason: toolpb.ErrorReason_ERROR_REASON_MAX_ITERATIONS, Message: "Tool loop exceeded maximum iterations (2)."}}},
 			"✖ error MAX_ITERATIONS: Tool loop exceeded maximum iterations (2)."},
 	}
 	for _, tc := range cases {

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -18,10 +17,6 @@ import (
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
-
-// ReasonDraining is the ErrorInfo reason a worker gives when it refuses a call because it
-// is draining; such a call never ran, so the router sends it elsewhere.
-const ReasonDraining = wire.ReasonDraining
 
 // remoteTool is a tool served by workers, as the loop sees it. It names the tool and the
 // definition it was handed out with rather than holding a routing-table entry: a worker
@@ -169,6 +164,18 @@ func (r *Router) invokeOnce(ctx context.Context, t *remoteTool, w *worker, req *
 		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' was cancelled: %v", name, ctx.Err())), false
 	case isDraining(st):
 		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("worker %s is draining", w.id)), true
+	case st.Code() == codes.Unimplemented:
+		// The address no longer serves ToolWorkerService (another process has the port,
+		// say): the call did not run, and the replica is at fault.
+		if r.markFailed(w) {
+			r.log.WarnContext(ctx, "worker ejected: its address does not serve ToolWorkerService", "worker_id", w.id, "address", w.address, "for", r.opts.EjectFor.String())
+		}
+		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("worker %s does not serve tool '%s' at %s: %s", w.id, name, w.address, st.Message())), true
+	case st.Code() == codes.ResourceExhausted && s.workerAnswered():
+		// The worker ran the call and answered with more than this side accepts. It is
+		// healthy and the call is done: neither a failover nor a mark against it.
+		w.succeeded()
+		return tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf("tool '%s' ran, but its result is too large to receive (%s). Call it again in a way that returns less.", name, st.Message())), false
 	case !transportFailure(st.Code()):
 		// The worker answered with an error status: it is up, the call is just bad.
 		w.succeeded()
@@ -176,7 +183,7 @@ func (r *Router) invokeOnce(ctx context.Context, t *remoteTool, w *worker, req *
 	}
 
 	if r.markFailed(w) {
-		r.log.Warn("worker ejected after repeated failures", "worker_id", w.id, "for", r.opts.EjectFor)
+		r.log.WarnContext(ctx, "worker ejected after repeated failures", "worker_id", w.id, "for", r.opts.EjectFor.String())
 	}
 	if s.neverSent() {
 		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("worker %s unreachable: %s", w.id, st.Message())), true
@@ -212,16 +219,11 @@ func transportFailure(c codes.Code) bool {
 	return false
 }
 
+// isDraining reports a worker's refusal of a call because it is draining: such a call
+// never ran, so the router sends it elsewhere.
 func isDraining(st *status.Status) bool {
-	if st.Code() != codes.Unavailable {
-		return false
-	}
-	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == ReasonDraining {
-			return true
-		}
-	}
-	return false
+	r, _, _, ok := wire.StatusReason(st)
+	return ok && st.Code() == codes.Unavailable && r == toolpb.ErrorReason_ERROR_REASON_WORKER_DRAINING
 }
 
 // pick chooses a replica of t by power of two choices on in-flight calls; ties go to the

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
@@ -174,7 +175,7 @@ func TestNoReplicaLeftAfterDeadPort(t *testing.T) {
 func TestDrainingWorkerAnswerIsResent(t *testing.T) {
 	ctx := testContext(t)
 	draining := startFake(t, func(context.Context, *toolpb.InvokeRequest) (*toolpb.InvokeResponse, error) {
-		st, _ := status.New(codes.Unavailable, "worker is draining").WithDetails(&errdetails.ErrorInfo{Reason: ReasonDraining, Domain: "toolmesh.dev"})
+		st, _ := status.New(codes.Unavailable, "worker is draining").WithDetails(&errdetails.ErrorInfo{Reason: wire.ReasonName(toolpb.ErrorReason_ERROR_REASON_WORKER_DRAINING), Domain: "toolmesh.dev"})
 		return nil, st.Err()
 	})
 	live := startFake(t, answering("live"))
@@ -346,7 +347,7 @@ func TestReplacedRegistrationLetsCallsInFlightFinish(t *testing.T) {
 		return textResponse("finished"), nil
 	})
 	r := newRouter(t, Options{})
-	mustRegister(t, r, registration("a", f.addr, "text", echoTool("echo")))
+	lease := mustRegister(t, r, registration("a", f.addr, "text", echoTool("echo")))
 	done := make(chan tool.Result, 1)
 	go func() {
 		res, _ := call(ctx, t, r, "echo", `{}`)
@@ -355,6 +356,7 @@ func TestReplacedRegistrationLetsCallsInFlightFinish(t *testing.T) {
 	if err := started.wait(ctx); err != nil {
 		t.Fatal(err)
 	}
+	lease.End() // the stream broke and the worker reconnects
 	mustRegister(t, r, registration("a", f.addr, "text", echoTool("echo")))
 	release.open()
 	if res := <-done; res.IsError() || res.Content != "finished" {
@@ -420,8 +422,9 @@ func TestStubRefusesChangedDefinition(t *testing.T) {
 	ctx := testContext(t)
 	f := startFake(t, answering("ok"))
 	r := newRouter(t, Options{})
-	mustRegister(t, r, registration("a", f.addr, "text", echoTool("echo")))
+	lease := mustRegister(t, r, registration("a", f.addr, "text", echoTool("echo")))
 	stub, _ := r.Tool("echo")
+	lease.End()
 	mustRegister(t, r, registration("a", f.addr, "text", echoTool("echo", tool.Idempotent())))
 	res, _ := stub.Call(ctx, `{}`)
 	if !res.IsError() || res.Code != tool.CodeUnavailable || !strings.Contains(res.Content, "changed") {

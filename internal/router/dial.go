@@ -26,17 +26,24 @@ func DialOptions() []grpc.DialOption {
 	}
 }
 
-// sent records whether a call's request reached the transport. A call that fails before
-// that provably never reached a worker, so it is safe to send to another replica.
+// sent records whether a call's request reached the transport, and whether the worker
+// answered with response headers. A call that fails before its request left provably
+// never reached a worker, so it is safe to send to another replica; one that fails after
+// the worker's headers arrived was answered by a live worker.
 type sent struct {
-	tracked atomic.Bool // the stats handler saw the call: without it nothing is known
-	headers atomic.Bool
+	tracked  atomic.Bool // the stats handler saw the call: without it nothing is known
+	headers  atomic.Bool
+	answered atomic.Bool
 }
 
 // neverSent reports whether the call provably never left this process. A connection
 // dialled without the stats handler (a custom Options.Dial that forgot DialOptions)
 // proves nothing, so its calls count as possibly sent.
 func (s *sent) neverSent() bool { return s.tracked.Load() && !s.headers.Load() }
+
+// workerAnswered reports whether the worker sent response headers: it ran the call (a
+// refusal before running it is a trailers-only response, without headers).
+func (s *sent) workerAnswered() bool { return s.answered.Load() }
 
 type sentKey struct{}
 
@@ -57,11 +64,15 @@ func (sentTracker) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Cont
 }
 
 func (sentTracker) HandleRPC(ctx context.Context, s stats.RPCStats) {
+	m, ok := ctx.Value(sentKey{}).(*sent)
+	if !ok {
+		return
+	}
 	switch s.(type) {
 	case *stats.OutHeader, *stats.OutPayload:
-		if m, ok := ctx.Value(sentKey{}).(*sent); ok {
-			m.headers.Store(true)
-		}
+		m.headers.Store(true)
+	case *stats.InHeader:
+		m.answered.Store(true)
 	}
 }
 

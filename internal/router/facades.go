@@ -33,8 +33,8 @@ func flattenFacades(gr *toolpb.GroupRegistration, tools map[string]parsedTool, a
 		case depth > 32:
 			add(name, "facade %q nests deeper than 32 levels", name)
 			return
-		case !toolNameRE.MatchString(name):
-			add(name, "facade name %q must match %s", name, toolNameRE)
+		case wire.CheckID(name, toolNameRE, 64) != "":
+			add(name, "facade name %s", wire.CheckID(name, toolNameRE, 64))
 			return
 		case seen[name]:
 			add(name, "facade %q is declared twice", name)
@@ -45,13 +45,20 @@ func flattenFacades(gr *toolpb.GroupRegistration, tools map[string]parsedTool, a
 			return
 		}
 		seen[name] = true
-		def, meta, err := wire.DefinitionFromProto(n.GetDefinition())
+		def, meta, err := parseDefinition(n.GetDefinition())
 		if err != nil {
 			add(name, "facade %q: %v", name, err)
 			return
 		}
 		if len(n.GetChildren()) == 0 {
 			add(name, "facade %q has no children", name)
+		}
+		if msg := wire.CheckText(n.GetUsageNotes(), wire.MaxDescriptionBytes); msg != "" {
+			add(name, "facade %q: usage_notes %s", name, msg)
+		}
+		if len(n.GetChildren()) > wire.MaxGroupTools || len(n.GetCategories()) > wire.MaxGroupTools {
+			add(name, "facade %q has more than %d children or categories", name, wire.MaxGroupTools)
+			return
 		}
 		children := map[string]bool{}
 		for _, c := range n.GetChildren() {

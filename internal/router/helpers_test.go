@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/internal/wire"
@@ -37,10 +39,16 @@ func newRouter(t *testing.T, opts Options) *Router {
 	if opts.Logger == nil {
 		opts.Logger = discard()
 	}
+	if opts.Probe == nil {
+		// Most tests register addresses nothing listens on; the probe has tests of its own.
+		opts.Probe = noProbe
+	}
 	r := New(opts)
 	t.Cleanup(r.Close)
 	return r
 }
+
+func noProbe(context.Context, *grpc.ClientConn) error { return nil }
 
 // echoTool is a tool definition for registrations; its implementation never runs in
 // the router's process.
@@ -105,6 +113,9 @@ func startFake(t *testing.T, handle func(context.Context, *toolpb.InvokeRequest)
 	}
 	f := &fakeWorker{addr: lis.Addr().String(), srv: grpc.NewServer(), handle: handle}
 	toolpb.RegisterToolWorkerServiceServer(f.srv, f)
+	hs := health.NewServer()
+	hs.SetServingStatus(toolpb.ToolWorkerService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(f.srv, hs)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = f.srv.Serve(lis) }()
 	t.Cleanup(func() { f.srv.Stop(); <-done })

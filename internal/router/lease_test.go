@@ -5,8 +5,9 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"testing/synctest"
 	"time"
+
+	"testing/synctest"
 
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
@@ -27,7 +28,7 @@ func stateOf(r *Router, id string) toolpb.WorkerState {
 
 func TestLeaseEndStopsCallsAtOnceAndRemovesAfterGrace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := New(Options{GracePeriod: 3 * time.Second, Logger: discard()})
+		r := New(Options{GracePeriod: 3 * time.Second, Logger: discard(), Probe: noProbe})
 		defer r.Close()
 		lease := mustRegister(t, r, registration("a", "127.0.0.1:9001", "text", echoTool("echo")))
 		stub, err := r.Tool("echo")
@@ -64,7 +65,7 @@ func TestLeaseEndStopsCallsAtOnceAndRemovesAfterGrace(t *testing.T) {
 
 func TestReRegisterWithinGraceKeepsTools(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := New(Options{GracePeriod: 3 * time.Second, Logger: discard()})
+		r := New(Options{GracePeriod: 3 * time.Second, Logger: discard(), Probe: noProbe})
 		defer r.Close()
 		lease := mustRegister(t, r, registration("a", "127.0.0.1:9001", "text", echoTool("echo")))
 		lease.End()
@@ -85,7 +86,7 @@ func TestReRegisterWithinGraceKeepsTools(t *testing.T) {
 
 func TestDrainingWorkerLeavesAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := New(Options{GracePeriod: time.Hour, Logger: discard()})
+		r := New(Options{GracePeriod: time.Hour, Logger: discard(), Probe: noProbe})
 		defer r.Close()
 		mustRegister(t, r, registration("b", "127.0.0.1:9002", "text", echoTool("echo")))
 		lease := mustRegister(t, r, registration("a", "127.0.0.1:9001", "text", echoTool("echo")))

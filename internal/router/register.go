@@ -1,16 +1,20 @@
 package router
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"net"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/toolmesh/toolmesh/internal/wire"
@@ -20,8 +24,8 @@ import (
 
 // Names the model sees must fit every provider's rules (OpenAI's are the strictest).
 var (
-	toolNameRE  = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
-	groupRoleRE = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,64}$`)
+	toolNameRE  = wire.ToolNameRE
+	groupRoleRE = wire.RoleRE
 )
 
 // Lease is a worker's registration. It lives as long as the worker's registration stream;
@@ -84,31 +88,46 @@ func (r *Router) expire(w *worker) {
 // Register adds a worker and its tools to the routing table. It refuses the whole
 // registration, with one Rejection per offending tool, when the registration is
 // malformed or conflicts with tools other workers registered: replicas of a tool must
-// serve the same definition (same content hash) in the same group. A worker registering
-// again under the same id replaces its earlier registration.
+// serve the same definition (same content hash) in the same group.
+//
+// A worker id is held by one live lease at a time: a registration that names the id of
+// a worker whose lease is live (its stream has not ended) is refused with
+// ErrWorkerIDInUse, and the worker holding it is left alone. A registration under the id
+// of a worker whose stream ended (it is in its grace period) replaces it: that is the
+// worker reconnecting.
+//
+// Before it changes the table, Register dials the worker's address and probes it
+// (Options.Probe): an address that cannot be reached or serves another service is
+// refused with ErrUnreachable or ErrWrongService.
 func (r *Router) Register(reg *toolpb.Registration) (*Lease, []*toolpb.Rejection, error) {
 	rejections, parsed := validate(reg)
 	if len(rejections) > 0 {
 		return nil, rejections, fmt.Errorf("%w: %s", ErrInvalidRegistration, summarize(rejections))
 	}
-
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return nil, nil, ErrClosed
-	}
-	old := r.workers[reg.GetWorkerId()]
-	rejections = r.conflictsLocked(reg, parsed, old)
-	if len(rejections) > 0 {
-		r.mu.Unlock()
-		return nil, rejections, fmt.Errorf("%w: %s", ErrConflict, summarize(rejections))
+	if err := r.checkLocked(reg, parsed, true); err != nil {
+		return nil, err.rejections, err.err
 	}
 	conn, err := r.opts.Dial(reg.GetAddress())
 	if err != nil {
-		r.mu.Unlock()
 		rej := []*toolpb.Rejection{{Reason: fmt.Sprintf("cannot dial worker address %q: %v", reg.GetAddress(), err)}}
 		return nil, rej, fmt.Errorf("%w: %s", ErrInvalidRegistration, summarize(rej))
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.opts.ProbeTimeout)
+	err = r.opts.Probe(ctx, conn)
+	cancel()
+	if err != nil {
+		_ = conn.Close()
+		return nil, []*toolpb.Rejection{{Reason: err.Error()}}, err
+	}
+
+	r.mu.Lock()
+	// The table may have changed while the address was probed.
+	if err := r.checkLocked(reg, parsed, false); err != nil {
+		r.mu.Unlock()
+		_ = conn.Close()
+		return nil, err.rejections, err.err
+	}
+	old := r.workers[reg.GetWorkerId()]
 	if old != nil {
 		r.removeLocked(old)
 	}
@@ -158,6 +177,54 @@ func (r *Router) Register(reg *toolpb.Registration) (*Lease, []*toolpb.Rejection
 	}
 	r.log.Info("worker registered", "worker_id", w.id, "address", w.address, "groups", w.groups, "tools", len(w.tools), "lease_id", w.leaseID, "replaced", old != nil)
 	return &Lease{r: r, w: w}, nil, nil
+}
+
+// refusal is why Register refuses a registration.
+type refusal struct {
+	rejections []*toolpb.Rejection
+	err        error
+}
+
+// checkLocked checks a valid registration against the table: the router is open, the
+// worker id is not held by a live lease, and nothing conflicts. It takes r.mu itself
+// when lock is set; otherwise the caller holds it.
+func (r *Router) checkLocked(reg *toolpb.Registration, parsed map[string]parsedTool, lock bool) *refusal {
+	if lock {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+	}
+	if r.closed {
+		return &refusal{err: ErrClosed}
+	}
+	old := r.workers[reg.GetWorkerId()]
+	if old != nil && old.live() {
+		msg := fmt.Sprintf("worker id %q is held by a worker whose registration stream is still open (registered %s ago from %s); a worker id may be registered by one stream at a time", old.id, time.Since(old.registeredAt).Round(time.Second), old.address)
+		return &refusal{rejections: []*toolpb.Rejection{{Reason: msg}}, err: fmt.Errorf("%w: %s", ErrWorkerIDInUse, msg)}
+	}
+	if rej := r.conflictsLocked(reg, parsed, old); len(rej) > 0 {
+		return &refusal{rejections: rej, err: fmt.Errorf("%w: %s", ErrConflict, summarize(rej))}
+	}
+	return nil
+}
+
+// HealthProbe is the default Options.Probe: the grpc.health.v1 status of
+// "toolmesh.v1.ToolWorkerService" at the address must be SERVING. An address whose
+// health service does not know that service, or that has no health service, serves
+// something else.
+func HealthProbe(ctx context.Context, conn *grpc.ClientConn) error {
+	service := toolpb.ToolWorkerService_ServiceDesc.ServiceName
+	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+	switch status.Code(err) {
+	case codes.OK:
+		if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			return fmt.Errorf("%w: %s reports %s for %s", ErrUnreachable, conn.Target(), resp.GetStatus(), service)
+		}
+		return nil
+	case codes.NotFound, codes.Unimplemented:
+		return fmt.Errorf("%w: %s does not serve %s (health check: %s)", ErrWrongService, conn.Target(), service, status.Convert(err).Message())
+	default:
+		return fmt.Errorf("%w: probing %s: %s", ErrUnreachable, conn.Target(), status.Convert(err).Message())
+	}
 }
 
 // removeLocked takes w out of every table. r.mu must be held.
@@ -217,30 +284,40 @@ func entries(gr *toolpb.GroupRegistration, parsed map[string]parsedTool) []strin
 	return names
 }
 
-// validate checks a registration on its own, without looking at the table.
+// validate checks a registration on its own, without looking at the table. No
+// rejection echoes an oversized value.
 func validate(reg *toolpb.Registration) ([]*toolpb.Rejection, map[string]parsedTool) {
 	var rej []*toolpb.Rejection
 	add := func(group, name, format string, args ...any) {
-		rej = append(rej, &toolpb.Rejection{Group: group, Tool: name, Reason: fmt.Sprintf(format, args...)})
+		rej = append(rej, &toolpb.Rejection{Group: wire.Truncate(group, 256), Tool: wire.Truncate(name, 256), Reason: fmt.Sprintf(format, args...)})
 	}
-	if strings.TrimSpace(reg.GetWorkerId()) == "" {
-		add("", "", "worker_id is empty")
+	if p := wire.CheckID(strings.TrimSpace(reg.GetWorkerId()), wire.WorkerIDRE, 253); p != "" {
+		add("", "", "worker_id %s", p)
 	}
-	if err := checkAddress(reg.GetAddress()); err != nil {
+	if len(reg.GetAddress()) > wire.MaxAddressBytes {
+		add("", "", "address is %d bytes; the limit is %d", len(reg.GetAddress()), wire.MaxAddressBytes)
+	} else if err := checkAddress(reg.GetAddress()); err != nil {
 		add("", "", "address: %v", err)
+	}
+	if p := wire.CheckPrintable(reg.GetVersion(), wire.MaxVersionBytes); p != "" {
+		add("", "", "version %s", p)
 	}
 	if reg.GetCapacity() < 0 {
 		add("", "", "capacity is negative (%d)", reg.GetCapacity())
 	}
-	if len(reg.GetGroups()) == 0 {
+	switch n := len(reg.GetGroups()); {
+	case n == 0:
 		add("", "", "no tool groups")
+	case n > wire.MaxRegistrationGroups:
+		add("", "", "%d tool groups; the limit is %d", n, wire.MaxRegistrationGroups)
+		return rej, nil
 	}
 	parsed := map[string]parsedTool{}
 	roles := map[string]bool{}
 	for _, gr := range reg.GetGroups() {
 		role := gr.GetGroup().GetRole()
-		if !groupRoleRE.MatchString(role) {
-			add(role, "", "group role %q must match %s", role, groupRoleRE)
+		if p := wire.CheckID(role, groupRoleRE, 64); p != "" {
+			add(role, "", "group role %s", p)
 			continue
 		}
 		if roles[role] {
@@ -248,27 +325,34 @@ func validate(reg *toolpb.Registration) ([]*toolpb.Rejection, map[string]parsedT
 			continue
 		}
 		roles[role] = true
-		if len(gr.GetTools()) == 0 {
+		if msg := checkGroupInfo(gr.GetGroup()); msg != "" {
+			add(role, "", "group %q: %s", role, msg)
+		}
+		switch n := len(gr.GetTools()); {
+		case n == 0:
 			add(role, "", "group %q has no tools", role)
+		case n > wire.MaxGroupTools:
+			add(role, "", "group %q has %d tools; the limit is %d", role, n, wire.MaxGroupTools)
+			continue
 		}
 		for _, rt := range gr.GetTools() {
 			name := rt.GetDefinition().GetName()
-			if !toolNameRE.MatchString(name) {
-				add(role, name, "tool name %q must match %s", name, toolNameRE)
+			if p := wire.CheckID(name, toolNameRE, 64); p != "" {
+				add(role, name, "tool name %s", p)
 				continue
 			}
 			if _, dup := parsed[name]; dup {
 				add(role, name, "tool %q is registered twice by this worker", name)
 				continue
 			}
-			def, meta, err := wire.DefinitionFromProto(rt.GetDefinition())
+			def, meta, err := parseDefinition(rt.GetDefinition())
 			if err != nil {
 				add(role, name, "tool %q: %v", name, err)
 				continue
 			}
 			hash := wire.Hash(def, meta)
 			if rt.GetContentHash() != hash {
-				add(role, name, "tool %q: content hash %q does not match the definition (computed %q)", name, rt.GetContentHash(), hash)
+				add(role, name, "tool %q: content hash %q does not match the definition (computed %q)", name, wire.Truncate(rt.GetContentHash(), 64), hash)
 				continue
 			}
 			parsed[name] = parsedTool{name: name, group: role, def: def, meta: meta, hash: hash}
@@ -283,6 +367,47 @@ func validate(reg *toolpb.Registration) ([]*toolpb.Rejection, map[string]parsedT
 		}
 	}
 	return rej, parsed
+}
+
+// checkGroupInfo checks the free-text fields of a group's description.
+func checkGroupInfo(g *toolpb.ToolGroupInfo) string {
+	for _, f := range []struct {
+		name  string
+		value string
+		limit int
+	}{
+		{"description", g.GetDescription(), wire.MaxDescriptionBytes},
+		{"usage_notes", g.GetUsageNotes(), wire.MaxDescriptionBytes},
+		{"provider", g.GetProvider(), wire.MaxProviderBytes},
+		{"version", g.GetVersion(), wire.MaxVersionBytes},
+	} {
+		if p := wire.CheckText(f.value, f.limit); p != "" {
+			return f.name + " " + p
+		}
+	}
+	return ""
+}
+
+// parseDefinition checks the bounds of a tool's or facade's definition and decodes it.
+func parseDefinition(p *toolpb.ToolDefinition) (tool.Definition, tool.Metadata, error) {
+	if msg := wire.CheckText(p.GetDescription(), wire.MaxDescriptionBytes); msg != "" {
+		return tool.Definition{}, tool.Metadata{}, fmt.Errorf("description %s", msg)
+	}
+	if n := len(p.GetInputSchemaJson()); n > wire.MaxSchemaBytes {
+		return tool.Definition{}, tool.Metadata{}, fmt.Errorf("input schema is %d bytes; the limit is %d", n, wire.MaxSchemaBytes)
+	}
+	if n := len(p.GetMetadata()); n > wire.MaxMetadataEntries {
+		return tool.Definition{}, tool.Metadata{}, fmt.Errorf("metadata has %d entries; the limit is %d", n, wire.MaxMetadataEntries)
+	}
+	for k, v := range p.GetMetadata() {
+		if msg := wire.CheckText(k, wire.MaxMetadataKeyBytes); msg != "" {
+			return tool.Definition{}, tool.Metadata{}, fmt.Errorf("a metadata key %s", msg)
+		}
+		if msg := wire.CheckText(v, wire.MaxMetadataValueBytes); msg != "" {
+			return tool.Definition{}, tool.Metadata{}, fmt.Errorf("metadata %q %s", wire.Truncate(k, 64), msg)
+		}
+	}
+	return wire.DefinitionFromProto(p)
 }
 
 // conflictsLocked checks a valid registration against the table, ignoring the worker it

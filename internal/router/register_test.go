@@ -4,8 +4,9 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"testing/synctest"
 	"time"
+
+	"testing/synctest"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -230,10 +231,13 @@ func TestRegisterMergesReplicasWithTheSameHash(t *testing.T) {
 	}
 }
 
-func TestRegisterSameIDReplaces(t *testing.T) {
+// TestRegisterSameIDReplacesAnEndedLease: a worker whose stream ended registers again
+// under its id (it reconnected) and takes its place back, with whatever it registers now.
+func TestRegisterSameIDReplacesAnEndedLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) { // no RPC is made: grace periods pass in fake time
 		r := newRouter(t, Options{GracePeriod: time.Second})
 		old := mustRegister(t, r, registration("a", "127.0.0.1:9001", "text", echoTool("echo"), echoTool("shout")))
+		old.End() // its stream broke; the grace period runs
 		// The replacement may change a definition nobody else serves.
 		reg := registration("a", "127.0.0.1:9002", "text", echoTool("echo", tool.Idempotent()))
 		reg.Capacity = 4
@@ -251,13 +255,49 @@ func TestRegisterSameIDReplaces(t *testing.T) {
 			t.Fatalf("ListTools = %v", tools)
 		}
 
-		// The end of the replaced registration's stream must not touch the new one.
+		// Whatever the replaced lease still reports must not touch the new one.
 		old.Drain()
 		old.End()
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		if ws := r.ListWorkers(); len(ws) != 1 || ws[0].GetState() != toolpb.WorkerState_WORKER_STATE_READY {
 			t.Errorf("after the old lease ended: ListWorkers = %v", ws)
+		}
+	})
+}
+
+// TestRegisterRefusesTheIDOfALiveLease: a second registration under the id of a worker
+// whose stream is open is refused, and the worker holding the id is never orphaned: not
+// while the newcomer is refused, not after it gives up.
+func TestRegisterRefusesTheIDOfALiveLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRouter(t, Options{GracePeriod: time.Second})
+		real := mustRegister(t, r, registration("x", "127.0.0.1:9001", "text", echoTool("echo")))
+		for _, state := range []string{"ready", "draining"} {
+			if state == "draining" {
+				real.Drain()
+			}
+			_, rej, err := r.Register(registration("x", "127.0.0.1:9666", "text", echoTool("echo")))
+			if !errors.Is(err, ErrWorkerIDInUse) || len(rej) != 1 || !strings.Contains(rej[0].GetReason(), "still open") {
+				t.Fatalf("%s: second registration of x = %v, %v; want ErrWorkerIDInUse", state, rej, err)
+			}
+			if ws := r.ListWorkers(); len(ws) != 1 || ws[0].GetAddress() != "127.0.0.1:9001" {
+				t.Fatalf("%s: the refused registration changed the table: %v", state, ws)
+			}
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		ws := r.ListWorkers()
+		if len(ws) != 1 || ws[0].GetWorkerId() != "x" || ws[0].GetAddress() != "127.0.0.1:9001" {
+			t.Fatalf("the real worker left the table: %v", ws)
+		}
+		real.Heartbeat(3)
+		if got := r.ListWorkers()[0]; got.GetState() != toolpb.WorkerState_WORKER_STATE_DRAINING {
+			t.Errorf("the real worker's lease no longer reaches its entry: %v", got)
+		}
+		real.End() // now the id is free
+		if _, _, err := r.Register(registration("x", "127.0.0.1:9666", "text", echoTool("echo"))); err != nil {
+			t.Errorf("registration after the holder's stream ended: %v", err)
 		}
 	})
 }

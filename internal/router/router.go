@@ -7,6 +7,7 @@
 package router
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"sort"
@@ -34,6 +35,15 @@ var (
 	ErrUnknownTool = errors.New("unknown tool")
 	// ErrClosed: the router was closed.
 	ErrClosed = errors.New("router closed")
+	// ErrWorkerIDInUse: the registration names a worker whose registration stream is
+	// still open.
+	ErrWorkerIDInUse = errors.New("worker id in use")
+	// ErrUnreachable: the worker's address could not be reached, or reports that it is
+	// not serving.
+	ErrUnreachable = errors.New("worker address unreachable")
+	// ErrWrongService: the worker's address serves something other than
+	// toolmesh.v1.ToolWorkerService.
+	ErrWrongService = errors.New("worker address does not serve ToolWorkerService")
 )
 
 // Options configure a Router. The zero value gives sensible defaults.
@@ -54,6 +64,13 @@ type Options struct {
 	// DialOptions(): without their stats handler the router cannot prove that a
 	// failed call never left, and so never fails such a call over.
 	Dial func(address string) (*grpc.ClientConn, error)
+	// Probe checks, before a registration is accepted, that the worker's address serves
+	// ToolWorkerService, over the connection the calls will use. Default: the
+	// grpc.health.v1 status of "toolmesh.v1.ToolWorkerService" must be SERVING (see
+	// HealthProbe). Its error should wrap ErrUnreachable or ErrWrongService.
+	Probe func(ctx context.Context, conn *grpc.ClientConn) error
+	// ProbeTimeout bounds the probe. Default 3s.
+	ProbeTimeout time.Duration
 	// Converter returns the converter that decides which ToolCallContext entries reach the
 	// workers of a group. Default: pass-through for every group.
 	Converter func(group string) toolctx.Converter
@@ -91,6 +108,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Converter == nil {
 		o.Converter = func(string) toolctx.Converter { return toolctx.PassThrough() }
+	}
+	if o.Probe == nil {
+		o.Probe = HealthProbe
+	}
+	if o.ProbeTimeout <= 0 {
+		o.ProbeTimeout = 3 * time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -38,6 +38,14 @@ type worker struct {
 	connClosed   bool
 }
 
+// live reports whether the worker's registration stream is still open (it may be
+// draining): then its id is taken.
+func (w *worker) live() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return !w.removed && w.state != toolpb.WorkerState_WORKER_STATE_DISCONNECTED
+}
+
 // routable reports whether the worker may be given a new call now.
 func (w *worker) routable(now time.Time) bool {
 	w.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -79,7 +80,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := router.New(router.Options{GracePeriod: cfg.Registry.GracePeriod.D(), Logger: discard()})
+	rt := router.New(router.Options{GracePeriod: cfg.Registry.GracePeriod.D(), Logger: discard(), Probe: probeUnlessFake})
 	srv, err := New(Options{Router: rt, Provider: model, Config: &cfg, Logger: discard()})
 	if err != nil {
 		rt.Close()
@@ -90,7 +91,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		rt.Close()
 		t.Fatal(err)
 	}
-	g := grpc.NewServer(RecoveryInterceptors(discard())...)
+	g := grpc.NewServer(RecoveryInterceptors(slog.New(slog.NewTextHandler(os.Stderr, nil)))...)
 	srv.Register(g)
 	served := make(chan struct{})
 	go func() { defer close(served); _ = g.Serve(lis) }()
@@ -168,14 +169,26 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// fakeAddress is the address of registrations made by hand, which nothing serves: the
+// router dials lazily, and probeUnlessFake does not probe it.
+const fakeAddress = "127.0.0.1:1"
+
+// probeUnlessFake probes every address but fakeAddress as the orchestrator does.
+func probeUnlessFake(ctx context.Context, conn *grpc.ClientConn) error {
+	if conn.Target() == fakeAddress {
+		return nil
+	}
+	return router.HealthProbe(ctx, conn)
+}
+
 // registration builds a valid registration of the given groups for a worker that
-// serves on an address nothing listens on (the router dials lazily).
+// serves on fakeAddress.
 func registration(id string, groups ...worker.Group) *toolpb.Registration {
 	grs, err := groupRegistrations(groups...)
 	if err != nil {
 		panic(err)
 	}
-	return &toolpb.Registration{WorkerId: id, Address: "127.0.0.1:1", Groups: grs}
+	return &toolpb.Registration{WorkerId: id, Address: fakeAddress, Groups: grs}
 }
 
 // registerRaw opens a registration stream, registers, and checks the ack. The stream

@@ -15,7 +15,8 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/loop"
 	"github.com/toolmesh/toolmesh/internal/router"
-	"github.com/toolmesh/toolmesh/pkg/client"
+	"github.com/toolmesh/toolmesh/internal/run"
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
@@ -25,51 +26,26 @@ func TestClassify(t *testing.T) {
 		name   string
 		err    error
 		code   codes.Code
-		reason string
+		reason toolpb.ErrorReason
 	}{
-		{"max iterations", fmt.Errorf("run: %w", &loop.MaxIterationsError{Max: 3}), codes.ResourceExhausted, ReasonMaxIterations},
-		{"tool not found", &loop.ToolNotFoundError{}, codes.FailedPrecondition, ReasonToolNotFound},
-		{"tool signal", &loop.SignalError{Tool: "t", Signal: errors.New("stop")}, codes.Aborted, ReasonToolSignal},
-		{"empty response", loop.ErrEmptyResponse, codes.FailedPrecondition, ReasonEmptyResponse},
-		{"cancelled by CancelRun", fmt.Errorf("%w: because", errCancelled), codes.Canceled, ReasonCancelled},
-		{"run deadline", context.DeadlineExceeded, codes.DeadlineExceeded, ReasonRunTimeout},
-		{"client went away", context.Canceled, codes.Canceled, ReasonCancelled},
-		{"model error", &loop.ModelError{Iteration: 1, Err: errors.New("503")}, codes.Unavailable, ReasonModelError},
+		{"max iterations", fmt.Errorf("run: %w", &loop.MaxIterationsError{Max: 3}), codes.ResourceExhausted, toolpb.ErrorReason_ERROR_REASON_MAX_ITERATIONS},
+		{"tool not found", &loop.ToolNotFoundError{}, codes.FailedPrecondition, toolpb.ErrorReason_ERROR_REASON_TOOL_NOT_FOUND},
+		{"tool signal", &loop.SignalError{Tool: "t", Signal: errors.New("stop")}, codes.Aborted, toolpb.ErrorReason_ERROR_REASON_TOOL_SIGNAL},
+		{"empty response", loop.ErrEmptyResponse, codes.FailedPrecondition, toolpb.ErrorReason_ERROR_REASON_EMPTY_RESPONSE},
+		{"cancelled by CancelRun", fmt.Errorf("%w: because", run.ErrCancelled), codes.Canceled, toolpb.ErrorReason_ERROR_REASON_CANCELLED},
+		{"run deadline", context.DeadlineExceeded, codes.DeadlineExceeded, toolpb.ErrorReason_ERROR_REASON_RUN_TIMEOUT},
+		{"client went away", context.Canceled, codes.Canceled, toolpb.ErrorReason_ERROR_REASON_CANCELLED},
+		{"model error", &loop.ModelError{Iteration: 1, Err: errors.New("503")}, codes.Unavailable, toolpb.ErrorReason_ERROR_REASON_MODEL_ERROR},
 		// A provider's own request timeout is the provider failing, not the run timing out.
-		{"model error wrapping a deadline", &loop.ModelError{Iteration: 2, Err: fmt.Errorf("http: %w", context.DeadlineExceeded)}, codes.Unavailable, ReasonModelError},
-		{"unknown group", router.ErrUnknownGroup, codes.NotFound, ReasonUnknownGroup},
-		{"unknown tool", router.ErrUnknownTool, codes.NotFound, ReasonUnknownTool},
-		{"anything else", errors.New("boom"), codes.Internal, ReasonInternal},
+		{"model error wrapping a deadline", &loop.ModelError{Iteration: 2, Err: fmt.Errorf("http: %w", context.DeadlineExceeded)}, codes.Unavailable, toolpb.ErrorReason_ERROR_REASON_MODEL_ERROR},
+		{"unknown group", router.ErrUnknownGroup, codes.NotFound, toolpb.ErrorReason_ERROR_REASON_UNKNOWN_TOOL_GROUP},
+		{"unknown tool", router.ErrUnknownTool, codes.NotFound, toolpb.ErrorReason_ERROR_REASON_UNKNOWN_TOOL},
+		{"anything else", errors.New("boom"), codes.Internal, toolpb.ErrorReason_ERROR_REASON_INTERNAL},
 	}
 	for _, tc := range cases {
-		code, reason := classify(tc.err)
-		if code != tc.code || reason != tc.reason {
-			t.Errorf("%s: classify(%v) = %v, %s; want %v, %s", tc.name, tc.err, code, reason, tc.code, tc.reason)
-		}
-	}
-}
-
-// Every reason the server sends maps to its sentinel in pkg/client, so that errors.Is
-// works across the hop.
-func TestReasonsMatchClientSentinels(t *testing.T) {
-	for reason, sentinel := range map[string]error{
-		ReasonInvalidRequest: client.ErrInvalidRequest,
-		ReasonUnknownGroup:   client.ErrUnknownGroup,
-		ReasonUnknownTool:    client.ErrUnknownTool,
-		ReasonMaxIterations:  client.ErrMaxIterations,
-		ReasonToolNotFound:   client.ErrToolNotFound,
-		ReasonModelError:     client.ErrModel,
-		ReasonEmptyResponse:  client.ErrEmptyResponse,
-		ReasonToolSignal:     client.ErrToolSignal,
-		ReasonCancelled:      client.ErrCancelled,
-		ReasonRunTimeout:     client.ErrRunTimeout,
-		ReasonRunExists:      client.ErrRunExists,
-		ReasonRunNotFound:    client.ErrRunNotFound,
-		ReasonOverloaded:     client.ErrOverloaded,
-		ReasonShuttingDown:   client.ErrShuttingDown,
-	} {
-		if !errors.Is(&client.Error{Reason: reason}, sentinel) {
-			t.Errorf("client.Error{Reason: %s} does not match %v", reason, sentinel)
+		reason := classify(tc.err)
+		if code := wire.Reasons[reason].Code; code != tc.code || reason != tc.reason {
+			t.Errorf("%s: classify(%v) = %s (%v); want %s (%v)", tc.name, tc.err, reason, code, tc.reason, tc.code)
 		}
 	}
 }
@@ -120,51 +96,5 @@ func TestRecoveryInterceptors(t *testing.T) {
 	_, err = c.ListTools(ctx, &toolpb.ListToolsRequest{})
 	if codeOf(err) != codes.Internal {
 		t.Errorf("after the panics: %v", err)
-	}
-}
-
-func TestRunStoreRetention(t *testing.T) {
-	s := newRunStore(2, 2)
-	nop := func(error) {}
-	a, _ := s.start("a", nop)
-	b, _ := s.start("b", nop)
-	if _, code := s.start("c", nop); code != startFull {
-		t.Fatalf("third live run: %v, want startFull", code)
-	}
-	if _, code := s.start("a", nop); code != startExists {
-		t.Fatalf("live id again: %v, want startExists", code)
-	}
-	s.finish(a)
-	s.finish(b)
-	c, _ := s.start("c", nop)
-	s.finish(c) // retains b and c; a is forgotten
-	if s.get("a") != nil || s.get("b") != b || s.get("c") != c {
-		t.Fatalf("after three runs with retention 2: a=%p b=%p c=%p", s.get("a"), s.get("b"), s.get("c"))
-	}
-
-	// Reusing the id of a retained finished run replaces it, and the old run's eviction
-	// later must not forget the new one.
-	b2, code := s.start("b", nop)
-	if code != startOK || s.get("b") != b2 {
-		t.Fatalf("reusing a finished id: %v", code)
-	}
-	d, _ := s.start("d", nop)
-	s.finish(d)
-	e, _ := s.start("e", nop)
-	s.finish(e) // retains d and e
-	if s.get("b") != b2 {
-		t.Fatal("the live run b was forgotten when older runs were evicted")
-	}
-	s.finish(b2)
-	if s.liveCount() != 0 || s.get("b") != b2 || s.get("c") != nil {
-		t.Errorf("live %d, b=%p (want %p), c=%p", s.liveCount(), s.get("b"), b2, s.get("c"))
-	}
-
-	// Retention zero: finished runs are forgotten at once.
-	z := newRunStore(1, 0)
-	r, _ := z.start("x", nop)
-	z.finish(r)
-	if z.get("x") != nil {
-		t.Error("retain 0 kept a finished run")
 	}
 }

@@ -3,15 +3,15 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"sync"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/toolmesh/toolmesh/internal/router"
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
 
@@ -34,7 +34,7 @@ func (r *registryServer) Connect(stream toolpb.ToolRegistryService_ConnectServer
 	defer cancel()
 	sess := &registrySession{cancel: cancel}
 	if !r.add(sess) {
-		return status.Error(codes.Unavailable, "orchestrator is shutting down")
+		return statusError(toolpb.ErrorReason_ERROR_REASON_SHUTTING_DOWN, "orchestrator is shutting down", nil)
 	}
 	defer r.remove(sess)
 
@@ -64,27 +64,29 @@ func (r *registryServer) Connect(stream toolpb.ToolRegistryService_ConnectServer
 	case first = <-msgs:
 	case err := <-recvErr:
 		if errors.Is(err, io.EOF) {
-			return status.Error(codes.InvalidArgument, "the registration stream was closed before a register message")
+			return statusError(toolpb.ErrorReason_ERROR_REASON_REGISTRATION_INVALID, "the registration stream was closed before a register message", nil)
 		}
 		return err
 	case <-timer.C:
-		return status.Errorf(codes.DeadlineExceeded, "no registration within %s", ttl)
+		return statusError(toolpb.ErrorReason_ERROR_REASON_LEASE_EXPIRED, fmt.Sprintf("no registration within %s", ttl), nil)
 	case <-ctx.Done():
-		return status.Error(codes.Unavailable, "orchestrator is shutting down")
+		return statusError(toolpb.ErrorReason_ERROR_REASON_SHUTTING_DOWN, "orchestrator is shutting down", nil)
 	}
 	reg := first.GetRegister()
 	if reg == nil {
-		return status.Errorf(codes.InvalidArgument, "the first message of a registration stream must be register, got %T", first.GetMessage())
+		return statusError(toolpb.ErrorReason_ERROR_REASON_REGISTRATION_INVALID, fmt.Sprintf("the first message of a registration stream must be register, got %T", first.GetMessage()), nil)
 	}
 	lease, rejections, err := r.s.router.Register(reg)
 	if err != nil {
-		r.s.log.Warn("registration refused", "worker_id", reg.GetWorkerId(), "address", reg.GetAddress(), "error", err)
+		reason := registrationReason(err)
+		r.s.log.Warn("registration refused", "worker_id", wire.Truncate(reg.GetWorkerId(), 64), "address", wire.Truncate(reg.GetAddress(), 64),
+			"reason", wire.ReasonName(reason), "error", wire.Truncate(err.Error(), 1024))
 		_ = stream.Send(&toolpb.ConnectResponse{Message: &toolpb.ConnectResponse_Ack{Ack: &toolpb.RegistrationAck{Accepted: false, Rejections: rejections}}})
-		code := codes.FailedPrecondition
-		if errors.Is(err, router.ErrInvalidRegistration) {
-			code = codes.InvalidArgument
+		we := wire.Error{Reason: reason, Message: wire.Truncate(err.Error(), 4096)}
+		if reason == toolpb.ErrorReason_ERROR_REASON_WORKER_ID_IN_USE {
+			we.RetryAfter = ttl // by then a stream that is really gone has lost its lease
 		}
-		return status.Error(code, err.Error())
+		return we.Err()
 	}
 	defer lease.End()
 	ack := &toolpb.RegistrationAck{Accepted: true, HeartbeatInterval: durationpb.New(cfg.HeartbeatInterval.D()), LeaseId: lease.ID()}
@@ -102,18 +104,36 @@ func (r *registryServer) Connect(stream toolpb.ToolRegistryService_ConnectServer
 			case *toolpb.ConnectRequest_Draining:
 				lease.Drain()
 			case *toolpb.ConnectRequest_Register:
-				return status.Error(codes.InvalidArgument, "register may only be the first message of a registration stream")
+				return statusError(toolpb.ErrorReason_ERROR_REASON_REGISTRATION_INVALID, "register may only be the first message of a registration stream", nil)
 			default:
-				return status.Errorf(codes.InvalidArgument, "unexpected message %T", m.GetMessage())
+				return statusError(toolpb.ErrorReason_ERROR_REASON_REGISTRATION_INVALID, fmt.Sprintf("unexpected message %T", m.GetMessage()), nil)
 			}
 		case <-recvErr:
 			return nil // io.EOF or a broken stream: the lease ends either way
 		case <-timer.C:
-			r.s.log.Warn("worker lease expired: no heartbeat", "worker_id", lease.WorkerID(), "ttl", ttl)
-			return status.Errorf(codes.DeadlineExceeded, "no heartbeat within the lease TTL of %s", ttl)
+			r.s.log.Warn("worker lease expired: no heartbeat", "worker_id", lease.WorkerID(), "ttl", ttl.String())
+			return statusError(toolpb.ErrorReason_ERROR_REASON_LEASE_EXPIRED, fmt.Sprintf("no heartbeat within the lease TTL of %s", ttl), nil)
 		case <-ctx.Done():
-			return status.Error(codes.Unavailable, "orchestrator is shutting down")
+			return statusError(toolpb.ErrorReason_ERROR_REASON_SHUTTING_DOWN, "orchestrator is shutting down", nil)
 		}
+	}
+}
+
+// registrationReason is the reason of a refused registration.
+func registrationReason(err error) toolpb.ErrorReason {
+	switch {
+	case errors.Is(err, router.ErrInvalidRegistration):
+		return toolpb.ErrorReason_ERROR_REASON_REGISTRATION_INVALID
+	case errors.Is(err, router.ErrWorkerIDInUse):
+		return toolpb.ErrorReason_ERROR_REASON_WORKER_ID_IN_USE
+	case errors.Is(err, router.ErrUnreachable):
+		return toolpb.ErrorReason_ERROR_REASON_WORKER_UNREACHABLE
+	case errors.Is(err, router.ErrWrongService):
+		return toolpb.ErrorReason_ERROR_REASON_WORKER_WRONG_SERVICE
+	case errors.Is(err, router.ErrClosed):
+		return toolpb.ErrorReason_ERROR_REASON_SHUTTING_DOWN
+	default:
+		return toolpb.ErrorReason_ERROR_REASON_REGISTRATION_CONFLICT
 	}
 }
 

@@ -6,8 +6,9 @@ import (
 	"io"
 	"strings"
 	"testing"
-	"testing/synctest"
 	"time"
+
+	"testing/synctest"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -61,7 +62,8 @@ func newLeaseServer(t *testing.T, cfg config.Config) (*Server, *router.Router) {
 	}
 	rt := router.New(router.Options{
 		GracePeriod: cfg.Registry.GracePeriod.D(), Logger: discard(),
-		Dial: func(string) (*grpc.ClientConn, error) { return nil, nil },
+		Dial:  func(string) (*grpc.ClientConn, error) { return nil, nil },
+		Probe: func(context.Context, *grpc.ClientConn) error { return nil },
 	})
 	srv, err := New(Options{Router: rt, Provider: model, Config: &cfg, Logger: discard()})
 	if err != nil {

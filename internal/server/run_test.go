@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -17,6 +16,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/client"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
@@ -203,7 +203,7 @@ func TestRunMaxIterations(t *testing.T) {
 	}
 	evs, err := collect(stream)
 	st, info, _ := statusDetails(t, err)
-	if st.Code() != codes.ResourceExhausted || info.GetReason() != ReasonMaxIterations || info.GetMetadata()["run_id"] != "looper" || info.GetDomain() != ErrorDomain {
+	if st.Code() != codes.ResourceExhausted || info.GetReason() != wire.ReasonName(toolpb.ErrorReason_ERROR_REASON_MAX_ITERATIONS) || info.GetMetadata()["run_id"] != "looper" || info.GetDomain() != wire.ErrorDomain {
 		t.Fatalf("status %v %v, want ResourceExhausted MAX_ITERATIONS for run looper", st, info)
 	}
 	if len(evs) == 0 {
@@ -213,7 +213,7 @@ func TestRunMaxIterations(t *testing.T) {
 		t.Errorf("started = %v", started)
 	}
 	last := evs[len(evs)-1].GetError()
-	if last == nil || last.GetReason() != ReasonMaxIterations || codes.Code(last.GetCode()) != codes.ResourceExhausted || !strings.Contains(last.GetMessage(), "maximum iterations (2)") {
+	if last == nil || last.GetReason() != toolpb.ErrorReason_ERROR_REASON_MAX_ITERATIONS || codes.Code(last.GetCode()) != codes.ResourceExhausted || !strings.Contains(last.GetMessage(), "maximum iterations (2)") {
 		t.Errorf("last event %v, want the MAX_ITERATIONS error", evs[len(evs)-1])
 	}
 	for _, ev := range evs {
@@ -226,7 +226,7 @@ func TestRunMaxIterations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.GetState() != toolpb.RunState_RUN_STATE_FAILED || r.GetError().GetReason() != ReasonMaxIterations || r.GetIterations() != 2 || r.GetToolCalls() != 2 || r.GetEndedAt() == nil {
+	if r.GetState() != toolpb.RunState_RUN_STATE_FAILED || r.GetError().GetReason() != toolpb.ErrorReason_ERROR_REASON_MAX_ITERATIONS || r.GetIterations() != 2 || r.GetToolCalls() != 2 || r.GetEndedAt() == nil {
 		t.Errorf("GetRun = %v", r)
 	}
 
@@ -285,7 +285,7 @@ func TestCancelRun(t *testing.T) {
 	if !strings.Contains(ce.Message, "changed my mind") || strings.Count(ce.Message, "run cancelled") != 1 {
 		t.Errorf("message %q, want the reason once", ce.Message)
 	}
-	if len(events) != 2 || events[1].GetError().GetReason() != ReasonCancelled {
+	if len(events) != 2 || events[1].GetError().GetReason() != toolpb.ErrorReason_ERROR_REASON_CANCELLED {
 		t.Errorf("events %v, want started then a CANCELLED error", events)
 	}
 
@@ -293,7 +293,7 @@ func TestCancelRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.GetState() != toolpb.RunState_RUN_STATE_CANCELLED || r.GetError().GetReason() != ReasonCancelled || r.GetEndedAt() == nil || r.GetFinalText() != "" {
+	if r.GetState() != toolpb.RunState_RUN_STATE_CANCELLED || r.GetError().GetReason() != toolpb.ErrorReason_ERROR_REASON_CANCELLED || r.GetEndedAt() == nil || r.GetFinalText() != "" {
 		t.Errorf("GetRun = %v", r)
 	}
 	// Cancelling again reports the final state.
@@ -348,7 +348,7 @@ func TestRunDuplicateID(t *testing.T) {
 	if _, err := e.cl.CancelRun(ctx, "dup", ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := collect(stream); reasonOf(err) != ReasonCancelled {
+	if _, err := collect(stream); reasonOf(err) != toolpb.ErrorReason_ERROR_REASON_CANCELLED {
 		t.Fatalf("cancelled run ended with %v", err)
 	}
 
@@ -367,13 +367,9 @@ func TestRunDuplicateID(t *testing.T) {
 }
 
 // reasonOf returns the ErrorInfo reason of a status error.
-func reasonOf(err error) string {
-	for _, d := range status.Convert(err).Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok {
-			return info.GetReason()
-		}
-	}
-	return ""
+func reasonOf(err error) toolpb.ErrorReason {
+	r, _, _, _ := wire.StatusReason(status.Convert(err))
+	return r
 }
 
 func codeOf(err error) codes.Code { return status.Code(err) }
@@ -385,7 +381,7 @@ func TestRunOverloaded(t *testing.T) {
 
 	_, err := e.cl.RunAndWait(ctx, &toolpb.RunRequest{Prompt: "fast"}, nil)
 	var ce *client.Error
-	if !errors.Is(err, client.ErrOverloaded) || !errors.As(err, &ce) || ce.Code != codes.ResourceExhausted || ce.Reason != ReasonOverloaded {
+	if !errors.Is(err, client.ErrOverloaded) || !errors.As(err, &ce) || ce.Code != codes.ResourceExhausted || ce.Reason != toolpb.ErrorReason_ERROR_REASON_OVERLOADED {
 		t.Fatalf("run beyond the limit = %#v, want ErrOverloaded", err)
 	}
 
@@ -407,7 +403,7 @@ func TestRunTimeout(t *testing.T) {
 	if !errors.Is(err, client.ErrRunTimeout) || !errors.As(err, &ce) || ce.Code != codes.DeadlineExceeded {
 		t.Fatalf("err = %#v, want ErrRunTimeout", err)
 	}
-	if r, err := e.cl.GetRun(ctx, "timed"); err != nil || r.GetState() != toolpb.RunState_RUN_STATE_FAILED || r.GetError().GetReason() != ReasonRunTimeout {
+	if r, err := e.cl.GetRun(ctx, "timed"); err != nil || r.GetState() != toolpb.RunState_RUN_STATE_FAILED || r.GetError().GetReason() != toolpb.ErrorReason_ERROR_REASON_RUN_TIMEOUT {
 		t.Errorf("GetRun = %v, %v", r, err)
 	}
 }
@@ -449,10 +445,10 @@ func TestShutdown(t *testing.T) {
 
 	// The client is told to retry elsewhere: Unavailable, SHUTTING_DOWN.
 	evs, err := collect(stream)
-	if codeOf(err) != codes.Unavailable || reasonOf(err) != ReasonShuttingDown {
+	if codeOf(err) != codes.Unavailable || reasonOf(err) != toolpb.ErrorReason_ERROR_REASON_SHUTTING_DOWN {
 		t.Errorf("run in progress ended with %v, want Unavailable SHUTTING_DOWN", err)
 	}
-	if len(evs) == 0 || evs[len(evs)-1].GetError().GetReason() != ReasonShuttingDown {
+	if len(evs) == 0 || evs[len(evs)-1].GetError().GetReason() != toolpb.ErrorReason_ERROR_REASON_SHUTTING_DOWN {
 		t.Errorf("events %v, want a SHUTTING_DOWN error last", evs)
 	}
 	if r, err := e.cl.GetRun(ctx, "in-flight"); err != nil || r.GetState() != toolpb.RunState_RUN_STATE_CANCELLED {

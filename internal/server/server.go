@@ -1,7 +1,7 @@
 // Package server adapts the orchestrator's domain to gRPC: OrchestratorService (runs,
 // listings) and ToolRegistryService (worker leases). Handlers are thin: validate the
-// request, call the domain (router, loop), map errors to statuses in one place
-// (errors.go).
+// request, call the domain (the run service, the router), map errors to statuses in one
+// place (errors.go).
 package server
 
 import (
@@ -15,7 +15,9 @@ import (
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/router"
+	"github.com/toolmesh/toolmesh/internal/run"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
 
@@ -38,15 +40,12 @@ type Options struct {
 
 // Server implements the orchestrator's gRPC services.
 type Server struct {
-	router    *router.Router
-	providers map[string]llm.Provider
-	provider  llm.Provider // the default
-	cfg       config.Config
-	tel       *telemetry.Telemetry
-	log       *slog.Logger
-	runs      *runStore
-	orch      *orchestratorServer
-	registry  *registryServer
+	router   *router.Router
+	cfg      config.Config
+	log      *slog.Logger
+	runs     *run.Service
+	orch     *orchestratorServer
+	registry *registryServer
 }
 
 // New returns a Server.
@@ -60,9 +59,6 @@ func New(opts Options) (*Server, error) {
 		providers = map[string]llm.Provider{opts.Provider.Name(): opts.Provider}
 		def = opts.Provider.Name()
 	}
-	if providers[def] == nil {
-		return nil, fmt.Errorf("server: the default provider %q is not among the providers", def)
-	}
 	cfg := config.Default()
 	if opts.Config != nil {
 		cfg = *opts.Config
@@ -73,15 +69,15 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Server{
-		router:    opts.Router,
-		providers: providers,
-		provider:  providers[def],
-		cfg:       cfg,
-		tel:       opts.Telemetry,
-		log:       opts.Logger,
-		runs:      newRunStore(cfg.Loop.MaxConcurrentRuns, cfg.Loop.RetainRuns),
+	runs, err := run.New(run.Options{
+		Router: opts.Router, Providers: providers, DefaultProvider: def, Config: cfg,
+		Telemetry: opts.Telemetry, Logger: opts.Logger,
+		ErrorType: func(err error) string { return wire.ReasonName(classify(err)) },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
 	}
+	s := &Server{router: opts.Router, cfg: cfg, log: opts.Logger, runs: runs}
 	s.orch = &orchestratorServer{s: s}
 	s.registry = &registryServer{s: s}
 	return s, nil
@@ -97,11 +93,6 @@ func (s *Server) Register(g grpc.ServiceRegistrar) {
 // them), and ends every worker registration stream so that a GracefulStop can complete.
 // Workers keep running and re-register with the next orchestrator.
 func (s *Server) Shutdown(ctx context.Context) {
-	s.runs.close()
-	if err := s.runs.wait(ctx); err != nil {
-		s.log.Warn("shutdown: cancelling runs still in progress", "runs", s.runs.liveCount())
-		s.runs.cancelAll()
-		_ = s.runs.wait(context.Background())
-	}
+	s.runs.Shutdown(ctx)
 	s.registry.closeAll()
 }

@@ -4,126 +4,203 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
 
-var runIDRE = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)
-
-// maxPromptBytes bounds the text a client may send in one request.
-const maxPromptBytes = 1 << 20
-
 // validateRun checks a RunRequest on its own, before anything is resolved. Each error
-// names the offending field.
+// names the offending field; none echoes an oversized value.
 func validateRun(req *toolpb.RunRequest) *fieldError {
-	if strings.TrimSpace(req.GetPrompt()) == "" && len(req.GetMessages()) == 0 {
+	if blank(req.GetPrompt()) && len(req.GetMessages()) == 0 {
 		return invalid("prompt", "is empty and there are no messages: give a prompt or messages")
 	}
+	if n := len(req.GetMessages()); n > wire.MaxMessages {
+		return invalid("messages", "has %d messages; the limit is %d", n, wire.MaxMessages)
+	}
 	total := len(req.GetPrompt()) + len(req.GetSystemPrompt())
-	if !utf8.ValidString(req.GetPrompt()) {
-		return invalid("prompt", "is not valid UTF-8")
-	}
-	if !utf8.ValidString(req.GetSystemPrompt()) {
-		return invalid("system_prompt", "is not valid UTF-8")
-	}
 	for i, m := range req.GetMessages() {
-		f := func(name string) string { return "messages[" + itoa(i) + "]." + name }
+		total += len(m.GetText())
 		switch m.GetRole() {
 		case toolpb.Role_ROLE_SYSTEM, toolpb.Role_ROLE_USER, toolpb.Role_ROLE_ASSISTANT:
 		default:
-			return invalid(f("role"), "must be ROLE_SYSTEM, ROLE_USER or ROLE_ASSISTANT, got %s", m.GetRole())
-		}
-		if !utf8.ValidString(m.GetText()) {
-			return invalid(f("text"), "is not valid UTF-8")
-		}
-		total += len(m.GetText())
-	}
-	if total > maxPromptBytes {
-		return invalid("messages", "the prompt, system prompt and messages add up to %d bytes; the limit is %d", total, maxPromptBytes)
-	}
-	seen := map[string]bool{}
-	for i, g := range req.GetToolGroups() {
-		if strings.TrimSpace(g) == "" {
-			return invalid("tool_groups["+itoa(i)+"]", "is empty")
-		}
-		if seen["g:"+g] {
-			return invalid("tool_groups["+itoa(i)+"]", "group %q is listed twice", g)
-		}
-		seen["g:"+g] = true
-	}
-	for i, t := range req.GetTools() {
-		if strings.TrimSpace(t) == "" {
-			return invalid("tools["+itoa(i)+"]", "is empty")
-		}
-		if seen["t:"+t] {
-			return invalid("tools["+itoa(i)+"]", "tool %q is listed twice", t)
-		}
-		seen["t:"+t] = true
-	}
-	if l := req.GetLimits(); l != nil {
-		if l.GetMaxIterations() < 0 {
-			return invalid("limits.max_iterations", "must not be negative, got %d", l.GetMaxIterations())
-		}
-		if l.GetMaxIterations() > 1000 {
-			return invalid("limits.max_iterations", "must be at most 1000, got %d", l.GetMaxIterations())
-		}
-		if l.GetMaxParallelToolCalls() < 0 {
-			return invalid("limits.max_parallel_tool_calls", "must not be negative, got %d", l.GetMaxParallelToolCalls())
-		}
-		if l.GetMaxParallelToolCalls() > 64 {
-			return invalid("limits.max_parallel_tool_calls", "must be at most 64, got %d", l.GetMaxParallelToolCalls())
-		}
-		if l.GetMaxTokens() < 0 {
-			return invalid("limits.max_tokens", "must not be negative, got %d", l.GetMaxTokens())
-		}
-		if c := l.GetMaxCostUsd(); c < 0 || math.IsNaN(c) || math.IsInf(c, 0) {
-			return invalid("limits.max_cost_usd", "must be a non-negative number, got %v", c)
-		}
-		if t := l.GetTimeout(); t != nil {
-			if err := t.CheckValid(); err != nil {
-				return invalid("limits.timeout", "%v", err)
-			}
-			if t.AsDuration() < 0 {
-				return invalid("limits.timeout", "must not be negative, got %s", t.AsDuration())
-			}
+			return invalid(indexed("messages", i)+".role", "must be ROLE_SYSTEM, ROLE_USER or ROLE_ASSISTANT, got %s", m.GetRole())
 		}
 	}
-	if o := req.GetLlm(); o != nil {
-		// Written so that NaN, which fails every comparison, is refused too.
-		if t := o.GetTemperature(); o.Temperature != nil && !(t >= 0 && t <= 2) {
-			return invalid("llm.temperature", "must be between 0 and 2, got %g", o.GetTemperature())
-		}
-		if o.GetMaxOutputTokens() < 0 {
-			return invalid("llm.max_output_tokens", "must not be negative, got %d", o.GetMaxOutputTokens())
+	if total > wire.MaxPromptBytes {
+		return invalid("messages", "the prompt, system prompt and messages add up to %d bytes; the limit is %d", total, wire.MaxPromptBytes)
+	}
+	texts := []struct{ field, s string }{{"prompt", req.GetPrompt()}, {"system_prompt", req.GetSystemPrompt()}}
+	for i, m := range req.GetMessages() {
+		texts = append(texts, struct{ field, s string }{indexed("messages", i) + ".text", m.GetText()})
+	}
+	for _, t := range texts {
+		if p := wire.CheckText(t.s, wire.MaxPromptBytes); p != "" {
+			return invalid(t.field, "%s", p)
 		}
 	}
-	if id := req.GetRunId(); id != "" && !runIDRE.MatchString(id) {
-		return invalid("run_id", "must match %s", runIDRE)
+	if fe := checkNames("tool_groups", req.GetToolGroups(), wire.RoleRE, wire.MaxRequestGroups); fe != nil {
+		return fe
+	}
+	if fe := checkNames("tools", req.GetTools(), wire.ToolNameRE, wire.MaxRequestTools); fe != nil {
+		return fe
+	}
+	if fe := validateLimits(req.GetLimits()); fe != nil {
+		return fe
+	}
+	if fe := validateLLM(req.GetLlm()); fe != nil {
+		return fe
+	}
+	if fe := checkRunID("run_id", req.GetRunId(), false); fe != nil {
+		return fe
+	}
+	if p := wire.CheckText(req.GetOutputSchemaJson(), wire.MaxSchemaBytes); p != "" {
+		return invalid("output_schema_json", "%s", p)
 	}
 	for _, field := range []struct {
 		name string
 		m    map[string]string
 	}{{"context", req.GetContext()}, {"interaction_context", req.GetInteractionContext()}} {
-		for _, k := range slices.Sorted(maps.Keys(field.m)) {
-			switch {
-			case k == "":
-				return invalid(field.name, "has an empty key")
-			case !utf8.ValidString(k):
-				return invalid(field.name, "key %q is not valid UTF-8", k)
-			case toolctx.IsReserved(k):
-				return invalid(fmt.Sprintf("%s[%q]", field.name, k), "the key prefix %q is reserved for toolmesh", toolctx.ReservedPrefix)
-			case !utf8.ValidString(field.m[k]):
-				return invalid(fmt.Sprintf("%s[%q]", field.name, k), "is not valid UTF-8")
-			}
+		if fe := checkContext(field.name, field.m); fe != nil {
+			return fe
 		}
 	}
 	return nil
 }
 
-func itoa(i int) string { return strconv.Itoa(i) }
+// checkNames checks a list of group roles or tool names: its length, each name, and
+// that none is listed twice.
+func checkNames(field string, names []string, re interface{ MatchString(string) bool }, limit int) *fieldError {
+	if len(names) > limit {
+		return invalid(field, "lists %d names; the limit is %d", len(names), limit)
+	}
+	seen := make(map[string]bool, len(names))
+	for i, n := range names {
+		f := indexed(field, i)
+		switch {
+		case strings.TrimSpace(n) == "":
+			return invalid(f, "is empty")
+		case len(n) > 64 || !re.MatchString(n):
+			return invalid(f, "%s is not a valid name (%s)", quote(n), re)
+		case seen[n]:
+			return invalid(f, "%s is listed twice", quote(n))
+		}
+		seen[n] = true
+	}
+	return nil
+}
+
+func validateLimits(l *toolpb.RunLimits) *fieldError {
+	if l == nil {
+		return nil
+	}
+	ints := []struct {
+		field    string
+		v, limit int64
+	}{
+		{"limits.max_iterations", int64(l.GetMaxIterations()), 1000},
+		{"limits.max_parallel_tool_calls", int64(l.GetMaxParallelToolCalls()), 64},
+		{"limits.max_tokens", l.GetMaxTokens(), math.MaxInt64},
+	}
+	for _, x := range ints {
+		switch {
+		case x.v < 0:
+			return invalid(x.field, "must not be negative, got %d", x.v)
+		case x.v > x.limit:
+			return invalid(x.field, "must be at most %d, got %d", x.limit, x.v)
+		}
+	}
+	if c := l.GetMaxCostUsd(); c < 0 || math.IsNaN(c) || math.IsInf(c, 0) {
+		return invalid("limits.max_cost_usd", "must be a non-negative number, got %v", c)
+	}
+	if t := l.GetTimeout(); t != nil {
+		if err := t.CheckValid(); err != nil {
+			return invalid("limits.timeout", "%v", err)
+		}
+		if t.AsDuration() < 0 {
+			return invalid("limits.timeout", "must not be negative, got %s", t.AsDuration())
+		}
+	}
+	return nil
+}
+
+func validateLLM(o *toolpb.LlmOptions) *fieldError {
+	if o == nil {
+		return nil
+	}
+	// Written so that NaN, which fails every comparison, is refused too.
+	if t := o.GetTemperature(); o.Temperature != nil && !(t >= 0 && t <= 2) {
+		return invalid("llm.temperature", "must be between 0 and 2, got %g", o.GetTemperature())
+	}
+	if o.GetMaxOutputTokens() < 0 {
+		return invalid("llm.max_output_tokens", "must not be negative, got %d", o.GetMaxOutputTokens())
+	}
+	if p := wire.CheckPrintable(o.GetModel(), wire.MaxModelBytes); p != "" {
+		return invalid("llm.model", "%s", p)
+	}
+	if p := wire.CheckPrintable(o.GetRole(), wire.MaxRoleBytes); p != "" {
+		return invalid("llm.role", "%s", p)
+	}
+	return nil
+}
+
+// checkContext checks one level of a run's ToolCallContext entry by entry; its encoded
+// size is checked with the other level, by the run service.
+func checkContext(field string, m map[string]string) *fieldError {
+	// The encoded bound (context.max_bytes, 8 KiB by default, at most 1 MiB) is checked
+	// later; this refuses what could never fit before sorting megabytes of keys.
+	const maxEntries = 1024
+	if len(m) > maxEntries {
+		return invalid(field, "has %d entries; the limit is %d", len(m), maxEntries)
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		f := fmt.Sprintf("%s[%s]", field, quote(k))
+		switch {
+		case k == "":
+			return invalid(field, "has an empty key")
+		case wire.CheckText(k, 1<<20) != "":
+			return invalid(field, "a key %s", wire.CheckText(k, 1<<20))
+		case toolctx.IsReserved(k):
+			return invalid(f, "the key prefix %q is reserved for toolmesh", toolctx.ReservedPrefix)
+		case wire.CheckText(m[k], 1<<20) != "":
+			return invalid(f, "%s", wire.CheckText(m[k], 1<<20))
+		}
+	}
+	return nil
+}
+
+// checkRunID checks a run id; an empty one is valid unless required.
+func checkRunID(field, id string, required bool) *fieldError {
+	if id == "" && !required {
+		return nil
+	}
+	if p := wire.CheckID(id, wire.RunIDRE, 128); p != "" {
+		return invalid(field, "%s", p)
+	}
+	return nil
+}
+
+func validateListTools(req *toolpb.ListToolsRequest) *fieldError {
+	return checkNames("tool_groups", req.GetToolGroups(), wire.RoleRE, wire.MaxRequestGroups)
+}
+
+func validateCancel(req *toolpb.CancelRunRequest) *fieldError {
+	if fe := checkRunID("run_id", req.GetRunId(), true); fe != nil {
+		return fe
+	}
+	if p := wire.CheckText(req.GetReason(), wire.MaxReasonBytes); p != "" {
+		return invalid("reason", "%s", p)
+	}
+	return nil
+}
+
+// quote quotes a name for a message, shortened when long.
+func quote(s string) string { return strconv.Quote(wire.Truncate(s, 64)) }
+
+func indexed(field string, i int) string { return field + "[" + strconv.Itoa(i) + "]" }
+
+func blank(s string) bool { return strings.TrimSpace(s) == "" }

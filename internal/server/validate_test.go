@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/toolmesh/toolmesh/internal/builtin"
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/client"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
@@ -28,9 +29,9 @@ var invalidRequests = []struct {
 }{
 	{"empty prompt and no messages", &toolpb.RunRequest{}, "prompt"},
 	{"blank prompt and no messages", &toolpb.RunRequest{Prompt: " \n\t"}, "prompt"},
-	{"unspecified message role", &toolpb.RunRequest{Messages: []*toolpb.Message{{Text: "hi"}}}, "messages[0].role"},
-	{"unknown message role", &toolpb.RunRequest{Prompt: "p", Messages: []*toolpb.Message{{Role: toolpb.Role_ROLE_USER, Text: "a"}, {Role: toolpb.Role(42), Text: "b"}}}, "messages[1].role"},
-	{"prompt too large", &toolpb.RunRequest{Prompt: strings.Repeat("x", maxPromptBytes+1)}, "messages"},
+	{"unspecified message role", &toolpb.RunRequest{Messages: []*toolpb.ConversationMessage{{Text: "hi"}}}, "messages[0].role"},
+	{"unknown message role", &toolpb.RunRequest{Prompt: "p", Messages: []*toolpb.ConversationMessage{{Role: toolpb.Role_ROLE_USER, Text: "a"}, {Role: toolpb.Role(42), Text: "b"}}}, "messages[1].role"},
+	{"prompt too large", &toolpb.RunRequest{Prompt: strings.Repeat("x", wire.MaxPromptBytes+1)}, "messages"},
 	{"negative max_iterations", &toolpb.RunRequest{Prompt: "p", Limits: &toolpb.RunLimits{MaxIterations: -1}}, "limits.max_iterations"},
 	{"too many max_iterations", &toolpb.RunRequest{Prompt: "p", Limits: &toolpb.RunLimits{MaxIterations: 1001}}, "limits.max_iterations"},
 	{"negative max_parallel_tool_calls", &toolpb.RunRequest{Prompt: "p", Limits: &toolpb.RunLimits{MaxParallelToolCalls: -3}}, "limits.max_parallel_tool_calls"},
@@ -63,7 +64,7 @@ func TestValidateRunRefuses(t *testing.T) {
 		// only checked here.
 		{"invalid UTF-8 prompt", &toolpb.RunRequest{Prompt: "ok \xff"}, "prompt"},
 		{"invalid UTF-8 system prompt", &toolpb.RunRequest{Prompt: "p", SystemPrompt: "\xc3\x28"}, "system_prompt"},
-		{"invalid UTF-8 message", &toolpb.RunRequest{Messages: []*toolpb.Message{{Role: toolpb.Role_ROLE_USER, Text: "\xff"}}}, "messages[0].text"},
+		{"invalid UTF-8 message", &toolpb.RunRequest{Messages: []*toolpb.ConversationMessage{{Role: toolpb.Role_ROLE_USER, Text: "\xff"}}}, "messages[0].text"},
 		{"invalid UTF-8 context key", &toolpb.RunRequest{Prompt: "p", Context: map[string]string{"\xff": "v"}}, "context"},
 		{"invalid UTF-8 context value", &toolpb.RunRequest{Prompt: "p", Context: map[string]string{"k": "\xff"}}, `context["k"]`},
 	}, invalidRequests...)
@@ -73,8 +74,8 @@ func TestValidateRunRefuses(t *testing.T) {
 			if fe == nil {
 				t.Fatal("validateRun accepted the request")
 			}
-			if fe.field != tc.field || fe.code != codes.InvalidArgument || fe.reason != ReasonInvalidRequest {
-				t.Errorf("got field %q code %v reason %q (%v); want field %q, InvalidArgument, %s", fe.field, fe.code, fe.reason, fe, tc.field, ReasonInvalidRequest)
+			if fe.field != tc.field || wire.Reasons[fe.reason].Code != codes.InvalidArgument || fe.reason != toolpb.ErrorReason_ERROR_REASON_INVALID_REQUEST {
+				t.Errorf("got field %q reason %s (%v); want field %q, %s", fe.field, fe.reason, fe, tc.field, toolpb.ErrorReason_ERROR_REASON_INVALID_REQUEST)
 			}
 		})
 	}
@@ -83,7 +84,7 @@ func TestValidateRunRefuses(t *testing.T) {
 func TestValidateRunAccepts(t *testing.T) {
 	for name, req := range map[string]*toolpb.RunRequest{
 		"prompt only":              {Prompt: "hi"},
-		"messages only":            {Messages: []*toolpb.Message{{Role: toolpb.Role_ROLE_SYSTEM, Text: "s"}, {Role: toolpb.Role_ROLE_USER, Text: "u"}, {Role: toolpb.Role_ROLE_ASSISTANT}}},
+		"messages only":            {Messages: []*toolpb.ConversationMessage{{Role: toolpb.Role_ROLE_SYSTEM, Text: "s"}, {Role: toolpb.Role_ROLE_USER, Text: "u"}, {Role: toolpb.Role_ROLE_ASSISTANT}}},
 		"limits at their maximum":  {Prompt: "p", Limits: &toolpb.RunLimits{MaxIterations: 1000, MaxParallelToolCalls: 64, Timeout: durationpb.New(time.Hour)}},
 		"zero limits":              {Prompt: "p", Limits: &toolpb.RunLimits{}},
 		"temperature bounds":       {Prompt: "p", Llm: &toolpb.LlmOptions{Temperature: ptr(0.0)}},
@@ -91,7 +92,7 @@ func TestValidateRunAccepts(t *testing.T) {
 		"run id":                   {Prompt: "p", RunId: "run_A-1.b:c"},
 		"same name group and tool": {Prompt: "p", ToolGroups: []string{"x"}, Tools: []string{"x"}},
 		"context":                  {Prompt: "p", Context: map[string]string{"tenant": "ünïcode"}},
-		"prompt at the size limit": {Prompt: strings.Repeat("x", maxPromptBytes)},
+		"prompt at the size limit": {Prompt: strings.Repeat("x", wire.MaxPromptBytes)},
 	} {
 		if fe := validateRun(req); fe != nil {
 			t.Errorf("%s: refused: %v", name, fe)
@@ -139,8 +140,8 @@ func TestRunRefusesInvalidRequests(t *testing.T) {
 			if !strings.HasPrefix(st.Message(), tc.field+": ") {
 				t.Errorf("message %q does not start with the field %q", st.Message(), tc.field)
 			}
-			if info.GetReason() != ReasonInvalidRequest || info.GetDomain() != ErrorDomain || info.GetMetadata()["field"] != tc.field {
-				t.Errorf("ErrorInfo = %v, want reason %s, domain %s, field %s", info, ReasonInvalidRequest, ErrorDomain, tc.field)
+			if info.GetReason() != wire.ReasonName(toolpb.ErrorReason_ERROR_REASON_INVALID_REQUEST) || info.GetDomain() != wire.ErrorDomain || info.GetMetadata()["field"] != tc.field {
+				t.Errorf("ErrorInfo = %v, want reason %s, domain %s, field %s", info, toolpb.ErrorReason_ERROR_REASON_INVALID_REQUEST, wire.ErrorDomain, tc.field)
 			}
 			if len(br.GetFieldViolations()) != 1 || br.GetFieldViolations()[0].GetField() != tc.field || br.GetFieldViolations()[0].GetDescription() == "" {
 				t.Errorf("BadRequest = %v, want one violation of %s", br, tc.field)
@@ -175,13 +176,13 @@ func TestRunUnknownGroupAndTool(t *testing.T) {
 		name     string
 		req      *toolpb.RunRequest
 		field    string
-		reason   string
+		reason   toolpb.ErrorReason
 		sentinel error
 		contains []string
 	}{
-		{"unknown group", &toolpb.RunRequest{Prompt: "p", ToolGroups: []string{"math", "weather"}}, "tool_groups[1]", ReasonUnknownGroup, client.ErrUnknownGroup,
+		{"unknown group", &toolpb.RunRequest{Prompt: "p", ToolGroups: []string{"math", "weather"}}, "tool_groups[1]", toolpb.ErrorReason_ERROR_REASON_UNKNOWN_TOOL_GROUP, client.ErrUnknownGroup,
 			[]string{`"weather"`, "known groups: [math, text]"}},
-		{"unknown tool", &toolpb.RunRequest{Prompt: "p", ToolGroups: []string{"text"}, Tools: []string{"add", "forecast"}}, "tools[1]", ReasonUnknownTool, client.ErrUnknownTool,
+		{"unknown tool", &toolpb.RunRequest{Prompt: "p", ToolGroups: []string{"text"}, Tools: []string{"add", "forecast"}}, "tools[1]", toolpb.ErrorReason_ERROR_REASON_UNKNOWN_TOOL, client.ErrUnknownTool,
 			[]string{`"forecast"`}},
 	}
 	for _, tc := range cases {
@@ -198,7 +199,7 @@ func TestRunUnknownGroupAndTool(t *testing.T) {
 			if st.Code() != codes.NotFound {
 				t.Fatalf("code %v (%v), want NotFound", st.Code(), err)
 			}
-			if info.GetReason() != tc.reason || info.GetDomain() != ErrorDomain || info.GetMetadata()["field"] != tc.field {
+			if info.GetReason() != wire.ReasonName(tc.reason) || info.GetDomain() != wire.ErrorDomain || info.GetMetadata()["field"] != tc.field {
 				t.Errorf("ErrorInfo = %v, want reason %s, field %s", info, tc.reason, tc.field)
 			}
 			for _, s := range append(tc.contains, tc.field) {

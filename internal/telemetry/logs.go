@@ -6,8 +6,9 @@ import (
 	"log/slog"
 	"slices"
 
-	"github.com/toolmesh/toolmesh/pkg/tool"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
 // Keys the log handler adds to records.

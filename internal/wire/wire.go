@@ -15,13 +15,6 @@ import (
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
 
-// ErrorDomain is the domain of every ErrorInfo toolmesh sends.
-const ErrorDomain = "toolmesh.dev"
-
-// ReasonDraining is the ErrorInfo reason of the UNAVAILABLE status with which a draining
-// worker refuses a call. The call never ran, so the orchestrator may send it elsewhere.
-const ReasonDraining = "WORKER_DRAINING"
-
 // DefinitionToProto encodes a tool's definition and metadata.
 func DefinitionToProto(def tool.Definition, meta tool.Metadata) *toolpb.ToolDefinition {
 	p := &toolpb.ToolDefinition{

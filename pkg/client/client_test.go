@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/protoadapt"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
 
@@ -56,8 +57,6 @@ func withInfo(code codes.Code, msg, reason string, meta map[string]string, viola
 }
 
 func TestConvert(t *testing.T) {
-	sentinels := []error{ErrInvalidRequest, ErrUnknownGroup, ErrUnknownTool, ErrMaxIterations, ErrToolNotFound, ErrModel,
-		ErrEmptyResponse, ErrToolSignal, ErrCancelled, ErrRunTimeout, ErrRunExists, ErrRunNotFound, ErrOverloaded, ErrShuttingDown}
 	cases := []struct {
 		name     string
 		err      error
@@ -66,31 +65,31 @@ func TestConvert(t *testing.T) {
 		same     bool // the error is passed through unchanged
 	}{
 		{name: "invalid request", err: withInfo(codes.InvalidArgument, "prompt: is empty", "INVALID_REQUEST", map[string]string{"field": "prompt"}, "prompt"),
-			sentinel: ErrInvalidRequest, want: &Error{Code: codes.InvalidArgument, Reason: "INVALID_REQUEST", Message: "prompt: is empty", Field: "prompt"}},
+			sentinel: ErrInvalidRequest, want: &Error{Code: codes.InvalidArgument, Reason: toolpb.ErrorReason_ERROR_REASON_INVALID_REQUEST, Message: "prompt: is empty", Field: "prompt"}},
 		{name: "field from BadRequest only", err: withInfo(codes.InvalidArgument, "bad", "INVALID_REQUEST", nil, "limits.timeout", "other"),
-			sentinel: ErrInvalidRequest, want: &Error{Code: codes.InvalidArgument, Reason: "INVALID_REQUEST", Message: "bad", Field: "limits.timeout"}},
+			sentinel: ErrInvalidRequest, want: &Error{Code: codes.InvalidArgument, Reason: toolpb.ErrorReason_ERROR_REASON_INVALID_REQUEST, Message: "bad", Field: "limits.timeout"}},
 		{name: "ErrorInfo field wins", err: withInfo(codes.InvalidArgument, "bad", "INVALID_REQUEST", map[string]string{"field": "run_id"}, "prompt"),
-			sentinel: ErrInvalidRequest, want: &Error{Code: codes.InvalidArgument, Reason: "INVALID_REQUEST", Message: "bad", Field: "run_id"}},
+			sentinel: ErrInvalidRequest, want: &Error{Code: codes.InvalidArgument, Reason: toolpb.ErrorReason_ERROR_REASON_INVALID_REQUEST, Message: "bad", Field: "run_id"}},
 		{name: "unknown group", err: withInfo(codes.NotFound, "no", "UNKNOWN_TOOL_GROUP", map[string]string{"field": "tool_groups[1]"}),
-			sentinel: ErrUnknownGroup, want: &Error{Code: codes.NotFound, Reason: "UNKNOWN_TOOL_GROUP", Message: "no", Field: "tool_groups[1]"}},
+			sentinel: ErrUnknownGroup, want: &Error{Code: codes.NotFound, Reason: toolpb.ErrorReason_ERROR_REASON_UNKNOWN_TOOL_GROUP, Message: "no", Field: "tool_groups[1]"}},
 		{name: "unknown tool", err: withInfo(codes.NotFound, "no", "UNKNOWN_TOOL", map[string]string{"field": "tools[0]"}),
-			sentinel: ErrUnknownTool, want: &Error{Code: codes.NotFound, Reason: "UNKNOWN_TOOL", Message: "no", Field: "tools[0]"}},
+			sentinel: ErrUnknownTool, want: &Error{Code: codes.NotFound, Reason: toolpb.ErrorReason_ERROR_REASON_UNKNOWN_TOOL, Message: "no", Field: "tools[0]"}},
 		{name: "max iterations", err: withInfo(codes.ResourceExhausted, "too many", "MAX_ITERATIONS", map[string]string{"run_id": "r1"}),
-			sentinel: ErrMaxIterations, want: &Error{Code: codes.ResourceExhausted, Reason: "MAX_ITERATIONS", Message: "too many", RunID: "r1"}},
+			sentinel: ErrMaxIterations, want: &Error{Code: codes.ResourceExhausted, Reason: toolpb.ErrorReason_ERROR_REASON_MAX_ITERATIONS, Message: "too many", RunID: "r1"}},
 		{name: "tool not found", err: withInfo(codes.FailedPrecondition, "m", "TOOL_NOT_FOUND", nil), sentinel: ErrToolNotFound,
-			want: &Error{Code: codes.FailedPrecondition, Reason: "TOOL_NOT_FOUND", Message: "m"}},
-		{name: "model", err: withInfo(codes.Unavailable, "m", "MODEL_ERROR", nil), sentinel: ErrModel, want: &Error{Code: codes.Unavailable, Reason: "MODEL_ERROR", Message: "m"}},
-		{name: "empty response", err: withInfo(codes.FailedPrecondition, "m", "EMPTY_RESPONSE", nil), sentinel: ErrEmptyResponse, want: &Error{Code: codes.FailedPrecondition, Reason: "EMPTY_RESPONSE", Message: "m"}},
-		{name: "tool signal", err: withInfo(codes.Aborted, "m", "TOOL_SIGNAL", nil), sentinel: ErrToolSignal, want: &Error{Code: codes.Aborted, Reason: "TOOL_SIGNAL", Message: "m"}},
+			want: &Error{Code: codes.FailedPrecondition, Reason: toolpb.ErrorReason_ERROR_REASON_TOOL_NOT_FOUND, Message: "m"}},
+		{name: "model", err: withInfo(codes.Unavailable, "m", "MODEL_ERROR", nil), sentinel: ErrModel, want: &Error{Code: codes.Unavailable, Reason: toolpb.ErrorReason_ERROR_REASON_MODEL_ERROR, Message: "m"}},
+		{name: "empty response", err: withInfo(codes.FailedPrecondition, "m", "EMPTY_RESPONSE", nil), sentinel: ErrEmptyResponse, want: &Error{Code: codes.FailedPrecondition, Reason: toolpb.ErrorReason_ERROR_REASON_EMPTY_RESPONSE, Message: "m"}},
+		{name: "tool signal", err: withInfo(codes.Aborted, "m", "TOOL_SIGNAL", nil), sentinel: ErrToolSignal, want: &Error{Code: codes.Aborted, Reason: toolpb.ErrorReason_ERROR_REASON_TOOL_SIGNAL, Message: "m"}},
 		{name: "cancelled run", err: withInfo(codes.Canceled, "run cancelled: x", "CANCELLED", map[string]string{"run_id": "r2"}), sentinel: ErrCancelled,
-			want: &Error{Code: codes.Canceled, Reason: "CANCELLED", Message: "run cancelled: x", RunID: "r2"}},
-		{name: "run timeout", err: withInfo(codes.DeadlineExceeded, "m", "RUN_TIMEOUT", nil), sentinel: ErrRunTimeout, want: &Error{Code: codes.DeadlineExceeded, Reason: "RUN_TIMEOUT", Message: "m"}},
+			want: &Error{Code: codes.Canceled, Reason: toolpb.ErrorReason_ERROR_REASON_CANCELLED, Message: "run cancelled: x", RunID: "r2"}},
+		{name: "run timeout", err: withInfo(codes.DeadlineExceeded, "m", "RUN_TIMEOUT", nil), sentinel: ErrRunTimeout, want: &Error{Code: codes.DeadlineExceeded, Reason: toolpb.ErrorReason_ERROR_REASON_RUN_TIMEOUT, Message: "m"}},
 		{name: "run exists", err: withInfo(codes.AlreadyExists, "m", "RUN_EXISTS", map[string]string{"field": "run_id"}), sentinel: ErrRunExists,
-			want: &Error{Code: codes.AlreadyExists, Reason: "RUN_EXISTS", Message: "m", Field: "run_id"}},
-		{name: "run not found", err: withInfo(codes.NotFound, "m", "RUN_NOT_FOUND", nil), sentinel: ErrRunNotFound, want: &Error{Code: codes.NotFound, Reason: "RUN_NOT_FOUND", Message: "m"}},
-		{name: "overloaded", err: withInfo(codes.ResourceExhausted, "m", "OVERLOADED", nil), sentinel: ErrOverloaded, want: &Error{Code: codes.ResourceExhausted, Reason: "OVERLOADED", Message: "m"}},
-		{name: "shutting down", err: withInfo(codes.Unavailable, "m", "SHUTTING_DOWN", nil), sentinel: ErrShuttingDown, want: &Error{Code: codes.Unavailable, Reason: "SHUTTING_DOWN", Message: "m"}},
-		{name: "unknown reason", err: withInfo(codes.Internal, "m", "SOMETHING_NEW", nil), want: &Error{Code: codes.Internal, Reason: "SOMETHING_NEW", Message: "m"}},
+			want: &Error{Code: codes.AlreadyExists, Reason: toolpb.ErrorReason_ERROR_REASON_RUN_EXISTS, Message: "m", Field: "run_id"}},
+		{name: "run not found", err: withInfo(codes.NotFound, "m", "RUN_NOT_FOUND", nil), sentinel: ErrRunNotFound, want: &Error{Code: codes.NotFound, Reason: toolpb.ErrorReason_ERROR_REASON_RUN_NOT_FOUND, Message: "m"}},
+		{name: "overloaded", err: withInfo(codes.ResourceExhausted, "m", "OVERLOADED", nil), sentinel: ErrOverloaded, want: &Error{Code: codes.ResourceExhausted, Reason: toolpb.ErrorReason_ERROR_REASON_OVERLOADED, Message: "m"}},
+		{name: "shutting down", err: withInfo(codes.Unavailable, "m", "SHUTTING_DOWN", nil), sentinel: ErrShuttingDown, want: &Error{Code: codes.Unavailable, Reason: toolpb.ErrorReason_ERROR_REASON_SHUTTING_DOWN, Message: "m"}},
+		{name: "unknown reason", err: withInfo(codes.Internal, "m", "SOMETHING_NEW", nil), want: &Error{Code: codes.Internal, Message: "m"}},
 		{name: "plain status", err: status.Error(codes.Unavailable, "connection refused"), want: &Error{Code: codes.Unavailable, Message: "connection refused"}},
 		{name: "context canceled", err: context.Canceled, same: true},
 		{name: "context deadline", err: context.DeadlineExceeded, same: true},
@@ -128,6 +127,52 @@ func TestConvert(t *testing.T) {
 	}
 	if convert(nil) != nil {
 		t.Error("convert(nil) != nil")
+	}
+}
+
+// TestEveryReason goes over every error reason of the contract: the orchestrator's
+// table gives each a status code, the client a sentinel, and a status built for it
+// comes back through convert with its reason, code, run id and retry delay, matching
+// its own sentinel and no other.
+func TestEveryReason(t *testing.T) {
+	for v, name := range toolpb.ErrorReason_name {
+		r := toolpb.ErrorReason(v)
+		if r == toolpb.ErrorReason_ERROR_REASON_UNSPECIFIED {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			info, ok := wire.Reasons[r]
+			if !ok {
+				t.Fatalf("wire.Reasons has no entry for %s", name)
+			}
+			if sentinels[r] == nil {
+				t.Fatalf("the client has no sentinel for %s", name)
+			}
+			got := convert(wire.Error{Reason: r, Message: "m", Metadata: map[string]string{"run_id": "r1"}}.Err())
+			var e *Error
+			if !errors.As(got, &e) {
+				t.Fatalf("convert = %#v, not an *Error", got)
+			}
+			want := &Error{Code: info.Code, Reason: r, Message: "m", RunID: "r1", RetryAfter: info.RetryAfter}
+			if *e != *want {
+				t.Errorf("convert = %#v, want %#v", e, want)
+			}
+			if e.Retryable() != (info.RetryAfter > 0) {
+				t.Errorf("Retryable() = %v", e.Retryable())
+			}
+			for other, s := range sentinels {
+				if errors.Is(got, s) != (other == r) {
+					t.Errorf("errors.Is(err, %q) = %v", s, other != r)
+				}
+			}
+		})
+	}
+	if len(wire.Reasons) != len(toolpb.ErrorReason_name)-1 || len(sentinels) != len(wire.Reasons) {
+		t.Errorf("%d reasons in the contract, %d in wire.Reasons, %d sentinels", len(toolpb.ErrorReason_name)-1, len(wire.Reasons), len(sentinels))
+	}
+	retried := wire.Error{Reason: toolpb.ErrorReason_ERROR_REASON_WORKER_ID_IN_USE, Message: "m", RetryAfter: 7 * time.Second}.Err()
+	if e := new(Error); !errors.As(convert(retried), &e) || e.RetryAfter != 7*time.Second {
+		t.Errorf("a status's own retry delay = %v, want 7s", e.RetryAfter)
 	}
 }
 
@@ -286,7 +331,7 @@ func TestRunAndWait(t *testing.T) {
 func TestRunAndWaitError(t *testing.T) {
 	ctx := testContext(t)
 	evs := events()[:2]
-	evs = append(evs, &toolpb.RunResponse{RunId: "r1", Sequence: 3, Event: &toolpb.RunResponse_Error{Error: &toolpb.RunError{Reason: "MAX_ITERATIONS"}}})
+	evs = append(evs, &toolpb.RunResponse{RunId: "r1", Sequence: 3, Event: &toolpb.RunResponse_Error{Error: &toolpb.RunError{Reason: toolpb.ErrorReason_ERROR_REASON_MAX_ITERATIONS}}})
 	c := serve(t, &fakeOrchestrator{events: evs, end: withInfo(codes.ResourceExhausted, "loop", "MAX_ITERATIONS", map[string]string{"run_id": "r1"})})
 	var n int
 	final, err := c.RunAndWait(ctx, &toolpb.RunRequest{Prompt: "hi"}, func(*toolpb.RunResponse) { n++ })

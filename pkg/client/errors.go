@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/toolmesh/toolmesh/internal/wire"
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
 
 // Sentinels for the errors the orchestrator reports, matched with errors.Is.
@@ -35,40 +39,65 @@ var (
 	ErrModelRefused   = errors.New("the model provider refused the request")
 )
 
-// reasons maps the orchestrator's ErrorInfo reasons to the sentinels.
-var reasons = map[string]error{
-	"INVALID_REQUEST":    ErrInvalidRequest,
-	"UNKNOWN_TOOL_GROUP": ErrUnknownGroup,
-	"UNKNOWN_TOOL":       ErrUnknownTool,
-	"MAX_ITERATIONS":     ErrMaxIterations,
-	"TOOL_NOT_FOUND":     ErrToolNotFound,
-	"MODEL_ERROR":        ErrModel,
-	"EMPTY_RESPONSE":     ErrEmptyResponse,
-	"TOOL_SIGNAL":        ErrToolSignal,
-	"CANCELLED":          ErrCancelled,
-	"RUN_TIMEOUT":        ErrRunTimeout,
-	"RUN_EXISTS":         ErrRunExists,
-	"RUN_NOT_FOUND":      ErrRunNotFound,
-	"OVERLOADED":         ErrOverloaded,
-	"SHUTTING_DOWN":      ErrShuttingDown,
-	"OUTPUT_SCHEMA":      ErrOutputSchema,
-	"BUDGET_EXCEEDED":    ErrBudget,
-	"MODEL_AUTH":         ErrModelAuth,
-	"MODEL_NOT_FOUND":    ErrModelNotFound,
-	"CONTEXT_TOO_LONG":   ErrContextTooLong,
-	"MODEL_RATE_LIMITED": ErrModelRate,
-	"MODEL_BAD_REQUEST":  ErrModelRefused,
+// Sentinels of the reasons a worker's or a registration's errors carry; a client rarely
+// sees them, but every reason has one.
+var (
+	ErrWorkerDraining       = errors.New("the worker is draining")
+	ErrWorkerIDInUse        = errors.New("the worker id is held by an open registration")
+	ErrRegistrationInvalid  = errors.New("invalid registration")
+	ErrRegistrationConflict = errors.New("the registration conflicts with the routing table")
+	ErrWorkerUnreachable    = errors.New("the orchestrator cannot reach the worker's address")
+	ErrWorkerWrongService   = errors.New("the worker's address does not serve ToolWorkerService")
+	ErrLeaseExpired         = errors.New("the registration stream's lease expired")
+	ErrInternal             = errors.New("internal error in the orchestrator")
+)
+
+// sentinels maps every error reason of the contract (toolmesh.v1.ErrorReason) to its
+// sentinel; a test checks that none is missing.
+var sentinels = map[toolpb.ErrorReason]error{
+	toolpb.ErrorReason_ERROR_REASON_INVALID_REQUEST:       ErrInvalidRequest,
+	toolpb.ErrorReason_ERROR_REASON_UNKNOWN_TOOL_GROUP:    ErrUnknownGroup,
+	toolpb.ErrorReason_ERROR_REASON_UNKNOWN_TOOL:          ErrUnknownTool,
+	toolpb.ErrorReason_ERROR_REASON_MAX_ITERATIONS:        ErrMaxIterations,
+	toolpb.ErrorReason_ERROR_REASON_TOOL_NOT_FOUND:        ErrToolNotFound,
+	toolpb.ErrorReason_ERROR_REASON_MODEL_ERROR:           ErrModel,
+	toolpb.ErrorReason_ERROR_REASON_EMPTY_RESPONSE:        ErrEmptyResponse,
+	toolpb.ErrorReason_ERROR_REASON_TOOL_SIGNAL:           ErrToolSignal,
+	toolpb.ErrorReason_ERROR_REASON_CANCELLED:             ErrCancelled,
+	toolpb.ErrorReason_ERROR_REASON_RUN_TIMEOUT:           ErrRunTimeout,
+	toolpb.ErrorReason_ERROR_REASON_RUN_EXISTS:            ErrRunExists,
+	toolpb.ErrorReason_ERROR_REASON_RUN_NOT_FOUND:         ErrRunNotFound,
+	toolpb.ErrorReason_ERROR_REASON_OVERLOADED:            ErrOverloaded,
+	toolpb.ErrorReason_ERROR_REASON_SHUTTING_DOWN:         ErrShuttingDown,
+	toolpb.ErrorReason_ERROR_REASON_INTERNAL:              ErrInternal,
+	toolpb.ErrorReason_ERROR_REASON_OUTPUT_SCHEMA:         ErrOutputSchema,
+	toolpb.ErrorReason_ERROR_REASON_MODEL_AUTH:            ErrModelAuth,
+	toolpb.ErrorReason_ERROR_REASON_MODEL_NOT_FOUND:       ErrModelNotFound,
+	toolpb.ErrorReason_ERROR_REASON_CONTEXT_TOO_LONG:      ErrContextTooLong,
+	toolpb.ErrorReason_ERROR_REASON_MODEL_RATE_LIMITED:    ErrModelRate,
+	toolpb.ErrorReason_ERROR_REASON_MODEL_BAD_REQUEST:     ErrModelRefused,
+	toolpb.ErrorReason_ERROR_REASON_BUDGET_EXCEEDED:       ErrBudget,
+	toolpb.ErrorReason_ERROR_REASON_WORKER_DRAINING:       ErrWorkerDraining,
+	toolpb.ErrorReason_ERROR_REASON_WORKER_ID_IN_USE:      ErrWorkerIDInUse,
+	toolpb.ErrorReason_ERROR_REASON_REGISTRATION_INVALID:  ErrRegistrationInvalid,
+	toolpb.ErrorReason_ERROR_REASON_REGISTRATION_CONFLICT: ErrRegistrationConflict,
+	toolpb.ErrorReason_ERROR_REASON_WORKER_UNREACHABLE:    ErrWorkerUnreachable,
+	toolpb.ErrorReason_ERROR_REASON_WORKER_WRONG_SERVICE:  ErrWorkerWrongService,
+	toolpb.ErrorReason_ERROR_REASON_LEASE_EXPIRED:         ErrLeaseExpired,
 }
 
 // Error is an error the orchestrator reported.
 type Error struct {
 	Code    codes.Code
-	Reason  string
+	Reason  toolpb.ErrorReason
 	Message string
 	// Field is the request field at fault, for invalid requests and unknown names.
 	Field string
 	// RunID is the run that failed, when there was one.
 	RunID string
+	// RetryAfter is how long to wait before retrying, for an error worth retrying; zero
+	// otherwise.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {
@@ -77,9 +106,13 @@ func (e *Error) Error() string {
 
 // Is matches the sentinel of the error's reason.
 func (e *Error) Is(target error) bool {
-	s, ok := reasons[e.Reason]
+	s, ok := sentinels[e.Reason]
 	return ok && s == target
 }
+
+// Retryable reports whether the orchestrator said the call is worth retrying (after
+// RetryAfter).
+func (e *Error) Retryable() bool { return e.RetryAfter > 0 }
 
 // GRPCStatus lets status.Code and status.Convert see the original status.
 func (e *Error) GRPCStatus() *status.Status { return status.New(e.Code, e.Message) }
@@ -94,7 +127,7 @@ func convertCtx(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}
-	if st, ok := status.FromError(err); ok && reasonOf(st) == "" {
+	if st, ok := status.FromError(err); ok && !hasReason(st) {
 		_, hasDeadline := ctx.Deadline()
 		switch {
 		case st.Code() == codes.Canceled && ctx.Err() != nil:
@@ -108,13 +141,9 @@ func convertCtx(ctx context.Context, err error) error {
 	return convert(err)
 }
 
-func reasonOf(st *status.Status) string {
-	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok {
-			return info.GetReason()
-		}
-	}
-	return ""
+func hasReason(st *status.Status) bool {
+	_, _, _, ok := wire.StatusReason(st)
+	return ok
 }
 
 // convert turns a gRPC error into an *Error when the orchestrator sent a status, and
@@ -131,16 +160,11 @@ func convert(err error) error {
 		return err
 	}
 	e := &Error{Code: st.Code(), Message: st.Message()}
+	reason, meta, retry, _ := wire.StatusReason(st)
+	e.Reason, e.Field, e.RunID, e.RetryAfter = reason, meta["field"], meta["run_id"], retry
 	for _, d := range st.Details() {
-		switch x := d.(type) {
-		case *errdetails.ErrorInfo:
-			e.Reason = x.GetReason()
-			e.Field = x.GetMetadata()["field"]
-			e.RunID = x.GetMetadata()["run_id"]
-		case *errdetails.BadRequest:
-			if len(x.GetFieldViolations()) > 0 && e.Field == "" {
-				e.Field = x.GetFieldViolations()[0].GetField()
-			}
+		if x, ok := d.(*errdetails.BadRequest); ok && len(x.GetFieldViolations()) > 0 && e.Field == "" {
+			e.Field = x.GetFieldViolations()[0].GetField()
 		}
 	}
 	return e

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
+
 	"github.com/toolmesh/toolmesh/internal/jsontree"
 )
 

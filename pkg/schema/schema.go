@@ -19,6 +19,7 @@ import (
 	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
+
 	"github.com/toolmesh/toolmesh/internal/jsontree"
 )
 

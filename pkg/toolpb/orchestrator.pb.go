@@ -7,6 +7,7 @@
 package toolpb
 
 import (
+	code "google.golang.org/genproto/googleapis/rpc/code"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
@@ -263,31 +264,32 @@ func (RunState) EnumDescriptor() ([]byte, []int) {
 	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{3}
 }
 
-// Message is one message of the conversation given to a run.
-type Message struct {
+// ConversationMessage is one message of the conversation given to a run.
+type ConversationMessage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Who wrote it.
 	Role Role `protobuf:"varint,1,opt,name=role,proto3,enum=toolmesh.v1.Role" json:"role,omitempty"`
-	// Its text.
+	// Its text: valid UTF-8. The prompt, the system prompt and all messages together are
+	// at most 1 MiB.
 	Text          string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *Message) Reset() {
-	*x = Message{}
+func (x *ConversationMessage) Reset() {
+	*x = ConversationMessage{}
 	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *Message) String() string {
+func (x *ConversationMessage) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*Message) ProtoMessage() {}
+func (*ConversationMessage) ProtoMessage() {}
 
-func (x *Message) ProtoReflect() protoreflect.Message {
+func (x *ConversationMessage) ProtoReflect() protoreflect.Message {
 	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -299,19 +301,19 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use Message.ProtoReflect.Descriptor instead.
-func (*Message) Descriptor() ([]byte, []int) {
+// Deprecated: Use ConversationMessage.ProtoReflect.Descriptor instead.
+func (*ConversationMessage) Descriptor() ([]byte, []int) {
 	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{0}
 }
 
-func (x *Message) GetRole() Role {
+func (x *ConversationMessage) GetRole() Role {
 	if x != nil {
 		return x.Role
 	}
 	return Role_ROLE_UNSPECIFIED
 }
 
-func (x *Message) GetText() string {
+func (x *ConversationMessage) GetText() string {
 	if x != nil {
 		return x.Text
 	}
@@ -321,29 +323,38 @@ func (x *Message) GetText() string {
 // RunRequest starts a run.
 type RunRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The user's prompt; appended as the last user message. Either prompt or messages is required.
+	// The user's prompt; appended as the last user message. Either prompt or messages is
+	// required. Valid UTF-8; see ConversationMessage.text for the bound.
 	Prompt string `protobuf:"bytes,1,opt,name=prompt,proto3" json:"prompt,omitempty"`
-	// Earlier conversation, in order.
-	Messages []*Message `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
-	// System prompt; placed before all other messages.
+	// Earlier conversation, in order; at most 1,000 messages.
+	Messages []*ConversationMessage `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
+	// System prompt; placed before all other messages. Valid UTF-8.
 	SystemPrompt string `protobuf:"bytes,3,opt,name=system_prompt,json=systemPrompt,proto3" json:"system_prompt,omitempty"`
-	// Tool groups to offer, by role.
+	// Tool groups to offer, by role: at most 64, each 1 to 64 characters of
+	// [A-Za-z0-9_.-], none twice.
 	ToolGroups []string `protobuf:"bytes,4,rep,name=tool_groups,json=toolGroups,proto3" json:"tool_groups,omitempty"`
-	// Individual tools to offer, by name.
+	// Individual tools to offer, by name: at most 256, each 1 to 64 characters of
+	// [A-Za-z0-9_-], none twice.
 	Tools []string `protobuf:"bytes,5,rep,name=tools,proto3" json:"tools,omitempty"`
-	// Run-level ToolCallContext: entries every tool call of the run receives, subject to each
-	// group's converter. Never shown to the model.
+	// Run-level ToolCallContext: entries every tool call of the run receives, subject to
+	// each group's converter. Never shown to the model. Keys and values are valid UTF-8;
+	// keys starting with "toolmesh." are reserved. Together with interaction_context at
+	// most 8 KiB encoded (the orchestrator's context.max_bytes), one gRPC metadata entry
+	// per key.
 	Context map[string]string `protobuf:"bytes,6,rep,name=context,proto3" json:"context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Model options.
 	Llm *LlmOptions `protobuf:"bytes,7,opt,name=llm,proto3" json:"llm,omitempty"`
 	// Limits of the run.
 	Limits *RunLimits `protobuf:"bytes,8,opt,name=limits,proto3" json:"limits,omitempty"`
-	// Optional id chosen by the client; generated when empty. Must be unique among live runs.
+	// Optional id chosen by the client; generated when empty. 1 to 128 characters of
+	// [A-Za-z0-9_.:-], unique among live runs.
 	RunId string `protobuf:"bytes,9,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	// Interaction-level ToolCallContext (the seed's PromptRunner level): merged over context,
-	// its entries win on conflicts. Keys starting with "toolmesh." are reserved.
+	// Interaction-level ToolCallContext (the level of one prompt, where context is the
+	// level of the whole run): merged over context, its entries win on conflicts. Same
+	// rules as context.
 	InteractionContext map[string]string `protobuf:"bytes,10,rep,name=interaction_context,json=interactionContext,proto3" json:"interaction_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// JSON Schema the final answer must satisfy, as JSON text; the answer is then JSON.
+	// JSON Schema the final answer must satisfy, as JSON text of at most 64 KiB; the
+	// answer is then JSON.
 	OutputSchemaJson string `protobuf:"bytes,11,opt,name=output_schema_json,json=outputSchemaJson,proto3" json:"output_schema_json,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
@@ -386,7 +397,7 @@ func (x *RunRequest) GetPrompt() string {
 	return ""
 }
 
-func (x *RunRequest) GetMessages() []*Message {
+func (x *RunRequest) GetMessages() []*ConversationMessage {
 	if x != nil {
 		return x.Messages
 	}
@@ -459,9 +470,11 @@ func (x *RunRequest) GetOutputSchemaJson() string {
 // LlmOptions chooses and tunes the model.
 type LlmOptions struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Model as "provider/model" or a bare model name for the default provider.
+	// Model as "provider/model" or a bare model name for the default provider; at most
+	// 256 bytes.
 	Model string `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
-	// Role of the model (such as "smart" or "fast"), mapped to a model in the config.
+	// Role of the model (such as "smart" or "fast"), mapped to a model in the config; at
+	// most 64 bytes.
 	Role string `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
 	// Sampling temperature; unset means the provider's default.
 	Temperature *float64 `protobuf:"fixed64,3,opt,name=temperature,proto3,oneof" json:"temperature,omitempty"`
@@ -529,12 +542,13 @@ func (x *LlmOptions) GetMaxOutputTokens() int32 {
 	return 0
 }
 
-// RunLimits bounds a run. Zero values mean the orchestrator's defaults; negative values are invalid.
+// RunLimits bounds a run. Zero values mean the orchestrator's defaults; negative values
+// are invalid.
 type RunLimits struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Maximum number of model calls in the tool loop (default 20).
+	// Maximum number of model calls in the tool loop (default 20, at most 1,000).
 	MaxIterations int32 `protobuf:"varint,1,opt,name=max_iterations,json=maxIterations,proto3" json:"max_iterations,omitempty"`
-	// Maximum number of tool calls of one model turn run at once.
+	// Maximum number of tool calls of one model turn run at once (at most 64).
 	MaxParallelToolCalls int32 `protobuf:"varint,2,opt,name=max_parallel_tool_calls,json=maxParallelToolCalls,proto3" json:"max_parallel_tool_calls,omitempty"`
 	// Deadline of the whole run.
 	Timeout *durationpb.Duration `protobuf:"bytes,3,opt,name=timeout,proto3" json:"timeout,omitempty"`
@@ -1386,12 +1400,12 @@ func (x *FinalResult) GetUsage() *Usage {
 // RunError reports why a run failed.
 type RunError struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// gRPC status code the stream ends with.
-	Code int32 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	// Status code the stream ends with.
+	Code code.Code `protobuf:"varint,1,opt,name=code,proto3,enum=google.rpc.Code" json:"code,omitempty"`
 	// What went wrong.
 	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
-	// Machine-readable reason, such as "MAX_ITERATIONS".
-	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Why, for programs: the stream's ErrorInfo carries the same reason.
+	Reason        ErrorReason `protobuf:"varint,3,opt,name=reason,proto3,enum=toolmesh.v1.ErrorReason" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1426,11 +1440,11 @@ func (*RunError) Descriptor() ([]byte, []int) {
 	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{12}
 }
 
-func (x *RunError) GetCode() int32 {
+func (x *RunError) GetCode() code.Code {
 	if x != nil {
 		return x.Code
 	}
-	return 0
+	return code.Code(0)
 }
 
 func (x *RunError) GetMessage() string {
@@ -1440,17 +1454,17 @@ func (x *RunError) GetMessage() string {
 	return ""
 }
 
-func (x *RunError) GetReason() string {
+func (x *RunError) GetReason() ErrorReason {
 	if x != nil {
 		return x.Reason
 	}
-	return ""
+	return ErrorReason_ERROR_REASON_UNSPECIFIED
 }
 
 // ListToolsRequest filters the tool listing.
 type ListToolsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Only tools of these groups; all when empty.
+	// Only tools of these groups (roles, as in RunRequest.tool_groups); all when empty.
 	ToolGroups    []string `protobuf:"bytes,1,rep,name=tool_groups,json=toolGroups,proto3" json:"tool_groups,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1954,7 +1968,7 @@ func (x *WorkerStatus) GetRegisteredAt() *timestamppb.Timestamp {
 // GetRunRequest names a run.
 type GetRunRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Id of the run.
+	// Id of the run (as in RunRequest.run_id).
 	RunId         string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2118,9 +2132,9 @@ func (x *GetRunResponse) GetUsage() *Usage {
 // CancelRunRequest names the run to cancel.
 type CancelRunRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Id of the run.
+	// Id of the run (as in RunRequest.run_id).
 	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	// Why, for the run's error event.
+	// Why, for the run's error event: valid UTF-8, at most 1 KiB.
 	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2220,14 +2234,14 @@ var File_toolmesh_v1_orchestrator_proto protoreflect.FileDescriptor
 
 const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\n" +
-	"\x1etoolmesh/v1/orchestrator.proto\x12\vtoolmesh.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16toolmesh/v1/tool.proto\"D\n" +
-	"\aMessage\x12%\n" +
+	"\x1etoolmesh/v1/orchestrator.proto\x12\vtoolmesh.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15google/rpc/code.proto\x1a\x18toolmesh/v1/errors.proto\x1a\x16toolmesh/v1/tool.proto\"P\n" +
+	"\x13ConversationMessage\x12%\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x11.toolmesh.v1.RoleR\x04role\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04text\"\xf7\x04\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"\x83\x05\n" +
 	"\n" +
 	"RunRequest\x12\x16\n" +
-	"\x06prompt\x18\x01 \x01(\tR\x06prompt\x120\n" +
-	"\bmessages\x18\x02 \x03(\v2\x14.toolmesh.v1.MessageR\bmessages\x12#\n" +
+	"\x06prompt\x18\x01 \x01(\tR\x06prompt\x12<\n" +
+	"\bmessages\x18\x02 \x03(\v2 .toolmesh.v1.ConversationMessageR\bmessages\x12#\n" +
 	"\rsystem_prompt\x18\x03 \x01(\tR\fsystemPrompt\x12\x1f\n" +
 	"\vtool_groups\x18\x04 \x03(\tR\n" +
 	"toolGroups\x12\x14\n" +
@@ -2316,11 +2330,11 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"iterations\x18\x02 \x01(\x05R\n" +
 	"iterations\x12#\n" +
 	"\rreturn_direct\x18\x03 \x01(\bR\freturnDirect\x12(\n" +
-	"\x05usage\x18\x04 \x01(\v2\x12.toolmesh.v1.UsageR\x05usage\"P\n" +
-	"\bRunError\x12\x12\n" +
-	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"3\n" +
+	"\x05usage\x18\x04 \x01(\v2\x12.toolmesh.v1.UsageR\x05usage\"|\n" +
+	"\bRunError\x12$\n" +
+	"\x04code\x18\x01 \x01(\x0e2\x10.google.rpc.CodeR\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x120\n" +
+	"\x06reason\x18\x03 \x01(\x0e2\x18.toolmesh.v1.ErrorReasonR\x06reason\"3\n" +
 	"\x10ListToolsRequest\x12\x1f\n" +
 	"\vtool_groups\x18\x01 \x03(\tR\n" +
 	"toolGroups\"@\n" +
@@ -2426,7 +2440,7 @@ var file_toolmesh_v1_orchestrator_proto_goTypes = []any{
 	(ToolCallOutcome)(0),           // 1: toolmesh.v1.ToolCallOutcome
 	(WorkerState)(0),               // 2: toolmesh.v1.WorkerState
 	(RunState)(0),                  // 3: toolmesh.v1.RunState
-	(*Message)(nil),                // 4: toolmesh.v1.Message
+	(*ConversationMessage)(nil),    // 4: toolmesh.v1.ConversationMessage
 	(*RunRequest)(nil),             // 5: toolmesh.v1.RunRequest
 	(*LlmOptions)(nil),             // 6: toolmesh.v1.LlmOptions
 	(*RunLimits)(nil),              // 7: toolmesh.v1.RunLimits
@@ -2457,12 +2471,14 @@ var file_toolmesh_v1_orchestrator_proto_goTypes = []any{
 	(*durationpb.Duration)(nil),    // 32: google.protobuf.Duration
 	(*timestamppb.Timestamp)(nil),  // 33: google.protobuf.Timestamp
 	(*Artifact)(nil),               // 34: toolmesh.v1.Artifact
-	(*ToolDefinition)(nil),         // 35: toolmesh.v1.ToolDefinition
-	(*ToolGroupInfo)(nil),          // 36: toolmesh.v1.ToolGroupInfo
+	(code.Code)(0),                 // 35: google.rpc.Code
+	(ErrorReason)(0),               // 36: toolmesh.v1.ErrorReason
+	(*ToolDefinition)(nil),         // 37: toolmesh.v1.ToolDefinition
+	(*ToolGroupInfo)(nil),          // 38: toolmesh.v1.ToolGroupInfo
 }
 var file_toolmesh_v1_orchestrator_proto_depIdxs = []int32{
-	0,  // 0: toolmesh.v1.Message.role:type_name -> toolmesh.v1.Role
-	4,  // 1: toolmesh.v1.RunRequest.messages:type_name -> toolmesh.v1.Message
+	0,  // 0: toolmesh.v1.ConversationMessage.role:type_name -> toolmesh.v1.Role
+	4,  // 1: toolmesh.v1.RunRequest.messages:type_name -> toolmesh.v1.ConversationMessage
 	30, // 2: toolmesh.v1.RunRequest.context:type_name -> toolmesh.v1.RunRequest.ContextEntry
 	6,  // 3: toolmesh.v1.RunRequest.llm:type_name -> toolmesh.v1.LlmOptions
 	7,  // 4: toolmesh.v1.RunRequest.limits:type_name -> toolmesh.v1.RunLimits
@@ -2481,36 +2497,38 @@ var file_toolmesh_v1_orchestrator_proto_depIdxs = []int32{
 	32, // 17: toolmesh.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
 	34, // 18: toolmesh.v1.ToolCallFinished.artifact:type_name -> toolmesh.v1.Artifact
 	14, // 19: toolmesh.v1.FinalResult.usage:type_name -> toolmesh.v1.Usage
-	19, // 20: toolmesh.v1.ListToolsResponse.tools:type_name -> toolmesh.v1.ToolInfo
-	35, // 21: toolmesh.v1.ToolInfo.definition:type_name -> toolmesh.v1.ToolDefinition
-	22, // 22: toolmesh.v1.ListToolGroupsResponse.groups:type_name -> toolmesh.v1.ToolGroupStatus
-	36, // 23: toolmesh.v1.ToolGroupStatus.group:type_name -> toolmesh.v1.ToolGroupInfo
-	25, // 24: toolmesh.v1.ListWorkersResponse.workers:type_name -> toolmesh.v1.WorkerStatus
-	2,  // 25: toolmesh.v1.WorkerStatus.state:type_name -> toolmesh.v1.WorkerState
-	33, // 26: toolmesh.v1.WorkerStatus.registered_at:type_name -> google.protobuf.Timestamp
-	3,  // 27: toolmesh.v1.GetRunResponse.state:type_name -> toolmesh.v1.RunState
-	16, // 28: toolmesh.v1.GetRunResponse.error:type_name -> toolmesh.v1.RunError
-	33, // 29: toolmesh.v1.GetRunResponse.started_at:type_name -> google.protobuf.Timestamp
-	33, // 30: toolmesh.v1.GetRunResponse.ended_at:type_name -> google.protobuf.Timestamp
-	14, // 31: toolmesh.v1.GetRunResponse.usage:type_name -> toolmesh.v1.Usage
-	3,  // 32: toolmesh.v1.CancelRunResponse.state:type_name -> toolmesh.v1.RunState
-	5,  // 33: toolmesh.v1.OrchestratorService.Run:input_type -> toolmesh.v1.RunRequest
-	17, // 34: toolmesh.v1.OrchestratorService.ListTools:input_type -> toolmesh.v1.ListToolsRequest
-	20, // 35: toolmesh.v1.OrchestratorService.ListToolGroups:input_type -> toolmesh.v1.ListToolGroupsRequest
-	23, // 36: toolmesh.v1.OrchestratorService.ListWorkers:input_type -> toolmesh.v1.ListWorkersRequest
-	26, // 37: toolmesh.v1.OrchestratorService.GetRun:input_type -> toolmesh.v1.GetRunRequest
-	28, // 38: toolmesh.v1.OrchestratorService.CancelRun:input_type -> toolmesh.v1.CancelRunRequest
-	8,  // 39: toolmesh.v1.OrchestratorService.Run:output_type -> toolmesh.v1.RunResponse
-	18, // 40: toolmesh.v1.OrchestratorService.ListTools:output_type -> toolmesh.v1.ListToolsResponse
-	21, // 41: toolmesh.v1.OrchestratorService.ListToolGroups:output_type -> toolmesh.v1.ListToolGroupsResponse
-	24, // 42: toolmesh.v1.OrchestratorService.ListWorkers:output_type -> toolmesh.v1.ListWorkersResponse
-	27, // 43: toolmesh.v1.OrchestratorService.GetRun:output_type -> toolmesh.v1.GetRunResponse
-	29, // 44: toolmesh.v1.OrchestratorService.CancelRun:output_type -> toolmesh.v1.CancelRunResponse
-	39, // [39:45] is the sub-list for method output_type
-	33, // [33:39] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	35, // 20: toolmesh.v1.RunError.code:type_name -> google.rpc.Code
+	36, // 21: toolmesh.v1.RunError.reason:type_name -> toolmesh.v1.ErrorReason
+	19, // 22: toolmesh.v1.ListToolsResponse.tools:type_name -> toolmesh.v1.ToolInfo
+	37, // 23: toolmesh.v1.ToolInfo.definition:type_name -> toolmesh.v1.ToolDefinition
+	22, // 24: toolmesh.v1.ListToolGroupsResponse.groups:type_name -> toolmesh.v1.ToolGroupStatus
+	38, // 25: toolmesh.v1.ToolGroupStatus.group:type_name -> toolmesh.v1.ToolGroupInfo
+	25, // 26: toolmesh.v1.ListWorkersResponse.workers:type_name -> toolmesh.v1.WorkerStatus
+	2,  // 27: toolmesh.v1.WorkerStatus.state:type_name -> toolmesh.v1.WorkerState
+	33, // 28: toolmesh.v1.WorkerStatus.registered_at:type_name -> google.protobuf.Timestamp
+	3,  // 29: toolmesh.v1.GetRunResponse.state:type_name -> toolmesh.v1.RunState
+	16, // 30: toolmesh.v1.GetRunResponse.error:type_name -> toolmesh.v1.RunError
+	33, // 31: toolmesh.v1.GetRunResponse.started_at:type_name -> google.protobuf.Timestamp
+	33, // 32: toolmesh.v1.GetRunResponse.ended_at:type_name -> google.protobuf.Timestamp
+	14, // 33: toolmesh.v1.GetRunResponse.usage:type_name -> toolmesh.v1.Usage
+	3,  // 34: toolmesh.v1.CancelRunResponse.state:type_name -> toolmesh.v1.RunState
+	5,  // 35: toolmesh.v1.OrchestratorService.Run:input_type -> toolmesh.v1.RunRequest
+	17, // 36: toolmesh.v1.OrchestratorService.ListTools:input_type -> toolmesh.v1.ListToolsRequest
+	20, // 37: toolmesh.v1.OrchestratorService.ListToolGroups:input_type -> toolmesh.v1.ListToolGroupsRequest
+	23, // 38: toolmesh.v1.OrchestratorService.ListWorkers:input_type -> toolmesh.v1.ListWorkersRequest
+	26, // 39: toolmesh.v1.OrchestratorService.GetRun:input_type -> toolmesh.v1.GetRunRequest
+	28, // 40: toolmesh.v1.OrchestratorService.CancelRun:input_type -> toolmesh.v1.CancelRunRequest
+	8,  // 41: toolmesh.v1.OrchestratorService.Run:output_type -> toolmesh.v1.RunResponse
+	18, // 42: toolmesh.v1.OrchestratorService.ListTools:output_type -> toolmesh.v1.ListToolsResponse
+	21, // 43: toolmesh.v1.OrchestratorService.ListToolGroups:output_type -> toolmesh.v1.ListToolGroupsResponse
+	24, // 44: toolmesh.v1.OrchestratorService.ListWorkers:output_type -> toolmesh.v1.ListWorkersResponse
+	27, // 45: toolmesh.v1.OrchestratorService.GetRun:output_type -> toolmesh.v1.GetRunResponse
+	29, // 46: toolmesh.v1.OrchestratorService.CancelRun:output_type -> toolmesh.v1.CancelRunResponse
+	41, // [41:47] is the sub-list for method output_type
+	35, // [35:41] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_v1_orchestrator_proto_init() }
@@ -2518,6 +2536,7 @@ func file_toolmesh_v1_orchestrator_proto_init() {
 	if File_toolmesh_v1_orchestrator_proto != nil {
 		return
 	}
+	file_toolmesh_v1_errors_proto_init()
 	file_toolmesh_v1_tool_proto_init()
 	file_toolmesh_v1_orchestrator_proto_msgTypes[2].OneofWrappers = []any{}
 	file_toolmesh_v1_orchestrator_proto_msgTypes[4].OneofWrappers = []any{

@@ -32,6 +32,10 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
 // OrchestratorService is what clients call: it runs prompts through the tool loop.
+//
+// Every request is at most 4 MiB encoded; the fields' own bounds are stated with them.
+// A request over a bound fails with INVALID_ARGUMENT naming the field (reason
+// INVALID_REQUEST), before anything is done.
 type OrchestratorServiceClient interface {
 	// Run starts a run and streams its events until it ends. The stream ends with OK
 	// after a final_result event, or with an error status after an error event.
@@ -130,6 +134,10 @@ func (c *orchestratorServiceClient) CancelRun(ctx context.Context, in *CancelRun
 // for forward compatibility.
 //
 // OrchestratorService is what clients call: it runs prompts through the tool loop.
+//
+// Every request is at most 4 MiB encoded; the fields' own bounds are stated with them.
+// A request over a bound fails with INVALID_ARGUMENT naming the field (reason
+// INVALID_REQUEST), before anything is done.
 type OrchestratorServiceServer interface {
 	// Run starts a run and streams its events until it ends. The stream ends with OK
 	// after a final_result event, or with an error status after an error event.

@@ -129,15 +129,16 @@ func (*ConnectRequest_Draining) isConnectRequest_Message() {}
 // Registration announces a worker and what it serves.
 type Registration struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Stable id of the worker instance; re-registration with the same id replaces the old one.
+	// Stable id of the worker instance, kept across reconnects: 1 to 253 characters of
+	// [A-Za-z0-9_.:-].
 	WorkerId string `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
-	// Address (host:port) the worker serves ToolWorkerService on.
+	// Address (host:port, at most 261 bytes) the worker serves ToolWorkerService on.
 	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
-	// Tool groups the worker serves.
+	// Tool groups the worker serves: 1 to 64.
 	Groups []*GroupRegistration `protobuf:"bytes,3,rep,name=groups,proto3" json:"groups,omitempty"`
 	// Maximum number of concurrent calls the worker accepts; zero means unlimited.
 	Capacity int32 `protobuf:"varint,4,opt,name=capacity,proto3" json:"capacity,omitempty"`
-	// Version of the worker program, for operators.
+	// Version of the worker program, for operators: printable UTF-8, at most 128 bytes.
 	Version       string `protobuf:"bytes,5,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -213,7 +214,7 @@ type GroupRegistration struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The group.
 	Group *ToolGroupInfo `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	// The group's tools.
+	// The group's tools: at most 10,000.
 	Tools []*RegisteredTool `protobuf:"bytes,2,rep,name=tools,proto3" json:"tools,omitempty"`
 	// Facades the group offers: trees over its tools. A tool that appears in a facade is
 	// offered to the model only through it; the group's other tools are offered directly.
@@ -641,7 +642,7 @@ func (x *Heartbeat) GetInFlight() int32 {
 // Draining tells the orchestrator the worker is going away.
 type Draining struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Why, for operators.
+	// Why, for operators: valid UTF-8, at most 1 KiB.
 	Reason        string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -31,6 +31,16 @@ type ToolRegistryServiceClient interface {
 	// Connect opens a registration session. The worker's first message registers it; the
 	// life of the stream is the worker's lease. Heartbeats travel on it, and the
 	// orchestrator can ask the worker to drain.
+	//
+	// A worker id is held by one open registration stream at a time: a registration that
+	// names the id of a worker whose stream is still open is refused (ALREADY_EXISTS,
+	// reason WORKER_ID_IN_USE) and the worker holding it is left alone. Once that stream
+	// ends the id is free; a worker that reconnects within the grace period takes its own
+	// place back. Before accepting, the orchestrator checks that the advertised address
+	// serves ToolWorkerService (grpc.health.v1 status of "toolmesh.v1.ToolWorkerService").
+	// A refused registration is answered with an ack listing the rejections, then the
+	// stream ends with an error status whose ErrorInfo gives the reason (ErrorReason).
+	// Every message is at most 4 MiB encoded.
 	Connect(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ConnectRequest, ConnectResponse], error)
 }
 
@@ -64,6 +74,16 @@ type ToolRegistryServiceServer interface {
 	// Connect opens a registration session. The worker's first message registers it; the
 	// life of the stream is the worker's lease. Heartbeats travel on it, and the
 	// orchestrator can ask the worker to drain.
+	//
+	// A worker id is held by one open registration stream at a time: a registration that
+	// names the id of a worker whose stream is still open is refused (ALREADY_EXISTS,
+	// reason WORKER_ID_IN_USE) and the worker holding it is left alone. Once that stream
+	// ends the id is free; a worker that reconnects within the grace period takes its own
+	// place back. Before accepting, the orchestrator checks that the advertised address
+	// serves ToolWorkerService (grpc.health.v1 status of "toolmesh.v1.ToolWorkerService").
+	// A refused registration is answered with an ack listing the rejections, then the
+	// stream ends with an error status whose ErrorInfo gives the reason (ErrorReason).
+	// Every message is at most 4 MiB encoded.
 	Connect(grpc.BidiStreamingServer[ConnectRequest, ConnectResponse]) error
 	mustEmbedUnimplementedToolRegistryServiceServer()
 }

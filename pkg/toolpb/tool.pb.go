@@ -148,13 +148,16 @@ func (ToolErrorCode) EnumDescriptor() ([]byte, []int) {
 // JSON travels as text so that schemas keep their exact key order and number forms.
 type ToolDefinition struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Name the model calls the tool by; unique across the mesh.
+	// Name the model calls the tool by; unique across the mesh: 1 to 64 characters of
+	// [A-Za-z0-9_-], the rule of the strictest model API.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// Description shown to the model.
+	// Description shown to the model: valid UTF-8, at most 8 KiB.
 	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
-	// JSON Schema (an object schema) of the tool's arguments, as JSON text.
+	// JSON Schema (an object schema) of the tool's arguments, as JSON text of at most
+	// 64 KiB. References outside the schema ($ref to a URL or file) are refused.
 	InputSchemaJson string `protobuf:"bytes,3,opt,name=input_schema_json,json=inputSchemaJson,proto3" json:"input_schema_json,omitempty"`
-	// Application metadata; never sent to the model.
+	// Application metadata; never sent to the model. At most 64 entries, keys of at most
+	// 256 bytes, values of at most 4 KiB, valid UTF-8.
 	Metadata map[string]string `protobuf:"bytes,4,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// When true, the tool's result ends the tool loop and becomes the final answer.
 	ReturnDirect bool `protobuf:"varint,5,opt,name=return_direct,json=returnDirect,proto3" json:"return_direct,omitempty"`
@@ -249,17 +252,18 @@ func (x *ToolDefinition) GetTimeout() *durationpb.Duration {
 // ToolGroupInfo describes a tool group: a role such as "math" or "web".
 type ToolGroupInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Role the group is requested by.
+	// Role the group is requested by: 1 to 64 characters of [A-Za-z0-9_.-].
 	Role string `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
-	// What the group is for.
+	// What the group is for: valid UTF-8, at most 8 KiB.
 	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
-	// Who provides the group.
+	// Who provides the group: valid UTF-8, at most 128 bytes.
 	Provider string `protobuf:"bytes,3,opt,name=provider,proto3" json:"provider,omitempty"`
-	// Version of the group's implementation.
+	// Version of the group's implementation: valid UTF-8, at most 128 bytes.
 	Version string `protobuf:"bytes,4,opt,name=version,proto3" json:"version,omitempty"`
 	// Permissions the group needs.
 	Permissions []Permission `protobuf:"varint,5,rep,packed,name=permissions,proto3,enum=toolmesh.v1.Permission" json:"permissions,omitempty"`
-	// Optional notes telling the model how to use the group's tools together.
+	// Optional notes telling the model how to use the group's tools together: valid
+	// UTF-8, at most 8 KiB.
 	UsageNotes    string `protobuf:"bytes,6,opt,name=usage_notes,json=usageNotes,proto3" json:"usage_notes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

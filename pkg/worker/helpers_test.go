@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
@@ -151,7 +152,7 @@ func isDraining(err error) bool {
 		return false
 	}
 	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == ReasonDraining {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == wire.ReasonName(toolpb.ErrorReason_ERROR_REASON_WORKER_DRAINING) {
 			return true
 		}
 	}

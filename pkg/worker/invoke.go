@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"strings"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
@@ -19,10 +18,6 @@ import (
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
-
-// ReasonDraining is the ErrorInfo reason of the UNAVAILABLE status a draining worker
-// answers new calls with. The call never ran, so the orchestrator sends it elsewhere.
-const ReasonDraining = wire.ReasonDraining
 
 // invoker serves ToolWorkerService.
 type invoker struct {
@@ -109,6 +104,13 @@ func (s *invoker) Invoke(ctx context.Context, req *toolpb.InvokeRequest) (*toolp
 		resp.State = st.Bytes()
 		resp.StateChanged = true
 	}
+	if n := proto.Size(resp); n > w.opts.MaxResultBytes {
+		// The orchestrator would refuse the message; the call ran, so say so instead.
+		w.log.WarnContext(ctx, "tool result over the size limit: answering with an error", "tool", name, "bytes", n, "limit", w.opts.MaxResultBytes)
+		return wire.ResultToProto(tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf(
+			"tool '%s' ran, but its result is %d bytes, over the %d bytes a result may have, and was dropped. Call it again in a way that returns less.",
+			name, n, w.opts.MaxResultBytes)))
+	}
 	return resp, nil
 }
 
@@ -168,10 +170,8 @@ func (s *invoker) call(ctx context.Context, t tool.Tool, args string) tool.Resul
 	return res
 }
 
+// drainingStatus answers a call a draining worker will not run (reason WORKER_DRAINING):
+// the orchestrator sends it elsewhere.
 func drainingStatus() error {
-	st := status.New(codes.Unavailable, "worker is draining")
-	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: ReasonDraining, Domain: wire.ErrorDomain}); err == nil {
-		st = d
-	}
-	return st.Err()
+	return wire.Error{Reason: toolpb.ErrorReason_ERROR_REASON_WORKER_DRAINING, Message: "worker is draining"}.Err()
 }

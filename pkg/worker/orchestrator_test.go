@@ -16,7 +16,6 @@ import (
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/router"
 	"github.com/toolmesh/toolmesh/internal/server"
-	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
@@ -164,15 +163,13 @@ func TestWorkerReRegistersAfterOrchestratorRestart(t *testing.T) {
 func TestRefusedRegistrationIsReported(t *testing.T) {
 	o := startOrchestrator(t, "127.0.0.1:0")
 	// Another worker already serves "upper" with another definition.
-	other := tool.WithDescription(upper(), "Shouts.")
-	def, meta := other.Definition(), other.Metadata()
-	_, _, err := o.router.Register(&toolpb.Registration{WorkerId: "other", Address: "127.0.0.1:9", Groups: []*toolpb.GroupRegistration{{
-		Group: &toolpb.ToolGroupInfo{Role: "text", Description: "Text tools"},
-		Tools: []*toolpb.RegisteredTool{{Definition: wire.DefinitionToProto(def, meta), ContentHash: wire.Hash(def, meta)}},
-	}}})
+	first, err := worker.New(worker.Options{ID: "other", Orchestrator: o.addr, Logger: quiet()},
+		worker.Group{Role: "text", Description: "Text tools", Tools: []tool.Tool{tool.WithDescription(upper(), "Shouts.")}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	run(t, first)
+	eventually(t, "the first worker's registration", func() bool { return o.has("other") })
 
 	w, err := worker.New(worker.Options{ID: "w1", Orchestrator: o.addr, MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, Logger: quiet()},
 		worker.Group{Role: "text", Description: "Text tools", Tools: []tool.Tool{upper()}})

@@ -40,6 +40,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/ctxcodec"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
@@ -107,6 +108,11 @@ type Options struct {
 	// ContextMaxBytes bounds the ToolCallContext a call may carry (default 8 KiB, the
 	// orchestrator's default); a larger one is refused as invalid.
 	ContextMaxBytes int
+	// MaxResultBytes bounds the encoded answer of one call (result, artifact and state):
+	// a tool that returns more gets an error result saying so, rather than a message the
+	// orchestrator would refuse. Default: the orchestrator's default message limit
+	// (4 MiB) less 64 KiB.
+	MaxResultBytes int
 	// Version of the worker program, reported to the orchestrator.
 	Version string
 	// MinBackoff and MaxBackoff bound the jittered delay between registration attempts.
@@ -182,6 +188,9 @@ func New(opts Options, groups ...Group) (*Worker, error) {
 	}
 	if opts.DrainTimeout <= 0 {
 		opts.DrainTimeout = 20 * time.Second
+	}
+	if opts.MaxResultBytes <= 0 {
+		opts.MaxResultBytes = wire.MaxMessageBytes - 64<<10
 	}
 	if opts.MinBackoff <= 0 {
 		opts.MinBackoff = 100 * time.Millisecond

@@ -197,7 +197,7 @@ func TestDrainWaitsForCallsInFlightAndRefusesNewOnes(t *testing.T) {
 
 	_, err := w.client().Invoke(ctx, &toolpb.InvokeRequest{Tool: "slow", ArgumentsJson: `{}`})
 	if !isDraining(err) {
-		t.Errorf("new call during drain: err = %v, want UNAVAILABLE with reason %s", err, ReasonDraining)
+		t.Errorf("new call during drain: err = %v, want UNAVAILABLE with reason %s", err, wire.ReasonName(toolpb.ErrorReason_ERROR_REASON_WORKER_DRAINING))
 	}
 	select {
 	case err := <-w.done:
@@ -290,7 +290,10 @@ func TestInvokeOutcomes(t *testing.T) {
 	unsendable := tool.New("unsendable", "Returns what cannot be encoded.", schema.Empty(), func(context.Context, string) (tool.Result, error) {
 		return tool.ArtifactResult("here", tool.Artifact{TypeName: "Chan", Value: make(chan int)}), nil
 	})
-	w := start(t, Options{ID: "w1"}, group(echo(), fails, panicsInFunc, panicky{}, who, artifact, unsendable))
+	huge := tool.New("huge", "Returns 5 MiB.", schema.Empty(), func(context.Context, string) (tool.Result, error) {
+		return tool.Text(strings.Repeat("x", 5<<20)), nil
+	})
+	w := start(t, Options{ID: "w1"}, group(echo(), fails, panicsInFunc, panicky{}, who, artifact, unsendable, huge))
 
 	tests := []struct {
 		name string
@@ -323,6 +326,9 @@ func TestInvokeOutcomes(t *testing.T) {
 			}}}, ""},
 		{"result that cannot be sent", &toolpb.InvokeRequest{Tool: "unsendable", ArgumentsJson: `{}`},
 			errorResponse(toolpb.ToolErrorCode_TOOL_ERROR_CODE_FAILED), "cannot be sent"},
+		// Bounded on this side: the orchestrator would refuse a 5 MiB message.
+		{"result over the size limit", &toolpb.InvokeRequest{Tool: "huge", ArgumentsJson: `{}`},
+			errorResponse(toolpb.ToolErrorCode_TOOL_ERROR_CODE_FAILED), "ran, but its result is 5242885 bytes, over the 4128768 bytes"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,196 @@
+package run
+
+import (
+	"maps"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/toolmesh/toolmesh/internal/decorators"
+	"github.com/toolmesh/toolmesh/internal/llm"
+	"github.com/toolmesh/toolmesh/internal/loop"
+	"github.com/toolmesh/toolmesh/internal/progressive"
+	"github.com/toolmesh/toolmesh/internal/router"
+	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/toolctx"
+)
+
+// prepared is a request resolved against the mesh and the config, ready to run.
+type prepared struct {
+	req      Request
+	tools    []tool.Tool
+	bag      toolctx.Context
+	provider llm.Provider
+	model    string // as the provider takes it
+	label    string // "provider/model"
+	timeout  time.Duration
+	opts     loop.Options
+}
+
+// prepare resolves a request: its tools, context, model and limits.
+func (s *Service) prepare(req Request) (*prepared, error) {
+	tools, err := s.resolveTools(req)
+	if err != nil {
+		return nil, err
+	}
+	// The interaction level wins over the run level.
+	bag := toolctx.Effective(req.Context, req.Interaction)
+	if err := checkContext(bag, req.Context, req.Interaction, s.cfg.Context.MaxBytes); err != nil {
+		return nil, err
+	}
+	provider, model, err := s.chooseModel(req.Model, req.Role)
+	if err != nil {
+		return nil, err
+	}
+	var outputSchema *loop.OutputSchema
+	if req.OutputSchema != "" {
+		if outputSchema, err = loop.CompileOutputSchema([]byte(req.OutputSchema)); err != nil {
+			return nil, fieldErr("output_schema_json", ErrInvalid, "%v", err)
+		}
+	}
+	lc := s.cfg.Loop
+	p := &prepared{
+		req: req, tools: tools, bag: bag, provider: provider, model: model,
+		label:   llm.Label(provider, model),
+		timeout: cmpOr(req.Timeout, lc.RunTimeout.D()),
+	}
+	label := p.label
+	p.opts = loop.Options{
+		Provider:        tracedProvider{provider, s.tel},
+		Model:           model,
+		Temperature:     req.Temperature,
+		MaxOutputTokens: req.MaxOutputTokens,
+		MaxIterations:   cmpOr(req.MaxIterations, lc.MaxIterations),
+		MaxParallel:     cmpOr(req.MaxParallel, lc.MaxParallelToolCalls),
+		EmptyRetries:    lc.EmptyResponseRetries,
+		OutputSchema:    outputSchema,
+		Context:         bag,
+		Budget:          loop.Budget{MaxTokens: req.MaxTokens, MaxCostUSD: req.MaxCostUSD},
+		Cost:            func(m string, u llm.Usage) float64 { return s.cost(m, label, u) },
+		Strategies:      []loop.Strategy{progressive.New()},
+		Decorate:        s.decorate,
+	}
+	return p, nil
+}
+
+// cmpOr is v when it is positive, else def.
+func cmpOr[T int | time.Duration](v, def T) T {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+// chooseModel picks the provider and model of a run: model as "provider/model" (a
+// model name without a configured provider prefix goes to the default provider, so
+// names such as "meta-llama/Llama-3" work), else role mapped by models.roles, else the
+// default provider's default model.
+func (s *Service) chooseModel(model, role string) (llm.Provider, string, error) {
+	field := "llm.model"
+	if model == "" && role != "" {
+		m, ok := s.cfg.Models.Roles[role]
+		if !ok {
+			return nil, "", fieldErr("llm.role", ErrInvalid, "unknown role %q (configured roles: [%s])", role, strings.Join(slices.Sorted(maps.Keys(s.cfg.Models.Roles)), ", "))
+		}
+		model, field = m, "llm.role"
+	}
+	if p, m, ok := strings.Cut(model, "/"); ok {
+		if prov, ok := s.providers[p]; ok {
+			return prov, m, nil
+		}
+		if slices.Contains(knownProviders, p) {
+			return nil, "", fieldErr(field, ErrInvalid, "provider %q is not configured on this orchestrator (configured: [%s])", p, strings.Join(slices.Sorted(maps.Keys(s.providers)), ", "))
+		}
+	}
+	return s.provider, model, nil
+}
+
+// knownProviders are the provider names toolmesh has; a model prefixed with one of them
+// that is not configured is a mistake, not a model name with a slash.
+var knownProviders = []string{"scripted", "openai", "anthropic"}
+
+// cost prices a model call from the configured price table: by the model that answered
+// (providers report dated versions), else by the model the run asked for.
+func (s *Service) cost(answered, requested string, u llm.Usage) float64 {
+	p, ok := s.cfg.Models.Prices[answered]
+	if !ok {
+		if p, ok = s.cfg.Models.Prices[requested]; !ok {
+			return 0
+		}
+	}
+	return p.Cost(u.InputTokens, u.OutputTokens)
+}
+
+// resolveTools turns the requested groups and tools into remote tools, de-duplicated by
+// name (first wins), sorted by name, and decorated.
+func (s *Service) resolveTools(req Request) ([]tool.Tool, error) {
+	byName := map[string]tool.Tool{}
+	add := func(t tool.Tool) {
+		if _, dup := byName[t.Definition().Name]; !dup {
+			byName[t.Definition().Name] = t
+		}
+	}
+	for i, g := range req.Groups {
+		info, ts, err := s.router.Group(g)
+		if err != nil {
+			return nil, fieldErr(indexed("tool_groups", i), router.ErrUnknownGroup, "no worker serves tool group %q (known groups: [%s])", g, strings.Join(s.groupRoles(), ", "))
+		}
+		for _, t := range s.groupFacade(info.GetRole(), info.GetDescription(), info.GetUsageNotes(), ts) {
+			add(t)
+		}
+	}
+	for i, n := range req.Tools {
+		t, err := s.router.Tool(n)
+		if err != nil {
+			return nil, fieldErr(indexed("tools", i), router.ErrUnknownTool, "no worker serves tool %q", n)
+		}
+		add(t)
+	}
+	out := make([]tool.Tool, 0, len(byName))
+	for _, t := range byName {
+		out = append(out, s.decorate(t))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Definition().Name < out[j].Definition().Name })
+	return out, nil
+}
+
+func indexed(field string, i int) string { return field + "[" + strconv.Itoa(i) + "]" }
+
+// groupFacade offers a group as one facade when the config says so.
+func (s *Service) groupFacade(role, description, usageNotes string, ts []tool.Tool) []tool.Tool {
+	f := s.cfg.Groups[role].Facade
+	if f == nil || len(ts) == 0 {
+		return ts
+	}
+	name, desc, notes := f.Name, f.Description, f.UsageNotes
+	if name == "" {
+		name = role
+	}
+	if desc == "" {
+		desc = description
+	}
+	if notes == "" {
+		notes = usageNotes
+	}
+	return []tool.Tool{tool.Of(name, desc, ts, tool.UsageNotes(notes))}
+}
+
+// decorate wraps a tool of a run, offered at the start or injected later (a facade's
+// children), in the orchestrator's decorator chain and the configured one-shot rule.
+func (s *Service) decorate(t tool.Tool) tool.Tool {
+	t = decorators.Apply(t, append(decorators.Default(), decorators.Telemetry(s.tel))...)
+	if tc, ok := s.cfg.Tools[t.Definition().Name]; ok && tc.OneShot != nil {
+		t = toolctx.OneShotPerLoop(t, tc.OneShot.Advice)
+	}
+	return t
+}
+
+func (s *Service) groupRoles() []string {
+	var roles []string
+	for _, g := range s.router.ListGroups() {
+		roles = append(roles, g.GetGroup().GetRole())
+	}
+	return roles
+}

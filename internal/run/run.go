@@ -1,0 +1,359 @@
+// Package run is the run service: it turns a request into a run (resolves the requested
+// tool groups and tools through the router, chooses the model, builds the loop with the
+// orchestrator's decorators and unfolding strategy), drives the loop, keeps the record
+// of every run that GetRun reports, and reports what happens to an observer. A run is
+// the unit the run journal will persist.
+//
+// It speaks domain types only: the server adapts gRPC requests to Request and the
+// events to the wire. It must not import generated protos or the server.
+package run
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/ctxcodec"
+	"github.com/toolmesh/toolmesh/internal/llm"
+	"github.com/toolmesh/toolmesh/internal/loop"
+	"github.com/toolmesh/toolmesh/internal/router"
+	"github.com/toolmesh/toolmesh/internal/telemetry"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/toolctx"
+)
+
+// Errors a run can be refused or ended with.
+var (
+	// ErrInvalid: the request is invalid (a FieldError names the field).
+	ErrInvalid = errors.New("invalid run request")
+	// ErrExists: a live run has the requested id.
+	ErrExists = errors.New("a run with that id is running")
+	// ErrFull: the orchestrator runs its maximum of runs.
+	ErrFull = errors.New("too many runs")
+	// ErrClosed: the service is shutting down and takes no new runs.
+	ErrClosed = errors.New("run service closed")
+	// ErrCancelled is the cause of a run cancelled through Cancel.
+	ErrCancelled = errors.New("run cancelled")
+	// ErrShutdown is the cause of runs cancelled because the orchestrator stops.
+	ErrShutdown = errors.New("orchestrator shutting down")
+	// ErrNotFound: no run has the id (finished runs are kept for a while only).
+	ErrNotFound = errors.New("no such run")
+)
+
+// FieldError refuses a request because of one of its fields. Kind is ErrInvalid,
+// router.ErrUnknownGroup or router.ErrUnknownTool.
+type FieldError struct {
+	Field   string
+	Kind    error
+	Problem string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Problem }
+func (e *FieldError) Unwrap() error { return e.Kind }
+
+func fieldErr(field string, kind error, format string, args ...any) *FieldError {
+	return &FieldError{Field: field, Kind: kind, Problem: fmt.Sprintf(format, args...)}
+}
+
+// Error is how a run that started ended, when it did not succeed.
+type Error struct {
+	RunID string
+	Err   error
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// Options configure a Service. Router and one provider are required.
+type Options struct {
+	Router *router.Router
+	// Providers are the model providers by name; runs pick one with "provider/model".
+	Providers map[string]llm.Provider
+	// DefaultProvider names the provider of runs that name none.
+	DefaultProvider string
+	// Config supplies the loop's defaults and limits, models, groups and tools.
+	Config config.Config
+	// Telemetry traces runs, model calls and tool calls; nil records nothing.
+	Telemetry *telemetry.Telemetry
+	// ErrorType names the error a run failed with for its span and metrics (error.type):
+	// a short, low-cardinality name. Default: a few coarse kinds.
+	ErrorType func(error) string
+	Logger    *slog.Logger
+}
+
+// Service runs runs.
+type Service struct {
+	router    *router.Router
+	providers map[string]llm.Provider
+	provider  llm.Provider
+	cfg       config.Config
+	tel       *telemetry.Telemetry
+	errorType func(error) string
+	log       *slog.Logger
+	store     *store
+}
+
+// New returns a Service.
+func New(opts Options) (*Service, error) {
+	if opts.Router == nil {
+		return nil, errors.New("run: Router is required")
+	}
+	if opts.Providers[opts.DefaultProvider] == nil {
+		return nil, fmt.Errorf("run: the default provider %q is not among the providers", opts.DefaultProvider)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.ErrorType == nil {
+		opts.ErrorType = errorType
+	}
+	return &Service{
+		errorType: opts.ErrorType,
+		router:    opts.Router,
+		providers: opts.Providers,
+		provider:  opts.Providers[opts.DefaultProvider],
+		cfg:       opts.Config,
+		tel:       opts.Telemetry,
+		log:       opts.Logger,
+		store:     newStore(opts.Config.Loop.MaxConcurrentRuns, opts.Config.Loop.RetainRuns),
+	}, nil
+}
+
+// Request is a run as the service takes it. The caller has checked each field on its
+// own (lengths, encodings, ranges); the service checks what needs the mesh and the
+// config.
+type Request struct {
+	// ID is the client's run id; empty means a fresh one.
+	ID       string
+	System   string
+	Messages []llm.Message
+	// Groups and Tools are what to offer, by role and by name.
+	Groups, Tools []string
+	// Context is the run level, Interaction the interaction level, which wins.
+	Context, Interaction toolctx.Context
+	// Model is "provider/model" or a model of the default provider; Role a configured
+	// role. Both empty mean the default provider's default model.
+	Model, Role     string
+	Temperature     *float64
+	MaxOutputTokens int
+	// Zero limits mean the config's defaults.
+	MaxIterations, MaxParallel int
+	Timeout                    time.Duration
+	MaxTokens                  int64
+	MaxCostUSD                 float64
+	// OutputSchema is the JSON Schema the answer must satisfy; empty for text.
+	OutputSchema string
+}
+
+// Event is what an observer of a run sees: Started first, then the loop's events
+// (loop.ModelCalled, loop.ToolCallStarted, ...).
+type Event any
+
+// Started is the first event of a run.
+type Started struct {
+	RunID         string
+	LoopID        string
+	Model         string
+	Tools         []string
+	MaxIterations int
+}
+
+// Result is how a successful run ended.
+type Result struct {
+	RunID string
+	Model string
+	*loop.Result
+}
+
+// Run starts a run and drives it to its end, handing every event to observe, in order
+// and from one goroutine at a time. A request refused before the run starts returns a
+// *FieldError, ErrExists, ErrFull or ErrClosed and observes nothing; a run that started
+// and failed returns an *Error, after Started and the loop's events. The run ends when
+// ctx ends (the client went away), when Cancel or Shutdown cancel it, or at its
+// deadline.
+func (s *Service) Run(ctx context.Context, req Request, observe func(Event)) (*Result, error) {
+	p, err := s.prepare(req)
+	if err != nil {
+		return nil, err
+	}
+	id := req.ID
+	if id == "" {
+		id = "run_" + randomHex(8)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	ctx, stop := context.WithTimeout(ctx, p.timeout)
+	defer stop()
+	r, err := s.store.start(id, cancel)
+	if err != nil {
+		return nil, err
+	}
+	defer s.store.finish(r)
+	loopID := "loop_" + randomHex(8)
+	ctx = toolcall.WithCallInfo(ctx, tool.CallInfo{RunID: id, LoopID: loopID})
+	res, err := s.drive(ctx, r, p, loopID, observe)
+	r.end(res, err)
+	if err != nil {
+		return nil, &Error{RunID: id, Err: err}
+	}
+	return &Result{RunID: id, Model: p.label, Result: res}, nil
+}
+
+// drive runs the loop of a run that started.
+func (s *Service) drive(ctx context.Context, r *record, p *prepared, loopID string, observe func(Event)) (*loop.Result, error) {
+	ctx, span := s.tel.StartRun(ctx, telemetry.RunAttrs{RunID: r.id, LoopID: loopID, Provider: p.provider.Name(), Model: p.model})
+	s.tel.ContextAttributes(span, p.bag.Map())
+	observer := &serialObserver{observe: observe}
+	observer.send(Started{RunID: r.id, LoopID: loopID, Model: p.label, Tools: toolNames(p.tools), MaxIterations: p.opts.MaxIterations})
+	s.log.InfoContext(ctx, "run started", "model", p.label, "tools", len(p.tools))
+	opts := p.opts
+	opts.RunID, opts.LoopID, opts.Logger = r.id, loopID, s.log
+	opts.Observer = func(ev loop.Event) {
+		r.observe(ev)
+		switch x := ev.(type) {
+		case loop.ModelCalled:
+			s.tel.RecordCost(ctx, x.Model, x.CostUSD)
+		case loop.ToolsChanged:
+			s.tel.ToolsChanged(ctx, x.Added, x.Removed)
+		}
+		observer.send(ev)
+	}
+	res, err := loop.Run(ctx, opts, loop.Input{System: p.req.System, Messages: p.req.Messages, Tools: p.tools})
+	if err != nil {
+		switch cause := context.Cause(ctx); {
+		case errors.Is(cause, ErrCancelled):
+			err = cause // "run cancelled: <reason>"
+		case errors.Is(cause, ErrShutdown):
+			err = fmt.Errorf("run stopped: %w; retry it on another orchestrator", cause)
+		}
+		usage := r.snapshot().Usage
+		kind := s.errorType(err)
+		s.tel.EndRun(span, telemetry.RunResult{Outcome: strings.ToLower(kind), ErrorType: kind, Err: err, InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens})
+		s.log.WarnContext(ctx, "run failed", "error", err.Error())
+		return nil, err
+	}
+	s.tel.EndRun(span, telemetry.RunResult{Outcome: "completed", InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens})
+	s.log.InfoContext(ctx, "run succeeded", "iterations", res.Iterations, "tool_calls", res.ToolCalls)
+	return res, nil
+}
+
+// Get reports a run, running or finished.
+func (s *Service) Get(id string) (Snapshot, error) {
+	r := s.store.get(id)
+	if r == nil {
+		return Snapshot{}, fmt.Errorf("%w %q (finished runs are kept for the last %d)", ErrNotFound, id, s.cfg.Loop.RetainRuns)
+	}
+	return r.snapshot(), nil
+}
+
+// Cancel cancels a running run and reports the state it ended in: a run that finished
+// as it was cancelled keeps its own outcome. A finished run is reported as it is.
+func (s *Service) Cancel(ctx context.Context, id, reason string) (State, error) {
+	r := s.store.get(id)
+	if r == nil {
+		return 0, fmt.Errorf("%w %q", ErrNotFound, id)
+	}
+	if st := r.snapshot().State; st != StateRunning {
+		return st, nil
+	}
+	if reason == "" {
+		reason = "cancelled by client"
+	}
+	r.cancel(fmt.Errorf("%w: %s", ErrCancelled, reason))
+	// A run ends promptly once cancelled; the wait is bounded anyway.
+	wait, stop := context.WithTimeout(ctx, 10*time.Second)
+	defer stop()
+	select {
+	case <-r.over:
+		return r.snapshot().State, nil
+	case <-wait.Done():
+		return StateCancelled, nil
+	}
+}
+
+// Shutdown refuses new runs, waits for the runs in progress until ctx ends, then
+// cancels those still going and waits for them to end.
+func (s *Service) Shutdown(ctx context.Context) {
+	s.store.close()
+	if err := s.store.wait(ctx); err != nil {
+		s.log.Warn("shutdown: cancelling runs still in progress", "runs", s.store.liveCount())
+		s.store.cancelAll(ErrShutdown)
+		_ = s.store.wait(context.Background())
+	}
+}
+
+// errorType is a low-cardinality error.type for a failed run.
+func errorType(err error) string {
+	switch {
+	case errors.Is(err, ErrCancelled), errors.Is(err, context.Canceled):
+		return "cancelled"
+	case errors.Is(err, ErrShutdown):
+		return "shutdown"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	}
+	var me *loop.ModelError
+	if errors.As(err, &me) {
+		return "model_error"
+	}
+	return "_OTHER"
+}
+
+func toolNames(ts []tool.Tool) []string {
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = t.Definition().Name
+	}
+	return names
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// checkContext bounds the run's context as it will be encoded for a worker.
+func checkContext(bag, run, interaction toolctx.Context, maxBytes int) error {
+	if err := (ctxcodec.Codec{MaxBytes: maxBytes}).Check(bag); err != nil {
+		var tl *ctxcodec.TooLargeError
+		if errors.As(err, &tl) {
+			field := "context"
+			if interaction.Contains(tl.LargestKey) {
+				field = "interaction_context"
+			}
+			return fieldErr(fmt.Sprintf("%s[%q]", field, tl.LargestKey), ErrInvalid, "%v", err)
+		}
+		return fieldErr("context", ErrInvalid, "%v", err)
+	}
+	return nil
+}
+
+// cancelled reports whether a run that ended with err was cancelled rather than failed.
+func cancelled(err error) bool {
+	return errors.Is(err, ErrCancelled) || errors.Is(err, ErrShutdown) || errors.Is(err, context.Canceled)
+}
+
+// serialObserver hands events to observe one at a time: tool calls finish on many
+// goroutines.
+type serialObserver struct {
+	mu      sync.Mutex
+	observe func(Event)
+}
+
+func (o *serialObserver) send(ev Event) {
+	if o.observe == nil {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.observe(ev)
+}

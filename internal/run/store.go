@@ -1,0 +1,193 @@
+package run
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/toolmesh/toolmesh/internal/llm"
+	"github.com/toolmesh/toolmesh/internal/loop"
+)
+
+// State is the state of a run.
+type State int
+
+// The states of a run.
+const (
+	StateRunning State = iota + 1
+	StateSucceeded
+	StateFailed
+	StateCancelled
+)
+
+// Snapshot is a run as GetRun reports it.
+type Snapshot struct {
+	ID         string
+	State      State
+	Iterations int
+	ToolCalls  int
+	Usage      llm.Usage
+	CostUSD    float64
+	// FinalText is the answer of a run that succeeded.
+	FinalText string
+	// Err is the error of a run that failed or was cancelled.
+	Err     error
+	Started time.Time
+	// Ended is zero while the run goes on.
+	Ended time.Time
+}
+
+// record is the service's record of one run, running or finished. The service alone
+// changes it, from the loop's events and the loop's end.
+type record struct {
+	id     string
+	cancel context.CancelCauseFunc
+	// over is closed once the run's final state is recorded.
+	over chan struct{}
+
+	mu   sync.Mutex
+	snap Snapshot
+}
+
+func (r *record) snapshot() Snapshot {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.snap
+}
+
+// observe records what a loop event changes.
+func (r *record) observe(ev loop.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch x := ev.(type) {
+	case loop.ModelCalled:
+		r.snap.Iterations = x.Iteration
+		r.snap.Usage = r.snap.Usage.Add(x.Usage)
+		r.snap.CostUSD += x.CostUSD
+	case loop.ToolCallFinished:
+		r.snap.ToolCalls++
+	}
+}
+
+// end records how the run ended.
+func (r *record) end(res *loop.Result, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.snap.Ended = time.Now()
+	switch {
+	case err == nil:
+		r.snap.State = StateSucceeded
+		r.snap.FinalText = res.Text
+		r.snap.Iterations = res.Iterations
+	case cancelled(err):
+		r.snap.State, r.snap.Err = StateCancelled, err
+	default:
+		r.snap.State, r.snap.Err = StateFailed, err
+	}
+}
+
+// store holds the live runs and a bounded history of finished ones.
+type store struct {
+	maxLive int
+	retain  int
+
+	mu       sync.Mutex
+	closed   bool
+	runs     map[string]*record // live runs and retained finished runs, by id
+	live     map[*record]bool   // runs that have started and not finished
+	finished []*record          // retained finished runs, oldest first
+	idle     *sync.Cond
+}
+
+func newStore(maxLive, retain int) *store {
+	s := &store{maxLive: maxLive, retain: retain, runs: map[string]*record{}, live: map[*record]bool{}}
+	s.idle = sync.NewCond(&s.mu)
+	return s
+}
+
+// start records a new run. Run ids are unique among live runs only: a new run may take
+// the id of a finished one, which Get then forgets.
+func (s *store) start(id string, cancel context.CancelCauseFunc) (*record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.runs[id]
+	switch {
+	case s.closed:
+		return nil, ErrClosed
+	case old != nil && s.live[old]:
+		return nil, ErrExists
+	case len(s.live) >= s.maxLive:
+		return nil, ErrFull
+	}
+	if old != nil {
+		s.finished = slices.DeleteFunc(s.finished, func(f *record) bool { return f == old })
+	}
+	r := &record{id: id, cancel: cancel, over: make(chan struct{}), snap: Snapshot{ID: id, State: StateRunning, Started: time.Now()}}
+	s.runs[id] = r
+	s.live[r] = true
+	return r, nil
+}
+
+// finish records the end of a run and forgets the oldest finished runs beyond retention.
+func (s *store) finish(r *record) {
+	close(r.over)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.live, r)
+	s.finished = append(s.finished, r)
+	for len(s.finished) > s.retain {
+		if old := s.finished[0]; s.runs[old.id] == old {
+			delete(s.runs, old.id)
+		}
+		s.finished = s.finished[1:]
+	}
+	if len(s.live) == 0 {
+		s.idle.Broadcast()
+	}
+}
+
+func (s *store) get(id string) *record {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.runs[id]
+}
+
+func (s *store) liveCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.live)
+}
+
+func (s *store) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+}
+
+// wait blocks until no run is live or ctx ends.
+func (s *store) wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		s.mu.Lock()
+		for len(s.live) > 0 {
+			s.idle.Wait()
+		}
+		s.mu.Unlock()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *store) cancelAll(cause error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for r := range s.live {
+		r.cancel(cause)
+	}
+}

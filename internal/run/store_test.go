@@ -1,0 +1,63 @@
+package run
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestStoreRetention(t *testing.T) {
+	s := newStore(2, 2)
+	nop := func(error) {}
+	start := func(id string) *record {
+		t.Helper()
+		r, err := s.start(id, nop)
+		if err != nil {
+			t.Fatalf("start(%q): %v", id, err)
+		}
+		return r
+	}
+	a, b := start("a"), start("b")
+	if _, err := s.start("c", nop); !errors.Is(err, ErrFull) {
+		t.Fatalf("third live run: %v, want ErrFull", err)
+	}
+	if _, err := s.start("a", nop); !errors.Is(err, ErrExists) {
+		t.Fatalf("live id again: %v, want ErrExists", err)
+	}
+	s.finish(a)
+	s.finish(b)
+	c := start("c")
+	s.finish(c) // retains b and c; a is forgotten
+	if s.get("a") != nil || s.get("b") != b || s.get("c") != c {
+		t.Fatalf("after three runs with retention 2: a=%p b=%p c=%p", s.get("a"), s.get("b"), s.get("c"))
+	}
+
+	// Reusing the id of a retained finished run replaces it, and the old run's eviction
+	// later must not forget the new one.
+	b2 := start("b")
+	if s.get("b") != b2 {
+		t.Fatal("reusing a finished id did not replace it")
+	}
+	d := start("d")
+	s.finish(d)
+	e := start("e")
+	s.finish(e) // retains d and e
+	if s.get("b") != b2 {
+		t.Fatal("the live run b was forgotten when older runs were evicted")
+	}
+	s.finish(b2)
+	if s.liveCount() != 0 || s.get("b") != b2 || s.get("c") != nil {
+		t.Errorf("live %d, b=%p (want %p), c=%p", s.liveCount(), s.get("b"), b2, s.get("c"))
+	}
+
+	// Retention zero: finished runs are forgotten at once.
+	z := newStore(1, 0)
+	r, _ := z.start("x", nop)
+	z.finish(r)
+	if z.get("x") != nil {
+		t.Error("retain 0 kept a finished run")
+	}
+	s.close()
+	if _, err := s.start("f", nop); !errors.Is(err, ErrClosed) {
+		t.Errorf("start after close: %v, want ErrClosed", err)
+	}
+}

@@ -1,0 +1,104 @@
+package server
+
+import (
+	"sync"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/toolmesh/toolmesh/internal/loop"
+	"github.com/toolmesh/toolmesh/internal/run"
+	"github.com/toolmesh/toolmesh/internal/wire"
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
+)
+
+// emitter streams a run's events: it numbers them, stamps them with the run id and the
+// time, and sends them. It only streams; the run service keeps the run's record.
+type emitter struct {
+	stream toolpb.OrchestratorService_RunServer
+
+	mu     sync.Mutex
+	runID  string
+	seq    int64
+	broken bool
+}
+
+// send sends one event. After the client went away it sends nothing more; the run's
+// context is cancelled with the stream.
+func (e *emitter) send(ev *toolpb.RunResponse) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.broken {
+		return nil
+	}
+	e.seq++
+	ev.RunId = e.runID
+	ev.Sequence = e.seq
+	ev.Time = timestamppb.Now()
+	if err := e.stream.Send(ev); err != nil {
+		e.broken = true
+		return err
+	}
+	return nil
+}
+
+// observe streams an event of the run service.
+func (e *emitter) observe(ev run.Event) {
+	if s, ok := ev.(run.Started); ok {
+		e.mu.Lock()
+		e.runID = s.RunID
+		e.mu.Unlock()
+	}
+	if p := eventProto(ev); p != nil {
+		_ = e.send(p)
+	}
+}
+
+// eventProto is the wire form of an event; nil for events the wire does not carry.
+func eventProto(ev run.Event) *toolpb.RunResponse {
+	switch x := ev.(type) {
+	case run.Started:
+		return &toolpb.RunResponse{Event: &toolpb.RunResponse_Started{Started: &toolpb.RunStarted{
+			Model: x.Model, Tools: x.Tools, LoopId: x.LoopID, MaxIterations: int32(x.MaxIterations),
+		}}}
+	case loop.ModelCalled:
+		return &toolpb.RunResponse{Event: &toolpb.RunResponse_Usage{Usage: &toolpb.Usage{
+			Model: x.Model, InputTokens: x.Usage.InputTokens, OutputTokens: x.Usage.OutputTokens, CostUsd: x.CostUSD,
+		}}}
+	case loop.ToolsChanged:
+		return &toolpb.RunResponse{Event: &toolpb.RunResponse_ToolsChanged{ToolsChanged: &toolpb.ToolsChanged{
+			Added: x.Added, Removed: x.Removed, Tools: x.Tools, Iteration: int32(x.Iteration), LoopId: x.LoopID,
+		}}}
+	case loop.AssistantText:
+		return &toolpb.RunResponse{Event: &toolpb.RunResponse_Message{Message: &toolpb.AssistantMessage{Text: x.Text, Iteration: int32(x.Iteration)}}}
+	case loop.ToolCallStarted:
+		return &toolpb.RunResponse{Event: &toolpb.RunResponse_ToolCallStarted{ToolCallStarted: &toolpb.ToolCallStarted{
+			CallId: x.Call.ID, Tool: x.Call.Name, ArgumentsJson: x.Call.Arguments, Iteration: int32(x.Iteration), LoopId: x.LoopID,
+		}}}
+	case loop.ToolCallFinished:
+		fin := &toolpb.ToolCallFinished{
+			CallId: x.Call.ID, Tool: x.Call.Name, Outcome: outcomeProto(x.Outcome), Content: x.Content,
+			WorkerId: x.WorkerID, Duration: durationpb.New(x.Duration), Attempts: int32(x.Attempts), LoopId: x.LoopID,
+		}
+		if x.Result.Artifact != nil {
+			if a, err := wire.ArtifactToProto(x.Result.Artifact); err == nil {
+				fin.Artifact = a
+			}
+		}
+		return &toolpb.RunResponse{Event: &toolpb.RunResponse_ToolCallFinished{ToolCallFinished: fin}}
+	}
+	return nil
+}
+
+func outcomeProto(o loop.Outcome) toolpb.ToolCallOutcome {
+	switch o {
+	case loop.OutcomeOK:
+		return toolpb.ToolCallOutcome_TOOL_CALL_OUTCOME_OK
+	case loop.OutcomeUnknownTool:
+		return toolpb.ToolCallOutcome_TOOL_CALL_OUTCOME_UNKNOWN_TOOL
+	case loop.OutcomeInvalidArguments:
+		return toolpb.ToolCallOutcome_TOOL_CALL_OUTCOME_INVALID_ARGUMENTS
+	default:
+		return toolpb.ToolCallOutcome_TOOL_CALL_OUTCOME_ERROR
+	}
+}

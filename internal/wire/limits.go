@@ -1,0 +1,107 @@
+package wire
+
+import (
+	"fmt"
+	"regexp"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Bounds of the contract's fields. The proto states each one with its field; the
+// orchestrator refuses a request over a bound with INVALID_ARGUMENT naming the field,
+// and never echoes the offending value.
+const (
+	// MaxMessageBytes bounds every gRPC message toolmesh receives.
+	MaxMessageBytes = 4 << 20
+	// MaxPromptBytes bounds the text of a run: prompt, system prompt and messages.
+	MaxPromptBytes = 1 << 20
+	// MaxMessages bounds the earlier conversation of a run.
+	MaxMessages = 1000
+	// MaxRequestGroups and MaxRequestTools bound what a run or a listing asks for.
+	MaxRequestGroups = 64
+	MaxRequestTools  = 256
+	// MaxModelBytes and MaxRoleBytes bound a run's choice of model.
+	MaxModelBytes = 256
+	MaxRoleBytes  = 64
+	// MaxSchemaBytes bounds a JSON Schema: a tool's input schema, a run's output schema.
+	MaxSchemaBytes = 64 << 10
+	// MaxReasonBytes bounds the free-text reasons of a cancellation and of a drain.
+	MaxReasonBytes = 1 << 10
+	// MaxAddressBytes bounds a worker's address (a DNS name of 253 bytes and a port).
+	MaxAddressBytes = 261
+	// MaxVersionBytes bounds a worker's or a group's version, MaxProviderBytes a group's
+	// provider.
+	MaxVersionBytes  = 128
+	MaxProviderBytes = 128
+	// MaxRegistrationGroups bounds the groups of one registration, MaxGroupTools the
+	// tools of one group.
+	MaxRegistrationGroups = 64
+	MaxGroupTools         = 10000
+	// MaxDescriptionBytes bounds a tool's or a group's description, and usage notes.
+	MaxDescriptionBytes = 8 << 10
+	// Definition metadata: entries, key and value sizes.
+	MaxMetadataEntries    = 64
+	MaxMetadataKeyBytes   = 256
+	MaxMetadataValueBytes = 4 << 10
+)
+
+// Identifier rules. Tool names follow the strictest model API's rule.
+var (
+	RunIDRE    = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)
+	WorkerIDRE = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,253}$`)
+	ToolNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+	RoleRE     = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,64}$`)
+)
+
+// CheckID checks an identifier against its rule without echoing it: a long one is
+// described by its length only. It returns "" when id is valid.
+func CheckID(id string, re *regexp.Regexp, maxBytes int) string {
+	switch {
+	case id == "":
+		return "is empty"
+	case len(id) > maxBytes:
+		return fmt.Sprintf("is %d bytes; the limit is %d", len(id), maxBytes)
+	case !re.MatchString(id):
+		return fmt.Sprintf("%q must match %s", id, re)
+	}
+	return ""
+}
+
+// CheckText checks a free-text field: valid UTF-8 of at most maxBytes. It returns ""
+// when s is valid.
+func CheckText(s string, maxBytes int) string {
+	switch {
+	case len(s) > maxBytes:
+		return fmt.Sprintf("is %d bytes; the limit is %d", len(s), maxBytes)
+	case !utf8.ValidString(s):
+		return "is not valid UTF-8"
+	}
+	return ""
+}
+
+// CheckPrintable is CheckText for a field shown on one line (a version): it also refuses
+// control characters.
+func CheckPrintable(s string, maxBytes int) string {
+	if p := CheckText(s, maxBytes); p != "" {
+		return p
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return fmt.Sprintf("holds the unprintable character %U", r)
+		}
+	}
+	return ""
+}
+
+// Truncate shortens s for a log line or a message: at most n bytes, cut at a rune
+// boundary, with the length said when it was cut.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", s[:cut], len(s))
+}
