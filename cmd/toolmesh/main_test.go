@@ -162,8 +162,11 @@ func adderScript() scripted.Script {
 
 func (o *orchestrator) run(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	var out bytes.Buffer
-	err := run(testContext(t), append([]string{"-addr", o.addr}, args...), &out)
+	var out, stderr bytes.Buffer
+	err := run(testContext(t), append([]string{"-addr", o.addr}, args...), &out, &stderr)
+	if stderr.Len() > 0 {
+		t.Logf("toolmesh %q wrote to stderr:\n%s", args, stderr.String())
+	}
 	return out.String(), err
 }
 
