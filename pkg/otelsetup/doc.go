@@ -7,7 +7,7 @@
 //	if err != nil {
 //		return err
 //	}
-//	defer func() { _ = p.Shutdown(context.WithoutCancel(ctx)) }() // flushes the last spans
+//	defer func() { _ = p.Shutdown(shutdownCtx) }() // flushes the last spans; give it a deadline
 //	w, err := worker.New(worker.Options{
 //		Orchestrator:   "orchestrator:7070",
 //		TracerProvider: p.TracerProvider, // a server span and an execute_tool span per call
