@@ -21,23 +21,11 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
-	"go.uber.org/goleak"
 
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/internal/telemetry/telemetrytest"
 	"github.com/toolmesh/toolmesh/pkg/otelsetup"
 )
-
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
-
-func testContext(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
 
 // environ makes vars the only OTEL_* variables of the process for the test: FromEnv, the
 // SDK and the exporters all read the process environment.
@@ -51,6 +39,14 @@ func environ(t *testing.T, vars map[string]string) {
 	for k, v := range vars {
 		t.Setenv(k, v)
 	}
+}
+
+// testContext bounds what a test waits for: a flush, a scrape.
+func testContext(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
 }
 
 // fromEnv is FromEnv that fails the test on an error and shuts down when it ends.
