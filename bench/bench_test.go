@@ -100,14 +100,10 @@ func TestSmoke(t *testing.T) {
 	if len(rep.Components) == 0 || rep.Loop.EventsPerRun == 0 {
 		t.Errorf("components %+v, events per run %d", rep.Components, rep.Loop.EventsPerRun)
 	}
-	spans := int64(0)
-	for _, s := range rep.Telemetry.Services {
-		if s.Service == "toolmesh-bench" {
-			spans = s.Spans
-		}
-	}
-	if spans == 0 {
-		t.Errorf("the traced hop exported no span from this process: %+v", rep.Telemetry)
+	// Both ends of the traced hop export: this process, and the worker process from its
+	// OTEL_* variables (OTLP over gRPC to the same receiver).
+	if rep.Telemetry.BenchSpans == 0 || rep.Telemetry.WorkerSpans == 0 {
+		t.Errorf("the traced hop exported %d spans from this process and %d from the worker, want both: %+v", rep.Telemetry.BenchSpans, rep.Telemetry.WorkerSpans, rep.Telemetry)
 	}
 
 	checkRenders(t, rep)

@@ -66,8 +66,10 @@ type env struct {
 
 	receiver *otlpReceiver
 	tel      *telemetry.Telemetry
-	off, on  *core
-	variants []*variant
+	// telShutdown flushes and stops the providers tel records through.
+	telShutdown func(context.Context) error
+	off, on     *core
+	variants    []*variant
 	// workerOn is the toolworker of the traced hop, stopped before the spans are counted.
 	workerOn *proc
 	// hopLocal is the hop to a pkg/worker hosting the math group inside this process: not
@@ -118,23 +120,13 @@ func setup(ctx context.Context, cfg Config) (_ *env, err error) {
 		return nil, err
 	}
 	e.defer_(e.receiver.close)
-	otelEnv := map[string]string{
-		"OTEL_TRACES_EXPORTER":        "otlp",
-		"OTEL_METRICS_EXPORTER":       "otlp",
-		"OTEL_EXPORTER_OTLP_ENDPOINT": e.receiver.endpoint(),
-		"OTEL_EXPORTER_OTLP_INSECURE": "true",
-	}
-	e.tel, err = telemetry.Setup(ctx, telemetry.Options{
-		ServiceName: "toolmesh-bench",
-		Env:         func(k string) string { return otelEnv[k] },
-	})
-	if err != nil {
+	if e.tel, e.telShutdown, err = e.receiver.telemetry(ctx, "toolmesh-bench"); err != nil {
 		return nil, err
 	}
 	e.defer_(func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = e.tel.Shutdown(sctx)
+		_ = e.telShutdown(sctx)
 	})
 
 	e.progress("setup: orchestrator cores and toolworker processes")
@@ -165,6 +157,7 @@ func setup(ctx context.Context, cfg Config) (_ *env, err error) {
 		"OTEL_SERVICE_NAME=toolworker-bench",
 		"OTEL_TRACES_EXPORTER=otlp",
 		"OTEL_METRICS_EXPORTER=otlp",
+		"OTEL_EXPORTER_OTLP_PROTOCOL=grpc",
 		"OTEL_EXPORTER_OTLP_ENDPOINT="+e.receiver.endpoint(),
 		"OTEL_EXPORTER_OTLP_INSECURE=true",
 	), workerArgs("bench-otel", e.on.addr)...)

@@ -208,7 +208,7 @@ func (r *Report) Markdown() string {
 		p("")
 	}
 	if t.WorkerSpans == 0 {
-		p("The worker process sent no span: bin/toolworker does not wire telemetry from the OTEL_* variables yet, so the hop+otel row traces the orchestrator's side only (otelgrpc client span, rpc.client metrics, traceparent header); the worker side will add its server span once the binary sets up telemetry.")
+		p("The worker process sent no span (it exports over OTLP/gRPC from its OTEL_* variables; was bin/toolworker built from this tree?), so the hop+otel row traces the orchestrator's side only (otelgrpc client span, rpc.client metrics, traceparent header).")
 	} else {
 		p("The worker process exported spans too, so the hop+otel row includes tracing on both sides of the hop.")
 	}

@@ -2,13 +2,22 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"net"
 	"sort"
 	"sync"
 
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	collectormetrics "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
+
+	"github.com/toolmesh/toolmesh/internal/telemetry"
 )
 
 // otlpReceiver is a minimal OTLP/gRPC collector on loopback: it accepts traces and
@@ -45,8 +54,32 @@ func startOTLPReceiver() (*otlpReceiver, error) {
 	return r, nil
 }
 
-// endpoint is the OTEL_EXPORTER_OTLP_ENDPOINT that reaches the receiver.
+// endpoint is the OTEL_EXPORTER_OTLP_ENDPOINT that reaches the receiver over gRPC.
 func (r *otlpReceiver) endpoint() string { return "http://" + r.addr }
+
+// telemetry is the benchmark's own Telemetry, exporting to the receiver through
+// batching OTLP/gRPC exporters as the binaries do with OTEL_EXPORTER_OTLP_PROTOCOL=grpc,
+// sampler parentbased_always_on. It is built here rather than from the OTEL_* variables,
+// so that the environment the benchmark runs in changes nothing; shutdown flushes it.
+func (r *otlpReceiver) telemetry(ctx context.Context, service string) (*telemetry.Telemetry, func(context.Context) error, error) {
+	spans, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(r.addr), otlptracegrpc.WithInsecure())
+	if err != nil {
+		return nil, nil, err
+	}
+	metrics, err := otlpmetricgrpc.New(ctx, otlpmetricgrpc.WithEndpoint(r.addr), otlpmetricgrpc.WithInsecure())
+	if err != nil {
+		return nil, nil, errors.Join(err, spans.Shutdown(ctx))
+	}
+	res := resource.NewSchemaless(semconv.ServiceName(service))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample())), sdktrace.WithBatcher(spans))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(sdkmetric.NewPeriodicReader(metrics)))
+	shutdown := func(ctx context.Context) error { return errors.Join(tp.Shutdown(ctx), mp.Shutdown(ctx)) }
+	tel, err := telemetry.FromProviders(tp, mp, telemetry.Options{})
+	if err != nil {
+		return nil, nil, errors.Join(err, shutdown(ctx))
+	}
+	return tel, shutdown, nil
+}
 
 func (r *otlpReceiver) Export(_ context.Context, req *collectortrace.ExportTraceServiceRequest) (*collectortrace.ExportTraceServiceResponse, error) {
 	r.mu.Lock()

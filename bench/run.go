@@ -316,7 +316,7 @@ func (e *env) flushTelemetry(tracedCalls int64) TelemetryResult {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_ = e.tel.Shutdown(ctx)
+	_ = e.telShutdown(ctx)
 	t := TelemetryResult{TracedCalls: tracedCalls, Services: e.receiver.counts()}
 	for _, s := range t.Services {
 		switch s.Service {

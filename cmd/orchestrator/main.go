@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/toolmesh/toolmesh/internal/cli"
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/ctxcodec"
 	"github.com/toolmesh/toolmesh/internal/llm"
@@ -29,11 +30,12 @@ import (
 	"github.com/toolmesh/toolmesh/internal/router"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
+	"github.com/toolmesh/toolmesh/pkg/otelsetup"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	if err := run(os.Args[1:]); err != nil && !cli.IsHelp(err) {
 		fmt.Fprintln(os.Stderr, "orchestrator:", err)
 		os.Exit(1)
 	}
@@ -48,7 +50,11 @@ func run(args []string) error {
 	logFormat := fs.String("log-format", "", "json or text (overrides log.format)")
 	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "how long runs in progress may take to finish on SIGTERM")
 	metricsListen := fs.String("metrics-listen", "", "address to serve Prometheus /metrics on (overrides telemetry.metrics_listen)")
-	if err := fs.Parse(args); err != nil {
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "usage: orchestrator [flags]\n\nRuns toolmesh's orchestrator. Telemetry follows the standard OTEL_* variables (traces: none\nunless OTEL_TRACES_EXPORTER is set; metrics: Prometheus on --metrics-listen).\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	if err := cli.Parse(fs, args, os.Stdout, os.Stderr); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -86,20 +92,23 @@ func run(args []string) error {
 	}
 	// Exporters come from the standard OTEL_* variables; by default traces go nowhere and
 	// metrics to the Prometheus endpoint.
-	tel, err := telemetry.Setup(context.Background(), telemetry.Options{
+	sdk, err := otelsetup.FromEnv(context.Background(), otelsetup.Options{
 		ServiceName: "toolmesh-orchestrator", ServiceVersion: "dev", Logger: log, Prometheus: true,
-		CapturePayloads: cfg.Telemetry.CapturePayloads, ContextAllowList: cfg.Telemetry.ContextAllowList,
 	})
 	if err != nil {
 		return err
 	}
 	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := tel.Shutdown(ctx); err != nil {
+		if err := cli.FlushTelemetry(sdk, 5*time.Second); err != nil {
 			log.Warn("telemetry shutdown", "error", err)
 		}
 	}()
+	tel, err := telemetry.FromProviders(sdk.TracerProvider, sdk.MeterProvider, telemetry.Options{
+		CapturePayloads: cfg.Telemetry.CapturePayloads, ContextAllowList: cfg.Telemetry.ContextAllowList,
+	})
+	if err != nil {
+		return err
+	}
 	log = slog.New(telemetry.NewLogHandler(log.Handler()))
 
 	providers, err := newProviders(cfg.Provider, log)
@@ -154,7 +163,7 @@ func run(args []string) error {
 	go func() { serveErr <- g.Serve(lis) }()
 	log.Info("orchestrator serving", "address", lis.Addr().String(), "provider", defProvider, "model", llm.Label(providers[defProvider], ""))
 	if cfg.Telemetry.MetricsListen != "" {
-		ms, err := tel.ServeMetrics(cfg.Telemetry.MetricsListen)
+		ms, err := sdk.ServeMetrics(cfg.Telemetry.MetricsListen)
 		if err != nil {
 			return fmt.Errorf("metrics listen: %w", err)
 		}

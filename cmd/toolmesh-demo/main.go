@@ -7,17 +7,43 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"time"
 
+	"github.com/toolmesh/toolmesh/internal/cli"
 	"github.com/toolmesh/toolmesh/internal/harness"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/pkg/client"
 )
 
 func main() {
+	fs := flag.NewFlagSet("toolmesh-demo", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `usage: toolmesh-demo
+
+Starts one orchestrator and three toolworkers (two replicas of math, one of text) as
+processes on loopback, runs a prompt through them with the toolmesh CLI, and stops them
+all with SIGTERM. The binaries come from $TOOLMESH_BIN, else from bin/ of the current
+directory or a parent (make build). Without model credentials the orchestrator uses the
+scripted provider; OPENAI_API_KEY, OPENAI_BASE_URL or ANTHROPIC_API_KEY select a real
+model.
+`)
+	}
+	err := cli.Parse(fs, os.Args[1:], os.Stdout, os.Stderr)
+	if err == nil && fs.NArg() > 0 {
+		fs.Usage()
+		err = fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if cli.IsHelp(err) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "toolmesh-demo:", err)
+		os.Exit(2)
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "demo failed:", err)
 		os.Exit(1)

@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -21,27 +22,49 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/toolmesh/toolmesh/internal/cli"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/pkg/client"
+	"github.com/toolmesh/toolmesh/pkg/otelsetup"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
 
-const usage = `usage: toolmesh [-addr host:port] <command> [flags]
+// command is one of the CLI's commands, as its usage describes it.
+type command struct{ name, synopsis, what string }
 
-commands:
-  run [-group g]... [-tool t]... [-context k=v]... [-max-iterations n] [-timeout d] [-json] PROMPT
-  tools [-group g]...      list registered tools
-  groups                   list tool groups and their workers
-  workers                  list registered workers
-  get RUN_ID               show a run
-  cancel RUN_ID            cancel a run
-`
+// commands are the CLI's commands, in the order the usage lists them.
+var commands = []command{
+	{"run", "[-group g]... [-tool t]... [-model provider/model] [-role r] [-context k=v]... [-max-iterations n] [-timeout d] [-system text] [-json] PROMPT", "run a prompt and print its events as they arrive"},
+	{"tools", "[-group g]...", "list registered tools"},
+	{"groups", "", "list tool groups and their workers"},
+	{"workers", "", "list registered workers"},
+	{"get", "RUN_ID", "show a run"},
+	{"cancel", "RUN_ID", "cancel a run"},
+}
+
+// flushTimeout bounds how long the CLI waits on the way out for its spans to be
+// exported: an unreachable collector costs at most this, and a warning.
+const flushTimeout = time.Second
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, "usage: toolmesh [-addr host:port] <command> [flags]\n\ncommands:\n")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %s\n    \t%s\n", strings.TrimSpace(c.name+" "+c.synopsis), c.what)
+	}
+	fmt.Fprint(w, `
+flags:
+  -addr host:port   orchestrator address (default $TOOLMESH_ADDR, else 127.0.0.1:7070)
+
+'toolmesh <command> -h' shows a command's flags. Telemetry follows the standard OTEL_*
+variables; OTEL_TRACES_EXPORTER=console writes spans to stderr, never among the output.
+`)
+}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
+	if err != nil && !cli.IsHelp(err) {
 		fmt.Fprintln(os.Stderr, "toolmesh:", err)
 		os.Exit(1)
 	}
@@ -52,11 +75,13 @@ type multi []string
 func (m *multi) String() string     { return strings.Join(*m, ",") }
 func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
 
-func run(ctx context.Context, args []string, out io.Writer) error {
+// run runs one command line: the command's output goes to stdout; usage mistakes,
+// warnings and console telemetry go to stderr.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("toolmesh", flag.ContinueOnError)
-	fs.Usage = func() { fmt.Fprint(os.Stderr, usage) }
+	fs.Usage = func() { usage(fs.Output()) }
 	addr := fs.String("addr", envOr("TOOLMESH_ADDR", "127.0.0.1:7070"), "orchestrator address")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args, stdout, stderr); err != nil {
 		return err
 	}
 	if fs.NArg() == 0 {
@@ -64,47 +89,65 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return errors.New("no command")
 	}
 	// With OTEL_TRACES_EXPORTER set, the CLI's call starts the run's trace.
-	tel, err := telemetry.Setup(ctx, telemetry.Options{ServiceName: "toolmesh-cli", ServiceVersion: "dev"})
+	sdk, err := otelsetup.FromEnv(ctx, otelsetup.Options{ServiceName: "toolmesh-cli", ServiceVersion: "dev", Console: stderr})
 	if err != nil {
 		return err
 	}
 	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = tel.Shutdown(sctx)
+		if ferr := cli.FlushTelemetry(sdk, flushTimeout); ferr != nil {
+			fmt.Fprintf(stderr, "toolmesh: warning: telemetry not exported within %s: %v\n", flushTimeout, ferr)
+		}
 	}()
+	tel, err := telemetry.FromProviders(sdk.TracerProvider, sdk.MeterProvider, telemetry.Options{})
+	if err != nil {
+		return err
+	}
 	c, err := client.Dial(*addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, tel.DialOptions()...)...)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = c.Close() }()
 	cmd, rest := fs.Arg(0), fs.Args()[1:]
+	i := slices.IndexFunc(commands, func(c command) bool { return c.name == cmd })
+	if i < 0 {
+		fs.Usage()
+		return fmt.Errorf("unknown command %q", cmd)
+	}
+	sub := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	sub.Usage = func() {
+		fmt.Fprintf(sub.Output(), "usage: toolmesh %s %s\n\n%s\n", cmd, commands[i].synopsis, commands[i].what)
+		sub.PrintDefaults()
+	}
 	switch cmd {
 	case "run":
-		return runCmd(ctx, c, rest, out)
+		return runCmd(ctx, c, sub, rest, stdout, stderr)
 	case "tools":
-		sub := flag.NewFlagSet("tools", flag.ContinueOnError)
 		var groups multi
 		sub.Var(&groups, "group", "only tools of this group (repeatable)")
-		if err := sub.Parse(rest); err != nil {
+		if err := cli.Parse(sub, rest, stdout, stderr); err != nil {
 			return err
 		}
 		tools, err := c.ListTools(ctx, groups...)
 		if err != nil {
 			return err
 		}
-		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "TOOL\tGROUP\tREPLICAS\tDESCRIPTION")
 		for _, t := range tools {
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", t.GetDefinition().GetName(), t.GetGroup(), len(t.GetWorkerIds()), t.GetDefinition().GetDescription())
 		}
 		return tw.Flush()
+	}
+	if err := cli.Parse(sub, rest, stdout, stderr); err != nil {
+		return err
+	}
+	switch cmd {
 	case "groups":
 		groups, err := c.ListToolGroups(ctx)
 		if err != nil {
 			return err
 		}
-		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "GROUP\tTOOLS\tWORKERS\tDESCRIPTION")
 		for _, g := range groups {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", g.GetGroup().GetRole(), strings.Join(g.GetTools(), ","), strings.Join(g.GetWorkerIds(), ","), g.GetGroup().GetDescription())
@@ -115,7 +158,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "WORKER\tADDRESS\tGROUPS\tSTATE\tIN-FLIGHT\tCALLS")
 		for _, w := range ws {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\n", w.GetWorkerId(), w.GetAddress(), strings.Join(w.GetGroups(), ","),
@@ -123,43 +166,41 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 		return tw.Flush()
 	case "get":
-		if len(rest) != 1 {
+		if sub.NArg() != 1 {
 			return errors.New("get needs exactly one RUN_ID")
 		}
-		r, err := c.GetRun(ctx, rest[0])
+		r, err := c.GetRun(ctx, sub.Arg(0))
 		if err != nil {
 			return err
 		}
 		b, _ := protojson.MarshalOptions{Multiline: true}.Marshal(r)
-		_, err = fmt.Fprintln(out, string(b))
+		_, err = fmt.Fprintln(stdout, string(b))
 		return err
-	case "cancel":
-		if len(rest) != 1 {
+	default: // cancel
+		if sub.NArg() != 1 {
 			return errors.New("cancel needs exactly one RUN_ID")
 		}
-		st, err := c.CancelRun(ctx, rest[0], "cancelled from the toolmesh CLI")
+		st, err := c.CancelRun(ctx, sub.Arg(0), "cancelled from the toolmesh CLI")
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintln(out, strings.TrimPrefix(st.String(), "RUN_STATE_"))
+		_, err = fmt.Fprintln(stdout, strings.TrimPrefix(st.String(), "RUN_STATE_"))
 		return err
-	default:
-		fs.Usage()
-		return fmt.Errorf("unknown command %q", cmd)
 	}
 }
 
-func runCmd(ctx context.Context, c *client.Client, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+func runCmd(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string, out, stderr io.Writer) error {
 	var groups, tools, kvs multi
 	fs.Var(&groups, "group", "tool group to offer (repeatable)")
 	fs.Var(&tools, "tool", "tool to offer (repeatable)")
 	fs.Var(&kvs, "context", "ToolCallContext entry key=value (repeatable)")
+	model := fs.String("model", "", "model as provider/model (openai/gpt-4o), or a model of the orchestrator's default provider (llm.model)")
+	role := fs.String("role", "", "model role, such as smart, that the orchestrator's config maps to a model (llm.role; -model wins)")
 	maxIter := fs.Int("max-iterations", 0, "iteration limit (0: the orchestrator's default)")
 	timeout := fs.Duration("timeout", 0, "run deadline (0: the orchestrator's default)")
 	asJSON := fs.Bool("json", false, "print events as JSON lines")
 	system := fs.String("system", "", "system prompt")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args, out, stderr); err != nil {
 		return err
 	}
 	if *maxIter < math.MinInt32 || *maxIter > math.MaxInt32 {
@@ -170,6 +211,9 @@ func runCmd(ctx context.Context, c *client.Client, args []string, out io.Writer)
 	prompt := strings.Join(fs.Args(), " ")
 	req := &toolpb.RunRequest{Prompt: prompt, SystemPrompt: *system, ToolGroups: groups, Tools: tools,
 		Limits: &toolpb.RunLimits{MaxIterations: int32(*maxIter)}}
+	if *model != "" || *role != "" {
+		req.Llm = &toolpb.LlmOptions{Model: *model, Role: *role}
+	}
 	if *timeout > 0 {
 		req.Limits.Timeout = durationpb.New(*timeout)
 	}
@@ -220,12 +264,20 @@ func Describe(ev *toolpb.RunResponse) string {
 	case *toolpb.RunResponse_Usage:
 		return fmt.Sprintf("  · %s: %d input, %d output tokens", x.Usage.GetModel(), x.Usage.GetInputTokens(), x.Usage.GetOutputTokens())
 	case *toolpb.RunResponse_FinalResult:
-		return fmt.Sprintf("■ final (%d iterations): %s", x.FinalResult.GetIterations(), x.FinalResult.GetText())
+		return fmt.Sprintf("■ final (%s): %s", plural(int64(x.FinalResult.GetIterations()), "iteration"), x.FinalResult.GetText())
 	case *toolpb.RunResponse_Error:
 		return fmt.Sprintf("✖ error %s: %s", strings.TrimPrefix(x.Error.GetReason().String(), "ERROR_REASON_"), x.Error.GetMessage())
 	default:
 		return fmt.Sprintf("? %v", ev)
 	}
+}
+
+// plural is "1 iteration", "2 iterations", "0 iterations".
+func plural(n int64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func envOr(k, def string) string {

@@ -69,6 +69,10 @@ func TestDescribe(t *testing.T) {
 			"  · scripted/demo: 120 input, 7 output tokens"},
 		{"final result", &toolpb.RunResponse{Event: &toolpb.RunResponse_FinalResult{FinalResult: &toolpb.FinalResult{Text: "The sum is 3.", Iterations: 2}}},
 			"■ final (2 iterations): The sum is 3."},
+		{"final result after one iteration", &toolpb.RunResponse{Event: &toolpb.RunResponse_FinalResult{FinalResult: &toolpb.FinalResult{Text: "Hi.", Iterations: 1}}},
+			"■ final (1 iteration): Hi."},
+		{"final result without an iteration", &toolpb.RunResponse{Event: &toolpb.RunResponse_FinalResult{FinalResult: &toolpb.FinalResult{Text: "", Iterations: 0}}},
+			"■ final (0 iterations): "},
 		{"error", &toolpb.RunResponse{Event: &toolpb.RunResponse_Error{Error: &toolpb.RunError{Code: 8, Reason: toolpb.ErrorReason_ERROR_REASON_MAX_ITERATIONS, Message: "Tool loop exceeded maximum iterations (2)."}}},
 			"✖ error MAX_ITERATIONS: Tool loop exceeded maximum iterations (2)."},
 	}
@@ -93,6 +97,7 @@ func startOrchestrator(t *testing.T, script scripted.Script) *orchestrator {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	cfg := config.Default()
+	cfg.Models.Roles = map[string]string{"fast": "scripted/quick"}
 	model, err := scripted.New(script)
 	if err != nil {
 		t.Fatal(err)
@@ -162,8 +167,11 @@ func adderScript() scripted.Script {
 
 func (o *orchestrator) run(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	var out bytes.Buffer
-	err := run(testContext(t), append([]string{"-addr", o.addr}, args...), &out)
+	var out, stderr bytes.Buffer
+	err := run(testContext(t), append([]string{"-addr", o.addr}, args...), &out, &stderr)
+	if stderr.Len() > 0 {
+		t.Logf("toolmesh %q wrote to stderr:\n%s", args, stderr.String())
+	}
 	return out.String(), err
 }
 
@@ -301,6 +309,40 @@ func TestRunCommand(t *testing.T) {
 		}
 		if i == len(jl)-1 && ev.GetFinalResult().GetText() != "The sum is 5." {
 			t.Errorf("last line %q, want the final result", l)
+		}
+	}
+}
+
+// -model and -role reach the orchestrator as llm.model and llm.role: the model chosen
+// shows in the started event, a mistake is refused naming the field.
+func TestRunModelAndRole(t *testing.T) {
+	o := startOrchestrator(t, adderScript())
+	for _, tc := range []struct {
+		args      []string
+		model     string // in the started event
+		errorText string // when the run is refused
+	}{
+		{args: []string{"-model", "scripted/precise"}, model: "scripted/precise"},
+		{args: []string{"-model", "my-org/my-model"}, model: "scripted/my-org/my-model"}, // no such provider: a model of the default one
+		{args: []string{"-role", "fast"}, model: "scripted/quick"},
+		{args: []string{"-role", "fast", "-model", "scripted/precise"}, model: "scripted/precise"},
+		{args: []string{"-model", "anthropic/claude-sonnet-4-5"}, errorText: "llm.model"},
+		{args: []string{"-role", "smart"}, errorText: "llm.role"},
+	} {
+		out, err := o.run(t, append(append([]string{"run", "-tool", "add"}, tc.args...), "What is 2 + 3?")...)
+		if tc.errorText != "" {
+			if !errors.Is(err, client.ErrInvalidRequest) || !strings.Contains(err.Error(), tc.errorText) {
+				t.Errorf("%q: %v, want an invalid request naming %s", tc.args, err, tc.errorText)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v\n%s", tc.args, err, out)
+			continue
+		}
+		first, _, _ := strings.Cut(out, "\n")
+		if !strings.Contains(first, " started: model "+tc.model+", ") {
+			t.Errorf("%q: first line %q, want model %s", tc.args, first, tc.model)
 		}
 	}
 }

@@ -16,13 +16,15 @@ import (
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/builtin"
+	"github.com/toolmesh/toolmesh/internal/cli"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
+	"github.com/toolmesh/toolmesh/pkg/otelsetup"
 	"github.com/toolmesh/toolmesh/pkg/worker"
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	if err := run(os.Args[1:]); err != nil && !cli.IsHelp(err) {
 		fmt.Fprintln(os.Stderr, "toolworker:", err)
 		os.Exit(1)
 	}
@@ -41,7 +43,11 @@ func run(args []string) error {
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "json", "json or text")
 	metricsListen := fs.String("metrics-listen", "", "address to serve Prometheus /metrics on (empty: none)")
-	if err := fs.Parse(args); err != nil {
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "usage: toolworker [flags]\n\nServes built-in tool groups as a toolmesh worker. Telemetry follows the standard OTEL_*\nvariables (traces: none unless OTEL_TRACES_EXPORTER is set; metrics: Prometheus on\n--metrics-listen).\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	if err := cli.Parse(fs, args, os.Stdout, os.Stderr); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -57,21 +63,20 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	// Exporters come from the standard OTEL_* variables; traces go nowhere by default.
-	tel, err := telemetry.Setup(context.Background(), telemetry.Options{ServiceName: "toolmesh-worker", ServiceVersion: "dev", Logger: log, Prometheus: true})
+	// Exporters come from the standard OTEL_* variables; by default traces go nowhere and
+	// metrics to the Prometheus endpoint.
+	sdk, err := otelsetup.FromEnv(context.Background(), otelsetup.Options{ServiceName: "toolmesh-worker", ServiceVersion: "dev", Logger: log, Prometheus: true})
 	if err != nil {
 		return err
 	}
 	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := tel.Shutdown(ctx); err != nil {
+		if err := cli.FlushTelemetry(sdk, 5*time.Second); err != nil {
 			log.Warn("telemetry shutdown", "error", err)
 		}
 	}()
 	log = slog.New(telemetry.NewLogHandler(log.Handler()))
 	if *metricsListen != "" {
-		ms, err := tel.ServeMetrics(*metricsListen)
+		ms, err := sdk.ServeMetrics(*metricsListen)
 		if err != nil {
 			return fmt.Errorf("-metrics-listen: %w", err)
 		}
@@ -94,7 +99,7 @@ func run(args []string) error {
 	w, err := worker.New(worker.Options{
 		ID: *id, Orchestrator: *orchestrator, Listen: *listen, Advertise: *advertise,
 		Capacity: int32(*capacity), DrainTimeout: *drain, Logger: log, Version: "dev",
-		TracerProvider: tel.TracerProvider(), MeterProvider: tel.MeterProvider(),
+		TracerProvider: sdk.TracerProvider, MeterProvider: sdk.MeterProvider,
 	}, gs...)
 	if err != nil {
 		return err

@@ -144,9 +144,9 @@ func (r *Router) invokeFull(ctx context.Context, t *remoteTool, input string) (t
 func (r *Router) invokeOnce(ctx context.Context, t *remoteTool, w *worker, req *toolpb.InvokeRequest, timeout time.Duration, answered **toolpb.InvokeResponse) (tool.Result, bool) {
 	w.calls.Add(1)
 	callCtx, s := withSent(ctx)
-	r.opts.Telemetry.AddInFlight(ctx, w.id, t.group, 1)
+	r.opts.Telemetry.AddDispatched(ctx, w.id, t.group, 1)
 	resp, err := w.client.Invoke(callCtx, req)
-	r.opts.Telemetry.AddInFlight(ctx, w.id, t.group, -1)
+	r.opts.Telemetry.AddDispatched(ctx, w.id, t.group, -1)
 	w.release()
 	if err == nil {
 		w.succeeded()

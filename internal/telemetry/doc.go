@@ -1,9 +1,14 @@
-// Package telemetry owns toolmesh's OpenTelemetry setup: tracer and meter providers
-// configured from the standard OTEL_* environment variables, the otelgrpc stats handlers
-// for every gRPC server and client, span helpers that follow the GenAI semantic
-// conventions (invoke_agent, chat, execute_tool), the metric instruments, a Prometheus
-// /metrics handler, and a log/slog handler that stamps records with trace, span, run and
-// loop ids.
+// Package telemetry is the OpenTelemetry API side of toolmesh: a Telemetry built over
+// tracer and meter providers (FromProviders), the otelgrpc stats handlers for every gRPC
+// server and client, span helpers that follow the GenAI semantic conventions
+// (invoke_agent, chat, execute_tool), the metric instruments, and a log/slog handler that
+// stamps records with trace, span, run and loop ids.
+//
+// It records through the OpenTelemetry API only and must not import the SDK
+// (go.opentelemetry.io/otel/sdk/...), any exporter, the Prometheus client or autoexport:
+// pkg/worker links it, and a worker author's binary should carry what a worker needs,
+// not every exporter. Building SDK providers from the OTEL_* variables, exporting and
+// serving /metrics belong to pkg/otelsetup.
 //
 // Trace context crosses process boundaries as W3C tracecontext only: no baggage, which
 // would carry entries past the per-group ToolCallContext converters.

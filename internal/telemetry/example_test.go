@@ -6,29 +6,31 @@ import (
 	"log/slog"
 	"os"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	"github.com/toolmesh/toolmesh/internal/telemetry"
-	"github.com/toolmesh/toolmesh/internal/telemetry/telemetrytest"
 )
 
-// A process sets telemetry up once, instruments its gRPC servers and clients with
-// ServerOptions / DialOptions, wraps its slog handler, and brackets each operation with a
-// Start / End pair.
+// A process builds its Telemetry over the providers its SDK setup made (pkg/otelsetup's
+// in the binaries), instruments its gRPC servers and clients with ServerOptions /
+// DialOptions, wraps its slog handler, and brackets each operation with a Start / End
+// pair.
 func Example() {
 	ctx := context.Background()
-	tel, err := telemetry.Setup(ctx, telemetry.Options{
-		ServiceName: "orchestrator",
-		Env:         telemetrytest.Env(nil), // os.Getenv in a real process
-		Prometheus:  true,                   // serve tel.MetricsHandler() at /metrics
-	})
+	tp := sdktrace.NewTracerProvider() // otelsetup.FromEnv(...).TracerProvider in a binary
+	defer func() { _ = tp.Shutdown(ctx) }()
+	tel, err := telemetry.FromProviders(tp, nil, telemetry.Options{})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer func() { _ = tel.Shutdown(ctx) }()
 	log := slog.New(telemetry.NewLogHandler(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{
 		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-			if a.Key == slog.TimeKey || a.Key == telemetry.LogKeyTraceID || a.Key == telemetry.LogKeySpanID {
-				return slog.Attr{} // vary from run to run
+			if a.Key == slog.TimeKey {
+				return slog.Attr{} // varies from run to run
+			}
+			if a.Key == telemetry.LogKeyTraceID || a.Key == telemetry.LogKeySpanID {
+				return slog.String(a.Key, "…") // present, but random
 			}
 			return a
 		},
@@ -40,5 +42,5 @@ func Example() {
 	tel.EndTool(span, telemetry.ToolResult{WorkerID: "math-1", Attempts: 1})
 	tel.EndRun(run, telemetry.RunResult{Outcome: "completed"})
 	// Output:
-	// {"level":"INFO","msg":"tool call finished","tool":"add","run_id":"run-1","loop_id":"loop-1"}
+	// {"level":"INFO","msg":"tool call finished","tool":"add","trace_id":"…","span_id":"…","run_id":"run-1","loop_id":"loop-1"}
 }

@@ -273,6 +273,7 @@ func TestNilAndZeroTelemetry(t *testing.T) {
 			tel.EndRun(run, telemetry.RunResult{})
 			tel.RecordToolCall(ctx, "t", "g", "ok", 1)
 			tel.AddInFlight(ctx, "w", "g", 1)
+			tel.AddDispatched(ctx, "w", "g", 1)
 			tel.RegisterReplicaGauge(func() map[string]int64 { return nil })
 			tel.RecordTokens(ctx, "p", "m", 1, 1)
 			tel.RecordCost(ctx, "m", 1)
@@ -284,9 +285,6 @@ func TestNilAndZeroTelemetry(t *testing.T) {
 			_ = tel.MeterProvider()
 			_ = tel.Tracer()
 			_ = tel.Meter()
-			if err := tel.Shutdown(context.Background()); err != nil {
-				t.Error(err)
-			}
 		})
 	}
 }

@@ -65,8 +65,8 @@ func (*countingHandler) TagConn(ctx context.Context, _ *stats.ConnTagInfo) conte
 func (*countingHandler) HandleConn(context.Context, stats.ConnStats) {}
 
 func TestGRPCRoundTripIsOneTrace(t *testing.T) {
-	client := telemetrytest.New(t, telemetry.Options{ServiceName: "orchestrator"})
-	server := telemetrytest.New(t, telemetry.Options{ServiceName: "toolworker"})
+	client := telemetrytest.New(t, telemetry.Options{})
+	server := telemetrytest.New(t, telemetry.Options{})
 
 	lis := bufconn.Listen(1 << 20)
 	serverCounter := &countingHandler{}

@@ -3,12 +3,9 @@ package telemetry
 import (
 	"context"
 	"maps"
-	"net/http"
 	"slices"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -16,17 +13,24 @@ import (
 // Metric names. The gen_ai.* ones are the GenAI semantic conventions' (v1.41.0), with
 // their units and advised buckets; the rest are toolmesh's. In Prometheus exposition the
 // dots become underscores and units become suffixes: toolmesh_tool_call_duration_seconds,
-// toolmesh_worker_calls_in_flight, toolmesh_group_replicas,
-// gen_ai_client_token_usage, gen_ai_client_operation_duration_seconds,
-// toolmesh_model_cost_total, toolmesh_run_duration_seconds.
+// toolmesh_worker_calls_in_flight, toolmesh_orchestrator_calls_in_flight,
+// toolmesh_group_replicas, gen_ai_client_token_usage,
+// gen_ai_client_operation_duration_seconds, toolmesh_model_cost_total,
+// toolmesh_run_duration_seconds.
+//
+// Calls in flight have one instrument per side, so that each description is true where
+// it is read and a sum over all processes counts each call once: a worker records
+// MetricInFlight (calls it is running), the orchestrator MetricDispatched (calls it has
+// sent to a worker and awaits the answer of, network time included).
 const (
-	MetricToolCallDuration  = "toolmesh.tool.call.duration"      // s, histogram: gen_ai.tool.name, toolmesh.group, toolmesh.outcome
-	MetricInFlight          = "toolmesh.worker.calls.in_flight"  // {call}, up-down counter: toolmesh.worker.id, toolmesh.group
-	MetricReplicas          = "toolmesh.group.replicas"          // {replica}, gauge: toolmesh.group
-	MetricTokenUsage        = "gen_ai.client.token.usage"        // {token}, histogram: gen_ai.operation.name, gen_ai.provider.name, gen_ai.request.model, gen_ai.token.type
-	MetricOperationDuration = "gen_ai.client.operation.duration" // s, histogram: gen_ai.operation.name, gen_ai.provider.name, gen_ai.request.model, gen_ai.response.model, error.type
-	MetricCost              = "toolmesh.model.cost"              // {USD}, counter: gen_ai.request.model
-	MetricRunDuration       = "toolmesh.run.duration"            // s, histogram: toolmesh.outcome
+	MetricToolCallDuration  = "toolmesh.tool.call.duration"           // s, histogram: gen_ai.tool.name, toolmesh.group, toolmesh.outcome
+	MetricInFlight          = "toolmesh.worker.calls.in_flight"       // {call}, up-down counter: toolmesh.worker.id, toolmesh.group (worker)
+	MetricDispatched        = "toolmesh.orchestrator.calls.in_flight" // {call}, up-down counter: toolmesh.worker.id, toolmesh.group (orchestrator)
+	MetricReplicas          = "toolmesh.group.replicas"               // {replica}, gauge: toolmesh.group
+	MetricTokenUsage        = "gen_ai.client.token.usage"             // {token}, histogram: gen_ai.operation.name, gen_ai.provider.name, gen_ai.request.model, gen_ai.token.type
+	MetricOperationDuration = "gen_ai.client.operation.duration"      // s, histogram: gen_ai.operation.name, gen_ai.provider.name, gen_ai.request.model, gen_ai.response.model, error.type
+	MetricCost              = "toolmesh.model.cost"                   // {USD}, counter: gen_ai.request.model
+	MetricRunDuration       = "toolmesh.run.duration"                 // s, histogram: toolmesh.outcome
 )
 
 // Bucket boundaries the GenAI conventions advise for their histograms; tool calls use
@@ -41,6 +45,7 @@ var (
 type instruments struct {
 	toolDuration metric.Float64Histogram
 	inFlight     metric.Int64UpDownCounter
+	dispatched   metric.Int64UpDownCounter
 	tokens       metric.Int64Histogram
 	opDuration   metric.Float64Histogram
 	cost         metric.Float64Counter
@@ -65,7 +70,11 @@ func newInstruments(m metric.Meter, replicas metric.Int64Callback) (*instruments
 	note(err)
 	in.inFlight, err = m.Int64UpDownCounter(MetricInFlight,
 		metric.WithUnit("{call}"),
-		metric.WithDescription("Tool calls a worker is serving now; the signal to scale a tool group on."))
+		metric.WithDescription("Tool calls this worker is running now, by worker and group; the signal to scale a tool group on."))
+	note(err)
+	in.dispatched, err = m.Int64UpDownCounter(MetricDispatched,
+		metric.WithUnit("{call}"),
+		metric.WithDescription("Tool calls this orchestrator has sent to a worker and not yet had answered, by worker and group (network time and the worker's queue included)."))
 	note(err)
 	_, err = m.Int64ObservableGauge(MetricReplicas,
 		metric.WithUnit("{replica}"),
@@ -118,18 +127,30 @@ func (t *Telemetry) RecordToolCall(ctx context.Context, tool, group, outcome str
 	in.toolDuration.Record(ctx, d.Seconds(), metric.WithAttributes(attrs...))
 }
 
-// AddInFlight adds delta (+1 when a call starts, -1 when it ends) to the calls in flight
-// on workerID.
+// AddInFlight adds delta (+1 when a call starts running, -1 when it ends) to
+// toolmesh.worker.calls.in_flight: the calls the worker workerID is running. The worker
+// SDK records it; the orchestrator records AddDispatched instead.
 func (t *Telemetry) AddInFlight(ctx context.Context, workerID, group string, delta int64) {
-	in := t.instruments()
-	if in == nil {
-		return
+	if in := t.instruments(); in != nil {
+		in.inFlight.Add(ctx, delta, metric.WithAttributes(workerAttrs(workerID, group)...))
 	}
+}
+
+// AddDispatched adds delta (+1 when a call is sent, -1 when its answer or failure is
+// back) to toolmesh.orchestrator.calls.in_flight: the calls the orchestrator awaits from
+// the worker workerID.
+func (t *Telemetry) AddDispatched(ctx context.Context, workerID, group string, delta int64) {
+	if in := t.instruments(); in != nil {
+		in.dispatched.Add(ctx, delta, metric.WithAttributes(workerAttrs(workerID, group)...))
+	}
+}
+
+func workerAttrs(workerID, group string) []attribute.KeyValue {
 	attrs := []attribute.KeyValue{KeyWorkerID.String(workerID)}
 	if group != "" {
 		attrs = append(attrs, KeyGroup.String(group))
 	}
-	in.inFlight.Add(ctx, delta, metric.WithAttributes(attrs...))
+	return attrs
 }
 
 // RegisterReplicaGauge sets the function toolmesh.group.replicas reads at each
@@ -215,15 +236,4 @@ func (t *Telemetry) RecordRun(ctx context.Context, outcome string, d time.Durati
 		return
 	}
 	in.runDuration.Record(ctx, d.Seconds(), metric.WithAttributes(KeyOutcome.String(outcome)))
-}
-
-// MetricsHandler serves the Prometheus exposition of the metrics: mount it at /metrics.
-// It always answers with a valid exposition, empty when the prometheus exporter is off
-// (or the Telemetry nil), so probes and scrapers never see an error.
-func (t *Telemetry) MetricsHandler() http.Handler {
-	reg := prometheus.NewRegistry()
-	if t != nil && t.registry != nil {
-		reg = t.registry
-	}
-	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }

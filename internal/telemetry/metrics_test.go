@@ -2,15 +2,10 @@ package telemetry_test
 
 import (
 	"context"
-	"net/http"
-	"net/http/httptest"
+	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
@@ -21,7 +16,7 @@ import (
 func TestMetricsRecorded(t *testing.T) {
 	rec := telemetrytest.New(t, telemetry.Options{})
 	ctx := context.Background()
-	exerciseMetrics(ctx, rec.Telemetry)
+	telemetrytest.Exercise(ctx, rec.Telemetry)
 
 	// A histogram's data points, as attribute set → count.
 	counts := func(name string) map[string]uint64 {
@@ -65,13 +60,25 @@ func TestMetricsRecorded(t *testing.T) {
 		t.Errorf("%s (-want +got):\n%s", telemetry.MetricRunDuration, diff)
 	}
 
-	inFlight := rec.Metric(t, telemetry.MetricInFlight)
-	if inFlight.Unit != "{call}" {
-		t.Errorf("in-flight unit %q", inFlight.Unit)
+	// The worker's and the orchestrator's calls in flight are separate instruments, each
+	// with its own description.
+	descriptions := map[string]string{}
+	for name, want := range map[string]int64{telemetry.MetricInFlight: 1, telemetry.MetricDispatched: 2} {
+		m := rec.Metric(t, name)
+		if m.Unit != "{call}" {
+			t.Errorf("%s unit %q", name, m.Unit)
+		}
+		sum, ok := m.Data.(metricdata.Sum[int64])
+		if !ok || sum.IsMonotonic || len(sum.DataPoints) != 1 || sum.DataPoints[0].Value != want {
+			t.Errorf("%s = %+v, want one non-monotonic point at %d", name, m.Data, want)
+		}
+		descriptions[name] = m.Description
 	}
-	sum, ok := inFlight.Data.(metricdata.Sum[int64])
-	if !ok || sum.IsMonotonic || len(sum.DataPoints) != 1 || sum.DataPoints[0].Value != 1 {
-		t.Errorf("in-flight = %+v, want one non-monotonic point at 1", inFlight.Data)
+	if d := descriptions[telemetry.MetricInFlight]; !strings.Contains(d, "this worker is running") {
+		t.Errorf("%s description %q does not say it counts the worker's own calls", telemetry.MetricInFlight, d)
+	}
+	if d := descriptions[telemetry.MetricDispatched]; !strings.Contains(d, "this orchestrator has sent to a worker") {
+		t.Errorf("%s description %q does not say it counts the orchestrator's calls", telemetry.MetricDispatched, d)
 	}
 
 	replicas := map[string]int64{}
@@ -99,104 +106,5 @@ func TestMetricsRecorded(t *testing.T) {
 		if got := rec.Metric(t, name).Unit; got != unit {
 			t.Errorf("%s unit %q, want %q", name, got, unit)
 		}
-	}
-}
-
-// exerciseMetrics records something in every toolmesh instrument.
-func exerciseMetrics(ctx context.Context, tel *telemetry.Telemetry) {
-	ctx, run := tel.StartRun(ctx, telemetry.RunAttrs{RunID: "r1"})
-	_, chat := tel.StartChat(ctx, "openai", "gpt-4o")
-	tel.EndChat(chat, telemetry.ChatResult{InputTokens: 100, OutputTokens: 20, ResponseModel: "gpt-4o-2024"})
-	_, chat = tel.StartChat(ctx, "openai", "gpt-4o")
-	tel.EndChat(chat, telemetry.ChatResult{Err: context.DeadlineExceeded})
-	tel.RecordTokens(ctx, "openai", "gpt-4o", 7, 3)
-	_, tool := tel.StartTool(ctx, telemetry.ToolAttrs{Name: "add", Group: "math"})
-	tel.EndTool(tool, telemetry.ToolResult{})
-	_, tool = tel.StartTool(ctx, telemetry.ToolAttrs{Name: "add", Group: "math"})
-	tel.EndTool(tool, telemetry.ToolResult{ErrorType: "FAILED"})
-	tel.RecordToolCall(ctx, "fetch", "", "ok", 30*time.Millisecond)
-	tel.AddInFlight(ctx, "math-1", "math", 1)
-	tel.AddInFlight(ctx, "math-1", "math", 1)
-	tel.AddInFlight(ctx, "math-1", "math", -1)
-	tel.RegisterReplicaGauge(func() map[string]int64 { return map[string]int64{"math": 3, "web": 1} })
-	tel.RecordCost(ctx, "gpt-4o", 0.0125)
-	tel.EndRun(run, telemetry.RunResult{Outcome: "completed"})
-}
-
-func scrape(t *testing.T, h http.Handler) map[string]*dto.MetricFamily {
-	t.Helper()
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-	resp, err := http.Get(srv.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("/metrics status %d", resp.StatusCode)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("/metrics is not a valid exposition: %v", err)
-	}
-	return families
-}
-
-func TestPrometheusMetricsHandler(t *testing.T) {
-	rec := telemetrytest.New(t, telemetry.Options{Prometheus: true})
-
-	// Valid before anything was recorded.
-	before := scrape(t, rec.MetricsHandler())
-	if _, ok := before["toolmesh_tool_call_duration_seconds"]; ok {
-		t.Error("a tool call metric before any call")
-	}
-
-	exerciseMetrics(context.Background(), rec.Telemetry)
-	after := scrape(t, rec.MetricsHandler())
-	for name, typ := range map[string]dto.MetricType{
-		"toolmesh_tool_call_duration_seconds":      dto.MetricType_HISTOGRAM,
-		"toolmesh_worker_calls_in_flight":          dto.MetricType_GAUGE,
-		"toolmesh_group_replicas":                  dto.MetricType_GAUGE,
-		"gen_ai_client_token_usage":                dto.MetricType_HISTOGRAM,
-		"gen_ai_client_operation_duration_seconds": dto.MetricType_HISTOGRAM,
-		"toolmesh_model_cost_total":                dto.MetricType_COUNTER,
-		"toolmesh_run_duration_seconds":            dto.MetricType_HISTOGRAM,
-		"go_goroutines":                            dto.MetricType_GAUGE,
-	} {
-		f, ok := after[name]
-		if !ok {
-			t.Errorf("no metric family %s", name)
-			continue
-		}
-		if f.GetType() != typ {
-			t.Errorf("%s: type %v, want %v", name, f.GetType(), typ)
-		}
-	}
-	// Labels are the attribute keys, escaped.
-	var groups []string
-	for _, m := range after["toolmesh_group_replicas"].GetMetric() {
-		for _, l := range m.GetLabel() {
-			if l.GetName() == "toolmesh_group" {
-				groups = append(groups, l.GetValue())
-			}
-		}
-	}
-	if diff := cmp.Diff([]string{"math", "web"}, groups); diff != "" {
-		t.Errorf("toolmesh_group_replicas groups (-want +got):\n%s", diff)
-	}
-}
-
-func TestMetricsHandlerWithoutPrometheus(t *testing.T) {
-	var nilTel *telemetry.Telemetry
-	for name, h := range map[string]http.Handler{
-		"nil":            nilTel.MetricsHandler(),
-		"prometheus off": telemetrytest.New(t, telemetry.Options{}).MetricsHandler(),
-	} {
-		t.Run(name, func(t *testing.T) {
-			if got := scrape(t, h); len(got) != 0 {
-				t.Errorf("families %v, want none", got)
-			}
-		})
 	}
 }

@@ -6,12 +6,36 @@
 //	})
 //	err = w.Run(ctx) // serves until ctx ends, then drains
 //
-// A group may also offer facades (progressive tools, SPEC S7): Group.Facades are trees over
-// the group's tools, registered as toolpb.FacadeNode trees; the worker serves their leaves
-// as tools and runs the selector of a selectable facade when it is called.
+// A group may also offer facades (progressive tools): Group.Facades are trees over the
+// group's tools, registered as toolpb.FacadeNode trees; the worker serves their leaves as
+// tools and runs the selector of a selectable facade when it is called.
 //
 // A worker is stateless between calls: tools that need state (tool.StateFrom) get it
-// round-tripped by the orchestrator, so that any replica can serve any call. It must not import internal packages other than internal/wire.
+// round-tripped by the orchestrator, so that any replica can serve any call.
+//
+// Telemetry is off until Options.TracerProvider or Options.MeterProvider is set. The
+// package records through the OpenTelemetry API only, so a worker links no SDK and no
+// exporter unless its main asks for them; pkg/otelsetup builds them from the standard
+// OTEL_* variables:
+//
+//	p, err := otelsetup.FromEnv(ctx, otelsetup.Options{ServiceName: "inventory-worker"})
+//	if err != nil {
+//		return err
+//	}
+//	defer func() { _ = p.Shutdown(shutdownCtx) }() // a context with a deadline
+//	w, err := worker.New(worker.Options{
+//		Orchestrator:   "orchestrator:7070",
+//		TracerProvider: p.TracerProvider,
+//		MeterProvider:  p.MeterProvider,
+//	}, group)
+//
+// Each call then gets a server span, joined to the orchestrator's trace through the W3C
+// traceparent header, and an execute_tool span; the worker records
+// toolmesh.worker.calls.in_flight (the calls it is running) and toolmesh.tool.call.duration,
+// which p.ServeMetrics serves for Prometheus.
+//
+// It must not import internal packages other than internal/wire and internal/telemetry
+// (the API side, which links no SDK), nor pkg/otelsetup: the setup belongs to a main.
 package worker
 
 import (

@@ -2,7 +2,9 @@
 // behaviours that only show across process boundaries: spreading calls over replicas,
 // surviving a SIGKILLed replica, refusing conflicting registrations, re-registering after
 // an orchestrator restart, refusing bad tool calls before any worker is contacted,
-// draining on SIGTERM, and precise errors for bad requests.
+// draining on SIGTERM, precise errors for bad requests, one trace per run, and the
+// command lines: help, and telemetry that never mixes with the CLI's output or holds it
+// up.
 //
 // The binaries come from $TOOLMESH_BIN or bin/ (make build).
 package e2e

@@ -154,8 +154,17 @@ func TestOneTracePerRun(t *testing.T) {
 			t.Errorf("%s{%s} = %v, want ≥ 1", c.name, c.label, v)
 		}
 	}
-	if !strings.Contains(workerMetrics, "toolmesh_worker_calls_in_flight") || !strings.Contains(orchMetrics, "toolmesh_worker_calls_in_flight") {
-		t.Error("the in-flight gauge is missing from /metrics")
+	// Each side exports its own calls in flight, so that a sum over every process counts
+	// each call once.
+	for _, c := range []struct {
+		process, text, has, hasNot string
+	}{
+		{"worker", workerMetrics, "toolmesh_worker_calls_in_flight", "toolmesh_orchestrator_calls_in_flight"},
+		{"orchestrator", orchMetrics, "toolmesh_orchestrator_calls_in_flight", "toolmesh_worker_calls_in_flight"},
+	} {
+		if !strings.Contains(c.text, c.has) || strings.Contains(c.text, c.hasNot) {
+			t.Errorf("%s /metrics: want %s and no %s", c.process, c.has, c.hasNot)
+		}
 	}
 
 	// Stop the processes: their exporters flush on the way out.

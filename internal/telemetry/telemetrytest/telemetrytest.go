@@ -5,6 +5,7 @@ package telemetrytest
 import (
 	"context"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -22,29 +23,25 @@ type Recorder struct {
 	Reader *sdkmetric.ManualReader
 }
 
-// New sets up a Telemetry from opts plus an in-memory span recorder and metric reader,
-// and shuts it down when the test ends. Unless opts.Env is set, no variable is read, so
-// the environment the tests run in changes nothing.
+// New builds a Telemetry from opts over an SDK tracer provider that samples every span
+// into a SpanRecorder and a meter provider read by a ManualReader, and shuts them down
+// when the test ends. The sampler is set, not read from OTEL_TRACES_SAMPLER, so the
+// environment the tests run in does not decide what is recorded.
 func New(tb testing.TB, opts telemetry.Options) *Recorder {
 	tb.Helper()
 	rec := &Recorder{Spans: tracetest.NewSpanRecorder(), Reader: sdkmetric.NewManualReader()}
-	opts.SpanProcessors = append(opts.SpanProcessors, rec.Spans)
-	opts.MetricReaders = append(opts.MetricReaders, rec.Reader)
-	if opts.Env == nil {
-		opts.Env = Env(nil)
-	}
-	tel, err := telemetry.Setup(context.Background(), opts)
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithSpanProcessor(rec.Spans))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(rec.Reader))
+	tb.Cleanup(func() {
+		_ = tp.Shutdown(context.Background())
+		_ = mp.Shutdown(context.Background())
+	})
+	tel, err := telemetry.FromProviders(tp, mp, opts)
 	if err != nil {
-		tb.Fatalf("telemetry.Setup: %v", err)
+		tb.Fatalf("telemetry.FromProviders: %v", err)
 	}
-	tb.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
 	rec.Telemetry = tel
 	return rec
-}
-
-// Env returns an Options.Env that reads vars and nothing else.
-func Env(vars map[string]string) func(string) string {
-	return func(k string) string { return vars[k] }
 }
 
 // Ended returns the spans ended so far, in the order they ended.
@@ -107,4 +104,27 @@ func AttrMap(kvs []attribute.KeyValue) map[string]any {
 		out[string(kv.Key)] = kv.Value.AsInterface()
 	}
 	return out
+}
+
+// Exercise records something in every toolmesh instrument: what TestMetricsRecorded
+// expects, and what an exposition of all of them needs.
+func Exercise(ctx context.Context, tel *telemetry.Telemetry) {
+	ctx, run := tel.StartRun(ctx, telemetry.RunAttrs{RunID: "r1"})
+	_, chat := tel.StartChat(ctx, "openai", "gpt-4o")
+	tel.EndChat(chat, telemetry.ChatResult{InputTokens: 100, OutputTokens: 20, ResponseModel: "gpt-4o-2024"})
+	_, chat = tel.StartChat(ctx, "openai", "gpt-4o")
+	tel.EndChat(chat, telemetry.ChatResult{Err: context.DeadlineExceeded})
+	tel.RecordTokens(ctx, "openai", "gpt-4o", 7, 3)
+	_, tool := tel.StartTool(ctx, telemetry.ToolAttrs{Name: "add", Group: "math"})
+	tel.EndTool(tool, telemetry.ToolResult{})
+	_, tool = tel.StartTool(ctx, telemetry.ToolAttrs{Name: "add", Group: "math"})
+	tel.EndTool(tool, telemetry.ToolResult{ErrorType: "FAILED"})
+	tel.RecordToolCall(ctx, "fetch", "", "ok", 30*time.Millisecond)
+	tel.AddInFlight(ctx, "math-1", "math", 1)
+	tel.AddInFlight(ctx, "math-1", "math", 1)
+	tel.AddInFlight(ctx, "math-1", "math", -1)
+	tel.AddDispatched(ctx, "math-1", "math", 2)
+	tel.RegisterReplicaGauge(func() map[string]int64 { return map[string]int64{"math": 3, "web": 1} })
+	tel.RecordCost(ctx, "gpt-4o", 0.0125)
+	tel.EndRun(run, telemetry.RunResult{Outcome: "completed"})
 }
