@@ -109,7 +109,6 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	log = slog.New(telemetry.NewLogHandler(log.Handler()))
 
 	providers, err := newProviders(cfg.Provider, log)
 	if err != nil {
@@ -145,10 +144,12 @@ func run(args []string) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	g := grpc.NewServer(append(append(server.RecoveryInterceptors(log),
+	opts := append(server.RecoveryInterceptors(log),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
-	), tel.ServerOptions()...)...)
+	)
+	opts = append(append(opts, server.ServerOptions(cfg)...), tel.ServerOptions()...)
+	g := grpc.NewServer(opts...)
 	srv.Register(g)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(g, hs)
@@ -176,7 +177,7 @@ func run(args []string) error {
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	log.Info("orchestrator shutting down", "timeout", *shutdown)
+	log.Info("orchestrator shutting down", "timeout", shutdown.String())
 	hs.Shutdown()
 	sctx, cancel := context.WithTimeout(context.Background(), *shutdown)
 	defer cancel()

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"sort"
@@ -18,7 +17,6 @@ import (
 	"github.com/toolmesh/toolmesh/internal/builtin"
 	"github.com/toolmesh/toolmesh/internal/cli"
 	"github.com/toolmesh/toolmesh/internal/logging"
-	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/pkg/otelsetup"
 	"github.com/toolmesh/toolmesh/pkg/worker"
 )
@@ -43,6 +41,8 @@ func run(args []string) error {
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "json", "json or text")
 	metricsListen := fs.String("metrics-listen", "", "address to serve Prometheus /metrics on (empty: none)")
+	reconnectMin := fs.Duration("reconnect-min", 100*time.Millisecond, "shortest delay between registration attempts")
+	reconnectMax := fs.Duration("reconnect-max", 5*time.Second, "longest delay between registration attempts: the worker is registered within this long of the orchestrator serving again")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "usage: toolworker [flags]\n\nServes built-in tool groups as a toolmesh worker. Telemetry follows the standard OTEL_*\nvariables (traces: none unless OTEL_TRACES_EXPORTER is set; metrics: Prometheus on\n--metrics-listen).\n\nflags:\n")
 		fs.PrintDefaults()
@@ -59,6 +59,9 @@ func run(args []string) error {
 	if *delay < 0 {
 		return fmt.Errorf("-delay must not be negative, got %s", *delay)
 	}
+	if *reconnectMin <= 0 || *reconnectMax < *reconnectMin {
+		return fmt.Errorf("-reconnect-min must be positive and -reconnect-max at least as long, got %s and %s", *reconnectMin, *reconnectMax)
+	}
 	log, err := logging.New(os.Stderr, *logLevel, *logFormat)
 	if err != nil {
 		return err
@@ -74,7 +77,6 @@ func run(args []string) error {
 			log.Warn("telemetry shutdown", "error", err)
 		}
 	}()
-	log = slog.New(telemetry.NewLogHandler(log.Handler()))
 	if *metricsListen != "" {
 		ms, err := sdk.ServeMetrics(*metricsListen)
 		if err != nil {
@@ -98,6 +100,7 @@ func run(args []string) error {
 	}
 	w, err := worker.New(worker.Options{
 		ID: *id, Orchestrator: *orchestrator, Listen: *listen, Advertise: *advertise,
+		MinBackoff: *reconnectMin, MaxBackoff: *reconnectMax,
 		Capacity: int32(*capacity), DrainTimeout: *drain, Logger: log, Version: "dev",
 		TracerProvider: sdk.TracerProvider, MeterProvider: sdk.MeterProvider,
 	}, gs...)

@@ -31,9 +31,10 @@ func Delay(d time.Duration) Wrap {
 // constructors maps the names of the built-in groups to their constructors.
 func constructors() map[string]func(Wrap) worker.Group {
 	return map[string]func(Wrap) worker.Group{
-		MathRole: mathGroup,
-		TextRole: textGroup,
-		ShopRole: shopGroup,
+		MathRole:   mathGroup,
+		TextRole:   textGroup,
+		ShopRole:   shopGroup,
+		FaultsRole: faultsGroup,
 	}
 }
 

@@ -50,7 +50,9 @@ func (d Duration) D() time.Duration { return time.Duration(d) }
 // Config is the orchestrator's configuration.
 type Config struct {
 	// Listen is the address of the gRPC server (clients, workers, health, reflection).
-	Listen   string   `yaml:"listen"`
+	Listen string `yaml:"listen"`
+	// Server bounds what the gRPC server receives.
+	Server   Server   `yaml:"server"`
 	Registry Registry `yaml:"registry"`
 	Router   Router   `yaml:"router"`
 	Loop     Loop     `yaml:"loop"`
@@ -66,6 +68,16 @@ type Config struct {
 	// Tools configures tools by name.
 	Tools map[string]Tool `yaml:"tools"`
 	Log   Log             `yaml:"log"`
+}
+
+// Server bounds what the orchestrator's gRPC server receives.
+type Server struct {
+	// MaxReceiveBytes bounds one message (a run request, a registration).
+	MaxReceiveBytes int `yaml:"max_receive_bytes"`
+	// MaxInflightReceiveBytes bounds the messages being received and decoded at once,
+	// each counted at MaxReceiveBytes; further requests wait, and are refused as
+	// overloaded after a short wait.
+	MaxInflightReceiveBytes int `yaml:"max_inflight_receive_bytes"`
 }
 
 // Registry configures worker registration.
@@ -97,6 +109,9 @@ type Loop struct {
 	MaxConcurrentRuns int `yaml:"max_concurrent_runs"`
 	// RetainRuns is how many finished runs GetRun still knows about.
 	RetainRuns int `yaml:"retain_runs"`
+	// MaxToolResultBytes bounds the text of one tool result the model reads; a longer
+	// one is cut and says so.
+	MaxToolResultBytes int `yaml:"max_tool_result_bytes"`
 }
 
 // Provider chooses and configures the model providers.
@@ -173,6 +188,7 @@ type Log struct {
 func Default() Config {
 	return Config{
 		Listen: "127.0.0.1:7070",
+		Server: Server{MaxReceiveBytes: 4 << 20, MaxInflightReceiveBytes: 64 << 20},
 		Registry: Registry{
 			HeartbeatInterval: Duration(2 * time.Second),
 			LeaseTTL:          Duration(6 * time.Second),
@@ -190,6 +206,7 @@ func Default() Config {
 			RunTimeout:           Duration(10 * time.Minute),
 			MaxConcurrentRuns:    1000,
 			RetainRuns:           1000,
+			MaxToolResultBytes:   32 << 10,
 		},
 		Provider: Provider{
 			Name:      "auto",
@@ -248,6 +265,14 @@ func (c Config) Validate() error {
 	if err := checkListen(c.Listen); err != nil {
 		bad("listen", "%v", err)
 	}
+	if c.Server.MaxReceiveBytes < 2<<20 || c.Server.MaxReceiveBytes > 64<<20 {
+		// A run request at its documented bounds (1 MiB of text, a 64 KiB schema, the
+		// context) must fit.
+		bad("server.max_receive_bytes", "must be between 2097152 and 67108864, got %d", c.Server.MaxReceiveBytes)
+	}
+	if c.Server.MaxInflightReceiveBytes < c.Server.MaxReceiveBytes || c.Server.MaxInflightReceiveBytes > 4<<30 {
+		bad("server.max_inflight_receive_bytes", "must be at least server.max_receive_bytes (%d) and at most 4294967296, got %d", c.Server.MaxReceiveBytes, c.Server.MaxInflightReceiveBytes)
+	}
 	c.validateContext(bad)
 	c.validateModels(bad)
 	c.validateTelemetry(bad)
@@ -287,6 +312,9 @@ func (c Config) Validate() error {
 	}
 	if c.Loop.RetainRuns < 0 {
 		bad("loop.retain_runs", "must not be negative, got %d", c.Loop.RetainRuns)
+	}
+	if c.Loop.MaxToolResultBytes < 1<<10 || c.Loop.MaxToolResultBytes > 4<<20 {
+		bad("loop.max_tool_result_bytes", "must be between 1024 and 4194304, got %d", c.Loop.MaxToolResultBytes)
 	}
 	switch c.Provider.Name {
 	case "", "auto", "scripted":

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/sync/errgroup"
 
@@ -33,6 +34,9 @@ const DefaultMaxIterations = 20
 
 // DefaultMaxParallel bounds the tool calls of one model turn run at once.
 const DefaultMaxParallel = 8
+
+// DefaultMaxResultBytes bounds the text of one tool result the model reads.
+const DefaultMaxResultBytes = 32 << 10
 
 // EmptyResponseNudge is the user message sent after a blank model turn when empty
 // responses are retried (§5.8).
@@ -78,6 +82,10 @@ type Options struct {
 	MaxIterations int
 	// MaxParallel bounds the tool calls of one turn run at once. Default DefaultMaxParallel.
 	MaxParallel int
+	// MaxResultBytes bounds the text of a tool result the model reads: a longer one is
+	// cut, at a character boundary, and ends with a line saying how long it was (the
+	// artifact, if any, stays whole). Default DefaultMaxResultBytes.
+	MaxResultBytes int
 	// EmptyRetries is how many blank model turns in a row are answered with a nudge before
 	// the loop fails; zero accepts a blank answer as final.
 	EmptyRetries int
@@ -142,6 +150,9 @@ func Run(ctx context.Context, opts Options, in Input) (*Result, error) {
 	}
 	if opts.MaxParallel <= 0 {
 		opts.MaxParallel = DefaultMaxParallel
+	}
+	if opts.MaxResultBytes <= 0 {
+		opts.MaxResultBytes = DefaultMaxResultBytes
 	}
 	if opts.NotFound == nil {
 		opts.NotFound = NewAutoCorrection()
@@ -415,7 +426,7 @@ func (l *state) call(ctx context.Context, iter int, c llm.ToolCall, t tool.Tool,
 		l.opts.Observer(ev)
 		return o
 	}
-	o.content = res.Render()
+	o.content = truncateResult(res.Render(), l.opts.MaxResultBytes)
 	o.isError = res.IsError()
 	o.tool, o.input, o.result = t, args, res
 	o.returnDirect = t.Metadata().ReturnDirect && !res.IsError()
@@ -426,6 +437,23 @@ func (l *state) call(ctx context.Context, iter int, c llm.ToolCall, t tool.Tool,
 	}
 	l.opts.Observer(ev)
 	return o
+}
+
+// truncateResult cuts a tool result the model reads to at most max bytes, marker
+// included, at a character boundary.
+func truncateResult(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	marker := fmt.Sprintf("\n[truncated: the tool returned %d bytes; only the first %%d are shown]", len(s))
+	keep := max - len(marker) - 8 // room for the digits of the count
+	if keep < 0 {
+		keep = 0
+	}
+	for keep > 0 && !utf8.RuneStart(s[keep]) {
+		keep--
+	}
+	return s[:keep] + fmt.Sprintf(marker, keep)
 }
 
 // argumentProblem is the part of a validation error that describes the problem: the
@@ -543,7 +571,7 @@ func (l *state) inject(ctx context.Context, iter int, o outcome) {
 	// l.strategy is a Chain: what it returns with an error is the others' contribution.
 	inj, err := l.strategy.Evaluate(l.callContext(ctx, o.call), ic)
 	if err != nil {
-		l.opts.Logger.Warn("injection strategy failed", "tool", o.call.Name, "call_id", o.call.ID, "loop_id", l.opts.LoopID, "error", err)
+		l.opts.Logger.WarnContext(l.callContext(ctx, o.call), "injection strategy failed", "tool", o.call.Name, "error", err.Error())
 	}
 	added, removed := l.apply(inj)
 	if len(added) == 0 && len(removed) == 0 {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -769,5 +770,42 @@ func TestRunRefusesHugeArguments(t *testing.T) {
 	want := fmt.Sprintf("Error: invalid arguments for tool 'echo': arguments too large: they are %d bytes; the limit is %d. Call it again with arguments that match its schema.", len(huge), loop.MaxArgumentBytes)
 	if got != want {
 		t.Errorf("tool result = %q, want %q", got, want)
+	}
+}
+
+// TestRunTruncatesLongResults: a result longer than MaxResultBytes reaches the model cut
+// to the bound, at a character boundary, ending with a line that says how long it was;
+// the finished event says what the model read; shorter results are untouched.
+func TestRunTruncatesLongResults(t *testing.T) {
+	r := &recorder{}
+	long := strings.Repeat("é", 20<<10) // 40 KiB of two-byte characters
+	big := r.fn("big", schema.Empty(), func(context.Context, string) (tool.Result, error) { return tool.Text(long), nil })
+	small := r.fn("small", schema.Empty(), func(context.Context, string) (tool.Result, error) { return tool.Text("short"), nil })
+	p := newScript(t, onTurn(1, calls(raw("big", `{}`), raw("small", `{}`))), onTurn(2, text("ok")))
+	var mu sync.Mutex
+	events := map[string]loop.ToolCallFinished{}
+	res, err := loop.Run(t.Context(), loop.Options{Provider: p, Observer: func(ev loop.Event) {
+		if f, ok := ev.(loop.ToolCallFinished); ok {
+			mu.Lock()
+			events[f.Call.Name] = f
+			mu.Unlock()
+		}
+	}}, loop.Input{Messages: []llm.Message{user("go")}, Tools: []tool.Tool{big, small}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := res.History[2].Text
+	if len(got) > loop.DefaultMaxResultBytes || !utf8.ValidString(got) {
+		t.Fatalf("truncated result is %d bytes (valid UTF-8: %v), want at most %d", len(got), utf8.ValidString(got), loop.DefaultMaxResultBytes)
+	}
+	head, marker, ok := strings.Cut(got, "\n[truncated: ")
+	if !ok || !strings.HasPrefix(long, head) || marker != fmt.Sprintf("the tool returned %d bytes; only the first %d are shown]", len(long), len(head)) {
+		t.Errorf("truncated result ends %q", got[max(0, len(got)-120):])
+	}
+	if res.History[3].Text != "short" {
+		t.Errorf("short result = %q", res.History[3].Text)
+	}
+	if e := events["big"]; e.Content != got || e.Result.Content != long {
+		t.Errorf("finished event: content %d bytes, result %d bytes; want what the model read and the tool's whole result", len(e.Content), len(e.Result.Content))
 	}
 }

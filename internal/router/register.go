@@ -68,7 +68,7 @@ func (l *Lease) End() {
 	}
 	w.graceTimer = time.AfterFunc(grace, func() { l.r.expire(w) })
 	w.mu.Unlock()
-	l.r.log.Info("worker registration stream ended", "worker_id", w.id, "lease_id", w.leaseID, "grace", grace)
+	l.r.log.Info("worker registration stream ended", "worker_id", w.id, "lease_id", w.leaseID, "grace", grace.String())
 }
 
 // expire removes w if it is still the registered worker under its id.

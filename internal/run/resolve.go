@@ -64,6 +64,7 @@ func (s *Service) prepare(req Request) (*prepared, error) {
 		MaxOutputTokens: req.MaxOutputTokens,
 		MaxIterations:   cmpOr(req.MaxIterations, lc.MaxIterations),
 		MaxParallel:     cmpOr(req.MaxParallel, lc.MaxParallelToolCalls),
+		MaxResultBytes:  lc.MaxToolResultBytes,
 		EmptyRetries:    lc.EmptyResponseRetries,
 		OutputSchema:    outputSchema,
 		Context:         bag,

@@ -84,9 +84,12 @@ func New(opts Options) (*Server, error) {
 }
 
 // Register adds both services to a gRPC server.
+// Every request message is read within the receive budget (config.Server); serve with
+// ServerOptions too, which bound the size of one message.
 func (s *Server) Register(g grpc.ServiceRegistrar) {
-	toolpb.RegisterOrchestratorServiceServer(g, s.orch)
-	toolpb.RegisterToolRegistryServiceServer(g, s.registry)
+	a := newAdmission(s.cfg.Server)
+	g.RegisterService(a.gate(&toolpb.OrchestratorService_ServiceDesc), s.orch)
+	g.RegisterService(a.gate(&toolpb.ToolRegistryService_ServiceDesc), s.registry)
 }
 
 // Shutdown refuses new runs, waits for the runs in progress until ctx ends (then cancels

@@ -2,7 +2,7 @@
 // tracer and meter providers (FromProviders), the otelgrpc stats handlers for every gRPC
 // server and client, span helpers that follow the GenAI semantic conventions
 // (invoke_agent, chat, execute_tool), the metric instruments, and a log/slog handler that
-// stamps records with trace, span, run and loop ids.
+// stamps records with trace, span, run, loop and call ids.
 //
 // It records through the OpenTelemetry API only and must not import the SDK
 // (go.opentelemetry.io/otel/sdk/...), any exporter, the Prometheus client or autoexport:
@@ -13,5 +13,6 @@
 // Trace context crosses process boundaries as W3C tracecontext only: no baggage, which
 // would carry entries past the per-group ToolCallContext converters.
 //
-// It sits at the bottom of the dependency graph: it imports no other toolmesh package.
+// It sits near the bottom of the dependency graph: of toolmesh it imports only pkg/tool,
+// whose call info carries the run, loop and call ids the log handler stamps.
 package telemetry

@@ -9,6 +9,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/toolmesh/toolmesh/internal/telemetry"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
 // A process builds its Telemetry over the providers its SDK setup made (pkg/otelsetup's
@@ -36,11 +38,13 @@ func Example() {
 		},
 	})))
 
+	// The run's ids travel in the call info, where the log handler finds them.
+	ctx = toolcall.WithCallInfo(ctx, tool.CallInfo{RunID: "run-1", LoopID: "loop-1", CallID: "call_1"})
 	ctx, run := tel.StartRun(ctx, telemetry.RunAttrs{RunID: "run-1", LoopID: "loop-1"})
 	toolCtx, span := tel.StartTool(ctx, telemetry.ToolAttrs{Name: "add", CallID: "call_1", Group: "math"})
 	log.InfoContext(toolCtx, "tool call finished", "tool", "add")
 	tel.EndTool(span, telemetry.ToolResult{WorkerID: "math-1", Attempts: 1})
 	tel.EndRun(run, telemetry.RunResult{Outcome: "completed"})
 	// Output:
-	// {"level":"INFO","msg":"tool call finished","tool":"add","trace_id":"…","span_id":"…","run_id":"run-1","loop_id":"loop-1"}
+	// {"level":"INFO","msg":"tool call finished","tool":"add","trace_id":"…","span_id":"…","run_id":"run-1","loop_id":"loop-1","call_id":"call_1"}
 }

@@ -69,8 +69,7 @@ type RunAttrs struct {
 	Model     string // gen_ai.request.model, when the run asks for one model
 }
 
-// StartRun starts the invoke_agent span of a run. The returned context also carries the
-// run id and loop id for the log handler (WithRunID, WithLoopID).
+// StartRun starts the invoke_agent span of a run.
 func (t *Telemetry) StartRun(ctx context.Context, a RunAttrs) (context.Context, trace.Span) {
 	name := a.AgentName
 	if name == "" {
@@ -82,11 +81,9 @@ func (t *Telemetry) StartRun(ctx context.Context, a RunAttrs) (context.Context, 
 	}
 	if a.RunID != "" {
 		attrs = append(attrs, KeyRunID.String(a.RunID))
-		ctx = WithRunID(ctx, a.RunID)
 	}
 	if a.LoopID != "" {
 		attrs = append(attrs, KeyLoopID.String(a.LoopID))
-		ctx = WithLoopID(ctx, a.LoopID)
 	}
 	if a.Provider != "" {
 		attrs = append(attrs, KeyProviderName.String(a.Provider))

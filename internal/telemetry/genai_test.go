@@ -26,8 +26,8 @@ func TestRunChatToolSpansNest(t *testing.T) {
 	rec.EndChat(chat, telemetry.ChatResult{InputTokens: 120, OutputTokens: 30, FinishReasons: []string{"tool_calls"}, ResponseModel: "gpt-4o-2024-08-06", ResponseID: "chatcmpl-1"})
 
 	toolCtx, tool := rec.StartTool(ctx, telemetry.ToolAttrs{Name: "add", CallID: "call_1", Group: "math"})
-	if telemetry.RunIDFrom(toolCtx) != "run-1" || telemetry.LoopIDFrom(toolCtx) != "loop-1" {
-		t.Errorf("tool context lost run/loop ids: %q %q", telemetry.RunIDFrom(toolCtx), telemetry.LoopIDFrom(toolCtx))
+	if toolCtx == ctx {
+		t.Error("StartTool returned the parent context")
 	}
 	rec.EndTool(tool, telemetry.ToolResult{WorkerID: "math-7f3a", Attempts: 2, Arguments: `{"a":1}`, Result: "2"})
 	rec.EndRun(run, telemetry.RunResult{Outcome: "completed", InputTokens: 120, OutputTokens: 30})
@@ -259,9 +259,6 @@ func TestNilAndZeroTelemetry(t *testing.T) {
 	for name, tel := range map[string]*telemetry.Telemetry{"nil": nil, "zero": {}} {
 		t.Run(name, func(t *testing.T) {
 			ctx, run := tel.StartRun(context.Background(), telemetry.RunAttrs{RunID: "r"})
-			if telemetry.RunIDFrom(ctx) != "r" {
-				t.Error("run id not in context")
-			}
 			cctx, chat := tel.StartChat(ctx, "openai", "m")
 			tel.EndChat(chat, telemetry.ChatResult{InputTokens: 1})
 			tctx, tool := tel.StartTool(cctx, telemetry.ToolAttrs{Name: "t"})

@@ -1,7 +1,6 @@
 package telemetry
 
 import (
-	"cmp"
 	"context"
 	"log/slog"
 	"slices"
@@ -20,32 +19,6 @@ const (
 	LogKeyCallID  = "call_id"
 )
 
-type runIDKey struct{}
-
-type loopIDKey struct{}
-
-// WithRunID returns a context whose log records carry run_id.
-func WithRunID(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, runIDKey{}, id)
-}
-
-// WithLoopID returns a context whose log records carry loop_id.
-func WithLoopID(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, loopIDKey{}, id)
-}
-
-// RunIDFrom returns the run id WithRunID put in ctx, or "".
-func RunIDFrom(ctx context.Context) string {
-	id, _ := ctx.Value(runIDKey{}).(string)
-	return id
-}
-
-// LoopIDFrom returns the loop id WithLoopID put in ctx, or "".
-func LoopIDFrom(ctx context.Context) string {
-	id, _ := ctx.Value(loopIDKey{}).(string)
-	return id
-}
-
 // correlation returns the fields ctx gives a record.
 func correlation(ctx context.Context) []slog.Attr {
 	if ctx == nil {
@@ -55,12 +28,14 @@ func correlation(ctx context.Context) []slog.Attr {
 	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
 		out = append(out, slog.String(LogKeyTraceID, sc.TraceID().String()), slog.String(LogKeySpanID, sc.SpanID().String()))
 	}
+	// The ids of the run, loop and call have one home: the call info the run service, the
+	// loop and the worker SDK put in the context.
 	info, _ := tool.CallInfoFrom(ctx)
-	if id := cmp.Or(info.RunID, RunIDFrom(ctx)); id != "" {
-		out = append(out, slog.String(LogKeyRunID, id))
+	if info.RunID != "" {
+		out = append(out, slog.String(LogKeyRunID, info.RunID))
 	}
-	if id := cmp.Or(info.LoopID, LoopIDFrom(ctx)); id != "" {
-		out = append(out, slog.String(LogKeyLoopID, id))
+	if info.LoopID != "" {
+		out = append(out, slog.String(LogKeyLoopID, info.LoopID))
 	}
 	if info.CallID != "" {
 		out = append(out, slog.String(LogKeyCallID, info.CallID))
@@ -70,7 +45,7 @@ func correlation(ctx context.Context) []slog.Attr {
 
 // NewLogHandler wraps inner so that every record logged with a context (InfoContext,
 // ErrorContext, ...) carries trace_id and span_id when the context holds a valid span,
-// and run_id and loop_id when WithRunID / WithLoopID set them. The fields stay at the top
+// and run_id, loop_id and call_id from the call info (tool.CallInfoFrom). The fields stay at the top
 // level of the record even under WithGroup, where log pipelines look for them.
 func NewLogHandler(inner slog.Handler) slog.Handler {
 	return &logHandler{top: inner, full: inner}

@@ -12,6 +12,8 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/internal/telemetry/telemetrytest"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
 // lines decodes the JSON records in buf, without time and level.
@@ -33,13 +35,13 @@ func lines(t *testing.T, buf *bytes.Buffer) []map[string]any {
 
 func TestLogHandlerAddsCorrelationFields(t *testing.T) {
 	rec := telemetrytest.New(t, telemetry.Options{})
-	ctx, run := rec.StartRun(context.Background(), telemetry.RunAttrs{RunID: "run-1"})
-	ctx = telemetry.WithLoopID(ctx, "loop-1")
-	ctx, tool := rec.StartTool(ctx, telemetry.ToolAttrs{Name: "add"})
+	ctx := toolcall.WithCallInfo(context.Background(), tool.CallInfo{RunID: "run-1", LoopID: "loop-1"})
+	ctx, run := rec.StartRun(ctx, telemetry.RunAttrs{RunID: "run-1"})
+	ctx, toolSpan := rec.StartTool(ctx, telemetry.ToolAttrs{Name: "add"})
 	defer rec.EndRun(run, telemetry.RunResult{})
-	defer rec.EndTool(tool, telemetry.ToolResult{})
-	traceID := tool.SpanContext().TraceID().String()
-	spanID := tool.SpanContext().SpanID().String()
+	defer rec.EndTool(toolSpan, telemetry.ToolResult{})
+	traceID := toolSpan.SpanContext().TraceID().String()
+	spanID := toolSpan.SpanContext().SpanID().String()
 
 	var buf bytes.Buffer
 	log := slog.New(telemetry.NewLogHandler(slog.NewJSONHandler(&buf, nil)))
@@ -51,7 +53,8 @@ func TestLogHandlerAddsCorrelationFields(t *testing.T) {
 	log.WithGroup("empty").InfoContext(ctx, "empty group")
 	log.Info("no context")
 	log.InfoContext(context.Background(), "background")
-	log.InfoContext(telemetry.WithRunID(context.Background(), "run-2"), "run id only")
+	log.InfoContext(toolcall.WithCallInfo(context.Background(), tool.CallInfo{RunID: "run-2"}), "run id only")
+	log.InfoContext(toolcall.WithCallInfo(ctx, tool.CallInfo{RunID: "run-1", LoopID: "loop-1", CallID: "c1"}), "a call")
 
 	ids := map[string]any{"trace_id": traceID, "span_id": spanID, "run_id": "run-1", "loop_id": "loop-1"}
 	with := func(m map[string]any) map[string]any {
@@ -69,6 +72,7 @@ func TestLogHandlerAddsCorrelationFields(t *testing.T) {
 		{"msg": "no context"},
 		{"msg": "background"},
 		{"msg": "run id only", "run_id": "run-2"},
+		with(map[string]any{"msg": "a call", "call_id": "c1"}),
 	}
 	if diff := cmp.Diff(want, lines(t, &buf)); diff != "" {
 		t.Errorf("records (-want +got):\n%s", diff)
@@ -79,7 +83,7 @@ func TestLogHandlerRespectsLevel(t *testing.T) {
 	var buf bytes.Buffer
 	h := telemetry.NewLogHandler(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	log := slog.New(h).WithGroup("g").With("k", "v")
-	ctx := telemetry.WithRunID(context.Background(), "r")
+	ctx := toolcall.WithCallInfo(context.Background(), tool.CallInfo{RunID: "r"})
 	if log.Handler().Enabled(ctx, slog.LevelInfo) {
 		t.Error("info enabled at warn level")
 	}
@@ -97,7 +101,7 @@ func TestLogHandlerDerivedHandlersAreIndependent(t *testing.T) {
 	base := slog.New(telemetry.NewLogHandler(slog.NewJSONHandler(&buf, nil))).WithGroup("g")
 	a := base.With("a", 1)
 	b := base.With("b", 2)
-	ctx := telemetry.WithLoopID(context.Background(), "l")
+	ctx := toolcall.WithCallInfo(context.Background(), tool.CallInfo{LoopID: "l"})
 	a.InfoContext(ctx, "a")
 	b.InfoContext(ctx, "b")
 	base.InfoContext(ctx, "base")

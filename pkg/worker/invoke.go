@@ -72,7 +72,6 @@ func (s *invoker) Invoke(ctx context.Context, req *toolpb.InvokeRequest) (*toolp
 	ctx = toolcall.WithCallInfo(ctx, tool.CallInfo{RunID: req.GetRunId(), LoopID: req.GetLoopId(), CallID: req.GetCallId()})
 	ctx = toolctx.NewContext(ctx, bag)
 	ctx = toolinternal.WithValidated(ctx, args)
-	ctx = telemetry.WithLoopID(telemetry.WithRunID(ctx, req.GetRunId()), req.GetLoopId())
 	// The state the orchestrator keeps for the call: the tool reads it and may replace it.
 	st := tool.NewState(req.GetState())
 	ctx = toolcall.WithState(ctx, st)

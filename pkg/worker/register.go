@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 
@@ -26,6 +27,20 @@ func (w *Worker) registerLoop(ctx context.Context, drainReq chan<- struct{}) {
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDisableServiceConfig(),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}),
+		// The connection's own reconnect backoff has the same cap as the registration
+		// loop's (grpc-go's default cap is 120s): after an orchestrator outage of any
+		// length, the worker is registered within MaxBackoff of the orchestrator serving
+		// again. grpc-go jitters each delay by up to 20% either way, so the cap it is
+		// given leaves room for that.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff: grpcbackoff.Config{
+				BaseDelay:  w.opts.MinBackoff,
+				Multiplier: 1.6,
+				Jitter:     0.2,
+				MaxDelay:   max(w.opts.MinBackoff, time.Duration(float64(w.opts.MaxBackoff)/1.2)),
+			},
+			MinConnectTimeout: 5 * time.Second,
+		}),
 	}, w.opts.DialOptions...)
 	conn, err := grpc.NewClient(w.opts.Orchestrator, opts...)
 	if err != nil {
@@ -49,7 +64,7 @@ func (w *Worker) registerLoop(ctx context.Context, drainReq chan<- struct{}) {
 		}
 		delay := backoff(failures, w.opts.MinBackoff, w.opts.MaxBackoff)
 		failures++
-		w.log.Warn("registration stream ended; reconnecting", "error", err, "retry_in", delay)
+		w.log.Warn("registration stream ended; reconnecting", "error", err, "retry_in", delay.String())
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
@@ -83,7 +98,9 @@ func (w *Worker) session(ctx context.Context, client toolpb.ToolRegistryServiceC
 		cancel()
 		sender.Wait() // the heartbeat goroutine ends with the session
 	}()
-	stream, err := client.Connect(sctx)
+	// Waiting for the connection to be ready, rather than failing at once while it
+	// reconnects, lets the connection's backoff alone pace the attempts.
+	stream, err := client.Connect(sctx, grpc.WaitForReady(true))
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
@@ -116,7 +133,7 @@ func (w *Worker) session(ctx context.Context, client toolpb.ToolRegistryServiceC
 	if interval <= 0 {
 		interval = 2 * time.Second
 	}
-	w.log.Info("registered with orchestrator", "lease_id", ack.GetLeaseId(), "heartbeat", interval)
+	w.log.Info("registered with orchestrator", "lease_id", ack.GetLeaseId(), "heartbeat", interval.String())
 
 	// Heartbeats and the drain notice go out from one goroutine; replies are read here.
 	sender.Go(func() {

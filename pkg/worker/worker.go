@@ -358,7 +358,7 @@ func (w *Worker) drain() {
 	w.callMu.Unlock()
 	close(w.drainCh)    // the registration loop tells the orchestrator; waiting calls give up
 	w.health.Shutdown() // every service NOT_SERVING
-	w.log.Info("worker draining", "in_flight", w.active.Load(), "timeout", w.opts.DrainTimeout)
+	w.log.Info("worker draining", "in_flight", w.active.Load(), "timeout", w.opts.DrainTimeout.String())
 	if ok, _ := w.Registered(); ok {
 		// Let the Draining message leave before the stream can be torn down, so the
 		// orchestrator drops the worker at once instead of after its grace period.

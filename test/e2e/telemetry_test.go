@@ -81,7 +81,11 @@ func attr(s *tracepb.Span, key string) (*commonpb.AnyValue, bool) {
 // spans form one trace with the right parent chain and GenAI attributes; a failing tool's
 // span carries error.type; a context key outside the allow-list appears in no span and no
 // log line; /metrics of orchestrator and worker count the calls made.
-func TestOneTracePerRun(t *testing.T) {
+// startTraceCollector serves an OTLP/gRPC trace collector for the test and points the
+// OTEL_* variables of the processes the test starts at it. It returns the collector and
+// its address.
+func startTraceCollector(t *testing.T) (*otlpReceiver, string) {
+	t.Helper()
 	rcv := &otlpReceiver{svc: map[string]string{}}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -90,7 +94,7 @@ func TestOneTracePerRun(t *testing.T) {
 	g := grpc.NewServer()
 	collectortrace.RegisterTraceServiceServer(g, rcv)
 	go func() { _ = g.Serve(lis) }()
-	defer g.Stop()
+	t.Cleanup(g.Stop)
 	for k, v := range map[string]string{
 		"OTEL_TRACES_EXPORTER":        "otlp",
 		"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
@@ -100,6 +104,11 @@ func TestOneTracePerRun(t *testing.T) {
 	} {
 		t.Setenv(k, v)
 	}
+	return rcv, lis.Addr().String()
+}
+
+func TestOneTracePerRun(t *testing.T) {
+	rcv, collector := startTraceCollector(t)
 
 	const hidden = "hidden-value-7f3a"
 	m := startMesh(t, "telemetry.yaml", "telemetry: {context_allow_list: [tenantId]}\n")
@@ -109,7 +118,7 @@ func TestOneTracePerRun(t *testing.T) {
 	// The client traces its call with its own SDK, exporting to the same collector.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(lis.Addr().String()), otlptracegrpc.WithInsecure())
+	exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(collector), otlptracegrpc.WithInsecure())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,114 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/semaphore"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+
+	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/wire"
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
+)
+
+// The orchestrator bounds the memory requests can take while they are received: no
+// message is larger than config.Server.MaxReceiveBytes (gRPC refuses a larger one after
+// reading its five-byte header, before any of its body), and messages are read and
+// decoded only while a budget of config.Server.MaxInflightReceiveBytes allows, each
+// counted at the largest size it may have, since its size is not known before it is
+// read. A request that waits for the budget longer than admissionWait is refused as
+// OVERLOADED. A waiting request costs no more than its HTTP/2 stream's flow-control
+// window, which ServerOptions fixes at 64 KiB (grpc-go's dynamic windows would let a
+// stream buffer megabytes).
+
+// admissionWait bounds the wait for the receive budget.
+const admissionWait = 2 * time.Second
+
+// admissionHold is how long one read may count against the budget: a client that
+// trickles its message in more slowly than that does not keep others out; what it has
+// sent so far is all the memory it holds.
+const admissionHold = 10 * time.Second
+
+// streamWindow is the fixed HTTP/2 flow-control window of each stream; a connection's
+// is sixteen times that (its window is acknowledged as data arrives, not as it is read,
+// so it paces throughput rather than bounding memory).
+const streamWindow = 64 << 10
+
+// ServerOptions are the gRPC server options that bound what the orchestrator receives.
+func ServerOptions(cfg config.Config) []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(cfg.Server.MaxReceiveBytes),
+		grpc.InitialWindowSize(streamWindow),
+		grpc.InitialConnWindowSize(16 * streamWindow),
+	}
+}
+
+// admission is the budget of bytes being received.
+type admission struct {
+	sem        *semaphore.Weighted
+	perMessage int64
+	messages   int64 // how many messages the budget admits at once
+}
+
+func newAdmission(cfg config.Server) *admission {
+	per := int64(cfg.MaxReceiveBytes)
+	return &admission{sem: semaphore.NewWeighted(int64(cfg.MaxInflightReceiveBytes)), perMessage: per, messages: int64(cfg.MaxInflightReceiveBytes) / per}
+}
+
+// recv runs one read of a request message within the budget.
+func (a *admission) recv(ctx context.Context, read func() error) error {
+	wait, cancel := context.WithTimeout(ctx, admissionWait)
+	err := a.sem.Acquire(wait, a.perMessage)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return status.FromContextError(ctx.Err()).Err()
+		}
+		return wire.Error{Reason: toolpb.ErrorReason_ERROR_REASON_OVERLOADED,
+			Message: fmt.Sprintf("the orchestrator is receiving its maximum of %d requests at once; retry later", a.messages)}.Err()
+	}
+	var once sync.Once
+	release := func() { once.Do(func() { a.sem.Release(a.perMessage) }) }
+	hold := time.AfterFunc(admissionHold, release)
+	defer func() {
+		hold.Stop()
+		release()
+	}()
+	return read()
+}
+
+// gate returns desc with every message read by its handlers counted against the budget:
+// unary handlers decode their request through the function they are given, streaming
+// handlers through their stream's RecvMsg.
+func (a *admission) gate(desc *grpc.ServiceDesc) *grpc.ServiceDesc {
+	out := *desc
+	out.Methods = make([]grpc.MethodDesc, len(desc.Methods))
+	for i, m := range desc.Methods {
+		h := m.Handler
+		m.Handler = func(srv any, ctx context.Context, dec func(any) error, in grpc.UnaryServerInterceptor) (any, error) {
+			return h(srv, ctx, func(v any) error { return a.recv(ctx, func() error { return dec(v) }) }, in)
+		}
+		out.Methods[i] = m
+	}
+	out.Streams = make([]grpc.StreamDesc, len(desc.Streams))
+	for i, sd := range desc.Streams {
+		h := sd.Handler
+		sd.Handler = func(srv any, ss grpc.ServerStream) error { return h(srv, &gatedStream{ServerStream: ss, a: a}) }
+		out.Streams[i] = sd
+	}
+	return &out
+}
+
+// gatedStream reads every message within the budget.
+type gatedStream struct {
+	grpc.ServerStream
+	a *admission
+}
+
+func (s *gatedStream) RecvMsg(m any) error {
+	return s.a.recv(s.Context(), func() error { return s.ServerStream.RecvMsg(m) })
+}
