@@ -247,7 +247,7 @@ func setup(ctx context.Context, cfg Config) (_ *env, err error) {
 		}
 	})
 
-	orchClient, err := client.Dial(e.off.addr)
+	orchClient, err := client.Dial(e.off.addr, insecure.NewCredentials())
 	if err != nil {
 		return nil, err
 	}

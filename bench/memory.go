@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/credentials/insecure"
+
 	"github.com/toolmesh/toolmesh/pkg/client"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
@@ -61,7 +63,7 @@ func measureMemory(ctx context.Context, cfg Config, n int) (memoryRound, error) 
 		return memoryRound{}, err
 	}
 	addr, _ := rec["address"].(string)
-	c, err := client.Dial(addr)
+	c, err := client.Dial(addr, insecure.NewCredentials())
 	if err != nil {
 		return memoryRound{}, err
 	}

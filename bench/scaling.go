@@ -179,7 +179,7 @@ func measureToolDefs(ctx context.Context, t *routingTable) (toolDefRow, error) {
 		return toolDefRow{}, err
 	}
 	defer c.close()
-	cl, err := client.Dial(c.addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+	cl, err := client.Dial(c.addr, insecure.NewCredentials(), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
 	if err != nil {
 		return toolDefRow{}, err
 	}

@@ -13,6 +13,8 @@ import (
 	"os/exec"
 	"time"
 
+	"google.golang.org/grpc/credentials/insecure"
+
 	"github.com/toolmesh/toolmesh/internal/cli"
 	"github.com/toolmesh/toolmesh/internal/harness"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
@@ -95,7 +97,7 @@ func run() error {
 		procs = append(procs, p)
 		fmt.Printf("%-13s pid %-7d groups %s\n", w.id, p.PID(), w.groups)
 	}
-	c, err := client.Dial(orch.Addr)
+	c, err := client.Dial(orch.Addr, insecure.NewCredentials())
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -102,7 +101,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	c, err := client.Dial(*addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, tel.DialOptions()...)...)
+	c, err := client.Dial(*addr, insecure.NewCredentials(), tel.DialOptions()...)
 	if err != nil {
 		return err
 	}

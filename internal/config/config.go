@@ -188,7 +188,7 @@ type Log struct {
 func Default() Config {
 	return Config{
 		Listen: "127.0.0.1:7070",
-		Server: Server{MaxReceiveBytes: 4 << 20, MaxInflightReceiveBytes: 64 << 20},
+		Server: Server{MaxReceiveBytes: 4 << 20, MaxInflightReceiveBytes: 32 << 20},
 		Registry: Registry{
 			HeartbeatInterval: Duration(2 * time.Second),
 			LeaseTTL:          Duration(6 * time.Second),

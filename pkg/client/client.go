@@ -12,7 +12,7 @@ import (
 	"iter"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
@@ -23,12 +23,15 @@ type Client struct {
 	orch toolpb.OrchestratorServiceClient
 }
 
-// Dial connects to an orchestrator at addr. Without options the connection is plaintext.
-func Dial(addr string, opts ...grpc.DialOption) (*Client, error) {
-	if len(opts) == 0 {
-		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+// Dial connects to an orchestrator at addr with the given transport credentials:
+// credentials.NewTLS(...) for TLS, or insecure.NewCredentials() for a plaintext
+// connection (loopback, or inside a mesh that encrypts for you). The connection is made
+// lazily, on the first call. opts are further dial options (a stats handler, say).
+func Dial(addr string, creds credentials.TransportCredentials, opts ...grpc.DialOption) (*Client, error) {
+	if creds == nil {
+		return nil, errors.New("client: no transport credentials: pass credentials.NewTLS(...) or insecure.NewCredentials()")
 	}
-	conn, err := grpc.NewClient(addr, opts...)
+	conn, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
@@ -50,9 +53,13 @@ func (c *Client) Close() error {
 
 // Run starts a run and returns its events as they arrive. The sequence ends after the
 // final result, or with an error (an *Error for errors the orchestrator reported).
+// Leaving the loop early (break, return) cancels the run's call: the orchestrator sees
+// the client go away and cancels the run.
 func (c *Client) Run(ctx context.Context, req *toolpb.RunRequest) iter.Seq2[*toolpb.RunResponse, error] {
 	return func(yield func(*toolpb.RunResponse, error) bool) {
-		stream, err := c.orch.Run(ctx, req)
+		callCtx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stream, err := c.orch.Run(callCtx, req)
 		if err != nil {
 			yield(nil, convertCtx(ctx, err))
 			return

@@ -225,11 +225,16 @@ type fakeOrchestrator struct {
 	end    error
 	block  bool // after the events, wait for the client to go away
 	got    chan *toolpb.RunRequest
+	// gone is closed when a Run call's context ends, if set.
+	gone chan struct{}
 }
 
 func (f *fakeOrchestrator) Run(req *toolpb.RunRequest, stream toolpb.OrchestratorService_RunServer) error {
 	if f.got != nil {
 		f.got <- req
+	}
+	if f.gone != nil {
+		defer func() { <-stream.Context().Done(); close(f.gone) }()
 	}
 	for _, ev := range f.events {
 		if err := stream.Send(ev); err != nil {
@@ -281,9 +286,8 @@ func serve(t *testing.T, f *fakeOrchestrator) *Client {
 	toolpb.RegisterOrchestratorServiceServer(g, f)
 	served := make(chan struct{})
 	go func() { defer close(served); _ = g.Serve(lis) }()
-	c, err := Dial("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	c, err := Dial("passthrough:///bufnet", insecure.NewCredentials(),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -421,5 +425,31 @@ func TestNewDoesNotOwnTheConnection(t *testing.T) {
 	c := New(nil)
 	if err := c.Close(); err != nil {
 		t.Errorf("Close of a client made by New = %v", err)
+	}
+}
+
+// TestLeavingTheRunLoopCancelsTheCall: breaking out of the range over Run ends the call,
+// so the orchestrator sees the client go away (and cancels the run) instead of running it
+// to its end with the stream open.
+func TestLeavingTheRunLoopCancelsTheCall(t *testing.T) {
+	ctx := testContext(t)
+	f := &fakeOrchestrator{events: events(), block: true, gone: make(chan struct{})}
+	c := serve(t, f)
+	n := 0
+	for ev, err := range c.Run(ctx, &toolpb.RunRequest{Prompt: "hi"}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n++; ev.GetStarted() != nil {
+			break
+		}
+	}
+	select {
+	case <-f.gone:
+	case <-ctx.Done():
+		t.Fatal("the orchestrator's stream is still open after the loop was left")
+	}
+	if n != 1 {
+		t.Errorf("%d events before the break, want 1", n)
 	}
 }

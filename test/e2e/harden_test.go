@@ -239,7 +239,7 @@ func TestMemoryBoundedUnderLargeRequests(t *testing.T) {
 	const (
 		runs       = 600
 		promptSize = 4_000_000
-		limit      = 400 << 20
+		limit      = 512 << 20
 	)
 	m := startMesh(t, "")
 	before := peakRSS(t, m.orch.PID())

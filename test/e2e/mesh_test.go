@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/credentials/insecure"
+
 	"github.com/toolmesh/toolmesh/internal/harness"
 	"github.com/toolmesh/toolmesh/pkg/client"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
@@ -90,7 +92,7 @@ func (m *mesh) startOrchestrator(listen string) {
 	if m.c != nil {
 		_ = m.c.Close()
 	}
-	m.c, err = client.Dial(orch.Addr)
+	m.c, err = client.Dial(orch.Addr, insecure.NewCredentials())
 	if err != nil {
 		m.t.Fatal(err)
 	}

@@ -123,7 +123,7 @@ func TestOneTracePerRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	cl, err := client.Dial(m.orch.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	cl, err := client.Dial(m.orch.Addr, insecure.NewCredentials(),
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithTracerProvider(tp), otelgrpc.WithPropagators(propagation.TraceContext{}))))
 	if err != nil {
 		t.Fatal(err)
