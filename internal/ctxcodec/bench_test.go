@@ -44,65 +44,60 @@ func benchContexts(b *testing.B) map[string]toolctx.Context {
 	return map[string]toolctx.Context{"4-entries": typical, "near-8KiB": near}
 }
 
-var benchCases = []string{"4-entries", "near-8KiB"}
-
-func BenchmarkEncode(b *testing.B) {
+// eachContext runs bench, allocations reported, as a sub-benchmark for each context of
+// benchContexts.
+func eachContext(b *testing.B, bench func(b *testing.B, c toolctx.Context)) {
 	cs := benchContexts(b)
-	for _, name := range benchCases {
-		c := cs[name]
+	for _, name := range []string{"4-entries", "near-8KiB"} {
 		b.Run(name, func(b *testing.B) {
-			md, err := Codec{}.Encode(c)
-			if err != nil || len(md) != c.Len() {
-				b.Fatalf("Encode: %d entries for %d, error %v", len(md), c.Len(), err)
-			}
 			b.ReportAllocs()
-			for b.Loop() {
-				_, _ = Codec{}.Encode(c)
-			}
+			bench(b, cs[name])
 		})
 	}
+}
+
+func BenchmarkEncode(b *testing.B) {
+	eachContext(b, func(b *testing.B, c toolctx.Context) {
+		md, err := Codec{}.Encode(c)
+		if err != nil || len(md) != c.Len() {
+			b.Fatalf("Encode: %d entries for %d, error %v", len(md), c.Len(), err)
+		}
+		for b.Loop() {
+			_, _ = Codec{}.Encode(c)
+		}
+	})
 }
 
 func BenchmarkDecode(b *testing.B) {
-	cs := benchContexts(b)
-	for _, name := range benchCases {
-		c := cs[name]
-		b.Run(name, func(b *testing.B) {
-			md, err := Codec{}.Encode(c)
-			if err != nil {
-				b.Fatal(err)
-			}
-			// Metadata as a server sees it also holds gRPC's own entries, which Decode skips.
-			md["content-type"] = []string{"application/grpc"}
-			md[":authority"] = []string{"127.0.0.1:7070"}
-			md["user-agent"] = []string{"grpc-go/1.85.0"}
-			got, err := Codec{}.Decode(md)
-			if err != nil || !got.Equal(c) {
-				b.Fatalf("Decode(Encode(c)) = %v, %v; want c back", got, err)
-			}
-			b.ReportAllocs()
-			for b.Loop() {
-				_, _ = Codec{}.Decode(md)
-			}
-		})
-	}
+	eachContext(b, func(b *testing.B, c toolctx.Context) {
+		md, err := Codec{}.Encode(c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		// Metadata as a server sees it also holds gRPC's own entries, which Decode skips.
+		md["content-type"] = []string{"application/grpc"}
+		md[":authority"] = []string{"127.0.0.1:7070"}
+		md["user-agent"] = []string{"grpc-go/1.85.0"}
+		got, err := Codec{}.Decode(md)
+		if err != nil || !got.Equal(c) {
+			b.Fatalf("Decode(Encode(c)) = %v, %v; want c back", got, err)
+		}
+		for b.Loop() {
+			_, _ = Codec{}.Decode(md)
+		}
+	})
 }
 
 func BenchmarkCheck(b *testing.B) {
-	cs := benchContexts(b)
-	for _, name := range benchCases {
-		c := cs[name]
-		b.Run(name, func(b *testing.B) {
-			if err := (Codec{}).Check(c); err != nil {
-				b.Fatal(err)
-			}
-			if err := (Codec{MaxBytes: encodedSize(c) - 1}).Check(c); err == nil {
-				b.Fatal("Check accepts a context one byte over its bound")
-			}
-			b.ReportAllocs()
-			for b.Loop() {
-				_ = Codec{}.Check(c)
-			}
-		})
-	}
+	eachContext(b, func(b *testing.B, c toolctx.Context) {
+		if err := (Codec{}).Check(c); err != nil {
+			b.Fatal(err)
+		}
+		if err := (Codec{MaxBytes: encodedSize(c) - 1}).Check(c); err == nil {
+			b.Fatal("Check accepts a context one byte over its bound")
+		}
+		for b.Loop() {
+			_ = Codec{}.Check(c)
+		}
+	})
 }
