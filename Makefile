@@ -91,3 +91,12 @@ bench: build ## Benchmark harness, a few minutes: writes bench/results/latest.md
 bench-quick: build ## The benchmark harness in its quick configuration, under a minute.
 	go build -o bin/ ./bench/cmd/rawadd ./bench/cmd/mcpadd
 	TOOLMESH_BIN=$(abspath bin) go run ./bench/cmd/benchrun -quick -out bench/results
+
+# The packages with testing.B benchmarks in their tests.
+MICROBENCH_PKGS = $(sort $(dir $(shell grep -rl --include='*_test.go' --exclude-dir=.tmp --exclude-dir=.git '^func Benchmark' .)))
+# Packages run one at a time so that they do not share the cores; e.g. MICROBENCH_FLAGS='-benchtime 100x' for a quick check.
+MICROBENCH_FLAGS ?= -benchtime 1s
+
+.PHONY: microbench
+microbench: ## The testing.B micro-benchmarks beside the code (schema validation, context codec, replica choice, facades), under a minute.
+	go test -p 1 -run '^$$' -bench . -benchmem $(MICROBENCH_FLAGS) $(MICROBENCH_PKGS)

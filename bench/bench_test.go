@@ -210,9 +210,22 @@ func TestExplainEveryGoal(t *testing.T) {
 		if g.Why == "" || g.Fix == "" || strings.Contains(g.Why, "NaN") {
 			t.Errorf("goal %s: why %q, fix %q", g.ID, g.Why, g.Fix)
 		}
+		if g.whyBrief == "" || g.fixBrief == "" || strings.Contains(g.whyBrief, "NaN") || len(g.whyBrief) > 320 || len(g.fixBrief) > 160 {
+			t.Errorf("goal %s: brief why %q (%d bytes), fix %q (%d bytes)", g.ID, g.whyBrief, len(g.whyBrief), g.fixBrief, len(g.fixBrief))
+		}
 	}
 	if !strings.Contains(rep.Goals[0].Why, "pkg/schema.Schema.Validate 20%") {
 		t.Errorf("the hop's why does not cite the profile: %q", rep.Goals[0].Why)
+	}
+	// latest.md gives the brief of each miss; latest.json keeps the whole analysis.
+	md := rep.Markdown()
+	for _, g := range rep.Goals {
+		if want := "* **" + g.ID + " missed.** Why: " + g.whyBrief + ". Fix: " + g.fixBrief + "."; !strings.Contains(md, want) {
+			t.Errorf("latest.md has no line %q", want)
+		}
+		if strings.Contains(md, g.Why) {
+			t.Errorf("latest.md repeats the whole why of %s", g.ID)
+		}
 	}
 	checkRenders(t, rep)
 }

@@ -10,23 +10,35 @@ import (
 // CPU per call on each side, the pieces of a hop timed alone, the loop's breakdown and,
 // for toolmesh goals, the CPU profile taken after the rounds. The Fix lines are
 // recommendations from the investigation behind this harness (issue #7); the figures
-// in the Why lines are this run's.
+// in the Why lines are this run's. latest.json keeps them whole; latest.md shows a
+// clause of each.
 func (r *Report) explainMisses() {
 	for i := range r.Goals {
 		g := &r.Goals[i]
 		if g.Verdict != Missed {
 			continue
 		}
-		g.Why, g.Fix = r.explain(g)
+		e := r.explain(g)
+		g.Why, g.Fix, g.whyBrief, g.fixBrief = e.why, e.fix, e.whyBrief, e.fixBrief
 	}
 }
 
-func (r *Report) explain(g *Goal) (why, fix string) {
+// explanation is why a goal was missed and what would fix it, in full and in brief.
+type explanation struct {
+	why, fix           string
+	whyBrief, fixBrief string
+}
+
+func (r *Report) explain(g *Goal) explanation {
 	limit, hop, otel, mcpHTTP := r.measured(VLimit), r.measured(VHop), r.measured(VHopOTel), r.measured(VMCPHTTP)
 	prof := r.profileDigest(g.profile)
+	hopFixBrief := "allocate less per call in the router and in the worker, and let the worker skip validating arguments the orchestrator already validated"
 	hopFix := "what is left is mostly gRPC's own per-call work and the garbage it makes, on both sides: the worker validates each call once, in one pass for flat schemas, and hands its tool the arguments marked as validated; it could skip even that for arguments the orchestrator validated against the same definition (same content hash) once the connection is authenticated (mTLS). Then the allocations per call on both sides, which the profiles show as GC and allocation time: in the router, context.WithTimeout, ctxcodec.Codec.Encode (it checks the size, sorting the keys, then encodes) and the metadata it appends, the stats-handler events; in the worker, the context values (the worker already serves calls from a fixed pool of stream workers, so stacks are reused)."
+	var why string
 	switch g.ID {
 	case "hop-p50", "hop-throughput":
+		brief := fmt.Sprintf("a hop costs %s of CPU per call (this process %s, worker %s) against the limit's %s, and on %d cores that CPU bounds the throughput and, spent in series, the p50",
+			dur(hop.SelfCPUus+hop.PeerCPUus), dur(hop.SelfCPUus), dur(hop.PeerCPUus), dur(limit.SelfCPUus+limit.PeerCPUus), r.Machine.NProc)
 		why = fmt.Sprintf("at concurrency 32 a hop uses %s of CPU per call (this process %s, worker %s) against the limit's %s (%s + %s): the worker side costs %s more and the orchestrator side %s more, and on %d cores throughput is about cores / CPU per call, while at concurrency 1 the same CPU is spent in series on the critical path.",
 			dur(hop.SelfCPUus+hop.PeerCPUus), dur(hop.SelfCPUus), dur(hop.PeerCPUus),
 			dur(limit.SelfCPUus+limit.PeerCPUus), dur(limit.SelfCPUus), dur(limit.PeerCPUus),
@@ -42,17 +54,23 @@ func (r *Report) explain(g *Goal) (why, fix string) {
 		if g.ID == "hop-throughput" && limit.ok() {
 			target := float64(r.Machine.NProc) * 1e6 / (0.75 * limit.PerSecond)
 			why += fmt.Sprintf(" For 0.75× the limit's throughput the hop would have to fit in about %s of CPU per call in all.", dur(target))
+			brief += fmt.Sprintf("; 0.75× of the limit needs about %s in all", dur(target))
 		}
-		return why, hopFix
+		return explanation{why, hopFix, brief, hopFixBrief}
 	case "hop-otel-p50":
+		brief := fmt.Sprintf("tracing adds %s of CPU per call in this process and %s in the worker to a plain hop already at %.2f× of the limit",
+			dur(otel.SelfCPUus-hop.SelfCPUus), dur(otel.PeerCPUus-hop.PeerCPUus), r.ratioValue("hop p50 / limit p50"))
 		why = fmt.Sprintf("tracing adds %s of CPU per call in this process and %s in the worker to the plain hop (%s → %s p50), on top of the plain hop's own %.2f× of the limit.",
 			dur(otel.SelfCPUus-hop.SelfCPUus), dur(otel.PeerCPUus-hop.PeerCPUus), dur(hop.P50us), dur(otel.P50us), r.ratioValue("hop p50 / limit p50"))
 		if t := r.Telemetry; t.TracedCalls > 0 {
 			why += fmt.Sprintf(" Per call, this process exported %.1f spans and the worker %.1f.", float64(t.BenchSpans)/float64(t.TracedCalls), float64(t.WorkerSpans)/float64(t.TracedCalls))
 		}
 		why += prof
-		return why, "fix the plain hop first (see hop-p50): it takes most of the 2× budget. Then the per-call cost of telemetry: each side records an execute_tool span besides otelgrpc's RPC span, each with its attributes, plus otelgrpc's rpc.* metrics next to toolmesh's own tool-call metrics; one span per side (toolmesh's attributes on the RPC span) and one set of metrics would halve it, and sampling (parentbased_traceidratio) is the lever where full tracing is not needed."
+		return explanation{why, "fix the plain hop first (see hop-p50): it takes most of the 2× budget. Then the per-call cost of telemetry: each side records an execute_tool span besides otelgrpc's RPC span, each with its attributes, plus otelgrpc's rpc.* metrics next to toolmesh's own tool-call metrics; one span per side (toolmesh's attributes on the RPC span) and one set of metrics would halve it, and sampling (parentbased_traceidratio) is the lever where full tracing is not needed.",
+			brief, "fix the plain hop first, then record one span and one set of metrics per side, or sample where full tracing is not needed"}
 	case "mcp-p50", "mcp-throughput":
+		brief := fmt.Sprintf("the MCP peer measures as expected (p50 %s, %s calls/s; the reference is 424 µs and 2.4k/s), so the gap is the hop's",
+			dur(mcpHTTP.P50us), count(mcpHTTP.PerSecond))
 		why = fmt.Sprintf("the MCP peer measures as expected (p50 %s and %s calls/s here; the reference is 424 µs and 2.4k/s): the gap is the hop's.",
 			dur(mcpHTTP.P50us), count(mcpHTTP.PerSecond))
 		if limit.ok() {
@@ -61,11 +79,14 @@ func (r *Report) explain(g *Goal) (why, fix string) {
 		}
 		if g.ID == "mcp-p50" && limit.ok() && mcpHTTP.P50us/limit.P50us < 4 {
 			why += " On this machine at concurrency 1 even the raw limit is less than 4× faster than MCP: a ping-pong between two processes pays the VM's wake-up latency twice per call, which no protocol saves."
+			brief += fmt.Sprintf(", though even the raw limit is only %.1f× faster than MCP at concurrency 1 on this machine", mcpHTTP.P50us/limit.P50us)
 		}
-		return why, "the hop fixes under hop-p50; nothing on the MCP side."
+		return explanation{why, "the hop fixes under hop-p50; nothing on the MCP side.", brief, "the hop fixes under hop-p50; nothing on the MCP side"}
 	case "loop-overhead":
 		l := r.Loop
 		run, inproc := r.measured(VLoopGRPC), r.measured(VLoopInProc)
+		brief := fmt.Sprintf("a run leaves %s per iteration beyond its %d hops, of which the loop itself costs %s in process; the rest is the Run path (%d events per run over the stream) and waiting for wake-ups",
+			dur(l.OverheadUs), l.ToolCalls, dur(l.InProcessUs), l.EventsPerRun)
 		why = fmt.Sprintf("a run of %d calls takes %s at p50 and %d hops %s, leaving %s per iteration, of which the loop itself costs %s in process (no gRPC, no-op tool) and the scripted model %s per call.",
 			l.ToolCalls, dur(run.P50us), l.ToolCalls, dur(float64(l.ToolCalls)*hop.P50us), dur(l.OverheadUs), dur(l.InProcessUs), dur(l.ModelUs))
 		if run.ok() && inproc.ok() && hop.ok() {
@@ -74,24 +95,34 @@ func (r *Report) explain(g *Goal) (why, fix string) {
 				dur(runCPU), dur(inproc.SelfCPUus/float64(l.Iterations)), l.EventsPerRun, dur(runCPU-inproc.SelfCPUus/float64(l.Iterations)), dur(l.OverheadUs))
 		}
 		why += prof
-		return why, "send fewer, smaller events on the hot path (ToolCallStarted and ToolCallFinished of a fast call could travel as one message, usage only with the final result unless the client asks for it), reuse the request's history and tool specs between iterations instead of copying them (loop.state.run copies the whole history and rebuilds every tool spec each iteration); the hop fixes also shorten each iteration's critical path."
+		return explanation{why: why, whyBrief: brief, fixBrief: "send fewer, smaller events per call and stop copying the history and the tool specs every iteration",
+			fix: "send fewer, smaller events on the hot path (ToolCallStarted and ToolCallFinished of a fast call could travel as one message, usage only with the final result unless the client asks for it), reuse the request's history and tool specs between iterations instead of copying them (loop.state.run copies the whole history and rebuilds every tool spec each iteration); the hop fixes also shorten each iteration's critical path."}
 	case "memory-per-run":
-		return fmt.Sprintf("%s per open run: goroutine stacks of the Run handler and the loop, the HTTP/2 stream state, the run record and its event emitter.", g.Measured),
-			"look at a heap profile of an orchestrator holding runs open (go tool pprof -sample_index=inuse_space) and shrink what each run holds while it waits for the model."
+		return explanation{fmt.Sprintf("%s per open run: goroutine stacks of the Run handler and the loop, the HTTP/2 stream state, the run record and its event emitter.", g.Measured),
+			"look at a heap profile of an orchestrator holding runs open (go tool pprof -sample_index=inuse_space) and shrink what each run holds while it waits for the model.",
+			fmt.Sprintf("%s per open run: goroutine stacks, HTTP/2 stream state and the run record", g.Measured),
+			"shrink what a waiting run holds, guided by a heap profile of an orchestrator holding runs open"}
 	case "routing-flat":
 		why = "the random-name lookup grows with the table while the same-name lookup does not"
+		brief := why
 		if n := len(r.Routing); n >= 2 {
+			brief = fmt.Sprintf("lookups by random name grow from %.0f to %.0f ns while one name looked up again and again stays at %.0f to %.0f ns: cache misses, not the map's algorithm",
+				r.Routing[0].NsPerOp, r.Routing[n-1].NsPerOp, r.Routing[0].HotNsPerOp, r.Routing[n-1].HotNsPerOp)
 			why = fmt.Sprintf("the random-name lookup grows from %.0f to %.0f ns while looking one name up again and again goes from %.0f to %.0f ns only: the map's algorithm is flat (a larger Go map adds one indirection); the growth is cache misses on a working set of %s entries (the map's groups and the entry with its stub).",
 				r.Routing[0].NsPerOp, r.Routing[n-1].NsPerOp, r.Routing[0].HotNsPerOp, r.Routing[n-1].HotNsPerOp, integer(r.Routing[n-1].Tools))
 		}
-		return why, "router.Tool already returns the one stub made with each entry; what remains is the cache footprint of the map and the entries, which a denser table (names interned, entries in one slice) would shrink."
+		return explanation{why, "router.Tool already returns the one stub made with each entry; what remains is the cache footprint of the map and the entries, which a denser table (names interned, entries in one slice) would shrink.",
+			brief, "a denser table (names interned, entries in one slice) would shrink the working set"}
 	case "facades-smaller":
 		f := r.Facades
-		return fmt.Sprintf("the first request offers the %d facades as %s bytes against %s bytes for the %d tools flat: each facade's description and schema cost about %s bytes.",
-				f.Facades, integer(f.BytesWith), integer(f.BytesWithout), f.Facades*f.ToolsPerFacade, integer(f.BytesWith/max(1, f.Facades))),
-			"shorter facade descriptions, or nesting the facades one level deeper (one facade over the ten)."
+		return explanation{fmt.Sprintf("the first request offers the %d facades as %s bytes against %s bytes for the %d tools flat: each facade's description and schema cost about %s bytes.",
+			f.Facades, integer(f.BytesWith), integer(f.BytesWithout), f.Facades*f.ToolsPerFacade, integer(f.BytesWith/max(1, f.Facades))),
+			"shorter facade descriptions, or nesting the facades one level deeper (one facade over the ten).",
+			fmt.Sprintf("the %d facades take %s bytes, about %s each", f.Facades, integer(f.BytesWith), integer(f.BytesWith/max(1, f.Facades))),
+			"shorter facade descriptions, or one more level of nesting"}
 	}
-	return "measured " + g.Measured + " against " + g.Target + "." + prof, "to be investigated."
+	return explanation{"measured " + g.Measured + " against " + g.Target + "." + prof, "to be investigated.",
+		"measured " + g.Measured + " against " + g.Target, "to be investigated"}
 }
 
 // measured returns the named variant's result; a variant that failed or is missing

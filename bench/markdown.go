@@ -27,7 +27,7 @@ func (r *Report) Markdown() string {
 	p("| load average (1, 5, 15 min) at start / end | %s / %s |", m.LoadAtStart, m.LoadAtEnd)
 	p("")
 	me := r.Method
-	p("Method: %d round-robin rounds; in each round every variant runs in turn (%d warm-up calls, then up to %d calls or %.0f ms one at a time for the latency percentiles and the allocations, then %.0f ms with %d calls in flight for the throughput). Every figure is the median over the rounds, and every ratio is computed within each round and then the median taken, so that drift of the (shared) machine cancels. Arguments: %d bytes of JSON; toolmesh calls carry a ToolCallContext of %d keys. All servers listen on 127.0.0.1; peers run as separate processes, so client and server share the %d cores.",
+	p("Method: %d interleaved rounds; in each, every variant gets %d warm-up calls, up to %d calls or %.0f ms one at a time (latency, allocations), then %.0f ms with %d calls in flight (throughput). Figures are medians over the rounds, ratios medians of per-round ratios. Arguments are %d bytes of JSON, toolmesh calls carry a %d-key ToolCallContext, and every peer is a separate process on 127.0.0.1 sharing the %d cores.",
 		me.Rounds, me.Warmup, me.LatencyCalls, me.LatencyMs, me.ThroughputMs, me.Concurrency, me.ArgumentsBytes, me.ContextKeys, m.NProc)
 	p("")
 	if len(r.Failures) > 0 {
@@ -47,11 +47,21 @@ func (r *Report) Markdown() string {
 		p("| %s | %s | %s | **%s** |", g.Goal, g.Target, g.Measured, g.Verdict)
 	}
 	p("")
+	missed := false
 	for _, g := range r.Goals {
 		if g.Verdict != Missed {
 			continue
 		}
-		p("* **%s missed.** Why: %s Fix: %s", g.ID, g.Why, g.Fix)
+		missed = true
+		why, fix := g.whyBrief, g.fixBrief
+		if why == "" { // a report whose misses were not explained here
+			why, fix = strings.TrimSuffix(g.Why, "."), strings.TrimSuffix(g.Fix, ".")
+		}
+		p("* **%s missed.** Why: %s. Fix: %s.", g.ID, why, fix)
+	}
+	if missed {
+		p("")
+		p("The full analysis of each miss is in latest.json (`why`, `fix`).")
 	}
 	p("")
 
@@ -77,7 +87,7 @@ func (r *Report) Markdown() string {
 	p("")
 	p("## CPU per call at concurrency %d", me.Concurrency)
 	p("")
-	p("CPU time used while the throughput phase ran, divided by its calls: this process (`/proc/self/task/*/schedstat`) and the peer process on the other side of the call. On %d cores, throughput is bounded by about %d s / (the sum).", m.NProc, m.NProc)
+	p("CPU time of the throughput phase per call, in this process (`/proc/self/task/*/schedstat`) and in the peer; on %d cores throughput is at most about %d s / (the sum).", m.NProc, m.NProc)
 	p("")
 	p("| variant | this process | peer process | sum | peer |")
 	p("|---|---:|---:|---:|---|")
@@ -86,7 +96,7 @@ func (r *Report) Markdown() string {
 	}
 	p("")
 	if len(r.Components) > 0 {
-		p("Pieces of a hop's work, each timed alone in this process (mean CPU per call, median over rounds):")
+		p("Pieces of a hop, each timed alone in this process (mean CPU per call, median over rounds):")
 		p("")
 		p("| piece | where | per call |")
 		p("|---|---|---:|")
@@ -142,7 +152,7 @@ func (r *Report) Markdown() string {
 
 	p("## Orchestrator memory per open run")
 	p("")
-	p("bin/orchestrator with a scripted model whose reply waits an hour; %d Run streams opened with pkg/client over one connection; VmRSS from /proc/<pid>/status before the first run and once every run has sent its RunStarted event (plus 300 ms).", me.OpenRuns)
+	p("bin/orchestrator, whose scripted model waits an hour, holds %d Run streams open over one pkg/client connection; VmRSS before the first run and 300 ms after the last RunStarted:", me.OpenRuns)
 	p("")
 	p("| round | runs | VmRSS before | VmRSS after | per open run | time to open all |")
 	p("|---|---:|---:|---:|---:|---:|")
@@ -154,7 +164,7 @@ func (r *Report) Markdown() string {
 
 	p("## Scaling")
 	p("")
-	p("Routing-table lookup, `router.Tool(name)` over names in random order (each tool shaped like add: one-line description, two documented number parameters):")
+	p("`router.Tool(name)` over tables of add-shaped tools, by names in random order and, as the control without cache misses, by one name again and again:")
 	p("")
 	p("| tools registered | ns per lookup (random names) | vs smallest | ns per lookup (one name again and again) | allocs per lookup |")
 	p("|---:|---:|---:|---:|---:|")
@@ -162,9 +172,7 @@ func (r *Report) Markdown() string {
 		p("| %s | %.0f | %s | %.0f | %.1f |", integer(x.Tools), x.NsPerOp, vs(x.NsPerOp, r.Routing[0].NsPerOp, true), x.HotNsPerOp, x.AllocsPerOp)
 	}
 	p("")
-	p("Flat means the table's cost does not grow with its size beyond what a bigger working set costs the CPU caches: a logarithmic structure would grow about 4× from 10 to 10,000 entries and a linear one 1,000×, so the goal allows 2×. The same-name column is the control: it keeps the table's algorithm and drops the cache misses.")
-	p("")
-	p("Tool definitions a run's first model request carries when the whole group is offered (JSON `[{name, description, parameters}]`, the provider-neutral part; tokens estimated as bytes / 4), and the wall time of a one-turn run offering them (resolve, decorate, first request, RunStarted event with every name):")
+	p("The tool definitions of a run's first model request when the whole group is offered (JSON `[{name, description, parameters}]`, tokens ≈ bytes / 4), and the wall time of that one-turn run:")
 	p("")
 	p("| tools offered | bytes | ≈ tokens | bytes per tool | one-turn run |")
 	p("|---:|---:|---:|---:|---:|")
@@ -173,7 +181,7 @@ func (r *Report) Markdown() string {
 	}
 	p("")
 	if f := r.Facades; f.BytesWith > 0 {
-		p("The same with progressive disclosure: %d tools in %d facades of %d, measured through the loop (the first model request of a run offering them; internal/progressive.FirstRequestTools):", f.Facades*f.ToolsPerFacade, f.Facades, f.ToolsPerFacade)
+		p("The first request of a loop offering %d tools as %d facades of %d, and flat:", f.Facades*f.ToolsPerFacade, f.Facades, f.ToolsPerFacade)
 		p("")
 		p("| offered as | bytes | ≈ tokens |")
 		p("|---|---:|---:|")
@@ -183,7 +191,7 @@ func (r *Report) Markdown() string {
 		p("")
 	}
 	g := r.Registration
-	p("Registration: %d fake workers, each on its own connection, open the registry stream and register the built-in math group (one facade over ten operations, as pkg/worker registers it) at the same moment, against a fresh in-process core:", g.Workers)
+	p("Registration: %d fake workers, each on its own connection, register the built-in math group (one facade over ten operations) at the same moment with a fresh in-process core:", g.Workers)
 	p("")
 	p("| | median over rounds |")
 	p("|---|---:|")
@@ -195,7 +203,7 @@ func (r *Report) Markdown() string {
 	t := r.Telemetry
 	p("## Telemetry of the traced hop")
 	p("")
-	p("Spans received by the in-benchmark OTLP receiver (%s calls were made on the traced hop):", integer(int(t.TracedCalls)))
+	p("Spans the in-benchmark OTLP receiver got (%s calls on the traced hop):", integer(int(t.TracedCalls)))
 	p("")
 	p("| service | spans |")
 	p("|---|---:|")
@@ -204,15 +212,13 @@ func (r *Report) Markdown() string {
 	}
 	p("")
 	if t.TracedCalls > 0 {
-		p("Per traced call: %.2f spans from this process, %.2f from the worker (the traced calls include warm-ups and the profile, if any).", float64(t.BenchSpans)/float64(t.TracedCalls), float64(t.WorkerSpans)/float64(t.TracedCalls))
+		p("Per traced call (warm-ups and the profile included): %.2f spans from this process, %.2f from the worker.", float64(t.BenchSpans)/float64(t.TracedCalls), float64(t.WorkerSpans)/float64(t.TracedCalls))
 		p("")
 	}
 	if t.WorkerSpans == 0 {
-		p("The worker process sent no span (it exports over OTLP/gRPC from its OTEL_* variables; was bin/toolworker built from this tree?), so the hop+otel row traces the orchestrator's side only (otelgrpc client span, rpc.client metrics, traceparent header).")
-	} else {
-		p("The worker process exported spans too, so the hop+otel row includes tracing on both sides of the hop.")
+		p("The worker sent no span (was bin/toolworker built from this tree?), so hop+otel traces the orchestrator's side only.")
+		p("")
 	}
-	p("")
 
 	if len(r.Profiles) > 0 {
 		p("## Profiles of missed goals")
@@ -242,8 +248,10 @@ func (r *Report) Markdown() string {
 	p("## What each variant measures")
 	p("")
 	for _, v := range r.Variants {
-		p("* **%s** (per %s): %s.", v.Name, v.Unit, v.Measures)
+		p("* **%s** (per %s): %s.", v.Name, v.Unit, r.rowSummary(v))
 	}
+	p("")
+	p("latest.json spells out each variant's path in `measures`.")
 	p("")
 	p("## Reference numbers (measured before toolmesh existed, 2-core machine of this kind, ~100-byte arguments)")
 	p("")
@@ -264,15 +272,42 @@ func (r *Report) Markdown() string {
 }
 
 var caveats = []string{
-	"Two cores serve everything: the benchmark process (clients, the in-process orchestrator core, the OTLP receiver) and the peer process of the variant compete for them, so throughput is CPU-bound and counts the work on both sides of a call. The machine is shared; the load averages above show how busy it was, and interleaved rounds spread that noise over all variants alike.",
-	"The limit reuses toolmesh's ToolWorkerService messages with a hand-written handler in bench/cmd/rawadd (no custom codec): the raw call moves the same protobuf bytes as the hop minus the request ids, so the ratio isolates toolmesh's machinery, not protobuf.",
-	"The hop is measured from the orchestrator's router inward: the router, decorators.Default() and the worker SDK. The loop's own per-call work (events, validation) is in the loop rows. cmd/orchestrator also puts decorators.Telemetry around every tool, a no-op wrapper when telemetry is off; the hop row leaves it out, the hop+otel row has it.",
-	"At concurrency 1 a call between two processes pays the VM's wake-up latency on both sides, and on this machine that latency is bimodal: the raw limit's p50 sits near 80 µs or near 160 µs depending on how the scheduler places the two processes (the reference's 78 µs is the lower level). The latency phase of each round is cut into slices that alternate between the variants, so that every variant samples both levels alike, and the first call of each slice is not recorded.",
-	"Allocations are runtime.MemStats deltas of this process during the latency phase divided by the calls: the client side for the gRPC, MCP and in-process variants, and for the loop-grpc variant the in-process orchestrator as well as the client. Background goroutines (heartbeats, exporters) add a little to all.",
-	"The scripted model is not free: it renders templates, streams chunks, and records every request (a deep copy, keeping the last 1000). Its cost per model call is measured alone and shown in the loop table; a real provider's client would replace it with HTTP and JSON parsing.",
-	"The memory per open run is an RSS delta of a Go process: it includes heap the garbage collector has not returned and goroutine stacks, and varies by a few KiB per run between rounds.",
-	"The MCP client keeps up to 64 idle HTTP connections per host (net/http's default is 2), the setting most favourable to it at concurrency 32; the MCP server runs with the SDK's defaults (stateful sessions, SSE responses).",
-	"p99 at concurrency 1 comes from the calls of one round's latency phase (at most a few thousand, a few hundred in quick mode), so it is rough, and the loop variants' p99 rests on a few dozen runs.",
+	"Two shared cores run everything (this process, the variant's peer, the OTLP receiver), so throughput is CPU-bound and counts both sides of a call; interleaved rounds spread the machine's noise over all variants alike.",
+	"The limit moves toolmesh's own ToolWorkerService messages through a hand-written handler (bench/cmd/rawadd), so the ratios isolate toolmesh's machinery, not protobuf.",
+	"The hop starts at the router (router, decorators.Default(), worker SDK): the loop's per-call work is in the loop rows, and decorators.Telemetry only in hop+otel.",
+	"At concurrency 1 this VM's wake-up latency is bimodal (the limit's p50 sits near 80 µs or near 160 µs), so each round's latency phase alternates between the variants in slices whose first call is not recorded.",
+	"Allocations are this process's runtime.MemStats deltas per call: the client side, plus the in-process orchestrator for loop-grpc; background goroutines add a little to all.",
+	"The scripted model (templates, streamed chunks, a copy of each of the last 1000 requests) is timed alone in the loop table; a real provider's client would cost HTTP and JSON parsing instead.",
+	"Memory per open run is an RSS delta, heap not yet returned and goroutine stacks included, and varies by a few KiB between rounds.",
+	"The MCP client keeps up to 64 idle HTTP connections per host (net/http's default is 2), the setting most favourable to it at concurrency 32; the MCP server runs with the SDK's defaults.",
+	"p99 at concurrency 1 rests on at most a few thousand calls per round (a few hundred in quick mode, a few dozen runs for the loop variants), so it is rough.",
+}
+
+// rowSummary is what a variant's row measures, in a sentence; VariantResult.Measures,
+// in latest.json, spells the path out.
+func (r *Report) rowSummary(v VariantResult) string {
+	switch v.Name {
+	case VLimit:
+		return "a raw grpc-go unary Invoke of add to bench/cmd/rawadd, a hand-written handler: the floor the hop is judged against"
+	case VLimitMD:
+		return "the limit call plus the four context entries as metadata, encoded as toolmesh encodes them; informative, not a goal"
+	case VHop:
+		return "the remote add from router.Tool in decorators.Default(), called as the loop calls a tool, over gRPC to bin/toolworker and back, telemetry off"
+	case VHopOTel:
+		return "the hop with telemetry on as cmd/orchestrator turns it on, both processes exporting in batches to an in-benchmark OTLP receiver"
+	case VMCPHTTP:
+		return "tools/call of add with the Go MCP SDK, one session, to bench/cmd/mcpadd over streamable HTTP"
+	case VMCPStdio:
+		return "the same tools/call over stdio, bench/cmd/mcpadd a child process"
+	case VInProcess:
+		return "a direct Go call: decode the JSON arguments, add, encode the result"
+	case VLoopGRPC:
+		return fmt.Sprintf("a whole Run over gRPC on the in-process core, the scripted model calling add %d times, one call per turn, then answering", r.Loop.ToolCalls)
+	case VLoopInProc:
+		return fmt.Sprintf("loop.Run in this process with the same model and %d turns, add a local no-op: the loop's own cost", r.Loop.ToolCalls)
+	default:
+		return v.Measures
+	}
 }
 
 func peerOf(name string) string {

@@ -194,6 +194,8 @@ type Goal struct {
 	Fix      string  `json:"fix,omitempty"`
 	// profile names the variant to profile when a toolmesh goal is missed.
 	profile string
+	// whyBrief and fixBrief are a clause each of Why and Fix, for latest.md.
+	whyBrief, fixBrief string
 }
 
 func newReport(cfg Config, started time.Time) *Report {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/llm"
-	"github.com/toolmesh/toolmesh/internal/progressive"
 )
 
 // Run runs the benchmark cfg describes and returns its report. Variants run in
@@ -52,7 +51,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.ToolDefs = append(rep.ToolDefs, row)
 	}
 
-	with, without, err := progressive.FirstRequestTools(ctx, 10, 100)
+	with, without, err := firstRequestTools(ctx, 10, 100)
 	if err != nil {
 		rep.fail("facades", err)
 	} else {

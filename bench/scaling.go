@@ -19,6 +19,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/bench/internal/peer"
 	"github.com/toolmesh/toolmesh/internal/builtin"
+	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/internal/router"
 	"github.com/toolmesh/toolmesh/pkg/client"
@@ -165,11 +166,10 @@ type toolDefRow struct {
 
 // measureToolDefs offers the table's whole group to a run through the real server (an
 // in-process core: OrchestratorService over loopback, a scripted model answering at
-// once) and measures the tool specs of the first model request as JSON
-// [{"name","description","parameters"}], the provider-neutral part every provider
-// sends. It also times the run: resolving, decorating and offering n tools.
+// once) and measures the tool specs of the first model request as specsJSON writes
+// them. It also times the run: resolving, decorating and offering n tools.
 func measureToolDefs(ctx context.Context, t *routingTable) (toolDefRow, error) {
-	prov, err := scripted.New(scripted.Script{Name: "answer", Rules: []scripted.Rule{{Reply: scripted.Reply{Text: "ok"}}}})
+	prov, err := answersOK("answer")
 	if err != nil {
 		return toolDefRow{}, err
 	}
@@ -196,23 +196,34 @@ func measureToolDefs(ctx context.Context, t *routingTable) (toolDefRow, error) {
 	if len(reqs) == 0 {
 		return toolDefRow{}, fmt.Errorf("the model saw no request")
 	}
+	if n := len(reqs[0].Tools); n != t.size {
+		return toolDefRow{}, fmt.Errorf("the first request carried %d tools, want %d", n, t.size)
+	}
+	b, err := specsJSON(reqs[0].Tools)
+	if err != nil {
+		return toolDefRow{}, err
+	}
+	return toolDefRow{Tools: t.size, Bytes: len(b), TokensEstimate: len(b) / 4, BytesPerTool: float64(len(b)) / float64(t.size), RunMs: median(walls)}, nil
+}
+
+// answersOK returns a scripted model that answers every request "ok" at once.
+func answersOK(name string) (*scripted.Provider, error) {
+	return scripted.New(scripted.Script{Name: name, Rules: []scripted.Rule{{Reply: scripted.Reply{Text: "ok"}}}})
+}
+
+// specsJSON writes a request's tool definitions as [{"name","description","parameters"}],
+// the provider-neutral part every provider sends.
+func specsJSON(tools []llm.ToolSpec) ([]byte, error) {
 	type spec struct {
 		Name        string          `json:"name"`
 		Description string          `json:"description"`
 		Parameters  json.RawMessage `json:"parameters"`
 	}
-	specs := make([]spec, 0, len(reqs[0].Tools))
-	for _, s := range reqs[0].Tools {
-		specs = append(specs, spec{s.Name, s.Description, s.Parameters})
+	specs := make([]spec, len(tools))
+	for i, s := range tools {
+		specs[i] = spec{s.Name, s.Description, s.Parameters}
 	}
-	if len(specs) != t.size {
-		return toolDefRow{}, fmt.Errorf("the first request carried %d tools, want %d", len(specs), t.size)
-	}
-	b, err := json.Marshal(specs)
-	if err != nil {
-		return toolDefRow{}, err
-	}
-	return toolDefRow{Tools: t.size, Bytes: len(b), TokensEstimate: len(b) / 4, BytesPerTool: float64(len(b)) / float64(t.size), RunMs: median(walls)}, nil
+	return json.Marshal(specs)
 }
 
 // registrationRound is the time for many workers to register at once.
@@ -230,7 +241,7 @@ type registrationRound struct {
 func measureRegistration(ctx context.Context, n int) (registrationRound, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	prov, err := scripted.New(scripted.Script{Name: "idle", Rules: []scripted.Rule{{Reply: scripted.Reply{Text: "ok"}}}})
+	prov, err := answersOK("idle")
 	if err != nil {
 		return registrationRound{}, err
 	}

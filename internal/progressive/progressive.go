@@ -1,11 +1,11 @@
-// Package progressive unfolds facades (SPEC S7): the loop strategy that, after a call of
-// a tool.Facade, replaces the facade with the children the call selected, plus a guide
+// Package progressive unfolds facades: the loop strategy that, after a call of a
+// tool.Facade, replaces the facade with the children the call selected, plus a guide
 // tool under the facade's name and a "<name>_context" tool, both one-shot per loop.
 //
 // It plugs into internal/loop through loop.Strategy and so sits above the loop, as
 // internal/agentic does; the loop never imports it (the server passes New() in
-// loop.Options.Strategies). It imports pkg/tool, pkg/toolctx, internal/loop and
-// internal/llm only: no gRPC, generated protos, router or server.
+// loop.Options.Strategies). It imports pkg/tool, pkg/schema, pkg/toolctx and
+// internal/loop only: no gRPC, generated protos, router or server.
 package progressive
 
 import (

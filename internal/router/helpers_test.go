@@ -34,7 +34,7 @@ func testContext(t *testing.T) context.Context {
 }
 
 // newRouter returns a router that is closed when the test ends.
-func newRouter(t *testing.T, opts Options) *Router {
+func newRouter(t testing.TB, opts Options) *Router {
 	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = discard()
@@ -71,7 +71,7 @@ func registration(id, addr, role string, tools ...tool.Tool) *toolpb.Registratio
 	return &toolpb.Registration{WorkerId: id, Address: addr, Groups: []*toolpb.GroupRegistration{gr}}
 }
 
-func mustRegister(t *testing.T, r *Router, reg *toolpb.Registration) *Lease {
+func mustRegister(t testing.TB, r *Router, reg *toolpb.Registration) *Lease {
 	t.Helper()
 	l, rej, err := r.Register(reg)
 	if err != nil {

@@ -1,17 +1,15 @@
-package progressive_test
+package bench
 
 import (
 	"encoding/json"
 	"testing"
-
-	"github.com/toolmesh/toolmesh/internal/progressive"
 )
 
 // TestFirstRequestTools measures the size of the first request's tool definitions for
 // 1,000 tools, flat and in 10 facades of 100. It is a size, not a timing, so the goal
-// (at least 50 times smaller) is asserted here; the bench harness reports it too.
+// (at least 50 times smaller) is asserted here as well as reported.
 func TestFirstRequestTools(t *testing.T) {
-	folded, flat, err := progressive.FirstRequestTools(t.Context(), 10, 100)
+	folded, flat, err := firstRequestTools(t.Context(), 10, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,13 +23,20 @@ func TestFirstRequestTools(t *testing.T) {
 	if len(foldedSpecs) != 10 || len(flatSpecs) != 1000 {
 		t.Fatalf("got %d and %d tool definitions, want 10 and 1000", len(foldedSpecs), len(flatSpecs))
 	}
+	for _, s := range []map[string]any{foldedSpecs[0], flatSpecs[0]} {
+		name, _ := s["name"].(string)
+		description, _ := s["description"].(string)
+		if _, ok := s["parameters"].(map[string]any); name == "" || description == "" || !ok {
+			t.Errorf("tool definition %v lacks a name, a description or parameters", s)
+		}
+	}
 	ratio := float64(len(flat)) / float64(len(folded))
 	t.Logf("first request tool definitions: flat %d bytes (~%d tokens), 10 facades %d bytes (~%d tokens), %.1fx fewer",
 		len(flat), len(flat)/4, len(folded), len(folded)/4, ratio)
 	if ratio < 50 {
 		t.Errorf("facades make the first request only %.1fx smaller, want at least 50x", ratio)
 	}
-	if _, _, err := progressive.FirstRequestTools(t.Context(), 0, 1); err == nil {
+	if _, _, err := firstRequestTools(t.Context(), 0, 1); err == nil {
 		t.Error("no facades: want an error")
 	}
 }

@@ -1,0 +1,103 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/toolmesh/toolmesh/pkg/schema"
+	"github.com/toolmesh/toolmesh/pkg/tool"
+)
+
+// addTool is a definition shaped like the built-in add: a one-line description and two
+// documented number parameters.
+func addTool(name string) tool.Tool {
+	return tool.New(name, "Adds two numbers and returns the sum.",
+		schema.Params(schema.Number("a", "The first addend"), schema.Number("b", "The second addend")),
+		func(context.Context, string) (tool.Result, error) { return tool.Text("unused"), nil }, tool.Idempotent())
+}
+
+// replicatedAdd returns a router on which n workers serve the tool add, each with a
+// capacity of 16 and a different number of calls in flight, and add's stub. Nothing
+// listens on the workers' addresses: pick never calls them.
+func replicatedAdd(b *testing.B, n int) (*Router, *remoteTool) {
+	r := newRouter(b, Options{})
+	for i := range n {
+		reg := registration(fmt.Sprintf("worker-%02d", i), fmt.Sprintf("10.0.%d.%d:7071", i/250, i%250+1), "math", addTool("add"))
+		reg.Capacity = 16
+		l := mustRegister(b, r, reg)
+		l.w.inFlight.Store(int32(i % 5))
+		l.w.calls.Store(int64(1000 + i))
+	}
+	t, err := r.Tool("add")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return r, t.(*remoteTool)
+}
+
+func BenchmarkPick(b *testing.B) {
+	for _, n := range []int{2, 8, 64} {
+		b.Run(fmt.Sprintf("replicas=%d", n), func(b *testing.B) {
+			r, add := replicatedAdd(b, n)
+			w, changed := r.pick(add, nil)
+			if w == nil || changed {
+				b.Fatalf("pick = %v, changed %v; want a replica", w, changed)
+			}
+			r.mu.RLock()
+			replica := r.tools["add"].replicas[w.id] == w
+			r.mu.RUnlock()
+			if !replica {
+				b.Fatalf("pick chose %s, which is not a replica of add", w.id)
+			}
+			// Of two replicas, both are always the candidates: the less loaded one wins.
+			if n == 2 && w.id != "worker-00" {
+				b.Fatalf("pick chose %s (%d in flight) over worker-00 (0 in flight)", w.id, w.inFlight.Load())
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				_, _ = r.pick(add, nil)
+			}
+		})
+	}
+}
+
+func BenchmarkTool(b *testing.B) {
+	for _, n := range []int{10, 1000} {
+		b.Run(fmt.Sprintf("tools=%d", n), func(b *testing.B) {
+			r := newRouter(b, Options{})
+			names := make([]string, n)
+			const perWorker = 100
+			for w := 0; w*perWorker < n; w++ {
+				var tools []tool.Tool
+				for i := w * perWorker; i < min(n, (w+1)*perWorker); i++ {
+					names[i] = fmt.Sprintf("tool_%05d", i)
+					tools = append(tools, addTool(names[i]))
+				}
+				mustRegister(b, r, registration(fmt.Sprintf("worker-%02d", w), fmt.Sprintf("10.1.0.%d:7071", w+1), fmt.Sprintf("group_%02d", w), tools...))
+			}
+			rng := rand.New(rand.NewPCG(1, 2))
+			rng.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
+			for _, name := range names {
+				t, err := r.Tool(name)
+				if err != nil || t.Definition().Name != name {
+					b.Fatalf("Tool(%q) = %v, %v", name, t, err)
+				}
+			}
+			if _, err := r.Tool("tool_missing"); !errors.Is(err, ErrUnknownTool) {
+				b.Fatalf("Tool of an unknown name: %v, want ErrUnknownTool", err)
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				_, _ = r.Tool(names[i])
+				i++
+				if i == len(names) {
+					i = 0
+				}
+			}
+		})
+	}
+}
