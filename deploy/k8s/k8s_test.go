@@ -36,6 +36,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/server"
+	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
 
 const (
@@ -743,6 +745,8 @@ var orchestratorConfigKeys = map[string][]string{
 	"loop":     {"max_iterations", "max_parallel_tool_calls", "run_timeout"},
 	"provider": {"name", "script"},
 	"log":      {"level", "format"},
+	"context":  {"max_bytes", "default"},
+	"groups":   {"math"},
 }
 
 func TestOrchestratorConfig(t *testing.T) {
@@ -912,5 +916,24 @@ func TestOrchestratorConfigLoads(t *testing.T) {
 	}
 	if cfg.Provider.Name == "" || cfg.Listen == "" {
 		t.Errorf("loaded config is missing provider or listen: %+v", cfg)
+	}
+	// In production nothing crosses to a group's workers unless it is listed.
+	if cfg.Context.Default.Kind != "allow-keys" {
+		t.Errorf("context.default is %q, want allow-keys", cfg.Context.Default.Kind)
+	}
+	for role, g := range cfg.Groups {
+		if g.Context == nil || g.Context.Kind != "allow-keys" {
+			t.Errorf("groups.%s.context is %+v, want allow-keys", role, g.Context)
+		}
+	}
+	conv, err := server.Converters(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := toolctx.MustOf("tenantId", "acme", "Authorization", "Bearer x", "api_key", "k", "debug", "1")
+	for _, role := range []string{"math", "some-other-group"} {
+		if got := conv(role).Convert(in); !got.Equal(toolctx.MustOf("tenantId", "acme")) {
+			t.Errorf("group %s receives %v, want tenantId only", role, got)
+		}
 	}
 }

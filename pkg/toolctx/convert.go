@@ -86,11 +86,14 @@ type explicitAllower interface {
 	allows(key string) bool
 }
 
-// Secured returns conv with a secret list: a key matching a secret (case-insensitively,
-// so that "Authorization" also covers "authorization") never leaves, unless conv is an
+// Secured returns conv with a secret list: a secret key never leaves, unless conv is an
 // AllowKeys converter (possibly under other Secured layers) that lists that exact key.
-// Pass-through, deny-keys and custom functions never forward a secret, even one a
-// custom function adds itself. A nil conv means PassThrough.
+// Pass-through, deny-keys and custom functions never forward a secret, even one a custom
+// function adds itself. A nil conv means PassThrough.
+//
+// The secret keys are those of the list, matched case-insensitively (so that
+// "Authorization" also covers "authorization"), and every well-known credential key
+// (see IsCredentialKey), whatever the list says.
 func Secured(conv Converter, secrets ...string) Converter {
 	if conv == nil {
 		conv = PassThrough()
@@ -118,7 +121,35 @@ func (s *secured) Convert(c Context) Context {
 }
 
 func (s *secured) isSecret(key string) bool {
-	return slices.ContainsFunc(s.secrets, func(secret string) bool { return strings.EqualFold(secret, key) })
+	return IsCredentialKey(key) || slices.ContainsFunc(s.secrets, func(secret string) bool { return strings.EqualFold(secret, key) })
+}
+
+// credentialWords end the names of well-known credential keys, once the name is lower
+// case and its separators are gone: "Authorization", "Proxy-Authorization", "Cookie",
+// "X-Api-Key", "api_key", "openaiApiKey", "access_token", "authToken", "password",
+// "client_secret", "privateKey", "sessionId", "AWS_CREDENTIALS".
+var credentialWords = []string{
+	"authorization", "cookie", "apikey", "token", "password", "passwd", "passphrase",
+	"secret", "credential", "credentials", "privatekey", "sessionid", "bearer",
+}
+
+// IsCredentialKey reports whether key names a well-known kind of credential: after
+// lower-casing and dropping '-', '_', '.' and spaces, it ends with one of
+// "authorization", "cookie", "apikey", "token", "password", "passwd", "passphrase",
+// "secret", "credential(s)", "privatekey", "sessionid" or "bearer". Such keys are
+// secrets of every Secured converter, so that a pass-through converter never forwards
+// one by accident; an allow-keys converter that lists one forwards it.
+func IsCredentialKey(key string) bool {
+	var b strings.Builder
+	for _, r := range strings.ToLower(key) {
+		switch r {
+		case '-', '_', '.', ' ':
+		default:
+			b.WriteRune(r)
+		}
+	}
+	norm := b.String()
+	return slices.ContainsFunc(credentialWords, func(w string) bool { return strings.HasSuffix(norm, w) })
 }
 
 func (s *secured) allows(key string) bool {

@@ -155,7 +155,7 @@ func TestSecured(t *testing.T) {
 		{"secrets match case-insensitively", toolctx.Secured(toolctx.PassThrough(), "AUTHTOKEN"), full.Without(secret)},
 		{"an explicit allow is exact", toolctx.Secured(toolctx.AllowKeys("AuthToken", "tenantId"), secret),
 			toolctx.MustOf("tenantId", "acme")},
-		{"no secrets only strips reserved keys", toolctx.Secured(toolctx.PassThrough()), full},
+		{"without a list, credential keys are still secrets", toolctx.Secured(toolctx.PassThrough()), full.Without(secret)},
 		{"none stays none", toolctx.Secured(toolctx.None(), secret), toolctx.Empty},
 	}
 	for _, tt := range tests {
@@ -165,6 +165,38 @@ func TestSecured(t *testing.T) {
 				t.Errorf("%v (-want +got):\n%s", tt.conv, diff)
 			}
 		})
+	}
+}
+
+// TestWellKnownCredentialsAreSecrets: a pass-through converter never forwards a key that
+// names a credential, whatever its spelling, and forwards the rest; allow-keys forwards a
+// credential it lists, and only that one.
+func TestWellKnownCredentialsAreSecrets(t *testing.T) {
+	credentials := []string{"Authorization", "authorization", "Proxy-Authorization", "Cookie", "X-Api-Key", "api_key",
+		"apiKey", "OPENAI_API_KEY", "access_token", "refresh-token", "authToken", "githubToken", "password", "dbPassword",
+		"client_secret", "privateKey", "session.id", "AWS_CREDENTIALS", "bearer"}
+	plain := []string{"tenantId", "correlationId", "maxTokens", "tokenizer", "keyId", "locale", "secretary_name"}
+	var kv []string
+	for _, k := range append(slices.Clone(credentials), plain...) {
+		kv = append(kv, k, "v-"+k)
+	}
+	in := toolctx.MustOf(kv...)
+	for _, k := range credentials {
+		if !toolctx.IsCredentialKey(k) {
+			t.Errorf("IsCredentialKey(%q) = false", k)
+		}
+	}
+	for _, k := range plain {
+		if toolctx.IsCredentialKey(k) {
+			t.Errorf("IsCredentialKey(%q) = true", k)
+		}
+	}
+	if got := toolctx.Secured(toolctx.PassThrough()).Convert(in).Keys(); !cmp.Equal(got, slices.Sorted(slices.Values(plain))) {
+		t.Errorf("pass-through forwarded %v, want %v", got, plain)
+	}
+	got := toolctx.Secured(toolctx.AllowKeys("Authorization", "tenantId")).Convert(in)
+	if diff := cmp.Diff(toolctx.MustOf("Authorization", "v-Authorization", "tenantId", "v-tenantId"), got); diff != "" {
+		t.Errorf("allow-keys listing Authorization (-want +got):\n%s", diff)
 	}
 }
 

@@ -24,15 +24,17 @@ context:
   default: {kind: pass-through}
 groups:
   echo_alpha: {context: {kind: pass-through}}
-  echo_beta: {context: {kind: allow-keys, keys: [tenantId]}}
+  echo_beta: {context: {kind: allow-keys, keys: [tenantId, Authorization]}}
   echo_gamma: {context: {kind: none}}
 `
 
 // TestContextReachesExactlyTheAllowedWorkers: a client sets run- and interaction-level
 // contexts; group alpha (pass-through), beta (allow-keys tenantId) and gamma (none) each
 // have a worker whose tool echoes what it received. Each worker sees exactly its allowed
-// entries, byte for byte, plus the loop id; the secret key never leaves the orchestrator,
-// which is checked on the worker side and on the wire by decoding the HTTP/2 frames.
+// entries, byte for byte, plus the loop id; the configured secret key and the well-known
+// credentials (Authorization, api_key) never leave the orchestrator, which is checked on
+// the worker side and on the wire by decoding the HTTP/2 frames, except to beta, whose
+// allow-keys converter lists Authorization.
 func TestContextReachesExactlyTheAllowedWorkers(t *testing.T) {
 	m := startMesh(t, "context.yaml", contextConfig)
 	sniffers := map[string]*harness.Sniffer{}
@@ -51,12 +53,18 @@ func TestContextReachesExactlyTheAllowedWorkers(t *testing.T) {
 	}
 	m.waitWorkers("alpha", "beta", "gamma")
 
-	const secret = "s3cr3t-T0KEN-do-not-leak"
+	const (
+		secret = "s3cr3t-T0KEN-do-not-leak"
+		bearer = "Bearer canary-4uTh0r1zAt10n"
+		apiKey = "canary-4p1-k3y"
+	)
 	runCtx := map[string]string{
-		"tenantId":  "acme",
-		"Trace ID":  "x y\tz",
-		"ünï.cödé":  "line1\r\nline2 — ✓",
-		"authToken": secret,
+		"tenantId":      "acme",
+		"Trace ID":      "x y\tz",
+		"ünï.cödé":      "line1\r\nline2 — ✓",
+		"authToken":     secret,
+		"Authorization": bearer,
+		"api_key":       apiKey,
 	}
 	interaction := map[string]string{"tenantId": "override", "correlationId": "c-42"}
 
@@ -81,7 +89,7 @@ func TestContextReachesExactlyTheAllowedWorkers(t *testing.T) {
 	}
 	want := map[string]map[string]string{
 		"alpha": {"tenantId": "override", "Trace ID": "x y\tz", "ünï.cödé": "line1\r\nline2 — ✓", "correlationId": "c-42", toolctx.LoopIDKey: loopID},
-		"beta":  {"tenantId": "override", toolctx.LoopIDKey: loopID},
+		"beta":  {"tenantId": "override", "Authorization": bearer, toolctx.LoopIDKey: loopID},
 		"gamma": {toolctx.LoopIDKey: loopID},
 	}
 	got := map[string]builtin.Echo{}
@@ -110,8 +118,11 @@ func TestContextReachesExactlyTheAllowedWorkers(t *testing.T) {
 		}
 		// On the wire: no header and no byte the orchestrator sent this worker holds it.
 		s := sniffers[name]
-		if s.Saw(secret) {
-			t.Errorf("the secret crossed the wire to worker %s", name)
+		if s.Saw(secret) || s.Saw(apiKey) {
+			t.Errorf("a secret crossed the wire to worker %s", name)
+		}
+		if s.Saw(bearer) != (name == "beta") {
+			t.Errorf("the Authorization value on the wire to worker %s: %v; want it on beta's only", name, s.Saw(bearer))
 		}
 		if errs := s.Errors(); len(errs) > 0 {
 			t.Errorf("sniffer %s: %v", name, errs)
@@ -127,8 +138,10 @@ func TestContextReachesExactlyTheAllowedWorkers(t *testing.T) {
 			t.Errorf("gamma's wire carried context header %s", h.Name)
 		}
 	}
-	if n := strings.Count(m.orch.Output(), secret); n != 0 {
-		t.Errorf("the orchestrator logged the secret %d times", n)
+	for _, v := range []string{secret, bearer, apiKey} {
+		if n := strings.Count(m.orch.Output(), v); n != 0 {
+			t.Errorf("the orchestrator logged a secret %d times", n)
+		}
 	}
 }
 
