@@ -2,6 +2,7 @@ package router
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -69,6 +70,31 @@ func TestRegisterRejectsMalformedRegistrations(t *testing.T) {
 		{"content hash of another definition", func(r *toolpb.Registration) {
 			firstTool(r).Definition.Description = "Changed after hashing."
 		}, "content hash", "text", "echo"},
+		// Bounds: an oversized value is described by its size, never echoed.
+		{"worker id too long", func(r *toolpb.Registration) { r.WorkerId = strings.Repeat("w", 254) }, "worker_id is 254 bytes", "", ""},
+		{"worker id of a megabyte", func(r *toolpb.Registration) { r.WorkerId = strings.Repeat("w", 1<<20) }, "worker_id is 1048576 bytes", "", ""},
+		{"worker id with a slash", func(r *toolpb.Registration) { r.WorkerId = "a/b" }, "worker_id", "", ""},
+		{"version with a newline", func(r *toolpb.Registration) { r.Version = "1.0\nINJECTED" }, "version holds the unprintable", "", ""},
+		{"version of megabytes", func(r *toolpb.Registration) { r.Version = strings.Repeat("v", 3<<20) }, "version is 3145728 bytes", "", ""},
+		{"address too long", func(r *toolpb.Registration) { r.Address = strings.Repeat("h", 300) + ":1" }, "address is 302 bytes", "", ""},
+		{"group description too long", func(r *toolpb.Registration) {
+			r.Groups[0].Group.Description = strings.Repeat("d", 8<<10+1)
+		}, "description is 8193 bytes", "text", ""},
+		{"tool description too long", func(r *toolpb.Registration) {
+			firstTool(r).Definition.Description = strings.Repeat("d", 8<<10+1)
+		}, "description is 8193 bytes", "text", "echo"},
+		{"input schema too large", func(r *toolpb.Registration) {
+			firstTool(r).Definition.InputSchemaJson = `{"type":"object","description":"` + strings.Repeat("s", 64<<10) + `"}`
+		}, "input schema is", "text", "echo"},
+		{"too much metadata", func(r *toolpb.Registration) {
+			firstTool(r).Definition.Metadata = map[string]string{}
+			for i := range 65 {
+				firstTool(r).Definition.Metadata[strconv.Itoa(i)] = "v"
+			}
+		}, "metadata has 65 entries", "text", "echo"},
+		{"metadata value too long", func(r *toolpb.Registration) {
+			firstTool(r).Definition.Metadata = map[string]string{"k": strings.Repeat("v", 4<<10+1)}
+		}, `metadata "k" is 4097 bytes`, "text", "echo"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -86,7 +112,10 @@ func TestRegisterRejectsMalformedRegistrations(t *testing.T) {
 				t.Fatalf("rejections = %v, want exactly one", rej)
 			}
 			if !strings.Contains(rej[0].GetReason(), tc.want) {
-				t.Errorf("reason %q does not mention %q", rej[0].GetReason(), tc.want)
+				t.Errorf("reason %.300q does not mention %q", rej[0].GetReason(), tc.want)
+			}
+			if len(rej[0].GetReason()) > 512 {
+				t.Errorf("the reason is %d bytes long: it echoes the value", len(rej[0].GetReason()))
 			}
 			if rej[0].GetGroup() != tc.group || rej[0].GetTool() != tc.tool {
 				t.Errorf("rejection points at group %q tool %q, want %q %q", rej[0].GetGroup(), rej[0].GetTool(), tc.group, tc.tool)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -52,6 +53,24 @@ var invalidRequests = []struct {
 	{"temperature NaN", &toolpb.RunRequest{Prompt: "p", Llm: &toolpb.LlmOptions{Temperature: ptr(math.NaN())}}, "llm.temperature"},
 	{"negative max_output_tokens", &toolpb.RunRequest{Prompt: "p", Llm: &toolpb.LlmOptions{MaxOutputTokens: -1}}, "llm.max_output_tokens"},
 	{"empty context key", &toolpb.RunRequest{Prompt: "p", Context: map[string]string{"": "v"}}, "context"},
+	{"too many messages", &toolpb.RunRequest{Messages: make([]*toolpb.ConversationMessage, wire.MaxMessages+1)}, "messages"},
+	{"too many groups", &toolpb.RunRequest{Prompt: "p", ToolGroups: names("g", wire.MaxRequestGroups+1)}, "tool_groups"},
+	{"too many tools", &toolpb.RunRequest{Prompt: "p", Tools: names("t", wire.MaxRequestTools+1)}, "tools"},
+	{"group name too long", &toolpb.RunRequest{Prompt: "p", ToolGroups: []string{strings.Repeat("g", 65)}}, "tool_groups[0]"},
+	{"model too long", &toolpb.RunRequest{Prompt: "p", Llm: &toolpb.LlmOptions{Model: strings.Repeat("m", wire.MaxModelBytes+1)}}, "llm.model"},
+	{"model with a control character", &toolpb.RunRequest{Prompt: "p", Llm: &toolpb.LlmOptions{Model: "gpt\n4"}}, "llm.model"},
+	{"role too long", &toolpb.RunRequest{Prompt: "p", Llm: &toolpb.LlmOptions{Role: strings.Repeat("r", wire.MaxRoleBytes+1)}}, "llm.role"},
+	{"output schema too large", &toolpb.RunRequest{Prompt: "p", OutputSchemaJson: strings.Repeat(" ", wire.MaxSchemaBytes+1)}, "output_schema_json"},
+	{"run_id of a megabyte", &toolpb.RunRequest{Prompt: "p", RunId: strings.Repeat("a", 1<<20)}, "run_id"},
+}
+
+// names returns n distinct names starting with prefix.
+func names(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s%d", prefix, i)
+	}
+	return out
 }
 
 func TestValidateRunRefuses(t *testing.T) {
@@ -73,6 +92,9 @@ func TestValidateRunRefuses(t *testing.T) {
 			fe := validateRun(tc.req)
 			if fe == nil {
 				t.Fatal("validateRun accepted the request")
+			}
+			if len(fe.Error()) > 512 {
+				t.Errorf("the error is %d bytes long: it echoes the value", len(fe.Error()))
 			}
 			if fe.field != tc.field || wire.Reasons[fe.reason].Code != codes.InvalidArgument || fe.reason != toolpb.ErrorReason_ERROR_REASON_INVALID_REQUEST {
 				t.Errorf("got field %q reason %s (%v); want field %q, %s", fe.field, fe.reason, fe, tc.field, toolpb.ErrorReason_ERROR_REASON_INVALID_REQUEST)

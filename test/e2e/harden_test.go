@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -287,4 +288,85 @@ func TestMemoryBoundedUnderLargeRequests(t *testing.T) {
 		t.Errorf("the orchestrator does not answer after the burst: %v", err)
 	}
 
+}
+
+// TestOversizedIdentifiersAreRefused: megabyte identifiers and reasons in every request
+// that carries one are refused with INVALID_ARGUMENT naming the field, and none is
+// echoed, not in the status, not in the rejections, not in a log line.
+func TestOversizedIdentifiersAreRefused(t *testing.T) {
+	m := startMesh(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	huge := func(n int) string { return strings.Repeat("a", n) }
+	check := func(what string, err error, field string) {
+		t.Helper()
+		var ce *client.Error
+		if !errors.As(err, &ce) || ce.Code != codes.InvalidArgument || !errors.Is(err, client.ErrInvalidRequest) || ce.Field != field {
+			t.Errorf("%s: %v, want INVALID_ARGUMENT naming %s", what, err, field)
+			return
+		}
+		if len(ce.Message) > 512 {
+			t.Errorf("%s: the message is %d bytes: the value was echoed", what, len(ce.Message))
+		}
+	}
+	_, err := m.c.GetRun(ctx, huge(3<<20))
+	check("GetRun with a 3 MiB run id", err, "run_id")
+	_, err = m.c.CancelRun(ctx, huge(3<<20), "")
+	check("CancelRun with a 3 MiB run id", err, "run_id")
+	_, err = m.c.CancelRun(ctx, "run_1", huge(2<<20))
+	check("CancelRun with a 2 MiB reason", err, "reason")
+	_, err = m.run(ctx, &toolpb.RunRequest{Prompt: "hi", RunId: huge(3 << 20)}, nil)
+	check("Run with a 3 MiB run id", err, "run_id")
+	_, err = m.run(ctx, &toolpb.RunRequest{Prompt: "hi", Llm: &toolpb.LlmOptions{Model: huge(1 << 20)}}, nil)
+	check("Run with a 1 MiB model", err, "llm.model")
+
+	// Registrations with a 1 MiB worker id and with a 3 MiB version, over raw streams.
+	cc, err := grpc.NewClient(m.orch.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cc.Close() }()
+	group := []*toolpb.GroupRegistration{{Group: &toolpb.ToolGroupInfo{Role: "x"}}}
+	for _, tc := range []struct {
+		reg  *toolpb.Registration
+		want string
+	}{
+		{&toolpb.Registration{WorkerId: huge(1 << 20), Address: "127.0.0.1:1", Groups: group}, "worker_id is 1048576 bytes"},
+		{&toolpb.Registration{WorkerId: "w", Version: huge(3 << 20), Address: "127.0.0.1:1", Groups: group}, "version is 3145728 bytes"},
+	} {
+		stream, err := toolpb.NewToolRegistryServiceClient(cc).Connect(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := stream.Send(&toolpb.ConnectRequest{Message: &toolpb.ConnectRequest_Register{Register: tc.reg}}); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rejections := resp.GetAck().GetRejections()
+		if resp.GetAck().GetAccepted() || len(rejections) == 0 {
+			t.Fatalf("ack = %v, want a refusal", resp.GetAck())
+		}
+		var reasons []string
+		for _, r := range rejections {
+			reasons = append(reasons, r.GetReason())
+			if len(r.GetReason())+len(r.GetGroup())+len(r.GetTool()) > 512 {
+				t.Errorf("a rejection of %d bytes echoes the value", len(r.GetReason()))
+			}
+		}
+		if all := strings.Join(reasons, "; "); !strings.Contains(all, tc.want) {
+			t.Errorf("rejections %q do not say %q", all, tc.want)
+		}
+		_, err = stream.Recv()
+		if st := status.Convert(err); st.Code() != codes.InvalidArgument || len(st.Message()) > 8<<10 {
+			t.Errorf("the stream ended with %v (%d bytes of message), want a short INVALID_ARGUMENT", st.Code(), len(st.Message()))
+		}
+	}
+	for _, line := range m.orch.Lines() {
+		if len(line) > 8<<10 {
+			t.Errorf("the orchestrator logged a line of %d bytes: %.200s", len(line), line)
+		}
+	}
 }
