@@ -219,7 +219,7 @@ func newProviders(cfg config.Provider, log *slog.Logger) (map[string]llm.Provide
 			model = defaultOpenAIModel
 		}
 		p, err := openai.New(openai.Options{APIKey: api.APIKey, BaseURL: api.BaseURL, DefaultModel: model,
-			MaxRetries: api.MaxRetries, Timeout: api.Timeout.D(), Logger: log.With("provider", "openai")})
+			MaxRetries: api.MaxRetries, Timeout: api.Timeout.D(), Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("provider.openai: %w", err)
 		}
@@ -232,7 +232,7 @@ func newProviders(cfg config.Provider, log *slog.Logger) (map[string]llm.Provide
 			model = defaultAnthropicModel
 		}
 		p, err := anthropic.New(anthropic.Options{APIKey: api.APIKey, BaseURL: api.BaseURL, DefaultModel: model,
-			MaxRetries: api.MaxRetries, Timeout: api.Timeout.D(), MaxTokens: api.MaxTokens, Logger: log.With("provider", "anthropic")})
+			MaxRetries: api.MaxRetries, Timeout: api.Timeout.D(), MaxTokens: api.MaxTokens, Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("provider.anthropic: %w", err)
 		}

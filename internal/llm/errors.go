@@ -3,6 +3,7 @@ package llm
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"strconv"
@@ -192,4 +193,81 @@ func durationOf(n float64, unit time.Duration) time.Duration {
 		return 0
 	}
 	return time.Duration(d)
+}
+
+// BadRequest is the error of a request the provider refuses before sending it.
+func BadRequest(provider, format string, args ...any) error {
+	return &ProviderError{Provider: provider, Kind: KindBadRequest, Message: fmt.Sprintf(format, args...)}
+}
+
+// RequestModel is the model req asks for: its own, else the provider's default def; a
+// request with neither is refused.
+func RequestModel(provider string, req *Request, def string) (string, error) {
+	switch {
+	case req.Model != "":
+		return req.Model, nil
+	case def != "":
+		return def, nil
+	}
+	return "", BadRequest(provider, "no model: the request names none and the provider has no default")
+}
+
+// StatusFailure is the failure of an error status, of the given kind: msg is the
+// provider's message (the status text when empty), the wait the response asks for (see
+// ParseRetryAfter) is kept in RetryAfter, and an X-Should-Retry header of "true" or
+// "false" overrides retry.
+func StatusFailure(provider string, status int, h http.Header, kind ErrorKind, msg string, retry bool, err error) *Failure {
+	if msg == "" {
+		msg = http.StatusText(status)
+	}
+	pe := &ProviderError{Provider: provider, StatusCode: status, Kind: kind, Message: msg, Err: err}
+	if d, ok := ParseRetryAfter(h, time.Now()); ok {
+		pe.RetryAfter = d
+	}
+	switch h.Get("X-Should-Retry") {
+	case "true":
+		retry = true
+	case "false":
+		retry = false
+	}
+	return &Failure{Err: pe, Retry: retry}
+}
+
+// EventFailure is the failure of an error event in a stream that began with 200 OK: it is
+// retried when its kind is temporary.
+func EventFailure(provider string, kind ErrorKind, msg string, err error) *Failure {
+	return &Failure{Err: &ProviderError{Provider: provider, Kind: kind, Message: msg, Err: err}, Retry: kind.Temporary()}
+}
+
+// maxErrorBody bounds how much of an error response's body is read.
+const maxErrorBody = 64 << 10
+
+// ErrorBody reads (up to 64 KiB of) the body of an error response; an SDK that decoded
+// the body put it back.
+func ErrorBody(res *http.Response) []byte {
+	if res == nil || res.Body == nil {
+		return nil
+	}
+	body, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
+	return body
+}
+
+// contextTooLongPhrases are how providers and the common compatible servers say that
+// the prompt does not fit the context window.
+var contextTooLongPhrases = []string{
+	"context length", "context_length", "context window", "context size", "context limit",
+	"maximum context", "prompt is too long", "input is too long", "too many tokens",
+}
+
+// ContextTooLong reports whether an error message says the prompt does not fit the
+// model's context window, in the words of OpenAI, Anthropic and the common compatible
+// servers; case does not matter.
+func ContextTooLong(msg string) bool {
+	msg = strings.ToLower(msg)
+	for _, s := range contextTooLongPhrases {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -115,5 +117,89 @@ func TestParseRetryAfter(t *testing.T) {
 		if got != tc.want || ok != tc.ok {
 			t.Errorf("ParseRetryAfter(%v) = %v, %v; want %v, %v", tc.headers, got, ok, tc.want, tc.ok)
 		}
+	}
+}
+
+// TestContextTooLong: the phrasings of OpenAI, Anthropic and compatible servers, in any
+// case, and messages that only look alike.
+func TestContextTooLong(t *testing.T) {
+	for msg, want := range map[string]bool{
+		"This model's maximum context length is 128000 tokens. However, your messages resulted in 130512 tokens.": true, // OpenAI, vLLM
+		"prompt is too long: 215463 tokens > 200000 maximum":                                                      true, // Anthropic
+		"input length and max_tokens exceed context limit: 197000 + 8192 > 200000":                                true, // Anthropic
+		"the request exceeds the available context size, try increasing it":                                       true, // llama.cpp
+		"Input is too long for requested model.":                                                                  true,
+		"Too many tokens in the conversation":                                                                     true,
+		"exceeds the context window of this model":                                                                true,
+		"context_length_exceeded":                                                                                 true,
+		"Request exceeds the maximum allowed number of bytes.":                                                    false,
+		"Invalid value for 'temperature'.":                                                                        false,
+		"The model `gpt-test` does not exist":                                                                     false,
+		"":                                                                                                        false,
+	} {
+		if got := llm.ContextTooLong(msg); got != want {
+			t.Errorf("ContextTooLong(%q) = %v, want %v", msg, got, want)
+		}
+	}
+}
+
+func TestStatusFailure(t *testing.T) {
+	boom := errors.New("boom")
+	h := http.Header{}
+	h.Set("Retry-After", "2")
+	f := llm.StatusFailure("p", 503, h, llm.KindUnavailable, "", true, boom)
+	want := &llm.ProviderError{Provider: "p", StatusCode: 503, Kind: llm.KindUnavailable, Message: "Service Unavailable", RetryAfter: 2 * time.Second, Err: boom}
+	if !f.Retry || *f.Err != *want {
+		t.Errorf("StatusFailure = %#v, retry %v; want %#v, retry true", f.Err, f.Retry, want)
+	}
+	for header, want := range map[string]bool{"true": true, "false": false, "": true, "maybe": true} {
+		h := http.Header{}
+		h.Set("X-Should-Retry", header)
+		if f := llm.StatusFailure("p", 500, h, llm.KindUnavailable, "m", true, nil); f.Retry != want || f.Err.Message != "m" {
+			t.Errorf("X-Should-Retry %q: retry %v, message %q", header, f.Retry, f.Err.Message)
+		}
+	}
+	h = http.Header{}
+	h.Set("X-Should-Retry", "true")
+	if f := llm.StatusFailure("p", 400, h, llm.KindBadRequest, "m", false, nil); !f.Retry {
+		t.Error("X-Should-Retry: true does not override a final kind")
+	}
+	if f := llm.StatusFailure("p", 400, nil, llm.KindBadRequest, "m", false, nil); f.Retry || f.Err.RetryAfter != 0 {
+		t.Errorf("no headers: %#v, retry %v", f.Err, f.Retry)
+	}
+}
+
+func TestEventFailure(t *testing.T) {
+	for kind, retry := range map[llm.ErrorKind]bool{llm.KindUnavailable: true, llm.KindRateLimited: true, llm.KindBadRequest: false, llm.KindContextTooLong: false} {
+		f := llm.EventFailure("p", kind, "m", nil)
+		if f.Retry != retry || f.Err.Kind != kind || f.Err.Provider != "p" || f.Err.Message != "m" || f.Err.StatusCode != 0 {
+			t.Errorf("EventFailure(%s) = %#v, retry %v", kind, f.Err, f.Retry)
+		}
+	}
+}
+
+func TestRequestModel(t *testing.T) {
+	for _, tc := range []struct{ model, def, want string }{{"m", "d", "m"}, {"", "d", "d"}, {"m", "", "m"}} {
+		if got, err := llm.RequestModel("p", &llm.Request{Model: tc.model}, tc.def); got != tc.want || err != nil {
+			t.Errorf("RequestModel(%q, default %q) = %q, %v", tc.model, tc.def, got, err)
+		}
+	}
+	_, err := llm.RequestModel("p", &llm.Request{}, "")
+	var pe *llm.ProviderError
+	if !errors.Is(err, llm.ErrBadRequest) || !errors.As(err, &pe) || pe.Provider != "p" || pe.Message == "" {
+		t.Errorf("no model: error = %v", err)
+	}
+	if err := llm.BadRequest("p", "bad %s", "thing"); err.Error() != "p: bad request: bad thing" {
+		t.Errorf("BadRequest = %q", err)
+	}
+}
+
+func TestErrorBody(t *testing.T) {
+	if llm.ErrorBody(nil) != nil || llm.ErrorBody(&http.Response{}) != nil {
+		t.Error("ErrorBody of no body is not nil")
+	}
+	big := strings.Repeat("x", 100<<10)
+	if got := llm.ErrorBody(&http.Response{Body: io.NopCloser(strings.NewReader(big))}); len(got) != 64<<10 {
+		t.Errorf("ErrorBody read %d bytes, want 64 KiB", len(got))
 	}
 }

@@ -48,7 +48,8 @@ func Backoff(base time.Duration, attempt int) time.Duration {
 	return d
 }
 
-// Sleep waits d, or until ctx ends (returning its error).
+// Sleep waits d, or until ctx ends (returning its error); when d is not positive it
+// returns at once, ctx's error if ctx has ended.
 func Sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
@@ -97,11 +98,15 @@ func MalformedFailure(provider string, status int, msg string, err error) *Failu
 
 // RetryOptions bound the attempts of StreamWithRetries.
 type RetryOptions struct {
-	Provider, Model string
+	// Model is the model the call asks for, for the log lines.
+	Model string
 	// MaxRetries is the retries after the first attempt; Delay the first backoff.
 	MaxRetries int
 	Delay      time.Duration
-	Logger     *slog.Logger
+	// Logger receives a line per failed attempt (warn when it is retried, else debug);
+	// nil discards. The lines name no provider: a provider's logger does (see
+	// ProviderLogger).
+	Logger *slog.Logger
 }
 
 // StreamWithRetries runs attempt until one finishes the stream (done), a failure is
@@ -126,13 +131,13 @@ func StreamWithRetries(ctx context.Context, o RetryOptions, attempt func(n int) 
 		perr.Attempts = n
 		wait, retry := RetryWait(f.Retry, perr.RetryAfter, n, o.MaxRetries, o.Delay)
 		if yielded || !retry {
-			o.Logger.DebugContext(ctx, "model call failed", "provider", o.Provider, "model", o.Model,
-				"attempt", n, "duration", time.Since(start), "error", perr)
+			o.Logger.DebugContext(ctx, "model call failed", "model", o.Model,
+				"attempt", n, "duration", time.Since(start).String(), "error", perr)
 			yield(Chunk{}, perr)
 			return
 		}
-		o.Logger.WarnContext(ctx, "model call failed, retrying", "provider", o.Provider, "model", o.Model,
-			"attempt", n, "status", perr.StatusCode, "kind", perr.Kind, "wait", wait, "error", perr.Message)
+		o.Logger.WarnContext(ctx, "model call failed, retrying", "model", o.Model,
+			"attempt", n, "status", perr.StatusCode, "kind", perr.Kind, "wait", wait.String(), "error", perr.Message)
 		if err := Sleep(ctx, wait); err != nil {
 			yield(Chunk{}, err)
 			return

@@ -30,9 +30,7 @@ import (
 	"iter"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
@@ -57,7 +55,7 @@ const (
 	// MaxMaxRetries caps Options.MaxRetries.
 	MaxMaxRetries = llm.MaxMaxRetries
 	// DefaultRetryDelay is the first backoff when Options.RetryDelay is zero.
-	DefaultRetryDelay = 500 * time.Millisecond
+	DefaultRetryDelay = llm.DefaultRetryDelay
 	// MaxRetryAfter is the longest retry-after the provider waits for; a longer one ends
 	// the call at once with the error, its RetryAfter set.
 	MaxRetryAfter = llm.MaxRetryAfter
@@ -86,7 +84,8 @@ type Options struct {
 	// MaxTokens is max_tokens for requests without MaxOutputTokens; zero means
 	// DefaultMaxTokens.
 	MaxTokens int
-	// Logger receives retries (warn) and calls (debug); nil discards.
+	// Logger receives retries (warn) and failed calls (debug); nil discards. Its lines
+	// carry provider=anthropic, so the logger should not carry that key itself.
 	Logger *slog.Logger
 }
 
@@ -95,10 +94,7 @@ type Provider struct {
 	messages     anthropic.MessageService
 	defaultModel string
 	maxTokens    int
-	maxRetries   int
-	retryDelay   time.Duration
-	timeout      time.Duration
-	log          *slog.Logger
+	call         *llm.Caller[anthropic.MessageNewParams, anthropic.MessageStreamEventUnion]
 }
 
 var (
@@ -108,13 +104,9 @@ var (
 
 // New returns a provider with o.
 func New(o Options) (*Provider, error) {
-	base := strings.TrimSpace(o.BaseURL)
-	if base == "" {
-		base = DefaultBaseURL
-	}
-	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, errors.New("anthropic: base URL must be an absolute http(s) URL: " + base)
+	base, _, err := llm.ParseBaseURL(Name, o.BaseURL, DefaultBaseURL)
+	if err != nil {
+		return nil, err
 	}
 	if o.Timeout < 0 || o.MaxTokens < 0 {
 		return nil, errors.New("anthropic: negative timeout or max tokens")
@@ -123,22 +115,9 @@ func New(o Options) (*Provider, error) {
 	if hc == nil {
 		hc = llm.DefaultHTTPClient()
 	}
-	p := &Provider{
-		defaultModel: o.DefaultModel,
-		maxTokens:    o.MaxTokens,
-		maxRetries:   llm.Retries(o.MaxRetries),
-		retryDelay:   o.RetryDelay,
-		timeout:      o.Timeout,
-		log:          o.Logger,
-	}
+	p := &Provider{defaultModel: o.DefaultModel, maxTokens: o.MaxTokens}
 	if p.maxTokens == 0 {
 		p.maxTokens = DefaultMaxTokens
-	}
-	if p.retryDelay <= 0 {
-		p.retryDelay = DefaultRetryDelay
-	}
-	if p.log == nil {
-		p.log = slog.New(slog.DiscardHandler)
 	}
 	// The options alone configure the client: no ANTHROPIC_* variables, profiles or
 	// credential files. The SDK's retries are off (Stream retries, also when a stream
@@ -155,6 +134,8 @@ func New(o Options) (*Provider, error) {
 	}
 	client := anthropic.NewClient(opts...)
 	p.messages = client.Messages
+	p.call = llm.NewCaller(Name, llm.CallOptions{MaxRetries: o.MaxRetries, RetryDelay: o.RetryDelay, Timeout: o.Timeout, Logger: o.Logger},
+		llm.SDK[anthropic.MessageNewParams, anthropic.MessageStreamEventUnion]{Prepare: p.prepare, Open: p.open, APIFailure: apiFailure, StatusFailure: bodyFailure})
 	return p, nil
 }
 
@@ -175,81 +156,20 @@ func (p *Provider) DefaultModel() string { return p.defaultModel }
 // nothing has been yielded. A stream then ends with an *llm.ProviderError, or with ctx's
 // error once ctx is done: cancellation aborts the HTTP request at once.
 func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Chunk, error] {
-	return func(yield func(llm.Chunk, error) bool) {
-		if req == nil {
-			yield(llm.Chunk{}, &llm.ProviderError{Provider: Name, Kind: llm.KindBadRequest, Message: "nil request"})
-			return
-		}
-		if err := ctx.Err(); err != nil {
-			yield(llm.Chunk{}, err)
-			return
-		}
-		params, err := p.params(req)
-		if err != nil {
-			yield(llm.Chunk{}, err)
-			return
-		}
-		if req.Temperature != nil {
-			p.log.DebugContext(ctx, "temperature not sent: the Messages API no longer takes it", "provider", Name)
-		}
-		llm.StreamWithRetries(ctx, llm.RetryOptions{Provider: Name, Model: string(params.Model), MaxRetries: p.maxRetries, Delay: p.retryDelay, Logger: p.log},
-			func(n int) (bool, bool, *llm.Failure) { return p.attempt(ctx, &params, n, yield) }, yield)
-	}
+	return p.call.Stream(ctx, req)
 }
 
-// errAttemptTimeout is the cause of an attempt's context when Options.Timeout ends it.
-var errAttemptTimeout = errors.New("anthropic: attempt timed out")
-
-// attempt sends one request and streams its answer. done reports that the stream is over:
-// the answer was yielded whole, or the consumer stopped. Otherwise f is the failure and
-// yielded reports whether a chunk was yielded before it.
-func (p *Provider) attempt(ctx context.Context, params *anthropic.MessageNewParams, attempt int, yield func(llm.Chunk, error) bool) (yielded, done bool, f *llm.Failure) {
-	actx := ctx
-	if p.timeout > 0 {
-		var cancel context.CancelFunc
-		actx, cancel = context.WithTimeoutCause(ctx, p.timeout, errAttemptTimeout)
-		defer cancel()
+func (p *Provider) prepare(ctx context.Context, req *llm.Request) (anthropic.MessageNewParams, string, error) {
+	params, err := p.params(req)
+	if err == nil && req.Temperature != nil {
+		p.call.Logger().DebugContext(ctx, "temperature not sent: the Messages API no longer takes it")
 	}
-	var res *http.Response
-	var readErr error
-	watch := option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-		resp, err := next(r)
-		if resp != nil && resp.Body != nil {
-			resp.Body = &llm.WatchedBody{ReadCloser: resp.Body, Err: &readErr}
-		}
-		return resp, err
-	})
-	stream := p.messages.NewStreaming(actx, *params, option.WithResponseInto(&res), watch,
+	return params, string(params.Model), err
+}
+
+// open sends the attempt-th request of a call.
+func (p *Provider) open(ctx context.Context, params *anthropic.MessageNewParams, attempt int, x *llm.Exchange) (llm.EventStream[anthropic.MessageStreamEventUnion], llm.Answer[anthropic.MessageStreamEventUnion]) {
+	stream := p.messages.NewStreaming(ctx, *params, option.WithResponseInto(&x.Response), option.WithMiddleware(x.Middleware),
 		option.WithHeader("X-Stainless-Retry-Count", strconv.Itoa(attempt-1)))
-	defer func() { _ = stream.Close() }()
-
-	acc := newAccumulator(string(params.Model))
-	for stream.Next() {
-		for _, c := range acc.add(stream.Current()) {
-			if ctx.Err() != nil {
-				return yielded, false, networkFailure(ctx.Err())
-			}
-			yielded = true
-			if !yield(c, nil) {
-				return yielded, true, nil
-			}
-		}
-	}
-	if err := stream.Err(); err != nil {
-		if errors.Is(context.Cause(actx), errAttemptTimeout) && ctx.Err() == nil {
-			f := networkFailure(context.DeadlineExceeded)
-			f.Err.Message = "no complete answer within the timeout of " + p.timeout.String()
-			return yielded, false, f
-		}
-		return yielded, false, classify(err, res, readErr)
-	}
-	resp, f := acc.finish()
-	if f != nil {
-		return yielded, false, f
-	}
-	if ctx.Err() != nil {
-		return yielded, false, networkFailure(ctx.Err())
-	}
-	yield(llm.Chunk{Done: resp}, nil)
-	return true, true, nil
+	return stream, newAccumulator(string(params.Model))
 }

@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,63 +16,14 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/llm/anthropic"
+	"github.com/toolmesh/toolmesh/internal/llm/llmtest"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// received is one request as the fake server saw it.
-type received struct {
-	method, path string
-	header       http.Header
-	raw          string
-	body         map[string]any
-	at           time.Time
-}
-
-// server is a fake Messages endpoint: handle answers the n-th request (from 1).
-type server struct {
-	*httptest.Server
-	mu   sync.Mutex
-	reqs []received
-}
-
-func newServer(t *testing.T, handle func(w http.ResponseWriter, r *http.Request, n int)) *server {
-	t.Helper()
-	s := &server{}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		raw, _ := io.ReadAll(r.Body)
-		var body map[string]any
-		if err := json.Unmarshal(raw, &body); err != nil {
-			t.Errorf("request body is not JSON: %v: %s", err, raw)
-		}
-		s.mu.Lock()
-		s.reqs = append(s.reqs, received{method: r.Method, path: r.URL.Path, header: r.Header.Clone(), raw: string(raw), body: body, at: time.Now()})
-		n := len(s.reqs)
-		s.mu.Unlock()
-		handle(w, r, n)
-	}))
-	t.Cleanup(s.Close)
-	return s
-}
-
-func (s *server) requests() []received {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]received(nil), s.reqs...)
-}
-
-func (s *server) only(t *testing.T) received {
-	t.Helper()
-	reqs := s.requests()
-	if len(reqs) != 1 {
-		t.Fatalf("server received %d requests, want 1", len(reqs))
-	}
-	return reqs[0]
-}
-
-func newProvider(t *testing.T, s *server, mod ...func(*anthropic.Options)) *anthropic.Provider {
+func newProvider(t *testing.T, s *llmtest.Server, mod ...func(*anthropic.Options)) *anthropic.Provider {
 	t.Helper()
 	o := anthropic.Options{
 		APIKey:       "sk-ant-test",
@@ -144,60 +93,37 @@ func sse(w http.ResponseWriter, events ...string) {
 	}
 }
 
-func collect(seq func(func(llm.Chunk, error) bool)) (deltas []llm.Chunk, resp *llm.Response, err error) {
-	for c, e := range seq {
-		if e != nil {
-			return deltas, nil, e
-		}
-		if c.Done != nil {
-			resp = c.Done
-			continue
-		}
-		deltas = append(deltas, c)
-	}
-	return deltas, resp, nil
-}
-
-func jsonOf(t *testing.T, s string) any {
+func checkRequest(t *testing.T, r llmtest.Request) {
 	t.Helper()
-	var v any
-	if err := json.Unmarshal([]byte(s), &v); err != nil {
-		t.Fatalf("bad JSON in test: %v: %s", err, s)
+	if r.Method != http.MethodPost || r.Path != "/v1/messages" {
+		t.Errorf("request = %s %s, want POST /v1/messages", r.Method, r.Path)
 	}
-	return v
-}
-
-func checkRequest(t *testing.T, r received) {
-	t.Helper()
-	if r.method != http.MethodPost || r.path != "/v1/messages" {
-		t.Errorf("request = %s %s, want POST /v1/messages", r.method, r.path)
-	}
-	if got := r.header.Get("Authorization"); got != "Bearer sk-ant-test" {
+	if got := r.Header.Get("Authorization"); got != "Bearer sk-ant-test" {
 		t.Errorf("Authorization = %q", got)
 	}
-	if got := r.header.Get("Anthropic-Version"); got == "" {
+	if got := r.Header.Get("Anthropic-Version"); got == "" {
 		t.Error("no anthropic-version header")
 	}
-	if got := r.header.Get("Traceparent"); got != "" {
+	if got := r.Header.Get("Traceparent"); got != "" {
 		t.Errorf("the SDK's tracing is on: traceparent %q", got)
 	}
-	if r.body["stream"] != true {
-		t.Errorf("stream = %v, want true", r.body["stream"])
+	if r.Body["stream"] != true {
+		t.Errorf("stream = %v, want true", r.Body["stream"])
 	}
-	if _, ok := r.body["temperature"]; ok {
-		t.Errorf("temperature sent: %s", r.raw)
+	if _, ok := r.Body["temperature"]; ok {
+		t.Errorf("temperature sent: %s", r.Raw)
 	}
 }
 
 func TestPlainAnswer(t *testing.T) {
-	s := newServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
+	s := llmtest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
 		sse(w, msgStart(25, 1), textStart(0), ping(), textDelta(0, "Hel"), textDelta(0, "lo."), blockStop(0), msgDelta("end_turn", 15), msgStop())
 	})
 	p := newProvider(t, s)
 	if p.Name() != "anthropic" || p.DefaultModel() != "claude-test" || llm.Label(p, "") != "anthropic/claude-test" {
 		t.Errorf("Name, DefaultModel, Label = %q, %q, %q", p.Name(), p.DefaultModel(), llm.Label(p, ""))
 	}
-	deltas, resp, err := collect(p.Stream(t.Context(), &llm.Request{
+	deltas, resp, err := llmtest.Collect(p.Stream(t.Context(), &llm.Request{
 		System:      "Be brief.",
 		Messages:    []llm.Message{{Role: llm.RoleUser, Text: "Say hello."}},
 		Temperature: new(0.5),
@@ -205,13 +131,13 @@ func TestPlainAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := s.only(t)
+	r := s.Only(t)
 	checkRequest(t, r)
-	want := jsonOf(t, `{
+	want := llmtest.JSON(t, `{
 		"model":"claude-test","max_tokens":4096,"stream":true,
 		"system":[{"type":"text","text":"Be brief."}],
 		"messages":[{"role":"user","content":[{"type":"text","text":"Say hello."}]}]}`)
-	if diff := cmp.Diff(want, any(r.body)); diff != "" {
+	if diff := cmp.Diff(want, any(r.Body)); diff != "" {
 		t.Errorf("body (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff([]llm.Chunk{{TextDelta: "Hel"}, {TextDelta: "lo."}}, deltas); diff != "" {
@@ -226,8 +152,8 @@ func TestPlainAnswer(t *testing.T) {
 	if _, err := llm.Collect(p.Stream(t.Context(), &llm.Request{Model: "claude-other", MaxOutputTokens: 100, Messages: []llm.Message{{Role: llm.RoleUser, Text: "x"}}})); err != nil {
 		t.Fatal(err)
 	}
-	if r := s.requests()[1]; r.body["model"] != "claude-other" || r.body["max_tokens"] != 100.0 {
-		t.Errorf("second request = %s", r.raw)
+	if r := s.Requests()[1]; r.Body["model"] != "claude-other" || r.Body["max_tokens"] != 100.0 {
+		t.Errorf("second request = %s", r.Raw)
 	}
 }
 
@@ -236,7 +162,7 @@ const weatherSchema = `{"type":"object","properties":{"location":{"type":"string
 var weatherTool = llm.ToolSpec{Name: "get_weather", Description: "Get the current weather in a given location", Parameters: json.RawMessage(weatherSchema)}
 
 func TestOneToolCall(t *testing.T) {
-	s := newServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
+	s := llmtest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
 		sse(w, msgStart(472, 2),
 			textStart(0), textDelta(0, "Let me check."), blockStop(0),
 			toolStart(1, "toolu_01T1x1fJ34qAmk2tNTrN7Up6", "get_weather"),
@@ -244,26 +170,26 @@ func TestOneToolCall(t *testing.T) {
 			msgDelta("tool_use", 89), msgStop())
 	})
 	p := newProvider(t, s, func(o *anthropic.Options) { o.MaxTokens = 1024 })
-	deltas, resp, err := collect(p.Stream(t.Context(), &llm.Request{
+	deltas, resp, err := llmtest.Collect(p.Stream(t.Context(), &llm.Request{
 		Messages: []llm.Message{{Role: llm.RoleUser, Text: "What is the weather like in San Francisco?"}},
 		Tools:    []llm.ToolSpec{weatherTool, {Name: "no_args"}},
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := s.only(t)
+	r := s.Only(t)
 	checkRequest(t, r)
-	if r.body["max_tokens"] != 1024.0 {
-		t.Errorf("max_tokens = %v", r.body["max_tokens"])
+	if r.Body["max_tokens"] != 1024.0 {
+		t.Errorf("max_tokens = %v", r.Body["max_tokens"])
 	}
-	wantTools := jsonOf(t, `[
+	wantTools := llmtest.JSON(t, `[
 		{"name":"get_weather","description":"Get the current weather in a given location","input_schema":`+weatherSchema+`},
 		{"name":"no_args","input_schema":{"type":"object","properties":{}}}]`)
-	if diff := cmp.Diff(wantTools, r.body["tools"]); diff != "" {
+	if diff := cmp.Diff(wantTools, r.Body["tools"]); diff != "" {
 		t.Errorf("tools (-want +got):\n%s", diff)
 	}
-	if !strings.Contains(r.raw, `"properties":{"location":{"type":"string","description":"The city and state, e.g. San Francisco, CA"},"unit":`) {
-		t.Errorf("tool schema not sent verbatim: %s", r.raw)
+	if !strings.Contains(r.Raw, `"properties":{"location":{"type":"string","description":"The city and state, e.g. San Francisco, CA"},"unit":`) {
+		t.Errorf("tool schema not sent verbatim: %s", r.Raw)
 	}
 	wantDeltas := []llm.Chunk{
 		{TextDelta: "Let me check."},
@@ -287,7 +213,7 @@ func TestOneToolCall(t *testing.T) {
 }
 
 func TestParallelToolCalls(t *testing.T) {
-	s := newServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
+	s := llmtest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
 		sse(w, msgStart(500, 3),
 			toolStart(0, "toolu_a", "get_weather"), jsonDelta(0, `{"location":"Paris"}`), blockStop(0),
 			toolStart(1, "toolu_b", "get_weather"), jsonDelta(1, `{"location":"Oslo"}`), blockStop(1),
@@ -301,7 +227,7 @@ func TestParallelToolCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkRequest(t, s.only(t))
+	checkRequest(t, s.Only(t))
 	want := &llm.Response{
 		ToolCalls: []llm.ToolCall{
 			{ID: "toolu_a", Name: "get_weather", Arguments: `{"location":"Paris"}`},
@@ -324,13 +250,13 @@ func TestToolInputDeltasReassembled(t *testing.T) {
 	}
 	// A tool without input streams no input deltas.
 	events = append(events, blockStop(1), toolStart(2, "toolu_2", "no_args"), blockStop(2), msgDelta("tool_use", 60), msgStop())
-	s := newServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) { sse(w, events...) })
+	s := llmtest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) { sse(w, events...) })
 	p := newProvider(t, s)
-	deltas, resp, err := collect(p.Stream(t.Context(), &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Text: "x"}}, Tools: []llm.ToolSpec{weatherTool, {Name: "no_args"}}}))
+	deltas, resp, err := llmtest.Collect(p.Stream(t.Context(), &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Text: "x"}}, Tools: []llm.ToolSpec{weatherTool, {Name: "no_args"}}}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkRequest(t, s.only(t))
+	checkRequest(t, s.Only(t))
 	var rebuilt [2]llm.ToolCall
 	for _, d := range deltas {
 		if td := d.ToolCallDelta; td != nil {
@@ -353,7 +279,7 @@ func TestToolInputDeltasReassembled(t *testing.T) {
 }
 
 func TestToolErrorRoundTrip(t *testing.T) {
-	s := newServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
+	s := llmtest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
 		sse(w, msgStart(700, 1), textStart(0), textDelta(0, "Oslo is 3°C; Paris failed."), blockStop(0), msgDelta("end_turn", 12), msgStop())
 	})
 	p := newProvider(t, s)
@@ -377,13 +303,13 @@ func TestToolErrorRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := s.only(t)
+	r := s.Only(t)
 	checkRequest(t, r)
-	wantSystem := jsonOf(t, `[{"type":"text","text":"You report the weather."},{"type":"text","text":"Answer in one line."}]`)
-	if diff := cmp.Diff(wantSystem, r.body["system"]); diff != "" {
+	wantSystem := llmtest.JSON(t, `[{"type":"text","text":"You report the weather."},{"type":"text","text":"Answer in one line."}]`)
+	if diff := cmp.Diff(wantSystem, r.Body["system"]); diff != "" {
 		t.Errorf("system (-want +got):\n%s", diff)
 	}
-	want := jsonOf(t, `[
+	want := llmtest.JSON(t, `[
 		{"role":"user","content":[{"type":"text","text":"Weather in Paris and Oslo?"}]},
 		{"role":"assistant","content":[
 			{"type":"text","text":"Checking both."},
@@ -395,7 +321,7 @@ func TestToolErrorRoundTrip(t *testing.T) {
 			{"type":"tool_result","tool_use_id":"toolu_2","content":[{"type":"text","text":"{\"temp_c\":3}"}]},
 			{"type":"tool_result","tool_use_id":"toolu_3","content":[{"type":"text","text":"invalid arguments"}],"is_error":true},
 			{"type":"text","text":"Be quick."}]}]`)
-	if diff := cmp.Diff(want, r.body["messages"]); diff != "" {
+	if diff := cmp.Diff(want, r.Body["messages"]); diff != "" {
 		t.Errorf("messages (-want +got):\n%s", diff)
 	}
 	if resp.Text != "Oslo is 3°C; Paris failed." || resp.FinishReason != "end_turn" || resp.Usage.InputTokens != 700 {
@@ -414,7 +340,7 @@ func TestStructuredOutput(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			answer := `{"summary":"Cold","temp_c":3}`
-			s := newServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
+			s := llmtest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
 				sse(w, msgStart(40, 1), textStart(0), textDelta(0, answer[:12]), textDelta(0, answer[12:]), blockStop(0), msgDelta("end_turn", 11), msgStop())
 			})
 			p := newProvider(t, s)
@@ -425,17 +351,17 @@ func TestStructuredOutput(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r := s.only(t)
+			r := s.Only(t)
 			checkRequest(t, r)
-			want := map[string]any{"format": map[string]any{"type": "json_schema", "schema": jsonOf(t, tc.wantSent)}}
-			if diff := cmp.Diff(want, r.body["output_config"]); diff != "" {
+			want := map[string]any{"format": map[string]any{"type": "json_schema", "schema": llmtest.JSON(t, tc.wantSent)}}
+			if diff := cmp.Diff(want, r.Body["output_config"]); diff != "" {
 				t.Errorf("output_config (-want +got):\n%s", diff)
 			}
-			if _, ok := r.body["tools"]; ok {
-				t.Errorf("tools sent: %s", r.raw)
+			if _, ok := r.Body["tools"]; ok {
+				t.Errorf("tools sent: %s", r.Raw)
 			}
-			if tc.name == "native" && !strings.Contains(r.raw, `"properties":{"summary":{"type":"string"},"temp_c":`) {
-				t.Errorf("schema not sent verbatim: %s", r.raw)
+			if tc.name == "native" && !strings.Contains(r.Raw, `"properties":{"summary":{"type":"string"},"temp_c":`) {
+				t.Errorf("schema not sent verbatim: %s", r.Raw)
 			}
 			if resp.Text != answer {
 				t.Errorf("text = %q", resp.Text)
@@ -456,53 +382,20 @@ func writeError(w http.ResponseWriter, status int, body string) {
 	fmt.Fprint(w, body)
 }
 
-func providerError(t *testing.T, err error) *llm.ProviderError {
-	t.Helper()
-	var pe *llm.ProviderError
-	if !errors.As(err, &pe) {
-		t.Fatalf("error %v (%T) is not a *llm.ProviderError", err, err)
-	}
-	if pe.Provider != "anthropic" {
-		t.Errorf("Provider = %q", pe.Provider)
-	}
-	return pe
-}
-
 func TestErrorStatuses(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		status int
-		body   string
-		want   error
-		kind   llm.ErrorKind
-		msg    string
-	}{
-		{"401", 401, errorBody("authentication_error", "invalid x-api-key"), llm.ErrAuth, llm.KindAuth, "invalid x-api-key"},
-		{"403", 403, errorBody("permission_error", "Your API key does not have permission to use the specified resource."), llm.ErrAuth, llm.KindAuth, "Your API key does not have permission to use the specified resource."},
-		{"404", 404, errorBody("not_found_error", "model: claude-test"), llm.ErrUnknownModel, llm.KindNotFound, "model: claude-test"},
-		{"400 prompt too long", 400, errorBody("invalid_request_error", "prompt is too long: 215463 tokens > 200000 maximum"), llm.ErrContextTooLong, llm.KindContextTooLong, "prompt is too long: 215463 tokens > 200000 maximum"},
-		{"400", 400, errorBody("invalid_request_error", "messages: roles must alternate between \"user\" and \"assistant\""), llm.ErrBadRequest, llm.KindBadRequest, "messages: roles must alternate between \"user\" and \"assistant\""},
-		{"413", 413, errorBody("request_too_large", "Request exceeds the maximum allowed number of bytes."), llm.ErrBadRequest, llm.KindBadRequest, "Request exceeds the maximum allowed number of bytes."},
-		{"plain 404", 404, "404 page not found", llm.ErrNotFound, llm.KindNotFound, "404 page not found"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s := newServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) { writeError(w, tc.status, tc.body) })
-			p := newProvider(t, s)
-			_, err := llm.Collect(p.Stream(t.Context(), &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}))
-			if !errors.Is(err, tc.want) {
-				t.Fatalf("error = %v, want %v", err, tc.want)
-			}
-			pe := providerError(t, err)
-			if pe.Kind != tc.kind || pe.StatusCode != tc.status || pe.Message != tc.msg || pe.Attempts != 1 {
-				t.Errorf("error = %#v", pe)
-			}
-			checkRequest(t, s.only(t)) // not retried
-		})
-	}
+	llmtest.CheckStatuses(t, anthropic.Name, []llmtest.StatusCase{
+		{Name: "401", Status: 401, Body: errorBody("authentication_error", "invalid x-api-key"), Want: llm.ErrAuth, Kind: llm.KindAuth, Msg: "invalid x-api-key"},
+		{Name: "403", Status: 403, Body: errorBody("permission_error", "Your API key does not have permission to use the specified resource."), Want: llm.ErrAuth, Kind: llm.KindAuth, Msg: "Your API key does not have permission to use the specified resource."},
+		{Name: "404", Status: 404, Body: errorBody("not_found_error", "model: claude-test"), Want: llm.ErrUnknownModel, Kind: llm.KindNotFound, Msg: "model: claude-test"},
+		{Name: "400 prompt too long", Status: 400, Body: errorBody("invalid_request_error", "prompt is too long: 215463 tokens > 200000 maximum"), Want: llm.ErrContextTooLong, Kind: llm.KindContextTooLong, Msg: "prompt is too long: 215463 tokens > 200000 maximum"},
+		{Name: "400", Status: 400, Body: errorBody("invalid_request_error", "messages: roles must alternate between \"user\" and \"assistant\""), Want: llm.ErrBadRequest, Kind: llm.KindBadRequest, Msg: "messages: roles must alternate between \"user\" and \"assistant\""},
+		{Name: "413", Status: 413, Body: errorBody("request_too_large", "Request exceeds the maximum allowed number of bytes."), Want: llm.ErrBadRequest, Kind: llm.KindBadRequest, Msg: "Request exceeds the maximum allowed number of bytes."},
+		{Name: "plain 404", Status: 404, Body: "404 page not found", Want: llm.ErrNotFound, Kind: llm.KindNotFound, Msg: "404 page not found"},
+	}, writeError, func(t *testing.T, s *llmtest.Server) llm.Provider { return newProvider(t, s) }, checkRequest)
 }
 
 func TestRateLimitRetryAfter(t *testing.T) {
-	s := newServer(t, func(w http.ResponseWriter, _ *http.Request, n int) {
+	s := llmtest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, n int) {
 		if n == 1 {
 			w.Header().Set("Retry-After", "1")
 			writeError(w, 429, errorBody("rate_limit_error", "This request would exceed the rate limit for your organization of 50 input tokens per minute."))
@@ -518,20 +411,20 @@ func TestRateLimitRetryAfter(t *testing.T) {
 	if resp.Text != "ok" || resp.Usage != (llm.Usage{InputTokens: 5, OutputTokens: 2}) {
 		t.Errorf("response = %+v", resp)
 	}
-	reqs := s.requests()
+	reqs := s.Requests()
 	if len(reqs) != 2 {
 		t.Fatalf("server received %d requests, want 2", len(reqs))
 	}
 	for _, r := range reqs {
 		checkRequest(t, r)
 	}
-	if gap := reqs[1].at.Sub(reqs[0].at); gap < time.Second || gap > 1900*time.Millisecond {
+	if gap := reqs[1].At.Sub(reqs[0].At); gap < time.Second || gap > 1900*time.Millisecond {
 		t.Errorf("retry came %v after the 429, want retry-after's 1s", gap)
 	}
 }
 
 func TestRetryAfterMs(t *testing.T) {
-	s := newServer(t, func(w http.ResponseWriter, _ *http.Request, n int) {
+	s := llmtest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, n int) {
 		if n == 1 {
 			w.Header().Set("Retry-After-Ms", "300")
 			w.Header().Set("Retry-After", "5")
@@ -544,14 +437,14 @@ func TestRetryAfterMs(t *testing.T) {
 	if _, err := llm.Collect(p.Stream(t.Context(), &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}})); err != nil {
 		t.Fatal(err)
 	}
-	reqs := s.requests()
-	if gap := reqs[1].at.Sub(reqs[0].at); len(reqs) != 2 || gap < 300*time.Millisecond || gap > time.Second {
+	reqs := s.Requests()
+	if gap := reqs[1].At.Sub(reqs[0].At); len(reqs) != 2 || gap < 300*time.Millisecond || gap > time.Second {
 		t.Errorf("%d requests, retry after %v; want 2, after retry-after-ms's 300ms", len(reqs), gap)
 	}
 }
 
 func TestUnavailableAfterRetries(t *testing.T) {
-	s := newServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
+	s := llmtest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
 		writeError(w, 500, errorBody("api_error", "Internal server error"))
 	})
 	p := newProvider(t, s, func(o *anthropic.Options) { o.MaxRetries = 2 })
@@ -559,13 +452,13 @@ func TestUnavailableAfterRetries(t *testing.T) {
 	if !errors.Is(err, llm.ErrUnavailable) {
 		t.Fatalf("error = %v, want ErrUnavailable", err)
 	}
-	pe := providerError(t, err)
-	if got := len(s.requests()); got != 3 || pe.Attempts != 3 {
+	pe := llmtest.ProviderError(t, err, anthropic.Name)
+	if got := len(s.Requests()); got != 3 || pe.Attempts != 3 {
 		t.Errorf("server saw %d attempts, error says %d; want 3 (1 + MaxRetries)", got, pe.Attempts)
 	}
-	for i, r := range s.requests() {
+	for i, r := range s.Requests() {
 		checkRequest(t, r)
-		if got := r.header.Get("X-Stainless-Retry-Count"); got != fmt.Sprint(i) {
+		if got := r.Header.Get("X-Stainless-Retry-Count"); got != fmt.Sprint(i) {
 			t.Errorf("attempt %d: X-Stainless-Retry-Count = %q", i+1, got)
 		}
 	}
@@ -575,32 +468,32 @@ func TestUnavailableAfterRetries(t *testing.T) {
 }
 
 func TestOverloadedAfterRetries(t *testing.T) {
-	s := newServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
+	s := llmtest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
 		w.Header().Set("X-Should-Retry", "true")
 		writeError(w, 529, errorBody("overloaded_error", "Overloaded"))
 	})
 	p := newProvider(t, s, func(o *anthropic.Options) { o.MaxRetries = 1 })
 	_, err := llm.Collect(p.Stream(t.Context(), &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}))
-	pe := providerError(t, err)
-	if !errors.Is(err, llm.ErrOverloaded) || pe.StatusCode != 529 || pe.Message != "Overloaded" || len(s.requests()) != 2 {
-		t.Errorf("error = %#v after %d requests", pe, len(s.requests()))
+	pe := llmtest.ProviderError(t, err, anthropic.Name)
+	if !errors.Is(err, llm.ErrOverloaded) || pe.StatusCode != 529 || pe.Message != "Overloaded" || len(s.Requests()) != 2 {
+		t.Errorf("error = %#v after %d requests", pe, len(s.Requests()))
 	}
 }
 
 func TestShouldRetryFalse(t *testing.T) {
-	s := newServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
+	s := llmtest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
 		w.Header().Set("X-Should-Retry", "false")
 		writeError(w, 500, errorBody("api_error", "Internal server error"))
 	})
 	p := newProvider(t, s)
 	_, err := llm.Collect(p.Stream(t.Context(), &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}))
-	if !errors.Is(err, llm.ErrUnavailable) || len(s.requests()) != 1 {
-		t.Errorf("error = %v after %d requests, want no retry", err, len(s.requests()))
+	if !errors.Is(err, llm.ErrUnavailable) || len(s.Requests()) != 1 {
+		t.Errorf("error = %v after %d requests, want no retry", err, len(s.Requests()))
 	}
 }
 
 func TestErrorEventRetried(t *testing.T) {
-	s := newServer(t, func(w http.ResponseWriter, _ *http.Request, n int) {
+	s := llmtest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, n int) {
 		if n == 1 {
 			// The API accepted the request, then was overloaded before any content.
 			sse(w, msgStart(5, 1), ping(), ev("error", `{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}`))
@@ -610,25 +503,25 @@ func TestErrorEventRetried(t *testing.T) {
 	})
 	p := newProvider(t, s)
 	resp, err := llm.Collect(p.Stream(t.Context(), &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}))
-	if err != nil || resp.Text != "second try" || len(s.requests()) != 2 {
-		t.Fatalf("Collect = %+v, %v after %d requests", resp, err, len(s.requests()))
+	if err != nil || resp.Text != "second try" || len(s.Requests()) != 2 {
+		t.Fatalf("Collect = %+v, %v after %d requests", resp, err, len(s.Requests()))
 	}
 }
 
 func TestErrorEventAfterContent(t *testing.T) {
-	s := newServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
+	s := llmtest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
 		sse(w, msgStart(5, 1), textStart(0), textDelta(0, "partial"), ev("error", `{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}`))
 	})
 	p := newProvider(t, s)
-	deltas, _, err := collect(p.Stream(t.Context(), &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}))
-	pe := providerError(t, err)
-	if !errors.Is(err, llm.ErrOverloaded) || pe.Message != "Overloaded" || len(deltas) != 1 || len(s.requests()) != 1 {
-		t.Errorf("error = %#v, %d deltas, %d requests; want overloaded after one chunk, no retry", pe, len(deltas), len(s.requests()))
+	deltas, _, err := llmtest.Collect(p.Stream(t.Context(), &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}))
+	pe := llmtest.ProviderError(t, err, anthropic.Name)
+	if !errors.Is(err, llm.ErrOverloaded) || pe.Message != "Overloaded" || len(deltas) != 1 || len(s.Requests()) != 1 {
+		t.Errorf("error = %#v, %d deltas, %d requests; want overloaded after one chunk, no retry", pe, len(deltas), len(s.Requests()))
 	}
 }
 
 func TestNetworkErrorRetried(t *testing.T) {
-	s := newServer(t, func(w http.ResponseWriter, _ *http.Request, n int) {
+	s := llmtest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, n int) {
 		if n == 1 {
 			conn, _, err := w.(http.Hijacker).Hijack()
 			if err == nil {
@@ -640,20 +533,20 @@ func TestNetworkErrorRetried(t *testing.T) {
 	})
 	p := newProvider(t, s)
 	resp, err := llm.Collect(p.Stream(t.Context(), &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}))
-	if err != nil || resp.Text != "fine" || len(s.requests()) != 2 {
-		t.Fatalf("Collect = %+v, %v after %d requests", resp, err, len(s.requests()))
+	if err != nil || resp.Text != "fine" || len(s.Requests()) != 2 {
+		t.Fatalf("Collect = %+v, %v after %d requests", resp, err, len(s.Requests()))
 	}
 }
 
 func TestStreamCutShort(t *testing.T) {
-	s := newServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
+	s := llmtest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
 		// No message_stop: the connection ends after a chunk.
 		sse(w, msgStart(5, 1), textStart(0), textDelta(0, "partial"))
 	})
 	p := newProvider(t, s)
-	deltas, _, err := collect(p.Stream(t.Context(), &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}))
-	if !errors.Is(err, llm.ErrNetwork) || len(deltas) != 1 || len(s.requests()) != 1 {
-		t.Errorf("error = %v, %d deltas, %d requests", err, len(deltas), len(s.requests()))
+	deltas, _, err := llmtest.Collect(p.Stream(t.Context(), &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}))
+	if !errors.Is(err, llm.ErrNetwork) || len(deltas) != 1 || len(s.Requests()) != 1 {
+		t.Errorf("error = %v, %d deltas, %d requests", err, len(deltas), len(s.Requests()))
 	}
 }
 
@@ -668,92 +561,50 @@ func TestMalformed(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			s := newServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) { write(w) })
+			s := llmtest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) { write(w) })
 			p := newProvider(t, s)
 			_, err := llm.Collect(p.Stream(t.Context(), &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}))
 			if !errors.Is(err, llm.ErrMalformed) {
 				t.Fatalf("error = %v, want ErrMalformed", err)
 			}
-			if pe := providerError(t, err); pe.Attempts != 1 {
+			if pe := llmtest.ProviderError(t, err, anthropic.Name); pe.Attempts != 1 {
 				t.Errorf("attempts = %d", pe.Attempts)
 			}
-			checkRequest(t, s.only(t))
+			checkRequest(t, s.Only(t))
 		})
 	}
 }
 
 func TestCancelMidStream(t *testing.T) {
-	serverDone := make(chan struct{})
-	s := newServer(t, func(w http.ResponseWriter, r *http.Request, _ int) {
+	r := llmtest.CheckCancelMidStream(t, func(w http.ResponseWriter) {
 		sse(w, msgStart(5, 1), textStart(0), textDelta(0, "thinking"))
-		select {
-		case <-r.Context().Done():
-			close(serverDone)
-		case <-time.After(10 * time.Second):
-		}
-	})
-	p := newProvider(t, s)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	var (
-		deltas   []llm.Chunk
-		err      error
-		canceled time.Time
-	)
-	for c, e := range p.Stream(ctx, &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}) {
-		if e != nil {
-			err = e
-			break
-		}
-		deltas = append(deltas, c)
-		cancel()
-		canceled = time.Now()
-	}
-	if !errors.Is(err, context.Canceled) || len(deltas) != 1 {
-		t.Fatalf("stream ended with %v after %d chunks, want context.Canceled after 1", err, len(deltas))
-	}
-	if d := time.Since(canceled); d > 500*time.Millisecond {
-		t.Errorf("stream ended %v after the cancellation", d)
-	}
-	select {
-	case <-serverDone:
-	case <-time.After(2 * time.Second):
-		t.Error("the server never saw the request end")
-	}
-	checkRequest(t, s.only(t))
+	}, func(s *llmtest.Server) llm.Provider { return newProvider(t, s) })
+	checkRequest(t, r)
 }
 
 func TestTimeoutPerAttempt(t *testing.T) {
-	s := newServer(t, func(w http.ResponseWriter, r *http.Request, _ int) {
+	s := llmtest.NewServer(t, func(w http.ResponseWriter, r *http.Request, _ int) {
 		sse(w, msgStart(5, 1))
 		<-r.Context().Done()
 	})
 	p := newProvider(t, s, func(o *anthropic.Options) { o.Timeout = 100 * time.Millisecond; o.MaxRetries = 1 })
 	_, err := llm.Collect(p.Stream(t.Context(), &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}))
-	pe := providerError(t, err)
-	if !errors.Is(err, llm.ErrNetwork) || !errors.Is(err, context.DeadlineExceeded) || pe.Attempts != 2 || len(s.requests()) != 2 {
-		t.Errorf("error = %#v after %d requests", pe, len(s.requests()))
+	pe := llmtest.ProviderError(t, err, anthropic.Name)
+	if !errors.Is(err, llm.ErrNetwork) || !errors.Is(err, context.DeadlineExceeded) || pe.Attempts != 2 || len(s.Requests()) != 2 {
+		t.Errorf("error = %#v after %d requests", pe, len(s.Requests()))
 	}
 }
 
 func TestBadRequests(t *testing.T) {
-	s := newServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) { sse(w) })
+	s := llmtest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) { sse(w) })
 	p := newProvider(t, s, func(o *anthropic.Options) { o.DefaultModel = "" })
-	for name, req := range map[string]*llm.Request{
+	llmtest.CheckRefused(t, p, s, map[string]*llm.Request{
 		"nil":          nil,
 		"no model":     {Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}},
 		"bad schema":   {Model: "m", Tools: []llm.ToolSpec{{Name: "t", Parameters: json.RawMessage(`"x"`)}}},
 		"bad output":   {Model: "m", OutputSchema: json.RawMessage(`[]`)},
 		"unknown role": {Model: "m", Messages: []llm.Message{{Role: "narrator", Text: "hi"}}},
-	} {
-		_, err := llm.Collect(p.Stream(t.Context(), req))
-		if !errors.Is(err, llm.ErrBadRequest) {
-			t.Errorf("%s: error = %v, want ErrBadRequest", name, err)
-		}
-	}
-	if n := len(s.requests()); n != 0 {
-		t.Errorf("server received %d requests", n)
-	}
+	})
 }
 
 func TestNewOptions(t *testing.T) {
@@ -764,5 +615,28 @@ func TestNewOptions(t *testing.T) {
 	}
 	if _, err := anthropic.New(anthropic.Options{}); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestRetryLogLines: the JSON lines of a call retried once, then failed, name the
+// provider once and log their durations as text.
+func TestRetryLogLines(t *testing.T) {
+	lines, err := llmtest.RetryLog(t, anthropic.Name,
+		func(w http.ResponseWriter) { writeError(w, 529, errorBody("overloaded_error", "Overloaded")) },
+		func(s *llmtest.Server, log *slog.Logger) llm.Provider {
+			return newProvider(t, s, func(o *anthropic.Options) { o.MaxRetries = 1; o.RetryDelay = time.Millisecond; o.Logger = log })
+		}, &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}, Temperature: new(0.5)})
+	if !errors.Is(err, llm.ErrOverloaded) {
+		t.Fatalf("error = %v, want ErrOverloaded", err)
+	}
+	want := []map[string]any{
+		{"level": "DEBUG", "msg": "temperature not sent: the Messages API no longer takes it", "provider": "anthropic"},
+		{"level": "WARN", "msg": "model call failed, retrying", "provider": "anthropic", "model": "claude-test", "attempt": json.Number("1"),
+			"status": json.Number("529"), "kind": "unavailable", "wait": "(duration)", "error": "Overloaded"},
+		{"level": "DEBUG", "msg": "model call failed", "provider": "anthropic", "model": "claude-test", "attempt": json.Number("2"),
+			"duration": "(duration)", "error": "anthropic: unavailable (HTTP 529): Overloaded (after 2 attempts)"},
+	}
+	if diff := cmp.Diff(want, llmtest.Stable(lines)); diff != "" {
+		t.Errorf("log lines (-want +got):\n%s", diff)
 	}
 }

@@ -12,19 +12,14 @@ import (
 	"github.com/toolmesh/toolmesh/internal/llm"
 )
 
-func badRequest(format string, args ...any) error {
-	return &llm.ProviderError{Provider: Name, Kind: llm.KindBadRequest, Message: fmt.Sprintf(format, args...)}
-}
+func badRequest(format string, args ...any) error { return llm.BadRequest(Name, format, args...) }
 
 // params translates req into the parameters of a streamed message.
 func (p *Provider) params(req *llm.Request) (anthropic.MessageNewParams, error) {
 	var params anthropic.MessageNewParams
-	model := req.Model
-	if model == "" {
-		model = p.defaultModel
-	}
-	if model == "" {
-		return params, badRequest("no model: the request names none and the provider has no default")
+	model, err := llm.RequestModel(Name, req, p.defaultModel)
+	if err != nil {
+		return params, err
 	}
 	params.Model = anthropic.Model(model)
 	params.MaxTokens = int64(p.maxTokens)

@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/ssestream"
@@ -15,15 +13,9 @@ import (
 	"github.com/toolmesh/toolmesh/internal/llm"
 )
 
-func networkFailure(err error) *llm.Failure { return llm.NetworkFailure(Name, err) }
-
-func malformedFailure(status int, msg string, err error) *llm.Failure {
-	return llm.MalformedFailure(Name, status, msg, err)
-}
-
-// classify turns the error of a stream into a failure. res is the attempt's response, if
-// one arrived; readErr is the error of a failed read of its body, if any.
-func classify(err error, res *http.Response, readErr error) *llm.Failure {
+// apiFailure is the failure of the SDK's error for an error status or for an error event
+// of the stream, or nil when err is neither.
+func apiFailure(err error) *llm.Failure {
 	var apiErr *openai.Error
 	var streamErr *ssestream.StreamError
 	switch {
@@ -32,58 +24,34 @@ func classify(err error, res *http.Response, readErr error) *llm.Failure {
 		if apiErr.Response != nil {
 			h = apiErr.Response.Header
 		}
-		msg, code, typ := apiErr.Message, apiErr.Code, apiErr.Type
-		if msg == "" {
+		if apiErr.Message == "" {
 			// Not OpenAI's error object: find the message in the body.
-			msg, code, typ = bodyMessage(readBack(apiErr.Response))
+			return bodyFailure(apiErr.StatusCode, h, llm.ErrorBody(apiErr.Response), err)
 		}
-		return statusFailure(apiErr.StatusCode, h, msg, code, typ, err)
-	case res != nil && res.StatusCode >= 400:
-		msg, code, typ := bodyMessage(readBack(res))
-		return statusFailure(res.StatusCode, res.Header, msg, code, typ, err)
+		return statusFailure(apiErr.StatusCode, h, apiErr.Message, apiErr.Code, apiErr.Type, err)
 	case errors.As(err, &streamErr):
 		return eventFailure(streamErr.Event.Data, err)
-	case readErr != nil || res == nil:
-		return networkFailure(err)
 	}
-	return malformedFailure(res.StatusCode, "undecodable answer: "+err.Error(), err)
+	return nil
 }
 
-// readBack reads the body of an error response, which the SDK read and put back.
-func readBack(res *http.Response) []byte {
-	if res == nil || res.Body == nil {
-		return nil
-	}
-	body, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
-	return body
+// bodyFailure is the failure of an error status with the error body body.
+func bodyFailure(status int, h http.Header, body []byte, err error) *llm.Failure {
+	msg, code, typ := bodyMessage(body)
+	return statusFailure(status, h, msg, code, typ, err)
 }
 
 // statusFailure is the failure of an error status.
 func statusFailure(status int, h http.Header, msg, code, typ string, err error) *llm.Failure {
 	kind := llm.KindForStatus(status)
-	lower := strings.ToLower(msg)
 	switch {
 	case code == "context_length_exceeded" || typ == "exceed_context_size_error" ||
-		(status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge || status == http.StatusUnprocessableEntity) && contextTooLong(lower):
+		(status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge || status == http.StatusUnprocessableEntity) && llm.ContextTooLong(msg):
 		kind = llm.KindContextTooLong
-	case code == "model_not_found" || kind == llm.KindBadRequest && modelNotFound(lower):
+	case code == "model_not_found" || kind == llm.KindBadRequest && modelNotFound(strings.ToLower(msg)):
 		kind = llm.KindNotFound
 	}
-	if msg == "" {
-		msg = http.StatusText(status)
-	}
-	pe := &llm.ProviderError{Provider: Name, StatusCode: status, Kind: kind, Message: msg, Err: err}
-	if d, ok := llm.ParseRetryAfter(h, time.Now()); ok {
-		pe.RetryAfter = d
-	}
-	retry := kind.Temporary() && code != "insufficient_quota"
-	switch h.Get("X-Should-Retry") {
-	case "true":
-		retry = true
-	case "false":
-		retry = false
-	}
-	return &llm.Failure{Err: pe, Retry: retry}
+	return llm.StatusFailure(Name, status, h, kind, msg, kind.Temporary() && code != "insufficient_quota", err)
 }
 
 // eventFailure is the failure of an error event in a stream that began with 200 OK.
@@ -91,7 +59,7 @@ func eventFailure(data []byte, err error) *llm.Failure {
 	msg, code, typ := bodyMessage(data)
 	kind := llm.KindUnavailable
 	switch {
-	case code == "context_length_exceeded" || contextTooLong(strings.ToLower(msg)):
+	case code == "context_length_exceeded" || llm.ContextTooLong(msg):
 		kind = llm.KindContextTooLong
 	case code == "rate_limit_exceeded" || typ == "rate_limit_error" || typ == "rate_limit_exceeded":
 		kind = llm.KindRateLimited
@@ -101,7 +69,7 @@ func eventFailure(data []byte, err error) *llm.Failure {
 	if msg == "" {
 		msg = strings.TrimSpace(string(data))
 	}
-	return &llm.Failure{Err: &llm.ProviderError{Provider: Name, Kind: kind, Message: msg, Err: err}, Retry: kind.Temporary()}
+	return llm.EventFailure(Name, kind, msg, err)
 }
 
 // bodyMessage finds the message of an error body in the shapes OpenAI and compatible
@@ -162,17 +130,6 @@ func truncate(s string) string {
 		return s[:limit] + "…"
 	}
 	return s
-}
-
-// contextTooLong reports whether a lower-cased error message says the prompt does not
-// fit the context window, in the words of OpenAI and of the common compatible servers.
-func contextTooLong(msg string) bool {
-	for _, s := range []string{"context length", "context_length", "context window", "context size", "prompt is too long", "maximum context", "too many tokens", "input is too long"} {
-		if strings.Contains(msg, s) {
-			return true
-		}
-	}
-	return false
 }
 
 // modelNotFound reports whether a lower-cased error message says the model does not exist.

@@ -27,7 +27,6 @@ import (
 	"iter"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -55,7 +54,7 @@ const (
 	// MaxMaxRetries caps Options.MaxRetries.
 	MaxMaxRetries = llm.MaxMaxRetries
 	// DefaultRetryDelay is the first backoff when Options.RetryDelay is zero.
-	DefaultRetryDelay = 500 * time.Millisecond
+	DefaultRetryDelay = llm.DefaultRetryDelay
 	// MaxRetryAfter is the longest Retry-After the provider waits for; a longer one ends
 	// the call at once with the error, its RetryAfter set.
 	MaxRetryAfter = llm.MaxRetryAfter
@@ -82,7 +81,8 @@ type Options struct {
 	// Timeout bounds each attempt of a call, from sending the request to the end of the
 	// streamed answer; zero means no bound but the context's.
 	Timeout time.Duration
-	// Logger receives retries (warn) and calls (debug); nil discards.
+	// Logger receives retries (warn) and failed calls (debug); nil discards. Its lines
+	// carry provider=openai, so the logger should not carry that key itself.
 	Logger *slog.Logger
 }
 
@@ -91,10 +91,7 @@ type Provider struct {
 	completions  openai.ChatCompletionService
 	defaultModel string
 	official     bool // the base URL is OpenAI's own
-	maxRetries   int
-	retryDelay   time.Duration
-	timeout      time.Duration
-	log          *slog.Logger
+	call         *llm.Caller[openai.ChatCompletionNewParams, openai.ChatCompletionChunk]
 }
 
 var (
@@ -104,13 +101,9 @@ var (
 
 // New returns a provider with o.
 func New(o Options) (*Provider, error) {
-	base := strings.TrimSpace(o.BaseURL)
-	if base == "" {
-		base = DefaultBaseURL
-	}
-	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, errors.New("openai: base URL must be an absolute http(s) URL: " + base)
+	base, u, err := llm.ParseBaseURL(Name, o.BaseURL, DefaultBaseURL)
+	if err != nil {
+		return nil, err
 	}
 	if o.Timeout < 0 {
 		return nil, errors.New("openai: negative timeout")
@@ -122,16 +115,6 @@ func New(o Options) (*Provider, error) {
 	p := &Provider{
 		defaultModel: o.DefaultModel,
 		official:     strings.EqualFold(u.Hostname(), "api.openai.com"),
-		maxRetries:   llm.Retries(o.MaxRetries),
-		retryDelay:   o.RetryDelay,
-		timeout:      o.Timeout,
-		log:          o.Logger,
-	}
-	if p.retryDelay <= 0 {
-		p.retryDelay = DefaultRetryDelay
-	}
-	if p.log == nil {
-		p.log = slog.New(slog.DiscardHandler)
 	}
 	// The service is built without openai.NewClient, which would read OPENAI_* variables
 	// of the environment: the options alone configure the provider. The SDK's own retries
@@ -143,6 +126,8 @@ func New(o Options) (*Provider, error) {
 		option.WithAPIKey(o.APIKey),
 		option.WithMaxRetries(0),
 	)
+	p.call = llm.NewCaller(Name, llm.CallOptions{MaxRetries: o.MaxRetries, RetryDelay: o.RetryDelay, Timeout: o.Timeout, Logger: o.Logger},
+		llm.SDK[openai.ChatCompletionNewParams, openai.ChatCompletionChunk]{Prepare: p.prepare, Open: p.open, APIFailure: apiFailure, StatusFailure: bodyFailure})
 	return p, nil
 }
 
@@ -163,78 +148,17 @@ func (p *Provider) DefaultModel() string { return p.defaultModel }
 // *llm.ProviderError, or with ctx's error once ctx is done: cancellation aborts the HTTP
 // request at once.
 func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Chunk, error] {
-	return func(yield func(llm.Chunk, error) bool) {
-		if req == nil {
-			yield(llm.Chunk{}, &llm.ProviderError{Provider: Name, Kind: llm.KindBadRequest, Message: "nil request"})
-			return
-		}
-		if err := ctx.Err(); err != nil {
-			yield(llm.Chunk{}, err)
-			return
-		}
-		params, err := p.params(req)
-		if err != nil {
-			yield(llm.Chunk{}, err)
-			return
-		}
-		llm.StreamWithRetries(ctx, llm.RetryOptions{Provider: Name, Model: string(params.Model), MaxRetries: p.maxRetries, Delay: p.retryDelay, Logger: p.log},
-			func(n int) (bool, bool, *llm.Failure) { return p.attempt(ctx, &params, n, yield) }, yield)
-	}
+	return p.call.Stream(ctx, req)
 }
 
-// errAttemptTimeout is the cause of an attempt's context when Options.Timeout ends it.
-var errAttemptTimeout = errors.New("openai: attempt timed out")
+func (p *Provider) prepare(_ context.Context, req *llm.Request) (openai.ChatCompletionNewParams, string, error) {
+	params, err := p.params(req)
+	return params, string(params.Model), err
+}
 
-// attempt sends one request and streams its answer. done reports that the stream is over:
-// the answer was yielded whole, or the consumer stopped. Otherwise f is the failure and
-// yielded reports whether a chunk was yielded before it.
-func (p *Provider) attempt(ctx context.Context, params *openai.ChatCompletionNewParams, attempt int, yield func(llm.Chunk, error) bool) (yielded, done bool, f *llm.Failure) {
-	actx := ctx
-	if p.timeout > 0 {
-		var cancel context.CancelFunc
-		actx, cancel = context.WithTimeoutCause(ctx, p.timeout, errAttemptTimeout)
-		defer cancel()
-	}
-	var res *http.Response
-	var readErr error
-	watch := option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-		resp, err := next(r)
-		if resp != nil && resp.Body != nil {
-			resp.Body = &llm.WatchedBody{ReadCloser: resp.Body, Err: &readErr}
-		}
-		return resp, err
-	})
-	stream := p.completions.NewStreaming(actx, *params, option.WithResponseInto(&res), watch,
+// open sends the attempt-th request of a call.
+func (p *Provider) open(ctx context.Context, params *openai.ChatCompletionNewParams, attempt int, x *llm.Exchange) (llm.EventStream[openai.ChatCompletionChunk], llm.Answer[openai.ChatCompletionChunk]) {
+	stream := p.completions.NewStreaming(ctx, *params, option.WithResponseInto(&x.Response), option.WithMiddleware(x.Middleware),
 		option.WithHeader("X-Stainless-Retry-Count", strconv.Itoa(attempt-1)))
-	defer func() { _ = stream.Close() }()
-
-	acc := newAccumulator(params.Model)
-	for stream.Next() {
-		for _, c := range acc.add(stream.Current()) {
-			if ctx.Err() != nil {
-				return yielded, false, networkFailure(ctx.Err())
-			}
-			yielded = true
-			if !yield(c, nil) {
-				return yielded, true, nil
-			}
-		}
-	}
-	if err := stream.Err(); err != nil {
-		if errors.Is(context.Cause(actx), errAttemptTimeout) && ctx.Err() == nil {
-			f := networkFailure(context.DeadlineExceeded)
-			f.Err.Message = "no complete answer within the timeout of " + p.timeout.String()
-			return yielded, false, f
-		}
-		return yielded, false, classify(err, res, readErr)
-	}
-	resp, f := acc.finish()
-	if f != nil {
-		return yielded, false, f
-	}
-	if ctx.Err() != nil {
-		return yielded, false, networkFailure(ctx.Err())
-	}
-	yield(llm.Chunk{Done: resp}, nil)
-	return true, true, nil
+	return stream, newAccumulator(string(params.Model))
 }

@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/toolmesh/toolmesh/internal/llm"
+	"github.com/toolmesh/toolmesh/internal/llm/llmtest"
 	"github.com/toolmesh/toolmesh/internal/llm/openai"
 )
 
@@ -24,58 +23,7 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// received is one request as the fake server saw it.
-type received struct {
-	method, path string
-	header       http.Header
-	raw          string
-	body         map[string]any
-	at           time.Time
-}
-
-// server is a fake Chat Completions endpoint: handle answers the n-th request (from 1).
-type server struct {
-	*httptest.Server
-	mu   sync.Mutex
-	reqs []received
-}
-
-func newServer(t *testing.T, handle func(w http.ResponseWriter, r *http.Request, n int)) *server {
-	t.Helper()
-	s := &server{}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		raw, _ := io.ReadAll(r.Body)
-		var body map[string]any
-		if err := json.Unmarshal(raw, &body); err != nil {
-			t.Errorf("request body is not JSON: %v: %s", err, raw)
-		}
-		s.mu.Lock()
-		s.reqs = append(s.reqs, received{method: r.Method, path: r.URL.Path, header: r.Header.Clone(), raw: string(raw), body: body, at: time.Now()})
-		n := len(s.reqs)
-		s.mu.Unlock()
-		handle(w, r, n)
-	}))
-	t.Cleanup(s.Close)
-	return s
-}
-
-func (s *server) requests() []received {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]received(nil), s.reqs...)
-}
-
-// only returns the one request the server received.
-func (s *server) only(t *testing.T) received {
-	t.Helper()
-	reqs := s.requests()
-	if len(reqs) != 1 {
-		t.Fatalf("server received %d requests, want 1", len(reqs))
-	}
-	return reqs[0]
-}
-
-func newProvider(t *testing.T, s *server, mod ...func(*openai.Options)) *openai.Provider {
+func newProvider(t *testing.T, s *llmtest.Server, mod ...func(*openai.Options)) *openai.Provider {
 	t.Helper()
 	o := openai.Options{
 		APIKey:       "sk-test",
@@ -133,43 +81,18 @@ func toolDelta(index int, id, name, args string) string {
 	return string(b)
 }
 
-// collect drains a stream, keeping the chunks before the final one.
-func collect(seq func(func(llm.Chunk, error) bool)) (deltas []llm.Chunk, resp *llm.Response, err error) {
-	for c, e := range seq {
-		if e != nil {
-			return deltas, nil, e
-		}
-		if c.Done != nil {
-			resp = c.Done
-			continue
-		}
-		deltas = append(deltas, c)
-	}
-	return deltas, resp, nil
-}
-
-// jsonOf decodes JSON text for comparisons with decoded request bodies.
-func jsonOf(t *testing.T, s string) any {
+func checkRequest(t *testing.T, r llmtest.Request) {
 	t.Helper()
-	var v any
-	if err := json.Unmarshal([]byte(s), &v); err != nil {
-		t.Fatalf("bad JSON in test: %v: %s", err, s)
+	if r.Method != http.MethodPost || r.Path != "/v1/chat/completions" {
+		t.Errorf("request = %s %s, want POST /v1/chat/completions", r.Method, r.Path)
 	}
-	return v
-}
-
-func checkRequest(t *testing.T, r received) {
-	t.Helper()
-	if r.method != http.MethodPost || r.path != "/v1/chat/completions" {
-		t.Errorf("request = %s %s, want POST /v1/chat/completions", r.method, r.path)
-	}
-	if got := r.header.Get("Authorization"); got != "Bearer sk-test" {
+	if got := r.Header.Get("Authorization"); got != "Bearer sk-test" {
 		t.Errorf("Authorization = %q", got)
 	}
-	if r.body["stream"] != true {
-		t.Errorf("stream = %v, want true", r.body["stream"])
+	if r.Body["stream"] != true {
+		t.Errorf("stream = %v, want true", r.Body["stream"])
 	}
-	if diff := cmp.Diff(map[string]any{"include_usage": true}, r.body["stream_options"]); diff != "" {
+	if diff := cmp.Diff(map[string]any{"include_usage": true}, r.Body["stream_options"]); diff != "" {
 		t.Errorf("stream_options (-want +got):\n%s", diff)
 	}
 }
@@ -177,7 +100,7 @@ func checkRequest(t *testing.T, r received) {
 func ptr[T any](v T) *T { return &v }
 
 func TestPlainAnswer(t *testing.T) {
-	s := newServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
+	s := llmtest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
 		sse(w,
 			chunk(`{"role":"assistant","content":"","refusal":null}`, ""),
 			chunk(`{"content":"Hel"}`, ""),
@@ -190,7 +113,7 @@ func TestPlainAnswer(t *testing.T) {
 	if p.Name() != "openai" || p.DefaultModel() != "gpt-test" || llm.Label(p, "") != "openai/gpt-test" {
 		t.Errorf("Name, DefaultModel, Label = %q, %q, %q", p.Name(), p.DefaultModel(), llm.Label(p, ""))
 	}
-	deltas, resp, err := collect(p.Stream(t.Context(), &llm.Request{
+	deltas, resp, err := llmtest.Collect(p.Stream(t.Context(), &llm.Request{
 		System:          "Be brief.",
 		Messages:        []llm.Message{{Role: llm.RoleUser, Text: "Say hello."}},
 		Temperature:     ptr(0.25),
@@ -200,21 +123,21 @@ func TestPlainAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	r := s.only(t)
+	r := s.Only(t)
 	checkRequest(t, r)
-	if r.body["model"] != "gpt-test" {
-		t.Errorf("model = %v", r.body["model"])
+	if r.Body["model"] != "gpt-test" {
+		t.Errorf("model = %v", r.Body["model"])
 	}
-	wantMsgs := jsonOf(t, `[{"role":"system","content":"Be brief."},{"role":"user","content":"Say hello."}]`)
-	if diff := cmp.Diff(wantMsgs, r.body["messages"]); diff != "" {
+	wantMsgs := llmtest.JSON(t, `[{"role":"system","content":"Be brief."},{"role":"user","content":"Say hello."}]`)
+	if diff := cmp.Diff(wantMsgs, r.Body["messages"]); diff != "" {
 		t.Errorf("messages (-want +got):\n%s", diff)
 	}
-	if r.body["temperature"] != 0.25 || r.body["max_tokens"] != 100.0 {
-		t.Errorf("temperature, max_tokens = %v, %v", r.body["temperature"], r.body["max_tokens"])
+	if r.Body["temperature"] != 0.25 || r.Body["max_tokens"] != 100.0 {
+		t.Errorf("temperature, max_tokens = %v, %v", r.Body["temperature"], r.Body["max_tokens"])
 	}
 	for _, k := range []string{"tools", "response_format", "max_completion_tokens", "parallel_tool_calls"} {
-		if _, ok := r.body[k]; ok {
-			t.Errorf("request has %s: %s", k, r.raw)
+		if _, ok := r.Body[k]; ok {
+			t.Errorf("request has %s: %s", k, r.Raw)
 		}
 	}
 
@@ -230,8 +153,8 @@ func TestPlainAnswer(t *testing.T) {
 	if err != nil || got.Text != "Hello." {
 		t.Errorf("Collect = %+v, %v", got, err)
 	}
-	if reqs := s.requests(); reqs[1].body["model"] != "other" {
-		t.Errorf("second request model = %v, want other", reqs[1].body["model"])
+	if reqs := s.Requests(); reqs[1].Body["model"] != "other" {
+		t.Errorf("second request model = %v, want other", reqs[1].Body["model"])
 	}
 }
 
@@ -240,7 +163,7 @@ const weatherSchema = `{"type":"object","properties":{"city":{"type":"string","d
 var weatherTool = llm.ToolSpec{Name: "get_weather", Description: "Current weather of a city.", Parameters: json.RawMessage(weatherSchema)}
 
 func TestOneToolCall(t *testing.T) {
-	s := newServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
+	s := llmtest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
 		sse(w,
 			chunk(`{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_abc","type":"function","function":{"name":"get_weather","arguments":""}}],"refusal":null}`, ""),
 			chunk(`{"tool_calls":[{"index":0,"function":{"arguments":"{\"city\": \"Paris\"}"}}]}`, ""),
@@ -249,7 +172,7 @@ func TestOneToolCall(t *testing.T) {
 		)
 	})
 	p := newProvider(t, s)
-	deltas, resp, err := collect(p.Stream(t.Context(), &llm.Request{
+	deltas, resp, err := llmtest.Collect(p.Stream(t.Context(), &llm.Request{
 		Messages: []llm.Message{{Role: llm.RoleUser, Text: "Weather in Paris?"}},
 		Tools:    []llm.ToolSpec{weatherTool, {Name: "no_args"}},
 	}))
@@ -257,17 +180,17 @@ func TestOneToolCall(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	r := s.only(t)
+	r := s.Only(t)
 	checkRequest(t, r)
-	wantTools := jsonOf(t, `[
+	wantTools := llmtest.JSON(t, `[
 		{"type":"function","function":{"name":"get_weather","description":"Current weather of a city.","parameters":`+weatherSchema+`}},
 		{"type":"function","function":{"name":"no_args","parameters":{"type":"object","properties":{}}}}]`)
-	if diff := cmp.Diff(wantTools, r.body["tools"]); diff != "" {
+	if diff := cmp.Diff(wantTools, r.Body["tools"]); diff != "" {
 		t.Errorf("tools (-want +got):\n%s", diff)
 	}
 	// The schema is sent as written: its properties keep their order.
-	if !strings.Contains(r.raw, `"properties":{"city":{"type":"string","description":"City name"},"unit":`) {
-		t.Errorf("tool schema not sent verbatim: %s", r.raw)
+	if !strings.Contains(r.Raw, `"properties":{"city":{"type":"string","description":"City name"},"unit":`) {
+		t.Errorf("tool schema not sent verbatim: %s", r.Raw)
 	}
 
 	wantDeltas := []llm.Chunk{
@@ -289,7 +212,7 @@ func TestOneToolCall(t *testing.T) {
 }
 
 func TestParallelToolCalls(t *testing.T) {
-	s := newServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
+	s := llmtest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
 		sse(w,
 			chunk(`{"role":"assistant","content":"Checking both."}`, ""),
 			chunk(toolDelta(0, "call_1", "get_weather", `{"city":"Paris"}`), ""),
@@ -306,7 +229,7 @@ func TestParallelToolCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkRequest(t, s.only(t))
+	checkRequest(t, s.Only(t))
 	want := &llm.Response{
 		Text: "Checking both.",
 		ToolCalls: []llm.ToolCall{
@@ -338,16 +261,16 @@ func TestToolCallDeltasReassembled(t *testing.T) {
 		}
 	}
 	events = append(events, chunk(`{}`, "tool_calls"), usage(50, 30))
-	s := newServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) { sse(w, events...) })
+	s := llmtest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) { sse(w, events...) })
 	p := newProvider(t, s)
-	deltas, resp, err := collect(p.Stream(t.Context(), &llm.Request{
+	deltas, resp, err := llmtest.Collect(p.Stream(t.Context(), &llm.Request{
 		Messages: []llm.Message{{Role: llm.RoleUser, Text: "Weather?"}},
 		Tools:    []llm.ToolSpec{weatherTool},
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkRequest(t, s.only(t))
+	checkRequest(t, s.Only(t))
 	if len(deltas) < 10 {
 		t.Errorf("only %d deltas", len(deltas))
 	}
@@ -380,7 +303,7 @@ func TestToolCallDeltasReassembled(t *testing.T) {
 
 // Some compatible servers give every call of an answer index 0, each with its own ID.
 func TestToolCallsAllAtIndexZero(t *testing.T) {
-	s := newServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
+	s := llmtest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
 		sse(w,
 			chunk(toolDelta(0, "call_x", "get_weather", `{"city":"Rome"}`), ""),
 			chunk(toolDelta(0, "call_y", "get_weather", `{"city":"Lima"}`), ""),
@@ -393,8 +316,8 @@ func TestToolCallsAllAtIndexZero(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := s.only(t); r.header.Get("Authorization") != "" || r.body["model"] != "gpt-test" {
-		t.Errorf("request = %v %s", r.header, r.raw)
+	if r := s.Only(t); r.Header.Get("Authorization") != "" || r.Body["model"] != "gpt-test" {
+		t.Errorf("request = %v %s", r.Header, r.Raw)
 	}
 	want := []llm.ToolCall{{ID: "call_x", Name: "get_weather", Arguments: `{"city":"Rome"}`}, {ID: "call_y", Name: "get_weather", Arguments: `{"city":"Lima"}`}}
 	if diff := cmp.Diff(want, resp.ToolCalls); diff != "" {
@@ -406,7 +329,7 @@ func TestToolCallsAllAtIndexZero(t *testing.T) {
 }
 
 func TestToolErrorRoundTrip(t *testing.T) {
-	s := newServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
+	s := llmtest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
 		sse(w, chunk(`{"role":"assistant","content":"Oslo is 3°C; Paris failed."}`, ""), chunk(`{}`, "stop"), usage(120, 9))
 	})
 	p := newProvider(t, s)
@@ -426,9 +349,9 @@ func TestToolErrorRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := s.only(t)
+	r := s.Only(t)
 	checkRequest(t, r)
-	want := jsonOf(t, `[
+	want := llmtest.JSON(t, `[
 		{"role":"system","content":"sys"},
 		{"role":"user","content":"Weather in Paris and Oslo?"},
 		{"role":"assistant","content":"Checking.","tool_calls":[
@@ -436,7 +359,7 @@ func TestToolErrorRoundTrip(t *testing.T) {
 			{"id":"call_2","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]},
 		{"role":"tool","tool_call_id":"call_1","content":"Tool error: upstream timeout"},
 		{"role":"tool","tool_call_id":"call_2","content":"{\"temp_c\":3}"}]`)
-	if diff := cmp.Diff(want, r.body["messages"]); diff != "" {
+	if diff := cmp.Diff(want, r.Body["messages"]); diff != "" {
 		t.Errorf("messages (-want +got):\n%s", diff)
 	}
 	if resp.Text != "Oslo is 3°C; Paris failed." || resp.FinishReason != "stop" || resp.Usage.InputTokens != 120 {
@@ -456,7 +379,7 @@ func TestStructuredOutput(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			answer := `{"city":"Oslo","temp_c":3}`
-			s := newServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
+			s := llmtest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
 				b, _ := json.Marshal(answer[:9])
 				b2, _ := json.Marshal(answer[9:])
 				sse(w, chunk(`{"role":"assistant","content":`+string(b)+`}`, ""), chunk(`{"content":`+string(b2)+`}`, ""), chunk(`{}`, "stop"), usage(30, 12))
@@ -469,10 +392,10 @@ func TestStructuredOutput(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r := s.only(t)
+			r := s.Only(t)
 			checkRequest(t, r)
-			want := map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": tc.wantName, "strict": tc.wantStrict, "schema": jsonOf(t, tc.schema)}}
-			if diff := cmp.Diff(want, r.body["response_format"]); diff != "" {
+			want := map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": tc.wantName, "strict": tc.wantStrict, "schema": llmtest.JSON(t, tc.schema)}}
+			if diff := cmp.Diff(want, r.Body["response_format"]); diff != "" {
 				t.Errorf("response_format (-want +got):\n%s", diff)
 			}
 			if resp.Text != answer || !json.Valid([]byte(resp.Text)) {
@@ -494,63 +417,30 @@ func writeError(w http.ResponseWriter, status int, body string) {
 	fmt.Fprint(w, body)
 }
 
-func providerError(t *testing.T, err error) *llm.ProviderError {
-	t.Helper()
-	var pe *llm.ProviderError
-	if !errors.As(err, &pe) {
-		t.Fatalf("error %v (%T) is not a *llm.ProviderError", err, err)
-	}
-	if pe.Provider != "openai" {
-		t.Errorf("Provider = %q", pe.Provider)
-	}
-	return pe
-}
-
 func TestErrorStatuses(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		status int
-		body   string
-		want   error
-		kind   llm.ErrorKind
-		msg    string
-	}{
-		{"401", 401, errorBody("Incorrect API key provided: sk-test. You can find your API key at https://platform.openai.com/account/api-keys.", "invalid_request_error", "invalid_api_key"),
-			llm.ErrAuth, llm.KindAuth, "Incorrect API key provided: sk-test. You can find your API key at https://platform.openai.com/account/api-keys."},
-		{"403", 403, errorBody("Country, region, or territory not supported", "request_forbidden", "unsupported_country_region_territory"), llm.ErrAuth, llm.KindAuth, "Country, region, or territory not supported"},
-		{"403 model", 403, errorBody("Project `proj_1` does not have access to model `gpt-test`", "invalid_request_error", "model_not_found"), llm.ErrNotFound, llm.KindNotFound, "Project `proj_1` does not have access to model `gpt-test`"},
-		{"404 model", 404, errorBody("The model `gpt-test` does not exist or you do not have access to it.", "invalid_request_error", "model_not_found"),
-			llm.ErrUnknownModel, llm.KindNotFound, "The model `gpt-test` does not exist or you do not have access to it."},
-		{"400 context", 400, errorBody("This model's maximum context length is 128000 tokens. However, your messages resulted in 130512 tokens. Please reduce the length of the messages.", "invalid_request_error", "context_length_exceeded"),
-			llm.ErrContextTooLong, llm.KindContextTooLong, "This model's maximum context length is 128000 tokens. However, your messages resulted in 130512 tokens. Please reduce the length of the messages."},
-		{"400", 400, errorBody("Invalid value for 'temperature'.", "invalid_request_error", "invalid_value"), llm.ErrBadRequest, llm.KindBadRequest, "Invalid value for 'temperature'."},
-		{"429 quota", 429, errorBody("You exceeded your current quota, please check your plan and billing details.", "insufficient_quota", "insufficient_quota"),
-			llm.ErrRateLimited, llm.KindRateLimited, "You exceeded your current quota, please check your plan and billing details."},
+	llmtest.CheckStatuses(t, openai.Name, []llmtest.StatusCase{
+		{Name: "401", Status: 401, Body: errorBody("Incorrect API key provided: sk-test. You can find your API key at https://platform.openai.com/account/api-keys.", "invalid_request_error", "invalid_api_key"),
+			Want: llm.ErrAuth, Kind: llm.KindAuth, Msg: "Incorrect API key provided: sk-test. You can find your API key at https://platform.openai.com/account/api-keys."},
+		{Name: "403", Status: 403, Body: errorBody("Country, region, or territory not supported", "request_forbidden", "unsupported_country_region_territory"), Want: llm.ErrAuth, Kind: llm.KindAuth, Msg: "Country, region, or territory not supported"},
+		{Name: "403 model", Status: 403, Body: errorBody("Project `proj_1` does not have access to model `gpt-test`", "invalid_request_error", "model_not_found"), Want: llm.ErrNotFound, Kind: llm.KindNotFound, Msg: "Project `proj_1` does not have access to model `gpt-test`"},
+		{Name: "404 model", Status: 404, Body: errorBody("The model `gpt-test` does not exist or you do not have access to it.", "invalid_request_error", "model_not_found"),
+			Want: llm.ErrUnknownModel, Kind: llm.KindNotFound, Msg: "The model `gpt-test` does not exist or you do not have access to it."},
+		{Name: "400 context", Status: 400, Body: errorBody("This model's maximum context length is 128000 tokens. However, your messages resulted in 130512 tokens. Please reduce the length of the messages.", "invalid_request_error", "context_length_exceeded"),
+			Want: llm.ErrContextTooLong, Kind: llm.KindContextTooLong, Msg: "This model's maximum context length is 128000 tokens. However, your messages resulted in 130512 tokens. Please reduce the length of the messages."},
+		{Name: "400", Status: 400, Body: errorBody("Invalid value for 'temperature'.", "invalid_request_error", "invalid_value"), Want: llm.ErrBadRequest, Kind: llm.KindBadRequest, Msg: "Invalid value for 'temperature'."},
+		{Name: "429 quota", Status: 429, Body: errorBody("You exceeded your current quota, please check your plan and billing details.", "insufficient_quota", "insufficient_quota"),
+			Want: llm.ErrRateLimited, Kind: llm.KindRateLimited, Msg: "You exceeded your current quota, please check your plan and billing details."},
 		// Compatible servers: vLLM's error object, Ollama's error string, plain text.
-		{"vllm 404", 404, `{"object":"error","message":"The model ` + "`llama`" + ` does not exist.","type":"NotFoundError","param":null,"code":404}`, llm.ErrNotFound, llm.KindNotFound, "The model `llama` does not exist."},
-		{"ollama 404", 404, `{"error":"model \"llama9\" not found, try pulling it first"}`, llm.ErrNotFound, llm.KindNotFound, `model "llama9" not found, try pulling it first`},
-		{"llama.cpp context", 400, `{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":5000,"n_ctx":4096}}`,
-			llm.ErrContextTooLong, llm.KindContextTooLong, "the request exceeds the available context size, try increasing it"},
-		{"plain 400", 400, "bad things", llm.ErrBadRequest, llm.KindBadRequest, "bad things"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s := newServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) { writeError(w, tc.status, tc.body) })
-			p := newProvider(t, s)
-			_, err := llm.Collect(p.Stream(t.Context(), &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}))
-			if !errors.Is(err, tc.want) {
-				t.Fatalf("error = %v, want %v", err, tc.want)
-			}
-			pe := providerError(t, err)
-			if pe.Kind != tc.kind || pe.StatusCode != tc.status || pe.Message != tc.msg || pe.Attempts != 1 {
-				t.Errorf("error = %#v", pe)
-			}
-			checkRequest(t, s.only(t)) // not retried
-		})
-	}
+		{Name: "vllm 404", Status: 404, Body: `{"object":"error","message":"The model ` + "`llama`" + ` does not exist.","type":"NotFoundError","param":null,"code":404}`, Want: llm.ErrNotFound, Kind: llm.KindNotFound, Msg: "The model `llama` does not exist."},
+		{Name: "ollama 404", Status: 404, Body: `{"error":"model \"llama9\" not found, try pulling it first"}`, Want: llm.ErrNotFound, Kind: llm.KindNotFound, Msg: `model "llama9" not found, try pulling it first`},
+		{Name: "llama.cpp context", Status: 400, Body: `{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":5000,"n_ctx":4096}}`,
+			Want: llm.ErrContextTooLong, Kind: llm.KindContextTooLong, Msg: "the request exceeds the available context size, try increasing it"},
+		{Name: "plain 400", Status: 400, Body: "bad things", Want: llm.ErrBadRequest, Kind: llm.KindBadRequest, Msg: "bad things"},
+	}, writeError, func(t *testing.T, s *llmtest.Server) llm.Provider { return newProvider(t, s) }, checkRequest)
 }
 
 func TestRateLimitRetryAfter(t *testing.T) {
-	s := newServer(t, func(w http.ResponseWriter, _ *http.Request, n int) {
+	s := llmtest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, n int) {
 		if n == 1 {
 			w.Header().Set("Retry-After", "1")
 			writeError(w, 429, errorBody("Rate limit reached for gpt-test on tokens per min (TPM): Limit 30000, Used 30000, Requested 100. Please try again in 1s.", "tokens", "rate_limit_exceeded"))
@@ -567,23 +457,23 @@ func TestRateLimitRetryAfter(t *testing.T) {
 	if resp.Text != "ok" || resp.Usage != (llm.Usage{InputTokens: 5, OutputTokens: 1}) {
 		t.Errorf("response = %+v", resp)
 	}
-	reqs := s.requests()
+	reqs := s.Requests()
 	if len(reqs) != 2 {
 		t.Fatalf("server received %d requests, want 2", len(reqs))
 	}
 	for _, r := range reqs {
 		checkRequest(t, r)
 	}
-	if gap := reqs[1].at.Sub(reqs[0].at); gap < time.Second || gap > 1900*time.Millisecond {
+	if gap := reqs[1].At.Sub(reqs[0].At); gap < time.Second || gap > 1900*time.Millisecond {
 		t.Errorf("retry came %v after the 429, want Retry-After's 1s", gap)
 	}
-	if diff := cmp.Diff(reqs[0].body, reqs[1].body); diff != "" {
+	if diff := cmp.Diff(reqs[0].Body, reqs[1].Body); diff != "" {
 		t.Errorf("retried body differs:\n%s", diff)
 	}
 }
 
 func TestUnavailableAfterRetries(t *testing.T) {
-	s := newServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
+	s := llmtest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
 		writeError(w, 500, errorBody("The server had an error while processing your request. Sorry about that!", "server_error", ""))
 	})
 	p := newProvider(t, s, func(o *openai.Options) { o.MaxRetries = 2 })
@@ -592,13 +482,13 @@ func TestUnavailableAfterRetries(t *testing.T) {
 	if !errors.Is(err, llm.ErrUnavailable) || !errors.Is(err, llm.ErrOverloaded) {
 		t.Fatalf("error = %v, want ErrUnavailable", err)
 	}
-	pe := providerError(t, err)
-	if got := len(s.requests()); got != 3 || pe.Attempts != 3 {
+	pe := llmtest.ProviderError(t, err, openai.Name)
+	if got := len(s.Requests()); got != 3 || pe.Attempts != 3 {
 		t.Errorf("server saw %d attempts, error says %d; want 3 (1 + MaxRetries)", got, pe.Attempts)
 	}
-	for i, r := range s.requests() {
+	for i, r := range s.Requests() {
 		checkRequest(t, r)
-		if got := r.header.Get("X-Stainless-Retry-Count"); got != fmt.Sprint(i) {
+		if got := r.Header.Get("X-Stainless-Retry-Count"); got != fmt.Sprint(i) {
 			t.Errorf("attempt %d: X-Stainless-Retry-Count = %q", i+1, got)
 		}
 	}
@@ -611,31 +501,31 @@ func TestUnavailableAfterRetries(t *testing.T) {
 }
 
 func TestNoRetries(t *testing.T) {
-	s := newServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
+	s := llmtest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
 		writeError(w, 503, errorBody("overloaded", "server_error", ""))
 	})
 	p := newProvider(t, s, func(o *openai.Options) { o.MaxRetries = -1 })
 	_, err := llm.Collect(p.Stream(t.Context(), &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}))
-	if !errors.Is(err, llm.ErrUnavailable) || len(s.requests()) != 1 {
-		t.Errorf("error = %v after %d requests", err, len(s.requests()))
+	if !errors.Is(err, llm.ErrUnavailable) || len(s.Requests()) != 1 {
+		t.Errorf("error = %v after %d requests", err, len(s.Requests()))
 	}
 }
 
 func TestRetryAfterTooLong(t *testing.T) {
-	s := newServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
+	s := llmtest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
 		w.Header().Set("Retry-After", "3600")
 		writeError(w, 429, errorBody("Rate limit reached", "requests", "rate_limit_exceeded"))
 	})
 	p := newProvider(t, s)
 	_, err := llm.Collect(p.Stream(t.Context(), &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}))
-	pe := providerError(t, err)
-	if !errors.Is(err, llm.ErrRateLimited) || pe.RetryAfter != time.Hour || len(s.requests()) != 1 {
-		t.Errorf("error = %#v after %d requests; want rate limited at once, RetryAfter 1h", pe, len(s.requests()))
+	pe := llmtest.ProviderError(t, err, openai.Name)
+	if !errors.Is(err, llm.ErrRateLimited) || pe.RetryAfter != time.Hour || len(s.Requests()) != 1 {
+		t.Errorf("error = %#v after %d requests; want rate limited at once, RetryAfter 1h", pe, len(s.Requests()))
 	}
 }
 
 func TestNetworkErrorRetried(t *testing.T) {
-	s := newServer(t, func(w http.ResponseWriter, _ *http.Request, n int) {
+	s := llmtest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, n int) {
 		if n == 1 {
 			// The connection drops before any answer.
 			conn, _, err := w.(http.Hijacker).Hijack()
@@ -659,13 +549,13 @@ func TestNetworkErrorRetried(t *testing.T) {
 	})
 	p := newProvider(t, s)
 	resp, err := llm.Collect(p.Stream(t.Context(), &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}))
-	if err != nil || resp.Text != "fine" || len(s.requests()) != 3 {
-		t.Fatalf("Collect = %+v, %v after %d requests", resp, err, len(s.requests()))
+	if err != nil || resp.Text != "fine" || len(s.Requests()) != 3 {
+		t.Fatalf("Collect = %+v, %v after %d requests", resp, err, len(s.Requests()))
 	}
 }
 
 func TestStreamCutAfterChunkNotRetried(t *testing.T) {
-	s := newServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
+	s := llmtest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		fmt.Fprintf(w, "data: %s\n\n", chunk(`{"content":"partial"}`, ""))
 		w.(http.Flusher).Flush()
@@ -675,14 +565,14 @@ func TestStreamCutAfterChunkNotRetried(t *testing.T) {
 		}
 	})
 	p := newProvider(t, s)
-	deltas, _, err := collect(p.Stream(t.Context(), &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}))
-	if !errors.Is(err, llm.ErrNetwork) || len(deltas) != 1 || len(s.requests()) != 1 {
-		t.Errorf("error = %v, %d deltas, %d requests; want a network error after one chunk, no retry", err, len(deltas), len(s.requests()))
+	deltas, _, err := llmtest.Collect(p.Stream(t.Context(), &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}))
+	if !errors.Is(err, llm.ErrNetwork) || len(deltas) != 1 || len(s.Requests()) != 1 {
+		t.Errorf("error = %v, %d deltas, %d requests; want a network error after one chunk, no retry", err, len(deltas), len(s.Requests()))
 	}
 }
 
 func TestErrorEventInStream(t *testing.T) {
-	s := newServer(t, func(w http.ResponseWriter, _ *http.Request, n int) {
+	s := llmtest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, n int) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		if n == 1 {
 			fmt.Fprintf(w, "data: %s\n\n", errorBody("The server had an error while processing your request.", "server_error", ""))
@@ -692,8 +582,8 @@ func TestErrorEventInStream(t *testing.T) {
 	})
 	p := newProvider(t, s)
 	resp, err := llm.Collect(p.Stream(t.Context(), &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}))
-	if err != nil || resp.Text != "second try" || len(s.requests()) != 2 {
-		t.Fatalf("Collect = %+v, %v after %d requests", resp, err, len(s.requests()))
+	if err != nil || resp.Text != "second try" || len(s.Requests()) != 2 {
+		t.Fatalf("Collect = %+v, %v after %d requests", resp, err, len(s.Requests()))
 	}
 }
 
@@ -709,76 +599,42 @@ func TestMalformed(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			s := newServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) { write(w) })
+			s := llmtest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) { write(w) })
 			p := newProvider(t, s)
 			_, err := llm.Collect(p.Stream(t.Context(), &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}))
 			if !errors.Is(err, llm.ErrMalformed) {
 				t.Fatalf("error = %v, want ErrMalformed", err)
 			}
-			if pe := providerError(t, err); pe.Attempts != 1 {
+			if pe := llmtest.ProviderError(t, err, openai.Name); pe.Attempts != 1 {
 				t.Errorf("attempts = %d", pe.Attempts)
 			}
-			checkRequest(t, s.only(t)) // not retried
+			checkRequest(t, s.Only(t)) // not retried
 		})
 	}
 }
 
 func TestCancelMidStream(t *testing.T) {
-	serverDone := make(chan struct{})
-	s := newServer(t, func(w http.ResponseWriter, r *http.Request, _ int) {
+	r := llmtest.CheckCancelMidStream(t, func(w http.ResponseWriter) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		fmt.Fprintf(w, "data: %s\n\n", chunk(`{"role":"assistant","content":"thinking"}`, ""))
 		w.(http.Flusher).Flush()
-		select {
-		case <-r.Context().Done():
-			close(serverDone)
-		case <-time.After(10 * time.Second):
-		}
-	})
-	p := newProvider(t, s)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	var (
-		deltas   []llm.Chunk
-		err      error
-		canceled time.Time
-	)
-	for c, e := range p.Stream(ctx, &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}) {
-		if e != nil {
-			err = e
-			break
-		}
-		deltas = append(deltas, c)
-		cancel()
-		canceled = time.Now()
-	}
-	if !errors.Is(err, context.Canceled) || len(deltas) != 1 {
-		t.Fatalf("stream ended with %v after %d chunks, want context.Canceled after 1", err, len(deltas))
-	}
-	if d := time.Since(canceled); d > 500*time.Millisecond {
-		t.Errorf("stream ended %v after the cancellation", d)
-	}
-	select {
-	case <-serverDone:
-	case <-time.After(2 * time.Second):
-		t.Error("the server never saw the request end")
-	}
-	checkRequest(t, s.only(t))
+	}, func(s *llmtest.Server) llm.Provider { return newProvider(t, s) })
+	checkRequest(t, r)
 }
 
 func TestCanceledBeforeStart(t *testing.T) {
-	s := newServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) { sse(w) })
+	s := llmtest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) { sse(w) })
 	p := newProvider(t, s)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	_, err := llm.Collect(p.Stream(ctx, &llm.Request{}))
-	if !errors.Is(err, context.Canceled) || len(s.requests()) != 0 {
-		t.Errorf("error = %v after %d requests", err, len(s.requests()))
+	if !errors.Is(err, context.Canceled) || len(s.Requests()) != 0 {
+		t.Errorf("error = %v after %d requests", err, len(s.Requests()))
 	}
 }
 
 func TestCancelDuringBackoff(t *testing.T) {
-	s := newServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
+	s := llmtest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
 		w.Header().Set("Retry-After", "30")
 		writeError(w, 503, errorBody("busy", "server_error", ""))
 	})
@@ -793,7 +649,7 @@ func TestCancelDuringBackoff(t *testing.T) {
 }
 
 func TestTimeoutPerAttempt(t *testing.T) {
-	s := newServer(t, func(w http.ResponseWriter, r *http.Request, n int) {
+	s := llmtest.NewServer(t, func(w http.ResponseWriter, r *http.Request, n int) {
 		if n == 1 {
 			w.Header().Set("Content-Type", "text/event-stream")
 			fmt.Fprintf(w, "data: %s\n\n", chunk(`{"role":"assistant"}`, ""))
@@ -805,14 +661,12 @@ func TestTimeoutPerAttempt(t *testing.T) {
 	})
 	p := newProvider(t, s, func(o *openai.Options) { o.Timeout = 200 * time.Millisecond })
 	resp, err := llm.Collect(p.Stream(t.Context(), &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}))
-	if err != nil || resp.Text != "ok" || len(s.requests()) != 2 {
-		t.Fatalf("Collect = %+v, %v after %d requests", resp, err, len(s.requests()))
+	if err != nil || resp.Text != "ok" || len(s.Requests()) != 2 {
+		t.Fatalf("Collect = %+v, %v after %d requests", resp, err, len(s.Requests()))
 	}
 
 	p = newProvider(t, s, func(o *openai.Options) { o.Timeout = 200 * time.Millisecond; o.MaxRetries = -1 })
-	s.mu.Lock()
-	s.reqs = nil
-	s.mu.Unlock()
+	s.Reset()
 	_, err = llm.Collect(p.Stream(t.Context(), &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}))
 	if !errors.Is(err, llm.ErrNetwork) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("error = %v, want a network error for the timeout", err)
@@ -820,7 +674,7 @@ func TestTimeoutPerAttempt(t *testing.T) {
 }
 
 func TestConsumerStops(t *testing.T) {
-	s := newServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
+	s := llmtest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
 		sse(w, chunk(`{"content":"a"}`, ""), chunk(`{"content":"b"}`, ""), chunk(`{}`, "stop"))
 	})
 	p := newProvider(t, s)
@@ -838,23 +692,15 @@ func TestConsumerStops(t *testing.T) {
 }
 
 func TestBadRequests(t *testing.T) {
-	s := newServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) { sse(w) })
+	s := llmtest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) { sse(w) })
 	p := newProvider(t, s, func(o *openai.Options) { o.DefaultModel = "" })
-	for name, req := range map[string]*llm.Request{
+	llmtest.CheckRefused(t, p, s, map[string]*llm.Request{
 		"nil":          nil,
 		"no model":     {Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}},
 		"bad schema":   {Model: "m", Tools: []llm.ToolSpec{{Name: "t", Parameters: json.RawMessage(`[1]`)}}},
 		"bad output":   {Model: "m", OutputSchema: json.RawMessage(`{`)},
 		"unknown role": {Model: "m", Messages: []llm.Message{{Role: "narrator", Text: "hi"}}},
-	} {
-		_, err := llm.Collect(p.Stream(t.Context(), req))
-		if !errors.Is(err, llm.ErrBadRequest) {
-			t.Errorf("%s: error = %v, want ErrBadRequest", name, err)
-		}
-	}
-	if n := len(s.requests()); n != 0 {
-		t.Errorf("server received %d requests", n)
-	}
+	})
 }
 
 func TestNewOptions(t *testing.T) {
@@ -869,5 +715,27 @@ func TestNewOptions(t *testing.T) {
 	p, err := openai.New(openai.Options{})
 	if err != nil || p.DefaultModel() != "" {
 		t.Errorf("New(zero) = %v, %v", p, err)
+	}
+}
+
+// TestRetryLogLines: the JSON lines of a call retried once, then failed, name the
+// provider once and log their durations as text.
+func TestRetryLogLines(t *testing.T) {
+	lines, err := llmtest.RetryLog(t, openai.Name,
+		func(w http.ResponseWriter) { writeError(w, 503, errorBody("overloaded", "server_error", "")) },
+		func(s *llmtest.Server, log *slog.Logger) llm.Provider {
+			return newProvider(t, s, func(o *openai.Options) { o.MaxRetries = 1; o.RetryDelay = time.Millisecond; o.Logger = log })
+		}, &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}})
+	if !errors.Is(err, llm.ErrUnavailable) {
+		t.Fatalf("error = %v, want ErrUnavailable", err)
+	}
+	want := []map[string]any{
+		{"level": "WARN", "msg": "model call failed, retrying", "provider": "openai", "model": "gpt-test", "attempt": json.Number("1"),
+			"status": json.Number("503"), "kind": "unavailable", "wait": "(duration)", "error": "overloaded"},
+		{"level": "DEBUG", "msg": "model call failed", "provider": "openai", "model": "gpt-test", "attempt": json.Number("2"),
+			"duration": "(duration)", "error": "openai: unavailable (HTTP 503): overloaded (after 2 attempts)"},
+	}
+	if diff := cmp.Diff(want, llmtest.Stable(lines)); diff != "" {
+		t.Errorf("log lines (-want +got):\n%s", diff)
 	}
 }

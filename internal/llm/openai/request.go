@@ -14,19 +14,14 @@ import (
 	"github.com/toolmesh/toolmesh/internal/llm"
 )
 
-func badRequest(format string, args ...any) error {
-	return &llm.ProviderError{Provider: Name, Kind: llm.KindBadRequest, Message: fmt.Sprintf(format, args...)}
-}
+func badRequest(format string, args ...any) error { return llm.BadRequest(Name, format, args...) }
 
 // params translates req into the parameters of a streamed chat completion.
 func (p *Provider) params(req *llm.Request) (openai.ChatCompletionNewParams, error) {
 	var params openai.ChatCompletionNewParams
-	model := req.Model
-	if model == "" {
-		model = p.defaultModel
-	}
-	if model == "" {
-		return params, badRequest("no model: the request names none and the provider has no default")
+	model, err := llm.RequestModel(Name, req, p.defaultModel)
+	if err != nil {
+		return params, err
 	}
 	params.Model = model
 	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: param.NewOpt(true)}

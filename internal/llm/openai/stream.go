@@ -1,8 +1,8 @@
 package openai
 
 import (
+	"errors"
 	"strconv"
-	"strings"
 
 	"github.com/openai/openai-go/v3"
 
@@ -11,28 +11,22 @@ import (
 
 // accumulator assembles the chunks of a streamed chat completion into an answer.
 type accumulator struct {
-	events int
-	text   strings.Builder
-	calls  []*llm.ToolCall
-	// slots maps the index a server gives a tool call to its position in calls.
-	slots  map[int64]int
-	reason string // the finish reason
-	model  string // as the server names it, else as requested
-	usage  llm.Usage
+	llm.Draft
+	// slots maps the index a server gives a tool call to its position in Calls.
+	slots map[int64]int
 }
 
 func newAccumulator(model string) *accumulator {
-	return &accumulator{slots: make(map[int64]int), model: model}
+	return &accumulator{Draft: llm.Draft{Model: model}, slots: make(map[int64]int)}
 }
 
-// add takes one chunk and returns the deltas to yield for it.
-func (a *accumulator) add(c openai.ChatCompletionChunk) []llm.Chunk {
-	a.events++
+// Add takes one chunk and returns the deltas to yield for it.
+func (a *accumulator) Add(c openai.ChatCompletionChunk) []llm.Chunk {
 	if c.Model != "" {
-		a.model = c.Model
+		a.Model = c.Model
 	}
 	if c.JSON.Usage.Valid() {
-		a.usage = llm.Usage{InputTokens: c.Usage.PromptTokens, OutputTokens: c.Usage.CompletionTokens}
+		a.Usage = llm.Usage{InputTokens: c.Usage.PromptTokens, OutputTokens: c.Usage.CompletionTokens}
 	}
 	var out []llm.Chunk
 	for _, choice := range c.Choices {
@@ -42,7 +36,7 @@ func (a *accumulator) add(c openai.ChatCompletionChunk) []llm.Chunk {
 		d := choice.Delta
 		for _, s := range []string{d.Content, d.Refusal} {
 			if s != "" {
-				a.text.WriteString(s)
+				a.Text.WriteString(s)
 				out = append(out, llm.Chunk{TextDelta: s})
 			}
 		}
@@ -52,7 +46,7 @@ func (a *accumulator) add(c openai.ChatCompletionChunk) []llm.Chunk {
 			}
 		}
 		if choice.FinishReason != "" {
-			a.reason = choice.FinishReason
+			a.FinishReason = choice.FinishReason
 		}
 	}
 	return out
@@ -64,12 +58,12 @@ func (a *accumulator) add(c openai.ChatCompletionChunk) []llm.Chunk {
 // taken from the first fragment that has them, and yielded once.
 func (a *accumulator) addCall(tc openai.ChatCompletionChunkChoiceDeltaToolCall) *llm.ToolCallDelta {
 	pos, ok := a.slots[tc.Index]
-	if !ok || tc.ID != "" && a.calls[pos].ID != "" && a.calls[pos].ID != tc.ID {
-		pos = len(a.calls)
-		a.calls = append(a.calls, &llm.ToolCall{})
+	if !ok || tc.ID != "" && a.Calls[pos].ID != "" && a.Calls[pos].ID != tc.ID {
+		pos = len(a.Calls)
+		a.Calls = append(a.Calls, &llm.ToolCall{})
 		a.slots[tc.Index] = pos
 	}
-	call := a.calls[pos]
+	call := a.Calls[pos]
 	delta := &llm.ToolCallDelta{Index: pos, Arguments: tc.Function.Arguments}
 	if tc.ID != "" && call.ID == "" {
 		call.ID, delta.ID = tc.ID, tc.ID
@@ -84,28 +78,18 @@ func (a *accumulator) addCall(tc openai.ChatCompletionChunkChoiceDeltaToolCall) 
 	return delta
 }
 
-// finish returns the assembled answer, or the failure of a stream that ended without one.
-func (a *accumulator) finish() (*llm.Response, *llm.Failure) {
-	if a.events == 0 {
-		return nil, malformedFailure(0, "the answer held no stream events", nil)
+// errNoFinishReason ends an answer whose stream stopped before a finish reason.
+var errNoFinishReason = errors.New("the answer stream ended before the answer was complete")
+
+// Finish returns the assembled answer; a call without an ID is given one by its position.
+func (a *accumulator) Finish() (*llm.Response, error) {
+	if a.FinishReason == "" {
+		return nil, errNoFinishReason
 	}
-	if a.reason == "" {
-		f := networkFailure(nil)
-		f.Err.Message = "the answer stream ended before the answer was complete"
-		return nil, f
-	}
-	resp := &llm.Response{
-		Text:         a.text.String(),
-		Usage:        a.usage,
-		FinishReason: a.reason,
-		Model:        Name + "/" + a.model,
-	}
-	for i, c := range a.calls {
-		call := *c
-		if call.ID == "" {
-			call.ID = "call_" + strconv.Itoa(i)
+	for i, c := range a.Calls {
+		if c.ID == "" {
+			c.ID = "call_" + strconv.Itoa(i)
 		}
-		resp.ToolCalls = append(resp.ToolCalls, call)
 	}
-	return resp, nil
+	return a.Response(Name), nil
 }

@@ -100,7 +100,7 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.C
 			yield(llm.Chunk{}, err)
 			return
 		}
-		if err := sleep(ctx, a.delay); err != nil {
+		if err := llm.Sleep(ctx, a.delay); err != nil {
 			yield(llm.Chunk{}, err)
 			return
 		}
@@ -134,20 +134,6 @@ func (p *Provider) record(req *llm.Request) {
 		p.requests = p.requests[:maxRequests-1]
 	}
 	p.requests = append(p.requests, c)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // answer is a rendered reply.
