@@ -45,8 +45,16 @@ lint-proto: $(BIN)/buf ## buf lint and buf format.
 	buf format -d --exit-code
 
 .PHONY: lint
-lint: vet lint-proto $(BIN)/golangci-lint ## All linters, golangci-lint included.
+lint: vet lint-proto breaking $(BIN)/golangci-lint ## All linters, golangci-lint included.
 	golangci-lint run ./...
+
+# The contract is frozen: every change must be compatible with main's, for generated code
+# as for the wire (buf.yaml's breaking rules). On main itself this compares main with main.
+.PHONY: breaking
+breaking: $(BIN)/buf ## buf breaking against the main branch.
+	@if git rev-parse -q --verify refs/heads/main >/dev/null; then buf breaking --against '.git#branch=main'; \
+	elif git rev-parse -q --verify refs/remotes/origin/main >/dev/null; then buf breaking --against '.git#ref=refs/remotes/origin/main'; \
+	else echo "breaking: no main branch to compare with"; exit 1; fi
 
 .PHONY: generate
 generate: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc ## Regenerate pkg/toolpb from proto/.

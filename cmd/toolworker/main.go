@@ -41,6 +41,7 @@ func run(args []string) error {
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "json", "json or text")
 	metricsListen := fs.String("metrics-listen", "", "address to serve Prometheus /metrics on (empty: none)")
+	contextMax := fs.Int("context-max-bytes", 8192, "largest encoded ToolCallContext a call may carry; match the orchestrator's context.max_bytes")
 	reconnectMin := fs.Duration("reconnect-min", 100*time.Millisecond, "shortest delay between registration attempts")
 	reconnectMax := fs.Duration("reconnect-max", 5*time.Second, "longest delay between registration attempts: the worker is registered within this long of the orchestrator serving again")
 	fs.Usage = func() {
@@ -58,6 +59,9 @@ func run(args []string) error {
 	}
 	if *delay < 0 {
 		return fmt.Errorf("-delay must not be negative, got %s", *delay)
+	}
+	if *contextMax < 256 || *contextMax > 1<<20 {
+		return fmt.Errorf("-context-max-bytes must be between 256 and 1048576, got %d", *contextMax)
 	}
 	if *reconnectMin <= 0 || *reconnectMax < *reconnectMin {
 		return fmt.Errorf("-reconnect-min must be positive and -reconnect-max at least as long, got %s and %s", *reconnectMin, *reconnectMax)
@@ -100,7 +104,7 @@ func run(args []string) error {
 	}
 	w, err := worker.New(worker.Options{
 		ID: *id, Orchestrator: *orchestrator, Listen: *listen, Advertise: *advertise,
-		MinBackoff: *reconnectMin, MaxBackoff: *reconnectMax,
+		MinBackoff: *reconnectMin, MaxBackoff: *reconnectMax, ContextMaxBytes: *contextMax,
 		Capacity: int32(*capacity), DrainTimeout: *drain, Logger: log, Version: "dev",
 		TracerProvider: sdk.TracerProvider, MeterProvider: sdk.MeterProvider,
 	}, gs...)

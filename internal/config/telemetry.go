@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"strings"
 )
 
 // Telemetry configures what the orchestrator exports. Exporters themselves are chosen by
@@ -28,7 +29,7 @@ func (c Config) validateTelemetry(bad func(key, format string, args ...any)) {
 	}
 	for _, k := range c.Telemetry.ContextAllowList {
 		for _, s := range c.Context.Secrets {
-			if k == s {
+			if strings.EqualFold(k, s) { // secrets match case-insensitively
 				bad("telemetry.context_allow_list", "names the secret key %q: secrets never go on spans", k)
 			}
 		}

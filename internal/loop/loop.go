@@ -366,8 +366,13 @@ func (l *state) runBatch(ctx context.Context, iter int, calls []llm.ToolCall) ([
 		if !ok {
 			feedback, err := l.opts.NotFound.Handle(c.Name, append([]string(nil), l.order...))
 			if err != nil {
-				// Every started call gets a finished event, even the one that ends the loop.
+				// Every started call gets a finished event, even the one that ends the loop,
+				// and the valid calls before it, which will not run.
 				l.opts.Observer(ToolCallFinished{Iteration: iter, LoopID: l.opts.LoopID, Call: c, Outcome: OutcomeUnknownTool, Content: err.Error()})
+				for _, j := range jobs {
+					l.opts.Observer(ToolCallFinished{Iteration: iter, LoopID: l.opts.LoopID, Call: outcomes[j.i].call, Outcome: OutcomeError,
+						Content: "Error: not run: the loop ended on an unknown tool in the same turn"})
+				}
 				return nil, err
 			}
 			outcomes[i].content, outcomes[i].isError = feedback, true

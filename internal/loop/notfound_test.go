@@ -1,7 +1,9 @@
 package loop_test
 
 import (
+	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -246,3 +248,42 @@ func (throwAtOnce) Handle(requested string, available []string) (string, error) 
 	return "", &loop.ToolNotFoundError{Requested: requested, Available: available}
 }
 func (throwAtOnce) Found() {}
+
+// TestEndingMissStillFinishesEveryStartedCall: when an unknown tool ends the loop, the
+// valid calls the model made before it in the same turn never run, and each still gets
+// its finished event, so that a client never waits on a call that was started.
+func TestEndingMissStillFinishesEveryStartedCall(t *testing.T) {
+	ran := false
+	known := tool.New("known", "Known.", schema.Empty(), func(context.Context, string) (tool.Result, error) {
+		ran = true
+		return tool.Text("ok"), nil
+	})
+	p := newScript(t, onTurn(1, calls(raw("known", `{}`), raw("ghost", `{}`))))
+	started, finished := map[string]bool{}, map[string]loop.ToolCallFinished{}
+	_, err := loop.Run(t.Context(), loop.Options{Provider: p, NotFound: throwAtOnce{}, Observer: func(ev loop.Event) {
+		switch x := ev.(type) {
+		case loop.ToolCallStarted:
+			started[x.Call.ID] = true
+		case loop.ToolCallFinished:
+			finished[x.Call.ID] = x
+		}
+	}}, loop.Input{Messages: []llm.Message{user("hi")}, Tools: []tool.Tool{known}})
+	var nf *loop.ToolNotFoundError
+	if !errors.As(err, &nf) {
+		t.Fatalf("Run error = %v, want a *ToolNotFoundError", err)
+	}
+	if ran {
+		t.Error("a call of the turn that ended the loop ran")
+	}
+	if len(started) != 2 || len(finished) != 2 {
+		t.Fatalf("started %v, finished %v: every started call must finish", started, finished)
+	}
+	for id := range started {
+		if _, ok := finished[id]; !ok {
+			t.Errorf("call %s started and never finished", id)
+		}
+	}
+	if f := finished["call_1_0"]; f.Outcome != loop.OutcomeError || !strings.Contains(f.Content, "not run") {
+		t.Errorf("the valid call's finished event = %+v", f)
+	}
+}

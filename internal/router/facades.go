@@ -21,6 +21,9 @@ import (
 // a selectable facade asks a replica's selector and binds the chosen tools to the state
 // it returns.
 
+// maxFacadeDepth bounds how deeply facades nest, as the worker SDK does.
+const maxFacadeDepth = 32
+
 // flattenFacades validates the facade trees of a group and returns every facade in them,
 // outermost first.
 func flattenFacades(gr *toolpb.GroupRegistration, tools map[string]parsedTool, add func(name, format string, args ...any)) []parsedTool {
@@ -30,8 +33,8 @@ func flattenFacades(gr *toolpb.GroupRegistration, tools map[string]parsedTool, a
 	walk = func(n *toolpb.FacadeNode, depth int) {
 		name := n.GetDefinition().GetName()
 		switch {
-		case depth > 32:
-			add(name, "facade %q nests deeper than 32 levels", name)
+		case depth >= maxFacadeDepth:
+			add(name, "facade %q nests deeper than %d levels", name, maxFacadeDepth)
 			return
 		case wire.CheckID(name, toolNameRE, 64) != "":
 			add(name, "facade name %s", wire.CheckID(name, toolNameRE, 64))

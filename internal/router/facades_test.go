@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -106,6 +107,24 @@ func TestFacadeRegistrationErrors(t *testing.T) {
 				t.Errorf("Register = %v, rejections %q; want one containing %q", err, summarize(rej), tc.want)
 			}
 		})
+	}
+
+	// Facades nest 32 levels deep at most, on this side as in the worker SDK.
+	chain := func(levels int) *toolpb.FacadeNode {
+		n := facadeNode(fmt.Sprintf("f%d", levels), toolChild("a"))
+		for i := levels - 1; i >= 1; i-- {
+			n = facadeNode(fmt.Sprintf("f%d", i), &toolpb.FacadeChild{Child: &toolpb.FacadeChild_Facade{Facade: n}})
+		}
+		return n
+	}
+	for levels, ok := range map[int]bool{32: true, 33: false} {
+		deep := newRouter(t, Options{})
+		reg := registration(fmt.Sprintf("deep%d", levels), f.addr, "deep", echoTool("a"))
+		reg.Groups[0].Facades = []*toolpb.FacadeNode{chain(levels)}
+		_, rej, err := deep.Register(reg)
+		if (err == nil) != ok || (!ok && !strings.Contains(summarize(rej), "nests deeper than 32 levels")) {
+			t.Errorf("%d levels: %v %q", levels, err, summarize(rej))
+		}
 	}
 
 	first := registration("w1", f.addr, "g", echoTool("a"), echoTool("b"))

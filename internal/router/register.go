@@ -291,7 +291,7 @@ func validate(reg *toolpb.Registration) ([]*toolpb.Rejection, map[string]parsedT
 	add := func(group, name, format string, args ...any) {
 		rej = append(rej, &toolpb.Rejection{Group: wire.Truncate(group, 256), Tool: wire.Truncate(name, 256), Reason: fmt.Sprintf(format, args...)})
 	}
-	if p := wire.CheckID(strings.TrimSpace(reg.GetWorkerId()), wire.WorkerIDRE, 253); p != "" {
+	if p := wire.CheckID(reg.GetWorkerId(), wire.WorkerIDRE, 253); p != "" {
 		add("", "", "worker_id %s", p)
 	}
 	if len(reg.GetAddress()) > wire.MaxAddressBytes {

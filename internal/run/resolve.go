@@ -181,11 +181,13 @@ func (s *Service) groupFacade(role, description, usageNotes string, ts []tool.To
 // decorate wraps a tool of a run, offered at the start or injected later (a facade's
 // children), in the orchestrator's decorator chain and the configured one-shot rule.
 func (s *Service) decorate(t tool.Tool) tool.Tool {
-	t = decorators.Apply(t, append(decorators.Default(), decorators.Telemetry(s.tel))...)
+	t = decorators.Apply(t, decorators.Default()...)
 	if tc, ok := s.cfg.Tools[t.Definition().Name]; ok && tc.OneShot != nil {
 		t = toolctx.OneShotPerLoop(t, tc.OneShot.Advice)
 	}
-	return t
+	// Outermost, so that every call has its execute_tool span, answered by the one-shot
+	// rule or not.
+	return decorators.Telemetry(s.tel)(t)
 }
 
 func (s *Service) groupRoles() []string {

@@ -233,6 +233,10 @@ func (s *Service) drive(ctx context.Context, r *record, p *prepared, loopID stri
 			err = cause // "run cancelled: <reason>"
 		case errors.Is(cause, ErrShutdown):
 			err = fmt.Errorf("run stopped: %w; retry it on another orchestrator", cause)
+		case ctx.Err() != nil && errors.Is(err, context.DeadlineExceeded):
+			err = fmt.Errorf("run timed out after %s: %w", p.timeout, err)
+		case ctx.Err() != nil && errors.Is(err, context.Canceled):
+			err = fmt.Errorf("run cancelled: the client went away: %w", err)
 		}
 		usage := r.snapshot().Usage
 		kind := s.errorType(err)

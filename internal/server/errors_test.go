@@ -81,8 +81,8 @@ func TestRecoveryInterceptors(t *testing.T) {
 	c := toolpb.NewOrchestratorServiceClient(conn)
 
 	_, err = c.ListTools(ctx, &toolpb.ListToolsRequest{})
-	if codeOf(err) != codes.Internal || !strings.Contains(err.Error(), "ListTools") {
-		t.Errorf("panicking unary handler: %v, want Internal naming the method", err)
+	if codeOf(err) != codes.Internal || !strings.Contains(err.Error(), "ListTools") || reasonOf(err) != toolpb.ErrorReason_ERROR_REASON_INTERNAL {
+		t.Errorf("panicking unary handler: %v, want Internal naming the method, reason INTERNAL", err)
 	}
 	stream, err := c.Run(ctx, &toolpb.RunRequest{Prompt: "p"})
 	if err != nil {

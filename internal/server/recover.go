@@ -6,8 +6,9 @@ import (
 	"runtime/debug"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+
+	"github.com/toolmesh/toolmesh/internal/wire"
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
 
 // RecoveryInterceptors turn a panic in a handler into an INTERNAL status and a log line,
@@ -18,7 +19,7 @@ func RecoveryInterceptors(log *slog.Logger) []grpc.ServerOption {
 			defer func() {
 				if p := recover(); p != nil {
 					log.Error("handler panicked", "method", info.FullMethod, "panic", p, "stack", string(debug.Stack()))
-					err = status.Errorf(codes.Internal, "internal error in %s", info.FullMethod)
+					err = internalError(info.FullMethod)
 				}
 			}()
 			return h(ctx, req)
@@ -27,10 +28,15 @@ func RecoveryInterceptors(log *slog.Logger) []grpc.ServerOption {
 			defer func() {
 				if p := recover(); p != nil {
 					log.Error("handler panicked", "method", info.FullMethod, "panic", p, "stack", string(debug.Stack()))
-					err = status.Errorf(codes.Internal, "internal error in %s", info.FullMethod)
+					err = internalError(info.FullMethod)
 				}
 			}()
 			return h(srv, ss)
 		}),
 	}
+}
+
+// internalError is the status of a handler that panicked.
+func internalError(method string) error {
+	return wire.Error{Reason: toolpb.ErrorReason_ERROR_REASON_INTERNAL, Message: "internal error in " + method}.Err()
 }

@@ -406,6 +406,9 @@ func TestRunTimeout(t *testing.T) {
 	if r, err := e.cl.GetRun(ctx, "timed"); err != nil || r.GetState() != toolpb.RunState_RUN_STATE_FAILED || r.GetError().GetReason() != toolpb.ErrorReason_ERROR_REASON_RUN_TIMEOUT {
 		t.Errorf("GetRun = %v, %v", r, err)
 	}
+	if !strings.HasPrefix(ce.Message, "run timed out after 20ms") {
+		t.Errorf("message %q does not say the run timed out and after how long", ce.Message)
+	}
 }
 
 func TestRunClientGoesAway(t *testing.T) {
@@ -430,6 +433,9 @@ func TestRunClientGoesAway(t *testing.T) {
 		r, err := e.cl.GetRun(ctx, "abandoned")
 		return err == nil && r.GetState() == toolpb.RunState_RUN_STATE_CANCELLED
 	})
+	if r, _ := e.cl.GetRun(ctx, "abandoned"); !strings.Contains(r.GetError().GetMessage(), "the client went away") {
+		t.Errorf("error %q does not say the client went away", r.GetError().GetMessage())
+	}
 }
 
 func TestShutdown(t *testing.T) {

@@ -7,6 +7,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
 
 // The spans of a run follow the OpenTelemetry GenAI conventions:
@@ -287,6 +289,9 @@ func (t *Telemetry) ContextAttributes(span trace.Span, entries map[string]string
 	}
 	var attrs []attribute.KeyValue
 	for _, k := range t.allow {
+		if toolctx.IsCredentialKey(k) {
+			continue // a credential never goes on a span, even one listed by mistake
+		}
 		if v, ok := entries[k]; ok {
 			attrs = append(attrs, attribute.String(ContextAttributePrefix+k, v))
 		}

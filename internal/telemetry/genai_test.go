@@ -180,6 +180,8 @@ func TestContextAllowList(t *testing.T) {
 	}{
 		{"nothing allowed", nil, map[string]any{}},
 		{"some allowed", []string{"tenant", "region", "absent"}, map[string]any{"toolmesh.context.tenant": "acme", "toolmesh.context.region": "eu"}},
+		// A credential is never recorded, even when an allow-list names it.
+		{"a credential allowed by mistake", []string{"tenant", "api_key"}, map[string]any{"toolmesh.context.tenant": "acme"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

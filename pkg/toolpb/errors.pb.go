@@ -23,10 +23,12 @@ const (
 
 // ErrorReason is why a call to toolmesh failed or a run ended with an error.
 //
-// Every error status a toolmesh server returns carries a google.rpc.ErrorInfo detail
+// Every error status a toolmesh handler returns carries a google.rpc.ErrorInfo detail
 // whose domain is "toolmesh.dev" and whose reason is the name of one of these values
 // without the ERROR_REASON_ prefix (ERROR_REASON_MAX_ITERATIONS travels as
-// "MAX_ITERATIONS"). A RunError event carries the value itself. An invalid request also
+// "MAX_ITERATIONS"). Statuses gRPC itself produces carry none: a message over the size
+// limit (RESOURCE_EXHAUSTED), a deadline passed or a call cancelled by its caller, a
+// broken connection. A RunError event carries the value itself. An invalid request also
 // carries a google.rpc.BadRequest naming the field, and ErrorInfo.metadata["field"]
 // names it too; ErrorInfo.metadata["run_id"] names the run a run error belongs to.
 // Errors that are worth retrying carry a google.rpc.RetryInfo with the delay to wait;

@@ -2020,7 +2020,8 @@ type GetRunResponse struct {
 	State RunState `protobuf:"varint,2,opt,name=state,proto3,enum=toolmesh.v1.RunState" json:"state,omitempty"`
 	// Model calls made so far.
 	Iterations int32 `protobuf:"varint,3,opt,name=iterations,proto3" json:"iterations,omitempty"`
-	// Tool calls made so far.
+	// Tool calls the model asked for so far, those refused before dispatch (an unknown
+	// tool, invalid arguments) included.
 	ToolCalls int32 `protobuf:"varint,4,opt,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
 	// The answer, when it succeeded.
 	FinalText string `protobuf:"bytes,5,opt,name=final_text,json=finalText,proto3" json:"final_text,omitempty"`

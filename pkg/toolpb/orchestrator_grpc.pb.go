@@ -33,9 +33,10 @@ const (
 //
 // OrchestratorService is what clients call: it runs prompts through the tool loop.
 //
-// Every request is at most 4 MiB encoded; the fields' own bounds are stated with them.
-// A request over a bound fails with INVALID_ARGUMENT naming the field (reason
-// INVALID_REQUEST), before anything is done.
+// Every request is at most 4 MiB encoded (the orchestrator's server.max_receive_bytes);
+// gRPC refuses a larger one with RESOURCE_EXHAUSTED before reading it. The fields' own
+// bounds are stated with them: a request over one fails with INVALID_ARGUMENT naming the
+// field (reason INVALID_REQUEST), before anything is done.
 type OrchestratorServiceClient interface {
 	// Run starts a run and streams its events until it ends. The stream ends with OK
 	// after a final_result event, or with an error status after an error event.
@@ -135,9 +136,10 @@ func (c *orchestratorServiceClient) CancelRun(ctx context.Context, in *CancelRun
 //
 // OrchestratorService is what clients call: it runs prompts through the tool loop.
 //
-// Every request is at most 4 MiB encoded; the fields' own bounds are stated with them.
-// A request over a bound fails with INVALID_ARGUMENT naming the field (reason
-// INVALID_REQUEST), before anything is done.
+// Every request is at most 4 MiB encoded (the orchestrator's server.max_receive_bytes);
+// gRPC refuses a larger one with RESOURCE_EXHAUSTED before reading it. The fields' own
+// bounds are stated with them: a request over one fails with INVALID_ARGUMENT naming the
+// field (reason INVALID_REQUEST), before anything is done.
 type OrchestratorServiceServer interface {
 	// Run starts a run and streams its events until it ends. The stream ends with OK
 	// after a final_result event, or with an error status after an error event.

@@ -169,6 +169,9 @@ type fakeRegistry struct {
 
 	mu         sync.Mutex
 	regs       []*toolpb.Registration
+	times      []time.Time // when each registration arrived
+	// refuse, when set, refuses every registration with this status after the ack.
+	refuse error
 	heartbeats []int32
 	drainings  int
 }
@@ -195,7 +198,14 @@ func (f *fakeRegistry) Connect(stream toolpb.ToolRegistryService_ConnectServer) 
 	}
 	f.mu.Lock()
 	f.regs = append(f.regs, first.GetRegister())
+	f.times = append(f.times, time.Now())
+	refuse := f.refuse
 	f.mu.Unlock()
+	if refuse != nil {
+		ack := &toolpb.RegistrationAck{Rejections: []*toolpb.Rejection{{Reason: "refused by the test"}}}
+		_ = stream.Send(&toolpb.ConnectResponse{Message: &toolpb.ConnectResponse_Ack{Ack: ack}})
+		return refuse
+	}
 	ack := &toolpb.RegistrationAck{Accepted: true, HeartbeatInterval: durationpb.New(f.heartbeat), LeaseId: "lease"}
 	if err := stream.Send(&toolpb.ConnectResponse{Message: &toolpb.ConnectResponse_Ack{Ack: ack}}); err != nil {
 		return err

@@ -13,12 +13,21 @@ import (
 	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
 
 // errRejected marks a registration the orchestrator refused.
 var errRejected = errors.New("registration refused")
+
+// refusal is a registration the orchestrator refused, with the delay its status asked
+// for before the next attempt (zero when it asked for none).
+type refusal struct{ retryAfter time.Duration }
+
+func (r *refusal) Error() string { return errRejected.Error() }
+func (r *refusal) Unwrap() error { return errRejected }
 
 // registerLoop keeps the worker registered until ctx ends, reconnecting with jittered
 // exponential backoff whenever the stream breaks or the orchestrator refuses it.
@@ -63,6 +72,9 @@ func (w *Worker) registerLoop(ctx context.Context, drainReq chan<- struct{}) {
 			failures = 0
 		}
 		delay := backoff(failures, w.opts.MinBackoff, w.opts.MaxBackoff)
+		if r, ok := errors.AsType[*refusal](err); ok && r.retryAfter > delay {
+			delay = min(r.retryAfter, w.opts.MaxBackoff) // as the orchestrator asked, within the cap
+		}
 		failures++
 		w.log.Warn("registration stream ended; reconnecting", "error", err, "retry_in", delay.String())
 		t := time.NewTimer(delay)
@@ -126,7 +138,10 @@ func (w *Worker) session(ctx context.Context, client toolpb.ToolRegistryServiceC
 		for _, r := range ack.GetRejections() {
 			w.log.Error("orchestrator refused registration", "group", r.GetGroup(), "tool", r.GetTool(), "reason", r.GetReason())
 		}
-		return errRejected
+		// The stream ends with the refusal's status, which may say when to try again.
+		_, err := stream.Recv()
+		_, _, after, _ := wire.StatusReason(status.Convert(err))
+		return &refusal{retryAfter: after}
 	}
 	w.setRegistered(true, nil)
 	interval := ack.GetHeartbeatInterval().AsDuration()

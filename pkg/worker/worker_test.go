@@ -465,3 +465,23 @@ func TestIdleDrainTellsTheOrchestrator(t *testing.T) {
 		eventually(t, "the draining message", func() bool { _, _, d := reg.counts(); return d == 1 })
 	}
 }
+
+// TestRefusalRetryDelayIsHonoured: a registration refused with a RetryInfo (a worker id
+// still held by an open stream, say) is tried again after that delay, not at the
+// backoff's shortest, and never later than the backoff's cap.
+func TestRefusalRetryDelayIsHonoured(t *testing.T) {
+	reg := startRegistry(t, time.Second)
+	reg.mu.Lock()
+	reg.refuse = wire.Error{Reason: toolpb.ErrorReason_ERROR_REASON_WORKER_ID_IN_USE, Message: "in use", RetryAfter: 300 * time.Millisecond}.Err()
+	reg.mu.Unlock()
+	w := start(t, Options{Orchestrator: reg.addr, MinBackoff: 5 * time.Millisecond, MaxBackoff: 400 * time.Millisecond}, group(echo()))
+	eventually(t, "three attempts", func() bool { n, _, _ := reg.counts(); return n >= 3 })
+	w.stop()
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	for i := 1; i < len(reg.times); i++ {
+		if gap := reg.times[i].Sub(reg.times[i-1]); gap < 250*time.Millisecond {
+			t.Errorf("attempt %d came %s after the previous one, want about the 300ms the refusal asked for", i+1, gap)
+		}
+	}
+}

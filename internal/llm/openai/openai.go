@@ -8,8 +8,9 @@
 //     conversation stay where they are.
 //   - Tools are "function" tools whose parameters are the tool's JSON Schema; the model may
 //     call several in one answer (parallel tool calls).
-//   - A tool result is a "tool" message. Chat Completions has no error flag, so the content
-//     of a result with IsError starts with [ToolErrorPrefix].
+//   - A tool result is a "tool" message. Chat Completions has no error flag: an error
+//     result is its text as the loop renders it ("Error: <message>"), with no prefix of
+//     the provider's own, so that every provider shows the model the same text.
 //   - Request.OutputSchema becomes response_format {type: json_schema}, strict only when
 //     the schema meets the strict-mode rules (see [StrictCompatible]), else non-strict.
 //   - MaxOutputTokens is max_completion_tokens on OpenAI's own endpoint and max_tokens on
@@ -42,10 +43,6 @@ const Name = "openai"
 
 // DefaultBaseURL is OpenAI's own endpoint, used when Options.BaseURL is empty.
 const DefaultBaseURL = "https://api.openai.com/v1"
-
-// ToolErrorPrefix starts the content of a tool message whose result is an error, since
-// Chat Completions has no error flag for tool results.
-const ToolErrorPrefix = "Tool error: "
 
 // Retry bounds.
 const (

@@ -341,7 +341,7 @@ func TestToolErrorRoundTrip(t *testing.T) {
 				{ID: "call_1", Name: "get_weather", Arguments: `{"city":"Paris"}`},
 				{ID: "call_2", Name: "get_weather", Arguments: `{"city":"Oslo"}`},
 			}},
-			{Role: llm.RoleTool, ToolCallID: "call_1", ToolName: "get_weather", Text: "upstream timeout", IsError: true},
+			{Role: llm.RoleTool, ToolCallID: "call_1", ToolName: "get_weather", Text: "Error: upstream timeout", IsError: true},
 			{Role: llm.RoleTool, ToolCallID: "call_2", ToolName: "get_weather", Text: `{"temp_c":3}`},
 		},
 		Tools: []llm.ToolSpec{weatherTool},
@@ -357,7 +357,7 @@ func TestToolErrorRoundTrip(t *testing.T) {
 		{"role":"assistant","content":"Checking.","tool_calls":[
 			{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}},
 			{"id":"call_2","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]},
-		{"role":"tool","tool_call_id":"call_1","content":"Tool error: upstream timeout"},
+		{"role":"tool","tool_call_id":"call_1","content":"Error: upstream timeout"},
 		{"role":"tool","tool_call_id":"call_2","content":"{\"temp_c\":3}"}]`)
 	if diff := cmp.Diff(want, r.Body["messages"]); diff != "" {
 		t.Errorf("messages (-want +got):\n%s", diff)

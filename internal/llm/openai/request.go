@@ -99,11 +99,7 @@ func message(m llm.Message) (openai.ChatCompletionMessageParamUnion, error) {
 		}
 		return openai.ChatCompletionMessageParamUnion{OfAssistant: &a}, nil
 	case llm.RoleTool:
-		text := m.Text
-		if m.IsError {
-			text = ToolErrorPrefix + text
-		}
-		return openai.ToolMessage(text, m.ToolCallID), nil
+		return openai.ToolMessage(m.Text, m.ToolCallID), nil
 	}
 	return openai.ChatCompletionMessageParamUnion{}, fmt.Errorf("unknown role %q", m.Role)
 }

@@ -8,9 +8,10 @@ const DemoPrompt = "What is (12.5 + 7.5) * 3, how many words are in 'the quick b
 //go:embed demo.yaml
 var demoYAML string
 
-// Demo returns the embedded demo script (demo.yaml). It answers DemoPrompt in four model
-// calls with the mesh's built-in tools: add and word_count in parallel, multiply, uppercase,
-// then a final answer that quotes their results. To any other question it says what it is.
+// Demo returns the embedded demo script (demo.yaml). It answers DemoPrompt in five model
+// calls with the mesh's built-in tools: the math facade and word_count in parallel, then
+// add, multiply and uppercase one by one, then a final answer that quotes their results.
+// To any other question it says what it is.
 func Demo() Script {
 	s, err := Parse([]byte(demoYAML))
 	if err != nil {
