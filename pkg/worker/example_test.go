@@ -51,6 +51,7 @@ func Example() {
 		return
 	}
 	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }() // serves, stays registered, drains when ctx ends
 	for ok, _ := w.Registered(); !ok; ok, _ = w.Registered() {

@@ -167,11 +167,11 @@ type fakeRegistry struct {
 	heartbeat time.Duration
 	drain     chan struct{} // closed: every session asks its worker to drain
 
-	mu         sync.Mutex
-	regs       []*toolpb.Registration
-	times      []time.Time // when each registration arrived
+	mu    sync.Mutex
+	regs  []*toolpb.Registration
+	times []time.Time // when each registration arrived
 	// refuse, when set, refuses every registration with this status after the ack.
-	refuse error
+	refuse     error
 	heartbeats []int32
 	drainings  int
 }
