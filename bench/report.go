@@ -401,7 +401,7 @@ func zeroNaN(v reflect.Value) {
 }
 
 // FacadeResult compares the tool definitions of a model's first request with and without
-// facades (progressive disclosure, SPEC S7).
+// facades (progressive disclosure).
 type FacadeResult struct {
 	Facades        int     `json:"facades"`
 	ToolsPerFacade int     `json:"tools_per_facade"`

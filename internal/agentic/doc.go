@@ -1,4 +1,4 @@
-// Package agentic will hold toolmesh's agentic tools (SPEC S10): simple, playbook and
+// Package agentic will hold toolmesh's agentic tools: simple, playbook and
 // state-machine tools declared as specs by clients, whose nested loops run in the
 // orchestrator, plus tool chaining from returned domain objects.
 //

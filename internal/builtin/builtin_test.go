@@ -89,7 +89,7 @@ func TestMathGroup(t *testing.T) {
 			t.Errorf("%s is not idempotent", x.Definition().Name)
 		}
 	}
-	// The texts of reference §11.3, as the model sees them.
+	// The texts of the math group, as the model sees them.
 	def := f.Definition()
 	if def.Name != "math" || def.Description != "Mathematical operations. Invoke to see available operations including arithmetic, statistics, and rounding functions." ||
 		def.InputSchema.String() != emptySchema {

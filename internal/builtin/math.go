@@ -1,7 +1,8 @@
-// Package builtin holds the example tool groups that cmd/toolworker hosts: math (the ten
-// operations of SPEC S6, behind one facade), text, and shop (nested and selectable
-// facades, with a cart whose state the orchestrator keeps). They are real tools, used by the demo and the
-// end-to-end tests, and a model for worker authors.
+// Package builtin holds the example tool groups that cmd/toolworker hosts: math (ten
+// operations behind one facade), text, shop (nested and selectable facades, with a cart
+// whose state the orchestrator keeps), faults (tools that misbehave on purpose), and
+// echo_<name> (shows the context a call receives). They are real tools, used by the demo
+// and the end-to-end tests, and a model for worker authors.
 package builtin
 
 import (
@@ -15,7 +16,7 @@ import (
 	"github.com/toolmesh/toolmesh/pkg/worker"
 )
 
-// Math group texts (reference §11.3).
+// Math group texts.
 const (
 	MathRole        = "math"
 	MathDescription = "Math tools: use when you need to perform calculations"
@@ -50,8 +51,8 @@ var ErrDivideByZero = errors.New("cannot divide by zero")
 // ErrEmptyList is returned by the statistics operations on an empty list.
 var ErrEmptyList = errors.New("the list of numbers is empty")
 
-// Math returns the math group, which offers one facade, math (as Embabel's MathTools
-// does, reference §11.3), over the ten operations of MathOperations.
+// Math returns the math group, which offers one facade, math, over the ten operations
+// of MathOperations.
 func Math() worker.Group { return mathGroup(nil) }
 
 func mathGroup(wrap Wrap) worker.Group {

@@ -11,7 +11,7 @@ import (
 // toolNameRE is the rule tool names follow (the strictest provider's).
 var toolNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
-// Converter kinds a ConverterSpec may name (SPEC S3).
+// Converter kinds a ConverterSpec may name.
 var converterKinds = []string{"pass-through", "none", "allow-keys", "deny-keys"}
 
 // DefaultContextMaxBytes bounds the encoded ToolCallContext of one call.
@@ -41,7 +41,7 @@ type Group struct {
 	// Context is the group's converter; unset means context.default.
 	Context *ConverterSpec `yaml:"context"`
 	// Facade, when set, offers the whole group to the model as one facade: the model sees
-	// one tool until it opens it (SPEC S7).
+	// one tool until it opens it.
 	Facade *GroupFacade `yaml:"facade"`
 }
 

@@ -7,8 +7,8 @@ import (
 
 // Models maps model roles to models and prices model calls.
 type Models struct {
-	// Roles maps a role (such as "smart" or "fast", the seed's LlmOptions.withRole) to a
-	// model written "provider/model".
+	// Roles maps a role (such as "smart" or "fast", which a run may ask for instead of a
+	// model) to a model written "provider/model".
 	Roles map[string]string `yaml:"roles"`
 	// Prices maps "provider/model" to its price; calls of unlisted models cost nothing.
 	Prices map[string]Price `yaml:"prices"`

@@ -2,7 +2,7 @@
 // tool.Delegating: it exposes its delegate, keeps the definition and metadata, and passes
 // the call's context through untouched, so the ToolCallContext reaches the tool.
 //
-// It depends on pkg/tool, pkg/toolctx and internal/telemetry.
+// It depends on pkg/tool, pkg/toolctx, internal/toolinternal and internal/telemetry.
 package decorators
 
 import (

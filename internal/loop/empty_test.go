@@ -13,7 +13,7 @@ import (
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
-// TestRunEmptyResponse covers the empty-response policy of §5.8.
+// TestRunEmptyResponse covers the empty-response policy.
 func TestRunEmptyResponse(t *testing.T) {
 	nudge := user(loop.EmptyResponseNudge)
 	work := llm.Response{ToolCalls: []llm.ToolCall{call("c1", "work", "{}")}}
@@ -128,7 +128,7 @@ func TestRunEmptyResponse(t *testing.T) {
 	}
 }
 
-// TestEmptyResponseNudge pins the nudge of §5.8.
+// TestEmptyResponseNudge pins the nudge.
 func TestEmptyResponseNudge(t *testing.T) {
 	const want = "Your previous turn produced no response. Take ONE concrete action that progresses toward answering the user's most recent question — either call a tool to gather what you still need, or write the answer using the information you already have. Do not stay silent."
 	if loop.EmptyResponseNudge != want {

@@ -132,7 +132,7 @@ func (e *events) all() []loop.Event {
 	return slices.Clone(e.got)
 }
 
-// notFoundText is the auto-correction feedback of §5.6.
+// notFoundText is the auto-correction feedback for an unknown tool.
 func notFoundText(requested, suggestion, available string) string {
 	return fmt.Sprintf("Tool '%s' does not exist.%s Available tools: [%s]. Use the exact tool name from this list. Do not combine or prefix tool names — tool names found in source code or search results are not callable.",
 		requested, suggestion, available)

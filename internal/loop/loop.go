@@ -1,7 +1,7 @@
 // Package loop is the tool loop: it calls the model with the conversation and the visible
 // tools, runs the tool calls it asks for (concurrently, bounded), feeds the results back,
 // and repeats until a final answer, a return-direct result, the iteration limit, or an
-// error (SPEC S5).
+// error.
 //
 // It knows tools only through pkg/tool and models only through internal/llm: it must not
 // import gRPC, generated protos, the router or the server. It knows nothing of facades
@@ -39,7 +39,7 @@ const DefaultMaxParallel = 8
 const DefaultMaxResultBytes = 32 << 10
 
 // EmptyResponseNudge is the user message sent after a blank model turn when empty
-// responses are retried (§5.8).
+// responses are retried.
 const EmptyResponseNudge = "Your previous turn produced no response. Take ONE concrete action that progresses toward answering the user's most recent question — either call a tool to gather what you still need, or write the answer using the information you already have. Do not stay silent."
 
 // MaxIterationsError ends a loop that used all its model calls without a final answer.
@@ -104,7 +104,7 @@ type Options struct {
 	// NotFound handles unknown tool names. Default: NewAutoCorrection(). It must be a fresh
 	// value per loop.
 	NotFound NotFoundPolicy
-	// Strategies change the tool set after tool calls (§5.7), for example unfolding a
+	// Strategies change the tool set after tool calls, for example unfolding a
 	// facade (internal/progressive). They are chained (see Chain): after each call of a
 	// batch that returned a result that is not an error, in call order once the whole
 	// batch has run, every strategy is evaluated and the changes of all are applied. A
@@ -282,7 +282,7 @@ func (l *state) run(ctx context.Context, system string) (*Result, error) {
 			}
 		}
 		for _, o := range outcomes {
-			// The strategies see the history without this call's result (§5.7); there is
+			// The strategies see the history without this call's result; there is
 			// no next turn to offer changed tools to after a return-direct result.
 			if !hasDirect && o.tool != nil && !o.isError {
 				l.inject(ctx, iter, o)
@@ -480,7 +480,7 @@ func argumentProblem(err error) string {
 	return strings.TrimPrefix(err.Error(), schema.ErrInvalidArguments.Error()+": ")
 }
 
-// Strategy changes the tool set after a tool call (§5.7): a facade unfolds into its
+// Strategy changes the tool set after a tool call: a facade unfolds into its
 // children, a playbook unlocks tools. The loop evaluates it with the context of the call
 // (call info and ToolCallContext, as the tool received them), so that a strategy that
 // asks a remote tool forwards the same context.

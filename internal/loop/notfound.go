@@ -8,7 +8,8 @@ import (
 )
 
 // NotFoundPolicy decides what the model hears when it names a tool that does not exist.
-// A policy value holds per-loop state: every loop gets its own (SPEC S5, §13 Q9).
+// A policy value holds per-loop state: every loop gets its own, so that the misses of
+// one loop never count against another.
 type NotFoundPolicy interface {
 	// Handle returns the feedback for the model, or an error that ends the loop.
 	Handle(requested string, available []string) (feedback string, err error)

@@ -22,7 +22,7 @@ func TestNewAutoCorrectionDefaults(t *testing.T) {
 	}
 }
 
-// TestAutoCorrectionFeedback pins the feedback text of §5.6 and its suggestions.
+// TestAutoCorrectionFeedback pins the feedback text and its suggestions.
 func TestAutoCorrectionFeedback(t *testing.T) {
 	rag := []string{"vectorSearch", "webSearch", "calculator"}
 	tests := []struct {
@@ -167,7 +167,7 @@ func TestAutoCorrectionCounter(t *testing.T) {
 }
 
 // TestRunNotFoundCounter checks the counter through the loop: a found call resets it,
-// and every loop starts with a fresh one (§13 Q9).
+// and every loop starts with a fresh one.
 func TestRunNotFoundCounter(t *testing.T) {
 	known := tool.New("known", "exists", schema.Empty(), okCall("ok"))
 	missTurns := func(turns ...int) []scripted.Rule {
@@ -241,7 +241,7 @@ func TestRunNotFoundCounter(t *testing.T) {
 	})
 }
 
-// throwAtOnce is Embabel's ImmediateThrowPolicy.
+// throwAtOnce is a policy that ends the loop at the first unknown tool.
 type throwAtOnce struct{}
 
 func (throwAtOnce) Handle(requested string, available []string) (string, error) {

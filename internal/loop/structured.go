@@ -9,8 +9,8 @@ import (
 	"github.com/toolmesh/toolmesh/pkg/schema"
 )
 
-// OutputSchema is a compiled JSON Schema that a run's final answer must satisfy (the
-// seed's createObject).
+// OutputSchema is a compiled JSON Schema that a run's final answer must satisfy, when
+// the run asks for a structured answer.
 type OutputSchema struct{ v *schema.Value }
 
 // ErrInvalidOutputSchema marks a schema that cannot be used.

@@ -19,7 +19,7 @@ const (
 	ContextAdvice = "Use the tools it describes."
 )
 
-// NewGuideTool returns the guide tool of an unfolded facade (the seed's "guide tool"): it
+// NewGuideTool returns the guide tool of an unfolded facade: it
 // has the facade's name, so that a model that calls the facade again gets the list of its
 // children instead of a not-found error:
 //
@@ -46,7 +46,7 @@ func NewGuideTool(facadeName string, children []tool.Tool, usageNotes string) to
 }
 
 // NewContextTool returns the context tool of an unfolded facade, "<facade>_context",
-// which keeps what the facade's description said about its children (§6.6):
+// which keeps what the facade's description said about its children:
 //
 //	description: <facade description>. Available: <n1, n2>[. <usage notes>]
 //	answer:      Tools for <facade description>:
@@ -56,8 +56,7 @@ func NewGuideTool(facadeName string, children []tool.Tool, usageNotes string) to
 //	             Usage notes: <usage notes>
 //
 // It answers once per loop; later calls in the loop get the ALREADY LOADED text with
-// ContextAdvice. That is what stops the calling loop that made Embabel drop its context
-// tool.
+// ContextAdvice, so that a model cannot call it again and again in a loop.
 func NewContextTool(facadeName, facadeDescription string, children []tool.Tool, usageNotes string) tool.Tool {
 	notes := strings.TrimSpace(usageNotes)
 	description := facadeDescription + ". Available: " + strings.Join(names(children), ", ")

@@ -15,12 +15,12 @@ import (
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
-// unfoldText is the unfold message of SPEC S7, spelt out so that the tests pin it.
+// unfoldText is the unfold message, spelt out so that the tests pin it.
 func unfoldText(list string) string {
 	return "Tools now available: " + list + ". You MUST call one of these tools to complete the user's request. Do NOT respond with text — call a tool."
 }
 
-// alreadyLoaded is the one-shot text of SPEC S4, spelt out.
+// alreadyLoaded is the one-shot text, spelt out.
 func alreadyLoaded(name, advice string) string {
 	return "ALREADY LOADED. The body of '" + name + "' was returned earlier in this turn — read it from your conversation history above. Do not call this tool again. " + advice
 }

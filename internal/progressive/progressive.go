@@ -60,8 +60,8 @@ func (u Unfolding) Change() Change {
 	return Change{Added: names(u.Add), Removed: names(u.Remove)}
 }
 
-// Unfold computes what a call of called with input changes in the tool set current,
-// following §6.5: the facade is found beneath wrappers with tool.As (no facade: no
+// Unfold computes what a call of called with input changes in the tool set current: the
+// facade is found beneath wrappers with tool.As (no facade: no
 // change); it selects the children for input (an empty selection: no change); an
 // exclusive facade removes every current tool, any other only itself; the selected
 // children join, followed by the guide and context tools (NewGuideTool, NewContextTool)

@@ -14,7 +14,8 @@ import (
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
-// TestEvaluate ports the strategy cases of §6.8.
+// TestEvaluate covers the strategy's cases: facades beneath wrappers, empty selections,
+// exclusive facades, guide and context tools switched off.
 func TestEvaluate(t *testing.T) {
 	c := &calls{}
 	sibling := c.leaf("sibling")
@@ -112,7 +113,7 @@ func TestUnfold(t *testing.T) {
 }
 
 // TestChainedWithUnfolding: the unfolding strategy chained with another, both applied
-// to the same call (§5.7 withUnfolding).
+// to the same call.
 func TestChainedWithUnfolding(t *testing.T) {
 	c := &calls{}
 	f := tool.Of("db", "Database.", c.leaves("query"))

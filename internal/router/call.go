@@ -53,9 +53,9 @@ func (t *remoteTool) Call(ctx context.Context, input string) (tool.Result, error
 	return t.r.invoke(ctx, t, input), nil
 }
 
-// invoke sends one logical call, failing over per the rules of DESIGN "Calls that fail
-// halfway": to another replica only when the call provably never reached a worker, or
-// when the tool is idempotent.
+// invoke sends one logical call, failing over to another replica only when the call
+// provably never reached a worker, or when the tool is idempotent: a worker that died
+// after doing the work looks exactly like one that never started it.
 func (r *Router) invoke(ctx context.Context, t *remoteTool, input string) tool.Result {
 	res, _ := r.invokeFull(ctx, t, input)
 	return res

@@ -9,7 +9,8 @@ import (
 
 // Converters builds the router's per-group converter from the config: a group's own
 // converter, else the default, either way with the configured secret keys removed unless
-// an allow-keys converter lists them explicitly (SPEC S3).
+// an allow-keys converter lists them explicitly (credential keys are secrets too; see
+// toolctx.Secured).
 func Converters(cfg config.Config) (func(group string) toolctx.Converter, error) {
 	build := func(where string, spec config.ConverterSpec) (toolctx.Converter, error) {
 		c, err := toolctx.ParseConverter(spec.Kind, spec.Keys)

@@ -14,5 +14,6 @@
 // would carry entries past the per-group ToolCallContext converters.
 //
 // It sits near the bottom of the dependency graph: of toolmesh it imports only pkg/tool,
-// whose call info carries the run, loop and call ids the log handler stamps.
+// whose call info carries the run, loop and call ids the log handler stamps, and
+// pkg/toolctx, which says what a credential key is (never recorded on a span).
 package telemetry

@@ -85,8 +85,8 @@ func (p Parameter) WithEnum(values ...string) Parameter {
 	return p
 }
 
-// Params returns the simple schema of a parameter list, rendered exactly as Embabel
-// renders it (§1.3), so that models see the same schema for the same tool:
+// Params returns the simple schema of a parameter list, rendered in one fixed form, so
+// that models see the same schema for the same tool:
 //
 //	{"type":"object","properties":{<name>:{"type":..,"description":..,"enum":[..],"items":{"type":..}|"properties":{..},"required":[..]}},"required":[..]}
 //

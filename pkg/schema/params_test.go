@@ -9,7 +9,7 @@ import (
 	"github.com/toolmesh/toolmesh/pkg/schema"
 )
 
-// The exact texts asserted by Embabel's ToolTest (§1.13), pinned inline because they
+// The exact schema texts models are shown, pinned inline because they
 // are part of the spec.
 func TestParamsSpecTexts(t *testing.T) {
 	tests := []struct {
@@ -103,7 +103,7 @@ func TestParamsGolden(t *testing.T) {
 	}
 }
 
-// Embabel's JsonSchemaValidity test: whatever the names, descriptions and enum values
+// Whatever the names, descriptions and enum values
 // contain, the schema is valid JSON that decodes back to them.
 func TestParamsJSONValidity(t *testing.T) {
 	odd := []string{`"quoted"`, `back\slash`, "new\nline", "tab\t", "nul\u0000", "ünïcødé 日本語 😀", "</script>&", "\u2028\u2029", "invalid\xffutf8"}

@@ -31,7 +31,8 @@ var ErrInvalid = errors.New("invalid input schema")
 // not satisfy the tool's input schema. The wrapped message is written for the model.
 var ErrInvalidArguments = errors.New("invalid arguments")
 
-// emptySchemaJSON is what a tool without parameters shows the model (§1.3).
+// emptySchemaJSON is what a tool without parameters shows the model: some model APIs
+// insist on "properties" even when there are none.
 const emptySchemaJSON = `{"type":"object","properties":{}}`
 
 // Schema is the JSON Schema of a tool's arguments.

@@ -7,7 +7,7 @@ import (
 )
 
 // Value is a JSON Schema for any JSON value, not only a tool's object of
-// arguments: the schema a run's final answer must satisfy (the seed's createObject). It
+// arguments: the schema a run's structured final answer must satisfy. It
 // is checked the way FromJSON checks tool schemas: no references outside the
 // document, no duplicate keys, no unknown type names.
 type Value struct{ s Schema }

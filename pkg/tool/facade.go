@@ -151,7 +151,7 @@ type CategorizedTool struct {
 }
 
 // CategorizedTools groups tools into categories, in the order the categories first
-// appear, as Embabel groups the methods of an annotated class (§6.7): each category holds
+// appear: each category holds
 // its own tools and then every tool without a category; when there is at least one tool
 // without a category, a category AllCategory holding every tool (in the given order)
 // comes last. A category that is itself named AllCategory is that category.
@@ -358,7 +358,7 @@ func (f *facade) selectCategory(input string) []Tool {
 	return slices.Clone(f.children)
 }
 
-// shortcut implements Embabel's shortcut dispatch (§6.3): when the arguments are a JSON
+// shortcut implements shortcut dispatch: when the arguments are a JSON
 // object one of whose members (the first in member order) is named after a child, the
 // child is called at once with that member's value. Blank, {}, invalid JSON, arrays and
 // objects without such a member take the normal path.
@@ -386,7 +386,7 @@ func (f *facade) shortcut(input string) (Tool, string, bool) {
 
 // callShortcut calls child with args. An object is validated against the child's schema
 // first, as the loop validates every call, so that a remote child is not contacted with
-// arguments it would refuse; a scalar or an array passes as it is, as in Embabel.
+// arguments it would refuse; a scalar or an array passes as it is.
 func callShortcut(ctx context.Context, child Tool, args string) (Result, error) {
 	if strings.HasPrefix(args, "{") {
 		canonical, err := child.Definition().InputSchema.Validate(args)
@@ -402,8 +402,8 @@ func callShortcut(ctx context.Context, child Tool, args string) (Result, error) 
 }
 
 // AddTools returns f with tools added to its children, keeping its name, description,
-// schema, options and way of selecting (§13 Q10: Embabel loses the selector and the
-// category schema here). A child whose name f already has is skipped.
+// schema, options and way of selecting (the selector and the category schema are kept).
+// A child whose name f already has is skipped.
 //
 //   - Of: the tools are selected with the others.
 //   - ByCategory: the tools have no category, so they join every category and the

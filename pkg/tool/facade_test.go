@@ -15,7 +15,7 @@ import (
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
-// unfoldText is the unfold message of SPEC S7, spelt out so that the test pins it.
+// unfoldText is the unfold message, spelt out so that the test pins it.
 func unfoldText(list string) string {
 	return "Tools now available: " + list + ". You MUST call one of these tools to complete the user's request. Do NOT respond with text — call a tool."
 }

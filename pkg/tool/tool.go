@@ -2,7 +2,9 @@
 // typed tools built from Go functions, transparent wrappers and tool objects.
 //
 // It is the contract between tool authors (in-process or on a worker) and the
-// orchestrator's loop. It must not import gRPC, generated protos or any internal package.
+// orchestrator's loop. It imports pkg/schema and, of the internal packages, only the two
+// it shares with the engine (internal/jsontree, internal/toolinternal); it must not
+// import gRPC or generated protos.
 package tool
 
 import (

@@ -111,7 +111,7 @@ func decodeInput[I any](ctx context.Context, s schema.Schema, input string) (I, 
 	return in, nil
 }
 
-// outputResult converts a typed tool's output as Embabel's TypedTool does (§1.7).
+// outputResult converts a typed tool's output into its result.
 func outputResult(out any) Result {
 	switch v := out.(type) {
 	case Result:

@@ -42,8 +42,8 @@ func WithDescription(t Tool, description string) Tool {
 }
 
 // WithNote returns t with note appended to its description as "<description>. <note>".
-// The separator is always ". ", even after a description that ends with a period, as
-// in Embabel, so that models see the same text.
+// The separator is always ". ", even after a description that ends with a period, so
+// that models always see the same text.
 func WithNote(t Tool, note string) Tool {
 	return &wrapper{delegate: t, edit: func(d *Definition) { d.Description = d.Description + ". " + note }}
 }

@@ -1,15 +1,15 @@
 // Package toolctx owns the ToolCallContext: the out-of-band string→string bag (tenant
 // ids, correlation ids, credentials) that travels with every tool call and that the
-// model never sees. It also owns what crosses a process boundary: the converters that
-// decide which entries leave the orchestrator, the lossless codec to gRPC metadata, and
-// the per-loop memo behind OneShotPerLoop.
+// model never sees. It also owns what decides which entries cross a process boundary:
+// the converters (pass-through, none, allow-keys, deny-keys, your own, and the secret
+// keys that only an explicit allow-keys forwards), and the per-loop memo behind
+// OneShotPerLoop. The wire encoding of a bag (gRPC metadata) is the orchestrator's and
+// the worker SDK's business, not a tool author's.
 //
 // Worker authors read the bag in a tool function with FromContext(ctx). Embedders build
 // bags with Of or FromMap and merge run and interaction levels with Effective.
 //
-// The package imports only pkg/tool and the standard library. It must not import gRPC:
-// metadata is a map[string][]string, which is what grpc's metadata.MD is, so callers
-// convert with a plain type conversion.
+// The package imports only pkg/tool and the standard library; it must not import gRPC.
 package toolctx
 
 import (

@@ -136,7 +136,7 @@ func TestMerge(t *testing.T) {
 	}
 }
 
-// TestEffectiveMergeTable pins every row of the seed's table (上下文合并语义): the
+// TestEffectiveMergeTable pins every row of the merge table of the two levels: the
 // interaction level wins over the run level.
 func TestEffectiveMergeTable(t *testing.T) {
 	tests := []struct {

@@ -7,7 +7,7 @@ import (
 )
 
 // AlreadyLoaded is the text OneShotPerLoop returns for a repeated call in a loop: the
-// model-visible contract of SPEC S4. A non-empty advice follows after one space.
+// model-visible contract of a one-shot tool. A non-empty advice follows after one space.
 func AlreadyLoaded(name, advice string) string {
 	s := "ALREADY LOADED. The body of '" + name + "' was returned earlier in this turn" +
 		" \u2014 read it from your conversation history above. Do not call this tool again."
@@ -41,7 +41,8 @@ var _ tool.Delegating = (*oneShot)(nil)
 
 func (o *oneShot) Definition() tool.Definition { return o.delegate.Definition() }
 
-// Metadata is the delegate's, unlike Embabel's wrapper, which drops it (toolmesh §13 Q5).
+// Metadata is the delegate's: a one-shot tool is still return-direct, idempotent or
+// bounded by a timeout when its delegate is.
 func (o *oneShot) Metadata() tool.Metadata { return o.delegate.Metadata() }
 
 func (o *oneShot) Delegate() tool.Tool { return o.delegate }

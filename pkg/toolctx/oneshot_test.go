@@ -17,7 +17,7 @@ import (
 
 const advice = "Use the skill body you already have."
 
-// wantLoaded is the exact model-visible text of SPEC S4 for the tool "skill".
+// wantLoaded is the exact model-visible one-shot text for the tool "skill".
 const wantLoaded = "ALREADY LOADED. The body of 'skill' was returned earlier in this turn — read it from your conversation history above. Do not call this tool again. Use the skill body you already have."
 
 type counting struct {

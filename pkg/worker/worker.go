@@ -34,8 +34,10 @@
 // toolmesh.worker.calls.in_flight (the calls it is running) and toolmesh.tool.call.duration,
 // which p.ServeMetrics serves for Prometheus.
 //
-// It must not import internal packages other than internal/wire and internal/telemetry
-// (the API side, which links no SDK), nor pkg/otelsetup: the setup belongs to a main.
+// It imports, of the internal packages, those that carry a call across the wire with the
+// orchestrator (internal/wire, internal/ctxcodec), run it (internal/toolcall,
+// internal/toolinternal) and trace it (internal/telemetry, the API side, which links no
+// SDK); it must not import pkg/otelsetup: the setup belongs to a main.
 package worker
 
 import (
@@ -100,7 +102,7 @@ type Group struct {
 	Permissions []Permission
 	// Tools are offered to the model directly.
 	Tools []tool.Tool
-	// Facades are progressive tools (SPEC S7) over further tools of the group: the model
+	// Facades are progressive tools over further tools of the group: the model
 	// sees a facade first, and calling it makes its children available. Every leaf of a
 	// facade tree (children may be tools or facades, nested to any depth, beneath
 	// wrappers) is served as a tool of the group; it may also be listed in Tools. The
