@@ -219,7 +219,7 @@ func newProviders(cfg config.Provider, log *slog.Logger) (map[string]llm.Provide
 			model = defaultOpenAIModel
 		}
 		p, err := openai.New(openai.Options{APIKey: api.APIKey, BaseURL: api.BaseURL, DefaultModel: model,
-			MaxRetries: api.MaxRetries, Timeout: api.Timeout.D(), Logger: log})
+			MaxRetries: api.MaxRetries, Timeout: api.Timeout.D(), MaxTokens: api.MaxTokens, Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("provider.openai: %w", err)
 		}

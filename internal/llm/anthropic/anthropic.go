@@ -28,10 +28,7 @@ import (
 	"context"
 	"errors"
 	"iter"
-	"log/slog"
-	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -48,46 +45,9 @@ const DefaultBaseURL = "https://api.anthropic.com"
 // DefaultMaxTokens is max_tokens when neither the request nor Options.MaxTokens set it.
 const DefaultMaxTokens = 4096
 
-// Retry bounds.
-const (
-	// DefaultMaxRetries is the number of retries when Options.MaxRetries is zero.
-	DefaultMaxRetries = llm.DefaultMaxRetries
-	// MaxMaxRetries caps Options.MaxRetries.
-	MaxMaxRetries = llm.MaxMaxRetries
-	// DefaultRetryDelay is the first backoff when Options.RetryDelay is zero.
-	DefaultRetryDelay = llm.DefaultRetryDelay
-	// MaxRetryAfter is the longest retry-after the provider waits for; a longer one ends
-	// the call at once with the error, its RetryAfter set.
-	MaxRetryAfter = llm.MaxRetryAfter
-)
-
-// Options configure a Provider.
-type Options struct {
-	// APIKey is the API key; empty sends none.
-	APIKey string
-	// BaseURL is the API root, without /v1; empty means DefaultBaseURL.
-	BaseURL string
-	// DefaultModel is used when a request names no model.
-	DefaultModel string
-	// HTTPClient sends the requests; nil means a client of its own on a clone of
-	// http.DefaultTransport.
-	HTTPClient *http.Client
-	// MaxRetries bounds the retries of a call: 0 means DefaultMaxRetries, a negative
-	// value none; it is capped at MaxMaxRetries.
-	MaxRetries int
-	// RetryDelay is the first backoff between retries when the server names no wait; it
-	// doubles with each retry, up to 8s. Zero means DefaultRetryDelay.
-	RetryDelay time.Duration
-	// Timeout bounds each attempt of a call, from sending the request to the end of the
-	// streamed answer; zero means no bound but the context's.
-	Timeout time.Duration
-	// MaxTokens is max_tokens for requests without MaxOutputTokens; zero means
-	// DefaultMaxTokens.
-	MaxTokens int
-	// Logger receives retries (warn) and failed calls (debug); nil discards. Its lines
-	// carry provider=anthropic, so the logger should not carry that key itself.
-	Logger *slog.Logger
-}
+// Options configure a Provider; see llm.HTTPOptions. Retries are bounded by
+// llm.DefaultMaxRetries, llm.MaxMaxRetries, llm.DefaultRetryDelay and llm.MaxRetryAfter.
+type Options = llm.HTTPOptions
 
 // Provider is an llm.Provider on the Messages API. It is safe for concurrent use.
 type Provider struct {

@@ -13,8 +13,8 @@
 //     the provider's own, so that every provider shows the model the same text.
 //   - Request.OutputSchema becomes response_format {type: json_schema}, strict only when
 //     the schema meets the strict-mode rules (see [StrictCompatible]), else non-strict.
-//   - MaxOutputTokens is max_completion_tokens on OpenAI's own endpoint and max_tokens on
-//     any other base URL (the field compatible servers read).
+//   - MaxOutputTokens (else Options.MaxTokens) is max_completion_tokens on OpenAI's own
+//     endpoint and max_tokens on any other base URL (the field compatible servers read).
 //   - The answer is streamed with stream_options.include_usage, so that the last chunk
 //     carries the token usage; tool-call deltas are reassembled by index.
 //
@@ -26,11 +26,8 @@ import (
 	"context"
 	"errors"
 	"iter"
-	"log/slog"
-	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -44,49 +41,15 @@ const Name = "openai"
 // DefaultBaseURL is OpenAI's own endpoint, used when Options.BaseURL is empty.
 const DefaultBaseURL = "https://api.openai.com/v1"
 
-// Retry bounds.
-const (
-	// DefaultMaxRetries is the number of retries when Options.MaxRetries is zero.
-	DefaultMaxRetries = llm.DefaultMaxRetries
-	// MaxMaxRetries caps Options.MaxRetries.
-	MaxMaxRetries = llm.MaxMaxRetries
-	// DefaultRetryDelay is the first backoff when Options.RetryDelay is zero.
-	DefaultRetryDelay = llm.DefaultRetryDelay
-	// MaxRetryAfter is the longest Retry-After the provider waits for; a longer one ends
-	// the call at once with the error, its RetryAfter set.
-	MaxRetryAfter = llm.MaxRetryAfter
-)
-
-// Options configure a Provider. The zero value talks to OpenAI without a key.
-type Options struct {
-	// APIKey is sent as a bearer token; empty sends none (local servers need none).
-	APIKey string
-	// BaseURL is the API root, such as "http://localhost:11434/v1"; empty means
-	// DefaultBaseURL.
-	BaseURL string
-	// DefaultModel is used when a request names no model.
-	DefaultModel string
-	// HTTPClient sends the requests; nil means a client of its own on a clone of
-	// http.DefaultTransport.
-	HTTPClient *http.Client
-	// MaxRetries bounds the retries of a call: 0 means DefaultMaxRetries, a negative
-	// value none; it is capped at MaxMaxRetries.
-	MaxRetries int
-	// RetryDelay is the first backoff between retries when the server names no wait; it
-	// doubles with each retry, up to 8s. Zero means DefaultRetryDelay.
-	RetryDelay time.Duration
-	// Timeout bounds each attempt of a call, from sending the request to the end of the
-	// streamed answer; zero means no bound but the context's.
-	Timeout time.Duration
-	// Logger receives retries (warn) and failed calls (debug); nil discards. Its lines
-	// carry provider=openai, so the logger should not carry that key itself.
-	Logger *slog.Logger
-}
+// Options configure a Provider; see llm.HTTPOptions. Retries are bounded by
+// llm.DefaultMaxRetries, llm.MaxMaxRetries, llm.DefaultRetryDelay and llm.MaxRetryAfter.
+type Options = llm.HTTPOptions
 
 // Provider is an llm.Provider on the Chat Completions API. It is safe for concurrent use.
 type Provider struct {
 	completions  openai.ChatCompletionService
 	defaultModel string
+	maxTokens    int  // for requests that set none; zero: none
 	official     bool // the base URL is OpenAI's own
 	call         *llm.Caller[openai.ChatCompletionNewParams, openai.ChatCompletionChunk]
 }
@@ -102,8 +65,8 @@ func New(o Options) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.Timeout < 0 {
-		return nil, errors.New("openai: negative timeout")
+	if o.Timeout < 0 || o.MaxTokens < 0 {
+		return nil, errors.New("openai: negative timeout or max tokens")
 	}
 	hc := o.HTTPClient
 	if hc == nil {
@@ -111,6 +74,7 @@ func New(o Options) (*Provider, error) {
 	}
 	p := &Provider{
 		defaultModel: o.DefaultModel,
+		maxTokens:    o.MaxTokens,
 		official:     strings.EqualFold(u.Hostname(), "api.openai.com"),
 	}
 	// The service is built without openai.NewClient, which would read OPENAI_* variables

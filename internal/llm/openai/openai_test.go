@@ -739,3 +739,23 @@ func TestRetryLogLines(t *testing.T) {
 		t.Errorf("log lines (-want +got):\n%s", diff)
 	}
 }
+
+// TestDefaultMaxTokens: Options.MaxTokens bounds the answer of a request that sets no
+// bound of its own; the request's own bound wins.
+func TestDefaultMaxTokens(t *testing.T) {
+	s := llmtest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
+		sse(w, chunk(`{"content":"ok"}`, "stop"), usage(1, 1))
+	})
+	p := newProvider(t, s, func(o *openai.Options) { o.MaxTokens = 64 })
+	for _, tc := range []struct{ request, want int }{{0, 64}, {10, 10}} {
+		if _, _, err := llmtest.Collect(p.Stream(t.Context(), &llm.Request{
+			Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}, MaxOutputTokens: tc.request,
+		})); err != nil {
+			t.Fatal(err)
+		}
+		reqs := s.Requests()
+		if got := reqs[len(reqs)-1].Body["max_tokens"]; got != float64(tc.want) {
+			t.Errorf("request bound %d: max_tokens = %v, want %d", tc.request, got, tc.want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package openai
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -63,11 +64,11 @@ func (p *Provider) params(req *llm.Request) (openai.ChatCompletionNewParams, err
 	if req.Temperature != nil {
 		params.Temperature = param.NewOpt(*req.Temperature)
 	}
-	if req.MaxOutputTokens > 0 {
+	if n := cmp.Or(req.MaxOutputTokens, p.maxTokens); n > 0 {
 		if p.official {
-			params.MaxCompletionTokens = param.NewOpt(int64(req.MaxOutputTokens))
+			params.MaxCompletionTokens = param.NewOpt(int64(n))
 		} else {
-			params.MaxTokens = param.NewOpt(int64(req.MaxOutputTokens))
+			params.MaxTokens = param.NewOpt(int64(n))
 		}
 	}
 	return params, nil
