@@ -1,4 +1,4 @@
-// Package bench is toolmesh's benchmark harness (issue #7): the cost of a hop and of a
+// Package bench is toolmesh's benchmark harness: the cost of a hop and of a
 // loop, side by side with the limit (a raw grpc-go call) and with MCP (the official Go
 // SDK), measured in one run on loopback and written as bench/results/latest.md and
 // latest.json.

@@ -9,7 +9,7 @@ import (
 // explainMisses fills Why and Fix of every missed goal from what the run measured: the
 // CPU per call on each side, the pieces of a hop timed alone, the loop's breakdown and,
 // for toolmesh goals, the CPU profile taken after the rounds. The Fix lines are
-// recommendations from the investigation behind this harness (issue #7); the figures
+// recommendations from the investigation behind this harness; the figures
 // in the Why lines are this run's. latest.json keeps them whole; latest.md shows a
 // clause of each.
 func (r *Report) explainMisses() {

@@ -182,7 +182,7 @@ const (
 	NotMeasured = "NOT MEASURED"
 )
 
-// Goal is one of issue #7's goals, judged on this run's ratios.
+// Goal is one of the harness's goals, judged on this run's ratios.
 type Goal struct {
 	ID       string  `json:"id"`
 	Goal     string  `json:"goal"`
@@ -288,7 +288,7 @@ func (r *Report) computeLoop(cfg Config) {
 	l.ModelUs = median(l.ModelRounds)
 }
 
-// evaluateGoals judges issue #7's goals on the medians of the per-round ratios.
+// evaluateGoals judges the goals on the medians of the per-round ratios.
 func (r *Report) evaluateGoals() {
 	atMost := func(v, limit float64) string {
 		switch {

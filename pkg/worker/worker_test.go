@@ -485,3 +485,20 @@ func TestRefusalRetryDelayIsHonoured(t *testing.T) {
 		}
 	}
 }
+
+// TestRunTwice: a Worker runs once; a second Run returns ErrAlreadyRun instead of
+// panicking or serving twice, while the first goes on.
+func TestRunTwice(t *testing.T) {
+	w := start(t, Options{}, group(echo()))
+	if err := w.Run(testContext(t)); !errors.Is(err, ErrAlreadyRun) {
+		t.Fatalf("second Run = %v, want ErrAlreadyRun", err)
+	}
+	resp, err := w.client().Invoke(testContext(t), &toolpb.InvokeRequest{Tool: "echo", ArgumentsJson: `{"text":"still"}`})
+	if err != nil || resp.GetText() == "" {
+		t.Errorf("the first Run stopped serving: %v, %v", resp, err)
+	}
+	reg := w.Registration()
+	if reg.GetWorkerId() != w.ID() || len(reg.GetGroups()) != 1 || reg.GetAddress() == "" {
+		t.Errorf("Registration() = %v", reg)
+	}
+}
