@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/toolmesh/toolmesh/internal/golden"
 	"github.com/toolmesh/toolmesh/pkg/schema"
 )
 
@@ -98,7 +99,7 @@ func TestParamsGolden(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			checkGolden(t, tt.name, schema.Params(tt.ps...).String()+"\n")
+			golden.Check(t, tt.name, schema.Params(tt.ps...).String()+"\n")
 		})
 	}
 }

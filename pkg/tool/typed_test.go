@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/toolmesh/toolmesh/internal/golden"
 	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
@@ -53,7 +54,7 @@ func TestFuncSchema(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkGolden(t, tt.name, tl.Definition().InputSchema.String()+"\n")
+			golden.Check(t, tt.name, tl.Definition().InputSchema.String()+"\n")
 		})
 	}
 }

@@ -1,4 +1,7 @@
-package tool_test
+// Package golden compares a test's output with a golden file under testdata, or rewrites
+// the file when the test runs with -update. Schemas and other model-visible texts are
+// pinned this way so that a change shows up as a reviewable diff.
+package golden
 
 import (
 	"flag"
@@ -11,10 +14,8 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
-// checkGolden compares got with testdata/<name>.golden, or rewrites the file with -update.
-// Schemas and other model-visible texts are pinned this way so that a change shows up
-// as a reviewable diff.
-func checkGolden(t *testing.T, name, got string) {
+// Check compares got with testdata/<name>.golden, or rewrites the file with -update.
+func Check(t *testing.T, name, got string) {
 	t.Helper()
 	path := filepath.Join("testdata", name+".golden")
 	if *update {
