@@ -81,9 +81,11 @@ func (a *admission) recv(ctx context.Context, read func() error) error {
 	return read()
 }
 
-// gate returns desc with every message read by its handlers counted against the budget:
-// unary handlers decode their request through the function they are given, streaming
-// handlers through their stream's RecvMsg.
+// gate returns desc with the request of every call counted against the budget: unary
+// handlers decode it through the function they are given, streaming handlers through
+// their stream's first RecvMsg (a run's request, a worker's registration). A stream's
+// later messages are not counted: a registration stream waits most of its life for its
+// next heartbeat, and a read that waits would hold the budget while it waits.
 func (a *admission) gate(desc *grpc.ServiceDesc) *grpc.ServiceDesc {
 	out := *desc
 	out.Methods = make([]grpc.MethodDesc, len(desc.Methods))
@@ -103,12 +105,18 @@ func (a *admission) gate(desc *grpc.ServiceDesc) *grpc.ServiceDesc {
 	return &out
 }
 
-// gatedStream reads every message within the budget.
+// gatedStream reads its first message within the budget. A stream's RecvMsg is not
+// called from two goroutines at once, so read needs no lock.
 type gatedStream struct {
 	grpc.ServerStream
-	a *admission
+	a    *admission
+	read bool // the first message was read
 }
 
 func (s *gatedStream) RecvMsg(m any) error {
+	if s.read {
+		return s.ServerStream.RecvMsg(m)
+	}
+	s.read = true
 	return s.a.recv(s.Context(), func() error { return s.ServerStream.RecvMsg(m) })
 }

@@ -91,7 +91,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		rt.Close()
 		t.Fatal(err)
 	}
-	g := grpc.NewServer(RecoveryInterceptors(slog.New(slog.NewTextHandler(os.Stderr, nil)))...)
+	g := grpc.NewServer(append(RecoveryInterceptors(slog.New(slog.NewTextHandler(os.Stderr, nil))), ServerOptions(cfg)...)...)
 	srv.Register(g)
 	served := make(chan struct{})
 	go func() { defer close(served); _ = g.Serve(lis) }()
