@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 	grpcbackoff "google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
@@ -61,6 +62,7 @@ func (w *Worker) registerLoop(ctx context.Context, drainReq chan<- struct{}) {
 
 	failures := 0
 	for ctx.Err() == nil {
+		w.waitReachable(ctx, conn)
 		start := time.Now()
 		err := w.session(ctx, client, drainReq)
 		w.setRegistered(false, nil)
@@ -83,6 +85,35 @@ func (w *Worker) registerLoop(ctx context.Context, drainReq chan<- struct{}) {
 			t.Stop()
 			return
 		case <-t.C:
+		}
+	}
+}
+
+// unreachableNotice is how long the worker waits for the orchestrator in silence before
+// it says it cannot reach it, and how often it says so again.
+const unreachableNotice = 5 * time.Second
+
+// waitReachable waits until the connection to the orchestrator is ready, or ctx ends.
+// The connection's own backoff paces the attempts; while the orchestrator cannot be
+// reached the worker says so every unreachableNotice, so that a wrong address or an
+// orchestrator that is down does not pass in silence.
+func (w *Worker) waitReachable(ctx context.Context, conn *grpc.ClientConn) {
+	since := time.Now()
+	conn.Connect()
+	for ctx.Err() == nil {
+		state := conn.GetState()
+		if state == connectivity.Ready {
+			return
+		}
+		if state == connectivity.Idle {
+			conn.Connect()
+		}
+		wait, cancel := context.WithTimeout(ctx, unreachableNotice)
+		changed := conn.WaitForStateChange(wait, state)
+		cancel()
+		if !changed && ctx.Err() == nil {
+			w.log.Warn("cannot reach the orchestrator; still trying", "orchestrator", w.opts.Orchestrator,
+				"state", conn.GetState().String(), "for", time.Since(since).Round(time.Second).String())
 		}
 	}
 }

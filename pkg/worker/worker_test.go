@@ -1,9 +1,11 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -501,4 +503,30 @@ func TestRunTwice(t *testing.T) {
 	if reg.GetWorkerId() != w.ID() || len(reg.GetGroups()) != 1 || reg.GetAddress() == "" {
 		t.Errorf("Registration() = %v", reg)
 	}
+}
+
+// TestUnreachableOrchestratorIsSaid: a worker whose orchestrator cannot be reached (a
+// wrong address, an orchestrator that is down) says so in its log, and keeps trying.
+func TestUnreachableOrchestratorIsSaid(t *testing.T) {
+	var buf syncBuffer
+	start(t, Options{Orchestrator: deadAddress(t), Logger: slog.New(slog.NewJSONHandler(&buf, nil))}, group(echo()))
+	eventually(t, "the notice", func() bool { return strings.Contains(buf.String(), "cannot reach the orchestrator; still trying") })
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test reading it at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
