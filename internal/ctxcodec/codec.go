@@ -89,22 +89,36 @@ func entrySize(mdKey, value string) int {
 // Check validates c and its encoded size without encoding it: it fails exactly when
 // Encode fails.
 func (cd Codec) Check(c toolctx.Context) error {
+	_, err := cd.encode(c, false)
+	return err
+}
+
+// encode checks c in one pass over its keys and, when build is set, returns its
+// metadata.
+func (cd Codec) encode(c toolctx.Context, build bool) (map[string][]string, error) {
+	var md map[string][]string
+	if build && !c.IsEmpty() {
+		md = make(map[string][]string, c.Len())
+	}
 	size, largest, largestSize := 0, "", -1
-	for _, k := range c.Keys() {
-		v, _ := c.Get(k)
+	for k, v := range c.All() {
 		if err := validEntry(k, v); err != nil {
-			return err
+			return nil, err
 		}
-		n := entrySize(MetadataKey(k), v)
+		mk := MetadataKey(k)
+		n := entrySize(mk, v)
 		size += n
 		if n > largestSize {
 			largest, largestSize = k, n
 		}
+		if md != nil {
+			md[mk] = []string{v}
+		}
 	}
 	if size > cd.max() {
-		return &TooLargeError{Size: size, Max: cd.max(), LargestKey: largest}
+		return nil, &TooLargeError{Size: size, Max: cd.max(), LargestKey: largest}
 	}
-	return nil
+	return md, nil
 }
 
 func validEntry(k, v string) error {
@@ -122,17 +136,7 @@ func validEntry(k, v string) error {
 // Encode returns the metadata that carries c; toolctx.Empty gives a nil map (nothing to send).
 // Values are the raw value strings: gRPC base64-encodes "-bin" entries on the wire.
 func (cd Codec) Encode(c toolctx.Context) (map[string][]string, error) {
-	if err := cd.Check(c); err != nil {
-		return nil, err
-	}
-	if c.IsEmpty() {
-		return nil, nil
-	}
-	md := make(map[string][]string, c.Len())
-	for k, v := range c.All() {
-		md[MetadataKey(k)] = []string{v}
-	}
-	return md, nil
+	return cd.encode(c, true)
 }
 
 // Decode returns the context carried by md. It reads only keys of the form
