@@ -18,8 +18,8 @@
 // For each: p50 and p99 at concurrency 1, throughput and CPU per call (both processes) at
 // concurrency 32, allocations per call. Besides: the orchestrator's memory per open run,
 // routing-table lookups and first-request tool definitions at 10 to 10,000 tools, the
-// registration of 100 workers, and the goals of the issue judged on this run's ratios,
-// with a CPU profile of the benchmark process for each missed toolmesh goal.
+// registration of 100 workers, and the performance goals (per-hop overhead and
+// throughput against the baselines) judged on this run's ratios, with a CPU profile of the benchmark process for each missed toolmesh goal.
 //
 // Run it with make bench (a few minutes) or make bench-quick (under a minute); both
 // build bin/ first. cmd/benchrun builds nothing itself. The package imports whatever it

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
 
@@ -50,7 +51,7 @@ type TooLargeError struct {
 
 func (e *TooLargeError) Error() string {
 	return fmt.Sprintf("tool call context is %d bytes encoded, over the %d-byte limit (largest entry: %q)",
-		e.Size, e.Max, e.LargestKey)
+		e.Size, e.Max, wire.Truncate(e.LargestKey, 64))
 }
 
 // Unwrap makes errors.Is(err, ErrTooLarge) hold.

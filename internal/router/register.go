@@ -198,10 +198,10 @@ func (r *Router) checkLocked(reg *toolpb.Registration, parsed map[string]parsedT
 	}
 	old := r.workers[reg.GetWorkerId()]
 	if old != nil && old.live() {
-		msg := fmt.Sprintf("worker id %q is held by a worker whose registration stream is still open (registered %s ago from %s); a worker id may be registered by one stream at a time", old.id, time.Since(old.registeredAt).Round(time.Second), old.address)
+		msg := fmt.Sprintf("worker id %q is held by a worker whose registration stream is still open; a worker id may be registered by one stream at a time", old.id)
 		return &refusal{rejections: []*toolpb.Rejection{{Reason: msg}}, err: fmt.Errorf("%w: %s", ErrWorkerIDInUse, msg)}
 	}
-	if rej := r.conflictsLocked(reg, parsed, old); len(rej) > 0 {
+	if rej := capRejections(r.conflictsLocked(reg, parsed, old)); len(rej) > 0 {
 		return &refusal{rejections: rej, err: fmt.Errorf("%w: %s", ErrConflict, summarize(rej))}
 	}
 	return nil
@@ -286,11 +286,11 @@ func entries(gr *toolpb.GroupRegistration, parsed map[string]parsedTool) []strin
 
 // validate checks a registration on its own, without looking at the table. No
 // rejection echoes an oversized value.
-func validate(reg *toolpb.Registration) ([]*toolpb.Rejection, map[string]parsedTool) {
-	var rej []*toolpb.Rejection
+func validate(reg *toolpb.Registration) (rej []*toolpb.Rejection, _ map[string]parsedTool) {
 	add := func(group, name, format string, args ...any) {
-		rej = append(rej, &toolpb.Rejection{Group: wire.Truncate(group, 256), Tool: wire.Truncate(name, 256), Reason: fmt.Sprintf(format, args...)})
+		rej = append(rej, &toolpb.Rejection{Group: wire.Truncate(group, 256), Tool: wire.Truncate(name, 256), Reason: wire.Truncate(fmt.Sprintf(format, args...), maxReasonBytes)})
 	}
+	defer func() { rej = capRejections(rej) }()
 	if p := wire.CheckID(reg.GetWorkerId(), wire.WorkerIDRE, 253); p != "" {
 		add("", "", "worker_id %s", p)
 	}
@@ -468,10 +468,33 @@ func checkAddress(addr string) error {
 	return nil
 }
 
+// Bounds of a refusal, so that the answer to a registration of 10,000 bad tools stays
+// small: at most maxRejections rejections of at most maxReasonBytes each, and the first
+// summarized of them in the error.
+const (
+	maxRejections  = 64
+	maxReasonBytes = 1024
+	summarized     = 4
+)
+
+// capRejections keeps the first maxRejections-1 rejections and counts the rest in a last
+// one.
+func capRejections(rej []*toolpb.Rejection) []*toolpb.Rejection {
+	if len(rej) <= maxRejections {
+		return rej
+	}
+	more := len(rej) - (maxRejections - 1)
+	return append(rej[:maxRejections-1:maxRejections-1], &toolpb.Rejection{Reason: fmt.Sprintf("and %d more rejections", more)})
+}
+
+// summarize joins the first rejections' reasons for an error message.
 func summarize(rej []*toolpb.Rejection) string {
-	parts := make([]string, 0, len(rej))
-	for _, x := range rej {
+	parts := make([]string, 0, min(len(rej), summarized+1))
+	for _, x := range rej[:min(len(rej), summarized)] {
 		parts = append(parts, x.GetReason())
+	}
+	if len(rej) > summarized {
+		parts = append(parts, fmt.Sprintf("and %d more", len(rej)-summarized))
 	}
 	return strings.Join(parts, "; ")
 }

@@ -2,6 +2,7 @@ package router
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,8 +11,10 @@ import (
 	"testing/synctest"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
@@ -146,6 +149,32 @@ func TestRegisterReportsEveryProblem(t *testing.T) {
 		if !strings.Contains(strings.Join(reasons, "\n"), want) {
 			t.Errorf("rejections %q do not mention %q", reasons, want)
 		}
+	}
+}
+
+// A registration of thousands of bad tools is refused with a bounded answer: a worker
+// must not be able to make the orchestrator build megabytes of rejections.
+func TestRegisterBoundsItsRejections(t *testing.T) {
+	r := newRouter(t, Options{})
+	gr := &toolpb.GroupRegistration{Group: &toolpb.ToolGroupInfo{Role: "bad", Description: "bad tools"}}
+	for i := range wire.MaxGroupTools {
+		rt := registered(echoTool(fmt.Sprintf("t%d", i)))
+		rt.ContentHash = strings.Repeat("h", 512)
+		gr.Tools = append(gr.Tools, rt)
+	}
+	_, rej, err := r.Register(&toolpb.Registration{WorkerId: "w", Address: "127.0.0.1:1", Groups: []*toolpb.GroupRegistration{gr}})
+	if !errors.Is(err, ErrInvalidRegistration) {
+		t.Fatalf("err = %v", err)
+	}
+	if len(rej) != maxRejections || !strings.Contains(rej[len(rej)-1].GetReason(), fmt.Sprintf("and %d more", wire.MaxGroupTools-(maxRejections-1))) {
+		t.Errorf("got %d rejections ending %q; want %d, the last counting the rest", len(rej), rej[len(rej)-1].GetReason(), maxRejections)
+	}
+	size := 0
+	for _, x := range rej {
+		size += proto.Size(x)
+	}
+	if size > 64<<10 || len(err.Error()) > 8<<10 {
+		t.Errorf("rejections are %d bytes and the error %d bytes; want at most 64 KiB and 8 KiB", size, len(err.Error()))
 	}
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/router"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
@@ -334,7 +335,7 @@ func checkContext(bag, run, interaction toolctx.Context, maxBytes int) error {
 			if interaction.Contains(tl.LargestKey) {
 				field = "interaction_context"
 			}
-			return fieldErr(fmt.Sprintf("%s[%q]", field, tl.LargestKey), ErrInvalid, "%v", err)
+			return fieldErr(fmt.Sprintf("%s[%q]", field, wire.Truncate(tl.LargestKey, 64)), ErrInvalid, "%v", err)
 		}
 		return fieldErr("context", ErrInvalid, "%v", err)
 	}

@@ -84,7 +84,10 @@ func (r *registryServer) Connect(stream toolpb.ToolRegistryService_ConnectServer
 		_ = stream.Send(&toolpb.ConnectResponse{Message: &toolpb.ConnectResponse_Ack{Ack: &toolpb.RegistrationAck{Accepted: false, Rejections: rejections}}})
 		we := wire.Error{Reason: reason, Message: wire.Truncate(err.Error(), 4096)}
 		if reason == toolpb.ErrorReason_ERROR_REASON_WORKER_ID_IN_USE {
-			we.RetryAfter = ttl // by then a stream that is really gone has lost its lease
+			// Soon: the holder may be this same worker, reconnecting before its old stream
+			// is seen to end; a stream that is gone without a word loses its lease within
+			// the TTL, and the worker keeps retrying until then.
+			we.RetryAfter = min(ttl, time.Second)
 		}
 		return we.Err()
 	}

@@ -10,9 +10,11 @@ import (
 
 	"testing/synctest"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/toolmesh/toolmesh/internal/builtin"
 	"github.com/toolmesh/toolmesh/internal/config"
@@ -279,6 +281,20 @@ func TestConnectRefusals(t *testing.T) {
 		t.Errorf("groups after refusals = %v", groups)
 	}
 
+	// The id of a worker whose stream is open is refused, soon to be retried (the holder
+	// may be the same worker reconnecting), and the holder's address is not disclosed.
+	out, err := connectStatus(t, ctx, e, false, register(registration("w-math", builtin.Math())))
+	st, info, _ := statusDetails(t, err)
+	if st.Code() != codes.AlreadyExists || info.GetReason() != "WORKER_ID_IN_USE" {
+		t.Fatalf("registration under a held id = %v (%v), want AlreadyExists WORKER_ID_IN_USE", err, info)
+	}
+	if d := retryDelay(st); d <= 0 || d > time.Second {
+		t.Errorf("RetryInfo delay = %v, want at most 1s", d)
+	}
+	if len(out) != 1 || len(out[0].GetAck().GetRejections()) != 1 || strings.Contains(out[0].GetAck().GetRejections()[0].GetReason(), fakeAddress) || strings.Contains(st.Message(), fakeAddress) {
+		t.Errorf("refusal %v / %q discloses the holder's address", out, st.Message())
+	}
+
 	// A second register on an accepted stream is refused.
 	stream, _ := e.registerRaw(ctx, registration("w-text", builtin.TextGroup()))
 	if err := stream.Send(register(registration("w-text", builtin.TextGroup()))); err != nil {
@@ -287,6 +303,16 @@ func TestConnectRefusals(t *testing.T) {
 	if _, err := stream.Recv(); codeOf(err) != codes.InvalidArgument {
 		t.Errorf("second register = %v, want InvalidArgument", err)
 	}
+}
+
+// retryDelay returns the delay of a status's RetryInfo, or 0.
+func retryDelay(st *status.Status) time.Duration {
+	for _, d := range st.Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			return ri.GetRetryDelay().AsDuration()
+		}
+	}
+	return 0
 }
 
 func TestListings(t *testing.T) {

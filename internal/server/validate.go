@@ -153,17 +153,16 @@ func validateLLM(o *toolpb.LlmOptions) *fieldError {
 func checkContext(field string, m map[string]string) *fieldError {
 	// The encoded bound (context.max_bytes, 8 KiB by default, at most 1 MiB) is checked
 	// later; this refuses what could never fit before sorting megabytes of keys.
-	const maxEntries = 1024
-	if len(m) > maxEntries {
-		return invalid(field, "has %d entries; the limit is %d", len(m), maxEntries)
+	if len(m) > wire.MaxContextEntries {
+		return invalid(field, "has %d entries; the limit is %d", len(m), wire.MaxContextEntries)
 	}
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		f := fmt.Sprintf("%s[%s]", field, quote(k))
 		switch {
 		case k == "":
 			return invalid(field, "has an empty key")
-		case wire.CheckText(k, 1<<20) != "":
-			return invalid(field, "a key %s", wire.CheckText(k, 1<<20))
+		case wire.CheckText(k, wire.MaxContextKeyBytes) != "":
+			return invalid(field, "a key %s", wire.CheckText(k, wire.MaxContextKeyBytes))
 		case toolctx.IsReserved(k):
 			return invalid(f, "the key prefix %q is reserved for toolmesh", toolctx.ReservedPrefix)
 		case wire.CheckText(m[k], 1<<20) != "":

@@ -62,6 +62,18 @@ var invalidRequests = []struct {
 	{"role too long", &toolpb.RunRequest{Prompt: "p", Llm: &toolpb.LlmOptions{Role: strings.Repeat("r", wire.MaxRoleBytes+1)}}, "llm.role"},
 	{"output schema too large", &toolpb.RunRequest{Prompt: "p", OutputSchemaJson: strings.Repeat(" ", wire.MaxSchemaBytes+1)}, "output_schema_json"},
 	{"run_id of a megabyte", &toolpb.RunRequest{Prompt: "p", RunId: strings.Repeat("a", 1<<20)}, "run_id"},
+	{"context key over its bound", &toolpb.RunRequest{Prompt: "p", Context: map[string]string{strings.Repeat("k", wire.MaxContextKeyBytes+1): "v"}}, "context"},
+	{"interaction context key of a megabyte", &toolpb.RunRequest{Prompt: "p", InteractionContext: map[string]string{strings.Repeat("k", 1<<20): "v"}}, "interaction_context"},
+	{"too many context entries", &toolpb.RunRequest{Prompt: "p", Context: entries(wire.MaxContextEntries + 1)}, "context"},
+}
+
+// entries returns a context of n distinct entries.
+func entries(n int) map[string]string {
+	m := make(map[string]string, n)
+	for _, k := range names("k", n) {
+		m[k] = "v"
+	}
+	return m
 }
 
 // names returns n distinct names starting with prefix.
@@ -114,6 +126,7 @@ func TestValidateRunAccepts(t *testing.T) {
 		"run id":                   {Prompt: "p", RunId: "run_A-1.b:c"},
 		"same name group and tool": {Prompt: "p", ToolGroups: []string{"x"}, Tools: []string{"x"}},
 		"context":                  {Prompt: "p", Context: map[string]string{"tenant": "ünïcode"}},
+		"context key at its bound": {Prompt: "p", Context: map[string]string{strings.Repeat("k", wire.MaxContextKeyBytes): "v"}},
 		"prompt at the size limit": {Prompt: strings.Repeat("x", wire.MaxPromptBytes)},
 	} {
 		if fe := validateRun(req); fe != nil {

@@ -9,7 +9,7 @@ import (
 
 // Bounds of the contract's fields. The proto states each one with its field; the
 // orchestrator refuses a request over a bound with INVALID_ARGUMENT naming the field,
-// and never echoes the offending value.
+// and never echoes an oversized value (a long one is described by its length).
 const (
 	// MaxMessageBytes bounds every gRPC message toolmesh receives.
 	MaxMessageBytes = 4 << 20
@@ -43,6 +43,10 @@ const (
 	MaxMetadataEntries    = 64
 	MaxMetadataKeyBytes   = 256
 	MaxMetadataValueBytes = 4 << 10
+	// MaxContextKeyBytes bounds a key of a run's ToolCallContext; MaxContextEntries the
+	// entries of one level (the run's or the interaction's).
+	MaxContextKeyBytes = 256
+	MaxContextEntries  = 1024
 )
 
 // Identifier rules. Tool names follow the strictest model API's rule.

@@ -125,20 +125,31 @@ func (s *secured) isSecret(key string) bool {
 }
 
 // credentialWords end the names of well-known credential keys, once the name is lower
-// case and its separators are gone: "Authorization", "Proxy-Authorization", "Cookie",
-// "X-Api-Key", "api_key", "openaiApiKey", "access_token", "authToken", "password",
-// "client_secret", "privateKey", "sessionId", "AWS_CREDENTIALS".
+// case and its separators are gone: "Authorization", "Proxy-Authorization", "X-Auth",
+// "Cookie", "X-Api-Key", "api_keys", "openaiApiKey", "access_token", "authToken",
+// "password", "db_pwd", "client_secret", "AWS_SECRET_ACCESS_KEY", "ssh_key",
+// "privateKey", "sessionId", "AWS_CREDENTIALS", "id_jwt". "tokens" is not among them:
+// "maxTokens" names a number.
 var credentialWords = []string{
-	"authorization", "cookie", "apikey", "token", "password", "passwd", "passphrase",
-	"secret", "credential", "credentials", "privatekey", "sessionid", "bearer",
+	"authorization", "auth", "cookie", "cookies", "apikey", "apikeys", "token",
+	"password", "passwords", "passwd", "pwd", "passphrase", "passcode",
+	"secret", "secrets", "secretkey", "accesskey", "privatekey", "privatekeys",
+	"signingkey", "encryptionkey", "sshkey", "credential", "credentials",
+	"sessionid", "bearer", "jwt", "connectionstring",
 }
+
+// credentialNames are credential keys too short to be recognized by their ending.
+var credentialNames = []string{"pass", "pin", "otp", "sid"}
 
 // IsCredentialKey reports whether key names a well-known kind of credential: after
 // lower-casing and dropping '-', '_', '.' and spaces, it ends with one of
-// "authorization", "cookie", "apikey", "token", "password", "passwd", "passphrase",
-// "secret", "credential(s)", "privatekey", "sessionid" or "bearer". Such keys are
-// secrets of every Secured converter, so that a pass-through converter never forwards
-// one by accident; an allow-keys converter that lists one forwards it.
+// "authorization", "auth", "cookie(s)", "apikey(s)", "token", "password(s)", "passwd",
+// "pwd", "passphrase", "passcode", "secret(s)", "secretkey", "accesskey",
+// "privatekey(s)", "signingkey", "encryptionkey", "sshkey", "credential(s)",
+// "sessionid", "bearer", "jwt" or "connectionstring", or it is "pass", "pin", "otp" or
+// "sid". Such keys are secrets of every Secured converter, so that a pass-through
+// converter never forwards one by accident; an allow-keys converter that lists one
+// forwards it.
 func IsCredentialKey(key string) bool {
 	var b strings.Builder
 	for _, r := range strings.ToLower(key) {
@@ -149,7 +160,8 @@ func IsCredentialKey(key string) bool {
 		}
 	}
 	norm := b.String()
-	return slices.ContainsFunc(credentialWords, func(w string) bool { return strings.HasSuffix(norm, w) })
+	return slices.Contains(credentialNames, norm) ||
+		slices.ContainsFunc(credentialWords, func(w string) bool { return strings.HasSuffix(norm, w) })
 }
 
 func (s *secured) allows(key string) bool {

@@ -174,8 +174,12 @@ func TestSecured(t *testing.T) {
 func TestWellKnownCredentialsAreSecrets(t *testing.T) {
 	credentials := []string{"Authorization", "authorization", "Proxy-Authorization", "Cookie", "X-Api-Key", "api_key",
 		"apiKey", "OPENAI_API_KEY", "access_token", "refresh-token", "authToken", "githubToken", "password", "dbPassword",
-		"client_secret", "privateKey", "session.id", "AWS_CREDENTIALS", "bearer"}
-	plain := []string{"tenantId", "correlationId", "maxTokens", "tokenizer", "keyId", "locale", "secretary_name"}
+		"client_secret", "privateKey", "session.id", "AWS_CREDENTIALS", "bearer",
+		"api_keys", "X-Auth", "x-goog-auth", "basic_auth", "cookies", "passwords", "db_pwd", "PASS", "pin", "otp",
+		"passcode", "client_secrets", "secret_key", "AWS_SECRET_ACCESS_KEY", "ssh_key", "signing-key", "encryptionKey",
+		"private_keys", "id_jwt", "DATABASE_CONNECTION_STRING", "sid"}
+	plain := []string{"tenantId", "correlationId", "maxTokens", "tokenizer", "keyId", "locale", "secretary_name",
+		"author", "AWS_ACCESS_KEY_ID", "passenger", "pinned", "spin", "sidebar", "region", "user", "chat_session"}
 	var kv []string
 	for _, k := range append(slices.Clone(credentials), plain...) {
 		kv = append(kv, k, "v-"+k)

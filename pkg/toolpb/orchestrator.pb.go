@@ -337,8 +337,9 @@ type RunRequest struct {
 	// [A-Za-z0-9_-], none twice.
 	Tools []string `protobuf:"bytes,5,rep,name=tools,proto3" json:"tools,omitempty"`
 	// Run-level ToolCallContext: entries every tool call of the run receives, subject to
-	// each group's converter. Never shown to the model. Keys and values are valid UTF-8;
-	// keys starting with "toolmesh." are reserved. Together with interaction_context at
+	// each group's converter. Never shown to the model. At most 1024 entries; keys are
+	// 1 to 256 bytes and values valid UTF-8; keys starting with "toolmesh." are
+	// reserved. Together with interaction_context at
 	// most 8 KiB encoded (the orchestrator's context.max_bytes), one gRPC metadata entry
 	// per key.
 	Context map[string]string `protobuf:"bytes,6,rep,name=context,proto3" json:"context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
