@@ -105,6 +105,7 @@ func run(args []string) error {
 	}()
 	tel, err := telemetry.FromProviders(sdk.TracerProvider, sdk.MeterProvider, telemetry.Options{
 		CapturePayloads: cfg.Telemetry.CapturePayloads, ContextAllowList: cfg.Telemetry.ContextAllowList,
+		KnownModels: append(cfg.KnownModels(), defaultOpenAIModel, defaultAnthropicModel),
 	})
 	if err != nil {
 		return err

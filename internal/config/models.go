@@ -2,6 +2,7 @@ package config
 
 import (
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -48,4 +49,28 @@ func (c Config) validateModels(bad func(key, format string, args ...any)) {
 			}
 		}
 	}
+}
+
+// KnownModels lists the model names the configuration mentions (the roles' models, the
+// priced models, the providers' default models), without their provider/ prefix.
+func (c Config) KnownModels() []string {
+	var out []string
+	add := func(m string) {
+		if _, name, ok := strings.Cut(m, "/"); ok {
+			m = name
+		}
+		if m != "" {
+			out = append(out, m)
+		}
+	}
+	for _, m := range c.Models.Roles {
+		add(m)
+	}
+	for m := range c.Models.Prices {
+		add(m)
+	}
+	add(c.Provider.OpenAI.DefaultModel)
+	add(c.Provider.Anthropic.DefaultModel)
+	slices.Sort(out)
+	return slices.Compact(out)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -41,8 +42,61 @@ var (
 	runBuckets      = []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}
 )
 
+// Bounds of the label values that come from requests and model answers rather than
+// from the configuration or the routing table: a client can name any model, a model can
+// call a tool by any name. Past the bound, new values are recorded as OtherValue, so a
+// stream of made-up names neither grows memory nor floods a metrics backend.
+const (
+	maxModelValues = 128
+	maxToolValues  = 1024
+	// OtherValue stands for label values past their bound, as the semantic conventions
+	// write an unlisted value.
+	OtherValue = "_OTHER"
+)
+
+// boundedValues admits the values it was told of and the first max other distinct
+// values of a label, and maps the rest to OtherValue.
+type boundedValues struct {
+	mu    sync.Mutex
+	known map[string]bool // true: admitted up front, not counted against max
+	other int
+	max   int
+}
+
+func newBoundedValues(maxValues int) *boundedValues {
+	return &boundedValues{known: map[string]bool{}, max: maxValues}
+}
+
+// admit makes values always recorded by name.
+func (b *boundedValues) admit(values ...string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, v := range values {
+		if _, ok := b.known[v]; !ok {
+			b.known[v] = true
+		}
+	}
+}
+
+func (b *boundedValues) value(v string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.known[v]; ok {
+		return v
+	}
+	if b.other >= b.max {
+		return OtherValue
+	}
+	b.known[v] = false
+	b.other++
+	return v
+}
+
 // instruments are created once per Telemetry.
 type instruments struct {
+	models *boundedValues
+	tools  *boundedValues
+
 	toolDuration metric.Float64Histogram
 	inFlight     metric.Int64UpDownCounter
 	dispatched   metric.Int64UpDownCounter
@@ -54,7 +108,7 @@ type instruments struct {
 
 func newInstruments(m metric.Meter, replicas metric.Int64Callback) (*instruments, error) {
 	var (
-		in   instruments
+		in   = instruments{models: newBoundedValues(maxModelValues), tools: newBoundedValues(maxToolValues)}
 		errs []error
 	)
 	note := func(err error) {
@@ -120,7 +174,7 @@ func (t *Telemetry) RecordToolCall(ctx context.Context, tool, group, outcome str
 	if in == nil {
 		return
 	}
-	attrs := []attribute.KeyValue{KeyToolName.String(tool), KeyOutcome.String(outcome)}
+	attrs := []attribute.KeyValue{KeyToolName.String(in.tools.value(tool)), KeyOutcome.String(outcome)}
 	if group != "" {
 		attrs = append(attrs, KeyGroup.String(group))
 	}
@@ -190,17 +244,17 @@ func (t *Telemetry) RecordTokens(ctx context.Context, provider, model string, in
 		if n <= 0 {
 			return
 		}
-		in.tokens.Record(ctx, n, metric.WithAttributes(append(chatAttrs(provider, model), KeyTokenType.String(typ))...))
+		in.tokens.Record(ctx, n, metric.WithAttributes(append(in.chatAttrs(provider, model), KeyTokenType.String(typ))...))
 	}
 	record(input, TokenTypeInput)
 	record(output, TokenTypeOutput)
 }
 
 // chatAttrs are the attributes every chat metric carries.
-func chatAttrs(provider, model string) []attribute.KeyValue {
+func (in *instruments) chatAttrs(provider, model string) []attribute.KeyValue {
 	attrs := []attribute.KeyValue{KeyOperationName.String(OperationChat), KeyProviderName.String(provider)}
 	if model != "" {
-		attrs = append(attrs, KeyRequestModel.String(model))
+		attrs = append(attrs, KeyRequestModel.String(in.models.value(model)))
 	}
 	return attrs
 }
@@ -210,9 +264,9 @@ func (t *Telemetry) recordChatDuration(ctx context.Context, provider, model, res
 	if in == nil {
 		return
 	}
-	attrs := chatAttrs(provider, model)
+	attrs := in.chatAttrs(provider, model)
 	if responseModel != "" {
-		attrs = append(attrs, KeyResponseModel.String(responseModel))
+		attrs = append(attrs, KeyResponseModel.String(in.models.value(responseModel)))
 	}
 	if errType != "" {
 		attrs = append(attrs, KeyErrorType.String(errType))
@@ -226,7 +280,7 @@ func (t *Telemetry) RecordCost(ctx context.Context, model string, usd float64) {
 	if in == nil || usd <= 0 {
 		return
 	}
-	in.cost.Add(ctx, usd, metric.WithAttributes(KeyRequestModel.String(model)))
+	in.cost.Add(ctx, usd, metric.WithAttributes(KeyRequestModel.String(in.models.value(model))))
 }
 
 // RecordRun records a finished run in toolmesh.run.duration. EndRun calls it.

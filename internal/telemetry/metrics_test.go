@@ -2,8 +2,10 @@ package telemetry_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"go.opentelemetry.io/otel/attribute"
@@ -106,5 +108,68 @@ func TestMetricsRecorded(t *testing.T) {
 		if got := rec.Metric(t, name).Unit; got != unit {
 			t.Errorf("%s unit %q, want %q", name, got, unit)
 		}
+	}
+}
+
+// TestMetricLabelsAreBounded: model and tool names come from clients and models, so a
+// stream of made-up ones must not add a series each; past the bound they share one.
+func TestMetricLabelsAreBounded(t *testing.T) {
+	rec := telemetrytest.New(t, telemetry.Options{KnownModels: []string{"gpt-4o"}})
+	ctx := context.Background()
+	for i := range 5000 {
+		name := fmt.Sprintf("made-up-%d", i)
+		rec.Telemetry.RecordTokens(ctx, "openai", name, 1, 1)
+		rec.Telemetry.RecordCost(ctx, name, 0.01)
+		rec.Telemetry.RecordToolCall(ctx, name, "", "unknown_tool", time.Millisecond)
+	}
+	series := func(name string) (n int, other bool) {
+		m := rec.Metric(t, name)
+		var sets []attribute.Set
+		switch d := m.Data.(type) {
+		case metricdata.Histogram[float64]:
+			for _, p := range d.DataPoints {
+				sets = append(sets, p.Attributes)
+			}
+		case metricdata.Histogram[int64]:
+			for _, p := range d.DataPoints {
+				sets = append(sets, p.Attributes)
+			}
+		case metricdata.Sum[float64]:
+			for _, p := range d.DataPoints {
+				sets = append(sets, p.Attributes)
+			}
+		default:
+			t.Fatalf("%s: data %T", name, m.Data)
+		}
+		for _, s := range sets {
+			for _, kv := range s.ToSlice() {
+				other = other || kv.Value.AsString() == telemetry.OtherValue
+			}
+		}
+		return len(sets), other
+	}
+	for _, c := range []struct {
+		metric string
+		max    int
+	}{
+		{telemetry.MetricTokenUsage, 2 * 129}, // input and output, 128 models and _OTHER
+		{telemetry.MetricCost, 129},
+		{telemetry.MetricToolCallDuration, 1025},
+	} {
+		n, other := series(c.metric)
+		if n > c.max || !other {
+			t.Errorf("%s has %d series (want at most %d) and _OTHER %v (want true)", c.metric, n, c.max, other)
+		}
+	}
+
+	// A model the orchestrator is configured with keeps its name after the flood.
+	rec.Telemetry.RecordCost(ctx, "gpt-4o", 1)
+	found := false
+	for _, p := range rec.Metric(t, telemetry.MetricCost).Data.(metricdata.Sum[float64]).DataPoints {
+		v, _ := p.Attributes.Value(telemetry.KeyRequestModel)
+		found = found || v.AsString() == "gpt-4o"
+	}
+	if !found {
+		t.Error("the known model gpt-4o was recorded as _OTHER after the flood")
 	}
 }

@@ -25,6 +25,10 @@ type Options struct {
 	// ContextAllowList names the ToolCallContext keys that ContextAttributes records, as
 	// toolmesh.context.<key>. Keys not listed never reach a span.
 	ContextAllowList []string
+	// KnownModels are model names (as providers are asked for them, without the
+	// provider/ prefix) that metrics always label by name. Other names share the
+	// bounded rest of the label's values.
+	KnownModels []string
 }
 
 // Telemetry holds the tracer and meter providers of one process and the instruments
@@ -64,6 +68,7 @@ func FromProviders(tp trace.TracerProvider, mp metric.MeterProvider, opts Option
 	if err != nil {
 		return nil, err
 	}
+	inst.models.admit(opts.KnownModels...)
 	t.inst = inst
 	return t, nil
 }
