@@ -149,9 +149,18 @@ func (r *Router) invokeOnce(ctx context.Context, t *remoteTool, w *worker, req *
 	r.opts.Telemetry.AddDispatched(ctx, w.id, t.group, -1)
 	w.release()
 	if err == nil {
+		res := wire.ResultFromProto(resp)
+		if res.IsError() && res.Code == tool.CodeUnknownTool {
+			// The worker does not serve a tool it registered (another worker process now
+			// has its address, say): the call did not run, and the replica is at fault.
+			if r.markFailed(w) {
+				r.log.WarnContext(ctx, "worker ejected: it does not serve a tool it registered", "worker_id", w.id, "tool", t.def.Name, "for", r.opts.EjectFor.String())
+			}
+			return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("worker %s does not serve tool '%s', which it registered: %s", w.id, t.def.Name, res.Content)), true
+		}
 		w.succeeded()
 		*answered = resp
-		return wire.ResultFromProto(resp), false
+		return res, false
 	}
 
 	name := t.def.Name

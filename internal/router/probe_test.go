@@ -13,6 +13,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
@@ -99,6 +100,33 @@ func TestUnimplementedIsAReplicaFault(t *testing.T) {
 	}
 	if n := good.calls.Load(); n != 6 {
 		t.Errorf("good replica served %d calls, want 6", n)
+	}
+}
+
+// TestUnknownToolAnswerIsAReplicaFault: a worker that answers UNKNOWN_TOOL for a tool it
+// registered (another worker process took its address) did not run the call: the call
+// goes to a replica that serves the tool, even for a tool that is not idempotent, and
+// the stale replica is ejected.
+func TestUnknownToolAnswerIsAReplicaFault(t *testing.T) {
+	ctx := testContext(t)
+	stale := startFake(t, func(context.Context, *toolpb.InvokeRequest) (*toolpb.InvokeResponse, error) {
+		return wire.ResultToProto(tool.ErrorWithCode(tool.CodeUnknownTool, "tool 'echo' is not served by worker other"))
+	})
+	good := startFake(t, answering("served"))
+	r := newRouter(t, Options{EjectAfter: 2})
+	mustRegister(t, r, registration("stale", stale.addr, "text", echoTool("echo")))
+	mustRegister(t, r, registration("good", good.addr, "text", echoTool("echo")))
+	for i := range 6 {
+		res, d := call(ctx, t, r, "echo", `{}`)
+		if res.IsError() || res.Content != "served" || d.WorkerID != "good" {
+			t.Fatalf("call %d = %+v on %+v, want it served by the good replica", i, res, d)
+		}
+	}
+	if got := workerOf(t, r, "stale").status(r.now()); got != toolpb.WorkerState_WORKER_STATE_EJECTED {
+		t.Errorf("stale replica state = %s, want EJECTED", got)
+	}
+	if n := stale.calls.Load(); n > 2 {
+		t.Errorf("stale replica was sent %d calls, want at most 2 (then ejected)", n)
 	}
 }
 
