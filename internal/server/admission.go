@@ -8,7 +8,11 @@ import (
 
 	"golang.org/x/sync/semaphore"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
+	grpcproto "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/wire"
@@ -42,6 +46,7 @@ const streamWindow = 64 << 10
 func ServerOptions(cfg config.Config) []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.Server.MaxReceiveBytes),
+		grpc.ForceServerCodecV2(requestCodec),
 		grpc.InitialWindowSize(streamWindow),
 		grpc.InitialConnWindowSize(16 * streamWindow),
 	}
@@ -81,6 +86,54 @@ func (a *admission) recv(ctx context.Context, read func() error) error {
 	return read()
 }
 
+// requestCodec is the server's codec: grpc-go's protobuf codec, except that a toolmesh
+// request that does not decode (invalid UTF-8 in a string field, a malformed varint) is
+// not reported as grpc-go reports it, an INTERNAL status the client would read as the
+// server's fault. The decode error is kept aside for the message and returned by the
+// gated read that asked for it (every toolmesh request is read through one) as what it
+// is: INVALID_ARGUMENT with reason INVALID_REQUEST.
+var requestCodec = &keepingCodec{base: encoding.GetCodecV2(grpcproto.Name)}
+
+type keepingCodec struct {
+	base   encoding.CodecV2
+	failed sync.Map // message pointer → decode error, until its read takes it
+}
+
+func (c *keepingCodec) Name() string { return c.base.Name() }
+
+func (c *keepingCodec) Marshal(v any) (mem.BufferSlice, error) { return c.base.Marshal(v) }
+
+func (c *keepingCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	err := c.base.Unmarshal(data, v)
+	if err == nil {
+		return nil
+	}
+	m, ok := v.(proto.Message)
+	if !ok || m.ProtoReflect().Descriptor().ParentFile().Package() != "toolmesh.v1" {
+		return err
+	}
+	c.failed.Store(v, err)
+	return nil
+}
+
+// decodeError returns the decode error kept for m, if any.
+func (c *keepingCodec) decodeError(m any) error {
+	v, ok := c.failed.LoadAndDelete(m)
+	if !ok {
+		return nil
+	}
+	return wire.Error{Reason: toolpb.ErrorReason_ERROR_REASON_INVALID_REQUEST,
+		Message: "the request is not a valid protobuf message: " + wire.Truncate(v.(error).Error(), 512)}.Err()
+}
+
+// decoded reads m with read and returns the error of reading it, or of decoding it.
+func decoded(m any, read func() error) error {
+	if err := read(); err != nil {
+		return err
+	}
+	return requestCodec.decodeError(m)
+}
+
 // gate returns desc with the request of every call counted against the budget: unary
 // handlers decode it through the function they are given, streaming handlers through
 // their stream's first RecvMsg (a run's request, a worker's registration). A stream's
@@ -92,7 +145,9 @@ func (a *admission) gate(desc *grpc.ServiceDesc) *grpc.ServiceDesc {
 	for i, m := range desc.Methods {
 		h := m.Handler
 		m.Handler = func(srv any, ctx context.Context, dec func(any) error, in grpc.UnaryServerInterceptor) (any, error) {
-			return h(srv, ctx, func(v any) error { return a.recv(ctx, func() error { return dec(v) }) }, in)
+			return h(srv, ctx, func(v any) error {
+				return a.recv(ctx, func() error { return decoded(v, func() error { return dec(v) }) })
+			}, in)
 		}
 		out.Methods[i] = m
 	}
@@ -114,9 +169,10 @@ type gatedStream struct {
 }
 
 func (s *gatedStream) RecvMsg(m any) error {
+	read := func() error { return decoded(m, func() error { return s.ServerStream.RecvMsg(m) }) }
 	if s.read {
-		return s.ServerStream.RecvMsg(m)
+		return read()
 	}
 	s.read = true
-	return s.a.recv(s.Context(), func() error { return s.ServerStream.RecvMsg(m) })
+	return s.a.recv(s.Context(), read)
 }

@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"golang.org/x/sync/semaphore"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/toolmesh/toolmesh/internal/builtin"
 	"github.com/toolmesh/toolmesh/pkg/client"
@@ -69,4 +73,69 @@ func TestIdleRegistrationStreamsDoNotHoldTheBudget(t *testing.T) {
 	if _, err := e.cl.ListTools(ctx); errors.Is(err, client.ErrOverloaded) {
 		t.Fatal(err)
 	}
+}
+
+// rawCodec sends []byte as the message itself, so that a test can send bytes no
+// protobuf library would encode.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error) { return v.([]byte), nil }
+func (rawCodec) Unmarshal(data []byte, v any) error {
+	*(v.(*[]byte)) = append([]byte(nil), data...)
+	return nil
+}
+func (rawCodec) Name() string { return "proto" }
+
+// TestUndecodableRequestIsTheClientsMistake: a message that is not valid protobuf (a
+// string field of invalid UTF-8, which only a hand-rolled client can send) is refused
+// with INVALID_ARGUMENT and reason INVALID_REQUEST, not INTERNAL, on unary calls, on the
+// first message of a stream and on a later one.
+func TestUndecodableRequestIsTheClientsMistake(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	ctx := testContext(t)
+	badString := []byte{0x0a, 0x01, 0xff} // field 1, a string of one byte: 0xff
+
+	check := func(what string, err error, mentions string) {
+		t.Helper()
+		st, info, _ := statusDetails(t, err)
+		if st.Code() != codes.InvalidArgument || info.GetReason() != "INVALID_REQUEST" || !strings.Contains(st.Message(), mentions) {
+			t.Errorf("%s: %v (%v), want InvalidArgument INVALID_REQUEST mentioning %q", what, err, info, mentions)
+		}
+	}
+	raw := grpc.ForceCodec(rawCodec{})
+
+	var reply []byte
+	check("GetRun", e.conn.Invoke(ctx, toolpb.OrchestratorService_GetRun_FullMethodName, badString, &reply, raw), "UTF-8")
+
+	run, err := e.conn.NewStream(ctx, &toolpb.OrchestratorService_ServiceDesc.Streams[0], toolpb.OrchestratorService_Run_FullMethodName, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run.SendMsg(badString); err != nil {
+		t.Fatal(err)
+	}
+	_ = run.CloseSend()
+	check("Run", run.RecvMsg(&reply), "UTF-8")
+
+	// A registration, then a heartbeat that does not decode: field 2 of ConnectRequest
+	// holds a Heartbeat whose field 1, an int, is a truncated varint.
+	conn, err := e.conn.NewStream(ctx, &toolpb.ToolRegistryService_ServiceDesc.Streams[0], toolpb.ToolRegistryService_Connect_FullMethodName, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := proto.Marshal(&toolpb.ConnectRequest{Message: &toolpb.ConnectRequest_Register{Register: registration("w-bad", builtin.TextGroup())}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.SendMsg(reg); err != nil {
+		t.Fatal(err)
+	}
+	var ack toolpb.ConnectResponse
+	if err := conn.RecvMsg(&reply); err != nil || proto.Unmarshal(reply, &ack) != nil || !ack.GetAck().GetAccepted() {
+		t.Fatalf("registration: %v, ack %v", err, &ack)
+	}
+	if err := conn.SendMsg([]byte{0x12, 0x02, 0x08, 0x80}); err != nil {
+		t.Fatal(err)
+	}
+	check("heartbeat", conn.RecvMsg(&reply), "protobuf")
 }

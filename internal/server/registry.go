@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/toolmesh/toolmesh/internal/router"
@@ -111,8 +113,11 @@ func (r *registryServer) Connect(stream toolpb.ToolRegistryService_ConnectServer
 			default:
 				return statusError(toolpb.ErrorReason_ERROR_REASON_REGISTRATION_INVALID, fmt.Sprintf("unexpected message %T", m.GetMessage()), nil)
 			}
-		case <-recvErr:
-			return nil // io.EOF or a broken stream: the lease ends either way
+		case err := <-recvErr:
+			if errors.Is(err, io.EOF) || status.Code(err) != codes.InvalidArgument {
+				return nil // the worker closed, or the stream broke: the lease ends either way
+			}
+			return err // a message that does not decode
 		case <-timer.C:
 			r.s.log.Warn("worker lease expired: no heartbeat", "worker_id", lease.WorkerID(), "ttl", ttl.String())
 			return statusError(toolpb.ErrorReason_ERROR_REASON_LEASE_EXPIRED, fmt.Sprintf("no heartbeat within the lease TTL of %s", ttl), nil)
