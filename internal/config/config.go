@@ -78,6 +78,9 @@ type Server struct {
 	// each counted at MaxReceiveBytes; further requests wait, and are refused as
 	// overloaded after a short wait.
 	MaxInflightReceiveBytes int `yaml:"max_inflight_receive_bytes"`
+	// MaxOpenCalls bounds the calls open at once (runs streaming their events,
+	// registration streams, unary requests); further calls are refused as overloaded.
+	MaxOpenCalls int `yaml:"max_open_calls"`
 }
 
 // Registry configures worker registration.
@@ -188,7 +191,7 @@ type Log struct {
 func Default() Config {
 	return Config{
 		Listen: "127.0.0.1:7070",
-		Server: Server{MaxReceiveBytes: 4 << 20, MaxInflightReceiveBytes: 32 << 20},
+		Server: Server{MaxReceiveBytes: 4 << 20, MaxInflightReceiveBytes: 32 << 20, MaxOpenCalls: 4096},
 		Registry: Registry{
 			HeartbeatInterval: Duration(2 * time.Second),
 			LeaseTTL:          Duration(6 * time.Second),
@@ -272,6 +275,9 @@ func (c Config) Validate() error {
 	}
 	if c.Server.MaxInflightReceiveBytes < c.Server.MaxReceiveBytes || c.Server.MaxInflightReceiveBytes > 4<<30 {
 		bad("server.max_inflight_receive_bytes", "must be at least server.max_receive_bytes (%d) and at most 4294967296, got %d", c.Server.MaxReceiveBytes, c.Server.MaxInflightReceiveBytes)
+	}
+	if c.Server.MaxOpenCalls < 16 || c.Server.MaxOpenCalls > 1<<20 {
+		bad("server.max_open_calls", "must be between 16 and 1048576, got %d", c.Server.MaxOpenCalls)
 	}
 	c.validateContext(bad)
 	c.validateModels(bad)

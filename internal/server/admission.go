@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -37,6 +38,11 @@ const admissionWait = 2 * time.Second
 // sent so far is all the memory it holds.
 const admissionHold = 10 * time.Second
 
+// firstMessageTimeout bounds the wait for a request's message (a unary request, the
+// first message of a stream): a call whose message has not arrived by then is ended, so
+// that calls opened and left silent do not hold their place for ever.
+const firstMessageTimeout = 30 * time.Second
+
 // streamWindow is the fixed HTTP/2 flow-control window of each stream; a connection's
 // is sixteen times that (its window is acknowledged as data arrives, not as it is read,
 // so it paces throughput rather than bounding memory).
@@ -52,20 +58,53 @@ func ServerOptions(cfg config.Config) []grpc.ServerOption {
 	}
 }
 
-// admission is the budget of bytes being received.
+// admission is the budget of bytes being received, and the bound of calls open at once.
 type admission struct {
 	sem        *semaphore.Weighted
 	perMessage int64
 	messages   int64 // how many messages the budget admits at once
+	open       atomic.Int64
+	maxOpen    int64
 }
 
 func newAdmission(cfg config.Server) *admission {
 	per := int64(cfg.MaxReceiveBytes)
-	return &admission{sem: semaphore.NewWeighted(int64(cfg.MaxInflightReceiveBytes)), perMessage: per, messages: int64(cfg.MaxInflightReceiveBytes) / per}
+	return &admission{sem: semaphore.NewWeighted(int64(cfg.MaxInflightReceiveBytes)), perMessage: per,
+		messages: int64(cfg.MaxInflightReceiveBytes) / per, maxOpen: int64(cfg.MaxOpenCalls)}
 }
 
-// recv runs one read of a request message within the budget.
+// enter counts a call open; it refuses one over the bound at once, as OVERLOADED. A call
+// that entered must leave.
+func (a *admission) enter() error {
+	if a.open.Add(1) > a.maxOpen {
+		a.open.Add(-1)
+		return wire.Error{Reason: toolpb.ErrorReason_ERROR_REASON_OVERLOADED,
+			Message: fmt.Sprintf("the orchestrator has its maximum of %d calls open (runs, registration streams, requests); retry later", a.maxOpen)}.Err()
+	}
+	return nil
+}
+
+func (a *admission) leave() { a.open.Add(-1) }
+
+// recv runs one read of a request message within the budget, and within
+// firstMessageTimeout: past it, recv returns and the caller ends the call, which ends
+// the read.
 func (a *admission) recv(ctx context.Context, read func() error) error {
+	timer := time.NewTimer(firstMessageTimeout)
+	defer timer.Stop()
+	done := make(chan error, 1)
+	go func() { done <- a.budgeted(ctx, read) }()
+	select {
+	case err := <-done:
+		return err
+	case <-timer.C:
+		return wire.Error{Reason: toolpb.ErrorReason_ERROR_REASON_INVALID_REQUEST,
+			Message: fmt.Sprintf("the request message did not arrive within %s of the call's start", firstMessageTimeout)}.Err()
+	}
+}
+
+// budgeted runs read within the budget.
+func (a *admission) budgeted(ctx context.Context, read func() error) error {
 	wait, cancel := context.WithTimeout(ctx, admissionWait)
 	err := a.sem.Acquire(wait, a.perMessage)
 	cancel()
@@ -145,6 +184,10 @@ func (a *admission) gate(desc *grpc.ServiceDesc) *grpc.ServiceDesc {
 	for i, m := range desc.Methods {
 		h := m.Handler
 		m.Handler = func(srv any, ctx context.Context, dec func(any) error, in grpc.UnaryServerInterceptor) (any, error) {
+			if err := a.enter(); err != nil {
+				return nil, err
+			}
+			defer a.leave()
 			return h(srv, ctx, func(v any) error {
 				return a.recv(ctx, func() error { return decoded(v, func() error { return dec(v) }) })
 			}, in)
@@ -154,7 +197,13 @@ func (a *admission) gate(desc *grpc.ServiceDesc) *grpc.ServiceDesc {
 	out.Streams = make([]grpc.StreamDesc, len(desc.Streams))
 	for i, sd := range desc.Streams {
 		h := sd.Handler
-		sd.Handler = func(srv any, ss grpc.ServerStream) error { return h(srv, &gatedStream{ServerStream: ss, a: a}) }
+		sd.Handler = func(srv any, ss grpc.ServerStream) error {
+			if err := a.enter(); err != nil {
+				return err
+			}
+			defer a.leave()
+			return h(srv, &gatedStream{ServerStream: ss, a: a})
+		}
 		out.Streams[i] = sd
 	}
 	return &out

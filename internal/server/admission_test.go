@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/toolmesh/toolmesh/internal/builtin"
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/pkg/client"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
@@ -73,6 +74,57 @@ func TestIdleRegistrationStreamsDoNotHoldTheBudget(t *testing.T) {
 	if _, err := e.cl.ListTools(ctx); errors.Is(err, client.ErrOverloaded) {
 		t.Fatal(err)
 	}
+}
+
+// TestOpenCallsAreBounded: past server.max_open_calls, a call is refused at once as
+// overloaded, whatever kind it is; a call that ends makes room.
+func TestOpenCallsAreBounded(t *testing.T) {
+	const maxOpen = 16
+	e := newEnv(t, envOptions{configure: func(c *config.Config) { c.Server.MaxOpenCalls = maxOpen }})
+	ctx := testContext(t)
+	var cancels []context.CancelFunc
+	for i := range maxOpen {
+		_, cancel := e.registerRaw(ctx, registration(fmt.Sprintf("w-%d", i), builtin.TextGroup()))
+		cancels = append(cancels, cancel)
+	}
+	start := time.Now()
+	if _, err := e.cl.ListTools(ctx); !errors.Is(err, client.ErrOverloaded) {
+		t.Fatalf("ListTools with %d registration streams open = %v, want ErrOverloaded", maxOpen, err)
+	}
+	if d := time.Since(start); d > admissionWait {
+		t.Errorf("the refusal took %s: it must not wait", d)
+	}
+	if _, err := e.cl.RunAndWait(ctx, &toolpb.RunRequest{Prompt: "hi"}, nil); !errors.Is(err, client.ErrOverloaded) {
+		t.Fatalf("Run = %v, want ErrOverloaded", err)
+	}
+	cancels[0]()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := e.cl.ListTools(ctx)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, client.ErrOverloaded) || time.Now().After(deadline) {
+			t.Fatalf("ListTools after a stream closed = %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestSilentCallsEnd: a call whose request message does not arrive within
+// firstMessageTimeout is ended, and gives its room back.
+func TestSilentCallsEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const per = 4 << 20
+		a := &admission{sem: semaphore.NewWeighted(per), perMessage: per, messages: 1, maxOpen: 4}
+		never := make(chan struct{})
+		defer close(never)
+		start := time.Now()
+		err := a.recv(t.Context(), func() error { <-never; return nil })
+		if reasonOf(err) != toolpb.ErrorReason_ERROR_REASON_INVALID_REQUEST || time.Since(start) != firstMessageTimeout {
+			t.Fatalf("silent read = %v after %s, want INVALID_REQUEST after %s", err, time.Since(start), firstMessageTimeout)
+		}
+	})
 }
 
 // rawCodec sends []byte as the message itself, so that a test can send bytes no
