@@ -133,6 +133,9 @@ func run(args []string) error {
 		MaxAttempts:    cfg.Router.MaxAttempts,
 		Telemetry:      tel,
 		Logger:         log,
+		Limits: router.Limits{
+			MaxWorkers: cfg.Registry.MaxWorkers, MaxTools: cfg.Registry.MaxTools, MaxDefinitionBytes: cfg.Registry.MaxDefinitionBytes,
+		},
 	})
 	defer rt.Close()
 	tel.RegisterReplicaGauge(rt.ReplicaCounts)

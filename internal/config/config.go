@@ -91,6 +91,11 @@ type Registry struct {
 	LeaseTTL Duration `yaml:"lease_ttl"`
 	// GracePeriod keeps a disconnected worker's place (taking no calls) before removal.
 	GracePeriod Duration `yaml:"grace_period"`
+	// MaxWorkers, MaxTools and MaxDefinitionBytes bound the routing table: workers,
+	// distinct tools and facades, and the encoded size of their definitions.
+	MaxWorkers         int   `yaml:"max_workers"`
+	MaxTools           int   `yaml:"max_tools"`
+	MaxDefinitionBytes int64 `yaml:"max_definition_bytes"`
 }
 
 // Router configures tool-call routing.
@@ -193,9 +198,12 @@ func Default() Config {
 		Listen: "127.0.0.1:7070",
 		Server: Server{MaxReceiveBytes: 4 << 20, MaxInflightReceiveBytes: 32 << 20, MaxOpenCalls: 4096},
 		Registry: Registry{
-			HeartbeatInterval: Duration(2 * time.Second),
-			LeaseTTL:          Duration(6 * time.Second),
-			GracePeriod:       Duration(3 * time.Second),
+			HeartbeatInterval:  Duration(2 * time.Second),
+			LeaseTTL:           Duration(6 * time.Second),
+			GracePeriod:        Duration(3 * time.Second),
+			MaxWorkers:         1024,
+			MaxTools:           10000,
+			MaxDefinitionBytes: 64 << 20,
 		},
 		Router: Router{
 			DefaultToolTimeout: Duration(30 * time.Second),
@@ -294,6 +302,15 @@ func (c Config) Validate() error {
 	positive("registry.grace_period", c.Registry.GracePeriod)
 	if c.Registry.HeartbeatInterval > 0 && c.Registry.LeaseTTL > 0 && c.Registry.LeaseTTL < 2*c.Registry.HeartbeatInterval {
 		bad("registry.lease_ttl", "must be at least twice registry.heartbeat_interval (%s), got %s", c.Registry.HeartbeatInterval.D(), c.Registry.LeaseTTL.D())
+	}
+	if c.Registry.MaxWorkers < 1 || c.Registry.MaxWorkers > 1<<20 {
+		bad("registry.max_workers", "must be between 1 and 1048576, got %d", c.Registry.MaxWorkers)
+	}
+	if c.Registry.MaxTools < 1 || c.Registry.MaxTools > 1<<20 {
+		bad("registry.max_tools", "must be between 1 and 1048576, got %d", c.Registry.MaxTools)
+	}
+	if c.Registry.MaxDefinitionBytes < 1<<20 || c.Registry.MaxDefinitionBytes > 16<<30 {
+		bad("registry.max_definition_bytes", "must be between 1048576 and 17179869184, got %d", c.Registry.MaxDefinitionBytes)
 	}
 	positive("router.default_tool_timeout", c.Router.DefaultToolTimeout)
 	if c.Router.EjectAfterFailures < 1 {

@@ -87,7 +87,7 @@ func flattenFacades(gr *toolpb.GroupRegistration, tools map[string]parsedTool, a
 		if len(n.GetCategories()) > 0 && n.GetSelectable() {
 			add(name, "facade %q cannot be both by-category and selectable", name)
 		}
-		out = append(out, parsedTool{name: name, def: def, meta: meta, hash: facadeHash(def, meta, n), facade: n})
+		out = append(out, parsedTool{name: name, def: def, meta: meta, hash: facadeHash(def, meta, n), facade: n, size: int64(proto.Size(n))})
 		for _, c := range n.GetChildren() {
 			if f := c.GetFacade(); f != nil {
 				walk(f, depth+1)

@@ -161,7 +161,9 @@ func (r *Router) Register(reg *toolpb.Registration) (*Lease, []*toolpb.Rejection
 					e.facade = proto.Clone(p.facade).(*toolpb.FacadeNode)
 				}
 				e.stub = newRemoteTool(r, e)
+				e.size = p.size
 				r.tools[name] = e
+				r.defBytes += e.size
 				g.tools[name] = e
 			}
 			e.replicas[w.id] = w
@@ -204,7 +206,46 @@ func (r *Router) checkLocked(reg *toolpb.Registration, parsed map[string]parsedT
 	if rej := capRejections(r.conflictsLocked(reg, parsed, old)); len(rej) > 0 {
 		return &refusal{rejections: rej, err: fmt.Errorf("%w: %s", ErrConflict, summarize(rej))}
 	}
+	if msg := r.overLimitsLocked(parsed, old); msg != "" {
+		return &refusal{rejections: []*toolpb.Rejection{{Reason: msg}}, err: fmt.Errorf("%w: %s", ErrTableFull, msg)}
+	}
 	return nil
+}
+
+// overLimitsLocked says which limit the table would go past if the registration,
+// replacing old (nil when none), were accepted; "" when none. r.mu must be held.
+func (r *Router) overLimitsLocked(parsed map[string]parsedTool, old *worker) string {
+	lim := r.opts.Limits
+	workers := len(r.workers)
+	if old == nil {
+		workers++
+	}
+	if workers > lim.MaxWorkers {
+		return fmt.Sprintf("the routing table holds its maximum of %d workers", lim.MaxWorkers)
+	}
+	// What old alone serves leaves with it.
+	tools, bytes := len(r.tools), r.defBytes
+	if old != nil {
+		for _, name := range old.tools {
+			if e := r.tools[name]; e != nil && len(e.replicas) == 1 && e.replicas[old.id] == old {
+				tools--
+				bytes -= e.size
+			}
+		}
+	}
+	for name, p := range parsed {
+		if e := r.tools[name]; e == nil || (old != nil && len(e.replicas) == 1 && e.replicas[old.id] == old) {
+			tools++
+			bytes += p.size
+		}
+	}
+	switch {
+	case tools > lim.MaxTools:
+		return fmt.Sprintf("the routing table would hold %d tools; its maximum is %d", tools, lim.MaxTools)
+	case bytes > lim.MaxDefinitionBytes:
+		return fmt.Sprintf("the routing table's definitions would take %d bytes; its maximum is %d", bytes, lim.MaxDefinitionBytes)
+	}
+	return ""
 }
 
 // HealthProbe is the default Options.Probe: the grpc.health.v1 status of
@@ -250,6 +291,7 @@ func (r *Router) removeLocked(w *worker) {
 			if len(e.replicas) == 0 {
 				delete(g.tools, name)
 				delete(r.tools, name)
+				r.defBytes -= e.size
 			}
 		}
 		if len(g.workers) == 0 {
@@ -266,6 +308,8 @@ type parsedTool struct {
 	hash  string
 	// facade is set for a facade of the registration.
 	facade *toolpb.FacadeNode
+	// size is the encoded size of the definition (and facade tree).
+	size int64
 }
 
 // entries lists the names of a group's tools and facades in a registration, the order
@@ -355,7 +399,7 @@ func validate(reg *toolpb.Registration) (rej []*toolpb.Rejection, _ map[string]p
 				add(role, name, "tool %q: content hash %q does not match the definition (computed %q)", name, wire.Truncate(rt.GetContentHash(), 64), hash)
 				continue
 			}
-			parsed[name] = parsedTool{name: name, group: role, def: def, meta: meta, hash: hash}
+			parsed[name] = parsedTool{name: name, group: role, def: def, meta: meta, hash: hash, size: int64(proto.Size(rt.GetDefinition()))}
 		}
 		for _, f := range flattenFacades(gr, parsed, func(name, format string, args ...any) { add(role, name, format, args...) }) {
 			if _, dup := parsed[f.name]; dup {

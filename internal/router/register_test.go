@@ -371,3 +371,52 @@ func TestRegisterAfterClose(t *testing.T) {
 		t.Errorf("Close left workers: %v", r.ListWorkers())
 	}
 }
+
+// TestRegisterKeepsTheTableWithinItsLimits: registrations that would take the table past
+// a limit are refused with ErrTableFull and leave it as it was; a worker replacing itself
+// is counted without what it replaces, and a worker leaving makes room.
+func TestRegisterKeepsTheTableWithinItsLimits(t *testing.T) {
+	t.Run("workers", func(t *testing.T) {
+		r := newRouter(t, Options{Limits: Limits{MaxWorkers: 2}})
+		l1 := mustRegister(t, r, registration("w1", "127.0.0.1:1", "text", echoTool("echo")))
+		mustRegister(t, r, registration("w2", "127.0.0.1:1", "text", echoTool("echo")))
+		if _, _, err := r.Register(registration("w3", "127.0.0.1:1", "text", echoTool("echo"))); !errors.Is(err, ErrTableFull) {
+			t.Fatalf("third worker = %v, want ErrTableFull", err)
+		}
+		l1.Drain()
+		l1.End() // a draining worker leaves at once
+		for deadline := time.Now().Add(5 * time.Second); len(r.ListWorkers()) > 1; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("w1 did not leave")
+			}
+		}
+		mustRegister(t, r, registration("w3", "127.0.0.1:1", "text", echoTool("echo")))
+	})
+	t.Run("tools", func(t *testing.T) {
+		r := newRouter(t, Options{Limits: Limits{MaxTools: 3}})
+		mustRegister(t, r, registration("w1", "127.0.0.1:1", "a", echoTool("a1"), echoTool("a2")))
+		_, rej, err := r.Register(registration("w2", "127.0.0.1:1", "b", echoTool("b1"), echoTool("b2")))
+		if !errors.Is(err, ErrTableFull) || len(rej) != 1 || !strings.Contains(rej[0].GetReason(), "4 tools; its maximum is 3") {
+			t.Fatalf("two more tools = %v %v, want ErrTableFull saying 4 of 3", rej, err)
+		}
+		if n := len(r.ListTools()); n != 2 {
+			t.Errorf("the refusal left %d tools, want 2", n)
+		}
+		// Replicas of tools already in the table take no room.
+		mustRegister(t, r, registration("w3", "127.0.0.1:1", "a", echoTool("a1"), echoTool("a2")))
+	})
+	t.Run("definition bytes", func(t *testing.T) {
+		one := int64(proto.Size(registered(echoTool("t0")).GetDefinition()))
+		r := newRouter(t, Options{Limits: Limits{MaxDefinitionBytes: 2*one + one/2}})
+		l := mustRegister(t, r, registration("w1", "127.0.0.1:1", "g", echoTool("t0"), echoTool("t1")))
+		if _, _, err := r.Register(registration("w2", "127.0.0.1:1", "h", echoTool("t2"))); !errors.Is(err, ErrTableFull) {
+			t.Fatalf("a third definition = %v, want ErrTableFull", err)
+		}
+		// w1 coming back with other tools of the same size replaces its own.
+		l.End()
+		mustRegister(t, r, registration("w1", "127.0.0.1:1", "g", echoTool("t3"), echoTool("t4")))
+		if r.defBytes != 2*one {
+			t.Errorf("defBytes = %d, want %d", r.defBytes, 2*one)
+		}
+	})
+}

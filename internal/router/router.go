@@ -44,6 +44,9 @@ var (
 	// ErrWrongService: the worker's address serves something other than
 	// toolmesh.v1.ToolWorkerService.
 	ErrWrongService = errors.New("worker address does not serve ToolWorkerService")
+	// ErrTableFull: accepting the registration would take the routing table past one of
+	// Options.Limits.
+	ErrTableFull = errors.New("routing table full")
 )
 
 // Options configure a Router. The zero value gives sensible defaults.
@@ -82,6 +85,23 @@ type Options struct {
 	Telemetry *telemetry.Telemetry
 	// Logger receives the router's logs. Default: slog.Default().
 	Logger *slog.Logger
+	// Limits bound the routing table; a registration that would go past one is refused
+	// with ErrTableFull.
+	Limits Limits
+}
+
+// Limits bound what the routing table holds, so that registrations cannot take the
+// orchestrator's memory without bound. Zero fields take their defaults.
+type Limits struct {
+	// MaxWorkers bounds the workers registered (those in their grace period included).
+	// Default 1024.
+	MaxWorkers int
+	// MaxTools bounds the distinct tools and facades. Default 10,000.
+	MaxTools int
+	// MaxDefinitionBytes bounds the encoded size of the distinct definitions (a tool's
+	// or facade's name, description, schema and metadata, a facade's tree). Default
+	// 64 MiB.
+	MaxDefinitionBytes int64
 }
 
 func (o Options) withDefaults() Options {
@@ -118,6 +138,15 @@ func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.Limits.MaxWorkers <= 0 {
+		o.Limits.MaxWorkers = 1024
+	}
+	if o.Limits.MaxTools <= 0 {
+		o.Limits.MaxTools = 10000
+	}
+	if o.Limits.MaxDefinitionBytes <= 0 {
+		o.Limits.MaxDefinitionBytes = 64 << 20
+	}
 	return o
 }
 
@@ -133,6 +162,8 @@ type Router struct {
 	workers map[string]*worker
 	groups  map[string]*groupEntry
 	tools   map[string]*toolEntry
+	// defBytes is the sum of the tools' sizes.
+	defBytes int64
 }
 
 // groupEntry is a tool group and what serves it.
@@ -155,6 +186,9 @@ type toolEntry struct {
 	facade *toolpb.FacadeNode
 	// stub is what the loop calls: made once with the entry.
 	stub *remoteTool
+	// size is the encoded size of the definition and facade tree, counted against
+	// Limits.MaxDefinitionBytes.
+	size int64
 }
 
 // New returns an empty router.

@@ -138,6 +138,8 @@ func registrationReason(err error) toolpb.ErrorReason {
 		return toolpb.ErrorReason_ERROR_REASON_WORKER_UNREACHABLE
 	case errors.Is(err, router.ErrWrongService):
 		return toolpb.ErrorReason_ERROR_REASON_WORKER_WRONG_SERVICE
+	case errors.Is(err, router.ErrTableFull):
+		return toolpb.ErrorReason_ERROR_REASON_REGISTRY_FULL
 	case errors.Is(err, router.ErrClosed):
 		return toolpb.ErrorReason_ERROR_REASON_SHUTTING_DOWN
 	default:

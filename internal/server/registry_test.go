@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -352,5 +353,23 @@ func TestListings(t *testing.T) {
 	all, err := e.cl.ListTools(ctx)
 	if err != nil || len(all) != 15 { // ten math operations, the math facade, four text tools
 		t.Errorf("ListTools() = %d tools, %v; want 15", len(all), err)
+	}
+}
+
+// TestRegistrationReasons: each refusal of the router reaches the worker with its own
+// reason.
+func TestRegistrationReasons(t *testing.T) {
+	for err, want := range map[error]toolpb.ErrorReason{
+		router.ErrInvalidRegistration: toolpb.ErrorReason_ERROR_REASON_REGISTRATION_INVALID,
+		router.ErrConflict:            toolpb.ErrorReason_ERROR_REASON_REGISTRATION_CONFLICT,
+		router.ErrWorkerIDInUse:       toolpb.ErrorReason_ERROR_REASON_WORKER_ID_IN_USE,
+		router.ErrUnreachable:         toolpb.ErrorReason_ERROR_REASON_WORKER_UNREACHABLE,
+		router.ErrWrongService:        toolpb.ErrorReason_ERROR_REASON_WORKER_WRONG_SERVICE,
+		router.ErrTableFull:           toolpb.ErrorReason_ERROR_REASON_REGISTRY_FULL,
+		router.ErrClosed:              toolpb.ErrorReason_ERROR_REASON_SHUTTING_DOWN,
+	} {
+		if got := registrationReason(fmt.Errorf("wrapped: %w", err)); got != want {
+			t.Errorf("registrationReason(%v) = %s, want %s", err, got, want)
+		}
 	}
 }

@@ -118,9 +118,9 @@ func TestMetricLabelsAreBounded(t *testing.T) {
 	ctx := context.Background()
 	for i := range 5000 {
 		name := fmt.Sprintf("made-up-%d", i)
-		rec.Telemetry.RecordTokens(ctx, "openai", name, 1, 1)
-		rec.Telemetry.RecordCost(ctx, name, 0.01)
-		rec.Telemetry.RecordToolCall(ctx, name, "", "unknown_tool", time.Millisecond)
+		rec.RecordTokens(ctx, "openai", name, 1, 1)
+		rec.RecordCost(ctx, name, 0.01)
+		rec.RecordToolCall(ctx, name, "", "unknown_tool", time.Millisecond)
 	}
 	series := func(name string) (n int, other bool) {
 		m := rec.Metric(t, name)
@@ -163,7 +163,7 @@ func TestMetricLabelsAreBounded(t *testing.T) {
 	}
 
 	// A model the orchestrator is configured with keeps its name after the flood.
-	rec.Telemetry.RecordCost(ctx, "gpt-4o", 1)
+	rec.RecordCost(ctx, "gpt-4o", 1)
 	found := false
 	for _, p := range rec.Metric(t, telemetry.MetricCost).Data.(metricdata.Sum[float64]).DataPoints {
 		v, _ := p.Attributes.Value(telemetry.KeyRequestModel)

@@ -61,6 +61,7 @@ var Reasons = map[toolpb.ErrorReason]Reason{
 	toolpb.ErrorReason_ERROR_REASON_WORKER_UNREACHABLE:    {Code: codes.Unavailable, RetryAfter: time.Second},
 	toolpb.ErrorReason_ERROR_REASON_WORKER_WRONG_SERVICE:  {Code: codes.FailedPrecondition},
 	toolpb.ErrorReason_ERROR_REASON_LEASE_EXPIRED:         {Code: codes.DeadlineExceeded},
+	toolpb.ErrorReason_ERROR_REASON_REGISTRY_FULL:         {Code: codes.ResourceExhausted, RetryAfter: 5 * time.Second},
 }
 
 // ReasonName is the reason as ErrorInfo carries it: the value's name without the

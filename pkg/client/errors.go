@@ -49,6 +49,7 @@ var (
 	ErrWorkerUnreachable    = errors.New("the orchestrator cannot reach the worker's address")
 	ErrWorkerWrongService   = errors.New("the worker's address does not serve ToolWorkerService")
 	ErrLeaseExpired         = errors.New("the registration stream's lease expired")
+	ErrRegistryFull         = errors.New("the routing table is full")
 	ErrInternal             = errors.New("internal error in the orchestrator")
 )
 
@@ -84,6 +85,7 @@ var sentinels = map[toolpb.ErrorReason]error{
 	toolpb.ErrorReason_ERROR_REASON_WORKER_UNREACHABLE:    ErrWorkerUnreachable,
 	toolpb.ErrorReason_ERROR_REASON_WORKER_WRONG_SERVICE:  ErrWorkerWrongService,
 	toolpb.ErrorReason_ERROR_REASON_LEASE_EXPIRED:         ErrLeaseExpired,
+	toolpb.ErrorReason_ERROR_REASON_REGISTRY_FULL:         ErrRegistryFull,
 }
 
 // Error is an error the orchestrator reported.

@@ -105,6 +105,10 @@ const (
 	// DEADLINE_EXCEEDED: a registration stream sent no registration, or no heartbeat,
 	// within the lease TTL; the worker registers again on a new stream.
 	ErrorReason_ERROR_REASON_LEASE_EXPIRED ErrorReason = 29
+	// RESOURCE_EXHAUSTED, retryable: accepting the registration would take the routing
+	// table past its bounds (registry.max_workers, max_tools, max_definition_bytes); room
+	// appears as workers leave.
+	ErrorReason_ERROR_REASON_REGISTRY_FULL ErrorReason = 30
 )
 
 // Enum value maps for ErrorReason.
@@ -140,6 +144,7 @@ var (
 		27: "ERROR_REASON_WORKER_UNREACHABLE",
 		28: "ERROR_REASON_WORKER_WRONG_SERVICE",
 		29: "ERROR_REASON_LEASE_EXPIRED",
+		30: "ERROR_REASON_REGISTRY_FULL",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":           0,
@@ -172,6 +177,7 @@ var (
 		"ERROR_REASON_WORKER_UNREACHABLE":    27,
 		"ERROR_REASON_WORKER_WRONG_SERVICE":  28,
 		"ERROR_REASON_LEASE_EXPIRED":         29,
+		"ERROR_REASON_REGISTRY_FULL":         30,
 	}
 )
 
@@ -206,7 +212,7 @@ var File_toolmesh_v1_errors_proto protoreflect.FileDescriptor
 
 const file_toolmesh_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x18toolmesh/v1/errors.proto\x12\vtoolmesh.v1*\xec\a\n" +
+	"\x18toolmesh/v1/errors.proto\x12\vtoolmesh.v1*\x8c\b\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cERROR_REASON_INVALID_REQUEST\x10\x01\x12#\n" +
@@ -238,7 +244,8 @@ const file_toolmesh_v1_errors_proto_rawDesc = "" +
 	"\"ERROR_REASON_REGISTRATION_CONFLICT\x10\x1a\x12#\n" +
 	"\x1fERROR_REASON_WORKER_UNREACHABLE\x10\x1b\x12%\n" +
 	"!ERROR_REASON_WORKER_WRONG_SERVICE\x10\x1c\x12\x1e\n" +
-	"\x1aERROR_REASON_LEASE_EXPIRED\x10\x1dB)Z'github.com/toolmesh/toolmesh/pkg/toolpbb\x06proto3"
+	"\x1aERROR_REASON_LEASE_EXPIRED\x10\x1d\x12\x1e\n" +
+	"\x1aERROR_REASON_REGISTRY_FULL\x10\x1eB)Z'github.com/toolmesh/toolmesh/pkg/toolpbb\x06proto3"
 
 var (
 	file_toolmesh_v1_errors_proto_rawDescOnce sync.Once
