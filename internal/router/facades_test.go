@@ -80,6 +80,13 @@ func TestGroupWithFacades(t *testing.T) {
 
 // TestFacadeRegistrationErrors: malformed trees and conflicting trees are refused with a
 // reason naming the facade.
+// categorized returns a by-category facade over the tools a and b.
+func categorized(cats ...*toolpb.FacadeCategory) []*toolpb.FacadeNode {
+	n := facadeNode("f", toolChild("a"), toolChild("b"))
+	n.Categories = cats
+	return []*toolpb.FacadeNode{n}
+}
+
 func TestFacadeRegistrationErrors(t *testing.T) {
 	r := newRouter(t, Options{})
 	f := startFake(t, answering("x"))
@@ -97,6 +104,17 @@ func TestFacadeRegistrationErrors(t *testing.T) {
 			n.Categories = []*toolpb.FacadeCategory{{Name: "c", Children: []string{"b"}}}
 			return n
 		}()}, `category "c" names "b", which is not one of its children`},
+		{"category name too long", categorized(&toolpb.FacadeCategory{Name: strings.Repeat("c", 65), Children: []string{"a"}}), `category 0's name is 65 bytes; the limit is 64`},
+		{"blank category name", categorized(&toolpb.FacadeCategory{Name: " ", Children: []string{"a"}}), `category 0's name is blank`},
+		{"category declared twice", categorized(&toolpb.FacadeCategory{Name: "c", Children: []string{"a"}}, &toolpb.FacadeCategory{Name: "c", Children: []string{"b"}}), `category "c" is declared twice`},
+		{"child twice in a category", categorized(&toolpb.FacadeCategory{Name: "c", Children: []string{"a", "a"}}), `category "c" names "a" twice`},
+		{"more category children than children", categorized(&toolpb.FacadeCategory{Name: "c", Children: make([]string, 100000)}), `category "c" has 100000 children, more than the facade's 2`},
+		{"too many categories", categorized(make([]*toolpb.FacadeCategory, maxFacadeCategories+1)...), `has 257 categories; the limit is 256`},
+		{"bad category parameter", func() []*toolpb.FacadeNode {
+			n := categorized(&toolpb.FacadeCategory{Name: "c", Children: []string{"a"}})
+			n[0].CategoryParameter = "has space"
+			return n
+		}(), `category_parameter "has space" must match`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

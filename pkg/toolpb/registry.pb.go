@@ -283,9 +283,11 @@ type FacadeNode struct {
 	Definition *ToolDefinition `protobuf:"bytes,1,opt,name=definition,proto3" json:"definition,omitempty"`
 	// The children: tools of the group, by name, or nested facades.
 	Children []*FacadeChild `protobuf:"bytes,2,rep,name=children,proto3" json:"children,omitempty"`
-	// For a by-category facade: the categories, in order, and the children of each.
+	// For a by-category facade: the categories, in order, and the children of each; at
+	// most 256.
 	Categories []*FacadeCategory `protobuf:"bytes,3,rep,name=categories,proto3" json:"categories,omitempty"`
-	// Name of the category parameter of a by-category facade.
+	// Name of the category parameter of a by-category facade: 1 to 64 characters of
+	// [A-Za-z0-9_-]; empty means "category".
 	CategoryParameter string `protobuf:"bytes,4,opt,name=category_parameter,json=categoryParameter,proto3" json:"category_parameter,omitempty"`
 	// When true, unfolding removes every other tool.
 	Exclusive bool `protobuf:"varint,5,opt,name=exclusive,proto3" json:"exclusive,omitempty"`
@@ -485,9 +487,10 @@ func (*FacadeChild_Facade) isFacadeChild_Child() {}
 // FacadeCategory is one category of a by-category facade.
 type FacadeCategory struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Category name, offered as an enum value of the category parameter.
+	// Category name, offered as an enum value of the category parameter: 1 to 64 bytes
+	// of printable UTF-8, not blank, unique within the facade.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// Names of the children in the category.
+	// Names of the children in the category: each a child of the facade, none twice.
 	Children      []string `protobuf:"bytes,2,rep,name=children,proto3" json:"children,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
