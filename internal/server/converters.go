@@ -1,7 +1,10 @@
 package server
 
 import (
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
@@ -13,7 +16,7 @@ import (
 // toolctx.Secured).
 func Converters(cfg config.Config) (func(group string) toolctx.Converter, error) {
 	build := func(where string, spec config.ConverterSpec) (toolctx.Converter, error) {
-		c, err := toolctx.ParseConverter(spec.Kind, spec.Keys)
+		c, err := parseConverter(spec.Kind, spec.Keys)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
@@ -38,4 +41,54 @@ func Converters(cfg config.Config) (func(group string) toolctx.Converter, error)
 		}
 		return def
 	}, nil
+}
+
+// Converter kinds of the configuration.
+const (
+	kindPassThrough = "pass-through"
+	kindNone        = "none"
+	kindAllowKeys   = "allow-keys"
+	kindDenyKeys    = "deny-keys"
+)
+
+// errInvalidConverter reports a converter configuration parseConverter rejects.
+var errInvalidConverter = errors.New("invalid converter")
+
+// parseConverter builds a converter from configuration. kind is one of "pass-through"
+// (also the empty string: the default), "none", "allow-keys" and "deny-keys".
+// pass-through and none take no keys; allow-keys and deny-keys take any number (an
+// allow-keys with no keys forwards nothing). Keys must be non-empty, distinct and not
+// reserved.
+func parseConverter(kind string, keys []string) (toolctx.Converter, error) {
+	switch kind {
+	case "", kindPassThrough, kindNone:
+		if len(keys) > 0 {
+			if kind == "" {
+				kind = kindPassThrough
+			}
+			return nil, fmt.Errorf("%w: %q takes no keys, got %d (%s)", errInvalidConverter, kind, len(keys), strings.Join(keys, ", "))
+		}
+		if kind == kindNone {
+			return toolctx.None(), nil
+		}
+		return toolctx.PassThrough(), nil
+	case kindAllowKeys, kindDenyKeys:
+		for i, k := range keys {
+			switch {
+			case k == "":
+				return nil, fmt.Errorf("%w: %q: key %d is empty", errInvalidConverter, kind, i)
+			case toolctx.IsReserved(k):
+				return nil, fmt.Errorf("%w: %q: key %q is reserved (prefix %q); it never crosses a process boundary", errInvalidConverter, kind, k, toolctx.ReservedPrefix)
+			case slices.Contains(keys[:i], k):
+				return nil, fmt.Errorf("%w: %q: key %q is listed twice", errInvalidConverter, kind, k)
+			}
+		}
+		if kind == kindAllowKeys {
+			return toolctx.AllowKeys(keys...), nil
+		}
+		return toolctx.DenyKeys(keys...), nil
+	default:
+		return nil, fmt.Errorf("%w: unknown kind %q (want %q, %q, %q or %q)", errInvalidConverter, kind,
+			kindPassThrough, kindNone, kindAllowKeys, kindDenyKeys)
+	}
 }

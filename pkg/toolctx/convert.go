@@ -1,7 +1,6 @@
 package toolctx
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -46,7 +45,7 @@ func PassThrough() Converter { return passThrough{} }
 type passThrough struct{}
 
 func (passThrough) Convert(c Context) Context { return c.WithoutReserved() }
-func (passThrough) String() string            { return KindPassThrough }
+func (passThrough) String() string            { return kindPassThrough }
 
 // None forwards nothing.
 func None() Converter { return none{} }
@@ -54,7 +53,7 @@ func None() Converter { return none{} }
 type none struct{}
 
 func (none) Convert(Context) Context { return Empty }
-func (none) String() string          { return KindNone }
+func (none) String() string          { return kindNone }
 
 // AllowKeys forwards only the listed keys. It is the only converter that can forward a
 // key of Secured's secret list: by listing it.
@@ -66,7 +65,7 @@ func (a *allowKeys) Convert(c Context) Context {
 	return c.filter(func(k string) bool { return !IsReserved(k) && slices.Contains(a.keys, k) })
 }
 
-func (a *allowKeys) String() string { return describe(KindAllowKeys, a.keys) }
+func (a *allowKeys) String() string { return describe(kindAllowKeys, a.keys) }
 
 func (a *allowKeys) allows(key string) bool { return slices.Contains(a.keys, key) }
 
@@ -79,7 +78,7 @@ func (d *denyKeys) Convert(c Context) Context {
 	return c.filter(func(k string) bool { return !IsReserved(k) && !slices.Contains(d.keys, k) })
 }
 
-func (d *denyKeys) String() string { return describe(KindDenyKeys, d.keys) }
+func (d *denyKeys) String() string { return describe(kindDenyKeys, d.keys) }
 
 // explicitAllower is a converter that lists the keys it forwards.
 type explicitAllower interface {
@@ -177,52 +176,10 @@ func describe(kind string, keys []string) string {
 	return kind + "(" + strings.Join(keys, ", ") + ")"
 }
 
-// Converter kinds accepted by ParseConverter.
+// The names converters are written with, in configuration and in their String.
 const (
-	KindPassThrough = "pass-through"
-	KindNone        = "none"
-	KindAllowKeys   = "allow-keys"
-	KindDenyKeys    = "deny-keys"
+	kindPassThrough = "pass-through"
+	kindNone        = "none"
+	kindAllowKeys   = "allow-keys"
+	kindDenyKeys    = "deny-keys"
 )
-
-// ErrInvalidConverter reports a converter configuration ParseConverter rejects.
-var ErrInvalidConverter = errors.New("toolctx: invalid converter")
-
-// ParseConverter builds a converter from configuration. kind is one of "pass-through"
-// (also the empty string: the default), "none", "allow-keys" and "deny-keys".
-// pass-through and none take no keys; allow-keys and deny-keys take any number (an
-// allow-keys with no keys forwards nothing). Keys must be non-empty, distinct and not
-// reserved.
-func ParseConverter(kind string, keys []string) (Converter, error) {
-	switch kind {
-	case "", KindPassThrough, KindNone:
-		if len(keys) > 0 {
-			if kind == "" {
-				kind = KindPassThrough
-			}
-			return nil, fmt.Errorf("%w: %q takes no keys, got %d (%s)", ErrInvalidConverter, kind, len(keys), strings.Join(keys, ", "))
-		}
-		if kind == KindNone {
-			return None(), nil
-		}
-		return PassThrough(), nil
-	case KindAllowKeys, KindDenyKeys:
-		for i, k := range keys {
-			switch {
-			case k == "":
-				return nil, fmt.Errorf("%w: %q: key %d is empty", ErrInvalidConverter, kind, i)
-			case IsReserved(k):
-				return nil, fmt.Errorf("%w: %q: key %q is reserved (prefix %q); it never crosses a process boundary", ErrInvalidConverter, kind, k, ReservedPrefix)
-			case slices.Contains(keys[:i], k):
-				return nil, fmt.Errorf("%w: %q: key %q is listed twice", ErrInvalidConverter, kind, k)
-			}
-		}
-		if kind == KindAllowKeys {
-			return AllowKeys(keys...), nil
-		}
-		return DenyKeys(keys...), nil
-	default:
-		return nil, fmt.Errorf("%w: unknown kind %q (want %q, %q, %q or %q)", ErrInvalidConverter, kind,
-			KindPassThrough, KindNone, KindAllowKeys, KindDenyKeys)
-	}
-}
