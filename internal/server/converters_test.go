@@ -66,4 +66,3 @@ func TestParseConverterErrors(t *testing.T) {
 		}
 	}
 }
-
