@@ -90,6 +90,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	logging.Capture(log)
 	// Exporters come from the standard OTEL_* variables; by default traces go nowhere and
 	// metrics to the Prometheus endpoint.
 	sdk, err := otelsetup.FromEnv(context.Background(), otelsetup.Options{

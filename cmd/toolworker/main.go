@@ -70,6 +70,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	logging.Capture(log)
 	// Exporters come from the standard OTEL_* variables; by default traces go nowhere and
 	// metrics to the Prometheus endpoint.
 	sdk, err := otelsetup.FromEnv(context.Background(), otelsetup.Options{ServiceName: "toolmesh-worker", ServiceVersion: "dev", Logger: log, Prometheus: true})

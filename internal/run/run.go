@@ -242,7 +242,12 @@ func (s *Service) drive(ctx context.Context, r *record, p *prepared, loopID stri
 		usage := r.snapshot().Usage
 		kind := s.errorType(err)
 		s.tel.EndRun(span, telemetry.RunResult{Outcome: strings.ToLower(kind), ErrorType: kind, Err: err, InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens})
-		s.log.WarnContext(ctx, "run failed", "error", err.Error())
+		if cancelled(err) {
+			// Asked for (by the client or a shutdown): not a failure to warn about.
+			s.log.InfoContext(ctx, "run cancelled", "reason", err.Error())
+		} else {
+			s.log.WarnContext(ctx, "run failed", "error", err.Error())
+		}
 		return nil, err
 	}
 	s.tel.EndRun(span, telemetry.RunResult{Outcome: "completed", InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens})

@@ -59,6 +59,8 @@ type envOptions struct {
 	script scripted.Script
 	// configure adjusts the default config.
 	configure func(*config.Config)
+	// logs, when set, receives the server's logs as JSON lines.
+	logs io.Writer
 }
 
 // echoScript answers every turn with a fixed text.
@@ -81,7 +83,11 @@ func newEnv(t *testing.T, o envOptions) *env {
 		t.Fatal(err)
 	}
 	rt := router.New(router.Options{GracePeriod: cfg.Registry.GracePeriod.D(), Logger: discard(), Probe: probeUnlessFake})
-	srv, err := New(Options{Router: rt, Provider: model, Config: &cfg, Logger: discard()})
+	log := discard()
+	if o.logs != nil {
+		log = slog.New(slog.NewJSONHandler(o.logs, nil))
+	}
+	srv, err := New(Options{Router: rt, Provider: model, Config: &cfg, Logger: log})
 	if err != nil {
 		rt.Close()
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
+	"github.com/toolmesh/toolmesh/internal/logtest"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/client"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
@@ -256,7 +257,8 @@ func startSlowRun(t *testing.T, ctx context.Context, e *env, runID string) (tool
 }
 
 func TestCancelRun(t *testing.T) {
-	e := newEnv(t, envOptions{script: slowScript()})
+	var logs logtest.Buffer
+	e := newEnv(t, envOptions{script: slowScript(), logs: &logs})
 	ctx := testContext(t)
 
 	var events []*toolpb.RunResponse
@@ -287,6 +289,10 @@ func TestCancelRun(t *testing.T) {
 	}
 	if len(events) != 2 || events[1].GetError().GetReason() != toolpb.ErrorReason_ERROR_REASON_CANCELLED {
 		t.Errorf("events %v, want started then a CANCELLED error", events)
+	}
+	// A cancellation was asked for: it is logged as such, not warned about as a failure.
+	if l := logs.String(); !strings.Contains(l, `"level":"INFO","msg":"run cancelled"`) || strings.Contains(l, `"run failed"`) {
+		t.Errorf("logs do not say the run was cancelled at INFO, or call it failed:\n%s", l)
 	}
 
 	r, err := e.cl.GetRun(ctx, "to-cancel")

@@ -1,7 +1,6 @@
 package otelsetup_test
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -9,7 +8,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 
+	"github.com/toolmesh/toolmesh/internal/logtest"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/internal/telemetry/telemetrytest"
 	"github.com/toolmesh/toolmesh/pkg/otelsetup"
@@ -58,24 +57,6 @@ func fromEnv(t *testing.T, opts otelsetup.Options) *otelsetup.Providers {
 	}
 	t.Cleanup(func() { _ = p.Shutdown(context.Background()) })
 	return p
-}
-
-// syncBuffer is a bytes.Buffer that exporters may write to from their own goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func TestFromEnvRejectsBadVariables(t *testing.T) {
@@ -217,7 +198,7 @@ func TestSampler(t *testing.T) {
 
 func TestSDKDisabled(t *testing.T) {
 	environ(t, map[string]string{"OTEL_SDK_DISABLED": "true", "OTEL_TRACES_EXPORTER": "console"})
-	var console syncBuffer
+	var console logtest.Buffer
 	spans := tracetest.NewSpanRecorder()
 	p := fromEnv(t, otelsetup.Options{Prometheus: true, Console: &console, SpanProcessors: []sdktrace.SpanProcessor{spans}})
 	_, span := p.TracerProvider.Tracer("test").Start(context.Background(), "op")
@@ -240,7 +221,7 @@ func TestPropagatorsVariableOnlyWarns(t *testing.T) {
 	for value, warns := range map[string]bool{"tracecontext,baggage": true, "b3": true, "tracecontext": false, "": false} {
 		t.Run(value, func(t *testing.T) {
 			environ(t, map[string]string{"OTEL_PROPAGATORS": value})
-			var logs syncBuffer
+			var logs logtest.Buffer
 			fromEnv(t, otelsetup.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 			if got := strings.Contains(logs.String(), "OTEL_PROPAGATORS ignored"); got != warns {
 				t.Errorf("warned = %v, want %v; logs: %s", got, warns, logs.String())
@@ -251,7 +232,7 @@ func TestPropagatorsVariableOnlyWarns(t *testing.T) {
 
 func TestConsoleExportersWriteToConsole(t *testing.T) {
 	environ(t, map[string]string{"OTEL_TRACES_EXPORTER": "console", "OTEL_METRICS_EXPORTER": "console"})
-	var out syncBuffer
+	var out logtest.Buffer
 	p := fromEnv(t, otelsetup.Options{Console: &out})
 	tel, err := telemetry.FromProviders(p.TracerProvider, p.MeterProvider, telemetry.Options{})
 	if err != nil {

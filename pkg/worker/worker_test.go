@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/testing/protocmp"
 
+	"github.com/toolmesh/toolmesh/internal/logtest"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
@@ -508,25 +508,7 @@ func TestRunTwice(t *testing.T) {
 // TestUnreachableOrchestratorIsSaid: a worker whose orchestrator cannot be reached (a
 // wrong address, an orchestrator that is down) says so in its log, and keeps trying.
 func TestUnreachableOrchestratorIsSaid(t *testing.T) {
-	var buf syncBuffer
+	var buf logtest.Buffer
 	start(t, Options{Orchestrator: deadAddress(t), Logger: slog.New(slog.NewJSONHandler(&buf, nil))}, group(echo()))
 	eventually(t, "the notice", func() bool { return strings.Contains(buf.String(), "cannot reach the orchestrator; still trying") })
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger and a test reading it at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
