@@ -149,18 +149,9 @@ func (r *Router) invokeOnce(ctx context.Context, t *remoteTool, w *worker, req *
 	r.opts.Telemetry.AddDispatched(ctx, w.id, t.group, -1)
 	w.release()
 	if err == nil {
-		res := wire.ResultFromProto(resp)
-		if res.IsError() && res.Code == tool.CodeUnknownTool {
-			// The worker does not serve a tool it registered (another worker process now
-			// has its address, say): the call did not run, and the replica is at fault.
-			if r.markFailed(w) {
-				r.log.WarnContext(ctx, "worker ejected: it does not serve a tool it registered", "worker_id", w.id, "tool", t.def.Name, "for", r.opts.EjectFor.String())
-			}
-			return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("worker %s does not serve tool '%s', which it registered: %s", w.id, t.def.Name, res.Content)), true
-		}
 		w.succeeded()
 		*answered = resp
-		return res, false
+		return wire.ResultFromProto(resp), false
 	}
 
 	name := t.def.Name
@@ -180,6 +171,14 @@ func (r *Router) invokeOnce(ctx context.Context, t *remoteTool, w *worker, req *
 			r.log.WarnContext(ctx, "worker ejected: its address does not serve ToolWorkerService", "worker_id", w.id, "address", w.address, "for", r.opts.EjectFor.String())
 		}
 		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("worker %s does not serve tool '%s' at %s: %s", w.id, name, w.address, st.Message())), true
+	case notServed(st):
+		// The worker does not serve a tool it registered (another worker process now has
+		// its address, say): the call did not run, and the replica is at fault. A tool
+		// result with code UNKNOWN_TOOL is not this: a tool that ran may answer so.
+		if r.markFailed(w) {
+			r.log.WarnContext(ctx, "worker ejected: it does not serve a tool it registered", "worker_id", w.id, "tool", name, "for", r.opts.EjectFor.String())
+		}
+		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("worker %s does not serve tool '%s', which it registered: %s", w.id, name, st.Message())), true
 	case st.Code() == codes.ResourceExhausted && s.workerAnswered():
 		// The worker ran the call and answered with more than this side accepts. It is
 		// healthy and the call is done: neither a failover nor a mark against it.
@@ -233,6 +232,13 @@ func transportFailure(c codes.Code) bool {
 func isDraining(st *status.Status) bool {
 	r, _, _, ok := wire.StatusReason(st)
 	return ok && st.Code() == codes.Unavailable && r == toolpb.ErrorReason_ERROR_REASON_WORKER_DRAINING
+}
+
+// notServed reports a worker's refusal of a call of a tool it does not serve: NOT_FOUND
+// with reason UNKNOWN_TOOL. Such a call never ran.
+func notServed(st *status.Status) bool {
+	r, _, _, ok := wire.StatusReason(st)
+	return ok && st.Code() == codes.NotFound && r == toolpb.ErrorReason_ERROR_REASON_UNKNOWN_TOOL
 }
 
 // pick chooses a replica of t by power of two choices on in-flight calls; ties go to the

@@ -103,14 +103,15 @@ func TestUnimplementedIsAReplicaFault(t *testing.T) {
 	}
 }
 
-// TestUnknownToolAnswerIsAReplicaFault: a worker that answers UNKNOWN_TOOL for a tool it
-// registered (another worker process took its address) did not run the call: the call
-// goes to a replica that serves the tool, even for a tool that is not idempotent, and
-// the stale replica is ejected.
-func TestUnknownToolAnswerIsAReplicaFault(t *testing.T) {
+// TestNotServedIsAReplicaFault: a worker that refuses a tool it registered as not served
+// (NOT_FOUND, reason UNKNOWN_TOOL: another worker process took its address) did not run
+// the call: the call goes to a replica that serves the tool, even for a tool that is not
+// idempotent, and the stale replica is ejected. A tool result with code UNKNOWN_TOOL is a
+// tool's answer, and neither.
+func TestNotServedIsAReplicaFault(t *testing.T) {
 	ctx := testContext(t)
 	stale := startFake(t, func(context.Context, *toolpb.InvokeRequest) (*toolpb.InvokeResponse, error) {
-		return wire.ResultToProto(tool.ErrorWithCode(tool.CodeUnknownTool, "tool 'echo' is not served by worker other"))
+		return nil, wire.Error{Reason: toolpb.ErrorReason_ERROR_REASON_UNKNOWN_TOOL, Message: "tool 'echo' is not served by worker other"}.Err()
 	})
 	good := startFake(t, answering("served"))
 	r := newRouter(t, Options{EjectAfter: 2})
@@ -127,6 +128,26 @@ func TestUnknownToolAnswerIsAReplicaFault(t *testing.T) {
 	}
 	if n := stale.calls.Load(); n > 2 {
 		t.Errorf("stale replica was sent %d calls, want at most 2 (then ejected)", n)
+	}
+
+	// A proxy tool whose downstream tool is missing ran, and answered UNKNOWN_TOOL as its
+	// result: the model hears it, the call is not sent again, the worker is healthy.
+	proxy := startFake(t, func(context.Context, *toolpb.InvokeRequest) (*toolpb.InvokeResponse, error) {
+		return wire.ResultToProto(tool.ErrorWithCode(tool.CodeUnknownTool, "downstream tool 'x' is gone"))
+	})
+	r2 := newRouter(t, Options{EjectAfter: 1})
+	mustRegister(t, r2, registration("proxy", proxy.addr, "text", echoTool("echo")))
+	for range 3 {
+		res, _ := call(ctx, t, r2, "echo", `{}`)
+		if !res.IsError() || res.Code != tool.CodeUnknownTool || !strings.Contains(res.Content, "downstream") {
+			t.Fatalf("proxy answer = %+v, want its UNKNOWN_TOOL result", res)
+		}
+	}
+	if n := proxy.calls.Load(); n != 3 {
+		t.Errorf("proxy was sent %d calls, want 3 (no resend)", n)
+	}
+	if got := workerOf(t, r2, "proxy").status(r2.now()); got != toolpb.WorkerState_WORKER_STATE_READY {
+		t.Errorf("proxy state = %s, want READY", got)
 	}
 }
 

@@ -165,12 +165,17 @@ func (c *keepingCodec) decodeError(m any) error {
 		Message: "the request is not a valid protobuf message: " + wire.Truncate(v.(error).Error(), 512)}.Err()
 }
 
-// decoded reads m with read and returns the error of reading it, or of decoding it.
+// decoded reads m with read and returns the error of reading it, or of decoding it. It
+// takes the kept decode error whatever read returns: grpc-go may decode m and then fail
+// the read (a second message where one is allowed, a reset), and the entry, which holds
+// m, must not outlive the read.
 func decoded(m any, read func() error) error {
-	if err := read(); err != nil {
+	err := read()
+	derr := requestCodec.decodeError(m)
+	if err != nil {
 		return err
 	}
-	return requestCodec.decodeError(m)
+	return derr
 }
 
 // gate returns desc with the request of every call counted against the budget: unary

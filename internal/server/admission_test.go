@@ -190,4 +190,27 @@ func TestUndecodableRequestIsTheClientsMistake(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("heartbeat", conn.RecvMsg(&reply), "protobuf")
+
+	// A bad request followed by a second message, where Run takes one: grpc-go decodes
+	// the first, then fails the read. Nothing of either may stay behind.
+	twice, err := e.conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, toolpb.OrchestratorService_Run_FullMethodName, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = twice.SendMsg(badString)
+	_ = twice.SendMsg(badString)
+	_ = twice.CloseSend()
+	if err := twice.RecvMsg(&reply); err == nil {
+		t.Error("Run with two messages succeeded")
+	}
+	if n := keptDecodeErrors(); n != 0 {
+		t.Errorf("%d decode errors are still kept after the calls ended", n)
+	}
+}
+
+// keptDecodeErrors counts the decode errors the server codec kept and no read took.
+func keptDecodeErrors() int {
+	n := 0
+	requestCodec.failed.Range(func(any, any) bool { n++; return true })
+	return n
 }

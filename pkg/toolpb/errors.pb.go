@@ -42,7 +42,8 @@ const (
 	ErrorReason_ERROR_REASON_INVALID_REQUEST ErrorReason = 1
 	// NOT_FOUND: no worker serves a requested tool group; the field is named.
 	ErrorReason_ERROR_REASON_UNKNOWN_TOOL_GROUP ErrorReason = 2
-	// NOT_FOUND: no worker serves a requested tool; the field is named.
+	// NOT_FOUND: no worker serves a requested tool; the field is named. From a worker's
+	// Invoke: the worker does not serve the tool, and did not run the call.
 	ErrorReason_ERROR_REASON_UNKNOWN_TOOL ErrorReason = 3
 	// RESOURCE_EXHAUSTED: the tool loop used all its model calls without a final answer.
 	ErrorReason_ERROR_REASON_MAX_ITERATIONS ErrorReason = 4

@@ -29,7 +29,10 @@ const (
 // ToolWorkerService is served by every toolworker; the orchestrator calls it.
 type ToolWorkerServiceClient interface {
 	// Invoke executes one tool call. The ToolCallContext entries that survived the
-	// target group's converter travel as request metadata, never in the message.
+	// target group's converter travel as request metadata, never in the message. Every
+	// call the worker ran is answered with an InvokeResponse, failures included; an error
+	// status means the call did not run: UNAVAILABLE with reason WORKER_DRAINING while
+	// draining, NOT_FOUND with reason UNKNOWN_TOOL for a tool the worker does not serve.
 	Invoke(ctx context.Context, in *InvokeRequest, opts ...grpc.CallOption) (*InvokeResponse, error)
 }
 
@@ -58,7 +61,10 @@ func (c *toolWorkerServiceClient) Invoke(ctx context.Context, in *InvokeRequest,
 // ToolWorkerService is served by every toolworker; the orchestrator calls it.
 type ToolWorkerServiceServer interface {
 	// Invoke executes one tool call. The ToolCallContext entries that survived the
-	// target group's converter travel as request metadata, never in the message.
+	// target group's converter travel as request metadata, never in the message. Every
+	// call the worker ran is answered with an InvokeResponse, failures included; an error
+	// status means the call did not run: UNAVAILABLE with reason WORKER_DRAINING while
+	// draining, NOT_FOUND with reason UNKNOWN_TOOL for a tool the worker does not serve.
 	Invoke(context.Context, *InvokeRequest) (*InvokeResponse, error)
 	mustEmbedUnimplementedToolWorkerServiceServer()
 }

@@ -25,9 +25,10 @@ type invoker struct {
 	w *Worker
 }
 
-// Invoke runs one tool call. Tool failures, unknown tools and bad arguments are answered
-// as error outcomes (the worker did its job: the model should hear about them); gRPC
-// errors are reserved for calls the worker did not run.
+// Invoke runs one tool call. Tool failures and bad arguments are answered as error
+// outcomes (the worker did its job: the model should hear about them); gRPC errors are
+// reserved for calls the worker did not run: draining, and a tool it does not serve
+// (NOT_FOUND, reason UNKNOWN_TOOL).
 func (s *invoker) Invoke(ctx context.Context, req *toolpb.InvokeRequest) (*toolpb.InvokeResponse, error) {
 	w := s.w
 	if !w.beginCall() {
@@ -57,7 +58,9 @@ func (s *invoker) Invoke(ctx context.Context, req *toolpb.InvokeRequest) (*toolp
 	case isFacade:
 		input = f.tool.Definition().InputSchema
 	default:
-		return wire.ResultToProto(tool.ErrorWithCode(tool.CodeUnknownTool, fmt.Sprintf("tool '%s' is not served by worker %s", name, w.opts.ID)))
+		// Not a tool result: the call did not run, and the orchestrator, which routed
+		// it here from what this worker registered, sends it to another replica.
+		return nil, wire.Error{Reason: toolpb.ErrorReason_ERROR_REASON_UNKNOWN_TOOL, Message: fmt.Sprintf("tool '%s' is not served by worker %s", wire.Truncate(name, 64), w.opts.ID)}.Err()
 	}
 	args, err := input.Validate(req.GetArgumentsJson())
 	if err != nil {

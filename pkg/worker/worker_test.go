@@ -306,8 +306,6 @@ func TestInvokeOutcomes(t *testing.T) {
 	}{
 		{"text", &toolpb.InvokeRequest{Tool: "echo", ArgumentsJson: `{"text":"hi"}`},
 			&toolpb.InvokeResponse{Outcome: &toolpb.InvokeResponse_Text{Text: `{"text":"hi"}`}}, ""},
-		{"unknown tool", &toolpb.InvokeRequest{Tool: "nope", ArgumentsJson: `{}`},
-			errorResponse(toolpb.ToolErrorCode_TOOL_ERROR_CODE_UNKNOWN_TOOL), "tool 'nope' is not served by worker w1"},
 		{"arguments not JSON", &toolpb.InvokeRequest{Tool: "echo", ArgumentsJson: `{`},
 			errorResponse(toolpb.ToolErrorCode_TOOL_ERROR_CODE_INVALID_ARGUMENTS), "invalid arguments for tool 'echo'"},
 		{"arguments against the schema", &toolpb.InvokeRequest{Tool: "echo", ArgumentsJson: `{"text":3}`},
@@ -348,6 +346,14 @@ func TestInvokeOutcomes(t *testing.T) {
 				t.Errorf("response (-want +got):\n%s", diff)
 			}
 		})
+	}
+
+	// A tool the worker does not serve did not run: a gRPC refusal the orchestrator
+	// fails over on, not a result.
+	_, err := w.client().Invoke(ctx, &toolpb.InvokeRequest{Tool: "nope", ArgumentsJson: `{}`})
+	if r, _, _, ok := wire.StatusReason(status.Convert(err)); status.Code(err) != codes.NotFound || !ok || r != toolpb.ErrorReason_ERROR_REASON_UNKNOWN_TOOL ||
+		!strings.Contains(status.Convert(err).Message(), "tool 'nope' is not served by worker w1") {
+		t.Errorf("Invoke of an unserved tool = %v, want NOT_FOUND with reason UNKNOWN_TOOL", err)
 	}
 }
 
