@@ -286,6 +286,8 @@ func (c Config) Validate() error {
 	}
 	if c.Server.MaxOpenCalls < 16 || c.Server.MaxOpenCalls > 1<<20 {
 		bad("server.max_open_calls", "must be between 16 and 1048576, got %d", c.Server.MaxOpenCalls)
+	} else if c.Server.MaxOpenCalls < c.Loop.MaxConcurrentRuns {
+		bad("server.max_open_calls", "must be at least loop.max_concurrent_runs (%d): every run streaming its events holds a call, got %d", c.Loop.MaxConcurrentRuns, c.Server.MaxOpenCalls)
 	}
 	c.validateContext(bad)
 	c.validateModels(bad)

@@ -58,33 +58,39 @@ func ServerOptions(cfg config.Config) []grpc.ServerOption {
 	}
 }
 
-// admission is the budget of bytes being received, and the bound of calls open at once.
+// admission is the budget of bytes being received, shared by every call.
 type admission struct {
 	sem        *semaphore.Weighted
 	perMessage int64
 	messages   int64 // how many messages the budget admits at once
-	open       atomic.Int64
-	maxOpen    int64
 }
 
 func newAdmission(cfg config.Server) *admission {
 	per := int64(cfg.MaxReceiveBytes)
 	return &admission{sem: semaphore.NewWeighted(int64(cfg.MaxInflightReceiveBytes)), perMessage: per,
-		messages: int64(cfg.MaxInflightReceiveBytes) / per, maxOpen: int64(cfg.MaxOpenCalls)}
+		messages: int64(cfg.MaxInflightReceiveBytes) / per}
+}
+
+// openCalls bounds the calls of one service open at once. Each service has its own, so
+// that clients opening calls cannot keep workers from registering, nor the reverse.
+type openCalls struct {
+	what string // what the calls are, for the refusal
+	n    atomic.Int64
+	max  int64
 }
 
 // enter counts a call open; it refuses one over the bound at once, as OVERLOADED. A call
 // that entered must leave.
-func (a *admission) enter() error {
-	if a.open.Add(1) > a.maxOpen {
-		a.open.Add(-1)
+func (o *openCalls) enter() error {
+	if o.n.Add(1) > o.max {
+		o.n.Add(-1)
 		return wire.Error{Reason: toolpb.ErrorReason_ERROR_REASON_OVERLOADED,
-			Message: fmt.Sprintf("the orchestrator has its maximum of %d calls open (runs, registration streams, requests); retry later", a.maxOpen)}.Err()
+			Message: fmt.Sprintf("the orchestrator has its maximum of %d %s open; retry later", o.max, o.what)}.Err()
 	}
 	return nil
 }
 
-func (a *admission) leave() { a.open.Add(-1) }
+func (o *openCalls) leave() { o.n.Add(-1) }
 
 // recv runs one read of a request message within the budget, and within
 // firstMessageTimeout: past it, recv returns and the caller ends the call, which ends
@@ -93,13 +99,21 @@ func (a *admission) recv(ctx context.Context, read func() error) error {
 	timer := time.NewTimer(firstMessageTimeout)
 	defer timer.Stop()
 	done := make(chan error, 1)
-	go func() { done <- a.budgeted(ctx, read) }()
+	go func() {
+		// Outside the handler's goroutine, so outside the recovery interceptors.
+		defer func() {
+			if p := recover(); p != nil {
+				done <- wire.Error{Reason: toolpb.ErrorReason_ERROR_REASON_INTERNAL, Message: fmt.Sprintf("internal error reading the request: %v", p)}.Err()
+			}
+		}()
+		done <- a.budgeted(ctx, read)
+	}()
 	select {
 	case err := <-done:
 		return err
 	case <-timer.C:
-		return wire.Error{Reason: toolpb.ErrorReason_ERROR_REASON_INVALID_REQUEST,
-			Message: fmt.Sprintf("the request message did not arrive within %s of the call's start", firstMessageTimeout)}.Err()
+		return wire.Error{Reason: toolpb.ErrorReason_ERROR_REASON_REQUEST_TIMEOUT,
+			Message: fmt.Sprintf("the request message, and the end of the client's stream where a call takes one message, did not arrive within %s of the call's start", firstMessageTimeout)}.Err()
 	}
 }
 
@@ -183,16 +197,16 @@ func decoded(m any, read func() error) error {
 // their stream's first RecvMsg (a run's request, a worker's registration). A stream's
 // later messages are not counted: a registration stream waits most of its life for its
 // next heartbeat, and a read that waits would hold the budget while it waits.
-func (a *admission) gate(desc *grpc.ServiceDesc) *grpc.ServiceDesc {
+func (a *admission) gate(desc *grpc.ServiceDesc, open *openCalls) *grpc.ServiceDesc {
 	out := *desc
 	out.Methods = make([]grpc.MethodDesc, len(desc.Methods))
 	for i, m := range desc.Methods {
 		h := m.Handler
 		m.Handler = func(srv any, ctx context.Context, dec func(any) error, in grpc.UnaryServerInterceptor) (any, error) {
-			if err := a.enter(); err != nil {
+			if err := open.enter(); err != nil {
 				return nil, err
 			}
-			defer a.leave()
+			defer open.leave()
 			return h(srv, ctx, func(v any) error {
 				return a.recv(ctx, func() error { return decoded(v, func() error { return dec(v) }) })
 			}, in)
@@ -203,10 +217,10 @@ func (a *admission) gate(desc *grpc.ServiceDesc) *grpc.ServiceDesc {
 	for i, sd := range desc.Streams {
 		h := sd.Handler
 		sd.Handler = func(srv any, ss grpc.ServerStream) error {
-			if err := a.enter(); err != nil {
+			if err := open.enter(); err != nil {
 				return err
 			}
-			defer a.leave()
+			defer open.leave()
 			return h(srv, &gatedStream{ServerStream: ss, a: a})
 		}
 		out.Streams[i] = sd

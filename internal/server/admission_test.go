@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -76,39 +77,91 @@ func TestIdleRegistrationStreamsDoNotHoldTheBudget(t *testing.T) {
 	}
 }
 
-// TestOpenCallsAreBounded: past server.max_open_calls, a call is refused at once as
-// overloaded, whatever kind it is; a call that ends makes room.
+// TestOpenCallsAreBounded: past server.max_open_calls client calls, a client call is
+// refused at once as overloaded, while workers still register; past twice
+// registry.max_workers registration streams, a registration is refused while clients
+// are still served; a call that ends makes room.
 func TestOpenCallsAreBounded(t *testing.T) {
-	const maxOpen = 16
-	e := newEnv(t, envOptions{configure: func(c *config.Config) { c.Server.MaxOpenCalls = maxOpen }})
+	const maxOpen, maxWorkers = 16, 8
+	e := newEnv(t, envOptions{script: slowScript(), configure: func(c *config.Config) {
+		c.Server.MaxOpenCalls = maxOpen
+		c.Registry.MaxWorkers = maxWorkers
+		c.Loop.MaxConcurrentRuns = maxOpen
+	}})
 	ctx := testContext(t)
-	var cancels []context.CancelFunc
-	for i := range maxOpen {
-		_, cancel := e.registerRaw(ctx, registration(fmt.Sprintf("w-%d", i), builtin.TextGroup()))
-		cancels = append(cancels, cancel)
+
+	// Client calls: maxOpen slow runs fill the pool.
+	runCtx, cancelRuns := context.WithCancel(ctx)
+	defer cancelRuns()
+	var started []<-chan struct{}
+	for range maxOpen {
+		ch := make(chan struct{})
+		started = append(started, ch)
+		go func() {
+			// Leaving the loop would cancel the run: it ranges until the run ends.
+			var once sync.Once
+			for ev, err := range e.cl.Run(runCtx, &toolpb.RunRequest{Prompt: "slow down"}) {
+				if ev.GetStarted() != nil || err != nil {
+					once.Do(func() { close(ch) })
+				}
+			}
+		}()
+	}
+	for _, ch := range started {
+		<-ch
 	}
 	start := time.Now()
 	if _, err := e.cl.ListTools(ctx); !errors.Is(err, client.ErrOverloaded) {
-		t.Fatalf("ListTools with %d registration streams open = %v, want ErrOverloaded", maxOpen, err)
+		t.Fatalf("ListTools with %d runs open = %v, want ErrOverloaded", maxOpen, err)
 	}
 	if d := time.Since(start); d > admissionWait {
 		t.Errorf("the refusal took %s: it must not wait", d)
 	}
-	if _, err := e.cl.RunAndWait(ctx, &toolpb.RunRequest{Prompt: "hi"}, nil); !errors.Is(err, client.ErrOverloaded) {
-		t.Fatalf("Run = %v, want ErrOverloaded", err)
+	// ... and workers register all the same.
+	for i := range maxWorkers {
+		e.registerRaw(ctx, registration(fmt.Sprintf("w-%d", i), builtin.TextGroup()))
 	}
-	cancels[0]()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, err := e.cl.ListTools(ctx)
-		if err == nil {
-			break
+	cancelRuns()
+	waitFor(t, "a client call after the runs ended", func() bool { _, err := e.cl.ListTools(ctx); return err == nil })
+
+	// Registration streams: with maxWorkers registered, maxWorkers+1 more streams that
+	// send nothing overfill their pool of twice maxWorkers: one of them (whichever the
+	// server takes last) is refused at once, the others wait for their registration
+	// until the lease TTL.
+	refused := make(chan error, maxWorkers+1)
+	for range maxWorkers + 1 {
+		s, err := e.reg.Connect(ctx)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if !errors.Is(err, client.ErrOverloaded) || time.Now().After(deadline) {
-			t.Fatalf("ListTools after a stream closed = %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
+		go func() { _, err := s.Recv(); refused <- err }()
 	}
+	select {
+	case err := <-refused:
+		if reasonOf(err) != toolpb.ErrorReason_ERROR_REASON_OVERLOADED {
+			t.Errorf("the first silent stream to end ended with %v, want OVERLOADED", err)
+		}
+	case <-time.After(e.cfg.Registry.LeaseTTL.D() / 2):
+		t.Error("no silent stream past the pool was refused")
+	}
+	if _, err := e.cl.ListTools(ctx); err != nil {
+		t.Errorf("ListTools with the registration pool full = %v", err)
+	}
+}
+
+// TestSilentClientsDoNotKeepWorkersOut: client calls that open and send nothing hold
+// the clients' receive budget for a while, never the workers'.
+func TestSilentClientsDoNotKeepWorkersOut(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	ctx := testContext(t)
+	slots := e.cfg.Server.MaxInflightReceiveBytes / e.cfg.Server.MaxReceiveBytes
+	for range 2 * slots {
+		if _, err := e.conn.NewStream(ctx, &toolpb.OrchestratorService_ServiceDesc.Streams[0], toolpb.OrchestratorService_Run_FullMethodName); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // let the server take them
+	e.registerRaw(ctx, registration("w-after-silence", builtin.TextGroup()))
 }
 
 // TestSilentCallsEnd: a call whose request message does not arrive within
@@ -116,13 +169,16 @@ func TestOpenCallsAreBounded(t *testing.T) {
 func TestSilentCallsEnd(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const per = 4 << 20
-		a := &admission{sem: semaphore.NewWeighted(per), perMessage: per, messages: 1, maxOpen: 4}
+		a := &admission{sem: semaphore.NewWeighted(per), perMessage: per, messages: 1}
 		never := make(chan struct{})
 		defer close(never)
 		start := time.Now()
 		err := a.recv(t.Context(), func() error { <-never; return nil })
-		if reasonOf(err) != toolpb.ErrorReason_ERROR_REASON_INVALID_REQUEST || time.Since(start) != firstMessageTimeout {
-			t.Fatalf("silent read = %v after %s, want INVALID_REQUEST after %s", err, time.Since(start), firstMessageTimeout)
+		if reasonOf(err) != toolpb.ErrorReason_ERROR_REASON_REQUEST_TIMEOUT || time.Since(start) != firstMessageTimeout {
+			t.Fatalf("silent read = %v after %s, want REQUEST_TIMEOUT after %s", err, time.Since(start), firstMessageTimeout)
+		}
+		if !a.sem.TryAcquire(per) {
+			t.Error("the silent read still holds the receive budget")
 		}
 	})
 }

@@ -87,9 +87,14 @@ func New(opts Options) (*Server, error) {
 // Every request message is read within the receive budget (config.Server); serve with
 // ServerOptions too, which bound the size of one message.
 func (s *Server) Register(g grpc.ServiceRegistrar) {
-	a := newAdmission(s.cfg.Server)
-	g.RegisterService(a.gate(&toolpb.OrchestratorService_ServiceDesc), s.orch)
-	g.RegisterService(a.gate(&toolpb.ToolRegistryService_ServiceDesc), s.registry)
+	// Each service has its own receive budget and its own bound of open calls, so that
+	// clients cannot keep workers from registering, nor the reverse. A worker may hold
+	// two registration streams for a moment: the one it reconnects on and the one the
+	// orchestrator has not yet seen end.
+	calls := &openCalls{what: "client calls (runs, listings, cancellations)", max: int64(s.cfg.Server.MaxOpenCalls)}
+	registrations := &openCalls{what: "registration streams", max: 2 * int64(s.cfg.Registry.MaxWorkers)}
+	g.RegisterService(newAdmission(s.cfg.Server).gate(&toolpb.OrchestratorService_ServiceDesc, calls), s.orch)
+	g.RegisterService(newAdmission(s.cfg.Server).gate(&toolpb.ToolRegistryService_ServiceDesc, registrations), s.registry)
 }
 
 // Shutdown refuses new runs, waits for the runs in progress until ctx ends (then cancels

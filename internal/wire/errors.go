@@ -55,13 +55,14 @@ var Reasons = map[toolpb.ErrorReason]Reason{
 	toolpb.ErrorReason_ERROR_REASON_MODEL_BAD_REQUEST:     {Code: codes.FailedPrecondition},
 	toolpb.ErrorReason_ERROR_REASON_BUDGET_EXCEEDED:       {Code: codes.ResourceExhausted},
 	toolpb.ErrorReason_ERROR_REASON_WORKER_DRAINING:       {Code: codes.Unavailable, RetryAfter: time.Millisecond},
-	toolpb.ErrorReason_ERROR_REASON_WORKER_ID_IN_USE:      {Code: codes.AlreadyExists, RetryAfter: 2 * time.Second},
+	toolpb.ErrorReason_ERROR_REASON_WORKER_ID_IN_USE:      {Code: codes.AlreadyExists, RetryAfter: time.Second},
 	toolpb.ErrorReason_ERROR_REASON_REGISTRATION_INVALID:  {Code: codes.InvalidArgument},
 	toolpb.ErrorReason_ERROR_REASON_REGISTRATION_CONFLICT: {Code: codes.FailedPrecondition},
 	toolpb.ErrorReason_ERROR_REASON_WORKER_UNREACHABLE:    {Code: codes.Unavailable, RetryAfter: time.Second},
 	toolpb.ErrorReason_ERROR_REASON_WORKER_WRONG_SERVICE:  {Code: codes.FailedPrecondition},
 	toolpb.ErrorReason_ERROR_REASON_LEASE_EXPIRED:         {Code: codes.DeadlineExceeded},
 	toolpb.ErrorReason_ERROR_REASON_REGISTRY_FULL:         {Code: codes.ResourceExhausted, RetryAfter: 5 * time.Second},
+	toolpb.ErrorReason_ERROR_REASON_REQUEST_TIMEOUT:       {Code: codes.DeadlineExceeded, RetryAfter: time.Second},
 }
 
 // ReasonName is the reason as ErrorInfo carries it: the value's name without the

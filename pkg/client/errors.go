@@ -50,6 +50,7 @@ var (
 	ErrWorkerWrongService   = errors.New("the worker's address does not serve ToolWorkerService")
 	ErrLeaseExpired         = errors.New("the registration stream's lease expired")
 	ErrRegistryFull         = errors.New("the routing table is full")
+	ErrRequestTimeout       = errors.New("the request message did not arrive in time")
 	ErrInternal             = errors.New("internal error in the orchestrator")
 )
 
@@ -86,6 +87,7 @@ var sentinels = map[toolpb.ErrorReason]error{
 	toolpb.ErrorReason_ERROR_REASON_WORKER_WRONG_SERVICE:  ErrWorkerWrongService,
 	toolpb.ErrorReason_ERROR_REASON_LEASE_EXPIRED:         ErrLeaseExpired,
 	toolpb.ErrorReason_ERROR_REASON_REGISTRY_FULL:         ErrRegistryFull,
+	toolpb.ErrorReason_ERROR_REASON_REQUEST_TIMEOUT:       ErrRequestTimeout,
 }
 
 // Error is an error the orchestrator reported.

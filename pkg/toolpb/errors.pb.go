@@ -110,6 +110,10 @@ const (
 	// table past its bounds (registry.max_workers, max_tools, max_definition_bytes); room
 	// appears as workers leave.
 	ErrorReason_ERROR_REASON_REGISTRY_FULL ErrorReason = 30
+	// DEADLINE_EXCEEDED, retryable: the request message (and, on a call that takes one
+	// message, the end of the client's stream) did not arrive within 30 seconds of the
+	// call's start.
+	ErrorReason_ERROR_REASON_REQUEST_TIMEOUT ErrorReason = 31
 )
 
 // Enum value maps for ErrorReason.
@@ -146,6 +150,7 @@ var (
 		28: "ERROR_REASON_WORKER_WRONG_SERVICE",
 		29: "ERROR_REASON_LEASE_EXPIRED",
 		30: "ERROR_REASON_REGISTRY_FULL",
+		31: "ERROR_REASON_REQUEST_TIMEOUT",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":           0,
@@ -179,6 +184,7 @@ var (
 		"ERROR_REASON_WORKER_WRONG_SERVICE":  28,
 		"ERROR_REASON_LEASE_EXPIRED":         29,
 		"ERROR_REASON_REGISTRY_FULL":         30,
+		"ERROR_REASON_REQUEST_TIMEOUT":       31,
 	}
 )
 
@@ -213,7 +219,7 @@ var File_toolmesh_v1_errors_proto protoreflect.FileDescriptor
 
 const file_toolmesh_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x18toolmesh/v1/errors.proto\x12\vtoolmesh.v1*\x8c\b\n" +
+	"\x18toolmesh/v1/errors.proto\x12\vtoolmesh.v1*\xae\b\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cERROR_REASON_INVALID_REQUEST\x10\x01\x12#\n" +
@@ -246,7 +252,8 @@ const file_toolmesh_v1_errors_proto_rawDesc = "" +
 	"\x1fERROR_REASON_WORKER_UNREACHABLE\x10\x1b\x12%\n" +
 	"!ERROR_REASON_WORKER_WRONG_SERVICE\x10\x1c\x12\x1e\n" +
 	"\x1aERROR_REASON_LEASE_EXPIRED\x10\x1d\x12\x1e\n" +
-	"\x1aERROR_REASON_REGISTRY_FULL\x10\x1eB)Z'github.com/toolmesh/toolmesh/pkg/toolpbb\x06proto3"
+	"\x1aERROR_REASON_REGISTRY_FULL\x10\x1e\x12 \n" +
+	"\x1cERROR_REASON_REQUEST_TIMEOUT\x10\x1fB)Z'github.com/toolmesh/toolmesh/pkg/toolpbb\x06proto3"
 
 var (
 	file_toolmesh_v1_errors_proto_rawDescOnce sync.Once
