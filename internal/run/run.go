@@ -217,11 +217,17 @@ func (s *Service) drive(ctx context.Context, r *record, p *prepared, loopID stri
 	s.log.InfoContext(ctx, "run started", "model", p.label, "tools", len(p.tools))
 	opts := p.opts
 	opts.RunID, opts.LoopID, opts.Logger = r.id, loopID, s.log
+	// The cost metric is labelled, like the chat spans, by the model the run asked for;
+	// the model that answered may be a dated version of it.
+	requestModel := p.model
+	if requestModel == "" {
+		requestModel = tracedProvider{Provider: p.provider}.DefaultModel()
+	}
 	opts.Observer = func(ev loop.Event) {
 		r.observe(ev)
 		switch x := ev.(type) {
 		case loop.ModelCalled:
-			s.tel.RecordCost(ctx, x.Model, x.CostUSD)
+			s.tel.RecordCost(ctx, requestModel, x.CostUSD)
 		case loop.ToolsChanged:
 			s.tel.ToolsChanged(ctx, x.Added, x.Removed)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/internal/router"
+	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/pkg/client"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 	"github.com/toolmesh/toolmesh/pkg/worker"
@@ -61,6 +62,8 @@ type envOptions struct {
 	configure func(*config.Config)
 	// logs, when set, receives the server's logs as JSON lines.
 	logs io.Writer
+	// tel, when set, records the server's telemetry.
+	tel *telemetry.Telemetry
 }
 
 // echoScript answers every turn with a fixed text.
@@ -87,7 +90,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if o.logs != nil {
 		log = slog.New(slog.NewJSONHandler(o.logs, nil))
 	}
-	srv, err := New(Options{Router: rt, Provider: model, Config: &cfg, Logger: log})
+	srv, err := New(Options{Router: rt, Provider: model, Config: &cfg, Logger: log, Telemetry: o.tel})
 	if err != nil {
 		rt.Close()
 		t.Fatal(err)

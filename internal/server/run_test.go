@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -17,6 +18,8 @@ import (
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/internal/logtest"
+	"github.com/toolmesh/toolmesh/internal/telemetry"
+	"github.com/toolmesh/toolmesh/internal/telemetry/telemetrytest"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/client"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
@@ -505,5 +508,25 @@ func TestShutdownWaitsForRuns(t *testing.T) {
 	evs, err := collect(stream)
 	if err != nil || len(evs) == 0 || evs[len(evs)-1].GetFinalResult().GetText() != "done" {
 		t.Errorf("stream = %v, %v", evs, err)
+	}
+}
+
+// TestCostIsLabelledByTheRequestedModel: the cost metric says which model the run asked
+// for, as the chat spans do, not the (possibly dated) name of the model that answered.
+func TestCostIsLabelledByTheRequestedModel(t *testing.T) {
+	rec := telemetrytest.New(t, telemetry.Options{})
+	e := newEnv(t, envOptions{tel: rec.Telemetry, configure: func(c *config.Config) {
+		c.Models.Prices = map[string]config.Price{"scripted/priced": {InputPerMTok: 1000, OutputPerMTok: 1000}}
+	}})
+	ctx := testContext(t)
+	if _, err := e.cl.RunAndWait(ctx, &toolpb.RunRequest{Prompt: "hi", Llm: &toolpb.LlmOptions{Model: "scripted/priced"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	sum, ok := rec.Metric(t, telemetry.MetricCost).Data.(metricdata.Sum[float64])
+	if !ok || len(sum.DataPoints) != 1 {
+		t.Fatalf("cost = %+v, want one data point", rec.Metric(t, telemetry.MetricCost).Data)
+	}
+	if v, _ := sum.DataPoints[0].Attributes.Value(telemetry.KeyRequestModel); v.AsString() != "priced" || sum.DataPoints[0].Value <= 0 {
+		t.Errorf("cost recorded for model %q (%v), want \"priced\" and a positive cost", v.AsString(), sum.DataPoints[0].Value)
 	}
 }

@@ -42,13 +42,13 @@ var (
 	runBuckets      = []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}
 )
 
-// Bounds of the label values that come from requests and model answers rather than
-// from the configuration or the routing table: a client can name any model, a model can
-// call a tool by any name. Past the bound, new values are recorded as OtherValue, so a
-// stream of made-up names neither grows memory nor floods a metrics backend.
+// The bound of the model names metrics label by beyond the configured ones: a client
+// can ask for any model. Past it, new names are recorded as OtherValue, so a stream of
+// made-up names neither grows memory nor floods a metrics backend. Tool names need no
+// such bound: only tools that exist (offered from the routing table, or registered by
+// the worker) are recorded, never a name a model made up.
 const (
 	maxModelValues = 128
-	maxToolValues  = 1024
 	// OtherValue stands for label values past their bound, as the semantic conventions
 	// write an unlisted value.
 	OtherValue = "_OTHER"
@@ -78,6 +78,21 @@ func (b *boundedValues) admit(values ...string) {
 	}
 }
 
+// admitFor makes v always recorded by name when known was admitted: the dated model
+// that answered for a configured one.
+func (b *boundedValues) admitFor(v, known string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.known[known] {
+		if _, ok := b.known[v]; !ok || !b.known[v] {
+			if ok {
+				b.other-- // it had taken one of the others' places
+			}
+			b.known[v] = true
+		}
+	}
+}
+
 func (b *boundedValues) value(v string) string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -95,7 +110,6 @@ func (b *boundedValues) value(v string) string {
 // instruments are created once per Telemetry.
 type instruments struct {
 	models *boundedValues
-	tools  *boundedValues
 
 	toolDuration metric.Float64Histogram
 	inFlight     metric.Int64UpDownCounter
@@ -108,7 +122,7 @@ type instruments struct {
 
 func newInstruments(m metric.Meter, replicas metric.Int64Callback) (*instruments, error) {
 	var (
-		in   = instruments{models: newBoundedValues(maxModelValues), tools: newBoundedValues(maxToolValues)}
+		in   = instruments{models: newBoundedValues(maxModelValues)}
 		errs []error
 	)
 	note := func(err error) {
@@ -174,7 +188,7 @@ func (t *Telemetry) RecordToolCall(ctx context.Context, tool, group, outcome str
 	if in == nil {
 		return
 	}
-	attrs := []attribute.KeyValue{KeyToolName.String(in.tools.value(tool)), KeyOutcome.String(outcome)}
+	attrs := []attribute.KeyValue{KeyToolName.String(tool), KeyOutcome.String(outcome)}
 	if group != "" {
 		attrs = append(attrs, KeyGroup.String(group))
 	}
@@ -266,6 +280,7 @@ func (t *Telemetry) recordChatDuration(ctx context.Context, provider, model, res
 	}
 	attrs := in.chatAttrs(provider, model)
 	if responseModel != "" {
+		in.models.admitFor(responseModel, model)
 		attrs = append(attrs, KeyResponseModel.String(in.models.value(responseModel)))
 	}
 	if errType != "" {
