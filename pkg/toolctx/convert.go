@@ -125,28 +125,32 @@ func (s *secured) isSecret(key string) bool {
 
 // credentialWords end the names of well-known credential keys, once the name is lower
 // case and its separators are gone: "Authorization", "Proxy-Authorization", "X-Auth",
-// "Cookie", "X-Api-Key", "api_keys", "openaiApiKey", "access_token", "authToken",
-// "password", "db_pwd", "client_secret", "AWS_SECRET_ACCESS_KEY", "ssh_key",
-// "privateKey", "sessionId", "AWS_CREDENTIALS", "id_jwt". "tokens" is not among them:
-// "maxTokens" names a number.
+// "Cookie", "X-Api-Key", "api_keys", "openaiApiKey", "access_token", "refresh_tokens",
+// "authToken", "password", "client_secret", "AWS_SECRET_ACCESS_KEY", "ssh_key",
+// "privateKey", "session_key", "sessionId", "AWS_CREDENTIALS", "id_jwt", "DATABASE_DSN".
+// Plain "tokens" and "auth" are not among them: "maxTokens" names a number,
+// "requireAuth" a setting.
 var credentialWords = []string{
-	"authorization", "auth", "cookie", "cookies", "apikey", "apikeys", "token",
-	"password", "passwords", "passwd", "pwd", "passphrase", "passcode",
-	"secret", "secrets", "secretkey", "accesskey", "privatekey", "privatekeys",
-	"signingkey", "encryptionkey", "sshkey", "credential", "credentials",
-	"sessionid", "bearer", "jwt", "connectionstring",
+	"authorization", "xauth", "basicauth", "proxyauth", "bearerauth", "cookie", "cookies",
+	"apikey", "apikeys", "token", "accesstokens", "refreshtokens", "idtokens", "authtokens",
+	"apitokens", "sessiontokens", "bearertokens", "password", "passwords", "passwd",
+	"passphrase", "passcode", "secret", "secrets", "secretkey", "accesskey", "privatekey",
+	"privatekeys", "privatekeypem", "signingkey", "encryptionkey", "sshkey", "sessionkey",
+	"credential", "credentials", "sessionid", "bearer", "jwt", "connectionstring", "dsn",
 }
 
 // credentialNames are credential keys too short to be recognized by their ending.
-var credentialNames = []string{"pass", "pin", "otp", "sid"}
+var credentialNames = []string{"auth", "pass", "pin", "otp", "sid"}
 
 // IsCredentialKey reports whether key names a well-known kind of credential: after
 // lower-casing and dropping '-', '_', '.' and spaces, it ends with one of
-// "authorization", "auth", "cookie(s)", "apikey(s)", "token", "password(s)", "passwd",
-// "pwd", "passphrase", "passcode", "secret(s)", "secretkey", "accesskey",
-// "privatekey(s)", "signingkey", "encryptionkey", "sshkey", "credential(s)",
-// "sessionid", "bearer", "jwt" or "connectionstring", or it is "pass", "pin", "otp" or
-// "sid". Such keys are secrets of every Secured converter, so that a pass-through
+// "authorization", "xauth", "basicauth", "proxyauth", "bearerauth", "cookie(s)",
+// "apikey(s)", "token", "accesstokens", "refreshtokens", "idtokens", "authtokens",
+// "apitokens", "sessiontokens", "bearertokens", "password(s)", "passwd", "passphrase",
+// "passcode", "secret(s)", "secretkey", "accesskey", "privatekey(s)", "privatekeypem",
+// "signingkey", "encryptionkey", "sshkey", "sessionkey", "credential(s)", "sessionid",
+// "bearer", "jwt", "connectionstring" or "dsn", or it is "auth", "pass", "pin", "otp"
+// or "sid". Such keys are secrets of every Secured converter, so that a pass-through
 // converter never forwards one by accident; an allow-keys converter that lists one
 // forwards it.
 func IsCredentialKey(key string) bool {

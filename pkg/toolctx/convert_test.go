@@ -174,11 +174,14 @@ func TestWellKnownCredentialsAreSecrets(t *testing.T) {
 	credentials := []string{"Authorization", "authorization", "Proxy-Authorization", "Cookie", "X-Api-Key", "api_key",
 		"apiKey", "OPENAI_API_KEY", "access_token", "refresh-token", "authToken", "githubToken", "password", "dbPassword",
 		"client_secret", "privateKey", "session.id", "AWS_CREDENTIALS", "bearer",
-		"api_keys", "X-Auth", "x-goog-auth", "basic_auth", "cookies", "passwords", "db_pwd", "PASS", "pin", "otp",
+		"api_keys", "X-Auth", "basic_auth", "Proxy-Auth", "auth", "cookies", "passwords", "PASS", "pin", "otp",
 		"passcode", "client_secrets", "secret_key", "AWS_SECRET_ACCESS_KEY", "ssh_key", "signing-key", "encryptionKey",
-		"private_keys", "id_jwt", "DATABASE_CONNECTION_STRING", "sid"}
-	plain := []string{"tenantId", "correlationId", "maxTokens", "tokenizer", "keyId", "locale", "secretary_name",
-		"author", "AWS_ACCESS_KEY_ID", "passenger", "pinned", "spin", "sidebar", "region", "user", "chat_session"}
+		"private_keys", "private_key_pem", "id_jwt", "DATABASE_CONNECTION_STRING", "DATABASE_DSN", "sid",
+		"access_tokens", "refresh_tokens", "session_key"}
+	plain := []string{"tenantId", "correlationId", "maxTokens", "max_tokens", "totalTokens", "tokenizer", "keyId",
+		"locale", "secretary_name", "author", "AWS_ACCESS_KEY_ID", "passenger", "pinned", "spin", "sidebar", "region",
+		"user", "chat_session", "PWD", "OLDPWD", "requireAuth", "skip_auth", "default_auth", "two_factor_auth", "hasAuth",
+		"oauth_provider"}
 	var kv []string
 	for _, k := range append(slices.Clone(credentials), plain...) {
 		kv = append(kv, k, "v-"+k)
