@@ -170,6 +170,7 @@ func TestValidateNamesEachKey(t *testing.T) {
 		{"provider.openai.timeout", func(c *Config) { c.Provider.OpenAI.Timeout = -1 }},
 		{"provider.name", func(c *Config) { c.Provider.Name = "openai-ish" }},
 		{"provider.script", func(c *Config) { c.Provider.Script = filepath.Join(os.TempDir(), "does-not-exist.yaml") }},
+		{"telemetry.context_allow_list", func(c *Config) { c.Telemetry.ContextAllowList = []string{"tenantId", "X-Api-Key"} }},
 		{"log.level", func(c *Config) { c.Log.Level = "verbose" }},
 		{"log.format", func(c *Config) { c.Log.Format = "xml" }},
 	}
