@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -78,7 +77,9 @@ func flattenFacades(gr *toolpb.GroupRegistration, tools map[string]parsedTool, a
 				add(name, "facade %q has an empty child", name)
 			}
 		}
-		checkCategories(n, children, func(format string, args ...any) { add(name, "facade %q: "+format, append([]any{name}, args...)...) })
+		for _, p := range wire.CheckCategories(n, children) {
+			add(name, "facade %q: %s", name, p)
+		}
 		if len(n.GetCategories()) > 0 && n.GetSelectable() {
 			add(name, "facade %q cannot be both by-category and selectable", name)
 		}
@@ -94,59 +95,6 @@ func flattenFacades(gr *toolpb.GroupRegistration, tools map[string]parsedTool, a
 	}
 	return out
 }
-
-// Bounds of a by-category facade: its categories are an enum of the model-visible
-// schema, so they are few, short and printable.
-const (
-	maxFacadeCategories = 256
-	maxCategoryBytes    = 64
-)
-
-// checkCategories checks the categories and category parameter of a facade whose
-// children are children.
-func checkCategories(n *toolpb.FacadeNode, children map[string]bool, add func(format string, args ...any)) {
-	if len(n.GetCategories()) > maxFacadeCategories {
-		add("has %d categories; the limit is %d", len(n.GetCategories()), maxFacadeCategories)
-		return
-	}
-	if p := n.GetCategoryParameter(); p != "" {
-		if msg := wire.CheckID(p, toolNameRE, 64); msg != "" {
-			add("category_parameter %s", msg)
-		}
-	}
-	names := map[string]bool{}
-	for i, cat := range n.GetCategories() {
-		cname := cat.GetName()
-		if msg := wire.CheckPrintable(cname, maxCategoryBytes); msg != "" || blank(cname) {
-			if msg == "" {
-				msg = "is blank"
-			}
-			add("category %d's name %s", i, msg)
-			continue
-		}
-		if names[cname] {
-			add("category %q is declared twice", cname)
-			continue
-		}
-		names[cname] = true
-		if len(cat.GetChildren()) > len(children) {
-			add("category %q has %d children, more than the facade's %d", cname, len(cat.GetChildren()), len(children))
-			continue
-		}
-		inCat := map[string]bool{}
-		for _, c := range cat.GetChildren() {
-			switch {
-			case !children[c]:
-				add("category %q names %q, which is not one of its children", cname, wire.Truncate(c, 64))
-			case inCat[c]:
-				add("category %q names %q twice", cname, c)
-			}
-			inCat[c] = true
-		}
-	}
-}
-
-func blank(s string) bool { return strings.TrimSpace(s) == "" }
 
 // facadeHash covers the facade's definition and its whole tree, so that replicas that
 // declare different trees under one name conflict like tools with different definitions.

@@ -109,7 +109,7 @@ func TestFacadeRegistrationErrors(t *testing.T) {
 		{"category declared twice", categorized(&toolpb.FacadeCategory{Name: "c", Children: []string{"a"}}, &toolpb.FacadeCategory{Name: "c", Children: []string{"b"}}), `category "c" is declared twice`},
 		{"child twice in a category", categorized(&toolpb.FacadeCategory{Name: "c", Children: []string{"a", "a"}}), `category "c" names "a" twice`},
 		{"more category children than children", categorized(&toolpb.FacadeCategory{Name: "c", Children: make([]string, 100000)}), `category "c" has 100000 children, more than the facade's 2`},
-		{"too many categories", categorized(make([]*toolpb.FacadeCategory, maxFacadeCategories+1)...), `has 257 categories; the limit is 256`},
+		{"too many categories", categorized(make([]*toolpb.FacadeCategory, wire.MaxFacadeCategories+1)...), `has 257 categories; the limit is 256`},
 		{"bad category parameter", func() []*toolpb.FacadeNode {
 			n := categorized(&toolpb.FacadeCategory{Name: "c", Children: []string{"a"}})
 			n[0].CategoryParameter = "has space"

@@ -3,8 +3,11 @@ package wire
 import (
 	"fmt"
 	"regexp"
+	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
 
 // Bounds of the contract's fields. The proto states each one with its field; the
@@ -108,4 +111,60 @@ func Truncate(s string, n int) string {
 		cut--
 	}
 	return fmt.Sprintf("%s… (%d bytes)", s[:cut], len(s))
+}
+
+// Bounds of a by-category facade: its categories are an enum of the model-visible
+// schema, so they are few, short and printable.
+const (
+	MaxFacadeCategories = 256
+	MaxCategoryBytes    = 64
+)
+
+// CheckCategories checks the categories and the category parameter of a facade node
+// whose children are children, and returns the problems found, each a phrase such as
+// `category "c" names "a" twice`; none when the node is valid. The worker SDK checks a
+// facade with it before registering, the orchestrator when a registration arrives.
+func CheckCategories(n *toolpb.FacadeNode, children map[string]bool) []string {
+	var out []string
+	add := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
+	if len(n.GetCategories()) > MaxFacadeCategories {
+		add("has %d categories; the limit is %d", len(n.GetCategories()), MaxFacadeCategories)
+		return out
+	}
+	if p := n.GetCategoryParameter(); p != "" {
+		if msg := CheckID(p, ToolNameRE, 64); msg != "" {
+			add("category_parameter %s", msg)
+		}
+	}
+	names := map[string]bool{}
+	for i, cat := range n.GetCategories() {
+		name := cat.GetName()
+		if msg := CheckPrintable(name, MaxCategoryBytes); msg != "" || strings.TrimSpace(name) == "" {
+			if msg == "" {
+				msg = "is blank"
+			}
+			add("category %d's name %s", i, msg)
+			continue
+		}
+		if names[name] {
+			add("category %q is declared twice", name)
+			continue
+		}
+		names[name] = true
+		if len(cat.GetChildren()) > len(children) {
+			add("category %q has %d children, more than the facade's %d", name, len(cat.GetChildren()), len(children))
+			continue
+		}
+		seen := map[string]bool{}
+		for _, c := range cat.GetChildren() {
+			switch {
+			case !children[c]:
+				add("category %q names %q, which is not one of its children", name, Truncate(c, 64))
+			case seen[c]:
+				add("category %q names %q twice", name, c)
+			}
+			seen[c] = true
+		}
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package worker
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sort"
 
 	"github.com/toolmesh/toolmesh/internal/wire"
@@ -214,6 +215,14 @@ func (b *groupBuilder) facadeNode(t tool.Tool, depth int) (*toolpb.FacadeNode, e
 				}
 			}
 			node.Categories = append(node.Categories, &toolpb.FacadeCategory{Name: cat.Name, Children: names})
+		}
+		inFacade := map[string]bool{}
+		for _, c := range children {
+			inFacade[c] = true
+		}
+		// The orchestrator refuses what these checks find: better to fail at start.
+		if problems := wire.CheckCategories(node, inFacade); len(problems) > 0 {
+			return nil, fmt.Errorf("%w: group %q: facade %q: %s", ErrInvalidGroup, b.role, name, strings.Join(problems, "; "))
 		}
 	case tool.FacadeSelectable:
 		node.Selectable = true

@@ -289,6 +289,16 @@ func TestFacadeRegistrationRejects(t *testing.T) {
 		{"nil tool", []Group{{Role: "g", Tools: []tool.Tool{nil}}}, `group "g": tool 0 is nil`},
 		{"group without tools or facades", []Group{{Role: "g"}}, `group "g" has no tools`},
 		{"too deep", []Group{{Role: "g", Facades: []tool.Facade{deep(40)}}}, `facade "d33" nests deeper than 32 levels`},
+		// What the orchestrator would refuse at registration fails at start.
+		{"category name too long",
+			[]Group{{Role: "g", Facades: []tool.Facade{tool.ByCategory("f", "F", []tool.Category{{Name: strings.Repeat("c", 65), Tools: leaves("a")}})}}},
+			`category 0's name is 65 bytes; the limit is 64`},
+		{"category twice",
+			[]Group{{Role: "g", Facades: []tool.Facade{tool.ByCategory("f", "F", []tool.Category{{Name: "c", Tools: leaves("a")}, {Name: "c", Tools: leaves("b")}})}}},
+			`category "c" is declared twice`},
+		{"bad category parameter",
+			[]Group{{Role: "g", Facades: []tool.Facade{tool.ByCategory("f", "F", []tool.Category{{Name: "c", Tools: leaves("a")}}, tool.CategoryParameter("the kind"))}}},
+			`category_parameter "the kind" must match`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
