@@ -3,8 +3,8 @@ package worker
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"sort"
+	"strings"
 
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/tool"
