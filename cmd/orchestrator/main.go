@@ -135,7 +135,8 @@ func run(args []string) error {
 		Telemetry:      tel,
 		Logger:         log,
 		Limits: router.Limits{
-			MaxWorkers: cfg.Registry.MaxWorkers, MaxTools: cfg.Registry.MaxTools, MaxDefinitionBytes: cfg.Registry.MaxDefinitionBytes,
+			MaxWorkers: cfg.Registry.MaxWorkers, MaxTools: cfg.Registry.MaxTools,
+			MaxDefinitionBytes: cfg.Registry.MaxDefinitionBytes, MaxServedTools: cfg.Registry.MaxServedTools,
 		},
 	})
 	defer rt.Close()

@@ -91,11 +91,13 @@ type Registry struct {
 	LeaseTTL Duration `yaml:"lease_ttl"`
 	// GracePeriod keeps a disconnected worker's place (taking no calls) before removal.
 	GracePeriod Duration `yaml:"grace_period"`
-	// MaxWorkers, MaxTools and MaxDefinitionBytes bound the routing table: workers,
-	// distinct tools and facades, and the encoded size of their definitions.
+	// MaxWorkers, MaxTools, MaxDefinitionBytes and MaxServedTools bound the routing
+	// table: workers, distinct tools and facades, the encoded size of their definitions,
+	// and the tools all workers serve, replicas included.
 	MaxWorkers         int   `yaml:"max_workers"`
 	MaxTools           int   `yaml:"max_tools"`
 	MaxDefinitionBytes int64 `yaml:"max_definition_bytes"`
+	MaxServedTools     int   `yaml:"max_served_tools"`
 }
 
 // Router configures tool-call routing.
@@ -204,6 +206,7 @@ func Default() Config {
 			MaxWorkers:         1024,
 			MaxTools:           10000,
 			MaxDefinitionBytes: 64 << 20,
+			MaxServedTools:     200000,
 		},
 		Router: Router{
 			DefaultToolTimeout: Duration(30 * time.Second),
@@ -310,6 +313,9 @@ func (c Config) Validate() error {
 	}
 	if c.Registry.MaxTools < 1 || c.Registry.MaxTools > 1<<20 {
 		bad("registry.max_tools", "must be between 1 and 1048576, got %d", c.Registry.MaxTools)
+	}
+	if c.Registry.MaxServedTools < 1 || c.Registry.MaxServedTools > 1<<24 {
+		bad("registry.max_served_tools", "must be between 1 and 16777216, got %d", c.Registry.MaxServedTools)
 	}
 	if c.Registry.MaxDefinitionBytes < 1<<20 || c.Registry.MaxDefinitionBytes > 16<<30 {
 		bad("registry.max_definition_bytes", "must be between 1048576 and 17179869184, got %d", c.Registry.MaxDefinitionBytes)

@@ -172,6 +172,7 @@ func (r *Router) Register(reg *toolpb.Registration) (*Lease, []*toolpb.Rejection
 	sort.Strings(w.groups)
 	sort.Strings(w.tools)
 	r.workers[w.id] = w
+	r.served += len(w.tools)
 	r.mu.Unlock()
 
 	if old != nil {
@@ -222,6 +223,13 @@ func (r *Router) overLimitsLocked(parsed map[string]parsedTool, old *worker) str
 	}
 	if workers > lim.MaxWorkers {
 		return fmt.Sprintf("the routing table holds its maximum of %d workers", lim.MaxWorkers)
+	}
+	served := r.served + len(parsed)
+	if old != nil {
+		served -= len(old.tools)
+	}
+	if served > lim.MaxServedTools {
+		return fmt.Sprintf("the routing table would hold %d tools served by workers, replicas included; its maximum is %d", served, lim.MaxServedTools)
 	}
 	// What old alone serves leaves with it.
 	tools, bytes := len(r.tools), r.defBytes
@@ -275,6 +283,7 @@ func (r *Router) removeLocked(w *worker) {
 	w.mu.Unlock()
 	if r.workers[w.id] == w {
 		delete(r.workers, w.id)
+		r.served -= len(w.tools)
 	}
 	for _, role := range w.groups {
 		g, ok := r.groups[role]

@@ -405,6 +405,19 @@ func TestRegisterKeepsTheTableWithinItsLimits(t *testing.T) {
 		// Replicas of tools already in the table take no room.
 		mustRegister(t, r, registration("w3", "127.0.0.1:1", "a", echoTool("a1"), echoTool("a2")))
 	})
+	t.Run("served tools", func(t *testing.T) {
+		r := newRouter(t, Options{Limits: Limits{MaxServedTools: 3}})
+		l := mustRegister(t, r, registration("w1", "127.0.0.1:1", "a", echoTool("a1"), echoTool("a2")))
+		// Replicas take no room among distinct tools, but they do here.
+		if _, _, err := r.Register(registration("w2", "127.0.0.1:1", "a", echoTool("a1"), echoTool("a2"))); !errors.Is(err, ErrTableFull) {
+			t.Fatalf("a replica of two tools = %v, want ErrTableFull", err)
+		}
+		l.End()
+		mustRegister(t, r, registration("w1", "127.0.0.1:1", "a", echoTool("a1"), echoTool("a2"))) // replaces itself
+		if r.served != 2 {
+			t.Errorf("served = %d, want 2", r.served)
+		}
+	})
 	t.Run("definition bytes", func(t *testing.T) {
 		one := int64(proto.Size(registered(echoTool("t0")).GetDefinition()))
 		r := newRouter(t, Options{Limits: Limits{MaxDefinitionBytes: 2*one + one/2}})

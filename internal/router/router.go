@@ -102,6 +102,9 @@ type Limits struct {
 	// or facade's name, description, schema and metadata, a facade's tree). Default
 	// 64 MiB.
 	MaxDefinitionBytes int64
+	// MaxServedTools bounds the tools and facades all workers serve, counted once per
+	// worker that serves them (replicas included). Default 200,000.
+	MaxServedTools int
 }
 
 func (o Options) withDefaults() Options {
@@ -147,6 +150,9 @@ func (o Options) withDefaults() Options {
 	if o.Limits.MaxDefinitionBytes <= 0 {
 		o.Limits.MaxDefinitionBytes = 64 << 20
 	}
+	if o.Limits.MaxServedTools <= 0 {
+		o.Limits.MaxServedTools = 200000
+	}
 	return o
 }
 
@@ -162,8 +168,9 @@ type Router struct {
 	workers map[string]*worker
 	groups  map[string]*groupEntry
 	tools   map[string]*toolEntry
-	// defBytes is the sum of the tools' sizes.
+	// defBytes is the sum of the tools' sizes, served the sum of the workers' tools.
 	defBytes int64
+	served   int
 }
 
 // groupEntry is a tool group and what serves it.

@@ -107,7 +107,8 @@ const (
 	// within the lease TTL; the worker registers again on a new stream.
 	ErrorReason_ERROR_REASON_LEASE_EXPIRED ErrorReason = 29
 	// RESOURCE_EXHAUSTED, retryable: accepting the registration would take the routing
-	// table past its bounds (registry.max_workers, max_tools, max_definition_bytes); room
+	// table past its bounds (registry.max_workers, max_tools, max_definition_bytes,
+	// max_served_tools); room
 	// appears as workers leave.
 	ErrorReason_ERROR_REASON_REGISTRY_FULL ErrorReason = 30
 	// DEADLINE_EXCEEDED, retryable: the request message (and, on a call that takes one
