@@ -108,8 +108,7 @@ const (
 	ErrorReason_ERROR_REASON_LEASE_EXPIRED ErrorReason = 29
 	// RESOURCE_EXHAUSTED, retryable: accepting the registration would take the routing
 	// table past its bounds (registry.max_workers, max_tools, max_definition_bytes,
-	// max_served_tools); room
-	// appears as workers leave.
+	// max_served_tools); room appears as workers leave.
 	ErrorReason_ERROR_REASON_REGISTRY_FULL ErrorReason = 30
 	// DEADLINE_EXCEEDED, retryable: the request message (and, on a call that takes one
 	// message, the end of the client's stream) did not arrive within 30 seconds of the
