@@ -243,7 +243,7 @@ func (s *Service) drive(ctx context.Context, r *record, p *prepared, loopID stri
 		case ctx.Err() != nil && errors.Is(err, context.DeadlineExceeded):
 			err = fmt.Errorf("run timed out after %s: %w", p.timeout, err)
 		case ctx.Err() != nil && errors.Is(err, context.Canceled):
-			err = fmt.Errorf("run cancelled: the client went away: %w", err)
+			err = fmt.Errorf("%w: the client went away: %w", ErrCancelled, err)
 		}
 		usage := r.snapshot().Usage
 		kind := s.errorType(err)
@@ -309,7 +309,7 @@ func (s *Service) Shutdown(ctx context.Context) {
 // errorType is a low-cardinality error.type for a failed run.
 func errorType(err error) string {
 	switch {
-	case errors.Is(err, ErrCancelled), errors.Is(err, context.Canceled):
+	case errors.Is(err, ErrCancelled):
 		return "cancelled"
 	case errors.Is(err, ErrShutdown):
 		return "shutdown"
@@ -353,9 +353,12 @@ func checkContext(bag, run, interaction toolctx.Context, maxBytes int) error {
 	return nil
 }
 
-// cancelled reports whether a run that ended with err was cancelled rather than failed.
+// cancelled reports whether a run that ended with err was cancelled rather than failed:
+// through Cancel, by a shutdown or by its client going away, which Run wraps in
+// ErrCancelled. A context.Canceled from inside (a provider's own request, say) while
+// the run's context is live is a failure.
 func cancelled(err error) bool {
-	return errors.Is(err, ErrCancelled) || errors.Is(err, ErrShutdown) || errors.Is(err, context.Canceled)
+	return errors.Is(err, ErrCancelled) || errors.Is(err, ErrShutdown)
 }
 
 // serialObserver hands events to observe one at a time: tool calls finish on many

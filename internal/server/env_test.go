@@ -16,6 +16,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/builtin"
 	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/internal/router"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
@@ -64,6 +65,8 @@ type envOptions struct {
 	logs io.Writer
 	// tel, when set, records the server's telemetry.
 	tel *telemetry.Telemetry
+	// provider, when set, is a second provider, the default one.
+	provider llm.Provider
 }
 
 // echoScript answers every turn with a fixed text.
@@ -90,7 +93,12 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if o.logs != nil {
 		log = slog.New(slog.NewJSONHandler(o.logs, nil))
 	}
-	srv, err := New(Options{Router: rt, Provider: model, Config: &cfg, Logger: log, Telemetry: o.tel})
+	opts := Options{Router: rt, Provider: model, Config: &cfg, Logger: log, Telemetry: o.tel}
+	if o.provider != nil {
+		opts.Providers = map[string]llm.Provider{"scripted": model, o.provider.Name(): o.provider}
+		opts.DefaultProvider = o.provider.Name()
+	}
+	srv, err := New(opts)
 	if err != nil {
 		rt.Close()
 		t.Fatal(err)

@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
+	"iter"
 	"slices"
 	"strings"
 	"testing"
@@ -528,5 +530,31 @@ func TestCostIsLabelledByTheRequestedModel(t *testing.T) {
 	}
 	if v, _ := sum.DataPoints[0].Attributes.Value(telemetry.KeyRequestModel); v.AsString() != "priced" || sum.DataPoints[0].Value <= 0 {
 		t.Errorf("cost recorded for model %q (%v), want \"priced\" and a positive cost", v.AsString(), sum.DataPoints[0].Value)
+	}
+}
+
+// cancellingProvider fails every call with an error that wraps context.Canceled, as an
+// SDK may when it cancels a request of its own.
+type cancellingProvider struct{}
+
+func (cancellingProvider) Name() string { return "cancelling" }
+func (cancellingProvider) Stream(context.Context, *llm.Request) iter.Seq2[llm.Chunk, error] {
+	return func(yield func(llm.Chunk, error) bool) {
+		yield(llm.Chunk{}, fmt.Errorf("upstream gave up: %w", context.Canceled))
+	}
+}
+
+// TestInnerCancellationIsAFailure: a run whose context is live but whose provider fails
+// with context.Canceled failed; only Cancel, a shutdown or the client going away cancel
+// a run.
+func TestInnerCancellationIsAFailure(t *testing.T) {
+	e := newEnv(t, envOptions{provider: cancellingProvider{}})
+	ctx := testContext(t)
+	_, err := e.cl.RunAndWait(ctx, &toolpb.RunRequest{Prompt: "hi", RunId: "inner"}, nil)
+	if err == nil || errors.Is(err, client.ErrCancelled) {
+		t.Fatalf("run = %v, want a failure that is not a cancellation", err)
+	}
+	if r, _ := e.cl.GetRun(ctx, "inner"); r.GetState() != toolpb.RunState_RUN_STATE_FAILED {
+		t.Errorf("state = %s, want FAILED", r.GetState())
 	}
 }
