@@ -102,7 +102,7 @@ func (r *Router) expire(w *worker) {
 func (r *Router) Register(reg *toolpb.Registration) (*Lease, []*toolpb.Rejection, error) {
 	rejections, parsed := validate(reg)
 	if len(rejections) > 0 {
-		return nil, rejections, fmt.Errorf("%w: %s", ErrInvalidRegistration, summarize(rejections))
+		return nil, capRejections(rejections), fmt.Errorf("%w: %s", ErrInvalidRegistration, summarize(rejections))
 	}
 	if err := r.checkLocked(reg, parsed, true); err != nil {
 		return nil, err.rejections, err.err
@@ -204,8 +204,8 @@ func (r *Router) checkLocked(reg *toolpb.Registration, parsed map[string]parsedT
 		msg := fmt.Sprintf("worker id %q is held by a worker whose registration stream is still open; a worker id may be registered by one stream at a time", old.id)
 		return &refusal{rejections: []*toolpb.Rejection{{Reason: msg}}, err: fmt.Errorf("%w: %s", ErrWorkerIDInUse, msg)}
 	}
-	if rej := capRejections(r.conflictsLocked(reg, parsed, old)); len(rej) > 0 {
-		return &refusal{rejections: rej, err: fmt.Errorf("%w: %s", ErrConflict, summarize(rej))}
+	if rej := r.conflictsLocked(reg, parsed, old); len(rej) > 0 {
+		return &refusal{rejections: capRejections(rej), err: fmt.Errorf("%w: %s", ErrConflict, summarize(rej))}
 	}
 	if msg := r.overLimitsLocked(parsed, old); msg != "" {
 		return &refusal{rejections: []*toolpb.Rejection{{Reason: msg}}, err: fmt.Errorf("%w: %s", ErrTableFull, msg)}
@@ -339,11 +339,11 @@ func entries(gr *toolpb.GroupRegistration, parsed map[string]parsedTool) []strin
 
 // validate checks a registration on its own, without looking at the table. No
 // rejection echoes an oversized value.
-func validate(reg *toolpb.Registration) (rej []*toolpb.Rejection, _ map[string]parsedTool) {
+func validate(reg *toolpb.Registration) ([]*toolpb.Rejection, map[string]parsedTool) {
+	var rej []*toolpb.Rejection
 	add := func(group, name, format string, args ...any) {
 		rej = append(rej, &toolpb.Rejection{Group: wire.Truncate(group, 256), Tool: wire.Truncate(name, 256), Reason: wire.Truncate(fmt.Sprintf(format, args...), maxReasonBytes)})
 	}
-	defer func() { rej = capRejections(rej) }()
 	if p := wire.CheckID(reg.GetWorkerId(), wire.WorkerIDRE, 253); p != "" {
 		add("", "", "worker_id %s", p)
 	}

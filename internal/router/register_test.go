@@ -173,6 +173,9 @@ func TestRegisterBoundsItsRejections(t *testing.T) {
 	for _, x := range rej {
 		size += proto.Size(x)
 	}
+	if want := fmt.Sprintf("and %d more", wire.MaxGroupTools-summarized); !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("error ends %q, want %q", wire.Truncate(err.Error()[max(0, len(err.Error())-64):], 64), want)
+	}
 	if size > 64<<10 || len(err.Error()) > 8<<10 {
 		t.Errorf("rejections are %d bytes and the error %d bytes; want at most 64 KiB and 8 KiB", size, len(err.Error()))
 	}

@@ -66,3 +66,22 @@ func TestParseConverterErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestConverterKindsRoundTrip: the names a converter is written with in the
+// configuration are the names its String starts with, so logs and errors speak the
+// configuration's language.
+func TestConverterKindsRoundTrip(t *testing.T) {
+	for _, kind := range []string{kindPassThrough, kindNone, kindAllowKeys, kindDenyKeys} {
+		var keys []string
+		if kind == kindAllowKeys || kind == kindDenyKeys {
+			keys = []string{"k"}
+		}
+		conv, err := parseConverter(kind, keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprint(conv); !strings.HasPrefix(got, kind) {
+			t.Errorf("parseConverter(%q).String() = %q, want it to start with %q", kind, got, kind)
+		}
+	}
+}
