@@ -17,10 +17,11 @@ import (
 	"syscall"
 
 	"github.com/toolmesh/toolmesh/bench"
+	"github.com/toolmesh/toolmesh/internal/cli"
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	if err := run(os.Args[1:]); err != nil && !cli.IsHelp(err) {
 		fmt.Fprintln(os.Stderr, "benchrun:", err)
 		os.Exit(1)
 	}
@@ -31,7 +32,7 @@ func run(args []string) error {
 	quick := fs.Bool("quick", false, "the quick configuration (under a minute) instead of the full one (a few minutes)")
 	out := fs.String("out", "bench/results", "directory of latest.md and latest.json")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (turns the automatic profiles of missed goals off)")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args, os.Stdout, os.Stderr); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

@@ -24,10 +24,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/bench/internal/peer"
+	"github.com/toolmesh/toolmesh/internal/cli"
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	if err := run(os.Args[1:]); err != nil && !cli.IsHelp(err) {
 		fmt.Fprintln(os.Stderr, "mcpadd:", err)
 		os.Exit(1)
 	}
@@ -37,7 +38,7 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("mcpadd", flag.ContinueOnError)
 	transport := fs.String("transport", "http", "http (streamable HTTP) or stdio")
 	listen := fs.String("listen", "127.0.0.1:0", "address to serve streamable HTTP on")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args, os.Stdout, os.Stderr); err != nil {
 		return err
 	}
 	server := mcp.NewServer(&mcp.Implementation{Name: "mcpadd", Version: "v1.0.0"}, nil)

@@ -22,11 +22,12 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/toolmesh/toolmesh/bench/internal/peer"
+	"github.com/toolmesh/toolmesh/internal/cli"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	if err := run(os.Args[1:]); err != nil && !cli.IsHelp(err) {
 		fmt.Fprintln(os.Stderr, "rawadd:", err)
 		os.Exit(1)
 	}
@@ -35,7 +36,7 @@ func main() {
 func run(args []string) error {
 	fs := flag.NewFlagSet("rawadd", flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:0", "address to serve on")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args, os.Stdout, os.Stderr); err != nil {
 		return err
 	}
 	lis, err := net.Listen("tcp", *listen)
