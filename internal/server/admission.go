@@ -25,17 +25,22 @@ import (
 // reading its five-byte header, before any of its body), and messages are read and
 // decoded only while a budget of config.Server.MaxInflightReceiveBytes allows, each
 // counted at the largest size it may have, since its size is not known before it is
-// read. A request that waits for the budget longer than admissionWait is refused as
-// OVERLOADED. A waiting request costs no more than its HTTP/2 stream's flow-control
+// read. Client calls and registration streams each have a budget of their own (see
+// Server.Register). A request that waits for the budget longer than admissionWait is
+// refused as OVERLOADED. A waiting request costs no more than its HTTP/2 stream's flow-control
 // window, which ServerOptions fixes at 64 KiB (grpc-go's dynamic windows would let a
 // stream buffer megabytes).
 
 // admissionWait bounds the wait for the receive budget.
 const admissionWait = 2 * time.Second
 
-// admissionHold is how long one read may count against the budget: a client that
-// trickles its message in more slowly than that does not keep others out; what it has
-// sent so far is all the memory it holds.
+// admissionHold is how long one read may count against the budget, so that a client
+// that trickles its message in does not keep others out for long. Past it the read goes
+// on uncounted, holding what has arrived so far, until the message is complete or
+// firstMessageTimeout ends the call: slow reads are admitted at most a budget's worth
+// per admissionHold and last at most firstMessageTimeout, so at most
+// messages × (firstMessageTimeout/admissionHold + 1) of them (32 with the defaults)
+// are in progress at once, besides the counted ones.
 const admissionHold = 10 * time.Second
 
 // firstMessageTimeout bounds the wait for a request's message (a unary request, the
