@@ -22,11 +22,9 @@ type Echo struct {
 	Metadata map[string][]string `json:"metadata"`
 }
 
-// ContextEcho returns a group with one tool, show_context_<name>, that answers with the
+// contextEcho returns a group with one tool, show_context_<name>, that answers with the
 // ToolCallContext it received and the raw request metadata. It exists to show (and
 // test) exactly what crosses the wire to a worker; role is "echo_<name>".
-func ContextEcho(name string) worker.Group { return contextEcho(name, nil) }
-
 func contextEcho(name string, wrap Wrap) worker.Group {
 	t := tool.New("show_context_"+name, "Show the out-of-band context this call received", schema.Empty(),
 		func(ctx context.Context, _ string) (tool.Result, error) {

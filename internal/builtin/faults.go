@@ -28,10 +28,8 @@ type PanicNow struct {
 	Message string `json:"message" jsonschema:"what the tool panics with"`
 }
 
-// FaultsGroup returns the faults group: generate_text returns as many bytes as asked for
+// faultsGroup returns the faults group: generate_text returns as many bytes as asked for
 // (up to MaxGeneratedBytes), panic_now panics.
-func FaultsGroup() worker.Group { return faultsGroup(nil) }
-
 func faultsGroup(wrap Wrap) worker.Group {
 	generate := tool.MustFunc("generate_text", "Return a text of the given number of bytes",
 		func(_ context.Context, in GenerateText) (string, error) {
