@@ -69,3 +69,9 @@ func UnfoldMessage(selected []string, usageNotes string) string {
 	}
 	return s
 }
+
+// BlackboardKey is the context key of the run's tool.Blackboard.
+type BlackboardKey struct{}
+
+// ProgressKey is the context key of the func(string) a call's progress reports go to.
+type ProgressKey struct{}

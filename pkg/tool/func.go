@@ -25,6 +25,15 @@ func Idempotent() Option { return func(c *config) { c.meta.Idempotent = true } }
 // Timeout bounds one call of the tool.
 func Timeout(d time.Duration) Option { return func(c *config) { c.meta.Timeout = d } }
 
+// NeedsBlackboard declares blackboard types the tool reads: every call receives the
+// newest object of each on its Blackboard.
+func NeedsBlackboard(typeNames ...string) Option {
+	return func(c *config) { c.meta.Needs = append(c.meta.Needs, typeNames...) }
+}
+
+// ReportsProgress declares that the tool reports progress while it runs (see Progress).
+func ReportsProgress() Option { return func(c *config) { c.meta.ReportsProgress = true } }
+
 // DefinitionMetadata merges application metadata into the tool's definition; later
 // entries overwrite earlier ones. The model never sees it.
 func DefinitionMetadata(m map[string]string) Option {

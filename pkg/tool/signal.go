@@ -13,9 +13,13 @@ type Signal interface {
 }
 
 // ReplanRequested asks the agent to plan again, for example because the tool found
-// that the world is not as the plan assumed. Return it as a value.
+// that the world is not as the plan assumed. Return it as a value. The loop stops, the
+// entries of Add join the run's blackboard, and the run ends REPLAN_REQUESTED with the
+// reason, so that the client (or a planner above it) can act on what the tool found.
 type ReplanRequested struct {
 	Reason string
+	// Add is what to put on the run's blackboard, in order, before the run ends.
+	Add []Binding
 }
 
 // Error describes the request, for logs.

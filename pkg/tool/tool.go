@@ -48,6 +48,12 @@ type Metadata struct {
 	Idempotent bool
 	// Timeout bounds one call; zero means the caller's default.
 	Timeout time.Duration
+	// Needs names blackboard types the tool reads: each call receives the newest object
+	// of each of them on its Blackboard (see BlackboardFrom), on any replica.
+	Needs []string
+	// ReportsProgress says that the tool reports progress while it runs (see Progress):
+	// a remote tool's calls then travel on a stream that carries the reports.
+	ReportsProgress bool
 }
 
 // Delegating is implemented by every wrapper: it exposes the wrapped tool so that

@@ -217,6 +217,10 @@ const (
 	RunState_RUN_STATE_FAILED RunState = 3
 	// Cancelled by a client.
 	RunState_RUN_STATE_CANCELLED RunState = 4
+	// Ended because a tool asked to plan again.
+	RunState_RUN_STATE_REPLAN_REQUESTED RunState = 5
+	// Ended because a tool asked to terminate.
+	RunState_RUN_STATE_TERMINATED RunState = 6
 )
 
 // Enum value maps for RunState.
@@ -227,13 +231,17 @@ var (
 		2: "RUN_STATE_SUCCEEDED",
 		3: "RUN_STATE_FAILED",
 		4: "RUN_STATE_CANCELLED",
+		5: "RUN_STATE_REPLAN_REQUESTED",
+		6: "RUN_STATE_TERMINATED",
 	}
 	RunState_value = map[string]int32{
-		"RUN_STATE_UNSPECIFIED": 0,
-		"RUN_STATE_RUNNING":     1,
-		"RUN_STATE_SUCCEEDED":   2,
-		"RUN_STATE_FAILED":      3,
-		"RUN_STATE_CANCELLED":   4,
+		"RUN_STATE_UNSPECIFIED":      0,
+		"RUN_STATE_RUNNING":          1,
+		"RUN_STATE_SUCCEEDED":        2,
+		"RUN_STATE_FAILED":           3,
+		"RUN_STATE_CANCELLED":        4,
+		"RUN_STATE_REPLAN_REQUESTED": 5,
+		"RUN_STATE_TERMINATED":       6,
 	}
 )
 
@@ -357,8 +365,13 @@ type RunRequest struct {
 	// JSON Schema the final answer must satisfy, as JSON text of at most 64 KiB; the
 	// answer is then JSON.
 	OutputSchemaJson string `protobuf:"bytes,11,opt,name=output_schema_json,json=outputSchemaJson,proto3" json:"output_schema_json,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Artifact sinks of this run, applied after those of the orchestrator's config; at
+	// most 32.
+	ArtifactSinks []*ArtifactSinkSpec `protobuf:"bytes,12,rep,name=artifact_sinks,json=artifactSinks,proto3" json:"artifact_sinks,omitempty"`
+	// When true, the model's text also streams as text_delta events as it is written.
+	StreamText    bool `protobuf:"varint,13,opt,name=stream_text,json=streamText,proto3" json:"stream_text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RunRequest) Reset() {
@@ -468,6 +481,127 @@ func (x *RunRequest) GetOutputSchemaJson() string {
 	return ""
 }
 
+func (x *RunRequest) GetArtifactSinks() []*ArtifactSinkSpec {
+	if x != nil {
+		return x.ArtifactSinks
+	}
+	return nil
+}
+
+func (x *RunRequest) GetStreamText() bool {
+	if x != nil {
+		return x.StreamText
+	}
+	return false
+}
+
+// ArtifactSinkSpec sends the artifacts of some tools somewhere: to the run's blackboard,
+// to its assets, or to a sink configured on the orchestrator. A list artifact (a JSON
+// array) is taken element by element.
+type ArtifactSinkSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tools whose artifacts it takes, by name (at most 64); with tool_groups, the union;
+	// both empty mean every tool of the run.
+	Tools []string `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	// Tool groups whose tools' artifacts it takes, by role (at most 64).
+	ToolGroups []string `protobuf:"bytes,2,rep,name=tool_groups,json=toolGroups,proto3" json:"tool_groups,omitempty"`
+	// Only artifacts (or elements) that satisfy this type name, simple ("Customer") or
+	// qualified ("crm.Customer"); empty for any. At most 256 bytes.
+	TypeName string `protobuf:"bytes,3,opt,name=type_name,json=typeName,proto3" json:"type_name,omitempty"`
+	// A CEL expression over `value` (the artifact's JSON value) and `type_name`: only
+	// artifacts for which it is true are taken; empty takes all. At most 4 KiB.
+	When string `protobuf:"bytes,4,opt,name=when,proto3" json:"when,omitempty"`
+	// A CEL expression over the same variables computing what is sunk instead of the
+	// artifact; empty sinks the artifact as it is. At most 4 KiB.
+	Transform string `protobuf:"bytes,5,opt,name=transform,proto3" json:"transform,omitempty"`
+	// Type name of what transform computes; default: the artifact's.
+	TransformTypeName string `protobuf:"bytes,6,opt,name=transform_type_name,json=transformTypeName,proto3" json:"transform_type_name,omitempty"`
+	// Where the artifacts go: "blackboard", "assets", or a sink configured on the
+	// orchestrator; at least one, at most 8.
+	Sinks         []string `protobuf:"bytes,7,rep,name=sinks,proto3" json:"sinks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ArtifactSinkSpec) Reset() {
+	*x = ArtifactSinkSpec{}
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArtifactSinkSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArtifactSinkSpec) ProtoMessage() {}
+
+func (x *ArtifactSinkSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArtifactSinkSpec.ProtoReflect.Descriptor instead.
+func (*ArtifactSinkSpec) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ArtifactSinkSpec) GetTools() []string {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *ArtifactSinkSpec) GetToolGroups() []string {
+	if x != nil {
+		return x.ToolGroups
+	}
+	return nil
+}
+
+func (x *ArtifactSinkSpec) GetTypeName() string {
+	if x != nil {
+		return x.TypeName
+	}
+	return ""
+}
+
+func (x *ArtifactSinkSpec) GetWhen() string {
+	if x != nil {
+		return x.When
+	}
+	return ""
+}
+
+func (x *ArtifactSinkSpec) GetTransform() string {
+	if x != nil {
+		return x.Transform
+	}
+	return ""
+}
+
+func (x *ArtifactSinkSpec) GetTransformTypeName() string {
+	if x != nil {
+		return x.TransformTypeName
+	}
+	return ""
+}
+
+func (x *ArtifactSinkSpec) GetSinks() []string {
+	if x != nil {
+		return x.Sinks
+	}
+	return nil
+}
+
 // LlmOptions chooses and tunes the model.
 type LlmOptions struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -487,7 +621,7 @@ type LlmOptions struct {
 
 func (x *LlmOptions) Reset() {
 	*x = LlmOptions{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[2]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -499,7 +633,7 @@ func (x *LlmOptions) String() string {
 func (*LlmOptions) ProtoMessage() {}
 
 func (x *LlmOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[2]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -512,7 +646,7 @@ func (x *LlmOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LlmOptions.ProtoReflect.Descriptor instead.
 func (*LlmOptions) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{2}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *LlmOptions) GetModel() string {
@@ -556,14 +690,17 @@ type RunLimits struct {
 	// Maximum input plus output tokens over all model calls of the run; zero means no limit.
 	MaxTokens int64 `protobuf:"varint,4,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
 	// Maximum cost of the run's model calls in US dollars; zero means no limit.
-	MaxCostUsd    float64 `protobuf:"fixed64,5,opt,name=max_cost_usd,json=maxCostUsd,proto3" json:"max_cost_usd,omitempty"`
+	MaxCostUsd float64 `protobuf:"fixed64,5,opt,name=max_cost_usd,json=maxCostUsd,proto3" json:"max_cost_usd,omitempty"`
+	// Maximum number of tool calls dispatched over the run (actions); zero means no limit.
+	// The call that would go over is not run, and the run ends with BUDGET_EXCEEDED.
+	MaxActions    int32 `protobuf:"varint,6,opt,name=max_actions,json=maxActions,proto3" json:"max_actions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RunLimits) Reset() {
 	*x = RunLimits{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[3]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -575,7 +712,7 @@ func (x *RunLimits) String() string {
 func (*RunLimits) ProtoMessage() {}
 
 func (x *RunLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[3]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -588,7 +725,7 @@ func (x *RunLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunLimits.ProtoReflect.Descriptor instead.
 func (*RunLimits) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{3}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RunLimits) GetMaxIterations() int32 {
@@ -626,6 +763,13 @@ func (x *RunLimits) GetMaxCostUsd() float64 {
 	return 0
 }
 
+func (x *RunLimits) GetMaxActions() int32 {
+	if x != nil {
+		return x.MaxActions
+	}
+	return 0
+}
+
 // RunResponse is one event of a run.
 type RunResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -647,6 +791,14 @@ type RunResponse struct {
 	//	*RunResponse_FinalResult
 	//	*RunResponse_Error
 	//	*RunResponse_ToolsChanged
+	//	*RunResponse_Artifact
+	//	*RunResponse_BlackboardChanged
+	//	*RunResponse_Progress
+	//	*RunResponse_MessageToUser
+	//	*RunResponse_ReplanRequested
+	//	*RunResponse_Terminated
+	//	*RunResponse_TextDelta
+	//	*RunResponse_AssetAdded
 	Event         isRunResponse_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -654,7 +806,7 @@ type RunResponse struct {
 
 func (x *RunResponse) Reset() {
 	*x = RunResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[4]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -666,7 +818,7 @@ func (x *RunResponse) String() string {
 func (*RunResponse) ProtoMessage() {}
 
 func (x *RunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[4]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -679,7 +831,7 @@ func (x *RunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunResponse.ProtoReflect.Descriptor instead.
 func (*RunResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{4}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RunResponse) GetRunId() string {
@@ -782,6 +934,78 @@ func (x *RunResponse) GetToolsChanged() *ToolsChanged {
 	return nil
 }
 
+func (x *RunResponse) GetArtifact() *ArtifactCaptured {
+	if x != nil {
+		if x, ok := x.Event.(*RunResponse_Artifact); ok {
+			return x.Artifact
+		}
+	}
+	return nil
+}
+
+func (x *RunResponse) GetBlackboardChanged() *BlackboardChanged {
+	if x != nil {
+		if x, ok := x.Event.(*RunResponse_BlackboardChanged); ok {
+			return x.BlackboardChanged
+		}
+	}
+	return nil
+}
+
+func (x *RunResponse) GetProgress() *Progress {
+	if x != nil {
+		if x, ok := x.Event.(*RunResponse_Progress); ok {
+			return x.Progress
+		}
+	}
+	return nil
+}
+
+func (x *RunResponse) GetMessageToUser() *MessageToUser {
+	if x != nil {
+		if x, ok := x.Event.(*RunResponse_MessageToUser); ok {
+			return x.MessageToUser
+		}
+	}
+	return nil
+}
+
+func (x *RunResponse) GetReplanRequested() *ReplanRequested {
+	if x != nil {
+		if x, ok := x.Event.(*RunResponse_ReplanRequested); ok {
+			return x.ReplanRequested
+		}
+	}
+	return nil
+}
+
+func (x *RunResponse) GetTerminated() *Terminated {
+	if x != nil {
+		if x, ok := x.Event.(*RunResponse_Terminated); ok {
+			return x.Terminated
+		}
+	}
+	return nil
+}
+
+func (x *RunResponse) GetTextDelta() *TextDelta {
+	if x != nil {
+		if x, ok := x.Event.(*RunResponse_TextDelta); ok {
+			return x.TextDelta
+		}
+	}
+	return nil
+}
+
+func (x *RunResponse) GetAssetAdded() *AssetAdded {
+	if x != nil {
+		if x, ok := x.Event.(*RunResponse_AssetAdded); ok {
+			return x.AssetAdded
+		}
+	}
+	return nil
+}
+
 type isRunResponse_Event interface {
 	isRunResponse_Event()
 }
@@ -826,6 +1050,46 @@ type RunResponse_ToolsChanged struct {
 	ToolsChanged *ToolsChanged `protobuf:"bytes,11,opt,name=tools_changed,json=toolsChanged,proto3,oneof"`
 }
 
+type RunResponse_Artifact struct {
+	// A tool's artifact (or one element of it) went to a sink.
+	Artifact *ArtifactCaptured `protobuf:"bytes,12,opt,name=artifact,proto3,oneof"`
+}
+
+type RunResponse_BlackboardChanged struct {
+	// An object joined the run's blackboard.
+	BlackboardChanged *BlackboardChanged `protobuf:"bytes,13,opt,name=blackboard_changed,json=blackboardChanged,proto3,oneof"`
+}
+
+type RunResponse_Progress struct {
+	// A transient status: the progress tool, or a running tool's own report.
+	Progress *Progress `protobuf:"bytes,14,opt,name=progress,proto3,oneof"`
+}
+
+type RunResponse_MessageToUser struct {
+	// A message for the user that stays in the conversation: the communicate tool.
+	MessageToUser *MessageToUser `protobuf:"bytes,15,opt,name=message_to_user,json=messageToUser,proto3,oneof"`
+}
+
+type RunResponse_ReplanRequested struct {
+	// A tool asked to replan: the run ended. Last event of the stream.
+	ReplanRequested *ReplanRequested `protobuf:"bytes,16,opt,name=replan_requested,json=replanRequested,proto3,oneof"`
+}
+
+type RunResponse_Terminated struct {
+	// A tool asked to terminate: the run ended. Last event of the stream.
+	Terminated *Terminated `protobuf:"bytes,17,opt,name=terminated,proto3,oneof"`
+}
+
+type RunResponse_TextDelta struct {
+	// Text the model is writing, as it arrives (RunRequest.stream_text).
+	TextDelta *TextDelta `protobuf:"bytes,18,opt,name=text_delta,json=textDelta,proto3,oneof"`
+}
+
+type RunResponse_AssetAdded struct {
+	// An artifact joined the run's assets.
+	AssetAdded *AssetAdded `protobuf:"bytes,19,opt,name=asset_added,json=assetAdded,proto3,oneof"`
+}
+
 func (*RunResponse_Started) isRunResponse_Event() {}
 
 func (*RunResponse_ToolCallStarted) isRunResponse_Event() {}
@@ -841,6 +1105,679 @@ func (*RunResponse_FinalResult) isRunResponse_Event() {}
 func (*RunResponse_Error) isRunResponse_Event() {}
 
 func (*RunResponse_ToolsChanged) isRunResponse_Event() {}
+
+func (*RunResponse_Artifact) isRunResponse_Event() {}
+
+func (*RunResponse_BlackboardChanged) isRunResponse_Event() {}
+
+func (*RunResponse_Progress) isRunResponse_Event() {}
+
+func (*RunResponse_MessageToUser) isRunResponse_Event() {}
+
+func (*RunResponse_ReplanRequested) isRunResponse_Event() {}
+
+func (*RunResponse_Terminated) isRunResponse_Event() {}
+
+func (*RunResponse_TextDelta) isRunResponse_Event() {}
+
+func (*RunResponse_AssetAdded) isRunResponse_Event() {}
+
+// ArtifactCaptured reports an artifact that went to a sink.
+type ArtifactCaptured struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id of the loop.
+	LoopId string `protobuf:"bytes,1,opt,name=loop_id,json=loopId,proto3" json:"loop_id,omitempty"`
+	// Id of the tool call that returned it.
+	CallId string `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// Tool that returned it.
+	Tool string `protobuf:"bytes,3,opt,name=tool,proto3" json:"tool,omitempty"`
+	// Sink it went to ("blackboard", "assets", or a configured name).
+	Sink string `protobuf:"bytes,4,opt,name=sink,proto3" json:"sink,omitempty"`
+	// What went to the sink (after the transform, if any).
+	Object        *BlackboardObject `protobuf:"bytes,5,opt,name=object,proto3" json:"object,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ArtifactCaptured) Reset() {
+	*x = ArtifactCaptured{}
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArtifactCaptured) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArtifactCaptured) ProtoMessage() {}
+
+func (x *ArtifactCaptured) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArtifactCaptured.ProtoReflect.Descriptor instead.
+func (*ArtifactCaptured) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ArtifactCaptured) GetLoopId() string {
+	if x != nil {
+		return x.LoopId
+	}
+	return ""
+}
+
+func (x *ArtifactCaptured) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *ArtifactCaptured) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *ArtifactCaptured) GetSink() string {
+	if x != nil {
+		return x.Sink
+	}
+	return ""
+}
+
+func (x *ArtifactCaptured) GetObject() *BlackboardObject {
+	if x != nil {
+		return x.Object
+	}
+	return nil
+}
+
+// BlackboardChanged reports an object that joined the run's blackboard.
+type BlackboardChanged struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id of the loop.
+	LoopId string `protobuf:"bytes,1,opt,name=loop_id,json=loopId,proto3" json:"loop_id,omitempty"`
+	// Id of the tool call that added it; empty when the run itself did.
+	CallId string `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// Tool that added it; empty when the run itself did.
+	Tool string `protobuf:"bytes,3,opt,name=tool,proto3" json:"tool,omitempty"`
+	// The object, with its binding name if it has one.
+	Object *BlackboardObject `protobuf:"bytes,4,opt,name=object,proto3" json:"object,omitempty"`
+	// Position of the object on the blackboard, from 0.
+	Index         int32 `protobuf:"varint,5,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BlackboardChanged) Reset() {
+	*x = BlackboardChanged{}
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BlackboardChanged) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BlackboardChanged) ProtoMessage() {}
+
+func (x *BlackboardChanged) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BlackboardChanged.ProtoReflect.Descriptor instead.
+func (*BlackboardChanged) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *BlackboardChanged) GetLoopId() string {
+	if x != nil {
+		return x.LoopId
+	}
+	return ""
+}
+
+func (x *BlackboardChanged) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *BlackboardChanged) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *BlackboardChanged) GetObject() *BlackboardObject {
+	if x != nil {
+		return x.Object
+	}
+	return nil
+}
+
+func (x *BlackboardChanged) GetIndex() int32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+// Progress is a transient status for the user.
+type Progress struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id of the loop.
+	LoopId string `protobuf:"bytes,1,opt,name=loop_id,json=loopId,proto3" json:"loop_id,omitempty"`
+	// Id of the tool call that reported it.
+	CallId string `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// Tool that reported it ("progress" for the progress tool).
+	Tool string `protobuf:"bytes,3,opt,name=tool,proto3" json:"tool,omitempty"`
+	// The status.
+	Status        string `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Progress) Reset() {
+	*x = Progress{}
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Progress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Progress) ProtoMessage() {}
+
+func (x *Progress) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Progress.ProtoReflect.Descriptor instead.
+func (*Progress) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Progress) GetLoopId() string {
+	if x != nil {
+		return x.LoopId
+	}
+	return ""
+}
+
+func (x *Progress) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *Progress) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *Progress) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+// MessageToUser is a message for the user that stays in the conversation.
+type MessageToUser struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id of the loop.
+	LoopId string `protobuf:"bytes,1,opt,name=loop_id,json=loopId,proto3" json:"loop_id,omitempty"`
+	// Id of the tool call that sent it.
+	CallId string `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// The message.
+	Text          string `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MessageToUser) Reset() {
+	*x = MessageToUser{}
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MessageToUser) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MessageToUser) ProtoMessage() {}
+
+func (x *MessageToUser) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MessageToUser.ProtoReflect.Descriptor instead.
+func (*MessageToUser) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *MessageToUser) GetLoopId() string {
+	if x != nil {
+		return x.LoopId
+	}
+	return ""
+}
+
+func (x *MessageToUser) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *MessageToUser) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+// ReplanRequested ends a run whose tool asked to plan again.
+type ReplanRequested struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id of the loop.
+	LoopId string `protobuf:"bytes,1,opt,name=loop_id,json=loopId,proto3" json:"loop_id,omitempty"`
+	// Id of the tool call that asked.
+	CallId string `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// Tool that asked.
+	Tool string `protobuf:"bytes,3,opt,name=tool,proto3" json:"tool,omitempty"`
+	// Why.
+	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Objects the request put on the blackboard.
+	Added []*BlackboardObject `protobuf:"bytes,5,rep,name=added,proto3" json:"added,omitempty"`
+	// Model calls made.
+	Iterations    int32 `protobuf:"varint,6,opt,name=iterations,proto3" json:"iterations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplanRequested) Reset() {
+	*x = ReplanRequested{}
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplanRequested) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplanRequested) ProtoMessage() {}
+
+func (x *ReplanRequested) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplanRequested.ProtoReflect.Descriptor instead.
+func (*ReplanRequested) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ReplanRequested) GetLoopId() string {
+	if x != nil {
+		return x.LoopId
+	}
+	return ""
+}
+
+func (x *ReplanRequested) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *ReplanRequested) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *ReplanRequested) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ReplanRequested) GetAdded() []*BlackboardObject {
+	if x != nil {
+		return x.Added
+	}
+	return nil
+}
+
+func (x *ReplanRequested) GetIterations() int32 {
+	if x != nil {
+		return x.Iterations
+	}
+	return 0
+}
+
+// Terminated ends a run whose tool asked to terminate.
+type Terminated struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id of the loop.
+	LoopId string `protobuf:"bytes,1,opt,name=loop_id,json=loopId,proto3" json:"loop_id,omitempty"`
+	// Id of the tool call that asked.
+	CallId string `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// Tool that asked.
+	Tool string `protobuf:"bytes,3,opt,name=tool,proto3" json:"tool,omitempty"`
+	// What it asked to stop.
+	Scope TerminateScope `protobuf:"varint,4,opt,name=scope,proto3,enum=toolmesh.v1.TerminateScope" json:"scope,omitempty"`
+	// Why.
+	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Terminated) Reset() {
+	*x = Terminated{}
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Terminated) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Terminated) ProtoMessage() {}
+
+func (x *Terminated) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Terminated.ProtoReflect.Descriptor instead.
+func (*Terminated) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *Terminated) GetLoopId() string {
+	if x != nil {
+		return x.LoopId
+	}
+	return ""
+}
+
+func (x *Terminated) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *Terminated) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *Terminated) GetScope() TerminateScope {
+	if x != nil {
+		return x.Scope
+	}
+	return TerminateScope_TERMINATE_SCOPE_UNSPECIFIED
+}
+
+func (x *Terminated) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// TextDelta is a piece of the text the model is writing.
+type TextDelta struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id of the loop.
+	LoopId string `protobuf:"bytes,1,opt,name=loop_id,json=loopId,proto3" json:"loop_id,omitempty"`
+	// Iteration of the loop, from 1.
+	Iteration int32 `protobuf:"varint,2,opt,name=iteration,proto3" json:"iteration,omitempty"`
+	// The text, to append to what came before in the same iteration.
+	Text          string `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TextDelta) Reset() {
+	*x = TextDelta{}
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TextDelta) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TextDelta) ProtoMessage() {}
+
+func (x *TextDelta) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TextDelta.ProtoReflect.Descriptor instead.
+func (*TextDelta) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *TextDelta) GetLoopId() string {
+	if x != nil {
+		return x.LoopId
+	}
+	return ""
+}
+
+func (x *TextDelta) GetIteration() int32 {
+	if x != nil {
+		return x.Iteration
+	}
+	return 0
+}
+
+func (x *TextDelta) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+// AssetAdded reports an artifact that joined the run's assets.
+type AssetAdded struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id of the loop.
+	LoopId string `protobuf:"bytes,1,opt,name=loop_id,json=loopId,proto3" json:"loop_id,omitempty"`
+	// The asset.
+	Asset         *Asset `protobuf:"bytes,2,opt,name=asset,proto3" json:"asset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AssetAdded) Reset() {
+	*x = AssetAdded{}
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AssetAdded) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AssetAdded) ProtoMessage() {}
+
+func (x *AssetAdded) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AssetAdded.ProtoReflect.Descriptor instead.
+func (*AssetAdded) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *AssetAdded) GetLoopId() string {
+	if x != nil {
+		return x.LoopId
+	}
+	return ""
+}
+
+func (x *AssetAdded) GetAsset() *Asset {
+	if x != nil {
+		return x.Asset
+	}
+	return nil
+}
+
+// Asset is an artifact a run keeps for its client: a report, a file, a link.
+type Asset struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Its type and value.
+	Object *BlackboardObject `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
+	// Tool that returned it.
+	Tool string `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
+	// Id of the tool call that returned it.
+	CallId        string `protobuf:"bytes,3,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Asset) Reset() {
+	*x = Asset{}
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Asset) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Asset) ProtoMessage() {}
+
+func (x *Asset) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Asset.ProtoReflect.Descriptor instead.
+func (*Asset) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *Asset) GetObject() *BlackboardObject {
+	if x != nil {
+		return x.Object
+	}
+	return nil
+}
+
+func (x *Asset) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *Asset) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
 
 // RunStarted is the first event of a run.
 type RunStarted struct {
@@ -859,7 +1796,7 @@ type RunStarted struct {
 
 func (x *RunStarted) Reset() {
 	*x = RunStarted{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[5]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -871,7 +1808,7 @@ func (x *RunStarted) String() string {
 func (*RunStarted) ProtoMessage() {}
 
 func (x *RunStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[5]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -884,7 +1821,7 @@ func (x *RunStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunStarted.ProtoReflect.Descriptor instead.
 func (*RunStarted) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{5}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RunStarted) GetModel() string {
@@ -934,7 +1871,7 @@ type ToolCallStarted struct {
 
 func (x *ToolCallStarted) Reset() {
 	*x = ToolCallStarted{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[6]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -946,7 +1883,7 @@ func (x *ToolCallStarted) String() string {
 func (*ToolCallStarted) ProtoMessage() {}
 
 func (x *ToolCallStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[6]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -959,7 +1896,7 @@ func (x *ToolCallStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallStarted.ProtoReflect.Descriptor instead.
 func (*ToolCallStarted) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{6}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ToolCallStarted) GetCallId() string {
@@ -1024,7 +1961,7 @@ type ToolCallFinished struct {
 
 func (x *ToolCallFinished) Reset() {
 	*x = ToolCallFinished{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[7]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1036,7 +1973,7 @@ func (x *ToolCallFinished) String() string {
 func (*ToolCallFinished) ProtoMessage() {}
 
 func (x *ToolCallFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[7]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1049,7 +1986,7 @@ func (x *ToolCallFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallFinished.ProtoReflect.Descriptor instead.
 func (*ToolCallFinished) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{7}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ToolCallFinished) GetCallId() string {
@@ -1134,7 +2071,7 @@ type ToolsChanged struct {
 
 func (x *ToolsChanged) Reset() {
 	*x = ToolsChanged{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[8]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1146,7 +2083,7 @@ func (x *ToolsChanged) String() string {
 func (*ToolsChanged) ProtoMessage() {}
 
 func (x *ToolsChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[8]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1159,7 +2096,7 @@ func (x *ToolsChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolsChanged.ProtoReflect.Descriptor instead.
 func (*ToolsChanged) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{8}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ToolsChanged) GetAdded() []string {
@@ -1210,7 +2147,7 @@ type AssistantMessage struct {
 
 func (x *AssistantMessage) Reset() {
 	*x = AssistantMessage{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[9]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1222,7 +2159,7 @@ func (x *AssistantMessage) String() string {
 func (*AssistantMessage) ProtoMessage() {}
 
 func (x *AssistantMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[9]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1235,7 +2172,7 @@ func (x *AssistantMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssistantMessage.ProtoReflect.Descriptor instead.
 func (*AssistantMessage) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{9}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AssistantMessage) GetText() string {
@@ -1269,7 +2206,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[10]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1281,7 +2218,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[10]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1294,7 +2231,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{10}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Usage) GetModel() string {
@@ -1342,7 +2279,7 @@ type FinalResult struct {
 
 func (x *FinalResult) Reset() {
 	*x = FinalResult{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[11]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1354,7 +2291,7 @@ func (x *FinalResult) String() string {
 func (*FinalResult) ProtoMessage() {}
 
 func (x *FinalResult) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[11]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1367,7 +2304,7 @@ func (x *FinalResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinalResult.ProtoReflect.Descriptor instead.
 func (*FinalResult) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{11}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *FinalResult) GetText() string {
@@ -1413,7 +2350,7 @@ type RunError struct {
 
 func (x *RunError) Reset() {
 	*x = RunError{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[12]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1425,7 +2362,7 @@ func (x *RunError) String() string {
 func (*RunError) ProtoMessage() {}
 
 func (x *RunError) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[12]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1438,7 +2375,7 @@ func (x *RunError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunError.ProtoReflect.Descriptor instead.
 func (*RunError) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{12}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RunError) GetCode() code.Code {
@@ -1473,7 +2410,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[13]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1485,7 +2422,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[13]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1498,7 +2435,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{13}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListToolsRequest) GetToolGroups() []string {
@@ -1519,7 +2456,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[14]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1531,7 +2468,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[14]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1544,7 +2481,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{14}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListToolsResponse) GetTools() []*ToolInfo {
@@ -1571,7 +2508,7 @@ type ToolInfo struct {
 
 func (x *ToolInfo) Reset() {
 	*x = ToolInfo{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[15]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1583,7 +2520,7 @@ func (x *ToolInfo) String() string {
 func (*ToolInfo) ProtoMessage() {}
 
 func (x *ToolInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[15]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1596,7 +2533,7 @@ func (x *ToolInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolInfo.ProtoReflect.Descriptor instead.
 func (*ToolInfo) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{15}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ToolInfo) GetDefinition() *ToolDefinition {
@@ -1636,7 +2573,7 @@ type ListToolGroupsRequest struct {
 
 func (x *ListToolGroupsRequest) Reset() {
 	*x = ListToolGroupsRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[16]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1648,7 +2585,7 @@ func (x *ListToolGroupsRequest) String() string {
 func (*ListToolGroupsRequest) ProtoMessage() {}
 
 func (x *ListToolGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[16]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1661,7 +2598,7 @@ func (x *ListToolGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{16}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{26}
 }
 
 // ListToolGroupsResponse lists tool groups.
@@ -1675,7 +2612,7 @@ type ListToolGroupsResponse struct {
 
 func (x *ListToolGroupsResponse) Reset() {
 	*x = ListToolGroupsResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[17]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1687,7 +2624,7 @@ func (x *ListToolGroupsResponse) String() string {
 func (*ListToolGroupsResponse) ProtoMessage() {}
 
 func (x *ListToolGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[17]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1700,7 +2637,7 @@ func (x *ListToolGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{17}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListToolGroupsResponse) GetGroups() []*ToolGroupStatus {
@@ -1725,7 +2662,7 @@ type ToolGroupStatus struct {
 
 func (x *ToolGroupStatus) Reset() {
 	*x = ToolGroupStatus{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[18]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1737,7 +2674,7 @@ func (x *ToolGroupStatus) String() string {
 func (*ToolGroupStatus) ProtoMessage() {}
 
 func (x *ToolGroupStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[18]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1750,7 +2687,7 @@ func (x *ToolGroupStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolGroupStatus.ProtoReflect.Descriptor instead.
 func (*ToolGroupStatus) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{18}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ToolGroupStatus) GetGroup() *ToolGroupInfo {
@@ -1783,7 +2720,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[19]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1795,7 +2732,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[19]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1808,7 +2745,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{19}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{29}
 }
 
 // ListWorkersResponse lists workers.
@@ -1822,7 +2759,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[20]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1834,7 +2771,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[20]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1847,7 +2784,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{20}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*WorkerStatus {
@@ -1882,7 +2819,7 @@ type WorkerStatus struct {
 
 func (x *WorkerStatus) Reset() {
 	*x = WorkerStatus{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[21]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1894,7 +2831,7 @@ func (x *WorkerStatus) String() string {
 func (*WorkerStatus) ProtoMessage() {}
 
 func (x *WorkerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[21]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1907,7 +2844,7 @@ func (x *WorkerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerStatus.ProtoReflect.Descriptor instead.
 func (*WorkerStatus) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{21}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *WorkerStatus) GetWorkerId() string {
@@ -1977,7 +2914,7 @@ type GetRunRequest struct {
 
 func (x *GetRunRequest) Reset() {
 	*x = GetRunRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[22]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1989,7 +2926,7 @@ func (x *GetRunRequest) String() string {
 func (*GetRunRequest) ProtoMessage() {}
 
 func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[22]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2002,7 +2939,7 @@ func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunRequest.ProtoReflect.Descriptor instead.
 func (*GetRunRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{22}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetRunRequest) GetRunId() string {
@@ -2033,14 +2970,22 @@ type GetRunResponse struct {
 	// When it ended; unset while running.
 	EndedAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=ended_at,json=endedAt,proto3" json:"ended_at,omitempty"`
 	// Tokens used so far.
-	Usage         *Usage `protobuf:"bytes,9,opt,name=usage,proto3" json:"usage,omitempty"`
+	Usage *Usage `protobuf:"bytes,9,opt,name=usage,proto3" json:"usage,omitempty"`
+	// The run's blackboard, oldest object first, with binding names.
+	Blackboard []*BlackboardObject `protobuf:"bytes,10,rep,name=blackboard,proto3" json:"blackboard,omitempty"`
+	// The run's budget and what it used.
+	Budget *Budget `protobuf:"bytes,11,opt,name=budget,proto3" json:"budget,omitempty"`
+	// The run's assets, in the order they were added.
+	Assets []*Asset `protobuf:"bytes,12,rep,name=assets,proto3" json:"assets,omitempty"`
+	// Why the run ended REPLAN_REQUESTED or TERMINATED.
+	Reason        string `protobuf:"bytes,13,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetRunResponse) Reset() {
 	*x = GetRunResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[23]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2052,7 +2997,7 @@ func (x *GetRunResponse) String() string {
 func (*GetRunResponse) ProtoMessage() {}
 
 func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[23]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2065,7 +3010,7 @@ func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunResponse.ProtoReflect.Descriptor instead.
 func (*GetRunResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{23}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetRunResponse) GetRunId() string {
@@ -2131,6 +3076,125 @@ func (x *GetRunResponse) GetUsage() *Usage {
 	return nil
 }
 
+func (x *GetRunResponse) GetBlackboard() []*BlackboardObject {
+	if x != nil {
+		return x.Blackboard
+	}
+	return nil
+}
+
+func (x *GetRunResponse) GetBudget() *Budget {
+	if x != nil {
+		return x.Budget
+	}
+	return nil
+}
+
+func (x *GetRunResponse) GetAssets() []*Asset {
+	if x != nil {
+		return x.Assets
+	}
+	return nil
+}
+
+func (x *GetRunResponse) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// Budget is what a run may spend and what it spent. Zero limits mean none.
+type Budget struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Cost limit in US dollars.
+	MaxCostUsd float64 `protobuf:"fixed64,1,opt,name=max_cost_usd,json=maxCostUsd,proto3" json:"max_cost_usd,omitempty"`
+	// Cost so far.
+	CostUsd float64 `protobuf:"fixed64,2,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
+	// Token limit (input plus output).
+	MaxTokens int64 `protobuf:"varint,3,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
+	// Tokens so far.
+	Tokens int64 `protobuf:"varint,4,opt,name=tokens,proto3" json:"tokens,omitempty"`
+	// Tool-call limit.
+	MaxActions int32 `protobuf:"varint,5,opt,name=max_actions,json=maxActions,proto3" json:"max_actions,omitempty"`
+	// Tool calls dispatched so far.
+	Actions       int32 `protobuf:"varint,6,opt,name=actions,proto3" json:"actions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Budget) Reset() {
+	*x = Budget{}
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Budget) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Budget) ProtoMessage() {}
+
+func (x *Budget) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Budget.ProtoReflect.Descriptor instead.
+func (*Budget) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *Budget) GetMaxCostUsd() float64 {
+	if x != nil {
+		return x.MaxCostUsd
+	}
+	return 0
+}
+
+func (x *Budget) GetCostUsd() float64 {
+	if x != nil {
+		return x.CostUsd
+	}
+	return 0
+}
+
+func (x *Budget) GetMaxTokens() int64 {
+	if x != nil {
+		return x.MaxTokens
+	}
+	return 0
+}
+
+func (x *Budget) GetTokens() int64 {
+	if x != nil {
+		return x.Tokens
+	}
+	return 0
+}
+
+func (x *Budget) GetMaxActions() int32 {
+	if x != nil {
+		return x.MaxActions
+	}
+	return 0
+}
+
+func (x *Budget) GetActions() int32 {
+	if x != nil {
+		return x.Actions
+	}
+	return 0
+}
+
 // CancelRunRequest names the run to cancel.
 type CancelRunRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2144,7 +3208,7 @@ type CancelRunRequest struct {
 
 func (x *CancelRunRequest) Reset() {
 	*x = CancelRunRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[24]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2156,7 +3220,7 @@ func (x *CancelRunRequest) String() string {
 func (*CancelRunRequest) ProtoMessage() {}
 
 func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[24]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2169,7 +3233,7 @@ func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunRequest.ProtoReflect.Descriptor instead.
 func (*CancelRunRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{24}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CancelRunRequest) GetRunId() string {
@@ -2197,7 +3261,7 @@ type CancelRunResponse struct {
 
 func (x *CancelRunResponse) Reset() {
 	*x = CancelRunResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[25]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2209,7 +3273,7 @@ func (x *CancelRunResponse) String() string {
 func (*CancelRunResponse) ProtoMessage() {}
 
 func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[25]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2222,7 +3286,7 @@ func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunResponse.ProtoReflect.Descriptor instead.
 func (*CancelRunResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{25}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CancelRunResponse) GetState() RunState {
@@ -2239,7 +3303,7 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\x1etoolmesh/v1/orchestrator.proto\x12\vtoolmesh.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15google/rpc/code.proto\x1a\x18toolmesh/v1/errors.proto\x1a\x16toolmesh/v1/tool.proto\"P\n" +
 	"\x13ConversationMessage\x12%\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x11.toolmesh.v1.RoleR\x04role\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04text\"\x83\x05\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"\xea\x05\n" +
 	"\n" +
 	"RunRequest\x12\x16\n" +
 	"\x06prompt\x18\x01 \x01(\tR\x06prompt\x12<\n" +
@@ -2254,20 +3318,32 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\x06run_id\x18\t \x01(\tR\x05runId\x12`\n" +
 	"\x13interaction_context\x18\n" +
 	" \x03(\v2/.toolmesh.v1.RunRequest.InteractionContextEntryR\x12interactionContext\x12,\n" +
-	"\x12output_schema_json\x18\v \x01(\tR\x10outputSchemaJson\x1a:\n" +
+	"\x12output_schema_json\x18\v \x01(\tR\x10outputSchemaJson\x12D\n" +
+	"\x0eartifact_sinks\x18\f \x03(\v2\x1d.toolmesh.v1.ArtifactSinkSpecR\rartifactSinks\x12\x1f\n" +
+	"\vstream_text\x18\r \x01(\bR\n" +
+	"streamText\x1a:\n" +
 	"\fContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aE\n" +
 	"\x17InteractionContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x99\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xde\x01\n" +
+	"\x10ArtifactSinkSpec\x12\x14\n" +
+	"\x05tools\x18\x01 \x03(\tR\x05tools\x12\x1f\n" +
+	"\vtool_groups\x18\x02 \x03(\tR\n" +
+	"toolGroups\x12\x1b\n" +
+	"\ttype_name\x18\x03 \x01(\tR\btypeName\x12\x12\n" +
+	"\x04when\x18\x04 \x01(\tR\x04when\x12\x1c\n" +
+	"\ttransform\x18\x05 \x01(\tR\ttransform\x12.\n" +
+	"\x13transform_type_name\x18\x06 \x01(\tR\x11transformTypeName\x12\x14\n" +
+	"\x05sinks\x18\a \x03(\tR\x05sinks\"\x99\x01\n" +
 	"\n" +
 	"LlmOptions\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12%\n" +
 	"\vtemperature\x18\x03 \x01(\x01H\x00R\vtemperature\x88\x01\x01\x12*\n" +
 	"\x11max_output_tokens\x18\x04 \x01(\x05R\x0fmaxOutputTokensB\x0e\n" +
-	"\f_temperature\"\xdf\x01\n" +
+	"\f_temperature\"\x80\x02\n" +
 	"\tRunLimits\x12%\n" +
 	"\x0emax_iterations\x18\x01 \x01(\x05R\rmaxIterations\x125\n" +
 	"\x17max_parallel_tool_calls\x18\x02 \x01(\x05R\x14maxParallelToolCalls\x123\n" +
@@ -2275,7 +3351,9 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\n" +
 	"max_tokens\x18\x04 \x01(\x03R\tmaxTokens\x12 \n" +
 	"\fmax_cost_usd\x18\x05 \x01(\x01R\n" +
-	"maxCostUsd\"\xe0\x04\n" +
+	"maxCostUsd\x12\x1f\n" +
+	"\vmax_actions\x18\x06 \x01(\x05R\n" +
+	"maxActions\"\xe4\b\n" +
 	"\vRunResponse\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1a\n" +
 	"\bsequence\x18\x02 \x01(\x03R\bsequence\x12.\n" +
@@ -2288,8 +3366,69 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\ffinal_result\x18\t \x01(\v2\x18.toolmesh.v1.FinalResultH\x00R\vfinalResult\x12-\n" +
 	"\x05error\x18\n" +
 	" \x01(\v2\x15.toolmesh.v1.RunErrorH\x00R\x05error\x12@\n" +
-	"\rtools_changed\x18\v \x01(\v2\x19.toolmesh.v1.ToolsChangedH\x00R\ftoolsChangedB\a\n" +
-	"\x05event\"x\n" +
+	"\rtools_changed\x18\v \x01(\v2\x19.toolmesh.v1.ToolsChangedH\x00R\ftoolsChanged\x12;\n" +
+	"\bartifact\x18\f \x01(\v2\x1d.toolmesh.v1.ArtifactCapturedH\x00R\bartifact\x12O\n" +
+	"\x12blackboard_changed\x18\r \x01(\v2\x1e.toolmesh.v1.BlackboardChangedH\x00R\x11blackboardChanged\x123\n" +
+	"\bprogress\x18\x0e \x01(\v2\x15.toolmesh.v1.ProgressH\x00R\bprogress\x12D\n" +
+	"\x0fmessage_to_user\x18\x0f \x01(\v2\x1a.toolmesh.v1.MessageToUserH\x00R\rmessageToUser\x12I\n" +
+	"\x10replan_requested\x18\x10 \x01(\v2\x1c.toolmesh.v1.ReplanRequestedH\x00R\x0freplanRequested\x129\n" +
+	"\n" +
+	"terminated\x18\x11 \x01(\v2\x17.toolmesh.v1.TerminatedH\x00R\n" +
+	"terminated\x127\n" +
+	"\n" +
+	"text_delta\x18\x12 \x01(\v2\x16.toolmesh.v1.TextDeltaH\x00R\ttextDelta\x12:\n" +
+	"\vasset_added\x18\x13 \x01(\v2\x17.toolmesh.v1.AssetAddedH\x00R\n" +
+	"assetAddedB\a\n" +
+	"\x05event\"\xa3\x01\n" +
+	"\x10ArtifactCaptured\x12\x17\n" +
+	"\aloop_id\x18\x01 \x01(\tR\x06loopId\x12\x17\n" +
+	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x12\n" +
+	"\x04tool\x18\x03 \x01(\tR\x04tool\x12\x12\n" +
+	"\x04sink\x18\x04 \x01(\tR\x04sink\x125\n" +
+	"\x06object\x18\x05 \x01(\v2\x1d.toolmesh.v1.BlackboardObjectR\x06object\"\xa6\x01\n" +
+	"\x11BlackboardChanged\x12\x17\n" +
+	"\aloop_id\x18\x01 \x01(\tR\x06loopId\x12\x17\n" +
+	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x12\n" +
+	"\x04tool\x18\x03 \x01(\tR\x04tool\x125\n" +
+	"\x06object\x18\x04 \x01(\v2\x1d.toolmesh.v1.BlackboardObjectR\x06object\x12\x14\n" +
+	"\x05index\x18\x05 \x01(\x05R\x05index\"h\n" +
+	"\bProgress\x12\x17\n" +
+	"\aloop_id\x18\x01 \x01(\tR\x06loopId\x12\x17\n" +
+	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x12\n" +
+	"\x04tool\x18\x03 \x01(\tR\x04tool\x12\x16\n" +
+	"\x06status\x18\x04 \x01(\tR\x06status\"U\n" +
+	"\rMessageToUser\x12\x17\n" +
+	"\aloop_id\x18\x01 \x01(\tR\x06loopId\x12\x17\n" +
+	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x12\n" +
+	"\x04text\x18\x03 \x01(\tR\x04text\"\xc4\x01\n" +
+	"\x0fReplanRequested\x12\x17\n" +
+	"\aloop_id\x18\x01 \x01(\tR\x06loopId\x12\x17\n" +
+	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x12\n" +
+	"\x04tool\x18\x03 \x01(\tR\x04tool\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x123\n" +
+	"\x05added\x18\x05 \x03(\v2\x1d.toolmesh.v1.BlackboardObjectR\x05added\x12\x1e\n" +
+	"\n" +
+	"iterations\x18\x06 \x01(\x05R\n" +
+	"iterations\"\x9d\x01\n" +
+	"\n" +
+	"Terminated\x12\x17\n" +
+	"\aloop_id\x18\x01 \x01(\tR\x06loopId\x12\x17\n" +
+	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x12\n" +
+	"\x04tool\x18\x03 \x01(\tR\x04tool\x121\n" +
+	"\x05scope\x18\x04 \x01(\x0e2\x1b.toolmesh.v1.TerminateScopeR\x05scope\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"V\n" +
+	"\tTextDelta\x12\x17\n" +
+	"\aloop_id\x18\x01 \x01(\tR\x06loopId\x12\x1c\n" +
+	"\titeration\x18\x02 \x01(\x05R\titeration\x12\x12\n" +
+	"\x04text\x18\x03 \x01(\tR\x04text\"O\n" +
+	"\n" +
+	"AssetAdded\x12\x17\n" +
+	"\aloop_id\x18\x01 \x01(\tR\x06loopId\x12(\n" +
+	"\x05asset\x18\x02 \x01(\v2\x12.toolmesh.v1.AssetR\x05asset\"k\n" +
+	"\x05Asset\x125\n" +
+	"\x06object\x18\x01 \x01(\v2\x1d.toolmesh.v1.BlackboardObjectR\x06object\x12\x12\n" +
+	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x17\n" +
+	"\acall_id\x18\x03 \x01(\tR\x06callId\"x\n" +
 	"\n" +
 	"RunStarted\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x14\n" +
@@ -2371,7 +3510,7 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\bcapacity\x18\a \x01(\x05R\bcapacity\x12?\n" +
 	"\rregistered_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\fregisteredAt\"&\n" +
 	"\rGetRunRequest\x12\x15\n" +
-	"\x06run_id\x18\x01 \x01(\tR\x05runId\"\xfb\x02\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\"\xab\x04\n" +
 	"\x0eGetRunResponse\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12+\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x15.toolmesh.v1.RunStateR\x05state\x12\x1e\n" +
@@ -2386,7 +3525,24 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\n" +
 	"started_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x125\n" +
 	"\bended_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\x12(\n" +
-	"\x05usage\x18\t \x01(\v2\x12.toolmesh.v1.UsageR\x05usage\"A\n" +
+	"\x05usage\x18\t \x01(\v2\x12.toolmesh.v1.UsageR\x05usage\x12=\n" +
+	"\n" +
+	"blackboard\x18\n" +
+	" \x03(\v2\x1d.toolmesh.v1.BlackboardObjectR\n" +
+	"blackboard\x12+\n" +
+	"\x06budget\x18\v \x01(\v2\x13.toolmesh.v1.BudgetR\x06budget\x12*\n" +
+	"\x06assets\x18\f \x03(\v2\x12.toolmesh.v1.AssetR\x06assets\x12\x16\n" +
+	"\x06reason\x18\r \x01(\tR\x06reason\"\xb7\x01\n" +
+	"\x06Budget\x12 \n" +
+	"\fmax_cost_usd\x18\x01 \x01(\x01R\n" +
+	"maxCostUsd\x12\x19\n" +
+	"\bcost_usd\x18\x02 \x01(\x01R\acostUsd\x12\x1d\n" +
+	"\n" +
+	"max_tokens\x18\x03 \x01(\x03R\tmaxTokens\x12\x16\n" +
+	"\x06tokens\x18\x04 \x01(\x03R\x06tokens\x12\x1f\n" +
+	"\vmax_actions\x18\x05 \x01(\x05R\n" +
+	"maxActions\x12\x18\n" +
+	"\aactions\x18\x06 \x01(\x05R\aactions\"A\n" +
 	"\x10CancelRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"@\n" +
@@ -2408,13 +3564,15 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\x12WORKER_STATE_READY\x10\x01\x12\x19\n" +
 	"\x15WORKER_STATE_DRAINING\x10\x02\x12\x1d\n" +
 	"\x19WORKER_STATE_DISCONNECTED\x10\x03\x12\x18\n" +
-	"\x14WORKER_STATE_EJECTED\x10\x04*\x84\x01\n" +
+	"\x14WORKER_STATE_EJECTED\x10\x04*\xbe\x01\n" +
 	"\bRunState\x12\x19\n" +
 	"\x15RUN_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11RUN_STATE_RUNNING\x10\x01\x12\x17\n" +
 	"\x13RUN_STATE_SUCCEEDED\x10\x02\x12\x14\n" +
 	"\x10RUN_STATE_FAILED\x10\x03\x12\x17\n" +
-	"\x13RUN_STATE_CANCELLED\x10\x042\xd9\x03\n" +
+	"\x13RUN_STATE_CANCELLED\x10\x04\x12\x1e\n" +
+	"\x1aRUN_STATE_REPLAN_REQUESTED\x10\x05\x12\x18\n" +
+	"\x14RUN_STATE_TERMINATED\x10\x062\xd9\x03\n" +
 	"\x13OrchestratorService\x12:\n" +
 	"\x03Run\x12\x17.toolmesh.v1.RunRequest\x1a\x18.toolmesh.v1.RunResponse0\x01\x12J\n" +
 	"\tListTools\x12\x1d.toolmesh.v1.ListToolsRequest\x1a\x1e.toolmesh.v1.ListToolsResponse\x12Y\n" +
@@ -2436,7 +3594,7 @@ func file_toolmesh_v1_orchestrator_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_v1_orchestrator_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_toolmesh_v1_orchestrator_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_toolmesh_v1_orchestrator_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_toolmesh_v1_orchestrator_proto_goTypes = []any{
 	(Role)(0),                      // 0: toolmesh.v1.Role
 	(ToolCallOutcome)(0),           // 1: toolmesh.v1.ToolCallOutcome
@@ -2444,93 +3602,124 @@ var file_toolmesh_v1_orchestrator_proto_goTypes = []any{
 	(RunState)(0),                  // 3: toolmesh.v1.RunState
 	(*ConversationMessage)(nil),    // 4: toolmesh.v1.ConversationMessage
 	(*RunRequest)(nil),             // 5: toolmesh.v1.RunRequest
-	(*LlmOptions)(nil),             // 6: toolmesh.v1.LlmOptions
-	(*RunLimits)(nil),              // 7: toolmesh.v1.RunLimits
-	(*RunResponse)(nil),            // 8: toolmesh.v1.RunResponse
-	(*RunStarted)(nil),             // 9: toolmesh.v1.RunStarted
-	(*ToolCallStarted)(nil),        // 10: toolmesh.v1.ToolCallStarted
-	(*ToolCallFinished)(nil),       // 11: toolmesh.v1.ToolCallFinished
-	(*ToolsChanged)(nil),           // 12: toolmesh.v1.ToolsChanged
-	(*AssistantMessage)(nil),       // 13: toolmesh.v1.AssistantMessage
-	(*Usage)(nil),                  // 14: toolmesh.v1.Usage
-	(*FinalResult)(nil),            // 15: toolmesh.v1.FinalResult
-	(*RunError)(nil),               // 16: toolmesh.v1.RunError
-	(*ListToolsRequest)(nil),       // 17: toolmesh.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),      // 18: toolmesh.v1.ListToolsResponse
-	(*ToolInfo)(nil),               // 19: toolmesh.v1.ToolInfo
-	(*ListToolGroupsRequest)(nil),  // 20: toolmesh.v1.ListToolGroupsRequest
-	(*ListToolGroupsResponse)(nil), // 21: toolmesh.v1.ListToolGroupsResponse
-	(*ToolGroupStatus)(nil),        // 22: toolmesh.v1.ToolGroupStatus
-	(*ListWorkersRequest)(nil),     // 23: toolmesh.v1.ListWorkersRequest
-	(*ListWorkersResponse)(nil),    // 24: toolmesh.v1.ListWorkersResponse
-	(*WorkerStatus)(nil),           // 25: toolmesh.v1.WorkerStatus
-	(*GetRunRequest)(nil),          // 26: toolmesh.v1.GetRunRequest
-	(*GetRunResponse)(nil),         // 27: toolmesh.v1.GetRunResponse
-	(*CancelRunRequest)(nil),       // 28: toolmesh.v1.CancelRunRequest
-	(*CancelRunResponse)(nil),      // 29: toolmesh.v1.CancelRunResponse
-	nil,                            // 30: toolmesh.v1.RunRequest.ContextEntry
-	nil,                            // 31: toolmesh.v1.RunRequest.InteractionContextEntry
-	(*durationpb.Duration)(nil),    // 32: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 33: google.protobuf.Timestamp
-	(*Artifact)(nil),               // 34: toolmesh.v1.Artifact
-	(code.Code)(0),                 // 35: google.rpc.Code
-	(ErrorReason)(0),               // 36: toolmesh.v1.ErrorReason
-	(*ToolDefinition)(nil),         // 37: toolmesh.v1.ToolDefinition
-	(*ToolGroupInfo)(nil),          // 38: toolmesh.v1.ToolGroupInfo
+	(*ArtifactSinkSpec)(nil),       // 6: toolmesh.v1.ArtifactSinkSpec
+	(*LlmOptions)(nil),             // 7: toolmesh.v1.LlmOptions
+	(*RunLimits)(nil),              // 8: toolmesh.v1.RunLimits
+	(*RunResponse)(nil),            // 9: toolmesh.v1.RunResponse
+	(*ArtifactCaptured)(nil),       // 10: toolmesh.v1.ArtifactCaptured
+	(*BlackboardChanged)(nil),      // 11: toolmesh.v1.BlackboardChanged
+	(*Progress)(nil),               // 12: toolmesh.v1.Progress
+	(*MessageToUser)(nil),          // 13: toolmesh.v1.MessageToUser
+	(*ReplanRequested)(nil),        // 14: toolmesh.v1.ReplanRequested
+	(*Terminated)(nil),             // 15: toolmesh.v1.Terminated
+	(*TextDelta)(nil),              // 16: toolmesh.v1.TextDelta
+	(*AssetAdded)(nil),             // 17: toolmesh.v1.AssetAdded
+	(*Asset)(nil),                  // 18: toolmesh.v1.Asset
+	(*RunStarted)(nil),             // 19: toolmesh.v1.RunStarted
+	(*ToolCallStarted)(nil),        // 20: toolmesh.v1.ToolCallStarted
+	(*ToolCallFinished)(nil),       // 21: toolmesh.v1.ToolCallFinished
+	(*ToolsChanged)(nil),           // 22: toolmesh.v1.ToolsChanged
+	(*AssistantMessage)(nil),       // 23: toolmesh.v1.AssistantMessage
+	(*Usage)(nil),                  // 24: toolmesh.v1.Usage
+	(*FinalResult)(nil),            // 25: toolmesh.v1.FinalResult
+	(*RunError)(nil),               // 26: toolmesh.v1.RunError
+	(*ListToolsRequest)(nil),       // 27: toolmesh.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),      // 28: toolmesh.v1.ListToolsResponse
+	(*ToolInfo)(nil),               // 29: toolmesh.v1.ToolInfo
+	(*ListToolGroupsRequest)(nil),  // 30: toolmesh.v1.ListToolGroupsRequest
+	(*ListToolGroupsResponse)(nil), // 31: toolmesh.v1.ListToolGroupsResponse
+	(*ToolGroupStatus)(nil),        // 32: toolmesh.v1.ToolGroupStatus
+	(*ListWorkersRequest)(nil),     // 33: toolmesh.v1.ListWorkersRequest
+	(*ListWorkersResponse)(nil),    // 34: toolmesh.v1.ListWorkersResponse
+	(*WorkerStatus)(nil),           // 35: toolmesh.v1.WorkerStatus
+	(*GetRunRequest)(nil),          // 36: toolmesh.v1.GetRunRequest
+	(*GetRunResponse)(nil),         // 37: toolmesh.v1.GetRunResponse
+	(*Budget)(nil),                 // 38: toolmesh.v1.Budget
+	(*CancelRunRequest)(nil),       // 39: toolmesh.v1.CancelRunRequest
+	(*CancelRunResponse)(nil),      // 40: toolmesh.v1.CancelRunResponse
+	nil,                            // 41: toolmesh.v1.RunRequest.ContextEntry
+	nil,                            // 42: toolmesh.v1.RunRequest.InteractionContextEntry
+	(*durationpb.Duration)(nil),    // 43: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 44: google.protobuf.Timestamp
+	(*BlackboardObject)(nil),       // 45: toolmesh.v1.BlackboardObject
+	(TerminateScope)(0),            // 46: toolmesh.v1.TerminateScope
+	(*Artifact)(nil),               // 47: toolmesh.v1.Artifact
+	(code.Code)(0),                 // 48: google.rpc.Code
+	(ErrorReason)(0),               // 49: toolmesh.v1.ErrorReason
+	(*ToolDefinition)(nil),         // 50: toolmesh.v1.ToolDefinition
+	(*ToolGroupInfo)(nil),          // 51: toolmesh.v1.ToolGroupInfo
 }
 var file_toolmesh_v1_orchestrator_proto_depIdxs = []int32{
 	0,  // 0: toolmesh.v1.ConversationMessage.role:type_name -> toolmesh.v1.Role
 	4,  // 1: toolmesh.v1.RunRequest.messages:type_name -> toolmesh.v1.ConversationMessage
-	30, // 2: toolmesh.v1.RunRequest.context:type_name -> toolmesh.v1.RunRequest.ContextEntry
-	6,  // 3: toolmesh.v1.RunRequest.llm:type_name -> toolmesh.v1.LlmOptions
-	7,  // 4: toolmesh.v1.RunRequest.limits:type_name -> toolmesh.v1.RunLimits
-	31, // 5: toolmesh.v1.RunRequest.interaction_context:type_name -> toolmesh.v1.RunRequest.InteractionContextEntry
-	32, // 6: toolmesh.v1.RunLimits.timeout:type_name -> google.protobuf.Duration
-	33, // 7: toolmesh.v1.RunResponse.time:type_name -> google.protobuf.Timestamp
-	9,  // 8: toolmesh.v1.RunResponse.started:type_name -> toolmesh.v1.RunStarted
-	10, // 9: toolmesh.v1.RunResponse.tool_call_started:type_name -> toolmesh.v1.ToolCallStarted
-	11, // 10: toolmesh.v1.RunResponse.tool_call_finished:type_name -> toolmesh.v1.ToolCallFinished
-	13, // 11: toolmesh.v1.RunResponse.message:type_name -> toolmesh.v1.AssistantMessage
-	14, // 12: toolmesh.v1.RunResponse.usage:type_name -> toolmesh.v1.Usage
-	15, // 13: toolmesh.v1.RunResponse.final_result:type_name -> toolmesh.v1.FinalResult
-	16, // 14: toolmesh.v1.RunResponse.error:type_name -> toolmesh.v1.RunError
-	12, // 15: toolmesh.v1.RunResponse.tools_changed:type_name -> toolmesh.v1.ToolsChanged
-	1,  // 16: toolmesh.v1.ToolCallFinished.outcome:type_name -> toolmesh.v1.ToolCallOutcome
-	32, // 17: toolmesh.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
-	34, // 18: toolmesh.v1.ToolCallFinished.artifact:type_name -> toolmesh.v1.Artifact
-	14, // 19: toolmesh.v1.FinalResult.usage:type_name -> toolmesh.v1.Usage
-	35, // 20: toolmesh.v1.RunError.code:type_name -> google.rpc.Code
-	36, // 21: toolmesh.v1.RunError.reason:type_name -> toolmesh.v1.ErrorReason
-	19, // 22: toolmesh.v1.ListToolsResponse.tools:type_name -> toolmesh.v1.ToolInfo
-	37, // 23: toolmesh.v1.ToolInfo.definition:type_name -> toolmesh.v1.ToolDefinition
-	22, // 24: toolmesh.v1.ListToolGroupsResponse.groups:type_name -> toolmesh.v1.ToolGroupStatus
-	38, // 25: toolmesh.v1.ToolGroupStatus.group:type_name -> toolmesh.v1.ToolGroupInfo
-	25, // 26: toolmesh.v1.ListWorkersResponse.workers:type_name -> toolmesh.v1.WorkerStatus
-	2,  // 27: toolmesh.v1.WorkerStatus.state:type_name -> toolmesh.v1.WorkerState
-	33, // 28: toolmesh.v1.WorkerStatus.registered_at:type_name -> google.protobuf.Timestamp
-	3,  // 29: toolmesh.v1.GetRunResponse.state:type_name -> toolmesh.v1.RunState
-	16, // 30: toolmesh.v1.GetRunResponse.error:type_name -> toolmesh.v1.RunError
-	33, // 31: toolmesh.v1.GetRunResponse.started_at:type_name -> google.protobuf.Timestamp
-	33, // 32: toolmesh.v1.GetRunResponse.ended_at:type_name -> google.protobuf.Timestamp
-	14, // 33: toolmesh.v1.GetRunResponse.usage:type_name -> toolmesh.v1.Usage
-	3,  // 34: toolmesh.v1.CancelRunResponse.state:type_name -> toolmesh.v1.RunState
-	5,  // 35: toolmesh.v1.OrchestratorService.Run:input_type -> toolmesh.v1.RunRequest
-	17, // 36: toolmesh.v1.OrchestratorService.ListTools:input_type -> toolmesh.v1.ListToolsRequest
-	20, // 37: toolmesh.v1.OrchestratorService.ListToolGroups:input_type -> toolmesh.v1.ListToolGroupsRequest
-	23, // 38: toolmesh.v1.OrchestratorService.ListWorkers:input_type -> toolmesh.v1.ListWorkersRequest
-	26, // 39: toolmesh.v1.OrchestratorService.GetRun:input_type -> toolmesh.v1.GetRunRequest
-	28, // 40: toolmesh.v1.OrchestratorService.CancelRun:input_type -> toolmesh.v1.CancelRunRequest
-	8,  // 41: toolmesh.v1.OrchestratorService.Run:output_type -> toolmesh.v1.RunResponse
-	18, // 42: toolmesh.v1.OrchestratorService.ListTools:output_type -> toolmesh.v1.ListToolsResponse
-	21, // 43: toolmesh.v1.OrchestratorService.ListToolGroups:output_type -> toolmesh.v1.ListToolGroupsResponse
-	24, // 44: toolmesh.v1.OrchestratorService.ListWorkers:output_type -> toolmesh.v1.ListWorkersResponse
-	27, // 45: toolmesh.v1.OrchestratorService.GetRun:output_type -> toolmesh.v1.GetRunResponse
-	29, // 46: toolmesh.v1.OrchestratorService.CancelRun:output_type -> toolmesh.v1.CancelRunResponse
-	41, // [41:47] is the sub-list for method output_type
-	35, // [35:41] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	41, // 2: toolmesh.v1.RunRequest.context:type_name -> toolmesh.v1.RunRequest.ContextEntry
+	7,  // 3: toolmesh.v1.RunRequest.llm:type_name -> toolmesh.v1.LlmOptions
+	8,  // 4: toolmesh.v1.RunRequest.limits:type_name -> toolmesh.v1.RunLimits
+	42, // 5: toolmesh.v1.RunRequest.interaction_context:type_name -> toolmesh.v1.RunRequest.InteractionContextEntry
+	6,  // 6: toolmesh.v1.RunRequest.artifact_sinks:type_name -> toolmesh.v1.ArtifactSinkSpec
+	43, // 7: toolmesh.v1.RunLimits.timeout:type_name -> google.protobuf.Duration
+	44, // 8: toolmesh.v1.RunResponse.time:type_name -> google.protobuf.Timestamp
+	19, // 9: toolmesh.v1.RunResponse.started:type_name -> toolmesh.v1.RunStarted
+	20, // 10: toolmesh.v1.RunResponse.tool_call_started:type_name -> toolmesh.v1.ToolCallStarted
+	21, // 11: toolmesh.v1.RunResponse.tool_call_finished:type_name -> toolmesh.v1.ToolCallFinished
+	23, // 12: toolmesh.v1.RunResponse.message:type_name -> toolmesh.v1.AssistantMessage
+	24, // 13: toolmesh.v1.RunResponse.usage:type_name -> toolmesh.v1.Usage
+	25, // 14: toolmesh.v1.RunResponse.final_result:type_name -> toolmesh.v1.FinalResult
+	26, // 15: toolmesh.v1.RunResponse.error:type_name -> toolmesh.v1.RunError
+	22, // 16: toolmesh.v1.RunResponse.tools_changed:type_name -> toolmesh.v1.ToolsChanged
+	10, // 17: toolmesh.v1.RunResponse.artifact:type_name -> toolmesh.v1.ArtifactCaptured
+	11, // 18: toolmesh.v1.RunResponse.blackboard_changed:type_name -> toolmesh.v1.BlackboardChanged
+	12, // 19: toolmesh.v1.RunResponse.progress:type_name -> toolmesh.v1.Progress
+	13, // 20: toolmesh.v1.RunResponse.message_to_user:type_name -> toolmesh.v1.MessageToUser
+	14, // 21: toolmesh.v1.RunResponse.replan_requested:type_name -> toolmesh.v1.ReplanRequested
+	15, // 22: toolmesh.v1.RunResponse.terminated:type_name -> toolmesh.v1.Terminated
+	16, // 23: toolmesh.v1.RunResponse.text_delta:type_name -> toolmesh.v1.TextDelta
+	17, // 24: toolmesh.v1.RunResponse.asset_added:type_name -> toolmesh.v1.AssetAdded
+	45, // 25: toolmesh.v1.ArtifactCaptured.object:type_name -> toolmesh.v1.BlackboardObject
+	45, // 26: toolmesh.v1.BlackboardChanged.object:type_name -> toolmesh.v1.BlackboardObject
+	45, // 27: toolmesh.v1.ReplanRequested.added:type_name -> toolmesh.v1.BlackboardObject
+	46, // 28: toolmesh.v1.Terminated.scope:type_name -> toolmesh.v1.TerminateScope
+	18, // 29: toolmesh.v1.AssetAdded.asset:type_name -> toolmesh.v1.Asset
+	45, // 30: toolmesh.v1.Asset.object:type_name -> toolmesh.v1.BlackboardObject
+	1,  // 31: toolmesh.v1.ToolCallFinished.outcome:type_name -> toolmesh.v1.ToolCallOutcome
+	43, // 32: toolmesh.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
+	47, // 33: toolmesh.v1.ToolCallFinished.artifact:type_name -> toolmesh.v1.Artifact
+	24, // 34: toolmesh.v1.FinalResult.usage:type_name -> toolmesh.v1.Usage
+	48, // 35: toolmesh.v1.RunError.code:type_name -> google.rpc.Code
+	49, // 36: toolmesh.v1.RunError.reason:type_name -> toolmesh.v1.ErrorReason
+	29, // 37: toolmesh.v1.ListToolsResponse.tools:type_name -> toolmesh.v1.ToolInfo
+	50, // 38: toolmesh.v1.ToolInfo.definition:type_name -> toolmesh.v1.ToolDefinition
+	32, // 39: toolmesh.v1.ListToolGroupsResponse.groups:type_name -> toolmesh.v1.ToolGroupStatus
+	51, // 40: toolmesh.v1.ToolGroupStatus.group:type_name -> toolmesh.v1.ToolGroupInfo
+	35, // 41: toolmesh.v1.ListWorkersResponse.workers:type_name -> toolmesh.v1.WorkerStatus
+	2,  // 42: toolmesh.v1.WorkerStatus.state:type_name -> toolmesh.v1.WorkerState
+	44, // 43: toolmesh.v1.WorkerStatus.registered_at:type_name -> google.protobuf.Timestamp
+	3,  // 44: toolmesh.v1.GetRunResponse.state:type_name -> toolmesh.v1.RunState
+	26, // 45: toolmesh.v1.GetRunResponse.error:type_name -> toolmesh.v1.RunError
+	44, // 46: toolmesh.v1.GetRunResponse.started_at:type_name -> google.protobuf.Timestamp
+	44, // 47: toolmesh.v1.GetRunResponse.ended_at:type_name -> google.protobuf.Timestamp
+	24, // 48: toolmesh.v1.GetRunResponse.usage:type_name -> toolmesh.v1.Usage
+	45, // 49: toolmesh.v1.GetRunResponse.blackboard:type_name -> toolmesh.v1.BlackboardObject
+	38, // 50: toolmesh.v1.GetRunResponse.budget:type_name -> toolmesh.v1.Budget
+	18, // 51: toolmesh.v1.GetRunResponse.assets:type_name -> toolmesh.v1.Asset
+	3,  // 52: toolmesh.v1.CancelRunResponse.state:type_name -> toolmesh.v1.RunState
+	5,  // 53: toolmesh.v1.OrchestratorService.Run:input_type -> toolmesh.v1.RunRequest
+	27, // 54: toolmesh.v1.OrchestratorService.ListTools:input_type -> toolmesh.v1.ListToolsRequest
+	30, // 55: toolmesh.v1.OrchestratorService.ListToolGroups:input_type -> toolmesh.v1.ListToolGroupsRequest
+	33, // 56: toolmesh.v1.OrchestratorService.ListWorkers:input_type -> toolmesh.v1.ListWorkersRequest
+	36, // 57: toolmesh.v1.OrchestratorService.GetRun:input_type -> toolmesh.v1.GetRunRequest
+	39, // 58: toolmesh.v1.OrchestratorService.CancelRun:input_type -> toolmesh.v1.CancelRunRequest
+	9,  // 59: toolmesh.v1.OrchestratorService.Run:output_type -> toolmesh.v1.RunResponse
+	28, // 60: toolmesh.v1.OrchestratorService.ListTools:output_type -> toolmesh.v1.ListToolsResponse
+	31, // 61: toolmesh.v1.OrchestratorService.ListToolGroups:output_type -> toolmesh.v1.ListToolGroupsResponse
+	34, // 62: toolmesh.v1.OrchestratorService.ListWorkers:output_type -> toolmesh.v1.ListWorkersResponse
+	37, // 63: toolmesh.v1.OrchestratorService.GetRun:output_type -> toolmesh.v1.GetRunResponse
+	40, // 64: toolmesh.v1.OrchestratorService.CancelRun:output_type -> toolmesh.v1.CancelRunResponse
+	59, // [59:65] is the sub-list for method output_type
+	53, // [53:59] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_v1_orchestrator_proto_init() }
@@ -2540,8 +3729,8 @@ func file_toolmesh_v1_orchestrator_proto_init() {
 	}
 	file_toolmesh_v1_errors_proto_init()
 	file_toolmesh_v1_tool_proto_init()
-	file_toolmesh_v1_orchestrator_proto_msgTypes[2].OneofWrappers = []any{}
-	file_toolmesh_v1_orchestrator_proto_msgTypes[4].OneofWrappers = []any{
+	file_toolmesh_v1_orchestrator_proto_msgTypes[3].OneofWrappers = []any{}
+	file_toolmesh_v1_orchestrator_proto_msgTypes[5].OneofWrappers = []any{
 		(*RunResponse_Started)(nil),
 		(*RunResponse_ToolCallStarted)(nil),
 		(*RunResponse_ToolCallFinished)(nil),
@@ -2550,6 +3739,14 @@ func file_toolmesh_v1_orchestrator_proto_init() {
 		(*RunResponse_FinalResult)(nil),
 		(*RunResponse_Error)(nil),
 		(*RunResponse_ToolsChanged)(nil),
+		(*RunResponse_Artifact)(nil),
+		(*RunResponse_BlackboardChanged)(nil),
+		(*RunResponse_Progress)(nil),
+		(*RunResponse_MessageToUser)(nil),
+		(*RunResponse_ReplanRequested)(nil),
+		(*RunResponse_Terminated)(nil),
+		(*RunResponse_TextDelta)(nil),
+		(*RunResponse_AssetAdded)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2557,7 +3754,7 @@ func file_toolmesh_v1_orchestrator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_v1_orchestrator_proto_rawDesc), len(file_toolmesh_v1_orchestrator_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   28,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -39,7 +39,8 @@ const (
 // field (reason INVALID_REQUEST), before anything is done.
 type OrchestratorServiceClient interface {
 	// Run starts a run and streams its events until it ends. The stream ends with OK
-	// after a final_result event, or with an error status after an error event.
+	// after a final_result, replan_requested or terminated event, or with an error status
+	// after an error event.
 	Run(ctx context.Context, in *RunRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RunResponse], error)
 	// ListTools lists the tools registered in the mesh.
 	ListTools(ctx context.Context, in *ListToolsRequest, opts ...grpc.CallOption) (*ListToolsResponse, error)
@@ -142,7 +143,8 @@ func (c *orchestratorServiceClient) CancelRun(ctx context.Context, in *CancelRun
 // field (reason INVALID_REQUEST), before anything is done.
 type OrchestratorServiceServer interface {
 	// Run starts a run and streams its events until it ends. The stream ends with OK
-	// after a final_result event, or with an error status after an error event.
+	// after a final_result, replan_requested or terminated event, or with an error status
+	// after an error event.
 	Run(*RunRequest, grpc.ServerStreamingServer[RunResponse]) error
 	// ListTools lists the tools registered in the mesh.
 	ListTools(context.Context, *ListToolsRequest) (*ListToolsResponse, error)

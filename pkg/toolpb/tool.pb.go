@@ -144,6 +144,60 @@ func (ToolErrorCode) EnumDescriptor() ([]byte, []int) {
 	return file_toolmesh_v1_tool_proto_rawDescGZIP(), []int{1}
 }
 
+// TerminateScope says what a termination ends.
+type TerminateScope int32
+
+const (
+	// Not set.
+	TerminateScope_TERMINATE_SCOPE_UNSPECIFIED TerminateScope = 0
+	// The whole agent: the run ends.
+	TerminateScope_TERMINATE_SCOPE_AGENT TerminateScope = 1
+	// The current action: the tool loop that made the call ends (for the top-level loop,
+	// the run).
+	TerminateScope_TERMINATE_SCOPE_ACTION TerminateScope = 2
+)
+
+// Enum value maps for TerminateScope.
+var (
+	TerminateScope_name = map[int32]string{
+		0: "TERMINATE_SCOPE_UNSPECIFIED",
+		1: "TERMINATE_SCOPE_AGENT",
+		2: "TERMINATE_SCOPE_ACTION",
+	}
+	TerminateScope_value = map[string]int32{
+		"TERMINATE_SCOPE_UNSPECIFIED": 0,
+		"TERMINATE_SCOPE_AGENT":       1,
+		"TERMINATE_SCOPE_ACTION":      2,
+	}
+)
+
+func (x TerminateScope) Enum() *TerminateScope {
+	p := new(TerminateScope)
+	*p = x
+	return p
+}
+
+func (x TerminateScope) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TerminateScope) Descriptor() protoreflect.EnumDescriptor {
+	return file_toolmesh_v1_tool_proto_enumTypes[2].Descriptor()
+}
+
+func (TerminateScope) Type() protoreflect.EnumType {
+	return &file_toolmesh_v1_tool_proto_enumTypes[2]
+}
+
+func (x TerminateScope) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TerminateScope.Descriptor instead.
+func (TerminateScope) EnumDescriptor() ([]byte, []int) {
+	return file_toolmesh_v1_tool_proto_rawDescGZIP(), []int{2}
+}
+
 // ToolDefinition describes one tool as the model and the router see it.
 // JSON travels as text so that schemas keep their exact key order and number forms.
 type ToolDefinition struct {
@@ -165,9 +219,15 @@ type ToolDefinition struct {
 	// router may re-send a call whose outcome is unknown to another replica.
 	Idempotent bool `protobuf:"varint,6,opt,name=idempotent,proto3" json:"idempotent,omitempty"`
 	// Per-call deadline; zero means the orchestrator's default.
-	Timeout       *durationpb.Duration `protobuf:"bytes,7,opt,name=timeout,proto3" json:"timeout,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Timeout *durationpb.Duration `protobuf:"bytes,7,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	// Blackboard types the tool reads: every call carries the newest object of each in
+	// InvokeRequest.blackboard. At most 16, each 1 to 256 bytes of valid UTF-8.
+	BlackboardTypes []string `protobuf:"bytes,8,rep,name=blackboard_types,json=blackboardTypes,proto3" json:"blackboard_types,omitempty"`
+	// When true, the tool reports progress while it runs: the orchestrator calls it with
+	// InvokeStream, whose stream carries the reports before the result.
+	ReportsProgress bool `protobuf:"varint,9,opt,name=reports_progress,json=reportsProgress,proto3" json:"reports_progress,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ToolDefinition) Reset() {
@@ -247,6 +307,20 @@ func (x *ToolDefinition) GetTimeout() *durationpb.Duration {
 		return x.Timeout
 	}
 	return nil
+}
+
+func (x *ToolDefinition) GetBlackboardTypes() []string {
+	if x != nil {
+		return x.BlackboardTypes
+	}
+	return nil
+}
+
+func (x *ToolDefinition) GetReportsProgress() bool {
+	if x != nil {
+		return x.ReportsProgress
+	}
+	return false
 }
 
 // ToolGroupInfo describes a tool group: a role such as "math" or "web".
@@ -501,11 +575,273 @@ func (x *ToolError) GetCode() ToolErrorCode {
 	return ToolErrorCode_TOOL_ERROR_CODE_UNSPECIFIED
 }
 
+// BlackboardObject is an object on a run's blackboard.
+type BlackboardObject struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Name of the object's type: simple ("Customer") or qualified ("crm.v1.Customer");
+	// lookups match either. 1 to 256 bytes of valid UTF-8.
+	TypeName string `protobuf:"bytes,1,opt,name=type_name,json=typeName,proto3" json:"type_name,omitempty"`
+	// The object as one JSON value, as text.
+	Json string `protobuf:"bytes,2,opt,name=json,proto3" json:"json,omitempty"`
+	// Name bound to the object; empty for none. At most 256 bytes of valid UTF-8.
+	Name          string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BlackboardObject) Reset() {
+	*x = BlackboardObject{}
+	mi := &file_toolmesh_v1_tool_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BlackboardObject) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BlackboardObject) ProtoMessage() {}
+
+func (x *BlackboardObject) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_tool_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BlackboardObject.ProtoReflect.Descriptor instead.
+func (*BlackboardObject) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_tool_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *BlackboardObject) GetTypeName() string {
+	if x != nil {
+		return x.TypeName
+	}
+	return ""
+}
+
+func (x *BlackboardObject) GetJson() string {
+	if x != nil {
+		return x.Json
+	}
+	return ""
+}
+
+func (x *BlackboardObject) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// ControlSignal is a tool's request to steer the run rather than a result for the model.
+type ControlSignal struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The request.
+	//
+	// Types that are valid to be assigned to Signal:
+	//
+	//	*ControlSignal_Replan
+	//	*ControlSignal_Terminate
+	Signal        isControlSignal_Signal `protobuf_oneof:"signal"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ControlSignal) Reset() {
+	*x = ControlSignal{}
+	mi := &file_toolmesh_v1_tool_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ControlSignal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ControlSignal) ProtoMessage() {}
+
+func (x *ControlSignal) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_tool_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ControlSignal.ProtoReflect.Descriptor instead.
+func (*ControlSignal) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_tool_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ControlSignal) GetSignal() isControlSignal_Signal {
+	if x != nil {
+		return x.Signal
+	}
+	return nil
+}
+
+func (x *ControlSignal) GetReplan() *Replan {
+	if x != nil {
+		if x, ok := x.Signal.(*ControlSignal_Replan); ok {
+			return x.Replan
+		}
+	}
+	return nil
+}
+
+func (x *ControlSignal) GetTerminate() *Terminate {
+	if x != nil {
+		if x, ok := x.Signal.(*ControlSignal_Terminate); ok {
+			return x.Terminate
+		}
+	}
+	return nil
+}
+
+type isControlSignal_Signal interface {
+	isControlSignal_Signal()
+}
+
+type ControlSignal_Replan struct {
+	// Plan again: the loop stops and the run ends REPLAN_REQUESTED.
+	Replan *Replan `protobuf:"bytes,1,opt,name=replan,proto3,oneof"`
+}
+
+type ControlSignal_Terminate struct {
+	// Stop the agent or the current action.
+	Terminate *Terminate `protobuf:"bytes,2,opt,name=terminate,proto3,oneof"`
+}
+
+func (*ControlSignal_Replan) isControlSignal_Signal() {}
+
+func (*ControlSignal_Terminate) isControlSignal_Signal() {}
+
+// Replan asks the agent to plan again.
+type Replan struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Why, for the client: valid UTF-8, at most 4 KiB.
+	Reason string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Objects to put on the run's blackboard before it ends.
+	BlackboardUpdates []*BlackboardObject `protobuf:"bytes,2,rep,name=blackboard_updates,json=blackboardUpdates,proto3" json:"blackboard_updates,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *Replan) Reset() {
+	*x = Replan{}
+	mi := &file_toolmesh_v1_tool_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Replan) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Replan) ProtoMessage() {}
+
+func (x *Replan) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_tool_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Replan.ProtoReflect.Descriptor instead.
+func (*Replan) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_tool_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Replan) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Replan) GetBlackboardUpdates() []*BlackboardObject {
+	if x != nil {
+		return x.BlackboardUpdates
+	}
+	return nil
+}
+
+// Terminate asks to stop the agent or the current action.
+type Terminate struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What to stop.
+	Scope TerminateScope `protobuf:"varint,1,opt,name=scope,proto3,enum=toolmesh.v1.TerminateScope" json:"scope,omitempty"`
+	// Why: valid UTF-8, at most 4 KiB.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Terminate) Reset() {
+	*x = Terminate{}
+	mi := &file_toolmesh_v1_tool_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Terminate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Terminate) ProtoMessage() {}
+
+func (x *Terminate) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_tool_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Terminate.ProtoReflect.Descriptor instead.
+func (*Terminate) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_tool_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Terminate) GetScope() TerminateScope {
+	if x != nil {
+		return x.Scope
+	}
+	return TerminateScope_TERMINATE_SCOPE_UNSPECIFIED
+}
+
+func (x *Terminate) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 var File_toolmesh_v1_tool_proto protoreflect.FileDescriptor
 
 const file_toolmesh_v1_tool_proto_rawDesc = "" +
 	"\n" +
-	"\x16toolmesh/v1/tool.proto\x12\vtoolmesh.v1\x1a\x1egoogle/protobuf/duration.proto\"\xf0\x02\n" +
+	"\x16toolmesh/v1/tool.proto\x12\vtoolmesh.v1\x1a\x1egoogle/protobuf/duration.proto\"\xc6\x03\n" +
 	"\x0eToolDefinition\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12*\n" +
@@ -515,7 +851,9 @@ const file_toolmesh_v1_tool_proto_rawDesc = "" +
 	"\n" +
 	"idempotent\x18\x06 \x01(\bR\n" +
 	"idempotent\x123\n" +
-	"\atimeout\x18\a \x01(\v2\x19.google.protobuf.DurationR\atimeout\x1a;\n" +
+	"\atimeout\x18\a \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12)\n" +
+	"\x10blackboard_types\x18\b \x03(\tR\x0fblackboardTypes\x12)\n" +
+	"\x10reports_progress\x18\t \x01(\bR\x0freportsProgress\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd7\x01\n" +
@@ -536,7 +874,21 @@ const file_toolmesh_v1_tool_proto_rawDesc = "" +
 	"\apayload\"U\n" +
 	"\tToolError\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12.\n" +
-	"\x04code\x18\x02 \x01(\x0e2\x1a.toolmesh.v1.ToolErrorCodeR\x04code*d\n" +
+	"\x04code\x18\x02 \x01(\x0e2\x1a.toolmesh.v1.ToolErrorCodeR\x04code\"W\n" +
+	"\x10BlackboardObject\x12\x1b\n" +
+	"\ttype_name\x18\x01 \x01(\tR\btypeName\x12\x12\n" +
+	"\x04json\x18\x02 \x01(\tR\x04json\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\"\x80\x01\n" +
+	"\rControlSignal\x12-\n" +
+	"\x06replan\x18\x01 \x01(\v2\x13.toolmesh.v1.ReplanH\x00R\x06replan\x126\n" +
+	"\tterminate\x18\x02 \x01(\v2\x16.toolmesh.v1.TerminateH\x00R\tterminateB\b\n" +
+	"\x06signal\"n\n" +
+	"\x06Replan\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x12L\n" +
+	"\x12blackboard_updates\x18\x02 \x03(\v2\x1d.toolmesh.v1.BlackboardObjectR\x11blackboardUpdates\"V\n" +
+	"\tTerminate\x121\n" +
+	"\x05scope\x18\x01 \x01(\x0e2\x1b.toolmesh.v1.TerminateScopeR\x05scope\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason*d\n" +
 	"\n" +
 	"Permission\x12\x1a\n" +
 	"\x16PERMISSION_UNSPECIFIED\x10\x00\x12\x1a\n" +
@@ -549,7 +901,11 @@ const file_toolmesh_v1_tool_proto_rawDesc = "" +
 	"\x1cTOOL_ERROR_CODE_UNKNOWN_TOOL\x10\x03\x12\x1b\n" +
 	"\x17TOOL_ERROR_CODE_TIMEOUT\x10\x04\x12\x19\n" +
 	"\x15TOOL_ERROR_CODE_PANIC\x10\x05\x12\x1f\n" +
-	"\x1bTOOL_ERROR_CODE_UNAVAILABLE\x10\x06B)Z'github.com/toolmesh/toolmesh/pkg/toolpbb\x06proto3"
+	"\x1bTOOL_ERROR_CODE_UNAVAILABLE\x10\x06*h\n" +
+	"\x0eTerminateScope\x12\x1f\n" +
+	"\x1bTERMINATE_SCOPE_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15TERMINATE_SCOPE_AGENT\x10\x01\x12\x1a\n" +
+	"\x16TERMINATE_SCOPE_ACTION\x10\x02B)Z'github.com/toolmesh/toolmesh/pkg/toolpbb\x06proto3"
 
 var (
 	file_toolmesh_v1_tool_proto_rawDescOnce sync.Once
@@ -563,28 +919,37 @@ func file_toolmesh_v1_tool_proto_rawDescGZIP() []byte {
 	return file_toolmesh_v1_tool_proto_rawDescData
 }
 
-var file_toolmesh_v1_tool_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_toolmesh_v1_tool_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_toolmesh_v1_tool_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_toolmesh_v1_tool_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_toolmesh_v1_tool_proto_goTypes = []any{
 	(Permission)(0),             // 0: toolmesh.v1.Permission
 	(ToolErrorCode)(0),          // 1: toolmesh.v1.ToolErrorCode
-	(*ToolDefinition)(nil),      // 2: toolmesh.v1.ToolDefinition
-	(*ToolGroupInfo)(nil),       // 3: toolmesh.v1.ToolGroupInfo
-	(*Artifact)(nil),            // 4: toolmesh.v1.Artifact
-	(*ToolError)(nil),           // 5: toolmesh.v1.ToolError
-	nil,                         // 6: toolmesh.v1.ToolDefinition.MetadataEntry
-	(*durationpb.Duration)(nil), // 7: google.protobuf.Duration
+	(TerminateScope)(0),         // 2: toolmesh.v1.TerminateScope
+	(*ToolDefinition)(nil),      // 3: toolmesh.v1.ToolDefinition
+	(*ToolGroupInfo)(nil),       // 4: toolmesh.v1.ToolGroupInfo
+	(*Artifact)(nil),            // 5: toolmesh.v1.Artifact
+	(*ToolError)(nil),           // 6: toolmesh.v1.ToolError
+	(*BlackboardObject)(nil),    // 7: toolmesh.v1.BlackboardObject
+	(*ControlSignal)(nil),       // 8: toolmesh.v1.ControlSignal
+	(*Replan)(nil),              // 9: toolmesh.v1.Replan
+	(*Terminate)(nil),           // 10: toolmesh.v1.Terminate
+	nil,                         // 11: toolmesh.v1.ToolDefinition.MetadataEntry
+	(*durationpb.Duration)(nil), // 12: google.protobuf.Duration
 }
 var file_toolmesh_v1_tool_proto_depIdxs = []int32{
-	6, // 0: toolmesh.v1.ToolDefinition.metadata:type_name -> toolmesh.v1.ToolDefinition.MetadataEntry
-	7, // 1: toolmesh.v1.ToolDefinition.timeout:type_name -> google.protobuf.Duration
-	0, // 2: toolmesh.v1.ToolGroupInfo.permissions:type_name -> toolmesh.v1.Permission
-	1, // 3: toolmesh.v1.ToolError.code:type_name -> toolmesh.v1.ToolErrorCode
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	11, // 0: toolmesh.v1.ToolDefinition.metadata:type_name -> toolmesh.v1.ToolDefinition.MetadataEntry
+	12, // 1: toolmesh.v1.ToolDefinition.timeout:type_name -> google.protobuf.Duration
+	0,  // 2: toolmesh.v1.ToolGroupInfo.permissions:type_name -> toolmesh.v1.Permission
+	1,  // 3: toolmesh.v1.ToolError.code:type_name -> toolmesh.v1.ToolErrorCode
+	9,  // 4: toolmesh.v1.ControlSignal.replan:type_name -> toolmesh.v1.Replan
+	10, // 5: toolmesh.v1.ControlSignal.terminate:type_name -> toolmesh.v1.Terminate
+	7,  // 6: toolmesh.v1.Replan.blackboard_updates:type_name -> toolmesh.v1.BlackboardObject
+	2,  // 7: toolmesh.v1.Terminate.scope:type_name -> toolmesh.v1.TerminateScope
+	8,  // [8:8] is the sub-list for method output_type
+	8,  // [8:8] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_v1_tool_proto_init() }
@@ -596,13 +961,17 @@ func file_toolmesh_v1_tool_proto_init() {
 		(*Artifact_Json)(nil),
 		(*Artifact_Data)(nil),
 	}
+	file_toolmesh_v1_tool_proto_msgTypes[5].OneofWrappers = []any{
+		(*ControlSignal_Replan)(nil),
+		(*ControlSignal_Terminate)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_v1_tool_proto_rawDesc), len(file_toolmesh_v1_tool_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   5,
+			NumEnums:      3,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

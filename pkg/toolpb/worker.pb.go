@@ -21,6 +21,139 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// InvokeStreamResponse is one message of an InvokeStream call.
+type InvokeStreamResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A progress report or the result.
+	//
+	// Types that are valid to be assigned to Message:
+	//
+	//	*InvokeStreamResponse_Progress
+	//	*InvokeStreamResponse_Result
+	Message       isInvokeStreamResponse_Message `protobuf_oneof:"message"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InvokeStreamResponse) Reset() {
+	*x = InvokeStreamResponse{}
+	mi := &file_toolmesh_v1_worker_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InvokeStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InvokeStreamResponse) ProtoMessage() {}
+
+func (x *InvokeStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_worker_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InvokeStreamResponse.ProtoReflect.Descriptor instead.
+func (*InvokeStreamResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_worker_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *InvokeStreamResponse) GetMessage() isInvokeStreamResponse_Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *InvokeStreamResponse) GetProgress() *ProgressReport {
+	if x != nil {
+		if x, ok := x.Message.(*InvokeStreamResponse_Progress); ok {
+			return x.Progress
+		}
+	}
+	return nil
+}
+
+func (x *InvokeStreamResponse) GetResult() *InvokeResponse {
+	if x != nil {
+		if x, ok := x.Message.(*InvokeStreamResponse_Result); ok {
+			return x.Result
+		}
+	}
+	return nil
+}
+
+type isInvokeStreamResponse_Message interface {
+	isInvokeStreamResponse_Message()
+}
+
+type InvokeStreamResponse_Progress struct {
+	// What the tool is doing, as it said it.
+	Progress *ProgressReport `protobuf:"bytes,1,opt,name=progress,proto3,oneof"`
+}
+
+type InvokeStreamResponse_Result struct {
+	// The outcome; the last message of the stream.
+	Result *InvokeResponse `protobuf:"bytes,2,opt,name=result,proto3,oneof"`
+}
+
+func (*InvokeStreamResponse_Progress) isInvokeStreamResponse_Message() {}
+
+func (*InvokeStreamResponse_Result) isInvokeStreamResponse_Message() {}
+
+// ProgressReport is one progress report of a running tool.
+type ProgressReport struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A short status: valid UTF-8, at most 1 KiB.
+	Status        string `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProgressReport) Reset() {
+	*x = ProgressReport{}
+	mi := &file_toolmesh_v1_worker_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProgressReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProgressReport) ProtoMessage() {}
+
+func (x *ProgressReport) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_worker_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProgressReport.ProtoReflect.Descriptor instead.
+func (*ProgressReport) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_worker_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ProgressReport) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
 // InvokeRequest asks a worker to execute one tool call.
 type InvokeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -38,14 +171,17 @@ type InvokeRequest struct {
 	// Id of the run the call belongs to.
 	RunId string `protobuf:"bytes,6,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// Id of the tool call, as the model gave it.
-	CallId        string `protobuf:"bytes,7,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	CallId string `protobuf:"bytes,7,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// The newest blackboard object of each type the tool declared it reads
+	// (ToolDefinition.blackboard_types), in the order the types are declared.
+	Blackboard    []*BlackboardObject `protobuf:"bytes,8,rep,name=blackboard,proto3" json:"blackboard,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InvokeRequest) Reset() {
 	*x = InvokeRequest{}
-	mi := &file_toolmesh_v1_worker_proto_msgTypes[0]
+	mi := &file_toolmesh_v1_worker_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -57,7 +193,7 @@ func (x *InvokeRequest) String() string {
 func (*InvokeRequest) ProtoMessage() {}
 
 func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_worker_proto_msgTypes[0]
+	mi := &file_toolmesh_v1_worker_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -70,7 +206,7 @@ func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeRequest.ProtoReflect.Descriptor instead.
 func (*InvokeRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_worker_proto_rawDescGZIP(), []int{0}
+	return file_toolmesh_v1_worker_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *InvokeRequest) GetTool() string {
@@ -122,6 +258,13 @@ func (x *InvokeRequest) GetCallId() string {
 	return ""
 }
 
+func (x *InvokeRequest) GetBlackboard() []*BlackboardObject {
+	if x != nil {
+		return x.Blackboard
+	}
+	return nil
+}
+
 // InvokeResponse is the outcome of one tool call.
 type InvokeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -132,20 +275,24 @@ type InvokeResponse struct {
 	//	*InvokeResponse_Text
 	//	*InvokeResponse_Artifact
 	//	*InvokeResponse_Error
+	//	*InvokeResponse_Signal
 	Outcome isInvokeResponse_Outcome `protobuf_oneof:"outcome"`
 	// New state to send back with the next call of this tool; empty when unchanged.
 	State []byte `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
 	// True when state is set, so that an empty state can be told from no change.
 	StateChanged bool `protobuf:"varint,5,opt,name=state_changed,json=stateChanged,proto3" json:"state_changed,omitempty"`
 	// For a call of a selectable facade: the children its selector chose.
-	Selection     *Selection `protobuf:"bytes,6,opt,name=selection,proto3" json:"selection,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Selection *Selection `protobuf:"bytes,6,opt,name=selection,proto3" json:"selection,omitempty"`
+	// Objects the tool put on the run's blackboard, in order; the orchestrator adds them
+	// (with their names bound) whatever the outcome. At most 256, 1 MiB of JSON together.
+	BlackboardUpdates []*BlackboardObject `protobuf:"bytes,8,rep,name=blackboard_updates,json=blackboardUpdates,proto3" json:"blackboard_updates,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *InvokeResponse) Reset() {
 	*x = InvokeResponse{}
-	mi := &file_toolmesh_v1_worker_proto_msgTypes[1]
+	mi := &file_toolmesh_v1_worker_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -157,7 +304,7 @@ func (x *InvokeResponse) String() string {
 func (*InvokeResponse) ProtoMessage() {}
 
 func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_worker_proto_msgTypes[1]
+	mi := &file_toolmesh_v1_worker_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -170,7 +317,7 @@ func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeResponse.ProtoReflect.Descriptor instead.
 func (*InvokeResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_worker_proto_rawDescGZIP(), []int{1}
+	return file_toolmesh_v1_worker_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *InvokeResponse) GetOutcome() isInvokeResponse_Outcome {
@@ -207,6 +354,15 @@ func (x *InvokeResponse) GetError() *ToolError {
 	return nil
 }
 
+func (x *InvokeResponse) GetSignal() *ControlSignal {
+	if x != nil {
+		if x, ok := x.Outcome.(*InvokeResponse_Signal); ok {
+			return x.Signal
+		}
+	}
+	return nil
+}
+
 func (x *InvokeResponse) GetState() []byte {
 	if x != nil {
 		return x.State
@@ -224,6 +380,13 @@ func (x *InvokeResponse) GetStateChanged() bool {
 func (x *InvokeResponse) GetSelection() *Selection {
 	if x != nil {
 		return x.Selection
+	}
+	return nil
+}
+
+func (x *InvokeResponse) GetBlackboardUpdates() []*BlackboardObject {
+	if x != nil {
+		return x.BlackboardUpdates
 	}
 	return nil
 }
@@ -247,11 +410,18 @@ type InvokeResponse_Error struct {
 	Error *ToolError `protobuf:"bytes,3,opt,name=error,proto3,oneof"`
 }
 
+type InvokeResponse_Signal struct {
+	// A request to replan or terminate instead of a result.
+	Signal *ControlSignal `protobuf:"bytes,7,opt,name=signal,proto3,oneof"`
+}
+
 func (*InvokeResponse_Text) isInvokeResponse_Outcome() {}
 
 func (*InvokeResponse_Artifact) isInvokeResponse_Outcome() {}
 
 func (*InvokeResponse_Error) isInvokeResponse_Outcome() {}
+
+func (*InvokeResponse_Signal) isInvokeResponse_Outcome() {}
 
 // Selection is what a selectable facade's selector chose.
 type Selection struct {
@@ -267,7 +437,7 @@ type Selection struct {
 
 func (x *Selection) Reset() {
 	*x = Selection{}
-	mi := &file_toolmesh_v1_worker_proto_msgTypes[2]
+	mi := &file_toolmesh_v1_worker_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -279,7 +449,7 @@ func (x *Selection) String() string {
 func (*Selection) ProtoMessage() {}
 
 func (x *Selection) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_worker_proto_msgTypes[2]
+	mi := &file_toolmesh_v1_worker_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -292,7 +462,7 @@ func (x *Selection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Selection.ProtoReflect.Descriptor instead.
 func (*Selection) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_worker_proto_rawDescGZIP(), []int{2}
+	return file_toolmesh_v1_worker_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Selection) GetTools() []string {
@@ -322,7 +492,7 @@ type ArtifactResult struct {
 
 func (x *ArtifactResult) Reset() {
 	*x = ArtifactResult{}
-	mi := &file_toolmesh_v1_worker_proto_msgTypes[3]
+	mi := &file_toolmesh_v1_worker_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -334,7 +504,7 @@ func (x *ArtifactResult) String() string {
 func (*ArtifactResult) ProtoMessage() {}
 
 func (x *ArtifactResult) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_worker_proto_msgTypes[3]
+	mi := &file_toolmesh_v1_worker_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -347,7 +517,7 @@ func (x *ArtifactResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArtifactResult.ProtoReflect.Descriptor instead.
 func (*ArtifactResult) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_worker_proto_rawDescGZIP(), []int{3}
+	return file_toolmesh_v1_worker_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ArtifactResult) GetContent() string {
@@ -368,7 +538,13 @@ var File_toolmesh_v1_worker_proto protoreflect.FileDescriptor
 
 const file_toolmesh_v1_worker_proto_rawDesc = "" +
 	"\n" +
-	"\x18toolmesh/v1/worker.proto\x12\vtoolmesh.v1\x1a\x16toolmesh/v1/tool.proto\"\xd2\x01\n" +
+	"\x18toolmesh/v1/worker.proto\x12\vtoolmesh.v1\x1a\x16toolmesh/v1/tool.proto\"\x93\x01\n" +
+	"\x14InvokeStreamResponse\x129\n" +
+	"\bprogress\x18\x01 \x01(\v2\x1b.toolmesh.v1.ProgressReportH\x00R\bprogress\x125\n" +
+	"\x06result\x18\x02 \x01(\v2\x1b.toolmesh.v1.InvokeResponseH\x00R\x06resultB\t\n" +
+	"\amessage\"(\n" +
+	"\x0eProgressReport\x12\x16\n" +
+	"\x06status\x18\x01 \x01(\tR\x06status\"\x91\x02\n" +
 	"\rInvokeRequest\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12%\n" +
 	"\x0earguments_json\x18\x02 \x01(\tR\rargumentsJson\x12\x17\n" +
@@ -376,23 +552,29 @@ const file_toolmesh_v1_worker_proto_rawDesc = "" +
 	"\x0fidempotency_key\x18\x04 \x01(\tR\x0eidempotencyKey\x12\x14\n" +
 	"\x05state\x18\x05 \x01(\fR\x05state\x12\x15\n" +
 	"\x06run_id\x18\x06 \x01(\tR\x05runId\x12\x17\n" +
-	"\acall_id\x18\a \x01(\tR\x06callId\"\x8d\x02\n" +
+	"\acall_id\x18\a \x01(\tR\x06callId\x12=\n" +
+	"\n" +
+	"blackboard\x18\b \x03(\v2\x1d.toolmesh.v1.BlackboardObjectR\n" +
+	"blackboard\"\x91\x03\n" +
 	"\x0eInvokeResponse\x12\x14\n" +
 	"\x04text\x18\x01 \x01(\tH\x00R\x04text\x129\n" +
 	"\bartifact\x18\x02 \x01(\v2\x1b.toolmesh.v1.ArtifactResultH\x00R\bartifact\x12.\n" +
-	"\x05error\x18\x03 \x01(\v2\x16.toolmesh.v1.ToolErrorH\x00R\x05error\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\v2\x16.toolmesh.v1.ToolErrorH\x00R\x05error\x124\n" +
+	"\x06signal\x18\a \x01(\v2\x1a.toolmesh.v1.ControlSignalH\x00R\x06signal\x12\x14\n" +
 	"\x05state\x18\x04 \x01(\fR\x05state\x12#\n" +
 	"\rstate_changed\x18\x05 \x01(\bR\fstateChanged\x124\n" +
-	"\tselection\x18\x06 \x01(\v2\x16.toolmesh.v1.SelectionR\tselectionB\t\n" +
+	"\tselection\x18\x06 \x01(\v2\x16.toolmesh.v1.SelectionR\tselection\x12L\n" +
+	"\x12blackboard_updates\x18\b \x03(\v2\x1d.toolmesh.v1.BlackboardObjectR\x11blackboardUpdatesB\t\n" +
 	"\aoutcome\"7\n" +
 	"\tSelection\x12\x14\n" +
 	"\x05tools\x18\x01 \x03(\tR\x05tools\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\fR\x05state\"]\n" +
 	"\x0eArtifactResult\x12\x18\n" +
 	"\acontent\x18\x01 \x01(\tR\acontent\x121\n" +
-	"\bartifact\x18\x02 \x01(\v2\x15.toolmesh.v1.ArtifactR\bartifact2V\n" +
+	"\bartifact\x18\x02 \x01(\v2\x15.toolmesh.v1.ArtifactR\bartifact2\xa7\x01\n" +
 	"\x11ToolWorkerService\x12A\n" +
-	"\x06Invoke\x12\x1a.toolmesh.v1.InvokeRequest\x1a\x1b.toolmesh.v1.InvokeResponseB)Z'github.com/toolmesh/toolmesh/pkg/toolpbb\x06proto3"
+	"\x06Invoke\x12\x1a.toolmesh.v1.InvokeRequest\x1a\x1b.toolmesh.v1.InvokeResponse\x12O\n" +
+	"\fInvokeStream\x12\x1a.toolmesh.v1.InvokeRequest\x1a!.toolmesh.v1.InvokeStreamResponse0\x01B)Z'github.com/toolmesh/toolmesh/pkg/toolpbb\x06proto3"
 
 var (
 	file_toolmesh_v1_worker_proto_rawDescOnce sync.Once
@@ -406,27 +588,38 @@ func file_toolmesh_v1_worker_proto_rawDescGZIP() []byte {
 	return file_toolmesh_v1_worker_proto_rawDescData
 }
 
-var file_toolmesh_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_toolmesh_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_toolmesh_v1_worker_proto_goTypes = []any{
-	(*InvokeRequest)(nil),  // 0: toolmesh.v1.InvokeRequest
-	(*InvokeResponse)(nil), // 1: toolmesh.v1.InvokeResponse
-	(*Selection)(nil),      // 2: toolmesh.v1.Selection
-	(*ArtifactResult)(nil), // 3: toolmesh.v1.ArtifactResult
-	(*ToolError)(nil),      // 4: toolmesh.v1.ToolError
-	(*Artifact)(nil),       // 5: toolmesh.v1.Artifact
+	(*InvokeStreamResponse)(nil), // 0: toolmesh.v1.InvokeStreamResponse
+	(*ProgressReport)(nil),       // 1: toolmesh.v1.ProgressReport
+	(*InvokeRequest)(nil),        // 2: toolmesh.v1.InvokeRequest
+	(*InvokeResponse)(nil),       // 3: toolmesh.v1.InvokeResponse
+	(*Selection)(nil),            // 4: toolmesh.v1.Selection
+	(*ArtifactResult)(nil),       // 5: toolmesh.v1.ArtifactResult
+	(*BlackboardObject)(nil),     // 6: toolmesh.v1.BlackboardObject
+	(*ToolError)(nil),            // 7: toolmesh.v1.ToolError
+	(*ControlSignal)(nil),        // 8: toolmesh.v1.ControlSignal
+	(*Artifact)(nil),             // 9: toolmesh.v1.Artifact
 }
 var file_toolmesh_v1_worker_proto_depIdxs = []int32{
-	3, // 0: toolmesh.v1.InvokeResponse.artifact:type_name -> toolmesh.v1.ArtifactResult
-	4, // 1: toolmesh.v1.InvokeResponse.error:type_name -> toolmesh.v1.ToolError
-	2, // 2: toolmesh.v1.InvokeResponse.selection:type_name -> toolmesh.v1.Selection
-	5, // 3: toolmesh.v1.ArtifactResult.artifact:type_name -> toolmesh.v1.Artifact
-	0, // 4: toolmesh.v1.ToolWorkerService.Invoke:input_type -> toolmesh.v1.InvokeRequest
-	1, // 5: toolmesh.v1.ToolWorkerService.Invoke:output_type -> toolmesh.v1.InvokeResponse
-	5, // [5:6] is the sub-list for method output_type
-	4, // [4:5] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	1,  // 0: toolmesh.v1.InvokeStreamResponse.progress:type_name -> toolmesh.v1.ProgressReport
+	3,  // 1: toolmesh.v1.InvokeStreamResponse.result:type_name -> toolmesh.v1.InvokeResponse
+	6,  // 2: toolmesh.v1.InvokeRequest.blackboard:type_name -> toolmesh.v1.BlackboardObject
+	5,  // 3: toolmesh.v1.InvokeResponse.artifact:type_name -> toolmesh.v1.ArtifactResult
+	7,  // 4: toolmesh.v1.InvokeResponse.error:type_name -> toolmesh.v1.ToolError
+	8,  // 5: toolmesh.v1.InvokeResponse.signal:type_name -> toolmesh.v1.ControlSignal
+	4,  // 6: toolmesh.v1.InvokeResponse.selection:type_name -> toolmesh.v1.Selection
+	6,  // 7: toolmesh.v1.InvokeResponse.blackboard_updates:type_name -> toolmesh.v1.BlackboardObject
+	9,  // 8: toolmesh.v1.ArtifactResult.artifact:type_name -> toolmesh.v1.Artifact
+	2,  // 9: toolmesh.v1.ToolWorkerService.Invoke:input_type -> toolmesh.v1.InvokeRequest
+	2,  // 10: toolmesh.v1.ToolWorkerService.InvokeStream:input_type -> toolmesh.v1.InvokeRequest
+	3,  // 11: toolmesh.v1.ToolWorkerService.Invoke:output_type -> toolmesh.v1.InvokeResponse
+	0,  // 12: toolmesh.v1.ToolWorkerService.InvokeStream:output_type -> toolmesh.v1.InvokeStreamResponse
+	11, // [11:13] is the sub-list for method output_type
+	9,  // [9:11] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_v1_worker_proto_init() }
@@ -435,10 +628,15 @@ func file_toolmesh_v1_worker_proto_init() {
 		return
 	}
 	file_toolmesh_v1_tool_proto_init()
-	file_toolmesh_v1_worker_proto_msgTypes[1].OneofWrappers = []any{
+	file_toolmesh_v1_worker_proto_msgTypes[0].OneofWrappers = []any{
+		(*InvokeStreamResponse_Progress)(nil),
+		(*InvokeStreamResponse_Result)(nil),
+	}
+	file_toolmesh_v1_worker_proto_msgTypes[3].OneofWrappers = []any{
 		(*InvokeResponse_Text)(nil),
 		(*InvokeResponse_Artifact)(nil),
 		(*InvokeResponse_Error)(nil),
+		(*InvokeResponse_Signal)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -446,7 +644,7 @@ func file_toolmesh_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_v1_worker_proto_rawDesc), len(file_toolmesh_v1_worker_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

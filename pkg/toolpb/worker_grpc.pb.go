@@ -19,7 +19,8 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ToolWorkerService_Invoke_FullMethodName = "/toolmesh.v1.ToolWorkerService/Invoke"
+	ToolWorkerService_Invoke_FullMethodName       = "/toolmesh.v1.ToolWorkerService/Invoke"
+	ToolWorkerService_InvokeStream_FullMethodName = "/toolmesh.v1.ToolWorkerService/InvokeStream"
 )
 
 // ToolWorkerServiceClient is the client API for ToolWorkerService service.
@@ -34,6 +35,11 @@ type ToolWorkerServiceClient interface {
 	// status means the call did not run: UNAVAILABLE with reason WORKER_DRAINING while
 	// draining, NOT_FOUND with reason UNKNOWN_TOOL for a tool the worker does not serve.
 	Invoke(ctx context.Context, in *InvokeRequest, opts ...grpc.CallOption) (*InvokeResponse, error)
+	// InvokeStream executes one tool call of a tool that reports progress
+	// (ToolDefinition.reports_progress): the stream carries the progress reports in the
+	// order the tool made them, then exactly one result, and ends. Its errors mean what
+	// Invoke's mean.
+	InvokeStream(ctx context.Context, in *InvokeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[InvokeStreamResponse], error)
 }
 
 type toolWorkerServiceClient struct {
@@ -54,6 +60,25 @@ func (c *toolWorkerServiceClient) Invoke(ctx context.Context, in *InvokeRequest,
 	return out, nil
 }
 
+func (c *toolWorkerServiceClient) InvokeStream(ctx context.Context, in *InvokeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[InvokeStreamResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ToolWorkerService_ServiceDesc.Streams[0], ToolWorkerService_InvokeStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[InvokeRequest, InvokeStreamResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ToolWorkerService_InvokeStreamClient = grpc.ServerStreamingClient[InvokeStreamResponse]
+
 // ToolWorkerServiceServer is the server API for ToolWorkerService service.
 // All implementations must embed UnimplementedToolWorkerServiceServer
 // for forward compatibility.
@@ -66,6 +91,11 @@ type ToolWorkerServiceServer interface {
 	// status means the call did not run: UNAVAILABLE with reason WORKER_DRAINING while
 	// draining, NOT_FOUND with reason UNKNOWN_TOOL for a tool the worker does not serve.
 	Invoke(context.Context, *InvokeRequest) (*InvokeResponse, error)
+	// InvokeStream executes one tool call of a tool that reports progress
+	// (ToolDefinition.reports_progress): the stream carries the progress reports in the
+	// order the tool made them, then exactly one result, and ends. Its errors mean what
+	// Invoke's mean.
+	InvokeStream(*InvokeRequest, grpc.ServerStreamingServer[InvokeStreamResponse]) error
 	mustEmbedUnimplementedToolWorkerServiceServer()
 }
 
@@ -78,6 +108,9 @@ type UnimplementedToolWorkerServiceServer struct{}
 
 func (UnimplementedToolWorkerServiceServer) Invoke(context.Context, *InvokeRequest) (*InvokeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Invoke not implemented")
+}
+func (UnimplementedToolWorkerServiceServer) InvokeStream(*InvokeRequest, grpc.ServerStreamingServer[InvokeStreamResponse]) error {
+	return status.Error(codes.Unimplemented, "method InvokeStream not implemented")
 }
 func (UnimplementedToolWorkerServiceServer) mustEmbedUnimplementedToolWorkerServiceServer() {}
 func (UnimplementedToolWorkerServiceServer) testEmbeddedByValue()                           {}
@@ -118,6 +151,17 @@ func _ToolWorkerService_Invoke_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ToolWorkerService_InvokeStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(InvokeRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ToolWorkerServiceServer).InvokeStream(m, &grpc.GenericServerStream[InvokeRequest, InvokeStreamResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ToolWorkerService_InvokeStreamServer = grpc.ServerStreamingServer[InvokeStreamResponse]
+
 // ToolWorkerService_ServiceDesc is the grpc.ServiceDesc for ToolWorkerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -130,6 +174,12 @@ var ToolWorkerService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _ToolWorkerService_Invoke_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "InvokeStream",
+			Handler:       _ToolWorkerService_InvokeStream_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "toolmesh/v1/worker.proto",
 }

@@ -1,0 +1,106 @@
+package process_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/toolmesh/toolmesh/internal/process"
+	"github.com/toolmesh/toolmesh/pkg/tool"
+)
+
+func TestBlackboardLookups(t *testing.T) {
+	var b process.Blackboard
+	for _, e := range []struct{ name, typ, js string }{
+		{"", "crm.v1.Customer", `{"id":1}`},
+		{"vip", "crm.v1.Customer", `{"id":2}`},
+		{"", "Order", `{"_typeName":"shop.Order","id":7}`},
+		{"", "map", `{"_typeLabels":["Invoice","billing.Document"],"id":9}`},
+		{"vip", "crm.v1.Customer", `{"id":3}`},
+	} {
+		if _, err := b.Add(e.name, tool.Entry{TypeName: e.typ, JSON: []byte(e.js)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := func(typ string) string {
+		e, ok := b.Last(typ)
+		if !ok {
+			return ""
+		}
+		return string(e.JSON)
+	}
+	for typ, want := range map[string]string{
+		"Customer":        `{"id":3}`,
+		"crm.v1.Customer": `{"id":3}`,
+		"v1.Customer":     "",
+		"Order":           `{"_typeName":"shop.Order","id":7}`,
+		"shop.Order":      `{"_typeName":"shop.Order","id":7}`,
+		"Document":        `{"_typeLabels":["Invoice","billing.Document"],"id":9}`,
+		"Invoice":         `{"_typeLabels":["Invoice","billing.Document"],"id":9}`,
+		"":                "",
+	} {
+		if got := last(typ); got != want {
+			t.Errorf("Last(%q) = %s, want %s", typ, got, want)
+		}
+	}
+	if n := b.Count("Customer"); n != 3 {
+		t.Errorf("Count(Customer) = %d", n)
+	}
+	// A name bound again points at the newer entry; the older stays.
+	if e, _ := b.Get("vip"); string(e.JSON) != `{"id":3}` || len(b.Entries) != 5 {
+		t.Errorf("Get(vip) = %s with %d entries", e.JSON, len(b.Entries))
+	}
+	// Clone shares nothing.
+	c := b.Clone()
+	_, _ = c.Add("other", tool.Entry{TypeName: "X", JSON: []byte(`1`)})
+	if len(b.Entries) != 5 || len(b.Bindings) != 1 {
+		t.Errorf("the clone changed the original: %d entries, %d bindings", len(b.Entries), len(b.Bindings))
+	}
+}
+
+func TestBlackboardRefusesBadEntries(t *testing.T) {
+	b := process.Blackboard{Bounds: process.Bounds{MaxEntries: 2, MaxBytes: 20}}
+	for _, c := range []struct {
+		e    tool.Entry
+		want string
+	}{
+		{tool.Entry{TypeName: "X", JSON: []byte(`{not json`)}, "not valid JSON"},
+		{tool.Entry{TypeName: " ", JSON: []byte(`1`)}, "empty type name"},
+		{tool.Entry{TypeName: strings.Repeat("x", 300), JSON: []byte(`1`)}, "at most 256 bytes"},
+		{tool.Entry{TypeName: "X", JSON: []byte(`"` + strings.Repeat("y", 30) + `"`)}, "over its 20 bytes"},
+	} {
+		if _, err := b.Add("", c.e); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Add(%q, %.20s): %v, want %q", c.e.TypeName, c.e.JSON, err, c.want)
+		}
+	}
+	_, _ = b.Add("", tool.Entry{TypeName: "X", JSON: []byte(`1`)})
+	_, _ = b.Add("", tool.Entry{TypeName: "X", JSON: []byte(`2`)})
+	if _, err := b.Add("", tool.Entry{TypeName: "X", JSON: []byte(`3`)}); err == nil || !strings.Contains(err.Error(), "full (2 entries)") {
+		t.Errorf("third entry: %v", err)
+	}
+	if len(b.Entries) != 2 {
+		t.Errorf("%d entries", len(b.Entries))
+	}
+}
+
+func TestCallBoard(t *testing.T) {
+	seen := []tool.Binding{{Name: "c", Entry: tool.Entry{TypeName: "crm.Customer", JSON: []byte(`{"id":1}`)}}}
+	b := tool.NewCallBoard(seen, 16)
+	if e, ok := b.Last("Customer"); !ok || string(e.JSON) != `{"id":1}` {
+		t.Errorf("Last = %s %v", e.JSON, ok)
+	}
+	if err := b.Bind("c", tool.Entry{TypeName: "crm.Customer", JSON: []byte(`{"id":2}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := b.Get("c"); string(e.JSON) != `{"id":2}` {
+		t.Errorf("Get(c) = %s, want the call's own binding", e.JSON)
+	}
+	if err := b.Add(tool.Entry{TypeName: "X", JSON: []byte(`"0123456789"`)}); err == nil {
+		t.Error("an addition over the bound was accepted")
+	}
+	if err := b.Add(tool.Entry{TypeName: "X", JSON: []byte(`nope`)}); err == nil {
+		t.Error("a value that is not JSON was accepted")
+	}
+	if got := b.Added(); len(got) != 1 || got[0].Name != "c" {
+		t.Errorf("Added = %v", got)
+	}
+}

@@ -1,0 +1,236 @@
+package tool
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/toolmesh/toolmesh/internal/toolinternal"
+)
+
+// Entry is a value on a run's blackboard: the name of its type and the value as JSON.
+// The type name is what lookups match (see SatisfiesType): a simple name such as
+// "Customer" or a qualified one such as "crm.Customer".
+type Entry struct {
+	TypeName string
+	JSON     json.RawMessage
+}
+
+// NewEntry returns v as an Entry of the given type, encoding it as JSON. A nil v, or
+// one that JSON cannot encode, is an error.
+func NewEntry(typeName string, v any) (Entry, error) {
+	if strings.TrimSpace(typeName) == "" {
+		return Entry{}, errors.New("blackboard object: empty type name")
+	}
+	if raw, ok := v.(json.RawMessage); ok {
+		return EntryFromJSON(typeName, raw)
+	}
+	if v == nil {
+		return Entry{}, fmt.Errorf("blackboard object of type %q: nil value", typeName)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return Entry{}, fmt.Errorf("blackboard object of type %q: %w", typeName, err)
+	}
+	return Entry{TypeName: typeName, JSON: b}, nil
+}
+
+// EntryFromJSON returns an Entry holding raw, which must be one valid JSON value.
+func EntryFromJSON(typeName string, raw []byte) (Entry, error) {
+	if strings.TrimSpace(typeName) == "" {
+		return Entry{}, errors.New("blackboard object: empty type name")
+	}
+	if !json.Valid(raw) {
+		return Entry{}, fmt.Errorf("blackboard object of type %q: the value is not valid JSON", typeName)
+	}
+	return Entry{TypeName: typeName, JSON: json.RawMessage(append([]byte(nil), raw...))}, nil
+}
+
+// SimpleTypeName is the last segment of a qualified type name: "Customer" for
+// "crm.v1.Customer" (and for "crm/Customer" or "crm::Customer").
+func SimpleTypeName(typeName string) string {
+	if i := strings.LastIndexAny(typeName, "./:$"); i >= 0 {
+		return typeName[i+1:]
+	}
+	return typeName
+}
+
+// SatisfiesType reports whether o is of the type named name: its type name equals name,
+// or its simple name does (so "Customer" matches "crm.Customer"); or, for a JSON object,
+// its "_typeName" entry or one of the names in its "_typeLabels" entry matches the same
+// way. Names are compared exactly; an empty name matches nothing.
+func SatisfiesType(o Entry, name string) bool {
+	if name == "" {
+		return false
+	}
+	match := func(typeName string) bool {
+		return typeName != "" && (typeName == name || SimpleTypeName(typeName) == name)
+	}
+	if match(o.TypeName) {
+		return true
+	}
+	if len(o.JSON) == 0 || o.JSON[0] != '{' {
+		return false
+	}
+	var labels struct {
+		TypeName   string   `json:"_typeName"`
+		TypeLabels []string `json:"_typeLabels"`
+	}
+	if json.Unmarshal(o.JSON, &labels) != nil {
+		return false
+	}
+	if match(labels.TypeName) {
+		return true
+	}
+	for _, l := range labels.TypeLabels {
+		if match(l) {
+			return true
+		}
+	}
+	return false
+}
+
+// Blackboard is a run's shared state as a tool sees it: the objects earlier steps put
+// there, in the order they were added, and names bound to some of them. In the
+// orchestrator it is the run's own blackboard. In a worker it holds what the orchestrator
+// sent with the call (the newest object of each type the tool declared it needs, see
+// NeedsBlackboard) and records what the tool adds, which travels back with the result and
+// joins the run's blackboard, whichever replica ran the call.
+type Blackboard interface {
+	// Entries returns the visible entries, oldest first.
+	Entries() []Entry
+	// Last returns the newest object that satisfies the type name (see SatisfiesType).
+	Last(typeName string) (Entry, bool)
+	// Get returns the object bound to name.
+	Get(name string) (Entry, bool)
+	// Add puts o on the blackboard.
+	Add(o Entry) error
+	// Bind puts o on the blackboard and binds name to it.
+	Bind(name string, o Entry) error
+}
+
+// BlackboardFrom returns the blackboard of the run the call belongs to, or nil when the
+// call belongs to none (a tool called outside a run).
+func BlackboardFrom(ctx context.Context) Blackboard {
+	b, _ := ctx.Value(toolinternal.BlackboardKey{}).(Blackboard)
+	return b
+}
+
+// Binding is an object bound to a name, as it travels with a call.
+type Binding struct {
+	// Name is the binding's name; empty for an object added without one.
+	Name   string
+	Entry Entry
+}
+
+// CallBoard is the Blackboard of one call that crossed a process boundary: it answers
+// lookups from the objects sent with the call and records the objects the tool adds.
+// The worker SDK gives one to every call; the orchestrator applies what it recorded.
+type CallBoard struct {
+	mu    sync.Mutex
+	seen  []Binding
+	added []Binding
+	// limit bounds the added objects' JSON, in bytes; zero means no bound.
+	limit int
+	size  int
+}
+
+// NewCallBoard returns a board that sees objects and accepts at most limit bytes of added
+// JSON (zero: no bound).
+func NewCallBoard(objects []Binding, limit int) *CallBoard {
+	return &CallBoard{seen: append([]Binding(nil), objects...), limit: limit}
+}
+
+// Entries returns what the call saw and what it added, oldest first.
+func (b *CallBoard) Entries() []Entry {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]Entry, 0, len(b.seen)+len(b.added))
+	for _, x := range b.seen {
+		out = append(out, x.Entry)
+	}
+	for _, x := range b.added {
+		out = append(out, x.Entry)
+	}
+	return out
+}
+
+// Last returns the newest object of the type, the call's own additions included.
+func (b *CallBoard) Last(typeName string) (Entry, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, list := range [][]Binding{b.added, b.seen} {
+		for i := len(list) - 1; i >= 0; i-- {
+			if SatisfiesType(list[i].Entry, typeName) {
+				return list[i].Entry, true
+			}
+		}
+	}
+	return Entry{}, false
+}
+
+// Get returns the object bound to name, the call's own bindings first.
+func (b *CallBoard) Get(name string) (Entry, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, list := range [][]Binding{b.added, b.seen} {
+		for i := len(list) - 1; i >= 0; i-- {
+			if name != "" && list[i].Name == name {
+				return list[i].Entry, true
+			}
+		}
+	}
+	return Entry{}, false
+}
+
+// Add records o.
+func (b *CallBoard) Add(o Entry) error { return b.Bind("", o) }
+
+// Bind records o bound to name.
+func (b *CallBoard) Bind(name string, o Entry) error {
+	o, err := EntryFromJSON(o.TypeName, o.JSON)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.limit > 0 && b.size+len(o.JSON) > b.limit {
+		return fmt.Errorf("blackboard object of type %q: the call's additions would exceed %d bytes", o.TypeName, b.limit)
+	}
+	b.size += len(o.JSON)
+	b.added = append(b.added, Binding{Name: name, Entry: o})
+	return nil
+}
+
+// Added returns what the tool added, in order.
+func (b *CallBoard) Added() []Binding {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]Binding(nil), b.added...)
+}
+
+var _ Blackboard = (*CallBoard)(nil)
+
+// Progress reports what a tool is doing while it runs, such as "fetched 3 of 10 pages".
+// The report reaches the run's client as a progress event. A tool on a worker must
+// declare that it reports progress (see ReportsProgress), or its reports are dropped;
+// outside a run they are dropped too. It never fails the call.
+func Progress(ctx context.Context, status string) {
+	if r, ok := ctx.Value(toolinternal.ProgressKey{}).(func(string)); ok && r != nil && status != "" {
+		r(status)
+	}
+}
+
+// WithProgress returns a context whose Progress reports go to report. The orchestrator
+// and the worker SDK set it; tools call Progress.
+func WithProgress(ctx context.Context, report func(status string)) context.Context {
+	return context.WithValue(ctx, toolinternal.ProgressKey{}, report)
+}
+
+// WithBlackboard returns a context whose calls see b as the run's blackboard.
+func WithBlackboard(ctx context.Context, b Blackboard) context.Context {
+	return context.WithValue(ctx, toolinternal.BlackboardKey{}, b)
+}
