@@ -122,6 +122,12 @@ type Loop struct {
 	// MaxToolResultBytes bounds the text of one tool result the model reads; a longer
 	// one is cut and says so.
 	MaxToolResultBytes int `yaml:"max_tool_result_bytes"`
+	// MaxArtifactBytes bounds one artifact a tool returns; a larger one becomes an error
+	// result the model reads.
+	MaxArtifactBytes int `yaml:"max_artifact_bytes"`
+	// MaxBlackboardEntries and MaxBlackboardBytes bound a run's blackboard.
+	MaxBlackboardEntries int `yaml:"max_blackboard_entries"`
+	MaxBlackboardBytes   int `yaml:"max_blackboard_bytes"`
 }
 
 // Provider chooses and configures the model providers.
@@ -221,6 +227,9 @@ func Default() Config {
 			MaxConcurrentRuns:    1000,
 			RetainRuns:           1000,
 			MaxToolResultBytes:   32 << 10,
+			MaxArtifactBytes:     1 << 20,
+			MaxBlackboardEntries: 1024,
+			MaxBlackboardBytes:   8 << 20,
 		},
 		Provider: Provider{
 			Name:      "auto",
@@ -346,6 +355,15 @@ func (c Config) Validate() error {
 	}
 	if c.Loop.MaxToolResultBytes < 1<<10 || c.Loop.MaxToolResultBytes > 4<<20 {
 		bad("loop.max_tool_result_bytes", "must be between 1024 and 4194304, got %d", c.Loop.MaxToolResultBytes)
+	}
+	if c.Loop.MaxArtifactBytes < 1<<10 || c.Loop.MaxArtifactBytes > 4<<20 {
+		bad("loop.max_artifact_bytes", "must be between 1024 and 4194304, got %d", c.Loop.MaxArtifactBytes)
+	}
+	if c.Loop.MaxBlackboardEntries < 1 || c.Loop.MaxBlackboardEntries > 1<<20 {
+		bad("loop.max_blackboard_entries", "must be between 1 and 1048576, got %d", c.Loop.MaxBlackboardEntries)
+	}
+	if c.Loop.MaxBlackboardBytes < 1<<10 || c.Loop.MaxBlackboardBytes > 1<<30 {
+		bad("loop.max_blackboard_bytes", "must be between 1024 and 1073741824, got %d", c.Loop.MaxBlackboardBytes)
 	}
 	switch c.Provider.Name {
 	case "", "auto", "scripted":

@@ -43,6 +43,45 @@ type Group struct {
 	// Facade, when set, offers the whole group to the model as one facade: the model sees
 	// one tool until it opens it.
 	Facade *GroupFacade `yaml:"facade"`
+	// Artifacts send the artifacts of the group's tools to sinks.
+	Artifacts []ArtifactSink `yaml:"artifacts"`
+	// Assets keep some of the group's artifacts as the run's assets.
+	Assets []ArtifactFilter `yaml:"assets"`
+}
+
+// ArtifactFilter chooses artifacts, or elements of a list artifact, and what to take of
+// them. Expressions are CEL over `value` (the artifact's JSON value) and `type_name`.
+type ArtifactFilter struct {
+	// Type, when set, takes only artifacts of this type name (simple or qualified).
+	Type string `yaml:"type"`
+	// When, a CEL predicate, takes only artifacts for which it is true.
+	When string `yaml:"when"`
+	// Transform, a CEL expression, computes what is taken instead of the artifact.
+	Transform string `yaml:"transform"`
+	// TransformType is the type name of what Transform computes; default the artifact's.
+	TransformType string `yaml:"transform_type"`
+}
+
+// ArtifactSink sends chosen artifacts to sinks: "blackboard", "assets", or a sink the
+// program embedding the orchestrator registered.
+type ArtifactSink struct {
+	ArtifactFilter `yaml:",inline"`
+	Sinks          []string `yaml:"sinks"`
+}
+
+// Replan makes a tool ask the run to replan after it returns.
+type Replan struct {
+	// Type and When choose the results that replan: an artifact of Type for which When
+	// holds. Both empty: every call that returns replans.
+	Type string `yaml:"type"`
+	When string `yaml:"when"`
+	// Reason is the replan's reason; default "<tool> replans" (always) or "<tool> replans
+	// based on result".
+	Reason string `yaml:"reason"`
+	// Add, a CEL expression, computes the object the replan puts on the blackboard
+	// (typed AddType, default the artifact's); default: the artifact itself.
+	Add     string `yaml:"add"`
+	AddType string `yaml:"add_type"`
 }
 
 // GroupFacade exposes a tool group as one facade.
@@ -60,6 +99,11 @@ type Tool struct {
 	// OneShot, when set, lets the tool run once per tool loop; later calls in the same loop
 	// are answered with the ALREADY LOADED text and this advice.
 	OneShot *OneShot `yaml:"one_shot"`
+	// Artifacts and Assets are as for a group, for this tool alone.
+	Artifacts []ArtifactSink  `yaml:"artifacts"`
+	Assets    []ArtifactFilter `yaml:"assets"`
+	// Replan, when set, makes the tool ask to replan after it returns.
+	Replan *Replan `yaml:"replan"`
 }
 
 // OneShot is the advice appended to the ALREADY LOADED answer of a one-shot tool.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -94,7 +95,7 @@ func TestErrorMapping(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := decorators.ErrorMapping(newRaw(tt.call)).Call(t.Context(), `{"q":"x"}`)
-			if err != tt.wantErr { // identity, not errors.Is: a signal must come back unchanged, not rewrapped
+			if !reflect.DeepEqual(err, tt.wantErr) { // not errors.Is: a signal must come back unchanged, not rewrapped
 				t.Fatalf("Call error = %v, want %v", err, tt.wantErr)
 			}
 			if diff := cmp.Diff(tt.want, got, equateMessages); diff != "" {

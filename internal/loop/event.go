@@ -68,6 +68,14 @@ type ToolsChanged struct {
 	Tools     []string
 }
 
+// TextDelta is text the model is writing, as it arrives (Options.StreamText).
+type TextDelta struct {
+	Iteration int
+	LoopID    string
+	Text      string
+}
+
+func (TextDelta) loopEvent()        {}
 func (ModelCalled) loopEvent()      {}
 func (AssistantText) loopEvent()    {}
 func (ToolCallStarted) loopEvent()  {}

@@ -17,7 +17,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"golang.org/x/sync/errgroup"
 
@@ -52,9 +51,14 @@ func (e *MaxIterationsError) Error() string {
 // ErrEmptyResponse ends a loop whose model kept answering with nothing.
 var ErrEmptyResponse = errors.New("the model returned an empty response")
 
-// SignalError ends a loop because a tool raised a control-flow signal.
+// SignalError ends a loop because a tool raised a control-flow signal: replan
+// (tool.ReplanRequested) or terminate (tool.Terminate). When several calls of one turn
+// raise signals, all of them run first, and the signal that wins is, in this order of
+// priority, an agent termination, an action termination, another signal, a replan; the
+// first in call order among equals. No result of that turn joins the history.
 type SignalError struct {
 	Tool   string
+	CallID string
 	Signal error
 }
 
@@ -89,6 +93,8 @@ type Options struct {
 	// EmptyRetries is how many blank model turns in a row are answered with a nudge before
 	// the loop fails; zero accepts a blank answer as final.
 	EmptyRetries int
+	// StreamText makes the loop report the model's text as it arrives (TextDelta events).
+	StreamText bool
 	// OutputSchema, when set, is the schema the final answer must satisfy; the model gets
 	// one corrective turn when it does not.
 	OutputSchema *OutputSchema
@@ -115,6 +121,10 @@ type Options struct {
 	// injected tools get the same decorator chain as the tools the loop started with
 	// (which the caller decorated itself). Default: none (the tool as it is).
 	Decorate func(tool.Tool) tool.Tool
+	// PrepareCall, when set, adds to the context of each tool call (after the call info
+	// and the ToolCallContext): the run puts the call's view of its blackboard and
+	// progress channel there.
+	PrepareCall func(ctx context.Context, c llm.ToolCall) context.Context
 	// Observer receives the loop's events, synchronously, from several goroutines at once
 	// when tool calls run in parallel.
 	Observer func(Event)
@@ -218,7 +228,7 @@ func (l *state) run(ctx context.Context, system string) (*Result, error) {
 		if l.opts.OutputSchema != nil {
 			req.OutputSchema = l.opts.OutputSchema.JSON()
 		}
-		resp, err := llm.Collect(l.opts.Provider.Stream(ctx, req))
+		resp, err := l.collect(ctx, iter, req)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -306,6 +316,26 @@ func (l *state) run(ctx context.Context, system string) (*Result, error) {
 	return nil, &MaxIterationsError{Max: l.opts.MaxIterations}
 }
 
+// collect calls the model and assembles its answer, reporting text deltas when the loop
+// streams text.
+func (l *state) collect(ctx context.Context, iter int, req *llm.Request) (*llm.Response, error) {
+	if !l.opts.StreamText {
+		return llm.Collect(l.opts.Provider.Stream(ctx, req))
+	}
+	for c, err := range l.opts.Provider.Stream(ctx, req) {
+		if err != nil {
+			return nil, err
+		}
+		if c.Done != nil {
+			return c.Done, nil
+		}
+		if c.TextDelta != "" {
+			l.opts.Observer(TextDelta{Iteration: iter, LoopID: l.opts.LoopID, Text: c.TextDelta})
+		}
+	}
+	return nil, llm.ErrNoFinalChunk
+}
+
 func (l *state) result(text string, iter int, direct bool) *Result {
 	return &Result{Text: text, Iterations: iter, ReturnDirect: direct, Usage: l.usage, CostUSD: l.cost, ToolCalls: l.calls, History: l.history}
 }
@@ -359,9 +389,14 @@ func (l *state) runBatch(ctx context.Context, iter int, calls []llm.ToolCall) ([
 		args string
 	}
 	var jobs []job
+	var overBudget error
 	for i, c := range calls {
 		outcomes[i].call = c
 		l.opts.Observer(ToolCallStarted{Iteration: iter, LoopID: l.opts.LoopID, Call: c})
+		if overBudget != nil {
+			l.opts.Observer(ToolCallFinished{Iteration: iter, LoopID: l.opts.LoopID, Call: c, Outcome: OutcomeError, Content: "Error: not run: " + overBudget.Error()})
+			continue
+		}
 		t, ok := l.tools[c.Name]
 		if !ok {
 			feedback, err := l.opts.NotFound.Handle(c.Name, append([]string(nil), l.order...))
@@ -387,6 +422,12 @@ func (l *state) runBatch(ctx context.Context, iter int, calls []llm.ToolCall) ([
 			l.opts.Observer(ToolCallFinished{Iteration: iter, LoopID: l.opts.LoopID, Call: c, Outcome: OutcomeInvalidArguments, Content: msg})
 			continue
 		}
+		if max := l.opts.Budget.MaxActions; max > 0 && l.calls+len(jobs) >= max {
+			// An action is a dispatched tool call: this one would be one too many.
+			overBudget = &BudgetExceededError{What: "actions", Used: float64(l.calls + len(jobs)), Limit: float64(max), Tool: c.Name}
+			l.opts.Observer(ToolCallFinished{Iteration: iter, LoopID: l.opts.LoopID, Call: c, Outcome: OutcomeError, Content: "Error: not run: " + overBudget.Error()})
+			continue
+		}
 		jobs = append(jobs, job{i: i, t: t, args: args})
 	}
 
@@ -400,12 +441,43 @@ func (l *state) runBatch(ctx context.Context, iter int, calls []llm.ToolCall) ([
 	}
 	_ = g.Wait()
 	l.calls += len(jobs)
-	for _, o := range outcomes {
-		if o.signal != nil {
-			return nil, &SignalError{Tool: o.call.Name, Signal: o.signal}
-		}
+	if sig := winningSignal(outcomes); sig != nil {
+		return nil, sig
+	}
+	if overBudget != nil {
+		return nil, overBudget
 	}
 	return outcomes, nil
+}
+
+// winningSignal is the signal that ends the loop after a turn whose calls raised some:
+// agent termination, then action termination, then any other signal, then replan; the
+// first in call order among equals. Nil when no call raised one.
+func winningSignal(outcomes []outcome) *SignalError {
+	rank := func(sig error) int {
+		var term tool.Terminate
+		var replan tool.ReplanRequested
+		switch {
+		case errors.As(sig, &term) && term.Scope == tool.TerminateAction:
+			return 1
+		case errors.As(sig, &term):
+			return 0
+		case errors.As(sig, &replan):
+			return 3
+		}
+		return 2
+	}
+	var best *SignalError
+	bestRank := 4
+	for _, o := range outcomes {
+		if o.signal == nil {
+			continue
+		}
+		if r := rank(o.signal); r < bestRank {
+			best, bestRank = &SignalError{Tool: o.call.Name, CallID: o.call.ID, Signal: o.signal}, r
+		}
+	}
+	return best
 }
 
 // callContext is the context of call c: its call info and the loop's ToolCallContext.
@@ -413,7 +485,11 @@ func (l *state) callContext(ctx context.Context, c llm.ToolCall) context.Context
 	// Every call of the loop gets the same context; the loop id travels in the call
 	// info, and toolctx.FromContext shows it under toolctx.LoopIDKey.
 	ctx = toolcall.WithCallInfo(ctx, tool.CallInfo{RunID: l.opts.RunID, LoopID: l.opts.LoopID, CallID: c.ID})
-	return toolctx.NewContext(ctx, l.opts.Context)
+	ctx = toolctx.NewContext(ctx, l.opts.Context)
+	if l.opts.PrepareCall != nil {
+		ctx = l.opts.PrepareCall(ctx, c)
+	}
+	return ctx
 }
 
 // call runs one tool call and reports it.
@@ -431,7 +507,7 @@ func (l *state) call(ctx context.Context, iter int, c llm.ToolCall, t tool.Tool,
 		l.opts.Observer(ev)
 		return o
 	}
-	o.content = truncateResult(res.Render(), l.opts.MaxResultBytes)
+	o.content = toolinternal.Truncate(res.Render(), l.opts.MaxResultBytes)
 	o.isError = res.IsError()
 	o.tool, o.input, o.result = t, args, res
 	o.returnDirect = t.Metadata().ReturnDirect && !res.IsError()
@@ -442,23 +518,6 @@ func (l *state) call(ctx context.Context, iter int, c llm.ToolCall, t tool.Tool,
 	}
 	l.opts.Observer(ev)
 	return o
-}
-
-// truncateResult cuts a tool result the model reads to at most max bytes, marker
-// included, at a character boundary.
-func truncateResult(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	marker := fmt.Sprintf("\n[truncated: the tool returned %d bytes; only the first %%d are shown]", len(s))
-	keep := max - len(marker) - 8 // room for the digits of the count
-	if keep < 0 {
-		keep = 0
-	}
-	for keep > 0 && !utf8.RuneStart(s[keep]) {
-		keep--
-	}
-	return s[:keep] + fmt.Sprintf(marker, keep)
 }
 
 // argumentProblem is the part of a validation error that describes the problem: the

@@ -65,20 +65,27 @@ func correction(problem string) string {
 
 // BudgetExceededError stops a run that used more tokens or money than it was given.
 type BudgetExceededError struct {
-	// What is "tokens" or "cost".
+	// What is "tokens", "cost" or "actions".
 	What        string
 	Used, Limit float64
+	// Tool is the call that was not run, for an action budget.
+	Tool string
 }
 
 func (e *BudgetExceededError) Error() string {
+	if e.What == "actions" {
+		return fmt.Sprintf("run budget exceeded: the action budget of %.0f tool calls is used up; tool '%s' was not run", e.Limit, e.Tool)
+	}
 	if e.What == "cost" {
 		return fmt.Sprintf("run budget exceeded: model calls cost $%.6f, over the limit of $%.6f", e.Used, e.Limit)
 	}
 	return fmt.Sprintf("run budget exceeded: model calls used %.0f tokens, over the limit of %.0f", e.Used, e.Limit)
 }
 
-// Budget bounds what a loop may spend on model calls. Zero fields mean no limit.
+// Budget bounds what a loop may spend: tokens and cost of its model calls, and its
+// actions (dispatched tool calls). Zero fields mean no limit.
 type Budget struct {
 	MaxTokens  int64
 	MaxCostUSD float64
+	MaxActions int
 }

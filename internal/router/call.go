@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"time"
 
@@ -48,21 +49,57 @@ func (t *remoteTool) Metadata() tool.Metadata     { return t.meta }
 func (t *remoteTool) Group() string { return t.group }
 
 // Call sends the call to a replica. Failures become error results the model can read;
-// the returned error is always nil (remote tools send no control-flow signals yet).
+// the returned error is a control-flow signal the tool raised (replan, terminate). What
+// the tool added to the blackboard joins the run's blackboard (tool.BlackboardFrom).
 func (t *remoteTool) Call(ctx context.Context, input string) (tool.Result, error) {
-	return t.r.invoke(ctx, t, input), nil
+	res, resp := t.r.invokeFull(ctx, t, input)
+	if resp == nil {
+		return res, nil
+	}
+	res = applyUpdates(ctx, t.def.Name, res, resp.GetBlackboardUpdates())
+	if sig := wire.SignalFromProto(resp.GetSignal()); sig != nil {
+		return tool.Result{}, sig
+	}
+	return res, nil
 }
 
-// invoke sends one logical call, failing over to another replica only when the call
-// provably never reached a worker, or when the tool is idempotent: a worker that died
-// after doing the work looks exactly like one that never started it.
-func (r *Router) invoke(ctx context.Context, t *remoteTool, input string) tool.Result {
-	res, _ := r.invokeFull(ctx, t, input)
+// applyUpdates puts what a tool added on the run's blackboard, in order. An addition the
+// blackboard refuses (a value that is not JSON, a full blackboard) turns the result into
+// an error that says so: the tool ran, but what it meant to share is not there.
+func applyUpdates(ctx context.Context, name string, res tool.Result, updates []*toolpb.BlackboardObject) tool.Result {
+	if len(updates) == 0 {
+		return res
+	}
+	board := tool.BlackboardFrom(ctx)
+	if board == nil {
+		return res // outside a run: nowhere to put them
+	}
+	if len(updates) > wire.MaxBlackboardUpdates {
+		return tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf("tool '%s' ran, but it added %d objects to the blackboard, over the %d a call may add; none were added", name, len(updates), wire.MaxBlackboardUpdates))
+	}
+	for i, b := range wire.BindingsFromProto(updates) {
+		var err error
+		if b.Name != "" {
+			err = board.Bind(b.Name, b.Entry)
+		} else {
+			err = board.Add(b.Entry)
+		}
+		if err != nil {
+			msg := fmt.Sprintf("tool '%s' ran, but blackboard object %d of %d was refused: %v", name, i+1, len(updates), err)
+			if !res.IsError() && res.Content != "" {
+				msg += ". Its result was: " + res.Content
+			}
+			return tool.ErrorWithCode(tool.CodeFailed, msg)
+		}
+	}
 	return res
 }
 
-// invokeFull is invoke that also returns the worker's response when a worker answered.
-// A call bound to state (tool.StateFrom) sends it and keeps the state the tool returns.
+// invokeFull sends one logical call, failing over to another replica only when the call
+// provably never reached a worker, or when the tool is idempotent: a worker that died
+// after doing the work looks exactly like one that never started it. It also returns
+// the worker's response when a worker answered. A call bound to state (tool.StateFrom)
+// sends it and keeps the state the tool returns.
 func (r *Router) invokeFull(ctx context.Context, t *remoteTool, input string) (tool.Result, *toolpb.InvokeResponse) {
 	timeout := t.meta.Timeout
 	if timeout <= 0 {
@@ -97,6 +134,7 @@ func (r *Router) invokeFull(ctx context.Context, t *remoteTool, input string) (t
 		CallId:         info.CallID,
 		IdempotencyKey: info.IdempotencyKey(),
 		State:          tool.StateFrom(ctx).Bytes(),
+		Blackboard:     needed(ctx, t.meta.Needs),
 	}
 	var answered *toolpb.InvokeResponse
 	defer func() {
@@ -145,7 +183,13 @@ func (r *Router) invokeOnce(ctx context.Context, t *remoteTool, w *worker, req *
 	w.calls.Add(1)
 	callCtx, s := withSent(ctx)
 	r.opts.Telemetry.AddDispatched(ctx, w.id, t.group, 1)
-	resp, err := w.client.Invoke(callCtx, req)
+	var resp *toolpb.InvokeResponse
+	var err error
+	if t.meta.ReportsProgress {
+		resp, err = invokeStream(callCtx, w.client, req)
+	} else {
+		resp, err = w.client.Invoke(callCtx, req)
+	}
 	r.opts.Telemetry.AddDispatched(ctx, w.id, t.group, -1)
 	w.release()
 	if err == nil {
@@ -299,4 +343,50 @@ func load(w *worker) float64 {
 		return n / float64(w.capacity)
 	}
 	return n
+}
+
+// needed is the newest blackboard entry of each type, in the order of types; none when
+// the call belongs to no run.
+func needed(ctx context.Context, types []string) []*toolpb.BlackboardObject {
+	if len(types) == 0 {
+		return nil
+	}
+	board := tool.BlackboardFrom(ctx)
+	if board == nil {
+		return nil
+	}
+	var out []*toolpb.BlackboardObject
+	for _, typ := range types {
+		if e, ok := board.Last(typ); ok {
+			out = append(out, wire.BindingToProto(tool.Binding{Entry: e}))
+		}
+	}
+	return out
+}
+
+// invokeStream makes a call of a tool that reports progress: each report is handed to
+// tool.Progress as it arrives, then the result is returned. A stream that ends without a
+// result is the worker failing the call.
+func invokeStream(ctx context.Context, c toolpb.ToolWorkerServiceClient, req *toolpb.InvokeRequest) (*toolpb.InvokeResponse, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.InvokeStream(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil, status.Error(codes.Internal, "the worker ended the call's stream without a result")
+			}
+			return nil, err
+		}
+		switch m := msg.GetMessage().(type) {
+		case *toolpb.InvokeStreamResponse_Progress:
+			tool.Progress(ctx, wire.Truncate(m.Progress.GetStatus(), wire.MaxProgressBytes))
+		case *toolpb.InvokeStreamResponse_Result:
+			return m.Result, nil
+		}
+	}
 }

@@ -460,6 +460,17 @@ func parseDefinition(p *toolpb.ToolDefinition) (tool.Definition, tool.Metadata, 
 			return tool.Definition{}, tool.Metadata{}, fmt.Errorf("metadata %q %s", wire.Truncate(k, 64), msg)
 		}
 	}
+	if n := len(p.GetBlackboardTypes()); n > wire.MaxBlackboardTypes {
+		return tool.Definition{}, tool.Metadata{}, fmt.Errorf("blackboard_types has %d entries; the limit is %d", n, wire.MaxBlackboardTypes)
+	}
+	for i, t := range p.GetBlackboardTypes() {
+		if t == "" {
+			return tool.Definition{}, tool.Metadata{}, fmt.Errorf("blackboard_types[%d] is empty", i)
+		}
+		if msg := wire.CheckText(t, wire.MaxTypeNameBytes); msg != "" {
+			return tool.Definition{}, tool.Metadata{}, fmt.Errorf("blackboard_types[%d] %s", i, msg)
+		}
+	}
 	return wire.DefinitionFromProto(p)
 }
 

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/toolmesh/toolmesh/internal/decorators"
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/loop"
+	"github.com/toolmesh/toolmesh/internal/process"
 	"github.com/toolmesh/toolmesh/internal/progressive"
 	"github.com/toolmesh/toolmesh/internal/router"
 	"github.com/toolmesh/toolmesh/pkg/tool"
@@ -31,7 +31,12 @@ type prepared struct {
 
 // prepare resolves a request: its tools, context, model and limits.
 func (s *Service) prepare(req Request) (*prepared, error) {
-	tools, err := s.resolveTools(req)
+	rules, err := s.requestRules(req.Sinks)
+	if err != nil {
+		return nil, err
+	}
+	chain := s.chain.With(rules)
+	tools, err := s.resolveTools(req, chain.Decorate)
 	if err != nil {
 		return nil, err
 	}
@@ -68,10 +73,11 @@ func (s *Service) prepare(req Request) (*prepared, error) {
 		EmptyRetries:    lc.EmptyResponseRetries,
 		OutputSchema:    outputSchema,
 		Context:         bag,
-		Budget:          loop.Budget{MaxTokens: req.MaxTokens, MaxCostUSD: req.MaxCostUSD},
+		Budget:          loop.Budget{MaxTokens: req.MaxTokens, MaxCostUSD: req.MaxCostUSD, MaxActions: req.MaxActions},
+		StreamText:      req.StreamText,
 		Cost:            func(m string, u llm.Usage) float64 { return s.cost(m, label, u) },
 		Strategies:      []loop.Strategy{progressive.New()},
-		Decorate:        s.decorate,
+		Decorate:        chain.Decorate,
 	}
 	return p, nil
 }
@@ -124,9 +130,10 @@ func (s *Service) cost(answered, requested string, u llm.Usage) float64 {
 	return p.Cost(u.InputTokens, u.OutputTokens)
 }
 
-// resolveTools turns the requested groups and tools into remote tools, de-duplicated by
-// name (first wins), sorted by name, and decorated.
-func (s *Service) resolveTools(req Request) ([]tool.Tool, error) {
+// resolveTools turns the requested groups and tools into tools, de-duplicated by name
+// (first wins), sorted by name, and decorated. The built-in groups (process.Groups) are
+// the orchestrator's own; any other group is served by workers, through the router.
+func (s *Service) resolveTools(req Request, decorate func(tool.Tool) tool.Tool) ([]tool.Tool, error) {
 	byName := map[string]tool.Tool{}
 	add := func(t tool.Tool) {
 		if _, dup := byName[t.Definition().Name]; !dup {
@@ -134,6 +141,12 @@ func (s *Service) resolveTools(req Request) ([]tool.Tool, error) {
 		}
 	}
 	for i, g := range req.Groups {
+		if ts, ok := process.GroupTools(g, nil); ok {
+			for _, t := range ts {
+				add(t)
+			}
+			continue
+		}
 		info, ts, err := s.router.Group(g)
 		if err != nil {
 			return nil, fieldErr(indexed("tool_groups", i), router.ErrUnknownGroup, "no worker serves tool group %q (known groups: [%s])", g, strings.Join(s.groupRoles(), ", "))
@@ -151,7 +164,7 @@ func (s *Service) resolveTools(req Request) ([]tool.Tool, error) {
 	}
 	out := make([]tool.Tool, 0, len(byName))
 	for _, t := range byName {
-		out = append(out, s.decorate(t))
+		out = append(out, decorate(t))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Definition().Name < out[j].Definition().Name })
 	return out, nil
@@ -178,22 +191,14 @@ func (s *Service) groupFacade(role, description, usageNotes string, ts []tool.To
 	return []tool.Tool{tool.Of(name, desc, ts, tool.UsageNotes(notes))}
 }
 
-// decorate wraps a tool of a run, offered at the start or injected later (a facade's
-// children), in the orchestrator's decorator chain and the configured one-shot rule.
-func (s *Service) decorate(t tool.Tool) tool.Tool {
-	t = decorators.Apply(t, decorators.Default()...)
-	if tc, ok := s.cfg.Tools[t.Definition().Name]; ok && tc.OneShot != nil {
-		t = toolctx.OneShotPerLoop(t, tc.OneShot.Advice)
-	}
-	// Outermost, so that every call has its execute_tool span, answered by the one-shot
-	// rule or not.
-	return decorators.Telemetry(s.tel)(t)
-}
-
 func (s *Service) groupRoles() []string {
 	var roles []string
 	for _, g := range s.router.ListGroups() {
 		roles = append(roles, g.GetGroup().GetRole())
 	}
+	for role := range process.Groups {
+		roles = append(roles, role)
+	}
+	slices.Sort(roles)
 	return roles
 }

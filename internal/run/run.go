@@ -21,8 +21,10 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/ctxcodec"
+	"github.com/toolmesh/toolmesh/internal/decorators"
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/loop"
+	"github.com/toolmesh/toolmesh/internal/process"
 	"github.com/toolmesh/toolmesh/internal/router"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
@@ -87,7 +89,10 @@ type Options struct {
 	// ErrorType names the error a run failed with for its span and metrics (error.type):
 	// a short, low-cardinality name. Default: a few coarse kinds.
 	ErrorType func(error) string
-	Logger    *slog.Logger
+	// Sinks are artifact sinks the program provides, by name, for the config's and the
+	// requests' artifact rules to name beside "blackboard" and "assets".
+	Sinks  map[string]decorators.Sink
+	Logger *slog.Logger
 }
 
 // Service runs runs.
@@ -100,6 +105,8 @@ type Service struct {
 	errorType func(error) string
 	log       *slog.Logger
 	store     *store
+	chain     *decorators.Chain
+	sinks     map[string]decorators.Sink
 }
 
 // New returns a Service.
@@ -116,7 +123,19 @@ func New(opts Options) (*Service, error) {
 	if opts.ErrorType == nil {
 		opts.ErrorType = errorType
 	}
+	for name := range opts.Sinks {
+		if name == decorators.SinkBlackboard || name == decorators.SinkAssets || name == "" {
+			return nil, fmt.Errorf("run: sink name %q is reserved", name)
+		}
+	}
+	chain, err := compileChain(opts.Config, opts.Sinks)
+	if err != nil {
+		return nil, err
+	}
+	chain.Telemetry = opts.Telemetry
 	return &Service{
+		chain:     chain,
+		sinks:     opts.Sinks,
 		errorType: opts.ErrorType,
 		router:    opts.Router,
 		providers: opts.Providers,
@@ -150,8 +169,13 @@ type Request struct {
 	Timeout                    time.Duration
 	MaxTokens                  int64
 	MaxCostUSD                 float64
+	MaxActions                 int
 	// OutputSchema is the JSON Schema the answer must satisfy; empty for text.
 	OutputSchema string
+	// Sinks are the run's own artifact rules, after the config's.
+	Sinks []decorators.RuleSpec
+	// StreamText reports the model's text as it arrives (loop.TextDelta events).
+	StreamText bool
 }
 
 // Event is what an observer of a run sees: Started first, then the loop's events
@@ -167,11 +191,13 @@ type Started struct {
 	MaxIterations int
 }
 
-// Result is how a successful run ended.
+// Result is how a successful run ended: with an answer, or (Outcome set) because a tool
+// asked to replan or terminate.
 type Result struct {
 	RunID string
 	Model string
 	*loop.Result
+	Outcome *Outcome
 }
 
 // Run starts a run and drives it to its end, handing every event to observe, in order
@@ -200,23 +226,30 @@ func (s *Service) Run(ctx context.Context, req Request, observe func(Event)) (*R
 	defer s.store.finish(r)
 	loopID := "loop_" + randomHex(8)
 	ctx = toolcall.WithCallInfo(ctx, tool.CallInfo{RunID: id, LoopID: loopID})
-	res, err := s.drive(ctx, r, p, loopID, observe)
-	r.end(res, err)
+	res, outcome, err := s.drive(ctx, r, p, loopID, observe)
+	r.end(res, outcome, err)
 	if err != nil {
 		return nil, &Error{RunID: id, Err: err}
 	}
-	return &Result{RunID: id, Model: p.label, Result: res}, nil
+	return &Result{RunID: id, Model: p.label, Result: res, Outcome: outcome}, nil
 }
 
 // drive runs the loop of a run that started.
-func (s *Service) drive(ctx context.Context, r *record, p *prepared, loopID string, observe func(Event)) (*loop.Result, error) {
+func (s *Service) drive(ctx context.Context, r *record, p *prepared, loopID string, observe func(Event)) (*loop.Result, *Outcome, error) {
 	ctx, span := s.tel.StartRun(ctx, telemetry.RunAttrs{RunID: r.id, LoopID: loopID, Provider: p.provider.Name(), Model: p.model})
 	s.tel.ContextAttributes(span, p.bag.Map())
 	observer := &serialObserver{observe: observe}
+	req := p.req
+	proc := process.New(r.id, process.Limits{MaxCostUSD: req.MaxCostUSD, MaxTokens: req.MaxTokens, MaxActions: req.MaxActions},
+		process.Bounds{MaxEntries: s.cfg.Loop.MaxBlackboardEntries, MaxBytes: s.cfg.Loop.MaxBlackboardBytes},
+		func(o process.Output) error { observer.send(o); return nil })
+	r.setProcess(proc)
+	ctx = process.NewContext(ctx, proc)
 	observer.send(Started{RunID: r.id, LoopID: loopID, Model: p.label, Tools: toolNames(p.tools), MaxIterations: p.opts.MaxIterations})
 	s.log.InfoContext(ctx, "run started", "model", p.label, "tools", len(p.tools))
 	opts := p.opts
 	opts.RunID, opts.LoopID, opts.Logger = r.id, loopID, s.log
+	opts.PrepareCall = prepareCall(proc, observer)
 	// The cost metric is labelled, like the chat spans, by the model the run asked for;
 	// the model that answered may be a dated version of it.
 	requestModel := p.model
@@ -228,12 +261,29 @@ func (s *Service) drive(ctx context.Context, r *record, p *prepared, loopID stri
 		switch x := ev.(type) {
 		case loop.ModelCalled:
 			s.tel.RecordCost(ctx, requestModel, x.CostUSD)
+			proc.RecordModelCall(p.provider.Name(), x.Model, x.Usage.InputTokens, x.Usage.OutputTokens, x.CostUSD)
 		case loop.ToolsChanged:
 			s.tel.ToolsChanged(ctx, x.Added, x.Removed)
 		}
 		observer.send(ev)
 	}
 	res, err := loop.Run(ctx, opts, loop.Input{System: p.req.System, Messages: p.req.Messages, Tools: p.tools})
+	var se *loop.SignalError
+	if err != nil && errors.As(err, &se) && ctx.Err() == nil {
+		snap := r.snapshot()
+		outcome, serr := settleSignal(proc, se, loopID, snap.Iterations, observer)
+		if serr == nil {
+			res = &loop.Result{Iterations: snap.Iterations, Usage: snap.Usage, CostUSD: snap.CostUSD, ToolCalls: snap.ToolCalls}
+			kind := "replan_requested"
+			if outcome.Terminated != nil {
+				kind = "terminated"
+			}
+			s.tel.EndRun(span, telemetry.RunResult{Outcome: kind, InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens})
+			s.log.InfoContext(ctx, "run ended by a tool", "outcome", kind, "tool", se.Tool)
+			return res, outcome, nil
+		}
+		err = serr
+	}
 	if err != nil {
 		switch cause := context.Cause(ctx); {
 		case errors.Is(cause, ErrCancelled):
@@ -254,11 +304,13 @@ func (s *Service) drive(ctx context.Context, r *record, p *prepared, loopID stri
 		} else {
 			s.log.WarnContext(ctx, "run failed", "error", err.Error())
 		}
-		return nil, err
+		proc.SetStatus(process.StatusFailed)
+		return nil, nil, err
 	}
+	proc.SetStatus(process.StatusCompleted)
 	s.tel.EndRun(span, telemetry.RunResult{Outcome: "completed", InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens})
 	s.log.InfoContext(ctx, "run succeeded", "iterations", res.Iterations, "tool_calls", res.ToolCalls)
-	return res, nil
+	return res, nil, nil
 }
 
 // Get reports a run, running or finished.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/loop"
+	"github.com/toolmesh/toolmesh/internal/process"
 )
 
 // State is the state of a run.
@@ -19,6 +20,10 @@ const (
 	StateSucceeded
 	StateFailed
 	StateCancelled
+	// StateReplanRequested: a tool asked to plan again.
+	StateReplanRequested
+	// StateTerminated: a tool asked to terminate.
+	StateTerminated
 )
 
 // Snapshot is a run as GetRun reports it.
@@ -36,6 +41,11 @@ type Snapshot struct {
 	Started time.Time
 	// Ended is zero while the run goes on.
 	Ended time.Time
+	// Process is the run's process state: blackboard, budget, history, assets. Its
+	// Limits are the run's budget.
+	Process process.State
+	// Reason says why a run ended StateReplanRequested or StateTerminated.
+	Reason string
 }
 
 // record is the service's record of one run, running or finished. The service alone
@@ -48,12 +58,23 @@ type record struct {
 
 	mu   sync.Mutex
 	snap Snapshot
+	proc *process.Process
 }
 
 func (r *record) snapshot() Snapshot {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.snap
+	s := r.snap
+	if r.proc != nil {
+		s.Process = r.proc.Snapshot()
+	}
+	return s
+}
+
+func (r *record) setProcess(p *process.Process) {
+	r.mu.Lock()
+	r.proc = p
+	r.mu.Unlock()
 }
 
 // observe records what a loop event changes.
@@ -71,11 +92,15 @@ func (r *record) observe(ev loop.Event) {
 }
 
 // end records how the run ended.
-func (r *record) end(res *loop.Result, err error) {
+func (r *record) end(res *loop.Result, outcome *Outcome, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.snap.Ended = time.Now()
 	switch {
+	case err == nil && outcome != nil && outcome.Replan != nil:
+		r.snap.State, r.snap.Reason = StateReplanRequested, outcome.Replan.Reason
+	case err == nil && outcome != nil && outcome.Terminated != nil:
+		r.snap.State, r.snap.Reason = StateTerminated, outcome.Terminated.Reason
 	case err == nil:
 		r.snap.State = StateSucceeded
 		r.snap.FinalText = res.Text

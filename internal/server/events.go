@@ -9,6 +9,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/loop"
 	"github.com/toolmesh/toolmesh/internal/run"
 	"github.com/toolmesh/toolmesh/internal/wire"
+	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
 
@@ -86,6 +87,35 @@ func eventProto(ev run.Event) *toolpb.RunResponse {
 			}
 		}
 		return &toolpb.RunResponse{Event: &toolpb.RunResponse_ToolCallFinished{ToolCallFinished: fin}}
+	case loop.TextDelta:
+		return &toolpb.RunResponse{Event: &toolpb.RunResponse_TextDelta{TextDelta: &toolpb.TextDelta{LoopId: x.LoopID, Iteration: int32(x.Iteration), Text: x.Text}}}
+	case run.EntryAdded:
+		return &toolpb.RunResponse{Event: &toolpb.RunResponse_BlackboardChanged{BlackboardChanged: &toolpb.BlackboardChanged{
+			LoopId: x.LoopID, CallId: x.CallID, Tool: x.Tool, Index: int32(x.Index),
+			Object: wire.BindingToProto(tool.Binding{Name: x.Name, Entry: x.Entry}),
+		}}}
+	case run.ProgressReported:
+		return &toolpb.RunResponse{Event: &toolpb.RunResponse_Progress{Progress: &toolpb.Progress{LoopId: x.LoopID, CallId: x.CallID, Tool: x.Tool, Status: x.Status}}}
+	case run.MessageSent:
+		return &toolpb.RunResponse{Event: &toolpb.RunResponse_MessageToUser{MessageToUser: &toolpb.MessageToUser{LoopId: x.LoopID, CallId: x.CallID, Text: x.Text}}}
+	case run.AssetAdded:
+		return &toolpb.RunResponse{Event: &toolpb.RunResponse_AssetAdded{AssetAdded: &toolpb.AssetAdded{LoopId: x.LoopID, Asset: assetProto(x.Asset)}}}
+	case run.ArtifactCaptured:
+		return &toolpb.RunResponse{Event: &toolpb.RunResponse_Artifact{Artifact: &toolpb.ArtifactCaptured{
+			LoopId: x.LoopID, CallId: x.CallID, Tool: x.Tool, Sink: x.Sink, Object: wire.BindingToProto(tool.Binding{Entry: x.Entry}),
+		}}}
+	case run.Replanned:
+		return &toolpb.RunResponse{Event: &toolpb.RunResponse_ReplanRequested{ReplanRequested: &toolpb.ReplanRequested{
+			LoopId: x.LoopID, CallId: x.CallID, Tool: x.Tool, Reason: x.Reason, Added: wire.BindingsToProto(x.Added), Iterations: int32(x.Iterations),
+		}}}
+	case run.Terminated:
+		scope := toolpb.TerminateScope_TERMINATE_SCOPE_AGENT
+		if x.Scope == tool.TerminateAction {
+			scope = toolpb.TerminateScope_TERMINATE_SCOPE_ACTION
+		}
+		return &toolpb.RunResponse{Event: &toolpb.RunResponse_Terminated{Terminated: &toolpb.Terminated{
+			LoopId: x.LoopID, CallId: x.CallID, Tool: x.Tool, Scope: scope, Reason: x.Reason,
+		}}}
 	}
 	return nil
 }

@@ -7,9 +7,12 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/code"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/toolmesh/toolmesh/internal/decorators"
 	"github.com/toolmesh/toolmesh/internal/llm"
+	"github.com/toolmesh/toolmesh/internal/process"
 	"github.com/toolmesh/toolmesh/internal/run"
 	"github.com/toolmesh/toolmesh/internal/wire"
+	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
@@ -29,6 +32,9 @@ func (o *orchestratorServer) Run(req *toolpb.RunRequest, stream toolpb.Orchestra
 	res, err := o.s.runs.Run(stream.Context(), runRequest(req), em.observe)
 	if err != nil {
 		return o.s.runError(em, err)
+	}
+	if res.Outcome != nil {
+		return nil // a tool ended the run: its replan_requested or terminated event was the last
 	}
 	return em.send(&toolpb.RunResponse{Event: &toolpb.RunResponse_FinalResult{FinalResult: &toolpb.FinalResult{
 		Text: res.Text, Iterations: int32(res.Iterations), ReturnDirect: res.ReturnDirect,
@@ -74,6 +80,11 @@ func runRequest(req *toolpb.RunRequest) run.Request {
 		Model: o.GetModel(), Role: o.GetRole(), MaxOutputTokens: int(o.GetMaxOutputTokens()),
 		MaxIterations: int(l.GetMaxIterations()), MaxParallel: int(l.GetMaxParallelToolCalls()),
 		MaxTokens: l.GetMaxTokens(), MaxCostUSD: l.GetMaxCostUsd(), OutputSchema: req.GetOutputSchemaJson(),
+		MaxActions: int(l.GetMaxActions()), StreamText: req.GetStreamText(),
+	}
+	for _, sp := range req.GetArtifactSinks() {
+		r.Sinks = append(r.Sinks, decorators.RuleSpec{Tools: sp.GetTools(), Groups: sp.GetToolGroups(), Sinks: sp.GetSinks(),
+			FilterSpec: decorators.FilterSpec{TypeName: sp.GetTypeName(), When: sp.GetWhen(), Transform: sp.GetTransform(), TransformType: sp.GetTransformTypeName()}})
 	}
 	if t := l.GetTimeout(); t != nil {
 		r.Timeout = t.AsDuration()
@@ -167,7 +178,27 @@ func snapshotProto(s run.Snapshot) *toolpb.GetRunResponse {
 	if !s.Ended.IsZero() {
 		resp.EndedAt = timestamppb.New(s.Ended)
 	}
+	ps := s.Process
+	resp.Reason = s.Reason
+	for i, e := range ps.Blackboard.Entries {
+		name := ""
+		if names := ps.Blackboard.NameOf(i); len(names) > 0 {
+			name = names[0]
+		}
+		resp.Blackboard = append(resp.Blackboard, wire.BindingToProto(tool.Binding{Name: name, Entry: e}))
+	}
+	resp.Budget = &toolpb.Budget{
+		MaxCostUsd: ps.Limits.MaxCostUSD, CostUsd: ps.Usage.CostUSD, MaxTokens: ps.Limits.MaxTokens, Tokens: ps.Usage.Tokens(),
+		MaxActions: int32(ps.Limits.MaxActions), Actions: int32(ps.Actions()),
+	}
+	for _, a := range ps.Assets {
+		resp.Assets = append(resp.Assets, assetProto(a))
+	}
 	return resp
+}
+
+func assetProto(a process.Asset) *toolpb.Asset {
+	return &toolpb.Asset{Object: wire.BindingToProto(tool.Binding{Entry: a.Entry}), Tool: a.Tool, CallId: a.CallID}
 }
 
 func stateProto(s run.State) toolpb.RunState {
@@ -180,6 +211,10 @@ func stateProto(s run.State) toolpb.RunState {
 		return toolpb.RunState_RUN_STATE_FAILED
 	case run.StateCancelled:
 		return toolpb.RunState_RUN_STATE_CANCELLED
+	case run.StateReplanRequested:
+		return toolpb.RunState_RUN_STATE_REPLAN_REQUESTED
+	case run.StateTerminated:
+		return toolpb.RunState_RUN_STATE_TERMINATED
 	}
 	return toolpb.RunState_RUN_STATE_UNSPECIFIED
 }

@@ -69,6 +69,55 @@ func validateRun(req *toolpb.RunRequest) *fieldError {
 			return fe
 		}
 	}
+	return validateSinks(req.GetArtifactSinks())
+}
+
+// Bounds of a run's artifact sinks.
+const (
+	maxRunSinks       = 32
+	maxSinkNames      = 8
+	maxExpressionSize = 4 << 10
+)
+
+// validateSinks checks the bounds of a run's artifact sinks; their expressions and sink
+// names are checked when the run is prepared.
+func validateSinks(specs []*toolpb.ArtifactSinkSpec) *fieldError {
+	if len(specs) > maxRunSinks {
+		return invalid("artifact_sinks", "has %d sinks; the limit is %d", len(specs), maxRunSinks)
+	}
+	for i, spec := range specs {
+		f := indexed("artifact_sinks", i)
+		if fe := checkNames(f+".tools", spec.GetTools(), wire.ToolNameRE, 64); fe != nil {
+			return fe
+		}
+		if fe := checkNames(f+".tool_groups", spec.GetToolGroups(), wire.RoleRE, 64); fe != nil {
+			return fe
+		}
+		for _, t := range []struct {
+			field, s string
+			limit    int
+		}{
+			{".type_name", spec.GetTypeName(), wire.MaxTypeNameBytes},
+			{".transform_type_name", spec.GetTransformTypeName(), wire.MaxTypeNameBytes},
+			{".when", spec.GetWhen(), maxExpressionSize},
+			{".transform", spec.GetTransform(), maxExpressionSize},
+		} {
+			if p := wire.CheckText(t.s, t.limit); p != "" {
+				return invalid(f+t.field, "%s", p)
+			}
+		}
+		switch n := len(spec.GetSinks()); {
+		case n == 0:
+			return invalid(f+".sinks", "is empty: name at least one sink (blackboard, assets, or one the orchestrator configures)")
+		case n > maxSinkNames:
+			return invalid(f+".sinks", "has %d sinks; the limit is %d", n, maxSinkNames)
+		}
+		for j, name := range spec.GetSinks() {
+			if p := wire.CheckText(name, 64); p != "" || name == "" {
+				return invalid(fmt.Sprintf("%s.sinks[%d]", f, j), "must be a sink name of 1 to 64 bytes")
+			}
+		}
+	}
 	return nil
 }
 
@@ -105,6 +154,7 @@ func validateLimits(l *toolpb.RunLimits) *fieldError {
 		{"limits.max_iterations", int64(l.GetMaxIterations()), 1000},
 		{"limits.max_parallel_tool_calls", int64(l.GetMaxParallelToolCalls()), 64},
 		{"limits.max_tokens", l.GetMaxTokens(), math.MaxInt64},
+		{"limits.max_actions", int64(l.GetMaxActions()), 1 << 20},
 	}
 	for _, x := range ints {
 		switch {

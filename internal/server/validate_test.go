@@ -216,7 +216,7 @@ func TestRunUnknownGroupAndTool(t *testing.T) {
 		contains []string
 	}{
 		{"unknown group", &toolpb.RunRequest{Prompt: "p", ToolGroups: []string{"math", "weather"}}, "tool_groups[1]", toolpb.ErrorReason_ERROR_REASON_UNKNOWN_TOOL_GROUP, client.ErrUnknownGroup,
-			[]string{`"weather"`, "known groups: [math, text]"}},
+			[]string{`"weather"`, "known groups: [agent_process, blackboard, communication, math, text]"}},
 		{"unknown tool", &toolpb.RunRequest{Prompt: "p", ToolGroups: []string{"text"}, Tools: []string{"add", "forecast"}}, "tools[1]", toolpb.ErrorReason_ERROR_REASON_UNKNOWN_TOOL, client.ErrUnknownTool,
 			[]string{`"forecast"`}},
 	}

@@ -59,7 +59,7 @@ func TestCallMapsErrorsAndPassesSignals(t *testing.T) {
 	}
 	replan := tool.ReplanRequested{Reason: "x"}
 	_, err = toolcall.Call(t.Context(), nil, rawTool{err: replan}, "{}")
-	if !errors.Is(err, replan) {
+	if got, ok := errors.AsType[tool.ReplanRequested](err); !ok || got.Reason != "x" {
 		t.Errorf("signal = %v, want it returned", err)
 	}
 	_, err = toolcall.Call(t.Context(), nil, rawTool{err: boom}, "{}")

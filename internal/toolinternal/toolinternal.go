@@ -9,7 +9,9 @@ package toolinternal
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // CallInfoKey is the context key of a call's tool.CallInfo.
@@ -75,3 +77,20 @@ type BlackboardKey struct{}
 
 // ProgressKey is the context key of the func(string) a call's progress reports go to.
 type ProgressKey struct{}
+
+// Truncate cuts a tool result's text to at most max bytes, note included, at a character
+// boundary; the note tells the model how long the text was and how much it sees.
+func Truncate(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	marker := fmt.Sprintf("\n[truncated: the tool returned %d bytes; only the first %%d are shown]", len(s))
+	keep := max - len(marker) - 8 // room for the digits of the count
+	if keep < 0 {
+		keep = 0
+	}
+	for keep > 0 && !utf8.RuneStart(s[keep]) {
+		keep--
+	}
+	return s[:keep] + fmt.Sprintf(marker, keep)
+}

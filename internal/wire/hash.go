@@ -36,6 +36,12 @@ func Hash(def tool.Definition, meta tool.Metadata) string {
 	field("return_direct", strconv.FormatBool(meta.ReturnDirect))
 	field("idempotent", strconv.FormatBool(meta.Idempotent))
 	field("timeout", meta.Timeout.String())
+	for _, n := range meta.Needs {
+		field("blackboard_type", n)
+	}
+	if meta.ReportsProgress { // only when set, so that older tools keep their hashes
+		field("reports_progress", "true")
+	}
 	sum := sha256.Sum256(b.Bytes())
 	return hex.EncodeToString(sum[:])
 }

@@ -26,6 +26,16 @@ const (
 	// MaxModelBytes and MaxRoleBytes bound a run's choice of model.
 	MaxModelBytes = 256
 	MaxRoleBytes  = 64
+	// MaxBlackboardTypes bounds the blackboard types a tool declares it reads;
+	// MaxTypeNameBytes a type name and a binding name.
+	MaxBlackboardTypes = 16
+	MaxTypeNameBytes   = 256
+	// MaxBlackboardUpdates and MaxBlackboardUpdateBytes bound what one tool call adds to
+	// the blackboard.
+	MaxBlackboardUpdates     = 256
+	MaxBlackboardUpdateBytes = 1 << 20
+	// MaxProgressBytes bounds one progress report.
+	MaxProgressBytes = 1 << 10
 	// MaxSchemaBytes bounds a JSON Schema: a tool's input schema, a run's output schema.
 	MaxSchemaBytes = 64 << 10
 	// MaxReasonBytes bounds the free-text reasons of a cancellation and of a drain.

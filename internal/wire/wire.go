@@ -6,6 +6,7 @@ package wire
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -23,6 +24,8 @@ func DefinitionToProto(def tool.Definition, meta tool.Metadata) *toolpb.ToolDefi
 		InputSchemaJson: string(def.InputSchema.JSON()),
 		ReturnDirect:    meta.ReturnDirect,
 		Idempotent:      meta.Idempotent,
+		BlackboardTypes: slices.Clone(meta.Needs),
+		ReportsProgress: meta.ReportsProgress,
 	}
 	if len(def.Metadata) > 0 {
 		p.Metadata = make(map[string]string, len(def.Metadata))
@@ -66,7 +69,8 @@ func DefinitionFromProto(p *toolpb.ToolDefinition) (tool.Definition, tool.Metada
 			def.Metadata[k] = v
 		}
 	}
-	meta := tool.Metadata{ReturnDirect: p.GetReturnDirect(), Idempotent: p.GetIdempotent(), Timeout: timeout}
+	meta := tool.Metadata{ReturnDirect: p.GetReturnDirect(), Idempotent: p.GetIdempotent(), Timeout: timeout,
+		Needs: slices.Clone(p.GetBlackboardTypes()), ReportsProgress: p.GetReportsProgress()}
 	return def, meta, nil
 }
 
@@ -168,4 +172,69 @@ func ResultFromProto(p *toolpb.InvokeResponse) tool.Result {
 	default:
 		return tool.ErrorWithCode(tool.CodeFailed, "worker returned no outcome")
 	}
+}
+
+// BindingToProto encodes a blackboard entry and its binding name.
+func BindingToProto(b tool.Binding) *toolpb.BlackboardObject {
+	return &toolpb.BlackboardObject{TypeName: b.Entry.TypeName, Json: string(b.Entry.JSON), Name: b.Name}
+}
+
+// BindingsToProto encodes blackboard entries.
+func BindingsToProto(bs []tool.Binding) []*toolpb.BlackboardObject {
+	if len(bs) == 0 {
+		return nil
+	}
+	out := make([]*toolpb.BlackboardObject, len(bs))
+	for i, b := range bs {
+		out[i] = BindingToProto(b)
+	}
+	return out
+}
+
+// BindingsFromProto decodes blackboard entries as they are; the receiver checks them.
+func BindingsFromProto(ps []*toolpb.BlackboardObject) []tool.Binding {
+	if len(ps) == 0 {
+		return nil
+	}
+	out := make([]tool.Binding, len(ps))
+	for i, p := range ps {
+		out[i] = tool.Binding{Name: p.GetName(), Entry: tool.Entry{TypeName: p.GetTypeName(), JSON: json.RawMessage(p.GetJson())}}
+	}
+	return out
+}
+
+// SignalToProto encodes a control-flow signal; false for a signal the wire does not
+// carry.
+func SignalToProto(sig tool.Signal) (*toolpb.ControlSignal, bool) {
+	switch s := sig.(type) {
+	case tool.ReplanRequested:
+		return &toolpb.ControlSignal{Signal: &toolpb.ControlSignal_Replan{Replan: &toolpb.Replan{
+			Reason: s.Reason, BlackboardUpdates: BindingsToProto(s.Add)}}}, true
+	case *tool.ReplanRequested:
+		return SignalToProto(*s)
+	case tool.Terminate:
+		scope := toolpb.TerminateScope_TERMINATE_SCOPE_AGENT
+		if s.Scope == tool.TerminateAction {
+			scope = toolpb.TerminateScope_TERMINATE_SCOPE_ACTION
+		}
+		return &toolpb.ControlSignal{Signal: &toolpb.ControlSignal_Terminate{Terminate: &toolpb.Terminate{Scope: scope, Reason: s.Reason}}}, true
+	case *tool.Terminate:
+		return SignalToProto(*s)
+	}
+	return nil, false
+}
+
+// SignalFromProto decodes a control-flow signal; nil for an empty one.
+func SignalFromProto(p *toolpb.ControlSignal) tool.Signal {
+	switch s := p.GetSignal().(type) {
+	case *toolpb.ControlSignal_Replan:
+		return tool.ReplanRequested{Reason: s.Replan.GetReason(), Add: BindingsFromProto(s.Replan.GetBlackboardUpdates())}
+	case *toolpb.ControlSignal_Terminate:
+		scope := tool.TerminateAgent
+		if s.Terminate.GetScope() == toolpb.TerminateScope_TERMINATE_SCOPE_ACTION {
+			scope = tool.TerminateAction
+		}
+		return tool.Terminate{Scope: scope, Reason: s.Terminate.GetReason()}
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -116,7 +117,7 @@ func TestNewCall(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := tool.New("t", "", schema.Empty(), tt.fn).Call(context.Background(), "{}")
-			if !errors.Is(err, tt.wantErr) {
+			if (err == nil) != (tt.wantErr == nil) || (err != nil && !reflect.DeepEqual(unwrapAll(err), unwrapAll(tt.wantErr))) {
 				t.Fatalf("Call error = %v, want %v", err, tt.wantErr)
 			}
 			if err != nil {
@@ -182,7 +183,7 @@ func TestSignals(t *testing.T) {
 			t.Errorf("%#v.Error() = %q, want %q", tt.err, got, tt.wantMsg)
 		}
 		sig, ok := tool.AsSignal(fmt.Errorf("wrapped: %w", tt.err))
-		if !ok || sig != tt.err {
+		if !ok || !reflect.DeepEqual(sig, tt.err) {
 			t.Errorf("AsSignal(wrapped %#v) = %v, %v", tt.err, sig, ok)
 		}
 	}
@@ -195,5 +196,16 @@ func TestSignals(t *testing.T) {
 	var r tool.ReplanRequested
 	if !errors.As(fmt.Errorf("x: %w", tool.ReplanRequested{Reason: "r"}), &r) || r.Reason != "r" {
 		t.Errorf("errors.As into ReplanRequested = %+v", r)
+	}
+}
+
+// unwrapAll is the innermost error of err's chain.
+func unwrapAll(err error) error {
+	for {
+		u := errors.Unwrap(err)
+		if u == nil {
+			return err
+		}
+		err = u
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -190,7 +191,7 @@ func TestFuncCall(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := tt.tool.Call(context.Background(), tt.in)
-			if !errors.Is(err, tt.wantErr) {
+			if (err == nil) != (tt.wantErr == nil) || (err != nil && !reflect.DeepEqual(unwrapAll(err), unwrapAll(tt.wantErr))) {
 				t.Fatalf("Call(%q) error = %v, want %v", tt.in, err, tt.wantErr)
 			}
 			if diff := cmp.Diff(tt.want, got, cmpopts.IgnoreFields(tool.Result{}, "Cause")); diff != "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -30,6 +31,37 @@ type invoker struct {
 // reserved for calls the worker did not run: draining, and a tool it does not serve
 // (NOT_FOUND, reason UNKNOWN_TOOL).
 func (s *invoker) Invoke(ctx context.Context, req *toolpb.InvokeRequest) (*toolpb.InvokeResponse, error) {
+	return s.invoke(ctx, req, nil)
+}
+
+// InvokeStream runs one call of a tool that reports progress: each report goes out on
+// the stream as the tool makes it, then the result.
+func (s *invoker) InvokeStream(req *toolpb.InvokeRequest, stream toolpb.ToolWorkerService_InvokeStreamServer) error {
+	var mu sync.Mutex
+	failed := false
+	report := func(status string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if failed {
+			return
+		}
+		status = wire.Truncate(status, wire.MaxProgressBytes)
+		if err := stream.Send(&toolpb.InvokeStreamResponse{Message: &toolpb.InvokeStreamResponse_Progress{Progress: &toolpb.ProgressReport{Status: status}}}); err != nil {
+			failed = true // the orchestrator went away; the call's context ends too
+		}
+	}
+	resp, err := s.invoke(stream.Context(), req, report)
+	if err != nil {
+		return err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	failed = true // no report after the result
+	return stream.Send(&toolpb.InvokeStreamResponse{Message: &toolpb.InvokeStreamResponse_Result{Result: resp}})
+}
+
+// invoke runs one call; progress, when not nil, receives the tool's progress reports.
+func (s *invoker) invoke(ctx context.Context, req *toolpb.InvokeRequest, progress func(string)) (*toolpb.InvokeResponse, error) {
 	w := s.w
 	if !w.beginCall() {
 		return nil, drainingStatus()
@@ -78,17 +110,25 @@ func (s *invoker) Invoke(ctx context.Context, req *toolpb.InvokeRequest) (*toolp
 	// The state the orchestrator keeps for the call: the tool reads it and may replace it.
 	st := tool.NewState(req.GetState())
 	ctx = toolcall.WithState(ctx, st)
+	// The run's blackboard as far as the call needs it; what the tool adds goes back with
+	// the result.
+	board := tool.NewCallBoard(wire.BindingsFromProto(req.GetBlackboard()), wire.MaxBlackboardUpdateBytes)
+	ctx = tool.WithBlackboard(ctx, board)
+	if progress != nil {
+		ctx = tool.WithProgress(ctx, progress)
+	}
 	group := w.group[name]
 	ctx, span := w.tel.StartTool(ctx, telemetry.ToolAttrs{Name: name, CallID: req.GetCallId(), Group: group})
 	w.tel.AddInFlight(ctx, w.opts.ID, group, 1)
 	var (
 		res tool.Result
 		sel *toolpb.Selection
+		sig *toolpb.ControlSignal
 	)
 	if isFacade {
 		res, sel = s.selectFacade(ctx, f, args, st)
 	} else {
-		res = s.call(ctx, t, args)
+		res, sig = s.call(ctx, t, args)
 	}
 	w.tel.AddInFlight(ctx, w.opts.ID, group, -1)
 	end := telemetry.ToolResult{WorkerID: w.opts.ID, Arguments: args, Result: res.Content}
@@ -100,7 +140,17 @@ func (s *invoker) Invoke(ctx context.Context, req *toolpb.InvokeRequest) (*toolp
 	if err != nil {
 		return wire.ResultToProto(tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf("tool '%s' returned a result that cannot be sent: %v", name, err)))
 	}
+	if sig != nil {
+		resp.Outcome = &toolpb.InvokeResponse_Signal{Signal: sig}
+	}
 	resp.Selection = sel
+	if added := board.Added(); len(added) > 0 {
+		if len(added) > wire.MaxBlackboardUpdates {
+			return wire.ResultToProto(tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf(
+				"tool '%s' ran, but it added %d objects to the blackboard, over the %d a call may add, and they were dropped", name, len(added), wire.MaxBlackboardUpdates)))
+		}
+		resp.BlackboardUpdates = wire.BindingsToProto(added)
+	}
 	// A failed selection binds nothing; any other call returns the state it set.
 	if st.Changed() && (!isFacade || sel != nil) {
 		resp.State = st.Bytes()
@@ -162,14 +212,19 @@ func (c *catalog) unservable(group string, t tool.Tool) string {
 	return ""
 }
 
-// call runs the tool, turning a panic or a returned error into an error result.
-func (s *invoker) call(ctx context.Context, t tool.Tool, args string) tool.Result {
+// call runs the tool, turning a panic or a returned error into an error result. A
+// control-flow signal (replan, terminate) travels as a signal.
+func (s *invoker) call(ctx context.Context, t tool.Tool, args string) (tool.Result, *toolpb.ControlSignal) {
 	res, err := toolcall.Call(ctx, s.w.log, t, args)
 	if err != nil {
-		// Control-flow signals cannot cross the wire yet; the model hears about them.
-		return tool.ErrorFrom(err)
+		if sig, ok := tool.AsSignal(err); ok {
+			if p, ok := wire.SignalToProto(sig); ok {
+				return tool.Text(""), p
+			}
+		}
+		return tool.ErrorFrom(err), nil
 	}
-	return res
+	return res, nil
 }
 
 // drainingStatus answers a call a draining worker will not run (reason WORKER_DRAINING):

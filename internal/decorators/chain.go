@@ -1,0 +1,260 @@
+package decorators
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/toolmesh/toolmesh/internal/telemetry"
+	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/toolctx"
+)
+
+// FilterSpec chooses artifacts: by type name, by a CEL predicate, and what to take of
+// them through a CEL transform (see Expression).
+type FilterSpec struct {
+	TypeName      string
+	When          string
+	Transform     string
+	TransformType string
+}
+
+// RuleSpec is one artifact rule as the config or a run request states it: the tools it
+// applies to, what it takes, and where that goes.
+type RuleSpec struct {
+	// Key names the rule in errors ("groups.crm.artifacts[0]", "artifact_sinks[2]").
+	Key string
+	// Tools and Groups choose the tools, by name and by group; both empty mean all.
+	Tools, Groups []string
+	FilterSpec
+	// Sinks are sink names: SinkBlackboard, SinkAssets, or a custom sink's name.
+	Sinks []string
+}
+
+// Rule is a compiled RuleSpec.
+type Rule struct {
+	key           string
+	tools, groups map[string]bool
+	sel           Selector
+	sinks         []string
+	sink          Sink
+}
+
+// SpecError is a rule that cannot be compiled; Key names the offending field.
+type SpecError struct {
+	Key     string
+	Problem string
+}
+
+func (e *SpecError) Error() string { return e.Key + ": " + e.Problem }
+
+// CompileSelector compiles a FilterSpec; errors name key's fields.
+func CompileSelector(key string, f FilterSpec) (Selector, error) {
+	sel := Selector{TypeName: f.TypeName}
+	if f.When != "" {
+		x, err := CompilePredicate(f.When)
+		if err != nil {
+			return Selector{}, &SpecError{Key: key + ".when", Problem: err.Error()}
+		}
+		sel.Filter = x.Match
+	}
+	if f.Transform != "" {
+		x, err := CompileTransform(f.Transform)
+		if err != nil {
+			return Selector{}, &SpecError{Key: key + ".transform", Problem: err.Error()}
+		}
+		typ := f.TransformType
+		sel.Transform = func(e tool.Entry) (tool.Entry, error) { return x.Apply(e, typ) }
+	} else if f.TransformType != "" {
+		return Selector{}, &SpecError{Key: key + ".transform_type", Problem: "is set without a transform"}
+	}
+	return sel, nil
+}
+
+// CompileRule compiles a rule; custom holds the sinks the program registered by name.
+func CompileRule(spec RuleSpec, custom map[string]Sink) (Rule, error) {
+	sel, err := CompileSelector(spec.Key, spec.FilterSpec)
+	if err != nil {
+		return Rule{}, err
+	}
+	if len(spec.Sinks) == 0 {
+		return Rule{}, &SpecError{Key: spec.Key + ".sinks", Problem: "is empty: name at least one sink (blackboard, assets" + customNames(custom) + ")"}
+	}
+	var sinks []Sink
+	for i, name := range spec.Sinks {
+		s := builtinSink(name)
+		if s == nil {
+			s = custom[name]
+		}
+		if s == nil {
+			return Rule{}, &SpecError{Key: fmt.Sprintf("%s.sinks[%d]", spec.Key, i), Problem: fmt.Sprintf("unknown sink %q (known sinks: blackboard, assets%s)", name, customNames(custom))}
+		}
+		sinks = append(sinks, s)
+	}
+	sink := sinks[0]
+	if len(sinks) > 1 {
+		sink = Composite(sinks...)
+	}
+	return Rule{key: spec.Key, tools: set(spec.Tools), groups: set(spec.Groups), sel: sel, sinks: spec.Sinks, sink: sink}, nil
+}
+
+func builtinSink(name string) Sink {
+	switch name {
+	case SinkBlackboard:
+		return BlackboardSink
+	case SinkAssets:
+		return AssetsSink
+	}
+	return nil
+}
+
+func customNames(custom map[string]Sink) string {
+	if len(custom) == 0 {
+		return ""
+	}
+	return ", " + strings.Join(slices.Sorted(maps.Keys(custom)), ", ")
+}
+
+func set(names []string) map[string]bool {
+	if len(names) == 0 {
+		return nil
+	}
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
+// applies reports whether the rule covers a tool of the given name and group.
+func (r Rule) applies(name, group string) bool {
+	if r.tools == nil && r.groups == nil {
+		return true
+	}
+	return r.tools[name] || (group != "" && r.groups[group])
+}
+
+// Chain is the decorator chain of a run's tools. Decorate applies it, innermost first:
+//
+//  1. error mapping: a returned error becomes an error result (signals pass);
+//  2. output bound: huge text is cut with a note, an oversized artifact becomes an error;
+//  3. replanning, for tools configured to replan;
+//  4. artifact sinking, by the rules that cover the tool;
+//  5. asset tracking, by the asset rules that cover the tool;
+//  6. one-shot per loop, for tools configured so;
+//  7. event publishing: each finished call is reported (history, tool statistics);
+//  8. telemetry: the execute_tool span and the tool metrics, around everything.
+//
+// Every layer is a tool.Delegating that forwards the definition, the metadata and the
+// call's context (ToolCallContext, call info) unchanged.
+type Chain struct {
+	Bounds Bounds
+	// Replan holds the replan deciders of tools, by tool name.
+	Replan map[string]Decider
+	// Sinks are the artifact rules; Assets the asset rules (their sinks are ignored).
+	Sinks, Assets []Rule
+	// OneShot holds the one-shot advice of tools, by tool name.
+	OneShot   map[string]string
+	Telemetry *telemetry.Telemetry
+}
+
+// With returns a copy of c with more artifact rules after c's own.
+func (c *Chain) With(sinks []Rule) *Chain {
+	if len(sinks) == 0 {
+		return c
+	}
+	cp := *c
+	cp.Sinks = append(slices.Clip(c.Sinks), sinks...)
+	return &cp
+}
+
+// Decorate wraps t in the chain.
+func (c *Chain) Decorate(t tool.Tool) tool.Tool {
+	name := t.Definition().Name
+	group := ""
+	if g, ok := tool.As[grouped](t); ok {
+		group = g.Group()
+	}
+	t = ErrorMapping(t)
+	t = OutputBound(c.Bounds)(t)
+	if d := c.Replan[name]; d != nil {
+		t = ConditionalReplan(t, d)
+	}
+	for _, r := range c.Sinks {
+		if r.applies(name, group) {
+			t = SinkArtifacts(t, r.sel, r.sink, strings.Join(r.sinks, "+"))
+		}
+	}
+	for _, r := range c.Assets {
+		if r.applies(name, group) {
+			t = TrackAssets(t, r.sel)
+		}
+	}
+	if advice, ok := c.OneShot[name]; ok {
+		t = toolctx.OneShotPerLoop(t, advice)
+	}
+	t = EventPublishing(t)
+	return Telemetry(c.Telemetry)(t)
+}
+
+// ReplanSpec is a configured replan: see config.Replan.
+type ReplanSpec struct {
+	Key, Tool      string
+	TypeName, When string
+	Reason         string
+	Add, AddType   string
+}
+
+// CompileReplan turns a ReplanSpec into a Decider: with neither type nor predicate every
+// returned call replans (adding the artifact, if any); otherwise a call whose artifact
+// matches does, adding the artifact or what Add computes of it.
+func CompileReplan(spec ReplanSpec) (Decider, error) {
+	var when *Expression
+	if spec.When != "" {
+		x, err := CompilePredicate(spec.When)
+		if err != nil {
+			return nil, &SpecError{Key: spec.Key + ".when", Problem: err.Error()}
+		}
+		when = x
+	}
+	var add *Expression
+	if spec.Add != "" {
+		x, err := CompileTransform(spec.Add)
+		if err != nil {
+			return nil, &SpecError{Key: spec.Key + ".add", Problem: err.Error()}
+		}
+		add = x
+	}
+	always := spec.TypeName == "" && when == nil
+	reason := spec.Reason
+	if reason == "" {
+		reason = spec.Tool + " replans based on result"
+		if always {
+			reason = spec.Tool + " replans"
+		}
+	}
+	return func(_ context.Context, rc ReplanContext) (*ReplanDecision, error) {
+		if !always {
+			if rc.Artifact == nil || (spec.TypeName != "" && !tool.SatisfiesType(*rc.Artifact, spec.TypeName)) {
+				return nil, nil
+			}
+			if when != nil {
+				ok, err := when.Match(*rc.Artifact)
+				if err != nil || !ok {
+					return nil, err
+				}
+			}
+		}
+		d := &ReplanDecision{Reason: reason, Add: artifactBinding(rc)}
+		if add != nil && rc.Artifact != nil {
+			e, err := add.Apply(*rc.Artifact, spec.AddType)
+			if err != nil {
+				return nil, err
+			}
+			d.Add = []tool.Binding{{Entry: e}}
+		}
+		return d, nil
+	}, nil
+}

@@ -1,0 +1,210 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/decorators"
+	"github.com/toolmesh/toolmesh/internal/llm"
+	"github.com/toolmesh/toolmesh/internal/loop"
+	"github.com/toolmesh/toolmesh/internal/process"
+	"github.com/toolmesh/toolmesh/pkg/tool"
+)
+
+// Events of a run's process, after Started: what joined the blackboard, progress and
+// messages for the user, artifacts that went to sinks, assets; and how a run ended that a
+// tool steered.
+type (
+	// EntryAdded: an entry joined the blackboard.
+	EntryAdded = process.EntryAdded
+	// ProgressReported: a transient status for the user.
+	ProgressReported = process.ProgressReported
+	// MessageSent: a message for the user that stays.
+	MessageSent = process.MessageSent
+	// AssetAdded: an artifact joined the run's assets.
+	AssetAdded = process.AssetAdded
+)
+
+// ArtifactCaptured reports an artifact (or an element of one) that went to a sink.
+type ArtifactCaptured struct {
+	Sink string
+	decorators.Capture
+}
+
+// Replanned ends a run whose tool asked to plan again: the last event of the run.
+type Replanned struct {
+	LoopID, Tool, CallID string
+	Reason               string
+	// Added is what the request put on the blackboard.
+	Added      []tool.Binding
+	Iterations int
+}
+
+// Terminated ends a run whose tool asked to terminate: the last event of the run.
+type Terminated struct {
+	LoopID, Tool, CallID string
+	// Scope is tool.TerminateAgent or tool.TerminateAction.
+	Scope  string
+	Reason string
+}
+
+// compileChain compiles the decorator chain the config describes; an error names the
+// config key at fault.
+func compileChain(cfg config.Config, custom map[string]decorators.Sink) (*decorators.Chain, error) {
+	c := &decorators.Chain{
+		Bounds:  decorators.Bounds{MaxTextBytes: cfg.Loop.MaxToolResultBytes, MaxArtifactBytes: cfg.Loop.MaxArtifactBytes},
+		Replan:  map[string]decorators.Decider{},
+		OneShot: map[string]string{},
+	}
+	var errs []error
+	addRules := func(prefix string, tools, groups []string, sinks []config.ArtifactSink, assets []config.ArtifactFilter) {
+		for i, a := range sinks {
+			r, err := decorators.CompileRule(decorators.RuleSpec{Key: fmt.Sprintf("%s.artifacts[%d]", prefix, i), Tools: tools, Groups: groups,
+				FilterSpec: filterSpec(a.ArtifactFilter), Sinks: a.Sinks}, custom)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			c.Sinks = append(c.Sinks, r)
+		}
+		for i, a := range assets {
+			r, err := decorators.CompileRule(decorators.RuleSpec{Key: fmt.Sprintf("%s.assets[%d]", prefix, i), Tools: tools, Groups: groups,
+				FilterSpec: filterSpec(a), Sinks: []string{decorators.SinkAssets}}, custom)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			c.Assets = append(c.Assets, r)
+		}
+	}
+	for _, role := range sortedKeys(cfg.Groups) {
+		g := cfg.Groups[role]
+		addRules("groups."+role, nil, []string{role}, g.Artifacts, g.Assets)
+	}
+	for _, name := range sortedKeys(cfg.Tools) {
+		t := cfg.Tools[name]
+		addRules("tools."+name, []string{name}, nil, t.Artifacts, t.Assets)
+		if t.OneShot != nil {
+			c.OneShot[name] = t.OneShot.Advice
+		}
+		if rp := t.Replan; rp != nil {
+			d, err := decorators.CompileReplan(decorators.ReplanSpec{Key: "tools." + name + ".replan", Tool: name,
+				TypeName: rp.Type, When: rp.When, Reason: rp.Reason, Add: rp.Add, AddType: rp.AddType})
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			c.Replan[name] = d
+		}
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("config: %w", errors.Join(errs...))
+	}
+	return c, nil
+}
+
+func filterSpec(f config.ArtifactFilter) decorators.FilterSpec {
+	return decorators.FilterSpec{TypeName: f.Type, When: f.When, Transform: f.Transform, TransformType: f.TransformType}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// requestRules compiles a run's own artifact rules; an error is a FieldError naming the
+// request field.
+func (s *Service) requestRules(specs []decorators.RuleSpec) ([]decorators.Rule, error) {
+	var out []decorators.Rule
+	for i, spec := range specs {
+		spec.Key = indexed("artifact_sinks", i)
+		r, err := decorators.CompileRule(spec, s.sinks)
+		if err != nil {
+			var se *decorators.SpecError
+			if errors.As(err, &se) {
+				return nil, fieldErr(se.Key, ErrInvalid, "%s", se.Problem)
+			}
+			return nil, fieldErr(spec.Key, ErrInvalid, "%v", err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// listener turns what a run's decorated tools do into the process's record and the run's
+// events.
+type listener struct {
+	p   *process.Process
+	obs *serialObserver
+}
+
+func (l listener) Captured(sink string, c decorators.Capture) {
+	l.obs.send(ArtifactCaptured{Sink: sink, Capture: c})
+}
+
+func (l listener) Called(c decorators.Call) {
+	l.p.RecordAction(process.Action{Tool: c.Tool, CallID: c.CallID, LoopID: c.LoopID, Duration: c.Duration, Failed: c.Result.IsError()})
+}
+
+// prepareCall gives each tool call its view of the run: the blackboard (additions are
+// made by the call), the progress channel (reports name the call) and the listener.
+func prepareCall(p *process.Process, obs *serialObserver) func(ctx context.Context, c llm.ToolCall) context.Context {
+	l := listener{p: p, obs: obs}
+	return func(ctx context.Context, c llm.ToolCall) context.Context {
+		o := process.OriginFrom(ctx, c.Name)
+		ctx = tool.WithBlackboard(ctx, p.Board(o))
+		ctx = tool.WithProgress(ctx, func(status string) { _ = p.Progress(o, status) })
+		return decorators.WithListener(ctx, l)
+	}
+}
+
+// settleSignal ends a run whose loop a tool's signal stopped: a replan puts what it
+// carries on the blackboard and reports Replanned; a termination reports Terminated.
+// Another signal is a failure.
+func settleSignal(p *process.Process, se *loop.SignalError, loopID string, iterations int, obs *serialObserver) (*Outcome, error) {
+	tool_, callID := se.Tool, se.CallID
+	var replan tool.ReplanRequested
+	var term tool.Terminate
+	switch sig := se.Signal; {
+	case errors.As(sig, &replan):
+		o := process.Origin{Tool: tool_, CallID: callID, LoopID: loopID}
+		var added []tool.Binding
+		for i, b := range replan.Add {
+			if err := p.Add(o, b.Name, b.Entry); err != nil {
+				return nil, fmt.Errorf("tool '%s' asked to replan, but blackboard object %d of its request was refused: %w", tool_, i+1, err)
+			}
+			added = append(added, b)
+		}
+		reason := replan.Reason
+		if reason == "" {
+			reason = "Tool requested replan"
+		}
+		p.SetStatus(process.StatusReplan)
+		ev := Replanned{LoopID: loopID, Tool: tool_, CallID: callID, Reason: reason, Added: added, Iterations: iterations}
+		obs.send(ev)
+		return &Outcome{Replan: &ev}, nil
+	case errors.As(sig, &term):
+		scope := term.Scope
+		if scope != tool.TerminateAction {
+			scope = tool.TerminateAgent
+		}
+		p.SetStatus(process.StatusTerminated)
+		ev := Terminated{LoopID: loopID, Tool: tool_, CallID: callID, Scope: scope, Reason: term.Reason}
+		obs.send(ev)
+		return &Outcome{Terminated: &ev}, nil
+	}
+	return nil, se
+}
+
+// Outcome is how a run that a tool steered ended: exactly one field is set.
+type Outcome struct {
+	Replan     *Replanned
+	Terminated *Terminated
+}
