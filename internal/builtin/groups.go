@@ -35,6 +35,7 @@ func constructors() map[string]func(Wrap) worker.Group {
 		TextRole:   textGroup,
 		ShopRole:   shopGroup,
 		FaultsRole: faultsGroup,
+		CRMRole:    crmGroup,
 	}
 }
 

@@ -100,7 +100,7 @@ type Tool struct {
 	// are answered with the ALREADY LOADED text and this advice.
 	OneShot *OneShot `yaml:"one_shot"`
 	// Artifacts and Assets are as for a group, for this tool alone.
-	Artifacts []ArtifactSink  `yaml:"artifacts"`
+	Artifacts []ArtifactSink   `yaml:"artifacts"`
 	Assets    []ArtifactFilter `yaml:"assets"`
 	// Replan, when set, makes the tool ask to replan after it returns.
 	Replan *Replan `yaml:"replan"`

@@ -46,4 +46,3 @@ func (o bounded) Call(ctx context.Context, input string) (tool.Result, error) {
 	}
 	return res, nil
 }
-

@@ -80,8 +80,25 @@ func (c *Client) Run(ctx context.Context, req *toolpb.RunRequest) iter.Seq2[*too
 	}
 }
 
+// ReplanError is how RunAndWait reports a run that a tool ended by asking to plan again:
+// the run succeeded in finding out that its plan does not hold.
+type ReplanError struct{ Replan *toolpb.ReplanRequested }
+
+func (e *ReplanError) Error() string {
+	return "client: the run ended because tool '" + e.Replan.GetTool() + "' asked to replan: " + e.Replan.GetReason()
+}
+
+// TerminatedError is how RunAndWait reports a run that a tool ended by asking to
+// terminate.
+type TerminatedError struct{ Terminated *toolpb.Terminated }
+
+func (e *TerminatedError) Error() string {
+	return "client: the run ended because tool '" + e.Terminated.GetTool() + "' asked to terminate: " + e.Terminated.GetReason()
+}
+
 // RunAndWait runs a prompt to its end, handing every event to onEvent (which may be nil),
-// and returns the final result.
+// and returns the final result. A run that a tool ended instead returns a *ReplanError
+// or a *TerminatedError.
 func (c *Client) RunAndWait(ctx context.Context, req *toolpb.RunRequest, onEvent func(*toolpb.RunResponse)) (*toolpb.FinalResult, error) {
 	var final *toolpb.FinalResult
 	for ev, err := range c.Run(ctx, req) {
@@ -93,6 +110,12 @@ func (c *Client) RunAndWait(ctx context.Context, req *toolpb.RunRequest, onEvent
 		}
 		if f := ev.GetFinalResult(); f != nil {
 			final = f
+		}
+		if r := ev.GetReplanRequested(); r != nil {
+			return nil, &ReplanError{Replan: r}
+		}
+		if t := ev.GetTerminated(); t != nil {
+			return nil, &TerminatedError{Terminated: t}
 		}
 	}
 	if final == nil {
