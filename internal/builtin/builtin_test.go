@@ -198,7 +198,7 @@ func TestWithDelay(t *testing.T) {
 
 func TestGroups(t *testing.T) {
 	gs := builtin.Groups()
-	if len(gs) != 4 || gs["faults"]().Role != "faults" || gs["math"]().Role != "math" || gs["text"]().Role != "text" || gs["shop"]().Role != "shop" {
+	if len(gs) != 5 || gs["crm"]().Role != "crm" || gs["faults"]().Role != "faults" || gs["math"]().Role != "math" || gs["text"]().Role != "text" || gs["shop"]().Role != "shop" {
 		t.Errorf("Groups() = %v", gs)
 	}
 	for _, name := range []string{"math", "text", "shop", "echo_x"} {

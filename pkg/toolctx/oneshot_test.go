@@ -2,7 +2,7 @@ package toolctx_test
 
 import (
 	"context"
-	"errors"
+	"reflect"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -155,7 +155,7 @@ func TestOneShotPerLoop(t *testing.T) {
 		replan := tool.ReplanRequested{Reason: "again"}
 		d := &counting{err: replan}
 		tl := toolctx.OneShotPerLoop(d.tool(), advice)
-		if _, err := tl.Call(inLoop("l1"), "{}"); !errors.Is(err, replan) {
+		if _, err := tl.Call(inLoop("l1"), "{}"); !reflect.DeepEqual(err, replan) {
 			t.Errorf("Call error = %v, want the delegate's signal", err)
 		}
 	})

@@ -39,9 +39,21 @@ var wrappers = map[string][]func(tool.Tool) tool.Tool{
 		func(t tool.Tool) tool.Tool { return tool.WithDefinitionMetadata(t, map[string]string{"k": "v"}) },
 	},
 	"internal/decorators.errorMapping": {decorators.ErrorMapping},
-	"internal/decorators.traced":       {decorators.Telemetry(nil), func(t tool.Tool) tool.Tool { return decorators.Telemetry(tracing())(t) }},
-	"internal/router.bound":            {func(t tool.Tool) tool.Tool { return router.Bound(t, tool.NewState([]byte("s"))) }},
-	"pkg/toolctx.oneShot":              {func(t tool.Tool) tool.Tool { return toolctx.OneShotPerLoop(t, "advice") }},
+	"internal/decorators.bounded":      {decorators.OutputBound(decorators.Bounds{MaxTextBytes: 1024, MaxArtifactBytes: 1024})},
+	"internal/decorators.replanning": {func(t tool.Tool) tool.Tool {
+		return decorators.ConditionalReplan(t, func(context.Context, decorators.ReplanContext) (*decorators.ReplanDecision, error) { return nil, nil })
+	}},
+	"internal/decorators.sinking": {
+		decorators.PublishToBlackboard,
+		func(t tool.Tool) tool.Tool {
+			return decorators.SinkArtifacts(t, decorators.Selector{}, &decorators.ListSink{}, "list")
+		},
+	},
+	"internal/decorators.assetTracking": {func(t tool.Tool) tool.Tool { return decorators.TrackAssets(t, decorators.Selector{}) }},
+	"internal/decorators.publishing":    {decorators.EventPublishing},
+	"internal/decorators.traced":        {decorators.Telemetry(nil), func(t tool.Tool) tool.Tool { return decorators.Telemetry(tracing())(t) }},
+	"internal/router.bound":             {func(t tool.Tool) tool.Tool { return router.Bound(t, tool.NewState([]byte("s"))) }},
+	"pkg/toolctx.oneShot":               {func(t tool.Tool) tool.Tool { return toolctx.OneShotPerLoop(t, "advice") }},
 	"internal/builtin.delayed": {func(t tool.Tool) tool.Tool {
 		return builtin.WithDelay(time.Millisecond, []tool.Tool{t})[0]
 	}},
