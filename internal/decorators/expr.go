@@ -9,7 +9,6 @@ import (
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/toolmesh/toolmesh/pkg/tool"
@@ -124,7 +123,8 @@ func (x *Expression) Apply(e tool.Entry, typeName string) (tool.Entry, error) {
 	if !ok {
 		return tool.Entry{}, errors.New("CEL: unexpected conversion result")
 	}
-	b, err := protojson.Marshal(pv)
+	// encoding/json, not protojson, whose output varies from run to run on purpose.
+	b, err := json.Marshal(pv.AsInterface())
 	if err != nil {
 		return tool.Entry{}, fmt.Errorf("%q: %w", x.src, err)
 	}

@@ -384,7 +384,7 @@ func invokeStream(ctx context.Context, c toolpb.ToolWorkerServiceClient, req *to
 		}
 		switch m := msg.GetMessage().(type) {
 		case *toolpb.InvokeStreamResponse_Progress:
-			tool.Progress(ctx, wire.Truncate(m.Progress.GetStatus(), wire.MaxProgressBytes))
+			tool.Progress(ctx, wire.Cut(m.Progress.GetStatus(), wire.MaxProgressBytes))
 		case *toolpb.InvokeStreamResponse_Result:
 			return m.Result, nil
 		}

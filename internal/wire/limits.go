@@ -123,6 +123,19 @@ func Truncate(s string, n int) string {
 	return fmt.Sprintf("%s… (%d bytes)", s[:cut], len(s))
 }
 
+// Cut shortens s to at most n bytes, cut at a rune boundary, with nothing added: for a
+// value that must stay within its bound, such as a progress report.
+func Cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
+}
+
 // Bounds of a by-category facade: its categories are an enum of the model-visible
 // schema, so they are few, short and printable.
 const (

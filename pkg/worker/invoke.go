@@ -45,7 +45,7 @@ func (s *invoker) InvokeStream(req *toolpb.InvokeRequest, stream toolpb.ToolWork
 		if failed {
 			return
 		}
-		status = wire.Truncate(status, wire.MaxProgressBytes)
+		status = wire.Cut(status, wire.MaxProgressBytes)
 		if err := stream.Send(&toolpb.InvokeStreamResponse{Message: &toolpb.InvokeStreamResponse_Progress{Progress: &toolpb.ProgressReport{Status: status}}}); err != nil {
 			failed = true // the orchestrator went away; the call's context ends too
 		}

@@ -334,3 +334,43 @@ func TestSinkErrors(t *testing.T) {
 		t.Errorf("orchestrator with an unknown sink: %v\n%s", err, out)
 	}
 }
+
+// TestProcessToolsAndTermination: the model opens the agent_process facade, reads its
+// budget, and a worker tool terminates the agent: the run ends TERMINATED with the
+// reason, and the stream ends OK.
+func TestProcessToolsAndTermination(t *testing.T) {
+	model := &turnModel{turns: []modelTurn{
+		{calls: [][2]string{{"agent_process", `{}`}}},
+		{calls: [][2]string{{"process_budget", `{}`}}},
+		{calls: [][2]string{{"escalate_to_human", `{"reason":"the customer asked for a person"}`}}},
+		{text: "unreachable"},
+	}}
+	useModel(t, model)
+	m := startMesh(t, "", processConfig)
+	m.startWorker("crm-1", "crm")
+	m.waitWorkers("crm-1")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	evs, err := m.run(ctx, &toolpb.RunRequest{RunId: "term-1", Prompt: "I want a human", ToolGroups: []string{"crm", "agent_process"},
+		Limits: &toolpb.RunLimits{MaxActions: 10}}, nil)
+	if err != nil {
+		m.dump()
+		t.Fatal(err)
+	}
+	fins := finished(evs, 0)
+	if len(fins) < 2 || !strings.HasPrefix(fins[0].GetContent(), "Tools now available: process_status, process_budget, process_cost, process_history, process_tools_stats, process_models.") ||
+		!strings.Contains(fins[1].GetContent(), "Action limit: 10\n  Used: 1\n  Remaining: 9") || fins[1].GetWorkerId() != "" {
+		t.Errorf("finished: %v", fins)
+	}
+	last := evs[len(evs)-1].GetTerminated()
+	if last == nil || last.GetScope() != toolpb.TerminateScope_TERMINATE_SCOPE_AGENT || last.GetReason() != "the customer asked for a person" || last.GetTool() != "escalate_to_human" {
+		t.Fatalf("last event %v, want terminated", evs[len(evs)-1])
+	}
+	run, err := m.c.GetRun(ctx, "term-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.GetState() != toolpb.RunState_RUN_STATE_TERMINATED || run.GetReason() != "the customer asked for a person" {
+		t.Errorf("GetRun: %v", run)
+	}
+}
