@@ -198,18 +198,22 @@ func runCmd(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []stri
 	maxIter := fs.Int("max-iterations", 0, "iteration limit (0: the orchestrator's default)")
 	timeout := fs.Duration("timeout", 0, "run deadline (0: the orchestrator's default)")
 	asJSON := fs.Bool("json", false, "print events as JSON lines")
+	stream := fs.Bool("stream", false, "print the model's text as it is written (stream_text)")
+	maxActions := fs.Int("max-actions", 0, "tool-call budget of the run (0: none)")
 	system := fs.String("system", "", "system prompt")
 	if err := cli.Parse(fs, args, out, stderr); err != nil {
 		return err
 	}
-	if *maxIter < math.MinInt32 || *maxIter > math.MaxInt32 {
-		// The conversion to int32 would wrap it into another value; the orchestrator
-		// checks the rest.
-		return fmt.Errorf("-max-iterations %d: out of range", *maxIter)
+	for name, v := range map[string]int{"-max-iterations": *maxIter, "-max-actions": *maxActions} {
+		if v < math.MinInt32 || v > math.MaxInt32 {
+			// The conversion to int32 would wrap it into another value; the orchestrator
+			// checks the rest.
+			return fmt.Errorf("%s %d: out of range", name, v)
+		}
 	}
 	prompt := strings.Join(fs.Args(), " ")
-	req := &toolpb.RunRequest{Prompt: prompt, SystemPrompt: *system, ToolGroups: groups, Tools: tools,
-		Limits: &toolpb.RunLimits{MaxIterations: int32(*maxIter)}}
+	req := &toolpb.RunRequest{Prompt: prompt, SystemPrompt: *system, ToolGroups: groups, Tools: tools, StreamText: *stream,
+		Limits: &toolpb.RunLimits{MaxIterations: int32(*maxIter), MaxActions: int32(*maxActions)}}
 	if *model != "" || *role != "" {
 		req.Llm = &toolpb.LlmOptions{Model: *model, Role: *role}
 	}
@@ -226,15 +230,94 @@ func runCmd(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []stri
 			req.Context[k] = v
 		}
 	}
+	p := &printer{out: out, terminal: isTerminal(out)}
 	_, err := c.RunAndWait(ctx, req, func(ev *toolpb.RunResponse) {
 		if *asJSON {
 			b, _ := protojson.Marshal(ev)
 			fmt.Fprintln(out, string(b))
 			return
 		}
-		fmt.Fprintln(out, Describe(ev))
+		p.print(ev)
 	})
+	p.endLine()
+	var re *client.ReplanError
+	var te *client.TerminatedError
+	if errors.As(err, &re) || errors.As(err, &te) {
+		return nil // a tool ended the run on purpose; the last line says why
+	}
 	return err
+}
+
+// printer writes a run's events for a person: one line per event, except that progress
+// is a status line that the next output replaces (on a terminal), and streamed text is
+// written as it arrives.
+type printer struct {
+	out      io.Writer
+	terminal bool
+	// status is set while a transient status line is on the screen; streaming while
+	// streamed text has been written without its newline.
+	status, streaming bool
+	// streamed is set once an iteration's text was streamed, so that the final line does
+	// not repeat it.
+	streamed bool
+}
+
+func (p *printer) print(ev *toolpb.RunResponse) {
+	switch x := ev.GetEvent().(type) {
+	case *toolpb.RunResponse_Progress:
+		if p.terminal {
+			p.clearStatus()
+			p.endLine()
+			fmt.Fprintf(p.out, "\r\x1b[K  ⏳ %s", x.Progress.GetStatus())
+			p.status = true
+			return
+		}
+	case *toolpb.RunResponse_TextDelta:
+		p.clearStatus()
+		if !p.streaming {
+			fmt.Fprint(p.out, "  ✎ ")
+			p.streaming = true
+		}
+		fmt.Fprint(p.out, x.TextDelta.GetText())
+		p.streamed = true
+		return
+	case *toolpb.RunResponse_FinalResult:
+		p.clearStatus()
+		p.endLine()
+		if p.streamed {
+			fmt.Fprintf(p.out, "■ final (%s)\n", plural(int64(x.FinalResult.GetIterations()), "iteration"))
+			return
+		}
+	}
+	p.clearStatus()
+	p.endLine()
+	fmt.Fprintln(p.out, Describe(ev))
+}
+
+// clearStatus erases the transient status line.
+func (p *printer) clearStatus() {
+	if p.status {
+		fmt.Fprint(p.out, "\r\x1b[K")
+		p.status = false
+	}
+}
+
+// endLine ends streamed text with its newline.
+func (p *printer) endLine() {
+	if p.streaming {
+		fmt.Fprintln(p.out)
+		p.streaming = false
+	}
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 // Describe renders an event as one human-readable line.
@@ -266,6 +349,31 @@ func Describe(ev *toolpb.RunResponse) string {
 		return fmt.Sprintf("■ final (%s): %s", plural(int64(x.FinalResult.GetIterations()), "iteration"), x.FinalResult.GetText())
 	case *toolpb.RunResponse_Error:
 		return fmt.Sprintf("✖ error %s: %s", strings.TrimPrefix(x.Error.GetReason().String(), "ERROR_REASON_"), x.Error.GetMessage())
+	case *toolpb.RunResponse_Progress:
+		return fmt.Sprintf("  ⏳ %s: %s", x.Progress.GetTool(), x.Progress.GetStatus())
+	case *toolpb.RunResponse_MessageToUser:
+		return fmt.Sprintf("  ✉ %s", x.MessageToUser.GetText())
+	case *toolpb.RunResponse_TextDelta:
+		return fmt.Sprintf("  ✎ %s", x.TextDelta.GetText())
+	case *toolpb.RunResponse_BlackboardChanged:
+		b := x.BlackboardChanged
+		name := ""
+		if n := b.GetObject().GetName(); n != "" {
+			name = fmt.Sprintf(" as '%s'", n)
+		}
+		return fmt.Sprintf("  ▦ blackboard[%d] %s%s", b.GetIndex(), b.GetObject().GetTypeName(), name)
+	case *toolpb.RunResponse_Artifact:
+		a := x.Artifact
+		return fmt.Sprintf("  ⇢ %s's %s to %s", a.GetTool(), a.GetObject().GetTypeName(), a.GetSink())
+	case *toolpb.RunResponse_AssetAdded:
+		a := x.AssetAdded.GetAsset()
+		return fmt.Sprintf("  ★ asset %s from %s", a.GetObject().GetTypeName(), a.GetTool())
+	case *toolpb.RunResponse_ReplanRequested:
+		r := x.ReplanRequested
+		return fmt.Sprintf("↻ replan requested by %s: %s (%s added)", r.GetTool(), r.GetReason(), plural(int64(len(r.GetAdded())), "object"))
+	case *toolpb.RunResponse_Terminated:
+		r := x.Terminated
+		return fmt.Sprintf("■ terminated (%s) by %s: %s", strings.ToLower(strings.TrimPrefix(r.GetScope().String(), "TERMINATE_SCOPE_")), r.GetTool(), r.GetReason())
 	default:
 		return fmt.Sprintf("? %v", ev)
 	}

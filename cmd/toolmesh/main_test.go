@@ -76,6 +76,27 @@ func TestDescribe(t *testing.T) {
 		{"error", &toolpb.RunResponse{Event: &toolpb.RunResponse_Error{Error: &toolpb.RunError{Code: 8, Reason: toolpb.ErrorReason_ERROR_REASON_MAX_ITERATIONS, Message: "Tool loop exceeded maximum iterations (2)."}}},
 			"✖ error MAX_ITERATIONS: Tool loop exceeded maximum iterations (2)."},
 	}
+	obj := &toolpb.BlackboardObject{TypeName: "crm.Customer", Json: `{"id":2}`, Name: "customer"}
+	cases = append(cases, []struct {
+		name string
+		ev   *toolpb.RunResponse
+		want string
+	}{
+		{"progress", &toolpb.RunResponse{Event: &toolpb.RunResponse_Progress{Progress: &toolpb.Progress{Tool: "export_report", Status: "page 2 of 3"}}},
+			"  ⏳ export_report: page 2 of 3"},
+		{"message to the user", &toolpb.RunResponse{Event: &toolpb.RunResponse_MessageToUser{MessageToUser: &toolpb.MessageToUser{Text: "Report ready."}}},
+			"  ✉ Report ready."},
+		{"blackboard changed", &toolpb.RunResponse{Event: &toolpb.RunResponse_BlackboardChanged{BlackboardChanged: &toolpb.BlackboardChanged{Index: 2, Object: obj}}},
+			"  ▦ blackboard[2] crm.Customer as 'customer'"},
+		{"artifact captured", &toolpb.RunResponse{Event: &toolpb.RunResponse_Artifact{Artifact: &toolpb.ArtifactCaptured{Tool: "find", Sink: "blackboard", Object: obj}}},
+			"  ⇢ find's crm.Customer to blackboard"},
+		{"asset", &toolpb.RunResponse{Event: &toolpb.RunResponse_AssetAdded{AssetAdded: &toolpb.AssetAdded{Asset: &toolpb.Asset{Tool: "export", Object: &toolpb.BlackboardObject{TypeName: "crm.Report"}}}}},
+			"  ★ asset crm.Report from export"},
+		{"replan", &toolpb.RunResponse{Event: &toolpb.RunResponse_ReplanRequested{ReplanRequested: &toolpb.ReplanRequested{Tool: "check_credit", Reason: "blocked", Added: []*toolpb.BlackboardObject{obj}}}},
+			"↻ replan requested by check_credit: blocked (1 object added)"},
+		{"terminated", &toolpb.RunResponse{Event: &toolpb.RunResponse_Terminated{Terminated: &toolpb.Terminated{Tool: "escalate", Scope: toolpb.TerminateScope_TERMINATE_SCOPE_AGENT, Reason: "human"}}},
+			"■ terminated (agent) by escalate: human"},
+	}...)
 	for _, tc := range cases {
 		if got := Describe(tc.ev); got != tc.want {
 			t.Errorf("%s:\n got %q\nwant %q", tc.name, got, tc.want)
@@ -376,5 +397,37 @@ func TestCommandErrors(t *testing.T) {
 		case tc.contains != "" && !strings.Contains(err.Error(), tc.contains):
 			t.Errorf("%q: %v, want it to mention %q", tc.args, err, tc.contains)
 		}
+	}
+}
+
+// TestPrinter: on a terminal, progress is a status line the next output replaces; streamed
+// text is written as it arrives and the final line does not repeat it; elsewhere every
+// event is a line.
+func TestPrinter(t *testing.T) {
+	evs := []*toolpb.RunResponse{
+		{Event: &toolpb.RunResponse_Progress{Progress: &toolpb.Progress{Tool: "t", Status: "one"}}},
+		{Event: &toolpb.RunResponse_Progress{Progress: &toolpb.Progress{Tool: "t", Status: "two"}}},
+		{Event: &toolpb.RunResponse_MessageToUser{MessageToUser: &toolpb.MessageToUser{Text: "Done."}}},
+		{Event: &toolpb.RunResponse_TextDelta{TextDelta: &toolpb.TextDelta{Text: "The ans"}}},
+		{Event: &toolpb.RunResponse_TextDelta{TextDelta: &toolpb.TextDelta{Text: "wer."}}},
+		{Event: &toolpb.RunResponse_FinalResult{FinalResult: &toolpb.FinalResult{Text: "The answer.", Iterations: 1}}},
+	}
+	var term strings.Builder
+	p := &printer{out: &term, terminal: true}
+	for _, ev := range evs {
+		p.print(ev)
+	}
+	p.endLine()
+	want := "\r\x1b[K  ⏳ one\r\x1b[K\r\x1b[K  ⏳ two\r\x1b[K  ✉ Done.\n  ✎ The answer.\n■ final (1 iteration)\n"
+	if term.String() != want {
+		t.Errorf("terminal output:\n got %q\nwant %q", term.String(), want)
+	}
+	var plain strings.Builder
+	p = &printer{out: &plain}
+	for _, ev := range evs[:3] {
+		p.print(ev)
+	}
+	if want := "  ⏳ t: one\n  ⏳ t: two\n  ✉ Done.\n"; plain.String() != want {
+		t.Errorf("plain output:\n got %q\nwant %q", plain.String(), want)
 	}
 }

@@ -94,7 +94,9 @@ func TestConditionalReplanAndReplanAndAdd(t *testing.T) {
 	if r == nil || r.Reason != "the data is stale" || r.Add[0].Name != "why" {
 		t.Errorf("decision: %+v", r)
 	}
-	failing := func(context.Context, decorators.ReplanContext) (*decorators.ReplanDecision, error) { return nil, errors.New("decider down") }
+	failing := func(context.Context, decorators.ReplanContext) (*decorators.ReplanDecision, error) {
+		return nil, errors.New("decider down")
+	}
 	if _, res := replanOf(t, decorators.ConditionalReplan(returning(tool.Text("ok")), failing)); !res.IsError() || !strings.Contains(res.Content, "deciding whether to replan failed: decider down") {
 		t.Errorf("failing decider: %q", res.Content)
 	}

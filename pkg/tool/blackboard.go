@@ -122,7 +122,7 @@ func BlackboardFrom(ctx context.Context) Blackboard {
 // Binding is an object bound to a name, as it travels with a call.
 type Binding struct {
 	// Name is the binding's name; empty for an object added without one.
-	Name   string
+	Name  string
 	Entry Entry
 }
 
