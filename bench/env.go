@@ -192,7 +192,7 @@ func setup(ctx context.Context, cfg Config) (_ *env, err error) {
 	if err := local.waitTool(ctx, peer.Name); err != nil {
 		return nil, err
 	}
-	e.hopLocal = e.hopVariant(VHop+" (worker in this process)", local, decorators.Default())
+	e.hopLocal = e.hopVariant(VHop+" (worker in this process)", local, runChain(nil))
 
 	e.progress("setup: rawadd and mcpadd processes")
 	raw, err := startProc("rawadd", cfg.Bins.RawAdd, childEnv())
@@ -256,8 +256,8 @@ func setup(ctx context.Context, cfg Config) (_ *env, err error) {
 	e.variants = []*variant{
 		e.limitVariant(rawConn, false),
 		e.limitVariant(rawConn, true),
-		e.hopVariant(VHop, e.off, decorators.Default()),
-		e.hopVariant(VHopOTel, e.on, append(decorators.Default(), decorators.Telemetry(tel))),
+		e.hopVariant(VHop, e.off, runChain(nil)),
+		e.hopVariant(VHopOTel, e.on, runChain(tel)),
 		e.mcpVariant(VMCPHTTP, httpSession),
 		e.mcpVariant(VMCPStdio, stdioSession),
 		e.inProcessVariant(),
@@ -457,4 +457,12 @@ func (e *env) loopInProcessVariant() *variant {
 			}
 			return nil
 		}}
+}
+
+// runChain is the decorator chain the orchestrator puts around every tool of a run, as
+// configured by default (no sinks, assets or replanning), so that the hop is measured
+// with what a run pays for it. A nil tel records nothing.
+func runChain(tel *telemetry.Telemetry) []decorators.Decorator {
+	c := &decorators.Chain{Bounds: decorators.Bounds{MaxTextBytes: 32 << 10, MaxArtifactBytes: 1 << 20}, Telemetry: tel}
+	return []decorators.Decorator{c.Decorate}
 }

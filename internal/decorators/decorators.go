@@ -2,7 +2,10 @@
 // tool.Delegating: it exposes its delegate, keeps the definition and metadata, and passes
 // the call's context through untouched, so the ToolCallContext reaches the tool.
 //
-// It depends on pkg/tool, pkg/toolctx, internal/toolinternal and internal/telemetry.
+// Chain (chain.go) is the orchestrator's chain and says in which order its layers wrap a
+// tool. It depends on pkg/tool, pkg/toolctx, internal/toolinternal, internal/telemetry and
+// internal/process (the run state that the assets sink writes to); CEL
+// (cel.dev/cel-go) evaluates the configured filters and transforms.
 package decorators
 
 import (
@@ -21,11 +24,6 @@ func Apply(t tool.Tool, ds ...Decorator) tool.Tool {
 		t = d(t)
 	}
 	return t
-}
-
-// Default is the chain the orchestrator puts around every tool of a run.
-func Default() []Decorator {
-	return []Decorator{ErrorMapping}
 }
 
 // base forwards everything to the delegate; wrappers embed it and override Call.
