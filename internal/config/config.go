@@ -125,6 +125,10 @@ type Loop struct {
 	// MaxArtifactBytes bounds one artifact a tool returns; a larger one becomes an error
 	// result the model reads.
 	MaxArtifactBytes int `yaml:"max_artifact_bytes"`
+	// DefaultToolGroups are offered to every run besides the groups it asks for: the
+	// built-in agent_process, blackboard and communication, or groups workers serve (one
+	// that nobody serves when a run starts is left out, with a warning in the log).
+	DefaultToolGroups []string `yaml:"default_tool_groups"`
 	// MaxBlackboardEntries and MaxBlackboardBytes bound a run's blackboard.
 	MaxBlackboardEntries int `yaml:"max_blackboard_entries"`
 	MaxBlackboardBytes   int `yaml:"max_blackboard_bytes"`
@@ -355,6 +359,11 @@ func (c Config) Validate() error {
 	}
 	if c.Loop.MaxToolResultBytes < 1<<10 || c.Loop.MaxToolResultBytes > 4<<20 {
 		bad("loop.max_tool_result_bytes", "must be between 1024 and 4194304, got %d", c.Loop.MaxToolResultBytes)
+	}
+	for i, g := range c.Loop.DefaultToolGroups {
+		if !roleRE.MatchString(g) {
+			bad(fmt.Sprintf("loop.default_tool_groups[%d]", i), "must match %s, got %q", roleRE, g)
+		}
 	}
 	if c.Loop.MaxArtifactBytes < 1<<10 || c.Loop.MaxArtifactBytes > 4<<20 {
 		bad("loop.max_artifact_bytes", "must be between 1024 and 4194304, got %d", c.Loop.MaxArtifactBytes)

@@ -11,6 +11,9 @@ import (
 // toolNameRE is the rule tool names follow (the strictest provider's).
 var toolNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
+// roleRE is the rule group roles follow.
+var roleRE = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,64}$`)
+
 // Converter kinds a ConverterSpec may name.
 var converterKinds = []string{"pass-through", "none", "allow-keys", "deny-keys"}
 

@@ -162,6 +162,23 @@ func (s *Service) resolveTools(req Request, decorate func(tool.Tool) tool.Tool) 
 		}
 		add(t)
 	}
+	// The config's default groups come after the run's own: a name the run asked for wins.
+	for _, g := range s.cfg.Loop.DefaultToolGroups {
+		if ts, ok := process.GroupTools(g, nil); ok {
+			for _, t := range ts {
+				add(t)
+			}
+			continue
+		}
+		info, ts, err := s.router.Group(g)
+		if err != nil {
+			s.log.Warn("a default tool group is not served: the run starts without it", "group", g)
+			continue
+		}
+		for _, t := range s.groupFacade(info.GetRole(), info.GetDescription(), info.GetUsageNotes(), ts) {
+			add(t)
+		}
+	}
 	out := make([]tool.Tool, 0, len(byName))
 	for _, t := range byName {
 		out = append(out, decorate(t))

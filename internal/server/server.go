@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/decorators"
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/router"
 	"github.com/toolmesh/toolmesh/internal/run"
@@ -35,6 +36,9 @@ type Options struct {
 	Telemetry *telemetry.Telemetry
 	// Config supplies registry and loop settings; the zero value means config.Default().
 	Config *config.Config
+	// Sinks are artifact sinks the program provides, by name, beside "blackboard" and
+	// "assets", for the config's and the requests' artifact rules.
+	Sinks  map[string]decorators.Sink
 	Logger *slog.Logger
 }
 
@@ -71,7 +75,7 @@ func New(opts Options) (*Server, error) {
 	}
 	runs, err := run.New(run.Options{
 		Router: opts.Router, Providers: providers, DefaultProvider: def, Config: cfg,
-		Telemetry: opts.Telemetry, Logger: opts.Logger,
+		Telemetry: opts.Telemetry, Logger: opts.Logger, Sinks: opts.Sinks,
 		ErrorType: func(err error) string { return wire.ReasonName(classify(err)) },
 	})
 	if err != nil {
