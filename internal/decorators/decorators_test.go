@@ -224,16 +224,18 @@ func TestApply(t *testing.T) {
 	}
 }
 
-// TestDefault checks the chain the orchestrator puts around every tool: a failing tool
-// reaches the model as an error result, and a signal still reaches the loop. A panic is
-// not the decorators' to recover: it goes up to internal/toolcall, which logs it once.
-func TestDefault(t *testing.T) {
-	failing := decorators.Apply(newRaw(func(context.Context, string) (tool.Result, error) { return tool.Result{}, errors.New("boom") }), decorators.Default()...)
+// TestChain checks the chain the orchestrator puts around every tool: a failing tool
+// reaches the model as an error result, a signal still reaches the loop, a panic is not
+// the decorators' to recover (it goes up to internal/toolcall, which logs it once), and the
+// layers wrap in the documented order, rules only around the tools they cover.
+func TestChain(t *testing.T) {
+	chain := &decorators.Chain{Bounds: decorators.Bounds{MaxTextBytes: 1024}}
+	failing := chain.Decorate(newRaw(func(context.Context, string) (tool.Result, error) { return tool.Result{}, errors.New("boom") }))
 	res, err := failing.Call(t.Context(), "{}")
 	if err != nil || res.Render() != "Error: boom" {
-		t.Errorf("failing tool under Default() = %+v, %v; want the error result", res, err)
+		t.Errorf("failing tool under the chain = %+v, %v; want the error result", res, err)
 	}
-	boom := decorators.Apply(newRaw(func(context.Context, string) (tool.Result, error) { panic("boom") }), decorators.Default()...)
+	boom := chain.Decorate(newRaw(func(context.Context, string) (tool.Result, error) { panic("boom") }))
 	func() {
 		defer func() {
 			if p := recover(); p != "boom" {
@@ -242,14 +244,39 @@ func TestDefault(t *testing.T) {
 		}()
 		_, _ = boom.Call(t.Context(), "{}")
 	}()
-
-	stop := decorators.Apply(newRaw(func(context.Context, string) (tool.Result, error) {
+	stop := chain.Decorate(newRaw(func(context.Context, string) (tool.Result, error) {
 		return tool.Result{}, tool.Terminate{Scope: tool.TerminateAction}
-	}), decorators.Default()...)
+	}))
 	if _, err := stop.Call(t.Context(), "{}"); !errors.As(err, new(tool.Terminate)) {
-		t.Errorf("signalling tool under Default() error = %v, want the Terminate signal", err)
+		t.Errorf("signalling tool under the chain error = %v, want the Terminate signal", err)
 	}
-	if _, ok := stop.(tool.Delegating); !ok {
-		t.Errorf("Default() wrapper %T is not a tool.Delegating", stop)
+
+	sinkAll, err := decorators.CompileRule(decorators.RuleSpec{Key: "all", Sinks: []string{"blackboard"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sinkOther, err := decorators.CompileRule(decorators.RuleSpec{Key: "other", Tools: []string{"other"}, Sinks: []string{"blackboard"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := (&decorators.Chain{
+		Replan:  map[string]decorators.Decider{"lookup": func(context.Context, decorators.ReplanContext) (*decorators.ReplanDecision, error) { return nil, nil }},
+		Sinks:   []decorators.Rule{sinkAll, sinkOther},
+		Assets:  []decorators.Rule{sinkAll},
+		OneShot: map[string]string{"lookup": "advice"},
+	}).Decorate(newRaw(nil))
+	var layers []string
+	for w := tool.Tool(full); ; {
+		layers = append(layers, fmt.Sprintf("%T", w))
+		d, ok := w.(tool.Delegating)
+		if !ok {
+			break
+		}
+		w = d.Delegate()
+	}
+	want := []string{"decorators.traced", "decorators.publishing", "*toolctx.oneShot", "decorators.assetTracking", "decorators.sinking",
+		"decorators.replanning", "decorators.bounded", "decorators.errorMapping", "*decorators_test.rawTool"}
+	if diff := cmp.Diff(want, layers); diff != "" {
+		t.Errorf("layers, outermost first (-want +got):\n%s", diff)
 	}
 }

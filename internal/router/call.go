@@ -370,7 +370,7 @@ func needed(ctx context.Context, types []string) []*toolpb.BlackboardObject {
 func invokeStream(ctx context.Context, c toolpb.ToolWorkerServiceClient, req *toolpb.InvokeRequest) (*toolpb.InvokeResponse, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := c.InvokeStream(ctx, req)
+	stream, err := c.InvokeStream(ctx, &toolpb.InvokeStreamRequest{Request: req})
 	if err != nil {
 		return nil, err
 	}

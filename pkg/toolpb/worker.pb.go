@@ -21,6 +21,52 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// InvokeStreamRequest asks a worker to execute one call of a tool that reports progress.
+type InvokeStreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The call, as Invoke takes it.
+	Request       *InvokeRequest `protobuf:"bytes,1,opt,name=request,proto3" json:"request,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InvokeStreamRequest) Reset() {
+	*x = InvokeStreamRequest{}
+	mi := &file_toolmesh_v1_worker_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InvokeStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InvokeStreamRequest) ProtoMessage() {}
+
+func (x *InvokeStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_worker_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InvokeStreamRequest.ProtoReflect.Descriptor instead.
+func (*InvokeStreamRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_worker_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *InvokeStreamRequest) GetRequest() *InvokeRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
 // InvokeStreamResponse is one message of an InvokeStream call.
 type InvokeStreamResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -37,7 +83,7 @@ type InvokeStreamResponse struct {
 
 func (x *InvokeStreamResponse) Reset() {
 	*x = InvokeStreamResponse{}
-	mi := &file_toolmesh_v1_worker_proto_msgTypes[0]
+	mi := &file_toolmesh_v1_worker_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -49,7 +95,7 @@ func (x *InvokeStreamResponse) String() string {
 func (*InvokeStreamResponse) ProtoMessage() {}
 
 func (x *InvokeStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_worker_proto_msgTypes[0]
+	mi := &file_toolmesh_v1_worker_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -62,7 +108,7 @@ func (x *InvokeStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeStreamResponse.ProtoReflect.Descriptor instead.
 func (*InvokeStreamResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_worker_proto_rawDescGZIP(), []int{0}
+	return file_toolmesh_v1_worker_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *InvokeStreamResponse) GetMessage() isInvokeStreamResponse_Message {
@@ -119,7 +165,7 @@ type ProgressReport struct {
 
 func (x *ProgressReport) Reset() {
 	*x = ProgressReport{}
-	mi := &file_toolmesh_v1_worker_proto_msgTypes[1]
+	mi := &file_toolmesh_v1_worker_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -131,7 +177,7 @@ func (x *ProgressReport) String() string {
 func (*ProgressReport) ProtoMessage() {}
 
 func (x *ProgressReport) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_worker_proto_msgTypes[1]
+	mi := &file_toolmesh_v1_worker_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -144,7 +190,7 @@ func (x *ProgressReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProgressReport.ProtoReflect.Descriptor instead.
 func (*ProgressReport) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_worker_proto_rawDescGZIP(), []int{1}
+	return file_toolmesh_v1_worker_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ProgressReport) GetStatus() string {
@@ -181,7 +227,7 @@ type InvokeRequest struct {
 
 func (x *InvokeRequest) Reset() {
 	*x = InvokeRequest{}
-	mi := &file_toolmesh_v1_worker_proto_msgTypes[2]
+	mi := &file_toolmesh_v1_worker_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -193,7 +239,7 @@ func (x *InvokeRequest) String() string {
 func (*InvokeRequest) ProtoMessage() {}
 
 func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_worker_proto_msgTypes[2]
+	mi := &file_toolmesh_v1_worker_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -206,7 +252,7 @@ func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeRequest.ProtoReflect.Descriptor instead.
 func (*InvokeRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_worker_proto_rawDescGZIP(), []int{2}
+	return file_toolmesh_v1_worker_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *InvokeRequest) GetTool() string {
@@ -292,7 +338,7 @@ type InvokeResponse struct {
 
 func (x *InvokeResponse) Reset() {
 	*x = InvokeResponse{}
-	mi := &file_toolmesh_v1_worker_proto_msgTypes[3]
+	mi := &file_toolmesh_v1_worker_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -304,7 +350,7 @@ func (x *InvokeResponse) String() string {
 func (*InvokeResponse) ProtoMessage() {}
 
 func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_worker_proto_msgTypes[3]
+	mi := &file_toolmesh_v1_worker_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -317,7 +363,7 @@ func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeResponse.ProtoReflect.Descriptor instead.
 func (*InvokeResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_worker_proto_rawDescGZIP(), []int{3}
+	return file_toolmesh_v1_worker_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *InvokeResponse) GetOutcome() isInvokeResponse_Outcome {
@@ -437,7 +483,7 @@ type Selection struct {
 
 func (x *Selection) Reset() {
 	*x = Selection{}
-	mi := &file_toolmesh_v1_worker_proto_msgTypes[4]
+	mi := &file_toolmesh_v1_worker_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -449,7 +495,7 @@ func (x *Selection) String() string {
 func (*Selection) ProtoMessage() {}
 
 func (x *Selection) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_worker_proto_msgTypes[4]
+	mi := &file_toolmesh_v1_worker_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -462,7 +508,7 @@ func (x *Selection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Selection.ProtoReflect.Descriptor instead.
 func (*Selection) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_worker_proto_rawDescGZIP(), []int{4}
+	return file_toolmesh_v1_worker_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Selection) GetTools() []string {
@@ -492,7 +538,7 @@ type ArtifactResult struct {
 
 func (x *ArtifactResult) Reset() {
 	*x = ArtifactResult{}
-	mi := &file_toolmesh_v1_worker_proto_msgTypes[5]
+	mi := &file_toolmesh_v1_worker_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -504,7 +550,7 @@ func (x *ArtifactResult) String() string {
 func (*ArtifactResult) ProtoMessage() {}
 
 func (x *ArtifactResult) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_worker_proto_msgTypes[5]
+	mi := &file_toolmesh_v1_worker_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -517,7 +563,7 @@ func (x *ArtifactResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArtifactResult.ProtoReflect.Descriptor instead.
 func (*ArtifactResult) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_worker_proto_rawDescGZIP(), []int{5}
+	return file_toolmesh_v1_worker_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ArtifactResult) GetContent() string {
@@ -538,7 +584,9 @@ var File_toolmesh_v1_worker_proto protoreflect.FileDescriptor
 
 const file_toolmesh_v1_worker_proto_rawDesc = "" +
 	"\n" +
-	"\x18toolmesh/v1/worker.proto\x12\vtoolmesh.v1\x1a\x16toolmesh/v1/tool.proto\"\x93\x01\n" +
+	"\x18toolmesh/v1/worker.proto\x12\vtoolmesh.v1\x1a\x16toolmesh/v1/tool.proto\"K\n" +
+	"\x13InvokeStreamRequest\x124\n" +
+	"\arequest\x18\x01 \x01(\v2\x1a.toolmesh.v1.InvokeRequestR\arequest\"\x93\x01\n" +
 	"\x14InvokeStreamResponse\x129\n" +
 	"\bprogress\x18\x01 \x01(\v2\x1b.toolmesh.v1.ProgressReportH\x00R\bprogress\x125\n" +
 	"\x06result\x18\x02 \x01(\v2\x1b.toolmesh.v1.InvokeResponseH\x00R\x06resultB\t\n" +
@@ -571,10 +619,10 @@ const file_toolmesh_v1_worker_proto_rawDesc = "" +
 	"\x05state\x18\x02 \x01(\fR\x05state\"]\n" +
 	"\x0eArtifactResult\x12\x18\n" +
 	"\acontent\x18\x01 \x01(\tR\acontent\x121\n" +
-	"\bartifact\x18\x02 \x01(\v2\x15.toolmesh.v1.ArtifactR\bartifact2\xa7\x01\n" +
+	"\bartifact\x18\x02 \x01(\v2\x15.toolmesh.v1.ArtifactR\bartifact2\xad\x01\n" +
 	"\x11ToolWorkerService\x12A\n" +
-	"\x06Invoke\x12\x1a.toolmesh.v1.InvokeRequest\x1a\x1b.toolmesh.v1.InvokeResponse\x12O\n" +
-	"\fInvokeStream\x12\x1a.toolmesh.v1.InvokeRequest\x1a!.toolmesh.v1.InvokeStreamResponse0\x01B)Z'github.com/toolmesh/toolmesh/pkg/toolpbb\x06proto3"
+	"\x06Invoke\x12\x1a.toolmesh.v1.InvokeRequest\x1a\x1b.toolmesh.v1.InvokeResponse\x12U\n" +
+	"\fInvokeStream\x12 .toolmesh.v1.InvokeStreamRequest\x1a!.toolmesh.v1.InvokeStreamResponse0\x01B)Z'github.com/toolmesh/toolmesh/pkg/toolpbb\x06proto3"
 
 var (
 	file_toolmesh_v1_worker_proto_rawDescOnce sync.Once
@@ -588,38 +636,40 @@ func file_toolmesh_v1_worker_proto_rawDescGZIP() []byte {
 	return file_toolmesh_v1_worker_proto_rawDescData
 }
 
-var file_toolmesh_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_toolmesh_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_toolmesh_v1_worker_proto_goTypes = []any{
-	(*InvokeStreamResponse)(nil), // 0: toolmesh.v1.InvokeStreamResponse
-	(*ProgressReport)(nil),       // 1: toolmesh.v1.ProgressReport
-	(*InvokeRequest)(nil),        // 2: toolmesh.v1.InvokeRequest
-	(*InvokeResponse)(nil),       // 3: toolmesh.v1.InvokeResponse
-	(*Selection)(nil),            // 4: toolmesh.v1.Selection
-	(*ArtifactResult)(nil),       // 5: toolmesh.v1.ArtifactResult
-	(*BlackboardObject)(nil),     // 6: toolmesh.v1.BlackboardObject
-	(*ToolError)(nil),            // 7: toolmesh.v1.ToolError
-	(*ControlSignal)(nil),        // 8: toolmesh.v1.ControlSignal
-	(*Artifact)(nil),             // 9: toolmesh.v1.Artifact
+	(*InvokeStreamRequest)(nil),  // 0: toolmesh.v1.InvokeStreamRequest
+	(*InvokeStreamResponse)(nil), // 1: toolmesh.v1.InvokeStreamResponse
+	(*ProgressReport)(nil),       // 2: toolmesh.v1.ProgressReport
+	(*InvokeRequest)(nil),        // 3: toolmesh.v1.InvokeRequest
+	(*InvokeResponse)(nil),       // 4: toolmesh.v1.InvokeResponse
+	(*Selection)(nil),            // 5: toolmesh.v1.Selection
+	(*ArtifactResult)(nil),       // 6: toolmesh.v1.ArtifactResult
+	(*BlackboardObject)(nil),     // 7: toolmesh.v1.BlackboardObject
+	(*ToolError)(nil),            // 8: toolmesh.v1.ToolError
+	(*ControlSignal)(nil),        // 9: toolmesh.v1.ControlSignal
+	(*Artifact)(nil),             // 10: toolmesh.v1.Artifact
 }
 var file_toolmesh_v1_worker_proto_depIdxs = []int32{
-	1,  // 0: toolmesh.v1.InvokeStreamResponse.progress:type_name -> toolmesh.v1.ProgressReport
-	3,  // 1: toolmesh.v1.InvokeStreamResponse.result:type_name -> toolmesh.v1.InvokeResponse
-	6,  // 2: toolmesh.v1.InvokeRequest.blackboard:type_name -> toolmesh.v1.BlackboardObject
-	5,  // 3: toolmesh.v1.InvokeResponse.artifact:type_name -> toolmesh.v1.ArtifactResult
-	7,  // 4: toolmesh.v1.InvokeResponse.error:type_name -> toolmesh.v1.ToolError
-	8,  // 5: toolmesh.v1.InvokeResponse.signal:type_name -> toolmesh.v1.ControlSignal
-	4,  // 6: toolmesh.v1.InvokeResponse.selection:type_name -> toolmesh.v1.Selection
-	6,  // 7: toolmesh.v1.InvokeResponse.blackboard_updates:type_name -> toolmesh.v1.BlackboardObject
-	9,  // 8: toolmesh.v1.ArtifactResult.artifact:type_name -> toolmesh.v1.Artifact
-	2,  // 9: toolmesh.v1.ToolWorkerService.Invoke:input_type -> toolmesh.v1.InvokeRequest
-	2,  // 10: toolmesh.v1.ToolWorkerService.InvokeStream:input_type -> toolmesh.v1.InvokeRequest
-	3,  // 11: toolmesh.v1.ToolWorkerService.Invoke:output_type -> toolmesh.v1.InvokeResponse
-	0,  // 12: toolmesh.v1.ToolWorkerService.InvokeStream:output_type -> toolmesh.v1.InvokeStreamResponse
-	11, // [11:13] is the sub-list for method output_type
-	9,  // [9:11] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	3,  // 0: toolmesh.v1.InvokeStreamRequest.request:type_name -> toolmesh.v1.InvokeRequest
+	2,  // 1: toolmesh.v1.InvokeStreamResponse.progress:type_name -> toolmesh.v1.ProgressReport
+	4,  // 2: toolmesh.v1.InvokeStreamResponse.result:type_name -> toolmesh.v1.InvokeResponse
+	7,  // 3: toolmesh.v1.InvokeRequest.blackboard:type_name -> toolmesh.v1.BlackboardObject
+	6,  // 4: toolmesh.v1.InvokeResponse.artifact:type_name -> toolmesh.v1.ArtifactResult
+	8,  // 5: toolmesh.v1.InvokeResponse.error:type_name -> toolmesh.v1.ToolError
+	9,  // 6: toolmesh.v1.InvokeResponse.signal:type_name -> toolmesh.v1.ControlSignal
+	5,  // 7: toolmesh.v1.InvokeResponse.selection:type_name -> toolmesh.v1.Selection
+	7,  // 8: toolmesh.v1.InvokeResponse.blackboard_updates:type_name -> toolmesh.v1.BlackboardObject
+	10, // 9: toolmesh.v1.ArtifactResult.artifact:type_name -> toolmesh.v1.Artifact
+	3,  // 10: toolmesh.v1.ToolWorkerService.Invoke:input_type -> toolmesh.v1.InvokeRequest
+	0,  // 11: toolmesh.v1.ToolWorkerService.InvokeStream:input_type -> toolmesh.v1.InvokeStreamRequest
+	4,  // 12: toolmesh.v1.ToolWorkerService.Invoke:output_type -> toolmesh.v1.InvokeResponse
+	1,  // 13: toolmesh.v1.ToolWorkerService.InvokeStream:output_type -> toolmesh.v1.InvokeStreamResponse
+	12, // [12:14] is the sub-list for method output_type
+	10, // [10:12] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_v1_worker_proto_init() }
@@ -628,11 +678,11 @@ func file_toolmesh_v1_worker_proto_init() {
 		return
 	}
 	file_toolmesh_v1_tool_proto_init()
-	file_toolmesh_v1_worker_proto_msgTypes[0].OneofWrappers = []any{
+	file_toolmesh_v1_worker_proto_msgTypes[1].OneofWrappers = []any{
 		(*InvokeStreamResponse_Progress)(nil),
 		(*InvokeStreamResponse_Result)(nil),
 	}
-	file_toolmesh_v1_worker_proto_msgTypes[3].OneofWrappers = []any{
+	file_toolmesh_v1_worker_proto_msgTypes[4].OneofWrappers = []any{
 		(*InvokeResponse_Text)(nil),
 		(*InvokeResponse_Artifact)(nil),
 		(*InvokeResponse_Error)(nil),
@@ -644,7 +694,7 @@ func file_toolmesh_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_v1_worker_proto_rawDesc), len(file_toolmesh_v1_worker_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

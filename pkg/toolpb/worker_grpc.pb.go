@@ -39,7 +39,7 @@ type ToolWorkerServiceClient interface {
 	// (ToolDefinition.reports_progress): the stream carries the progress reports in the
 	// order the tool made them, then exactly one result, and ends. Its errors mean what
 	// Invoke's mean.
-	InvokeStream(ctx context.Context, in *InvokeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[InvokeStreamResponse], error)
+	InvokeStream(ctx context.Context, in *InvokeStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[InvokeStreamResponse], error)
 }
 
 type toolWorkerServiceClient struct {
@@ -60,13 +60,13 @@ func (c *toolWorkerServiceClient) Invoke(ctx context.Context, in *InvokeRequest,
 	return out, nil
 }
 
-func (c *toolWorkerServiceClient) InvokeStream(ctx context.Context, in *InvokeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[InvokeStreamResponse], error) {
+func (c *toolWorkerServiceClient) InvokeStream(ctx context.Context, in *InvokeStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[InvokeStreamResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &ToolWorkerService_ServiceDesc.Streams[0], ToolWorkerService_InvokeStream_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	x := &grpc.GenericClientStream[InvokeRequest, InvokeStreamResponse]{ClientStream: stream}
+	x := &grpc.GenericClientStream[InvokeStreamRequest, InvokeStreamResponse]{ClientStream: stream}
 	if err := x.ClientStream.SendMsg(in); err != nil {
 		return nil, err
 	}
@@ -95,7 +95,7 @@ type ToolWorkerServiceServer interface {
 	// (ToolDefinition.reports_progress): the stream carries the progress reports in the
 	// order the tool made them, then exactly one result, and ends. Its errors mean what
 	// Invoke's mean.
-	InvokeStream(*InvokeRequest, grpc.ServerStreamingServer[InvokeStreamResponse]) error
+	InvokeStream(*InvokeStreamRequest, grpc.ServerStreamingServer[InvokeStreamResponse]) error
 	mustEmbedUnimplementedToolWorkerServiceServer()
 }
 
@@ -109,7 +109,7 @@ type UnimplementedToolWorkerServiceServer struct{}
 func (UnimplementedToolWorkerServiceServer) Invoke(context.Context, *InvokeRequest) (*InvokeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Invoke not implemented")
 }
-func (UnimplementedToolWorkerServiceServer) InvokeStream(*InvokeRequest, grpc.ServerStreamingServer[InvokeStreamResponse]) error {
+func (UnimplementedToolWorkerServiceServer) InvokeStream(*InvokeStreamRequest, grpc.ServerStreamingServer[InvokeStreamResponse]) error {
 	return status.Error(codes.Unimplemented, "method InvokeStream not implemented")
 }
 func (UnimplementedToolWorkerServiceServer) mustEmbedUnimplementedToolWorkerServiceServer() {}
@@ -152,11 +152,11 @@ func _ToolWorkerService_Invoke_Handler(srv interface{}, ctx context.Context, dec
 }
 
 func _ToolWorkerService_InvokeStream_Handler(srv interface{}, stream grpc.ServerStream) error {
-	m := new(InvokeRequest)
+	m := new(InvokeStreamRequest)
 	if err := stream.RecvMsg(m); err != nil {
 		return err
 	}
-	return srv.(ToolWorkerServiceServer).InvokeStream(m, &grpc.GenericServerStream[InvokeRequest, InvokeStreamResponse]{ServerStream: stream})
+	return srv.(ToolWorkerServiceServer).InvokeStream(m, &grpc.GenericServerStream[InvokeStreamRequest, InvokeStreamResponse]{ServerStream: stream})
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.

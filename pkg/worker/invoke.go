@@ -36,7 +36,8 @@ func (s *invoker) Invoke(ctx context.Context, req *toolpb.InvokeRequest) (*toolp
 
 // InvokeStream runs one call of a tool that reports progress: each report goes out on
 // the stream as the tool makes it, then the result.
-func (s *invoker) InvokeStream(req *toolpb.InvokeRequest, stream toolpb.ToolWorkerService_InvokeStreamServer) error {
+func (s *invoker) InvokeStream(sreq *toolpb.InvokeStreamRequest, stream toolpb.ToolWorkerService_InvokeStreamServer) error {
+	req := sreq.GetRequest()
 	var mu sync.Mutex
 	failed := false
 	report := func(status string) {
