@@ -104,3 +104,33 @@ func TestCallBoard(t *testing.T) {
 		t.Errorf("Added = %v", got)
 	}
 }
+
+// TestAdditionsReportedInOrder: concurrent additions reach the channel in the order of
+// their positions on the blackboard.
+func TestAdditionsReportedInOrder(t *testing.T) {
+	var got []int
+	p := process.New("run", process.Limits{}, process.Bounds{}, func(o process.Output) error {
+		got = append(got, o.(process.EntryAdded).Index) // serialised by the process
+		return nil
+	})
+	done := make(chan struct{})
+	for g := 0; g < 8; g++ {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := 0; i < 50; i++ {
+				_ = p.Add(process.Origin{}, "", tool.Entry{TypeName: "N", JSON: []byte(`1`)})
+			}
+		}()
+	}
+	for g := 0; g < 8; g++ {
+		<-done
+	}
+	for i, idx := range got {
+		if idx != i {
+			t.Fatalf("report %d has index %d", i, idx)
+		}
+	}
+	if len(got) != 400 {
+		t.Fatalf("%d reports", len(got))
+	}
+}

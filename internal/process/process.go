@@ -192,6 +192,9 @@ type Channel func(Output) error
 // Process is a running process: one State, guarded, and the channel its outputs go to.
 type Process struct {
 	out Channel
+	// outMu orders additions and their reports: the channel hears of entries and assets
+	// in the order of their positions. Readers take only mu.
+	outMu sync.Mutex
 
 	mu sync.Mutex
 	st State
@@ -245,6 +248,8 @@ type Origin struct {
 // Add puts e on the blackboard, bound to name unless name is empty, and tells the
 // channel.
 func (p *Process) Add(o Origin, name string, e tool.Entry) error {
+	p.outMu.Lock()
+	defer p.outMu.Unlock()
 	p.mu.Lock()
 	i, err := p.st.Blackboard.Add(name, e)
 	if err != nil {
@@ -279,6 +284,8 @@ func (p *Process) RecordAction(a Action) {
 
 // AddAsset records an asset and tells the channel.
 func (p *Process) AddAsset(a Asset, loopID string) error {
+	p.outMu.Lock()
+	defer p.outMu.Unlock()
 	p.mu.Lock()
 	if len(p.st.Assets) >= p.st.Blackboard.Bounds.maxEntries() {
 		p.mu.Unlock()

@@ -3,6 +3,9 @@ package server
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
+	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/code"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -120,17 +123,69 @@ func (o *orchestratorServer) ListTools(_ context.Context, req *toolpb.ListToolsR
 	if fe := validateListTools(req); fe != nil {
 		return nil, fe.status()
 	}
+	var builtin []*toolpb.ToolInfo
+	var served []string
 	for i, g := range req.GetToolGroups() {
+		if ts, ok := process.GroupTools(g, nil); ok {
+			builtin = append(builtin, builtinInfos(g, ts)...)
+			continue
+		}
+		served = append(served, g)
 		if _, _, err := o.s.router.Group(g); err != nil {
 			return nil, (&fieldError{reason: toolpb.ErrorReason_ERROR_REASON_UNKNOWN_TOOL_GROUP, field: indexed("tool_groups", i), desc: "no worker serves tool group " + quote(g)}).status()
 		}
 	}
-	return &toolpb.ListToolsResponse{Tools: o.s.router.ListTools(req.GetToolGroups()...)}, nil
+	if len(req.GetToolGroups()) == 0 {
+		for _, g := range builtinRoles() {
+			ts, _ := process.GroupTools(g, nil)
+			builtin = append(builtin, builtinInfos(g, ts)...)
+		}
+	} else if len(served) == 0 {
+		return &toolpb.ListToolsResponse{Tools: sortInfos(builtin)}, nil
+	}
+	return &toolpb.ListToolsResponse{Tools: sortInfos(append(o.s.router.ListTools(served...), builtin...))}, nil
 }
 
-// ListToolGroups lists the tool groups.
+// builtinRoles are the roles of the orchestrator's own groups, sorted.
+func builtinRoles() []string {
+	return slices.Sorted(maps.Keys(process.Groups))
+}
+
+// builtinInfos describes the top-level tools of a built-in group; no worker serves them.
+func builtinInfos(role string, ts []tool.Tool) []*toolpb.ToolInfo {
+	out := make([]*toolpb.ToolInfo, 0, len(ts))
+	for _, t := range ts {
+		def, meta := t.Definition(), t.Metadata()
+		out = append(out, &toolpb.ToolInfo{Definition: wire.DefinitionToProto(def, meta), Group: role, ContentHash: wire.Hash(def, meta)})
+	}
+	return out
+}
+
+func sortInfos(infos []*toolpb.ToolInfo) []*toolpb.ToolInfo {
+	slices.SortFunc(infos, func(a, b *toolpb.ToolInfo) int {
+		return strings.Compare(a.GetDefinition().GetName(), b.GetDefinition().GetName())
+	})
+	return infos
+}
+
+// ListToolGroups lists the tool groups: those workers serve, and the orchestrator's own
+// (agent_process, blackboard, communication), which no worker serves.
 func (o *orchestratorServer) ListToolGroups(context.Context, *toolpb.ListToolGroupsRequest) (*toolpb.ListToolGroupsResponse, error) {
-	return &toolpb.ListToolGroupsResponse{Groups: o.s.router.ListGroups()}, nil
+	groups := o.s.router.ListGroups()
+	for _, role := range builtinRoles() {
+		if slices.ContainsFunc(groups, func(g *toolpb.ToolGroupStatus) bool { return g.GetGroup().GetRole() == role }) {
+			continue
+		}
+		ts, _ := process.GroupTools(role, nil)
+		var names []string
+		for _, t := range ts {
+			names = append(names, t.Definition().Name)
+		}
+		slices.Sort(names)
+		groups = append(groups, &toolpb.ToolGroupStatus{Group: &toolpb.ToolGroupInfo{Role: role, Description: process.Groups[role], Provider: "toolmesh orchestrator"}, Tools: names})
+	}
+	slices.SortFunc(groups, func(a, b *toolpb.ToolGroupStatus) int { return strings.Compare(a.GetGroup().GetRole(), b.GetGroup().GetRole()) })
+	return &toolpb.ListToolGroupsResponse{Groups: groups}, nil
 }
 
 // ListWorkers lists the registered workers.

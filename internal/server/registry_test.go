@@ -278,6 +278,7 @@ func TestConnectRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	groups = withWorkers(groups) // the orchestrator's own groups are always listed
 	if len(groups) != 1 || groups[0].GetGroup().GetRole() != "math" || groups[0].GetGroup().GetDescription() != builtin.MathDescription {
 		t.Errorf("groups after refusals = %v", groups)
 	}
@@ -333,6 +334,10 @@ func TestListings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(groups) != 5 || groups[0].GetGroup().GetRole() != "agent_process" || len(groups[0].GetWorkerIds()) != 0 {
+		t.Errorf("groups = %v, want the built-in groups first", groups)
+	}
+	groups = withWorkers(groups)
 	if len(groups) != 2 || groups[0].GetGroup().GetRole() != "math" || strings.Join(groups[0].GetWorkerIds(), ",") != "w-a,w-b" || strings.Join(groups[1].GetWorkerIds(), ",") != "w-a" {
 		t.Errorf("groups = %v", groups)
 	}
@@ -351,9 +356,30 @@ func TestListings(t *testing.T) {
 		t.Errorf("text tools = %v", names)
 	}
 	all, err := e.cl.ListTools(ctx)
-	if err != nil || len(all) != 15 { // ten math operations, the math facade, four text tools
-		t.Errorf("ListTools() = %d tools, %v; want 15", len(all), err)
+	// Ten math operations, the math facade, four text tools, and the built-in
+	// agent_process, blackboard, communicate and progress.
+	if err != nil || len(all) != 19 {
+		t.Errorf("ListTools() = %d tools, %v; want 19", len(all), err)
 	}
+	own, err := e.cl.ListTools(ctx, "blackboard", "communication")
+	var ownNames []string
+	for _, ti := range own {
+		ownNames = append(ownNames, ti.GetGroup()+"/"+ti.GetDefinition().GetName())
+	}
+	if err != nil || strings.Join(ownNames, ",") != "blackboard/blackboard,communication/communicate,communication/progress" {
+		t.Errorf("ListTools(blackboard, communication) = %v, %v", ownNames, err)
+	}
+}
+
+// withWorkers keeps the groups some worker serves.
+func withWorkers(groups []*toolpb.ToolGroupStatus) []*toolpb.ToolGroupStatus {
+	var out []*toolpb.ToolGroupStatus
+	for _, g := range groups {
+		if len(g.GetWorkerIds()) > 0 {
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 // TestRegistrationReasons: each refusal of the router reaches the worker with its own
