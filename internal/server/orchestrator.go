@@ -184,7 +184,9 @@ func (o *orchestratorServer) ListToolGroups(context.Context, *toolpb.ListToolGro
 		slices.Sort(names)
 		groups = append(groups, &toolpb.ToolGroupStatus{Group: &toolpb.ToolGroupInfo{Role: role, Description: process.Groups[role], Provider: "toolmesh orchestrator"}, Tools: names})
 	}
-	slices.SortFunc(groups, func(a, b *toolpb.ToolGroupStatus) int { return strings.Compare(a.GetGroup().GetRole(), b.GetGroup().GetRole()) })
+	slices.SortFunc(groups, func(a, b *toolpb.ToolGroupStatus) int {
+		return strings.Compare(a.GetGroup().GetRole(), b.GetGroup().GetRole())
+	})
 	return &toolpb.ListToolGroupsResponse{Groups: groups}, nil
 }
 
