@@ -101,3 +101,39 @@ func BenchmarkTool(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkProgressHop compares a call of a tool that does not report progress (the
+// unary Invoke, which progress must not slow down) with calls of a tool that does (the
+// InvokeStream call), with no report and with three, through a real worker on loopback.
+func BenchmarkProgressHop(b *testing.B) {
+	mk := func(name string, reports int, opts ...tool.Option) tool.Tool {
+		return tool.New(name, "answers", schema.Empty(), func(ctx context.Context, _ string) (tool.Result, error) {
+			for i := 0; i < reports; i++ {
+				tool.Progress(ctx, "working")
+			}
+			return tool.Text("done"), nil
+		}, opts...)
+	}
+	unary := mk("unary", 0)
+	silent := mk("stream_silent", 0, tool.ReportsProgress())
+	chatty := mk("stream_3_reports", 3, tool.ReportsProgress())
+	w := startSDK(b, "w1", unary, silent, chatty)
+	r := newRouter(b, Options{})
+	mustRegister(b, r, sdkRegistration(w, unary, silent, chatty))
+	ctx := tool.WithProgress(context.Background(), func(string) {})
+	for _, name := range []string{"unary", "stream_silent", "stream_3_reports"} {
+		b.Run(name, func(b *testing.B) {
+			t, err := r.Tool(name)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if res, err := t.Call(ctx, `{}`); err != nil || res.Content != "done" {
+				b.Fatalf("Call = %+v, %v", res, err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				_, _ = t.Call(ctx, `{}`)
+			}
+		})
+	}
+}

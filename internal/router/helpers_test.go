@@ -123,7 +123,7 @@ func startFake(t *testing.T, handle func(context.Context, *toolpb.InvokeRequest)
 }
 
 // deadAddress is a loopback address nothing listens on: connections are refused.
-func deadAddress(t *testing.T) string {
+func deadAddress(t testing.TB) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

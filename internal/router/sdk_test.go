@@ -56,7 +56,7 @@ type sdkWorker struct {
 	done chan error
 }
 
-func startSDK(t *testing.T, id string, tools ...tool.Tool) *sdkWorker {
+func startSDK(t testing.TB, id string, tools ...tool.Tool) *sdkWorker {
 	t.Helper()
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
