@@ -22,6 +22,7 @@ type ModelCalled struct {
 // AssistantText reports text the model wrote in a turn that also called tools.
 type AssistantText struct {
 	Iteration int
+	LoopID    string
 	Text      string
 }
 

@@ -52,7 +52,7 @@ func TestRunEvents(t *testing.T) {
 		invalid := `Error: invalid arguments for tool 'strict': property "a": expected integer, got string. Call it again with arguments that match its schema.`
 		want := []loop.Event{
 			loop.ModelCalled{Iteration: 1, Model: "scripted/test", FinishReason: "tool_calls"},
-			loop.AssistantText{Iteration: 1, Text: "Working on it."},
+			loop.AssistantText{Iteration: 1, LoopID: "loop-1", Text: "Working on it."},
 			loop.ToolCallStarted{Iteration: 1, LoopID: "loop-1", Call: call("call_1_0", "work", `{}`)},
 			loop.ToolCallStarted{Iteration: 1, LoopID: "loop-1", Call: call("call_1_1", "nope", `{}`)},
 			loop.ToolCallFinished{Iteration: 1, LoopID: "loop-1", Call: call("call_1_1", "nope", `{}`), Outcome: loop.OutcomeUnknownTool,

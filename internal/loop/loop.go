@@ -276,7 +276,7 @@ func (l *state) run(ctx context.Context, system string) (*Result, error) {
 		}
 		l.empties = 0
 		if strings.TrimSpace(resp.Text) != "" {
-			l.opts.Observer(AssistantText{Iteration: iter, Text: resp.Text})
+			l.opts.Observer(AssistantText{Iteration: iter, LoopID: l.opts.LoopID, Text: resp.Text})
 		}
 		calls := withCallIDs(iter, resp.ToolCalls)
 		l.history = append(l.history, llm.Message{Role: llm.RoleAssistant, Text: resp.Text, ToolCalls: calls})

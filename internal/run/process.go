@@ -156,14 +156,24 @@ func (l listener) Called(c decorators.Call) {
 // prepareCall gives each tool call its view of the run: the blackboard (additions are
 // made by the call), the progress channel (reports name the call) and the listener.
 func prepareCall(p *process.Process, obs *serialObserver) func(ctx context.Context, c llm.ToolCall) context.Context {
-	l := listener{p: p, obs: obs}
+	var l decorators.Listener = listener{p: p, obs: obs} // boxed once per run
 	return func(ctx context.Context, c llm.ToolCall) context.Context {
-		o := process.OriginFrom(ctx, c.Name)
-		ctx = tool.WithBlackboard(ctx, p.Board(o))
-		ctx = tool.WithProgress(ctx, func(status string) { _ = p.Progress(o, status) })
+		sc := &callScope{p: p, o: process.OriginFrom(ctx, c.Name)}
+		sc.Blackboard = p.Board(sc.o)
+		ctx = tool.WithBlackboard(ctx, sc.Blackboard)
+		ctx = tool.WithProgress(ctx, sc.progress)
 		return decorators.WithListener(ctx, l)
 	}
 }
+
+// callScope is one call's view of the run.
+type callScope struct {
+	tool.Blackboard
+	p *process.Process
+	o process.Origin
+}
+
+func (sc *callScope) progress(status string) { _ = sc.p.Progress(sc.o, status) }
 
 // settleSignal ends a run whose loop a tool's signal stopped: a replan puts what it
 // carries on the blackboard and reports Replanned; a termination reports Terminated.

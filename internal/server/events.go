@@ -71,7 +71,7 @@ func eventProto(ev run.Event) *toolpb.RunResponse {
 			Added: x.Added, Removed: x.Removed, Tools: x.Tools, Iteration: int32(x.Iteration), LoopId: x.LoopID,
 		}}}
 	case loop.AssistantText:
-		return &toolpb.RunResponse{Event: &toolpb.RunResponse_Message{Message: &toolpb.AssistantMessage{Text: x.Text, Iteration: int32(x.Iteration)}}}
+		return &toolpb.RunResponse{Event: &toolpb.RunResponse_Message{Message: &toolpb.AssistantMessage{Text: x.Text, Iteration: int32(x.Iteration), LoopId: x.LoopID}}}
 	case loop.ToolCallStarted:
 		return &toolpb.RunResponse{Event: &toolpb.RunResponse_ToolCallStarted{ToolCallStarted: &toolpb.ToolCallStarted{
 			CallId: x.Call.ID, Tool: x.Call.Name, ArgumentsJson: x.Call.Arguments, Iteration: int32(x.Iteration), LoopId: x.LoopID,

@@ -2140,7 +2140,9 @@ type AssistantMessage struct {
 	// The text.
 	Text string `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
 	// Iteration of the loop, from 1.
-	Iteration     int32 `protobuf:"varint,2,opt,name=iteration,proto3" json:"iteration,omitempty"`
+	Iteration int32 `protobuf:"varint,2,opt,name=iteration,proto3" json:"iteration,omitempty"`
+	// Id of the loop.
+	LoopId        string `protobuf:"bytes,3,opt,name=loop_id,json=loopId,proto3" json:"loop_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2187,6 +2189,13 @@ func (x *AssistantMessage) GetIteration() int32 {
 		return x.Iteration
 	}
 	return 0
+}
+
+func (x *AssistantMessage) GetLoopId() string {
+	if x != nil {
+		return x.LoopId
+	}
+	return ""
 }
 
 // Usage reports tokens used by one model call.
@@ -3456,10 +3465,11 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\aremoved\x18\x02 \x03(\tR\aremoved\x12\x14\n" +
 	"\x05tools\x18\x03 \x03(\tR\x05tools\x12\x1c\n" +
 	"\titeration\x18\x04 \x01(\x05R\titeration\x12\x17\n" +
-	"\aloop_id\x18\x05 \x01(\tR\x06loopId\"D\n" +
+	"\aloop_id\x18\x05 \x01(\tR\x06loopId\"]\n" +
 	"\x10AssistantMessage\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12\x1c\n" +
-	"\titeration\x18\x02 \x01(\x05R\titeration\"\x80\x01\n" +
+	"\titeration\x18\x02 \x01(\x05R\titeration\x12\x17\n" +
+	"\aloop_id\x18\x03 \x01(\tR\x06loopId\"\x80\x01\n" +
 	"\x05Usage\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12!\n" +
 	"\finput_tokens\x18\x02 \x01(\x03R\vinputTokens\x12#\n" +
