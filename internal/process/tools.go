@@ -275,17 +275,7 @@ func BlackboardTools(format Formatter) tool.Facade {
 			}
 			return lines(out...)
 		})),
-		tool.New("blackboard_get", "Get an object by its binding name", nameParam, withBoard(func(b Blackboard, input string) string {
-			name := stringParam(input, "name")
-			if name == "" {
-				return "Missing required parameter: name"
-			}
-			e, ok := b.Get(name)
-			if !ok {
-				return fmt.Sprintf("No object found with binding name '%s'", name)
-			}
-			return fmt.Sprintf("%s bound to '%s':\n%s", typeLabel(e), name, format(e))
-		})),
+		tool.New("blackboard_get", "Get an object by its binding name", nameParam, withBoard(byName(format, "%s bound to '%s':\n%s"))),
 		tool.New("blackboard_last", "Get the most recent object of a type", typeParam, withBoard(func(b Blackboard, input string) string {
 			typeName := stringParam(input, "typeName")
 			if typeName == "" {
@@ -297,17 +287,7 @@ func BlackboardTools(format Formatter) tool.Facade {
 			}
 			return fmt.Sprintf("Last %s:\n%s", typeLabel(e), format(e))
 		})),
-		tool.New("blackboard_describe", "Get a detailed description of an object by its binding name", nameParam, withBoard(func(b Blackboard, input string) string {
-			name := stringParam(input, "name")
-			if name == "" {
-				return "Missing required parameter: name"
-			}
-			e, ok := b.Get(name)
-			if !ok {
-				return fmt.Sprintf("No object found with binding name '%s'", name)
-			}
-			return fmt.Sprintf("Description of %s '%s':\n%s", typeLabel(e), name, format(e))
-		})),
+		tool.New("blackboard_describe", "Get a detailed description of an object by its binding name", nameParam, withBoard(byName(format, "Description of %s '%s':\n%s"))),
 		tool.New("blackboard_count", "Count the objects of a type on the blackboard", typeParam, withBoard(func(b Blackboard, input string) string {
 			typeName := stringParam(input, "typeName")
 			if typeName == "" {
@@ -320,6 +300,22 @@ func BlackboardTools(format Formatter) tool.Facade {
 		"Access objects in the current process context. Invoke to see available operations for listing, getting, and describing objects.",
 		children,
 		tool.UsageNotes("Use blackboard_list to see what's available. Use blackboard_get for named bindings, blackboard_last for the most recent of a type."))
+}
+
+// byName answers a lookup by binding name with text, a format of the type label, the
+// name and the formatted entry.
+func byName(format Formatter, text string) func(b Blackboard, input string) string {
+	return func(b Blackboard, input string) string {
+		name := stringParam(input, "name")
+		if name == "" {
+			return "Missing required parameter: name"
+		}
+		e, ok := b.Get(name)
+		if !ok {
+			return fmt.Sprintf("No object found with binding name '%s'", name)
+		}
+		return fmt.Sprintf(text, typeLabel(e), name, format(e))
+	}
 }
 
 // ProgressTool reports a transient status to the user.

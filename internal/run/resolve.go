@@ -141,17 +141,11 @@ func (s *Service) resolveTools(req Request, decorate func(tool.Tool) tool.Tool) 
 		}
 	}
 	for i, g := range req.Groups {
-		if ts, ok := process.GroupTools(g, nil); ok {
-			for _, t := range ts {
-				add(t)
-			}
-			continue
-		}
-		info, ts, err := s.router.Group(g)
+		ts, err := s.groupTools(g)
 		if err != nil {
 			return nil, fieldErr(indexed("tool_groups", i), router.ErrUnknownGroup, "no worker serves tool group %q (known groups: [%s])", g, strings.Join(s.groupRoles(), ", "))
 		}
-		for _, t := range s.groupFacade(info.GetRole(), info.GetDescription(), info.GetUsageNotes(), ts) {
+		for _, t := range ts {
 			add(t)
 		}
 	}
@@ -164,18 +158,12 @@ func (s *Service) resolveTools(req Request, decorate func(tool.Tool) tool.Tool) 
 	}
 	// The config's default groups come after the run's own: a name the run asked for wins.
 	for _, g := range s.cfg.Loop.DefaultToolGroups {
-		if ts, ok := process.GroupTools(g, nil); ok {
-			for _, t := range ts {
-				add(t)
-			}
-			continue
-		}
-		info, ts, err := s.router.Group(g)
+		ts, err := s.groupTools(g)
 		if err != nil {
 			s.log.Warn("a default tool group is not served: the run starts without it", "group", g)
 			continue
 		}
-		for _, t := range s.groupFacade(info.GetRole(), info.GetDescription(), info.GetUsageNotes(), ts) {
+		for _, t := range ts {
 			add(t)
 		}
 	}
@@ -185,6 +173,19 @@ func (s *Service) resolveTools(req Request, decorate func(tool.Tool) tool.Tool) 
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Definition().Name < out[j].Definition().Name })
 	return out, nil
+}
+
+// groupTools are the tools a group offers: a built-in group's, or those its workers
+// serve (as one facade when the config says so).
+func (s *Service) groupTools(role string) ([]tool.Tool, error) {
+	if ts, ok := process.GroupTools(role, nil); ok {
+		return ts, nil
+	}
+	info, ts, err := s.router.Group(role)
+	if err != nil {
+		return nil, err
+	}
+	return s.groupFacade(info.GetRole(), info.GetDescription(), info.GetUsageNotes(), ts), nil
 }
 
 func indexed(field string, i int) string { return field + "[" + strconv.Itoa(i) + "]" }
