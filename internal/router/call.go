@@ -374,6 +374,7 @@ func invokeStream(ctx context.Context, c toolpb.ToolWorkerServiceClient, req *to
 	if err != nil {
 		return nil, err
 	}
+	reports := 0
 	for {
 		msg, err := stream.Recv()
 		if err != nil {
@@ -384,7 +385,11 @@ func invokeStream(ctx context.Context, c toolpb.ToolWorkerServiceClient, req *to
 		}
 		switch m := msg.GetMessage().(type) {
 		case *toolpb.InvokeStreamResponse_Progress:
-			tool.Progress(ctx, wire.Cut(m.Progress.GetStatus(), wire.MaxProgressBytes))
+			// A call's reports beyond the bound are read and dropped: the client hears of
+			// the first ones, and the call goes on.
+			if reports++; reports <= wire.MaxProgressReports {
+				tool.Progress(ctx, wire.Cut(m.Progress.GetStatus(), wire.MaxProgressBytes))
+			}
 		case *toolpb.InvokeStreamResponse_Result:
 			return m.Result, nil
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/toolmesh/toolmesh/internal/process"
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
@@ -132,6 +133,32 @@ func TestProgressAcrossTheWire(t *testing.T) {
 	defer mu.Unlock()
 	if len(reports) != 3 || reports[0] != "one" || reports[1] != "two" || len(reports[2]) > 1024 {
 		t.Errorf("reports %q", reports)
+	}
+}
+
+// TestProgressFloodIsBounded: a tool that reports without end reaches the client with the
+// first MaxProgressReports reports only, and its result still arrives.
+func TestProgressFloodIsBounded(t *testing.T) {
+	ctx := testContext(t)
+	flood := tool.New("flood", "reports a lot", schema.Empty(), func(ctx context.Context, _ string) (tool.Result, error) {
+		for i := 0; i < wire.MaxProgressReports+500; i++ {
+			tool.Progress(ctx, "again")
+		}
+		return tool.Text("done"), nil
+	}, tool.ReportsProgress())
+	w := startSDK(t, "w1", flood)
+	r := newRouter(t, Options{})
+	mustRegister(t, r, sdkRegistration(w, flood))
+	p := process.New("run", process.Limits{}, process.Bounds{}, nil)
+	var mu sync.Mutex
+	var reports []string
+	if res, _ := call(runContext(ctx, p, &reports, &mu), t, r, "flood", `{}`); res.Content != "done" {
+		t.Fatalf("result %+v", res)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(reports) != wire.MaxProgressReports {
+		t.Errorf("%d reports reached the client, want %d", len(reports), wire.MaxProgressReports)
 	}
 }
 

@@ -34,8 +34,10 @@ const (
 	// the blackboard.
 	MaxBlackboardUpdates     = 256
 	MaxBlackboardUpdateBytes = 1 << 20
-	// MaxProgressBytes bounds one progress report.
-	MaxProgressBytes = 1 << 10
+	// MaxProgressBytes bounds one progress report; MaxProgressReports the reports of one
+	// call that reach the client (later ones are dropped).
+	MaxProgressBytes   = 1 << 10
+	MaxProgressReports = 1000
 	// MaxSchemaBytes bounds a JSON Schema: a tool's input schema, a run's output schema.
 	MaxSchemaBytes = 64 << 10
 	// MaxReasonBytes bounds the free-text reasons of a cancellation and of a drain.
