@@ -33,7 +33,7 @@ type command struct{ name, synopsis, what string }
 
 // commands are the CLI's commands, in the order the usage lists them.
 var commands = []command{
-	{"run", "[-group g]... [-tool t]... [-model provider/model] [-role r] [-context k=v]... [-max-iterations n] [-timeout d] [-system text] [-json] PROMPT", "run a prompt and print its events as they arrive"},
+	{"run", "[-group g]... [-require g[:tool,...]]... [-tool t]... [-model provider/model] [-role r] [-context k=v]... [-max-iterations n] [-max-actions n] [-timeout d] [-system text] [-stream] [-json] PROMPT", "run a prompt and print its events as they arrive"},
 	{"tools", "[-group g]...", "list registered tools"},
 	{"groups", "", "list tool groups and their workers"},
 	{"workers", "", "list registered workers"},
@@ -189,8 +189,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 func runCmd(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string, out, stderr io.Writer) error {
-	var groups, tools, kvs multi
-	fs.Var(&groups, "group", "tool group to offer (repeatable)")
+	var groups, required, tools, kvs multi
+	fs.Var(&groups, "group", "tool group to offer (repeatable); one nobody serves is left out with a warning")
+	fs.Var(&required, "require", "tool group the run requires, with the tools it must have: role or role:tool,tool (repeatable)")
 	fs.Var(&tools, "tool", "tool to offer (repeatable)")
 	fs.Var(&kvs, "context", "ToolCallContext entry key=value (repeatable)")
 	model := fs.String("model", "", "model as provider/model (openai/gpt-4o), or a model of the orchestrator's default provider (llm.model)")
@@ -214,6 +215,14 @@ func runCmd(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []stri
 	prompt := strings.Join(fs.Args(), " ")
 	req := &toolpb.RunRequest{Prompt: prompt, SystemPrompt: *system, ToolGroups: groups, Tools: tools, StreamText: *stream,
 		Limits: &toolpb.RunLimits{MaxIterations: int32(*maxIter), MaxActions: int32(*maxActions)}}
+	for _, r := range required {
+		role, names, _ := strings.Cut(r, ":")
+		rq := &toolpb.ToolGroupRequirement{Role: role}
+		if names != "" {
+			rq.Tools = strings.Split(names, ",")
+		}
+		req.RequiredToolGroups = append(req.RequiredToolGroups, rq)
+	}
 	if *model != "" || *role != "" {
 		req.Llm = &toolpb.LlmOptions{Model: *model, Role: *role}
 	}
@@ -351,6 +360,8 @@ func Describe(ev *toolpb.RunResponse) string {
 		return fmt.Sprintf("✖ error %s: %s", strings.TrimPrefix(x.Error.GetReason().String(), "ERROR_REASON_"), x.Error.GetMessage())
 	case *toolpb.RunResponse_Progress:
 		return fmt.Sprintf("  ⏳ %s: %s", x.Progress.GetTool(), x.Progress.GetStatus())
+	case *toolpb.RunResponse_Warning:
+		return fmt.Sprintf("  ⚠ %s: %s", x.Warning.GetField(), x.Warning.GetMessage())
 	case *toolpb.RunResponse_MessageToUser:
 		return fmt.Sprintf("  ✉ %s", x.MessageToUser.GetText())
 	case *toolpb.RunResponse_TextDelta:

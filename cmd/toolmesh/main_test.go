@@ -82,6 +82,8 @@ func TestDescribe(t *testing.T) {
 		ev   *toolpb.RunResponse
 		want string
 	}{
+		{"warning", &toolpb.RunResponse{Event: &toolpb.RunResponse_Warning{Warning: &toolpb.Warning{Field: "tool_groups[0]", Message: "gone"}}},
+			"  ⚠ tool_groups[0]: gone"},
 		{"progress", &toolpb.RunResponse{Event: &toolpb.RunResponse_Progress{Progress: &toolpb.Progress{Tool: "export_report", Status: "page 2 of 3"}}},
 			"  ⏳ export_report: page 2 of 3"},
 		{"message to the user", &toolpb.RunResponse{Event: &toolpb.RunResponse_MessageToUser{MessageToUser: &toolpb.MessageToUser{Text: "Report ready."}}},
@@ -388,7 +390,8 @@ func TestCommandErrors(t *testing.T) {
 		{args: []string{"run"}, sentinel: client.ErrInvalidRequest},
 		{args: []string{"run", "-max-iterations", "-1", "p"}, sentinel: client.ErrInvalidRequest},
 		{args: []string{"run", "-max-iterations", "4294967297", "p"}, contains: "-max-iterations 4294967297: out of range"},
-		{args: []string{"run", "-group", "weather", "p"}, sentinel: client.ErrUnknownGroup},
+		{args: []string{"run", "-require", "weather", "p"}, sentinel: client.ErrUnknownGroup},
+		{args: []string{"run", "-require", "math:add,teleport", "p"}, sentinel: client.ErrRequiredToolsMissing},
 	}
 	for _, tc := range cases {
 		out, err := o.run(t, tc.args...)

@@ -1,6 +1,7 @@
 package run
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"sort"
@@ -27,6 +28,7 @@ type prepared struct {
 	label    string // "provider/model"
 	timeout  time.Duration
 	opts     loop.Options
+	warnings []Warning
 }
 
 // prepare resolves a request: its tools, context, model and limits.
@@ -36,7 +38,7 @@ func (s *Service) prepare(req Request) (*prepared, error) {
 		return nil, err
 	}
 	chain := s.chain.With(rules)
-	tools, err := s.resolveTools(req, chain.Decorate)
+	tools, warnings, err := s.resolveTools(req, chain.Decorate)
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +59,7 @@ func (s *Service) prepare(req Request) (*prepared, error) {
 	}
 	lc := s.cfg.Loop
 	p := &prepared{
-		req: req, tools: tools, bag: bag, provider: provider, model: model,
+		req: req, tools: tools, warnings: warnings, bag: bag, provider: provider, model: model,
 		label:   llm.Label(provider, model),
 		timeout: cmpOr(req.Timeout, lc.RunTimeout.D()),
 	}
@@ -133,17 +135,31 @@ func (s *Service) cost(answered, requested string, u llm.Usage) float64 {
 // resolveTools turns the requested groups and tools into tools, de-duplicated by name
 // (first wins), sorted by name, and decorated. The built-in groups (process.Groups) are
 // the orchestrator's own; any other group is served by workers, through the router.
-func (s *Service) resolveTools(req Request, decorate func(tool.Tool) tool.Tool) ([]tool.Tool, error) {
+func (s *Service) resolveTools(req Request, decorate func(tool.Tool) tool.Tool) ([]tool.Tool, []Warning, error) {
 	byName := map[string]tool.Tool{}
 	add := func(t tool.Tool) {
 		if _, dup := byName[t.Definition().Name]; !dup {
 			byName[t.Definition().Name] = t
 		}
 	}
+	// Required groups first: a run that cannot start should say so before anything else.
+	for i, rq := range req.Required {
+		ts, err := s.required(indexed("required_tool_groups", i), rq)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, t := range ts {
+			add(t)
+		}
+	}
+	var warnings []Warning
 	for i, g := range req.Groups {
 		ts, err := s.groupTools(g)
 		if err != nil {
-			return nil, fieldErr(indexed("tool_groups", i), router.ErrUnknownGroup, "no worker serves tool group %q (known groups: [%s])", g, strings.Join(s.groupRoles(), ", "))
+			// The seed's rule: a group that is not required does not fail the run.
+			warnings = append(warnings, Warning{Field: indexed("tool_groups", i), Message: fmt.Sprintf(
+				"No tool group matching role '%s': no worker serves it (known groups: [%s]); the run goes on without it", g, strings.Join(s.groupRoles(), ", "))})
+			continue
 		}
 		for _, t := range ts {
 			add(t)
@@ -152,7 +168,7 @@ func (s *Service) resolveTools(req Request, decorate func(tool.Tool) tool.Tool) 
 	for i, n := range req.Tools {
 		t, err := s.router.Tool(n)
 		if err != nil {
-			return nil, fieldErr(indexed("tools", i), router.ErrUnknownTool, "no worker serves tool %q", n)
+			return nil, nil, fieldErr(indexed("tools", i), router.ErrUnknownTool, "no worker serves tool %q", n)
 		}
 		add(t)
 	}
@@ -172,7 +188,53 @@ func (s *Service) resolveTools(req Request, decorate func(tool.Tool) tool.Tool) 
 		out = append(out, decorate(t))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Definition().Name < out[j].Definition().Name })
-	return out, nil
+	return out, warnings, nil
+}
+
+// required resolves a required group: one nobody serves, one without tools, or one that
+// lacks a named tool refuses the run, with the texts of the seed's tool-group resolution.
+// The tools it checks are those the model is offered first (a facade, when the config
+// offers the group as one, counts with its children).
+func (s *Service) required(field string, rq Requirement) ([]tool.Tool, error) {
+	ts, err := s.groupTools(rq.Role)
+	if err != nil {
+		return nil, fieldErr(field, router.ErrUnknownGroup, "Required tool group with role='%s' could not be resolved: No tool group matching role '%s'", rq.Role, rq.Role)
+	}
+	if len(rq.Tools) == 0 {
+		return ts, nil
+	}
+	names := groupToolNames(ts)
+	if len(names) == 0 {
+		return nil, fieldErr(field+".tools", ErrRequiredMissing, "Required tool group with role='%s' has no tools; required: [%s]", rq.Role, strings.Join(rq.Tools, ", "))
+	}
+	var missing []string
+	for _, n := range rq.Tools {
+		if !slices.Contains(names, n) {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fieldErr(field+".tools", ErrRequiredMissing, "Tool group with role='%s' is missing required tools: [%s]. Available: [%s]", rq.Role, strings.Join(missing, ", "), strings.Join(names, ", "))
+	}
+	return ts, nil
+}
+
+// groupToolNames are the names of ts and of the children of any facade among them,
+// sorted.
+func groupToolNames(ts []tool.Tool) []string {
+	var names []string
+	var walk func(ts []tool.Tool)
+	walk = func(ts []tool.Tool) {
+		for _, t := range ts {
+			names = append(names, t.Definition().Name)
+			if f, ok := tool.As[tool.Facade](t); ok {
+				walk(f.Children())
+			}
+		}
+	}
+	walk(ts)
+	slices.Sort(names)
+	return slices.Compact(names)
 }
 
 // groupTools are the tools a group offers: a built-in group's, or those its workers

@@ -49,10 +49,12 @@ var (
 	ErrShutdown = errors.New("orchestrator shutting down")
 	// ErrNotFound: no run has the id (finished runs are kept for a while only).
 	ErrNotFound = errors.New("no such run")
+	// ErrRequiredMissing: a required tool group lacks tools the run requires.
+	ErrRequiredMissing = errors.New("required tools missing")
 )
 
 // FieldError refuses a request because of one of its fields. Kind is ErrInvalid,
-// router.ErrUnknownGroup or router.ErrUnknownTool.
+// router.ErrUnknownGroup, router.ErrUnknownTool or ErrRequiredMissing.
 type FieldError struct {
 	Field   string
 	Kind    error
@@ -155,8 +157,11 @@ type Request struct {
 	ID       string
 	System   string
 	Messages []llm.Message
-	// Groups and Tools are what to offer, by role and by name.
+	// Groups and Tools are what to offer, by role and by name. A group nobody serves is
+	// left out with a Warning.
 	Groups, Tools []string
+	// Required are groups the run cannot do without, offered like Groups.
+	Required []Requirement
 	// Context is the run level, Interaction the interaction level, which wins.
 	Context, Interaction toolctx.Context
 	// Model is "provider/model" or a model of the default provider; Role a configured
@@ -181,6 +186,17 @@ type Request struct {
 // Event is what an observer of a run sees: Started first, then the loop's events
 // (loop.ModelCalled, loop.ToolCallStarted, ...).
 type Event any
+
+// Requirement is a required tool group and the tools it must offer.
+type Requirement struct {
+	Role  string
+	Tools []string
+}
+
+// Warning is something the run goes on without; it follows Started.
+type Warning struct {
+	Field, Message string
+}
 
 // Started is the first event of a run.
 type Started struct {
@@ -246,6 +262,10 @@ func (s *Service) drive(ctx context.Context, r *record, p *prepared, loopID stri
 	r.setProcess(proc)
 	ctx = process.NewContext(ctx, proc)
 	observer.send(Started{RunID: r.id, LoopID: loopID, Model: p.label, Tools: toolNames(p.tools), MaxIterations: p.opts.MaxIterations})
+	for _, w := range p.warnings {
+		s.log.WarnContext(ctx, "run starts without a requested tool group", "field", w.Field, "warning", w.Message)
+		observer.send(w)
+	}
 	s.log.InfoContext(ctx, "run started", "model", p.label, "tools", len(p.tools))
 	opts := p.opts
 	opts.RunID, opts.LoopID, opts.Logger = r.id, loopID, s.log

@@ -47,6 +47,7 @@ var runErrorTable = []struct {
 	{func(err error) bool { return errors.Is(err, run.ErrInvalid) }, toolpb.ErrorReason_ERROR_REASON_INVALID_REQUEST},
 	{func(err error) bool { return errors.Is(err, router.ErrUnknownGroup) }, toolpb.ErrorReason_ERROR_REASON_UNKNOWN_TOOL_GROUP},
 	{func(err error) bool { return errors.Is(err, router.ErrUnknownTool) }, toolpb.ErrorReason_ERROR_REASON_UNKNOWN_TOOL},
+	{func(err error) bool { return errors.Is(err, run.ErrRequiredMissing) }, toolpb.ErrorReason_ERROR_REASON_REQUIRED_TOOLS_MISSING},
 }
 
 // classify returns the reason for an error a run ended with.

@@ -87,6 +87,8 @@ func eventProto(ev run.Event) *toolpb.RunResponse {
 			}
 		}
 		return &toolpb.RunResponse{Event: &toolpb.RunResponse_ToolCallFinished{ToolCallFinished: fin}}
+	case run.Warning:
+		return &toolpb.RunResponse{Event: &toolpb.RunResponse_Warning{Warning: &toolpb.Warning{Field: x.Field, Message: x.Message}}}
 	case loop.TextDelta:
 		return &toolpb.RunResponse{Event: &toolpb.RunResponse_TextDelta{TextDelta: &toolpb.TextDelta{LoopId: x.LoopID, Iteration: int32(x.Iteration), Text: x.Text}}}
 	case run.EntryAdded:

@@ -85,6 +85,9 @@ func runRequest(req *toolpb.RunRequest) run.Request {
 		MaxTokens: l.GetMaxTokens(), MaxCostUSD: l.GetMaxCostUsd(), OutputSchema: req.GetOutputSchemaJson(),
 		MaxActions: int(l.GetMaxActions()), StreamText: req.GetStreamText(),
 	}
+	for _, rq := range req.GetRequiredToolGroups() {
+		r.Required = append(r.Required, run.Requirement{Role: rq.GetRole(), Tools: rq.GetTools()})
+	}
 	for _, sp := range req.GetArtifactSinks() {
 		r.Sinks = append(r.Sinks, decorators.RuleSpec{Tools: sp.GetTools(), Groups: sp.GetToolGroups(), Sinks: sp.GetSinks(),
 			FilterSpec: decorators.FilterSpec{TypeName: sp.GetTypeName(), When: sp.GetWhen(), Transform: sp.GetTransform(), TransformType: sp.GetTransformTypeName()}})

@@ -69,7 +69,37 @@ func validateRun(req *toolpb.RunRequest) *fieldError {
 			return fe
 		}
 	}
+	if fe := validateRequirements(req); fe != nil {
+		return fe
+	}
 	return validateSinks(req.GetArtifactSinks())
+}
+
+// validateRequirements checks the required tool groups: bounds, names, no role twice and
+// none also in tool_groups.
+func validateRequirements(req *toolpb.RunRequest) *fieldError {
+	rqs := req.GetRequiredToolGroups()
+	if len(rqs) > wire.MaxRequestGroups {
+		return invalid("required_tool_groups", "has %d groups; the limit is %d", len(rqs), wire.MaxRequestGroups)
+	}
+	roles := make([]string, len(rqs))
+	for i, rq := range rqs {
+		roles[i] = rq.GetRole()
+	}
+	if fe := checkNames("required_tool_groups", roles, wire.RoleRE, wire.MaxRequestGroups); fe != nil {
+		fe.field += ".role"
+		return fe
+	}
+	for i, rq := range rqs {
+		f := indexed("required_tool_groups", i)
+		if slices.Contains(req.GetToolGroups(), rq.GetRole()) {
+			return invalid(f+".role", "%s is also in tool_groups: list a group in one of the two", quote(rq.GetRole()))
+		}
+		if fe := checkNames(f+".tools", rq.GetTools(), wire.ToolNameRE, wire.MaxRequestTools); fe != nil {
+			return fe
+		}
+	}
+	return nil
 }
 
 // Bounds of a run's artifact sinks.

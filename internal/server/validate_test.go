@@ -215,8 +215,9 @@ func TestRunUnknownGroupAndTool(t *testing.T) {
 		sentinel error
 		contains []string
 	}{
-		{"unknown group", &toolpb.RunRequest{Prompt: "p", ToolGroups: []string{"math", "weather"}}, "tool_groups[1]", toolpb.ErrorReason_ERROR_REASON_UNKNOWN_TOOL_GROUP, client.ErrUnknownGroup,
-			[]string{`"weather"`, "known groups: [agent_process, blackboard, communication, math, text]"}},
+		{"unknown required group", &toolpb.RunRequest{Prompt: "p", ToolGroups: []string{"math"}, RequiredToolGroups: []*toolpb.ToolGroupRequirement{{Role: "text"}, {Role: "weather", Tools: []string{"forecast"}}}},
+			"required_tool_groups[1]", toolpb.ErrorReason_ERROR_REASON_UNKNOWN_TOOL_GROUP, client.ErrUnknownGroup,
+			[]string{"Required tool group with role='weather' could not be resolved: No tool group matching role 'weather'"}},
 		{"unknown tool", &toolpb.RunRequest{Prompt: "p", ToolGroups: []string{"text"}, Tools: []string{"add", "forecast"}}, "tools[1]", toolpb.ErrorReason_ERROR_REASON_UNKNOWN_TOOL, client.ErrUnknownTool,
 			[]string{`"forecast"`}},
 	}
@@ -254,10 +255,75 @@ func TestRunUnknownGroupAndTool(t *testing.T) {
 		})
 	}
 
+	// A required group that lacks a required tool, after the run started nothing.
+	_, err := e.cl.RunAndWait(ctx, &toolpb.RunRequest{Prompt: "p", RequiredToolGroups: []*toolpb.ToolGroupRequirement{{Role: "text", Tools: []string{"reverse", "translate", "spell"}}}}, nil)
+	var rce *client.Error
+	if !errors.Is(err, client.ErrRequiredToolsMissing) || !errors.As(err, &rce) || rce.Code != codes.FailedPrecondition || rce.Field != "required_tool_groups[0].tools" ||
+		!strings.Contains(err.Error(), "Tool group with role='text' is missing required tools: [translate, spell]. Available: [lowercase, reverse, uppercase, word_count]") {
+		t.Errorf("missing required tools: %v", err)
+	}
+	// A required group whose required tools are all there is offered, facade children counted.
+	var started []string
+	if _, err := e.cl.RunAndWait(ctx, &toolpb.RunRequest{Prompt: "p", RequiredToolGroups: []*toolpb.ToolGroupRequirement{{Role: "math", Tools: []string{"add", "round"}}}}, func(ev *toolpb.RunResponse) {
+		if s := ev.GetStarted(); s != nil {
+			started = s.GetTools()
+		}
+	}); err != nil && !errors.Is(err, client.ErrModel) {
+		t.Errorf("required group present: %v", err)
+	}
+	if len(started) == 0 {
+		t.Errorf("the run with its required group did not start")
+	}
 	// ListTools names the unknown group the same way.
-	_, err := e.cl.ListTools(ctx, "text", "nope")
+	_, err = e.cl.ListTools(ctx, "text", "nope")
 	var ce *client.Error
 	if !errors.Is(err, client.ErrUnknownGroup) || !errors.As(err, &ce) || ce.Field != "tool_groups[1]" {
 		t.Errorf("ListTools(text, nope) = %v, want ErrUnknownGroup naming tool_groups[1]", err)
+	}
+}
+
+// TestUnservedGroupWarns: a requested group that nobody serves and that is not required
+// does not fail the run: it starts without it, and a warning event right after started
+// says so, naming the field.
+func TestUnservedGroupWarns(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	ctx := testContext(t)
+	e.registerRaw(ctx, registration("w-text", builtin.TextGroup()))
+	var evs []*toolpb.RunResponse
+	_, err := e.cl.RunAndWait(ctx, &toolpb.RunRequest{Prompt: "p", ToolGroups: []string{"text", "weather"}}, func(ev *toolpb.RunResponse) { evs = append(evs, ev) })
+	if err != nil && !errors.Is(err, client.ErrModel) {
+		t.Fatal(err)
+	}
+	if len(evs) < 2 || evs[0].GetStarted() == nil {
+		t.Fatalf("events %v", evs)
+	}
+	w := evs[1].GetWarning()
+	if w == nil || w.GetField() != "tool_groups[1]" || w.GetMessage() != "No tool group matching role 'weather': no worker serves it (known groups: [agent_process, blackboard, communication, text]); the run goes on without it" {
+		t.Errorf("second event %v, want the warning", evs[1])
+	}
+	if got := strings.Join(evs[0].GetStarted().GetTools(), ","); got != "lowercase,reverse,uppercase,word_count" {
+		t.Errorf("started with %s", got)
+	}
+}
+
+// TestRequiredGroupRequestBounds: required groups are checked like tool_groups, and a
+// group may not be both requested and required.
+func TestRequiredGroupRequestBounds(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	ctx := testContext(t)
+	for _, tc := range []struct {
+		req   *toolpb.RunRequest
+		field string
+	}{
+		{&toolpb.RunRequest{Prompt: "p", RequiredToolGroups: []*toolpb.ToolGroupRequirement{{Role: "bad role"}}}, "required_tool_groups[0].role"},
+		{&toolpb.RunRequest{Prompt: "p", RequiredToolGroups: []*toolpb.ToolGroupRequirement{{Role: "a"}, {Role: "a"}}}, "required_tool_groups[1].role"},
+		{&toolpb.RunRequest{Prompt: "p", ToolGroups: []string{"a"}, RequiredToolGroups: []*toolpb.ToolGroupRequirement{{Role: "a"}}}, "required_tool_groups[0].role"},
+		{&toolpb.RunRequest{Prompt: "p", RequiredToolGroups: []*toolpb.ToolGroupRequirement{{Role: "a", Tools: []string{"x", "x"}}}}, "required_tool_groups[0].tools[1]"},
+	} {
+		_, err := e.cl.RunAndWait(ctx, tc.req, nil)
+		var ce *client.Error
+		if !errors.Is(err, client.ErrInvalidRequest) || !errors.As(err, &ce) || ce.Field != tc.field {
+			t.Errorf("%v: %v, want INVALID_REQUEST naming %s", tc.req.GetRequiredToolGroups(), err, tc.field)
+		}
 	}
 }

@@ -37,6 +37,8 @@ var (
 	ErrContextTooLong = errors.New("the conversation is too long for the model")
 	ErrModelRate      = errors.New("the model provider's rate limit was exceeded")
 	ErrModelRefused   = errors.New("the model provider refused the request")
+	// ErrRequiredToolsMissing: a required tool group lacks tools the run requires.
+	ErrRequiredToolsMissing = errors.New("a required tool group lacks required tools")
 )
 
 // Sentinels of the reasons a worker's or a registration's errors carry; a client rarely
@@ -57,37 +59,38 @@ var (
 // sentinels maps every error reason of the contract (toolmesh.v1.ErrorReason) to its
 // sentinel; a test checks that none is missing.
 var sentinels = map[toolpb.ErrorReason]error{
-	toolpb.ErrorReason_ERROR_REASON_INVALID_REQUEST:       ErrInvalidRequest,
-	toolpb.ErrorReason_ERROR_REASON_UNKNOWN_TOOL_GROUP:    ErrUnknownGroup,
-	toolpb.ErrorReason_ERROR_REASON_UNKNOWN_TOOL:          ErrUnknownTool,
-	toolpb.ErrorReason_ERROR_REASON_MAX_ITERATIONS:        ErrMaxIterations,
-	toolpb.ErrorReason_ERROR_REASON_TOOL_NOT_FOUND:        ErrToolNotFound,
-	toolpb.ErrorReason_ERROR_REASON_MODEL_ERROR:           ErrModel,
-	toolpb.ErrorReason_ERROR_REASON_EMPTY_RESPONSE:        ErrEmptyResponse,
-	toolpb.ErrorReason_ERROR_REASON_TOOL_SIGNAL:           ErrToolSignal,
-	toolpb.ErrorReason_ERROR_REASON_CANCELLED:             ErrCancelled,
-	toolpb.ErrorReason_ERROR_REASON_RUN_TIMEOUT:           ErrRunTimeout,
-	toolpb.ErrorReason_ERROR_REASON_RUN_EXISTS:            ErrRunExists,
-	toolpb.ErrorReason_ERROR_REASON_RUN_NOT_FOUND:         ErrRunNotFound,
-	toolpb.ErrorReason_ERROR_REASON_OVERLOADED:            ErrOverloaded,
-	toolpb.ErrorReason_ERROR_REASON_SHUTTING_DOWN:         ErrShuttingDown,
-	toolpb.ErrorReason_ERROR_REASON_INTERNAL:              ErrInternal,
-	toolpb.ErrorReason_ERROR_REASON_OUTPUT_SCHEMA:         ErrOutputSchema,
-	toolpb.ErrorReason_ERROR_REASON_MODEL_AUTH:            ErrModelAuth,
-	toolpb.ErrorReason_ERROR_REASON_MODEL_NOT_FOUND:       ErrModelNotFound,
-	toolpb.ErrorReason_ERROR_REASON_CONTEXT_TOO_LONG:      ErrContextTooLong,
-	toolpb.ErrorReason_ERROR_REASON_MODEL_RATE_LIMITED:    ErrModelRate,
-	toolpb.ErrorReason_ERROR_REASON_MODEL_BAD_REQUEST:     ErrModelRefused,
-	toolpb.ErrorReason_ERROR_REASON_BUDGET_EXCEEDED:       ErrBudget,
-	toolpb.ErrorReason_ERROR_REASON_WORKER_DRAINING:       ErrWorkerDraining,
-	toolpb.ErrorReason_ERROR_REASON_WORKER_ID_IN_USE:      ErrWorkerIDInUse,
-	toolpb.ErrorReason_ERROR_REASON_REGISTRATION_INVALID:  ErrRegistrationInvalid,
-	toolpb.ErrorReason_ERROR_REASON_REGISTRATION_CONFLICT: ErrRegistrationConflict,
-	toolpb.ErrorReason_ERROR_REASON_WORKER_UNREACHABLE:    ErrWorkerUnreachable,
-	toolpb.ErrorReason_ERROR_REASON_WORKER_WRONG_SERVICE:  ErrWorkerWrongService,
-	toolpb.ErrorReason_ERROR_REASON_LEASE_EXPIRED:         ErrLeaseExpired,
-	toolpb.ErrorReason_ERROR_REASON_REGISTRY_FULL:         ErrRegistryFull,
-	toolpb.ErrorReason_ERROR_REASON_REQUEST_TIMEOUT:       ErrRequestTimeout,
+	toolpb.ErrorReason_ERROR_REASON_INVALID_REQUEST:        ErrInvalidRequest,
+	toolpb.ErrorReason_ERROR_REASON_UNKNOWN_TOOL_GROUP:     ErrUnknownGroup,
+	toolpb.ErrorReason_ERROR_REASON_UNKNOWN_TOOL:           ErrUnknownTool,
+	toolpb.ErrorReason_ERROR_REASON_MAX_ITERATIONS:         ErrMaxIterations,
+	toolpb.ErrorReason_ERROR_REASON_TOOL_NOT_FOUND:         ErrToolNotFound,
+	toolpb.ErrorReason_ERROR_REASON_MODEL_ERROR:            ErrModel,
+	toolpb.ErrorReason_ERROR_REASON_EMPTY_RESPONSE:         ErrEmptyResponse,
+	toolpb.ErrorReason_ERROR_REASON_TOOL_SIGNAL:            ErrToolSignal,
+	toolpb.ErrorReason_ERROR_REASON_CANCELLED:              ErrCancelled,
+	toolpb.ErrorReason_ERROR_REASON_RUN_TIMEOUT:            ErrRunTimeout,
+	toolpb.ErrorReason_ERROR_REASON_RUN_EXISTS:             ErrRunExists,
+	toolpb.ErrorReason_ERROR_REASON_RUN_NOT_FOUND:          ErrRunNotFound,
+	toolpb.ErrorReason_ERROR_REASON_OVERLOADED:             ErrOverloaded,
+	toolpb.ErrorReason_ERROR_REASON_SHUTTING_DOWN:          ErrShuttingDown,
+	toolpb.ErrorReason_ERROR_REASON_INTERNAL:               ErrInternal,
+	toolpb.ErrorReason_ERROR_REASON_OUTPUT_SCHEMA:          ErrOutputSchema,
+	toolpb.ErrorReason_ERROR_REASON_MODEL_AUTH:             ErrModelAuth,
+	toolpb.ErrorReason_ERROR_REASON_MODEL_NOT_FOUND:        ErrModelNotFound,
+	toolpb.ErrorReason_ERROR_REASON_CONTEXT_TOO_LONG:       ErrContextTooLong,
+	toolpb.ErrorReason_ERROR_REASON_MODEL_RATE_LIMITED:     ErrModelRate,
+	toolpb.ErrorReason_ERROR_REASON_MODEL_BAD_REQUEST:      ErrModelRefused,
+	toolpb.ErrorReason_ERROR_REASON_BUDGET_EXCEEDED:        ErrBudget,
+	toolpb.ErrorReason_ERROR_REASON_WORKER_DRAINING:        ErrWorkerDraining,
+	toolpb.ErrorReason_ERROR_REASON_WORKER_ID_IN_USE:       ErrWorkerIDInUse,
+	toolpb.ErrorReason_ERROR_REASON_REGISTRATION_INVALID:   ErrRegistrationInvalid,
+	toolpb.ErrorReason_ERROR_REASON_REGISTRATION_CONFLICT:  ErrRegistrationConflict,
+	toolpb.ErrorReason_ERROR_REASON_WORKER_UNREACHABLE:     ErrWorkerUnreachable,
+	toolpb.ErrorReason_ERROR_REASON_WORKER_WRONG_SERVICE:   ErrWorkerWrongService,
+	toolpb.ErrorReason_ERROR_REASON_LEASE_EXPIRED:          ErrLeaseExpired,
+	toolpb.ErrorReason_ERROR_REASON_REGISTRY_FULL:          ErrRegistryFull,
+	toolpb.ErrorReason_ERROR_REASON_REQUEST_TIMEOUT:        ErrRequestTimeout,
+	toolpb.ErrorReason_ERROR_REASON_REQUIRED_TOOLS_MISSING: ErrRequiredToolsMissing,
 }
 
 // Error is an error the orchestrator reported.

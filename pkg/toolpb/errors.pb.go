@@ -114,6 +114,9 @@ const (
 	// message, the end of the client's stream) did not arrive within 30 seconds of the
 	// call's start.
 	ErrorReason_ERROR_REASON_REQUEST_TIMEOUT ErrorReason = 31
+	// FAILED_PRECONDITION: a required tool group lacks tools the run requires
+	// (RunRequest.required_tool_groups), or has none.
+	ErrorReason_ERROR_REASON_REQUIRED_TOOLS_MISSING ErrorReason = 32
 )
 
 // Enum value maps for ErrorReason.
@@ -151,40 +154,42 @@ var (
 		29: "ERROR_REASON_LEASE_EXPIRED",
 		30: "ERROR_REASON_REGISTRY_FULL",
 		31: "ERROR_REASON_REQUEST_TIMEOUT",
+		32: "ERROR_REASON_REQUIRED_TOOLS_MISSING",
 	}
 	ErrorReason_value = map[string]int32{
-		"ERROR_REASON_UNSPECIFIED":           0,
-		"ERROR_REASON_INVALID_REQUEST":       1,
-		"ERROR_REASON_UNKNOWN_TOOL_GROUP":    2,
-		"ERROR_REASON_UNKNOWN_TOOL":          3,
-		"ERROR_REASON_MAX_ITERATIONS":        4,
-		"ERROR_REASON_TOOL_NOT_FOUND":        5,
-		"ERROR_REASON_MODEL_ERROR":           6,
-		"ERROR_REASON_EMPTY_RESPONSE":        7,
-		"ERROR_REASON_TOOL_SIGNAL":           8,
-		"ERROR_REASON_CANCELLED":             9,
-		"ERROR_REASON_RUN_TIMEOUT":           10,
-		"ERROR_REASON_RUN_EXISTS":            11,
-		"ERROR_REASON_RUN_NOT_FOUND":         12,
-		"ERROR_REASON_OVERLOADED":            13,
-		"ERROR_REASON_SHUTTING_DOWN":         14,
-		"ERROR_REASON_INTERNAL":              15,
-		"ERROR_REASON_OUTPUT_SCHEMA":         16,
-		"ERROR_REASON_MODEL_AUTH":            17,
-		"ERROR_REASON_MODEL_NOT_FOUND":       18,
-		"ERROR_REASON_CONTEXT_TOO_LONG":      19,
-		"ERROR_REASON_MODEL_RATE_LIMITED":    20,
-		"ERROR_REASON_MODEL_BAD_REQUEST":     21,
-		"ERROR_REASON_BUDGET_EXCEEDED":       22,
-		"ERROR_REASON_WORKER_DRAINING":       23,
-		"ERROR_REASON_WORKER_ID_IN_USE":      24,
-		"ERROR_REASON_REGISTRATION_INVALID":  25,
-		"ERROR_REASON_REGISTRATION_CONFLICT": 26,
-		"ERROR_REASON_WORKER_UNREACHABLE":    27,
-		"ERROR_REASON_WORKER_WRONG_SERVICE":  28,
-		"ERROR_REASON_LEASE_EXPIRED":         29,
-		"ERROR_REASON_REGISTRY_FULL":         30,
-		"ERROR_REASON_REQUEST_TIMEOUT":       31,
+		"ERROR_REASON_UNSPECIFIED":            0,
+		"ERROR_REASON_INVALID_REQUEST":        1,
+		"ERROR_REASON_UNKNOWN_TOOL_GROUP":     2,
+		"ERROR_REASON_UNKNOWN_TOOL":           3,
+		"ERROR_REASON_MAX_ITERATIONS":         4,
+		"ERROR_REASON_TOOL_NOT_FOUND":         5,
+		"ERROR_REASON_MODEL_ERROR":            6,
+		"ERROR_REASON_EMPTY_RESPONSE":         7,
+		"ERROR_REASON_TOOL_SIGNAL":            8,
+		"ERROR_REASON_CANCELLED":              9,
+		"ERROR_REASON_RUN_TIMEOUT":            10,
+		"ERROR_REASON_RUN_EXISTS":             11,
+		"ERROR_REASON_RUN_NOT_FOUND":          12,
+		"ERROR_REASON_OVERLOADED":             13,
+		"ERROR_REASON_SHUTTING_DOWN":          14,
+		"ERROR_REASON_INTERNAL":               15,
+		"ERROR_REASON_OUTPUT_SCHEMA":          16,
+		"ERROR_REASON_MODEL_AUTH":             17,
+		"ERROR_REASON_MODEL_NOT_FOUND":        18,
+		"ERROR_REASON_CONTEXT_TOO_LONG":       19,
+		"ERROR_REASON_MODEL_RATE_LIMITED":     20,
+		"ERROR_REASON_MODEL_BAD_REQUEST":      21,
+		"ERROR_REASON_BUDGET_EXCEEDED":        22,
+		"ERROR_REASON_WORKER_DRAINING":        23,
+		"ERROR_REASON_WORKER_ID_IN_USE":       24,
+		"ERROR_REASON_REGISTRATION_INVALID":   25,
+		"ERROR_REASON_REGISTRATION_CONFLICT":  26,
+		"ERROR_REASON_WORKER_UNREACHABLE":     27,
+		"ERROR_REASON_WORKER_WRONG_SERVICE":   28,
+		"ERROR_REASON_LEASE_EXPIRED":          29,
+		"ERROR_REASON_REGISTRY_FULL":          30,
+		"ERROR_REASON_REQUEST_TIMEOUT":        31,
+		"ERROR_REASON_REQUIRED_TOOLS_MISSING": 32,
 	}
 )
 
@@ -219,7 +224,7 @@ var File_toolmesh_v1_errors_proto protoreflect.FileDescriptor
 
 const file_toolmesh_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x18toolmesh/v1/errors.proto\x12\vtoolmesh.v1*\xae\b\n" +
+	"\x18toolmesh/v1/errors.proto\x12\vtoolmesh.v1*\xd7\b\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cERROR_REASON_INVALID_REQUEST\x10\x01\x12#\n" +
@@ -253,7 +258,8 @@ const file_toolmesh_v1_errors_proto_rawDesc = "" +
 	"!ERROR_REASON_WORKER_WRONG_SERVICE\x10\x1c\x12\x1e\n" +
 	"\x1aERROR_REASON_LEASE_EXPIRED\x10\x1d\x12\x1e\n" +
 	"\x1aERROR_REASON_REGISTRY_FULL\x10\x1e\x12 \n" +
-	"\x1cERROR_REASON_REQUEST_TIMEOUT\x10\x1fB)Z'github.com/toolmesh/toolmesh/pkg/toolpbb\x06proto3"
+	"\x1cERROR_REASON_REQUEST_TIMEOUT\x10\x1f\x12'\n" +
+	"#ERROR_REASON_REQUIRED_TOOLS_MISSING\x10 B)Z'github.com/toolmesh/toolmesh/pkg/toolpbb\x06proto3"
 
 var (
 	file_toolmesh_v1_errors_proto_rawDescOnce sync.Once

@@ -339,7 +339,8 @@ type RunRequest struct {
 	// System prompt; placed before all other messages. Valid UTF-8.
 	SystemPrompt string `protobuf:"bytes,3,opt,name=system_prompt,json=systemPrompt,proto3" json:"system_prompt,omitempty"`
 	// Tool groups to offer, by role: at most 64, each 1 to 64 characters of
-	// [A-Za-z0-9_.-], none twice.
+	// [A-Za-z0-9_.-], none twice. A group nobody serves is left out with a warning event;
+	// list the groups the run cannot do without in required_tool_groups.
 	ToolGroups []string `protobuf:"bytes,4,rep,name=tool_groups,json=toolGroups,proto3" json:"tool_groups,omitempty"`
 	// Individual tools to offer, by name: at most 256, each 1 to 64 characters of
 	// [A-Za-z0-9_-], none twice.
@@ -369,9 +370,13 @@ type RunRequest struct {
 	// most 32.
 	ArtifactSinks []*ArtifactSinkSpec `protobuf:"bytes,12,rep,name=artifact_sinks,json=artifactSinks,proto3" json:"artifact_sinks,omitempty"`
 	// When true, the model's text also streams as text_delta events as it is written.
-	StreamText    bool `protobuf:"varint,13,opt,name=stream_text,json=streamText,proto3" json:"stream_text,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	StreamText bool `protobuf:"varint,13,opt,name=stream_text,json=streamText,proto3" json:"stream_text,omitempty"`
+	// Tool groups the run cannot do without, offered like tool_groups: one nobody serves,
+	// or that lacks a tool the requirement names, fails the run before it starts. At most
+	// 64, none twice, none also in tool_groups.
+	RequiredToolGroups []*ToolGroupRequirement `protobuf:"bytes,14,rep,name=required_tool_groups,json=requiredToolGroups,proto3" json:"required_tool_groups,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *RunRequest) Reset() {
@@ -495,6 +500,68 @@ func (x *RunRequest) GetStreamText() bool {
 	return false
 }
 
+func (x *RunRequest) GetRequiredToolGroups() []*ToolGroupRequirement {
+	if x != nil {
+		return x.RequiredToolGroups
+	}
+	return nil
+}
+
+// ToolGroupRequirement is a tool group a run requires, and the tools it must have.
+type ToolGroupRequirement struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The group's role: 1 to 64 characters of [A-Za-z0-9_.-].
+	Role string `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
+	// Tools the group must offer: at most 256 names, none twice.
+	Tools         []string `protobuf:"bytes,2,rep,name=tools,proto3" json:"tools,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolGroupRequirement) Reset() {
+	*x = ToolGroupRequirement{}
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolGroupRequirement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolGroupRequirement) ProtoMessage() {}
+
+func (x *ToolGroupRequirement) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolGroupRequirement.ProtoReflect.Descriptor instead.
+func (*ToolGroupRequirement) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ToolGroupRequirement) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *ToolGroupRequirement) GetTools() []string {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
 // ArtifactSinkSpec sends the artifacts of some tools somewhere: to the run's blackboard,
 // to its assets, or to a sink configured on the orchestrator. A list artifact (a JSON
 // array) is taken element by element.
@@ -525,7 +592,7 @@ type ArtifactSinkSpec struct {
 
 func (x *ArtifactSinkSpec) Reset() {
 	*x = ArtifactSinkSpec{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[2]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -537,7 +604,7 @@ func (x *ArtifactSinkSpec) String() string {
 func (*ArtifactSinkSpec) ProtoMessage() {}
 
 func (x *ArtifactSinkSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[2]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -550,7 +617,7 @@ func (x *ArtifactSinkSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArtifactSinkSpec.ProtoReflect.Descriptor instead.
 func (*ArtifactSinkSpec) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{2}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ArtifactSinkSpec) GetTools() []string {
@@ -621,7 +688,7 @@ type LlmOptions struct {
 
 func (x *LlmOptions) Reset() {
 	*x = LlmOptions{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[3]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -633,7 +700,7 @@ func (x *LlmOptions) String() string {
 func (*LlmOptions) ProtoMessage() {}
 
 func (x *LlmOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[3]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -646,7 +713,7 @@ func (x *LlmOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LlmOptions.ProtoReflect.Descriptor instead.
 func (*LlmOptions) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{3}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *LlmOptions) GetModel() string {
@@ -700,7 +767,7 @@ type RunLimits struct {
 
 func (x *RunLimits) Reset() {
 	*x = RunLimits{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[4]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -712,7 +779,7 @@ func (x *RunLimits) String() string {
 func (*RunLimits) ProtoMessage() {}
 
 func (x *RunLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[4]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -725,7 +792,7 @@ func (x *RunLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunLimits.ProtoReflect.Descriptor instead.
 func (*RunLimits) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{4}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RunLimits) GetMaxIterations() int32 {
@@ -799,6 +866,7 @@ type RunResponse struct {
 	//	*RunResponse_Terminated
 	//	*RunResponse_TextDelta
 	//	*RunResponse_AssetAdded
+	//	*RunResponse_Warning
 	Event         isRunResponse_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -806,7 +874,7 @@ type RunResponse struct {
 
 func (x *RunResponse) Reset() {
 	*x = RunResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[5]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -818,7 +886,7 @@ func (x *RunResponse) String() string {
 func (*RunResponse) ProtoMessage() {}
 
 func (x *RunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[5]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -831,7 +899,7 @@ func (x *RunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunResponse.ProtoReflect.Descriptor instead.
 func (*RunResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{5}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RunResponse) GetRunId() string {
@@ -1006,6 +1074,15 @@ func (x *RunResponse) GetAssetAdded() *AssetAdded {
 	return nil
 }
 
+func (x *RunResponse) GetWarning() *Warning {
+	if x != nil {
+		if x, ok := x.Event.(*RunResponse_Warning); ok {
+			return x.Warning
+		}
+	}
+	return nil
+}
+
 type isRunResponse_Event interface {
 	isRunResponse_Event()
 }
@@ -1090,6 +1167,11 @@ type RunResponse_AssetAdded struct {
 	AssetAdded *AssetAdded `protobuf:"bytes,19,opt,name=asset_added,json=assetAdded,proto3,oneof"`
 }
 
+type RunResponse_Warning struct {
+	// Something the client asked for is not there, and the run goes on without it.
+	Warning *Warning `protobuf:"bytes,20,opt,name=warning,proto3,oneof"`
+}
+
 func (*RunResponse_Started) isRunResponse_Event() {}
 
 func (*RunResponse_ToolCallStarted) isRunResponse_Event() {}
@@ -1122,6 +1204,64 @@ func (*RunResponse_TextDelta) isRunResponse_Event() {}
 
 func (*RunResponse_AssetAdded) isRunResponse_Event() {}
 
+func (*RunResponse_Warning) isRunResponse_Event() {}
+
+// Warning is something the run goes on without, such as a requested tool group that
+// nobody serves.
+type Warning struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The request field it concerns, such as "tool_groups[1]".
+	Field string `protobuf:"bytes,1,opt,name=field,proto3" json:"field,omitempty"`
+	// What is missing and what the run does instead.
+	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Warning) Reset() {
+	*x = Warning{}
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Warning) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Warning) ProtoMessage() {}
+
+func (x *Warning) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Warning.ProtoReflect.Descriptor instead.
+func (*Warning) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Warning) GetField() string {
+	if x != nil {
+		return x.Field
+	}
+	return ""
+}
+
+func (x *Warning) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 // ArtifactCaptured reports an artifact that went to a sink.
 type ArtifactCaptured struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1141,7 +1281,7 @@ type ArtifactCaptured struct {
 
 func (x *ArtifactCaptured) Reset() {
 	*x = ArtifactCaptured{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[6]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1153,7 +1293,7 @@ func (x *ArtifactCaptured) String() string {
 func (*ArtifactCaptured) ProtoMessage() {}
 
 func (x *ArtifactCaptured) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[6]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1166,7 +1306,7 @@ func (x *ArtifactCaptured) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArtifactCaptured.ProtoReflect.Descriptor instead.
 func (*ArtifactCaptured) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{6}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ArtifactCaptured) GetLoopId() string {
@@ -1223,7 +1363,7 @@ type BlackboardChanged struct {
 
 func (x *BlackboardChanged) Reset() {
 	*x = BlackboardChanged{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[7]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1235,7 +1375,7 @@ func (x *BlackboardChanged) String() string {
 func (*BlackboardChanged) ProtoMessage() {}
 
 func (x *BlackboardChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[7]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1248,7 +1388,7 @@ func (x *BlackboardChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlackboardChanged.ProtoReflect.Descriptor instead.
 func (*BlackboardChanged) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{7}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *BlackboardChanged) GetLoopId() string {
@@ -1303,7 +1443,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[8]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1315,7 +1455,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[8]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1328,7 +1468,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{8}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Progress) GetLoopId() string {
@@ -1374,7 +1514,7 @@ type MessageToUser struct {
 
 func (x *MessageToUser) Reset() {
 	*x = MessageToUser{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[9]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1386,7 +1526,7 @@ func (x *MessageToUser) String() string {
 func (*MessageToUser) ProtoMessage() {}
 
 func (x *MessageToUser) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[9]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1399,7 +1539,7 @@ func (x *MessageToUser) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageToUser.ProtoReflect.Descriptor instead.
 func (*MessageToUser) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{9}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *MessageToUser) GetLoopId() string {
@@ -1444,7 +1584,7 @@ type ReplanRequested struct {
 
 func (x *ReplanRequested) Reset() {
 	*x = ReplanRequested{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[10]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1456,7 +1596,7 @@ func (x *ReplanRequested) String() string {
 func (*ReplanRequested) ProtoMessage() {}
 
 func (x *ReplanRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[10]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1469,7 +1609,7 @@ func (x *ReplanRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplanRequested.ProtoReflect.Descriptor instead.
 func (*ReplanRequested) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{10}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReplanRequested) GetLoopId() string {
@@ -1533,7 +1673,7 @@ type Terminated struct {
 
 func (x *Terminated) Reset() {
 	*x = Terminated{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[11]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1545,7 +1685,7 @@ func (x *Terminated) String() string {
 func (*Terminated) ProtoMessage() {}
 
 func (x *Terminated) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[11]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1558,7 +1698,7 @@ func (x *Terminated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Terminated.ProtoReflect.Descriptor instead.
 func (*Terminated) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{11}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Terminated) GetLoopId() string {
@@ -1611,7 +1751,7 @@ type TextDelta struct {
 
 func (x *TextDelta) Reset() {
 	*x = TextDelta{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[12]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1623,7 +1763,7 @@ func (x *TextDelta) String() string {
 func (*TextDelta) ProtoMessage() {}
 
 func (x *TextDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[12]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1636,7 +1776,7 @@ func (x *TextDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextDelta.ProtoReflect.Descriptor instead.
 func (*TextDelta) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{12}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TextDelta) GetLoopId() string {
@@ -1673,7 +1813,7 @@ type AssetAdded struct {
 
 func (x *AssetAdded) Reset() {
 	*x = AssetAdded{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[13]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1685,7 +1825,7 @@ func (x *AssetAdded) String() string {
 func (*AssetAdded) ProtoMessage() {}
 
 func (x *AssetAdded) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[13]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1698,7 +1838,7 @@ func (x *AssetAdded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssetAdded.ProtoReflect.Descriptor instead.
 func (*AssetAdded) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{13}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AssetAdded) GetLoopId() string {
@@ -1730,7 +1870,7 @@ type Asset struct {
 
 func (x *Asset) Reset() {
 	*x = Asset{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[14]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1742,7 +1882,7 @@ func (x *Asset) String() string {
 func (*Asset) ProtoMessage() {}
 
 func (x *Asset) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[14]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1755,7 +1895,7 @@ func (x *Asset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Asset.ProtoReflect.Descriptor instead.
 func (*Asset) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{14}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Asset) GetObject() *BlackboardObject {
@@ -1796,7 +1936,7 @@ type RunStarted struct {
 
 func (x *RunStarted) Reset() {
 	*x = RunStarted{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[15]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1808,7 +1948,7 @@ func (x *RunStarted) String() string {
 func (*RunStarted) ProtoMessage() {}
 
 func (x *RunStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[15]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1821,7 +1961,7 @@ func (x *RunStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunStarted.ProtoReflect.Descriptor instead.
 func (*RunStarted) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{15}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RunStarted) GetModel() string {
@@ -1871,7 +2011,7 @@ type ToolCallStarted struct {
 
 func (x *ToolCallStarted) Reset() {
 	*x = ToolCallStarted{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[16]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1883,7 +2023,7 @@ func (x *ToolCallStarted) String() string {
 func (*ToolCallStarted) ProtoMessage() {}
 
 func (x *ToolCallStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[16]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1896,7 +2036,7 @@ func (x *ToolCallStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallStarted.ProtoReflect.Descriptor instead.
 func (*ToolCallStarted) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{16}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ToolCallStarted) GetCallId() string {
@@ -1961,7 +2101,7 @@ type ToolCallFinished struct {
 
 func (x *ToolCallFinished) Reset() {
 	*x = ToolCallFinished{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[17]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1973,7 +2113,7 @@ func (x *ToolCallFinished) String() string {
 func (*ToolCallFinished) ProtoMessage() {}
 
 func (x *ToolCallFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[17]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1986,7 +2126,7 @@ func (x *ToolCallFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallFinished.ProtoReflect.Descriptor instead.
 func (*ToolCallFinished) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{17}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ToolCallFinished) GetCallId() string {
@@ -2071,7 +2211,7 @@ type ToolsChanged struct {
 
 func (x *ToolsChanged) Reset() {
 	*x = ToolsChanged{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[18]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2083,7 +2223,7 @@ func (x *ToolsChanged) String() string {
 func (*ToolsChanged) ProtoMessage() {}
 
 func (x *ToolsChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[18]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2096,7 +2236,7 @@ func (x *ToolsChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolsChanged.ProtoReflect.Descriptor instead.
 func (*ToolsChanged) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{18}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ToolsChanged) GetAdded() []string {
@@ -2149,7 +2289,7 @@ type AssistantMessage struct {
 
 func (x *AssistantMessage) Reset() {
 	*x = AssistantMessage{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[19]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2161,7 +2301,7 @@ func (x *AssistantMessage) String() string {
 func (*AssistantMessage) ProtoMessage() {}
 
 func (x *AssistantMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[19]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2174,7 +2314,7 @@ func (x *AssistantMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssistantMessage.ProtoReflect.Descriptor instead.
 func (*AssistantMessage) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{19}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AssistantMessage) GetText() string {
@@ -2215,7 +2355,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[20]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2227,7 +2367,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[20]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2240,7 +2380,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{20}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Usage) GetModel() string {
@@ -2288,7 +2428,7 @@ type FinalResult struct {
 
 func (x *FinalResult) Reset() {
 	*x = FinalResult{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[21]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2300,7 +2440,7 @@ func (x *FinalResult) String() string {
 func (*FinalResult) ProtoMessage() {}
 
 func (x *FinalResult) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[21]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2313,7 +2453,7 @@ func (x *FinalResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinalResult.ProtoReflect.Descriptor instead.
 func (*FinalResult) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{21}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *FinalResult) GetText() string {
@@ -2359,7 +2499,7 @@ type RunError struct {
 
 func (x *RunError) Reset() {
 	*x = RunError{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[22]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2371,7 +2511,7 @@ func (x *RunError) String() string {
 func (*RunError) ProtoMessage() {}
 
 func (x *RunError) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[22]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2384,7 +2524,7 @@ func (x *RunError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunError.ProtoReflect.Descriptor instead.
 func (*RunError) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{22}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RunError) GetCode() code.Code {
@@ -2419,7 +2559,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[23]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2431,7 +2571,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[23]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2444,7 +2584,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{23}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListToolsRequest) GetToolGroups() []string {
@@ -2465,7 +2605,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[24]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2477,7 +2617,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[24]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2490,7 +2630,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{24}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListToolsResponse) GetTools() []*ToolInfo {
@@ -2517,7 +2657,7 @@ type ToolInfo struct {
 
 func (x *ToolInfo) Reset() {
 	*x = ToolInfo{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[25]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2529,7 +2669,7 @@ func (x *ToolInfo) String() string {
 func (*ToolInfo) ProtoMessage() {}
 
 func (x *ToolInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[25]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2542,7 +2682,7 @@ func (x *ToolInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolInfo.ProtoReflect.Descriptor instead.
 func (*ToolInfo) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{25}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ToolInfo) GetDefinition() *ToolDefinition {
@@ -2582,7 +2722,7 @@ type ListToolGroupsRequest struct {
 
 func (x *ListToolGroupsRequest) Reset() {
 	*x = ListToolGroupsRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[26]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2594,7 +2734,7 @@ func (x *ListToolGroupsRequest) String() string {
 func (*ListToolGroupsRequest) ProtoMessage() {}
 
 func (x *ListToolGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[26]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2607,7 +2747,7 @@ func (x *ListToolGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{26}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{28}
 }
 
 // ListToolGroupsResponse lists tool groups.
@@ -2621,7 +2761,7 @@ type ListToolGroupsResponse struct {
 
 func (x *ListToolGroupsResponse) Reset() {
 	*x = ListToolGroupsResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[27]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2633,7 +2773,7 @@ func (x *ListToolGroupsResponse) String() string {
 func (*ListToolGroupsResponse) ProtoMessage() {}
 
 func (x *ListToolGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[27]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2646,7 +2786,7 @@ func (x *ListToolGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{27}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListToolGroupsResponse) GetGroups() []*ToolGroupStatus {
@@ -2671,7 +2811,7 @@ type ToolGroupStatus struct {
 
 func (x *ToolGroupStatus) Reset() {
 	*x = ToolGroupStatus{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[28]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2683,7 +2823,7 @@ func (x *ToolGroupStatus) String() string {
 func (*ToolGroupStatus) ProtoMessage() {}
 
 func (x *ToolGroupStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[28]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2696,7 +2836,7 @@ func (x *ToolGroupStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolGroupStatus.ProtoReflect.Descriptor instead.
 func (*ToolGroupStatus) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{28}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ToolGroupStatus) GetGroup() *ToolGroupInfo {
@@ -2729,7 +2869,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[29]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2741,7 +2881,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[29]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2754,7 +2894,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{29}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{31}
 }
 
 // ListWorkersResponse lists workers.
@@ -2768,7 +2908,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[30]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2780,7 +2920,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[30]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2793,7 +2933,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{30}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*WorkerStatus {
@@ -2828,7 +2968,7 @@ type WorkerStatus struct {
 
 func (x *WorkerStatus) Reset() {
 	*x = WorkerStatus{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[31]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2840,7 +2980,7 @@ func (x *WorkerStatus) String() string {
 func (*WorkerStatus) ProtoMessage() {}
 
 func (x *WorkerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[31]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2853,7 +2993,7 @@ func (x *WorkerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerStatus.ProtoReflect.Descriptor instead.
 func (*WorkerStatus) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{31}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *WorkerStatus) GetWorkerId() string {
@@ -2923,7 +3063,7 @@ type GetRunRequest struct {
 
 func (x *GetRunRequest) Reset() {
 	*x = GetRunRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[32]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2935,7 +3075,7 @@ func (x *GetRunRequest) String() string {
 func (*GetRunRequest) ProtoMessage() {}
 
 func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[32]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2948,7 +3088,7 @@ func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunRequest.ProtoReflect.Descriptor instead.
 func (*GetRunRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{32}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetRunRequest) GetRunId() string {
@@ -2994,7 +3134,7 @@ type GetRunResponse struct {
 
 func (x *GetRunResponse) Reset() {
 	*x = GetRunResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[33]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3006,7 +3146,7 @@ func (x *GetRunResponse) String() string {
 func (*GetRunResponse) ProtoMessage() {}
 
 func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[33]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3019,7 +3159,7 @@ func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunResponse.ProtoReflect.Descriptor instead.
 func (*GetRunResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{33}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetRunResponse) GetRunId() string {
@@ -3134,7 +3274,7 @@ type Budget struct {
 
 func (x *Budget) Reset() {
 	*x = Budget{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[34]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3146,7 +3286,7 @@ func (x *Budget) String() string {
 func (*Budget) ProtoMessage() {}
 
 func (x *Budget) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[34]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3159,7 +3299,7 @@ func (x *Budget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Budget.ProtoReflect.Descriptor instead.
 func (*Budget) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{34}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Budget) GetMaxCostUsd() float64 {
@@ -3217,7 +3357,7 @@ type CancelRunRequest struct {
 
 func (x *CancelRunRequest) Reset() {
 	*x = CancelRunRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[35]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3229,7 +3369,7 @@ func (x *CancelRunRequest) String() string {
 func (*CancelRunRequest) ProtoMessage() {}
 
 func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[35]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3242,7 +3382,7 @@ func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunRequest.ProtoReflect.Descriptor instead.
 func (*CancelRunRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{35}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CancelRunRequest) GetRunId() string {
@@ -3270,7 +3410,7 @@ type CancelRunResponse struct {
 
 func (x *CancelRunResponse) Reset() {
 	*x = CancelRunResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[36]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3282,7 +3422,7 @@ func (x *CancelRunResponse) String() string {
 func (*CancelRunResponse) ProtoMessage() {}
 
 func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[36]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3295,7 +3435,7 @@ func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunResponse.ProtoReflect.Descriptor instead.
 func (*CancelRunResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{36}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CancelRunResponse) GetState() RunState {
@@ -3312,7 +3452,7 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\x1etoolmesh/v1/orchestrator.proto\x12\vtoolmesh.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15google/rpc/code.proto\x1a\x18toolmesh/v1/errors.proto\x1a\x16toolmesh/v1/tool.proto\"P\n" +
 	"\x13ConversationMessage\x12%\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x11.toolmesh.v1.RoleR\x04role\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04text\"\xea\x05\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"\xbf\x06\n" +
 	"\n" +
 	"RunRequest\x12\x16\n" +
 	"\x06prompt\x18\x01 \x01(\tR\x06prompt\x12<\n" +
@@ -3330,13 +3470,17 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\x12output_schema_json\x18\v \x01(\tR\x10outputSchemaJson\x12D\n" +
 	"\x0eartifact_sinks\x18\f \x03(\v2\x1d.toolmesh.v1.ArtifactSinkSpecR\rartifactSinks\x12\x1f\n" +
 	"\vstream_text\x18\r \x01(\bR\n" +
-	"streamText\x1a:\n" +
+	"streamText\x12S\n" +
+	"\x14required_tool_groups\x18\x0e \x03(\v2!.toolmesh.v1.ToolGroupRequirementR\x12requiredToolGroups\x1a:\n" +
 	"\fContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aE\n" +
 	"\x17InteractionContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xde\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"@\n" +
+	"\x14ToolGroupRequirement\x12\x12\n" +
+	"\x04role\x18\x01 \x01(\tR\x04role\x12\x14\n" +
+	"\x05tools\x18\x02 \x03(\tR\x05tools\"\xde\x01\n" +
 	"\x10ArtifactSinkSpec\x12\x14\n" +
 	"\x05tools\x18\x01 \x03(\tR\x05tools\x12\x1f\n" +
 	"\vtool_groups\x18\x02 \x03(\tR\n" +
@@ -3362,7 +3506,7 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\fmax_cost_usd\x18\x05 \x01(\x01R\n" +
 	"maxCostUsd\x12\x1f\n" +
 	"\vmax_actions\x18\x06 \x01(\x05R\n" +
-	"maxActions\"\xe4\b\n" +
+	"maxActions\"\x96\t\n" +
 	"\vRunResponse\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1a\n" +
 	"\bsequence\x18\x02 \x01(\x03R\bsequence\x12.\n" +
@@ -3387,8 +3531,12 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\n" +
 	"text_delta\x18\x12 \x01(\v2\x16.toolmesh.v1.TextDeltaH\x00R\ttextDelta\x12:\n" +
 	"\vasset_added\x18\x13 \x01(\v2\x17.toolmesh.v1.AssetAddedH\x00R\n" +
-	"assetAddedB\a\n" +
-	"\x05event\"\xa3\x01\n" +
+	"assetAdded\x120\n" +
+	"\awarning\x18\x14 \x01(\v2\x14.toolmesh.v1.WarningH\x00R\awarningB\a\n" +
+	"\x05event\"9\n" +
+	"\aWarning\x12\x14\n" +
+	"\x05field\x18\x01 \x01(\tR\x05field\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xa3\x01\n" +
 	"\x10ArtifactCaptured\x12\x17\n" +
 	"\aloop_id\x18\x01 \x01(\tR\x06loopId\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x12\n" +
@@ -3604,7 +3752,7 @@ func file_toolmesh_v1_orchestrator_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_v1_orchestrator_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_toolmesh_v1_orchestrator_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_toolmesh_v1_orchestrator_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_toolmesh_v1_orchestrator_proto_goTypes = []any{
 	(Role)(0),                      // 0: toolmesh.v1.Role
 	(ToolCallOutcome)(0),           // 1: toolmesh.v1.ToolCallOutcome
@@ -3612,124 +3760,128 @@ var file_toolmesh_v1_orchestrator_proto_goTypes = []any{
 	(RunState)(0),                  // 3: toolmesh.v1.RunState
 	(*ConversationMessage)(nil),    // 4: toolmesh.v1.ConversationMessage
 	(*RunRequest)(nil),             // 5: toolmesh.v1.RunRequest
-	(*ArtifactSinkSpec)(nil),       // 6: toolmesh.v1.ArtifactSinkSpec
-	(*LlmOptions)(nil),             // 7: toolmesh.v1.LlmOptions
-	(*RunLimits)(nil),              // 8: toolmesh.v1.RunLimits
-	(*RunResponse)(nil),            // 9: toolmesh.v1.RunResponse
-	(*ArtifactCaptured)(nil),       // 10: toolmesh.v1.ArtifactCaptured
-	(*BlackboardChanged)(nil),      // 11: toolmesh.v1.BlackboardChanged
-	(*Progress)(nil),               // 12: toolmesh.v1.Progress
-	(*MessageToUser)(nil),          // 13: toolmesh.v1.MessageToUser
-	(*ReplanRequested)(nil),        // 14: toolmesh.v1.ReplanRequested
-	(*Terminated)(nil),             // 15: toolmesh.v1.Terminated
-	(*TextDelta)(nil),              // 16: toolmesh.v1.TextDelta
-	(*AssetAdded)(nil),             // 17: toolmesh.v1.AssetAdded
-	(*Asset)(nil),                  // 18: toolmesh.v1.Asset
-	(*RunStarted)(nil),             // 19: toolmesh.v1.RunStarted
-	(*ToolCallStarted)(nil),        // 20: toolmesh.v1.ToolCallStarted
-	(*ToolCallFinished)(nil),       // 21: toolmesh.v1.ToolCallFinished
-	(*ToolsChanged)(nil),           // 22: toolmesh.v1.ToolsChanged
-	(*AssistantMessage)(nil),       // 23: toolmesh.v1.AssistantMessage
-	(*Usage)(nil),                  // 24: toolmesh.v1.Usage
-	(*FinalResult)(nil),            // 25: toolmesh.v1.FinalResult
-	(*RunError)(nil),               // 26: toolmesh.v1.RunError
-	(*ListToolsRequest)(nil),       // 27: toolmesh.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),      // 28: toolmesh.v1.ListToolsResponse
-	(*ToolInfo)(nil),               // 29: toolmesh.v1.ToolInfo
-	(*ListToolGroupsRequest)(nil),  // 30: toolmesh.v1.ListToolGroupsRequest
-	(*ListToolGroupsResponse)(nil), // 31: toolmesh.v1.ListToolGroupsResponse
-	(*ToolGroupStatus)(nil),        // 32: toolmesh.v1.ToolGroupStatus
-	(*ListWorkersRequest)(nil),     // 33: toolmesh.v1.ListWorkersRequest
-	(*ListWorkersResponse)(nil),    // 34: toolmesh.v1.ListWorkersResponse
-	(*WorkerStatus)(nil),           // 35: toolmesh.v1.WorkerStatus
-	(*GetRunRequest)(nil),          // 36: toolmesh.v1.GetRunRequest
-	(*GetRunResponse)(nil),         // 37: toolmesh.v1.GetRunResponse
-	(*Budget)(nil),                 // 38: toolmesh.v1.Budget
-	(*CancelRunRequest)(nil),       // 39: toolmesh.v1.CancelRunRequest
-	(*CancelRunResponse)(nil),      // 40: toolmesh.v1.CancelRunResponse
-	nil,                            // 41: toolmesh.v1.RunRequest.ContextEntry
-	nil,                            // 42: toolmesh.v1.RunRequest.InteractionContextEntry
-	(*durationpb.Duration)(nil),    // 43: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 44: google.protobuf.Timestamp
-	(*BlackboardObject)(nil),       // 45: toolmesh.v1.BlackboardObject
-	(TerminateScope)(0),            // 46: toolmesh.v1.TerminateScope
-	(*Artifact)(nil),               // 47: toolmesh.v1.Artifact
-	(code.Code)(0),                 // 48: google.rpc.Code
-	(ErrorReason)(0),               // 49: toolmesh.v1.ErrorReason
-	(*ToolDefinition)(nil),         // 50: toolmesh.v1.ToolDefinition
-	(*ToolGroupInfo)(nil),          // 51: toolmesh.v1.ToolGroupInfo
+	(*ToolGroupRequirement)(nil),   // 6: toolmesh.v1.ToolGroupRequirement
+	(*ArtifactSinkSpec)(nil),       // 7: toolmesh.v1.ArtifactSinkSpec
+	(*LlmOptions)(nil),             // 8: toolmesh.v1.LlmOptions
+	(*RunLimits)(nil),              // 9: toolmesh.v1.RunLimits
+	(*RunResponse)(nil),            // 10: toolmesh.v1.RunResponse
+	(*Warning)(nil),                // 11: toolmesh.v1.Warning
+	(*ArtifactCaptured)(nil),       // 12: toolmesh.v1.ArtifactCaptured
+	(*BlackboardChanged)(nil),      // 13: toolmesh.v1.BlackboardChanged
+	(*Progress)(nil),               // 14: toolmesh.v1.Progress
+	(*MessageToUser)(nil),          // 15: toolmesh.v1.MessageToUser
+	(*ReplanRequested)(nil),        // 16: toolmesh.v1.ReplanRequested
+	(*Terminated)(nil),             // 17: toolmesh.v1.Terminated
+	(*TextDelta)(nil),              // 18: toolmesh.v1.TextDelta
+	(*AssetAdded)(nil),             // 19: toolmesh.v1.AssetAdded
+	(*Asset)(nil),                  // 20: toolmesh.v1.Asset
+	(*RunStarted)(nil),             // 21: toolmesh.v1.RunStarted
+	(*ToolCallStarted)(nil),        // 22: toolmesh.v1.ToolCallStarted
+	(*ToolCallFinished)(nil),       // 23: toolmesh.v1.ToolCallFinished
+	(*ToolsChanged)(nil),           // 24: toolmesh.v1.ToolsChanged
+	(*AssistantMessage)(nil),       // 25: toolmesh.v1.AssistantMessage
+	(*Usage)(nil),                  // 26: toolmesh.v1.Usage
+	(*FinalResult)(nil),            // 27: toolmesh.v1.FinalResult
+	(*RunError)(nil),               // 28: toolmesh.v1.RunError
+	(*ListToolsRequest)(nil),       // 29: toolmesh.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),      // 30: toolmesh.v1.ListToolsResponse
+	(*ToolInfo)(nil),               // 31: toolmesh.v1.ToolInfo
+	(*ListToolGroupsRequest)(nil),  // 32: toolmesh.v1.ListToolGroupsRequest
+	(*ListToolGroupsResponse)(nil), // 33: toolmesh.v1.ListToolGroupsResponse
+	(*ToolGroupStatus)(nil),        // 34: toolmesh.v1.ToolGroupStatus
+	(*ListWorkersRequest)(nil),     // 35: toolmesh.v1.ListWorkersRequest
+	(*ListWorkersResponse)(nil),    // 36: toolmesh.v1.ListWorkersResponse
+	(*WorkerStatus)(nil),           // 37: toolmesh.v1.WorkerStatus
+	(*GetRunRequest)(nil),          // 38: toolmesh.v1.GetRunRequest
+	(*GetRunResponse)(nil),         // 39: toolmesh.v1.GetRunResponse
+	(*Budget)(nil),                 // 40: toolmesh.v1.Budget
+	(*CancelRunRequest)(nil),       // 41: toolmesh.v1.CancelRunRequest
+	(*CancelRunResponse)(nil),      // 42: toolmesh.v1.CancelRunResponse
+	nil,                            // 43: toolmesh.v1.RunRequest.ContextEntry
+	nil,                            // 44: toolmesh.v1.RunRequest.InteractionContextEntry
+	(*durationpb.Duration)(nil),    // 45: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 46: google.protobuf.Timestamp
+	(*BlackboardObject)(nil),       // 47: toolmesh.v1.BlackboardObject
+	(TerminateScope)(0),            // 48: toolmesh.v1.TerminateScope
+	(*Artifact)(nil),               // 49: toolmesh.v1.Artifact
+	(code.Code)(0),                 // 50: google.rpc.Code
+	(ErrorReason)(0),               // 51: toolmesh.v1.ErrorReason
+	(*ToolDefinition)(nil),         // 52: toolmesh.v1.ToolDefinition
+	(*ToolGroupInfo)(nil),          // 53: toolmesh.v1.ToolGroupInfo
 }
 var file_toolmesh_v1_orchestrator_proto_depIdxs = []int32{
 	0,  // 0: toolmesh.v1.ConversationMessage.role:type_name -> toolmesh.v1.Role
 	4,  // 1: toolmesh.v1.RunRequest.messages:type_name -> toolmesh.v1.ConversationMessage
-	41, // 2: toolmesh.v1.RunRequest.context:type_name -> toolmesh.v1.RunRequest.ContextEntry
-	7,  // 3: toolmesh.v1.RunRequest.llm:type_name -> toolmesh.v1.LlmOptions
-	8,  // 4: toolmesh.v1.RunRequest.limits:type_name -> toolmesh.v1.RunLimits
-	42, // 5: toolmesh.v1.RunRequest.interaction_context:type_name -> toolmesh.v1.RunRequest.InteractionContextEntry
-	6,  // 6: toolmesh.v1.RunRequest.artifact_sinks:type_name -> toolmesh.v1.ArtifactSinkSpec
-	43, // 7: toolmesh.v1.RunLimits.timeout:type_name -> google.protobuf.Duration
-	44, // 8: toolmesh.v1.RunResponse.time:type_name -> google.protobuf.Timestamp
-	19, // 9: toolmesh.v1.RunResponse.started:type_name -> toolmesh.v1.RunStarted
-	20, // 10: toolmesh.v1.RunResponse.tool_call_started:type_name -> toolmesh.v1.ToolCallStarted
-	21, // 11: toolmesh.v1.RunResponse.tool_call_finished:type_name -> toolmesh.v1.ToolCallFinished
-	23, // 12: toolmesh.v1.RunResponse.message:type_name -> toolmesh.v1.AssistantMessage
-	24, // 13: toolmesh.v1.RunResponse.usage:type_name -> toolmesh.v1.Usage
-	25, // 14: toolmesh.v1.RunResponse.final_result:type_name -> toolmesh.v1.FinalResult
-	26, // 15: toolmesh.v1.RunResponse.error:type_name -> toolmesh.v1.RunError
-	22, // 16: toolmesh.v1.RunResponse.tools_changed:type_name -> toolmesh.v1.ToolsChanged
-	10, // 17: toolmesh.v1.RunResponse.artifact:type_name -> toolmesh.v1.ArtifactCaptured
-	11, // 18: toolmesh.v1.RunResponse.blackboard_changed:type_name -> toolmesh.v1.BlackboardChanged
-	12, // 19: toolmesh.v1.RunResponse.progress:type_name -> toolmesh.v1.Progress
-	13, // 20: toolmesh.v1.RunResponse.message_to_user:type_name -> toolmesh.v1.MessageToUser
-	14, // 21: toolmesh.v1.RunResponse.replan_requested:type_name -> toolmesh.v1.ReplanRequested
-	15, // 22: toolmesh.v1.RunResponse.terminated:type_name -> toolmesh.v1.Terminated
-	16, // 23: toolmesh.v1.RunResponse.text_delta:type_name -> toolmesh.v1.TextDelta
-	17, // 24: toolmesh.v1.RunResponse.asset_added:type_name -> toolmesh.v1.AssetAdded
-	45, // 25: toolmesh.v1.ArtifactCaptured.object:type_name -> toolmesh.v1.BlackboardObject
-	45, // 26: toolmesh.v1.BlackboardChanged.object:type_name -> toolmesh.v1.BlackboardObject
-	45, // 27: toolmesh.v1.ReplanRequested.added:type_name -> toolmesh.v1.BlackboardObject
-	46, // 28: toolmesh.v1.Terminated.scope:type_name -> toolmesh.v1.TerminateScope
-	18, // 29: toolmesh.v1.AssetAdded.asset:type_name -> toolmesh.v1.Asset
-	45, // 30: toolmesh.v1.Asset.object:type_name -> toolmesh.v1.BlackboardObject
-	1,  // 31: toolmesh.v1.ToolCallFinished.outcome:type_name -> toolmesh.v1.ToolCallOutcome
-	43, // 32: toolmesh.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
-	47, // 33: toolmesh.v1.ToolCallFinished.artifact:type_name -> toolmesh.v1.Artifact
-	24, // 34: toolmesh.v1.FinalResult.usage:type_name -> toolmesh.v1.Usage
-	48, // 35: toolmesh.v1.RunError.code:type_name -> google.rpc.Code
-	49, // 36: toolmesh.v1.RunError.reason:type_name -> toolmesh.v1.ErrorReason
-	29, // 37: toolmesh.v1.ListToolsResponse.tools:type_name -> toolmesh.v1.ToolInfo
-	50, // 38: toolmesh.v1.ToolInfo.definition:type_name -> toolmesh.v1.ToolDefinition
-	32, // 39: toolmesh.v1.ListToolGroupsResponse.groups:type_name -> toolmesh.v1.ToolGroupStatus
-	51, // 40: toolmesh.v1.ToolGroupStatus.group:type_name -> toolmesh.v1.ToolGroupInfo
-	35, // 41: toolmesh.v1.ListWorkersResponse.workers:type_name -> toolmesh.v1.WorkerStatus
-	2,  // 42: toolmesh.v1.WorkerStatus.state:type_name -> toolmesh.v1.WorkerState
-	44, // 43: toolmesh.v1.WorkerStatus.registered_at:type_name -> google.protobuf.Timestamp
-	3,  // 44: toolmesh.v1.GetRunResponse.state:type_name -> toolmesh.v1.RunState
-	26, // 45: toolmesh.v1.GetRunResponse.error:type_name -> toolmesh.v1.RunError
-	44, // 46: toolmesh.v1.GetRunResponse.started_at:type_name -> google.protobuf.Timestamp
-	44, // 47: toolmesh.v1.GetRunResponse.ended_at:type_name -> google.protobuf.Timestamp
-	24, // 48: toolmesh.v1.GetRunResponse.usage:type_name -> toolmesh.v1.Usage
-	45, // 49: toolmesh.v1.GetRunResponse.blackboard:type_name -> toolmesh.v1.BlackboardObject
-	38, // 50: toolmesh.v1.GetRunResponse.budget:type_name -> toolmesh.v1.Budget
-	18, // 51: toolmesh.v1.GetRunResponse.assets:type_name -> toolmesh.v1.Asset
-	3,  // 52: toolmesh.v1.CancelRunResponse.state:type_name -> toolmesh.v1.RunState
-	5,  // 53: toolmesh.v1.OrchestratorService.Run:input_type -> toolmesh.v1.RunRequest
-	27, // 54: toolmesh.v1.OrchestratorService.ListTools:input_type -> toolmesh.v1.ListToolsRequest
-	30, // 55: toolmesh.v1.OrchestratorService.ListToolGroups:input_type -> toolmesh.v1.ListToolGroupsRequest
-	33, // 56: toolmesh.v1.OrchestratorService.ListWorkers:input_type -> toolmesh.v1.ListWorkersRequest
-	36, // 57: toolmesh.v1.OrchestratorService.GetRun:input_type -> toolmesh.v1.GetRunRequest
-	39, // 58: toolmesh.v1.OrchestratorService.CancelRun:input_type -> toolmesh.v1.CancelRunRequest
-	9,  // 59: toolmesh.v1.OrchestratorService.Run:output_type -> toolmesh.v1.RunResponse
-	28, // 60: toolmesh.v1.OrchestratorService.ListTools:output_type -> toolmesh.v1.ListToolsResponse
-	31, // 61: toolmesh.v1.OrchestratorService.ListToolGroups:output_type -> toolmesh.v1.ListToolGroupsResponse
-	34, // 62: toolmesh.v1.OrchestratorService.ListWorkers:output_type -> toolmesh.v1.ListWorkersResponse
-	37, // 63: toolmesh.v1.OrchestratorService.GetRun:output_type -> toolmesh.v1.GetRunResponse
-	40, // 64: toolmesh.v1.OrchestratorService.CancelRun:output_type -> toolmesh.v1.CancelRunResponse
-	59, // [59:65] is the sub-list for method output_type
-	53, // [53:59] is the sub-list for method input_type
-	53, // [53:53] is the sub-list for extension type_name
-	53, // [53:53] is the sub-list for extension extendee
-	0,  // [0:53] is the sub-list for field type_name
+	43, // 2: toolmesh.v1.RunRequest.context:type_name -> toolmesh.v1.RunRequest.ContextEntry
+	8,  // 3: toolmesh.v1.RunRequest.llm:type_name -> toolmesh.v1.LlmOptions
+	9,  // 4: toolmesh.v1.RunRequest.limits:type_name -> toolmesh.v1.RunLimits
+	44, // 5: toolmesh.v1.RunRequest.interaction_context:type_name -> toolmesh.v1.RunRequest.InteractionContextEntry
+	7,  // 6: toolmesh.v1.RunRequest.artifact_sinks:type_name -> toolmesh.v1.ArtifactSinkSpec
+	6,  // 7: toolmesh.v1.RunRequest.required_tool_groups:type_name -> toolmesh.v1.ToolGroupRequirement
+	45, // 8: toolmesh.v1.RunLimits.timeout:type_name -> google.protobuf.Duration
+	46, // 9: toolmesh.v1.RunResponse.time:type_name -> google.protobuf.Timestamp
+	21, // 10: toolmesh.v1.RunResponse.started:type_name -> toolmesh.v1.RunStarted
+	22, // 11: toolmesh.v1.RunResponse.tool_call_started:type_name -> toolmesh.v1.ToolCallStarted
+	23, // 12: toolmesh.v1.RunResponse.tool_call_finished:type_name -> toolmesh.v1.ToolCallFinished
+	25, // 13: toolmesh.v1.RunResponse.message:type_name -> toolmesh.v1.AssistantMessage
+	26, // 14: toolmesh.v1.RunResponse.usage:type_name -> toolmesh.v1.Usage
+	27, // 15: toolmesh.v1.RunResponse.final_result:type_name -> toolmesh.v1.FinalResult
+	28, // 16: toolmesh.v1.RunResponse.error:type_name -> toolmesh.v1.RunError
+	24, // 17: toolmesh.v1.RunResponse.tools_changed:type_name -> toolmesh.v1.ToolsChanged
+	12, // 18: toolmesh.v1.RunResponse.artifact:type_name -> toolmesh.v1.ArtifactCaptured
+	13, // 19: toolmesh.v1.RunResponse.blackboard_changed:type_name -> toolmesh.v1.BlackboardChanged
+	14, // 20: toolmesh.v1.RunResponse.progress:type_name -> toolmesh.v1.Progress
+	15, // 21: toolmesh.v1.RunResponse.message_to_user:type_name -> toolmesh.v1.MessageToUser
+	16, // 22: toolmesh.v1.RunResponse.replan_requested:type_name -> toolmesh.v1.ReplanRequested
+	17, // 23: toolmesh.v1.RunResponse.terminated:type_name -> toolmesh.v1.Terminated
+	18, // 24: toolmesh.v1.RunResponse.text_delta:type_name -> toolmesh.v1.TextDelta
+	19, // 25: toolmesh.v1.RunResponse.asset_added:type_name -> toolmesh.v1.AssetAdded
+	11, // 26: toolmesh.v1.RunResponse.warning:type_name -> toolmesh.v1.Warning
+	47, // 27: toolmesh.v1.ArtifactCaptured.object:type_name -> toolmesh.v1.BlackboardObject
+	47, // 28: toolmesh.v1.BlackboardChanged.object:type_name -> toolmesh.v1.BlackboardObject
+	47, // 29: toolmesh.v1.ReplanRequested.added:type_name -> toolmesh.v1.BlackboardObject
+	48, // 30: toolmesh.v1.Terminated.scope:type_name -> toolmesh.v1.TerminateScope
+	20, // 31: toolmesh.v1.AssetAdded.asset:type_name -> toolmesh.v1.Asset
+	47, // 32: toolmesh.v1.Asset.object:type_name -> toolmesh.v1.BlackboardObject
+	1,  // 33: toolmesh.v1.ToolCallFinished.outcome:type_name -> toolmesh.v1.ToolCallOutcome
+	45, // 34: toolmesh.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
+	49, // 35: toolmesh.v1.ToolCallFinished.artifact:type_name -> toolmesh.v1.Artifact
+	26, // 36: toolmesh.v1.FinalResult.usage:type_name -> toolmesh.v1.Usage
+	50, // 37: toolmesh.v1.RunError.code:type_name -> google.rpc.Code
+	51, // 38: toolmesh.v1.RunError.reason:type_name -> toolmesh.v1.ErrorReason
+	31, // 39: toolmesh.v1.ListToolsResponse.tools:type_name -> toolmesh.v1.ToolInfo
+	52, // 40: toolmesh.v1.ToolInfo.definition:type_name -> toolmesh.v1.ToolDefinition
+	34, // 41: toolmesh.v1.ListToolGroupsResponse.groups:type_name -> toolmesh.v1.ToolGroupStatus
+	53, // 42: toolmesh.v1.ToolGroupStatus.group:type_name -> toolmesh.v1.ToolGroupInfo
+	37, // 43: toolmesh.v1.ListWorkersResponse.workers:type_name -> toolmesh.v1.WorkerStatus
+	2,  // 44: toolmesh.v1.WorkerStatus.state:type_name -> toolmesh.v1.WorkerState
+	46, // 45: toolmesh.v1.WorkerStatus.registered_at:type_name -> google.protobuf.Timestamp
+	3,  // 46: toolmesh.v1.GetRunResponse.state:type_name -> toolmesh.v1.RunState
+	28, // 47: toolmesh.v1.GetRunResponse.error:type_name -> toolmesh.v1.RunError
+	46, // 48: toolmesh.v1.GetRunResponse.started_at:type_name -> google.protobuf.Timestamp
+	46, // 49: toolmesh.v1.GetRunResponse.ended_at:type_name -> google.protobuf.Timestamp
+	26, // 50: toolmesh.v1.GetRunResponse.usage:type_name -> toolmesh.v1.Usage
+	47, // 51: toolmesh.v1.GetRunResponse.blackboard:type_name -> toolmesh.v1.BlackboardObject
+	40, // 52: toolmesh.v1.GetRunResponse.budget:type_name -> toolmesh.v1.Budget
+	20, // 53: toolmesh.v1.GetRunResponse.assets:type_name -> toolmesh.v1.Asset
+	3,  // 54: toolmesh.v1.CancelRunResponse.state:type_name -> toolmesh.v1.RunState
+	5,  // 55: toolmesh.v1.OrchestratorService.Run:input_type -> toolmesh.v1.RunRequest
+	29, // 56: toolmesh.v1.OrchestratorService.ListTools:input_type -> toolmesh.v1.ListToolsRequest
+	32, // 57: toolmesh.v1.OrchestratorService.ListToolGroups:input_type -> toolmesh.v1.ListToolGroupsRequest
+	35, // 58: toolmesh.v1.OrchestratorService.ListWorkers:input_type -> toolmesh.v1.ListWorkersRequest
+	38, // 59: toolmesh.v1.OrchestratorService.GetRun:input_type -> toolmesh.v1.GetRunRequest
+	41, // 60: toolmesh.v1.OrchestratorService.CancelRun:input_type -> toolmesh.v1.CancelRunRequest
+	10, // 61: toolmesh.v1.OrchestratorService.Run:output_type -> toolmesh.v1.RunResponse
+	30, // 62: toolmesh.v1.OrchestratorService.ListTools:output_type -> toolmesh.v1.ListToolsResponse
+	33, // 63: toolmesh.v1.OrchestratorService.ListToolGroups:output_type -> toolmesh.v1.ListToolGroupsResponse
+	36, // 64: toolmesh.v1.OrchestratorService.ListWorkers:output_type -> toolmesh.v1.ListWorkersResponse
+	39, // 65: toolmesh.v1.OrchestratorService.GetRun:output_type -> toolmesh.v1.GetRunResponse
+	42, // 66: toolmesh.v1.OrchestratorService.CancelRun:output_type -> toolmesh.v1.CancelRunResponse
+	61, // [61:67] is the sub-list for method output_type
+	55, // [55:61] is the sub-list for method input_type
+	55, // [55:55] is the sub-list for extension type_name
+	55, // [55:55] is the sub-list for extension extendee
+	0,  // [0:55] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_v1_orchestrator_proto_init() }
@@ -3739,8 +3891,8 @@ func file_toolmesh_v1_orchestrator_proto_init() {
 	}
 	file_toolmesh_v1_errors_proto_init()
 	file_toolmesh_v1_tool_proto_init()
-	file_toolmesh_v1_orchestrator_proto_msgTypes[3].OneofWrappers = []any{}
-	file_toolmesh_v1_orchestrator_proto_msgTypes[5].OneofWrappers = []any{
+	file_toolmesh_v1_orchestrator_proto_msgTypes[4].OneofWrappers = []any{}
+	file_toolmesh_v1_orchestrator_proto_msgTypes[6].OneofWrappers = []any{
 		(*RunResponse_Started)(nil),
 		(*RunResponse_ToolCallStarted)(nil),
 		(*RunResponse_ToolCallFinished)(nil),
@@ -3757,6 +3909,7 @@ func file_toolmesh_v1_orchestrator_proto_init() {
 		(*RunResponse_Terminated)(nil),
 		(*RunResponse_TextDelta)(nil),
 		(*RunResponse_AssetAdded)(nil),
+		(*RunResponse_Warning)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3764,7 +3917,7 @@ func file_toolmesh_v1_orchestrator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_v1_orchestrator_proto_rawDesc), len(file_toolmesh_v1_orchestrator_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   39,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

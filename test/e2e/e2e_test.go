@@ -340,7 +340,8 @@ func TestBadRunRequests(t *testing.T) {
 		sentinel error
 		field    string
 	}{
-		{"unknown group", &toolpb.RunRequest{Prompt: "hi", ToolGroups: []string{"math", "web"}}, codes.NotFound, client.ErrUnknownGroup, "tool_groups[1]"},
+		{"unknown required group", &toolpb.RunRequest{Prompt: "hi", ToolGroups: []string{"math"}, RequiredToolGroups: []*toolpb.ToolGroupRequirement{{Role: "web"}}}, codes.NotFound, client.ErrUnknownGroup, "required_tool_groups[0]"},
+		{"missing required tool", &toolpb.RunRequest{Prompt: "hi", RequiredToolGroups: []*toolpb.ToolGroupRequirement{{Role: "math", Tools: []string{"sqrt"}}}}, codes.FailedPrecondition, client.ErrRequiredToolsMissing, "required_tool_groups[0].tools"},
 		{"unknown tool", &toolpb.RunRequest{Prompt: "hi", Tools: []string{"teleport"}}, codes.NotFound, client.ErrUnknownTool, "tools[0]"},
 		{"empty prompt", &toolpb.RunRequest{Prompt: "  ", ToolGroups: []string{"math"}}, codes.InvalidArgument, client.ErrInvalidRequest, "prompt"},
 		{"negative max iterations", &toolpb.RunRequest{Prompt: "hi", Limits: &toolpb.RunLimits{MaxIterations: -1}}, codes.InvalidArgument, client.ErrInvalidRequest, "limits.max_iterations"},
