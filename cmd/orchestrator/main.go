@@ -225,7 +225,7 @@ func newProviders(cfg config.Provider, log *slog.Logger) (map[string]llm.Provide
 			model = defaultOpenAIModel
 		}
 		p, err := openai.New(openai.Options{APIKey: api.APIKey, BaseURL: api.BaseURL, DefaultModel: model,
-			MaxRetries: api.MaxRetries, Timeout: api.Timeout.D(), MaxTokens: api.MaxTokens, Logger: log})
+			MaxRetries: api.MaxRetries, Timeout: api.Timeout.D(), MaxTokens: api.MaxTokens, Logger: log, Buffered: api.Buffered})
 		if err != nil {
 			return nil, fmt.Errorf("provider.openai: %w", err)
 		}

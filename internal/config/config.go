@@ -162,6 +162,19 @@ type ProviderAPI struct {
 	Timeout Duration `yaml:"timeout"`
 	// MaxTokens is the answer limit when a run sets none (Anthropic requires one).
 	MaxTokens int `yaml:"max_tokens"`
+	// Stream, when false, asks the OpenAI-compatible server for whole answers instead of
+	// streams (for servers that cannot stream tool calls); unset means true. StreamModels
+	// overrides it per model. Only provider.openai has them.
+	Stream       *bool           `yaml:"stream"`
+	StreamModels map[string]bool `yaml:"stream_models"`
+}
+
+// Buffered reports whether answers of model are asked for whole (Stream and StreamModels).
+func (p ProviderAPI) Buffered(model string) bool {
+	if v, ok := p.StreamModels[model]; ok {
+		return !v
+	}
+	return p.Stream != nil && !*p.Stream
 }
 
 // Configured reports whether the API has the credentials or address it needs.
@@ -401,6 +414,17 @@ func (c Config) Validate() error {
 		}
 		if api.MaxTokens < 0 {
 			bad("provider."+name+".max_tokens", "must not be negative, got %d", api.MaxTokens)
+		}
+	}
+	if c.Provider.Anthropic.Stream != nil {
+		bad("provider.anthropic.stream", "is not supported: only provider.openai has a non-streaming mode")
+	}
+	if len(c.Provider.Anthropic.StreamModels) > 0 {
+		bad("provider.anthropic.stream_models", "is not supported: only provider.openai has a non-streaming mode")
+	}
+	for m := range c.Provider.OpenAI.StreamModels {
+		if strings.TrimSpace(m) == "" {
+			bad("provider.openai.stream_models", "has an empty model name")
 		}
 	}
 	if c.Provider.Script != "" {

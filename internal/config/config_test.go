@@ -156,6 +156,7 @@ func TestValidateNamesEachKey(t *testing.T) {
 		{"loop.max_concurrent_runs", func(c *Config) { c.Loop.MaxConcurrentRuns = 0 }},
 		{"loop.retain_runs", func(c *Config) { c.Loop.RetainRuns = -1 }},
 		{"loop.max_tool_result_bytes", func(c *Config) { c.Loop.MaxToolResultBytes = 100 }},
+		{"provider.anthropic.stream", func(c *Config) { f := false; c.Provider.Anthropic.Stream = &f }},
 		{"loop.max_artifact_bytes", func(c *Config) { c.Loop.MaxArtifactBytes = 10 }},
 		{"loop.max_blackboard_entries", func(c *Config) { c.Loop.MaxBlackboardEntries = 0 }},
 		{"loop.max_blackboard_bytes", func(c *Config) { c.Loop.MaxBlackboardBytes = 1 }},

@@ -32,6 +32,10 @@ type HTTPOptions struct {
 	// the provider's default (none for an OpenAI-compatible server, 4096 for Anthropic,
 	// which requires a bound).
 	MaxTokens int
+	// Buffered, when it is set and true for the model of a request, asks for the whole
+	// answer at once instead of a stream, for servers that cannot stream tool calls; the
+	// answer is then yielded as one piece. Only the OpenAI-compatible provider honours it.
+	Buffered func(model string) bool
 	// Logger receives retries (warn) and failed calls (debug); nil discards. Its lines
 	// carry provider=<name>, so the logger should not carry that key itself.
 	Logger *slog.Logger

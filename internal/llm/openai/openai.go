@@ -16,7 +16,9 @@
 //   - MaxOutputTokens (else Options.MaxTokens) is max_completion_tokens on OpenAI's own
 //     endpoint and max_tokens on any other base URL (the field compatible servers read).
 //   - The answer is streamed with stream_options.include_usage, so that the last chunk
-//     carries the token usage; tool-call deltas are reassembled by index.
+//     carries the token usage; tool-call deltas are reassembled by index. For a model that
+//     Options.Buffered names, the answer is asked for whole (no stream) and yielded as one
+//     piece, for servers that cannot stream tool calls.
 //
 // Failures end the stream with an *llm.ProviderError; see [Provider.Stream] for retries.
 // This package must not import gRPC, generated protos or the loop.
@@ -24,6 +26,7 @@ package openai
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"iter"
 	"strconv"
@@ -51,6 +54,7 @@ type Provider struct {
 	defaultModel string
 	maxTokens    int  // for requests that set none; zero: none
 	official     bool // the base URL is OpenAI's own
+	buffered     func(model string) bool
 	call         *llm.Caller[openai.ChatCompletionNewParams, openai.ChatCompletionChunk]
 }
 
@@ -76,6 +80,7 @@ func New(o Options) (*Provider, error) {
 		defaultModel: o.DefaultModel,
 		maxTokens:    o.MaxTokens,
 		official:     strings.EqualFold(u.Hostname(), "api.openai.com"),
+		buffered:     o.Buffered,
 	}
 	// The service is built without openai.NewClient, which would read OPENAI_* variables
 	// of the environment: the options alone configure the provider. The SDK's own retries
@@ -119,7 +124,97 @@ func (p *Provider) prepare(_ context.Context, req *llm.Request) (openai.ChatComp
 
 // open sends the attempt-th request of a call.
 func (p *Provider) open(ctx context.Context, params *openai.ChatCompletionNewParams, attempt int, x *llm.Exchange) (llm.EventStream[openai.ChatCompletionChunk], llm.Answer[openai.ChatCompletionChunk]) {
-	stream := p.completions.NewStreaming(ctx, *params, option.WithResponseInto(&x.Response), option.WithMiddleware(x.Middleware),
-		option.WithHeader("X-Stainless-Retry-Count", strconv.Itoa(attempt-1)))
-	return stream, newAccumulator(string(params.Model))
+	opts := []option.RequestOption{option.WithResponseInto(&x.Response), option.WithMiddleware(x.Middleware),
+		option.WithHeader("X-Stainless-Retry-Count", strconv.Itoa(attempt-1))}
+	if p.buffered != nil && p.buffered(string(params.Model)) {
+		whole := *params
+		whole.StreamOptions = openai.ChatCompletionStreamOptionsParam{} // not streamed
+		return &bufferedStream{fetch: func() (*openai.ChatCompletion, error) { return p.completions.New(ctx, whole, opts...) }},
+			newAccumulator(string(params.Model))
+	}
+	return p.completions.NewStreaming(ctx, *params, opts...), newAccumulator(string(params.Model))
+}
+
+// bufferedStream is the answer to a request that was not streamed, as a stream of one
+// chunk: the whole answer, its finish reason and its usage.
+type bufferedStream struct {
+	fetch func() (*openai.ChatCompletion, error)
+	done  bool
+	cur   openai.ChatCompletionChunk
+	err   error
+}
+
+func (b *bufferedStream) Next() bool {
+	if b.done {
+		return false
+	}
+	b.done = true
+	c, err := b.fetch()
+	if err != nil {
+		b.err = err
+		return false
+	}
+	b.cur, b.err = wholeChunk(c)
+	return b.err == nil
+}
+
+func (b *bufferedStream) Current() openai.ChatCompletionChunk { return b.cur }
+func (b *bufferedStream) Err() error                          { return b.err }
+func (b *bufferedStream) Close() error                        { return nil }
+
+// wholeChunk is a completion as the one chunk of a stream that carries all of it. It goes
+// through JSON so that the chunk records which fields were present, as a streamed one does.
+func wholeChunk(c *openai.ChatCompletion) (openai.ChatCompletionChunk, error) {
+	type call struct {
+		Index    int    `json:"index"`
+		ID       string `json:"id,omitempty"`
+		Type     string `json:"type"`
+		Function struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	}
+	type choice struct {
+		Index int `json:"index"`
+		Delta struct {
+			Role      string `json:"role"`
+			Content   string `json:"content,omitempty"`
+			Refusal   string `json:"refusal,omitempty"`
+			ToolCalls []call `json:"tool_calls,omitempty"`
+		} `json:"delta"`
+		FinishReason string `json:"finish_reason"`
+	}
+	out := struct {
+		ID      string          `json:"id"`
+		Object  string          `json:"object"`
+		Created int64           `json:"created"`
+		Model   string          `json:"model"`
+		Choices []choice        `json:"choices"`
+		Usage   json.RawMessage `json:"usage,omitempty"`
+	}{ID: c.ID, Object: "chat.completion.chunk", Created: c.Created, Model: c.Model}
+	for _, ch := range c.Choices {
+		var x choice
+		x.Index = int(ch.Index)
+		x.FinishReason = ch.FinishReason
+		x.Delta.Role = "assistant"
+		x.Delta.Content, x.Delta.Refusal = ch.Message.Content, ch.Message.Refusal
+		for i, tc := range ch.Message.ToolCalls {
+			y := call{Index: i, ID: tc.ID, Type: "function"}
+			y.Function.Name, y.Function.Arguments = tc.Function.Name, tc.Function.Arguments
+			x.Delta.ToolCalls = append(x.Delta.ToolCalls, y)
+		}
+		out.Choices = append(out.Choices, x)
+	}
+	if c.JSON.Usage.Valid() {
+		out.Usage = json.RawMessage(c.Usage.RawJSON())
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return openai.ChatCompletionChunk{}, err
+	}
+	var chunk openai.ChatCompletionChunk
+	if err := json.Unmarshal(b, &chunk); err != nil {
+		return openai.ChatCompletionChunk{}, err
+	}
+	return chunk, nil
 }

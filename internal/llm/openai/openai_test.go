@@ -759,3 +759,71 @@ func TestDefaultMaxTokens(t *testing.T) {
 		}
 	}
 }
+
+// TestBufferedAnswer: for a model Buffered names, the request is not streamed (no stream,
+// no stream_options) and the whole answer, tool calls and usage included, is yielded as
+// one piece; other models still stream.
+func TestBufferedAnswer(t *testing.T) {
+	var s *llmtest.Server
+	s = llmtest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, n int) {
+		if strings.Contains(s.Requests()[n-1].Raw, `"stream":true`) {
+			sse(w, chunk(`{"role":"assistant","content":"streamed"}`, ""), chunk(`{}`, "stop"), usage(1, 1))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"`+model+`",
+			"choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":"Checking.","refusal":null,
+			"tool_calls":[{"id":"call_a","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}},
+			              {"id":"call_b","type":"function","function":{"name":"no_args","arguments":"{}"}}]}}],
+			"usage":{"prompt_tokens":80,"completion_tokens":17,"total_tokens":97}}`)
+	})
+	p := newProvider(t, s, func(o *openai.Options) { o.Buffered = func(m string) bool { return m == "gpt-test" } })
+	deltas, resp, err := llmtest.Collect(p.Stream(t.Context(), &llm.Request{
+		Messages: []llm.Message{{Role: llm.RoleUser, Text: "Weather in Paris?"}},
+		Tools:    []llm.ToolSpec{weatherTool, {Name: "no_args"}},
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := s.Requests()[0]
+	if _, ok := r.Body["stream"]; ok {
+		t.Errorf("a buffered request sent stream: %s", r.Raw)
+	}
+	if _, ok := r.Body["stream_options"]; ok {
+		t.Errorf("a buffered request sent stream_options: %s", r.Raw)
+	}
+	want := &llm.Response{
+		Text: "Checking.",
+		ToolCalls: []llm.ToolCall{
+			{ID: "call_a", Name: "get_weather", Arguments: `{"city":"Paris"}`},
+			{ID: "call_b", Name: "no_args", Arguments: `{}`},
+		},
+		Usage:        llm.Usage{InputTokens: 80, OutputTokens: 17},
+		FinishReason: "tool_calls",
+		Model:        "openai/" + model,
+	}
+	if diff := cmp.Diff(want, resp); diff != "" {
+		t.Errorf("response (-want +got):\n%s", diff)
+	}
+	if len(deltas) != 3 || deltas[0].TextDelta != "Checking." {
+		t.Errorf("deltas %+v, want the text and both calls at once", deltas)
+	}
+	// Another model streams.
+	_, resp, err = llmtest.Collect(p.Stream(t.Context(), &llm.Request{Model: "gpt-other", Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}))
+	if err != nil || resp.Text != "streamed" {
+		t.Errorf("streamed model: %+v, %v", resp, err)
+	}
+}
+
+// TestBufferedErrorStatus: a refused buffered request fails like a streamed one.
+func TestBufferedErrorStatus(t *testing.T) {
+	s := llmtest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
+		writeError(w, http.StatusUnauthorized, errorBody("bad key", "invalid_request_error", "invalid_api_key"))
+	})
+	p := newProvider(t, s, func(o *openai.Options) { o.Buffered = func(string) bool { return true } })
+	_, _, err := llmtest.Collect(p.Stream(t.Context(), &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}))
+	var pe *llm.ProviderError
+	if !errors.As(err, &pe) || pe.Kind != llm.KindAuth {
+		t.Errorf("error %v, want an auth ProviderError", err)
+	}
+}
