@@ -267,8 +267,10 @@ type printer struct {
 	// streamed text has been written without its newline.
 	status, streaming bool
 	// streamed is set once an iteration's text was streamed, so that the final line does
-	// not repeat it.
-	streamed bool
+	// not repeat it; streamedIter is the iteration whose text was streamed last, whose
+	// message event repeats it.
+	streamed     bool
+	streamedIter int32
 }
 
 func (p *printer) print(ev *toolpb.RunResponse) {
@@ -288,8 +290,13 @@ func (p *printer) print(ev *toolpb.RunResponse) {
 			p.streaming = true
 		}
 		fmt.Fprint(p.out, x.TextDelta.GetText())
-		p.streamed = true
+		p.streamed, p.streamedIter = true, x.TextDelta.GetIteration()
 		return
+	case *toolpb.RunResponse_Message:
+		if p.streamed && x.Message.GetIteration() == p.streamedIter {
+			p.endLine() // the text was printed as it arrived
+			return
+		}
 	case *toolpb.RunResponse_FinalResult:
 		p.clearStatus()
 		p.endLine()

@@ -246,7 +246,7 @@ func Default() Config {
 			MaxToolResultBytes:   32 << 10,
 			MaxArtifactBytes:     1 << 20,
 			MaxBlackboardEntries: 1024,
-			MaxBlackboardBytes:   8 << 20,
+			MaxBlackboardBytes:   3 << 20,
 		},
 		Provider: Provider{
 			Name:      "auto",

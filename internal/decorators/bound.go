@@ -2,6 +2,7 @@ package decorators
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/toolmesh/toolmesh/internal/toolinternal"
@@ -35,6 +36,17 @@ func (o bounded) Call(ctx context.Context, input string) (tool.Result, error) {
 		return res, err
 	}
 	if a := res.Artifact; a != nil && o.b.MaxArtifactBytes > 0 {
+		if a.JSON == nil && a.Data == nil && a.Value != nil {
+			// Measured as it will travel; the layers above read the JSON made here.
+			b, err := json.Marshal(a.Value)
+			if err != nil {
+				return tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf("tool '%s' returned an artifact of type %q that cannot be encoded as JSON: %v", o.d.Definition().Name, a.TypeName, err)), nil
+			}
+			cp := *a
+			cp.JSON = b
+			res.Artifact = &cp
+			a = &cp
+		}
 		if n := len(a.JSON) + len(a.Data); n > o.b.MaxArtifactBytes {
 			return tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf(
 				"tool '%s' returned an artifact of %d bytes, over the %d bytes an artifact may have; it was dropped. Call it again in a way that returns less.",

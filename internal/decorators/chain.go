@@ -19,6 +19,9 @@ type FilterSpec struct {
 	When          string
 	Transform     string
 	TransformType string
+	// TransformTypeField names TransformType in errors; default "transform_type" (the
+	// config key).
+	TransformTypeField string
 }
 
 // RuleSpec is one artifact rule as the config or a run request states it: the tools it
@@ -68,7 +71,11 @@ func CompileSelector(key string, f FilterSpec) (Selector, error) {
 		typ := f.TransformType
 		sel.Transform = func(e tool.Entry) (tool.Entry, error) { return x.Apply(e, typ) }
 	} else if f.TransformType != "" {
-		return Selector{}, &SpecError{Key: key + ".transform_type", Problem: "is set without a transform"}
+		field := f.TransformTypeField
+		if field == "" {
+			field = "transform_type"
+		}
+		return Selector{}, &SpecError{Key: key + "." + field, Problem: "is set without a transform"}
 	}
 	return sel, nil
 }
@@ -220,6 +227,9 @@ func CompileReplan(spec ReplanSpec) (Decider, error) {
 		when = x
 	}
 	var add *Expression
+	if spec.AddType != "" && spec.Add == "" {
+		return nil, &SpecError{Key: spec.Key + ".add_type", Problem: "is set without add"}
+	}
 	if spec.Add != "" {
 		x, err := CompileTransform(spec.Add)
 		if err != nil {

@@ -12,8 +12,8 @@ type ReplanContext struct {
 	Tool   tool.Definition
 	Input  string
 	Result tool.Result
-	// Artifact is the result's artifact as an entry; nil for a text or error result, or a
-	// blob.
+	// Artifact is the result's artifact as one entry, a list artifact included (its type
+	// name is the list's, such as "[]Customer"); nil for a text or error result, or a blob.
 	Artifact *tool.Entry
 }
 
@@ -44,12 +44,8 @@ func (r replanning) Call(ctx context.Context, input string) (tool.Result, error)
 		return res, err
 	}
 	rc := ReplanContext{Tool: r.d.Definition(), Input: input, Result: res}
-	if els := Elements(res.Artifact); len(els) > 0 && res.Artifact != nil {
-		whole := tool.Entry{TypeName: res.Artifact.TypeName, JSON: res.Artifact.JSON}
-		if len(els) == 1 {
-			whole = els[0]
-		}
-		rc.Artifact = &whole
+	if raw := artifactJSON(res.Artifact); len(raw) > 0 {
+		rc.Artifact = &tool.Entry{TypeName: res.Artifact.TypeName, JSON: raw}
 	}
 	d, err := r.decide(ctx, rc)
 	if err != nil {

@@ -125,17 +125,7 @@ func (s Selector) Select(res tool.Result) ([]tool.Entry, error) {
 // without a list marker: "[]Customer", "Customer[]" and "list<Customer>" all give
 // "Customer".
 func Elements(a *tool.Artifact) []tool.Entry {
-	if a == nil || a.Data != nil {
-		return nil
-	}
-	raw := a.JSON
-	if raw == nil && a.Value != nil {
-		b, err := json.Marshal(a.Value)
-		if err != nil {
-			return nil
-		}
-		raw = b
-	}
+	raw := artifactJSON(a)
 	if len(raw) == 0 {
 		return nil
 	}
@@ -160,6 +150,22 @@ func Elements(a *tool.Artifact) []tool.Entry {
 		out = append(out, tool.Entry{TypeName: typ, JSON: el})
 	}
 	return out
+}
+
+// artifactJSON is an artifact's JSON: its JSON, or its in-process value encoded; nil for
+// no artifact, a blob, or a value JSON cannot encode.
+func artifactJSON(a *tool.Artifact) json.RawMessage {
+	if a == nil || a.Data != nil {
+		return nil
+	}
+	if a.JSON != nil || a.Value == nil {
+		return a.JSON
+	}
+	b, err := json.Marshal(a.Value)
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
 // ElementType is the element type of a list type name ("[]X", "X[]", "list<X>" and

@@ -21,7 +21,7 @@ type Bounds struct {
 // Defaults of Bounds.
 const (
 	DefaultMaxEntries = 1024
-	DefaultMaxBytes   = 8 << 20
+	DefaultMaxBytes   = 3 << 20
 	// MaxTypeNameBytes bounds a type name and a binding name.
 	MaxTypeNameBytes = 256
 )

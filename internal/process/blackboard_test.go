@@ -134,3 +134,22 @@ func TestAdditionsReportedInOrder(t *testing.T) {
 		t.Fatalf("%d reports", len(got))
 	}
 }
+
+// TestCanAdd: a set of entries is checked whole, and nothing is added by the check.
+func TestCanAdd(t *testing.T) {
+	p := process.New("run", process.Limits{}, process.Bounds{MaxEntries: 2}, nil)
+	good := tool.Binding{Entry: tool.Entry{TypeName: "X", JSON: []byte(`1`)}}
+	bad := tool.Binding{Entry: tool.Entry{TypeName: "X", JSON: []byte(`{no`)}}
+	if err := p.CanAdd([]tool.Binding{good, bad}); err == nil || !strings.Contains(err.Error(), "blackboard object 2 of 2 was refused") {
+		t.Errorf("CanAdd(good, bad) = %v", err)
+	}
+	if err := p.CanAdd([]tool.Binding{good, good, good}); err == nil || !strings.Contains(err.Error(), "object 3 of 3") {
+		t.Errorf("CanAdd over the bound = %v", err)
+	}
+	if err := p.CanAdd([]tool.Binding{good, good}); err != nil {
+		t.Errorf("CanAdd(good, good) = %v", err)
+	}
+	if n := len(p.Snapshot().Blackboard.Entries); n != 0 {
+		t.Errorf("CanAdd added %d entries", n)
+	}
+}

@@ -100,6 +100,8 @@ type State struct {
 	History    []Action
 	Models     []Model
 	Assets     []Asset
+	// AssetBytes is the JSON of all assets together.
+	AssetBytes int
 }
 
 // Clone returns a deep copy.
@@ -261,6 +263,20 @@ func (p *Process) Add(o Origin, name string, e tool.Entry) error {
 	return p.out(EntryAdded{Index: i, Name: name, Entry: stored, Tool: o.Tool, CallID: o.CallID, LoopID: o.LoopID})
 }
 
+// CanAdd reports whether all of bs would join the blackboard now, without adding any: an
+// error names the first that would be refused (numbered from 1) and why.
+func (p *Process) CanAdd(bs []tool.Binding) error {
+	p.mu.Lock()
+	trial := p.st.Blackboard.Clone()
+	p.mu.Unlock()
+	for i, b := range bs {
+		if _, err := trial.Add(b.Name, b.Entry); err != nil {
+			return fmt.Errorf("blackboard object %d of %d was refused: %w", i+1, len(bs), err)
+		}
+	}
+	return nil
+}
+
 // RecordModelCall records one model call.
 func (p *Process) RecordModelCall(provider, model string, prompt, completion int64, cost float64) {
 	p.mu.Lock()
@@ -287,11 +303,17 @@ func (p *Process) AddAsset(a Asset, loopID string) error {
 	p.outMu.Lock()
 	defer p.outMu.Unlock()
 	p.mu.Lock()
-	if len(p.st.Assets) >= p.st.Blackboard.Bounds.maxEntries() {
+	bounds := p.st.Blackboard.Bounds
+	if len(p.st.Assets) >= bounds.maxEntries() {
 		p.mu.Unlock()
-		return fmt.Errorf("the run keeps at most %d assets", p.st.Blackboard.Bounds.maxEntries())
+		return fmt.Errorf("the run keeps at most %d assets", bounds.maxEntries())
+	}
+	if p.st.AssetBytes+len(a.Entry.JSON) > bounds.maxBytes() {
+		p.mu.Unlock()
+		return fmt.Errorf("the run keeps at most %d bytes of assets", bounds.maxBytes())
 	}
 	p.st.Assets = append(p.st.Assets, a)
+	p.st.AssetBytes += len(a.Entry.JSON)
 	p.mu.Unlock()
 	return p.out(AssetAdded{Asset: a, LoopID: loopID})
 }
@@ -331,6 +353,23 @@ func (b *board) Last(typeName string) (tool.Entry, bool) {
 	b.p.mu.Lock()
 	defer b.p.mu.Unlock()
 	return b.p.st.Blackboard.Last(typeName)
+}
+
+// LastBound is Last with the name bound to the entry, if any.
+func (b *board) LastBound(typeName string) (tool.Binding, bool) {
+	b.p.mu.Lock()
+	defer b.p.mu.Unlock()
+	bb := b.p.st.Blackboard
+	for i := len(bb.Entries) - 1; i >= 0; i-- {
+		if tool.SatisfiesType(bb.Entries[i], typeName) {
+			name := ""
+			if names := bb.NameOf(i); len(names) > 0 {
+				name = names[0]
+			}
+			return tool.Binding{Name: name, Entry: bb.Entries[i]}, true
+		}
+	}
+	return tool.Binding{}, false
 }
 
 func (b *board) Get(name string) (tool.Entry, bool) {

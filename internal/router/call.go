@@ -77,6 +77,13 @@ func applyUpdates(ctx context.Context, name string, res tool.Result, updates []*
 	if len(updates) > wire.MaxBlackboardUpdates {
 		return tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf("tool '%s' ran, but it added %d objects to the blackboard, over the %d a call may add; none were added", name, len(updates), wire.MaxBlackboardUpdates))
 	}
+	size := 0
+	for _, u := range updates {
+		size += len(u.GetJson())
+	}
+	if size > wire.MaxBlackboardUpdateBytes {
+		return tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf("tool '%s' ran, but the objects it added to the blackboard are %d bytes of JSON, over the %d a call may add; none were added", name, size, wire.MaxBlackboardUpdateBytes))
+	}
 	for i, b := range wire.BindingsFromProto(updates) {
 		var err error
 		if b.Name != "" {
@@ -199,6 +206,10 @@ func (r *Router) invokeOnce(ctx context.Context, t *remoteTool, w *worker, req *
 	}
 
 	name := t.def.Name
+	if errors.Is(err, errNoResult) {
+		w.succeeded()
+		return tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf("worker %s ended tool '%s' without a result; its outcome is unknown", w.id, name)), false
+	}
 	st := status.Convert(err)
 	switch {
 	case deadlinePassed(ctx):
@@ -345,6 +356,11 @@ func load(w *worker) float64 {
 	return n
 }
 
+// errNoResult is a worker that ended a call's stream without its result: it broke the
+// protocol after starting the call, so the call's outcome is unknown, but the worker and
+// the path to it work.
+var errNoResult = errors.New("the worker ended the call's stream without a result")
+
 // needed is the newest blackboard entry of each type, in the order of types; none when
 // the call belongs to no run.
 func needed(ctx context.Context, types []string) []*toolpb.BlackboardObject {
@@ -355,13 +371,25 @@ func needed(ctx context.Context, types []string) []*toolpb.BlackboardObject {
 	if board == nil {
 		return nil
 	}
+	bound, _ := board.(lastBound)
 	var out []*toolpb.BlackboardObject
 	for _, typ := range types {
+		if bound != nil {
+			if b, ok := bound.LastBound(typ); ok {
+				out = append(out, wire.BindingToProto(b))
+			}
+			continue
+		}
 		if e, ok := board.Last(typ); ok {
 			out = append(out, wire.BindingToProto(tool.Binding{Entry: e}))
 		}
 	}
 	return out
+}
+
+// lastBound is a blackboard that can tell the name bound to the newest entry of a type.
+type lastBound interface {
+	LastBound(typeName string) (tool.Binding, bool)
 }
 
 // invokeStream makes a call of a tool that reports progress: each report is handed to
@@ -379,7 +407,7 @@ func invokeStream(ctx context.Context, c toolpb.ToolWorkerServiceClient, req *to
 		msg, err := stream.Recv()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
-				return nil, status.Error(codes.Internal, "the worker ended the call's stream without a result")
+				return nil, errNoResult
 			}
 			return nil, err
 		}

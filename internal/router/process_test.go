@@ -2,11 +2,13 @@ package router
 
 import (
 	"context"
+	"net"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc"
 
 	"github.com/toolmesh/toolmesh/internal/process"
 	"github.com/toolmesh/toolmesh/internal/wire"
@@ -189,5 +191,43 @@ func TestBadBlackboardUpdate(t *testing.T) {
 	// Outside a run the updates have nowhere to go, and the result stands.
 	if res, _ := call(ctx, t, r, "bind", `{}`); res.IsError() {
 		t.Errorf("outside a run: %+v", res)
+	}
+}
+
+// noResultWorker answers InvokeStream with one progress report and no result.
+type noResultWorker struct{ fakeWorker }
+
+func (w *noResultWorker) InvokeStream(_ *toolpb.InvokeStreamRequest, s toolpb.ToolWorkerService_InvokeStreamServer) error {
+	w.calls.Add(1)
+	return s.Send(&toolpb.InvokeStreamResponse{Message: &toolpb.InvokeStreamResponse_Progress{Progress: &toolpb.ProgressReport{Status: "started"}}})
+}
+
+// TestStreamWithoutResult: a worker that ends a progress call's stream without a result
+// has broken the protocol after starting the call: the outcome is unknown, the call is not
+// re-sent (even for an idempotent tool), and the worker is not counted as failing.
+func TestStreamWithoutResult(t *testing.T) {
+	ctx := testContext(t)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &noResultWorker{fakeWorker{addr: lis.Addr().String(), srv: grpc.NewServer()}}
+	toolpb.RegisterToolWorkerServiceServer(f.srv, f)
+	go func() { _ = f.srv.Serve(lis) }()
+	t.Cleanup(f.srv.Stop)
+	r := newRouter(t, Options{EjectAfter: 1})
+	def := echoTool("report", tool.ReportsProgress(), tool.Idempotent())
+	mustRegister(t, r, registration("w1", f.addr, "crm", def))
+	for range 3 {
+		res, d := call(ctx, t, r, "report", `{}`)
+		if !res.IsError() || res.Content != "worker w1 ended tool 'report' without a result; its outcome is unknown" || d.Attempts != 1 {
+			t.Fatalf("result %+v after %d attempts", res, d.Attempts)
+		}
+	}
+	if f.calls.Load() != 3 {
+		t.Errorf("the worker got %d calls, want 3 (one each, no re-send)", f.calls.Load())
+	}
+	if w := workerOf(t, r, "w1"); !w.routable(r.now()) {
+		t.Error("the worker was ejected")
 	}
 }

@@ -125,6 +125,7 @@ func (s *Service) requestRules(specs []decorators.RuleSpec) ([]decorators.Rule, 
 	var out []decorators.Rule
 	for i, spec := range specs {
 		spec.Key = indexed("artifact_sinks", i)
+		spec.TransformTypeField = "transform_type_name"
 		r, err := decorators.CompileRule(spec, s.sinks)
 		if err != nil {
 			var se *decorators.SpecError
@@ -185,10 +186,15 @@ func settleSignal(p *process.Process, se *loop.SignalError, loopID string, itera
 	switch sig := se.Signal; {
 	case errors.As(sig, &replan):
 		o := process.Origin{Tool: tool_, CallID: callID, LoopID: loopID}
+		// All or nothing: a request with an object the blackboard refuses adds none, and
+		// ends the run as the tool's signal, not as a fault of the orchestrator.
+		if err := p.CanAdd(replan.Add); err != nil {
+			return nil, fmt.Errorf("%w; its replan could not be applied: %w", se, err)
+		}
 		var added []tool.Binding
-		for i, b := range replan.Add {
+		for _, b := range replan.Add {
 			if err := p.Add(o, b.Name, b.Entry); err != nil {
-				return nil, fmt.Errorf("tool '%s' asked to replan, but blackboard object %d of its request was refused: %w", tool_, i+1, err)
+				return nil, fmt.Errorf("%w; its replan could not be applied: %w", se, err)
 			}
 			added = append(added, b)
 		}

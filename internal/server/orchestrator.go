@@ -240,22 +240,42 @@ func snapshotProto(s run.Snapshot) *toolpb.GetRunResponse {
 	}
 	ps := s.Process
 	resp.Reason = s.Reason
-	for i, e := range ps.Blackboard.Entries {
+	// The newest objects and assets that fit the response's budget, in order.
+	budget := getRunBudget
+	entries := ps.Blackboard.Entries
+	first := len(entries)
+	for first > 0 && budget >= len(entries[first-1].JSON)+len(entries[first-1].TypeName) {
+		first--
+		budget -= len(entries[first].JSON) + len(entries[first].TypeName)
+	}
+	resp.BlackboardOmitted = int32(first)
+	for i := first; i < len(entries); i++ {
 		name := ""
 		if names := ps.Blackboard.NameOf(i); len(names) > 0 {
 			name = names[0]
 		}
-		resp.Blackboard = append(resp.Blackboard, wire.BindingToProto(tool.Binding{Name: name, Entry: e}))
+		resp.Blackboard = append(resp.Blackboard, wire.BindingToProto(tool.Binding{Name: name, Entry: entries[i]}))
 	}
 	resp.Budget = &toolpb.Budget{
 		MaxCostUsd: ps.Limits.MaxCostUSD, CostUsd: ps.Usage.CostUSD, MaxTokens: ps.Limits.MaxTokens, Tokens: ps.Usage.Tokens(),
 		MaxActions: int32(ps.Limits.MaxActions), Actions: int32(ps.Actions()),
 	}
-	for _, a := range ps.Assets {
+	firstAsset := len(ps.Assets)
+	for firstAsset > 0 && budget >= len(ps.Assets[firstAsset-1].Entry.JSON)+len(ps.Assets[firstAsset-1].Entry.TypeName) {
+		firstAsset--
+		budget -= len(ps.Assets[firstAsset].Entry.JSON) + len(ps.Assets[firstAsset].Entry.TypeName)
+	}
+	resp.AssetsOmitted = int32(firstAsset)
+	for _, a := range ps.Assets[firstAsset:] {
 		resp.Assets = append(resp.Assets, assetProto(a))
 	}
 	return resp
 }
+
+// getRunBudget bounds the JSON and type names of the blackboard objects and assets one
+// GetRun response carries, so that it stays under the 4 MiB every message may have
+// (binding names, tool names, call ids and framing take the rest).
+const getRunBudget = 3 << 20
 
 func assetProto(a process.Asset) *toolpb.Asset {
 	return &toolpb.Asset{Object: wire.BindingToProto(tool.Binding{Entry: a.Entry}), Tool: a.Tool, CallId: a.CallID}

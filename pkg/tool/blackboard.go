@@ -160,16 +160,22 @@ func (b *CallBoard) Entries() []Entry {
 
 // Last returns the newest object of the type, the call's own additions included.
 func (b *CallBoard) Last(typeName string) (Entry, bool) {
+	bd, ok := b.LastBound(typeName)
+	return bd.Entry, ok
+}
+
+// LastBound is Last with the name bound to the object, if any.
+func (b *CallBoard) LastBound(typeName string) (Binding, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, list := range [][]Binding{b.added, b.seen} {
 		for i := len(list) - 1; i >= 0; i-- {
 			if SatisfiesType(list[i].Entry, typeName) {
-				return list[i].Entry, true
+				return list[i], true
 			}
 		}
 	}
-	return Entry{}, false
+	return Binding{}, false
 }
 
 // Get returns the object bound to name, the call's own bindings first.

@@ -3120,14 +3120,21 @@ type GetRunResponse struct {
 	EndedAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=ended_at,json=endedAt,proto3" json:"ended_at,omitempty"`
 	// Tokens used so far.
 	Usage *Usage `protobuf:"bytes,9,opt,name=usage,proto3" json:"usage,omitempty"`
-	// The run's blackboard, oldest object first, with binding names.
+	// The run's blackboard, oldest object first, with binding names. The response stays
+	// under 4 MiB: when the blackboard and the assets together are larger (a config that
+	// raises loop.max_blackboard_bytes), the oldest are left out and counted in
+	// blackboard_omitted and assets_omitted.
 	Blackboard []*BlackboardObject `protobuf:"bytes,10,rep,name=blackboard,proto3" json:"blackboard,omitempty"`
 	// The run's budget and what it used.
 	Budget *Budget `protobuf:"bytes,11,opt,name=budget,proto3" json:"budget,omitempty"`
 	// The run's assets, in the order they were added.
 	Assets []*Asset `protobuf:"bytes,12,rep,name=assets,proto3" json:"assets,omitempty"`
 	// Why the run ended REPLAN_REQUESTED or TERMINATED.
-	Reason        string `protobuf:"bytes,13,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,13,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Oldest blackboard objects left out of this response to keep it under 4 MiB.
+	BlackboardOmitted int32 `protobuf:"varint,14,opt,name=blackboard_omitted,json=blackboardOmitted,proto3" json:"blackboard_omitted,omitempty"`
+	// Oldest assets left out of this response to keep it under 4 MiB.
+	AssetsOmitted int32 `protobuf:"varint,15,opt,name=assets_omitted,json=assetsOmitted,proto3" json:"assets_omitted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3251,6 +3258,20 @@ func (x *GetRunResponse) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *GetRunResponse) GetBlackboardOmitted() int32 {
+	if x != nil {
+		return x.BlackboardOmitted
+	}
+	return 0
+}
+
+func (x *GetRunResponse) GetAssetsOmitted() int32 {
+	if x != nil {
+		return x.AssetsOmitted
+	}
+	return 0
 }
 
 // Budget is what a run may spend and what it spent. Zero limits mean none.
@@ -3668,7 +3689,7 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\bcapacity\x18\a \x01(\x05R\bcapacity\x12?\n" +
 	"\rregistered_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\fregisteredAt\"&\n" +
 	"\rGetRunRequest\x12\x15\n" +
-	"\x06run_id\x18\x01 \x01(\tR\x05runId\"\xab\x04\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\"\x81\x05\n" +
 	"\x0eGetRunResponse\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12+\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x15.toolmesh.v1.RunStateR\x05state\x12\x1e\n" +
@@ -3690,7 +3711,9 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"blackboard\x12+\n" +
 	"\x06budget\x18\v \x01(\v2\x13.toolmesh.v1.BudgetR\x06budget\x12*\n" +
 	"\x06assets\x18\f \x03(\v2\x12.toolmesh.v1.AssetR\x06assets\x12\x16\n" +
-	"\x06reason\x18\r \x01(\tR\x06reason\"\xb7\x01\n" +
+	"\x06reason\x18\r \x01(\tR\x06reason\x12-\n" +
+	"\x12blackboard_omitted\x18\x0e \x01(\x05R\x11blackboardOmitted\x12%\n" +
+	"\x0eassets_omitted\x18\x0f \x01(\x05R\rassetsOmitted\"\xb7\x01\n" +
 	"\x06Budget\x12 \n" +
 	"\fmax_cost_usd\x18\x01 \x01(\x01R\n" +
 	"maxCostUsd\x12\x19\n" +

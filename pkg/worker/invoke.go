@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -219,6 +220,9 @@ func (s *invoker) call(ctx context.Context, t tool.Tool, args string) (tool.Resu
 	res, err := toolcall.Call(ctx, s.w.log, t, args)
 	if err != nil {
 		if sig, ok := tool.AsSignal(err); ok {
+			if msg := badReplan(sig); msg != "" {
+				return tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf("tool '%s' asked to replan, but %s", t.Definition().Name, msg)), nil
+			}
 			if p, ok := wire.SignalToProto(sig); ok {
 				return tool.Text(""), p
 			}
@@ -226,6 +230,29 @@ func (s *invoker) call(ctx context.Context, t tool.Tool, args string) (tool.Resu
 		return tool.ErrorFrom(err), nil
 	}
 	return res, nil
+}
+
+// badReplan says what is wrong with the blackboard objects of a replan request, or "":
+// an object that is not one JSON value, or more objects or bytes than a call may add.
+func badReplan(sig tool.Signal) string {
+	var r tool.ReplanRequested
+	if !errors.As(sig, &r) {
+		return ""
+	}
+	if len(r.Add) > wire.MaxBlackboardUpdates {
+		return fmt.Sprintf("its request adds %d objects to the blackboard, over the %d a call may add", len(r.Add), wire.MaxBlackboardUpdates)
+	}
+	size := 0
+	for i, b := range r.Add {
+		if _, err := tool.EntryFromJSON(b.Entry.TypeName, b.Entry.JSON); err != nil {
+			return fmt.Sprintf("blackboard object %d of its request was refused: %v", i+1, err)
+		}
+		size += len(b.Entry.JSON)
+	}
+	if size > wire.MaxBlackboardUpdateBytes {
+		return fmt.Sprintf("the objects of its request are %d bytes of JSON, over the %d a call may add", size, wire.MaxBlackboardUpdateBytes)
+	}
+	return ""
 }
 
 // drainingStatus answers a call a draining worker will not run (reason WORKER_DRAINING):
