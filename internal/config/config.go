@@ -65,6 +65,8 @@ type Config struct {
 	Context Context `yaml:"context"`
 	// Groups configures tool groups by role.
 	Groups map[string]Group `yaml:"groups"`
+	// MCPServers are MCP servers that groups (groups.<role>.mcp) take their tools from.
+	MCPServers map[string]MCPServer `yaml:"mcp_servers"`
 	// Tools configures tools by name.
 	Tools map[string]Tool `yaml:"tools"`
 	Log   Log             `yaml:"log"`
@@ -319,6 +321,7 @@ func (c Config) Validate() error {
 		bad("server.max_open_calls", "must be at least loop.max_concurrent_runs (%d): every run streaming its events holds a call, got %d", c.Loop.MaxConcurrentRuns, c.Server.MaxOpenCalls)
 	}
 	c.validateContext(bad)
+	c.validateMCP(bad)
 	c.validateModels(bad)
 	c.validateTelemetry(bad)
 	positive := func(key string, d Duration) {

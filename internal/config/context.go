@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"net/url"
+	"path"
 	"regexp"
 	"sort"
 	"strings"
@@ -50,6 +52,34 @@ type Group struct {
 	Artifacts []ArtifactSink `yaml:"artifacts"`
 	// Assets keep some of the group's artifacts as the run's assets.
 	Assets []ArtifactFilter `yaml:"assets"`
+	// MCP, when set, makes the group the tools of an MCP server (mcp_servers); no worker
+	// serves it.
+	MCP *GroupMCP `yaml:"mcp"`
+	// Description and UsageNotes describe an MCP group to the model and in listings.
+	Description string `yaml:"description"`
+	UsageNotes  string `yaml:"usage_notes"`
+}
+
+// GroupMCP takes a group's tools from an MCP server.
+type GroupMCP struct {
+	// Server names an entry of mcp_servers.
+	Server string `yaml:"server"`
+	// Include keeps the tools whose names match one of these patterns (path.Match globs:
+	// exact names, "get_*"); empty keeps all. Exclude then drops those that match one.
+	Include []string `yaml:"include"`
+	Exclude []string `yaml:"exclude"`
+}
+
+// MCPServer says how to reach an MCP server: command (stdio) or url (streamable HTTP).
+type MCPServer struct {
+	Command string            `yaml:"command"`
+	Args    []string          `yaml:"args"`
+	Env     map[string]string `yaml:"env"`
+	Dir     string            `yaml:"dir"`
+	URL     string            `yaml:"url"`
+	Headers map[string]string `yaml:"headers"`
+	// Timeout bounds one tool call; zero means 30s.
+	Timeout Duration `yaml:"timeout"`
 }
 
 // ArtifactFilter chooses artifacts, or elements of a list artifact, and what to take of
@@ -114,6 +144,26 @@ type OneShot struct {
 	Advice string `yaml:"advice"`
 }
 
+func (c Config) validateMCP(bad func(key, format string, args ...any)) {
+	for _, name := range sortedKeys(c.MCPServers) {
+		s, key := c.MCPServers[name], "mcp_servers."+name
+		if !roleRE.MatchString(name) {
+			bad(key, "the server name must match %s", roleRE)
+		}
+		switch {
+		case (s.Command == "") == (s.URL == ""):
+			bad(key, "give exactly one of command (stdio) and url (streamable HTTP)")
+		case s.URL != "":
+			if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				bad(key+".url", "must be an http(s) URL, got %q", s.URL)
+			}
+		}
+		if s.Timeout < 0 {
+			bad(key+".timeout", "must not be negative, got %s", s.Timeout.D())
+		}
+	}
+}
+
 func (c Config) validateContext(bad func(key, format string, args ...any)) {
 	if c.Context.MaxBytes < 256 || c.Context.MaxBytes > 1<<20 {
 		bad("context.max_bytes", "must be between 256 and 1048576, got %d", c.Context.MaxBytes)
@@ -132,6 +182,19 @@ func (c Config) validateContext(bad func(key, format string, args ...any)) {
 		}
 		if f := c.Groups[role].Facade; f != nil && f.Name != "" && !toolNameRE.MatchString(f.Name) {
 			bad("groups."+role+".facade.name", "must match %s, got %q", toolNameRE, f.Name)
+		}
+		if m := c.Groups[role].MCP; m != nil {
+			key := "groups." + role + ".mcp"
+			if _, ok := c.MCPServers[m.Server]; !ok {
+				bad(key+".server", "names no entry of mcp_servers (configured: [%s]), got %q", strings.Join(sortedKeys(c.MCPServers), ", "), m.Server)
+			}
+			for field, pats := range map[string][]string{"include": m.Include, "exclude": m.Exclude} {
+				for i, p := range pats {
+					if _, err := path.Match(p, ""); err != nil || strings.TrimSpace(p) == "" {
+						bad(fmt.Sprintf("%s.%s[%d]", key, field, i), "is not a valid glob pattern: %q", p)
+					}
+				}
+			}
 		}
 	}
 	for _, name := range sortedKeys(c.Tools) {

@@ -1,6 +1,8 @@
 package run
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -157,8 +159,11 @@ func (s *Service) resolveTools(req Request, decorate func(tool.Tool) tool.Tool) 
 		ts, err := s.groupTools(g)
 		if err != nil {
 			// The seed's rule: a group that is not required does not fail the run.
-			warnings = append(warnings, Warning{Field: indexed("tool_groups", i), Message: fmt.Sprintf(
-				"No tool group matching role '%s': no worker serves it (known groups: [%s]); the run goes on without it", g, strings.Join(s.groupRoles(), ", "))})
+			why := fmt.Sprintf("No tool group matching role '%s': no worker serves it (known groups: [%s])", g, strings.Join(s.groupRoles(), ", "))
+			if !errors.Is(err, router.ErrUnknownGroup) {
+				why = fmt.Sprintf("Tool group with role '%s' is not available: %v", g, err)
+			}
+			warnings = append(warnings, Warning{Field: indexed("tool_groups", i), Message: why + "; the run goes on without it"})
 			continue
 		}
 		for _, t := range ts {
@@ -198,7 +203,11 @@ func (s *Service) resolveTools(req Request, decorate func(tool.Tool) tool.Tool) 
 func (s *Service) required(field string, rq Requirement) ([]tool.Tool, error) {
 	ts, err := s.groupTools(rq.Role)
 	if err != nil {
-		return nil, fieldErr(field, router.ErrUnknownGroup, "Required tool group with role='%s' could not be resolved: No tool group matching role '%s'", rq.Role, rq.Role)
+		why := fmt.Sprintf("No tool group matching role '%s'", rq.Role)
+		if !errors.Is(err, router.ErrUnknownGroup) {
+			why = err.Error()
+		}
+		return nil, fieldErr(field, router.ErrUnknownGroup, "Required tool group with role='%s' could not be resolved: %s", rq.Role, why)
 	}
 	if len(rq.Tools) == 0 {
 		return ts, nil
@@ -243,6 +252,15 @@ func (s *Service) groupTools(role string) ([]tool.Tool, error) {
 	if ts, ok := process.GroupTools(role, nil); ok {
 		return ts, nil
 	}
+	if g, ok := s.mcp[role]; ok {
+		// Connects on the first run that asks for the group.
+		ts, err := g.Tools(context.Background())
+		if err != nil {
+			return nil, err
+		}
+		gc := s.cfg.Groups[role]
+		return s.groupFacade(role, gc.Description, gc.UsageNotes, ts), nil
+	}
 	info, ts, err := s.router.Group(role)
 	if err != nil {
 		return nil, err
@@ -277,6 +295,9 @@ func (s *Service) groupRoles() []string {
 		roles = append(roles, g.GetGroup().GetRole())
 	}
 	for role := range process.Groups {
+		roles = append(roles, role)
+	}
+	for role := range s.mcp {
 		roles = append(roles, role)
 	}
 	slices.Sort(roles)

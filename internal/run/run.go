@@ -24,6 +24,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/decorators"
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/loop"
+	"github.com/toolmesh/toolmesh/internal/mcp"
 	"github.com/toolmesh/toolmesh/internal/process"
 	"github.com/toolmesh/toolmesh/internal/router"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
@@ -93,7 +94,9 @@ type Options struct {
 	ErrorType func(error) string
 	// Sinks are artifact sinks the program provides, by name, for the config's and the
 	// requests' artifact rules to name beside "blackboard" and "assets".
-	Sinks  map[string]decorators.Sink
+	Sinks map[string]decorators.Sink
+	// MCP are the tool groups MCP servers serve, by role; they connect on first use.
+	MCP    map[string]*mcp.Group
 	Logger *slog.Logger
 }
 
@@ -109,6 +112,7 @@ type Service struct {
 	store     *store
 	chain     *decorators.Chain
 	sinks     map[string]decorators.Sink
+	mcp       map[string]*mcp.Group
 }
 
 // New returns a Service.
@@ -138,6 +142,7 @@ func New(opts Options) (*Service, error) {
 	return &Service{
 		chain:     chain,
 		sinks:     opts.Sinks,
+		mcp:       opts.MCP,
 		errorType: opts.ErrorType,
 		router:    opts.Router,
 		providers: opts.Providers,
@@ -375,6 +380,11 @@ func (s *Service) Shutdown(ctx context.Context) {
 		s.log.Warn("shutdown: cancelling runs still in progress", "runs", s.store.liveCount())
 		s.store.cancelAll(ErrShutdown)
 		_ = s.store.wait(context.Background())
+	}
+	for role, g := range s.mcp {
+		if err := g.Close(); err != nil {
+			s.log.Warn("shutdown: closing an MCP session", "group", role, "error", err.Error())
+		}
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/decorators"
 	"github.com/toolmesh/toolmesh/internal/llm"
+	"github.com/toolmesh/toolmesh/internal/mcp"
 	"github.com/toolmesh/toolmesh/internal/router"
 	"github.com/toolmesh/toolmesh/internal/run"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
@@ -73,9 +74,13 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	groups, err := mcpGroups(cfg, opts.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	runs, err := run.New(run.Options{
 		Router: opts.Router, Providers: providers, DefaultProvider: def, Config: cfg,
-		Telemetry: opts.Telemetry, Logger: opts.Logger, Sinks: opts.Sinks,
+		Telemetry: opts.Telemetry, Logger: opts.Logger, Sinks: opts.Sinks, MCP: groups,
 		ErrorType: func(err error) string { return wire.ReasonName(classify(err)) },
 	})
 	if err != nil {
@@ -107,4 +112,30 @@ func (s *Server) Register(g grpc.ServiceRegistrar) {
 func (s *Server) Shutdown(ctx context.Context) {
 	s.runs.Shutdown(ctx)
 	s.registry.closeAll()
+}
+
+// mcpGroups builds the groups MCP servers serve (groups.<role>.mcp), each with its
+// group's converter; none connects before a run asks for it.
+func mcpGroups(cfg config.Config, log *slog.Logger) (map[string]*mcp.Group, error) {
+	converters, err := Converters(cfg)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*mcp.Group{}
+	for role, g := range cfg.Groups {
+		if g.MCP == nil {
+			continue
+		}
+		sc := cfg.MCPServers[g.MCP.Server]
+		grp, err := mcp.New(mcp.Options{
+			Server: mcp.Server{Name: g.MCP.Server, Command: sc.Command, Args: sc.Args, Env: sc.Env, Dir: sc.Dir,
+				URL: sc.URL, Headers: sc.Headers, Timeout: sc.Timeout.D()},
+			Role: role, Filter: mcp.Globs(g.MCP.Include, g.MCP.Exclude), Converter: converters(role), Logger: log,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("groups.%s.mcp: %w", role, err)
+		}
+		out[role] = grp
+	}
+	return out, nil
 }

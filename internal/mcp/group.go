@@ -1,0 +1,333 @@
+// Package mcp connects MCP servers to the mesh: a server (stdio or streamable HTTP,
+// through the official go-sdk) becomes a tool group whose tools the loop calls like any
+// other.
+//
+// A Group connects lazily, on first use, and keeps one session; a session that breaks is
+// dropped and the next use connects again (no sooner than a backoff after the last
+// failure). Before every call the group's ToolCallContext converter is applied and what
+// survives travels as the request's _meta (absent when the context is empty; an empty
+// object when the converter keeps nothing). The call's deadline and cancellation reach the
+// server as MCP cancellation; progress notifications become the call's progress reports;
+// isError results become error results, structured content an artifact with its JSON.
+//
+// It sits beside internal/router (both turn remote tools into tool.Tool values for the run
+// service) and imports no gRPC.
+package mcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/toolctx"
+)
+
+// Server says how to reach an MCP server: a command to run (stdio) or a URL (streamable
+// HTTP).
+type Server struct {
+	// Name identifies the server in logs and errors.
+	Name string
+	// Command, Args, Env and Dir start a stdio server; Env adds to the orchestrator's
+	// environment.
+	Command string
+	Args    []string
+	Env     map[string]string
+	Dir     string
+	// URL and Headers reach a streamable-HTTP server.
+	URL     string
+	Headers map[string]string
+	// Timeout bounds one tool call; zero means DefaultTimeout.
+	Timeout time.Duration
+}
+
+// DefaultTimeout bounds a tool call of a server that sets no timeout.
+const DefaultTimeout = 30 * time.Second
+
+// connectTimeout bounds connecting and listing the tools.
+const connectTimeout = 20 * time.Second
+
+// reconnectBackoff is the least time between two failed connections.
+const reconnectBackoff = time.Second
+
+// Options configure a Group.
+type Options struct {
+	Server Server
+	// Role is the role of the tool group the server's tools form; default the server's
+	// name.
+	Role string
+	// Filter keeps the tools it is true for; nil keeps all.
+	Filter func(name string) bool
+	// Converter chooses what of the ToolCallContext travels as _meta; nil passes all.
+	Converter toolctx.Converter
+	Logger    *slog.Logger
+}
+
+// Group is one MCP server as a tool group. It is safe for concurrent use.
+type Group struct {
+	opts Options
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	session  *sdk.ClientSession
+	tools    []tool.Tool // the filtered tools of the session; nil until listed
+	stale    bool        // the server said its tools changed
+	failedAt time.Time
+	lastErr  error
+
+	progress sync.Map // progress token → func(string)
+	nextTok  uint64
+}
+
+// New returns a group that connects on first use.
+func New(opts Options) (*Group, error) {
+	s := opts.Server
+	if (s.Command == "") == (s.URL == "") {
+		return nil, fmt.Errorf("mcp server %q: give exactly one of command and url", s.Name)
+	}
+	if opts.Converter == nil {
+		opts.Converter = toolctx.PassThrough()
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Role == "" {
+		opts.Role = s.Name
+	}
+	return &Group{opts: opts, log: opts.Logger.With("mcp_server", s.Name)}, nil
+}
+
+// Role is the role of the group.
+func (g *Group) Role() string { return g.opts.Role }
+
+// Globs returns a filter that keeps the names matching one of include (all when include is
+// empty) and none of exclude; patterns are path.Match globs.
+func Globs(include, exclude []string) func(string) bool {
+	match := func(pats []string, name string) bool {
+		for _, p := range pats {
+			if ok, _ := path.Match(p, name); ok {
+				return true
+			}
+		}
+		return false
+	}
+	return func(name string) bool {
+		return (len(include) == 0 || match(include, name)) && !match(exclude, name)
+	}
+}
+
+// Connected reports whether the group has a live session (for tests and listings).
+func (g *Group) Connected() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.session != nil
+}
+
+// Tools returns the server's tools the filter keeps, connecting first if need be.
+func (g *Group) Tools(ctx context.Context) ([]tool.Tool, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.session != nil && g.tools != nil && !g.stale {
+		return slices.Clone(g.tools), nil
+	}
+	if err := g.connectLocked(ctx); err != nil {
+		return nil, err
+	}
+	if err := g.listLocked(ctx); err != nil {
+		return nil, err
+	}
+	return slices.Clone(g.tools), nil
+}
+
+// ToolByName returns the tool of that exact name, or false.
+func (g *Group) ToolByName(ctx context.Context, name string) (tool.Tool, bool) {
+	ts, err := g.Tools(ctx)
+	if err != nil {
+		g.log.WarnContext(ctx, "mcp tools unavailable", "tool", name, "error", err.Error())
+		return nil, false
+	}
+	for _, t := range ts {
+		if t.Definition().Name == name {
+			return t, true
+		}
+	}
+	g.log.WarnContext(ctx, "mcp tool not found", "tool", name)
+	return nil, false
+}
+
+// RequiredToolByName returns the tool of that exact name, or an error that lists the
+// tools there are.
+func (g *Group) RequiredToolByName(ctx context.Context, name string) (tool.Tool, error) {
+	ts, err := g.Tools(ctx)
+	var names []string
+	for _, t := range ts {
+		if t.Definition().Name == name {
+			return t, nil
+		}
+		names = append(names, t.Definition().Name)
+	}
+	if len(names) == 0 {
+		msg := fmt.Sprintf("MCP tool '%s' not found. No MCP tools are available - check MCP client connections.", name)
+		if err != nil {
+			msg += " (" + err.Error() + ")"
+		}
+		return nil, errors.New(msg)
+	}
+	slices.Sort(names)
+	return nil, fmt.Errorf("MCP tool '%s' not found. Available tools: %s", name, strings.Join(names, ", "))
+}
+
+// Close ends the session, if any.
+func (g *Group) Close() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.dropLocked()
+}
+
+func (g *Group) dropLocked() error {
+	if g.session == nil {
+		return nil
+	}
+	err := g.session.Close()
+	g.session, g.tools = nil, nil
+	return err
+}
+
+// connectLocked opens a session unless one is open. g.mu is held.
+func (g *Group) connectLocked(ctx context.Context) error {
+	if g.session != nil {
+		return nil
+	}
+	if !g.failedAt.IsZero() && time.Since(g.failedAt) < reconnectBackoff {
+		return fmt.Errorf("mcp server %q: %w (retrying in at most %s)", g.opts.Server.Name, g.lastErr, reconnectBackoff)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), connectTimeout)
+	defer cancel()
+	client := sdk.NewClient(&sdk.Implementation{Name: "toolmesh", Version: "v1"}, &sdk.ClientOptions{
+		ProgressNotificationHandler: g.onProgress,
+		ToolListChangedHandler:      g.onToolsChanged,
+	})
+	start := time.Now()
+	session, err := client.Connect(ctx, g.transport(), nil)
+	if err != nil {
+		g.failedAt, g.lastErr = time.Now(), err
+		return fmt.Errorf("mcp server %q: cannot connect: %w", g.opts.Server.Name, err)
+	}
+	g.session, g.failedAt, g.lastErr = session, time.Time{}, nil
+	g.log.InfoContext(ctx, "mcp server connected on first use", "took", time.Since(start).Round(time.Millisecond).String())
+	go g.watch(session)
+	return nil
+}
+
+// watch drops the session when it ends, so that the next use connects again.
+func (g *Group) watch(s *sdk.ClientSession) {
+	err := s.Wait()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.session == s {
+		g.session, g.tools = nil, nil
+		g.failedAt, g.lastErr = time.Now(), fmt.Errorf("the session ended: %v", err)
+		g.log.Warn("mcp session ended; the next use connects again", "error", fmt.Sprint(err))
+	}
+}
+
+func (g *Group) transport() sdk.Transport {
+	s := g.opts.Server
+	if s.Command != "" {
+		cmd := exec.Command(s.Command, s.Args...)
+		cmd.Dir = s.Dir
+		cmd.Env = os.Environ()
+		for k, v := range s.Env {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		return &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
+	}
+	return &sdk.StreamableClientTransport{Endpoint: s.URL, HTTPClient: headerClient(s.Headers)}
+}
+
+// listLocked lists the session's tools. g.mu is held.
+func (g *Group) listLocked(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), connectTimeout)
+	defer cancel()
+	var out []tool.Tool
+	for t, err := range g.session.Tools(ctx, nil) {
+		if err != nil {
+			_ = g.dropLocked()
+			return fmt.Errorf("mcp server %q: cannot list its tools: %w", g.opts.Server.Name, err)
+		}
+		if g.opts.Filter != nil && !g.opts.Filter(t.Name) {
+			continue
+		}
+		rt, err := newRemote(g, t)
+		if err != nil {
+			g.log.WarnContext(ctx, "mcp tool left out", "tool", t.Name, "error", err.Error())
+			continue
+		}
+		out = append(out, rt)
+		if len(out) > maxTools {
+			return fmt.Errorf("mcp server %q offers more than %d tools", g.opts.Server.Name, maxTools)
+		}
+	}
+	g.tools, g.stale = out, false
+	if g.tools == nil {
+		g.tools = []tool.Tool{}
+	}
+	return nil
+}
+
+// maxTools bounds the tools one server may offer.
+const maxTools = 10000
+
+func (g *Group) onToolsChanged(context.Context, *sdk.ToolListChangedRequest) {
+	g.mu.Lock()
+	g.stale = true
+	g.mu.Unlock()
+}
+
+func (g *Group) onProgress(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
+	p := req.Params
+	if p == nil {
+		return
+	}
+	if report, ok := g.progress.Load(fmt.Sprint(p.ProgressToken)); ok {
+		msg := p.Message
+		if msg == "" {
+			msg = fmt.Sprintf("%g", p.Progress)
+			if p.Total > 0 {
+				msg = fmt.Sprintf("%g of %g", p.Progress, p.Total)
+			}
+		}
+		report.(func(string))(msg)
+	}
+}
+
+// sessionFor returns the live session, connecting if need be.
+func (g *Group) sessionFor(ctx context.Context) (*sdk.ClientSession, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := g.connectLocked(ctx); err != nil {
+		return nil, err
+	}
+	return g.session, nil
+}
+
+// token registers report for a call's progress and returns its token and the function
+// that unregisters it.
+func (g *Group) token(report func(string)) (string, func()) {
+	g.mu.Lock()
+	g.nextTok++
+	tok := fmt.Sprintf("toolmesh-%d", g.nextTok)
+	g.mu.Unlock()
+	g.progress.Store(tok, report)
+	return tok, func() { g.progress.Delete(tok) }
+}

@@ -1,0 +1,154 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolmesh/toolmesh/pkg/schema"
+	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/toolctx"
+)
+
+// remote is one tool of an MCP server, as the loop sees it.
+type remote struct {
+	g    *Group
+	def  tool.Definition
+	meta tool.Metadata
+}
+
+// Group is the role of the tool's group, for spans, metrics and artifact rules.
+func (r *remote) Group() string { return r.g.opts.Role }
+
+func newRemote(g *Group, t *sdk.Tool) (*remote, error) {
+	in := schema.Empty()
+	if t.InputSchema != nil {
+		raw, err := json.Marshal(t.InputSchema)
+		if err != nil {
+			return nil, fmt.Errorf("input schema: %w", err)
+		}
+		if in, err = schema.FromJSON(raw); err != nil {
+			return nil, fmt.Errorf("input schema: %w", err)
+		}
+	}
+	timeout := g.opts.Server.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	meta := tool.Metadata{Timeout: timeout}
+	if a := t.Annotations; a != nil && a.IdempotentHint {
+		meta.Idempotent = true
+	}
+	return &remote{g: g, def: tool.Definition{Name: t.Name, Description: t.Description, InputSchema: in}, meta: meta}, nil
+}
+
+func (r *remote) Definition() tool.Definition { return r.def }
+func (r *remote) Metadata() tool.Metadata     { return r.meta }
+
+// Call calls the tool on the server. Failures to reach it are error results the model
+// reads; the returned error is always nil.
+func (r *remote) Call(ctx context.Context, input string) (tool.Result, error) {
+	name := r.def.Name
+	session, err := r.g.sessionFor(ctx)
+	if err != nil {
+		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' is not available: %v", name, err)), nil
+	}
+	params := &sdk.CallToolParams{Name: name, Arguments: json.RawMessage(input)}
+	// _meta carries what the group's converter lets through: absent for an empty
+	// context, an empty object when the converter keeps nothing of a non-empty one.
+	if bag := toolctx.FromContext(ctx).WithoutReserved(); bag.Len() > 0 {
+		params.Meta = sdk.Meta{}
+		for k, v := range r.g.opts.Converter.Convert(bag).Map() {
+			params.Meta[k] = v
+		}
+	}
+	tok, done := r.g.token(func(status string) { tool.Progress(ctx, status) })
+	defer done()
+	params.SetProgressToken(tok)
+
+	ctx, cancel := context.WithTimeout(ctx, r.meta.Timeout)
+	defer cancel()
+	res, err := session.CallTool(ctx, params) // a done ctx sends notifications/cancelled
+	switch {
+	case err == nil:
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return tool.ErrorWithCode(tool.CodeTimeout, fmt.Sprintf("tool '%s' timed out after %s on MCP server %s; its outcome is unknown", name, r.meta.Timeout, r.g.opts.Server.Name)), nil
+	case ctx.Err() != nil:
+		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' was cancelled: %v", name, ctx.Err())), nil
+	default:
+		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' failed on MCP server %s: %v", name, r.g.opts.Server.Name, err)), nil
+	}
+	return resultOf(name, res), nil
+}
+
+// resultOf maps an MCP result: isError to an error result, structured content to an
+// artifact with its JSON, text content to the text the model reads.
+func resultOf(name string, res *sdk.CallToolResult) tool.Result {
+	text := contentText(res.Content)
+	if res.IsError {
+		if text == "" {
+			text = fmt.Sprintf("tool '%s' reported an error", name)
+		}
+		return tool.Error(text)
+	}
+	if res.StructuredContent != nil {
+		b, err := json.Marshal(res.StructuredContent)
+		if err == nil {
+			if text == "" {
+				text = string(b)
+			}
+			return tool.ArtifactResult(text, tool.Artifact{TypeName: "mcp." + name, JSON: b})
+		}
+	}
+	return tool.Text(text)
+}
+
+// contentText joins the text of a result's content; other content is described.
+func contentText(cs []sdk.Content) string {
+	var parts []string
+	for _, c := range cs {
+		switch x := c.(type) {
+		case *sdk.TextContent:
+			parts = append(parts, x.Text)
+		case *sdk.ImageContent:
+			parts = append(parts, fmt.Sprintf("[image: %s, %d bytes]", x.MIMEType, len(x.Data)))
+		case *sdk.AudioContent:
+			parts = append(parts, fmt.Sprintf("[audio: %s, %d bytes]", x.MIMEType, len(x.Data)))
+		case *sdk.ResourceLink:
+			parts = append(parts, fmt.Sprintf("[resource: %s]", x.URI))
+		case *sdk.EmbeddedResource:
+			if x.Resource != nil && x.Resource.Text != "" {
+				parts = append(parts, x.Resource.Text)
+			} else if x.Resource != nil {
+				parts = append(parts, fmt.Sprintf("[resource: %s]", x.Resource.URI))
+			}
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// headerClient is an HTTP client that adds headers to every request.
+func headerClient(h map[string]string) *http.Client {
+	if len(h) == 0 {
+		return nil
+	}
+	return &http.Client{Transport: headerTransport{h: h, next: http.DefaultTransport}}
+}
+
+type headerTransport struct {
+	h    map[string]string
+	next http.RoundTripper
+}
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range t.h {
+		r.Header.Set(k, v)
+	}
+	return t.next.RoundTrip(r)
+}
