@@ -156,6 +156,13 @@ func TestValidateNamesEachKey(t *testing.T) {
 		{"loop.max_concurrent_runs", func(c *Config) { c.Loop.MaxConcurrentRuns = 0 }},
 		{"loop.retain_runs", func(c *Config) { c.Loop.RetainRuns = -1 }},
 		{"loop.max_tool_result_bytes", func(c *Config) { c.Loop.MaxToolResultBytes = 100 }},
+		{"groups.x.mcp.server", func(c *Config) { c.Groups = map[string]Group{"x": {MCP: &GroupMCP{Server: "nope"}}} }},
+		{"groups.x.mcp.include[0]", func(c *Config) {
+			c.MCPServers = map[string]MCPServer{"s": {URL: "http://127.0.0.1:1/"}}
+			c.Groups = map[string]Group{"x": {MCP: &GroupMCP{Server: "s", Include: []string{"[bad"}}}}
+		}},
+		{"mcp_servers.s", func(c *Config) { c.MCPServers = map[string]MCPServer{"s": {URL: "http://a/", Command: "x"}} }},
+		{"mcp_servers.s.url", func(c *Config) { c.MCPServers = map[string]MCPServer{"s": {URL: "ftp://a/"}} }},
 		{"provider.anthropic.stream", func(c *Config) { f := false; c.Provider.Anthropic.Stream = &f }},
 		{"loop.max_artifact_bytes", func(c *Config) { c.Loop.MaxArtifactBytes = 10 }},
 		{"loop.max_blackboard_entries", func(c *Config) { c.Loop.MaxBlackboardEntries = 0 }},

@@ -209,7 +209,8 @@ func (g *Group) connectLocked(ctx context.Context) error {
 		return nil
 	}
 	if !g.failedAt.IsZero() && time.Since(g.failedAt) < reconnectBackoff {
-		return fmt.Errorf("mcp server %q: %w (retrying in at most %s)", g.opts.Server.Name, g.lastErr, reconnectBackoff)
+		return fmt.Errorf("mcp server %q: cannot connect: %w (tried %s ago; the next try is at most %s after it)", g.opts.Server.Name, g.lastErr,
+			time.Since(g.failedAt).Round(time.Millisecond), reconnectBackoff)
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), connectTimeout)
 	defer cancel()

@@ -1,0 +1,155 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
+)
+
+// metaServer is a streamable-HTTP MCP server (go-sdk) whose echo tool records the _meta
+// of every call.
+type metaServer struct {
+	url      string
+	requests atomic.Int32
+	mu       sync.Mutex
+	metas    []map[string]any
+}
+
+func startMetaServer(t *testing.T) *metaServer {
+	t.Helper()
+	m := &metaServer{}
+	s := sdk.NewServer(&sdk.Implementation{Name: "meta", Version: "v1"}, nil)
+	type in struct {
+		Text string `json:"text"`
+	}
+	sdk.AddTool(s, &sdk.Tool{Name: "echo", Description: "Echoes its text."}, func(_ context.Context, req *sdk.CallToolRequest, x in) (*sdk.CallToolResult, any, error) {
+		got := map[string]any{}
+		for k, v := range req.Params.Meta {
+			if k != "progressToken" {
+				got[k] = v
+			}
+		}
+		m.mu.Lock()
+		m.metas = append(m.metas, got)
+		m.mu.Unlock()
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "echo: " + x.Text}}}, nil, nil
+	})
+	sdk.AddTool(s, &sdk.Tool{Name: "hidden", Description: "Filtered out by the group."}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+		return &sdk.CallToolResult{}, nil, nil
+	})
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m.requests.Add(1)
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	m.url = srv.URL
+	return m
+}
+
+func (m *metaServer) seen() []map[string]any {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]map[string]any(nil), m.metas...)
+}
+
+// TestMCPGroups: two groups over one streamable-HTTP MCP server, one pass-through and one
+// allow-keys, and a group whose server is not there. Nothing connects before a run asks;
+// each group's calls carry exactly the _meta its converter lets through, a configured
+// secret never; a group that cannot connect is a warning, or fails the run when required.
+func TestMCPGroups(t *testing.T) {
+	srv := startMetaServer(t)
+	model := &turnModel{turns: []modelTurn{
+		{calls: [][2]string{{"echo", `{"text":"hi"}`}}},
+		{text: "done"},
+	}}
+	useModel(t, model)
+	dead := deadURL(t)
+	m := startMesh(t, "", `
+provider: {name: openai}
+context:
+  secrets: [sessionSecret]
+mcp_servers:
+  meta: {url: `+srv.url+`}
+  gone: {url: `+dead+`}
+groups:
+  open:
+    description: Echo over MCP
+    mcp: {server: meta, exclude: [hidden]}
+  narrow:
+    mcp: {server: meta, include: [echo]}
+    context: {kind: allow-keys, keys: [tenantId]}
+  broken:
+    mcp: {server: gone}
+`)
+	time.Sleep(200 * time.Millisecond)
+	if n := srv.requests.Load(); n != 0 {
+		t.Fatalf("the MCP server got %d requests before any run asked for it", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	runCtx := map[string]string{"tenantId": "acme", "traceId": "t-1", "sessionSecret": "s3cr3t", "Authorization": "Bearer x"}
+	for _, group := range []string{"open", "narrow"} {
+		evs, err := m.run(ctx, &toolpb.RunRequest{Prompt: "echo hi", ToolGroups: []string{group, "broken"}, Context: runCtx}, nil)
+		if err != nil {
+			m.dump()
+			t.Fatal(err)
+		}
+		if got := finalText(t, evs); got != "done" {
+			t.Errorf("%s: final %q", group, got)
+		}
+		f := finished(evs, 1)
+		if len(f) != 1 || f[0].GetContent() != "echo: hi" {
+			t.Errorf("%s: finished %v", group, f)
+		}
+		if s := evs[0].GetStarted(); strings.Join(s.GetTools(), ",") != "echo" {
+			t.Errorf("%s: offered %v", group, s.GetTools())
+		}
+		if w := evs[1].GetWarning(); w == nil || w.GetField() != "tool_groups[1]" || !strings.Contains(w.GetMessage(), "Tool group with role 'broken' is not available: mcp server \"gone\": cannot connect") {
+			t.Errorf("%s: second event %v, want the warning for broken", group, evs[1])
+		}
+	}
+	metas := srv.seen()
+	want := []map[string]any{
+		{"tenantId": "acme", "traceId": "t-1"}, // pass-through: no secret, no credential
+		{"tenantId": "acme"},                   // allow-keys
+	}
+	if len(metas) != 2 {
+		t.Fatalf("the server saw %d calls: %v", len(metas), metas)
+	}
+	for i, w := range want {
+		if len(metas[i]) != len(w) {
+			t.Errorf("call %d: _meta %v, want %v", i+1, metas[i], w)
+		}
+		for k, v := range w {
+			if metas[i][k] != v {
+				t.Errorf("call %d: _meta[%s] = %v, want %v", i+1, k, metas[i][k], v)
+			}
+		}
+	}
+
+	_, err := m.c.RunAndWait(ctx, &toolpb.RunRequest{Prompt: "x", RequiredToolGroups: []*toolpb.ToolGroupRequirement{{Role: "broken"}}}, nil)
+	if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "Required tool group with role='broken' could not be resolved: mcp server \"gone\": cannot connect") {
+		t.Errorf("required broken group: %v", err)
+	}
+}
+
+// deadURL is an http URL nothing listens on.
+func deadURL(t *testing.T) string {
+	t.Helper()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	u := srv.URL
+	srv.Close()
+	return u
+}
