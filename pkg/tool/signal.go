@@ -16,6 +16,7 @@ type Signal interface {
 // that the world is not as the plan assumed. Return it as a value. The loop stops, the
 // entries of Add join the run's blackboard, and the run ends REPLAN_REQUESTED with the
 // reason, so that the client (or a planner above it) can act on what the tool found.
+// It holds a slice, so it is not comparable: find it with errors.As, not errors.Is.
 type ReplanRequested struct {
 	Reason string
 	// Add is what to put on the run's blackboard, in order, before the run ends.
