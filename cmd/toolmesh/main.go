@@ -35,7 +35,7 @@ type command struct{ name, synopsis, what string }
 var commands = []command{
 	{"run", "[-group g]... [-require g[:tool,...]]... [-tool t]... [-model provider/model] [-role r] [-context k=v]... [-max-iterations n] [-max-actions n] [-timeout d] [-system text] [-stream] [-json] PROMPT", "run a prompt and print its events as they arrive"},
 	{"tools", "[-group g]...", "list registered tools"},
-	{"groups", "", "list tool groups and their workers"},
+	{"groups", "", "list tool groups: where their tools come from, the tools, their workers"},
 	{"workers", "", "list registered workers"},
 	{"get", "RUN_ID", "show a run"},
 	{"cancel", "RUN_ID", "cancel a run"},
@@ -147,9 +147,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "GROUP\tTOOLS\tWORKERS\tDESCRIPTION")
+		fmt.Fprintln(tw, "GROUP\tSOURCE\tTOOLS\tWORKERS\tDESCRIPTION")
 		for _, g := range groups {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", g.GetGroup().GetRole(), strings.Join(g.GetTools(), ","), strings.Join(g.GetWorkerIds(), ","), g.GetGroup().GetDescription())
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", g.GetGroup().GetRole(), g.GetSource(), strings.Join(g.GetTools(), ","), strings.Join(g.GetWorkerIds(), ","), g.GetGroup().GetDescription())
 		}
 		return tw.Flush()
 	case "workers":

@@ -225,12 +225,12 @@ func TestListingCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := table(
-		[]string{"GROUP", "TOOLS", "WORKERS", "DESCRIPTION"},
-		[]string{"agent_process", "agent_process", "", "Introspection of the current run: status, budget, cost, history, tool statistics, models"},
-		[]string{"blackboard", "blackboard", "", "Access to the objects on the current run's blackboard"},
-		[]string{"communication", "communicate,progress", "", "Progress updates and messages to the user"},
-		[]string{"math", "add,ceiling,divide,floor,math,max,mean,min,multiply,round,subtract", "w1", builtin.MathDescription},
-		[]string{"text", "lowercase,reverse,uppercase,word_count", "w1", builtin.TextDescription},
+		[]string{"GROUP", "SOURCE", "TOOLS", "WORKERS", "DESCRIPTION"},
+		[]string{"agent_process", "orchestrator", "agent_process", "", "Introspection of the current run: status, budget, cost, history, tool statistics, models"},
+		[]string{"blackboard", "orchestrator", "blackboard", "", "Access to the objects on the current run's blackboard"},
+		[]string{"communication", "orchestrator", "communicate,progress", "", "Progress updates and messages to the user"},
+		[]string{"math", "workers", "add,ceiling,divide,floor,math,max,mean,min,multiply,round,subtract", "w1", builtin.MathDescription},
+		[]string{"text", "workers", "lowercase,reverse,uppercase,word_count", "w1", builtin.TextDescription},
 	)
 	if out != want {
 		t.Errorf("groups:\n%s\nwant:\n%s", out, want)

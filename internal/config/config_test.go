@@ -156,6 +156,10 @@ func TestValidateNamesEachKey(t *testing.T) {
 		{"loop.max_concurrent_runs", func(c *Config) { c.Loop.MaxConcurrentRuns = 0 }},
 		{"loop.retain_runs", func(c *Config) { c.Loop.RetainRuns = -1 }},
 		{"loop.max_tool_result_bytes", func(c *Config) { c.Loop.MaxToolResultBytes = 100 }},
+		{"groups.x.include[0]", func(c *Config) { c.Groups = map[string]Group{"x": {Include: []string{"no-slash"}}} }},
+		{"groups.x.exclude", func(c *Config) { c.Groups = map[string]Group{"x": {Exclude: []string{"a/b"}}} }},
+		{"groups.x.offer", func(c *Config) { c.Groups = map[string]Group{"x": {Offer: "sideways"}} }},
+		{"groups.x.offer", func(c *Config) { c.Groups = map[string]Group{"x": {Offer: "flat", Facade: &GroupFacade{}}} }},
 		{"groups.x.mcp.server", func(c *Config) { c.Groups = map[string]Group{"x": {MCP: &GroupMCP{Server: "nope"}}} }},
 		{"groups.x.mcp.include[0]", func(c *Config) {
 			c.MCPServers = map[string]MCPServer{"s": {URL: "http://127.0.0.1:1/"}}

@@ -55,9 +55,20 @@ type Group struct {
 	// MCP, when set, makes the group the tools of an MCP server (mcp_servers); no worker
 	// serves it.
 	MCP *GroupMCP `yaml:"mcp"`
-	// Description and UsageNotes describe an MCP group to the model and in listings.
+	// Description and UsageNotes describe the group to the model and in listings; for a
+	// group workers or an MCP server serve they replace what those say.
 	Description string `yaml:"description"`
 	UsageNotes  string `yaml:"usage_notes"`
+	// Include makes the group one of the config's own: the tools of other groups (worker
+	// groups, MCP groups, built-in groups) whose "<group>/<tool>" matches one of these
+	// patterns (the tool part a path.Match glob: "crm/find_*", "math/add"); Exclude then
+	// drops those that match one. The group may include its own role to narrow it.
+	Include []string `yaml:"include"`
+	Exclude []string `yaml:"exclude"`
+	// Offer says how a run gets the group's tools: "flat" (each tool, the default),
+	// "facade" (one unfolding tool; the same as setting facade) or "reference" (each tool,
+	// and the usage notes join the system prompt).
+	Offer string `yaml:"offer"`
 }
 
 // GroupMCP takes a group's tools from an MCP server.
@@ -182,6 +193,29 @@ func (c Config) validateContext(bad func(key, format string, args ...any)) {
 		}
 		if f := c.Groups[role].Facade; f != nil && f.Name != "" && !toolNameRE.MatchString(f.Name) {
 			bad("groups."+role+".facade.name", "must match %s, got %q", toolNameRE, f.Name)
+		}
+		g := c.Groups[role]
+		switch g.Offer {
+		case "", "flat", "facade", "reference":
+		default:
+			bad("groups."+role+".offer", "must be flat, facade or reference, got %q", g.Offer)
+		}
+		if g.Facade != nil && (g.Offer == "flat" || g.Offer == "reference") {
+			bad("groups."+role+".offer", "is %s, but groups.%s.facade offers the group as a facade", g.Offer, role)
+		}
+		if g.MCP != nil && len(g.Include) > 0 {
+			bad("groups."+role+".include", "cannot be set with groups.%s.mcp: a group takes its tools from one MCP server or from other groups", role)
+		}
+		for field, pats := range map[string][]string{"include": g.Include, "exclude": g.Exclude} {
+			for i, p := range pats {
+				src, glob, ok := strings.Cut(p, "/")
+				if _, err := path.Match(glob, ""); !ok || err != nil || !roleRE.MatchString(src) || glob == "" {
+					bad(fmt.Sprintf("groups.%s.%s[%d]", role, field, i), "must be <group>/<tool glob> such as \"crm/find_*\", got %q", p)
+				}
+			}
+		}
+		if len(g.Exclude) > 0 && len(g.Include) == 0 {
+			bad("groups."+role+".exclude", "needs include: exclude narrows what include takes")
 		}
 		if m := c.Groups[role].MCP; m != nil {
 			key := "groups." + role + ".mcp"

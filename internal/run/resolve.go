@@ -1,16 +1,19 @@
 package run
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
+	"path"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/loop"
 	"github.com/toolmesh/toolmesh/internal/process"
@@ -58,6 +61,15 @@ func (s *Service) prepare(req Request) (*prepared, error) {
 		if outputSchema, err = loop.CompileOutputSchema([]byte(req.OutputSchema)); err != nil {
 			return nil, fieldErr("output_schema_json", ErrInvalid, "%v", err)
 		}
+	}
+	// Groups offered as references bring their usage notes into the system prompt.
+	var roles []string
+	for _, rq := range req.Required {
+		roles = append(roles, rq.Role)
+	}
+	roles = append(append(roles, req.Groups...), s.cfg.Loop.DefaultToolGroups...)
+	if notes := s.referenceNotes(roles); notes != "" {
+		req.System = strings.TrimLeft(req.System+notes, "\n")
 	}
 	lc := s.cfg.Loop
 	p := &prepared{
@@ -246,33 +258,170 @@ func groupToolNames(ts []tool.Tool) []string {
 	return slices.Compact(names)
 }
 
-// groupTools are the tools a group offers: a built-in group's, or those its workers
-// serve (as one facade when the config says so).
+// groupTools are the tools a group offers a run: those it holds (see groupSource),
+// offered as the config says (flat, as one facade, or as a reference).
 func (s *Service) groupTools(role string) ([]tool.Tool, error) {
-	if ts, ok := process.GroupTools(role, nil); ok {
-		return ts, nil
-	}
-	if g, ok := s.mcp[role]; ok {
-		// Connects on the first run that asks for the group.
-		ts, err := g.Tools(context.Background())
-		if err != nil {
-			return nil, err
-		}
-		gc := s.cfg.Groups[role]
-		return s.groupFacade(role, gc.Description, gc.UsageNotes, ts), nil
-	}
-	info, ts, err := s.router.Group(role)
+	ts, desc, notes, err := s.groupSource(role)
 	if err != nil {
 		return nil, err
 	}
-	return s.groupFacade(info.GetRole(), info.GetDescription(), info.GetUsageNotes(), ts), nil
+	gc := s.cfg.Groups[role]
+	return s.groupFacade(role, cmp.Or(gc.Description, desc), cmp.Or(gc.UsageNotes, notes), ts), nil
+}
+
+// groupSource is what a group holds, with its description and usage notes: a config
+// group's included tools, else what serves the role (see served).
+func (s *Service) groupSource(role string) ([]tool.Tool, string, string, error) {
+	gc := s.cfg.Groups[role]
+	if len(gc.Include) == 0 {
+		return s.served(role)
+	}
+	var out []tool.Tool
+	seen := map[string]bool{}
+	var unserved []string
+	sources := map[string][]tool.Tool{}
+	for _, p := range gc.Include {
+		src, glob, _ := strings.Cut(p, "/")
+		ts, ok := sources[src]
+		if !ok {
+			var err error
+			if ts, _, _, err = s.served(src); err != nil {
+				unserved = append(unserved, src)
+			}
+			sources[src] = ts
+		}
+		for _, t := range ts {
+			name := t.Definition().Name
+			if ok, _ := path.Match(glob, name); ok && !seen[name] && !excluded(gc.Exclude, src, name) {
+				seen[name] = true
+				out = append(out, t)
+			}
+		}
+	}
+	if len(out) == 0 && len(unserved) > 0 {
+		return nil, "", "", fmt.Errorf("none of the groups it includes is served (%s)", strings.Join(slices.Compact(unserved), ", "))
+	}
+	return out, gc.Description, gc.UsageNotes, nil
+}
+
+// excluded reports whether "<src>/<name>" matches one of the exclude patterns.
+func excluded(patterns []string, src, name string) bool {
+	for _, p := range patterns {
+		psrc, glob, _ := strings.Cut(p, "/")
+		if ok, _ := path.Match(glob, name); ok && psrc == src {
+			return true
+		}
+	}
+	return false
+}
+
+// served is what serves a role: a built-in group, an MCP group (which connects on the
+// first run that asks for it), or the workers that registered the group.
+func (s *Service) served(role string) ([]tool.Tool, string, string, error) {
+	if ts, ok := process.GroupTools(role, nil); ok {
+		return ts, process.Groups[role], "", nil
+	}
+	if g, ok := s.mcp[role]; ok {
+		ts, err := g.Tools(context.Background())
+		return ts, "", "", err
+	}
+	info, ts, err := s.router.Group(role)
+	if err != nil {
+		return nil, "", "", err
+	}
+	return ts, info.GetDescription(), info.GetUsageNotes(), nil
+}
+
+// Listing is a group the orchestrator's config or its MCP servers make, as ListToolGroups
+// shows it: Source says where its tools come from; Tools are its tools' names, those of
+// an MCP server only once it is connected.
+type Listing struct {
+	Role, Description, UsageNotes, Source string
+	Tools                                 []string
+}
+
+// Listings describes the config's own groups and the MCP groups, by role, without
+// connecting any MCP server.
+func (s *Service) Listings() []Listing {
+	var out []Listing
+	for _, role := range sortedKeys(s.cfg.Groups) {
+		gc := s.cfg.Groups[role]
+		l := Listing{Role: role, Description: gc.Description, UsageNotes: gc.UsageNotes}
+		switch g, isMCP := s.mcp[role]; {
+		case isMCP:
+			l.Source = "mcp:" + gc.MCP.Server
+			if g.Connected() {
+				ts, _ := g.Tools(context.Background())
+				l.Tools = toolNames(ts)
+			}
+		case len(gc.Include) > 0:
+			l.Source = "config: " + strings.Join(gc.Include, ", ")
+			if len(gc.Exclude) > 0 {
+				l.Source += " (except " + strings.Join(gc.Exclude, ", ") + ")"
+			}
+			if s.includesConnectedOnly(gc) {
+				ts, _, _, _ := s.groupSource(role)
+				l.Tools = toolNames(ts)
+			}
+		default:
+			continue
+		}
+		slices.Sort(l.Tools)
+		out = append(out, l)
+	}
+	return out
+}
+
+// includesConnectedOnly reports whether listing a config group's tools connects no MCP
+// server: every MCP group it includes is connected already.
+func (s *Service) includesConnectedOnly(gc config.Group) bool {
+	for _, p := range gc.Include {
+		src, _, _ := strings.Cut(p, "/")
+		if g, ok := s.mcp[src]; ok && !g.Connected() {
+			return false
+		}
+	}
+	return true
+}
+
+// referenceNotes is what the groups offered as references add to the system prompt: each
+// one's description and usage notes, in the order the run names them.
+func (s *Service) referenceNotes(roles []string) string {
+	var b strings.Builder
+	for _, role := range roles {
+		gc := s.cfg.Groups[role]
+		if gc.Offer != "reference" {
+			continue
+		}
+		_, desc, notes, err := s.groupSource(role)
+		if err != nil {
+			continue
+		}
+		desc, notes = cmp.Or(gc.Description, desc), cmp.Or(gc.UsageNotes, notes)
+		if strings.TrimSpace(notes) == "" && strings.TrimSpace(desc) == "" {
+			continue
+		}
+		fmt.Fprintf(&b, "\n\nTools of '%s'", role)
+		if desc != "" {
+			fmt.Fprintf(&b, " (%s)", desc)
+		}
+		b.WriteString(":")
+		if notes != "" {
+			b.WriteString("\n" + notes)
+		}
+	}
+	return b.String()
 }
 
 func indexed(field string, i int) string { return field + "[" + strconv.Itoa(i) + "]" }
 
 // groupFacade offers a group as one facade when the config says so.
 func (s *Service) groupFacade(role, description, usageNotes string, ts []tool.Tool) []tool.Tool {
-	f := s.cfg.Groups[role].Facade
+	gc := s.cfg.Groups[role]
+	f := gc.Facade
+	if f == nil && gc.Offer == "facade" {
+		f = &config.GroupFacade{}
+	}
 	if f == nil || len(ts) == 0 {
 		return ts
 	}
@@ -299,6 +448,11 @@ func (s *Service) groupRoles() []string {
 	}
 	for role := range s.mcp {
 		roles = append(roles, role)
+	}
+	for role, gc := range s.cfg.Groups {
+		if len(gc.Include) > 0 && !slices.Contains(roles, role) {
+			roles = append(roles, role)
+		}
 	}
 	slices.Sort(roles)
 	return roles

@@ -175,6 +175,15 @@ func sortInfos(infos []*toolpb.ToolInfo) []*toolpb.ToolInfo {
 // (agent_process, blackboard, communication), which no worker serves.
 func (o *orchestratorServer) ListToolGroups(context.Context, *toolpb.ListToolGroupsRequest) (*toolpb.ListToolGroupsResponse, error) {
 	groups := o.s.router.ListGroups()
+	for _, g := range groups {
+		g.Source = "workers"
+	}
+	for _, l := range o.s.runs.Listings() {
+		// A config group of a worker group's own role narrows it: the listing shows the
+		// config's view.
+		groups = slices.DeleteFunc(groups, func(g *toolpb.ToolGroupStatus) bool { return g.GetGroup().GetRole() == l.Role })
+		groups = append(groups, &toolpb.ToolGroupStatus{Group: &toolpb.ToolGroupInfo{Role: l.Role, Description: l.Description, UsageNotes: l.UsageNotes}, Tools: l.Tools, Source: l.Source})
+	}
 	for _, role := range builtinRoles() {
 		if slices.ContainsFunc(groups, func(g *toolpb.ToolGroupStatus) bool { return g.GetGroup().GetRole() == role }) {
 			continue
@@ -185,7 +194,7 @@ func (o *orchestratorServer) ListToolGroups(context.Context, *toolpb.ListToolGro
 			names = append(names, t.Definition().Name)
 		}
 		slices.Sort(names)
-		groups = append(groups, &toolpb.ToolGroupStatus{Group: &toolpb.ToolGroupInfo{Role: role, Description: process.Groups[role], Provider: "toolmesh orchestrator"}, Tools: names})
+		groups = append(groups, &toolpb.ToolGroupStatus{Group: &toolpb.ToolGroupInfo{Role: role, Description: process.Groups[role], Provider: "toolmesh orchestrator"}, Tools: names, Source: "orchestrator"})
 	}
 	slices.SortFunc(groups, func(a, b *toolpb.ToolGroupStatus) int {
 		return strings.Compare(a.GetGroup().GetRole(), b.GetGroup().GetRole())

@@ -49,3 +49,75 @@ func TestDefaultGroupsAndStreamedText(t *testing.T) {
 		t.Errorf("deltas %q, final %q", deltas.String(), final.GetText())
 	}
 }
+
+// TestConfigGroups: groups of the config's own take tools from other groups by
+// "<group>/<tool glob>", drop excluded ones, and are offered flat, as a facade, or as a
+// reference whose usage notes join the system prompt; a group may narrow its own role.
+func TestConfigGroups(t *testing.T) {
+	script := scripted.Script{Name: "answer", Rules: []scripted.Rule{{Reply: scripted.Reply{Text: "ok"}}}}
+	e := newEnv(t, envOptions{script: script, configure: func(c *config.Config) {
+		c.Groups = map[string]config.Group{
+			"calc":  {Include: []string{"math/add", "math/mul*", "text/*"}, Exclude: []string{"text/reverse"}},
+			"boxed": {Include: []string{"math/add"}, Offer: "facade", Description: "Adding"},
+			"ref":   {Include: []string{"text/word_count"}, Offer: "reference", Description: "Counting", UsageNotes: "Count words with word_count."},
+			"text":  {Include: []string{"text/uppercase"}}, // narrows the workers' own group
+			"ghost": {Include: []string{"weather/*"}},
+		}
+	}})
+	e.startWorker("w1", flatMath(), builtin.TextGroup())
+	ctx := testContext(t)
+	started := func(req *toolpb.RunRequest) ([]string, *toolpb.RunResponse) {
+		t.Helper()
+		var tools []string
+		var warning *toolpb.RunResponse
+		if _, err := e.cl.RunAndWait(ctx, req, func(ev *toolpb.RunResponse) {
+			if s := ev.GetStarted(); s != nil {
+				tools = s.GetTools()
+			}
+			if ev.GetWarning() != nil {
+				warning = ev
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return tools, warning
+	}
+	for _, tc := range []struct {
+		group string
+		want  string
+	}{
+		{"calc", "add,lowercase,multiply,uppercase,word_count"},
+		{"boxed", "boxed"},
+		{"ref", "word_count"},
+		{"text", "uppercase"},
+	} {
+		if got, _ := started(&toolpb.RunRequest{Prompt: "p", ToolGroups: []string{tc.group}}); strings.Join(got, ",") != tc.want {
+			t.Errorf("group %s offers %v, want %s", tc.group, got, tc.want)
+		}
+	}
+	reqs := e.model.Requests()
+	if sys := reqs[len(reqs)-2].System; sys != "Tools of 'ref' (Counting):\nCount words with word_count." {
+		t.Errorf("system prompt of the reference run %q", sys)
+	}
+	if _, w := started(&toolpb.RunRequest{Prompt: "p", ToolGroups: []string{"ghost"}}); w == nil || !strings.Contains(w.GetWarning().GetMessage(), "none of the groups it includes is served (weather)") {
+		t.Errorf("ghost group warning %v", w)
+	}
+	groups, err := e.cl.ListToolGroups(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]string{}
+	for _, g := range groups {
+		listed[g.GetGroup().GetRole()] = g.GetSource() + " | " + strings.Join(g.GetTools(), ",") + " | " + strings.Join(g.GetWorkerIds(), ",")
+	}
+	for role, want := range map[string]string{
+		"calc":  "config: math/add, math/mul*, text/* (except text/reverse) | add,lowercase,multiply,uppercase,word_count | ",
+		"text":  "config: text/uppercase | uppercase | ",
+		"math":  "workers | add,ceiling,divide,floor,max,mean,min,multiply,round,subtract | w1",
+		"ghost": "config: weather/* |  | ",
+	} {
+		if listed[role] != want {
+			t.Errorf("ListToolGroups %s = %q, want %q", role, listed[role], want)
+		}
+	}
+}

@@ -2804,7 +2804,10 @@ type ToolGroupStatus struct {
 	// Names of its tools, sorted.
 	Tools []string `protobuf:"bytes,2,rep,name=tools,proto3" json:"tools,omitempty"`
 	// Workers that serve it.
-	WorkerIds     []string `protobuf:"bytes,3,rep,name=worker_ids,json=workerIds,proto3" json:"worker_ids,omitempty"`
+	WorkerIds []string `protobuf:"bytes,3,rep,name=worker_ids,json=workerIds,proto3" json:"worker_ids,omitempty"`
+	// Where its tools come from: "workers", "orchestrator" (the built-in groups),
+	// "mcp:<server>", or "config: <include patterns>" for a group of the config's own.
+	Source        string `protobuf:"bytes,4,opt,name=source,proto3" json:"source,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2858,6 +2861,13 @@ func (x *ToolGroupStatus) GetWorkerIds() []string {
 		return x.WorkerIds
 	}
 	return nil
+}
+
+func (x *ToolGroupStatus) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
 }
 
 // ListWorkersRequest asks for the workers.
@@ -3670,12 +3680,13 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"worker_ids\x18\x04 \x03(\tR\tworkerIds\"\x17\n" +
 	"\x15ListToolGroupsRequest\"N\n" +
 	"\x16ListToolGroupsResponse\x124\n" +
-	"\x06groups\x18\x01 \x03(\v2\x1c.toolmesh.v1.ToolGroupStatusR\x06groups\"x\n" +
+	"\x06groups\x18\x01 \x03(\v2\x1c.toolmesh.v1.ToolGroupStatusR\x06groups\"\x90\x01\n" +
 	"\x0fToolGroupStatus\x120\n" +
 	"\x05group\x18\x01 \x01(\v2\x1a.toolmesh.v1.ToolGroupInfoR\x05group\x12\x14\n" +
 	"\x05tools\x18\x02 \x03(\tR\x05tools\x12\x1d\n" +
 	"\n" +
-	"worker_ids\x18\x03 \x03(\tR\tworkerIds\"\x14\n" +
+	"worker_ids\x18\x03 \x03(\tR\tworkerIds\x12\x16\n" +
+	"\x06source\x18\x04 \x01(\tR\x06source\"\x14\n" +
 	"\x12ListWorkersRequest\"J\n" +
 	"\x13ListWorkersResponse\x123\n" +
 	"\aworkers\x18\x01 \x03(\v2\x19.toolmesh.v1.WorkerStatusR\aworkers\"\x9d\x02\n" +
