@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -176,6 +177,20 @@ func run(args []string) error {
 		}
 		defer func() { _ = ms.Shutdown(context.Background()) }()
 		log.Info("metrics serving", "address", ms.Addr())
+	}
+	if cfg.MCPServe.Listen != "" {
+		mlis, err := net.Listen("tcp", cfg.MCPServe.Listen)
+		if err != nil {
+			return fmt.Errorf("mcp_serve.listen: %w", err)
+		}
+		hsrv := &http.Server{Handler: srv.MCPHandler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = hsrv.Serve(mlis) }()
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_ = hsrv.Shutdown(sctx)
+		}()
+		log.Info("mcp serving", "address", mlis.Addr().String(), "url", "http://"+mlis.Addr().String()+"/")
 	}
 
 	select {

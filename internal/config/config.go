@@ -65,6 +65,8 @@ type Config struct {
 	Context Context `yaml:"context"`
 	// Groups configures tool groups by role.
 	Groups map[string]Group `yaml:"groups"`
+	// MCPServe serves the mesh's tools to MCP clients.
+	MCPServe MCPServe `yaml:"mcp_serve"`
 	// MCPServers are MCP servers that groups (groups.<role>.mcp) take their tools from.
 	MCPServers map[string]MCPServer `yaml:"mcp_servers"`
 	// Tools configures tools by name.
@@ -211,6 +213,15 @@ func (c Config) DefaultProvider() string {
 		return "scripted"
 	}
 	return c.Provider.Name
+}
+
+// MCPServe configures the orchestrator's MCP endpoint (streamable HTTP).
+type MCPServe struct {
+	// Listen is the address to serve on; empty serves none.
+	Listen string `yaml:"listen"`
+	// ContextHeaders are HTTP headers whose values join the ToolCallContext of the calls
+	// made through the endpoint (as the header's name in lower case), beside _meta.
+	ContextHeaders []string `yaml:"context_headers"`
 }
 
 // Log configures logging.

@@ -156,6 +156,16 @@ type OneShot struct {
 }
 
 func (c Config) validateMCP(bad func(key, format string, args ...any)) {
+	if c.MCPServe.Listen != "" {
+		if err := checkListen(c.MCPServe.Listen); err != nil {
+			bad("mcp_serve.listen", "%v", err)
+		}
+	}
+	for i, h := range c.MCPServe.ContextHeaders {
+		if strings.TrimSpace(h) == "" || strings.ContainsAny(h, " :\r\n") {
+			bad(fmt.Sprintf("mcp_serve.context_headers[%d]", i), "must be an HTTP header name, got %q", h)
+		}
+	}
 	for _, name := range sortedKeys(c.MCPServers) {
 		s, key := c.MCPServers[name], "mcp_servers."+name
 		if !roleRE.MatchString(name) {

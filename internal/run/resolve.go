@@ -332,6 +332,34 @@ func (s *Service) served(role string) ([]tool.Tool, string, string, error) {
 	return ts, info.GetDescription(), info.GetUsageNotes(), nil
 }
 
+// Catalog is the mesh's tools as a run would be offered them, every group together: the
+// groups workers serve, the MCP groups (which this connects) and the config's own; not
+// the built-in groups, which need a run. The first tool of a name wins.
+func (s *Service) Catalog(context.Context) []tool.Tool {
+	roles := s.groupRoles()
+	var out []tool.Tool
+	seen := map[string]bool{}
+	for _, role := range roles {
+		if _, builtin := process.Groups[role]; builtin {
+			continue
+		}
+		ts, err := s.groupTools(role)
+		if err != nil {
+			continue
+		}
+		for _, t := range ts {
+			if name := t.Definition().Name; !seen[name] {
+				seen[name] = true
+				out = append(out, t)
+			}
+		}
+	}
+	return out
+}
+
+// Decorate wraps a tool in the orchestrator's decorator chain, as a run's tools are.
+func (s *Service) Decorate(t tool.Tool) tool.Tool { return s.chain.Decorate(t) }
+
 // Listing is a group the orchestrator's config or its MCP servers make, as ListToolGroups
 // shows it: Source says where its tools come from; Tools are its tools' names, those of
 // an MCP server only once it is connected.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/toolmesh/toolmesh/internal/harness"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
 
@@ -152,4 +154,107 @@ func deadURL(t *testing.T) string {
 	u := srv.URL
 	srv.Close()
 	return u
+}
+
+// TestToolmeshAsMCPServer: an MCP client (go-sdk) lists the mesh's tools on the
+// orchestrator's MCP endpoint, opens the math facade and hears tools/list_changed, calls a
+// worker tool and an MCP-group tool, and passes a context value in _meta (and in an
+// allow-listed header) that the worker sees.
+func TestToolmeshAsMCPServer(t *testing.T) {
+	srv := startMetaServer(t)
+	addr, err := harness.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := startMesh(t, "", `
+mcp_serve:
+  listen: `+addr+`
+  context_headers: [X-Tenant-Id]
+mcp_servers:
+  meta: {url: `+srv.url+`}
+groups:
+  remote:
+    mcp: {server: meta, include: [echo]}
+`)
+	m.startWorker("math-1", "math")
+	m.startWorker("echo-1", "echo_a")
+	m.waitWorkers("math-1", "echo-1")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	changed := make(chan struct{}, 4)
+	client := sdk.NewClient(&sdk.Implementation{Name: "e2e", Version: "v1"}, &sdk.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { changed <- struct{}{} },
+	})
+	hc := &http.Client{Transport: headerRT{"X-Tenant-Id": "from-header"}}
+	session, err := client.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: "http://" + addr + "/", HTTPClient: hc}, nil)
+	if err != nil {
+		m.dump()
+		t.Fatal(err)
+	}
+	defer func() { _ = session.Close() }()
+	names := func() []string {
+		t.Helper()
+		res, err := session.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, x := range res.Tools {
+			out = append(out, x.Name)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got := strings.Join(names(), ","); got != "echo,math,show_context_a" {
+		t.Fatalf("tools %s", got)
+	}
+	text := func(res *sdk.CallToolResult) string {
+		var parts []string
+		for _, c := range res.Content {
+			if tc, ok := c.(*sdk.TextContent); ok {
+				parts = append(parts, tc.Text)
+			}
+		}
+		return strings.Join(parts, "\n")
+	}
+	res, err := session.CallTool(ctx, &sdk.CallToolParams{Name: "math", Arguments: map[string]any{}})
+	if err != nil || res.IsError || !strings.HasPrefix(text(res), "Tools now available: add, subtract, multiply, divide") {
+		t.Fatalf("math facade: %v %v", text(res), err)
+	}
+	select {
+	case <-changed:
+	case <-ctx.Done():
+		t.Fatal("no tools/list_changed after opening the facade")
+	}
+	if got := names(); slices.Contains(got, "math") || !slices.Contains(got, "add") {
+		t.Errorf("tools after unfolding %v", got)
+	}
+	res, err = session.CallTool(ctx, &sdk.CallToolParams{Name: "add", Arguments: map[string]any{"a": 2, "b": 3}})
+	if err != nil || res.IsError || text(res) != "5" {
+		t.Errorf("add: %q %v", text(res), err)
+	}
+	res, err = session.CallTool(ctx, &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "via mcp"}})
+	if err != nil || text(res) != "echo: via mcp" {
+		t.Errorf("echo: %q %v", text(res), err)
+	}
+	res, err = session.CallTool(ctx, &sdk.CallToolParams{Name: "show_context_a", Arguments: map[string]any{}, Meta: sdk.Meta{"tenantId": "acme"}})
+	if err != nil || !strings.Contains(text(res), `"tenantId":"acme"`) || !strings.Contains(text(res), `"x-tenant-id":"from-header"`) {
+		t.Errorf("show_context_a: %q %v", text(res), err)
+	}
+	res, err = session.CallTool(ctx, &sdk.CallToolParams{Name: "add", Arguments: map[string]any{"a": "two"}})
+	if err != nil || !res.IsError || !strings.Contains(text(res), "invalid arguments for tool 'add'") {
+		t.Errorf("bad arguments: %q %v", text(res), err)
+	}
+}
+
+// headerRT adds headers to every request.
+type headerRT map[string]string
+
+func (h headerRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range h {
+		r.Header.Set(k, v)
+	}
+	return http.DefaultTransport.RoundTrip(r)
 }

@@ -1,0 +1,186 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/toolctx"
+)
+
+// ServeOptions configure the orchestrator's MCP endpoint.
+type ServeOptions struct {
+	// Catalog returns the mesh's tools as a new session first sees them: worker tools,
+	// MCP-group tools and facades.
+	Catalog func(ctx context.Context) []tool.Tool
+	// Decorate wraps every tool a session calls (the orchestrator's decorator chain:
+	// spans, metrics, bounds).
+	Decorate func(tool.Tool) tool.Tool
+	// ContextHeaders are HTTP headers whose values join the ToolCallContext of the calls,
+	// under the header's name in lower case; _meta entries with string values join it
+	// too, and win.
+	ContextHeaders []string
+	Logger         *slog.Logger
+}
+
+// NewHandler serves the mesh's tools over MCP streamable HTTP. Every MCP session has its
+// own view of the catalogue: calling a facade replaces it with its children for that
+// session alone, and the session hears notifications/tools/list_changed.
+func NewHandler(opts ServeOptions) http.Handler {
+	if opts.Decorate == nil {
+		opts.Decorate = func(t tool.Tool) tool.Tool { return t }
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
+		return newSessionServer(r.Context(), opts)
+	}, nil)
+}
+
+// sessionServer is the MCP server of one session.
+type sessionServer struct {
+	opts ServeOptions
+	srv  *sdk.Server
+	mu   sync.Mutex
+	// offered are the tools the session sees, by name.
+	offered map[string]tool.Tool
+}
+
+func newSessionServer(ctx context.Context, opts ServeOptions) *sdk.Server {
+	s := &sessionServer{opts: opts, offered: map[string]tool.Tool{}}
+	s.srv = sdk.NewServer(&sdk.Implementation{Name: "toolmesh", Version: "v1"}, &sdk.ServerOptions{
+		Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true}},
+	})
+	s.add(opts.Catalog(ctx)...)
+	return s.srv
+}
+
+// add offers ts to the session (a name already offered keeps its tool).
+func (s *sessionServer) add(ts ...tool.Tool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range ts {
+		def := t.Definition()
+		if _, dup := s.offered[def.Name]; dup {
+			continue
+		}
+		dt := s.opts.Decorate(t)
+		s.offered[def.Name] = dt
+		s.srv.AddTool(&sdk.Tool{Name: def.Name, Description: def.Description, InputSchema: json.RawMessage(def.InputSchema.JSON())}, s.handler(dt))
+	}
+}
+
+// remove stops offering the tool of that name.
+func (s *sessionServer) remove(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.offered, name)
+	s.srv.RemoveTools(name)
+}
+
+func (s *sessionServer) handler(t tool.Tool) sdk.ToolHandler {
+	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		ctx = toolctx.NewContext(ctx, s.callContext(req))
+		args := "{}"
+		if len(req.Params.Arguments) > 0 {
+			args = string(req.Params.Arguments)
+		}
+		if f, ok := tool.As[tool.Facade](t); ok && f.Kind() != tool.FacadeSelectable {
+			return s.unfold(ctx, f, args), nil
+		}
+		canonical, err := t.Definition().InputSchema.Validate(args)
+		if err != nil {
+			return errorResult(fmt.Sprintf("invalid arguments for tool '%s': %v", t.Definition().Name, err)), nil
+		}
+		res, err := toolcall.Call(ctx, s.opts.Logger, t, canonical)
+		if err != nil {
+			// A control-flow signal has no meaning outside a run: say what it asked.
+			return errorResult(fmt.Sprintf("tool '%s' signalled: %v", t.Definition().Name, err)), nil
+		}
+		return resultFor(res), nil
+	}
+}
+
+// unfold answers a call of a facade: the facade leaves the session, its children join it
+// (the session hears tools/list_changed), and the answer is the unfold text.
+func (s *sessionServer) unfold(ctx context.Context, f tool.Facade, args string) *sdk.CallToolResult {
+	res, err := f.Call(ctx, args)
+	if err != nil || res.IsError() {
+		msg := res.Content
+		if err != nil {
+			msg = err.Error()
+		}
+		return errorResult(msg)
+	}
+	selected, err := f.Select(ctx, args)
+	if err != nil {
+		return errorResult(err.Error())
+	}
+	if len(selected) == 0 {
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: res.Content}}}
+	}
+	s.add(selected...)
+	s.remove(f.Definition().Name)
+	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: res.Content}}}
+}
+
+// callContext is the ToolCallContext of an MCP call: the allow-listed headers, then the
+// string entries of _meta (which win). Reserved keys are left out.
+func (s *sessionServer) callContext(req *sdk.CallToolRequest) toolctx.Context {
+	m := map[string]string{}
+	if req.Extra != nil {
+		for _, h := range s.opts.ContextHeaders {
+			if v := req.Extra.Header.Get(h); v != "" {
+				m[strings.ToLower(h)] = v
+			}
+		}
+	}
+	for k, v := range req.Params.Meta {
+		if str, ok := v.(string); ok && k != "progressToken" {
+			m[k] = str
+		}
+	}
+	return toolctx.FromMap(m).WithoutReserved()
+}
+
+func errorResult(msg string) *sdk.CallToolResult {
+	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: msg}}}
+}
+
+// resultFor maps a tool result to MCP: an error is isError, an artifact's JSON is the
+// structured content beside its text.
+func resultFor(res tool.Result) *sdk.CallToolResult {
+	if res.IsError() {
+		return errorResult(res.Content)
+	}
+	out := &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: res.Content}}}
+	if a := res.Artifact; a != nil && len(a.JSON) > 0 {
+		var v any
+		if json.Unmarshal(a.JSON, &v) == nil {
+			if _, isObject := v.(map[string]any); isObject { // MCP wants an object
+				out.StructuredContent = v
+			}
+		}
+	}
+	return out
+}
+
+// Names is the sorted names of ts.
+func Names(ts []tool.Tool) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = t.Definition().Name
+	}
+	slices.Sort(out)
+	return out
+}
