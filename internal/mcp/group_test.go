@@ -13,6 +13,7 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolmesh/toolmesh/internal/mcp"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
@@ -307,5 +308,23 @@ func TestCancellationReachesTheServer(t *testing.T) {
 	}
 	if n := st.cancelled.Load(); n != 2 {
 		t.Errorf("the server saw %d cancellations, want 2", n)
+	}
+}
+
+// TestTraceContextInMeta: a call made inside a span carries the W3C trace context in
+// _meta (traceparent), so that the server's spans join the trace.
+func TestTraceContextInMeta(t *testing.T) {
+	url, st := httpServer(t)
+	g := newGroup(t, mcp.Options{Server: mcp.Server{Name: "test", URL: url}})
+	tid, _ := trace.TraceIDFromHex("0af7651916cd43dd8448eb211c80319c")
+	sid, _ := trace.SpanIDFromHex("b7ad6b7169203331")
+	ctx := trace.ContextWithSpanContext(testCtx(t), trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled}))
+	call(t, ctx, byName(t, g, "echo"), `{"text":"x"}`)
+	if got := st.lastMeta()["traceparent"]; got != "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01" {
+		t.Errorf("traceparent %v", got)
+	}
+	call(t, testCtx(t), byName(t, g, "echo"), `{"text":"x"}`)
+	if _, ok := st.lastMeta()["traceparent"]; ok {
+		t.Error("a call outside any span sent a traceparent")
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
@@ -64,6 +66,18 @@ func (r *remote) Call(ctx context.Context, input string) (tool.Result, error) {
 	if bag := toolctx.FromContext(ctx).WithoutReserved(); bag.Len() > 0 {
 		params.Meta = sdk.Meta{}
 		for k, v := range r.g.opts.Converter.Convert(bag).Map() {
+			params.Meta[k] = v
+		}
+	}
+	// The trace context travels in _meta too (the SEP-414 keys traceparent and
+	// tracestate), so that the server's spans join the run's trace; baggage does not.
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		carrier := propagation.MapCarrier{}
+		propagation.TraceContext{}.Inject(ctx, carrier)
+		if params.Meta == nil {
+			params.Meta = sdk.Meta{}
+		}
+		for k, v := range carrier {
 			params.Meta[k] = v
 		}
 	}
