@@ -89,6 +89,10 @@ type MCPServer struct {
 	Dir     string            `yaml:"dir"`
 	URL     string            `yaml:"url"`
 	Headers map[string]string `yaml:"headers"`
+	// ContextHeaders name ToolCallContext keys (as the group's converter leaves them) whose
+	// values become HTTP headers of the session, such as Authorization: the orchestrator
+	// keeps one session per distinct set of values (streamable HTTP only).
+	ContextHeaders []string `yaml:"context_headers"`
 	// Timeout bounds one tool call; zero means 30s.
 	Timeout Duration `yaml:"timeout"`
 }
@@ -181,6 +185,14 @@ func (c Config) validateMCP(bad func(key, format string, args ...any)) {
 		}
 		if s.Timeout < 0 {
 			bad(key+".timeout", "must not be negative, got %s", s.Timeout.D())
+		}
+		if len(s.ContextHeaders) > 0 && s.URL == "" {
+			bad(key+".context_headers", "needs url: only a streamable-HTTP server takes headers")
+		}
+		for i, h := range s.ContextHeaders {
+			if strings.TrimSpace(h) == "" || strings.ContainsAny(h, " :\r\n") {
+				bad(fmt.Sprintf("%s.context_headers[%d]", key, i), "must be an HTTP header name, got %q", h)
+			}
 		}
 	}
 }

@@ -2,9 +2,12 @@
 // through the official go-sdk) becomes a tool group whose tools the loop calls like any
 // other.
 //
-// A Group connects lazily, on first use, and keeps one session; a session that breaks is
+// A Group connects lazily, on first use, and keeps its session; a session that breaks is
 // dropped and the next use connects again (no sooner than a backoff after the last
-// failure). Before every call the group's ToolCallContext converter is applied and what
+// failure). A streamable-HTTP server that authenticates each caller takes headers from
+// the call's ToolCallContext (Server.ContextHeaders, after the group's converter): the
+// group then keeps one session per distinct set of those values, so one caller's token
+// never serves another caller's call, and closes a session that stays idle. Before every call the group's ToolCallContext converter is applied and what
 // survives travels as the request's _meta (absent when the context is empty; an empty
 // object when the converter keeps nothing). The call's deadline and cancellation reach the
 // server as MCP cancellation; progress notifications become the call's progress reports;
@@ -19,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path"
@@ -47,6 +51,10 @@ type Server struct {
 	// URL and Headers reach a streamable-HTTP server.
 	URL     string
 	Headers map[string]string
+	// ContextHeaders name ToolCallContext keys (as the group's converter leaves them)
+	// whose values become HTTP headers of that name, such as "Authorization": calls with
+	// different values use different sessions.
+	ContextHeaders []string
 	// Timeout bounds one tool call; zero means DefaultTimeout.
 	Timeout time.Duration
 }
@@ -79,9 +87,9 @@ type Group struct {
 	log  *slog.Logger
 
 	mu       sync.Mutex
-	session  *sdk.ClientSession
-	tools    []tool.Tool // the filtered tools of the session; nil until listed
-	stale    bool        // the server said its tools changed
+	sessions map[string]*session // by credential (see key); "" without ContextHeaders
+	tools    []tool.Tool         // the filtered tools; nil until listed
+	stale    bool                // the server said its tools changed
 	failedAt time.Time
 	lastErr  error
 
@@ -126,27 +134,80 @@ func Globs(include, exclude []string) func(string) bool {
 	}
 }
 
+// session is one MCP session of the group and when it was last used.
+type session struct {
+	s        *sdk.ClientSession
+	lastUsed time.Time
+}
+
+// Bounds of the sessions of a group that keeps one per credential.
+const (
+	maxSessions = 256
+	idleAfter   = 5 * time.Minute
+)
+
 // Connected reports whether the group has a live session (for tests and listings).
 func (g *Group) Connected() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.session != nil
+	return len(g.sessions) > 0
 }
 
-// Tools returns the server's tools the filter keeps, connecting first if need be.
+// Sessions is the number of live sessions.
+func (g *Group) Sessions() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.sessions)
+}
+
+// Tools returns the server's tools the filter keeps, connecting first if need be (with
+// the credentials of ctx's ToolCallContext, for a server that takes them).
 func (g *Group) Tools(ctx context.Context) ([]tool.Tool, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.session != nil && g.tools != nil && !g.stale {
+	key, headers := g.credentials(ctx)
+	if g.sessions[key] != nil && g.tools != nil && !g.stale {
 		return slices.Clone(g.tools), nil
 	}
-	if err := g.connectLocked(ctx); err != nil {
+	s, err := g.connectLocked(ctx, key, headers)
+	if err != nil {
 		return nil, err
 	}
-	if err := g.listLocked(ctx); err != nil {
+	if err := g.listLocked(ctx, key, s); err != nil {
 		return nil, err
 	}
 	return slices.Clone(g.tools), nil
+}
+
+// isHeader reports whether a context key travels as a header (Server.ContextHeaders).
+func (g *Group) isHeader(key string) bool {
+	for _, name := range g.opts.Server.ContextHeaders {
+		if strings.EqualFold(name, key) {
+			return true
+		}
+	}
+	return false
+}
+
+// credentials is the session key and the headers of the call in ctx: the values of
+// Server.ContextHeaders in its ToolCallContext after the group's converter.
+func (g *Group) credentials(ctx context.Context) (string, map[string]string) {
+	names := g.opts.Server.ContextHeaders
+	if len(names) == 0 {
+		return "", nil
+	}
+	bag := g.opts.Converter.Convert(toolctx.FromContext(ctx).WithoutReserved())
+	headers := map[string]string{}
+	var key strings.Builder
+	for _, name := range names {
+		for k, v := range bag.Map() {
+			if strings.EqualFold(k, name) {
+				headers[name] = v
+				key.WriteString(name + "\x00" + v + "\x00")
+			}
+		}
+	}
+	return key.String(), headers
 }
 
 // ToolByName returns the tool of that exact name, or false.
@@ -187,29 +248,51 @@ func (g *Group) RequiredToolByName(ctx context.Context, name string) (tool.Tool,
 	return nil, fmt.Errorf("MCP tool '%s' not found. Available tools: %s", name, strings.Join(names, ", "))
 }
 
-// Close ends the session, if any.
+// Close ends the sessions.
 func (g *Group) Close() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.dropLocked()
+	var errs []error
+	for key := range g.sessions {
+		errs = append(errs, g.dropLocked(key))
+	}
+	g.tools = nil
+	return errors.Join(errs...)
 }
 
-func (g *Group) dropLocked() error {
-	if g.session == nil {
+func (g *Group) dropLocked(key string) error {
+	s := g.sessions[key]
+	if s == nil {
 		return nil
 	}
-	err := g.session.Close()
-	g.session, g.tools = nil, nil
-	return err
+	delete(g.sessions, key)
+	return s.s.Close()
 }
 
-// connectLocked opens a session unless one is open. g.mu is held.
-func (g *Group) connectLocked(ctx context.Context) error {
-	if g.session != nil {
-		return nil
+// connectLocked returns the session of key, opening it unless one is open, and closes
+// sessions idle for long or beyond the bound. g.mu is held.
+func (g *Group) connectLocked(ctx context.Context, key string, headers map[string]string) (*sdk.ClientSession, error) {
+	now := time.Now()
+	for k, s := range g.sessions {
+		if k != key && now.Sub(s.lastUsed) > idleAfter {
+			_ = g.dropLocked(k)
+		}
+	}
+	if s := g.sessions[key]; s != nil {
+		s.lastUsed = now
+		return s.s, nil
+	}
+	if len(g.sessions) >= maxSessions {
+		oldest := ""
+		for k, s := range g.sessions {
+			if oldest == "" || s.lastUsed.Before(g.sessions[oldest].lastUsed) {
+				oldest = k
+			}
+		}
+		_ = g.dropLocked(oldest)
 	}
 	if !g.failedAt.IsZero() && time.Since(g.failedAt) < reconnectBackoff {
-		return fmt.Errorf("mcp server %q: cannot connect: %w (tried %s ago; the next try is at most %s after it)", g.opts.Server.Name, g.lastErr,
+		return nil, fmt.Errorf("mcp server %q: cannot connect: %w (tried %s ago; the next try is at most %s after it)", g.opts.Server.Name, g.lastErr,
 			time.Since(g.failedAt).Round(time.Millisecond), reconnectBackoff)
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), connectTimeout)
@@ -219,30 +302,34 @@ func (g *Group) connectLocked(ctx context.Context) error {
 		ToolListChangedHandler:      g.onToolsChanged,
 	})
 	start := time.Now()
-	session, err := client.Connect(ctx, g.transport(), nil)
+	cs, err := client.Connect(ctx, g.transport(headers), nil)
 	if err != nil {
 		g.failedAt, g.lastErr = time.Now(), err
-		return fmt.Errorf("mcp server %q: cannot connect: %w", g.opts.Server.Name, err)
+		return nil, fmt.Errorf("mcp server %q: cannot connect: %w", g.opts.Server.Name, err)
 	}
-	g.session, g.failedAt, g.lastErr = session, time.Time{}, nil
-	g.log.InfoContext(ctx, "mcp server connected on first use", "took", time.Since(start).Round(time.Millisecond).String())
-	go g.watch(session)
-	return nil
+	if g.sessions == nil {
+		g.sessions = map[string]*session{}
+	}
+	g.sessions[key] = &session{s: cs, lastUsed: now}
+	g.failedAt, g.lastErr = time.Time{}, nil
+	g.log.InfoContext(ctx, "mcp server connected on first use", "took", time.Since(start).Round(time.Millisecond).String(), "sessions", len(g.sessions))
+	go g.watch(key, cs)
+	return cs, nil
 }
 
 // watch drops the session when it ends, so that the next use connects again.
-func (g *Group) watch(s *sdk.ClientSession) {
-	err := s.Wait()
+func (g *Group) watch(key string, cs *sdk.ClientSession) {
+	err := cs.Wait()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.session == s {
-		g.session, g.tools = nil, nil
+	if s := g.sessions[key]; s != nil && s.s == cs {
+		delete(g.sessions, key)
 		g.failedAt, g.lastErr = time.Now(), fmt.Errorf("the session ended: %v", err)
 		g.log.Warn("mcp session ended; the next use connects again", "error", fmt.Sprint(err))
 	}
 }
 
-func (g *Group) transport() sdk.Transport {
+func (g *Group) transport(headers map[string]string) sdk.Transport {
 	s := g.opts.Server
 	if s.Command != "" {
 		cmd := exec.Command(s.Command, s.Args...)
@@ -253,17 +340,22 @@ func (g *Group) transport() sdk.Transport {
 		}
 		return &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
 	}
-	return &sdk.StreamableClientTransport{Endpoint: s.URL, HTTPClient: headerClient(s.Headers)}
+	all := maps.Clone(s.Headers)
+	if len(headers) > 0 && all == nil {
+		all = map[string]string{}
+	}
+	maps.Copy(all, headers)
+	return &sdk.StreamableClientTransport{Endpoint: s.URL, HTTPClient: headerClient(all)}
 }
 
-// listLocked lists the session's tools. g.mu is held.
-func (g *Group) listLocked(ctx context.Context) error {
+// listLocked lists the tools through session s (of key). g.mu is held.
+func (g *Group) listLocked(ctx context.Context, key string, s *sdk.ClientSession) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), connectTimeout)
 	defer cancel()
 	var out []tool.Tool
-	for t, err := range g.session.Tools(ctx, nil) {
+	for t, err := range s.Tools(ctx, nil) {
 		if err != nil {
-			_ = g.dropLocked()
+			_ = g.dropLocked(key)
 			return fmt.Errorf("mcp server %q: cannot list its tools: %w", g.opts.Server.Name, err)
 		}
 		if g.opts.Filter != nil && !g.opts.Filter(t.Name) {
@@ -312,14 +404,12 @@ func (g *Group) onProgress(_ context.Context, req *sdk.ProgressNotificationClien
 	}
 }
 
-// sessionFor returns the live session, connecting if need be.
+// sessionFor returns the live session for the call in ctx, connecting if need be.
 func (g *Group) sessionFor(ctx context.Context) (*sdk.ClientSession, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if err := g.connectLocked(ctx); err != nil {
-		return nil, err
-	}
-	return g.session, nil
+	key, headers := g.credentials(ctx)
+	return g.connectLocked(ctx, key, headers)
 }
 
 // token registers report for a call's progress and returns its token and the function

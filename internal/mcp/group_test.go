@@ -36,6 +36,7 @@ func TestMain(m *testing.M) {
 type serverState struct {
 	mu        sync.Mutex
 	metas     []map[string]any
+	auths     []string // "<session id> <Authorization header>" of each echo call
 	cancelled atomic.Int32
 }
 
@@ -73,6 +74,9 @@ func testServer() (*sdk.Server, *serverState) {
 			m = nil
 		}
 		st.metas = append(st.metas, m)
+		if req.Extra != nil {
+			st.auths = append(st.auths, req.Session.ID()+" "+req.Extra.Header.Get("Authorization"))
+		}
 	}
 	sdk.AddTool(s, &sdk.Tool{Name: "echo", Description: "Echoes its text."}, func(_ context.Context, req *sdk.CallToolRequest, in textIn) (*sdk.CallToolResult, any, error) {
 		record(req)
@@ -326,5 +330,44 @@ func TestTraceContextInMeta(t *testing.T) {
 	call(t, testCtx(t), byName(t, g, "echo"), `{"text":"x"}`)
 	if _, ok := st.lastMeta()["traceparent"]; ok {
 		t.Error("a call outside any span sent a traceparent")
+	}
+}
+
+// TestSessionPerCredential: a server that takes Authorization from the context gets one
+// session per distinct token, each call carrying only its own caller's token (and never in
+// _meta); a call without a token uses a session without one.
+func TestSessionPerCredential(t *testing.T) {
+	url, st := httpServer(t)
+	g := newGroup(t, mcp.Options{
+		Server:    mcp.Server{Name: "auth", URL: url, ContextHeaders: []string{"Authorization"}},
+		Converter: toolctx.AllowKeys("Authorization", "tenantId"),
+	})
+	echo := byName(t, g, "echo") // listed without a token
+	for _, tok := range []string{"Bearer alice", "Bearer bob", "Bearer alice"} {
+		ctx := toolctx.NewContext(testCtx(t), toolctx.MustOf("Authorization", tok, "tenantId", "acme"))
+		call(t, ctx, echo, `{"text":"x"}`)
+		if _, ok := st.lastMeta()["Authorization"]; ok {
+			t.Errorf("the token travelled in _meta: %v", st.lastMeta())
+		}
+	}
+	st.mu.Lock()
+	auths := append([]string(nil), st.auths...)
+	st.mu.Unlock()
+	if len(auths) != 3 {
+		t.Fatalf("calls %v", auths)
+	}
+	sessionOf := map[string]string{}
+	for _, a := range auths {
+		id, tok, _ := strings.Cut(a, " ")
+		if prev, ok := sessionOf[tok]; ok && prev != id {
+			t.Errorf("token %q used sessions %s and %s", tok, prev, id)
+		}
+		sessionOf[tok] = id
+	}
+	if sessionOf["Bearer alice"] == sessionOf["Bearer bob"] || sessionOf["Bearer alice"] == "" {
+		t.Errorf("alice and bob shared a session: %v", auths)
+	}
+	if n := g.Sessions(); n != 3 { // no token (the listing), alice, bob
+		t.Errorf("%d sessions, want 3", n)
 	}
 }

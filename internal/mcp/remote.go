@@ -66,7 +66,9 @@ func (r *remote) Call(ctx context.Context, input string) (tool.Result, error) {
 	if bag := toolctx.FromContext(ctx).WithoutReserved(); bag.Len() > 0 {
 		params.Meta = sdk.Meta{}
 		for k, v := range r.g.opts.Converter.Convert(bag).Map() {
-			params.Meta[k] = v
+			if !r.g.isHeader(k) { // a credential travels as its header, not in _meta
+				params.Meta[k] = v
+			}
 		}
 	}
 	// The trace context travels in _meta too (the SEP-414 keys traceparent and

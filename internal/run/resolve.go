@@ -43,13 +43,16 @@ func (s *Service) prepare(req Request) (*prepared, error) {
 		return nil, err
 	}
 	chain := s.chain.With(rules)
-	tools, warnings, err := s.resolveTools(req, chain.Decorate)
-	if err != nil {
-		return nil, err
-	}
 	// The interaction level wins over the run level.
 	bag := toolctx.Effective(req.Context, req.Interaction)
 	if err := checkContext(bag, req.Context, req.Interaction, s.cfg.Context.MaxBytes); err != nil {
+		return nil, err
+	}
+	// An MCP server that authenticates each caller connects, and lists its tools, with
+	// the run's own credentials.
+	rctx := toolctx.NewContext(context.Background(), bag)
+	tools, warnings, err := s.resolveTools(rctx, req, chain.Decorate)
+	if err != nil {
 		return nil, err
 	}
 	provider, model, err := s.chooseModel(req.Model, req.Role)
@@ -68,7 +71,7 @@ func (s *Service) prepare(req Request) (*prepared, error) {
 		roles = append(roles, rq.Role)
 	}
 	roles = append(append(roles, req.Groups...), s.cfg.Loop.DefaultToolGroups...)
-	if notes := s.referenceNotes(roles); notes != "" {
+	if notes := s.referenceNotes(rctx, roles); notes != "" {
 		req.System = strings.TrimLeft(req.System+notes, "\n")
 	}
 	lc := s.cfg.Loop
@@ -149,7 +152,7 @@ func (s *Service) cost(answered, requested string, u llm.Usage) float64 {
 // resolveTools turns the requested groups and tools into tools, de-duplicated by name
 // (first wins), sorted by name, and decorated. The built-in groups (process.Groups) are
 // the orchestrator's own; any other group is served by workers, through the router.
-func (s *Service) resolveTools(req Request, decorate func(tool.Tool) tool.Tool) ([]tool.Tool, []Warning, error) {
+func (s *Service) resolveTools(ctx context.Context, req Request, decorate func(tool.Tool) tool.Tool) ([]tool.Tool, []Warning, error) {
 	byName := map[string]tool.Tool{}
 	add := func(t tool.Tool) {
 		if _, dup := byName[t.Definition().Name]; !dup {
@@ -158,7 +161,7 @@ func (s *Service) resolveTools(req Request, decorate func(tool.Tool) tool.Tool) 
 	}
 	// Required groups first: a run that cannot start should say so before anything else.
 	for i, rq := range req.Required {
-		ts, err := s.required(indexed("required_tool_groups", i), rq)
+		ts, err := s.required(ctx, indexed("required_tool_groups", i), rq)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -168,7 +171,7 @@ func (s *Service) resolveTools(req Request, decorate func(tool.Tool) tool.Tool) 
 	}
 	var warnings []Warning
 	for i, g := range req.Groups {
-		ts, err := s.groupTools(g)
+		ts, err := s.groupTools(ctx, g)
 		if err != nil {
 			// The seed's rule: a group that is not required does not fail the run.
 			why := fmt.Sprintf("No tool group matching role '%s': no worker serves it (known groups: [%s])", g, strings.Join(s.groupRoles(), ", "))
@@ -191,7 +194,7 @@ func (s *Service) resolveTools(req Request, decorate func(tool.Tool) tool.Tool) 
 	}
 	// The config's default groups come after the run's own: a name the run asked for wins.
 	for _, g := range s.cfg.Loop.DefaultToolGroups {
-		ts, err := s.groupTools(g)
+		ts, err := s.groupTools(ctx, g)
 		if err != nil {
 			s.log.Warn("a default tool group is not served: the run starts without it", "group", g)
 			continue
@@ -212,8 +215,8 @@ func (s *Service) resolveTools(req Request, decorate func(tool.Tool) tool.Tool) 
 // lacks a named tool refuses the run, with the texts of the seed's tool-group resolution.
 // The tools it checks are those the model is offered first (a facade, when the config
 // offers the group as one, counts with its children).
-func (s *Service) required(field string, rq Requirement) ([]tool.Tool, error) {
-	ts, err := s.groupTools(rq.Role)
+func (s *Service) required(ctx context.Context, field string, rq Requirement) ([]tool.Tool, error) {
+	ts, err := s.groupTools(ctx, rq.Role)
 	if err != nil {
 		why := fmt.Sprintf("No tool group matching role '%s'", rq.Role)
 		if !errors.Is(err, router.ErrUnknownGroup) {
@@ -260,8 +263,8 @@ func groupToolNames(ts []tool.Tool) []string {
 
 // groupTools are the tools a group offers a run: those it holds (see groupSource),
 // offered as the config says (flat, as one facade, or as a reference).
-func (s *Service) groupTools(role string) ([]tool.Tool, error) {
-	ts, desc, notes, err := s.groupSource(role)
+func (s *Service) groupTools(ctx context.Context, role string) ([]tool.Tool, error) {
+	ts, desc, notes, err := s.groupSource(ctx, role)
 	if err != nil {
 		return nil, err
 	}
@@ -271,10 +274,10 @@ func (s *Service) groupTools(role string) ([]tool.Tool, error) {
 
 // groupSource is what a group holds, with its description and usage notes: a config
 // group's included tools, else what serves the role (see served).
-func (s *Service) groupSource(role string) ([]tool.Tool, string, string, error) {
+func (s *Service) groupSource(ctx context.Context, role string) ([]tool.Tool, string, string, error) {
 	gc := s.cfg.Groups[role]
 	if len(gc.Include) == 0 {
-		return s.served(role)
+		return s.served(ctx, role)
 	}
 	var out []tool.Tool
 	seen := map[string]bool{}
@@ -285,7 +288,7 @@ func (s *Service) groupSource(role string) ([]tool.Tool, string, string, error) 
 		ts, ok := sources[src]
 		if !ok {
 			var err error
-			if ts, _, _, err = s.served(src); err != nil {
+			if ts, _, _, err = s.served(ctx, src); err != nil {
 				unserved = append(unserved, src)
 			}
 			sources[src] = ts
@@ -317,12 +320,12 @@ func excluded(patterns []string, src, name string) bool {
 
 // served is what serves a role: a built-in group, an MCP group (which connects on the
 // first run that asks for it), or the workers that registered the group.
-func (s *Service) served(role string) ([]tool.Tool, string, string, error) {
+func (s *Service) served(ctx context.Context, role string) ([]tool.Tool, string, string, error) {
 	if ts, ok := process.GroupTools(role, nil); ok {
 		return ts, process.Groups[role], "", nil
 	}
 	if g, ok := s.mcp[role]; ok {
-		ts, err := g.Tools(context.Background())
+		ts, err := g.Tools(ctx)
 		return ts, "", "", err
 	}
 	info, ts, err := s.router.Group(role)
@@ -335,7 +338,7 @@ func (s *Service) served(role string) ([]tool.Tool, string, string, error) {
 // Catalog is the mesh's tools as a run would be offered them, every group together: the
 // groups workers serve, the MCP groups (which this connects) and the config's own; not
 // the built-in groups, which need a run. The first tool of a name wins.
-func (s *Service) Catalog(context.Context) []tool.Tool {
+func (s *Service) Catalog(ctx context.Context) []tool.Tool {
 	roles := s.groupRoles()
 	var out []tool.Tool
 	seen := map[string]bool{}
@@ -343,7 +346,7 @@ func (s *Service) Catalog(context.Context) []tool.Tool {
 		if _, builtin := process.Groups[role]; builtin {
 			continue
 		}
-		ts, err := s.groupTools(role)
+		ts, err := s.groupTools(ctx, role)
 		if err != nil {
 			continue
 		}
@@ -388,7 +391,7 @@ func (s *Service) Listings() []Listing {
 				l.Source += " (except " + strings.Join(gc.Exclude, ", ") + ")"
 			}
 			if s.includesConnectedOnly(gc) {
-				ts, _, _, _ := s.groupSource(role)
+				ts, _, _, _ := s.groupSource(context.Background(), role)
 				l.Tools = toolNames(ts)
 			}
 		default:
@@ -414,14 +417,14 @@ func (s *Service) includesConnectedOnly(gc config.Group) bool {
 
 // referenceNotes is what the groups offered as references add to the system prompt: each
 // one's description and usage notes, in the order the run names them.
-func (s *Service) referenceNotes(roles []string) string {
+func (s *Service) referenceNotes(ctx context.Context, roles []string) string {
 	var b strings.Builder
 	for _, role := range roles {
 		gc := s.cfg.Groups[role]
 		if gc.Offer != "reference" {
 			continue
 		}
-		_, desc, notes, err := s.groupSource(role)
+		_, desc, notes, err := s.groupSource(ctx, role)
 		if err != nil {
 			continue
 		}

@@ -140,7 +140,7 @@ func mcpGroups(cfg config.Config, log *slog.Logger) (map[string]*mcp.Group, erro
 		sc := cfg.MCPServers[g.MCP.Server]
 		grp, err := mcp.New(mcp.Options{
 			Server: mcp.Server{Name: g.MCP.Server, Command: sc.Command, Args: sc.Args, Env: sc.Env, Dir: sc.Dir,
-				URL: sc.URL, Headers: sc.Headers, Timeout: sc.Timeout.D()},
+				URL: sc.URL, Headers: sc.Headers, ContextHeaders: sc.ContextHeaders, Timeout: sc.Timeout.D()},
 			Role: role, Filter: mcp.Globs(g.MCP.Include, g.MCP.Exclude), Converter: converters(role), Logger: log,
 		})
 		if err != nil {

@@ -26,6 +26,7 @@ type metaServer struct {
 	requests atomic.Int32
 	mu       sync.Mutex
 	metas    []map[string]any
+	auths    []string // "<session id> <Authorization>" of each call
 }
 
 func startMetaServer(t *testing.T) *metaServer {
@@ -44,6 +45,9 @@ func startMetaServer(t *testing.T) *metaServer {
 		}
 		m.mu.Lock()
 		m.metas = append(m.metas, got)
+		if req.Extra != nil {
+			m.auths = append(m.auths, req.Session.ID()+" "+req.Extra.Header.Get("Authorization"))
+		}
 		m.mu.Unlock()
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "echo: " + x.Text}}}, nil, nil
 	})
@@ -131,6 +135,12 @@ groups:
 		t.Fatalf("the server saw %d calls: %v", len(metas), metas)
 	}
 	for i, w := range want {
+		// The trace context travels beside the context entries.
+		if tp, _ := metas[i]["traceparent"].(string); !strings.HasPrefix(tp, "00-") {
+			t.Errorf("call %d: no traceparent in _meta %v", i+1, metas[i])
+		}
+		delete(metas[i], "traceparent")
+		delete(metas[i], "tracestate")
 		if len(metas[i]) != len(w) {
 			t.Errorf("call %d: _meta %v, want %v", i+1, metas[i], w)
 		}
@@ -257,4 +267,48 @@ func (h headerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 		r.Header.Set(k, v)
 	}
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestMCPSessionPerToken: two runs with different bearer tokens in their context reach an
+// MCP server that takes Authorization from the context on two sessions, each call carrying
+// only its own run's token.
+func TestMCPSessionPerToken(t *testing.T) {
+	srv := startMetaServer(t)
+	model := &turnModel{turns: []modelTurn{
+		{calls: [][2]string{{"echo", `{"text":"hi"}`}}},
+		{text: "done"},
+	}}
+	useModel(t, model)
+	m := startMesh(t, "", `
+provider: {name: openai}
+mcp_servers:
+  meta: {url: `+srv.url+`, context_headers: [Authorization]}
+groups:
+  auth:
+    mcp: {server: meta}
+    context: {kind: allow-keys, keys: [Authorization]}
+`)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, tok := range []string{"Bearer alice", "Bearer bob"} {
+		if _, err := m.run(ctx, &toolpb.RunRequest{Prompt: "echo", ToolGroups: []string{"auth"}, Context: map[string]string{"Authorization": tok}}, nil); err != nil {
+			m.dump()
+			t.Fatal(err)
+		}
+	}
+	srv.mu.Lock()
+	auths := append([]string(nil), srv.auths...)
+	srv.mu.Unlock()
+	if len(auths) != 2 {
+		t.Fatalf("calls %v", auths)
+	}
+	a, b := strings.SplitN(auths[0], " ", 2), strings.SplitN(auths[1], " ", 2)
+	if a[1] != "Bearer alice" || b[1] != "Bearer bob" || a[0] == b[0] {
+		t.Errorf("calls %q: want alice and bob on two sessions, each with its own token", auths)
+	}
+	for _, meta := range srv.seen() {
+		if _, ok := meta["Authorization"]; ok {
+			t.Errorf("the token travelled in _meta too: %v", meta)
+		}
+	}
 }
