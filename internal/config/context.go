@@ -65,10 +65,23 @@ type Group struct {
 	// drops those that match one. The group may include its own role to narrow it.
 	Include []string `yaml:"include"`
 	Exclude []string `yaml:"exclude"`
+	// Facades put some of the group's tools behind facades of their own (by names or by
+	// regular expressions); the tools none takes stay as they are.
+	Facades []SubFacade `yaml:"facades"`
 	// Offer says how a run gets the group's tools: "flat" (each tool, the default),
 	// "facade" (one unfolding tool; the same as setting facade) or "reference" (each tool,
 	// and the usage notes join the system prompt).
 	Offer string `yaml:"offer"`
+}
+
+// SubFacade is a facade over some of a group's tools: those named in Tools, and those
+// whose names contain a match of one of Matching (regular expressions).
+type SubFacade struct {
+	Name        string   `yaml:"name"`
+	Description string   `yaml:"description"`
+	UsageNotes  string   `yaml:"usage_notes"`
+	Tools       []string `yaml:"tools"`
+	Matching    []string `yaml:"matching"`
 }
 
 // GroupMCP takes a group's tools from an MCP server.
@@ -224,6 +237,26 @@ func (c Config) validateContext(bad func(key, format string, args ...any)) {
 		}
 		if g.Facade != nil && (g.Offer == "flat" || g.Offer == "reference") {
 			bad("groups."+role+".offer", "is %s, but groups.%s.facade offers the group as a facade", g.Offer, role)
+		}
+		if g.Facade != nil && len(g.Facades) > 0 {
+			bad("groups."+role+".facades", "cannot be set with groups.%s.facade, which already puts the whole group behind one facade", role)
+		}
+		for i, f := range g.Facades {
+			key := fmt.Sprintf("groups.%s.facades[%d]", role, i)
+			if !toolNameRE.MatchString(f.Name) {
+				bad(key+".name", "must match %s, got %q", toolNameRE, f.Name)
+			}
+			if strings.TrimSpace(f.Description) == "" {
+				bad(key+".description", "is empty: the model reads it to decide whether to open the facade")
+			}
+			if len(f.Tools) == 0 && len(f.Matching) == 0 {
+				bad(key, "takes no tool: give tools or matching")
+			}
+			for j, re := range f.Matching {
+				if _, err := regexp.Compile(re); err != nil {
+					bad(fmt.Sprintf("%s.matching[%d]", key, j), "%v", err)
+				}
+			}
 		}
 		if g.MCP != nil && len(g.Include) > 0 {
 			bad("groups."+role+".include", "cannot be set with groups.%s.mcp: a group takes its tools from one MCP server or from other groups", role)

@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -421,4 +422,33 @@ func (g *Group) token(report func(string)) (string, func()) {
 	g.mu.Unlock()
 	g.progress.Store(tok, report)
 	return tok, func() { g.progress.Delete(tok) }
+}
+
+// Unfolding returns a facade over the server's tools that keep says yes to: the model
+// sees one tool until it opens it.
+func (g *Group) Unfolding(ctx context.Context, name, description string, keep func(toolName string) bool) (tool.Facade, error) {
+	ts, err := g.Tools(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var kids []tool.Tool
+	for _, t := range ts {
+		if keep == nil || keep(t.Definition().Name) {
+			kids = append(kids, t)
+		}
+	}
+	return tool.Of(name, description, kids), nil
+}
+
+// UnfoldingByName is Unfolding over the tools of exactly these names.
+func (g *Group) UnfoldingByName(ctx context.Context, name, description string, names ...string) (tool.Facade, error) {
+	return g.Unfolding(ctx, name, description, func(n string) bool { return slices.Contains(names, n) })
+}
+
+// UnfoldingMatching is Unfolding over the tools whose names contain a match of one of
+// the regular expressions.
+func (g *Group) UnfoldingMatching(ctx context.Context, name, description string, patterns ...*regexp.Regexp) (tool.Facade, error) {
+	return g.Unfolding(ctx, name, description, func(n string) bool {
+		return slices.ContainsFunc(patterns, func(re *regexp.Regexp) bool { return re.MatchString(n) })
+	})
 }

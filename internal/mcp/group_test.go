@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -369,5 +370,33 @@ func TestSessionPerCredential(t *testing.T) {
 	}
 	if n := g.Sessions(); n != 3 { // no token (the listing), alice, bob
 		t.Errorf("%d sessions, want 3", n)
+	}
+}
+
+// TestUnfoldingFactories: facades over a server's tools by predicate, names and regular
+// expressions.
+func TestUnfoldingFactories(t *testing.T) {
+	url, _ := httpServer(t)
+	g := newGroup(t, mcp.Options{Server: mcp.Server{Name: "test", URL: url}})
+	ctx := testCtx(t)
+	kids := func(f tool.Facade, err error) string {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(mcp.Names(f.Children()), ",")
+	}
+	if got := kids(g.Unfolding(ctx, "all", "everything", nil)); got != "echo,fail,slow,structured" {
+		t.Errorf("Unfolding(nil) = %s", got)
+	}
+	if got := kids(g.UnfoldingByName(ctx, "two", "two", "echo", "slow", "missing")); got != "echo,slow" {
+		t.Errorf("UnfoldingByName = %s", got)
+	}
+	if got := kids(g.UnfoldingMatching(ctx, "re", "re", regexp.MustCompile(`^s`), regexp.MustCompile(`ai`))); got != "fail,slow,structured" {
+		t.Errorf("UnfoldingMatching = %s", got)
+	}
+	f, _ := g.UnfoldingByName(ctx, "two", "Two tools", "echo")
+	if f.Definition().Name != "two" || f.Definition().Description != "Two tools" {
+		t.Errorf("facade %+v", f.Definition())
 	}
 }

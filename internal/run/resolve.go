@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"path"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -449,6 +450,9 @@ func indexed(field string, i int) string { return field + "[" + strconv.Itoa(i) 
 // groupFacade offers a group as one facade when the config says so.
 func (s *Service) groupFacade(role, description, usageNotes string, ts []tool.Tool) []tool.Tool {
 	gc := s.cfg.Groups[role]
+	if len(gc.Facades) > 0 {
+		ts = subFacades(gc.Facades, ts)
+	}
 	f := gc.Facade
 	if f == nil && gc.Offer == "facade" {
 		f = &config.GroupFacade{}
@@ -467,6 +471,36 @@ func (s *Service) groupFacade(role, description, usageNotes string, ts []tool.To
 		notes = usageNotes
 	}
 	return []tool.Tool{tool.Of(name, desc, ts, tool.UsageNotes(notes))}
+}
+
+// subFacades puts the tools each spec takes behind a facade of its own (a tool goes to
+// the first spec that takes it); the tools none takes stay, after the facades.
+func subFacades(specs []config.SubFacade, ts []tool.Tool) []tool.Tool {
+	taken := make([]bool, len(ts))
+	var out []tool.Tool
+	for _, spec := range specs {
+		var res []*regexp.Regexp
+		for _, m := range spec.Matching {
+			res = append(res, regexp.MustCompile(m)) // validated with the config
+		}
+		var kids []tool.Tool
+		for i, t := range ts {
+			name := t.Definition().Name
+			if !taken[i] && (slices.Contains(spec.Tools, name) || slices.ContainsFunc(res, func(re *regexp.Regexp) bool { return re.MatchString(name) })) {
+				taken[i] = true
+				kids = append(kids, t)
+			}
+		}
+		if len(kids) > 0 {
+			out = append(out, tool.Of(spec.Name, spec.Description, kids, tool.UsageNotes(spec.UsageNotes)))
+		}
+	}
+	for i, t := range ts {
+		if !taken[i] {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 func (s *Service) groupRoles() []string {

@@ -62,6 +62,10 @@ func TestConfigGroups(t *testing.T) {
 			"ref":   {Include: []string{"text/word_count"}, Offer: "reference", Description: "Counting", UsageNotes: "Count words with word_count."},
 			"text":  {Include: []string{"text/uppercase"}}, // narrows the workers' own group
 			"ghost": {Include: []string{"weather/*"}},
+			"split": {Include: []string{"math/*"}, Facades: []config.SubFacade{
+				{Name: "arith", Description: "Arithmetic", Tools: []string{"add", "subtract"}},
+				{Name: "rounding", Description: "Rounding", Matching: []string{"^(floor|ceiling|round)$"}},
+			}},
 		}
 	}})
 	e.startWorker("w1", flatMath(), builtin.TextGroup())
@@ -88,6 +92,7 @@ func TestConfigGroups(t *testing.T) {
 	}{
 		{"calc", "add,lowercase,multiply,uppercase,word_count"},
 		{"boxed", "boxed"},
+		{"split", "arith,divide,max,mean,min,multiply,rounding"},
 		{"ref", "word_count"},
 		{"text", "uppercase"},
 	} {
