@@ -156,7 +156,9 @@ func TestValidateNamesEachKey(t *testing.T) {
 		{"loop.max_concurrent_runs", func(c *Config) { c.Loop.MaxConcurrentRuns = 0 }},
 		{"loop.retain_runs", func(c *Config) { c.Loop.RetainRuns = -1 }},
 		{"loop.max_tool_result_bytes", func(c *Config) { c.Loop.MaxToolResultBytes = 100 }},
-		{"groups.x.facades[0].matching[0]", func(c *Config) { c.Groups = map[string]Group{"x": {Facades: []SubFacade{{Name: "f", Description: "d", Matching: []string{"("}}}}} }},
+		{"groups.x.facades[0].matching[0]", func(c *Config) {
+			c.Groups = map[string]Group{"x": {Facades: []SubFacade{{Name: "f", Description: "d", Matching: []string{"("}}}}}
+		}},
 		{"groups.x.include[0]", func(c *Config) { c.Groups = map[string]Group{"x": {Include: []string{"no-slash"}}} }},
 		{"groups.x.exclude", func(c *Config) { c.Groups = map[string]Group{"x": {Exclude: []string{"a/b"}}} }},
 		{"groups.x.offer", func(c *Config) { c.Groups = map[string]Group{"x": {Offer: "sideways"}} }},
