@@ -66,8 +66,13 @@ const DefaultTimeout = 30 * time.Second
 // connectTimeout bounds connecting and listing the tools.
 const connectTimeout = 20 * time.Second
 
-// reconnectBackoff is the least time between two failed connections.
-const reconnectBackoff = time.Second
+// Backoff between failed connections: it doubles with each failure in a row, from
+// reconnectBackoff to maxBackoff, and starts again after a success. A stdio server that
+// keeps dying is so restarted, on use, ever less often.
+const (
+	reconnectBackoff = time.Second
+	maxBackoff       = 30 * time.Second
+)
 
 // Options configure a Group.
 type Options struct {
@@ -92,6 +97,7 @@ type Group struct {
 	tools    []tool.Tool         // the filtered tools; nil until listed
 	stale    bool                // the server said its tools changed
 	failedAt time.Time
+	failures int // failed connections (or sessions that ended) in a row
 	lastErr  error
 
 	progress sync.Map // progress token → func(string)
@@ -292,9 +298,9 @@ func (g *Group) connectLocked(ctx context.Context, key string, headers map[strin
 		}
 		_ = g.dropLocked(oldest)
 	}
-	if !g.failedAt.IsZero() && time.Since(g.failedAt) < reconnectBackoff {
-		return nil, fmt.Errorf("mcp server %q: cannot connect: %w (tried %s ago; the next try is at most %s after it)", g.opts.Server.Name, g.lastErr,
-			time.Since(g.failedAt).Round(time.Millisecond), reconnectBackoff)
+	if wait := g.backoffLocked(); !g.failedAt.IsZero() && time.Since(g.failedAt) < wait {
+		return nil, fmt.Errorf("mcp server %q: cannot connect: %w (tried %s ago; the next try is %s after it)", g.opts.Server.Name, g.lastErr,
+			time.Since(g.failedAt).Round(time.Millisecond), wait)
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), connectTimeout)
 	defer cancel()
@@ -306,16 +312,26 @@ func (g *Group) connectLocked(ctx context.Context, key string, headers map[strin
 	cs, err := client.Connect(ctx, g.transport(headers), nil)
 	if err != nil {
 		g.failedAt, g.lastErr = time.Now(), err
+		g.failures++
 		return nil, fmt.Errorf("mcp server %q: cannot connect: %w", g.opts.Server.Name, err)
 	}
 	if g.sessions == nil {
 		g.sessions = map[string]*session{}
 	}
 	g.sessions[key] = &session{s: cs, lastUsed: now}
-	g.failedAt, g.lastErr = time.Time{}, nil
+	g.failedAt, g.lastErr, g.failures = time.Time{}, nil, 0
 	g.log.InfoContext(ctx, "mcp server connected on first use", "took", time.Since(start).Round(time.Millisecond).String(), "sessions", len(g.sessions))
 	go g.watch(key, cs)
 	return cs, nil
+}
+
+// backoffLocked is the wait after the last failure. g.mu is held.
+func (g *Group) backoffLocked() time.Duration {
+	d := reconnectBackoff
+	for i := 1; i < g.failures && d < maxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, maxBackoff)
 }
 
 // watch drops the session when it ends, so that the next use connects again.
@@ -326,6 +342,7 @@ func (g *Group) watch(key string, cs *sdk.ClientSession) {
 	if s := g.sessions[key]; s != nil && s.s == cs {
 		delete(g.sessions, key)
 		g.failedAt, g.lastErr = time.Now(), fmt.Errorf("the session ended: %v", err)
+		g.failures++
 		g.log.Warn("mcp session ended; the next use connects again", "error", fmt.Sprint(err))
 	}
 }

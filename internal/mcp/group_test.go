@@ -103,6 +103,13 @@ func testServer() (*sdk.Server, *serverState) {
 		}
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "done"}}}, nil, nil
 	})
+	if os.Getenv("TOOLMESH_MCP_TEST_SERVER") == "stdio" {
+		// Only the stdio server may die: it is its own process.
+		sdk.AddTool(s, &sdk.Tool{Name: "die", Description: "Exits the server process."}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+			os.Exit(3)
+			return nil, nil, nil
+		})
+	}
 	return s, st
 }
 
@@ -398,5 +405,32 @@ func TestUnfoldingFactories(t *testing.T) {
 	f, _ := g.UnfoldingByName(ctx, "two", "Two tools", "echo")
 	if f.Definition().Name != "two" || f.Definition().Description != "Two tools" {
 		t.Errorf("facade %+v", f.Definition())
+	}
+}
+
+// TestStdioServerRestartsOnUse: a stdio server that dies mid-call gives that call a clear
+// error; the next use, after the backoff, starts it again.
+func TestStdioServerRestartsOnUse(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newGroup(t, mcp.Options{Server: mcp.Server{Name: "stdio", Command: exe, Env: map[string]string{"TOOLMESH_MCP_TEST_SERVER": "stdio"}}})
+	ctx := testCtx(t)
+	echo, die := byName(t, g, "echo"), byName(t, g, "die")
+	res := call(t, ctx, die, `{}`)
+	if !res.IsError() || !strings.Contains(res.Content, "tool 'die' failed on MCP server stdio") {
+		t.Errorf("the call the server died in: %+v", res)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res = call(t, ctx, echo, `{"text":"again"}`)
+		if res.Content == "echo: again" || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if res.Content != "echo: again" {
+		t.Errorf("after the server died: %+v", res)
 	}
 }
