@@ -30,6 +30,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -102,7 +103,13 @@ type Group struct {
 
 	progress sync.Map // progress token → func(string)
 	nextTok  uint64
+	// version counts the server's tools/list_changed notifications.
+	version atomic.Uint64
 }
+
+// Version counts the times the server said its tools changed: a loop that offers the
+// group compares it to see whether to refresh its tools.
+func (g *Group) Version() uint64 { return g.version.Load() }
 
 // New returns a group that connects on first use.
 func New(opts Options) (*Group, error) {
@@ -403,6 +410,7 @@ func (g *Group) onToolsChanged(context.Context, *sdk.ToolListChangedRequest) {
 	g.mu.Lock()
 	g.stale = true
 	g.mu.Unlock()
+	g.version.Add(1)
 }
 
 func (g *Group) onProgress(_ context.Context, req *sdk.ProgressNotificationClientRequest) {

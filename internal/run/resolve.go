@@ -96,7 +96,7 @@ func (s *Service) prepare(req Request) (*prepared, error) {
 		Budget:          loop.Budget{MaxTokens: req.MaxTokens, MaxCostUSD: req.MaxCostUSD, MaxActions: req.MaxActions},
 		StreamText:      req.StreamText,
 		Cost:            func(m string, u llm.Usage) float64 { return s.cost(m, label, u) },
-		Strategies:      []loop.Strategy{progressive.New()},
+		Strategies:      []loop.Strategy{progressive.New(), s.newMCPRefresh(roles)},
 		Decorate:        chain.Decorate,
 	}
 	return p, nil

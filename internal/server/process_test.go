@@ -1,8 +1,14 @@
 package server
 
 import (
+	"context"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
+
+	sdkmcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/internal/builtin"
 	"github.com/toolmesh/toolmesh/internal/config"
@@ -124,5 +130,46 @@ func TestConfigGroups(t *testing.T) {
 		if listed[role] != want {
 			t.Errorf("ListToolGroups %s = %q, want %q", role, listed[role], want)
 		}
+	}
+}
+
+// TestMCPToolsChangeMidRun: an MCP server adds a tool while a run goes on
+// (tools/list_changed); after the call, the loop offers the new tool (a tools_changed
+// event says so) and the model calls it.
+func TestMCPToolsChangeMidRun(t *testing.T) {
+	srv := sdkmcp.NewServer(&sdkmcp.Implementation{Name: "growing", Version: "v1"}, nil)
+	type in struct{}
+	sdkmcp.AddTool(srv, &sdkmcp.Tool{Name: "grow", Description: "Adds the tool fresh."}, func(context.Context, *sdkmcp.CallToolRequest, in) (*sdkmcp.CallToolResult, any, error) {
+		sdkmcp.AddTool(srv, &sdkmcp.Tool{Name: "fresh", Description: "A new tool."}, func(context.Context, *sdkmcp.CallToolRequest, in) (*sdkmcp.CallToolResult, any, error) {
+			return &sdkmcp.CallToolResult{Content: []sdkmcp.Content{&sdkmcp.TextContent{Text: "fresh answer"}}}, nil, nil
+		})
+		time.Sleep(100 * time.Millisecond) // the notification reaches the client before the result
+		return &sdkmcp.CallToolResult{Content: []sdkmcp.Content{&sdkmcp.TextContent{Text: "grown"}}}, nil, nil
+	})
+	hs := httptest.NewServer(sdkmcp.NewStreamableHTTPHandler(func(*http.Request) *sdkmcp.Server { return srv }, nil))
+	t.Cleanup(hs.Close)
+	script := scripted.Script{Name: "grow", Rules: []scripted.Rule{
+		{When: scripted.When{Turn: 1}, Reply: scripted.Reply{ToolCalls: []scripted.ToolCall{{Name: "grow", ArgumentsRaw: `{}`}}}},
+		{When: scripted.When{Turn: 2}, Reply: scripted.Reply{ToolCalls: []scripted.ToolCall{{Name: "fresh", ArgumentsRaw: `{}`}}}},
+		{Reply: scripted.Reply{Text: "{{ result \"fresh\" }}"}},
+	}}
+	e := newEnv(t, envOptions{script: script, configure: func(c *config.Config) {
+		c.MCPServers = map[string]config.MCPServer{"growing": {URL: hs.URL}}
+		c.Groups = map[string]config.Group{"grow": {MCP: &config.GroupMCP{Server: "growing"}}}
+	}})
+	var changes []*toolpb.ToolsChanged
+	final, err := e.cl.RunAndWait(testContext(t), &toolpb.RunRequest{Prompt: "grow", ToolGroups: []string{"grow"}}, func(ev *toolpb.RunResponse) {
+		if c := ev.GetToolsChanged(); c != nil {
+			changes = append(changes, c)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if final.GetText() != "fresh answer" {
+		t.Errorf("final %q", final.GetText())
+	}
+	if len(changes) != 1 || strings.Join(changes[0].GetAdded(), ",") != "fresh" {
+		t.Errorf("tools_changed %v", changes)
 	}
 }
