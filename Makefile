@@ -25,6 +25,18 @@ test: checkgenerate lint unit ## Everything CI runs: generated code, linters, al
 unit: build ## Run all Go tests (end-to-end tests use the binaries in bin/).
 	TOOLMESH_BIN=$(abspath bin) go test $(GO_TEST_FLAGS) ./...
 
+# The MCP project's reference server, pinned; installed with npm into .tmp/npm.
+MCP_EVERYTHING_VERSION := 2026.8.31
+MCP_EVERYTHING := $(TMP)/npm/node_modules/.bin/mcp-server-everything
+
+$(MCP_EVERYTHING):
+	@command -v npm >/dev/null || { echo "npm is needed (Debian: apt-get install nodejs npm)"; exit 1; }
+	npm install --silent --no-audit --no-fund --prefix $(TMP)/npm @modelcontextprotocol/server-everything@$(MCP_EVERYTHING_VERSION)
+
+.PHONY: test-mcp-everything
+test-mcp-everything: $(MCP_EVERYTHING) ## MCP groups against @modelcontextprotocol/server-everything (stdio and streamable HTTP); needs npm.
+	TOOLMESH_MCP_EVERYTHING=$(MCP_EVERYTHING) go test -tags everything -count=1 -run TestEverything ./internal/mcp
+
 .PHONY: build
 build: ## Build the binaries into bin/.
 	go build -o bin/ ./cmd/...
