@@ -13,6 +13,9 @@ import (
 // toolNameRE is the rule tool names follow (the strictest provider's).
 var toolNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
+// builtinRoles are the roles of the orchestrator's own groups.
+var builtinRoles = map[string]bool{"agent_process": true, "blackboard": true, "communication": true}
+
 // roleRE is the rule group roles follow.
 var roleRE = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,64}$`)
 
@@ -256,6 +259,14 @@ func (c Config) validateContext(bad func(key, format string, args ...any)) {
 				if _, err := regexp.Compile(re); err != nil {
 					bad(fmt.Sprintf("%s.matching[%d]", key, j), "%v", err)
 				}
+			}
+		}
+		if g.MCP != nil || len(g.Include) > 0 {
+			if builtinRoles[role] {
+				bad("groups."+role, "is a group of the orchestrator's own (agent_process, blackboard, communication): it cannot take tools from an MCP server or other groups")
+			}
+			if !roleRE.MatchString(role) {
+				bad("groups."+role, "the role must match %s to be requested", roleRE)
 			}
 		}
 		if g.MCP != nil && len(g.Include) > 0 {

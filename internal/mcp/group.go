@@ -94,9 +94,13 @@ type Group struct {
 	log  *slog.Logger
 
 	mu       sync.Mutex
-	sessions map[string]*session // by credential (see key); "" without ContextHeaders
-	tools    []tool.Tool         // the filtered tools; nil until listed
-	stale    bool                // the server said its tools changed
+	closed   bool
+	sessions map[string]*session           // by credential (see credentials); "" without ContextHeaders
+	opening  map[string]*opening           // connections in progress, by credential
+	calls    map[uint64]context.CancelFunc // calls in flight, ended by Close
+	nextCall uint64
+	tools    []tool.Tool // the filtered tools; nil until listed
+	stale    bool        // the server said its tools changed
 	failedAt time.Time
 	failures int // failed connections (or sessions that ended) in a row
 	lastErr  error
@@ -174,22 +178,20 @@ func (g *Group) Sessions() int {
 	return len(g.sessions)
 }
 
+// errClosed refuses the use of a closed group.
+var errClosed = errors.New("the orchestrator closed its MCP sessions")
+
 // Tools returns the server's tools the filter keeps, connecting first if need be (with
-// the credentials of ctx's ToolCallContext, for a server that takes them).
+// the credentials of ctx's ToolCallContext, for a server that takes them). It waits for
+// the connection at most as long as ctx lets it; the connection goes on for the next
+// caller.
 func (g *Group) Tools(ctx context.Context) ([]tool.Tool, error) {
+	key, headers := g.credentials(ctx)
+	if _, err := g.acquire(ctx, key, headers, true); err != nil {
+		return nil, err
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	key, headers := g.credentials(ctx)
-	if g.sessions[key] != nil && g.tools != nil && !g.stale {
-		return slices.Clone(g.tools), nil
-	}
-	s, err := g.connectLocked(ctx, key, headers)
-	if err != nil {
-		return nil, err
-	}
-	if err := g.listLocked(ctx, key, s); err != nil {
-		return nil, err
-	}
 	return slices.Clone(g.tools), nil
 }
 
@@ -262,74 +264,182 @@ func (g *Group) RequiredToolByName(ctx context.Context, name string) (tool.Tool,
 	return nil, fmt.Errorf("MCP tool '%s' not found. Available tools: %s", name, strings.Join(names, ", "))
 }
 
-// Close ends the sessions.
+// Close ends the sessions and the calls in flight, and refuses later uses.
 func (g *Group) Close() error {
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	var errs []error
-	for key := range g.sessions {
-		errs = append(errs, g.dropLocked(key))
+	g.closed = true
+	sessions := g.sessions
+	g.sessions, g.tools = nil, nil
+	cancels := g.calls
+	g.calls = nil
+	g.mu.Unlock()
+	for _, cancel := range cancels {
+		cancel()
 	}
-	g.tools = nil
+	var errs []error
+	for _, s := range sessions {
+		errs = append(errs, s.s.Close())
+	}
 	return errors.Join(errs...)
 }
 
-func (g *Group) dropLocked(key string) error {
-	s := g.sessions[key]
-	if s == nil {
-		return nil
-	}
-	delete(g.sessions, key)
-	return s.s.Close()
+// opening is a connection (and listing) in progress; done closes when it ends.
+type opening struct {
+	done chan struct{}
+	err  error
 }
 
-// connectLocked returns the session of key, opening it unless one is open, and closes
-// sessions idle for long or beyond the bound. g.mu is held.
-func (g *Group) connectLocked(ctx context.Context, key string, headers map[string]string) (*sdk.ClientSession, error) {
-	now := time.Now()
-	for k, s := range g.sessions {
-		if k != key && now.Sub(s.lastUsed) > idleAfter {
-			_ = g.dropLocked(k)
+// acquire returns the session of key, opening it in the background when there is none
+// (and listing the tools when list is set and they are not known or changed). The caller
+// waits within its ctx; concurrent callers share one opening.
+func (g *Group) acquire(ctx context.Context, key string, headers map[string]string, list bool) (*sdk.ClientSession, error) {
+	for {
+		g.mu.Lock()
+		if g.closed {
+			g.mu.Unlock()
+			return nil, fmt.Errorf("mcp server %q: %w", g.opts.Server.Name, errClosed)
 		}
-	}
-	if s := g.sessions[key]; s != nil {
-		s.lastUsed = now
-		return s.s, nil
-	}
-	if len(g.sessions) >= maxSessions {
-		oldest := ""
-		for k, s := range g.sessions {
-			if oldest == "" || s.lastUsed.Before(g.sessions[oldest].lastUsed) {
-				oldest = k
+		idle := g.sweepLocked(key)
+		s := g.sessions[key]
+		if s != nil && (!list || (g.tools != nil && !g.stale)) {
+			s.lastUsed = time.Now()
+			g.mu.Unlock()
+			closeAll(idle)
+			return s.s, nil
+		}
+		op := g.opening[key]
+		if op == nil {
+			if wait := g.backoffLocked(); !g.failedAt.IsZero() && time.Since(g.failedAt) < wait {
+				err := fmt.Errorf("mcp server %q: cannot connect: %w (tried %s ago; the next try is %s after it)", g.opts.Server.Name, g.lastErr,
+					time.Since(g.failedAt).Round(time.Millisecond), wait)
+				g.mu.Unlock()
+				closeAll(idle)
+				return nil, err
 			}
+			op = &opening{done: make(chan struct{})}
+			if g.opening == nil {
+				g.opening = map[string]*opening{}
+			}
+			g.opening[key] = op
+			var existing *sdk.ClientSession
+			if s != nil {
+				existing = s.s
+			}
+			go g.open(key, headers, existing, op)
 		}
-		_ = g.dropLocked(oldest)
+		g.mu.Unlock()
+		closeAll(idle)
+		select {
+		case <-op.done:
+			if op.err != nil {
+				return nil, op.err
+			}
+		case <-ctx.Done():
+			return nil, fmt.Errorf("mcp server %q: gave up waiting for the connection: %w", g.opts.Server.Name, ctx.Err())
+		}
 	}
-	if wait := g.backoffLocked(); !g.failedAt.IsZero() && time.Since(g.failedAt) < wait {
-		return nil, fmt.Errorf("mcp server %q: cannot connect: %w (tried %s ago; the next try is %s after it)", g.opts.Server.Name, g.lastErr,
-			time.Since(g.failedAt).Round(time.Millisecond), wait)
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), connectTimeout)
+}
+
+// open connects (unless existing is a session of key already) and lists the tools when
+// they are not known or changed, then records the outcome for the waiting callers.
+func (g *Group) open(key string, headers map[string]string, existing *sdk.ClientSession, op *opening) {
+	defer close(op.done)
+	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
 	defer cancel()
-	client := sdk.NewClient(&sdk.Implementation{Name: "toolmesh", Version: "v1"}, &sdk.ClientOptions{
-		ProgressNotificationHandler: g.onProgress,
-		ToolListChangedHandler:      g.onToolsChanged,
-	})
-	start := time.Now()
-	cs, err := client.Connect(ctx, g.transport(headers), nil)
-	if err != nil {
+	cs, fresh := existing, false
+	fail := func(err error) {
+		g.mu.Lock()
+		delete(g.opening, key)
 		g.failedAt, g.lastErr = time.Now(), err
 		g.failures++
-		return nil, fmt.Errorf("mcp server %q: cannot connect: %w", g.opts.Server.Name, err)
+		if fresh || g.sessions[key] != nil && g.sessions[key].s == cs {
+			delete(g.sessions, key)
+		}
+		g.mu.Unlock()
+		if cs != nil {
+			_ = cs.Close()
+		}
+		op.err = fmt.Errorf("mcp server %q: cannot connect: %w", g.opts.Server.Name, err)
+	}
+	start := time.Now()
+	if cs == nil {
+		client := sdk.NewClient(&sdk.Implementation{Name: "toolmesh", Version: "v1"}, &sdk.ClientOptions{
+			ProgressNotificationHandler: g.onProgress,
+			ToolListChangedHandler:      g.onToolsChanged,
+		})
+		var err error
+		if cs, err = client.Connect(ctx, g.transport(headers), nil); err != nil {
+			cs = nil
+			fail(err)
+			return
+		}
+		fresh = true
+		g.log.InfoContext(ctx, "mcp server connected on first use", "took", time.Since(start).Round(time.Millisecond).String())
+	}
+	g.mu.Lock()
+	needList := g.tools == nil || g.stale
+	g.mu.Unlock()
+	var tools []tool.Tool
+	if needList {
+		var err error
+		if tools, err = g.list(ctx, cs); err != nil {
+			fail(err)
+			return
+		}
+	}
+	g.mu.Lock()
+	delete(g.opening, key)
+	if g.closed {
+		g.mu.Unlock()
+		_ = cs.Close()
+		op.err = fmt.Errorf("mcp server %q: %w", g.opts.Server.Name, errClosed)
+		return
 	}
 	if g.sessions == nil {
 		g.sessions = map[string]*session{}
 	}
-	g.sessions[key] = &session{s: cs, lastUsed: now}
+	g.sessions[key] = &session{s: cs, lastUsed: time.Now()}
+	if needList {
+		g.tools, g.stale = tools, false
+	}
 	g.failedAt, g.lastErr, g.failures = time.Time{}, nil, 0
-	g.log.InfoContext(ctx, "mcp server connected on first use", "took", time.Since(start).Round(time.Millisecond).String(), "sessions", len(g.sessions))
-	go g.watch(key, cs)
-	return cs, nil
+	g.mu.Unlock()
+	if fresh {
+		go g.watch(key, cs)
+	}
+}
+
+// sweepLocked takes out of the group the sessions idle for long and, beyond the bound,
+// the least recently used, except key's; the caller closes them without the lock.
+func (g *Group) sweepLocked(key string) []*sdk.ClientSession {
+	var out []*sdk.ClientSession
+	now := time.Now()
+	for k, s := range g.sessions {
+		if k != key && now.Sub(s.lastUsed) > idleAfter {
+			out = append(out, s.s)
+			delete(g.sessions, k)
+		}
+	}
+	for len(g.sessions) >= maxSessions {
+		oldest := ""
+		for k, s := range g.sessions {
+			if k != key && (oldest == "" || s.lastUsed.Before(g.sessions[oldest].lastUsed)) {
+				oldest = k
+			}
+		}
+		if oldest == "" {
+			break
+		}
+		out = append(out, g.sessions[oldest].s)
+		delete(g.sessions, oldest)
+	}
+	return out
+}
+
+func closeAll(ss []*sdk.ClientSession) {
+	for _, s := range ss {
+		_ = s.Close()
+	}
 }
 
 // backoffLocked is the wait after the last failure. g.mu is held.
@@ -359,10 +469,7 @@ func (g *Group) transport(headers map[string]string) sdk.Transport {
 	if s.Command != "" {
 		cmd := exec.Command(s.Command, s.Args...)
 		cmd.Dir = s.Dir
-		cmd.Env = os.Environ()
-		for k, v := range s.Env {
-			cmd.Env = append(cmd.Env, k+"="+v)
-		}
+		cmd.Env = childEnv(os.Environ(), s.Env)
 		return &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
 	}
 	all := maps.Clone(s.Headers)
@@ -373,17 +480,41 @@ func (g *Group) transport(headers map[string]string) sdk.Transport {
 	return &sdk.StreamableClientTransport{Endpoint: s.URL, HTTPClient: headerClient(all)}
 }
 
-// listLocked lists the tools through session s (of key). g.mu is held.
-func (g *Group) listLocked(ctx context.Context, key string, s *sdk.ClientSession) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), connectTimeout)
-	defer cancel()
-	var out []tool.Tool
-	for t, err := range s.Tools(ctx, nil) {
+// childEnv is the environment of a stdio server: the orchestrator's without its
+// credentials (model API keys, tokens: toolctx.IsCredentialKey), then extra.
+func childEnv(environ []string, extra map[string]string) []string {
+	var out []string
+	for _, kv := range environ {
+		k, _, _ := strings.Cut(kv, "=")
+		if !toolctx.IsCredentialKey(k) {
+			out = append(out, kv)
+		}
+	}
+	for k, v := range extra {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+// toolNameRE is the rule model APIs put on tool names (the strictest provider's).
+var toolNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// list lists the tools the filter keeps through cs.
+func (g *Group) list(ctx context.Context, cs *sdk.ClientSession) ([]tool.Tool, error) {
+	out := []tool.Tool{}
+	seen := 0
+	for t, err := range cs.Tools(ctx, nil) {
 		if err != nil {
-			_ = g.dropLocked(key)
-			return fmt.Errorf("mcp server %q: cannot list its tools: %w", g.opts.Server.Name, err)
+			return nil, fmt.Errorf("cannot list its tools: %w", err)
+		}
+		if seen++; seen > maxTools {
+			return nil, fmt.Errorf("it offers more than %d tools", maxTools)
 		}
 		if g.opts.Filter != nil && !g.opts.Filter(t.Name) {
+			continue
+		}
+		if !toolNameRE.MatchString(t.Name) {
+			g.log.WarnContext(ctx, "mcp tool left out: model APIs take only names of 1 to 64 characters of [A-Za-z0-9_-]", "tool", wireSafe(t.Name))
 			continue
 		}
 		rt, err := newRemote(g, t)
@@ -392,15 +523,16 @@ func (g *Group) listLocked(ctx context.Context, key string, s *sdk.ClientSession
 			continue
 		}
 		out = append(out, rt)
-		if len(out) > maxTools {
-			return fmt.Errorf("mcp server %q offers more than %d tools", g.opts.Server.Name, maxTools)
-		}
 	}
-	g.tools, g.stale = out, false
-	if g.tools == nil {
-		g.tools = []tool.Tool{}
+	return out, nil
+}
+
+// wireSafe bounds a name for a log line.
+func wireSafe(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "…"
 	}
-	return nil
+	return s
 }
 
 // maxTools bounds the tools one server may offer.
@@ -432,10 +564,31 @@ func (g *Group) onProgress(_ context.Context, req *sdk.ProgressNotificationClien
 
 // sessionFor returns the live session for the call in ctx, connecting if need be.
 func (g *Group) sessionFor(ctx context.Context) (*sdk.ClientSession, error) {
+	key, headers := g.credentials(ctx)
+	return g.acquire(ctx, key, headers, false)
+}
+
+// track makes ctx end when the group closes; done forgets it.
+func (g *Group) track(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	key, headers := g.credentials(ctx)
-	return g.connectLocked(ctx, key, headers)
+	if g.closed {
+		cancel()
+		return ctx, func() {}
+	}
+	g.nextCall++
+	id := g.nextCall
+	if g.calls == nil {
+		g.calls = map[uint64]context.CancelFunc{}
+	}
+	g.calls[id] = cancel
+	return ctx, func() {
+		g.mu.Lock()
+		delete(g.calls, id)
+		g.mu.Unlock()
+		cancel()
+	}
 }
 
 // token registers report for a call's progress and returns its token and the function

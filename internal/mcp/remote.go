@@ -60,6 +60,9 @@ func (r *remote) Call(ctx context.Context, input string) (tool.Result, error) {
 	if err != nil {
 		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' is not available: %v", name, err)), nil
 	}
+	if strings.TrimSpace(input) == "" {
+		input = "{}" // no arguments
+	}
 	params := &sdk.CallToolParams{Name: name, Arguments: json.RawMessage(input)}
 	// _meta carries what the group's converter lets through: absent for an empty
 	// context, an empty object when the converter keeps nothing of a non-empty one.
@@ -87,25 +90,41 @@ func (r *remote) Call(ctx context.Context, input string) (tool.Result, error) {
 	defer done()
 	params.SetProgressToken(tok)
 
+	parent := ctx
+	ctx, untrack := r.g.track(ctx) // the group's Close ends the call
+	defer untrack()
 	ctx, cancel := context.WithTimeout(ctx, r.meta.Timeout)
 	defer cancel()
 	res, err := session.CallTool(ctx, params) // a done ctx sends notifications/cancelled
 	switch {
 	case err == nil:
+	case parent.Err() != nil: // the run's deadline or cancellation, not the tool's timer
+		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' was cancelled: %v", name, parent.Err())), nil
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return tool.ErrorWithCode(tool.CodeTimeout, fmt.Sprintf("tool '%s' timed out after %s on MCP server %s; its outcome is unknown", name, r.meta.Timeout, r.g.opts.Server.Name)), nil
 	case ctx.Err() != nil:
-		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' was cancelled: %v", name, ctx.Err())), nil
+		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' was cancelled: the orchestrator closed its MCP sessions", name)), nil
 	default:
 		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' failed on MCP server %s: %v", name, r.g.opts.Server.Name, err)), nil
 	}
 	return resultOf(name, res), nil
 }
 
+// MaxResultBytes bounds what one MCP call answers (its text, its structured content), as
+// gRPC bounds a worker's answer: a larger result becomes an error the model reads.
+const MaxResultBytes = 4 << 20
+
+func tooLarge(name string, n int) tool.Result {
+	return tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf("tool '%s' ran, but its result is %d bytes, over the %d bytes a result may have, and was dropped. Call it again in a way that returns less.", name, n, MaxResultBytes))
+}
+
 // resultOf maps an MCP result: isError to an error result, structured content to an
 // artifact with its JSON, text content to the text the model reads.
 func resultOf(name string, res *sdk.CallToolResult) tool.Result {
 	text := contentText(res.Content)
+	if len(text) > MaxResultBytes {
+		return tooLarge(name, len(text))
+	}
 	if res.IsError {
 		if text == "" {
 			text = fmt.Sprintf("tool '%s' reported an error", name)
@@ -114,6 +133,9 @@ func resultOf(name string, res *sdk.CallToolResult) tool.Result {
 	}
 	if res.StructuredContent != nil {
 		b, err := json.Marshal(res.StructuredContent)
+		if len(b) > MaxResultBytes {
+			return tooLarge(name, len(b))
+		}
 		if err == nil {
 			if text == "" {
 				text = string(b)

@@ -38,7 +38,7 @@ type prepared struct {
 }
 
 // prepare resolves a request: its tools, context, model and limits.
-func (s *Service) prepare(req Request) (*prepared, error) {
+func (s *Service) prepare(ctx context.Context, req Request) (*prepared, error) {
 	rules, err := s.requestRules(req.Sinks)
 	if err != nil {
 		return nil, err
@@ -51,7 +51,9 @@ func (s *Service) prepare(req Request) (*prepared, error) {
 	}
 	// An MCP server that authenticates each caller connects, and lists its tools, with
 	// the run's own credentials.
-	rctx := toolctx.NewContext(context.Background(), bag)
+	// Resolving may wait for an MCP server to connect: no longer than the run may take.
+	rctx, cancel := context.WithTimeout(toolctx.NewContext(ctx, bag), cmpOr(req.Timeout, s.cfg.Loop.RunTimeout.D()))
+	defer cancel()
 	tools, warnings, err := s.resolveTools(rctx, req, chain.Decorate)
 	if err != nil {
 		return nil, err
@@ -182,6 +184,9 @@ func (s *Service) resolveTools(ctx context.Context, req Request, decorate func(t
 			warnings = append(warnings, Warning{Field: indexed("tool_groups", i), Message: why + "; the run goes on without it"})
 			continue
 		}
+		if len(ts) == 0 {
+			warnings = append(warnings, Warning{Field: indexed("tool_groups", i), Message: fmt.Sprintf("Tool group with role '%s' has no tools; the run goes on without it", g)})
+		}
 		for _, t := range ts {
 			add(t)
 		}
@@ -225,12 +230,14 @@ func (s *Service) required(ctx context.Context, field string, rq Requirement) ([
 		}
 		return nil, fieldErr(field, router.ErrUnknownGroup, "Required tool group with role='%s' could not be resolved: %s", rq.Role, why)
 	}
-	if len(rq.Tools) == 0 {
-		return ts, nil
-	}
 	names := groupToolNames(ts)
-	if len(names) == 0 {
+	switch {
+	case len(names) == 0 && len(rq.Tools) == 0:
+		return nil, fieldErr(field, ErrRequiredMissing, "Required tool group with role='%s' has no tools", rq.Role)
+	case len(names) == 0:
 		return nil, fieldErr(field+".tools", ErrRequiredMissing, "Required tool group with role='%s' has no tools; required: [%s]", rq.Role, strings.Join(rq.Tools, ", "))
+	case len(rq.Tools) == 0:
+		return ts, nil
 	}
 	var missing []string
 	for _, n := range rq.Tools {
@@ -359,6 +366,17 @@ func (s *Service) Catalog(ctx context.Context) []tool.Tool {
 		}
 	}
 	return out
+}
+
+// GroupTools are the tools a group of the config's own or an MCP group offers (listing
+// them connects the MCP server); false for another role.
+func (s *Service) GroupTools(ctx context.Context, role string) ([]tool.Tool, bool, error) {
+	gc, configured := s.cfg.Groups[role]
+	if _, isMCP := s.mcp[role]; !isMCP && (!configured || len(gc.Include) == 0) {
+		return nil, false, nil
+	}
+	ts, err := s.groupTools(ctx, role)
+	return ts, true, err
 }
 
 // Decorate wraps a tool in the orchestrator's decorator chain, as a run's tools are.

@@ -228,7 +228,7 @@ type Result struct {
 // ctx ends (the client went away), when Cancel or Shutdown cancel it, or at its
 // deadline.
 func (s *Service) Run(ctx context.Context, req Request, observe func(Event)) (*Result, error) {
-	p, err := s.prepare(req)
+	p, err := s.prepare(ctx, req)
 	if err != nil {
 		return nil, err
 	}

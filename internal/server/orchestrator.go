@@ -122,7 +122,7 @@ func messages(req *toolpb.RunRequest) []llm.Message {
 }
 
 // ListTools lists the registered tools.
-func (o *orchestratorServer) ListTools(_ context.Context, req *toolpb.ListToolsRequest) (*toolpb.ListToolsResponse, error) {
+func (o *orchestratorServer) ListTools(ctx context.Context, req *toolpb.ListToolsRequest) (*toolpb.ListToolsResponse, error) {
 	if fe := validateListTools(req); fe != nil {
 		return nil, fe.status()
 	}
@@ -130,6 +130,13 @@ func (o *orchestratorServer) ListTools(_ context.Context, req *toolpb.ListToolsR
 	var served []string
 	for i, g := range req.GetToolGroups() {
 		if ts, ok := process.GroupTools(g, nil); ok {
+			builtin = append(builtin, builtinInfos(g, ts)...)
+			continue
+		}
+		if ts, ok, err := o.s.runs.GroupTools(ctx, g); ok {
+			if err != nil {
+				return nil, (&fieldError{reason: toolpb.ErrorReason_ERROR_REASON_UNKNOWN_TOOL_GROUP, field: indexed("tool_groups", i), desc: "tool group " + quote(g) + " is not available: " + err.Error()}).status()
+			}
 			builtin = append(builtin, builtinInfos(g, ts)...)
 			continue
 		}

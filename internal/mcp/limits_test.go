@@ -1,0 +1,66 @@
+package mcp_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolmesh/toolmesh/internal/mcp"
+)
+
+func TestCloseKillsChild(t *testing.T) {
+	exe, _ := os.Executable()
+	pidfile := filepath.Join(t.TempDir(), "pid")
+	g := newGroup(t, mcp.Options{Server: mcp.Server{Name: "stdio", Command: "sh",
+		Args: []string{"-c", `echo $$ > "$0"; exec "$1"`, pidfile, exe},
+		Env:  map[string]string{"TOOLMESH_MCP_TEST_SERVER": "stdio"}}})
+	byName(t, g, "echo")
+	b, _ := os.ReadFile(pidfile)
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	start := time.Now()
+	_ = g.Close()
+	t.Logf("close took %s", time.Since(start))
+	time.Sleep(100 * time.Millisecond)
+	if err := syscall.Kill(pid, 0); err == nil {
+		t.Errorf("child %d alive after Close", pid)
+	}
+}
+
+func TestTooManyTools(t *testing.T) {
+	s := sdk.NewServer(&sdk.Implementation{Name: "x", Version: "v1"}, nil)
+	for i := 0; i <= 10000; i++ {
+		sdk.AddTool(s, &sdk.Tool{Name: fmt.Sprintf("t%05d", i)}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{}, nil, nil
+		})
+	}
+	var lists atomic.Int32
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	s.AddReceivingMiddleware(func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			if method == "tools/list" {
+				lists.Add(1)
+			}
+			return next(ctx, method, req)
+		}
+	})
+	g := newGroup(t, mcp.Options{Server: mcp.Server{Name: "x", URL: srv.URL}})
+	for i := 0; i < 3; i++ {
+		start := time.Now()
+		_, err := g.Tools(testCtx(t))
+		t.Logf("Tools: %v after %s (connected %v)", err, time.Since(start), g.Connected())
+	}
+	t.Logf("tools/list pages asked: %d", lists.Load())
+}
