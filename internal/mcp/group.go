@@ -85,6 +85,9 @@ type Options struct {
 	Filter func(name string) bool
 	// Converter chooses what of the ToolCallContext travels as _meta; nil passes all.
 	Converter toolctx.Converter
+	// MaxTools bounds the tools the server may offer; zero means DefaultMaxTools. A server
+	// that offers more is refused, as one that cannot be reached is.
+	MaxTools int
 	Logger    *slog.Logger
 }
 
@@ -129,6 +132,9 @@ func New(opts Options) (*Group, error) {
 	}
 	if opts.Role == "" {
 		opts.Role = s.Name
+	}
+	if opts.MaxTools <= 0 {
+		opts.MaxTools = DefaultMaxTools
 	}
 	return &Group{opts: opts, log: opts.Logger.With("mcp_server", s.Name)}, nil
 }
@@ -507,8 +513,8 @@ func (g *Group) list(ctx context.Context, cs *sdk.ClientSession) ([]tool.Tool, e
 		if err != nil {
 			return nil, fmt.Errorf("cannot list its tools: %w", err)
 		}
-		if seen++; seen > maxTools {
-			return nil, fmt.Errorf("it offers more than %d tools", maxTools)
+		if seen++; seen > g.opts.MaxTools {
+			return nil, fmt.Errorf("it offers more than %d tools", g.opts.MaxTools)
 		}
 		if g.opts.Filter != nil && !g.opts.Filter(t.Name) {
 			continue
@@ -535,8 +541,9 @@ func wireSafe(s string) string {
 	return s
 }
 
-// maxTools bounds the tools one server may offer.
-const maxTools = 10000
+// DefaultMaxTools bounds the tools one server may offer (as the routing table bounds the
+// tools of the whole mesh).
+const DefaultMaxTools = 10000
 
 func (g *Group) onToolsChanged(context.Context, *sdk.ToolListChangedRequest) {
 	g.mu.Lock()

@@ -131,7 +131,7 @@ func TestParentDeadlineMessage(t *testing.T) {
 // A huge text result becomes an error before the decorator chain.
 func TestHugeResult(t *testing.T) {
 	s := sdk.NewServer(&sdk.Implementation{Name: "x", Version: "v1"}, nil)
-	big := strings.Repeat("a", 64<<20)
+	big := strings.Repeat("a", mcp.MaxResultBytes+1)
 	sdk.AddTool(s, &sdk.Tool{Name: "big"}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: big}}}, nil, nil
 	})
@@ -144,7 +144,7 @@ func TestHugeResult(t *testing.T) {
 	res := call(t, testCtx(t), byName(t, g, "big"), `{}`)
 	runtime.ReadMemStats(&after)
 	t.Logf("result %d bytes, kind %s; allocated %d MiB", len(res.Content), res.Kind, (after.TotalAlloc-before.TotalAlloc)>>20)
-	if len(res.Content) > 16<<20 {
+	if !res.IsError() || !strings.Contains(res.Content, "over the 4194304 bytes a result may have") {
 		t.Errorf("a %d-byte result reached the decorator chain", len(res.Content))
 	}
 	_ = tool.Text

@@ -39,7 +39,7 @@ func TestCloseKillsChild(t *testing.T) {
 
 func TestTooManyTools(t *testing.T) {
 	s := sdk.NewServer(&sdk.Implementation{Name: "x", Version: "v1"}, nil)
-	for i := 0; i <= 10000; i++ {
+	for i := 0; i <= 100; i++ {
 		sdk.AddTool(s, &sdk.Tool{Name: fmt.Sprintf("t%05d", i)}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
 			return &sdk.CallToolResult{}, nil, nil
 		})
@@ -56,11 +56,18 @@ func TestTooManyTools(t *testing.T) {
 			return next(ctx, method, req)
 		}
 	})
-	g := newGroup(t, mcp.Options{Server: mcp.Server{Name: "x", URL: srv.URL}})
+	g := newGroup(t, mcp.Options{Server: mcp.Server{Name: "x", URL: srv.URL}, MaxTools: 100})
 	for i := 0; i < 3; i++ {
-		start := time.Now()
 		_, err := g.Tools(testCtx(t))
-		t.Logf("Tools: %v after %s (connected %v)", err, time.Since(start), g.Connected())
+		if err == nil || !strings.Contains(err.Error(), "it offers more than 100 tools") {
+			t.Errorf("use %d: %v, want the server refused for offering too many tools", i+1, err)
+		}
 	}
-	t.Logf("tools/list pages asked: %d", lists.Load())
+	// The refusal is a failure like any other: the uses within the backoff list nothing.
+	if n, first := lists.Load(), int32(1); n > first+1 {
+		t.Errorf("tools/list asked %d times in 3 quick uses", n)
+	}
+	if g.Connected() {
+		t.Error("the refused session was kept")
+	}
 }
