@@ -88,7 +88,7 @@ type Options struct {
 	// MaxTools bounds the tools the server may offer; zero means DefaultMaxTools. A server
 	// that offers more is refused, as one that cannot be reached is.
 	MaxTools int
-	Logger    *slog.Logger
+	Logger   *slog.Logger
 }
 
 // Group is one MCP server as a tool group. It is safe for concurrent use.
