@@ -61,7 +61,7 @@ func TestSmoke(t *testing.T) {
 		t.Fatalf("failures: %q", rep.Failures)
 	}
 
-	want := []string{VLimit, VLimitMD, VHop, VHopOTel, VMCPHTTP, VMCPStdio, VInProcess, VLoopGRPC, VLoopInProc}
+	want := []string{VLimit, VLimitMD, VHop, VHopOTel, VMCPHTTP, VMCPStdio, VMCPGroup, VInProcess, VLoopGRPC, VLoopInProc}
 	if len(rep.Variants) != len(want) {
 		t.Fatalf("got %d variants, want %d", len(rep.Variants), len(want))
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/internal/loop"
+	meshmcp "github.com/toolmesh/toolmesh/internal/mcp"
 	"github.com/toolmesh/toolmesh/internal/router"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
@@ -43,6 +44,7 @@ const (
 	VHopOTel    = "hop+otel"
 	VMCPHTTP    = "mcp-http"
 	VMCPStdio   = "mcp-stdio"
+	VMCPGroup   = "mcp-group"
 	VInProcess  = "inproc"
 	VLoopGRPC   = "loop-grpc"
 	VLoopInProc = "loop-inproc"
@@ -260,13 +262,14 @@ func setup(ctx context.Context, cfg Config) (_ *env, err error) {
 		e.hopVariant(VHopOTel, e.on, runChain(tel)),
 		e.mcpVariant(VMCPHTTP, httpSession),
 		e.mcpVariant(VMCPStdio, stdioSession),
+		e.mcpGroupVariant(ctx, url),
 		e.inProcessVariant(),
 		e.loopGRPCVariant(orchClient),
 		e.loopInProcessVariant(),
 	}
 	peers := map[string]int{
 		VLimit: raw.pid(), VLimitMD: raw.pid(), VHop: wOff.pid(), VHopOTel: wOn.pid(),
-		VMCPHTTP: mh.pid(), VMCPStdio: stdioCmd.Process.Pid, VLoopGRPC: wOff.pid(),
+		VMCPHTTP: mh.pid(), VMCPStdio: stdioCmd.Process.Pid, VMCPGroup: mh.pid(), VLoopGRPC: wOff.pid(),
 	}
 	for _, v := range e.variants {
 		v.peer = peers[v.name]
@@ -366,6 +369,37 @@ func (e *env) mcpVariant(name string, s *mcp.ClientSession) *variant {
 			return fmt.Errorf("add returned %T, want text", res.Content[0])
 		}
 		return e.check(text.Text)
+	}
+	return v
+}
+
+// mcpGroupVariant is the orchestrator's own MCP hop: mcpadd's add as an MCP group
+// (internal/mcp), in the run's decorator chain, called as the loop calls a tool.
+func (e *env) mcpGroupVariant(ctx context.Context, url string) *variant {
+	v := &variant{name: VMCPGroup, unit: "call", measures: "toolmesh's MCP hop: add of bench/cmd/mcpadd offered as an MCP group (internal/mcp: one session, the ToolCallContext of 4 keys as _meta through the pass-through converter, a progress token, the call's deadline) in the run's decorator chain, called as the loop calls a tool, over streamable HTTP on loopback"}
+	g, err := meshmcp.New(meshmcp.Options{Server: meshmcp.Server{Name: "mcpadd", URL: url}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return v
+	}
+	e.defer_(func() { _ = g.Close() })
+	t, err := g.RequiredToolByName(ctx, peer.Name)
+	if err != nil {
+		return v
+	}
+	t = decorators.Apply(t, runChain(nil)...)
+	bag := toolctx.MustOf(contextEntries...)
+	info := tool.CallInfo{RunID: "run_bench", LoopID: "loop_bench", CallID: "call_1"}
+	v.call = func(ctx context.Context) error {
+		ctx = toolcall.WithCallInfo(ctx, info)
+		ctx = toolctx.NewContext(ctx, bag)
+		res, err := t.Call(ctx, Arguments)
+		if err != nil {
+			return err
+		}
+		if res.IsError() {
+			return fmt.Errorf("add failed: %s", res.Content)
+		}
+		return e.check(res.Content)
 	}
 	return v
 }

@@ -299,6 +299,8 @@ func (r *Report) rowSummary(v VariantResult) string {
 		return "tools/call of add with the Go MCP SDK, one session, to bench/cmd/mcpadd over streamable HTTP"
 	case VMCPStdio:
 		return "the same tools/call over stdio, bench/cmd/mcpadd a child process"
+	case VMCPGroup:
+		return "the orchestrator's MCP hop: mcpadd's add as an MCP group in the run's decorator chain, over streamable HTTP"
 	case VInProcess:
 		return "a direct Go call: decode the JSON arguments, add, encode the result"
 	case VLoopGRPC:
@@ -316,7 +318,7 @@ func peerOf(name string) string {
 		return "bench/cmd/rawadd"
 	case VHop, VHopOTel:
 		return "bin/toolworker"
-	case VMCPHTTP, VMCPStdio:
+	case VMCPHTTP, VMCPStdio, VMCPGroup:
 		return "bench/cmd/mcpadd"
 	case VLoopGRPC:
 		return "bin/toolworker (the orchestrator is in this process)"
