@@ -176,7 +176,7 @@ func (s *Service) resolveTools(ctx context.Context, req Request, decorate func(t
 	for i, g := range req.Groups {
 		ts, err := s.groupTools(ctx, g)
 		if err != nil {
-			// The seed's rule: a group that is not required does not fail the run.
+			// A group that is not required does not fail the run: the run goes on without it.
 			why := fmt.Sprintf("No tool group matching role '%s': no worker serves it (known groups: [%s])", g, strings.Join(s.groupRoles(), ", "))
 			if !errors.Is(err, router.ErrUnknownGroup) {
 				why = fmt.Sprintf("Tool group with role '%s' is not available: %v", g, err)
@@ -218,7 +218,7 @@ func (s *Service) resolveTools(ctx context.Context, req Request, decorate func(t
 }
 
 // required resolves a required group: one nobody serves, one without tools, or one that
-// lacks a named tool refuses the run, with the texts of the seed's tool-group resolution.
+// lacks a named tool refuses the run, with the texts docs/run-lifecycle.md gives.
 // The tools it checks are those the model is offered first (a facade, when the config
 // offers the group as one, counts with its children).
 func (s *Service) required(ctx context.Context, field string, rq Requirement) ([]tool.Tool, error) {
