@@ -13,6 +13,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
@@ -95,7 +96,7 @@ func (s *sessionServer) handler(t tool.Tool) sdk.ToolHandler {
 		if len(req.Params.Arguments) > 0 {
 			args = string(req.Params.Arguments)
 		}
-		if f, ok := tool.As[tool.Facade](t); ok && f.Kind() != tool.FacadeSelectable {
+		if f, ok := tool.As[tool.Facade](t); ok {
 			return s.unfold(ctx, f, args), nil
 		}
 		canonical, err := t.Definition().InputSchema.Validate(args)
@@ -111,27 +112,31 @@ func (s *sessionServer) handler(t tool.Tool) sdk.ToolHandler {
 	}
 }
 
-// unfold answers a call of a facade: the facade leaves the session, its children join it
-// (the session hears tools/list_changed), and the answer is the unfold text.
+// unfold answers a call of a facade: the tools it selects join the session and the facade
+// leaves it (the session hears tools/list_changed), and the answer is the unfold text. A
+// selectable facade's selector runs once, on a worker, and the tools it selects are bound
+// to the state it returns, for this session alone.
 func (s *sessionServer) unfold(ctx context.Context, f tool.Facade, args string) *sdk.CallToolResult {
-	res, err := f.Call(ctx, args)
-	if err != nil || res.IsError() {
-		msg := res.Content
-		if err != nil {
-			msg = err.Error()
-		}
-		return errorResult(msg)
+	canonical, err := f.Definition().InputSchema.Validate(args)
+	if err != nil {
+		return errorResult(fmt.Sprintf("invalid arguments for tool '%s': %v", f.Definition().Name, err))
 	}
-	selected, err := f.Select(ctx, args)
+	selected, err := f.Select(ctx, canonical)
 	if err != nil {
 		return errorResult(err.Error())
 	}
-	if len(selected) == 0 {
-		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: res.Content}}}
+	var names []string
+	for _, t := range selected {
+		if t != nil {
+			names = append(names, t.Definition().Name)
+		}
+	}
+	if len(names) == 0 {
+		return errorResult(fmt.Sprintf("facade '%s' selected no tools", f.Definition().Name))
 	}
 	s.add(selected...)
 	s.remove(f.Definition().Name)
-	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: res.Content}}}
+	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: toolinternal.UnfoldMessage(names, f.Options().UsageNotes)}}}
 }
 
 // callContext is the ToolCallContext of an MCP call: the allow-listed headers, then the

@@ -188,7 +188,8 @@ groups:
 `)
 	m.startWorker("math-1", "math")
 	m.startWorker("echo-1", "echo_a")
-	m.waitWorkers("math-1", "echo-1")
+	m.startWorker("shop-1", "shop")
+	m.waitWorkers("math-1", "echo-1", "shop-1")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -216,7 +217,7 @@ groups:
 		slices.Sort(out)
 		return out
 	}
-	if got := strings.Join(names(), ","); got != "echo,math,show_context_a" {
+	if got := strings.Join(names(), ","); got != "catalog,echo,math,open_cart,show_context_a" {
 		t.Fatalf("tools %s", got)
 	}
 	text := func(res *sdk.CallToolResult) string {
@@ -251,6 +252,20 @@ groups:
 	res, err = session.CallTool(ctx, &sdk.CallToolParams{Name: "show_context_a", Arguments: map[string]any{}, Meta: sdk.Meta{"tenantId": "acme"}})
 	if err != nil || !strings.Contains(text(res), `"tenantId":"acme"`) || !strings.Contains(text(res), `"x-tenant-id":"from-header"`) {
 		t.Errorf("show_context_a: %q %v", text(res), err)
+	}
+	// A selectable facade: its selector runs on the worker, and the cart tools it selects
+	// keep their state for this session.
+	res, err = session.CallTool(ctx, &sdk.CallToolParams{Name: "open_cart", Arguments: map[string]any{"store": "postgres://shop/main"}})
+	if err != nil || res.IsError || !strings.HasPrefix(text(res), "Tools now available: cart_add") {
+		t.Fatalf("open_cart: %q %v", text(res), err)
+	}
+	res, err = session.CallTool(ctx, &sdk.CallToolParams{Name: "cart_add", Arguments: map[string]any{"sku": "A-100", "quantity": 2}})
+	if err != nil || res.IsError {
+		t.Errorf("cart_add: %q %v", text(res), err)
+	}
+	res, err = session.CallTool(ctx, &sdk.CallToolParams{Name: "cart_view", Arguments: map[string]any{}})
+	if err != nil || text(res) != `{"store":"postgres://shop/main","items":[{"sku":"A-100","quantity":2}]}` {
+		t.Errorf("cart_view: %q %v", text(res), err)
 	}
 	res, err = session.CallTool(ctx, &sdk.CallToolParams{Name: "add", Arguments: map[string]any{"a": "two"}})
 	if err != nil || !res.IsError || !strings.Contains(text(res), "invalid arguments for tool 'add'") {
