@@ -290,3 +290,29 @@ func TestYAMLErrorsAreReportedTogether(t *testing.T) {
 		}
 	}
 }
+
+// TestBuffered: provider.openai.stream and stream_models choose which models answer
+// whole, a model's own setting first.
+func TestBuffered(t *testing.T) {
+	off, on := false, true
+	for _, tc := range []struct {
+		api   ProviderAPI
+		model string
+		want  bool
+	}{
+		{ProviderAPI{}, "gpt", false},
+		{ProviderAPI{Stream: &on}, "gpt", false},
+		{ProviderAPI{Stream: &off}, "gpt", true},
+		{ProviderAPI{Stream: &off, StreamModels: map[string]bool{"gpt": true}}, "gpt", false},
+		{ProviderAPI{StreamModels: map[string]bool{"llama": false}}, "llama", true},
+		{ProviderAPI{StreamModels: map[string]bool{"llama": false}}, "gpt", false},
+	} {
+		if got := tc.api.Buffered(tc.model); got != tc.want {
+			t.Errorf("%+v Buffered(%q) = %v, want %v", tc.api, tc.model, got, tc.want)
+		}
+	}
+	cfg, err := Parse([]byte("provider:\n  openai:\n    stream: false\n    stream_models: {local: true}\n"))
+	if err != nil || !cfg.Provider.OpenAI.Buffered("gpt") || cfg.Provider.OpenAI.Buffered("local") {
+		t.Errorf("parsed %+v, %v", cfg.Provider.OpenAI, err)
+	}
+}

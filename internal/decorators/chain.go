@@ -181,7 +181,7 @@ func (c *Chain) With(sinks []Rule) *Chain {
 func (c *Chain) Decorate(t tool.Tool) tool.Tool {
 	name := t.Definition().Name
 	group := ""
-	if g, ok := tool.As[grouped](t); ok {
+	if g, ok := tool.As[Grouped](t); ok {
 		group = g.Group()
 	}
 	t = ErrorMapping(t)

@@ -9,8 +9,9 @@ import (
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
 
-// grouped is implemented by tools that belong to a tool group (remote tools).
-type grouped interface{ Group() string }
+// Grouped is implemented by tools that belong to a tool group (worker and MCP tools):
+// spans, metrics and artifact rules use the group's role.
+type Grouped interface{ Group() string }
 
 // traced records each call as an execute_tool span (OpenTelemetry GenAI conventions)
 // and in the tool-call duration metric. The span is the parent of the router's call to
@@ -30,7 +31,7 @@ func (t traced) Call(ctx context.Context, input string) (tool.Result, error) {
 	if info, ok := tool.CallInfoFrom(ctx); ok {
 		attrs.CallID = info.CallID
 	}
-	if g, ok := tool.As[grouped](t.d); ok {
+	if g, ok := tool.As[Grouped](t.d); ok {
 		attrs.Group = g.Group()
 	}
 	ctx, span := t.tel.StartTool(ctx, attrs)

@@ -88,7 +88,7 @@ func TestEverything(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			names := strings.Join(mcp.Names(ts), ",")
+			names := strings.Join(names(ts), ",")
 			for _, want := range []string{"echo", "get-sum", "get-structured-content", "trigger-long-running-operation"} {
 				if !strings.Contains(","+names+",", ","+want+",") {
 					t.Errorf("tools %s lack %s", names, want)

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -391,7 +392,7 @@ func TestUnfoldingFactories(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return strings.Join(mcp.Names(f.Children()), ",")
+		return strings.Join(names(f.Children()), ",")
 	}
 	if got := kids(g.Unfolding(ctx, "all", "everything", nil)); got != "echo,fail,slow,structured" {
 		t.Errorf("Unfolding(nil) = %s", got)
@@ -433,4 +434,14 @@ func TestStdioServerRestartsOnUse(t *testing.T) {
 	if res.Content != "echo: again" {
 		t.Errorf("after the server died: %+v", res)
 	}
+}
+
+// names is the sorted names of ts.
+func names(ts []tool.Tool) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = t.Definition().Name
+	}
+	slices.Sort(out)
+	return out
 }

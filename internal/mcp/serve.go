@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 
@@ -177,15 +176,5 @@ func resultFor(res tool.Result) *sdk.CallToolResult {
 			}
 		}
 	}
-	return out
-}
-
-// Names is the sorted names of ts.
-func Names(ts []tool.Tool) []string {
-	out := make([]string, len(ts))
-	for i, t := range ts {
-		out[i] = t.Definition().Name
-	}
-	slices.Sort(out)
 	return out
 }

@@ -4,13 +4,11 @@ import (
 	"context"
 	"slices"
 
+	"github.com/toolmesh/toolmesh/internal/decorators"
 	"github.com/toolmesh/toolmesh/internal/loop"
 	"github.com/toolmesh/toolmesh/internal/mcp"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
-
-// grouped is implemented by tools that belong to a tool group.
-type grouped interface{ Group() string }
 
 // mcpRefresh is the loop strategy that follows the MCP groups a run offers flat: after a
 // tool call, a group whose server said its tools changed (tools/list_changed) is listed
@@ -57,7 +55,7 @@ func (r *mcpRefresh) Evaluate(ctx context.Context, ic loop.InjectionContext) (lo
 		}
 		var current []string
 		for _, t := range ic.Current {
-			if gt, ok := tool.As[grouped](t); ok && gt.Group() == role {
+			if gt, ok := tool.As[decorators.Grouped](t); ok && gt.Group() == role {
 				current = append(current, t.Definition().Name)
 				if !fresh[t.Definition().Name] {
 					inj.Remove = append(inj.Remove, t)

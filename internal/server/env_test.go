@@ -16,6 +16,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/builtin"
 	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/decorators"
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/internal/router"
@@ -67,6 +68,8 @@ type envOptions struct {
 	tel *telemetry.Telemetry
 	// provider, when set, is a second provider, the default one.
 	provider llm.Provider
+	// sinks are the program's artifact sinks (Options.Sinks).
+	sinks map[string]decorators.Sink
 }
 
 // echoScript answers every turn with a fixed text.
@@ -93,7 +96,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if o.logs != nil {
 		log = slog.New(slog.NewJSONHandler(o.logs, nil))
 	}
-	opts := Options{Router: rt, Provider: model, Config: &cfg, Logger: log, Telemetry: o.tel}
+	opts := Options{Router: rt, Provider: model, Config: &cfg, Logger: log, Telemetry: o.tel, Sinks: o.sinks}
 	if o.provider != nil {
 		opts.Providers = map[string]llm.Provider{"scripted": model, o.provider.Name(): o.provider}
 		opts.DefaultProvider = o.provider.Name()

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,7 +13,9 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/builtin"
 	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/decorators"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
+	"github.com/toolmesh/toolmesh/pkg/client"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
 
@@ -171,5 +174,51 @@ func TestMCPToolsChangeMidRun(t *testing.T) {
 	}
 	if len(changes) != 1 || strings.Join(changes[0].GetAdded(), ",") != "fresh" {
 		t.Errorf("tools_changed %v", changes)
+	}
+}
+
+// TestConfiguredSinksAndReplan: a group's artifact rule (type, CEL predicate, the
+// blackboard and a program's own sink) takes the matching elements of a worker's list
+// artifact; a tool configured to replan ends its run REPLAN_REQUESTED with the configured
+// reason, after the object it bound joined the blackboard.
+func TestConfiguredSinksAndReplan(t *testing.T) {
+	archive := &decorators.ListSink{}
+	script := scripted.Script{Name: "crm", Rules: []scripted.Rule{
+		{When: scripted.When{User: "find", Turn: 1}, Reply: scripted.Reply{ToolCalls: []scripted.ToolCall{{Name: "find_customers", ArgumentsRaw: `{"query":""}`}}}},
+		{When: scripted.When{User: "bind", Turn: 1}, Reply: scripted.Reply{ToolCalls: []scripted.ToolCall{{Name: "bind_customer", ArgumentsRaw: `{"id":2}`}}}},
+		{Reply: scripted.Reply{Text: "done"}},
+	}}
+	e := newEnv(t, envOptions{script: script, sinks: map[string]decorators.Sink{"archive": archive}, configure: func(c *config.Config) {
+		c.Groups = map[string]config.Group{"crm": {Artifacts: []config.ArtifactSink{{
+			ArtifactFilter: config.ArtifactFilter{Type: "Customer", When: `value.city == "London"`}, Sinks: []string{"blackboard", "archive"},
+		}}}}
+		c.Tools = map[string]config.Tool{"bind_customer": {Replan: &config.Replan{Reason: "a customer was chosen"}}}
+	}})
+	e.startWorker("w1", builtin.CRMGroup())
+	ctx := testContext(t)
+	if _, err := e.cl.RunAndWait(ctx, &toolpb.RunRequest{RunId: "find", Prompt: "find", ToolGroups: []string{"crm"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var archived []string
+	for _, it := range archive.Items() {
+		archived = append(archived, string(it.JSON))
+	}
+	want := `{"id":1,"name":"Ada Lovelace","city":"London","status":"active"},{"id":3,"name":"Alan Turing","city":"London","status":"blocked"}`
+	if strings.Join(archived, ",") != want {
+		t.Errorf("archive sink got %v", archived)
+	}
+	r, err := e.cl.GetRun(ctx, "find")
+	if err != nil || len(r.GetBlackboard()) != 2 {
+		t.Errorf("blackboard of the find run: %v, %v", r.GetBlackboard(), err)
+	}
+
+	_, err = e.cl.RunAndWait(ctx, &toolpb.RunRequest{RunId: "bind", Prompt: "bind", ToolGroups: []string{"crm"}}, nil)
+	var re *client.ReplanError
+	if !errors.As(err, &re) || re.Replan.GetReason() != "a customer was chosen" || re.Replan.GetTool() != "bind_customer" {
+		t.Fatalf("bind run: %v, want a replan with the configured reason", err)
+	}
+	r, err = e.cl.GetRun(ctx, "bind")
+	if err != nil || r.GetState() != toolpb.RunState_RUN_STATE_REPLAN_REQUESTED || len(r.GetBlackboard()) != 1 || r.GetBlackboard()[0].GetName() != "customer" {
+		t.Errorf("bind run: %v, %v", r, err)
 	}
 }
