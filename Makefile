@@ -18,24 +18,30 @@ GOLANGCI_LINT_VERSION := v2.15.0
 # go test settings sized for a 2-core machine; every package gets a deadline.
 GO_TEST_FLAGS ?= -race -p 2 -timeout 15m -count=1
 
-.PHONY: test
-test: checkgenerate lint unit ## Everything CI runs: generated code, linters, all tests.
-
-.PHONY: unit
-unit: build ## Run all Go tests (end-to-end tests use the binaries in bin/).
-	TOOLMESH_BIN=$(abspath bin) go test $(GO_TEST_FLAGS) ./...
-
-# The MCP project's reference server, pinned; installed with npm into .tmp/npm.
+# The MCP project's reference server, pinned; installed with npm into .tmp/npm. Where
+# Node.js is missing it comes from Debian's packages (as root, or through sudo).
 MCP_EVERYTHING_VERSION := 2026.8.31
 MCP_EVERYTHING := $(TMP)/npm/node_modules/.bin/mcp-server-everything
 
-$(MCP_EVERYTHING):
-	@command -v npm >/dev/null || { echo "npm is needed (Debian: apt-get install nodejs npm)"; exit 1; }
+$(MCP_EVERYTHING): $(TMP)/versions/server-everything-v$(MCP_EVERYTHING_VERSION)
+	@if ! command -v npm >/dev/null; then \
+		echo "npm not found: installing Debian's nodejs and npm"; \
+		if [ "$$(id -u)" = 0 ]; then sudo=; else sudo=sudo; fi; \
+		$$sudo apt-get update -q && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q --no-install-recommends nodejs npm; \
+	fi
 	npm install --silent --no-audit --no-fund --prefix $(TMP)/npm @modelcontextprotocol/server-everything@$(MCP_EVERYTHING_VERSION)
+	@touch $@
+
+.PHONY: test
+test: checkgenerate lint unit test-mcp-everything ## Everything CI runs: generated code, linters, all tests.
+
+.PHONY: unit
+unit: build $(MCP_EVERYTHING) ## Run all Go tests (end-to-end tests use the binaries in bin/).
+	TOOLMESH_BIN=$(abspath bin) TOOLMESH_MCP_EVERYTHING=$(MCP_EVERYTHING) go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: test-mcp-everything
-test-mcp-everything: $(MCP_EVERYTHING) ## MCP groups against @modelcontextprotocol/server-everything (stdio and streamable HTTP); needs npm.
-	TOOLMESH_MCP_EVERYTHING=$(MCP_EVERYTHING) go test -tags everything -count=1 -run TestEverything ./internal/mcp
+test-mcp-everything: $(MCP_EVERYTHING) ## MCP groups against @modelcontextprotocol/server-everything (stdio and streamable HTTP).
+	TOOLMESH_MCP_EVERYTHING=$(MCP_EVERYTHING) go test -race -tags everything -timeout 5m -count=1 -run TestEverything ./internal/mcp
 
 .PHONY: build
 build: ## Build the binaries into bin/.
@@ -103,14 +109,14 @@ help: ## List targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
 .PHONY: bench
-bench: build ## Benchmark harness, a few minutes: writes bench/results/latest.md and latest.json.
+bench: build $(MCP_EVERYTHING) ## Benchmark harness, a few minutes: writes bench/results/latest.md and latest.json.
 	go build -o bin/ ./bench/cmd/rawadd ./bench/cmd/mcpadd
-	TOOLMESH_BIN=$(abspath bin) go run ./bench/cmd/benchrun -out bench/results
+	TOOLMESH_BIN=$(abspath bin) TOOLMESH_MCP_EVERYTHING=$(MCP_EVERYTHING) go run ./bench/cmd/benchrun -out bench/results
 
 .PHONY: bench-quick
-bench-quick: build ## The benchmark harness in its quick configuration, under a minute.
+bench-quick: build $(MCP_EVERYTHING) ## The benchmark harness in its quick configuration, under a minute.
 	go build -o bin/ ./bench/cmd/rawadd ./bench/cmd/mcpadd
-	TOOLMESH_BIN=$(abspath bin) go run ./bench/cmd/benchrun -quick -out bench/results
+	TOOLMESH_BIN=$(abspath bin) TOOLMESH_MCP_EVERYTHING=$(MCP_EVERYTHING) go run ./bench/cmd/benchrun -quick -out bench/results
 
 # The packages with testing.B benchmarks in their tests.
 MICROBENCH_PKGS = $(sort $(dir $(shell grep -rl --include='*_test.go' --exclude-dir=.tmp --exclude-dir=.git '^func Benchmark' .)))

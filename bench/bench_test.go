@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -46,6 +47,7 @@ func smokeBins(t *testing.T) Bins {
 		t.Fatalf("go build the peer servers: %v\n%s", err, out)
 	}
 	b.RawAdd, b.MCPAdd = filepath.Join(dir, "rawadd"), filepath.Join(dir, "mcpadd")
+	b.Everything = os.Getenv("TOOLMESH_MCP_EVERYTHING")
 	return b
 }
 
@@ -62,6 +64,9 @@ func TestSmoke(t *testing.T) {
 	}
 
 	want := []string{VLimit, VLimitMD, VHop, VHopOTel, VMCPHTTP, VMCPStdio, VMCPGroup, VInProcess, VLoopGRPC, VLoopInProc}
+	if cfg.Bins.Everything != "" {
+		want = slices.Insert(want, slices.Index(want, VMCPGroup)+1, VMCPEverything)
+	}
 	if len(rep.Variants) != len(want) {
 		t.Fatalf("got %d variants, want %d", len(rep.Variants), len(want))
 	}

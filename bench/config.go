@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/harness"
@@ -28,6 +29,10 @@ type Bins struct {
 	Toolworker   string // bin/toolworker
 	RawAdd       string // bench/cmd/rawadd
 	MCPAdd       string // bench/cmd/mcpadd
+	// Everything is the mcp-server-everything command of @modelcontextprotocol/server-everything
+	// (npm), from $TOOLMESH_MCP_EVERYTHING; make bench installs it. Empty: the
+	// mcp-everything variant is left out.
+	Everything string
 }
 
 // FindBins locates the binaries the way the end-to-end tests do: $TOOLMESH_BIN, else
@@ -50,6 +55,7 @@ func FindBins() (Bins, error) {
 	if err := errors.Join(errs...); err != nil {
 		return b, fmt.Errorf("%w (make bench builds all four into bin/)", err)
 	}
+	b.Everything = os.Getenv("TOOLMESH_MCP_EVERYTHING")
 	return b, nil
 }
 

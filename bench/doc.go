@@ -11,6 +11,8 @@
 //	hop+otel     the same with telemetry on (otelgrpc, batching OTLP exporters to an in-process receiver)
 //	mcp-http     the Go MCP SDK's client → bench/cmd/mcpadd over streamable HTTP, one session
 //	mcp-stdio    the same over stdio
+//	mcp-group    toolmesh's MCP hop: mcpadd's add as an MCP group in the run's decorator chain
+//	mcp-everything  the same hop to the echo of @modelcontextprotocol/server-everything (when installed)
 //	inproc       a direct Go call with JSON decode and encode
 //	loop-grpc    a whole Run over gRPC with the scripted model making N tool calls
 //	loop-inproc  loop.Run in process with a no-op local tool

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os/exec"
+	"strings"
 	"syscall"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/builtin"
 	"github.com/toolmesh/toolmesh/internal/ctxcodec"
 	"github.com/toolmesh/toolmesh/internal/decorators"
+	"github.com/toolmesh/toolmesh/internal/harness"
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/internal/loop"
@@ -38,16 +41,18 @@ import (
 
 // Variant names, in the order each round runs them.
 const (
-	VLimit      = "limit"
-	VLimitMD    = "limit+4md"
-	VHop        = "hop"
-	VHopOTel    = "hop+otel"
-	VMCPHTTP    = "mcp-http"
-	VMCPStdio   = "mcp-stdio"
-	VMCPGroup   = "mcp-group"
-	VInProcess  = "inproc"
-	VLoopGRPC   = "loop-grpc"
-	VLoopInProc = "loop-inproc"
+	VLimit    = "limit"
+	VLimitMD  = "limit+4md"
+	VHop      = "hop"
+	VHopOTel  = "hop+otel"
+	VMCPHTTP  = "mcp-http"
+	VMCPStdio = "mcp-stdio"
+	VMCPGroup = "mcp-group"
+	// VMCPEverything runs only when Bins.Everything is set.
+	VMCPEverything = "mcp-everything"
+	VInProcess     = "inproc"
+	VLoopGRPC      = "loop-grpc"
+	VLoopInProc    = "loop-inproc"
 )
 
 // variant is one way of calling add (or, for the loop variants, of running a loop).
@@ -263,12 +268,34 @@ func setup(ctx context.Context, cfg Config) (_ *env, err error) {
 		e.mcpVariant(VMCPHTTP, httpSession),
 		e.mcpVariant(VMCPStdio, stdioSession),
 		e.mcpGroupVariant(ctx, url),
+	}
+	var everythingPID int
+	if cfg.Bins.Everything != "" {
+		e.progress("setup: server-everything")
+		addr, err := harness.FreeAddr()
+		if err != nil {
+			return nil, err
+		}
+		_, port, _ := net.SplitHostPort(addr)
+		ev, err := startProc("server-everything", cfg.Bins.Everything, childEnv("PORT="+port), "streamableHttp")
+		if err != nil {
+			return nil, err
+		}
+		e.defer_(func() { ev.stop(5 * time.Second) })
+		if _, err := ev.WaitLine(ctx, func(l string) bool { return strings.Contains(l, "listening on port") }); err != nil {
+			return nil, fmt.Errorf("server-everything did not start: %w\n%s", err, ev.tail())
+		}
+		everythingPID = ev.pid()
+		e.variants = append(e.variants, e.mcpEverythingVariant(ctx, fmt.Sprintf("http://127.0.0.1:%s/mcp", port)))
+	}
+	e.variants = append(e.variants,
 		e.inProcessVariant(),
 		e.loopGRPCVariant(orchClient),
 		e.loopInProcessVariant(),
-	}
+	)
 	peers := map[string]int{
-		VLimit: raw.pid(), VLimitMD: raw.pid(), VHop: wOff.pid(), VHopOTel: wOn.pid(),
+		VMCPEverything: everythingPID,
+		VLimit:         raw.pid(), VLimitMD: raw.pid(), VHop: wOff.pid(), VHopOTel: wOn.pid(),
 		VMCPHTTP: mh.pid(), VMCPStdio: stdioCmd.Process.Pid, VMCPGroup: mh.pid(), VLoopGRPC: wOff.pid(),
 	}
 	for _, v := range e.variants {
@@ -400,6 +427,42 @@ func (e *env) mcpGroupVariant(ctx context.Context, url string) *variant {
 			return fmt.Errorf("add failed: %s", res.Content)
 		}
 		return e.check(res.Content)
+	}
+	return v
+}
+
+// EverythingMessage is what the mcp-everything variant echoes.
+const EverythingMessage = "toolmesh-bench"
+
+// mcpEverythingVariant is the same MCP hop as mcp-group, to the echo tool of the MCP
+// project's reference server (Node.js) instead of the Go SDK's.
+func (e *env) mcpEverythingVariant(ctx context.Context, url string) *variant {
+	v := &variant{name: VMCPEverything, unit: "call", measures: "toolmesh's MCP hop as in mcp-group, to the echo tool of @modelcontextprotocol/server-everything (the MCP project's reference server, Node.js) over streamable HTTP on loopback"}
+	g, err := meshmcp.New(meshmcp.Options{Server: meshmcp.Server{Name: "everything", URL: url}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return v
+	}
+	e.defer_(func() { _ = g.Close() })
+	t, err := g.RequiredToolByName(ctx, "echo")
+	if err != nil {
+		return v
+	}
+	t = decorators.Apply(t, runChain(nil)...)
+	bag := toolctx.MustOf(contextEntries...)
+	info := tool.CallInfo{RunID: "run_bench", LoopID: "loop_bench", CallID: "call_1"}
+	args := `{"message":"` + EverythingMessage + `"}`
+	want := "Echo: " + EverythingMessage
+	v.call = func(ctx context.Context) error {
+		ctx = toolcall.WithCallInfo(ctx, info)
+		ctx = toolctx.NewContext(ctx, bag)
+		res, err := t.Call(ctx, args)
+		if err != nil {
+			return err
+		}
+		if res.IsError() || res.Content != want {
+			return fmt.Errorf("echo returned %q, want %q", res.Content, want)
+		}
+		return nil
 	}
 	return v
 }

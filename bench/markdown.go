@@ -301,6 +301,8 @@ func (r *Report) rowSummary(v VariantResult) string {
 		return "the same tools/call over stdio, bench/cmd/mcpadd a child process"
 	case VMCPGroup:
 		return "the orchestrator's MCP hop: mcpadd's add as an MCP group in the run's decorator chain, over streamable HTTP"
+	case VMCPEverything:
+		return "the same MCP hop to the echo tool of @modelcontextprotocol/server-everything (Node.js), over streamable HTTP"
 	case VInProcess:
 		return "a direct Go call: decode the JSON arguments, add, encode the result"
 	case VLoopGRPC:
@@ -320,6 +322,8 @@ func peerOf(name string) string {
 		return "bin/toolworker"
 	case VMCPHTTP, VMCPStdio, VMCPGroup:
 		return "bench/cmd/mcpadd"
+	case VMCPEverything:
+		return "mcp-server-everything (node)"
 	case VLoopGRPC:
 		return "bin/toolworker (the orchestrator is in this process)"
 	default:

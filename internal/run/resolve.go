@@ -98,7 +98,7 @@ func (s *Service) prepare(ctx context.Context, req Request) (*prepared, error) {
 		Budget:          loop.Budget{MaxTokens: req.MaxTokens, MaxCostUSD: req.MaxCostUSD, MaxActions: req.MaxActions},
 		StreamText:      req.StreamText,
 		Cost:            func(m string, u llm.Usage) float64 { return s.cost(m, label, u) },
-		Strategies:      []loop.Strategy{progressive.New(), s.newMCPRefresh(roles)},
+		Strategies:      []loop.Strategy{progressive.New(), s.newMCPRefresh(rctx, roles)},
 		Decorate:        chain.Decorate,
 	}
 	return p, nil

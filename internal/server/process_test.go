@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -174,6 +175,89 @@ func TestMCPToolsChangeMidRun(t *testing.T) {
 	}
 	if len(changes) != 1 || strings.Join(changes[0].GetAdded(), ",") != "fresh" {
 		t.Errorf("tools_changed %v", changes)
+	}
+}
+
+// growingServer is an MCP server with the tools plant and seed; calling plant adds the
+// tool fresh (tools/list_changed).
+func growingServer(t *testing.T) string {
+	t.Helper()
+	srv := sdkmcp.NewServer(&sdkmcp.Implementation{Name: "growing", Version: "v1"}, nil)
+	type in struct{}
+	text := func(s string) (*sdkmcp.CallToolResult, any, error) {
+		return &sdkmcp.CallToolResult{Content: []sdkmcp.Content{&sdkmcp.TextContent{Text: s}}}, nil, nil
+	}
+	sdkmcp.AddTool(srv, &sdkmcp.Tool{Name: "seed", Description: "A seed."}, func(context.Context, *sdkmcp.CallToolRequest, in) (*sdkmcp.CallToolResult, any, error) {
+		return text("seeded")
+	})
+	sdkmcp.AddTool(srv, &sdkmcp.Tool{Name: "plant", Description: "Adds the tool fresh."}, func(context.Context, *sdkmcp.CallToolRequest, in) (*sdkmcp.CallToolResult, any, error) {
+		sdkmcp.AddTool(srv, &sdkmcp.Tool{Name: "fresh", Description: "A new tool."}, func(context.Context, *sdkmcp.CallToolRequest, in) (*sdkmcp.CallToolResult, any, error) {
+			return text("fresh answer")
+		})
+		time.Sleep(100 * time.Millisecond) // the notification reaches the client before the result
+		return text("planted")
+	})
+	hs := httptest.NewServer(sdkmcp.NewStreamableHTTPHandler(func(*http.Request) *sdkmcp.Server { return srv }, nil))
+	t.Cleanup(hs.Close)
+	return hs.URL
+}
+
+// TestMCPToolsChangeInFacades: an MCP group offered as a facade follows tools/list_changed
+// too. Opened, the facade's children gain the new tool; not yet opened, the facade is
+// replaced by one that holds it.
+func TestMCPToolsChangeInFacades(t *testing.T) {
+	calls := func(names ...string) []scripted.Rule {
+		var rules []scripted.Rule
+		for i, n := range names {
+			rules = append(rules, scripted.Rule{When: scripted.When{Turn: i + 1}, Reply: scripted.Reply{ToolCalls: []scripted.ToolCall{{Name: n, ArgumentsRaw: `{}`}}}})
+		}
+		return append(rules, scripted.Rule{Reply: scripted.Reply{Text: "{{ result \"fresh\" }}"}})
+	}
+	for _, tc := range []struct {
+		name    string
+		groups  map[string]config.Group
+		request []string
+		script  []string
+		changes []string // added/removed of each tools_changed event, in order
+	}{{
+		name:    "opened",
+		groups:  map[string]config.Group{"garden": {MCP: &config.GroupMCP{Server: "growing"}, Offer: "facade"}},
+		request: []string{"garden"},
+		script:  []string{"garden", "plant", "fresh"},
+		changes: []string{"+garden,garden_context,plant,seed -garden", "+fresh -"},
+	}, {
+		name: "not opened",
+		groups: map[string]config.Group{
+			"trigger": {MCP: &config.GroupMCP{Server: "growing", Include: []string{"plant"}}},
+			"garden":  {MCP: &config.GroupMCP{Server: "growing", Include: []string{"seed", "fresh"}}, Offer: "facade"},
+		},
+		request: []string{"trigger", "garden"},
+		script:  []string{"plant", "garden", "fresh"},
+		changes: []string{"+garden -garden", "+fresh,garden,garden_context,seed -garden"},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			url := growingServer(t)
+			e := newEnv(t, envOptions{script: scripted.Script{Name: "grow", Rules: calls(tc.script...)}, configure: func(c *config.Config) {
+				c.MCPServers = map[string]config.MCPServer{"growing": {URL: url}}
+				c.Groups = tc.groups
+			}})
+			var changes []string
+			final, err := e.cl.RunAndWait(testContext(t), &toolpb.RunRequest{Prompt: "grow", ToolGroups: tc.request}, func(ev *toolpb.RunResponse) {
+				if c := ev.GetToolsChanged(); c != nil {
+					added, removed := slices.Sorted(slices.Values(c.GetAdded())), slices.Sorted(slices.Values(c.GetRemoved()))
+					changes = append(changes, "+"+strings.Join(added, ",")+" -"+strings.Join(removed, ","))
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if final.GetText() != "fresh answer" {
+				t.Errorf("final %q", final.GetText())
+			}
+			if !slices.Equal(changes, tc.changes) {
+				t.Errorf("tools_changed %q, want %q", changes, tc.changes)
+			}
+		})
 	}
 }
 
