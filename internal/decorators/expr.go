@@ -94,8 +94,10 @@ func (x *Expression) eval(e tool.Entry) (ref.Val, error) {
 	return out, nil
 }
 
-// decodeJSON decodes a JSON value for CEL keeping its numbers exact: an integer is an
+// DecodeJSON decodes a JSON value for CEL keeping its numbers exact: an integer is an
 // int (or a uint above the int range), any other number a double.
+func DecodeJSON(raw []byte) (any, error) { return decodeJSON(raw) }
+
 func decodeJSON(raw []byte) (any, error) {
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.UseNumber()

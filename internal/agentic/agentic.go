@@ -1,0 +1,441 @@
+package agentic
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/toolmesh/toolmesh/internal/decorators"
+	"github.com/toolmesh/toolmesh/internal/loop"
+	"github.com/toolmesh/toolmesh/pkg/tool"
+)
+
+// sub is a sub-tool of an agentic tool.
+type sub struct {
+	t tool.Tool
+	// agentic marks a sub-tool that is itself an agentic tool.
+	agentic bool
+	// lock is a playbook's condition for it; nil means unlocked.
+	lock condition
+}
+
+// stateTool is a state machine's tool: the states it is available in and where each
+// moves the machine when it succeeds.
+type stateTool struct {
+	sub
+	states  []string
+	targets map[string]string
+}
+
+// agenticTool is a compiled spec: a tool whose call runs a nested loop.
+type agenticTool struct {
+	spec *Spec
+	// tools are the sub-tools (a state machine's global ones); stateTools a state
+	// machine's others, one per name.
+	tools      []sub
+	stateTools []*stateTool
+	// initial overrides the spec's initial state (name@STATE).
+	initial string
+}
+
+func (a *agenticTool) Definition() tool.Definition {
+	return tool.Definition{Name: a.spec.Name, Description: a.spec.Description, InputSchema: a.spec.Parameters}
+}
+
+func (a *agenticTool) Metadata() tool.Metadata { return tool.Metadata{} }
+
+// startingIn is the state machine a in another initial state.
+func (a *agenticTool) startingIn(state string) *agenticTool {
+	c := *a
+	c.initial = state
+	return &c
+}
+
+func (a *agenticTool) addStateTool(s sub, state, target string) {
+	name := s.t.Definition().Name
+	for _, st := range a.stateTools {
+		if st.t.Definition().Name == name {
+			st.states = append(st.states, state)
+			st.targets[state] = target
+			return
+		}
+	}
+	a.stateTools = append(a.stateTools, &stateTool{sub: s, states: []string{state}, targets: map[string]string{state: target}})
+}
+
+// dedupe refuses two sub-tools of one name: the model could call only one of them.
+func (a *agenticTool) dedupe() error {
+	seen := map[string]bool{}
+	for _, s := range a.tools {
+		name := s.t.Definition().Name
+		if seen[name] {
+			return fieldErr(a.spec.Key+".tools", "two sub-tools are named %q (listed twice, or in a group and by name)", name)
+		}
+		seen[name] = true
+	}
+	return nil
+}
+
+func (a *agenticTool) Call(ctx context.Context, input string) (tool.Result, error) {
+	n := NesterFrom(ctx)
+	if n == nil {
+		return tool.Error(noContext), nil
+	}
+	st := &tracker{board: tool.BlackboardFrom(ctx)}
+	l := Loop{
+		Tool: a.spec.Name, Kind: a.spec.Kind, Input: input, Model: a.spec.Model, Role: a.spec.Role,
+		MaxIterations: a.spec.MaxIterations, Context: a.spec.Context, System: a.spec.SystemPrompt,
+	}
+	switch a.spec.Kind {
+	case KindStateMachine:
+		initial := cmpOr(a.initial, a.spec.Initial)
+		if l.System == "" {
+			l.System = StateMachineSystemPrompt(a.spec.Description, initial)
+		}
+		m := &machine{state: initial}
+		for _, s := range a.tools {
+			l.Tools = append(l.Tools, &globalTool{n.Decorate(s.t)})
+		}
+		for _, s := range a.stateTools {
+			l.Tools = append(l.Tools, &boundTool{Tool: n.Decorate(s.t), states: s.states, targets: s.targets, m: m})
+		}
+	case KindPlaybook:
+		if l.System == "" {
+			l.System = PlaybookSystemPrompt(a.spec.Description)
+		}
+		for _, s := range a.tools {
+			t := &recording{Tool: n.Decorate(s.t), st: st}
+			if s.lock != nil {
+				l.Tools = append(l.Tools, &lockedTool{recording: t, cond: s.lock})
+				continue
+			}
+			l.Tools = append(l.Tools, t)
+		}
+	default:
+		if l.System == "" {
+			l.System = DefaultSystemPrompt(a.spec.Description)
+		}
+		for _, s := range a.tools {
+			t := n.Decorate(s.t)
+			if !s.agentic || a.spec.CaptureNestedArtifacts {
+				t = &recording{Tool: t, st: st}
+			}
+			l.Tools = append(l.Tools, t)
+		}
+	}
+	res, err := n.RunLoop(ctx, l)
+	if err != nil {
+		var sig tool.Signal
+		var se *loop.SignalError
+		switch {
+		case errors.As(err, &se):
+			return tool.Result{}, se.Signal // a sub-tool's replan or termination ends the run
+		case errors.As(err, &sig):
+			return tool.Result{}, err
+		case ctx.Err() != nil:
+			return tool.Result{}, err
+		}
+		return tool.Error(err.Error()), nil
+	}
+	if a.spec.Kind == KindStateMachine {
+		return tool.Text(res.Text), nil
+	}
+	return st.result(res.Text), nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// tracker is what the sub-tools of one call of an agentic tool did: the tools that ran
+// (in order, once each), the artifacts they produced, element by element, and the
+// number of calls that ran.
+type tracker struct {
+	board tool.Blackboard
+
+	mu        sync.Mutex
+	called    []string
+	artifacts []tool.Entry
+	calls     int
+}
+
+// view is a snapshot of a tracker, for conditions.
+type view struct {
+	called    []string
+	artifacts []tool.Entry
+	board     []tool.Entry
+	iteration int
+}
+
+func (t *tracker) view() view {
+	t.mu.Lock()
+	v := view{called: slices.Clone(t.called), artifacts: slices.Clone(t.artifacts), iteration: t.calls}
+	t.mu.Unlock()
+	if t.board != nil {
+		v.board = t.board.Entries()
+	}
+	return v
+}
+
+func (t *tracker) record(name string, res tool.Result) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.calls++
+	if !slices.Contains(t.called, name) {
+		t.called = append(t.called, name)
+	}
+	if res.Kind == tool.KindArtifact {
+		t.artifacts = append(t.artifacts, decorators.Elements(res.Artifact)...)
+	}
+}
+
+// result is the agentic tool's result: its text, with the artifacts its sub-tools
+// produced: none, one, or a list of them.
+func (t *tracker) result(text string) tool.Result {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch len(t.artifacts) {
+	case 0:
+		return tool.Text(text)
+	case 1:
+		a := t.artifacts[0]
+		return tool.ArtifactResult(text, tool.Artifact{TypeName: a.TypeName, JSON: a.JSON})
+	}
+	elems := make([]json.RawMessage, len(t.artifacts))
+	typ := t.artifacts[0].TypeName
+	for i, a := range t.artifacts {
+		elems[i] = a.JSON
+		if a.TypeName != typ {
+			typ = "any"
+		}
+	}
+	raw, _ := json.Marshal(elems)
+	return tool.ArtifactResult(text, tool.Artifact{TypeName: "[]" + typ, JSON: raw})
+}
+
+// recording records the calls of a sub-tool that ran without an error, with their
+// artifacts.
+type recording struct {
+	tool.Tool
+	st *tracker
+}
+
+func (r *recording) Delegate() tool.Tool { return r.Tool }
+
+func (r *recording) Call(ctx context.Context, input string) (tool.Result, error) {
+	res, err := r.Tool.Call(ctx, input)
+	if err == nil && !res.IsError() {
+		r.st.record(r.Definition().Name, res)
+	}
+	return res, err
+}
+
+// lockedTool is a playbook's locked tool: until its condition holds it does not run, it
+// answers with what unlocks it, and its description says so.
+type lockedTool struct {
+	*recording
+	cond condition
+}
+
+func (l *lockedTool) Delegate() tool.Tool { return l.recording.Tool }
+
+func (l *lockedTool) Definition() tool.Definition {
+	d := l.recording.Definition()
+	if v := l.st.view(); !l.cond.holds(v) {
+		d.Description += "\n\n" + lockedPrefix + l.cond.hint(v)
+	}
+	return d
+}
+
+func (l *lockedTool) Call(ctx context.Context, input string) (tool.Result, error) {
+	if v := l.st.view(); !l.cond.holds(v) {
+		return tool.Text(lockedPrefix + l.cond.hint(v)), nil
+	}
+	return l.recording.Call(ctx, input)
+}
+
+// machine is the state of one call of a state machine.
+type machine struct {
+	mu    sync.Mutex
+	state string
+}
+
+// boundTool is a state machine's tool available in some states.
+type boundTool struct {
+	tool.Tool
+	states  []string
+	targets map[string]string
+	m       *machine
+}
+
+func (b *boundTool) Delegate() tool.Tool { return b.Tool }
+
+func (b *boundTool) Definition() tool.Definition {
+	d := b.Tool.Definition()
+	d.Description += "\n\n" + stateNote(b.states, b.targets)
+	return d
+}
+
+func (b *boundTool) Call(ctx context.Context, input string) (tool.Result, error) {
+	b.m.mu.Lock()
+	cur := b.m.state
+	b.m.mu.Unlock()
+	if !slices.Contains(b.states, cur) {
+		return tool.Text(wrongState(cur, b.states)), nil
+	}
+	res, err := b.Tool.Call(ctx, input)
+	if err == nil && !res.IsError() {
+		if to := b.targets[cur]; to != "" {
+			b.m.mu.Lock()
+			if b.m.state == cur {
+				b.m.state = to
+			}
+			b.m.mu.Unlock()
+		}
+	}
+	return res, err
+}
+
+// globalTool is a state machine's tool available in every state.
+type globalTool struct{ tool.Tool }
+
+func (g *globalTool) Delegate() tool.Tool { return g.Tool }
+
+func (g *globalTool) Definition() tool.Definition {
+	d := g.Tool.Definition()
+	d.Description += "\n\n" + globalNote
+	return d
+}
+
+// condition unlocks a playbook's tool.
+type condition interface {
+	holds(v view) bool
+	// hint says what unlocks the tool, once it does not hold.
+	hint(v view) string
+}
+
+type afterTools []string
+
+func (a afterTools) holds(v view) bool {
+	for _, n := range a {
+		if !slices.Contains(v.called, n) {
+			return false
+		}
+	}
+	return true
+}
+
+func (a afterTools) hint(v view) string {
+	var missing []string
+	for _, n := range a {
+		if !slices.Contains(v.called, n) {
+			missing = append(missing, n)
+		}
+	}
+	return hintAfterTools(missing)
+}
+
+type onArtifact string
+
+func (o onArtifact) holds(v view) bool {
+	return slices.ContainsFunc(v.artifacts, func(e tool.Entry) bool { return tool.SatisfiesType(e, string(o)) })
+}
+func (o onArtifact) hint(view) string { return hintArtifact(tool.SimpleTypeName(string(o))) }
+
+type onBlackboard string
+
+func (o onBlackboard) holds(v view) bool {
+	return slices.ContainsFunc(v.board, func(e tool.Entry) bool { return tool.SatisfiesType(e, string(o)) })
+}
+func (o onBlackboard) hint(view) string { return hintPredicate }
+
+type when struct{ p *predicate }
+
+func (w when) holds(v view) bool { return w.p.eval(v) }
+func (w when) hint(view) string  { return hintPredicate }
+
+type allOf []condition
+
+func (a allOf) holds(v view) bool {
+	for _, c := range a {
+		if !c.holds(v) {
+			return false
+		}
+	}
+	return true
+}
+func (a allOf) hint(view) string { return hintAllOf }
+
+type anyOf []condition
+
+func (a anyOf) holds(v view) bool {
+	for _, c := range a {
+		if c.holds(v) {
+			return true
+		}
+	}
+	return false
+}
+func (a anyOf) hint(view) string { return hintAnyOf }
+
+// lockCondition is the condition a lock describes (see Lock).
+func lockCondition(l Lock) (condition, error) {
+	var parts []condition
+	if len(l.AfterAll) > 0 {
+		parts = append(parts, afterTools(l.AfterAll))
+	}
+	switch len(l.AfterAny) {
+	case 0:
+	case 1:
+		parts = append(parts, afterTools(l.AfterAny))
+	default:
+		var any anyOf
+		for _, n := range l.AfterAny {
+			any = append(any, afterTools{n})
+		}
+		parts = append(parts, any)
+	}
+	if l.ArtifactType != "" {
+		parts = append(parts, onArtifact(l.ArtifactType))
+	}
+	if l.BlackboardType != "" {
+		parts = append(parts, onBlackboard(l.BlackboardType))
+	}
+	if l.When != "" {
+		p, err := compilePredicate(l.When)
+		if err != nil {
+			return nil, err
+		}
+		parts = append(parts, when{p})
+	}
+	switch len(parts) {
+	case 0:
+		return nil, fmt.Errorf("no condition")
+	case 1:
+		return parts[0], nil
+	}
+	return allOf(parts), nil
+}
+
+// String names the tool for logs.
+func (a *agenticTool) String() string {
+	return fmt.Sprintf("%s(%s: %s)", kindName(a.spec.Kind), a.spec.Name, strings.Join(a.subNames(), ", "))
+}
+
+func (a *agenticTool) subNames() []string {
+	var out []string
+	for _, s := range a.tools {
+		out = append(out, s.t.Definition().Name)
+	}
+	for _, s := range a.stateTools {
+		out = append(out, s.t.Definition().Name)
+	}
+	return out
+}

@@ -1,0 +1,49 @@
+package agentic
+
+import (
+	"context"
+
+	"github.com/toolmesh/toolmesh/internal/loop"
+	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/toolctx"
+)
+
+// Nester is what an agentic tool needs of the run it is called in.
+type Nester interface {
+	// Decorate wraps a sub-tool as the run wraps its own tools.
+	Decorate(t tool.Tool) tool.Tool
+	// RunLoop runs a nested loop to its end. An error is one the loop ended with, or a
+	// limit of nesting the run refuses the loop with.
+	RunLoop(ctx context.Context, l Loop) (*loop.Result, error)
+}
+
+// Loop is a nested loop an agentic tool asks for.
+type Loop struct {
+	// Tool is the agentic tool's name, Kind its kind.
+	Tool string
+	Kind Kind
+	// System is the nested loop's system prompt; Input, the tool's arguments as JSON, its
+	// user message.
+	System, Input string
+	// Tools are the sub-tools, decorated and wrapped as the kind needs.
+	Tools []tool.Tool
+	// Model and Role choose the model as a run's do; both empty mean the calling loop's.
+	Model, Role string
+	// MaxIterations bounds the loop's model calls (loop.DefaultMaxIterations when zero).
+	MaxIterations int
+	// Context is the interaction level of the ToolCallContext: it wins over the run's.
+	Context toolctx.Context
+}
+
+type nesterKey struct{}
+
+// WithNester returns ctx carrying n.
+func WithNester(ctx context.Context, n Nester) context.Context {
+	return context.WithValue(ctx, nesterKey{}, n)
+}
+
+// NesterFrom is the Nester in ctx; nil outside a run.
+func NesterFrom(ctx context.Context) Nester {
+	n, _ := ctx.Value(nesterKey{}).(Nester)
+	return n
+}
