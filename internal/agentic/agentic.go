@@ -244,7 +244,7 @@ type lockedTool struct {
 	cond condition
 }
 
-func (l *lockedTool) Delegate() tool.Tool { return l.recording.Tool }
+func (l *lockedTool) Delegate() tool.Tool { return l.Tool }
 
 func (l *lockedTool) Definition() tool.Definition {
 	d := l.recording.Definition()

@@ -46,7 +46,9 @@ func call(name string) scripted.Reply {
 	return scripted.Reply{ToolCalls: []scripted.ToolCall{{Name: name, ArgumentsRaw: `{}`}}}
 }
 
-func turn(n int, r scripted.Reply) scripted.Rule { return scripted.Rule{When: scripted.When{Turn: n}, Reply: r} }
+func turn(n int, r scripted.Reply) scripted.Rule {
+	return scripted.Rule{When: scripted.When{Turn: n}, Reply: r}
+}
 
 // catalog is a Catalog over fixed tools; each tool counts its calls.
 type catalog struct {

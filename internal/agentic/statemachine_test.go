@@ -133,4 +133,3 @@ func TestStateNotes(t *testing.T) {
 		t.Errorf("%q", got)
 	}
 }
-

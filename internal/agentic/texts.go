@@ -35,7 +35,9 @@ const (
 	hintPredicate = "Prerequisites have not been met yet."
 )
 
-func hintAfterTools(missing []string) string { return "You must first use: " + strings.Join(missing, ", ") }
+func hintAfterTools(missing []string) string {
+	return "You must first use: " + strings.Join(missing, ", ")
+}
 
 func hintArtifact(typeName string) string {
 	return "You must first produce an artifact of type: " + typeName

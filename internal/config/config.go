@@ -71,7 +71,62 @@ type Config struct {
 	MCPServers map[string]MCPServer `yaml:"mcp_servers"`
 	// Tools configures tools by name.
 	Tools map[string]Tool `yaml:"tools"`
-	Log   Log             `yaml:"log"`
+	// AgenticTools declares agentic tools by name: a run offers one when it names it
+	// among its tools (or another agentic tool contains it).
+	AgenticTools map[string]AgenticTool `yaml:"agentic_tools"`
+	Log          Log                    `yaml:"log"`
+}
+
+// AgenticTool declares an agentic tool: a tool whose call runs a nested tool loop over
+// sub-tools, in the orchestrator. The orchestrator checks it when it starts (naming the
+// key); its sub-tools are found when a run uses it.
+type AgenticTool struct {
+	// Kind is simple (the default), playbook or state_machine.
+	Kind        string `yaml:"kind"`
+	Description string `yaml:"description"`
+	// Parameters is the JSON Schema of the tool's arguments, written as YAML.
+	Parameters   map[string]any `yaml:"parameters"`
+	SystemPrompt string         `yaml:"system_prompt"`
+	// Model ("provider/model") or Role (of models.roles) of the nested loop; both empty
+	// mean the run's.
+	Model         string `yaml:"model"`
+	Role          string `yaml:"role"`
+	MaxIterations int    `yaml:"max_iterations"`
+	// Tools and ToolGroups are the sub-tools by name and by role.
+	Tools                  []string          `yaml:"tools"`
+	ToolGroups             []string          `yaml:"tool_groups"`
+	CaptureNestedArtifacts bool              `yaml:"capture_nested_artifacts"`
+	Context                map[string]string `yaml:"context"`
+	LockedTools            []LockedTool      `yaml:"locked_tools"`
+	StateMachine           *StateMachine     `yaml:"state_machine"`
+}
+
+// LockedTool is a playbook's tool that stays locked until its conditions hold.
+type LockedTool struct {
+	Tool           string   `yaml:"tool"`
+	AfterAll       []string `yaml:"after_all"`
+	AfterAny       []string `yaml:"after_any"`
+	ArtifactType   string   `yaml:"artifact_type"`
+	BlackboardType string   `yaml:"blackboard_type"`
+	When           string   `yaml:"when"`
+}
+
+// StateMachine is the states of a state-machine agentic tool.
+type StateMachine struct {
+	InitialState string         `yaml:"initial_state"`
+	States       []MachineState `yaml:"states"`
+}
+
+// MachineState is one state and its tools.
+type MachineState struct {
+	Name  string             `yaml:"name"`
+	Tools []MachineStateTool `yaml:"tools"`
+}
+
+// MachineStateTool is a tool of a state and the state it moves to on success.
+type MachineStateTool struct {
+	Tool          string `yaml:"tool"`
+	TransitionsTo string `yaml:"transitions_to"`
 }
 
 // Server bounds what the orchestrator's gRPC server receives.
@@ -136,6 +191,10 @@ type Loop struct {
 	// MaxBlackboardEntries and MaxBlackboardBytes bound a run's blackboard.
 	MaxBlackboardEntries int `yaml:"max_blackboard_entries"`
 	MaxBlackboardBytes   int `yaml:"max_blackboard_bytes"`
+	// MaxNestingDepth bounds how deep agentic tools nest their loops; MaxNestedLoops how
+	// many nested loops one run starts.
+	MaxNestingDepth int `yaml:"max_nesting_depth"`
+	MaxNestedLoops  int `yaml:"max_nested_loops"`
 }
 
 // Provider chooses and configures the model providers.
@@ -260,6 +319,8 @@ func Default() Config {
 			MaxArtifactBytes:     1 << 20,
 			MaxBlackboardEntries: 1024,
 			MaxBlackboardBytes:   3 << 20,
+			MaxNestingDepth:      4,
+			MaxNestedLoops:       64,
 		},
 		Provider: Provider{
 			Name:      "auto",
@@ -400,6 +461,17 @@ func (c Config) Validate() error {
 	}
 	if c.Loop.MaxBlackboardBytes < 1<<10 || c.Loop.MaxBlackboardBytes > 1<<30 {
 		bad("loop.max_blackboard_bytes", "must be between 1024 and 1073741824, got %d", c.Loop.MaxBlackboardBytes)
+	}
+	if c.Loop.MaxNestingDepth < 1 || c.Loop.MaxNestingDepth > 64 {
+		bad("loop.max_nesting_depth", "must be between 1 and 64, got %d", c.Loop.MaxNestingDepth)
+	}
+	if c.Loop.MaxNestedLoops < 1 || c.Loop.MaxNestedLoops > 1<<16 {
+		bad("loop.max_nested_loops", "must be between 1 and 65536, got %d", c.Loop.MaxNestedLoops)
+	}
+	for name := range c.AgenticTools {
+		if strings.TrimSpace(name) == "" {
+			bad("agentic_tools", "a name must not be blank")
+		}
 	}
 	switch c.Provider.Name {
 	case "", "auto", "scripted":

@@ -202,6 +202,10 @@ type state struct {
 	cost     float64
 	calls    int
 	empties  int
+	// sharedTokens and sharedCost are the shared budget's totals after this loop's last
+	// model call.
+	sharedTokens int64
+	sharedCost   float64
 	// corrected is set once the model had its corrective turn for the output schema.
 	corrected bool
 }
@@ -241,6 +245,9 @@ func (l *state) run(ctx context.Context, system string) (*Result, error) {
 			cost = l.opts.Cost(resp.Model, resp.Usage)
 		}
 		l.cost += cost
+		if sh := l.opts.Budget.Shared; sh != nil {
+			l.sharedTokens, l.sharedCost = sh.addModel(resp.Usage.InputTokens+resp.Usage.OutputTokens, cost)
+		}
 		l.opts.Observer(ModelCalled{Iteration: iter, Model: resp.Model, Usage: resp.Usage, CostUSD: cost, FinishReason: resp.FinishReason})
 		if err := l.checkBudget(); err != nil {
 			return nil, err
@@ -342,13 +349,27 @@ func (l *state) result(text string, iter int, direct bool) *Result {
 
 func (l *state) checkBudget() error {
 	b := l.opts.Budget
-	if total := l.usage.InputTokens + l.usage.OutputTokens; b.MaxTokens > 0 && total > b.MaxTokens {
+	total, cost := l.usage.InputTokens+l.usage.OutputTokens, l.cost
+	if b.Shared != nil {
+		total, cost = l.sharedTokens, l.sharedCost
+	}
+	if b.MaxTokens > 0 && total > b.MaxTokens {
 		return &BudgetExceededError{What: "tokens", Used: float64(total), Limit: float64(b.MaxTokens)}
 	}
-	if b.MaxCostUSD > 0 && l.cost > b.MaxCostUSD {
-		return &BudgetExceededError{What: "cost", Used: l.cost, Limit: b.MaxCostUSD}
+	if b.MaxCostUSD > 0 && cost > b.MaxCostUSD {
+		return &BudgetExceededError{What: "cost", Used: cost, Limit: b.MaxCostUSD}
 	}
 	return nil
+}
+
+// actionsSpent are the actions that count against the budget: the loop's own, or those
+// of every loop sharing it.
+func (l *state) actionsSpent() int {
+	if sh := l.opts.Budget.Shared; sh != nil {
+		_, _, n := sh.Totals()
+		return n
+	}
+	return l.calls
 }
 
 // withCallIDs returns a copy of calls in which every call has an id, so that each tool
@@ -422,15 +443,18 @@ func (l *state) runBatch(ctx context.Context, iter int, calls []llm.ToolCall) ([
 			l.opts.Observer(ToolCallFinished{Iteration: iter, LoopID: l.opts.LoopID, Call: c, Outcome: OutcomeInvalidArguments, Content: msg})
 			continue
 		}
-		if max := l.opts.Budget.MaxActions; max > 0 && l.calls+len(jobs) >= max {
+		if max := l.opts.Budget.MaxActions; max > 0 && l.actionsSpent()+len(jobs) >= max {
 			// An action is a dispatched tool call: this one would be one too many.
-			overBudget = &BudgetExceededError{What: "actions", Used: float64(l.calls + len(jobs)), Limit: float64(max), Tool: c.Name}
+			overBudget = &BudgetExceededError{What: "actions", Used: float64(l.actionsSpent() + len(jobs)), Limit: float64(max), Tool: c.Name}
 			l.opts.Observer(ToolCallFinished{Iteration: iter, LoopID: l.opts.LoopID, Call: c, Outcome: OutcomeError, Content: "Error: not run: " + overBudget.Error()})
 			continue
 		}
 		jobs = append(jobs, job{i: i, t: t, args: args})
 	}
 
+	if sh := l.opts.Budget.Shared; sh != nil {
+		sh.addActions(len(jobs)) // before the calls run: a nested loop they start counts them
+	}
 	g := &errgroup.Group{}
 	g.SetLimit(l.opts.MaxParallel)
 	for _, j := range jobs {

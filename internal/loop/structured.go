@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/toolmesh/toolmesh/pkg/schema"
 )
@@ -88,4 +89,37 @@ type Budget struct {
 	MaxTokens  int64
 	MaxCostUSD float64
 	MaxActions int
+	// Shared, when set, is what several loops spend together (the loops of one run:
+	// nested loops count against the run's budget): each loop adds to it and checks the
+	// limits against its totals instead of its own spending.
+	Shared *Spending
+}
+
+// Spending is what loops that share a budget have spent; safe for concurrent use.
+type Spending struct {
+	mu      sync.Mutex
+	tokens  int64
+	cost    float64
+	actions int
+}
+
+// Totals are the tokens, cost and actions spent so far.
+func (s *Spending) Totals() (tokens int64, costUSD float64, actions int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tokens, s.cost, s.actions
+}
+
+func (s *Spending) addModel(tokens int64, cost float64) (int64, float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tokens += tokens
+	s.cost += cost
+	return s.tokens, s.cost
+}
+
+func (s *Spending) addActions(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.actions += n
 }

@@ -147,3 +147,34 @@ func TestBudget(t *testing.T) {
 		})
 	}
 }
+
+// TestSharedBudget: loops that share a Spending check the budget against what all of
+// them spent: the second loop's first model call is over the run's token limit, and its
+// actions count with the first loop's.
+func TestSharedBudget(t *testing.T) {
+	r := &recorder{}
+	work := r.fixed("work", tool.Text("ok"))
+	shared := &loop.Spending{}
+	run := func(b loop.Budget) error {
+		p := newScript(t, onTurn(1, calls(raw("work", `{}`))), onTurn(2, text("done")))
+		_, err := loop.Run(t.Context(), loop.Options{Provider: p, Budget: b}, loop.Input{Messages: []llm.Message{user("go")}, Tools: []tool.Tool{work}})
+		return err
+	}
+	if err := run(loop.Budget{MaxActions: 1, Shared: shared}); err != nil {
+		t.Fatal(err)
+	}
+	tokens, _, actions := shared.Totals()
+	if tokens == 0 || actions != 1 {
+		t.Fatalf("shared totals: %d tokens, %d actions", tokens, actions)
+	}
+	var be *loop.BudgetExceededError
+	if err := run(loop.Budget{MaxActions: 1, Shared: shared}); !errors.As(err, &be) || be.What != "actions" {
+		t.Errorf("second loop: %v, want the shared action budget used up", err)
+	}
+	if err := run(loop.Budget{MaxTokens: tokens + 1, Shared: shared}); !errors.As(err, &be) || be.What != "tokens" {
+		t.Errorf("third loop: %v, want the shared token budget exceeded", err)
+	}
+	if err := run(loop.Budget{MaxTokens: tokens + 1}); err != nil {
+		t.Errorf("a loop of its own: %v", err)
+	}
+}

@@ -35,6 +35,8 @@ type prepared struct {
 	timeout  time.Duration
 	opts     loop.Options
 	warnings []Warning
+	// decorate is the run's decorator chain, for the tools nested loops add.
+	decorate func(tool.Tool) tool.Tool
 }
 
 // prepare resolves a request: its tools, context, model and limits.
@@ -79,7 +81,7 @@ func (s *Service) prepare(ctx context.Context, req Request) (*prepared, error) {
 	}
 	lc := s.cfg.Loop
 	p := &prepared{
-		req: req, tools: tools, warnings: warnings, bag: bag, provider: provider, model: model,
+		req: req, tools: tools, warnings: warnings, bag: bag, provider: provider, model: model, decorate: chain.Decorate,
 		label:   llm.Label(provider, model),
 		timeout: cmpOr(req.Timeout, lc.RunTimeout.D()),
 	}
@@ -191,12 +193,30 @@ func (s *Service) resolveTools(ctx context.Context, req Request, decorate func(t
 			add(t)
 		}
 	}
+	// Agentic tools: the request's own, and the config's it names among its tools.
+	var wantAgentic []string
+	for _, a := range req.Agentic {
+		wantAgentic = append(wantAgentic, a.Name)
+	}
 	for i, n := range req.Tools {
 		t, err := s.router.Tool(n)
 		if err != nil {
-			return nil, nil, fieldErr(indexed("tools", i), router.ErrUnknownTool, "no worker serves tool %q", n)
+			if s.configAgentic(n) && !slices.Contains(wantAgentic, n) {
+				wantAgentic = append(wantAgentic, n)
+				continue
+			}
+			return nil, nil, fieldErr(indexed("tools", i), router.ErrUnknownTool, "no worker serves tool %q, and no agentic tool has that name", n)
 		}
 		add(t)
+	}
+	if len(wantAgentic) > 0 {
+		ts, err := s.compileAgentic(ctx, req.Agentic, wantAgentic)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, t := range ts {
+			add(t)
+		}
 	}
 	// The config's default groups come after the run's own: a name the run asked for wins.
 	for _, g := range s.cfg.Loop.DefaultToolGroups {

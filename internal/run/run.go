@@ -17,8 +17,10 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/toolmesh/toolmesh/internal/agentic"
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/ctxcodec"
 	"github.com/toolmesh/toolmesh/internal/decorators"
@@ -113,6 +115,8 @@ type Service struct {
 	chain     *decorators.Chain
 	sinks     map[string]decorators.Sink
 	mcp       map[string]*mcp.Group
+	// agentic are the config's agentic tools, checked.
+	agentic []agentic.Spec
 }
 
 // New returns a Service.
@@ -139,7 +143,12 @@ func New(opts Options) (*Service, error) {
 		return nil, err
 	}
 	chain.Telemetry = opts.Telemetry
+	specs, err := configSpecs(opts.Config)
+	if err != nil {
+		return nil, err
+	}
 	return &Service{
+		agentic:   specs,
 		chain:     chain,
 		sinks:     opts.Sinks,
 		mcp:       opts.MCP,
@@ -186,6 +195,9 @@ type Request struct {
 	Sinks []decorators.RuleSpec
 	// StreamText reports the model's text as it arrives (loop.TextDelta events).
 	StreamText bool
+	// Agentic are the run's own agentic tools, all offered; Key of each is its field
+	// ("agentic_tools[i]"). A name in Tools may also name one of the config's.
+	Agentic []agentic.Spec
 }
 
 // Event is what an observer of a run sees: Started first, then the loop's events
@@ -274,7 +286,14 @@ func (s *Service) drive(ctx context.Context, r *record, p *prepared, loopID stri
 	s.log.InfoContext(ctx, "run started", "model", p.label, "tools", len(p.tools))
 	opts := p.opts
 	opts.RunID, opts.LoopID, opts.Logger = r.id, loopID, s.log
-	opts.PrepareCall = prepareCall(proc, observer)
+	opts.Budget.Shared = &loop.Spending{} // nested loops count against the run's budget
+	p.opts.Budget.Shared = opts.Budget.Shared
+	r.startLoop(Scope{LoopID: loopID})
+	nest := &nester{s: s, p: p, r: r, proc: proc, observer: observer, decorate: p.decorate, loops: &atomic.Int64{}, parent: loopID}
+	prepare := prepareCall(proc, observer)
+	opts.PrepareCall = func(ctx context.Context, c llm.ToolCall) context.Context {
+		return agentic.WithNester(prepare(ctx, c), nest)
+	}
 	// The cost metric is labelled, like the chat spans, by the model the run asked for;
 	// the model that answered may be a dated version of it.
 	requestModel := p.model

@@ -46,7 +46,13 @@ type Snapshot struct {
 	Process process.State
 	// Reason says why a run ended StateReplanRequested or StateTerminated.
 	Reason string
+	// Loops are the run's loops in the order they started: its own (depth 0), then the
+	// nested loops of agentic tools, each naming its parent. At most MaxLoopsKept.
+	Loops []LoopInfo
 }
+
+// MaxLoopsKept bounds the loops a run's record keeps; later ones are counted, not kept.
+const MaxLoopsKept = 256
 
 // record is the service's record of one run, running or finished. The service alone
 // changes it, from the loop's events and the loop's end.
@@ -65,6 +71,7 @@ func (r *record) snapshot() Snapshot {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.snap
+	s.Loops = slices.Clone(s.Loops)
 	if r.proc != nil {
 		s.Process = r.proc.Snapshot()
 	}
@@ -86,8 +93,64 @@ func (r *record) observe(ev loop.Event) {
 		r.snap.Iterations = x.Iteration
 		r.snap.Usage = r.snap.Usage.Add(x.Usage)
 		r.snap.CostUSD += x.CostUSD
+		r.loopLocked(0).Iterations = x.Iteration
 	case loop.ToolCallFinished:
 		r.snap.ToolCalls++
+		r.loopLocked(0).ToolCalls++
+	}
+}
+
+// observeNested records an event of a nested loop: its usage and tool calls count for
+// the run; its iterations are its own loop's.
+func (r *record) observeNested(loopID string, ev loop.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch x := ev.(type) {
+	case loop.ModelCalled:
+		r.snap.Usage = r.snap.Usage.Add(x.Usage)
+		r.snap.CostUSD += x.CostUSD
+		if l := r.loopByID(loopID); l != nil {
+			l.Iterations = x.Iteration
+		}
+	case loop.ToolCallFinished:
+		r.snap.ToolCalls++
+		if l := r.loopByID(loopID); l != nil {
+			l.ToolCalls++
+		}
+	}
+}
+
+// loopLocked is the i-th loop; a placeholder when there is none (so callers need not
+// check).
+func (r *record) loopLocked(i int) *LoopInfo {
+	if i < len(r.snap.Loops) {
+		return &r.snap.Loops[i]
+	}
+	return &LoopInfo{}
+}
+
+func (r *record) loopByID(id string) *LoopInfo {
+	for i := range r.snap.Loops {
+		if r.snap.Loops[i].LoopID == id {
+			return &r.snap.Loops[i]
+		}
+	}
+	return nil
+}
+
+func (r *record) startLoop(s Scope) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.snap.Loops) < MaxLoopsKept {
+		r.snap.Loops = append(r.snap.Loops, LoopInfo{Scope: s, Running: true})
+	}
+}
+
+func (r *record) endLoop(f NestedFinished) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if l := r.loopByID(f.Scope.LoopID); l != nil {
+		l.Running, l.Err, l.Iterations, l.ToolCalls = false, f.Err, f.Iterations, f.ToolCalls
 	}
 }
 
@@ -96,6 +159,12 @@ func (r *record) end(res *loop.Result, outcome *Outcome, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.snap.Ended = time.Now()
+	if len(r.snap.Loops) > 0 {
+		r.snap.Loops[0].Running = false
+		if err != nil {
+			r.snap.Loops[0].Err = err.Error()
+		}
+	}
 	switch {
 	case err == nil && outcome != nil && outcome.Replan != nil:
 		r.snap.State, r.snap.Reason = StateReplanRequested, outcome.Replan.Reason

@@ -118,8 +118,26 @@ func eventProto(ev run.Event) *toolpb.RunResponse {
 		return &toolpb.RunResponse{Event: &toolpb.RunResponse_Terminated{Terminated: &toolpb.Terminated{
 			LoopId: x.LoopID, CallId: x.CallID, Tool: x.Tool, Scope: scope, Reason: x.Reason,
 		}}}
+	case run.Nested:
+		p := eventProto(x.Event)
+		if p != nil {
+			p.Scope = scopeProto(x.Scope)
+		}
+		return p
+	case run.NestedStarted:
+		return &toolpb.RunResponse{Scope: scopeProto(x.Scope), Event: &toolpb.RunResponse_NestedLoopStarted{NestedLoopStarted: &toolpb.NestedLoopStarted{
+			Model: x.Model, Tools: x.Tools, MaxIterations: int32(x.MaxIterations),
+		}}}
+	case run.NestedFinished:
+		return &toolpb.RunResponse{Scope: scopeProto(x.Scope), Event: &toolpb.RunResponse_NestedLoopFinished{NestedLoopFinished: &toolpb.NestedLoopFinished{
+			Iterations: int32(x.Iterations), ToolCalls: int32(x.ToolCalls), Error: x.Err,
+		}}}
 	}
 	return nil
+}
+
+func scopeProto(s run.Scope) *toolpb.LoopScope {
+	return &toolpb.LoopScope{LoopId: s.LoopID, ParentLoopId: s.ParentLoopID, Tool: s.Tool, Kind: kindProto(s.Kind), Depth: int32(s.Depth)}
 }
 
 func outcomeProto(o loop.Outcome) toolpb.ToolCallOutcome {

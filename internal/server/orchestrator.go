@@ -84,6 +84,7 @@ func runRequest(req *toolpb.RunRequest) run.Request {
 		MaxIterations: int(l.GetMaxIterations()), MaxParallel: int(l.GetMaxParallelToolCalls()),
 		MaxTokens: l.GetMaxTokens(), MaxCostUSD: l.GetMaxCostUsd(), OutputSchema: req.GetOutputSchemaJson(),
 		MaxActions: int(l.GetMaxActions()), StreamText: req.GetStreamText(),
+		Agentic: agenticSpecs(req.GetAgenticTools()),
 	}
 	for _, rq := range req.GetRequiredToolGroups() {
 		r.Required = append(r.Required, run.Requirement{Role: rq.GetRole(), Tools: rq.GetTools()})
@@ -284,6 +285,10 @@ func snapshotProto(s run.Snapshot) *toolpb.GetRunResponse {
 	resp.AssetsOmitted = int32(firstAsset)
 	for _, a := range ps.Assets[firstAsset:] {
 		resp.Assets = append(resp.Assets, assetProto(a))
+	}
+	for _, l := range s.Loops {
+		resp.Loops = append(resp.Loops, &toolpb.LoopInfo{Scope: scopeProto(l.Scope), Iterations: int32(l.Iterations),
+			ToolCalls: int32(l.ToolCalls), Running: l.Running, Error: l.Err})
 	}
 	return resp
 }

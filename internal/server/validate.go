@@ -72,6 +72,9 @@ func validateRun(req *toolpb.RunRequest) *fieldError {
 	if fe := validateRequirements(req); fe != nil {
 		return fe
 	}
+	if fe := validateAgentic(req.GetAgenticTools()); fe != nil {
+		return fe
+	}
 	return validateSinks(req.GetArtifactSinks())
 }
 

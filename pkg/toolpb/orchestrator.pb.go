@@ -81,6 +81,63 @@ func (Role) EnumDescriptor() ([]byte, []int) {
 	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{0}
 }
 
+// AgenticKind is how an agentic tool offers its sub-tools.
+type AgenticKind int32
+
+const (
+	// Simple.
+	AgenticKind_AGENTIC_KIND_UNSPECIFIED AgenticKind = 0
+	// Every sub-tool is visible from the start.
+	AgenticKind_AGENTIC_KIND_SIMPLE AgenticKind = 1
+	// Locked tools answer with what unlocks them until their conditions hold.
+	AgenticKind_AGENTIC_KIND_PLAYBOOK AgenticKind = 2
+	// Tools are available in some states; a call that succeeds may move the machine.
+	AgenticKind_AGENTIC_KIND_STATE_MACHINE AgenticKind = 3
+)
+
+// Enum value maps for AgenticKind.
+var (
+	AgenticKind_name = map[int32]string{
+		0: "AGENTIC_KIND_UNSPECIFIED",
+		1: "AGENTIC_KIND_SIMPLE",
+		2: "AGENTIC_KIND_PLAYBOOK",
+		3: "AGENTIC_KIND_STATE_MACHINE",
+	}
+	AgenticKind_value = map[string]int32{
+		"AGENTIC_KIND_UNSPECIFIED":   0,
+		"AGENTIC_KIND_SIMPLE":        1,
+		"AGENTIC_KIND_PLAYBOOK":      2,
+		"AGENTIC_KIND_STATE_MACHINE": 3,
+	}
+)
+
+func (x AgenticKind) Enum() *AgenticKind {
+	p := new(AgenticKind)
+	*p = x
+	return p
+}
+
+func (x AgenticKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AgenticKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_toolmesh_v1_orchestrator_proto_enumTypes[1].Descriptor()
+}
+
+func (AgenticKind) Type() protoreflect.EnumType {
+	return &file_toolmesh_v1_orchestrator_proto_enumTypes[1]
+}
+
+func (x AgenticKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AgenticKind.Descriptor instead.
+func (AgenticKind) EnumDescriptor() ([]byte, []int) {
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{1}
+}
+
 // ToolCallOutcome classifies how a tool call ended.
 type ToolCallOutcome int32
 
@@ -126,11 +183,11 @@ func (x ToolCallOutcome) String() string {
 }
 
 func (ToolCallOutcome) Descriptor() protoreflect.EnumDescriptor {
-	return file_toolmesh_v1_orchestrator_proto_enumTypes[1].Descriptor()
+	return file_toolmesh_v1_orchestrator_proto_enumTypes[2].Descriptor()
 }
 
 func (ToolCallOutcome) Type() protoreflect.EnumType {
-	return &file_toolmesh_v1_orchestrator_proto_enumTypes[1]
+	return &file_toolmesh_v1_orchestrator_proto_enumTypes[2]
 }
 
 func (x ToolCallOutcome) Number() protoreflect.EnumNumber {
@@ -139,7 +196,7 @@ func (x ToolCallOutcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ToolCallOutcome.Descriptor instead.
 func (ToolCallOutcome) EnumDescriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{1}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{2}
 }
 
 // WorkerState is the router's view of a worker.
@@ -187,11 +244,11 @@ func (x WorkerState) String() string {
 }
 
 func (WorkerState) Descriptor() protoreflect.EnumDescriptor {
-	return file_toolmesh_v1_orchestrator_proto_enumTypes[2].Descriptor()
+	return file_toolmesh_v1_orchestrator_proto_enumTypes[3].Descriptor()
 }
 
 func (WorkerState) Type() protoreflect.EnumType {
-	return &file_toolmesh_v1_orchestrator_proto_enumTypes[2]
+	return &file_toolmesh_v1_orchestrator_proto_enumTypes[3]
 }
 
 func (x WorkerState) Number() protoreflect.EnumNumber {
@@ -200,7 +257,7 @@ func (x WorkerState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use WorkerState.Descriptor instead.
 func (WorkerState) EnumDescriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{2}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{3}
 }
 
 // RunState is the state of a run.
@@ -256,11 +313,11 @@ func (x RunState) String() string {
 }
 
 func (RunState) Descriptor() protoreflect.EnumDescriptor {
-	return file_toolmesh_v1_orchestrator_proto_enumTypes[3].Descriptor()
+	return file_toolmesh_v1_orchestrator_proto_enumTypes[4].Descriptor()
 }
 
 func (RunState) Type() protoreflect.EnumType {
-	return &file_toolmesh_v1_orchestrator_proto_enumTypes[3]
+	return &file_toolmesh_v1_orchestrator_proto_enumTypes[4]
 }
 
 func (x RunState) Number() protoreflect.EnumNumber {
@@ -269,7 +326,7 @@ func (x RunState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RunState.Descriptor instead.
 func (RunState) EnumDescriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{3}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{4}
 }
 
 // ConversationMessage is one message of the conversation given to a run.
@@ -375,8 +432,12 @@ type RunRequest struct {
 	// or that lacks a tool the requirement names, fails the run before it starts. At most
 	// 64, none twice, none also in tool_groups.
 	RequiredToolGroups []*ToolGroupRequirement `protobuf:"bytes,14,rep,name=required_tool_groups,json=requiredToolGroups,proto3" json:"required_tool_groups,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Agentic tools of this run, all offered to the model: at most 32. Each runs a nested
+	// tool loop over its sub-tools when the model calls it. A name of tools may also name
+	// an agentic tool of the orchestrator's config.
+	AgenticTools  []*AgenticToolSpec `protobuf:"bytes,15,rep,name=agentic_tools,json=agenticTools,proto3" json:"agentic_tools,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RunRequest) Reset() {
@@ -507,6 +568,432 @@ func (x *RunRequest) GetRequiredToolGroups() []*ToolGroupRequirement {
 	return nil
 }
 
+func (x *RunRequest) GetAgenticTools() []*AgenticToolSpec {
+	if x != nil {
+		return x.AgenticTools
+	}
+	return nil
+}
+
+// AgenticToolSpec declares an agentic tool: a tool whose call runs a nested tool loop,
+// in the orchestrator, over sub-tools. The nested loop gets the tool's arguments (JSON)
+// as its user message and answers with text; a simple or playbook tool also returns the
+// artifacts its sub-tools produced (one, or a list of them).
+type AgenticToolSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tool's name: 1 to 64 characters of [A-Za-z0-9_-], not a name of the config's
+	// agentic tools, none twice.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// What the tool does, for the model and as the nested loop's task. Required.
+	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// How the nested loop offers the sub-tools.
+	Kind AgenticKind `protobuf:"varint,3,opt,name=kind,proto3,enum=toolmesh.v1.AgenticKind" json:"kind,omitempty"`
+	// JSON Schema of the tool's arguments (an object); empty means none. At most 64 KiB.
+	ParametersJsonSchema string `protobuf:"bytes,4,opt,name=parameters_json_schema,json=parametersJsonSchema,proto3" json:"parameters_json_schema,omitempty"`
+	// System prompt of the nested loop; empty means the kind's default.
+	SystemPrompt string `protobuf:"bytes,5,opt,name=system_prompt,json=systemPrompt,proto3" json:"system_prompt,omitempty"`
+	// Model or role of the nested loop; unset means the run's.
+	Llm *LlmOptions `protobuf:"bytes,6,opt,name=llm,proto3" json:"llm,omitempty"`
+	// Model calls of the nested loop: 0 means 20; at most 1,000.
+	MaxIterations int32 `protobuf:"varint,7,opt,name=max_iterations,json=maxIterations,proto3" json:"max_iterations,omitempty"`
+	// Sub-tools by name: a tool of the mesh, a built-in tool, an agentic tool of this
+	// request or of the config (a state machine as "name@STATE" starts in STATE). In a
+	// state machine these are the global tools. At most 256.
+	Tools []string `protobuf:"bytes,8,rep,name=tools,proto3" json:"tools,omitempty"`
+	// Sub-tools by group role. At most 64.
+	ToolGroups []string `protobuf:"bytes,9,rep,name=tool_groups,json=toolGroups,proto3" json:"tool_groups,omitempty"`
+	// A simple tool returns the artifacts of the agentic tools it calls too.
+	CaptureNestedArtifacts bool `protobuf:"varint,10,opt,name=capture_nested_artifacts,json=captureNestedArtifacts,proto3" json:"capture_nested_artifacts,omitempty"`
+	// Interaction-level ToolCallContext of the nested loop: wins over the run's. Same
+	// rules as RunRequest.context.
+	Context map[string]string `protobuf:"bytes,11,rep,name=context,proto3" json:"context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// A playbook's locked tools: at most 256.
+	LockedTools []*LockedTool `protobuf:"bytes,12,rep,name=locked_tools,json=lockedTools,proto3" json:"locked_tools,omitempty"`
+	// A state machine's states.
+	StateMachine  *StateMachineSpec `protobuf:"bytes,13,opt,name=state_machine,json=stateMachine,proto3" json:"state_machine,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AgenticToolSpec) Reset() {
+	*x = AgenticToolSpec{}
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AgenticToolSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AgenticToolSpec) ProtoMessage() {}
+
+func (x *AgenticToolSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AgenticToolSpec.ProtoReflect.Descriptor instead.
+func (*AgenticToolSpec) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *AgenticToolSpec) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AgenticToolSpec) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *AgenticToolSpec) GetKind() AgenticKind {
+	if x != nil {
+		return x.Kind
+	}
+	return AgenticKind_AGENTIC_KIND_UNSPECIFIED
+}
+
+func (x *AgenticToolSpec) GetParametersJsonSchema() string {
+	if x != nil {
+		return x.ParametersJsonSchema
+	}
+	return ""
+}
+
+func (x *AgenticToolSpec) GetSystemPrompt() string {
+	if x != nil {
+		return x.SystemPrompt
+	}
+	return ""
+}
+
+func (x *AgenticToolSpec) GetLlm() *LlmOptions {
+	if x != nil {
+		return x.Llm
+	}
+	return nil
+}
+
+func (x *AgenticToolSpec) GetMaxIterations() int32 {
+	if x != nil {
+		return x.MaxIterations
+	}
+	return 0
+}
+
+func (x *AgenticToolSpec) GetTools() []string {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *AgenticToolSpec) GetToolGroups() []string {
+	if x != nil {
+		return x.ToolGroups
+	}
+	return nil
+}
+
+func (x *AgenticToolSpec) GetCaptureNestedArtifacts() bool {
+	if x != nil {
+		return x.CaptureNestedArtifacts
+	}
+	return false
+}
+
+func (x *AgenticToolSpec) GetContext() map[string]string {
+	if x != nil {
+		return x.Context
+	}
+	return nil
+}
+
+func (x *AgenticToolSpec) GetLockedTools() []*LockedTool {
+	if x != nil {
+		return x.LockedTools
+	}
+	return nil
+}
+
+func (x *AgenticToolSpec) GetStateMachine() *StateMachineSpec {
+	if x != nil {
+		return x.StateMachine
+	}
+	return nil
+}
+
+// LockedTool is a playbook's tool that stays locked until its conditions hold (all of
+// those set).
+type LockedTool struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The sub-tool, by name as in AgenticToolSpec.tools.
+	Tool string `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	// Unlocks once every one of these tools has run without an error.
+	AfterAll []string `protobuf:"bytes,2,rep,name=after_all,json=afterAll,proto3" json:"after_all,omitempty"`
+	// Unlocks once one of these has.
+	AfterAny []string `protobuf:"bytes,3,rep,name=after_any,json=afterAny,proto3" json:"after_any,omitempty"`
+	// Unlocks once a sub-tool produced an artifact of this type name.
+	ArtifactType string `protobuf:"bytes,4,opt,name=artifact_type,json=artifactType,proto3" json:"artifact_type,omitempty"`
+	// Unlocks once the run's blackboard holds an object of this type name.
+	BlackboardType string `protobuf:"bytes,5,opt,name=blackboard_type,json=blackboardType,proto3" json:"blackboard_type,omitempty"`
+	// CEL predicate over called (list of tool names), artifacts and blackboard (lists of
+	// {type, value}) and iteration (tool calls so far); at most 4 KiB.
+	When          string `protobuf:"bytes,6,opt,name=when,proto3" json:"when,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockedTool) Reset() {
+	*x = LockedTool{}
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockedTool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockedTool) ProtoMessage() {}
+
+func (x *LockedTool) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockedTool.ProtoReflect.Descriptor instead.
+func (*LockedTool) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *LockedTool) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *LockedTool) GetAfterAll() []string {
+	if x != nil {
+		return x.AfterAll
+	}
+	return nil
+}
+
+func (x *LockedTool) GetAfterAny() []string {
+	if x != nil {
+		return x.AfterAny
+	}
+	return nil
+}
+
+func (x *LockedTool) GetArtifactType() string {
+	if x != nil {
+		return x.ArtifactType
+	}
+	return ""
+}
+
+func (x *LockedTool) GetBlackboardType() string {
+	if x != nil {
+		return x.BlackboardType
+	}
+	return ""
+}
+
+func (x *LockedTool) GetWhen() string {
+	if x != nil {
+		return x.When
+	}
+	return ""
+}
+
+// StateMachineSpec is the states of a state machine.
+type StateMachineSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The state the machine starts in. Required.
+	InitialState string `protobuf:"bytes,1,opt,name=initial_state,json=initialState,proto3" json:"initial_state,omitempty"`
+	// The states: at most 64, each with its tools, or the target of a transition.
+	States        []*MachineState `protobuf:"bytes,2,rep,name=states,proto3" json:"states,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StateMachineSpec) Reset() {
+	*x = StateMachineSpec{}
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StateMachineSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StateMachineSpec) ProtoMessage() {}
+
+func (x *StateMachineSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StateMachineSpec.ProtoReflect.Descriptor instead.
+func (*StateMachineSpec) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *StateMachineSpec) GetInitialState() string {
+	if x != nil {
+		return x.InitialState
+	}
+	return ""
+}
+
+func (x *StateMachineSpec) GetStates() []*MachineState {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
+// MachineState is a state and the tools available in it.
+type MachineState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A letter, then up to 63 of [A-Za-z0-9_-].
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The tools available in it: at most 256, none twice.
+	Tools         []*MachineStateTool `protobuf:"bytes,2,rep,name=tools,proto3" json:"tools,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MachineState) Reset() {
+	*x = MachineState{}
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MachineState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MachineState) ProtoMessage() {}
+
+func (x *MachineState) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MachineState.ProtoReflect.Descriptor instead.
+func (*MachineState) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *MachineState) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *MachineState) GetTools() []*MachineStateTool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+// MachineStateTool is a tool available in a state.
+type MachineStateTool struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The sub-tool, by name as in AgenticToolSpec.tools; not one of the global tools.
+	Tool string `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	// The state the machine moves to when the call succeeds; empty stays.
+	TransitionsTo string `protobuf:"bytes,2,opt,name=transitions_to,json=transitionsTo,proto3" json:"transitions_to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MachineStateTool) Reset() {
+	*x = MachineStateTool{}
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MachineStateTool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MachineStateTool) ProtoMessage() {}
+
+func (x *MachineStateTool) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MachineStateTool.ProtoReflect.Descriptor instead.
+func (*MachineStateTool) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *MachineStateTool) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *MachineStateTool) GetTransitionsTo() string {
+	if x != nil {
+		return x.TransitionsTo
+	}
+	return ""
+}
+
 // ToolGroupRequirement is a tool group a run requires, and the tools it must have.
 type ToolGroupRequirement struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -520,7 +1007,7 @@ type ToolGroupRequirement struct {
 
 func (x *ToolGroupRequirement) Reset() {
 	*x = ToolGroupRequirement{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[2]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -532,7 +1019,7 @@ func (x *ToolGroupRequirement) String() string {
 func (*ToolGroupRequirement) ProtoMessage() {}
 
 func (x *ToolGroupRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[2]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -545,7 +1032,7 @@ func (x *ToolGroupRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolGroupRequirement.ProtoReflect.Descriptor instead.
 func (*ToolGroupRequirement) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{2}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ToolGroupRequirement) GetRole() string {
@@ -592,7 +1079,7 @@ type ArtifactSinkSpec struct {
 
 func (x *ArtifactSinkSpec) Reset() {
 	*x = ArtifactSinkSpec{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[3]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -604,7 +1091,7 @@ func (x *ArtifactSinkSpec) String() string {
 func (*ArtifactSinkSpec) ProtoMessage() {}
 
 func (x *ArtifactSinkSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[3]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -617,7 +1104,7 @@ func (x *ArtifactSinkSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArtifactSinkSpec.ProtoReflect.Descriptor instead.
 func (*ArtifactSinkSpec) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{3}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ArtifactSinkSpec) GetTools() []string {
@@ -688,7 +1175,7 @@ type LlmOptions struct {
 
 func (x *LlmOptions) Reset() {
 	*x = LlmOptions{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[4]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -700,7 +1187,7 @@ func (x *LlmOptions) String() string {
 func (*LlmOptions) ProtoMessage() {}
 
 func (x *LlmOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[4]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -713,7 +1200,7 @@ func (x *LlmOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LlmOptions.ProtoReflect.Descriptor instead.
 func (*LlmOptions) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{4}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *LlmOptions) GetModel() string {
@@ -767,7 +1254,7 @@ type RunLimits struct {
 
 func (x *RunLimits) Reset() {
 	*x = RunLimits{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[5]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -779,7 +1266,7 @@ func (x *RunLimits) String() string {
 func (*RunLimits) ProtoMessage() {}
 
 func (x *RunLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[5]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -792,7 +1279,7 @@ func (x *RunLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunLimits.ProtoReflect.Descriptor instead.
 func (*RunLimits) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{5}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RunLimits) GetMaxIterations() int32 {
@@ -867,14 +1354,18 @@ type RunResponse struct {
 	//	*RunResponse_TextDelta
 	//	*RunResponse_AssetAdded
 	//	*RunResponse_Warning
-	Event         isRunResponse_Event `protobuf_oneof:"event"`
+	//	*RunResponse_NestedLoopStarted
+	//	*RunResponse_NestedLoopFinished
+	Event isRunResponse_Event `protobuf_oneof:"event"`
+	// Set on the events of a nested loop (an agentic tool's), and on its start and end.
+	Scope         *LoopScope `protobuf:"bytes,23,opt,name=scope,proto3" json:"scope,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RunResponse) Reset() {
 	*x = RunResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[6]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -886,7 +1377,7 @@ func (x *RunResponse) String() string {
 func (*RunResponse) ProtoMessage() {}
 
 func (x *RunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[6]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -899,7 +1390,7 @@ func (x *RunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunResponse.ProtoReflect.Descriptor instead.
 func (*RunResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{6}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RunResponse) GetRunId() string {
@@ -1083,6 +1574,31 @@ func (x *RunResponse) GetWarning() *Warning {
 	return nil
 }
 
+func (x *RunResponse) GetNestedLoopStarted() *NestedLoopStarted {
+	if x != nil {
+		if x, ok := x.Event.(*RunResponse_NestedLoopStarted); ok {
+			return x.NestedLoopStarted
+		}
+	}
+	return nil
+}
+
+func (x *RunResponse) GetNestedLoopFinished() *NestedLoopFinished {
+	if x != nil {
+		if x, ok := x.Event.(*RunResponse_NestedLoopFinished); ok {
+			return x.NestedLoopFinished
+		}
+	}
+	return nil
+}
+
+func (x *RunResponse) GetScope() *LoopScope {
+	if x != nil {
+		return x.Scope
+	}
+	return nil
+}
+
 type isRunResponse_Event interface {
 	isRunResponse_Event()
 }
@@ -1172,6 +1688,16 @@ type RunResponse_Warning struct {
 	Warning *Warning `protobuf:"bytes,20,opt,name=warning,proto3,oneof"`
 }
 
+type RunResponse_NestedLoopStarted struct {
+	// An agentic tool's call started its nested loop (see scope).
+	NestedLoopStarted *NestedLoopStarted `protobuf:"bytes,21,opt,name=nested_loop_started,json=nestedLoopStarted,proto3,oneof"`
+}
+
+type RunResponse_NestedLoopFinished struct {
+	// A nested loop ended (see scope).
+	NestedLoopFinished *NestedLoopFinished `protobuf:"bytes,22,opt,name=nested_loop_finished,json=nestedLoopFinished,proto3,oneof"`
+}
+
 func (*RunResponse_Started) isRunResponse_Event() {}
 
 func (*RunResponse_ToolCallStarted) isRunResponse_Event() {}
@@ -1206,6 +1732,220 @@ func (*RunResponse_AssetAdded) isRunResponse_Event() {}
 
 func (*RunResponse_Warning) isRunResponse_Event() {}
 
+func (*RunResponse_NestedLoopStarted) isRunResponse_Event() {}
+
+func (*RunResponse_NestedLoopFinished) isRunResponse_Event() {}
+
+// LoopScope is the nested loop an event comes from.
+type LoopScope struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The nested loop.
+	LoopId string `protobuf:"bytes,1,opt,name=loop_id,json=loopId,proto3" json:"loop_id,omitempty"`
+	// The loop whose tool call started it.
+	ParentLoopId string `protobuf:"bytes,2,opt,name=parent_loop_id,json=parentLoopId,proto3" json:"parent_loop_id,omitempty"`
+	// The agentic tool whose call runs it, and its kind.
+	Tool string `protobuf:"bytes,3,opt,name=tool,proto3" json:"tool,omitempty"`
+	// The agentic tool's kind.
+	Kind AgenticKind `protobuf:"varint,4,opt,name=kind,proto3,enum=toolmesh.v1.AgenticKind" json:"kind,omitempty"`
+	// 1 for a loop the run's own loop started, 2 for one such a loop started, ...
+	Depth         int32 `protobuf:"varint,5,opt,name=depth,proto3" json:"depth,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LoopScope) Reset() {
+	*x = LoopScope{}
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoopScope) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoopScope) ProtoMessage() {}
+
+func (x *LoopScope) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoopScope.ProtoReflect.Descriptor instead.
+func (*LoopScope) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *LoopScope) GetLoopId() string {
+	if x != nil {
+		return x.LoopId
+	}
+	return ""
+}
+
+func (x *LoopScope) GetParentLoopId() string {
+	if x != nil {
+		return x.ParentLoopId
+	}
+	return ""
+}
+
+func (x *LoopScope) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *LoopScope) GetKind() AgenticKind {
+	if x != nil {
+		return x.Kind
+	}
+	return AgenticKind_AGENTIC_KIND_UNSPECIFIED
+}
+
+func (x *LoopScope) GetDepth() int32 {
+	if x != nil {
+		return x.Depth
+	}
+	return 0
+}
+
+// NestedLoopStarted: an agentic tool's call started its nested loop.
+type NestedLoopStarted struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The model it calls, as "provider/model".
+	Model string `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	// The sub-tools it offers, in order.
+	Tools []string `protobuf:"bytes,2,rep,name=tools,proto3" json:"tools,omitempty"`
+	// Its limit of model calls.
+	MaxIterations int32 `protobuf:"varint,3,opt,name=max_iterations,json=maxIterations,proto3" json:"max_iterations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NestedLoopStarted) Reset() {
+	*x = NestedLoopStarted{}
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NestedLoopStarted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NestedLoopStarted) ProtoMessage() {}
+
+func (x *NestedLoopStarted) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NestedLoopStarted.ProtoReflect.Descriptor instead.
+func (*NestedLoopStarted) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *NestedLoopStarted) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *NestedLoopStarted) GetTools() []string {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *NestedLoopStarted) GetMaxIterations() int32 {
+	if x != nil {
+		return x.MaxIterations
+	}
+	return 0
+}
+
+// NestedLoopFinished: a nested loop ended; error is empty when it ended with an answer.
+type NestedLoopFinished struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Model calls it made.
+	Iterations int32 `protobuf:"varint,1,opt,name=iterations,proto3" json:"iterations,omitempty"`
+	// Tool calls it made.
+	ToolCalls int32 `protobuf:"varint,2,opt,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	// How it failed; the agentic tool's caller reads it as an error result.
+	Error         string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NestedLoopFinished) Reset() {
+	*x = NestedLoopFinished{}
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NestedLoopFinished) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NestedLoopFinished) ProtoMessage() {}
+
+func (x *NestedLoopFinished) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NestedLoopFinished.ProtoReflect.Descriptor instead.
+func (*NestedLoopFinished) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *NestedLoopFinished) GetIterations() int32 {
+	if x != nil {
+		return x.Iterations
+	}
+	return 0
+}
+
+func (x *NestedLoopFinished) GetToolCalls() int32 {
+	if x != nil {
+		return x.ToolCalls
+	}
+	return 0
+}
+
+func (x *NestedLoopFinished) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 // Warning is something the run goes on without, such as a requested tool group that
 // nobody serves.
 type Warning struct {
@@ -1220,7 +1960,7 @@ type Warning struct {
 
 func (x *Warning) Reset() {
 	*x = Warning{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[7]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1232,7 +1972,7 @@ func (x *Warning) String() string {
 func (*Warning) ProtoMessage() {}
 
 func (x *Warning) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[7]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1245,7 +1985,7 @@ func (x *Warning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Warning.ProtoReflect.Descriptor instead.
 func (*Warning) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{7}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Warning) GetField() string {
@@ -1281,7 +2021,7 @@ type ArtifactCaptured struct {
 
 func (x *ArtifactCaptured) Reset() {
 	*x = ArtifactCaptured{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[8]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1293,7 +2033,7 @@ func (x *ArtifactCaptured) String() string {
 func (*ArtifactCaptured) ProtoMessage() {}
 
 func (x *ArtifactCaptured) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[8]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1306,7 +2046,7 @@ func (x *ArtifactCaptured) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArtifactCaptured.ProtoReflect.Descriptor instead.
 func (*ArtifactCaptured) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{8}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ArtifactCaptured) GetLoopId() string {
@@ -1363,7 +2103,7 @@ type BlackboardChanged struct {
 
 func (x *BlackboardChanged) Reset() {
 	*x = BlackboardChanged{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[9]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1375,7 +2115,7 @@ func (x *BlackboardChanged) String() string {
 func (*BlackboardChanged) ProtoMessage() {}
 
 func (x *BlackboardChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[9]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1388,7 +2128,7 @@ func (x *BlackboardChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlackboardChanged.ProtoReflect.Descriptor instead.
 func (*BlackboardChanged) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{9}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *BlackboardChanged) GetLoopId() string {
@@ -1443,7 +2183,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[10]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1455,7 +2195,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[10]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1468,7 +2208,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{10}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Progress) GetLoopId() string {
@@ -1514,7 +2254,7 @@ type MessageToUser struct {
 
 func (x *MessageToUser) Reset() {
 	*x = MessageToUser{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[11]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1526,7 +2266,7 @@ func (x *MessageToUser) String() string {
 func (*MessageToUser) ProtoMessage() {}
 
 func (x *MessageToUser) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[11]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1539,7 +2279,7 @@ func (x *MessageToUser) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageToUser.ProtoReflect.Descriptor instead.
 func (*MessageToUser) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{11}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *MessageToUser) GetLoopId() string {
@@ -1584,7 +2324,7 @@ type ReplanRequested struct {
 
 func (x *ReplanRequested) Reset() {
 	*x = ReplanRequested{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[12]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1596,7 +2336,7 @@ func (x *ReplanRequested) String() string {
 func (*ReplanRequested) ProtoMessage() {}
 
 func (x *ReplanRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[12]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1609,7 +2349,7 @@ func (x *ReplanRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplanRequested.ProtoReflect.Descriptor instead.
 func (*ReplanRequested) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{12}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReplanRequested) GetLoopId() string {
@@ -1673,7 +2413,7 @@ type Terminated struct {
 
 func (x *Terminated) Reset() {
 	*x = Terminated{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[13]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1685,7 +2425,7 @@ func (x *Terminated) String() string {
 func (*Terminated) ProtoMessage() {}
 
 func (x *Terminated) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[13]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1698,7 +2438,7 @@ func (x *Terminated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Terminated.ProtoReflect.Descriptor instead.
 func (*Terminated) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{13}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Terminated) GetLoopId() string {
@@ -1751,7 +2491,7 @@ type TextDelta struct {
 
 func (x *TextDelta) Reset() {
 	*x = TextDelta{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[14]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1763,7 +2503,7 @@ func (x *TextDelta) String() string {
 func (*TextDelta) ProtoMessage() {}
 
 func (x *TextDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[14]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1776,7 +2516,7 @@ func (x *TextDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextDelta.ProtoReflect.Descriptor instead.
 func (*TextDelta) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{14}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TextDelta) GetLoopId() string {
@@ -1813,7 +2553,7 @@ type AssetAdded struct {
 
 func (x *AssetAdded) Reset() {
 	*x = AssetAdded{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[15]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1825,7 +2565,7 @@ func (x *AssetAdded) String() string {
 func (*AssetAdded) ProtoMessage() {}
 
 func (x *AssetAdded) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[15]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1838,7 +2578,7 @@ func (x *AssetAdded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssetAdded.ProtoReflect.Descriptor instead.
 func (*AssetAdded) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{15}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AssetAdded) GetLoopId() string {
@@ -1870,7 +2610,7 @@ type Asset struct {
 
 func (x *Asset) Reset() {
 	*x = Asset{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[16]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1882,7 +2622,7 @@ func (x *Asset) String() string {
 func (*Asset) ProtoMessage() {}
 
 func (x *Asset) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[16]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1895,7 +2635,7 @@ func (x *Asset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Asset.ProtoReflect.Descriptor instead.
 func (*Asset) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{16}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Asset) GetObject() *BlackboardObject {
@@ -1936,7 +2676,7 @@ type RunStarted struct {
 
 func (x *RunStarted) Reset() {
 	*x = RunStarted{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[17]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1948,7 +2688,7 @@ func (x *RunStarted) String() string {
 func (*RunStarted) ProtoMessage() {}
 
 func (x *RunStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[17]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1961,7 +2701,7 @@ func (x *RunStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunStarted.ProtoReflect.Descriptor instead.
 func (*RunStarted) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{17}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RunStarted) GetModel() string {
@@ -2011,7 +2751,7 @@ type ToolCallStarted struct {
 
 func (x *ToolCallStarted) Reset() {
 	*x = ToolCallStarted{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[18]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2023,7 +2763,7 @@ func (x *ToolCallStarted) String() string {
 func (*ToolCallStarted) ProtoMessage() {}
 
 func (x *ToolCallStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[18]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2036,7 +2776,7 @@ func (x *ToolCallStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallStarted.ProtoReflect.Descriptor instead.
 func (*ToolCallStarted) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{18}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ToolCallStarted) GetCallId() string {
@@ -2101,7 +2841,7 @@ type ToolCallFinished struct {
 
 func (x *ToolCallFinished) Reset() {
 	*x = ToolCallFinished{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[19]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2113,7 +2853,7 @@ func (x *ToolCallFinished) String() string {
 func (*ToolCallFinished) ProtoMessage() {}
 
 func (x *ToolCallFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[19]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2126,7 +2866,7 @@ func (x *ToolCallFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallFinished.ProtoReflect.Descriptor instead.
 func (*ToolCallFinished) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{19}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ToolCallFinished) GetCallId() string {
@@ -2211,7 +2951,7 @@ type ToolsChanged struct {
 
 func (x *ToolsChanged) Reset() {
 	*x = ToolsChanged{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[20]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2223,7 +2963,7 @@ func (x *ToolsChanged) String() string {
 func (*ToolsChanged) ProtoMessage() {}
 
 func (x *ToolsChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[20]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2236,7 +2976,7 @@ func (x *ToolsChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolsChanged.ProtoReflect.Descriptor instead.
 func (*ToolsChanged) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{20}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ToolsChanged) GetAdded() []string {
@@ -2289,7 +3029,7 @@ type AssistantMessage struct {
 
 func (x *AssistantMessage) Reset() {
 	*x = AssistantMessage{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[21]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2301,7 +3041,7 @@ func (x *AssistantMessage) String() string {
 func (*AssistantMessage) ProtoMessage() {}
 
 func (x *AssistantMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[21]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2314,7 +3054,7 @@ func (x *AssistantMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssistantMessage.ProtoReflect.Descriptor instead.
 func (*AssistantMessage) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{21}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AssistantMessage) GetText() string {
@@ -2355,7 +3095,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[22]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2367,7 +3107,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[22]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2380,7 +3120,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{22}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Usage) GetModel() string {
@@ -2428,7 +3168,7 @@ type FinalResult struct {
 
 func (x *FinalResult) Reset() {
 	*x = FinalResult{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[23]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2440,7 +3180,7 @@ func (x *FinalResult) String() string {
 func (*FinalResult) ProtoMessage() {}
 
 func (x *FinalResult) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[23]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2453,7 +3193,7 @@ func (x *FinalResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinalResult.ProtoReflect.Descriptor instead.
 func (*FinalResult) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{23}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *FinalResult) GetText() string {
@@ -2499,7 +3239,7 @@ type RunError struct {
 
 func (x *RunError) Reset() {
 	*x = RunError{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[24]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2511,7 +3251,7 @@ func (x *RunError) String() string {
 func (*RunError) ProtoMessage() {}
 
 func (x *RunError) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[24]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2524,7 +3264,7 @@ func (x *RunError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunError.ProtoReflect.Descriptor instead.
 func (*RunError) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{24}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RunError) GetCode() code.Code {
@@ -2559,7 +3299,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[25]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2571,7 +3311,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[25]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2584,7 +3324,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{25}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListToolsRequest) GetToolGroups() []string {
@@ -2605,7 +3345,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[26]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2617,7 +3357,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[26]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2630,7 +3370,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{26}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListToolsResponse) GetTools() []*ToolInfo {
@@ -2657,7 +3397,7 @@ type ToolInfo struct {
 
 func (x *ToolInfo) Reset() {
 	*x = ToolInfo{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[27]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2669,7 +3409,7 @@ func (x *ToolInfo) String() string {
 func (*ToolInfo) ProtoMessage() {}
 
 func (x *ToolInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[27]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2682,7 +3422,7 @@ func (x *ToolInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolInfo.ProtoReflect.Descriptor instead.
 func (*ToolInfo) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{27}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ToolInfo) GetDefinition() *ToolDefinition {
@@ -2722,7 +3462,7 @@ type ListToolGroupsRequest struct {
 
 func (x *ListToolGroupsRequest) Reset() {
 	*x = ListToolGroupsRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[28]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2734,7 +3474,7 @@ func (x *ListToolGroupsRequest) String() string {
 func (*ListToolGroupsRequest) ProtoMessage() {}
 
 func (x *ListToolGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[28]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2747,7 +3487,7 @@ func (x *ListToolGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{28}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{36}
 }
 
 // ListToolGroupsResponse lists tool groups.
@@ -2761,7 +3501,7 @@ type ListToolGroupsResponse struct {
 
 func (x *ListToolGroupsResponse) Reset() {
 	*x = ListToolGroupsResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[29]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2773,7 +3513,7 @@ func (x *ListToolGroupsResponse) String() string {
 func (*ListToolGroupsResponse) ProtoMessage() {}
 
 func (x *ListToolGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[29]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2786,7 +3526,7 @@ func (x *ListToolGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{29}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListToolGroupsResponse) GetGroups() []*ToolGroupStatus {
@@ -2814,7 +3554,7 @@ type ToolGroupStatus struct {
 
 func (x *ToolGroupStatus) Reset() {
 	*x = ToolGroupStatus{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[30]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2826,7 +3566,7 @@ func (x *ToolGroupStatus) String() string {
 func (*ToolGroupStatus) ProtoMessage() {}
 
 func (x *ToolGroupStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[30]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2839,7 +3579,7 @@ func (x *ToolGroupStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolGroupStatus.ProtoReflect.Descriptor instead.
 func (*ToolGroupStatus) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{30}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ToolGroupStatus) GetGroup() *ToolGroupInfo {
@@ -2879,7 +3619,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[31]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2891,7 +3631,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[31]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2904,7 +3644,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{31}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{39}
 }
 
 // ListWorkersResponse lists workers.
@@ -2918,7 +3658,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[32]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2930,7 +3670,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[32]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2943,7 +3683,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{32}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*WorkerStatus {
@@ -2978,7 +3718,7 @@ type WorkerStatus struct {
 
 func (x *WorkerStatus) Reset() {
 	*x = WorkerStatus{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[33]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2990,7 +3730,7 @@ func (x *WorkerStatus) String() string {
 func (*WorkerStatus) ProtoMessage() {}
 
 func (x *WorkerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[33]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3003,7 +3743,7 @@ func (x *WorkerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerStatus.ProtoReflect.Descriptor instead.
 func (*WorkerStatus) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{33}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *WorkerStatus) GetWorkerId() string {
@@ -3073,7 +3813,7 @@ type GetRunRequest struct {
 
 func (x *GetRunRequest) Reset() {
 	*x = GetRunRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[34]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3085,7 +3825,7 @@ func (x *GetRunRequest) String() string {
 func (*GetRunRequest) ProtoMessage() {}
 
 func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[34]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3098,7 +3838,7 @@ func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunRequest.ProtoReflect.Descriptor instead.
 func (*GetRunRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{34}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetRunRequest) GetRunId() string {
@@ -3145,13 +3885,16 @@ type GetRunResponse struct {
 	BlackboardOmitted int32 `protobuf:"varint,14,opt,name=blackboard_omitted,json=blackboardOmitted,proto3" json:"blackboard_omitted,omitempty"`
 	// Oldest assets left out of this response to keep it under 4 MiB.
 	AssetsOmitted int32 `protobuf:"varint,15,opt,name=assets_omitted,json=assetsOmitted,proto3" json:"assets_omitted,omitempty"`
+	// The run's loops in the order they started: its own first (depth 0, no parent),
+	// then the nested loops of agentic tools, each naming its parent: a tree. At most 256.
+	Loops         []*LoopInfo `protobuf:"bytes,16,rep,name=loops,proto3" json:"loops,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetRunResponse) Reset() {
 	*x = GetRunResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[35]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3163,7 +3906,7 @@ func (x *GetRunResponse) String() string {
 func (*GetRunResponse) ProtoMessage() {}
 
 func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[35]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3176,7 +3919,7 @@ func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunResponse.ProtoReflect.Descriptor instead.
 func (*GetRunResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{35}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GetRunResponse) GetRunId() string {
@@ -3284,6 +4027,95 @@ func (x *GetRunResponse) GetAssetsOmitted() int32 {
 	return 0
 }
 
+func (x *GetRunResponse) GetLoops() []*LoopInfo {
+	if x != nil {
+		return x.Loops
+	}
+	return nil
+}
+
+// LoopInfo is one loop of a run.
+type LoopInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The loop; tool, kind and depth are unset for the run's own loop.
+	Scope *LoopScope `protobuf:"bytes,1,opt,name=scope,proto3" json:"scope,omitempty"`
+	// Model calls it made so far.
+	Iterations int32 `protobuf:"varint,2,opt,name=iterations,proto3" json:"iterations,omitempty"`
+	// Tool calls it made so far.
+	ToolCalls int32 `protobuf:"varint,3,opt,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	// Set while the loop runs.
+	Running bool `protobuf:"varint,4,opt,name=running,proto3" json:"running,omitempty"`
+	// How it failed; empty when it answered or still runs.
+	Error         string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LoopInfo) Reset() {
+	*x = LoopInfo{}
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoopInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoopInfo) ProtoMessage() {}
+
+func (x *LoopInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoopInfo.ProtoReflect.Descriptor instead.
+func (*LoopInfo) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *LoopInfo) GetScope() *LoopScope {
+	if x != nil {
+		return x.Scope
+	}
+	return nil
+}
+
+func (x *LoopInfo) GetIterations() int32 {
+	if x != nil {
+		return x.Iterations
+	}
+	return 0
+}
+
+func (x *LoopInfo) GetToolCalls() int32 {
+	if x != nil {
+		return x.ToolCalls
+	}
+	return 0
+}
+
+func (x *LoopInfo) GetRunning() bool {
+	if x != nil {
+		return x.Running
+	}
+	return false
+}
+
+func (x *LoopInfo) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 // Budget is what a run may spend and what it spent. Zero limits mean none.
 type Budget struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3305,7 +4137,7 @@ type Budget struct {
 
 func (x *Budget) Reset() {
 	*x = Budget{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[36]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3317,7 +4149,7 @@ func (x *Budget) String() string {
 func (*Budget) ProtoMessage() {}
 
 func (x *Budget) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[36]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3330,7 +4162,7 @@ func (x *Budget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Budget.ProtoReflect.Descriptor instead.
 func (*Budget) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{36}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Budget) GetMaxCostUsd() float64 {
@@ -3388,7 +4220,7 @@ type CancelRunRequest struct {
 
 func (x *CancelRunRequest) Reset() {
 	*x = CancelRunRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[37]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3400,7 +4232,7 @@ func (x *CancelRunRequest) String() string {
 func (*CancelRunRequest) ProtoMessage() {}
 
 func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[37]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3413,7 +4245,7 @@ func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunRequest.ProtoReflect.Descriptor instead.
 func (*CancelRunRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{37}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CancelRunRequest) GetRunId() string {
@@ -3441,7 +4273,7 @@ type CancelRunResponse struct {
 
 func (x *CancelRunResponse) Reset() {
 	*x = CancelRunResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[38]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3453,7 +4285,7 @@ func (x *CancelRunResponse) String() string {
 func (*CancelRunResponse) ProtoMessage() {}
 
 func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[38]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3466,7 +4298,7 @@ func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunResponse.ProtoReflect.Descriptor instead.
 func (*CancelRunResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{38}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CancelRunResponse) GetState() RunState {
@@ -3483,7 +4315,7 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\x1etoolmesh/v1/orchestrator.proto\x12\vtoolmesh.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15google/rpc/code.proto\x1a\x18toolmesh/v1/errors.proto\x1a\x16toolmesh/v1/tool.proto\"P\n" +
 	"\x13ConversationMessage\x12%\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x11.toolmesh.v1.RoleR\x04role\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04text\"\xbf\x06\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"\x82\a\n" +
 	"\n" +
 	"RunRequest\x12\x16\n" +
 	"\x06prompt\x18\x01 \x01(\tR\x06prompt\x12<\n" +
@@ -3502,13 +4334,50 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\x0eartifact_sinks\x18\f \x03(\v2\x1d.toolmesh.v1.ArtifactSinkSpecR\rartifactSinks\x12\x1f\n" +
 	"\vstream_text\x18\r \x01(\bR\n" +
 	"streamText\x12S\n" +
-	"\x14required_tool_groups\x18\x0e \x03(\v2!.toolmesh.v1.ToolGroupRequirementR\x12requiredToolGroups\x1a:\n" +
+	"\x14required_tool_groups\x18\x0e \x03(\v2!.toolmesh.v1.ToolGroupRequirementR\x12requiredToolGroups\x12A\n" +
+	"\ragentic_tools\x18\x0f \x03(\v2\x1c.toolmesh.v1.AgenticToolSpecR\fagenticTools\x1a:\n" +
 	"\fContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aE\n" +
 	"\x17InteractionContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"@\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x94\x05\n" +
+	"\x0fAgenticToolSpec\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12,\n" +
+	"\x04kind\x18\x03 \x01(\x0e2\x18.toolmesh.v1.AgenticKindR\x04kind\x124\n" +
+	"\x16parameters_json_schema\x18\x04 \x01(\tR\x14parametersJsonSchema\x12#\n" +
+	"\rsystem_prompt\x18\x05 \x01(\tR\fsystemPrompt\x12)\n" +
+	"\x03llm\x18\x06 \x01(\v2\x17.toolmesh.v1.LlmOptionsR\x03llm\x12%\n" +
+	"\x0emax_iterations\x18\a \x01(\x05R\rmaxIterations\x12\x14\n" +
+	"\x05tools\x18\b \x03(\tR\x05tools\x12\x1f\n" +
+	"\vtool_groups\x18\t \x03(\tR\n" +
+	"toolGroups\x128\n" +
+	"\x18capture_nested_artifacts\x18\n" +
+	" \x01(\bR\x16captureNestedArtifacts\x12C\n" +
+	"\acontext\x18\v \x03(\v2).toolmesh.v1.AgenticToolSpec.ContextEntryR\acontext\x12:\n" +
+	"\flocked_tools\x18\f \x03(\v2\x17.toolmesh.v1.LockedToolR\vlockedTools\x12B\n" +
+	"\rstate_machine\x18\r \x01(\v2\x1d.toolmesh.v1.StateMachineSpecR\fstateMachine\x1a:\n" +
+	"\fContextEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbc\x01\n" +
+	"\n" +
+	"LockedTool\x12\x12\n" +
+	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x1b\n" +
+	"\tafter_all\x18\x02 \x03(\tR\bafterAll\x12\x1b\n" +
+	"\tafter_any\x18\x03 \x03(\tR\bafterAny\x12#\n" +
+	"\rartifact_type\x18\x04 \x01(\tR\fartifactType\x12'\n" +
+	"\x0fblackboard_type\x18\x05 \x01(\tR\x0eblackboardType\x12\x12\n" +
+	"\x04when\x18\x06 \x01(\tR\x04when\"j\n" +
+	"\x10StateMachineSpec\x12#\n" +
+	"\rinitial_state\x18\x01 \x01(\tR\finitialState\x121\n" +
+	"\x06states\x18\x02 \x03(\v2\x19.toolmesh.v1.MachineStateR\x06states\"W\n" +
+	"\fMachineState\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
+	"\x05tools\x18\x02 \x03(\v2\x1d.toolmesh.v1.MachineStateToolR\x05tools\"M\n" +
+	"\x10MachineStateTool\x12\x12\n" +
+	"\x04tool\x18\x01 \x01(\tR\x04tool\x12%\n" +
+	"\x0etransitions_to\x18\x02 \x01(\tR\rtransitionsTo\"@\n" +
 	"\x14ToolGroupRequirement\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x14\n" +
 	"\x05tools\x18\x02 \x03(\tR\x05tools\"\xde\x01\n" +
@@ -3537,7 +4406,8 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\fmax_cost_usd\x18\x05 \x01(\x01R\n" +
 	"maxCostUsd\x12\x1f\n" +
 	"\vmax_actions\x18\x06 \x01(\x05R\n" +
-	"maxActions\"\x96\t\n" +
+	"maxActions\"\xeb\n" +
+	"\n" +
 	"\vRunResponse\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1a\n" +
 	"\bsequence\x18\x02 \x01(\x03R\bsequence\x12.\n" +
@@ -3563,8 +4433,28 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"text_delta\x18\x12 \x01(\v2\x16.toolmesh.v1.TextDeltaH\x00R\ttextDelta\x12:\n" +
 	"\vasset_added\x18\x13 \x01(\v2\x17.toolmesh.v1.AssetAddedH\x00R\n" +
 	"assetAdded\x120\n" +
-	"\awarning\x18\x14 \x01(\v2\x14.toolmesh.v1.WarningH\x00R\awarningB\a\n" +
-	"\x05event\"9\n" +
+	"\awarning\x18\x14 \x01(\v2\x14.toolmesh.v1.WarningH\x00R\awarning\x12P\n" +
+	"\x13nested_loop_started\x18\x15 \x01(\v2\x1e.toolmesh.v1.NestedLoopStartedH\x00R\x11nestedLoopStarted\x12S\n" +
+	"\x14nested_loop_finished\x18\x16 \x01(\v2\x1f.toolmesh.v1.NestedLoopFinishedH\x00R\x12nestedLoopFinished\x12,\n" +
+	"\x05scope\x18\x17 \x01(\v2\x16.toolmesh.v1.LoopScopeR\x05scopeB\a\n" +
+	"\x05event\"\xa2\x01\n" +
+	"\tLoopScope\x12\x17\n" +
+	"\aloop_id\x18\x01 \x01(\tR\x06loopId\x12$\n" +
+	"\x0eparent_loop_id\x18\x02 \x01(\tR\fparentLoopId\x12\x12\n" +
+	"\x04tool\x18\x03 \x01(\tR\x04tool\x12,\n" +
+	"\x04kind\x18\x04 \x01(\x0e2\x18.toolmesh.v1.AgenticKindR\x04kind\x12\x14\n" +
+	"\x05depth\x18\x05 \x01(\x05R\x05depth\"f\n" +
+	"\x11NestedLoopStarted\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\x12\x14\n" +
+	"\x05tools\x18\x02 \x03(\tR\x05tools\x12%\n" +
+	"\x0emax_iterations\x18\x03 \x01(\x05R\rmaxIterations\"i\n" +
+	"\x12NestedLoopFinished\x12\x1e\n" +
+	"\n" +
+	"iterations\x18\x01 \x01(\x05R\n" +
+	"iterations\x12\x1d\n" +
+	"\n" +
+	"tool_calls\x18\x02 \x01(\x05R\ttoolCalls\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"9\n" +
 	"\aWarning\x12\x14\n" +
 	"\x05field\x18\x01 \x01(\tR\x05field\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"\xa3\x01\n" +
@@ -3700,7 +4590,7 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\bcapacity\x18\a \x01(\x05R\bcapacity\x12?\n" +
 	"\rregistered_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\fregisteredAt\"&\n" +
 	"\rGetRunRequest\x12\x15\n" +
-	"\x06run_id\x18\x01 \x01(\tR\x05runId\"\x81\x05\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\"\xae\x05\n" +
 	"\x0eGetRunResponse\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12+\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x15.toolmesh.v1.RunStateR\x05state\x12\x1e\n" +
@@ -3724,7 +4614,17 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\x06assets\x18\f \x03(\v2\x12.toolmesh.v1.AssetR\x06assets\x12\x16\n" +
 	"\x06reason\x18\r \x01(\tR\x06reason\x12-\n" +
 	"\x12blackboard_omitted\x18\x0e \x01(\x05R\x11blackboardOmitted\x12%\n" +
-	"\x0eassets_omitted\x18\x0f \x01(\x05R\rassetsOmitted\"\xb7\x01\n" +
+	"\x0eassets_omitted\x18\x0f \x01(\x05R\rassetsOmitted\x12+\n" +
+	"\x05loops\x18\x10 \x03(\v2\x15.toolmesh.v1.LoopInfoR\x05loops\"\xa7\x01\n" +
+	"\bLoopInfo\x12,\n" +
+	"\x05scope\x18\x01 \x01(\v2\x16.toolmesh.v1.LoopScopeR\x05scope\x12\x1e\n" +
+	"\n" +
+	"iterations\x18\x02 \x01(\x05R\n" +
+	"iterations\x12\x1d\n" +
+	"\n" +
+	"tool_calls\x18\x03 \x01(\x05R\ttoolCalls\x12\x18\n" +
+	"\arunning\x18\x04 \x01(\bR\arunning\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"\xb7\x01\n" +
 	"\x06Budget\x12 \n" +
 	"\fmax_cost_usd\x18\x01 \x01(\x01R\n" +
 	"maxCostUsd\x12\x19\n" +
@@ -3744,7 +4644,12 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vROLE_SYSTEM\x10\x01\x12\r\n" +
 	"\tROLE_USER\x10\x02\x12\x12\n" +
-	"\x0eROLE_ASSISTANT\x10\x03*\xb8\x01\n" +
+	"\x0eROLE_ASSISTANT\x10\x03*\x7f\n" +
+	"\vAgenticKind\x12\x1c\n" +
+	"\x18AGENTIC_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13AGENTIC_KIND_SIMPLE\x10\x01\x12\x19\n" +
+	"\x15AGENTIC_KIND_PLAYBOOK\x10\x02\x12\x1e\n" +
+	"\x1aAGENTIC_KIND_STATE_MACHINE\x10\x03*\xb8\x01\n" +
 	"\x0fToolCallOutcome\x12!\n" +
 	"\x1dTOOL_CALL_OUTCOME_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14TOOL_CALL_OUTCOME_OK\x10\x01\x12\x1b\n" +
@@ -3785,137 +4690,162 @@ func file_toolmesh_v1_orchestrator_proto_rawDescGZIP() []byte {
 	return file_toolmesh_v1_orchestrator_proto_rawDescData
 }
 
-var file_toolmesh_v1_orchestrator_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_toolmesh_v1_orchestrator_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_toolmesh_v1_orchestrator_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_toolmesh_v1_orchestrator_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_toolmesh_v1_orchestrator_proto_goTypes = []any{
 	(Role)(0),                      // 0: toolmesh.v1.Role
-	(ToolCallOutcome)(0),           // 1: toolmesh.v1.ToolCallOutcome
-	(WorkerState)(0),               // 2: toolmesh.v1.WorkerState
-	(RunState)(0),                  // 3: toolmesh.v1.RunState
-	(*ConversationMessage)(nil),    // 4: toolmesh.v1.ConversationMessage
-	(*RunRequest)(nil),             // 5: toolmesh.v1.RunRequest
-	(*ToolGroupRequirement)(nil),   // 6: toolmesh.v1.ToolGroupRequirement
-	(*ArtifactSinkSpec)(nil),       // 7: toolmesh.v1.ArtifactSinkSpec
-	(*LlmOptions)(nil),             // 8: toolmesh.v1.LlmOptions
-	(*RunLimits)(nil),              // 9: toolmesh.v1.RunLimits
-	(*RunResponse)(nil),            // 10: toolmesh.v1.RunResponse
-	(*Warning)(nil),                // 11: toolmesh.v1.Warning
-	(*ArtifactCaptured)(nil),       // 12: toolmesh.v1.ArtifactCaptured
-	(*BlackboardChanged)(nil),      // 13: toolmesh.v1.BlackboardChanged
-	(*Progress)(nil),               // 14: toolmesh.v1.Progress
-	(*MessageToUser)(nil),          // 15: toolmesh.v1.MessageToUser
-	(*ReplanRequested)(nil),        // 16: toolmesh.v1.ReplanRequested
-	(*Terminated)(nil),             // 17: toolmesh.v1.Terminated
-	(*TextDelta)(nil),              // 18: toolmesh.v1.TextDelta
-	(*AssetAdded)(nil),             // 19: toolmesh.v1.AssetAdded
-	(*Asset)(nil),                  // 20: toolmesh.v1.Asset
-	(*RunStarted)(nil),             // 21: toolmesh.v1.RunStarted
-	(*ToolCallStarted)(nil),        // 22: toolmesh.v1.ToolCallStarted
-	(*ToolCallFinished)(nil),       // 23: toolmesh.v1.ToolCallFinished
-	(*ToolsChanged)(nil),           // 24: toolmesh.v1.ToolsChanged
-	(*AssistantMessage)(nil),       // 25: toolmesh.v1.AssistantMessage
-	(*Usage)(nil),                  // 26: toolmesh.v1.Usage
-	(*FinalResult)(nil),            // 27: toolmesh.v1.FinalResult
-	(*RunError)(nil),               // 28: toolmesh.v1.RunError
-	(*ListToolsRequest)(nil),       // 29: toolmesh.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),      // 30: toolmesh.v1.ListToolsResponse
-	(*ToolInfo)(nil),               // 31: toolmesh.v1.ToolInfo
-	(*ListToolGroupsRequest)(nil),  // 32: toolmesh.v1.ListToolGroupsRequest
-	(*ListToolGroupsResponse)(nil), // 33: toolmesh.v1.ListToolGroupsResponse
-	(*ToolGroupStatus)(nil),        // 34: toolmesh.v1.ToolGroupStatus
-	(*ListWorkersRequest)(nil),     // 35: toolmesh.v1.ListWorkersRequest
-	(*ListWorkersResponse)(nil),    // 36: toolmesh.v1.ListWorkersResponse
-	(*WorkerStatus)(nil),           // 37: toolmesh.v1.WorkerStatus
-	(*GetRunRequest)(nil),          // 38: toolmesh.v1.GetRunRequest
-	(*GetRunResponse)(nil),         // 39: toolmesh.v1.GetRunResponse
-	(*Budget)(nil),                 // 40: toolmesh.v1.Budget
-	(*CancelRunRequest)(nil),       // 41: toolmesh.v1.CancelRunRequest
-	(*CancelRunResponse)(nil),      // 42: toolmesh.v1.CancelRunResponse
-	nil,                            // 43: toolmesh.v1.RunRequest.ContextEntry
-	nil,                            // 44: toolmesh.v1.RunRequest.InteractionContextEntry
-	(*durationpb.Duration)(nil),    // 45: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 46: google.protobuf.Timestamp
-	(*BlackboardObject)(nil),       // 47: toolmesh.v1.BlackboardObject
-	(TerminateScope)(0),            // 48: toolmesh.v1.TerminateScope
-	(*Artifact)(nil),               // 49: toolmesh.v1.Artifact
-	(code.Code)(0),                 // 50: google.rpc.Code
-	(ErrorReason)(0),               // 51: toolmesh.v1.ErrorReason
-	(*ToolDefinition)(nil),         // 52: toolmesh.v1.ToolDefinition
-	(*ToolGroupInfo)(nil),          // 53: toolmesh.v1.ToolGroupInfo
+	(AgenticKind)(0),               // 1: toolmesh.v1.AgenticKind
+	(ToolCallOutcome)(0),           // 2: toolmesh.v1.ToolCallOutcome
+	(WorkerState)(0),               // 3: toolmesh.v1.WorkerState
+	(RunState)(0),                  // 4: toolmesh.v1.RunState
+	(*ConversationMessage)(nil),    // 5: toolmesh.v1.ConversationMessage
+	(*RunRequest)(nil),             // 6: toolmesh.v1.RunRequest
+	(*AgenticToolSpec)(nil),        // 7: toolmesh.v1.AgenticToolSpec
+	(*LockedTool)(nil),             // 8: toolmesh.v1.LockedTool
+	(*StateMachineSpec)(nil),       // 9: toolmesh.v1.StateMachineSpec
+	(*MachineState)(nil),           // 10: toolmesh.v1.MachineState
+	(*MachineStateTool)(nil),       // 11: toolmesh.v1.MachineStateTool
+	(*ToolGroupRequirement)(nil),   // 12: toolmesh.v1.ToolGroupRequirement
+	(*ArtifactSinkSpec)(nil),       // 13: toolmesh.v1.ArtifactSinkSpec
+	(*LlmOptions)(nil),             // 14: toolmesh.v1.LlmOptions
+	(*RunLimits)(nil),              // 15: toolmesh.v1.RunLimits
+	(*RunResponse)(nil),            // 16: toolmesh.v1.RunResponse
+	(*LoopScope)(nil),              // 17: toolmesh.v1.LoopScope
+	(*NestedLoopStarted)(nil),      // 18: toolmesh.v1.NestedLoopStarted
+	(*NestedLoopFinished)(nil),     // 19: toolmesh.v1.NestedLoopFinished
+	(*Warning)(nil),                // 20: toolmesh.v1.Warning
+	(*ArtifactCaptured)(nil),       // 21: toolmesh.v1.ArtifactCaptured
+	(*BlackboardChanged)(nil),      // 22: toolmesh.v1.BlackboardChanged
+	(*Progress)(nil),               // 23: toolmesh.v1.Progress
+	(*MessageToUser)(nil),          // 24: toolmesh.v1.MessageToUser
+	(*ReplanRequested)(nil),        // 25: toolmesh.v1.ReplanRequested
+	(*Terminated)(nil),             // 26: toolmesh.v1.Terminated
+	(*TextDelta)(nil),              // 27: toolmesh.v1.TextDelta
+	(*AssetAdded)(nil),             // 28: toolmesh.v1.AssetAdded
+	(*Asset)(nil),                  // 29: toolmesh.v1.Asset
+	(*RunStarted)(nil),             // 30: toolmesh.v1.RunStarted
+	(*ToolCallStarted)(nil),        // 31: toolmesh.v1.ToolCallStarted
+	(*ToolCallFinished)(nil),       // 32: toolmesh.v1.ToolCallFinished
+	(*ToolsChanged)(nil),           // 33: toolmesh.v1.ToolsChanged
+	(*AssistantMessage)(nil),       // 34: toolmesh.v1.AssistantMessage
+	(*Usage)(nil),                  // 35: toolmesh.v1.Usage
+	(*FinalResult)(nil),            // 36: toolmesh.v1.FinalResult
+	(*RunError)(nil),               // 37: toolmesh.v1.RunError
+	(*ListToolsRequest)(nil),       // 38: toolmesh.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),      // 39: toolmesh.v1.ListToolsResponse
+	(*ToolInfo)(nil),               // 40: toolmesh.v1.ToolInfo
+	(*ListToolGroupsRequest)(nil),  // 41: toolmesh.v1.ListToolGroupsRequest
+	(*ListToolGroupsResponse)(nil), // 42: toolmesh.v1.ListToolGroupsResponse
+	(*ToolGroupStatus)(nil),        // 43: toolmesh.v1.ToolGroupStatus
+	(*ListWorkersRequest)(nil),     // 44: toolmesh.v1.ListWorkersRequest
+	(*ListWorkersResponse)(nil),    // 45: toolmesh.v1.ListWorkersResponse
+	(*WorkerStatus)(nil),           // 46: toolmesh.v1.WorkerStatus
+	(*GetRunRequest)(nil),          // 47: toolmesh.v1.GetRunRequest
+	(*GetRunResponse)(nil),         // 48: toolmesh.v1.GetRunResponse
+	(*LoopInfo)(nil),               // 49: toolmesh.v1.LoopInfo
+	(*Budget)(nil),                 // 50: toolmesh.v1.Budget
+	(*CancelRunRequest)(nil),       // 51: toolmesh.v1.CancelRunRequest
+	(*CancelRunResponse)(nil),      // 52: toolmesh.v1.CancelRunResponse
+	nil,                            // 53: toolmesh.v1.RunRequest.ContextEntry
+	nil,                            // 54: toolmesh.v1.RunRequest.InteractionContextEntry
+	nil,                            // 55: toolmesh.v1.AgenticToolSpec.ContextEntry
+	(*durationpb.Duration)(nil),    // 56: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 57: google.protobuf.Timestamp
+	(*BlackboardObject)(nil),       // 58: toolmesh.v1.BlackboardObject
+	(TerminateScope)(0),            // 59: toolmesh.v1.TerminateScope
+	(*Artifact)(nil),               // 60: toolmesh.v1.Artifact
+	(code.Code)(0),                 // 61: google.rpc.Code
+	(ErrorReason)(0),               // 62: toolmesh.v1.ErrorReason
+	(*ToolDefinition)(nil),         // 63: toolmesh.v1.ToolDefinition
+	(*ToolGroupInfo)(nil),          // 64: toolmesh.v1.ToolGroupInfo
 }
 var file_toolmesh_v1_orchestrator_proto_depIdxs = []int32{
 	0,  // 0: toolmesh.v1.ConversationMessage.role:type_name -> toolmesh.v1.Role
-	4,  // 1: toolmesh.v1.RunRequest.messages:type_name -> toolmesh.v1.ConversationMessage
-	43, // 2: toolmesh.v1.RunRequest.context:type_name -> toolmesh.v1.RunRequest.ContextEntry
-	8,  // 3: toolmesh.v1.RunRequest.llm:type_name -> toolmesh.v1.LlmOptions
-	9,  // 4: toolmesh.v1.RunRequest.limits:type_name -> toolmesh.v1.RunLimits
-	44, // 5: toolmesh.v1.RunRequest.interaction_context:type_name -> toolmesh.v1.RunRequest.InteractionContextEntry
-	7,  // 6: toolmesh.v1.RunRequest.artifact_sinks:type_name -> toolmesh.v1.ArtifactSinkSpec
-	6,  // 7: toolmesh.v1.RunRequest.required_tool_groups:type_name -> toolmesh.v1.ToolGroupRequirement
-	45, // 8: toolmesh.v1.RunLimits.timeout:type_name -> google.protobuf.Duration
-	46, // 9: toolmesh.v1.RunResponse.time:type_name -> google.protobuf.Timestamp
-	21, // 10: toolmesh.v1.RunResponse.started:type_name -> toolmesh.v1.RunStarted
-	22, // 11: toolmesh.v1.RunResponse.tool_call_started:type_name -> toolmesh.v1.ToolCallStarted
-	23, // 12: toolmesh.v1.RunResponse.tool_call_finished:type_name -> toolmesh.v1.ToolCallFinished
-	25, // 13: toolmesh.v1.RunResponse.message:type_name -> toolmesh.v1.AssistantMessage
-	26, // 14: toolmesh.v1.RunResponse.usage:type_name -> toolmesh.v1.Usage
-	27, // 15: toolmesh.v1.RunResponse.final_result:type_name -> toolmesh.v1.FinalResult
-	28, // 16: toolmesh.v1.RunResponse.error:type_name -> toolmesh.v1.RunError
-	24, // 17: toolmesh.v1.RunResponse.tools_changed:type_name -> toolmesh.v1.ToolsChanged
-	12, // 18: toolmesh.v1.RunResponse.artifact:type_name -> toolmesh.v1.ArtifactCaptured
-	13, // 19: toolmesh.v1.RunResponse.blackboard_changed:type_name -> toolmesh.v1.BlackboardChanged
-	14, // 20: toolmesh.v1.RunResponse.progress:type_name -> toolmesh.v1.Progress
-	15, // 21: toolmesh.v1.RunResponse.message_to_user:type_name -> toolmesh.v1.MessageToUser
-	16, // 22: toolmesh.v1.RunResponse.replan_requested:type_name -> toolmesh.v1.ReplanRequested
-	17, // 23: toolmesh.v1.RunResponse.terminated:type_name -> toolmesh.v1.Terminated
-	18, // 24: toolmesh.v1.RunResponse.text_delta:type_name -> toolmesh.v1.TextDelta
-	19, // 25: toolmesh.v1.RunResponse.asset_added:type_name -> toolmesh.v1.AssetAdded
-	11, // 26: toolmesh.v1.RunResponse.warning:type_name -> toolmesh.v1.Warning
-	47, // 27: toolmesh.v1.ArtifactCaptured.object:type_name -> toolmesh.v1.BlackboardObject
-	47, // 28: toolmesh.v1.BlackboardChanged.object:type_name -> toolmesh.v1.BlackboardObject
-	47, // 29: toolmesh.v1.ReplanRequested.added:type_name -> toolmesh.v1.BlackboardObject
-	48, // 30: toolmesh.v1.Terminated.scope:type_name -> toolmesh.v1.TerminateScope
-	20, // 31: toolmesh.v1.AssetAdded.asset:type_name -> toolmesh.v1.Asset
-	47, // 32: toolmesh.v1.Asset.object:type_name -> toolmesh.v1.BlackboardObject
-	1,  // 33: toolmesh.v1.ToolCallFinished.outcome:type_name -> toolmesh.v1.ToolCallOutcome
-	45, // 34: toolmesh.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
-	49, // 35: toolmesh.v1.ToolCallFinished.artifact:type_name -> toolmesh.v1.Artifact
-	26, // 36: toolmesh.v1.FinalResult.usage:type_name -> toolmesh.v1.Usage
-	50, // 37: toolmesh.v1.RunError.code:type_name -> google.rpc.Code
-	51, // 38: toolmesh.v1.RunError.reason:type_name -> toolmesh.v1.ErrorReason
-	31, // 39: toolmesh.v1.ListToolsResponse.tools:type_name -> toolmesh.v1.ToolInfo
-	52, // 40: toolmesh.v1.ToolInfo.definition:type_name -> toolmesh.v1.ToolDefinition
-	34, // 41: toolmesh.v1.ListToolGroupsResponse.groups:type_name -> toolmesh.v1.ToolGroupStatus
-	53, // 42: toolmesh.v1.ToolGroupStatus.group:type_name -> toolmesh.v1.ToolGroupInfo
-	37, // 43: toolmesh.v1.ListWorkersResponse.workers:type_name -> toolmesh.v1.WorkerStatus
-	2,  // 44: toolmesh.v1.WorkerStatus.state:type_name -> toolmesh.v1.WorkerState
-	46, // 45: toolmesh.v1.WorkerStatus.registered_at:type_name -> google.protobuf.Timestamp
-	3,  // 46: toolmesh.v1.GetRunResponse.state:type_name -> toolmesh.v1.RunState
-	28, // 47: toolmesh.v1.GetRunResponse.error:type_name -> toolmesh.v1.RunError
-	46, // 48: toolmesh.v1.GetRunResponse.started_at:type_name -> google.protobuf.Timestamp
-	46, // 49: toolmesh.v1.GetRunResponse.ended_at:type_name -> google.protobuf.Timestamp
-	26, // 50: toolmesh.v1.GetRunResponse.usage:type_name -> toolmesh.v1.Usage
-	47, // 51: toolmesh.v1.GetRunResponse.blackboard:type_name -> toolmesh.v1.BlackboardObject
-	40, // 52: toolmesh.v1.GetRunResponse.budget:type_name -> toolmesh.v1.Budget
-	20, // 53: toolmesh.v1.GetRunResponse.assets:type_name -> toolmesh.v1.Asset
-	3,  // 54: toolmesh.v1.CancelRunResponse.state:type_name -> toolmesh.v1.RunState
-	5,  // 55: toolmesh.v1.OrchestratorService.Run:input_type -> toolmesh.v1.RunRequest
-	29, // 56: toolmesh.v1.OrchestratorService.ListTools:input_type -> toolmesh.v1.ListToolsRequest
-	32, // 57: toolmesh.v1.OrchestratorService.ListToolGroups:input_type -> toolmesh.v1.ListToolGroupsRequest
-	35, // 58: toolmesh.v1.OrchestratorService.ListWorkers:input_type -> toolmesh.v1.ListWorkersRequest
-	38, // 59: toolmesh.v1.OrchestratorService.GetRun:input_type -> toolmesh.v1.GetRunRequest
-	41, // 60: toolmesh.v1.OrchestratorService.CancelRun:input_type -> toolmesh.v1.CancelRunRequest
-	10, // 61: toolmesh.v1.OrchestratorService.Run:output_type -> toolmesh.v1.RunResponse
-	30, // 62: toolmesh.v1.OrchestratorService.ListTools:output_type -> toolmesh.v1.ListToolsResponse
-	33, // 63: toolmesh.v1.OrchestratorService.ListToolGroups:output_type -> toolmesh.v1.ListToolGroupsResponse
-	36, // 64: toolmesh.v1.OrchestratorService.ListWorkers:output_type -> toolmesh.v1.ListWorkersResponse
-	39, // 65: toolmesh.v1.OrchestratorService.GetRun:output_type -> toolmesh.v1.GetRunResponse
-	42, // 66: toolmesh.v1.OrchestratorService.CancelRun:output_type -> toolmesh.v1.CancelRunResponse
-	61, // [61:67] is the sub-list for method output_type
-	55, // [55:61] is the sub-list for method input_type
-	55, // [55:55] is the sub-list for extension type_name
-	55, // [55:55] is the sub-list for extension extendee
-	0,  // [0:55] is the sub-list for field type_name
+	5,  // 1: toolmesh.v1.RunRequest.messages:type_name -> toolmesh.v1.ConversationMessage
+	53, // 2: toolmesh.v1.RunRequest.context:type_name -> toolmesh.v1.RunRequest.ContextEntry
+	14, // 3: toolmesh.v1.RunRequest.llm:type_name -> toolmesh.v1.LlmOptions
+	15, // 4: toolmesh.v1.RunRequest.limits:type_name -> toolmesh.v1.RunLimits
+	54, // 5: toolmesh.v1.RunRequest.interaction_context:type_name -> toolmesh.v1.RunRequest.InteractionContextEntry
+	13, // 6: toolmesh.v1.RunRequest.artifact_sinks:type_name -> toolmesh.v1.ArtifactSinkSpec
+	12, // 7: toolmesh.v1.RunRequest.required_tool_groups:type_name -> toolmesh.v1.ToolGroupRequirement
+	7,  // 8: toolmesh.v1.RunRequest.agentic_tools:type_name -> toolmesh.v1.AgenticToolSpec
+	1,  // 9: toolmesh.v1.AgenticToolSpec.kind:type_name -> toolmesh.v1.AgenticKind
+	14, // 10: toolmesh.v1.AgenticToolSpec.llm:type_name -> toolmesh.v1.LlmOptions
+	55, // 11: toolmesh.v1.AgenticToolSpec.context:type_name -> toolmesh.v1.AgenticToolSpec.ContextEntry
+	8,  // 12: toolmesh.v1.AgenticToolSpec.locked_tools:type_name -> toolmesh.v1.LockedTool
+	9,  // 13: toolmesh.v1.AgenticToolSpec.state_machine:type_name -> toolmesh.v1.StateMachineSpec
+	10, // 14: toolmesh.v1.StateMachineSpec.states:type_name -> toolmesh.v1.MachineState
+	11, // 15: toolmesh.v1.MachineState.tools:type_name -> toolmesh.v1.MachineStateTool
+	56, // 16: toolmesh.v1.RunLimits.timeout:type_name -> google.protobuf.Duration
+	57, // 17: toolmesh.v1.RunResponse.time:type_name -> google.protobuf.Timestamp
+	30, // 18: toolmesh.v1.RunResponse.started:type_name -> toolmesh.v1.RunStarted
+	31, // 19: toolmesh.v1.RunResponse.tool_call_started:type_name -> toolmesh.v1.ToolCallStarted
+	32, // 20: toolmesh.v1.RunResponse.tool_call_finished:type_name -> toolmesh.v1.ToolCallFinished
+	34, // 21: toolmesh.v1.RunResponse.message:type_name -> toolmesh.v1.AssistantMessage
+	35, // 22: toolmesh.v1.RunResponse.usage:type_name -> toolmesh.v1.Usage
+	36, // 23: toolmesh.v1.RunResponse.final_result:type_name -> toolmesh.v1.FinalResult
+	37, // 24: toolmesh.v1.RunResponse.error:type_name -> toolmesh.v1.RunError
+	33, // 25: toolmesh.v1.RunResponse.tools_changed:type_name -> toolmesh.v1.ToolsChanged
+	21, // 26: toolmesh.v1.RunResponse.artifact:type_name -> toolmesh.v1.ArtifactCaptured
+	22, // 27: toolmesh.v1.RunResponse.blackboard_changed:type_name -> toolmesh.v1.BlackboardChanged
+	23, // 28: toolmesh.v1.RunResponse.progress:type_name -> toolmesh.v1.Progress
+	24, // 29: toolmesh.v1.RunResponse.message_to_user:type_name -> toolmesh.v1.MessageToUser
+	25, // 30: toolmesh.v1.RunResponse.replan_requested:type_name -> toolmesh.v1.ReplanRequested
+	26, // 31: toolmesh.v1.RunResponse.terminated:type_name -> toolmesh.v1.Terminated
+	27, // 32: toolmesh.v1.RunResponse.text_delta:type_name -> toolmesh.v1.TextDelta
+	28, // 33: toolmesh.v1.RunResponse.asset_added:type_name -> toolmesh.v1.AssetAdded
+	20, // 34: toolmesh.v1.RunResponse.warning:type_name -> toolmesh.v1.Warning
+	18, // 35: toolmesh.v1.RunResponse.nested_loop_started:type_name -> toolmesh.v1.NestedLoopStarted
+	19, // 36: toolmesh.v1.RunResponse.nested_loop_finished:type_name -> toolmesh.v1.NestedLoopFinished
+	17, // 37: toolmesh.v1.RunResponse.scope:type_name -> toolmesh.v1.LoopScope
+	1,  // 38: toolmesh.v1.LoopScope.kind:type_name -> toolmesh.v1.AgenticKind
+	58, // 39: toolmesh.v1.ArtifactCaptured.object:type_name -> toolmesh.v1.BlackboardObject
+	58, // 40: toolmesh.v1.BlackboardChanged.object:type_name -> toolmesh.v1.BlackboardObject
+	58, // 41: toolmesh.v1.ReplanRequested.added:type_name -> toolmesh.v1.BlackboardObject
+	59, // 42: toolmesh.v1.Terminated.scope:type_name -> toolmesh.v1.TerminateScope
+	29, // 43: toolmesh.v1.AssetAdded.asset:type_name -> toolmesh.v1.Asset
+	58, // 44: toolmesh.v1.Asset.object:type_name -> toolmesh.v1.BlackboardObject
+	2,  // 45: toolmesh.v1.ToolCallFinished.outcome:type_name -> toolmesh.v1.ToolCallOutcome
+	56, // 46: toolmesh.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
+	60, // 47: toolmesh.v1.ToolCallFinished.artifact:type_name -> toolmesh.v1.Artifact
+	35, // 48: toolmesh.v1.FinalResult.usage:type_name -> toolmesh.v1.Usage
+	61, // 49: toolmesh.v1.RunError.code:type_name -> google.rpc.Code
+	62, // 50: toolmesh.v1.RunError.reason:type_name -> toolmesh.v1.ErrorReason
+	40, // 51: toolmesh.v1.ListToolsResponse.tools:type_name -> toolmesh.v1.ToolInfo
+	63, // 52: toolmesh.v1.ToolInfo.definition:type_name -> toolmesh.v1.ToolDefinition
+	43, // 53: toolmesh.v1.ListToolGroupsResponse.groups:type_name -> toolmesh.v1.ToolGroupStatus
+	64, // 54: toolmesh.v1.ToolGroupStatus.group:type_name -> toolmesh.v1.ToolGroupInfo
+	46, // 55: toolmesh.v1.ListWorkersResponse.workers:type_name -> toolmesh.v1.WorkerStatus
+	3,  // 56: toolmesh.v1.WorkerStatus.state:type_name -> toolmesh.v1.WorkerState
+	57, // 57: toolmesh.v1.WorkerStatus.registered_at:type_name -> google.protobuf.Timestamp
+	4,  // 58: toolmesh.v1.GetRunResponse.state:type_name -> toolmesh.v1.RunState
+	37, // 59: toolmesh.v1.GetRunResponse.error:type_name -> toolmesh.v1.RunError
+	57, // 60: toolmesh.v1.GetRunResponse.started_at:type_name -> google.protobuf.Timestamp
+	57, // 61: toolmesh.v1.GetRunResponse.ended_at:type_name -> google.protobuf.Timestamp
+	35, // 62: toolmesh.v1.GetRunResponse.usage:type_name -> toolmesh.v1.Usage
+	58, // 63: toolmesh.v1.GetRunResponse.blackboard:type_name -> toolmesh.v1.BlackboardObject
+	50, // 64: toolmesh.v1.GetRunResponse.budget:type_name -> toolmesh.v1.Budget
+	29, // 65: toolmesh.v1.GetRunResponse.assets:type_name -> toolmesh.v1.Asset
+	49, // 66: toolmesh.v1.GetRunResponse.loops:type_name -> toolmesh.v1.LoopInfo
+	17, // 67: toolmesh.v1.LoopInfo.scope:type_name -> toolmesh.v1.LoopScope
+	4,  // 68: toolmesh.v1.CancelRunResponse.state:type_name -> toolmesh.v1.RunState
+	6,  // 69: toolmesh.v1.OrchestratorService.Run:input_type -> toolmesh.v1.RunRequest
+	38, // 70: toolmesh.v1.OrchestratorService.ListTools:input_type -> toolmesh.v1.ListToolsRequest
+	41, // 71: toolmesh.v1.OrchestratorService.ListToolGroups:input_type -> toolmesh.v1.ListToolGroupsRequest
+	44, // 72: toolmesh.v1.OrchestratorService.ListWorkers:input_type -> toolmesh.v1.ListWorkersRequest
+	47, // 73: toolmesh.v1.OrchestratorService.GetRun:input_type -> toolmesh.v1.GetRunRequest
+	51, // 74: toolmesh.v1.OrchestratorService.CancelRun:input_type -> toolmesh.v1.CancelRunRequest
+	16, // 75: toolmesh.v1.OrchestratorService.Run:output_type -> toolmesh.v1.RunResponse
+	39, // 76: toolmesh.v1.OrchestratorService.ListTools:output_type -> toolmesh.v1.ListToolsResponse
+	42, // 77: toolmesh.v1.OrchestratorService.ListToolGroups:output_type -> toolmesh.v1.ListToolGroupsResponse
+	45, // 78: toolmesh.v1.OrchestratorService.ListWorkers:output_type -> toolmesh.v1.ListWorkersResponse
+	48, // 79: toolmesh.v1.OrchestratorService.GetRun:output_type -> toolmesh.v1.GetRunResponse
+	52, // 80: toolmesh.v1.OrchestratorService.CancelRun:output_type -> toolmesh.v1.CancelRunResponse
+	75, // [75:81] is the sub-list for method output_type
+	69, // [69:75] is the sub-list for method input_type
+	69, // [69:69] is the sub-list for extension type_name
+	69, // [69:69] is the sub-list for extension extendee
+	0,  // [0:69] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_v1_orchestrator_proto_init() }
@@ -3925,8 +4855,8 @@ func file_toolmesh_v1_orchestrator_proto_init() {
 	}
 	file_toolmesh_v1_errors_proto_init()
 	file_toolmesh_v1_tool_proto_init()
-	file_toolmesh_v1_orchestrator_proto_msgTypes[4].OneofWrappers = []any{}
-	file_toolmesh_v1_orchestrator_proto_msgTypes[6].OneofWrappers = []any{
+	file_toolmesh_v1_orchestrator_proto_msgTypes[9].OneofWrappers = []any{}
+	file_toolmesh_v1_orchestrator_proto_msgTypes[11].OneofWrappers = []any{
 		(*RunResponse_Started)(nil),
 		(*RunResponse_ToolCallStarted)(nil),
 		(*RunResponse_ToolCallFinished)(nil),
@@ -3944,14 +4874,16 @@ func file_toolmesh_v1_orchestrator_proto_init() {
 		(*RunResponse_TextDelta)(nil),
 		(*RunResponse_AssetAdded)(nil),
 		(*RunResponse_Warning)(nil),
+		(*RunResponse_NestedLoopStarted)(nil),
+		(*RunResponse_NestedLoopFinished)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_v1_orchestrator_proto_rawDesc), len(file_toolmesh_v1_orchestrator_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   41,
+			NumEnums:      5,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

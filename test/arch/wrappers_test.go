@@ -20,8 +20,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/toolmesh/toolmesh/internal/agentic"
 	"github.com/toolmesh/toolmesh/internal/builtin"
 	"github.com/toolmesh/toolmesh/internal/decorators"
+	"github.com/toolmesh/toolmesh/internal/loop"
 	"github.com/toolmesh/toolmesh/internal/router"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
@@ -57,6 +59,49 @@ var wrappers = map[string][]func(tool.Tool) tool.Tool{
 	"internal/builtin.delayed": {func(t tool.Tool) tool.Tool {
 		return builtin.WithDelay(time.Millisecond, []tool.Tool{t})[0]
 	}},
+	"internal/agentic.recording": {agenticWrapper(agentic.Spec{Name: "a", Description: "A.", Tools: []string{"probe"}})},
+	"internal/agentic.lockedTool": {agenticWrapper(agentic.Spec{Name: "a", Description: "A.", Kind: agentic.KindPlaybook,
+		Locks: []agentic.Lock{{Tool: "probe", When: "true"}}})},
+	"internal/agentic.boundTool": {agenticWrapper(agentic.Spec{Name: "a", Description: "A.", Kind: agentic.KindStateMachine, Initial: "S",
+		States: []agentic.State{{Name: "S", Tools: []agentic.StateTool{{Tool: "probe", TransitionsTo: "S"}}}}})},
+	"internal/agentic.globalTool": {agenticWrapper(agentic.Spec{Name: "a", Description: "A.", Kind: agentic.KindStateMachine, Initial: "S",
+		Tools: []string{"probe"}, States: []agentic.State{{Name: "S", Tools: []agentic.StateTool{{Tool: "other"}}}}})},
+}
+
+// agenticWrapper is the wrapper an agentic tool of spec puts around its sub-tool named
+// probe, as its nested loop gets it.
+func agenticWrapper(spec agentic.Spec) func(tool.Tool) tool.Tool {
+	return func(probe tool.Tool) tool.Tool {
+		other := tool.New("other", "other", schema.Empty(), func(context.Context, string) (tool.Result, error) { return tool.Text(""), nil })
+		ts, err := agentic.Compile([]agentic.Spec{spec}, []string{spec.Name}, agenticCatalog{"probe": probe, "other": other})
+		if err != nil {
+			panic(err)
+		}
+		n := &capturingNester{}
+		if _, err := ts[0].Call(agentic.WithNester(context.Background(), n), `{}`); err != nil {
+			panic(err)
+		}
+		for _, t := range n.tools {
+			if t.Definition().Name == "probe" {
+				return t
+			}
+		}
+		panic("no probe among the nested loop's tools")
+	}
+}
+
+type agenticCatalog map[string]tool.Tool
+
+func (c agenticCatalog) Tool(name string) (tool.Tool, bool) { t, ok := c[name]; return t, ok }
+func (c agenticCatalog) Group(string) ([]tool.Tool, bool)   { return nil, false }
+
+// capturingNester keeps the tools of the loop it is asked to run, and runs none.
+type capturingNester struct{ tools []tool.Tool }
+
+func (n *capturingNester) Decorate(t tool.Tool) tool.Tool { return t }
+func (n *capturingNester) RunLoop(_ context.Context, l agentic.Loop) (*loop.Result, error) {
+	n.tools = l.Tools
+	return &loop.Result{}, nil
 }
 
 func TestEveryWrapperIsKnown(t *testing.T) {

@@ -1,0 +1,130 @@
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+	"slices"
+
+	"github.com/toolmesh/toolmesh/internal/agentic"
+	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/process"
+	"github.com/toolmesh/toolmesh/pkg/schema"
+	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/toolctx"
+)
+
+// configSpecs are the config's agentic tools as specs, in name order; an error names the
+// key of the first that is wrong in itself.
+func configSpecs(cfg config.Config) ([]agentic.Spec, error) {
+	var out []agentic.Spec
+	for _, name := range slices.Sorted(maps.Keys(cfg.AgenticTools)) {
+		a := cfg.AgenticTools[name]
+		key := "agentic_tools." + name
+		s := agentic.Spec{
+			Key: key, Name: name, Description: a.Description, Kind: agentic.Kind(a.Kind), SystemPrompt: a.SystemPrompt,
+			Model: a.Model, Role: a.Role, MaxIterations: a.MaxIterations, Tools: a.Tools, Groups: a.ToolGroups,
+			CaptureNestedArtifacts: a.CaptureNestedArtifacts,
+		}
+		if s.Kind == "" {
+			s.Kind = agentic.KindSimple
+		}
+		if len(a.Parameters) > 0 {
+			raw, err := json.Marshal(a.Parameters)
+			if err != nil {
+				return nil, &agentic.FieldError{Field: key + ".parameters", Problem: err.Error()}
+			}
+			if s.Parameters, err = schema.FromJSON(raw); err != nil {
+				return nil, &agentic.FieldError{Field: key + ".parameters", Problem: err.Error()}
+			}
+		}
+		if len(a.Context) > 0 {
+			s.Context = toolctx.FromMap(a.Context)
+		}
+		for _, l := range a.LockedTools {
+			s.Locks = append(s.Locks, agentic.Lock{Tool: l.Tool, AfterAll: l.AfterAll, AfterAny: l.AfterAny, ArtifactType: l.ArtifactType, BlackboardType: l.BlackboardType, When: l.When})
+		}
+		if sm := a.StateMachine; sm != nil {
+			s.Initial = sm.InitialState
+			for _, st := range sm.States {
+				state := agentic.State{Name: st.Name}
+				for _, t := range st.Tools {
+					state.Tools = append(state.Tools, agentic.StateTool{Tool: t.Tool, TransitionsTo: t.TransitionsTo})
+				}
+				s.States = append(s.States, state)
+			}
+		}
+		if err := agentic.Check(s); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// catalog resolves an agentic tool's sub-tools for a run: tools workers serve, the
+// built-in groups' tools, and groups by role as the run would get them.
+type catalog struct {
+	s   *Service
+	ctx context.Context
+}
+
+func (c catalog) Tool(name string) (tool.Tool, bool) {
+	if t, err := c.s.router.Tool(name); err == nil {
+		return t, true
+	}
+	for _, role := range slices.Sorted(maps.Keys(process.Groups)) {
+		ts, _ := process.GroupTools(role, nil)
+		if t, ok := findTool(ts, name); ok {
+			return t, true
+		}
+	}
+	for _, role := range slices.Sorted(maps.Keys(c.s.mcp)) {
+		if t, ok := c.s.mcp[role].ToolByName(c.ctx, name); ok {
+			return t, true
+		}
+	}
+	return nil, false
+}
+
+// findTool finds a tool by name among ts and the children of the facades among them.
+func findTool(ts []tool.Tool, name string) (tool.Tool, bool) {
+	for _, t := range ts {
+		if t.Definition().Name == name {
+			return t, true
+		}
+		if f, ok := tool.As[tool.Facade](t); ok {
+			if c, ok := findTool(f.Children(), name); ok {
+				return c, true
+			}
+		}
+	}
+	return nil, false
+}
+
+func (c catalog) Group(role string) ([]tool.Tool, bool) {
+	ts, err := c.s.groupTools(c.ctx, role)
+	return ts, err == nil
+}
+
+func (s *Service) configAgentic(name string) bool {
+	return slices.ContainsFunc(s.agentic, func(a agentic.Spec) bool { return a.Name == name })
+}
+
+// compileAgentic builds the agentic tools a run offers (want): the request's own specs
+// and the config's, which a request's spec may not reuse the name of.
+func (s *Service) compileAgentic(ctx context.Context, own []agentic.Spec, want []string) ([]tool.Tool, error) {
+	for _, a := range own {
+		if s.configAgentic(a.Name) {
+			return nil, fieldErr(a.Key+".name", ErrInvalid, "%q is the name of an agentic tool of the orchestrator's config (agentic_tools.%s)", a.Name, a.Name)
+		}
+	}
+	specs := append(slices.Clone(s.agentic), own...)
+	ts, err := agentic.Compile(specs, want, catalog{s: s, ctx: ctx})
+	var fe *agentic.FieldError
+	if errors.As(err, &fe) {
+		return nil, fieldErr(fe.Field, ErrInvalid, "%s", fe.Problem)
+	}
+	return ts, err
+}

@@ -1,0 +1,152 @@
+package run
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/toolmesh/toolmesh/internal/agentic"
+	"github.com/toolmesh/toolmesh/internal/llm"
+	"github.com/toolmesh/toolmesh/internal/loop"
+	"github.com/toolmesh/toolmesh/internal/process"
+	"github.com/toolmesh/toolmesh/internal/progressive"
+	"github.com/toolmesh/toolmesh/internal/telemetry"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/toolctx"
+)
+
+// Default limits of nesting.
+const (
+	DefaultMaxNestingDepth = 4
+	DefaultMaxNestedLoops  = 64
+)
+
+// Scope says which nested loop an event comes from.
+type Scope struct {
+	LoopID, ParentLoopID string
+	// Tool is the agentic tool whose call runs the loop; Kind its kind.
+	Tool, Kind string
+	// Depth is 1 for a loop the run's own loop started, 2 for one that started, ...
+	Depth int
+}
+
+// Nested is an event of a nested loop (a loop.Event) with the loop it comes from.
+type Nested struct {
+	Scope Scope
+	Event Event
+}
+
+// NestedStarted: an agentic tool's call started its loop.
+type NestedStarted struct {
+	Scope         Scope
+	Model         string
+	Tools         []string
+	MaxIterations int
+}
+
+// NestedFinished: a nested loop ended; Err is empty when it ended with an answer.
+type NestedFinished struct {
+	Scope      Scope
+	Iterations int
+	ToolCalls  int
+	Err        string
+}
+
+// LoopInfo is a loop of a run, for GetRun's tree of loops: the run's own loop has depth
+// 0 and no parent.
+type LoopInfo struct {
+	Scope
+	Iterations, ToolCalls int
+	// Running is set until the loop ends; Err is how it failed.
+	Running bool
+	Err     string
+}
+
+// nester runs the nested loops of one run (agentic.Nester). Each loop gets a nester
+// of its own, one level deeper, in the context of its tool calls.
+type nester struct {
+	s        *Service
+	p        *prepared
+	r        *record
+	proc     *process.Process
+	observer *serialObserver
+	decorate func(tool.Tool) tool.Tool
+	// loops counts the nested loops the run started, against MaxNestedLoops.
+	loops *atomic.Int64
+	// parent is the loop whose tool calls see this nester; depth its depth.
+	parent string
+	depth  int
+}
+
+func (n *nester) Decorate(t tool.Tool) tool.Tool { return n.decorate(t) }
+
+func (n *nester) RunLoop(ctx context.Context, l agentic.Loop) (*loop.Result, error) {
+	lc := n.s.cfg.Loop
+	maxDepth, maxLoops := cmpOr(lc.MaxNestingDepth, DefaultMaxNestingDepth), cmpOr(lc.MaxNestedLoops, DefaultMaxNestedLoops)
+	if n.depth+1 > maxDepth {
+		return nil, fmt.Errorf("agentic tool '%s' was not run: nested loops go at most %d deep (loop.max_nesting_depth)", l.Tool, maxDepth)
+	}
+	if c := n.loops.Add(1); c > int64(maxLoops) {
+		return nil, fmt.Errorf("agentic tool '%s' was not run: a run starts at most %d nested loops (loop.max_nested_loops)", l.Tool, maxLoops)
+	}
+	provider, model, label := n.p.provider, n.p.model, n.p.label
+	if l.Model != "" || l.Role != "" {
+		var err error
+		if provider, model, err = n.s.chooseModel(l.Model, l.Role); err != nil {
+			return nil, err
+		}
+		label = llm.Label(provider, model)
+	}
+	scope := Scope{LoopID: "loop_" + randomHex(8), ParentLoopID: n.parent, Tool: l.Tool, Kind: string(l.Kind), Depth: n.depth + 1}
+	opts := n.p.opts
+	opts.Provider = tracedProvider{provider, n.s.tel}
+	opts.Model = model
+	opts.MaxIterations = cmpOr(l.MaxIterations, loop.DefaultMaxIterations)
+	opts.OutputSchema = nil
+	opts.LoopID = scope.LoopID
+	opts.Context = toolctx.Effective(n.p.bag, l.Context)
+	opts.Cost = func(m string, u llm.Usage) float64 { return n.s.cost(m, label, u) }
+	opts.Strategies = []loop.Strategy{progressive.New()}
+	opts.Decorate = n.decorate
+	opts.NotFound = nil // a fresh policy per loop
+	child := *n
+	child.parent, child.depth = scope.LoopID, scope.Depth
+	prepare := prepareCall(n.proc, n.observer)
+	opts.PrepareCall = func(ctx context.Context, c llm.ToolCall) context.Context {
+		return agentic.WithNester(prepare(ctx, c), &child)
+	}
+	requestModel := cmp.Or(model, tracedProvider{Provider: provider}.DefaultModel())
+	opts.Observer = func(ev loop.Event) {
+		n.r.observeNested(scope.LoopID, ev)
+		if x, ok := ev.(loop.ModelCalled); ok {
+			n.s.tel.RecordCost(ctx, requestModel, x.CostUSD)
+			n.proc.RecordModelCall(provider.Name(), x.Model, x.Usage.InputTokens, x.Usage.OutputTokens, x.CostUSD)
+		}
+		n.observer.send(Nested{Scope: scope, Event: ev})
+	}
+	var names []string
+	for _, t := range l.Tools {
+		names = append(names, t.Definition().Name)
+	}
+	n.r.startLoop(scope)
+	n.observer.send(NestedStarted{Scope: scope, Model: label, Tools: names, MaxIterations: opts.MaxIterations})
+	info, _ := tool.CallInfoFrom(ctx)
+	ctx = toolcall.WithCallInfo(ctx, tool.CallInfo{RunID: info.RunID, LoopID: scope.LoopID})
+	ctx, span := n.s.tel.StartRun(ctx, telemetry.RunAttrs{RunID: info.RunID, LoopID: scope.LoopID, Provider: provider.Name(), Model: model})
+	res, err := loop.Run(ctx, opts, loop.Input{System: l.System, Messages: []llm.Message{{Role: llm.RoleUser, Text: l.Input}}, Tools: l.Tools})
+	fin := NestedFinished{Scope: scope}
+	if res != nil {
+		fin.Iterations, fin.ToolCalls = res.Iterations, res.ToolCalls
+		n.s.tel.EndRun(span, telemetry.RunResult{Outcome: "completed", InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens})
+	}
+	if err != nil {
+		fin.Err = err.Error()
+		kind := n.s.errorType(err)
+		n.s.tel.EndRun(span, telemetry.RunResult{Outcome: "failed", ErrorType: kind, Err: err})
+	}
+	n.r.endLoop(fin)
+	n.observer.send(fin)
+	return res, err
+}

@@ -1,0 +1,141 @@
+package server
+
+import (
+	"github.com/toolmesh/toolmesh/internal/agentic"
+	"github.com/toolmesh/toolmesh/internal/wire"
+	"github.com/toolmesh/toolmesh/pkg/schema"
+	"github.com/toolmesh/toolmesh/pkg/toolctx"
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
+)
+
+// maxRunAgenticTools bounds a request's agentic tools.
+const maxRunAgenticTools = 32
+
+// validateAgentic checks the bounds and encodings of a request's agentic tools; the
+// specs themselves (names, kinds, locks, states, CEL, sub-tools) are checked when the
+// run is prepared.
+func validateAgentic(specs []*toolpb.AgenticToolSpec) *fieldError {
+	if len(specs) > maxRunAgenticTools {
+		return invalid("agentic_tools", "has %d agentic tools; the limit is %d", len(specs), maxRunAgenticTools)
+	}
+	for i, s := range specs {
+		f := indexed("agentic_tools", i)
+		for _, t := range []struct {
+			field, s string
+			limit    int
+		}{
+			{".name", s.GetName(), 64},
+			{".description", s.GetDescription(), wire.MaxDescriptionBytes},
+			{".system_prompt", s.GetSystemPrompt(), wire.MaxPromptBytes},
+			{".parameters_json_schema", s.GetParametersJsonSchema(), wire.MaxSchemaBytes},
+		} {
+			if p := wire.CheckText(t.s, t.limit); p != "" {
+				return invalid(f+t.field, "%s", p)
+			}
+		}
+		if js := s.GetParametersJsonSchema(); js != "" {
+			if _, err := schema.FromJSON([]byte(js)); err != nil {
+				return invalid(f+".parameters_json_schema", "%v", err)
+			}
+		}
+		if fe := validateLLM(s.GetLlm()); fe != nil {
+			fe.field = f + "." + fe.field
+			return fe
+		}
+		if n := s.GetMaxIterations(); n < 0 || n > 1000 {
+			return invalid(f+".max_iterations", "must be between 0 and 1000, got %d", n)
+		}
+		if fe := checkContext(f+".context", s.GetContext()); fe != nil {
+			return fe
+		}
+		for _, names := range []struct {
+			field string
+			names []string
+		}{{".tools", s.GetTools()}, {".tool_groups", s.GetToolGroups()}} {
+			if len(names.names) > agentic.MaxTools {
+				return invalid(f+names.field, "has %d names; the limit is %d", len(names.names), agentic.MaxTools)
+			}
+			for j, n := range names.names {
+				if p := wire.CheckPrintable(n, 130); p != "" {
+					return invalid(indexed(f+names.field, j), "%s", p)
+				}
+			}
+		}
+		if n := len(s.GetLockedTools()); n > agentic.MaxLocks {
+			return invalid(f+".locked_tools", "has %d locked tools; the limit is %d", n, agentic.MaxLocks)
+		}
+		for j, l := range s.GetLockedTools() {
+			lf := indexed(f+".locked_tools", j)
+			if p := wire.CheckText(l.GetWhen(), maxExpressionSize); p != "" {
+				return invalid(lf+".when", "%s", p)
+			}
+			for _, t := range []struct{ field, s string }{{".artifact_type", l.GetArtifactType()}, {".blackboard_type", l.GetBlackboardType()}} {
+				if p := wire.CheckText(t.s, wire.MaxTypeNameBytes); p != "" {
+					return invalid(lf+t.field, "%s", p)
+				}
+			}
+			if len(l.GetAfterAll())+len(l.GetAfterAny()) > agentic.MaxTools {
+				return invalid(lf, "names more than %d tools", agentic.MaxTools)
+			}
+		}
+		if n := len(s.GetStateMachine().GetStates()); n > agentic.MaxStates {
+			return invalid(f+".state_machine.states", "has %d states; the limit is %d", n, agentic.MaxStates)
+		}
+		switch s.GetKind() {
+		case toolpb.AgenticKind_AGENTIC_KIND_UNSPECIFIED, toolpb.AgenticKind_AGENTIC_KIND_SIMPLE,
+			toolpb.AgenticKind_AGENTIC_KIND_PLAYBOOK, toolpb.AgenticKind_AGENTIC_KIND_STATE_MACHINE:
+		default:
+			return invalid(f+".kind", "unknown kind %d", s.GetKind())
+		}
+	}
+	return nil
+}
+
+var agenticKinds = map[toolpb.AgenticKind]agentic.Kind{
+	toolpb.AgenticKind_AGENTIC_KIND_UNSPECIFIED:   agentic.KindSimple,
+	toolpb.AgenticKind_AGENTIC_KIND_SIMPLE:        agentic.KindSimple,
+	toolpb.AgenticKind_AGENTIC_KIND_PLAYBOOK:      agentic.KindPlaybook,
+	toolpb.AgenticKind_AGENTIC_KIND_STATE_MACHINE: agentic.KindStateMachine,
+}
+
+// kindProto is the wire form of a kind.
+func kindProto(k string) toolpb.AgenticKind {
+	for p, kind := range agenticKinds {
+		if string(kind) == k && p != toolpb.AgenticKind_AGENTIC_KIND_UNSPECIFIED {
+			return p
+		}
+	}
+	return toolpb.AgenticKind_AGENTIC_KIND_UNSPECIFIED
+}
+
+// agenticSpecs are a request's agentic tools as the run service takes them (validated).
+func agenticSpecs(specs []*toolpb.AgenticToolSpec) []agentic.Spec {
+	out := make([]agentic.Spec, 0, len(specs))
+	for i, s := range specs {
+		a := agentic.Spec{
+			Key: indexed("agentic_tools", i), Name: s.GetName(), Description: s.GetDescription(), Kind: agenticKinds[s.GetKind()],
+			SystemPrompt: s.GetSystemPrompt(), Model: s.GetLlm().GetModel(), Role: s.GetLlm().GetRole(),
+			MaxIterations: int(s.GetMaxIterations()), Tools: s.GetTools(), Groups: s.GetToolGroups(),
+			CaptureNestedArtifacts: s.GetCaptureNestedArtifacts(), Context: toolctx.FromMap(s.GetContext()),
+		}
+		if js := s.GetParametersJsonSchema(); js != "" {
+			a.Parameters, _ = schema.FromJSON([]byte(js)) // validated
+		}
+		for _, l := range s.GetLockedTools() {
+			a.Locks = append(a.Locks, agentic.Lock{Tool: l.GetTool(), AfterAll: l.GetAfterAll(), AfterAny: l.GetAfterAny(),
+				ArtifactType: l.GetArtifactType(), BlackboardType: l.GetBlackboardType(), When: l.GetWhen()})
+		}
+		if sm := s.GetStateMachine(); sm != nil {
+			a.Initial = sm.GetInitialState()
+			for _, st := range sm.GetStates() {
+				state := agentic.State{Name: st.GetName()}
+				for _, t := range st.GetTools() {
+					state.Tools = append(state.Tools, agentic.StateTool{Tool: t.GetTool(), TransitionsTo: t.GetTransitionsTo()})
+				}
+				a.States = append(a.States, state)
+			}
+		}
+		out = append(out, a)
+	}
+	return out
+}
