@@ -336,9 +336,27 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-// Describe renders an event as one human-readable line.
+// Describe renders an event as one human-readable line; an event of a nested loop is
+// indented two spaces per level of nesting.
 func Describe(ev *toolpb.RunResponse) string {
+	line := describe(ev)
+	if d := ev.GetScope().GetDepth(); d > 0 {
+		line = strings.Repeat("  ", int(d)) + line
+	}
+	return line
+}
+
+func describe(ev *toolpb.RunResponse) string {
 	switch x := ev.GetEvent().(type) {
+	case *toolpb.RunResponse_NestedLoopStarted:
+		s, n := ev.GetScope(), x.NestedLoopStarted
+		return fmt.Sprintf("▶ %s %s: loop %s in %s, model %s, tools [%s]", s.GetTool(), kindWord(s.GetKind()), s.GetLoopId(), s.GetParentLoopId(), n.GetModel(), strings.Join(n.GetTools(), ", "))
+	case *toolpb.RunResponse_NestedLoopFinished:
+		s, f := ev.GetScope(), x.NestedLoopFinished
+		if f.GetError() != "" {
+			return fmt.Sprintf("✖ %s failed after %s: %s", s.GetTool(), plural(int64(f.GetIterations()), "iteration"), f.GetError())
+		}
+		return fmt.Sprintf("■ %s done (%s, %s)", s.GetTool(), plural(int64(f.GetIterations()), "iteration"), plural(int64(f.GetToolCalls()), "tool call"))
 	case *toolpb.RunResponse_Started:
 		return fmt.Sprintf("▶ run %s started: model %s, tools [%s], loop %s", ev.GetRunId(), x.Started.GetModel(), strings.Join(x.Started.GetTools(), ", "), x.Started.GetLoopId())
 	case *toolpb.RunResponse_ToolCallStarted:
@@ -395,6 +413,17 @@ func Describe(ev *toolpb.RunResponse) string {
 	default:
 		return fmt.Sprintf("? %v", ev)
 	}
+}
+
+// kindWord names an agentic kind: "playbook", "state machine", "agent".
+func kindWord(k toolpb.AgenticKind) string {
+	switch k {
+	case toolpb.AgenticKind_AGENTIC_KIND_PLAYBOOK:
+		return "playbook"
+	case toolpb.AgenticKind_AGENTIC_KIND_STATE_MACHINE:
+		return "state machine"
+	}
+	return "agent"
 }
 
 // plural is "1 iteration", "2 iterations", "0 iterations".

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolmesh/toolmesh/internal/agentic"
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/loop"
@@ -193,15 +194,12 @@ func (s *Service) resolveTools(ctx context.Context, req Request, decorate func(t
 			add(t)
 		}
 	}
-	// Agentic tools: the request's own, and the config's it names among its tools.
+	// Agentic tools, the request's own or the config's, that it names among its tools.
 	var wantAgentic []string
-	for _, a := range req.Agentic {
-		wantAgentic = append(wantAgentic, a.Name)
-	}
 	for i, n := range req.Tools {
 		t, err := s.router.Tool(n)
 		if err != nil {
-			if s.configAgentic(n) && !slices.Contains(wantAgentic, n) {
+			if s.configAgentic(n) || slices.ContainsFunc(req.Agentic, func(a agentic.Spec) bool { return a.Name == n }) {
 				wantAgentic = append(wantAgentic, n)
 				continue
 			}

@@ -195,8 +195,9 @@ type Request struct {
 	Sinks []decorators.RuleSpec
 	// StreamText reports the model's text as it arrives (loop.TextDelta events).
 	StreamText bool
-	// Agentic are the run's own agentic tools, all offered; Key of each is its field
-	// ("agentic_tools[i]"). A name in Tools may also name one of the config's.
+	// Agentic are the run's own agentic tools; Key of each is its field
+	// ("agentic_tools[i]"). The run offers those Tools names (and the config's), and
+	// those that an agentic tool it offers contains.
 	Agentic []agentic.Spec
 }
 

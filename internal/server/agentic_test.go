@@ -32,7 +32,7 @@ func TestAgenticPlaybookInARun(t *testing.T) {
 	}}
 	e := newEnv(t, envOptions{script: script})
 	e.startWorker("w1", builtin.Math())
-	req := &toolpb.RunRequest{RunId: "pb", Prompt: "go", AgenticTools: []*toolpb.AgenticToolSpec{{
+	req := &toolpb.RunRequest{RunId: "pb", Prompt: "go", Tools: []string{"calc"}, AgenticTools: []*toolpb.AgenticToolSpec{{
 		Name: "calc", Description: "Calculate.", Kind: toolpb.AgenticKind_AGENTIC_KIND_PLAYBOOK,
 		ParametersJsonSchema: `{"type":"object","properties":{"task":{"type":"string"}},"required":["task"]}`,
 		Tools:                []string{"add"},
@@ -106,7 +106,7 @@ func TestAgenticSpecsRefused(t *testing.T) {
 		{&toolpb.AgenticToolSpec{Name: "x", Tools: []string{"add"}}, "agentic_tools[0].description"},
 		{&toolpb.AgenticToolSpec{Name: "x", Description: "X.", Tools: []string{"add"}, MaxIterations: 5000}, "agentic_tools[0].max_iterations"},
 	} {
-		_, err := e.cl.RunAndWait(testContext(t), &toolpb.RunRequest{Prompt: "go", AgenticTools: []*toolpb.AgenticToolSpec{tc.spec}}, nil)
+		_, err := e.cl.RunAndWait(testContext(t), &toolpb.RunRequest{Prompt: "go", Tools: []string{"x"}, AgenticTools: []*toolpb.AgenticToolSpec{tc.spec}}, nil)
 		st, _ := status.FromError(errors.Unwrap(err))
 		if st == nil {
 			st, _ = status.FromError(err)

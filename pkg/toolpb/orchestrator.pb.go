@@ -432,9 +432,10 @@ type RunRequest struct {
 	// or that lacks a tool the requirement names, fails the run before it starts. At most
 	// 64, none twice, none also in tool_groups.
 	RequiredToolGroups []*ToolGroupRequirement `protobuf:"bytes,14,rep,name=required_tool_groups,json=requiredToolGroups,proto3" json:"required_tool_groups,omitempty"`
-	// Agentic tools of this run, all offered to the model: at most 32. Each runs a nested
-	// tool loop over its sub-tools when the model calls it. A name of tools may also name
-	// an agentic tool of the orchestrator's config.
+	// Agentic tools of this run: at most 32. Each runs a nested tool loop over its
+	// sub-tools when the model calls it. The run offers those that tools names (tools may
+	// also name an agentic tool of the orchestrator's config); the others serve as
+	// sub-tools of those.
 	AgenticTools  []*AgenticToolSpec `protobuf:"bytes,15,rep,name=agentic_tools,json=agenticTools,proto3" json:"agentic_tools,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
