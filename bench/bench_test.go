@@ -63,7 +63,7 @@ func TestSmoke(t *testing.T) {
 		t.Fatalf("failures: %q", rep.Failures)
 	}
 
-	want := []string{VLimit, VLimitMD, VHop, VHopOTel, VMCPHTTP, VMCPStdio, VMCPGroup, VInProcess, VLoopGRPC, VLoopInProc}
+	want := []string{VLimit, VLimitMD, VHop, VHopOTel, VMCPHTTP, VMCPStdio, VMCPGroup, VInProcess, VLoopGRPC, VLoopNested, VLoopInProc}
 	if cfg.Bins.Everything != "" {
 		want = slices.Insert(want, slices.Index(want, VMCPGroup)+1, VMCPEverything)
 	}

@@ -15,6 +15,7 @@
 //	mcp-everything  the same hop to the echo of @modelcontextprotocol/server-everything (when installed)
 //	inproc       a direct Go call with JSON decode and encode
 //	loop-grpc    a whole Run over gRPC with the scripted model making N tool calls
+//	loop-nested  the same N calls in one agentic tool's nested loop (one level of nesting)
 //	loop-inproc  loop.Run in process with a no-op local tool
 //
 // For each: p50 and p99 at concurrency 1, throughput and CPU per call (both processes) at

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -52,7 +53,9 @@ const (
 	VMCPEverything = "mcp-everything"
 	VInProcess     = "inproc"
 	VLoopGRPC      = "loop-grpc"
-	VLoopInProc    = "loop-inproc"
+	// VLoopNested is loop-grpc with the N calls made by one agentic tool's nested loop.
+	VLoopNested = "loop-nested"
+	VLoopInProc = "loop-inproc"
 )
 
 // variant is one way of calling add (or, for the loop variants, of running a loop).
@@ -291,12 +294,13 @@ func setup(ctx context.Context, cfg Config) (_ *env, err error) {
 	e.variants = append(e.variants,
 		e.inProcessVariant(),
 		e.loopGRPCVariant(orchClient),
+		e.loopNestedVariant(orchClient),
 		e.loopInProcessVariant(),
 	)
 	peers := map[string]int{
 		VMCPEverything: everythingPID,
 		VLimit:         raw.pid(), VLimitMD: raw.pid(), VHop: wOff.pid(), VHopOTel: wOn.pid(),
-		VMCPHTTP: mh.pid(), VMCPStdio: stdioCmd.Process.Pid, VMCPGroup: mh.pid(), VLoopGRPC: wOff.pid(),
+		VMCPHTTP: mh.pid(), VMCPStdio: stdioCmd.Process.Pid, VMCPGroup: mh.pid(), VLoopGRPC: wOff.pid(), VLoopNested: wOff.pid(),
 	}
 	for _, v := range e.variants {
 		v.peer = peers[v.name]
@@ -499,6 +503,11 @@ func loopScript(n int) (*scripted.Provider, error) {
 			Reply: scripted.Reply{ToolCalls: []scripted.ToolCall{{Name: peer.Name, ArgumentsRaw: Arguments}}},
 		})
 	}
+	// The outer loop of loop-nested: it calls the agentic tool, whose nested loop (its
+	// user message the arguments, "{}") follows the rules above, then answers.
+	s.Rules = slices.Insert(s.Rules, 0,
+		scripted.Rule{Name: "nest", When: scripted.When{User: "^" + nestedPrompt + "$", Turn: 1}, Reply: scripted.Reply{ToolCalls: []scripted.ToolCall{{Name: nestedTool, ArgumentsRaw: `{}`}}}},
+		scripted.Rule{Name: "nest-answer", When: scripted.When{User: "^" + nestedPrompt + "$"}, Reply: scripted.Reply{Text: "done"}})
 	s.Rules = append(s.Rules, scripted.Rule{Name: "answer", Reply: scripted.Reply{Text: "done"}})
 	return scripted.New(s)
 }
@@ -524,6 +533,36 @@ func (e *env) loopGRPCVariant(c *client.Client) *variant {
 			}
 			if final.GetText() != "done" || int(final.GetIterations()) != n+1 {
 				return fmt.Errorf("run ended with %q after %d iterations, want \"done\" after %d", final.GetText(), final.GetIterations(), n+1)
+			}
+			return nil
+		}}
+}
+
+// The agentic tool of loop-nested, and the prompt that calls it.
+const (
+	nestedTool   = "add_again"
+	nestedPrompt = "Nest the additions"
+)
+
+func (e *env) loopNestedVariant(c *client.Client) *variant {
+	n := e.cfg.LoopToolCalls
+	req := &toolpb.RunRequest{
+		Prompt:  nestedPrompt,
+		Tools:   []string{nestedTool},
+		Context: toolctx.MustOf(contextEntries...).Map(),
+		AgenticTools: []*toolpb.AgenticToolSpec{{
+			Name: nestedTool, Description: "Add the two numbers, again and again.", Tools: []string{peer.Name},
+		}},
+	}
+	return &variant{name: VLoopNested, unit: "run",
+		measures: fmt.Sprintf("loop-grpc with one level of nesting: the run's model calls the agentic tool %s (declared in the request), whose nested loop asks for add %d times, one call per turn, then answers; then the run's model answers. Against loop-grpc: one nested loop (its setup, its events in the run's stream, its ids and records) and one more model call", nestedTool, n),
+		call: func(ctx context.Context) error {
+			final, err := c.RunAndWait(ctx, req, nil)
+			if err != nil {
+				return err
+			}
+			if final.GetText() != "done" || final.GetIterations() != 2 {
+				return fmt.Errorf("run ended with %q after %d iterations, want \"done\" after 2", final.GetText(), final.GetIterations())
 			}
 			return nil
 		}}

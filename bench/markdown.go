@@ -142,6 +142,10 @@ func (r *Report) Markdown() string {
 	p("| **orchestrator overhead per iteration**, (Run − N × hop) / iterations | **%s** |", dur(l.OverheadUs))
 	p("| of which the scripted model per call (template, streaming chunks, request recording) | %s |", dur(l.ModelUs))
 	p("| in-process loop per iteration (%s p50 / iterations: no gRPC, no-op tool) | %s |", VLoopInProc, dur(l.InProcessUs))
+	if v := r.Variant(VLoopNested); v != nil {
+		p("| Run with the same calls in one agentic tool's nested loop, p50 (%s) | %s |", VLoopNested, dur(v.P50us))
+		p("| **one level of nesting**, %s − %s (a nested loop and one more model call) | **%s** |", VLoopNested, VLoopGRPC, dur(l.NestedUs))
+	}
 	p("")
 	rounds := make([]string, len(l.OverheadRounds))
 	for i, x := range l.OverheadRounds {
@@ -307,6 +311,8 @@ func (r *Report) rowSummary(v VariantResult) string {
 		return "a direct Go call: decode the JSON arguments, add, encode the result"
 	case VLoopGRPC:
 		return fmt.Sprintf("a whole Run over gRPC on the in-process core, the scripted model calling add %d times, one call per turn, then answering", r.Loop.ToolCalls)
+	case VLoopNested:
+		return fmt.Sprintf("the same Run with the %d calls made by one agentic tool's nested loop: one level of nesting", r.Loop.ToolCalls)
 	case VLoopInProc:
 		return fmt.Sprintf("loop.Run in this process with the same model and %d turns, add a local no-op: the loop's own cost", r.Loop.ToolCalls)
 	default:
@@ -324,7 +330,7 @@ func peerOf(name string) string {
 		return "bench/cmd/mcpadd"
 	case VMCPEverything:
 		return "mcp-server-everything (node)"
-	case VLoopGRPC:
+	case VLoopGRPC, VLoopNested:
 		return "bin/toolworker (the orchestrator is in this process)"
 	default:
 		return "none"
@@ -333,7 +339,7 @@ func peerOf(name string) string {
 
 func whose(name string) string {
 	switch name {
-	case VLoopGRPC:
+	case VLoopGRPC, VLoopNested:
 		return "client + in-process orchestrator, per run"
 	case VLoopInProc:
 		return "the loop, per run"

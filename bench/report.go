@@ -112,6 +112,10 @@ type LoopResult struct {
 	// ModelUs is the scripted model alone, per model call (p50).
 	ModelUs     float64   `json:"scripted_model_per_call_us"`
 	ModelRounds []float64 `json:"scripted_model_rounds_us"`
+	// NestedUs is what one level of nesting adds to a run: loop-nested p50 − loop-grpc
+	// p50, per round, median (one nested loop and one more model call).
+	NestedUs     float64   `json:"nested_level_us"`
+	NestedRounds []float64 `json:"nested_level_rounds_us"`
 }
 
 // MemoryResult is the orchestrator's memory per open run.
@@ -280,6 +284,9 @@ func (r *Report) computeLoop(cfg Config) {
 	l.ToolCalls, l.Iterations = n, n+1
 	l.OverheadUs, l.OverheadRounds = r.perRound(VLoopGRPC, VHop, func(run, hop RoundResult) float64 {
 		return (run.Latency.P50us - float64(n)*hop.Latency.P50us) / float64(n+1)
+	})
+	l.NestedUs, l.NestedRounds = r.perRound(VLoopNested, VLoopGRPC, func(nested, flat RoundResult) float64 {
+		return nested.Latency.P50us - flat.Latency.P50us
 	})
 	l.InProcessUs = math.NaN()
 	if v := r.Variant(VLoopInProc); v.ok() {
