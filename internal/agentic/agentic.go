@@ -40,6 +40,8 @@ type agenticTool struct {
 	stateTools []*stateTool
 	// initial overrides the spec's initial state (name@STATE).
 	initial string
+	// sources are the spec's chaining sources, compiled.
+	sources []Source
 }
 
 func (a *agenticTool) Definition() tool.Definition {
@@ -89,6 +91,7 @@ func (a *agenticTool) Call(ctx context.Context, input string) (tool.Result, erro
 	l := Loop{
 		Tool: a.spec.Name, Kind: a.spec.Kind, Input: input, Model: a.spec.Model, Role: a.spec.Role,
 		MaxIterations: a.spec.MaxIterations, Context: a.spec.Context, System: a.spec.SystemPrompt,
+		Sources: a.sources, FromAny: a.spec.ChainFromAny,
 	}
 	switch a.spec.Kind {
 	case KindStateMachine:

@@ -43,6 +43,9 @@ func Check(s Spec) error {
 			return fieldErr(indexed(k+".tools", i), "%q is not a tool name (or name@STATE for a state machine starting in STATE)", t)
 		}
 	}
+	if _, err := CompileSources(k+".chaining_sources", s.Chaining); err != nil {
+		return err
+	}
 	if s.Kind != KindPlaybook && len(s.Locks) > 0 {
 		return fieldErr(k+".locked_tools", "only a playbook has locked tools; this tool is %s", kindName(s.Kind))
 	}
@@ -221,6 +224,7 @@ func (c *compiler) build(name string, path []string) (*agenticTool, error) {
 	s := c.specs[name]
 	path = append(path, name)
 	a := &agenticTool{spec: s}
+	a.sources, _ = CompileSources(s.Key+".chaining_sources", s.Chaining) // checked
 	resolve := func(field, ref string) ([]sub, error) {
 		n, state, at := strings.Cut(ref, "@")
 		if _, ok := c.specs[n]; ok {

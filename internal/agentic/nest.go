@@ -33,6 +33,10 @@ type Loop struct {
 	MaxIterations int
 	// Context is the interaction level of the ToolCallContext: it wins over the run's.
 	Context toolctx.Context
+	// Sources and FromAny configure tool chaining in the loop (see Spec); no sources
+	// mean the calling run's.
+	Sources []Source
+	FromAny bool
 }
 
 type nesterKey struct{}

@@ -48,9 +48,20 @@ type Spec struct {
 	Context toolctx.Context
 	// Locks are a playbook's locked tools (the others are unlocked from the start).
 	Locks []Lock
+	// Chaining restricts which returned objects bind for tool chaining in the nested
+	// loop (none: the run's sources); ChainFromAny adds the methods of an object's type
+	// to the nested loop once it binds.
+	Chaining     []ChainingSpec
+	ChainFromAny bool
 	// Initial and States describe a state machine.
 	Initial string
 	States  []State
+}
+
+// ChainingSpec takes returned objects of Type for tool chaining, when When (a CEL
+// predicate over value and type_name) holds for them.
+type ChainingSpec struct {
+	Type, When string
 }
 
 // Lock keeps a playbook's tool locked until its condition holds. When several fields are

@@ -2,6 +2,7 @@ package builtin_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/toolmesh/toolmesh/internal/builtin"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 	"github.com/toolmesh/toolmesh/pkg/worker"
@@ -198,7 +200,7 @@ func TestWithDelay(t *testing.T) {
 
 func TestGroups(t *testing.T) {
 	gs := builtin.Groups()
-	if len(gs) != 5 || gs["crm"]().Role != "crm" || gs["faults"]().Role != "faults" || gs["math"]().Role != "math" || gs["text"]().Role != "text" || gs["shop"]().Role != "shop" {
+	if len(gs) != 6 || gs["users"]().Role != "users" || gs["crm"]().Role != "crm" || gs["faults"]().Role != "faults" || gs["math"]().Role != "math" || gs["text"]().Role != "text" || gs["shop"]().Role != "shop" {
 		t.Errorf("Groups() = %v", gs)
 	}
 	for _, name := range []string{"math", "text", "shop", "echo_x"} {
@@ -255,4 +257,32 @@ func groupRegistrations(groups ...worker.Group) ([]*toolpb.GroupRegistration, er
 		return nil, err
 	}
 	return w.Registration().GetGroups(), nil
+}
+
+// The users group's methods read their receiver from the call's state and updateEmail
+// replaces it; without a receiver they fail.
+func TestUserMethods(t *testing.T) {
+	g := builtin.Users()
+	byName := map[string]tool.Tool{}
+	for _, tl := range g.Tools {
+		byName[tl.Definition().Name] = tl
+	}
+	if byName["updateEmail"].Metadata().ReceiverType != builtin.UserType || byName["find_user"].Metadata().ReceiverType != "" {
+		t.Fatalf("receiver types: %+v", byName["updateEmail"].Metadata())
+	}
+	res, _ := byName["find_user"].Call(context.Background(), `{"name":"grace"}`)
+	if res.Artifact == nil || res.Artifact.TypeName != builtin.UserType {
+		t.Fatalf("find_user: %+v", res)
+	}
+	if res, err := byName["profile"].Call(context.Background(), `{}`); err == nil && !res.IsError() {
+		t.Errorf("profile without a receiver: %+v", res)
+	}
+	st := tool.NewState(res.Artifact.JSON)
+	ctx := toolcall.WithState(context.Background(), st)
+	if res, err := byName["updateEmail"].Call(ctx, `{"email":"g@navy.mil"}`); err != nil || res.Content != "The email of Grace Hopper changed from grace@example.com to g@navy.mil" {
+		t.Errorf("updateEmail: %+v, %v", res, err)
+	}
+	if !st.Changed() || !strings.Contains(string(st.Bytes()), `"email":"g@navy.mil"`) {
+		t.Errorf("receiver after updateEmail: %s", st.Bytes())
+	}
 }

@@ -36,6 +36,7 @@ func constructors() map[string]func(Wrap) worker.Group {
 		ShopRole:   shopGroup,
 		FaultsRole: faultsGroup,
 		CRMRole:    crmGroup,
+		UsersRole:  usersGroup,
 	}
 }
 

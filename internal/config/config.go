@@ -99,6 +99,15 @@ type AgenticTool struct {
 	Context                map[string]string `yaml:"context"`
 	LockedTools            []LockedTool      `yaml:"locked_tools"`
 	StateMachine           *StateMachine     `yaml:"state_machine"`
+	// ChainingSources and ChainFromAny configure tool chaining in the nested loop.
+	ChainingSources []ChainingSource `yaml:"chaining_sources"`
+	ChainFromAny    bool             `yaml:"chain_from_any"`
+}
+
+// ChainingSource takes returned objects of a type for tool chaining, when When holds.
+type ChainingSource struct {
+	Type string `yaml:"type"`
+	When string `yaml:"when"`
 }
 
 // LockedTool is a playbook's tool that stays locked until its conditions hold.

@@ -471,6 +471,12 @@ func parseDefinition(p *toolpb.ToolDefinition) (tool.Definition, tool.Metadata, 
 			return tool.Definition{}, tool.Metadata{}, fmt.Errorf("blackboard_types[%d] %s", i, msg)
 		}
 	}
+	if msg := wire.CheckText(p.GetReceiverType(), wire.MaxTypeNameBytes); msg != "" {
+		return tool.Definition{}, tool.Metadata{}, fmt.Errorf("receiver_type %s", msg)
+	}
+	if p.GetReceiverType() != "" && strings.TrimSpace(p.GetReceiverType()) == "" {
+		return tool.Definition{}, tool.Metadata{}, fmt.Errorf("receiver_type is blank")
+	}
 	return wire.DefinitionFromProto(p)
 }
 

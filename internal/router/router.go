@@ -239,6 +239,21 @@ func (r *Router) Tool(name string) (tool.Tool, error) {
 	return r.toolLocked(e), nil
 }
 
+// Methods returns the remote tools that are methods of a domain type (their
+// Metadata.ReceiverType is set), sorted by name.
+func (r *Router) Methods() []tool.Tool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var out []tool.Tool
+	for _, e := range r.tools {
+		if e.meta.ReceiverType != "" && e.facade == nil {
+			out = append(out, r.toolLocked(e))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Definition().Name < out[j].Definition().Name })
+	return out
+}
+
 // Group returns the description of a group and its remote tools, sorted by name.
 func (r *Router) Group(role string) (*toolpb.ToolGroupInfo, []tool.Tool, error) {
 	r.mu.RLock()

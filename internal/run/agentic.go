@@ -9,6 +9,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/agentic"
 	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/loop"
 	"github.com/toolmesh/toolmesh/internal/process"
 	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
@@ -25,7 +26,10 @@ func configSpecs(cfg config.Config) ([]agentic.Spec, error) {
 		s := agentic.Spec{
 			Key: key, Name: name, Description: a.Description, Kind: agentic.Kind(a.Kind), SystemPrompt: a.SystemPrompt,
 			Model: a.Model, Role: a.Role, MaxIterations: a.MaxIterations, Tools: a.Tools, Groups: a.ToolGroups,
-			CaptureNestedArtifacts: a.CaptureNestedArtifacts,
+			CaptureNestedArtifacts: a.CaptureNestedArtifacts, ChainFromAny: a.ChainFromAny,
+		}
+		for _, c := range a.ChainingSources {
+			s.Chaining = append(s.Chaining, agentic.ChainingSpec{Type: c.Type, When: c.When})
 		}
 		if s.Kind == "" {
 			s.Kind = agentic.KindSimple
@@ -127,4 +131,36 @@ func (s *Service) compileAgentic(ctx context.Context, own []agentic.Spec, want [
 		return nil, fieldErr(fe.Field, ErrInvalid, "%s", fe.Problem)
 	}
 	return ts, err
+}
+
+// chainingSources compiles tool-chaining sources; an error names the field.
+func chainingSources(field string, specs []ChainingSource) ([]agentic.Source, error) {
+	out, err := agentic.CompileSources(field, specs)
+	var fe *agentic.FieldError
+	if errors.As(err, &fe) {
+		return nil, fieldErr(fe.Field, ErrInvalid, "%s", fe.Problem)
+	}
+	return out, err
+}
+
+// receiverTypes are the receiver types of the methods the mesh serves.
+func (s *Service) receiverTypes() []string {
+	var out []string
+	for _, m := range s.router.Methods() {
+		if typ := m.Metadata().ReceiverType; !slices.Contains(out, typ) {
+			out = append(out, typ)
+		}
+	}
+	return out
+}
+
+// loopChaining is what a loop needs for tool chaining: its bindings, in the context of
+// its calls, and with auto-discovery the strategy that adds the methods of a type once
+// an object of it binds.
+func (s *Service) loopChaining(sources []agentic.Source, fromAny bool) (*agentic.Bindings, loop.Strategy) {
+	b := agentic.NewBindings(s.receiverTypes, sources)
+	if !fromAny {
+		return b, nil
+	}
+	return b, agentic.Discovery(b, s.router.Methods)
 }

@@ -114,8 +114,16 @@ func (n *nester) RunLoop(ctx context.Context, l agentic.Loop) (*loop.Result, err
 	child := *n
 	child.parent, child.depth = scope.LoopID, scope.Depth
 	prepare := prepareCall(n.proc, n.observer)
+	sources, fromAny := l.Sources, l.FromAny
+	if len(sources) == 0 {
+		sources = n.p.sources
+	}
+	bindings, discovery := n.s.loopChaining(sources, fromAny || n.p.req.ChainFromAny)
+	if discovery != nil {
+		opts.Strategies = append(opts.Strategies, discovery)
+	}
 	opts.PrepareCall = func(ctx context.Context, c llm.ToolCall) context.Context {
-		return agentic.WithNester(prepare(ctx, c), &child)
+		return agentic.WithBindings(agentic.WithNester(prepare(ctx, c), &child), bindings)
 	}
 	requestModel := cmp.Or(model, tracedProvider{Provider: provider}.DefaultModel())
 	opts.Observer = func(ev loop.Event) {

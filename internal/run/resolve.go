@@ -38,6 +38,8 @@ type prepared struct {
 	warnings []Warning
 	// decorate is the run's decorator chain, for the tools nested loops add.
 	decorate func(tool.Tool) tool.Tool
+	// sources are the run's tool-chaining sources.
+	sources []agentic.Source
 }
 
 // prepare resolves a request: its tools, context, model and limits.
@@ -47,6 +49,13 @@ func (s *Service) prepare(ctx context.Context, req Request) (*prepared, error) {
 		return nil, err
 	}
 	chain := s.chain.With(rules)
+	// Every tool of the run, and every tool a loop adds, is decorated and then wrapped for
+	// tool chaining.
+	decorate := func(t tool.Tool) tool.Tool { return agentic.Chain(chain.Decorate(t)) }
+	sources, err := chainingSources("chaining_sources", req.ChainingSources)
+	if err != nil {
+		return nil, err
+	}
 	// The interaction level wins over the run level.
 	bag := toolctx.Effective(req.Context, req.Interaction)
 	if err := checkContext(bag, req.Context, req.Interaction, s.cfg.Context.MaxBytes); err != nil {
@@ -57,7 +66,7 @@ func (s *Service) prepare(ctx context.Context, req Request) (*prepared, error) {
 	// Resolving may wait for an MCP server to connect: no longer than the run may take.
 	rctx, cancel := context.WithTimeout(toolctx.NewContext(ctx, bag), cmpOr(req.Timeout, s.cfg.Loop.RunTimeout.D()))
 	defer cancel()
-	tools, warnings, err := s.resolveTools(rctx, req, chain.Decorate)
+	tools, warnings, err := s.resolveTools(rctx, req, decorate)
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +91,7 @@ func (s *Service) prepare(ctx context.Context, req Request) (*prepared, error) {
 	}
 	lc := s.cfg.Loop
 	p := &prepared{
-		req: req, tools: tools, warnings: warnings, bag: bag, provider: provider, model: model, decorate: chain.Decorate,
+		req: req, tools: tools, warnings: warnings, bag: bag, provider: provider, model: model, decorate: decorate, sources: sources,
 		label:   llm.Label(provider, model),
 		timeout: cmpOr(req.Timeout, lc.RunTimeout.D()),
 	}
@@ -102,7 +111,7 @@ func (s *Service) prepare(ctx context.Context, req Request) (*prepared, error) {
 		StreamText:      req.StreamText,
 		Cost:            func(m string, u llm.Usage) float64 { return s.cost(m, label, u) },
 		Strategies:      []loop.Strategy{progressive.New(), s.newMCPRefresh(rctx, roles)},
-		Decorate:        chain.Decorate,
+		Decorate:        decorate,
 	}
 	return p, nil
 }

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -199,7 +200,17 @@ type Request struct {
 	// ("agentic_tools[i]"). The run offers those Tools names (and the config's), and
 	// those that an agentic tool it offers contains.
 	Agentic []agentic.Spec
+	// ChainingSources restrict which returned objects bind for tool chaining (none: any
+	// object of a type some method has as its receiver type); ChainFromAny adds the
+	// methods of an object's type to the loop once it binds, whether the run offered
+	// them or not.
+	ChainingSources []ChainingSource
+	ChainFromAny    bool
 }
+
+// ChainingSource is a type whose returned objects bind, when When (CEL over value and
+// type_name) holds for them.
+type ChainingSource = agentic.ChainingSpec
 
 // Event is what an observer of a run sees: Started first, then the loop's events
 // (loop.ModelCalled, loop.ToolCallStarted, ...).
@@ -292,8 +303,12 @@ func (s *Service) drive(ctx context.Context, r *record, p *prepared, loopID stri
 	r.startLoop(Scope{LoopID: loopID})
 	nest := &nester{s: s, p: p, r: r, proc: proc, observer: observer, decorate: p.decorate, loops: &atomic.Int64{}, parent: loopID}
 	prepare := prepareCall(proc, observer)
+	bindings, discovery := s.loopChaining(p.sources, req.ChainFromAny)
+	if discovery != nil {
+		opts.Strategies = append(slices.Clone(opts.Strategies), discovery)
+	}
 	opts.PrepareCall = func(ctx context.Context, c llm.ToolCall) context.Context {
-		return agentic.WithNester(prepare(ctx, c), nest)
+		return agentic.WithBindings(agentic.WithNester(prepare(ctx, c), nest), bindings)
 	}
 	// The cost metric is labelled, like the chat spans, by the model the run asked for;
 	// the model that answered may be a dated version of it.

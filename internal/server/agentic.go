@@ -2,6 +2,7 @@ package server
 
 import (
 	"github.com/toolmesh/toolmesh/internal/agentic"
+	"github.com/toolmesh/toolmesh/internal/run"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
@@ -78,6 +79,9 @@ func validateAgentic(specs []*toolpb.AgenticToolSpec) *fieldError {
 				return invalid(lf, "names more than %d tools", agentic.MaxTools)
 			}
 		}
+		if fe := validateChaining(f+".chaining_sources", s.GetChainingSources()); fe != nil {
+			return fe
+		}
 		if n := len(s.GetStateMachine().GetStates()); n > agentic.MaxStates {
 			return invalid(f+".state_machine.states", "has %d states; the limit is %d", n, agentic.MaxStates)
 		}
@@ -117,6 +121,7 @@ func agenticSpecs(specs []*toolpb.AgenticToolSpec) []agentic.Spec {
 			SystemPrompt: s.GetSystemPrompt(), Model: s.GetLlm().GetModel(), Role: s.GetLlm().GetRole(),
 			MaxIterations: int(s.GetMaxIterations()), Tools: s.GetTools(), Groups: s.GetToolGroups(),
 			CaptureNestedArtifacts: s.GetCaptureNestedArtifacts(), Context: toolctx.FromMap(s.GetContext()),
+			ChainFromAny: s.GetChainFromAny(), Chaining: chainingSpecs(s.GetChainingSources()),
 		}
 		if js := s.GetParametersJsonSchema(); js != "" {
 			a.Parameters, _ = schema.FromJSON([]byte(js)) // validated
@@ -136,6 +141,37 @@ func agenticSpecs(specs []*toolpb.AgenticToolSpec) []agentic.Spec {
 			}
 		}
 		out = append(out, a)
+	}
+	return out
+}
+
+// maxChainingSources bounds the chaining sources of a request or an agentic tool.
+const maxChainingSources = 32
+
+func validateChaining(field string, srcs []*toolpb.ChainingSource) *fieldError {
+	if len(srcs) > maxChainingSources {
+		return invalid(field, "has %d sources; the limit is %d", len(srcs), maxChainingSources)
+	}
+	for i, src := range srcs {
+		f := indexed(field, i)
+		if p := wire.CheckText(src.GetTypeName(), wire.MaxTypeNameBytes); p != "" {
+			return invalid(f+".type_name", "%s", p)
+		}
+		if blank(src.GetTypeName()) {
+			return invalid(f+".type_name", "is empty: a source needs a type name")
+		}
+		if p := wire.CheckText(src.GetWhen(), maxExpressionSize); p != "" {
+			return invalid(f+".when", "%s", p)
+		}
+	}
+	return nil
+}
+
+// chainingSpecs are a request's chaining sources as the run service takes them.
+func chainingSpecs(srcs []*toolpb.ChainingSource) []run.ChainingSource {
+	out := make([]run.ChainingSource, 0, len(srcs))
+	for _, s := range srcs {
+		out = append(out, run.ChainingSource{Type: s.GetTypeName(), When: s.GetWhen()})
 	}
 	return out
 }

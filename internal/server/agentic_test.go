@@ -142,3 +142,32 @@ func TestAgenticDepthLimit(t *testing.T) {
 		t.Errorf("final %q, want %q", final.GetText(), want)
 	}
 }
+
+// Tool chaining inside an agentic tool: a state machine finds a user (its global tool)
+// and then, in the state find_user's success does not change, runs the User method on
+// it; the nested loop's bindings are its own, so the run's loop sees no user bound.
+func TestChainingInsideAStateMachine(t *testing.T) {
+	script := scripted.Script{Name: "sm", Rules: []scripted.Rule{
+		{When: scripted.When{HasTool: "accounts", Turn: 1}, Reply: scriptedCall("accounts", `{}`)},
+		{When: scripted.When{HasTool: "accounts", Turn: 2}, Reply: scriptedCall("profile", `{}`)},
+		{When: scripted.When{HasTool: "accounts"}, Reply: scripted.Reply{Text: "{{ result \"profile\" }} / {{ latest \"accounts\" }}"}},
+		{When: scripted.When{Turn: 1}, Reply: scriptedCall("find_user", `{"name":"grace"}`)},
+		{When: scripted.When{Turn: 2}, Reply: scriptedCall("updateEmail", `{"email":"grace@navy.mil"}`)},
+		{When: scripted.When{Turn: 3}, Reply: scriptedCall("profile", `{}`)},
+		{Reply: scripted.Reply{Text: "{{ result \"profile\" }}"}},
+	}}
+	e := newEnv(t, envOptions{script: script})
+	e.startWorker("w1", builtin.Users())
+	req := &toolpb.RunRequest{Prompt: "go", Tools: []string{"accounts", "profile"}, AgenticTools: []*toolpb.AgenticToolSpec{{
+		Name: "accounts", Description: "Manage accounts.", Kind: toolpb.AgenticKind_AGENTIC_KIND_STATE_MACHINE, Tools: []string{"find_user"},
+		StateMachine: &toolpb.StateMachineSpec{InitialState: "EDIT", States: []*toolpb.MachineState{{Name: "EDIT", Tools: []*toolpb.MachineStateTool{
+			{Tool: "updateEmail", TransitionsTo: "READ"}}}, {Name: "READ", Tools: []*toolpb.MachineStateTool{{Tool: "profile"}}}}},
+	}}}
+	final, err := e.cl.RunAndWait(testContext(t), req, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "This tool is not yet available. You must first retrieve a single User instance. / Grace Hopper (id 2) <grace@navy.mil>"; final.GetText() != want {
+		t.Errorf("final %q, want %q", final.GetText(), want)
+	}
+}

@@ -84,7 +84,9 @@ func runRequest(req *toolpb.RunRequest) run.Request {
 		MaxIterations: int(l.GetMaxIterations()), MaxParallel: int(l.GetMaxParallelToolCalls()),
 		MaxTokens: l.GetMaxTokens(), MaxCostUSD: l.GetMaxCostUsd(), OutputSchema: req.GetOutputSchemaJson(),
 		MaxActions: int(l.GetMaxActions()), StreamText: req.GetStreamText(),
-		Agentic: agenticSpecs(req.GetAgenticTools()),
+		Agentic:         agenticSpecs(req.GetAgenticTools()),
+		ChainingSources: chainingSpecs(req.GetChainingSources()),
+		ChainFromAny:    req.GetChainFromAny(),
 	}
 	for _, rq := range req.GetRequiredToolGroups() {
 		r.Required = append(r.Required, run.Requirement{Role: rq.GetRole(), Tools: rq.GetTools()})

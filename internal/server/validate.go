@@ -75,6 +75,9 @@ func validateRun(req *toolpb.RunRequest) *fieldError {
 	if fe := validateAgentic(req.GetAgenticTools()); fe != nil {
 		return fe
 	}
+	if fe := validateChaining("chaining_sources", req.GetChainingSources()); fe != nil {
+		return fe
+	}
 	return validateSinks(req.GetArtifactSinks())
 }
 

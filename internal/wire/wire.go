@@ -26,6 +26,7 @@ func DefinitionToProto(def tool.Definition, meta tool.Metadata) *toolpb.ToolDefi
 		Idempotent:      meta.Idempotent,
 		BlackboardTypes: slices.Clone(meta.Needs),
 		ReportsProgress: meta.ReportsProgress,
+		ReceiverType:    meta.ReceiverType,
 	}
 	if len(def.Metadata) > 0 {
 		p.Metadata = make(map[string]string, len(def.Metadata))
@@ -70,7 +71,7 @@ func DefinitionFromProto(p *toolpb.ToolDefinition) (tool.Definition, tool.Metada
 		}
 	}
 	meta := tool.Metadata{ReturnDirect: p.GetReturnDirect(), Idempotent: p.GetIdempotent(), Timeout: timeout,
-		Needs: slices.Clone(p.GetBlackboardTypes()), ReportsProgress: p.GetReportsProgress()}
+		Needs: slices.Clone(p.GetBlackboardTypes()), ReportsProgress: p.GetReportsProgress(), ReceiverType: p.GetReceiverType()}
 	return def, meta, nil
 }
 

@@ -34,6 +34,13 @@ func NeedsBlackboard(typeNames ...string) Option {
 // ReportsProgress declares that the tool reports progress while it runs (see Progress).
 func ReportsProgress() Option { return func(c *config) { c.meta.ReportsProgress = true } }
 
+// MethodOf makes the tool a method of the domain type typeName: the orchestrator offers
+// it once a tool of the run returned an object of that type as an artifact (the last one
+// returned is bound), and every call carries that object as its receiver, on any
+// replica (see ReceiverFrom). A method that changes the object returns the new value
+// with SetReceiver, and it replaces the binding.
+func MethodOf(typeName string) Option { return func(c *config) { c.meta.ReceiverType = typeName } }
+
 // DefinitionMetadata merges application metadata into the tool's definition; later
 // entries overwrite earlier ones. The model never sees it.
 func DefinitionMetadata(m map[string]string) Option {

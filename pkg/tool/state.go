@@ -3,6 +3,9 @@ package tool
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/toolmesh/toolmesh/internal/toolinternal"
@@ -55,4 +58,32 @@ func (s *State) Changed() bool {
 func StateFrom(ctx context.Context) *State {
 	s, _ := ctx.Value(toolinternal.StateKey{}).(*State)
 	return s
+}
+
+// ReceiverFrom decodes the receiver of a method call (see MethodOf), the bound object's
+// JSON, into v. It fails when the call has no receiver or the JSON does not fit v.
+func ReceiverFrom(ctx context.Context, v any) error {
+	b := StateFrom(ctx).Bytes()
+	if len(b) == 0 {
+		return errors.New("the call has no receiver: it is not a method call on a bound object")
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("the receiver does not fit %T: %w", v, err)
+	}
+	return nil
+}
+
+// SetReceiver replaces the receiver of a method call with v, encoded as JSON: the
+// orchestrator binds the new value in place of the old.
+func SetReceiver(ctx context.Context, v any) error {
+	st := StateFrom(ctx)
+	if st == nil {
+		return errors.New("the call has no receiver: it is not a method call on a bound object")
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("the receiver cannot be encoded: %w", err)
+	}
+	st.Set(b)
+	return nil
 }

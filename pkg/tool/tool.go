@@ -54,6 +54,8 @@ type Metadata struct {
 	// ReportsProgress says that the tool reports progress while it runs (see Progress):
 	// a remote tool's calls then travel on a stream that carries the reports.
 	ReportsProgress bool
+	// ReceiverType makes the tool a method of a domain type (see MethodOf).
+	ReceiverType string
 }
 
 // Delegating is implemented by every wrapper: it exposes the wrapped tool so that

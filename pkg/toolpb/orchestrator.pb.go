@@ -436,7 +436,15 @@ type RunRequest struct {
 	// sub-tools when the model calls it. The run offers those that tools names (tools may
 	// also name an agentic tool of the orchestrator's config); the others serve as
 	// sub-tools of those.
-	AgenticTools  []*AgenticToolSpec `protobuf:"bytes,15,rep,name=agentic_tools,json=agenticTools,proto3" json:"agentic_tools,omitempty"`
+	AgenticTools []*AgenticToolSpec `protobuf:"bytes,15,rep,name=agentic_tools,json=agenticTools,proto3" json:"agentic_tools,omitempty"`
+	// Tool chaining: a tool that returns an object of a domain type (a type some tools are
+	// methods of, ToolDefinition.receiver_type) binds it, the last one returned of a type
+	// winning, and the methods of that type then run on it. With sources, only the objects
+	// they take bind; without, every object of a domain type does. At most 32.
+	ChainingSources []*ChainingSource `protobuf:"bytes,16,rep,name=chaining_sources,json=chainingSources,proto3" json:"chaining_sources,omitempty"`
+	// When true, a loop gains the methods of an object's type once it binds, whether the
+	// run offered them or not (the methods the run offers are there from the start).
+	ChainFromAny  bool `protobuf:"varint,17,opt,name=chain_from_any,json=chainFromAny,proto3" json:"chain_from_any,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -576,6 +584,75 @@ func (x *RunRequest) GetAgenticTools() []*AgenticToolSpec {
 	return nil
 }
 
+func (x *RunRequest) GetChainingSources() []*ChainingSource {
+	if x != nil {
+		return x.ChainingSources
+	}
+	return nil
+}
+
+func (x *RunRequest) GetChainFromAny() bool {
+	if x != nil {
+		return x.ChainFromAny
+	}
+	return false
+}
+
+// ChainingSource takes returned objects of a type for tool chaining.
+type ChainingSource struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The type name (simple, "User", or qualified, "users.User"); at most 256 bytes.
+	TypeName string `protobuf:"bytes,1,opt,name=type_name,json=typeName,proto3" json:"type_name,omitempty"`
+	// CEL predicate over value (the object) and type_name that must hold; at most 4 KiB.
+	When          string `protobuf:"bytes,2,opt,name=when,proto3" json:"when,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChainingSource) Reset() {
+	*x = ChainingSource{}
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChainingSource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChainingSource) ProtoMessage() {}
+
+func (x *ChainingSource) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChainingSource.ProtoReflect.Descriptor instead.
+func (*ChainingSource) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ChainingSource) GetTypeName() string {
+	if x != nil {
+		return x.TypeName
+	}
+	return ""
+}
+
+func (x *ChainingSource) GetWhen() string {
+	if x != nil {
+		return x.When
+	}
+	return ""
+}
+
 // AgenticToolSpec declares an agentic tool: a tool whose call runs a nested tool loop,
 // in the orchestrator, over sub-tools. The nested loop gets the tool's arguments (JSON)
 // as its user message and answers with text; a simple or playbook tool also returns the
@@ -611,14 +688,18 @@ type AgenticToolSpec struct {
 	// A playbook's locked tools: at most 256.
 	LockedTools []*LockedTool `protobuf:"bytes,12,rep,name=locked_tools,json=lockedTools,proto3" json:"locked_tools,omitempty"`
 	// A state machine's states.
-	StateMachine  *StateMachineSpec `protobuf:"bytes,13,opt,name=state_machine,json=stateMachine,proto3" json:"state_machine,omitempty"`
+	StateMachine *StateMachineSpec `protobuf:"bytes,13,opt,name=state_machine,json=stateMachine,proto3" json:"state_machine,omitempty"`
+	// Tool chaining in the nested loop, as RunRequest.chaining_sources (none: the run's).
+	ChainingSources []*ChainingSource `protobuf:"bytes,14,rep,name=chaining_sources,json=chainingSources,proto3" json:"chaining_sources,omitempty"`
+	// As RunRequest.chain_from_any, for the nested loop (the run's also applies).
+	ChainFromAny  bool `protobuf:"varint,15,opt,name=chain_from_any,json=chainFromAny,proto3" json:"chain_from_any,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AgenticToolSpec) Reset() {
 	*x = AgenticToolSpec{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[2]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -630,7 +711,7 @@ func (x *AgenticToolSpec) String() string {
 func (*AgenticToolSpec) ProtoMessage() {}
 
 func (x *AgenticToolSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[2]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -643,7 +724,7 @@ func (x *AgenticToolSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgenticToolSpec.ProtoReflect.Descriptor instead.
 func (*AgenticToolSpec) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{2}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AgenticToolSpec) GetName() string {
@@ -737,6 +818,20 @@ func (x *AgenticToolSpec) GetStateMachine() *StateMachineSpec {
 	return nil
 }
 
+func (x *AgenticToolSpec) GetChainingSources() []*ChainingSource {
+	if x != nil {
+		return x.ChainingSources
+	}
+	return nil
+}
+
+func (x *AgenticToolSpec) GetChainFromAny() bool {
+	if x != nil {
+		return x.ChainFromAny
+	}
+	return false
+}
+
 // LockedTool is a playbook's tool that stays locked until its conditions hold (all of
 // those set).
 type LockedTool struct {
@@ -760,7 +855,7 @@ type LockedTool struct {
 
 func (x *LockedTool) Reset() {
 	*x = LockedTool{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[3]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -772,7 +867,7 @@ func (x *LockedTool) String() string {
 func (*LockedTool) ProtoMessage() {}
 
 func (x *LockedTool) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[3]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -785,7 +880,7 @@ func (x *LockedTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockedTool.ProtoReflect.Descriptor instead.
 func (*LockedTool) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{3}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *LockedTool) GetTool() string {
@@ -843,7 +938,7 @@ type StateMachineSpec struct {
 
 func (x *StateMachineSpec) Reset() {
 	*x = StateMachineSpec{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[4]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -855,7 +950,7 @@ func (x *StateMachineSpec) String() string {
 func (*StateMachineSpec) ProtoMessage() {}
 
 func (x *StateMachineSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[4]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -868,7 +963,7 @@ func (x *StateMachineSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateMachineSpec.ProtoReflect.Descriptor instead.
 func (*StateMachineSpec) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{4}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *StateMachineSpec) GetInitialState() string {
@@ -898,7 +993,7 @@ type MachineState struct {
 
 func (x *MachineState) Reset() {
 	*x = MachineState{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[5]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -910,7 +1005,7 @@ func (x *MachineState) String() string {
 func (*MachineState) ProtoMessage() {}
 
 func (x *MachineState) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[5]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -923,7 +1018,7 @@ func (x *MachineState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineState.ProtoReflect.Descriptor instead.
 func (*MachineState) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{5}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *MachineState) GetName() string {
@@ -953,7 +1048,7 @@ type MachineStateTool struct {
 
 func (x *MachineStateTool) Reset() {
 	*x = MachineStateTool{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[6]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -965,7 +1060,7 @@ func (x *MachineStateTool) String() string {
 func (*MachineStateTool) ProtoMessage() {}
 
 func (x *MachineStateTool) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[6]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -978,7 +1073,7 @@ func (x *MachineStateTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineStateTool.ProtoReflect.Descriptor instead.
 func (*MachineStateTool) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{6}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *MachineStateTool) GetTool() string {
@@ -1008,7 +1103,7 @@ type ToolGroupRequirement struct {
 
 func (x *ToolGroupRequirement) Reset() {
 	*x = ToolGroupRequirement{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[7]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1020,7 +1115,7 @@ func (x *ToolGroupRequirement) String() string {
 func (*ToolGroupRequirement) ProtoMessage() {}
 
 func (x *ToolGroupRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[7]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1033,7 +1128,7 @@ func (x *ToolGroupRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolGroupRequirement.ProtoReflect.Descriptor instead.
 func (*ToolGroupRequirement) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{7}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ToolGroupRequirement) GetRole() string {
@@ -1080,7 +1175,7 @@ type ArtifactSinkSpec struct {
 
 func (x *ArtifactSinkSpec) Reset() {
 	*x = ArtifactSinkSpec{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[8]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1092,7 +1187,7 @@ func (x *ArtifactSinkSpec) String() string {
 func (*ArtifactSinkSpec) ProtoMessage() {}
 
 func (x *ArtifactSinkSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[8]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1105,7 +1200,7 @@ func (x *ArtifactSinkSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArtifactSinkSpec.ProtoReflect.Descriptor instead.
 func (*ArtifactSinkSpec) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{8}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ArtifactSinkSpec) GetTools() []string {
@@ -1176,7 +1271,7 @@ type LlmOptions struct {
 
 func (x *LlmOptions) Reset() {
 	*x = LlmOptions{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[9]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1188,7 +1283,7 @@ func (x *LlmOptions) String() string {
 func (*LlmOptions) ProtoMessage() {}
 
 func (x *LlmOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[9]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1201,7 +1296,7 @@ func (x *LlmOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LlmOptions.ProtoReflect.Descriptor instead.
 func (*LlmOptions) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{9}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *LlmOptions) GetModel() string {
@@ -1255,7 +1350,7 @@ type RunLimits struct {
 
 func (x *RunLimits) Reset() {
 	*x = RunLimits{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[10]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1267,7 +1362,7 @@ func (x *RunLimits) String() string {
 func (*RunLimits) ProtoMessage() {}
 
 func (x *RunLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[10]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1280,7 +1375,7 @@ func (x *RunLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunLimits.ProtoReflect.Descriptor instead.
 func (*RunLimits) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{10}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RunLimits) GetMaxIterations() int32 {
@@ -1366,7 +1461,7 @@ type RunResponse struct {
 
 func (x *RunResponse) Reset() {
 	*x = RunResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[11]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1378,7 +1473,7 @@ func (x *RunResponse) String() string {
 func (*RunResponse) ProtoMessage() {}
 
 func (x *RunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[11]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1391,7 +1486,7 @@ func (x *RunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunResponse.ProtoReflect.Descriptor instead.
 func (*RunResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{11}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RunResponse) GetRunId() string {
@@ -1756,7 +1851,7 @@ type LoopScope struct {
 
 func (x *LoopScope) Reset() {
 	*x = LoopScope{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[12]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1768,7 +1863,7 @@ func (x *LoopScope) String() string {
 func (*LoopScope) ProtoMessage() {}
 
 func (x *LoopScope) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[12]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1781,7 +1876,7 @@ func (x *LoopScope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoopScope.ProtoReflect.Descriptor instead.
 func (*LoopScope) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{12}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *LoopScope) GetLoopId() string {
@@ -1834,7 +1929,7 @@ type NestedLoopStarted struct {
 
 func (x *NestedLoopStarted) Reset() {
 	*x = NestedLoopStarted{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[13]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1846,7 +1941,7 @@ func (x *NestedLoopStarted) String() string {
 func (*NestedLoopStarted) ProtoMessage() {}
 
 func (x *NestedLoopStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[13]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1859,7 +1954,7 @@ func (x *NestedLoopStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NestedLoopStarted.ProtoReflect.Descriptor instead.
 func (*NestedLoopStarted) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{13}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *NestedLoopStarted) GetModel() string {
@@ -1898,7 +1993,7 @@ type NestedLoopFinished struct {
 
 func (x *NestedLoopFinished) Reset() {
 	*x = NestedLoopFinished{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[14]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1910,7 +2005,7 @@ func (x *NestedLoopFinished) String() string {
 func (*NestedLoopFinished) ProtoMessage() {}
 
 func (x *NestedLoopFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[14]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1923,7 +2018,7 @@ func (x *NestedLoopFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NestedLoopFinished.ProtoReflect.Descriptor instead.
 func (*NestedLoopFinished) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{14}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *NestedLoopFinished) GetIterations() int32 {
@@ -1961,7 +2056,7 @@ type Warning struct {
 
 func (x *Warning) Reset() {
 	*x = Warning{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[15]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1973,7 +2068,7 @@ func (x *Warning) String() string {
 func (*Warning) ProtoMessage() {}
 
 func (x *Warning) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[15]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1986,7 +2081,7 @@ func (x *Warning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Warning.ProtoReflect.Descriptor instead.
 func (*Warning) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{15}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Warning) GetField() string {
@@ -2022,7 +2117,7 @@ type ArtifactCaptured struct {
 
 func (x *ArtifactCaptured) Reset() {
 	*x = ArtifactCaptured{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[16]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2034,7 +2129,7 @@ func (x *ArtifactCaptured) String() string {
 func (*ArtifactCaptured) ProtoMessage() {}
 
 func (x *ArtifactCaptured) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[16]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2047,7 +2142,7 @@ func (x *ArtifactCaptured) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArtifactCaptured.ProtoReflect.Descriptor instead.
 func (*ArtifactCaptured) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{16}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ArtifactCaptured) GetLoopId() string {
@@ -2104,7 +2199,7 @@ type BlackboardChanged struct {
 
 func (x *BlackboardChanged) Reset() {
 	*x = BlackboardChanged{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[17]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2116,7 +2211,7 @@ func (x *BlackboardChanged) String() string {
 func (*BlackboardChanged) ProtoMessage() {}
 
 func (x *BlackboardChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[17]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2129,7 +2224,7 @@ func (x *BlackboardChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlackboardChanged.ProtoReflect.Descriptor instead.
 func (*BlackboardChanged) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{17}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *BlackboardChanged) GetLoopId() string {
@@ -2184,7 +2279,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[18]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2196,7 +2291,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[18]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2209,7 +2304,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{18}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Progress) GetLoopId() string {
@@ -2255,7 +2350,7 @@ type MessageToUser struct {
 
 func (x *MessageToUser) Reset() {
 	*x = MessageToUser{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[19]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2267,7 +2362,7 @@ func (x *MessageToUser) String() string {
 func (*MessageToUser) ProtoMessage() {}
 
 func (x *MessageToUser) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[19]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2280,7 +2375,7 @@ func (x *MessageToUser) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageToUser.ProtoReflect.Descriptor instead.
 func (*MessageToUser) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{19}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *MessageToUser) GetLoopId() string {
@@ -2325,7 +2420,7 @@ type ReplanRequested struct {
 
 func (x *ReplanRequested) Reset() {
 	*x = ReplanRequested{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[20]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2337,7 +2432,7 @@ func (x *ReplanRequested) String() string {
 func (*ReplanRequested) ProtoMessage() {}
 
 func (x *ReplanRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[20]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2350,7 +2445,7 @@ func (x *ReplanRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplanRequested.ProtoReflect.Descriptor instead.
 func (*ReplanRequested) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{20}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReplanRequested) GetLoopId() string {
@@ -2414,7 +2509,7 @@ type Terminated struct {
 
 func (x *Terminated) Reset() {
 	*x = Terminated{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[21]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2426,7 +2521,7 @@ func (x *Terminated) String() string {
 func (*Terminated) ProtoMessage() {}
 
 func (x *Terminated) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[21]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2439,7 +2534,7 @@ func (x *Terminated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Terminated.ProtoReflect.Descriptor instead.
 func (*Terminated) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{21}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Terminated) GetLoopId() string {
@@ -2492,7 +2587,7 @@ type TextDelta struct {
 
 func (x *TextDelta) Reset() {
 	*x = TextDelta{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[22]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2504,7 +2599,7 @@ func (x *TextDelta) String() string {
 func (*TextDelta) ProtoMessage() {}
 
 func (x *TextDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[22]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2517,7 +2612,7 @@ func (x *TextDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextDelta.ProtoReflect.Descriptor instead.
 func (*TextDelta) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{22}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TextDelta) GetLoopId() string {
@@ -2554,7 +2649,7 @@ type AssetAdded struct {
 
 func (x *AssetAdded) Reset() {
 	*x = AssetAdded{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[23]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2566,7 +2661,7 @@ func (x *AssetAdded) String() string {
 func (*AssetAdded) ProtoMessage() {}
 
 func (x *AssetAdded) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[23]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2579,7 +2674,7 @@ func (x *AssetAdded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssetAdded.ProtoReflect.Descriptor instead.
 func (*AssetAdded) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{23}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AssetAdded) GetLoopId() string {
@@ -2611,7 +2706,7 @@ type Asset struct {
 
 func (x *Asset) Reset() {
 	*x = Asset{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[24]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2623,7 +2718,7 @@ func (x *Asset) String() string {
 func (*Asset) ProtoMessage() {}
 
 func (x *Asset) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[24]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2636,7 +2731,7 @@ func (x *Asset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Asset.ProtoReflect.Descriptor instead.
 func (*Asset) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{24}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Asset) GetObject() *BlackboardObject {
@@ -2677,7 +2772,7 @@ type RunStarted struct {
 
 func (x *RunStarted) Reset() {
 	*x = RunStarted{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[25]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2689,7 +2784,7 @@ func (x *RunStarted) String() string {
 func (*RunStarted) ProtoMessage() {}
 
 func (x *RunStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[25]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2702,7 +2797,7 @@ func (x *RunStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunStarted.ProtoReflect.Descriptor instead.
 func (*RunStarted) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{25}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RunStarted) GetModel() string {
@@ -2752,7 +2847,7 @@ type ToolCallStarted struct {
 
 func (x *ToolCallStarted) Reset() {
 	*x = ToolCallStarted{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[26]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2764,7 +2859,7 @@ func (x *ToolCallStarted) String() string {
 func (*ToolCallStarted) ProtoMessage() {}
 
 func (x *ToolCallStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[26]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2777,7 +2872,7 @@ func (x *ToolCallStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallStarted.ProtoReflect.Descriptor instead.
 func (*ToolCallStarted) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{26}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ToolCallStarted) GetCallId() string {
@@ -2842,7 +2937,7 @@ type ToolCallFinished struct {
 
 func (x *ToolCallFinished) Reset() {
 	*x = ToolCallFinished{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[27]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2854,7 +2949,7 @@ func (x *ToolCallFinished) String() string {
 func (*ToolCallFinished) ProtoMessage() {}
 
 func (x *ToolCallFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[27]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2867,7 +2962,7 @@ func (x *ToolCallFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallFinished.ProtoReflect.Descriptor instead.
 func (*ToolCallFinished) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{27}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ToolCallFinished) GetCallId() string {
@@ -2952,7 +3047,7 @@ type ToolsChanged struct {
 
 func (x *ToolsChanged) Reset() {
 	*x = ToolsChanged{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[28]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2964,7 +3059,7 @@ func (x *ToolsChanged) String() string {
 func (*ToolsChanged) ProtoMessage() {}
 
 func (x *ToolsChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[28]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2977,7 +3072,7 @@ func (x *ToolsChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolsChanged.ProtoReflect.Descriptor instead.
 func (*ToolsChanged) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{28}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ToolsChanged) GetAdded() []string {
@@ -3030,7 +3125,7 @@ type AssistantMessage struct {
 
 func (x *AssistantMessage) Reset() {
 	*x = AssistantMessage{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[29]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3042,7 +3137,7 @@ func (x *AssistantMessage) String() string {
 func (*AssistantMessage) ProtoMessage() {}
 
 func (x *AssistantMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[29]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3055,7 +3150,7 @@ func (x *AssistantMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssistantMessage.ProtoReflect.Descriptor instead.
 func (*AssistantMessage) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{29}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *AssistantMessage) GetText() string {
@@ -3096,7 +3191,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[30]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3108,7 +3203,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[30]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3121,7 +3216,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{30}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Usage) GetModel() string {
@@ -3169,7 +3264,7 @@ type FinalResult struct {
 
 func (x *FinalResult) Reset() {
 	*x = FinalResult{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[31]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3181,7 +3276,7 @@ func (x *FinalResult) String() string {
 func (*FinalResult) ProtoMessage() {}
 
 func (x *FinalResult) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[31]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3194,7 +3289,7 @@ func (x *FinalResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinalResult.ProtoReflect.Descriptor instead.
 func (*FinalResult) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{31}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *FinalResult) GetText() string {
@@ -3240,7 +3335,7 @@ type RunError struct {
 
 func (x *RunError) Reset() {
 	*x = RunError{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[32]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3252,7 +3347,7 @@ func (x *RunError) String() string {
 func (*RunError) ProtoMessage() {}
 
 func (x *RunError) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[32]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3265,7 +3360,7 @@ func (x *RunError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunError.ProtoReflect.Descriptor instead.
 func (*RunError) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{32}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RunError) GetCode() code.Code {
@@ -3300,7 +3395,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[33]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3312,7 +3407,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[33]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3325,7 +3420,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{33}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListToolsRequest) GetToolGroups() []string {
@@ -3346,7 +3441,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[34]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3358,7 +3453,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[34]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3371,7 +3466,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{34}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListToolsResponse) GetTools() []*ToolInfo {
@@ -3398,7 +3493,7 @@ type ToolInfo struct {
 
 func (x *ToolInfo) Reset() {
 	*x = ToolInfo{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[35]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3410,7 +3505,7 @@ func (x *ToolInfo) String() string {
 func (*ToolInfo) ProtoMessage() {}
 
 func (x *ToolInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[35]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3423,7 +3518,7 @@ func (x *ToolInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolInfo.ProtoReflect.Descriptor instead.
 func (*ToolInfo) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{35}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ToolInfo) GetDefinition() *ToolDefinition {
@@ -3463,7 +3558,7 @@ type ListToolGroupsRequest struct {
 
 func (x *ListToolGroupsRequest) Reset() {
 	*x = ListToolGroupsRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[36]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3475,7 +3570,7 @@ func (x *ListToolGroupsRequest) String() string {
 func (*ListToolGroupsRequest) ProtoMessage() {}
 
 func (x *ListToolGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[36]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3488,7 +3583,7 @@ func (x *ListToolGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{36}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{37}
 }
 
 // ListToolGroupsResponse lists tool groups.
@@ -3502,7 +3597,7 @@ type ListToolGroupsResponse struct {
 
 func (x *ListToolGroupsResponse) Reset() {
 	*x = ListToolGroupsResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[37]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3514,7 +3609,7 @@ func (x *ListToolGroupsResponse) String() string {
 func (*ListToolGroupsResponse) ProtoMessage() {}
 
 func (x *ListToolGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[37]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3527,7 +3622,7 @@ func (x *ListToolGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{37}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListToolGroupsResponse) GetGroups() []*ToolGroupStatus {
@@ -3555,7 +3650,7 @@ type ToolGroupStatus struct {
 
 func (x *ToolGroupStatus) Reset() {
 	*x = ToolGroupStatus{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[38]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3567,7 +3662,7 @@ func (x *ToolGroupStatus) String() string {
 func (*ToolGroupStatus) ProtoMessage() {}
 
 func (x *ToolGroupStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[38]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3580,7 +3675,7 @@ func (x *ToolGroupStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolGroupStatus.ProtoReflect.Descriptor instead.
 func (*ToolGroupStatus) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{38}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ToolGroupStatus) GetGroup() *ToolGroupInfo {
@@ -3620,7 +3715,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[39]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3632,7 +3727,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[39]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3645,7 +3740,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{39}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{40}
 }
 
 // ListWorkersResponse lists workers.
@@ -3659,7 +3754,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[40]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3671,7 +3766,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[40]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3684,7 +3779,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{40}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*WorkerStatus {
@@ -3719,7 +3814,7 @@ type WorkerStatus struct {
 
 func (x *WorkerStatus) Reset() {
 	*x = WorkerStatus{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[41]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3731,7 +3826,7 @@ func (x *WorkerStatus) String() string {
 func (*WorkerStatus) ProtoMessage() {}
 
 func (x *WorkerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[41]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3744,7 +3839,7 @@ func (x *WorkerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerStatus.ProtoReflect.Descriptor instead.
 func (*WorkerStatus) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{41}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *WorkerStatus) GetWorkerId() string {
@@ -3814,7 +3909,7 @@ type GetRunRequest struct {
 
 func (x *GetRunRequest) Reset() {
 	*x = GetRunRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[42]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3826,7 +3921,7 @@ func (x *GetRunRequest) String() string {
 func (*GetRunRequest) ProtoMessage() {}
 
 func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[42]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3839,7 +3934,7 @@ func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunRequest.ProtoReflect.Descriptor instead.
 func (*GetRunRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{42}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GetRunRequest) GetRunId() string {
@@ -3895,7 +3990,7 @@ type GetRunResponse struct {
 
 func (x *GetRunResponse) Reset() {
 	*x = GetRunResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[43]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3907,7 +4002,7 @@ func (x *GetRunResponse) String() string {
 func (*GetRunResponse) ProtoMessage() {}
 
 func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[43]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3920,7 +4015,7 @@ func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunResponse.ProtoReflect.Descriptor instead.
 func (*GetRunResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{43}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GetRunResponse) GetRunId() string {
@@ -4054,7 +4149,7 @@ type LoopInfo struct {
 
 func (x *LoopInfo) Reset() {
 	*x = LoopInfo{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[44]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4066,7 +4161,7 @@ func (x *LoopInfo) String() string {
 func (*LoopInfo) ProtoMessage() {}
 
 func (x *LoopInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[44]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4079,7 +4174,7 @@ func (x *LoopInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoopInfo.ProtoReflect.Descriptor instead.
 func (*LoopInfo) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{44}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *LoopInfo) GetScope() *LoopScope {
@@ -4138,7 +4233,7 @@ type Budget struct {
 
 func (x *Budget) Reset() {
 	*x = Budget{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[45]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4150,7 +4245,7 @@ func (x *Budget) String() string {
 func (*Budget) ProtoMessage() {}
 
 func (x *Budget) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[45]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4163,7 +4258,7 @@ func (x *Budget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Budget.ProtoReflect.Descriptor instead.
 func (*Budget) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{45}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Budget) GetMaxCostUsd() float64 {
@@ -4221,7 +4316,7 @@ type CancelRunRequest struct {
 
 func (x *CancelRunRequest) Reset() {
 	*x = CancelRunRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[46]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4233,7 +4328,7 @@ func (x *CancelRunRequest) String() string {
 func (*CancelRunRequest) ProtoMessage() {}
 
 func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[46]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4246,7 +4341,7 @@ func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunRequest.ProtoReflect.Descriptor instead.
 func (*CancelRunRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{46}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CancelRunRequest) GetRunId() string {
@@ -4274,7 +4369,7 @@ type CancelRunResponse struct {
 
 func (x *CancelRunResponse) Reset() {
 	*x = CancelRunResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[47]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4286,7 +4381,7 @@ func (x *CancelRunResponse) String() string {
 func (*CancelRunResponse) ProtoMessage() {}
 
 func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[47]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4299,7 +4394,7 @@ func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunResponse.ProtoReflect.Descriptor instead.
 func (*CancelRunResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{47}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CancelRunResponse) GetState() RunState {
@@ -4316,7 +4411,7 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\x1etoolmesh/v1/orchestrator.proto\x12\vtoolmesh.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15google/rpc/code.proto\x1a\x18toolmesh/v1/errors.proto\x1a\x16toolmesh/v1/tool.proto\"P\n" +
 	"\x13ConversationMessage\x12%\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x11.toolmesh.v1.RoleR\x04role\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04text\"\x82\a\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"\xf0\a\n" +
 	"\n" +
 	"RunRequest\x12\x16\n" +
 	"\x06prompt\x18\x01 \x01(\tR\x06prompt\x12<\n" +
@@ -4336,13 +4431,18 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\vstream_text\x18\r \x01(\bR\n" +
 	"streamText\x12S\n" +
 	"\x14required_tool_groups\x18\x0e \x03(\v2!.toolmesh.v1.ToolGroupRequirementR\x12requiredToolGroups\x12A\n" +
-	"\ragentic_tools\x18\x0f \x03(\v2\x1c.toolmesh.v1.AgenticToolSpecR\fagenticTools\x1a:\n" +
+	"\ragentic_tools\x18\x0f \x03(\v2\x1c.toolmesh.v1.AgenticToolSpecR\fagenticTools\x12F\n" +
+	"\x10chaining_sources\x18\x10 \x03(\v2\x1b.toolmesh.v1.ChainingSourceR\x0fchainingSources\x12$\n" +
+	"\x0echain_from_any\x18\x11 \x01(\bR\fchainFromAny\x1a:\n" +
 	"\fContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aE\n" +
 	"\x17InteractionContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x94\x05\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"A\n" +
+	"\x0eChainingSource\x12\x1b\n" +
+	"\ttype_name\x18\x01 \x01(\tR\btypeName\x12\x12\n" +
+	"\x04when\x18\x02 \x01(\tR\x04when\"\x82\x06\n" +
 	"\x0fAgenticToolSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12,\n" +
@@ -4358,7 +4458,9 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	" \x01(\bR\x16captureNestedArtifacts\x12C\n" +
 	"\acontext\x18\v \x03(\v2).toolmesh.v1.AgenticToolSpec.ContextEntryR\acontext\x12:\n" +
 	"\flocked_tools\x18\f \x03(\v2\x17.toolmesh.v1.LockedToolR\vlockedTools\x12B\n" +
-	"\rstate_machine\x18\r \x01(\v2\x1d.toolmesh.v1.StateMachineSpecR\fstateMachine\x1a:\n" +
+	"\rstate_machine\x18\r \x01(\v2\x1d.toolmesh.v1.StateMachineSpecR\fstateMachine\x12F\n" +
+	"\x10chaining_sources\x18\x0e \x03(\v2\x1b.toolmesh.v1.ChainingSourceR\x0fchainingSources\x12$\n" +
+	"\x0echain_from_any\x18\x0f \x01(\bR\fchainFromAny\x1a:\n" +
 	"\fContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbc\x01\n" +
@@ -4692,7 +4794,7 @@ func file_toolmesh_v1_orchestrator_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_v1_orchestrator_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_toolmesh_v1_orchestrator_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_toolmesh_v1_orchestrator_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_toolmesh_v1_orchestrator_proto_goTypes = []any{
 	(Role)(0),                      // 0: toolmesh.v1.Role
 	(AgenticKind)(0),               // 1: toolmesh.v1.AgenticKind
@@ -4701,152 +4803,155 @@ var file_toolmesh_v1_orchestrator_proto_goTypes = []any{
 	(RunState)(0),                  // 4: toolmesh.v1.RunState
 	(*ConversationMessage)(nil),    // 5: toolmesh.v1.ConversationMessage
 	(*RunRequest)(nil),             // 6: toolmesh.v1.RunRequest
-	(*AgenticToolSpec)(nil),        // 7: toolmesh.v1.AgenticToolSpec
-	(*LockedTool)(nil),             // 8: toolmesh.v1.LockedTool
-	(*StateMachineSpec)(nil),       // 9: toolmesh.v1.StateMachineSpec
-	(*MachineState)(nil),           // 10: toolmesh.v1.MachineState
-	(*MachineStateTool)(nil),       // 11: toolmesh.v1.MachineStateTool
-	(*ToolGroupRequirement)(nil),   // 12: toolmesh.v1.ToolGroupRequirement
-	(*ArtifactSinkSpec)(nil),       // 13: toolmesh.v1.ArtifactSinkSpec
-	(*LlmOptions)(nil),             // 14: toolmesh.v1.LlmOptions
-	(*RunLimits)(nil),              // 15: toolmesh.v1.RunLimits
-	(*RunResponse)(nil),            // 16: toolmesh.v1.RunResponse
-	(*LoopScope)(nil),              // 17: toolmesh.v1.LoopScope
-	(*NestedLoopStarted)(nil),      // 18: toolmesh.v1.NestedLoopStarted
-	(*NestedLoopFinished)(nil),     // 19: toolmesh.v1.NestedLoopFinished
-	(*Warning)(nil),                // 20: toolmesh.v1.Warning
-	(*ArtifactCaptured)(nil),       // 21: toolmesh.v1.ArtifactCaptured
-	(*BlackboardChanged)(nil),      // 22: toolmesh.v1.BlackboardChanged
-	(*Progress)(nil),               // 23: toolmesh.v1.Progress
-	(*MessageToUser)(nil),          // 24: toolmesh.v1.MessageToUser
-	(*ReplanRequested)(nil),        // 25: toolmesh.v1.ReplanRequested
-	(*Terminated)(nil),             // 26: toolmesh.v1.Terminated
-	(*TextDelta)(nil),              // 27: toolmesh.v1.TextDelta
-	(*AssetAdded)(nil),             // 28: toolmesh.v1.AssetAdded
-	(*Asset)(nil),                  // 29: toolmesh.v1.Asset
-	(*RunStarted)(nil),             // 30: toolmesh.v1.RunStarted
-	(*ToolCallStarted)(nil),        // 31: toolmesh.v1.ToolCallStarted
-	(*ToolCallFinished)(nil),       // 32: toolmesh.v1.ToolCallFinished
-	(*ToolsChanged)(nil),           // 33: toolmesh.v1.ToolsChanged
-	(*AssistantMessage)(nil),       // 34: toolmesh.v1.AssistantMessage
-	(*Usage)(nil),                  // 35: toolmesh.v1.Usage
-	(*FinalResult)(nil),            // 36: toolmesh.v1.FinalResult
-	(*RunError)(nil),               // 37: toolmesh.v1.RunError
-	(*ListToolsRequest)(nil),       // 38: toolmesh.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),      // 39: toolmesh.v1.ListToolsResponse
-	(*ToolInfo)(nil),               // 40: toolmesh.v1.ToolInfo
-	(*ListToolGroupsRequest)(nil),  // 41: toolmesh.v1.ListToolGroupsRequest
-	(*ListToolGroupsResponse)(nil), // 42: toolmesh.v1.ListToolGroupsResponse
-	(*ToolGroupStatus)(nil),        // 43: toolmesh.v1.ToolGroupStatus
-	(*ListWorkersRequest)(nil),     // 44: toolmesh.v1.ListWorkersRequest
-	(*ListWorkersResponse)(nil),    // 45: toolmesh.v1.ListWorkersResponse
-	(*WorkerStatus)(nil),           // 46: toolmesh.v1.WorkerStatus
-	(*GetRunRequest)(nil),          // 47: toolmesh.v1.GetRunRequest
-	(*GetRunResponse)(nil),         // 48: toolmesh.v1.GetRunResponse
-	(*LoopInfo)(nil),               // 49: toolmesh.v1.LoopInfo
-	(*Budget)(nil),                 // 50: toolmesh.v1.Budget
-	(*CancelRunRequest)(nil),       // 51: toolmesh.v1.CancelRunRequest
-	(*CancelRunResponse)(nil),      // 52: toolmesh.v1.CancelRunResponse
-	nil,                            // 53: toolmesh.v1.RunRequest.ContextEntry
-	nil,                            // 54: toolmesh.v1.RunRequest.InteractionContextEntry
-	nil,                            // 55: toolmesh.v1.AgenticToolSpec.ContextEntry
-	(*durationpb.Duration)(nil),    // 56: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 57: google.protobuf.Timestamp
-	(*BlackboardObject)(nil),       // 58: toolmesh.v1.BlackboardObject
-	(TerminateScope)(0),            // 59: toolmesh.v1.TerminateScope
-	(*Artifact)(nil),               // 60: toolmesh.v1.Artifact
-	(code.Code)(0),                 // 61: google.rpc.Code
-	(ErrorReason)(0),               // 62: toolmesh.v1.ErrorReason
-	(*ToolDefinition)(nil),         // 63: toolmesh.v1.ToolDefinition
-	(*ToolGroupInfo)(nil),          // 64: toolmesh.v1.ToolGroupInfo
+	(*ChainingSource)(nil),         // 7: toolmesh.v1.ChainingSource
+	(*AgenticToolSpec)(nil),        // 8: toolmesh.v1.AgenticToolSpec
+	(*LockedTool)(nil),             // 9: toolmesh.v1.LockedTool
+	(*StateMachineSpec)(nil),       // 10: toolmesh.v1.StateMachineSpec
+	(*MachineState)(nil),           // 11: toolmesh.v1.MachineState
+	(*MachineStateTool)(nil),       // 12: toolmesh.v1.MachineStateTool
+	(*ToolGroupRequirement)(nil),   // 13: toolmesh.v1.ToolGroupRequirement
+	(*ArtifactSinkSpec)(nil),       // 14: toolmesh.v1.ArtifactSinkSpec
+	(*LlmOptions)(nil),             // 15: toolmesh.v1.LlmOptions
+	(*RunLimits)(nil),              // 16: toolmesh.v1.RunLimits
+	(*RunResponse)(nil),            // 17: toolmesh.v1.RunResponse
+	(*LoopScope)(nil),              // 18: toolmesh.v1.LoopScope
+	(*NestedLoopStarted)(nil),      // 19: toolmesh.v1.NestedLoopStarted
+	(*NestedLoopFinished)(nil),     // 20: toolmesh.v1.NestedLoopFinished
+	(*Warning)(nil),                // 21: toolmesh.v1.Warning
+	(*ArtifactCaptured)(nil),       // 22: toolmesh.v1.ArtifactCaptured
+	(*BlackboardChanged)(nil),      // 23: toolmesh.v1.BlackboardChanged
+	(*Progress)(nil),               // 24: toolmesh.v1.Progress
+	(*MessageToUser)(nil),          // 25: toolmesh.v1.MessageToUser
+	(*ReplanRequested)(nil),        // 26: toolmesh.v1.ReplanRequested
+	(*Terminated)(nil),             // 27: toolmesh.v1.Terminated
+	(*TextDelta)(nil),              // 28: toolmesh.v1.TextDelta
+	(*AssetAdded)(nil),             // 29: toolmesh.v1.AssetAdded
+	(*Asset)(nil),                  // 30: toolmesh.v1.Asset
+	(*RunStarted)(nil),             // 31: toolmesh.v1.RunStarted
+	(*ToolCallStarted)(nil),        // 32: toolmesh.v1.ToolCallStarted
+	(*ToolCallFinished)(nil),       // 33: toolmesh.v1.ToolCallFinished
+	(*ToolsChanged)(nil),           // 34: toolmesh.v1.ToolsChanged
+	(*AssistantMessage)(nil),       // 35: toolmesh.v1.AssistantMessage
+	(*Usage)(nil),                  // 36: toolmesh.v1.Usage
+	(*FinalResult)(nil),            // 37: toolmesh.v1.FinalResult
+	(*RunError)(nil),               // 38: toolmesh.v1.RunError
+	(*ListToolsRequest)(nil),       // 39: toolmesh.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),      // 40: toolmesh.v1.ListToolsResponse
+	(*ToolInfo)(nil),               // 41: toolmesh.v1.ToolInfo
+	(*ListToolGroupsRequest)(nil),  // 42: toolmesh.v1.ListToolGroupsRequest
+	(*ListToolGroupsResponse)(nil), // 43: toolmesh.v1.ListToolGroupsResponse
+	(*ToolGroupStatus)(nil),        // 44: toolmesh.v1.ToolGroupStatus
+	(*ListWorkersRequest)(nil),     // 45: toolmesh.v1.ListWorkersRequest
+	(*ListWorkersResponse)(nil),    // 46: toolmesh.v1.ListWorkersResponse
+	(*WorkerStatus)(nil),           // 47: toolmesh.v1.WorkerStatus
+	(*GetRunRequest)(nil),          // 48: toolmesh.v1.GetRunRequest
+	(*GetRunResponse)(nil),         // 49: toolmesh.v1.GetRunResponse
+	(*LoopInfo)(nil),               // 50: toolmesh.v1.LoopInfo
+	(*Budget)(nil),                 // 51: toolmesh.v1.Budget
+	(*CancelRunRequest)(nil),       // 52: toolmesh.v1.CancelRunRequest
+	(*CancelRunResponse)(nil),      // 53: toolmesh.v1.CancelRunResponse
+	nil,                            // 54: toolmesh.v1.RunRequest.ContextEntry
+	nil,                            // 55: toolmesh.v1.RunRequest.InteractionContextEntry
+	nil,                            // 56: toolmesh.v1.AgenticToolSpec.ContextEntry
+	(*durationpb.Duration)(nil),    // 57: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 58: google.protobuf.Timestamp
+	(*BlackboardObject)(nil),       // 59: toolmesh.v1.BlackboardObject
+	(TerminateScope)(0),            // 60: toolmesh.v1.TerminateScope
+	(*Artifact)(nil),               // 61: toolmesh.v1.Artifact
+	(code.Code)(0),                 // 62: google.rpc.Code
+	(ErrorReason)(0),               // 63: toolmesh.v1.ErrorReason
+	(*ToolDefinition)(nil),         // 64: toolmesh.v1.ToolDefinition
+	(*ToolGroupInfo)(nil),          // 65: toolmesh.v1.ToolGroupInfo
 }
 var file_toolmesh_v1_orchestrator_proto_depIdxs = []int32{
 	0,  // 0: toolmesh.v1.ConversationMessage.role:type_name -> toolmesh.v1.Role
 	5,  // 1: toolmesh.v1.RunRequest.messages:type_name -> toolmesh.v1.ConversationMessage
-	53, // 2: toolmesh.v1.RunRequest.context:type_name -> toolmesh.v1.RunRequest.ContextEntry
-	14, // 3: toolmesh.v1.RunRequest.llm:type_name -> toolmesh.v1.LlmOptions
-	15, // 4: toolmesh.v1.RunRequest.limits:type_name -> toolmesh.v1.RunLimits
-	54, // 5: toolmesh.v1.RunRequest.interaction_context:type_name -> toolmesh.v1.RunRequest.InteractionContextEntry
-	13, // 6: toolmesh.v1.RunRequest.artifact_sinks:type_name -> toolmesh.v1.ArtifactSinkSpec
-	12, // 7: toolmesh.v1.RunRequest.required_tool_groups:type_name -> toolmesh.v1.ToolGroupRequirement
-	7,  // 8: toolmesh.v1.RunRequest.agentic_tools:type_name -> toolmesh.v1.AgenticToolSpec
-	1,  // 9: toolmesh.v1.AgenticToolSpec.kind:type_name -> toolmesh.v1.AgenticKind
-	14, // 10: toolmesh.v1.AgenticToolSpec.llm:type_name -> toolmesh.v1.LlmOptions
-	55, // 11: toolmesh.v1.AgenticToolSpec.context:type_name -> toolmesh.v1.AgenticToolSpec.ContextEntry
-	8,  // 12: toolmesh.v1.AgenticToolSpec.locked_tools:type_name -> toolmesh.v1.LockedTool
-	9,  // 13: toolmesh.v1.AgenticToolSpec.state_machine:type_name -> toolmesh.v1.StateMachineSpec
-	10, // 14: toolmesh.v1.StateMachineSpec.states:type_name -> toolmesh.v1.MachineState
-	11, // 15: toolmesh.v1.MachineState.tools:type_name -> toolmesh.v1.MachineStateTool
-	56, // 16: toolmesh.v1.RunLimits.timeout:type_name -> google.protobuf.Duration
-	57, // 17: toolmesh.v1.RunResponse.time:type_name -> google.protobuf.Timestamp
-	30, // 18: toolmesh.v1.RunResponse.started:type_name -> toolmesh.v1.RunStarted
-	31, // 19: toolmesh.v1.RunResponse.tool_call_started:type_name -> toolmesh.v1.ToolCallStarted
-	32, // 20: toolmesh.v1.RunResponse.tool_call_finished:type_name -> toolmesh.v1.ToolCallFinished
-	34, // 21: toolmesh.v1.RunResponse.message:type_name -> toolmesh.v1.AssistantMessage
-	35, // 22: toolmesh.v1.RunResponse.usage:type_name -> toolmesh.v1.Usage
-	36, // 23: toolmesh.v1.RunResponse.final_result:type_name -> toolmesh.v1.FinalResult
-	37, // 24: toolmesh.v1.RunResponse.error:type_name -> toolmesh.v1.RunError
-	33, // 25: toolmesh.v1.RunResponse.tools_changed:type_name -> toolmesh.v1.ToolsChanged
-	21, // 26: toolmesh.v1.RunResponse.artifact:type_name -> toolmesh.v1.ArtifactCaptured
-	22, // 27: toolmesh.v1.RunResponse.blackboard_changed:type_name -> toolmesh.v1.BlackboardChanged
-	23, // 28: toolmesh.v1.RunResponse.progress:type_name -> toolmesh.v1.Progress
-	24, // 29: toolmesh.v1.RunResponse.message_to_user:type_name -> toolmesh.v1.MessageToUser
-	25, // 30: toolmesh.v1.RunResponse.replan_requested:type_name -> toolmesh.v1.ReplanRequested
-	26, // 31: toolmesh.v1.RunResponse.terminated:type_name -> toolmesh.v1.Terminated
-	27, // 32: toolmesh.v1.RunResponse.text_delta:type_name -> toolmesh.v1.TextDelta
-	28, // 33: toolmesh.v1.RunResponse.asset_added:type_name -> toolmesh.v1.AssetAdded
-	20, // 34: toolmesh.v1.RunResponse.warning:type_name -> toolmesh.v1.Warning
-	18, // 35: toolmesh.v1.RunResponse.nested_loop_started:type_name -> toolmesh.v1.NestedLoopStarted
-	19, // 36: toolmesh.v1.RunResponse.nested_loop_finished:type_name -> toolmesh.v1.NestedLoopFinished
-	17, // 37: toolmesh.v1.RunResponse.scope:type_name -> toolmesh.v1.LoopScope
-	1,  // 38: toolmesh.v1.LoopScope.kind:type_name -> toolmesh.v1.AgenticKind
-	58, // 39: toolmesh.v1.ArtifactCaptured.object:type_name -> toolmesh.v1.BlackboardObject
-	58, // 40: toolmesh.v1.BlackboardChanged.object:type_name -> toolmesh.v1.BlackboardObject
-	58, // 41: toolmesh.v1.ReplanRequested.added:type_name -> toolmesh.v1.BlackboardObject
-	59, // 42: toolmesh.v1.Terminated.scope:type_name -> toolmesh.v1.TerminateScope
-	29, // 43: toolmesh.v1.AssetAdded.asset:type_name -> toolmesh.v1.Asset
-	58, // 44: toolmesh.v1.Asset.object:type_name -> toolmesh.v1.BlackboardObject
-	2,  // 45: toolmesh.v1.ToolCallFinished.outcome:type_name -> toolmesh.v1.ToolCallOutcome
-	56, // 46: toolmesh.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
-	60, // 47: toolmesh.v1.ToolCallFinished.artifact:type_name -> toolmesh.v1.Artifact
-	35, // 48: toolmesh.v1.FinalResult.usage:type_name -> toolmesh.v1.Usage
-	61, // 49: toolmesh.v1.RunError.code:type_name -> google.rpc.Code
-	62, // 50: toolmesh.v1.RunError.reason:type_name -> toolmesh.v1.ErrorReason
-	40, // 51: toolmesh.v1.ListToolsResponse.tools:type_name -> toolmesh.v1.ToolInfo
-	63, // 52: toolmesh.v1.ToolInfo.definition:type_name -> toolmesh.v1.ToolDefinition
-	43, // 53: toolmesh.v1.ListToolGroupsResponse.groups:type_name -> toolmesh.v1.ToolGroupStatus
-	64, // 54: toolmesh.v1.ToolGroupStatus.group:type_name -> toolmesh.v1.ToolGroupInfo
-	46, // 55: toolmesh.v1.ListWorkersResponse.workers:type_name -> toolmesh.v1.WorkerStatus
-	3,  // 56: toolmesh.v1.WorkerStatus.state:type_name -> toolmesh.v1.WorkerState
-	57, // 57: toolmesh.v1.WorkerStatus.registered_at:type_name -> google.protobuf.Timestamp
-	4,  // 58: toolmesh.v1.GetRunResponse.state:type_name -> toolmesh.v1.RunState
-	37, // 59: toolmesh.v1.GetRunResponse.error:type_name -> toolmesh.v1.RunError
-	57, // 60: toolmesh.v1.GetRunResponse.started_at:type_name -> google.protobuf.Timestamp
-	57, // 61: toolmesh.v1.GetRunResponse.ended_at:type_name -> google.protobuf.Timestamp
-	35, // 62: toolmesh.v1.GetRunResponse.usage:type_name -> toolmesh.v1.Usage
-	58, // 63: toolmesh.v1.GetRunResponse.blackboard:type_name -> toolmesh.v1.BlackboardObject
-	50, // 64: toolmesh.v1.GetRunResponse.budget:type_name -> toolmesh.v1.Budget
-	29, // 65: toolmesh.v1.GetRunResponse.assets:type_name -> toolmesh.v1.Asset
-	49, // 66: toolmesh.v1.GetRunResponse.loops:type_name -> toolmesh.v1.LoopInfo
-	17, // 67: toolmesh.v1.LoopInfo.scope:type_name -> toolmesh.v1.LoopScope
-	4,  // 68: toolmesh.v1.CancelRunResponse.state:type_name -> toolmesh.v1.RunState
-	6,  // 69: toolmesh.v1.OrchestratorService.Run:input_type -> toolmesh.v1.RunRequest
-	38, // 70: toolmesh.v1.OrchestratorService.ListTools:input_type -> toolmesh.v1.ListToolsRequest
-	41, // 71: toolmesh.v1.OrchestratorService.ListToolGroups:input_type -> toolmesh.v1.ListToolGroupsRequest
-	44, // 72: toolmesh.v1.OrchestratorService.ListWorkers:input_type -> toolmesh.v1.ListWorkersRequest
-	47, // 73: toolmesh.v1.OrchestratorService.GetRun:input_type -> toolmesh.v1.GetRunRequest
-	51, // 74: toolmesh.v1.OrchestratorService.CancelRun:input_type -> toolmesh.v1.CancelRunRequest
-	16, // 75: toolmesh.v1.OrchestratorService.Run:output_type -> toolmesh.v1.RunResponse
-	39, // 76: toolmesh.v1.OrchestratorService.ListTools:output_type -> toolmesh.v1.ListToolsResponse
-	42, // 77: toolmesh.v1.OrchestratorService.ListToolGroups:output_type -> toolmesh.v1.ListToolGroupsResponse
-	45, // 78: toolmesh.v1.OrchestratorService.ListWorkers:output_type -> toolmesh.v1.ListWorkersResponse
-	48, // 79: toolmesh.v1.OrchestratorService.GetRun:output_type -> toolmesh.v1.GetRunResponse
-	52, // 80: toolmesh.v1.OrchestratorService.CancelRun:output_type -> toolmesh.v1.CancelRunResponse
-	75, // [75:81] is the sub-list for method output_type
-	69, // [69:75] is the sub-list for method input_type
-	69, // [69:69] is the sub-list for extension type_name
-	69, // [69:69] is the sub-list for extension extendee
-	0,  // [0:69] is the sub-list for field type_name
+	54, // 2: toolmesh.v1.RunRequest.context:type_name -> toolmesh.v1.RunRequest.ContextEntry
+	15, // 3: toolmesh.v1.RunRequest.llm:type_name -> toolmesh.v1.LlmOptions
+	16, // 4: toolmesh.v1.RunRequest.limits:type_name -> toolmesh.v1.RunLimits
+	55, // 5: toolmesh.v1.RunRequest.interaction_context:type_name -> toolmesh.v1.RunRequest.InteractionContextEntry
+	14, // 6: toolmesh.v1.RunRequest.artifact_sinks:type_name -> toolmesh.v1.ArtifactSinkSpec
+	13, // 7: toolmesh.v1.RunRequest.required_tool_groups:type_name -> toolmesh.v1.ToolGroupRequirement
+	8,  // 8: toolmesh.v1.RunRequest.agentic_tools:type_name -> toolmesh.v1.AgenticToolSpec
+	7,  // 9: toolmesh.v1.RunRequest.chaining_sources:type_name -> toolmesh.v1.ChainingSource
+	1,  // 10: toolmesh.v1.AgenticToolSpec.kind:type_name -> toolmesh.v1.AgenticKind
+	15, // 11: toolmesh.v1.AgenticToolSpec.llm:type_name -> toolmesh.v1.LlmOptions
+	56, // 12: toolmesh.v1.AgenticToolSpec.context:type_name -> toolmesh.v1.AgenticToolSpec.ContextEntry
+	9,  // 13: toolmesh.v1.AgenticToolSpec.locked_tools:type_name -> toolmesh.v1.LockedTool
+	10, // 14: toolmesh.v1.AgenticToolSpec.state_machine:type_name -> toolmesh.v1.StateMachineSpec
+	7,  // 15: toolmesh.v1.AgenticToolSpec.chaining_sources:type_name -> toolmesh.v1.ChainingSource
+	11, // 16: toolmesh.v1.StateMachineSpec.states:type_name -> toolmesh.v1.MachineState
+	12, // 17: toolmesh.v1.MachineState.tools:type_name -> toolmesh.v1.MachineStateTool
+	57, // 18: toolmesh.v1.RunLimits.timeout:type_name -> google.protobuf.Duration
+	58, // 19: toolmesh.v1.RunResponse.time:type_name -> google.protobuf.Timestamp
+	31, // 20: toolmesh.v1.RunResponse.started:type_name -> toolmesh.v1.RunStarted
+	32, // 21: toolmesh.v1.RunResponse.tool_call_started:type_name -> toolmesh.v1.ToolCallStarted
+	33, // 22: toolmesh.v1.RunResponse.tool_call_finished:type_name -> toolmesh.v1.ToolCallFinished
+	35, // 23: toolmesh.v1.RunResponse.message:type_name -> toolmesh.v1.AssistantMessage
+	36, // 24: toolmesh.v1.RunResponse.usage:type_name -> toolmesh.v1.Usage
+	37, // 25: toolmesh.v1.RunResponse.final_result:type_name -> toolmesh.v1.FinalResult
+	38, // 26: toolmesh.v1.RunResponse.error:type_name -> toolmesh.v1.RunError
+	34, // 27: toolmesh.v1.RunResponse.tools_changed:type_name -> toolmesh.v1.ToolsChanged
+	22, // 28: toolmesh.v1.RunResponse.artifact:type_name -> toolmesh.v1.ArtifactCaptured
+	23, // 29: toolmesh.v1.RunResponse.blackboard_changed:type_name -> toolmesh.v1.BlackboardChanged
+	24, // 30: toolmesh.v1.RunResponse.progress:type_name -> toolmesh.v1.Progress
+	25, // 31: toolmesh.v1.RunResponse.message_to_user:type_name -> toolmesh.v1.MessageToUser
+	26, // 32: toolmesh.v1.RunResponse.replan_requested:type_name -> toolmesh.v1.ReplanRequested
+	27, // 33: toolmesh.v1.RunResponse.terminated:type_name -> toolmesh.v1.Terminated
+	28, // 34: toolmesh.v1.RunResponse.text_delta:type_name -> toolmesh.v1.TextDelta
+	29, // 35: toolmesh.v1.RunResponse.asset_added:type_name -> toolmesh.v1.AssetAdded
+	21, // 36: toolmesh.v1.RunResponse.warning:type_name -> toolmesh.v1.Warning
+	19, // 37: toolmesh.v1.RunResponse.nested_loop_started:type_name -> toolmesh.v1.NestedLoopStarted
+	20, // 38: toolmesh.v1.RunResponse.nested_loop_finished:type_name -> toolmesh.v1.NestedLoopFinished
+	18, // 39: toolmesh.v1.RunResponse.scope:type_name -> toolmesh.v1.LoopScope
+	1,  // 40: toolmesh.v1.LoopScope.kind:type_name -> toolmesh.v1.AgenticKind
+	59, // 41: toolmesh.v1.ArtifactCaptured.object:type_name -> toolmesh.v1.BlackboardObject
+	59, // 42: toolmesh.v1.BlackboardChanged.object:type_name -> toolmesh.v1.BlackboardObject
+	59, // 43: toolmesh.v1.ReplanRequested.added:type_name -> toolmesh.v1.BlackboardObject
+	60, // 44: toolmesh.v1.Terminated.scope:type_name -> toolmesh.v1.TerminateScope
+	30, // 45: toolmesh.v1.AssetAdded.asset:type_name -> toolmesh.v1.Asset
+	59, // 46: toolmesh.v1.Asset.object:type_name -> toolmesh.v1.BlackboardObject
+	2,  // 47: toolmesh.v1.ToolCallFinished.outcome:type_name -> toolmesh.v1.ToolCallOutcome
+	57, // 48: toolmesh.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
+	61, // 49: toolmesh.v1.ToolCallFinished.artifact:type_name -> toolmesh.v1.Artifact
+	36, // 50: toolmesh.v1.FinalResult.usage:type_name -> toolmesh.v1.Usage
+	62, // 51: toolmesh.v1.RunError.code:type_name -> google.rpc.Code
+	63, // 52: toolmesh.v1.RunError.reason:type_name -> toolmesh.v1.ErrorReason
+	41, // 53: toolmesh.v1.ListToolsResponse.tools:type_name -> toolmesh.v1.ToolInfo
+	64, // 54: toolmesh.v1.ToolInfo.definition:type_name -> toolmesh.v1.ToolDefinition
+	44, // 55: toolmesh.v1.ListToolGroupsResponse.groups:type_name -> toolmesh.v1.ToolGroupStatus
+	65, // 56: toolmesh.v1.ToolGroupStatus.group:type_name -> toolmesh.v1.ToolGroupInfo
+	47, // 57: toolmesh.v1.ListWorkersResponse.workers:type_name -> toolmesh.v1.WorkerStatus
+	3,  // 58: toolmesh.v1.WorkerStatus.state:type_name -> toolmesh.v1.WorkerState
+	58, // 59: toolmesh.v1.WorkerStatus.registered_at:type_name -> google.protobuf.Timestamp
+	4,  // 60: toolmesh.v1.GetRunResponse.state:type_name -> toolmesh.v1.RunState
+	38, // 61: toolmesh.v1.GetRunResponse.error:type_name -> toolmesh.v1.RunError
+	58, // 62: toolmesh.v1.GetRunResponse.started_at:type_name -> google.protobuf.Timestamp
+	58, // 63: toolmesh.v1.GetRunResponse.ended_at:type_name -> google.protobuf.Timestamp
+	36, // 64: toolmesh.v1.GetRunResponse.usage:type_name -> toolmesh.v1.Usage
+	59, // 65: toolmesh.v1.GetRunResponse.blackboard:type_name -> toolmesh.v1.BlackboardObject
+	51, // 66: toolmesh.v1.GetRunResponse.budget:type_name -> toolmesh.v1.Budget
+	30, // 67: toolmesh.v1.GetRunResponse.assets:type_name -> toolmesh.v1.Asset
+	50, // 68: toolmesh.v1.GetRunResponse.loops:type_name -> toolmesh.v1.LoopInfo
+	18, // 69: toolmesh.v1.LoopInfo.scope:type_name -> toolmesh.v1.LoopScope
+	4,  // 70: toolmesh.v1.CancelRunResponse.state:type_name -> toolmesh.v1.RunState
+	6,  // 71: toolmesh.v1.OrchestratorService.Run:input_type -> toolmesh.v1.RunRequest
+	39, // 72: toolmesh.v1.OrchestratorService.ListTools:input_type -> toolmesh.v1.ListToolsRequest
+	42, // 73: toolmesh.v1.OrchestratorService.ListToolGroups:input_type -> toolmesh.v1.ListToolGroupsRequest
+	45, // 74: toolmesh.v1.OrchestratorService.ListWorkers:input_type -> toolmesh.v1.ListWorkersRequest
+	48, // 75: toolmesh.v1.OrchestratorService.GetRun:input_type -> toolmesh.v1.GetRunRequest
+	52, // 76: toolmesh.v1.OrchestratorService.CancelRun:input_type -> toolmesh.v1.CancelRunRequest
+	17, // 77: toolmesh.v1.OrchestratorService.Run:output_type -> toolmesh.v1.RunResponse
+	40, // 78: toolmesh.v1.OrchestratorService.ListTools:output_type -> toolmesh.v1.ListToolsResponse
+	43, // 79: toolmesh.v1.OrchestratorService.ListToolGroups:output_type -> toolmesh.v1.ListToolGroupsResponse
+	46, // 80: toolmesh.v1.OrchestratorService.ListWorkers:output_type -> toolmesh.v1.ListWorkersResponse
+	49, // 81: toolmesh.v1.OrchestratorService.GetRun:output_type -> toolmesh.v1.GetRunResponse
+	53, // 82: toolmesh.v1.OrchestratorService.CancelRun:output_type -> toolmesh.v1.CancelRunResponse
+	77, // [77:83] is the sub-list for method output_type
+	71, // [71:77] is the sub-list for method input_type
+	71, // [71:71] is the sub-list for extension type_name
+	71, // [71:71] is the sub-list for extension extendee
+	0,  // [0:71] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_v1_orchestrator_proto_init() }
@@ -4856,8 +4961,8 @@ func file_toolmesh_v1_orchestrator_proto_init() {
 	}
 	file_toolmesh_v1_errors_proto_init()
 	file_toolmesh_v1_tool_proto_init()
-	file_toolmesh_v1_orchestrator_proto_msgTypes[9].OneofWrappers = []any{}
-	file_toolmesh_v1_orchestrator_proto_msgTypes[11].OneofWrappers = []any{
+	file_toolmesh_v1_orchestrator_proto_msgTypes[10].OneofWrappers = []any{}
+	file_toolmesh_v1_orchestrator_proto_msgTypes[12].OneofWrappers = []any{
 		(*RunResponse_Started)(nil),
 		(*RunResponse_ToolCallStarted)(nil),
 		(*RunResponse_ToolCallFinished)(nil),
@@ -4884,7 +4989,7 @@ func file_toolmesh_v1_orchestrator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_v1_orchestrator_proto_rawDesc), len(file_toolmesh_v1_orchestrator_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   51,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

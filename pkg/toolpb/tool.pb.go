@@ -226,8 +226,14 @@ type ToolDefinition struct {
 	// When true, the tool reports progress while it runs: the orchestrator calls it with
 	// InvokeStream, whose stream carries the reports before the result.
 	ReportsProgress bool `protobuf:"varint,9,opt,name=reports_progress,json=reportsProgress,proto3" json:"reports_progress,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The domain type this tool is a method of (a type name of at most 256 bytes), when
+	// it is one: the orchestrator offers it once an object of that type is bound (a tool
+	// returned it as an artifact), and each call carries the bound object as the call's
+	// state (InvokeRequest.state, its JSON); the method may return the object's new value
+	// as its new state, which replaces the binding.
+	ReceiverType  string `protobuf:"bytes,10,opt,name=receiver_type,json=receiverType,proto3" json:"receiver_type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ToolDefinition) Reset() {
@@ -321,6 +327,13 @@ func (x *ToolDefinition) GetReportsProgress() bool {
 		return x.ReportsProgress
 	}
 	return false
+}
+
+func (x *ToolDefinition) GetReceiverType() string {
+	if x != nil {
+		return x.ReceiverType
+	}
+	return ""
 }
 
 // ToolGroupInfo describes a tool group: a role such as "math" or "web".
@@ -841,7 +854,7 @@ var File_toolmesh_v1_tool_proto protoreflect.FileDescriptor
 
 const file_toolmesh_v1_tool_proto_rawDesc = "" +
 	"\n" +
-	"\x16toolmesh/v1/tool.proto\x12\vtoolmesh.v1\x1a\x1egoogle/protobuf/duration.proto\"\xc6\x03\n" +
+	"\x16toolmesh/v1/tool.proto\x12\vtoolmesh.v1\x1a\x1egoogle/protobuf/duration.proto\"\xeb\x03\n" +
 	"\x0eToolDefinition\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12*\n" +
@@ -853,7 +866,9 @@ const file_toolmesh_v1_tool_proto_rawDesc = "" +
 	"idempotent\x123\n" +
 	"\atimeout\x18\a \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12)\n" +
 	"\x10blackboard_types\x18\b \x03(\tR\x0fblackboardTypes\x12)\n" +
-	"\x10reports_progress\x18\t \x01(\bR\x0freportsProgress\x1a;\n" +
+	"\x10reports_progress\x18\t \x01(\bR\x0freportsProgress\x12#\n" +
+	"\rreceiver_type\x18\n" +
+	" \x01(\tR\freceiverType\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd7\x01\n" +

@@ -59,6 +59,12 @@ var wrappers = map[string][]func(tool.Tool) tool.Tool{
 	"internal/builtin.delayed": {func(t tool.Tool) tool.Tool {
 		return builtin.WithDelay(time.Millisecond, []tool.Tool{t})[0]
 	}},
+	"internal/agentic.binding": {agentic.Chain},
+	"internal/agentic.method": {func(t tool.Tool) tool.Tool {
+		b := agentic.NewBindings(func() []string { return []string{"T"} }, nil)
+		b.Offer(tool.Entry{TypeName: "T", JSON: []byte(`{}`)})
+		return withBindings{agentic.Method(t, "T"), b}
+	}},
 	"internal/agentic.recording": {agenticWrapper(agentic.Spec{Name: "a", Description: "A.", Tools: []string{"probe"}})},
 	"internal/agentic.lockedTool": {agenticWrapper(agentic.Spec{Name: "a", Description: "A.", Kind: agentic.KindPlaybook,
 		Locks: []agentic.Lock{{Tool: "probe", When: "true"}}})},
@@ -88,6 +94,17 @@ func agenticWrapper(spec agentic.Spec) func(tool.Tool) tool.Tool {
 		}
 		panic("no probe among the nested loop's tools")
 	}
+}
+
+// withBindings calls its tool with bindings in the context, as a run's loop does.
+type withBindings struct {
+	tool.Tool
+	b *agentic.Bindings
+}
+
+func (w withBindings) Delegate() tool.Tool { return w.Tool }
+func (w withBindings) Call(ctx context.Context, input string) (tool.Result, error) {
+	return w.Tool.Call(agentic.WithBindings(ctx, w.b), input)
 }
 
 type agenticCatalog map[string]tool.Tool

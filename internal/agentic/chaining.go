@@ -1,0 +1,239 @@
+package agentic
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/toolmesh/toolmesh/internal/decorators"
+	"github.com/toolmesh/toolmesh/internal/loop"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/pkg/tool"
+)
+
+// Tool chaining: a tool that returns a domain object (an artifact whose type some
+// methods have as their receiver type, tool.MethodOf) binds it in its loop, and the
+// methods of that type then run on it. The last object returned of a type is the one
+// bound; a method that changes its receiver rebinds the new value.
+
+// The texts of a method tool.
+func methodNote(typeName string) string {
+	return "Note: This tool requires a " + tool.SimpleTypeName(typeName) + " instance to be retrieved first."
+}
+
+func methodUnbound(typeName string) string {
+	return "This tool is not yet available. You must first retrieve a single " + tool.SimpleTypeName(typeName) + " instance."
+}
+
+// Source says which returned objects bind: those of Type, when When holds for them.
+type Source struct {
+	Type string
+	When *decorators.Expression
+}
+
+// CompileSources compiles chaining sources; an error names the field (field[i].type_name,
+// field[i].when).
+func CompileSources(field string, specs []ChainingSpec) ([]Source, error) {
+	out := make([]Source, 0, len(specs))
+	for i, sp := range specs {
+		f := indexed(field, i)
+		if strings.TrimSpace(sp.Type) == "" {
+			return nil, fieldErr(f+".type_name", "a chaining source needs a type name")
+		}
+		src := Source{Type: sp.Type}
+		if sp.When != "" {
+			x, err := decorators.CompilePredicate(sp.When)
+			if err != nil {
+				return nil, fieldErr(f+".when", "%v", err)
+			}
+			src.When = x
+		}
+		out = append(out, src)
+	}
+	return out, nil
+}
+
+// Bindings are the domain objects one loop has bound, by receiver type. Safe for
+// concurrent use.
+type Bindings struct {
+	// types are the receiver types an object can bind as: those of the methods the
+	// mesh serves.
+	types   func() []string
+	sources []Source
+
+	mu     sync.Mutex
+	bound  map[string]tool.Entry
+	recent []string // types bound since the last Recent
+}
+
+// NewBindings returns the bindings of a loop. types lists the receiver types an
+// object may bind as; sources, when there are any, restrict which objects bind.
+func NewBindings(types func() []string, sources []Source) *Bindings {
+	return &Bindings{types: types, sources: sources, bound: map[string]tool.Entry{}}
+}
+
+// Offer binds e as every receiver type it satisfies that a source takes. An object
+// that is a list is not bound (its elements are offered one by one).
+func (b *Bindings) Offer(e tool.Entry) {
+	if len(e.JSON) == 0 || e.JSON[0] == '[' {
+		return
+	}
+	for _, typ := range b.types() {
+		if !tool.SatisfiesType(e, typ) || !b.takes(typ, e) {
+			continue
+		}
+		b.mu.Lock()
+		b.bound[typ] = e
+		if !slices.Contains(b.recent, typ) {
+			b.recent = append(b.recent, typ)
+		}
+		b.mu.Unlock()
+	}
+}
+
+// takes reports whether a source takes e (any object when there is no source).
+func (b *Bindings) takes(_ string, e tool.Entry) bool {
+	if len(b.sources) == 0 {
+		return true
+	}
+	for _, s := range b.sources {
+		if !tool.SatisfiesType(e, s.Type) {
+			continue
+		}
+		if s.When == nil {
+			return true
+		}
+		if ok, err := s.When.Match(e); err == nil && ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Bound is the object bound as typ.
+func (b *Bindings) Bound(typ string) (tool.Entry, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e, ok := b.bound[typ]
+	return e, ok
+}
+
+// rebind replaces the object bound as typ with a method's new value of it.
+func (b *Bindings) rebind(typ string, e tool.Entry) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.bound[typ] = e
+}
+
+// Recent returns the types bound since the last call, and forgets them.
+func (b *Bindings) Recent() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r := b.recent
+	b.recent = nil
+	return r
+}
+
+type bindingsKey struct{}
+
+// WithBindings returns ctx carrying a loop's bindings.
+func WithBindings(ctx context.Context, b *Bindings) context.Context {
+	return context.WithValue(ctx, bindingsKey{}, b)
+}
+
+// BindingsFrom is the calling loop's bindings; nil outside a run.
+func BindingsFrom(ctx context.Context) *Bindings {
+	b, _ := ctx.Value(bindingsKey{}).(*Bindings)
+	return b
+}
+
+// Chain wraps a tool for chaining: its artifacts (element by element) bind in the
+// calling loop; a method runs on the object bound as its receiver type.
+func Chain(t tool.Tool) tool.Tool {
+	if typ := t.Metadata().ReceiverType; typ != "" {
+		t = Method(t, typ)
+	}
+	return &binding{t}
+}
+
+// Method wraps t as a method of receiverType (Chain does it for a tool whose
+// Metadata.ReceiverType is set).
+func Method(t tool.Tool, receiverType string) tool.Tool { return &method{Tool: t, typ: receiverType} }
+
+// binding offers what its tool returns to the calling loop's bindings.
+type binding struct{ tool.Tool }
+
+func (b *binding) Delegate() tool.Tool { return b.Tool }
+
+func (b *binding) Call(ctx context.Context, input string) (tool.Result, error) {
+	res, err := b.Tool.Call(ctx, input)
+	if err == nil && res.Kind == tool.KindArtifact {
+		if bs := BindingsFrom(ctx); bs != nil {
+			for _, e := range decorators.Elements(res.Artifact) {
+				bs.Offer(e)
+			}
+		}
+	}
+	return res, err
+}
+
+// method is a method of a domain type: until an object of that type is bound it answers
+// with what it needs; then each call carries the bound object as its receiver, and a
+// new value the method returns replaces the binding.
+type method struct {
+	tool.Tool
+	typ string
+}
+
+func (m *method) Delegate() tool.Tool { return m.Tool }
+
+func (m *method) Definition() tool.Definition {
+	d := m.Tool.Definition()
+	d.Description += "\n\n" + methodNote(m.typ)
+	return d
+}
+
+func (m *method) Call(ctx context.Context, input string) (tool.Result, error) {
+	bs := BindingsFrom(ctx)
+	var recv tool.Entry
+	ok := false
+	if bs != nil {
+		recv, ok = bs.Bound(m.typ)
+	}
+	if !ok {
+		return tool.Text(methodUnbound(m.typ)), nil
+	}
+	st := tool.NewState(recv.JSON)
+	res, err := m.Tool.Call(toolcall.WithState(ctx, st), input)
+	if st.Changed() {
+		if b := st.Bytes(); json.Valid(b) {
+			bs.rebind(m.typ, tool.Entry{TypeName: recv.TypeName, JSON: b})
+		}
+	}
+	return res, err
+}
+
+// Discovery is the loop strategy of auto-discovery: once an object of a type binds,
+// the methods of that type (methods returns them all) join the loop's tools.
+func Discovery(b *Bindings, methods func() []tool.Tool) loop.Strategy {
+	return loop.StrategyFunc(func(_ context.Context, ic loop.InjectionContext) (loop.Injection, error) {
+		recent := b.Recent()
+		if len(recent) == 0 {
+			return loop.Injection{}, nil
+		}
+		have := map[string]bool{}
+		for _, t := range ic.Current {
+			have[t.Definition().Name] = true
+		}
+		var inj loop.Injection
+		for _, t := range methods() {
+			if typ := t.Metadata().ReceiverType; slices.Contains(recent, typ) && !have[t.Definition().Name] {
+				inj.Add = append(inj.Add, t)
+				have[t.Definition().Name] = true
+			}
+		}
+		return inj, nil
+	})
+}
