@@ -45,7 +45,11 @@ type agenticTool struct {
 }
 
 func (a *agenticTool) Definition() tool.Definition {
-	return tool.Definition{Name: a.spec.Name, Description: a.spec.Description, InputSchema: a.spec.Parameters}
+	desc := a.spec.Description
+	if desc == "" && a.spec.Kind == KindAgent {
+		desc = AgentDescription(a.spec.Name)
+	}
+	return tool.Definition{Name: a.spec.Name, Description: desc, InputSchema: a.spec.Parameters}
 }
 
 func (a *agenticTool) Metadata() tool.Metadata { return tool.Metadata{} }
@@ -120,7 +124,7 @@ func (a *agenticTool) Call(ctx context.Context, input string) (tool.Result, erro
 		}
 	default:
 		if l.System == "" {
-			l.System = DefaultSystemPrompt(a.spec.Description)
+			l.System = DefaultSystemPrompt(a.Definition().Description)
 		}
 		for _, s := range a.tools {
 			t := n.Decorate(s.t)

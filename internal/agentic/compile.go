@@ -24,7 +24,7 @@ func Check(s Spec) error {
 	switch {
 	case !nameRE.MatchString(s.Name):
 		return fieldErr(k+".name", "%q is not a tool name (1 to 64 of a-z, A-Z, 0-9, _ and -)", s.Name)
-	case strings.TrimSpace(s.Description) == "":
+	case strings.TrimSpace(s.Description) == "" && s.Kind != KindAgent:
 		return fieldErr(k+".description", "an agentic tool needs a description: it is the nested loop's task")
 	case s.MaxIterations < 0:
 		return fieldErr(k+".max_iterations", "must not be negative")
@@ -53,13 +53,13 @@ func Check(s Spec) error {
 		return fieldErr(k+".state_machine", "only a state machine has states; this tool is %s", kindName(s.Kind))
 	}
 	switch s.Kind {
-	case KindSimple:
+	case KindSimple, KindAgent:
 	case KindPlaybook:
 		return checkLocks(s)
 	case KindStateMachine:
 		return checkStates(s)
 	default:
-		return fieldErr(k+".kind", "unknown kind %q (simple, playbook or state_machine)", s.Kind)
+		return fieldErr(k+".kind", "unknown kind %q (simple, playbook, state_machine or agent)", s.Kind)
 	}
 	return nil
 }

@@ -16,6 +16,8 @@ const (
 	KindSimple       Kind = "simple"
 	KindPlaybook     Kind = "playbook"
 	KindStateMachine Kind = "state_machine"
+	// KindAgent is a subagent: a simple tool whose loop is a child run (see Loop.Child).
+	KindAgent Kind = "agent"
 )
 
 // Spec declares an agentic tool.

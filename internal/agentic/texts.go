@@ -25,6 +25,9 @@ func StateMachineSystemPrompt(description, state string) string {
 		"\n\nUse the available tools to complete the task. Some tools are only available\nin certain states. If a tool indicates it's not available in the current state,\nyou may need to use other tools first to transition to the appropriate state."
 }
 
+// AgentDescription is the description of a subagent declared without one.
+func AgentDescription(name string) string { return "Delegate to agent '" + name + "'" }
+
 // lockedPrefix starts the answer of a locked playbook tool.
 const lockedPrefix = "This tool is not yet available. "
 

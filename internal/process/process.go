@@ -221,6 +221,31 @@ func Restore(st State, out Channel) *Process {
 	return &Process{out: out, st: st.Clone()}
 }
 
+// Spawn returns a child process of p, for a subagent's run: it starts with a copy of
+// p's blackboard and p's limits, and its own id, usage and history.
+func (p *Process) Spawn(id string, out Channel) *Process {
+	p.mu.Lock()
+	st := State{ID: id, ParentID: p.st.ID, Status: StatusRunning, Started: time.Now(), Limits: p.st.Limits, Blackboard: p.st.Blackboard.Clone()}
+	p.mu.Unlock()
+	return Restore(st, out)
+}
+
+// Adopt puts on p's blackboard what child added to its own after its first from entries
+// (a spawned child starts with p's entries), with their binding names.
+func (p *Process) Adopt(child *Process, from int, o Origin) error {
+	st := child.Snapshot()
+	for i := from; i < len(st.Blackboard.Entries); i++ {
+		name := ""
+		if names := st.Blackboard.NameOf(i); len(names) > 0 {
+			name = names[0]
+		}
+		if err := p.Add(o, name, st.Blackboard.Entries[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Snapshot returns a copy of the state.
 func (p *Process) Snapshot() State {
 	p.mu.Lock()

@@ -1,6 +1,7 @@
 package run
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -163,4 +164,60 @@ func (s *Service) loopChaining(sources []agentic.Source, fromAny bool) (*agentic
 		return b, nil
 	}
 	return b, agentic.Discovery(b, s.router.Methods)
+}
+
+// withAgent is req with the agent it names applied: the agent's system prompt (or the
+// default one for its description) before the request's, its tools and groups before the
+// request's, its model or role and its iteration limit unless the request sets them.
+func (s *Service) withAgent(req Request) (Request, error) {
+	if req.Agent == "" {
+		return req, nil
+	}
+	var spec *agentic.Spec
+	for _, list := range [][]agentic.Spec{req.Agentic, s.agentic} {
+		for i := range list {
+			if list[i].Name == req.Agent {
+				spec = &list[i]
+				break
+			}
+		}
+		if spec != nil {
+			break
+		}
+	}
+	if spec == nil {
+		return req, fieldErr("agent", ErrInvalid, "no agent is named %q in agentic_tools or the orchestrator's config", req.Agent)
+	}
+	if spec.Kind != agentic.KindAgent {
+		return req, fieldErr("agent", ErrInvalid, "%q is a %s agentic tool, not an agent (kind agent)", req.Agent, spec.Kind)
+	}
+	system := spec.SystemPrompt
+	if system == "" {
+		system = agentic.DefaultSystemPrompt(cmp.Or(spec.Description, agentic.AgentDescription(spec.Name)))
+	}
+	if req.System != "" {
+		system += "\n\n" + req.System
+	}
+	req.System = system
+	req.Tools = mergeNames(spec.Tools, req.Tools)
+	req.Groups = mergeNames(spec.Groups, req.Groups)
+	if req.Model == "" && req.Role == "" {
+		req.Model, req.Role = spec.Model, spec.Role
+	}
+	if req.MaxIterations == 0 {
+		req.MaxIterations = spec.MaxIterations
+	}
+	req.Interaction = spec.Context.Merge(req.Interaction)
+	return req, nil
+}
+
+// mergeNames is a then the names of b not in a.
+func mergeNames(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, n := range b {
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }

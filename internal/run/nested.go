@@ -30,6 +30,8 @@ type Scope struct {
 	Tool, Kind string
 	// Depth is 1 for a loop the run's own loop started, 2 for one that started, ...
 	Depth int
+	// ChildRunID is the child run of a subagent's loop; empty for an agentic tool's.
+	ChildRunID string
 }
 
 // Nested is an event of a nested loop (a loop.Event) with the loop it comes from.
@@ -113,7 +115,28 @@ func (n *nester) RunLoop(ctx context.Context, l agentic.Loop) (*loop.Result, err
 	opts.NotFound = nil // a fresh policy per loop
 	child := *n
 	child.parent, child.depth = scope.LoopID, scope.Depth
-	prepare := prepareCall(n.proc, n.observer)
+	// A subagent's loop is a child run: its own run id and record, and its own process
+	// whose blackboard starts as a copy of the parent's.
+	proc, record := n.proc, (*record)(nil)
+	adoptFrom := 0
+	if l.Kind == agentic.KindAgent {
+		scope.ChildRunID = "run_" + randomHex(8)
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		var err error
+		if record, err = n.s.store.start(scope.ChildRunID, cancel); err != nil {
+			return nil, fmt.Errorf("subagent '%s' was not run: %w", l.Tool, err)
+		}
+		defer n.s.store.finish(record)
+		proc = n.proc.Spawn(scope.ChildRunID, func(o process.Output) error { n.observer.send(Nested{Scope: scope, Event: o}); return nil })
+		adoptFrom = len(proc.Snapshot().Blackboard.Entries)
+		record.setProcess(proc)
+		record.startLoop(Scope{LoopID: scope.LoopID})
+		child.proc = proc
+		opts.RunID = scope.ChildRunID
+	}
+	prepare := prepareCall(proc, n.observer)
 	sources, fromAny := l.Sources, l.FromAny
 	if len(sources) == 0 {
 		sources = n.p.sources
@@ -128,9 +151,15 @@ func (n *nester) RunLoop(ctx context.Context, l agentic.Loop) (*loop.Result, err
 	requestModel := cmp.Or(model, tracedProvider{Provider: provider}.DefaultModel())
 	opts.Observer = func(ev loop.Event) {
 		n.r.observeNested(scope.LoopID, ev)
+		if record != nil {
+			record.observe(ev)
+		}
 		if x, ok := ev.(loop.ModelCalled); ok {
 			n.s.tel.RecordCost(ctx, requestModel, x.CostUSD)
-			n.proc.RecordModelCall(provider.Name(), x.Model, x.Usage.InputTokens, x.Usage.OutputTokens, x.CostUSD)
+			proc.RecordModelCall(provider.Name(), x.Model, x.Usage.InputTokens, x.Usage.OutputTokens, x.CostUSD)
+			if proc != n.proc {
+				n.proc.RecordModelCall(provider.Name(), x.Model, x.Usage.InputTokens, x.Usage.OutputTokens, x.CostUSD)
+			}
 		}
 		n.observer.send(Nested{Scope: scope, Event: ev})
 	}
@@ -141,8 +170,9 @@ func (n *nester) RunLoop(ctx context.Context, l agentic.Loop) (*loop.Result, err
 	n.r.startLoop(scope)
 	n.observer.send(NestedStarted{Scope: scope, Model: label, Tools: names, MaxIterations: opts.MaxIterations})
 	info, _ := tool.CallInfoFrom(ctx)
-	ctx = toolcall.WithCallInfo(ctx, tool.CallInfo{RunID: info.RunID, LoopID: scope.LoopID})
-	ctx, span := n.s.tel.StartRun(ctx, telemetry.RunAttrs{RunID: info.RunID, LoopID: scope.LoopID, Provider: provider.Name(), Model: model})
+	runID := cmp.Or(scope.ChildRunID, info.RunID)
+	ctx = toolcall.WithCallInfo(ctx, tool.CallInfo{RunID: runID, LoopID: scope.LoopID})
+	ctx, span := n.s.tel.StartRun(ctx, telemetry.RunAttrs{RunID: runID, LoopID: scope.LoopID, Provider: provider.Name(), Model: model})
 	res, err := loop.Run(ctx, opts, loop.Input{System: l.System, Messages: []llm.Message{{Role: llm.RoleUser, Text: l.Input}}, Tools: l.Tools})
 	fin := NestedFinished{Scope: scope}
 	if res != nil {
@@ -153,6 +183,25 @@ func (n *nester) RunLoop(ctx context.Context, l agentic.Loop) (*loop.Result, err
 		fin.Err = err.Error()
 		kind := n.s.errorType(err)
 		n.s.tel.EndRun(span, telemetry.RunResult{Outcome: "failed", ErrorType: kind, Err: err})
+	}
+	if record != nil {
+		// What the child added joins the parent's blackboard once it completed.
+		if err == nil {
+			if aerr := n.proc.Adopt(proc, adoptFrom, process.Origin{Tool: l.Tool, LoopID: scope.LoopID}); aerr != nil {
+				err = fmt.Errorf("subagent '%s' answered, but what it put on its blackboard does not fit the run's: %w", l.Tool, aerr)
+				fin.Err = err.Error()
+			}
+		}
+		status := process.StatusCompleted
+		if err != nil {
+			status = process.StatusFailed
+		}
+		proc.SetStatus(status)
+		recorded := err
+		if cause := context.Cause(ctx); err != nil && ctx.Err() != nil && cause != nil {
+			recorded = cause // the parent was cancelled (or the child's own record was)
+		}
+		record.end(res, nil, recorded)
 	}
 	n.r.endLoop(fin)
 	n.observer.send(fin)

@@ -44,6 +44,10 @@ type prepared struct {
 
 // prepare resolves a request: its tools, context, model and limits.
 func (s *Service) prepare(ctx context.Context, req Request) (*prepared, error) {
+	req, err := s.withAgent(req)
+	if err != nil {
+		return nil, err
+	}
 	rules, err := s.requestRules(req.Sinks)
 	if err != nil {
 		return nil, err

@@ -206,6 +206,9 @@ type Request struct {
 	// them or not.
 	ChainingSources []ChainingSource
 	ChainFromAny    bool
+	// Agent names an agent (an agentic tool of kind agent, the request's or the
+	// config's) to run directly: see withAgent.
+	Agent string
 }
 
 // ChainingSource is a type whose returned objects bind, when When (CEL over value and

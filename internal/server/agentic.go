@@ -87,7 +87,7 @@ func validateAgentic(specs []*toolpb.AgenticToolSpec) *fieldError {
 		}
 		switch s.GetKind() {
 		case toolpb.AgenticKind_AGENTIC_KIND_UNSPECIFIED, toolpb.AgenticKind_AGENTIC_KIND_SIMPLE,
-			toolpb.AgenticKind_AGENTIC_KIND_PLAYBOOK, toolpb.AgenticKind_AGENTIC_KIND_STATE_MACHINE:
+			toolpb.AgenticKind_AGENTIC_KIND_PLAYBOOK, toolpb.AgenticKind_AGENTIC_KIND_STATE_MACHINE, toolpb.AgenticKind_AGENTIC_KIND_AGENT:
 		default:
 			return invalid(f+".kind", "unknown kind %d", s.GetKind())
 		}
@@ -100,6 +100,7 @@ var agenticKinds = map[toolpb.AgenticKind]agentic.Kind{
 	toolpb.AgenticKind_AGENTIC_KIND_SIMPLE:        agentic.KindSimple,
 	toolpb.AgenticKind_AGENTIC_KIND_PLAYBOOK:      agentic.KindPlaybook,
 	toolpb.AgenticKind_AGENTIC_KIND_STATE_MACHINE: agentic.KindStateMachine,
+	toolpb.AgenticKind_AGENTIC_KIND_AGENT:         agentic.KindAgent,
 }
 
 // kindProto is the wire form of a kind.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -169,5 +170,127 @@ func TestChainingInsideAStateMachine(t *testing.T) {
 	}
 	if want := "This tool is not yet available. You must first retrieve a single User instance. / Grace Hopper (id 2) <grace@navy.mil>"; final.GetText() != want {
 		t.Errorf("final %q, want %q", final.GetText(), want)
+	}
+}
+
+// A subagent runs as a child run: it reads the parent's blackboard (a copy), what it
+// binds joins the parent's blackboard once it completes, GetRun reports the child run,
+// and its tool calls count for the parent.
+func TestSubagent(t *testing.T) {
+	script := scripted.Script{Name: "sub", Rules: []scripted.Rule{
+		{When: scripted.When{User: `"child"`, Turn: 1}, Reply: scriptedCall("customer_summary", `{}`)},
+		{When: scripted.When{User: `"child"`, Turn: 2}, Reply: scriptedCall("bind_customer", `{"id":2}`)},
+		{When: scripted.When{User: `"child"`}, Reply: scripted.Reply{Text: `child saw {{ latest "customer_summary" }}`}},
+		{When: scripted.When{Turn: 1}, Reply: scriptedCall("bind_customer", `{"id":1}`)},
+		{When: scripted.When{Turn: 2}, Reply: scriptedCall("helper", `{"task":"child"}`)},
+		{Reply: scripted.Reply{Text: `{{ result "helper" }}`}},
+	}}
+	e := newEnv(t, envOptions{script: script})
+	e.startWorker("w1", builtin.CRMGroup())
+	var childRun string
+	req := &toolpb.RunRequest{RunId: "parent", Prompt: "go", ToolGroups: []string{"crm"}, Tools: []string{"helper"}, AgenticTools: []*toolpb.AgenticToolSpec{{
+		Name: "helper", Kind: toolpb.AgenticKind_AGENTIC_KIND_AGENT, Tools: []string{"customer_summary", "bind_customer"},
+		ParametersJsonSchema: `{"type":"object","properties":{"task":{"type":"string"}}}`,
+	}}}
+	final, err := e.cl.RunAndWait(testContext(t), req, func(ev *toolpb.RunResponse) {
+		if s := ev.GetNestedLoopStarted(); s != nil {
+			childRun = ev.GetScope().GetChildRunId()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if final.GetText() != "child saw Ada Lovelace (id 1) lives in London; account active" {
+		t.Errorf("final %q", final.GetText())
+	}
+	ctx := testContext(t)
+	parent, err := e.cl.GetRun(ctx, "parent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, b := range parent.GetBlackboard() {
+		names = append(names, b.GetName()+"="+b.GetJson())
+	}
+	if len(names) != 2 || !strings.Contains(names[1], "Grace Hopper") {
+		t.Errorf("parent's blackboard %v: want the child's customer after the parent's", names)
+	}
+	if parent.GetToolCalls() != 4 {
+		t.Errorf("parent tool calls %d, want 4 (2 of its own, 2 of the child)", parent.GetToolCalls())
+	}
+	if childRun == "" {
+		t.Fatal("no child run id in the nested loop's scope")
+	}
+	child, err := e.cl.GetRun(ctx, childRun)
+	if err != nil || child.GetState() != toolpb.RunState_RUN_STATE_SUCCEEDED || len(child.GetBlackboard()) != 2 || child.GetIterations() != 3 {
+		t.Errorf("child run %v, %v", child, err)
+	}
+	loops := parent.GetLoops()
+	if len(loops) != 2 || loops[1].GetScope().GetChildRunId() != childRun || loops[1].GetScope().GetKind() != toolpb.AgenticKind_AGENTIC_KIND_AGENT {
+		t.Errorf("loops %v", loops)
+	}
+}
+
+// RunRequest.agent runs an agent directly: its tools and system prompt.
+func TestRunAnAgentDirectly(t *testing.T) {
+	script := scripted.Script{Name: "direct", Rules: []scripted.Rule{
+		{When: scripted.When{Turn: 1, HasTool: "add"}, Reply: scriptedCall("add", `{"a":2,"b":2}`)},
+		{Reply: scripted.Reply{Text: `{{ result "add" }}`}},
+	}}
+	e := newEnv(t, envOptions{script: script, configure: func(c *config.Config) {
+		c.AgenticTools = map[string]config.AgenticTool{"adder": {Kind: "agent", Description: "Adds.", Tools: []string{"add"}, SystemPrompt: "You add."}}
+	}})
+	e.startWorker("w1", builtin.Math())
+	var started *toolpb.RunStarted
+	final, err := e.cl.RunAndWait(testContext(t), &toolpb.RunRequest{Prompt: "2+2", Agent: "adder", SystemPrompt: "Be brief."}, func(ev *toolpb.RunResponse) {
+		if s := ev.GetStarted(); s != nil {
+			started = s
+		}
+	})
+	if err != nil || final.GetText() != "4" {
+		t.Fatalf("%v, %v", final, err)
+	}
+	if started == nil || strings.Join(started.GetTools(), ",") != "add" {
+		t.Errorf("started %v", started)
+	}
+	_, err = e.cl.RunAndWait(testContext(t), &toolpb.RunRequest{Prompt: "x", Agent: "nobody"}, nil)
+	if st, _ := status.FromError(errors.Unwrap(err)); st == nil || st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), "agent") {
+		if st2, _ := status.FromError(err); st2.Code() != codes.InvalidArgument || !strings.Contains(st2.Message(), "agent") {
+			t.Errorf("unknown agent: %v", err)
+		}
+	}
+}
+
+// Cancelling the parent run cancels its subagent's child run.
+func TestCancellingTheParentCancelsTheChild(t *testing.T) {
+	script := scripted.Script{Name: "slow", Rules: []scripted.Rule{
+		{When: scripted.When{User: `"child"`, Turn: 1}, Reply: scriptedCall("export_report", `{"pages":10,"delay_ms":2000}`)},
+		{When: scripted.When{User: `"child"`}, Reply: scripted.Reply{Text: "exported"}},
+		{When: scripted.When{Turn: 1}, Reply: scriptedCall("helper", `{"task":"child"}`)},
+		{Reply: scripted.Reply{Text: "done"}},
+	}}
+	e := newEnv(t, envOptions{script: script})
+	e.startWorker("w1", builtin.CRMGroup())
+	req := &toolpb.RunRequest{RunId: "p2", Prompt: "go", Tools: []string{"helper"}, AgenticTools: []*toolpb.AgenticToolSpec{{
+		Name: "helper", Kind: toolpb.AgenticKind_AGENTIC_KIND_AGENT, Tools: []string{"export_report"},
+		ParametersJsonSchema: `{"type":"object","properties":{"task":{"type":"string"}}}`,
+	}}}
+	ctx := testContext(t)
+	var child string
+	start := time.Now()
+	_, err := e.cl.RunAndWait(ctx, req, func(ev *toolpb.RunResponse) {
+		if ev.GetNestedLoopStarted() != nil {
+			child = ev.GetScope().GetChildRunId()
+		}
+		if s := ev.GetToolCallStarted(); s != nil && s.GetTool() == "export_report" {
+			go func() { _, _ = e.cl.CancelRun(ctx, "p2", "enough") }()
+		}
+	})
+	if err == nil || time.Since(start) > 10*time.Second {
+		t.Fatalf("the parent ended with %v after %s", err, time.Since(start))
+	}
+	r, err := e.cl.GetRun(ctx, child)
+	if err != nil || r.GetState() != toolpb.RunState_RUN_STATE_CANCELLED {
+		t.Errorf("child run %s: %v, %v", child, r.GetState(), err)
 	}
 }

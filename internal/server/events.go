@@ -137,7 +137,7 @@ func eventProto(ev run.Event) *toolpb.RunResponse {
 }
 
 func scopeProto(s run.Scope) *toolpb.LoopScope {
-	return &toolpb.LoopScope{LoopId: s.LoopID, ParentLoopId: s.ParentLoopID, Tool: s.Tool, Kind: kindProto(s.Kind), Depth: int32(s.Depth)}
+	return &toolpb.LoopScope{LoopId: s.LoopID, ParentLoopId: s.ParentLoopID, Tool: s.Tool, Kind: kindProto(s.Kind), Depth: int32(s.Depth), ChildRunId: s.ChildRunID}
 }
 
 func outcomeProto(o loop.Outcome) toolpb.ToolCallOutcome {

@@ -87,6 +87,7 @@ func runRequest(req *toolpb.RunRequest) run.Request {
 		Agentic:         agenticSpecs(req.GetAgenticTools()),
 		ChainingSources: chainingSpecs(req.GetChainingSources()),
 		ChainFromAny:    req.GetChainFromAny(),
+		Agent:           req.GetAgent(),
 	}
 	for _, rq := range req.GetRequiredToolGroups() {
 		r.Required = append(r.Required, run.Requirement{Role: rq.GetRole(), Tools: rq.GetTools()})

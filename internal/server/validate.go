@@ -78,6 +78,9 @@ func validateRun(req *toolpb.RunRequest) *fieldError {
 	if fe := validateChaining("chaining_sources", req.GetChainingSources()); fe != nil {
 		return fe
 	}
+	if a := req.GetAgent(); a != "" && !wire.ToolNameRE.MatchString(a) {
+		return invalid("agent", "must be 1 to 64 characters of [A-Za-z0-9_-]")
+	}
 	return validateSinks(req.GetArtifactSinks())
 }
 

@@ -93,6 +93,10 @@ const (
 	AgenticKind_AGENTIC_KIND_PLAYBOOK AgenticKind = 2
 	// Tools are available in some states; a call that succeeds may move the machine.
 	AgenticKind_AGENTIC_KIND_STATE_MACHINE AgenticKind = 3
+	// A subagent: as simple, but its loop is a child run, with its own run id and its own
+	// blackboard, a copy of the parent's; what it adds joins the parent's blackboard once
+	// it completes. RunRequest.agent runs one directly.
+	AgenticKind_AGENTIC_KIND_AGENT AgenticKind = 4
 )
 
 // Enum value maps for AgenticKind.
@@ -102,12 +106,14 @@ var (
 		1: "AGENTIC_KIND_SIMPLE",
 		2: "AGENTIC_KIND_PLAYBOOK",
 		3: "AGENTIC_KIND_STATE_MACHINE",
+		4: "AGENTIC_KIND_AGENT",
 	}
 	AgenticKind_value = map[string]int32{
 		"AGENTIC_KIND_UNSPECIFIED":   0,
 		"AGENTIC_KIND_SIMPLE":        1,
 		"AGENTIC_KIND_PLAYBOOK":      2,
 		"AGENTIC_KIND_STATE_MACHINE": 3,
+		"AGENTIC_KIND_AGENT":         4,
 	}
 )
 
@@ -444,7 +450,12 @@ type RunRequest struct {
 	ChainingSources []*ChainingSource `protobuf:"bytes,16,rep,name=chaining_sources,json=chainingSources,proto3" json:"chaining_sources,omitempty"`
 	// When true, a loop gains the methods of an object's type once it binds, whether the
 	// run offered them or not (the methods the run offers are there from the start).
-	ChainFromAny  bool `protobuf:"varint,17,opt,name=chain_from_any,json=chainFromAny,proto3" json:"chain_from_any,omitempty"`
+	ChainFromAny bool `protobuf:"varint,17,opt,name=chain_from_any,json=chainFromAny,proto3" json:"chain_from_any,omitempty"`
+	// Runs an agent (an agentic tool of kind AGENT, of agentic_tools or of the config)
+	// directly: the run takes its system prompt, tools, tool groups, model and iteration
+	// limit, and the request's own add to them (system_prompt then comes after the
+	// agent's). 1 to 64 characters of [A-Za-z0-9_-].
+	Agent         string `protobuf:"bytes,18,opt,name=agent,proto3" json:"agent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -598,6 +609,13 @@ func (x *RunRequest) GetChainFromAny() bool {
 	return false
 }
 
+func (x *RunRequest) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
 // ChainingSource takes returned objects of a type for tool chaining.
 type ChainingSource struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -662,7 +680,8 @@ type AgenticToolSpec struct {
 	// The tool's name: 1 to 64 characters of [A-Za-z0-9_-], not a name of the config's
 	// agentic tools, none twice.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// What the tool does, for the model and as the nested loop's task. Required.
+	// What the tool does, for the model and as the nested loop's task. Required, except for
+	// an agent, whose default is "Delegate to agent '<name>'".
 	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
 	// How the nested loop offers the sub-tools.
 	Kind AgenticKind `protobuf:"varint,3,opt,name=kind,proto3,enum=toolmesh.v1.AgenticKind" json:"kind,omitempty"`
@@ -1844,7 +1863,10 @@ type LoopScope struct {
 	// The agentic tool's kind.
 	Kind AgenticKind `protobuf:"varint,4,opt,name=kind,proto3,enum=toolmesh.v1.AgenticKind" json:"kind,omitempty"`
 	// 1 for a loop the run's own loop started, 2 for one such a loop started, ...
-	Depth         int32 `protobuf:"varint,5,opt,name=depth,proto3" json:"depth,omitempty"`
+	Depth int32 `protobuf:"varint,5,opt,name=depth,proto3" json:"depth,omitempty"`
+	// The child run a subagent's loop belongs to (GetRun reports it too); empty for an
+	// agentic tool's loop, which belongs to the run.
+	ChildRunId    string `protobuf:"bytes,6,opt,name=child_run_id,json=childRunId,proto3" json:"child_run_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1912,6 +1934,13 @@ func (x *LoopScope) GetDepth() int32 {
 		return x.Depth
 	}
 	return 0
+}
+
+func (x *LoopScope) GetChildRunId() string {
+	if x != nil {
+		return x.ChildRunId
+	}
+	return ""
 }
 
 // NestedLoopStarted: an agentic tool's call started its nested loop.
@@ -4411,7 +4440,7 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\x1etoolmesh/v1/orchestrator.proto\x12\vtoolmesh.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15google/rpc/code.proto\x1a\x18toolmesh/v1/errors.proto\x1a\x16toolmesh/v1/tool.proto\"P\n" +
 	"\x13ConversationMessage\x12%\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x11.toolmesh.v1.RoleR\x04role\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04text\"\xf0\a\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"\x86\b\n" +
 	"\n" +
 	"RunRequest\x12\x16\n" +
 	"\x06prompt\x18\x01 \x01(\tR\x06prompt\x12<\n" +
@@ -4433,7 +4462,8 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\x14required_tool_groups\x18\x0e \x03(\v2!.toolmesh.v1.ToolGroupRequirementR\x12requiredToolGroups\x12A\n" +
 	"\ragentic_tools\x18\x0f \x03(\v2\x1c.toolmesh.v1.AgenticToolSpecR\fagenticTools\x12F\n" +
 	"\x10chaining_sources\x18\x10 \x03(\v2\x1b.toolmesh.v1.ChainingSourceR\x0fchainingSources\x12$\n" +
-	"\x0echain_from_any\x18\x11 \x01(\bR\fchainFromAny\x1a:\n" +
+	"\x0echain_from_any\x18\x11 \x01(\bR\fchainFromAny\x12\x14\n" +
+	"\x05agent\x18\x12 \x01(\tR\x05agent\x1a:\n" +
 	"\fContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aE\n" +
@@ -4540,13 +4570,15 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\x13nested_loop_started\x18\x15 \x01(\v2\x1e.toolmesh.v1.NestedLoopStartedH\x00R\x11nestedLoopStarted\x12S\n" +
 	"\x14nested_loop_finished\x18\x16 \x01(\v2\x1f.toolmesh.v1.NestedLoopFinishedH\x00R\x12nestedLoopFinished\x12,\n" +
 	"\x05scope\x18\x17 \x01(\v2\x16.toolmesh.v1.LoopScopeR\x05scopeB\a\n" +
-	"\x05event\"\xa2\x01\n" +
+	"\x05event\"\xc4\x01\n" +
 	"\tLoopScope\x12\x17\n" +
 	"\aloop_id\x18\x01 \x01(\tR\x06loopId\x12$\n" +
 	"\x0eparent_loop_id\x18\x02 \x01(\tR\fparentLoopId\x12\x12\n" +
 	"\x04tool\x18\x03 \x01(\tR\x04tool\x12,\n" +
 	"\x04kind\x18\x04 \x01(\x0e2\x18.toolmesh.v1.AgenticKindR\x04kind\x12\x14\n" +
-	"\x05depth\x18\x05 \x01(\x05R\x05depth\"f\n" +
+	"\x05depth\x18\x05 \x01(\x05R\x05depth\x12 \n" +
+	"\fchild_run_id\x18\x06 \x01(\tR\n" +
+	"childRunId\"f\n" +
 	"\x11NestedLoopStarted\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x14\n" +
 	"\x05tools\x18\x02 \x03(\tR\x05tools\x12%\n" +
@@ -4747,12 +4779,13 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vROLE_SYSTEM\x10\x01\x12\r\n" +
 	"\tROLE_USER\x10\x02\x12\x12\n" +
-	"\x0eROLE_ASSISTANT\x10\x03*\x7f\n" +
+	"\x0eROLE_ASSISTANT\x10\x03*\x97\x01\n" +
 	"\vAgenticKind\x12\x1c\n" +
 	"\x18AGENTIC_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13AGENTIC_KIND_SIMPLE\x10\x01\x12\x19\n" +
 	"\x15AGENTIC_KIND_PLAYBOOK\x10\x02\x12\x1e\n" +
-	"\x1aAGENTIC_KIND_STATE_MACHINE\x10\x03*\xb8\x01\n" +
+	"\x1aAGENTIC_KIND_STATE_MACHINE\x10\x03\x12\x16\n" +
+	"\x12AGENTIC_KIND_AGENT\x10\x04*\xb8\x01\n" +
 	"\x0fToolCallOutcome\x12!\n" +
 	"\x1dTOOL_CALL_OUTCOME_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14TOOL_CALL_OUTCOME_OK\x10\x01\x12\x1b\n" +

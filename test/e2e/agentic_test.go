@@ -29,6 +29,10 @@ agentic_tools:
         - {name: ADD, tools: [{tool: add, transitions_to: MUL}]}
         - {name: MUL, tools: [{tool: multiply, transitions_to: SUB}]}
         - {name: SUB, tools: [{tool: subtract}]}
+  helper:
+    kind: agent
+    parameters: {type: object, properties: {task: {type: string}}}
+    tools: [customer_summary, bind_customer]
 `
 
 // nestedEvents are the tool_call_finished events of the nested loops (scope set), by
@@ -97,6 +101,33 @@ func TestAgenticTools(t *testing.T) {
 		r, err := m.c.GetRun(ctx, "sm")
 		if err != nil || len(r.GetLoops()) != 2 || r.GetLoops()[1].GetIterations() != 5 || r.GetLoops()[1].GetToolCalls() != 4 {
 			t.Errorf("GetRun loops %v, %v", r.GetLoops(), err)
+		}
+	})
+
+	// The subagent runs as a child run: it sees the customer the parent bound, and the
+	// customer it binds is the parent's newest once it completed.
+	t.Run("subagent", func(t *testing.T) {
+		evs, err := m.run(ctx, &toolpb.RunRequest{RunId: "parent", Prompt: "subagent", ToolGroups: []string{"crm"}, Tools: []string{"helper"}}, nil)
+		if err != nil {
+			m.dump()
+			t.Fatal(err)
+		}
+		// The parent's last customer_summary reads the customer the child bound.
+		if got := finalText(t, evs); got != "Grace Hopper (id 2) lives in New York; account active" {
+			t.Errorf("final %q", got)
+		}
+		var child string
+		for _, ev := range evs {
+			if f := ev.GetToolCallFinished(); f != nil && f.GetTool() == "helper" && f.GetContent() != "child saw Ada Lovelace (id 1) lives in London; account active" {
+				t.Errorf("helper: %q", f.GetContent())
+			}
+			if ev.GetNestedLoopStarted() != nil {
+				child = ev.GetScope().GetChildRunId()
+			}
+		}
+		r, err := m.c.GetRun(ctx, child)
+		if err != nil || r.GetState() != toolpb.RunState_RUN_STATE_SUCCEEDED || len(r.GetBlackboard()) != 2 {
+			t.Errorf("child run %s: %v, %v", child, r, err)
 		}
 	})
 
