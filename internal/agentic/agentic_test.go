@@ -222,3 +222,21 @@ func TestMaxIterationsHonoured(t *testing.T) {
 		t.Errorf("%+v, %v; calls %s", res, err, cat.called())
 	}
 }
+
+// A subagent without a description is described as a delegation to it; its loop is
+// simple, with the default prompt over that description.
+func TestAgentDescription(t *testing.T) {
+	cat := &catalog{}
+	cat.add("a", tool.Text("a"))
+	at := compileOne(t, cat, Spec{Name: "helper", Kind: KindAgent, Tools: []string{"a"}})
+	if d := at.Definition().Description; d != "Delegate to agent 'helper'" {
+		t.Errorf("description %q", d)
+	}
+	n := newNester(t, scripted.Rule{Reply: scripted.Reply{Text: "ok"}})
+	if _, err := at.Call(WithNester(ctxT(t), n), `{}`); err != nil {
+		t.Fatal(err)
+	}
+	if l := n.runs[0]; l.Kind != KindAgent || l.System != DefaultSystemPrompt("Delegate to agent 'helper'") {
+		t.Errorf("loop %+v", l)
+	}
+}

@@ -294,3 +294,33 @@ func TestCancellingTheParentCancelsTheChild(t *testing.T) {
 		t.Errorf("child run %s: %v, %v", child, r.GetState(), err)
 	}
 }
+
+// loop.max_nested_loops bounds the nested loops of one run: past it, a call of an agentic
+// tool gets an error result naming the limit.
+func TestNestedLoopCountLimit(t *testing.T) {
+	script := scripted.Script{Name: "count", Rules: []scripted.Rule{
+		{When: scripted.When{HasTool: "once", Turn: 1}, Reply: scriptedCall("once", `{}`)},
+		{When: scripted.When{HasTool: "once", Turn: 2}, Reply: scriptedCall("once", `{}`)},
+		{When: scripted.When{HasTool: "once"}, Reply: scripted.Reply{Text: "{{ result \"once\" }}"}},
+		{When: scripted.When{Turn: 1}, Reply: scriptedCall("add", `{"a":1,"b":2}`)},
+		{Reply: scripted.Reply{Text: "{{ result \"add\" }}"}},
+	}}
+	e := newEnv(t, envOptions{script: script, configure: func(c *config.Config) {
+		c.Loop.MaxNestedLoops = 1
+		c.AgenticTools = map[string]config.AgenticTool{"once": {Description: "Add once.", Tools: []string{"add"}}}
+	}})
+	e.startWorker("w1", builtin.Math())
+	var results []string
+	final, err := e.cl.RunAndWait(testContext(t), &toolpb.RunRequest{Prompt: "go", Tools: []string{"once"}}, func(ev *toolpb.RunResponse) {
+		if f := ev.GetToolCallFinished(); f != nil && ev.GetScope() == nil {
+			results = append(results, f.GetContent())
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"3", "Error: agentic tool 'once' was not run: a run starts at most 1 nested loops (loop.max_nested_loops)"}
+	if strings.Join(results, "|") != strings.Join(want, "|") || final.GetText() != want[1] {
+		t.Errorf("results %q, final %q", results, final.GetText())
+	}
+}
