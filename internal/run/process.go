@@ -177,9 +177,9 @@ type callScope struct {
 func (sc *callScope) progress(status string) { _ = sc.p.Progress(sc.o, status) }
 
 // settleSignal ends a run whose loop a tool's signal stopped: a replan puts what it
-// carries on the blackboard and reports Replanned; a termination reports Terminated.
-// Another signal is a failure.
-func settleSignal(p *process.Process, se *loop.SignalError, loopID string, iterations int, obs *serialObserver) (*Outcome, error) {
+// carries on the blackboard; the Outcome holds the Replanned or Terminated event, which
+// the run sends once its record is final. Another signal is a failure.
+func settleSignal(p *process.Process, se *loop.SignalError, loopID string, iterations int) (*Outcome, error) {
 	tool_, callID := se.Tool, se.CallID
 	var replan tool.ReplanRequested
 	var term tool.Terminate
@@ -204,7 +204,6 @@ func settleSignal(p *process.Process, se *loop.SignalError, loopID string, itera
 		}
 		p.SetStatus(process.StatusReplan)
 		ev := Replanned{LoopID: loopID, Tool: tool_, CallID: callID, Reason: reason, Added: added, Iterations: iterations}
-		obs.send(ev)
 		return &Outcome{Replan: &ev}, nil
 	case errors.As(sig, &term):
 		scope := term.Scope
@@ -213,7 +212,6 @@ func settleSignal(p *process.Process, se *loop.SignalError, loopID string, itera
 		}
 		p.SetStatus(process.StatusTerminated)
 		ev := Terminated{LoopID: loopID, Tool: tool_, CallID: callID, Scope: scope, Reason: term.Reason}
-		obs.send(ev)
 		return &Outcome{Terminated: &ev}, nil
 	}
 	return nil, se

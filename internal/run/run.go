@@ -276,6 +276,14 @@ func (s *Service) Run(ctx context.Context, req Request, observe func(Event)) (*R
 	ctx = toolcall.WithCallInfo(ctx, tool.CallInfo{RunID: id, LoopID: loopID})
 	res, outcome, err := s.drive(ctx, r, p, loopID, observe)
 	r.end(res, outcome, err)
+	// The last event of a run a tool ended goes out once the record says how it ended,
+	// so that a client that reads it and asks GetRun sees the same.
+	switch {
+	case outcome != nil && outcome.Replan != nil:
+		observe(*outcome.Replan)
+	case outcome != nil && outcome.Terminated != nil:
+		observe(*outcome.Terminated)
+	}
 	if err != nil {
 		return nil, &Error{RunID: id, Err: err}
 	}
@@ -334,7 +342,7 @@ func (s *Service) drive(ctx context.Context, r *record, p *prepared, loopID stri
 	var se *loop.SignalError
 	if err != nil && errors.As(err, &se) && ctx.Err() == nil {
 		snap := r.snapshot()
-		outcome, serr := settleSignal(proc, se, loopID, snap.Iterations, observer)
+		outcome, serr := settleSignal(proc, se, loopID, snap.Iterations)
 		if serr == nil {
 			res = &loop.Result{Iterations: snap.Iterations, Usage: snap.Usage, CostUSD: snap.CostUSD, ToolCalls: snap.ToolCalls}
 			kind := "replan_requested"
