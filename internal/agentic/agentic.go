@@ -54,6 +54,24 @@ func (a *agenticTool) Definition() tool.Definition {
 
 func (a *agenticTool) Metadata() tool.Metadata { return tool.Metadata{} }
 
+// SubTools are the sub-tools of a compiled agentic tool (t from Compile), undecorated:
+// its tools and groups' tools, then a state machine's state-bound ones. Nil for another
+// tool.
+func SubTools(t tool.Tool) []tool.Tool {
+	a, ok := t.(*agenticTool)
+	if !ok {
+		return nil
+	}
+	var out []tool.Tool
+	for _, s := range a.tools {
+		out = append(out, s.t)
+	}
+	for _, s := range a.stateTools {
+		out = append(out, s.t)
+	}
+	return out
+}
+
 // startingIn is the state machine a in another initial state.
 func (a *agenticTool) startingIn(state string) *agenticTool {
 	c := *a
@@ -83,6 +101,11 @@ func (a *agenticTool) dedupe() error {
 		}
 		seen[name] = true
 	}
+	for _, s := range a.stateTools {
+		if name := s.t.Definition().Name; seen[name] {
+			return fieldErr(a.spec.Key+".state_machine", "%q is bound to states and is also a global tool (listed in tools or in one of tool_groups)", name)
+		}
+	}
 	return nil
 }
 
@@ -96,6 +119,7 @@ func (a *agenticTool) Call(ctx context.Context, input string) (tool.Result, erro
 		Tool: a.spec.Name, Kind: a.spec.Kind, Input: input, Model: a.spec.Model, Role: a.spec.Role,
 		MaxIterations: a.spec.MaxIterations, Context: a.spec.Context, System: a.spec.SystemPrompt,
 		Sources: a.sources, FromAny: a.spec.ChainFromAny,
+		Temperature: a.spec.Temperature, MaxOutputTokens: a.spec.MaxOutputTokens,
 	}
 	switch a.spec.Kind {
 	case KindStateMachine:

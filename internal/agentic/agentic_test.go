@@ -59,6 +59,7 @@ type catalog struct {
 }
 
 func (c *catalog) Tool(name string) (tool.Tool, bool) { t, ok := c.tools[name]; return t, ok }
+func (c *catalog) Serves(name string) bool            { _, ok := c.tools[name]; return ok }
 func (c *catalog) Group(role string) ([]tool.Tool, bool) {
 	ts, ok := c.groups[role]
 	return ts, ok

@@ -15,6 +15,9 @@ type Catalog interface {
 	Tool(name string) (tool.Tool, bool)
 	// Group is what the group of a role offers, undecorated.
 	Group(role string) ([]tool.Tool, bool)
+	// Serves reports, cheaply (connecting nothing), whether a tool of that name is served
+	// besides agentic tools: an agentic tool may not take the name.
+	Serves(name string) bool
 }
 
 // Check refuses a spec that is wrong in itself, whatever the mesh serves: names, kinds,
@@ -131,6 +134,11 @@ func checkStates(s Spec) error {
 		return fieldErr(k+".initial_state", "%q is not one of the states (%s)", s.Initial, strings.Join(stateNames(s), ", "))
 	}
 	used := map[string]bool{s.Initial: true}
+	global := map[string]bool{}
+	for _, g := range s.Tools {
+		n, _, _ := strings.Cut(g, "@")
+		global[n] = true
+	}
 	for i, st := range s.States {
 		if len(st.Tools) > MaxTools {
 			return fieldErr(indexed(k+".states", i)+".tools", "%d tools; the limit is %d", len(st.Tools), MaxTools)
@@ -145,7 +153,7 @@ func checkStates(s Spec) error {
 				return fieldErr(f+".tool", "%q is listed twice in state %s", t.Tool, st.Name)
 			}
 			names[t.Tool] = true
-			if slices.ContainsFunc(s.Tools, func(g string) bool { n, _, _ := strings.Cut(g, "@"); return n == t.Tool }) {
+			if global[t.Tool] {
 				return fieldErr(f+".tool", "%q is a global tool of this state machine (in tools); a tool is either global or bound to states", t.Tool)
 			}
 			if t.TransitionsTo != "" {
@@ -228,6 +236,9 @@ func (c *compiler) build(name string, path []string) (*agenticTool, error) {
 	resolve := func(field, ref string) ([]sub, error) {
 		n, state, at := strings.Cut(ref, "@")
 		if _, ok := c.specs[n]; ok {
+			if c.cat.Serves(n) {
+				return nil, fieldErr(field, "%q names both an agentic tool and a tool the mesh serves: rename the agentic tool", n)
+			}
 			if i := slices.Index(path, n); i >= 0 {
 				return nil, fieldErr(field, "agentic tool %q contains itself (%s)", n, strings.Join(append(path[i:], n), " → "))
 			}

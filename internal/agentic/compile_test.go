@@ -13,6 +13,7 @@ func TestCompileRefuses(t *testing.T) {
 	cat := &catalog{groups: map[string][]tool.Tool{}}
 	cat.add("a", tool.Text("a"))
 	cat.add("b", tool.Text("b"))
+	cat.groups["g"] = []tool.Tool{cat.tools["a"]}
 	sm := func(mod func(*Spec)) Spec {
 		s := Spec{Name: "m", Description: "M.", Kind: KindStateMachine, Initial: "S1", States: []State{
 			{Name: "S1", Tools: []StateTool{{Tool: "a", TransitionsTo: "S2"}}},
@@ -50,6 +51,7 @@ func TestCompileRefuses(t *testing.T) {
 		{"a state twice", []Spec{sm(func(s *Spec) { s.States = append(s.States, State{Name: "S1", Tools: []StateTool{{Tool: "b"}}}) })}, "agentic_tools[0].state_machine.states[2].name", "declared twice"},
 		{"states on a playbook", []Spec{{Name: "x", Description: "X.", Kind: KindPlaybook, Tools: []string{"a"}, Initial: "S"}}, "agentic_tools[0].state_machine", "only a state machine"},
 		{"a global tool bound to a state", []Spec{sm(func(s *Spec) { s.Tools = []string{"a"} })}, "agentic_tools[0].state_machine.states[0].tools[0].tool", "either global or bound"},
+		{"a group's tool bound to a state", []Spec{sm(func(s *Spec) { s.Groups = []string{"g"} })}, "agentic_tools[0].state_machine", `"a" is bound to states and is also a global tool`},
 		{"a missing state machine tool", []Spec{sm(func(s *Spec) { s.States[0].Tools[0].Tool = "zz" })}, "agentic_tools[0].state_machine.states[0].tools[0].tool", `unknown tool "zz"`},
 		{"@ on a simple tool", []Spec{{Name: "x", Description: "X.", Tools: []string{"y@S"}}, {Name: "y", Description: "Y.", Tools: []string{"a"}}}, "agentic_tools[0].tools[0]", "not a state machine"},
 		{"@ an unknown state", []Spec{{Name: "x", Description: "X.", Tools: []string{"m@S7"}}, sm(func(*Spec) {})}, "agentic_tools[0].tools[0]", `state machine "m" has no state "S7" (S1, S2)`},

@@ -31,6 +31,9 @@ type Loop struct {
 	Model, Role string
 	// MaxIterations bounds the loop's model calls (loop.DefaultMaxIterations when zero).
 	MaxIterations int
+	// Temperature and MaxOutputTokens, when set, replace the calling loop's.
+	Temperature     *float64
+	MaxOutputTokens int
 	// Context is the interaction level of the ToolCallContext: it wins over the run's.
 	Context toolctx.Context
 	// Sources and FromAny configure tool chaining in the loop (see Spec); no sources

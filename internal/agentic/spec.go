@@ -37,6 +37,10 @@ type Spec struct {
 	Model, Role string
 	// MaxIterations bounds the nested loop's model calls; zero means 20.
 	MaxIterations int
+	// Temperature and MaxOutputTokens of the nested loop's model calls; unset means the
+	// run's.
+	Temperature     *float64
+	MaxOutputTokens int
 	// Tools are sub-tools by name: a tool of the mesh, a built-in tool, or another agentic
 	// tool (a state machine as "name@STATE" starts in STATE). Groups are sub-tools by role.
 	// In a state machine they are its global tools, available in every state.

@@ -221,6 +221,12 @@ func (l *state) specs() []llm.ToolSpec {
 
 func (l *state) run(ctx context.Context, system string) (*Result, error) {
 	for iter := 1; iter <= l.opts.MaxIterations; iter++ {
+		if sh := l.opts.Budget.Shared; sh != nil {
+			// A loop sharing the budget used it up (a nested loop, say): this one stops too.
+			if err := sh.Exceeded(); err != nil {
+				return nil, err
+			}
+		}
 		req := &llm.Request{
 			Model:           l.opts.Model,
 			System:          system,
@@ -250,6 +256,7 @@ func (l *state) run(ctx context.Context, system string) (*Result, error) {
 		}
 		l.opts.Observer(ModelCalled{Iteration: iter, Model: resp.Model, Usage: resp.Usage, CostUSD: cost, FinishReason: resp.FinishReason})
 		if err := l.checkBudget(); err != nil {
+			l.opts.Budget.Shared.exceed(err)
 			return nil, err
 		}
 
@@ -469,6 +476,7 @@ func (l *state) runBatch(ctx context.Context, iter int, calls []llm.ToolCall) ([
 		return nil, sig
 	}
 	if overBudget != nil {
+		l.opts.Budget.Shared.exceed(overBudget)
 		return nil, overBudget
 	}
 	return outcomes, nil

@@ -101,6 +101,28 @@ type Spending struct {
 	tokens  int64
 	cost    float64
 	actions int
+	// exceeded is the first budget error of a loop sharing the budget.
+	exceeded error
+}
+
+// Exceeded is the budget error a loop sharing the budget stopped with, if any: the
+// other loops stop with it at their next model call.
+func (s *Spending) Exceeded() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.exceeded
+}
+
+// exceed records a loop's budget error; s may be nil.
+func (s *Spending) exceed(err error) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.exceeded == nil {
+		s.exceeded = err
+	}
 }
 
 // Totals are the tokens, cost and actions spent so far.

@@ -171,8 +171,17 @@ func TestSharedBudget(t *testing.T) {
 	if err := run(loop.Budget{MaxActions: 1, Shared: shared}); !errors.As(err, &be) || be.What != "actions" {
 		t.Errorf("second loop: %v, want the shared action budget used up", err)
 	}
-	if err := run(loop.Budget{MaxTokens: tokens + 1, Shared: shared}); !errors.As(err, &be) || be.What != "tokens" {
-		t.Errorf("third loop: %v, want the shared token budget exceeded", err)
+	// Once a loop used the shared budget up, every loop sharing it stops at its next
+	// model call with that error.
+	if err := run(loop.Budget{Shared: shared}); !errors.As(err, &be) || be.What != "actions" || r.invocations() == nil {
+		t.Errorf("third loop: %v, want the action budget a loop used up", err)
+	}
+	tokensOnly := &loop.Spending{}
+	if err := run(loop.Budget{Shared: tokensOnly}); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(loop.Budget{MaxTokens: tokens + 1, Shared: tokensOnly}); !errors.As(err, &be) || be.What != "tokens" {
+		t.Errorf("a loop over the shared tokens: %v, want the token budget exceeded", err)
 	}
 	if err := run(loop.Budget{MaxTokens: tokens + 1}); err != nil {
 		t.Errorf("a loop of its own: %v", err)

@@ -232,14 +232,23 @@ func (p *Process) Spawn(id string, out Channel) *Process {
 
 // Adopt puts on p's blackboard what child added to its own after its first from entries
 // (a spawned child starts with p's entries), with their binding names.
+//
+// All or nothing: when p's blackboard cannot take all of them, it takes none.
 func (p *Process) Adopt(child *Process, from int, o Origin) error {
 	st := child.Snapshot()
+	var add []tool.Binding
 	for i := from; i < len(st.Blackboard.Entries); i++ {
 		name := ""
 		if names := st.Blackboard.NameOf(i); len(names) > 0 {
 			name = names[0]
 		}
-		if err := p.Add(o, name, st.Blackboard.Entries[i]); err != nil {
+		add = append(add, tool.Binding{Name: name, Entry: st.Blackboard.Entries[i]})
+	}
+	if err := p.CanAdd(add); err != nil {
+		return err
+	}
+	for _, b := range add {
+		if err := p.Add(o, b.Name, b.Entry); err != nil {
 			return err
 		}
 	}

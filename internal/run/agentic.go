@@ -108,6 +108,19 @@ func findTool(ts []tool.Tool, name string) (tool.Tool, bool) {
 	return nil, false
 }
 
+func (c catalog) Serves(name string) bool {
+	if _, err := c.s.router.Tool(name); err == nil {
+		return true
+	}
+	for _, role := range slices.Sorted(maps.Keys(process.Groups)) {
+		ts, _ := process.GroupTools(role, nil)
+		if _, ok := findTool(ts, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
 func (c catalog) Group(role string) ([]tool.Tool, bool) {
 	ts, err := c.s.groupTools(c.ctx, role)
 	return ts, err == nil
@@ -120,11 +133,6 @@ func (s *Service) configAgentic(name string) bool {
 // compileAgentic builds the agentic tools a run offers (want): the request's own specs
 // and the config's, which a request's spec may not reuse the name of.
 func (s *Service) compileAgentic(ctx context.Context, own []agentic.Spec, want []string) ([]tool.Tool, error) {
-	for _, a := range own {
-		if s.configAgentic(a.Name) {
-			return nil, fieldErr(a.Key+".name", ErrInvalid, "%q is the name of an agentic tool of the orchestrator's config (agentic_tools.%s)", a.Name, a.Name)
-		}
-	}
 	specs := append(slices.Clone(s.agentic), own...)
 	ts, err := agentic.Compile(specs, want, catalog{s: s, ctx: ctx})
 	var fe *agentic.FieldError
@@ -166,10 +174,17 @@ func (s *Service) loopChaining(sources []agentic.Source, fromAny bool) (*agentic
 	return b, agentic.Discovery(b, s.router.Methods)
 }
 
-// withAgent is req with the agent it names applied: the agent's system prompt (or the
-// default one for its description) before the request's, its tools and groups before the
-// request's, its model or role and its iteration limit unless the request sets them.
+// withAgent refuses a request's agentic tool that reuses the name of one of the config's,
+// and applies the agent req names: the agent's system prompt (or the default one for
+// its description) before the request's, its model or role and its iteration limit
+// unless the request sets them, its context under the request's interaction context.
+// Its sub-tools join the request's when the tools are resolved.
 func (s *Service) withAgent(req Request) (Request, error) {
+	for _, a := range req.Agentic {
+		if s.configAgentic(a.Name) {
+			return req, fieldErr(a.Key+".name", ErrInvalid, "%q is the name of an agentic tool of the orchestrator's config (agentic_tools.%s)", a.Name, a.Name)
+		}
+	}
 	if req.Agent == "" {
 		return req, nil
 	}
@@ -199,8 +214,7 @@ func (s *Service) withAgent(req Request) (Request, error) {
 		system += "\n\n" + req.System
 	}
 	req.System = system
-	req.Tools = mergeNames(spec.Tools, req.Tools)
-	req.Groups = mergeNames(spec.Groups, req.Groups)
+	// The agent's sub-tools are offered as it has them (see resolveTools).
 	if req.Model == "" && req.Role == "" {
 		req.Model, req.Role = spec.Model, spec.Role
 	}
@@ -209,15 +223,4 @@ func (s *Service) withAgent(req Request) (Request, error) {
 	}
 	req.Interaction = spec.Context.Merge(req.Interaction)
 	return req, nil
-}
-
-// mergeNames is a then the names of b not in a.
-func mergeNames(a, b []string) []string {
-	out := slices.Clone(a)
-	for _, n := range b {
-		if !slices.Contains(out, n) {
-			out = append(out, n)
-		}
-	}
-	return out
 }

@@ -3,6 +3,7 @@ package run
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 
@@ -71,15 +72,22 @@ type LoopInfo struct {
 type nester struct {
 	s        *Service
 	p        *prepared
-	r        *record
-	proc     *process.Process
 	observer *serialObserver
 	decorate func(tool.Tool) tool.Tool
 	// loops counts the nested loops the run started, against MaxNestedLoops.
 	loops *atomic.Int64
-	// parent is the loop whose tool calls see this nester; depth its depth.
+	// parent is the loop whose tool calls see this nester; depth its depth; bag its
+	// ToolCallContext, which a nested loop's spec context goes over.
 	parent string
 	depth  int
+	bag    toolctx.Context
+	// runs are the records of the runs the loop belongs to, innermost first: the run's
+	// own, then for a loop inside a subagent the child run's before it. Each counts the
+	// loop's usage and tool calls and lists it in its tree. procs are their processes;
+	// childRun is the innermost child run's id ("" in the run itself).
+	runs     []*record
+	procs    []*process.Process
+	childRun string
 }
 
 func (n *nester) Decorate(t tool.Tool) tool.Tool { return n.decorate(t) }
@@ -93,31 +101,26 @@ func (n *nester) RunLoop(ctx context.Context, l agentic.Loop) (*loop.Result, err
 	if c := n.loops.Add(1); c > int64(maxLoops) {
 		return nil, fmt.Errorf("agentic tool '%s' was not run: a run starts at most %d nested loops (loop.max_nested_loops)", l.Tool, maxLoops)
 	}
+	bag := toolctx.Effective(n.bag, l.Context)
+	if err := checkContext(bag, n.bag, l.Context, n.s.cfg.Context.MaxBytes); err != nil {
+		return nil, fmt.Errorf("agentic tool '%s' was not run: its context: %w", l.Tool, err)
+	}
 	provider, model, label := n.p.provider, n.p.model, n.p.label
 	if l.Model != "" || l.Role != "" {
 		var err error
 		if provider, model, err = n.s.chooseModel(l.Model, l.Role); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("agentic tool '%s' was not run: %w", l.Tool, err)
 		}
 		label = llm.Label(provider, model)
 	}
-	scope := Scope{LoopID: "loop_" + randomHex(8), ParentLoopID: n.parent, Tool: l.Tool, Kind: string(l.Kind), Depth: n.depth + 1}
-	opts := n.p.opts
-	opts.Provider = tracedProvider{provider, n.s.tel}
-	opts.Model = model
-	opts.MaxIterations = cmpOr(l.MaxIterations, loop.DefaultMaxIterations)
-	opts.OutputSchema = nil
-	opts.LoopID = scope.LoopID
-	opts.Context = toolctx.Effective(n.p.bag, l.Context)
-	opts.Cost = func(m string, u llm.Usage) float64 { return n.s.cost(m, label, u) }
-	opts.Strategies = []loop.Strategy{progressive.New()}
-	opts.Decorate = n.decorate
-	opts.NotFound = nil // a fresh policy per loop
+	info, _ := tool.CallInfoFrom(ctx)
+	scope := Scope{LoopID: "loop_" + randomHex(8), ParentLoopID: n.parent, Tool: l.Tool, Kind: string(l.Kind), Depth: n.depth + 1, ChildRunID: n.childRun}
 	child := *n
-	child.parent, child.depth = scope.LoopID, scope.Depth
+	child.parent, child.depth, child.bag = scope.LoopID, scope.Depth, bag
 	// A subagent's loop is a child run: its own run id and record, and its own process
 	// whose blackboard starts as a copy of the parent's.
-	proc, record := n.proc, (*record)(nil)
+	proc := n.procs[0]
+	var childRec *record
 	adoptFrom := 0
 	if l.Kind == agentic.KindAgent {
 		scope.ChildRunID = "run_" + randomHex(8)
@@ -125,17 +128,37 @@ func (n *nester) RunLoop(ctx context.Context, l agentic.Loop) (*loop.Result, err
 		ctx, cancel = context.WithCancelCause(ctx)
 		defer cancel(nil)
 		var err error
-		if record, err = n.s.store.start(scope.ChildRunID, cancel); err != nil {
+		if childRec, err = n.s.store.startChild(scope.ChildRunID, cancel); err != nil {
 			return nil, fmt.Errorf("subagent '%s' was not run: %w", l.Tool, err)
 		}
-		defer n.s.store.finish(record)
-		proc = n.proc.Spawn(scope.ChildRunID, func(o process.Output) error { n.observer.send(Nested{Scope: scope, Event: o}); return nil })
+		defer n.s.store.finish(childRec)
+		proc = proc.Spawn(scope.ChildRunID, func(o process.Output) error { n.observer.send(Nested{Scope: scope, Event: o}); return nil })
 		adoptFrom = len(proc.Snapshot().Blackboard.Entries)
-		record.setProcess(proc)
-		record.startLoop(Scope{LoopID: scope.LoopID})
-		child.proc = proc
-		opts.RunID = scope.ChildRunID
+		childRec.setProcess(proc)
+		childRec.startLoop(Scope{LoopID: scope.LoopID})
+		child.runs = append([]*record{childRec}, n.runs...)
+		child.procs = append([]*process.Process{proc}, n.procs...)
+		child.childRun = scope.ChildRunID
+		ctx = process.NewContext(ctx, proc)
 	}
+	runID := cmp.Or(scope.ChildRunID, n.childRun, info.RunID)
+	opts := n.p.opts
+	opts.RunID, opts.LoopID, opts.Logger = runID, scope.LoopID, n.s.log
+	opts.Provider = tracedProvider{provider, n.s.tel}
+	opts.Model = model
+	opts.MaxIterations = cmpOr(l.MaxIterations, loop.DefaultMaxIterations)
+	if l.Temperature != nil {
+		opts.Temperature = l.Temperature
+	}
+	if l.MaxOutputTokens > 0 {
+		opts.MaxOutputTokens = l.MaxOutputTokens
+	}
+	opts.OutputSchema = nil
+	opts.Context = bag
+	opts.Cost = func(m string, u llm.Usage) float64 { return n.s.cost(m, label, u) }
+	opts.Strategies = []loop.Strategy{progressive.New()}
+	opts.Decorate = n.decorate
+	opts.NotFound = nil // a fresh policy per loop
 	prepare := prepareCall(proc, n.observer)
 	sources, fromAny := l.Sources, l.FromAny
 	if len(sources) == 0 {
@@ -150,15 +173,16 @@ func (n *nester) RunLoop(ctx context.Context, l agentic.Loop) (*loop.Result, err
 	}
 	requestModel := cmp.Or(model, tracedProvider{Provider: provider}.DefaultModel())
 	opts.Observer = func(ev loop.Event) {
-		n.r.observeNested(scope.LoopID, ev)
-		if record != nil {
-			record.observe(ev)
+		for _, r := range n.runs {
+			r.observeNested(scope.LoopID, ev)
+		}
+		if childRec != nil {
+			childRec.observe(ev)
 		}
 		if x, ok := ev.(loop.ModelCalled); ok {
 			n.s.tel.RecordCost(ctx, requestModel, x.CostUSD)
-			proc.RecordModelCall(provider.Name(), x.Model, x.Usage.InputTokens, x.Usage.OutputTokens, x.CostUSD)
-			if proc != n.proc {
-				n.proc.RecordModelCall(provider.Name(), x.Model, x.Usage.InputTokens, x.Usage.OutputTokens, x.CostUSD)
+			for _, p := range child.procs {
+				p.RecordModelCall(provider.Name(), x.Model, x.Usage.InputTokens, x.Usage.OutputTokens, x.CostUSD)
 			}
 		}
 		n.observer.send(Nested{Scope: scope, Event: ev})
@@ -167,10 +191,10 @@ func (n *nester) RunLoop(ctx context.Context, l agentic.Loop) (*loop.Result, err
 	for _, t := range l.Tools {
 		names = append(names, t.Definition().Name)
 	}
-	n.r.startLoop(scope)
+	for _, r := range n.runs {
+		r.startLoop(scope)
+	}
 	n.observer.send(NestedStarted{Scope: scope, Model: label, Tools: names, MaxIterations: opts.MaxIterations})
-	info, _ := tool.CallInfoFrom(ctx)
-	runID := cmp.Or(scope.ChildRunID, info.RunID)
 	ctx = toolcall.WithCallInfo(ctx, tool.CallInfo{RunID: runID, LoopID: scope.LoopID})
 	ctx, span := n.s.tel.StartRun(ctx, telemetry.RunAttrs{RunID: runID, LoopID: scope.LoopID, Provider: provider.Name(), Model: model})
 	res, err := loop.Run(ctx, opts, loop.Input{System: l.System, Messages: []llm.Message{{Role: llm.RoleUser, Text: l.Input}}, Tools: l.Tools})
@@ -184,26 +208,47 @@ func (n *nester) RunLoop(ctx context.Context, l agentic.Loop) (*loop.Result, err
 		kind := n.s.errorType(err)
 		n.s.tel.EndRun(span, telemetry.RunResult{Outcome: "failed", ErrorType: kind, Err: err})
 	}
-	if record != nil {
-		// What the child added joins the parent's blackboard once it completed.
-		if err == nil {
-			if aerr := n.proc.Adopt(proc, adoptFrom, process.Origin{Tool: l.Tool, LoopID: scope.LoopID}); aerr != nil {
-				err = fmt.Errorf("subagent '%s' answered, but what it put on its blackboard does not fit the run's: %w", l.Tool, aerr)
-				fin.Err = err.Error()
-			}
-		}
-		status := process.StatusCompleted
+	if childRec != nil {
+		err = n.endChild(ctx, l.Tool, scope, childRec, proc, adoptFrom, res, err)
 		if err != nil {
-			status = process.StatusFailed
+			fin.Err = err.Error()
 		}
-		proc.SetStatus(status)
-		recorded := err
-		if cause := context.Cause(ctx); err != nil && ctx.Err() != nil && cause != nil {
-			recorded = cause // the parent was cancelled (or the child's own record was)
-		}
-		record.end(res, nil, recorded)
 	}
-	n.r.endLoop(fin)
+	for _, r := range n.runs {
+		r.endLoop(fin)
+	}
 	n.observer.send(fin)
 	return res, err
+}
+
+// endChild ends a subagent's child run: what it added joins the parent's blackboard
+// once it completed (all of it, or none when it does not fit), and its record and
+// process say how it ended.
+func (n *nester) endChild(ctx context.Context, name string, scope Scope, r *record, proc *process.Process, from int, res *loop.Result, err error) error {
+	if err == nil {
+		if aerr := n.procs[0].Adopt(proc, from, process.Origin{Tool: name, LoopID: scope.LoopID}); aerr != nil {
+			err = fmt.Errorf("subagent '%s' answered, but what it put on its blackboard does not fit the run's: %w", name, aerr)
+		}
+	}
+	recorded, status := err, process.StatusCompleted
+	var se *loop.SignalError
+	switch {
+	case err == nil:
+	case ctx.Err() != nil && context.Cause(ctx) != nil:
+		recorded, status = context.Cause(ctx), process.StatusCancelled // the parent was cancelled
+		if !cancelled(recorded) {
+			recorded = fmt.Errorf("%w: %w", ErrCancelled, recorded)
+		}
+	case errors.As(err, &se):
+		status = process.StatusTerminated
+		var replan tool.ReplanRequested
+		if errors.As(se.Signal, &replan) {
+			status = process.StatusReplan
+		}
+	default:
+		status = process.StatusFailed
+	}
+	proc.SetStatus(status)
+	r.end(res, nil, recorded)
+	return err
 }

@@ -207,26 +207,49 @@ func (s *Service) resolveTools(ctx context.Context, req Request, decorate func(t
 			add(t)
 		}
 	}
-	// Agentic tools, the request's own or the config's, that it names among its tools.
-	var wantAgentic []string
+	// Agentic tools, the request's own or the config's, that it names among its tools;
+	// every one of the request's is compiled (so checked), offered or not, and so is the
+	// agent it runs directly, whose sub-tools it offers.
+	isAgentic := func(n string) bool {
+		return s.configAgentic(n) || slices.ContainsFunc(req.Agentic, func(a agentic.Spec) bool { return a.Name == n })
+	}
+	var offer []string
 	for i, n := range req.Tools {
 		t, err := s.router.Tool(n)
-		if err != nil {
-			if s.configAgentic(n) || slices.ContainsFunc(req.Agentic, func(a agentic.Spec) bool { return a.Name == n }) {
-				wantAgentic = append(wantAgentic, n)
-				continue
-			}
+		switch {
+		case err == nil && isAgentic(n):
+			return nil, nil, fieldErr(indexed("tools", i), ErrInvalid, "%q names both an agentic tool and a tool the mesh serves: rename the agentic tool", n)
+		case err == nil:
+			add(t)
+		case isAgentic(n):
+			offer = append(offer, n)
+		default:
 			return nil, nil, fieldErr(indexed("tools", i), router.ErrUnknownTool, "no worker serves tool %q, and no agentic tool has that name", n)
 		}
-		add(t)
 	}
-	if len(wantAgentic) > 0 {
-		ts, err := s.compileAgentic(ctx, req.Agentic, wantAgentic)
+	want := slices.Clone(offer)
+	for _, a := range req.Agentic {
+		if !slices.Contains(want, a.Name) {
+			want = append(want, a.Name)
+		}
+	}
+	if req.Agent != "" && !slices.Contains(want, req.Agent) {
+		want = append(want, req.Agent)
+	}
+	if len(want) > 0 {
+		ts, err := s.compileAgentic(ctx, req.Agentic, want)
 		if err != nil {
 			return nil, nil, err
 		}
-		for _, t := range ts {
-			add(t)
+		for i, t := range ts {
+			switch name := want[i]; {
+			case slices.Contains(offer, name):
+				add(t)
+			case name == req.Agent:
+				for _, sub := range agentic.SubTools(t) {
+					add(sub)
+				}
+			}
 		}
 	}
 	// The config's default groups come after the run's own: a name the run asked for wins.

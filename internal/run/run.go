@@ -312,7 +312,8 @@ func (s *Service) drive(ctx context.Context, r *record, p *prepared, loopID stri
 	opts.Budget.Shared = &loop.Spending{} // nested loops count against the run's budget
 	p.opts.Budget.Shared = opts.Budget.Shared
 	r.startLoop(Scope{LoopID: loopID})
-	nest := &nester{s: s, p: p, r: r, proc: proc, observer: observer, decorate: p.decorate, loops: &atomic.Int64{}, parent: loopID}
+	nest := &nester{s: s, p: p, observer: observer, decorate: p.decorate, loops: &atomic.Int64{}, parent: loopID, bag: p.bag,
+		runs: []*record{r}, procs: []*process.Process{proc}}
 	prepare := prepareCall(proc, observer)
 	bindings, discovery := s.loopChaining(p.sources, req.ChainFromAny)
 	if discovery != nil {

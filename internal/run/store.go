@@ -223,6 +223,24 @@ func (s *store) start(id string, cancel context.CancelCauseFunc) (*record, error
 	return r, nil
 }
 
+// startChild records the start of a subagent's child run. It does not count against
+// the live runs' limit: a run starts at most loop.max_nested_loops of them, and they end
+// before it does.
+func (s *store) startChild(id string, cancel context.CancelCauseFunc) (*record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	if old := s.runs[id]; old != nil && s.live[old] {
+		return nil, ErrExists
+	}
+	r := &record{id: id, cancel: cancel, over: make(chan struct{}), snap: Snapshot{ID: id, State: StateRunning, Started: time.Now()}}
+	s.runs[id] = r
+	s.live[r] = true
+	return r, nil
+}
+
 // finish records the end of a run and forgets the oldest finished runs beyond retention.
 func (s *store) finish(r *record) {
 	close(r.over)

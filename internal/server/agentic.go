@@ -127,6 +127,13 @@ func agenticSpecs(specs []*toolpb.AgenticToolSpec) []agentic.Spec {
 		if js := s.GetParametersJsonSchema(); js != "" {
 			a.Parameters, _ = schema.FromJSON([]byte(js)) // validated
 		}
+		if o := s.GetLlm(); o != nil {
+			a.MaxOutputTokens = int(o.GetMaxOutputTokens())
+			if o.Temperature != nil {
+				t := o.GetTemperature()
+				a.Temperature = &t
+			}
+		}
 		for _, l := range s.GetLockedTools() {
 			a.Locks = append(a.Locks, agentic.Lock{Tool: l.GetTool(), AfterAll: l.GetAfterAll(), AfterAny: l.GetAfterAny(),
 				ArtifactType: l.GetArtifactType(), BlackboardType: l.GetBlackboardType(), When: l.GetWhen()})

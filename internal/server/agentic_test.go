@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -12,7 +13,9 @@ import (
 	"github.com/toolmesh/toolmesh/internal/builtin"
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
+	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
+	"github.com/toolmesh/toolmesh/pkg/worker"
 )
 
 func scriptedCall(name, args string) scripted.Reply {
@@ -322,5 +325,120 @@ func TestNestedLoopCountLimit(t *testing.T) {
 	want := []string{"3", "Error: agentic tool 'once' was not run: a run starts at most 1 nested loops (loop.max_nested_loops)"}
 	if strings.Join(results, "|") != strings.Join(want, "|") || final.GetText() != want[1] {
 		t.Errorf("results %q, final %q", results, final.GetText())
+	}
+}
+
+// whoGroup is a worker group whose tool answers with the run id and call id it received.
+func whoGroup() worker.Group {
+	who := tool.MustFunc("whoami", "Say who calls.", func(ctx context.Context, _ struct{}) (string, error) {
+		info, _ := tool.CallInfoFrom(ctx)
+		return "run=" + info.RunID + " call=" + info.CallID, nil
+	})
+	return worker.Group{Role: "who", Description: "Who calls.", Tools: []tool.Tool{who}}
+}
+
+// Regressions from a review of nested loops:
+//   - a nested loop's tool calls carry the run's id (a subagent's: its child run's), so
+//     idempotency keys differ between runs;
+//   - a subagent's record counts what its own nested loops do, and their events name
+//     the child run.
+func TestNestedCallsCarryTheirRun(t *testing.T) {
+	script := scripted.Script{Name: "who", Rules: []scripted.Rule{
+		{When: scripted.When{User: `"inner"`, Turn: 1}, Reply: scriptedCall("whoami", `{}`)},
+		{When: scripted.When{User: `"inner"`}, Reply: scripted.Reply{Text: `{{ result "whoami" }}`}},
+		{When: scripted.When{User: `"sub"`, Turn: 1}, Reply: scriptedCall("whoami", `{}`)},
+		{When: scripted.When{User: `"sub"`, Turn: 2}, Reply: scriptedCall("inner", `{"q":"inner"}`)},
+		{When: scripted.When{User: `"sub"`}, Reply: scripted.Reply{Text: `{{ result "inner" }}`}},
+		{When: scripted.When{Turn: 1}, Reply: scriptedCall("sub", `{"q":"sub"}`)},
+		{Reply: scripted.Reply{Text: `{{ result "sub" }}`}},
+	}}
+	e := newEnv(t, envOptions{script: script})
+	e.startWorker("w1", whoGroup())
+	params := `{"type":"object","properties":{"q":{"type":"string"}}}`
+	req := &toolpb.RunRequest{RunId: "who-1", Prompt: "go", Tools: []string{"sub"}, AgenticTools: []*toolpb.AgenticToolSpec{
+		{Name: "sub", Kind: toolpb.AgenticKind_AGENTIC_KIND_AGENT, Tools: []string{"whoami", "inner"}, ParametersJsonSchema: params},
+		{Name: "inner", Description: "Inner.", Tools: []string{"whoami"}, ParametersJsonSchema: params},
+	}}
+	var child string
+	var innerScopes []*toolpb.LoopScope
+	var whos []string
+	final, err := e.cl.RunAndWait(testContext(t), req, func(ev *toolpb.RunResponse) {
+		if s := ev.GetScope(); s != nil && ev.GetNestedLoopStarted() != nil {
+			if s.GetTool() == "sub" {
+				child = s.GetChildRunId()
+			} else {
+				innerScopes = append(innerScopes, s)
+			}
+		}
+		if f := ev.GetToolCallFinished(); f != nil && f.GetTool() == "whoami" {
+			whos = append(whos, f.GetContent())
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if child == "" || len(whos) != 2 || whos[0] != "run="+child+" call=call_1_0" || whos[1] != "run="+child+" call=call_1_0" {
+		t.Errorf("child %q, whoami answers %q: want the child run's id", child, whos)
+	}
+	if final.GetText() != whos[1] {
+		t.Errorf("final %q", final.GetText())
+	}
+	if len(innerScopes) != 1 || innerScopes[0].GetChildRunId() != child || innerScopes[0].GetDepth() != 2 {
+		t.Errorf("inner loop scopes %v", innerScopes)
+	}
+	r, err := e.cl.GetRun(testContext(t), child)
+	if err != nil || r.GetToolCalls() != 3 || len(r.GetLoops()) != 2 {
+		t.Errorf("child run: %d tool calls, %d loops, %v; want 3 and 2", r.GetToolCalls(), len(r.GetLoops()), err)
+	}
+}
+
+// A nested loop that uses up the run's budget fails the run, as a flat loop would.
+func TestNestedBudgetFailsTheRun(t *testing.T) {
+	script := scripted.Script{Name: "budget", Rules: []scripted.Rule{
+		{When: scripted.When{HasTool: "calc", Turn: 1}, Reply: scriptedCall("calc", `{}`)},
+		{When: scripted.When{HasTool: "calc"}, Reply: scripted.Reply{Text: "outer: {{ result \"calc\" }}"}},
+		{Reply: scriptedCall("add", `{"a":1,"b":2}`)},
+	}}
+	e := newEnv(t, envOptions{script: script})
+	e.startWorker("w1", builtin.Math())
+	req := &toolpb.RunRequest{RunId: "b1", Prompt: "go", Tools: []string{"calc"}, Limits: &toolpb.RunLimits{MaxActions: 3},
+		AgenticTools: []*toolpb.AgenticToolSpec{{Name: "calc", Description: "Add.", Tools: []string{"add"}}}}
+	_, err := e.cl.RunAndWait(testContext(t), req, nil)
+	if err == nil || !strings.Contains(err.Error(), "run budget exceeded") {
+		t.Fatalf("run: %v, want the budget error", err)
+	}
+	r, err := e.cl.GetRun(testContext(t), "b1")
+	if err != nil || r.GetState() != toolpb.RunState_RUN_STATE_FAILED {
+		t.Errorf("run state %v, %v", r.GetState(), err)
+	}
+}
+
+// Request specs are checked whether the run offers them or not; one may not reuse the
+// name of a config agentic tool, nor of a tool the mesh serves; an agent run directly
+// reports the faults of its spec by the spec's fields.
+func TestAgenticNamesAndUnofferedSpecs(t *testing.T) {
+	e := newEnv(t, envOptions{configure: func(c *config.Config) {
+		c.AgenticTools = map[string]config.AgenticTool{"cfg": {Description: "C.", Tools: []string{"add"}}}
+	}})
+	e.startWorker("w1", builtin.Math())
+	for _, tc := range []struct {
+		req   *toolpb.RunRequest
+		field string
+	}{
+		{&toolpb.RunRequest{Prompt: "go", AgenticTools: []*toolpb.AgenticToolSpec{{Name: "x", Description: "X.", Kind: toolpb.AgenticKind_AGENTIC_KIND_STATE_MACHINE, Tools: []string{"x"}}}},
+			"agentic_tools[0].state_machine.initial_state"},
+		{&toolpb.RunRequest{Prompt: "go", AgenticTools: []*toolpb.AgenticToolSpec{{Name: "x", Description: "X.", Tools: []string{"nope"}}}}, "agentic_tools[0].tools[0]"},
+		{&toolpb.RunRequest{Prompt: "go", Tools: []string{"cfg"}, AgenticTools: []*toolpb.AgenticToolSpec{{Name: "cfg", Description: "X.", Tools: []string{"add"}}}}, "agentic_tools[0].name"},
+		{&toolpb.RunRequest{Prompt: "go", Tools: []string{"add"}, AgenticTools: []*toolpb.AgenticToolSpec{{Name: "add", Description: "X.", Tools: []string{"multiply"}}}}, "tools[0]"},
+		{&toolpb.RunRequest{Prompt: "go", Agent: "ag", AgenticTools: []*toolpb.AgenticToolSpec{{Name: "ag", Kind: toolpb.AgenticKind_AGENTIC_KIND_AGENT, Tools: []string{"add", "nope"}}}}, "agentic_tools[0].tools[1]"},
+	} {
+		_, err := e.cl.RunAndWait(testContext(t), tc.req, nil)
+		st, _ := status.FromError(errors.Unwrap(err))
+		if st == nil {
+			st, _ = status.FromError(err)
+		}
+		if st.Code() != codes.InvalidArgument || !strings.HasPrefix(st.Message(), tc.field+":") {
+			t.Errorf("%v: %v, want INVALID_ARGUMENT naming %s", tc.req.GetAgenticTools(), err, tc.field)
+		}
 	}
 }

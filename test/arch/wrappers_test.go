@@ -111,6 +111,7 @@ type agenticCatalog map[string]tool.Tool
 
 func (c agenticCatalog) Tool(name string) (tool.Tool, bool) { t, ok := c[name]; return t, ok }
 func (c agenticCatalog) Group(string) ([]tool.Tool, bool)   { return nil, false }
+func (c agenticCatalog) Serves(name string) bool            { _, ok := c[name]; return ok }
 
 // capturingNester keeps the tools of the loop it is asked to run, and runs none.
 type capturingNester struct{ tools []tool.Tool }
