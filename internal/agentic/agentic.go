@@ -128,32 +128,45 @@ func (a *agenticTool) Call(ctx context.Context, input string) (tool.Result, erro
 			l.System = StateMachineSystemPrompt(a.spec.Description, initial)
 		}
 		m := &machine{state: initial}
+		var global func(tool.Tool) tool.Tool
+		global = func(t tool.Tool) tool.Tool { return asFacade(&globalTool{t}, t, global) }
 		for _, s := range a.tools {
-			l.Tools = append(l.Tools, &globalTool{n.Decorate(s.t)})
+			l.Tools = append(l.Tools, global(n.Decorate(s.t)))
 		}
 		for _, s := range a.stateTools {
-			l.Tools = append(l.Tools, &boundTool{Tool: n.Decorate(s.t), states: s.states, targets: s.targets, m: m})
+			// A facade's children are available in its states, and do not move the machine.
+			var child func(tool.Tool) tool.Tool
+			child = func(t tool.Tool) tool.Tool {
+				return asFacade(&boundTool{Tool: t, states: s.states, m: m}, t, child)
+			}
+			t := n.Decorate(s.t)
+			l.Tools = append(l.Tools, asFacade(&boundTool{Tool: t, states: s.states, targets: s.targets, m: m}, t, child))
 		}
 	case KindPlaybook:
 		if l.System == "" {
 			l.System = PlaybookSystemPrompt(a.spec.Description)
 		}
+		var record func(tool.Tool) tool.Tool
+		record = func(t tool.Tool) tool.Tool { return asFacade(&recording{Tool: t, st: st}, t, record) }
 		for _, s := range a.tools {
-			t := &recording{Tool: n.Decorate(s.t), st: st}
+			t := n.Decorate(s.t)
 			if s.lock != nil {
-				l.Tools = append(l.Tools, &lockedTool{recording: t, cond: s.lock})
+				// Once the lock opened, a locked facade's children are plain recorded tools.
+				l.Tools = append(l.Tools, asFacade(&lockedTool{recording: &recording{Tool: t, st: st}, cond: s.lock}, t, record))
 				continue
 			}
-			l.Tools = append(l.Tools, t)
+			l.Tools = append(l.Tools, record(t))
 		}
 	default:
 		if l.System == "" {
 			l.System = DefaultSystemPrompt(a.Definition().Description)
 		}
+		var record func(tool.Tool) tool.Tool
+		record = func(t tool.Tool) tool.Tool { return asFacade(&recording{Tool: t, st: st}, t, record) }
 		for _, s := range a.tools {
 			t := n.Decorate(s.t)
 			if !s.agentic || a.spec.CaptureNestedArtifacts {
-				t = &recording{Tool: t, st: st}
+				t = record(t)
 			}
 			l.Tools = append(l.Tools, t)
 		}
@@ -273,6 +286,7 @@ func (r *recording) Call(ctx context.Context, input string) (tool.Result, error)
 type lockedTool struct {
 	*recording
 	cond condition
+	refusal
 }
 
 func (l *lockedTool) Delegate() tool.Tool { return l.Tool }
@@ -287,8 +301,10 @@ func (l *lockedTool) Definition() tool.Definition {
 
 func (l *lockedTool) Call(ctx context.Context, input string) (tool.Result, error) {
 	if v := l.st.view(); !l.cond.holds(v) {
+		l.last.Store(true)
 		return tool.Text(lockedPrefix + l.cond.hint(v)), nil
 	}
+	l.last.Store(false)
 	return l.recording.Call(ctx, input)
 }
 
@@ -304,6 +320,7 @@ type boundTool struct {
 	states  []string
 	targets map[string]string
 	m       *machine
+	refusal
 }
 
 func (b *boundTool) Delegate() tool.Tool { return b.Tool }
@@ -319,8 +336,10 @@ func (b *boundTool) Call(ctx context.Context, input string) (tool.Result, error)
 	cur := b.m.state
 	b.m.mu.Unlock()
 	if !slices.Contains(b.states, cur) {
+		b.last.Store(true)
 		return tool.Text(wrongState(cur, b.states)), nil
 	}
+	b.last.Store(false)
 	res, err := b.Tool.Call(ctx, input)
 	if err == nil && !res.IsError() {
 		if to := b.targets[cur]; to != "" {

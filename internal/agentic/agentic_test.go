@@ -11,6 +11,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/internal/loop"
+	"github.com/toolmesh/toolmesh/internal/progressive"
 	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
@@ -29,7 +30,7 @@ func (n *nester) RunLoop(ctx context.Context, l Loop) (*loop.Result, error) {
 	n.mu.Lock()
 	n.runs = append(n.runs, l)
 	n.mu.Unlock()
-	return loop.Run(WithNester(ctx, n), loop.Options{Provider: n.prov, MaxIterations: l.MaxIterations},
+	return loop.Run(WithNester(ctx, n), loop.Options{Provider: n.prov, MaxIterations: l.MaxIterations, Strategies: []loop.Strategy{progressive.New()}},
 		loop.Input{System: l.System, Messages: []llm.Message{{Role: llm.RoleUser, Text: l.Input}}, Tools: l.Tools})
 }
 

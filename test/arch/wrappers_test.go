@@ -65,6 +65,9 @@ var wrappers = map[string][]func(tool.Tool) tool.Tool{
 		b.Offer(tool.Entry{TypeName: "T", JSON: []byte(`{}`)})
 		return withBindings{agentic.Method(t, "T"), b}
 	}},
+	"internal/agentic.wrappedFacade": {func(t tool.Tool) tool.Tool {
+		return agenticWrapper(agentic.Spec{Name: "a", Description: "A.", Tools: []string{"probe"}})(probeFacade{tool.Of(t.Definition().Name, "box", nil), t})
+	}},
 	"internal/agentic.recording": {agenticWrapper(agentic.Spec{Name: "a", Description: "A.", Tools: []string{"probe"}})},
 	"internal/agentic.lockedTool": {agenticWrapper(agentic.Spec{Name: "a", Description: "A.", Kind: agentic.KindPlaybook,
 		Locks: []agentic.Lock{{Tool: "probe", When: "true"}}})},
@@ -105,6 +108,20 @@ type withBindings struct {
 func (w withBindings) Delegate() tool.Tool { return w.Tool }
 func (w withBindings) Call(ctx context.Context, input string) (tool.Result, error) {
 	return w.Tool.Call(agentic.WithBindings(ctx, w.b), input)
+}
+
+// probeFacade is a facade whose calls go to the probe, so that a wrapper of facades can
+// be checked like the others.
+type probeFacade struct {
+	tool.Facade
+	probe tool.Tool
+}
+
+func (p probeFacade) Definition() tool.Definition { return p.probe.Definition() }
+func (p probeFacade) Metadata() tool.Metadata     { return p.probe.Metadata() }
+func (p probeFacade) Delegate() tool.Tool         { return p.probe }
+func (p probeFacade) Call(ctx context.Context, input string) (tool.Result, error) {
+	return p.probe.Call(ctx, input)
 }
 
 type agenticCatalog map[string]tool.Tool
