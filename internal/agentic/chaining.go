@@ -62,6 +62,8 @@ type Bindings struct {
 	// mesh serves.
 	types   func() []string
 	sources []Source
+	// fits reports whether an object satisfies what its type declares (its schema).
+	fits func(typ string, e tool.Entry) bool
 
 	mu     sync.Mutex
 	bound  map[string]tool.Entry
@@ -74,6 +76,13 @@ func NewBindings(types func() []string, sources []Source) *Bindings {
 	return &Bindings{types: types, sources: sources, bound: map[string]tool.Entry{}}
 }
 
+// Checking makes b bind an object only when fits says it satisfies its type (the
+// schema of a declared domain type); it returns b.
+func (b *Bindings) Checking(fits func(typ string, e tool.Entry) bool) *Bindings {
+	b.fits = fits
+	return b
+}
+
 // Offer binds e as every receiver type it satisfies that a source takes. An object
 // that is a list is not bound (its elements are offered one by one).
 func (b *Bindings) Offer(e tool.Entry) {
@@ -81,7 +90,7 @@ func (b *Bindings) Offer(e tool.Entry) {
 		return
 	}
 	for _, typ := range b.types() {
-		if !tool.SatisfiesType(e, typ) || !b.takes(typ, e) {
+		if !tool.SatisfiesType(e, typ) || !b.takes(typ, e) || (b.fits != nil && !b.fits(typ, e)) {
 			continue
 		}
 		b.mu.Lock()

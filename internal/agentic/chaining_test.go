@@ -123,3 +123,16 @@ func TestDiscovery(t *testing.T) {
 		t.Errorf("a method already offered was added again: %+v", inj)
 	}
 }
+
+// An object that does not satisfy its declared type does not bind.
+func TestBindingsCheckTheType(t *testing.T) {
+	b := NewBindings(types("User"), nil).Checking(func(_ string, e tool.Entry) bool { return strings.Contains(string(e.JSON), `"id"`) })
+	b.Offer(entry("User", `{"name":"no id"}`))
+	if _, ok := b.Bound("User"); ok {
+		t.Error("an object that does not fit its type bound")
+	}
+	b.Offer(entry("User", `{"id":1}`))
+	if _, ok := b.Bound("User"); !ok {
+		t.Error("an object that fits did not bind")
+	}
+}

@@ -95,5 +95,6 @@ func usersGroup(wrap Wrap) worker.Group {
 		Provider:    "toolmesh",
 		Version:     "1.0.0",
 		Tools:       wrap.all([]tool.Tool{find, update, profile}),
+		DomainTypes: []tool.DomainType{tool.MustDomainTypeFor[User](UserType, "A user account: id, name and email")},
 	}
 }

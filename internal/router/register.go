@@ -142,9 +142,19 @@ func (r *Router) Register(reg *toolpb.Registration) (*Lease, []*toolpb.Rejection
 		client:       toolpb.NewToolWorkerServiceClient(conn),
 		state:        toolpb.WorkerState_WORKER_STATE_READY,
 	}
+	w.typeBytes = domainTypeBytes(reg)
+	r.defBytes += w.typeBytes
 	for _, gr := range reg.GetGroups() {
 		role := gr.GetGroup().GetRole()
 		w.groups = append(w.groups, role)
+		for _, d := range gr.GetDomainTypes() {
+			if dt, err := wire.DomainTypeFromProto(d); err == nil { // checked by validate
+				if w.domainTypes == nil {
+					w.domainTypes = map[string]tool.DomainType{}
+				}
+				w.domainTypes[dt.TypeName] = dt
+			}
+		}
 		g, ok := r.groups[role]
 		if !ok {
 			g = &groupEntry{info: proto.Clone(gr.GetGroup()).(*toolpb.ToolGroupInfo), tools: map[string]*toolEntry{}, workers: map[string]*worker{}}
@@ -207,7 +217,7 @@ func (r *Router) checkLocked(reg *toolpb.Registration, parsed map[string]parsedT
 	if rej := r.conflictsLocked(reg, parsed, old); len(rej) > 0 {
 		return &refusal{rejections: capRejections(rej), err: fmt.Errorf("%w: %s", ErrConflict, summarize(rej))}
 	}
-	if msg := r.overLimitsLocked(parsed, old); msg != "" {
+	if msg := r.overLimitsLocked(parsed, old, domainTypeBytes(reg)); msg != "" {
 		return &refusal{rejections: []*toolpb.Rejection{{Reason: msg}}, err: fmt.Errorf("%w: %s", ErrTableFull, msg)}
 	}
 	return nil
@@ -215,7 +225,7 @@ func (r *Router) checkLocked(reg *toolpb.Registration, parsed map[string]parsedT
 
 // overLimitsLocked says which limit the table would go past if the registration,
 // replacing old (nil when none), were accepted; "" when none. r.mu must be held.
-func (r *Router) overLimitsLocked(parsed map[string]parsedTool, old *worker) string {
+func (r *Router) overLimitsLocked(parsed map[string]parsedTool, old *worker, typeBytes int64) string {
 	lim := r.opts.Limits
 	workers := len(r.workers)
 	if old == nil {
@@ -231,9 +241,10 @@ func (r *Router) overLimitsLocked(parsed map[string]parsedTool, old *worker) str
 	if served > lim.MaxServedTools {
 		return fmt.Sprintf("the routing table would hold %d tools served by workers, replicas included; its maximum is %d", served, lim.MaxServedTools)
 	}
-	// What old alone serves leaves with it.
-	tools, bytes := len(r.tools), r.defBytes
+	// What old alone serves leaves with it. Domain types count with the definitions.
+	tools, bytes := len(r.tools), r.defBytes+typeBytes
 	if old != nil {
+		bytes -= old.typeBytes
 		for _, name := range old.tools {
 			if e := r.tools[name]; e != nil && len(e.replicas) == 1 && e.replicas[old.id] == old {
 				tools--
@@ -284,6 +295,7 @@ func (r *Router) removeLocked(w *worker) {
 	if r.workers[w.id] == w {
 		delete(r.workers, w.id)
 		r.served -= len(w.tools)
+		r.defBytes -= w.typeBytes
 	}
 	for _, role := range w.groups {
 		g, ok := r.groups[role]
@@ -409,6 +421,19 @@ func validate(reg *toolpb.Registration) ([]*toolpb.Rejection, map[string]parsedT
 				continue
 			}
 			parsed[name] = parsedTool{name: name, group: role, def: def, meta: meta, hash: hash, size: int64(proto.Size(rt.GetDefinition()))}
+		}
+		if n := len(gr.GetDomainTypes()); n > wire.MaxDomainTypes {
+			add(role, "", "group %q has %d domain types; the limit is %d", role, n, wire.MaxDomainTypes)
+		} else {
+			seen := map[string]bool{}
+			for _, d := range gr.GetDomainTypes() {
+				if err := wire.CheckDomainType(d); err != nil {
+					add(role, "", "group %q: %v", role, err)
+				} else if seen[d.GetTypeName()] {
+					add(role, "", "group %q declares domain type %q twice", role, wire.Truncate(d.GetTypeName(), 64))
+				}
+				seen[d.GetTypeName()] = true
+			}
 		}
 		for _, f := range flattenFacades(gr, parsed, func(name, format string, args ...any) { add(role, name, format, args...) }) {
 			if _, dup := parsed[f.name]; dup {
@@ -580,4 +605,15 @@ func newID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// domainTypeBytes is the encoded size of a registration's domain types.
+func domainTypeBytes(reg *toolpb.Registration) int64 {
+	var n int64
+	for _, gr := range reg.GetGroups() {
+		for _, d := range gr.GetDomainTypes() {
+			n += int64(proto.Size(d))
+		}
+	}
+	return n
 }

@@ -48,6 +48,20 @@ func TestRegisterRejectsMalformedRegistrations(t *testing.T) {
 			r.Groups = append(r.Groups, registration("w1", "127.0.0.1:9000", "text", echoTool("other")).Groups[0])
 		}, "registered twice", "text", ""},
 		{"group without tools", func(r *toolpb.Registration) { r.Groups[0].Tools = nil }, "has no tools", "text", ""},
+		{"domain type without a name", func(r *toolpb.Registration) {
+			r.Groups[0].DomainTypes = []*toolpb.DomainType{{TypeName: " "}}
+		}, "empty type name", "text", ""},
+		{"domain type with a bad schema", func(r *toolpb.Registration) {
+			r.Groups[0].DomainTypes = []*toolpb.DomainType{{TypeName: "User", SchemaJson: `{"type":"objekt"}`}}
+		}, `domain type "User"`, "text", ""},
+		{"domain type twice", func(r *toolpb.Registration) {
+			r.Groups[0].DomainTypes = []*toolpb.DomainType{{TypeName: "User"}, {TypeName: "User"}}
+		}, `declares domain type "User" twice`, "text", ""},
+		{"too many domain types", func(r *toolpb.Registration) {
+			for i := range wire.MaxDomainTypes + 1 {
+				r.Groups[0].DomainTypes = append(r.Groups[0].DomainTypes, &toolpb.DomainType{TypeName: "T" + strconv.Itoa(i)})
+			}
+		}, "65 domain types", "text", ""},
 		{"tool without definition", func(r *toolpb.Registration) { firstTool(r).Definition = nil }, "tool name", "text", ""},
 		{"bad tool name", func(r *toolpb.Registration) { firstTool(r).Definition.Name = "echo it" }, "tool name", "text", "echo it"},
 		{"tool name too long", func(r *toolpb.Registration) {
@@ -435,4 +449,33 @@ func TestRegisterKeepsTheTableWithinItsLimits(t *testing.T) {
 			t.Errorf("defBytes = %d, want %d", r.defBytes, 2*one)
 		}
 	})
+}
+
+// A worker's domain types are known while it is registered, and count against the
+// table's definition bytes.
+func TestRegisterDomainTypes(t *testing.T) {
+	r := newRouter(t, Options{GracePeriod: time.Millisecond, Limits: Limits{MaxDefinitionBytes: 1 << 20}})
+	reg := registration("w1", "127.0.0.1:9000", "text", echoTool("echo"))
+	reg.Groups[0].DomainTypes = []*toolpb.DomainType{{TypeName: "users.User", Description: "A user.", SchemaJson: `{"type":"object","required":["id"]}`}}
+	lease, rej, err := r.Register(reg)
+	if err != nil {
+		t.Fatalf("Register: %v %v", err, rej)
+	}
+	d, ok := r.DomainType("users.User")
+	if !ok || d.Description != "A user." {
+		t.Fatalf("DomainType: %+v, %v", d, ok)
+	}
+	if _, err := d.Schema.Validate(`{"name":"x"}`); err == nil {
+		t.Error("the schema does not require id")
+	}
+	big := registration("w2", "127.0.0.1:9001", "big", echoTool("echo2"))
+	big.Groups[0].DomainTypes = []*toolpb.DomainType{{TypeName: "Big", Description: strings.Repeat("x", 8<<10)}}
+	for i := range 63 {
+		big.Groups[0].DomainTypes = append(big.Groups[0].DomainTypes, &toolpb.DomainType{TypeName: "B" + strconv.Itoa(i), SchemaJson: `{"type":"object","description":"` + strings.Repeat("y", 30<<10) + `"}`})
+	}
+	if _, _, err := r.Register(big); !errors.Is(err, ErrTableFull) {
+		t.Errorf("a registration whose domain types pass the definition bytes: %v", err)
+	}
+	lease.End()
+	eventually(t, "w1 to leave", func() bool { _, ok := r.DomainType("users.User"); return !ok })
 }

@@ -254,6 +254,24 @@ func (r *Router) Methods() []tool.Tool {
 	return out
 }
 
+// DomainType returns the domain type of a name that a registered worker declared (the
+// worker with the smallest id, when several did).
+func (r *Router) DomainType(typeName string) (tool.DomainType, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	ids := make([]string, 0, len(r.workers))
+	for id := range r.workers {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		if d, ok := r.workers[id].domainTypes[typeName]; ok {
+			return d, true
+		}
+	}
+	return tool.DomainType{}, false
+}
+
 // Group returns the description of a group and its remote tools, sorted by name.
 func (r *Router) Group(role string) (*toolpb.ToolGroupInfo, []tool.Tool, error) {
 	r.mu.RLock()

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
 
@@ -18,6 +19,8 @@ type worker struct {
 	capacity     int32
 	groups       []string
 	tools        []string
+	domainTypes  map[string]tool.DomainType
+	typeBytes    int64 // encoded size of domainTypes, counted in the router's defBytes
 	leaseID      string
 	registeredAt time.Time
 

@@ -167,7 +167,7 @@ func (s *Service) receiverTypes() []string {
 // its calls, and with auto-discovery the strategy that adds the methods of a type once
 // an object of it binds.
 func (s *Service) loopChaining(sources []agentic.Source, fromAny bool) (*agentic.Bindings, loop.Strategy) {
-	b := agentic.NewBindings(s.receiverTypes, sources)
+	b := agentic.NewBindings(s.receiverTypes, sources).Checking(s.fitsDomainType)
 	if !fromAny {
 		return b, nil
 	}
@@ -223,4 +223,15 @@ func (s *Service) withAgent(req Request) (Request, error) {
 	}
 	req.Interaction = spec.Context.Merge(req.Interaction)
 	return req, nil
+}
+
+// fitsDomainType reports whether an object satisfies the schema of its domain type, as a
+// worker declared it; a type nobody declared, or declared without a schema, takes any.
+func (s *Service) fitsDomainType(typ string, e tool.Entry) bool {
+	d, ok := s.router.DomainType(typ)
+	if !ok || d.Schema.Equal(schema.Schema{}) {
+		return true
+	}
+	_, err := d.Schema.Validate(string(e.JSON))
+	return err == nil
 }

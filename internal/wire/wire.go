@@ -5,8 +5,10 @@ package wire
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -236,6 +238,51 @@ func SignalFromProto(p *toolpb.ControlSignal) tool.Signal {
 			scope = tool.TerminateAction
 		}
 		return tool.Terminate{Scope: scope, Reason: s.Terminate.GetReason()}
+	}
+	return nil
+}
+
+// MaxDomainTypes bounds the domain types of one group.
+const MaxDomainTypes = 64
+
+// DomainTypeToProto encodes a domain type.
+func DomainTypeToProto(d tool.DomainType) *toolpb.DomainType {
+	p := &toolpb.DomainType{TypeName: d.TypeName, Description: d.Description}
+	if !d.Schema.Equal(schema.Schema{}) {
+		p.SchemaJson = string(d.Schema.JSON())
+	}
+	return p
+}
+
+// DomainTypeFromProto decodes a domain type that CheckDomainType accepted.
+func DomainTypeFromProto(p *toolpb.DomainType) (tool.DomainType, error) {
+	d := tool.DomainType{TypeName: p.GetTypeName(), Description: p.GetDescription()}
+	if p.GetSchemaJson() != "" {
+		s, err := schema.FromJSON([]byte(p.GetSchemaJson()))
+		if err != nil {
+			return tool.DomainType{}, err
+		}
+		d.Schema = s
+	}
+	return d, nil
+}
+
+// CheckDomainType checks a domain type's bounds and schema.
+func CheckDomainType(p *toolpb.DomainType) error {
+	if strings.TrimSpace(p.GetTypeName()) == "" {
+		return errors.New("a domain type has an empty type name")
+	}
+	if msg := CheckText(p.GetTypeName(), MaxTypeNameBytes); msg != "" {
+		return fmt.Errorf("domain type name %s", msg)
+	}
+	if msg := CheckText(p.GetDescription(), MaxDescriptionBytes); msg != "" {
+		return fmt.Errorf("domain type %q: description %s", Truncate(p.GetTypeName(), 64), msg)
+	}
+	if msg := CheckText(p.GetSchemaJson(), MaxSchemaBytes); msg != "" {
+		return fmt.Errorf("domain type %q: schema %s", Truncate(p.GetTypeName(), 64), msg)
+	}
+	if _, err := DomainTypeFromProto(p); err != nil {
+		return fmt.Errorf("domain type %q: %v", Truncate(p.GetTypeName(), 64), err)
 	}
 	return nil
 }

@@ -218,7 +218,11 @@ type GroupRegistration struct {
 	Tools []*RegisteredTool `protobuf:"bytes,2,rep,name=tools,proto3" json:"tools,omitempty"`
 	// Facades the group offers: trees over its tools. A tool that appears in a facade is
 	// offered to the model only through it; the group's other tools are offered directly.
-	Facades       []*FacadeNode `protobuf:"bytes,3,rep,name=facades,proto3" json:"facades,omitempty"`
+	Facades []*FacadeNode `protobuf:"bytes,3,rep,name=facades,proto3" json:"facades,omitempty"`
+	// Domain types of the group: the objects its tools return and its methods
+	// (ToolDefinition.receiver_type) run on. At most 64, none twice. An object of a type
+	// with a schema binds for tool chaining only when it satisfies the schema.
+	DomainTypes   []*DomainType `protobuf:"bytes,4,rep,name=domain_types,json=domainTypes,proto3" json:"domain_types,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -274,6 +278,77 @@ func (x *GroupRegistration) GetFacades() []*FacadeNode {
 	return nil
 }
 
+func (x *GroupRegistration) GetDomainTypes() []*DomainType {
+	if x != nil {
+		return x.DomainTypes
+	}
+	return nil
+}
+
+// DomainType is a type of object tools return and methods run on.
+type DomainType struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The type name, as artifacts and receiver_type name it: 1 to 256 bytes of valid UTF-8.
+	TypeName string `protobuf:"bytes,1,opt,name=type_name,json=typeName,proto3" json:"type_name,omitempty"`
+	// What the type is; at most 8 KiB.
+	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// JSON Schema its objects satisfy; empty means any JSON object. At most 64 KiB.
+	SchemaJson    string `protobuf:"bytes,3,opt,name=schema_json,json=schemaJson,proto3" json:"schema_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DomainType) Reset() {
+	*x = DomainType{}
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DomainType) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DomainType) ProtoMessage() {}
+
+func (x *DomainType) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DomainType.ProtoReflect.Descriptor instead.
+func (*DomainType) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_registry_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *DomainType) GetTypeName() string {
+	if x != nil {
+		return x.TypeName
+	}
+	return ""
+}
+
+func (x *DomainType) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *DomainType) GetSchemaJson() string {
+	if x != nil {
+		return x.SchemaJson
+	}
+	return ""
+}
+
 // FacadeNode is a facade (an unfolding tool): calling it replaces it with its children.
 type FacadeNode struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -306,7 +381,7 @@ type FacadeNode struct {
 
 func (x *FacadeNode) Reset() {
 	*x = FacadeNode{}
-	mi := &file_toolmesh_v1_registry_proto_msgTypes[3]
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -318,7 +393,7 @@ func (x *FacadeNode) String() string {
 func (*FacadeNode) ProtoMessage() {}
 
 func (x *FacadeNode) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_registry_proto_msgTypes[3]
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -331,7 +406,7 @@ func (x *FacadeNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FacadeNode.ProtoReflect.Descriptor instead.
 func (*FacadeNode) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_registry_proto_rawDescGZIP(), []int{3}
+	return file_toolmesh_v1_registry_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *FacadeNode) GetDefinition() *ToolDefinition {
@@ -413,7 +488,7 @@ type FacadeChild struct {
 
 func (x *FacadeChild) Reset() {
 	*x = FacadeChild{}
-	mi := &file_toolmesh_v1_registry_proto_msgTypes[4]
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -425,7 +500,7 @@ func (x *FacadeChild) String() string {
 func (*FacadeChild) ProtoMessage() {}
 
 func (x *FacadeChild) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_registry_proto_msgTypes[4]
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -438,7 +513,7 @@ func (x *FacadeChild) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FacadeChild.ProtoReflect.Descriptor instead.
 func (*FacadeChild) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_registry_proto_rawDescGZIP(), []int{4}
+	return file_toolmesh_v1_registry_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *FacadeChild) GetChild() isFacadeChild_Child {
@@ -498,7 +573,7 @@ type FacadeCategory struct {
 
 func (x *FacadeCategory) Reset() {
 	*x = FacadeCategory{}
-	mi := &file_toolmesh_v1_registry_proto_msgTypes[5]
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -510,7 +585,7 @@ func (x *FacadeCategory) String() string {
 func (*FacadeCategory) ProtoMessage() {}
 
 func (x *FacadeCategory) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_registry_proto_msgTypes[5]
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -523,7 +598,7 @@ func (x *FacadeCategory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FacadeCategory.ProtoReflect.Descriptor instead.
 func (*FacadeCategory) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_registry_proto_rawDescGZIP(), []int{5}
+	return file_toolmesh_v1_registry_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *FacadeCategory) GetName() string {
@@ -554,7 +629,7 @@ type RegisteredTool struct {
 
 func (x *RegisteredTool) Reset() {
 	*x = RegisteredTool{}
-	mi := &file_toolmesh_v1_registry_proto_msgTypes[6]
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -566,7 +641,7 @@ func (x *RegisteredTool) String() string {
 func (*RegisteredTool) ProtoMessage() {}
 
 func (x *RegisteredTool) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_registry_proto_msgTypes[6]
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -579,7 +654,7 @@ func (x *RegisteredTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisteredTool.ProtoReflect.Descriptor instead.
 func (*RegisteredTool) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_registry_proto_rawDescGZIP(), []int{6}
+	return file_toolmesh_v1_registry_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RegisteredTool) GetDefinition() *ToolDefinition {
@@ -607,7 +682,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_toolmesh_v1_registry_proto_msgTypes[7]
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -619,7 +694,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_registry_proto_msgTypes[7]
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -632,7 +707,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_registry_proto_rawDescGZIP(), []int{7}
+	return file_toolmesh_v1_registry_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Heartbeat) GetInFlight() int32 {
@@ -653,7 +728,7 @@ type Draining struct {
 
 func (x *Draining) Reset() {
 	*x = Draining{}
-	mi := &file_toolmesh_v1_registry_proto_msgTypes[8]
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -665,7 +740,7 @@ func (x *Draining) String() string {
 func (*Draining) ProtoMessage() {}
 
 func (x *Draining) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_registry_proto_msgTypes[8]
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -678,7 +753,7 @@ func (x *Draining) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Draining.ProtoReflect.Descriptor instead.
 func (*Draining) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_registry_proto_rawDescGZIP(), []int{8}
+	return file_toolmesh_v1_registry_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Draining) GetReason() string {
@@ -704,7 +779,7 @@ type ConnectResponse struct {
 
 func (x *ConnectResponse) Reset() {
 	*x = ConnectResponse{}
-	mi := &file_toolmesh_v1_registry_proto_msgTypes[9]
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -716,7 +791,7 @@ func (x *ConnectResponse) String() string {
 func (*ConnectResponse) ProtoMessage() {}
 
 func (x *ConnectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_registry_proto_msgTypes[9]
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -729,7 +804,7 @@ func (x *ConnectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectResponse.ProtoReflect.Descriptor instead.
 func (*ConnectResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_registry_proto_rawDescGZIP(), []int{9}
+	return file_toolmesh_v1_registry_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ConnectResponse) GetMessage() isConnectResponse_Message {
@@ -792,7 +867,7 @@ type RegistrationAck struct {
 
 func (x *RegistrationAck) Reset() {
 	*x = RegistrationAck{}
-	mi := &file_toolmesh_v1_registry_proto_msgTypes[10]
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -804,7 +879,7 @@ func (x *RegistrationAck) String() string {
 func (*RegistrationAck) ProtoMessage() {}
 
 func (x *RegistrationAck) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_registry_proto_msgTypes[10]
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -817,7 +892,7 @@ func (x *RegistrationAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegistrationAck.ProtoReflect.Descriptor instead.
 func (*RegistrationAck) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_registry_proto_rawDescGZIP(), []int{10}
+	return file_toolmesh_v1_registry_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RegistrationAck) GetAccepted() bool {
@@ -863,7 +938,7 @@ type Rejection struct {
 
 func (x *Rejection) Reset() {
 	*x = Rejection{}
-	mi := &file_toolmesh_v1_registry_proto_msgTypes[11]
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -875,7 +950,7 @@ func (x *Rejection) String() string {
 func (*Rejection) ProtoMessage() {}
 
 func (x *Rejection) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_registry_proto_msgTypes[11]
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -888,7 +963,7 @@ func (x *Rejection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rejection.ProtoReflect.Descriptor instead.
 func (*Rejection) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_registry_proto_rawDescGZIP(), []int{11}
+	return file_toolmesh_v1_registry_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Rejection) GetGroup() string {
@@ -923,7 +998,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_toolmesh_v1_registry_proto_msgTypes[12]
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -935,7 +1010,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_registry_proto_msgTypes[12]
+	mi := &file_toolmesh_v1_registry_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -948,7 +1023,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_registry_proto_rawDescGZIP(), []int{12}
+	return file_toolmesh_v1_registry_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DrainRequest) GetReason() string {
@@ -973,11 +1048,18 @@ const file_toolmesh_v1_registry_proto_rawDesc = "" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x126\n" +
 	"\x06groups\x18\x03 \x03(\v2\x1e.toolmesh.v1.GroupRegistrationR\x06groups\x12\x1a\n" +
 	"\bcapacity\x18\x04 \x01(\x05R\bcapacity\x12\x18\n" +
-	"\aversion\x18\x05 \x01(\tR\aversion\"\xab\x01\n" +
+	"\aversion\x18\x05 \x01(\tR\aversion\"\xe7\x01\n" +
 	"\x11GroupRegistration\x120\n" +
 	"\x05group\x18\x01 \x01(\v2\x1a.toolmesh.v1.ToolGroupInfoR\x05group\x121\n" +
 	"\x05tools\x18\x02 \x03(\v2\x1b.toolmesh.v1.RegisteredToolR\x05tools\x121\n" +
-	"\afacades\x18\x03 \x03(\v2\x17.toolmesh.v1.FacadeNodeR\afacades\"\x96\x03\n" +
+	"\afacades\x18\x03 \x03(\v2\x17.toolmesh.v1.FacadeNodeR\afacades\x12:\n" +
+	"\fdomain_types\x18\x04 \x03(\v2\x17.toolmesh.v1.DomainTypeR\vdomainTypes\"l\n" +
+	"\n" +
+	"DomainType\x12\x1b\n" +
+	"\ttype_name\x18\x01 \x01(\tR\btypeName\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1f\n" +
+	"\vschema_json\x18\x03 \x01(\tR\n" +
+	"schemaJson\"\x96\x03\n" +
 	"\n" +
 	"FacadeNode\x12;\n" +
 	"\n" +
@@ -1044,49 +1126,51 @@ func file_toolmesh_v1_registry_proto_rawDescGZIP() []byte {
 	return file_toolmesh_v1_registry_proto_rawDescData
 }
 
-var file_toolmesh_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_toolmesh_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_toolmesh_v1_registry_proto_goTypes = []any{
 	(*ConnectRequest)(nil),      // 0: toolmesh.v1.ConnectRequest
 	(*Registration)(nil),        // 1: toolmesh.v1.Registration
 	(*GroupRegistration)(nil),   // 2: toolmesh.v1.GroupRegistration
-	(*FacadeNode)(nil),          // 3: toolmesh.v1.FacadeNode
-	(*FacadeChild)(nil),         // 4: toolmesh.v1.FacadeChild
-	(*FacadeCategory)(nil),      // 5: toolmesh.v1.FacadeCategory
-	(*RegisteredTool)(nil),      // 6: toolmesh.v1.RegisteredTool
-	(*Heartbeat)(nil),           // 7: toolmesh.v1.Heartbeat
-	(*Draining)(nil),            // 8: toolmesh.v1.Draining
-	(*ConnectResponse)(nil),     // 9: toolmesh.v1.ConnectResponse
-	(*RegistrationAck)(nil),     // 10: toolmesh.v1.RegistrationAck
-	(*Rejection)(nil),           // 11: toolmesh.v1.Rejection
-	(*DrainRequest)(nil),        // 12: toolmesh.v1.DrainRequest
-	(*ToolGroupInfo)(nil),       // 13: toolmesh.v1.ToolGroupInfo
-	(*ToolDefinition)(nil),      // 14: toolmesh.v1.ToolDefinition
-	(*durationpb.Duration)(nil), // 15: google.protobuf.Duration
+	(*DomainType)(nil),          // 3: toolmesh.v1.DomainType
+	(*FacadeNode)(nil),          // 4: toolmesh.v1.FacadeNode
+	(*FacadeChild)(nil),         // 5: toolmesh.v1.FacadeChild
+	(*FacadeCategory)(nil),      // 6: toolmesh.v1.FacadeCategory
+	(*RegisteredTool)(nil),      // 7: toolmesh.v1.RegisteredTool
+	(*Heartbeat)(nil),           // 8: toolmesh.v1.Heartbeat
+	(*Draining)(nil),            // 9: toolmesh.v1.Draining
+	(*ConnectResponse)(nil),     // 10: toolmesh.v1.ConnectResponse
+	(*RegistrationAck)(nil),     // 11: toolmesh.v1.RegistrationAck
+	(*Rejection)(nil),           // 12: toolmesh.v1.Rejection
+	(*DrainRequest)(nil),        // 13: toolmesh.v1.DrainRequest
+	(*ToolGroupInfo)(nil),       // 14: toolmesh.v1.ToolGroupInfo
+	(*ToolDefinition)(nil),      // 15: toolmesh.v1.ToolDefinition
+	(*durationpb.Duration)(nil), // 16: google.protobuf.Duration
 }
 var file_toolmesh_v1_registry_proto_depIdxs = []int32{
 	1,  // 0: toolmesh.v1.ConnectRequest.register:type_name -> toolmesh.v1.Registration
-	7,  // 1: toolmesh.v1.ConnectRequest.heartbeat:type_name -> toolmesh.v1.Heartbeat
-	8,  // 2: toolmesh.v1.ConnectRequest.draining:type_name -> toolmesh.v1.Draining
+	8,  // 1: toolmesh.v1.ConnectRequest.heartbeat:type_name -> toolmesh.v1.Heartbeat
+	9,  // 2: toolmesh.v1.ConnectRequest.draining:type_name -> toolmesh.v1.Draining
 	2,  // 3: toolmesh.v1.Registration.groups:type_name -> toolmesh.v1.GroupRegistration
-	13, // 4: toolmesh.v1.GroupRegistration.group:type_name -> toolmesh.v1.ToolGroupInfo
-	6,  // 5: toolmesh.v1.GroupRegistration.tools:type_name -> toolmesh.v1.RegisteredTool
-	3,  // 6: toolmesh.v1.GroupRegistration.facades:type_name -> toolmesh.v1.FacadeNode
-	14, // 7: toolmesh.v1.FacadeNode.definition:type_name -> toolmesh.v1.ToolDefinition
-	4,  // 8: toolmesh.v1.FacadeNode.children:type_name -> toolmesh.v1.FacadeChild
-	5,  // 9: toolmesh.v1.FacadeNode.categories:type_name -> toolmesh.v1.FacadeCategory
-	3,  // 10: toolmesh.v1.FacadeChild.facade:type_name -> toolmesh.v1.FacadeNode
-	14, // 11: toolmesh.v1.RegisteredTool.definition:type_name -> toolmesh.v1.ToolDefinition
-	10, // 12: toolmesh.v1.ConnectResponse.ack:type_name -> toolmesh.v1.RegistrationAck
-	12, // 13: toolmesh.v1.ConnectResponse.drain:type_name -> toolmesh.v1.DrainRequest
-	11, // 14: toolmesh.v1.RegistrationAck.rejections:type_name -> toolmesh.v1.Rejection
-	15, // 15: toolmesh.v1.RegistrationAck.heartbeat_interval:type_name -> google.protobuf.Duration
-	0,  // 16: toolmesh.v1.ToolRegistryService.Connect:input_type -> toolmesh.v1.ConnectRequest
-	9,  // 17: toolmesh.v1.ToolRegistryService.Connect:output_type -> toolmesh.v1.ConnectResponse
-	17, // [17:18] is the sub-list for method output_type
-	16, // [16:17] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	14, // 4: toolmesh.v1.GroupRegistration.group:type_name -> toolmesh.v1.ToolGroupInfo
+	7,  // 5: toolmesh.v1.GroupRegistration.tools:type_name -> toolmesh.v1.RegisteredTool
+	4,  // 6: toolmesh.v1.GroupRegistration.facades:type_name -> toolmesh.v1.FacadeNode
+	3,  // 7: toolmesh.v1.GroupRegistration.domain_types:type_name -> toolmesh.v1.DomainType
+	15, // 8: toolmesh.v1.FacadeNode.definition:type_name -> toolmesh.v1.ToolDefinition
+	5,  // 9: toolmesh.v1.FacadeNode.children:type_name -> toolmesh.v1.FacadeChild
+	6,  // 10: toolmesh.v1.FacadeNode.categories:type_name -> toolmesh.v1.FacadeCategory
+	4,  // 11: toolmesh.v1.FacadeChild.facade:type_name -> toolmesh.v1.FacadeNode
+	15, // 12: toolmesh.v1.RegisteredTool.definition:type_name -> toolmesh.v1.ToolDefinition
+	11, // 13: toolmesh.v1.ConnectResponse.ack:type_name -> toolmesh.v1.RegistrationAck
+	13, // 14: toolmesh.v1.ConnectResponse.drain:type_name -> toolmesh.v1.DrainRequest
+	12, // 15: toolmesh.v1.RegistrationAck.rejections:type_name -> toolmesh.v1.Rejection
+	16, // 16: toolmesh.v1.RegistrationAck.heartbeat_interval:type_name -> google.protobuf.Duration
+	0,  // 17: toolmesh.v1.ToolRegistryService.Connect:input_type -> toolmesh.v1.ConnectRequest
+	10, // 18: toolmesh.v1.ToolRegistryService.Connect:output_type -> toolmesh.v1.ConnectResponse
+	18, // [18:19] is the sub-list for method output_type
+	17, // [17:18] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_v1_registry_proto_init() }
@@ -1100,11 +1184,11 @@ func file_toolmesh_v1_registry_proto_init() {
 		(*ConnectRequest_Heartbeat)(nil),
 		(*ConnectRequest_Draining)(nil),
 	}
-	file_toolmesh_v1_registry_proto_msgTypes[4].OneofWrappers = []any{
+	file_toolmesh_v1_registry_proto_msgTypes[5].OneofWrappers = []any{
 		(*FacadeChild_Tool)(nil),
 		(*FacadeChild_Facade)(nil),
 	}
-	file_toolmesh_v1_registry_proto_msgTypes[9].OneofWrappers = []any{
+	file_toolmesh_v1_registry_proto_msgTypes[10].OneofWrappers = []any{
 		(*ConnectResponse_Ack)(nil),
 		(*ConnectResponse_Drain)(nil),
 	}
@@ -1114,7 +1198,7 @@ func file_toolmesh_v1_registry_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_v1_registry_proto_rawDesc), len(file_toolmesh_v1_registry_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -76,6 +76,20 @@ func (c *catalog) addGroup(g Group) (*toolpb.GroupRegistration, error) {
 		Role: g.Role, Description: g.Description, UsageNotes: g.UsageNotes,
 		Provider: g.Provider, Version: g.Version, Permissions: g.Permissions,
 	}}
+	if len(g.DomainTypes) > wire.MaxDomainTypes {
+		return nil, fmt.Errorf("%w: group %q has %d domain types; the limit is %d", ErrInvalidGroup, g.Role, len(g.DomainTypes), wire.MaxDomainTypes)
+	}
+	seenTypes := map[string]bool{}
+	for _, d := range g.DomainTypes {
+		if err := wire.CheckDomainType(wire.DomainTypeToProto(d)); err != nil {
+			return nil, fmt.Errorf("%w: group %q: %v", ErrInvalidGroup, g.Role, err)
+		}
+		if seenTypes[d.TypeName] {
+			return nil, fmt.Errorf("%w: group %q declares domain type %q twice", ErrInvalidGroup, g.Role, d.TypeName)
+		}
+		seenTypes[d.TypeName] = true
+		gr.DomainTypes = append(gr.DomainTypes, wire.DomainTypeToProto(d))
+	}
 	b := &groupBuilder{c: c, role: g.Role, own: map[string]bool{}}
 	var roots []tool.Tool
 	for i, t := range g.Tools {

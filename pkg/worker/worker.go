@@ -111,6 +111,9 @@ type Group struct {
 	// tools of the group, so that every replica can serve them. Facade names share one
 	// namespace with tool names.
 	Facades []tool.Facade
+	// DomainTypes are the types of object the group's tools return and its methods
+	// (tool.MethodOf) run on, with the schema their objects satisfy: at most 64.
+	DomainTypes []tool.DomainType
 }
 
 // Options configure a Worker. Only Orchestrator is required.
