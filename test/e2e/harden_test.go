@@ -65,8 +65,11 @@ func TestLiveWorkerIDIsNotOrphaned(t *testing.T) {
 		m.dump()
 		t.Fatalf("the impostor was not refused: %v", err)
 	}
-	if n := m.orch.CountLogs("registration refused", map[string]string{"reason": "WORKER_ID_IN_USE"}); n == 0 {
-		t.Error("the orchestrator did not log the refusal with its reason")
+	// The orchestrator's line may be read after the impostor's: wait for it.
+	if _, err := m.orch.WaitLine(ctx, func(l string) bool {
+		return strings.Contains(l, `"msg":"registration refused"`) && strings.Contains(l, `"reason":"WORKER_ID_IN_USE"`)
+	}); err != nil {
+		t.Errorf("the orchestrator did not log the refusal with its reason: %v", err)
 	}
 	check := func(when string) {
 		t.Helper()
