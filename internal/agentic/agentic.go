@@ -208,24 +208,62 @@ type tracker struct {
 	called    []string
 	artifacts []tool.Entry
 	calls     int
+	// celArtifacts and celBoard are the first celArtifactsN artifacts and celBoardN
+	// blackboard entries, decoded for CEL.
+	celArtifacts, celBoard   []any
+	celArtifactsN, celBoardN int
 }
 
 // view is a snapshot of a tracker, for conditions.
 type view struct {
 	called    []string
 	artifacts []tool.Entry
+	// board is the run's blackboard; when nil, t's is read on demand (boardEntries).
 	board     []tool.Entry
 	iteration int
+	t         *tracker
 }
 
+// view is what the tracker holds now. The blackboard is read, and the JSON decoded for
+// CEL, only when a condition needs them, and decoded once (see decoded).
 func (t *tracker) view() view {
 	t.mu.Lock()
-	v := view{called: slices.Clone(t.called), artifacts: slices.Clone(t.artifacts), iteration: t.calls}
-	t.mu.Unlock()
-	if t.board != nil {
-		v.board = t.board.Entries()
+	defer t.mu.Unlock()
+	return view{called: slices.Clone(t.called), artifacts: slices.Clone(t.artifacts), iteration: t.calls, t: t}
+}
+
+func (v view) boardEntries() []tool.Entry {
+	if v.board != nil || v.t == nil || v.t.board == nil {
+		return v.board
 	}
-	return v
+	return v.t.board.Entries()
+}
+
+// celInputs are the artifacts and the blackboard as CEL values ({type, value}).
+func (v view) celInputs() (artifacts, board []any) {
+	if v.t == nil {
+		return celEntries(v.artifacts), celEntries(v.board)
+	}
+	return v.t.decoded()
+}
+
+// decoded returns the artifacts and the blackboard decoded for CEL, decoding only what
+// was added since the last call (both only grow).
+func (t *tracker) decoded() (artifacts, board []any) {
+	var entries []tool.Entry
+	if t.board != nil {
+		entries = t.board.Entries()
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.celArtifacts = append(t.celArtifacts, celEntries(t.artifacts[t.celArtifactsN:])...)
+	t.celArtifactsN = len(t.artifacts)
+	if len(entries) < t.celBoardN { // not an append: decode again
+		t.celBoard, t.celBoardN = nil, 0
+	}
+	t.celBoard = append(t.celBoard, celEntries(entries[t.celBoardN:])...)
+	t.celBoardN = len(entries)
+	return slices.Clone(t.celArtifacts), slices.Clone(t.celBoard)
 }
 
 func (t *tracker) record(name string, res tool.Result) {
@@ -402,7 +440,7 @@ func (o onArtifact) hint(view) string { return hintArtifact(tool.SimpleTypeName(
 type onBlackboard string
 
 func (o onBlackboard) holds(v view) bool {
-	return slices.ContainsFunc(v.board, func(e tool.Entry) bool { return tool.SatisfiesType(e, string(o)) })
+	return slices.ContainsFunc(v.boardEntries(), func(e tool.Entry) bool { return tool.SatisfiesType(e, string(o)) })
 }
 func (o onBlackboard) hint(view) string { return hintPredicate }
 

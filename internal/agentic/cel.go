@@ -62,21 +62,11 @@ func compilePredicate(src string) (*predicate, error) {
 // eval is the predicate's value over what a playbook has seen; an expression that fails
 // (a missing field, say) is false.
 func (p *predicate) eval(v view) bool {
-	entries := func(es []tool.Entry) []any {
-		out := make([]any, 0, len(es))
-		for _, e := range es {
-			val, err := decorators.DecodeJSON(e.JSON)
-			if err != nil {
-				continue
-			}
-			out = append(out, map[string]any{"type": e.TypeName, "value": val})
-		}
-		return out
-	}
+	artifacts, board := v.celInputs()
 	out, _, err := p.prg.Eval(map[string]any{
 		"called":     v.called,
-		"artifacts":  entries(v.artifacts),
-		"blackboard": entries(v.board),
+		"artifacts":  artifacts,
+		"blackboard": board,
 		"iteration":  int64(v.iteration),
 	})
 	if err != nil {
@@ -84,4 +74,18 @@ func (p *predicate) eval(v view) bool {
 	}
 	b, ok := out.Value().(bool)
 	return ok && b
+}
+
+// celEntries are entries as CEL values, {type, value}; one whose JSON cannot be decoded
+// is left out.
+func celEntries(es []tool.Entry) []any {
+	out := make([]any, 0, len(es))
+	for _, e := range es {
+		val, err := decorators.DecodeJSON(e.JSON)
+		if err != nil {
+			continue
+		}
+		out = append(out, map[string]any{"type": e.TypeName, "value": val})
+	}
+	return out
 }

@@ -153,3 +153,29 @@ func TestPlaybookBlackboard(t *testing.T) {
 		t.Errorf("calls %q", cat.called())
 	}
 }
+
+// A CEL condition over a tracker sees what was recorded, decoded once, as it grows.
+func TestWhenOverATracker(t *testing.T) {
+	board := tool.NewCallBoard(nil, 1<<10)
+	st := &tracker{board: board}
+	c, err := lockCondition(Lock{When: `artifacts.size() == 2 && blackboard.exists(b, b.value.vip)`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.record("a", tool.ArtifactResult("", tool.Artifact{TypeName: "X", JSON: []byte(`{"n":1}`)}))
+	if c.holds(st.view()) {
+		t.Fatal("holds with one artifact")
+	}
+	st.record("b", tool.ArtifactResult("", tool.Artifact{TypeName: "X", JSON: []byte(`{"n":2}`)}))
+	if c.holds(st.view()) {
+		t.Fatal("holds without the blackboard object")
+	}
+	e, _ := tool.NewEntry("Customer", map[string]bool{"vip": true})
+	_ = board.Add(e)
+	if !c.holds(st.view()) {
+		t.Error("does not hold once both are there")
+	}
+	if a, b := st.view().celInputs(); len(a) != 2 || len(b) != 1 {
+		t.Errorf("decoded %d artifacts and %d blackboard entries", len(a), len(b))
+	}
+}
