@@ -38,8 +38,12 @@ type prepared struct {
 	warnings []Warning
 	// decorate is the run's decorator chain, for the tools nested loops add.
 	decorate func(tool.Tool) tool.Tool
-	// sources are the run's tool-chaining sources.
-	sources []agentic.Source
+	// sources are the run's tool-chaining sources; chaining is set when the run chains
+	// at all (the mesh serves methods, or it discovers them).
+	sources  []agentic.Source
+	chaining bool
+	// nests is set when the run offers agentic tools, whose calls need a Nester.
+	nests bool
 }
 
 // prepare resolves a request: its tools, context, model and limits.
@@ -55,7 +59,13 @@ func (s *Service) prepare(ctx context.Context, req Request) (*prepared, error) {
 	chain := s.chain.With(rules)
 	// Every tool of the run, and every tool a loop adds, is decorated and then wrapped for
 	// tool chaining.
-	decorate := func(t tool.Tool) tool.Tool { return agentic.Chain(chain.Decorate(t)) }
+	// Chaining costs nothing to a run when the mesh serves no method (a method that
+	// registers while the run goes on does not chain in it).
+	chaining := len(s.router.Methods()) > 0 || req.ChainFromAny
+	decorate := chain.Decorate
+	if chaining {
+		decorate = func(t tool.Tool) tool.Tool { return agentic.Chain(chain.Decorate(t)) }
+	}
 	sources, err := chainingSources("chaining_sources", req.ChainingSources)
 	if err != nil {
 		return nil, err
@@ -95,7 +105,8 @@ func (s *Service) prepare(ctx context.Context, req Request) (*prepared, error) {
 	}
 	lc := s.cfg.Loop
 	p := &prepared{
-		req: req, tools: tools, warnings: warnings, bag: bag, provider: provider, model: model, decorate: decorate, sources: sources,
+		req: req, tools: tools, warnings: warnings, bag: bag, provider: provider, model: model, decorate: decorate, sources: sources, chaining: chaining,
+		nests:   len(req.Agentic) > 0 || req.Agent != "" || slices.ContainsFunc(req.Tools, s.configAgentic),
 		label:   llm.Label(provider, model),
 		timeout: cmpOr(req.Timeout, lc.RunTimeout.D()),
 	}

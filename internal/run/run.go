@@ -315,12 +315,23 @@ func (s *Service) drive(ctx context.Context, r *record, p *prepared, loopID stri
 	nest := &nester{s: s, p: p, observer: observer, decorate: p.decorate, loops: &atomic.Int64{}, parent: loopID, bag: p.bag,
 		runs: []*record{r}, procs: []*process.Process{proc}}
 	prepare := prepareCall(proc, observer)
-	bindings, discovery := s.loopChaining(p.sources, req.ChainFromAny)
-	if discovery != nil {
-		opts.Strategies = append(slices.Clone(opts.Strategies), discovery)
+	var bindings *agentic.Bindings
+	if p.chaining {
+		var discovery loop.Strategy
+		bindings, discovery = s.loopChaining(p.sources, req.ChainFromAny)
+		if discovery != nil {
+			opts.Strategies = append(slices.Clone(opts.Strategies), discovery)
+		}
 	}
 	opts.PrepareCall = func(ctx context.Context, c llm.ToolCall) context.Context {
-		return agentic.WithBindings(agentic.WithNester(prepare(ctx, c), nest), bindings)
+		ctx = prepare(ctx, c)
+		if p.nests {
+			ctx = agentic.WithNester(ctx, nest)
+		}
+		if bindings != nil {
+			ctx = agentic.WithBindings(ctx, bindings)
+		}
+		return ctx
 	}
 	// The cost metric is labelled, like the chat spans, by the model the run asked for;
 	// the model that answered may be a dated version of it.
