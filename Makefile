@@ -32,11 +32,24 @@ $(MCP_EVERYTHING): $(TMP)/versions/server-everything-v$(MCP_EVERYTHING_VERSION)
 	npm install --silent --no-audit --no-fund --prefix $(TMP)/npm @modelcontextprotocol/server-everything@$(MCP_EVERYTHING_VERSION)
 	@touch $@
 
+# PostgreSQL's server programs, for the journal's tests: each test starts a private
+# server on a temporary directory and port, never the machine's own. Where they are
+# missing they come from Debian's packages (as root, or through sudo).
+PG_STAMP := $(TMP)/versions/postgresql
+
+$(PG_STAMP):
+	@if ! command -v initdb >/dev/null && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+		echo "PostgreSQL not found: installing Debian's postgresql"; \
+		if [ "$$(id -u)" = 0 ]; then sudo=; else sudo=sudo; fi; \
+		$$sudo apt-get update -q && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q --no-install-recommends postgresql; \
+	fi
+	@mkdir -p $(TMP)/versions && touch $@
+
 .PHONY: test
 test: checkgenerate lint unit test-mcp-everything ## Everything CI runs: generated code, linters, all tests.
 
 .PHONY: unit
-unit: build $(MCP_EVERYTHING) ## Run all Go tests (end-to-end tests use the binaries in bin/).
+unit: build $(MCP_EVERYTHING) $(PG_STAMP) ## Run all Go tests (end-to-end tests use the binaries in bin/).
 	TOOLMESH_BIN=$(abspath bin) TOOLMESH_MCP_EVERYTHING=$(MCP_EVERYTHING) go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: test-mcp-everything

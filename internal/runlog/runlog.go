@@ -1,0 +1,185 @@
+package runlog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Kind is what a record holds.
+type Kind string
+
+// The kinds of record.
+const (
+	KindRequest  Kind = "request"
+	KindModel    Kind = "model_response"
+	KindDispatch Kind = "dispatch"
+	KindOutcome  Kind = "outcome"
+	KindEvent    Kind = "event"
+	KindSnapshot Kind = "snapshot"
+	KindEnd      Kind = "end"
+)
+
+// Record is one entry of a run's journal.
+type Record struct {
+	RunID string
+	// Seq numbers the run's records from 1, without gaps.
+	Seq int64
+	// Epoch is the lease epoch it was written under.
+	Epoch int64
+	Kind  Kind
+	Time  time.Time
+	Data  json.RawMessage
+}
+
+// State is where a run is, as the journal knows it.
+type State string
+
+// The states of a run. A run is Running until it is finished with one of the others.
+const (
+	StateRunning   State = "running"
+	StateSucceeded State = "succeeded"
+	StateFailed    State = "failed"
+	StateCancelled State = "cancelled"
+	// StateEnded covers the other ends: a replan, a termination.
+	StateEnded State = "ended"
+)
+
+// Terminal reports whether s is a finished run's state.
+func (s State) Terminal() bool { return s != StateRunning && s != "" }
+
+// Lease is the right to drive a run: the owner that holds it, and its epoch.
+type Lease struct {
+	RunID string
+	Owner string
+	Epoch int64
+	Until time.Time
+}
+
+// Run is a run as the journal lists it.
+type Run struct {
+	ID      string
+	State   State
+	Owner   string
+	Epoch   int64
+	Until   time.Time
+	Records int64
+	Created time.Time
+	Updated time.Time
+}
+
+// Filter selects runs to list.
+type Filter struct {
+	// State, when set, keeps only runs in it.
+	State State
+	// After continues a listing: runs whose id sorts after it.
+	After string
+	// Limit bounds the runs returned; at most MaxList, 0 means MaxList.
+	Limit int
+}
+
+// Bounds of the journal.
+const (
+	// MaxRecordBytes bounds the data of one record.
+	MaxRecordBytes = 8 << 20
+	// MaxBatch bounds the records of one append.
+	MaxBatch = 1024
+	// MaxList bounds one listing.
+	MaxList = 1000
+	// MaxIDBytes bounds run ids and owner names.
+	MaxIDBytes = 256
+)
+
+// Errors of the journal.
+var (
+	// ErrExists: a run of that id is already in the journal.
+	ErrExists = errors.New("runlog: the run already exists")
+	// ErrNotFound: no run of that id.
+	ErrNotFound = errors.New("runlog: no such run")
+	// ErrLeased: another owner holds the run's lease, which has not expired.
+	ErrLeased = errors.New("runlog: another owner holds the run's lease")
+	// ErrFenced: the lease is stale (another owner took the run over) or the run is
+	// finished; the writer must stop driving it.
+	ErrFenced = errors.New("runlog: the lease is stale")
+	// ErrConflict: the records do not follow the run's last record (another writer
+	// appended first).
+	ErrConflict = errors.New("runlog: the records do not follow the run's last one")
+	// ErrFinished: the run is finished; its lease cannot be taken.
+	ErrFinished = errors.New("runlog: the run is finished")
+	// ErrInvalid: a record or an argument out of bounds.
+	ErrInvalid = errors.New("runlog: invalid")
+)
+
+// Store is a run journal.
+type Store interface {
+	// Create adds a run and gives owner its first lease (epoch 1) until now+ttl.
+	Create(ctx context.Context, runID, owner string, ttl time.Duration) (Lease, error)
+	// Append adds records to the run of lease, numbered from the run's next sequence
+	// number (records[0].Seq must be it, and the others follow). It fails with
+	// ErrFenced when the lease is stale or the run finished, and ErrConflict when the
+	// sequence numbers do not follow; then nothing is added.
+	Append(ctx context.Context, lease Lease, records []Record) error
+	// Read returns the records of a run after sequence number after, in order, at most
+	// limit (0: all).
+	Read(ctx context.Context, runID string, after int64, limit int) ([]Record, error)
+	// Acquire takes the lease of a run whose lease expired (or that owner holds
+	// already), with a new epoch, until now+ttl.
+	Acquire(ctx context.Context, runID, owner string, ttl time.Duration) (Lease, error)
+	// Renew extends a lease to now+ttl; ErrFenced when it is stale.
+	Renew(ctx context.Context, lease Lease, ttl time.Duration) (Lease, error)
+	// Finish records how the run ended and gives up its lease; ErrFenced when the lease
+	// is stale.
+	Finish(ctx context.Context, lease Lease, state State) error
+	// Get reports a run.
+	Get(ctx context.Context, runID string) (Run, error)
+	// List lists runs by id.
+	List(ctx context.Context, f Filter) ([]Run, error)
+	// Expired lists unfinished runs whose lease expired, at most limit.
+	Expired(ctx context.Context, limit int) ([]Run, error)
+	// Close closes the store.
+	Close() error
+}
+
+// check refuses what no store accepts.
+func checkAppend(lease Lease, records []Record) error {
+	switch {
+	case len(records) == 0:
+		return fmt.Errorf("%w: no records", ErrInvalid)
+	case len(records) > MaxBatch:
+		return fmt.Errorf("%w: %d records in one append; the limit is %d", ErrInvalid, len(records), MaxBatch)
+	}
+	for i, r := range records {
+		if r.RunID != "" && r.RunID != lease.RunID {
+			return fmt.Errorf("%w: record %d is of run %q, not %q", ErrInvalid, i, r.RunID, lease.RunID)
+		}
+		if i > 0 && r.Seq != records[i-1].Seq+1 {
+			return fmt.Errorf("%w: record %d has sequence number %d after %d", ErrInvalid, i, r.Seq, records[i-1].Seq)
+		}
+		if len(r.Data) > MaxRecordBytes {
+			return fmt.Errorf("%w: record %d is %d bytes; the limit is %d", ErrInvalid, i, len(r.Data), MaxRecordBytes)
+		}
+		if len(r.Data) > 0 && !json.Valid(r.Data) {
+			return fmt.Errorf("%w: record %d is not JSON", ErrInvalid, i)
+		}
+		if r.Kind == "" {
+			return fmt.Errorf("%w: record %d has no kind", ErrInvalid, i)
+		}
+	}
+	return nil
+}
+
+func checkID(what, id string) error {
+	if id == "" || len(id) > MaxIDBytes {
+		return fmt.Errorf("%w: %s must be 1 to %d bytes", ErrInvalid, what, MaxIDBytes)
+	}
+	return nil
+}
+
+func listLimit(n int) int {
+	if n <= 0 || n > MaxList {
+		return MaxList
+	}
+	return n
+}

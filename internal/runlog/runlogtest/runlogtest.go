@@ -1,0 +1,345 @@
+// Package runlogtest is the conformance suite every runlog.Store passes: the SQLite and
+// the PostgreSQL journals run the same tests, crash tests included.
+package runlogtest
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolmesh/toolmesh/internal/runlog"
+)
+
+// Opener opens the store under test; every call opens the same journal (so that a test
+// can reopen it), and the suite closes what it opens.
+type Opener func(t *testing.T) runlog.Store
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func recs(from int64, kinds ...runlog.Kind) []runlog.Record {
+	out := make([]runlog.Record, len(kinds))
+	for i, k := range kinds {
+		out[i] = runlog.Record{Seq: from + int64(i), Kind: k, Data: json.RawMessage(fmt.Sprintf(`{"n":%d}`, from+int64(i)))}
+	}
+	return out
+}
+
+// Run runs the suite. Each test uses run ids of its own, so the journal may be shared.
+func Run(t *testing.T, open Opener) {
+	t.Run("create, append, read", func(t *testing.T) { testAppendRead(t, open) })
+	t.Run("sequence conflicts", func(t *testing.T) { testConflicts(t, open) })
+	t.Run("leases and fencing", func(t *testing.T) { testFencing(t, open) })
+	t.Run("finish", func(t *testing.T) { testFinish(t, open) })
+	t.Run("list and expired", func(t *testing.T) { testList(t, open) })
+	t.Run("racing appenders", func(t *testing.T) { testRace(t, open) })
+	t.Run("invalid input", func(t *testing.T) { testInvalid(t, open) })
+	t.Run("survives reopening", func(t *testing.T) { testReopen(t, open) })
+}
+
+func openT(t *testing.T, open Opener) runlog.Store {
+	s := open(t)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func testAppendRead(t *testing.T, open Opener) {
+	s, c := openT(t, open), ctx(t)
+	l, err := s.Create(c, "ar-1", "o1", time.Minute)
+	if err != nil || l.Epoch != 1 || l.Owner != "o1" {
+		t.Fatalf("Create: %+v, %v", l, err)
+	}
+	if _, err := s.Create(c, "ar-1", "o2", time.Minute); !errors.Is(err, runlog.ErrExists) {
+		t.Errorf("Create twice: %v", err)
+	}
+	if err := s.Append(c, l, recs(1, runlog.KindRequest, runlog.KindModel, runlog.KindDispatch)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(c, l, recs(4, runlog.KindOutcome)); err != nil {
+		t.Fatal(err)
+	}
+	all, err := s.Read(c, "ar-1", 0, 0)
+	if err != nil || len(all) != 4 {
+		t.Fatalf("Read: %d records, %v", len(all), err)
+	}
+	for i, r := range all {
+		if r.Seq != int64(i+1) || r.Epoch != 1 || r.RunID != "ar-1" || string(r.Data) != fmt.Sprintf(`{"n":%d}`, i+1) || r.Time.IsZero() {
+			t.Errorf("record %d: %+v", i, r)
+		}
+	}
+	if all[3].Kind != runlog.KindOutcome {
+		t.Errorf("kind %q", all[3].Kind)
+	}
+	if some, _ := s.Read(c, "ar-1", 2, 1); len(some) != 1 || some[0].Seq != 3 {
+		t.Errorf("Read after 2, limit 1: %+v", some)
+	}
+	if none, err := s.Read(c, "ar-1", 4, 0); err != nil || len(none) != 0 {
+		t.Errorf("Read after the last: %+v, %v", none, err)
+	}
+	if _, err := s.Read(c, "nobody", 0, 0); !errors.Is(err, runlog.ErrNotFound) {
+		t.Errorf("Read of an unknown run: %v", err)
+	}
+	r, err := s.Get(c, "ar-1")
+	if err != nil || r.Records != 4 || r.State != runlog.StateRunning || r.Owner != "o1" {
+		t.Errorf("Get: %+v, %v", r, err)
+	}
+}
+
+func testConflicts(t *testing.T, open Opener) {
+	s, c := openT(t, open), ctx(t)
+	l, err := s.Create(c, "cf-1", "o1", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(c, l, recs(1, runlog.KindRequest)); err != nil {
+		t.Fatal(err)
+	}
+	for _, from := range []int64{1, 3, 0} {
+		if err := s.Append(c, l, recs(from, runlog.KindEvent, runlog.KindEvent)); !errors.Is(err, runlog.ErrConflict) {
+			t.Errorf("append from %d: %v, want ErrConflict", from, err)
+		}
+	}
+	if all, _ := s.Read(c, "cf-1", 0, 0); len(all) != 1 {
+		t.Errorf("%d records after refused appends, want 1", len(all))
+	}
+}
+
+func testFencing(t *testing.T, open Opener) {
+	s, c := openT(t, open), ctx(t)
+	old, err := s.Create(c, "fe-1", "o1", 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Acquire(c, "fe-1", "o2", time.Minute); !errors.Is(err, runlog.ErrLeased) {
+		t.Errorf("Acquire of a live lease: %v", err)
+	}
+	if err := s.Append(c, old, recs(1, runlog.KindRequest)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	exp, err := s.Expired(c, 0)
+	if err != nil || !hasRun(exp, "fe-1") {
+		t.Errorf("Expired: %v, %v", exp, err)
+	}
+	l2, err := s.Acquire(c, "fe-1", "o2", time.Minute)
+	if err != nil || l2.Epoch != 2 || l2.Owner != "o2" {
+		t.Fatalf("Acquire after expiry: %+v, %v", l2, err)
+	}
+	if err := s.Append(c, old, recs(2, runlog.KindEvent)); !errors.Is(err, runlog.ErrFenced) {
+		t.Errorf("append by the stale owner: %v, want ErrFenced", err)
+	}
+	if _, err := s.Renew(c, old, time.Minute); !errors.Is(err, runlog.ErrFenced) {
+		t.Errorf("renew by the stale owner: %v, want ErrFenced", err)
+	}
+	if err := s.Finish(c, old, runlog.StateSucceeded); !errors.Is(err, runlog.ErrFenced) {
+		t.Errorf("finish by the stale owner: %v, want ErrFenced", err)
+	}
+	if err := s.Append(c, l2, recs(2, runlog.KindEvent)); err != nil {
+		t.Fatal(err)
+	}
+	if l3, err := s.Renew(c, l2, time.Minute); err != nil || l3.Epoch != 2 {
+		t.Errorf("Renew: %+v, %v", l3, err)
+	}
+	// The owner that holds the lease may take it again (after its own restart).
+	l4, err := s.Acquire(c, "fe-1", "o2", time.Minute)
+	if err != nil || l4.Epoch != 3 {
+		t.Errorf("Acquire by the holder: %+v, %v", l4, err)
+	}
+	all, _ := s.Read(c, "fe-1", 0, 0)
+	if len(all) != 2 || all[0].Epoch != 1 || all[1].Epoch != 2 {
+		t.Errorf("records %+v", all)
+	}
+}
+
+func testFinish(t *testing.T, open Opener) {
+	s, c := openT(t, open), ctx(t)
+	l, err := s.Create(c, "fi-1", "o1", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(c, l, runlog.StateRunning); !errors.Is(err, runlog.ErrInvalid) {
+		t.Errorf("finish as running: %v", err)
+	}
+	if err := s.Finish(c, l, runlog.StateSucceeded); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(c, l, recs(1, runlog.KindEvent)); !errors.Is(err, runlog.ErrFenced) {
+		t.Errorf("append after finishing: %v", err)
+	}
+	if _, err := s.Acquire(c, "fi-1", "o2", time.Minute); !errors.Is(err, runlog.ErrFinished) {
+		t.Errorf("acquire a finished run: %v", err)
+	}
+	if r, _ := s.Get(c, "fi-1"); r.State != runlog.StateSucceeded {
+		t.Errorf("state %q", r.State)
+	}
+	if exp, _ := s.Expired(c, 0); hasRun(exp, "fi-1") {
+		t.Error("a finished run is listed as expired")
+	}
+}
+
+func hasRun(rs []runlog.Run, id string) bool {
+	for _, r := range rs {
+		if r.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+func testList(t *testing.T, open Opener) {
+	s, c := openT(t, open), ctx(t)
+	for i := range 5 {
+		l, err := s.Create(c, fmt.Sprintf("li-%d", i), "o1", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			if err := s.Finish(c, l, runlog.StateFailed); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var ids []string
+	after := "li-"
+	for {
+		page, err := s.List(c, runlog.Filter{After: after, Limit: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range page {
+			if strings.HasPrefix(r.ID, "li-") {
+				ids = append(ids, r.ID)
+			}
+		}
+		if len(page) < 2 || !strings.HasPrefix(page[len(page)-1].ID, "li-") {
+			break
+		}
+		after = page[len(page)-1].ID
+	}
+	if strings.Join(ids, ",") != "li-0,li-1,li-2,li-3,li-4" {
+		t.Errorf("pages %v", ids)
+	}
+	failed, err := s.List(c, runlog.Filter{State: runlog.StateFailed, After: "li-"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f []string
+	for _, r := range failed {
+		if strings.HasPrefix(r.ID, "li-") {
+			f = append(f, r.ID)
+		}
+	}
+	if strings.Join(f, ",") != "li-0,li-2,li-4" {
+		t.Errorf("failed %v", f)
+	}
+}
+
+// Writers racing on one run: each sequence number is taken exactly once.
+func testRace(t *testing.T, open Opener) {
+	s, c := openT(t, open), ctx(t)
+	l, err := s.Create(c, "ra-1", "o1", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	won := map[int64]int{}
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for seq := int64(1); seq <= 20; seq++ {
+				err := s.Append(c, l, []runlog.Record{{Seq: seq, Kind: runlog.KindEvent, Data: json.RawMessage(fmt.Sprintf(`{"w":%d}`, w))}})
+				switch {
+				case err == nil:
+					mu.Lock()
+					won[seq]++
+					mu.Unlock()
+				case !errors.Is(err, runlog.ErrConflict):
+					t.Errorf("append: %v", err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	all, _ := s.Read(c, "ra-1", 0, 0)
+	if len(all) != 20 {
+		t.Errorf("%d records, want 20", len(all))
+	}
+	for seq := int64(1); seq <= 20; seq++ {
+		if won[seq] != 1 {
+			t.Errorf("sequence %d taken %d times", seq, won[seq])
+		}
+	}
+}
+
+func testInvalid(t *testing.T, open Opener) {
+	s, c := openT(t, open), ctx(t)
+	l, err := s.Create(c, "in-1", "o1", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, rs := range map[string][]runlog.Record{
+		"no records":  nil,
+		"not JSON":    {{Seq: 1, Kind: runlog.KindEvent, Data: json.RawMessage(`{`)}},
+		"no kind":     {{Seq: 1, Data: json.RawMessage(`{}`)}},
+		"a gap":       {{Seq: 1, Kind: runlog.KindEvent}, {Seq: 3, Kind: runlog.KindEvent}},
+		"too big":     {{Seq: 1, Kind: runlog.KindEvent, Data: json.RawMessage(`"` + strings.Repeat("x", runlog.MaxRecordBytes) + `"`)}},
+		"another run": {{RunID: "in-2", Seq: 1, Kind: runlog.KindEvent}},
+	} {
+		if err := s.Append(c, l, rs); !errors.Is(err, runlog.ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		}
+	}
+	if _, err := s.Create(c, "", "o1", time.Minute); !errors.Is(err, runlog.ErrInvalid) {
+		t.Errorf("empty run id: %v", err)
+	}
+	if _, err := s.Create(c, strings.Repeat("r", runlog.MaxIDBytes+1), "o1", time.Minute); !errors.Is(err, runlog.ErrInvalid) {
+		t.Errorf("long run id: %v", err)
+	}
+	if all, _ := s.Read(c, "in-1", 0, 0); len(all) != 0 {
+		t.Errorf("%d records after refused appends", len(all))
+	}
+}
+
+func testReopen(t *testing.T, open Opener) {
+	c := ctx(t)
+	s := open(t)
+	l, err := s.Create(c, "re-1", "o1", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(c, l, recs(1, runlog.KindRequest, runlog.KindModel)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openT(t, open)
+	all, err := s.Read(c, "re-1", 0, 0)
+	if err != nil || len(all) != 2 {
+		t.Fatalf("after reopening: %d records, %v", len(all), err)
+	}
+	if err := s.Append(c, l, recs(3, runlog.KindEvent)); err != nil {
+		t.Errorf("the lease still drives the run after reopening: %v", err)
+	}
+}
+
+// RawSQLite opens a SQLite file with the driver alone, to damage or inspect it.
+func RawSQLite(t *testing.T, path string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}

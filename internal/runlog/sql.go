@@ -1,0 +1,377 @@
+package runlog
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// SchemaVersion is the version of the journal's tables this code writes.
+const SchemaVersion = 1
+
+// dialect is what differs between the SQL stores.
+type dialect struct {
+	name string
+	// ph is the placeholder of the i-th argument, from 1.
+	ph func(i int) string
+	// blob is the type of the records' data.
+	blob string
+	// forUpdate locks a selected row until the transaction ends ("" where the
+	// transaction itself is exclusive).
+	forUpdate string
+	// tables lists the tables of the database, to tell a foreign one.
+	tables string
+	// unique reports whether err is a unique-constraint violation.
+	unique func(err error) bool
+}
+
+// sqlStore is the journal on a SQL database.
+type sqlStore struct {
+	db  *sql.DB
+	d   dialect
+	now func() time.Time
+}
+
+func (s *sqlStore) q(query string) string {
+	// Placeholders are written ?; the dialect numbers them.
+	var b strings.Builder
+	n := 0
+	for _, c := range query {
+		if c == '?' {
+			n++
+			b.WriteString(s.d.ph(n))
+			continue
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// migrate creates the tables, or checks that the database holds a journal of a version
+// this code reads. A database with other tables and no journal is refused.
+func (s *sqlStore) migrate(ctx context.Context) error {
+	rows, err := s.db.QueryContext(ctx, s.d.tables)
+	if err != nil {
+		return fmt.Errorf("runlog: the %s database cannot be read: %w", s.d.name, err)
+	}
+	var tables []string
+	for rows.Next() {
+		var t string
+		if err := rows.Scan(&t); err != nil {
+			_ = rows.Close()
+			return fmt.Errorf("runlog: the %s database cannot be read: %w", s.d.name, err)
+		}
+		tables = append(tables, t)
+	}
+	if err := rows.Close(); err != nil {
+		return fmt.Errorf("runlog: the %s database cannot be read: %w", s.d.name, err)
+	}
+	hasMeta := false
+	var foreign []string
+	for _, t := range tables {
+		switch t {
+		case "toolmesh_meta":
+			hasMeta = true
+		case "toolmesh_runs", "toolmesh_records":
+		default:
+			foreign = append(foreign, t)
+		}
+	}
+	if !hasMeta && len(foreign) > 0 {
+		return fmt.Errorf("runlog: the %s database is not a toolmesh journal: it holds other tables (%s)", s.d.name, strings.Join(foreign, ", "))
+	}
+	if hasMeta {
+		var v string
+		err := s.db.QueryRowContext(ctx, s.q(`SELECT value FROM toolmesh_meta WHERE key = ?`), "schema_version").Scan(&v)
+		if err != nil {
+			return fmt.Errorf("runlog: the journal has no schema version: %w", err)
+		}
+		if v != fmt.Sprint(SchemaVersion) {
+			return fmt.Errorf("runlog: the journal's schema is version %s; this orchestrator reads version %d", v, SchemaVersion)
+		}
+		return nil
+	}
+	stmts := []string{
+		`CREATE TABLE toolmesh_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`,
+		`CREATE TABLE toolmesh_runs (run_id TEXT PRIMARY KEY, state TEXT NOT NULL, owner TEXT NOT NULL, epoch BIGINT NOT NULL,
+			lease_until BIGINT NOT NULL, next_seq BIGINT NOT NULL, created BIGINT NOT NULL, updated BIGINT NOT NULL)`,
+		`CREATE INDEX toolmesh_runs_state ON toolmesh_runs (state, lease_until)`,
+		`CREATE TABLE toolmesh_records (run_id TEXT NOT NULL, seq BIGINT NOT NULL, epoch BIGINT NOT NULL, kind TEXT NOT NULL,
+			time BIGINT NOT NULL, data ` + s.d.blob + `, PRIMARY KEY (run_id, seq))`,
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("runlog: creating the journal: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	for _, st := range stmts {
+		if _, err := tx.ExecContext(ctx, st); err != nil {
+			return fmt.Errorf("runlog: creating the journal: %w", err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO toolmesh_meta (key, value) VALUES (?, ?)`), "schema_version", fmt.Sprint(SchemaVersion)); err != nil {
+		return fmt.Errorf("runlog: creating the journal: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("runlog: creating the journal: %w", err)
+	}
+	return nil
+}
+
+func (s *sqlStore) Create(ctx context.Context, runID, owner string, ttl time.Duration) (Lease, error) {
+	if err := checkID("run id", runID); err != nil {
+		return Lease{}, err
+	}
+	if err := checkID("owner", owner); err != nil {
+		return Lease{}, err
+	}
+	now := s.now()
+	until := now.Add(ttl)
+	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO toolmesh_runs (run_id, state, owner, epoch, lease_until, next_seq, created, updated)
+		VALUES (?, ?, ?, 1, ?, 1, ?, ?)`), runID, string(StateRunning), owner, until.UnixNano(), now.UnixNano(), now.UnixNano())
+	if err != nil {
+		if s.d.unique(err) {
+			return Lease{}, fmt.Errorf("%w: %s", ErrExists, runID)
+		}
+		return Lease{}, fmt.Errorf("runlog: create %s: %w", runID, err)
+	}
+	return Lease{RunID: runID, Owner: owner, Epoch: 1, Until: until}, nil
+}
+
+// lockRun reads a run's row inside tx, locking it where the dialect can.
+func (s *sqlStore) lockRun(ctx context.Context, tx *sql.Tx, runID string) (Run, int64, error) {
+	var r Run
+	var next, until, created, updated int64
+	var state string
+	err := tx.QueryRowContext(ctx, s.q(`SELECT state, owner, epoch, lease_until, next_seq, created, updated FROM toolmesh_runs WHERE run_id = ?`+s.d.forUpdate), runID).
+		Scan(&state, &r.Owner, &r.Epoch, &until, &next, &created, &updated)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Run{}, 0, fmt.Errorf("%w: %s", ErrNotFound, runID)
+	}
+	if err != nil {
+		return Run{}, 0, fmt.Errorf("runlog: read %s: %w", runID, err)
+	}
+	r.ID, r.State, r.Records = runID, State(state), next-1
+	r.Until, r.Created, r.Updated = time.Unix(0, until), time.Unix(0, created), time.Unix(0, updated)
+	return r, next, nil
+}
+
+// fenced reports whether lease no longer drives r.
+func fenced(r Run, lease Lease) bool {
+	return r.State.Terminal() || r.Epoch != lease.Epoch || r.Owner != lease.Owner
+}
+
+func (s *sqlStore) Append(ctx context.Context, lease Lease, records []Record) error {
+	if err := checkAppend(lease, records); err != nil {
+		return err
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("runlog: append to %s: %w", lease.RunID, err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	r, next, err := s.lockRun(ctx, tx, lease.RunID)
+	if err != nil {
+		return err
+	}
+	if fenced(r, lease) {
+		return fmt.Errorf("%w: run %s is at epoch %d (owner %s, %s), the append was made under epoch %d", ErrFenced, lease.RunID, r.Epoch, r.Owner, r.State, lease.Epoch)
+	}
+	if records[0].Seq != next {
+		return fmt.Errorf("%w: run %s's next record is %d, not %d", ErrConflict, lease.RunID, next, records[0].Seq)
+	}
+	now := s.now()
+	for _, rec := range records {
+		t := rec.Time
+		if t.IsZero() {
+			t = now
+		}
+		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO toolmesh_records (run_id, seq, epoch, kind, time, data) VALUES (?, ?, ?, ?, ?, ?)`),
+			lease.RunID, rec.Seq, lease.Epoch, string(rec.Kind), t.UnixNano(), []byte(rec.Data)); err != nil {
+			if s.d.unique(err) {
+				return fmt.Errorf("%w: run %s already has record %d", ErrConflict, lease.RunID, rec.Seq)
+			}
+			return fmt.Errorf("runlog: append to %s: %w", lease.RunID, err)
+		}
+	}
+	last := records[len(records)-1].Seq
+	if _, err := tx.ExecContext(ctx, s.q(`UPDATE toolmesh_runs SET next_seq = ?, updated = ? WHERE run_id = ?`), last+1, now.UnixNano(), lease.RunID); err != nil {
+		return fmt.Errorf("runlog: append to %s: %w", lease.RunID, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("runlog: append to %s: %w", lease.RunID, err)
+	}
+	return nil
+}
+
+func (s *sqlStore) Read(ctx context.Context, runID string, after int64, limit int) ([]Record, error) {
+	query := `SELECT seq, epoch, kind, time, data FROM toolmesh_records WHERE run_id = ? AND seq > ? ORDER BY seq`
+	args := []any{runID, after}
+	if limit > 0 {
+		query += ` LIMIT ?`
+		args = append(args, limit)
+	}
+	rows, err := s.db.QueryContext(ctx, s.q(query), args...)
+	if err != nil {
+		return nil, fmt.Errorf("runlog: read %s: %w", runID, err)
+	}
+	defer func() { _ = rows.Close() }()
+	var out []Record
+	for rows.Next() {
+		var r Record
+		var kind string
+		var t int64
+		var data []byte
+		if err := rows.Scan(&r.Seq, &r.Epoch, &kind, &t, &data); err != nil {
+			return nil, fmt.Errorf("runlog: read %s: %w", runID, err)
+		}
+		r.RunID, r.Kind, r.Time = runID, Kind(kind), time.Unix(0, t)
+		if len(data) > 0 {
+			r.Data = data
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("runlog: read %s: %w", runID, err)
+	}
+	if len(out) == 0 {
+		if _, err := s.Get(ctx, runID); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (s *sqlStore) Acquire(ctx context.Context, runID, owner string, ttl time.Duration) (Lease, error) {
+	if err := checkID("owner", owner); err != nil {
+		return Lease{}, err
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return Lease{}, fmt.Errorf("runlog: acquire %s: %w", runID, err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	r, _, err := s.lockRun(ctx, tx, runID)
+	if err != nil {
+		return Lease{}, err
+	}
+	now := s.now()
+	switch {
+	case r.State.Terminal():
+		return Lease{}, fmt.Errorf("%w: %s is %s", ErrFinished, runID, r.State)
+	case r.Owner != owner && r.Until.After(now):
+		return Lease{}, fmt.Errorf("%w: %s holds %s until %s", ErrLeased, r.Owner, runID, r.Until.Format(time.RFC3339Nano))
+	}
+	l := Lease{RunID: runID, Owner: owner, Epoch: r.Epoch + 1, Until: now.Add(ttl)}
+	if _, err := tx.ExecContext(ctx, s.q(`UPDATE toolmesh_runs SET owner = ?, epoch = ?, lease_until = ?, updated = ? WHERE run_id = ?`),
+		owner, l.Epoch, l.Until.UnixNano(), now.UnixNano(), runID); err != nil {
+		return Lease{}, fmt.Errorf("runlog: acquire %s: %w", runID, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return Lease{}, fmt.Errorf("runlog: acquire %s: %w", runID, err)
+	}
+	return l, nil
+}
+
+func (s *sqlStore) Renew(ctx context.Context, lease Lease, ttl time.Duration) (Lease, error) {
+	now := s.now()
+	until := now.Add(ttl)
+	res, err := s.db.ExecContext(ctx, s.q(`UPDATE toolmesh_runs SET lease_until = ?, updated = ? WHERE run_id = ? AND owner = ? AND epoch = ? AND state = ?`),
+		until.UnixNano(), now.UnixNano(), lease.RunID, lease.Owner, lease.Epoch, string(StateRunning))
+	if err != nil {
+		return Lease{}, fmt.Errorf("runlog: renew %s: %w", lease.RunID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		if _, gerr := s.Get(ctx, lease.RunID); gerr != nil {
+			return Lease{}, gerr
+		}
+		return Lease{}, fmt.Errorf("%w: run %s, epoch %d", ErrFenced, lease.RunID, lease.Epoch)
+	}
+	lease.Until = until
+	return lease, nil
+}
+
+func (s *sqlStore) Finish(ctx context.Context, lease Lease, state State) error {
+	if !state.Terminal() {
+		return fmt.Errorf("%w: %q is not a finished run's state", ErrInvalid, state)
+	}
+	now := s.now()
+	res, err := s.db.ExecContext(ctx, s.q(`UPDATE toolmesh_runs SET state = ?, lease_until = 0, updated = ? WHERE run_id = ? AND owner = ? AND epoch = ? AND state = ?`),
+		string(state), now.UnixNano(), lease.RunID, lease.Owner, lease.Epoch, string(StateRunning))
+	if err != nil {
+		return fmt.Errorf("runlog: finish %s: %w", lease.RunID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		if _, gerr := s.Get(ctx, lease.RunID); gerr != nil {
+			return gerr
+		}
+		return fmt.Errorf("%w: run %s, epoch %d", ErrFenced, lease.RunID, lease.Epoch)
+	}
+	return nil
+}
+
+const runColumns = `run_id, state, owner, epoch, lease_until, next_seq, created, updated`
+
+func scanRun(sc interface{ Scan(...any) error }) (Run, error) {
+	var r Run
+	var state string
+	var until, next, created, updated int64
+	if err := sc.Scan(&r.ID, &state, &r.Owner, &r.Epoch, &until, &next, &created, &updated); err != nil {
+		return Run{}, err
+	}
+	r.State, r.Records = State(state), next-1
+	r.Until, r.Created, r.Updated = time.Unix(0, until), time.Unix(0, created), time.Unix(0, updated)
+	return r, nil
+}
+
+func (s *sqlStore) Get(ctx context.Context, runID string) (Run, error) {
+	r, err := scanRun(s.db.QueryRowContext(ctx, s.q(`SELECT `+runColumns+` FROM toolmesh_runs WHERE run_id = ?`), runID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Run{}, fmt.Errorf("%w: %s", ErrNotFound, runID)
+	}
+	if err != nil {
+		return Run{}, fmt.Errorf("runlog: get %s: %w", runID, err)
+	}
+	return r, nil
+}
+
+func (s *sqlStore) list(ctx context.Context, query string, args ...any) ([]Run, error) {
+	rows, err := s.db.QueryContext(ctx, s.q(query), args...)
+	if err != nil {
+		return nil, fmt.Errorf("runlog: list: %w", err)
+	}
+	defer func() { _ = rows.Close() }()
+	var out []Run
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, fmt.Errorf("runlog: list: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("runlog: list: %w", err)
+	}
+	return out, nil
+}
+
+func (s *sqlStore) List(ctx context.Context, f Filter) ([]Run, error) {
+	query := `SELECT ` + runColumns + ` FROM toolmesh_runs WHERE run_id > ?`
+	args := []any{f.After}
+	if f.State != "" {
+		query += ` AND state = ?`
+		args = append(args, string(f.State))
+	}
+	query += ` ORDER BY run_id LIMIT ?`
+	return s.list(ctx, query, append(args, listLimit(f.Limit))...)
+}
+
+func (s *sqlStore) Expired(ctx context.Context, limit int) ([]Run, error) {
+	return s.list(ctx, `SELECT `+runColumns+` FROM toolmesh_runs WHERE state = ? AND lease_until < ? ORDER BY lease_until LIMIT ?`,
+		string(StateRunning), s.now().UnixNano(), listLimit(limit))
+}
+
+func (s *sqlStore) Close() error { return s.db.Close() }
