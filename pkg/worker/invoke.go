@@ -32,7 +32,7 @@ type invoker struct {
 // reserved for calls the worker did not run: draining, and a tool it does not serve
 // (NOT_FOUND, reason UNKNOWN_TOOL).
 func (s *invoker) Invoke(ctx context.Context, req *toolpb.InvokeRequest) (*toolpb.InvokeResponse, error) {
-	return s.invoke(ctx, req, nil)
+	return s.invokeOnce(ctx, req, nil)
 }
 
 // InvokeStream runs one call of a tool that reports progress: each report goes out on
@@ -52,7 +52,7 @@ func (s *invoker) InvokeStream(sreq *toolpb.InvokeStreamRequest, stream toolpb.T
 			failed = true // the orchestrator went away; the call's context ends too
 		}
 	}
-	resp, err := s.invoke(stream.Context(), req, report)
+	resp, err := s.invokeOnce(stream.Context(), req, report)
 	if err != nil {
 		return err
 	}

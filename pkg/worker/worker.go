@@ -123,6 +123,12 @@ type Options struct {
 	ID string
 	// Orchestrator is the address of the orchestrator's ToolRegistryService.
 	Orchestrator string
+	// Ledger, when set, answers a call the orchestrator sends again (same idempotency
+	// key, same tool) with the first call's answer instead of running the tool twice;
+	// NewMemoryLedger keeps answers in this process, a shared store across replicas.
+	// LedgerTTL is how long an answer is kept (DefaultLedgerTTL when zero).
+	Ledger    Ledger
+	LedgerTTL time.Duration
 	// Listen is the address to serve ToolWorkerService on. Default "127.0.0.1:0".
 	Listen string
 	// Listener, when set, is used instead of listening on Listen.
@@ -163,8 +169,10 @@ type Options struct {
 
 // Worker serves tool groups and keeps them registered.
 type Worker struct {
-	opts   Options
-	log    *slog.Logger
+	opts Options
+	log  *slog.Logger
+	// keys serialises the calls of one idempotency key (see Options.Ledger).
+	keys   keyLocks
 	groups []Group
 	// catalog holds the tools and facades the worker serves, by name.
 	*catalog

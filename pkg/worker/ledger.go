@@ -1,0 +1,169 @@
+package worker
+
+import (
+	"container/list"
+	"context"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
+)
+
+// A Ledger remembers the answers of calls by idempotency key, so that a call the
+// orchestrator sends again (after a crash, to another replica of a worker sharing the
+// ledger) is answered with the first call's answer instead of running the tool twice.
+// Keys are the orchestrator's idempotency keys (run id and call id) with the tool's
+// name. Load and Store must be safe for concurrent use; a store shared by replicas
+// (a database, Redis) makes the guarantee hold across them.
+type Ledger interface {
+	// Load returns the answer stored under key, if any that has not expired.
+	Load(ctx context.Context, key string) (answer []byte, ok bool, err error)
+	// Store keeps an answer under key for ttl.
+	Store(ctx context.Context, key string, answer []byte, ttl time.Duration) error
+}
+
+// DefaultLedgerTTL is how long answers are kept when Options.LedgerTTL is zero.
+const DefaultLedgerTTL = 24 * time.Hour
+
+// MemoryLedger is a Ledger in this process's memory, bounded in entries (the oldest
+// goes first) and in time.
+type MemoryLedger struct {
+	max int
+	now func() time.Time
+
+	mu    sync.Mutex
+	byKey map[string]*list.Element
+	order *list.List // oldest first
+}
+
+type ledgerEntry struct {
+	key     string
+	answer  []byte
+	expires time.Time
+}
+
+// NewMemoryLedger returns a MemoryLedger of at most max answers (10,000 when max ≤ 0).
+func NewMemoryLedger(max int) *MemoryLedger {
+	if max <= 0 {
+		max = 10000
+	}
+	return &MemoryLedger{max: max, now: time.Now, byKey: map[string]*list.Element{}, order: list.New()}
+}
+
+// Load implements Ledger.
+func (m *MemoryLedger) Load(_ context.Context, key string) ([]byte, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	el, ok := m.byKey[key]
+	if !ok {
+		return nil, false, nil
+	}
+	e := el.Value.(*ledgerEntry)
+	if !m.now().Before(e.expires) {
+		m.order.Remove(el)
+		delete(m.byKey, key)
+		return nil, false, nil
+	}
+	return e.answer, true, nil
+}
+
+// Store implements Ledger.
+func (m *MemoryLedger) Store(_ context.Context, key string, answer []byte, ttl time.Duration) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if el, ok := m.byKey[key]; ok {
+		m.order.Remove(el)
+	}
+	m.byKey[key] = m.order.PushBack(&ledgerEntry{key: key, answer: answer, expires: m.now().Add(ttl)})
+	for m.order.Len() > m.max {
+		oldest := m.order.Front()
+		m.order.Remove(oldest)
+		delete(m.byKey, oldest.Value.(*ledgerEntry).key)
+	}
+	return nil
+}
+
+// Len is the number of answers kept.
+func (m *MemoryLedger) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.order.Len()
+}
+
+// keyLocks serialises the calls of one idempotency key in this process, so that a
+// duplicate that arrives while the first runs waits for its answer.
+type keyLocks struct {
+	mu sync.Mutex
+	m  map[string]*keyLock
+}
+
+type keyLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+func (k *keyLocks) lock(key string) func() {
+	k.mu.Lock()
+	if k.m == nil {
+		k.m = map[string]*keyLock{}
+	}
+	l := k.m[key]
+	if l == nil {
+		l = &keyLock{}
+		k.m[key] = l
+	}
+	l.refs++
+	k.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		k.mu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(k.m, key)
+		}
+		k.mu.Unlock()
+	}
+}
+
+// invokeOnce is invoke through the ledger: a call whose key has an answer is answered
+// with it, without running the tool; otherwise the tool runs and its answer is kept.
+// Calls the worker did not run (draining, an unknown tool) keep nothing.
+func (s *invoker) invokeOnce(ctx context.Context, req *toolpb.InvokeRequest, progress func(string)) (*toolpb.InvokeResponse, error) {
+	l := s.w.opts.Ledger
+	if l == nil || req.GetIdempotencyKey() == "" {
+		return s.invoke(ctx, req, progress)
+	}
+	key := req.GetTool() + "\x00" + req.GetIdempotencyKey()
+	unlock := s.w.keys.lock(key)
+	defer unlock()
+	if b, ok, err := l.Load(ctx, key); err != nil {
+		s.w.log.WarnContext(ctx, "idempotency ledger unreadable: running the call", "tool", req.GetTool(), "error", err.Error())
+	} else if ok {
+		resp := &toolpb.InvokeResponse{}
+		if err := proto.Unmarshal(b, resp); err == nil {
+			s.w.log.InfoContext(ctx, "call answered from the idempotency ledger", "tool", req.GetTool(), "idempotency_key", req.GetIdempotencyKey())
+			return resp, nil
+		}
+	}
+	resp, err := s.invoke(ctx, req, progress)
+	if err != nil {
+		return nil, err
+	}
+	b, err := proto.Marshal(resp)
+	if err == nil {
+		err = l.Store(ctx, key, b, cmpDuration(s.w.opts.LedgerTTL, DefaultLedgerTTL))
+	}
+	if err != nil {
+		s.w.log.WarnContext(ctx, "the call's answer could not be kept in the idempotency ledger", "tool", req.GetTool(), "error", err.Error())
+	}
+	return resp, nil
+}
+
+func cmpDuration(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}

@@ -1,0 +1,90 @@
+package worker
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/toolmesh/toolmesh/pkg/schema"
+	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
+)
+
+// With a ledger, a call sent again with the same idempotency key is answered with the
+// first answer and the tool runs once, duplicates that arrive at once included; another
+// key, or another tool, runs again; without a ledger every call runs.
+func TestLedgerAnswersDuplicatesOnce(t *testing.T) {
+	var runs atomic.Int64
+	charge := tool.New("charge", "Charge a card.", schema.Empty(), func(context.Context, string) (tool.Result, error) {
+		n := runs.Add(1)
+		time.Sleep(20 * time.Millisecond)
+		return tool.Text("charged #" + string(rune('0'+n))), nil
+	})
+	refund := tool.New("refund", "Refund.", schema.Empty(), func(context.Context, string) (tool.Result, error) { runs.Add(1); return tool.Text("refunded"), nil })
+	ledger := NewMemoryLedger(0)
+	w := start(t, Options{Ledger: ledger}, Group{Role: "pay", Tools: []tool.Tool{charge, refund}})
+	c := w.client()
+	call := func(name, key string) string {
+		resp, err := c.Invoke(testContext(t), &toolpb.InvokeRequest{Tool: name, ArgumentsJson: `{}`, IdempotencyKey: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.GetText()
+	}
+	var wg sync.WaitGroup
+	answers := make([]string, 4)
+	for i := range answers {
+		wg.Add(1)
+		go func() { defer wg.Done(); answers[i] = call("charge", "run_1/call_1") }()
+	}
+	wg.Wait()
+	for _, a := range answers {
+		if a != "charged #1" {
+			t.Errorf("answers %q: want the first answer every time", answers)
+			break
+		}
+	}
+	if call("charge", "run_1/call_1") != "charged #1" || runs.Load() != 1 {
+		t.Errorf("a later duplicate ran the tool: %d runs", runs.Load())
+	}
+	if call("charge", "run_1/call_2") != "charged #2" {
+		t.Error("another key did not run")
+	}
+	if call("refund", "run_1/call_1") != "refunded" || runs.Load() != 3 {
+		t.Errorf("another tool with the same key: %d runs", runs.Load())
+	}
+	if ledger.Len() != 3 {
+		t.Errorf("the ledger keeps %d answers", ledger.Len())
+	}
+
+	plain := start(t, Options{}, Group{Role: "pay", Tools: []tool.Tool{charge}})
+	before := runs.Load()
+	for range 2 {
+		if _, err := plain.client().Invoke(testContext(t), &toolpb.InvokeRequest{Tool: "charge", ArgumentsJson: `{}`, IdempotencyKey: "k"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if runs.Load()-before != 2 {
+		t.Errorf("without a ledger: %d runs, want 2", runs.Load()-before)
+	}
+}
+
+// The memory ledger forgets answers after their TTL and beyond its size, oldest first.
+func TestMemoryLedgerBounds(t *testing.T) {
+	m := NewMemoryLedger(2)
+	now := time.Unix(1000, 0)
+	m.now = func() time.Time { return now }
+	ctx := context.Background()
+	_ = m.Store(ctx, "a", []byte("1"), time.Minute)
+	_ = m.Store(ctx, "b", []byte("2"), time.Minute)
+	_ = m.Store(ctx, "c", []byte("3"), time.Minute)
+	if _, ok, _ := m.Load(ctx, "a"); ok || m.Len() != 2 {
+		t.Errorf("the oldest answer is kept beyond the size (%d)", m.Len())
+	}
+	now = now.Add(2 * time.Minute)
+	if _, ok, _ := m.Load(ctx, "b"); ok {
+		t.Error("an expired answer is returned")
+	}
+}
