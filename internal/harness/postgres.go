@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -157,12 +158,48 @@ func (p *Postgres) Stop() {
 	_ = os.RemoveAll(p.dir)
 }
 
-// Kill kills the server at once (SIGKILL), as a crash would, leaving its files.
+// Kill kills the server at once (SIGKILL), as a crash would, leaving its files: the
+// postmaster and every backend (backends start sessions of their own, so killing the
+// postmaster's process group does not reach them).
 func (p *Postgres) Kill() {
-	if p.cmd != nil && p.cmd.Process != nil {
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
+	if p.cmd == nil || p.cmd.Process == nil {
+		return
 	}
+	pid := p.cmd.Process.Pid
+	_ = syscall.Kill(pid, syscall.SIGSTOP) // no new backends while they are found
+	for _, c := range children(pid) {
+		_ = syscall.Kill(c, syscall.SIGKILL)
+	}
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	<-p.done
+}
+
+// children are the processes whose parent is pid, from /proc.
+func children(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so read after its ')'.
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 func freePort() (int, error) {
