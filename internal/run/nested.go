@@ -194,6 +194,7 @@ func (n *nester) RunLoop(ctx context.Context, l agentic.Loop) (*loop.Result, err
 	for _, r := range n.runs {
 		r.startLoop(scope)
 	}
+	n.observer.scopes.Store(scope.LoopID, scope)
 	n.observer.send(NestedStarted{Scope: scope, Model: label, Tools: names, MaxIterations: opts.MaxIterations})
 	ctx = toolcall.WithCallInfo(ctx, tool.CallInfo{RunID: runID, LoopID: scope.LoopID})
 	ctx, span := n.s.tel.StartRun(ctx, telemetry.RunAttrs{RunID: runID, LoopID: scope.LoopID, Provider: provider.Name(), Model: model})

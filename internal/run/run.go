@@ -506,13 +506,38 @@ func cancelled(err error) bool {
 type serialObserver struct {
 	mu      sync.Mutex
 	observe func(Event)
+	// scopes are the nested loops of the run by loop id: what their tool calls do to the
+	// process (blackboard, progress, messages, assets, sinks) goes out tagged with them.
+	scopes sync.Map
 }
 
 func (o *serialObserver) send(ev Event) {
 	if o.observe == nil {
 		return
 	}
+	if id := loopOf(ev); id != "" {
+		if sc, ok := o.scopes.Load(id); ok {
+			ev = Nested{Scope: sc.(Scope), Event: ev}
+		}
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.observe(ev)
+}
+
+// loopOf is the loop whose tool call caused a process event; "" for other events.
+func loopOf(ev Event) string {
+	switch x := ev.(type) {
+	case EntryAdded:
+		return x.LoopID
+	case ProgressReported:
+		return x.LoopID
+	case MessageSent:
+		return x.LoopID
+	case AssetAdded:
+		return x.LoopID
+	case ArtifactCaptured:
+		return x.LoopID
+	}
+	return ""
 }

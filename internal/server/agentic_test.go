@@ -442,3 +442,36 @@ func TestAgenticNamesAndUnofferedSpecs(t *testing.T) {
 		}
 	}
 }
+
+// What a nested loop's tool calls do to the run's process (a blackboard entry, a
+// progress report) arrives tagged with the nested loop's scope.
+func TestNestedProcessEventsCarryTheirScope(t *testing.T) {
+	script := scripted.Script{Name: "scoped", Rules: []scripted.Rule{
+		{When: scripted.When{HasTool: "helper", Turn: 1}, Reply: scriptedCall("helper", `{}`)},
+		{When: scripted.When{HasTool: "helper"}, Reply: scripted.Reply{Text: "done"}},
+		{When: scripted.When{Turn: 1}, Reply: scriptedCall("bind_customer", `{"id":1}`)},
+		{When: scripted.When{Turn: 2}, Reply: scriptedCall("progress", `{"status":"half way"}`)},
+		{Reply: scripted.Reply{Text: "ok"}},
+	}}
+	e := newEnv(t, envOptions{script: script})
+	e.startWorker("w1", builtin.CRMGroup())
+	req := &toolpb.RunRequest{Prompt: "go", Tools: []string{"helper"}, AgenticTools: []*toolpb.AgenticToolSpec{{
+		Name: "helper", Description: "Help.", Tools: []string{"bind_customer", "progress"},
+	}}}
+	var board, progress *toolpb.RunResponse
+	if _, err := e.cl.RunAndWait(testContext(t), req, func(ev *toolpb.RunResponse) {
+		if ev.GetBlackboardChanged() != nil {
+			board = ev
+		}
+		if ev.GetProgress() != nil {
+			progress = ev
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for name, ev := range map[string]*toolpb.RunResponse{"blackboard_changed": board, "progress": progress} {
+		if ev == nil || ev.GetScope().GetTool() != "helper" || ev.GetScope().GetDepth() != 1 {
+			t.Errorf("%s: %v, want the helper's scope", name, ev)
+		}
+	}
+}
