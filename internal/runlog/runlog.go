@@ -138,6 +138,10 @@ type Store interface {
 	List(ctx context.Context, f Filter) ([]Run, error)
 	// Expired lists unfinished runs whose lease expired, at most limit.
 	Expired(ctx context.Context, limit int) ([]Run, error)
+	// Prune deletes finished runs last changed before before, with their records, at
+	// most limit of them (0: MaxList), and returns how many it deleted. Running runs are
+	// never deleted.
+	Prune(ctx context.Context, before time.Time, limit int) (int, error)
 	// Close closes the store.
 	Close() error
 }

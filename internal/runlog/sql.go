@@ -374,4 +374,48 @@ func (s *sqlStore) Expired(ctx context.Context, limit int) ([]Run, error) {
 		string(StateRunning), s.now().UnixNano(), listLimit(limit))
 }
 
+func (s *sqlStore) Prune(ctx context.Context, before time.Time, limit int) (int, error) {
+	rows, err := s.db.QueryContext(ctx, s.q(`SELECT run_id FROM toolmesh_runs WHERE state <> ? AND updated < ? ORDER BY updated LIMIT ?`),
+		string(StateRunning), before.UnixNano(), listLimit(limit))
+	if err != nil {
+		return 0, fmt.Errorf("runlog: prune: %w", err)
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			_ = rows.Close()
+			return 0, fmt.Errorf("runlog: prune: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Close(); err != nil {
+		return 0, fmt.Errorf("runlog: prune: %w", err)
+	}
+	n := 0
+	for _, id := range ids {
+		tx, err := s.db.BeginTx(ctx, nil)
+		if err != nil {
+			return n, fmt.Errorf("runlog: prune %s: %w", id, err)
+		}
+		// The state is checked again inside the transaction: a run is never deleted
+		// while it runs.
+		res, err := tx.ExecContext(ctx, s.q(`DELETE FROM toolmesh_runs WHERE run_id = ? AND state <> ?`), id, string(StateRunning))
+		if err == nil {
+			if k, _ := res.RowsAffected(); k == 1 {
+				_, err = tx.ExecContext(ctx, s.q(`DELETE FROM toolmesh_records WHERE run_id = ?`), id)
+				n++
+			}
+		}
+		if err != nil {
+			_ = tx.Rollback()
+			return n, fmt.Errorf("runlog: prune %s: %w", id, err)
+		}
+		if err := tx.Commit(); err != nil {
+			return n, fmt.Errorf("runlog: prune %s: %w", id, err)
+		}
+	}
+	return n, nil
+}
+
 func (s *sqlStore) Close() error { return s.db.Close() }

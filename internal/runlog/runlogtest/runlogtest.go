@@ -44,6 +44,42 @@ func Run(t *testing.T, open Opener) {
 	t.Run("racing appenders", func(t *testing.T) { testRace(t, open) })
 	t.Run("invalid input", func(t *testing.T) { testInvalid(t, open) })
 	t.Run("survives reopening", func(t *testing.T) { testReopen(t, open) })
+	t.Run("prune", func(t *testing.T) { testPrune(t, open) })
+}
+
+// Prune deletes finished runs older than the cut with their records, never a running
+// one.
+func testPrune(t *testing.T, open Opener) {
+	s, c := openT(t, open), ctx(t)
+	done, err := s.Create(c, "pr-done", "o1", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(c, done, recs(1, runlog.KindRequest)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(c, done, runlog.StateSucceeded); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Create(c, "pr-running", "o1", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Prune(c, time.Now().Add(-time.Hour), 0); err != nil || n != 0 {
+		t.Errorf("prune before both: %d, %v", n, err)
+	}
+	n, err := s.Prune(c, time.Now().Add(time.Second), 0)
+	if err != nil || n < 1 {
+		t.Fatalf("prune: %d, %v", n, err)
+	}
+	if _, err := s.Get(c, "pr-done"); !errors.Is(err, runlog.ErrNotFound) {
+		t.Errorf("the finished run is still there: %v", err)
+	}
+	if _, err := s.Read(c, "pr-done", 0, 0); !errors.Is(err, runlog.ErrNotFound) {
+		t.Errorf("its records are still there: %v", err)
+	}
+	if r, err := s.Get(c, "pr-running"); err != nil || r.State != runlog.StateRunning {
+		t.Errorf("the running run: %+v, %v", r, err)
+	}
 }
 
 func openT(t *testing.T, open Opener) runlog.Store {
