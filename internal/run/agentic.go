@@ -76,17 +76,25 @@ type catalog struct {
 }
 
 func (c catalog) Tool(name string) (tool.Tool, bool) {
+	if t, ok := c.served(name); ok {
+		return t, true
+	}
+	for _, role := range slices.Sorted(maps.Keys(c.s.mcp)) {
+		if t, ok := c.s.mcp[role].ToolByName(c.ctx, name); ok {
+			return t, true
+		}
+	}
+	return nil, false
+}
+
+// served finds a tool that workers or the built-in groups serve, connecting nothing.
+func (c catalog) served(name string) (tool.Tool, bool) {
 	if t, err := c.s.router.Tool(name); err == nil {
 		return t, true
 	}
 	for _, role := range slices.Sorted(maps.Keys(process.Groups)) {
 		ts, _ := process.GroupTools(role, nil)
 		if t, ok := findTool(ts, name); ok {
-			return t, true
-		}
-	}
-	for _, role := range slices.Sorted(maps.Keys(c.s.mcp)) {
-		if t, ok := c.s.mcp[role].ToolByName(c.ctx, name); ok {
 			return t, true
 		}
 	}
@@ -109,16 +117,8 @@ func findTool(ts []tool.Tool, name string) (tool.Tool, bool) {
 }
 
 func (c catalog) Serves(name string) bool {
-	if _, err := c.s.router.Tool(name); err == nil {
-		return true
-	}
-	for _, role := range slices.Sorted(maps.Keys(process.Groups)) {
-		ts, _ := process.GroupTools(role, nil)
-		if _, ok := findTool(ts, name); ok {
-			return true
-		}
-	}
-	return false
+	_, ok := c.served(name)
+	return ok
 }
 
 func (c catalog) Group(role string) ([]tool.Tool, bool) {
@@ -135,21 +135,13 @@ func (s *Service) configAgentic(name string) bool {
 func (s *Service) compileAgentic(ctx context.Context, own []agentic.Spec, want []string) ([]tool.Tool, error) {
 	specs := append(slices.Clone(s.agentic), own...)
 	ts, err := agentic.Compile(specs, want, catalog{s: s, ctx: ctx})
-	var fe *agentic.FieldError
-	if errors.As(err, &fe) {
-		return nil, fieldErr(fe.Field, ErrInvalid, "%s", fe.Problem)
-	}
-	return ts, err
+	return ts, asFieldErr(err)
 }
 
 // chainingSources compiles tool-chaining sources; an error names the field.
 func chainingSources(field string, specs []ChainingSource) ([]agentic.Source, error) {
 	out, err := agentic.CompileSources(field, specs)
-	var fe *agentic.FieldError
-	if errors.As(err, &fe) {
-		return nil, fieldErr(fe.Field, ErrInvalid, "%s", fe.Problem)
-	}
-	return out, err
+	return out, asFieldErr(err)
 }
 
 // receiverTypes are the receiver types of the methods the mesh serves.
@@ -234,4 +226,14 @@ func (s *Service) fitsDomainType(typ string, e tool.Entry) bool {
 	}
 	_, err := d.Schema.Validate(string(e.JSON))
 	return err == nil
+}
+
+// asFieldErr is an agentic spec's refusal as the run service's: INVALID_ARGUMENT naming
+// the field. Other errors pass as they are.
+func asFieldErr(err error) error {
+	var fe *agentic.FieldError
+	if errors.As(err, &fe) {
+		return fieldErr(fe.Field, ErrInvalid, "%s", fe.Problem)
+	}
+	return err
 }

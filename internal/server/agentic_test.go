@@ -475,3 +475,40 @@ func TestNestedProcessEventsCarryTheirScope(t *testing.T) {
 		}
 	}
 }
+
+// A subagent inherits the parent's verbosity: with stream_text, its loop's text streams
+// too, tagged with its child run; and its calls count against the parent's action
+// budget.
+func TestSubagentInheritsVerbosityAndBudget(t *testing.T) {
+	script := scripted.Script{Name: "verbose", Rules: []scripted.Rule{
+		{When: scripted.When{User: `"child"`, Turn: 1}, Reply: scriptedCall("add", `{"a":1,"b":2}`)},
+		{When: scripted.When{User: `"child"`, Turn: 2}, Reply: scriptedCall("add", `{"a":3,"b":4}`)},
+		{When: scripted.When{User: `"child"`}, Reply: scripted.Reply{Text: "child says hello"}},
+		{When: scripted.When{Turn: 1}, Reply: scriptedCall("helper", `{"task":"child"}`)},
+		{Reply: scripted.Reply{Text: `{{ result "helper" }}`}},
+	}}
+	e := newEnv(t, envOptions{script: script})
+	e.startWorker("w1", builtin.Math())
+	spec := &toolpb.AgenticToolSpec{Name: "helper", Kind: toolpb.AgenticKind_AGENTIC_KIND_AGENT, Tools: []string{"add"},
+		ParametersJsonSchema: `{"type":"object","properties":{"task":{"type":"string"}}}`}
+	var streamed strings.Builder
+	final, err := e.cl.RunAndWait(testContext(t), &toolpb.RunRequest{Prompt: "go", Tools: []string{"helper"}, StreamText: true,
+		AgenticTools: []*toolpb.AgenticToolSpec{spec}}, func(ev *toolpb.RunResponse) {
+		if d := ev.GetTextDelta(); d != nil && ev.GetScope().GetChildRunId() != "" {
+			streamed.WriteString(d.GetText())
+		}
+	})
+	if err != nil || final.GetText() != "child says hello" {
+		t.Fatalf("%v, %v", final, err)
+	}
+	if streamed.String() != "child says hello" {
+		t.Errorf("the child's streamed text %q", streamed.String())
+	}
+	// With 2 actions: the parent's call of helper and the child's first add; the child's
+	// second add would be a third.
+	_, err = e.cl.RunAndWait(testContext(t), &toolpb.RunRequest{Prompt: "go", Tools: []string{"helper"}, Limits: &toolpb.RunLimits{MaxActions: 2},
+		AgenticTools: []*toolpb.AgenticToolSpec{spec}}, nil)
+	if err == nil || !strings.Contains(err.Error(), "action budget of 2") {
+		t.Errorf("a child over the parent's budget: %v", err)
+	}
+}
