@@ -513,10 +513,10 @@ func winningSignal(outcomes []outcome) *SignalError {
 }
 
 // callContext is the context of call c: its call info and the loop's ToolCallContext.
-func (l *state) callContext(ctx context.Context, c llm.ToolCall) context.Context {
+func (l *state) callContext(ctx context.Context, iter int, c llm.ToolCall) context.Context {
 	// Every call of the loop gets the same context; the loop id travels in the call
 	// info, and toolctx.FromContext shows it under toolctx.LoopIDKey.
-	ctx = toolcall.WithCallInfo(ctx, tool.CallInfo{RunID: l.opts.RunID, LoopID: l.opts.LoopID, CallID: c.ID})
+	ctx = toolcall.WithCallInfo(ctx, tool.CallInfo{RunID: l.opts.RunID, LoopID: l.opts.LoopID, CallID: c.ID, Iteration: iter})
 	ctx = toolctx.NewContext(ctx, l.opts.Context)
 	if l.opts.PrepareCall != nil {
 		ctx = l.opts.PrepareCall(ctx, c)
@@ -527,7 +527,7 @@ func (l *state) callContext(ctx context.Context, c llm.ToolCall) context.Context
 // call runs one tool call and reports it.
 func (l *state) call(ctx context.Context, iter int, c llm.ToolCall, t tool.Tool, args string) outcome {
 	// The arguments were validated against this tool's schema before dispatch.
-	ctx, dispatch := toolinternal.WithDispatch(toolinternal.WithValidated(l.callContext(ctx, c), args))
+	ctx, dispatch := toolinternal.WithDispatch(toolinternal.WithValidated(l.callContext(ctx, iter, c), args))
 	start := time.Now()
 	res, err := toolcall.Call(ctx, l.opts.Logger, t, args)
 	elapsed := time.Since(start)
@@ -665,9 +665,9 @@ func (l *state) inject(ctx context.Context, iter int, o outcome) {
 		Current: l.current(), History: slices.Clone(l.history),
 	}
 	// l.strategy is a Chain: what it returns with an error is the others' contribution.
-	inj, err := l.strategy.Evaluate(l.callContext(ctx, o.call), ic)
+	inj, err := l.strategy.Evaluate(l.callContext(ctx, iter, o.call), ic)
 	if err != nil {
-		l.opts.Logger.WarnContext(l.callContext(ctx, o.call), "injection strategy failed", "tool", o.call.Name, "error", err.Error())
+		l.opts.Logger.WarnContext(l.callContext(ctx, iter, o.call), "injection strategy failed", "tool", o.call.Name, "error", err.Error())
 	}
 	added, removed := l.apply(inj)
 	if len(added) == 0 && len(removed) == 0 {

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolmesh/toolmesh/pkg/schema"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
@@ -54,11 +55,19 @@ func (r *remote) Metadata() tool.Metadata     { return r.meta }
 
 // Call calls the tool on the server. Failures to reach it are error results the model
 // reads; the returned error is always nil.
+// Call sends the call to the MCP server; a run's journal records it (and a resumed run
+// replays its outcome instead of sending it again).
 func (r *remote) Call(ctx context.Context, input string) (tool.Result, error) {
+	return toolcall.Journaled(ctx, r.def.Name, "mcp:"+r.g.opts.Server.Name, r.meta.Idempotent, func(ctx context.Context) tool.Result {
+		return r.call(ctx, input)
+	}), nil
+}
+
+func (r *remote) call(ctx context.Context, input string) tool.Result {
 	name := r.def.Name
 	session, err := r.g.sessionFor(ctx)
 	if err != nil {
-		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' is not available: %v", name, err)), nil
+		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' is not available: %v", name, err))
 	}
 	if strings.TrimSpace(input) == "" {
 		input = "{}" // no arguments
@@ -99,15 +108,15 @@ func (r *remote) Call(ctx context.Context, input string) (tool.Result, error) {
 	switch {
 	case err == nil:
 	case parent.Err() != nil: // the run's deadline or cancellation, not the tool's timer
-		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' was cancelled: %v", name, parent.Err())), nil
+		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' was cancelled: %v", name, parent.Err()))
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return tool.ErrorWithCode(tool.CodeTimeout, fmt.Sprintf("tool '%s' timed out after %s on MCP server %s; its outcome is unknown", name, r.meta.Timeout, r.g.opts.Server.Name)), nil
+		return tool.ErrorWithCode(tool.CodeTimeout, fmt.Sprintf("tool '%s' timed out after %s on MCP server %s; its outcome is unknown", name, r.meta.Timeout, r.g.opts.Server.Name))
 	case ctx.Err() != nil:
-		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' was cancelled: the orchestrator closed its MCP sessions", name)), nil
+		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' was cancelled: the orchestrator closed its MCP sessions", name))
 	default:
-		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' failed on MCP server %s: %v", name, r.g.opts.Server.Name, err)), nil
+		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' failed on MCP server %s: %v", name, r.g.opts.Server.Name, err))
 	}
-	return resultOf(name, res), nil
+	return resultOf(name, res)
 }
 
 // MaxResultBytes bounds what one MCP call answers (its text, its structured content), as

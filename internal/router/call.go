@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +12,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/tool"
@@ -51,8 +54,14 @@ func (t *remoteTool) Group() string { return t.group }
 // Call sends the call to a replica. Failures become error results the model can read;
 // the returned error is a control-flow signal the tool raised (replan, terminate). What
 // the tool added to the blackboard joins the run's blackboard (tool.BlackboardFrom).
+//
+// In a run with a journal (toolinternal.Journal), each attempt is recorded before it
+// leaves and the outcome when the call ends; a call the journal holds an outcome of is
+// answered from it without being sent, and one it holds only a dispatch of is sent again
+// (with the same idempotency key) only when the tool is idempotent: otherwise its
+// outcome is unknown, and the model is told so.
 func (t *remoteTool) Call(ctx context.Context, input string) (tool.Result, error) {
-	res, resp := t.r.invokeFull(ctx, t, input)
+	res, resp := t.journaled(ctx, input)
 	if resp == nil {
 		return res, nil
 	}
@@ -61,6 +70,73 @@ func (t *remoteTool) Call(ctx context.Context, input string) (tool.Result, error
 		return tool.Result{}, sig
 	}
 	return res, nil
+}
+
+// journaled is invokeFull under the run's journal, when the context has one.
+func (t *remoteTool) journaled(ctx context.Context, input string) (tool.Result, *toolpb.InvokeResponse) {
+	j := toolinternal.JournalFrom(ctx)
+	if j == nil {
+		return t.r.invokeFull(ctx, t, input)
+	}
+	name := t.def.Name
+	data, done, dispatched := j.Recorded(ctx)
+	switch {
+	case done:
+		res, resp, err := decodeOutcome(data)
+		if err != nil {
+			return toolcall.JournalFailed(name, err), nil
+		}
+		return res, resp
+	case dispatched && !t.meta.Idempotent:
+		res := toolcall.UnknownOutcome(name)
+		if err := j.Finished(ctx, toolinternal.OutcomeUnknown, toolcall.EncodeResult(res)); err != nil {
+			return toolcall.JournalFailed(name, err), nil
+		}
+		return res, nil
+	}
+	res, resp := t.r.invokeFull(ctx, t, input)
+	if err := j.Finished(ctx, toolcall.OutcomeOf(ctx, res), encodeOutcome(res, resp)); err != nil {
+		return toolcall.JournalFailed(name, err), nil
+	}
+	return res, resp
+}
+
+// outcomeRecord is a call's outcome as the journal keeps it: the worker's response when
+// one answered (a replay applies its blackboard updates, signal and state again), the
+// result otherwise.
+type outcomeRecord struct {
+	Response json.RawMessage `json:"response,omitempty"`
+	Result   json.RawMessage `json:"result,omitempty"`
+}
+
+func encodeOutcome(res tool.Result, resp *toolpb.InvokeResponse) []byte {
+	var rec outcomeRecord
+	if resp != nil {
+		if b, err := protojson.Marshal(resp); err == nil {
+			rec.Response = b
+		}
+	}
+	if rec.Response == nil {
+		rec.Result = toolcall.EncodeResult(res)
+	}
+	b, _ := json.Marshal(rec)
+	return b
+}
+
+func decodeOutcome(b []byte) (tool.Result, *toolpb.InvokeResponse, error) {
+	var rec outcomeRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return tool.Result{}, nil, fmt.Errorf("a journaled outcome: %w", err)
+	}
+	if rec.Response != nil {
+		resp := &toolpb.InvokeResponse{}
+		if err := protojson.Unmarshal(rec.Response, resp); err != nil {
+			return tool.Result{}, nil, fmt.Errorf("a journaled response: %w", err)
+		}
+		return wire.ResultFromProto(resp), resp, nil
+	}
+	res, err := toolcall.DecodeResult(rec.Result)
+	return res, nil, err
 }
 
 // applyUpdates puts what a tool added on the run's blackboard, in order. An addition the
@@ -168,6 +244,12 @@ func (r *Router) invokeFull(ctx context.Context, t *remoteTool, input string) (t
 			continue // closed since it was picked: nothing was sent
 		}
 		attempts++
+		if j := toolinternal.JournalFrom(ctx); j != nil {
+			if err := j.Dispatched(ctx, w.id, attempts); err != nil {
+				w.release()
+				return toolcall.JournalFailed(t.def.Name, err), answered
+			}
+		}
 		if dispatch != nil {
 			dispatch.WorkerID = w.id
 			dispatch.Attempts = attempts

@@ -41,7 +41,7 @@ func TestCallForwardsRequestAndResult(t *testing.T) {
 	}
 	req := got.Load()
 	if req.GetTool() != "echo" || req.GetArgumentsJson() != `{"text":"hi"}` || req.GetRunId() != "run1" ||
-		req.GetLoopId() != "loop1" || req.GetCallId() != "call1" || req.GetIdempotencyKey() != "run1/call1" {
+		req.GetLoopId() != "loop1" || req.GetCallId() != "call1" || req.GetIdempotencyKey() != "run1/loop1/call1" {
 		t.Errorf("request = %v", req)
 	}
 	ws := r.ListWorkers()

@@ -94,3 +94,43 @@ func Truncate(s string, max int) string {
 	}
 	return s[:keep] + fmt.Sprintf(marker, keep)
 }
+
+// Journal is the run journal as a tool that dispatches calls elsewhere (a remote or an
+// MCP tool) sees it: before a call leaves it records the dispatch, when the call ends its
+// outcome, and before either it asks whether the call already has an outcome, which a
+// run resumed after a crash replays instead of sending the call again. The call is the
+// one of the context (its tool.CallInfo).
+type Journal interface {
+	// Recorded reports what the journal holds for the call: the outcome data recorded
+	// with Finished (done), or that the call was dispatched and has no outcome.
+	Recorded(ctx context.Context) (data []byte, done, dispatched bool)
+	// Dispatched records, durably, that attempt attempt of the call goes to worker. The
+	// call must not leave when it fails.
+	Dispatched(ctx context.Context, worker string, attempt int) error
+	// Finished records, durably, the call's terminal outcome (one of the Outcome
+	// constants) and data the tool replays it from.
+	Finished(ctx context.Context, outcome string, data []byte) error
+}
+
+// The terminal outcomes of a dispatched call.
+const (
+	OutcomeSucceeded = "succeeded"
+	OutcomeFailed    = "failed"
+	OutcomeTimedOut  = "timed_out"
+	OutcomeCancelled = "cancelled"
+	// OutcomeUnknown: the call was sent and nothing came back; it may have run.
+	OutcomeUnknown = "outcome_unknown"
+)
+
+type journalKey struct{}
+
+// WithJournal returns a context whose calls are journaled in j.
+func WithJournal(ctx context.Context, j Journal) context.Context {
+	return context.WithValue(ctx, journalKey{}, j)
+}
+
+// JournalFrom returns the Journal in ctx, or nil.
+func JournalFrom(ctx context.Context) Journal {
+	j, _ := ctx.Value(journalKey{}).(Journal)
+	return j
+}

@@ -13,6 +13,9 @@ type CallInfo struct {
 	RunID  string
 	LoopID string
 	CallID string
+	// Iteration is the loop iteration whose model turn asked for the call (from 1); 0
+	// outside a loop.
+	Iteration int
 }
 
 // IdempotencyKey names the logical call: the same key means the same call, however many
@@ -21,7 +24,11 @@ func (c CallInfo) IdempotencyKey() string {
 	if c.RunID == "" && c.CallID == "" {
 		return ""
 	}
-	return c.RunID + "/" + c.CallID
+	if c.LoopID == "" {
+		return c.RunID + "/" + c.CallID
+	}
+	// A run's nested loops number their calls like the run's own loop does.
+	return c.RunID + "/" + c.LoopID + "/" + c.CallID
 }
 
 // CallInfoFrom returns the call info in ctx, if any.
