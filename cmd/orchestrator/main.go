@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -29,6 +30,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/router"
+	"github.com/toolmesh/toolmesh/internal/runlog"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/pkg/otelsetup"
@@ -51,6 +53,10 @@ func run(args []string) error {
 	logFormat := fs.String("log-format", "", "json or text (overrides log.format)")
 	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "how long runs in progress may take to finish on SIGTERM")
 	metricsListen := fs.String("metrics-listen", "", "address to serve Prometheus /metrics on (overrides telemetry.metrics_listen)")
+	dataDir := fs.String("data-dir", "", "directory of the run journal (SQLite, journal.db), so that runs survive a restart (overrides journal.data_dir)")
+	journalDriver := fs.String("journal", "", "run journal: sqlite, postgres or memory (overrides journal.driver)")
+	journalDSN := fs.String("journal-dsn", "", "PostgreSQL connection string of the run journal (overrides journal.dsn)")
+	owner := fs.String("owner", "", "this orchestrator's name in run leases; replicas need different ones (overrides journal.owner; default host:port)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "usage: orchestrator [flags]\n\nRuns toolmesh's orchestrator. Telemetry follows the standard OTEL_* variables (traces: none\nunless OTEL_TRACES_EXPORTER is set; metrics: Prometheus on --metrics-listen).\n\nflags:\n")
 		fs.PrintDefaults()
@@ -83,6 +89,21 @@ func run(args []string) error {
 	}
 	if *metricsListen != "" {
 		cfg.Telemetry.MetricsListen = *metricsListen
+	}
+	if *dataDir != "" {
+		cfg.Journal.DataDir = *dataDir
+	}
+	if *journalDriver != "" {
+		cfg.Journal.Driver = *journalDriver
+	}
+	if *journalDSN != "" {
+		cfg.Journal.DSN = *journalDSN
+	}
+	if *owner != "" {
+		cfg.Journal.Owner = *owner
+	}
+	if cfg.Journal.Driver == "" && cfg.Journal.DataDir != "" {
+		cfg.Journal.Driver = "sqlite"
 	}
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -142,7 +163,13 @@ func run(args []string) error {
 	})
 	defer rt.Close()
 	tel.RegisterReplicaGauge(rt.ReplicaCounts)
-	srv, err := server.New(server.Options{Router: rt, Providers: providers, DefaultProvider: defProvider, Config: &cfg, Telemetry: tel, Logger: log})
+	journal, err := openJournal(cfg.Journal, log)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = journal.Close() }()
+	srv, err := server.New(server.Options{Router: rt, Providers: providers, DefaultProvider: defProvider, Config: &cfg, Telemetry: tel, Logger: log,
+		Journal: journal, Owner: ownerName(cfg)})
 	if err != nil {
 		return err
 	}
@@ -169,6 +196,14 @@ func run(args []string) error {
 	defer stop()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- g.Serve(lis) }()
+	// Runs this orchestrator drove before it stopped, and those whose owner went away,
+	// continue here; their workers register again meanwhile.
+	if n, err := srv.Resume(ctx); err != nil {
+		log.Warn("resuming runs from the journal", "error", err.Error())
+	} else if n > 0 {
+		log.Info("resuming runs from the journal", "runs", n)
+	}
+	go srv.Maintain(ctx)
 	log.Info("orchestrator serving", "address", lis.Addr().String(), "provider", defProvider, "model", llm.Label(providers[defProvider], ""))
 	if cfg.Telemetry.MetricsListen != "" {
 		ms, err := sdk.ServeMetrics(cfg.Telemetry.MetricsListen)
@@ -261,4 +296,45 @@ func newProviders(cfg config.Provider, log *slog.Logger) (map[string]llm.Provide
 		log.Info("model provider configured", "provider", "anthropic", "base_url", api.BaseURL, "default_model", model)
 	}
 	return out, nil
+}
+
+// openJournal opens the run journal the config names. A journal that cannot be opened
+// (a foreign or corrupt file, a PostgreSQL that is down) stops the start with the reason.
+func openJournal(j config.Journal, log *slog.Logger) (runlog.Store, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	switch j.Driver {
+	case "sqlite":
+		path := filepath.Join(j.DataDir, "journal.db")
+		s, err := runlog.OpenSQLite(ctx, path)
+		if err != nil {
+			return nil, fmt.Errorf("the run journal: %w", err)
+		}
+		log.Info("runs are journaled", "driver", "sqlite", "file", path)
+		return s, nil
+	case "postgres":
+		s, err := runlog.OpenPostgres(ctx, j.DSN)
+		if err != nil {
+			return nil, fmt.Errorf("the run journal: %w", err)
+		}
+		log.Info("runs are journaled", "driver", "postgres")
+		return s, nil
+	}
+	s, err := runlog.OpenMemory(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("the run journal: %w", err)
+	}
+	log.Info("runs are journaled in memory only: they do not survive a restart (pass --data-dir to keep them)")
+	return s, nil
+}
+
+// ownerName is this orchestrator's name in run leases: journal.owner, or the host name
+// and the listen port.
+func ownerName(cfg config.Config) string {
+	if cfg.Journal.Owner != "" {
+		return cfg.Journal.Owner
+	}
+	host, _ := os.Hostname()
+	_, port, _ := net.SplitHostPort(cfg.Listen)
+	return host + ":" + port
 }

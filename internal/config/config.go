@@ -56,6 +56,8 @@ type Config struct {
 	Registry Registry `yaml:"registry"`
 	Router   Router   `yaml:"router"`
 	Loop     Loop     `yaml:"loop"`
+	// Journal is where runs are recorded so that they survive a restart.
+	Journal  Journal  `yaml:"journal"`
 	Provider Provider `yaml:"provider"`
 	// Telemetry configures metrics and what spans may carry.
 	Telemetry Telemetry `yaml:"telemetry"`
@@ -174,6 +176,31 @@ type Router struct {
 	EjectAfterFailures int      `yaml:"eject_after_failures"`
 	EjectDuration      Duration `yaml:"eject_duration"`
 	MaxAttempts        int      `yaml:"max_attempts"`
+}
+
+// Journal configures the run journal: every run's request, model responses, tool
+// dispatches and outcomes and events, from which a run another orchestrator (or this
+// one, restarted) takes over continues.
+type Journal struct {
+	// Driver is "sqlite" (one file, the default when DataDir is set), "postgres" (for
+	// several orchestrator replicas; DSN) or "memory" (the default without DataDir: runs
+	// do not survive a restart).
+	Driver string `yaml:"driver"`
+	// DataDir holds the SQLite journal, journal.db; the --data-dir flag sets it.
+	DataDir string `yaml:"data_dir"`
+	// DSN is the PostgreSQL connection string ("postgres://..." or key=value pairs).
+	DSN string `yaml:"dsn"`
+	// Owner names this orchestrator in run leases; default the host name and the
+	// listen port. Replicas must have different owners.
+	Owner string `yaml:"owner"`
+	// LeaseTTL is how long a run stays with an orchestrator that stopped renewing its
+	// lease before another takes it over.
+	LeaseTTL Duration `yaml:"lease_ttl"`
+	// ResumeGrace is how long a taken-over run waits for the tool groups it uses to be
+	// served again (workers register anew after an orchestrator restarts).
+	ResumeGrace Duration `yaml:"resume_grace"`
+	// Retain is how long finished runs stay in the journal.
+	Retain Duration `yaml:"retain"`
 }
 
 // Loop configures the tool loop's defaults.
@@ -331,6 +358,11 @@ func Default() Config {
 			MaxNestingDepth:      4,
 			MaxNestedLoops:       64,
 		},
+		Journal: Journal{
+			LeaseTTL:    Duration(10 * time.Second),
+			ResumeGrace: Duration(15 * time.Second),
+			Retain:      Duration(7 * 24 * time.Hour),
+		},
 		Provider: Provider{
 			Name:      "auto",
 			OpenAI:    ProviderAPI{Timeout: Duration(2 * time.Minute)},
@@ -411,6 +443,21 @@ func (c Config) Validate() error {
 		}
 	}
 	positive("registry.heartbeat_interval", c.Registry.HeartbeatInterval)
+	positive("journal.lease_ttl", c.Journal.LeaseTTL)
+	positive("journal.resume_grace", c.Journal.ResumeGrace)
+	positive("journal.retain", c.Journal.Retain)
+	switch c.Journal.Driver {
+	case "", "memory", "sqlite":
+	case "postgres":
+		if c.Journal.DSN == "" {
+			bad("journal.dsn", "is required with journal.driver postgres")
+		}
+	default:
+		bad("journal.driver", "must be sqlite, postgres or memory, got %q", c.Journal.Driver)
+	}
+	if c.Journal.Driver == "sqlite" && c.Journal.DataDir == "" {
+		bad("journal.data_dir", "is required with journal.driver sqlite (or pass --data-dir)")
+	}
 	positive("registry.lease_ttl", c.Registry.LeaseTTL)
 	// The router takes a zero grace period for "use the default", so zero is refused
 	// rather than silently meaning 3s.

@@ -114,7 +114,9 @@ func (n *nester) RunLoop(ctx context.Context, l agentic.Loop) (*loop.Result, err
 		label = llm.Label(provider, model)
 	}
 	info, _ := tool.CallInfoFrom(ctx)
-	scope := Scope{LoopID: "loop_" + randomHex(8), ParentLoopID: n.parent, Tool: l.Tool, Kind: string(l.Kind), Depth: n.depth + 1, ChildRunID: n.childRun}
+	// A nested loop's ids follow from the call that starts it, so that a run resumed from
+	// its journal replays the loop under the same ids.
+	scope := Scope{LoopID: derivedID("loop_", info), ParentLoopID: n.parent, Tool: l.Tool, Kind: string(l.Kind), Depth: n.depth + 1, ChildRunID: n.childRun}
 	child := *n
 	child.parent, child.depth, child.bag = scope.LoopID, scope.Depth, bag
 	// A subagent's loop is a child run: its own run id and record, and its own process
@@ -123,7 +125,7 @@ func (n *nester) RunLoop(ctx context.Context, l agentic.Loop) (*loop.Result, err
 	var childRec *record
 	adoptFrom := 0
 	if l.Kind == agentic.KindAgent {
-		scope.ChildRunID = "run_" + randomHex(8)
+		scope.ChildRunID = derivedID("run_", info)
 		var cancel context.CancelCauseFunc
 		ctx, cancel = context.WithCancelCause(ctx)
 		defer cancel(nil)
@@ -145,6 +147,9 @@ func (n *nester) RunLoop(ctx context.Context, l agentic.Loop) (*loop.Result, err
 	opts := n.p.opts
 	opts.RunID, opts.LoopID, opts.Logger = runID, scope.LoopID, n.s.log
 	opts.Provider = tracedProvider{provider, n.s.tel}
+	if j := n.p.journal; j != nil {
+		opts.Provider = &journalProvider{Provider: opts.Provider, j: j, loopID: scope.LoopID}
+	}
 	opts.Model = model
 	opts.MaxIterations = cmpOr(l.MaxIterations, loop.DefaultMaxIterations)
 	if l.Temperature != nil {

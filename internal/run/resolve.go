@@ -44,6 +44,8 @@ type prepared struct {
 	chaining bool
 	// nests is set when the run offers agentic tools, whose calls need a Nester.
 	nests bool
+	// journal is the run's journal, once it runs with one.
+	journal *journal
 }
 
 // prepare resolves a request: its tools, context, model and limits.

@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -30,8 +31,10 @@ import (
 	"github.com/toolmesh/toolmesh/internal/mcp"
 	"github.com/toolmesh/toolmesh/internal/process"
 	"github.com/toolmesh/toolmesh/internal/router"
+	"github.com/toolmesh/toolmesh/internal/runlog"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
@@ -53,6 +56,8 @@ var (
 	ErrShutdown = errors.New("orchestrator shutting down")
 	// ErrNotFound: no run has the id (finished runs are kept for a while only).
 	ErrNotFound = errors.New("no such run")
+	// ErrElsewhere: the run is driven by another orchestrator replica.
+	ErrElsewhere = errors.New("the run runs elsewhere")
 	// ErrRequiredMissing: a required tool group lacks tools the run requires.
 	ErrRequiredMissing = errors.New("required tools missing")
 )
@@ -101,6 +106,13 @@ type Options struct {
 	// MCP are the tool groups MCP servers serve, by role; they connect on first use.
 	MCP    map[string]*mcp.Group
 	Logger *slog.Logger
+	// Journal records every run so that it survives a restart, and lets any replica
+	// sharing it watch, list and take over runs; nil keeps runs in memory only. Codec is
+	// required with it; Owner names this orchestrator in its leases (required with it).
+	// The config's journal section sets the lease, the resume grace and retention.
+	Journal runlog.Store
+	Codec   Codec
+	Owner   string
 }
 
 // Service runs runs.
@@ -118,6 +130,9 @@ type Service struct {
 	mcp       map[string]*mcp.Group
 	// agentic are the config's agentic tools, checked.
 	agentic []agentic.Spec
+	journal runlog.Store
+	codec   Codec
+	owner   string
 }
 
 // New returns a Service.
@@ -148,7 +163,13 @@ func New(opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.Journal != nil && (opts.Codec == nil || opts.Owner == "") {
+		return nil, errors.New("run: a Journal needs a Codec and an Owner")
+	}
 	return &Service{
+		journal:   opts.Journal,
+		codec:     opts.Codec,
+		owner:     opts.Owner,
 		agentic:   specs,
 		chain:     chain,
 		sinks:     opts.Sinks,
@@ -209,6 +230,9 @@ type Request struct {
 	// Agent names an agent (an agentic tool of kind agent, the request's or the
 	// config's) to run directly: see withAgent.
 	Agent string
+	// Wire is the request as the client sent it, which the journal keeps for a run
+	// resumed elsewhere (Codec.Request turns it back).
+	Wire json.RawMessage
 }
 
 // ChainingSource is a type whose returned objects bind, when When (CEL over value and
@@ -248,12 +272,21 @@ type Result struct {
 	Outcome *Outcome
 }
 
+// Ended is the last event of a run that ended with an answer (Result) or failed (Err, an
+// *Error); a run a tool ended has its Replanned or Terminated event last instead.
+type Ended struct {
+	RunID  string
+	Result *Result
+	Err    error
+}
+
 // Run starts a run and drives it to its end, handing every event to observe, in order
 // and from one goroutine at a time. A request refused before the run starts returns a
 // *FieldError, ErrExists, ErrFull or ErrClosed and observes nothing; a run that started
 // and failed returns an *Error, after Started and the loop's events. The run ends when
 // ctx ends (the client went away), when Cancel or Shutdown cancel it, or at its
-// deadline.
+// deadline. With a journal, the events come as Sequenced, each once its record is
+// committed.
 func (s *Service) Run(ctx context.Context, req Request, observe func(Event)) (*Result, error) {
 	p, err := s.prepare(ctx, req)
 	if err != nil {
@@ -263,38 +296,75 @@ func (s *Service) Run(ctx context.Context, req Request, observe func(Event)) (*R
 	if id == "" {
 		id = "run_" + randomHex(8)
 	}
+	return s.launch(ctx, p, id, "loop_"+randomHex(8), time.Now(), nil, observe)
+}
+
+// launch runs a prepared run: a new one (j nil), or one taken over from the journal.
+func (s *Service) launch(ctx context.Context, p *prepared, id, loopID string, started time.Time, j *journal, observe func(Event)) (*Result, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	ctx, stop := context.WithTimeout(ctx, p.timeout)
+	ctx, stop := context.WithDeadline(ctx, started.Add(p.timeout))
 	defer stop()
 	r, err := s.store.start(id, cancel)
 	if err != nil {
 		return nil, err
 	}
 	defer s.store.finish(r)
-	loopID := "loop_" + randomHex(8)
+	if s.journal != nil {
+		if j, err = s.openJournal(ctx, j, id, loopID, started, p, cancel, observe); err != nil {
+			return nil, err
+		}
+		r.setJournal(j)
+		defer func() { _ = j.close() }()
+	}
 	ctx = toolcall.WithCallInfo(ctx, tool.CallInfo{RunID: id, LoopID: loopID})
-	res, outcome, err := s.drive(ctx, r, p, loopID, observe)
+	res, outcome, err := s.drive(ctx, r, p, loopID, j, observe)
 	r.end(res, outcome, err)
-	// The last event of a run a tool ended goes out once the record says how it ended,
-	// so that a client that reads it and asks GetRun sees the same.
+	// The last event of a run goes out once the record says how it ended, so that a
+	// client that reads it and asks GetRun sees the same.
+	var last Event
 	switch {
 	case outcome != nil && outcome.Replan != nil:
-		observe(*outcome.Replan)
+		last = *outcome.Replan
 	case outcome != nil && outcome.Terminated != nil:
-		observe(*outcome.Terminated)
+		last = *outcome.Terminated
+	case err != nil:
+		err = &Error{RunID: id, Err: err}
+		last = Ended{RunID: id, Err: err}
+	default:
+		last = Ended{RunID: id, Result: &Result{RunID: id, Model: p.label, Result: res}}
+	}
+	if j != nil && stopping(ctx) != nil {
+		// Stopped by a shutdown or a failed journal: the run is not over, and its next
+		// owner resumes it. The client hears why this stream ends; the journal does not.
+		_ = j.close()
+		if observe != nil {
+			observe(last)
+		}
+	} else {
+		r.observer().send(last)
+		if j != nil {
+			if ferr := j.finish(endOf(r.snapshot())); ferr != nil {
+				s.log.WarnContext(ctx, "the run's end could not be journaled; its next owner resumes it", "run_id", id, "error", ferr.Error())
+			}
+		}
 	}
 	if err != nil {
-		return nil, &Error{RunID: id, Err: err}
+		return nil, err
 	}
 	return &Result{RunID: id, Model: p.label, Result: res, Outcome: outcome}, nil
 }
 
 // drive runs the loop of a run that started.
-func (s *Service) drive(ctx context.Context, r *record, p *prepared, loopID string, observe func(Event)) (*loop.Result, *Outcome, error) {
+func (s *Service) drive(ctx context.Context, r *record, p *prepared, loopID string, j *journal, observe func(Event)) (*loop.Result, *Outcome, error) {
 	ctx, span := s.tel.StartRun(ctx, telemetry.RunAttrs{RunID: r.id, LoopID: loopID, Provider: p.provider.Name(), Model: p.model})
 	s.tel.ContextAttributes(span, p.bag.Map())
-	observer := &serialObserver{observe: observe}
+	observer := &serialObserver{observe: observe, j: j}
+	r.setObserver(observer)
+	p.journal = j
+	if j != nil {
+		ctx = toolinternal.WithJournal(ctx, j)
+	}
 	req := p.req
 	proc := process.New(r.id, process.Limits{MaxCostUSD: req.MaxCostUSD, MaxTokens: req.MaxTokens, MaxActions: req.MaxActions},
 		process.Bounds{MaxEntries: s.cfg.Loop.MaxBlackboardEntries, MaxBytes: s.cfg.Loop.MaxBlackboardBytes},
@@ -309,6 +379,9 @@ func (s *Service) drive(ctx context.Context, r *record, p *prepared, loopID stri
 	s.log.InfoContext(ctx, "run started", "model", p.label, "tools", len(p.tools))
 	opts := p.opts
 	opts.RunID, opts.LoopID, opts.Logger = r.id, loopID, s.log
+	if j != nil {
+		opts.Provider = &journalProvider{Provider: opts.Provider, j: j, loopID: loopID}
+	}
 	opts.Budget.Shared = &loop.Spending{} // nested loops count against the run's budget
 	p.opts.Budget.Shared = opts.Budget.Shared
 	r.startLoop(Scope{LoopID: loopID})
@@ -343,7 +416,9 @@ func (s *Service) drive(ctx context.Context, r *record, p *prepared, loopID stri
 		r.observe(ev)
 		switch x := ev.(type) {
 		case loop.ModelCalled:
-			s.tel.RecordCost(ctx, requestModel, x.CostUSD)
+			if j == nil || !j.replaying() { // a replayed call cost nothing now
+				s.tel.RecordCost(ctx, requestModel, x.CostUSD)
+			}
 			proc.RecordModelCall(p.provider.Name(), x.Model, x.Usage.InputTokens, x.Usage.OutputTokens, x.CostUSD)
 		case loop.ToolsChanged:
 			s.tel.ToolsChanged(ctx, x.Added, x.Removed)
@@ -399,6 +474,11 @@ func (s *Service) drive(ctx context.Context, r *record, p *prepared, loopID stri
 // Get reports a run, running or finished.
 func (s *Service) Get(id string) (Snapshot, error) {
 	r := s.store.get(id)
+	if r == nil && s.journal != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return s.fromJournal(ctx, id)
+	}
 	if r == nil {
 		return Snapshot{}, fmt.Errorf("%w %q (finished runs are kept for the last %d)", ErrNotFound, id, s.cfg.Loop.RetainRuns)
 	}
@@ -409,6 +489,17 @@ func (s *Service) Get(id string) (Snapshot, error) {
 // as it was cancelled keeps its own outcome. A finished run is reported as it is.
 func (s *Service) Cancel(ctx context.Context, id, reason string) (State, error) {
 	r := s.store.get(id)
+	if r == nil && s.journal != nil {
+		snap, err := s.fromJournal(ctx, id)
+		if err != nil {
+			return 0, err
+		}
+		if snap.State != StateRunning {
+			return snap.State, nil
+		}
+		run, _ := s.journal.Get(ctx, id)
+		return 0, fmt.Errorf("%w: run %q is driven by orchestrator %s; cancel it there", ErrElsewhere, id, run.Owner)
+	}
 	if r == nil {
 		return 0, fmt.Errorf("%w %q", ErrNotFound, id)
 	}
@@ -506,13 +597,16 @@ func cancelled(err error) bool {
 type serialObserver struct {
 	mu      sync.Mutex
 	observe func(Event)
+	// j, when the run has a journal, records the events, which go to observe once
+	// committed.
+	j *journal
 	// scopes are the nested loops of the run by loop id: what their tool calls do to the
 	// process (blackboard, progress, messages, assets, sinks) goes out tagged with them.
 	scopes sync.Map
 }
 
 func (o *serialObserver) send(ev Event) {
-	if o.observe == nil {
+	if o.observe == nil && o.j == nil {
 		return
 	}
 	if id := loopOf(ev); id != "" {
@@ -522,6 +616,10 @@ func (o *serialObserver) send(ev Event) {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.j != nil {
+		o.j.event(ev)
+		return
+	}
 	o.observe(ev)
 }
 

@@ -65,6 +65,36 @@ type record struct {
 	mu   sync.Mutex
 	snap Snapshot
 	proc *process.Process
+	// j is the run's journal (nil without one); obs its observer, for the last event.
+	j   *journal
+	obs *serialObserver
+}
+
+func (r *record) setJournal(j *journal) {
+	r.mu.Lock()
+	r.j = j
+	r.mu.Unlock()
+}
+
+func (r *record) journal() *journal {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.j
+}
+
+func (r *record) setObserver(o *serialObserver) {
+	r.mu.Lock()
+	r.obs = o
+	r.mu.Unlock()
+}
+
+func (r *record) observer() *serialObserver {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.obs == nil {
+		return &serialObserver{}
+	}
+	return r.obs
 }
 
 func (r *record) snapshot() Snapshot {
@@ -269,6 +299,12 @@ func (s *store) liveCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.live)
+}
+
+func (s *store) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
 }
 
 func (s *store) close() {

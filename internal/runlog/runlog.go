@@ -18,6 +18,8 @@ const (
 	KindDispatch Kind = "dispatch"
 	KindOutcome  Kind = "outcome"
 	KindEvent    Kind = "event"
+	// KindDelta is an event of streamed model text.
+	KindDelta    Kind = "text_delta"
 	KindSnapshot Kind = "snapshot"
 	KindEnd      Kind = "end"
 )

@@ -22,15 +22,28 @@ func OpenSQLite(ctx context.Context, path string) (Store, error) {
 			return nil, fmt.Errorf("runlog: %w", err)
 		}
 	}
+	return openSQLite(ctx, "file:"+(&url.URL{Path: path}).EscapedPath(), path, "journal_mode(WAL)", "synchronous(FULL)")
+}
+
+// OpenMemory opens a journal held in memory only (SQLite's in-memory database): runs do
+// not survive the process, but everything else works as with a file.
+func OpenMemory(ctx context.Context) (Store, error) {
+	return openSQLite(ctx, "file::memory:", "in memory")
+}
+
+func openSQLite(ctx context.Context, dsn, path string, pragmas ...string) (Store, error) {
 	q := url.Values{}
-	for _, p := range []string{"journal_mode(WAL)", "busy_timeout(10000)", "synchronous(FULL)"} {
+	for _, p := range append([]string{"busy_timeout(10000)"}, pragmas...) {
 		q.Add("_pragma", p)
 	}
 	q.Set("_txlock", "immediate")
-	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?"+q.Encode())
+	db, err := sql.Open("sqlite", dsn+"?"+q.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("runlog: open %s: %w", path, err)
 	}
+	// The one connection is the in-memory database: it must never be closed for idling.
+	db.SetConnMaxIdleTime(0)
+	db.SetConnMaxLifetime(0)
 	// One connection: SQLite allows one writer at a time, and transactions then never
 	// wait on one another inside the process.
 	db.SetMaxOpenConns(1)

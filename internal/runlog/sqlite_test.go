@@ -73,3 +73,13 @@ func TestSQLiteRefusesForeignFiles(t *testing.T) {
 		t.Errorf("newer journal: %v", err)
 	}
 }
+
+func TestMemory(t *testing.T) {
+	runlogtest.RunVolatile(t, func(t *testing.T) runlog.Store {
+		s, err := runlog.OpenMemory(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}

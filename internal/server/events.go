@@ -1,7 +1,9 @@
 package server
 
 import (
+	"errors"
 	"sync"
+	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -24,18 +26,25 @@ type emitter struct {
 	broken bool
 }
 
-// send sends one event. After the client went away it sends nothing more; the run's
-// context is cancelled with the stream.
-func (e *emitter) send(ev *toolpb.RunResponse) error {
+// send sends one event, numbered seq (0: the next number) and stamped at (zero: now).
+// After the client went away it sends nothing more; the run's context is cancelled with
+// the stream, unless the run is detached.
+func (e *emitter) send(ev *toolpb.RunResponse, seq int64, at time.Time) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.broken {
 		return nil
 	}
-	e.seq++
+	if seq == 0 {
+		seq = e.seq + 1
+	}
+	if at.IsZero() {
+		at = time.Now()
+	}
+	e.seq = seq
 	ev.RunId = e.runID
 	ev.Sequence = e.seq
-	ev.Time = timestamppb.Now()
+	ev.Time = timestamppb.New(at)
 	if err := e.stream.Send(ev); err != nil {
 		e.broken = true
 		return err
@@ -43,21 +52,46 @@ func (e *emitter) send(ev *toolpb.RunResponse) error {
 	return nil
 }
 
+// detach stops sending: the stream's handler returned.
+func (e *emitter) detach() {
+	e.mu.Lock()
+	e.broken = true
+	e.mu.Unlock()
+}
+
 // observe streams an event of the run service.
 func (e *emitter) observe(ev run.Event) {
+	var seq int64
+	var at time.Time
+	if sq, ok := ev.(run.Sequenced); ok {
+		seq, at, ev = sq.Seq, sq.Time, sq.Event
+	}
 	if s, ok := ev.(run.Started); ok {
 		e.mu.Lock()
 		e.runID = s.RunID
 		e.mu.Unlock()
 	}
 	if p := eventProto(ev); p != nil {
-		_ = e.send(p)
+		_ = e.send(p, seq, at)
 	}
 }
 
 // eventProto is the wire form of an event; nil for events the wire does not carry.
 func eventProto(ev run.Event) *toolpb.RunResponse {
 	switch x := ev.(type) {
+	case run.Ended:
+		var re *run.Error
+		if errors.As(x.Err, &re) {
+			return &toolpb.RunResponse{Event: &toolpb.RunResponse_Error{Error: runErrorProto(re.Err)}}
+		}
+		if x.Err != nil {
+			return &toolpb.RunResponse{Event: &toolpb.RunResponse_Error{Error: runErrorProto(x.Err)}}
+		}
+		res := x.Result
+		return &toolpb.RunResponse{Event: &toolpb.RunResponse_FinalResult{FinalResult: &toolpb.FinalResult{
+			Text: res.Text, Iterations: int32(res.Iterations), ReturnDirect: res.ReturnDirect,
+			Usage: &toolpb.Usage{Model: res.Model, InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens, CostUsd: res.CostUSD},
+		}}}
 	case run.Started:
 		return &toolpb.RunResponse{Event: &toolpb.RunResponse_Started{Started: &toolpb.RunStarted{
 			Model: x.Model, Tools: x.Tools, LoopId: x.LoopID, MaxIterations: int32(x.MaxIterations),

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/code"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/toolmesh/toolmesh/internal/decorators"
@@ -26,31 +27,47 @@ type orchestratorServer struct {
 	s *Server
 }
 
-// Run validates the request, runs it and streams its events.
+// Run validates the request, runs it and streams its events. A detached run goes on when
+// the client goes away.
 func (o *orchestratorServer) Run(req *toolpb.RunRequest, stream toolpb.OrchestratorService_RunServer) error {
 	if fe := validateRun(req); fe != nil {
 		return fe.status()
 	}
 	em := &emitter{stream: stream}
-	res, err := o.s.runs.Run(stream.Context(), runRequest(req), em.observe)
-	if err != nil {
-		return o.s.runError(em, err)
+	rr := runRequest(req)
+	if o.s.journaled {
+		wire, err := protojson.Marshal(req)
+		if err != nil {
+			return statusError(toolpb.ErrorReason_ERROR_REASON_INTERNAL, "the request cannot be journaled: "+err.Error(), nil)
+		}
+		rr.Wire = wire
 	}
-	if res.Outcome != nil {
-		return nil // a tool ended the run: its replan_requested or terminated event was the last
+	if !req.GetDetached() {
+		_, err := o.s.runs.Run(stream.Context(), rr, em.observe)
+		return o.s.runError(err)
 	}
-	return em.send(&toolpb.RunResponse{Event: &toolpb.RunResponse_FinalResult{FinalResult: &toolpb.FinalResult{
-		Text: res.Text, Iterations: int32(res.Iterations), ReturnDirect: res.ReturnDirect,
-		Usage: &toolpb.Usage{Model: res.Model, InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens, CostUsd: res.CostUSD},
-	}}})
+	done := make(chan error, 1)
+	go func() {
+		_, err := o.s.runs.Run(context.WithoutCancel(stream.Context()), rr, em.observe)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return o.s.runError(err)
+	case <-stream.Context().Done():
+		em.detach() // the run goes on; it sends no more to this stream
+		return stream.Context().Err()
+	}
 }
 
-// runError maps the error a run was refused or ended with to its status. A run that
-// started gets an error event first, so that the stream tells what the status tells.
-func (s *Server) runError(em *emitter, err error) error {
+// runError maps the error a run was refused or ended with to its status (nil for none).
+// A run that started had its error event sent already, as its last event.
+func (s *Server) runError(err error) error {
 	var fe *run.FieldError
 	var re *run.Error
 	switch {
+	case err == nil:
+		return nil
 	case errors.As(err, &fe):
 		return (&fieldError{reason: classify(fe.Kind), field: fe.Field, desc: fe.Problem}).status()
 	case errors.Is(err, run.ErrExists):
@@ -59,9 +76,10 @@ func (s *Server) runError(em *emitter, err error) error {
 		return statusError(toolpb.ErrorReason_ERROR_REASON_OVERLOADED, "the orchestrator is running its maximum of runs; retry later", nil)
 	case errors.Is(err, run.ErrClosed):
 		return statusError(toolpb.ErrorReason_ERROR_REASON_SHUTTING_DOWN, "the orchestrator is shutting down", nil)
+	case errors.Is(err, run.ErrUnavailable):
+		return statusError(toolpb.ErrorReason_ERROR_REASON_JOURNAL_UNAVAILABLE, err.Error(), nil)
 	case errors.As(err, &re):
 		runErr := runErrorProto(re.Err)
-		_ = em.send(&toolpb.RunResponse{Event: &toolpb.RunResponse_Error{Error: runErr}})
 		return statusError(runErr.GetReason(), runErr.GetMessage(), map[string]string{"run_id": re.RunID})
 	}
 	return statusError(toolpb.ErrorReason_ERROR_REASON_INTERNAL, err.Error(), nil)
@@ -224,6 +242,9 @@ func (o *orchestratorServer) GetRun(_ context.Context, req *toolpb.GetRunRequest
 		return nil, fe.status()
 	}
 	snap, err := o.s.runs.Get(req.GetRunId())
+	if errors.Is(err, run.ErrUnavailable) {
+		return nil, statusError(toolpb.ErrorReason_ERROR_REASON_JOURNAL_UNAVAILABLE, err.Error(), nil)
+	}
 	if err != nil {
 		return nil, notFound(err).status()
 	}
@@ -236,7 +257,12 @@ func (o *orchestratorServer) CancelRun(ctx context.Context, req *toolpb.CancelRu
 		return nil, fe.status()
 	}
 	st, err := o.s.runs.Cancel(ctx, req.GetRunId(), req.GetReason())
-	if err != nil {
+	switch {
+	case errors.Is(err, run.ErrUnavailable):
+		return nil, statusError(toolpb.ErrorReason_ERROR_REASON_JOURNAL_UNAVAILABLE, err.Error(), nil)
+	case errors.Is(err, run.ErrElsewhere):
+		return nil, statusError(toolpb.ErrorReason_ERROR_REASON_RUN_ELSEWHERE, err.Error(), map[string]string{"run_id": req.GetRunId()})
+	case err != nil:
 		return nil, notFound(err).status()
 	}
 	return &toolpb.CancelRunResponse{State: stateProto(st)}, nil

@@ -19,6 +19,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/mcp"
 	"github.com/toolmesh/toolmesh/internal/router"
 	"github.com/toolmesh/toolmesh/internal/run"
+	"github.com/toolmesh/toolmesh/internal/runlog"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
@@ -42,6 +43,11 @@ type Options struct {
 	// "assets", for the config's and the requests' artifact rules.
 	Sinks  map[string]decorators.Sink
 	Logger *slog.Logger
+	// Journal records runs so that they survive a restart and any replica sharing it
+	// can watch, list and take them over; Owner names this orchestrator in its leases.
+	// Nil keeps runs in memory only.
+	Journal runlog.Store
+	Owner   string
 }
 
 // Server implements the orchestrator's gRPC services.
@@ -52,6 +58,8 @@ type Server struct {
 	runs     *run.Service
 	orch     *orchestratorServer
 	registry *registryServer
+	// journaled is set when runs are journaled: requests are kept in their wire form.
+	journaled bool
 }
 
 // New returns a Server.
@@ -83,11 +91,12 @@ func New(opts Options) (*Server, error) {
 		Router: opts.Router, Providers: providers, DefaultProvider: def, Config: cfg,
 		Telemetry: opts.Telemetry, Logger: opts.Logger, Sinks: opts.Sinks, MCP: groups,
 		ErrorType: func(err error) string { return wire.ReasonName(classify(err)) },
+		Journal:   opts.Journal, Codec: codec{}, Owner: opts.Owner,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	s := &Server{router: opts.Router, cfg: cfg, log: opts.Logger, runs: runs}
+	s := &Server{router: opts.Router, cfg: cfg, log: opts.Logger, runs: runs, journaled: opts.Journal != nil}
 	s.orch = &orchestratorServer{s: s}
 	s.registry = &registryServer{s: s}
 	return s, nil
@@ -106,6 +115,14 @@ func (s *Server) Register(g grpc.ServiceRegistrar) {
 	g.RegisterService(newAdmission(s.cfg.Server).gate(&toolpb.OrchestratorService_ServiceDesc, calls), s.orch)
 	g.RegisterService(newAdmission(s.cfg.Server).gate(&toolpb.ToolRegistryService_ServiceDesc, registrations), s.registry)
 }
+
+// Resume takes over the journal's runs this orchestrator may drive (its own, after a
+// restart, and those whose owner went away) and returns how many.
+func (s *Server) Resume(ctx context.Context) (int, error) { return s.runs.Resume(ctx) }
+
+// Maintain takes over the runs of orchestrators that went away and prunes old runs from
+// the journal, until ctx ends.
+func (s *Server) Maintain(ctx context.Context) { s.runs.Maintain(ctx) }
 
 // Shutdown refuses new runs, waits for the runs in progress until ctx ends (then cancels
 // them), and ends every worker registration stream so that a GracefulStop can complete.

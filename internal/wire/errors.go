@@ -64,6 +64,8 @@ var Reasons = map[toolpb.ErrorReason]Reason{
 	toolpb.ErrorReason_ERROR_REASON_REGISTRY_FULL:          {Code: codes.ResourceExhausted, RetryAfter: 5 * time.Second},
 	toolpb.ErrorReason_ERROR_REASON_REQUEST_TIMEOUT:        {Code: codes.DeadlineExceeded, RetryAfter: time.Second},
 	toolpb.ErrorReason_ERROR_REASON_REQUIRED_TOOLS_MISSING: {Code: codes.FailedPrecondition},
+	toolpb.ErrorReason_ERROR_REASON_JOURNAL_UNAVAILABLE:    {Code: codes.Unavailable, RetryAfter: time.Second},
+	toolpb.ErrorReason_ERROR_REASON_RUN_ELSEWHERE:          {Code: codes.FailedPrecondition},
 }
 
 // ReasonName is the reason as ErrorInfo carries it: the value's name without the

@@ -39,6 +39,10 @@ var (
 	ErrModelRefused   = errors.New("the model provider refused the request")
 	// ErrRequiredToolsMissing: a required tool group lacks tools the run requires.
 	ErrRequiredToolsMissing = errors.New("a required tool group lacks required tools")
+	// ErrJournalUnavailable: the orchestrator's run journal cannot be reached; retry.
+	ErrJournalUnavailable = errors.New("the run journal is unavailable")
+	// ErrRunElsewhere: another orchestrator replica drives the run.
+	ErrRunElsewhere = errors.New("the run is driven by another orchestrator")
 )
 
 // Sentinels of the reasons a worker's or a registration's errors carry; a client rarely
@@ -91,6 +95,8 @@ var sentinels = map[toolpb.ErrorReason]error{
 	toolpb.ErrorReason_ERROR_REASON_REGISTRY_FULL:          ErrRegistryFull,
 	toolpb.ErrorReason_ERROR_REASON_REQUEST_TIMEOUT:        ErrRequestTimeout,
 	toolpb.ErrorReason_ERROR_REASON_REQUIRED_TOOLS_MISSING: ErrRequiredToolsMissing,
+	toolpb.ErrorReason_ERROR_REASON_JOURNAL_UNAVAILABLE:    ErrJournalUnavailable,
+	toolpb.ErrorReason_ERROR_REASON_RUN_ELSEWHERE:          ErrRunElsewhere,
 }
 
 // Error is an error the orchestrator reported.

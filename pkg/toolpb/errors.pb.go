@@ -117,6 +117,12 @@ const (
 	// FAILED_PRECONDITION: a required tool group lacks tools the run requires
 	// (RunRequest.required_tool_groups), or has none.
 	ErrorReason_ERROR_REASON_REQUIRED_TOOLS_MISSING ErrorReason = 32
+	// UNAVAILABLE: the run journal cannot be reached (its database is down, say); retry.
+	// FAILED_PRECONDITION when the orchestrator keeps no journal at all.
+	ErrorReason_ERROR_REASON_JOURNAL_UNAVAILABLE ErrorReason = 33
+	// FAILED_PRECONDITION: the run is driven by another orchestrator replica, named in
+	// the metadata (owner); call that one.
+	ErrorReason_ERROR_REASON_RUN_ELSEWHERE ErrorReason = 34
 )
 
 // Enum value maps for ErrorReason.
@@ -155,6 +161,8 @@ var (
 		30: "ERROR_REASON_REGISTRY_FULL",
 		31: "ERROR_REASON_REQUEST_TIMEOUT",
 		32: "ERROR_REASON_REQUIRED_TOOLS_MISSING",
+		33: "ERROR_REASON_JOURNAL_UNAVAILABLE",
+		34: "ERROR_REASON_RUN_ELSEWHERE",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":            0,
@@ -190,6 +198,8 @@ var (
 		"ERROR_REASON_REGISTRY_FULL":          30,
 		"ERROR_REASON_REQUEST_TIMEOUT":        31,
 		"ERROR_REASON_REQUIRED_TOOLS_MISSING": 32,
+		"ERROR_REASON_JOURNAL_UNAVAILABLE":    33,
+		"ERROR_REASON_RUN_ELSEWHERE":          34,
 	}
 )
 
@@ -224,7 +234,7 @@ var File_toolmesh_v1_errors_proto protoreflect.FileDescriptor
 
 const file_toolmesh_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x18toolmesh/v1/errors.proto\x12\vtoolmesh.v1*\xd7\b\n" +
+	"\x18toolmesh/v1/errors.proto\x12\vtoolmesh.v1*\x9d\t\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cERROR_REASON_INVALID_REQUEST\x10\x01\x12#\n" +
@@ -259,7 +269,9 @@ const file_toolmesh_v1_errors_proto_rawDesc = "" +
 	"\x1aERROR_REASON_LEASE_EXPIRED\x10\x1d\x12\x1e\n" +
 	"\x1aERROR_REASON_REGISTRY_FULL\x10\x1e\x12 \n" +
 	"\x1cERROR_REASON_REQUEST_TIMEOUT\x10\x1f\x12'\n" +
-	"#ERROR_REASON_REQUIRED_TOOLS_MISSING\x10 B)Z'github.com/toolmesh/toolmesh/pkg/toolpbb\x06proto3"
+	"#ERROR_REASON_REQUIRED_TOOLS_MISSING\x10 \x12$\n" +
+	" ERROR_REASON_JOURNAL_UNAVAILABLE\x10!\x12\x1e\n" +
+	"\x1aERROR_REASON_RUN_ELSEWHERE\x10\"B)Z'github.com/toolmesh/toolmesh/pkg/toolpbb\x06proto3"
 
 var (
 	file_toolmesh_v1_errors_proto_rawDescOnce sync.Once

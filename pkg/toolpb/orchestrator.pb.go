@@ -455,7 +455,11 @@ type RunRequest struct {
 	// directly: the run takes its system prompt, tools, tool groups, model and iteration
 	// limit, and the request's own add to them (system_prompt then comes after the
 	// agent's). 1 to 64 characters of [A-Za-z0-9_-].
-	Agent         string `protobuf:"bytes,18,opt,name=agent,proto3" json:"agent,omitempty"`
+	Agent string `protobuf:"bytes,18,opt,name=agent,proto3" json:"agent,omitempty"`
+	// Keep the run going when the client goes away (its stream breaks or it cancels the
+	// call): watch it with WatchRun, stop it with CancelRun. Otherwise a run ends when its
+	// client goes away.
+	Detached      bool `protobuf:"varint,19,opt,name=detached,proto3" json:"detached,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -614,6 +618,13 @@ func (x *RunRequest) GetAgent() string {
 		return x.Agent
 	}
 	return ""
+}
+
+func (x *RunRequest) GetDetached() bool {
+	if x != nil {
+		return x.Detached
+	}
+	return false
 }
 
 // ChainingSource takes returned objects of a type for tool chaining.
@@ -1444,7 +1455,9 @@ type RunResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id of the run.
 	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	// Position of the event in the run, from 1.
+	// Position of the event in the run: increasing from 1. With a journal it is the
+	// event's record in the run's journal, so numbers may be skipped (the journal also
+	// holds model responses and tool dispatches); WatchRun resumes after one.
 	Sequence int64 `protobuf:"varint,2,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	// When the event happened.
 	Time *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=time,proto3" json:"time,omitempty"`
@@ -3927,6 +3940,271 @@ func (x *WorkerStatus) GetRegisteredAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// WatchRunRequest names a run to watch.
+type WatchRunRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id of the run: 1 to 256 bytes.
+	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// Send the events after this sequence number (0: all of them).
+	AfterSequence int64 `protobuf:"varint,2,opt,name=after_sequence,json=afterSequence,proto3" json:"after_sequence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchRunRequest) Reset() {
+	*x = WatchRunRequest{}
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchRunRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchRunRequest) ProtoMessage() {}
+
+func (x *WatchRunRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchRunRequest.ProtoReflect.Descriptor instead.
+func (*WatchRunRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *WatchRunRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *WatchRunRequest) GetAfterSequence() int64 {
+	if x != nil {
+		return x.AfterSequence
+	}
+	return 0
+}
+
+// ListRunsRequest asks for a page of runs.
+type ListRunsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only runs in this state (unspecified: all). REPLAN_REQUESTED and TERMINATED list
+	// the runs a tool ended, both.
+	State RunState `protobuf:"varint,1,opt,name=state,proto3,enum=toolmesh.v1.RunState" json:"state,omitempty"`
+	// At most this many (1 to 1,000; 0 means 100).
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The next_page_token of the previous page; empty for the first.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRunsRequest) Reset() {
+	*x = ListRunsRequest{}
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRunsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRunsRequest) ProtoMessage() {}
+
+func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRunsRequest.ProtoReflect.Descriptor instead.
+func (*ListRunsRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *ListRunsRequest) GetState() RunState {
+	if x != nil {
+		return x.State
+	}
+	return RunState_RUN_STATE_UNSPECIFIED
+}
+
+func (x *ListRunsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListRunsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListRunsResponse is a page of runs.
+type ListRunsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The runs, by id.
+	Runs []*RunSummary `protobuf:"bytes,1,rep,name=runs,proto3" json:"runs,omitempty"`
+	// Pass it as page_token for the next page; empty after the last.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRunsResponse) Reset() {
+	*x = ListRunsResponse{}
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRunsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRunsResponse) ProtoMessage() {}
+
+func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRunsResponse.ProtoReflect.Descriptor instead.
+func (*ListRunsResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *ListRunsResponse) GetRuns() []*RunSummary {
+	if x != nil {
+		return x.Runs
+	}
+	return nil
+}
+
+func (x *ListRunsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// RunSummary is a run as ListRuns lists it.
+type RunSummary struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id of the run.
+	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// Its state (a run a tool ended lists as TERMINATED).
+	State RunState `protobuf:"varint,2,opt,name=state,proto3,enum=toolmesh.v1.RunState" json:"state,omitempty"`
+	// The orchestrator that drives it or drove it last.
+	Owner string `protobuf:"bytes,3,opt,name=owner,proto3" json:"owner,omitempty"`
+	// When it started and when its journal last changed.
+	Started *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=started,proto3" json:"started,omitempty"`
+	Updated *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=updated,proto3" json:"updated,omitempty"`
+	// Records in its journal.
+	Records       int64 `protobuf:"varint,6,opt,name=records,proto3" json:"records,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunSummary) Reset() {
+	*x = RunSummary{}
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunSummary) ProtoMessage() {}
+
+func (x *RunSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunSummary.ProtoReflect.Descriptor instead.
+func (*RunSummary) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *RunSummary) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *RunSummary) GetState() RunState {
+	if x != nil {
+		return x.State
+	}
+	return RunState_RUN_STATE_UNSPECIFIED
+}
+
+func (x *RunSummary) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *RunSummary) GetStarted() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Started
+	}
+	return nil
+}
+
+func (x *RunSummary) GetUpdated() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Updated
+	}
+	return nil
+}
+
+func (x *RunSummary) GetRecords() int64 {
+	if x != nil {
+		return x.Records
+	}
+	return 0
+}
+
 // GetRunRequest names a run.
 type GetRunRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3938,7 +4216,7 @@ type GetRunRequest struct {
 
 func (x *GetRunRequest) Reset() {
 	*x = GetRunRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[43]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3950,7 +4228,7 @@ func (x *GetRunRequest) String() string {
 func (*GetRunRequest) ProtoMessage() {}
 
 func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[43]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3963,7 +4241,7 @@ func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunRequest.ProtoReflect.Descriptor instead.
 func (*GetRunRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{43}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GetRunRequest) GetRunId() string {
@@ -4019,7 +4297,7 @@ type GetRunResponse struct {
 
 func (x *GetRunResponse) Reset() {
 	*x = GetRunResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[44]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4031,7 +4309,7 @@ func (x *GetRunResponse) String() string {
 func (*GetRunResponse) ProtoMessage() {}
 
 func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[44]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4044,7 +4322,7 @@ func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunResponse.ProtoReflect.Descriptor instead.
 func (*GetRunResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{44}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GetRunResponse) GetRunId() string {
@@ -4178,7 +4456,7 @@ type LoopInfo struct {
 
 func (x *LoopInfo) Reset() {
 	*x = LoopInfo{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[45]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4190,7 +4468,7 @@ func (x *LoopInfo) String() string {
 func (*LoopInfo) ProtoMessage() {}
 
 func (x *LoopInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[45]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4203,7 +4481,7 @@ func (x *LoopInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoopInfo.ProtoReflect.Descriptor instead.
 func (*LoopInfo) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{45}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *LoopInfo) GetScope() *LoopScope {
@@ -4262,7 +4540,7 @@ type Budget struct {
 
 func (x *Budget) Reset() {
 	*x = Budget{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[46]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4274,7 +4552,7 @@ func (x *Budget) String() string {
 func (*Budget) ProtoMessage() {}
 
 func (x *Budget) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[46]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4287,7 +4565,7 @@ func (x *Budget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Budget.ProtoReflect.Descriptor instead.
 func (*Budget) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{46}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Budget) GetMaxCostUsd() float64 {
@@ -4345,7 +4623,7 @@ type CancelRunRequest struct {
 
 func (x *CancelRunRequest) Reset() {
 	*x = CancelRunRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[47]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4357,7 +4635,7 @@ func (x *CancelRunRequest) String() string {
 func (*CancelRunRequest) ProtoMessage() {}
 
 func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[47]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4370,7 +4648,7 @@ func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunRequest.ProtoReflect.Descriptor instead.
 func (*CancelRunRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{47}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *CancelRunRequest) GetRunId() string {
@@ -4398,7 +4676,7 @@ type CancelRunResponse struct {
 
 func (x *CancelRunResponse) Reset() {
 	*x = CancelRunResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[48]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4410,7 +4688,7 @@ func (x *CancelRunResponse) String() string {
 func (*CancelRunResponse) ProtoMessage() {}
 
 func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[48]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4423,7 +4701,7 @@ func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunResponse.ProtoReflect.Descriptor instead.
 func (*CancelRunResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{48}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *CancelRunResponse) GetState() RunState {
@@ -4440,7 +4718,7 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\x1etoolmesh/v1/orchestrator.proto\x12\vtoolmesh.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15google/rpc/code.proto\x1a\x18toolmesh/v1/errors.proto\x1a\x16toolmesh/v1/tool.proto\"P\n" +
 	"\x13ConversationMessage\x12%\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x11.toolmesh.v1.RoleR\x04role\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04text\"\x86\b\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"\xa2\b\n" +
 	"\n" +
 	"RunRequest\x12\x16\n" +
 	"\x06prompt\x18\x01 \x01(\tR\x06prompt\x12<\n" +
@@ -4463,7 +4741,8 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\ragentic_tools\x18\x0f \x03(\v2\x1c.toolmesh.v1.AgenticToolSpecR\fagenticTools\x12F\n" +
 	"\x10chaining_sources\x18\x10 \x03(\v2\x1b.toolmesh.v1.ChainingSourceR\x0fchainingSources\x12$\n" +
 	"\x0echain_from_any\x18\x11 \x01(\bR\fchainFromAny\x12\x14\n" +
-	"\x05agent\x18\x12 \x01(\tR\x05agent\x1a:\n" +
+	"\x05agent\x18\x12 \x01(\tR\x05agent\x12\x1a\n" +
+	"\bdetached\x18\x13 \x01(\bR\bdetached\x1a:\n" +
 	"\fContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aE\n" +
@@ -4723,7 +5002,26 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\tin_flight\x18\x05 \x01(\x05R\binFlight\x12\x14\n" +
 	"\x05calls\x18\x06 \x01(\x03R\x05calls\x12\x1a\n" +
 	"\bcapacity\x18\a \x01(\x05R\bcapacity\x12?\n" +
-	"\rregistered_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\fregisteredAt\"&\n" +
+	"\rregistered_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\fregisteredAt\"O\n" +
+	"\x0fWatchRunRequest\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12%\n" +
+	"\x0eafter_sequence\x18\x02 \x01(\x03R\rafterSequence\"z\n" +
+	"\x0fListRunsRequest\x12+\n" +
+	"\x05state\x18\x01 \x01(\x0e2\x15.toolmesh.v1.RunStateR\x05state\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"g\n" +
+	"\x10ListRunsResponse\x12+\n" +
+	"\x04runs\x18\x01 \x03(\v2\x17.toolmesh.v1.RunSummaryR\x04runs\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xec\x01\n" +
+	"\n" +
+	"RunSummary\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12+\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x15.toolmesh.v1.RunStateR\x05state\x12\x14\n" +
+	"\x05owner\x18\x03 \x01(\tR\x05owner\x124\n" +
+	"\astarted\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\astarted\x124\n" +
+	"\aupdated\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\aupdated\x12\x18\n" +
+	"\arecords\x18\x06 \x01(\x03R\arecords\"&\n" +
 	"\rGetRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\"\xae\x05\n" +
 	"\x0eGetRunResponse\x12\x15\n" +
@@ -4805,14 +5103,16 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\x10RUN_STATE_FAILED\x10\x03\x12\x17\n" +
 	"\x13RUN_STATE_CANCELLED\x10\x04\x12\x1e\n" +
 	"\x1aRUN_STATE_REPLAN_REQUESTED\x10\x05\x12\x18\n" +
-	"\x14RUN_STATE_TERMINATED\x10\x062\xd9\x03\n" +
+	"\x14RUN_STATE_TERMINATED\x10\x062\xe8\x04\n" +
 	"\x13OrchestratorService\x12:\n" +
 	"\x03Run\x12\x17.toolmesh.v1.RunRequest\x1a\x18.toolmesh.v1.RunResponse0\x01\x12J\n" +
 	"\tListTools\x12\x1d.toolmesh.v1.ListToolsRequest\x1a\x1e.toolmesh.v1.ListToolsResponse\x12Y\n" +
 	"\x0eListToolGroups\x12\".toolmesh.v1.ListToolGroupsRequest\x1a#.toolmesh.v1.ListToolGroupsResponse\x12P\n" +
 	"\vListWorkers\x12\x1f.toolmesh.v1.ListWorkersRequest\x1a .toolmesh.v1.ListWorkersResponse\x12A\n" +
 	"\x06GetRun\x12\x1a.toolmesh.v1.GetRunRequest\x1a\x1b.toolmesh.v1.GetRunResponse\x12J\n" +
-	"\tCancelRun\x12\x1d.toolmesh.v1.CancelRunRequest\x1a\x1e.toolmesh.v1.CancelRunResponseB)Z'github.com/toolmesh/toolmesh/pkg/toolpbb\x06proto3"
+	"\tCancelRun\x12\x1d.toolmesh.v1.CancelRunRequest\x1a\x1e.toolmesh.v1.CancelRunResponse\x12D\n" +
+	"\bWatchRun\x12\x1c.toolmesh.v1.WatchRunRequest\x1a\x18.toolmesh.v1.RunResponse0\x01\x12G\n" +
+	"\bListRuns\x12\x1c.toolmesh.v1.ListRunsRequest\x1a\x1d.toolmesh.v1.ListRunsResponseB)Z'github.com/toolmesh/toolmesh/pkg/toolpbb\x06proto3"
 
 var (
 	file_toolmesh_v1_orchestrator_proto_rawDescOnce sync.Once
@@ -4827,7 +5127,7 @@ func file_toolmesh_v1_orchestrator_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_v1_orchestrator_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_toolmesh_v1_orchestrator_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_toolmesh_v1_orchestrator_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_toolmesh_v1_orchestrator_proto_goTypes = []any{
 	(Role)(0),                      // 0: toolmesh.v1.Role
 	(AgenticKind)(0),               // 1: toolmesh.v1.AgenticKind
@@ -4877,46 +5177,50 @@ var file_toolmesh_v1_orchestrator_proto_goTypes = []any{
 	(*ListWorkersRequest)(nil),     // 45: toolmesh.v1.ListWorkersRequest
 	(*ListWorkersResponse)(nil),    // 46: toolmesh.v1.ListWorkersResponse
 	(*WorkerStatus)(nil),           // 47: toolmesh.v1.WorkerStatus
-	(*GetRunRequest)(nil),          // 48: toolmesh.v1.GetRunRequest
-	(*GetRunResponse)(nil),         // 49: toolmesh.v1.GetRunResponse
-	(*LoopInfo)(nil),               // 50: toolmesh.v1.LoopInfo
-	(*Budget)(nil),                 // 51: toolmesh.v1.Budget
-	(*CancelRunRequest)(nil),       // 52: toolmesh.v1.CancelRunRequest
-	(*CancelRunResponse)(nil),      // 53: toolmesh.v1.CancelRunResponse
-	nil,                            // 54: toolmesh.v1.RunRequest.ContextEntry
-	nil,                            // 55: toolmesh.v1.RunRequest.InteractionContextEntry
-	nil,                            // 56: toolmesh.v1.AgenticToolSpec.ContextEntry
-	(*durationpb.Duration)(nil),    // 57: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 58: google.protobuf.Timestamp
-	(*BlackboardObject)(nil),       // 59: toolmesh.v1.BlackboardObject
-	(TerminateScope)(0),            // 60: toolmesh.v1.TerminateScope
-	(*Artifact)(nil),               // 61: toolmesh.v1.Artifact
-	(code.Code)(0),                 // 62: google.rpc.Code
-	(ErrorReason)(0),               // 63: toolmesh.v1.ErrorReason
-	(*ToolDefinition)(nil),         // 64: toolmesh.v1.ToolDefinition
-	(*ToolGroupInfo)(nil),          // 65: toolmesh.v1.ToolGroupInfo
+	(*WatchRunRequest)(nil),        // 48: toolmesh.v1.WatchRunRequest
+	(*ListRunsRequest)(nil),        // 49: toolmesh.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),       // 50: toolmesh.v1.ListRunsResponse
+	(*RunSummary)(nil),             // 51: toolmesh.v1.RunSummary
+	(*GetRunRequest)(nil),          // 52: toolmesh.v1.GetRunRequest
+	(*GetRunResponse)(nil),         // 53: toolmesh.v1.GetRunResponse
+	(*LoopInfo)(nil),               // 54: toolmesh.v1.LoopInfo
+	(*Budget)(nil),                 // 55: toolmesh.v1.Budget
+	(*CancelRunRequest)(nil),       // 56: toolmesh.v1.CancelRunRequest
+	(*CancelRunResponse)(nil),      // 57: toolmesh.v1.CancelRunResponse
+	nil,                            // 58: toolmesh.v1.RunRequest.ContextEntry
+	nil,                            // 59: toolmesh.v1.RunRequest.InteractionContextEntry
+	nil,                            // 60: toolmesh.v1.AgenticToolSpec.ContextEntry
+	(*durationpb.Duration)(nil),    // 61: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 62: google.protobuf.Timestamp
+	(*BlackboardObject)(nil),       // 63: toolmesh.v1.BlackboardObject
+	(TerminateScope)(0),            // 64: toolmesh.v1.TerminateScope
+	(*Artifact)(nil),               // 65: toolmesh.v1.Artifact
+	(code.Code)(0),                 // 66: google.rpc.Code
+	(ErrorReason)(0),               // 67: toolmesh.v1.ErrorReason
+	(*ToolDefinition)(nil),         // 68: toolmesh.v1.ToolDefinition
+	(*ToolGroupInfo)(nil),          // 69: toolmesh.v1.ToolGroupInfo
 }
 var file_toolmesh_v1_orchestrator_proto_depIdxs = []int32{
 	0,  // 0: toolmesh.v1.ConversationMessage.role:type_name -> toolmesh.v1.Role
 	5,  // 1: toolmesh.v1.RunRequest.messages:type_name -> toolmesh.v1.ConversationMessage
-	54, // 2: toolmesh.v1.RunRequest.context:type_name -> toolmesh.v1.RunRequest.ContextEntry
+	58, // 2: toolmesh.v1.RunRequest.context:type_name -> toolmesh.v1.RunRequest.ContextEntry
 	15, // 3: toolmesh.v1.RunRequest.llm:type_name -> toolmesh.v1.LlmOptions
 	16, // 4: toolmesh.v1.RunRequest.limits:type_name -> toolmesh.v1.RunLimits
-	55, // 5: toolmesh.v1.RunRequest.interaction_context:type_name -> toolmesh.v1.RunRequest.InteractionContextEntry
+	59, // 5: toolmesh.v1.RunRequest.interaction_context:type_name -> toolmesh.v1.RunRequest.InteractionContextEntry
 	14, // 6: toolmesh.v1.RunRequest.artifact_sinks:type_name -> toolmesh.v1.ArtifactSinkSpec
 	13, // 7: toolmesh.v1.RunRequest.required_tool_groups:type_name -> toolmesh.v1.ToolGroupRequirement
 	8,  // 8: toolmesh.v1.RunRequest.agentic_tools:type_name -> toolmesh.v1.AgenticToolSpec
 	7,  // 9: toolmesh.v1.RunRequest.chaining_sources:type_name -> toolmesh.v1.ChainingSource
 	1,  // 10: toolmesh.v1.AgenticToolSpec.kind:type_name -> toolmesh.v1.AgenticKind
 	15, // 11: toolmesh.v1.AgenticToolSpec.llm:type_name -> toolmesh.v1.LlmOptions
-	56, // 12: toolmesh.v1.AgenticToolSpec.context:type_name -> toolmesh.v1.AgenticToolSpec.ContextEntry
+	60, // 12: toolmesh.v1.AgenticToolSpec.context:type_name -> toolmesh.v1.AgenticToolSpec.ContextEntry
 	9,  // 13: toolmesh.v1.AgenticToolSpec.locked_tools:type_name -> toolmesh.v1.LockedTool
 	10, // 14: toolmesh.v1.AgenticToolSpec.state_machine:type_name -> toolmesh.v1.StateMachineSpec
 	7,  // 15: toolmesh.v1.AgenticToolSpec.chaining_sources:type_name -> toolmesh.v1.ChainingSource
 	11, // 16: toolmesh.v1.StateMachineSpec.states:type_name -> toolmesh.v1.MachineState
 	12, // 17: toolmesh.v1.MachineState.tools:type_name -> toolmesh.v1.MachineStateTool
-	57, // 18: toolmesh.v1.RunLimits.timeout:type_name -> google.protobuf.Duration
-	58, // 19: toolmesh.v1.RunResponse.time:type_name -> google.protobuf.Timestamp
+	61, // 18: toolmesh.v1.RunLimits.timeout:type_name -> google.protobuf.Duration
+	62, // 19: toolmesh.v1.RunResponse.time:type_name -> google.protobuf.Timestamp
 	31, // 20: toolmesh.v1.RunResponse.started:type_name -> toolmesh.v1.RunStarted
 	32, // 21: toolmesh.v1.RunResponse.tool_call_started:type_name -> toolmesh.v1.ToolCallStarted
 	33, // 22: toolmesh.v1.RunResponse.tool_call_finished:type_name -> toolmesh.v1.ToolCallFinished
@@ -4938,53 +5242,62 @@ var file_toolmesh_v1_orchestrator_proto_depIdxs = []int32{
 	20, // 38: toolmesh.v1.RunResponse.nested_loop_finished:type_name -> toolmesh.v1.NestedLoopFinished
 	18, // 39: toolmesh.v1.RunResponse.scope:type_name -> toolmesh.v1.LoopScope
 	1,  // 40: toolmesh.v1.LoopScope.kind:type_name -> toolmesh.v1.AgenticKind
-	59, // 41: toolmesh.v1.ArtifactCaptured.object:type_name -> toolmesh.v1.BlackboardObject
-	59, // 42: toolmesh.v1.BlackboardChanged.object:type_name -> toolmesh.v1.BlackboardObject
-	59, // 43: toolmesh.v1.ReplanRequested.added:type_name -> toolmesh.v1.BlackboardObject
-	60, // 44: toolmesh.v1.Terminated.scope:type_name -> toolmesh.v1.TerminateScope
+	63, // 41: toolmesh.v1.ArtifactCaptured.object:type_name -> toolmesh.v1.BlackboardObject
+	63, // 42: toolmesh.v1.BlackboardChanged.object:type_name -> toolmesh.v1.BlackboardObject
+	63, // 43: toolmesh.v1.ReplanRequested.added:type_name -> toolmesh.v1.BlackboardObject
+	64, // 44: toolmesh.v1.Terminated.scope:type_name -> toolmesh.v1.TerminateScope
 	30, // 45: toolmesh.v1.AssetAdded.asset:type_name -> toolmesh.v1.Asset
-	59, // 46: toolmesh.v1.Asset.object:type_name -> toolmesh.v1.BlackboardObject
+	63, // 46: toolmesh.v1.Asset.object:type_name -> toolmesh.v1.BlackboardObject
 	2,  // 47: toolmesh.v1.ToolCallFinished.outcome:type_name -> toolmesh.v1.ToolCallOutcome
-	57, // 48: toolmesh.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
-	61, // 49: toolmesh.v1.ToolCallFinished.artifact:type_name -> toolmesh.v1.Artifact
+	61, // 48: toolmesh.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
+	65, // 49: toolmesh.v1.ToolCallFinished.artifact:type_name -> toolmesh.v1.Artifact
 	36, // 50: toolmesh.v1.FinalResult.usage:type_name -> toolmesh.v1.Usage
-	62, // 51: toolmesh.v1.RunError.code:type_name -> google.rpc.Code
-	63, // 52: toolmesh.v1.RunError.reason:type_name -> toolmesh.v1.ErrorReason
+	66, // 51: toolmesh.v1.RunError.code:type_name -> google.rpc.Code
+	67, // 52: toolmesh.v1.RunError.reason:type_name -> toolmesh.v1.ErrorReason
 	41, // 53: toolmesh.v1.ListToolsResponse.tools:type_name -> toolmesh.v1.ToolInfo
-	64, // 54: toolmesh.v1.ToolInfo.definition:type_name -> toolmesh.v1.ToolDefinition
+	68, // 54: toolmesh.v1.ToolInfo.definition:type_name -> toolmesh.v1.ToolDefinition
 	44, // 55: toolmesh.v1.ListToolGroupsResponse.groups:type_name -> toolmesh.v1.ToolGroupStatus
-	65, // 56: toolmesh.v1.ToolGroupStatus.group:type_name -> toolmesh.v1.ToolGroupInfo
+	69, // 56: toolmesh.v1.ToolGroupStatus.group:type_name -> toolmesh.v1.ToolGroupInfo
 	47, // 57: toolmesh.v1.ListWorkersResponse.workers:type_name -> toolmesh.v1.WorkerStatus
 	3,  // 58: toolmesh.v1.WorkerStatus.state:type_name -> toolmesh.v1.WorkerState
-	58, // 59: toolmesh.v1.WorkerStatus.registered_at:type_name -> google.protobuf.Timestamp
-	4,  // 60: toolmesh.v1.GetRunResponse.state:type_name -> toolmesh.v1.RunState
-	38, // 61: toolmesh.v1.GetRunResponse.error:type_name -> toolmesh.v1.RunError
-	58, // 62: toolmesh.v1.GetRunResponse.started_at:type_name -> google.protobuf.Timestamp
-	58, // 63: toolmesh.v1.GetRunResponse.ended_at:type_name -> google.protobuf.Timestamp
-	36, // 64: toolmesh.v1.GetRunResponse.usage:type_name -> toolmesh.v1.Usage
-	59, // 65: toolmesh.v1.GetRunResponse.blackboard:type_name -> toolmesh.v1.BlackboardObject
-	51, // 66: toolmesh.v1.GetRunResponse.budget:type_name -> toolmesh.v1.Budget
-	30, // 67: toolmesh.v1.GetRunResponse.assets:type_name -> toolmesh.v1.Asset
-	50, // 68: toolmesh.v1.GetRunResponse.loops:type_name -> toolmesh.v1.LoopInfo
-	18, // 69: toolmesh.v1.LoopInfo.scope:type_name -> toolmesh.v1.LoopScope
-	4,  // 70: toolmesh.v1.CancelRunResponse.state:type_name -> toolmesh.v1.RunState
-	6,  // 71: toolmesh.v1.OrchestratorService.Run:input_type -> toolmesh.v1.RunRequest
-	39, // 72: toolmesh.v1.OrchestratorService.ListTools:input_type -> toolmesh.v1.ListToolsRequest
-	42, // 73: toolmesh.v1.OrchestratorService.ListToolGroups:input_type -> toolmesh.v1.ListToolGroupsRequest
-	45, // 74: toolmesh.v1.OrchestratorService.ListWorkers:input_type -> toolmesh.v1.ListWorkersRequest
-	48, // 75: toolmesh.v1.OrchestratorService.GetRun:input_type -> toolmesh.v1.GetRunRequest
-	52, // 76: toolmesh.v1.OrchestratorService.CancelRun:input_type -> toolmesh.v1.CancelRunRequest
-	17, // 77: toolmesh.v1.OrchestratorService.Run:output_type -> toolmesh.v1.RunResponse
-	40, // 78: toolmesh.v1.OrchestratorService.ListTools:output_type -> toolmesh.v1.ListToolsResponse
-	43, // 79: toolmesh.v1.OrchestratorService.ListToolGroups:output_type -> toolmesh.v1.ListToolGroupsResponse
-	46, // 80: toolmesh.v1.OrchestratorService.ListWorkers:output_type -> toolmesh.v1.ListWorkersResponse
-	49, // 81: toolmesh.v1.OrchestratorService.GetRun:output_type -> toolmesh.v1.GetRunResponse
-	53, // 82: toolmesh.v1.OrchestratorService.CancelRun:output_type -> toolmesh.v1.CancelRunResponse
-	77, // [77:83] is the sub-list for method output_type
-	71, // [71:77] is the sub-list for method input_type
-	71, // [71:71] is the sub-list for extension type_name
-	71, // [71:71] is the sub-list for extension extendee
-	0,  // [0:71] is the sub-list for field type_name
+	62, // 59: toolmesh.v1.WorkerStatus.registered_at:type_name -> google.protobuf.Timestamp
+	4,  // 60: toolmesh.v1.ListRunsRequest.state:type_name -> toolmesh.v1.RunState
+	51, // 61: toolmesh.v1.ListRunsResponse.runs:type_name -> toolmesh.v1.RunSummary
+	4,  // 62: toolmesh.v1.RunSummary.state:type_name -> toolmesh.v1.RunState
+	62, // 63: toolmesh.v1.RunSummary.started:type_name -> google.protobuf.Timestamp
+	62, // 64: toolmesh.v1.RunSummary.updated:type_name -> google.protobuf.Timestamp
+	4,  // 65: toolmesh.v1.GetRunResponse.state:type_name -> toolmesh.v1.RunState
+	38, // 66: toolmesh.v1.GetRunResponse.error:type_name -> toolmesh.v1.RunError
+	62, // 67: toolmesh.v1.GetRunResponse.started_at:type_name -> google.protobuf.Timestamp
+	62, // 68: toolmesh.v1.GetRunResponse.ended_at:type_name -> google.protobuf.Timestamp
+	36, // 69: toolmesh.v1.GetRunResponse.usage:type_name -> toolmesh.v1.Usage
+	63, // 70: toolmesh.v1.GetRunResponse.blackboard:type_name -> toolmesh.v1.BlackboardObject
+	55, // 71: toolmesh.v1.GetRunResponse.budget:type_name -> toolmesh.v1.Budget
+	30, // 72: toolmesh.v1.GetRunResponse.assets:type_name -> toolmesh.v1.Asset
+	54, // 73: toolmesh.v1.GetRunResponse.loops:type_name -> toolmesh.v1.LoopInfo
+	18, // 74: toolmesh.v1.LoopInfo.scope:type_name -> toolmesh.v1.LoopScope
+	4,  // 75: toolmesh.v1.CancelRunResponse.state:type_name -> toolmesh.v1.RunState
+	6,  // 76: toolmesh.v1.OrchestratorService.Run:input_type -> toolmesh.v1.RunRequest
+	39, // 77: toolmesh.v1.OrchestratorService.ListTools:input_type -> toolmesh.v1.ListToolsRequest
+	42, // 78: toolmesh.v1.OrchestratorService.ListToolGroups:input_type -> toolmesh.v1.ListToolGroupsRequest
+	45, // 79: toolmesh.v1.OrchestratorService.ListWorkers:input_type -> toolmesh.v1.ListWorkersRequest
+	52, // 80: toolmesh.v1.OrchestratorService.GetRun:input_type -> toolmesh.v1.GetRunRequest
+	56, // 81: toolmesh.v1.OrchestratorService.CancelRun:input_type -> toolmesh.v1.CancelRunRequest
+	48, // 82: toolmesh.v1.OrchestratorService.WatchRun:input_type -> toolmesh.v1.WatchRunRequest
+	49, // 83: toolmesh.v1.OrchestratorService.ListRuns:input_type -> toolmesh.v1.ListRunsRequest
+	17, // 84: toolmesh.v1.OrchestratorService.Run:output_type -> toolmesh.v1.RunResponse
+	40, // 85: toolmesh.v1.OrchestratorService.ListTools:output_type -> toolmesh.v1.ListToolsResponse
+	43, // 86: toolmesh.v1.OrchestratorService.ListToolGroups:output_type -> toolmesh.v1.ListToolGroupsResponse
+	46, // 87: toolmesh.v1.OrchestratorService.ListWorkers:output_type -> toolmesh.v1.ListWorkersResponse
+	53, // 88: toolmesh.v1.OrchestratorService.GetRun:output_type -> toolmesh.v1.GetRunResponse
+	57, // 89: toolmesh.v1.OrchestratorService.CancelRun:output_type -> toolmesh.v1.CancelRunResponse
+	17, // 90: toolmesh.v1.OrchestratorService.WatchRun:output_type -> toolmesh.v1.RunResponse
+	50, // 91: toolmesh.v1.OrchestratorService.ListRuns:output_type -> toolmesh.v1.ListRunsResponse
+	84, // [84:92] is the sub-list for method output_type
+	76, // [76:84] is the sub-list for method input_type
+	76, // [76:76] is the sub-list for extension type_name
+	76, // [76:76] is the sub-list for extension extendee
+	0,  // [0:76] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_v1_orchestrator_proto_init() }
@@ -5022,7 +5335,7 @@ func file_toolmesh_v1_orchestrator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_v1_orchestrator_proto_rawDesc), len(file_toolmesh_v1_orchestrator_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   52,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

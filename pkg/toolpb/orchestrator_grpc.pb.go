@@ -25,6 +25,8 @@ const (
 	OrchestratorService_ListWorkers_FullMethodName    = "/toolmesh.v1.OrchestratorService/ListWorkers"
 	OrchestratorService_GetRun_FullMethodName         = "/toolmesh.v1.OrchestratorService/GetRun"
 	OrchestratorService_CancelRun_FullMethodName      = "/toolmesh.v1.OrchestratorService/CancelRun"
+	OrchestratorService_WatchRun_FullMethodName       = "/toolmesh.v1.OrchestratorService/WatchRun"
+	OrchestratorService_ListRuns_FullMethodName       = "/toolmesh.v1.OrchestratorService/ListRuns"
 )
 
 // OrchestratorServiceClient is the client API for OrchestratorService service.
@@ -52,6 +54,14 @@ type OrchestratorServiceClient interface {
 	GetRun(ctx context.Context, in *GetRunRequest, opts ...grpc.CallOption) (*GetRunResponse, error)
 	// CancelRun cancels a running run.
 	CancelRun(ctx context.Context, in *CancelRunRequest, opts ...grpc.CallOption) (*CancelRunResponse, error)
+	// WatchRun streams a run's events after a sequence number: those the journal holds,
+	// then the new ones as they happen, until the run ends. Any orchestrator replica
+	// sharing the journal answers for any run; a client whose Run or WatchRun stream broke
+	// watches again after the last sequence number it saw and loses nothing. FAILED_PRECONDITION
+	// (reason JOURNAL_UNAVAILABLE) when the orchestrator keeps no journal.
+	WatchRun(ctx context.Context, in *WatchRunRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RunResponse], error)
+	// ListRuns lists the runs the journal holds, by id, a page at a time.
+	ListRuns(ctx context.Context, in *ListRunsRequest, opts ...grpc.CallOption) (*ListRunsResponse, error)
 }
 
 type orchestratorServiceClient struct {
@@ -131,6 +141,35 @@ func (c *orchestratorServiceClient) CancelRun(ctx context.Context, in *CancelRun
 	return out, nil
 }
 
+func (c *orchestratorServiceClient) WatchRun(ctx context.Context, in *WatchRunRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RunResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &OrchestratorService_ServiceDesc.Streams[1], OrchestratorService_WatchRun_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchRunRequest, RunResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type OrchestratorService_WatchRunClient = grpc.ServerStreamingClient[RunResponse]
+
+func (c *orchestratorServiceClient) ListRuns(ctx context.Context, in *ListRunsRequest, opts ...grpc.CallOption) (*ListRunsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListRunsResponse)
+	err := c.cc.Invoke(ctx, OrchestratorService_ListRuns_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // OrchestratorServiceServer is the server API for OrchestratorService service.
 // All implementations must embed UnimplementedOrchestratorServiceServer
 // for forward compatibility.
@@ -156,6 +195,14 @@ type OrchestratorServiceServer interface {
 	GetRun(context.Context, *GetRunRequest) (*GetRunResponse, error)
 	// CancelRun cancels a running run.
 	CancelRun(context.Context, *CancelRunRequest) (*CancelRunResponse, error)
+	// WatchRun streams a run's events after a sequence number: those the journal holds,
+	// then the new ones as they happen, until the run ends. Any orchestrator replica
+	// sharing the journal answers for any run; a client whose Run or WatchRun stream broke
+	// watches again after the last sequence number it saw and loses nothing. FAILED_PRECONDITION
+	// (reason JOURNAL_UNAVAILABLE) when the orchestrator keeps no journal.
+	WatchRun(*WatchRunRequest, grpc.ServerStreamingServer[RunResponse]) error
+	// ListRuns lists the runs the journal holds, by id, a page at a time.
+	ListRuns(context.Context, *ListRunsRequest) (*ListRunsResponse, error)
 	mustEmbedUnimplementedOrchestratorServiceServer()
 }
 
@@ -183,6 +230,12 @@ func (UnimplementedOrchestratorServiceServer) GetRun(context.Context, *GetRunReq
 }
 func (UnimplementedOrchestratorServiceServer) CancelRun(context.Context, *CancelRunRequest) (*CancelRunResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelRun not implemented")
+}
+func (UnimplementedOrchestratorServiceServer) WatchRun(*WatchRunRequest, grpc.ServerStreamingServer[RunResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchRun not implemented")
+}
+func (UnimplementedOrchestratorServiceServer) ListRuns(context.Context, *ListRunsRequest) (*ListRunsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListRuns not implemented")
 }
 func (UnimplementedOrchestratorServiceServer) mustEmbedUnimplementedOrchestratorServiceServer() {}
 func (UnimplementedOrchestratorServiceServer) testEmbeddedByValue()                             {}
@@ -306,6 +359,35 @@ func _OrchestratorService_CancelRun_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _OrchestratorService_WatchRun_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchRunRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(OrchestratorServiceServer).WatchRun(m, &grpc.GenericServerStream[WatchRunRequest, RunResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type OrchestratorService_WatchRunServer = grpc.ServerStreamingServer[RunResponse]
+
+func _OrchestratorService_ListRuns_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListRunsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OrchestratorServiceServer).ListRuns(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OrchestratorService_ListRuns_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OrchestratorServiceServer).ListRuns(ctx, req.(*ListRunsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // OrchestratorService_ServiceDesc is the grpc.ServiceDesc for OrchestratorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -333,11 +415,20 @@ var OrchestratorService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "CancelRun",
 			Handler:    _OrchestratorService_CancelRun_Handler,
 		},
+		{
+			MethodName: "ListRuns",
+			Handler:    _OrchestratorService_ListRuns_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "Run",
 			Handler:       _OrchestratorService_Run_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchRun",
+			Handler:       _OrchestratorService_WatchRun_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -36,6 +36,16 @@ func recs(from int64, kinds ...runlog.Kind) []runlog.Record {
 
 // Run runs the suite. Each test uses run ids of its own, so the journal may be shared.
 func Run(t *testing.T, open Opener) {
+	run(t, open, true)
+}
+
+// RunVolatile runs the suite on a store that does not outlive its process (OpenMemory):
+// all but reopening.
+func RunVolatile(t *testing.T, open Opener) {
+	run(t, open, false)
+}
+
+func run(t *testing.T, open Opener, durable bool) {
 	t.Run("create, append, read", func(t *testing.T) { testAppendRead(t, open) })
 	t.Run("sequence conflicts", func(t *testing.T) { testConflicts(t, open) })
 	t.Run("leases and fencing", func(t *testing.T) { testFencing(t, open) })
@@ -43,7 +53,9 @@ func Run(t *testing.T, open Opener) {
 	t.Run("list and expired", func(t *testing.T) { testList(t, open) })
 	t.Run("racing appenders", func(t *testing.T) { testRace(t, open) })
 	t.Run("invalid input", func(t *testing.T) { testInvalid(t, open) })
-	t.Run("survives reopening", func(t *testing.T) { testReopen(t, open) })
+	if durable {
+		t.Run("survives reopening", func(t *testing.T) { testReopen(t, open) })
+	}
 	t.Run("prune", func(t *testing.T) { testPrune(t, open) })
 }
 

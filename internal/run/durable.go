@@ -1,0 +1,359 @@
+package run
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/toolmesh/toolmesh/internal/runlog"
+	"github.com/toolmesh/toolmesh/pkg/tool"
+)
+
+// ErrUnavailable: the journal cannot take the run (its store is down, say).
+var ErrUnavailable = errors.New("the run journal is unavailable")
+
+// derivedID is an id that follows from the call that needs it: the same call of a
+// resumed run gets the same id.
+func derivedID(prefix string, info tool.CallInfo) string {
+	h := sha256.Sum256([]byte(callKey(info)))
+	return prefix + hex.EncodeToString(h[:8])
+}
+
+func (s *Service) leaseTTL() time.Duration {
+	return cmpOr(time.Duration(s.cfg.Journal.LeaseTTL), 10*time.Second)
+}
+
+// openJournal gives a run its journal: a new run's (created with its request record), or
+// the one a taken-over run resumes.
+func (s *Service) openJournal(ctx context.Context, j *journal, id, loopID string, started time.Time, p *prepared, cancel context.CancelCauseFunc, observe func(Event)) (*journal, error) {
+	deliver := func(sq Sequenced) {
+		if observe != nil {
+			observe(sq)
+		}
+	}
+	if j != nil {
+		j.stop, j.deliver = cancel, deliver
+		j.start()
+		return j, nil
+	}
+	lease, err := s.journal.Create(ctx, id, s.owner, s.leaseTTL())
+	switch {
+	case errors.Is(err, runlog.ErrExists):
+		return nil, fmt.Errorf("%w (run ids are unique among the runs the journal keeps)", ErrExists)
+	case errors.Is(err, runlog.ErrInvalid):
+		return nil, fieldErr("run_id", ErrInvalid, "%v", err)
+	case err != nil:
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	j = newJournal(s.journal, lease, s.leaseTTL(), s.codec, 1)
+	j.stop, j.deliver = cancel, deliver
+	data, _ := json.Marshal(requestRecord{RunID: id, LoopID: loopID, Started: started, Wire: p.req.Wire})
+	if _, err := j.add(runlog.KindRequest, data, nil, true); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	j.start()
+	return j, nil
+}
+
+func endOf(snap Snapshot) endRecord {
+	e := endRecord{State: snap.State, FinalText: snap.FinalText, Reason: snap.Reason, Iterations: snap.Iterations,
+		ToolCalls: snap.ToolCalls, Usage: snap.Usage, CostUSD: snap.CostUSD, Ended: snap.Ended}
+	if snap.Err != nil {
+		e.Error = snap.Err.Error()
+	}
+	return e
+}
+
+// Resume takes over the journal's runs this orchestrator may drive: its own unfinished
+// runs (it restarted) and those whose owner stopped renewing their lease. Each continues
+// in the background; Resume returns how many it took.
+func (s *Service) Resume(ctx context.Context) (int, error) {
+	if s.journal == nil {
+		return 0, nil
+	}
+	seen := map[string]bool{}
+	var ids []string
+	for after := ""; ; {
+		runs, err := s.journal.List(ctx, runlog.Filter{State: runlog.StateRunning, After: after})
+		if err != nil {
+			return 0, err
+		}
+		for _, r := range runs {
+			if (r.Owner == s.owner || time.Now().After(r.Until)) && !seen[r.ID] {
+				seen[r.ID] = true
+				ids = append(ids, r.ID)
+			}
+		}
+		if len(runs) < runlog.MaxList {
+			break
+		}
+		after = runs[len(runs)-1].ID
+	}
+	taken := 0
+	for _, id := range ids {
+		if r := s.store.get(id); r != nil && r.snapshot().State == StateRunning {
+			continue // it runs here
+		}
+		lease, err := s.journal.Acquire(ctx, id, s.owner, s.leaseTTL())
+		if err != nil {
+			continue // another replica took it, or it finished
+		}
+		taken++
+		go s.resume(lease)
+	}
+	return taken, nil
+}
+
+// resume continues a run taken over from the journal: it replays what the journal holds
+// and goes on live from there.
+func (s *Service) resume(lease runlog.Lease) {
+	ctx := context.Background()
+	id := lease.RunID
+	log := s.log.With("run_id", id, "epoch", lease.Epoch)
+	recs, err := s.journal.Read(ctx, id, 0, 0)
+	if err != nil || len(recs) == 0 || recs[0].Kind != runlog.KindRequest {
+		log.Error("a run taken over cannot be read from the journal", "error", fmt.Sprint(err))
+		return
+	}
+	var rq requestRecord
+	if err := json.Unmarshal(recs[0].Data, &rq); err != nil {
+		log.Error("a run taken over has a bad request record", "error", err.Error())
+		return
+	}
+	j := newJournal(s.journal, lease, s.leaseTTL(), s.codec, recs[len(recs)-1].Seq+1)
+	if err := j.load(recs); err != nil {
+		log.Error("a run taken over has a bad record", "error", err.Error())
+		return
+	}
+	req, err := s.codec.Request(rq.Wire)
+	var p *prepared
+	if err == nil {
+		req.ID, req.Wire = id, rq.Wire
+		p, err = s.prepareResumed(ctx, req)
+	}
+	if err != nil {
+		// It cannot run here (a config that changed, say): it ends, failed, saying why.
+		log.Error("a run taken over cannot continue", "error", err.Error())
+		j.stop, j.deliver = func(error) {}, nil
+		j.start()
+		_ = j.finish(endRecord{State: StateFailed, Error: "the run could not be resumed: " + err.Error(), Ended: time.Now()})
+		return
+	}
+	log.Info("resuming a run", "records", len(recs))
+	if _, err := s.launch(ctx, p, id, rq.LoopID, rq.Started, j, nil); err != nil {
+		var re *Error
+		if !errors.As(err, &re) {
+			log.Warn("a run taken over did not start", "error", err.Error())
+			_ = j.close()
+		}
+	}
+}
+
+// prepareResumed prepares a run taken over, waiting up to journal.resume_grace for the
+// tool groups it asks for to be served again: after an orchestrator restarts, its
+// workers register anew.
+func (s *Service) prepareResumed(ctx context.Context, req Request) (*prepared, error) {
+	deadline := time.Now().Add(cmpOr(time.Duration(s.cfg.Journal.ResumeGrace), 15*time.Second))
+	for {
+		p, err := s.prepare(ctx, req)
+		if err == nil && len(p.warnings) == 0 {
+			return p, nil
+		}
+		var fe *FieldError
+		retry := err == nil || (errors.As(err, &fe) && fe.Kind != ErrInvalid)
+		if !retry || time.Now().After(deadline) {
+			return p, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Record is one event of a run as the journal keeps it: its wire form (Codec.Event).
+type Record struct {
+	Seq  int64
+	Time time.Time
+	Data json.RawMessage
+}
+
+// Watch hands send the events of run id after sequence number after, from the journal,
+// then as they are committed, until the run ends (or ctx does, or send fails). Any
+// replica sharing the journal watches any run.
+func (s *Service) Watch(ctx context.Context, id string, after int64, send func(Record) error) error {
+	if s.journal == nil {
+		return fmt.Errorf("%w: this orchestrator keeps no journal (journal.driver)", ErrUnavailable)
+	}
+	if _, err := s.journal.Get(ctx, id); err != nil {
+		if errors.Is(err, runlog.ErrNotFound) {
+			return fmt.Errorf("%w %q", ErrNotFound, id)
+		}
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	for {
+		var wake <-chan struct{}
+		if r := s.store.get(id); r != nil {
+			if j := r.journal(); j != nil {
+				j.mu.Lock()
+				wake = j.commits
+				j.mu.Unlock()
+			}
+		}
+		recs, err := s.journal.Read(ctx, id, after, 256)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		for _, rec := range recs {
+			after = rec.Seq
+			if rec.Kind != runlog.KindEvent && rec.Kind != runlog.KindDelta {
+				continue
+			}
+			if err := send(Record{Seq: rec.Seq, Time: rec.Time, Data: rec.Data}); err != nil {
+				return err
+			}
+		}
+		if len(recs) == 256 {
+			continue
+		}
+		run, err := s.journal.Get(ctx, id)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		if run.State.Terminal() && run.Records <= after {
+			return nil
+		}
+		if run.State.Terminal() {
+			continue // the records up to its end
+		}
+		if wake == nil {
+			t := time.NewTimer(100 * time.Millisecond) // another replica's run
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-t.C:
+			}
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-wake:
+		case <-time.After(time.Second): // the run went on elsewhere
+		}
+	}
+}
+
+// Summary is a run as ListRuns lists it.
+type Summary struct {
+	ID      string
+	State   State
+	Owner   string
+	Records int64
+	Started time.Time
+	Updated time.Time
+}
+
+// List lists the journal's runs by id: those in state (0: all) after the id after, at
+// most limit.
+func (s *Service) List(ctx context.Context, state State, after string, limit int) ([]Summary, error) {
+	if s.journal == nil {
+		return nil, fmt.Errorf("%w: this orchestrator keeps no journal (journal.driver)", ErrUnavailable)
+	}
+	f := runlog.Filter{After: after, Limit: limit}
+	switch state {
+	case StateRunning:
+		f.State = runlog.StateRunning
+	case StateSucceeded:
+		f.State = runlog.StateSucceeded
+	case StateFailed:
+		f.State = runlog.StateFailed
+	case StateCancelled:
+		f.State = runlog.StateCancelled
+	case StateReplanRequested, StateTerminated:
+		f.State = runlog.StateEnded
+	}
+	runs, err := s.journal.List(ctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	out := make([]Summary, 0, len(runs))
+	for _, r := range runs {
+		out = append(out, Summary{ID: r.ID, State: stateOf(r.State), Owner: r.Owner, Records: r.Records, Started: r.Created, Updated: r.Updated})
+	}
+	return out, nil
+}
+
+func stateOf(s runlog.State) State {
+	switch s {
+	case runlog.StateSucceeded:
+		return StateSucceeded
+	case runlog.StateFailed:
+		return StateFailed
+	case runlog.StateCancelled:
+		return StateCancelled
+	case runlog.StateEnded:
+		return StateTerminated
+	}
+	return StateRunning
+}
+
+// fromJournal reports a run this orchestrator does not hold in memory, from the journal.
+func (s *Service) fromJournal(ctx context.Context, id string) (Snapshot, error) {
+	run, err := s.journal.Get(ctx, id)
+	if errors.Is(err, runlog.ErrNotFound) {
+		return Snapshot{}, fmt.Errorf("%w %q", ErrNotFound, id)
+	}
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	snap := Snapshot{ID: id, State: stateOf(run.State), Started: run.Created}
+	if !run.State.Terminal() {
+		return snap, nil
+	}
+	snap.Ended = run.Updated
+	recs, err := s.journal.Read(ctx, id, run.Records-1, 1)
+	if err == nil && len(recs) == 1 && recs[0].Kind == runlog.KindEnd {
+		var e endRecord
+		if json.Unmarshal(recs[0].Data, &e) == nil {
+			snap.State, snap.FinalText, snap.Reason = e.State, e.FinalText, e.Reason
+			snap.Iterations, snap.ToolCalls, snap.Usage, snap.CostUSD, snap.Ended = e.Iterations, e.ToolCalls, e.Usage, e.CostUSD, e.Ended
+			if e.Error != "" {
+				snap.Err = errors.New(e.Error)
+			}
+		}
+	}
+	return snap, nil
+}
+
+// Maintain takes over runs whose owner went away and prunes finished runs past
+// journal.retain, every half lease, until ctx ends.
+func (s *Service) Maintain(ctx context.Context) {
+	if s.journal == nil {
+		return
+	}
+	t := time.NewTicker(s.leaseTTL() / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if s.store.isClosed() {
+			return
+		}
+		if n, err := s.Resume(ctx); err != nil {
+			s.log.Warn("taking over runs", "error", err.Error())
+		} else if n > 0 {
+			s.log.Info("took over runs whose owner stopped", "runs", strconv.Itoa(n))
+		}
+		retain := cmpOr(time.Duration(s.cfg.Journal.Retain), 7*24*time.Hour)
+		if _, err := s.journal.Prune(ctx, time.Now().Add(-retain), 0); err != nil {
+			s.log.Warn("pruning the journal", "error", err.Error())
+		}
+	}
+}

@@ -1,0 +1,490 @@
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/toolmesh/toolmesh/internal/llm"
+	"github.com/toolmesh/toolmesh/internal/loop"
+	"github.com/toolmesh/toolmesh/internal/runlog"
+	"github.com/toolmesh/toolmesh/internal/toolinternal"
+	"github.com/toolmesh/toolmesh/pkg/tool"
+)
+
+// ErrJournal is the cause of a run stopped because its journal failed (the store went
+// away for longer than the lease, or another orchestrator took the run over). The run is
+// not finished in the store: its next owner resumes it.
+var ErrJournal = errors.New("the run's journal failed")
+
+// Codec turns what the journal keeps into and out of its wire form, which the server
+// owns: events as the client sees them, and requests as the client sent them.
+type Codec interface {
+	// Event is ev's wire form as JSON; false for an event the wire does not carry.
+	Event(ev Event) (json.RawMessage, bool)
+	// Request is the request a journaled wire request (Request.Wire) stands for,
+	// checked as a new request would be.
+	Request(wire json.RawMessage) (Request, error)
+}
+
+// Sequenced is an event as a run with a journal delivers it: with the sequence number
+// and the time of its record. WatchRun resumes after a sequence number.
+type Sequenced struct {
+	Seq   int64
+	Time  time.Time
+	Event Event
+}
+
+// requestRecord is the first record of a run.
+type requestRecord struct {
+	RunID   string          `json:"run_id"`
+	LoopID  string          `json:"loop_id"`
+	Started time.Time       `json:"started"`
+	Wire    json.RawMessage `json:"request"`
+}
+
+// dispatchRecord is one attempt of a call, recorded before it leaves.
+type dispatchRecord struct {
+	Key            string `json:"key"`
+	Tool           string `json:"tool,omitempty"`
+	Worker         string `json:"worker"`
+	Attempt        int    `json:"attempt"`
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+}
+
+// outcomeRecord is a call's terminal outcome.
+type outcomeRecord struct {
+	Key     string          `json:"key"`
+	Outcome string          `json:"outcome"`
+	Data    json.RawMessage `json:"data"`
+}
+
+// modelRecord is one model response, recorded before any call it asks for leaves.
+type modelRecord struct {
+	Key      string       `json:"key"`
+	Response llm.Response `json:"response"`
+}
+
+// endRecord is how a run ended.
+type endRecord struct {
+	State      State     `json:"state"`
+	FinalText  string    `json:"final_text,omitempty"`
+	Error      string    `json:"error,omitempty"`
+	Reason     string    `json:"reason,omitempty"`
+	Iterations int       `json:"iterations"`
+	ToolCalls  int       `json:"tool_calls"`
+	Usage      llm.Usage `json:"usage"`
+	CostUSD    float64   `json:"cost_usd"`
+	Ended      time.Time `json:"ended"`
+}
+
+// pending is a record waiting for its commit, and the event it carries.
+type pending struct {
+	rec runlog.Record
+	ev  Event
+}
+
+// journal is one run's journal writer. Records are numbered as they are added and
+// committed in batches by one flusher at a time (group commit); a caller that needs its
+// record durable before it goes on (a dispatch, an outcome, a model response) waits for
+// the commit; events go to deliver, in order, once committed. The first failure stops
+// the run (stop) and every later write fails.
+//
+// A resumed run's journal also holds what the run recorded before: recorded model
+// responses and call outcomes are replayed instead of asked for again, and the events the
+// replay regenerates are not sent again (skip counts them).
+type journal struct {
+	store   runlog.Store
+	ttl     time.Duration
+	codec   Codec
+	deliver func(Sequenced)
+	stop    context.CancelCauseFunc
+
+	mu        sync.Mutex
+	cond      *sync.Cond
+	lease     runlog.Lease
+	next      int64
+	committed int64
+	queue     []pending
+	flushing  bool
+	failed    error
+	closed    bool
+
+	models     map[string]llm.Response
+	outcomes   map[string]json.RawMessage
+	dispatched map[string]bool
+	skip       int
+	renewDone  chan struct{}
+	stopRenew  chan struct{}
+	// commits is closed and replaced at every commit, for watchers.
+	commits chan struct{}
+}
+
+func newJournal(store runlog.Store, lease runlog.Lease, ttl time.Duration, codec Codec, next int64) *journal {
+	j := &journal{store: store, lease: lease, ttl: ttl, codec: codec, next: next, committed: next - 1,
+		models: map[string]llm.Response{}, outcomes: map[string]json.RawMessage{}, dispatched: map[string]bool{},
+		stopRenew: make(chan struct{}), renewDone: make(chan struct{}), commits: make(chan struct{})}
+	j.cond = sync.NewCond(&j.mu)
+	return j
+}
+
+// load takes what a run recorded before, for its replay.
+func (j *journal) load(recs []runlog.Record) error {
+	for _, r := range recs {
+		switch r.Kind {
+		case runlog.KindModel:
+			var m modelRecord
+			if err := json.Unmarshal(r.Data, &m); err != nil {
+				return fmt.Errorf("record %d: %w", r.Seq, err)
+			}
+			j.models[m.Key] = m.Response
+		case runlog.KindDispatch:
+			var d dispatchRecord
+			if err := json.Unmarshal(r.Data, &d); err != nil {
+				return fmt.Errorf("record %d: %w", r.Seq, err)
+			}
+			j.dispatched[d.Key] = true
+		case runlog.KindOutcome:
+			var o outcomeRecord
+			if err := json.Unmarshal(r.Data, &o); err != nil {
+				return fmt.Errorf("record %d: %w", r.Seq, err)
+			}
+			j.outcomes[o.Key] = o.Data
+		case runlog.KindEvent:
+			j.skip++
+		}
+	}
+	return nil
+}
+
+// start renews the lease until close.
+func (j *journal) start() {
+	go func() {
+		defer close(j.renewDone)
+		t := time.NewTicker(j.ttl / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-j.stopRenew:
+				return
+			case <-t.C:
+			}
+			j.mu.Lock()
+			lease := j.lease
+			j.mu.Unlock()
+			ctx, cancel := context.WithTimeout(context.Background(), j.ttl/3)
+			l, err := j.store.Renew(ctx, lease, j.ttl)
+			cancel()
+			switch {
+			case err == nil:
+				j.mu.Lock()
+				j.lease = l
+				j.mu.Unlock()
+			case errors.Is(err, runlog.ErrFenced) || time.Now().After(lease.Until):
+				j.fail(fmt.Errorf("renewing the lease: %w", err))
+				return
+			}
+		}
+	}()
+}
+
+func (j *journal) fail(err error) {
+	j.mu.Lock()
+	if j.failed == nil {
+		j.failed = err
+	}
+	j.cond.Broadcast()
+	j.mu.Unlock()
+	j.stop(fmt.Errorf("%w: %w", ErrJournal, err))
+}
+
+// add queues a record and returns its sequence number; with wait, once it is committed.
+func (j *journal) add(kind runlog.Kind, data json.RawMessage, ev Event, wait bool) (int64, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.failed != nil {
+		return 0, j.failed
+	}
+	if j.closed {
+		return 0, errors.New("the run's journal is closed")
+	}
+	seq := j.next
+	j.next++
+	j.queue = append(j.queue, pending{rec: runlog.Record{Seq: seq, Kind: kind, Time: time.Now(), Data: data}, ev: ev})
+	if !j.flushing {
+		j.flushing = true
+		go j.flush()
+	}
+	if !wait {
+		return seq, nil
+	}
+	for j.committed < seq && j.failed == nil {
+		j.cond.Wait()
+	}
+	return seq, j.failed
+}
+
+// flush commits the queue, batch by batch, until it is empty.
+func (j *journal) flush() {
+	for {
+		j.mu.Lock()
+		batch := j.queue
+		j.queue = nil
+		if len(batch) == 0 || j.failed != nil {
+			j.flushing = false
+			j.cond.Broadcast()
+			j.mu.Unlock()
+			return
+		}
+		lease := j.lease
+		j.mu.Unlock()
+		for len(batch) > 0 {
+			n := min(len(batch), runlog.MaxBatch)
+			recs := make([]runlog.Record, n)
+			for i := range n {
+				recs[i] = batch[i].rec
+			}
+			if err := j.append(lease, recs); err != nil {
+				j.fail(err)
+				j.mu.Lock()
+				j.flushing = false
+				j.mu.Unlock()
+				return
+			}
+			j.mu.Lock()
+			j.committed = recs[n-1].Seq
+			close(j.commits)
+			j.commits = make(chan struct{})
+			j.cond.Broadcast()
+			j.mu.Unlock()
+			for _, p := range batch[:n] {
+				if p.ev != nil && j.deliver != nil {
+					j.deliver(Sequenced{Seq: p.rec.Seq, Time: p.rec.Time, Event: p.ev})
+				}
+			}
+			batch = batch[n:]
+		}
+	}
+}
+
+// append commits records, retrying a store that fails for as long as the lease lasts;
+// a stale lease or a conflict is final.
+func (j *journal) append(lease runlog.Lease, recs []runlog.Record) error {
+	backoff := 50 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), j.ttl)
+		err := j.store.Append(ctx, lease, recs)
+		cancel()
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, runlog.ErrFenced), errors.Is(err, runlog.ErrConflict), errors.Is(err, runlog.ErrInvalid):
+			return err
+		}
+		j.mu.Lock()
+		until := j.lease.Until
+		j.mu.Unlock()
+		if time.Now().Add(backoff).After(until) {
+			return fmt.Errorf("the store failed for as long as the run's lease lasts: %w", err)
+		}
+		time.Sleep(backoff)
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// event journals an event and delivers it once committed; an event a resumed run's
+// replay regenerates is dropped (its record is in the journal already).
+func (j *journal) event(ev Event) {
+	j.mu.Lock()
+	if j.skip > 0 {
+		if !isDelta(ev) {
+			j.skip--
+		}
+		j.mu.Unlock()
+		return
+	}
+	j.mu.Unlock()
+	kind := runlog.KindEvent
+	if isDelta(ev) {
+		kind = runlog.KindDelta
+	}
+	var data json.RawMessage
+	if j.codec != nil {
+		b, ok := j.codec.Event(ev)
+		if !ok {
+			return // not for the client
+		}
+		data = b
+	}
+	_, _ = j.add(kind, data, ev, false)
+}
+
+func isDelta(ev Event) bool {
+	if n, ok := ev.(Nested); ok {
+		ev = n.Event
+	}
+	_, ok := ev.(loop.TextDelta)
+	return ok
+}
+
+// replaying reports whether the run still regenerates what its journal holds.
+func (j *journal) replaying() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.skip > 0
+}
+
+// close waits for the records added so far to be committed (or the journal to fail)
+// and stops renewing the lease.
+func (j *journal) close() error {
+	j.mu.Lock()
+	for j.flushing {
+		j.cond.Wait()
+	}
+	j.closed = true
+	err := j.failed
+	j.mu.Unlock()
+	select {
+	case <-j.stopRenew:
+	default:
+		close(j.stopRenew)
+	}
+	<-j.renewDone
+	return err
+}
+
+// finish records how the run ended and gives up the lease.
+func (j *journal) finish(end endRecord) error {
+	data, _ := json.Marshal(end)
+	if _, err := j.add(runlog.KindEnd, data, nil, true); err != nil {
+		return err
+	}
+	if err := j.close(); err != nil {
+		return err
+	}
+	state := runlog.StateEnded
+	switch end.State {
+	case StateSucceeded:
+		state = runlog.StateSucceeded
+	case StateFailed:
+		state = runlog.StateFailed
+	case StateCancelled:
+		state = runlog.StateCancelled
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), j.ttl)
+	defer cancel()
+	return j.store.Finish(ctx, j.lease, state)
+}
+
+// callKey names a call in the journal: its loop, its iteration and its id (a loop's
+// model may give two calls of different turns the same id).
+func callKey(info tool.CallInfo) string {
+	return info.RunID + "/" + info.LoopID + "/" + strconv.Itoa(info.Iteration) + "/" + info.CallID
+}
+
+// Recorded implements toolinternal.Journal.
+func (j *journal) Recorded(ctx context.Context) ([]byte, bool, bool) {
+	info, _ := tool.CallInfoFrom(ctx)
+	key := callKey(info)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if data, ok := j.outcomes[key]; ok {
+		return data, true, true
+	}
+	return nil, false, j.dispatched[key]
+}
+
+// Dispatched implements toolinternal.Journal.
+func (j *journal) Dispatched(ctx context.Context, worker string, attempt int) error {
+	if err := stopping(ctx); err != nil {
+		return err
+	}
+	info, _ := tool.CallInfoFrom(ctx)
+	data, _ := json.Marshal(dispatchRecord{Key: callKey(info), Worker: worker, Attempt: attempt, IdempotencyKey: info.IdempotencyKey()})
+	_, err := j.add(runlog.KindDispatch, data, nil, true)
+	return err
+}
+
+// Finished implements toolinternal.Journal.
+func (j *journal) Finished(ctx context.Context, outcome string, data []byte) error {
+	if err := stopping(ctx); err != nil {
+		// The orchestrator stops: the call's end is not its outcome, which stays unknown
+		// for the run's next owner.
+		return err
+	}
+	info, _ := tool.CallInfoFrom(ctx)
+	key := callKey(info)
+	rec, _ := json.Marshal(outcomeRecord{Key: key, Outcome: outcome, Data: data})
+	if _, err := j.add(runlog.KindOutcome, rec, nil, true); err != nil {
+		return err
+	}
+	j.mu.Lock()
+	j.outcomes[key] = data
+	j.mu.Unlock()
+	return nil
+}
+
+// stopping reports a run stopped by a shutdown or a failed journal: what it does then
+// is not recorded.
+func stopping(ctx context.Context) error {
+	if c := context.Cause(ctx); errors.Is(c, ErrShutdown) || errors.Is(c, ErrJournal) {
+		return c
+	}
+	return nil
+}
+
+var _ toolinternal.Journal = (*journal)(nil)
+
+// journalProvider answers a loop's model calls from the journal while it holds them and
+// records the others before the loop sees them (so before any call they ask for leaves).
+type journalProvider struct {
+	llm.Provider
+	j      *journal
+	loopID string
+	mu     sync.Mutex
+	n      int
+}
+
+func (p *journalProvider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Chunk, error] {
+	p.mu.Lock()
+	p.n++
+	key := p.loopID + "/" + strconv.Itoa(p.n)
+	p.mu.Unlock()
+	p.j.mu.Lock()
+	resp, ok := p.j.models[key]
+	p.j.mu.Unlock()
+	if ok {
+		return func(yield func(llm.Chunk, error) bool) {
+			r := resp
+			yield(llm.Chunk{Done: &r}, nil)
+		}
+	}
+	return func(yield func(llm.Chunk, error) bool) {
+		for c, err := range p.Provider.Stream(ctx, req) {
+			if err != nil {
+				yield(c, err)
+				return
+			}
+			if c.Done != nil {
+				data, _ := json.Marshal(modelRecord{Key: key, Response: *c.Done})
+				if _, err := p.j.add(runlog.KindModel, data, nil, true); err != nil {
+					yield(llm.Chunk{}, fmt.Errorf("%w: %w", ErrJournal, err))
+					return
+				}
+			}
+			if !yield(c, nil) {
+				return
+			}
+		}
+	}
+}
+
+// DefaultModel passes through the wrapped provider's default model.
+func (p *journalProvider) DefaultModel() string {
+	return tracedProvider{Provider: p.Provider}.DefaultModel()
+}

@@ -1,0 +1,119 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/toolmesh/toolmesh/internal/run"
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
+)
+
+// codec gives the run journal the wire forms it keeps: events as RunResponse and
+// requests as RunRequest, in protobuf JSON.
+type codec struct{}
+
+func (codec) Event(ev run.Event) (json.RawMessage, bool) {
+	p := eventProto(ev)
+	if p == nil {
+		return nil, false
+	}
+	b, err := protojson.Marshal(p)
+	if err != nil {
+		return nil, false
+	}
+	return b, true
+}
+
+func (codec) Request(wire json.RawMessage) (run.Request, error) {
+	req := &toolpb.RunRequest{}
+	if err := protojson.Unmarshal(wire, req); err != nil {
+		return run.Request{}, fmt.Errorf("the journaled request: %w", err)
+	}
+	if fe := validateRun(req); fe != nil {
+		return run.Request{}, fe
+	}
+	return runRequest(req), nil
+}
+
+// WatchRun streams a run's events from the journal, then live.
+func (o *orchestratorServer) WatchRun(req *toolpb.WatchRunRequest, stream toolpb.OrchestratorService_WatchRunServer) error {
+	if fe := checkRunID("run_id", req.GetRunId(), true); fe != nil {
+		return fe.status()
+	}
+	if req.GetAfterSequence() < 0 {
+		return invalid("after_sequence", "must not be negative, got %d", req.GetAfterSequence()).status()
+	}
+	err := o.s.runs.Watch(stream.Context(), req.GetRunId(), req.GetAfterSequence(), func(rec run.Record) error {
+		ev := &toolpb.RunResponse{}
+		if err := protojson.Unmarshal(rec.Data, ev); err != nil {
+			return fmt.Errorf("record %d of the run's journal: %w", rec.Seq, err)
+		}
+		ev.RunId, ev.Sequence, ev.Time = req.GetRunId(), rec.Seq, timestamppb.New(rec.Time)
+		return stream.Send(ev)
+	})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, run.ErrNotFound):
+		return notFound(err).status()
+	case errors.Is(err, run.ErrUnavailable):
+		return statusError(toolpb.ErrorReason_ERROR_REASON_JOURNAL_UNAVAILABLE, err.Error(), nil)
+	case stream.Context().Err() != nil:
+		return stream.Context().Err()
+	}
+	return statusError(toolpb.ErrorReason_ERROR_REASON_INTERNAL, err.Error(), nil)
+}
+
+// ListRuns lists the journal's runs a page at a time; the page token is the last id.
+func (o *orchestratorServer) ListRuns(ctx context.Context, req *toolpb.ListRunsRequest) (*toolpb.ListRunsResponse, error) {
+	size := int(req.GetPageSize())
+	switch {
+	case size == 0:
+		size = 100
+	case size < 0 || size > 1000:
+		return nil, invalid("page_size", "must be 0 to 1000, got %d", size).status()
+	}
+	if len(req.GetPageToken()) > 256 {
+		return nil, invalid("page_token", "is not a token ListRuns gave").status()
+	}
+	if _, ok := toolpb.RunState_name[int32(req.GetState())]; !ok {
+		return nil, invalid("state", "unknown state %d", req.GetState()).status()
+	}
+	runs, err := o.s.runs.List(ctx, stateFromProto(req.GetState()), req.GetPageToken(), size+1)
+	if err != nil {
+		return nil, statusError(toolpb.ErrorReason_ERROR_REASON_JOURNAL_UNAVAILABLE, err.Error(), nil)
+	}
+	resp := &toolpb.ListRunsResponse{}
+	if len(runs) > size {
+		runs = runs[:size]
+		resp.NextPageToken = runs[size-1].ID
+	}
+	for _, r := range runs {
+		resp.Runs = append(resp.Runs, &toolpb.RunSummary{RunId: r.ID, State: stateProto(r.State), Owner: r.Owner,
+			Started: timestamppb.New(r.Started), Updated: timestamppb.New(r.Updated), Records: r.Records})
+	}
+	return resp, nil
+}
+
+func stateFromProto(s toolpb.RunState) run.State {
+	switch s {
+	case toolpb.RunState_RUN_STATE_RUNNING:
+		return run.StateRunning
+	case toolpb.RunState_RUN_STATE_SUCCEEDED:
+		return run.StateSucceeded
+	case toolpb.RunState_RUN_STATE_FAILED:
+		return run.StateFailed
+	case toolpb.RunState_RUN_STATE_CANCELLED:
+		return run.StateCancelled
+	case toolpb.RunState_RUN_STATE_REPLAN_REQUESTED:
+		return run.StateReplanRequested
+	case toolpb.RunState_RUN_STATE_TERMINATED:
+		return run.StateTerminated
+	}
+	return 0
+}
