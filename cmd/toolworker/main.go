@@ -36,6 +36,7 @@ func run(args []string) error {
 	orchestrator := fs.String("orchestrator", "127.0.0.1:7070", "orchestrator address (ToolRegistryService)")
 	id := fs.String("id", "", "worker id, stable across reconnects (default: host name plus a random suffix)")
 	capacity := fs.Int("capacity", 64, "calls run at once; further calls wait (0: unlimited)")
+	ledger := fs.Int("ledger", 10000, "answers the idempotency ledger keeps, so that an idempotent call the orchestrator sends again (after it restarted) runs once; 0 turns it off")
 	drain := fs.Duration("drain-timeout", 20*time.Second, "how long to wait for calls in flight on SIGTERM")
 	delay := fs.Duration("delay", 0, "added latency before every call, to simulate slow tools")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -103,8 +104,16 @@ func run(args []string) error {
 		}
 		gs = append(gs, g)
 	}
+	if *ledger < 0 {
+		return fmt.Errorf("-ledger must not be negative, got %d", *ledger)
+	}
+	var l worker.Ledger
+	if *ledger > 0 {
+		l = worker.NewMemoryLedger(*ledger)
+	}
 	w, err := worker.New(worker.Options{
-		ID: *id, Orchestrator: *orchestrator, Listen: *listen, Advertise: *advertise,
+		Ledger: l,
+		ID:     *id, Orchestrator: *orchestrator, Listen: *listen, Advertise: *advertise,
 		MinBackoff: *reconnectMin, MaxBackoff: *reconnectMax, ContextMaxBytes: *contextMax,
 		Capacity: int32(*capacity), DrainTimeout: *drain, Logger: log, Version: "dev",
 		TracerProvider: sdk.TracerProvider, MeterProvider: sdk.MeterProvider,

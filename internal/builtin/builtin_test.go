@@ -200,7 +200,7 @@ func TestWithDelay(t *testing.T) {
 
 func TestGroups(t *testing.T) {
 	gs := builtin.Groups()
-	if len(gs) != 6 || gs["users"]().Role != "users" || gs["crm"]().Role != "crm" || gs["faults"]().Role != "faults" || gs["math"]().Role != "math" || gs["text"]().Role != "text" || gs["shop"]().Role != "shop" {
+	if len(gs) != 7 || gs["payments"]().Role != "payments" || gs["users"]().Role != "users" || gs["crm"]().Role != "crm" || gs["faults"]().Role != "faults" || gs["math"]().Role != "math" || gs["text"]().Role != "text" || gs["shop"]().Role != "shop" {
 		t.Errorf("Groups() = %v", gs)
 	}
 	for _, name := range []string{"math", "text", "shop", "echo_x"} {
@@ -284,5 +284,23 @@ func TestUserMethods(t *testing.T) {
 	}
 	if !st.Changed() || !strings.Contains(string(st.Bytes()), `"email":"g@navy.mil"`) {
 		t.Errorf("receiver after updateEmail: %s", st.Bytes())
+	}
+}
+
+// The payment tools validate their input, and charge is not idempotent while credit is.
+func TestPayments(t *testing.T) {
+	g := builtin.Groups()["payments"]()
+	byName := map[string]tool.Tool{}
+	for _, tl := range g.Tools {
+		byName[tl.Definition().Name] = tl
+	}
+	if byName["charge"].Metadata().Idempotent || !byName["credit"].Metadata().Idempotent {
+		t.Fatal("charge must not be idempotent, credit must be")
+	}
+	if res, _ := byName["charge"].Call(context.Background(), `{"account":"a","cents":5}`); res.Content != "charged 5 cents to a" {
+		t.Errorf("charge = %q", res.Content)
+	}
+	if res, _ := byName["credit"].Call(context.Background(), `{"account":"a","cents":0}`); !res.IsError() {
+		t.Errorf("credit of 0 cents = %q, want an error", res.Content)
 	}
 }

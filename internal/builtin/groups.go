@@ -31,12 +31,13 @@ func Delay(d time.Duration) Wrap {
 // constructors maps the names of the built-in groups to their constructors.
 func constructors() map[string]func(Wrap) worker.Group {
 	return map[string]func(Wrap) worker.Group{
-		MathRole:   mathGroup,
-		TextRole:   textGroup,
-		ShopRole:   shopGroup,
-		FaultsRole: faultsGroup,
-		CRMRole:    crmGroup,
-		UsersRole:  usersGroup,
+		MathRole:     mathGroup,
+		TextRole:     textGroup,
+		ShopRole:     shopGroup,
+		FaultsRole:   faultsGroup,
+		CRMRole:      crmGroup,
+		UsersRole:    usersGroup,
+		PaymentsRole: paymentsGroup,
 	}
 }
 

@@ -80,6 +80,45 @@ func (c *Client) Run(ctx context.Context, req *toolpb.RunRequest) iter.Seq2[*too
 	}
 }
 
+// Watch streams the events of run runID after sequence number after (0: all of them),
+// from any orchestrator replica sharing the run journal, until the run ends. A client
+// whose Run or Watch stream broke watches again after the last sequence it saw and loses
+// nothing.
+func (c *Client) Watch(ctx context.Context, runID string, after int64) iter.Seq2[*toolpb.RunResponse, error] {
+	return func(yield func(*toolpb.RunResponse, error) bool) {
+		callCtx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stream, err := c.orch.WatchRun(callCtx, &toolpb.WatchRunRequest{RunId: runID, AfterSequence: after})
+		if err != nil {
+			yield(nil, convertCtx(ctx, err))
+			return
+		}
+		for {
+			ev, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			if err != nil {
+				yield(nil, convertCtx(ctx, err))
+				return
+			}
+			if !yield(ev, nil) {
+				return
+			}
+		}
+	}
+}
+
+// ListRuns lists a page of the journal's runs (state unspecified: all of them); pass the
+// returned token for the next page, "" after the last.
+func (c *Client) ListRuns(ctx context.Context, state toolpb.RunState, pageSize int, pageToken string) ([]*toolpb.RunSummary, string, error) {
+	resp, err := c.orch.ListRuns(ctx, &toolpb.ListRunsRequest{State: state, PageSize: int32(pageSize), PageToken: pageToken})
+	if err != nil {
+		return nil, "", convertCtx(ctx, err)
+	}
+	return resp.GetRuns(), resp.GetNextPageToken(), nil
+}
+
 // ReplanError is how RunAndWait reports a run that a tool ended by asking to plan again:
 // the run succeeded in finding out that its plan does not hold.
 type ReplanError struct{ Replan *toolpb.ReplanRequested }

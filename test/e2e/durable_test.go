@@ -1,0 +1,153 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolmesh/toolmesh/internal/builtin"
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
+)
+
+// TestRunSurvivesOrchestratorKills: a detached run on the SQLite journal is SIGKILLed
+// with its orchestrator twice, each time while a tool call is in flight, and continues
+// on the restarted orchestrator. The idempotent credit is sent again with the same
+// idempotency key and the worker's ledger answers it (one effect); the charge, not
+// idempotent, is not sent again: the model is told its outcome is unknown (one effect).
+// A client that watches the run from the start sees every event once, in order.
+func TestRunSurvivesOrchestratorKills(t *testing.T) {
+	dir := t.TempDir()
+	m := startMesh(t, "payments.yaml", fmt.Sprintf("journal: {data_dir: %q, lease_ttl: 2s}\n", filepath.Join(dir, "data")))
+	w := m.startWorker("pay-1", "payments", "--reconnect-min", "50ms", "--reconnect-max", "200ms")
+	m.waitWorkers("pay-1")
+	addr := m.orch.Addr
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var seen []*toolpb.RunResponse
+	runCtx, stopRun := context.WithCancel(ctx)
+	go func() {
+		for ev, err := range m.c.Run(runCtx, &toolpb.RunRequest{RunId: "pay-run", Prompt: "pay", ToolGroups: []string{"payments"}, Detached: true}) {
+			if err != nil {
+				return
+			}
+			seen = append(seen, ev)
+		}
+	}()
+	for i, tool := range []string{"credit", "charge"} {
+		effect := func(l string) bool { return strings.Contains(l, builtin.EffectLog) && hasTool(l, tool) }
+		if _, err := w.WaitLine(ctx, effect); err != nil {
+			m.dump()
+			t.Fatalf("no %s effect: %v", tool, err)
+		}
+		if i == 0 {
+			stopRun() // the client goes away too: the run is detached
+		}
+		_ = m.orch.Kill()
+		m.startOrchestrator(addr)
+		if _, err := m.orch.WaitLog(ctx, "resuming a run"); err != nil {
+			m.dump()
+			t.Fatalf("the run was not resumed after killing the orchestrator during %s: %v", tool, err)
+		}
+	}
+
+	var evs []*toolpb.RunResponse
+	for ev, err := range m.c.Watch(ctx, "pay-run", 0) {
+		if err != nil {
+			m.dump()
+			t.Fatalf("WatchRun: %v", err)
+		}
+		evs = append(evs, ev)
+	}
+	text := finalText(t, evs)
+	if !strings.Contains(text, "charge: Error: the outcome of tool 'charge' is unknown") {
+		t.Errorf("final text %q: the charge's outcome should be unknown", text)
+	}
+	for _, tool := range []string{"credit", "charge"} {
+		if n := countLines(w.Lines(), builtin.EffectLog, tool); n != 1 {
+			t.Errorf("%s took effect %d times, want once", tool, n)
+		}
+	}
+	if n := countLines(w.Lines(), "call answered from the idempotency ledger", "credit"); n != 1 {
+		t.Errorf("the credit was answered from the ledger %d times, want once (it was sent again after the first kill)", n)
+	}
+
+	// Every event once, in order: increasing sequence numbers, one start, one end, and
+	// one finished event per call.
+	var last int64
+	finishedCalls := map[string]int{}
+	starts, ends := 0, 0
+	for _, ev := range evs {
+		if ev.GetSequence() <= last {
+			t.Errorf("sequence %d after %d", ev.GetSequence(), last)
+		}
+		last = ev.GetSequence()
+		switch {
+		case ev.GetStarted() != nil:
+			starts++
+		case ev.GetFinalResult() != nil, ev.GetError() != nil:
+			ends++
+		case ev.GetToolCallFinished() != nil:
+			f := ev.GetToolCallFinished()
+			finishedCalls[f.GetTool()]++
+			if f.GetTool() == "credit" && f.GetContent() != "credited 100 cents to alice" {
+				t.Errorf("the credit answered %q", f.GetContent())
+			}
+		}
+	}
+	if starts != 1 || ends != 1 || finishedCalls["credit"] != 1 || finishedCalls["charge"] != 1 {
+		t.Errorf("events: %d starts, %d ends, finished calls %v; want one of each", starts, ends, finishedCalls)
+	}
+	// The events the first stream got before the kill are the journal's first ones.
+	for i, ev := range seen {
+		if i >= len(evs) || ev.GetSequence() != evs[i].GetSequence() {
+			t.Errorf("event %d of the first stream (sequence %d) is not the watch's", i, ev.GetSequence())
+			break
+		}
+	}
+
+	// A watch resumed after any sequence number sees exactly the rest.
+	if len(evs) > 2 {
+		mid := evs[len(evs)/2].GetSequence()
+		n := 0
+		for ev, err := range m.c.Watch(ctx, "pay-run", mid) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.GetSequence() <= mid {
+				t.Errorf("watch after %d sent %d", mid, ev.GetSequence())
+			}
+			n++
+		}
+		if want := len(evs) - len(evs)/2 - 1; n != want {
+			t.Errorf("watch after %d sent %d events, want %d", mid, n, want)
+		}
+	}
+	runs, _, err := m.c.ListRuns(ctx, toolpb.RunState_RUN_STATE_SUCCEEDED, 10, "")
+	if err != nil || len(runs) != 1 || runs[0].GetRunId() != "pay-run" {
+		t.Errorf("ListRuns(succeeded) = %v, %v", runs, err)
+	}
+	snap, err := m.c.GetRun(ctx, "pay-run")
+	if err != nil || snap.GetState() != toolpb.RunState_RUN_STATE_SUCCEEDED || snap.GetFinalText() != text {
+		t.Errorf("GetRun = %v, %v", snap, err)
+	}
+}
+
+// hasTool reports whether a log line (JSON or text) names tool.
+func hasTool(line, tool string) bool {
+	return strings.Contains(line, `"tool":"`+tool+`"`) || strings.Contains(line, "tool="+tool+" ")
+}
+
+// countLines counts the log lines with msg that name tool.
+func countLines(lines []string, msg, tool string) int {
+	n := 0
+	for _, l := range lines {
+		if strings.Contains(l, msg) && hasTool(l, tool) {
+			n++
+		}
+	}
+	return n
+}
