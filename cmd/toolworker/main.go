@@ -33,7 +33,7 @@ func run(args []string) error {
 	groups := fs.String("groups", "math", "comma-separated built-in groups to serve: "+strings.Join(groupNames(), ", ")+", or echo_<name> (shows the context it receives)")
 	listen := fs.String("listen", "127.0.0.1:0", "address to serve ToolWorkerService on")
 	advertise := fs.String("advertise", "", "address the orchestrator dials (default: the listen address)")
-	orchestrator := fs.String("orchestrator", "127.0.0.1:7070", "orchestrator address (ToolRegistryService)")
+	orchestrator := fs.String("orchestrator", "127.0.0.1:7070", "orchestrator address (ToolRegistryService): host:port, several separated by commas, or dns:///host:port for every address the name resolves to; the worker registers with each")
 	id := fs.String("id", "", "worker id, stable across reconnects (default: host name plus a random suffix)")
 	capacity := fs.Int("capacity", 64, "calls run at once; further calls wait (0: unlimited)")
 	ledger := fs.Int("ledger", 10000, "answers the idempotency ledger keeps, so that an idempotent call the orchestrator sends again (after it restarted) runs once; 0 turns it off")

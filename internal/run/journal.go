@@ -110,6 +110,8 @@ type journal struct {
 	lease     runlog.Lease
 	next      int64
 	committed int64
+	// delivered is the last record whose event (if any) went to deliver.
+	delivered int64
 	queue     []pending
 	flushing  bool
 	failed    error
@@ -126,7 +128,7 @@ type journal struct {
 }
 
 func newJournal(store runlog.Store, lease runlog.Lease, ttl time.Duration, codec Codec, next int64) *journal {
-	j := &journal{store: store, lease: lease, ttl: ttl, codec: codec, next: next, committed: next - 1,
+	j := &journal{store: store, lease: lease, ttl: ttl, codec: codec, next: next, committed: next - 1, delivered: next - 1,
 		models: map[string]llm.Response{}, outcomes: map[string]json.RawMessage{}, dispatched: map[string]bool{},
 		stopRenew: make(chan struct{}), renewDone: make(chan struct{}), commits: make(chan struct{})}
 	j.cond = sync.NewCond(&j.mu)
@@ -267,6 +269,10 @@ func (j *journal) flush() {
 					j.deliver(Sequenced{Seq: p.rec.Seq, Time: p.rec.Time, Event: p.ev})
 				}
 			}
+			j.mu.Lock()
+			j.delivered = recs[n-1].Seq
+			j.cond.Broadcast()
+			j.mu.Unlock()
 			batch = batch[n:]
 		}
 	}
@@ -330,6 +336,17 @@ func isDelta(ev Event) bool {
 	}
 	_, ok := ev.(loop.TextDelta)
 	return ok
+}
+
+// barrier waits until every record added so far is committed and its event delivered:
+// a loop's next step starts once the client has seen the last one's events.
+func (j *journal) barrier() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for j.delivered < j.next-1 && j.failed == nil {
+		j.cond.Wait()
+	}
+	return j.failed
 }
 
 // replaying reports whether the run still regenerates what its journal holds.
@@ -465,6 +482,11 @@ func (p *journalProvider) Stream(ctx context.Context, req *llm.Request) iter.Seq
 		}
 	}
 	return func(yield func(llm.Chunk, error) bool) {
+		// The client sees what the last step did before the model is asked for the next.
+		if err := p.j.barrier(); err != nil {
+			yield(llm.Chunk{}, fmt.Errorf("%w: %w", ErrJournal, err))
+			return
+		}
 		for c, err := range p.Provider.Stream(ctx, req) {
 			if err != nil {
 				yield(c, err)

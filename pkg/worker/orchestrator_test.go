@@ -190,3 +190,39 @@ func TestRefusedRegistrationIsReported(t *testing.T) {
 		t.Error("a refused worker is in the routing table")
 	}
 }
+
+// A worker given several orchestrator replicas registers with each, so that each routes
+// to it, and comes back to a replica that restarts; one given a dns:/// name registers
+// with the addresses it resolves to.
+func TestRegistersWithEveryReplica(t *testing.T) {
+	a, b := startOrchestrator(t, "127.0.0.1:0"), startOrchestrator(t, "127.0.0.1:0")
+	w, err := worker.New(worker.Options{ID: "w-all", Orchestrator: a.addr + "," + b.addr, Logger: quiet(),
+		MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond},
+		worker.Group{Role: "text", Tools: []tool.Tool{upper()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, w)
+	eventually(t, "registered with both replicas", func() bool { return a.has("w-all") && b.has("w-all") && len(w.RegisteredWith()) == 2 })
+	addr := b.addr
+	b.stop()
+	eventually(t, "only one replica left", func() bool { return len(w.RegisteredWith()) == 1 })
+	if ok, _ := w.Registered(); !ok {
+		t.Error("a worker registered with one replica of two reports itself unregistered")
+	}
+	b = startOrchestrator(t, addr)
+	eventually(t, "registered with the restarted replica", func() bool { return b.has("w-all") && a.has("w-all") })
+
+	_, port, _ := net.SplitHostPort(a.addr)
+	d, err := worker.New(worker.Options{ID: "w-dns", Orchestrator: "dns:///127.0.0.1:" + port, Logger: quiet(), ResolveInterval: 20 * time.Millisecond,
+		MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond},
+		worker.Group{Role: "text", Tools: []tool.Tool{upper()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, d)
+	eventually(t, "registered through the dns:/// name", func() bool { return a.has("w-dns") })
+	if got := d.RegisteredWith(); len(got) != 1 || got[0] != "127.0.0.1:"+port {
+		t.Errorf("RegisteredWith = %v", got)
+	}
+}

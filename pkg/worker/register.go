@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,9 +33,90 @@ type refusal struct{ retryAfter time.Duration }
 func (r *refusal) Error() string { return errRejected.Error() }
 func (r *refusal) Unwrap() error { return errRejected }
 
-// registerLoop keeps the worker registered until ctx ends, reconnecting with jittered
-// exponential backoff whenever the stream breaks or the orchestrator refuses it.
-func (w *Worker) registerLoop(ctx context.Context, drainReq chan<- struct{}) {
+// registerAll keeps the worker registered with every orchestrator replica Options.
+// Orchestrator names until ctx ends: one registration loop per address, started and
+// stopped as the addresses a dns:/// name resolves to change.
+func (w *Worker) registerAll(ctx context.Context, drainReq chan<- struct{}) {
+	var wg sync.WaitGroup
+	loops := map[string]context.CancelFunc{}
+	defer func() {
+		for _, stop := range loops {
+			stop()
+		}
+		wg.Wait()
+	}()
+	for {
+		targets := w.resolveTargets(ctx)
+		for t, stop := range loops {
+			if !slices.Contains(targets, t) {
+				w.log.Info("orchestrator replica gone from the address; leaving it", "orchestrator", t)
+				stop()
+				delete(loops, t)
+			}
+		}
+		for _, t := range targets {
+			if loops[t] != nil {
+				continue
+			}
+			lctx, stop := context.WithCancel(ctx)
+			loops[t] = stop
+			wg.Go(func() { w.registerLoop(lctx, t, drainReq) })
+		}
+		if !w.resolves {
+			<-ctx.Done()
+			return
+		}
+		t := time.NewTimer(w.opts.ResolveInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// resolveTargets is the list of orchestrator addresses: Options.Orchestrator split at
+// commas, each dns:///host:port entry resolved to all the addresses of host. A name that
+// does not resolve (yet) keeps the addresses it had.
+func (w *Worker) resolveTargets(ctx context.Context) []string {
+	var out []string
+	for _, entry := range strings.Split(w.opts.Orchestrator, ",") {
+		entry = strings.TrimSpace(entry)
+		name, ok := strings.CutPrefix(entry, "dns:///")
+		if !ok {
+			if entry != "" && !slices.Contains(out, entry) {
+				out = append(out, entry)
+			}
+			continue
+		}
+		host, port, err := net.SplitHostPort(name)
+		if err != nil {
+			w.log.Warn("orchestrator address is not dns:///host:port", "orchestrator", entry, "error", err.Error())
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		addrs, err := net.DefaultResolver.LookupHost(rctx, host)
+		cancel()
+		if err != nil || len(addrs) == 0 {
+			w.log.Warn("cannot resolve the orchestrator's name; keeping the addresses it had", "orchestrator", entry, "error", fmt.Sprint(err))
+			addrs = w.lastResolved[entry]
+		}
+		slices.Sort(addrs)
+		w.lastResolved[entry] = addrs
+		for _, a := range addrs {
+			if t := net.JoinHostPort(a, port); !slices.Contains(out, t) {
+				out = append(out, t)
+			}
+		}
+	}
+	return out
+}
+
+// registerLoop keeps the worker registered with the orchestrator at target until ctx
+// ends, reconnecting with jittered exponential backoff whenever the stream breaks or the
+// orchestrator refuses it.
+func (w *Worker) registerLoop(ctx context.Context, target string, drainReq chan<- struct{}) {
 	opts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDisableServiceConfig(),
@@ -52,7 +136,7 @@ func (w *Worker) registerLoop(ctx context.Context, drainReq chan<- struct{}) {
 			MinConnectTimeout: 5 * time.Second,
 		}),
 	}, w.opts.DialOptions...)
-	conn, err := grpc.NewClient(w.opts.Orchestrator, opts...)
+	conn, err := grpc.NewClient(target, opts...)
 	if err != nil {
 		w.log.Error("cannot create orchestrator client", "error", err)
 		return
@@ -62,10 +146,10 @@ func (w *Worker) registerLoop(ctx context.Context, drainReq chan<- struct{}) {
 
 	failures := 0
 	for ctx.Err() == nil {
-		w.waitReachable(ctx, conn)
+		w.waitReachable(ctx, conn, target)
 		start := time.Now()
-		err := w.session(ctx, client, drainReq)
-		w.setRegistered(false, nil)
+		err := w.session(ctx, client, target, drainReq)
+		w.setRegistered(target, false, nil)
 		if ctx.Err() != nil {
 			return
 		}
@@ -78,7 +162,7 @@ func (w *Worker) registerLoop(ctx context.Context, drainReq chan<- struct{}) {
 			delay = min(r.retryAfter, w.opts.MaxBackoff) // as the orchestrator asked, within the cap
 		}
 		failures++
-		w.log.Warn("registration stream ended; reconnecting", "error", err, "retry_in", delay.String())
+		w.log.Warn("registration stream ended; reconnecting", "orchestrator", target, "error", err, "retry_in", delay.String())
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
@@ -97,7 +181,7 @@ const unreachableNotice = 5 * time.Second
 // The connection's own backoff paces the attempts; while the orchestrator cannot be
 // reached the worker says so every unreachableNotice, so that a wrong address or an
 // orchestrator that is down does not pass in silence.
-func (w *Worker) waitReachable(ctx context.Context, conn *grpc.ClientConn) {
+func (w *Worker) waitReachable(ctx context.Context, conn *grpc.ClientConn, target string) {
 	since := time.Now()
 	conn.Connect()
 	for ctx.Err() == nil {
@@ -112,7 +196,7 @@ func (w *Worker) waitReachable(ctx context.Context, conn *grpc.ClientConn) {
 		changed := conn.WaitForStateChange(wait, state)
 		cancel()
 		if !changed && ctx.Err() == nil {
-			w.log.Warn("cannot reach the orchestrator; still trying", "orchestrator", w.opts.Orchestrator,
+			w.log.Warn("cannot reach the orchestrator; still trying", "orchestrator", target,
 				"state", conn.GetState().String(), "for", time.Since(since).Round(time.Second).String())
 		}
 	}
@@ -134,7 +218,7 @@ func backoff(failures int, lo, hi time.Duration) time.Duration {
 }
 
 // session runs one registration stream until it breaks or ctx ends.
-func (w *Worker) session(ctx context.Context, client toolpb.ToolRegistryServiceClient, drainReq chan<- struct{}) error {
+func (w *Worker) session(ctx context.Context, client toolpb.ToolRegistryServiceClient, target string, drainReq chan<- struct{}) error {
 	sctx, cancel := context.WithCancel(ctx)
 	var sender sync.WaitGroup
 	defer func() {
@@ -165,7 +249,7 @@ func (w *Worker) session(ctx context.Context, client toolpb.ToolRegistryServiceC
 		return fmt.Errorf("orchestrator answered the registration with %T, not an ack", first.GetMessage())
 	}
 	if !ack.GetAccepted() {
-		w.setRegistered(false, ack.GetRejections())
+		w.setRegistered(target, false, ack.GetRejections())
 		for _, r := range ack.GetRejections() {
 			w.log.Error("orchestrator refused registration", "group", r.GetGroup(), "tool", r.GetTool(), "reason", r.GetReason())
 		}
@@ -174,12 +258,12 @@ func (w *Worker) session(ctx context.Context, client toolpb.ToolRegistryServiceC
 		_, _, after, _ := wire.StatusReason(status.Convert(err))
 		return &refusal{retryAfter: after}
 	}
-	w.setRegistered(true, nil)
+	w.setRegistered(target, true, nil)
 	interval := ack.GetHeartbeatInterval().AsDuration()
 	if interval <= 0 {
 		interval = 2 * time.Second
 	}
-	w.log.Info("registered with orchestrator", "lease_id", ack.GetLeaseId(), "heartbeat", interval.String())
+	w.log.Info("registered with orchestrator", "orchestrator", target, "lease_id", ack.GetLeaseId(), "heartbeat", interval.String())
 
 	// Heartbeats and the drain notice go out from one goroutine; replies are read here.
 	sender.Go(func() {
@@ -220,9 +304,13 @@ func (w *Worker) session(ctx context.Context, client toolpb.ToolRegistryServiceC
 	}
 }
 
-func (w *Worker) setRegistered(ok bool, rej []*toolpb.Rejection) {
+func (w *Worker) setRegistered(target string, ok bool, rej []*toolpb.Rejection) {
 	w.mu.Lock()
-	w.registered = ok
+	if ok {
+		w.registered[target] = true
+	} else {
+		delete(w.registered, target)
+	}
 	if rej != nil || ok {
 		w.lastReject = rej
 	}

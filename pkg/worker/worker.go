@@ -51,6 +51,8 @@ import (
 	"os"
 	"regexp"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -121,8 +123,14 @@ type Options struct {
 	// ID identifies the worker instance; stable across reconnects. Default: host name plus
 	// a random suffix.
 	ID string
-	// Orchestrator is the address of the orchestrator's ToolRegistryService.
+	// Orchestrator is the address of the orchestrator's ToolRegistryService: host:port,
+	// or several replicas' addresses separated by commas, or dns:///host:port for every
+	// address host resolves to (a Kubernetes headless Service over the orchestrator's
+	// replicas), resolved again every ResolveInterval. The worker registers with every
+	// replica, so that each can route calls to it.
 	Orchestrator string
+	// ResolveInterval is how often dns:/// names are resolved again. Default 5s.
+	ResolveInterval time.Duration
 	// Ledger, when set, answers a call the orchestrator sends again (same idempotency
 	// key, same tool) with the first call's answer instead of running the tool twice;
 	// NewMemoryLedger keeps answers in this process, a shared store across replicas.
@@ -201,9 +209,14 @@ type Worker struct {
 	addrOnce sync.Once
 	addr     chan net.Addr
 
-	mu         sync.Mutex
-	registered bool
+	mu sync.Mutex
+	// registered holds the orchestrator addresses the worker is registered with.
+	registered map[string]bool
 	lastReject []*toolpb.Rejection
+	// resolves is set when Options.Orchestrator names a dns:/// name; lastResolved are
+	// the addresses each resolved to last (only the registration goroutine uses it).
+	resolves     bool
+	lastResolved map[string][]string
 }
 
 var roleRE = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,64}$`)
@@ -241,15 +254,21 @@ func New(opts Options, groups ...Group) (*Worker, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.ResolveInterval <= 0 {
+		opts.ResolveInterval = 5 * time.Second
+	}
 	w := &Worker{
-		opts:      opts,
-		log:       opts.Logger.With("worker_id", opts.ID),
-		groups:    groups,
-		addr:      make(chan net.Addr, 1),
-		drainCh:   make(chan struct{}),
-		drainSent: make(chan struct{}),
-		codec:     ctxcodec.Codec{MaxBytes: opts.ContextMaxBytes},
-		idle:      make(chan struct{}),
+		registered:   map[string]bool{},
+		lastResolved: map[string][]string{},
+		resolves:     strings.Contains(opts.Orchestrator, "dns:///"),
+		opts:         opts,
+		log:          opts.Logger.With("worker_id", opts.ID),
+		groups:       groups,
+		addr:         make(chan net.Addr, 1),
+		drainCh:      make(chan struct{}),
+		drainSent:    make(chan struct{}),
+		codec:        ctxcodec.Codec{MaxBytes: opts.ContextMaxBytes},
+		idle:         make(chan struct{}),
 	}
 	if opts.Capacity > 0 {
 		w.slots = make(chan struct{}, opts.Capacity)
@@ -344,7 +363,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	drainReq := make(chan struct{}, 1)
 	go func() {
 		defer close(regDone)
-		w.registerLoop(regCtx, drainReq)
+		w.registerAll(regCtx, drainReq)
 	}()
 
 	var err error
@@ -426,12 +445,24 @@ func (w *Worker) callsInFlight() int {
 	return w.calls
 }
 
-// Registered reports whether the orchestrator has accepted the worker's current
-// registration, and the reasons of the last refusal.
+// Registered reports whether an orchestrator (one replica at least) has accepted the
+// worker's current registration, and the reasons of the last refusal.
 func (w *Worker) Registered() (bool, []*toolpb.Rejection) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.registered, w.lastReject
+	return len(w.registered) > 0, w.lastReject
+}
+
+// RegisteredWith lists the orchestrator addresses the worker is registered with.
+func (w *Worker) RegisteredWith() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]string, 0, len(w.registered))
+	for t := range w.registered {
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
 }
 
 func randomSuffix() string {

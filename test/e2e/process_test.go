@@ -231,7 +231,8 @@ func TestProgressAndCommunicateInOrder(t *testing.T) {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
 	for i := 1; i < len(evs); i++ {
-		if evs[i].GetSequence() != evs[i-1].GetSequence()+1 {
+		// The run's journal numbers its events among its other records: they increase.
+		if evs[i].GetSequence() <= evs[i-1].GetSequence() {
 			t.Fatalf("sequence %d after %d", evs[i].GetSequence(), evs[i-1].GetSequence())
 		}
 	}
