@@ -1,0 +1,182 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/toolmesh/toolmesh/internal/builtin"
+	"github.com/toolmesh/toolmesh/internal/harness"
+	"github.com/toolmesh/toolmesh/pkg/client"
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
+)
+
+// replica is an orchestrator process sharing the PostgreSQL journal, and a client of it.
+type replica struct {
+	*harness.Orchestrator
+	c *client.Client
+}
+
+func startReplica(t *testing.T, owner, cfgPath, script string) *replica {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	o, err := harness.StartOrchestrator(ctx, owner, "127.0.0.1:0", nil, "--config", cfgPath, "--script", script, "--owner", owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.Dial(o.Addr, insecure.NewCredentials())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &replica{Orchestrator: o, c: c}
+	t.Cleanup(func() {
+		_ = c.Close()
+		if !o.Exited() {
+			_ = o.Stop(30 * time.Second)
+		}
+	})
+	return r
+}
+
+// TestReplicasTakeOverRuns: two orchestrator replicas share a PostgreSQL journal and one
+// payments worker registers with both. Eight detached runs are in flight, four on each;
+// one replica is SIGKILLed while its runs' credits are in flight. The other takes its
+// runs over once their leases expire: every run finishes, every call has one finished
+// event, the idempotent credit took effect once per run and the charge at most once,
+// and a client watching any run through the surviving replica sees its events once, in
+// order.
+func TestReplicasTakeOverRuns(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	pg, err := harness.StartPostgres(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pg.Stop)
+	cfgPath := filepath.Join(t.TempDir(), "orchestrator.yaml")
+	cfg := testConfig + fmt.Sprintf("provider: {name: scripted}\njournal: {driver: postgres, dsn: %q, lease_ttl: 2s}\n", pg.DSN)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	script, _ := filepath.Abs(filepath.Join("testdata", "payments.yaml"))
+	a := startReplica(t, "replica-a", cfgPath, script)
+	b := startReplica(t, "replica-b", cfgPath, script)
+	w, err := harness.StartWorker("pay-1", "pay-1", "payments", a.Addr+","+b.Addr, nil, "--reconnect-min", "50ms", "--reconnect-max", "200ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Stop(30 * time.Second) })
+	for _, r := range []*replica{a, b} {
+		if err := harness.WaitWorkers(ctx, r.c, "pay-1"); err != nil {
+			t.Fatalf("the worker did not register with %s: %v", r.Name, err)
+		}
+	}
+
+	const runs = 8
+	var wg sync.WaitGroup
+	for i := range runs {
+		r := a
+		if i%2 == 1 {
+			r = b
+		}
+		id := fmt.Sprintf("run-%d", i)
+		wg.Go(func() {
+			for _, err := range r.c.Run(ctx, &toolpb.RunRequest{RunId: id, Prompt: "pay", ToolGroups: []string{"payments"}, Detached: true}) {
+				if err != nil {
+					return // the replica was killed
+				}
+			}
+		})
+	}
+	// Kill a once every run's credit took effect: a's four credits are in flight.
+	for {
+		if countLines(w.Lines(), builtin.EffectLog, "credit") >= runs {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("only %d credits took effect:\n%s", countLines(w.Lines(), builtin.EffectLog, "credit"), w.Output())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	killed := time.Now()
+	_ = a.Kill()
+	wg.Wait()
+
+	keyRun := regexp.MustCompile(`idempotency_key[=":]+(run-\d+)/`)
+	effects := map[string]map[string]int{"credit": {}, "charge": {}}
+	for i := range runs {
+		id := fmt.Sprintf("run-%d", i)
+		var evs []*toolpb.RunResponse
+		for ev, err := range b.c.Watch(ctx, id, 0) {
+			if err != nil {
+				t.Fatalf("WatchRun(%s) on the surviving replica: %v\n%s", id, err, b.Output())
+			}
+			evs = append(evs, ev)
+		}
+		if len(evs) == 0 || evs[len(evs)-1].GetFinalResult() == nil {
+			t.Errorf("%s did not end with a final result: %v", id, evs[len(evs)-1])
+			continue
+		}
+		var last int64
+		calls := map[string]int{}
+		for _, ev := range evs {
+			if ev.GetSequence() <= last {
+				t.Errorf("%s: sequence %d after %d", id, ev.GetSequence(), last)
+			}
+			last = ev.GetSequence()
+			if f := ev.GetToolCallFinished(); f != nil {
+				calls[f.GetCallId()]++
+			}
+		}
+		if len(calls) != 2 {
+			t.Errorf("%s: finished calls %v, want two", id, calls)
+		}
+		for c, n := range calls {
+			if n != 1 {
+				t.Errorf("%s: call %s finished %d times", id, c, n)
+			}
+		}
+	}
+	for _, l := range w.Lines() {
+		if !strings.Contains(l, builtin.EffectLog) {
+			continue
+		}
+		m := keyRun.FindStringSubmatch(l)
+		if m == nil {
+			t.Fatalf("effect line without a run: %s", l)
+		}
+		for tool := range effects {
+			if hasTool(l, tool) {
+				effects[tool][m[1]]++
+			}
+		}
+	}
+	for i := range runs {
+		id := fmt.Sprintf("run-%d", i)
+		if n := effects["credit"][id]; n != 1 {
+			t.Errorf("%s: the credit took effect %d times, want once", id, n)
+		}
+		if n := effects["charge"][id]; n > 1 {
+			t.Errorf("%s: the charge, not idempotent, took effect %d times", id, n)
+		}
+	}
+	took := b.CountLogs("resuming a run", nil)
+	if took != runs/2 {
+		t.Errorf("the surviving replica resumed %d runs, want %d (the killed replica's)", took, runs/2)
+	}
+	t.Logf("the killed replica's runs finished on the other within %s", time.Since(killed).Round(time.Millisecond))
+	list, _, err := b.c.ListRuns(ctx, toolpb.RunState_RUN_STATE_SUCCEEDED, 100, "")
+	if err != nil || len(list) != runs {
+		t.Errorf("ListRuns(succeeded) on the survivor = %d runs, %v; want %d", len(list), err, runs)
+	}
+}
