@@ -163,21 +163,21 @@ func run(args []string) error {
 	})
 	defer rt.Close()
 	tel.RegisterReplicaGauge(rt.ReplicaCounts)
+	lis, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
 	journal, err := openJournal(cfg.Journal, log)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = journal.Close() }()
 	srv, err := server.New(server.Options{Router: rt, Providers: providers, DefaultProvider: defProvider, Config: &cfg, Telemetry: tel, Logger: log,
-		Journal: journal, Owner: ownerName(cfg)})
+		Journal: journal, Owner: ownerName(cfg.Journal, lis.Addr())})
 	if err != nil {
 		return err
 	}
 
-	lis, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
 	opts := append(server.RecoveryInterceptors(log),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
@@ -329,12 +329,12 @@ func openJournal(j config.Journal, log *slog.Logger) (runlog.Store, error) {
 }
 
 // ownerName is this orchestrator's name in run leases: journal.owner, or the host name
-// and the listen port.
-func ownerName(cfg config.Config) string {
-	if cfg.Journal.Owner != "" {
-		return cfg.Journal.Owner
+// and the port it listens on.
+func ownerName(j config.Journal, addr net.Addr) string {
+	if j.Owner != "" {
+		return j.Owner
 	}
 	host, _ := os.Hostname()
-	_, port, _ := net.SplitHostPort(cfg.Listen)
+	_, port, _ := net.SplitHostPort(addr.String())
 	return host + ":" + port
 }

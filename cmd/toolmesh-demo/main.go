@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"time"
 
 	"google.golang.org/grpc/credentials/insecure"
@@ -76,7 +77,13 @@ func run() error {
 	}
 	defer func() { _ = stopAll() }()
 
-	orch, err := harness.StartOrchestrator(ctx, "orchestrator", "127.0.0.1:0", nil)
+	// The run journal is SQLite in a directory of its own: runs survive a restart.
+	dataDir, err := os.MkdirTemp("", "toolmesh-demo-")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(dataDir) }()
+	orch, err := harness.StartOrchestrator(ctx, "orchestrator", "127.0.0.1:0", nil, "--data-dir", dataDir)
 	if err != nil {
 		return err
 	}
@@ -87,7 +94,7 @@ func run() error {
 	default:
 		fmt.Printf("Model: %s — the %s provider, from your environment's credentials.\n\n", orch.Model, orch.Provider)
 	}
-	fmt.Printf("orchestrator  pid %-7d serving on %s\n", orch.PID(), orch.Addr)
+	fmt.Printf("orchestrator  pid %-7d serving on %s, journaling runs in %s\n", orch.PID(), orch.Addr, filepath.Join(dataDir, "journal.db"))
 	for _, w := range []struct{ id, groups string }{{"math-1", "math"}, {"math-2", "math"}, {"text-1", "text"}} {
 		p, err := harness.StartWorker(w.id, w.id, w.groups, orch.Addr, nil)
 		if err != nil {
@@ -131,6 +138,9 @@ func run() error {
 		return err
 	}
 	if err := step("workers   # calls spread over both math replicas", "workers"); err != nil {
+		return err
+	}
+	if err := step("runs      # the run, from the journal (toolmesh watch RUN_ID replays its events)", "runs"); err != nil {
 		return err
 	}
 

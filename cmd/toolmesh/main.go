@@ -33,7 +33,9 @@ type command struct{ name, synopsis, what string }
 
 // commands are the CLI's commands, in the order the usage lists them.
 var commands = []command{
-	{"run", "[-group g]... [-require g[:tool,...]]... [-tool t]... [-model provider/model] [-role r] [-context k=v]... [-max-iterations n] [-max-actions n] [-timeout d] [-system text] [-stream] [-json] PROMPT", "run a prompt and print its events as they arrive"},
+	{"run", "[-group g]... [-require g[:tool,...]]... [-tool t]... [-model provider/model] [-role r] [-context k=v]... [-max-iterations n] [-max-actions n] [-timeout d] [-system text] [-stream] [-detach] [-json] PROMPT", "run a prompt and print its events as they arrive"},
+	{"watch", "[-after n] [-json] RUN_ID", "print a run's events from the journal, then as they happen, until it ends"},
+	{"runs", "[-state s] [-limit n]", "list the runs the journal holds"},
 	{"tools", "[-group g]...", "list registered tools"},
 	{"groups", "", "list tool groups: where their tools come from, the tools, their workers"},
 	{"workers", "", "list registered workers"},
@@ -120,6 +122,49 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch cmd {
 	case "run":
 		return runCmd(ctx, c, sub, rest, stdout, stderr)
+	case "watch":
+		after := sub.Int64("after", 0, "print the events after this sequence number")
+		asJSON := sub.Bool("json", false, "print events as JSON lines")
+		if err := cli.Parse(sub, rest, stdout, stderr); err != nil {
+			return err
+		}
+		if sub.NArg() != 1 {
+			return errors.New("watch needs exactly one RUN_ID")
+		}
+		p := &printer{out: stdout, terminal: isTerminal(stdout)}
+		defer p.endLine()
+		for ev, err := range c.Watch(ctx, sub.Arg(0), *after) {
+			if err != nil {
+				return err
+			}
+			p.emit(ev, *asJSON)
+		}
+		return nil
+	case "runs":
+		state := sub.String("state", "", "only runs in this state: running, succeeded, failed, cancelled, terminated")
+		limit := sub.Int("limit", 100, "list at most this many (1 to 1000)")
+		if err := cli.Parse(sub, rest, stdout, stderr); err != nil {
+			return err
+		}
+		st := toolpb.RunState_RUN_STATE_UNSPECIFIED
+		if *state != "" {
+			v, ok := toolpb.RunState_value["RUN_STATE_"+strings.ToUpper(*state)]
+			if !ok {
+				return fmt.Errorf("-state %q: not a run state", *state)
+			}
+			st = toolpb.RunState(v)
+		}
+		runs, _, err := c.ListRuns(ctx, st, *limit, "")
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "RUN\tSTATE\tOWNER\tSTARTED\tRECORDS")
+		for _, r := range runs {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", r.GetRunId(), strings.TrimPrefix(r.GetState().String(), "RUN_STATE_"), r.GetOwner(),
+				r.GetStarted().AsTime().Local().Format(time.DateTime), r.GetRecords())
+		}
+		return tw.Flush()
 	case "tools":
 		var groups multi
 		sub.Var(&groups, "group", "only tools of this group (repeatable)")
@@ -202,6 +247,7 @@ func runCmd(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []stri
 	stream := fs.Bool("stream", false, "print the model's text as it is written (stream_text)")
 	maxActions := fs.Int("max-actions", 0, "tool-call budget of the run (0: none)")
 	system := fs.String("system", "", "system prompt")
+	detach := fs.Bool("detach", false, "keep the run going if the CLI goes away (watch it again with toolmesh watch)")
 	if err := cli.Parse(fs, args, out, stderr); err != nil {
 		return err
 	}
@@ -213,7 +259,7 @@ func runCmd(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []stri
 		}
 	}
 	prompt := strings.Join(fs.Args(), " ")
-	req := &toolpb.RunRequest{Prompt: prompt, SystemPrompt: *system, ToolGroups: groups, Tools: tools, StreamText: *stream,
+	req := &toolpb.RunRequest{Prompt: prompt, SystemPrompt: *system, ToolGroups: groups, Tools: tools, StreamText: *stream, Detached: *detach,
 		Limits: &toolpb.RunLimits{MaxIterations: int32(*maxIter), MaxActions: int32(*maxActions)}}
 	for _, r := range required {
 		role, names, _ := strings.Cut(r, ":")
@@ -240,14 +286,7 @@ func runCmd(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []stri
 		}
 	}
 	p := &printer{out: out, terminal: isTerminal(out)}
-	_, err := c.RunAndWait(ctx, req, func(ev *toolpb.RunResponse) {
-		if *asJSON {
-			b, _ := protojson.Marshal(ev)
-			fmt.Fprintln(out, string(b))
-			return
-		}
-		p.print(ev)
-	})
+	_, err := c.RunAndWait(ctx, req, func(ev *toolpb.RunResponse) { p.emit(ev, *asJSON) })
 	p.endLine()
 	var re *client.ReplanError
 	var te *client.TerminatedError
@@ -271,6 +310,16 @@ type printer struct {
 	// message event repeats it.
 	streamed     bool
 	streamedIter int32
+}
+
+// emit prints ev for a person, or as a JSON line.
+func (p *printer) emit(ev *toolpb.RunResponse, asJSON bool) {
+	if asJSON {
+		b, _ := protojson.Marshal(ev)
+		fmt.Fprintln(p.out, string(b))
+		return
+	}
+	p.print(ev)
 }
 
 func (p *printer) print(ev *toolpb.RunResponse) {

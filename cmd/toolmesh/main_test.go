@@ -20,6 +20,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/internal/router"
+	"github.com/toolmesh/toolmesh/internal/runlog"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/pkg/client"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
@@ -138,7 +139,12 @@ func startOrchestrator(t *testing.T, script scripted.Script) *orchestrator {
 		t.Fatal(err)
 	}
 	rt := router.New(router.Options{Logger: log})
-	srv, err := server.New(server.Options{Router: rt, Provider: model, Config: &cfg, Logger: log})
+	journal, err := runlog.OpenMemory(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = journal.Close() })
+	srv, err := server.New(server.Options{Router: rt, Provider: model, Config: &cfg, Logger: log, Journal: journal, Owner: "cli-test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,6 +318,23 @@ func TestRunCommand(t *testing.T) {
 		}
 	}
 
+	// watch prints the finished run's events again, from the journal.
+	watched, err := o.run(t, "watch", runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wl := strings.Split(strings.TrimSuffix(watched, "\n"), "\n"); len(wl) != len(lines) || wl[0] != lines[0] || wl[6] != lines[6] {
+		t.Errorf("watch printed:\n%s\nwant what run printed:\n%s", watched, out)
+	}
+	// runs lists it.
+	listed, err := o.run(t, "runs", "-state", "succeeded")
+	if err != nil || !strings.Contains(listed, runID) || !strings.Contains(listed, "SUCCEEDED") || !strings.Contains(listed, "cli-test") {
+		t.Errorf("runs = %q, %v", listed, err)
+	}
+	if _, err := o.run(t, "runs", "-state", "bogus"); err == nil || !strings.Contains(err.Error(), "not a run state") {
+		t.Errorf("runs -state bogus = %v", err)
+	}
+
 	// get shows the finished run as JSON.
 	out, err = o.run(t, "get", runID)
 	if err != nil {
@@ -337,14 +360,16 @@ func TestRunCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	jl := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	var last int64
 	for i, l := range jl {
 		var ev toolpb.RunResponse
 		if err := protojson.Unmarshal([]byte(l), &ev); err != nil {
 			t.Fatalf("line %d %q: %v", i, l, err)
 		}
-		if ev.GetSequence() != int64(i+1) {
-			t.Errorf("line %d has sequence %d", i, ev.GetSequence())
+		if ev.GetSequence() <= last {
+			t.Errorf("line %d has sequence %d after %d", i, ev.GetSequence(), last)
 		}
+		last = ev.GetSequence()
 		if i == len(jl)-1 && ev.GetFinalResult().GetText() != "The sum is 5." {
 			t.Errorf("last line %q, want the final result", l)
 		}

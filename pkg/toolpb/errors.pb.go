@@ -118,7 +118,6 @@ const (
 	// (RunRequest.required_tool_groups), or has none.
 	ErrorReason_ERROR_REASON_REQUIRED_TOOLS_MISSING ErrorReason = 32
 	// UNAVAILABLE: the run journal cannot be reached (its database is down, say); retry.
-	// FAILED_PRECONDITION when the orchestrator keeps no journal at all.
 	ErrorReason_ERROR_REASON_JOURNAL_UNAVAILABLE ErrorReason = 33
 	// FAILED_PRECONDITION: the run is driven by another orchestrator replica, named in
 	// the metadata (owner); call that one.

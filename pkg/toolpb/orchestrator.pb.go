@@ -3943,7 +3943,7 @@ func (x *WorkerStatus) GetRegisteredAt() *timestamppb.Timestamp {
 // WatchRunRequest names a run to watch.
 type WatchRunRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Id of the run: 1 to 256 bytes.
+	// Id of the run (as in RunRequest.run_id).
 	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// Send the events after this sequence number (0: all of them).
 	AfterSequence int64 `protobuf:"varint,2,opt,name=after_sequence,json=afterSequence,proto3" json:"after_sequence,omitempty"`
@@ -4124,8 +4124,9 @@ type RunSummary struct {
 	State RunState `protobuf:"varint,2,opt,name=state,proto3,enum=toolmesh.v1.RunState" json:"state,omitempty"`
 	// The orchestrator that drives it or drove it last.
 	Owner string `protobuf:"bytes,3,opt,name=owner,proto3" json:"owner,omitempty"`
-	// When it started and when its journal last changed.
+	// When it started.
 	Started *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=started,proto3" json:"started,omitempty"`
+	// When its journal last changed (for a finished run: when it ended).
 	Updated *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=updated,proto3" json:"updated,omitempty"`
 	// Records in its journal.
 	Records       int64 `protobuf:"varint,6,opt,name=records,proto3" json:"records,omitempty"`

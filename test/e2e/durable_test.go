@@ -29,6 +29,7 @@ func TestRunSurvivesOrchestratorKills(t *testing.T) {
 	defer cancel()
 	var seen []*toolpb.RunResponse
 	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
 	go func() {
 		for ev, err := range m.c.Run(runCtx, &toolpb.RunRequest{RunId: "pay-run", Prompt: "pay", ToolGroups: []string{"payments"}, Detached: true}) {
 			if err != nil {

@@ -98,10 +98,7 @@ func TestReplicasTakeOverRuns(t *testing.T) {
 		})
 	}
 	// Kill a once every run's credit took effect: a's four credits are in flight.
-	for {
-		if countLines(w.Lines(), builtin.EffectLog, "credit") >= runs {
-			break
-		}
+	for countLines(w.Lines(), builtin.EffectLog, "credit") < runs {
 		select {
 		case <-ctx.Done():
 			t.Fatalf("only %d credits took effect:\n%s", countLines(w.Lines(), builtin.EffectLog, "credit"), w.Output())
