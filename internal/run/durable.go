@@ -17,6 +17,14 @@ import (
 // ErrUnavailable: the journal cannot take the run (its store is down, say).
 var ErrUnavailable = errors.New("the run journal is unavailable")
 
+// errInJournal refuses a run id the journal keeps a run of; it is an ErrExists.
+var errInJournal = existsError("a run with that id is in the journal (run ids are unique among the runs it keeps)")
+
+type existsError string
+
+func (e existsError) Error() string        { return string(e) }
+func (e existsError) Is(target error) bool { return target == ErrExists }
+
 // derivedID is an id that follows from the call that needs it: the same call of a
 // resumed run gets the same id.
 func derivedID(prefix string, info tool.CallInfo) string {
@@ -44,7 +52,7 @@ func (s *Service) openJournal(ctx context.Context, j *journal, id, loopID string
 	lease, err := s.journal.Create(ctx, id, s.owner, s.leaseTTL())
 	switch {
 	case errors.Is(err, runlog.ErrExists):
-		return nil, fmt.Errorf("%w (run ids are unique among the runs the journal keeps)", ErrExists)
+		return nil, errInJournal
 	case errors.Is(err, runlog.ErrInvalid):
 		return nil, fieldErr("run_id", ErrInvalid, "%v", err)
 	case err != nil:

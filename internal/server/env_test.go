@@ -20,6 +20,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/internal/router"
+	"github.com/toolmesh/toolmesh/internal/runlog"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/pkg/client"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
@@ -70,6 +71,8 @@ type envOptions struct {
 	provider llm.Provider
 	// sinks are the program's artifact sinks (Options.Sinks).
 	sinks map[string]decorators.Sink
+	// journal, when set, is the run journal (Options.Journal, owner "test").
+	journal runlog.Store
 }
 
 // echoScript answers every turn with a fixed text.
@@ -96,7 +99,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if o.logs != nil {
 		log = slog.New(slog.NewJSONHandler(o.logs, nil))
 	}
-	opts := Options{Router: rt, Provider: model, Config: &cfg, Logger: log, Telemetry: o.tel, Sinks: o.sinks}
+	opts := Options{Router: rt, Provider: model, Config: &cfg, Logger: log, Telemetry: o.tel, Sinks: o.sinks, Journal: o.journal, Owner: "test"}
 	if o.provider != nil {
 		opts.Providers = map[string]llm.Provider{"scripted": model, o.provider.Name(): o.provider}
 		opts.DefaultProvider = o.provider.Name()
