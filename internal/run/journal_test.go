@@ -1,0 +1,163 @@
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"iter"
+	"testing"
+	"time"
+
+	"github.com/toolmesh/toolmesh/internal/llm"
+	"github.com/toolmesh/toolmesh/internal/loop"
+	"github.com/toolmesh/toolmesh/internal/runlog"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/internal/toolinternal"
+	"github.com/toolmesh/toolmesh/pkg/tool"
+)
+
+// countingModel answers every call with a text and counts the calls.
+type countingModel struct{ calls int }
+
+func (m *countingModel) Name() string { return "counting" }
+func (m *countingModel) Stream(context.Context, *llm.Request) iter.Seq2[llm.Chunk, error] {
+	m.calls++
+	return func(yield func(llm.Chunk, error) bool) {
+		yield(llm.Chunk{Done: &llm.Response{Text: "live"}}, nil)
+	}
+}
+
+type jsonCodec struct{}
+
+func (jsonCodec) Event(ev Event) (json.RawMessage, bool) {
+	if _, ok := ev.(loop.TextDelta); ok {
+		return json.RawMessage(`{"delta":true}`), true
+	}
+	return json.RawMessage(`{}`), true
+}
+func (jsonCodec) Request(json.RawMessage) (Request, error) { return Request{}, errors.New("unused") }
+
+func memJournal(t *testing.T) (runlog.Store, runlog.Lease) {
+	t.Helper()
+	s, err := runlog.OpenMemory(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	l, err := s.Create(context.Background(), "r1", "me", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, l
+}
+
+// A resumed journal answers the model calls it holds without calling the model, then
+// calls it and records the answer; the events its replay regenerates are not recorded
+// or delivered again; a call's outcome and dispatch are looked up by loop, iteration
+// and call id.
+func TestJournalReplay(t *testing.T) {
+	store, lease := memJournal(t)
+	ctx := context.Background()
+	old := []runlog.Record{
+		{Seq: 1, Kind: runlog.KindRequest, Data: json.RawMessage(`{}`)},
+		{Seq: 2, Kind: runlog.KindModel, Data: json.RawMessage(`{"key":"loop_a/1","response":{"Text":"recorded"}}`)},
+		{Seq: 3, Kind: runlog.KindEvent, Data: json.RawMessage(`{}`)},
+		{Seq: 4, Kind: runlog.KindDispatch, Data: json.RawMessage(`{"key":"r1/loop_a/1/c1","worker":"w","attempt":1}`)},
+		{Seq: 5, Kind: runlog.KindEvent, Data: json.RawMessage(`{}`)},
+		{Seq: 6, Kind: runlog.KindDispatch, Data: json.RawMessage(`{"key":"r1/loop_a/1/c2","worker":"w","attempt":1}`)},
+		{Seq: 7, Kind: runlog.KindOutcome, Data: json.RawMessage(`{"key":"r1/loop_a/1/c2","outcome":"succeeded","data":{"kind":0,"content":"done"}}`)},
+	}
+	if err := store.Append(ctx, lease, old); err != nil {
+		t.Fatal(err)
+	}
+	j := newJournal(store, lease, time.Minute, jsonCodec{}, 8)
+	if err := j.load(old); err != nil {
+		t.Fatal(err)
+	}
+	var delivered []int64
+	j.stop, j.deliver = func(error) {}, func(sq Sequenced) { delivered = append(delivered, sq.Seq) }
+	j.start()
+
+	model := &countingModel{}
+	p := &journalProvider{Provider: model, j: j, loopID: "loop_a"}
+	for i, want := range []string{"recorded", "live"} {
+		resp, err := llm.Collect(p.Stream(ctx, &llm.Request{}))
+		if err != nil || resp.Text != want {
+			t.Fatalf("model call %d = %v, %v; want %q", i+1, resp, err, want)
+		}
+	}
+	if model.calls != 1 {
+		t.Errorf("the model was called %d times, want once (the first answer is recorded)", model.calls)
+	}
+
+	// Two events were recorded: the first two regenerated (deltas aside) are dropped.
+	for _, ev := range []Event{Started{}, loop.TextDelta{Text: "x"}, loop.ModelCalled{}, loop.ToolCallStarted{}} {
+		j.event(ev)
+	}
+	if err := j.barrier(); err != nil {
+		t.Fatal(err)
+	}
+
+	call := func(id string) context.Context {
+		return toolcall.WithCallInfo(ctx, tool.CallInfo{RunID: "r1", LoopID: "loop_a", CallID: id, Iteration: 1})
+	}
+	if _, done, dispatched := j.Recorded(call("c1")); done || !dispatched {
+		t.Errorf("c1: done %v, dispatched %v; want dispatched without an outcome", done, dispatched)
+	}
+	if data, done, _ := j.Recorded(call("c2")); !done || string(data) != `{"kind":0,"content":"done"}` {
+		t.Errorf("c2: %s, done %v; want its outcome", data, done)
+	}
+	if _, done, dispatched := j.Recorded(toolcall.WithCallInfo(ctx, tool.CallInfo{RunID: "r1", LoopID: "loop_a", CallID: "c2", Iteration: 2})); done || dispatched {
+		t.Error("a call of another iteration with the same id has the first one's record")
+	}
+	if err := j.Finished(call("c1"), toolinternal.OutcomeUnknown, toolcall.EncodeResult(toolcall.UnknownOutcome("charge"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.close(); err != nil {
+		t.Fatal(err)
+	}
+
+	recs, err := store.Read(ctx, "r1", 7, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []runlog.Kind
+	for _, r := range recs {
+		kinds = append(kinds, r.Kind)
+	}
+	want := []runlog.Kind{runlog.KindModel, runlog.KindEvent, runlog.KindOutcome}
+	if len(kinds) != len(want) || kinds[0] != want[0] || kinds[1] != want[1] || kinds[2] != want[2] {
+		t.Errorf("records after the replay: %v, want %v (the live model answer, the one new event, the outcome)", kinds, want)
+	}
+	if len(delivered) != 1 || delivered[0] != recs[1].Seq {
+		t.Errorf("delivered %v, want only the new event (%d)", delivered, recs[1].Seq)
+	}
+}
+
+// A stale lease fails the journal: the run is stopped with ErrJournal and nothing more
+// is written.
+func TestJournalFenced(t *testing.T) {
+	store, lease := memJournal(t)
+	ctx := context.Background()
+	j := newJournal(store, lease, time.Minute, jsonCodec{}, 1)
+	var cause error
+	j.stop, j.deliver = func(err error) { cause = err }, nil
+	j.start()
+	if _, err := j.add(runlog.KindRequest, json.RawMessage(`{}`), nil, true); err != nil {
+		t.Fatal(err)
+	}
+	// Another owner takes the run over (its lease expired, say).
+	if _, err := store.Acquire(ctx, "r1", "me", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.add(runlog.KindEvent, json.RawMessage(`{}`), nil, true); !errors.Is(err, runlog.ErrFenced) {
+		t.Fatalf("append under a stale lease: %v, want ErrFenced", err)
+	}
+	if !errors.Is(cause, ErrJournal) {
+		t.Errorf("the run was stopped with %v, want ErrJournal", cause)
+	}
+	if _, err := j.add(runlog.KindEvent, json.RawMessage(`{}`), nil, false); err == nil {
+		t.Error("a failed journal took another record")
+	}
+	_ = j.close()
+}
