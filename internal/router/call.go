@@ -228,19 +228,29 @@ func (r *Router) invokeFull(ctx context.Context, t *remoteTool, input string) (t
 	dispatch := toolinternal.DispatchFrom(ctx)
 	tried := map[string]bool{}
 	var last *tool.Result
+	saturated := 0
 	for attempts := 0; attempts < r.opts.MaxAttempts; {
 		w, changed := r.pick(t, tried)
 		if changed {
 			return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' changed: its workers registered a different definition since it was offered; it cannot be called as offered", t.def.Name)), answered
 		}
 		if w == nil {
-			if last == nil {
-				return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("no worker of group '%s' is available to run tool '%s'; try again later or use another tool", t.group, t.def.Name)), answered
+			switch {
+			case last != nil:
+				return *last, answered
+			case saturated > 0:
+				r.opts.Telemetry.Overloaded(ctx, t.group)
+				return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' was not run: every worker of group '%s' has as many calls in flight as the orchestrator sends one (router.max_in_flight_per_worker); try again in a few seconds", t.def.Name, t.group)), answered
 			}
-			return *last, answered
+			return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("no worker of group '%s' is available to run tool '%s'; try again later or use another tool", t.group, t.def.Name)), answered
 		}
 		tried[w.id] = true
-		if !w.acquire() {
+		ok, full := w.acquireUnder(w.limit(r.opts.MaxInFlightPerWorker))
+		if full {
+			saturated++
+			continue // nothing was sent: another replica may have room
+		}
+		if !ok {
 			continue // closed since it was picked: nothing was sent
 		}
 		attempts++

@@ -465,3 +465,58 @@ func TestCustomDialWithoutTrackerDoesNotResend(t *testing.T) {
 		t.Errorf("non-idempotent call re-sent to another replica")
 	}
 }
+
+// A call that finds every replica at its in-flight bound is not sent: it fails at once
+// with an error the model reads, and the replicas never see it; a replica with room
+// takes calls while the other is full.
+func TestInFlightBoundFailsFast(t *testing.T) {
+	ctx := testContext(t)
+	release := newGate()
+	hold := func(ctx context.Context, _ *toolpb.InvokeRequest) (*toolpb.InvokeResponse, error) {
+		if err := release.wait(ctx); err != nil {
+			return nil, err
+		}
+		return textResponse("ok"), nil
+	}
+	a, b := startFake(t, hold), startFake(t, hold)
+	r := newRouter(t, Options{MaxInFlightPerWorker: 2})
+	mustRegister(t, r, registration("a", a.addr, "text", echoTool("echo")))
+	mustRegister(t, r, registration("b", b.addr, "text", echoTool("echo")))
+	results := make(chan tool.Result, 4)
+	for range 4 {
+		go func() {
+			tl, _ := r.Tool("echo")
+			res, _ := tl.Call(ctx, `{}`)
+			results <- res
+		}()
+	}
+	for a.calls.Load()+b.calls.Load() < 4 {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("only %d calls reached the replicas", a.calls.Load()+b.calls.Load())
+		case <-time.After(time.Millisecond):
+		}
+	}
+	start := time.Now()
+	res, d := call(ctx, t, r, "echo", `{}`)
+	if !res.IsError() || res.Code != tool.CodeUnavailable || !strings.Contains(res.Content, "router.max_in_flight_per_worker") || d.Attempts != 0 {
+		t.Errorf("a call over the bound = %+v (%d attempts), want a fast refusal", res, d.Attempts)
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Errorf("the refusal took %s", el)
+	}
+	if n := a.calls.Load() + b.calls.Load(); n != 4 {
+		t.Errorf("the replicas saw %d calls, want 4 (the refused one never left)", n)
+	}
+	release.open()
+	for range 4 {
+		if res := <-results; res.IsError() {
+			t.Errorf("a call within the bound failed: %+v", res)
+		}
+	}
+	// A declared capacity bounds it too: 4 × capacity.
+	w := &worker{capacity: 3}
+	if got := w.limit(1024); got != 12 {
+		t.Errorf("limit with capacity 3 = %d, want 12", got)
+	}
+}

@@ -62,6 +62,11 @@ type Options struct {
 	EjectFor time.Duration
 	// MaxAttempts bounds the replicas one call is sent to. Default 3.
 	MaxAttempts int
+	// MaxInFlightPerWorker bounds the calls this orchestrator has in flight at one worker
+	// replica (and at most 4 × the capacity a replica declares): a call that finds every
+	// replica of its tool at the bound is not sent but fails fast with an error result
+	// saying so, instead of queueing without bound. Default 1024.
+	MaxInFlightPerWorker int
 	// Dial opens a client connection to a worker. Default: grpc.NewClient with
 	// DialOptions() and the telemetry handlers. A replacement must include
 	// DialOptions(): without their stats handler the router cannot prove that a
@@ -119,6 +124,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.EjectFor <= 0 {
 		o.EjectFor = 10 * time.Second
+	}
+	if o.MaxInFlightPerWorker <= 0 {
+		o.MaxInFlightPerWorker = 1024
 	}
 	if o.MaxAttempts <= 0 {
 		o.MaxAttempts = 3

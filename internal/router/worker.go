@@ -98,13 +98,32 @@ func (w *worker) setState(s toolpb.WorkerState) {
 
 // acquire reserves the connection for one call. It fails once the worker was closed.
 func (w *worker) acquire() bool {
+	ok, _ := w.acquireUnder(0)
+	return ok
+}
+
+// acquireUnder starts a call unless the worker is closed or already has limit calls in
+// flight (full; 0: no limit).
+func (w *worker) acquireUnder(limit int64) (ok, full bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closing {
-		return false
+		return false, false
+	}
+	if limit > 0 && int64(w.inFlight.Load()) >= limit {
+		return false, true
 	}
 	w.inFlight.Add(1)
-	return true
+	return true, false
+}
+
+// limit is the most calls in flight the router sends the worker: max, and at most four
+// times the capacity it declares.
+func (w *worker) limit(max int) int64 {
+	if w.capacity > 0 {
+		return min(int64(max), 4*int64(w.capacity))
+	}
+	return int64(max)
 }
 
 // release ends a call acquire allowed, closing the connection if the worker was closed

@@ -57,6 +57,7 @@ const (
 	EventToolsChanged  = "toolmesh.tools.changed"
 	EventReplicaChosen = "toolmesh.replica.chosen"
 	EventFailover      = "toolmesh.failover"
+	EventOverloaded    = "toolmesh.overloaded" // a call not sent: every replica at its in-flight bound
 )
 
 // Outcomes used when a call site gives none.

@@ -324,6 +324,12 @@ func (t *Telemetry) ReplicaChosen(ctx context.Context, workerID string, attempt 
 
 // FailedOver records on the span in ctx that attempt number attempt, on workerID, failed
 // in a way that lets the router send the call to another replica.
+// Overloaded records on the call's span that the call was not sent: every replica of
+// its group had as many calls in flight as the router sends one.
+func (t *Telemetry) Overloaded(ctx context.Context, group string) {
+	trace.SpanFromContext(ctx).AddEvent(EventOverloaded, trace.WithAttributes(KeyGroup.String(group)))
+}
+
 func (t *Telemetry) FailedOver(ctx context.Context, workerID string, attempt int, reason string) {
 	trace.SpanFromContext(ctx).AddEvent(EventFailover, trace.WithAttributes(
 		KeyWorkerID.String(workerID),
