@@ -72,6 +72,14 @@ type Run struct {
 	Updated time.Time
 }
 
+// Decision is the answer to an approval: whether the call may run, why, and who said so.
+type Decision struct {
+	Approve bool
+	Reason  string
+	By      string
+	Time    time.Time
+}
+
 // Filter selects runs to list.
 type Filter struct {
 	// State, when set, keeps only runs in it.
@@ -90,8 +98,10 @@ const (
 	MaxBatch = 1024
 	// MaxList bounds one listing.
 	MaxList = 1000
-	// MaxIDBytes bounds run ids and owner names.
+	// MaxIDBytes bounds run ids, owner names and call keys.
 	MaxIDBytes = 256
+	// MaxReasonBytes bounds a decision's reason.
+	MaxReasonBytes = 4096
 )
 
 // Errors of the journal.
@@ -140,6 +150,13 @@ type Store interface {
 	List(ctx context.Context, f Filter) ([]Run, error)
 	// Expired lists unfinished runs whose lease expired, at most limit.
 	Expired(ctx context.Context, limit int) ([]Run, error)
+	// Decide records the decision on the approval of call key of a running run, once:
+	// any replica may call it, whoever drives the run. ErrExists when the call is
+	// decided already, ErrFinished when the run is finished, ErrNotFound when there is
+	// no such run.
+	Decide(ctx context.Context, runID, key string, d Decision) error
+	// Decision reports the decision on call key of a run, if there is one.
+	Decision(ctx context.Context, runID, key string) (Decision, bool, error)
 	// Prune deletes finished runs last changed before before, with their records, at
 	// most limit of them (0: MaxList), and returns how many it deleted. Running runs are
 	// never deleted.

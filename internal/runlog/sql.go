@@ -10,7 +10,7 @@ import (
 )
 
 // SchemaVersion is the version of the journal's tables this code writes.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // dialect is what differs between the SQL stores.
 type dialect struct {
@@ -75,7 +75,7 @@ func (s *sqlStore) migrate(ctx context.Context) error {
 		switch t {
 		case "toolmesh_meta":
 			hasMeta = true
-		case "toolmesh_runs", "toolmesh_records":
+		case "toolmesh_runs", "toolmesh_records", "toolmesh_decisions":
 		default:
 			foreign = append(foreign, t)
 		}
@@ -89,10 +89,13 @@ func (s *sqlStore) migrate(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("runlog: the journal has no schema version: %w", err)
 		}
-		if v != fmt.Sprint(SchemaVersion) {
-			return fmt.Errorf("runlog: the journal's schema is version %s; this orchestrator reads version %d", v, SchemaVersion)
+		switch v {
+		case fmt.Sprint(SchemaVersion):
+			return nil
+		case "1":
+			return s.upgrade(ctx)
 		}
-		return nil
+		return fmt.Errorf("runlog: the journal's schema is version %s; this orchestrator reads versions 1 to %d", v, SchemaVersion)
 	}
 	stmts := []string{
 		`CREATE TABLE toolmesh_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`,
@@ -101,6 +104,7 @@ func (s *sqlStore) migrate(ctx context.Context) error {
 		`CREATE INDEX toolmesh_runs_state ON toolmesh_runs (state, lease_until)`,
 		`CREATE TABLE toolmesh_records (run_id TEXT NOT NULL, seq BIGINT NOT NULL, epoch BIGINT NOT NULL, kind TEXT NOT NULL,
 			time BIGINT NOT NULL, data ` + s.d.blob + `, PRIMARY KEY (run_id, seq))`,
+		decisionsTable,
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -119,6 +123,80 @@ func (s *sqlStore) migrate(ctx context.Context) error {
 		return fmt.Errorf("runlog: creating the journal: %w", err)
 	}
 	return nil
+}
+
+// decisionsTable holds the decisions on approvals (schema version 2).
+const decisionsTable = `CREATE TABLE IF NOT EXISTS toolmesh_decisions (run_id TEXT NOT NULL, call_key TEXT NOT NULL, approve BOOLEAN NOT NULL,
+	reason TEXT NOT NULL, decided_by TEXT NOT NULL, time BIGINT NOT NULL, PRIMARY KEY (run_id, call_key))`
+
+// upgrade migrates a version 1 journal to this version: it adds the decisions table.
+// Replicas that start at once may both try; the second finds it done.
+func (s *sqlStore) upgrade(ctx context.Context) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("runlog: upgrading the journal: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, decisionsTable); err != nil {
+		return fmt.Errorf("runlog: upgrading the journal: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, s.q(`UPDATE toolmesh_meta SET value = ? WHERE key = ? AND value = ?`), fmt.Sprint(SchemaVersion), "schema_version", "1"); err != nil {
+		return fmt.Errorf("runlog: upgrading the journal: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("runlog: upgrading the journal: %w", err)
+	}
+	return nil
+}
+
+func (s *sqlStore) Decide(ctx context.Context, runID, key string, d Decision) error {
+	if err := checkID("run id", runID); err != nil {
+		return err
+	}
+	if err := checkID("call key", key); err != nil {
+		return err
+	}
+	if len(d.Reason) > MaxReasonBytes || len(d.By) > MaxIDBytes {
+		return fmt.Errorf("%w: a decision's reason is at most %d bytes and its author %d", ErrInvalid, MaxReasonBytes, MaxIDBytes)
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("runlog: decide on %s: %w", runID, err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	r, _, err := s.lockRun(ctx, tx, runID)
+	if err != nil {
+		return err
+	}
+	if r.State.Terminal() {
+		return fmt.Errorf("%w: run %s is %s", ErrFinished, runID, r.State)
+	}
+	if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO toolmesh_decisions (run_id, call_key, approve, reason, decided_by, time) VALUES (?, ?, ?, ?, ?, ?)`),
+		runID, key, d.Approve, d.Reason, d.By, s.now().UnixNano()); err != nil {
+		if s.d.unique(err) {
+			return fmt.Errorf("%w: the call %s of run %s is decided already", ErrExists, key, runID)
+		}
+		return fmt.Errorf("runlog: decide on %s: %w", runID, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("runlog: decide on %s: %w", runID, err)
+	}
+	return nil
+}
+
+func (s *sqlStore) Decision(ctx context.Context, runID, key string) (Decision, bool, error) {
+	var d Decision
+	var t int64
+	err := s.db.QueryRowContext(ctx, s.q(`SELECT approve, reason, decided_by, time FROM toolmesh_decisions WHERE run_id = ? AND call_key = ?`), runID, key).
+		Scan(&d.Approve, &d.Reason, &d.By, &t)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return Decision{}, false, nil
+	case err != nil:
+		return Decision{}, false, fmt.Errorf("runlog: read a decision of %s: %w", runID, err)
+	}
+	d.Time = time.Unix(0, t)
+	return d, true, nil
 }
 
 func (s *sqlStore) Create(ctx context.Context, runID, owner string, ttl time.Duration) (Lease, error) {
@@ -404,6 +482,9 @@ func (s *sqlStore) Prune(ctx context.Context, before time.Time, limit int) (int,
 		if err == nil {
 			if k, _ := res.RowsAffected(); k == 1 {
 				_, err = tx.ExecContext(ctx, s.q(`DELETE FROM toolmesh_records WHERE run_id = ?`), id)
+				if err == nil {
+					_, err = tx.ExecContext(ctx, s.q(`DELETE FROM toolmesh_decisions WHERE run_id = ?`), id)
+				}
 				n++
 			}
 		}

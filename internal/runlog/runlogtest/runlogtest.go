@@ -57,6 +57,7 @@ func run(t *testing.T, open Opener, durable bool) {
 		t.Run("survives reopening", func(t *testing.T) { testReopen(t, open) })
 	}
 	t.Run("prune", func(t *testing.T) { testPrune(t, open) })
+	t.Run("decisions", func(t *testing.T) { testDecisions(t, open) })
 }
 
 // Prune deletes finished runs older than the cut with their records, never a running
@@ -205,6 +206,46 @@ func testFencing(t *testing.T, open Opener) {
 	all, _ := s.Read(c, "fe-1", 0, 0)
 	if len(all) != 2 || all[0].Epoch != 1 || all[1].Epoch != 2 {
 		t.Errorf("records %+v", all)
+	}
+}
+
+// A decision is recorded once, on a running run, by anyone; Prune takes it with its run.
+func testDecisions(t *testing.T, open Opener) {
+	s, c := openT(t, open), ctx(t)
+	l, err := s.Create(c, "de-1", "o1", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := s.Decision(c, "de-1", "loop/1/c1"); ok || err != nil {
+		t.Fatalf("a decision before any: %v, %v", ok, err)
+	}
+	if err := s.Decide(c, "de-1", "loop/1/c1", runlog.Decision{Approve: true, Reason: "fine", By: "o2"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Decide(c, "de-1", "loop/1/c1", runlog.Decision{Approve: false}); !errors.Is(err, runlog.ErrExists) {
+		t.Errorf("a second decision: %v, want ErrExists", err)
+	}
+	d, ok, err := s.Decision(c, "de-1", "loop/1/c1")
+	if err != nil || !ok || !d.Approve || d.Reason != "fine" || d.By != "o2" || d.Time.IsZero() {
+		t.Errorf("Decision = %+v, %v, %v", d, ok, err)
+	}
+	if err := s.Decide(c, "nope", "k", runlog.Decision{}); !errors.Is(err, runlog.ErrNotFound) {
+		t.Errorf("a decision on no run: %v, want ErrNotFound", err)
+	}
+	if err := s.Decide(c, "de-1", "k", runlog.Decision{Reason: strings.Repeat("x", runlog.MaxReasonBytes+1)}); !errors.Is(err, runlog.ErrInvalid) {
+		t.Errorf("a reason over the bound: %v, want ErrInvalid", err)
+	}
+	if err := s.Finish(c, l, runlog.StateSucceeded); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Decide(c, "de-1", "loop/1/c2", runlog.Decision{Approve: true}); !errors.Is(err, runlog.ErrFinished) {
+		t.Errorf("a decision on a finished run: %v, want ErrFinished", err)
+	}
+	if n, err := s.Prune(c, time.Now().Add(time.Hour), 0); err != nil || n < 1 {
+		t.Fatalf("Prune = %d, %v", n, err)
+	}
+	if _, ok, _ := s.Decision(c, "de-1", "loop/1/c1"); ok {
+		t.Error("Prune left a pruned run's decision")
 	}
 }
 
