@@ -36,6 +36,7 @@ var commands = []command{
 	{"run", "[-group g]... [-require g[:tool,...]]... [-tool t]... [-model provider/model] [-role r] [-context k=v]... [-max-iterations n] [-max-actions n] [-timeout d] [-system text] [-stream] [-detach] [-json] PROMPT", "run a prompt and print its events as they arrive"},
 	{"watch", "[-after n] [-json] RUN_ID", "print a run's events from the journal, then as they happen, until it ends"},
 	{"runs", "[-state s] [-limit n]", "list the runs the journal holds"},
+	{"approve", "[-deny] [-reason text] [-loop id] RUN_ID CALL_ID", "approve (or deny) a call that waits for approval"},
 	{"tools", "[-group g]...", "list registered tools"},
 	{"groups", "", "list tool groups: where their tools come from, the tools, their workers"},
 	{"workers", "", "list registered workers"},
@@ -140,6 +141,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			p.emit(ev, *asJSON)
 		}
 		return nil
+	case "approve":
+		deny := sub.Bool("deny", false, "deny the call instead: it does not run, and the model reads the reason")
+		reason := sub.String("reason", "", "why (a denial's reason reaches the model)")
+		loopID := sub.String("loop", "", "the call's loop, when calls of that id wait in several loops")
+		if err := cli.Parse(sub, rest, stdout, stderr); err != nil {
+			return err
+		}
+		if sub.NArg() != 2 {
+			return errors.New("approve needs RUN_ID and CALL_ID")
+		}
+		if err := c.ApproveToolCall(ctx, sub.Arg(0), sub.Arg(1), *loopID, !*deny, *reason); err != nil {
+			return err
+		}
+		verdict := "approved"
+		if *deny {
+			verdict = "denied"
+		}
+		_, err := fmt.Fprintln(stdout, verdict)
+		return err
 	case "runs":
 		state := sub.String("state", "", "only runs in this state: running, succeeded, failed, cancelled, terminated")
 		limit := sub.Int("limit", 100, "list at most this many (1 to 1000)")
@@ -456,6 +476,21 @@ func describe(ev *toolpb.RunResponse) string {
 	case *toolpb.RunResponse_ReplanRequested:
 		r := x.ReplanRequested
 		return fmt.Sprintf("↻ replan requested by %s: %s (%s added)", r.GetTool(), r.GetReason(), plural(int64(len(r.GetAdded())), "object"))
+	case *toolpb.RunResponse_ApprovalRequested:
+		a := x.ApprovalRequested
+		return fmt.Sprintf("  ⏸ %s(%s) waits for approval until %s: toolmesh approve %s %s", a.GetTool(), a.GetArgumentsJson(),
+			a.GetDeadline().AsTime().Local().Format(time.TimeOnly), ev.GetRunId(), a.GetCallId())
+	case *toolpb.RunResponse_ApprovalDecided:
+		a := x.ApprovalDecided
+		verdict := "approved"
+		if !a.GetApproved() {
+			verdict = "denied"
+		}
+		line := fmt.Sprintf("  ⏵ %s %s by %s", a.GetTool(), verdict, a.GetDecidedBy())
+		if a.GetReason() != "" {
+			line += ": " + a.GetReason()
+		}
+		return line
 	case *toolpb.RunResponse_Terminated:
 		r := x.Terminated
 		return fmt.Sprintf("■ terminated (%s) by %s: %s", strings.ToLower(strings.TrimPrefix(r.GetScope().String(), "TERMINATE_SCOPE_")), r.GetTool(), r.GetReason())

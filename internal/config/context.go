@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -168,6 +169,37 @@ type Tool struct {
 	Assets    []ArtifactFilter `yaml:"assets"`
 	// Replan, when set, makes the tool ask to replan after it returns.
 	Replan *Replan `yaml:"replan"`
+	// Approval, when set, makes every call of the tool wait for a person's approval
+	// (ApproveToolCall) before it is sent, or (required: false) waives the approval the
+	// tool's definition asks for.
+	Approval *Approval `yaml:"approval"`
+}
+
+// Approval configures the approval of a tool's calls.
+type Approval struct {
+	// Required is whether calls wait for approval; default true.
+	Required *bool `yaml:"required"`
+	// Timeout ends the wait: the call does not run, and the model is told. Default 1h.
+	Timeout Duration `yaml:"timeout"`
+}
+
+// DefaultApprovalTimeout is how long a call waits for approval when its config says
+// nothing.
+const DefaultApprovalTimeout = time.Hour
+
+// ApprovalOf reports whether calls of tool name wait for approval, given what its
+// definition asks for, and for how long.
+func (c Config) ApprovalOf(name string, definitionAsks bool) (bool, time.Duration) {
+	a := c.Tools[name].Approval
+	if a == nil {
+		return definitionAsks, DefaultApprovalTimeout
+	}
+	required := a.Required == nil || *a.Required
+	timeout := time.Duration(a.Timeout)
+	if timeout <= 0 {
+		timeout = DefaultApprovalTimeout
+	}
+	return required, timeout
 }
 
 // OneShot is the advice appended to the ALREADY LOADED answer of a one-shot tool.
@@ -304,6 +336,9 @@ func (c Config) validateContext(bad func(key, format string, args ...any)) {
 		}
 		if os := c.Tools[name].OneShot; os != nil && strings.TrimSpace(os.Advice) == "" {
 			bad("tools."+name+".one_shot.advice", "is empty: tell the model what to do instead of calling the tool again")
+		}
+		if a := c.Tools[name].Approval; a != nil && (a.Timeout < 0 || time.Duration(a.Timeout) > 7*24*time.Hour) {
+			bad("tools."+name+".approval.timeout", "must be between 0 (the default, 1h) and 168h, got %s", time.Duration(a.Timeout))
 		}
 	}
 }

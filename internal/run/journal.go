@@ -117,6 +117,8 @@ type journal struct {
 	failed    error
 	closed    bool
 
+	approvals  map[string]approvalRecord
+	decisions  map[string]decisionRecord
 	models     map[string]llm.Response
 	outcomes   map[string]json.RawMessage
 	dispatched map[string]bool
@@ -129,6 +131,7 @@ type journal struct {
 
 func newJournal(store runlog.Store, lease runlog.Lease, ttl time.Duration, codec Codec, next int64) *journal {
 	j := &journal{store: store, lease: lease, ttl: ttl, codec: codec, next: next, committed: next - 1, delivered: next - 1,
+		approvals: map[string]approvalRecord{}, decisions: map[string]decisionRecord{},
 		models: map[string]llm.Response{}, outcomes: map[string]json.RawMessage{}, dispatched: map[string]bool{},
 		stopRenew: make(chan struct{}), renewDone: make(chan struct{}), commits: make(chan struct{})}
 	j.cond = sync.NewCond(&j.mu)
@@ -157,6 +160,18 @@ func (j *journal) load(recs []runlog.Record) error {
 				return fmt.Errorf("record %d: %w", r.Seq, err)
 			}
 			j.outcomes[o.Key] = o.Data
+		case runlog.KindApproval:
+			var a approvalRecord
+			if err := json.Unmarshal(r.Data, &a); err != nil {
+				return fmt.Errorf("record %d: %w", r.Seq, err)
+			}
+			j.approvals[a.Key] = a
+		case runlog.KindDecision:
+			var d decisionRecord
+			if err := json.Unmarshal(r.Data, &d); err != nil {
+				return fmt.Errorf("record %d: %w", r.Seq, err)
+			}
+			j.decisions[d.Key] = d
 		case runlog.KindEvent:
 			j.skip++
 		}
@@ -347,6 +362,28 @@ func (j *journal) barrier() error {
 		j.cond.Wait()
 	}
 	return j.failed
+}
+
+// approval is the journal's request for approval of call key.
+func (j *journal) approval(key string) (approvalRecord, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	a, ok := j.approvals[key]
+	return a, ok
+}
+
+func (j *journal) noteApproval(a approvalRecord) {
+	j.mu.Lock()
+	j.approvals[a.Key] = a
+	j.mu.Unlock()
+}
+
+// decision is the decision on call key the run saw before it was resumed.
+func (j *journal) decision(key string) (decisionRecord, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	d, ok := j.decisions[key]
+	return d, ok
 }
 
 // replaying reports whether the run still regenerates what its journal holds.

@@ -64,9 +64,9 @@ func (s *Service) prepare(ctx context.Context, req Request) (*prepared, error) {
 	// Chaining costs nothing to a run when the mesh serves no method (a method that
 	// registers while the run goes on does not chain in it).
 	chaining := len(s.router.Methods()) > 0 || req.ChainFromAny
-	decorate := chain.Decorate
+	decorate := func(t tool.Tool) tool.Tool { return s.withApproval(chain.Decorate(t)) }
 	if chaining {
-		decorate = func(t tool.Tool) tool.Tool { return agentic.Chain(chain.Decorate(t)) }
+		decorate = func(t tool.Tool) tool.Tool { return s.withApproval(agentic.Chain(chain.Decorate(t))) }
 	}
 	sources, err := chainingSources("chaining_sources", req.ChainingSources)
 	if err != nil {

@@ -365,6 +365,12 @@ func (s *Service) drive(ctx context.Context, r *record, p *prepared, loopID stri
 	if j != nil {
 		ctx = toolinternal.WithJournal(ctx, j)
 	}
+	ap := newApprover(r.id, s.owner, j, s.journal, observer)
+	if j == nil {
+		ap.store = nil
+	}
+	r.setApprover(ap)
+	ctx = context.WithValue(ctx, approverKey{}, ap)
 	req := p.req
 	proc := process.New(r.id, process.Limits{MaxCostUSD: req.MaxCostUSD, MaxTokens: req.MaxTokens, MaxActions: req.MaxActions},
 		process.Bounds{MaxEntries: s.cfg.Loop.MaxBlackboardEntries, MaxBytes: s.cfg.Loop.MaxBlackboardBytes},

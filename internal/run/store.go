@@ -68,6 +68,19 @@ type record struct {
 	// j is the run's journal (nil without one); obs its observer, for the last event.
 	j   *journal
 	obs *serialObserver
+	ap  *approver
+}
+
+func (r *record) setApprover(a *approver) {
+	r.mu.Lock()
+	r.ap = a
+	r.mu.Unlock()
+}
+
+func (r *record) approver() *approver {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ap
 }
 
 func (r *record) setJournal(j *journal) {

@@ -19,7 +19,10 @@ const (
 	KindOutcome  Kind = "outcome"
 	KindEvent    Kind = "event"
 	// KindDelta is an event of streamed model text.
-	KindDelta    Kind = "text_delta"
+	KindDelta Kind = "text_delta"
+	// KindApproval is a call waiting for approval; KindDecision the decision its run saw.
+	KindApproval Kind = "approval"
+	KindDecision Kind = "decision"
 	KindSnapshot Kind = "snapshot"
 	KindEnd      Kind = "end"
 )

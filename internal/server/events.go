@@ -92,6 +92,14 @@ func eventProto(ev run.Event) *toolpb.RunResponse {
 			Text: res.Text, Iterations: int32(res.Iterations), ReturnDirect: res.ReturnDirect,
 			Usage: &toolpb.Usage{Model: res.Model, InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens, CostUsd: res.CostUSD},
 		}}}
+	case run.ApprovalRequested:
+		return &toolpb.RunResponse{Event: &toolpb.RunResponse_ApprovalRequested{ApprovalRequested: &toolpb.ApprovalRequested{
+			CallId: x.CallID, Tool: x.Tool, ArgumentsJson: x.Arguments, LoopId: x.LoopID, Iteration: int32(x.Iteration), Deadline: timestamppb.New(x.Deadline),
+		}}}
+	case run.ApprovalDecided:
+		return &toolpb.RunResponse{Event: &toolpb.RunResponse_ApprovalDecided{ApprovalDecided: &toolpb.ApprovalDecided{
+			CallId: x.CallID, Tool: x.Tool, LoopId: x.LoopID, Approved: x.Approved, Reason: x.Reason, DecidedBy: x.By,
+		}}}
 	case run.Started:
 		return &toolpb.RunResponse{Event: &toolpb.RunResponse_Started{Started: &toolpb.RunStarted{
 			Model: x.Model, Tools: x.Tools, LoopId: x.LoopID, MaxIterations: int32(x.MaxIterations),

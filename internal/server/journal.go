@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/toolmesh/toolmesh/internal/run"
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
 
@@ -98,6 +99,45 @@ func (o *orchestratorServer) ListRuns(ctx context.Context, req *toolpb.ListRunsR
 			Started: timestamppb.New(r.Started), Updated: timestamppb.New(r.Updated), Records: r.Records})
 	}
 	return resp, nil
+}
+
+// ApproveToolCall decides on a call that waits for approval.
+func (o *orchestratorServer) ApproveToolCall(ctx context.Context, req *toolpb.ApproveToolCallRequest) (*toolpb.ApproveToolCallResponse, error) {
+	if fe := checkRunID("run_id", req.GetRunId(), true); fe != nil {
+		return nil, fe.status()
+	}
+	if p := wire.CheckText(req.GetCallId(), 256); p != "" || req.GetCallId() == "" {
+		return nil, invalid("call_id", "must be the call's id, 1 to 256 bytes of valid UTF-8").status()
+	}
+	if p := wire.CheckText(req.GetLoopId(), 64); p != "" {
+		return nil, invalid("loop_id", "%s", p).status()
+	}
+	if p := wire.CheckText(req.GetReason(), 1024); p != "" {
+		return nil, invalid("reason", "%s", p).status()
+	}
+	var approve bool
+	switch req.GetDecision() {
+	case toolpb.ApprovalDecision_APPROVAL_DECISION_APPROVE:
+		approve = true
+	case toolpb.ApprovalDecision_APPROVAL_DECISION_DENY:
+	default:
+		return nil, invalid("decision", "must be APPROVE or DENY, got %s", req.GetDecision()).status()
+	}
+	err := o.s.runs.Approve(ctx, req.GetRunId(), req.GetLoopId(), req.GetCallId(), approve, req.GetReason())
+	var fe *run.FieldError
+	switch {
+	case err == nil:
+		return &toolpb.ApproveToolCallResponse{}, nil
+	case errors.As(err, &fe):
+		return nil, (&fieldError{reason: classify(fe.Kind), field: fe.Field, desc: fe.Problem}).status()
+	case errors.Is(err, run.ErrNotFound):
+		return nil, notFound(err).status()
+	case errors.Is(err, run.ErrNoApproval):
+		return nil, statusError(toolpb.ErrorReason_ERROR_REASON_APPROVAL_NOT_PENDING, err.Error(), map[string]string{"field": "call_id"})
+	case errors.Is(err, run.ErrUnavailable):
+		return nil, statusError(toolpb.ErrorReason_ERROR_REASON_JOURNAL_UNAVAILABLE, err.Error(), nil)
+	}
+	return nil, statusError(toolpb.ErrorReason_ERROR_REASON_INTERNAL, err.Error(), nil)
 }
 
 func stateFromProto(s toolpb.RunState) run.State {

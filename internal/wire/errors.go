@@ -66,6 +66,7 @@ var Reasons = map[toolpb.ErrorReason]Reason{
 	toolpb.ErrorReason_ERROR_REASON_REQUIRED_TOOLS_MISSING: {Code: codes.FailedPrecondition},
 	toolpb.ErrorReason_ERROR_REASON_JOURNAL_UNAVAILABLE:    {Code: codes.Unavailable, RetryAfter: time.Second},
 	toolpb.ErrorReason_ERROR_REASON_RUN_ELSEWHERE:          {Code: codes.FailedPrecondition},
+	toolpb.ErrorReason_ERROR_REASON_APPROVAL_NOT_PENDING:   {Code: codes.FailedPrecondition},
 }
 
 // ReasonName is the reason as ErrorInfo carries it: the value's name without the

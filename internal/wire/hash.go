@@ -42,6 +42,9 @@ func Hash(def tool.Definition, meta tool.Metadata) string {
 	if meta.ReportsProgress { // only when set, so that older tools keep their hashes
 		field("reports_progress", "true")
 	}
+	if meta.RequiresApproval {
+		field("requires_approval", "true")
+	}
 	if meta.ReceiverType != "" {
 		field("receiver_type", meta.ReceiverType)
 	}

@@ -21,14 +21,15 @@ import (
 // DefinitionToProto encodes a tool's definition and metadata.
 func DefinitionToProto(def tool.Definition, meta tool.Metadata) *toolpb.ToolDefinition {
 	p := &toolpb.ToolDefinition{
-		Name:            def.Name,
-		Description:     def.Description,
-		InputSchemaJson: string(def.InputSchema.JSON()),
-		ReturnDirect:    meta.ReturnDirect,
-		Idempotent:      meta.Idempotent,
-		BlackboardTypes: slices.Clone(meta.Needs),
-		ReportsProgress: meta.ReportsProgress,
-		ReceiverType:    meta.ReceiverType,
+		Name:             def.Name,
+		Description:      def.Description,
+		InputSchemaJson:  string(def.InputSchema.JSON()),
+		ReturnDirect:     meta.ReturnDirect,
+		Idempotent:       meta.Idempotent,
+		BlackboardTypes:  slices.Clone(meta.Needs),
+		ReportsProgress:  meta.ReportsProgress,
+		ReceiverType:     meta.ReceiverType,
+		RequiresApproval: meta.RequiresApproval,
 	}
 	if len(def.Metadata) > 0 {
 		p.Metadata = make(map[string]string, len(def.Metadata))
@@ -73,7 +74,8 @@ func DefinitionFromProto(p *toolpb.ToolDefinition) (tool.Definition, tool.Metada
 		}
 	}
 	meta := tool.Metadata{ReturnDirect: p.GetReturnDirect(), Idempotent: p.GetIdempotent(), Timeout: timeout,
-		Needs: slices.Clone(p.GetBlackboardTypes()), ReportsProgress: p.GetReportsProgress(), ReceiverType: p.GetReceiverType()}
+		Needs: slices.Clone(p.GetBlackboardTypes()), ReportsProgress: p.GetReportsProgress(), ReceiverType: p.GetReceiverType(),
+		RequiresApproval: p.GetRequiresApproval()}
 	return def, meta, nil
 }
 

@@ -119,6 +119,18 @@ func (c *Client) ListRuns(ctx context.Context, state toolpb.RunState, pageSize i
 	return resp.GetRuns(), resp.GetNextPageToken(), nil
 }
 
+// ApproveToolCall approves (approve true) or denies a call that waits for approval (an
+// approval_requested event), with a reason; a denial's reason reaches the model. loopID
+// is needed only when calls of that id wait in several loops of the run.
+func (c *Client) ApproveToolCall(ctx context.Context, runID, callID, loopID string, approve bool, reason string) error {
+	d := toolpb.ApprovalDecision_APPROVAL_DECISION_DENY
+	if approve {
+		d = toolpb.ApprovalDecision_APPROVAL_DECISION_APPROVE
+	}
+	_, err := c.orch.ApproveToolCall(ctx, &toolpb.ApproveToolCallRequest{RunId: runID, CallId: callID, LoopId: loopID, Decision: d, Reason: reason})
+	return convertCtx(ctx, err)
+}
+
 // ReplanError is how RunAndWait reports a run that a tool ended by asking to plan again:
 // the run succeeded in finding out that its plan does not hold.
 type ReplanError struct{ Replan *toolpb.ReplanRequested }

@@ -43,6 +43,8 @@ var (
 	ErrJournalUnavailable = errors.New("the run journal is unavailable")
 	// ErrRunElsewhere: another orchestrator replica drives the run.
 	ErrRunElsewhere = errors.New("the run is driven by another orchestrator")
+	// ErrApprovalNotPending: the run waits for no approval of that call.
+	ErrApprovalNotPending = errors.New("no approval of that call is pending")
 )
 
 // Sentinels of the reasons a worker's or a registration's errors carry; a client rarely
@@ -97,6 +99,7 @@ var sentinels = map[toolpb.ErrorReason]error{
 	toolpb.ErrorReason_ERROR_REASON_REQUIRED_TOOLS_MISSING: ErrRequiredToolsMissing,
 	toolpb.ErrorReason_ERROR_REASON_JOURNAL_UNAVAILABLE:    ErrJournalUnavailable,
 	toolpb.ErrorReason_ERROR_REASON_RUN_ELSEWHERE:          ErrRunElsewhere,
+	toolpb.ErrorReason_ERROR_REASON_APPROVAL_NOT_PENDING:   ErrApprovalNotPending,
 }
 
 // Error is an error the orchestrator reported.

@@ -22,6 +22,11 @@ func ReturnDirect() Option { return func(c *config) { c.meta.ReturnDirect = true
 // Idempotent lets the router re-send a call whose outcome is unknown.
 func Idempotent() Option { return func(c *config) { c.meta.Idempotent = true } }
 
+// RequiresApproval makes every call of the tool wait for a person's approval before it
+// is sent: the run pauses, its client sees an approval request, and a denial reaches the
+// model as an error result. For destructive or costly tools.
+func RequiresApproval() Option { return func(c *config) { c.meta.RequiresApproval = true } }
+
 // Timeout bounds one call of the tool.
 func Timeout(d time.Duration) Option { return func(c *config) { c.meta.Timeout = d } }
 

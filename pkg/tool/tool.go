@@ -56,6 +56,9 @@ type Metadata struct {
 	ReportsProgress bool
 	// ReceiverType makes the tool a method of a domain type (see MethodOf).
 	ReceiverType string
+	// RequiresApproval makes every call wait for a person's approval before it is sent
+	// (see RequiresApproval).
+	RequiresApproval bool
 }
 
 // Delegating is implemented by every wrapper: it exposes the wrapped tool so that

@@ -122,6 +122,8 @@ const (
 	// FAILED_PRECONDITION: the run is driven by another orchestrator replica, named in
 	// the metadata (owner); call that one.
 	ErrorReason_ERROR_REASON_RUN_ELSEWHERE ErrorReason = 34
+	// FAILED_PRECONDITION: the run waits for no approval of that call (ApproveToolCall).
+	ErrorReason_ERROR_REASON_APPROVAL_NOT_PENDING ErrorReason = 35
 )
 
 // Enum value maps for ErrorReason.
@@ -162,6 +164,7 @@ var (
 		32: "ERROR_REASON_REQUIRED_TOOLS_MISSING",
 		33: "ERROR_REASON_JOURNAL_UNAVAILABLE",
 		34: "ERROR_REASON_RUN_ELSEWHERE",
+		35: "ERROR_REASON_APPROVAL_NOT_PENDING",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":            0,
@@ -199,6 +202,7 @@ var (
 		"ERROR_REASON_REQUIRED_TOOLS_MISSING": 32,
 		"ERROR_REASON_JOURNAL_UNAVAILABLE":    33,
 		"ERROR_REASON_RUN_ELSEWHERE":          34,
+		"ERROR_REASON_APPROVAL_NOT_PENDING":   35,
 	}
 )
 
@@ -233,7 +237,7 @@ var File_toolmesh_v1_errors_proto protoreflect.FileDescriptor
 
 const file_toolmesh_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x18toolmesh/v1/errors.proto\x12\vtoolmesh.v1*\x9d\t\n" +
+	"\x18toolmesh/v1/errors.proto\x12\vtoolmesh.v1*\xc4\t\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cERROR_REASON_INVALID_REQUEST\x10\x01\x12#\n" +
@@ -270,7 +274,8 @@ const file_toolmesh_v1_errors_proto_rawDesc = "" +
 	"\x1cERROR_REASON_REQUEST_TIMEOUT\x10\x1f\x12'\n" +
 	"#ERROR_REASON_REQUIRED_TOOLS_MISSING\x10 \x12$\n" +
 	" ERROR_REASON_JOURNAL_UNAVAILABLE\x10!\x12\x1e\n" +
-	"\x1aERROR_REASON_RUN_ELSEWHERE\x10\"B)Z'github.com/toolmesh/toolmesh/pkg/toolpbb\x06proto3"
+	"\x1aERROR_REASON_RUN_ELSEWHERE\x10\"\x12%\n" +
+	"!ERROR_REASON_APPROVAL_NOT_PENDING\x10#B)Z'github.com/toolmesh/toolmesh/pkg/toolpbb\x06proto3"
 
 var (
 	file_toolmesh_v1_errors_proto_rawDescOnce sync.Once

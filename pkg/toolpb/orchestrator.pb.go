@@ -144,6 +144,59 @@ func (AgenticKind) EnumDescriptor() ([]byte, []int) {
 	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{1}
 }
 
+// ApprovalDecision answers an approval.
+type ApprovalDecision int32
+
+const (
+	// Not set.
+	ApprovalDecision_APPROVAL_DECISION_UNSPECIFIED ApprovalDecision = 0
+	// The call runs.
+	ApprovalDecision_APPROVAL_DECISION_APPROVE ApprovalDecision = 1
+	// The call does not run; the model reads that it was denied, and why.
+	ApprovalDecision_APPROVAL_DECISION_DENY ApprovalDecision = 2
+)
+
+// Enum value maps for ApprovalDecision.
+var (
+	ApprovalDecision_name = map[int32]string{
+		0: "APPROVAL_DECISION_UNSPECIFIED",
+		1: "APPROVAL_DECISION_APPROVE",
+		2: "APPROVAL_DECISION_DENY",
+	}
+	ApprovalDecision_value = map[string]int32{
+		"APPROVAL_DECISION_UNSPECIFIED": 0,
+		"APPROVAL_DECISION_APPROVE":     1,
+		"APPROVAL_DECISION_DENY":        2,
+	}
+)
+
+func (x ApprovalDecision) Enum() *ApprovalDecision {
+	p := new(ApprovalDecision)
+	*p = x
+	return p
+}
+
+func (x ApprovalDecision) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ApprovalDecision) Descriptor() protoreflect.EnumDescriptor {
+	return file_toolmesh_v1_orchestrator_proto_enumTypes[2].Descriptor()
+}
+
+func (ApprovalDecision) Type() protoreflect.EnumType {
+	return &file_toolmesh_v1_orchestrator_proto_enumTypes[2]
+}
+
+func (x ApprovalDecision) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ApprovalDecision.Descriptor instead.
+func (ApprovalDecision) EnumDescriptor() ([]byte, []int) {
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{2}
+}
+
 // ToolCallOutcome classifies how a tool call ended.
 type ToolCallOutcome int32
 
@@ -189,11 +242,11 @@ func (x ToolCallOutcome) String() string {
 }
 
 func (ToolCallOutcome) Descriptor() protoreflect.EnumDescriptor {
-	return file_toolmesh_v1_orchestrator_proto_enumTypes[2].Descriptor()
+	return file_toolmesh_v1_orchestrator_proto_enumTypes[3].Descriptor()
 }
 
 func (ToolCallOutcome) Type() protoreflect.EnumType {
-	return &file_toolmesh_v1_orchestrator_proto_enumTypes[2]
+	return &file_toolmesh_v1_orchestrator_proto_enumTypes[3]
 }
 
 func (x ToolCallOutcome) Number() protoreflect.EnumNumber {
@@ -202,7 +255,7 @@ func (x ToolCallOutcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ToolCallOutcome.Descriptor instead.
 func (ToolCallOutcome) EnumDescriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{2}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{3}
 }
 
 // WorkerState is the router's view of a worker.
@@ -250,11 +303,11 @@ func (x WorkerState) String() string {
 }
 
 func (WorkerState) Descriptor() protoreflect.EnumDescriptor {
-	return file_toolmesh_v1_orchestrator_proto_enumTypes[3].Descriptor()
+	return file_toolmesh_v1_orchestrator_proto_enumTypes[4].Descriptor()
 }
 
 func (WorkerState) Type() protoreflect.EnumType {
-	return &file_toolmesh_v1_orchestrator_proto_enumTypes[3]
+	return &file_toolmesh_v1_orchestrator_proto_enumTypes[4]
 }
 
 func (x WorkerState) Number() protoreflect.EnumNumber {
@@ -263,7 +316,7 @@ func (x WorkerState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use WorkerState.Descriptor instead.
 func (WorkerState) EnumDescriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{3}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{4}
 }
 
 // RunState is the state of a run.
@@ -319,11 +372,11 @@ func (x RunState) String() string {
 }
 
 func (RunState) Descriptor() protoreflect.EnumDescriptor {
-	return file_toolmesh_v1_orchestrator_proto_enumTypes[4].Descriptor()
+	return file_toolmesh_v1_orchestrator_proto_enumTypes[5].Descriptor()
 }
 
 func (RunState) Type() protoreflect.EnumType {
-	return &file_toolmesh_v1_orchestrator_proto_enumTypes[4]
+	return &file_toolmesh_v1_orchestrator_proto_enumTypes[5]
 }
 
 func (x RunState) Number() protoreflect.EnumNumber {
@@ -332,7 +385,7 @@ func (x RunState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RunState.Descriptor instead.
 func (RunState) EnumDescriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{4}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{5}
 }
 
 // ConversationMessage is one message of the conversation given to a run.
@@ -1484,6 +1537,8 @@ type RunResponse struct {
 	//	*RunResponse_Warning
 	//	*RunResponse_NestedLoopStarted
 	//	*RunResponse_NestedLoopFinished
+	//	*RunResponse_ApprovalRequested
+	//	*RunResponse_ApprovalDecided
 	Event isRunResponse_Event `protobuf_oneof:"event"`
 	// Set on the events of a nested loop (an agentic tool's), and on its start and end.
 	Scope         *LoopScope `protobuf:"bytes,23,opt,name=scope,proto3" json:"scope,omitempty"`
@@ -1720,6 +1775,24 @@ func (x *RunResponse) GetNestedLoopFinished() *NestedLoopFinished {
 	return nil
 }
 
+func (x *RunResponse) GetApprovalRequested() *ApprovalRequested {
+	if x != nil {
+		if x, ok := x.Event.(*RunResponse_ApprovalRequested); ok {
+			return x.ApprovalRequested
+		}
+	}
+	return nil
+}
+
+func (x *RunResponse) GetApprovalDecided() *ApprovalDecided {
+	if x != nil {
+		if x, ok := x.Event.(*RunResponse_ApprovalDecided); ok {
+			return x.ApprovalDecided
+		}
+	}
+	return nil
+}
+
 func (x *RunResponse) GetScope() *LoopScope {
 	if x != nil {
 		return x.Scope
@@ -1826,6 +1899,16 @@ type RunResponse_NestedLoopFinished struct {
 	NestedLoopFinished *NestedLoopFinished `protobuf:"bytes,22,opt,name=nested_loop_finished,json=nestedLoopFinished,proto3,oneof"`
 }
 
+type RunResponse_ApprovalRequested struct {
+	// A call waits for approval before it is sent: answer with ApproveToolCall.
+	ApprovalRequested *ApprovalRequested `protobuf:"bytes,24,opt,name=approval_requested,json=approvalRequested,proto3,oneof"`
+}
+
+type RunResponse_ApprovalDecided struct {
+	// An approval was decided (by a person, or by its deadline).
+	ApprovalDecided *ApprovalDecided `protobuf:"bytes,25,opt,name=approval_decided,json=approvalDecided,proto3,oneof"`
+}
+
 func (*RunResponse_Started) isRunResponse_Event() {}
 
 func (*RunResponse_ToolCallStarted) isRunResponse_Event() {}
@@ -1864,6 +1947,313 @@ func (*RunResponse_NestedLoopStarted) isRunResponse_Event() {}
 
 func (*RunResponse_NestedLoopFinished) isRunResponse_Event() {}
 
+func (*RunResponse_ApprovalRequested) isRunResponse_Event() {}
+
+func (*RunResponse_ApprovalDecided) isRunResponse_Event() {}
+
+// ApprovalRequested is a call that waits for a person's approval (its tool's definition
+// or the config requires it). The run is paused on it: no worker has it. It ends with an
+// approval_decided event.
+type ApprovalRequested struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The call, as in tool_call_started.
+	CallId string `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// The tool called.
+	Tool string `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
+	// Its arguments, as the model gave them (validated).
+	ArgumentsJson string `protobuf:"bytes,3,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
+	// The loop of the call, and its iteration.
+	LoopId    string `protobuf:"bytes,4,opt,name=loop_id,json=loopId,proto3" json:"loop_id,omitempty"`
+	Iteration int32  `protobuf:"varint,5,opt,name=iteration,proto3" json:"iteration,omitempty"`
+	// When the wait ends without an answer: the call does not run, and the model is told.
+	Deadline      *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApprovalRequested) Reset() {
+	*x = ApprovalRequested{}
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApprovalRequested) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApprovalRequested) ProtoMessage() {}
+
+func (x *ApprovalRequested) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApprovalRequested.ProtoReflect.Descriptor instead.
+func (*ApprovalRequested) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ApprovalRequested) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *ApprovalRequested) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *ApprovalRequested) GetArgumentsJson() string {
+	if x != nil {
+		return x.ArgumentsJson
+	}
+	return ""
+}
+
+func (x *ApprovalRequested) GetLoopId() string {
+	if x != nil {
+		return x.LoopId
+	}
+	return ""
+}
+
+func (x *ApprovalRequested) GetIteration() int32 {
+	if x != nil {
+		return x.Iteration
+	}
+	return 0
+}
+
+func (x *ApprovalRequested) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
+
+// ApprovalDecided is the decision on an approval.
+type ApprovalDecided struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The call, as in approval_requested.
+	CallId string `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// The tool called.
+	Tool string `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
+	// The loop of the call.
+	LoopId string `protobuf:"bytes,3,opt,name=loop_id,json=loopId,proto3" json:"loop_id,omitempty"`
+	// Whether the call runs.
+	Approved bool `protobuf:"varint,4,opt,name=approved,proto3" json:"approved,omitempty"`
+	// The reason given (for a denial, the model reads it).
+	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Who decided: the orchestrator replica that took the answer, or "deadline".
+	DecidedBy     string `protobuf:"bytes,6,opt,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApprovalDecided) Reset() {
+	*x = ApprovalDecided{}
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApprovalDecided) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApprovalDecided) ProtoMessage() {}
+
+func (x *ApprovalDecided) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApprovalDecided.ProtoReflect.Descriptor instead.
+func (*ApprovalDecided) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ApprovalDecided) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *ApprovalDecided) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *ApprovalDecided) GetLoopId() string {
+	if x != nil {
+		return x.LoopId
+	}
+	return ""
+}
+
+func (x *ApprovalDecided) GetApproved() bool {
+	if x != nil {
+		return x.Approved
+	}
+	return false
+}
+
+func (x *ApprovalDecided) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ApprovalDecided) GetDecidedBy() string {
+	if x != nil {
+		return x.DecidedBy
+	}
+	return ""
+}
+
+// ApproveToolCallRequest decides on a call that waits for approval.
+type ApproveToolCallRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id of the run (as in RunRequest.run_id).
+	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// Id of the call, as in approval_requested.
+	CallId string `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// Loop of the call: needed only when calls of the same id wait in several loops.
+	// At most 64 bytes.
+	LoopId string `protobuf:"bytes,3,opt,name=loop_id,json=loopId,proto3" json:"loop_id,omitempty"`
+	// Approve or deny; required.
+	Decision ApprovalDecision `protobuf:"varint,4,opt,name=decision,proto3,enum=toolmesh.v1.ApprovalDecision" json:"decision,omitempty"`
+	// Why: valid UTF-8, at most 1 KiB. A denial's reason reaches the model.
+	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApproveToolCallRequest) Reset() {
+	*x = ApproveToolCallRequest{}
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApproveToolCallRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApproveToolCallRequest) ProtoMessage() {}
+
+func (x *ApproveToolCallRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApproveToolCallRequest.ProtoReflect.Descriptor instead.
+func (*ApproveToolCallRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ApproveToolCallRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *ApproveToolCallRequest) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *ApproveToolCallRequest) GetLoopId() string {
+	if x != nil {
+		return x.LoopId
+	}
+	return ""
+}
+
+func (x *ApproveToolCallRequest) GetDecision() ApprovalDecision {
+	if x != nil {
+		return x.Decision
+	}
+	return ApprovalDecision_APPROVAL_DECISION_UNSPECIFIED
+}
+
+func (x *ApproveToolCallRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// ApproveToolCallResponse acknowledges a decision.
+type ApproveToolCallResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApproveToolCallResponse) Reset() {
+	*x = ApproveToolCallResponse{}
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApproveToolCallResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApproveToolCallResponse) ProtoMessage() {}
+
+func (x *ApproveToolCallResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApproveToolCallResponse.ProtoReflect.Descriptor instead.
+func (*ApproveToolCallResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{16}
+}
+
 // LoopScope is the nested loop an event comes from.
 type LoopScope struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1886,7 +2276,7 @@ type LoopScope struct {
 
 func (x *LoopScope) Reset() {
 	*x = LoopScope{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[13]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1898,7 +2288,7 @@ func (x *LoopScope) String() string {
 func (*LoopScope) ProtoMessage() {}
 
 func (x *LoopScope) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[13]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1911,7 +2301,7 @@ func (x *LoopScope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoopScope.ProtoReflect.Descriptor instead.
 func (*LoopScope) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{13}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *LoopScope) GetLoopId() string {
@@ -1971,7 +2361,7 @@ type NestedLoopStarted struct {
 
 func (x *NestedLoopStarted) Reset() {
 	*x = NestedLoopStarted{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[14]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1983,7 +2373,7 @@ func (x *NestedLoopStarted) String() string {
 func (*NestedLoopStarted) ProtoMessage() {}
 
 func (x *NestedLoopStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[14]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1996,7 +2386,7 @@ func (x *NestedLoopStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NestedLoopStarted.ProtoReflect.Descriptor instead.
 func (*NestedLoopStarted) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{14}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *NestedLoopStarted) GetModel() string {
@@ -2035,7 +2425,7 @@ type NestedLoopFinished struct {
 
 func (x *NestedLoopFinished) Reset() {
 	*x = NestedLoopFinished{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[15]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2047,7 +2437,7 @@ func (x *NestedLoopFinished) String() string {
 func (*NestedLoopFinished) ProtoMessage() {}
 
 func (x *NestedLoopFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[15]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2060,7 +2450,7 @@ func (x *NestedLoopFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NestedLoopFinished.ProtoReflect.Descriptor instead.
 func (*NestedLoopFinished) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{15}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *NestedLoopFinished) GetIterations() int32 {
@@ -2098,7 +2488,7 @@ type Warning struct {
 
 func (x *Warning) Reset() {
 	*x = Warning{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[16]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2110,7 +2500,7 @@ func (x *Warning) String() string {
 func (*Warning) ProtoMessage() {}
 
 func (x *Warning) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[16]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2123,7 +2513,7 @@ func (x *Warning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Warning.ProtoReflect.Descriptor instead.
 func (*Warning) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{16}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Warning) GetField() string {
@@ -2159,7 +2549,7 @@ type ArtifactCaptured struct {
 
 func (x *ArtifactCaptured) Reset() {
 	*x = ArtifactCaptured{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[17]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2171,7 +2561,7 @@ func (x *ArtifactCaptured) String() string {
 func (*ArtifactCaptured) ProtoMessage() {}
 
 func (x *ArtifactCaptured) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[17]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2184,7 +2574,7 @@ func (x *ArtifactCaptured) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArtifactCaptured.ProtoReflect.Descriptor instead.
 func (*ArtifactCaptured) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{17}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ArtifactCaptured) GetLoopId() string {
@@ -2241,7 +2631,7 @@ type BlackboardChanged struct {
 
 func (x *BlackboardChanged) Reset() {
 	*x = BlackboardChanged{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[18]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2253,7 +2643,7 @@ func (x *BlackboardChanged) String() string {
 func (*BlackboardChanged) ProtoMessage() {}
 
 func (x *BlackboardChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[18]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2266,7 +2656,7 @@ func (x *BlackboardChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlackboardChanged.ProtoReflect.Descriptor instead.
 func (*BlackboardChanged) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{18}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *BlackboardChanged) GetLoopId() string {
@@ -2321,7 +2711,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[19]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2333,7 +2723,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[19]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2346,7 +2736,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{19}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Progress) GetLoopId() string {
@@ -2392,7 +2782,7 @@ type MessageToUser struct {
 
 func (x *MessageToUser) Reset() {
 	*x = MessageToUser{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[20]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2404,7 +2794,7 @@ func (x *MessageToUser) String() string {
 func (*MessageToUser) ProtoMessage() {}
 
 func (x *MessageToUser) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[20]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2417,7 +2807,7 @@ func (x *MessageToUser) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageToUser.ProtoReflect.Descriptor instead.
 func (*MessageToUser) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{20}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *MessageToUser) GetLoopId() string {
@@ -2462,7 +2852,7 @@ type ReplanRequested struct {
 
 func (x *ReplanRequested) Reset() {
 	*x = ReplanRequested{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[21]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2474,7 +2864,7 @@ func (x *ReplanRequested) String() string {
 func (*ReplanRequested) ProtoMessage() {}
 
 func (x *ReplanRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[21]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2487,7 +2877,7 @@ func (x *ReplanRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplanRequested.ProtoReflect.Descriptor instead.
 func (*ReplanRequested) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{21}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ReplanRequested) GetLoopId() string {
@@ -2551,7 +2941,7 @@ type Terminated struct {
 
 func (x *Terminated) Reset() {
 	*x = Terminated{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[22]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2563,7 +2953,7 @@ func (x *Terminated) String() string {
 func (*Terminated) ProtoMessage() {}
 
 func (x *Terminated) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[22]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2576,7 +2966,7 @@ func (x *Terminated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Terminated.ProtoReflect.Descriptor instead.
 func (*Terminated) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{22}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Terminated) GetLoopId() string {
@@ -2629,7 +3019,7 @@ type TextDelta struct {
 
 func (x *TextDelta) Reset() {
 	*x = TextDelta{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[23]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2641,7 +3031,7 @@ func (x *TextDelta) String() string {
 func (*TextDelta) ProtoMessage() {}
 
 func (x *TextDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[23]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2654,7 +3044,7 @@ func (x *TextDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextDelta.ProtoReflect.Descriptor instead.
 func (*TextDelta) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{23}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TextDelta) GetLoopId() string {
@@ -2691,7 +3081,7 @@ type AssetAdded struct {
 
 func (x *AssetAdded) Reset() {
 	*x = AssetAdded{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[24]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2703,7 +3093,7 @@ func (x *AssetAdded) String() string {
 func (*AssetAdded) ProtoMessage() {}
 
 func (x *AssetAdded) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[24]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2716,7 +3106,7 @@ func (x *AssetAdded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssetAdded.ProtoReflect.Descriptor instead.
 func (*AssetAdded) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{24}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AssetAdded) GetLoopId() string {
@@ -2748,7 +3138,7 @@ type Asset struct {
 
 func (x *Asset) Reset() {
 	*x = Asset{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[25]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2760,7 +3150,7 @@ func (x *Asset) String() string {
 func (*Asset) ProtoMessage() {}
 
 func (x *Asset) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[25]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2773,7 +3163,7 @@ func (x *Asset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Asset.ProtoReflect.Descriptor instead.
 func (*Asset) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{25}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Asset) GetObject() *BlackboardObject {
@@ -2814,7 +3204,7 @@ type RunStarted struct {
 
 func (x *RunStarted) Reset() {
 	*x = RunStarted{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[26]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2826,7 +3216,7 @@ func (x *RunStarted) String() string {
 func (*RunStarted) ProtoMessage() {}
 
 func (x *RunStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[26]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2839,7 +3229,7 @@ func (x *RunStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunStarted.ProtoReflect.Descriptor instead.
 func (*RunStarted) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{26}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RunStarted) GetModel() string {
@@ -2889,7 +3279,7 @@ type ToolCallStarted struct {
 
 func (x *ToolCallStarted) Reset() {
 	*x = ToolCallStarted{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[27]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2901,7 +3291,7 @@ func (x *ToolCallStarted) String() string {
 func (*ToolCallStarted) ProtoMessage() {}
 
 func (x *ToolCallStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[27]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2914,7 +3304,7 @@ func (x *ToolCallStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallStarted.ProtoReflect.Descriptor instead.
 func (*ToolCallStarted) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{27}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ToolCallStarted) GetCallId() string {
@@ -2979,7 +3369,7 @@ type ToolCallFinished struct {
 
 func (x *ToolCallFinished) Reset() {
 	*x = ToolCallFinished{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[28]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2991,7 +3381,7 @@ func (x *ToolCallFinished) String() string {
 func (*ToolCallFinished) ProtoMessage() {}
 
 func (x *ToolCallFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[28]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3004,7 +3394,7 @@ func (x *ToolCallFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallFinished.ProtoReflect.Descriptor instead.
 func (*ToolCallFinished) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{28}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ToolCallFinished) GetCallId() string {
@@ -3089,7 +3479,7 @@ type ToolsChanged struct {
 
 func (x *ToolsChanged) Reset() {
 	*x = ToolsChanged{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[29]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3101,7 +3491,7 @@ func (x *ToolsChanged) String() string {
 func (*ToolsChanged) ProtoMessage() {}
 
 func (x *ToolsChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[29]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3114,7 +3504,7 @@ func (x *ToolsChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolsChanged.ProtoReflect.Descriptor instead.
 func (*ToolsChanged) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{29}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ToolsChanged) GetAdded() []string {
@@ -3167,7 +3557,7 @@ type AssistantMessage struct {
 
 func (x *AssistantMessage) Reset() {
 	*x = AssistantMessage{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[30]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3179,7 +3569,7 @@ func (x *AssistantMessage) String() string {
 func (*AssistantMessage) ProtoMessage() {}
 
 func (x *AssistantMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[30]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3192,7 +3582,7 @@ func (x *AssistantMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssistantMessage.ProtoReflect.Descriptor instead.
 func (*AssistantMessage) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{30}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AssistantMessage) GetText() string {
@@ -3233,7 +3623,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[31]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3245,7 +3635,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[31]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3258,7 +3648,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{31}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Usage) GetModel() string {
@@ -3306,7 +3696,7 @@ type FinalResult struct {
 
 func (x *FinalResult) Reset() {
 	*x = FinalResult{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[32]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3318,7 +3708,7 @@ func (x *FinalResult) String() string {
 func (*FinalResult) ProtoMessage() {}
 
 func (x *FinalResult) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[32]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3331,7 +3721,7 @@ func (x *FinalResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinalResult.ProtoReflect.Descriptor instead.
 func (*FinalResult) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{32}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *FinalResult) GetText() string {
@@ -3377,7 +3767,7 @@ type RunError struct {
 
 func (x *RunError) Reset() {
 	*x = RunError{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[33]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3389,7 +3779,7 @@ func (x *RunError) String() string {
 func (*RunError) ProtoMessage() {}
 
 func (x *RunError) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[33]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3402,7 +3792,7 @@ func (x *RunError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunError.ProtoReflect.Descriptor instead.
 func (*RunError) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{33}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RunError) GetCode() code.Code {
@@ -3437,7 +3827,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[34]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3449,7 +3839,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[34]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3462,7 +3852,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{34}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListToolsRequest) GetToolGroups() []string {
@@ -3483,7 +3873,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[35]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3495,7 +3885,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[35]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3508,7 +3898,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{35}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListToolsResponse) GetTools() []*ToolInfo {
@@ -3535,7 +3925,7 @@ type ToolInfo struct {
 
 func (x *ToolInfo) Reset() {
 	*x = ToolInfo{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[36]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3547,7 +3937,7 @@ func (x *ToolInfo) String() string {
 func (*ToolInfo) ProtoMessage() {}
 
 func (x *ToolInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[36]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3560,7 +3950,7 @@ func (x *ToolInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolInfo.ProtoReflect.Descriptor instead.
 func (*ToolInfo) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{36}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ToolInfo) GetDefinition() *ToolDefinition {
@@ -3600,7 +3990,7 @@ type ListToolGroupsRequest struct {
 
 func (x *ListToolGroupsRequest) Reset() {
 	*x = ListToolGroupsRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[37]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3612,7 +4002,7 @@ func (x *ListToolGroupsRequest) String() string {
 func (*ListToolGroupsRequest) ProtoMessage() {}
 
 func (x *ListToolGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[37]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3625,7 +4015,7 @@ func (x *ListToolGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{37}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{41}
 }
 
 // ListToolGroupsResponse lists tool groups.
@@ -3639,7 +4029,7 @@ type ListToolGroupsResponse struct {
 
 func (x *ListToolGroupsResponse) Reset() {
 	*x = ListToolGroupsResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[38]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3651,7 +4041,7 @@ func (x *ListToolGroupsResponse) String() string {
 func (*ListToolGroupsResponse) ProtoMessage() {}
 
 func (x *ListToolGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[38]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3664,7 +4054,7 @@ func (x *ListToolGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{38}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListToolGroupsResponse) GetGroups() []*ToolGroupStatus {
@@ -3692,7 +4082,7 @@ type ToolGroupStatus struct {
 
 func (x *ToolGroupStatus) Reset() {
 	*x = ToolGroupStatus{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[39]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3704,7 +4094,7 @@ func (x *ToolGroupStatus) String() string {
 func (*ToolGroupStatus) ProtoMessage() {}
 
 func (x *ToolGroupStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[39]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3717,7 +4107,7 @@ func (x *ToolGroupStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolGroupStatus.ProtoReflect.Descriptor instead.
 func (*ToolGroupStatus) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{39}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ToolGroupStatus) GetGroup() *ToolGroupInfo {
@@ -3757,7 +4147,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[40]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3769,7 +4159,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[40]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3782,7 +4172,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{40}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{44}
 }
 
 // ListWorkersResponse lists workers.
@@ -3796,7 +4186,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[41]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3808,7 +4198,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[41]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3821,7 +4211,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{41}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*WorkerStatus {
@@ -3856,7 +4246,7 @@ type WorkerStatus struct {
 
 func (x *WorkerStatus) Reset() {
 	*x = WorkerStatus{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[42]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3868,7 +4258,7 @@ func (x *WorkerStatus) String() string {
 func (*WorkerStatus) ProtoMessage() {}
 
 func (x *WorkerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[42]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3881,7 +4271,7 @@ func (x *WorkerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerStatus.ProtoReflect.Descriptor instead.
 func (*WorkerStatus) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{42}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *WorkerStatus) GetWorkerId() string {
@@ -3953,7 +4343,7 @@ type WatchRunRequest struct {
 
 func (x *WatchRunRequest) Reset() {
 	*x = WatchRunRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[43]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3965,7 +4355,7 @@ func (x *WatchRunRequest) String() string {
 func (*WatchRunRequest) ProtoMessage() {}
 
 func (x *WatchRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[43]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3978,7 +4368,7 @@ func (x *WatchRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRunRequest.ProtoReflect.Descriptor instead.
 func (*WatchRunRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{43}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *WatchRunRequest) GetRunId() string {
@@ -4011,7 +4401,7 @@ type ListRunsRequest struct {
 
 func (x *ListRunsRequest) Reset() {
 	*x = ListRunsRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[44]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4023,7 +4413,7 @@ func (x *ListRunsRequest) String() string {
 func (*ListRunsRequest) ProtoMessage() {}
 
 func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[44]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4036,7 +4426,7 @@ func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsRequest.ProtoReflect.Descriptor instead.
 func (*ListRunsRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{44}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ListRunsRequest) GetState() RunState {
@@ -4073,7 +4463,7 @@ type ListRunsResponse struct {
 
 func (x *ListRunsResponse) Reset() {
 	*x = ListRunsResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[45]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4085,7 +4475,7 @@ func (x *ListRunsResponse) String() string {
 func (*ListRunsResponse) ProtoMessage() {}
 
 func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[45]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4098,7 +4488,7 @@ func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsResponse.ProtoReflect.Descriptor instead.
 func (*ListRunsResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{45}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ListRunsResponse) GetRuns() []*RunSummary {
@@ -4136,7 +4526,7 @@ type RunSummary struct {
 
 func (x *RunSummary) Reset() {
 	*x = RunSummary{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[46]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4148,7 +4538,7 @@ func (x *RunSummary) String() string {
 func (*RunSummary) ProtoMessage() {}
 
 func (x *RunSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[46]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4161,7 +4551,7 @@ func (x *RunSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunSummary.ProtoReflect.Descriptor instead.
 func (*RunSummary) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{46}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RunSummary) GetRunId() string {
@@ -4217,7 +4607,7 @@ type GetRunRequest struct {
 
 func (x *GetRunRequest) Reset() {
 	*x = GetRunRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[47]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4229,7 +4619,7 @@ func (x *GetRunRequest) String() string {
 func (*GetRunRequest) ProtoMessage() {}
 
 func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[47]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4242,7 +4632,7 @@ func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunRequest.ProtoReflect.Descriptor instead.
 func (*GetRunRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{47}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *GetRunRequest) GetRunId() string {
@@ -4298,7 +4688,7 @@ type GetRunResponse struct {
 
 func (x *GetRunResponse) Reset() {
 	*x = GetRunResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[48]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4310,7 +4700,7 @@ func (x *GetRunResponse) String() string {
 func (*GetRunResponse) ProtoMessage() {}
 
 func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[48]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4323,7 +4713,7 @@ func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunResponse.ProtoReflect.Descriptor instead.
 func (*GetRunResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{48}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *GetRunResponse) GetRunId() string {
@@ -4457,7 +4847,7 @@ type LoopInfo struct {
 
 func (x *LoopInfo) Reset() {
 	*x = LoopInfo{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[49]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4469,7 +4859,7 @@ func (x *LoopInfo) String() string {
 func (*LoopInfo) ProtoMessage() {}
 
 func (x *LoopInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[49]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4482,7 +4872,7 @@ func (x *LoopInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoopInfo.ProtoReflect.Descriptor instead.
 func (*LoopInfo) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{49}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *LoopInfo) GetScope() *LoopScope {
@@ -4541,7 +4931,7 @@ type Budget struct {
 
 func (x *Budget) Reset() {
 	*x = Budget{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[50]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4553,7 +4943,7 @@ func (x *Budget) String() string {
 func (*Budget) ProtoMessage() {}
 
 func (x *Budget) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[50]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4566,7 +4956,7 @@ func (x *Budget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Budget.ProtoReflect.Descriptor instead.
 func (*Budget) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{50}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Budget) GetMaxCostUsd() float64 {
@@ -4624,7 +5014,7 @@ type CancelRunRequest struct {
 
 func (x *CancelRunRequest) Reset() {
 	*x = CancelRunRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[51]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4636,7 +5026,7 @@ func (x *CancelRunRequest) String() string {
 func (*CancelRunRequest) ProtoMessage() {}
 
 func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[51]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4649,7 +5039,7 @@ func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunRequest.ProtoReflect.Descriptor instead.
 func (*CancelRunRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{51}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *CancelRunRequest) GetRunId() string {
@@ -4677,7 +5067,7 @@ type CancelRunResponse struct {
 
 func (x *CancelRunResponse) Reset() {
 	*x = CancelRunResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[52]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4689,7 +5079,7 @@ func (x *CancelRunResponse) String() string {
 func (*CancelRunResponse) ProtoMessage() {}
 
 func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[52]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4702,7 +5092,7 @@ func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunResponse.ProtoReflect.Descriptor instead.
 func (*CancelRunResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{52}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *CancelRunResponse) GetState() RunState {
@@ -4819,8 +5209,7 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\fmax_cost_usd\x18\x05 \x01(\x01R\n" +
 	"maxCostUsd\x12\x1f\n" +
 	"\vmax_actions\x18\x06 \x01(\x05R\n" +
-	"maxActions\"\xeb\n" +
-	"\n" +
+	"maxActions\"\x87\f\n" +
 	"\vRunResponse\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1a\n" +
 	"\bsequence\x18\x02 \x01(\x03R\bsequence\x12.\n" +
@@ -4848,9 +5237,33 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"assetAdded\x120\n" +
 	"\awarning\x18\x14 \x01(\v2\x14.toolmesh.v1.WarningH\x00R\awarning\x12P\n" +
 	"\x13nested_loop_started\x18\x15 \x01(\v2\x1e.toolmesh.v1.NestedLoopStartedH\x00R\x11nestedLoopStarted\x12S\n" +
-	"\x14nested_loop_finished\x18\x16 \x01(\v2\x1f.toolmesh.v1.NestedLoopFinishedH\x00R\x12nestedLoopFinished\x12,\n" +
+	"\x14nested_loop_finished\x18\x16 \x01(\v2\x1f.toolmesh.v1.NestedLoopFinishedH\x00R\x12nestedLoopFinished\x12O\n" +
+	"\x12approval_requested\x18\x18 \x01(\v2\x1e.toolmesh.v1.ApprovalRequestedH\x00R\x11approvalRequested\x12I\n" +
+	"\x10approval_decided\x18\x19 \x01(\v2\x1c.toolmesh.v1.ApprovalDecidedH\x00R\x0fapprovalDecided\x12,\n" +
 	"\x05scope\x18\x17 \x01(\v2\x16.toolmesh.v1.LoopScopeR\x05scopeB\a\n" +
-	"\x05event\"\xc4\x01\n" +
+	"\x05event\"\xd6\x01\n" +
+	"\x11ApprovalRequested\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
+	"\x04tool\x18\x02 \x01(\tR\x04tool\x12%\n" +
+	"\x0earguments_json\x18\x03 \x01(\tR\rargumentsJson\x12\x17\n" +
+	"\aloop_id\x18\x04 \x01(\tR\x06loopId\x12\x1c\n" +
+	"\titeration\x18\x05 \x01(\x05R\titeration\x126\n" +
+	"\bdeadline\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\xaa\x01\n" +
+	"\x0fApprovalDecided\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
+	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x17\n" +
+	"\aloop_id\x18\x03 \x01(\tR\x06loopId\x12\x1a\n" +
+	"\bapproved\x18\x04 \x01(\bR\bapproved\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x1d\n" +
+	"\n" +
+	"decided_by\x18\x06 \x01(\tR\tdecidedBy\"\xb4\x01\n" +
+	"\x16ApproveToolCallRequest\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x17\n" +
+	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x17\n" +
+	"\aloop_id\x18\x03 \x01(\tR\x06loopId\x129\n" +
+	"\bdecision\x18\x04 \x01(\x0e2\x1d.toolmesh.v1.ApprovalDecisionR\bdecision\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"\x19\n" +
+	"\x17ApproveToolCallResponse\"\xc4\x01\n" +
 	"\tLoopScope\x12\x17\n" +
 	"\aloop_id\x18\x01 \x01(\tR\x06loopId\x12$\n" +
 	"\x0eparent_loop_id\x18\x02 \x01(\tR\fparentLoopId\x12\x12\n" +
@@ -5084,7 +5497,11 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\x13AGENTIC_KIND_SIMPLE\x10\x01\x12\x19\n" +
 	"\x15AGENTIC_KIND_PLAYBOOK\x10\x02\x12\x1e\n" +
 	"\x1aAGENTIC_KIND_STATE_MACHINE\x10\x03\x12\x16\n" +
-	"\x12AGENTIC_KIND_AGENT\x10\x04*\xb8\x01\n" +
+	"\x12AGENTIC_KIND_AGENT\x10\x04*p\n" +
+	"\x10ApprovalDecision\x12!\n" +
+	"\x1dAPPROVAL_DECISION_UNSPECIFIED\x10\x00\x12\x1d\n" +
+	"\x19APPROVAL_DECISION_APPROVE\x10\x01\x12\x1a\n" +
+	"\x16APPROVAL_DECISION_DENY\x10\x02*\xb8\x01\n" +
 	"\x0fToolCallOutcome\x12!\n" +
 	"\x1dTOOL_CALL_OUTCOME_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14TOOL_CALL_OUTCOME_OK\x10\x01\x12\x1b\n" +
@@ -5104,7 +5521,7 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\x10RUN_STATE_FAILED\x10\x03\x12\x17\n" +
 	"\x13RUN_STATE_CANCELLED\x10\x04\x12\x1e\n" +
 	"\x1aRUN_STATE_REPLAN_REQUESTED\x10\x05\x12\x18\n" +
-	"\x14RUN_STATE_TERMINATED\x10\x062\xe8\x04\n" +
+	"\x14RUN_STATE_TERMINATED\x10\x062\xc6\x05\n" +
 	"\x13OrchestratorService\x12:\n" +
 	"\x03Run\x12\x17.toolmesh.v1.RunRequest\x1a\x18.toolmesh.v1.RunResponse0\x01\x12J\n" +
 	"\tListTools\x12\x1d.toolmesh.v1.ListToolsRequest\x1a\x1e.toolmesh.v1.ListToolsResponse\x12Y\n" +
@@ -5113,7 +5530,8 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\x06GetRun\x12\x1a.toolmesh.v1.GetRunRequest\x1a\x1b.toolmesh.v1.GetRunResponse\x12J\n" +
 	"\tCancelRun\x12\x1d.toolmesh.v1.CancelRunRequest\x1a\x1e.toolmesh.v1.CancelRunResponse\x12D\n" +
 	"\bWatchRun\x12\x1c.toolmesh.v1.WatchRunRequest\x1a\x18.toolmesh.v1.RunResponse0\x01\x12G\n" +
-	"\bListRuns\x12\x1c.toolmesh.v1.ListRunsRequest\x1a\x1d.toolmesh.v1.ListRunsResponseB)Z'github.com/toolmesh/toolmesh/pkg/toolpbb\x06proto3"
+	"\bListRuns\x12\x1c.toolmesh.v1.ListRunsRequest\x1a\x1d.toolmesh.v1.ListRunsResponse\x12\\\n" +
+	"\x0fApproveToolCall\x12#.toolmesh.v1.ApproveToolCallRequest\x1a$.toolmesh.v1.ApproveToolCallResponseB)Z'github.com/toolmesh/toolmesh/pkg/toolpbb\x06proto3"
 
 var (
 	file_toolmesh_v1_orchestrator_proto_rawDescOnce sync.Once
@@ -5127,178 +5545,189 @@ func file_toolmesh_v1_orchestrator_proto_rawDescGZIP() []byte {
 	return file_toolmesh_v1_orchestrator_proto_rawDescData
 }
 
-var file_toolmesh_v1_orchestrator_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_toolmesh_v1_orchestrator_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
+var file_toolmesh_v1_orchestrator_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_toolmesh_v1_orchestrator_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
 var file_toolmesh_v1_orchestrator_proto_goTypes = []any{
-	(Role)(0),                      // 0: toolmesh.v1.Role
-	(AgenticKind)(0),               // 1: toolmesh.v1.AgenticKind
-	(ToolCallOutcome)(0),           // 2: toolmesh.v1.ToolCallOutcome
-	(WorkerState)(0),               // 3: toolmesh.v1.WorkerState
-	(RunState)(0),                  // 4: toolmesh.v1.RunState
-	(*ConversationMessage)(nil),    // 5: toolmesh.v1.ConversationMessage
-	(*RunRequest)(nil),             // 6: toolmesh.v1.RunRequest
-	(*ChainingSource)(nil),         // 7: toolmesh.v1.ChainingSource
-	(*AgenticToolSpec)(nil),        // 8: toolmesh.v1.AgenticToolSpec
-	(*LockedTool)(nil),             // 9: toolmesh.v1.LockedTool
-	(*StateMachineSpec)(nil),       // 10: toolmesh.v1.StateMachineSpec
-	(*MachineState)(nil),           // 11: toolmesh.v1.MachineState
-	(*MachineStateTool)(nil),       // 12: toolmesh.v1.MachineStateTool
-	(*ToolGroupRequirement)(nil),   // 13: toolmesh.v1.ToolGroupRequirement
-	(*ArtifactSinkSpec)(nil),       // 14: toolmesh.v1.ArtifactSinkSpec
-	(*LlmOptions)(nil),             // 15: toolmesh.v1.LlmOptions
-	(*RunLimits)(nil),              // 16: toolmesh.v1.RunLimits
-	(*RunResponse)(nil),            // 17: toolmesh.v1.RunResponse
-	(*LoopScope)(nil),              // 18: toolmesh.v1.LoopScope
-	(*NestedLoopStarted)(nil),      // 19: toolmesh.v1.NestedLoopStarted
-	(*NestedLoopFinished)(nil),     // 20: toolmesh.v1.NestedLoopFinished
-	(*Warning)(nil),                // 21: toolmesh.v1.Warning
-	(*ArtifactCaptured)(nil),       // 22: toolmesh.v1.ArtifactCaptured
-	(*BlackboardChanged)(nil),      // 23: toolmesh.v1.BlackboardChanged
-	(*Progress)(nil),               // 24: toolmesh.v1.Progress
-	(*MessageToUser)(nil),          // 25: toolmesh.v1.MessageToUser
-	(*ReplanRequested)(nil),        // 26: toolmesh.v1.ReplanRequested
-	(*Terminated)(nil),             // 27: toolmesh.v1.Terminated
-	(*TextDelta)(nil),              // 28: toolmesh.v1.TextDelta
-	(*AssetAdded)(nil),             // 29: toolmesh.v1.AssetAdded
-	(*Asset)(nil),                  // 30: toolmesh.v1.Asset
-	(*RunStarted)(nil),             // 31: toolmesh.v1.RunStarted
-	(*ToolCallStarted)(nil),        // 32: toolmesh.v1.ToolCallStarted
-	(*ToolCallFinished)(nil),       // 33: toolmesh.v1.ToolCallFinished
-	(*ToolsChanged)(nil),           // 34: toolmesh.v1.ToolsChanged
-	(*AssistantMessage)(nil),       // 35: toolmesh.v1.AssistantMessage
-	(*Usage)(nil),                  // 36: toolmesh.v1.Usage
-	(*FinalResult)(nil),            // 37: toolmesh.v1.FinalResult
-	(*RunError)(nil),               // 38: toolmesh.v1.RunError
-	(*ListToolsRequest)(nil),       // 39: toolmesh.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),      // 40: toolmesh.v1.ListToolsResponse
-	(*ToolInfo)(nil),               // 41: toolmesh.v1.ToolInfo
-	(*ListToolGroupsRequest)(nil),  // 42: toolmesh.v1.ListToolGroupsRequest
-	(*ListToolGroupsResponse)(nil), // 43: toolmesh.v1.ListToolGroupsResponse
-	(*ToolGroupStatus)(nil),        // 44: toolmesh.v1.ToolGroupStatus
-	(*ListWorkersRequest)(nil),     // 45: toolmesh.v1.ListWorkersRequest
-	(*ListWorkersResponse)(nil),    // 46: toolmesh.v1.ListWorkersResponse
-	(*WorkerStatus)(nil),           // 47: toolmesh.v1.WorkerStatus
-	(*WatchRunRequest)(nil),        // 48: toolmesh.v1.WatchRunRequest
-	(*ListRunsRequest)(nil),        // 49: toolmesh.v1.ListRunsRequest
-	(*ListRunsResponse)(nil),       // 50: toolmesh.v1.ListRunsResponse
-	(*RunSummary)(nil),             // 51: toolmesh.v1.RunSummary
-	(*GetRunRequest)(nil),          // 52: toolmesh.v1.GetRunRequest
-	(*GetRunResponse)(nil),         // 53: toolmesh.v1.GetRunResponse
-	(*LoopInfo)(nil),               // 54: toolmesh.v1.LoopInfo
-	(*Budget)(nil),                 // 55: toolmesh.v1.Budget
-	(*CancelRunRequest)(nil),       // 56: toolmesh.v1.CancelRunRequest
-	(*CancelRunResponse)(nil),      // 57: toolmesh.v1.CancelRunResponse
-	nil,                            // 58: toolmesh.v1.RunRequest.ContextEntry
-	nil,                            // 59: toolmesh.v1.RunRequest.InteractionContextEntry
-	nil,                            // 60: toolmesh.v1.AgenticToolSpec.ContextEntry
-	(*durationpb.Duration)(nil),    // 61: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 62: google.protobuf.Timestamp
-	(*BlackboardObject)(nil),       // 63: toolmesh.v1.BlackboardObject
-	(TerminateScope)(0),            // 64: toolmesh.v1.TerminateScope
-	(*Artifact)(nil),               // 65: toolmesh.v1.Artifact
-	(code.Code)(0),                 // 66: google.rpc.Code
-	(ErrorReason)(0),               // 67: toolmesh.v1.ErrorReason
-	(*ToolDefinition)(nil),         // 68: toolmesh.v1.ToolDefinition
-	(*ToolGroupInfo)(nil),          // 69: toolmesh.v1.ToolGroupInfo
+	(Role)(0),                       // 0: toolmesh.v1.Role
+	(AgenticKind)(0),                // 1: toolmesh.v1.AgenticKind
+	(ApprovalDecision)(0),           // 2: toolmesh.v1.ApprovalDecision
+	(ToolCallOutcome)(0),            // 3: toolmesh.v1.ToolCallOutcome
+	(WorkerState)(0),                // 4: toolmesh.v1.WorkerState
+	(RunState)(0),                   // 5: toolmesh.v1.RunState
+	(*ConversationMessage)(nil),     // 6: toolmesh.v1.ConversationMessage
+	(*RunRequest)(nil),              // 7: toolmesh.v1.RunRequest
+	(*ChainingSource)(nil),          // 8: toolmesh.v1.ChainingSource
+	(*AgenticToolSpec)(nil),         // 9: toolmesh.v1.AgenticToolSpec
+	(*LockedTool)(nil),              // 10: toolmesh.v1.LockedTool
+	(*StateMachineSpec)(nil),        // 11: toolmesh.v1.StateMachineSpec
+	(*MachineState)(nil),            // 12: toolmesh.v1.MachineState
+	(*MachineStateTool)(nil),        // 13: toolmesh.v1.MachineStateTool
+	(*ToolGroupRequirement)(nil),    // 14: toolmesh.v1.ToolGroupRequirement
+	(*ArtifactSinkSpec)(nil),        // 15: toolmesh.v1.ArtifactSinkSpec
+	(*LlmOptions)(nil),              // 16: toolmesh.v1.LlmOptions
+	(*RunLimits)(nil),               // 17: toolmesh.v1.RunLimits
+	(*RunResponse)(nil),             // 18: toolmesh.v1.RunResponse
+	(*ApprovalRequested)(nil),       // 19: toolmesh.v1.ApprovalRequested
+	(*ApprovalDecided)(nil),         // 20: toolmesh.v1.ApprovalDecided
+	(*ApproveToolCallRequest)(nil),  // 21: toolmesh.v1.ApproveToolCallRequest
+	(*ApproveToolCallResponse)(nil), // 22: toolmesh.v1.ApproveToolCallResponse
+	(*LoopScope)(nil),               // 23: toolmesh.v1.LoopScope
+	(*NestedLoopStarted)(nil),       // 24: toolmesh.v1.NestedLoopStarted
+	(*NestedLoopFinished)(nil),      // 25: toolmesh.v1.NestedLoopFinished
+	(*Warning)(nil),                 // 26: toolmesh.v1.Warning
+	(*ArtifactCaptured)(nil),        // 27: toolmesh.v1.ArtifactCaptured
+	(*BlackboardChanged)(nil),       // 28: toolmesh.v1.BlackboardChanged
+	(*Progress)(nil),                // 29: toolmesh.v1.Progress
+	(*MessageToUser)(nil),           // 30: toolmesh.v1.MessageToUser
+	(*ReplanRequested)(nil),         // 31: toolmesh.v1.ReplanRequested
+	(*Terminated)(nil),              // 32: toolmesh.v1.Terminated
+	(*TextDelta)(nil),               // 33: toolmesh.v1.TextDelta
+	(*AssetAdded)(nil),              // 34: toolmesh.v1.AssetAdded
+	(*Asset)(nil),                   // 35: toolmesh.v1.Asset
+	(*RunStarted)(nil),              // 36: toolmesh.v1.RunStarted
+	(*ToolCallStarted)(nil),         // 37: toolmesh.v1.ToolCallStarted
+	(*ToolCallFinished)(nil),        // 38: toolmesh.v1.ToolCallFinished
+	(*ToolsChanged)(nil),            // 39: toolmesh.v1.ToolsChanged
+	(*AssistantMessage)(nil),        // 40: toolmesh.v1.AssistantMessage
+	(*Usage)(nil),                   // 41: toolmesh.v1.Usage
+	(*FinalResult)(nil),             // 42: toolmesh.v1.FinalResult
+	(*RunError)(nil),                // 43: toolmesh.v1.RunError
+	(*ListToolsRequest)(nil),        // 44: toolmesh.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),       // 45: toolmesh.v1.ListToolsResponse
+	(*ToolInfo)(nil),                // 46: toolmesh.v1.ToolInfo
+	(*ListToolGroupsRequest)(nil),   // 47: toolmesh.v1.ListToolGroupsRequest
+	(*ListToolGroupsResponse)(nil),  // 48: toolmesh.v1.ListToolGroupsResponse
+	(*ToolGroupStatus)(nil),         // 49: toolmesh.v1.ToolGroupStatus
+	(*ListWorkersRequest)(nil),      // 50: toolmesh.v1.ListWorkersRequest
+	(*ListWorkersResponse)(nil),     // 51: toolmesh.v1.ListWorkersResponse
+	(*WorkerStatus)(nil),            // 52: toolmesh.v1.WorkerStatus
+	(*WatchRunRequest)(nil),         // 53: toolmesh.v1.WatchRunRequest
+	(*ListRunsRequest)(nil),         // 54: toolmesh.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),        // 55: toolmesh.v1.ListRunsResponse
+	(*RunSummary)(nil),              // 56: toolmesh.v1.RunSummary
+	(*GetRunRequest)(nil),           // 57: toolmesh.v1.GetRunRequest
+	(*GetRunResponse)(nil),          // 58: toolmesh.v1.GetRunResponse
+	(*LoopInfo)(nil),                // 59: toolmesh.v1.LoopInfo
+	(*Budget)(nil),                  // 60: toolmesh.v1.Budget
+	(*CancelRunRequest)(nil),        // 61: toolmesh.v1.CancelRunRequest
+	(*CancelRunResponse)(nil),       // 62: toolmesh.v1.CancelRunResponse
+	nil,                             // 63: toolmesh.v1.RunRequest.ContextEntry
+	nil,                             // 64: toolmesh.v1.RunRequest.InteractionContextEntry
+	nil,                             // 65: toolmesh.v1.AgenticToolSpec.ContextEntry
+	(*durationpb.Duration)(nil),     // 66: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),   // 67: google.protobuf.Timestamp
+	(*BlackboardObject)(nil),        // 68: toolmesh.v1.BlackboardObject
+	(TerminateScope)(0),             // 69: toolmesh.v1.TerminateScope
+	(*Artifact)(nil),                // 70: toolmesh.v1.Artifact
+	(code.Code)(0),                  // 71: google.rpc.Code
+	(ErrorReason)(0),                // 72: toolmesh.v1.ErrorReason
+	(*ToolDefinition)(nil),          // 73: toolmesh.v1.ToolDefinition
+	(*ToolGroupInfo)(nil),           // 74: toolmesh.v1.ToolGroupInfo
 }
 var file_toolmesh_v1_orchestrator_proto_depIdxs = []int32{
 	0,  // 0: toolmesh.v1.ConversationMessage.role:type_name -> toolmesh.v1.Role
-	5,  // 1: toolmesh.v1.RunRequest.messages:type_name -> toolmesh.v1.ConversationMessage
-	58, // 2: toolmesh.v1.RunRequest.context:type_name -> toolmesh.v1.RunRequest.ContextEntry
-	15, // 3: toolmesh.v1.RunRequest.llm:type_name -> toolmesh.v1.LlmOptions
-	16, // 4: toolmesh.v1.RunRequest.limits:type_name -> toolmesh.v1.RunLimits
-	59, // 5: toolmesh.v1.RunRequest.interaction_context:type_name -> toolmesh.v1.RunRequest.InteractionContextEntry
-	14, // 6: toolmesh.v1.RunRequest.artifact_sinks:type_name -> toolmesh.v1.ArtifactSinkSpec
-	13, // 7: toolmesh.v1.RunRequest.required_tool_groups:type_name -> toolmesh.v1.ToolGroupRequirement
-	8,  // 8: toolmesh.v1.RunRequest.agentic_tools:type_name -> toolmesh.v1.AgenticToolSpec
-	7,  // 9: toolmesh.v1.RunRequest.chaining_sources:type_name -> toolmesh.v1.ChainingSource
+	6,  // 1: toolmesh.v1.RunRequest.messages:type_name -> toolmesh.v1.ConversationMessage
+	63, // 2: toolmesh.v1.RunRequest.context:type_name -> toolmesh.v1.RunRequest.ContextEntry
+	16, // 3: toolmesh.v1.RunRequest.llm:type_name -> toolmesh.v1.LlmOptions
+	17, // 4: toolmesh.v1.RunRequest.limits:type_name -> toolmesh.v1.RunLimits
+	64, // 5: toolmesh.v1.RunRequest.interaction_context:type_name -> toolmesh.v1.RunRequest.InteractionContextEntry
+	15, // 6: toolmesh.v1.RunRequest.artifact_sinks:type_name -> toolmesh.v1.ArtifactSinkSpec
+	14, // 7: toolmesh.v1.RunRequest.required_tool_groups:type_name -> toolmesh.v1.ToolGroupRequirement
+	9,  // 8: toolmesh.v1.RunRequest.agentic_tools:type_name -> toolmesh.v1.AgenticToolSpec
+	8,  // 9: toolmesh.v1.RunRequest.chaining_sources:type_name -> toolmesh.v1.ChainingSource
 	1,  // 10: toolmesh.v1.AgenticToolSpec.kind:type_name -> toolmesh.v1.AgenticKind
-	15, // 11: toolmesh.v1.AgenticToolSpec.llm:type_name -> toolmesh.v1.LlmOptions
-	60, // 12: toolmesh.v1.AgenticToolSpec.context:type_name -> toolmesh.v1.AgenticToolSpec.ContextEntry
-	9,  // 13: toolmesh.v1.AgenticToolSpec.locked_tools:type_name -> toolmesh.v1.LockedTool
-	10, // 14: toolmesh.v1.AgenticToolSpec.state_machine:type_name -> toolmesh.v1.StateMachineSpec
-	7,  // 15: toolmesh.v1.AgenticToolSpec.chaining_sources:type_name -> toolmesh.v1.ChainingSource
-	11, // 16: toolmesh.v1.StateMachineSpec.states:type_name -> toolmesh.v1.MachineState
-	12, // 17: toolmesh.v1.MachineState.tools:type_name -> toolmesh.v1.MachineStateTool
-	61, // 18: toolmesh.v1.RunLimits.timeout:type_name -> google.protobuf.Duration
-	62, // 19: toolmesh.v1.RunResponse.time:type_name -> google.protobuf.Timestamp
-	31, // 20: toolmesh.v1.RunResponse.started:type_name -> toolmesh.v1.RunStarted
-	32, // 21: toolmesh.v1.RunResponse.tool_call_started:type_name -> toolmesh.v1.ToolCallStarted
-	33, // 22: toolmesh.v1.RunResponse.tool_call_finished:type_name -> toolmesh.v1.ToolCallFinished
-	35, // 23: toolmesh.v1.RunResponse.message:type_name -> toolmesh.v1.AssistantMessage
-	36, // 24: toolmesh.v1.RunResponse.usage:type_name -> toolmesh.v1.Usage
-	37, // 25: toolmesh.v1.RunResponse.final_result:type_name -> toolmesh.v1.FinalResult
-	38, // 26: toolmesh.v1.RunResponse.error:type_name -> toolmesh.v1.RunError
-	34, // 27: toolmesh.v1.RunResponse.tools_changed:type_name -> toolmesh.v1.ToolsChanged
-	22, // 28: toolmesh.v1.RunResponse.artifact:type_name -> toolmesh.v1.ArtifactCaptured
-	23, // 29: toolmesh.v1.RunResponse.blackboard_changed:type_name -> toolmesh.v1.BlackboardChanged
-	24, // 30: toolmesh.v1.RunResponse.progress:type_name -> toolmesh.v1.Progress
-	25, // 31: toolmesh.v1.RunResponse.message_to_user:type_name -> toolmesh.v1.MessageToUser
-	26, // 32: toolmesh.v1.RunResponse.replan_requested:type_name -> toolmesh.v1.ReplanRequested
-	27, // 33: toolmesh.v1.RunResponse.terminated:type_name -> toolmesh.v1.Terminated
-	28, // 34: toolmesh.v1.RunResponse.text_delta:type_name -> toolmesh.v1.TextDelta
-	29, // 35: toolmesh.v1.RunResponse.asset_added:type_name -> toolmesh.v1.AssetAdded
-	21, // 36: toolmesh.v1.RunResponse.warning:type_name -> toolmesh.v1.Warning
-	19, // 37: toolmesh.v1.RunResponse.nested_loop_started:type_name -> toolmesh.v1.NestedLoopStarted
-	20, // 38: toolmesh.v1.RunResponse.nested_loop_finished:type_name -> toolmesh.v1.NestedLoopFinished
-	18, // 39: toolmesh.v1.RunResponse.scope:type_name -> toolmesh.v1.LoopScope
-	1,  // 40: toolmesh.v1.LoopScope.kind:type_name -> toolmesh.v1.AgenticKind
-	63, // 41: toolmesh.v1.ArtifactCaptured.object:type_name -> toolmesh.v1.BlackboardObject
-	63, // 42: toolmesh.v1.BlackboardChanged.object:type_name -> toolmesh.v1.BlackboardObject
-	63, // 43: toolmesh.v1.ReplanRequested.added:type_name -> toolmesh.v1.BlackboardObject
-	64, // 44: toolmesh.v1.Terminated.scope:type_name -> toolmesh.v1.TerminateScope
-	30, // 45: toolmesh.v1.AssetAdded.asset:type_name -> toolmesh.v1.Asset
-	63, // 46: toolmesh.v1.Asset.object:type_name -> toolmesh.v1.BlackboardObject
-	2,  // 47: toolmesh.v1.ToolCallFinished.outcome:type_name -> toolmesh.v1.ToolCallOutcome
-	61, // 48: toolmesh.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
-	65, // 49: toolmesh.v1.ToolCallFinished.artifact:type_name -> toolmesh.v1.Artifact
-	36, // 50: toolmesh.v1.FinalResult.usage:type_name -> toolmesh.v1.Usage
-	66, // 51: toolmesh.v1.RunError.code:type_name -> google.rpc.Code
-	67, // 52: toolmesh.v1.RunError.reason:type_name -> toolmesh.v1.ErrorReason
-	41, // 53: toolmesh.v1.ListToolsResponse.tools:type_name -> toolmesh.v1.ToolInfo
-	68, // 54: toolmesh.v1.ToolInfo.definition:type_name -> toolmesh.v1.ToolDefinition
-	44, // 55: toolmesh.v1.ListToolGroupsResponse.groups:type_name -> toolmesh.v1.ToolGroupStatus
-	69, // 56: toolmesh.v1.ToolGroupStatus.group:type_name -> toolmesh.v1.ToolGroupInfo
-	47, // 57: toolmesh.v1.ListWorkersResponse.workers:type_name -> toolmesh.v1.WorkerStatus
-	3,  // 58: toolmesh.v1.WorkerStatus.state:type_name -> toolmesh.v1.WorkerState
-	62, // 59: toolmesh.v1.WorkerStatus.registered_at:type_name -> google.protobuf.Timestamp
-	4,  // 60: toolmesh.v1.ListRunsRequest.state:type_name -> toolmesh.v1.RunState
-	51, // 61: toolmesh.v1.ListRunsResponse.runs:type_name -> toolmesh.v1.RunSummary
-	4,  // 62: toolmesh.v1.RunSummary.state:type_name -> toolmesh.v1.RunState
-	62, // 63: toolmesh.v1.RunSummary.started:type_name -> google.protobuf.Timestamp
-	62, // 64: toolmesh.v1.RunSummary.updated:type_name -> google.protobuf.Timestamp
-	4,  // 65: toolmesh.v1.GetRunResponse.state:type_name -> toolmesh.v1.RunState
-	38, // 66: toolmesh.v1.GetRunResponse.error:type_name -> toolmesh.v1.RunError
-	62, // 67: toolmesh.v1.GetRunResponse.started_at:type_name -> google.protobuf.Timestamp
-	62, // 68: toolmesh.v1.GetRunResponse.ended_at:type_name -> google.protobuf.Timestamp
-	36, // 69: toolmesh.v1.GetRunResponse.usage:type_name -> toolmesh.v1.Usage
-	63, // 70: toolmesh.v1.GetRunResponse.blackboard:type_name -> toolmesh.v1.BlackboardObject
-	55, // 71: toolmesh.v1.GetRunResponse.budget:type_name -> toolmesh.v1.Budget
-	30, // 72: toolmesh.v1.GetRunResponse.assets:type_name -> toolmesh.v1.Asset
-	54, // 73: toolmesh.v1.GetRunResponse.loops:type_name -> toolmesh.v1.LoopInfo
-	18, // 74: toolmesh.v1.LoopInfo.scope:type_name -> toolmesh.v1.LoopScope
-	4,  // 75: toolmesh.v1.CancelRunResponse.state:type_name -> toolmesh.v1.RunState
-	6,  // 76: toolmesh.v1.OrchestratorService.Run:input_type -> toolmesh.v1.RunRequest
-	39, // 77: toolmesh.v1.OrchestratorService.ListTools:input_type -> toolmesh.v1.ListToolsRequest
-	42, // 78: toolmesh.v1.OrchestratorService.ListToolGroups:input_type -> toolmesh.v1.ListToolGroupsRequest
-	45, // 79: toolmesh.v1.OrchestratorService.ListWorkers:input_type -> toolmesh.v1.ListWorkersRequest
-	52, // 80: toolmesh.v1.OrchestratorService.GetRun:input_type -> toolmesh.v1.GetRunRequest
-	56, // 81: toolmesh.v1.OrchestratorService.CancelRun:input_type -> toolmesh.v1.CancelRunRequest
-	48, // 82: toolmesh.v1.OrchestratorService.WatchRun:input_type -> toolmesh.v1.WatchRunRequest
-	49, // 83: toolmesh.v1.OrchestratorService.ListRuns:input_type -> toolmesh.v1.ListRunsRequest
-	17, // 84: toolmesh.v1.OrchestratorService.Run:output_type -> toolmesh.v1.RunResponse
-	40, // 85: toolmesh.v1.OrchestratorService.ListTools:output_type -> toolmesh.v1.ListToolsResponse
-	43, // 86: toolmesh.v1.OrchestratorService.ListToolGroups:output_type -> toolmesh.v1.ListToolGroupsResponse
-	46, // 87: toolmesh.v1.OrchestratorService.ListWorkers:output_type -> toolmesh.v1.ListWorkersResponse
-	53, // 88: toolmesh.v1.OrchestratorService.GetRun:output_type -> toolmesh.v1.GetRunResponse
-	57, // 89: toolmesh.v1.OrchestratorService.CancelRun:output_type -> toolmesh.v1.CancelRunResponse
-	17, // 90: toolmesh.v1.OrchestratorService.WatchRun:output_type -> toolmesh.v1.RunResponse
-	50, // 91: toolmesh.v1.OrchestratorService.ListRuns:output_type -> toolmesh.v1.ListRunsResponse
-	84, // [84:92] is the sub-list for method output_type
-	76, // [76:84] is the sub-list for method input_type
-	76, // [76:76] is the sub-list for extension type_name
-	76, // [76:76] is the sub-list for extension extendee
-	0,  // [0:76] is the sub-list for field type_name
+	16, // 11: toolmesh.v1.AgenticToolSpec.llm:type_name -> toolmesh.v1.LlmOptions
+	65, // 12: toolmesh.v1.AgenticToolSpec.context:type_name -> toolmesh.v1.AgenticToolSpec.ContextEntry
+	10, // 13: toolmesh.v1.AgenticToolSpec.locked_tools:type_name -> toolmesh.v1.LockedTool
+	11, // 14: toolmesh.v1.AgenticToolSpec.state_machine:type_name -> toolmesh.v1.StateMachineSpec
+	8,  // 15: toolmesh.v1.AgenticToolSpec.chaining_sources:type_name -> toolmesh.v1.ChainingSource
+	12, // 16: toolmesh.v1.StateMachineSpec.states:type_name -> toolmesh.v1.MachineState
+	13, // 17: toolmesh.v1.MachineState.tools:type_name -> toolmesh.v1.MachineStateTool
+	66, // 18: toolmesh.v1.RunLimits.timeout:type_name -> google.protobuf.Duration
+	67, // 19: toolmesh.v1.RunResponse.time:type_name -> google.protobuf.Timestamp
+	36, // 20: toolmesh.v1.RunResponse.started:type_name -> toolmesh.v1.RunStarted
+	37, // 21: toolmesh.v1.RunResponse.tool_call_started:type_name -> toolmesh.v1.ToolCallStarted
+	38, // 22: toolmesh.v1.RunResponse.tool_call_finished:type_name -> toolmesh.v1.ToolCallFinished
+	40, // 23: toolmesh.v1.RunResponse.message:type_name -> toolmesh.v1.AssistantMessage
+	41, // 24: toolmesh.v1.RunResponse.usage:type_name -> toolmesh.v1.Usage
+	42, // 25: toolmesh.v1.RunResponse.final_result:type_name -> toolmesh.v1.FinalResult
+	43, // 26: toolmesh.v1.RunResponse.error:type_name -> toolmesh.v1.RunError
+	39, // 27: toolmesh.v1.RunResponse.tools_changed:type_name -> toolmesh.v1.ToolsChanged
+	27, // 28: toolmesh.v1.RunResponse.artifact:type_name -> toolmesh.v1.ArtifactCaptured
+	28, // 29: toolmesh.v1.RunResponse.blackboard_changed:type_name -> toolmesh.v1.BlackboardChanged
+	29, // 30: toolmesh.v1.RunResponse.progress:type_name -> toolmesh.v1.Progress
+	30, // 31: toolmesh.v1.RunResponse.message_to_user:type_name -> toolmesh.v1.MessageToUser
+	31, // 32: toolmesh.v1.RunResponse.replan_requested:type_name -> toolmesh.v1.ReplanRequested
+	32, // 33: toolmesh.v1.RunResponse.terminated:type_name -> toolmesh.v1.Terminated
+	33, // 34: toolmesh.v1.RunResponse.text_delta:type_name -> toolmesh.v1.TextDelta
+	34, // 35: toolmesh.v1.RunResponse.asset_added:type_name -> toolmesh.v1.AssetAdded
+	26, // 36: toolmesh.v1.RunResponse.warning:type_name -> toolmesh.v1.Warning
+	24, // 37: toolmesh.v1.RunResponse.nested_loop_started:type_name -> toolmesh.v1.NestedLoopStarted
+	25, // 38: toolmesh.v1.RunResponse.nested_loop_finished:type_name -> toolmesh.v1.NestedLoopFinished
+	19, // 39: toolmesh.v1.RunResponse.approval_requested:type_name -> toolmesh.v1.ApprovalRequested
+	20, // 40: toolmesh.v1.RunResponse.approval_decided:type_name -> toolmesh.v1.ApprovalDecided
+	23, // 41: toolmesh.v1.RunResponse.scope:type_name -> toolmesh.v1.LoopScope
+	67, // 42: toolmesh.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
+	2,  // 43: toolmesh.v1.ApproveToolCallRequest.decision:type_name -> toolmesh.v1.ApprovalDecision
+	1,  // 44: toolmesh.v1.LoopScope.kind:type_name -> toolmesh.v1.AgenticKind
+	68, // 45: toolmesh.v1.ArtifactCaptured.object:type_name -> toolmesh.v1.BlackboardObject
+	68, // 46: toolmesh.v1.BlackboardChanged.object:type_name -> toolmesh.v1.BlackboardObject
+	68, // 47: toolmesh.v1.ReplanRequested.added:type_name -> toolmesh.v1.BlackboardObject
+	69, // 48: toolmesh.v1.Terminated.scope:type_name -> toolmesh.v1.TerminateScope
+	35, // 49: toolmesh.v1.AssetAdded.asset:type_name -> toolmesh.v1.Asset
+	68, // 50: toolmesh.v1.Asset.object:type_name -> toolmesh.v1.BlackboardObject
+	3,  // 51: toolmesh.v1.ToolCallFinished.outcome:type_name -> toolmesh.v1.ToolCallOutcome
+	66, // 52: toolmesh.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
+	70, // 53: toolmesh.v1.ToolCallFinished.artifact:type_name -> toolmesh.v1.Artifact
+	41, // 54: toolmesh.v1.FinalResult.usage:type_name -> toolmesh.v1.Usage
+	71, // 55: toolmesh.v1.RunError.code:type_name -> google.rpc.Code
+	72, // 56: toolmesh.v1.RunError.reason:type_name -> toolmesh.v1.ErrorReason
+	46, // 57: toolmesh.v1.ListToolsResponse.tools:type_name -> toolmesh.v1.ToolInfo
+	73, // 58: toolmesh.v1.ToolInfo.definition:type_name -> toolmesh.v1.ToolDefinition
+	49, // 59: toolmesh.v1.ListToolGroupsResponse.groups:type_name -> toolmesh.v1.ToolGroupStatus
+	74, // 60: toolmesh.v1.ToolGroupStatus.group:type_name -> toolmesh.v1.ToolGroupInfo
+	52, // 61: toolmesh.v1.ListWorkersResponse.workers:type_name -> toolmesh.v1.WorkerStatus
+	4,  // 62: toolmesh.v1.WorkerStatus.state:type_name -> toolmesh.v1.WorkerState
+	67, // 63: toolmesh.v1.WorkerStatus.registered_at:type_name -> google.protobuf.Timestamp
+	5,  // 64: toolmesh.v1.ListRunsRequest.state:type_name -> toolmesh.v1.RunState
+	56, // 65: toolmesh.v1.ListRunsResponse.runs:type_name -> toolmesh.v1.RunSummary
+	5,  // 66: toolmesh.v1.RunSummary.state:type_name -> toolmesh.v1.RunState
+	67, // 67: toolmesh.v1.RunSummary.started:type_name -> google.protobuf.Timestamp
+	67, // 68: toolmesh.v1.RunSummary.updated:type_name -> google.protobuf.Timestamp
+	5,  // 69: toolmesh.v1.GetRunResponse.state:type_name -> toolmesh.v1.RunState
+	43, // 70: toolmesh.v1.GetRunResponse.error:type_name -> toolmesh.v1.RunError
+	67, // 71: toolmesh.v1.GetRunResponse.started_at:type_name -> google.protobuf.Timestamp
+	67, // 72: toolmesh.v1.GetRunResponse.ended_at:type_name -> google.protobuf.Timestamp
+	41, // 73: toolmesh.v1.GetRunResponse.usage:type_name -> toolmesh.v1.Usage
+	68, // 74: toolmesh.v1.GetRunResponse.blackboard:type_name -> toolmesh.v1.BlackboardObject
+	60, // 75: toolmesh.v1.GetRunResponse.budget:type_name -> toolmesh.v1.Budget
+	35, // 76: toolmesh.v1.GetRunResponse.assets:type_name -> toolmesh.v1.Asset
+	59, // 77: toolmesh.v1.GetRunResponse.loops:type_name -> toolmesh.v1.LoopInfo
+	23, // 78: toolmesh.v1.LoopInfo.scope:type_name -> toolmesh.v1.LoopScope
+	5,  // 79: toolmesh.v1.CancelRunResponse.state:type_name -> toolmesh.v1.RunState
+	7,  // 80: toolmesh.v1.OrchestratorService.Run:input_type -> toolmesh.v1.RunRequest
+	44, // 81: toolmesh.v1.OrchestratorService.ListTools:input_type -> toolmesh.v1.ListToolsRequest
+	47, // 82: toolmesh.v1.OrchestratorService.ListToolGroups:input_type -> toolmesh.v1.ListToolGroupsRequest
+	50, // 83: toolmesh.v1.OrchestratorService.ListWorkers:input_type -> toolmesh.v1.ListWorkersRequest
+	57, // 84: toolmesh.v1.OrchestratorService.GetRun:input_type -> toolmesh.v1.GetRunRequest
+	61, // 85: toolmesh.v1.OrchestratorService.CancelRun:input_type -> toolmesh.v1.CancelRunRequest
+	53, // 86: toolmesh.v1.OrchestratorService.WatchRun:input_type -> toolmesh.v1.WatchRunRequest
+	54, // 87: toolmesh.v1.OrchestratorService.ListRuns:input_type -> toolmesh.v1.ListRunsRequest
+	21, // 88: toolmesh.v1.OrchestratorService.ApproveToolCall:input_type -> toolmesh.v1.ApproveToolCallRequest
+	18, // 89: toolmesh.v1.OrchestratorService.Run:output_type -> toolmesh.v1.RunResponse
+	45, // 90: toolmesh.v1.OrchestratorService.ListTools:output_type -> toolmesh.v1.ListToolsResponse
+	48, // 91: toolmesh.v1.OrchestratorService.ListToolGroups:output_type -> toolmesh.v1.ListToolGroupsResponse
+	51, // 92: toolmesh.v1.OrchestratorService.ListWorkers:output_type -> toolmesh.v1.ListWorkersResponse
+	58, // 93: toolmesh.v1.OrchestratorService.GetRun:output_type -> toolmesh.v1.GetRunResponse
+	62, // 94: toolmesh.v1.OrchestratorService.CancelRun:output_type -> toolmesh.v1.CancelRunResponse
+	18, // 95: toolmesh.v1.OrchestratorService.WatchRun:output_type -> toolmesh.v1.RunResponse
+	55, // 96: toolmesh.v1.OrchestratorService.ListRuns:output_type -> toolmesh.v1.ListRunsResponse
+	22, // 97: toolmesh.v1.OrchestratorService.ApproveToolCall:output_type -> toolmesh.v1.ApproveToolCallResponse
+	89, // [89:98] is the sub-list for method output_type
+	80, // [80:89] is the sub-list for method input_type
+	80, // [80:80] is the sub-list for extension type_name
+	80, // [80:80] is the sub-list for extension extendee
+	0,  // [0:80] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_v1_orchestrator_proto_init() }
@@ -5329,14 +5758,16 @@ func file_toolmesh_v1_orchestrator_proto_init() {
 		(*RunResponse_Warning)(nil),
 		(*RunResponse_NestedLoopStarted)(nil),
 		(*RunResponse_NestedLoopFinished)(nil),
+		(*RunResponse_ApprovalRequested)(nil),
+		(*RunResponse_ApprovalDecided)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_v1_orchestrator_proto_rawDesc), len(file_toolmesh_v1_orchestrator_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   56,
+			NumEnums:      6,
+			NumMessages:   60,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

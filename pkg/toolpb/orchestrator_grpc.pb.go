@@ -19,14 +19,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	OrchestratorService_Run_FullMethodName            = "/toolmesh.v1.OrchestratorService/Run"
-	OrchestratorService_ListTools_FullMethodName      = "/toolmesh.v1.OrchestratorService/ListTools"
-	OrchestratorService_ListToolGroups_FullMethodName = "/toolmesh.v1.OrchestratorService/ListToolGroups"
-	OrchestratorService_ListWorkers_FullMethodName    = "/toolmesh.v1.OrchestratorService/ListWorkers"
-	OrchestratorService_GetRun_FullMethodName         = "/toolmesh.v1.OrchestratorService/GetRun"
-	OrchestratorService_CancelRun_FullMethodName      = "/toolmesh.v1.OrchestratorService/CancelRun"
-	OrchestratorService_WatchRun_FullMethodName       = "/toolmesh.v1.OrchestratorService/WatchRun"
-	OrchestratorService_ListRuns_FullMethodName       = "/toolmesh.v1.OrchestratorService/ListRuns"
+	OrchestratorService_Run_FullMethodName             = "/toolmesh.v1.OrchestratorService/Run"
+	OrchestratorService_ListTools_FullMethodName       = "/toolmesh.v1.OrchestratorService/ListTools"
+	OrchestratorService_ListToolGroups_FullMethodName  = "/toolmesh.v1.OrchestratorService/ListToolGroups"
+	OrchestratorService_ListWorkers_FullMethodName     = "/toolmesh.v1.OrchestratorService/ListWorkers"
+	OrchestratorService_GetRun_FullMethodName          = "/toolmesh.v1.OrchestratorService/GetRun"
+	OrchestratorService_CancelRun_FullMethodName       = "/toolmesh.v1.OrchestratorService/CancelRun"
+	OrchestratorService_WatchRun_FullMethodName        = "/toolmesh.v1.OrchestratorService/WatchRun"
+	OrchestratorService_ListRuns_FullMethodName        = "/toolmesh.v1.OrchestratorService/ListRuns"
+	OrchestratorService_ApproveToolCall_FullMethodName = "/toolmesh.v1.OrchestratorService/ApproveToolCall"
 )
 
 // OrchestratorServiceClient is the client API for OrchestratorService service.
@@ -65,6 +66,12 @@ type OrchestratorServiceClient interface {
 	WatchRun(ctx context.Context, in *WatchRunRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RunResponse], error)
 	// ListRuns lists the runs the journal holds, by id, a page at a time.
 	ListRuns(ctx context.Context, in *ListRunsRequest, opts ...grpc.CallOption) (*ListRunsResponse, error)
+	// ApproveToolCall approves or denies a call that waits for approval (an
+	// approval_requested event). Any replica sharing the journal answers for any run; the
+	// decision is taken once. NOT_FOUND (RUN_NOT_FOUND) for an unknown run;
+	// FAILED_PRECONDITION (APPROVAL_NOT_PENDING) when the run waits for no approval of that
+	// call (it never asked, it is decided already, or the run ended).
+	ApproveToolCall(ctx context.Context, in *ApproveToolCallRequest, opts ...grpc.CallOption) (*ApproveToolCallResponse, error)
 }
 
 type orchestratorServiceClient struct {
@@ -173,6 +180,16 @@ func (c *orchestratorServiceClient) ListRuns(ctx context.Context, in *ListRunsRe
 	return out, nil
 }
 
+func (c *orchestratorServiceClient) ApproveToolCall(ctx context.Context, in *ApproveToolCallRequest, opts ...grpc.CallOption) (*ApproveToolCallResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ApproveToolCallResponse)
+	err := c.cc.Invoke(ctx, OrchestratorService_ApproveToolCall_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // OrchestratorServiceServer is the server API for OrchestratorService service.
 // All implementations must embed UnimplementedOrchestratorServiceServer
 // for forward compatibility.
@@ -209,6 +226,12 @@ type OrchestratorServiceServer interface {
 	WatchRun(*WatchRunRequest, grpc.ServerStreamingServer[RunResponse]) error
 	// ListRuns lists the runs the journal holds, by id, a page at a time.
 	ListRuns(context.Context, *ListRunsRequest) (*ListRunsResponse, error)
+	// ApproveToolCall approves or denies a call that waits for approval (an
+	// approval_requested event). Any replica sharing the journal answers for any run; the
+	// decision is taken once. NOT_FOUND (RUN_NOT_FOUND) for an unknown run;
+	// FAILED_PRECONDITION (APPROVAL_NOT_PENDING) when the run waits for no approval of that
+	// call (it never asked, it is decided already, or the run ended).
+	ApproveToolCall(context.Context, *ApproveToolCallRequest) (*ApproveToolCallResponse, error)
 	mustEmbedUnimplementedOrchestratorServiceServer()
 }
 
@@ -242,6 +265,9 @@ func (UnimplementedOrchestratorServiceServer) WatchRun(*WatchRunRequest, grpc.Se
 }
 func (UnimplementedOrchestratorServiceServer) ListRuns(context.Context, *ListRunsRequest) (*ListRunsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListRuns not implemented")
+}
+func (UnimplementedOrchestratorServiceServer) ApproveToolCall(context.Context, *ApproveToolCallRequest) (*ApproveToolCallResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ApproveToolCall not implemented")
 }
 func (UnimplementedOrchestratorServiceServer) mustEmbedUnimplementedOrchestratorServiceServer() {}
 func (UnimplementedOrchestratorServiceServer) testEmbeddedByValue()                             {}
@@ -394,6 +420,24 @@ func _OrchestratorService_ListRuns_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _OrchestratorService_ApproveToolCall_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ApproveToolCallRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OrchestratorServiceServer).ApproveToolCall(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OrchestratorService_ApproveToolCall_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OrchestratorServiceServer).ApproveToolCall(ctx, req.(*ApproveToolCallRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // OrchestratorService_ServiceDesc is the grpc.ServiceDesc for OrchestratorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -424,6 +468,10 @@ var OrchestratorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListRuns",
 			Handler:    _OrchestratorService_ListRuns_Handler,
+		},
+		{
+			MethodName: "ApproveToolCall",
+			Handler:    _OrchestratorService_ApproveToolCall_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

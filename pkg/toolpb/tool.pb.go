@@ -231,9 +231,13 @@ type ToolDefinition struct {
 	// returned it as an artifact), and each call carries the bound object as the call's
 	// state (InvokeRequest.state, its JSON); the method may return the object's new value
 	// as its new state, which replaces the binding.
-	ReceiverType  string `protobuf:"bytes,10,opt,name=receiver_type,json=receiverType,proto3" json:"receiver_type,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ReceiverType string `protobuf:"bytes,10,opt,name=receiver_type,json=receiverType,proto3" json:"receiver_type,omitempty"`
+	// When true, a call of the tool waits for a person's approval before it is sent
+	// (OrchestratorService.ApproveToolCall): for destructive or costly tools. The
+	// orchestrator's config may require approval of other tools too.
+	RequiresApproval bool `protobuf:"varint,11,opt,name=requires_approval,json=requiresApproval,proto3" json:"requires_approval,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ToolDefinition) Reset() {
@@ -334,6 +338,13 @@ func (x *ToolDefinition) GetReceiverType() string {
 		return x.ReceiverType
 	}
 	return ""
+}
+
+func (x *ToolDefinition) GetRequiresApproval() bool {
+	if x != nil {
+		return x.RequiresApproval
+	}
+	return false
 }
 
 // ToolGroupInfo describes a tool group: a role such as "math" or "web".
@@ -854,7 +865,7 @@ var File_toolmesh_v1_tool_proto protoreflect.FileDescriptor
 
 const file_toolmesh_v1_tool_proto_rawDesc = "" +
 	"\n" +
-	"\x16toolmesh/v1/tool.proto\x12\vtoolmesh.v1\x1a\x1egoogle/protobuf/duration.proto\"\xeb\x03\n" +
+	"\x16toolmesh/v1/tool.proto\x12\vtoolmesh.v1\x1a\x1egoogle/protobuf/duration.proto\"\x98\x04\n" +
 	"\x0eToolDefinition\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12*\n" +
@@ -868,7 +879,8 @@ const file_toolmesh_v1_tool_proto_rawDesc = "" +
 	"\x10blackboard_types\x18\b \x03(\tR\x0fblackboardTypes\x12)\n" +
 	"\x10reports_progress\x18\t \x01(\bR\x0freportsProgress\x12#\n" +
 	"\rreceiver_type\x18\n" +
-	" \x01(\tR\freceiverType\x1a;\n" +
+	" \x01(\tR\freceiverType\x12+\n" +
+	"\x11requires_approval\x18\v \x01(\bR\x10requiresApproval\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd7\x01\n" +

@@ -1,0 +1,351 @@
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/toolmesh/toolmesh/internal/runlog"
+	"github.com/toolmesh/toolmesh/pkg/tool"
+)
+
+// Errors of approvals.
+var (
+	// ErrNoApproval: the run waits for no approval of that call (it never asked, or the
+	// call is decided already, or the run ended).
+	ErrNoApproval = errors.New("no approval of that call is pending")
+)
+
+// ApprovalRequested is the event of a call that waits for a person's approval before it
+// is sent: answer it with Service.Approve.
+type ApprovalRequested struct {
+	LoopID, CallID, Tool, Arguments string
+	Iteration                       int
+	Deadline                        time.Time
+}
+
+// ApprovalDecided is the event of a decision on an approval: by a person, or by the
+// deadline (By is "deadline").
+type ApprovalDecided struct {
+	LoopID, CallID, Tool string
+	Approved             bool
+	Reason, By           string
+}
+
+// approvalRecord is a pending approval as the journal keeps it.
+type approvalRecord struct {
+	Key       string    `json:"key"`
+	LoopID    string    `json:"loop_id"`
+	CallID    string    `json:"call_id"`
+	Tool      string    `json:"tool"`
+	Arguments string    `json:"arguments"`
+	Iteration int       `json:"iteration"`
+	Deadline  time.Time `json:"deadline"`
+}
+
+// decisionRecord is a decision as the run's journal keeps it, once its owner saw it.
+type decisionRecord struct {
+	Key     string `json:"key"`
+	Approve bool   `json:"approve"`
+	Reason  string `json:"reason,omitempty"`
+	By      string `json:"by,omitempty"`
+}
+
+// byDeadline is who decides an approval nobody answered in time.
+const byDeadline = "deadline"
+
+// approvalTool waits for approval before each call of the tool it wraps.
+type approvalTool struct {
+	tool.Tool
+	timeout time.Duration
+}
+
+func (t *approvalTool) Delegate() tool.Tool { return t.Tool }
+
+func (t *approvalTool) Call(ctx context.Context, input string) (tool.Result, error) {
+	ap, _ := ctx.Value(approverKey{}).(*approver)
+	name := t.Definition().Name
+	if ap == nil {
+		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' requires approval, and nobody can give it here; it did not run", name)), nil
+	}
+	d, err := ap.await(ctx, name, input, t.timeout)
+	switch {
+	case err != nil:
+		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' did not run: waiting for its approval failed: %v", name, err)), nil
+	case d.By == byDeadline:
+		return tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf("The call of tool '%s' was not approved within %s, so it did not run. Do not call it again unless the user asks.", name, t.timeout)), nil
+	case !d.Approve:
+		msg := fmt.Sprintf("The user denied the call of tool '%s', so it did not run.", name)
+		if r := strings.TrimSpace(d.Reason); r != "" {
+			msg += " Their reason: " + r
+		}
+		return tool.ErrorWithCode(tool.CodeFailed, msg+" Do not call it again with the same arguments unless the user asks."), nil
+	}
+	return t.Tool.Call(ctx, input)
+}
+
+type approverKey struct{}
+
+// approver answers a run's approvals: it records each request and each decision in the
+// run's journal, and waits for the decision, which any replica records in the store
+// (Service.Approve). Without a journal, decisions come from this process only.
+type approver struct {
+	runID    string
+	owner    string
+	j        *journal
+	store    runlog.Store
+	observer *serialObserver
+
+	mu      sync.Mutex
+	pending map[string]approvalRecord // by key, while waiting
+	local   map[string]runlog.Decision
+	wake    map[string]chan struct{}
+}
+
+func newApprover(runID, owner string, j *journal, store runlog.Store, obs *serialObserver) *approver {
+	return &approver{runID: runID, owner: owner, j: j, store: store, observer: obs,
+		pending: map[string]approvalRecord{}, local: map[string]runlog.Decision{}, wake: map[string]chan struct{}{}}
+}
+
+func (a *approver) await(ctx context.Context, name, input string, timeout time.Duration) (runlog.Decision, error) {
+	info, _ := tool.CallInfoFrom(ctx)
+	key := callKey(info)
+	if a.j != nil {
+		if d, ok := a.j.decision(key); ok {
+			return runlog.Decision{Approve: d.Approve, Reason: d.Reason, By: d.By}, nil // replayed
+		}
+	}
+	rec, asked := approvalRecord{}, false
+	if a.j != nil {
+		rec, asked = a.j.approval(key)
+	}
+	if !asked {
+		rec = approvalRecord{Key: key, LoopID: info.LoopID, CallID: info.CallID, Tool: name, Arguments: input,
+			Iteration: info.Iteration, Deadline: time.Now().Add(timeout)}
+		if a.j != nil {
+			data, _ := json.Marshal(rec)
+			if _, err := a.j.add(runlog.KindApproval, data, nil, true); err != nil {
+				return runlog.Decision{}, err
+			}
+			a.j.noteApproval(rec)
+		}
+	}
+	a.mu.Lock()
+	a.pending[key] = rec
+	wake := make(chan struct{})
+	a.wake[key] = wake
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		delete(a.pending, key)
+		delete(a.wake, key)
+		a.mu.Unlock()
+	}()
+	// In a replay, the journal drops the event when the client saw it before the crash.
+	a.observer.send(ApprovalRequested{LoopID: rec.LoopID, CallID: rec.CallID, Tool: rec.Tool, Arguments: rec.Arguments, Iteration: rec.Iteration, Deadline: rec.Deadline})
+
+	d, err := a.wait(ctx, key, rec.Deadline, wake)
+	if err != nil {
+		return runlog.Decision{}, err
+	}
+	if a.j != nil {
+		data, _ := json.Marshal(decisionRecord{Key: key, Approve: d.Approve, Reason: d.Reason, By: d.By})
+		if _, err := a.j.add(runlog.KindDecision, data, nil, true); err != nil {
+			return runlog.Decision{}, err
+		}
+	}
+	a.observer.send(ApprovalDecided{LoopID: rec.LoopID, CallID: rec.CallID, Tool: rec.Tool, Approved: d.Approve, Reason: d.Reason, By: d.By})
+	return d, nil
+}
+
+// wait polls for the decision until the deadline, when it decides itself: the store
+// takes one decision per call, so a person's answer and the deadline cannot both win.
+func (a *approver) wait(ctx context.Context, key string, deadline time.Time, wake <-chan struct{}) (runlog.Decision, error) {
+	for {
+		if d, ok, err := a.decided(ctx, key); err != nil {
+			return runlog.Decision{}, err
+		} else if ok {
+			return d, nil
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			timeout := runlog.Decision{Approve: false, Reason: "nobody answered in time", By: byDeadline}
+			if err := a.decide(ctx, key, timeout); err != nil && !errors.Is(err, runlog.ErrExists) {
+				return runlog.Decision{}, err
+			}
+			continue // ours, or the one that came first
+		}
+		poll := 250 * time.Millisecond
+		if a.store == nil {
+			poll = left
+		}
+		t := time.NewTimer(min(left, poll))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return runlog.Decision{}, ctx.Err()
+		case <-wake:
+			wake = nil
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+func (a *approver) decided(ctx context.Context, key string) (runlog.Decision, bool, error) {
+	a.mu.Lock()
+	d, ok := a.local[key]
+	a.mu.Unlock()
+	if ok || a.store == nil {
+		return d, ok, nil
+	}
+	return a.store.Decision(ctx, a.runID, key)
+}
+
+func (a *approver) decide(ctx context.Context, key string, d runlog.Decision) error {
+	if a.store != nil {
+		return a.store.Decide(ctx, a.runID, key, d)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.local[key]; ok {
+		return runlog.ErrExists
+	}
+	a.local[key] = d
+	return nil
+}
+
+// find is the key of this run's pending approval of callID (in loopID, when given).
+func (a *approver) find(loopID, callID string) (string, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for key, rec := range a.pending {
+		if rec.CallID == callID && (loopID == "" || rec.LoopID == loopID) {
+			return key, true
+		}
+	}
+	return "", false
+}
+
+func (a *approver) poke(key string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if w := a.wake[key]; w != nil {
+		close(w)
+		delete(a.wake, key)
+	}
+}
+
+// Approve decides on a call of a run that waits for approval: approve lets it run, a
+// denial reaches the model as an error result. Any replica sharing the journal decides
+// for any run. ErrNotFound for an unknown run, ErrNoApproval when the run waits for no
+// approval of that call; loopID picks among calls of the same id in nested loops.
+func (s *Service) Approve(ctx context.Context, runID, loopID, callID string, approve bool, reason string) error {
+	d := runlog.Decision{Approve: approve, Reason: reason, By: s.owner}
+	if d.By == "" {
+		d.By = "client"
+	}
+	r := s.store.get(runID)
+	var ap *approver
+	if r != nil {
+		ap = r.approver()
+	}
+	if s.journal == nil {
+		if ap == nil {
+			return fmt.Errorf("%w %q", ErrNotFound, runID)
+		}
+		key, ok := ap.find(loopID, callID)
+		if !ok {
+			return fmt.Errorf("%w: run %s waits for no approval of call %q", ErrNoApproval, runID, callID)
+		}
+		if err := ap.decide(ctx, key, d); err != nil {
+			return fmt.Errorf("%w: call %q is decided already", ErrNoApproval, callID)
+		}
+		ap.poke(key)
+		return nil
+	}
+	key, err := s.pendingApproval(ctx, runID, loopID, callID)
+	if err != nil {
+		return err
+	}
+	switch err := s.journal.Decide(ctx, runID, key, d); {
+	case errors.Is(err, runlog.ErrExists):
+		return fmt.Errorf("%w: call %q of run %s is decided already", ErrNoApproval, callID, runID)
+	case errors.Is(err, runlog.ErrFinished):
+		return fmt.Errorf("%w: run %s has ended", ErrNoApproval, runID)
+	case errors.Is(err, runlog.ErrNotFound):
+		return fmt.Errorf("%w %q", ErrNotFound, runID)
+	case err != nil:
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	if ap != nil {
+		ap.poke(key)
+	}
+	return nil
+}
+
+// pendingApproval finds, in the journal, the approval of callID a run asked for and has
+// no decision on.
+func (s *Service) pendingApproval(ctx context.Context, runID, loopID, callID string) (string, error) {
+	run, err := s.journal.Get(ctx, runID)
+	switch {
+	case errors.Is(err, runlog.ErrNotFound):
+		return "", fmt.Errorf("%w %q", ErrNotFound, runID)
+	case err != nil:
+		return "", fmt.Errorf("%w: %v", ErrUnavailable, err)
+	case run.State.Terminal():
+		return "", fmt.Errorf("%w: run %s has ended", ErrNoApproval, runID)
+	}
+	asked, decided := map[string]approvalRecord{}, map[string]bool{}
+	for after := int64(0); ; {
+		recs, err := s.journal.Read(ctx, runID, after, 1024)
+		if err != nil {
+			return "", fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		for _, rec := range recs {
+			after = rec.Seq
+			switch rec.Kind {
+			case runlog.KindApproval:
+				var a approvalRecord
+				if json.Unmarshal(rec.Data, &a) == nil && a.CallID == callID && (loopID == "" || a.LoopID == loopID) {
+					asked[a.Key] = a
+				}
+			case runlog.KindDecision:
+				var d decisionRecord
+				if json.Unmarshal(rec.Data, &d) == nil {
+					decided[d.Key] = true
+				}
+			}
+		}
+		if len(recs) < 1024 {
+			break
+		}
+	}
+	var keys []string
+	for key := range asked {
+		if !decided[key] {
+			keys = append(keys, key)
+		}
+	}
+	switch len(keys) {
+	case 0:
+		return "", fmt.Errorf("%w: run %s waits for no approval of call %q", ErrNoApproval, runID, callID)
+	case 1:
+		return keys[0], nil
+	}
+	return "", fieldErr("loop_id", ErrInvalid, "run %s waits for approvals of call %q in %d loops: name the loop", runID, callID, len(keys))
+}
+
+// withApproval wraps the tools whose calls wait for approval (their definition asks for
+// it, or the config does).
+func (s *Service) withApproval(t tool.Tool) tool.Tool {
+	need, timeout := s.cfg.ApprovalOf(t.Definition().Name, t.Metadata().RequiresApproval)
+	if !need {
+		return t
+	}
+	return &approvalTool{Tool: t, timeout: timeout}
+}
