@@ -177,3 +177,92 @@ func TestReplicasTakeOverRuns(t *testing.T) {
 		t.Errorf("ListRuns(succeeded) on the survivor = %d runs, %v; want %d", len(list), err, runs)
 	}
 }
+
+// TestApprovalSurvivesRestart: a run pauses on a charge that requires approval; its
+// orchestrator is SIGKILLed and restarted; the client approves through the other
+// replica; the charge runs exactly once and the run finishes. A denied charge never
+// reaches the worker.
+func TestApprovalSurvivesRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	pg, err := harness.StartPostgres(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pg.Stop)
+	cfgPath := filepath.Join(t.TempDir(), "orchestrator.yaml")
+	cfg := testConfig + fmt.Sprintf("provider: {name: scripted}\njournal: {driver: postgres, dsn: %q, lease_ttl: 2s}\ntools:\n  charge:\n    approval: {timeout: 2m}\n", pg.DSN)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	script, _ := filepath.Abs(filepath.Join("testdata", "approval.yaml"))
+	a := startReplica(t, "replica-a", cfgPath, script)
+	b := startReplica(t, "replica-b", cfgPath, script)
+	w, err := harness.StartWorker("pay-1", "pay-1", "payments", a.Addr+","+b.Addr, nil, "--reconnect-min", "50ms", "--reconnect-max", "200ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Stop(30 * time.Second) })
+	for _, r := range []*replica{a, b} {
+		if err := harness.WaitWorkers(ctx, r.c, "pay-1"); err != nil {
+			t.Fatalf("the worker did not register with %s: %v", r.Name, err)
+		}
+	}
+	waitApproval := func(r *replica, id string) *toolpb.ApprovalRequested {
+		t.Helper()
+		for ev, err := range r.c.Run(ctx, &toolpb.RunRequest{RunId: id, Prompt: "pay carol", ToolGroups: []string{"payments"}, Detached: true}) {
+			if err != nil {
+				t.Fatalf("%s: %v", id, err)
+			}
+			if ap := ev.GetApprovalRequested(); ap != nil {
+				return ap
+			}
+		}
+		t.Fatalf("%s ended without asking for approval", id)
+		return nil
+	}
+	final := func(r *replica, id string) string {
+		t.Helper()
+		var last *toolpb.RunResponse
+		for ev, err := range r.c.Watch(ctx, id, 0) {
+			if err != nil {
+				t.Fatalf("watch %s: %v", id, err)
+			}
+			last = ev
+		}
+		return last.GetFinalResult().GetText()
+	}
+
+	ap := waitApproval(a, "approve-me")
+	addr := a.Addr
+	_ = a.Kill()
+	// The run is paused: nothing reached the worker.
+	if n := countLines(w.Lines(), builtin.EffectLog, "charge"); n != 0 {
+		t.Fatalf("the charge ran %d times before it was approved", n)
+	}
+	restarted, err := harness.StartOrchestrator(ctx, "replica-a", addr, nil, "--config", cfgPath, "--script", script, "--owner", "replica-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = restarted.Stop(30 * time.Second) })
+	if err := b.c.ApproveToolCall(ctx, "approve-me", ap.GetCallId(), "", true, "ok by finance"); err != nil {
+		t.Fatalf("approving through the other replica: %v", err)
+	}
+	if text := final(b, "approve-me"); text != "charge: charged 300 cents to carol" {
+		t.Errorf("final text %q", text)
+	}
+	if n := countLines(w.Lines(), builtin.EffectLog, "charge"); n != 1 {
+		t.Errorf("the approved charge ran %d times, want once", n)
+	}
+
+	ap = waitApproval(b, "deny-me")
+	if err := b.c.ApproveToolCall(ctx, "deny-me", ap.GetCallId(), "", false, "not this month"); err != nil {
+		t.Fatal(err)
+	}
+	if text := final(b, "deny-me"); !strings.Contains(text, "The user denied the call of tool 'charge'") || !strings.Contains(text, "not this month") {
+		t.Errorf("denied: final text %q", text)
+	}
+	if n := countLines(w.Lines(), builtin.EffectLog, "charge"); n != 1 {
+		t.Errorf("the charges ran %d times in all, want once (the denied one never reached the worker)", n)
+	}
+}
