@@ -96,12 +96,6 @@ func (w *worker) setState(s toolpb.WorkerState) {
 	w.mu.Unlock()
 }
 
-// acquire reserves the connection for one call. It fails once the worker was closed.
-func (w *worker) acquire() bool {
-	ok, _ := w.acquireUnder(0)
-	return ok
-}
-
 // acquireUnder starts a call unless the worker is closed or already has limit calls in
 // flight (full; 0: no limit).
 func (w *worker) acquireUnder(limit int64) (ok, full bool) {

@@ -90,6 +90,18 @@ func (t *approvalTool) Call(ctx context.Context, input string) (tool.Result, err
 
 type approverKey struct{}
 
+// RequireApproval wraps t so that each call waits for approval: from the run's
+// approver (Service.Approve), or from ApproveAll's.
+func RequireApproval(t tool.Tool, timeout time.Duration) tool.Tool {
+	return &approvalTool{Tool: t, timeout: timeout}
+}
+
+// ApproveAll returns a context in which every call that waits for approval is approved
+// at once: for using a run's tools outside a run (and testing them).
+func ApproveAll(ctx context.Context) context.Context {
+	return context.WithValue(ctx, approverKey{}, &approver{auto: true})
+}
+
 // approver answers a run's approvals: it records each request and each decision in the
 // run's journal, and waits for the decision, which any replica records in the store
 // (Service.Approve). Without a journal, decisions come from this process only.
@@ -99,6 +111,9 @@ type approver struct {
 	j        *journal
 	store    runlog.Store
 	observer *serialObserver
+
+	// auto approves every call at once (ApproveAll).
+	auto bool
 
 	mu      sync.Mutex
 	pending map[string]approvalRecord // by key, while waiting
@@ -112,6 +127,9 @@ func newApprover(runID, owner string, j *journal, store runlog.Store, obs *seria
 }
 
 func (a *approver) await(ctx context.Context, name, input string, timeout time.Duration) (runlog.Decision, error) {
+	if a.auto {
+		return runlog.Decision{Approve: true, By: "ApproveAll"}, nil
+	}
 	info, _ := tool.CallInfoFrom(ctx)
 	key := callKey(info)
 	if a.j != nil {
@@ -347,5 +365,5 @@ func (s *Service) withApproval(t tool.Tool) tool.Tool {
 	if !need {
 		return t
 	}
-	return &approvalTool{Tool: t, timeout: timeout}
+	return RequireApproval(t, timeout)
 }

@@ -1962,9 +1962,10 @@ type ApprovalRequested struct {
 	Tool string `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
 	// Its arguments, as the model gave them (validated).
 	ArgumentsJson string `protobuf:"bytes,3,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
-	// The loop of the call, and its iteration.
-	LoopId    string `protobuf:"bytes,4,opt,name=loop_id,json=loopId,proto3" json:"loop_id,omitempty"`
-	Iteration int32  `protobuf:"varint,5,opt,name=iteration,proto3" json:"iteration,omitempty"`
+	// The loop of the call.
+	LoopId string `protobuf:"bytes,4,opt,name=loop_id,json=loopId,proto3" json:"loop_id,omitempty"`
+	// The iteration whose model turn asked for the call.
+	Iteration int32 `protobuf:"varint,5,opt,name=iteration,proto3" json:"iteration,omitempty"`
 	// When the wait ends without an answer: the call does not run, and the model is told.
 	Deadline      *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	unknownFields protoimpl.UnknownFields

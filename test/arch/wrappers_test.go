@@ -25,6 +25,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/decorators"
 	"github.com/toolmesh/toolmesh/internal/loop"
 	"github.com/toolmesh/toolmesh/internal/router"
+	"github.com/toolmesh/toolmesh/internal/run"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/pkg/schema"
@@ -41,6 +42,7 @@ var wrappers = map[string][]func(tool.Tool) tool.Tool{
 		func(t tool.Tool) tool.Tool { return tool.WithDefinitionMetadata(t, map[string]string{"k": "v"}) },
 	},
 	"internal/decorators.errorMapping": {decorators.ErrorMapping},
+	"internal/run.approvalTool":        {func(t tool.Tool) tool.Tool { return approveAll{run.RequireApproval(t, time.Minute)} }},
 	"internal/decorators.bounded":      {decorators.OutputBound(decorators.Bounds{MaxTextBytes: 1024, MaxArtifactBytes: 1024})},
 	"internal/decorators.replanning": {func(t tool.Tool) tool.Tool {
 		return decorators.ConditionalReplan(t, func(context.Context, decorators.ReplanContext) (*decorators.ReplanDecision, error) { return nil, nil })
@@ -97,6 +99,15 @@ func agenticWrapper(spec agentic.Spec) func(tool.Tool) tool.Tool {
 		}
 		panic("no probe among the nested loop's tools")
 	}
+}
+
+// approveAll calls its tool in a context that approves every call, as a run's approver
+// does once a call is approved.
+type approveAll struct{ tool.Tool }
+
+func (w approveAll) Delegate() tool.Tool { return w.Tool }
+func (w approveAll) Call(ctx context.Context, input string) (tool.Result, error) {
+	return w.Tool.Call(run.ApproveAll(ctx), input)
 }
 
 // withBindings calls its tool with bindings in the context, as a run's loop does.
