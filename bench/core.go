@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/router"
+	"github.com/toolmesh/toolmesh/internal/runlog"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 )
@@ -38,7 +39,7 @@ type coreOptions struct {
 
 func startCore(o coreOptions) (*core, error) {
 	rt := router.New(router.Options{Dial: o.dial, Telemetry: o.tel, Logger: slog.New(slog.DiscardHandler)})
-	c, err := serve(rt, o.provider, o.tel)
+	c, err := serve(rt, o.provider, o.tel, nil)
 	if err != nil {
 		rt.Close()
 		return nil, err
@@ -47,14 +48,15 @@ func startCore(o coreOptions) (*core, error) {
 	return c, nil
 }
 
-// startCoreWith serves a router someone else owns: close leaves it open.
-func startCoreWith(rt *router.Router, provider llm.Provider) (*core, error) {
-	return serve(rt, provider, nil)
+// startCoreWith serves a router someone else owns: close leaves it open. A journal, when
+// given, records its runs.
+func startCoreWith(rt *router.Router, provider llm.Provider, journal runlog.Store) (*core, error) {
+	return serve(rt, provider, nil, journal)
 }
 
-func serve(rt *router.Router, provider llm.Provider, tel *telemetry.Telemetry) (*core, error) {
+func serve(rt *router.Router, provider llm.Provider, tel *telemetry.Telemetry, journal runlog.Store) (*core, error) {
 	log := slog.New(slog.DiscardHandler)
-	srv, err := server.New(server.Options{Router: rt, Provider: provider, Telemetry: tel, Logger: log})
+	srv, err := server.New(server.Options{Router: rt, Provider: provider, Telemetry: tel, Logger: log, Journal: journal, Owner: "bench"})
 	if err != nil {
 		return nil, err
 	}

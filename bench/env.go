@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -29,6 +31,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/loop"
 	meshmcp "github.com/toolmesh/toolmesh/internal/mcp"
 	"github.com/toolmesh/toolmesh/internal/router"
+	"github.com/toolmesh/toolmesh/internal/runlog"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolinternal"
@@ -56,6 +59,11 @@ const (
 	// VLoopNested is loop-grpc with the N calls made by one agentic tool's nested loop.
 	VLoopNested = "loop-nested"
 	VLoopInProc = "loop-inproc"
+	// VLoopSQLite and VLoopPostgres are loop-grpc on an orchestrator core that journals
+	// its runs in SQLite (a file, synchronous=FULL) and in a private PostgreSQL; the
+	// second runs only where PostgreSQL is installed.
+	VLoopSQLite   = "loop-sqlite"
+	VLoopPostgres = "loop-postgres"
 )
 
 // variant is one way of calling add (or, for the loop variants, of running a loop).
@@ -297,10 +305,17 @@ func setup(ctx context.Context, cfg Config) (_ *env, err error) {
 		e.loopNestedVariant(orchClient),
 		e.loopInProcessVariant(),
 	)
+	e.progress("setup: journaled orchestrator cores")
+	journaled, err := e.journalVariants(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e.variants = append(e.variants, journaled...)
 	peers := map[string]int{
 		VMCPEverything: everythingPID,
 		VLimit:         raw.pid(), VLimitMD: raw.pid(), VHop: wOff.pid(), VHopOTel: wOn.pid(),
 		VMCPHTTP: mh.pid(), VMCPStdio: stdioCmd.Process.Pid, VMCPGroup: mh.pid(), VLoopGRPC: wOff.pid(), VLoopNested: wOff.pid(),
+		VLoopSQLite: wOff.pid(), VLoopPostgres: wOff.pid(),
 	}
 	for _, v := range e.variants {
 		v.peer = peers[v.name]
@@ -536,6 +551,61 @@ func (e *env) loopGRPCVariant(c *client.Client) *variant {
 			}
 			return nil
 		}}
+}
+
+// journalVariants are loop-grpc on cores that journal their runs: SQLite in a
+// temporary file, and PostgreSQL (a private server) where it is installed. The cores
+// share loop-grpc's router, so that the runs reach the same worker.
+func (e *env) journalVariants(ctx context.Context) ([]*variant, error) {
+	dir, err := os.MkdirTemp("", "toolmesh-bench-journal-")
+	if err != nil {
+		return nil, err
+	}
+	e.defer_(func() { _ = os.RemoveAll(dir) })
+	stores := []struct {
+		name, what string
+		open       func() (runlog.Store, error)
+	}{{VLoopSQLite, "SQLite in WAL mode with synchronous=FULL (every commit on disk), a file in the temporary directory", func() (runlog.Store, error) {
+		return runlog.OpenSQLite(ctx, filepath.Join(dir, "journal.db"))
+	}}}
+	if _, err := harness.PostgresBin(); err == nil {
+		stores = append(stores, struct {
+			name, what string
+			open       func() (runlog.Store, error)
+		}{VLoopPostgres, "a private PostgreSQL on loopback (the test harness's: fsync off), through pgx", func() (runlog.Store, error) {
+			pg, err := harness.StartPostgres(ctx)
+			if err != nil {
+				return nil, err
+			}
+			e.defer_(pg.Stop)
+			return runlog.OpenPostgres(ctx, pg.DSN)
+		}})
+	}
+	var out []*variant
+	for _, st := range stores {
+		store, err := st.open()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", st.name, err)
+		}
+		e.defer_(func() { _ = store.Close() })
+		c, err := startCoreWith(e.off.router, e.script, store)
+		if err != nil {
+			return nil, err
+		}
+		e.defer_(c.close)
+		cl, err := client.Dial(c.addr, insecure.NewCredentials())
+		if err != nil {
+			return nil, err
+		}
+		e.defer_(func() { _ = cl.Close() })
+		count := e.countEvents // loop-grpc's, which the report counts with
+		v := e.loopGRPCVariant(cl)
+		e.countEvents = count
+		v.name = st.name
+		v.measures = "loop-grpc on an orchestrator core that journals every run in " + st.what + ": the request, each model response and tool dispatch and outcome before it goes on, every event before the client sees it"
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 // The agentic tool of loop-nested, and the prompt that calls it.

@@ -97,6 +97,20 @@ func (r *Report) explain(g *Goal) explanation {
 		why += prof
 		return explanation{why: why, whyBrief: brief, fixBrief: "send fewer, smaller events per call and stop copying the history and the tool specs every iteration",
 			fix: "send fewer, smaller events on the hot path (ToolCallStarted and ToolCallFinished of a fast call could travel as one message, usage only with the final result unless the client asks for it), reuse the request's history and tool specs between iterations instead of copying them (loop.state.run copies the whole history and rebuilds every tool spec each iteration); the hop fixes also shorten each iteration's critical path."}
+	case "journal-sqlite", "journal-postgres":
+		name, store := VLoopSQLite, "SQLite (synchronous=FULL)"
+		if g.ID == "journal-postgres" {
+			name, store = VLoopPostgres, "PostgreSQL"
+		}
+		base, jr := r.measured(VLoopGRPC), r.measured(name)
+		perRun := func(v *VariantResult) float64 { return 1e6 / v.PerSecond * float64(r.Method.Concurrency) }
+		brief := fmt.Sprintf("with the run journaled in %s a run takes %s at p50 against %s, and %s runs/s against %s at c%d: commits, not CPU, bound it",
+			store, dur(jr.P50us), dur(base.P50us), count(jr.PerSecond), count(base.PerSecond), r.Method.Concurrency)
+		why = fmt.Sprintf("a run journaled in %s writes about %d records (its request, one model response, dispatch and outcome per call, every event, its end) and waits for the commit of each model response, dispatch and outcome before it goes on; at c%d a run takes %s of wall time against %s in memory, while its CPU grows from %s to %s: the difference is time spent waiting for commits.",
+			store, 4*r.Loop.ToolCalls+r.Loop.EventsPerRun+2, r.Method.Concurrency, dur(perRun(jr)), dur(perRun(base)), dur(base.SelfCPUus), dur(jr.SelfCPUus))
+		why += prof
+		return explanation{why, "commit the records of concurrent runs together (one transaction for the records every run queued meanwhile, not one per run), and let events ride on the next durable commit instead of committing on their own.",
+			brief, "group the commits of concurrent runs into one transaction, and let events ride on the next durable commit"}
 	case "memory-per-run":
 		return explanation{fmt.Sprintf("%s per open run: goroutine stacks of the Run handler and the loop, the HTTP/2 stream state, the run record and its event emitter.", g.Measured),
 			"look at a heap profile of an orchestrator holding runs open (go tool pprof -sample_index=inuse_space) and shrink what each run holds while it waits for the model.",

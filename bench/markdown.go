@@ -146,6 +146,11 @@ func (r *Report) Markdown() string {
 		p("| Run with the same calls in one agentic tool's nested loop, p50 (%s) | %s |", VLoopNested, dur(v.P50us))
 		p("| **one level of nesting**, %s − %s (a nested loop and one more model call) | **%s** |", VLoopNested, VLoopGRPC, dur(l.NestedUs))
 	}
+	for _, name := range []string{VLoopSQLite, VLoopPostgres} {
+		if v := r.Variant(name); v != nil {
+			p("| Run with the run journaled, p50 (%s) | %s (%s per iteration) |", name, dur(v.P50us), dur(v.P50us/float64(l.Iterations)))
+		}
+	}
 	p("")
 	rounds := make([]string, len(l.OverheadRounds))
 	for i, x := range l.OverheadRounds {
@@ -313,6 +318,10 @@ func (r *Report) rowSummary(v VariantResult) string {
 		return fmt.Sprintf("a whole Run over gRPC on the in-process core, the scripted model calling add %d times, one call per turn, then answering", r.Loop.ToolCalls)
 	case VLoopNested:
 		return fmt.Sprintf("the same Run with the %d calls made by one agentic tool's nested loop: one level of nesting", r.Loop.ToolCalls)
+	case VLoopSQLite:
+		return "the loop-grpc Run on a core that journals it in SQLite (synchronous=FULL)"
+	case VLoopPostgres:
+		return "the loop-grpc Run on a core that journals it in PostgreSQL"
 	case VLoopInProc:
 		return fmt.Sprintf("loop.Run in this process with the same model and %d turns, add a local no-op: the loop's own cost", r.Loop.ToolCalls)
 	default:
@@ -330,7 +339,7 @@ func peerOf(name string) string {
 		return "bench/cmd/mcpadd"
 	case VMCPEverything:
 		return "mcp-server-everything (node)"
-	case VLoopGRPC, VLoopNested:
+	case VLoopGRPC, VLoopNested, VLoopSQLite, VLoopPostgres:
 		return "bin/toolworker (the orchestrator is in this process)"
 	default:
 		return "none"
@@ -339,7 +348,7 @@ func peerOf(name string) string {
 
 func whose(name string) string {
 	switch name {
-	case VLoopGRPC, VLoopNested:
+	case VLoopGRPC, VLoopNested, VLoopSQLite, VLoopPostgres:
 		return "client + in-process orchestrator, per run"
 	case VLoopInProc:
 		return "the loop, per run"

@@ -265,6 +265,10 @@ func (r *Report) computeRatios() {
 		r.ratio("hop throughput / mcp-http throughput", VHop, VMCPHTTP, thrRatio, "goal ≥ 8"),
 		r.ratio("mcp-stdio p50 / hop p50", VMCPStdio, VHop, p50Ratio, ""),
 		r.ratio("hop throughput / mcp-stdio throughput", VHop, VMCPStdio, thrRatio, ""),
+		r.ratio("loop-sqlite throughput / loop-grpc throughput", VLoopSQLite, VLoopGRPC, thrRatio, "the SQLite journal's cost; goal ≥ 0.8"),
+		r.ratio("loop-sqlite p50 / loop-grpc p50", VLoopSQLite, VLoopGRPC, p50Ratio, ""),
+		r.ratio("loop-postgres throughput / loop-grpc throughput", VLoopPostgres, VLoopGRPC, thrRatio, "the PostgreSQL journal's cost; goal ≥ 0.6"),
+		r.ratio("loop-postgres p50 / loop-grpc p50", VLoopPostgres, VLoopGRPC, p50Ratio, ""),
 		r.ratio("hop p50 / inproc p50", VHop, VInProcess, p50Ratio, "what leaving the process costs"),
 	}
 }
@@ -341,6 +345,8 @@ func (r *Report) evaluateGoals() {
 		{ID: "mcp-p50", Goal: "MCP SDK over streamable HTTP: p50 vs the hop (lower is better for the hop)", Target: "≥ 4× lower", Value: mcpP50, Measured: x(mcpP50), Verdict: atLeast(mcpP50, 4), profile: VHop},
 		{ID: "mcp-throughput", Goal: "hop throughput vs the MCP SDK over streamable HTTP", Target: "≥ 8× higher", Value: mcpThr, Measured: x(mcpThr), Verdict: atLeast(mcpThr, 8), profile: VHop},
 		{ID: "loop-overhead", Goal: "orchestrator overhead per loop iteration at p50, (Run − N × hop) / iterations", Target: "≤ 200 µs", Value: r.Loop.OverheadUs, Measured: fmt.Sprintf("%.0f µs", r.Loop.OverheadUs), Verdict: atMost(r.Loop.OverheadUs, 200), profile: VLoopGRPC},
+		{ID: "journal-sqlite", Goal: "loop throughput at c32 with the SQLite journal vs memory only (loop-sqlite / loop-grpc)", Target: "≥ 0.8×", Value: r.ratioValue("loop-sqlite throughput / loop-grpc throughput"), Measured: x(r.ratioValue("loop-sqlite throughput / loop-grpc throughput")), Verdict: atLeast(r.ratioValue("loop-sqlite throughput / loop-grpc throughput"), 0.8), profile: VLoopSQLite},
+		{ID: "journal-postgres", Goal: "loop throughput at c32 with the PostgreSQL journal vs memory only (loop-postgres / loop-grpc)", Target: "≥ 0.6×", Value: r.ratioValue("loop-postgres throughput / loop-grpc throughput"), Measured: x(r.ratioValue("loop-postgres throughput / loop-grpc throughput")), Verdict: atLeast(r.ratioValue("loop-postgres throughput / loop-grpc throughput"), 0.6), profile: VLoopPostgres},
 		{ID: "memory-per-run", Goal: "orchestrator memory per open run (RSS delta / open runs)", Target: "≤ 64 KiB", Value: r.Memory.KiBPerRun, Measured: fmt.Sprintf("%.1f KiB", r.Memory.KiBPerRun), Verdict: atMost(r.Memory.KiBPerRun, 64)},
 		{ID: "facades-smaller", Goal: fmt.Sprintf("first request's tool definitions, %d tools in %d facades of %d vs all offered flat", r.Facades.Facades*r.Facades.ToolsPerFacade, r.Facades.Facades, r.Facades.ToolsPerFacade), Target: "≥ 50× fewer bytes", Value: facades, Measured: x(facades), Verdict: atLeast(facades, 50)},
 		{ID: "routing-flat", Goal: routingGoal + " (largest / smallest table: cost of a lookup by a random name)", Target: "≤ 2×", Value: flat, Measured: x(flat), Verdict: atMost(flat, 2)},

@@ -174,7 +174,7 @@ func measureToolDefs(ctx context.Context, t *routingTable) (toolDefRow, error) {
 		return toolDefRow{}, err
 	}
 	// A core over the table's router: startCore makes its own router, so wire this one.
-	c, err := startCoreWith(t.router, prov)
+	c, err := startCoreWith(t.router, prov, nil)
 	if err != nil {
 		return toolDefRow{}, err
 	}

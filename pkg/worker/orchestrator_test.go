@@ -221,8 +221,8 @@ func TestRegistersWithEveryReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	run(t, d)
-	eventually(t, "registered through the dns:/// name", func() bool { return a.has("w-dns") })
-	if got := d.RegisteredWith(); len(got) != 1 || got[0] != "127.0.0.1:"+port {
+	eventually(t, "registered through the dns:/// name", func() bool { return a.has("w-dns") && len(d.RegisteredWith()) == 1 })
+	if got := d.RegisteredWith(); got[0] != "127.0.0.1:"+port {
 		t.Errorf("RegisteredWith = %v", got)
 	}
 }
