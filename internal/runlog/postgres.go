@@ -43,5 +43,6 @@ func OpenPostgres(ctx context.Context, dsn string) (Store, error) {
 		_ = db.Close()
 		return nil, err
 	}
+	s.start()
 	return s, nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -33,6 +34,18 @@ type sqlStore struct {
 	db  *sql.DB
 	d   dialect
 	now func() time.Time
+
+	// appends feeds the committer (commit); closed stops it, committed says it stopped.
+	appends   chan *appendReq
+	closed    chan struct{}
+	committed chan struct{}
+	closeOnce sync.Once
+}
+
+// start starts the committer.
+func (s *sqlStore) start() {
+	s.appends, s.closed, s.committed = make(chan *appendReq), make(chan struct{}), make(chan struct{})
+	go s.commit()
 }
 
 func (s *sqlStore) q(query string) string {
@@ -242,45 +255,145 @@ func fenced(r Run, lease Lease) bool {
 	return r.State.Terminal() || r.Epoch != lease.Epoch || r.Owner != lease.Owner
 }
 
+// Append queues the records for the committer, which commits the appends of every run
+// that queued meanwhile in one transaction (group commit): with many runs in flight, one
+// commit (one fsync) carries them all. Each append is still checked on its own (its
+// lease, its sequence numbers); one that fails fails alone.
 func (s *sqlStore) Append(ctx context.Context, lease Lease, records []Record) error {
 	if err := checkAppend(lease, records); err != nil {
 		return err
 	}
+	req := &appendReq{lease: lease, records: records, done: make(chan error, 1)}
+	select {
+	case s.appends <- req:
+	case <-s.closed:
+		return fmt.Errorf("runlog: append to %s: the store is closed", lease.RunID)
+	case <-ctx.Done():
+		return fmt.Errorf("runlog: append to %s: %w", lease.RunID, ctx.Err())
+	}
+	select {
+	case err := <-req.done:
+		return err
+	case <-ctx.Done():
+		// The append may still commit: the caller must treat it as unknown, as with any
+		// commit whose answer it did not get.
+		return fmt.Errorf("runlog: append to %s: %w", lease.RunID, ctx.Err())
+	}
+}
+
+// appendReq is one run's append, waiting for the committer.
+type appendReq struct {
+	lease   Lease
+	records []Record
+	done    chan error
+}
+
+// maxGroup bounds the appends one transaction commits.
+const maxGroup = 256
+
+// commit takes queued appends, a group at a time, and commits each group in one
+// transaction, until the store closes.
+func (s *sqlStore) commit() {
+	defer close(s.committed)
+	for {
+		var first *appendReq
+		select {
+		case first = <-s.appends:
+		case <-s.closed:
+			return
+		}
+		group := []*appendReq{first}
+	more:
+		for len(group) < maxGroup {
+			select {
+			case r := <-s.appends:
+				group = append(group, r)
+			default:
+				break more
+			}
+		}
+		errs := s.appendGroup(group)
+		for i, r := range group {
+			r.done <- errs[i]
+		}
+	}
+}
+
+// appendGroup appends each request's records in one transaction and reports each one's
+// outcome. A request that fails its checks adds nothing and fails alone; a failure of the
+// transaction itself fails them all.
+func (s *sqlStore) appendGroup(group []*appendReq) []error {
+	errs := make([]error, len(group))
+	fail := func(err error) []error {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("runlog: append to %s: %w", lease.RunID, err)
+		return fail(fmt.Errorf("runlog: append: %w", err))
 	}
 	defer func() { _ = tx.Rollback() }()
-	r, next, err := s.lockRun(ctx, tx, lease.RunID)
-	if err != nil {
-		return err
-	}
-	if fenced(r, lease) {
-		return fmt.Errorf("%w: run %s is at epoch %d (owner %s, %s), the append was made under epoch %d", ErrFenced, lease.RunID, r.Epoch, r.Owner, r.State, lease.Epoch)
-	}
-	if records[0].Seq != next {
-		return fmt.Errorf("%w: run %s's next record is %d, not %d", ErrConflict, lease.RunID, next, records[0].Seq)
-	}
 	now := s.now()
-	for _, rec := range records {
-		t := rec.Time
-		if t.IsZero() {
-			t = now
+	for i, req := range group {
+		lease, records := req.lease, req.records
+		r, next, err := s.lockRun(ctx, tx, lease.RunID)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			errs[i] = err
+			continue
+		case err != nil:
+			return fail(err)
+		case fenced(r, lease):
+			errs[i] = fmt.Errorf("%w: run %s is at epoch %d (owner %s, %s), the append was made under epoch %d", ErrFenced, lease.RunID, r.Epoch, r.Owner, r.State, lease.Epoch)
+			continue
+		case records[0].Seq != next:
+			errs[i] = fmt.Errorf("%w: run %s's next record is %d, not %d", ErrConflict, lease.RunID, next, records[0].Seq)
+			continue
 		}
-		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO toolmesh_records (run_id, seq, epoch, kind, time, data) VALUES (?, ?, ?, ?, ?, ?)`),
-			lease.RunID, rec.Seq, lease.Epoch, string(rec.Kind), t.UnixNano(), []byte(rec.Data)); err != nil {
+		if err := s.insertRecords(ctx, tx, lease, records, now); err != nil {
+			return fail(err)
+		}
+		last := records[len(records)-1].Seq
+		if _, err := tx.ExecContext(ctx, s.q(`UPDATE toolmesh_runs SET next_seq = ?, updated = ? WHERE run_id = ?`), last+1, now.UnixNano(), lease.RunID); err != nil {
+			return fail(fmt.Errorf("runlog: append to %s: %w", lease.RunID, err))
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fail(fmt.Errorf("runlog: append: %w", err))
+	}
+	return errs
+}
+
+// insertRecords inserts records with as few statements as the placeholders allow.
+func (s *sqlStore) insertRecords(ctx context.Context, tx *sql.Tx, lease Lease, records []Record, now time.Time) error {
+	const perStatement = 100 // 600 placeholders, well under both databases' limits
+	for len(records) > 0 {
+		n := min(len(records), perStatement)
+		var b strings.Builder
+		b.WriteString(`INSERT INTO toolmesh_records (run_id, seq, epoch, kind, time, data) VALUES `)
+		args := make([]any, 0, 6*n)
+		for i, rec := range records[:n] {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("(?, ?, ?, ?, ?, ?)")
+			t := rec.Time
+			if t.IsZero() {
+				t = now
+			}
+			args = append(args, lease.RunID, rec.Seq, lease.Epoch, string(rec.Kind), t.UnixNano(), []byte(rec.Data))
+		}
+		if _, err := tx.ExecContext(ctx, s.q(b.String()), args...); err != nil {
 			if s.d.unique(err) {
-				return fmt.Errorf("%w: run %s already has record %d", ErrConflict, lease.RunID, rec.Seq)
+				return fmt.Errorf("%w: run %s already has one of records %d to %d", ErrConflict, lease.RunID, records[0].Seq, records[n-1].Seq)
 			}
 			return fmt.Errorf("runlog: append to %s: %w", lease.RunID, err)
 		}
-	}
-	last := records[len(records)-1].Seq
-	if _, err := tx.ExecContext(ctx, s.q(`UPDATE toolmesh_runs SET next_seq = ?, updated = ? WHERE run_id = ?`), last+1, now.UnixNano(), lease.RunID); err != nil {
-		return fmt.Errorf("runlog: append to %s: %w", lease.RunID, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("runlog: append to %s: %w", lease.RunID, err)
+		records = records[n:]
 	}
 	return nil
 }
@@ -499,4 +612,10 @@ func (s *sqlStore) Prune(ctx context.Context, before time.Time, limit int) (int,
 	return n, nil
 }
 
-func (s *sqlStore) Close() error { return s.db.Close() }
+func (s *sqlStore) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.closed)
+		<-s.committed
+	})
+	return s.db.Close()
+}

@@ -58,6 +58,7 @@ func openSQLite(ctx context.Context, dsn, path string, pragmas ...string) (Store
 		_ = db.Close()
 		return nil, fmt.Errorf("%w (file %s)", err, path)
 	}
+	s.start()
 	return s, nil
 }
 

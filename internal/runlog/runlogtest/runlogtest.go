@@ -58,6 +58,7 @@ func run(t *testing.T, open Opener, durable bool) {
 	}
 	t.Run("prune", func(t *testing.T) { testPrune(t, open) })
 	t.Run("decisions", func(t *testing.T) { testDecisions(t, open) })
+	t.Run("appends of many runs at once", func(t *testing.T) { testManyRuns(t, open) })
 }
 
 // Prune deletes finished runs older than the cut with their records, never a running
@@ -206,6 +207,62 @@ func testFencing(t *testing.T, open Opener) {
 	all, _ := s.Read(c, "fe-1", 0, 0)
 	if len(all) != 2 || all[0].Epoch != 1 || all[1].Epoch != 2 {
 		t.Errorf("records %+v", all)
+	}
+}
+
+// Appends of many runs at once (which a store may commit together) each succeed or fail
+// on their own: a stale lease fails its appends only.
+func testManyRuns(t *testing.T, open Opener) {
+	s, c := openT(t, open), ctx(t)
+	stale, err := s.Create(c, "mr-stale", "o1", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Acquire(c, "mr-stale", "o1", time.Minute); err != nil { // a newer epoch
+		t.Fatal(err)
+	}
+	const runs, batches = 8, 10
+	errs := make(chan error, runs*batches+batches)
+	var wg sync.WaitGroup
+	for r := range runs {
+		l, err := s.Create(c, fmt.Sprintf("mr-%d", r), "o1", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			for b := range batches {
+				errs <- s.Append(c, l, recs(int64(b*3+1), runlog.KindEvent, runlog.KindModel, runlog.KindOutcome))
+			}
+		})
+	}
+	wg.Go(func() {
+		for range batches {
+			if err := s.Append(c, stale, recs(1, runlog.KindEvent)); !errors.Is(err, runlog.ErrFenced) {
+				errs <- fmt.Errorf("a stale append: %v, want ErrFenced", err)
+			}
+		}
+	})
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	for r := range runs {
+		got, err := s.Read(c, fmt.Sprintf("mr-%d", r), 0, 0)
+		if err != nil || len(got) != 3*batches {
+			t.Errorf("run %d: %d records, %v; want %d", r, len(got), err, 3*batches)
+		}
+		for i, rec := range got {
+			if rec.Seq != int64(i+1) {
+				t.Errorf("run %d: record %d has sequence %d", r, i, rec.Seq)
+				break
+			}
+		}
+	}
+	if got, _ := s.Read(c, "mr-stale", 0, 0); len(got) != 0 {
+		t.Errorf("the stale lease added %d records", len(got))
 	}
 }
 
