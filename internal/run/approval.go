@@ -146,7 +146,7 @@ func (a *approver) await(ctx context.Context, name, input string, timeout time.D
 			Iteration: info.Iteration, Deadline: time.Now().Add(timeout)}
 		if a.j != nil {
 			data, _ := json.Marshal(rec)
-			if _, err := a.j.add(runlog.KindApproval, data, nil, true); err != nil {
+			if _, err := a.j.add(runlog.KindApproval, data, nil, false); err != nil {
 				return runlog.Decision{}, err
 			}
 			a.j.noteApproval(rec)
@@ -172,7 +172,7 @@ func (a *approver) await(ctx context.Context, name, input string, timeout time.D
 	}
 	if a.j != nil {
 		data, _ := json.Marshal(decisionRecord{Key: key, Approve: d.Approve, Reason: d.Reason, By: d.By})
-		if _, err := a.j.add(runlog.KindDecision, data, nil, true); err != nil {
+		if _, err := a.j.add(runlog.KindDecision, data, nil, false); err != nil {
 			return runlog.Decision{}, err
 		}
 	}

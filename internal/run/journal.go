@@ -90,10 +90,16 @@ type pending struct {
 }
 
 // journal is one run's journal writer. Records are numbered as they are added and
-// committed in batches by one flusher at a time (group commit); a caller that needs its
-// record durable before it goes on (a dispatch, an outcome, a model response) waits for
-// the commit; events go to deliver, in order, once committed. The first failure stops
-// the run (stop) and every later write fails.
+// committed in order, in batches, by one flusher at a time (and the store commits the
+// batches of many runs together). Only what must be on disk before the run goes on is
+// waited for: the request, each dispatch before its call leaves, and the end. The rest
+// (model responses, outcomes, events, approvals) commits in the background, and since a
+// run's records commit in order, what survives a crash is always a prefix of them:
+// a model response is durable before any call it asks for leaves (the dispatch waits for
+// everything before it), and an outcome lost with the records after it is a dispatch
+// without an outcome, which a resumed run handles as such. Events go to deliver, in
+// order, once committed. The first failure stops the run (stop) and every later write
+// fails.
 //
 // A resumed run's journal also holds what the run recorded before: recorded model
 // responses and call outcomes are replayed instead of asked for again, and the events the
@@ -211,13 +217,14 @@ func (j *journal) start() {
 }
 
 func (j *journal) fail(err error) {
+	// The run stops before anyone waiting sees the failure.
+	j.stop(fmt.Errorf("%w: %w", ErrJournal, err))
 	j.mu.Lock()
 	if j.failed == nil {
 		j.failed = err
 	}
 	j.cond.Broadcast()
 	j.mu.Unlock()
-	j.stop(fmt.Errorf("%w: %w", ErrJournal, err))
 }
 
 // add queues a record and returns its sequence number; with wait, once it is committed.
@@ -474,7 +481,7 @@ func (j *journal) Finished(ctx context.Context, outcome string, data []byte) err
 	info, _ := tool.CallInfoFrom(ctx)
 	key := callKey(info)
 	rec, _ := json.Marshal(outcomeRecord{Key: key, Outcome: outcome, Data: data})
-	if _, err := j.add(runlog.KindOutcome, rec, nil, true); err != nil {
+	if _, err := j.add(runlog.KindOutcome, rec, nil, false); err != nil {
 		return err
 	}
 	j.mu.Lock()
@@ -531,7 +538,7 @@ func (p *journalProvider) Stream(ctx context.Context, req *llm.Request) iter.Seq
 			}
 			if c.Done != nil {
 				data, _ := json.Marshal(modelRecord{Key: key, Response: *c.Done})
-				if _, err := p.j.add(runlog.KindModel, data, nil, true); err != nil {
+				if _, err := p.j.add(runlog.KindModel, data, nil, false); err != nil {
 					yield(llm.Chunk{}, fmt.Errorf("%w: %w", ErrJournal, err))
 					return
 				}

@@ -140,8 +140,8 @@ func TestJournalFenced(t *testing.T) {
 	store, lease := memJournal(t)
 	ctx := context.Background()
 	j := newJournal(store, lease, time.Minute, jsonCodec{}, 1)
-	var cause error
-	j.stop, j.deliver = func(err error) { cause = err }, nil
+	causes := make(chan error, 1)
+	j.stop, j.deliver = func(err error) { causes <- err }, nil
 	j.start()
 	if _, err := j.add(runlog.KindRequest, json.RawMessage(`{}`), nil, true); err != nil {
 		t.Fatal(err)
@@ -153,7 +153,7 @@ func TestJournalFenced(t *testing.T) {
 	if _, err := j.add(runlog.KindEvent, json.RawMessage(`{}`), nil, true); !errors.Is(err, runlog.ErrFenced) {
 		t.Fatalf("append under a stale lease: %v, want ErrFenced", err)
 	}
-	if !errors.Is(cause, ErrJournal) {
+	if cause := <-causes; !errors.Is(cause, ErrJournal) {
 		t.Errorf("the run was stopped with %v, want ErrJournal", cause)
 	}
 	if _, err := j.add(runlog.KindEvent, json.RawMessage(`{}`), nil, false); err == nil {
