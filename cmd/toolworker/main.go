@@ -36,6 +36,7 @@ func run(args []string) error {
 	orchestrator := fs.String("orchestrator", "127.0.0.1:7070", "orchestrator address (ToolRegistryService): host:port, several separated by commas, or dns:///host:port for every address the name resolves to; the worker registers with each")
 	id := fs.String("id", "", "worker id, stable across reconnects (default: host name plus a random suffix)")
 	capacity := fs.Int("capacity", 64, "calls run at once; further calls wait (0: unlimited)")
+	paymentsDB := fs.String("payments-db", "", "SQLite file the payments group records its effects in, shared by its replicas on this host (default: in memory)")
 	ledger := fs.Int("ledger", 10000, "answers the idempotency ledger keeps, so that an idempotent call the orchestrator sends again (after it restarted) runs once; 0 turns it off")
 	drain := fs.Duration("drain-timeout", 20*time.Second, "how long to wait for calls in flight on SIGTERM")
 	delay := fs.Duration("delay", 0, "added latency before every call, to simulate slow tools")
@@ -91,12 +92,25 @@ func run(args []string) error {
 		defer func() { _ = ms.Shutdown(context.Background()) }()
 		log.Info("metrics serving", "address", ms.Addr())
 	}
+	var effects builtin.Effects
+	if *paymentsDB != "" {
+		fe, err := openEffects(*paymentsDB)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = fe.db.Close() }()
+		effectsWorker, effects = *id, fe
+	}
 	var gs []worker.Group
 	for _, name := range strings.Split(*groups, ",") {
 		name = strings.TrimSpace(name)
 		var wrap builtin.Wrap
 		if *delay > 0 {
 			wrap = builtin.Delay(*delay)
+		}
+		if name == builtin.PaymentsRole && effects != nil {
+			gs = append(gs, builtin.PaymentsGroup(wrap, effects))
+			continue
 		}
 		g, ok := builtin.GroupWith(name, wrap)
 		if !ok {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/toolmesh/toolmesh/pkg/tool"
@@ -29,11 +30,42 @@ type Payment struct {
 	HoldMS  int    `json:"hold_ms,omitempty" jsonschema:"how long to hold the answer after the effect, in milliseconds (at most 60000)"`
 }
 
-// paymentsGroup returns the payments group: charge (not idempotent: a call sent twice
-// charges twice) and credit (idempotent: the worker's idempotency ledger answers a call
-// sent again with the first answer). Each applies its effect, logs EffectLog, then holds
-// its answer for hold_ms, whatever happens to the caller meanwhile.
+// Effects records the payment tools' effects, so that they can be counted (and so that
+// credit can be idempotent): Apply records one effect of tool under the call's
+// idempotency key, unless once is set and the key has one already; applied reports
+// whether it did. Replicas of the group that share an Effects share the guarantee.
+type Effects interface {
+	Apply(ctx context.Context, tool, key string, once bool) (applied bool, err error)
+}
+
+// memoryEffects is Effects in this process.
+type memoryEffects struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (m *memoryEffects) Apply(_ context.Context, tool, key string, once bool) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := tool + "\x00" + key
+	if once && key != "" && m.seen[k] {
+		return false, nil
+	}
+	m.seen[k] = true
+	return true, nil
+}
+
+// paymentsGroup returns the payments group with its effects in memory.
 func paymentsGroup(wrap Wrap) worker.Group {
+	return PaymentsGroup(wrap, &memoryEffects{seen: map[string]bool{}})
+}
+
+// PaymentsGroup returns the payments group recording its effects in effects: charge
+// (not idempotent: each call charges) and credit (idempotent: a call whose idempotency
+// key was credited before credits nothing more). Each applies its effect, logs
+// EffectLog when it applied one, then holds its answer for hold_ms, whatever happens to
+// the caller meanwhile.
+func PaymentsGroup(wrap Wrap, effects Effects) worker.Group {
 	pay := func(name, done string) func(context.Context, Payment) (string, error) {
 		return func(ctx context.Context, in Payment) (string, error) {
 			if in.Cents <= 0 {
@@ -44,7 +76,14 @@ func paymentsGroup(wrap Wrap) worker.Group {
 				return "", fmt.Errorf("hold_ms must be between 0 and %d, got %d", MaxHold.Milliseconds(), in.HoldMS)
 			}
 			info, _ := tool.CallInfoFrom(ctx)
-			slog.InfoContext(ctx, EffectLog, "tool", name, "account", in.Account, "cents", in.Cents, "idempotency_key", info.IdempotencyKey())
+			key := info.IdempotencyKey()
+			applied, err := effects.Apply(context.WithoutCancel(ctx), name, key, name == "credit")
+			if err != nil {
+				return "", fmt.Errorf("the payment could not be recorded: %w", err)
+			}
+			if applied {
+				slog.InfoContext(ctx, EffectLog, "tool", name, "account", in.Account, "cents", in.Cents, "idempotency_key", key)
+			}
 			time.Sleep(hold) // the effect happened: the answer comes whether the caller waits or not
 			return fmt.Sprintf("%s %d cents to %s", done, in.Cents, in.Account), nil
 		}
