@@ -126,6 +126,11 @@ bench: build $(MCP_EVERYTHING) ## Benchmark harness, a few minutes: writes bench
 	go build -o bin/ ./bench/cmd/rawadd ./bench/cmd/mcpadd
 	TOOLMESH_BIN=$(abspath bin) TOOLMESH_MCP_EVERYTHING=$(MCP_EVERYTHING) go run ./bench/cmd/benchrun -out bench/results
 
+.PHONY: soak
+soak: build $(PG_STAMP) ## The chaos soak for SOAK_DURATION (default 10m): writes bench/results/soak-latest.md and .json.
+	TOOLMESH_BIN=$(abspath bin) TOOLMESH_SOAK_DURATION=$(or $(SOAK_DURATION),10m) TOOLMESH_SOAK_REPORT=$(abspath bench/results) \
+		go test -count=1 -timeout 60m -run TestSoak -v ./test/soak
+
 .PHONY: bench-quick
 bench-quick: build $(MCP_EVERYTHING) ## The benchmark harness in its quick configuration, under a minute.
 	go build -o bin/ ./bench/cmd/rawadd ./bench/cmd/mcpadd

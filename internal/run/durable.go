@@ -17,6 +17,17 @@ import (
 // ErrUnavailable: the journal cannot take the run (its store is down, say).
 var ErrUnavailable = errors.New("the run journal is unavailable")
 
+// ErrResumable ends the stream of a run this orchestrator stopped driving (it shuts
+// down, or its journal failed or another took the run over) while the run goes on: an
+// orchestrator sharing the journal continues it, and WatchRun shows its events.
+var ErrResumable = errors.New("this orchestrator stopped driving the run, which continues on another sharing its journal")
+
+// durable reports whether the journal outlives this process (not OpenMemory's).
+func durable(s runlog.Store) bool {
+	v, ok := s.(interface{ Volatile() bool })
+	return !ok || !v.Volatile()
+}
+
 // errInJournal refuses a run id the journal keeps a run of; it is an ErrExists.
 var errInJournal = existsError("a run with that id is in the journal (run ids are unique among the runs it keeps)")
 

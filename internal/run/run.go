@@ -334,10 +334,15 @@ func (s *Service) launch(ctx context.Context, p *prepared, id, loopID string, st
 	default:
 		last = Ended{RunID: id, Result: &Result{RunID: id, Model: p.label, Result: res}}
 	}
-	if j != nil && stopping(ctx) != nil {
-		// Stopped by a shutdown or a failed journal: the run is not over, and its next
-		// owner resumes it. The client hears why this stream ends; the journal does not.
+	if cause := stopping(ctx); j != nil && cause != nil {
+		// Stopped by a shutdown or a failed journal: the run is not over. With a durable
+		// journal its next owner resumes it, and its client hears that from the stream's
+		// status, with no end event (WatchRun shows the rest); in memory it is lost, and
+		// the client hears why. The journal records neither.
 		_ = j.close()
+		if durable(s.journal) {
+			return nil, &Error{RunID: id, Err: fmt.Errorf("%w: %w", ErrResumable, cause)}
+		}
 		if observe != nil {
 			observe(last)
 		}

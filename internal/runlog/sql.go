@@ -35,6 +35,8 @@ type sqlStore struct {
 	d   dialect
 	now func() time.Time
 
+	// volatile is set for a database in memory (OpenMemory).
+	volatile bool
 	// appends feeds the committer (commit); closed stops it, committed says it stopped.
 	appends   chan *appendReq
 	closed    chan struct{}
@@ -611,6 +613,9 @@ func (s *sqlStore) Prune(ctx context.Context, before time.Time, limit int) (int,
 	}
 	return n, nil
 }
+
+// Volatile reports whether the journal is lost with the process (OpenMemory's).
+func (s *sqlStore) Volatile() bool { return s.volatile }
 
 func (s *sqlStore) Close() error {
 	s.closeOnce.Do(func() {

@@ -28,7 +28,12 @@ func OpenSQLite(ctx context.Context, path string) (Store, error) {
 // OpenMemory opens a journal held in memory only (SQLite's in-memory database): runs do
 // not survive the process, but everything else works as with a file.
 func OpenMemory(ctx context.Context) (Store, error) {
-	return openSQLite(ctx, "file::memory:", "in memory")
+	s, err := openSQLite(ctx, "file::memory:", "in memory")
+	if err != nil {
+		return nil, err
+	}
+	s.(*sqlStore).volatile = true
+	return s, nil
 }
 
 func openSQLite(ctx context.Context, dsn, path string, pragmas ...string) (Store, error) {

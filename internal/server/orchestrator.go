@@ -78,6 +78,13 @@ func (s *Server) runError(err error) error {
 		return statusError(toolpb.ErrorReason_ERROR_REASON_SHUTTING_DOWN, "the orchestrator is shutting down", nil)
 	case errors.Is(err, run.ErrUnavailable):
 		return statusError(toolpb.ErrorReason_ERROR_REASON_JOURNAL_UNAVAILABLE, err.Error(), nil)
+	case errors.As(err, &re) && errors.Is(err, run.ErrResumable):
+		// No error event: the run is not over. The client watches it again.
+		reason := toolpb.ErrorReason_ERROR_REASON_JOURNAL_UNAVAILABLE
+		if errors.Is(err, run.ErrShutdown) {
+			reason = toolpb.ErrorReason_ERROR_REASON_SHUTTING_DOWN
+		}
+		return statusError(reason, err.Error()+"; watch it with WatchRun after the last sequence you saw", map[string]string{"run_id": re.RunID, "resume": "WatchRun"})
 	case errors.As(err, &re):
 		runErr := runErrorProto(re.Err)
 		return statusError(runErr.GetReason(), runErr.GetMessage(), map[string]string{"run_id": re.RunID})
