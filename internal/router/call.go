@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/toolmesh/toolmesh/internal/failpoint"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/internal/wire"
@@ -95,6 +96,7 @@ func (t *remoteTool) journaled(ctx context.Context, input string) (tool.Result, 
 		return res, nil
 	}
 	res, resp := t.r.invokeFull(ctx, t, input)
+	failpoint.Hit("outcome-received") // crash tests: the outcome is here and not yet recorded
 	if err := j.Finished(ctx, toolcall.OutcomeOf(ctx, res), encodeOutcome(res, resp)); err != nil {
 		return toolcall.JournalFailed(name, err), nil
 	}

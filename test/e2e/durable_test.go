@@ -152,3 +152,56 @@ func countLines(lines []string, msg, tool string) int {
 	}
 	return n
 }
+
+// TestOutcomeReceivedNotRecorded (catalogue D01): the orchestrator dies, by a failpoint,
+// between receiving a call's outcome and recording it, twice. After each restart the
+// call is handled as dispatched without an outcome: the idempotent credit is sent again
+// with the same key (the worker answers it from its ledger: one effect), the charge is
+// marked outcome_unknown and not sent again (one effect). Nothing is silently lost.
+func TestOutcomeReceivedNotRecorded(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("TOOLMESH_FAILPOINT", "outcome-received@1")
+	m := startMesh(t, "payments.yaml", fmt.Sprintf("journal: {data_dir: %q, lease_ttl: 2s}\n", filepath.Join(dir, "data")))
+	w := m.startWorker("pay-1", "payments", "--reconnect-min", "50ms", "--reconnect-max", "200ms")
+	m.waitWorkers("pay-1")
+	addr := m.orch.Addr
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	go func() {
+		for _, err := range m.c.Run(ctx, &toolpb.RunRequest{RunId: "d01", Prompt: "pay", ToolGroups: []string{"payments"}, Detached: true}) {
+			if err != nil {
+				return
+			}
+		}
+	}()
+	// The credit's outcome kills it; then, restarted, the charge's (its second outcome:
+	// the credit sent again is the first).
+	for _, next := range []string{"outcome-received@2", ""} {
+		if err := m.orch.Wait(60 * time.Second); err == nil || !m.orch.Exited() {
+			m.dump()
+			t.Fatalf("the orchestrator did not die at the failpoint: %v", err)
+		}
+		t.Setenv("TOOLMESH_FAILPOINT", next)
+		m.startOrchestrator(addr)
+	}
+	var evs []*toolpb.RunResponse
+	for ev, err := range m.c.Watch(ctx, "d01", 0) {
+		if err != nil {
+			m.dump()
+			t.Fatalf("WatchRun: %v", err)
+		}
+		evs = append(evs, ev)
+	}
+	text := finalText(t, evs)
+	if !strings.Contains(text, "charge: Error: the outcome of tool 'charge' is unknown") {
+		t.Errorf("final text %q: the charge's outcome should be unknown", text)
+	}
+	for _, tool := range []string{"credit", "charge"} {
+		if n := countLines(w.Lines(), builtin.EffectLog, tool); n != 1 {
+			t.Errorf("%s took effect %d times, want once", tool, n)
+		}
+	}
+	if n := countLines(w.Lines(), "call answered from the idempotency ledger", "credit"); n != 1 {
+		t.Errorf("the credit was answered from the ledger %d times, want once", n)
+	}
+}
