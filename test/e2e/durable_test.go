@@ -2,11 +2,14 @@ package e2e
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	_ "modernc.org/sqlite"
 
 	"github.com/toolmesh/toolmesh/internal/builtin"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
@@ -203,5 +206,111 @@ func TestOutcomeReceivedNotRecorded(t *testing.T) {
 	}
 	if n := countLines(w.Lines(), "call answered from the idempotency ledger", "credit"); n != 1 {
 		t.Errorf("the credit was answered from the ledger %d times, want once", n)
+	}
+}
+
+// TestWorkerKilledAfterEffect (catalogue R04 and R05): three payments workers share an
+// effects file; the one running a call is SIGKILLed after the call took effect. The
+// charge, not idempotent, is not sent again: the model reads that its outcome is
+// unknown and may have taken effect, and it took effect once. The credit, idempotent,
+// is sent again with the same idempotency key to another replica, which credits nothing
+// more: its outcome is a success, with one effect.
+func TestWorkerKilledAfterEffect(t *testing.T) {
+	effects := filepath.Join(t.TempDir(), "effects.db")
+	m := startMesh(t, "afteref.yaml")
+	for _, id := range []string{"pay-1", "pay-2", "pay-3"} {
+		m.startWorker(id, "payments", "--payments-db", effects)
+	}
+	m.waitWorkers("pay-1", "pay-2", "pay-3")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	done := make(chan []*toolpb.RunResponse, 1)
+	go func() {
+		evs, err := m.run(ctx, &toolpb.RunRequest{Prompt: "pay", ToolGroups: []string{"payments"}}, nil)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- evs
+	}()
+	for _, tool := range []string{"charge", "credit"} {
+		var holder string
+		for holder == "" && ctx.Err() == nil {
+			for id, p := range m.workers {
+				if countLines(p.Lines(), builtin.EffectLog, tool) > 0 && !p.Exited() {
+					holder = id
+				}
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		_ = m.workers[holder].Kill() // mid-hold: the effect happened, the answer did not leave
+		delete(m.workers, holder)
+	}
+	evs := <-done
+	byTool := map[string]*toolpb.ToolCallFinished{}
+	for _, f := range finished(evs, 0) {
+		byTool[f.GetTool()] = f
+	}
+	if c := byTool["charge"]; c == nil || !strings.Contains(c.GetContent(), "the outcome of tool 'charge' is unknown") || !strings.Contains(c.GetContent(), "may or may not have taken effect") || c.GetAttempts() != 1 {
+		t.Errorf("charge: %v; want an unknown outcome after one attempt", c)
+	}
+	if c := byTool["credit"]; c == nil || c.GetOutcome() != toolpb.ToolCallOutcome_TOOL_CALL_OUTCOME_OK || c.GetAttempts() != 2 {
+		t.Errorf("credit: %v; want a success on the second attempt", c)
+	}
+	db := openEffects(t, effects)
+	for _, tool := range []string{"charge", "credit"} {
+		var n int
+		if err := db.QueryRow(`SELECT COUNT(*) FROM effects WHERE tool = ?`, tool).Scan(&n); err != nil || n != 1 {
+			t.Errorf("%s took effect %d times (%v), want once", tool, n, err)
+		}
+	}
+}
+
+// openEffects opens the payments workers' effects file to count what they did.
+func openEffects(t *testing.T, path string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// TestOneShotSurvivesRestart (catalogue R17): a tool configured one-shot runs once per
+// loop even when the loop's orchestrator is SIGKILLed between the two calls: the run,
+// resumed, replays the first call and answers the second with ALREADY LOADED.
+func TestOneShotSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	m := startMesh(t, "oneshot-restart.yaml", fmt.Sprintf("journal: {data_dir: %q, lease_ttl: 2s}\ntools:\n  credit:\n    one_shot: {advice: Use the credit you made.}\n", filepath.Join(dir, "data")))
+	w := m.startWorker("pay-1", "payments", "--reconnect-min", "50ms", "--reconnect-max", "200ms")
+	m.waitWorkers("pay-1")
+	addr := m.orch.Addr
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	go func() {
+		for _, err := range m.c.Run(ctx, &toolpb.RunRequest{RunId: "r17", Prompt: "pay", ToolGroups: []string{"payments"}, Detached: true}) {
+			if err != nil {
+				return
+			}
+		}
+	}()
+	if _, err := w.WaitLine(ctx, func(l string) bool { return strings.Contains(l, builtin.EffectLog) && hasTool(l, "charge") }); err != nil {
+		t.Fatal(err)
+	}
+	_ = m.orch.Kill()
+	m.startOrchestrator(addr)
+	var evs []*toolpb.RunResponse
+	for ev, err := range m.c.Watch(ctx, "r17", 0) {
+		if err != nil {
+			m.dump()
+			t.Fatalf("WatchRun: %v", err)
+		}
+		evs = append(evs, ev)
+	}
+	if text := finalText(t, evs); !strings.Contains(text, "again: ALREADY LOADED") || !strings.Contains(text, "Use the credit you made.") {
+		t.Errorf("final text %q: the second credit should be answered ALREADY LOADED", text)
+	}
+	if n := countLines(w.Lines(), builtin.EffectLog, "credit"); n != 1 {
+		t.Errorf("the one-shot credit took effect %d times, want once", n)
 	}
 }

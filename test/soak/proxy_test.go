@@ -90,4 +90,3 @@ func (p *faultProxy) close() {
 	p.mu.Unlock()
 	p.wg.Wait()
 }
-

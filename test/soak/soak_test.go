@@ -1,7 +1,7 @@
 // Package soak is the chaos soak: the mesh as real processes (two orchestrator replicas
 // on a private PostgreSQL journal, three payments workers sharing an effects file) under
 // 32 concurrent loops while a schedule SIGKILLs workers and orchestrators, SIGSTOPs an
-// orchestrator and blackholes a worker. A history of every run, event and fault is
+// orchestrator and a worker, and blackholes a worker. A history of every run, event and fault is
 // written as JSON lines; at the end the catalogue's invariants are checked over the
 // history, the journal and the workers' effects.
 //
@@ -189,8 +189,9 @@ func (m *mesh) chaos(ctx context.Context, d time.Duration) {
 	orchEvery := min(2*time.Minute, d/2)
 	stopEvery := min(210*time.Second, d*3/4)
 	holeEvery := min(3*time.Minute, d/4)
+	wstopEvery := min(150*time.Second, d*5/8)
 	start := time.Now()
-	nextWorker, nextOrch, nextStop, nextHole := 10*time.Second, orchEvery, stopEvery, holeEvery
+	nextWorker, nextOrch, nextStop, nextHole, nextWStop := 10*time.Second, orchEvery, stopEvery, holeEvery, wstopEvery
 	wi, oi := 0, 0
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -243,6 +244,21 @@ func (m *mesh) chaos(ctx context.Context, d time.Duration) {
 				time.Sleep(8 * time.Second)
 				_ = o.proc.Signal(syscall.SIGCONT)
 				m.fault("orchestrator_sigcont", o.name)
+			})
+		}
+		if el >= nextWStop {
+			// A paused worker (catalogue R18): its lease expires and its tools leave the
+			// table, its calls time out, and after SIGCONT it registers again.
+			nextWStop += wstopEvery
+			m.mu.Lock()
+			p := m.workers["pay-2"]
+			m.mu.Unlock()
+			m.fault("worker_sigstop", "pay-2")
+			_ = p.Signal(syscall.SIGSTOP)
+			wg.Go(func() {
+				time.Sleep(20 * time.Second)
+				_ = p.Signal(syscall.SIGCONT)
+				m.fault("worker_sigcont", "pay-2")
 			})
 		}
 		if el >= nextHole {
@@ -405,6 +421,7 @@ func TestSoak(t *testing.T) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		for _, p := range m.workers {
+			_ = p.Signal(syscall.SIGCONT)
 			_ = p.Stop(30 * time.Second)
 		}
 	}()
@@ -449,6 +466,11 @@ func TestSoak(t *testing.T) {
 	for _, o := range m.orchs {
 		_ = o.proc.Signal(syscall.SIGCONT)
 	}
+	m.mu.Lock()
+	for _, p := range m.workers {
+		_ = p.Signal(syscall.SIGCONT)
+	}
+	m.mu.Unlock()
 
 	rep := m.check(ctx, pg.DSN, records)
 	rep.DurationSeconds = d.Seconds()
