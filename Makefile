@@ -130,6 +130,7 @@ bench: build $(MCP_EVERYTHING) ## Benchmark harness, a few minutes: writes bench
 soak: build $(PG_STAMP) ## The chaos soak for SOAK_DURATION (default 10m): writes bench/results/soak-latest.md and .json.
 	TOOLMESH_BIN=$(abspath bin) TOOLMESH_SOAK_DURATION=$(or $(SOAK_DURATION),10m) TOOLMESH_SOAK_REPORT=$(abspath bench/results) \
 		go test -count=1 -timeout 60m -run TestSoak -v ./test/soak
+	TOOLMESH_CRASH_CYCLES=100 go test -count=1 -timeout 30m -run 'Crash|TestPostgres' ./internal/runlog
 
 .PHONY: bench-quick
 bench-quick: build $(MCP_EVERYTHING) ## The benchmark harness in its quick configuration, under a minute.
