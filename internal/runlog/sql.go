@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -314,6 +315,9 @@ func (s *sqlStore) commit() {
 				break more
 			}
 		}
+		// Rows are locked in run-id order, so that the groups of two orchestrators (one
+		// of them stale, its appends about to be fenced) cannot deadlock on each other.
+		slices.SortStableFunc(group, func(a, b *appendReq) int { return strings.Compare(a.lease.RunID, b.lease.RunID) })
 		errs := s.appendGroup(group)
 		for i, r := range group {
 			r.done <- errs[i]
