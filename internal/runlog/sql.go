@@ -38,6 +38,10 @@ type sqlStore struct {
 
 	// volatile is set for a database in memory (OpenMemory).
 	volatile bool
+	// stmts are the hot path's prepared statements, by query (parsing them again for
+	// every append cost as much as running them).
+	stmtMu sync.Mutex
+	stmts  map[string]*sql.Stmt
 	// appends feeds the committer (commit); closed stops it, committed says it stopped.
 	appends   chan *appendReq
 	closed    chan struct{}
@@ -45,8 +49,70 @@ type sqlStore struct {
 	closeOnce sync.Once
 }
 
+// exec runs a statement in tx: prepared once for the store when prepare made it, else
+// as it is.
+func (s *sqlStore) exec(ctx context.Context, tx *sql.Tx, query string, args ...any) (sql.Result, error) {
+	if st := s.stmt(query); st != nil {
+		return tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+	}
+	return tx.ExecContext(ctx, query, args...)
+}
+
+func (s *sqlStore) stmt(query string) *sql.Stmt {
+	s.stmtMu.Lock()
+	defer s.stmtMu.Unlock()
+	return s.stmts[query]
+}
+
+// prepare prepares a hot-path statement for the store. It must not run inside a
+// transaction: SQLite has one connection, which the transaction holds.
+func (s *sqlStore) prepare(ctx context.Context, query string) {
+	if s.stmt(query) != nil {
+		return
+	}
+	st, err := s.db.PrepareContext(ctx, query)
+	if err != nil {
+		return // exec runs it unprepared
+	}
+	s.stmtMu.Lock()
+	defer s.stmtMu.Unlock()
+	if s.stmts == nil {
+		s.stmts = map[string]*sql.Stmt{}
+	}
+	if _, ok := s.stmts[query]; ok {
+		_ = st.Close()
+		return
+	}
+	s.stmts[query] = st
+}
+
+// lockRunQuery, updateQuery and insertQuery are the append's statements.
+func (s *sqlStore) lockRunQuery() string {
+	return s.q(`SELECT state, owner, epoch, lease_until, next_seq, created, updated FROM toolmesh_runs WHERE run_id = ?` + s.d.forUpdate)
+}
+
+func (s *sqlStore) updateQuery() string {
+	return s.q(`UPDATE toolmesh_runs SET next_seq = ?, updated = ? WHERE run_id = ?`)
+}
+
+func (s *sqlStore) insertQuery(rows int) string {
+	var b strings.Builder
+	b.WriteString(`INSERT INTO toolmesh_records (run_id, seq, epoch, kind, time, data) VALUES `)
+	for i := range rows {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("(?, ?, ?, ?, ?, ?)")
+	}
+	return s.q(b.String())
+}
+
 // start starts the committer.
 func (s *sqlStore) start() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	s.prepare(ctx, s.lockRunQuery())
+	s.prepare(ctx, s.updateQuery())
+	cancel()
 	s.appends, s.closed, s.committed = make(chan *appendReq), make(chan struct{}), make(chan struct{})
 	go s.commit()
 }
@@ -240,8 +306,13 @@ func (s *sqlStore) lockRun(ctx context.Context, tx *sql.Tx, runID string) (Run, 
 	var r Run
 	var next, until, created, updated int64
 	var state string
-	err := tx.QueryRowContext(ctx, s.q(`SELECT state, owner, epoch, lease_until, next_seq, created, updated FROM toolmesh_runs WHERE run_id = ?`+s.d.forUpdate), runID).
-		Scan(&state, &r.Owner, &r.Epoch, &until, &next, &created, &updated)
+	var row *sql.Row
+	if st := s.stmt(s.lockRunQuery()); st != nil {
+		row = tx.StmtContext(ctx, st).QueryRowContext(ctx, runID)
+	} else {
+		row = tx.QueryRowContext(ctx, s.lockRunQuery(), runID)
+	}
+	err := row.Scan(&state, &r.Owner, &r.Epoch, &until, &next, &created, &updated)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Run{}, 0, fmt.Errorf("%w: %s", ErrNotFound, runID)
 	}
@@ -338,6 +409,11 @@ func (s *sqlStore) appendGroup(group []*appendReq) []error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	for _, req := range group {
+		for n := len(req.records); n > 0; n -= min(n, 100) {
+			s.prepare(ctx, s.insertQuery(min(n, 100)))
+		}
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fail(fmt.Errorf("runlog: append: %w", err))
@@ -364,7 +440,7 @@ func (s *sqlStore) appendGroup(group []*appendReq) []error {
 			return fail(err)
 		}
 		last := records[len(records)-1].Seq
-		if _, err := tx.ExecContext(ctx, s.q(`UPDATE toolmesh_runs SET next_seq = ?, updated = ? WHERE run_id = ?`), last+1, now.UnixNano(), lease.RunID); err != nil {
+		if _, err := s.exec(ctx, tx, s.updateQuery(), last+1, now.UnixNano(), lease.RunID); err != nil {
 			return fail(fmt.Errorf("runlog: append to %s: %w", lease.RunID, err))
 		}
 	}
@@ -379,21 +455,15 @@ func (s *sqlStore) insertRecords(ctx context.Context, tx *sql.Tx, lease Lease, r
 	const perStatement = 100 // 600 placeholders, well under both databases' limits
 	for len(records) > 0 {
 		n := min(len(records), perStatement)
-		var b strings.Builder
-		b.WriteString(`INSERT INTO toolmesh_records (run_id, seq, epoch, kind, time, data) VALUES `)
 		args := make([]any, 0, 6*n)
-		for i, rec := range records[:n] {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString("(?, ?, ?, ?, ?, ?)")
+		for _, rec := range records[:n] {
 			t := rec.Time
 			if t.IsZero() {
 				t = now
 			}
 			args = append(args, lease.RunID, rec.Seq, lease.Epoch, string(rec.Kind), t.UnixNano(), []byte(rec.Data))
 		}
-		if _, err := tx.ExecContext(ctx, s.q(b.String()), args...); err != nil {
+		if _, err := s.exec(ctx, tx, s.insertQuery(n), args...); err != nil {
 			if s.d.unique(err) {
 				return fmt.Errorf("%w: run %s already has one of records %d to %d", ErrConflict, lease.RunID, records[0].Seq, records[n-1].Seq)
 			}
@@ -625,6 +695,11 @@ func (s *sqlStore) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.closed)
 		<-s.committed
+		s.stmtMu.Lock()
+		for _, st := range s.stmts {
+			_ = st.Close()
+		}
+		s.stmtMu.Unlock()
 	})
 	return s.db.Close()
 }
