@@ -290,6 +290,7 @@ type runRecord struct {
 	reattach  int
 	refused   int
 	startedAt time.Time
+	lastErr   string
 }
 
 // drive runs one run to its end as a client would: Run detached on a replica, and when
@@ -314,6 +315,7 @@ func (m *mesh) drive(ctx context.Context, id string, first int) *runRecord {
 		}
 		for ev, err := range seq {
 			if err != nil {
+				rr.lastErr = err.Error()
 				if errors.Is(err, client.ErrRunExists) {
 					started = true // an earlier attempt started it
 				}
@@ -374,7 +376,11 @@ func TestSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.script, _ = filepath.Abs(filepath.Join("testdata", "soak.yaml"))
-	hf, err := os.Create(filepath.Join(dir, "history.jsonl"))
+	histDir := dir
+	if out := os.Getenv("TOOLMESH_SOAK_REPORT"); out != "" {
+		histDir = out
+	}
+	hf, err := os.Create(filepath.Join(histDir, "soak-history.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -443,12 +449,15 @@ func TestSoak(t *testing.T) {
 	var recMu sync.Mutex
 	var wg sync.WaitGroup
 	var n atomic.Int64
+	// A run started before the load ends gets two more minutes to end.
+	drainCtx, stopDrain := context.WithTimeout(ctx, d+2*time.Minute)
+	defer stopDrain()
 	for g := range loops {
 		wg.Go(func() {
 			for loadCtx.Err() == nil {
 				id := fmt.Sprintf("soak-%03d-%05d", g, n.Add(1))
 				m.hist.add("run_start", map[string]any{"run": id})
-				rr := m.drive(ctx, id, g)
+				rr := m.drive(drainCtx, id, g)
 				m.hist.add("run_end", map[string]any{"run": id, "final": rr.final, "error": rr.errEnd, "events": len(rr.seqs), "reattached": rr.reattach})
 				recMu.Lock()
 				records = append(records, rr)
@@ -472,7 +481,9 @@ func TestSoak(t *testing.T) {
 	}
 	m.mu.Unlock()
 
-	rep := m.check(ctx, pg.DSN, records)
+	checkCtx, stopCheck := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer stopCheck()
+	rep := m.check(checkCtx, pg.DSN, records)
 	rep.DurationSeconds = d.Seconds()
 	t.Logf("soak: %s", rep.summary())
 	if out := os.Getenv("TOOLMESH_SOAK_REPORT"); out != "" {
@@ -608,6 +619,14 @@ func (m *mesh) check(ctx context.Context, dsn string, records []*runRecord) *rep
 		}
 		if run.State.Terminal() {
 			rep.Terminal++
+		} else if len(rep.Problems) < 20 {
+			recs, _ := store.Read(ctx, rr.id, max(0, run.Records-6), 0)
+			var kinds []string
+			for _, rec := range recs {
+				kinds = append(kinds, fmt.Sprintf("%d:%s %s", rec.Seq, rec.Kind, truncate(string(rec.Data), 160)))
+			}
+			rep.Problems = append(rep.Problems, fmt.Sprintf("%s is not terminal: owner %s epoch %d lease until %s, %d records, the client saw %d events (last error %q); last records: %s",
+				rr.id, run.Owner, run.Epoch, run.Until.Format(time.TimeOnly), run.Records, len(rr.seqs), rr.lastErr, strings.Join(kinds, " | ")))
 		}
 		if run.State == runlog.StateSucceeded {
 			rep.Succeeded++
@@ -693,4 +712,11 @@ func (r *report) write(dir string) error {
 		md.WriteString("\nEvery invariant held.\n")
 	}
 	return os.WriteFile(filepath.Join(dir, "soak-latest.md"), []byte(md.String()), 0o644)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
