@@ -214,7 +214,7 @@ func (s *Service) Watch(ctx context.Context, id string, after int64, send func(R
 	}
 	for {
 		var wake <-chan struct{}
-		if r := s.store.get(id); r != nil {
+		if r := s.store.get(id); r != nil && !r.isStopped() {
 			if j := r.journal(); j != nil {
 				j.mu.Lock()
 				wake = j.commits

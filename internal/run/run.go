@@ -341,6 +341,7 @@ func (s *Service) launch(ctx context.Context, p *prepared, id, loopID string, st
 		// the client hears why. The journal records neither.
 		_ = j.close()
 		if durable(s.journal) {
+			r.markStopped()
 			return nil, &Error{RunID: id, Err: fmt.Errorf("%w: %w", ErrResumable, cause)}
 		}
 		if observe != nil {
@@ -485,7 +486,8 @@ func (s *Service) drive(ctx context.Context, r *record, p *prepared, loopID stri
 // Get reports a run, running or finished.
 func (s *Service) Get(id string) (Snapshot, error) {
 	r := s.store.get(id)
-	if r == nil && s.journal != nil {
+	if (r == nil || r.isStopped()) && s.journal != nil {
+		// Not here, or stopped here and going on elsewhere: the journal knows.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		return s.fromJournal(ctx, id)
@@ -500,7 +502,7 @@ func (s *Service) Get(id string) (Snapshot, error) {
 // as it was cancelled keeps its own outcome. A finished run is reported as it is.
 func (s *Service) Cancel(ctx context.Context, id, reason string) (State, error) {
 	r := s.store.get(id)
-	if r == nil && s.journal != nil {
+	if (r == nil || r.isStopped()) && s.journal != nil {
 		snap, err := s.fromJournal(ctx, id)
 		if err != nil {
 			return 0, err

@@ -69,6 +69,22 @@ type record struct {
 	j   *journal
 	obs *serialObserver
 	ap  *approver
+	// stopped: see markStopped.
+	stopped bool
+}
+
+// markStopped records that this orchestrator stopped driving the run, which goes on
+// elsewhere: its record here is not the run's.
+func (r *record) markStopped() {
+	r.mu.Lock()
+	r.stopped = true
+	r.mu.Unlock()
+}
+
+func (r *record) isStopped() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stopped
 }
 
 func (r *record) setApprover(a *approver) {
