@@ -122,6 +122,9 @@ type journal struct {
 	flushing  bool
 	failed    error
 	closed    bool
+	// frozen: the run stops here (a shutdown) and goes on elsewhere; what it does from
+	// now on (a cancelled call's end, say) is not the run's and is not recorded.
+	frozen bool
 
 	approvals  map[string]approvalRecord
 	decisions  map[string]decisionRecord
@@ -237,6 +240,9 @@ func (j *journal) add(kind runlog.Kind, data json.RawMessage, ev Event, wait boo
 	if j.closed {
 		return 0, errors.New("the run's journal is closed")
 	}
+	if j.frozen {
+		return 0, ErrShutdown
+	}
 	seq := j.next
 	j.next++
 	j.queue = append(j.queue, pending{rec: runlog.Record{Seq: seq, Kind: kind, Time: time.Now(), Data: data}, ev: ev})
@@ -323,6 +329,14 @@ func (j *journal) append(lease runlog.Lease, recs []runlog.Record) error {
 		time.Sleep(backoff)
 		backoff = min(2*backoff, time.Second)
 	}
+}
+
+// freeze stops the journal taking records: the run stops on this orchestrator and goes
+// on elsewhere. What is queued still commits.
+func (j *journal) freeze() {
+	j.mu.Lock()
+	j.frozen = true
+	j.mu.Unlock()
 }
 
 // event journals an event and delivers it once committed; an event a resumed run's

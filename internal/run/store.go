@@ -365,6 +365,10 @@ func (s *store) cancelAll(cause error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for r := range s.live {
+		// The journal first: what the cancelled run does next is not recorded.
+		if j := r.journal(); j != nil {
+			j.freeze()
+		}
 		r.cancel(cause)
 	}
 }
