@@ -60,7 +60,10 @@ func (s *Service) openJournal(ctx context.Context, j *journal, id, loopID string
 		j.start()
 		return j, nil
 	}
-	lease, err := s.journal.Create(ctx, id, s.owner, s.leaseTTL())
+	// The run and its request are created together: a run the journal holds can always
+	// be resumed from its request.
+	data, _ := json.Marshal(requestRecord{RunID: id, LoopID: loopID, Started: started, Wire: p.req.Wire})
+	lease, err := s.journal.Create(ctx, id, s.owner, s.leaseTTL(), runlog.Record{Seq: 1, Kind: runlog.KindRequest, Time: time.Now(), Data: data})
 	switch {
 	case errors.Is(err, runlog.ErrExists):
 		return nil, errInJournal
@@ -69,12 +72,8 @@ func (s *Service) openJournal(ctx context.Context, j *journal, id, loopID string
 	case err != nil:
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
-	j = newJournal(s.journal, lease, s.leaseTTL(), s.codec, 1)
+	j = newJournal(s.journal, lease, s.leaseTTL(), s.codec, 2)
 	j.stop, j.deliver = cancel, deliver
-	data, _ := json.Marshal(requestRecord{RunID: id, LoopID: loopID, Started: started, Wire: p.req.Wire})
-	if _, err := j.add(runlog.KindRequest, data, nil, true); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
-	}
 	j.start()
 	return j, nil
 }
@@ -135,8 +134,15 @@ func (s *Service) resume(lease runlog.Lease) {
 	id := lease.RunID
 	log := s.log.With("run_id", id, "epoch", lease.Epoch)
 	recs, err := s.journal.Read(ctx, id, 0, 0)
-	if err != nil || len(recs) == 0 || recs[0].Kind != runlog.KindRequest {
-		log.Error("a run taken over cannot be read from the journal", "error", fmt.Sprint(err))
+	if err != nil {
+		log.Error("a run taken over cannot be read from the journal; it stays for the next try", "error", err.Error())
+		return
+	}
+	if len(recs) == 0 || recs[0].Kind != runlog.KindRequest {
+		// A journal written before runs were created with their request: the run never
+		// started. It ends, so that nothing waits for it.
+		log.Error("a run taken over has no request record; it ends failed")
+		_ = s.journal.Finish(ctx, lease, runlog.StateFailed)
 		return
 	}
 	var rq requestRecord
@@ -146,7 +152,8 @@ func (s *Service) resume(lease runlog.Lease) {
 	}
 	j := newJournal(s.journal, lease, s.leaseTTL(), s.codec, recs[len(recs)-1].Seq+1)
 	if err := j.load(recs); err != nil {
-		log.Error("a run taken over has a bad record", "error", err.Error())
+		log.Error("a run taken over has a bad record; it ends failed", "error", err.Error())
+		_ = s.journal.Finish(ctx, lease, runlog.StateFailed)
 		return
 	}
 	req, err := s.codec.Request(rq.Wire)

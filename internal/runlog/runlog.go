@@ -129,8 +129,10 @@ var (
 
 // Store is a run journal.
 type Store interface {
-	// Create adds a run and gives owner its first lease (epoch 1) until now+ttl.
-	Create(ctx context.Context, runID, owner string, ttl time.Duration) (Lease, error)
+	// Create adds a run and gives owner its first lease (epoch 1) until now+ttl, with its
+	// first records (numbered from 1), in one transaction: a run never exists without
+	// them.
+	Create(ctx context.Context, runID, owner string, ttl time.Duration, first ...Record) (Lease, error)
 	// Append adds records to the run of lease, numbered from the run's next sequence
 	// number (records[0].Seq must be it, and the others follow). It fails with
 	// ErrFenced when the lease is stale or the run finished, and ErrConflict when the

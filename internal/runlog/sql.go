@@ -281,7 +281,7 @@ func (s *sqlStore) Decision(ctx context.Context, runID, key string) (Decision, b
 	return d, true, nil
 }
 
-func (s *sqlStore) Create(ctx context.Context, runID, owner string, ttl time.Duration) (Lease, error) {
+func (s *sqlStore) Create(ctx context.Context, runID, owner string, ttl time.Duration, first ...Record) (Lease, error) {
 	if err := checkID("run id", runID); err != nil {
 		return Lease{}, err
 	}
@@ -290,15 +290,36 @@ func (s *sqlStore) Create(ctx context.Context, runID, owner string, ttl time.Dur
 	}
 	now := s.now()
 	until := now.Add(ttl)
-	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO toolmesh_runs (run_id, state, owner, epoch, lease_until, next_seq, created, updated)
-		VALUES (?, ?, ?, 1, ?, 1, ?, ?)`), runID, string(StateRunning), owner, until.UnixNano(), now.UnixNano(), now.UnixNano())
+	lease := Lease{RunID: runID, Owner: owner, Epoch: 1, Until: until}
+	if len(first) > 0 {
+		if err := checkAppend(lease, first); err != nil {
+			return Lease{}, err
+		}
+		if first[0].Seq != 1 {
+			return Lease{}, fmt.Errorf("%w: a run's first record has sequence number 1, not %d", ErrInvalid, first[0].Seq)
+		}
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
+		return Lease{}, fmt.Errorf("runlog: create %s: %w", runID, err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO toolmesh_runs (run_id, state, owner, epoch, lease_until, next_seq, created, updated)
+		VALUES (?, ?, ?, 1, ?, ?, ?, ?)`), runID, string(StateRunning), owner, until.UnixNano(), int64(len(first))+1, now.UnixNano(), now.UnixNano()); err != nil {
 		if s.d.unique(err) {
 			return Lease{}, fmt.Errorf("%w: %s", ErrExists, runID)
 		}
 		return Lease{}, fmt.Errorf("runlog: create %s: %w", runID, err)
 	}
-	return Lease{RunID: runID, Owner: owner, Epoch: 1, Until: until}, nil
+	if len(first) > 0 {
+		if err := s.insertRecords(ctx, tx, lease, first, now); err != nil {
+			return Lease{}, err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return Lease{}, fmt.Errorf("runlog: create %s: %w", runID, err)
+	}
+	return lease, nil
 }
 
 // lockRun reads a run's row inside tx, locking it where the dialect can.

@@ -59,6 +59,7 @@ func run(t *testing.T, open Opener, durable bool) {
 	t.Run("prune", func(t *testing.T) { testPrune(t, open) })
 	t.Run("decisions", func(t *testing.T) { testDecisions(t, open) })
 	t.Run("appends of many runs at once", func(t *testing.T) { testManyRuns(t, open) })
+	t.Run("created with its first records", func(t *testing.T) { testCreateWith(t, open) })
 }
 
 // Prune deletes finished runs older than the cut with their records, never a running
@@ -263,6 +264,29 @@ func testManyRuns(t *testing.T, open Opener) {
 	}
 	if got, _ := s.Read(c, "mr-stale", 0, 0); len(got) != 0 {
 		t.Errorf("the stale lease added %d records", len(got))
+	}
+}
+
+// A run created with its first records has them from the start, numbered from 1; its
+// next append follows them.
+func testCreateWith(t *testing.T, open Opener) {
+	s, c := openT(t, open), ctx(t)
+	l, err := s.Create(c, "cw-1", "o1", time.Minute, recs(1, runlog.KindRequest)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(c, l, recs(2, runlog.KindEvent)); err != nil {
+		t.Fatalf("the append after the first records: %v", err)
+	}
+	got, err := s.Read(c, "cw-1", 0, 0)
+	if err != nil || len(got) != 2 || got[0].Kind != runlog.KindRequest || got[1].Seq != 2 {
+		t.Errorf("records %+v, %v", got, err)
+	}
+	if _, err := s.Create(c, "cw-2", "o1", time.Minute, recs(3, runlog.KindRequest)...); !errors.Is(err, runlog.ErrInvalid) {
+		t.Errorf("first records from 3: %v, want ErrInvalid", err)
+	}
+	if _, err := s.Get(c, "cw-2"); !errors.Is(err, runlog.ErrNotFound) {
+		t.Errorf("a refused Create left the run: %v", err)
 	}
 }
 
