@@ -56,7 +56,8 @@ func (s *Service) openJournal(ctx context.Context, j *journal, id, loopID string
 		}
 	}
 	if j != nil {
-		j.stop, j.deliver = cancel, deliver
+		j.setStop(cancel)
+		j.setDeliver(deliver)
 		j.start()
 		return j, nil
 	}
@@ -73,7 +74,8 @@ func (s *Service) openJournal(ctx context.Context, j *journal, id, loopID string
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	j = newJournal(s.journal, lease, s.leaseTTL(), s.codec, 2)
-	j.stop, j.deliver = cancel, deliver
+	j.setStop(cancel)
+	j.setDeliver(deliver)
 	j.start()
 	return j, nil
 }
@@ -91,6 +93,13 @@ func endOf(snap Snapshot) endRecord {
 // runs (it restarted) and those whose owner stopped renewing their lease. Each continues
 // in the background; Resume returns how many it took.
 func (s *Service) Resume(ctx context.Context) (int, error) {
+	return s.takeOver(ctx, true)
+}
+
+// takeOver takes over the runs whose lease expired and, with own (at start), this
+// orchestrator's own unfinished runs. It never takes a run that runs here or is being
+// resumed here, nor more than the free room for runs.
+func (s *Service) takeOver(ctx context.Context, own bool) (int, error) {
 	if s.journal == nil {
 		return 0, nil
 	}
@@ -102,7 +111,7 @@ func (s *Service) Resume(ctx context.Context) (int, error) {
 			return 0, err
 		}
 		for _, r := range runs {
-			if (r.Owner == s.owner || time.Now().After(r.Until)) && !seen[r.ID] {
+			if ((own && r.Owner == s.owner) || time.Now().After(r.Until)) && !seen[r.ID] {
 				seen[r.ID] = true
 				ids = append(ids, r.ID)
 			}
@@ -114,17 +123,33 @@ func (s *Service) Resume(ctx context.Context) (int, error) {
 	}
 	taken := 0
 	for _, id := range ids {
-		if r := s.store.get(id); r != nil && r.snapshot().State == StateRunning {
-			continue // it runs here
+		if s.store.isLive(id) {
+			continue // it runs here (or is finishing here)
+		}
+		if s.store.liveCount()+s.resumingCount() >= s.cfg.Loop.MaxConcurrentRuns {
+			break // no room: another replica with room takes it
+		}
+		if _, busy := s.resuming.LoadOrStore(id, true); busy {
+			continue // being resumed here
 		}
 		lease, err := s.journal.Acquire(ctx, id, s.owner, s.leaseTTL())
 		if err != nil {
+			s.resuming.Delete(id)
 			continue // another replica took it, or it finished
 		}
 		taken++
-		go s.resume(lease)
+		go func() {
+			defer s.resuming.Delete(id)
+			s.resume(lease)
+		}()
 	}
 	return taken, nil
+}
+
+func (s *Service) resumingCount() int {
+	n := 0
+	s.resuming.Range(func(any, any) bool { n++; return true })
+	return n
 }
 
 // resume continues a run taken over from the journal: it replays what the journal holds
@@ -151,6 +176,12 @@ func (s *Service) resume(lease runlog.Lease) {
 		return
 	}
 	j := newJournal(s.journal, lease, s.leaseTTL(), s.codec, recs[len(recs)-1].Seq+1)
+	// The lease is renewed from now on: waiting for the run's tool groups may take longer
+	// than it lasts.
+	waitCtx, stopWaiting := context.WithCancelCause(ctx)
+	defer stopWaiting(nil)
+	j.setStop(stopWaiting)
+	j.start()
 	if err := j.load(recs); err != nil {
 		log.Error("a run taken over has a bad record; it ends failed", "error", err.Error())
 		_ = s.journal.Finish(ctx, lease, runlog.StateFailed)
@@ -160,13 +191,15 @@ func (s *Service) resume(lease runlog.Lease) {
 	var p *prepared
 	if err == nil {
 		req.ID, req.Wire = id, rq.Wire
-		p, err = s.prepareResumed(ctx, req)
+		p, err = s.prepareResumed(waitCtx, req)
+	}
+	if waitCtx.Err() != nil {
+		_ = j.close() // the lease went to another orchestrator meanwhile
+		return
 	}
 	if err != nil {
 		// It cannot run here (a config that changed, say): it ends, failed, saying why.
 		log.Error("a run taken over cannot continue", "error", err.Error())
-		j.stop, j.deliver = func(error) {}, nil
-		j.start()
 		_ = j.finish(endRecord{State: StateFailed, Error: "the run could not be resumed: " + err.Error(), Ended: time.Now()})
 		return
 	}
@@ -174,6 +207,7 @@ func (s *Service) resume(lease runlog.Lease) {
 	if _, err := s.launch(ctx, p, id, rq.LoopID, rq.Started, j, nil); err != nil {
 		var re *Error
 		if !errors.As(err, &re) {
+			// Refused here (full, closing): the lease runs out and another takes it.
 			log.Warn("a run taken over did not start", "error", err.Error())
 			_ = j.close()
 		}
@@ -372,7 +406,7 @@ func (s *Service) Maintain(ctx context.Context) {
 		if s.store.isClosed() {
 			return
 		}
-		if n, err := s.Resume(ctx); err != nil {
+		if n, err := s.takeOver(ctx, false); err != nil {
 			s.log.Warn("taking over runs", "error", err.Error())
 		} else if n > 0 {
 			s.log.Info("took over runs whose owner stopped", "runs", strconv.Itoa(n))

@@ -8,6 +8,7 @@ import (
 	"iter"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/llm"
@@ -134,6 +135,8 @@ type journal struct {
 	skip       int
 	renewDone  chan struct{}
 	stopRenew  chan struct{}
+	started    sync.Once
+	running    atomic.Bool
 	// commits is closed and replaced at every commit, for watchers.
 	commits chan struct{}
 }
@@ -188,8 +191,25 @@ func (j *journal) load(recs []runlog.Record) error {
 	return nil
 }
 
-// start renews the lease until close.
+func (j *journal) setStop(stop context.CancelCauseFunc) {
+	j.mu.Lock()
+	j.stop = stop
+	j.mu.Unlock()
+}
+
+func (j *journal) setDeliver(deliver func(Sequenced)) {
+	j.mu.Lock()
+	j.deliver = deliver
+	j.mu.Unlock()
+}
+
+// start renews the lease until close; once.
 func (j *journal) start() {
+	j.started.Do(j.renew)
+}
+
+func (j *journal) renew() {
+	j.running.Store(true)
 	go func() {
 		defer close(j.renewDone)
 		t := time.NewTicker(j.ttl / 3)
@@ -221,7 +241,12 @@ func (j *journal) start() {
 
 func (j *journal) fail(err error) {
 	// The run stops before anyone waiting sees the failure.
-	j.stop(fmt.Errorf("%w: %w", ErrJournal, err))
+	j.mu.Lock()
+	stop := j.stop
+	j.mu.Unlock()
+	if stop != nil {
+		stop(fmt.Errorf("%w: %w", ErrJournal, err))
+	}
 	j.mu.Lock()
 	if j.failed == nil {
 		j.failed = err
@@ -283,6 +308,7 @@ func (j *journal) flush() {
 				j.fail(err)
 				j.mu.Lock()
 				j.flushing = false
+				j.cond.Broadcast()
 				j.mu.Unlock()
 				return
 			}
@@ -291,10 +317,11 @@ func (j *journal) flush() {
 			close(j.commits)
 			j.commits = make(chan struct{})
 			j.cond.Broadcast()
+			deliver := j.deliver
 			j.mu.Unlock()
 			for _, p := range batch[:n] {
-				if p.ev != nil && j.deliver != nil {
-					j.deliver(Sequenced{Seq: p.rec.Seq, Time: p.rec.Time, Event: p.ev})
+				if p.ev != nil && deliver != nil {
+					deliver(Sequenced{Seq: p.rec.Seq, Time: p.rec.Time, Event: p.ev})
 				}
 			}
 			j.mu.Lock()
@@ -310,9 +337,13 @@ func (j *journal) flush() {
 // a stale lease or a conflict is final.
 func (j *journal) append(lease runlog.Lease, recs []runlog.Record) error {
 	backoff := 50 * time.Millisecond
+	unknown := false // an attempt failed in a way that may have committed it
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), j.ttl)
 		err := j.store.Append(ctx, lease, recs)
+		if errors.Is(err, runlog.ErrConflict) && unknown && j.committedAlready(ctx, lease.RunID, recs) {
+			err = nil // the earlier attempt did commit
+		}
 		cancel()
 		switch {
 		case err == nil:
@@ -320,6 +351,7 @@ func (j *journal) append(lease runlog.Lease, recs []runlog.Record) error {
 		case errors.Is(err, runlog.ErrFenced), errors.Is(err, runlog.ErrConflict), errors.Is(err, runlog.ErrInvalid):
 			return err
 		}
+		unknown = true
 		j.mu.Lock()
 		until := j.lease.Until
 		j.mu.Unlock()
@@ -329,6 +361,21 @@ func (j *journal) append(lease runlog.Lease, recs []runlog.Record) error {
 		time.Sleep(backoff)
 		backoff = min(2*backoff, time.Second)
 	}
+}
+
+// committedAlready reports whether the store holds exactly recs: an append whose
+// answer was lost (its context ended) may have committed.
+func (j *journal) committedAlready(ctx context.Context, runID string, recs []runlog.Record) bool {
+	got, err := j.store.Read(ctx, runID, recs[0].Seq-1, len(recs))
+	if err != nil || len(got) != len(recs) {
+		return false
+	}
+	for i := range recs {
+		if got[i].Seq != recs[i].Seq || got[i].Kind != recs[i].Kind || string(got[i].Data) != string(recs[i].Data) {
+			return false
+		}
+	}
+	return true
 }
 
 // freeze stops the journal taking records: the run stops on this orchestrator and goes
@@ -429,7 +476,9 @@ func (j *journal) close() error {
 	default:
 		close(j.stopRenew)
 	}
-	<-j.renewDone
+	if j.running.Load() {
+		<-j.renewDone
+	}
 	return err
 }
 

@@ -133,6 +133,8 @@ type Service struct {
 	journal runlog.Store
 	codec   Codec
 	owner   string
+	// resuming holds the ids of runs being taken over here.
+	resuming sync.Map
 }
 
 // New returns a Service.

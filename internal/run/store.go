@@ -324,6 +324,14 @@ func (s *store) get(id string) *record {
 	return s.runs[id]
 }
 
+// isLive reports whether a run of that id runs here (finishing included).
+func (s *store) isLive(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.runs[id]
+	return r != nil && s.live[r]
+}
+
 func (s *store) liveCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -1,0 +1,277 @@
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"iter"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/llm"
+	"github.com/toolmesh/toolmesh/internal/router"
+	"github.com/toolmesh/toolmesh/internal/runlog"
+)
+
+// rvModel answers "done" at once, or blocks while block is set.
+type rvModel struct {
+	block chan struct{}
+	calls atomic.Int32
+}
+
+func (m *rvModel) Name() string { return "rv" }
+func (m *rvModel) Stream(ctx context.Context, _ *llm.Request) iter.Seq2[llm.Chunk, error] {
+	m.calls.Add(1)
+	return func(yield func(llm.Chunk, error) bool) {
+		if m.block != nil {
+			select {
+			case <-m.block:
+			case <-ctx.Done():
+				yield(llm.Chunk{}, ctx.Err())
+				return
+			}
+		}
+		yield(llm.Chunk{Done: &llm.Response{Text: "done"}}, nil)
+	}
+}
+
+// rvCodec turns any journaled request into a prompt, asking for groups.
+type rvCodec struct{ groups []string }
+
+func (rvCodec) Event(Event) (json.RawMessage, bool) { return json.RawMessage(`{}`), true }
+func (c rvCodec) Request(json.RawMessage) (Request, error) {
+	return Request{Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}, Groups: c.groups}, nil
+}
+
+func rvService(t *testing.T, store runlog.Store, model llm.Provider, codec Codec, configure func(*config.Config)) *Service {
+	t.Helper()
+	cfg := config.Default()
+	if configure != nil {
+		configure(&cfg)
+	}
+	rt := router.New(router.Options{GracePeriod: time.Second})
+	t.Cleanup(rt.Close)
+	s, err := New(Options{Router: rt, Providers: map[string]llm.Provider{"rv": model}, DefaultProvider: "rv", Config: cfg,
+		Journal: store, Codec: codec, Owner: "me"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// orphan puts a run in the journal that owner drove and stopped renewing.
+func orphan(t *testing.T, store runlog.Store, id, owner string) {
+	t.Helper()
+	ctx := context.Background()
+	l, err := store.Create(ctx, id, owner, -time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(requestRecord{RunID: id, LoopID: "loop_" + id, Started: time.Now(), Wire: json.RawMessage(`{}`)})
+	if err := store.Append(ctx, l, []runlog.Record{{Seq: 1, Kind: runlog.KindRequest, Data: data}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func goroutinesIn(fn string) int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, fn) {
+			n++
+		}
+	}
+	return n
+}
+
+// A run taken over while this orchestrator runs its maximum of runs: launch refuses it
+// (ErrFull) before the journal starts, and resume's j.close() waits for a renewal
+// goroutine that was never started.
+func TestResumeWhenFullLeaks(t *testing.T) {
+	store, err := runlog.OpenMemory(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	model := &rvModel{block: make(chan struct{})}
+	s := rvService(t, store, model, rvCodec{}, func(c *config.Config) { c.Loop.MaxConcurrentRuns = 1 })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _, _ = s.Run(ctx, Request{ID: "busy", Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}, nil) }()
+	for model.calls.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	orphan(t, store, "orphan", "other")
+	n, err := s.Resume(context.Background())
+	t.Logf("Resume = %d, %v", n, err)
+	time.Sleep(500 * time.Millisecond)
+	if g := goroutinesIn("(*journal).close"); g > 0 {
+		t.Errorf("%d goroutine(s) blocked for good in journal.close (resume of a run refused with ErrFull)", g)
+	}
+	r, _ := store.Get(context.Background(), "orphan")
+	t.Logf("orphan in the journal: %s, owner %s, epoch %d", r.State, r.Owner, r.Epoch)
+	close(model.block)
+}
+
+// A run taken over waits up to resume_grace for its groups; meanwhile its lease is not
+// renewed and Maintain takes it again (same owner) every half lease: each resume is
+// fenced by the next, and the run never goes on.
+func TestResumeLivelock(t *testing.T) {
+	store, err := runlog.OpenMemory(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	model := &rvModel{}
+	s := rvService(t, store, model, rvCodec{groups: []string{"nobody-serves-this"}}, func(c *config.Config) {
+		c.Journal.LeaseTTL = config.Duration(400 * time.Millisecond)
+		c.Journal.ResumeGrace = config.Duration(1500 * time.Millisecond)
+	})
+	orphan(t, store, "r-grace", "me") // this orchestrator restarted
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := s.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	go s.Maintain(ctx)
+	deadline := time.Now().Add(8 * time.Second)
+	var r runlog.Run
+	for time.Now().Before(deadline) {
+		r, _ = store.Get(ctx, "r-grace")
+		if r.State.Terminal() {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("after 8s: %s, epoch %d, records %d, model calls %d, resumes in prepare now %d", r.State, r.Epoch, r.Records, model.calls.Load(), goroutinesIn("prepareResumed"))
+	if !r.State.Terminal() {
+		t.Errorf("a run that needs 1.5s of grace and one model call is still %s after 8s, at epoch %d", r.State, r.Epoch)
+	}
+	cancel()
+	s.Shutdown(context.Background())
+}
+
+// flush fails (a record over the limit) while close waits for it: flush clears flushing
+// without a Broadcast after fail's, and close can wait for good.
+func TestCloseAfterFlushFailure(t *testing.T) {
+	store, lease := memJournal(t)
+	hung := 0
+	for i := range 300 {
+		_ = i
+		bs := &blockingStore{Store: store, release: make(chan struct{}), entered: make(chan struct{}, 1)}
+		j := newJournal(bs, lease, time.Hour, nil, 1)
+		closed := make(chan struct{})
+		j.stop = func(error) {}
+		j.deliver = nil
+		j.start()
+		_, _ = j.add(runlog.KindEvent, json.RawMessage(`{}`), nil, false)
+		<-bs.entered
+		go func() { _ = j.close(); close(closed) }()
+		time.Sleep(time.Millisecond) // close waits for flushing
+		close(bs.release)
+		select {
+		case <-closed:
+		case <-time.After(200 * time.Millisecond):
+			hung++
+		}
+	}
+	if hung > 0 {
+		t.Errorf("journal.close hung in %d of 300 tries after the flush failed", hung)
+	}
+}
+
+type blockingStore struct {
+	runlog.Store
+	release chan struct{}
+	entered chan struct{}
+}
+
+func (b *blockingStore) Append(ctx context.Context, l runlog.Lease, recs []runlog.Record) error {
+	b.entered <- struct{}{}
+	<-b.release
+	return errors.Join(runlog.ErrInvalid, errors.New("too big"))
+}
+
+// Runs that end while Maintain looks for runs to take over: a run whose record says it
+// ended, but which is still finishing its journal, is taken over by its own orchestrator.
+func TestMaintainTakesFinishingRuns(t *testing.T) {
+	store, err := runlog.OpenMemory(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	model := &rvModel{}
+	s := rvService(t, store, model, rvCodec{}, func(c *config.Config) {
+		c.Journal.LeaseTTL = config.Duration(20 * time.Millisecond)
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.Maintain(ctx)
+	const n = 300
+	for i := range n {
+		id := "fin-" + string(rune('a'+i/26/26%26)) + string(rune('a'+i/26%26)) + string(rune('a'+i%26))
+		if _, err := s.Run(ctx, Request{ID: id, Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	taken, ends := 0, 0
+	runs, _ := store.List(ctx, runlog.Filter{})
+	for _, r := range runs {
+		if r.Epoch > 1 {
+			taken++
+			recs, _ := store.Read(ctx, r.ID, 0, 0)
+			for _, rec := range recs {
+				if rec.Kind == runlog.KindEnd {
+					ends++
+				}
+			}
+			t.Logf("%s: %s, epoch %d, %d records", r.ID, r.State, r.Epoch, r.Records)
+		}
+	}
+	t.Logf("model calls %d for %d runs; %d runs taken over after they ended here (%d end records among them); %d goroutines stuck in journal.close",
+		model.calls.Load(), n, taken, ends, goroutinesIn("(*journal).close"))
+	if taken > 0 {
+		t.Errorf("%d finished runs were taken over by their own orchestrator", taken)
+	}
+	cancel()
+}
+
+// slowStore commits the first append after its caller gave up, as the store's contract
+// allows ("the append may still commit").
+type slowStore struct {
+	runlog.Store
+	n atomic.Int32
+}
+
+func (s *slowStore) Append(ctx context.Context, l runlog.Lease, recs []runlog.Record) error {
+	if s.n.Add(1) == 1 {
+		<-ctx.Done()
+		_ = s.Store.Append(context.Background(), l, recs) // it committed after all
+		return ctx.Err()
+	}
+	return s.Store.Append(ctx, l, recs)
+}
+
+// A commit slower than the journal's per-attempt timeout: the retry finds its own
+// records and the journal fails with ErrConflict, stopping a healthy run.
+func TestAppendRetryAfterUnknownCommit(t *testing.T) {
+	store, lease := memJournal(t)
+	ss := &slowStore{Store: store}
+	j := newJournal(ss, lease, 300*time.Millisecond, nil, 1)
+	var stopped error
+	j.stop = func(err error) { stopped = err }
+	j.start()
+	_, err := j.add(runlog.KindEvent, json.RawMessage(`{}`), nil, true)
+	_ = j.close()
+	recs, _ := store.Read(context.Background(), "r1", 0, 0)
+	t.Logf("add: %v; run stopped with: %v; records in the store: %d", err, stopped, len(recs))
+	if err != nil && len(recs) == 1 {
+		t.Errorf("the record is committed, yet the journal failed: %v", err)
+	}
+}
