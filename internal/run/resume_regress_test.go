@@ -102,7 +102,9 @@ func TestResumeWhenFullLeaks(t *testing.T) {
 	s := rvService(t, store, model, rvCodec{}, func(c *config.Config) { c.Loop.MaxConcurrentRuns = 1 })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() { _, _ = s.Run(ctx, Request{ID: "busy", Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}, nil) }()
+	go func() {
+		_, _ = s.Run(ctx, Request{ID: "busy", Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}, nil)
+	}()
 	for model.calls.Load() == 0 {
 		time.Sleep(time.Millisecond)
 	}
