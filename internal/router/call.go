@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/toolmesh/toolmesh/internal/failpoint"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
@@ -107,21 +107,23 @@ func (t *remoteTool) journaled(ctx context.Context, input string) (tool.Result, 
 // one answered (a replay applies its blackboard updates, signal and state again), the
 // result otherwise.
 type outcomeRecord struct {
-	Response json.RawMessage `json:"response,omitempty"`
+	// Response is the InvokeResponse in its binary form (base64 in the JSON): a 4 MiB
+	// answer stays under 6 MiB, whatever its text holds.
+	Response []byte          `json:"response_pb,omitempty"`
 	Result   json.RawMessage `json:"result,omitempty"`
 }
 
 func encodeOutcome(res tool.Result, resp *toolpb.InvokeResponse) []byte {
 	var rec outcomeRecord
 	if resp != nil {
-		if b, err := protojson.Marshal(resp); err == nil {
+		if b, err := proto.Marshal(resp); err == nil {
 			rec.Response = b
 		}
 	}
 	if rec.Response == nil {
 		rec.Result = toolcall.EncodeResult(res)
 	}
-	b, _ := json.Marshal(rec)
+	b, _ := toolinternal.MarshalJSON(rec)
 	return b
 }
 
@@ -132,7 +134,7 @@ func decodeOutcome(b []byte) (tool.Result, *toolpb.InvokeResponse, error) {
 	}
 	if rec.Response != nil {
 		resp := &toolpb.InvokeResponse{}
-		if err := protojson.Unmarshal(rec.Response, resp); err != nil {
+		if err := proto.Unmarshal(rec.Response, resp); err != nil {
 			return tool.Result{}, nil, fmt.Errorf("a journaled response: %w", err)
 		}
 		return wire.ResultFromProto(resp), resp, nil

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/runlog"
+	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
@@ -134,7 +135,13 @@ func (a *approver) await(ctx context.Context, name, input string, timeout time.D
 	key := callKey(info)
 	if a.j != nil {
 		if d, ok := a.j.decision(key); ok {
-			return runlog.Decision{Approve: d.Approve, Reason: d.Reason, By: d.By}, nil // replayed
+			// Replayed: the events go out again for the journal to drop the ones the
+			// client saw.
+			if rec, ok := a.j.approval(key); ok {
+				a.observer.send(ApprovalRequested{LoopID: rec.LoopID, CallID: rec.CallID, Tool: rec.Tool, Arguments: rec.Arguments, Iteration: rec.Iteration, Deadline: rec.Deadline})
+				a.observer.send(ApprovalDecided{LoopID: rec.LoopID, CallID: rec.CallID, Tool: rec.Tool, Approved: d.Approve, Reason: d.Reason, By: d.By})
+			}
+			return runlog.Decision{Approve: d.Approve, Reason: d.Reason, By: d.By}, nil
 		}
 	}
 	rec, asked := approvalRecord{}, false
@@ -145,7 +152,7 @@ func (a *approver) await(ctx context.Context, name, input string, timeout time.D
 		rec = approvalRecord{Key: key, LoopID: info.LoopID, CallID: info.CallID, Tool: name, Arguments: input,
 			Iteration: info.Iteration, Deadline: time.Now().Add(timeout)}
 		if a.j != nil {
-			data, _ := json.Marshal(rec)
+			data, _ := toolinternal.MarshalJSON(rec)
 			if _, err := a.j.add(runlog.KindApproval, data, nil, false); err != nil {
 				return runlog.Decision{}, err
 			}
@@ -171,7 +178,7 @@ func (a *approver) await(ctx context.Context, name, input string, timeout time.D
 		return runlog.Decision{}, err
 	}
 	if a.j != nil {
-		data, _ := json.Marshal(decisionRecord{Key: key, Approve: d.Approve, Reason: d.Reason, By: d.By})
+		data, _ := toolinternal.MarshalJSON(decisionRecord{Key: key, Approve: d.Approve, Reason: d.Reason, By: d.By})
 		if _, err := a.j.add(runlog.KindDecision, data, nil, false); err != nil {
 			return runlog.Decision{}, err
 		}
@@ -182,21 +189,26 @@ func (a *approver) await(ctx context.Context, name, input string, timeout time.D
 
 // wait polls for the decision until the deadline, when it decides itself: the store
 // takes one decision per call, so a person's answer and the deadline cannot both win.
+//
+// The store failing meanwhile is waited out: a poll that fails is tried again at the next
+// one, and the deadline's decision until the store takes it (or ctx ends).
 func (a *approver) wait(ctx context.Context, key string, deadline time.Time, wake <-chan struct{}) (runlog.Decision, error) {
 	for {
-		if d, ok, err := a.decided(ctx, key); err != nil {
-			return runlog.Decision{}, err
-		} else if ok {
+		d, ok, err := a.decided(ctx, key)
+		if ok && err == nil {
 			return d, nil
 		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			timeout := runlog.Decision{Approve: false, Reason: "nobody answered in time", By: byDeadline}
-			if err := a.decide(ctx, key, timeout); err != nil && !errors.Is(err, runlog.ErrExists) {
-				return runlog.Decision{}, err
-			}
-			continue // ours, or the one that came first
+		if err != nil && ctx.Err() != nil {
+			return runlog.Decision{}, ctx.Err()
 		}
+		left := time.Until(deadline)
+		if left <= 0 && err == nil {
+			timeout := runlog.Decision{Approve: false, Reason: "nobody answered in time", By: byDeadline}
+			if err := a.decide(ctx, key, timeout); err == nil || errors.Is(err, runlog.ErrExists) {
+				continue // ours, or the one that came first
+			}
+		}
+		left = max(left, 250*time.Millisecond) // past the deadline: try again shortly
 		poll := 250 * time.Millisecond
 		if a.store == nil {
 			poll = left

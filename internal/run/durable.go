@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/runlog"
+	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
@@ -63,7 +64,7 @@ func (s *Service) openJournal(ctx context.Context, j *journal, id, loopID string
 	}
 	// The run and its request are created together: a run the journal holds can always
 	// be resumed from its request.
-	data, _ := json.Marshal(requestRecord{RunID: id, LoopID: loopID, Started: started, Wire: p.req.Wire})
+	data, _ := toolinternal.MarshalJSON(requestRecord{RunID: id, LoopID: loopID, Started: started, Wire: p.req.Wire})
 	lease, err := s.journal.Create(ctx, id, s.owner, s.leaseTTL(), runlog.Record{Seq: 1, Kind: runlog.KindRequest, Time: time.Now(), Data: data})
 	switch {
 	case errors.Is(err, runlog.ErrExists):
@@ -271,7 +272,11 @@ func (s *Service) Watch(ctx context.Context, id string, after int64, send func(R
 			if rec.Kind != runlog.KindEvent && rec.Kind != runlog.KindDelta {
 				continue
 			}
-			if err := send(Record{Seq: rec.Seq, Time: rec.Time, Data: rec.Data}); err != nil {
+			wire, err := EventWire(rec.Data)
+			if err != nil {
+				return fmt.Errorf("%w: record %d of run %s: %v", ErrUnavailable, rec.Seq, id, err)
+			}
+			if err := send(Record{Seq: rec.Seq, Time: rec.Time, Data: wire}); err != nil {
 				return err
 			}
 		}

@@ -132,7 +132,11 @@ type journal struct {
 	models     map[string]llm.Response
 	outcomes   map[string]json.RawMessage
 	dispatched map[string]bool
-	skip       int
+	// seen are the keys of the events the journal holds (eventKey), which a replay
+	// does not send again; ordinals number events about the same thing.
+	seen     map[string]bool
+	ordinals map[string]int
+	// replayed counts the recorded model responses not yet replayed.
 	renewDone  chan struct{}
 	stopRenew  chan struct{}
 	started    sync.Once
@@ -144,6 +148,7 @@ type journal struct {
 func newJournal(store runlog.Store, lease runlog.Lease, ttl time.Duration, codec Codec, next int64) *journal {
 	j := &journal{store: store, lease: lease, ttl: ttl, codec: codec, next: next, committed: next - 1, delivered: next - 1,
 		approvals: map[string]approvalRecord{}, decisions: map[string]decisionRecord{},
+		seen: map[string]bool{}, ordinals: map[string]int{},
 		models: map[string]llm.Response{}, outcomes: map[string]json.RawMessage{}, dispatched: map[string]bool{},
 		stopRenew: make(chan struct{}), renewDone: make(chan struct{}), commits: make(chan struct{})}
 	j.cond = sync.NewCond(&j.mu)
@@ -184,8 +189,15 @@ func (j *journal) load(recs []runlog.Record) error {
 				return fmt.Errorf("record %d: %w", r.Seq, err)
 			}
 			j.decisions[d.Key] = d
-		case runlog.KindEvent:
-			j.skip++
+		case runlog.KindEvent, runlog.KindDelta:
+			if len(r.Data) == 0 {
+				continue
+			}
+			var e eventRecord
+			if err := json.Unmarshal(r.Data, &e); err != nil {
+				return fmt.Errorf("record %d: %w", r.Seq, err)
+			}
+			j.seen[e.Key] = true
 		}
 	}
 	return nil
@@ -378,6 +390,13 @@ func (j *journal) committedAlready(ctx context.Context, runID string, recs []run
 	return true
 }
 
+// currentLease is the lease the journal writes under.
+func (j *journal) currentLease() runlog.Lease {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.lease
+}
+
 // freeze stops the journal taking records: the run stops on this orchestrator and goes
 // on elsewhere. What is queued still commits.
 func (j *journal) freeze() {
@@ -390,10 +409,9 @@ func (j *journal) freeze() {
 // replay regenerates is dropped (its record is in the journal already).
 func (j *journal) event(ev Event) {
 	j.mu.Lock()
-	if j.skip > 0 {
-		if !isDelta(ev) {
-			j.skip--
-		}
+	key := j.eventKey(ev)
+	if j.seen[key] {
+		delete(j.seen, key) // the client saw it before the crash
 		j.mu.Unlock()
 		return
 	}
@@ -408,7 +426,7 @@ func (j *journal) event(ev Event) {
 		if !ok {
 			return // not for the client
 		}
-		data = b
+		data = eventData(key, b)
 	}
 	_, _ = j.add(kind, data, ev, false)
 }
@@ -454,11 +472,11 @@ func (j *journal) decision(key string) (decisionRecord, bool) {
 	return d, ok
 }
 
-// replaying reports whether the run still regenerates what its journal holds.
+// replaying reports whether the run still replays recorded model responses.
 func (j *journal) replaying() bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return j.skip > 0
+	return len(j.models) > 0
 }
 
 // close waits for the records added so far to be committed (or the journal to fail)
@@ -484,7 +502,7 @@ func (j *journal) close() error {
 
 // finish records how the run ended and gives up the lease.
 func (j *journal) finish(end endRecord) error {
-	data, _ := json.Marshal(end)
+	data, _ := toolinternal.MarshalJSON(end)
 	if _, err := j.add(runlog.KindEnd, data, nil, true); err != nil {
 		return err
 	}
@@ -518,6 +536,7 @@ func (j *journal) Recorded(ctx context.Context) ([]byte, bool, bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if data, ok := j.outcomes[key]; ok {
+		delete(j.outcomes, key) // a call asks once
 		return data, true, true
 	}
 	return nil, false, j.dispatched[key]
@@ -529,7 +548,7 @@ func (j *journal) Dispatched(ctx context.Context, worker string, attempt int) er
 		return err
 	}
 	info, _ := tool.CallInfoFrom(ctx)
-	data, _ := json.Marshal(dispatchRecord{Key: callKey(info), Worker: worker, Attempt: attempt, IdempotencyKey: info.IdempotencyKey()})
+	data, _ := toolinternal.MarshalJSON(dispatchRecord{Key: callKey(info), Worker: worker, Attempt: attempt, IdempotencyKey: info.IdempotencyKey()})
 	_, err := j.add(runlog.KindDispatch, data, nil, true)
 	return err
 }
@@ -543,14 +562,9 @@ func (j *journal) Finished(ctx context.Context, outcome string, data []byte) err
 	}
 	info, _ := tool.CallInfoFrom(ctx)
 	key := callKey(info)
-	rec, _ := json.Marshal(outcomeRecord{Key: key, Outcome: outcome, Data: data})
-	if _, err := j.add(runlog.KindOutcome, rec, nil, false); err != nil {
-		return err
-	}
-	j.mu.Lock()
-	j.outcomes[key] = data
-	j.mu.Unlock()
-	return nil
+	rec, _ := toolinternal.MarshalJSON(outcomeRecord{Key: key, Outcome: outcome, Data: data})
+	_, err := j.add(runlog.KindOutcome, rec, nil, false)
+	return err
 }
 
 // stopping reports a run stopped by a shutdown or a failed journal: what it does then
@@ -581,6 +595,7 @@ func (p *journalProvider) Stream(ctx context.Context, req *llm.Request) iter.Seq
 	p.mu.Unlock()
 	p.j.mu.Lock()
 	resp, ok := p.j.models[key]
+	delete(p.j.models, key) // replayed once
 	p.j.mu.Unlock()
 	if ok {
 		return func(yield func(llm.Chunk, error) bool) {
@@ -600,7 +615,7 @@ func (p *journalProvider) Stream(ctx context.Context, req *llm.Request) iter.Seq
 				return
 			}
 			if c.Done != nil {
-				data, _ := json.Marshal(modelRecord{Key: key, Response: *c.Done})
+				data, _ := toolinternal.MarshalJSON(modelRecord{Key: key, Response: *c.Done})
 				if _, err := p.j.add(runlog.KindModel, data, nil, false); err != nil {
 					yield(llm.Chunk{}, fmt.Errorf("%w: %w", ErrJournal, err))
 					return
@@ -616,4 +631,85 @@ func (p *journalProvider) Stream(ctx context.Context, req *llm.Request) iter.Seq
 // DefaultModel passes through the wrapped provider's default model.
 func (p *journalProvider) DefaultModel() string {
 	return tracedProvider{Provider: p.Provider}.DefaultModel()
+}
+
+// eventKey names an event so that a resumed run's replay can tell which of the events
+// it regenerates the journal holds already: by what it is about (its loop, iteration and
+// call), and its place among the events of the same kind about the same thing. A replay
+// regenerates events about the same things in the same order; it may regenerate fewer
+// (a replayed call streams no progress), which a count could not tell.
+func (j *journal) eventKey(ev Event) string {
+	loopID := ""
+	if n, ok := ev.(Nested); ok {
+		loopID, ev = n.Scope.LoopID, n.Event
+	}
+	var about string
+	switch x := ev.(type) {
+	case Started:
+		return "started"
+	case Warning:
+		about = "warning/" + x.Field
+	case loop.ModelCalled:
+		about = fmt.Sprintf("model/%s/%d", loopID, x.Iteration)
+	case loop.ToolCallStarted:
+		about = fmt.Sprintf("call-started/%s/%d/%s", x.LoopID, x.Iteration, x.Call.ID)
+	case loop.ToolCallFinished:
+		about = fmt.Sprintf("call-finished/%s/%d/%s", x.LoopID, x.Iteration, x.Call.ID)
+	case loop.ToolsChanged:
+		about = fmt.Sprintf("tools/%s/%d", x.LoopID, x.Iteration)
+	case loop.AssistantText:
+		about = fmt.Sprintf("text/%s/%d", x.LoopID, x.Iteration)
+	case loop.TextDelta:
+		about = fmt.Sprintf("delta/%s/%d", x.LoopID, x.Iteration)
+	case NestedStarted:
+		return "nested-started/" + x.Scope.LoopID
+	case NestedFinished:
+		return "nested-finished/" + x.Scope.LoopID
+	case ApprovalRequested:
+		return fmt.Sprintf("approval/%s/%d/%s", x.LoopID, x.Iteration, x.CallID)
+	case ApprovalDecided:
+		return fmt.Sprintf("decided/%s/%s", x.LoopID, x.CallID)
+	case EntryAdded:
+		about = "entry/" + x.LoopID + "/" + x.CallID
+	case ProgressReported:
+		about = "progress/" + x.LoopID + "/" + x.CallID
+	case MessageSent:
+		about = "message/" + x.LoopID + "/" + x.CallID
+	case AssetAdded:
+		about = "asset/" + x.LoopID
+	case ArtifactCaptured:
+		about = "artifact/" + x.LoopID + "/" + x.CallID + "/" + x.Sink
+	case Replanned, Terminated, Ended:
+		return "end"
+	default:
+		about = fmt.Sprintf("%T/%s", ev, loopID)
+	}
+	j.ordinals[about]++
+	return about + "#" + strconv.Itoa(j.ordinals[about])
+}
+
+// eventRecord is an event as the journal keeps it: its key and its wire form.
+type eventRecord struct {
+	Key   string          `json:"k"`
+	Event json.RawMessage `json:"e"`
+}
+
+// eventData is the record of an event: the key, then the wire form as it is.
+func eventData(key string, wire json.RawMessage) json.RawMessage {
+	k, _ := json.Marshal(key)
+	b := make([]byte, 0, len(k)+len(wire)+12)
+	b = append(b, `{"k":`...)
+	b = append(b, k...)
+	b = append(b, `,"e":`...)
+	b = append(b, wire...)
+	return append(b, '}')
+}
+
+// EventWire is the wire form of a journaled event record.
+func EventWire(data json.RawMessage) (json.RawMessage, error) {
+	var r eventRecord
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("an event record: %w", err)
+	}
+	return r.Event, nil
 }

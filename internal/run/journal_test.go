@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"iter"
+	"slices"
 	"testing"
 	"time"
 
@@ -61,9 +62,9 @@ func TestJournalReplay(t *testing.T) {
 	old := []runlog.Record{
 		{Seq: 1, Kind: runlog.KindRequest, Data: json.RawMessage(`{}`)},
 		{Seq: 2, Kind: runlog.KindModel, Data: json.RawMessage(`{"key":"loop_a/1","response":{"Text":"recorded"}}`)},
-		{Seq: 3, Kind: runlog.KindEvent, Data: json.RawMessage(`{}`)},
+		{Seq: 3, Kind: runlog.KindEvent, Data: eventData("started", json.RawMessage(`{}`))},
 		{Seq: 4, Kind: runlog.KindDispatch, Data: json.RawMessage(`{"key":"r1/loop_a/1/c1","worker":"w","attempt":1}`)},
-		{Seq: 5, Kind: runlog.KindEvent, Data: json.RawMessage(`{}`)},
+		{Seq: 5, Kind: runlog.KindEvent, Data: eventData("model//0#1", json.RawMessage(`{}`))},
 		{Seq: 6, Kind: runlog.KindDispatch, Data: json.RawMessage(`{"key":"r1/loop_a/1/c2","worker":"w","attempt":1}`)},
 		{Seq: 7, Kind: runlog.KindOutcome, Data: json.RawMessage(`{"key":"r1/loop_a/1/c2","outcome":"succeeded","data":{"kind":0,"content":"done"}}`)},
 	}
@@ -90,7 +91,9 @@ func TestJournalReplay(t *testing.T) {
 		t.Errorf("the model was called %d times, want once (the first answer is recorded)", model.calls)
 	}
 
-	// Two events were recorded: the first two regenerated (deltas aside) are dropped.
+	// Two events were recorded (the start, the first model call's usage): the replay
+	// regenerates them, and two new ones (a text delta, a call's start), which alone are
+	// journaled and delivered.
 	for _, ev := range []Event{Started{}, loop.TextDelta{Text: "x"}, loop.ModelCalled{}, loop.ToolCallStarted{}} {
 		j.event(ev)
 	}
@@ -125,12 +128,12 @@ func TestJournalReplay(t *testing.T) {
 	for _, r := range recs {
 		kinds = append(kinds, r.Kind)
 	}
-	want := []runlog.Kind{runlog.KindModel, runlog.KindEvent, runlog.KindOutcome}
-	if len(kinds) != len(want) || kinds[0] != want[0] || kinds[1] != want[1] || kinds[2] != want[2] {
-		t.Errorf("records after the replay: %v, want %v (the live model answer, the one new event, the outcome)", kinds, want)
+	want := []runlog.Kind{runlog.KindModel, runlog.KindDelta, runlog.KindEvent, runlog.KindOutcome}
+	if !slices.Equal(kinds, want) {
+		t.Errorf("records after the replay: %v, want %v (the live model answer, the two new events, the outcome)", kinds, want)
 	}
-	if len(delivered) != 1 || delivered[0] != recs[1].Seq {
-		t.Errorf("delivered %v, want only the new event (%d)", delivered, recs[1].Seq)
+	if len(delivered) != 2 || delivered[0] != recs[1].Seq || delivered[1] != recs[2].Seq {
+		t.Errorf("delivered %v, want only the new events (%d, %d)", delivered, recs[1].Seq, recs[2].Seq)
 	}
 }
 

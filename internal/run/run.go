@@ -342,7 +342,16 @@ func (s *Service) launch(ctx context.Context, p *prepared, id, loopID string, st
 		// status, with no end event (WatchRun shows the rest); in memory it is lost, and
 		// the client hears why. The journal records neither.
 		_ = j.close()
-		if durable(s.journal) {
+		switch {
+		case errors.Is(cause, runlog.ErrInvalid):
+			// The journal refused a record: taking the run over would fail the same way.
+			// It ends here, failed, and says why.
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			if ferr := s.journal.Finish(fctx, j.currentLease(), runlog.StateFailed); ferr != nil {
+				s.log.WarnContext(ctx, "a run whose journal refused a record could not be ended", "run_id", id, "error", ferr.Error())
+			}
+			cancel()
+		case durable(s.journal):
 			r.markStopped()
 			return nil, &Error{RunID: id, Err: fmt.Errorf("%w: %w", ErrResumable, cause)}
 		}
@@ -462,6 +471,8 @@ func (s *Service) drive(ctx context.Context, r *record, p *prepared, loopID stri
 			err = cause // "run cancelled: <reason>"
 		case errors.Is(cause, ErrShutdown):
 			err = fmt.Errorf("run stopped: %w; retry it on another orchestrator", cause)
+		case errors.Is(cause, ErrJournal):
+			err = cause
 		case ctx.Err() != nil && errors.Is(err, context.DeadlineExceeded):
 			err = fmt.Errorf("run timed out after %s: %w", p.timeout, err)
 		case ctx.Err() != nil && errors.Is(err, context.Canceled):

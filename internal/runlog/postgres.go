@@ -39,10 +39,30 @@ func OpenPostgres(ctx context.Context, dsn string) (Store, error) {
 			return errors.As(err, &pe) && pe.Code == "23505"
 		},
 	}}
-	if err := s.migrate(ctx); err != nil {
+	if err := migrateLocked(ctx, db, s); err != nil {
 		_ = db.Close()
 		return nil, err
 	}
 	s.start()
 	return s, nil
+}
+
+// migrationLock is the advisory lock replicas take to create or upgrade the tables one at
+// a time: two replicas starting at once must not both create them.
+const migrationLock = 0x746f6f6c6d657368 // "toolmesh"
+
+// migrateLocked migrates under the advisory lock, held by a connection of its own.
+func migrateLocked(ctx context.Context, db *sql.DB, s *sqlStore) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("runlog: PostgreSQL: %w", err)
+	}
+	defer func() { _ = conn.Close() }()
+	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, int64(migrationLock)); err != nil {
+		return fmt.Errorf("runlog: PostgreSQL: taking the migration lock: %w", err)
+	}
+	defer func() {
+		_, _ = conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, int64(migrationLock))
+	}()
+	return s.migrate(ctx)
 }

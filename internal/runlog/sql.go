@@ -407,9 +407,6 @@ func (s *sqlStore) commit() {
 				break more
 			}
 		}
-		// Rows are locked in run-id order, so that the groups of two orchestrators (one
-		// of them stale, its appends about to be fenced) cannot deadlock on each other.
-		slices.SortStableFunc(group, func(a, b *appendReq) int { return strings.Compare(a.lease.RunID, b.lease.RunID) })
 		errs := s.appendGroup(group)
 		for i, r := range group {
 			r.done <- errs[i]
@@ -441,7 +438,15 @@ func (s *sqlStore) appendGroup(group []*appendReq) []error {
 	}
 	defer func() { _ = tx.Rollback() }()
 	now := s.now()
-	for i, req := range group {
+	// Rows are locked in run-id order, so that the groups of two orchestrators (one of
+	// them stale, its appends about to be fenced) cannot deadlock on each other.
+	order := make([]int, len(group))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(group[a].lease.RunID, group[b].lease.RunID) })
+	for _, i := range order {
+		req := group[i]
 		lease, records := req.lease, req.records
 		r, next, err := s.lockRun(ctx, tx, lease.RunID)
 		switch {

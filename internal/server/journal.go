@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/toolmesh/toolmesh/internal/run"
+	"github.com/toolmesh/toolmesh/internal/runlog"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
@@ -85,12 +86,15 @@ func (o *orchestratorServer) ListRuns(ctx context.Context, req *toolpb.ListRunsR
 	if _, ok := toolpb.RunState_name[int32(req.GetState())]; !ok {
 		return nil, invalid("state", "unknown state %d", req.GetState()).status()
 	}
-	runs, err := o.s.runs.List(ctx, stateFromProto(req.GetState()), req.GetPageToken(), size+1)
+	// One more than the page tells whether another page follows; at the store's largest
+	// page, a full page is taken to have one.
+	ask := min(size+1, runlog.MaxList)
+	runs, err := o.s.runs.List(ctx, stateFromProto(req.GetState()), req.GetPageToken(), ask)
 	if err != nil {
 		return nil, statusError(toolpb.ErrorReason_ERROR_REASON_JOURNAL_UNAVAILABLE, err.Error(), nil)
 	}
 	resp := &toolpb.ListRunsResponse{}
-	if len(runs) > size {
+	if len(runs) > size || (ask == size && len(runs) == size) {
 		runs = runs[:size]
 		resp.NextPageToken = runs[size-1].ID
 	}

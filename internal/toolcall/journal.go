@@ -49,7 +49,7 @@ func EncodeResult(res tool.Result) []byte {
 			}
 		}
 	}
-	b, _ := json.Marshal(r)
+	b, _ := toolinternal.MarshalJSON(r)
 	return b
 }
 

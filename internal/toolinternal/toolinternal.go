@@ -8,7 +8,9 @@
 package toolinternal
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -133,4 +135,16 @@ func WithJournal(ctx context.Context, j Journal) context.Context {
 func JournalFrom(ctx context.Context) Journal {
 	j, _ := ctx.Value(journalKey{}).(Journal)
 	return j
+}
+
+// MarshalJSON is json.Marshal without HTML escaping (which turns each <, > and & into six
+// bytes): the form of the run journal's records, whose size is bounded.
+func MarshalJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }

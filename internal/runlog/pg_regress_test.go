@@ -1,0 +1,160 @@
+package runlog
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolmesh/toolmesh/internal/harness"
+)
+
+func reviewPG(t *testing.T) *harness.Postgres {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	pg, err := harness.StartPostgres(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pg.Stop)
+	return pg
+}
+
+func withSearchPath(dsn, schema string) string {
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	return dsn + sep + "search_path=" + schema
+}
+
+func TestPostgres(t *testing.T) {
+	pg := reviewPG(t)
+	admin, err := sql.Open("pgx", pg.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+
+	t.Run("two replicas start on an empty database", func(t *testing.T) {
+		failed := 0
+		for i := range 10 {
+			schema := fmt.Sprintf("fresh%d", i)
+			if _, err := admin.Exec("CREATE SCHEMA " + schema); err != nil {
+				t.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			errs := make([]error, 2)
+			for k := range 2 {
+				wg.Go(func() {
+					s, err := OpenPostgres(context.Background(), withSearchPath(pg.DSN, schema))
+					errs[k] = err
+					if err == nil {
+						_ = s.Close()
+					}
+				})
+			}
+			wg.Wait()
+			for _, err := range errs {
+				if err != nil {
+					failed++
+					t.Logf("schema %s: %v", schema, err)
+				}
+			}
+		}
+		if failed > 0 {
+			t.Errorf("%d of 20 replicas starting two at a time on an empty database refused to start", failed)
+		}
+	})
+
+	t.Run("two replicas upgrade a version 1 journal at once", func(t *testing.T) {
+		failed := 0
+		for i := range 10 {
+			schema := fmt.Sprintf("old%d", i)
+			for _, st := range []string{
+				"CREATE SCHEMA " + schema,
+				"CREATE TABLE " + schema + ".toolmesh_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+				"INSERT INTO " + schema + ".toolmesh_meta VALUES ('schema_version', '1')",
+				"CREATE TABLE " + schema + ".toolmesh_runs (run_id TEXT PRIMARY KEY, state TEXT NOT NULL, owner TEXT NOT NULL, epoch BIGINT NOT NULL, lease_until BIGINT NOT NULL, next_seq BIGINT NOT NULL, created BIGINT NOT NULL, updated BIGINT NOT NULL)",
+				"CREATE TABLE " + schema + ".toolmesh_records (run_id TEXT NOT NULL, seq BIGINT NOT NULL, epoch BIGINT NOT NULL, kind TEXT NOT NULL, time BIGINT NOT NULL, data BYTEA, PRIMARY KEY (run_id, seq))",
+			} {
+				if _, err := admin.Exec(st); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var wg sync.WaitGroup
+			errs := make([]error, 2)
+			for k := range 2 {
+				wg.Go(func() {
+					s, err := OpenPostgres(context.Background(), withSearchPath(pg.DSN, schema))
+					errs[k] = err
+					if err == nil {
+						_ = s.Close()
+					}
+				})
+			}
+			wg.Wait()
+			for _, err := range errs {
+				if err != nil {
+					failed++
+					t.Logf("schema %s: %v", schema, err)
+				}
+			}
+		}
+		if failed > 0 {
+			t.Errorf("%d of 20 replicas upgrading two at a time refused to start", failed)
+		}
+	})
+
+	t.Run("groups of two replicas lock runs in opposite orders", func(t *testing.T) {
+		ctx := context.Background()
+		a, err := OpenPostgres(ctx, pg.DSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Close()
+		b, err := OpenPostgres(ctx, pg.DSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		sa, sb := a.(*sqlStore), b.(*sqlStore)
+		other := 0
+		for i := range 40 {
+			x, y := fmt.Sprintf("x%d", i), fmt.Sprintf("y%d", i)
+			// Replica a drove both runs and paused; replica b took them over.
+			la, _ := a.Create(ctx, x, "a", -time.Second)
+			la2, _ := a.Create(ctx, y, "a", -time.Second)
+			lb, err := b.Acquire(ctx, x, "b", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lb2, err := b.Acquire(ctx, y, "b", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := func(l Lease) *appendReq {
+				return &appendReq{lease: l, records: []Record{{Seq: 1, Kind: KindEvent}}, done: make(chan error, 1)}
+			}
+			var ea, eb []error
+			var wg sync.WaitGroup
+			wg.Go(func() { ea = sa.appendGroup([]*appendReq{rec(la), rec(la2)}) })
+			wg.Go(func() { eb = sb.appendGroup([]*appendReq{rec(lb2), rec(lb)}) })
+			wg.Wait()
+			for _, err := range eb {
+				if err != nil {
+					other++
+					t.Logf("iteration %d: the live owner's append failed: %v (the stale owner's: %v)", i, err, ea)
+					break
+				}
+			}
+		}
+		if other > 0 {
+			t.Errorf("in %d of 40 tries, the group of the live owner failed because of a stale owner's group", other)
+		}
+	})
+}

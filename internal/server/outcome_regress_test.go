@@ -1,0 +1,60 @@
+package server
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/llm/scripted"
+	"github.com/toolmesh/toolmesh/internal/runlog"
+	"github.com/toolmesh/toolmesh/pkg/schema"
+	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
+	"github.com/toolmesh/toolmesh/pkg/worker"
+)
+
+// A tool answer within the message limit whose outcome record is over the record limit.
+func TestOversizedOutcome(t *testing.T) {
+	j, err := runlog.OpenMemory(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = j.Close() })
+	e := newEnv(t, envOptions{journal: j,
+		configure: func(c *config.Config) { c.Journal.LeaseTTL = config.Duration(400 * time.Millisecond) },
+		script: scripted.Script{Name: "p", Rules: []scripted.Rule{
+			{Name: "done", When: scripted.When{Tool: "page"}, Reply: scripted.Reply{Text: "read it"}},
+			{Name: "call", Reply: scripted.Reply{ToolCalls: []scripted.ToolCall{{Name: "page", Arguments: map[string]any{}}}}},
+		}}})
+	var calls atomic.Int32
+	e.startWorker("w-1", worker.Group{Role: "web", Tools: []tool.Tool{
+		tool.New("page", "Fetches a page.", schema.Empty(), func(context.Context, string) (tool.Result, error) {
+			calls.Add(1)
+			return tool.Text(strings.Repeat("<p>&", 3<<20/4)), nil
+		}, tool.Idempotent()),
+	}})
+	ctx := testContext(t)
+	mctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go e.srv.Maintain(mctx)
+	var last *toolpb.RunResponse
+	var runErr error
+	for ev, err := range e.cl.Run(ctx, &toolpb.RunRequest{RunId: "big-1", Prompt: "go", ToolGroups: []string{"web"}}) {
+		if err != nil {
+			runErr = err
+			break
+		}
+		last = ev
+	}
+	t.Logf("the client's last event: %v; stream error: %v", last, runErr)
+	time.Sleep(3 * time.Second)
+	r, _ := j.Get(ctx, "big-1")
+	t.Logf("3 s later: journal says %s, epoch %d; the tool ran %d times", r.State, r.Epoch, calls.Load())
+	if calls.Load() > 1 || !r.State.Terminal() {
+		t.Errorf("a 3 MiB tool answer: the run never ends (%s, epoch %d) and the tool ran %d times", r.State, r.Epoch, calls.Load())
+	}
+	stop()
+}
