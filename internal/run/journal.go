@@ -137,10 +137,10 @@ type journal struct {
 	seen     map[string]bool
 	ordinals map[string]int
 	// replayed counts the recorded model responses not yet replayed.
-	renewDone  chan struct{}
-	stopRenew  chan struct{}
-	started    sync.Once
-	running    atomic.Bool
+	renewDone chan struct{}
+	stopRenew chan struct{}
+	started   sync.Once
+	running   atomic.Bool
 	// commits is closed and replaced at every commit, for watchers.
 	commits chan struct{}
 }

@@ -72,7 +72,6 @@ func (h *history) add(kind string, fields map[string]any) {
 type orch struct {
 	name, addr string
 	proc       *harness.Orchestrator
-	c          *client.Client
 }
 
 type mesh struct {
