@@ -312,6 +312,37 @@ func (s *Service) Watch(ctx context.Context, id string, after int64, send func(R
 	}
 }
 
+// cancelElsewhere asks the orchestrator that drives a run to cancel it: the request is
+// recorded in the journal, where the run's owner finds it when it next renews the lease
+// (within a third of journal.lease_ttl), or the replica that takes the run over does.
+// It waits, at most 10 seconds, for the run to end and returns the state it is in.
+func (s *Service) cancelElsewhere(ctx context.Context, id, reason string) (State, error) {
+	if reason == "" {
+		reason = "cancelled by client"
+	}
+	switch err := s.journal.Decide(ctx, id, cancelKey, runlog.Decision{Reason: reason, By: s.owner}); {
+	case err == nil, errors.Is(err, runlog.ErrExists): // asked before: the first reason stands
+	case errors.Is(err, runlog.ErrFinished):
+	case errors.Is(err, runlog.ErrNotFound):
+		return 0, fmt.Errorf("%w %q", ErrNotFound, id)
+	default:
+		return 0, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	wait, stop := context.WithTimeout(ctx, 10*time.Second)
+	defer stop()
+	for {
+		snap, err := s.fromJournal(wait, id)
+		if err == nil && snap.State != StateRunning {
+			return snap.State, nil
+		}
+		select {
+		case <-wait.Done():
+			return StateRunning, nil // asked; it ends when its owner sees the request
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // Summary is a run as ListRuns lists it.
 type Summary struct {
 	ID      string

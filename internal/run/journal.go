@@ -141,6 +141,7 @@ type journal struct {
 	stopRenew chan struct{}
 	started   sync.Once
 	running   atomic.Bool
+	onCancel  func(reason string)
 	// commits is closed and replaced at every commit, for watchers.
 	commits chan struct{}
 }
@@ -209,6 +210,17 @@ func (j *journal) setStop(stop context.CancelCauseFunc) {
 	j.mu.Unlock()
 }
 
+// cancelKey is the decision under which any replica records a request to cancel a run
+// (call keys have slashes; this has none).
+const cancelKey = "cancel"
+
+// setOnCancel sets what a request to cancel the run, recorded by another replica, does.
+func (j *journal) setOnCancel(f func(reason string)) {
+	j.mu.Lock()
+	j.onCancel = f
+	j.mu.Unlock()
+}
+
 func (j *journal) setDeliver(deliver func(Sequenced)) {
 	j.mu.Lock()
 	j.deliver = deliver
@@ -237,12 +249,22 @@ func (j *journal) renew() {
 			j.mu.Unlock()
 			ctx, cancel := context.WithTimeout(context.Background(), j.ttl/3)
 			l, err := j.store.Renew(ctx, lease, j.ttl)
+			var asked runlog.Decision
+			cancelAsked := false
+			if err == nil {
+				// Another replica may have been asked to cancel the run (CancelRun).
+				asked, cancelAsked, _ = j.store.Decision(ctx, lease.RunID, cancelKey)
+			}
 			cancel()
 			switch {
 			case err == nil:
 				j.mu.Lock()
 				j.lease = l
+				onCancel := j.onCancel
 				j.mu.Unlock()
+				if cancelAsked && onCancel != nil {
+					onCancel(asked.Reason)
+				}
 			case errors.Is(err, runlog.ErrFenced) || time.Now().After(lease.Until):
 				j.fail(fmt.Errorf("renewing the lease: %w", err))
 				return

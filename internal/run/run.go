@@ -56,8 +56,6 @@ var (
 	ErrShutdown = errors.New("orchestrator shutting down")
 	// ErrNotFound: no run has the id (finished runs are kept for a while only).
 	ErrNotFound = errors.New("no such run")
-	// ErrElsewhere: the run is driven by another orchestrator replica.
-	ErrElsewhere = errors.New("the run runs elsewhere")
 	// ErrRequiredMissing: a required tool group lacks tools the run requires.
 	ErrRequiredMissing = errors.New("required tools missing")
 )
@@ -317,6 +315,7 @@ func (s *Service) launch(ctx context.Context, p *prepared, id, loopID string, st
 			return nil, err
 		}
 		r.setJournal(j)
+		j.setOnCancel(func(reason string) { cancel(fmt.Errorf("%w: %s", ErrCancelled, reason)) })
 		defer func() { _ = j.close() }()
 	}
 	ctx = toolcall.WithCallInfo(ctx, tool.CallInfo{RunID: id, LoopID: loopID})
@@ -523,8 +522,7 @@ func (s *Service) Cancel(ctx context.Context, id, reason string) (State, error) 
 		if snap.State != StateRunning {
 			return snap.State, nil
 		}
-		run, _ := s.journal.Get(ctx, id)
-		return 0, fmt.Errorf("%w: run %q is driven by orchestrator %s; cancel it there", ErrElsewhere, id, run.Owner)
+		return s.cancelElsewhere(ctx, id, reason)
 	}
 	if r == nil {
 		return 0, fmt.Errorf("%w %q", ErrNotFound, id)

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/internal/runlog"
 	"github.com/toolmesh/toolmesh/pkg/schema"
@@ -176,4 +177,53 @@ func TestWatchRunErrors(t *testing.T) {
 
 func containsField(err error, field string) bool {
 	return strings.Contains(status.Convert(err).Message(), field)
+}
+
+// CancelRun on a replica that does not drive the run reaches its owner through the
+// journal: the run ends CANCELLED with the reason, and the call reports it.
+func TestCancelRunFromAnotherReplica(t *testing.T) {
+	j, err := runlog.OpenMemory(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = j.Close() })
+	short := func(c *config.Config) { c.Journal.LeaseTTL = config.Duration(600 * time.Millisecond) }
+	script := scripted.Script{Name: "gate", Rules: []scripted.Rule{
+		{Name: "call", Reply: scripted.Reply{ToolCalls: []scripted.ToolCall{{Name: "gate", Arguments: map[string]any{}}}}},
+	}}
+	owner := newEnv(t, envOptions{journal: j, configure: short, script: script})
+	other := newEnv(t, envOptions{journal: j, configure: short, script: script})
+	gate := tool.New("gate", "Waits until cancelled.", schema.Empty(), func(ctx context.Context, _ string) (tool.Result, error) {
+		<-ctx.Done()
+		return tool.Result{}, ctx.Err()
+	})
+	owner.startWorker("gate-1", worker.Group{Role: "gates", Tools: []tool.Tool{gate}})
+	ctx := testContext(t)
+	started := make(chan struct{})
+	ended := make(chan error, 1)
+	go func() {
+		var last error
+		for ev, err := range owner.cl.Run(ctx, &toolpb.RunRequest{RunId: "far-1", Prompt: "go", ToolGroups: []string{"gates"}}) {
+			if err != nil {
+				last = err
+				break
+			}
+			if ev.GetToolCallStarted() != nil {
+				close(started)
+			}
+		}
+		ended <- last
+	}()
+	<-started
+	st, err := other.cl.CancelRun(ctx, "far-1", "stop it from over here")
+	if err != nil || st != toolpb.RunState_RUN_STATE_CANCELLED {
+		t.Fatalf("CancelRun through the other replica = %v, %v; want CANCELLED", st, err)
+	}
+	if err := <-ended; err == nil || !strings.Contains(err.Error(), "stop it from over here") {
+		t.Errorf("the run's stream ended with %v, want the cancellation and its reason", err)
+	}
+	snap, err := other.cl.GetRun(ctx, "far-1")
+	if err != nil || snap.GetState() != toolpb.RunState_RUN_STATE_CANCELLED {
+		t.Errorf("GetRun = %v, %v", snap.GetState(), err)
+	}
 }

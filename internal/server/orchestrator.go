@@ -267,8 +267,6 @@ func (o *orchestratorServer) CancelRun(ctx context.Context, req *toolpb.CancelRu
 	switch {
 	case errors.Is(err, run.ErrUnavailable):
 		return nil, statusError(toolpb.ErrorReason_ERROR_REASON_JOURNAL_UNAVAILABLE, err.Error(), nil)
-	case errors.Is(err, run.ErrElsewhere):
-		return nil, statusError(toolpb.ErrorReason_ERROR_REASON_RUN_ELSEWHERE, err.Error(), map[string]string{"run_id": req.GetRunId()})
 	case err != nil:
 		return nil, notFound(err).status()
 	}

@@ -119,8 +119,9 @@ const (
 	ErrorReason_ERROR_REASON_REQUIRED_TOOLS_MISSING ErrorReason = 32
 	// UNAVAILABLE: the run journal cannot be reached (its database is down, say); retry.
 	ErrorReason_ERROR_REASON_JOURNAL_UNAVAILABLE ErrorReason = 33
-	// FAILED_PRECONDITION: the run is driven by another orchestrator replica, named in
-	// the metadata (owner); call that one.
+	// FAILED_PRECONDITION: the run is driven by another orchestrator replica that cannot
+	// be asked for what the call wants. Not returned today: CancelRun reaches a run's owner
+	// through the journal.
 	ErrorReason_ERROR_REASON_RUN_ELSEWHERE ErrorReason = 34
 	// FAILED_PRECONDITION: the run waits for no approval of that call (ApproveToolCall).
 	ErrorReason_ERROR_REASON_APPROVAL_NOT_PENDING ErrorReason = 35
