@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/toolmesh/toolmesh/internal/builtin"
+	"github.com/toolmesh/toolmesh/internal/harness"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
 
@@ -312,5 +314,40 @@ func TestOneShotSurvivesRestart(t *testing.T) {
 	}
 	if n := countLines(w.Lines(), builtin.EffectLog, "credit"); n != 1 {
 		t.Errorf("the one-shot credit took effect %d times, want once", n)
+	}
+}
+
+// An orchestrator whose journal cannot be opened refuses to start and says why: a
+// PostgreSQL that is down, a file that is not a journal.
+func TestJournalUnavailableAtStart(t *testing.T) {
+	bin, err := harness.Bin("orchestrator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	notJournal := filepath.Join(t.TempDir(), "journal.db")
+	if err := os.WriteFile(notJournal, []byte(strings.Repeat("not a database\n", 300)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"postgres down", []string{"--journal", "postgres", "--journal-dsn", "postgres://toolmesh@127.0.0.1:1/toolmesh?connect_timeout=2"}, "PostgreSQL is not reachable"},
+		{"not a journal", []string{"--data-dir", filepath.Dir(notJournal)}, "cannot be read"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := harness.Start("orchestrator", bin, nil, append([]string{"--listen", "127.0.0.1:0"}, tc.args...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Wait(30 * time.Second); err == nil || !p.Exited() {
+				_ = p.Kill()
+				t.Fatalf("the orchestrator did not refuse to start: %v\n%s", err, p.Output())
+			}
+			if out := p.Output(); !strings.Contains(out, tc.want) || strings.Contains(out, "orchestrator serving") {
+				t.Errorf("output %q, want the reason %q and no serving", out, tc.want)
+			}
+		})
 	}
 }

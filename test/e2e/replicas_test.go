@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -264,5 +265,67 @@ func TestApprovalSurvivesRestart(t *testing.T) {
 	}
 	if n := countLines(w.Lines(), builtin.EffectLog, "charge"); n != 1 {
 		t.Errorf("the charges ran %d times in all, want once (the denied one never reached the worker)", n)
+	}
+}
+
+// TestPostgresGoesAway: the journal's PostgreSQL dies while a run waits for a call. The
+// run stops once its lease runs out: its client's stream ends with UNAVAILABLE
+// (JOURNAL_UNAVAILABLE), saying that the run goes on wherever the journal is reachable;
+// the orchestrator keeps serving, and refuses new runs with the same clear reason.
+func TestPostgresGoesAway(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	pg, err := harness.StartPostgres(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pg.Stop)
+	cfgPath := filepath.Join(t.TempDir(), "orchestrator.yaml")
+	cfg := testConfig + fmt.Sprintf("provider: {name: scripted}\njournal: {driver: postgres, dsn: %q, lease_ttl: 2s}\n", pg.DSN)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	script, _ := filepath.Abs(filepath.Join("testdata", "afteref.yaml"))
+	a := startReplica(t, "replica-a", cfgPath, script)
+	w, err := harness.StartWorker("pay-1", "pay-1", "payments", a.Addr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Stop(30 * time.Second) })
+	if err := harness.WaitWorkers(ctx, a.c, "pay-1"); err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan error, 1)
+	go func() {
+		var last error
+		for _, err := range a.c.Run(ctx, &toolpb.RunRequest{RunId: "pg-gone", Prompt: "pay", ToolGroups: []string{"payments"}}) {
+			if err != nil {
+				last = err
+			}
+		}
+		ended <- last
+	}()
+	if _, err := w.WaitLine(ctx, func(l string) bool { return strings.Contains(l, builtin.EffectLog) }); err != nil {
+		t.Fatal(err)
+	}
+	pg.Kill()
+	killed := time.Now()
+	select {
+	case err := <-ended:
+		if !errors.Is(err, client.ErrJournalUnavailable) || !strings.Contains(err.Error(), "WatchRun") {
+			t.Errorf("the run's stream ended with %v; want JOURNAL_UNAVAILABLE, saying to watch the run", err)
+		}
+		t.Logf("the run stopped %s after PostgreSQL died", time.Since(killed).Round(10*time.Millisecond))
+	case <-time.After(30 * time.Second):
+		t.Fatal("the run's stream did not end within 30 s of PostgreSQL dying")
+	}
+	if _, err := a.c.ListWorkers(ctx); err != nil {
+		t.Errorf("the orchestrator stopped serving: %v", err)
+	}
+	for _, err := range a.c.Run(ctx, &toolpb.RunRequest{RunId: "pg-gone-2", Prompt: "pay", ToolGroups: []string{"payments"}}) {
+		if !errors.Is(err, client.ErrJournalUnavailable) {
+			t.Errorf("a new run without the journal: %v, want JOURNAL_UNAVAILABLE", err)
+		}
+		break
 	}
 }
