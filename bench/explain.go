@@ -104,13 +104,13 @@ func (r *Report) explain(g *Goal) explanation {
 		}
 		base, jr := r.measured(VLoopGRPC), r.measured(name)
 		perRun := func(v *VariantResult) float64 { return 1e6 / v.PerSecond * float64(r.Method.Concurrency) }
-		brief := fmt.Sprintf("with the run journaled in %s a run takes %s at p50 against %s, and %s runs/s against %s at c%d: commits, not CPU, bound it",
+		brief := fmt.Sprintf("with the run journaled in %s a run takes %s at p50 against %s, and %s runs/s against %s at c%d: the waits for commits and the CPU of every record",
 			store, dur(jr.P50us), dur(base.P50us), count(jr.PerSecond), count(base.PerSecond), r.Method.Concurrency)
 		why = fmt.Sprintf("a run journaled in %s writes about %d records (its request, one model response, dispatch and outcome per call, every event, its end) and waits for the commit of each model response, dispatch and outcome before it goes on; at c%d a run takes %s of wall time against %s in memory, while its CPU grows from %s to %s: the difference is time spent waiting for commits.",
 			store, 4*r.Loop.ToolCalls+r.Loop.EventsPerRun+2, r.Method.Concurrency, dur(perRun(jr)), dur(perRun(base)), dur(base.SelfCPUus), dur(jr.SelfCPUus))
 		why += prof
-		return explanation{why, "commit the records of concurrent runs together (one transaction for the records every run queued meanwhile, not one per run), and let events ride on the next durable commit instead of committing on their own.",
-			brief, "group the commits of concurrent runs into one transaction, and let events ride on the next durable commit"}
+		return explanation{why, "the commits of concurrent runs already share transactions; what remains is per record: fewer records per iteration (a step's events as one record), less CPU per record (every event is marshalled to protobuf JSON for the journal beside the stream), and one commit wait per iteration instead of two (the wait before the next model call and the one before a dispatch).",
+			brief, "fewer records per iteration, less CPU per record, one commit wait per iteration instead of two"}
 	case "memory-per-run":
 		return explanation{fmt.Sprintf("%s per open run: goroutine stacks of the Run handler and the loop, the HTTP/2 stream state, the run record and its event emitter.", g.Measured),
 			"look at a heap profile of an orchestrator holding runs open (go tool pprof -sample_index=inuse_space) and shrink what each run holds while it waits for the model.",
