@@ -209,12 +209,12 @@ func TestMaintainTakesFinishingRuns(t *testing.T) {
 	defer store.Close()
 	model := &rvModel{}
 	s := rvService(t, store, model, rvCodec{}, func(c *config.Config) {
-		c.Journal.LeaseTTL = config.Duration(20 * time.Millisecond)
+		c.Journal.LeaseTTL = config.Duration(150 * time.Millisecond)
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go s.Maintain(ctx)
-	const n = 300
+	const n = 200
 	for i := range n {
 		id := "fin-" + string(rune('a'+i/26/26%26)) + string(rune('a'+i/26%26)) + string(rune('a'+i%26))
 		if _, err := s.Run(ctx, Request{ID: id, Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}, nil); err != nil {
