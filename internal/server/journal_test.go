@@ -187,7 +187,7 @@ func TestCancelRunFromAnotherReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = j.Close() })
-	short := func(c *config.Config) { c.Journal.LeaseTTL = config.Duration(600 * time.Millisecond) }
+	short := func(c *config.Config) { c.Journal.LeaseTTL = config.Duration(1500 * time.Millisecond) }
 	script := scripted.Script{Name: "gate", Rules: []scripted.Rule{
 		{Name: "call", Reply: scripted.Reply{ToolCalls: []scripted.ToolCall{{Name: "gate", Arguments: map[string]any{}}}}},
 	}}
