@@ -254,6 +254,7 @@ func (s *Service) Watch(ctx context.Context, id string, after int64, send func(R
 		}
 		return fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
+	ended := false
 	for {
 		var wake <-chan struct{}
 		if r := s.store.get(id); r != nil && !r.isStopped() {
@@ -263,15 +264,14 @@ func (s *Service) Watch(ctx context.Context, id string, after int64, send func(R
 				j.mu.Unlock()
 			}
 		}
-		recs, err := s.journal.Read(ctx, id, after, 256)
+		// A page of events at a time: a run's other records can be large and stay in
+		// the store.
+		recs, err := s.journal.Read(ctx, id, after, watchPage, runlog.KindEvent, runlog.KindDelta)
 		if err != nil {
 			return fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
 		for _, rec := range recs {
 			after = rec.Seq
-			if rec.Kind != runlog.KindEvent && rec.Kind != runlog.KindDelta {
-				continue
-			}
 			wire, err := EventWire(rec.Data)
 			if err != nil {
 				return fmt.Errorf("%w: record %d of run %s: %v", ErrUnavailable, rec.Seq, id, err)
@@ -280,18 +280,20 @@ func (s *Service) Watch(ctx context.Context, id string, after int64, send func(R
 				return err
 			}
 		}
-		if len(recs) == 256 {
+		if len(recs) == watchPage {
 			continue
+		}
+		if ended {
+			return nil // read after the run was seen ended: nothing more can come
 		}
 		run, err := s.journal.Get(ctx, id)
 		if err != nil {
 			return fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
-		if run.State.Terminal() && run.Records <= after {
-			return nil
-		}
 		if run.State.Terminal() {
-			continue // the records up to its end
+			// Its events were all committed before it ended: the next reads find the rest.
+			ended = true
+			continue
 		}
 		if wake == nil {
 			t := time.NewTimer(100 * time.Millisecond) // another replica's run
@@ -342,6 +344,9 @@ func (s *Service) cancelElsewhere(ctx context.Context, id, reason string) (State
 		}
 	}
 }
+
+// watchPage is how many events Watch reads from the journal at a time.
+const watchPage = 64
 
 // Summary is a run as ListRuns lists it.
 type Summary struct {

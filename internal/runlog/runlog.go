@@ -139,8 +139,8 @@ type Store interface {
 	// sequence numbers do not follow; then nothing is added.
 	Append(ctx context.Context, lease Lease, records []Record) error
 	// Read returns the records of a run after sequence number after, in order, at most
-	// limit (0: all).
-	Read(ctx context.Context, runID string, after int64, limit int) ([]Record, error)
+	// limit (0: all); with kinds, only records of those kinds.
+	Read(ctx context.Context, runID string, after int64, limit int, kinds ...Kind) ([]Record, error)
 	// Acquire takes the lease of a run whose lease expired (or that owner holds
 	// already), with a new epoch, until now+ttl.
 	Acquire(ctx context.Context, runID, owner string, ttl time.Duration) (Lease, error)

@@ -500,9 +500,16 @@ func (s *sqlStore) insertRecords(ctx context.Context, tx *sql.Tx, lease Lease, r
 	return nil
 }
 
-func (s *sqlStore) Read(ctx context.Context, runID string, after int64, limit int) ([]Record, error) {
-	query := `SELECT seq, epoch, kind, time, data FROM toolmesh_records WHERE run_id = ? AND seq > ? ORDER BY seq`
+func (s *sqlStore) Read(ctx context.Context, runID string, after int64, limit int, kinds ...Kind) ([]Record, error) {
+	query := `SELECT seq, epoch, kind, time, data FROM toolmesh_records WHERE run_id = ? AND seq > ?`
 	args := []any{runID, after}
+	if len(kinds) > 0 {
+		query += ` AND kind IN (?` + strings.Repeat(", ?", len(kinds)-1) + `)`
+		for _, k := range kinds {
+			args = append(args, string(k))
+		}
+	}
+	query += ` ORDER BY seq`
 	if limit > 0 {
 		query += ` LIMIT ?`
 		args = append(args, limit)

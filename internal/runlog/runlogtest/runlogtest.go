@@ -60,6 +60,7 @@ func run(t *testing.T, open Opener, durable bool) {
 	t.Run("decisions", func(t *testing.T) { testDecisions(t, open) })
 	t.Run("appends of many runs at once", func(t *testing.T) { testManyRuns(t, open) })
 	t.Run("created with its first records", func(t *testing.T) { testCreateWith(t, open) })
+	t.Run("read by kind", func(t *testing.T) { testReadKinds(t, open) })
 }
 
 // Prune deletes finished runs older than the cut with their records, never a running
@@ -287,6 +288,32 @@ func testCreateWith(t *testing.T, open Opener) {
 	}
 	if _, err := s.Get(c, "cw-2"); !errors.Is(err, runlog.ErrNotFound) {
 		t.Errorf("a refused Create left the run: %v", err)
+	}
+}
+
+// Read with kinds returns only records of those kinds, in order, after the given one.
+func testReadKinds(t *testing.T, open Opener) {
+	s, c := openT(t, open), ctx(t)
+	l, err := s.Create(c, "rk-1", "o1", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(c, l, recs(1, runlog.KindRequest, runlog.KindEvent, runlog.KindModel, runlog.KindDelta, runlog.KindEvent, runlog.KindOutcome)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Read(c, "rk-1", 2, 10, runlog.KindEvent, runlog.KindDelta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []int64
+	for _, r := range got {
+		seqs = append(seqs, r.Seq)
+	}
+	if fmt.Sprint(seqs) != "[4 5]" {
+		t.Errorf("events and deltas after 2: %v, want [4 5]", seqs)
+	}
+	if got, _ := s.Read(c, "rk-1", 0, 1, runlog.KindOutcome); len(got) != 1 || got[0].Seq != 6 {
+		t.Errorf("the first outcome: %+v", got)
 	}
 }
 
