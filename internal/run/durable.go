@@ -173,7 +173,8 @@ func (s *Service) resume(lease runlog.Lease) {
 	}
 	var rq requestRecord
 	if err := json.Unmarshal(recs[0].Data, &rq); err != nil {
-		log.Error("a run taken over has a bad request record", "error", err.Error())
+		log.Error("a run taken over has a bad request record; it ends failed", "error", err.Error())
+		_ = s.journal.Finish(ctx, lease, runlog.StateFailed)
 		return
 	}
 	j := newJournal(s.journal, lease, s.leaseTTL(), s.codec, recs[len(recs)-1].Seq+1)
@@ -365,17 +366,8 @@ func (s *Service) List(ctx context.Context, state State, after string, limit int
 		return nil, fmt.Errorf("%w: this orchestrator keeps no journal (journal.driver)", ErrUnavailable)
 	}
 	f := runlog.Filter{After: after, Limit: limit}
-	switch state {
-	case StateRunning:
-		f.State = runlog.StateRunning
-	case StateSucceeded:
-		f.State = runlog.StateSucceeded
-	case StateFailed:
-		f.State = runlog.StateFailed
-	case StateCancelled:
-		f.State = runlog.StateCancelled
-	case StateReplanRequested, StateTerminated:
-		f.State = runlog.StateEnded
+	if state != 0 {
+		f.State = storeState(state)
 	}
 	runs, err := s.journal.List(ctx, f)
 	if err != nil {
@@ -386,6 +378,22 @@ func (s *Service) List(ctx context.Context, state State, after string, limit int
 		out = append(out, Summary{ID: r.ID, State: stateOf(r.State), Owner: r.Owner, Records: r.Records, Started: r.Created, Updated: r.Updated})
 	}
 	return out, nil
+}
+
+// storeState is the journal's state of a run state: a run a tool ended (replan,
+// termination) is "ended".
+func storeState(s State) runlog.State {
+	switch s {
+	case StateRunning:
+		return runlog.StateRunning
+	case StateSucceeded:
+		return runlog.StateSucceeded
+	case StateFailed:
+		return runlog.StateFailed
+	case StateCancelled:
+		return runlog.StateCancelled
+	}
+	return runlog.StateEnded
 }
 
 func stateOf(s runlog.State) State {

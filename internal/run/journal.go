@@ -531,15 +531,7 @@ func (j *journal) finish(end endRecord) error {
 	if err := j.close(); err != nil {
 		return err
 	}
-	state := runlog.StateEnded
-	switch end.State {
-	case StateSucceeded:
-		state = runlog.StateSucceeded
-	case StateFailed:
-		state = runlog.StateFailed
-	case StateCancelled:
-		state = runlog.StateCancelled
-	}
+	state := storeState(end.State)
 	ctx, cancel := context.WithTimeout(context.Background(), j.ttl)
 	defer cancel()
 	return j.store.Finish(ctx, j.lease, state)

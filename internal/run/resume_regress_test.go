@@ -277,3 +277,50 @@ func TestAppendRetryAfterUnknownCommit(t *testing.T) {
 		t.Errorf("the record is committed, yet the journal failed: %v", err)
 	}
 }
+
+// Maintain prunes the journal's finished runs past journal.retain, and keeps the ones
+// still within it and the ones running.
+func TestMaintainPrunesPastRetention(t *testing.T) {
+	store, err := runlog.OpenMemory(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	model := &rvModel{}
+	retain := time.Second
+	s := rvService(t, store, model, rvCodec{}, func(c *config.Config) {
+		c.Journal.LeaseTTL = config.Duration(200 * time.Millisecond)
+		c.Journal.Retain = config.Duration(retain)
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := s.Run(ctx, Request{ID: "old", Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	live, err := store.Create(ctx, "live", "someone-else", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = live
+	time.Sleep(retain)
+	if _, err := s.Run(ctx, Request{ID: "new", Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	go s.Maintain(ctx)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := store.Get(ctx, "old")
+		if errors.Is(err, runlog.ErrNotFound) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the run past retention is still in the journal: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, id := range []string{"new", "live"} {
+		if _, err := store.Get(ctx, id); err != nil {
+			t.Errorf("%s was pruned: %v", id, err)
+		}
+	}
+}

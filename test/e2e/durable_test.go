@@ -24,10 +24,7 @@ import (
 // idempotent, is not sent again: the model is told its outcome is unknown (one effect).
 // A client that watches the run from the start sees every event once, in order.
 func TestRunSurvivesOrchestratorKills(t *testing.T) {
-	dir := t.TempDir()
-	m := startMesh(t, "payments.yaml", fmt.Sprintf("journal: {data_dir: %q, lease_ttl: 2s}\n", filepath.Join(dir, "data")))
-	w := m.startWorker("pay-1", "payments", "--reconnect-min", "50ms", "--reconnect-max", "200ms")
-	m.waitWorkers("pay-1")
+	m, w := journaledMesh(t, "payments.yaml", "")
 	addr := m.orch.Addr
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -35,7 +32,9 @@ func TestRunSurvivesOrchestratorKills(t *testing.T) {
 	var seen []*toolpb.RunResponse
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
+	firstDone := make(chan struct{})
 	go func() {
+		defer close(firstDone)
 		for ev, err := range m.c.Run(runCtx, &toolpb.RunRequest{RunId: "pay-run", Prompt: "pay", ToolGroups: []string{"payments"}, Detached: true}) {
 			if err != nil {
 				return
@@ -60,14 +59,8 @@ func TestRunSurvivesOrchestratorKills(t *testing.T) {
 		}
 	}
 
-	var evs []*toolpb.RunResponse
-	for ev, err := range m.c.Watch(ctx, "pay-run", 0) {
-		if err != nil {
-			m.dump()
-			t.Fatalf("WatchRun: %v", err)
-		}
-		evs = append(evs, ev)
-	}
+	<-firstDone
+	evs := m.watch(ctx, "pay-run")
 	text := finalText(t, evs)
 	if !strings.Contains(text, "charge: Error: the outcome of tool 'charge' is unknown") {
 		t.Errorf("final text %q: the charge's outcome should be unknown", text)
@@ -142,6 +135,41 @@ func TestRunSurvivesOrchestratorKills(t *testing.T) {
 	}
 }
 
+// journaledMesh starts an orchestrator journaling in SQLite (a 2 s lease, then
+// extraConfig) driven by script, and one payments worker.
+func journaledMesh(t *testing.T, script, extraConfig string) (*mesh, *harness.Proc) {
+	t.Helper()
+	m := startMesh(t, script, fmt.Sprintf("journal: {data_dir: %q, lease_ttl: 2s}\n", filepath.Join(t.TempDir(), "data"))+extraConfig)
+	w := m.startWorker("pay-1", "payments", "--reconnect-min", "50ms", "--reconnect-max", "200ms")
+	m.waitWorkers("pay-1")
+	return m, w
+}
+
+// runDetached starts a detached payments run in the background; its events are dropped.
+func (m *mesh) runDetached(ctx context.Context, id string) {
+	go func() {
+		for _, err := range m.c.Run(ctx, &toolpb.RunRequest{RunId: id, Prompt: "pay", ToolGroups: []string{"payments"}, Detached: true}) {
+			if err != nil {
+				return
+			}
+		}
+	}()
+}
+
+// watch returns the events of run id, from the journal's first to the run's end.
+func (m *mesh) watch(ctx context.Context, id string) []*toolpb.RunResponse {
+	m.t.Helper()
+	var evs []*toolpb.RunResponse
+	for ev, err := range m.c.Watch(ctx, id, 0) {
+		if err != nil {
+			m.dump()
+			m.t.Fatalf("WatchRun(%s): %v", id, err)
+		}
+		evs = append(evs, ev)
+	}
+	return evs
+}
+
 // hasTool reports whether a log line (JSON or text) names tool.
 func hasTool(line, tool string) bool {
 	return strings.Contains(line, `"tool":"`+tool+`"`) || strings.Contains(line, "tool="+tool+" ")
@@ -164,21 +192,12 @@ func countLines(lines []string, msg, tool string) int {
 // with the same key (the worker answers it from its ledger: one effect), the charge is
 // marked outcome_unknown and not sent again (one effect). Nothing is silently lost.
 func TestOutcomeReceivedNotRecorded(t *testing.T) {
-	dir := t.TempDir()
 	t.Setenv("TOOLMESH_FAILPOINT", "outcome-received@1")
-	m := startMesh(t, "payments.yaml", fmt.Sprintf("journal: {data_dir: %q, lease_ttl: 2s}\n", filepath.Join(dir, "data")))
-	w := m.startWorker("pay-1", "payments", "--reconnect-min", "50ms", "--reconnect-max", "200ms")
-	m.waitWorkers("pay-1")
+	m, w := journaledMesh(t, "payments.yaml", "")
 	addr := m.orch.Addr
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	go func() {
-		for _, err := range m.c.Run(ctx, &toolpb.RunRequest{RunId: "d01", Prompt: "pay", ToolGroups: []string{"payments"}, Detached: true}) {
-			if err != nil {
-				return
-			}
-		}
-	}()
+	m.runDetached(ctx, "d01")
 	// The credit's outcome kills it; then, restarted, the charge's (its second outcome:
 	// the credit sent again is the first).
 	for _, next := range []string{"outcome-received@2", ""} {
@@ -189,15 +208,7 @@ func TestOutcomeReceivedNotRecorded(t *testing.T) {
 		t.Setenv("TOOLMESH_FAILPOINT", next)
 		m.startOrchestrator(addr)
 	}
-	var evs []*toolpb.RunResponse
-	for ev, err := range m.c.Watch(ctx, "d01", 0) {
-		if err != nil {
-			m.dump()
-			t.Fatalf("WatchRun: %v", err)
-		}
-		evs = append(evs, ev)
-	}
-	text := finalText(t, evs)
+	text := finalText(t, m.watch(ctx, "d01"))
 	if !strings.Contains(text, "charge: Error: the outcome of tool 'charge' is unknown") {
 		t.Errorf("final text %q: the charge's outcome should be unknown", text)
 	}
@@ -282,34 +293,17 @@ func openEffects(t *testing.T, path string) *sql.DB {
 // loop even when the loop's orchestrator is SIGKILLed between the two calls: the run,
 // resumed, replays the first call and answers the second with ALREADY LOADED.
 func TestOneShotSurvivesRestart(t *testing.T) {
-	dir := t.TempDir()
-	m := startMesh(t, "oneshot-restart.yaml", fmt.Sprintf("journal: {data_dir: %q, lease_ttl: 2s}\ntools:\n  credit:\n    one_shot: {advice: Use the credit you made.}\n", filepath.Join(dir, "data")))
-	w := m.startWorker("pay-1", "payments", "--reconnect-min", "50ms", "--reconnect-max", "200ms")
-	m.waitWorkers("pay-1")
+	m, w := journaledMesh(t, "oneshot-restart.yaml", "tools:\n  credit:\n    one_shot: {advice: Use the credit you made.}\n")
 	addr := m.orch.Addr
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	go func() {
-		for _, err := range m.c.Run(ctx, &toolpb.RunRequest{RunId: "r17", Prompt: "pay", ToolGroups: []string{"payments"}, Detached: true}) {
-			if err != nil {
-				return
-			}
-		}
-	}()
+	m.runDetached(ctx, "r17")
 	if _, err := w.WaitLine(ctx, func(l string) bool { return strings.Contains(l, builtin.EffectLog) && hasTool(l, "charge") }); err != nil {
 		t.Fatal(err)
 	}
 	_ = m.orch.Kill()
 	m.startOrchestrator(addr)
-	var evs []*toolpb.RunResponse
-	for ev, err := range m.c.Watch(ctx, "r17", 0) {
-		if err != nil {
-			m.dump()
-			t.Fatalf("WatchRun: %v", err)
-		}
-		evs = append(evs, ev)
-	}
-	if text := finalText(t, evs); !strings.Contains(text, "again: ALREADY LOADED") || !strings.Contains(text, "Use the credit you made.") {
+	if text := finalText(t, m.watch(ctx, "r17")); !strings.Contains(text, "again: ALREADY LOADED") || !strings.Contains(text, "Use the credit you made.") {
 		t.Errorf("final text %q: the second credit should be answered ALREADY LOADED", text)
 	}
 	if n := countLines(w.Lines(), builtin.EffectLog, "credit"); n != 1 {

@@ -48,6 +48,49 @@ func startReplica(t *testing.T, owner, cfgPath, script string) *replica {
 	return r
 }
 
+// pgMesh is orchestrator replicas sharing a private PostgreSQL journal and one payments
+// worker registered with each.
+type pgMesh struct {
+	pg              *harness.Postgres
+	cfgPath, script string
+	replicas        []*replica
+	worker          *harness.Proc
+}
+
+// startPGMesh starts PostgreSQL, the named replicas on it (testConfig, the journal with a
+// 2 s lease, then extraConfig; the scripted model reading script from testdata) and the
+// worker.
+func startPGMesh(t *testing.T, ctx context.Context, script, extraConfig string, names ...string) *pgMesh {
+	t.Helper()
+	pg, err := harness.StartPostgres(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pg.Stop)
+	m := &pgMesh{pg: pg, cfgPath: filepath.Join(t.TempDir(), "orchestrator.yaml")}
+	cfg := testConfig + fmt.Sprintf("provider: {name: scripted}\njournal: {driver: postgres, dsn: %q, lease_ttl: 2s}\n", pg.DSN) + extraConfig
+	if err := os.WriteFile(m.cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m.script, _ = filepath.Abs(filepath.Join("testdata", script))
+	var addrs []string
+	for _, name := range names {
+		r := startReplica(t, name, m.cfgPath, m.script)
+		m.replicas = append(m.replicas, r)
+		addrs = append(addrs, r.Addr)
+	}
+	if m.worker, err = harness.StartWorker("pay-1", "pay-1", "payments", strings.Join(addrs, ","), nil, "--reconnect-min", "50ms", "--reconnect-max", "200ms"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.worker.Stop(30 * time.Second) })
+	for _, r := range m.replicas {
+		if err := harness.WaitWorkers(ctx, r.c, "pay-1"); err != nil {
+			t.Fatalf("the worker did not register with %s: %v", r.Name, err)
+		}
+	}
+	return m
+}
+
 // TestReplicasTakeOverRuns: two orchestrator replicas share a PostgreSQL journal and one
 // payments worker registers with both. Eight detached runs are in flight, four on each;
 // one replica is SIGKILLed while its runs' credits are in flight. The other takes its
@@ -58,29 +101,8 @@ func startReplica(t *testing.T, owner, cfgPath, script string) *replica {
 func TestReplicasTakeOverRuns(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	pg, err := harness.StartPostgres(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pg.Stop)
-	cfgPath := filepath.Join(t.TempDir(), "orchestrator.yaml")
-	cfg := testConfig + fmt.Sprintf("provider: {name: scripted}\njournal: {driver: postgres, dsn: %q, lease_ttl: 2s}\n", pg.DSN)
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	script, _ := filepath.Abs(filepath.Join("testdata", "payments.yaml"))
-	a := startReplica(t, "replica-a", cfgPath, script)
-	b := startReplica(t, "replica-b", cfgPath, script)
-	w, err := harness.StartWorker("pay-1", "pay-1", "payments", a.Addr+","+b.Addr, nil, "--reconnect-min", "50ms", "--reconnect-max", "200ms")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = w.Stop(30 * time.Second) })
-	for _, r := range []*replica{a, b} {
-		if err := harness.WaitWorkers(ctx, r.c, "pay-1"); err != nil {
-			t.Fatalf("the worker did not register with %s: %v", r.Name, err)
-		}
-	}
+	m := startPGMesh(t, ctx, "payments.yaml", "", "replica-a", "replica-b")
+	a, b, w := m.replicas[0], m.replicas[1], m.worker
 
 	const runs = 8
 	var wg sync.WaitGroup
@@ -186,29 +208,9 @@ func TestReplicasTakeOverRuns(t *testing.T) {
 func TestApprovalSurvivesRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	pg, err := harness.StartPostgres(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pg.Stop)
-	cfgPath := filepath.Join(t.TempDir(), "orchestrator.yaml")
-	cfg := testConfig + fmt.Sprintf("provider: {name: scripted}\njournal: {driver: postgres, dsn: %q, lease_ttl: 2s}\ntools:\n  charge:\n    approval: {timeout: 2m}\n", pg.DSN)
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	script, _ := filepath.Abs(filepath.Join("testdata", "approval.yaml"))
-	a := startReplica(t, "replica-a", cfgPath, script)
-	b := startReplica(t, "replica-b", cfgPath, script)
-	w, err := harness.StartWorker("pay-1", "pay-1", "payments", a.Addr+","+b.Addr, nil, "--reconnect-min", "50ms", "--reconnect-max", "200ms")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = w.Stop(30 * time.Second) })
-	for _, r := range []*replica{a, b} {
-		if err := harness.WaitWorkers(ctx, r.c, "pay-1"); err != nil {
-			t.Fatalf("the worker did not register with %s: %v", r.Name, err)
-		}
-	}
+	m := startPGMesh(t, ctx, "approval.yaml", "tools:\n  charge:\n    approval: {timeout: 2m}\n", "replica-a", "replica-b")
+	a, b, w := m.replicas[0], m.replicas[1], m.worker
+	cfgPath, script := m.cfgPath, m.script
 	waitApproval := func(r *replica, id string) *toolpb.ApprovalRequested {
 		t.Helper()
 		for ev, err := range r.c.Run(ctx, &toolpb.RunRequest{RunId: id, Prompt: "pay carol", ToolGroups: []string{"payments"}, Detached: true}) {
@@ -275,26 +277,8 @@ func TestApprovalSurvivesRestart(t *testing.T) {
 func TestPostgresGoesAway(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	pg, err := harness.StartPostgres(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pg.Stop)
-	cfgPath := filepath.Join(t.TempDir(), "orchestrator.yaml")
-	cfg := testConfig + fmt.Sprintf("provider: {name: scripted}\njournal: {driver: postgres, dsn: %q, lease_ttl: 2s}\n", pg.DSN)
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	script, _ := filepath.Abs(filepath.Join("testdata", "afteref.yaml"))
-	a := startReplica(t, "replica-a", cfgPath, script)
-	w, err := harness.StartWorker("pay-1", "pay-1", "payments", a.Addr, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = w.Stop(30 * time.Second) })
-	if err := harness.WaitWorkers(ctx, a.c, "pay-1"); err != nil {
-		t.Fatal(err)
-	}
+	m := startPGMesh(t, ctx, "afteref.yaml", "", "replica-a")
+	a, w := m.replicas[0], m.worker
 	ended := make(chan error, 1)
 	go func() {
 		var last error
@@ -308,7 +292,7 @@ func TestPostgresGoesAway(t *testing.T) {
 	if _, err := w.WaitLine(ctx, func(l string) bool { return strings.Contains(l, builtin.EffectLog) }); err != nil {
 		t.Fatal(err)
 	}
-	pg.Kill()
+	m.pg.Kill()
 	killed := time.Now()
 	select {
 	case err := <-ended:
