@@ -117,8 +117,6 @@ type journal struct {
 	lease     runlog.Lease
 	next      int64
 	committed int64
-	// delivered is the last record whose event (if any) went to deliver.
-	delivered int64
 	queue     []pending
 	flushing  bool
 	failed    error
@@ -147,7 +145,7 @@ type journal struct {
 }
 
 func newJournal(store runlog.Store, lease runlog.Lease, ttl time.Duration, codec Codec, next int64) *journal {
-	j := &journal{store: store, lease: lease, ttl: ttl, codec: codec, next: next, committed: next - 1, delivered: next - 1,
+	j := &journal{store: store, lease: lease, ttl: ttl, codec: codec, next: next, committed: next - 1,
 		approvals: map[string]approvalRecord{}, decisions: map[string]decisionRecord{},
 		seen: map[string]bool{}, ordinals: map[string]int{},
 		models: map[string]llm.Response{}, outcomes: map[string]json.RawMessage{}, dispatched: map[string]bool{},
@@ -358,10 +356,6 @@ func (j *journal) flush() {
 					deliver(Sequenced{Seq: p.rec.Seq, Time: p.rec.Time, Event: p.ev})
 				}
 			}
-			j.mu.Lock()
-			j.delivered = recs[n-1].Seq
-			j.cond.Broadcast()
-			j.mu.Unlock()
 			batch = batch[n:]
 		}
 	}
@@ -459,17 +453,6 @@ func isDelta(ev Event) bool {
 	}
 	_, ok := ev.(loop.TextDelta)
 	return ok
-}
-
-// barrier waits until every record added so far is committed and its event delivered:
-// a loop's next step starts once the client has seen the last one's events.
-func (j *journal) barrier() error {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	for j.delivered < j.next-1 && j.failed == nil {
-		j.cond.Wait()
-	}
-	return j.failed
 }
 
 // approval is the journal's request for approval of call key.
@@ -618,11 +601,6 @@ func (p *journalProvider) Stream(ctx context.Context, req *llm.Request) iter.Seq
 		}
 	}
 	return func(yield func(llm.Chunk, error) bool) {
-		// The client sees what the last step did before the model is asked for the next.
-		if err := p.j.barrier(); err != nil {
-			yield(llm.Chunk{}, fmt.Errorf("%w: %w", ErrJournal, err))
-			return
-		}
 		for c, err := range p.Provider.Stream(ctx, req) {
 			if err != nil {
 				yield(c, err)

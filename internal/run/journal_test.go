@@ -97,9 +97,6 @@ func TestJournalReplay(t *testing.T) {
 	for _, ev := range []Event{Started{}, loop.TextDelta{Text: "x"}, loop.ModelCalled{}, loop.ToolCallStarted{}} {
 		j.event(ev)
 	}
-	if err := j.barrier(); err != nil {
-		t.Fatal(err)
-	}
 
 	call := func(id string) context.Context {
 		return toolcall.WithCallInfo(ctx, tool.CallInfo{RunID: "r1", LoopID: "loop_a", CallID: id, Iteration: 1})

@@ -3,7 +3,9 @@ package runlog_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,27 +31,56 @@ func benchAppend(b *testing.B, s runlog.Store) {
 	}
 }
 
-func BenchmarkAppendSQLite(b *testing.B) {
+// benchAppendParallel appends from 32 runs at once, a record per operation: what the
+// group commit makes of many runs in flight (every append waits for its commit).
+func benchAppendParallel(b *testing.B, s runlog.Store) {
+	ctx := context.Background()
+	var n atomic.Int64
+	data := json.RawMessage(`{"call_id":"call_1_0","tool":"add","outcome":"succeeded","content":"The sum is 42.","worker":"math-1"}`)
+	b.ReportAllocs()
+	b.SetParallelism(16) // 32 runs on 2 cores
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		l, err := s.Create(ctx, fmt.Sprintf("bench-%s-%d", b.Name(), n.Add(1)), "bench", time.Hour)
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		for seq := int64(1); pb.Next(); seq++ {
+			if err := s.Append(ctx, l, []runlog.Record{{Seq: seq, Kind: runlog.KindOutcome, Data: data}}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+func openSQLite(b *testing.B) runlog.Store {
 	s, err := runlog.OpenSQLite(context.Background(), filepath.Join(b.TempDir(), "journal.db"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer func() { _ = s.Close() }()
-	benchAppend(b, s)
+	b.Cleanup(func() { _ = s.Close() })
+	return s
 }
 
-func BenchmarkAppendPostgres(b *testing.B) {
+func openPostgres(b *testing.B) runlog.Store {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	pg, err := harness.StartPostgres(ctx)
 	if err != nil {
 		b.Skip(err) // a benchmark, not a test: make test runs the PostgreSQL tests
 	}
-	defer pg.Stop()
+	b.Cleanup(pg.Stop)
 	s, err := runlog.OpenPostgres(ctx, pg.DSN)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer func() { _ = s.Close() }()
-	benchAppend(b, s)
+	b.Cleanup(func() { _ = s.Close() })
+	return s
 }
+
+func BenchmarkAppendSQLite(b *testing.B)           { benchAppend(b, openSQLite(b)) }
+func BenchmarkAppendPostgres(b *testing.B)         { benchAppend(b, openPostgres(b)) }
+func BenchmarkAppendParallelSQLite(b *testing.B)   { benchAppendParallel(b, openSQLite(b)) }
+func BenchmarkAppendParallelPostgres(b *testing.B) { benchAppendParallel(b, openPostgres(b)) }

@@ -417,7 +417,191 @@ func (s *sqlStore) commit() {
 // appendGroup appends each request's records in one transaction and reports each one's
 // outcome. A request that fails its checks adds nothing and fails alone; a failure of the
 // transaction itself fails them all.
+//
+// A group of distinct runs takes a fixed number of statements whatever its size (one to
+// lock the runs, one per 100 records, one to move the runs on): on PostgreSQL a
+// statement is a round trip, and one per run made a commit of 32 runs wait for a hundred.
+// A group that names a run twice, or whose records clash with stored ones, goes run by
+// run instead, which tells each append's fate apart.
 func (s *sqlStore) appendGroup(group []*appendReq) []error {
+	if errs, ok := s.appendBatch(group); ok {
+		return errs
+	}
+	return s.appendEach(group)
+}
+
+// batchSize is n rounded up to a power of two: the group statements are prepared for
+// these sizes only, padded with a repeat of their last run.
+func batchSize(n int) int {
+	size := 1
+	for size < n {
+		size *= 2
+	}
+	return size
+}
+
+// lockRunsQuery locks n runs' rows in run-id order.
+func (s *sqlStore) lockRunsQuery(n int) string {
+	return s.q(`SELECT run_id, state, owner, epoch, lease_until, next_seq, created, updated FROM toolmesh_runs WHERE run_id IN (?` +
+		strings.Repeat(", ?", n-1) + `) ORDER BY run_id` + s.d.forUpdate)
+}
+
+// advanceQuery sets n runs' next sequence numbers.
+func (s *sqlStore) advanceQuery(n int) string {
+	return s.q(`UPDATE toolmesh_runs SET next_seq = CASE run_id` + strings.Repeat(` WHEN ? THEN CAST(? AS BIGINT)`, n) +
+		` END, updated = ? WHERE run_id IN (?` + strings.Repeat(", ?", n-1) + `)`)
+}
+
+// appendBatch is appendGroup for a group of distinct runs; false (and nothing written)
+// where the group must go run by run.
+func (s *sqlStore) appendBatch(group []*appendReq) ([]error, bool) {
+	order := make([]int, len(group))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(group[a].lease.RunID, group[b].lease.RunID) })
+	for k := 1; k < len(order); k++ {
+		if group[order[k]].lease.RunID == group[order[k-1]].lease.RunID {
+			return nil, false
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	size := batchSize(len(group))
+	lockQ, advanceQ := s.lockRunsQuery(size), s.advanceQuery(size)
+	s.prepare(ctx, lockQ)
+	s.prepare(ctx, advanceQ)
+	total := 0
+	for _, req := range group {
+		total += len(req.records)
+	}
+	for n := total; n > 0; n -= min(n, 100) {
+		s.prepare(ctx, s.insertQuery(min(n, 100)))
+	}
+	errs := make([]error, len(group))
+	fail := func(err error) ([]error, bool) {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs, true
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fail(fmt.Errorf("runlog: append: %w", err))
+	}
+	defer func() { _ = tx.Rollback() }()
+	now := s.now()
+
+	ids := make([]any, size)
+	for k := range size {
+		ids[k] = group[order[min(k, len(order)-1)]].lease.RunID
+	}
+	var rows *sql.Rows
+	if st := s.stmt(lockQ); st != nil {
+		rows, err = tx.StmtContext(ctx, st).QueryContext(ctx, ids...)
+	} else {
+		rows, err = tx.QueryContext(ctx, lockQ, ids...)
+	}
+	if err != nil {
+		return fail(fmt.Errorf("runlog: append: %w", err))
+	}
+	found := make(map[string]Run, len(group))
+	nexts := make(map[string]int64, len(group))
+	for rows.Next() {
+		var r Run
+		var next, until, created, updated int64
+		var state string
+		if err := rows.Scan(&r.ID, &state, &r.Owner, &r.Epoch, &until, &next, &created, &updated); err != nil {
+			_ = rows.Close()
+			return fail(fmt.Errorf("runlog: append: %w", err))
+		}
+		r.State = State(state)
+		found[r.ID], nexts[r.ID] = r, next
+	}
+	if err := rows.Err(); err != nil {
+		return fail(fmt.Errorf("runlog: append: %w", err))
+	}
+	_ = rows.Close()
+
+	var passed []int
+	for _, i := range order {
+		lease, records := group[i].lease, group[i].records
+		r, ok := found[lease.RunID]
+		switch {
+		case !ok:
+			errs[i] = fmt.Errorf("%w: %s", ErrNotFound, lease.RunID)
+		case fenced(r, lease):
+			errs[i] = fmt.Errorf("%w: run %s is at epoch %d (owner %s, %s), the append was made under epoch %d", ErrFenced, lease.RunID, r.Epoch, r.Owner, r.State, lease.Epoch)
+		case records[0].Seq != nexts[lease.RunID]:
+			errs[i] = fmt.Errorf("%w: run %s's next record is %d, not %d", ErrConflict, lease.RunID, nexts[lease.RunID], records[0].Seq)
+		default:
+			passed = append(passed, i)
+		}
+	}
+	if len(passed) == 0 {
+		return errs, true
+	}
+	if err := s.insertGroup(ctx, tx, group, passed, now); err != nil {
+		if s.d.unique(err) {
+			return nil, false
+		}
+		return fail(err)
+	}
+	args := make([]any, 0, 3*size+1)
+	for k := range size {
+		req := group[passed[min(k, len(passed)-1)]]
+		args = append(args, req.lease.RunID, req.records[len(req.records)-1].Seq+1)
+	}
+	args = append(args, now.UnixNano())
+	for k := range size {
+		args = append(args, group[passed[min(k, len(passed)-1)]].lease.RunID)
+	}
+	if _, err := s.exec(ctx, tx, advanceQ, args...); err != nil {
+		return fail(fmt.Errorf("runlog: append: %w", err))
+	}
+	if err := tx.Commit(); err != nil {
+		return fail(fmt.Errorf("runlog: append: %w", err))
+	}
+	return errs, true
+}
+
+// insertGroup inserts the records of group[passed...] with as few statements as the
+// placeholders allow; a unique-constraint violation comes back as it is.
+func (s *sqlStore) insertGroup(ctx context.Context, tx *sql.Tx, group []*appendReq, passed []int, now time.Time) error {
+	const perStatement = 100
+	args := make([]any, 0, 6*perStatement)
+	n := 0
+	flush := func() error {
+		if n == 0 {
+			return nil
+		}
+		_, err := s.exec(ctx, tx, s.insertQuery(n), args...)
+		args, n = args[:0], 0
+		if err != nil && !s.d.unique(err) {
+			return fmt.Errorf("runlog: append: %w", err)
+		}
+		return err
+	}
+	for _, i := range passed {
+		req := group[i]
+		for _, rec := range req.records {
+			t := rec.Time
+			if t.IsZero() {
+				t = now
+			}
+			args = append(args, req.lease.RunID, rec.Seq, req.lease.Epoch, string(rec.Kind), t.UnixNano(), []byte(rec.Data))
+			if n++; n == perStatement {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return flush()
+}
+
+// appendEach is appendGroup run by run: a statement or three per run.
+func (s *sqlStore) appendEach(group []*appendReq) []error {
 	errs := make([]error, len(group))
 	fail := func(err error) []error {
 		for i := range errs {
@@ -725,6 +909,7 @@ func (s *sqlStore) Prune(ctx context.Context, before time.Time, limit int) (int,
 func (s *sqlStore) Volatile() bool { return s.volatile }
 
 func (s *sqlStore) Close() error {
+
 	s.closeOnce.Do(func() {
 		close(s.closed)
 		<-s.committed
