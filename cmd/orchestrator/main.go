@@ -188,12 +188,25 @@ func run(args []string) error {
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(g, hs)
 	reflection.Register(g)
-	for _, name := range []string{"", toolpb.OrchestratorService_ServiceDesc.ServiceName, toolpb.ToolRegistryService_ServiceDesc.ServiceName} {
-		hs.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
+	// Workers register at once; runs (and the process's overall status) wait until the
+	// workers the journal knew of are back, or registry.readiness_grace passes.
+	hs.SetServingStatus(toolpb.ToolRegistryService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	for _, name := range []string{"", toolpb.OrchestratorService_ServiceDesc.ServiceName} {
+		hs.SetServingStatus(name, healthpb.HealthCheckResponse_NOT_SERVING)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	srv.WarmUp(ctx)
+	go func() {
+		select {
+		case <-srv.Ready():
+			for _, name := range []string{"", toolpb.OrchestratorService_ServiceDesc.ServiceName} {
+				hs.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
+			}
+		case <-ctx.Done():
+		}
+	}()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- g.Serve(lis) }()
 	// Runs this orchestrator drove before it stopped, and those whose owner went away,

@@ -577,6 +577,13 @@ func TestServicesAndProbes(t *testing.T) {
 					t.Errorf("%s probe is not a gRPC probe: %+v", kind, p.ProbeHandler)
 				case p.GRPC.Port != port:
 					t.Errorf("%s probe checks port %d, the Service targets %d", kind, p.GRPC.Port, port)
+				case d.Spec.Template.Labels[labelComponent] == componentOrchestrator && kind != "readiness":
+					// A restarted orchestrator is alive but not ready while it waits for its
+					// workers (registry.readiness_grace); the registry service, which they
+					// register through, is SERVING from its start to its shutdown.
+					if p.GRPC.Service == nil || *p.GRPC.Service != "toolmesh.v1.ToolRegistryService" {
+						t.Errorf("orchestrator %s probe asks for the health of %v; want toolmesh.v1.ToolRegistryService (\"\" is NOT_SERVING while it warms up)", kind, p.GRPC.Service)
+					}
 				case p.GRPC.Service != nil && *p.GRPC.Service != "":
 					t.Errorf("%s probe asks for health of service %q; the servers report overall health under \"\"", kind, *p.GRPC.Service)
 				}

@@ -161,6 +161,10 @@ type Registry struct {
 	LeaseTTL Duration `yaml:"lease_ttl"`
 	// GracePeriod keeps a disconnected worker's place (taking no calls) before removal.
 	GracePeriod Duration `yaml:"grace_period"`
+	// ReadinessGrace bounds how long a restarted orchestrator with a journal on disk
+	// waits for the workers it knew to register again before it serves runs; 0 serves at
+	// once.
+	ReadinessGrace Duration `yaml:"readiness_grace"`
 	// MaxWorkers, MaxTools, MaxDefinitionBytes and MaxServedTools bound the routing
 	// table: workers, distinct tools and facades, the encoded size of their definitions,
 	// and the tools all workers serve, replicas included.
@@ -334,6 +338,7 @@ func Default() Config {
 			HeartbeatInterval:  Duration(2 * time.Second),
 			LeaseTTL:           Duration(6 * time.Second),
 			GracePeriod:        Duration(3 * time.Second),
+			ReadinessGrace:     Duration(10 * time.Second),
 			MaxWorkers:         1024,
 			MaxTools:           10000,
 			MaxDefinitionBytes: 64 << 20,
@@ -462,6 +467,9 @@ func (c Config) Validate() error {
 	// The router takes a zero grace period for "use the default", so zero is refused
 	// rather than silently meaning 3s.
 	positive("registry.grace_period", c.Registry.GracePeriod)
+	if c.Registry.ReadinessGrace < 0 || c.Registry.ReadinessGrace.D() > 10*time.Minute {
+		bad("registry.readiness_grace", "must be between 0s and 10m, got %s", c.Registry.ReadinessGrace.D())
+	}
 	if c.Registry.HeartbeatInterval > 0 && c.Registry.LeaseTTL > 0 && c.Registry.LeaseTTL < 2*c.Registry.HeartbeatInterval {
 		bad("registry.lease_ttl", "must be at least twice registry.heartbeat_interval (%s), got %s", c.Registry.HeartbeatInterval.D(), c.Registry.LeaseTTL.D())
 	}

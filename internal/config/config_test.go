@@ -144,6 +144,8 @@ func TestValidateNamesEachKey(t *testing.T) {
 		{"registry.lease_ttl", func(c *Config) { c.Registry.LeaseTTL = c.Registry.HeartbeatInterval }},
 		{"registry.grace_period", func(c *Config) { c.Registry.GracePeriod = -1 }},
 		{"registry.grace_period", func(c *Config) { c.Registry.GracePeriod = 0 }},
+		{"registry.readiness_grace", func(c *Config) { c.Registry.ReadinessGrace = -1 }},
+		{"registry.readiness_grace", func(c *Config) { c.Registry.ReadinessGrace = Duration(11 * time.Minute) }},
 		{"router.default_tool_timeout", func(c *Config) { c.Router.DefaultToolTimeout = 0 }},
 		{"router.eject_after_failures", func(c *Config) { c.Router.EjectAfterFailures = 0 }},
 		{"router.eject_duration", func(c *Config) { c.Router.EjectDuration = 0 }},

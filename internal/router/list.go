@@ -77,6 +77,13 @@ func (r *Router) ListWorkers() []*toolpb.WorkerStatus {
 	return out
 }
 
+// WorkerIDs returns the ids of the registered workers, sorted.
+func (r *Router) WorkerIDs() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return sortedIDs(r.workers)
+}
+
 func sortedIDs(m map[string]*worker) []string {
 	ids := make([]string, 0, len(m))
 	for id := range m {

@@ -309,11 +309,19 @@ func (s *Service) launch(ctx context.Context, p *prepared, id, loopID string, st
 	if err != nil {
 		return nil, err
 	}
-	defer s.store.finish(r)
+	opened := s.journal == nil
+	defer func() {
+		if opened {
+			s.store.finish(r)
+		} else {
+			s.store.discard(r) // never started: the journal refused it, nothing of it stays
+		}
+	}()
 	if s.journal != nil {
 		if j, err = s.openJournal(ctx, j, id, loopID, started, p, cancel, observe); err != nil {
 			return nil, err
 		}
+		opened = true
 		r.setJournal(j)
 		j.setOnCancel(func(reason string) { cancel(fmt.Errorf("%w: %s", ErrCancelled, reason)) })
 		defer func() { _ = j.close() }()
@@ -361,7 +369,11 @@ func (s *Service) launch(ctx context.Context, p *prepared, id, loopID string, st
 		r.observer().send(last)
 		if j != nil {
 			if ferr := j.finish(endOf(r.snapshot())); ferr != nil {
+				// Its end event was never committed, so never sent: the client hears that
+				// the run stopped here, and its next owner resumes it.
 				s.log.WarnContext(ctx, "the run's end could not be journaled; its next owner resumes it", "run_id", id, "error", ferr.Error())
+				r.markStopped()
+				return nil, &Error{RunID: id, Err: fmt.Errorf("%w: %w: %w", ErrResumable, ErrJournal, ferr)}
 			}
 		}
 	}

@@ -318,6 +318,20 @@ func (s *store) finish(r *record) {
 	}
 }
 
+// discard forgets a run that never started.
+func (s *store) discard(r *record) {
+	close(r.over)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.live, r)
+	if s.runs[r.id] == r {
+		delete(s.runs, r.id)
+	}
+	if len(s.live) == 0 {
+		s.idle.Broadcast()
+	}
+}
+
 func (s *store) get(id string) *record {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -105,6 +105,9 @@ const (
 	MaxIDBytes = 256
 	// MaxReasonBytes bounds a decision's reason.
 	MaxReasonBytes = 4096
+	// MaxWorkers bounds the workers one orchestrator records (SetWorkers) and a listing
+	// of them (Workers).
+	MaxWorkers = 10000
 )
 
 // Errors of the journal.
@@ -166,6 +169,11 @@ type Store interface {
 	// most limit of them (0: MaxList), and returns how many it deleted. Running runs are
 	// never deleted.
 	Prune(ctx context.Context, before time.Time, limit int) (int, error)
+	// SetWorkers records the workers registered with orchestrator owner now, in place
+	// of those it recorded before: at most MaxWorkers ids.
+	SetWorkers(ctx context.Context, owner string, workers []string) error
+	// Workers lists the workers any orchestrator recorded at since or later, by id.
+	Workers(ctx context.Context, since time.Time) ([]string, error)
 	// Close closes the store.
 	Close() error
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // SchemaVersion is the version of the journal's tables this code writes.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // dialect is what differs between the SQL stores.
 type dialect struct {
@@ -28,6 +28,16 @@ type dialect struct {
 	tables string
 	// unique reports whether err is a unique-constraint violation.
 	unique func(err error) bool
+	// explain, when set, adds what an error of the database means for the operator.
+	explain func(err error) error
+}
+
+// why is err with the dialect's explanation.
+func (d dialect) why(err error) error {
+	if d.explain == nil || err == nil {
+		return err
+	}
+	return d.explain(err)
 }
 
 // sqlStore is the journal on a SQL database.
@@ -137,19 +147,19 @@ func (s *sqlStore) q(query string) string {
 func (s *sqlStore) migrate(ctx context.Context) error {
 	rows, err := s.db.QueryContext(ctx, s.d.tables)
 	if err != nil {
-		return fmt.Errorf("runlog: the %s database cannot be read: %w", s.d.name, err)
+		return fmt.Errorf("runlog: the %s database cannot be read: %w", s.d.name, s.d.why(err))
 	}
 	var tables []string
 	for rows.Next() {
 		var t string
 		if err := rows.Scan(&t); err != nil {
 			_ = rows.Close()
-			return fmt.Errorf("runlog: the %s database cannot be read: %w", s.d.name, err)
+			return fmt.Errorf("runlog: the %s database cannot be read: %w", s.d.name, s.d.why(err))
 		}
 		tables = append(tables, t)
 	}
 	if err := rows.Close(); err != nil {
-		return fmt.Errorf("runlog: the %s database cannot be read: %w", s.d.name, err)
+		return fmt.Errorf("runlog: the %s database cannot be read: %w", s.d.name, s.d.why(err))
 	}
 	hasMeta := false
 	var foreign []string
@@ -157,7 +167,7 @@ func (s *sqlStore) migrate(ctx context.Context) error {
 		switch t {
 		case "toolmesh_meta":
 			hasMeta = true
-		case "toolmesh_runs", "toolmesh_records", "toolmesh_decisions":
+		case "toolmesh_runs", "toolmesh_records", "toolmesh_decisions", "toolmesh_workers":
 		default:
 			foreign = append(foreign, t)
 		}
@@ -169,13 +179,13 @@ func (s *sqlStore) migrate(ctx context.Context) error {
 		var v string
 		err := s.db.QueryRowContext(ctx, s.q(`SELECT value FROM toolmesh_meta WHERE key = ?`), "schema_version").Scan(&v)
 		if err != nil {
-			return fmt.Errorf("runlog: the journal has no schema version: %w", err)
+			return fmt.Errorf("runlog: the journal has no schema version: %w", s.d.why(err))
 		}
 		switch v {
 		case fmt.Sprint(SchemaVersion):
 			return nil
-		case "1":
-			return s.upgrade(ctx)
+		case "1", "2":
+			return s.upgrade(ctx, v)
 		}
 		return fmt.Errorf("runlog: the journal's schema is version %s; this orchestrator reads versions 1 to %d", v, SchemaVersion)
 	}
@@ -187,22 +197,23 @@ func (s *sqlStore) migrate(ctx context.Context) error {
 		`CREATE TABLE toolmesh_records (run_id TEXT NOT NULL, seq BIGINT NOT NULL, epoch BIGINT NOT NULL, kind TEXT NOT NULL,
 			time BIGINT NOT NULL, data ` + s.d.blob + `, PRIMARY KEY (run_id, seq))`,
 		decisionsTable,
+		workersTable,
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("runlog: creating the journal: %w", err)
+		return fmt.Errorf("runlog: creating the journal: %w", s.d.why(err))
 	}
 	defer func() { _ = tx.Rollback() }()
 	for _, st := range stmts {
 		if _, err := tx.ExecContext(ctx, st); err != nil {
-			return fmt.Errorf("runlog: creating the journal: %w", err)
+			return fmt.Errorf("runlog: creating the journal: %w", s.d.why(err))
 		}
 	}
 	if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO toolmesh_meta (key, value) VALUES (?, ?)`), "schema_version", fmt.Sprint(SchemaVersion)); err != nil {
-		return fmt.Errorf("runlog: creating the journal: %w", err)
+		return fmt.Errorf("runlog: creating the journal: %w", s.d.why(err))
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("runlog: creating the journal: %w", err)
+		return fmt.Errorf("runlog: creating the journal: %w", s.d.why(err))
 	}
 	return nil
 }
@@ -211,24 +222,92 @@ func (s *sqlStore) migrate(ctx context.Context) error {
 const decisionsTable = `CREATE TABLE IF NOT EXISTS toolmesh_decisions (run_id TEXT NOT NULL, call_key TEXT NOT NULL, approve BOOLEAN NOT NULL,
 	reason TEXT NOT NULL, decided_by TEXT NOT NULL, time BIGINT NOT NULL, PRIMARY KEY (run_id, call_key))`
 
-// upgrade migrates a version 1 journal to this version: it adds the decisions table.
-// Replicas that start at once may both try; the second finds it done.
-func (s *sqlStore) upgrade(ctx context.Context) error {
+// workersTable holds, for each orchestrator, the workers registered with it when it
+// last said (schema version 3): after a restart, it is ready once they are back.
+const workersTable = `CREATE TABLE IF NOT EXISTS toolmesh_workers (owner TEXT NOT NULL, worker_id TEXT NOT NULL, seen BIGINT NOT NULL,
+	PRIMARY KEY (owner, worker_id))`
+
+// upgrade migrates a version 1 or 2 journal to this version: version 2 added the
+// decisions table, version 3 the workers table. Replicas that start at once may both
+// try; the second finds it done.
+func (s *sqlStore) upgrade(ctx context.Context, from string) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("runlog: upgrading the journal: %w", err)
+		return fmt.Errorf("runlog: upgrading the journal: %w", s.d.why(err))
 	}
 	defer func() { _ = tx.Rollback() }()
-	if _, err := tx.ExecContext(ctx, decisionsTable); err != nil {
-		return fmt.Errorf("runlog: upgrading the journal: %w", err)
+	for _, st := range []string{decisionsTable, workersTable} {
+		if _, err := tx.ExecContext(ctx, st); err != nil {
+			return fmt.Errorf("runlog: upgrading the journal: %w", s.d.why(err))
+		}
 	}
-	if _, err := tx.ExecContext(ctx, s.q(`UPDATE toolmesh_meta SET value = ? WHERE key = ? AND value = ?`), fmt.Sprint(SchemaVersion), "schema_version", "1"); err != nil {
-		return fmt.Errorf("runlog: upgrading the journal: %w", err)
+	if _, err := tx.ExecContext(ctx, s.q(`UPDATE toolmesh_meta SET value = ? WHERE key = ? AND value = ?`), fmt.Sprint(SchemaVersion), "schema_version", from); err != nil {
+		return fmt.Errorf("runlog: upgrading the journal: %w", s.d.why(err))
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("runlog: upgrading the journal: %w", err)
+		return fmt.Errorf("runlog: upgrading the journal: %w", s.d.why(err))
 	}
 	return nil
+}
+
+func (s *sqlStore) SetWorkers(ctx context.Context, owner string, workers []string) error {
+	if err := checkID("owner", owner); err != nil {
+		return err
+	}
+	if len(workers) > MaxWorkers {
+		return fmt.Errorf("%w: %d workers; the limit is %d", ErrInvalid, len(workers), MaxWorkers)
+	}
+	for _, w := range workers {
+		if err := checkID("worker id", w); err != nil {
+			return err
+		}
+	}
+	workers = slices.Compact(slices.Sorted(slices.Values(workers)))
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("runlog: noting the workers of %s: %w", owner, s.d.why(err))
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM toolmesh_workers WHERE owner = ?`), owner); err != nil {
+		return fmt.Errorf("runlog: noting the workers of %s: %w", owner, s.d.why(err))
+	}
+	now := s.now().UnixNano()
+	for len(workers) > 0 {
+		n := min(len(workers), 100)
+		args := make([]any, 0, 3*n)
+		for _, w := range workers[:n] {
+			args = append(args, owner, w, now)
+		}
+		q := `INSERT INTO toolmesh_workers (owner, worker_id, seen) VALUES (?, ?, ?)` + strings.Repeat(`, (?, ?, ?)`, n-1)
+		if _, err := tx.ExecContext(ctx, s.q(q), args...); err != nil {
+			return fmt.Errorf("runlog: noting the workers of %s: %w", owner, s.d.why(err))
+		}
+		workers = workers[n:]
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("runlog: noting the workers of %s: %w", owner, s.d.why(err))
+	}
+	return nil
+}
+
+func (s *sqlStore) Workers(ctx context.Context, since time.Time) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, s.q(`SELECT DISTINCT worker_id FROM toolmesh_workers WHERE seen >= ? ORDER BY worker_id LIMIT ?`), since.UnixNano(), MaxWorkers)
+	if err != nil {
+		return nil, fmt.Errorf("runlog: reading the known workers: %w", s.d.why(err))
+	}
+	defer func() { _ = rows.Close() }()
+	var out []string
+	for rows.Next() {
+		var w string
+		if err := rows.Scan(&w); err != nil {
+			return nil, fmt.Errorf("runlog: reading the known workers: %w", s.d.why(err))
+		}
+		out = append(out, w)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("runlog: reading the known workers: %w", s.d.why(err))
+	}
+	return out, nil
 }
 
 func (s *sqlStore) Decide(ctx context.Context, runID, key string, d Decision) error {
@@ -243,7 +322,7 @@ func (s *sqlStore) Decide(ctx context.Context, runID, key string, d Decision) er
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("runlog: decide on %s: %w", runID, err)
+		return fmt.Errorf("runlog: decide on %s: %w", runID, s.d.why(err))
 	}
 	defer func() { _ = tx.Rollback() }()
 	r, _, err := s.lockRun(ctx, tx, runID)
@@ -258,10 +337,10 @@ func (s *sqlStore) Decide(ctx context.Context, runID, key string, d Decision) er
 		if s.d.unique(err) {
 			return fmt.Errorf("%w: the call %s of run %s is decided already", ErrExists, key, runID)
 		}
-		return fmt.Errorf("runlog: decide on %s: %w", runID, err)
+		return fmt.Errorf("runlog: decide on %s: %w", runID, s.d.why(err))
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("runlog: decide on %s: %w", runID, err)
+		return fmt.Errorf("runlog: decide on %s: %w", runID, s.d.why(err))
 	}
 	return nil
 }
@@ -275,7 +354,7 @@ func (s *sqlStore) Decision(ctx context.Context, runID, key string) (Decision, b
 	case errors.Is(err, sql.ErrNoRows):
 		return Decision{}, false, nil
 	case err != nil:
-		return Decision{}, false, fmt.Errorf("runlog: read a decision of %s: %w", runID, err)
+		return Decision{}, false, fmt.Errorf("runlog: read a decision of %s: %w", runID, s.d.why(err))
 	}
 	d.Time = time.Unix(0, t)
 	return d, true, nil
@@ -301,7 +380,7 @@ func (s *sqlStore) Create(ctx context.Context, runID, owner string, ttl time.Dur
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return Lease{}, fmt.Errorf("runlog: create %s: %w", runID, err)
+		return Lease{}, fmt.Errorf("runlog: create %s: %w", runID, s.d.why(err))
 	}
 	defer func() { _ = tx.Rollback() }()
 	if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO toolmesh_runs (run_id, state, owner, epoch, lease_until, next_seq, created, updated)
@@ -309,7 +388,7 @@ func (s *sqlStore) Create(ctx context.Context, runID, owner string, ttl time.Dur
 		if s.d.unique(err) {
 			return Lease{}, fmt.Errorf("%w: %s", ErrExists, runID)
 		}
-		return Lease{}, fmt.Errorf("runlog: create %s: %w", runID, err)
+		return Lease{}, fmt.Errorf("runlog: create %s: %w", runID, s.d.why(err))
 	}
 	if len(first) > 0 {
 		if err := s.insertRecords(ctx, tx, lease, first, now); err != nil {
@@ -317,7 +396,7 @@ func (s *sqlStore) Create(ctx context.Context, runID, owner string, ttl time.Dur
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return Lease{}, fmt.Errorf("runlog: create %s: %w", runID, err)
+		return Lease{}, fmt.Errorf("runlog: create %s: %w", runID, s.d.why(err))
 	}
 	return lease, nil
 }
@@ -338,7 +417,7 @@ func (s *sqlStore) lockRun(ctx context.Context, tx *sql.Tx, runID string) (Run, 
 		return Run{}, 0, fmt.Errorf("%w: %s", ErrNotFound, runID)
 	}
 	if err != nil {
-		return Run{}, 0, fmt.Errorf("runlog: read %s: %w", runID, err)
+		return Run{}, 0, fmt.Errorf("runlog: read %s: %w", runID, s.d.why(err))
 	}
 	r.ID, r.State, r.Records = runID, State(state), next-1
 	r.Until, r.Created, r.Updated = time.Unix(0, until), time.Unix(0, created), time.Unix(0, updated)
@@ -487,7 +566,7 @@ func (s *sqlStore) appendBatch(group []*appendReq) ([]error, bool) {
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return fail(fmt.Errorf("runlog: append: %w", err))
+		return fail(fmt.Errorf("runlog: append: %w", s.d.why(err)))
 	}
 	defer func() { _ = tx.Rollback() }()
 	now := s.now()
@@ -503,7 +582,7 @@ func (s *sqlStore) appendBatch(group []*appendReq) ([]error, bool) {
 		rows, err = tx.QueryContext(ctx, lockQ, ids...)
 	}
 	if err != nil {
-		return fail(fmt.Errorf("runlog: append: %w", err))
+		return fail(fmt.Errorf("runlog: append: %w", s.d.why(err)))
 	}
 	found := make(map[string]Run, len(group))
 	nexts := make(map[string]int64, len(group))
@@ -513,13 +592,13 @@ func (s *sqlStore) appendBatch(group []*appendReq) ([]error, bool) {
 		var state string
 		if err := rows.Scan(&r.ID, &state, &r.Owner, &r.Epoch, &until, &next, &created, &updated); err != nil {
 			_ = rows.Close()
-			return fail(fmt.Errorf("runlog: append: %w", err))
+			return fail(fmt.Errorf("runlog: append: %w", s.d.why(err)))
 		}
 		r.State = State(state)
 		found[r.ID], nexts[r.ID] = r, next
 	}
 	if err := rows.Err(); err != nil {
-		return fail(fmt.Errorf("runlog: append: %w", err))
+		return fail(fmt.Errorf("runlog: append: %w", s.d.why(err)))
 	}
 	_ = rows.Close()
 
@@ -557,10 +636,10 @@ func (s *sqlStore) appendBatch(group []*appendReq) ([]error, bool) {
 		args = append(args, group[passed[min(k, len(passed)-1)]].lease.RunID)
 	}
 	if _, err := s.exec(ctx, tx, advanceQ, args...); err != nil {
-		return fail(fmt.Errorf("runlog: append: %w", err))
+		return fail(fmt.Errorf("runlog: append: %w", s.d.why(err)))
 	}
 	if err := tx.Commit(); err != nil {
-		return fail(fmt.Errorf("runlog: append: %w", err))
+		return fail(fmt.Errorf("runlog: append: %w", s.d.why(err)))
 	}
 	return errs, true
 }
@@ -578,7 +657,7 @@ func (s *sqlStore) insertGroup(ctx context.Context, tx *sql.Tx, group []*appendR
 		_, err := s.exec(ctx, tx, s.insertQuery(n), args...)
 		args, n = args[:0], 0
 		if err != nil && !s.d.unique(err) {
-			return fmt.Errorf("runlog: append: %w", err)
+			return fmt.Errorf("runlog: append: %w", s.d.why(err))
 		}
 		return err
 	}
@@ -618,7 +697,7 @@ func (s *sqlStore) appendEach(group []*appendReq) []error {
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return fail(fmt.Errorf("runlog: append: %w", err))
+		return fail(fmt.Errorf("runlog: append: %w", s.d.why(err)))
 	}
 	defer func() { _ = tx.Rollback() }()
 	now := s.now()
@@ -651,11 +730,11 @@ func (s *sqlStore) appendEach(group []*appendReq) []error {
 		}
 		last := records[len(records)-1].Seq
 		if _, err := s.exec(ctx, tx, s.updateQuery(), last+1, now.UnixNano(), lease.RunID); err != nil {
-			return fail(fmt.Errorf("runlog: append to %s: %w", lease.RunID, err))
+			return fail(fmt.Errorf("runlog: append to %s: %w", lease.RunID, s.d.why(err)))
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return fail(fmt.Errorf("runlog: append: %w", err))
+		return fail(fmt.Errorf("runlog: append: %w", s.d.why(err)))
 	}
 	return errs
 }
@@ -677,7 +756,7 @@ func (s *sqlStore) insertRecords(ctx context.Context, tx *sql.Tx, lease Lease, r
 			if s.d.unique(err) {
 				return fmt.Errorf("%w: run %s already has one of records %d to %d", ErrConflict, lease.RunID, records[0].Seq, records[n-1].Seq)
 			}
-			return fmt.Errorf("runlog: append to %s: %w", lease.RunID, err)
+			return fmt.Errorf("runlog: append to %s: %w", lease.RunID, s.d.why(err))
 		}
 		records = records[n:]
 	}
@@ -700,7 +779,7 @@ func (s *sqlStore) Read(ctx context.Context, runID string, after int64, limit in
 	}
 	rows, err := s.db.QueryContext(ctx, s.q(query), args...)
 	if err != nil {
-		return nil, fmt.Errorf("runlog: read %s: %w", runID, err)
+		return nil, fmt.Errorf("runlog: read %s: %w", runID, s.d.why(err))
 	}
 	defer func() { _ = rows.Close() }()
 	var out []Record
@@ -710,7 +789,7 @@ func (s *sqlStore) Read(ctx context.Context, runID string, after int64, limit in
 		var t int64
 		var data []byte
 		if err := rows.Scan(&r.Seq, &r.Epoch, &kind, &t, &data); err != nil {
-			return nil, fmt.Errorf("runlog: read %s: %w", runID, err)
+			return nil, fmt.Errorf("runlog: read %s: %w", runID, s.d.why(err))
 		}
 		r.RunID, r.Kind, r.Time = runID, Kind(kind), time.Unix(0, t)
 		if len(data) > 0 {
@@ -719,7 +798,7 @@ func (s *sqlStore) Read(ctx context.Context, runID string, after int64, limit in
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("runlog: read %s: %w", runID, err)
+		return nil, fmt.Errorf("runlog: read %s: %w", runID, s.d.why(err))
 	}
 	if len(out) == 0 {
 		if _, err := s.Get(ctx, runID); err != nil {
@@ -735,7 +814,7 @@ func (s *sqlStore) Acquire(ctx context.Context, runID, owner string, ttl time.Du
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return Lease{}, fmt.Errorf("runlog: acquire %s: %w", runID, err)
+		return Lease{}, fmt.Errorf("runlog: acquire %s: %w", runID, s.d.why(err))
 	}
 	defer func() { _ = tx.Rollback() }()
 	r, _, err := s.lockRun(ctx, tx, runID)
@@ -752,10 +831,10 @@ func (s *sqlStore) Acquire(ctx context.Context, runID, owner string, ttl time.Du
 	l := Lease{RunID: runID, Owner: owner, Epoch: r.Epoch + 1, Until: now.Add(ttl)}
 	if _, err := tx.ExecContext(ctx, s.q(`UPDATE toolmesh_runs SET owner = ?, epoch = ?, lease_until = ?, updated = ? WHERE run_id = ?`),
 		owner, l.Epoch, l.Until.UnixNano(), now.UnixNano(), runID); err != nil {
-		return Lease{}, fmt.Errorf("runlog: acquire %s: %w", runID, err)
+		return Lease{}, fmt.Errorf("runlog: acquire %s: %w", runID, s.d.why(err))
 	}
 	if err := tx.Commit(); err != nil {
-		return Lease{}, fmt.Errorf("runlog: acquire %s: %w", runID, err)
+		return Lease{}, fmt.Errorf("runlog: acquire %s: %w", runID, s.d.why(err))
 	}
 	return l, nil
 }
@@ -766,7 +845,7 @@ func (s *sqlStore) Renew(ctx context.Context, lease Lease, ttl time.Duration) (L
 	res, err := s.db.ExecContext(ctx, s.q(`UPDATE toolmesh_runs SET lease_until = ?, updated = ? WHERE run_id = ? AND owner = ? AND epoch = ? AND state = ?`),
 		until.UnixNano(), now.UnixNano(), lease.RunID, lease.Owner, lease.Epoch, string(StateRunning))
 	if err != nil {
-		return Lease{}, fmt.Errorf("runlog: renew %s: %w", lease.RunID, err)
+		return Lease{}, fmt.Errorf("runlog: renew %s: %w", lease.RunID, s.d.why(err))
 	}
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
 		if _, gerr := s.Get(ctx, lease.RunID); gerr != nil {
@@ -786,7 +865,7 @@ func (s *sqlStore) Finish(ctx context.Context, lease Lease, state State) error {
 	res, err := s.db.ExecContext(ctx, s.q(`UPDATE toolmesh_runs SET state = ?, lease_until = 0, updated = ? WHERE run_id = ? AND owner = ? AND epoch = ? AND state = ?`),
 		string(state), now.UnixNano(), lease.RunID, lease.Owner, lease.Epoch, string(StateRunning))
 	if err != nil {
-		return fmt.Errorf("runlog: finish %s: %w", lease.RunID, err)
+		return fmt.Errorf("runlog: finish %s: %w", lease.RunID, s.d.why(err))
 	}
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
 		if _, gerr := s.Get(ctx, lease.RunID); gerr != nil {
@@ -817,7 +896,7 @@ func (s *sqlStore) Get(ctx context.Context, runID string) (Run, error) {
 		return Run{}, fmt.Errorf("%w: %s", ErrNotFound, runID)
 	}
 	if err != nil {
-		return Run{}, fmt.Errorf("runlog: get %s: %w", runID, err)
+		return Run{}, fmt.Errorf("runlog: get %s: %w", runID, s.d.why(err))
 	}
 	return r, nil
 }
@@ -825,19 +904,19 @@ func (s *sqlStore) Get(ctx context.Context, runID string) (Run, error) {
 func (s *sqlStore) list(ctx context.Context, query string, args ...any) ([]Run, error) {
 	rows, err := s.db.QueryContext(ctx, s.q(query), args...)
 	if err != nil {
-		return nil, fmt.Errorf("runlog: list: %w", err)
+		return nil, fmt.Errorf("runlog: list: %w", s.d.why(err))
 	}
 	defer func() { _ = rows.Close() }()
 	var out []Run
 	for rows.Next() {
 		r, err := scanRun(rows)
 		if err != nil {
-			return nil, fmt.Errorf("runlog: list: %w", err)
+			return nil, fmt.Errorf("runlog: list: %w", s.d.why(err))
 		}
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("runlog: list: %w", err)
+		return nil, fmt.Errorf("runlog: list: %w", s.d.why(err))
 	}
 	return out, nil
 }
@@ -862,25 +941,25 @@ func (s *sqlStore) Prune(ctx context.Context, before time.Time, limit int) (int,
 	rows, err := s.db.QueryContext(ctx, s.q(`SELECT run_id FROM toolmesh_runs WHERE state <> ? AND updated < ? ORDER BY updated LIMIT ?`),
 		string(StateRunning), before.UnixNano(), listLimit(limit))
 	if err != nil {
-		return 0, fmt.Errorf("runlog: prune: %w", err)
+		return 0, fmt.Errorf("runlog: prune: %w", s.d.why(err))
 	}
 	var ids []string
 	for rows.Next() {
 		var id string
 		if err := rows.Scan(&id); err != nil {
 			_ = rows.Close()
-			return 0, fmt.Errorf("runlog: prune: %w", err)
+			return 0, fmt.Errorf("runlog: prune: %w", s.d.why(err))
 		}
 		ids = append(ids, id)
 	}
 	if err := rows.Close(); err != nil {
-		return 0, fmt.Errorf("runlog: prune: %w", err)
+		return 0, fmt.Errorf("runlog: prune: %w", s.d.why(err))
 	}
 	n := 0
 	for _, id := range ids {
 		tx, err := s.db.BeginTx(ctx, nil)
 		if err != nil {
-			return n, fmt.Errorf("runlog: prune %s: %w", id, err)
+			return n, fmt.Errorf("runlog: prune %s: %w", id, s.d.why(err))
 		}
 		// The state is checked again inside the transaction: a run is never deleted
 		// while it runs.
@@ -896,10 +975,10 @@ func (s *sqlStore) Prune(ctx context.Context, before time.Time, limit int) (int,
 		}
 		if err != nil {
 			_ = tx.Rollback()
-			return n, fmt.Errorf("runlog: prune %s: %w", id, err)
+			return n, fmt.Errorf("runlog: prune %s: %w", id, s.d.why(err))
 		}
 		if err := tx.Commit(); err != nil {
-			return n, fmt.Errorf("runlog: prune %s: %w", id, err)
+			return n, fmt.Errorf("runlog: prune %s: %w", id, s.d.why(err))
 		}
 	}
 	return n, nil

@@ -53,11 +53,12 @@ func openSQLite(ctx context.Context, dsn, path string, pragmas ...string) (Store
 	// wait on one another inside the process.
 	db.SetMaxOpenConns(1)
 	s := &sqlStore{db: db, now: time.Now, d: dialect{
-		name:   "SQLite",
-		ph:     func(int) string { return "?" },
-		blob:   "BLOB",
-		tables: `SELECT name FROM sqlite_master WHERE type = 'table'`,
-		unique: sqliteUnique,
+		name:    "SQLite",
+		ph:      func(int) string { return "?" },
+		blob:    "BLOB",
+		tables:  `SELECT name FROM sqlite_master WHERE type = 'table'`,
+		unique:  sqliteUnique,
+		explain: sqliteExplain,
 	}}
 	if err := s.migrate(ctx); err != nil {
 		_ = db.Close()
@@ -71,4 +72,20 @@ func openSQLite(ctx context.Context, dsn, path string, pragmas ...string) (Store
 func sqliteUnique(err error) bool {
 	var c interface{ Code() int }
 	return errors.As(err, &c) && c.Code()&0xff == 19
+}
+
+// sqliteExplain says what SQLite's write errors mean for the operator: the file could
+// not grow or be written (a full disk, a file size limit, a failing device).
+func sqliteExplain(err error) error {
+	var c interface{ Code() int }
+	if !errors.As(err, &c) {
+		return err
+	}
+	switch c.Code() {
+	case 13: // SQLITE_FULL
+		return fmt.Errorf("%w (the disk is full)", err)
+	case 778, 1034, 1546: // SQLITE_IOERR_WRITE, _FSYNC, _TRUNCATE
+		return fmt.Errorf("%w (the journal file could not be written: the disk is full, the file is over a size limit, or the device fails)", err)
+	}
+	return err
 }

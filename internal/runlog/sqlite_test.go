@@ -84,36 +84,49 @@ func TestMemory(t *testing.T) {
 	})
 }
 
-// A journal of schema version 1 (before decisions) is upgraded in place, keeping its
-// runs.
-func TestSQLiteUpgradesVersion1(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "v1.db")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := runlog.OpenSQLite(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Create(ctx, "old-run", "o1", time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	_ = s.Close()
-	db := runlogtest.RawSQLite(t, path)
-	for _, q := range []string{`DROP TABLE toolmesh_decisions`, `UPDATE toolmesh_meta SET value = '1' WHERE key = 'schema_version'`} {
-		if _, err := db.Exec(q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	_ = db.Close()
-	s, err = runlog.OpenSQLite(ctx, path)
-	if err != nil {
-		t.Fatalf("a version 1 journal: %v", err)
-	}
-	defer func() { _ = s.Close() }()
-	if err := s.Decide(ctx, "old-run", "k", runlog.Decision{Approve: true}); err != nil {
-		t.Errorf("a decision after the upgrade: %v", err)
-	}
-	if r, err := s.Get(ctx, "old-run"); err != nil || r.State != runlog.StateRunning {
-		t.Errorf("the old run after the upgrade: %+v, %v", r, err)
+// Journals of schema versions 1 (before decisions) and 2 (before workers) are upgraded
+// in place, keeping their runs.
+func TestSQLiteUpgradesOldVersions(t *testing.T) {
+	for _, v := range []struct {
+		version string
+		drop    []string
+	}{{"1", []string{"toolmesh_decisions", "toolmesh_workers"}}, {"2", []string{"toolmesh_workers"}}} {
+		t.Run("version "+v.version, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "old.db")
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			s, err := runlog.OpenSQLite(ctx, path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Create(ctx, "old-run", "o1", time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			_ = s.Close()
+			db := runlogtest.RawSQLite(t, path)
+			for _, table := range v.drop {
+				if _, err := db.Exec(`DROP TABLE ` + table); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := db.Exec(`UPDATE toolmesh_meta SET value = ? WHERE key = 'schema_version'`, v.version); err != nil {
+				t.Fatal(err)
+			}
+			_ = db.Close()
+			s, err = runlog.OpenSQLite(ctx, path)
+			if err != nil {
+				t.Fatalf("a version %s journal: %v", v.version, err)
+			}
+			defer func() { _ = s.Close() }()
+			if err := s.Decide(ctx, "old-run", "k", runlog.Decision{Approve: true}); err != nil {
+				t.Errorf("a decision after the upgrade: %v", err)
+			}
+			if err := s.SetWorkers(ctx, "o1", []string{"w1"}); err != nil {
+				t.Errorf("workers after the upgrade: %v", err)
+			}
+			if r, err := s.Get(ctx, "old-run"); err != nil || r.State != runlog.StateRunning {
+				t.Errorf("the old run after the upgrade: %+v, %v", r, err)
+			}
+		})
 	}
 }

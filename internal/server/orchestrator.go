@@ -33,6 +33,10 @@ func (o *orchestratorServer) Run(req *toolpb.RunRequest, stream toolpb.Orchestra
 	if fe := validateRun(req); fe != nil {
 		return fe.status()
 	}
+	// A run that arrives while the orchestrator warms up waits for the workers it knew.
+	if err := o.s.awaitReady(stream.Context()); err != nil {
+		return statusError(toolpb.ErrorReason_ERROR_REASON_CANCELLED, "the client went away while the orchestrator warmed up", nil)
+	}
 	em := &emitter{stream: stream}
 	rr := runRequest(req)
 	if o.s.journaled {

@@ -60,6 +60,12 @@ type Server struct {
 	registry *registryServer
 	// journaled is set when runs are journaled: requests are kept in their wire form.
 	journaled bool
+	journal   runlog.Store
+	volatile  bool
+	owner     string
+	// ready is closed once the orchestrator is ready to serve runs: at once, unless
+	// WarmUp waits for workers.
+	ready chan struct{}
 }
 
 // New returns a Server.
@@ -96,7 +102,12 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	s := &Server{router: opts.Router, cfg: cfg, log: opts.Logger, runs: runs, journaled: opts.Journal != nil}
+	s := &Server{router: opts.Router, cfg: cfg, log: opts.Logger, runs: runs, journaled: opts.Journal != nil,
+		journal: opts.Journal, owner: opts.Owner, ready: make(chan struct{})}
+	close(s.ready)
+	if v, ok := opts.Journal.(interface{ Volatile() bool }); ok {
+		s.volatile = v.Volatile()
+	}
 	s.orch = &orchestratorServer{s: s}
 	s.registry = &registryServer{s: s}
 	return s, nil

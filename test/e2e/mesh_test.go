@@ -30,6 +30,7 @@ registry:
   heartbeat_interval: 500ms
   lease_ttl: 3s
   grace_period: 1s
+  readiness_grace: 6s
 router:
   eject_after_failures: 3
   eject_duration: 5s

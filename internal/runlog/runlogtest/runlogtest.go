@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -61,6 +62,7 @@ func run(t *testing.T, open Opener, durable bool) {
 	t.Run("appends of many runs at once", func(t *testing.T) { testManyRuns(t, open) })
 	t.Run("created with its first records", func(t *testing.T) { testCreateWith(t, open) })
 	t.Run("read by kind", func(t *testing.T) { testReadKinds(t, open) })
+	t.Run("known workers", func(t *testing.T) { testWorkers(t, open) })
 }
 
 // Prune deletes finished runs older than the cut with their records, never a running
@@ -539,4 +541,47 @@ func RawSQLite(t *testing.T, path string) *sql.DB {
 		t.Fatal(err)
 	}
 	return db
+}
+
+// testWorkers: each orchestrator's recorded workers replace its earlier ones; Workers
+// lists every orchestrator's recent ones once; bad input is refused.
+func testWorkers(t *testing.T, open Opener) {
+	s, ctx := openT(t, open), ctx(t)
+	if got, err := s.Workers(ctx, time.Time{}); err != nil || len(got) != 0 {
+		t.Fatalf("an empty journal's workers: %v, %v", got, err)
+	}
+	before := time.Now()
+	for _, set := range []struct {
+		owner   string
+		workers []string
+	}{{"o1", []string{"w2", "w1", "w1"}}, {"o2", []string{"w3", "w2"}}, {"o1", []string{"w1", "w4"}}} {
+		if err := s.SetWorkers(ctx, set.owner, set.workers); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.Workers(ctx, before.Add(-time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"w1", "w2", "w3", "w4"}; !slices.Equal(got, want) {
+		t.Errorf("workers = %v, want %v (o1's second set replaced its first)", got, want)
+	}
+	if got, err := s.Workers(ctx, time.Now().Add(time.Hour)); err != nil || len(got) != 0 {
+		t.Errorf("workers seen after an hour from now: %v, %v", got, err)
+	}
+	if err := s.SetWorkers(ctx, "o2", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Workers(ctx, time.Time{}); !slices.Equal(got, []string{"w1", "w4"}) {
+		t.Errorf("after o2 recorded none: %v", got)
+	}
+	if err := s.SetWorkers(ctx, "", []string{"w"}); !errors.Is(err, runlog.ErrInvalid) {
+		t.Errorf("no owner: %v, want ErrInvalid", err)
+	}
+	if err := s.SetWorkers(ctx, "o1", []string{strings.Repeat("w", runlog.MaxIDBytes+1)}); !errors.Is(err, runlog.ErrInvalid) {
+		t.Errorf("a long worker id: %v, want ErrInvalid", err)
+	}
+	if err := s.SetWorkers(ctx, "o1", make([]string, runlog.MaxWorkers+1)); !errors.Is(err, runlog.ErrInvalid) {
+		t.Errorf("too many workers: %v, want ErrInvalid", err)
+	}
 }
