@@ -3,6 +3,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -35,6 +36,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/pkg/otelsetup"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
+	"github.com/toolmesh/toolmesh/pkg/trust"
 )
 
 func main() {
@@ -146,7 +148,32 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	// Mutual TLS: the orchestrator's certificate and CA bundle, reloaded when they change.
+	var certs *trust.Source
+	if cfg.TLS.Enabled() {
+		if certs, err = trust.Load(trust.Files{CA: cfg.TLS.CAFile, Cert: cfg.TLS.CertFile, Key: cfg.TLS.KeyFile}, log); err != nil {
+			return fmt.Errorf("tls: %w", err)
+		}
+		defer certs.Close()
+		certs.Watch(cmp.Or(cfg.TLS.ReloadInterval.D(), time.Second))
+		log.Info("mutual TLS on", "spiffe_id", certs.ID().String(), "worker_grants", len(cfg.Trust.Workers), "clients", len(cfg.Trust.Clients))
+	} else {
+		log.Warn("mutual TLS is off: the port serves plaintext, and any process that reaches it may register workers and start runs (set tls.* outside local development)")
+	}
+	var dialAs func(address, identity string) (*grpc.ClientConn, error)
+	if certs != nil {
+		dialAs = func(address, identity string) (*grpc.ClientConn, error) {
+			id, err := trust.ParseID(identity)
+			if err != nil {
+				return nil, err
+			}
+			// The worker's server must prove the identity it registered under.
+			return grpc.NewClient(address, append(append(router.DialOptions(), tel.DialOptions()...),
+				grpc.WithTransportCredentials(certs.ClientCredentials(id)))...)
+		}
+	}
 	rt := router.New(router.Options{
+		DialAs:         dialAs,
 		Converter:      converters,
 		Codec:          ctxcodec.Codec{MaxBytes: cfg.Context.MaxBytes},
 		GracePeriod:    cfg.Registry.GracePeriod.D(),
@@ -183,6 +210,11 @@ func run(args []string) error {
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 	)
 	opts = append(append(opts, server.ServerOptions(cfg)...), tel.ServerOptions()...)
+	if certs != nil {
+		// A client certificate is optional in the handshake (a kubelet's health probe
+		// has none); every call but grpc.health.v1 needs one.
+		opts = append(append(opts, grpc.Creds(certs.ServerCredentials(false))), server.AuthOptions(cfg, log)...)
+	}
 	g := grpc.NewServer(opts...)
 	srv.Register(g)
 	hs := health.NewServer()

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 	"os/signal"
@@ -17,6 +18,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -42,6 +45,7 @@ var commands = []command{
 	{"workers", "", "list registered workers"},
 	{"get", "RUN_ID", "show a run"},
 	{"cancel", "RUN_ID", "cancel a run"},
+	{"certs", "[-dir d] [-trust-domain td] [-workers g,...] [-clients name,...] [-hosts h,...] [-days n]", "write a development CA and certificates for mutual TLS, and print how to use them"},
 }
 
 // flushTimeout bounds how long the CLI waits on the way out for its spans to be
@@ -56,6 +60,9 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `
 flags:
   -addr host:port   orchestrator address (default $TOOLMESH_ADDR, else 127.0.0.1:7070)
+  -tls-ca, -tls-cert, -tls-key, -server-id
+                    mutual TLS: this client's certificate files and the orchestrator's
+                    SPIFFE ID
 
 'toolmesh <command> -h' shows a command's flags. Telemetry follows the standard OTEL_*
 variables; OTEL_TRACES_EXPORTER=console writes spans to stderr, never among the output.
@@ -83,12 +90,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("toolmesh", flag.ContinueOnError)
 	fs.Usage = func() { usage(fs.Output()) }
 	addr := fs.String("addr", envOr("TOOLMESH_ADDR", "127.0.0.1:7070"), "orchestrator address")
+	tlsFlags := cli.AddTLSFlags(fs, "server-id", "identity of the orchestrator")
 	if err := cli.Parse(fs, args, stdout, stderr); err != nil {
 		return err
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()
 		return errors.New("no command")
+	}
+	if fs.Arg(0) == "certs" {
+		return certsCmd(fs.Args()[1:], stdout, stderr)
+	}
+	creds := insecure.NewCredentials()
+	certs, servers, err := tlsFlags.Load(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err != nil {
+		return err
+	}
+	if certs != nil {
+		defer certs.Close()
+		creds = credentials.NewTLS(certs.ClientTLS(func(id spiffeid.ID) error {
+			if !slices.Contains(servers, id) {
+				return fmt.Errorf("not the orchestrator (-server-id %v)", servers)
+			}
+			return nil
+		}))
 	}
 	// With OTEL_TRACES_EXPORTER set, the CLI's call starts the run's trace.
 	sdk, err := otelsetup.FromEnv(ctx, otelsetup.Options{ServiceName: "toolmesh-cli", ServiceVersion: "dev", Console: stderr})
@@ -104,7 +129,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	c, err := client.Dial(*addr, insecure.NewCredentials(), tel.DialOptions()...)
+	c, err := client.Dial(*addr, creds, tel.DialOptions()...)
 	if err != nil {
 		return err
 	}

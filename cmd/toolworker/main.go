@@ -46,6 +46,7 @@ func run(args []string) error {
 	contextMax := fs.Int("context-max-bytes", 8192, "largest encoded ToolCallContext a call may carry; match the orchestrator's context.max_bytes")
 	reconnectMin := fs.Duration("reconnect-min", 100*time.Millisecond, "shortest delay between registration attempts")
 	reconnectMax := fs.Duration("reconnect-max", 5*time.Second, "longest delay between registration attempts: the worker is registered within this long of the orchestrator serving again")
+	tlsFlags := cli.AddTLSFlags(fs, "orchestrator-id", "identity of the orchestrator: the only caller of Invoke, and the only registry the worker registers with")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "usage: toolworker [flags]\n\nServes built-in tool groups as a toolmesh worker. Telemetry follows the standard OTEL_*\nvariables (traces: none unless OTEL_TRACES_EXPORTER is set; metrics: Prometheus on\n--metrics-listen).\n\nflags:\n")
 		fs.PrintDefaults()
@@ -125,7 +126,15 @@ func run(args []string) error {
 	if *ledger > 0 {
 		l = worker.NewMemoryLedger(*ledger)
 	}
+	certs, orchestrators, err := tlsFlags.Load(log)
+	if err != nil {
+		return err
+	}
+	if certs != nil {
+		defer certs.Close()
+	}
 	w, err := worker.New(worker.Options{
+		TLS: certs, Orchestrators: orchestrators,
 		Ledger: l,
 		ID:     *id, Orchestrator: *orchestrator, Listen: *listen, Advertise: *advertise,
 		MinBackoff: *reconnectMin, MaxBackoff: *reconnectMax, ContextMaxBytes: *contextMax,

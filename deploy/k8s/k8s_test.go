@@ -754,6 +754,7 @@ var orchestratorConfigKeys = map[string][]string{
 	"log":      {"level", "format"},
 	"context":  {"max_bytes", "default"},
 	"groups":   {"math"},
+	"tls":      {"plaintext"},
 }
 
 func TestOrchestratorConfig(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -77,6 +78,76 @@ type Config struct {
 	// among its tools (or another agentic tool contains it).
 	AgenticTools map[string]AgenticTool `yaml:"agentic_tools"`
 	Log          Log                    `yaml:"log"`
+	// TLS is the orchestrator's certificate; Trust says whom it lets in.
+	TLS   TLS   `yaml:"tls"`
+	Trust Trust `yaml:"trust"`
+}
+
+// TLS configures mutual TLS on the orchestrator's port and on its calls to workers.
+type TLS struct {
+	// CAFile, CertFile and KeyFile are PEM files: the CA bundle peers must chain to, and
+	// this orchestrator's certificate (with a SPIFFE ID URI SAN) and key. They are read
+	// again when they change.
+	CAFile   string `yaml:"ca_file"`
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// ReloadInterval is how often the files are checked for a change. Default 1s.
+	ReloadInterval Duration `yaml:"reload_interval"`
+	// Plaintext serves without TLS on an address other than loopback: for local
+	// development only. Loopback addresses may serve plaintext without it.
+	Plaintext bool `yaml:"plaintext"`
+}
+
+// Enabled reports whether mutual TLS is configured.
+func (t TLS) Enabled() bool { return t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" }
+
+// Trust says which identities (SPIFFE IDs of verified client certificates) may do what,
+// when TLS is enabled.
+type Trust struct {
+	// Workers are the identities that may register, each with the tool groups (and,
+	// optionally, the tool names) it may serve. An identity that is not listed cannot
+	// register; one cannot serve a tool or group another identity serves.
+	Workers []WorkerGrant `yaml:"workers"`
+	// Clients are the identities that may call OrchestratorService (runs, listings).
+	// Empty: any identity the CA vouches for.
+	Clients []string `yaml:"clients"`
+}
+
+// WorkerGrant is what one worker identity may serve.
+type WorkerGrant struct {
+	// ID is the worker's SPIFFE ID, spiffe://trust-domain/path.
+	ID string `yaml:"id"`
+	// Groups are the tool groups (roles) it may register.
+	Groups []string `yaml:"groups"`
+	// Tools, when set, are the only tool (and facade) names it may serve; "prefix*"
+	// matches names that start with prefix.
+	Tools []string `yaml:"tools"`
+}
+
+// Grant is the grant of identity id, if any.
+func (t Trust) Grant(id string) (WorkerGrant, bool) {
+	for _, g := range t.Workers {
+		if g.ID == id {
+			return g, true
+		}
+	}
+	return WorkerGrant{}, false
+}
+
+// Allows reports whether the grant covers tool name of group role.
+func (g WorkerGrant) Allows(role, name string) bool {
+	if !slices.Contains(g.Groups, role) {
+		return false
+	}
+	if len(g.Tools) == 0 {
+		return true
+	}
+	for _, p := range g.Tools {
+		if p == name || (strings.HasSuffix(p, "*") && strings.HasPrefix(name, strings.TrimSuffix(p, "*"))) {
+			return true
+		}
+	}
+	return false
 }
 
 // AgenticTool declares an agentic tool: a tool whose call runs a nested tool loop over
@@ -467,6 +538,7 @@ func (c Config) Validate() error {
 	// The router takes a zero grace period for "use the default", so zero is refused
 	// rather than silently meaning 3s.
 	positive("registry.grace_period", c.Registry.GracePeriod)
+	c.validateTLS(bad)
 	if c.Registry.ReadinessGrace < 0 || c.Registry.ReadinessGrace.D() > 10*time.Minute {
 		bad("registry.readiness_grace", "must be between 0s and 10m, got %s", c.Registry.ReadinessGrace.D())
 	}
@@ -662,4 +734,59 @@ func checkListen(addr string) error {
 		return fmt.Errorf("invalid port %q", port)
 	}
 	return nil
+}
+
+// validateTLS checks the tls and trust sections.
+func (c Config) validateTLS(bad func(key, format string, args ...any)) {
+	t := c.TLS
+	if t.Enabled() {
+		for _, f := range []struct{ key, path string }{{"tls.ca_file", t.CAFile}, {"tls.cert_file", t.CertFile}, {"tls.key_file", t.KeyFile}} {
+			if f.path == "" {
+				bad(f.key, "is required with the other tls files (mutual TLS needs a CA bundle, a certificate and a key)")
+			}
+		}
+		if t.Plaintext {
+			bad("tls.plaintext", "cannot be set with tls files")
+		}
+	} else if !t.Plaintext && !loopback(c.Listen) {
+		bad("tls", "listen %s is not a loopback address: set tls.ca_file, tls.cert_file and tls.key_file for mutual TLS, or tls.plaintext: true to serve without TLS (local development only)", c.Listen)
+	}
+	if t.ReloadInterval < 0 {
+		bad("tls.reload_interval", "must not be negative, got %s", t.ReloadInterval.D())
+	}
+	seen := map[string]bool{}
+	for i, g := range c.Trust.Workers {
+		key := fmt.Sprintf("trust.workers[%d]", i)
+		if !strings.HasPrefix(g.ID, "spiffe://") || len(g.ID) > 2048 {
+			bad(key+".id", "must be a SPIFFE ID (spiffe://trust-domain/path), got %q", g.ID)
+		}
+		if seen[g.ID] {
+			bad(key+".id", "%s is granted twice", g.ID)
+		}
+		seen[g.ID] = true
+		if len(g.Groups) == 0 {
+			bad(key+".groups", "must name at least one tool group")
+		}
+	}
+	for i, id := range c.Trust.Clients {
+		if !strings.HasPrefix(id, "spiffe://") {
+			bad(fmt.Sprintf("trust.clients[%d]", i), "must be a SPIFFE ID (spiffe://trust-domain/path), got %q", id)
+		}
+	}
+	if !t.Enabled() && (len(c.Trust.Workers) > 0 || len(c.Trust.Clients) > 0) {
+		bad("trust", "identities are verified only with mutual TLS: set tls.ca_file, tls.cert_file and tls.key_file")
+	}
+}
+
+// loopback reports whether a listen address is on the loopback interface only.
+func loopback(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

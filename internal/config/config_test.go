@@ -39,6 +39,7 @@ func TestParseEmptyGivesDefaults(t *testing.T) {
 func TestParseOverridesOnlyWhatIsGiven(t *testing.T) {
 	c, err := Parse([]byte(`
 listen: 0.0.0.0:9090
+tls: {plaintext: true}
 registry:
   heartbeat_interval: 500ms
   lease_ttl: 2s
@@ -62,6 +63,7 @@ log:
 	want.Router.EjectDuration = Duration(90 * time.Second)
 	want.Loop.RunTimeout = Duration(time.Hour)
 	want.Log = Log{Level: "DEBUG", Format: "text"}
+	want.TLS.Plaintext = true
 	if diff := cmp.Diff(want, c); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
@@ -316,5 +318,35 @@ func TestBuffered(t *testing.T) {
 	cfg, err := Parse([]byte("provider:\n  openai:\n    stream: false\n    stream_models: {local: true}\n"))
 	if err != nil || !cfg.Provider.OpenAI.Buffered("gpt") || cfg.Provider.OpenAI.Buffered("local") {
 		t.Errorf("parsed %+v, %v", cfg.Provider.OpenAI, err)
+	}
+}
+
+func TestTLSAndTrust(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml, want string
+	}{
+		{"plaintext off loopback", "listen: 0.0.0.0:7070\n", "tls: listen 0.0.0.0:7070 is not a loopback address"},
+		{"one file", "tls: {ca_file: ca.pem}\n", "tls.cert_file: is required"},
+		{"files and plaintext", "tls: {ca_file: a, cert_file: b, key_file: c, plaintext: true}\n", "tls.plaintext: cannot be set"},
+		{"trust without tls", "trust: {workers: [{id: 'spiffe://td/w', groups: [math]}]}\n", "trust: identities are verified only with mutual TLS"},
+		{"bad worker id", "tls: {ca_file: a, cert_file: b, key_file: c}\ntrust: {workers: [{id: 'w', groups: [math]}]}\n", "trust.workers[0].id: must be a SPIFFE ID"},
+		{"no groups", "tls: {ca_file: a, cert_file: b, key_file: c}\ntrust: {workers: [{id: 'spiffe://td/w'}]}\n", "trust.workers[0].groups"},
+		{"twice", "tls: {ca_file: a, cert_file: b, key_file: c}\ntrust: {workers: [{id: 'spiffe://td/w', groups: [a]}, {id: 'spiffe://td/w', groups: [b]}]}\n", "granted twice"},
+		{"bad client", "tls: {ca_file: a, cert_file: b, key_file: c}\ntrust: {clients: [me]}\n", "trust.clients[0]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.yaml))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+	c, err := Parse([]byte("listen: 0.0.0.0:7070\ntls: {ca_file: a, cert_file: b, key_file: c}\ntrust: {workers: [{id: 'spiffe://td/w', groups: [math], tools: ['add', 'mul*']}]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, ok := c.Trust.Grant("spiffe://td/w")
+	if !ok || !g.Allows("math", "add") || !g.Allows("math", "multiply") || g.Allows("math", "divide") || g.Allows("payments", "add") {
+		t.Errorf("grant %+v", g)
 	}
 }

@@ -100,14 +100,26 @@ func (r *Router) expire(w *worker) {
 // (Options.Probe): an address that cannot be reached or serves another service is
 // refused with ErrUnreachable or ErrWrongService.
 func (r *Router) Register(reg *toolpb.Registration) (*Lease, []*toolpb.Rejection, error) {
+	return r.RegisterAs(reg, "")
+}
+
+// RegisterAs is Register for a worker that proved identity (a SPIFFE ID, from its
+// client certificate): its connection is dialled with Options.DialAs, and it cannot take
+// a worker id, a tool group or a tool that a worker of another identity holds
+// (ErrNotYours). Workers of one identity are replicas of each other.
+func (r *Router) RegisterAs(reg *toolpb.Registration, identity string) (*Lease, []*toolpb.Rejection, error) {
 	rejections, parsed := validate(reg)
 	if len(rejections) > 0 {
 		return nil, capRejections(rejections), fmt.Errorf("%w: %s", ErrInvalidRegistration, summarize(rejections))
 	}
-	if err := r.checkLocked(reg, parsed, true); err != nil {
+	if err := r.checkLocked(reg, parsed, identity, true); err != nil {
 		return nil, err.rejections, err.err
 	}
-	conn, err := r.opts.Dial(reg.GetAddress())
+	dial := r.opts.Dial
+	if identity != "" && r.opts.DialAs != nil {
+		dial = func(address string) (*grpc.ClientConn, error) { return r.opts.DialAs(address, identity) }
+	}
+	conn, err := dial(reg.GetAddress())
 	if err != nil {
 		rej := []*toolpb.Rejection{{Reason: fmt.Sprintf("cannot dial worker address %q: %v", reg.GetAddress(), err)}}
 		return nil, rej, fmt.Errorf("%w: %s", ErrInvalidRegistration, summarize(rej))
@@ -122,7 +134,7 @@ func (r *Router) Register(reg *toolpb.Registration) (*Lease, []*toolpb.Rejection
 
 	r.mu.Lock()
 	// The table may have changed while the address was probed.
-	if err := r.checkLocked(reg, parsed, false); err != nil {
+	if err := r.checkLocked(reg, parsed, identity, false); err != nil {
 		r.mu.Unlock()
 		_ = conn.Close()
 		return nil, err.rejections, err.err
@@ -133,6 +145,7 @@ func (r *Router) Register(reg *toolpb.Registration) (*Lease, []*toolpb.Rejection
 	}
 	w := &worker{
 		id:           reg.GetWorkerId(),
+		identity:     identity,
 		address:      reg.GetAddress(),
 		version:      reg.GetVersion(),
 		capacity:     reg.GetCapacity(),
@@ -201,13 +214,16 @@ type refusal struct {
 // checkLocked checks a valid registration against the table: the router is open, the
 // worker id is not held by a live lease, and nothing conflicts. It takes r.mu itself
 // when lock is set; otherwise the caller holds it.
-func (r *Router) checkLocked(reg *toolpb.Registration, parsed map[string]parsedTool, lock bool) *refusal {
+func (r *Router) checkLocked(reg *toolpb.Registration, parsed map[string]parsedTool, identity string, lock bool) *refusal {
 	if lock {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 	}
 	if r.closed {
 		return &refusal{err: ErrClosed}
+	}
+	if msg := r.heldByOthersLocked(reg, parsed, identity); msg != "" {
+		return &refusal{rejections: []*toolpb.Rejection{{Reason: msg}}, err: fmt.Errorf("%w: %s", ErrNotYours, msg)}
 	}
 	old := r.workers[reg.GetWorkerId()]
 	if old != nil && old.live() {
@@ -221,6 +237,35 @@ func (r *Router) checkLocked(reg *toolpb.Registration, parsed map[string]parsedT
 		return &refusal{rejections: []*toolpb.Rejection{{Reason: msg}}, err: fmt.Errorf("%w: %s", ErrTableFull, msg)}
 	}
 	return nil
+}
+
+// heldByOthersLocked says what of the registration a worker of another identity holds:
+// its worker id, one of its groups or one of its tools; "" when nothing. r.mu must be
+// held.
+func (r *Router) heldByOthersLocked(reg *toolpb.Registration, parsed map[string]parsedTool, identity string) string {
+	if old := r.workers[reg.GetWorkerId()]; old != nil && old.identity != identity {
+		return fmt.Sprintf("worker id %q is held by identity %q", old.id, old.identity)
+	}
+	for _, gr := range reg.GetGroups() {
+		role := gr.GetGroup().GetRole()
+		if g := r.groups[role]; g != nil {
+			for _, w := range g.workers {
+				if w.identity != identity {
+					return fmt.Sprintf("tool group %q is served by identity %q", role, w.identity)
+				}
+			}
+		}
+	}
+	for name := range parsed {
+		if e := r.tools[name]; e != nil {
+			for _, w := range e.replicas {
+				if w.identity != identity {
+					return fmt.Sprintf("tool %q is served by identity %q", name, w.identity)
+				}
+			}
+		}
+	}
+	return ""
 }
 
 // overLimitsLocked says which limit the table would go past if the registration,

@@ -47,6 +47,9 @@ var (
 	// ErrTableFull: accepting the registration would take the routing table past one of
 	// Options.Limits.
 	ErrTableFull = errors.New("routing table full")
+	// ErrNotYours: the registration names a worker id, tool group or tool that a
+	// worker of another identity holds.
+	ErrNotYours = errors.New("held by another identity")
 )
 
 // Options configure a Router. The zero value gives sensible defaults.
@@ -72,6 +75,11 @@ type Options struct {
 	// DialOptions(): without their stats handler the router cannot prove that a
 	// failed call never left, and so never fails such a call over.
 	Dial func(address string) (*grpc.ClientConn, error)
+	// DialAs, when set, opens the connection to a worker that registered under a
+	// verified identity (RegisterAs): it must accept only a server that proves that
+	// identity (trust.Source.ClientCredentials), so that an address pointing at another
+	// service gets no call and no context.
+	DialAs func(address, identity string) (*grpc.ClientConn, error)
 	// Probe checks, before a registration is accepted, that the worker's address serves
 	// ToolWorkerService, over the connection the calls will use. Default: the
 	// grpc.health.v1 status of "toolmesh.v1.ToolWorkerService" must be SERVING (see

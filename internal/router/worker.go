@@ -13,7 +13,9 @@ import (
 
 // worker is one registered worker process and the connection to it.
 type worker struct {
-	id           string
+	id string
+	// identity is the SPIFFE ID the worker registered under ("" without mutual TLS).
+	identity     string
 	address      string
 	version      string
 	capacity     int32

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,6 +62,13 @@ func ServerOptions(cfg config.Config) []grpc.ServerOption {
 		grpc.InitialWindowSize(streamWindow),
 		grpc.InitialConnWindowSize(16 * streamWindow),
 	}
+}
+
+// AuthOptions are the interceptors that authorise every caller by its verified identity
+// when mutual TLS is on (cfg.TLS; the server's credentials come from the caller); none
+// without it. Refusals are logged to log as audit events.
+func AuthOptions(cfg config.Config, log *slog.Logger) []grpc.ServerOption {
+	return authOptions(cfg, func(msg string, args ...any) { log.Warn(msg, append([]any{"event", "audit"}, args...)...) })
 }
 
 // admission is the budget of bytes being received, shared by every call.

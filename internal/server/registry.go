@@ -78,8 +78,17 @@ func (r *registryServer) Connect(stream toolpb.ToolRegistryService_ConnectServer
 	if reg == nil {
 		return statusError(toolpb.ErrorReason_ERROR_REASON_REGISTRATION_INVALID, fmt.Sprintf("the first message of a registration stream must be register, got %T", first.GetMessage()), nil)
 	}
-	lease, rejections, err := r.s.router.Register(reg)
+	identity, err := r.s.checkGrant(ctx, reg)
 	if err != nil {
+		_ = stream.Send(&toolpb.ConnectResponse{Message: &toolpb.ConnectResponse_Ack{Ack: &toolpb.RegistrationAck{Accepted: false,
+			Rejections: []*toolpb.Rejection{{Reason: status.Convert(err).Message()}}}}})
+		return err
+	}
+	lease, rejections, err := r.s.router.RegisterAs(reg, identity)
+	if err != nil {
+		if errors.Is(err, router.ErrNotYours) {
+			r.s.audit("registration refused: held by another identity", "identity", identity, "worker_id", wire.Truncate(reg.GetWorkerId(), 64), "error", wire.Truncate(err.Error(), 1024))
+		}
 		reason := registrationReason(err)
 		r.s.log.Warn("registration refused", "worker_id", wire.Truncate(reg.GetWorkerId(), 64), "address", wire.Truncate(reg.GetAddress(), 64),
 			"reason", wire.ReasonName(reason), "error", wire.Truncate(err.Error(), 1024))
@@ -99,9 +108,20 @@ func (r *registryServer) Connect(stream toolpb.ToolRegistryService_ConnectServer
 		return err
 	}
 
+	// A worker whose certificate expires loses its lease then: its tools leave the table,
+	// and it cannot register again with that certificate.
+	var expired <-chan time.Time
+	if exp := certExpiry(ctx); !exp.IsZero() {
+		t := time.NewTimer(time.Until(exp))
+		defer t.Stop()
+		expired = t.C
+	}
 	for {
 		timer.Reset(ttl)
 		select {
+		case <-expired:
+			r.s.audit("worker lease ended: its certificate expired", "worker_id", lease.WorkerID(), "identity", identity)
+			return statusError(toolpb.ErrorReason_ERROR_REASON_UNAUTHENTICATED, "the worker's certificate expired", nil)
 		case m := <-msgs:
 			switch x := m.GetMessage().(type) {
 			case *toolpb.ConnectRequest_Heartbeat:
@@ -142,6 +162,8 @@ func registrationReason(err error) toolpb.ErrorReason {
 		return toolpb.ErrorReason_ERROR_REASON_REGISTRY_FULL
 	case errors.Is(err, router.ErrClosed):
 		return toolpb.ErrorReason_ERROR_REASON_SHUTTING_DOWN
+	case errors.Is(err, router.ErrNotYours):
+		return toolpb.ErrorReason_ERROR_REASON_PERMISSION_DENIED
 	default:
 		return toolpb.ErrorReason_ERROR_REASON_REGISTRATION_CONFLICT
 	}

@@ -67,6 +67,8 @@ var Reasons = map[toolpb.ErrorReason]Reason{
 	toolpb.ErrorReason_ERROR_REASON_JOURNAL_UNAVAILABLE:    {Code: codes.Unavailable, RetryAfter: time.Second},
 	toolpb.ErrorReason_ERROR_REASON_RUN_ELSEWHERE:          {Code: codes.FailedPrecondition},
 	toolpb.ErrorReason_ERROR_REASON_APPROVAL_NOT_PENDING:   {Code: codes.FailedPrecondition},
+	toolpb.ErrorReason_ERROR_REASON_UNAUTHENTICATED:        {Code: codes.Unauthenticated},
+	toolpb.ErrorReason_ERROR_REASON_PERMISSION_DENIED:      {Code: codes.PermissionDenied},
 }
 
 // ReasonName is the reason as ErrorInfo carries it: the value's name without the

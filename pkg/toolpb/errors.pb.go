@@ -125,6 +125,13 @@ const (
 	ErrorReason_ERROR_REASON_RUN_ELSEWHERE ErrorReason = 34
 	// FAILED_PRECONDITION: the run waits for no approval of that call (ApproveToolCall).
 	ErrorReason_ERROR_REASON_APPROVAL_NOT_PENDING ErrorReason = 35
+	// UNAUTHENTICATED: the call came without a verified identity (a client certificate)
+	// where the orchestrator or worker requires one.
+	ErrorReason_ERROR_REASON_UNAUTHENTICATED ErrorReason = 36
+	// PERMISSION_DENIED: the caller's identity may not do this: register outside its grant
+	// (trust.workers), take a tool group or tool another identity serves, call a worker
+	// without being its orchestrator, or call the orchestrator without being a client.
+	ErrorReason_ERROR_REASON_PERMISSION_DENIED ErrorReason = 37
 )
 
 // Enum value maps for ErrorReason.
@@ -166,6 +173,8 @@ var (
 		33: "ERROR_REASON_JOURNAL_UNAVAILABLE",
 		34: "ERROR_REASON_RUN_ELSEWHERE",
 		35: "ERROR_REASON_APPROVAL_NOT_PENDING",
+		36: "ERROR_REASON_UNAUTHENTICATED",
+		37: "ERROR_REASON_PERMISSION_DENIED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":            0,
@@ -204,6 +213,8 @@ var (
 		"ERROR_REASON_JOURNAL_UNAVAILABLE":    33,
 		"ERROR_REASON_RUN_ELSEWHERE":          34,
 		"ERROR_REASON_APPROVAL_NOT_PENDING":   35,
+		"ERROR_REASON_UNAUTHENTICATED":        36,
+		"ERROR_REASON_PERMISSION_DENIED":      37,
 	}
 )
 
@@ -238,7 +249,8 @@ var File_toolmesh_v1_errors_proto protoreflect.FileDescriptor
 
 const file_toolmesh_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x18toolmesh/v1/errors.proto\x12\vtoolmesh.v1*\xc4\t\n" +
+	"\x18toolmesh/v1/errors.proto\x12\vtoolmesh.v1*\x8a\n" +
+	"\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cERROR_REASON_INVALID_REQUEST\x10\x01\x12#\n" +
@@ -276,7 +288,9 @@ const file_toolmesh_v1_errors_proto_rawDesc = "" +
 	"#ERROR_REASON_REQUIRED_TOOLS_MISSING\x10 \x12$\n" +
 	" ERROR_REASON_JOURNAL_UNAVAILABLE\x10!\x12\x1e\n" +
 	"\x1aERROR_REASON_RUN_ELSEWHERE\x10\"\x12%\n" +
-	"!ERROR_REASON_APPROVAL_NOT_PENDING\x10#B)Z'github.com/toolmesh/toolmesh/pkg/toolpbb\x06proto3"
+	"!ERROR_REASON_APPROVAL_NOT_PENDING\x10#\x12 \n" +
+	"\x1cERROR_REASON_UNAUTHENTICATED\x10$\x12\"\n" +
+	"\x1eERROR_REASON_PERMISSION_DENIED\x10%B)Z'github.com/toolmesh/toolmesh/pkg/toolpbb\x06proto3"
 
 var (
 	file_toolmesh_v1_errors_proto_rawDescOnce sync.Once

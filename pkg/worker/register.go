@@ -12,9 +12,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"google.golang.org/grpc"
 	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
@@ -136,6 +138,14 @@ func (w *Worker) registerLoop(ctx context.Context, target string, drainReq chan<
 			MinConnectTimeout: 5 * time.Second,
 		}),
 	}, w.opts.DialOptions...)
+	if w.opts.TLS != nil {
+		opts = append(opts, grpc.WithTransportCredentials(credentials.NewTLS(w.opts.TLS.ClientTLS(func(id spiffeid.ID) error {
+			if !slices.Contains(w.opts.Orchestrators, id) {
+				return fmt.Errorf("not one of the orchestrator identities %v", w.opts.Orchestrators)
+			}
+			return nil
+		}))))
+	}
 	conn, err := grpc.NewClient(target, opts...)
 	if err != nil {
 		w.log.Error("cannot create orchestrator client", "error", err)

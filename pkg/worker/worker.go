@@ -57,6 +57,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
@@ -71,6 +72,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
+	"github.com/toolmesh/toolmesh/pkg/trust"
 )
 
 // Errors returned by New and Run.
@@ -169,6 +171,15 @@ type Options struct {
 	// autoscale a tool group on.
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
+	// TLS, when set, turns mutual TLS on: the worker serves with its certificate, takes
+	// ToolWorkerService calls only from a caller whose certificate carries one of
+	// Orchestrators (so the context a call brings can be trusted), and registers only
+	// with an orchestrator that proves one of them. grpc.health.v1 answers anyone (a
+	// kubelet's probe has no certificate). trust.Load reads the files; Watch reloads them.
+	TLS *trust.Source
+	// Orchestrators are the identities of the orchestrator replicas (SPIFFE IDs); at
+	// least one with TLS.
+	Orchestrators []spiffeid.ID
 	// DialOptions are added to the options of the connection to the orchestrator.
 	DialOptions []grpc.DialOption
 	// ServerOptions are added to the options of the gRPC server.
@@ -250,6 +261,9 @@ func New(opts Options, groups ...Group) (*Worker, error) {
 	}
 	if opts.Capacity < 0 {
 		return nil, fmt.Errorf("worker: capacity is negative (%d)", opts.Capacity)
+	}
+	if opts.TLS != nil && len(opts.Orchestrators) == 0 {
+		return nil, errors.New("worker: mutual TLS needs the orchestrator's identity (Options.Orchestrators)")
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -346,6 +360,10 @@ func (w *Worker) Run(ctx context.Context) error {
 		// of starting one per call.
 		grpc.NumStreamWorkers(uint32(max(4, runtime.GOMAXPROCS(0)))),
 	}, w.tel.ServerOptions()...)
+	if w.opts.TLS != nil {
+		opts = append(opts, grpc.Creds(w.opts.TLS.ServerCredentials(false)),
+			grpc.ChainUnaryInterceptor(w.authorizeUnary), grpc.ChainStreamInterceptor(w.authorizeStream))
+	}
 	opts = append(opts, w.opts.ServerOptions...)
 	w.server = grpc.NewServer(opts...)
 	toolpb.RegisterToolWorkerServiceServer(w.server, &invoker{w: w})
@@ -469,4 +487,36 @@ func randomSuffix() string {
 	var b [3]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// authorize lets only the orchestrator call the worker (grpc.health.v1 answers anyone).
+func (w *Worker) authorize(ctx context.Context, method string) error {
+	if strings.HasPrefix(method, "/grpc.health.v1.Health/") {
+		return nil
+	}
+	id, ok := trust.PeerID(ctx)
+	if !ok {
+		return wire.Error{Reason: toolpb.ErrorReason_ERROR_REASON_UNAUTHENTICATED,
+			Message: "this worker takes calls from its orchestrator only: present its client certificate"}.Err()
+	}
+	if !slices.Contains(w.opts.Orchestrators, id) {
+		w.log.Warn("call refused: not from the orchestrator", "event", "audit", "identity", id.String(), "method", method)
+		return wire.Error{Reason: toolpb.ErrorReason_ERROR_REASON_PERMISSION_DENIED,
+			Message: fmt.Sprintf("identity %s is not this worker's orchestrator", id)}.Err()
+	}
+	return nil
+}
+
+func (w *Worker) authorizeUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if err := w.authorize(ctx, info.FullMethod); err != nil {
+		return nil, err
+	}
+	return h(ctx, req)
+}
+
+func (w *Worker) authorizeStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	if err := w.authorize(ss.Context(), info.FullMethod); err != nil {
+		return err
+	}
+	return h(srv, ss)
 }

@@ -75,22 +75,24 @@ type orch struct {
 }
 
 type mesh struct {
-	t        *testing.T
-	cfgPath  string
-	script   string
-	effects  string
-	orchs    []*orch
-	workers  map[string]*harness.Proc
-	listen   map[string]string
-	advert   map[string]string
-	proxy    *faultProxy
-	hist     *history
-	mu       sync.Mutex
-	down     map[string]bool // workers killed and not yet restarted
-	holed    bool            // pay-3 is blackholed
-	reregs   []time.Duration
-	faults   map[string]int
-	failures []string
+	t       *testing.T
+	cfgPath string
+	script  string
+	effects string
+	orchs   []*orch
+	workers map[string]*harness.Proc
+	listen  map[string]string
+	advert  map[string]string
+	proxy   *faultProxy
+	hist    *history
+	mu      sync.Mutex
+	down    map[string]bool // workers killed and not yet restarted
+	holed   bool            // pay-3 is blackholed
+	// faultedAt is when each worker last had a fault (killed, stopped, blackholed).
+	faultedAt map[string]time.Time
+	reregs    []time.Duration
+	faults    map[string]int
+	failures  []string
 }
 
 func (m *mesh) orchArg() string {
@@ -131,6 +133,12 @@ func (m *mesh) startWorker(id string) error {
 func (m *mesh) fault(kind, target string) {
 	m.mu.Lock()
 	m.faults[kind]++
+	if strings.HasPrefix(kind, "worker_") {
+		if m.faultedAt == nil {
+			m.faultedAt = map[string]time.Time{}
+		}
+		m.faultedAt[target] = time.Now()
+	}
 	m.mu.Unlock()
 	m.hist.add("fault", map[string]any{"fault": kind, "target": target})
 }
@@ -162,6 +170,11 @@ func (m *mesh) reregistered(o *orch, since time.Time) {
 	}
 	defer func() { _ = c.Close() }()
 	for ctx.Err() == nil {
+		// A worker that has a fault of its own while this orchestrator restarts (the
+		// schedule blackholes or kills one at the same moment) is not waited for.
+		m.mu.Lock()
+		ids = slices.DeleteFunc(ids, func(id string) bool { return m.faultedAt[id].After(since) })
+		m.mu.Unlock()
 		ws, err := c.ListWorkers(ctx)
 		ready := 0
 		if err == nil {
