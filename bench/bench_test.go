@@ -63,7 +63,7 @@ func TestSmoke(t *testing.T) {
 		t.Fatalf("failures: %q", rep.Failures)
 	}
 
-	want := []string{VLimit, VLimitMD, VHop, VHopOTel, VMCPHTTP, VMCPStdio, VMCPGroup, VInProcess, VLoopGRPC, VLoopNested, VLoopInProc, VLoopSQLite}
+	want := []string{VLimit, VLimitMD, VHop, VHopOTel, VHopMTLS, VMCPHTTP, VMCPStdio, VMCPGroup, VInProcess, VLoopGRPC, VLoopNested, VLoopInProc, VLoopSQLite}
 	if _, err := harness.PostgresBin(); err == nil {
 		want = append(want, VLoopPostgres)
 	}
@@ -193,7 +193,7 @@ func TestExplainEveryGoal(t *testing.T) {
 	}
 	rep.Variants = []VariantResult{
 		mk(VLimit, 100, 30000, 20, 25), mk(VLimitMD, 105, 28000, 22, 27), mk(VHop, 300, 10000, 60, 100),
-		mk(VHopOTel, 400, 7000, 90, 130), mk(VMCPHTTP, 420, 2500, 300, 320), mk(VMCPStdio, 300, 3000, 200, 220),
+		mk(VHopOTel, 400, 7000, 90, 130), mk(VHopMTLS, 400, 9000, 66, 110), mk(VMCPHTTP, 420, 2500, 300, 320), mk(VMCPStdio, 300, 3000, 200, 220),
 		mk(VInProcess, 1.5, 900000, 2, 0), mk(VLoopGRPC, 6000, 400, 1500, 1100), mk(VLoopInProc, 350, 2000, 500, 0),
 		mk(VLoopSQLite, 30000, 200, 1700, 1100), mk(VLoopPostgres, 40000, 150, 1800, 1100),
 	}

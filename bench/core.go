@@ -9,11 +9,13 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/router"
 	"github.com/toolmesh/toolmesh/internal/runlog"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
+	"github.com/toolmesh/toolmesh/pkg/trust"
 )
 
 // core is the orchestrator's machinery inside the benchmark process: a router, the
@@ -35,11 +37,26 @@ type coreOptions struct {
 	provider llm.Provider
 	// tel is handed to the router and the server as cmd/orchestrator hands it; nil: off.
 	tel *telemetry.Telemetry
+	// certs turns mutual TLS on as cmd/orchestrator does (tls.* and trust.workers in cfg):
+	// the server's credentials and authorisation, the router dialling each worker
+	// expecting its identity.
+	certs *trust.Source
+	cfg   *config.Config
 }
 
 func startCore(o coreOptions) (*core, error) {
-	rt := router.New(router.Options{Dial: o.dial, Telemetry: o.tel, Logger: slog.New(slog.DiscardHandler)})
-	c, err := serve(rt, o.provider, o.tel, nil)
+	ro := router.Options{Dial: o.dial, Telemetry: o.tel, Logger: slog.New(slog.DiscardHandler)}
+	if o.certs != nil {
+		ro.DialAs = func(address, identity string) (*grpc.ClientConn, error) {
+			id, err := trust.ParseID(identity)
+			if err != nil {
+				return nil, err
+			}
+			return grpc.NewClient(address, append(router.DialOptions(), grpc.WithTransportCredentials(o.certs.ClientCredentials(id)))...)
+		}
+	}
+	rt := router.New(ro)
+	c, err := serveWith(rt, o.provider, o.tel, nil, o.certs, o.cfg)
 	if err != nil {
 		rt.Close()
 		return nil, err
@@ -55,8 +72,12 @@ func startCoreWith(rt *router.Router, provider llm.Provider, journal runlog.Stor
 }
 
 func serve(rt *router.Router, provider llm.Provider, tel *telemetry.Telemetry, journal runlog.Store) (*core, error) {
+	return serveWith(rt, provider, tel, journal, nil, nil)
+}
+
+func serveWith(rt *router.Router, provider llm.Provider, tel *telemetry.Telemetry, journal runlog.Store, certs *trust.Source, cfg *config.Config) (*core, error) {
 	log := slog.New(slog.DiscardHandler)
-	srv, err := server.New(server.Options{Router: rt, Provider: provider, Telemetry: tel, Logger: log, Journal: journal, Owner: "bench"})
+	srv, err := server.New(server.Options{Router: rt, Provider: provider, Telemetry: tel, Logger: log, Journal: journal, Owner: "bench", Config: cfg})
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +85,11 @@ func serve(rt *router.Router, provider llm.Provider, tel *telemetry.Telemetry, j
 	if err != nil {
 		return nil, err
 	}
-	g := grpc.NewServer(append(server.RecoveryInterceptors(log), tel.ServerOptions()...)...)
+	opts := append(server.RecoveryInterceptors(log), tel.ServerOptions()...)
+	if certs != nil {
+		opts = append(append(opts, grpc.Creds(certs.ServerCredentials(false))), server.AuthOptions(*cfg, log)...)
+	}
+	g := grpc.NewServer(opts...)
 	srv.Register(g)
 	go func() { _ = g.Serve(lis) }()
 	return &core{router: rt, srv: srv, grpc: g, addr: lis.Addr().String()}, nil

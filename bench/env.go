@@ -23,6 +23,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/bench/internal/peer"
 	"github.com/toolmesh/toolmesh/internal/builtin"
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/ctxcodec"
 	"github.com/toolmesh/toolmesh/internal/decorators"
 	"github.com/toolmesh/toolmesh/internal/harness"
@@ -40,15 +41,19 @@ import (
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
+	"github.com/toolmesh/toolmesh/pkg/trust"
 	"github.com/toolmesh/toolmesh/pkg/worker"
 )
 
 // Variant names, in the order each round runs them.
 const (
-	VLimit    = "limit"
-	VLimitMD  = "limit+4md"
-	VHop      = "hop"
-	VHopOTel  = "hop+otel"
+	VLimit   = "limit"
+	VLimitMD = "limit+4md"
+	VHop     = "hop"
+	VHopOTel = "hop+otel"
+	// VHopMTLS is the hop with mutual TLS on both sides (SPIFFE identities, development
+	// CA), on a long-lived connection.
+	VHopMTLS  = "hop+mtls"
 	VMCPHTTP  = "mcp-http"
 	VMCPStdio = "mcp-stdio"
 	VMCPGroup = "mcp-group"
@@ -87,6 +92,7 @@ type env struct {
 	// telShutdown flushes and stops the providers tel records through.
 	telShutdown func(context.Context) error
 	off, on     *core
+	mtls        *core // the hop with mutual TLS (hop+mtls)
 	variants    []*variant
 	// workerOn is the toolworker of the traced hop, stopped before the spans are counted.
 	workerOn *proc
@@ -184,10 +190,14 @@ func setup(ctx context.Context, cfg Config) (_ *env, err error) {
 	}
 	e.defer_(func() { wOn.stop(5 * time.Second) })
 	e.workerOn = wOn
+	wTLS, err := e.startMTLS(cfg, workerArgs)
+	if err != nil {
+		return nil, err
+	}
 	for _, x := range []struct {
 		c *core
 		p *proc
-	}{{e.off, wOff}, {e.on, wOn}} {
+	}{{e.off, wOff}, {e.on, wOn}, {e.mtls, wTLS}} {
 		if err := x.c.waitTool(ctx, peer.Name); err != nil {
 			return nil, fmt.Errorf("%w\n%s", err, x.p.tail())
 		}
@@ -276,6 +286,7 @@ func setup(ctx context.Context, cfg Config) (_ *env, err error) {
 		e.limitVariant(rawConn, true),
 		e.hopVariant(VHop, e.off, runChain(nil)),
 		e.hopVariant(VHopOTel, e.on, runChain(tel)),
+		e.hopVariant(VHopMTLS, e.mtls, runChain(nil)),
 		e.mcpVariant(VMCPHTTP, httpSession),
 		e.mcpVariant(VMCPStdio, stdioSession),
 		e.mcpGroupVariant(ctx, url),
@@ -313,7 +324,7 @@ func setup(ctx context.Context, cfg Config) (_ *env, err error) {
 	e.variants = append(e.variants, journaled...)
 	peers := map[string]int{
 		VMCPEverything: everythingPID,
-		VLimit:         raw.pid(), VLimitMD: raw.pid(), VHop: wOff.pid(), VHopOTel: wOn.pid(),
+		VLimit:         raw.pid(), VLimitMD: raw.pid(), VHop: wOff.pid(), VHopOTel: wOn.pid(), VHopMTLS: wTLS.pid(),
 		VMCPHTTP: mh.pid(), VMCPStdio: stdioCmd.Process.Pid, VMCPGroup: mh.pid(), VLoopGRPC: wOff.pid(), VLoopNested: wOff.pid(),
 		VLoopSQLite: wOff.pid(), VLoopPostgres: wOff.pid(),
 	}
@@ -370,6 +381,9 @@ func (e *env) limitVariant(conn *grpc.ClientConn, withMetadata bool) *variant {
 func (e *env) hopVariant(name string, c *core, chain []decorators.Decorator) *variant {
 	v := &variant{name: name, unit: "call",
 		measures: "toolmesh hop, telemetry off: the remote tool from router.Tool(\"add\") wrapped in decorators.Default(), called as the loop calls a tool (tool.CallInfo, a ToolCallContext of 4 keys, a dispatch record in ctx) → router (replica pick, converter, metadata codec, deadline) → gRPC → bin/toolworker --groups math (worker SDK: context decode, schema validation, typed tool) and back"}
+	if name == VHopMTLS {
+		v.measures = "the same hop with mutual TLS on both sides, as cmd/orchestrator and bin/toolworker turn it on: TLS 1.3 with ECDSA P-256 certificates of a development CA carrying SPIFFE IDs; the router dials the worker expecting the identity it registered under, the worker takes Invoke only from the orchestrator's identity; one long-lived connection, so the handshake is not in the per-call cost"
+	}
 	if name == VHopOTel {
 		v.measures = "the same hop with telemetry on as cmd/orchestrator turns it on: the router's connections dialled with router.DialOptions() plus telemetry.DialOptions() (otelgrpc client span, traceparent, rpc.client metrics), router.Options.Telemetry (replica and in-flight records), and decorators.Telemetry after decorators.Default() (execute_tool span and tool-call metrics); traces and metrics go through batching OTLP/gRPC exporters to an in-benchmark receiver, sampler parentbased_always_on; the worker process gets OTEL_* variables pointing at the same receiver"
 	}
@@ -671,4 +685,54 @@ func (e *env) loopInProcessVariant() *variant {
 func runChain(tel *telemetry.Telemetry) []decorators.Decorator {
 	c := &decorators.Chain{Bounds: decorators.Bounds{MaxTextBytes: 32 << 10, MaxArtifactBytes: 1 << 20}, Telemetry: tel}
 	return []decorators.Decorator{c.Decorate}
+}
+
+// startMTLS starts the mutual-TLS core and its toolworker: a development CA in a
+// temporary directory, the orchestrator's certificate and a worker identity granted the
+// math group.
+func (e *env) startMTLS(cfg Config, workerArgs func(id, orch string) []string) (*proc, error) {
+	dir, err := os.MkdirTemp("", "toolmesh-bench-mtls-")
+	if err != nil {
+		return nil, err
+	}
+	e.defer_(func() { _ = os.RemoveAll(dir) })
+	ca, err := trust.NewCA("bench.test", 24*time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	issue := func(name, path string) (trust.Files, error) {
+		leaf, err := ca.Issue(path, time.Now().Add(-time.Minute), 24*time.Hour, "127.0.0.1")
+		if err != nil {
+			return trust.Files{}, err
+		}
+		return ca.Write(dir, name, leaf)
+	}
+	of, err := issue("orchestrator", "/orchestrator")
+	if err != nil {
+		return nil, err
+	}
+	wf, err := issue("worker", "/worker/math")
+	if err != nil {
+		return nil, err
+	}
+	certs, err := trust.Load(of, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return nil, err
+	}
+	e.defer_(certs.Close)
+	c := config.Default()
+	c.TLS = config.TLS{CAFile: of.CA, CertFile: of.Cert, KeyFile: of.Key}
+	c.Trust.Workers = []config.WorkerGrant{{ID: "spiffe://bench.test/worker/math", Groups: []string{builtin.MathRole}}}
+	if e.mtls, err = startCore(coreOptions{provider: e.script, certs: certs, cfg: &c}); err != nil {
+		return nil, err
+	}
+	e.defer_(e.mtls.close)
+	args := append(workerArgs("bench-mtls", e.mtls.addr), "--tls-ca", wf.CA, "--tls-cert", wf.Cert, "--tls-key", wf.Key,
+		"--orchestrator-id", "spiffe://bench.test/orchestrator")
+	w, err := startProc("toolworker(mtls)", cfg.Bins.Toolworker, childEnv("OTEL_SDK_DISABLED=true"), args...)
+	if err != nil {
+		return nil, err
+	}
+	e.defer_(func() { w.stop(5 * time.Second) })
+	return w, nil
 }

@@ -304,6 +304,8 @@ func (r *Report) rowSummary(v VariantResult) string {
 		return "the remote add from router.Tool in decorators.Default(), called as the loop calls a tool, over gRPC to bin/toolworker and back, telemetry off"
 	case VHopOTel:
 		return "the hop with telemetry on as cmd/orchestrator turns it on, both processes exporting in batches to an in-benchmark OTLP receiver"
+	case VHopMTLS:
+		return "the hop with mutual TLS on both sides (SPIFFE identities from a development CA), on a long-lived connection, telemetry off"
 	case VMCPHTTP:
 		return "tools/call of add with the Go MCP SDK, one session, to bench/cmd/mcpadd over streamable HTTP"
 	case VMCPStdio:
@@ -333,7 +335,7 @@ func peerOf(name string) string {
 	switch name {
 	case VLimit, VLimitMD:
 		return "bench/cmd/rawadd"
-	case VHop, VHopOTel:
+	case VHop, VHopOTel, VHopMTLS:
 		return "bin/toolworker"
 	case VMCPHTTP, VMCPStdio, VMCPGroup:
 		return "bench/cmd/mcpadd"
@@ -352,7 +354,7 @@ func whose(name string) string {
 		return "client + in-process orchestrator, per run"
 	case VLoopInProc:
 		return "the loop, per run"
-	case VHop, VHopOTel:
+	case VHop, VHopOTel, VHopMTLS:
 		return "orchestrator side (router, decorators, gRPC client)"
 	case VInProcess:
 		return "the call itself"

@@ -259,6 +259,8 @@ func (r *Report) computeRatios() {
 		r.ratio("hop throughput / limit throughput", VHop, VLimit, thrRatio, "goal ≥ 0.75"),
 		r.ratio("hop+otel p50 / limit p50", VHopOTel, VLimit, p50Ratio, "goal ≤ 2"),
 		r.ratio("hop+otel throughput / limit throughput", VHopOTel, VLimit, thrRatio, ""),
+		r.ratio("hop+mtls p50 / hop p50", VHopMTLS, VHop, p50Ratio, "what mutual TLS costs a call on a long-lived connection; goal ≤ 1.15"),
+		r.ratio("hop+mtls throughput / hop throughput", VHopMTLS, VHop, thrRatio, ""),
 		r.ratio("limit+4md p50 / limit p50", VLimitMD, VLimit, p50Ratio, "what four metadata entries cost a bare call"),
 		r.ratio("hop p50 / limit+4md p50", VHop, VLimitMD, p50Ratio, "toolmesh beyond carrying the context"),
 		r.ratio("mcp-http p50 / hop p50", VMCPHTTP, VHop, p50Ratio, "goal ≥ 4"),
@@ -324,6 +326,7 @@ func (r *Report) evaluateGoals() {
 	hopP50 := r.ratioValue("hop p50 / limit p50")
 	hopThr := r.ratioValue("hop throughput / limit throughput")
 	otelP50 := r.ratioValue("hop+otel p50 / limit p50")
+	mtlsP50 := r.ratioValue("hop+mtls p50 / hop p50")
 	mcpP50 := r.ratioValue("mcp-http p50 / hop p50")
 	mcpThr := r.ratioValue("hop throughput / mcp-http throughput")
 	flat := math.NaN()
@@ -342,6 +345,7 @@ func (r *Report) evaluateGoals() {
 		{ID: "hop-p50", Goal: "hop, telemetry off: p50 vs the raw gRPC limit", Target: "≤ 1.3×", Value: hopP50, Measured: x(hopP50), Verdict: atMost(hopP50, 1.3), profile: VHop},
 		{ID: "hop-throughput", Goal: "hop, telemetry off: throughput at c32 vs the limit", Target: "≥ 0.75×", Value: hopThr, Measured: x(hopThr), Verdict: atLeast(hopThr, 0.75), profile: VHop},
 		{ID: "hop-otel-p50", Goal: "hop, tracing on (batching exporter): p50 vs the limit", Target: "≤ 2×", Value: otelP50, Measured: x(otelP50), Verdict: atMost(otelP50, 2), profile: VHopOTel},
+		{ID: "hop-mtls-p50", Goal: "hop with mutual TLS on a long-lived connection: p50 vs the plaintext hop", Target: "≤ 1.15×", Value: mtlsP50, Measured: x(mtlsP50), Verdict: atMost(mtlsP50, 1.15), profile: VHopMTLS},
 		{ID: "mcp-p50", Goal: "MCP SDK over streamable HTTP: p50 vs the hop (lower is better for the hop)", Target: "≥ 4× lower", Value: mcpP50, Measured: x(mcpP50), Verdict: atLeast(mcpP50, 4), profile: VHop},
 		{ID: "mcp-throughput", Goal: "hop throughput vs the MCP SDK over streamable HTTP", Target: "≥ 8× higher", Value: mcpThr, Measured: x(mcpThr), Verdict: atLeast(mcpThr, 8), profile: VHop},
 		{ID: "loop-overhead", Goal: "orchestrator overhead per loop iteration at p50, (Run − N × hop) / iterations", Target: "≤ 200 µs", Value: r.Loop.OverheadUs, Measured: fmt.Sprintf("%.0f µs", r.Loop.OverheadUs), Verdict: atMost(r.Loop.OverheadUs, 200), profile: VLoopGRPC},
