@@ -64,6 +64,10 @@ build: ## Build the binaries into bin/.
 demo: build ## Start an orchestrator and three workers on loopback and run a prompt through them.
 	./bin/toolmesh-demo
 
+.PHONY: certs
+certs: build ## Write a development CA and mutual-TLS certificates to certs/ and print how to use them.
+	./bin/toolmesh certs -dir certs -workers math,text,payments
+
 .PHONY: vet
 vet: ## gofmt, go vet, go mod tidy check.
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -94,6 +94,7 @@ func run() error {
 	default:
 		fmt.Printf("Model: %s — the %s provider, from your environment's credentials.\n\n", orch.Model, orch.Provider)
 	}
+	fmt.Printf("Transport: plaintext on loopback, mutual TLS off (a development setup; 'make certs' and the README's\n\"Mutual TLS and identities\" turn it on).\n\n")
 	fmt.Printf("orchestrator  pid %-7d serving on %s, journaling runs in %s\n", orch.PID(), orch.Addr, filepath.Join(dataDir, "journal.db"))
 	for _, w := range []struct{ id, groups string }{{"math-1", "math"}, {"math-2", "math"}, {"text-1", "text"}} {
 		p, err := harness.StartWorker(w.id, w.id, w.groups, orch.Addr, nil)
