@@ -90,8 +90,8 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("goal %s missed without a why and a fix", g.ID)
 		}
 	}
-	if len(rep.Goals) != 11 {
-		t.Errorf("got %d goals, want 11", len(rep.Goals))
+	if len(rep.Goals) != 12 {
+		t.Errorf("got %d goals, want 12", len(rep.Goals))
 	}
 	if len(rep.Memory.Rounds) != 1 || rep.Memory.Rounds[0].Runs != cfg.OpenRuns || rep.Memory.Rounds[0].AfterKiB == 0 {
 		t.Errorf("memory rounds: %+v", rep.Memory.Rounds)

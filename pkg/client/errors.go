@@ -45,6 +45,11 @@ var (
 	ErrRunElsewhere = errors.New("the run is driven by another orchestrator")
 	// ErrApprovalNotPending: the run waits for no approval of that call.
 	ErrApprovalNotPending = errors.New("no approval of that call is pending")
+	// ErrUnauthenticated: the call came without a verified identity where one is
+	// required (mutual TLS on, no client certificate).
+	ErrUnauthenticated = errors.New("unauthenticated")
+	// ErrPermissionDenied: the caller's identity may not do this.
+	ErrPermissionDenied = errors.New("permission denied")
 )
 
 // Sentinels of the reasons a worker's or a registration's errors carry; a client rarely
@@ -100,6 +105,8 @@ var sentinels = map[toolpb.ErrorReason]error{
 	toolpb.ErrorReason_ERROR_REASON_JOURNAL_UNAVAILABLE:    ErrJournalUnavailable,
 	toolpb.ErrorReason_ERROR_REASON_RUN_ELSEWHERE:          ErrRunElsewhere,
 	toolpb.ErrorReason_ERROR_REASON_APPROVAL_NOT_PENDING:   ErrApprovalNotPending,
+	toolpb.ErrorReason_ERROR_REASON_UNAUTHENTICATED:        ErrUnauthenticated,
+	toolpb.ErrorReason_ERROR_REASON_PERMISSION_DENIED:      ErrPermissionDenied,
 }
 
 // Error is an error the orchestrator reported.
