@@ -87,7 +87,11 @@ func serveWith(rt *router.Router, provider llm.Provider, tel *telemetry.Telemetr
 	}
 	opts := append(server.RecoveryInterceptors(log), tel.ServerOptions()...)
 	if certs != nil {
-		opts = append(append(opts, grpc.Creds(certs.ServerCredentials(false))), server.AuthOptions(*cfg, log)...)
+		auth, err := server.AuthOptions(*cfg, log)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(append(opts, grpc.Creds(certs.ServerCredentials(false))), auth...)
 	}
 	g := grpc.NewServer(opts...)
 	srv.Register(g)

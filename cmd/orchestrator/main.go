@@ -212,9 +212,14 @@ func run(args []string) error {
 	opts = append(append(opts, server.ServerOptions(cfg)...), tel.ServerOptions()...)
 	if certs != nil {
 		// A client certificate is optional in the handshake (a kubelet's health probe
-		// has none); every call but grpc.health.v1 needs one.
-		opts = append(append(opts, grpc.Creds(certs.ServerCredentials(false))), server.AuthOptions(cfg, log)...)
+		// has none, a client may bring a bearer token instead); the interceptors decide.
+		opts = append(opts, grpc.Creds(certs.ServerCredentials(false)))
 	}
+	auth, err := server.AuthOptions(cfg, log)
+	if err != nil {
+		return err
+	}
+	opts = append(opts, auth...)
 	g := grpc.NewServer(opts...)
 	srv.Register(g)
 	hs := health.NewServer()

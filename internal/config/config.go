@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -81,6 +82,47 @@ type Config struct {
 	// TLS is the orchestrator's certificate; Trust says whom it lets in.
 	TLS   TLS   `yaml:"tls"`
 	Trust Trust `yaml:"trust"`
+	// Auth verifies clients' bearer tokens; Tenants are who may use which tool groups.
+	Auth    Auth              `yaml:"auth"`
+	Tenants map[string]Tenant `yaml:"tenants"`
+}
+
+// Auth configures how clients authenticate besides client certificates.
+type Auth struct {
+	JWT JWT `yaml:"jwt"`
+}
+
+// JWT verifies bearer tokens (the authorization metadata of a client's call).
+type JWT struct {
+	// JWKSFile is a JSON Web Key Set (RSA and EC P-256/P-384 keys) the tokens are signed
+	// with; read again when it changes.
+	JWKSFile string `yaml:"jwks_file"`
+	// Issuer and Audience must match the token's iss and aud.
+	Issuer   string `yaml:"issuer"`
+	Audience string `yaml:"audience"`
+	// TenantClaim names the claim that holds the caller's tenant. Default "tenant".
+	TenantClaim string `yaml:"tenant_claim"`
+}
+
+// Enabled reports whether bearer tokens are verified.
+func (j JWT) Enabled() bool { return j.JWKSFile != "" }
+
+// Tenant is what the callers of one tenant may use.
+type Tenant struct {
+	// Groups are the tool groups the tenant's runs may be offered and call.
+	Groups []string `yaml:"groups"`
+	// Clients are client-certificate identities (SPIFFE IDs) that act for the tenant.
+	Clients []string `yaml:"clients"`
+}
+
+// TenantOfClient is the tenant whose clients list identity.
+func (c Config) TenantOfClient(identity string) (string, bool) {
+	for name, t := range c.Tenants {
+		if slices.Contains(t.Clients, identity) {
+			return name, true
+		}
+	}
+	return "", false
 }
 
 // TLS configures mutual TLS on the orchestrator's port and on its calls to workers.
@@ -539,6 +581,7 @@ func (c Config) Validate() error {
 	// rather than silently meaning 3s.
 	positive("registry.grace_period", c.Registry.GracePeriod)
 	c.validateTLS(bad)
+	c.validateTenants(bad)
 	if c.Registry.ReadinessGrace < 0 || c.Registry.ReadinessGrace.D() > 10*time.Minute {
 		bad("registry.readiness_grace", "must be between 0s and 10m, got %s", c.Registry.ReadinessGrace.D())
 	}
@@ -789,4 +832,45 @@ func loopback(listen string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// validateTenants checks the auth and tenants sections.
+func (c Config) validateTenants(bad func(key, format string, args ...any)) {
+	j := c.Auth.JWT
+	if j.Enabled() {
+		if j.Issuer == "" {
+			bad("auth.jwt.issuer", "is required with auth.jwt.jwks_file (tokens of any issuer would be accepted)")
+		}
+		if j.Audience == "" {
+			bad("auth.jwt.audience", "is required with auth.jwt.jwks_file (tokens issued for another service would be accepted)")
+		}
+	} else if j.Issuer != "" || j.Audience != "" || j.TenantClaim != "" {
+		bad("auth.jwt.jwks_file", "is required with the other auth.jwt keys")
+	}
+	owner := map[string]string{}
+	for _, name := range slices.Sorted(maps.Keys(c.Tenants)) {
+		t := c.Tenants[name]
+		if name == "" || len(name) > 128 || strings.ContainsAny(name, "\r\n\x00") {
+			bad("tenants", "tenant names are 1 to 128 bytes without control characters, got %q", name)
+		}
+		if len(t.Groups) == 0 {
+			bad("tenants."+name+".groups", "must name at least one tool group")
+		}
+		for i, id := range t.Clients {
+			key := fmt.Sprintf("tenants.%s.clients[%d]", name, i)
+			if !strings.HasPrefix(id, "spiffe://") {
+				bad(key, "must be a SPIFFE ID (spiffe://trust-domain/path), got %q", id)
+			}
+			if o, dup := owner[id]; dup {
+				bad(key, "%s acts for tenant %s already", id, o)
+			}
+			owner[id] = name
+			if !c.TLS.Enabled() {
+				bad(key, "client identities are verified only with mutual TLS: set tls.ca_file, tls.cert_file and tls.key_file")
+			}
+		}
+	}
+	if len(c.Tenants) > 0 && !j.Enabled() && len(owner) == 0 {
+		bad("tenants", "no caller can be told to belong to a tenant: set auth.jwt (a tenant claim) or tenants.<name>.clients (client certificates)")
+	}
 }

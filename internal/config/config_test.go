@@ -350,3 +350,31 @@ func TestTLSAndTrust(t *testing.T) {
 		t.Errorf("grant %+v", g)
 	}
 }
+
+func TestAuthAndTenants(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml, want string
+	}{
+		{"no issuer", "auth: {jwt: {jwks_file: k.json, audience: a}}\n", "auth.jwt.issuer: is required"},
+		{"no audience", "auth: {jwt: {jwks_file: k.json, issuer: i}}\n", "auth.jwt.audience: is required"},
+		{"keys without a key set", "auth: {jwt: {issuer: i}}\n", "auth.jwt.jwks_file: is required"},
+		{"tenant without groups", "auth: {jwt: {jwks_file: k.json, issuer: i, audience: a}}\ntenants: {acme: {}}\n", "tenants.acme.groups"},
+		{"client without tls", "auth: {jwt: {jwks_file: k.json, issuer: i, audience: a}}\ntenants: {acme: {groups: [g], clients: ['spiffe://td/c']}}\n", "tenants.acme.clients[0]: client identities are verified only with mutual TLS"},
+		{"client twice", "tls: {ca_file: a, cert_file: b, key_file: c}\ntenants: {a: {groups: [g], clients: ['spiffe://td/c']}, b: {groups: [g], clients: ['spiffe://td/c']}}\n", "acts for tenant a already"},
+		{"nobody has a tenant", "tenants: {acme: {groups: [g]}}\n", "no caller can be told to belong to a tenant"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.yaml))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+	c, err := Parse([]byte("tls: {ca_file: a, cert_file: b, key_file: c}\ntenants: {acme: {groups: [g], clients: ['spiffe://td/c']}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tn, ok := c.TenantOfClient("spiffe://td/c"); !ok || tn != "acme" {
+		t.Errorf("TenantOfClient = %q, %v", tn, ok)
+	}
+}

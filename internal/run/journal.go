@@ -47,6 +47,7 @@ type requestRecord struct {
 	LoopID  string          `json:"loop_id"`
 	Started time.Time       `json:"started"`
 	Wire    json.RawMessage `json:"request"`
+	Tenant  string          `json:"tenant,omitempty"`
 }
 
 // dispatchRecord is one attempt of a call, recorded before it leaves.

@@ -130,7 +130,7 @@ func (n *nester) RunLoop(ctx context.Context, l agentic.Loop) (*loop.Result, err
 		ctx, cancel = context.WithCancelCause(ctx)
 		defer cancel(nil)
 		var err error
-		if childRec, err = n.s.store.startChild(scope.ChildRunID, cancel); err != nil {
+		if childRec, err = n.s.store.startChild(scope.ChildRunID, n.p.req.Tenant, cancel); err != nil {
 			return nil, fmt.Errorf("subagent '%s' was not run: %w", l.Tool, err)
 		}
 		defer n.s.store.finish(childRec)

@@ -72,8 +72,18 @@ func (s *Service) prepare(ctx context.Context, req Request) (*prepared, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The interaction level wins over the run level.
+	// The interaction level wins over the run level; a verified tenant wins over both.
 	bag := toolctx.Effective(req.Context, req.Interaction)
+	if req.Tenant != "" {
+		bag = bag.With(TenantKey, req.Tenant)
+	}
+	if allowed, ok := s.tenantGroups(req.Tenant); ok {
+		if err := s.checkGrant(req, allowed); err != nil {
+			return nil, err
+		}
+		grant := decorate
+		decorate = func(t tool.Tool) tool.Tool { return s.granted(grant(t), req.Tenant, allowed) }
+	}
 	if err := checkContext(bag, req.Context, req.Interaction, s.cfg.Context.MaxBytes); err != nil {
 		return nil, err
 	}
@@ -606,4 +616,65 @@ func (s *Service) groupRoles() []string {
 	}
 	slices.Sort(roles)
 	return roles
+}
+
+// TenantKey is the context key that carries a run's verified tenant to its workers.
+const TenantKey = "tenant_id"
+
+// tenantGroups are the tool groups tenant may use; false when it has no grant (no
+// tenancy, or a tenant the config does not list).
+func (s *Service) tenantGroups(tenant string) ([]string, bool) {
+	if tenant == "" {
+		return nil, false
+	}
+	t, ok := s.cfg.Tenants[tenant]
+	return t.Groups, ok
+}
+
+// checkGrant refuses a request that names a tool group or tool outside the tenant's
+// groups (the orchestrator's own groups are everyone's).
+func (s *Service) checkGrant(req Request, allowed []string) error {
+	ok := func(role string) bool {
+		_, builtin := process.Groups[role]
+		return builtin || slices.Contains(allowed, role)
+	}
+	for i, rq := range req.Required {
+		if !ok(rq.Role) {
+			return fieldErr(indexed("required_tool_groups", i), ErrPermission, "tenant %q may not use tool group %q (its groups: [%s])", req.Tenant, rq.Role, strings.Join(allowed, ", "))
+		}
+	}
+	for i, g := range req.Groups {
+		if !ok(g) {
+			return fieldErr(indexed("tool_groups", i), ErrPermission, "tenant %q may not use tool group %q (its groups: [%s])", req.Tenant, g, strings.Join(allowed, ", "))
+		}
+	}
+	for i, n := range req.Tools {
+		if role, served := s.router.GroupOf(n); served && !ok(role) {
+			return fieldErr(indexed("tools", i), ErrPermission, "tenant %q may not use tool %q, of group %q (its groups: [%s])", req.Tenant, n, role, strings.Join(allowed, ", "))
+		}
+	}
+	return nil
+}
+
+// granted refuses, before it leaves, a call of a worker's tool outside the tenant's
+// groups: a tool the model names though it was never offered (a facade's child, a name
+// read in a tool result).
+func (s *Service) granted(t tool.Tool, tenant string, allowed []string) tool.Tool {
+	return grantedTool{Tool: t, s: s, tenant: tenant, allowed: allowed}
+}
+
+type grantedTool struct {
+	tool.Tool
+	s       *Service
+	tenant  string
+	allowed []string
+}
+
+func (g grantedTool) Call(ctx context.Context, input string) (tool.Result, error) {
+	name := g.Definition().Name
+	if role, served := g.s.router.GroupOf(name); served && !slices.Contains(g.allowed, role) {
+		g.s.log.WarnContext(ctx, "tool call refused: outside the tenant's groups", "event", "audit", "tenant", g.tenant, "tool", name, "group", role)
+		return tool.ErrorWithCode(tool.CodeUnknownTool, fmt.Sprintf("Tool '%s' is not available to this run. Use only the tools you were given.", name)), nil
+	}
+	return g.Tool.Call(ctx, input)
 }

@@ -58,6 +58,8 @@ var (
 	ErrNotFound = errors.New("no such run")
 	// ErrRequiredMissing: a required tool group lacks tools the run requires.
 	ErrRequiredMissing = errors.New("required tools missing")
+	// ErrPermission: the run's tenant may not use a tool group or tool it asked for.
+	ErrPermission = errors.New("not granted to the run's tenant")
 )
 
 // FieldError refuses a request because of one of its fields. Kind is ErrInvalid,
@@ -230,6 +232,11 @@ type Request struct {
 	// Agent names an agent (an agentic tool of kind agent, the request's or the
 	// config's) to run directly: see withAgent.
 	Agent string
+	// Tenant is the verified tenant of the caller ("" without tenancy): the run is its
+	// alone (other tenants' calls do not find it), its calls carry it as the context's
+	// tenant_id (whatever the client put there), and with tenants.<name>.groups it may
+	// be offered, and call, only those groups' tools.
+	Tenant string
 	// Wire is the request as the client sent it, which the journal keeps for a run
 	// resumed elsewhere (Codec.Request turns it back).
 	Wire json.RawMessage
@@ -305,7 +312,7 @@ func (s *Service) launch(ctx context.Context, p *prepared, id, loopID string, st
 	defer cancel(nil)
 	ctx, stop := context.WithDeadline(ctx, started.Add(p.timeout))
 	defer stop()
-	r, err := s.store.start(id, cancel)
+	r, err := s.store.start(id, p.req.Tenant, cancel)
 	if err != nil {
 		return nil, err
 	}
@@ -508,6 +515,31 @@ func (s *Service) drive(ctx context.Context, r *record, p *prepared, loopID stri
 }
 
 // Get reports a run, running or finished.
+// TenantOf is the tenant of run id ("" for a run without one): from this orchestrator's
+// memory, else from the journal's request record. ErrNotFound when there is no such run.
+func (s *Service) TenantOf(ctx context.Context, id string) (string, error) {
+	if r := s.store.get(id); r != nil {
+		return r.tenant, nil
+	}
+	if s.journal == nil {
+		return "", fmt.Errorf("%w %q", ErrNotFound, id)
+	}
+	recs, err := s.journal.Read(ctx, id, 0, 1)
+	switch {
+	case errors.Is(err, runlog.ErrNotFound):
+		return "", fmt.Errorf("%w %q", ErrNotFound, id)
+	case err != nil:
+		return "", fmt.Errorf("%w: %v", ErrUnavailable, err)
+	case len(recs) == 0 || recs[0].Kind != runlog.KindRequest:
+		return "", nil
+	}
+	var rq requestRecord
+	if err := json.Unmarshal(recs[0].Data, &rq); err != nil {
+		return "", fmt.Errorf("%w: run %s's request record: %v", ErrUnavailable, id, err)
+	}
+	return rq.Tenant, nil
+}
+
 func (s *Service) Get(id string) (Snapshot, error) {
 	r := s.store.get(id)
 	if (r == nil || r.isStopped()) && s.journal != nil {

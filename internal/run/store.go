@@ -57,7 +57,9 @@ const MaxLoopsKept = 256
 // record is the service's record of one run, running or finished. The service alone
 // changes it, from the loop's events and the loop's end.
 type record struct {
-	id     string
+	id string
+	// tenant is the run's tenant ("" without tenancy), set before the run is visible.
+	tenant string
 	cancel context.CancelCauseFunc
 	// over is closed once the run's final state is recorded.
 	over chan struct{}
@@ -261,7 +263,7 @@ func newStore(maxLive, retain int) *store {
 
 // start records a new run. Run ids are unique among live runs only: a new run may take
 // the id of a finished one, which Get then forgets.
-func (s *store) start(id string, cancel context.CancelCauseFunc) (*record, error) {
+func (s *store) start(id, tenant string, cancel context.CancelCauseFunc) (*record, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old := s.runs[id]
@@ -276,7 +278,7 @@ func (s *store) start(id string, cancel context.CancelCauseFunc) (*record, error
 	if old != nil {
 		s.finished = slices.DeleteFunc(s.finished, func(f *record) bool { return f == old })
 	}
-	r := &record{id: id, cancel: cancel, over: make(chan struct{}), snap: Snapshot{ID: id, State: StateRunning, Started: time.Now()}}
+	r := &record{id: id, tenant: tenant, cancel: cancel, over: make(chan struct{}), snap: Snapshot{ID: id, State: StateRunning, Started: time.Now()}}
 	s.runs[id] = r
 	s.live[r] = true
 	return r, nil
@@ -285,7 +287,7 @@ func (s *store) start(id string, cancel context.CancelCauseFunc) (*record, error
 // startChild records the start of a subagent's child run. It does not count against
 // the live runs' limit: a run starts at most loop.max_nested_loops of them, and they end
 // before it does.
-func (s *store) startChild(id string, cancel context.CancelCauseFunc) (*record, error) {
+func (s *store) startChild(id, tenant string, cancel context.CancelCauseFunc) (*record, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -294,7 +296,7 @@ func (s *store) startChild(id string, cancel context.CancelCauseFunc) (*record, 
 	if old := s.runs[id]; old != nil && s.live[old] {
 		return nil, ErrExists
 	}
-	r := &record{id: id, cancel: cancel, over: make(chan struct{}), snap: Snapshot{ID: id, State: StateRunning, Started: time.Now()}}
+	r := &record{id: id, tenant: tenant, cancel: cancel, over: make(chan struct{}), snap: Snapshot{ID: id, State: StateRunning, Started: time.Now()}}
 	s.runs[id] = r
 	s.live[r] = true
 	return r, nil

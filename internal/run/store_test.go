@@ -10,17 +10,17 @@ func TestStoreRetention(t *testing.T) {
 	nop := func(error) {}
 	start := func(id string) *record {
 		t.Helper()
-		r, err := s.start(id, nop)
+		r, err := s.start(id, "", nop)
 		if err != nil {
 			t.Fatalf("start(%q): %v", id, err)
 		}
 		return r
 	}
 	a, b := start("a"), start("b")
-	if _, err := s.start("c", nop); !errors.Is(err, ErrFull) {
+	if _, err := s.start("c", "", nop); !errors.Is(err, ErrFull) {
 		t.Fatalf("third live run: %v, want ErrFull", err)
 	}
-	if _, err := s.start("a", nop); !errors.Is(err, ErrExists) {
+	if _, err := s.start("a", "", nop); !errors.Is(err, ErrExists) {
 		t.Fatalf("live id again: %v, want ErrExists", err)
 	}
 	s.finish(a)
@@ -51,13 +51,13 @@ func TestStoreRetention(t *testing.T) {
 
 	// Retention zero: finished runs are forgotten at once.
 	z := newStore(1, 0)
-	r, _ := z.start("x", nop)
+	r, _ := z.start("x", "", nop)
 	z.finish(r)
 	if z.get("x") != nil {
 		t.Error("retain 0 kept a finished run")
 	}
 	s.close()
-	if _, err := s.start("f", nop); !errors.Is(err, ErrClosed) {
+	if _, err := s.start("f", "", nop); !errors.Is(err, ErrClosed) {
 		t.Errorf("start after close: %v, want ErrClosed", err)
 	}
 }

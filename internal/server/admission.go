@@ -64,10 +64,12 @@ func ServerOptions(cfg config.Config) []grpc.ServerOption {
 	}
 }
 
-// AuthOptions are the interceptors that authorise every caller by its verified identity
-// when mutual TLS is on (cfg.TLS; the server's credentials come from the caller); none
-// without it. Refusals are logged to log as audit events.
-func AuthOptions(cfg config.Config, log *slog.Logger) []grpc.ServerOption {
+// AuthOptions are the interceptors that authenticate every caller (its client
+// certificate with mutual TLS on, the server's credentials coming from the caller; its
+// bearer token with auth.jwt) and authorise it (trust.*, tenants.*); none without any of
+// these. Refusals are logged to log as audit events. An error is a key set that cannot
+// be read.
+func AuthOptions(cfg config.Config, log *slog.Logger) ([]grpc.ServerOption, error) {
 	return authOptions(cfg, func(msg string, args ...any) { log.Warn(msg, append([]any{"event", "audit"}, args...)...) })
 }
 

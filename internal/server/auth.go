@@ -2,14 +2,18 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/process"
+	"github.com/toolmesh/toolmesh/internal/run"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 	"github.com/toolmesh/toolmesh/pkg/trust"
@@ -21,31 +25,49 @@ import (
 // groups and tools it grants; clients call OrchestratorService only under an identity
 // trust.clients lists (any, when it lists none).
 
-// authOptions are the interceptors that authorise callers; none without mutual TLS.
-func authOptions(cfg config.Config, audit func(msg string, args ...any)) []grpc.ServerOption {
-	if !cfg.TLS.Enabled() {
-		return nil
+// authOptions are the interceptors that authenticate and authorise callers: with
+// mutual TLS, bearer tokens (auth.jwt) or tenants configured; none otherwise.
+func authOptions(cfg config.Config, audit func(msg string, args ...any)) ([]grpc.ServerOption, error) {
+	if !cfg.TLS.Enabled() && !cfg.Auth.JWT.Enabled() && len(cfg.Tenants) == 0 {
+		return nil, nil
 	}
-	a := &authorizer{trust: cfg.Trust, audit: audit}
+	a := &authorizer{cfg: cfg, audit: audit}
+	if cfg.Auth.JWT.Enabled() {
+		t, err := newTokens(cfg.Auth.JWT)
+		if err != nil {
+			return nil, err
+		}
+		a.tokens = t
+	}
 	return []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-			if err := a.authorize(ctx, info.FullMethod); err != nil {
+			ctx, err := a.authorize(ctx, info.FullMethod)
+			if err != nil {
 				return nil, err
 			}
 			return h(ctx, req)
 		}),
 		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-			if err := a.authorize(ss.Context(), info.FullMethod); err != nil {
+			ctx, err := a.authorize(ss.Context(), info.FullMethod)
+			if err != nil {
 				return err
 			}
-			return h(srv, ss)
+			return h(srv, ctxStream{ServerStream: ss, ctx: ctx})
 		}),
-	}
+	}, nil
 }
 
+type ctxStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s ctxStream) Context() context.Context { return s.ctx }
+
 type authorizer struct {
-	trust config.Trust
-	audit func(msg string, args ...any)
+	cfg    config.Config
+	tokens *tokens
+	audit  func(msg string, args ...any)
 }
 
 var (
@@ -53,28 +75,109 @@ var (
 	orchestratorPrefix = "/" + toolpb.OrchestratorService_ServiceDesc.ServiceName + "/"
 )
 
-func (a *authorizer) authorize(ctx context.Context, method string) error {
+// callerKey carries the verified tenant of a client call.
+type callerKey struct{}
+
+// tenantOf is the verified tenant of the call ("" without tenancy).
+func tenantOf(ctx context.Context) string {
+	t, _ := ctx.Value(callerKey{}).(string)
+	return t
+}
+
+func (a *authorizer) authorize(ctx context.Context, method string) (context.Context, error) {
 	if strings.HasPrefix(method, "/grpc.health.v1.Health/") {
-		return nil
+		return ctx, nil
 	}
-	id, ok := trust.PeerID(ctx)
-	if !ok {
-		return statusError(toolpb.ErrorReason_ERROR_REASON_UNAUTHENTICATED,
-			"mutual TLS is on: present a client certificate with a SPIFFE ID that the orchestrator's CA bundle vouches for", nil)
-	}
-	switch {
-	case strings.HasPrefix(method, registryPrefix):
-		if _, ok := a.trust.Grant(id.String()); !ok {
+	id, hasID := trust.PeerID(ctx)
+	if strings.HasPrefix(method, registryPrefix) {
+		if !a.cfg.TLS.Enabled() {
+			return ctx, nil
+		}
+		if !hasID {
+			return nil, unauthenticated()
+		}
+		if _, ok := a.cfg.Trust.Grant(id.String()); !ok {
 			a.audit("registration refused: identity not granted", "identity", id.String())
-			return statusError(toolpb.ErrorReason_ERROR_REASON_PERMISSION_DENIED,
+			return nil, statusError(toolpb.ErrorReason_ERROR_REASON_PERMISSION_DENIED,
 				fmt.Sprintf("identity %s may not register workers: trust.workers grants it nothing", id), nil)
 		}
-	case strings.HasPrefix(method, orchestratorPrefix):
-		if len(a.trust.Clients) > 0 && !slices.Contains(a.trust.Clients, id.String()) {
+		return ctx, nil
+	}
+	// A client: a bearer token, or a client certificate.
+	tenant, hasToken := "", false
+	if raw := bearer(ctx); raw != "" && a.tokens != nil {
+		t, err := a.tokens.tenant(raw)
+		if err != nil {
+			a.audit("client call refused: bad bearer token", "method", method, "error", wire.Truncate(err.Error(), 256))
+			return nil, statusError(toolpb.ErrorReason_ERROR_REASON_UNAUTHENTICATED, err.Error(), nil)
+		}
+		tenant, hasToken = t, true
+	}
+	if !hasToken {
+		switch {
+		case a.cfg.TLS.Enabled() && !hasID:
+			return nil, unauthenticated()
+		case a.cfg.TLS.Enabled() && len(a.cfg.Trust.Clients) > 0 && !slices.Contains(a.cfg.Trust.Clients, id.String()) &&
+			(strings.HasPrefix(method, orchestratorPrefix) || method == ""):
 			a.audit("client call refused: identity not listed", "identity", id.String(), "method", method)
-			return statusError(toolpb.ErrorReason_ERROR_REASON_PERMISSION_DENIED,
+			return nil, statusError(toolpb.ErrorReason_ERROR_REASON_PERMISSION_DENIED,
 				fmt.Sprintf("identity %s may not call the orchestrator: trust.clients does not list it", id), nil)
 		}
+		if hasID {
+			tenant, _ = a.cfg.TenantOfClient(id.String())
+		}
+	}
+	if len(a.cfg.Tenants) > 0 {
+		switch _, ok := a.cfg.Tenants[tenant]; {
+		case tenant == "" && hasID:
+			a.audit("client call refused: identity of no tenant", "identity", id.String(), "method", method)
+			return nil, statusError(toolpb.ErrorReason_ERROR_REASON_PERMISSION_DENIED,
+				fmt.Sprintf("identity %s acts for no tenant (tenants.<name>.clients)", id), nil)
+		case tenant == "":
+			return nil, statusError(toolpb.ErrorReason_ERROR_REASON_UNAUTHENTICATED,
+				"this orchestrator serves tenants: present a bearer token with a tenant claim, or a tenant's client certificate", nil)
+		case !ok:
+			a.audit("client call refused: unknown tenant", "tenant", wire.Truncate(tenant, 128), "method", method)
+			return nil, statusError(toolpb.ErrorReason_ERROR_REASON_PERMISSION_DENIED,
+				fmt.Sprintf("tenant %q is not one this orchestrator serves", wire.Truncate(tenant, 128)), nil)
+		}
+	}
+	if tenant == "" {
+		return ctx, nil
+	}
+	return context.WithValue(ctx, callerKey{}, tenant), nil
+}
+
+func unauthenticated() error {
+	return statusError(toolpb.ErrorReason_ERROR_REASON_UNAUTHENTICATED,
+		"mutual TLS is on: present a client certificate with a SPIFFE ID that the orchestrator's CA bundle vouches for", nil)
+}
+
+// bearer is the call's bearer token, if any.
+func bearer(ctx context.Context) string {
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, v := range md.Get("authorization") {
+		if scheme, tok, ok := strings.Cut(v, " "); ok && strings.EqualFold(scheme, "bearer") {
+			return strings.TrimSpace(tok)
+		}
+	}
+	return ""
+}
+
+// ownRun refuses a run of another tenant as if it did not exist.
+func (s *Server) ownRun(ctx context.Context, id string) error {
+	caller := tenantOf(ctx)
+	if caller == "" && len(s.cfg.Tenants) == 0 {
+		return nil
+	}
+	owner, err := s.runs.TenantOf(ctx, id)
+	switch {
+	case errors.Is(err, run.ErrNotFound):
+		return notFound(err).status()
+	case err != nil:
+		return statusError(toolpb.ErrorReason_ERROR_REASON_JOURNAL_UNAVAILABLE, err.Error(), nil)
+	case owner != caller:
+		return notFound(fmt.Errorf("%w %q", run.ErrNotFound, id)).status()
 	}
 	return nil
 }
@@ -130,4 +233,17 @@ func certExpiry(ctx context.Context) time.Time {
 		return c.NotAfter
 	}
 	return time.Time{}
+}
+
+// visible reports which tool groups the caller's tenant may see and use: every group
+// without a tenant grant, else the tenant's groups and the orchestrator's own.
+func (s *Server) visible(ctx context.Context) func(role string) bool {
+	t, ok := s.cfg.Tenants[tenantOf(ctx)]
+	if !ok {
+		return func(string) bool { return true }
+	}
+	return func(role string) bool {
+		_, builtin := process.Groups[role]
+		return builtin || slices.Contains(t.Groups, role)
+	}
 }

@@ -45,6 +45,7 @@ var runErrorTable = []struct {
 	{func(err error) bool { return errors.Is(err, context.DeadlineExceeded) }, toolpb.ErrorReason_ERROR_REASON_RUN_TIMEOUT},
 	{func(err error) bool { return errors.Is(err, context.Canceled) }, toolpb.ErrorReason_ERROR_REASON_CANCELLED},
 	{func(err error) bool { return errors.Is(err, run.ErrInvalid) }, toolpb.ErrorReason_ERROR_REASON_INVALID_REQUEST},
+	{func(err error) bool { return errors.Is(err, run.ErrPermission) }, toolpb.ErrorReason_ERROR_REASON_PERMISSION_DENIED},
 	{func(err error) bool { return errors.Is(err, router.ErrUnknownGroup) }, toolpb.ErrorReason_ERROR_REASON_UNKNOWN_TOOL_GROUP},
 	{func(err error) bool { return errors.Is(err, router.ErrUnknownTool) }, toolpb.ErrorReason_ERROR_REASON_UNKNOWN_TOOL},
 	{func(err error) bool { return errors.Is(err, run.ErrRequiredMissing) }, toolpb.ErrorReason_ERROR_REASON_REQUIRED_TOOLS_MISSING},

@@ -50,6 +50,9 @@ func (o *orchestratorServer) WatchRun(req *toolpb.WatchRunRequest, stream toolpb
 	if req.GetAfterSequence() < 0 {
 		return invalid("after_sequence", "must not be negative, got %d", req.GetAfterSequence()).status()
 	}
+	if err := o.s.ownRun(stream.Context(), req.GetRunId()); err != nil {
+		return err
+	}
 	err := o.s.runs.Watch(stream.Context(), req.GetRunId(), req.GetAfterSequence(), func(rec run.Record) error {
 		ev := &toolpb.RunResponse{}
 		if err := protojson.Unmarshal(rec.Data, ev); err != nil {
@@ -99,6 +102,9 @@ func (o *orchestratorServer) ListRuns(ctx context.Context, req *toolpb.ListRunsR
 		resp.NextPageToken = runs[size-1].ID
 	}
 	for _, r := range runs {
+		if o.s.ownRun(ctx, r.ID) != nil {
+			continue // another tenant's
+		}
 		resp.Runs = append(resp.Runs, &toolpb.RunSummary{RunId: r.ID, State: stateProto(r.State), Owner: r.Owner,
 			Started: timestamppb.New(r.Started), Updated: timestamppb.New(r.Updated), Records: r.Records})
 	}
@@ -126,6 +132,9 @@ func (o *orchestratorServer) ApproveToolCall(ctx context.Context, req *toolpb.Ap
 	case toolpb.ApprovalDecision_APPROVAL_DECISION_DENY:
 	default:
 		return nil, invalid("decision", "must be APPROVE or DENY, got %s", req.GetDecision()).status()
+	}
+	if err := o.s.ownRun(ctx, req.GetRunId()); err != nil {
+		return nil, err
 	}
 	err := o.s.runs.Approve(ctx, req.GetRunId(), req.GetLoopId(), req.GetCallId(), approve, req.GetReason())
 	var fe *run.FieldError

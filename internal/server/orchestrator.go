@@ -39,6 +39,7 @@ func (o *orchestratorServer) Run(req *toolpb.RunRequest, stream toolpb.Orchestra
 	}
 	em := &emitter{stream: stream}
 	rr := runRequest(req)
+	rr.Tenant = tenantOf(stream.Context())
 	if o.s.journaled {
 		wire, err := protojson.Marshal(req)
 		if err != nil {
@@ -156,6 +157,20 @@ func messages(req *toolpb.RunRequest) []llm.Message {
 
 // ListTools lists the registered tools.
 func (o *orchestratorServer) ListTools(ctx context.Context, req *toolpb.ListToolsRequest) (*toolpb.ListToolsResponse, error) {
+	visible := o.s.visible(ctx)
+	for i, g := range req.GetToolGroups() {
+		if !visible(g) {
+			return nil, (&fieldError{reason: toolpb.ErrorReason_ERROR_REASON_PERMISSION_DENIED, field: indexed("tool_groups", i), desc: "tool group " + quote(g) + " is not granted to your tenant"}).status()
+		}
+	}
+	resp, err := o.listTools(ctx, req)
+	if resp != nil {
+		resp.Tools = slices.DeleteFunc(resp.Tools, func(t *toolpb.ToolInfo) bool { return !visible(t.GetGroup()) })
+	}
+	return resp, err
+}
+
+func (o *orchestratorServer) listTools(ctx context.Context, req *toolpb.ListToolsRequest) (*toolpb.ListToolsResponse, error) {
 	if fe := validateListTools(req); fe != nil {
 		return nil, fe.status()
 	}
@@ -213,7 +228,8 @@ func sortInfos(infos []*toolpb.ToolInfo) []*toolpb.ToolInfo {
 
 // ListToolGroups lists the tool groups: those workers serve, and the orchestrator's own
 // (agent_process, blackboard, communication), which no worker serves.
-func (o *orchestratorServer) ListToolGroups(context.Context, *toolpb.ListToolGroupsRequest) (*toolpb.ListToolGroupsResponse, error) {
+func (o *orchestratorServer) ListToolGroups(ctx context.Context, _ *toolpb.ListToolGroupsRequest) (*toolpb.ListToolGroupsResponse, error) {
+	visible := o.s.visible(ctx)
 	groups := o.s.router.ListGroups()
 	for _, g := range groups {
 		g.Source = "workers"
@@ -236,6 +252,7 @@ func (o *orchestratorServer) ListToolGroups(context.Context, *toolpb.ListToolGro
 		slices.Sort(names)
 		groups = append(groups, &toolpb.ToolGroupStatus{Group: &toolpb.ToolGroupInfo{Role: role, Description: process.Groups[role], Provider: "toolmesh orchestrator"}, Tools: names, Source: "orchestrator"})
 	}
+	groups = slices.DeleteFunc(groups, func(g *toolpb.ToolGroupStatus) bool { return !visible(g.GetGroup().GetRole()) })
 	slices.SortFunc(groups, func(a, b *toolpb.ToolGroupStatus) int {
 		return strings.Compare(a.GetGroup().GetRole(), b.GetGroup().GetRole())
 	})
@@ -248,9 +265,12 @@ func (o *orchestratorServer) ListWorkers(context.Context, *toolpb.ListWorkersReq
 }
 
 // GetRun reports a run.
-func (o *orchestratorServer) GetRun(_ context.Context, req *toolpb.GetRunRequest) (*toolpb.GetRunResponse, error) {
+func (o *orchestratorServer) GetRun(ctx context.Context, req *toolpb.GetRunRequest) (*toolpb.GetRunResponse, error) {
 	if fe := checkRunID("run_id", req.GetRunId(), true); fe != nil {
 		return nil, fe.status()
+	}
+	if err := o.s.ownRun(ctx, req.GetRunId()); err != nil {
+		return nil, err
 	}
 	snap, err := o.s.runs.Get(req.GetRunId())
 	if errors.Is(err, run.ErrUnavailable) {
@@ -266,6 +286,9 @@ func (o *orchestratorServer) GetRun(_ context.Context, req *toolpb.GetRunRequest
 func (o *orchestratorServer) CancelRun(ctx context.Context, req *toolpb.CancelRunRequest) (*toolpb.CancelRunResponse, error) {
 	if fe := validateCancel(req); fe != nil {
 		return nil, fe.status()
+	}
+	if err := o.s.ownRun(ctx, req.GetRunId()); err != nil {
+		return nil, err
 	}
 	st, err := o.s.runs.Cancel(ctx, req.GetRunId(), req.GetReason())
 	switch {

@@ -219,3 +219,21 @@ func (c *Client) CancelRun(ctx context.Context, runID, reason string) (toolpb.Ru
 	}
 	return resp.GetState(), nil
 }
+
+// Bearer is the dial option that sends token (a JWT the orchestrator verifies against
+// its auth.jwt key set) as the authorization of every call. The token then travels only
+// over TLS, unless allowPlaintext (loopback development).
+func Bearer(token string, allowPlaintext bool) grpc.DialOption {
+	return grpc.WithPerRPCCredentials(bearer{token: token, plaintext: allowPlaintext})
+}
+
+type bearer struct {
+	token     string
+	plaintext bool
+}
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + b.token}, nil
+}
+
+func (b bearer) RequireTransportSecurity() bool { return !b.plaintext }

@@ -1,0 +1,192 @@
+package server
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rsa"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/toolmesh/toolmesh/internal/config"
+)
+
+// tokens verifies clients' bearer tokens against a JWKS file, read again when it
+// changes (checked at most once a second).
+type tokens struct {
+	cfg config.JWT
+
+	mu      sync.Mutex
+	keys    map[string]any // by kid; "" when the set has one key without a kid
+	mod     time.Time
+	checked time.Time
+}
+
+func newTokens(cfg config.JWT) (*tokens, error) {
+	t := &tokens{cfg: cfg}
+	if cfg.TenantClaim == "" {
+		t.cfg.TenantClaim = "tenant"
+	}
+	if err := t.load(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// maxJWKSBytes bounds the key set file.
+const maxJWKSBytes = 1 << 20
+
+func (t *tokens) load() error {
+	fi, err := os.Stat(t.cfg.JWKSFile)
+	if err != nil {
+		return fmt.Errorf("auth.jwt.jwks_file: %w", err)
+	}
+	if fi.Size() > maxJWKSBytes {
+		return fmt.Errorf("auth.jwt.jwks_file: %s is %d bytes; the limit is %d", t.cfg.JWKSFile, fi.Size(), maxJWKSBytes)
+	}
+	b, err := os.ReadFile(t.cfg.JWKSFile)
+	if err != nil {
+		return fmt.Errorf("auth.jwt.jwks_file: %w", err)
+	}
+	keys, err := parseJWKS(b)
+	if err != nil {
+		return fmt.Errorf("auth.jwt.jwks_file %s: %w", t.cfg.JWKSFile, err)
+	}
+	t.keys, t.mod = keys, fi.ModTime()
+	return nil
+}
+
+// current reloads the key set when its file changed (a file caught half-written keeps
+// the old keys).
+func (t *tokens) current() map[string]any {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if time.Since(t.checked) >= time.Second {
+		t.checked = time.Now()
+		if fi, err := os.Stat(t.cfg.JWKSFile); err == nil && !fi.ModTime().Equal(t.mod) {
+			_ = t.load()
+		}
+	}
+	return t.keys
+}
+
+// maxTokenBytes bounds a bearer token.
+const maxTokenBytes = 16 << 10
+
+// tenant verifies a token (signature, expiry, issuer, audience) and returns its tenant
+// claim.
+func (t *tokens) tenant(raw string) (string, error) {
+	if len(raw) > maxTokenBytes {
+		return "", fmt.Errorf("the bearer token is %d bytes; the limit is %d", len(raw), maxTokenBytes)
+	}
+	keys := t.current()
+	claims := jwt.MapClaims{}
+	_, err := jwt.ParseWithClaims(raw, claims, func(tok *jwt.Token) (any, error) {
+		kid, _ := tok.Header["kid"].(string)
+		if k, ok := keys[kid]; ok {
+			return k, nil
+		}
+		if len(keys) == 1 && kid == "" {
+			for _, k := range keys {
+				return k, nil
+			}
+		}
+		return nil, fmt.Errorf("no key %q in the key set", kid)
+	}, jwt.WithIssuer(t.cfg.Issuer), jwt.WithAudience(t.cfg.Audience), jwt.WithExpirationRequired(),
+		jwt.WithValidMethods([]string{"RS256", "RS384", "RS512", "PS256", "ES256", "ES384"}), jwt.WithLeeway(30*time.Second))
+	if err != nil {
+		return "", fmt.Errorf("the bearer token is not valid: %w", err)
+	}
+	tenant, _ := claims[t.cfg.TenantClaim].(string)
+	if tenant == "" {
+		return "", fmt.Errorf("the bearer token has no %q claim", t.cfg.TenantClaim)
+	}
+	return tenant, nil
+}
+
+// parseJWKS reads the RSA and EC keys of a JSON Web Key Set.
+func parseJWKS(b []byte) (map[string]any, error) {
+	var set struct {
+		Keys []struct {
+			Kty string `json:"kty"`
+			Kid string `json:"kid"`
+			Use string `json:"use"`
+			N   string `json:"n"`
+			E   string `json:"e"`
+			Crv string `json:"crv"`
+			X   string `json:"x"`
+			Y   string `json:"y"`
+		} `json:"keys"`
+	}
+	if err := json.Unmarshal(b, &set); err != nil {
+		return nil, fmt.Errorf("not a JSON Web Key Set: %w", err)
+	}
+	if len(set.Keys) == 0 {
+		return nil, errors.New("the key set has no keys")
+	}
+	keys := map[string]any{}
+	num := func(s string) (*big.Int, error) {
+		b, err := base64.RawURLEncoding.DecodeString(s)
+		if err != nil || len(b) == 0 {
+			return nil, fmt.Errorf("bad base64url number %q", s)
+		}
+		return new(big.Int).SetBytes(b), nil
+	}
+	for i, k := range set.Keys {
+		if k.Use != "" && k.Use != "sig" {
+			continue
+		}
+		if _, dup := keys[k.Kid]; dup {
+			return nil, fmt.Errorf("key %d: kid %q appears twice", i, k.Kid)
+		}
+		switch k.Kty {
+		case "RSA":
+			n, err := num(k.N)
+			if err != nil {
+				return nil, fmt.Errorf("key %d: n: %w", i, err)
+			}
+			e, err := num(k.E)
+			if err != nil || !e.IsInt64() {
+				return nil, fmt.Errorf("key %d: bad exponent", i)
+			}
+			if n.BitLen() < 2048 {
+				return nil, fmt.Errorf("key %d: an RSA key of %d bits; at least 2048", i, n.BitLen())
+			}
+			keys[k.Kid] = &rsa.PublicKey{N: n, E: int(e.Int64())}
+		case "EC":
+			var curve elliptic.Curve
+			switch k.Crv {
+			case "P-256":
+				curve = elliptic.P256()
+			case "P-384":
+				curve = elliptic.P384()
+			default:
+				return nil, fmt.Errorf("key %d: curve %q (P-256 or P-384)", i, k.Crv)
+			}
+			size := (curve.Params().BitSize + 7) / 8
+			x, errX := base64.RawURLEncoding.DecodeString(k.X)
+			y, errY := base64.RawURLEncoding.DecodeString(k.Y)
+			if errX != nil || errY != nil || len(x) != size || len(y) != size {
+				return nil, fmt.Errorf("key %d: x and y must be %d-byte base64url coordinates", i, size)
+			}
+			pub, err := ecdsa.ParseUncompressedPublicKey(curve, append(append([]byte{4}, x...), y...))
+			if err != nil {
+				return nil, fmt.Errorf("key %d: the point is not on %s: %w", i, k.Crv, err)
+			}
+			keys[k.Kid] = pub
+		default:
+			return nil, fmt.Errorf("key %d: key type %q (RSA or EC)", i, k.Kty)
+		}
+	}
+	if len(keys) == 0 {
+		return nil, errors.New("the key set has no signing keys")
+	}
+	return keys, nil
+}
