@@ -46,7 +46,7 @@ $(PG_STAMP):
 	@mkdir -p $(TMP)/versions && touch $@
 
 .PHONY: test
-test: checkgenerate lint unit test-mcp-everything ## Everything CI runs: generated code, linters, all tests.
+test: checkgenerate lint unit test-mcp-everything fuzz-short ## Everything CI runs: generated code, linters, all tests, a short fuzz of each target.
 
 .PHONY: unit
 unit: build $(MCP_EVERYTHING) $(PG_STAMP) ## Run all Go tests (end-to-end tests use the binaries in bin/).
@@ -55,6 +55,22 @@ unit: build $(MCP_EVERYTHING) $(PG_STAMP) ## Run all Go tests (end-to-end tests 
 .PHONY: test-mcp-everything
 test-mcp-everything: $(MCP_EVERYTHING) ## MCP groups against @modelcontextprotocol/server-everything (stdio and streamable HTTP).
 	TOOLMESH_MCP_EVERYTHING=$(MCP_EVERYTHING) go test -race -tags everything -timeout 5m -count=1 -run TestEverything ./internal/mcp
+
+# The fuzz targets, as package:target: hostile input from models (arguments), workers
+# (registrations, schemas), clients (the context codec) and MCP servers (results).
+FUZZ_TARGETS = ./pkg/schema:FuzzValidate ./pkg/schema:FuzzFastPathAgreesWithGeneric ./pkg/schema:FuzzFromJSON \
+	./internal/ctxcodec:FuzzCodec ./internal/router:FuzzRegistration ./internal/mcp:FuzzResultOf
+FUZZTIME ?= 30m
+
+.PHONY: fuzz
+fuzz: ## Fuzz every target for FUZZTIME (default 30m each); a failure leaves its input under the package's testdata/fuzz.
+	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$name ($$pkg) for $(FUZZTIME)"; \
+		go test -run='^$$' -fuzz="^$$name$$" -fuzztime=$(FUZZTIME) -parallel=2 $$pkg; done
+
+.PHONY: fuzz-short
+fuzz-short: ## Fuzz every target for 10s (part of make test).
+	$(MAKE) fuzz FUZZTIME=10s
 
 .PHONY: build
 build: ## Build the binaries into bin/.
