@@ -247,6 +247,9 @@ func (r *Report) perRound(a, b string, f func(a, b RoundResult) float64) (float6
 
 func p50Ratio(a, b RoundResult) float64 { return a.Latency.P50us / b.Latency.P50us }
 func thrRatio(a, b RoundResult) float64 { return a.Throughput.PerSecond / b.Throughput.PerSecond }
+func peerCPURatio(a, b RoundResult) float64 {
+	return a.Throughput.PeerCPUus / b.Throughput.PeerCPUus
+}
 
 func (r *Report) ratio(name, a, b string, f func(a, b RoundResult) float64, note string) Ratio {
 	v, xs := r.perRound(a, b, f)
@@ -261,6 +264,7 @@ func (r *Report) computeRatios() {
 		r.ratio("hop+otel throughput / limit throughput", VHopOTel, VLimit, thrRatio, ""),
 		r.ratio("hop+mtls p50 / hop p50", VHopMTLS, VHop, p50Ratio, "what mutual TLS costs a call on a long-lived connection; goal ≤ 1.15"),
 		r.ratio("hop+mtls throughput / hop throughput", VHopMTLS, VHop, thrRatio, ""),
+		r.ratio("hop+mtls worker CPU / hop worker CPU", VHopMTLS, VHop, peerCPURatio, "the mTLS worker skips validating arguments the orchestrator validated against the same definition, and pays for TLS"),
 		r.ratio("limit+4md p50 / limit p50", VLimitMD, VLimit, p50Ratio, "what four metadata entries cost a bare call"),
 		r.ratio("hop p50 / limit+4md p50", VHop, VLimitMD, p50Ratio, "toolmesh beyond carrying the context"),
 		r.ratio("mcp-http p50 / hop p50", VMCPHTTP, VHop, p50Ratio, "goal ≥ 4"),

@@ -223,6 +223,10 @@ func (r *Router) invokeFull(ctx context.Context, t *remoteTool, input string) (t
 		State:          tool.StateFrom(ctx).Bytes(),
 		Blackboard:     needed(ctx, t.meta.Needs),
 	}
+	if toolinternal.Validated(ctx, input) {
+		// The loop validated the arguments against this definition.
+		req.ValidatedDefinitionHash = t.hash
+	}
 	var answered *toolpb.InvokeResponse
 	defer func() {
 		if st := tool.StateFrom(ctx); st != nil && answered.GetStateChanged() {

@@ -220,9 +220,14 @@ type InvokeRequest struct {
 	CallId string `protobuf:"bytes,7,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
 	// The newest blackboard object of each type the tool declared it reads
 	// (ToolDefinition.blackboard_types), in the order the types are declared.
-	Blackboard    []*BlackboardObject `protobuf:"bytes,8,rep,name=blackboard,proto3" json:"blackboard,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Blackboard []*BlackboardObject `protobuf:"bytes,8,rep,name=blackboard,proto3" json:"blackboard,omitempty"`
+	// The content hash of the definition the orchestrator validated arguments_json
+	// against (they are then its canonical form); empty when it did not. A worker that
+	// authenticated the orchestrator (mutual TLS) and serves that very definition may skip
+	// validating them again; any other worker validates every call.
+	ValidatedDefinitionHash string `protobuf:"bytes,9,opt,name=validated_definition_hash,json=validatedDefinitionHash,proto3" json:"validated_definition_hash,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *InvokeRequest) Reset() {
@@ -309,6 +314,13 @@ func (x *InvokeRequest) GetBlackboard() []*BlackboardObject {
 		return x.Blackboard
 	}
 	return nil
+}
+
+func (x *InvokeRequest) GetValidatedDefinitionHash() string {
+	if x != nil {
+		return x.ValidatedDefinitionHash
+	}
+	return ""
 }
 
 // InvokeResponse is the outcome of one tool call.
@@ -592,7 +604,7 @@ const file_toolmesh_v1_worker_proto_rawDesc = "" +
 	"\x06result\x18\x02 \x01(\v2\x1b.toolmesh.v1.InvokeResponseH\x00R\x06resultB\t\n" +
 	"\amessage\"(\n" +
 	"\x0eProgressReport\x12\x16\n" +
-	"\x06status\x18\x01 \x01(\tR\x06status\"\x91\x02\n" +
+	"\x06status\x18\x01 \x01(\tR\x06status\"\xcd\x02\n" +
 	"\rInvokeRequest\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12%\n" +
 	"\x0earguments_json\x18\x02 \x01(\tR\rargumentsJson\x12\x17\n" +
@@ -603,7 +615,8 @@ const file_toolmesh_v1_worker_proto_rawDesc = "" +
 	"\acall_id\x18\a \x01(\tR\x06callId\x12=\n" +
 	"\n" +
 	"blackboard\x18\b \x03(\v2\x1d.toolmesh.v1.BlackboardObjectR\n" +
-	"blackboard\"\x91\x03\n" +
+	"blackboard\x12:\n" +
+	"\x19validated_definition_hash\x18\t \x01(\tR\x17validatedDefinitionHash\"\x91\x03\n" +
 	"\x0eInvokeResponse\x12\x14\n" +
 	"\x04text\x18\x01 \x01(\tH\x00R\x04text\x129\n" +
 	"\bartifact\x18\x02 \x01(\v2\x1b.toolmesh.v1.ArtifactResultH\x00R\bartifact\x12.\n" +
