@@ -18,8 +18,8 @@ func FuzzRegistration(f *testing.F) {
 			Tools: []*toolpb.RegisteredTool{{Definition: &toolpb.ToolDefinition{Name: "add", Description: "Add", InputSchemaJson: `{"type":"object","properties":{"a":{"type":"number"}}}`}}},
 		}}},
 		{WorkerId: "w-2", Address: "[::1]:2", Groups: []*toolpb.GroupRegistration{{
-			Group: &toolpb.ToolGroupInfo{Role: "x"},
-			Tools: []*toolpb.RegisteredTool{{Definition: &toolpb.ToolDefinition{Name: "t", InputSchemaJson: `{"type":"object","properties":{"a":{"$ref":"file:///etc/passwd"}}}`}}},
+			Group:   &toolpb.ToolGroupInfo{Role: "x"},
+			Tools:   []*toolpb.RegisteredTool{{Definition: &toolpb.ToolDefinition{Name: "t", InputSchemaJson: `{"type":"object","properties":{"a":{"$ref":"file:///etc/passwd"}}}`}}},
 			Facades: []*toolpb.FacadeNode{{Definition: &toolpb.ToolDefinition{Name: "f"}}},
 		}}},
 		{WorkerId: "", Address: "not an address"},
