@@ -113,6 +113,17 @@ type Tenant struct {
 	Groups []string `yaml:"groups"`
 	// Clients are client-certificate identities (SPIFFE IDs) that act for the tenant.
 	Clients []string `yaml:"clients"`
+	// MaxConcurrentRuns bounds the tenant's runs in progress on one orchestrator; a
+	// further Run is refused at once (RESOURCE_EXHAUSTED, with RetryInfo). 0: only the
+	// orchestrator's own bound.
+	MaxConcurrentRuns int `yaml:"max_concurrent_runs"`
+	// ToolCallsPerMinute bounds the tenant's tool calls on one orchestrator (a bucket of
+	// that many, refilled over a minute); a call past it is not sent, and the model reads
+	// when to try again. 0: unbounded.
+	ToolCallsPerMinute int `yaml:"tool_calls_per_minute"`
+	// MaxMessages bounds the conversation a run of the tenant may start with. 0: only
+	// the request's own bound.
+	MaxMessages int `yaml:"max_messages"`
 }
 
 // TenantOfClient is the tenant whose clients list identity.
@@ -855,6 +866,14 @@ func (c Config) validateTenants(bad func(key, format string, args ...any)) {
 		}
 		if len(t.Groups) == 0 {
 			bad("tenants."+name+".groups", "must name at least one tool group")
+		}
+		for _, q := range []struct {
+			key string
+			v   int
+		}{{"max_concurrent_runs", t.MaxConcurrentRuns}, {"tool_calls_per_minute", t.ToolCallsPerMinute}, {"max_messages", t.MaxMessages}} {
+			if q.v < 0 || q.v > 1<<24 {
+				bad("tenants."+name+"."+q.key, "must be between 0 (no bound) and 16777216, got %d", q.v)
+			}
 		}
 		for i, id := range t.Clients {
 			key := fmt.Sprintf("tenants.%s.clients[%d]", name, i)

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/toolmesh/toolmesh/internal/agentic"
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/llm"
@@ -80,6 +82,9 @@ func (s *Service) prepare(ctx context.Context, req Request) (*prepared, error) {
 	if allowed, ok := s.tenantGroups(req.Tenant); ok {
 		if err := s.checkGrant(req, allowed); err != nil {
 			return nil, err
+		}
+		if max := s.cfg.Tenants[req.Tenant].MaxMessages; max > 0 && len(req.Messages) > max {
+			return nil, fieldErr("messages", ErrInvalid, "tenant %q's runs start with at most %d messages; this one has %d", req.Tenant, max, len(req.Messages))
 		}
 		grant := decorate
 		decorate = func(t tool.Tool) tool.Tool { return s.granted(grant(t), req.Tenant, allowed) }
@@ -672,9 +677,42 @@ type grantedTool struct {
 
 func (g grantedTool) Call(ctx context.Context, input string) (tool.Result, error) {
 	name := g.Definition().Name
-	if role, served := g.s.router.GroupOf(name); served && !slices.Contains(g.allowed, role) {
+	role, served := g.s.router.GroupOf(name)
+	if served && !slices.Contains(g.allowed, role) {
 		g.s.log.WarnContext(ctx, "tool call refused: outside the tenant's groups", "event", "audit", "tenant", g.tenant, "tool", name, "group", role)
 		return tool.ErrorWithCode(tool.CodeUnknownTool, fmt.Sprintf("Tool '%s' is not available to this run. Use only the tools you were given.", name)), nil
 	}
+	if served {
+		if wait, limit := g.s.tenantCall(g.tenant); wait > 0 {
+			return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("Tool '%s' was not called: this run's tenant has made its %d tool calls of the last minute. Try again in %s.",
+				name, limit, wait.Round(time.Second))), nil
+		}
+	}
 	return g.Tool.Call(ctx, input)
+}
+
+// tenantCall takes a tool call from tenant's budget (tenants.<name>.
+// tool_calls_per_minute): zero when it may go now, else how long until it may, and the
+// bound.
+func (s *Service) tenantCall(tenant string) (time.Duration, int) {
+	n := s.cfg.Tenants[tenant].ToolCallsPerMinute
+	if n <= 0 {
+		return 0, 0
+	}
+	s.ratesMu.Lock()
+	lim, ok := s.rates[tenant]
+	if !ok {
+		if s.rates == nil {
+			s.rates = map[string]*rate.Limiter{}
+		}
+		lim = rate.NewLimiter(rate.Limit(float64(n)/60), n)
+		s.rates[tenant] = lim
+	}
+	s.ratesMu.Unlock()
+	r := lim.Reserve()
+	if d := r.Delay(); d > 0 {
+		r.Cancel()
+		return max(d, time.Second), n
+	}
+	return 0, n
 }

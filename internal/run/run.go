@@ -9,6 +9,8 @@
 package run
 
 import (
+	"golang.org/x/time/rate"
+
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -58,6 +60,9 @@ var (
 	ErrNotFound = errors.New("no such run")
 	// ErrRequiredMissing: a required tool group lacks tools the run requires.
 	ErrRequiredMissing = errors.New("required tools missing")
+	// ErrTenantFull: the run's tenant runs its maximum of runs (tenants.<name>.
+	// max_concurrent_runs).
+	ErrTenantFull = errors.New("too many runs of the tenant")
 	// ErrPermission: the run's tenant may not use a tool group or tool it asked for.
 	ErrPermission = errors.New("not granted to the run's tenant")
 )
@@ -117,6 +122,10 @@ type Options struct {
 
 // Service runs runs.
 type Service struct {
+	// rates are the tenants' tool-call budgets (tenants.<name>.tool_calls_per_minute).
+	ratesMu sync.Mutex
+	rates   map[string]*rate.Limiter
+
 	router    *router.Router
 	providers map[string]llm.Provider
 	provider  llm.Provider
@@ -312,7 +321,7 @@ func (s *Service) launch(ctx context.Context, p *prepared, id, loopID string, st
 	defer cancel(nil)
 	ctx, stop := context.WithDeadline(ctx, started.Add(p.timeout))
 	defer stop()
-	r, err := s.store.start(id, p.req.Tenant, cancel)
+	r, err := s.store.startLimited(id, p.req.Tenant, s.cfg.Tenants[p.req.Tenant].MaxConcurrentRuns, cancel)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package run
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -58,9 +59,11 @@ const MaxLoopsKept = 256
 // changes it, from the loop's events and the loop's end.
 type record struct {
 	id string
-	// tenant is the run's tenant ("" without tenancy), set before the run is visible.
-	tenant string
-	cancel context.CancelCauseFunc
+	// tenant is the run's tenant ("" without tenancy), set before the run is visible;
+	// counted when the run counts against its tenant's bound of live runs.
+	tenant  string
+	counted bool
+	cancel  context.CancelCauseFunc
 	// over is closed once the run's final state is recorded.
 	over chan struct{}
 
@@ -253,10 +256,12 @@ type store struct {
 	live     map[*record]bool   // runs that have started and not finished
 	finished []*record          // retained finished runs, oldest first
 	idle     *sync.Cond
+	// perTenant counts each tenant's live runs (child runs aside).
+	perTenant map[string]int
 }
 
 func newStore(maxLive, retain int) *store {
-	s := &store{maxLive: maxLive, retain: retain, runs: map[string]*record{}, live: map[*record]bool{}}
+	s := &store{maxLive: maxLive, retain: retain, runs: map[string]*record{}, live: map[*record]bool{}, perTenant: map[string]int{}}
 	s.idle = sync.NewCond(&s.mu)
 	return s
 }
@@ -264,6 +269,12 @@ func newStore(maxLive, retain int) *store {
 // start records a new run. Run ids are unique among live runs only: a new run may take
 // the id of a finished one, which Get then forgets.
 func (s *store) start(id, tenant string, cancel context.CancelCauseFunc) (*record, error) {
+	return s.startLimited(id, tenant, 0, cancel)
+}
+
+// startLimited is start for a tenant that may have at most tenantMax runs live (0: no
+// bound of its own).
+func (s *store) startLimited(id, tenant string, tenantMax int, cancel context.CancelCauseFunc) (*record, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old := s.runs[id]
@@ -274,14 +285,28 @@ func (s *store) start(id, tenant string, cancel context.CancelCauseFunc) (*recor
 		return nil, ErrExists
 	case len(s.live) >= s.maxLive:
 		return nil, ErrFull
+	case tenant != "" && tenantMax > 0 && s.perTenant[tenant] >= tenantMax:
+		return nil, fmt.Errorf("%w: tenant %q is running its maximum of %d runs", ErrTenantFull, tenant, tenantMax)
 	}
 	if old != nil {
 		s.finished = slices.DeleteFunc(s.finished, func(f *record) bool { return f == old })
 	}
-	r := &record{id: id, tenant: tenant, cancel: cancel, over: make(chan struct{}), snap: Snapshot{ID: id, State: StateRunning, Started: time.Now()}}
+	r := &record{id: id, tenant: tenant, counted: tenant != "", cancel: cancel, over: make(chan struct{}), snap: Snapshot{ID: id, State: StateRunning, Started: time.Now()}}
 	s.runs[id] = r
 	s.live[r] = true
+	if r.counted {
+		s.perTenant[tenant]++
+	}
 	return r, nil
+}
+
+// uncount takes a live run off its tenant's count. s.mu must be held.
+func (s *store) uncount(r *record) {
+	if r.counted && s.live[r] {
+		if s.perTenant[r.tenant]--; s.perTenant[r.tenant] <= 0 {
+			delete(s.perTenant, r.tenant)
+		}
+	}
 }
 
 // startChild records the start of a subagent's child run. It does not count against
@@ -307,6 +332,7 @@ func (s *store) finish(r *record) {
 	close(r.over)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.uncount(r)
 	delete(s.live, r)
 	s.finished = append(s.finished, r)
 	for len(s.finished) > s.retain {
@@ -325,6 +351,7 @@ func (s *store) discard(r *record) {
 	close(r.over)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.uncount(r)
 	delete(s.live, r)
 	if s.runs[r.id] == r {
 		delete(s.runs, r.id)

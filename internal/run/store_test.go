@@ -61,3 +61,35 @@ func TestStoreRetention(t *testing.T) {
 		t.Errorf("start after close: %v, want ErrClosed", err)
 	}
 }
+
+// A tenant's bound of live runs counts its runs alone, child runs aside, and frees a
+// place when one ends.
+func TestTenantLimit(t *testing.T) {
+	nop := func(error) {}
+	s := newStore(10, 10)
+	a1, err := s.startLimited("a1", "acme", 2, nop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.startLimited("a2", "acme", 2, nop); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.startChild("a1-child", "acme", nop); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.startLimited("a3", "acme", 2, nop); !errors.Is(err, ErrTenantFull) {
+		t.Fatalf("a third run of acme: %v, want ErrTenantFull", err)
+	}
+	if _, err := s.startLimited("g1", "globex", 2, nop); err != nil {
+		t.Fatalf("another tenant's run: %v", err)
+	}
+	s.finish(a1)
+	if _, err := s.startLimited("a3", "acme", 2, nop); err != nil {
+		t.Fatalf("acme's run after one ended: %v", err)
+	}
+	r, _ := s.startLimited("x", "initech", 1, nop)
+	s.discard(r)
+	if _, err := s.startLimited("y", "initech", 1, nop); err != nil {
+		t.Fatalf("a run after a discarded one: %v", err)
+	}
+}

@@ -77,7 +77,7 @@ auth:
   jwt: {jwks_file: %q, issuer: "https://issuer.test", audience: toolmesh}
 tenants:
   acme: {groups: [echo_acme]}
-  globex: {groups: [echo_globex]}
+  globex: {groups: [echo_globex], tool_calls_per_minute: 2, max_messages: 3}
 agentic_tools:
   sneaky:
     description: Look around.
@@ -178,6 +178,30 @@ agentic_tools:
 	}
 	if r, err := acme.GetRun(ctx, runID); err != nil || r.GetState() != toolpb.RunState_RUN_STATE_SUCCEEDED {
 		t.Errorf("acme's GetRun of its run: %v, %v", r.GetState(), err)
+	}
+
+	// globex's quotas: two tool calls a minute (the third is not sent, and the model reads
+	// when to try again), three messages to start a run with.
+	var texts []string
+	for range 3 {
+		for ev, err := range globex.Run(ctx, &toolpb.RunRequest{Prompt: "echo", ToolGroups: []string{"echo_globex"}}) {
+			if err != nil {
+				t.Fatalf("globex's run: %v", err)
+			}
+			if f := ev.GetFinalResult(); f != nil {
+				texts = append(texts, f.GetText())
+			}
+		}
+	}
+	if len(texts) != 3 || strings.Contains(texts[1], "was not called") || !strings.Contains(texts[2], "Tool 'show_context_globex' was not called: this run's tenant has made its 2 tool calls of the last minute. Try again in") {
+		t.Errorf("globex's three runs answered %q; want the third call refused by the rate", texts)
+	}
+	msgs := make([]*toolpb.ConversationMessage, 4)
+	for i := range msgs {
+		msgs[i] = &toolpb.ConversationMessage{Role: toolpb.Role_ROLE_USER, Text: "echo"}
+	}
+	if _, err := m.firstEvent(ctx, globex, &toolpb.RunRequest{Messages: msgs, ToolGroups: []string{"echo_globex"}}); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "messages") {
+		t.Errorf("globex's run of 4 messages: %v, want INVALID_ARGUMENT naming messages", err)
 	}
 
 	// Tokens the orchestrator must refuse.
