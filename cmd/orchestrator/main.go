@@ -181,6 +181,7 @@ func run(args []string) error {
 		EjectAfter:     cfg.Router.EjectAfterFailures,
 		EjectFor:       cfg.Router.EjectDuration.D(),
 		MaxAttempts:    cfg.Router.MaxAttempts,
+		PinDefinitions: cfg.Registry.PinDefinitions,
 		Telemetry:      tel,
 		Logger:         log,
 		Limits: router.Limits{

@@ -285,6 +285,9 @@ type Registry struct {
 	LeaseTTL Duration `yaml:"lease_ttl"`
 	// GracePeriod keeps a disconnected worker's place (taking no calls) before removal.
 	GracePeriod Duration `yaml:"grace_period"`
+	// PinDefinitions refuses a registration that changes a tool's definition under the
+	// version of its group the tool was first registered with (see router.Options).
+	PinDefinitions bool `yaml:"pin_definitions"`
 	// ReadinessGrace bounds how long a restarted orchestrator with a journal on disk
 	// waits for the workers it knew to register again before it serves runs; 0 serves at
 	// once.
@@ -463,6 +466,7 @@ func Default() Config {
 			LeaseTTL:           Duration(6 * time.Second),
 			GracePeriod:        Duration(3 * time.Second),
 			ReadinessGrace:     Duration(10 * time.Second),
+			PinDefinitions:     true,
 			MaxWorkers:         1024,
 			MaxTools:           10000,
 			MaxDefinitionBytes: 64 << 20,

@@ -194,6 +194,7 @@ func (r *Router) RegisterAs(reg *toolpb.Registration, identity string) (*Lease, 
 	}
 	sort.Strings(w.groups)
 	sort.Strings(w.tools)
+	r.pinLocked(reg, parsed, identity)
 	r.workers[w.id] = w
 	r.served += len(w.tools)
 	r.mu.Unlock()
@@ -225,6 +226,7 @@ func (r *Router) checkLocked(reg *toolpb.Registration, parsed map[string]parsedT
 	if msg := r.heldByOthersLocked(reg, parsed, identity); msg != "" {
 		return &refusal{rejections: []*toolpb.Rejection{{Reason: msg}}, err: fmt.Errorf("%w: %s", ErrNotYours, msg)}
 	}
+
 	old := r.workers[reg.GetWorkerId()]
 	if old != nil && old.live() {
 		msg := fmt.Sprintf("worker id %q is held by a worker whose registration stream is still open; a worker id may be registered by one stream at a time", old.id)
@@ -233,10 +235,64 @@ func (r *Router) checkLocked(reg *toolpb.Registration, parsed map[string]parsedT
 	if rej := r.conflictsLocked(reg, parsed, old); len(rej) > 0 {
 		return &refusal{rejections: capRejections(rej), err: fmt.Errorf("%w: %s", ErrConflict, summarize(rej))}
 	}
+	if rej := r.repinnedLocked(reg, parsed, identity); len(rej) > 0 {
+		return &refusal{rejections: capRejections(rej), err: fmt.Errorf("%w: %s", ErrRepinned, summarize(rej))}
+	}
 	if msg := r.overLimitsLocked(parsed, old, domainTypeBytes(reg)); msg != "" {
 		return &refusal{rejections: []*toolpb.Rejection{{Reason: msg}}, err: fmt.Errorf("%w: %s", ErrTableFull, msg)}
 	}
 	return nil
+}
+
+// maxPins bounds the pinned definitions; past it the oldest pin is forgotten.
+const maxPins = 100_000
+
+// repinnedLocked lists the tools whose definition the registration changes under the
+// group version they were pinned with: a tool's description or schema is what the model
+// reads, and a worker must not rewrite it (a "rug pull") without saying so with a new
+// version. r.mu must be held.
+func (r *Router) repinnedLocked(reg *toolpb.Registration, parsed map[string]parsedTool, identity string) []*toolpb.Rejection {
+	if !r.opts.PinDefinitions {
+		return nil
+	}
+	var rej []*toolpb.Rejection
+	for _, gr := range reg.GetGroups() {
+		role, version := gr.GetGroup().GetRole(), gr.GetGroup().GetVersion()
+		for _, name := range entries(gr, parsed) {
+			p, ok := r.pins[pinKey{identity, name}]
+			if ok && p.version == version && p.hash != parsed[name].hash {
+				rej = append(rej, &toolpb.Rejection{Group: role, Tool: name, Reason: fmt.Sprintf(
+					"tool %q changed its definition (hash %s, now %s) under version %q of group %q; a changed description or schema needs a new version",
+					name, short(p.hash), short(parsed[name].hash), version, role)})
+			}
+		}
+	}
+	return rej
+}
+
+// pinLocked pins the registration's definitions under their groups' versions. r.mu
+// must be held.
+func (r *Router) pinLocked(reg *toolpb.Registration, parsed map[string]parsedTool, identity string) {
+	if !r.opts.PinDefinitions {
+		return
+	}
+	if r.pins == nil {
+		r.pins = map[pinKey]pin{}
+	}
+	for _, gr := range reg.GetGroups() {
+		version := gr.GetGroup().GetVersion()
+		for _, name := range entries(gr, parsed) {
+			k := pinKey{identity, name}
+			if _, ok := r.pins[k]; !ok {
+				r.pinOrder = append(r.pinOrder, k)
+			}
+			r.pins[k] = pin{version: version, hash: parsed[name].hash}
+		}
+	}
+	for len(r.pinOrder) > maxPins {
+		delete(r.pins, r.pinOrder[0])
+		r.pinOrder = r.pinOrder[1:]
+	}
 }
 
 // heldByOthersLocked says what of the registration a worker of another identity holds:

@@ -50,6 +50,9 @@ var (
 	// ErrNotYours: the registration names a worker id, tool group or tool that a
 	// worker of another identity holds.
 	ErrNotYours = errors.New("held by another identity")
+	// ErrRepinned: the registration changes a tool's definition (description, schema,
+	// metadata) under the version of its group it was first registered with.
+	ErrRepinned = errors.New("definition changed under the same version")
 )
 
 // Options configure a Router. The zero value gives sensible defaults.
@@ -101,6 +104,12 @@ type Options struct {
 	// Limits bound the routing table; a registration that would go past one is refused
 	// with ErrTableFull.
 	Limits Limits
+	// PinDefinitions pins each tool's definition, per identity, to the version of its
+	// group it was first registered with: a later registration (after every replica left,
+	// even) that changes the tool's description, schema or metadata under that same
+	// version is refused with ErrRepinned. What the model reads cannot be rewritten
+	// behind the operator's back; a new version says it changed.
+	PinDefinitions bool
 }
 
 // Limits bound what the routing table holds, so that registrations cannot take the
@@ -187,7 +196,17 @@ type Router struct {
 	// defBytes is the sum of the tools' sizes, served the sum of the workers' tools.
 	defBytes int64
 	served   int
+	// pins are the definitions each identity registered, by identity and tool name:
+	// what a tool's description and schema were under its group's version. pinOrder is
+	// their order of first use, for evicting the oldest past maxPins.
+	pins     map[pinKey]pin
+	pinOrder []pinKey
 }
+
+type pinKey struct{ identity, tool string }
+
+// pin is a tool's definition hash under one version of its group.
+type pin struct{ version, hash string }
 
 // groupEntry is a tool group and what serves it.
 type groupEntry struct {

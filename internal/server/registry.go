@@ -86,6 +86,9 @@ func (r *registryServer) Connect(stream toolpb.ToolRegistryService_ConnectServer
 	}
 	lease, rejections, err := r.s.router.RegisterAs(reg, identity)
 	if err != nil {
+		if errors.Is(err, router.ErrRepinned) {
+			r.s.audit("registration refused: definition changed under the same version", "identity", identity, "worker_id", wire.Truncate(reg.GetWorkerId(), 64), "error", wire.Truncate(err.Error(), 1024))
+		}
 		if errors.Is(err, router.ErrNotYours) {
 			r.s.audit("registration refused: held by another identity", "identity", identity, "worker_id", wire.Truncate(reg.GetWorkerId(), 64), "error", wire.Truncate(err.Error(), 1024))
 		}
