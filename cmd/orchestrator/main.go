@@ -199,6 +199,17 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	if cfg.Journal.EncryptionKeyFile != "" {
+		key, err := runlog.ReadKey(cfg.Journal.EncryptionKeyFile)
+		if err != nil {
+			_ = journal.Close()
+			return fmt.Errorf("journal.encryption_key_file: %w", err)
+		}
+		if journal, err = runlog.Encrypted(journal, key); err != nil {
+			return fmt.Errorf("journal.encryption_key_file: %w", err)
+		}
+		log.Info("the journal's records are encrypted")
+	}
 	defer func() { _ = journal.Close() }()
 	srv, err := server.New(server.Options{Router: rt, Providers: providers, DefaultProvider: defProvider, Config: &cfg, Telemetry: tel, Logger: log,
 		Journal: journal, Owner: ownerName(cfg.Journal, lis.Addr())})

@@ -332,6 +332,11 @@ type Journal struct {
 	ResumeGrace Duration `yaml:"resume_grace"`
 	// Retain is how long finished runs stay in the journal.
 	Retain Duration `yaml:"retain"`
+	// EncryptionKeyFile, when set, names a 32-byte key (raw, hex or base64) every
+	// record's data is sealed with (AES-256-GCM) before it is written: the journal then
+	// holds no prompt, argument, result or context value in clear. Every replica sharing
+	// the journal needs the same key.
+	EncryptionKeyFile string `yaml:"encryption_key_file"`
 }
 
 // Loop configures the tool loop's defaults.

@@ -1,0 +1,182 @@
+package runlog
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// KeySize is the size of a journal encryption key: AES-256.
+const KeySize = 32
+
+// MaxSealedRecordBytes bounds the data of one record of an encrypted store: sealed and
+// encoded, it must fit MaxRecordBytes.
+const MaxSealedRecordBytes = (MaxRecordBytes-64)/4*3 - 64
+
+// Encrypted wraps a store so that every record's data is sealed with AES-256-GCM before
+// it is written and opened when it is read: the journal's file or database then holds no
+// prompt, argument, result, context value or token in clear. Each record is bound to its
+// place (run id, sequence number, kind), so a sealed record moved elsewhere does not
+// open. Records written before encryption was turned on are read as they are; a record
+// sealed under another key fails to read, naming the key's id.
+//
+// Run ids, states, owners, leases and approval decisions stay in clear: they are what
+// replicas coordinate on.
+func Encrypted(s Store, key []byte) (Store, error) {
+	if len(key) != KeySize {
+		return nil, fmt.Errorf("runlog: an encryption key is %d bytes, not %d", KeySize, len(key))
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, fmt.Errorf("runlog: %w", err)
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, fmt.Errorf("runlog: %w", err)
+	}
+	sum := sha256.Sum256(key)
+	return &encrypted{Store: s, aead: aead, kid: hex.EncodeToString(sum[:4])}, nil
+}
+
+// ReadKey reads an encryption key from a file: 32 bytes as they are, or written as 64
+// hex digits or in base64 (with or without a trailing newline).
+func ReadKey(path string) ([]byte, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("runlog: the encryption key: %w", err)
+	}
+	if fi.Size() > 256 {
+		return nil, fmt.Errorf("runlog: the encryption key file %s is %d bytes: it holds no key", path, fi.Size())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("runlog: the encryption key: %w", err)
+	}
+	if len(b) == KeySize {
+		return b, nil
+	}
+	text := strings.TrimSpace(string(b))
+	if k, err := hex.DecodeString(text); err == nil && len(k) == KeySize {
+		return k, nil
+	}
+	if k, err := base64.StdEncoding.DecodeString(text); err == nil && len(k) == KeySize {
+		return k, nil
+	}
+	return nil, fmt.Errorf("runlog: the encryption key file %s holds no %d-byte key (raw, 64 hex digits or base64)", path, KeySize)
+}
+
+type encrypted struct {
+	Store
+	aead cipher.AEAD
+	kid  string
+}
+
+// sealed is a record's data as the store keeps it.
+type sealed struct {
+	Enc string `json:"enc"`
+}
+
+func aad(runID string, seq int64, kind Kind) []byte {
+	b := make([]byte, 0, len(runID)+len(kind)+10)
+	b = append(b, runID...)
+	b = append(b, 0)
+	b = binary.BigEndian.AppendUint64(b, uint64(seq))
+	return append(b, kind...)
+}
+
+func (e *encrypted) seal(runID string, recs []Record) ([]Record, error) {
+	out := make([]Record, len(recs))
+	for i, r := range recs {
+		out[i] = r
+		if len(r.Data) == 0 {
+			continue
+		}
+		if len(r.Data) > MaxSealedRecordBytes {
+			return nil, fmt.Errorf("%w: record %d is %d bytes; the limit of an encrypted journal is %d", ErrInvalid, i, len(r.Data), MaxSealedRecordBytes)
+		}
+		nonce := make([]byte, e.aead.NonceSize(), e.aead.NonceSize()+len(r.Data)+e.aead.Overhead())
+		if _, err := rand.Read(nonce); err != nil {
+			return nil, fmt.Errorf("runlog: %w", err)
+		}
+		ct := e.aead.Seal(nonce, nonce, r.Data, aad(runID, r.Seq, r.Kind))
+		b, _ := json.Marshal(sealed{Enc: e.kid + ":" + base64.RawStdEncoding.EncodeToString(ct)})
+		out[i].Data = b
+	}
+	return out, nil
+}
+
+func (e *encrypted) open(runID string, recs []Record) ([]Record, error) {
+	for i, r := range recs {
+		if len(r.Data) < 8 || string(r.Data[:8]) != `{"enc":"` {
+			continue // written in clear, before encryption was on
+		}
+		var s sealed
+		if err := json.Unmarshal(r.Data, &s); err != nil {
+			return nil, fmt.Errorf("runlog: record %d of run %s: %w", r.Seq, runID, err)
+		}
+		kid, body, ok := strings.Cut(s.Enc, ":")
+		if !ok || kid != e.kid {
+			return nil, fmt.Errorf("runlog: record %d of run %s is sealed under key %s; this orchestrator has key %s", r.Seq, runID, kid, e.kid)
+		}
+		ct, err := base64.RawStdEncoding.DecodeString(body)
+		if err != nil || len(ct) < e.aead.NonceSize() {
+			return nil, fmt.Errorf("runlog: record %d of run %s is not a sealed record", r.Seq, runID)
+		}
+		pt, err := e.aead.Open(nil, ct[:e.aead.NonceSize()], ct[e.aead.NonceSize():], aad(runID, r.Seq, r.Kind))
+		if err != nil {
+			return nil, fmt.Errorf("runlog: record %d of run %s does not open: %w", r.Seq, runID, errors.New("it was altered or moved"))
+		}
+		recs[i].Data = pt
+	}
+	return recs, nil
+}
+
+func (e *encrypted) Create(ctx context.Context, runID, owner string, ttl time.Duration, first ...Record) (Lease, error) {
+	if len(first) > 0 {
+		if err := checkAppend(Lease{RunID: runID}, first); err != nil {
+			return Lease{}, err
+		}
+	}
+	recs, err := e.seal(runID, first)
+	if err != nil {
+		return Lease{}, err
+	}
+	return e.Store.Create(ctx, runID, owner, ttl, recs...)
+}
+
+func (e *encrypted) Append(ctx context.Context, lease Lease, records []Record) error {
+	// Bounds apply to what was written, not to its sealed form.
+	if err := checkAppend(lease, records); err != nil {
+		return err
+	}
+	recs, err := e.seal(lease.RunID, records)
+	if err != nil {
+		return err
+	}
+	return e.Store.Append(ctx, lease, recs)
+}
+
+func (e *encrypted) Read(ctx context.Context, runID string, after int64, limit int, kinds ...Kind) ([]Record, error) {
+	recs, err := e.Store.Read(ctx, runID, after, limit, kinds...)
+	if err != nil {
+		return nil, err
+	}
+	return e.open(runID, recs)
+}
+
+// Volatile passes the wrapped store's through.
+func (e *encrypted) Volatile() bool {
+	v, ok := e.Store.(interface{ Volatile() bool })
+	return ok && v.Volatile()
+}
