@@ -47,6 +47,7 @@ type coreOptions struct {
 func startCore(o coreOptions) (*core, error) {
 	ro := router.Options{Dial: o.dial, Telemetry: o.tel, Logger: slog.New(slog.DiscardHandler)}
 	if o.certs != nil {
+		ro.CallToken = o.certs.MintCallToken
 		ro.DialAs = func(address, identity string) (*grpc.ClientConn, error) {
 			id, err := trust.ParseID(identity)
 			if err != nil {

@@ -172,8 +172,13 @@ func run(args []string) error {
 				grpc.WithTransportCredentials(certs.ClientCredentials(id)))...)
 		}
 	}
+	var callToken func(string, trust.CallClaims, time.Time) (string, error)
+	if certs != nil {
+		callToken = certs.MintCallToken
+	}
 	rt := router.New(router.Options{
 		DialAs:         dialAs,
+		CallToken:      callToken,
 		Converter:      converters,
 		Codec:          ctxcodec.Codec{MaxBytes: cfg.Context.MaxBytes},
 		GracePeriod:    cfg.Registry.GracePeriod.D(),

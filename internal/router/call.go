@@ -21,6 +21,7 @@ import (
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
+	"github.com/toolmesh/toolmesh/pkg/trust"
 )
 
 // remoteTool is a tool served by workers, as the loop sees it. It names the tool and the
@@ -287,6 +288,15 @@ func (r *Router) invokeFull(ctx context.Context, t *remoteTool, input string) (t
 // invokeOnce sends the call to w, which the caller acquired. It reports whether the call
 // may be sent to another replica.
 func (r *Router) invokeOnce(ctx context.Context, t *remoteTool, w *worker, req *toolpb.InvokeRequest, timeout time.Duration, answered **toolpb.InvokeResponse) (tool.Result, bool) {
+	if w.identity != "" && r.opts.CallToken != nil {
+		deadline, _ := ctx.Deadline()
+		tok, err := r.opts.CallToken(w.identity, trust.CallClaims{Tool: t.def.Name, RunID: req.GetRunId(), CallID: req.GetCallId(),
+			Tenant: toolinternal.TenantFrom(ctx)}, deadline)
+		if err != nil {
+			return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' was not called: its call token could not be made: %v", t.def.Name, err)), false
+		}
+		ctx = metadata.AppendToOutgoingContext(ctx, trust.CallTokenHeader, tok)
+	}
 	w.calls.Add(1)
 	callCtx, s := withSent(ctx)
 	r.opts.Telemetry.AddDispatched(ctx, w.id, t.group, 1)

@@ -21,6 +21,7 @@ import (
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
+	"github.com/toolmesh/toolmesh/pkg/trust"
 )
 
 // Errors reported by the router.
@@ -110,6 +111,10 @@ type Options struct {
 	// version is refused with ErrRepinned. What the model reads cannot be rewritten
 	// behind the operator's back; a new version says it changed.
 	PinDefinitions bool
+	// CallToken, when set, mints the token of a call sent to a worker that registered
+	// under a verified identity (its audience), valid until the call's deadline; it
+	// travels as the trust.CallTokenHeader metadata (trust.Source.MintCallToken).
+	CallToken func(audience string, claims trust.CallClaims, deadline time.Time) (string, error)
 }
 
 // Limits bound what the routing table holds, so that registrations cannot take the

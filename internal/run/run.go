@@ -343,6 +343,9 @@ func (s *Service) launch(ctx context.Context, p *prepared, id, loopID string, st
 		defer func() { _ = j.close() }()
 	}
 	ctx = toolcall.WithCallInfo(ctx, tool.CallInfo{RunID: id, LoopID: loopID})
+	if p.req.Tenant != "" {
+		ctx = toolinternal.WithTenant(ctx, p.req.Tenant)
+	}
 	res, outcome, err := s.drive(ctx, r, p, loopID, j, observe)
 	r.end(res, outcome, err)
 	// The last event of a run goes out once the record says how it ended, so that a

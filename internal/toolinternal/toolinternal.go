@@ -148,3 +148,17 @@ func MarshalJSON(v any) ([]byte, error) {
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
+
+type tenantKey struct{}
+
+// WithTenant records the run's verified tenant for the calls it makes: the orchestrator
+// vouches for it in each call's token.
+func WithTenant(ctx context.Context, tenant string) context.Context {
+	return context.WithValue(ctx, tenantKey{}, tenant)
+}
+
+// TenantFrom is the verified tenant WithTenant recorded, if any.
+func TenantFrom(ctx context.Context) string {
+	t, _ := ctx.Value(tenantKey{}).(string)
+	return t
+}

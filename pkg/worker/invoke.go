@@ -19,6 +19,7 @@ import (
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
+	"github.com/toolmesh/toolmesh/pkg/trust"
 )
 
 // invoker serves ToolWorkerService.
@@ -107,6 +108,23 @@ func (s *invoker) invoke(ctx context.Context, req *toolpb.InvokeRequest, progres
 		return wire.ResultToProto(tool.ErrorWithCode(tool.CodeInvalidArguments, fmt.Sprintf("invalid arguments for tool '%s': %s", name, strings.TrimPrefix(err.Error(), schema.ErrInvalidArguments.Error()+": "))))
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
+	if w.opts.TLS != nil {
+		// The orchestrator vouches for each call with a token for this worker and this
+		// tool, valid until the call's deadline; a replayed, redirected or stale one is
+		// refused before anything runs.
+		var raw string
+		if v := md.Get(trust.CallTokenHeader); len(v) > 0 {
+			raw = v[0]
+		}
+		claims, err := trust.VerifyCallToken(ctx, raw, w.opts.TLS.ID().String(), name)
+		if err != nil {
+			w.log.Warn("call refused: bad call token", "event", "audit", "tool", name, "error", err.Error())
+			return nil, wire.Error{Reason: toolpb.ErrorReason_ERROR_REASON_PERMISSION_DENIED, Message: err.Error()}.Err()
+		}
+		if claims.Tenant != "" {
+			ctx = context.WithValue(ctx, tenantKey{}, claims.Tenant)
+		}
+	}
 	bag, err := w.codec.Decode(md)
 	if err != nil {
 		return wire.ResultToProto(tool.ErrorWithCode(tool.CodeInvalidArguments, fmt.Sprintf("the call's context cannot be read: %v", err)))
@@ -265,4 +283,14 @@ func badReplan(sig tool.Signal) string {
 // the orchestrator sends it elsewhere.
 func drainingStatus() error {
 	return wire.Error{Reason: toolpb.ErrorReason_ERROR_REASON_WORKER_DRAINING, Message: "worker is draining"}.Err()
+}
+
+type tenantKey struct{}
+
+// Tenant is the tenant of the run a call belongs to, as the orchestrator vouched for it
+// in the call's token: false without mutual TLS, or for a run without a verified tenant.
+// Unlike the context's tenant_id, a client cannot set it.
+func Tenant(ctx context.Context) (string, bool) {
+	t, ok := ctx.Value(tenantKey{}).(string)
+	return t, ok
 }
