@@ -112,6 +112,16 @@ type MCPServer struct {
 	ContextHeaders []string `yaml:"context_headers"`
 	// Timeout bounds one tool call; zero means 30s.
 	Timeout Duration `yaml:"timeout"`
+	// TLS configures an https url: the CA bundle the server's certificate must chain to
+	// (default: the system's roots) and a client certificate for servers that ask for one.
+	TLS MCPServerTLS `yaml:"tls"`
+}
+
+// MCPServerTLS is how the orchestrator connects to an MCP server over HTTPS.
+type MCPServerTLS struct {
+	CAFile   string `yaml:"ca_file"`
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
 }
 
 // ArtifactFilter chooses artifacts, or elements of a list artifact, and what to take of
@@ -236,6 +246,14 @@ func (c Config) validateMCP(bad func(key, format string, args ...any)) {
 		}
 		if len(s.ContextHeaders) > 0 && s.URL == "" {
 			bad(key+".context_headers", "needs url: only a streamable-HTTP server takes headers")
+		}
+		if t := s.TLS; t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" {
+			if !strings.HasPrefix(s.URL, "https://") {
+				bad(key+".tls", "needs an https url, got %q", s.URL)
+			}
+			if (t.CertFile == "") != (t.KeyFile == "") {
+				bad(key+".tls", "a client certificate needs both cert_file and key_file")
+			}
 		}
 		for i, h := range s.ContextHeaders {
 			if strings.TrimSpace(h) == "" || strings.ContainsAny(h, " :\r\n") {

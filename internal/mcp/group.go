@@ -19,6 +19,7 @@ package mcp
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -59,6 +60,9 @@ type Server struct {
 	ContextHeaders []string
 	// Timeout bounds one tool call; zero means DefaultTimeout.
 	Timeout time.Duration
+	// TLS, when set, is the TLS configuration of an https URL: the CA bundle the server
+	// is verified against, the client certificate it may ask for.
+	TLS *tls.Config
 }
 
 // DefaultTimeout bounds a tool call of a server that sets no timeout.
@@ -483,7 +487,7 @@ func (g *Group) transport(headers map[string]string) sdk.Transport {
 		all = map[string]string{}
 	}
 	maps.Copy(all, headers)
-	return &sdk.StreamableClientTransport{Endpoint: s.URL, HTTPClient: headerClient(all)}
+	return &sdk.StreamableClientTransport{Endpoint: s.URL, HTTPClient: headerClient(all, s.TLS)}
 }
 
 // childEnv is the environment of a stdio server: the orchestrator's without its

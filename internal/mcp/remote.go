@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -179,12 +180,19 @@ func contentText(cs []sdk.Content) string {
 	return strings.Join(parts, "\n")
 }
 
-// headerClient is an HTTP client that adds headers to every request.
-func headerClient(h map[string]string) *http.Client {
-	if len(h) == 0 {
+// headerClient is an HTTP client that adds headers to every request, over TLS
+// configured by tc when set.
+func headerClient(h map[string]string, tc *tls.Config) *http.Client {
+	next := http.DefaultTransport
+	if tc != nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.TLSClientConfig = tc
+		next = t
+	}
+	if len(h) == 0 && tc == nil {
 		return nil
 	}
-	return &http.Client{Transport: headerTransport{h: h, next: http.DefaultTransport}}
+	return &http.Client{Transport: headerTransport{h: h, next: next}}
 }
 
 type headerTransport struct {

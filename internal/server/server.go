@@ -6,6 +6,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,6 +24,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
+	"github.com/toolmesh/toolmesh/pkg/trust"
 )
 
 // Options configure a Server. Router and a provider are required.
@@ -166,9 +168,16 @@ func mcpGroups(cfg config.Config, log *slog.Logger) (map[string]*mcp.Group, erro
 			continue
 		}
 		sc := cfg.MCPServers[g.MCP.Server]
+		var tc *tls.Config
+		if t := sc.TLS; t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" {
+			var err error
+			if tc, err = trust.HTTPSConfig(t.CAFile, t.CertFile, t.KeyFile); err != nil {
+				return nil, fmt.Errorf("mcp_servers.%s.tls: %w", g.MCP.Server, err)
+			}
+		}
 		grp, err := mcp.New(mcp.Options{
 			Server: mcp.Server{Name: g.MCP.Server, Command: sc.Command, Args: sc.Args, Env: sc.Env, Dir: sc.Dir,
-				URL: sc.URL, Headers: sc.Headers, ContextHeaders: sc.ContextHeaders, Timeout: sc.Timeout.D()},
+				URL: sc.URL, Headers: sc.Headers, ContextHeaders: sc.ContextHeaders, Timeout: sc.Timeout.D(), TLS: tc},
 			Role: role, Filter: mcp.Globs(g.MCP.Include, g.MCP.Exclude), Converter: converters(role), Logger: log,
 		})
 		if err != nil {
