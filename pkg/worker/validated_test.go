@@ -19,16 +19,17 @@ import (
 	"github.com/toolmesh/toolmesh/pkg/trust"
 )
 
-// A worker skips validating arguments the orchestrator validated against the very
-// definition it serves only when mutual TLS proved the caller is the orchestrator: a
-// plaintext worker, or a hash of another definition, validates as always.
-func TestValidatedArguments(t *testing.T) {
+// testIdentities issues certificates of one test CA: load(name, path) is the Source of
+// spiffe://worker.test/path.
+func testIdentities(t *testing.T) func(name, path string) *trust.Source {
+	t.Helper()
 	ca, err := trust.NewCA("worker.test", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	issue := func(name, path string) *trust.Source {
+	return func(name, path string) *trust.Source {
+		t.Helper()
 		leaf, err := ca.Issue(path, time.Now().Add(-time.Minute), time.Hour, "127.0.0.1")
 		if err != nil {
 			t.Fatal(err)
@@ -44,6 +45,13 @@ func TestValidatedArguments(t *testing.T) {
 		t.Cleanup(s.Close)
 		return s
 	}
+}
+
+// A worker skips validating arguments the orchestrator validated against the very
+// definition it serves only when mutual TLS proved the caller is the orchestrator: a
+// plaintext worker, or a hash of another definition, validates as always.
+func TestValidatedArguments(t *testing.T) {
+	issue := testIdentities(t)
 	orch := issue("orchestrator", "/orchestrator")
 	e := echo()
 	hash := wire.Hash(e.Definition(), e.Metadata())
@@ -98,27 +106,7 @@ func withToken(t *testing.T, ctx context.Context, src *trust.Source, audience st
 // With mutual TLS a call runs only with a token the orchestrator minted for this worker,
 // this tool and a deadline to come; the tenant it vouches for reaches the tool.
 func TestCallTokens(t *testing.T) {
-	ca, err := trust.NewCA("worker.test", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	load := func(name, path string) *trust.Source {
-		leaf, err := ca.Issue(path, time.Now().Add(-time.Minute), time.Hour, "127.0.0.1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := ca.Write(filepath.Join(dir, name), name, leaf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := trust.Load(f, discard())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(s.Close)
-		return s
-	}
+	load := testIdentities(t)
 	orch, impostor := load("orchestrator", "/orchestrator"), load("impostor", "/orchestrator-b")
 	const me = "spiffe://worker.test/worker/text"
 	whoami := tool.New("whoami", "Says its tenant.", schema.Empty(), func(ctx context.Context, _ string) (tool.Result, error) {
