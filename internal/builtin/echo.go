@@ -20,6 +20,8 @@ const EchoPrefix = "echo_"
 type Echo struct {
 	Context  map[string]string   `json:"context"`
 	Metadata map[string][]string `json:"metadata"`
+	// Tenant is the run's tenant as the call's token vouches for it (mutual TLS only).
+	Tenant string `json:"verified_tenant,omitempty"`
 }
 
 // contextEcho returns a group with one tool, show_context_<name>, that answers with the
@@ -30,6 +32,7 @@ func contextEcho(name string, wrap Wrap) worker.Group {
 		func(ctx context.Context, _ string) (tool.Result, error) {
 			md, _ := metadata.FromIncomingContext(ctx)
 			out := Echo{Context: toolctx.FromContext(ctx).Map(), Metadata: map[string][]string{}}
+			out.Tenant, _ = worker.Tenant(ctx)
 			for k, vs := range md {
 				out.Metadata[k] = vs
 			}

@@ -83,6 +83,24 @@ type tlsMesh struct {
 }
 
 func startTLSMesh(t *testing.T) *tlsMesh {
+	return startTLSMeshWith(t, tlsMeshConfig{script: "onecall.yaml", workers: []string{
+		"{id: spiffe://" + trustDomain + "/worker/math, groups: [math]}",
+		"{id: spiffe://" + trustDomain + "/worker/math-b, groups: [math]}",
+		"{id: spiffe://" + trustDomain + "/worker/payments, groups: [payments]}",
+		"{id: spiffe://" + trustDomain + "/worker/search, groups: [echo_search]}",
+		"{id: spiffe://" + trustDomain + "/worker/short, groups: [echo_short]}",
+	}, clients: []string{"spiffe://" + trustDomain + "/client/dev"}})
+}
+
+// tlsMeshConfig is what differs between the mutual-TLS meshes of the tests: the script,
+// the worker grants and client identities (YAML), more config.
+type tlsMeshConfig struct {
+	script           string
+	workers, clients []string
+	extra            string
+}
+
+func startTLSMeshWith(t *testing.T, mc tlsMeshConfig) *tlsMesh {
 	t.Helper()
 	p := newPKI(t)
 	m := &tlsMesh{t: t, pki: p, orchF: p.valid(t, "orchestrator", "/orchestrator")}
@@ -90,19 +108,14 @@ func startTLSMesh(t *testing.T) *tlsMesh {
 provider: {name: scripted}
 tls: {ca_file: %q, cert_file: %q, key_file: %q, reload_interval: 100ms}
 trust:
-  workers:
-    - {id: spiffe://%[4]s/worker/math, groups: [math]}
-    - {id: spiffe://%[4]s/worker/math-b, groups: [math]}
-    - {id: spiffe://%[4]s/worker/payments, groups: [payments]}
-    - {id: spiffe://%[4]s/worker/search, groups: [echo_search]}
-    - {id: spiffe://%[4]s/worker/short, groups: [echo_short]}
-  clients: [spiffe://%[4]s/client/dev]
-`, m.orchF.CA, m.orchF.Cert, m.orchF.Key, trustDomain)
+  workers: [%s]
+  clients: [%s]
+`, m.orchF.CA, m.orchF.Cert, m.orchF.Key, strings.Join(mc.workers, ", "), strings.Join(mc.clients, ", ")) + mc.extra
 	cfgPath := filepath.Join(t.TempDir(), "orchestrator.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	script, _ := filepath.Abs(filepath.Join("testdata", "onecall.yaml"))
+	script, _ := filepath.Abs(filepath.Join("testdata", mc.script))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	orch, err := harness.StartOrchestrator(ctx, "orchestrator", "127.0.0.1:0", nil, "--config", cfgPath, "--script", script)
