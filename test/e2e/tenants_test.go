@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -77,7 +78,7 @@ auth:
   jwt: {jwks_file: %q, issuer: "https://issuer.test", audience: toolmesh}
 tenants:
   acme: {groups: [echo_acme]}
-  globex: {groups: [echo_globex], tool_calls_per_minute: 2, max_messages: 3}
+  globex: {groups: [echo_globex], tool_calls_per_minute: 2, max_messages: 3, max_concurrent_runs: 2}
 agentic_tools:
   sneaky:
     description: Look around.
@@ -202,6 +203,45 @@ agentic_tools:
 	}
 	if _, err := m.firstEvent(ctx, globex, &toolpb.RunRequest{Messages: msgs, ToolGroups: []string{"echo_globex"}}); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "messages") {
 		t.Errorf("globex's run of 4 messages: %v, want INVALID_ARGUMENT naming messages", err)
+	}
+
+	// globex at its bound of two runs in progress: a third is refused at once, with
+	// RetryInfo, while acme's runs go on.
+	slowDone := make(chan error, 2)
+	started := make(chan struct{}, 2)
+	for range 2 {
+		go func() {
+			for ev, err := range globex.Run(ctx, &toolpb.RunRequest{Prompt: "slow"}) {
+				if err != nil {
+					slowDone <- err
+					return
+				}
+				if ev.GetStarted() != nil {
+					started <- struct{}{}
+				}
+			}
+			slowDone <- nil
+		}()
+	}
+	<-started
+	<-started
+	_, err = m.firstEvent(ctx, globex, &toolpb.RunRequest{Prompt: "slow"})
+	st := status.Convert(err)
+	var ce *client.Error
+	retry := errors.As(err, &ce) && ce.RetryAfter > 0
+	if st.Code() != codes.ResourceExhausted || !retry || !strings.Contains(st.Message(), `tenant "globex" is running its maximum of 2 runs`) {
+		t.Errorf("globex's third run: %v (retry info %v), want RESOURCE_EXHAUSTED with RetryInfo", err, retry)
+	}
+	if _, err := m.firstEvent(ctx, acme, &toolpb.RunRequest{Prompt: "slow"}); err != nil {
+		t.Errorf("acme's run while globex is at its bound: %v", err)
+	}
+	for range 2 {
+		if err := <-slowDone; err != nil {
+			t.Errorf("a slow run of globex: %v", err)
+		}
+	}
+	if _, err := m.firstEvent(ctx, globex, &toolpb.RunRequest{Prompt: "slow"}); err != nil {
+		t.Errorf("globex's run once its runs ended: %v", err)
 	}
 
 	// Tokens the orchestrator must refuse.
