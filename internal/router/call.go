@@ -290,7 +290,7 @@ func (r *Router) invokeFull(ctx context.Context, t *remoteTool, input string) (t
 func (r *Router) invokeOnce(ctx context.Context, t *remoteTool, w *worker, req *toolpb.InvokeRequest, timeout time.Duration, answered **toolpb.InvokeResponse) (tool.Result, bool) {
 	if w.identity != "" && r.opts.CallToken != nil {
 		deadline, _ := ctx.Deadline()
-		tok, err := r.opts.CallToken(w.identity, trust.CallClaims{Tool: t.def.Name, RunID: req.GetRunId(), CallID: req.GetCallId(),
+		tok, err := r.opts.CallToken(w.identity, trust.CallClaims{Tool: t.def.Name, RunID: req.GetRunId(),
 			Tenant: toolinternal.TenantFrom(ctx)}, deadline)
 		if err != nil {
 			return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' was not called: its call token could not be made: %v", t.def.Name, err)), false

@@ -6,8 +6,11 @@ import (
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/rsa"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -19,13 +22,49 @@ const CallTokenHeader = "tm-call-token"
 
 // CallClaims are what a call token vouches for: which worker (its audience) may run which
 // tool for which run, for which tenant (when the run's tenant was verified), until when
-// (the call's deadline).
+// (no later than the call's deadline).
 type CallClaims struct {
 	Tool   string `json:"tool"`
 	RunID  string `json:"run_id,omitempty"`
-	CallID string `json:"call_id,omitempty"`
 	Tenant string `json:"tenant,omitempty"`
 	jwt.RegisteredClaims
+}
+
+// A call token is reused for the calls of one run to one tool on one worker while it
+// has at least tokenReuseMargin left and expires no later than the call's deadline:
+// signing (and verifying) a token per call cost more than the rest of the call.
+const (
+	tokenReuseMargin = 2 * time.Second
+	maxCachedTokens  = 4096
+)
+
+type tokenKey struct{ audience, tool, run, tenant string }
+
+type cachedToken struct {
+	raw string
+	exp time.Time
+}
+
+// tokenCache holds minted or verified tokens, bounded: when full it is emptied.
+type tokenCache[K comparable, V any] struct {
+	mu sync.Mutex
+	m  map[K]V
+}
+
+func (c *tokenCache[K, V]) get(k K) (V, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[k]
+	return v, ok
+}
+
+func (c *tokenCache[K, V]) put(k K, v V) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxCachedTokens {
+		c.m = make(map[K]V)
+	}
+	c.m[k] = v
 }
 
 func method(key any) (jwt.SigningMethod, error) {
@@ -54,8 +93,23 @@ func method(key any) (jwt.SigningMethod, error) {
 }
 
 // MintCallToken signs claims for the worker audience with the current certificate's
-// key: the worker verifies it with the certificate the handshake showed it.
+// key: the worker verifies it with the certificate the handshake showed it. It expires at
+// deadline; a token minted for an earlier call of the same run, tool and worker is given
+// again while it expires no later than deadline and not within two seconds.
 func (s *Source) MintCallToken(audience string, claims CallClaims, deadline time.Time) (string, error) {
+	k := tokenKey{audience, claims.Tool, claims.RunID, claims.Tenant}
+	now := time.Now()
+	if c, ok := s.minted.get(k); ok && !c.exp.After(deadline) && c.exp.Sub(now) >= tokenReuseMargin {
+		return c.raw, nil
+	}
+	raw, err := s.mint(audience, claims, deadline)
+	if err == nil {
+		s.minted.put(k, cachedToken{raw: raw, exp: deadline.Truncate(time.Second)})
+	}
+	return raw, err
+}
+
+func (s *Source) mint(audience string, claims CallClaims, deadline time.Time) (string, error) {
 	cert, _ := s.current()
 	signer, ok := cert.PrivateKey.(crypto.Signer)
 	if !ok {
@@ -73,9 +127,19 @@ func (s *Source) MintCallToken(audience string, claims CallClaims, deadline time
 	return jwt.NewWithClaims(m, claims).SignedString(signer)
 }
 
+// verified are tokens VerifyCallToken accepted, by token and the certificate that
+// presented them, until they expire.
+var verified tokenCache[verifiedKey, CallClaims]
+
+type verifiedKey struct {
+	raw  string
+	cert [32]byte
+}
+
 // VerifyCallToken checks a call token against the caller's certificate (the one the TLS
 // handshake of ctx verified): signed by its key, issued by its identity, for audience,
-// for tool, not expired. It returns the claims.
+// for tool, not expired. It returns the claims. A token it accepted from the same
+// certificate is not verified again until it expires.
 func VerifyCallToken(ctx context.Context, raw, audience, tool string) (CallClaims, error) {
 	var claims CallClaims
 	if raw == "" {
@@ -84,6 +148,11 @@ func VerifyCallToken(ctx context.Context, raw, audience, tool string) (CallClaim
 	cert, ok := PeerCert(ctx)
 	if !ok {
 		return claims, errors.New("the call came without a certificate")
+	}
+	vk := verifiedKey{raw: raw, cert: sha256.Sum256(cert.Raw)}
+	if c, ok := verified.get(vk); ok && c.ExpiresAt != nil && time.Now().Before(c.ExpiresAt.Time) &&
+		slices.Contains(c.Audience, audience) && c.Tool == tool {
+		return c, nil
 	}
 	issuer, ok := PeerID(ctx)
 	if !ok {
@@ -102,5 +171,6 @@ func VerifyCallToken(ctx context.Context, raw, audience, tool string) (CallClaim
 	if claims.Tool != tool {
 		return claims, fmt.Errorf("the call token is for tool %q, not %q", claims.Tool, tool)
 	}
+	verified.put(vk, claims)
 	return claims, nil
 }

@@ -68,6 +68,8 @@ type Source struct {
 
 	stop     chan struct{}
 	stopOnce sync.Once
+	// minted are the call tokens MintCallToken made, for reuse.
+	minted tokenCache[tokenKey, cachedToken]
 }
 
 type fileStamp struct {

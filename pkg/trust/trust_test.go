@@ -171,3 +171,36 @@ func TestLoadErrors(t *testing.T) {
 		t.Error("a non-SPIFFE id parsed")
 	}
 }
+
+// A call token is given again for the same worker, tool, run and tenant while it
+// expires no later than the call's deadline and not within two seconds; otherwise a new
+// one is minted.
+func TestCallTokenReuse(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := trust.NewCA("toolmesh.test", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := load(t, issue(t, ca, dir, "orchestrator", "/orchestrator", time.Now().Add(-time.Minute), time.Hour))
+	const aud = "spiffe://toolmesh.test/worker/math"
+	deadline := time.Now().Add(30 * time.Second)
+	claims := trust.CallClaims{Tool: "add", RunID: "r1", Tenant: "acme"}
+	first, err := s.MintCallToken(aud, claims, deadline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := s.MintCallToken(aud, claims, deadline.Add(time.Second)); again != first {
+		t.Error("a later call of the same run and tool got a new token")
+	}
+	if sooner, _ := s.MintCallToken(aud, claims, deadline.Add(-10*time.Second)); sooner == first {
+		t.Error("a call with an earlier deadline got a token that outlives it")
+	}
+	other := claims
+	other.Tenant = "globex"
+	if tok, _ := s.MintCallToken(aud, other, deadline); tok == first {
+		t.Error("another tenant got the same token")
+	}
+	if tok, _ := s.MintCallToken(aud, claims, time.Now().Add(time.Second)); tok == first {
+		t.Error("a token about to expire was given again")
+	}
+}
