@@ -7,6 +7,8 @@ import (
 	"crypto/ed25519"
 	"crypto/rsa"
 	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"slices"
@@ -124,7 +126,12 @@ func (s *Source) mint(audience string, claims CallClaims, deadline time.Time) (s
 	claims.Audience = jwt.ClaimStrings{audience}
 	claims.IssuedAt = jwt.NewNumericDate(now)
 	claims.ExpiresAt = jwt.NewNumericDate(deadline)
-	return jwt.NewWithClaims(m, claims).SignedString(signer)
+	tok := jwt.NewWithClaims(m, claims)
+	// The signing certificate travels with the token: a worker whose connection was
+	// made before this orchestrator's certificate rotated still verifies it, by the
+	// identity both certificates carry.
+	tok.Header["x5c"] = []string{base64.StdEncoding.EncodeToString(cert.Leaf.Raw)}
+	return tok.SignedString(signer)
 }
 
 // verified are tokens VerifyCallToken accepted, by token and the certificate that
@@ -136,11 +143,12 @@ type verifiedKey struct {
 	cert [32]byte
 }
 
-// VerifyCallToken checks a call token against the caller's certificate (the one the TLS
-// handshake of ctx verified): signed by its key, issued by its identity, for audience,
-// for tool, not expired. It returns the claims. A token it accepted from the same
-// certificate is not verified again until it expires.
-func VerifyCallToken(ctx context.Context, raw, audience, tool string) (CallClaims, error) {
+// VerifyCallToken checks a call token: signed by the key of the certificate it carries,
+// which must chain to this Source's CA bundle and carry the identity of the caller (the
+// certificate the TLS handshake of ctx verified); for audience, for tool, not expired.
+// It returns the claims. A token it accepted from the same caller's certificate is not
+// verified again until it expires.
+func (s *Source) VerifyCallToken(ctx context.Context, raw, audience, tool string) (CallClaims, error) {
 	var claims CallClaims
 	if raw == "" {
 		return claims, errors.New("the call carries no call token")
@@ -158,12 +166,36 @@ func VerifyCallToken(ctx context.Context, raw, audience, tool string) (CallClaim
 	if !ok {
 		return claims, errors.New("the caller's certificate has no SPIFFE ID")
 	}
-	want, err := method(cert.PublicKey)
-	if err != nil {
-		return claims, err
-	}
-	_, err = jwt.ParseWithClaims(raw, &claims, func(*jwt.Token) (any, error) { return cert.PublicKey, nil },
-		jwt.WithValidMethods([]string{want.Alg()}), jwt.WithAudience(audience), jwt.WithIssuer(issuer.String()),
+	_, err := jwt.ParseWithClaims(raw, &claims, func(tok *jwt.Token) (any, error) {
+		chain, _ := tok.Header["x5c"].([]any)
+		if len(chain) != 1 {
+			return nil, errors.New("the token carries no signing certificate")
+		}
+		b64, _ := chain[0].(string)
+		der, err := base64.StdEncoding.DecodeString(b64)
+		if err != nil {
+			return nil, errors.New("the token's signing certificate is not base64")
+		}
+		id, err := s.verify([][]byte{der}, x509.ExtKeyUsageClientAuth)
+		if err != nil {
+			return nil, fmt.Errorf("the token's signing certificate: %w", err)
+		}
+		if id != issuer {
+			return nil, fmt.Errorf("the token was signed by %s, not by the caller %s", id, issuer)
+		}
+		signing, err := x509.ParseCertificate(der)
+		if err != nil {
+			return nil, err
+		}
+		want, err := method(signing.PublicKey)
+		if err != nil {
+			return nil, err
+		}
+		if tok.Method.Alg() != want.Alg() {
+			return nil, fmt.Errorf("the token is signed with %s; its certificate's key signs %s", tok.Method.Alg(), want.Alg())
+		}
+		return signing.PublicKey, nil
+	}, jwt.WithValidMethods([]string{"ES256", "ES384", "ES512", "PS256", "EdDSA"}), jwt.WithAudience(audience), jwt.WithIssuer(issuer.String()),
 		jwt.WithExpirationRequired(), jwt.WithLeeway(5*time.Second))
 	if err != nil {
 		return claims, fmt.Errorf("the call token is not valid: %w", err)

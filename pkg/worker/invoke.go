@@ -116,7 +116,7 @@ func (s *invoker) invoke(ctx context.Context, req *toolpb.InvokeRequest, progres
 		if v := md.Get(trust.CallTokenHeader); len(v) > 0 {
 			raw = v[0]
 		}
-		claims, err := trust.VerifyCallToken(ctx, raw, w.opts.TLS.ID().String(), name)
+		claims, err := w.opts.TLS.VerifyCallToken(ctx, raw, w.opts.TLS.ID().String(), name)
 		if err != nil {
 			w.log.Warn("call refused: bad call token", "event", "audit", "tool", name, "error", err.Error())
 			return nil, wire.Error{Reason: toolpb.ErrorReason_ERROR_REASON_PERMISSION_DENIED, Message: err.Error()}.Err()

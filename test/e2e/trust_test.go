@@ -399,6 +399,13 @@ func TestMutualTLS(t *testing.T) {
 		if m.orch.CountLogs("certificate reloaded", nil) == 0 {
 			t.Error("the orchestrator logged no reload")
 		}
+		// New runs, whose call tokens the orchestrator signs with its new key, still run
+		// over the connections made under its old certificate.
+		for i := range 5 {
+			if text, err := m.add(ctx); err != nil || text != "the answer is 42" {
+				t.Errorf("run %d after the rotation: %q, %v", i, text, err)
+			}
+		}
 	})
 }
 
