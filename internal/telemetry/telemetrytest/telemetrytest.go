@@ -50,10 +50,18 @@ func (r *Recorder) Ended() []sdktrace.ReadOnlySpan { return r.Spans.Ended() }
 // Span returns the one ended span named name; the test fails if there is not exactly one.
 func (r *Recorder) Span(tb testing.TB, name string) sdktrace.ReadOnlySpan {
 	tb.Helper()
+	// A span may end a moment after the call it covers returned to the test (a gRPC
+	// server's span ends once its status is written): wait a little for it.
 	var found []sdktrace.ReadOnlySpan
-	for _, s := range r.Spans.Ended() {
-		if s.Name() == name {
-			found = append(found, s)
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		found = found[:0]
+		for _, s := range r.Spans.Ended() {
+			if s.Name() == name {
+				found = append(found, s)
+			}
+		}
+		if len(found) > 0 || time.Now().After(deadline) {
+			break
 		}
 	}
 	if len(found) != 1 {
