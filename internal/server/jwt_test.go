@@ -1,8 +1,19 @@
 package server
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/base64"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/toolmesh/toolmesh/internal/config"
 )
 
 // A key set is read strictly: what it cannot use is refused with the reason.
@@ -27,5 +38,58 @@ func TestParseJWKS(t *testing.T) {
 	// Encryption keys are skipped; a set of nothing else has nothing to verify with.
 	if _, err := parseJWKS([]byte(`{"keys":[{"kty":"oct","use":"enc"}]}`)); err == nil || !strings.Contains(err.Error(), "no signing keys") {
 		t.Errorf("a set with an encryption key only: %v", err)
+	}
+}
+
+// A key set whose file is replaced is read again: tokens of the new key verify, those
+// of the old one no longer do.
+func TestTokensFollowTheKeySetFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "jwks.json")
+	newKey := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pt, err := k.PublicKey.Bytes() // the uncompressed point: 0x04 || x || y
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, y := pt[1:33], pt[33:]
+		js := `{"keys":[{"kty":"EC","crv":"P-256","kid":"k","x":"` + base64.RawURLEncoding.EncodeToString(x) + `","y":"` + base64.RawURLEncoding.EncodeToString(y) + `"}]}`
+		if err := os.WriteFile(path, []byte(js), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	sign := func(k *ecdsa.PrivateKey) string {
+		tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"iss": "i", "aud": "a", "tenant": "acme", "exp": time.Now().Add(time.Hour).Unix()})
+		tok.Header["kid"] = "k"
+		raw, err := tok.SignedString(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	old := newKey()
+	ts, err := newTokens(config.JWT{JWKSFile: path, Issuer: "i", Audience: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tn, err := ts.tenant(sign(old)); err != nil || tn != "acme" {
+		t.Fatalf("a token of the key set's key: %q, %v", tn, err)
+	}
+	cur := newKey()
+	later := time.Now().Add(time.Minute)
+	if err := os.Chtimes(path, later, later); err != nil {
+		t.Fatal(err)
+	}
+	ts.mu.Lock()
+	ts.checked = time.Time{} // as if a second had passed
+	ts.mu.Unlock()
+	if _, err := ts.tenant(sign(cur)); err != nil {
+		t.Errorf("a token of the new key: %v", err)
+	}
+	if _, err := ts.tenant(sign(old)); err == nil {
+		t.Error("a token of the replaced key still verifies")
 	}
 }
