@@ -143,7 +143,7 @@ help: ## List targets.
 
 .PHONY: bench
 bench: build $(MCP_EVERYTHING) ## Benchmark harness, a few minutes: writes bench/results/latest.md and latest.json.
-	go build -o bin/ ./bench/cmd/rawadd ./bench/cmd/mcpadd
+	go build -o bin/ ./bench/cmd/rawadd ./bench/cmd/mcpadd ./bench/cmd/flood
 	TOOLMESH_BIN=$(abspath bin) TOOLMESH_MCP_EVERYTHING=$(MCP_EVERYTHING) go run ./bench/cmd/benchrun -out bench/results
 
 .PHONY: soak
@@ -154,7 +154,7 @@ soak: build $(PG_STAMP) ## The chaos soak for SOAK_DURATION (default 10m): write
 
 .PHONY: bench-quick
 bench-quick: build $(MCP_EVERYTHING) ## The benchmark harness in its quick configuration, under a minute.
-	go build -o bin/ ./bench/cmd/rawadd ./bench/cmd/mcpadd
+	go build -o bin/ ./bench/cmd/rawadd ./bench/cmd/mcpadd ./bench/cmd/flood
 	TOOLMESH_BIN=$(abspath bin) TOOLMESH_MCP_EVERYTHING=$(MCP_EVERYTHING) go run ./bench/cmd/benchrun -quick -out bench/results
 
 # The packages with testing.B benchmarks in their tests.

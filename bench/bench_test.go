@@ -42,11 +42,11 @@ func smokeBins(t *testing.T) Bins {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/rawadd", "./cmd/mcpadd")
+	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/rawadd", "./cmd/mcpadd", "./cmd/flood")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build the peer servers: %v\n%s", err, out)
 	}
-	b.RawAdd, b.MCPAdd = filepath.Join(dir, "rawadd"), filepath.Join(dir, "mcpadd")
+	b.RawAdd, b.MCPAdd, b.Flood = filepath.Join(dir, "rawadd"), filepath.Join(dir, "mcpadd"), filepath.Join(dir, "flood")
 	b.Everything = os.Getenv("TOOLMESH_MCP_EVERYTHING")
 	return b
 }
@@ -90,8 +90,11 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("goal %s missed without a why and a fix", g.ID)
 		}
 	}
-	if len(rep.Goals) != 12 {
-		t.Errorf("got %d goals, want 12", len(rep.Goals))
+	if len(rep.Goals) != 13 {
+		t.Errorf("got %d goals, want 13", len(rep.Goals))
+	}
+	if tr := rep.Tenants.Rounds; len(tr) != 1 || tr[0].Alone.Calls == 0 || tr[0].Flooded.Calls == 0 || tr[0].Flood.Refused == 0 || tr[0].Flood.BigRefused == 0 || tr[0].Flood.HistoryRefused == 0 {
+		t.Errorf("tenant isolation: %+v", tr)
 	}
 	if len(rep.Memory.Rounds) != 1 || rep.Memory.Rounds[0].Runs != cfg.OpenRuns || rep.Memory.Rounds[0].AfterKiB == 0 {
 		t.Errorf("memory rounds: %+v", rep.Memory.Rounds)
@@ -128,7 +131,7 @@ func checkRenders(t *testing.T, rep *Report) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"## Goals", "## Latency at concurrency 1", "## Throughput", "## CPU per call", "## Allocations", "## Ratios", "## The loop", "## Orchestrator memory", "## Scaling", "## Caveats", "| nproc / GOMAXPROCS |"} {
+	for _, s := range []string{"## Goals", "## Latency at concurrency 1", "## Throughput", "## CPU per call", "## Allocations", "## Ratios", "## The loop", "## Orchestrator memory", "## Tenant isolation", "## Scaling", "## Caveats", "| nproc / GOMAXPROCS |"} {
 		if !strings.Contains(string(md), s) {
 			t.Errorf("latest.md has no %q", s)
 		}
@@ -199,6 +202,8 @@ func TestExplainEveryGoal(t *testing.T) {
 	}
 	rep.Memory.Rounds = []memoryRound{{Runs: 1000, BeforeKiB: 30000, AfterKiB: 130000, KiBPerRun: 100}}
 	rep.Memory.aggregate()
+	rep.Tenants.Rounds = []tenantRound{{Alone: latency{P99us: 5000}, Flooded: latency{P99us: 15000}, Ratio: 3, Flood: floodCounts{Admitted: 40, Refused: 3000, BigRefused: 4, HistoryRefused: 4}}}
+	rep.Tenants.aggregate()
 	rep.Routing = []RoutingRow{{Tools: 10, NsPerOp: 60, HotNsPerOp: 50}, {Tools: 10000, NsPerOp: 300, HotNsPerOp: 52}}
 	rep.Components = []ComponentResult{{ID: "validate", Us: 7}, {ID: "typed-add", Us: 9}, {ID: "json-add", Us: 1}}
 	rep.Facades = FacadeResult{Facades: 10, ToolsPerFacade: 100, BytesWith: 12000, BytesWithout: 360000, Ratio: 30}

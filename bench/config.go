@@ -29,6 +29,7 @@ type Bins struct {
 	Toolworker   string // bin/toolworker
 	RawAdd       string // bench/cmd/rawadd
 	MCPAdd       string // bench/cmd/mcpadd
+	Flood        string // bench/cmd/flood
 	// Everything is the mcp-server-everything command of @modelcontextprotocol/server-everything
 	// (npm), from $TOOLMESH_MCP_EVERYTHING; make bench installs it. Empty: the
 	// mcp-everything variant is left out.
@@ -37,14 +38,14 @@ type Bins struct {
 
 // FindBins locates the binaries the way the end-to-end tests do: $TOOLMESH_BIN, else
 // bin/ in the working directory or one of its parents (make build; make bench also builds
-// rawadd and mcpadd there).
+// rawadd, mcpadd and flood there).
 func FindBins() (Bins, error) {
 	var b Bins
 	var errs []error
 	for _, x := range []struct {
 		name string
 		dst  *string
-	}{{"orchestrator", &b.Orchestrator}, {"toolworker", &b.Toolworker}, {"rawadd", &b.RawAdd}, {"mcpadd", &b.MCPAdd}} {
+	}{{"orchestrator", &b.Orchestrator}, {"toolworker", &b.Toolworker}, {"rawadd", &b.RawAdd}, {"mcpadd", &b.MCPAdd}, {"flood", &b.Flood}} {
 		p, err := harness.Bin(x.name)
 		if err != nil {
 			errs = append(errs, err)
@@ -53,7 +54,7 @@ func FindBins() (Bins, error) {
 		*x.dst = p
 	}
 	if err := errors.Join(errs...); err != nil {
-		return b, fmt.Errorf("%w (make bench builds all four into bin/)", err)
+		return b, fmt.Errorf("%w (make bench builds all five into bin/)", err)
 	}
 	b.Everything = os.Getenv("TOOLMESH_MCP_EVERYTHING")
 	return b, nil

@@ -93,6 +93,8 @@ func serveWith(rt *router.Router, provider llm.Provider, tel *telemetry.Telemetr
 			return nil, err
 		}
 		opts = append(append(opts, grpc.Creds(certs.ServerCredentials(false))), auth...)
+		// The admission bounds cmd/orchestrator serves with: the request size first.
+		opts = append(opts, server.ServerOptions(*cfg)...)
 	}
 	g := grpc.NewServer(opts...)
 	srv.Register(g)

@@ -9,6 +9,7 @@
 //	limit+4md    the same with the four context entries as metadata (informative)
 //	hop          router.Tool("add") + decorators.Default() → bin/toolworker --groups math
 //	hop+otel     the same with telemetry on (otelgrpc, batching OTLP exporters to an in-process receiver)
+//	hop+mtls     the hop with mutual TLS on both sides, on a long-lived connection
 //	mcp-http     the Go MCP SDK's client → bench/cmd/mcpadd over streamable HTTP, one session
 //	mcp-stdio    the same over stdio
 //	mcp-group    toolmesh's MCP hop: mcpadd's add as an MCP group in the run's decorator chain
@@ -21,7 +22,10 @@
 // For each: p50 and p99 at concurrency 1, throughput and CPU per call (both processes) at
 // concurrency 32, allocations per call. Besides: the orchestrator's memory per open run,
 // routing-table lookups and first-request tool definitions at 10 to 10,000 tools, the
-// registration of 100 workers, and the performance goals (per-hop overhead and
+// registration of 100 workers, a quiet tenant's run latency alone and while another
+// tenant floods the mutual-TLS orchestrator within its limits (bench/cmd/flood: a
+// thousand runs at once, 100 MiB requests, 10,000-message conversations), and the
+// performance goals (per-hop overhead and
 // throughput against the baselines) judged on this run's ratios, with a CPU profile of the benchmark process for each missed toolmesh goal.
 //
 // Run it with make bench (a few minutes) or make bench-quick (under a minute); both

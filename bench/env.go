@@ -93,7 +93,11 @@ type env struct {
 	telShutdown func(context.Context) error
 	off, on     *core
 	mtls        *core // the hop with mutual TLS (hop+mtls)
-	variants    []*variant
+	// quiet is a client of the quiet tenant on mtls, floodArgs bench/cmd/flood's arguments
+	// to flood mtls as the noisy tenant.
+	quiet     *client.Client
+	floodArgs []string
+	variants  []*variant
 	// workerOn is the toolworker of the traced hop, stopped before the spans are counted.
 	workerOn *proc
 	// hopLocal is the hop to a pkg/worker hosting the math group inside this process: not
@@ -729,6 +733,14 @@ func (e *env) startMTLS(cfg Config, workerArgs func(id, orch string) []string) (
 	if err != nil {
 		return nil, err
 	}
+	qf, err := issue("quiet", "/client/quiet")
+	if err != nil {
+		return nil, err
+	}
+	nf, err := issue("noisy", "/client/noisy")
+	if err != nil {
+		return nil, err
+	}
 	certs, err := trust.Load(of, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return nil, err
@@ -737,10 +749,27 @@ func (e *env) startMTLS(cfg Config, workerArgs func(id, orch string) []string) (
 	c := config.Default()
 	c.TLS = config.TLS{CAFile: of.CA, CertFile: of.Cert, KeyFile: of.Key}
 	c.Trust.Workers = []config.WorkerGrant{{ID: "spiffe://bench.test/worker/math", Groups: []string{builtin.MathRole}}}
+	noisy := noisyLimits
+	noisy.Groups, noisy.Clients = []string{builtin.MathRole}, []string{"spiffe://bench.test/client/noisy"}
+	c.Tenants = map[string]config.Tenant{
+		tenantQuiet: {Groups: []string{builtin.MathRole}, Clients: []string{"spiffe://bench.test/client/quiet"}},
+		tenantNoisy: noisy,
+	}
 	if e.mtls, err = startCore(coreOptions{provider: e.script, certs: certs, cfg: &c}); err != nil {
 		return nil, err
 	}
 	e.defer_(e.mtls.close)
+	qs, err := trust.Load(qf, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return nil, err
+	}
+	e.defer_(qs.Close)
+	if e.quiet, err = client.Dial(e.mtls.addr, qs.ClientCredentials(certs.ID())); err != nil {
+		return nil, err
+	}
+	e.defer_(func() { _ = e.quiet.Close() })
+	e.floodArgs = []string{"-addr", e.mtls.addr, "-server-id", certs.ID().String(), "-tls-ca", nf.CA, "-tls-cert", nf.Cert, "-tls-key", nf.Key,
+		"-runs", fmt.Sprint(floodRuns), "-big-bytes", fmt.Sprint(floodBig), "-history", fmt.Sprint(floodHistory), "-tool", peer.Name}
 	args := append(workerArgs("bench-mtls", e.mtls.addr), "--tls-ca", wf.CA, "--tls-cert", wf.Cert, "--tls-key", wf.Key,
 		"--orchestrator-id", "spiffe://bench.test/orchestrator")
 	w, err := startProc("toolworker(mtls)", cfg.Bins.Toolworker, childEnv("OTEL_SDK_DISABLED=true"), args...)

@@ -118,6 +118,19 @@ func (r *Report) explain(g *Goal) explanation {
 		why += prof
 		return explanation{why, "what remains is per record and per commit: fewer records (a step's events as one record instead of one each), less CPU per record (every event is marshalled to protobuf JSON for the journal beside the stream), and, where losing the last commits to a power cut (not to a process crash) is acceptable, SQLite's synchronous=NORMAL in WAL mode, which skips the fsync of every transaction.",
 			brief, "fewer records per iteration (a step's events as one), less CPU per record"}
+	case "tenant-isolation":
+		t := r.Tenants
+		var alone, flooded []float64
+		var admitted int64
+		for _, x := range t.Rounds {
+			alone, flooded = append(alone, x.Alone.P99us), append(flooded, x.Flooded.P99us)
+			admitted += x.Flood.Admitted
+		}
+		brief := fmt.Sprintf("the quiet tenant's p99 goes from %s alone to %s while the noisy tenant floods (%d of its runs admitted within its limit): the admitted runs share the %d cores",
+			dur(median(alone)), dur(median(flooded)), admitted, r.Machine.NProc)
+		why = brief + "; the refusals themselves are cheap (no run, no call), so what the quiet tenant loses is CPU to the noisy tenant's admitted runs and to the flood process on the same machine."
+		return explanation{why, "lower the noisy tenant's max_concurrent_runs and tool_calls_per_minute (its admitted runs are its share of the machine), or give each tenant a weighted share of the orchestrator's run slots instead of a fixed cap.",
+			brief, "lower the noisy tenant's limits, or weight the run slots per tenant"}
 	case "memory-per-run":
 		return explanation{fmt.Sprintf("%s per open run: goroutine stacks of the Run handler and the loop, the HTTP/2 stream state, the run record and its event emitter.", g.Measured),
 			"look at a heap profile of an orchestrator holding runs open (go tool pprof -sample_index=inuse_space) and shrink what each run holds while it waits for the model.",

@@ -171,6 +171,20 @@ func (r *Report) Markdown() string {
 	p("| **median** | | | | **%.1f KiB** | |", r.Memory.KiBPerRun)
 	p("")
 
+	p("## Tenant isolation")
+	p("")
+	p("The quiet tenant runs loop-grpc's run (%d calls of add) one at a time on the mutual-TLS core, for %s alone and then for as long while the noisy tenant floods the same orchestrator: %s. Limits: %s.",
+		me.LoopToolCalls, dur(2*me.LatencyMs*1000), r.Tenants.Flood, r.Tenants.Limits)
+	p("")
+	p("| round | alone p50 | alone p99 | flooded p50 | flooded p99 | p99 ratio | flood: runs admitted | refused | oversized refused | long refused |")
+	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for i, x := range r.Tenants.Rounds {
+		p("| %d | %s | %s | %s | %s | %.2f× | %d | %d | %d | %d |", i+1, dur(x.Alone.P50us), dur(x.Alone.P99us), dur(x.Flooded.P50us), dur(x.Flooded.P99us), x.Ratio,
+			x.Flood.Admitted, x.Flood.Refused, x.Flood.BigRefused, x.Flood.HistoryRefused)
+	}
+	p("| **median** | | | | | **%.2f×** | | | | |", r.Tenants.P99Ratio)
+	p("")
+
 	p("## Scaling")
 	p("")
 	p("`router.Tool(name)` over tables of add-shaped tools, by names in random order and, as the control without cache misses, by one name again and again:")

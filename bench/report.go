@@ -24,6 +24,7 @@ type Report struct {
 	Components   []ComponentResult  `json:"hop_components"`
 	Loop         LoopResult         `json:"loop"`
 	Memory       MemoryResult       `json:"memory"`
+	Tenants      TenantResult       `json:"tenants"`
 	Routing      []RoutingRow       `json:"routing"`
 	ToolDefs     []toolDefRow       `json:"tool_definitions"`
 	Facades      FacadeResult       `json:"facades"`
@@ -213,6 +214,7 @@ func newReport(cfg Config, started time.Time) *Report {
 			LoopToolCalls: cfg.LoopToolCalls, OpenRuns: cfg.OpenRuns, RSSRounds: cfg.RSSRounds,
 			RegisterWorkers: cfg.RegisterWorkers, ArgumentsBytes: len(Arguments), ContextKeys: len(contextEntries) / 2,
 		},
+		Tenants: TenantResult{Flood: floodDescription(), Limits: limitsDescription()},
 	}
 }
 
@@ -350,6 +352,7 @@ func (r *Report) evaluateGoals() {
 		{ID: "hop-throughput", Goal: "hop, telemetry off: throughput at c32 vs the limit", Target: "≥ 0.75×", Value: hopThr, Measured: x(hopThr), Verdict: atLeast(hopThr, 0.75), profile: VHop},
 		{ID: "hop-otel-p50", Goal: "hop, tracing on (batching exporter): p50 vs the limit", Target: "≤ 2×", Value: otelP50, Measured: x(otelP50), Verdict: atMost(otelP50, 2), profile: VHopOTel},
 		{ID: "hop-mtls-p50", Goal: "hop with mutual TLS on a long-lived connection: p50 vs the plaintext hop", Target: "≤ 1.15×", Value: mtlsP50, Measured: x(mtlsP50), Verdict: atMost(mtlsP50, 1.15), profile: VHopMTLS},
+		{ID: "tenant-isolation", Goal: "a quiet tenant's run p99 while another tenant floods the same orchestrator within its limits, vs alone", Target: "≤ 2×", Value: r.Tenants.P99Ratio, Measured: x(r.Tenants.P99Ratio), Verdict: atMost(r.Tenants.P99Ratio, 2)},
 		{ID: "mcp-p50", Goal: "MCP SDK over streamable HTTP: p50 vs the hop (lower is better for the hop)", Target: "≥ 4× lower", Value: mcpP50, Measured: x(mcpP50), Verdict: atLeast(mcpP50, 4), profile: VHop},
 		{ID: "mcp-throughput", Goal: "hop throughput vs the MCP SDK over streamable HTTP", Target: "≥ 8× higher", Value: mcpThr, Measured: x(mcpThr), Verdict: atLeast(mcpThr, 8), profile: VHop},
 		{ID: "loop-overhead", Goal: "orchestrator overhead per loop iteration at p50, (Run − N × hop) / iterations", Target: "≤ 200 µs", Value: r.Loop.OverheadUs, Measured: fmt.Sprintf("%.0f µs", r.Loop.OverheadUs), Verdict: atMost(r.Loop.OverheadUs, 200), profile: VLoopGRPC},

@@ -123,6 +123,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			rep.Registration.Rounds = append(rep.Registration.Rounds, reg)
 			e.progress("round %d/%d  registration of %d workers: %.1f ms", round, cfg.Rounds, reg.Workers, reg.TotalMs)
 		}
+		if tr, err := e.measureTenants(ctx); err != nil {
+			rep.fail("tenant isolation", err)
+		} else {
+			rep.Tenants.Rounds = append(rep.Tenants.Rounds, tr)
+			e.progress("round %d/%d  quiet tenant p99 %s alone, %s while the noisy tenant floods: %.2f× (flood: %d runs admitted, %d refused, %d oversized and %d long requests refused)",
+				round, cfg.Rounds, fmtUs(tr.Alone.P99us), fmtUs(tr.Flooded.P99us), tr.Ratio, tr.Flood.Admitted, tr.Flood.Refused, tr.Flood.BigRefused, tr.Flood.HistoryRefused)
+		}
 		if round <= cfg.RSSRounds {
 			m, err := measureMemory(ctx, cfg, cfg.OpenRuns)
 			if err != nil {
@@ -150,6 +157,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep.Registration.aggregate()
 	rep.Memory.aggregate()
+	rep.Tenants.aggregate()
 	rep.computeLoop(cfg)
 	if e.countEvents != nil {
 		if n, err := e.countEvents(ctx); err == nil {
