@@ -147,9 +147,11 @@ bench: build $(MCP_EVERYTHING) ## Benchmark harness, a few minutes: writes bench
 	TOOLMESH_BIN=$(abspath bin) TOOLMESH_MCP_EVERYTHING=$(MCP_EVERYTHING) go run ./bench/cmd/benchrun -out bench/results
 
 .PHONY: soak
-soak: build $(PG_STAMP) ## The chaos soak for SOAK_DURATION (default 10m): writes bench/results/soak-latest.md and .json.
+soak: build $(PG_STAMP) ## The chaos soak for SOAK_DURATION (default 10m), 10^5 calls of four tenants under worker kills, crash cycles: bench/results/soak-latest.md, .json, isolation-latest.md.
 	TOOLMESH_BIN=$(abspath bin) TOOLMESH_SOAK_DURATION=$(or $(SOAK_DURATION),10m) TOOLMESH_SOAK_REPORT=$(abspath bench/results) \
 		go test -count=1 -timeout 60m -run TestSoak -v ./test/soak
+	TOOLMESH_BIN=$(abspath bin) TOOLMESH_ISOLATION_CALLS=100000 TOOLMESH_SOAK_REPORT=$(abspath bench/results) \
+		go test -count=1 -timeout 30m -run TestTenantIsolationUnderFaults -v ./test/e2e
 	TOOLMESH_CRASH_CYCLES=100 go test -count=1 -timeout 30m -run 'Crash|TestPostgres' ./internal/runlog
 
 .PHONY: bench-quick

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,19 +17,32 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/toolmesh/toolmesh/internal/builtin"
+	"github.com/toolmesh/toolmesh/internal/harness"
 	"github.com/toolmesh/toolmesh/pkg/client"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 	"github.com/toolmesh/toolmesh/pkg/trust"
 )
 
-// TestTenantIsolationUnderFaults (catalogue S07, in its end-to-end form): four tenants,
-// each a client certificate, run concurrently through two replicas of one worker, one of
-// which is SIGKILLed and restarted meanwhile. Every call a worker ran reports, from its
-// verified call token, the tenant of the run it belongs to, and carries that tenant as
-// the context's tenant_id whatever the client sent: 0 mismatches. No tenant finds
-// another's runs.
+// TestTenantIsolationUnderFaults (catalogue S07): four tenants, each a client
+// certificate, run concurrently through two replicas of one worker, which a fault loop
+// SIGKILLs and restarts in turn while the runs go on. Every call a worker ran reports,
+// from its verified call token, the tenant of the run it belongs to, and carries that
+// tenant as the context's tenant_id whatever the client sent: 0 mismatches. No tenant
+// finds or cancels another's runs.
+//
+// TOOLMESH_ISOLATION_CALLS sets how many calls to make (default 200; make soak: 100,000);
+// TOOLMESH_SOAK_REPORT, a directory, receives isolation-latest.md.
 func TestTenantIsolationUnderFaults(t *testing.T) {
-	const tenants, runsPerTenant = 4, 25
+	const tenants = 4
+	wantCalls := 200
+	if v := os.Getenv("TOOLMESH_ISOLATION_CALLS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 8 {
+			t.Fatalf("TOOLMESH_ISOLATION_CALLS=%q: want a number of at least 8", v)
+		}
+		wantCalls = n
+	}
+	totalRuns := wantCalls / 2 // two calls of the echo per run
 	var clients []string
 	extra := "tenants:\n"
 	for i := range tenants {
@@ -39,12 +55,36 @@ func TestTenantIsolationUnderFaults(t *testing.T) {
 	m := startTLSMeshWith(t, tlsMeshConfig{script: "isolation.yaml",
 		workers: []string{"{id: spiffe://" + trustDomain + "/worker/shared, groups: [echo_shared]}"}, clients: clients, extra: extra})
 	wf := m.pki.valid(t, "worker-shared", "/worker/shared")
-	m.worker("shared-1", "echo_shared", tlsArgs(wf)...)
-	m.worker("shared-2", "echo_shared", tlsArgs(wf)...)
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	replicas := []string{"shared-1", "shared-2"}
+	var procsMu sync.Mutex
+	procs := map[string]*harness.Proc{}
+	start := func(id string) error {
+		p, err := harness.StartWorker(id, id, "echo_shared", m.orch.Addr, nil, tlsArgs(wf)...)
+		if err != nil {
+			return err
+		}
+		procsMu.Lock()
+		procs[id] = p
+		procsMu.Unlock()
+		return nil
+	}
+	t.Cleanup(func() {
+		procsMu.Lock()
+		defer procsMu.Unlock()
+		for _, p := range procs {
+			_ = p.Kill()
+		}
+	})
+	for _, id := range replicas {
+		if err := start(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second+time.Duration(totalRuns)*5*time.Millisecond)
 	defer cancel()
-	m.waitWorker(ctx, "shared-1", true)
-	m.waitWorker(ctx, "shared-2", true)
+	for _, id := range replicas {
+		m.waitWorker(ctx, id, true)
+	}
 
 	cs := make([]*client.Client, tenants)
 	for i := range tenants {
@@ -60,79 +100,128 @@ func TestTenantIsolationUnderFaults(t *testing.T) {
 		t.Cleanup(func() { _ = cs[i].Close() })
 	}
 
-	type call struct{ tenant, verified, claimed string }
-	var mu sync.Mutex
-	var calls []call
-	runs := map[string]int{} // run id → tenant
-	failed := 0
-	var wg sync.WaitGroup
-	var done atomic.Int64
-	var kill sync.Once
-	sem := make(chan struct{}, 8)
-	for n := range tenants * runsPerTenant {
-		tn := n % tenants
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			// The client claims another tenant in the context: the verified one wins.
-			req := &toolpb.RunRequest{Prompt: "echo", ToolGroups: []string{"echo_shared"}, Context: map[string]string{"tenant_id": fmt.Sprintf("t%d", (tn+1)%tenants)}}
-			var id string
-			var got []call
-			var runErr error
-			for ev, err := range cs[tn].Run(ctx, req) {
-				if err != nil {
-					runErr = err
-					break
-				}
-				id = ev.GetRunId()
-				if f := ev.GetToolCallFinished(); f != nil && f.GetOutcome() == toolpb.ToolCallOutcome_TOOL_CALL_OUTCOME_OK {
-					var e builtin.Echo
-					if err := json.Unmarshal([]byte(f.GetContent()), &e); err != nil {
-						t.Errorf("a call's answer is not an echo: %q", f.GetContent())
-						continue
-					}
-					got = append(got, call{tenant: fmt.Sprintf("t%d", tn), verified: e.Tenant, claimed: e.Context["tenant_id"]})
+	// The fault loop: a replica SIGKILLed, and started again, every two seconds or at
+	// least four times over the test, one replica after the other.
+	var next, done, calls, mismatches, failed, kills atomic.Int64
+	faults := make(chan struct{})
+	var faultWG sync.WaitGroup
+	faultWG.Go(func() {
+		every := time.NewTicker(2 * time.Second)
+		defer every.Stop()
+		for i := 0; ; i++ {
+			// A small run is over in a second or two: its faults follow its progress.
+			due := done.Load() >= int64(totalRuns)*int64(kills.Load()+1)/5
+			select {
+			case <-faults:
+				return
+			case <-every.C:
+			case <-time.After(20 * time.Millisecond):
+				if !due || kills.Load() >= 4 {
+					continue
 				}
 			}
-			if done.Add(1) == tenants*runsPerTenant/4 {
-				// A replica dies while runs are in flight, and comes back.
-				kill.Do(func() {
-					_ = m.procs[1].Kill() // shared-1
-					m.worker("shared-1", "echo_shared", tlsArgs(wf)...)
-				})
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			calls = append(calls, got...)
-			if runErr != nil {
-				failed++
+			id := replicas[i%len(replicas)]
+			procsMu.Lock()
+			p := procs[id]
+			procsMu.Unlock()
+			_ = p.Kill()
+			kills.Add(1)
+			if err := start(id); err != nil {
+				t.Errorf("restarting %s: %v", id, err)
 				return
 			}
-			runs[id] = tn
+		}
+	})
+
+	var mu sync.Mutex
+	runs := map[string]int{} // a sample of run ids → tenant
+	var examples []string
+	var wg sync.WaitGroup
+	began := time.Now()
+	for range 8 {
+		wg.Go(func() {
+			for {
+				n := next.Add(1) - 1
+				if n >= int64(totalRuns) || ctx.Err() != nil {
+					return
+				}
+				tn := int(n % tenants)
+				// The client claims another tenant in the context: the verified one wins.
+				req := &toolpb.RunRequest{Prompt: "echo", ToolGroups: []string{"echo_shared"}, Context: map[string]string{"tenant_id": fmt.Sprintf("t%d", (tn+1)%tenants)}}
+				var id string
+				var runErr error
+				for ev, err := range cs[tn].Run(ctx, req) {
+					if err != nil {
+						runErr = err
+						break
+					}
+					id = ev.GetRunId()
+					f := ev.GetToolCallFinished()
+					if f == nil || f.GetOutcome() != toolpb.ToolCallOutcome_TOOL_CALL_OUTCOME_OK {
+						continue
+					}
+					calls.Add(1)
+					var e builtin.Echo
+					want := fmt.Sprintf("t%d", tn)
+					if err := json.Unmarshal([]byte(f.GetContent()), &e); err != nil || e.Tenant != want || e.Context["tenant_id"] != want {
+						mismatches.Add(1)
+						mu.Lock()
+						if len(examples) < 5 {
+							examples = append(examples, fmt.Sprintf("a call of tenant %s answered %q", want, f.GetContent()))
+						}
+						mu.Unlock()
+					}
+				}
+				done.Add(1)
+				if runErr != nil {
+					failed.Add(1)
+					continue
+				}
+				mu.Lock()
+				if len(runs) < 64 {
+					runs[id] = tn
+				}
+				mu.Unlock()
+			}
 		})
 	}
 	wg.Wait()
-	mismatches := 0
-	for _, c := range calls {
-		if c.verified != c.tenant || c.claimed != c.tenant {
-			mismatches++
-			if mismatches <= 5 {
-				t.Errorf("a call of tenant %s saw verified tenant %q and tenant_id %q", c.tenant, c.verified, c.claimed)
-			}
+	close(faults)
+	faultWG.Wait()
+	elapsed := time.Since(began)
+	for _, e := range examples {
+		t.Error(e)
+	}
+	summary := fmt.Sprintf("%d runs of %d tenants in %s (%.0f calls/s), %d failed, %d calls answered, %d mismatches, %d worker replicas SIGKILLed and restarted",
+		totalRuns, tenants, elapsed.Round(time.Millisecond), float64(calls.Load())/elapsed.Seconds(), failed.Load(), calls.Load(), mismatches.Load(), kills.Load())
+	t.Log(summary)
+	if mismatches.Load() > 0 {
+		t.Errorf("%d calls saw another tenant", mismatches.Load())
+	}
+	if calls.Load() < int64(wantCalls)*9/10 {
+		t.Errorf("only %d of %d calls were answered", calls.Load(), wantCalls)
+	}
+	if failed.Load() > int64(totalRuns)/10 {
+		t.Errorf("%d of %d runs failed", failed.Load(), totalRuns)
+	}
+	if kills.Load() < 2 {
+		t.Errorf("only %d faults were injected", kills.Load())
+	}
+	if dir := os.Getenv("TOOLMESH_SOAK_REPORT"); dir != "" && !t.Failed() {
+		report := "# Tenant isolation under faults (catalogue S07)\n\n" + time.Now().UTC().Format(time.RFC3339) + ": " + summary +
+			". Four tenants, each a client certificate, over mutual TLS; each call's tenant read by the worker from its verified call token and from the context's tenant_id, which every client set to another tenant's name.\n"
+		if err := os.WriteFile(filepath.Join(dir, "isolation-latest.md"), []byte(report), 0o644); err != nil {
+			t.Error(err)
 		}
-	}
-	t.Logf("%d runs, %d failed, %d calls, %d mismatches", tenants*runsPerTenant, failed, len(calls), mismatches)
-	if len(calls) < tenants*runsPerTenant {
-		t.Errorf("only %d calls ran", len(calls))
-	}
-	if failed > tenants*runsPerTenant/10 {
-		t.Errorf("%d of %d runs failed", failed, tenants*runsPerTenant)
 	}
 	checked := 0
 	for id, tn := range runs {
 		other := cs[(tn+1)%tenants]
 		if _, err := other.GetRun(ctx, id); status.Code(err) != codes.NotFound {
 			t.Errorf("tenant t%d's GetRun of t%d's run %s: %v, want NotFound", (tn+1)%tenants, tn, id, err)
+		}
+		if _, err := other.CancelRun(ctx, id, "not yours"); status.Code(err) != codes.NotFound {
+			t.Errorf("tenant t%d's CancelRun of t%d's run %s: %v, want NotFound", (tn+1)%tenants, tn, id, err)
 		}
 		if checked++; checked == 16 {
 			break
