@@ -416,7 +416,8 @@ func (p ProviderAPI) Buffered(model string) bool {
 func (p ProviderAPI) Configured() bool { return p.APIKey != "" || p.BaseURL != "" }
 
 // ApplyEnv fills the providers' empty credentials, addresses and models from the
-// environment, the way the providers' own SDKs do.
+// environment, the way the providers' own SDKs do, and an empty journal.dsn from
+// TOOLMESH_JOURNAL_DSN.
 func (c *Config) ApplyEnv(getenv func(string) string) {
 	fill := func(dst *string, key string) {
 		if *dst == "" {
@@ -429,6 +430,8 @@ func (c *Config) ApplyEnv(getenv func(string) string) {
 	fill(&c.Provider.Anthropic.APIKey, "ANTHROPIC_API_KEY")
 	fill(&c.Provider.Anthropic.BaseURL, "ANTHROPIC_BASE_URL")
 	fill(&c.Provider.Anthropic.DefaultModel, "ANTHROPIC_MODEL")
+	// The journal's connection string holds a password: from a Secret, not the file.
+	fill(&c.Journal.DSN, "TOOLMESH_JOURNAL_DSN")
 }
 
 // DefaultProvider is the provider runs use when they name none.

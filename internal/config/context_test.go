@@ -152,3 +152,21 @@ func TestGroupFacadeConfig(t *testing.T) {
 		t.Errorf("bad facade name: %v", err)
 	}
 }
+
+// TestJournalDSNFromEnv: a PostgreSQL journal's connection string may come from
+// TOOLMESH_JOURNAL_DSN (a Secret), and a DSN in the file wins.
+func TestJournalDSNFromEnv(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	yaml := []byte("journal: {driver: postgres}\n")
+	if _, err := ParseEnv(yaml, env(nil)); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "journal.dsn") {
+		t.Fatalf("without a DSN: %v", err)
+	}
+	c, err := ParseEnv(yaml, env(map[string]string{"TOOLMESH_JOURNAL_DSN": "postgres://u:p@db/toolmesh"}))
+	if err != nil || c.Journal.DSN != "postgres://u:p@db/toolmesh" {
+		t.Fatalf("ParseEnv = %q, %v", c.Journal.DSN, err)
+	}
+	c, err = ParseEnv([]byte("journal: {driver: postgres, dsn: 'host=file'}\n"), env(map[string]string{"TOOLMESH_JOURNAL_DSN": "host=env"}))
+	if err != nil || c.Journal.DSN != "host=file" {
+		t.Fatalf("ParseEnv = %q, %v", c.Journal.DSN, err)
+	}
+}
