@@ -54,6 +54,7 @@ func run(args []string) error {
 	logLevel := fs.String("log-level", "", "debug, info, warn or error (overrides log.level)")
 	logFormat := fs.String("log-format", "", "json or text (overrides log.format)")
 	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "how long runs in progress may take to finish on SIGTERM")
+	healthListen := fs.String("health-listen", "", "address of a plaintext gRPC server with only grpc.health.v1, for probes that speak no TLS (overrides health_listen)")
 	metricsListen := fs.String("metrics-listen", "", "address to serve Prometheus /metrics on (overrides telemetry.metrics_listen)")
 	dataDir := fs.String("data-dir", "", "directory of the run journal (SQLite, journal.db), so that runs survive a restart (overrides journal.data_dir)")
 	journalDriver := fs.String("journal", "", "run journal: sqlite, postgres or memory (overrides journal.driver)")
@@ -91,6 +92,9 @@ func run(args []string) error {
 	}
 	if *metricsListen != "" {
 		cfg.Telemetry.MetricsListen = *metricsListen
+	}
+	if *healthListen != "" {
+		cfg.HealthListen = *healthListen
 	}
 	if *dataDir != "" {
 		cfg.Journal.DataDir = *dataDir
@@ -247,6 +251,18 @@ func run(args []string) error {
 	hs.SetServingStatus(toolpb.ToolRegistryService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	for _, name := range []string{"", toolpb.OrchestratorService_ServiceDesc.ServiceName} {
 		hs.SetServingStatus(name, healthpb.HealthCheckResponse_NOT_SERVING)
+	}
+	if cfg.HealthListen != "" {
+		// The same statuses in plaintext, for a kubelet's probes: nothing but health here.
+		hlis, err := net.Listen("tcp", cfg.HealthListen)
+		if err != nil {
+			return fmt.Errorf("health_listen: %w", err)
+		}
+		hg := grpc.NewServer(server.RecoveryInterceptors(log)...)
+		healthpb.RegisterHealthServer(hg, hs)
+		go func() { _ = hg.Serve(hlis) }()
+		defer hg.Stop()
+		log.Info("health serving", "address", hlis.Addr().String())
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)

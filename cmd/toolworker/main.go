@@ -42,6 +42,7 @@ func run(args []string) error {
 	delay := fs.Duration("delay", 0, "added latency before every call, to simulate slow tools")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "json", "json or text")
+	healthListen := fs.String("health-listen", "", "address of a plaintext gRPC server with only grpc.health.v1, for probes that speak no TLS (empty: none)")
 	metricsListen := fs.String("metrics-listen", "", "address to serve Prometheus /metrics on (empty: none)")
 	contextMax := fs.Int("context-max-bytes", 8192, "largest encoded ToolCallContext a call may carry; match the orchestrator's context.max_bytes")
 	reconnectMin := fs.Duration("reconnect-min", 100*time.Millisecond, "shortest delay between registration attempts")
@@ -138,7 +139,7 @@ func run(args []string) error {
 		Ledger: l,
 		ID:     *id, Orchestrator: *orchestrator, Listen: *listen, Advertise: *advertise,
 		MinBackoff: *reconnectMin, MaxBackoff: *reconnectMax, ContextMaxBytes: *contextMax,
-		Capacity: int32(*capacity), DrainTimeout: *drain, Logger: log, Version: "dev",
+		Capacity: int32(*capacity), DrainTimeout: *drain, HealthListen: *healthListen, Logger: log, Version: "dev",
 		TracerProvider: sdk.TracerProvider, MeterProvider: sdk.MeterProvider,
 	}, gs...)
 	if err != nil {

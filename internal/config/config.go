@@ -53,6 +53,10 @@ func (d Duration) D() time.Duration { return time.Duration(d) }
 type Config struct {
 	// Listen is the address of the gRPC server (clients, workers, health, reflection).
 	Listen string `yaml:"listen"`
+	// HealthListen, when set, is a second, plaintext gRPC server with only grpc.health.v1
+	// on it, the same statuses as on Listen: for a kubelet's gRPC probes, which speak no
+	// TLS, when tls.* is on.
+	HealthListen string `yaml:"health_listen"`
 	// Server bounds what the gRPC server receives.
 	Server   Server   `yaml:"server"`
 	Registry Registry `yaml:"registry"`
@@ -560,6 +564,13 @@ func (c Config) Validate() error {
 	}
 	if err := checkListen(c.Listen); err != nil {
 		bad("listen", "%v", err)
+	}
+	if c.HealthListen != "" {
+		if err := checkListen(c.HealthListen); err != nil {
+			bad("health_listen", "%v", err)
+		} else if c.HealthListen == c.Listen && !strings.HasSuffix(c.Listen, ":0") {
+			bad("health_listen", "must differ from listen (%s)", c.Listen)
+		}
 	}
 	if c.Server.MaxReceiveBytes < 2<<20 || c.Server.MaxReceiveBytes > 64<<20 {
 		// A run request at its documented bounds (1 MiB of text, a 64 KiB schema, the

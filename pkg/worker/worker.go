@@ -180,6 +180,10 @@ type Options struct {
 	// Orchestrators are the identities of the orchestrator replicas (SPIFFE IDs); at
 	// least one with TLS.
 	Orchestrators []spiffeid.ID
+	// HealthListen, when set, is a second, plaintext gRPC server with only grpc.health.v1
+	// on it, the same statuses as on Listen: for a kubelet's gRPC probes, which speak no
+	// TLS, when TLS is on.
+	HealthListen string
 	// DialOptions are added to the options of the connection to the orchestrator.
 	DialOptions []grpc.DialOption
 	// ServerOptions are added to the options of the gRPC server.
@@ -371,6 +375,19 @@ func (w *Worker) Run(ctx context.Context) error {
 	reflection.Register(w.server)
 	w.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	w.health.SetServingStatus(toolpb.ToolWorkerService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+
+	if w.opts.HealthListen != "" {
+		hlis, err := net.Listen("tcp", w.opts.HealthListen)
+		if err != nil {
+			w.server.Stop()
+			return fmt.Errorf("worker: health listen: %w", err)
+		}
+		hg := grpc.NewServer()
+		healthpb.RegisterHealthServer(hg, w.health)
+		go func() { _ = hg.Serve(hlis) }()
+		defer hg.Stop()
+		w.log.Info("health serving", "address", hlis.Addr().String())
+	}
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- w.server.Serve(lis) }()
