@@ -21,7 +21,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -34,10 +33,6 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
-
-	"github.com/toolmesh/toolmesh/internal/config"
-	"github.com/toolmesh/toolmesh/internal/server"
-	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
 
 const (
@@ -53,12 +48,16 @@ const (
 
 // apiTypes lists the kinds the manifests may use. Anything else is a typo or needs adding here.
 var apiTypes = map[metav1.TypeMeta]func() metav1.Object{
-	{APIVersion: "apps/v1", Kind: "Deployment"}:                     newObject[appsv1.Deployment],
-	{APIVersion: "v1", Kind: "Service"}:                             newObject[corev1.Service],
-	{APIVersion: "v1", Kind: "ConfigMap"}:                           newObject[corev1.ConfigMap],
-	{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"}:          newObject[policyv1.PodDisruptionBudget],
-	{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"}:     newObject[networkingv1.NetworkPolicy],
-	{APIVersion: "autoscaling/v2", Kind: "HorizontalPodAutoscaler"}: newObject[autoscalingv2.HorizontalPodAutoscaler],
+	{APIVersion: "apps/v1", Kind: "Deployment"}:                      newObject[appsv1.Deployment],
+	{APIVersion: "v1", Kind: "Service"}:                              newObject[corev1.Service],
+	{APIVersion: "v1", Kind: "ConfigMap"}:                            newObject[corev1.ConfigMap],
+	{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"}:           newObject[policyv1.PodDisruptionBudget],
+	{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"}:      newObject[networkingv1.NetworkPolicy],
+	{APIVersion: "autoscaling/v2", Kind: "HorizontalPodAutoscaler"}:  newObject[autoscalingv2.HorizontalPodAutoscaler],
+	{APIVersion: "v1", Kind: "ServiceAccount"}:                       newObject[corev1.ServiceAccount],
+	{APIVersion: "v1", Kind: "Secret"}:                               newObject[corev1.Secret],
+	{APIVersion: "monitoring.coreos.com/v1", Kind: "ServiceMonitor"}: newObject[serviceMonitor],
+	{APIVersion: "keda.sh/v1alpha1", Kind: "ScaledObject"}:           newObject[scaledObject],
 }
 
 func newObject[T any, P interface {
@@ -104,19 +103,54 @@ func (g configMapGenerator) file(key string) (string, bool) {
 	return "", false
 }
 
-// manifests is the base as written on disk, before kustomize adds labels and hash suffixes.
+// manifests is a tree of objects: the base as written on disk (before kustomize adds
+// labels and hash suffixes), or an overlay as kustomize renders it (rendered is set).
 type manifests struct {
+	name          string
 	dir           string
+	rendered      bool
 	kustomization kustomization
 	deployments   []*appsv1.Deployment
 	services      []*corev1.Service
 	pdbs          []*policyv1.PodDisruptionBudget
 	netpols       []*networkingv1.NetworkPolicy
+	hpas          []*autoscalingv2.HorizontalPodAutoscaler
+	configMaps    []*corev1.ConfigMap
+	secrets       []*corev1.Secret
+	accounts      []*corev1.ServiceAccount
+	monitors      []*serviceMonitor
+	scaled        []*scaledObject
+}
+
+// add files a decoded object under its kind.
+func (m *manifests) add(obj metav1.Object) {
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		m.deployments = append(m.deployments, o)
+	case *corev1.Service:
+		m.services = append(m.services, o)
+	case *policyv1.PodDisruptionBudget:
+		m.pdbs = append(m.pdbs, o)
+	case *networkingv1.NetworkPolicy:
+		m.netpols = append(m.netpols, o)
+	case *autoscalingv2.HorizontalPodAutoscaler:
+		m.hpas = append(m.hpas, o)
+	case *corev1.ConfigMap:
+		m.configMaps = append(m.configMaps, o)
+	case *corev1.Secret:
+		m.secrets = append(m.secrets, o)
+	case *corev1.ServiceAccount:
+		m.accounts = append(m.accounts, o)
+	case *serviceMonitor:
+		m.monitors = append(m.monitors, o)
+	case *scaledObject:
+		m.scaled = append(m.scaled, o)
+	}
 }
 
 func loadBase(t testing.TB) *manifests {
 	t.Helper()
-	m := &manifests{dir: baseDir}
+	m := &manifests{name: baseDir, dir: baseDir}
 	raw, err := os.ReadFile(filepath.Join(m.dir, "kustomization.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -138,16 +172,7 @@ func loadBase(t testing.TB) *manifests {
 			if err != nil {
 				t.Fatalf("%s, document %d: %v", res, i+1, err)
 			}
-			switch o := obj.(type) {
-			case *appsv1.Deployment:
-				m.deployments = append(m.deployments, o)
-			case *corev1.Service:
-				m.services = append(m.services, o)
-			case *policyv1.PodDisruptionBudget:
-				m.pdbs = append(m.pdbs, o)
-			case *networkingv1.NetworkPolicy:
-				m.netpols = append(m.netpols, o)
-			}
+			m.add(obj)
 		}
 	}
 	return m
@@ -161,7 +186,12 @@ func readDocuments(file string) ([][]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	r := utilyaml.NewYAMLReader(bufio.NewReader(f))
+	return splitDocuments(f)
+}
+
+// splitDocuments is readDocuments of a stream.
+func splitDocuments(in io.Reader) ([][]byte, error) {
+	r := utilyaml.NewYAMLReader(bufio.NewReader(in))
 	var docs [][]byte
 	for {
 		doc, err := r.Read()
@@ -227,9 +257,8 @@ func decodeStrict(js []byte, obj any) error {
 
 // orchestratorConfigFile returns the bytes of the config file the orchestrator Deployment
 // reads: its --config flag, resolved through the volume mount to the configMapGenerator file.
-func orchestratorConfigFile(t testing.TB) []byte {
+func orchestratorConfigFile(t testing.TB, m *manifests) []byte {
 	t.Helper()
-	m := loadBase(t)
 	d := m.orchestrator(t)
 	c := grpcContainer(t, d)
 	flags := parseFlags(t, c.Args)
@@ -258,6 +287,18 @@ func orchestratorConfigFile(t testing.TB) []byte {
 		t.Fatalf("volume %q maps items; key lookup here assumes it does not", mount.Name)
 	}
 	key := strings.TrimPrefix(configPath, strings.TrimSuffix(mount.MountPath, "/")+"/")
+	if m.rendered {
+		for _, cm := range m.configMaps {
+			if cm.Name == vol.ConfigMap.Name {
+				data, ok := cm.Data[key]
+				if !ok {
+					t.Fatalf("ConfigMap %s has no key %q", cm.Name, key)
+				}
+				return []byte(data)
+			}
+		}
+		t.Fatalf("volume %q names ConfigMap %q, which the overlay does not render", mount.Name, vol.ConfigMap.Name)
+	}
 	for _, g := range m.kustomization.ConfigMapGenerator {
 		if g.Name != vol.ConfigMap.Name {
 			continue
@@ -295,19 +336,15 @@ func (m *manifests) orchestrator(t testing.TB) *appsv1.Deployment {
 	return ds[0]
 }
 
-// serviceFor returns the one Service that selects d's pods.
-func (m *manifests) serviceFor(t testing.TB, d *appsv1.Deployment) *corev1.Service {
-	t.Helper()
+// servicesFor returns the Services that select d's pods.
+func (m *manifests) servicesFor(d *appsv1.Deployment) []*corev1.Service {
 	var found []*corev1.Service
 	for _, s := range m.services {
 		if len(s.Spec.Selector) > 0 && labels.SelectorFromSet(s.Spec.Selector).Matches(labels.Set(d.Spec.Template.Labels)) {
 			found = append(found, s)
 		}
 	}
-	if len(found) != 1 {
-		t.Fatalf("Deployment %s: want 1 Service selecting its pods, got %d", d.Name, len(found))
-	}
-	return found[0]
+	return found
 }
 
 // selectedDeployments returns the Deployments whose pods sel matches. As in the API, an empty
@@ -509,122 +546,11 @@ func TestDecodeRejects(t *testing.T) {
 	}
 }
 
-func TestManifestsDecodeStrictly(t *testing.T) {
-	m := loadBase(t) // fails on the first document that does not decode
-	if len(m.byComponent(componentWorker)) == 0 {
-		t.Error("no toolworker Deployment")
-	}
-	m.orchestrator(t)
-	type key struct{ kind, name string }
-	seen := map[key]bool{}
-	add := func(kind string, meta metav1.ObjectMeta) {
-		k := key{kind, meta.Name}
-		if seen[k] {
-			t.Errorf("two %s objects named %s", kind, meta.Name)
-		}
-		seen[k] = true
-		if meta.Namespace != "" {
-			t.Errorf("%s %s sets a namespace; overlays choose it", kind, meta.Name)
-		}
-	}
-	for _, o := range m.deployments {
-		add("Deployment", o.ObjectMeta)
-	}
-	for _, o := range m.services {
-		add("Service", o.ObjectMeta)
-	}
-	for _, o := range m.pdbs {
-		add("PodDisruptionBudget", o.ObjectMeta)
-	}
-	for _, o := range m.netpols {
-		add("NetworkPolicy", o.ObjectMeta)
-	}
-}
-
-// TestServicesAndProbes checks that each Deployment's Service reaches the container's gRPC port
-// and that the kubelet probes grpc.health.v1 on that same port.
-func TestServicesAndProbes(t *testing.T) {
-	m := loadBase(t)
-	for _, d := range m.deployments {
-		t.Run(d.Name, func(t *testing.T) {
-			sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
-			if err != nil || sel.Empty() || !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
-				t.Errorf("selector %v does not match pod labels %v (err %v)", d.Spec.Selector, d.Spec.Template.Labels, err)
-			}
-			c := grpcContainer(t, d)
-			svc := m.serviceFor(t, d)
-			if len(svc.Spec.Ports) != 1 {
-				t.Errorf("Service %s: want 1 port, got %d", svc.Name, len(svc.Spec.Ports))
-			}
-			sp := grpcServicePort(t, svc)
-			if sp.AppProtocol == nil || *sp.AppProtocol != "grpc" {
-				t.Errorf("Service %s port: want appProtocol grpc, got %+v", svc.Name, sp)
-			}
-			target := sp.TargetPort
-			if target.Type == intstr.Int && target.IntVal == 0 {
-				target = intstr.FromInt32(sp.Port)
-			}
-			port, ok := containerPort(c, target)
-			if !ok {
-				t.Fatalf("Service %s targets %s, which container %s does not expose", svc.Name, target.String(), c.Name)
-			}
-			probes := map[string]*corev1.Probe{"startup": c.StartupProbe, "readiness": c.ReadinessProbe, "liveness": c.LivenessProbe}
-			for kind, p := range probes {
-				switch {
-				case p == nil:
-					t.Errorf("no %s probe", kind)
-				case p.GRPC == nil || p.HTTPGet != nil || p.TCPSocket != nil || p.Exec != nil:
-					t.Errorf("%s probe is not a gRPC probe: %+v", kind, p.ProbeHandler)
-				case p.GRPC.Port != port:
-					t.Errorf("%s probe checks port %d, the Service targets %d", kind, p.GRPC.Port, port)
-				case d.Spec.Template.Labels[labelComponent] == componentOrchestrator && kind != "readiness":
-					// A restarted orchestrator is alive but not ready while it waits for its
-					// workers (registry.readiness_grace); the registry service, which they
-					// register through, is SERVING from its start to its shutdown.
-					if p.GRPC.Service == nil || *p.GRPC.Service != "toolmesh.v1.ToolRegistryService" {
-						t.Errorf("orchestrator %s probe asks for the health of %v; want toolmesh.v1.ToolRegistryService (\"\" is NOT_SERVING while it warms up)", kind, p.GRPC.Service)
-					}
-				case p.GRPC.Service != nil && *p.GRPC.Service != "":
-					t.Errorf("%s probe asks for health of service %q; the servers report overall health under \"\"", kind, *p.GRPC.Service)
-				}
-			}
-		})
-	}
-}
-
 var envRef = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
 
-func TestPodSpecs(t *testing.T) {
-	m := loadBase(t)
-	for _, d := range m.deployments {
-		t.Run(d.Name, func(t *testing.T) {
-			pod := d.Spec.Template
-			for _, l := range []string{labelName, labelComponent} {
-				if pod.Labels[l] == "" {
-					t.Errorf("pod template lacks label %s", l)
-				}
-				if d.Labels[l] != pod.Labels[l] {
-					t.Errorf("label %s: Deployment has %q, pods %q", l, d.Labels[l], pod.Labels[l])
-				}
-			}
-			psc := pod.Spec.SecurityContext
-			if psc == nil {
-				psc = &corev1.PodSecurityContext{}
-			}
-			if pod.Spec.AutomountServiceAccountToken == nil || *pod.Spec.AutomountServiceAccountToken {
-				t.Error("automountServiceAccountToken should be false: toolmesh does not call the API server")
-			}
-			if len(pod.Spec.Containers) == 0 {
-				t.Fatal("no containers")
-			}
-			for _, c := range pod.Spec.Containers {
-				checkContainer(t, psc, &c)
-			}
-		})
-	}
-}
-
-func checkContainer(t *testing.T, psc *corev1.PodSecurityContext, c *corev1.Container) {
+// checkContainer checks c's image, resources and security; a toolmesh container (not, say,
+// the dev overlay's PostgreSQL) also takes its identity from the downward API.
+func checkContainer(t *testing.T, psc *corev1.PodSecurityContext, c *corev1.Container, toolmesh bool) {
 	t.Helper()
 	if c.Image == "" || !strings.ContainsAny(path.Base(c.Image), ":@") {
 		t.Errorf("container %s: image %q needs a tag or digest", c.Name, c.Image)
@@ -669,6 +595,9 @@ func checkContainer(t *testing.T, psc *corev1.PodSecurityContext, c *corev1.Cont
 		env[e.Name] = e
 	}
 	for name, field := range map[string]string{"POD_IP": "status.podIP", "POD_NAME": "metadata.name"} {
+		if !toolmesh {
+			break
+		}
 		e := env[name]
 		if e.ValueFrom == nil || e.ValueFrom.FieldRef == nil || e.ValueFrom.FieldRef.FieldPath != field {
 			t.Errorf("container %s: env %s should come from the downward API field %s", c.Name, name, field)
@@ -692,46 +621,6 @@ func effective[T any](container, pod *T) *T {
 	return pod
 }
 
-func TestWorkers(t *testing.T) {
-	m := loadBase(t)
-	orch := m.serviceFor(t, m.orchestrator(t))
-	for _, d := range m.byComponent(componentWorker) {
-		t.Run(d.Name, func(t *testing.T) {
-			c := grpcContainer(t, d)
-			port, _ := containerPort(c, intstr.FromString("grpc"))
-			flags := parseFlags(t, c.Args)
-			want := map[string]string{
-				"orchestrator": hostPort(orch.Name, grpcServicePort(t, orch).Port),
-				"listen":       hostPort("0.0.0.0", port),
-				"advertise":    hostPort("$(POD_IP)", port),
-				"id":           "$(POD_NAME)",
-			}
-			for name, v := range want {
-				if flags[name] != v {
-					t.Errorf("--%s=%q, want %q", name, flags[name], v)
-				}
-			}
-			if flags["groups"] == "" {
-				t.Error("--groups is empty")
-			}
-			if n, err := strconv.Atoi(flags["capacity"]); err != nil || n <= 0 {
-				t.Errorf("--capacity=%q is not a positive number", flags["capacity"])
-			}
-			drain, err := time.ParseDuration(flags["drain-timeout"])
-			if err != nil {
-				t.Fatalf("--drain-timeout: %v", err)
-			}
-			grace := d.Spec.Template.Spec.TerminationGracePeriodSeconds
-			if grace == nil || time.Duration(*grace)*time.Second <= drain {
-				t.Errorf("terminationGracePeriodSeconds %v must exceed --drain-timeout=%v, or the kubelet kills calls in flight", ptrString(grace), drain)
-			}
-			if d.Spec.Replicas == nil || *d.Spec.Replicas < 2 {
-				t.Errorf("want at least 2 replicas, got %v", ptrString(d.Spec.Replicas))
-			}
-		})
-	}
-}
-
 func hostPort(host string, port int32) string {
 	return net.JoinHostPort(host, strconv.Itoa(int(port)))
 }
@@ -747,137 +636,15 @@ func ptrString[T any](p *T) string {
 // scalar at the top level).
 var orchestratorConfigKeys = map[string][]string{
 	"listen":   nil,
+	"journal":  {"driver", "lease_ttl"},
 	"registry": {"heartbeat_interval", "lease_ttl", "grace_period"},
 	"router":   {"default_tool_timeout", "eject_after_failures", "eject_duration"},
 	"loop":     {"max_iterations", "max_parallel_tool_calls", "run_timeout"},
 	"provider": {"name", "script"},
 	"log":      {"level", "format"},
 	"context":  {"max_bytes", "default"},
-	"groups":   {"math"},
+	"groups":   {"math", "text"},
 	"tls":      {"plaintext"},
-}
-
-func TestOrchestratorConfig(t *testing.T) {
-	js, err := yaml.YAMLToJSONStrict(orchestratorConfigFile(t))
-	if err != nil {
-		t.Fatalf("orchestrator.yaml: %v", err)
-	}
-	var cfg map[string]any
-	if err := json.Unmarshal(js, &cfg); err != nil {
-		t.Fatalf("orchestrator.yaml is not a mapping: %v", err)
-	}
-	for section := range cfg {
-		if _, ok := orchestratorConfigKeys[section]; !ok {
-			t.Errorf("unknown section %q", section)
-		}
-	}
-	for section, keys := range orchestratorConfigKeys {
-		v, ok := cfg[section]
-		if !ok {
-			t.Errorf("missing %q", section)
-			continue
-		}
-		if keys == nil {
-			continue
-		}
-		sub, ok := v.(map[string]any)
-		if !ok {
-			t.Errorf("%s is not a mapping", section)
-			continue
-		}
-		got := make([]string, 0, len(sub))
-		for k := range sub {
-			got = append(got, k)
-		}
-		slices.Sort(got)
-		want := slices.Sorted(slices.Values(keys))
-		if !slices.Equal(got, want) {
-			t.Errorf("%s has keys %v, want %v", section, got, want)
-		}
-	}
-
-	duration := func(section, key string) time.Duration {
-		s, _ := cfg[section].(map[string]any)[key].(string)
-		d, err := time.ParseDuration(s)
-		if err != nil || d <= 0 {
-			t.Errorf("%s.%s = %q is not a positive duration", section, key, s)
-		}
-		return d
-	}
-	if hb, ttl := duration("registry", "heartbeat_interval"), duration("registry", "lease_ttl"); hb >= ttl {
-		t.Errorf("registry.heartbeat_interval %v must be shorter than lease_ttl %v", hb, ttl)
-	}
-	duration("registry", "grace_period")
-	duration("router", "default_tool_timeout")
-	duration("router", "eject_duration")
-	duration("loop", "run_timeout")
-
-	// The orchestrator listens where its container port, probes and Service point.
-	m := loadBase(t)
-	port, _ := containerPort(grpcContainer(t, m.orchestrator(t)), intstr.FromString("grpc"))
-	listen, _ := cfg["listen"].(string)
-	if want := hostPort("0.0.0.0", port); listen != want {
-		t.Errorf("listen = %q, want %q", listen, want)
-	}
-}
-
-func TestNetworkPolicies(t *testing.T) {
-	m := loadBase(t)
-	orch := m.orchestrator(t)
-	policiesFor := func(d *appsv1.Deployment) []*networkingv1.NetworkPolicy {
-		var ps []*networkingv1.NetworkPolicy
-		for _, p := range m.netpols {
-			if slices.Contains(m.selectedDeployments(t, &p.Spec.PodSelector), d) {
-				if !slices.Contains(p.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
-					t.Errorf("NetworkPolicy %s: policyTypes %v should name Ingress", p.Name, p.Spec.PolicyTypes)
-				}
-				ps = append(ps, p)
-			}
-		}
-		return ps
-	}
-	onlyPort := func(p *networkingv1.NetworkPolicy, r networkingv1.NetworkPolicyIngressRule, port int32) {
-		if len(r.Ports) != 1 || r.Ports[0].Port == nil || r.Ports[0].Port.IntValue() != int(port) ||
-			(r.Ports[0].Protocol != nil && *r.Ports[0].Protocol != corev1.ProtocolTCP) || r.Ports[0].EndPort != nil {
-			t.Errorf("NetworkPolicy %s: rule opens %s, want TCP %d only", p.Name, describePorts(r.Ports), port)
-		}
-	}
-
-	orchPort, _ := containerPort(grpcContainer(t, orch), intstr.FromString("grpc"))
-	orchPolicies := policiesFor(orch)
-	if len(orchPolicies) == 0 {
-		t.Error("no NetworkPolicy selects the orchestrator")
-	}
-	for _, p := range orchPolicies {
-		for _, r := range p.Spec.Ingress {
-			onlyPort(p, r, orchPort)
-			if len(r.From) != 0 {
-				t.Errorf("NetworkPolicy %s limits who reaches the orchestrator: %+v", p.Name, r.From)
-			}
-		}
-	}
-
-	for _, w := range m.byComponent(componentWorker) {
-		port, _ := containerPort(grpcContainer(t, w), intstr.FromString("grpc"))
-		ps := policiesFor(w)
-		if len(ps) == 0 {
-			t.Errorf("no NetworkPolicy selects worker %s", w.Name)
-		}
-		for _, p := range ps {
-			for _, r := range p.Spec.Ingress {
-				onlyPort(p, r, port)
-				if len(r.From) == 0 {
-					t.Errorf("NetworkPolicy %s lets anyone reach worker %s", p.Name, w.Name)
-				}
-				for _, peer := range r.From {
-					if peer.IPBlock != nil || peer.NamespaceSelector != nil || peer.PodSelector == nil ||
-						!slices.Equal(m.selectedDeployments(t, peer.PodSelector), []*appsv1.Deployment{orch}) {
-						t.Errorf("NetworkPolicy %s: peer %+v is not exactly the orchestrator's pods", p.Name, peer)
-					}
-				}
-			}
-		}
-	}
 }
 
 func describePorts(ports []networkingv1.NetworkPolicyPort) string {
@@ -886,62 +653,4 @@ func describePorts(ports []networkingv1.NetworkPolicyPort) string {
 		s = append(s, fmt.Sprintf("%s %s-%s", ptrString(p.Protocol), ptrString(p.Port), ptrString(p.EndPort)))
 	}
 	return "[" + strings.Join(s, ", ") + "]"
-}
-
-func TestPodDisruptionBudgets(t *testing.T) {
-	m := loadBase(t)
-	for _, p := range m.pdbs {
-		ds := m.selectedDeployments(t, p.Spec.Selector)
-		if len(ds) != 1 {
-			t.Errorf("PodDisruptionBudget %s selects %d Deployments, want 1", p.Name, len(ds))
-			continue
-		}
-		if (p.Spec.MinAvailable == nil) == (p.Spec.MaxUnavailable == nil) {
-			t.Errorf("PodDisruptionBudget %s: set exactly one of minAvailable and maxUnavailable", p.Name)
-		}
-		// A budget that allows no eviction of a one-replica Deployment blocks node drains.
-		if r := ds[0].Spec.Replicas; r == nil || *r < 2 {
-			t.Errorf("PodDisruptionBudget %s covers %s, which has fewer than 2 replicas", p.Name, ds[0].Name)
-		}
-	}
-	for _, w := range m.byComponent(componentWorker) {
-		var covered bool
-		for _, p := range m.pdbs {
-			covered = covered || slices.Contains(m.selectedDeployments(t, p.Spec.Selector), w)
-		}
-		if !covered {
-			t.Errorf("worker %s has no PodDisruptionBudget", w.Name)
-		}
-	}
-}
-
-// TestOrchestratorConfigLoads: the config the orchestrator pod reads passes the
-// orchestrator's own strict loader, so a deployed orchestrator does not refuse to start.
-func TestOrchestratorConfigLoads(t *testing.T) {
-	cfg, err := config.Parse(orchestratorConfigFile(t))
-	if err != nil {
-		t.Fatalf("the ConfigMap's orchestrator.yaml does not load: %v", err)
-	}
-	if cfg.Provider.Name == "" || cfg.Listen == "" {
-		t.Errorf("loaded config is missing provider or listen: %+v", cfg)
-	}
-	// In production nothing crosses to a group's workers unless it is listed.
-	if cfg.Context.Default.Kind != "allow-keys" {
-		t.Errorf("context.default is %q, want allow-keys", cfg.Context.Default.Kind)
-	}
-	for role, g := range cfg.Groups {
-		if g.Context == nil || g.Context.Kind != "allow-keys" {
-			t.Errorf("groups.%s.context is %+v, want allow-keys", role, g.Context)
-		}
-	}
-	conv, err := server.Converters(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := toolctx.MustOf("tenantId", "acme", "Authorization", "Bearer x", "api_key", "k", "debug", "1")
-	for _, role := range []string{"math", "some-other-group"} {
-		if got := conv(role).Convert(in); !got.Equal(toolctx.MustOf("tenantId", "acme")) {
-			t.Errorf("group %s receives %v, want tenantId only", role, got)
-		}
-	}
 }
