@@ -45,11 +45,27 @@ $(PG_STAMP):
 	fi
 	@mkdir -p $(TMP)/versions && touch $@
 
+# The network-namespace tests make namespaces with ip (iproute2); they skip, saying why,
+# where namespaces cannot be made (no root or CAP_NET_ADMIN).
+IPROUTE_STAMP := $(TMP)/versions/iproute2
+$(IPROUTE_STAMP):
+	@if ! command -v ip >/dev/null || ! command -v nsenter >/dev/null; then \
+		echo "ip or nsenter not found: installing Debian's iproute2 and util-linux"; \
+		if [ "$$(id -u)" = 0 ]; then sudo=; else sudo=sudo; fi; \
+		$$sudo apt-get update -q && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q --no-install-recommends iproute2 util-linux || \
+			echo "could not install iproute2: the network-namespace tests will skip"; \
+	fi
+	@mkdir -p $(TMP)/versions && touch $@
+
+.PHONY: netns
+netns: build $(IPROUTE_STAMP) ## The tool-type scaling test across network namespaces (root): writes bench/results/netns-scaling.md.
+	TOOLMESH_BIN=$(abspath bin) TOOLMESH_NETNS_REPORT=$(abspath bench/results) go test -count=1 -timeout 10m -run TestToolTypeScaling -v ./test/netns
+
 .PHONY: test
 test: checkgenerate lint unit test-mcp-everything fuzz-short ## Everything CI runs: generated code, linters, all tests, a short fuzz of each target.
 
 .PHONY: unit
-unit: build $(MCP_EVERYTHING) $(PG_STAMP) ## Run all Go tests (end-to-end tests use the binaries in bin/).
+unit: build $(MCP_EVERYTHING) $(PG_STAMP) $(IPROUTE_STAMP) ## Run all Go tests (end-to-end tests use the binaries in bin/).
 	TOOLMESH_BIN=$(abspath bin) TOOLMESH_MCP_EVERYTHING=$(MCP_EVERYTHING) go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: test-mcp-everything

@@ -1,0 +1,288 @@
+package netns
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/toolmesh/toolmesh/internal/harness"
+	"github.com/toolmesh/toolmesh/pkg/client"
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
+)
+
+const orchestratorConfig = `
+listen: %s:7070
+tls: {plaintext: true}
+registry:
+  heartbeat_interval: 500ms
+  lease_ttl: 3s
+  grace_period: 1s
+  readiness_grace: 1s
+router:
+  default_tool_timeout: 5s
+  eject_after_failures: 2
+  eject_duration: 2s
+loop:
+  max_parallel_tool_calls: 8
+provider: {name: scripted}
+`
+
+// Each replica runs 4 calls at once, each taking 50 ms: a tool bound by what it waits for
+// (a database, an API), not by CPU, so that one machine can show what replicas add.
+const (
+	capacity  = 4
+	toolDelay = 50 * time.Millisecond
+	phase     = 3 * time.Second
+)
+
+// TestToolTypeScaling: the orchestrator and every worker in a network namespace of its
+// own, each with its own address, like pods. Under a steady load on two groups, the math
+// group is scaled from 1 to 2 to 4 replicas while the text group keeps one: the math
+// group's throughput rises and every new replica takes calls, while the text group's
+// holds. Then one math replica's link goes down: its calls fail by deadline, its lease
+// expires, no run hangs, and it serves again once the link is back.
+//
+// TOOLMESH_NETNS_REPORT, a directory, receives netns-scaling.md with the figures and the
+// goals (math at 4 replicas ≥ 2.5× its throughput at 1, text within 10 % of its own).
+func TestToolTypeScaling(t *testing.T) {
+	l := newLab(t)
+	orchBin, err := harness.Bin("orchestrator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	workerBin, err := harness.Bin("toolworker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := l.pod("orchestrator", 2)
+	cfg := filepath.Join(t.TempDir(), "orchestrator.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(orchestratorConfig, op.ip)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	script, _ := filepath.Abs(filepath.Join("testdata", "scaling.yaml"))
+	orch := l.start(op, "orchestrator", orchBin, "--config", cfg, "--script", script, "--log-format", "json")
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	if _, err := orch.WaitLog(ctx, "orchestrator serving"); err != nil {
+		t.Fatalf("%v\n%s", err, orch.Output())
+	}
+	orchAddr := op.ip + ":7070"
+	c, err := client.Dial(orchAddr, insecure.NewCredentials())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+
+	pods := map[string]*pod{}
+	startWorker := func(id, group string, host int) {
+		p := l.pod(id, host)
+		pods[id] = p
+		addr := p.ip + ":7171"
+		l.start(p, id, workerBin, "--id", id, "--groups", group, "--orchestrator", orchAddr, "--listen", addr, "--advertise", addr,
+			"--capacity", fmt.Sprint(capacity), "--delay", toolDelay.String(), "--reconnect-min", "100ms", "--reconnect-max", "1s", "--log-level", "warn")
+	}
+	waitReady := func(ids ...string) {
+		t.Helper()
+		if err := harness.WaitWorkers(ctx, c, ids...); err != nil {
+			t.Fatalf("workers %v: %v", ids, err)
+		}
+	}
+	startWorker("text-1", "text", 10)
+	startWorker("math-1", "math", 20)
+	waitReady("text-1", "math-1")
+
+	type result struct {
+		replicas   int
+		math, text float64 // tool calls per second
+		perReplica map[string]int64
+		failed     int64
+	}
+	var results []result
+	measure := func(replicas int, ids []string) result {
+		t.Helper()
+		before := calls(t, ctx, c)
+		r := load(ctx, c, phase)
+		after := calls(t, ctx, c)
+		res := result{replicas: replicas, math: float64(r.math) / phase.Seconds(), text: float64(r.text) / phase.Seconds(), perReplica: map[string]int64{}, failed: r.failed}
+		for _, id := range ids {
+			res.perReplica[id] = after[id] - before[id]
+			if res.perReplica[id] == 0 {
+				t.Errorf("at %d replicas, %s took no call", replicas, id)
+			}
+		}
+		if r.failed > 0 || r.runErrors > 0 {
+			t.Errorf("at %d replicas: %d calls failed, %d runs failed (last: %v)", replicas, r.failed, r.runErrors, r.lastErr)
+		}
+		t.Logf("math ×%d: math %.0f calls/s, text %.0f calls/s, per replica %v", replicas, res.math, res.text, res.perReplica)
+		return res
+	}
+	load(ctx, c, 500*time.Millisecond) // warm up the connections
+	results = append(results, measure(1, []string{"math-1"}))
+	startWorker("math-2", "math", 21)
+	waitReady("text-1", "math-1", "math-2")
+	results = append(results, measure(2, []string{"math-1", "math-2"}))
+	startWorker("math-3", "math", 22)
+	startWorker("math-4", "math", 23)
+	waitReady("text-1", "math-1", "math-2", "math-3", "math-4")
+	results = append(results, measure(4, []string{"math-1", "math-2", "math-3", "math-4"}))
+
+	// A partition: math-4's link goes down under load.
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	var partitioned loadResult
+	var wg sync.WaitGroup
+	wg.Go(func() { partitioned = load(loadCtx, c, time.Hour) })
+	time.Sleep(300 * time.Millisecond)
+	cut := time.Now()
+	if err := l.partition(pods["math-4"]); err != nil {
+		t.Fatal(err)
+	}
+	var leaseGone time.Duration
+	for ctx.Err() == nil {
+		if ready(t, ctx, c)["math-4"] == false {
+			leaseGone = time.Since(cut)
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second) // calls go on without it
+	if err := l.heal(pods["math-4"]); err != nil {
+		t.Fatal(err)
+	}
+	healed := time.Now()
+	waitReady("text-1", "math-1", "math-2", "math-3", "math-4")
+	back := time.Since(healed)
+	before := calls(t, ctx, c)
+	time.Sleep(time.Second)
+	if after := calls(t, ctx, c); after["math-4"] == before["math-4"] {
+		t.Error("math-4 took no call after its link came back")
+	}
+	stopLoad()
+	wg.Wait()
+	t.Logf("partition: math-4 left the routing table %s after its link went down and was back %s after it came up; during it %d math and %d text calls succeeded, %d failed, %d runs failed, the longest run took %s",
+		leaseGone.Round(time.Millisecond), back.Round(time.Millisecond), partitioned.math, partitioned.text, partitioned.failed, partitioned.runErrors, partitioned.longest.Round(time.Millisecond))
+	// No run hangs: a call to the partitioned replica ends by its deadline (5 s) and the
+	// run goes on.
+	if partitioned.longest > 15*time.Second {
+		t.Errorf("a run took %s during the partition", partitioned.longest)
+	}
+	if partitioned.runErrors > 0 {
+		t.Errorf("%d runs failed during the partition (last: %v)", partitioned.runErrors, partitioned.lastErr)
+	}
+	if leaseGone == 0 {
+		t.Error("math-4 stayed READY while partitioned")
+	}
+
+	one, four := results[0], results[len(results)-1]
+	scaled, other := four.math/one.math, four.text/one.text
+	verdict := func(ok bool) string {
+		if ok {
+			return "MET"
+		}
+		return "MISSED"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Tool-type scaling across network namespaces\n\n%s. Every process in a network namespace of its own on a bridge (its own address, like a pod). Load: two runs at a time offered the math group's add (eight calls at once each) and one offered the text group's uppercase (four calls at once); every replica runs %d calls at once, each taking %s. %s per phase.\n\n",
+		time.Now().UTC().Format(time.RFC3339), capacity, toolDelay, phase)
+	fmt.Fprintf(&b, "| math replicas | math calls/s | text calls/s | math calls per replica |\n|---:|---:|---:|---|\n")
+	for _, r := range results {
+		fmt.Fprintf(&b, "| %d | %.0f | %.0f | %v |\n", r.replicas, r.math, r.text, r.perReplica)
+	}
+	fmt.Fprintf(&b, "\n| goal | target | measured | verdict |\n|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| math at 4 replicas vs 1 | ≥ 2.5× | %.2f× | %s |\n", scaled, verdict(scaled >= 2.5))
+	fmt.Fprintf(&b, "| text while math scales, vs its own at 1 | within 10 %% | %.2f× | %s |\n", other, verdict(other >= 0.9 && other <= 1.1))
+	fmt.Fprintf(&b, "\nPartition: math-4's link down under load; it left the routing table after %s, came back %s after the link did; %d runs failed, the longest run took %s.\n",
+		leaseGone.Round(time.Millisecond), back.Round(time.Millisecond), partitioned.runErrors, partitioned.longest.Round(time.Millisecond))
+	t.Log("\n" + b.String())
+	if dir := os.Getenv("TOOLMESH_NETNS_REPORT"); dir != "" {
+		if err := os.WriteFile(filepath.Join(dir, "netns-scaling.md"), []byte(b.String()), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// loadResult is what one load phase did.
+type loadResult struct {
+	math, text, failed, runErrors int64
+	longest                       time.Duration
+	lastErr                       error
+}
+
+// load runs two math runs and one text run at a time for d (or until ctx ends) and counts
+// the tool calls that succeeded per group.
+func load(ctx context.Context, c *client.Client, d time.Duration) loadResult {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var r loadResult
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	loop := func(tool string, counter *int64) {
+		for ctx.Err() == nil {
+			start := time.Now()
+			runCtx, runCancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			var ok int64
+			_, err := c.RunAndWait(runCtx, &toolpb.RunRequest{Prompt: "work", Tools: []string{tool}}, func(ev *toolpb.RunResponse) {
+				if f := ev.GetToolCallFinished(); f != nil {
+					if f.GetOutcome() == toolpb.ToolCallOutcome_TOOL_CALL_OUTCOME_OK {
+						ok++
+					} else {
+						atomic.AddInt64(&r.failed, 1)
+					}
+				}
+			})
+			runCancel()
+			// A run cut by the end of the phase is not counted.
+			if ctx.Err() != nil && time.Since(start) > 0 && err == nil {
+				break
+			}
+			atomic.AddInt64(counter, ok)
+			mu.Lock()
+			r.longest = max(r.longest, time.Since(start))
+			if err != nil {
+				r.runErrors++
+				r.lastErr = err
+			}
+			mu.Unlock()
+		}
+	}
+	wg.Go(func() { loop("add", &r.math) })
+	wg.Go(func() { loop("add", &r.math) })
+	wg.Go(func() { loop("uppercase", &r.text) })
+	wg.Wait()
+	return r
+}
+
+// calls is every worker's count of calls the orchestrator sent it.
+func calls(t *testing.T, ctx context.Context, c *client.Client) map[string]int64 {
+	t.Helper()
+	ws, err := c.ListWorkers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, w := range ws {
+		out[w.GetWorkerId()] = w.GetCalls()
+	}
+	return out
+}
+
+// ready reports which workers are READY.
+func ready(t *testing.T, ctx context.Context, c *client.Client) map[string]bool {
+	t.Helper()
+	ws, err := c.ListWorkers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, w := range ws {
+		out[w.GetWorkerId()] = w.GetState() == toolpb.WorkerState_WORKER_STATE_READY
+	}
+	return out
+}
