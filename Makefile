@@ -61,6 +61,14 @@ $(IPROUTE_STAMP):
 netns: build $(IPROUTE_STAMP) ## The tool-type scaling test across network namespaces (root): writes bench/results/netns-scaling.md.
 	TOOLMESH_BIN=$(abspath bin) TOOLMESH_NETNS_REPORT=$(abspath bench/results) go test -count=1 -timeout 10m -run TestToolTypeScaling -v ./test/netns
 
+.PHONY: images
+images: ## Build the orchestrator, toolworker and toolmesh images without a container daemon: bin/images/oci (OCI layout) and bin/images/<name>.tar.
+	cd deploy/images && go run . -out $(abspath bin/images)
+
+.PHONY: test-images
+test-images: images ## The image builder's own tests (it builds the images and checks what a runtime would run).
+	cd deploy/images && go vet ./... && go test -count=1 -timeout 20m ./...
+
 .PHONY: test
 test: checkgenerate lint unit test-mcp-everything fuzz-short ## Everything CI runs: generated code, linters, all tests, a short fuzz of each target.
 

@@ -203,3 +203,33 @@ func TestParse(t *testing.T) {
 		t.Errorf("parsed %+v", o)
 	}
 }
+
+// TestDockerfile: the Dockerfile for users' own CI builds each image's package (it
+// exists), from pinned base images, as the non-root user.
+func TestDockerfile(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	df := string(b)
+	for _, im := range defaultImages {
+		pkg := strings.SplitN(im, "=", 2)[1]
+		if !strings.Contains(df, "--build-arg PKG="+pkg+" ") {
+			t.Errorf("the Dockerfile does not show how to build %s", pkg)
+		}
+		if _, err := os.Stat(filepath.Join("..", "..", pkg, "main.go")); err != nil {
+			t.Errorf("%s: %v", pkg, err)
+		}
+	}
+	for _, line := range strings.Split(df, "\n") {
+		if f, ok := strings.CutPrefix(line, "FROM "); ok {
+			img := strings.Fields(f)[0]
+			if !strings.Contains(img, ":") || strings.HasSuffix(img, ":latest") {
+				t.Errorf("FROM %s is not pinned", img)
+			}
+		}
+	}
+	if !strings.Contains(df, "USER 65532:65532") || !strings.Contains(df, "CGO_ENABLED=0") {
+		t.Error("the Dockerfile must build static binaries and run them as 65532")
+	}
+}
