@@ -14,6 +14,8 @@ BUF_VERSION := v1.75.0
 PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 GOLANGCI_LINT_VERSION := v2.15.0
+KUSTOMIZE_VERSION := v5.7.1
+KUBECONFORM_VERSION := v0.8.0
 
 # go test settings sized for a 2-core machine; every package gets a deadline.
 GO_TEST_FLAGS ?= -race -p 2 -timeout 15m -count=1
@@ -61,6 +63,23 @@ $(IPROUTE_STAMP):
 netns: build $(IPROUTE_STAMP) ## The tool-type scaling test across network namespaces (root): writes bench/results/netns-scaling.md.
 	TOOLMESH_BIN=$(abspath bin) TOOLMESH_NETNS_REPORT=$(abspath bench/results) go test -count=1 -timeout 10m -run TestToolTypeScaling -v ./test/netns
 
+# The kustomize trees: the base and every overlay, rendered into bin/k8s and validated
+# by kubeconform against the schemas vendored in deploy/k8s/schemas (no network;
+# deploy/k8s/tools/cmd/schemagen writes them).
+K8S_TREES := base overlays/dev overlays/prod overlays/prod-keda
+
+.PHONY: k8s
+k8s: $(BIN)/kustomize $(BIN)/kubeconform ## Render the kustomize base and overlays into bin/k8s and validate them with kubeconform (vendored schemas, strict).
+	@mkdir -p bin/k8s
+	@set -e; for t in $(K8S_TREES); do out=bin/k8s/$$(echo $$t | tr / -).yaml; \
+		kustomize build deploy/k8s/$$t > $$out; \
+		echo "$$t → $$out"; \
+		kubeconform -strict -summary -schema-location 'deploy/k8s/schemas/{{.ResourceKind}}{{.KindSuffix}}.json' $$out; done
+
+.PHONY: k8s-schemas
+k8s-schemas: ## Regenerate deploy/k8s/schemas from the Kubernetes OpenAPI document and the CRDs (Go module proxy).
+	cd deploy/k8s/tools && go run ./cmd/schemagen -out ../schemas
+
 .PHONY: images
 images: ## Build the orchestrator, toolworker and toolmesh images without a container daemon: bin/images/oci (OCI layout) and bin/images/<name>.tar.
 	cd deploy/images && go run . -out $(abspath bin/images)
@@ -70,11 +89,11 @@ test-images: images ## The image builder's own tests (it builds the images and c
 	cd deploy/images && go vet ./... && go test -count=1 -timeout 20m ./...
 
 .PHONY: test
-test: checkgenerate lint unit test-mcp-everything fuzz-short ## Everything CI runs: generated code, linters, all tests, a short fuzz of each target.
+test: checkgenerate lint unit test-mcp-everything fuzz-short k8s test-images ## Everything CI runs: generated code, linters, all tests, a short fuzz of each target, the manifests, the images.
 
 .PHONY: unit
-unit: build $(MCP_EVERYTHING) $(PG_STAMP) $(IPROUTE_STAMP) ## Run all Go tests (end-to-end tests use the binaries in bin/).
-	TOOLMESH_BIN=$(abspath bin) TOOLMESH_MCP_EVERYTHING=$(MCP_EVERYTHING) go test $(GO_TEST_FLAGS) ./...
+unit: build $(MCP_EVERYTHING) $(PG_STAMP) $(IPROUTE_STAMP) $(BIN)/kustomize ## Run all Go tests (end-to-end tests use the binaries in bin/).
+	TOOLMESH_BIN=$(abspath bin) TOOLMESH_MCP_EVERYTHING=$(MCP_EVERYTHING) TOOLMESH_KUSTOMIZE=$(BIN)/kustomize go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: test-mcp-everything
 test-mcp-everything: $(MCP_EVERYTHING) ## MCP groups against @modelcontextprotocol/server-everything (stdio and streamable HTTP).
@@ -141,7 +160,7 @@ checkgenerate: generate ## Fail when generated code differs from what is committ
 		echo "pkg/toolpb is out of date: run make generate and commit"; git status --porcelain -- pkg/toolpb; git diff --stat -- pkg/toolpb; exit 1; fi
 
 .PHONY: tools
-tools: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/golangci-lint ## Install the pinned tools.
+tools: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/golangci-lint $(BIN)/kustomize $(BIN)/kubeconform ## Install the pinned tools.
 
 # Each tool is keyed by a stamp holding its version, so changing a version reinstalls it.
 $(BIN)/buf: $(TMP)/versions/buf-$(BUF_VERSION)
@@ -152,6 +171,10 @@ $(BIN)/protoc-gen-go-grpc: $(TMP)/versions/protoc-gen-go-grpc-$(PROTOC_GEN_GO_GR
 	go install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
 $(BIN)/golangci-lint: $(TMP)/versions/golangci-lint-$(GOLANGCI_LINT_VERSION)
 	go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+$(BIN)/kustomize: $(TMP)/versions/kustomize-$(KUSTOMIZE_VERSION)
+	go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
+$(BIN)/kubeconform: $(TMP)/versions/kubeconform-$(KUBECONFORM_VERSION)
+	go install github.com/yannh/kubeconform/cmd/kubeconform@$(KUBECONFORM_VERSION)
 
 $(TMP)/versions/%:
 	@rm -f $(TMP)/versions/$(firstword $(subst -v, ,$*))-v*
