@@ -414,8 +414,11 @@ func (r *Router) pick(t *remoteTool, exclude map[string]bool) (w *worker, change
 	r.mu.RLock()
 	e, ok := r.tools[t.def.Name]
 	if ok && e.hash != t.hash {
-		r.mu.RUnlock()
-		return nil, true
+		// A rollout registered another definition; replicas of the run's own may remain.
+		if e, ok = r.older[t.def.Name][t.hash]; !ok {
+			r.mu.RUnlock()
+			return nil, true
+		}
 	}
 	var cands []*worker
 	if ok {

@@ -168,18 +168,37 @@ func (r *Router) RegisterAs(reg *toolpb.Registration, identity string) (*Lease, 
 				w.domainTypes[dt.TypeName] = dt
 			}
 		}
+		info := proto.Clone(gr.GetGroup()).(*toolpb.ToolGroupInfo)
 		g, ok := r.groups[role]
 		if !ok {
-			g = &groupEntry{info: proto.Clone(gr.GetGroup()).(*toolpb.ToolGroupInfo), tools: map[string]*toolEntry{}, workers: map[string]*worker{}}
+			g = &groupEntry{info: info, tools: map[string]*toolEntry{}, workers: map[string]*worker{}}
 			r.groups[role] = g
 		}
 		g.workers[w.id] = w
 		for _, name := range entries(gr, parsed) {
 			w.tools = append(w.tools, name)
+			p := parsed[name]
 			e, ok := r.tools[name]
-			if !ok {
-				p := parsed[name]
-				e = &toolEntry{group: role, def: p.def, meta: p.meta, hash: p.hash, proto: wire.DefinitionToProto(p.def, p.meta), replicas: map[string]*worker{}}
+			switch {
+			case ok && e.hash == p.hash:
+			case r.older[name][p.hash] != nil:
+				// A replica of a superseded definition (re)joins it: runs that started
+				// with it may call it; new runs keep getting the newer one.
+				e = r.older[name][p.hash]
+			default:
+				if ok {
+					// A new version of the group rolls in: its definition is what new runs
+					// get; the old one stays for its remaining replicas.
+					if r.older == nil {
+						r.older = map[string]map[string]*toolEntry{}
+					}
+					if r.older[name] == nil {
+						r.older[name] = map[string]*toolEntry{}
+					}
+					r.older[name][e.hash] = e
+					g.info = info
+				}
+				e = &toolEntry{group: role, def: p.def, meta: p.meta, hash: p.hash, proto: wire.DefinitionToProto(p.def, p.meta), replicas: map[string]*worker{}, info: info}
 				if p.facade != nil {
 					e.facade = proto.Clone(p.facade).(*toolpb.FacadeNode)
 				}
@@ -354,7 +373,9 @@ func (r *Router) overLimitsLocked(parsed map[string]parsedTool, old *worker, typ
 		}
 	}
 	for name, p := range parsed {
-		if e := r.tools[name]; e == nil || (old != nil && len(e.replicas) == 1 && e.replicas[old.id] == old) {
+		e := r.tools[name]
+		another := e != nil && e.hash != p.hash && r.older[name][p.hash] == nil // a rollout's new definition
+		if e == nil || another || (old != nil && len(e.replicas) == 1 && e.replicas[old.id] == old) {
 			tools++
 			bytes += p.size
 		}
@@ -406,6 +427,20 @@ func (r *Router) removeLocked(w *worker) {
 		if g.workers[w.id] == w {
 			delete(g.workers, w.id)
 		}
+		for _, name := range w.tools {
+			for hash, e := range r.older[name] {
+				if e.group != role {
+					continue
+				}
+				if e.replicas[w.id] == w {
+					delete(e.replicas, w.id)
+				}
+				if len(e.replicas) == 0 {
+					delete(r.older[name], hash)
+					r.defBytes -= e.size
+				}
+			}
+		}
 		for name, e := range g.tools {
 			if e.replicas[w.id] == w {
 				delete(e.replicas, w.id)
@@ -414,6 +449,19 @@ func (r *Router) removeLocked(w *worker) {
 				delete(g.tools, name)
 				delete(r.tools, name)
 				r.defBytes -= e.size
+				// The newest definition's replicas are gone (a rollout undone): the
+				// definition still served takes over, and the group is as its workers
+				// registered it.
+				if next := newest(r.older[name]); next != nil {
+					delete(r.older[name], next.hash)
+					r.tools[name], g.tools[name] = next, next
+					g.info = next.info
+				}
+			}
+		}
+		for _, name := range w.tools {
+			if len(r.older[name]) == 0 {
+				delete(r.older, name)
 			}
 		}
 		if len(g.workers) == 0 {
@@ -606,8 +654,24 @@ func parseDefinition(p *toolpb.ToolDefinition) (tool.Definition, tool.Metadata, 
 	return wire.DefinitionFromProto(p)
 }
 
+// newest is the entry of es whose first replica registered last; nil when es is empty.
+func newest(es map[string]*toolEntry) *toolEntry {
+	var best *toolEntry
+	var bestAt time.Time
+	for _, e := range es {
+		for _, w := range e.replicas {
+			if best == nil || w.registeredAt.After(bestAt) {
+				best, bestAt = e, w.registeredAt
+			}
+		}
+	}
+	return best
+}
+
 // conflictsLocked checks a valid registration against the table, ignoring the worker it
-// replaces. r.mu must be held.
+// replaces. r.mu must be held. Replicas of a group must agree on its description and
+// definitions — except across versions: a worker of another version of the group is a
+// rollout, and its definitions join the table beside the old ones (see Router.older).
 func (r *Router) conflictsLocked(reg *toolpb.Registration, parsed map[string]parsedTool, old *worker) []*toolpb.Rejection {
 	var rej []*toolpb.Rejection
 	// othersServe reports whether some worker other than old serves e.
@@ -621,12 +685,14 @@ func (r *Router) conflictsLocked(reg *toolpb.Registration, parsed map[string]par
 	}
 	for _, gr := range reg.GetGroups() {
 		role := gr.GetGroup().GetRole()
+		rolling := false // a rollout: another version of the group
 		if g, ok := r.groups[role]; ok {
 			others := len(g.workers)
 			if old != nil && g.workers[old.id] != nil {
 				others--
 			}
-			if others > 0 && !proto.Equal(g.info, gr.GetGroup()) {
+			rolling = others > 0 && g.info.GetVersion() != gr.GetGroup().GetVersion()
+			if others > 0 && !rolling && !proto.Equal(g.info, gr.GetGroup()) {
 				rej = append(rej, &toolpb.Rejection{Group: role, Reason: fmt.Sprintf("group %q is already registered with a different description, provider, version, permissions or usage notes", role)})
 			}
 		}
@@ -638,7 +704,7 @@ func (r *Router) conflictsLocked(reg *toolpb.Registration, parsed map[string]par
 			switch {
 			case e.group != role:
 				rej = append(rej, &toolpb.Rejection{Group: role, Tool: name, Reason: fmt.Sprintf("tool %q is already registered by group %q", name, e.group)})
-			case e.hash != parsed[name].hash:
+			case e.hash != parsed[name].hash && !rolling:
 				rej = append(rej, &toolpb.Rejection{Group: role, Tool: name, Reason: fmt.Sprintf("tool %q is already registered with a different definition (hash %s, this worker sent %s); replicas of a tool must serve the same definition", name, short(e.hash), short(parsed[name].hash))})
 			}
 		}

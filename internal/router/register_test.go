@@ -1,6 +1,7 @@
 package router
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/toolmesh/toolmesh/internal/wire"
+	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
@@ -214,7 +216,7 @@ func TestRegisterRefusesDifferentGroupInfo(t *testing.T) {
 	r := newRouter(t, Options{})
 	mustRegister(t, r, registration("a", "127.0.0.1:9001", "text", echoTool("echo")))
 	reg := registration("b", "127.0.0.1:9002", "text", echoTool("echo"))
-	reg.Groups[0].Group.Version = "2"
+	reg.Groups[0].Group.Description = "text tools, said otherwise under the same version"
 	_, rej, err := r.Register(reg)
 	if !errors.Is(err, ErrConflict) {
 		t.Fatalf("err = %v, want ErrConflict", err)
@@ -478,4 +480,105 @@ func TestRegisterDomainTypes(t *testing.T) {
 	}
 	lease.End()
 	eventually(t, "w1 to leave", func() bool { _, ok := r.DomainType("users.User"); return !ok })
+}
+
+// versioned is a registration of the text group at a version, its echo described by desc.
+func versioned(id, addr, version, desc string) *toolpb.Registration {
+	reg := registration(id, addr, "text", tool.New("echo", desc, schema.Params(schema.String("text", "what to echo").AsOptional()),
+		func(context.Context, string) (tool.Result, error) { return tool.Text("unused"), nil }))
+	reg.Groups[0].Group.Version = version
+	return reg
+}
+
+// TestRolloutKeepsEachRunsDefinition: a worker of a new version of a group, whose echo
+// reads differently, registers beside the old version's replicas (a rolling update). New
+// runs get the new definition; a tool handed out before is sent only to replicas of its
+// own definition, until the last of them leaves. A replica of the old version that
+// reconnects meanwhile joins the old definition; when the new version's replicas all
+// leave (a rollout undone), the old definition is what new runs get again.
+func TestRolloutKeepsEachRunsDefinition(t *testing.T) {
+	r := newRouter(t, Options{PinDefinitions: true})
+	mustRegister(t, r, versioned("a", "127.0.0.1:9001", "1", "Echoes its input."))
+	before, err := r.Tool("echo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustRegister(t, r, versioned("b", "127.0.0.1:9002", "2", "Echoes its input, trimmed."))
+	after, err := r.Tool("echo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Definition().Description != "Echoes its input, trimmed." {
+		t.Errorf("new runs get %q, want version 2's definition", after.Definition().Description)
+	}
+	if gs := r.ListGroups(); len(gs) != 1 || gs[0].GetGroup().GetVersion() != "2" {
+		t.Errorf("ListToolGroups = %v, want version 2", gs)
+	}
+	picks := func(tl tool.Tool) map[string]int {
+		out := map[string]int{}
+		for range 50 {
+			w, changed := r.pick(tl.(*remoteTool), nil)
+			switch {
+			case changed:
+				out["changed"]++
+			case w == nil:
+				out["none"]++
+			default:
+				out[w.id]++
+			}
+		}
+		return out
+	}
+	if got := picks(before); !cmp.Equal(got, map[string]int{"a": 50}) {
+		t.Errorf("the old definition's calls went to %v, want a only", got)
+	}
+	if got := picks(after); !cmp.Equal(got, map[string]int{"b": 50}) {
+		t.Errorf("the new definition's calls went to %v, want b only", got)
+	}
+	// Another replica of version 1 (a pod of the old ReplicaSet restarting) joins version 1.
+	mustRegister(t, r, versioned("c", "127.0.0.1:9003", "1", "Echoes its input."))
+	if got := picks(before); got["a"]+got["c"] != 50 || got["b"] != 0 {
+		t.Errorf("the old definition's calls went to %v, want a and c", got)
+	}
+	if now, _ := r.Tool("echo"); now.Definition().Description != "Echoes its input, trimmed." {
+		t.Errorf("after an old replica rejoined, new runs get %q", now.Definition().Description)
+	}
+	// A changed definition under a version already registered is still refused.
+	if _, _, err := r.Register(versioned("d", "127.0.0.1:9004", "2", "Echoes something else.")); err == nil {
+		t.Error("a third definition under version 2 was accepted")
+	}
+
+	// The new version leaves (the rollout is undone): version 1 is current again.
+	drop := func(id string) { // as the router drops a worker whose lease ended
+		r.mu.Lock()
+		w := r.workers[id]
+		r.removeLocked(w)
+		r.mu.Unlock()
+		w.close()
+	}
+	drop("b")
+	if now, _ := r.Tool("echo"); now.Definition().Description != "Echoes its input." {
+		t.Errorf("with version 2 gone, new runs get %q", now.Definition().Description)
+	}
+	if gs := r.ListGroups(); len(gs) != 1 || gs[0].GetGroup().GetVersion() != "1" {
+		t.Errorf("ListToolGroups = %v, want version 1 again", gs)
+	}
+	if got := picks(after); got["changed"] != 50 {
+		t.Errorf("calls of version 2's definition with no replica of it: %v, want all refused as changed", got)
+	}
+	if got := picks(before); got["a"]+got["c"] != 50 {
+		t.Errorf("version 1's calls went to %v", got)
+	}
+
+	// And the old replicas leave: nothing of either definition remains.
+	drop("a")
+	drop("c")
+	if _, err := r.Tool("echo"); !errors.Is(err, ErrUnknownTool) {
+		t.Errorf("Tool after every replica left: %v", err)
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if len(r.older) != 0 || r.defBytes != 0 {
+		t.Errorf("left behind: older %v, %d definition bytes", r.older, r.defBytes)
+	}
 }

@@ -198,6 +198,11 @@ type Router struct {
 	workers map[string]*worker
 	groups  map[string]*groupEntry
 	tools   map[string]*toolEntry
+	// older holds, by tool name and content hash, the definitions a rollout superseded
+	// (a new version of their group registered another) while replicas of the old version
+	// still serve them: runs that started with one keep calling those replicas, new runs
+	// get tools[name].
+	older map[string]map[string]*toolEntry
 	// defBytes is the sum of the tools' sizes, served the sum of the workers' tools.
 	defBytes int64
 	served   int
@@ -236,6 +241,9 @@ type toolEntry struct {
 	// size is the encoded size of the definition and facade tree, counted against
 	// Limits.MaxDefinitionBytes.
 	size int64
+	// info is the group as the entry's first worker registered it: what the group
+	// becomes again if this entry takes over from a newer one whose replicas left.
+	info *toolpb.ToolGroupInfo
 }
 
 // New returns an empty router.

@@ -245,7 +245,7 @@ func TestConnectRefusals(t *testing.T) {
 			codes.InvalidArgument, "worker_id is empty"},
 		{"tool of another group", false, []*toolpb.ConnectRequest{register(registration("w-other", worker.Group{Role: "other", Tools: []tool.Tool{add}}))},
 			codes.FailedPrecondition, `tool "add" is already registered by group "math"`},
-		{"group with another description", false, []*toolpb.ConnectRequest{register(registration("w-math2", worker.Group{Role: "math", Description: "different", Tools: builtin.MathOperations()}))},
+		{"group with another description", false, []*toolpb.ConnectRequest{register(registration("w-math2", worker.Group{Role: "math", Description: "different", Version: builtin.Math().Version, Tools: builtin.MathOperations()}))},
 			codes.FailedPrecondition, `group "math" is already registered with a different description`},
 	}
 	for _, tc := range cases {
