@@ -261,4 +261,3 @@ func write(dir, kind, group, version string, s any) error {
 	fmt.Println(name)
 	return os.WriteFile(filepath.Join(dir, name), buf.Bytes(), 0o644)
 }
-
