@@ -36,8 +36,11 @@ const maxRequests = 1000
 type Provider struct {
 	script *compiledScript
 
-	mu       sync.Mutex
-	requests []llm.Request // the last maxRequests requests, oldest first
+	mu sync.Mutex
+	// requests is a ring of the last maxRequests requests: until it is full they are in
+	// order; then next is where the oldest is, and the next one goes.
+	requests []llm.Request
+	next     int
 }
 
 var _ llm.Provider = (*Provider)(nil)
@@ -77,7 +80,7 @@ func (p *Provider) Requests() []llm.Request {
 	defer p.mu.Unlock()
 	out := make([]llm.Request, len(p.requests))
 	for i := range p.requests {
-		out[i] = cloneRequest(&p.requests[i])
+		out[i] = cloneRequest(&p.requests[(p.next+i)%len(p.requests)])
 	}
 	return out
 }
@@ -129,11 +132,13 @@ func (p *Provider) record(req *llm.Request) {
 	c := cloneRequest(req)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.requests) == maxRequests {
-		copy(p.requests, p.requests[1:])
-		p.requests = p.requests[:maxRequests-1]
+	if len(p.requests) < maxRequests {
+		p.requests = append(p.requests, c)
+		return
 	}
-	p.requests = append(p.requests, c)
+	// Full: the newest takes the oldest's place, nothing moves.
+	p.requests[p.next] = c
+	p.next = (p.next + 1) % maxRequests
 }
 
 // answer is a rendered reply.

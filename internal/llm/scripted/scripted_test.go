@@ -629,3 +629,59 @@ func TestConcurrentUse(t *testing.T) {
 		t.Errorf("recorded %d requests, want %d", n, 2*workers*runs)
 	}
 }
+
+// TestRequestsRingKeepsTheLast: past its bound the provider keeps the newest requests,
+// oldest first, without moving the others on every call.
+func TestRequestsRingKeepsTheLast(t *testing.T) {
+	p, err := scripted.New(scripted.Script{Name: "ring", Rules: []scripted.Rule{{Reply: scripted.Reply{Text: "ok"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := range 1250 {
+		for _, err := range p.Stream(ctx, &llm.Request{Model: fmt.Sprint(i), Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if i == 499 {
+			if got := p.Requests(); len(got) != 500 || got[0].Model != "0" || got[499].Model != "499" {
+				t.Fatalf("before the ring is full: %d requests, %q … %q", len(got), got[0].Model, got[len(got)-1].Model)
+			}
+		}
+	}
+	got := p.Requests()
+	if len(got) != 1000 {
+		t.Fatalf("kept %d requests, want 1000", len(got))
+	}
+	for i, r := range got {
+		if want := fmt.Sprint(250 + i); r.Model != want {
+			t.Fatalf("request %d is %q, want %q: the ring is out of order", i, r.Model, want)
+		}
+	}
+}
+
+// BenchmarkRecordFullRing is a model call once the ring of requests is full: recording
+// one costs a copy of the request, not a shift of the thousand before it.
+func BenchmarkRecordFullRing(b *testing.B) {
+	p, err := scripted.New(scripted.Script{Name: "ring", Rules: []scripted.Rule{{Reply: scripted.Reply{Text: "ok"}}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	req := &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}
+	call := func() {
+		for _, err := range p.Stream(ctx, req) {
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	for range 1000 {
+		call()
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		call()
+	}
+}
