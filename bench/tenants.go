@@ -54,16 +54,7 @@ type tenantRound struct {
 }
 
 // floodCounts is the line bench/cmd/flood prints at its end.
-type floodCounts struct {
-	Admitted        int64  `json:"runs_admitted"`
-	Refused         int64  `json:"runs_refused"`
-	BigRefused      int64  `json:"big_requests_refused"`
-	BigAccepted     int64  `json:"big_requests_accepted"`
-	HistoryRefused  int64  `json:"long_histories_refused"`
-	HistoryAccepted int64  `json:"long_histories_accepted"`
-	Errors          int64  `json:"other_errors"`
-	LastError       string `json:"last_error,omitempty"`
-}
+type floodCounts = peer.FloodCounts
 
 func (t *TenantResult) aggregate() {
 	var xs []float64

@@ -259,30 +259,28 @@ func load(ctx context.Context, c *client.Client, d time.Duration) loadResult {
 	return r
 }
 
-// calls is every worker's count of calls the orchestrator sent it.
-func calls(t *testing.T, ctx context.Context, c *client.Client) map[string]int64 {
+// workers reads every worker's count of calls the orchestrator sent it, and whether it
+// is READY.
+func workers(t *testing.T, ctx context.Context, c *client.Client) (calls map[string]int64, ready map[string]bool) {
 	t.Helper()
 	ws, err := c.ListWorkers(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]int64{}
+	calls, ready = map[string]int64{}, map[string]bool{}
 	for _, w := range ws {
-		out[w.GetWorkerId()] = w.GetCalls()
+		calls[w.GetWorkerId()] = w.GetCalls()
+		ready[w.GetWorkerId()] = w.GetState() == toolpb.WorkerState_WORKER_STATE_READY
 	}
-	return out
+	return calls, ready
 }
 
-// ready reports which workers are READY.
+func calls(t *testing.T, ctx context.Context, c *client.Client) map[string]int64 {
+	n, _ := workers(t, ctx, c)
+	return n
+}
+
 func ready(t *testing.T, ctx context.Context, c *client.Client) map[string]bool {
-	t.Helper()
-	ws, err := c.ListWorkers(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]bool{}
-	for _, w := range ws {
-		out[w.GetWorkerId()] = w.GetState() == toolpb.WorkerState_WORKER_STATE_READY
-	}
-	return out
+	_, r := workers(t, ctx, c)
+	return r
 }

@@ -31,6 +31,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/toolmesh/toolmesh/bench/internal/peer"
 	"github.com/toolmesh/toolmesh/internal/cli"
 	"github.com/toolmesh/toolmesh/pkg/client"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
@@ -42,18 +43,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "flood:", err)
 		os.Exit(1)
 	}
-}
-
-// counts are what the flood saw, printed at the end.
-type counts struct {
-	Admitted        int64  `json:"runs_admitted"`
-	Refused         int64  `json:"runs_refused"`
-	BigRefused      int64  `json:"big_requests_refused"`
-	BigAccepted     int64  `json:"big_requests_accepted"`
-	HistoryRefused  int64  `json:"long_histories_refused"`
-	HistoryAccepted int64  `json:"long_histories_accepted"`
-	Errors          int64  `json:"other_errors"`
-	LastError       string `json:"last_error,omitempty"`
 }
 
 func run(args []string) error {
@@ -92,7 +81,7 @@ func run(args []string) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	var n counts
+	var n peer.FloodCounts
 	var lastErr atomic.Value
 	var started sync.Once
 	ready := func() { started.Do(func() { fmt.Println(`{"msg":"flooding"}`) }) }

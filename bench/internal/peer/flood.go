@@ -1,0 +1,13 @@
+package peer
+
+// FloodCounts is what bench/cmd/flood saw, the JSON line it prints at its end.
+type FloodCounts struct {
+	Admitted        int64  `json:"runs_admitted"`
+	Refused         int64  `json:"runs_refused"`
+	BigRefused      int64  `json:"big_requests_refused"`
+	BigAccepted     int64  `json:"big_requests_accepted"`
+	HistoryRefused  int64  `json:"long_histories_refused"`
+	HistoryAccepted int64  `json:"long_histories_accepted"`
+	Errors          int64  `json:"other_errors"`
+	LastError       string `json:"last_error,omitempty"`
+}
