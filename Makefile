@@ -81,12 +81,19 @@ k8s: $(BIN)/kustomize $(BIN)/kubeconform ## Render the kustomize base and overla
 k8s-schemas: ## Regenerate deploy/k8s/schemas from the Kubernetes OpenAPI document and the CRDs (Go module proxy).
 	cd deploy/k8s/tools && go run ./cmd/schemagen -out ../schemas
 
+# The images trust the CA bundle of Debian's ca-certificates (HTTPS to model providers).
+CA_BUNDLE := /etc/ssl/certs/ca-certificates.crt
+$(CA_BUNDLE):
+	@echo "$(CA_BUNDLE) not found: installing Debian's ca-certificates"
+	@if [ "$$(id -u)" = 0 ]; then sudo=; else sudo=sudo; fi; \
+		$$sudo apt-get update -q && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q --no-install-recommends ca-certificates
+
 .PHONY: images
-images: ## Build the orchestrator, toolworker and toolmesh images without a container daemon: bin/images/oci (OCI layout) and bin/images/<name>.tar.
+images: $(CA_BUNDLE) ## Build the orchestrator, toolworker and toolmesh images without a container daemon: bin/images/oci (OCI layout) and bin/images/<name>.tar.
 	cd deploy/images && go run . -out $(abspath bin/images)
 
 .PHONY: test-images
-test-images: images ## The image builder's own tests (it builds the images and checks what a runtime would run).
+test-images: images $(CA_BUNDLE) ## The image builder's own tests (it builds the images and checks what a runtime would run).
 	cd deploy/images && go vet ./... && go test -count=1 -timeout 20m ./...
 
 .PHONY: test
