@@ -333,6 +333,7 @@ func (r *Report) evaluateGoals() {
 	hopThr := r.ratioValue("hop throughput / limit throughput")
 	otelP50 := r.ratioValue("hop+otel p50 / limit p50")
 	mtlsP50 := r.ratioValue("hop+mtls p50 / hop p50")
+	r.Tenants.aggregate() // NaN without rounds: not measured
 	mcpP50 := r.ratioValue("mcp-http p50 / hop p50")
 	mcpThr := r.ratioValue("hop throughput / mcp-http throughput")
 	flat := math.NaN()
