@@ -70,7 +70,7 @@ K8S_TREES := base overlays/dev overlays/prod overlays/prod-keda
 
 .PHONY: k8s
 k8s: $(BIN)/kustomize $(BIN)/kubeconform ## Render the kustomize base and overlays into bin/k8s and validate them with kubeconform (vendored schemas, strict).
-	cd deploy/k8s/tools && go vet ./...
+	cd deploy/k8s/tools && go vet ./... && go test -count=1 ./...
 	@mkdir -p bin/k8s
 	@set -e; for t in $(K8S_TREES); do out=bin/k8s/$$(echo $$t | tr / -).yaml; \
 		kustomize build deploy/k8s/$$t > $$out; \
