@@ -233,3 +233,67 @@ func TestDockerfile(t *testing.T) {
 		t.Error("the Dockerfile must build static binaries and run them as 65532")
 	}
 }
+
+// TestImageIndex: more than one platform makes an image index with one image per
+// platform, each holding a binary for its architecture.
+func TestImageIndex(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	out := t.TempDir()
+	if err := run(ctx, []string{"-out", out, "-version", "v0.0.0-test", "-image", "toolmesh=./cmd/toolmesh", "-platforms", "linux/amd64,linux/arm64"}, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	root, err := layout.ImageIndexFromPath(filepath.Join(out, "oci"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rm, err := root.IndexManifest()
+	if err != nil || len(rm.Manifests) != 1 || !rm.Manifests[0].MediaType.IsIndex() {
+		t.Fatalf("the layout holds %+v (%v), want one image index", rm, err)
+	}
+	idx, err := root.ImageIndex(rm.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	machines := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
+	if len(im.Manifests) != 2 {
+		t.Fatalf("the index holds %d images, want 2", len(im.Manifests))
+	}
+	for _, d := range im.Manifests {
+		if d.Platform == nil || d.Platform.OS != "linux" || machines[d.Platform.Architecture] == 0 {
+			t.Errorf("image %s has platform %+v", d.Digest, d.Platform)
+			continue
+		}
+		img, err := idx.Image(d.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cf, _ := img.ConfigFile()
+		if cf.Architecture != d.Platform.Architecture {
+			t.Errorf("%s image's config says %s", d.Platform.Architecture, cf.Architecture)
+		}
+		layers, _ := img.Layers()
+		rc, err := layers[len(layers)-1].Uncompressed()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := tar.NewReader(rc)
+		h, err := tr.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		bin, _ := io.ReadAll(tr)
+		_ = rc.Close()
+		f, err := elf.NewFile(bytes.NewReader(bin))
+		if err != nil {
+			t.Fatalf("%s: %v", h.Name, err)
+		}
+		if f.Machine != machines[d.Platform.Architecture] {
+			t.Errorf("the %s image's %s is built for %v", d.Platform.Architecture, h.Name, f.Machine)
+		}
+	}
+}

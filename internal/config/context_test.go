@@ -170,3 +170,22 @@ func TestJournalDSNFromEnv(t *testing.T) {
 		t.Fatalf("ParseEnv = %q, %v", c.Journal.DSN, err)
 	}
 }
+
+// TestHealthListen: the plaintext health port is checked like listen and may not be it.
+func TestHealthListen(t *testing.T) {
+	if c, err := Parse([]byte("listen: 127.0.0.1:7070\nhealth_listen: 127.0.0.1:7072\n")); err != nil || c.HealthListen != "127.0.0.1:7072" {
+		t.Fatalf("Parse = %q, %v", c.HealthListen, err)
+	}
+	if _, err := Parse([]byte("listen: 127.0.0.1:0\nhealth_listen: 127.0.0.1:0\n")); err != nil {
+		t.Errorf("two ports chosen by the system: %v", err)
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"listen: 127.0.0.1:7070\nhealth_listen: 127.0.0.1:7070\n", "health_listen: must differ from listen"},
+		{"health_listen: nope\n", "health_listen:"},
+		{"health_listen: '127.0.0.1:99999'\n", "health_listen: invalid port"},
+	} {
+		if _, err := Parse([]byte(tc.yaml)); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Parse(%q) = %v, want %q", tc.yaml, err, tc.want)
+		}
+	}
+}
