@@ -93,7 +93,8 @@ func TestSmoke(t *testing.T) {
 	if len(rep.Goals) != 13 {
 		t.Errorf("got %d goals, want 13", len(rep.Goals))
 	}
-	if tr := rep.Tenants.Rounds; len(tr) != 1 || tr[0].Alone.Calls == 0 || tr[0].Flooded.Calls == 0 || tr[0].Flood.Refused == 0 || tr[0].Flood.BigRefused == 0 || tr[0].Flood.HistoryRefused == 0 {
+	if tr := rep.Tenants.Rounds; len(tr) != 1 || tr[0].Alone.Calls == 0 || tr[0].Flooded.Calls == 0 || tr[0].Flood.Refused == 0 || tr[0].Flood.BigRefused == 0 || tr[0].Flood.HistoryRefused == 0 ||
+		tr[0].Hostile.Calls == 0 || tr[0].HostileFlood.Refused <= tr[0].Flood.Refused {
 		t.Errorf("tenant isolation: %+v", tr)
 	}
 	if len(rep.Memory.Rounds) != 1 || rep.Memory.Rounds[0].Runs != cfg.OpenRuns || rep.Memory.Rounds[0].AfterKiB == 0 {

@@ -128,9 +128,9 @@ func (r *Report) explain(g *Goal) explanation {
 		}
 		brief := fmt.Sprintf("the quiet tenant's p99 goes from %s alone to %s while the noisy tenant floods (%d of its runs admitted within its limit): the admitted runs share the %d cores",
 			dur(median(alone)), dur(median(flooded)), admitted, r.Machine.NProc)
-		why = brief + "; the refusals themselves are cheap (no run, no call), so what the quiet tenant loses is CPU to the noisy tenant's admitted runs and to the flood process on the same machine."
-		return explanation{why, "lower the noisy tenant's max_concurrent_runs and tool_calls_per_minute (its admitted runs are its share of the machine), or give each tenant a weighted share of the orchestrator's run slots instead of a fixed cap.",
-			brief, "lower the noisy tenant's limits, or weight the run slots per tenant"}
+		why = brief + "; a refused run costs no resolution, no run and no call, and its RetryInfo grows with the refusals per run that ends, so what the quiet tenant loses is CPU to the noisy tenant's admitted runs (bounded by its model_calls_per_minute) and to the flood process on the same machine."
+		return explanation{why, "lower the noisy tenant's max_concurrent_runs and model_calls_per_minute (its admitted runs are its share of the machine), or give each tenant a weighted share of the orchestrator's CPU between model calls instead of a fixed rate.",
+			brief, "lower the noisy tenant's limits, or weight the orchestrator's CPU per tenant"}
 	case "memory-per-run":
 		return explanation{fmt.Sprintf("%s per open run: goroutine stacks of the Run handler and the loop, the HTTP/2 stream state, the run record and its event emitter.", g.Measured),
 			"look at a heap profile of an orchestrator holding runs open (go tool pprof -sample_index=inuse_space) and shrink what each run holds while it waits for the model.",

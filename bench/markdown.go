@@ -184,6 +184,16 @@ func (r *Report) Markdown() string {
 	}
 	p("| **median** | | | | | **%.2f×** | | | | |", r.Tenants.P99Ratio)
 	p("")
+	p("Not a goal, for what it shows: %s. The refusals are cheap but not free (a TLS record, an HTTP/2 stream and a status each), and the flood process shares the machine.", r.Tenants.Hostile)
+	p("")
+	p("| round | hostile p50 | hostile p99 | p99 ratio to alone | runs refused | runs admitted | flood's CPU, honouring / ignoring RetryInfo |")
+	p("|---|---:|---:|---:|---:|---:|---:|")
+	for i, x := range r.Tenants.Rounds {
+		p("| %d | %s | %s | %.2f× | %d | %d | %s / %s |", i+1, dur(x.Hostile.P50us), dur(x.Hostile.P99us), x.HostileRatio, x.HostileFlood.Refused, x.HostileFlood.Admitted,
+			cpuShare(x.Flood), cpuShare(x.HostileFlood))
+	}
+	p("| **median** | | | **%.2f×** | | | |", r.Tenants.HostileP99Ratio)
+	p("")
 
 	p("## Scaling")
 	p("")
@@ -465,4 +475,12 @@ func oneLine(s string) string {
 		s = s[:600] + "…"
 	}
 	return s
+}
+
+// cpuShare is the flood process's CPU as a share of one core over its flood.
+func cpuShare(n floodCounts) string {
+	if n.Seconds <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f %%", 100*n.CPUSeconds/n.Seconds)
 }

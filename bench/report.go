@@ -214,7 +214,7 @@ func newReport(cfg Config, started time.Time) *Report {
 			LoopToolCalls: cfg.LoopToolCalls, OpenRuns: cfg.OpenRuns, RSSRounds: cfg.RSSRounds,
 			RegisterWorkers: cfg.RegisterWorkers, ArgumentsBytes: len(Arguments), ContextKeys: len(contextEntries) / 2,
 		},
-		Tenants: TenantResult{Flood: floodDescription(), Limits: limitsDescription()},
+		Tenants: TenantResult{Flood: floodDescription(), Limits: limitsDescription(), Hostile: hostileDescription()},
 	}
 }
 

@@ -125,6 +125,10 @@ type Tenant struct {
 	// that many, refilled over a minute); a call past it is not sent, and the model reads
 	// when to try again. 0: unbounded.
 	ToolCallsPerMinute int `yaml:"tool_calls_per_minute"`
+	// ModelCallsPerMinute bounds the tenant's model calls on one orchestrator (a bucket
+	// of that many, refilled over a minute); a model call past it waits for the bucket,
+	// and a run whose deadline comes first fails with MODEL_RATE_LIMITED. 0: unbounded.
+	ModelCallsPerMinute int `yaml:"model_calls_per_minute"`
 	// MaxMessages bounds the conversation a run of the tenant may start with. 0: only
 	// the request's own bound.
 	MaxMessages int `yaml:"max_messages"`
@@ -893,7 +897,8 @@ func (c Config) validateTenants(bad func(key, format string, args ...any)) {
 		for _, q := range []struct {
 			key string
 			v   int
-		}{{"max_concurrent_runs", t.MaxConcurrentRuns}, {"tool_calls_per_minute", t.ToolCallsPerMinute}, {"max_messages", t.MaxMessages}} {
+		}{{"max_concurrent_runs", t.MaxConcurrentRuns}, {"tool_calls_per_minute", t.ToolCallsPerMinute},
+			{"model_calls_per_minute", t.ModelCallsPerMinute}, {"max_messages", t.MaxMessages}} {
 			if q.v < 0 || q.v > 1<<24 {
 				bad("tenants."+name+"."+q.key, "must be between 0 (no bound) and 16777216, got %d", q.v)
 			}

@@ -146,7 +146,7 @@ func (n *nester) RunLoop(ctx context.Context, l agentic.Loop) (*loop.Result, err
 	runID := cmp.Or(scope.ChildRunID, n.childRun, info.RunID)
 	opts := n.p.opts
 	opts.RunID, opts.LoopID, opts.Logger = runID, scope.LoopID, n.s.log
-	opts.Provider = tracedProvider{provider, n.s.tel}
+	opts.Provider = n.s.modelProvider(provider, n.p.req.Tenant)
 	if j := n.p.journal; j != nil {
 		opts.Provider = &journalProvider{Provider: opts.Provider, j: j, loopID: scope.LoopID}
 	}

@@ -129,7 +129,7 @@ func (s *Service) prepare(ctx context.Context, req Request) (*prepared, error) {
 	}
 	label := p.label
 	p.opts = loop.Options{
-		Provider:        tracedProvider{provider, s.tel},
+		Provider:        s.modelProvider(provider, req.Tenant),
 		Model:           model,
 		Temperature:     req.Temperature,
 		MaxOutputTokens: req.MaxOutputTokens,
@@ -699,20 +699,25 @@ func (s *Service) tenantCall(tenant string) (time.Duration, int) {
 	if n <= 0 {
 		return 0, 0
 	}
-	s.ratesMu.Lock()
-	lim, ok := s.rates[tenant]
-	if !ok {
-		if s.rates == nil {
-			s.rates = map[string]*rate.Limiter{}
-		}
-		lim = rate.NewLimiter(rate.Limit(float64(n)/60), n)
-		s.rates[tenant] = lim
-	}
-	s.ratesMu.Unlock()
-	r := lim.Reserve()
+	r := s.perMinute(&s.rates, tenant, n).Reserve()
 	if d := r.Delay(); d > 0 {
 		r.Cancel()
 		return max(d, time.Second), n
 	}
 	return 0, n
+}
+
+// perMinute is tenant's bucket of n a minute in *m, made on first use.
+func (s *Service) perMinute(m *map[string]*rate.Limiter, tenant string, n int) *rate.Limiter {
+	s.ratesMu.Lock()
+	defer s.ratesMu.Unlock()
+	lim, ok := (*m)[tenant]
+	if !ok {
+		if *m == nil {
+			*m = map[string]*rate.Limiter{}
+		}
+		lim = rate.NewLimiter(rate.Limit(float64(n)/60), n)
+		(*m)[tenant] = lim
+	}
+	return lim
 }

@@ -122,9 +122,11 @@ type Options struct {
 
 // Service runs runs.
 type Service struct {
-	// rates are the tenants' tool-call budgets (tenants.<name>.tool_calls_per_minute).
-	ratesMu sync.Mutex
-	rates   map[string]*rate.Limiter
+	// rates are the tenants' tool-call budgets (tenants.<name>.tool_calls_per_minute),
+	// modelRates their model-call budgets (model_calls_per_minute).
+	ratesMu    sync.Mutex
+	rates      map[string]*rate.Limiter
+	modelRates map[string]*rate.Limiter
 
 	router    *router.Router
 	providers map[string]llm.Provider
@@ -298,12 +300,15 @@ type Ended struct {
 
 // Run starts a run and drives it to its end, handing every event to observe, in order
 // and from one goroutine at a time. A request refused before the run starts returns a
-// *FieldError, ErrExists, ErrFull or ErrClosed and observes nothing; a run that started
-// and failed returns an *Error, after Started and the loop's events. The run ends when
-// ctx ends (the client went away), when Cancel or Shutdown cancel it, or at its
-// deadline. With a journal, the events come as Sequenced, each once its record is
+// *FieldError, ErrExists, a *FullError (ErrFull, ErrTenantFull) or ErrClosed and
+// observes nothing; a run that started and failed returns an *Error, after Started and
+// the loop's events. The run ends when ctx ends (the client went away), when Cancel or
+// Shutdown cancel it, or at its deadline. With a journal, the events come as Sequenced, each once its record is
 // committed.
 func (s *Service) Run(ctx context.Context, req Request, observe func(Event)) (*Result, error) {
+	if err := s.store.admit(req.Tenant, s.cfg.Tenants[req.Tenant].MaxConcurrentRuns); err != nil {
+		return nil, err
+	}
 	p, err := s.prepare(ctx, req)
 	if err != nil {
 		return nil, err

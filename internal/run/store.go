@@ -2,7 +2,6 @@ package run
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -258,10 +257,17 @@ type store struct {
 	idle     *sync.Cond
 	// perTenant counts each tenant's live runs (child runs aside).
 	perTenant map[string]int
+	// pressure is, per tenant ("" for the orchestrator's own bound), how often runs
+	// were refused and ended lately: what a refusal's retry delay is made of.
+	pressure map[string]*pressure
 }
 
+// maxPressureKept bounds the tenants whose pressure is kept; past it, the ones whose
+// rates have died down are forgotten.
+const maxPressureKept = 4096
+
 func newStore(maxLive, retain int) *store {
-	s := &store{maxLive: maxLive, retain: retain, runs: map[string]*record{}, live: map[*record]bool{}, perTenant: map[string]int{}}
+	s := &store{maxLive: maxLive, retain: retain, runs: map[string]*record{}, live: map[*record]bool{}, perTenant: map[string]int{}, pressure: map[string]*pressure{}}
 	s.idle = sync.NewCond(&s.mu)
 	return s
 }
@@ -283,10 +289,9 @@ func (s *store) startLimited(id, tenant string, tenantMax int, cancel context.Ca
 		return nil, ErrClosed
 	case old != nil && s.live[old]:
 		return nil, ErrExists
-	case len(s.live) >= s.maxLive:
-		return nil, ErrFull
-	case tenant != "" && tenantMax > 0 && s.perTenant[tenant] >= tenantMax:
-		return nil, fmt.Errorf("%w: tenant %q is running its maximum of %d runs", ErrTenantFull, tenant, tenantMax)
+	}
+	if err := s.full(tenant, tenantMax); err != nil {
+		return nil, err
 	}
 	if old != nil {
 		s.finished = slices.DeleteFunc(s.finished, func(f *record) bool { return f == old })
@@ -300,9 +305,59 @@ func (s *store) startLimited(id, tenant string, tenantMax int, cancel context.Ca
 	return r, nil
 }
 
-// uncount takes a live run off its tenant's count. s.mu must be held.
+// admit refuses, as startLimited would, a run of tenant while the orchestrator or the
+// tenant runs its maximum of runs: a refusal before the request is resolved, which
+// costs what a refusal should. startLimited checks again.
+func (s *store) admit(tenant string, tenantMax int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	return s.full(tenant, tenantMax)
+}
+
+// full is the *FullError of a run of tenant refused at a bound, or nil. s.mu must be
+// held.
+func (s *store) full(tenant string, tenantMax int) error {
+	now := time.Now()
+	switch {
+	case len(s.live) >= s.maxLive:
+		return &FullError{Max: s.maxLive, RetryAfter: s.pressureOf("").refuse(now, s.maxLive)}
+	case tenant != "" && tenantMax > 0 && s.perTenant[tenant] >= tenantMax:
+		return &FullError{Tenant: tenant, Max: tenantMax, RetryAfter: s.pressureOf(tenant).refuse(now, tenantMax)}
+	}
+	return nil
+}
+
+// pressureOf is the pressure on tenant's bound. s.mu must be held.
+func (s *store) pressureOf(tenant string) *pressure {
+	p := s.pressure[tenant]
+	if p == nil {
+		if len(s.pressure) >= maxPressureKept {
+			now := time.Now()
+			for t, q := range s.pressure {
+				if q.refused.rate(now) < 0.01 && q.ended.rate(now) < 0.01 {
+					delete(s.pressure, t)
+				}
+			}
+		}
+		p = &pressure{}
+		s.pressure[tenant] = p
+	}
+	return p
+}
+
+// uncount takes a live run off its tenant's count, and counts its end against the
+// bounds it held. s.mu must be held.
 func (s *store) uncount(r *record) {
-	if r.counted && s.live[r] {
+	if !s.live[r] {
+		return
+	}
+	now := time.Now()
+	s.pressureOf("").ended.add(now)
+	if r.counted {
+		s.pressureOf(r.tenant).ended.add(now)
 		if s.perTenant[r.tenant]--; s.perTenant[r.tenant] <= 0 {
 			delete(s.perTenant, r.tenant)
 		}

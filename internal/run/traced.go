@@ -3,7 +3,11 @@ package run
 import (
 	"context"
 	"errors"
+	"fmt"
 	"iter"
+	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
@@ -70,5 +74,52 @@ func chatErrorType(err error) string {
 		return "timeout"
 	default:
 		return "_OTHER"
+	}
+}
+
+// modelProvider is the provider a loop of tenant calls: provider traced, behind the
+// tenant's model-call budget (tenants.<name>.model_calls_per_minute) when it has one.
+func (s *Service) modelProvider(provider llm.Provider, tenant string) llm.Provider {
+	traced := tracedProvider{provider, s.tel}
+	n := s.cfg.Tenants[tenant].ModelCallsPerMinute
+	if tenant == "" || n <= 0 {
+		return traced
+	}
+	return budgetedProvider{tracedProvider: traced, lim: s.perMinute(&s.modelRates, tenant, n), n: n}
+}
+
+// budgetedProvider waits for its tenant's bucket before each model call. The wait is
+// not part of the call's span.
+type budgetedProvider struct {
+	tracedProvider
+	lim *rate.Limiter
+	n   int
+}
+
+func (p budgetedProvider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Chunk, error] {
+	return func(yield func(llm.Chunk, error) bool) {
+		r := p.lim.Reserve()
+		if d := r.Delay(); d > 0 {
+			if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
+				r.Cancel()
+				yield(llm.Chunk{}, &llm.ProviderError{Provider: "toolmesh", Kind: llm.KindRateLimited, RetryAfter: d,
+					Message: fmt.Sprintf("this run's tenant has made its %d model calls of the last minute, and the next may start only after the run's deadline", p.n)})
+				return
+			}
+			t := time.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				r.Cancel()
+				yield(llm.Chunk{}, context.Cause(ctx))
+				return
+			case <-t.C:
+			}
+		}
+		for c, err := range p.tracedProvider.Stream(ctx, req) {
+			if !yield(c, err) {
+				return
+			}
+		}
 	}
 }

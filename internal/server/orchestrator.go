@@ -78,9 +78,10 @@ func (s *Server) runError(err error) error {
 	case errors.Is(err, run.ErrExists):
 		return statusError(toolpb.ErrorReason_ERROR_REASON_RUN_EXISTS, "run_id: "+err.Error(), map[string]string{"field": "run_id"})
 	case errors.Is(err, run.ErrFull):
-		return statusError(toolpb.ErrorReason_ERROR_REASON_OVERLOADED, "the orchestrator is running its maximum of runs; retry later", nil)
+		return wire.Error{Reason: toolpb.ErrorReason_ERROR_REASON_OVERLOADED, Message: "the orchestrator is running its maximum of runs; retry later",
+			RetryAfter: run.RetryDelay(err)}.Err()
 	case errors.Is(err, run.ErrTenantFull):
-		return statusError(toolpb.ErrorReason_ERROR_REASON_OVERLOADED, err.Error()+"; retry later", nil)
+		return wire.Error{Reason: toolpb.ErrorReason_ERROR_REASON_OVERLOADED, Message: err.Error() + "; retry later", RetryAfter: run.RetryDelay(err)}.Err()
 	case errors.Is(err, run.ErrClosed):
 		return statusError(toolpb.ErrorReason_ERROR_REASON_SHUTTING_DOWN, "the orchestrator is shutting down", nil)
 	case errors.Is(err, run.ErrUnavailable):

@@ -57,6 +57,7 @@ func run(args []string) error {
 	tool := fs.String("tool", "add", "the tool the runs are offered")
 	big := fs.Int("big-bytes", 100<<20, "size of the oversized requests' prompt")
 	history := fs.Int("history", 10_000, "messages of the long conversations")
+	fixedRetry := fs.Duration("retry-after", 0, "wait this long after a refused run instead of the refusal's RetryInfo delay (a client that ignores it)")
 	pace := fs.Duration("pace", 250*time.Millisecond, "pause between two oversized requests, and between two long conversations")
 	if err := cli.Parse(fs, args, os.Stdout, os.Stderr); err != nil {
 		return err
@@ -82,6 +83,7 @@ func run(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	var n peer.FloodCounts
+	began := time.Now()
 	var lastErr atomic.Value
 	var started sync.Once
 	ready := func() { started.Do(func() { fmt.Println(`{"msg":"flooding"}`) }) }
@@ -102,7 +104,11 @@ func run(args []string) error {
 				case errors.As(err, &ce) && ce.Code == codes.ResourceExhausted:
 					atomic.AddInt64(&n.Refused, 1)
 					ready()
-					sleep(ctx, max(ce.RetryAfter, 100*time.Millisecond))
+					wait := max(ce.RetryAfter, 100*time.Millisecond)
+					if *fixedRetry > 0 {
+						wait = *fixedRetry
+					}
+					sleep(ctx, wait)
 					continue
 				case ctx.Err() != nil:
 					return
@@ -123,8 +129,10 @@ func run(args []string) error {
 					return
 				case err == nil:
 					atomic.AddInt64(accepted, 1)
+					ready()
 				case codeOf(err) == want:
 					atomic.AddInt64(refused, 1)
+					ready()
 				default:
 					other(err)
 				}
@@ -143,6 +151,11 @@ func run(args []string) error {
 		paced(&toolpb.RunRequest{Prompt: "Add the two numbers.", Messages: msgs, Tools: []string{*tool}}, &n.HistoryRefused, &n.HistoryAccepted, codes.InvalidArgument)
 	}
 	wg.Wait()
+	n.Seconds = time.Since(began).Seconds()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
+		n.CPUSeconds = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+	}
 	if s, ok := lastErr.Load().(string); ok {
 		n.LastError = s
 	}

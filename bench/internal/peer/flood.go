@@ -9,5 +9,9 @@ type FloodCounts struct {
 	HistoryRefused  int64  `json:"long_histories_refused"`
 	HistoryAccepted int64  `json:"long_histories_accepted"`
 	Errors          int64  `json:"other_errors"`
+	// CPUSeconds is the flood process's own CPU time (user and system), Seconds how long
+	// it flooded: the share of the machine the flood itself took from the orchestrator.
+	CPUSeconds float64 `json:"cpu_seconds"`
+	Seconds    float64 `json:"seconds"`
 	LastError       string `json:"last_error,omitempty"`
 }
