@@ -89,8 +89,8 @@ $(CA_BUNDLE):
 		$$sudo apt-get update -q && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q --no-install-recommends ca-certificates
 
 .PHONY: images
-images: $(CA_BUNDLE) ## Build the orchestrator, toolworker and toolmesh images without a container daemon: bin/images/oci (OCI layout) and bin/images/<name>.tar.
-	cd deploy/images && go run . -out $(abspath bin/images)
+images: $(CA_BUNDLE) ## Build the orchestrator, toolworker and toolmesh images without a container daemon: bin/images/oci (OCI layout) and bin/images/<name>.tar; IMAGE_VERSION=dev tags them for the dev overlay (default: git describe).
+	cd deploy/images && go run . -out $(abspath bin/images) $(if $(IMAGE_VERSION),-version $(IMAGE_VERSION))
 
 .PHONY: test-images
 test-images: images $(CA_BUNDLE) ## The image builder's own tests (it builds the images and checks what a runtime would run).
@@ -101,7 +101,10 @@ test: checkgenerate lint unit test-mcp-everything fuzz-short k8s test-images ## 
 
 .PHONY: unit
 unit: build $(MCP_EVERYTHING) $(PG_STAMP) $(IPROUTE_STAMP) $(BIN)/kustomize ## Run all Go tests (end-to-end tests use the binaries in bin/).
-	TOOLMESH_BIN=$(abspath bin) TOOLMESH_MCP_EVERYTHING=$(MCP_EVERYTHING) TOOLMESH_KUSTOMIZE=$(BIN)/kustomize go test $(GO_TEST_FLAGS) ./...
+	@mkdir -p $(TMP)/reports && rm -f $(TMP)/reports/netns-scaling.md
+	TOOLMESH_BIN=$(abspath bin) TOOLMESH_MCP_EVERYTHING=$(MCP_EVERYTHING) TOOLMESH_KUSTOMIZE=$(BIN)/kustomize \
+		TOOLMESH_NETNS_REPORT=$(abspath $(TMP)/reports) go test $(GO_TEST_FLAGS) ./...
+	@if [ -f $(TMP)/reports/netns-scaling.md ]; then cat $(TMP)/reports/netns-scaling.md; else echo "test/netns skipped: no figures (it needs root for network namespaces)"; fi
 
 .PHONY: test-mcp-everything
 test-mcp-everything: $(MCP_EVERYTHING) ## MCP groups against @modelcontextprotocol/server-everything (stdio and streamable HTTP).

@@ -98,8 +98,9 @@ type env struct {
 	quiet     *client.Client
 	floodArgs []string
 	variants  []*variant
-	// workerOn is the toolworker of the traced hop, stopped before the spans are counted.
-	workerOn *proc
+	// workerOn is the toolworker of the traced hop, stopped before the spans are counted;
+	// workerMTLS the mutual-TLS core's, which the tenants' floods must leave registered.
+	workerOn, workerMTLS *proc
 	// hopLocal is the hop to a pkg/worker hosting the math group inside this process: not
 	// measured, profiled when a hop goal is missed, so that the profile shows both sides.
 	hopLocal *variant
@@ -198,6 +199,7 @@ func setup(ctx context.Context, cfg Config) (_ *env, err error) {
 	if err != nil {
 		return nil, err
 	}
+	e.workerMTLS = wTLS
 	for _, x := range []struct {
 		c *core
 		p *proc
@@ -421,11 +423,23 @@ func (e *env) hopVariant(name string, c *core, chain []decorators.Decorator) *va
 			return err
 		}
 		if res.IsError() {
-			return fmt.Errorf("add failed: %s", res.Content)
+			return fmt.Errorf("add failed: %s (the core's workers: %s)", res.Content, workerStates(c))
 		}
 		return e.check(res.Content)
 	}
 	return v
+}
+
+// workerStates says which workers c has and in what state, for an error.
+func workerStates(c *core) string {
+	var b strings.Builder
+	for _, w := range c.router.ListWorkers() {
+		fmt.Fprintf(&b, "%s %s, ", w.GetWorkerId(), w.GetState())
+	}
+	if b.Len() == 0 {
+		return "none"
+	}
+	return strings.TrimSuffix(b.String(), ", ")
 }
 
 func (e *env) mcpVariant(name string, s *mcp.ClientSession) *variant {

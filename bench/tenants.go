@@ -177,5 +177,9 @@ func (e *env) flooded(ctx context.Context, quiet callFunc, d time.Duration, extr
 	if n.Refused == 0 || n.BigRefused == 0 || n.HistoryRefused == 0 {
 		return l, n, fmt.Errorf("the flood was not refused as it should be: %+v", n)
 	}
+	// The flood must not have cost the worker its registration.
+	if workers := e.mtls.router.ListWorkers(); len(workers) != 1 {
+		return l, n, fmt.Errorf("after the flood the mutual-TLS core has %d workers, want 1\n%s", len(workers), e.workerMTLS.tail())
+	}
 	return l, n, nil
 }

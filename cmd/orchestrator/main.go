@@ -122,7 +122,7 @@ func run(args []string) error {
 	// Exporters come from the standard OTEL_* variables; by default traces go nowhere and
 	// metrics to the Prometheus endpoint.
 	sdk, err := otelsetup.FromEnv(context.Background(), otelsetup.Options{
-		ServiceName: "toolmesh-orchestrator", ServiceVersion: "dev", Logger: log, Prometheus: true,
+		ServiceName: "toolmesh-orchestrator", ServiceVersion: cli.Version(), Logger: log, Prometheus: true,
 	})
 	if err != nil {
 		return err

@@ -116,7 +116,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}))
 	}
 	// With OTEL_TRACES_EXPORTER set, the CLI's call starts the run's trace.
-	sdk, err := otelsetup.FromEnv(ctx, otelsetup.Options{ServiceName: "toolmesh-cli", ServiceVersion: "dev", Console: stderr})
+	sdk, err := otelsetup.FromEnv(ctx, otelsetup.Options{ServiceName: "toolmesh-cli", ServiceVersion: cli.Version(), Console: stderr})
 	if err != nil {
 		return err
 	}

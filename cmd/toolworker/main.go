@@ -77,7 +77,7 @@ func run(args []string) error {
 	logging.Capture(log)
 	// Exporters come from the standard OTEL_* variables; by default traces go nowhere and
 	// metrics to the Prometheus endpoint.
-	sdk, err := otelsetup.FromEnv(context.Background(), otelsetup.Options{ServiceName: "toolmesh-worker", ServiceVersion: "dev", Logger: log, Prometheus: true})
+	sdk, err := otelsetup.FromEnv(context.Background(), otelsetup.Options{ServiceName: "toolmesh-worker", ServiceVersion: cli.Version(), Logger: log, Prometheus: true})
 	if err != nil {
 		return err
 	}
@@ -139,7 +139,7 @@ func run(args []string) error {
 		Ledger: l,
 		ID:     *id, Orchestrator: *orchestrator, Listen: *listen, Advertise: *advertise,
 		MinBackoff: *reconnectMin, MaxBackoff: *reconnectMax, ContextMaxBytes: *contextMax,
-		Capacity: int32(*capacity), DrainTimeout: *drain, HealthListen: *healthListen, Logger: log, Version: "dev",
+		Capacity: int32(*capacity), DrainTimeout: *drain, HealthListen: *healthListen, Logger: log, Version: cli.Version(),
 		TracerProvider: sdk.TracerProvider, MeterProvider: sdk.MeterProvider,
 	}, gs...)
 	if err != nil {

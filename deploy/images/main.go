@@ -204,7 +204,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		var per []mutate.IndexAddendum
 		for _, p := range o.platforms {
 			bin := filepath.Join(work, im.name+"-"+p.Architecture)
-			if err := build(ctx, o.dir, im.pkg, p, bin); err != nil {
+			if err := build(ctx, o.dir, im.pkg, p, bin, o.version); err != nil {
 				return fmt.Errorf("%s: %w", im.name, err)
 			}
 			img, err := imageOf(o, im, p, base, bin)
@@ -248,9 +248,13 @@ func platformList(ps []v1.Platform) string {
 	return strings.Join(s, ", ")
 }
 
-// build compiles pkg of the module in dir for p, statically, into out.
-func build(ctx context.Context, dir, pkg string, p v1.Platform, out string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
+// versionSymbol is the variable toolmesh's binaries report their version from; a
+// program of another module does not link it, and the linker ignores the setting.
+const versionSymbol = "github.com/toolmesh/toolmesh/internal/cli.version"
+
+// build compiles pkg of the module in dir for p, statically, into out, as version.
+func build(ctx context.Context, dir, pkg string, p v1.Platform, out, version string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w -X "+versionSymbol+"="+version, "-o", out, pkg)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Architecture, "GOFLAGS=-buildvcs=true")
 	if b, err := cmd.CombinedOutput(); err != nil {

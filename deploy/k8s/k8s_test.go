@@ -56,6 +56,7 @@ var apiTypes = map[metav1.TypeMeta]func() metav1.Object{
 	{APIVersion: "autoscaling/v2", Kind: "HorizontalPodAutoscaler"}:  newObject[autoscalingv2.HorizontalPodAutoscaler],
 	{APIVersion: "v1", Kind: "ServiceAccount"}:                       newObject[corev1.ServiceAccount],
 	{APIVersion: "v1", Kind: "Secret"}:                               newObject[corev1.Secret],
+	{APIVersion: "v1", Kind: "Namespace"}:                            newObject[corev1.Namespace],
 	{APIVersion: "monitoring.coreos.com/v1", Kind: "ServiceMonitor"}: newObject[serviceMonitor],
 	{APIVersion: "keda.sh/v1alpha1", Kind: "ScaledObject"}:           newObject[scaledObject],
 }
@@ -118,6 +119,7 @@ type manifests struct {
 	configMaps    []*corev1.ConfigMap
 	secrets       []*corev1.Secret
 	accounts      []*corev1.ServiceAccount
+	namespaces    []*corev1.Namespace
 	monitors      []*serviceMonitor
 	scaled        []*scaledObject
 }
@@ -141,6 +143,8 @@ func (m *manifests) add(obj metav1.Object) {
 		m.secrets = append(m.secrets, o)
 	case *corev1.ServiceAccount:
 		m.accounts = append(m.accounts, o)
+	case *corev1.Namespace:
+		m.namespaces = append(m.namespaces, o)
 	case *serviceMonitor:
 		m.monitors = append(m.monitors, o)
 	case *scaledObject:

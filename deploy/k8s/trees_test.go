@@ -3,6 +3,8 @@ package k8s_test
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +26,15 @@ import (
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
+)
+
+// What the processes take on SIGTERM beyond their own timeouts: a worker, after
+// --drain-timeout, up to 1 s to tell the orchestrators it leaves, 2 s to stop its
+// servers and 5 s to flush telemetry (cmd/toolworker, pkg/worker); an orchestrator, after
+// --shutdown-timeout, 5 s to stop its servers and 5 s to flush (cmd/orchestrator).
+const (
+	workerAfterDrain          = 8 * time.Second
+	orchestratorAfterShutdown = 10 * time.Second
 )
 
 // The overlays kustomize renders; every test of a tree runs on the base and on each.
@@ -194,6 +205,35 @@ func TestManifestsDecodeStrictly(t *testing.T) {
 		}
 		for _, o := range m.hpas {
 			add("HorizontalPodAutoscaler", o.ObjectMeta)
+		}
+	})
+}
+
+// TestOverlaysMakeTheirNamespace: kubectl apply -k of an overlay on a fresh cluster works
+// (the base makes none: whoever uses it chooses the namespace).
+func TestOverlaysMakeTheirNamespace(t *testing.T) {
+	eachTree(t, func(t *testing.T, m *manifests) {
+		var made []string
+		for _, n := range m.namespaces {
+			made = append(made, n.Name)
+		}
+		if m.name == baseDir {
+			if len(made) > 0 {
+				t.Errorf("the base makes namespaces %v", made)
+			}
+			return
+		}
+		used := map[string]bool{}
+		for _, d := range m.deployments {
+			used[d.Namespace] = true
+		}
+		for ns := range used {
+			if !slices.Contains(made, ns) {
+				t.Errorf("objects live in namespace %q, which the tree does not make (it makes %v)", ns, made)
+			}
+		}
+		if len(made) != len(used) {
+			t.Errorf("the tree makes namespaces %v, its Deployments live in %v", made, slices.Sorted(maps.Keys(used)))
 		}
 	})
 }
@@ -386,8 +426,11 @@ func TestWorkers(t *testing.T) {
 					t.Fatalf("--drain-timeout: %v", err)
 				}
 				grace := d.Spec.Template.Spec.TerminationGracePeriodSeconds
-				if grace == nil || time.Duration(*grace)*time.Second <= drain {
-					t.Errorf("terminationGracePeriodSeconds %v must exceed --drain-timeout=%v, or the kubelet kills calls in flight", ptrString(grace), drain)
+				if grace == nil || time.Duration(*grace)*time.Second <= drain+workerAfterDrain {
+					t.Errorf("terminationGracePeriodSeconds %v must exceed --drain-timeout=%v + %v, or the kubelet kills calls in flight", ptrString(grace), drain, workerAfterDrain)
+				}
+				if toolTimeout := orchestratorConfig(t, m).Router.DefaultToolTimeout.D(); drain < toolTimeout {
+					t.Errorf("--drain-timeout=%v is shorter than the orchestrator's router.default_tool_timeout %v: a call that began just before SIGTERM is cut", drain, toolTimeout)
 				}
 				if d.Spec.Replicas != nil {
 					t.Errorf("replicas is set (%d): the autoscaler owns it, and every apply would reset it", *d.Spec.Replicas)
@@ -422,8 +465,8 @@ func TestWorkers(t *testing.T) {
 		if err != nil {
 			t.Fatalf("orchestrator --shutdown-timeout: %v", err)
 		}
-		if g := orch.Spec.Template.Spec.TerminationGracePeriodSeconds; g == nil || time.Duration(*g)*time.Second <= shutdown {
-			t.Errorf("orchestrator terminationGracePeriodSeconds %v must exceed --shutdown-timeout=%v", ptrString(g), shutdown)
+		if g := orch.Spec.Template.Spec.TerminationGracePeriodSeconds; g == nil || time.Duration(*g)*time.Second <= shutdown+orchestratorAfterShutdown {
+			t.Errorf("orchestrator terminationGracePeriodSeconds %v must exceed --shutdown-timeout=%v + %v", ptrString(g), shutdown, orchestratorAfterShutdown)
 		}
 		if flags["owner"] != "$(POD_NAME)" {
 			t.Errorf("orchestrator --owner=%q: replicas need different names in run leases, want $(POD_NAME)", flags["owner"])
@@ -524,6 +567,34 @@ func TestOrchestratorConfig(t *testing.T) {
 	}
 }
 
+// orchestratorConfig is the config m's orchestrator pod reads, loaded by the
+// orchestrator's own strict loader with the environment the pod gives it: a Secret's
+// value when the Secret is required, nothing when it is optional. A provider key that
+// is optional in the pod is absent here, so a config that needs it must make it
+// required, and a missing Secret keeps the pod from starting rather than letting it fail
+// its config.
+func orchestratorConfig(t testing.TB, m *manifests) config.Config {
+	t.Helper()
+	c := grpcContainer(t, m.orchestrator(t))
+	env := map[string]string{}
+	for _, e := range c.Env {
+		switch {
+		case e.ValueFrom == nil:
+			env[e.Name] = e.Value
+		case e.ValueFrom.SecretKeyRef != nil && (e.ValueFrom.SecretKeyRef.Optional == nil || !*e.ValueFrom.SecretKeyRef.Optional):
+			env[e.Name] = "from-secret-" + e.Name
+		}
+	}
+	if env["TOOLMESH_JOURNAL_DSN"] != "" {
+		env["TOOLMESH_JOURNAL_DSN"] = "postgres://toolmesh@db:5432/toolmesh"
+	}
+	cfg, err := config.ParseEnv(orchestratorConfigFile(t, m), func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatalf("the ConfigMap's orchestrator.yaml does not load: %v", err)
+	}
+	return cfg
+}
+
 // TestOrchestratorConfigLoads: the config each tree's orchestrator pod reads passes the
 // orchestrator's own strict loader with the environment the pod gives it, listens where
 // its ports and probes point, and grants each tool group's identity its group.
@@ -531,24 +602,7 @@ func TestOrchestratorConfigLoads(t *testing.T) {
 	eachTree(t, func(t *testing.T, m *manifests) {
 		d := m.orchestrator(t)
 		c := grpcContainer(t, d)
-		env := map[string]string{}
-		for _, e := range c.Env {
-			switch {
-			case e.ValueFrom == nil:
-				env[e.Name] = e.Value
-			case e.ValueFrom.SecretKeyRef != nil && (e.ValueFrom.SecretKeyRef.Optional == nil || !*e.ValueFrom.SecretKeyRef.Optional):
-				env[e.Name] = "from-secret-" + e.Name
-			}
-		}
-		if env["TOOLMESH_JOURNAL_DSN"] != "" {
-			env["TOOLMESH_JOURNAL_DSN"] = "postgres://toolmesh@db:5432/toolmesh"
-		}
-		// The provider's key is optional in the pod; the config that names a provider gets one.
-		env["OPENAI_API_KEY"] = "sk-test"
-		cfg, err := config.ParseEnv(orchestratorConfigFile(t, m), func(k string) string { return env[k] })
-		if err != nil {
-			t.Fatalf("the ConfigMap's orchestrator.yaml does not load: %v", err)
-		}
+		cfg := orchestratorConfig(t, m)
 		if cfg.Journal.Driver != "postgres" {
 			t.Errorf("journal.driver %q: replicas share a PostgreSQL journal", cfg.Journal.Driver)
 		}
@@ -665,9 +719,9 @@ func TestAutoscalers(t *testing.T) {
 						q := tr.Metadata["query"]
 						th, err := strconv.Atoi(tr.Metadata["threshold"])
 						inFlight = strings.Contains(q, "toolmesh_worker_calls_in_flight") && strings.Contains(q, `toolmesh_group="`+flags["groups"]+`"`) &&
-							err == nil && th > 0 && th <= capacity && tr.Metadata["serverAddress"] != ""
+							strings.Contains(q, `namespace="`+d.Namespace+`"`) && err == nil && th > 0 && th <= capacity && tr.Metadata["serverAddress"] != ""
 						if !inFlight {
-							t.Errorf("ScaledObject %s: prometheus trigger %v does not count the %s group's calls in flight against --capacity=%d", s.Name, tr.Metadata, flags["groups"], capacity)
+							t.Errorf("ScaledObject %s: prometheus trigger %v does not count the %s group's calls in flight in namespace %q against --capacity=%d", s.Name, tr.Metadata, flags["groups"], d.Namespace, capacity)
 						}
 					case "cpu":
 						cpu = true
@@ -816,6 +870,82 @@ func TestNetworkPolicies(t *testing.T) {
 				if peer.NamespaceSelector == nil || peer.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "monitoring" || peer.PodSelector != nil {
 					t.Errorf("worker %s's metrics port is open to %+v, not the monitoring namespace", w.Name, peer)
 				}
+			}
+		}
+		// What each process must reach, it may: default deny must not cut the mesh.
+		reaches := func(d *appsv1.Deployment, proto corev1.Protocol, port int32, to *appsv1.Deployment) bool {
+			for _, p := range m.netpols {
+				if !slices.Contains(m.selectedDeployments(t, &p.Spec.PodSelector), d) {
+					continue
+				}
+				for _, r := range p.Spec.Egress {
+					portOK := len(r.Ports) == 0 || slices.ContainsFunc(r.Ports, func(np networkingv1.NetworkPolicyPort) bool {
+						pr := corev1.ProtocolTCP
+						if np.Protocol != nil {
+							pr = *np.Protocol
+						}
+						return pr == proto && (np.Port == nil || np.Port.IntValue() == int(port))
+					})
+					peerOK := len(r.To) == 0 || slices.ContainsFunc(r.To, func(peer networkingv1.NetworkPolicyPeer) bool {
+						if to == nil || peer.PodSelector == nil || peer.NamespaceSelector != nil || peer.IPBlock != nil {
+							return to == nil // outside the tree: any peer may be it
+						}
+						return slices.Contains(m.selectedDeployments(t, peer.PodSelector), to)
+					})
+					if portOK && peerOK {
+						return true
+					}
+				}
+			}
+			return false
+		}
+		for _, d := range m.deployments {
+			if !isToolmesh(d) {
+				continue
+			}
+			for _, proto := range []corev1.Protocol{corev1.ProtocolUDP, corev1.ProtocolTCP} {
+				if !reaches(d, proto, 53, nil) {
+					t.Errorf("%s cannot reach DNS (%s 53)", d.Name, proto)
+				}
+			}
+			for _, e := range grpcContainer(t, d).Env {
+				if e.Name != "OTEL_EXPORTER_OTLP_ENDPOINT" {
+					continue
+				}
+				u, err := url.Parse(e.Value)
+				port, _ := strconv.Atoi(u.Port())
+				if err != nil || port == 0 {
+					t.Errorf("%s: OTEL_EXPORTER_OTLP_ENDPOINT %q has no port", d.Name, e.Value)
+				} else if !reaches(d, corev1.ProtocolTCP, int32(port), nil) {
+					t.Errorf("%s cannot reach its OTLP collector at %s", d.Name, e.Value)
+				}
+			}
+		}
+		for _, w := range m.byComponent(componentWorker) {
+			wp, _ := containerPort(grpcContainer(t, w), intstr.FromString("grpc"))
+			if !reaches(w, corev1.ProtocolTCP, orchPort, orch) {
+				t.Errorf("worker %s cannot reach the orchestrator's gRPC port %d to register", w.Name, orchPort)
+			}
+			if !reaches(orch, corev1.ProtocolTCP, wp, w) {
+				t.Errorf("the orchestrator cannot reach worker %s's gRPC port %d", w.Name, wp)
+			}
+		}
+		if !reaches(orch, corev1.ProtocolTCP, 443, nil) {
+			t.Error("the orchestrator cannot reach HTTPS (443): model providers, MCP servers")
+		}
+		if dsn := orchestratorConfig(t, m).Journal.DSN; dsn != "" {
+			port := 5432
+			if u, err := url.Parse(dsn); err == nil && u.Port() != "" {
+				port, _ = strconv.Atoi(u.Port())
+			}
+			var db *appsv1.Deployment // the tree's own database, where it has one
+			for _, d := range m.deployments {
+				if u, err := url.Parse(dsn); err == nil && d.Name == u.Hostname() {
+					db = d
+				}
+			}
+			if !reaches(orch, corev1.ProtocolTCP, int32(port), db) {
+				t.Errorf("the orchestrator cannot reach its journal's database on port %d", port)
 			}
 		}
 	})

@@ -71,6 +71,30 @@ func (l *Lease) End() {
 	l.r.log.Info("worker registration stream ended", "worker_id", w.id, "lease_id", w.leaseID, "grace", grace.String())
 }
 
+// Lost reports that the registration stream went silent: no heartbeat within the lease
+// TTL, as when the worker hangs or the network between the two is cut. It ends the lease
+// as End does, and probes the worker at once over the connection its calls use: a worker
+// that does not answer within Options.ProbeTimeout has that connection closed, so that
+// its calls in flight fail now — sent to another replica when the tool is idempotent,
+// reported with an unknown outcome otherwise — instead of at their deadlines, which the
+// transport's keepalive (10 s at the least) would not beat. A worker that answers keeps
+// its calls: only its registration stream was cut.
+func (l *Lease) Lost() {
+	l.End()
+	w, r := l.w, l.r
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), r.opts.ProbeTimeout)
+		err := r.opts.Probe(ctx, w.conn)
+		cancel()
+		if err == nil {
+			return
+		}
+		r.log.Warn("worker unreachable after its lease expired: its calls in flight fail now", "worker_id", w.id, "lease_id", w.leaseID,
+			"in_flight", w.inFlight.Load(), "error", err.Error())
+		w.closeConn() // the grace timer still takes its tools out of the table
+	}()
+}
+
 // expire removes w if it is still the registered worker under its id.
 func (r *Router) expire(w *worker) {
 	r.mu.Lock()

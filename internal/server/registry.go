@@ -143,6 +143,7 @@ func (r *registryServer) Connect(stream toolpb.ToolRegistryService_ConnectServer
 			return err // a message that does not decode
 		case <-timer.C:
 			r.s.log.Warn("worker lease expired: no heartbeat", "worker_id", lease.WorkerID(), "ttl", ttl.String())
+			lease.Lost()
 			return statusError(toolpb.ErrorReason_ERROR_REASON_LEASE_EXPIRED, fmt.Sprintf("no heartbeat within the lease TTL of %s", ttl), nil)
 		case <-ctx.Done():
 			return statusError(toolpb.ErrorReason_ERROR_REASON_SHUTTING_DOWN, "orchestrator is shutting down", nil)

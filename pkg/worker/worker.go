@@ -18,11 +18,15 @@
 // exporter unless its main asks for them; pkg/otelsetup builds them from the standard
 // OTEL_* variables:
 //
-//	p, err := otelsetup.FromEnv(ctx, otelsetup.Options{ServiceName: "inventory-worker"})
+//	// Prometheus: metrics for scraping unless OTEL_METRICS_EXPORTER says otherwise.
+//	p, err := otelsetup.FromEnv(ctx, otelsetup.Options{ServiceName: "inventory-worker", Prometheus: true})
 //	if err != nil {
 //		return err
 //	}
 //	defer func() { _ = p.Shutdown(shutdownCtx) }() // a context with a deadline
+//	if _, err := p.ServeMetrics(":9464"); err != nil { // what an autoscaler reads
+//		return err
+//	}
 //	w, err := worker.New(worker.Options{
 //		Orchestrator:   "orchestrator:7070",
 //		TracerProvider: p.TracerProvider,
@@ -31,8 +35,9 @@
 //
 // Each call then gets a server span, joined to the orchestrator's trace through the W3C
 // traceparent header, and an execute_tool span; the worker records
-// toolmesh.worker.calls.in_flight (the calls it is running) and toolmesh.tool.call.duration,
-// which p.ServeMetrics serves for Prometheus.
+// toolmesh.worker.calls.in_flight (the calls it is running; toolmesh_worker_calls_in_flight
+// in Prometheus, the signal a tool group's autoscaler scales on) and
+// toolmesh.tool.call.duration, which p.ServeMetrics serves for Prometheus.
 //
 // It imports, of the internal packages, those that carry a call across the wire with the
 // orchestrator (internal/wire, internal/ctxcodec), run it (internal/toolcall,

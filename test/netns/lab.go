@@ -47,6 +47,9 @@ func newLab(t *testing.T) *lab {
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Skip("network namespaces: no ip command (Debian's iproute2; make test installs it)")
 	}
+	if _, err := exec.LookPath("nsenter"); err != nil {
+		t.Skip("network namespaces: no nsenter command (Debian's util-linux) to start processes in them")
+	}
 	pid := os.Getpid()
 	l := &lab{t: t, prefix: fmt.Sprintf("tm%d", pid), subnet: fmt.Sprintf("10.231.%d", pid%250)}
 	l.bridge = l.prefix + "br"

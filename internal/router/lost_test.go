@@ -1,0 +1,172 @@
+package router
+
+import (
+	"context"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
+)
+
+// cuttableProxy forwards TCP connections to a backend until cut: then it forwards
+// nothing more, in either direction, and keeps the connections open, as a network
+// partition does (no reset, no FIN).
+type cuttableProxy struct {
+	addr string
+	cut  atomic.Bool
+	mu   sync.Mutex
+}
+
+func startProxy(t *testing.T, backend string) *cuttableProxy {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cuttableProxy{addr: lis.Addr().String()}
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			b, err := net.Dial("tcp", backend)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			p.mu.Lock()
+			conns = append(conns, c, b)
+			p.mu.Unlock()
+			go p.pipe(c, b)
+			go p.pipe(b, c)
+		}
+	}()
+	t.Cleanup(func() {
+		_ = lis.Close()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return p
+}
+
+// pipe copies from src to dst while the proxy is not cut; once cut, what arrives is
+// dropped.
+func (p *cuttableProxy) pipe(dst io.Writer, src io.Reader) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !p.cut.Load() {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// A worker whose lease expired because nothing came through any more: its calls in
+// flight fail at once — an idempotent one goes to another replica and succeeds, a
+// non-idempotent one is reported with an unknown outcome — long before their deadlines.
+func TestLostWorkerFailsItsCallsInFlight(t *testing.T) {
+	for _, idempotent := range []bool{true, false} {
+		name := map[bool]string{true: "idempotent", false: "not idempotent"}[idempotent]
+		t.Run(name, func(t *testing.T) {
+			r := newRouter(t, Options{Probe: HealthProbe, ProbeTimeout: 300 * time.Millisecond, DefaultTimeout: time.Minute, GracePeriod: time.Minute})
+			started := make(chan struct{}, 1)
+			stuck := startFake(t, func(ctx context.Context, _ *toolpb.InvokeRequest) (*toolpb.InvokeResponse, error) {
+				started <- struct{}{}
+				<-ctx.Done()
+				return nil, ctx.Err()
+			})
+			proxy := startProxy(t, stuck.addr)
+			var opts []tool.Option
+			if idempotent {
+				opts = append(opts, tool.Idempotent())
+			}
+			lease := mustRegister(t, r, registration("stuck", proxy.addr, "text", echoTool("echo", opts...)))
+			ctx := testContext(t)
+			type answer struct {
+				res tool.Result
+				at  time.Duration
+			}
+			done := make(chan answer, 1)
+			begin := time.Now()
+			go func() {
+				res, _ := call(ctx, t, r, "echo", `{}`)
+				done <- answer{res, time.Since(begin)}
+			}()
+			select {
+			case <-started:
+			case <-ctx.Done():
+				t.Fatal("the call never reached the worker")
+			}
+			// A healthy replica joins; then the first one is cut off and its lease ends.
+			healthy := startFake(t, answering("from the healthy replica"))
+			mustRegister(t, r, registration("healthy", healthy.addr, "text", echoTool("echo", opts...)))
+			proxy.cut.Store(true)
+			lease.Lost()
+			var a answer
+			select {
+			case a = <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the call to the lost worker did not fail within 10 s (its deadline is a minute away)")
+			}
+			switch {
+			case idempotent && (a.res.IsError() || a.res.Content != "from the healthy replica"):
+				t.Errorf("idempotent call: %+v, want the healthy replica's answer", a.res)
+			case !idempotent && (!a.res.IsError() || !strings.Contains(a.res.Content, "outcome of tool 'echo' is unknown")):
+				t.Errorf("non-idempotent call: %+v, want an unknown outcome", a.res)
+			}
+			if stuck.calls.Load() != 1 {
+				t.Errorf("the lost worker got %d calls, want 1", stuck.calls.Load())
+			}
+		})
+	}
+}
+
+// A worker whose registration stream went silent but which still answers keeps its
+// calls in flight: they end as the worker ends them.
+func TestLostLeaseOfAnAnsweringWorkerKeepsItsCalls(t *testing.T) {
+	r := newRouter(t, Options{Probe: HealthProbe, ProbeTimeout: 300 * time.Millisecond, DefaultTimeout: time.Minute, GracePeriod: time.Minute})
+	release := newGate()
+	started := make(chan struct{}, 1)
+	w := startFake(t, func(ctx context.Context, _ *toolpb.InvokeRequest) (*toolpb.InvokeResponse, error) {
+		started <- struct{}{}
+		if err := release.wait(ctx); err != nil {
+			return nil, err
+		}
+		return textResponse("finished"), nil
+	})
+	lease := mustRegister(t, r, registration("w", w.addr, "text", echoTool("echo")))
+	ctx := testContext(t)
+	done := make(chan tool.Result, 1)
+	go func() {
+		res, _ := call(ctx, t, r, "echo", `{}`)
+		done <- res
+	}()
+	<-started
+	lease.Lost()
+	time.Sleep(3 * 300 * time.Millisecond) // past the probe
+	select {
+	case res := <-done:
+		t.Fatalf("the call ended before the worker answered: %+v", res)
+	default:
+	}
+	release.open()
+	if res := <-done; res.IsError() || res.Content != "finished" {
+		t.Errorf("call = %+v, want the worker's answer", res)
+	}
+}
