@@ -5,6 +5,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -297,18 +298,31 @@ func run(args []string) error {
 		log.Info("metrics serving", "address", ms.Addr())
 	}
 	if cfg.MCPServe.Listen != "" {
+		handler, err := srv.MCPHandler()
+		if err != nil {
+			return fmt.Errorf("mcp_serve: %w", err)
+		}
 		mlis, err := net.Listen("tcp", cfg.MCPServe.Listen)
 		if err != nil {
 			return fmt.Errorf("mcp_serve.listen: %w", err)
 		}
-		hsrv := &http.Server{Handler: srv.MCPHandler(), ReadHeaderTimeout: 10 * time.Second}
+		scheme := "http"
+		if certs != nil {
+			// HTTPS with the orchestrator's certificate; a client certificate is asked
+			// for and verified when presented (a client may come with a bearer token
+			// instead). MCP clients speak HTTP/1.1 as well as HTTP/2.
+			tc := certs.ServerTLS(false)
+			tc.NextProtos = []string{"h2", "http/1.1"}
+			mlis, scheme = tls.NewListener(mlis, tc), "https"
+		}
+		hsrv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = hsrv.Serve(mlis) }()
 		defer func() {
 			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
 			_ = hsrv.Shutdown(sctx)
 		}()
-		log.Info("mcp serving", "address", mlis.Addr().String(), "url", "http://"+mlis.Addr().String()+"/")
+		log.Info("mcp serving", "address", mlis.Addr().String(), "url", scheme+"://"+mlis.Addr().String()+"/")
 	}
 
 	select {

@@ -362,8 +362,7 @@ func TestAuthAndTenants(t *testing.T) {
 		{"client without tls", "auth: {jwt: {jwks_file: k.json, issuer: i, audience: a}}\ntenants: {acme: {groups: [g], clients: ['spiffe://td/c']}}\n", "tenants.acme.clients[0]: client identities are verified only with mutual TLS"},
 		{"client twice", "tls: {ca_file: a, cert_file: b, key_file: c}\ntenants: {a: {groups: [g], clients: ['spiffe://td/c']}, b: {groups: [g], clients: ['spiffe://td/c']}}\n", "acts for tenant a already"},
 		{"nobody has a tenant", "tenants: {acme: {groups: [g]}}\n", "no caller can be told to belong to a tenant"},
-		{"an MCP endpoint beside tenants", "auth: {jwt: {jwks_file: k.json, issuer: i, audience: a}}\ntenants: {acme: {groups: [g]}}\nmcp_serve: {listen: 127.0.0.1:0}\n", "mcp_serve.listen: cannot be set with tls, auth or tenants"},
-		{"an MCP endpoint beside mutual TLS", "tls: {ca_file: a, cert_file: b, key_file: c}\nmcp_serve: {listen: 127.0.0.1:0}\n", "mcp_serve.listen: cannot be set with tls"},
+		{"an MCP endpoint in the clear off loopback", "listen: 127.0.0.1:7070\nmcp_serve: {listen: 0.0.0.0:7080}\n", "mcp_serve.listen: 0.0.0.0:7080 is not a loopback address"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.yaml))

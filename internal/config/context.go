@@ -218,14 +218,13 @@ type OneShot struct {
 }
 
 func (c Config) validateMCP(bad func(key, format string, args ...any)) {
-	if c.MCPServe.Listen != "" && (c.TLS.Enabled() || c.Auth.JWT.Enabled() || len(c.Tenants) > 0) {
-		// The MCP endpoint authenticates nobody: serving it would let any caller past the
-		// identities, tenants and grants the gRPC port enforces.
-		bad("mcp_serve.listen", "cannot be set with tls, auth or tenants: the MCP endpoint does not authenticate its clients")
-	}
 	if c.MCPServe.Listen != "" {
 		if err := checkListen(c.MCPServe.Listen); err != nil {
 			bad("mcp_serve.listen", "%v", err)
+		} else if !c.TLS.Enabled() && !c.TLS.Plaintext && !loopback(c.MCPServe.Listen) {
+			// As for the gRPC port: callers' tokens and tool results would cross the
+			// network in the clear.
+			bad("mcp_serve.listen", "%s is not a loopback address: set tls.* to serve the MCP endpoint over HTTPS, or tls.plaintext: true to serve it without TLS (local development only)", c.MCPServe.Listen)
 		}
 	}
 	for i, h := range c.MCPServe.ContextHeaders {

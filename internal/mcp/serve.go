@@ -29,7 +29,12 @@ type ServeOptions struct {
 	// under the header's name in lower case; _meta entries with string values join it
 	// too, and win.
 	ContextHeaders []string
-	Logger         *slog.Logger
+	// Session, when set, is asked once per session, with the context of the request that
+	// opened it, what the session's caller gets: wrap, which every tool the session is
+	// offered goes through (its tenant's grants), and the context entries that override
+	// those the calls bring (its verified tenant).
+	Session func(ctx context.Context) (wrap func(tool.Tool) tool.Tool, fixed toolctx.Context)
+	Logger  *slog.Logger
 }
 
 // NewHandler serves the mesh's tools over MCP streamable HTTP. Every MCP session has its
@@ -51,13 +56,19 @@ func NewHandler(opts ServeOptions) http.Handler {
 type sessionServer struct {
 	opts ServeOptions
 	srv  *sdk.Server
-	mu   sync.Mutex
+	// wrap and fixed are the session caller's: see ServeOptions.Session.
+	wrap  func(tool.Tool) tool.Tool
+	fixed toolctx.Context
+	mu    sync.Mutex
 	// offered are the tools the session sees, by name.
 	offered map[string]tool.Tool
 }
 
 func newSessionServer(ctx context.Context, opts ServeOptions) *sdk.Server {
-	s := &sessionServer{opts: opts, offered: map[string]tool.Tool{}}
+	s := &sessionServer{opts: opts, offered: map[string]tool.Tool{}, wrap: func(t tool.Tool) tool.Tool { return t }}
+	if opts.Session != nil {
+		s.wrap, s.fixed = opts.Session(ctx)
+	}
 	s.srv = sdk.NewServer(&sdk.Implementation{Name: "toolmesh", Version: "v1"}, &sdk.ServerOptions{
 		Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true}},
 	})
@@ -74,7 +85,7 @@ func (s *sessionServer) add(ts ...tool.Tool) {
 		if _, dup := s.offered[def.Name]; dup {
 			continue
 		}
-		dt := s.opts.Decorate(t)
+		dt := s.opts.Decorate(s.wrap(t))
 		s.offered[def.Name] = dt
 		s.srv.AddTool(&sdk.Tool{Name: def.Name, Description: def.Description, InputSchema: json.RawMessage(def.InputSchema.JSON())}, s.handler(dt))
 	}
@@ -139,7 +150,8 @@ func (s *sessionServer) unfold(ctx context.Context, f tool.Facade, args string) 
 }
 
 // callContext is the ToolCallContext of an MCP call: the allow-listed headers, then the
-// string entries of _meta (which win). Reserved keys are left out.
+// string entries of _meta (which win), then the session's fixed entries (which win over
+// both). Reserved keys are left out.
 func (s *sessionServer) callContext(req *sdk.CallToolRequest) toolctx.Context {
 	m := map[string]string{}
 	if req.Extra != nil {
@@ -154,7 +166,7 @@ func (s *sessionServer) callContext(req *sdk.CallToolRequest) toolctx.Context {
 			m[k] = str
 		}
 	}
-	return toolctx.FromMap(m).WithoutReserved()
+	return toolctx.FromMap(m).WithoutReserved().Merge(s.fixed)
 }
 
 func errorResult(msg string) *sdk.CallToolResult {

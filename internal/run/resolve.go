@@ -429,11 +429,22 @@ func (s *Service) served(ctx context.Context, role string) ([]tool.Tool, string,
 // groups workers serve, the MCP groups (which this connects) and the config's own; not
 // the built-in groups, which need a run. The first tool of a name wins.
 func (s *Service) Catalog(ctx context.Context) []tool.Tool {
+	return s.CatalogFor(ctx, "")
+}
+
+// CatalogFor is Catalog as tenant may use it: only its groups, each tool refusing a call
+// past the tenant's budget (tenants.<name>.tool_calls_per_minute); with tenant "",
+// every group.
+func (s *Service) CatalogFor(ctx context.Context, tenant string) []tool.Tool {
 	roles := s.groupRoles()
+	allowed, limited := s.tenantGroups(tenant)
 	var out []tool.Tool
 	seen := map[string]bool{}
 	for _, role := range roles {
 		if _, builtin := process.Groups[role]; builtin {
+			continue
+		}
+		if limited && !slices.Contains(allowed, role) {
 			continue
 		}
 		ts, err := s.groupTools(ctx, role)
@@ -448,6 +459,19 @@ func (s *Service) Catalog(ctx context.Context) []tool.Tool {
 		}
 	}
 	return out
+}
+
+// TenantView is what a caller of tenant outside a run (an MCP client) gets: wrap, which
+// every tool it is offered goes through (a call of a group outside the tenant's, or past
+// its tool-call budget, is refused before it leaves), and the context entries that
+// override the caller's own (the verified tenant as tenant_id). Without a tenant, wrap
+// changes nothing and the entries are empty.
+func (s *Service) TenantView(tenant string) (wrap func(tool.Tool) tool.Tool, fixed toolctx.Context) {
+	allowed, limited := s.tenantGroups(tenant)
+	if !limited {
+		return func(t tool.Tool) tool.Tool { return t }, toolctx.Context{}
+	}
+	return func(t tool.Tool) tool.Tool { return s.granted(t, tenant, allowed) }, toolctx.MustOf(TenantKey, tenant)
 }
 
 // GroupTools are the tools a group of the config's own or an MCP group offers (listing
@@ -674,6 +698,10 @@ type grantedTool struct {
 	tenant  string
 	allowed []string
 }
+
+// Delegate is the granted tool: a facade stays a facade (tool.As), its children get
+// their own grant check when they are offered.
+func (g grantedTool) Delegate() tool.Tool { return g.Tool }
 
 func (g grantedTool) Call(ctx context.Context, input string) (tool.Result, error) {
 	name := g.Definition().Name

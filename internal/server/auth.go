@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
@@ -31,13 +32,9 @@ func authOptions(cfg config.Config, audit func(msg string, args ...any)) ([]grpc
 	if !cfg.TLS.Enabled() && !cfg.Auth.JWT.Enabled() && len(cfg.Tenants) == 0 {
 		return nil, nil
 	}
-	a := &authorizer{cfg: cfg, audit: audit}
-	if cfg.Auth.JWT.Enabled() {
-		t, err := newTokens(cfg.Auth.JWT)
-		if err != nil {
-			return nil, err
-		}
-		a.tokens = t
+	a, err := newAuthorizer(cfg, audit)
+	if err != nil {
+		return nil, err
 	}
 	return []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
@@ -68,6 +65,30 @@ type authorizer struct {
 	cfg    config.Config
 	tokens *tokens
 	audit  func(msg string, args ...any)
+}
+
+// newAuthorizer reads the key set of auth.jwt, if any.
+func newAuthorizer(cfg config.Config, audit func(msg string, args ...any)) (*authorizer, error) {
+	a := &authorizer{cfg: cfg, audit: audit}
+	if cfg.Auth.JWT.Enabled() {
+		t, err := newTokens(cfg.Auth.JWT)
+		if err != nil {
+			return nil, err
+		}
+		a.tokens = t
+	}
+	return a, nil
+}
+
+// enabled reports whether callers are authenticated at all.
+func (a *authorizer) enabled() bool {
+	return a.cfg.TLS.Enabled() || a.cfg.Auth.JWT.Enabled() || len(a.cfg.Tenants) > 0
+}
+
+// principal is a verified client: its tenant ("" without tenancy) and who it is (its
+// SPIFFE ID, or the issuer and subject of its token; "" when nothing says).
+type principal struct {
+	tenant, who string
 }
 
 var (
@@ -103,49 +124,61 @@ func (a *authorizer) authorize(ctx context.Context, method string) (context.Cont
 		}
 		return ctx, nil
 	}
-	// A client: a bearer token, or a client certificate.
-	tenant, hasToken := "", false
-	if raw := bearer(ctx); raw != "" && a.tokens != nil {
-		t, err := a.tokens.tenant(raw)
+	p, err := a.client(id, hasID, bearer(ctx), method, strings.HasPrefix(method, orchestratorPrefix) || method == "")
+	if err != nil {
+		return nil, err
+	}
+	if p.tenant == "" {
+		return ctx, nil
+	}
+	return context.WithValue(ctx, callerKey{}, p.tenant), nil
+}
+
+// client authenticates a client by its bearer token (raw, "" for none) or its
+// certificate's identity (id, when hasID), for method (what it calls, for the audit
+// log), and finds its tenant. listed says whether trust.clients applies to the call.
+func (a *authorizer) client(id spiffeid.ID, hasID bool, raw, method string, listed bool) (principal, error) {
+	var p principal
+	hasToken := false
+	if raw != "" && a.tokens != nil {
+		t, who, err := a.tokens.verify(raw)
 		if err != nil {
 			a.audit("client call refused: bad bearer token", "method", method, "error", wire.Truncate(err.Error(), 256))
-			return nil, statusError(toolpb.ErrorReason_ERROR_REASON_UNAUTHENTICATED, err.Error(), nil)
+			return p, statusError(toolpb.ErrorReason_ERROR_REASON_UNAUTHENTICATED, err.Error(), nil)
 		}
-		tenant, hasToken = t, true
+		p, hasToken = principal{tenant: t, who: who}, true
 	}
 	if !hasToken {
 		switch {
 		case a.cfg.TLS.Enabled() && !hasID:
-			return nil, unauthenticated()
-		case a.cfg.TLS.Enabled() && len(a.cfg.Trust.Clients) > 0 && !slices.Contains(a.cfg.Trust.Clients, id.String()) &&
-			(strings.HasPrefix(method, orchestratorPrefix) || method == ""):
+			return p, unauthenticated()
+		case a.cfg.TLS.Enabled() && len(a.cfg.Trust.Clients) > 0 && !slices.Contains(a.cfg.Trust.Clients, id.String()) && listed:
 			a.audit("client call refused: identity not listed", "identity", id.String(), "method", method)
-			return nil, statusError(toolpb.ErrorReason_ERROR_REASON_PERMISSION_DENIED,
+			return p, statusError(toolpb.ErrorReason_ERROR_REASON_PERMISSION_DENIED,
 				fmt.Sprintf("identity %s may not call the orchestrator: trust.clients does not list it", id), nil)
 		}
 		if hasID {
-			tenant, _ = a.cfg.TenantOfClient(id.String())
+			p.who = id.String()
+			p.tenant, _ = a.cfg.TenantOfClient(id.String())
 		}
 	}
+	tenant := p.tenant
 	if len(a.cfg.Tenants) > 0 {
 		switch _, ok := a.cfg.Tenants[tenant]; {
 		case tenant == "" && hasID:
 			a.audit("client call refused: identity of no tenant", "identity", id.String(), "method", method)
-			return nil, statusError(toolpb.ErrorReason_ERROR_REASON_PERMISSION_DENIED,
+			return p, statusError(toolpb.ErrorReason_ERROR_REASON_PERMISSION_DENIED,
 				fmt.Sprintf("identity %s acts for no tenant (tenants.<name>.clients)", id), nil)
 		case tenant == "":
-			return nil, statusError(toolpb.ErrorReason_ERROR_REASON_UNAUTHENTICATED,
+			return p, statusError(toolpb.ErrorReason_ERROR_REASON_UNAUTHENTICATED,
 				"this orchestrator serves tenants: present a bearer token with a tenant claim, or a tenant's client certificate", nil)
 		case !ok:
 			a.audit("client call refused: unknown tenant", "tenant", wire.Truncate(tenant, 128), "method", method)
-			return nil, statusError(toolpb.ErrorReason_ERROR_REASON_PERMISSION_DENIED,
+			return p, statusError(toolpb.ErrorReason_ERROR_REASON_PERMISSION_DENIED,
 				fmt.Sprintf("tenant %q is not one this orchestrator serves", wire.Truncate(tenant, 128)), nil)
 		}
 	}
-	if tenant == "" {
-		return ctx, nil
-	}
-	return context.WithValue(ctx, callerKey{}, tenant), nil
+	return p, nil
 }
 
 func unauthenticated() error {

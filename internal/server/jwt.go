@@ -83,8 +83,14 @@ const maxTokenBytes = 16 << 10
 // tenant verifies a token (signature, expiry, issuer, audience) and returns its tenant
 // claim.
 func (t *tokens) tenant(raw string) (string, error) {
+	tenant, _, err := t.verify(raw)
+	return tenant, err
+}
+
+// verify checks raw and returns its tenant and who it names: its issuer and subject.
+func (t *tokens) verify(raw string) (tenant, who string, _ error) {
 	if len(raw) > maxTokenBytes {
-		return "", fmt.Errorf("the bearer token is %d bytes; the limit is %d", len(raw), maxTokenBytes)
+		return "", "", fmt.Errorf("the bearer token is %d bytes; the limit is %d", len(raw), maxTokenBytes)
 	}
 	keys := t.current()
 	claims := jwt.MapClaims{}
@@ -102,13 +108,14 @@ func (t *tokens) tenant(raw string) (string, error) {
 	}, jwt.WithIssuer(t.cfg.Issuer), jwt.WithAudience(t.cfg.Audience), jwt.WithExpirationRequired(),
 		jwt.WithValidMethods([]string{"RS256", "RS384", "RS512", "PS256", "ES256", "ES384"}), jwt.WithLeeway(30*time.Second))
 	if err != nil {
-		return "", fmt.Errorf("the bearer token is not valid: %w", err)
+		return "", "", fmt.Errorf("the bearer token is not valid: %w", err)
 	}
-	tenant, _ := claims[t.cfg.TenantClaim].(string)
+	tenant, _ = claims[t.cfg.TenantClaim].(string)
 	if tenant == "" {
-		return "", fmt.Errorf("the bearer token has no %q claim", t.cfg.TenantClaim)
+		return "", "", fmt.Errorf("the bearer token has no %q claim", t.cfg.TenantClaim)
 	}
-	return tenant, nil
+	sub, _ := claims["sub"].(string)
+	return tenant, t.cfg.Issuer + "#" + sub, nil
 }
 
 // parseJWKS reads the RSA and EC keys of a JSON Web Key Set.

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 
 	"google.golang.org/grpc"
 
@@ -145,15 +144,6 @@ func (s *Server) Shutdown(ctx context.Context) {
 	s.registry.closeAll()
 }
 
-// MCPHandler serves the mesh's tools to MCP clients over streamable HTTP: the tools of
-// the worker and MCP groups, each session with its own unfolding, calls through the
-// run's decorator chain (spans, metrics, bounds) and the groups' converters.
-func (s *Server) MCPHandler() http.Handler {
-	return mcp.NewHandler(mcp.ServeOptions{
-		Catalog: s.runs.Catalog, Decorate: s.runs.Decorate,
-		ContextHeaders: s.cfg.MCPServe.ContextHeaders, Logger: s.log,
-	})
-}
 
 // mcpGroups builds the groups MCP servers serve (groups.<role>.mcp), each with its
 // group's converter; none connects before a run asks for it.

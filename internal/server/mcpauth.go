@@ -1,0 +1,186 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/toolmesh/toolmesh/internal/mcp"
+	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/toolctx"
+)
+
+// MCPHandler serves the mesh's tools to MCP clients over streamable HTTP: the tools of
+// the worker and MCP groups, each session with its own unfolding, calls through the
+// run's decorator chain (spans, metrics, bounds) and the groups' converters.
+//
+// With tls, auth.jwt or tenants configured, every request is authenticated as a call of
+// OrchestratorService is — a bearer token, or the client certificate the handshake
+// verified (the listener must then be TLS: cmd/orchestrator serves it over HTTPS with
+// the orchestrator's certificate) — and a session is its tenant's: it is offered only
+// the tenant's groups, its calls carry the verified tenant as tenant_id and are held to
+// the tenant's tool-call budget, and no other caller may use it.
+func (s *Server) MCPHandler() (http.Handler, error) {
+	h := mcp.NewHandler(mcp.ServeOptions{
+		Catalog: func(ctx context.Context) []tool.Tool { return s.runs.CatalogFor(ctx, tenantOf(ctx)) },
+		Session: func(ctx context.Context) (func(tool.Tool) tool.Tool, toolctx.Context) {
+			return s.runs.TenantView(tenantOf(ctx))
+		},
+		Decorate: s.runs.Decorate, ContextHeaders: s.cfg.MCPServe.ContextHeaders, Logger: s.log,
+	})
+	a, err := newAuthorizer(s.cfg, s.audit)
+	if err != nil {
+		return nil, err
+	}
+	if !a.enabled() {
+		return h, nil
+	}
+	return &mcpAuth{a: a, next: h, owners: map[string]string{}}, nil
+}
+
+// maxMCPSessions bounds the sessions whose callers mcpAuth remembers; past it the
+// oldest are forgotten (a forgotten session is still bound to the tenant that opened it,
+// through its catalogue and context, but no longer to its caller).
+const maxMCPSessions = 1 << 16
+
+// mcpSessionHeader is the header of streamable HTTP that names a session.
+const mcpSessionHeader = "Mcp-Session-Id"
+
+// mcpAuth authenticates the requests of the MCP endpoint and binds each session to the
+// caller that opened it.
+type mcpAuth struct {
+	a    *authorizer
+	next http.Handler
+
+	mu     sync.Mutex
+	owners map[string]string // session id → the caller that opened it
+	order  []string          // session ids, oldest first
+}
+
+func (m *mcpAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var id spiffeid.ID
+	hasID := false
+	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+		// Verified against the CA bundle by the handshake (trust.Source.ServerTLS).
+		if x, err := x509svid.IDFromCert(r.TLS.PeerCertificates[0]); err == nil {
+			id, hasID = x, true
+		}
+	}
+	var raw string
+	if scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "bearer") {
+		raw = strings.TrimSpace(tok)
+	}
+	p, err := m.a.client(id, hasID, raw, "MCP "+r.Method, true)
+	if err != nil {
+		st := status.Convert(err)
+		code := http.StatusForbidden
+		if st.Code() == codes.Unauthenticated {
+			code = http.StatusUnauthorized
+			if m.a.tokens != nil {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="toolmesh"`)
+			}
+		}
+		http.Error(w, st.Message(), code)
+		return
+	}
+	caller := p.tenant + "\x00" + p.who
+	sid := r.Header.Get(mcpSessionHeader)
+	if sid != "" {
+		m.mu.Lock()
+		owner, known := m.owners[sid]
+		m.mu.Unlock()
+		if known && owner != caller {
+			m.a.audit("MCP request refused: the session belongs to another caller", "tenant", p.tenant, "caller", p.who)
+			http.Error(w, "this MCP session was opened by another caller", http.StatusForbidden)
+			return
+		}
+	}
+	ctx := r.Context()
+	if p.tenant != "" {
+		ctx = context.WithValue(ctx, callerKey{}, p.tenant)
+	}
+	if sid != "" {
+		m.next.ServeHTTP(w, r.WithContext(ctx))
+		if r.Method == http.MethodDelete {
+			m.forget(sid)
+		}
+		return
+	}
+	m.next.ServeHTTP(&sessionOpener{ResponseWriter: w, open: func(sid string) { m.bind(sid, caller) }}, r.WithContext(ctx))
+}
+
+// bind records that caller opened session sid.
+func (m *mcpAuth) bind(sid, caller string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.owners[sid]; ok {
+		return
+	}
+	for len(m.order) >= maxMCPSessions {
+		delete(m.owners, m.order[0])
+		m.order = m.order[1:]
+	}
+	m.owners[sid] = caller
+	m.order = append(m.order, sid)
+}
+
+// forget drops a session its caller ended.
+func (m *mcpAuth) forget(sid string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.owners[sid]; !ok {
+		return
+	}
+	delete(m.owners, sid)
+	for i, x := range m.order {
+		if x == sid {
+			m.order = append(m.order[:i], m.order[i+1:]...)
+			break
+		}
+	}
+}
+
+// sessionOpener hands open the session id of a response that opens a session, before
+// the response's header is written: the client cannot use the session before it is
+// bound.
+type sessionOpener struct {
+	http.ResponseWriter
+	open   func(sid string)
+	opened bool
+}
+
+func (s *sessionOpener) WriteHeader(code int) {
+	if !s.opened {
+		s.opened = true
+		if sid := s.Header().Get(mcpSessionHeader); sid != "" && code < 300 {
+			s.open(sid)
+		}
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *sessionOpener) Write(b []byte) (int, error) {
+	if !s.opened {
+		s.WriteHeader(http.StatusOK)
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// Flush keeps server-sent events flowing through the wrapper.
+func (s *sessionOpener) Flush() {
+	if !s.opened {
+		s.WriteHeader(http.StatusOK)
+	}
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (s *sessionOpener) Unwrap() http.ResponseWriter { return s.ResponseWriter }

@@ -1,0 +1,161 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/toolmesh/toolmesh/internal/harness"
+	"github.com/toolmesh/toolmesh/pkg/client"
+)
+
+// bearerRT sends every request with a bearer token.
+type bearerRT string
+
+func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+string(b))
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestMCPServeTenants: the orchestrator's MCP endpoint beside bearer tokens and tenants.
+// A request without a valid token is refused (401); a tenant's session is offered only
+// its groups' tools, its calls carry the verified tenant whatever _meta claims, a tool
+// of another tenant's group cannot be called; another caller cannot use the session
+// (403), and a session's end frees it.
+func TestMCPServeTenants(t *testing.T) {
+	sign := newSigner(t, "k1")
+	addr, err := harness.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := startMesh(t, "", fmt.Sprintf(`
+auth:
+  jwt: {jwks_file: %q, issuer: "https://issuer.test", audience: toolmesh}
+tenants:
+  acme: {groups: [echo_acme]}
+  globex: {groups: [echo_globex]}
+mcp_serve:
+  listen: %s
+`, sign.jwks, addr))
+	m.startWorker("acme-1", "echo_acme")
+	m.startWorker("globex-1", "echo_globex")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	acmeTok := sign.tenantToken(t, "acme")
+	admin, err := client.Dial(m.orch.Addr, insecure.NewCredentials(), client.Bearer(acmeTok, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = admin.Close() }()
+	for {
+		ws, err := admin.ListWorkers(ctx)
+		if err == nil && len(ws) == 2 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("workers: %v, %v", ws, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	endpoint := "http://" + addr + "/"
+	connect := func(token string) (*sdk.ClientSession, error) {
+		hc := &http.Client{}
+		if token != "" {
+			hc.Transport = bearerRT(token)
+		}
+		c := sdk.NewClient(&sdk.Implementation{Name: "e2e", Version: "v1"}, nil)
+		return c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc, MaxRetries: -1}, nil)
+	}
+
+	// No token, or a token of the wrong audience: refused with 401.
+	for name, tok := range map[string]string{"no token": "", "wrong audience": sign.token(t, jwt.MapClaims{
+		"iss": "https://issuer.test", "aud": "elsewhere", "sub": "u", "tenant": "acme", "exp": time.Now().Add(time.Hour).Unix()})} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
+			t.Errorf("%s: HTTP %d (WWW-Authenticate %q), want 401 with a Bearer challenge", name, resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+		}
+		if _, err := connect(tok); err == nil {
+			t.Errorf("%s: an MCP session opened", name)
+		}
+	}
+
+	acme, err := connect(acmeTok)
+	if err != nil {
+		m.dump()
+		t.Fatal(err)
+	}
+	defer func() { _ = acme.Close() }()
+	res, err := acme.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, x := range res.Tools {
+		names = append(names, x.Name)
+	}
+	if !slices.Contains(names, "show_context_acme") || slices.ContainsFunc(names, func(n string) bool { return strings.Contains(n, "globex") }) {
+		t.Fatalf("acme's session is offered %v; want acme's tools and none of globex's", names)
+	}
+	text := func(r *sdk.CallToolResult) string {
+		var b strings.Builder
+		for _, c := range r.Content {
+			if tc, ok := c.(*sdk.TextContent); ok {
+				b.WriteString(tc.Text)
+			}
+		}
+		return b.String()
+	}
+	call, err := acme.CallTool(ctx, &sdk.CallToolParams{Name: "show_context_acme", Arguments: map[string]any{}, Meta: sdk.Meta{"tenant_id": "globex"}})
+	if err != nil || call.IsError || !strings.Contains(text(call), `"tenant_id":"acme"`) || strings.Contains(text(call), "globex") {
+		t.Errorf("acme's call that claims globex in _meta: %q %v; want the verified tenant acme", text(call), err)
+	}
+	call, err = acme.CallTool(ctx, &sdk.CallToolParams{Name: "show_context_globex", Arguments: map[string]any{}})
+	if err == nil && !call.IsError {
+		t.Errorf("acme called globex's tool: %q", text(call))
+	}
+	if calls := workerCalls(t, admin); calls["globex-1"] != 0 {
+		t.Errorf("calls per worker %v; globex's worker must see none of acme's", calls)
+	}
+
+	// globex presenting acme's session: 403, and nothing runs.
+	body := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"show_context_acme","arguments":{}}}`
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader([]byte(body)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", acme.ID())
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	req.Header.Set("Authorization", "Bearer "+sign.tenantToken(t, "globex"))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("globex using acme's session: HTTP %d, want 403", resp.StatusCode)
+	}
+	// acme's own session still works.
+	if call, err := acme.CallTool(ctx, &sdk.CallToolParams{Name: "show_context_acme", Arguments: map[string]any{}}); err != nil || call.IsError {
+		t.Errorf("acme's session after globex's attempt: %v %v", call, err)
+	}
+}
