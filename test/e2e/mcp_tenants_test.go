@@ -16,6 +16,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/harness"
 	"github.com/toolmesh/toolmesh/pkg/client"
+	"github.com/toolmesh/toolmesh/pkg/trust"
 )
 
 // bearerRT sends every request with a bearer token.
@@ -157,5 +158,79 @@ mcp_serve:
 	// acme's own session still works.
 	if call, err := acme.CallTool(ctx, &sdk.CallToolParams{Name: "show_context_acme", Arguments: map[string]any{}}); err != nil || call.IsError {
 		t.Errorf("acme's session after globex's attempt: %v %v", call, err)
+	}
+}
+
+// TestMCPServeMutualTLS: with mutual TLS on, the MCP endpoint is HTTPS with the
+// orchestrator's certificate; a client certificate of a tenant's identity opens a
+// session of that tenant, a client without one is refused (401), and one whose identity
+// trust.clients does not list is refused (403).
+func TestMCPServeMutualTLS(t *testing.T) {
+	addr, err := harness.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := "spiffe://" + trustDomain + "/client/dev"
+	m := startTLSMeshWith(t, tlsMeshConfig{script: "onecall.yaml",
+		workers: []string{"{id: spiffe://" + trustDomain + "/worker/math, groups: [math]}"},
+		clients: []string{dev},
+		extra:   fmt.Sprintf("tenants:\n  acme: {groups: [math], clients: [%s]}\nmcp_serve:\n  listen: %s\n", dev, addr)})
+	m.worker("math-1", "math", tlsArgs(m.pki.valid(t, "worker-math", "/worker/math"))...)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	m.waitWorker(ctx, "math-1", true)
+	endpoint := "https://" + addr + "/"
+	with := func(s *trust.Source, cert bool) *http.Client {
+		tc := s.ClientTLS(trust.Expect(m.orchID()))
+		tc.NextProtos = []string{"h2", "http/1.1"}
+		if !cert {
+			tc.GetClientCertificate = nil
+		}
+		return &http.Client{Transport: &http.Transport{TLSClientConfig: tc, ForceAttemptHTTP2: true}}
+	}
+	c := sdk.NewClient(&sdk.Implementation{Name: "e2e", Version: "v1"}, nil)
+	session, err := c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: endpoint, HTTPClient: with(m.client, true), MaxRetries: -1}, nil)
+	if err != nil {
+		m.dump()
+		t.Fatal(err)
+	}
+	defer func() { _ = session.Close() }()
+	text := func(r *sdk.CallToolResult) string {
+		var b strings.Builder
+		for _, x := range r.Content {
+			if tc, ok := x.(*sdk.TextContent); ok {
+				b.WriteString(tc.Text)
+			}
+		}
+		return b.String()
+	}
+	if res, err := session.CallTool(ctx, &sdk.CallToolParams{Name: "math", Arguments: map[string]any{}}); err != nil || res.IsError {
+		t.Fatalf("opening the math facade over HTTPS: %v %v", res, err)
+	}
+	if res, err := session.CallTool(ctx, &sdk.CallToolParams{Name: "add", Arguments: map[string]any{"a": 2, "b": 3}}); err != nil || text(res) != "5" {
+		t.Errorf("add over HTTPS: %v %v", res, err)
+	}
+
+	post := func(hc *http.Client) int {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("POST: %v", err)
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post(with(m.client, false)); code != http.StatusUnauthorized {
+		t.Errorf("no client certificate: HTTP %d, want 401", code)
+	}
+	other, err := trust.Load(m.pki.valid(t, "client-other", "/client/other"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if code := post(with(other, true)); code != http.StatusForbidden {
+		t.Errorf("an identity trust.clients does not list: HTTP %d, want 403", code)
 	}
 }
