@@ -1,10 +1,8 @@
 package schema
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"math"
 	"slices"
 	"strconv"
@@ -117,92 +115,268 @@ func compileProp(p map[string]json.RawMessage) (fastProp, bool) {
 
 var errNotFast = errors.New("not decided by the fast path")
 
+// fastArg is one argument the fast path read: its key and the canonical JSON of its
+// value.
+type fastArg struct {
+	key, val string
+}
+
 // validate returns the canonical form of input when it certainly satisfies the schema,
-// and errNotFast otherwise.
+// and errNotFast otherwise. It reads input in one pass, byte by byte, and allocates
+// little: the canonical form, and the decoded text of strings that hold escapes.
 func (f *fastSchema) validate(input string) (string, error) {
 	if !utf8.ValidString(input) {
 		return "", errNotFast
 	}
-	dec := json.NewDecoder(strings.NewReader(input))
-	dec.UseNumber()
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+	p := fastScanner{s: input}
+	p.space()
+	if !p.eat('{') {
 		return "", errNotFast
 	}
-	type arg struct {
-		key string
-		val string // canonical JSON of the value
+	var stack [8]fastArg
+	args := stack[:0]
+	p.space()
+	if !p.eat('}') {
+		for {
+			key, ok := p.str()
+			if !ok {
+				return "", errNotFast
+			}
+			for _, a := range args {
+				if a.key == key {
+					return "", errNotFast // duplicate key
+				}
+			}
+			p.space()
+			if !p.eat(':') {
+				return "", errNotFast
+			}
+			p.space()
+			prop, known := f.props[key]
+			if !known && f.closed {
+				return "", errNotFast
+			}
+			val, ok := p.value(prop, known)
+			if !ok {
+				return "", errNotFast
+			}
+			args = append(args, fastArg{key, val})
+			p.space()
+			if p.eat('}') {
+				break
+			}
+			if !p.eat(',') {
+				return "", errNotFast
+			}
+			p.space()
+		}
 	}
-	args := make([]arg, 0, len(f.props))
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return "", errNotFast
-		}
-		key, ok := tok.(string)
-		if !ok {
-			return "", errNotFast
-		}
-		for _, a := range args {
-			if a.key == key {
-				return "", errNotFast // duplicate key
-			}
-		}
-		tok, err = dec.Token()
-		if err != nil {
-			return "", errNotFast
-		}
-		prop, known := f.props[key]
-		if !known && f.closed {
-			return "", errNotFast
-		}
-		var val string
-		switch v := tok.(type) {
-		case string:
-			if known && (prop.typ != "string" || (prop.enum != nil && !prop.enum[v])) {
-				return "", errNotFast
-			}
-			val = jsontree.Quote(v)
-		case json.Number:
-			x, err := strconv.ParseFloat(string(v), 64)
-			if err != nil || math.IsInf(x, 0) {
-				return "", errNotFast
-			}
-			if known && !(prop.typ == "number" || (prop.typ == "integer" && x == math.Trunc(x))) {
-				return "", errNotFast
-			}
-			val = string(v)
-		case bool:
-			if known && prop.typ != "boolean" {
-				return "", errNotFast
-			}
-			val = strconv.FormatBool(v)
-		default: // null, or a nested object or array: the generic path decides
-			return "", errNotFast
-		}
-		args = append(args, arg{key, val})
-	}
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
-		return "", errNotFast
-	}
-	if _, err := dec.Token(); err != io.EOF {
+	p.space()
+	if p.i != len(p.s) {
 		return "", errNotFast // trailing data
 	}
 	for _, r := range f.required {
-		if !slices.ContainsFunc(args, func(a arg) bool { return a.key == r }) {
+		if !slices.ContainsFunc(args, func(a fastArg) bool { return a.key == r }) {
 			return "", errNotFast
 		}
 	}
-	slices.SortFunc(args, func(a, b arg) int { return strings.Compare(a.key, b.key) })
-	var b bytes.Buffer
+	// Insertion sort: a handful of arguments, and no allocation.
+	for i := 1; i < len(args); i++ {
+		for j := i; j > 0 && args[j].key < args[j-1].key; j-- {
+			args[j], args[j-1] = args[j-1], args[j]
+		}
+	}
+	n := 2
+	for _, a := range args {
+		n += len(a.key) + len(a.val) + 4
+	}
+	var b strings.Builder
+	b.Grow(n)
 	b.WriteByte('{')
 	for i, a := range args {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(jsontree.Quote(a.key))
+		writeQuoted(&b, a.key)
 		b.WriteByte(':')
 		b.WriteString(a.val)
 	}
 	b.WriteByte('}')
 	return b.String(), nil
+}
+
+// fastScanner reads the JSON of a flat object.
+type fastScanner struct {
+	s string
+	i int
+}
+
+// space skips JSON whitespace.
+func (p *fastScanner) space() {
+	for p.i < len(p.s) {
+		switch p.s[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+// eat consumes c if it is next.
+func (p *fastScanner) eat(c byte) bool {
+	if p.i < len(p.s) && p.s[p.i] == c {
+		p.i++
+		return true
+	}
+	return false
+}
+
+// str reads a string literal and returns its decoded text.
+func (p *fastScanner) str() (string, bool) {
+	lit, escaped, ok := p.literal()
+	if !ok {
+		return "", false
+	}
+	if !escaped {
+		return lit[1 : len(lit)-1], true
+	}
+	var v string
+	if json.Unmarshal([]byte(lit), &v) != nil {
+		return "", false
+	}
+	return v, true
+}
+
+// literal reads a string literal, quotes included, and says whether it holds escapes.
+func (p *fastScanner) literal() (lit string, escaped, ok bool) {
+	if !p.eat('"') {
+		return "", false, false
+	}
+	start := p.i - 1
+	for p.i < len(p.s) {
+		c := p.s[p.i]
+		switch {
+		case c == '"':
+			p.i++
+			return p.s[start:p.i], escaped, true
+		case c == '\\':
+			escaped = true
+			p.i += 2
+		case c < 0x20:
+			return "", false, false
+		default:
+			p.i++
+		}
+	}
+	return "", false, false
+}
+
+// value reads the value of an argument and returns its canonical JSON, checking it
+// against prop when the schema knows the argument.
+func (p *fastScanner) value(prop fastProp, known bool) (string, bool) {
+	if p.i >= len(p.s) {
+		return "", false
+	}
+	switch c := p.s[p.i]; {
+	case c == '"':
+		lit, escaped, ok := p.literal()
+		if !ok {
+			return "", false
+		}
+		v := lit[1 : len(lit)-1]
+		if escaped {
+			if json.Unmarshal([]byte(lit), &v) != nil {
+				return "", false
+			}
+		}
+		if known && (prop.typ != "string" || (prop.enum != nil && !prop.enum[v])) {
+			return "", false
+		}
+		if !escaped && !needsQuoting(v) {
+			return lit, true
+		}
+		return jsontree.Quote(v), true
+	case c == '-' || ('0' <= c && c <= '9'):
+		lit, ok := p.number()
+		if !ok {
+			return "", false
+		}
+		x, err := strconv.ParseFloat(lit, 64)
+		if err != nil || math.IsInf(x, 0) {
+			return "", false
+		}
+		if known && !(prop.typ == "number" || (prop.typ == "integer" && x == math.Trunc(x))) {
+			return "", false
+		}
+		return lit, true
+	case strings.HasPrefix(p.s[p.i:], "true"), strings.HasPrefix(p.s[p.i:], "false"):
+		lit := "true"
+		if c == 'f' {
+			lit = "false"
+		}
+		p.i += len(lit)
+		if known && prop.typ != "boolean" {
+			return "", false
+		}
+		return lit, true
+	}
+	return "", false // null, or a nested object or array: the generic path decides
+}
+
+// number reads a JSON number: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
+func (p *fastScanner) number() (string, bool) {
+	start := p.i
+	p.eat('-')
+	digits := func() int {
+		n := 0
+		for p.i < len(p.s) && '0' <= p.s[p.i] && p.s[p.i] <= '9' {
+			p.i++
+			n++
+		}
+		return n
+	}
+	switch {
+	case p.eat('0'):
+	case digits() == 0:
+		return "", false
+	}
+	if p.eat('.') && digits() == 0 {
+		return "", false
+	}
+	if p.eat('e') || p.eat('E') {
+		if !p.eat('+') {
+			p.eat('-')
+		}
+		if digits() == 0 {
+			return "", false
+		}
+	}
+	return p.s[start:p.i], true
+}
+
+// needsQuoting reports whether the JSON of s (valid UTF-8) is not just s in quotes: it
+// holds a quote, a backslash, a control character, or U+2028 or U+2029, which
+// jsontree.Quote escapes.
+func needsQuoting(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20, c == '"', c == '\\':
+			return true
+		case c == 0xe2 && i+2 < len(s) && s[i+1] == 0x80 && (s[i+2] == 0xa8 || s[i+2] == 0xa9):
+			return true
+		}
+	}
+	return false
+}
+
+// writeQuoted writes the JSON of s as jsontree.Quote would.
+func writeQuoted(b *strings.Builder, s string) {
+	if needsQuoting(s) {
+		b.WriteString(jsontree.Quote(s))
+		return
+	}
+	b.WriteByte('"')
+	b.WriteString(s)
+	b.WriteByte('"')
 }

@@ -22,7 +22,10 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/agentic"
 	"github.com/toolmesh/toolmesh/internal/builtin"
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/decorators"
+	"github.com/toolmesh/toolmesh/internal/llm"
+	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/internal/loop"
 	"github.com/toolmesh/toolmesh/internal/router"
 	"github.com/toolmesh/toolmesh/internal/run"
@@ -62,6 +65,10 @@ var wrappers = map[string][]func(tool.Tool) tool.Tool{
 		return builtin.WithDelay(time.Millisecond, []tool.Tool{t})[0]
 	}},
 	"internal/agentic.binding": {agentic.Chain},
+	"internal/run.grantedTool": {func(t tool.Tool) tool.Tool {
+		wrap, _ := tenantService().TenantView("acme")
+		return wrap(t)
+	}},
 	"internal/agentic.method": {func(t tool.Tool) tool.Tool {
 		b := agentic.NewBindings(func() []string { return []string{"T"} }, nil)
 		b.Offer(tool.Entry{TypeName: "T", JSON: []byte(`{}`)})
@@ -77,6 +84,23 @@ var wrappers = map[string][]func(tool.Tool) tool.Tool{
 		States: []agentic.State{{Name: "S", Tools: []agentic.StateTool{{Tool: "probe", TransitionsTo: "S"}}}}})},
 	"internal/agentic.globalTool": {agenticWrapper(agentic.Spec{Name: "a", Description: "A.", Kind: agentic.KindStateMachine, Initial: "S",
 		Tools: []string{"probe"}, States: []agentic.State{{Name: "S", Tools: []agentic.StateTool{{Tool: "other"}}}}})},
+}
+
+// tenantService is a run service whose tenant acme may use the math group: what wraps
+// the tools of acme's MCP sessions.
+func tenantService() *run.Service {
+	cfg := config.Default()
+	cfg.Tenants = map[string]config.Tenant{"acme": {Groups: []string{"math"}}}
+	model, err := scripted.New(scripted.Script{Name: "s", Rules: []scripted.Rule{{Reply: scripted.Reply{Text: "ok"}}}})
+	if err != nil {
+		panic(err)
+	}
+	s, err := run.New(run.Options{Router: router.New(router.Options{}), Providers: map[string]llm.Provider{"scripted": model},
+		DefaultProvider: "scripted", Config: cfg})
+	if err != nil {
+		panic(err)
+	}
+	return s
 }
 
 // agenticWrapper is the wrapper an agentic tool of spec puts around its sub-tool named

@@ -1,0 +1,54 @@
+package router
+
+import (
+	"context"
+	"testing"
+
+	"github.com/toolmesh/toolmesh/internal/builtin"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/internal/toolinternal"
+	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/toolctx"
+)
+
+// hopArguments and hopContext are the benchmark harness's: about 100 bytes of JSON and a
+// ToolCallContext of four keys.
+const hopArguments = `{"a": 12345.678901234567890123456789012345678901, "b": 98765.432109876543210987654321098765432109}`
+
+var hopContext = toolctx.MustOf(
+	"tenant_id", "acme-corp",
+	"user_id", "user-7f3c9a2e-5d41-4b8e-9c07-1a2b3c4d5e6f",
+	"request_id", "req-01HZX4Q7N8P9R2S3T4V5W6X7Y8",
+	"session_id", "sess-9b1d2f3e4a5c6b7d8e9f",
+)
+
+// BenchmarkHop is one call of the built-in add as the loop makes it (call info, a
+// four-key context, a dispatch record) through the router and gRPC on loopback to a
+// pkg/worker in this process, and back: both sides of the hop, allocations included.
+// -cpuprofile and -memprofile show where a hop's CPU goes.
+func BenchmarkHop(b *testing.B) {
+	add := builtin.MathOperations()[0]
+	w := startSDK(b, "w1", add)
+	r := newRouter(b, Options{})
+	mustRegister(b, r, sdkRegistration(w, add))
+	t, err := r.Tool("add")
+	if err != nil {
+		b.Fatal(err)
+	}
+	info := tool.CallInfo{RunID: "run_bench", LoopID: "loop_bench", CallID: "call_1"}
+	call := func() (tool.Result, error) {
+		ctx := toolcall.WithCallInfo(context.Background(), info)
+		ctx = toolctx.NewContext(ctx, hopContext)
+		ctx, _ = toolinternal.WithDispatch(ctx)
+		return t.Call(ctx, hopArguments)
+	}
+	if res, err := call(); err != nil || res.IsError() || res.Content != "111111.11101111112" {
+		b.Fatalf("add = %+v, %v", res, err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := call(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
