@@ -11,8 +11,11 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/toolmesh/toolmesh/internal/wire"
@@ -31,7 +34,60 @@ const (
 // entryOverhead is the per-entry cost counted on top of key and value, as HPACK does.
 const entryOverhead = 32
 
-var keyEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
+// keyEncoding is RFC 4648 base32 in lower case, unpadded: the form of context keys in
+// metadata keys, which gRPC requires in lower case.
+var keyEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// A process sees few distinct context keys (those its runs carry), and every call
+// carries them again: their metadata keys, and the context keys of metadata keys, are
+// kept once computed, up to maxCachedKeys of each, so that a call encodes and decodes
+// its keys without computing or allocating anything. Past the bound, keys are computed
+// every time: a stream of distinct keys costs time, not memory.
+const maxCachedKeys = 512
+
+// keyCache maps strings to strings, up to maxCachedKeys entries. Reads take no lock and
+// allocate nothing (the map is replaced, never changed); writes copy it, which the bound
+// keeps rare and cheap.
+type keyCache struct {
+	mu sync.Mutex
+	m  atomic.Pointer[map[string]string]
+}
+
+func (c *keyCache) get(k string) (string, bool) {
+	m := c.m.Load()
+	if m == nil {
+		return "", false
+	}
+	v, ok := (*m)[k]
+	return v, ok
+}
+
+func (c *keyCache) put(k, v string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.m.Load()
+	if old != nil {
+		if _, ok := (*old)[k]; ok || len(*old) >= maxCachedKeys {
+			return
+		}
+	}
+	m := make(map[string]string, 1+len(ptrMap(old)))
+	maps.Copy(m, ptrMap(old))
+	m[k] = v
+	c.m.Store(&m)
+}
+
+func ptrMap(m *map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	return *m
+}
+
+var (
+	mdKeys  keyCache // context key → metadata key
+	ctxKeys keyCache // canonical metadata key → context key
+)
 
 // ErrInvalid reports a context, or metadata, that cannot travel as a ToolCallContext.
 var ErrInvalid = errors.New("invalid tool call context")
@@ -80,7 +136,16 @@ func (cd Codec) max() int {
 
 // MetadataKey returns the metadata key that carries the context key key.
 func MetadataKey(key string) string {
-	return MetadataPrefix + strings.ToLower(keyEncoding.EncodeToString([]byte(key))) + MetadataSuffix
+	if mk, ok := mdKeys.get(key); ok {
+		return mk
+	}
+	b := make([]byte, len(MetadataPrefix)+keyEncoding.EncodedLen(len(key))+len(MetadataSuffix))
+	copy(b, MetadataPrefix)
+	keyEncoding.Encode(b[len(MetadataPrefix):], []byte(key))
+	copy(b[len(b)-len(MetadataSuffix):], MetadataSuffix)
+	mk := string(b)
+	mdKeys.put(key, mk)
+	return mk
 }
 
 func entrySize(mdKey, value string) int {
@@ -90,36 +155,32 @@ func entrySize(mdKey, value string) int {
 // Check validates c and its encoded size without encoding it: it fails exactly when
 // Encode fails.
 func (cd Codec) Check(c toolctx.Context) error {
-	_, err := cd.encode(c, false)
-	return err
+	return cd.encode(c, nil)
 }
 
-// encode checks c in one pass over its keys and, when build is set, returns its
-// metadata.
-func (cd Codec) encode(c toolctx.Context, build bool) (map[string][]string, error) {
-	var md map[string][]string
-	if build && !c.IsEmpty() {
-		md = make(map[string][]string, c.Len())
-	}
+// encode checks c in one pass over its entries and hands each entry's metadata key and
+// value to add, when set. The largest entry, which an error names, is the same whatever
+// the order of the pass: the larger, or of two as large the smaller key.
+func (cd Codec) encode(c toolctx.Context, add func(mdKey, value string)) error {
 	size, largest, largestSize := 0, "", -1
-	for k, v := range c.All() {
+	for k, v := range c.Unordered() {
 		if err := validEntry(k, v); err != nil {
-			return nil, err
+			return err
 		}
 		mk := MetadataKey(k)
 		n := entrySize(mk, v)
 		size += n
-		if n > largestSize {
+		if n > largestSize || (n == largestSize && k < largest) {
 			largest, largestSize = k, n
 		}
-		if md != nil {
-			md[mk] = []string{v}
+		if add != nil {
+			add(mk, v)
 		}
 	}
 	if size > cd.max() {
-		return nil, &TooLargeError{Size: size, Max: cd.max(), LargestKey: largest}
+		return &TooLargeError{Size: size, Max: cd.max(), LargestKey: largest}
 	}
-	return md, nil
+	return nil
 }
 
 func validEntry(k, v string) error {
@@ -137,7 +198,32 @@ func validEntry(k, v string) error {
 // Encode returns the metadata that carries c; toolctx.Empty gives a nil map (nothing to send).
 // Values are the raw value strings: gRPC base64-encodes "-bin" entries on the wire.
 func (cd Codec) Encode(c toolctx.Context) (map[string][]string, error) {
-	return cd.encode(c, true)
+	if c.IsEmpty() {
+		return nil, cd.encode(c, nil)
+	}
+	md := make(map[string][]string, c.Len())
+	vals := make([]string, 0, c.Len()) // one array behind every entry's slice
+	err := cd.encode(c, func(mk, v string) {
+		vals = append(vals, v)
+		md[mk] = vals[len(vals)-1 : len(vals) : len(vals)]
+	})
+	if err != nil {
+		return nil, err
+	}
+	return md, nil
+}
+
+// AppendPairs appends the metadata that carries c to kv as key, value, key, value...,
+// the form metadata.AppendToOutgoingContext takes; on an error kv comes back as it was.
+// It allocates at most kv's growth.
+func (cd Codec) AppendPairs(kv []string, c toolctx.Context) ([]string, error) {
+	n := len(kv)
+	kv = slices.Grow(kv, 2*c.Len())
+	err := cd.encode(c, func(mk, v string) { kv = append(kv, mk, v) })
+	if err != nil {
+		return kv[:n], err
+	}
+	return kv, nil
 }
 
 // Decode returns the context carried by md. It reads only keys of the form
@@ -145,19 +231,20 @@ func (cd Codec) Encode(c toolctx.Context) (map[string][]string, error) {
 // is not UTF-8, a key with other than one value, two metadata keys for one context
 // key, or a size over the limit is an error.
 func (cd Codec) Decode(md map[string][]string) (toolctx.Context, error) {
-	var mdKeys []string
+	var buf [16]string
+	keys := buf[:0]
 	for k := range md {
 		if isContextKey(k) {
-			mdKeys = append(mdKeys, k)
+			keys = append(keys, k)
 		}
 	}
-	if len(mdKeys) == 0 {
+	if len(keys) == 0 {
 		return toolctx.Empty, nil
 	}
-	slices.Sort(mdKeys) // the same metadata gives the same error
+	slices.Sort(keys) // the same metadata gives the same error
 
 	size, largest, largestSize := 0, "", -1
-	for _, k := range mdKeys {
+	for _, k := range keys {
 		n := len(k) + entryOverhead
 		for _, v := range md[k] {
 			n += base64.StdEncoding.EncodedLen(len(v))
@@ -174,8 +261,8 @@ func (cd Codec) Decode(md map[string][]string) (toolctx.Context, error) {
 		return toolctx.Empty, &TooLargeError{Size: size, Max: cd.max(), LargestKey: largest}
 	}
 
-	m := make(map[string]string, len(mdKeys))
-	for _, mk := range mdKeys {
+	m := make(map[string]string, len(keys))
+	for _, mk := range keys {
 		key, err := decodeKey(mk)
 		if err != nil {
 			return toolctx.Empty, err
@@ -203,14 +290,17 @@ func isContextKey(mdKey string) bool {
 // decodeKey returns the context key in a metadata key. It accepts only the form
 // MetadataKey produces, so that one context key has exactly one metadata key.
 func decodeKey(mdKey string) (string, error) {
+	if key, ok := ctxKeys.get(mdKey); ok {
+		return key, nil
+	}
 	enc := mdKey[len(MetadataPrefix) : len(mdKey)-len(MetadataSuffix)]
 	for _, r := range enc {
 		if (r < 'a' || r > 'z') && (r < '2' || r > '7') {
 			return "", fmt.Errorf("%w: metadata key %q: %q is not lowercase base32", ErrInvalid, mdKey, enc)
 		}
 	}
-	raw, err := keyEncoding.DecodeString(strings.ToUpper(enc))
-	if err != nil || strings.ToLower(keyEncoding.EncodeToString(raw)) != enc {
+	raw, err := keyEncoding.DecodeString(enc)
+	if err != nil || keyEncoding.EncodeToString(raw) != enc {
 		return "", fmt.Errorf("%w: metadata key %q: %q is not canonical unpadded base32", ErrInvalid, mdKey, enc)
 	}
 	key := string(raw)
@@ -220,5 +310,6 @@ func decodeKey(mdKey string) (string, error) {
 	case !utf8.ValidString(key):
 		return "", fmt.Errorf("%w: metadata key %q carries key %q, which is not valid UTF-8", ErrInvalid, mdKey, key)
 	}
+	ctxKeys.put(mdKey, key)
 	return key, nil
 }

@@ -199,17 +199,11 @@ func (r *Router) invokeFull(ctx context.Context, t *remoteTool, input string) (t
 	// The ToolCallContext leaves the orchestrator only through the group's converter, as
 	// metadata; the loop id travels in its own field, whatever the converter keeps.
 	out := r.opts.Converter(t.group).Convert(toolctx.FromContext(ctx).WithoutReserved())
-	md, err := r.opts.Codec.Encode(out)
+	kv, err := r.opts.Codec.AppendPairs(nil, out)
 	if err != nil {
 		return tool.ErrorWithCode(tool.CodeInvalidArguments, fmt.Sprintf("the call's context cannot be sent to group '%s': %v", t.group, err)), nil
 	}
-	if len(md) > 0 {
-		kv := make([]string, 0, 2*len(md))
-		for k, vs := range md {
-			for _, v := range vs {
-				kv = append(kv, k, v)
-			}
-		}
+	if len(kv) > 0 {
 		ctx = metadata.AppendToOutgoingContext(ctx, kv...)
 	}
 

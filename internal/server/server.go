@@ -144,7 +144,6 @@ func (s *Server) Shutdown(ctx context.Context) {
 	s.registry.closeAll()
 }
 
-
 // mcpGroups builds the groups MCP servers serve (groups.<role>.mcp), each with its
 // group's converter; none connects before a run asks for it.
 func mcpGroups(cfg config.Config, log *slog.Logger) (map[string]*mcp.Group, error) {

@@ -39,6 +39,9 @@ func (t *Telemetry) start(ctx context.Context, name string, kind trace.SpanKind,
 	return ctx, &opSpan{Span: s, start: time.Now()}
 }
 
+// noSpan is the span of a tool call when nothing is recorded: ending it ends nothing.
+var noSpan = trace.SpanFromContext(context.Background())
+
 // spanContext returns a context holding only s, for recording metrics with exemplars
 // without keeping the caller's context.
 func spanContext(s trace.Span) context.Context {
@@ -207,6 +210,9 @@ type ToolAttrs struct {
 
 // StartTool starts the span of one tool execution: "execute_tool {name}", kind INTERNAL.
 func (t *Telemetry) StartTool(ctx context.Context, a ToolAttrs) (context.Context, trace.Span) {
+	if t.Off() {
+		return ctx, noSpan
+	}
 	typ := a.Type
 	if typ == "" {
 		typ = ToolTypeFunction
@@ -316,7 +322,11 @@ func (t *Telemetry) ToolsChanged(ctx context.Context, added, removed []string) {
 // ReplicaChosen records on the span in ctx (the call's execute_tool span) which replica
 // the router picked for attempt number attempt (1 for the first).
 func (t *Telemetry) ReplicaChosen(ctx context.Context, workerID string, attempt int) {
-	trace.SpanFromContext(ctx).AddEvent(EventReplicaChosen, trace.WithAttributes(
+	s := trace.SpanFromContext(ctx)
+	if !s.IsRecording() {
+		return
+	}
+	s.AddEvent(EventReplicaChosen, trace.WithAttributes(
 		KeyWorkerID.String(workerID),
 		KeyAttempt.Int(attempt),
 	))

@@ -287,3 +287,31 @@ func TestNilAndZeroTelemetry(t *testing.T) {
 		})
 	}
 }
+
+// A Telemetry over no-op providers is Off: a tool call's span is no span (the context
+// comes back as it was, and ending the span ends nothing, not the caller's span).
+func TestOffTelemetry(t *testing.T) {
+	off, err := telemetry.FromProviders(nil, nil, telemetry.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var none *telemetry.Telemetry
+	if !off.Off() || !none.Off() {
+		t.Fatalf("Off: no-op providers %v, nil %v; want both", off.Off(), none.Off())
+	}
+	rec := telemetrytest.New(t, telemetry.Options{})
+	if rec.Off() {
+		t.Fatal("a recording Telemetry is Off")
+	}
+	ctx, run := rec.StartRun(context.Background(), telemetry.RunAttrs{RunID: "r"})
+	tctx, span := off.StartTool(ctx, telemetry.ToolAttrs{Name: "t"})
+	if tctx != ctx || span.IsRecording() {
+		t.Errorf("StartTool when off: a new context %v, a recording span %v", tctx != ctx, span.IsRecording())
+	}
+	off.ReplicaChosen(tctx, "w", 1)
+	off.EndTool(span, telemetry.ToolResult{ErrorType: "FAILED"})
+	if !trace.SpanFromContext(ctx).IsRecording() {
+		t.Error("ending the tool's span ended the run's")
+	}
+	rec.EndRun(run, telemetry.RunResult{})
+}

@@ -35,13 +35,16 @@ type Options struct {
 // toolmesh records with. A nil *Telemetry is valid and records nothing, so call sites
 // need no nil checks.
 type Telemetry struct {
-	tp       trace.TracerProvider
-	mp       metric.MeterProvider
-	tracer   trace.Tracer
-	meter    metric.Meter
-	inst     *instruments
-	capture  bool
-	allow    []string // sorted
+	tp      trace.TracerProvider
+	mp      metric.MeterProvider
+	tracer  trace.Tracer
+	meter   metric.Meter
+	inst    *instruments
+	capture bool
+	allow   []string // sorted
+	// off: both providers are no-ops, so nothing is recorded and the hot paths skip
+	// building spans and attributes.
+	off      bool
 	replicas atomic.Pointer[func() map[string]int64]
 }
 
@@ -56,7 +59,10 @@ func FromProviders(tp trace.TracerProvider, mp metric.MeterProvider, opts Option
 	if mp == nil {
 		mp = metricnoop.NewMeterProvider()
 	}
+	_, noTraces := tp.(tracenoop.TracerProvider)
+	_, noMetrics := mp.(metricnoop.MeterProvider)
 	t := &Telemetry{
+		off:     noTraces && noMetrics,
 		tp:      tp,
 		mp:      mp,
 		tracer:  tp.Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL)),
@@ -72,6 +78,10 @@ func FromProviders(tp trace.TracerProvider, mp metric.MeterProvider, opts Option
 	t.inst = inst
 	return t, nil
 }
+
+// Off reports whether nothing is recorded: a nil Telemetry, or one over no-op
+// providers.
+func (t *Telemetry) Off() bool { return t == nil || t.off }
 
 // TracerProvider is the provider toolmesh's spans come from; a no-op one for a nil
 // Telemetry.
