@@ -462,15 +462,21 @@ func (l *state) runBatch(ctx context.Context, iter int, calls []llm.ToolCall) ([
 	if sh := l.opts.Budget.Shared; sh != nil {
 		sh.addActions(len(jobs)) // before the calls run: a nested loop they start counts them
 	}
-	g := &errgroup.Group{}
-	g.SetLimit(l.opts.MaxParallel)
-	for _, j := range jobs {
-		g.Go(func() error {
-			outcomes[j.i] = l.call(ctx, iter, outcomes[j.i].call, j.t, j.args)
-			return nil
-		})
+	if len(jobs) == 1 {
+		// One call: it runs in this goroutine, without the handoff to another and back.
+		j := jobs[0]
+		outcomes[j.i] = l.call(ctx, iter, outcomes[j.i].call, j.t, j.args)
+	} else {
+		g := &errgroup.Group{}
+		g.SetLimit(l.opts.MaxParallel)
+		for _, j := range jobs {
+			g.Go(func() error {
+				outcomes[j.i] = l.call(ctx, iter, outcomes[j.i].call, j.t, j.args)
+				return nil
+			})
+		}
+		_ = g.Wait()
 	}
-	_ = g.Wait()
 	l.calls += len(jobs)
 	if sig := winningSignal(outcomes); sig != nil {
 		return nil, sig

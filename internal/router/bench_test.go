@@ -65,9 +65,9 @@ func BenchmarkPick(b *testing.B) {
 }
 
 func BenchmarkTool(b *testing.B) {
-	for _, n := range []int{10, 1000} {
+	for _, n := range []int{10, 1000, 10000, 100000} {
 		b.Run(fmt.Sprintf("tools=%d", n), func(b *testing.B) {
-			r := newRouter(b, Options{})
+			r := newRouter(b, Options{Limits: Limits{MaxTools: n, MaxWorkers: n / 100}})
 			names := make([]string, n)
 			const perWorker = 100
 			for w := 0; w*perWorker < n; w++ {

@@ -302,11 +302,22 @@ func (p *fastScanner) value(prop fastProp, known bool) (string, bool) {
 		if !ok {
 			return "", false
 		}
+		if known && prop.typ != "number" && prop.typ != "integer" {
+			return "", false
+		}
+		if plainInteger(lit) {
+			return lit, true // finite, and an integer
+		}
+		if !known || prop.typ == "number" {
+			if finiteDecimal(lit) {
+				return lit, true
+			}
+		}
 		x, err := strconv.ParseFloat(lit, 64)
 		if err != nil || math.IsInf(x, 0) {
 			return "", false
 		}
-		if known && !(prop.typ == "number" || (prop.typ == "integer" && x == math.Trunc(x))) {
+		if known && prop.typ == "integer" && x != math.Trunc(x) {
 			return "", false
 		}
 		return lit, true
@@ -322,6 +333,28 @@ func (p *fastScanner) value(prop fastProp, known bool) (string, bool) {
 		return lit, true
 	}
 	return "", false // null, or a nested object or array: the generic path decides
+}
+
+// maxFiniteDigits is how many integer digits a number may have and be finite as a
+// float64 whatever they are: 10^308 - 1 < 1.797e308.
+const maxFiniteDigits = 308
+
+// plainInteger reports whether lit, a JSON number, has no fraction and no exponent and
+// few enough digits to be a finite float64: then it is an integer, with no need to parse.
+func plainInteger(lit string) bool {
+	digits := strings.TrimPrefix(lit, "-")
+	return len(digits) <= maxFiniteDigits && !strings.ContainsAny(digits, ".eE")
+}
+
+// finiteDecimal reports whether lit, a JSON number, has no exponent and few enough
+// integer digits to be a finite float64, with no need to parse it.
+func finiteDecimal(lit string) bool {
+	digits := strings.TrimPrefix(lit, "-")
+	if strings.ContainsAny(digits, "eE") {
+		return false
+	}
+	whole, _, _ := strings.Cut(digits, ".")
+	return len(whole) <= maxFiniteDigits
 }
 
 // number reads a JSON number: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?

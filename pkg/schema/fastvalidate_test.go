@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -20,6 +21,11 @@ func TestFastPathAgreesWithGeneric(t *testing.T) {
 		`{"a":1,"a":2,"b":3}`, `{"a":1,"b":2} x`, `{"a":null,"b":2}`, `{"a":[1],"b":2}`, `{"a":1e999,"b":1}`,
 		`{"q":"x"}`, `{"q":"z"}`, `{"q":"é","n":3,"f":true}`, `{"q":"x","n":3.5}`, `{"q":"x","n":4.0}`, `{"q":"x","extra":"\u003c\n"}`,
 		`{}`, `{"text":"line\r\nbreak \"quoted\" <tag> \\ ✓"}`, `{"text":"\xff"}`, `[]`, `"x"`, ``, `{`,
+		// Numbers the fast path decides without parsing, and those it must parse.
+		`{"a":1e308,"b":2}`, `{"a":1.7976931348623157e309,"b":1}`, `{"a":-0,"b":0.0}`, `{"a":12345.678901234567890123456789,"b":-98765.4321e-3}`,
+		`{"a":` + strings.Repeat("9", 308) + `,"b":1}`, `{"a":` + strings.Repeat("9", 309) + `,"b":1}`, `{"a":` + strings.Repeat("9", 400) + `.5,"b":1}`,
+		`{"q":"x","n":1e2}`, `{"q":"x","n":10.5e1}`, `{"q":"x","n":-7}`, `{"q":"x","n":` + strings.Repeat("1", 320) + `}`, `{"q":"x","n":01}`, `{"q":"x","n":1.}`,
+		`{"q":"x","extra":` + strings.Repeat("9", 400) + `}`, `{"q":"x","extra":2.5E+3}`,
 	}
 	for _, js := range flatSchemas {
 		s, err := FromJSON([]byte(js))
