@@ -200,8 +200,7 @@ help: ## List targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
 .PHONY: bench
-bench: build $(MCP_EVERYTHING) ## Benchmark harness, a few minutes: writes bench/results/latest.md and latest.json.
-	go build -o bin/ ./bench/cmd/rawadd ./bench/cmd/mcpadd ./bench/cmd/flood
+bench: build bench-peers $(MCP_EVERYTHING) ## Benchmark harness, a few minutes: writes bench/results/latest.md and latest.json.
 	TOOLMESH_BIN=$(abspath bin) TOOLMESH_MCP_EVERYTHING=$(MCP_EVERYTHING) go run ./bench/cmd/benchrun -out bench/results
 
 .PHONY: soak
@@ -212,9 +211,13 @@ soak: build $(PG_STAMP) ## The chaos soak for SOAK_DURATION (default 10m), 10^5 
 		go test -count=1 -timeout 30m -run TestTenantIsolationUnderFaults -v ./test/e2e
 	TOOLMESH_CRASH_CYCLES=100 go test -count=1 -timeout 30m -run 'Crash|TestPostgres' ./internal/runlog
 
+.PHONY: bench-peers
+bench-peers: ## The benchmark's peer programs: raw gRPC, MCP SDK, flood, toolmesh's loop, and eino's (bench/peers/eino, a module of its own).
+	go build -o bin/ ./bench/cmd/rawadd ./bench/cmd/mcpadd ./bench/cmd/flood ./bench/cmd/looppeer
+	cd bench/peers/eino && go build -o $(abspath bin)/einoloop .
+
 .PHONY: bench-quick
-bench-quick: build $(MCP_EVERYTHING) ## The benchmark harness in its quick configuration, under a minute.
-	go build -o bin/ ./bench/cmd/rawadd ./bench/cmd/mcpadd ./bench/cmd/flood
+bench-quick: build bench-peers $(MCP_EVERYTHING) ## The benchmark harness in its quick configuration, under a minute.
 	TOOLMESH_BIN=$(abspath bin) TOOLMESH_MCP_EVERYTHING=$(MCP_EVERYTHING) go run ./bench/cmd/benchrun -quick -out bench/results
 
 # The packages with testing.B benchmarks in their tests.

@@ -42,11 +42,18 @@ func smokeBins(t *testing.T) Bins {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/rawadd", "./cmd/mcpadd", "./cmd/flood")
+	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/rawadd", "./cmd/mcpadd", "./cmd/flood", "./cmd/looppeer")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build the peer servers: %v\n%s", err, out)
 	}
-	b.RawAdd, b.MCPAdd, b.Flood = filepath.Join(dir, "rawadd"), filepath.Join(dir, "mcpadd"), filepath.Join(dir, "flood")
+	// The eino peer is a module of its own.
+	cmd = exec.Command("go", "build", "-o", filepath.Join(dir, "einoloop"), ".")
+	cmd.Dir = filepath.Join("peers", "eino")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build the eino peer: %v\n%s", err, out)
+	}
+	b.RawAdd, b.MCPAdd, b.Flood, b.LoopPeer, b.Eino = filepath.Join(dir, "rawadd"), filepath.Join(dir, "mcpadd"), filepath.Join(dir, "flood"),
+		filepath.Join(dir, "looppeer"), filepath.Join(dir, "einoloop")
 	b.Everything = os.Getenv("TOOLMESH_MCP_EVERYTHING")
 	return b
 }
@@ -90,8 +97,16 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("goal %s missed without a why and a fix", g.ID)
 		}
 	}
-	if len(rep.Goals) != 13 {
-		t.Errorf("got %d goals, want 13", len(rep.Goals))
+	// Thirteen, and the two of the loop against eino; no routing goal (the smoke tables
+	// are small).
+	if len(rep.Goals) != 15 {
+		t.Errorf("got %d goals, want 15", len(rep.Goals))
+	}
+	if pr := rep.Peers.Rounds; len(pr) != 1 || pr[0].Toolmesh.Runs == 0 || pr[0].Eino.Runs == 0 || !(pr[0].P50Ratio > 0) || !(pr[0].ThroughputRatio > 0) {
+		t.Errorf("loop peers: %+v", pr)
+	}
+	if f := rep.Facades10k; f.Domains != 10 || f.Facades != 100 || !(f.Ratio > rep.Facades10kFlat.Ratio) {
+		t.Errorf("facades at 10,000 tools: %+v, side by side %+v", f, rep.Facades10kFlat)
 	}
 	if tr := rep.Tenants.Rounds; len(tr) != 1 || tr[0].Alone.Calls == 0 || tr[0].Flooded.Calls == 0 || tr[0].Flood.Refused == 0 || tr[0].Flood.BigRefused == 0 || tr[0].Flood.HistoryRefused == 0 ||
 		tr[0].Hostile.Calls == 0 || tr[0].HostileFlood.Refused <= tr[0].Flood.Refused {
@@ -208,6 +223,8 @@ func TestExplainEveryGoal(t *testing.T) {
 	rep.Routing = []RoutingRow{{Tools: 10, NsPerOp: 60, HotNsPerOp: 50}, {Tools: 10000, NsPerOp: 300, HotNsPerOp: 52}}
 	rep.Components = []ComponentResult{{ID: "validate", Us: 7}, {ID: "typed-add", Us: 9}, {ID: "json-add", Us: 1}}
 	rep.Facades = FacadeResult{Facades: 10, ToolsPerFacade: 100, BytesWith: 12000, BytesWithout: 360000, Ratio: 30}
+	rep.Facades10k = FacadeResult{Facades: 100, ToolsPerFacade: 100, Domains: 10, BytesWith: 12000, BytesWithout: 3600000, Ratio: 300}
+	rep.Peers.Rounds = []peerRound{{Toolmesh: loopMeasurement{Runs: 10, P50us: 100, PerSecond: 1000}, Eino: loopMeasurement{Runs: 10, P50us: 100, PerSecond: 1000}, P50Ratio: 1, ThroughputRatio: 1}}
 	rep.Loop.ModelRounds = []float64{9}
 	rep.Loop.EventsPerRun = 33
 	rep.computeLoop(Quick())

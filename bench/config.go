@@ -30,6 +30,10 @@ type Bins struct {
 	RawAdd       string // bench/cmd/rawadd
 	MCPAdd       string // bench/cmd/mcpadd
 	Flood        string // bench/cmd/flood
+	LoopPeer     string // bench/cmd/looppeer
+	// Eino is bin/einoloop, built from bench/peers/eino (a module of its own); empty: the
+	// loop comparison with eino is left out.
+	Eino string
 	// Everything is the mcp-server-everything command of @modelcontextprotocol/server-everything
 	// (npm), from $TOOLMESH_MCP_EVERYTHING; make bench installs it. Empty: the
 	// mcp-everything variant is left out.
@@ -45,7 +49,7 @@ func FindBins() (Bins, error) {
 	for _, x := range []struct {
 		name string
 		dst  *string
-	}{{"orchestrator", &b.Orchestrator}, {"toolworker", &b.Toolworker}, {"rawadd", &b.RawAdd}, {"mcpadd", &b.MCPAdd}, {"flood", &b.Flood}} {
+	}{{"orchestrator", &b.Orchestrator}, {"toolworker", &b.Toolworker}, {"rawadd", &b.RawAdd}, {"mcpadd", &b.MCPAdd}, {"flood", &b.Flood}, {"looppeer", &b.LoopPeer}} {
 		p, err := harness.Bin(x.name)
 		if err != nil {
 			errs = append(errs, err)
@@ -54,7 +58,10 @@ func FindBins() (Bins, error) {
 		*x.dst = p
 	}
 	if err := errors.Join(errs...); err != nil {
-		return b, fmt.Errorf("%w (make bench builds all five into bin/)", err)
+		return b, fmt.Errorf("%w (make bench builds them all into bin/)", err)
+	}
+	if p, err := harness.Bin("einoloop"); err == nil {
+		b.Eino = p
 	}
 	b.Everything = os.Getenv("TOOLMESH_MCP_EVERYTHING")
 	return b, nil
@@ -88,8 +95,10 @@ type Config struct {
 	ScaleSizes []int
 	// LookupTime bounds the lookups timed per size and round.
 	LookupTime time.Duration
-	// RegisterWorkers is the number of fake workers that register at once.
-	RegisterWorkers int
+	// RegisterWorkers is the number of fake workers that register at once;
+	// RegisterWorkersLarge the number that register at once in the first round (0: none).
+	RegisterWorkers      int
+	RegisterWorkersLarge int
 	// ProfileTime is how long a variant whose toolmesh goal was missed is profiled.
 	// Zero turns the automatic profiles off.
 	ProfileTime time.Duration
@@ -104,44 +113,46 @@ type Config struct {
 // Full is the configuration of make bench: a few minutes on two cores.
 func Full() Config {
 	return Config{
-		Mode:            "full",
-		Rounds:          5,
-		Warmup:          200,
-		LatencyCalls:    3000,
-		LatencyTime:     800 * time.Millisecond,
-		LatencySlices:   10,
-		Concurrency:     32,
-		ThroughputTime:  time.Second,
-		ThroughputCalls: 500_000,
-		LoopToolCalls:   10,
-		OpenRuns:        1000,
-		RSSRounds:       3,
-		ScaleSizes:      []int{10, 100, 1000, 10000},
-		LookupTime:      200 * time.Millisecond,
-		RegisterWorkers: 100,
-		ProfileTime:     3 * time.Second,
+		Mode:                 "full",
+		Rounds:               5,
+		Warmup:               200,
+		LatencyCalls:         3000,
+		LatencyTime:          800 * time.Millisecond,
+		LatencySlices:        10,
+		Concurrency:          32,
+		ThroughputTime:       time.Second,
+		ThroughputCalls:      500_000,
+		LoopToolCalls:        10,
+		OpenRuns:             1000,
+		RSSRounds:            3,
+		ScaleSizes:           []int{10, 100, 1000, 10000, 100000},
+		LookupTime:           200 * time.Millisecond,
+		RegisterWorkers:      100,
+		RegisterWorkersLarge: 1000,
+		ProfileTime:          3 * time.Second,
 	}
 }
 
 // Quick is the configuration of make bench-quick: under a minute.
 func Quick() Config {
 	return Config{
-		Mode:            "quick",
-		Rounds:          3,
-		Warmup:          50,
-		LatencyCalls:    800,
-		LatencyTime:     200 * time.Millisecond,
-		LatencySlices:   5,
-		Concurrency:     32,
-		ThroughputTime:  250 * time.Millisecond,
-		ThroughputCalls: 200_000,
-		LoopToolCalls:   10,
-		OpenRuns:        1000,
-		RSSRounds:       1,
-		ScaleSizes:      []int{10, 100, 1000, 10000},
-		LookupTime:      40 * time.Millisecond,
-		RegisterWorkers: 100,
-		ProfileTime:     2 * time.Second,
+		Mode:                 "quick",
+		Rounds:               3,
+		Warmup:               50,
+		LatencyCalls:         800,
+		LatencyTime:          200 * time.Millisecond,
+		LatencySlices:        5,
+		Concurrency:          32,
+		ThroughputTime:       250 * time.Millisecond,
+		ThroughputCalls:      200_000,
+		LoopToolCalls:        10,
+		OpenRuns:             1000,
+		RSSRounds:            1,
+		ScaleSizes:           []int{10, 100, 1000, 10000, 100000},
+		LookupTime:           40 * time.Millisecond,
+		RegisterWorkers:      100,
+		RegisterWorkersLarge: 1000,
+		ProfileTime:          2 * time.Second,
 	}
 }
 

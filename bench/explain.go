@@ -136,17 +136,34 @@ func (r *Report) explain(g *Goal) explanation {
 			"look at a heap profile of an orchestrator holding runs open (go tool pprof -sample_index=inuse_space) and shrink what each run holds while it waits for the model.",
 			fmt.Sprintf("%s per open run: goroutine stacks, HTTP/2 stream state and the run record", g.Measured),
 			"shrink what a waiting run holds, guided by a heap profile of an orchestrator holding runs open"}
-	case "routing-flat":
-		why = "the random-name lookup grows with the table while the same-name lookup does not"
-		brief := why
-		if n := len(r.Routing); n >= 2 {
-			brief = fmt.Sprintf("lookups by random name grow from %.0f to %.0f ns while one name looked up again and again stays at %.0f to %.0f ns: cache misses, not the map's algorithm",
-				r.Routing[0].NsPerOp, r.Routing[n-1].NsPerOp, r.Routing[0].HotNsPerOp, r.Routing[n-1].HotNsPerOp)
-			why = fmt.Sprintf("the random-name lookup grows from %.0f to %.0f ns while looking one name up again and again goes from %.0f to %.0f ns only: the map's algorithm is flat (a larger Go map adds one indirection); the growth is cache misses on a working set of %s entries (the map's groups and the entry with its stub).",
-				r.Routing[0].NsPerOp, r.Routing[n-1].NsPerOp, r.Routing[0].HotNsPerOp, r.Routing[n-1].HotNsPerOp, integer(r.Routing[n-1].Tools))
+	case "routing-10k", "routing-100k":
+		var row RoutingRow
+		for _, x := range r.Routing {
+			if fmt.Sprintf("routing-%dk", x.Tools/1000) == g.ID {
+				row = x
+			}
 		}
-		return explanation{why, "router.Tool already returns the one stub made with each entry; what remains is the cache footprint of the map and the entries, which a denser table (names interned, entries in one slice) would shrink.",
-			brief, "a denser table (names interned, entries in one slice) would shrink the working set"}
+		brief := fmt.Sprintf("a lookup by a random name takes %.0f ns in a table of %s tools, and %.0f ns when one name is looked up again and again: cache and TLB misses on the table's working set, not the map's algorithm",
+			row.NsPerOp, integer(row.Tools), row.HotNsPerOp)
+		why = brief + ": the map's groups, the name's bytes and the entry each cost a miss once the table outgrows the caches (the harness's own names, read in random order, add theirs)."
+		return explanation{why, "a denser table: names interned next to their hashes in one array, the stubs in another, so that a lookup touches two cache lines; and huge pages for it.",
+			brief, "a denser table (names interned beside their hashes, stubs in one array)"}
+	case "facades-10k":
+		f := r.Facades10k
+		return explanation{fmt.Sprintf("the first request offers the %d parent facades as %s bytes against %s bytes for the %s tools flat.",
+			f.Domains, integer(f.BytesWith), integer(f.BytesWithout), integer(f.Facades*f.ToolsPerFacade)),
+			"shorter facade descriptions, or fewer parents.", fmt.Sprintf("the %d parents take %s bytes", f.Domains, integer(f.BytesWith)), "shorter facade descriptions"}
+	case "loop-vs-eino-p50", "loop-vs-eino-throughput":
+		p := r.Peers
+		var tm, ei []float64
+		var tt, et []float64
+		for _, x := range p.Rounds {
+			tm, ei = append(tm, x.Toolmesh.P50us), append(ei, x.Eino.P50us)
+			tt, et = append(tt, x.Toolmesh.PerSecond), append(et, x.Eino.PerSecond)
+		}
+		brief := fmt.Sprintf("toolmesh's loop p50 %s and %s runs/s against eino's %s and %s runs/s", dur(median(tm)), count(median(tt)), dur(median(ei)), count(median(et)))
+		return explanation{brief + ": the loop's own CPU per turn (the request it builds, the arguments it validates, the events it emits).",
+			"profile bench/cmd/looppeer (-cpuprofile) and cut the work of a turn.", brief, "cut the loop's work per turn, guided by looppeer's profile"}
 	case "facades-smaller":
 		f := r.Facades
 		return explanation{fmt.Sprintf("the first request offers the %d facades as %s bytes against %s bytes for the %d tools flat: each facade's description and schema cost about %s bytes.",

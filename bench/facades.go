@@ -17,9 +17,13 @@ import (
 // with the unfolding strategy over them once flat and once grouped into facades
 // (tool.Of), and returns the tool definitions of the model's first request in each case
 // as specsJSON writes them. The report gives the ratio of the two lengths.
-func firstRequestTools(ctx context.Context, facades, toolsPerFacade int) (withFacades, withoutFacades []byte, err error) {
-	if facades <= 0 || toolsPerFacade <= 0 {
-		return nil, nil, errors.New("bench: firstRequestTools needs at least one facade and one tool per facade")
+//
+// With domains > 0 the facades are themselves grouped, domains of them under each of
+// facades/domains parent facades (a two-level tree, as a catalogue of thousands of tools
+// is organised): the first request then carries the parents alone.
+func firstRequestTools(ctx context.Context, facades, toolsPerFacade, domains int) (withFacades, withoutFacades []byte, err error) {
+	if facades <= 0 || toolsPerFacade <= 0 || domains < 0 || (domains > 0 && facades%domains != 0) {
+		return nil, nil, errors.New("bench: firstRequestTools needs at least one facade, one tool per facade, and domains that divide the facades")
 	}
 	var flat, folded []tool.Tool
 	for f := range facades {
@@ -34,6 +38,18 @@ func firstRequestTools(ctx context.Context, facades, toolsPerFacade int) (withFa
 			children,
 			tool.UsageNotes("Look a record up before you change it."),
 		))
+	}
+	if domains > 0 {
+		per := facades / domains
+		var parents []tool.Tool
+		for d := range domains {
+			parents = append(parents, tool.Of(
+				fmt.Sprintf("domain_%02d", d),
+				fmt.Sprintf("The services of domain %d (%d services of %d tools each). Call this tool to see them.", d, per, toolsPerFacade),
+				folded[d*per:(d+1)*per],
+			))
+		}
+		folded = parents
 	}
 	if withFacades, err = offeredFirst(ctx, folded); err != nil {
 		return nil, nil, err

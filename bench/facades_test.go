@@ -9,7 +9,7 @@ import (
 // 1,000 tools, flat and in 10 facades of 100. It is a size, not a timing, so the goal
 // (at least 50 times smaller) is asserted here as well as reported.
 func TestFirstRequestTools(t *testing.T) {
-	folded, flat, err := firstRequestTools(t.Context(), 10, 100)
+	folded, flat, err := firstRequestTools(t.Context(), 10, 100, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +36,33 @@ func TestFirstRequestTools(t *testing.T) {
 	if ratio < 50 {
 		t.Errorf("facades make the first request only %.1fx smaller, want at least 50x", ratio)
 	}
-	if _, _, err := firstRequestTools(t.Context(), 0, 1); err == nil {
+	if _, _, err := firstRequestTools(t.Context(), 0, 1, 0); err == nil {
 		t.Error("no facades: want an error")
+	}
+}
+
+// TestFirstRequestTools10k: 10,000 tools in 100 facades of 100, grouped under 10 parent
+// facades: the first request carries the 10 parents, at least 500 times fewer bytes
+// than the 10,000 tools flat. A size, not a timing.
+func TestFirstRequestTools10k(t *testing.T) {
+	folded, flat, err := firstRequestTools(t.Context(), 100, 100, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var foldedSpecs, flatSpecs []map[string]any
+	if err := json.Unmarshal(folded, &foldedSpecs); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(flat, &flatSpecs); err != nil {
+		t.Fatal(err)
+	}
+	if len(foldedSpecs) != 10 || len(flatSpecs) != 10000 {
+		t.Fatalf("got %d and %d tool definitions, want 10 and 10000", len(foldedSpecs), len(flatSpecs))
+	}
+	if ratio := float64(len(flat)) / float64(len(folded)); ratio < 500 {
+		t.Errorf("nested facades make the first request only %.1fx smaller, want at least 500x", ratio)
+	}
+	if _, _, err := firstRequestTools(t.Context(), 10, 1, 3); err == nil {
+		t.Error("domains that do not divide the facades: want an error")
 	}
 }

@@ -223,6 +223,19 @@ func (r *Report) Markdown() string {
 		p("| **ratio** | **%.0f×** | |", f.Ratio)
 		p("")
 	}
+	if f, flat := r.Facades10k, r.Facades10kFlat; f.BytesWith > 0 {
+		p("The same at %s tools: %d facades of %d, offered side by side and under %d parent facades of %d each (the tree a catalogue of thousands of tools is organised as):",
+			integer(f.Facades*f.ToolsPerFacade), f.Facades, f.ToolsPerFacade, f.Domains, f.Facades/max(1, f.Domains))
+		p("")
+		p("| offered as | bytes | ≈ tokens | vs flat |")
+		p("|---|---:|---:|---:|")
+		p("| %d parent facades | %s | %s | **%.0f×** |", f.Domains, integer(f.BytesWith), integer(f.TokensWith), f.Ratio)
+		if flat.BytesWith > 0 {
+			p("| %d facades side by side | %s | %s | %.0f× |", flat.Facades, integer(flat.BytesWith), integer(flat.TokensWith), flat.Ratio)
+		}
+		p("| %s tools, flat | %s | %s | |", integer(f.Facades*f.ToolsPerFacade), integer(f.BytesWithout), integer(f.TokensWithout))
+		p("")
+	}
 	g := r.Registration
 	p("Registration: %d fake workers, each on its own connection, register the built-in math group (one facade over ten operations) at the same moment with a fresh in-process core:", g.Workers)
 	p("")
@@ -231,7 +244,26 @@ func (r *Report) Markdown() string {
 	p("| all %d registered (start to last acknowledgement) | %.1f ms |", g.Workers, g.TotalMs)
 	p("| one worker: dial, stream, register, ack (p50) | %.1f ms |", g.P50Ms)
 	p("| slowest worker | %.1f ms |", g.MaxMs)
+	if l := r.RegistrationLarge; l.Workers > 0 {
+		p("| all %d registered at once (measured in the first round) | %.1f ms |", l.Workers, l.TotalMs)
+		p("| one of the %d (p50) / the slowest | %.1f / %.1f ms |", l.Workers, l.P50Ms, l.MaxMs)
+	}
 	p("")
+
+	if pr := r.Peers; len(pr.Rounds) > 0 {
+		p("## The loop against eino")
+		p("")
+		p("toolmesh's loop (`bench/cmd/looppeer`) and cloudwego/eino's ReAct agent (`bench/peers/eino`, a module of its own): %s.", pr.Method)
+		p("")
+		p("| round | toolmesh p50 | eino p50 | p50 ratio | toolmesh runs/s | eino runs/s | throughput ratio | allocs per run, toolmesh / eino |")
+		p("|---|---:|---:|---:|---:|---:|---:|---:|")
+		for i, x := range pr.Rounds {
+			p("| %d | %s | %s | %.2f× | %s | %s | %.2f× | %.0f / %.0f |", i+1, dur(x.Toolmesh.P50us), dur(x.Eino.P50us), x.P50Ratio,
+				count(x.Toolmesh.PerSecond), count(x.Eino.PerSecond), x.ThroughputRatio, x.Toolmesh.AllocsPerRun, x.Eino.AllocsPerRun)
+		}
+		p("| **median** | | | **%.2f×** | | | **%.2f×** | |", pr.P50Ratio, pr.ThroughputRatio)
+		p("")
+	}
 
 	t := r.Telemetry
 	p("## Telemetry of the traced hop")

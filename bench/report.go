@@ -19,20 +19,27 @@ type Report struct {
 	Machine         Machine   `json:"machine"`
 	Method          Method    `json:"method"`
 
-	Variants     []VariantResult    `json:"variants"`
-	Ratios       []Ratio            `json:"ratios"`
-	Components   []ComponentResult  `json:"hop_components"`
-	Loop         LoopResult         `json:"loop"`
-	Memory       MemoryResult       `json:"memory"`
-	Tenants      TenantResult       `json:"tenants"`
-	Routing      []RoutingRow       `json:"routing"`
-	ToolDefs     []toolDefRow       `json:"tool_definitions"`
-	Facades      FacadeResult       `json:"facades"`
-	Registration RegistrationResult `json:"registration"`
-	Telemetry    TelemetryResult    `json:"telemetry"`
-	Goals        []Goal             `json:"goals"`
-	Profiles     []profileSummary   `json:"profiles,omitempty"`
-	Failures     []string           `json:"failures,omitempty"`
+	Variants   []VariantResult   `json:"variants"`
+	Ratios     []Ratio           `json:"ratios"`
+	Components []ComponentResult `json:"hop_components"`
+	Loop       LoopResult        `json:"loop"`
+	Memory     MemoryResult      `json:"memory"`
+	Tenants    TenantResult      `json:"tenants"`
+	Peers      PeerResult        `json:"loop_peers"`
+	Routing    []RoutingRow      `json:"routing"`
+	ToolDefs   []toolDefRow      `json:"tool_definitions"`
+	Facades    FacadeResult      `json:"facades"`
+	// Facades10k is 10,000 tools in 100 facades under 10 parents, Facades10kFlat the
+	// same 100 facades offered side by side.
+	Facades10k     FacadeResult       `json:"facades_10k"`
+	Facades10kFlat FacadeResult       `json:"facades_10k_flat"`
+	Registration   RegistrationResult `json:"registration"`
+	// RegistrationLarge is RegisterWorkersLarge workers at once, in the first round.
+	RegistrationLarge registrationRound `json:"registration_large"`
+	Telemetry         TelemetryResult   `json:"telemetry"`
+	Goals             []Goal            `json:"goals"`
+	Profiles          []profileSummary  `json:"profiles,omitempty"`
+	Failures          []string          `json:"failures,omitempty"`
 }
 
 // Method is how the run was sized.
@@ -215,6 +222,7 @@ func newReport(cfg Config, started time.Time) *Report {
 			RegisterWorkers: cfg.RegisterWorkers, ArgumentsBytes: len(Arguments), ContextKeys: len(contextEntries) / 2,
 		},
 		Tenants: TenantResult{Flood: floodDescription(), Limits: limitsDescription(), Hostile: hostileDescription()},
+		Peers:   PeerResult{Method: peerMethod(cfg)},
 	}
 }
 
@@ -262,14 +270,15 @@ func (r *Report) computeRatios() {
 	r.Ratios = []Ratio{
 		r.ratio("hop p50 / limit p50", VHop, VLimit, p50Ratio, "goal ≤ 1.3"),
 		r.ratio("hop throughput / limit throughput", VHop, VLimit, thrRatio, "goal ≥ 0.75"),
-		r.ratio("hop+otel p50 / limit p50", VHopOTel, VLimit, p50Ratio, "goal ≤ 2"),
+		r.ratio("hop+otel p50 / limit p50", VHopOTel, VLimit, p50Ratio, "goal ≤ 1.5"),
 		r.ratio("hop+otel throughput / limit throughput", VHopOTel, VLimit, thrRatio, ""),
 		r.ratio("hop+mtls p50 / hop p50", VHopMTLS, VHop, p50Ratio, "what mutual TLS costs a call on a long-lived connection; goal ≤ 1.15"),
 		r.ratio("hop+mtls throughput / hop throughput", VHopMTLS, VHop, thrRatio, ""),
 		r.ratio("hop+mtls worker CPU / hop worker CPU", VHopMTLS, VHop, peerCPURatio, "the mTLS worker skips validating arguments the orchestrator validated against the same definition, and pays for TLS"),
 		r.ratio("limit+4md p50 / limit p50", VLimitMD, VLimit, p50Ratio, "what four metadata entries cost a bare call"),
 		r.ratio("hop p50 / limit+4md p50", VHop, VLimitMD, p50Ratio, "toolmesh beyond carrying the context"),
-		r.ratio("mcp-http p50 / hop p50", VMCPHTTP, VHop, p50Ratio, "goal ≥ 4"),
+		r.ratio("mcp-http p50 / hop p50", VMCPHTTP, VHop, p50Ratio, "goal ≥ 4, or ≥ 0.9 × the limit's own lead where that is under 4"),
+		r.ratio("mcp-http p50 / limit p50", VMCPHTTP, VLimit, p50Ratio, "how much faster the raw gRPC limit itself is than MCP on this machine"),
 		r.ratio("hop throughput / mcp-http throughput", VHop, VMCPHTTP, thrRatio, "goal ≥ 8"),
 		r.ratio("mcp-stdio p50 / hop p50", VMCPStdio, VHop, p50Ratio, ""),
 		r.ratio("hop throughput / mcp-stdio throughput", VHop, VMCPStdio, thrRatio, ""),
@@ -334,35 +343,50 @@ func (r *Report) evaluateGoals() {
 	otelP50 := r.ratioValue("hop+otel p50 / limit p50")
 	mtlsP50 := r.ratioValue("hop+mtls p50 / hop p50")
 	r.Tenants.aggregate() // NaN without rounds: not measured
+	r.Peers.aggregate()
 	mcpP50 := r.ratioValue("mcp-http p50 / hop p50")
 	mcpThr := r.ratioValue("hop throughput / mcp-http throughput")
-	flat := math.NaN()
-	if len(r.Routing) >= 2 && r.Routing[0].NsPerOp > 0 {
-		flat = r.Routing[len(r.Routing)-1].NsPerOp / r.Routing[0].NsPerOp
-	}
-	routingGoal := "routing cost flat from 10 to 10,000 tools"
-	if len(r.Routing) >= 2 {
-		routingGoal = fmt.Sprintf("routing cost flat from %d to %d tools", r.Routing[0].Tools, r.Routing[len(r.Routing)-1].Tools)
-	}
-	facades := math.NaN()
+	facades, facades10k := math.NaN(), math.NaN()
 	if r.Facades.BytesWith > 0 {
 		facades = r.Facades.Ratio
+	}
+	if r.Facades10k.BytesWith > 0 {
+		facades10k = r.Facades10k.Ratio
+	}
+	// MCP against the hop: 4× at p50, or, on a machine where the raw gRPC limit itself is
+	// not 4× faster than MCP, 0.9 of the limit's own lead.
+	mcpTarget, mcpTargetText := 4.0, "≥ 4× lower"
+	if lim := r.ratioValue("mcp-http p50 / limit p50"); lim < 4 {
+		mcpTarget, mcpTargetText = 0.9*lim, fmt.Sprintf("≥ %.2f× lower (0.9 × the limit's own %.2f×: under 4× here)", 0.9*lim, lim)
 	}
 	r.Goals = []Goal{
 		{ID: "hop-p50", Goal: "hop, telemetry off: p50 vs the raw gRPC limit", Target: "≤ 1.3×", Value: hopP50, Measured: x(hopP50), Verdict: atMost(hopP50, 1.3), profile: VHop},
 		{ID: "hop-throughput", Goal: "hop, telemetry off: throughput at c32 vs the limit", Target: "≥ 0.75×", Value: hopThr, Measured: x(hopThr), Verdict: atLeast(hopThr, 0.75), profile: VHop},
-		{ID: "hop-otel-p50", Goal: "hop, tracing on (batching exporter): p50 vs the limit", Target: "≤ 2×", Value: otelP50, Measured: x(otelP50), Verdict: atMost(otelP50, 2), profile: VHopOTel},
+		{ID: "hop-otel-p50", Goal: "hop, tracing on (batching exporter): p50 vs the limit", Target: "≤ 1.5×", Value: otelP50, Measured: x(otelP50), Verdict: atMost(otelP50, 1.5), profile: VHopOTel},
 		{ID: "hop-mtls-p50", Goal: "hop with mutual TLS on a long-lived connection: p50 vs the plaintext hop", Target: "≤ 1.15×", Value: mtlsP50, Measured: x(mtlsP50), Verdict: atMost(mtlsP50, 1.15), profile: VHopMTLS},
 		{ID: "tenant-isolation", Goal: "a quiet tenant's run p99 while another tenant floods the same orchestrator within its limits, vs alone", Target: "≤ 2×", Value: r.Tenants.P99Ratio, Measured: x(r.Tenants.P99Ratio), Verdict: atMost(r.Tenants.P99Ratio, 2)},
-		{ID: "mcp-p50", Goal: "MCP SDK over streamable HTTP: p50 vs the hop (lower is better for the hop)", Target: "≥ 4× lower", Value: mcpP50, Measured: x(mcpP50), Verdict: atLeast(mcpP50, 4), profile: VHop},
+		{ID: "mcp-p50", Goal: "MCP SDK over streamable HTTP: p50 vs the hop (lower is better for the hop)", Target: mcpTargetText, Value: mcpP50, Measured: x(mcpP50), Verdict: atLeast(mcpP50, mcpTarget), profile: VHop},
 		{ID: "mcp-throughput", Goal: "hop throughput vs the MCP SDK over streamable HTTP", Target: "≥ 8× higher", Value: mcpThr, Measured: x(mcpThr), Verdict: atLeast(mcpThr, 8), profile: VHop},
-		{ID: "loop-overhead", Goal: "orchestrator overhead per loop iteration at p50, (Run − N × hop) / iterations", Target: "≤ 200 µs", Value: r.Loop.OverheadUs, Measured: fmt.Sprintf("%.0f µs", r.Loop.OverheadUs), Verdict: atMost(r.Loop.OverheadUs, 200), profile: VLoopGRPC},
+		{ID: "loop-overhead", Goal: "orchestrator overhead per loop iteration at p50, (Run − N × hop) / iterations", Target: "≤ 150 µs", Value: r.Loop.OverheadUs, Measured: fmt.Sprintf("%.0f µs", r.Loop.OverheadUs), Verdict: atMost(r.Loop.OverheadUs, 150), profile: VLoopGRPC},
 		{ID: "journal-sqlite", Goal: "loop throughput at c32 with the SQLite journal vs memory only (loop-sqlite / loop-grpc)", Target: "≥ 0.8×", Value: r.ratioValue("loop-sqlite throughput / loop-grpc throughput"), Measured: x(r.ratioValue("loop-sqlite throughput / loop-grpc throughput")), Verdict: atLeast(r.ratioValue("loop-sqlite throughput / loop-grpc throughput"), 0.8), profile: VLoopSQLite},
 		{ID: "journal-postgres", Goal: "loop throughput at c32 with the PostgreSQL journal vs memory only (loop-postgres / loop-grpc)", Target: "≥ 0.6×", Value: r.ratioValue("loop-postgres throughput / loop-grpc throughput"), Measured: x(r.ratioValue("loop-postgres throughput / loop-grpc throughput")), Verdict: atLeast(r.ratioValue("loop-postgres throughput / loop-grpc throughput"), 0.6), profile: VLoopPostgres},
-		{ID: "memory-per-run", Goal: "orchestrator memory per open run (RSS delta / open runs)", Target: "≤ 64 KiB", Value: r.Memory.KiBPerRun, Measured: fmt.Sprintf("%.1f KiB", r.Memory.KiBPerRun), Verdict: atMost(r.Memory.KiBPerRun, 64)},
+		{ID: "memory-per-run", Goal: "orchestrator memory per open run (RSS delta / open runs)", Target: "≤ 16 KiB", Value: r.Memory.KiBPerRun, Measured: fmt.Sprintf("%.1f KiB", r.Memory.KiBPerRun), Verdict: atMost(r.Memory.KiBPerRun, 16)},
 		{ID: "facades-smaller", Goal: fmt.Sprintf("first request's tool definitions, %d tools in %d facades of %d vs all offered flat", r.Facades.Facades*r.Facades.ToolsPerFacade, r.Facades.Facades, r.Facades.ToolsPerFacade), Target: "≥ 50× fewer bytes", Value: facades, Measured: x(facades), Verdict: atLeast(facades, 50)},
-		{ID: "routing-flat", Goal: routingGoal + " (largest / smallest table: cost of a lookup by a random name)", Target: "≤ 2×", Value: flat, Measured: x(flat), Verdict: atMost(flat, 2)},
+		{ID: "facades-10k", Goal: fmt.Sprintf("first request's tool definitions, %d tools in %d facades of %d under %d parent facades vs all offered flat", r.Facades10k.Facades*r.Facades10k.ToolsPerFacade, r.Facades10k.Facades, r.Facades10k.ToolsPerFacade, r.Facades10k.Domains), Target: "≥ 500× fewer bytes", Value: facades10k, Measured: x(facades10k), Verdict: atLeast(facades10k, 500)},
 	}
+	for _, row := range r.Routing {
+		if row.Tools < 10000 {
+			continue
+		}
+		r.Goals = append(r.Goals, Goal{ID: fmt.Sprintf("routing-%dk", row.Tools/1000), Goal: fmt.Sprintf("routing: one lookup by a random name in a table of %d tools", row.Tools),
+			Target: "≤ 100 ns", Value: row.NsPerOp, Measured: fmt.Sprintf("%.0f ns", row.NsPerOp), Verdict: atMost(row.NsPerOp, 100)})
+	}
+	r.Goals = append(r.Goals,
+		Goal{ID: "loop-vs-eino-p50", Goal: "toolmesh's in-process loop p50 vs cloudwego/eino's ReAct agent (same fake model, tool and arguments)", Target: "≤ 0.7×",
+			Value: r.Peers.P50Ratio, Measured: x(r.Peers.P50Ratio), Verdict: atMost(r.Peers.P50Ratio, 0.7)},
+		Goal{ID: "loop-vs-eino-throughput", Goal: fmt.Sprintf("toolmesh's in-process loop throughput at c%d vs eino's ReAct agent", peerConcurrency), Target: "≥ 1.5×",
+			Value: r.Peers.ThroughputRatio, Measured: x(r.Peers.ThroughputRatio), Verdict: atLeast(r.Peers.ThroughputRatio, 1.5)},
+	)
 }
 
 // profileTargets are the variants behind missed toolmesh goals, each once.
@@ -428,11 +452,13 @@ func zeroNaN(v reflect.Value) {
 // FacadeResult compares the tool definitions of a model's first request with and without
 // facades (progressive disclosure).
 type FacadeResult struct {
-	Facades        int     `json:"facades"`
-	ToolsPerFacade int     `json:"tools_per_facade"`
-	BytesWith      int     `json:"bytes_with_facades"`
-	BytesWithout   int     `json:"bytes_without_facades"`
-	TokensWith     int     `json:"tokens_with_facades"`
-	TokensWithout  int     `json:"tokens_without_facades"`
-	Ratio          float64 `json:"ratio"`
+	Facades        int `json:"facades"`
+	ToolsPerFacade int `json:"tools_per_facade"`
+	// Domains, when set, is the parent facades the facades are grouped under.
+	Domains       int     `json:"domains,omitempty"`
+	BytesWith     int     `json:"bytes_with_facades"`
+	BytesWithout  int     `json:"bytes_without_facades"`
+	TokensWith    int     `json:"tokens_with_facades"`
+	TokensWithout int     `json:"tokens_without_facades"`
+	Ratio         float64 `json:"ratio"`
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/llm"
+	"github.com/toolmesh/toolmesh/internal/wire"
 )
 
 // Run runs the benchmark cfg describes and returns its report. Variants run in
@@ -43,6 +44,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, fmt.Errorf("bench: routing table of %d tools: %w", n, err)
 		}
 		tables = append(tables, t)
+		if n > wire.MaxGroupTools {
+			continue // one run is offered one group: the definitions are measured up to a group's bound
+		}
 		row, err := measureToolDefs(ctx, t)
 		if err != nil {
 			rep.fail("tool definitions", err)
@@ -51,11 +55,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.ToolDefs = append(rep.ToolDefs, row)
 	}
 
-	with, without, err := firstRequestTools(ctx, 10, 100)
-	if err != nil {
-		rep.fail("facades", err)
-	} else {
-		rep.Facades = FacadeResult{Facades: 10, ToolsPerFacade: 100, BytesWith: len(with), BytesWithout: len(without),
+	for _, f := range []struct {
+		dst                     *FacadeResult
+		facades, tools, domains int
+	}{{&rep.Facades, 10, 100, 0}, {&rep.Facades10k, 100, 100, 10}, {&rep.Facades10kFlat, 100, 100, 0}} {
+		with, without, err := firstRequestTools(ctx, f.facades, f.tools, f.domains)
+		if err != nil {
+			rep.fail("facades", err)
+			continue
+		}
+		*f.dst = FacadeResult{Facades: f.facades, ToolsPerFacade: f.tools, Domains: f.domains, BytesWith: len(with), BytesWithout: len(without),
 			TokensWith: len(with) / 4, TokensWithout: len(without) / 4, Ratio: float64(len(without)) / float64(len(with))}
 	}
 
@@ -117,6 +126,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			routing[t.size].Rounds = append(routing[t.size].Rounds, lr)
 		}
 		e.progress("round %d/%d  routing lookup %s", round, cfg.Rounds, fmtLookups(routing, tables))
+		if round == 1 && cfg.RegisterWorkersLarge > 0 {
+			if reg, err := measureRegistration(ctx, cfg.RegisterWorkersLarge); err != nil {
+				rep.fail("registration of many", err)
+			} else {
+				rep.RegistrationLarge = reg
+				e.progress("round %d/%d  registration of %d workers: %.1f ms", round, cfg.Rounds, reg.Workers, reg.TotalMs)
+			}
+		}
 		if reg, err := measureRegistration(ctx, cfg.RegisterWorkers); err != nil {
 			rep.fail("registration", err)
 		} else {
@@ -129,6 +146,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			rep.Tenants.Rounds = append(rep.Tenants.Rounds, tr)
 			e.progress("round %d/%d  quiet tenant p99 %s alone, %s while the noisy tenant floods: %.2f× (flood: %d runs admitted, %d refused, %d oversized and %d long requests refused)",
 				round, cfg.Rounds, fmtUs(tr.Alone.P99us), fmtUs(tr.Flooded.P99us), tr.Ratio, tr.Flood.Admitted, tr.Flood.Refused, tr.Flood.BigRefused, tr.Flood.HistoryRefused)
+		}
+		if cfg.Bins.LoopPeer != "" && cfg.Bins.Eino != "" {
+			if pr, err := measurePeers(ctx, cfg, round); err != nil {
+				rep.fail("loop peers", err)
+			} else {
+				rep.Peers.Rounds = append(rep.Peers.Rounds, pr)
+				e.progress("round %d/%d  loop peers: toolmesh p50 %s, %.0f run/s; eino p50 %s, %.0f run/s at c%d: %.2f× the p50, %.2f× the throughput",
+					round, cfg.Rounds, fmtUs(pr.Toolmesh.P50us), pr.Toolmesh.PerSecond, fmtUs(pr.Eino.P50us), pr.Eino.PerSecond, peerConcurrency, pr.P50Ratio, pr.ThroughputRatio)
+			}
 		}
 		if round <= cfg.RSSRounds {
 			m, err := measureMemory(ctx, cfg, cfg.OpenRuns)
@@ -158,6 +184,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.Registration.aggregate()
 	rep.Memory.aggregate()
 	rep.Tenants.aggregate()
+	rep.Peers.aggregate()
 	rep.computeLoop(cfg)
 	if e.countEvents != nil {
 		if n, err := e.countEvents(ctx); err == nil {

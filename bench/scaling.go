@@ -22,6 +22,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/internal/router"
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/client"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
@@ -82,17 +83,25 @@ func newRoutingTable(n int) (*routingTable, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The worker is never called, so its address is not probed.
+	// The workers are never called, so their addresses are not probed. A group holds at
+	// most wire.MaxGroupTools tools: a larger table takes several workers.
 	noProbe := func(context.Context, *grpc.ClientConn) error { return nil }
-	rt := router.New(router.Options{Logger: slog.New(slog.DiscardHandler), Probe: noProbe})
-	reg, err := registration("scale-worker", "127.0.0.1:9", worker.Group{Role: scaleGroup, Description: "Generated tools of the scaling rows", Tools: tools})
-	if err != nil {
-		rt.Close()
-		return nil, err
-	}
-	if _, _, err := rt.Register(reg); err != nil {
-		rt.Close()
-		return nil, err
+	rt := router.New(router.Options{Logger: slog.New(slog.DiscardHandler), Probe: noProbe, Limits: router.Limits{MaxTools: max(n, 10000)}})
+	for i, start := 0, 0; start < n; i, start = i+1, start+wire.MaxGroupTools {
+		role := scaleGroup
+		if i > 0 {
+			role = fmt.Sprintf("%s_%d", scaleGroup, i)
+		}
+		reg, err := registration(fmt.Sprintf("scale-worker-%d", i), fmt.Sprintf("127.0.0.%d:9", i+1),
+			worker.Group{Role: role, Description: "Generated tools of the scaling rows", Tools: tools[start:min(n, start+wire.MaxGroupTools)]})
+		if err != nil {
+			rt.Close()
+			return nil, err
+		}
+		if _, _, err := rt.Register(reg); err != nil {
+			rt.Close()
+			return nil, err
+		}
 	}
 	names := make([]string, n)
 	for i, t := range tools {
