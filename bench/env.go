@@ -143,6 +143,9 @@ func setup(ctx context.Context, cfg Config) (_ *env, err error) {
 	if e.script, err = loopScript(cfg.LoopToolCalls); err != nil {
 		return nil, err
 	}
+	// A few requests for measureModel; a thousand copies of the loops' histories would be
+	// heap that the collector scans in every loop row.
+	e.script.Keep(4 * (cfg.LoopToolCalls + 1))
 
 	e.progress("setup: OTLP receiver, telemetry")
 	if e.receiver, err = startOTLPReceiver(); err != nil {

@@ -357,15 +357,18 @@ const (
 // newProviders builds every configured provider; the scripted one is always there.
 func newProviders(cfg config.Provider, log *slog.Logger) (map[string]llm.Provider, error) {
 	out := map[string]llm.Provider{}
+	var sp *scripted.Provider
 	var err error
 	if cfg.Script == "" {
-		out["scripted"], err = scripted.New(scripted.Demo())
+		sp, err = scripted.New(scripted.Demo())
 	} else {
-		out["scripted"], err = scripted.Load(cfg.Script)
+		sp, err = scripted.Load(cfg.Script)
 	}
 	if err != nil {
 		return nil, err
 	}
+	sp.Keep(0) // nothing here reads the requests back
+	out["scripted"] = sp
 	if api := cfg.OpenAI; api.Configured() {
 		model := api.DefaultModel
 		if model == "" {

@@ -41,6 +41,7 @@ type Provider struct {
 	// order; then next is where the oldest is, and the next one goes.
 	requests []llm.Request
 	next     int
+	keep     int // the ring's size
 }
 
 var _ llm.Provider = (*Provider)(nil)
@@ -51,7 +52,18 @@ func New(s Script) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Provider{script: cs}, nil
+	return &Provider{script: cs, keep: maxRequests}, nil
+}
+
+// Keep sets how many of the latest requests the provider keeps for Requests, and drops
+// those it kept: 1000 unless set; 0 keeps none, and then a request is not even copied. A
+// program that never reads Requests (an orchestrator serving the scripted model, a
+// benchmark measuring the loop) keeps none or few, so that the copies do not weigh on its
+// heap and its collector.
+func (p *Provider) Keep(n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.keep, p.requests, p.next = max(0, n), nil, 0
 }
 
 // Load returns a provider that answers from the YAML script in the file at path.
@@ -129,16 +141,25 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.C
 }
 
 func (p *Provider) record(req *llm.Request) {
+	p.mu.Lock()
+	keep := p.keep
+	p.mu.Unlock()
+	if keep == 0 {
+		return
+	}
 	c := cloneRequest(req)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.requests) < maxRequests {
+	if len(p.requests) < p.keep {
 		p.requests = append(p.requests, c)
+		return
+	}
+	if p.keep == 0 {
 		return
 	}
 	// Full: the newest takes the oldest's place, nothing moves.
 	p.requests[p.next] = c
-	p.next = (p.next + 1) % maxRequests
+	p.next = (p.next + 1) % p.keep
 }
 
 // answer is a rendered reply.

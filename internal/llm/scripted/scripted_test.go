@@ -685,3 +685,31 @@ func BenchmarkRecordFullRing(b *testing.B) {
 		call()
 	}
 }
+
+// Keep bounds the requests kept, and 0 keeps none.
+func TestKeep(t *testing.T) {
+	p, err := scripted.New(scripted.Script{Name: "k", Rules: []scripted.Rule{{Reply: scripted.Reply{Text: "ok"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask := func(text string) {
+		for _, err := range p.Stream(context.Background(), &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Text: text}}}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	p.Keep(2)
+	for _, s := range []string{"a", "b", "c"} {
+		ask(s)
+	}
+	got := p.Requests()
+	if len(got) != 2 || got[0].Messages[0].Text != "b" || got[1].Messages[0].Text != "c" {
+		t.Errorf("kept %v, want the last two, b then c", got)
+	}
+	p.Keep(0)
+	ask("d")
+	if n := len(p.Requests()); n != 0 {
+		t.Errorf("Keep(0) kept %d requests", n)
+	}
+}
