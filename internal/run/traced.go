@@ -29,6 +29,9 @@ func (p tracedProvider) DefaultModel() string {
 }
 
 func (p tracedProvider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Chunk, error] {
+	if p.tel.Off() {
+		return p.Provider.Stream(ctx, req) // nothing to record: no span, no attributes
+	}
 	return func(yield func(llm.Chunk, error) bool) {
 		model := req.Model
 		if model == "" {
