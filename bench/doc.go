@@ -21,12 +21,15 @@
 //
 // For each: p50 and p99 at concurrency 1, throughput and CPU per call (both processes) at
 // concurrency 32, allocations per call. Besides: the orchestrator's memory per open run,
-// routing-table lookups and first-request tool definitions at 10 to 10,000 tools, the
-// registration of 100 workers, a quiet tenant's run latency alone and while another
-// tenant floods the mutual-TLS orchestrator within its limits (bench/cmd/flood: a
-// thousand runs at once, 100 MiB requests, 10,000-message conversations), and the
-// performance goals (per-hop overhead and
-// throughput against the baselines) judged on this run's ratios, with a CPU profile of the benchmark process for each missed toolmesh goal.
+// routing-table lookups at 10 to 100,000 tools and first-request tool definitions at 10
+// to 10,000, facades at 1,000 and 10,000 tools, the registration of 100 workers (and of
+// 1,000 in the first round), a quiet tenant's run latency alone and while another tenant
+// floods the mutual-TLS orchestrator within its limits (bench/cmd/flood: a thousand runs
+// at once, 100 MiB requests, 10,000-message conversations; then again ignoring
+// RetryInfo), toolmesh's loop against cloudwego/eino's ReAct agent (bench/cmd/looppeer
+// and bench/peers/eino, each in its own process with the same fake model, tool and
+// measurement code), and the performance goals judged on this run's ratios, with a CPU
+// profile of the benchmark process for each missed toolmesh goal.
 //
 // Run it with make bench (a few minutes) or make bench-quick (under a minute); both
 // build bin/ first. cmd/benchrun builds nothing itself. The package imports whatever it
