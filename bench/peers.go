@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+
+	"github.com/toolmesh/toolmesh/bench/internal/peer"
 )
 
 // The loop peers: toolmesh's in-process loop (bench/cmd/looppeer) and cloudwego/eino's
@@ -22,16 +24,7 @@ const (
 const peerConcurrency = 8
 
 // loopMeasurement is the line a loop peer prints.
-type loopMeasurement struct {
-	Peer         string  `json:"peer"`
-	Runs         int     `json:"runs"`
-	P50us        float64 `json:"p50_us"`
-	P99us        float64 `json:"p99_us"`
-	AllocsPerRun float64 `json:"allocs_per_run"`
-	BytesPerRun  float64 `json:"bytes_per_run"`
-	PerSecond    float64 `json:"runs_per_second"`
-	Concurrency  int     `json:"concurrency"`
-}
+type loopMeasurement = peer.LoopMeasurement
 
 // peerRound is one round of both peers.
 type peerRound struct {

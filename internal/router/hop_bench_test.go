@@ -24,11 +24,10 @@ var hopContext = toolctx.MustOf(
 	"session_id", "sess-9b1d2f3e4a5c6b7d8e9f",
 )
 
-// BenchmarkHop is one call of the built-in add as the loop makes it (call info, a
-// four-key context, a dispatch record) through the router and gRPC on loopback to a
-// pkg/worker in this process, and back: both sides of the hop, allocations included.
-// -cpuprofile and -memprofile show where a hop's CPU goes.
-func BenchmarkHop(b *testing.B) {
+// hopCall serves the built-in add from a pkg/worker on loopback, registers it with a
+// router, and returns a call of it as the loop makes one (call info, a four-key context,
+// a dispatch record), checked once.
+func hopCall(b *testing.B) func() (tool.Result, error) {
 	add := builtin.MathOperations()[0]
 	w := startSDK(b, "w1", add)
 	r := newRouter(b, Options{})
@@ -47,6 +46,15 @@ func BenchmarkHop(b *testing.B) {
 	if res, err := call(); err != nil || res.IsError() || res.Content != "111111.11101111112" {
 		b.Fatalf("add = %+v, %v", res, err)
 	}
+	return call
+}
+
+// BenchmarkHop is one call of the built-in add as the loop makes it (call info, a
+// four-key context, a dispatch record) through the router and gRPC on loopback to a
+// pkg/worker in this process, and back: both sides of the hop, allocations included.
+// -cpuprofile and -memprofile show where a hop's CPU goes.
+func BenchmarkHop(b *testing.B) {
+	call := hopCall(b)
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := call(); err != nil {
@@ -59,25 +67,14 @@ func BenchmarkHop(b *testing.B) {
 // throughput phase runs it: ns/op is the CPU the two sides spend per call on this
 // machine's cores.
 func BenchmarkHopParallel(b *testing.B) {
-	add := builtin.MathOperations()[0]
-	w := startSDK(b, "w1", add)
-	r := newRouter(b, Options{})
-	mustRegister(b, r, sdkRegistration(w, add))
-	t, err := r.Tool("add")
-	if err != nil {
-		b.Fatal(err)
-	}
-	info := tool.CallInfo{RunID: "run_bench", LoopID: "loop_bench", CallID: "call_1"}
+	call := hopCall(b)
 	b.ReportAllocs()
 	b.SetParallelism(max(1, 32/runtime.GOMAXPROCS(0)))
 	before := processCPU()
 	defer func() { b.ReportMetric(float64(processCPU()-before)/float64(b.N)/1e3, "cpu-µs/op") }()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			ctx := toolcall.WithCallInfo(context.Background(), info)
-			ctx = toolctx.NewContext(ctx, hopContext)
-			ctx, _ = toolinternal.WithDispatch(ctx)
-			if res, err := t.Call(ctx, hopArguments); err != nil || res.IsError() {
+			if res, err := call(); err != nil || res.IsError() {
 				b.Errorf("add = %+v, %v", res, err)
 				return
 			}

@@ -131,7 +131,8 @@ type loopMeasurement struct {
 }
 
 // measure runs warmup runs, times runs one at a time for latency, then counts the runs
-// concurrency goroutines complete in throughput. bench/cmd/looppeer has the same code.
+// concurrency goroutines complete in throughput: a copy of bench/internal/peer.MeasureLoop,
+// which this module cannot import.
 func measure(run func(context.Context) error, warmup int, latency, throughput time.Duration, concurrency int) (loopMeasurement, error) {
 	ctx := context.Background()
 	for range warmup {
