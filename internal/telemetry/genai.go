@@ -213,6 +213,10 @@ func (t *Telemetry) StartTool(ctx context.Context, a ToolAttrs) (context.Context
 	if t.Off() {
 		return ctx, noSpan
 	}
+	if t.noTraces {
+		// Metrics only: the call is timed for toolmesh.tool.call.duration, without a span.
+		return ctx, &opSpan{Span: noSpan, start: time.Now(), tool: a.Name, group: a.Group}
+	}
 	typ := a.Type
 	if typ == "" {
 		typ = ToolTypeFunction
@@ -261,6 +265,12 @@ func (t *Telemetry) EndTool(span trace.Span, r ToolResult) {
 		if r.ErrorType != "" {
 			r.Outcome = OutcomeError
 		}
+	}
+	if !span.IsRecording() {
+		if s, ok := span.(*opSpan); ok {
+			t.RecordToolCall(context.Background(), s.tool, s.group, r.Outcome, time.Since(s.start))
+		}
+		return
 	}
 	span.SetAttributes(KeyOutcome.String(r.Outcome))
 	if r.WorkerID != "" {

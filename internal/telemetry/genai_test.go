@@ -7,7 +7,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
@@ -314,4 +316,44 @@ func TestOffTelemetry(t *testing.T) {
 		t.Error("ending the tool's span ended the run's")
 	}
 	rec.EndRun(run, telemetry.RunResult{})
+}
+
+// With metrics and no traces (a worker scraped by Prometheus, its tracing off), a tool
+// call makes no span but is still counted and timed, with its attributes, and the
+// counters of calls in flight go up and down.
+func TestMetricsWithoutTraces(t *testing.T) {
+	rec := telemetrytest.New(t, telemetry.Options{})
+	mp := rec.MeterProvider()
+	tel, err := telemetry.FromProviders(nil, mp, telemetry.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tel.Off() {
+		t.Fatal("metrics on, yet Off")
+	}
+	for range 3 {
+		ctx, span := tel.StartTool(context.Background(), telemetry.ToolAttrs{Name: "add", Group: "math"})
+		if span.IsRecording() || trace.SpanFromContext(ctx).IsRecording() {
+			t.Fatal("a span without a tracer")
+		}
+		tel.AddInFlight(ctx, "w1", "math", 1)
+		tel.AddInFlight(ctx, "w1", "math", -1)
+		tel.EndTool(span, telemetry.ToolResult{ErrorType: "FAILED"})
+	}
+	m := rec.Metric(t, "toolmesh.tool.call.duration")
+	h, ok := m.Data.(metricdata.Histogram[float64])
+	if !ok || len(h.DataPoints) != 1 || h.DataPoints[0].Count != 3 {
+		t.Fatalf("toolmesh.tool.call.duration: %+v", m.Data)
+	}
+	attrs := h.DataPoints[0].Attributes
+	for k, want := range map[string]string{"gen_ai.tool.name": "add", "toolmesh.group": "math", "toolmesh.outcome": "error"} {
+		if v, ok := attrs.Value(attribute.Key(k)); !ok || v.AsString() != want {
+			t.Errorf("attribute %s = %v, want %q (all: %v)", k, v.AsString(), want, attrs.ToSlice())
+		}
+	}
+	in := rec.Metric(t, "toolmesh.worker.calls.in_flight")
+	s, ok := in.Data.(metricdata.Sum[int64])
+	if !ok || len(s.DataPoints) != 1 || s.DataPoints[0].Value != 0 {
+		t.Fatalf("toolmesh.worker.calls.in_flight: %+v", in.Data)
+	}
 }

@@ -188,11 +188,14 @@ func (t *Telemetry) RecordToolCall(ctx context.Context, tool, group, outcome str
 	if in == nil {
 		return
 	}
-	attrs := []attribute.KeyValue{KeyToolName.String(tool), KeyOutcome.String(outcome)}
-	if group != "" {
-		attrs = append(attrs, KeyGroup.String(group))
-	}
-	in.toolDuration.Record(ctx, d.Seconds(), metric.WithAttributes(attrs...))
+	set := t.sets.get(attrKey{kind: 't', a: tool, b: outcome, c: group}, func() []attribute.KeyValue {
+		attrs := []attribute.KeyValue{KeyToolName.String(tool), KeyOutcome.String(outcome)}
+		if group != "" {
+			attrs = append(attrs, KeyGroup.String(group))
+		}
+		return attrs
+	})
+	in.toolDuration.Record(ctx, d.Seconds(), metric.WithAttributeSet(set))
 }
 
 // AddInFlight adds delta (+1 when a call starts running, -1 when it ends) to
@@ -200,7 +203,7 @@ func (t *Telemetry) RecordToolCall(ctx context.Context, tool, group, outcome str
 // SDK records it; the orchestrator records AddDispatched instead.
 func (t *Telemetry) AddInFlight(ctx context.Context, workerID, group string, delta int64) {
 	if in := t.instruments(); in != nil {
-		in.inFlight.Add(ctx, delta, metric.WithAttributes(workerAttrs(workerID, group)...))
+		in.inFlight.Add(ctx, delta, metric.WithAttributeSet(t.workerSet(workerID, group)))
 	}
 }
 
@@ -209,8 +212,48 @@ func (t *Telemetry) AddInFlight(ctx context.Context, workerID, group string, del
 // the worker workerID.
 func (t *Telemetry) AddDispatched(ctx context.Context, workerID, group string, delta int64) {
 	if in := t.instruments(); in != nil {
-		in.dispatched.Add(ctx, delta, metric.WithAttributes(workerAttrs(workerID, group)...))
+		in.dispatched.Add(ctx, delta, metric.WithAttributeSet(t.workerSet(workerID, group)))
 	}
+}
+
+// workerSet is the attribute set of a worker's (and group's) counters.
+func (t *Telemetry) workerSet(workerID, group string) attribute.Set {
+	return t.sets.get(attrKey{kind: 'w', a: workerID, b: group}, func() []attribute.KeyValue { return workerAttrs(workerID, group) })
+}
+
+// maxAttrSets bounds the attribute sets kept; past it, sets are built every time.
+const maxAttrSets = 4096
+
+// attrKey names the attribute set of one recording: its kind and values.
+type attrKey struct {
+	kind    byte
+	a, b, c string
+}
+
+// attrSets keeps the attribute sets of metric recordings, which every call would
+// otherwise build (and sort) again: a handful of workers, groups, tools and outcomes.
+type attrSets struct {
+	mu sync.RWMutex
+	m  map[attrKey]attribute.Set
+}
+
+func (c *attrSets) get(k attrKey, attrs func() []attribute.KeyValue) attribute.Set {
+	c.mu.RLock()
+	s, ok := c.m[k]
+	c.mu.RUnlock()
+	if ok {
+		return s
+	}
+	s = attribute.NewSet(attrs()...)
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = map[attrKey]attribute.Set{}
+	}
+	if len(c.m) < maxAttrSets {
+		c.m[k] = s
+	}
+	c.mu.Unlock()
+	return s
 }
 
 func workerAttrs(workerID, group string) []attribute.KeyValue {

@@ -43,8 +43,11 @@ type Telemetry struct {
 	capture bool
 	allow   []string // sorted
 	// off: both providers are no-ops, so nothing is recorded and the hot paths skip
-	// building spans and attributes.
-	off      bool
+	// building spans and attributes; noTraces: the tracer provider is a no-op (metrics
+	// may still be recorded).
+	off, noTraces bool
+	// sets caches the attribute sets of metric recordings (see attrSets).
+	sets     attrSets
 	replicas atomic.Pointer[func() map[string]int64]
 }
 
@@ -62,13 +65,14 @@ func FromProviders(tp trace.TracerProvider, mp metric.MeterProvider, opts Option
 	_, noTraces := tp.(tracenoop.TracerProvider)
 	_, noMetrics := mp.(metricnoop.MeterProvider)
 	t := &Telemetry{
-		off:     noTraces && noMetrics,
-		tp:      tp,
-		mp:      mp,
-		tracer:  tp.Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL)),
-		meter:   mp.Meter(ScopeName, metric.WithSchemaURL(semconv.SchemaURL)),
-		capture: opts.CapturePayloads,
-		allow:   slices.Compact(slices.Sorted(slices.Values(opts.ContextAllowList))),
+		off:      noTraces && noMetrics,
+		noTraces: noTraces,
+		tp:       tp,
+		mp:       mp,
+		tracer:   tp.Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL)),
+		meter:    mp.Meter(ScopeName, metric.WithSchemaURL(semconv.SchemaURL)),
+		capture:  opts.CapturePayloads,
+		allow:    slices.Compact(slices.Sorted(slices.Values(opts.ContextAllowList))),
 	}
 	inst, err := newInstruments(t.meter, t.observeReplicas)
 	if err != nil {
