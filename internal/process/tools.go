@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/toolmesh/toolmesh/pkg/schema"
@@ -30,6 +32,25 @@ var Groups = map[string]string{
 
 // GroupTools returns the tools of a built-in group, or false for another role.
 func GroupTools(role string, f Formatter) ([]tool.Tool, bool) {
+	if f == nil {
+		// With the default formatter the tools are the same for every run (a call finds
+		// its run's process in its context): made once, their schemas compiled once.
+		ts, ok := defaultGroupTools()[role]
+		return slices.Clone(ts), ok
+	}
+	return groupTools(role, f)
+}
+
+// defaultGroupTools are the built-in groups' tools with the default formatter.
+var defaultGroupTools = sync.OnceValue(func() map[string][]tool.Tool {
+	m := map[string][]tool.Tool{}
+	for role := range Groups {
+		m[role], _ = groupTools(role, nil)
+	}
+	return m
+})
+
+func groupTools(role string, f Formatter) ([]tool.Tool, bool) {
 	switch role {
 	case GroupAgentProcess:
 		return []tool.Tool{AgentProcessTools()}, true

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
+	"text/template/parse"
 
 	"github.com/toolmesh/toolmesh/internal/llm"
 )
@@ -118,6 +119,9 @@ func funcs(v *view) template.FuncMap {
 
 // execute runs a template parsed by parseTemplate against one conversation.
 func execute(t *template.Template, v *view) (string, error) {
+	if text, ok := plainText(t); ok {
+		return text, nil // no action: nothing to bind, nothing to run
+	}
 	t, err := t.Clone()
 	if err != nil {
 		return "", err
@@ -127,4 +131,20 @@ func execute(t *template.Template, v *view) (string, error) {
 		return "", err
 	}
 	return b.String(), nil
+}
+
+// plainText is the text of a template without actions: only text nodes.
+func plainText(t *template.Template) (string, bool) {
+	if t.Tree == nil || t.Tree.Root == nil {
+		return "", false
+	}
+	var b strings.Builder
+	for _, n := range t.Tree.Root.Nodes {
+		text, ok := n.(*parse.TextNode)
+		if !ok {
+			return "", false
+		}
+		b.Write(text.Text)
+	}
+	return b.String(), true
 }
