@@ -309,3 +309,20 @@ func TestCommunicateTool(t *testing.T) {
 		t.Errorf("invalid JSON: %q", res.Content)
 	}
 }
+
+// The built-in groups' tools are made once: every call gets the same tools, in a slice
+// of its own that a caller may change without changing the next call's.
+func TestGroupToolsMadeOnce(t *testing.T) {
+	a, ok := process.GroupTools(process.GroupCommunication, nil)
+	if !ok || len(a) != 2 {
+		t.Fatalf("communication: %v, %v", a, ok)
+	}
+	a[0] = nil
+	b, _ := process.GroupTools(process.GroupCommunication, nil)
+	if b[0] == nil || b[0].Definition().Name != "progress" || b[1].Definition().Name != "communicate" {
+		t.Fatalf("a caller's change reached the next call: %v", b)
+	}
+	if _, ok := process.GroupTools("no_such_group", nil); ok {
+		t.Error("an unknown role is a built-in group")
+	}
+}
