@@ -135,11 +135,11 @@ func execute(t *template.Template, v *view) (string, error) {
 
 // plainText is the text of a template without actions: only text nodes.
 func plainText(t *template.Template) (string, bool) {
-	if t.Tree == nil || t.Tree.Root == nil {
+	if t.Tree == nil || t.Root == nil {
 		return "", false
 	}
 	var b strings.Builder
-	for _, n := range t.Tree.Root.Nodes {
+	for _, n := range t.Root.Nodes {
 		text, ok := n.(*parse.TextNode)
 		if !ok {
 			return "", false
