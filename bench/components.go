@@ -58,8 +58,8 @@ func hopComponents() ([]component, error) {
 				}
 				return err
 			}},
-		{ID: "ctx-encode", Name: "encode the 4-key ToolCallContext as metadata (ctxcodec.Codec.Encode)", Where: "the router",
-			fn: func() error { _, err := codec.Encode(bag); return err }},
+		{ID: "ctx-encode", Name: "encode the 4-key ToolCallContext as metadata pairs (ctxcodec.Codec.AppendPairs)", Where: "the router",
+			fn: func() error { _, err := codec.AppendPairs(nil, bag); return err }},
 		{ID: "ctx-decode", Name: "decode it from metadata (ctxcodec.Codec.Decode)", Where: "pkg/worker",
 			fn: func() error { _, err := codec.Decode(md); return err }},
 		{ID: "json-add", Name: "decode the arguments with encoding/json and add (what rawadd does)", Where: "the limit's handler",

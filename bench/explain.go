@@ -32,8 +32,8 @@ type explanation struct {
 func (r *Report) explain(g *Goal) explanation {
 	limit, hop, otel, mcpHTTP := r.measured(VLimit), r.measured(VHop), r.measured(VHopOTel), r.measured(VMCPHTTP)
 	prof := r.profileDigest(g.profile)
-	hopFixBrief := "allocate less per call in the router and in the worker, and let the worker skip validating arguments the orchestrator already validated"
-	hopFix := "what is left is mostly gRPC's own per-call work and the garbage it makes, on both sides: the worker validates each call once, in one pass for flat schemas, and hands its tool the arguments marked as validated; it could skip even that for arguments the orchestrator validated against the same definition (same content hash) once the connection is authenticated (mTLS). Then the allocations per call on both sides, which the profiles show as GC and allocation time: in the router, context.WithTimeout, ctxcodec.Codec.Encode (it checks the size, sorting the keys, then encodes) and the metadata it appends, the stats-handler events; in the worker, the context values (the worker already serves calls from a fixed pool of stream workers, so stacks are reused)."
+	hopFixBrief := "fewer allocations inside gRPC's call path on both sides (stream setup, metadata copies), and fewer context values per call"
+	hopFix := "what is left is mostly gRPC's own per-call work and the garbage it makes, on both sides: stream setup, the base64 of the -bin context entries, the copy of the incoming metadata the worker reads the context from, the stats-handler events. toolmesh's own part is small now (the context's metadata encoded without allocating, flat arguments validated in one pass, no span when tracing is off, the worker skipping validation behind mTLS); what remains of it is the context values each side adds per call and the typed tool's encoding/json decode."
 	var why string
 	switch g.ID {
 	case "hop-p50", "hop-throughput":

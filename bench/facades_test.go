@@ -9,17 +9,7 @@ import (
 // 1,000 tools, flat and in 10 facades of 100. It is a size, not a timing, so the goal
 // (at least 50 times smaller) is asserted here as well as reported.
 func TestFirstRequestTools(t *testing.T) {
-	folded, flat, err := firstRequestTools(t.Context(), 10, 100, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var foldedSpecs, flatSpecs []map[string]any
-	if err := json.Unmarshal(folded, &foldedSpecs); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(flat, &flatSpecs); err != nil {
-		t.Fatal(err)
-	}
+	folded, flat, foldedSpecs, flatSpecs := firstRequests(t, 10, 100, 0)
 	if len(foldedSpecs) != 10 || len(flatSpecs) != 1000 {
 		t.Fatalf("got %d and %d tool definitions, want 10 and 1000", len(foldedSpecs), len(flatSpecs))
 	}
@@ -45,17 +35,7 @@ func TestFirstRequestTools(t *testing.T) {
 // facades: the first request carries the 10 parents, at least 500 times fewer bytes
 // than the 10,000 tools flat. A size, not a timing.
 func TestFirstRequestTools10k(t *testing.T) {
-	folded, flat, err := firstRequestTools(t.Context(), 100, 100, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var foldedSpecs, flatSpecs []map[string]any
-	if err := json.Unmarshal(folded, &foldedSpecs); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(flat, &flatSpecs); err != nil {
-		t.Fatal(err)
-	}
+	folded, flat, foldedSpecs, flatSpecs := firstRequests(t, 100, 100, 10)
 	if len(foldedSpecs) != 10 || len(flatSpecs) != 10000 {
 		t.Fatalf("got %d and %d tool definitions, want 10 and 10000", len(foldedSpecs), len(flatSpecs))
 	}
@@ -65,4 +45,20 @@ func TestFirstRequestTools10k(t *testing.T) {
 	if _, _, err := firstRequestTools(t.Context(), 10, 1, 3); err == nil {
 		t.Error("domains that do not divide the facades: want an error")
 	}
+}
+
+// firstRequests is firstRequestTools, checked, with the definitions decoded.
+func firstRequests(t *testing.T, facades, toolsPerFacade, domains int) (folded, flat []byte, foldedSpecs, flatSpecs []map[string]any) {
+	t.Helper()
+	folded, flat, err := firstRequestTools(t.Context(), facades, toolsPerFacade, domains)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(folded, &foldedSpecs); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(flat, &flatSpecs); err != nil {
+		t.Fatal(err)
+	}
+	return folded, flat, foldedSpecs, flatSpecs
 }

@@ -14,11 +14,17 @@ var version string
 // local changes), else "dev". Telemetry's service.version and a worker's registration
 // report it.
 var Version = sync.OnceValue(func() string {
-	if version != "" {
-		return version
+	bi, _ := debug.ReadBuildInfo() // nil when the binary has none
+	return versionOf(version, bi)
+})
+
+// versionOf is Version from the linked-in version and the build information (nil when
+// there is none).
+func versionOf(linked string, bi *debug.BuildInfo) string {
+	if linked != "" {
+		return linked
 	}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
+	if bi == nil {
 		return "dev"
 	}
 	if v := bi.Main.Version; v != "" && v != "(devel)" {
@@ -44,4 +50,4 @@ var Version = sync.OnceValue(func() string {
 		rev += "-dirty"
 	}
 	return rev
-})
+}

@@ -101,3 +101,15 @@ func BenchmarkCheck(b *testing.B) {
 		}
 	})
 }
+
+func BenchmarkAppendPairs(b *testing.B) {
+	eachContext(b, func(b *testing.B, c toolctx.Context) {
+		kv, err := Codec{}.AppendPairs(nil, c)
+		if err != nil || len(kv) != 2*c.Len() {
+			b.Fatalf("AppendPairs: %d strings for %d entries, error %v", len(kv), c.Len(), err)
+		}
+		for b.Loop() {
+			_, _ = Codec{}.AppendPairs(kv[:0], c)
+		}
+	})
+}

@@ -56,7 +56,7 @@ func (l *Lease) Drain() {
 func (l *Lease) End() {
 	w := l.w
 	w.mu.Lock()
-	if w.removed {
+	if w.removed || w.graceTimer != nil { // gone, or its end already reported (Lost, then End)
 		w.mu.Unlock()
 		return
 	}

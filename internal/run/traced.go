@@ -109,14 +109,10 @@ func (p budgetedProvider) Stream(ctx context.Context, req *llm.Request) iter.Seq
 					Message: fmt.Sprintf("this run's tenant has made its %d model calls of the last minute, and the next may start only after the run's deadline", p.n)})
 				return
 			}
-			t := time.NewTimer(d)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			if llm.Sleep(ctx, d) != nil {
 				r.Cancel()
 				yield(llm.Chunk{}, context.Cause(ctx))
 				return
-			case <-t.C:
 			}
 		}
 		for c, err := range p.tracedProvider.Stream(ctx, req) {

@@ -189,7 +189,12 @@ func unauthenticated() error {
 // bearer is the call's bearer token, if any.
 func bearer(ctx context.Context) string {
 	md, _ := metadata.FromIncomingContext(ctx)
-	for _, v := range md.Get("authorization") {
+	return bearerOf(md.Get("authorization"))
+}
+
+// bearerOf is the token of the first "Bearer <token>" among Authorization values.
+func bearerOf(values []string) string {
+	for _, v := range values {
 		if scheme, tok, ok := strings.Cut(v, " "); ok && strings.EqualFold(scheme, "bearer") {
 			return strings.TrimSpace(tok)
 		}

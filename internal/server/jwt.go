@@ -80,14 +80,8 @@ func (t *tokens) current() map[string]any {
 // maxTokenBytes bounds a bearer token.
 const maxTokenBytes = 16 << 10
 
-// tenant verifies a token (signature, expiry, issuer, audience) and returns its tenant
-// claim.
-func (t *tokens) tenant(raw string) (string, error) {
-	tenant, _, err := t.verify(raw)
-	return tenant, err
-}
-
-// verify checks raw and returns its tenant and who it names: its issuer and subject.
+// verify checks a token (signature, expiry, issuer, audience) and returns its tenant
+// claim and who it names: its issuer and subject.
 func (t *tokens) verify(raw string) (tenant, who string, _ error) {
 	if len(raw) > maxTokenBytes {
 		return "", "", fmt.Errorf("the bearer token is %d bytes; the limit is %d", len(raw), maxTokenBytes)

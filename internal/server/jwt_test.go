@@ -75,7 +75,7 @@ func TestTokensFollowTheKeySetFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tn, err := ts.tenant(sign(old)); err != nil || tn != "acme" {
+	if tn, _, err := ts.verify(sign(old)); err != nil || tn != "acme" {
 		t.Fatalf("a token of the key set's key: %q, %v", tn, err)
 	}
 	cur := newKey()
@@ -86,10 +86,10 @@ func TestTokensFollowTheKeySetFile(t *testing.T) {
 	ts.mu.Lock()
 	ts.checked = time.Time{} // as if a second had passed
 	ts.mu.Unlock()
-	if _, err := ts.tenant(sign(cur)); err != nil {
+	if _, _, err := ts.verify(sign(cur)); err != nil {
 		t.Errorf("a token of the new key: %v", err)
 	}
-	if _, err := ts.tenant(sign(old)); err == nil {
+	if _, _, err := ts.verify(sign(old)); err == nil {
 		t.Error("a token of the replaced key still verifies")
 	}
 }

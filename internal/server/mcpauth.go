@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"net/http"
-	"strings"
 	"sync"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
@@ -72,11 +71,7 @@ func (m *mcpAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			id, hasID = x, true
 		}
 	}
-	var raw string
-	if scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "bearer") {
-		raw = strings.TrimSpace(tok)
-	}
-	p, err := m.a.client(id, hasID, raw, "MCP "+r.Method, true)
+	p, err := m.a.client(id, hasID, bearerOf(r.Header.Values("Authorization")), "MCP "+r.Method, true)
 	if err != nil {
 		st := status.Convert(err)
 		code := http.StatusForbidden

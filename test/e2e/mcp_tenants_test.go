@@ -58,17 +58,7 @@ mcp_serve:
 		t.Fatal(err)
 	}
 	defer func() { _ = admin.Close() }()
-	for {
-		ws, err := admin.ListWorkers(ctx)
-		if err == nil && len(ws) == 2 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("workers: %v, %v", ws, err)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	waitWorkerCount(ctx, t, admin, 2)
 	endpoint := "http://" + addr + "/"
 	connect := func(token string) (*sdk.ClientSession, error) {
 		hc := &http.Client{}

@@ -98,17 +98,7 @@ agentic_tools:
 	acme, globex := as("acme"), as("globex")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	for {
-		ws, err := acme.ListWorkers(ctx)
-		if err == nil && len(ws) == 2 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("workers: %v, %v", ws, err)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	waitWorkerCount(ctx, t, acme, 2)
 
 	// A run of acme's, whose client claims to be globex in the context.
 	var final, runID string
@@ -288,4 +278,21 @@ func (m *mesh) firstEvent(ctx context.Context, c *client.Client, req *toolpb.Run
 		return ev, err
 	}
 	return nil, nil
+}
+
+// waitWorkerCount waits until c lists n workers (c may be any tenant's client: the
+// workers are everyone's to list).
+func waitWorkerCount(ctx context.Context, t *testing.T, c *client.Client, n int) {
+	t.Helper()
+	for {
+		ws, err := c.ListWorkers(ctx)
+		if err == nil && len(ws) == n {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("workers: %v, %v; want %d", ws, err, n)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
