@@ -101,16 +101,46 @@ func TestTenantIsolationUnderFaults(t *testing.T) {
 	}
 
 	// The fault loop: a replica SIGKILLed, and started again, every two seconds or at
-	// least four times over the test, one replica after the other.
+	// least four times over the test, one replica after the other. The next kill waits
+	// for the restarted replica to have registered again, so that one replica always
+	// serves: what is under test is isolation across failover, not a group with no
+	// replica at all (its calls would fail, rightly, and prove nothing).
 	var next, done, calls, mismatches, failed, kills atomic.Int64
 	faults := make(chan struct{})
 	var faultWG sync.WaitGroup
+	registered := func(id string) bool {
+		ws, err := m.c.ListWorkers(ctx)
+		if err != nil {
+			return false
+		}
+		for _, w := range ws {
+			if w.GetWorkerId() == id && w.GetState() == toolpb.WorkerState_WORKER_STATE_READY {
+				return true
+			}
+		}
+		return false
+	}
+	// mark(k) is the run whose start makes the k+1st fault due; the runners hold runs
+	// from a few past it until that fault has happened, so that each of the first four
+	// faults lands on calls in flight however fast the runs go.
+	mark := func(k int64) int64 { return int64(totalRuns) * (k + 1) / 5 }
+	gate := func(n int64) bool {
+		for k := kills.Load(); k < 4 && n >= mark(k)+4; k = kills.Load() {
+			select {
+			case <-ctx.Done():
+				return false
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+		return true
+	}
 	faultWG.Go(func() {
 		every := time.NewTicker(2 * time.Second)
 		defer every.Stop()
 		for i := 0; ; i++ {
-			// A small run is over in a second or two: its faults follow its progress.
-			due := done.Load() >= int64(totalRuns)*int64(kills.Load()+1)/5
+			// A small run is over in a fraction of a second: its first four faults
+			// follow its progress (see gate), later ones come with the ticker.
+			due := next.Load() >= mark(kills.Load())
 			select {
 			case <-faults:
 				return
@@ -130,19 +160,29 @@ func TestTenantIsolationUnderFaults(t *testing.T) {
 				t.Errorf("restarting %s: %v", id, err)
 				return
 			}
+			for !registered(id) {
+				select {
+				case <-faults:
+					return
+				case <-ctx.Done():
+					t.Errorf("replica %s did not register again after its restart", id)
+					return
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
 		}
 	})
 
 	var mu sync.Mutex
 	runs := map[string]int{} // a sample of run ids → tenant
-	var examples []string
+	var examples, unanswered []string
 	var wg sync.WaitGroup
 	began := time.Now()
 	for range 8 {
 		wg.Go(func() {
 			for {
 				n := next.Add(1) - 1
-				if n >= int64(totalRuns) || ctx.Err() != nil {
+				if n >= int64(totalRuns) || !gate(n) {
 					return
 				}
 				tn := int(n % tenants)
@@ -157,7 +197,15 @@ func TestTenantIsolationUnderFaults(t *testing.T) {
 					}
 					id = ev.GetRunId()
 					f := ev.GetToolCallFinished()
-					if f == nil || f.GetOutcome() != toolpb.ToolCallOutcome_TOOL_CALL_OUTCOME_OK {
+					if f == nil {
+						continue
+					}
+					if f.GetOutcome() != toolpb.ToolCallOutcome_TOOL_CALL_OUTCOME_OK {
+						mu.Lock()
+						if len(unanswered) < 5 {
+							unanswered = append(unanswered, fmt.Sprintf("%s: %s", f.GetOutcome(), f.GetContent()))
+						}
+						mu.Unlock()
 						continue
 					}
 					calls.Add(1)
@@ -199,7 +247,7 @@ func TestTenantIsolationUnderFaults(t *testing.T) {
 		t.Errorf("%d calls saw another tenant", mismatches.Load())
 	}
 	if calls.Load() < int64(wantCalls)*9/10 {
-		t.Errorf("only %d of %d calls were answered", calls.Load(), wantCalls)
+		t.Errorf("only %d of %d calls were answered; some that were not: %q", calls.Load(), wantCalls, unanswered)
 	}
 	if failed.Load() > int64(totalRuns)/10 {
 		t.Errorf("%d of %d runs failed", failed.Load(), totalRuns)
