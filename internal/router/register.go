@@ -44,6 +44,10 @@ func (l *Lease) WorkerID() string { return l.w.id }
 // Heartbeat records a heartbeat and the load the worker reported.
 func (l *Lease) Heartbeat(inFlight int32) { l.w.reported.Store(inFlight) }
 
+// Replaced is closed when a registration of the same worker on another stream took the
+// lease's place (Registration.replaces_lease_id): the lease's stream should end.
+func (l *Lease) Replaced() <-chan struct{} { return l.w.replaced }
+
 // Drain stops new calls to the worker; calls in flight finish.
 func (l *Lease) Drain() {
 	l.w.setState(toolpb.WorkerState_WORKER_STATE_DRAINING)
@@ -178,6 +182,7 @@ func (r *Router) RegisterAs(reg *toolpb.Registration, identity string) (*Lease, 
 		conn:         conn,
 		client:       toolpb.NewToolWorkerServiceClient(conn),
 		state:        toolpb.WorkerState_WORKER_STATE_READY,
+		replaced:     make(chan struct{}),
 	}
 	w.typeBytes = domainTypeBytes(reg)
 	r.defBytes += w.typeBytes
@@ -243,6 +248,7 @@ func (r *Router) RegisterAs(reg *toolpb.Registration, identity string) (*Lease, 
 	r.mu.Unlock()
 
 	if old != nil {
+		old.replace()
 		old.close()
 	}
 	r.log.Info("worker registered", "worker_id", w.id, "address", w.address, "groups", w.groups, "tools", len(w.tools), "lease_id", w.leaseID, "replaced", old != nil)
@@ -271,8 +277,11 @@ func (r *Router) checkLocked(reg *toolpb.Registration, parsed map[string]parsedT
 	}
 
 	old := r.workers[reg.GetWorkerId()]
-	if old != nil && old.live() {
+	if old != nil && old.live() && !replaces(reg, old, identity) {
 		msg := fmt.Sprintf("worker id %q is held by a worker whose registration stream is still open; a worker id may be registered by one stream at a time", old.id)
+		if reg.GetReplacesLeaseId() != "" {
+			msg += " (replaces_lease_id names another lease, or the address or identity differ)"
+		}
 		return &refusal{rejections: []*toolpb.Rejection{{Reason: msg}}, err: fmt.Errorf("%w: %s", ErrWorkerIDInUse, msg)}
 	}
 	if rej := r.conflictsLocked(reg, parsed, old); len(rej) > 0 {
@@ -285,6 +294,13 @@ func (r *Router) checkLocked(reg *toolpb.Registration, parsed map[string]parsedT
 		return &refusal{rejections: []*toolpb.Rejection{{Reason: msg}}, err: fmt.Errorf("%w: %s", ErrTableFull, msg)}
 	}
 	return nil
+}
+
+// replaces reports whether reg is old's own worker moving its live registration to a
+// new stream: it names old's lease, from the same address and identity.
+func replaces(reg *toolpb.Registration, old *worker, identity string) bool {
+	return reg.GetReplacesLeaseId() != "" && reg.GetReplacesLeaseId() == old.leaseID &&
+		reg.GetAddress() == old.address && identity == old.identity
 }
 
 // maxPins bounds the pinned definitions; past it the oldest pin is forgotten.
@@ -539,6 +555,9 @@ func validate(reg *toolpb.Registration) ([]*toolpb.Rejection, map[string]parsedT
 	}
 	if p := wire.CheckPrintable(reg.GetVersion(), wire.MaxVersionBytes); p != "" {
 		add("", "", "version %s", p)
+	}
+	if p := wire.CheckPrintable(reg.GetReplacesLeaseId(), 64); p != "" {
+		add("", "", "replaces_lease_id %s", p)
 	}
 	if reg.GetCapacity() < 0 {
 		add("", "", "capacity is negative (%d)", reg.GetCapacity())

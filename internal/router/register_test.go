@@ -379,6 +379,59 @@ func TestRegisterRefusesTheIDOfALiveLease(t *testing.T) {
 	})
 }
 
+// TestRegisterHandsALiveLeaseOver: a worker moving its registration to a new stream (its
+// certificate rotated) registers again naming its live lease; the new lease takes its
+// place without the worker ever leaving the table, and the old lease is told to end.
+// Naming another lease, or coming from another address or identity, is still refused.
+func TestRegisterHandsALiveLeaseOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRouter(t, Options{GracePeriod: time.Second})
+		old := mustRegister(t, r, registration("x", "127.0.0.1:9001", "text", echoTool("echo")))
+		for _, bad := range []struct {
+			name     string
+			reg      *toolpb.Registration
+			identity string
+		}{
+			{"another lease", withReplaces(registration("x", "127.0.0.1:9001", "text", echoTool("echo")), "not-"+old.ID()), ""},
+			{"another address", withReplaces(registration("x", "127.0.0.1:9666", "text", echoTool("echo")), old.ID()), ""},
+			{"another identity", withReplaces(registration("x", "127.0.0.1:9001", "text", echoTool("echo")), old.ID()), "spiffe://x/other"},
+		} {
+			if _, _, err := r.RegisterAs(bad.reg, bad.identity); err == nil {
+				t.Fatalf("%s: a handover was accepted", bad.name)
+			}
+			select {
+			case <-old.Replaced():
+				t.Fatalf("%s: a refused handover ended the live lease", bad.name)
+			default:
+			}
+		}
+		mustRegister(t, r, withReplaces(registration("x", "127.0.0.1:9001", "text", echoTool("echo")), old.ID()))
+		select {
+		case <-old.Replaced():
+		default:
+			t.Fatal("the old lease was not told it was replaced")
+		}
+		if ws := r.ListWorkers(); len(ws) != 1 || ws[0].GetState() != toolpb.WorkerState_WORKER_STATE_READY {
+			t.Fatalf("after the handover: ListWorkers = %v", ws)
+		}
+		// The old stream ends now; that must not touch the new lease.
+		old.End()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if ws := r.ListWorkers(); len(ws) != 1 || ws[0].GetState() != toolpb.WorkerState_WORKER_STATE_READY {
+			t.Errorf("after the old lease ended: ListWorkers = %v", ws)
+		}
+		if _, err := r.Tool("echo"); err != nil {
+			t.Errorf("echo after the handover: %v", err)
+		}
+	})
+}
+
+func withReplaces(reg *toolpb.Registration, lease string) *toolpb.Registration {
+	reg.ReplacesLeaseId = lease
+	return reg
+}
+
 func TestRegisterAfterClose(t *testing.T) {
 	r := newRouter(t, Options{})
 	mustRegister(t, r, registration("a", "127.0.0.1:9001", "text", echoTool("echo")))

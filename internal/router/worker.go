@@ -38,6 +38,8 @@ type worker struct {
 	failures     int                // consecutive transport failures
 	ejectedUntil time.Time
 	graceTimer   *time.Timer
+	replaced     chan struct{} // closed when a registration on another stream took its place
+	replaceOnce  sync.Once
 	removed      bool
 	closing      bool // the connection closes when the last call in flight ends
 	connClosed   bool
@@ -137,6 +139,15 @@ func (w *worker) release() {
 // close stops the grace timer and closes the connection once no call uses it. A worker
 // that was replaced by a new registration, or that left the table, may still be running
 // calls it accepted: those finish (or fail on their own) rather than being cut off here.
+// replace marks w as taken over by a registration of the same worker on another stream.
+func (w *worker) replace() {
+	w.replaceOnce.Do(func() {
+		if w.replaced != nil {
+			close(w.replaced)
+		}
+	})
+}
+
 func (w *worker) close() {
 	w.mu.Lock()
 	if w.graceTimer != nil {

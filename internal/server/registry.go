@@ -122,6 +122,9 @@ func (r *registryServer) Connect(stream toolpb.ToolRegistryService_ConnectServer
 	for {
 		timer.Reset(ttl)
 		select {
+		case <-lease.Replaced():
+			r.s.log.Info("worker moved its registration to a new stream", "worker_id", lease.WorkerID(), "lease_id", lease.ID())
+			return nil
 		case <-expired:
 			r.s.audit("worker lease ended: its certificate expired", "worker_id", lease.WorkerID(), "identity", identity)
 			return statusError(toolpb.ErrorReason_ERROR_REASON_UNAUTHENTICATED, "the worker's certificate expired", nil)

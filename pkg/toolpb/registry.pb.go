@@ -139,9 +139,16 @@ type Registration struct {
 	// Maximum number of concurrent calls the worker accepts; zero means unlimited.
 	Capacity int32 `protobuf:"varint,4,opt,name=capacity,proto3" json:"capacity,omitempty"`
 	// Version of the worker program, for operators: printable UTF-8, at most 128 bytes.
-	Version       string `protobuf:"bytes,5,opt,name=version,proto3" json:"version,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Version string `protobuf:"bytes,5,opt,name=version,proto3" json:"version,omitempty"`
+	// The lease id (RegistrationAck.lease_id) of this worker's own registration that this
+	// one replaces while it is still open: a worker moving its registration to a new
+	// connection, as after its certificate rotated, registers again on the new one before
+	// it closes the old, so that it never leaves the routing table. Accepted only for the
+	// same worker id, address and identity; the old stream is then ended. Empty for a
+	// plain registration. At most 64 bytes.
+	ReplacesLeaseId string `protobuf:"bytes,6,opt,name=replaces_lease_id,json=replacesLeaseId,proto3" json:"replaces_lease_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Registration) Reset() {
@@ -205,6 +212,13 @@ func (x *Registration) GetCapacity() int32 {
 func (x *Registration) GetVersion() string {
 	if x != nil {
 		return x.Version
+	}
+	return ""
+}
+
+func (x *Registration) GetReplacesLeaseId() string {
+	if x != nil {
+		return x.ReplacesLeaseId
 	}
 	return ""
 }
@@ -1042,13 +1056,14 @@ const file_toolmesh_v1_registry_proto_rawDesc = "" +
 	"\bregister\x18\x01 \x01(\v2\x19.toolmesh.v1.RegistrationH\x00R\bregister\x126\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x16.toolmesh.v1.HeartbeatH\x00R\theartbeat\x123\n" +
 	"\bdraining\x18\x03 \x01(\v2\x15.toolmesh.v1.DrainingH\x00R\bdrainingB\t\n" +
-	"\amessage\"\xb3\x01\n" +
+	"\amessage\"\xdf\x01\n" +
 	"\fRegistration\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x126\n" +
 	"\x06groups\x18\x03 \x03(\v2\x1e.toolmesh.v1.GroupRegistrationR\x06groups\x12\x1a\n" +
 	"\bcapacity\x18\x04 \x01(\x05R\bcapacity\x12\x18\n" +
-	"\aversion\x18\x05 \x01(\tR\aversion\"\xe7\x01\n" +
+	"\aversion\x18\x05 \x01(\tR\aversion\x12*\n" +
+	"\x11replaces_lease_id\x18\x06 \x01(\tR\x0freplacesLeaseId\"\xe7\x01\n" +
 	"\x11GroupRegistration\x120\n" +
 	"\x05group\x18\x01 \x01(\v2\x1a.toolmesh.v1.ToolGroupInfoR\x05group\x121\n" +
 	"\x05tools\x18\x02 \x03(\v2\x1b.toolmesh.v1.RegisteredToolR\x05tools\x121\n" +

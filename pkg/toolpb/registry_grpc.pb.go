@@ -34,9 +34,10 @@ type ToolRegistryServiceClient interface {
 	//
 	// A worker id is held by one open registration stream at a time: a registration that
 	// names the id of a worker whose stream is still open is refused (ALREADY_EXISTS,
-	// reason WORKER_ID_IN_USE) and the worker holding it is left alone. Once that stream
-	// ends the id is free; a worker that reconnects within the grace period takes its own
-	// place back. Before accepting, the orchestrator checks that the advertised address
+	// reason WORKER_ID_IN_USE) and the worker holding it is left alone, unless it names
+	// that stream's lease in replaces_lease_id (the same worker moving to a new
+	// connection). Once that stream ends the id is free; a worker that reconnects within
+	// the grace period takes its own place back. Before accepting, the orchestrator checks that the advertised address
 	// serves ToolWorkerService (grpc.health.v1 status of "toolmesh.v1.ToolWorkerService").
 	// A refused registration is answered with an ack listing the rejections, then the
 	// stream ends with an error status whose ErrorInfo gives the reason (ErrorReason).
@@ -77,9 +78,10 @@ type ToolRegistryServiceServer interface {
 	//
 	// A worker id is held by one open registration stream at a time: a registration that
 	// names the id of a worker whose stream is still open is refused (ALREADY_EXISTS,
-	// reason WORKER_ID_IN_USE) and the worker holding it is left alone. Once that stream
-	// ends the id is free; a worker that reconnects within the grace period takes its own
-	// place back. Before accepting, the orchestrator checks that the advertised address
+	// reason WORKER_ID_IN_USE) and the worker holding it is left alone, unless it names
+	// that stream's lease in replaces_lease_id (the same worker moving to a new
+	// connection). Once that stream ends the id is free; a worker that reconnects within
+	// the grace period takes its own place back. Before accepting, the orchestrator checks that the advertised address
 	// serves ToolWorkerService (grpc.health.v1 status of "toolmesh.v1.ToolWorkerService").
 	// A refused registration is answered with an ack listing the rejections, then the
 	// stream ends with an error status whose ErrorInfo gives the reason (ErrorReason).

@@ -66,6 +66,9 @@ type Source struct {
 	id    spiffeid.ID
 	stamp [3]fileStamp
 
+	// rotated is closed when the certificate changes, and replaced by a new channel.
+	rotated chan struct{}
+
 	stop     chan struct{}
 	stopOnce sync.Once
 	// minted are the call tokens MintCallToken made, for reuse.
@@ -85,7 +88,7 @@ func Load(files Files, log *slog.Logger) (*Source, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Source{files: files, log: log, stop: make(chan struct{})}
+	s := &Source{files: files, log: log, stop: make(chan struct{}), rotated: make(chan struct{})}
 	if err := s.Reload(); err != nil {
 		return nil, err
 	}
@@ -119,6 +122,10 @@ func (s *Source) Reload() error {
 	s.mu.Lock()
 	changed := s.leaf != nil && !bytes.Equal(s.leaf.Raw, leaf.Raw)
 	s.cert, s.leaf, s.pool, s.id, s.stamp = &cert, leaf, pool, id, stamp
+	if changed {
+		close(s.rotated)
+		s.rotated = make(chan struct{})
+	}
 	s.mu.Unlock()
 	if changed {
 		s.log.Info("certificate reloaded", "spiffe_id", id.String(), "not_after", leaf.NotAfter.UTC().Format(time.RFC3339))
@@ -166,6 +173,23 @@ func (s *Source) Watch(interval time.Duration) {
 
 // Close stops Watch.
 func (s *Source) Close() { s.stopOnce.Do(func() { close(s.stop) }) }
+
+// Rotated returns a channel that is closed when the certificate changes after this
+// call (Reload, Watch). Connections already made keep the certificate of their
+// handshake: a process that must show the new one, as a worker to the orchestrator that
+// ends its lease when its certificate expires, makes new connections.
+func (s *Source) Rotated() <-chan struct{} {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.rotated
+}
+
+// NotAfter is when the current certificate expires.
+func (s *Source) NotAfter() time.Time {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.leaf.NotAfter
+}
 
 // ID is the identity of the current certificate.
 func (s *Source) ID() spiffeid.ID {

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
@@ -146,19 +147,41 @@ func (w *Worker) registerLoop(ctx context.Context, target string, drainReq chan<
 			return nil
 		}))))
 	}
-	conn, err := grpc.NewClient(target, opts...)
+	dial := func() (*registrationConn, error) {
+		c := &registrationConn{}
+		if w.opts.TLS != nil {
+			c.rotated = w.opts.TLS.Rotated() // before the handshake: a rotation during it counts
+		}
+		var err error
+		if c.conn, err = grpc.NewClient(target, opts...); err != nil {
+			return nil, err
+		}
+		c.client = toolpb.NewToolRegistryServiceClient(c.conn)
+		return c, nil
+	}
+	conn, err := dial()
 	if err != nil {
 		w.log.Error("cannot create orchestrator client", "error", err)
 		return
 	}
-	defer func() { _ = conn.Close() }()
-	client := toolpb.NewToolRegistryServiceClient(conn)
+	defer func() { conn.close() }()
 
 	failures := 0
 	for ctx.Err() == nil {
-		w.waitReachable(ctx, conn, target)
+		if conn.stale() {
+			// The certificate changed since this connection's handshake: a new
+			// registration must show the new one, so it needs a new connection.
+			next, err := dial()
+			if err != nil {
+				w.log.Error("cannot create orchestrator client", "error", err)
+				return
+			}
+			conn.close()
+			conn = next
+		}
+		w.waitReachable(ctx, conn.conn, target)
 		start := time.Now()
-		err := w.session(ctx, client, target, drainReq)
+		err := w.follow(ctx, &conn, dial, target, drainReq)
 		w.setRegistered(target, false, nil)
 		if ctx.Err() != nil {
 			return
@@ -180,6 +203,132 @@ func (w *Worker) registerLoop(ctx context.Context, target string, drainReq chan<
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// registrationConn is a connection to one orchestrator replica for registration
+// streams, with the certificate rotation it was made before.
+type registrationConn struct {
+	conn    *grpc.ClientConn
+	client  toolpb.ToolRegistryServiceClient
+	rotated <-chan struct{} // nil without mutual TLS
+}
+
+// stale reports whether the worker's certificate changed since the connection was made.
+func (c *registrationConn) stale() bool {
+	if c.rotated == nil {
+		return false
+	}
+	select {
+	case <-c.rotated:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c *registrationConn) close() { _ = c.conn.Close() }
+
+// liveSession is a registration stream running in its own goroutine.
+type liveSession struct {
+	conn     *registrationConn
+	cancel   context.CancelFunc
+	accepted chan string // the lease id, once the orchestrator accepted the registration
+	done     chan error  // how the stream ended
+}
+
+func (w *Worker) startSession(ctx context.Context, conn *registrationConn, target string, drainReq chan<- struct{}, replaces string) *liveSession {
+	sctx, cancel := context.WithCancel(ctx)
+	s := &liveSession{conn: conn, cancel: cancel, accepted: make(chan string, 1), done: make(chan error, 1)}
+	go func() {
+		s.done <- w.session(sctx, conn.client, target, drainReq, replaces, func(lease string) { s.accepted <- lease })
+	}()
+	return s
+}
+
+// follow runs registration streams on *conn until one ends for good, and returns how it
+// ended. When the worker's certificate rotates while it is registered, it moves the
+// registration to a new connection (which shows the new certificate) without leaving
+// the routing table: it registers on the new connection naming its live lease
+// (Registration.replaces_lease_id), and closes the old stream and connection once the
+// orchestrator accepted; *conn is then the new connection. The orchestrator ends a
+// lease when the certificate of its connection expires, so a worker that kept its first
+// connection would lose its tools then, however often its certificate was renewed.
+func (w *Worker) follow(ctx context.Context, conn **registrationConn, dial func() (*registrationConn, error), target string, drainReq chan<- struct{}) error {
+	cur := w.startSession(ctx, *conn, target, drainReq, "")
+	defer func() { cur.cancel() }()
+	var lease string
+	var retry <-chan time.Time
+	tries := 0 // handovers that failed in a row
+	for {
+		var rotated <-chan struct{}
+		if lease != "" && retry == nil && w.opts.TLS != nil {
+			rotated = cur.conn.rotated
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-cur.done:
+			return err
+		case lease = <-cur.accepted:
+			continue
+		case <-retry:
+			retry = nil
+		case <-rotated:
+		}
+		select {
+		case <-w.drainCh:
+			continue // a draining worker stays where it is until it leaves
+		default:
+		}
+		next, err := dial()
+		if err != nil {
+			w.log.Warn("certificate rotated but no new connection to the orchestrator could be made; will try again", "orchestrator", target, "error", err.Error())
+			tries++
+			retry = time.After(backoff(tries, w.opts.MinBackoff, w.opts.MaxBackoff))
+			continue
+		}
+		w.log.Info("certificate rotated: moving the registration to a new connection", "orchestrator", target, "lease_id", lease)
+		ns := w.startSession(ctx, next, target, drainReq, lease)
+		var newLease string
+		var nerr error
+		curDone := cur.done
+	handover:
+		for {
+			select {
+			case <-ctx.Done():
+				ns.cancel()
+				next.close()
+				return ctx.Err()
+			case newLease = <-ns.accepted:
+				break handover
+			case nerr = <-ns.done:
+				break handover
+			case err := <-curDone:
+				// The old stream ended meanwhile: the new registration, in flight,
+				// takes the worker's place back within the grace period.
+				w.log.Warn("the old registration stream ended during the handover", "orchestrator", target, "error", fmt.Sprint(err))
+				curDone = nil
+			}
+		}
+		if newLease == "" {
+			ns.cancel()
+			next.close()
+			if curDone == nil {
+				return nerr // neither stream is left
+			}
+			w.log.Warn("the orchestrator refused the registration on a new connection; keeping the old one", "orchestrator", target, "error", fmt.Sprint(nerr))
+			tries++
+			retry = time.After(backoff(tries, w.opts.MinBackoff, w.opts.MaxBackoff))
+			continue
+		}
+		cur.cancel()
+		if curDone != nil {
+			<-curDone
+		}
+		cur.conn.close()
+		cur, *conn, lease, tries = ns, next, newLease, 0
+		w.setRegistered(target, true, nil)
 	}
 }
 
@@ -227,8 +376,10 @@ func backoff(failures int, lo, hi time.Duration) time.Duration {
 	return half + rand.N(half+1)
 }
 
-// session runs one registration stream until it breaks or ctx ends.
-func (w *Worker) session(ctx context.Context, client toolpb.ToolRegistryServiceClient, target string, drainReq chan<- struct{}) error {
+// session runs one registration stream until it breaks or ctx ends; accepted is called
+// with the lease id once the orchestrator accepted it. replaces names a live lease of
+// this worker the registration takes the place of ("" for none).
+func (w *Worker) session(ctx context.Context, client toolpb.ToolRegistryServiceClient, target string, drainReq chan<- struct{}, replaces string, accepted func(lease string)) error {
 	sctx, cancel := context.WithCancel(ctx)
 	var sender sync.WaitGroup
 	defer func() {
@@ -247,7 +398,12 @@ func (w *Worker) session(ctx context.Context, client toolpb.ToolRegistryServiceC
 		defer sendMu.Unlock()
 		return stream.Send(m)
 	}
-	if err := send(&toolpb.ConnectRequest{Message: &toolpb.ConnectRequest_Register{Register: w.reg}}); err != nil {
+	reg := w.reg
+	if replaces != "" {
+		reg = proto.CloneOf(w.reg)
+		reg.ReplacesLeaseId = replaces
+	}
+	if err := send(&toolpb.ConnectRequest{Message: &toolpb.ConnectRequest_Register{Register: reg}}); err != nil {
 		return fmt.Errorf("send registration: %w", err)
 	}
 	first, err := stream.Recv()
@@ -269,6 +425,7 @@ func (w *Worker) session(ctx context.Context, client toolpb.ToolRegistryServiceC
 		return &refusal{retryAfter: after}
 	}
 	w.setRegistered(target, true, nil)
+	accepted(ack.GetLeaseId())
 	interval := ack.GetHeartbeatInterval().AsDuration()
 	if interval <= 0 {
 		interval = 2 * time.Second

@@ -475,3 +475,52 @@ func serverCert(t *testing.T, addr string, s *trust.Source) []byte {
 	defer func() { _ = conn.Close() }()
 	return conn.ConnectionState().PeerCertificates[0].Raw
 }
+
+// TestShortLivedCertificateRotation (catalogue S15, with a certificate that lives
+// seconds): a worker's only certificate expires six seconds after it registers, and is
+// renewed on disk after one and a half. Runs go on past the old certificate's expiry
+// with no failed call and the worker never leaves the table: it moved its registration
+// to a new connection, which shows the new certificate, before the orchestrator would
+// have ended the lease of the old one.
+func TestShortLivedCertificateRotation(t *testing.T) {
+	m := startTLSMesh(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	p := m.pki
+	expires := time.Now().Add(6 * time.Second)
+	m.worker("math-1", "math", tlsArgs(p.issue(t, "worker-math", "/worker/math", time.Now().Add(-time.Minute), time.Until(expires)+time.Minute))...)
+	m.waitWorker(ctx, "math-1", true)
+
+	var failed, ok atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil && time.Now().Before(expires.Add(4*time.Second)) {
+			if text, err := m.add(ctx); err != nil || text != "the answer is 42" {
+				failed.Add(1)
+				t.Logf("run: %q, %v", text, err)
+			} else {
+				ok.Add(1)
+			}
+		}
+	}()
+	time.Sleep(1500 * time.Millisecond)
+	p.valid(t, "worker-math", "/worker/math") // the renewal, as cert-manager writes it
+	<-done
+	if failed.Load() != 0 || ok.Load() == 0 {
+		m.dump()
+		t.Errorf("%d of %d runs failed across the renewal and the old certificate's expiry", failed.Load(), failed.Load()+ok.Load())
+	}
+	if _, registered := m.workers(ctx)["math-1"]; !registered {
+		t.Error("the worker left the table when its old certificate expired")
+	}
+	if m.orch.CountLogs("worker moved its registration to a new stream", map[string]string{"worker_id": "math-1"}) == 0 {
+		t.Error("the worker did not move its registration to a new connection")
+	}
+	if n := m.orch.CountLogs("worker lease ended: its certificate expired", map[string]string{"worker_id": "math-1"}); n != 0 {
+		t.Errorf("the orchestrator ended %d leases of the renewed worker for an expired certificate", n)
+	}
+	if n := m.orch.CountLogs("worker left the routing table", map[string]string{"worker_id": "math-1"}); n != 0 {
+		t.Errorf("the worker left the routing table %d times", n)
+	}
+}
