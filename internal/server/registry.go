@@ -78,6 +78,11 @@ func (r *registryServer) Connect(stream toolpb.ToolRegistryService_ConnectServer
 	if reg == nil {
 		return statusError(toolpb.ErrorReason_ERROR_REASON_REGISTRATION_INVALID, fmt.Sprintf("the first message of a registration stream must be register, got %T", first.GetMessage()), nil)
 	}
+	if exp := certExpiry(ctx); !exp.IsZero() && !time.Now().Before(exp) {
+		// A connection outlives its handshake: its certificate may have expired since.
+		r.s.audit("registration refused: the certificate of its connection expired", "worker_id", wire.Truncate(reg.GetWorkerId(), 64), "not_after", exp.UTC().Format(time.RFC3339))
+		return statusError(toolpb.ErrorReason_ERROR_REASON_UNAUTHENTICATED, "the certificate this connection was made with expired at "+exp.UTC().Format(time.RFC3339)+"; connect again with a valid one", nil)
+	}
 	identity, err := r.s.checkGrant(ctx, reg)
 	if err != nil {
 		_ = stream.Send(&toolpb.ConnectResponse{Message: &toolpb.ConnectResponse_Ack{Ack: &toolpb.RegistrationAck{Accepted: false,

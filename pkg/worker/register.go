@@ -15,6 +15,7 @@ import (
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"google.golang.org/grpc"
 	grpcbackoff "google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -167,10 +168,12 @@ func (w *Worker) registerLoop(ctx context.Context, target string, drainReq chan<
 	defer func() { conn.close() }()
 
 	failures := 0
+	redial := false
 	for ctx.Err() == nil {
-		if conn.stale() {
-			// The certificate changed since this connection's handshake: a new
-			// registration must show the new one, so it needs a new connection.
+		if conn.stale() || redial {
+			// The certificate changed since this connection's handshake, or the
+			// orchestrator refused the one it showed (it expired since): a new
+			// registration must show the current one, so it needs a new connection.
 			next, err := dial()
 			if err != nil {
 				w.log.Error("cannot create orchestrator client", "error", err)
@@ -183,6 +186,7 @@ func (w *Worker) registerLoop(ctx context.Context, target string, drainReq chan<
 		start := time.Now()
 		err := w.follow(ctx, &conn, dial, target, drainReq)
 		w.setRegistered(target, false, nil)
+		redial = w.opts.TLS != nil && status.Code(err) == codes.Unauthenticated
 		if ctx.Err() != nil {
 			return
 		}

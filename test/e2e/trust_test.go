@@ -355,6 +355,13 @@ func TestMutualTLS(t *testing.T) {
 		if m.orch.CountLogs("worker lease ended: its certificate expired", map[string]string{"worker_id": "short-1"}) == 0 {
 			t.Error("no audit event for the expired certificate")
 		}
+		// It keeps trying (every 200 ms), and is never let in again: not over the
+		// connection it had, whose handshake showed the certificate while it was valid,
+		// nor over a new one.
+		time.Sleep(2 * time.Second)
+		if n := m.orch.CountLogs("worker registered", map[string]string{"worker_id": "short-1"}); n != 1 {
+			t.Errorf("short-1 registered %d times; want once, before its certificate expired", n)
+		}
 	})
 
 	t.Run("S15 rotation mid-run", func(t *testing.T) {
