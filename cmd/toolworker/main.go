@@ -47,6 +47,7 @@ func run(args []string) error {
 	contextMax := fs.Int("context-max-bytes", 8192, "largest encoded ToolCallContext a call may carry; match the orchestrator's context.max_bytes")
 	reconnectMin := fs.Duration("reconnect-min", 100*time.Millisecond, "shortest delay between registration attempts")
 	reconnectMax := fs.Duration("reconnect-max", 5*time.Second, "longest delay between registration attempts: the worker is registered within this long of the orchestrator serving again")
+	plaintext := fs.Bool("plaintext", false, "serve without TLS on a -listen address that is not loopback (local development only: anything that reaches the port may call the tools)")
 	tlsFlags := cli.AddTLSFlags(fs, "orchestrator-id", "identity of the orchestrator: the only caller of Invoke, and the only registry the worker registers with")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "usage: toolworker [flags]\n\nServes built-in tool groups as a toolmesh worker. Telemetry follows the standard OTEL_*\nvariables (traces: none unless OTEL_TRACES_EXPORTER is set; metrics: Prometheus on\n--metrics-listen).\n\nflags:\n")
@@ -137,7 +138,7 @@ func run(args []string) error {
 	w, err := worker.New(worker.Options{
 		TLS: certs, Orchestrators: orchestrators,
 		Ledger: l,
-		ID:     *id, Orchestrator: *orchestrator, Listen: *listen, Advertise: *advertise,
+		ID:     *id, Orchestrator: *orchestrator, Listen: *listen, Advertise: *advertise, Plaintext: *plaintext,
 		MinBackoff: *reconnectMin, MaxBackoff: *reconnectMax, ContextMaxBytes: *contextMax,
 		Capacity: int32(*capacity), DrainTimeout: *drain, HealthListen: *healthListen, Logger: log, Version: cli.Version(),
 		TracerProvider: sdk.TracerProvider, MeterProvider: sdk.MeterProvider,

@@ -412,6 +412,11 @@ func TestWorkers(t *testing.T) {
 						t.Errorf("--%s=%q, want %q", name, flags[name], v)
 					}
 				}
+				// Without mutual TLS a worker on a pod address must say it serves plaintext
+				// (it refuses to start otherwise); with it, it must not.
+				if _, tls := flags["tls-ca"]; tls == (flags["plaintext"] == "true") {
+					t.Errorf("--tls-ca given: %v, --plaintext=%q: a worker serves either mutual TLS or, said so, plaintext", tls, flags["plaintext"])
+				}
 				if flags["groups"] == "" || strings.Contains(flags["groups"], ",") {
 					t.Errorf("--groups=%q: one Deployment per tool group", flags["groups"])
 				}

@@ -860,6 +860,7 @@ func (c Config) validateTLS(bad func(key, format string, args ...any)) {
 }
 
 // loopback reports whether a listen address is on the loopback interface only.
+// loopback is wire.Loopback, which this package may not import.
 func loopback(listen string) bool {
 	host, _, err := net.SplitHostPort(listen)
 	if err != nil {

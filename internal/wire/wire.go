@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"time"
@@ -287,4 +288,19 @@ func CheckDomainType(p *toolpb.DomainType) error {
 		return fmt.Errorf("domain type %q: %v", Truncate(p.GetTypeName(), 64), err)
 	}
 	return nil
+}
+
+// Loopback reports whether a listen address (host:port) is on a loopback interface
+// ("localhost", 127.0.0.0/8, ::1): the addresses that may serve plaintext without being
+// told to. An address without a host (":7070", all interfaces) is not.
+func Loopback(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -144,8 +144,13 @@ type Options struct {
 	// LedgerTTL is how long an answer is kept (DefaultLedgerTTL when zero).
 	Ledger    Ledger
 	LedgerTTL time.Duration
-	// Listen is the address to serve ToolWorkerService on. Default "127.0.0.1:0".
+	// Listen is the address to serve ToolWorkerService on. Default "127.0.0.1:0". Without
+	// TLS it must be a loopback address unless Plaintext is set.
 	Listen string
+	// Plaintext serves ToolWorkerService without TLS on an address that is not loopback:
+	// for local development only, since anything that reaches the port may call the
+	// tools, with any context. It cannot be set with TLS.
+	Plaintext bool
 	// Listener, when set, is used instead of listening on Listen.
 	Listener net.Listener
 	// Advertise is the address the orchestrator should dial. Default: the listener's
@@ -270,6 +275,12 @@ func New(opts Options, groups ...Group) (*Worker, error) {
 	}
 	if opts.Capacity < 0 {
 		return nil, fmt.Errorf("worker: capacity is negative (%d)", opts.Capacity)
+	}
+	if opts.TLS == nil && !opts.Plaintext && !wire.Loopback(opts.Listen) {
+		return nil, fmt.Errorf("worker: Listen %s is not a loopback address: set TLS for mutual TLS, or Plaintext to serve without TLS (local development only: anything that reaches the port could call the tools with any context)", opts.Listen)
+	}
+	if opts.TLS != nil && opts.Plaintext {
+		return nil, errors.New("worker: Plaintext cannot be set with TLS")
 	}
 	if opts.TLS != nil && len(opts.Orchestrators) == 0 {
 		return nil, errors.New("worker: mutual TLS needs the orchestrator's identity (Options.Orchestrators)")
@@ -396,7 +407,10 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- w.server.Serve(lis) }()
-	w.log.Info("worker serving", "address", lis.Addr().String(), "advertise", advertise, "orchestrator", w.opts.Orchestrator)
+	w.log.Info("worker serving", "address", lis.Addr().String(), "advertise", advertise, "orchestrator", w.opts.Orchestrator, "tls", w.opts.TLS != nil)
+	if w.opts.TLS == nil {
+		w.log.Warn("mutual TLS is off: the port serves plaintext, and any process that reaches it may call the tools with any context (set TLS outside local development)")
+	}
 
 	regCtx, stopReg := context.WithCancel(context.Background())
 	regDone := make(chan struct{})

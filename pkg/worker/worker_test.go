@@ -41,6 +41,8 @@ func TestNewValidates(t *testing.T) {
 		{"group without tools", opts, []Group{{Role: "text"}}, ErrInvalidGroup, "no tools"},
 		{"tool twice", opts, []Group{group(echo()), {Role: "more", Tools: []tool.Tool{echo()}}}, ErrInvalidGroup, `tool "echo" given twice`},
 		{"negative capacity", Options{Orchestrator: "x:1", Capacity: -1}, []Group{group(echo())}, nil, "capacity"},
+		{"plaintext on all interfaces", Options{Orchestrator: "x:1", Listen: ":7171"}, []Group{group(echo())}, nil, "not a loopback address"},
+		{"plaintext on a pod address", Options{Orchestrator: "x:1", Listen: "10.1.2.3:7171"}, []Group{group(echo())}, nil, "Plaintext"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -55,6 +57,19 @@ func TestNewValidates(t *testing.T) {
 				t.Errorf("err %q does not mention %q", err, tc.reason)
 			}
 		})
+	}
+}
+
+// TestNewServesPlaintextOnlyWhereTold: without TLS a worker listens on loopback, or
+// anywhere once Plaintext says it is meant.
+func TestNewServesPlaintextOnlyWhereTold(t *testing.T) {
+	for _, listen := range []string{"127.0.0.1:0", "[::1]:0", "localhost:0"} {
+		if _, err := New(Options{Orchestrator: "x:1", Listen: listen}, group(echo())); err != nil {
+			t.Errorf("Listen %s without TLS: %v", listen, err)
+		}
+	}
+	if _, err := New(Options{Orchestrator: "x:1", Listen: ":0", Plaintext: true}, group(echo())); err != nil {
+		t.Errorf("Listen :0 with Plaintext: %v", err)
 	}
 }
 

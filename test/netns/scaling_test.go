@@ -88,7 +88,7 @@ func TestToolTypeScaling(t *testing.T) {
 		p := l.pod(id, host)
 		pods[id] = p
 		addr := p.ip + ":7171"
-		l.start(p, id, workerBin, "--id", id, "--groups", group, "--orchestrator", orchAddr, "--listen", addr, "--advertise", addr,
+		l.start(p, id, workerBin, "--id", id, "--groups", group, "--orchestrator", orchAddr, "--listen", addr, "--plaintext", "--advertise", addr,
 			"--capacity", fmt.Sprint(capacity), "--delay", toolDelay.String(), "--reconnect-min", "100ms", "--reconnect-max", "1s", "--log-level", "warn")
 	}
 	waitReady := func(ids ...string) {
