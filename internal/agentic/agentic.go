@@ -131,7 +131,9 @@ func (a *agenticTool) Call(ctx context.Context, input string) (tool.Result, erro
 		var global func(tool.Tool) tool.Tool
 		global = func(t tool.Tool) tool.Tool { return asFacade(&globalTool{t}, t, global) }
 		for _, s := range a.tools {
-			l.Tools = append(l.Tools, global(n.Decorate(s.t)))
+			if t := n.Decorate(s.t); t != nil {
+				l.Tools = append(l.Tools, global(t))
+			}
 		}
 		for _, s := range a.stateTools {
 			// A facade's children are available in its states, and do not move the machine.
@@ -140,6 +142,9 @@ func (a *agenticTool) Call(ctx context.Context, input string) (tool.Result, erro
 				return asFacade(&boundTool{Tool: t, states: s.states, m: m}, t, child)
 			}
 			t := n.Decorate(s.t)
+			if t == nil {
+				continue
+			}
 			l.Tools = append(l.Tools, asFacade(&boundTool{Tool: t, states: s.states, targets: s.targets, m: m}, t, child))
 		}
 	case KindPlaybook:
@@ -150,6 +155,9 @@ func (a *agenticTool) Call(ctx context.Context, input string) (tool.Result, erro
 		record = func(t tool.Tool) tool.Tool { return asFacade(&recording{Tool: t, st: st}, t, record) }
 		for _, s := range a.tools {
 			t := n.Decorate(s.t)
+			if t == nil {
+				continue
+			}
 			if s.lock != nil {
 				// Once the lock opened, a locked facade's children are plain recorded tools.
 				l.Tools = append(l.Tools, asFacade(&lockedTool{recording: &recording{Tool: t, st: st}, cond: s.lock}, t, record))
@@ -165,6 +173,9 @@ func (a *agenticTool) Call(ctx context.Context, input string) (tool.Result, erro
 		record = func(t tool.Tool) tool.Tool { return asFacade(&recording{Tool: t, st: st}, t, record) }
 		for _, s := range a.tools {
 			t := n.Decorate(s.t)
+			if t == nil {
+				continue
+			}
 			if !s.agentic || a.spec.CaptureNestedArtifacts {
 				t = record(t)
 			}

@@ -10,7 +10,8 @@ import (
 
 // Nester is what an agentic tool needs of the run it is called in.
 type Nester interface {
-	// Decorate wraps a sub-tool as the run wraps its own tools.
+	// Decorate wraps a sub-tool as the run wraps its own tools; nil when the run may not
+	// use it (outside its tenant's grant), and the nested loop goes without it.
 	Decorate(t tool.Tool) tool.Tool
 	// RunLoop runs a nested loop to its end. An error is one the loop ended with, or a
 	// limit of nesting the run refuses the loop with.

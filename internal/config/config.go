@@ -115,6 +115,10 @@ func (j JWT) Enabled() bool { return j.JWKSFile != "" }
 type Tenant struct {
 	// Groups are the tool groups the tenant's runs may be offered and call.
 	Groups []string `yaml:"groups"`
+	// Tools, when set, narrows Groups to the tools (and facades) named; "prefix*"
+	// matches names that start with prefix. A tool outside them is never offered to the
+	// tenant's runs, and a call of it never reaches a worker. Empty: every tool of Groups.
+	Tools []string `yaml:"tools"`
 	// Clients are client-certificate identities (SPIFFE IDs) that act for the tenant.
 	Clients []string `yaml:"clients"`
 	// MaxConcurrentRuns bounds the tenant's runs in progress on one orchestrator; a
@@ -132,6 +136,29 @@ type Tenant struct {
 	// MaxMessages bounds the conversation a run of the tenant may start with. 0: only
 	// the request's own bound.
 	MaxMessages int `yaml:"max_messages"`
+	// MaxRequestBytes bounds the encoded size of a Run request of the tenant (under the
+	// orchestrator's server.max_receive_bytes, which bounds everyone's). 0: only that.
+	MaxRequestBytes int `yaml:"max_request_bytes"`
+}
+
+// Allows reports whether the tenant may use tool name of group role (a worker's or an
+// MCP server's tool; the orchestrator's own groups are everyone's).
+func (t Tenant) Allows(role, name string) bool {
+	return slices.Contains(t.Groups, role) && matchesAny(t.Tools, name)
+}
+
+// matchesAny reports whether name is one of patterns ("prefix*" matches a prefix), or
+// patterns is empty.
+func matchesAny(patterns []string, name string) bool {
+	if len(patterns) == 0 {
+		return true
+	}
+	for _, p := range patterns {
+		if p == name || (strings.HasSuffix(p, "*") && strings.HasPrefix(name, strings.TrimSuffix(p, "*"))) {
+			return true
+		}
+	}
+	return false
 }
 
 // TenantOfClient is the tenant whose clients list identity.
@@ -197,18 +224,7 @@ func (t Trust) Grant(id string) (WorkerGrant, bool) {
 
 // Allows reports whether the grant covers tool name of group role.
 func (g WorkerGrant) Allows(role, name string) bool {
-	if !slices.Contains(g.Groups, role) {
-		return false
-	}
-	if len(g.Tools) == 0 {
-		return true
-	}
-	for _, p := range g.Tools {
-		if p == name || (strings.HasSuffix(p, "*") && strings.HasPrefix(name, strings.TrimSuffix(p, "*"))) {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(g.Groups, role) && matchesAny(g.Tools, name)
 }
 
 // AgenticTool declares an agentic tool: a tool whose call runs a nested tool loop over
@@ -899,9 +915,14 @@ func (c Config) validateTenants(bad func(key, format string, args ...any)) {
 			key string
 			v   int
 		}{{"max_concurrent_runs", t.MaxConcurrentRuns}, {"tool_calls_per_minute", t.ToolCallsPerMinute},
-			{"model_calls_per_minute", t.ModelCallsPerMinute}, {"max_messages", t.MaxMessages}} {
+			{"model_calls_per_minute", t.ModelCallsPerMinute}, {"max_messages", t.MaxMessages}, {"max_request_bytes", t.MaxRequestBytes}} {
 			if q.v < 0 || q.v > 1<<24 {
 				bad("tenants."+name+"."+q.key, "must be between 0 (no bound) and 16777216, got %d", q.v)
+			}
+		}
+		for i, p := range t.Tools {
+			if strings.TrimSuffix(p, "*") == "" || len(p) > 256 || strings.ContainsAny(p, " \r\n\x00") {
+				bad(fmt.Sprintf("tenants.%s.tools[%d]", name, i), "must be a tool name or a prefix followed by *, got %q", p)
 			}
 		}
 		for i, id := range t.Clients {

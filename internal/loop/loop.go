@@ -117,7 +117,8 @@ type Options struct {
 	// tool added by one call of a batch is therefore callable from the next model turn.
 	// Default: none.
 	Strategies []Strategy
-	// Decorate wraps every tool a strategy adds before it joins the tool set, so that
+	// Decorate wraps every tool a strategy adds before it joins the tool set (nil keeps
+	// it out: a tool the run may not use), so that
 	// injected tools get the same decorator chain as the tools the loop started with
 	// (which the caller decorated itself). Default: none (the tool as it is).
 	Decorate func(tool.Tool) tool.Tool
@@ -710,7 +711,9 @@ func (l *state) apply(inj Injection) (added, removed []string) {
 		if t == nil {
 			continue
 		}
-		t = l.opts.Decorate(t)
+		if t = l.opts.Decorate(t); t == nil {
+			continue // outside what the run may use (a tenant's grant)
+		}
 		name := t.Definition().Name
 		if _, dup := l.tools[name]; dup {
 			continue // the first tool of a name wins

@@ -31,8 +31,8 @@ type ServeOptions struct {
 	ContextHeaders []string
 	// Session, when set, is asked once per session, with the context of the request that
 	// opened it, what the session's caller gets: wrap, which every tool the session is
-	// offered goes through (its tenant's grants), and the context entries that override
-	// those the calls bring (its verified tenant).
+	// offered goes through (its tenant's grants; nil keeps a tool out of the session),
+	// and the context entries that override those the calls bring (its verified tenant).
 	Session func(ctx context.Context) (wrap func(tool.Tool) tool.Tool, fixed toolctx.Context)
 	Logger  *slog.Logger
 }
@@ -85,7 +85,11 @@ func (s *sessionServer) add(ts ...tool.Tool) {
 		if _, dup := s.offered[def.Name]; dup {
 			continue
 		}
-		dt := s.opts.Decorate(s.wrap(t))
+		wt := s.wrap(t)
+		if wt == nil {
+			continue // the session may not use it
+		}
+		dt := s.opts.Decorate(wt)
 		s.offered[def.Name] = dt
 		s.srv.AddTool(&sdk.Tool{Name: def.Name, Description: def.Description, InputSchema: json.RawMessage(def.InputSchema.JSON())}, s.handler(dt))
 	}

@@ -79,15 +79,27 @@ func (s *Service) prepare(ctx context.Context, req Request) (*prepared, error) {
 	if req.Tenant != "" {
 		bag = bag.With(TenantKey, req.Tenant)
 	}
-	if allowed, ok := s.tenantGroups(req.Tenant); ok {
-		if err := s.checkGrant(req, allowed); err != nil {
+	keep := func(string, string) bool { return true }
+	if tg, ok := s.tenantGrant(req.Tenant); ok {
+		if err := s.checkGrant(req, tg); err != nil {
 			return nil, err
 		}
-		if max := s.cfg.Tenants[req.Tenant].MaxMessages; max > 0 && len(req.Messages) > max {
-			return nil, fieldErr("messages", ErrInvalid, "tenant %q's runs start with at most %d messages; this one has %d", req.Tenant, max, len(req.Messages))
+		if max := tg.MaxMessages; max > 0 && len(req.Messages) > max {
+			return nil, fieldErr("messages", ErrTenantQuota, "tenant %q's runs start with at most %d messages; this one has %d", req.Tenant, max, len(req.Messages))
 		}
-		grant := decorate
-		decorate = func(t tool.Tool) tool.Tool { return s.granted(grant(t), req.Tenant, allowed) }
+		inner := decorate
+		// A worker's tool outside the grant that a loop would add (a facade's child) is
+		// left out of the tool set: nil keeps it out.
+		decorate = func(t tool.Tool) tool.Tool {
+			if role, served := s.router.GroupOf(t.Definition().Name); served && !tg.Allows(role, t.Definition().Name) {
+				return nil
+			}
+			return s.granted(inner(t), req.Tenant, tg)
+		}
+		keep = func(role, name string) bool {
+			_, builtin := process.Groups[role]
+			return builtin || tg.Allows(role, name)
+		}
 	}
 	if err := checkContext(bag, req.Context, req.Interaction, s.cfg.Context.MaxBytes); err != nil {
 		return nil, err
@@ -97,7 +109,7 @@ func (s *Service) prepare(ctx context.Context, req Request) (*prepared, error) {
 	// Resolving may wait for an MCP server to connect: no longer than the run may take.
 	rctx, cancel := context.WithTimeout(toolctx.NewContext(ctx, bag), cmpOr(req.Timeout, s.cfg.Loop.RunTimeout.D()))
 	defer cancel()
-	tools, warnings, err := s.resolveTools(rctx, req, decorate)
+	tools, warnings, err := s.resolveTools(rctx, req, decorate, keep)
 	if err != nil {
 		return nil, err
 	}
@@ -198,12 +210,21 @@ func (s *Service) cost(answered, requested string, u llm.Usage) float64 {
 
 // resolveTools turns the requested groups and tools into tools, de-duplicated by name
 // (first wins), sorted by name, and decorated. The built-in groups (process.Groups) are
-// the orchestrator's own; any other group is served by workers, through the router.
-func (s *Service) resolveTools(ctx context.Context, req Request, decorate func(tool.Tool) tool.Tool) ([]tool.Tool, []Warning, error) {
+// the orchestrator's own; any other group is served by workers, through the router, or
+// by an MCP server. A tool of a group that keep(role, name) refuses (outside the
+// tenant's grant) is left out.
+func (s *Service) resolveTools(ctx context.Context, req Request, decorate func(tool.Tool) tool.Tool, keep func(role, name string) bool) ([]tool.Tool, []Warning, error) {
 	byName := map[string]tool.Tool{}
 	add := func(t tool.Tool) {
 		if _, dup := byName[t.Definition().Name]; !dup {
 			byName[t.Definition().Name] = t
+		}
+	}
+	addOf := func(role string, ts []tool.Tool) {
+		for _, t := range ts {
+			if keep(role, t.Definition().Name) {
+				add(t)
+			}
 		}
 	}
 	// Required groups first: a run that cannot start should say so before anything else.
@@ -212,9 +233,7 @@ func (s *Service) resolveTools(ctx context.Context, req Request, decorate func(t
 		if err != nil {
 			return nil, nil, err
 		}
-		for _, t := range ts {
-			add(t)
-		}
+		addOf(rq.Role, ts)
 	}
 	var warnings []Warning
 	for i, g := range req.Groups {
@@ -231,9 +250,7 @@ func (s *Service) resolveTools(ctx context.Context, req Request, decorate func(t
 		if len(ts) == 0 {
 			warnings = append(warnings, Warning{Field: indexed("tool_groups", i), Message: fmt.Sprintf("Tool group with role '%s' has no tools; the run goes on without it", g)})
 		}
-		for _, t := range ts {
-			add(t)
-		}
+		addOf(g, ts)
 	}
 	// Agentic tools, the request's own or the config's, that it names among its tools;
 	// every one of the request's is compiled (so checked), offered or not, and so is the
@@ -287,13 +304,13 @@ func (s *Service) resolveTools(ctx context.Context, req Request, decorate func(t
 			s.log.Warn("a default tool group is not served: the run starts without it", "group", g)
 			continue
 		}
-		for _, t := range ts {
-			add(t)
-		}
+		addOf(g, ts)
 	}
 	out := make([]tool.Tool, 0, len(byName))
 	for _, t := range byName {
-		out = append(out, decorate(t))
+		if d := decorate(t); d != nil {
+			out = append(out, d)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Definition().Name < out[j].Definition().Name })
 	return out, warnings, nil
@@ -437,14 +454,14 @@ func (s *Service) Catalog(ctx context.Context) []tool.Tool {
 // every group.
 func (s *Service) CatalogFor(ctx context.Context, tenant string) []tool.Tool {
 	roles := s.groupRoles()
-	allowed, limited := s.tenantGroups(tenant)
+	tg, limited := s.tenantGrant(tenant)
 	var out []tool.Tool
 	seen := map[string]bool{}
 	for _, role := range roles {
 		if _, builtin := process.Groups[role]; builtin {
 			continue
 		}
-		if limited && !slices.Contains(allowed, role) {
+		if limited && !slices.Contains(tg.Groups, role) {
 			continue
 		}
 		ts, err := s.groupTools(ctx, role)
@@ -452,7 +469,7 @@ func (s *Service) CatalogFor(ctx context.Context, tenant string) []tool.Tool {
 			continue
 		}
 		for _, t := range ts {
-			if name := t.Definition().Name; !seen[name] {
+			if name := t.Definition().Name; !seen[name] && (!limited || tg.Allows(role, name)) {
 				seen[name] = true
 				out = append(out, t)
 			}
@@ -462,16 +479,22 @@ func (s *Service) CatalogFor(ctx context.Context, tenant string) []tool.Tool {
 }
 
 // TenantView is what a caller of tenant outside a run (an MCP client) gets: wrap, which
-// every tool it is offered goes through (a call of a group outside the tenant's, or past
-// its tool-call budget, is refused before it leaves), and the context entries that
+// every tool it is offered goes through (nil for a worker's tool outside the tenant's
+// grant, which is not offered; a call of a group outside the tenant's, or past its
+// tool-call budget, is refused before it leaves), and the context entries that
 // override the caller's own (the verified tenant as tenant_id). Without a tenant, wrap
 // changes nothing and the entries are empty.
 func (s *Service) TenantView(tenant string) (wrap func(tool.Tool) tool.Tool, fixed toolctx.Context) {
-	allowed, limited := s.tenantGroups(tenant)
+	tg, limited := s.tenantGrant(tenant)
 	if !limited {
 		return func(t tool.Tool) tool.Tool { return t }, toolctx.Context{}
 	}
-	return func(t tool.Tool) tool.Tool { return s.granted(t, tenant, allowed) }, toolctx.MustOf(TenantKey, tenant)
+	return func(t tool.Tool) tool.Tool {
+		if role, served := s.router.GroupOf(t.Definition().Name); served && !tg.Allows(role, t.Definition().Name) {
+			return nil // a facade's child outside the grant is not offered
+		}
+		return s.granted(t, tenant, tg)
+	}, toolctx.MustOf(TenantKey, tenant)
 }
 
 // GroupTools are the tools a group of the config's own or an MCP group offers (listing
@@ -650,19 +673,20 @@ func (s *Service) groupRoles() []string {
 // TenantKey is the context key that carries a run's verified tenant to its workers.
 const TenantKey = "tenant_id"
 
-// tenantGroups are the tool groups tenant may use; false when it has no grant (no
-// tenancy, or a tenant the config does not list).
-func (s *Service) tenantGroups(tenant string) ([]string, bool) {
+// tenantGrant is what tenant may use (its groups and tools) and its bounds; false when
+// it has no grant (no tenancy, or a tenant the config does not list).
+func (s *Service) tenantGrant(tenant string) (config.Tenant, bool) {
 	if tenant == "" {
-		return nil, false
+		return config.Tenant{}, false
 	}
 	t, ok := s.cfg.Tenants[tenant]
-	return t.Groups, ok
+	return t, ok
 }
 
 // checkGrant refuses a request that names a tool group or tool outside the tenant's
-// groups (the orchestrator's own groups are everyone's).
-func (s *Service) checkGrant(req Request, allowed []string) error {
+// grant (the orchestrator's own groups are everyone's).
+func (s *Service) checkGrant(req Request, tg config.Tenant) error {
+	allowed := tg.Groups
 	ok := func(role string) bool {
 		_, builtin := process.Groups[role]
 		return builtin || slices.Contains(allowed, role)
@@ -680,23 +704,25 @@ func (s *Service) checkGrant(req Request, allowed []string) error {
 	for i, n := range req.Tools {
 		if role, served := s.router.GroupOf(n); served && !ok(role) {
 			return fieldErr(indexed("tools", i), ErrPermission, "tenant %q may not use tool %q, of group %q (its groups: [%s])", req.Tenant, n, role, strings.Join(allowed, ", "))
+		} else if served && !tg.Allows(role, n) {
+			return fieldErr(indexed("tools", i), ErrPermission, "tenant %q may not use tool %q (its tools: [%s])", req.Tenant, n, strings.Join(tg.Tools, ", "))
 		}
 	}
 	return nil
 }
 
 // granted refuses, before it leaves, a call of a worker's tool outside the tenant's
-// groups: a tool the model names though it was never offered (a facade's child, a name
-// read in a tool result).
-func (s *Service) granted(t tool.Tool, tenant string, allowed []string) tool.Tool {
-	return grantedTool{Tool: t, s: s, tenant: tenant, allowed: allowed}
+// grant: a tool the model names though it was never offered (a name read in a tool
+// result, a sub-tool of an agentic tool).
+func (s *Service) granted(t tool.Tool, tenant string, tg config.Tenant) tool.Tool {
+	return grantedTool{Tool: t, s: s, tenant: tenant, grant: tg}
 }
 
 type grantedTool struct {
 	tool.Tool
-	s       *Service
-	tenant  string
-	allowed []string
+	s      *Service
+	tenant string
+	grant  config.Tenant
 }
 
 // Delegate is the granted tool: a facade stays a facade (tool.As), its children get
@@ -706,8 +732,8 @@ func (g grantedTool) Delegate() tool.Tool { return g.Tool }
 func (g grantedTool) Call(ctx context.Context, input string) (tool.Result, error) {
 	name := g.Definition().Name
 	role, served := g.s.router.GroupOf(name)
-	if served && !slices.Contains(g.allowed, role) {
-		g.s.log.WarnContext(ctx, "tool call refused: outside the tenant's groups", "event", "audit", "tenant", g.tenant, "tool", name, "group", role)
+	if served && !g.grant.Allows(role, name) {
+		g.s.log.WarnContext(ctx, "tool call refused: outside the tenant's grant", "event", "audit", "tenant", g.tenant, "tool", name, "group", role)
 		return tool.ErrorWithCode(tool.CodeUnknownTool, fmt.Sprintf("Tool '%s' is not available to this run. Use only the tools you were given.", name)), nil
 	}
 	if served {

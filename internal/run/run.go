@@ -65,6 +65,9 @@ var (
 	ErrTenantFull = errors.New("too many runs of the tenant")
 	// ErrPermission: the run's tenant may not use a tool group or tool it asked for.
 	ErrPermission = errors.New("not granted to the run's tenant")
+	// ErrTenantQuota: the request is larger than its tenant may send (tenants.<name>.
+	// max_messages, max_request_bytes).
+	ErrTenantQuota = errors.New("over the tenant's quota")
 )
 
 // FieldError refuses a request because of one of its fields. Kind is ErrInvalid,

@@ -11,6 +11,7 @@ import (
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/process"
@@ -271,6 +272,33 @@ func certExpiry(ctx context.Context) time.Time {
 		return c.NotAfter
 	}
 	return time.Time{}
+}
+
+// usable reports which tools the caller's tenant may see and use: those of its groups
+// its tools patterns match (tenants.<name>.tools), and the orchestrator's own.
+func (s *Server) usable(ctx context.Context) func(role, name string) bool {
+	t, ok := s.cfg.Tenants[tenantOf(ctx)]
+	if !ok {
+		return func(string, string) bool { return true }
+	}
+	return func(role, name string) bool {
+		_, builtin := process.Groups[role]
+		return builtin || t.Allows(role, name)
+	}
+}
+
+// overTenantSize refuses a request larger than the caller's tenant may send
+// (tenants.<name>.max_request_bytes).
+func (s *Server) overTenantSize(ctx context.Context, req proto.Message) *fieldError {
+	t, ok := s.cfg.Tenants[tenantOf(ctx)]
+	if !ok || t.MaxRequestBytes <= 0 {
+		return nil
+	}
+	if n := proto.Size(req); n > t.MaxRequestBytes {
+		return &fieldError{reason: toolpb.ErrorReason_ERROR_REASON_TENANT_QUOTA, field: "request",
+			desc: fmt.Sprintf("is %d bytes; tenant %q's requests are at most %d (tenants.%s.max_request_bytes)", n, tenantOf(ctx), t.MaxRequestBytes, tenantOf(ctx))}
+	}
+	return nil
 }
 
 // visible reports which tool groups the caller's tenant may see and use: every group

@@ -46,6 +46,7 @@ var runErrorTable = []struct {
 	{func(err error) bool { return errors.Is(err, context.Canceled) }, toolpb.ErrorReason_ERROR_REASON_CANCELLED},
 	{func(err error) bool { return errors.Is(err, run.ErrInvalid) }, toolpb.ErrorReason_ERROR_REASON_INVALID_REQUEST},
 	{func(err error) bool { return errors.Is(err, run.ErrPermission) }, toolpb.ErrorReason_ERROR_REASON_PERMISSION_DENIED},
+	{func(err error) bool { return errors.Is(err, run.ErrTenantQuota) }, toolpb.ErrorReason_ERROR_REASON_TENANT_QUOTA},
 	{func(err error) bool { return errors.Is(err, router.ErrUnknownGroup) }, toolpb.ErrorReason_ERROR_REASON_UNKNOWN_TOOL_GROUP},
 	{func(err error) bool { return errors.Is(err, router.ErrUnknownTool) }, toolpb.ErrorReason_ERROR_REASON_UNKNOWN_TOOL},
 	{func(err error) bool { return errors.Is(err, run.ErrRequiredMissing) }, toolpb.ErrorReason_ERROR_REASON_REQUIRED_TOOLS_MISSING},
@@ -79,8 +80,11 @@ func (e *fieldError) Error() string { return fmt.Sprintf("%s: %s", e.field, e.de
 
 func (e *fieldError) status() error {
 	we := wire.Error{Reason: e.reason, Message: e.Error(), Metadata: map[string]string{"field": e.field}}
-	if wire.Reasons[e.reason].Code == codes.InvalidArgument {
+	switch wire.Reasons[e.reason].Code {
+	case codes.InvalidArgument:
 		we.Details = []protoadapt.MessageV1{&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: e.field, Description: e.desc}}}}
+	case codes.ResourceExhausted:
+		we.Details = []protoadapt.MessageV1{&errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{Subject: e.field, Description: e.desc}}}}
 	}
 	return we.Err()
 }

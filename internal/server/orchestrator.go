@@ -30,6 +30,9 @@ type orchestratorServer struct {
 // Run validates the request, runs it and streams its events. A detached run goes on when
 // the client goes away.
 func (o *orchestratorServer) Run(req *toolpb.RunRequest, stream toolpb.OrchestratorService_RunServer) error {
+	if fe := o.s.overTenantSize(stream.Context(), req); fe != nil {
+		return fe.status()
+	}
 	if fe := validateRun(req); fe != nil {
 		return fe.status()
 	}
@@ -168,7 +171,8 @@ func (o *orchestratorServer) ListTools(ctx context.Context, req *toolpb.ListTool
 	}
 	resp, err := o.listTools(ctx, req)
 	if resp != nil {
-		resp.Tools = slices.DeleteFunc(resp.Tools, func(t *toolpb.ToolInfo) bool { return !visible(t.GetGroup()) })
+		usable := o.s.usable(ctx)
+		resp.Tools = slices.DeleteFunc(resp.Tools, func(t *toolpb.ToolInfo) bool { return !usable(t.GetGroup(), t.GetDefinition().GetName()) })
 	}
 	return resp, err
 }
@@ -262,9 +266,17 @@ func (o *orchestratorServer) ListToolGroups(ctx context.Context, _ *toolpb.ListT
 	return &toolpb.ListToolGroupsResponse{Groups: groups}, nil
 }
 
-// ListWorkers lists the registered workers.
-func (o *orchestratorServer) ListWorkers(context.Context, *toolpb.ListWorkersRequest) (*toolpb.ListWorkersResponse, error) {
-	return &toolpb.ListWorkersResponse{Workers: o.s.router.ListWorkers()}, nil
+// ListWorkers lists the registered workers; a tenant's caller sees only the workers of
+// its groups, and of each only those groups.
+func (o *orchestratorServer) ListWorkers(ctx context.Context, _ *toolpb.ListWorkersRequest) (*toolpb.ListWorkersResponse, error) {
+	ws := o.s.router.ListWorkers()
+	if t, ok := o.s.cfg.Tenants[tenantOf(ctx)]; ok {
+		ws = slices.DeleteFunc(ws, func(w *toolpb.WorkerStatus) bool {
+			w.Groups = slices.DeleteFunc(w.Groups, func(g string) bool { return !slices.Contains(t.Groups, g) })
+			return len(w.Groups) == 0
+		})
+	}
+	return &toolpb.ListWorkersResponse{Workers: ws}, nil
 }
 
 // GetRun reports a run.

@@ -69,6 +69,7 @@ var Reasons = map[toolpb.ErrorReason]Reason{
 	toolpb.ErrorReason_ERROR_REASON_APPROVAL_NOT_PENDING:   {Code: codes.FailedPrecondition},
 	toolpb.ErrorReason_ERROR_REASON_UNAUTHENTICATED:        {Code: codes.Unauthenticated},
 	toolpb.ErrorReason_ERROR_REASON_PERMISSION_DENIED:      {Code: codes.PermissionDenied},
+	toolpb.ErrorReason_ERROR_REASON_TENANT_QUOTA:           {Code: codes.ResourceExhausted},
 }
 
 // ReasonName is the reason as ErrorInfo carries it: the value's name without the

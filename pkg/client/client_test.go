@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/protoadapt"
 
 	"github.com/toolmesh/toolmesh/internal/wire"
@@ -109,8 +110,12 @@ func TestConvert(t *testing.T) {
 			if !errors.As(got, &e) {
 				t.Fatalf("convert(%v) = %#v, not an *Error", tc.err, got)
 			}
-			if *e != *tc.want {
+			if !plainEqual(*e, *tc.want) {
 				t.Errorf("convert = %#v, want %#v", e, tc.want)
+			}
+			// The status the orchestrator sent, details and all, is what gRPC sees.
+			if want := status.Convert(tc.err); !proto.Equal(status.Convert(got).Proto(), want.Proto()) {
+				t.Errorf("status.Convert(convert(err)) = %v, want %v", status.Convert(got).Proto(), want.Proto())
 			}
 			for _, s := range sentinels {
 				if errors.Is(got, s) != (s == tc.sentinel) {
@@ -154,7 +159,7 @@ func TestEveryReason(t *testing.T) {
 				t.Fatalf("convert = %#v, not an *Error", got)
 			}
 			want := &Error{Code: info.Code, Reason: r, Message: "m", RunID: "r1", RetryAfter: info.RetryAfter}
-			if *e != *want {
+			if plain := *e; !plainEqual(plain, *want) {
 				t.Errorf("convert = %#v, want %#v", e, want)
 			}
 			if e.Retryable() != (info.RetryAfter > 0) {
@@ -452,4 +457,10 @@ func TestLeavingTheRunLoopCancelsTheCall(t *testing.T) {
 	if n != 1 {
 		t.Errorf("%d events before the break, want 1", n)
 	}
+}
+
+// plainEqual compares two errors' exported fields.
+func plainEqual(a, b Error) bool {
+	a.st, b.st = nil, nil
+	return a == b
 }

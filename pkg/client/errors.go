@@ -50,6 +50,9 @@ var (
 	ErrUnauthenticated = errors.New("unauthenticated")
 	// ErrPermissionDenied: the caller's identity may not do this.
 	ErrPermissionDenied = errors.New("permission denied")
+	// ErrTenantQuota: the request is larger than the caller's tenant may send; make it
+	// smaller (retrying it as it is does not help).
+	ErrTenantQuota = errors.New("over the tenant's quota")
 )
 
 // Sentinels of the reasons a worker's or a registration's errors carry; a client rarely
@@ -107,6 +110,7 @@ var sentinels = map[toolpb.ErrorReason]error{
 	toolpb.ErrorReason_ERROR_REASON_APPROVAL_NOT_PENDING:   ErrApprovalNotPending,
 	toolpb.ErrorReason_ERROR_REASON_UNAUTHENTICATED:        ErrUnauthenticated,
 	toolpb.ErrorReason_ERROR_REASON_PERMISSION_DENIED:      ErrPermissionDenied,
+	toolpb.ErrorReason_ERROR_REASON_TENANT_QUOTA:           ErrTenantQuota,
 }
 
 // Error is an error the orchestrator reported.
@@ -121,6 +125,8 @@ type Error struct {
 	// RetryAfter is how long to wait before retrying, for an error worth retrying; zero
 	// otherwise.
 	RetryAfter time.Duration
+
+	st *status.Status // as the orchestrator sent it, details included
 }
 
 func (e *Error) Error() string {
@@ -137,8 +143,14 @@ func (e *Error) Is(target error) bool {
 // RetryAfter).
 func (e *Error) Retryable() bool { return e.RetryAfter > 0 }
 
-// GRPCStatus lets status.Code and status.Convert see the original status.
-func (e *Error) GRPCStatus() *status.Status { return status.New(e.Code, e.Message) }
+// GRPCStatus lets status.Code and status.Convert see the original status, with its
+// details (BadRequest, QuotaFailure, RetryInfo).
+func (e *Error) GRPCStatus() *status.Status {
+	if e.st != nil {
+		return e.st
+	}
+	return status.New(e.Code, e.Message)
+}
 
 // convertCtx is convert for a call made with ctx. gRPC reports the end of the caller's
 // own context as a Canceled or DeadlineExceeded status, which errors.Is does not match
@@ -182,7 +194,7 @@ func convert(err error) error {
 	if !ok {
 		return err
 	}
-	e := &Error{Code: st.Code(), Message: st.Message()}
+	e := &Error{Code: st.Code(), Message: st.Message(), st: st}
 	reason, meta, retry, _ := wire.StatusReason(st)
 	e.Reason, e.Field, e.RunID, e.RetryAfter = reason, meta["field"], meta["run_id"], retry
 	for _, d := range st.Details() {

@@ -132,6 +132,10 @@ const (
 	// (trust.workers), take a tool group or tool another identity serves, call a worker
 	// without being its orchestrator, or call the orchestrator without being a client.
 	ErrorReason_ERROR_REASON_PERMISSION_DENIED ErrorReason = 37
+	// RESOURCE_EXHAUSTED: the request is larger than the caller's tenant may send
+	// (tenants.<name>.max_request_bytes, max_messages); the field is named. Sending it again
+	// does not help, so there is no RetryInfo: make it smaller.
+	ErrorReason_ERROR_REASON_TENANT_QUOTA ErrorReason = 38
 )
 
 // Enum value maps for ErrorReason.
@@ -175,6 +179,7 @@ var (
 		35: "ERROR_REASON_APPROVAL_NOT_PENDING",
 		36: "ERROR_REASON_UNAUTHENTICATED",
 		37: "ERROR_REASON_PERMISSION_DENIED",
+		38: "ERROR_REASON_TENANT_QUOTA",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":            0,
@@ -215,6 +220,7 @@ var (
 		"ERROR_REASON_APPROVAL_NOT_PENDING":   35,
 		"ERROR_REASON_UNAUTHENTICATED":        36,
 		"ERROR_REASON_PERMISSION_DENIED":      37,
+		"ERROR_REASON_TENANT_QUOTA":           38,
 	}
 )
 
@@ -249,7 +255,7 @@ var File_toolmesh_v1_errors_proto protoreflect.FileDescriptor
 
 const file_toolmesh_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x18toolmesh/v1/errors.proto\x12\vtoolmesh.v1*\x8a\n" +
+	"\x18toolmesh/v1/errors.proto\x12\vtoolmesh.v1*\xa9\n" +
 	"\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12 \n" +
@@ -290,7 +296,8 @@ const file_toolmesh_v1_errors_proto_rawDesc = "" +
 	"\x1aERROR_REASON_RUN_ELSEWHERE\x10\"\x12%\n" +
 	"!ERROR_REASON_APPROVAL_NOT_PENDING\x10#\x12 \n" +
 	"\x1cERROR_REASON_UNAUTHENTICATED\x10$\x12\"\n" +
-	"\x1eERROR_REASON_PERMISSION_DENIED\x10%B)Z'github.com/toolmesh/toolmesh/pkg/toolpbb\x06proto3"
+	"\x1eERROR_REASON_PERMISSION_DENIED\x10%\x12\x1d\n" +
+	"\x19ERROR_REASON_TENANT_QUOTA\x10&B)Z'github.com/toolmesh/toolmesh/pkg/toolpbb\x06proto3"
 
 var (
 	file_toolmesh_v1_errors_proto_rawDescOnce sync.Once

@@ -11,11 +11,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
@@ -79,6 +81,7 @@ auth:
 tenants:
   acme: {groups: [echo_acme]}
   globex: {groups: [echo_globex], tool_calls_per_minute: 2, max_messages: 3, max_concurrent_runs: 2}
+  hooli: {groups: [math], tools: [math, add], max_request_bytes: 4096}
 agentic_tools:
   sneaky:
     description: Look around.
@@ -87,6 +90,7 @@ agentic_tools:
 `, sign.jwks))
 	m.startWorker("acme-1", "echo_acme")
 	m.startWorker("globex-1", "echo_globex")
+	m.startWorker("math-1", "math")
 	as := func(tenant string) *client.Client {
 		c, err := client.Dial(m.orch.Addr, insecure.NewCredentials(), client.Bearer(sign.tenantToken(t, tenant), true))
 		if err != nil {
@@ -95,10 +99,16 @@ agentic_tools:
 		t.Cleanup(func() { _ = c.Close() })
 		return c
 	}
-	acme, globex := as("acme"), as("globex")
+	acme, globex, hooli := as("acme"), as("globex"), as("hooli")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	waitWorkerCount(ctx, t, acme, 2)
+	// Each tenant lists the workers of its own groups only.
+	waitWorkerCount(ctx, t, acme, 1)
+	waitWorkerCount(ctx, t, globex, 1)
+	waitWorkerCount(ctx, t, hooli, 1)
+	if ws, _ := acme.ListWorkers(ctx); len(ws) != 1 || ws[0].GetWorkerId() != "acme-1" || len(ws[0].GetGroups()) != 1 {
+		t.Errorf("acme lists the workers %v; want acme-1 alone", ws)
+	}
 
 	// A run of acme's, whose client claims to be globex in the context.
 	var final, runID string
@@ -119,8 +129,8 @@ agentic_tools:
 	if !strings.Contains(globexPart, "Tool 'show_context_globex' does not exist") {
 		t.Errorf("the call of globex's tool, never offered, answered %q; want that it does not exist", globexPart)
 	}
-	// An agentic tool whose sub-tools include globex's: the nested call is refused
-	// before it leaves.
+	// An agentic tool whose sub-tools include globex's: its nested loop is not offered
+	// globex's tool, and a call of it goes nowhere.
 	var sneak string
 	for ev, err := range acme.Run(ctx, &toolpb.RunRequest{Prompt: "sneak", Tools: []string{"sneaky"}}) {
 		if err != nil {
@@ -131,10 +141,10 @@ agentic_tools:
 			sneak = f.GetText()
 		}
 	}
-	if !strings.Contains(sneak, "Tool 'show_context_globex' is not available to this run") {
-		t.Errorf("the nested call of globex's tool answered %q; want the refusal", sneak)
+	if !strings.Contains(sneak, "Tool 'show_context_globex' does not exist") {
+		t.Errorf("the nested call of globex's tool answered %q; want that it does not exist (the sub-tool is not offered)", sneak)
 	}
-	if calls := workerCalls(t, acme); calls["globex-1"] != 0 || calls["acme-1"] != 1 {
+	if calls := workerCalls(t, acme); workerCalls(t, globex)["globex-1"] != 0 || calls["acme-1"] != 1 {
 		t.Errorf("calls per worker %v; want one on acme-1 and none on globex-1", calls)
 	}
 
@@ -191,8 +201,51 @@ agentic_tools:
 	for i := range msgs {
 		msgs[i] = &toolpb.ConversationMessage{Role: toolpb.Role_ROLE_USER, Text: "echo"}
 	}
-	if _, err := m.firstEvent(ctx, globex, &toolpb.RunRequest{Messages: msgs, ToolGroups: []string{"echo_globex"}}); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "messages") {
-		t.Errorf("globex's run of 4 messages: %v, want INVALID_ARGUMENT naming messages", err)
+	if _, err := m.firstEvent(ctx, globex, &toolpb.RunRequest{Messages: msgs, ToolGroups: []string{"echo_globex"}}); !quotaRefusal(err, "messages") {
+		t.Errorf("globex's run of 4 messages: %v, want RESOURCE_EXHAUSTED naming messages, without RetryInfo", err)
+	}
+
+	// hooli may use the math group's facade and add, nothing else of it: unfolding the
+	// facade offers add alone, a call of multiply (named though never offered) reaches no
+	// worker, ListTools shows only the two, and naming multiply is refused.
+	var added []string
+	var answer string
+	for ev, err := range hooli.Run(ctx, &toolpb.RunRequest{Prompt: "unfold", ToolGroups: []string{"math"}}) {
+		if err != nil {
+			m.dump()
+			t.Fatalf("hooli's run: %v", err)
+		}
+		if c := ev.GetToolsChanged(); c != nil {
+			added = append(added, c.GetAdded()...)
+		}
+		if f := ev.GetFinalResult(); f != nil {
+			answer = f.GetText()
+		}
+	}
+	if !slices.Contains(added, "add") || slices.Contains(added, "multiply") || slices.Contains(added, "subtract") {
+		t.Errorf("unfolding math offered hooli %v; want add and none of the tools outside its grant", added)
+	}
+	if !strings.Contains(answer, "add: 3") || !strings.Contains(answer, "Tool 'multiply' does not exist") {
+		t.Errorf("hooli's run answered %q; want add's sum and that multiply does not exist", answer)
+	}
+	if calls := workerCalls(t, hooli); calls["math-1"] != 1 {
+		t.Errorf("math-1 ran %d calls; want add's alone", calls["math-1"])
+	}
+	tools, err = hooli.ListTools(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ti := range tools {
+		if n := ti.GetDefinition().GetName(); ti.GetGroup() == "math" && n != "math" && n != "add" {
+			t.Errorf("hooli's ListTools shows %s of math", n)
+		}
+	}
+	if _, err := m.firstEvent(ctx, hooli, &toolpb.RunRequest{Prompt: "x", Tools: []string{"multiply"}}); status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "tools[0]") {
+		t.Errorf("hooli naming multiply: %v, want PERMISSION_DENIED naming tools[0]", err)
+	}
+	// Its requests are at most 4 KiB.
+	if _, err := m.firstEvent(ctx, hooli, &toolpb.RunRequest{Prompt: strings.Repeat("big ", 2000), ToolGroups: []string{"math"}}); !quotaRefusal(err, "max_request_bytes") {
+		t.Errorf("hooli's 8 KB request: %v, want RESOURCE_EXHAUSTED naming max_request_bytes, without RetryInfo", err)
 	}
 
 	// globex at its bound of two runs in progress: a third is refused at once, with
@@ -267,9 +320,23 @@ agentic_tools:
 			t.Errorf("a token %s: %v, want %v", tc.name, err, tc.want)
 		}
 	}
-	if m.orch.CountLogs("tool call refused: outside the tenant's groups", map[string]string{"tenant": "acme"}) != 1 {
-		t.Error("no audit event for the refused call")
+}
+
+// quotaRefusal reports whether err is a tenant's quota refusing a request for good:
+// RESOURCE_EXHAUSTED with a QuotaFailure, its message naming what, and no RetryInfo
+// (sending it again would not help).
+func quotaRefusal(err error, what string) bool {
+	st := status.Convert(err)
+	var quota, retry bool
+	for _, d := range st.Details() {
+		switch d.(type) {
+		case *errdetails.QuotaFailure:
+			quota = true
+		case *errdetails.RetryInfo:
+			retry = true
+		}
 	}
+	return st.Code() == codes.ResourceExhausted && quota && !retry && strings.Contains(st.Message(), what)
 }
 
 // firstEvent starts a run and returns its first event, or the error that ended it.
