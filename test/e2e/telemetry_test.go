@@ -23,6 +23,7 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/toolmesh/toolmesh/internal/harness"
 	"github.com/toolmesh/toolmesh/pkg/client"
@@ -35,11 +36,15 @@ type otlpReceiver struct {
 	mu    sync.Mutex
 	spans []*tracepb.Span
 	svc   map[string]string // span id (hex) → service.name
+	md    metadata.MD       // the headers of the exports, merged
 }
 
-func (r *otlpReceiver) Export(_ context.Context, req *collectortrace.ExportTraceServiceRequest) (*collectortrace.ExportTraceServiceResponse, error) {
+func (r *otlpReceiver) Export(ctx context.Context, req *collectortrace.ExportTraceServiceRequest) (*collectortrace.ExportTraceServiceResponse, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		r.md = metadata.Join(r.md, md)
+	}
 	for _, rs := range req.GetResourceSpans() {
 		service := ""
 		for _, a := range rs.GetResource().GetAttributes() {
