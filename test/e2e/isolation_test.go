@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -22,6 +23,24 @@ import (
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 	"github.com/toolmesh/toolmesh/pkg/trust"
 )
+
+// callTokenFits reports whether the call token an echo call received names the worker's
+// identity as its audience, the echo tool and tenant, and expires no later than the
+// call's deadline (the router's default tool timeout, 30 s, from when the call was at the
+// latest sent), and whether the client's raw credentials stayed out of the metadata.
+func callTokenFits(e builtin.Echo, tenant string, sentBy time.Time) bool {
+	raw := e.Metadata[trust.CallTokenHeader]
+	if len(raw) != 1 || len(e.Metadata["authorization"]) != 0 {
+		return false
+	}
+	var claims trust.CallClaims
+	if _, _, err := jwt.NewParser().ParseUnverified(raw[0], &claims); err != nil {
+		return false
+	}
+	aud := claims.Audience
+	return len(aud) == 1 && aud[0] == "spiffe://"+trustDomain+"/worker/shared" && claims.Tool == "show_context_shared" &&
+		claims.Tenant == tenant && claims.ExpiresAt != nil && !claims.ExpiresAt.After(sentBy.Add(30*time.Second))
+}
 
 // TestTenantIsolationUnderFaults (catalogue S07): four tenants, each a client
 // certificate, run concurrently through two replicas of one worker, which a fault loop
@@ -211,7 +230,8 @@ func TestTenantIsolationUnderFaults(t *testing.T) {
 					calls.Add(1)
 					var e builtin.Echo
 					want := fmt.Sprintf("t%d", tn)
-					if err := json.Unmarshal([]byte(f.GetContent()), &e); err != nil || e.Tenant != want || e.Context["tenant_id"] != want {
+					sent := time.Now()
+					if err := json.Unmarshal([]byte(f.GetContent()), &e); err != nil || e.Tenant != want || e.Context["tenant_id"] != want || !callTokenFits(e, want, sent) {
 						mismatches.Add(1)
 						mu.Lock()
 						if len(examples) < 5 {
