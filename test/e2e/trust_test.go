@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/pem"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -25,7 +27,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/toolmesh/toolmesh/internal/harness"
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/client"
+	"github.com/toolmesh/toolmesh/pkg/schema"
+	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 	"github.com/toolmesh/toolmesh/pkg/trust"
 )
@@ -289,6 +294,56 @@ func TestMutualTLS(t *testing.T) {
 		}
 		if text, err := m.add(ctx); err != nil || text != "the answer is 42" {
 			t.Errorf("math after the shadow attempt: %q, %v", text, err)
+		}
+	})
+
+	t.Run("S02 the refusal's status", func(t *testing.T) {
+		// Registrations sent by hand, so that the status each one ends with is seen:
+		// an identity trust.workers does not list, one outside its grant, and a shadow of
+		// a tool another identity serves. Each is PERMISSION_DENIED and registers nothing.
+		def := tool.New("credit", "Credit an account", schema.Empty(), nil).Definition()
+		reg := func(role string) *toolpb.Registration {
+			return &toolpb.Registration{WorkerId: "by-hand", Address: "127.0.0.1:1", Groups: []*toolpb.GroupRegistration{{
+				Group: &toolpb.ToolGroupInfo{Role: role, Description: role, Version: "1"},
+				Tools: []*toolpb.RegisteredTool{{Definition: wire.DefinitionToProto(def, tool.Metadata{}), ContentHash: wire.Hash(def, tool.Metadata{})}},
+			}}}
+		}
+		for _, tc := range []struct {
+			name, path, role string
+		}{
+			{"an identity not granted anything", "/worker/unknown", "payments"},
+			{"a group outside the grant", "/worker/search", "payments"},
+			{"a shadow of another identity's group", "/worker/math-b", "math"},
+		} {
+			src, err := trust.Load(p.valid(t, "by-hand"+strings.ReplaceAll(tc.path, "/", "-"), tc.path), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conn, err := grpc.NewClient(m.orch.Addr, grpc.WithTransportCredentials(src.ClientCredentials(m.orchID())))
+			if err != nil {
+				t.Fatal(err)
+			}
+			stream, err := toolpb.NewToolRegistryServiceClient(conn).Connect(ctx)
+			if err == nil {
+				// A Send the server has ended the stream before says io.EOF; Recv has the status.
+				if err = stream.Send(&toolpb.ConnectRequest{Message: &toolpb.ConnectRequest_Register{Register: reg(tc.role)}}); errors.Is(err, io.EOF) {
+					err = nil
+				}
+			}
+			for err == nil {
+				var resp *toolpb.ConnectResponse
+				if resp, err = stream.Recv(); err == nil && resp.GetAck().GetAccepted() {
+					t.Errorf("%s: the registration was accepted", tc.name)
+				}
+			}
+			_ = conn.Close()
+			src.Close()
+			if status.Code(err) != codes.PermissionDenied {
+				t.Errorf("%s: the registration ended with %v, want PERMISSION_DENIED", tc.name, err)
+			}
+		}
+		if _, ok := m.workers(ctx)["by-hand"]; ok {
+			t.Error("a refused registration is in the table")
 		}
 	})
 
