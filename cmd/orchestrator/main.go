@@ -181,7 +181,13 @@ func run(args []string) error {
 	if certs != nil {
 		callToken = certs.MintCallToken
 	}
+	quarantine, err := server.NewQuarantine(cfg.Registry, log)
+	if err != nil {
+		return err
+	}
 	rt := router.New(router.Options{
+		Quarantine:     quarantine.Hold,
+		Approved:       quarantine.Approved,
 		DialAs:         dialAs,
 		CallToken:      callToken,
 		Converter:      converters,

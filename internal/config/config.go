@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -312,6 +313,17 @@ type Registry struct {
 	// PinDefinitions refuses a registration that changes a tool's definition under the
 	// version of its group the tool was first registered with (see router.Options).
 	PinDefinitions bool `yaml:"pin_definitions"`
+	// Quarantine holds a new tool definition for an operator's approval when it looks
+	// like a rug pull: a description over a cap, or text that tells a model to ignore
+	// its instructions.
+	Quarantine Quarantine `yaml:"quarantine"`
+	// ApprovedDefinitions are content hashes (hex SHA-256, as a refusal names them) an
+	// operator approved: a quarantined definition of one of them is served, and one that
+	// changes a pinned definition under the same version replaces the pin.
+	ApprovedDefinitions []string `yaml:"approved_definitions"`
+	// ApprovedDefinitionsFile holds more approved hashes, one a line (# starts a
+	// comment), read again when it changes: approving takes no restart.
+	ApprovedDefinitionsFile string `yaml:"approved_definitions_file"`
 	// ReadinessGrace bounds how long a restarted orchestrator with a journal on disk
 	// waits for the workers it knew to register again before it serves runs; 0 serves at
 	// once.
@@ -323,6 +335,46 @@ type Registry struct {
 	MaxTools           int   `yaml:"max_tools"`
 	MaxDefinitionBytes int64 `yaml:"max_definition_bytes"`
 	MaxServedTools     int   `yaml:"max_served_tools"`
+}
+
+// Quarantine says which new tool definitions wait for an operator's approval.
+type Quarantine struct {
+	// DescriptionBytes holds a definition whose description is longer; 0 holds none for
+	// its length. Default 4096.
+	DescriptionBytes int `yaml:"description_bytes"`
+	// Patterns are regular expressions (RE2, matched case-insensitively) of text that
+	// holds a definition whose description or input schema contains it. Default: phrases
+	// that tell a model to ignore or forget its instructions, and chat role tags; an
+	// empty list holds none.
+	Patterns *[]string `yaml:"patterns"`
+}
+
+// DefaultQuarantinePatterns are Quarantine.Patterns when the config names none.
+var DefaultQuarantinePatterns = []string{
+	`\b(ignore|disregard|forget|override)\b.{0,40}\b(previous|prior|above|earlier|system)\b.{0,40}\b(instructions?|prompts?|rules|directions)\b`,
+	`<\s*/?\s*(system|assistant|im_start|im_end)\s*>`,
+}
+
+// ContentHash reports whether h is a tool definition's content hash: 64 lower-case hex
+// digits.
+func ContentHash(h string) bool {
+	if len(h) != 64 {
+		return false
+	}
+	for _, c := range h {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// QuarantinePatterns are the patterns in force: the config's, or the defaults.
+func (q Quarantine) QuarantinePatterns() []string {
+	if q.Patterns == nil {
+		return DefaultQuarantinePatterns
+	}
+	return *q.Patterns
 }
 
 // Router configures tool-call routing.
@@ -499,6 +551,7 @@ func Default() Config {
 			GracePeriod:        Duration(3 * time.Second),
 			ReadinessGrace:     Duration(10 * time.Second),
 			PinDefinitions:     true,
+			Quarantine:         Quarantine{DescriptionBytes: 4096},
 			MaxWorkers:         1024,
 			MaxTools:           10000,
 			MaxDefinitionBytes: 64 << 20,
@@ -653,6 +706,19 @@ func (c Config) Validate() error {
 	}
 	if c.Registry.MaxDefinitionBytes < 1<<20 || c.Registry.MaxDefinitionBytes > 16<<30 {
 		bad("registry.max_definition_bytes", "must be between 1048576 and 17179869184, got %d", c.Registry.MaxDefinitionBytes)
+	}
+	if q := c.Registry.Quarantine; q.DescriptionBytes < 0 || q.DescriptionBytes > 1<<20 {
+		bad("registry.quarantine.description_bytes", "must be between 0 (no cap) and 1048576, got %d", q.DescriptionBytes)
+	}
+	for i, p := range c.Registry.Quarantine.QuarantinePatterns() {
+		if _, err := regexp.Compile("(?i)" + p); err != nil || len(p) > 1024 {
+			bad(fmt.Sprintf("registry.quarantine.patterns[%d]", i), "must be a regular expression of at most 1024 bytes: %v", err)
+		}
+	}
+	for i, h := range c.Registry.ApprovedDefinitions {
+		if !ContentHash(h) {
+			bad(fmt.Sprintf("registry.approved_definitions[%d]", i), "must be a content hash (64 hex digits, as a refusal names it), got %q", h)
+		}
 	}
 	positive("router.default_tool_timeout", c.Router.DefaultToolTimeout)
 	if c.Router.EjectAfterFailures < 1 {

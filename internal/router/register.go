@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -290,6 +292,9 @@ func (r *Router) checkLocked(reg *toolpb.Registration, parsed map[string]parsedT
 	if rej := r.repinnedLocked(reg, parsed, identity); len(rej) > 0 {
 		return &refusal{rejections: capRejections(rej), err: fmt.Errorf("%w: %s", ErrRepinned, summarize(rej))}
 	}
+	if rej := r.quarantinedLocked(parsed); len(rej) > 0 {
+		return &refusal{rejections: capRejections(rej), err: fmt.Errorf("%w: %s", ErrQuarantined, summarize(rej))}
+	}
 	if msg := r.overLimitsLocked(parsed, old, domainTypeBytes(reg)); msg != "" {
 		return &refusal{rejections: []*toolpb.Rejection{{Reason: msg}}, err: fmt.Errorf("%w: %s", ErrTableFull, msg)}
 	}
@@ -319,11 +324,34 @@ func (r *Router) repinnedLocked(reg *toolpb.Registration, parsed map[string]pars
 		role, version := gr.GetGroup().GetRole(), gr.GetGroup().GetVersion()
 		for _, name := range entries(gr, parsed) {
 			p, ok := r.pins[pinKey{identity, name}]
-			if ok && p.version == version && p.hash != parsed[name].hash {
+			if ok && p.version == version && p.hash != parsed[name].hash && !r.approved(parsed[name].hash) {
 				rej = append(rej, &toolpb.Rejection{Group: role, Tool: name, Reason: fmt.Sprintf(
-					"tool %q changed its definition (hash %s, now %s) under version %q of group %q; a changed description or schema needs a new version",
-					name, short(p.hash), short(parsed[name].hash), version, role)})
+					"tool %q changed its definition (hash %s, now %s) under version %q of group %q; a changed description or schema needs a new version, or an operator's approval of hash %s",
+					name, short(p.hash), short(parsed[name].hash), version, role, parsed[name].hash)})
 			}
+		}
+	}
+	return rej
+}
+
+func (r *Router) approved(hash string) bool { return r.opts.Approved != nil && r.opts.Approved(hash) }
+
+// quarantinedLocked lists the definitions of the registration that Options.Quarantine
+// holds for an operator's approval: new to the table (a definition that is served
+// already was let in, or approved, before) and not approved. r.mu must be held.
+func (r *Router) quarantinedLocked(parsed map[string]parsedTool) []*toolpb.Rejection {
+	if r.opts.Quarantine == nil {
+		return nil
+	}
+	var rej []*toolpb.Rejection
+	for _, name := range slices.Sorted(maps.Keys(parsed)) {
+		p := parsed[name]
+		if e := r.tools[name]; e != nil && e.hash == p.hash || r.older[name][p.hash] != nil || r.approved(p.hash) {
+			continue
+		}
+		if why := r.opts.Quarantine(p.def); why != "" {
+			rej = append(rej, &toolpb.Rejection{Group: p.group, Tool: name, Reason: fmt.Sprintf(
+				"the definition of %q (hash %s) is quarantined pending an operator's approval: %s", name, p.hash, why)})
 		}
 	}
 	return rej

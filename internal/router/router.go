@@ -54,6 +54,9 @@ var (
 	// ErrRepinned: the registration changes a tool's definition (description, schema,
 	// metadata) under the version of its group it was first registered with.
 	ErrRepinned = errors.New("definition changed under the same version")
+	// ErrQuarantined: a definition the registration brings is held for an operator's
+	// approval (Options.Quarantine) and not served until Options.Approved says so.
+	ErrQuarantined = errors.New("definition quarantined pending approval")
 )
 
 // Options configure a Router. The zero value gives sensible defaults.
@@ -111,6 +114,16 @@ type Options struct {
 	// version is refused with ErrRepinned. What the model reads cannot be rewritten
 	// behind the operator's back; a new version says it changed.
 	PinDefinitions bool
+	// Quarantine, when set, is asked about every definition a registration brings that
+	// the table does not hold yet: a reason ("" for none) to hold it for an operator's
+	// approval — a description over a cap, words that tell a model to ignore its
+	// instructions. A held definition is refused with ErrQuarantined, and so is the rest
+	// of its registration, until Approved says yes.
+	Quarantine func(def tool.Definition) string
+	// Approved, when set, reports whether an operator approved the definition of that
+	// content hash (wire.Hash): it is served though Quarantine holds it, and replaces the
+	// pinned definition of its tool under the same version (PinDefinitions).
+	Approved func(hash string) bool
 	// CallToken, when set, mints the token of a call sent to a worker that registered
 	// under a verified identity (its audience), valid until the call's deadline; it
 	// travels as the trust.CallTokenHeader metadata (trust.Source.MintCallToken).

@@ -94,6 +94,9 @@ func (r *registryServer) Connect(stream toolpb.ToolRegistryService_ConnectServer
 		if errors.Is(err, router.ErrRepinned) {
 			r.s.audit("registration refused: definition changed under the same version", "identity", identity, "worker_id", wire.Truncate(reg.GetWorkerId(), 64), "error", wire.Truncate(err.Error(), 1024))
 		}
+		if errors.Is(err, router.ErrQuarantined) {
+			r.s.audit("registration refused: definition quarantined pending approval", "identity", identity, "worker_id", wire.Truncate(reg.GetWorkerId(), 64), "error", wire.Truncate(err.Error(), 1024))
+		}
 		if errors.Is(err, router.ErrNotYours) {
 			r.s.audit("registration refused: held by another identity", "identity", identity, "worker_id", wire.Truncate(reg.GetWorkerId(), 64), "error", wire.Truncate(err.Error(), 1024))
 		}
@@ -176,6 +179,8 @@ func registrationReason(err error) toolpb.ErrorReason {
 		return toolpb.ErrorReason_ERROR_REASON_SHUTTING_DOWN
 	case errors.Is(err, router.ErrNotYours):
 		return toolpb.ErrorReason_ERROR_REASON_PERMISSION_DENIED
+	case errors.Is(err, router.ErrQuarantined):
+		return toolpb.ErrorReason_ERROR_REASON_DEFINITION_QUARANTINED
 	default:
 		return toolpb.ErrorReason_ERROR_REASON_REGISTRATION_CONFLICT
 	}

@@ -53,6 +53,9 @@ var (
 	// ErrTenantQuota: the request is larger than the caller's tenant may send; make it
 	// smaller (retrying it as it is does not help).
 	ErrTenantQuota = errors.New("over the tenant's quota")
+	// ErrDefinitionQuarantined: a worker's tool definition waits for an operator's
+	// approval.
+	ErrDefinitionQuarantined = errors.New("definition quarantined")
 )
 
 // Sentinels of the reasons a worker's or a registration's errors carry; a client rarely
@@ -111,6 +114,7 @@ var sentinels = map[toolpb.ErrorReason]error{
 	toolpb.ErrorReason_ERROR_REASON_UNAUTHENTICATED:        ErrUnauthenticated,
 	toolpb.ErrorReason_ERROR_REASON_PERMISSION_DENIED:      ErrPermissionDenied,
 	toolpb.ErrorReason_ERROR_REASON_TENANT_QUOTA:           ErrTenantQuota,
+	toolpb.ErrorReason_ERROR_REASON_DEFINITION_QUARANTINED: ErrDefinitionQuarantined,
 }
 
 // Error is an error the orchestrator reported.

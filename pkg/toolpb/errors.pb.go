@@ -136,6 +136,12 @@ const (
 	// (tenants.<name>.max_request_bytes, max_messages); the field is named. Sending it again
 	// does not help, so there is no RetryInfo: make it smaller.
 	ErrorReason_ERROR_REASON_TENANT_QUOTA ErrorReason = 38
+	// FAILED_PRECONDITION: a definition the registration brings is held for an operator's
+	// approval (its description is over the quarantine's cap, or reads like an
+	// instruction to the model); the rejection gives its hash, which
+	// registry.approved_definitions lets in. The worker's next attempt after that is
+	// accepted.
+	ErrorReason_ERROR_REASON_DEFINITION_QUARANTINED ErrorReason = 39
 )
 
 // Enum value maps for ErrorReason.
@@ -180,6 +186,7 @@ var (
 		36: "ERROR_REASON_UNAUTHENTICATED",
 		37: "ERROR_REASON_PERMISSION_DENIED",
 		38: "ERROR_REASON_TENANT_QUOTA",
+		39: "ERROR_REASON_DEFINITION_QUARANTINED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":            0,
@@ -221,6 +228,7 @@ var (
 		"ERROR_REASON_UNAUTHENTICATED":        36,
 		"ERROR_REASON_PERMISSION_DENIED":      37,
 		"ERROR_REASON_TENANT_QUOTA":           38,
+		"ERROR_REASON_DEFINITION_QUARANTINED": 39,
 	}
 )
 
@@ -255,7 +263,7 @@ var File_toolmesh_v1_errors_proto protoreflect.FileDescriptor
 
 const file_toolmesh_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x18toolmesh/v1/errors.proto\x12\vtoolmesh.v1*\xa9\n" +
+	"\x18toolmesh/v1/errors.proto\x12\vtoolmesh.v1*\xd2\n" +
 	"\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12 \n" +
@@ -297,7 +305,8 @@ const file_toolmesh_v1_errors_proto_rawDesc = "" +
 	"!ERROR_REASON_APPROVAL_NOT_PENDING\x10#\x12 \n" +
 	"\x1cERROR_REASON_UNAUTHENTICATED\x10$\x12\"\n" +
 	"\x1eERROR_REASON_PERMISSION_DENIED\x10%\x12\x1d\n" +
-	"\x19ERROR_REASON_TENANT_QUOTA\x10&B)Z'github.com/toolmesh/toolmesh/pkg/toolpbb\x06proto3"
+	"\x19ERROR_REASON_TENANT_QUOTA\x10&\x12'\n" +
+	"#ERROR_REASON_DEFINITION_QUARANTINED\x10'B)Z'github.com/toolmesh/toolmesh/pkg/toolpbb\x06proto3"
 
 var (
 	file_toolmesh_v1_errors_proto_rawDescOnce sync.Once

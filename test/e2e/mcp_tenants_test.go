@@ -58,7 +58,13 @@ mcp_serve:
 		t.Fatal(err)
 	}
 	defer func() { _ = admin.Close() }()
-	waitWorkerCount(ctx, t, admin, 2)
+	waitWorkerCount(ctx, t, admin, 1) // acme lists the worker of its group alone
+	globexC, err := client.Dial(m.orch.Addr, insecure.NewCredentials(), client.Bearer(sign.tenantToken(t, "globex"), true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = globexC.Close() }()
+	waitWorkerCount(ctx, t, globexC, 1)
 	endpoint := "http://" + addr + "/"
 	connect := func(token string) (*sdk.ClientSession, error) {
 		hc := &http.Client{}

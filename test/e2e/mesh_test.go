@@ -19,6 +19,8 @@ import (
 
 	"google.golang.org/grpc/credentials/insecure"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/toolmesh/toolmesh/internal/harness"
 	"github.com/toolmesh/toolmesh/pkg/client"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
@@ -61,7 +63,7 @@ func startMesh(t *testing.T, script string, extraConfig ...string) *mesh {
 		// Model credentials in the developer's environment must not change the tests.
 		extra += "\nprovider: {name: scripted}\n"
 	}
-	if err := os.WriteFile(cfgPath, []byte(testConfig+extra), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, mergeYAML(t, testConfig, extra), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if script != "" {
@@ -75,6 +77,37 @@ func startMesh(t *testing.T, script string, extraConfig ...string) *mesh {
 	m.startOrchestrator("127.0.0.1:0")
 	t.Cleanup(m.stop)
 	return m
+}
+
+// mergeYAML merges YAML documents, the later's keys winning, maps merged key by key: a
+// test's registry: section joins testConfig's instead of repeating the key.
+func mergeYAML(t *testing.T, docs ...string) []byte {
+	t.Helper()
+	var merge func(dst, src map[string]any)
+	merge = func(dst, src map[string]any) {
+		for k, v := range src {
+			if sm, ok := v.(map[string]any); ok {
+				if dm, ok := dst[k].(map[string]any); ok {
+					merge(dm, sm)
+					continue
+				}
+			}
+			dst[k] = v
+		}
+	}
+	out := map[string]any{}
+	for _, d := range docs {
+		var m map[string]any
+		if err := yaml.Unmarshal([]byte(d), &m); err != nil {
+			t.Fatalf("test config: %v\n%s", err, d)
+		}
+		merge(out, m)
+	}
+	b, err := yaml.Marshal(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func (m *mesh) startOrchestrator(listen string) {

@@ -347,8 +347,8 @@ func (m *mesh) firstEvent(ctx context.Context, c *client.Client, req *toolpb.Run
 	return nil, nil
 }
 
-// waitWorkerCount waits until c lists n workers (c may be any tenant's client: the
-// workers are everyone's to list).
+// waitWorkerCount waits until c lists n workers (a tenant's client lists the workers of
+// its groups).
 func waitWorkerCount(ctx context.Context, t *testing.T, c *client.Client, n int) {
 	t.Helper()
 	for {

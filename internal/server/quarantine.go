@@ -1,0 +1,145 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"log/slog"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/pkg/tool"
+)
+
+// Quarantine decides which new tool definitions wait for an operator's approval, and
+// which the operator approved (registry.quarantine, registry.approved_definitions and
+// registry.approved_definitions_file, the file read again when it changes). Its Hold
+// and Approved are router.Options.Quarantine and router.Options.Approved.
+type Quarantine struct {
+	maxDescription int
+	patterns       []*regexp.Regexp
+	inline         map[string]bool
+	file           string
+	log            *slog.Logger
+
+	mu      sync.Mutex
+	listed  map[string]bool // the file's hashes
+	stamp   fileStamp
+	checked time.Time
+}
+
+type fileStamp struct {
+	mod  time.Time
+	size int64
+}
+
+// maxApprovalsBytes bounds the approvals file.
+const maxApprovalsBytes = 4 << 20
+
+// NewQuarantine builds the quarantine of a validated registry config; the approvals
+// file must be readable.
+func NewQuarantine(cfg config.Registry, log *slog.Logger) (*Quarantine, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	q := &Quarantine{maxDescription: cfg.Quarantine.DescriptionBytes, inline: map[string]bool{}, file: cfg.ApprovedDefinitionsFile, log: log}
+	for _, p := range cfg.Quarantine.QuarantinePatterns() {
+		re, err := regexp.Compile("(?i)" + p)
+		if err != nil {
+			return nil, fmt.Errorf("registry.quarantine.patterns: %w", err)
+		}
+		q.patterns = append(q.patterns, re)
+	}
+	for _, h := range cfg.ApprovedDefinitions {
+		q.inline[h] = true
+	}
+	if q.file != "" {
+		if err := q.load(); err != nil {
+			return nil, err
+		}
+	}
+	return q, nil
+}
+
+// Hold says why def waits for an operator's approval; "" when it need not.
+func (q *Quarantine) Hold(def tool.Definition) string {
+	if q.maxDescription > 0 && len(def.Description) > q.maxDescription {
+		return fmt.Sprintf("its description is %d bytes, over registry.quarantine.description_bytes (%d)", len(def.Description), q.maxDescription)
+	}
+	schema := string(def.InputSchema.JSON())
+	for _, re := range q.patterns {
+		for _, text := range []string{def.Description, schema} {
+			if m := re.FindString(text); m != "" {
+				if len(m) > 80 {
+					m = m[:80] + "…"
+				}
+				return fmt.Sprintf("its text reads like an instruction to the model (%q matches registry.quarantine.patterns)", m)
+			}
+		}
+	}
+	return ""
+}
+
+// Approved reports whether an operator approved the definition of hash.
+func (q *Quarantine) Approved(hash string) bool {
+	if q.inline[hash] {
+		return true
+	}
+	if q.file == "" {
+		return false
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if time.Since(q.checked) >= time.Second {
+		q.checked = time.Now()
+		if fi, err := os.Stat(q.file); err == nil && (fileStamp{fi.ModTime(), fi.Size()}) != q.stamp {
+			if err := q.loadLocked(); err != nil {
+				q.log.Warn("the approved definitions file changed but cannot be read; keeping the hashes it had", "file", q.file, "error", err.Error())
+			}
+		}
+	}
+	return q.listed[hash]
+}
+
+func (q *Quarantine) load() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.loadLocked()
+}
+
+// loadLocked reads the approvals file: one hash a line, blank lines and what follows a
+// # ignored. A line that is not a hash fails the whole file, which keeps what it had.
+func (q *Quarantine) loadLocked() error {
+	fi, err := os.Stat(q.file)
+	if err != nil {
+		return fmt.Errorf("registry.approved_definitions_file: %w", err)
+	}
+	if fi.Size() > maxApprovalsBytes {
+		return fmt.Errorf("registry.approved_definitions_file: %s is %d bytes; the limit is %d", q.file, fi.Size(), maxApprovalsBytes)
+	}
+	b, err := os.ReadFile(q.file)
+	if err != nil {
+		return fmt.Errorf("registry.approved_definitions_file: %w", err)
+	}
+	listed := map[string]bool{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for n := 1; sc.Scan(); n++ {
+		line, _, _ := strings.Cut(sc.Text(), "#")
+		if line = strings.TrimSpace(line); line == "" {
+			continue
+		}
+		if !config.ContentHash(line) {
+			return fmt.Errorf("registry.approved_definitions_file %s, line %d: %q is not a content hash (64 hex digits)", q.file, n, line)
+		}
+		listed[line] = true
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("registry.approved_definitions_file %s: %w", q.file, err)
+	}
+	q.listed, q.stamp = listed, fileStamp{fi.ModTime(), fi.Size()}
+	return nil
+}
