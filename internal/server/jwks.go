@@ -72,11 +72,14 @@ func newRemoteKeys(cfg config.JWT, log *slog.Logger) (*remoteKeys, error) {
 	r := &remoteKeys{url: u.Redacted(), req: u, client: client, every: cfg.Refresh(), log: log, now: time.Now}
 	ctx, cancel := context.WithTimeout(context.Background(), jwksFetchTimeout)
 	defer cancel()
-	if err := r.refresh(ctx, "start"); err != nil {
+	if err := r.refresh(ctx, reasonStart); err != nil {
 		return nil, fmt.Errorf("auth.jwt.jwks_url %s: %w", r.url, err)
 	}
 	return r, nil
 }
+
+// reasonStart is the reason of the fetch at start, in the log.
+const reasonStart = "start"
 
 // jwksClient is the HTTP client of the key set fetches: its own transport (the
 // system's roots, or those of caFile), no connection kept between fetches minutes
@@ -192,7 +195,11 @@ func (r *remoteKeys) refreshLocked(ctx context.Context, why string) error {
 	if maxAge > 0 {
 		r.next = min(r.every, max(maxAge, jwksMinMaxAge))
 	}
-	r.log.Debug("fetched the key set of auth.jwt.jwks_url", "url", r.url, "reason", why, "keys", len(keys), "next_in", r.next.String())
+	level := slog.LevelDebug
+	if why == reasonStart {
+		level = slog.LevelInfo // once, so that an operator sees where the keys come from
+	}
+	r.log.Log(ctx, level, "fetched the key set of auth.jwt.jwks_url", "url", r.url, "reason", why, "keys", len(keys), "next_in", r.next.String())
 	return nil
 }
 
