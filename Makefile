@@ -135,7 +135,7 @@ demo: build ## Start an orchestrator and three workers on loopback and run a pro
 	./bin/toolmesh-demo
 
 .PHONY: certs
-certs: build ## Write a development CA and mutual-TLS certificates to certs/ and print how to use them.
+certs: build ## Write a development CA, mutual-TLS certificates and a bearer-token signing key to certs/ and print how to use them.
 	./bin/toolmesh certs -dir certs -workers math,text,payments
 
 .PHONY: vet

@@ -88,11 +88,7 @@ func serveWith(rt *router.Router, provider llm.Provider, tel *telemetry.Telemetr
 	}
 	opts := append(server.RecoveryInterceptors(log), tel.ServerOptions()...)
 	if certs != nil {
-		auth, err := server.AuthOptions(*cfg, log)
-		if err != nil {
-			return nil, err
-		}
-		opts = append(append(opts, grpc.Creds(certs.ServerCredentials(false))), auth...)
+		opts = append(append(opts, grpc.Creds(certs.ServerCredentials(false))), srv.AuthOptions()...)
 		// The admission bounds cmd/orchestrator serves with: the request size first.
 		opts = append(opts, server.ServerOptions(*cfg)...)
 	}

@@ -243,11 +243,7 @@ func run(args []string) error {
 		// has none, a client may bring a bearer token instead); the interceptors decide.
 		opts = append(opts, grpc.Creds(certs.ServerCredentials(false)))
 	}
-	auth, err := server.AuthOptions(cfg, log)
-	if err != nil {
-		return err
-	}
-	opts = append(opts, auth...)
+	opts = append(opts, srv.AuthOptions()...)
 	g := grpc.NewServer(opts...)
 	srv.Register(g)
 	hs := health.NewServer()

@@ -14,7 +14,8 @@ import (
 )
 
 // certsCmd writes a development CA and the certificates of an orchestrator, workers and
-// clients, each with its SPIFFE ID, and prints the configuration that uses them.
+// clients, each with its SPIFFE ID, and a key that signs development bearer tokens with
+// its key set, and prints the configuration that uses them.
 func certsCmd(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("certs", flag.ContinueOnError)
 	dir := fs.String("dir", "certs", "directory to write the PEM files to")
@@ -24,7 +25,7 @@ func certsCmd(args []string, stdout, stderr io.Writer) error {
 	hosts := fs.String("hosts", "localhost,127.0.0.1", "host names and IP addresses the orchestrator's and workers' certificates name")
 	days := fs.Int("days", 30, "how long the certificates are valid")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "usage: toolmesh certs [flags]\n\nWrites a development CA and certificates for mutual TLS. Its CA key is not kept:\nrun it again for new certificates. Production certificates come from your issuer\n(cert-manager, SPIRE) with the same SPIFFE IDs.\n\nflags:\n")
+		fmt.Fprint(fs.Output(), "usage: toolmesh certs [flags]\n\nWrites a development CA and certificates for mutual TLS, and a key that signs\ndevelopment bearer tokens (jwt-signing-key.pem, for toolmesh token) with its key set\n(jwks.json, for auth.jwt). Its CA key is not kept: run it again for new certificates\n(and a new signing key). Production certificates come from your issuer (cert-manager,\nSPIRE) with the same SPIFFE IDs, production tokens from your identity provider.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if err := cli.Parse(fs, args, stdout, stderr); err != nil {
@@ -78,6 +79,16 @@ func certsCmd(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "  clients: [%s]\n", strings.Join(clientIDs, ", "))
 	}
 	fmt.Fprintf(stdout, "\nWorkers:\n\n%s\n\nClients:\n\n%s\n", strings.Join(workerLines, "\n"), strings.Join(clientLines, "\n"))
+	sk, err := trust.NewSigningKey()
+	if err != nil {
+		return err
+	}
+	keyFile, jwksFile, err := sk.Write(*dir)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\nBearer tokens instead of client certificates (with tenants, each token's tenant must be\none of them):\n\nauth:\n  jwt: {jwks_file: %s, issuer: %q, audience: %s}\n\n", abs(jwksFile), devIssuer, devAudience)
+	fmt.Fprintf(stdout, "  toolmesh token -key %s -tenant acme > tok\n  toolmesh -token-file tok tools\n\n(in the clear to a loopback orchestrator only; with tls, add the client's -tls-* flags)\n", abs(keyFile))
 	return nil
 }
 

@@ -45,7 +45,8 @@ var commands = []command{
 	{"workers", "", "list registered workers"},
 	{"get", "RUN_ID", "show a run"},
 	{"cancel", "RUN_ID", "cancel a run"},
-	{"certs", "[-dir d] [-trust-domain td] [-workers g,...] [-clients name,...] [-hosts h,...] [-days n]", "write a development CA and certificates for mutual TLS, and print how to use them"},
+	{"certs", "[-dir d] [-trust-domain td] [-workers g,...] [-clients name,...] [-hosts h,...] [-days n]", "write a development CA and certificates for mutual TLS and a key that signs bearer tokens, and print how to use them"},
+	{"token", "-tenant t [-key file] [-ttl d] [-issuer i] [-audience a] [-subject s] [-tenant-claim c]", "print a development bearer token signed with the key toolmesh certs wrote"},
 }
 
 // flushTimeout bounds how long the CLI waits on the way out for its spans to be
@@ -63,6 +64,9 @@ flags:
   -tls-ca, -tls-cert, -tls-key, -server-id
                     mutual TLS: this client's certificate files and the orchestrator's
                     SPIFFE ID
+  -token-file path  send the bearer token in this file with every call (default
+                    $TOOLMESH_TOKEN_FILE); read once, at start; over TLS, or in the clear
+                    to a loopback address only
 
 'toolmesh <command> -h' shows a command's flags. Telemetry follows the standard OTEL_*
 variables; OTEL_TRACES_EXPORTER=console writes spans to stderr, never among the output.
@@ -91,6 +95,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Usage = func() { usage(fs.Output()) }
 	addr := fs.String("addr", envOr("TOOLMESH_ADDR", "127.0.0.1:7070"), "orchestrator address")
 	tlsFlags := cli.AddTLSFlags(fs, "server-id", "identity of the orchestrator")
+	tokenFile := fs.String("token-file", os.Getenv("TOOLMESH_TOKEN_FILE"), "file of a bearer token sent with every call (read once, at start)")
 	if err := cli.Parse(fs, args, stdout, stderr); err != nil {
 		return err
 	}
@@ -98,8 +103,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs.Usage()
 		return errors.New("no command")
 	}
-	if fs.Arg(0) == "certs" {
+	switch fs.Arg(0) {
+	case "certs":
 		return certsCmd(fs.Args()[1:], stdout, stderr)
+	case "token":
+		return tokenCmd(fs.Args()[1:], stdout, stderr)
 	}
 	creds := insecure.NewCredentials()
 	certs, servers, err := tlsFlags.Load(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
@@ -129,7 +137,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	c, err := client.Dial(*addr, creds, tel.DialOptions()...)
+	dialOpts := tel.DialOptions()
+	if *tokenFile != "" {
+		tok, err := cli.ReadToken(*tokenFile)
+		if err != nil {
+			return err
+		}
+		if err := cli.CheckTokenTransport(*addr, certs != nil); err != nil {
+			return fmt.Errorf("-token-file: %w", err)
+		}
+		dialOpts = append(dialOpts, client.Bearer(tok, certs == nil))
+	}
+	c, err := client.Dial(*addr, creds, dialOpts...)
 	if err != nil {
 		return err
 	}

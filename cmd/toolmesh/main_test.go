@@ -131,9 +131,19 @@ type orchestrator struct {
 
 func startOrchestrator(t *testing.T, script scripted.Script) *orchestrator {
 	t.Helper()
+	return startOrchestratorWith(t, script, nil)
+}
+
+// startOrchestratorWith is startOrchestrator with the config changed by configure (nil:
+// the defaults), and the interceptors that authenticate callers as it asks.
+func startOrchestratorWith(t *testing.T, script scripted.Script, configure func(*config.Config)) *orchestrator {
+	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	cfg := config.Default()
 	cfg.Models.Roles = map[string]string{"fast": "scripted/quick"}
+	if configure != nil {
+		configure(&cfg)
+	}
 	model, err := scripted.New(script)
 	if err != nil {
 		t.Fatal(err)
@@ -152,7 +162,7 @@ func startOrchestrator(t *testing.T, script scripted.Script) *orchestrator {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer(server.RecoveryInterceptors(log)...)
+	g := grpc.NewServer(append(server.RecoveryInterceptors(log), srv.AuthOptions()...)...)
 	srv.Register(g)
 	served := make(chan struct{})
 	go func() { defer close(served); _ = g.Serve(lis) }()

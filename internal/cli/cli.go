@@ -1,7 +1,7 @@
 // Package cli holds what the toolmesh binaries share around their command lines: flag
-// parsing where asking for help is not an error, and the bounded flush of telemetry on
-// the way out. Only main packages import it; it imports no toolmesh package but
-// pkg/otelsetup.
+// parsing where asking for help is not an error, the mutual-TLS flags, the bearer token
+// file, and the bounded flush of telemetry on the way out. Only main packages import
+// it; it imports no toolmesh package but pkg/otelsetup and pkg/trust.
 package cli
 
 import (

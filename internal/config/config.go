@@ -102,6 +102,15 @@ type JWT struct {
 	// JWKSFile is a JSON Web Key Set (RSA and EC P-256/P-384 keys) the tokens are signed
 	// with; read again when it changes.
 	JWKSFile string `yaml:"jwks_file"`
+	// JWKSURL is where the key set is fetched instead (an identity provider's jwks_uri):
+	// https, or http on a loopback host. It is fetched at start, every RefreshInterval
+	// and when a token names a kid the set lacks.
+	JWKSURL string `yaml:"jwks_url"`
+	// RefreshInterval is how often the key set of JWKSURL is fetched again. 0: 5m.
+	RefreshInterval Duration `yaml:"refresh_interval"`
+	// CAFile is the PEM CA bundle the certificate of JWKSURL's server must chain to,
+	// instead of the system's roots: for an identity provider with a private CA.
+	CAFile string `yaml:"ca_file"`
 	// Issuer and Audience must match the token's iss and aud.
 	Issuer   string `yaml:"issuer"`
 	Audience string `yaml:"audience"`
@@ -109,8 +118,20 @@ type JWT struct {
 	TenantClaim string `yaml:"tenant_claim"`
 }
 
+// DefaultJWKSRefresh is how often the key set of auth.jwt.jwks_url is fetched again
+// when auth.jwt.refresh_interval is not set.
+const DefaultJWKSRefresh = 5 * time.Minute
+
 // Enabled reports whether bearer tokens are verified.
-func (j JWT) Enabled() bool { return j.JWKSFile != "" }
+func (j JWT) Enabled() bool { return j.JWKSFile != "" || j.JWKSURL != "" }
+
+// Refresh is how often the key set of JWKSURL is fetched again.
+func (j JWT) Refresh() time.Duration {
+	if j.RefreshInterval == 0 {
+		return DefaultJWKSRefresh
+	}
+	return j.RefreshInterval.D()
+}
 
 // Tenant is what the callers of one tenant may use.
 type Tenant struct {
@@ -948,6 +969,11 @@ func loopback(listen string) bool {
 	if err != nil {
 		return false
 	}
+	return LoopbackHost(host)
+}
+
+// LoopbackHost reports whether a host name or IP address is on the loopback interface.
+func LoopbackHost(host string) bool {
 	if host == "localhost" {
 		return true
 	}
@@ -955,19 +981,58 @@ func loopback(listen string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// Bounds of auth.jwt.refresh_interval: more often than every 10 s loads the identity
+// provider for nothing; past a day, a key it removed stays trusted too long.
+const (
+	minJWKSRefresh = 10 * time.Second
+	maxJWKSRefresh = 24 * time.Hour
+)
+
+// validateJWKSURL checks auth.jwt.jwks_url and the keys that apply to it only.
+func (c Config) validateJWKSURL(bad func(key, format string, args ...any)) {
+	j := c.Auth.JWT
+	if j.JWKSURL == "" {
+		if j.RefreshInterval != 0 {
+			bad("auth.jwt.refresh_interval", "applies to auth.jwt.jwks_url only (a jwks_file is read again when it changes)")
+		}
+		if j.CAFile != "" {
+			bad("auth.jwt.ca_file", "applies to auth.jwt.jwks_url only")
+		}
+		return
+	}
+	if j.JWKSFile != "" {
+		bad("auth.jwt.jwks_url", "cannot be set with auth.jwt.jwks_file: the key set comes from one of them")
+	}
+	u, err := url.Parse(j.JWKSURL)
+	switch {
+	case err != nil:
+		bad("auth.jwt.jwks_url", "%v", err)
+	case u.Host == "" || (u.Scheme != "https" && u.Scheme != "http"):
+		bad("auth.jwt.jwks_url", "must be an https URL, got %q", u.Redacted())
+	case u.Scheme == "http" && !LoopbackHost(u.Hostname()):
+		bad("auth.jwt.jwks_url", "must be https: %s is not a loopback host (plain http is for local development only)", u.Hostname())
+	case u.Scheme == "http" && j.CAFile != "":
+		bad("auth.jwt.ca_file", "applies to an https auth.jwt.jwks_url only")
+	}
+	if r := j.RefreshInterval.D(); r != 0 && (r < minJWKSRefresh || r > maxJWKSRefresh) {
+		bad("auth.jwt.refresh_interval", "must be between %s and %s, got %s", minJWKSRefresh, maxJWKSRefresh, r)
+	}
+}
+
 // validateTenants checks the auth and tenants sections.
 func (c Config) validateTenants(bad func(key, format string, args ...any)) {
 	j := c.Auth.JWT
 	if j.Enabled() {
 		if j.Issuer == "" {
-			bad("auth.jwt.issuer", "is required with auth.jwt.jwks_file (tokens of any issuer would be accepted)")
+			bad("auth.jwt.issuer", "is required with a key set (tokens of any issuer would be accepted)")
 		}
 		if j.Audience == "" {
-			bad("auth.jwt.audience", "is required with auth.jwt.jwks_file (tokens issued for another service would be accepted)")
+			bad("auth.jwt.audience", "is required with a key set (tokens issued for another service would be accepted)")
 		}
 	} else if j.Issuer != "" || j.Audience != "" || j.TenantClaim != "" {
-		bad("auth.jwt.jwks_file", "is required with the other auth.jwt keys")
+		bad("auth.jwt", "jwks_file or jwks_url is required with the other auth.jwt keys")
 	}
+	c.validateJWKSURL(bad)
 	owner := map[string]string{}
 	for _, name := range slices.Sorted(maps.Keys(c.Tenants)) {
 		t := c.Tenants[name]

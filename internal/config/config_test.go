@@ -357,7 +357,18 @@ func TestAuthAndTenants(t *testing.T) {
 	}{
 		{"no issuer", "auth: {jwt: {jwks_file: k.json, audience: a}}\n", "auth.jwt.issuer: is required"},
 		{"no audience", "auth: {jwt: {jwks_file: k.json, issuer: i}}\n", "auth.jwt.audience: is required"},
-		{"keys without a key set", "auth: {jwt: {issuer: i}}\n", "auth.jwt.jwks_file: is required"},
+		{"keys without a key set", "auth: {jwt: {issuer: i}}\n", "auth.jwt: jwks_file or jwks_url is required"},
+		{"a file and a URL", "auth: {jwt: {jwks_file: k.json, jwks_url: 'https://idp.example/keys', issuer: i, audience: a}}\n", "auth.jwt.jwks_url: cannot be set with auth.jwt.jwks_file"},
+		{"a URL of plain http", "auth: {jwt: {jwks_url: 'http://idp.example/keys', issuer: i, audience: a}}\n", "auth.jwt.jwks_url: must be https: idp.example is not a loopback host"},
+		{"a URL of another scheme", "auth: {jwt: {jwks_url: 'file:///etc/keys.json', issuer: i, audience: a}}\n", "auth.jwt.jwks_url: must be an https URL"},
+		{"a URL without a host", "auth: {jwt: {jwks_url: 'https:///keys', issuer: i, audience: a}}\n", "auth.jwt.jwks_url: must be an https URL"},
+		{"a URL that does not parse", "auth: {jwt: {jwks_url: 'https://idp.example/%zz', issuer: i, audience: a}}\n", "auth.jwt.jwks_url: parse"},
+		{"a URL without an issuer", "auth: {jwt: {jwks_url: 'https://idp.example/keys', audience: a}}\n", "auth.jwt.issuer: is required"},
+		{"a refresh too often", "auth: {jwt: {jwks_url: 'https://idp.example/keys', issuer: i, audience: a, refresh_interval: 1s}}\n", "auth.jwt.refresh_interval: must be between 10s and 24h0m0s, got 1s"},
+		{"a refresh too seldom", "auth: {jwt: {jwks_url: 'https://idp.example/keys', issuer: i, audience: a, refresh_interval: 48h}}\n", "auth.jwt.refresh_interval: must be between"},
+		{"a refresh of a file", "auth: {jwt: {jwks_file: k.json, issuer: i, audience: a, refresh_interval: 1m}}\n", "auth.jwt.refresh_interval: applies to auth.jwt.jwks_url only"},
+		{"a CA of a file", "auth: {jwt: {jwks_file: k.json, issuer: i, audience: a, ca_file: ca.pem}}\n", "auth.jwt.ca_file: applies to auth.jwt.jwks_url only"},
+		{"a CA of plain http", "auth: {jwt: {jwks_url: 'http://127.0.0.1:8080/keys', issuer: i, audience: a, ca_file: ca.pem}}\n", "auth.jwt.ca_file: applies to an https auth.jwt.jwks_url only"},
 		{"tenant without groups", "auth: {jwt: {jwks_file: k.json, issuer: i, audience: a}}\ntenants: {acme: {}}\n", "tenants.acme.groups"},
 		{"client without tls", "auth: {jwt: {jwks_file: k.json, issuer: i, audience: a}}\ntenants: {acme: {groups: [g], clients: ['spiffe://td/c']}}\n", "tenants.acme.clients[0]: client identities are verified only with mutual TLS"},
 		{"client twice", "tls: {ca_file: a, cert_file: b, key_file: c}\ntenants: {a: {groups: [g], clients: ['spiffe://td/c']}, b: {groups: [g], clients: ['spiffe://td/c']}}\n", "acts for tenant a already"},
@@ -377,5 +388,29 @@ func TestAuthAndTenants(t *testing.T) {
 	}
 	if tn, ok := c.TenantOfClient("spiffe://td/c"); !ok || tn != "acme" {
 		t.Errorf("TenantOfClient = %q, %v", tn, ok)
+	}
+}
+
+// A key set URL is https anywhere, or http on a loopback host; its refresh interval
+// defaults to five minutes.
+func TestJWKSURL(t *testing.T) {
+	for _, tc := range []struct {
+		yaml    string
+		refresh time.Duration
+	}{
+		{"{jwks_url: 'https://idp.example/.well-known/jwks.json', ca_file: ca.pem}", 5 * time.Minute},
+		{"{jwks_url: 'http://127.0.0.1:8080/keys', refresh_interval: 10s}", 10 * time.Second},
+		{"{jwks_url: 'http://[::1]:8080/keys', refresh_interval: 24h}", 24 * time.Hour},
+		{"{jwks_url: 'http://localhost/keys'}", 5 * time.Minute},
+	} {
+		doc := "auth: {jwt: " + strings.Replace(tc.yaml, "{", "{issuer: i, audience: a, ", 1) + "}\n"
+		c, err := Parse([]byte(doc))
+		if err != nil {
+			t.Errorf("%s: %v", tc.yaml, err)
+			continue
+		}
+		if !c.Auth.JWT.Enabled() || c.Auth.JWT.Refresh() != tc.refresh {
+			t.Errorf("%s: enabled %v, refresh %s; want enabled, %s", tc.yaml, c.Auth.JWT.Enabled(), c.Auth.JWT.Refresh(), tc.refresh)
+		}
 	}
 }

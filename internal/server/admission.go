@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,11 +66,9 @@ func ServerOptions(cfg config.Config) []grpc.ServerOption {
 // AuthOptions are the interceptors that authenticate every caller (its client
 // certificate with mutual TLS on, the server's credentials coming from the caller; its
 // bearer token with auth.jwt) and authorise it (trust.*, tenants.*); none without any of
-// these. Refusals are logged to log as audit events. An error is a key set that cannot
-// be read.
-func AuthOptions(cfg config.Config, log *slog.Logger) ([]grpc.ServerOption, error) {
-	return authOptions(cfg, func(msg string, args ...any) { log.Warn(msg, append([]any{"event", "audit"}, args...)...) })
-}
+// these. Refusals are logged as audit events. The MCP endpoint (MCPHandler) shares them,
+// and their key set.
+func (s *Server) AuthOptions() []grpc.ServerOption { return s.auth.serverOptions() }
 
 // admission is the budget of bytes being received, shared by every call.
 type admission struct {

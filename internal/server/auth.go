@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -27,15 +28,11 @@ import (
 // groups and tools it grants; clients call OrchestratorService only under an identity
 // trust.clients lists (any, when it lists none).
 
-// authOptions are the interceptors that authenticate and authorise callers: with
+// serverOptions are the interceptors that authenticate and authorise callers: with
 // mutual TLS, bearer tokens (auth.jwt) or tenants configured; none otherwise.
-func authOptions(cfg config.Config, audit func(msg string, args ...any)) ([]grpc.ServerOption, error) {
-	if !cfg.TLS.Enabled() && !cfg.Auth.JWT.Enabled() && len(cfg.Tenants) == 0 {
-		return nil, nil
-	}
-	a, err := newAuthorizer(cfg, audit)
-	if err != nil {
-		return nil, err
+func (a *authorizer) serverOptions() []grpc.ServerOption {
+	if !a.enabled() {
+		return nil
 	}
 	return []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
@@ -52,7 +49,7 @@ func authOptions(cfg config.Config, audit func(msg string, args ...any)) ([]grpc
 			}
 			return h(srv, ctxStream{ServerStream: ss, ctx: ctx})
 		}),
-	}, nil
+	}
 }
 
 type ctxStream struct {
@@ -68,17 +65,28 @@ type authorizer struct {
 	audit  func(msg string, args ...any)
 }
 
-// newAuthorizer reads the key set of auth.jwt, if any.
-func newAuthorizer(cfg config.Config, audit func(msg string, args ...any)) (*authorizer, error) {
+// newAuthorizer reads (or fetches) the key set of auth.jwt, if any.
+func newAuthorizer(cfg config.Config, log *slog.Logger, audit func(msg string, args ...any)) (*authorizer, error) {
 	a := &authorizer{cfg: cfg, audit: audit}
 	if cfg.Auth.JWT.Enabled() {
-		t, err := newTokens(cfg.Auth.JWT)
+		t, err := newTokens(cfg.Auth.JWT, log)
 		if err != nil {
 			return nil, err
 		}
 		a.tokens = t
 	}
 	return a, nil
+}
+
+// refreshKeys fetches the key set of auth.jwt.jwks_url again every refresh interval
+// until ctx ends; it returns at once for any other key set.
+func (a *authorizer) refreshKeys(ctx context.Context) {
+	if a.tokens == nil {
+		return
+	}
+	if r, ok := a.tokens.keys.(*remoteKeys); ok {
+		r.run(ctx)
+	}
 }
 
 // enabled reports whether callers are authenticated at all.

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/big"
 	"os"
 	"sync"
@@ -18,64 +19,99 @@ import (
 	"github.com/toolmesh/toolmesh/internal/config"
 )
 
-// tokens verifies clients' bearer tokens against a JWKS file, read again when it
-// changes (checked at most once a second).
+// tokens verifies clients' bearer tokens against the key set of auth.jwt: a file
+// (jwks_file) or a URL (jwks_url).
 type tokens struct {
-	cfg config.JWT
-
-	mu      sync.Mutex
-	keys    map[string]any // by kid; "" when the set has one key without a kid
-	mod     time.Time
-	checked time.Time
+	cfg  config.JWT
+	keys keySource
 }
 
-func newTokens(cfg config.JWT) (*tokens, error) {
+// keySource is where the verification keys come from.
+type keySource interface {
+	// current is the key set, by kid ("" for a key without one).
+	current() map[string]any
+	// lacking is the key set to try again with, for a token of the expected issuer whose
+	// kid current lacks: the identity provider may have rotated its keys.
+	lacking(kid string) map[string]any
+}
+
+// newTokens reads the key set (a URL's is fetched: an error if it cannot be, so that the
+// orchestrator does not start refusing every token).
+func newTokens(cfg config.JWT, log *slog.Logger) (*tokens, error) {
 	t := &tokens{cfg: cfg}
 	if cfg.TenantClaim == "" {
 		t.cfg.TenantClaim = "tenant"
 	}
-	if err := t.load(); err != nil {
+	var err error
+	if cfg.JWKSURL != "" {
+		t.keys, err = newRemoteKeys(cfg, log)
+	} else {
+		t.keys, err = newFileKeys(cfg.JWKSFile)
+	}
+	if err != nil {
 		return nil, err
 	}
 	return t, nil
 }
 
-// maxJWKSBytes bounds the key set file.
+// maxJWKSBytes bounds the key set, file or response.
 const maxJWKSBytes = 1 << 20
 
-func (t *tokens) load() error {
-	fi, err := os.Stat(t.cfg.JWKSFile)
+// fileKeys is a key set file, read again when it changes (checked at most once a
+// second).
+type fileKeys struct {
+	path string
+
+	mu      sync.Mutex
+	keys    map[string]any
+	mod     time.Time
+	checked time.Time
+}
+
+func newFileKeys(path string) (*fileKeys, error) {
+	f := &fileKeys{path: path}
+	if err := f.load(); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func (f *fileKeys) load() error {
+	fi, err := os.Stat(f.path)
 	if err != nil {
 		return fmt.Errorf("auth.jwt.jwks_file: %w", err)
 	}
 	if fi.Size() > maxJWKSBytes {
-		return fmt.Errorf("auth.jwt.jwks_file: %s is %d bytes; the limit is %d", t.cfg.JWKSFile, fi.Size(), maxJWKSBytes)
+		return fmt.Errorf("auth.jwt.jwks_file: %s is %d bytes; the limit is %d", f.path, fi.Size(), maxJWKSBytes)
 	}
-	b, err := os.ReadFile(t.cfg.JWKSFile)
+	b, err := os.ReadFile(f.path)
 	if err != nil {
 		return fmt.Errorf("auth.jwt.jwks_file: %w", err)
 	}
 	keys, err := parseJWKS(b)
 	if err != nil {
-		return fmt.Errorf("auth.jwt.jwks_file %s: %w", t.cfg.JWKSFile, err)
+		return fmt.Errorf("auth.jwt.jwks_file %s: %w", f.path, err)
 	}
-	t.keys, t.mod = keys, fi.ModTime()
+	f.keys, f.mod = keys, fi.ModTime()
 	return nil
 }
 
 // current reloads the key set when its file changed (a file caught half-written keeps
 // the old keys).
-func (t *tokens) current() map[string]any {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if time.Since(t.checked) >= time.Second {
-		t.checked = time.Now()
-		if fi, err := os.Stat(t.cfg.JWKSFile); err == nil && !fi.ModTime().Equal(t.mod) {
-			_ = t.load()
+func (f *fileKeys) current() map[string]any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if time.Since(f.checked) >= time.Second {
+		f.checked = time.Now()
+		if fi, err := os.Stat(f.path); err == nil && !fi.ModTime().Equal(f.mod) {
+			_ = f.load()
 		}
 	}
-	return t.keys
+	return f.keys
 }
+
+// lacking is the current set: a file is already checked once a second.
+func (f *fileKeys) lacking(string) map[string]any { return f.current() }
 
 // maxTokenBytes bounds a bearer token.
 const maxTokenBytes = 16 << 10
@@ -86,15 +122,16 @@ func (t *tokens) verify(raw string) (tenant, who string, _ error) {
 	if len(raw) > maxTokenBytes {
 		return "", "", fmt.Errorf("the bearer token is %d bytes; the limit is %d", len(raw), maxTokenBytes)
 	}
-	keys := t.current()
 	claims := jwt.MapClaims{}
 	_, err := jwt.ParseWithClaims(raw, claims, func(tok *jwt.Token) (any, error) {
 		kid, _ := tok.Header["kid"].(string)
-		if k, ok := keys[kid]; ok {
+		if k, ok := keyOf(t.keys.current(), kid); ok {
 			return k, nil
 		}
-		if len(keys) == 1 && kid == "" {
-			for _, k := range keys {
+		// Only a token that claims the expected issuer may send for the keys again (the
+		// claims are not verified yet, but a stranger's token does not get that far).
+		if iss, _ := claims["iss"].(string); iss == t.cfg.Issuer {
+			if k, ok := keyOf(t.keys.lacking(kid), kid); ok {
 				return k, nil
 			}
 		}
@@ -110,6 +147,19 @@ func (t *tokens) verify(raw string) (tenant, who string, _ error) {
 	}
 	sub, _ := claims["sub"].(string)
 	return tenant, t.cfg.Issuer + "#" + sub, nil
+}
+
+// keyOf is the key of kid, or the only key of a set when the token names none.
+func keyOf(keys map[string]any, kid string) (any, bool) {
+	if k, ok := keys[kid]; ok {
+		return k, true
+	}
+	if len(keys) == 1 && kid == "" {
+		for _, k := range keys {
+			return k, true
+		}
+	}
+	return nil, false
 }
 
 // parseJWKS reads the RSA and EC keys of a JSON Web Key Set.

@@ -71,7 +71,7 @@ func TestTokensFollowTheKeySetFile(t *testing.T) {
 		return raw
 	}
 	old := newKey()
-	ts, err := newTokens(config.JWT{JWKSFile: path, Issuer: "i", Audience: "a"})
+	ts, err := newTokens(config.JWT{JWKSFile: path, Issuer: "i", Audience: "a"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,9 +83,10 @@ func TestTokensFollowTheKeySetFile(t *testing.T) {
 	if err := os.Chtimes(path, later, later); err != nil {
 		t.Fatal(err)
 	}
-	ts.mu.Lock()
-	ts.checked = time.Time{} // as if a second had passed
-	ts.mu.Unlock()
+	f := ts.keys.(*fileKeys)
+	f.mu.Lock()
+	f.checked = time.Time{} // as if a second had passed
+	f.mu.Unlock()
 	if _, _, err := ts.verify(sign(cur)); err != nil {
 		t.Errorf("a token of the new key: %v", err)
 	}

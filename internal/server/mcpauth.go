@@ -33,14 +33,10 @@ func (s *Server) MCPHandler() (http.Handler, error) {
 		},
 		Decorate: s.runs.Decorate, ContextHeaders: s.cfg.MCPServe.ContextHeaders, Logger: s.log,
 	})
-	a, err := newAuthorizer(s.cfg, s.audit)
-	if err != nil {
-		return nil, err
-	}
-	if !a.enabled() {
+	if !s.auth.enabled() {
 		return h, nil
 	}
-	return &mcpAuth{a: a, next: h, owners: map[string]string{}}, nil
+	return &mcpAuth{a: s.auth, next: h, owners: map[string]string{}}, nil
 }
 
 // maxMCPSessions bounds the sessions whose callers mcpAuth remembers; past it the

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"google.golang.org/grpc"
 
@@ -67,9 +68,12 @@ type Server struct {
 	// ready is closed once the orchestrator is ready to serve runs: at once, unless
 	// WarmUp waits for workers.
 	ready chan struct{}
+	// auth authenticates callers, of the gRPC services and of the MCP endpoint.
+	auth *authorizer
 }
 
-// New returns a Server.
+// New returns a Server. With auth.jwt.jwks_url it fetches the key set first, and fails
+// when it cannot: an orchestrator that would refuse every token does not start.
 func New(opts Options) (*Server, error) {
 	if opts.Router == nil {
 		return nil, errors.New("server: Router is required")
@@ -109,6 +113,9 @@ func New(opts Options) (*Server, error) {
 	if v, ok := opts.Journal.(interface{ Volatile() bool }); ok {
 		s.volatile = v.Volatile()
 	}
+	if s.auth, err = newAuthorizer(cfg, s.log, s.audit); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	s.orch = &orchestratorServer{s: s}
 	s.registry = &registryServer{s: s}
 	return s, nil
@@ -132,9 +139,15 @@ func (s *Server) Register(g grpc.ServiceRegistrar) {
 // restart, and those whose owner went away) and returns how many.
 func (s *Server) Resume(ctx context.Context) (int, error) { return s.runs.Resume(ctx) }
 
-// Maintain takes over the runs of orchestrators that went away and prunes old runs from
-// the journal, until ctx ends.
-func (s *Server) Maintain(ctx context.Context) { s.runs.Maintain(ctx) }
+// Maintain takes over the runs of orchestrators that went away, prunes old runs from the
+// journal and fetches the key set of auth.jwt.jwks_url again every refresh interval,
+// until ctx ends.
+func (s *Server) Maintain(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() { s.auth.refreshKeys(ctx) })
+	s.runs.Maintain(ctx)
+	wg.Wait()
+}
 
 // Shutdown refuses new runs, waits for the runs in progress until ctx ends (then cancels
 // them), and ends every worker registration stream so that a GracefulStop can complete.
