@@ -16,6 +16,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spiffe/go-spiffe/v2/bundle/x509bundle"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 	"google.golang.org/grpc/credentials"
@@ -63,6 +65,7 @@ type Source struct {
 	cert  *tls.Certificate
 	leaf  *x509.Certificate
 	pool  *x509.CertPool
+	cas   []*x509.Certificate // the bundle's certificates, the authorities of any trust domain
 	id    spiffeid.ID
 	stamp [3]fileStamp
 
@@ -106,6 +109,10 @@ func (s *Source) Reload() error {
 	if !pool.AppendCertsFromPEM(caPEM) {
 		return fmt.Errorf("trust: the CA bundle %s holds no PEM certificate", s.files.CA)
 	}
+	cas, err := parseCertificates(caPEM)
+	if err != nil {
+		return fmt.Errorf("trust: the CA bundle %s: %w", s.files.CA, err)
+	}
 	cert, err := tls.LoadX509KeyPair(s.files.Cert, s.files.Key)
 	if err != nil {
 		return fmt.Errorf("trust: the certificate %s and key %s: %w", s.files.Cert, s.files.Key, err)
@@ -121,7 +128,7 @@ func (s *Source) Reload() error {
 	cert.Leaf = leaf
 	s.mu.Lock()
 	changed := s.leaf != nil && !bytes.Equal(s.leaf.Raw, leaf.Raw)
-	s.cert, s.leaf, s.pool, s.id, s.stamp = &cert, leaf, pool, id, stamp
+	s.cert, s.leaf, s.pool, s.cas, s.id, s.stamp = &cert, leaf, pool, cas, id, stamp
 	if changed {
 		close(s.rotated)
 		s.rotated = make(chan struct{})
@@ -218,7 +225,19 @@ func (s *Source) verify(raw [][]byte, usage x509.ExtKeyUsage) (spiffeid.ID, erro
 		}
 		certs = append(certs, c)
 	}
-	_, pool := s.current()
+	id, err := x509svid.IDFromCert(certs[0])
+	if err != nil {
+		return spiffeid.ID{}, fmt.Errorf("trust: the peer's certificate carries no SPIFFE ID: %w", err)
+	}
+	s.mu.RLock()
+	pool, cas := s.pool, s.cas
+	s.mu.RUnlock()
+	// go-spiffe verifies the chain to the bundle (its authorities standing for the
+	// peer's trust domain) and that the leaf is an X509-SVID: not a CA, a signing key,
+	// one SPIFFE ID. The usage the peer's side of the handshake needs is checked too.
+	if _, _, err := x509svid.Verify(certs, x509bundle.FromX509Authorities(id.TrustDomain(), cas)); err != nil {
+		return spiffeid.ID{}, fmt.Errorf("trust: the peer's certificate: %w", err)
+	}
 	inter := x509.NewCertPool()
 	for _, c := range certs[1:] {
 		inter.AddCert(c)
@@ -226,11 +245,26 @@ func (s *Source) verify(raw [][]byte, usage x509.ExtKeyUsage) (spiffeid.ID, erro
 	if _, err := certs[0].Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{usage}}); err != nil {
 		return spiffeid.ID{}, fmt.Errorf("trust: the peer's certificate: %w", err)
 	}
-	id, err := x509svid.IDFromCert(certs[0])
-	if err != nil {
-		return spiffeid.ID{}, fmt.Errorf("trust: the peer's certificate carries no SPIFFE ID: %w", err)
-	}
 	return id, nil
+}
+
+// parseCertificates reads every CERTIFICATE block of a PEM bundle.
+func parseCertificates(b []byte) ([]*x509.Certificate, error) {
+	var out []*x509.Certificate
+	for {
+		var block *pem.Block
+		if block, b = pem.Decode(b); block == nil {
+			return out, nil
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
 }
 
 // ServerTLS is the TLS configuration of a server: it presents the current certificate

@@ -1,0 +1,73 @@
+package trust
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestVerifyWantsAnX509SVID: a peer certificate that chains to the bundle and carries a
+// SPIFFE ID is still refused when it is not an X509-SVID — a CA certificate, one that may
+// sign certificates, one with two SPIFFE IDs — and for the wrong usage.
+func TestVerifyWantsAnX509SVID(t *testing.T) {
+	ca, err := NewCA("toolmesh.test", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ok, err := ca.Issue("/worker/a", time.Now().Add(-time.Minute), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := ca.Write(dir, "a", ok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Load(f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	issue := func(mod func(*x509.Certificate)) [][]byte {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, _ := url.Parse("spiffe://toolmesh.test/worker/b")
+		tmpl := &x509.Certificate{SerialNumber: serial(), NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
+			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, URIs: []*url.URL{u}}
+		mod(tmpl)
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return [][]byte{der}
+	}
+	if id, err := s.verify(issue(func(*x509.Certificate) {}), x509.ExtKeyUsageClientAuth); err != nil || id.String() != "spiffe://toolmesh.test/worker/b" {
+		t.Fatalf("an X509-SVID: %v, %v", id, err)
+	}
+	for _, tc := range []struct {
+		name  string
+		mod   func(*x509.Certificate)
+		usage x509.ExtKeyUsage
+		want  string
+	}{
+		{"a CA certificate", func(c *x509.Certificate) {
+			c.IsCA, c.BasicConstraintsValid, c.KeyUsage = true, true, x509.KeyUsageDigitalSignature|x509.KeyUsageCertSign
+		}, x509.ExtKeyUsageClientAuth, "CA"},
+		{"a certificate signer", func(c *x509.Certificate) { c.KeyUsage |= x509.KeyUsageCertSign }, x509.ExtKeyUsageClientAuth, "KeyCertSign"},
+		{"two SPIFFE IDs", func(c *x509.Certificate) {
+			u, _ := url.Parse("spiffe://toolmesh.test/worker/c")
+			c.URIs = append(c.URIs, u)
+		}, x509.ExtKeyUsageClientAuth, "URI SAN"},
+		{"a client certificate serving", func(*x509.Certificate) {}, x509.ExtKeyUsageServerAuth, "usage"},
+	} {
+		if _, err := s.verify(issue(tc.mod), tc.usage); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: verify = %v, want an error about %s", tc.name, err, tc.want)
+		}
+	}
+}
