@@ -635,3 +635,41 @@ func TestRolloutKeepsEachRunsDefinition(t *testing.T) {
 		t.Errorf("left behind: older %v, %d definition bytes", r.older, r.defBytes)
 	}
 }
+
+// TestPinHoldsARunToItsVersion: a run that moved to another orchestrator asks for the
+// tools of the group versions it was shown when it started (Versions, then Pin): during
+// a rollout it gets version 1's stub, whose calls go to version 1's replicas; once they
+// are gone it gets what is served now, and Pin says so.
+func TestPinHoldsARunToItsVersion(t *testing.T) {
+	r := newRouter(t, Options{PinDefinitions: true})
+	v1 := mustRegister(t, r, versioned("a", "127.0.0.1:9001", "1", "Echoes its input."))
+	shown := r.Versions([]string{"text"}, nil)
+	if !cmp.Equal(shown, map[string]string{"text": "1"}) {
+		t.Fatalf("Versions = %v", shown)
+	}
+	mustRegister(t, r, versioned("b", "127.0.0.1:9002", "2", "Echoes its input, trimmed."))
+	now, err := r.Tool("echo") // what a resumed run resolves: the newest
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned, ok := r.Pin(now, shown)
+	if !ok || pinned.Definition().Description != "Echoes its input." {
+		t.Fatalf("Pin = %q, %v; want version 1's definition", pinned.Definition().Description, ok)
+	}
+	if w, changed := r.pick(pinned.(*remoteTool), nil); changed || w == nil || w.id != "a" {
+		t.Errorf("the pinned stub's call went to %v (changed %v), want a", w, changed)
+	}
+	if same, ok := r.Pin(now, map[string]string{"text": "2"}); !ok || same != now {
+		t.Error("Pin of the version served now changed the tool")
+	}
+	v1.Drain()
+	v1.End() // a draining worker leaves at once
+	for deadline := time.Now().Add(5 * time.Second); len(r.ListWorkers()) != 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the drained replica did not leave")
+		}
+	}
+	if got, ok := r.Pin(now, shown); ok || got != now {
+		t.Errorf("with version 1 gone Pin = %v, %v; want the tool served now and false", got.Definition().Description, ok)
+	}
+}

@@ -300,6 +300,54 @@ func (r *Router) Tool(name string) (tool.Tool, error) {
 	return r.toolLocked(e), nil
 }
 
+// Versions are the versions of the groups, and of the groups of the tools named, that
+// a run is offered now, by role: what Pin holds the run's tools to after it moves to
+// another orchestrator.
+func (r *Router) Versions(roles, names []string) map[string]string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := map[string]string{}
+	for _, role := range roles {
+		if g := r.groups[role]; g != nil {
+			out[role] = g.info.GetVersion()
+		}
+	}
+	for _, name := range names {
+		if e := r.tools[name]; e != nil {
+			out[e.group] = e.info.GetVersion()
+		}
+	}
+	return out
+}
+
+// Pin returns the stub of a worker's tool as version of its group defines it, when the
+// table holds that definition (the newest, or an older one that replicas still serve
+// during a rollout), so that a run keeps the definitions it was shown; t itself
+// otherwise. ok is false when t is a worker's tool of another version and that version's
+// definition is gone: its calls go to the definition served now.
+func (r *Router) Pin(t tool.Tool, versions map[string]string) (pinned tool.Tool, ok bool) {
+	rt, isRemote := t.(*remoteTool)
+	if !isRemote {
+		return t, true
+	}
+	want, known := versions[rt.group]
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	cur := r.tools[rt.def.Name]
+	if !known || cur == nil || cur.hash == rt.hash && cur.info.GetVersion() == want {
+		return t, true
+	}
+	if cur.info.GetVersion() == want {
+		return newRemoteTool(r, cur), true
+	}
+	for _, e := range r.older[rt.def.Name] {
+		if e.info.GetVersion() == want {
+			return newRemoteTool(r, e), true
+		}
+	}
+	return t, false
+}
+
 // Methods returns the remote tools that are methods of a domain type (their
 // Metadata.ReceiverType is set), sorted by name.
 func (r *Router) Methods() []tool.Tool {

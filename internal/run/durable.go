@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -64,7 +65,8 @@ func (s *Service) openJournal(ctx context.Context, j *journal, id, loopID string
 	}
 	// The run and its request are created together: a run the journal holds can always
 	// be resumed from its request.
-	data, _ := toolinternal.MarshalJSON(requestRecord{RunID: id, LoopID: loopID, Started: started, Wire: p.req.Wire, Tenant: p.req.Tenant})
+	data, _ := toolinternal.MarshalJSON(requestRecord{RunID: id, LoopID: loopID, Started: started, Wire: p.req.Wire, Tenant: p.req.Tenant,
+		Versions: s.router.Versions(append(slices.Clone(p.req.Groups), s.cfg.Loop.DefaultToolGroups...), p.req.Tools)})
 	lease, err := s.journal.Create(ctx, id, s.owner, s.leaseTTL(), runlog.Record{Seq: 1, Kind: runlog.KindRequest, Time: time.Now(), Data: data})
 	switch {
 	case errors.Is(err, runlog.ErrExists):
@@ -192,7 +194,7 @@ func (s *Service) resume(lease runlog.Lease) {
 	req, err := s.codec.Request(rq.Wire)
 	var p *prepared
 	if err == nil {
-		req.ID, req.Wire, req.Tenant = id, rq.Wire, rq.Tenant
+		req.ID, req.Wire, req.Tenant, req.Pinned = id, rq.Wire, rq.Tenant, rq.Versions
 		p, err = s.prepareResumed(waitCtx, req)
 	}
 	if waitCtx.Err() != nil {

@@ -48,6 +48,9 @@ type requestRecord struct {
 	Started time.Time       `json:"started"`
 	Wire    json.RawMessage `json:"request"`
 	Tenant  string          `json:"tenant,omitempty"`
+	// Versions are the versions of the workers' tool groups the run was offered when it
+	// started, by role: a run taken over keeps their definitions (Request.Pinned).
+	Versions map[string]string `json:"versions,omitempty"`
 }
 
 // dispatchRecord is one attempt of a call, recorded before it leaves.

@@ -70,6 +70,19 @@ func (s *Service) prepare(ctx context.Context, req Request) (*prepared, error) {
 	if chaining {
 		decorate = func(t tool.Tool) tool.Tool { return s.withApproval(agentic.Chain(chain.Decorate(t))) }
 	}
+	if len(req.Pinned) > 0 {
+		// A run taken over keeps the workers' definitions it was shown, where replicas
+		// of them remain.
+		inner := decorate
+		decorate = func(t tool.Tool) tool.Tool {
+			pinned, same := s.router.Pin(t, req.Pinned)
+			if !same {
+				s.log.Warn("a run taken over calls a tool whose definition changed since it started: no replica serves the one it was shown",
+					"run_id", req.ID, "tool", t.Definition().Name)
+			}
+			return inner(pinned)
+		}
+	}
 	sources, err := chainingSources("chaining_sources", req.ChainingSources)
 	if err != nil {
 		return nil, err

@@ -254,6 +254,10 @@ type Request struct {
 	// Wire is the request as the client sent it, which the journal keeps for a run
 	// resumed elsewhere (Codec.Request turns it back).
 	Wire json.RawMessage
+	// Pinned are the versions of workers' tool groups, by role, that a run taken over was
+	// shown when it started: while a replica of a group's version is registered, the
+	// run's calls of its tools go to it, not to a newer definition a rollout brought.
+	Pinned map[string]string
 }
 
 // ChainingSource is a type whose returned objects bind, when When (CEL over value and
