@@ -1,7 +1,8 @@
 # syntax=docker/dockerfile:1
 #
 # toolmesh's images for a CI with a container daemon; `make images` builds the same three
-# without one. One image per program:
+# programs without one (on a base it makes itself, where this file uses distroless). One
+# image per program:
 #
 #   docker build --build-arg PKG=./cmd/orchestrator -t toolmesh/orchestrator .
 #   docker build --build-arg PKG=./cmd/toolworker   -t toolmesh/toolworker .
@@ -16,7 +17,9 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ARG PKG=./cmd/orchestrator
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/app "${PKG}"
+ARG VERSION=dev
+# The version the binaries report (-version, logs); a program of another module ignores it.
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X github.com/toolmesh/toolmesh/internal/cli.version=${VERSION}" -o /out/app "${PKG}"
 
 # Static binaries on distroless: no shell, CA certificates and tzdata, user 65532.
 FROM gcr.io/distroless/static-debian12:nonroot

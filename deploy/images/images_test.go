@@ -232,6 +232,9 @@ func TestDockerfile(t *testing.T) {
 	if !strings.Contains(df, "USER 65532:65532") || !strings.Contains(df, "CGO_ENABLED=0") {
 		t.Error("the Dockerfile must build static binaries and run them as 65532")
 	}
+	if !strings.Contains(df, "-X "+versionSymbol+"=${VERSION}") {
+		t.Error("the Dockerfile's binaries must report the image's version, as make images sets it")
+	}
 }
 
 // TestImageIndex: more than one platform makes an image index with one image per
@@ -295,5 +298,99 @@ func TestImageIndex(t *testing.T) {
 		if f.Machine != machines[d.Platform.Architecture] {
 			t.Errorf("the %s image's %s is built for %v", d.Platform.Architecture, h.Name, f.Machine)
 		}
+	}
+}
+
+// TestCustomWorkerImage: a team's own worker — a program on pkg/worker in a module of its
+// own — becomes an image the way the toolmesh images are made (-dir, -image,
+// -repository): static, non-root, labelled, and its binary starts.
+func TestCustomWorkerImage(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	repo, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod := t.TempDir()
+	files := map[string]string{
+		"go.mod": "module example.com/inventory\n\ngo 1.26\n\nrequire github.com/toolmesh/toolmesh v0.0.0\n\nreplace github.com/toolmesh/toolmesh => " + repo + "\n",
+		"cmd/inventory-worker/main.go": `package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+
+	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/worker"
+)
+
+type stockIn struct {
+	SKU string ` + "`json:\"sku\" jsonschema:\"the article\"`" + `
+}
+
+func main() {
+	fs := flag.NewFlagSet("inventory-worker", flag.ContinueOnError)
+	orch := fs.String("orchestrator", "127.0.0.1:7070", "orchestrator address")
+	fs.Usage = func() { fmt.Fprintln(fs.Output(), "usage: inventory-worker [-orchestrator host:port]") }
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		os.Exit(map[bool]int{true: 0, false: 2}[err == flag.ErrHelp])
+	}
+	stock := tool.MustFunc("stock", "How many of an article are in stock", func(_ context.Context, in stockIn) (int, error) { return len(in.SKU), nil })
+	w, err := worker.New(worker.Options{Orchestrator: *orch}, worker.Group{Role: "inventory", Description: "Inventory", Version: "1", Tools: []tool.Tool{stock}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := w.Run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+`,
+	}
+	for p, text := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(mod, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(mod, p), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, args := range [][]string{{"go", "mod", "tidy"}, {"git", "init", "-q"}, {"git", "add", "."},
+		{"git", "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "inventory worker"}} {
+		cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+		cmd.Dir = mod
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
+	out := t.TempDir()
+	if err := run(ctx, []string{"-dir", mod, "-image", "inventory-worker=./cmd/inventory-worker", "-repository", "registry.example.com/acme",
+		"-source", "https://git.example.com/acme/inventory", "-out", out, "-version", "v0.0.0-test"}, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	idx, err := layout.ImageIndexFromPath(filepath.Join(out, "oci"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(im.Manifests) != 1 || im.Manifests[0].Annotations["org.opencontainers.image.ref.name"] != "registry.example.com/acme/inventory-worker:v0.0.0-test" {
+		t.Fatalf("the layout holds %v", im.Manifests)
+	}
+	img, err := idx.Image(im.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkImage(t, "inventory-worker", img)
+	if cf, _ := img.ConfigFile(); cf.Config.Labels["org.opencontainers.image.source"] != "https://git.example.com/acme/inventory" {
+		t.Errorf("source label %q", cf.Config.Labels["org.opencontainers.image.source"])
 	}
 }
