@@ -144,7 +144,7 @@ func (l *lab) pod(name string, host int) *pod {
 // with this test process).
 func (l *lab) start(p *pod, name, bin string, args ...string) *harness.Proc {
 	l.t.Helper()
-	proc, err := harness.StartWith(name, "nsenter", harness.Options{KeepLines: 200}, append([]string{"--net=/run/netns/" + p.ns, "--", bin}, args...)...)
+	proc, err := harness.StartWith(name, "nsenter", harness.Options{KeepLines: 5000}, append([]string{"--net=/run/netns/" + p.ns, "--", bin}, args...)...)
 	if err != nil {
 		l.t.Fatal(err)
 	}

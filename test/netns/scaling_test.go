@@ -168,6 +168,11 @@ func TestToolTypeScaling(t *testing.T) {
 	}
 	stopLoad()
 	wg.Wait()
+	leaseLost := orch.CountLogs("worker lease expired: no heartbeat", map[string]string{"worker_id": "math-4"})
+	probeFailed := orch.CountLogs("worker unreachable after its lease expired: its calls in flight fail now", map[string]string{"worker_id": "math-4"})
+	if leaseLost == 0 {
+		t.Error("the orchestrator never saw math-4's lease expire while its link was down")
+	}
 	t.Logf("partition: math-4 left the routing table %s after its link went down and was back %s after it came up; during it %d math and %d text calls succeeded, %d failed, %d runs failed, the longest run took %s",
 		leaseGone.Round(time.Millisecond), back.Round(time.Millisecond), partitioned.math, partitioned.text, partitioned.failed, partitioned.runErrors, partitioned.longest.Round(time.Millisecond))
 	// No run hangs: a call to the partitioned replica fails once its lease expired (3 s)
@@ -201,8 +206,9 @@ func TestToolTypeScaling(t *testing.T) {
 	fmt.Fprintf(&b, "\n| goal | target | measured | verdict |\n|---|---|---|---|\n")
 	fmt.Fprintf(&b, "| math at 4 replicas vs 1 | ≥ 2.5× | %.2f× | %s |\n", scaled, verdict(scaled >= 2.5))
 	fmt.Fprintf(&b, "| text while math scales, vs its own at 1 | within 10 %% | %.2f× | %s |\n", other, verdict(other >= 0.9 && other <= 1.1))
-	fmt.Fprintf(&b, "\nPartition: math-4's link down under load; it left the routing table after %s, came back %s after the link did; %d runs failed, the longest run took %s (its calls to math-4 failed once the lease expired and the probe went unanswered, not at the tools' 30 s deadline).\n",
-		leaseGone.Round(time.Millisecond), back.Round(time.Millisecond), partitioned.runErrors, partitioned.longest.Round(time.Millisecond))
+	how := fmt.Sprintf("the orchestrator logged math-4's lease expiring %d times and its calls in flight failed for want of an answer to the probe %d times", leaseLost, probeFailed)
+	fmt.Fprintf(&b, "\nPartition: math-4's link down under load; it left the routing table after %s, came back %s after the link did; %d runs failed, the longest run took %s (the tools' deadline is 30 s; %s).\n",
+		leaseGone.Round(time.Millisecond), back.Round(time.Millisecond), partitioned.runErrors, partitioned.longest.Round(time.Millisecond), how)
 	t.Log("\n" + b.String())
 	if dir := os.Getenv("TOOLMESH_NETNS_REPORT"); dir != "" {
 		if err := os.WriteFile(filepath.Join(dir, "netns-scaling.md"), []byte(b.String()), 0o644); err != nil {
