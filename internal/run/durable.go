@@ -49,6 +49,12 @@ func (s *Service) leaseTTL() time.Duration {
 	return cmpOr(time.Duration(s.cfg.Journal.LeaseTTL), 10*time.Second)
 }
 
+// leaseRenewer renews the leases of the service's journals.
+func (s *Service) leaseRenewer() *renewer {
+	s.renewOnce.Do(func() { s.renew = newRenewer(s.leaseTTL()) })
+	return s.renew
+}
+
 // openJournal gives a run its journal: a new run's (created with its request record), or
 // the one a taken-over run resumes.
 func (s *Service) openJournal(ctx context.Context, j *journal, id, loopID string, started time.Time, p *prepared, cancel context.CancelCauseFunc, observe func(Event)) (*journal, error) {
@@ -76,7 +82,7 @@ func (s *Service) openJournal(ctx context.Context, j *journal, id, loopID string
 	case err != nil:
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
-	j = newJournal(s.journal, lease, s.leaseTTL(), s.codec, 2)
+	j = newJournal(s.journal, s.leaseRenewer(), lease, s.leaseTTL(), s.codec, 2)
 	j.setStop(cancel)
 	j.setDeliver(deliver)
 	j.start()
@@ -179,7 +185,7 @@ func (s *Service) resume(lease runlog.Lease) {
 		_ = s.journal.Finish(ctx, lease, runlog.StateFailed)
 		return
 	}
-	j := newJournal(s.journal, lease, s.leaseTTL(), s.codec, recs[len(recs)-1].Seq+1)
+	j := newJournal(s.journal, s.leaseRenewer(), lease, s.leaseTTL(), s.codec, recs[len(recs)-1].Seq+1)
 	// The lease is renewed from now on: waiting for the run's tool groups may take longer
 	// than it lasts.
 	waitCtx, stopWaiting := context.WithCancelCause(ctx)

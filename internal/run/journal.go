@@ -139,21 +139,24 @@ type journal struct {
 	seen     map[string]bool
 	ordinals map[string]int
 	// replayed counts the recorded model responses not yet replayed.
-	renewDone chan struct{}
-	stopRenew chan struct{}
-	started   sync.Once
-	running   atomic.Bool
+	// renewer renews the lease with the other journals of the service; renewMu is held
+	// while it does, and renewStopped ends the renewals (close, a lost lease).
+	renewer      *renewer
+	renewMu      sync.Mutex
+	renewStopped bool
+	started      sync.Once
+	running      atomic.Bool
 	onCancel  func(reason string)
 	// commits is closed and replaced at every commit, for watchers.
 	commits chan struct{}
 }
 
-func newJournal(store runlog.Store, lease runlog.Lease, ttl time.Duration, codec Codec, next int64) *journal {
-	j := &journal{store: store, lease: lease, ttl: ttl, codec: codec, next: next, committed: next - 1,
+func newJournal(store runlog.Store, r *renewer, lease runlog.Lease, ttl time.Duration, codec Codec, next int64) *journal {
+	j := &journal{store: store, renewer: r, lease: lease, ttl: ttl, codec: codec, next: next, committed: next - 1,
 		approvals: map[string]approvalRecord{}, decisions: map[string]decisionRecord{},
 		seen: map[string]bool{}, ordinals: map[string]int{},
 		models: map[string]llm.Response{}, outcomes: map[string]json.RawMessage{}, dispatched: map[string]bool{},
-		stopRenew: make(chan struct{}), renewDone: make(chan struct{}), commits: make(chan struct{})}
+		commits: make(chan struct{})}
 	j.cond = sync.NewCond(&j.mu)
 	return j
 }
@@ -236,43 +239,44 @@ func (j *journal) start() {
 
 func (j *journal) renew() {
 	j.running.Store(true)
-	go func() {
-		defer close(j.renewDone)
-		t := time.NewTicker(j.ttl / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-j.stopRenew:
-				return
-			case <-t.C:
-			}
-			j.mu.Lock()
-			lease := j.lease
-			j.mu.Unlock()
-			ctx, cancel := context.WithTimeout(context.Background(), j.ttl/3)
-			l, err := j.store.Renew(ctx, lease, j.ttl)
-			var asked runlog.Decision
-			cancelAsked := false
-			if err == nil {
-				// Another replica may have been asked to cancel the run (CancelRun).
-				asked, cancelAsked, _ = j.store.Decision(ctx, lease.RunID, cancelKey)
-			}
-			cancel()
-			switch {
-			case err == nil:
-				j.mu.Lock()
-				j.lease = l
-				onCancel := j.onCancel
-				j.mu.Unlock()
-				if cancelAsked && onCancel != nil {
-					onCancel(asked.Reason)
-				}
-			case errors.Is(err, runlog.ErrFenced) || time.Now().After(lease.Until):
-				j.fail(fmt.Errorf("renewing the lease: %w", err))
-				return
-			}
+	j.renewer.add(j)
+}
+
+// renewOnce renews the lease, and reports whether the journal wants renewing again: not
+// once it is closed or its lease is lost (the journal then fails). Another replica may
+// have been asked to cancel the run (CancelRun): the renewal finds out.
+func (j *journal) renewOnce() bool {
+	j.renewMu.Lock()
+	defer j.renewMu.Unlock()
+	if j.renewStopped {
+		return false
+	}
+	j.mu.Lock()
+	lease := j.lease
+	j.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), j.ttl/3)
+	l, err := j.store.Renew(ctx, lease, j.ttl)
+	var asked runlog.Decision
+	cancelAsked := false
+	if err == nil {
+		asked, cancelAsked, _ = j.store.Decision(ctx, lease.RunID, cancelKey)
+	}
+	cancel()
+	switch {
+	case err == nil:
+		j.mu.Lock()
+		j.lease = l
+		onCancel := j.onCancel
+		j.mu.Unlock()
+		if cancelAsked && onCancel != nil {
+			onCancel(asked.Reason)
 		}
-	}()
+	case errors.Is(err, runlog.ErrFenced) || time.Now().After(lease.Until):
+		j.renewStopped = true
+		j.fail(fmt.Errorf("renewing the lease: %w", err))
+		return false
+	}
+	return true
 }
 
 func (j *journal) fail(err error) {
@@ -498,14 +502,13 @@ func (j *journal) close() error {
 	j.closed = true
 	err := j.failed
 	j.mu.Unlock()
-	select {
-	case <-j.stopRenew:
-	default:
-		close(j.stopRenew)
-	}
 	if j.running.Load() {
-		<-j.renewDone
+		j.renewer.remove(j)
 	}
+	// A renewal under way ends before close returns; none starts after.
+	j.renewMu.Lock()
+	j.renewStopped = true
+	j.renewMu.Unlock()
 	return err
 }
 

@@ -71,7 +71,7 @@ func TestJournalReplay(t *testing.T) {
 	if err := store.Append(ctx, lease, old); err != nil {
 		t.Fatal(err)
 	}
-	j := newJournal(store, lease, time.Minute, jsonCodec{}, 8)
+	j := newJournal(store, newRenewer(time.Minute), lease, time.Minute, jsonCodec{}, 8)
 	if err := j.load(old); err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestJournalReplay(t *testing.T) {
 func TestJournalFenced(t *testing.T) {
 	store, lease := memJournal(t)
 	ctx := context.Background()
-	j := newJournal(store, lease, time.Minute, jsonCodec{}, 1)
+	j := newJournal(store, newRenewer(time.Minute), lease, time.Minute, jsonCodec{}, 1)
 	causes := make(chan error, 1)
 	j.stop, j.deliver = func(err error) { causes <- err }, nil
 	j.start()

@@ -166,7 +166,7 @@ func TestCloseAfterFlushFailure(t *testing.T) {
 	for i := range 300 {
 		_ = i
 		bs := &blockingStore{Store: store, release: make(chan struct{}), entered: make(chan struct{}, 1)}
-		j := newJournal(bs, lease, time.Hour, nil, 1)
+		j := newJournal(bs, newRenewer(time.Hour), lease, time.Hour, nil, 1)
 		closed := make(chan struct{})
 		j.stop = func(error) {}
 		j.deliver = nil
@@ -265,7 +265,7 @@ func (s *slowStore) Append(ctx context.Context, l runlog.Lease, recs []runlog.Re
 func TestAppendRetryAfterUnknownCommit(t *testing.T) {
 	store, lease := memJournal(t)
 	ss := &slowStore{Store: store}
-	j := newJournal(ss, lease, 300*time.Millisecond, nil, 1)
+	j := newJournal(ss, newRenewer(300*time.Millisecond), lease, 300*time.Millisecond, nil, 1)
 	var stopped error
 	j.stop = func(err error) { stopped = err }
 	j.start()

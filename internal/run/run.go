@@ -125,6 +125,8 @@ type Options struct {
 
 // Service runs runs.
 type Service struct {
+	renewOnce sync.Once
+	renew     *renewer
 	// rates are the tenants' tool-call budgets (tenants.<name>.tool_calls_per_minute),
 	// modelRates their model-call budgets (model_calls_per_minute).
 	ratesMu    sync.Mutex
