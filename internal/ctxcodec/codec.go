@@ -279,7 +279,7 @@ func (cd Codec) Decode(md map[string][]string) (toolctx.Context, error) {
 		}
 		m[key] = vs[0]
 	}
-	return toolctx.FromMap(m), nil
+	return toolctx.Adopt(m), nil
 }
 
 func isContextKey(mdKey string) bool {

@@ -35,7 +35,7 @@ func (t traced) Call(ctx context.Context, input string) (tool.Result, error) {
 		attrs.Group = g.Group()
 	}
 	ctx, span := t.tel.StartTool(ctx, attrs)
-	t.tel.ContextAttributes(span, toolctx.FromContext(ctx).Map())
+	t.tel.ContextAttributes(span, toolctx.FromContext(ctx))
 	res, err := t.d.Call(ctx, input)
 	end := telemetry.ToolResult{Arguments: input, Result: res.Content}
 	if d := toolinternal.DispatchFrom(ctx); d != nil {

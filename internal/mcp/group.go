@@ -222,7 +222,7 @@ func (g *Group) credentials(ctx context.Context) (string, map[string]string) {
 	if len(names) == 0 {
 		return "", nil
 	}
-	bag := g.opts.Converter.Convert(toolctx.FromContext(ctx).WithoutReserved())
+	bag := g.opts.Converter.Convert(toolctx.Carried(ctx))
 	headers := map[string]string{}
 	var key strings.Builder
 	for _, name := range names {

@@ -76,7 +76,7 @@ func (r *remote) call(ctx context.Context, input string) tool.Result {
 	params := &sdk.CallToolParams{Name: name, Arguments: json.RawMessage(input)}
 	// _meta carries what the group's converter lets through: absent for an empty
 	// context, an empty object when the converter keeps nothing of a non-empty one.
-	if bag := toolctx.FromContext(ctx).WithoutReserved(); bag.Len() > 0 {
+	if bag := toolctx.Carried(ctx); bag.Len() > 0 {
 		params.Meta = sdk.Meta{}
 		for k, v := range r.g.opts.Converter.Convert(bag).Map() {
 			if !r.g.isHeader(k) { // a credential travels as its header, not in _meta

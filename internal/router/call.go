@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -198,7 +199,7 @@ func (r *Router) invokeFull(ctx context.Context, t *remoteTool, input string) (t
 
 	// The ToolCallContext leaves the orchestrator only through the group's converter, as
 	// metadata; the loop id travels in its own field, whatever the converter keeps.
-	out := r.opts.Converter(t.group).Convert(toolctx.FromContext(ctx).WithoutReserved())
+	out := r.opts.Converter(t.group).Convert(toolctx.Carried(ctx))
 	kv, err := r.opts.Codec.AppendPairs(nil, out)
 	if err != nil {
 		return tool.ErrorWithCode(tool.CodeInvalidArguments, fmt.Sprintf("the call's context cannot be sent to group '%s': %v", t.group, err)), nil
@@ -229,7 +230,8 @@ func (r *Router) invokeFull(ctx context.Context, t *remoteTool, input string) (t
 		}
 	}()
 	dispatch := toolinternal.DispatchFrom(ctx)
-	tried := map[string]bool{}
+	var triedBuf [4]string
+	tried := triedBuf[:0] // the replicas tried, in a slice on the stack: a call tries a few
 	var last *tool.Result
 	saturated := 0
 	for attempts := 0; attempts < r.opts.MaxAttempts; {
@@ -247,7 +249,7 @@ func (r *Router) invokeFull(ctx context.Context, t *remoteTool, input string) (t
 			}
 			return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("no worker of group '%s' is available to run tool '%s'; try again later or use another tool", t.group, t.def.Name)), answered
 		}
-		tried[w.id] = true
+		tried = append(tried, w.id)
 		ok, full := w.acquireUnder(w.limit(r.opts.MaxInFlightPerWorker))
 		if full {
 			saturated++
@@ -403,7 +405,7 @@ func notServed(st *status.Status) bool {
 // pick chooses a replica of t by power of two choices on in-flight calls; ties go to the
 // replica that has served fewer calls, so idle replicas share the work evenly. changed
 // reports that the tool is now registered with another definition than t's.
-func (r *Router) pick(t *remoteTool, exclude map[string]bool) (w *worker, changed bool) {
+func (r *Router) pick(t *remoteTool, exclude []string) (w *worker, changed bool) {
 	now := r.now()
 	r.mu.RLock()
 	e, ok := r.tools[t.def.Name]
@@ -418,7 +420,7 @@ func (r *Router) pick(t *remoteTool, exclude map[string]bool) (w *worker, change
 	if ok {
 		cands = make([]*worker, 0, len(e.replicas))
 		for id, w := range e.replicas {
-			if exclude[id] || !w.routable(now) {
+			if slices.Contains(exclude, id) || !w.routable(now) {
 				continue
 			}
 			cands = append(cands, w)

@@ -419,7 +419,7 @@ func (s *Service) launch(ctx context.Context, p *prepared, id, loopID string, st
 // drive runs the loop of a run that started.
 func (s *Service) drive(ctx context.Context, r *record, p *prepared, loopID string, j *journal, observe func(Event)) (*loop.Result, *Outcome, error) {
 	ctx, span := s.tel.StartRun(ctx, telemetry.RunAttrs{RunID: r.id, LoopID: loopID, Provider: p.provider.Name(), Model: p.model})
-	s.tel.ContextAttributes(span, p.bag.Map())
+	s.tel.ContextAttributes(span, p.bag)
 	observer := &serialObserver{observe: observe, j: j}
 	r.setObserver(observer)
 	p.journal = j

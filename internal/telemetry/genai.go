@@ -299,8 +299,8 @@ func (t *Telemetry) EndTool(span trace.Span, r ToolResult) {
 // ContextAttributes records the allow-listed entries of a ToolCallContext on span, as
 // toolmesh.context.<key>. Entries whose key is not on Options.ContextAllowList never
 // appear, whatever they hold.
-func (t *Telemetry) ContextAttributes(span trace.Span, entries map[string]string) {
-	if t == nil || span == nil || len(t.allow) == 0 || len(entries) == 0 {
+func (t *Telemetry) ContextAttributes(span trace.Span, entries toolctx.Context) {
+	if t == nil || span == nil || len(t.allow) == 0 || entries.IsEmpty() {
 		return
 	}
 	var attrs []attribute.KeyValue
@@ -308,7 +308,7 @@ func (t *Telemetry) ContextAttributes(span trace.Span, entries map[string]string
 		if toolctx.IsCredentialKey(k) {
 			continue // a credential never goes on a span, even one listed by mistake
 		}
-		if v, ok := entries[k]; ok {
+		if v, ok := entries.Get(k); ok {
 			attrs = append(attrs, attribute.String(ContextAttributePrefix+k, v))
 		}
 	}

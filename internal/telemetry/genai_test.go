@@ -15,6 +15,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/internal/telemetry/telemetrytest"
+	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
 
 func TestRunChatToolSpansNest(t *testing.T) {
@@ -189,7 +190,7 @@ func TestContextAllowList(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := telemetrytest.New(t, telemetry.Options{ContextAllowList: tt.allow})
 			_, span := rec.StartTool(context.Background(), telemetry.ToolAttrs{Name: "add"})
-			rec.ContextAttributes(span, entries)
+			rec.ContextAttributes(span, toolctx.FromMap(entries))
 			rec.EndTool(span, telemetry.ToolResult{})
 			got := map[string]any{}
 			for k, v := range telemetrytest.Attrs(rec.Span(t, "execute_tool add")) {
@@ -266,7 +267,7 @@ func TestNilAndZeroTelemetry(t *testing.T) {
 			cctx, chat := tel.StartChat(ctx, "openai", "m")
 			tel.EndChat(chat, telemetry.ChatResult{InputTokens: 1})
 			tctx, tool := tel.StartTool(cctx, telemetry.ToolAttrs{Name: "t"})
-			tel.ContextAttributes(tool, map[string]string{"k": "v"})
+			tel.ContextAttributes(tool, toolctx.MustOf("k", "v"))
 			tel.ReplicaChosen(tctx, "w", 1)
 			tel.FailedOver(tctx, "w", 1, "x")
 			tel.EndTool(tool, telemetry.ToolResult{ErrorType: "FAILED"})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
@@ -100,15 +101,47 @@ func decodeInput[I any](ctx context.Context, s schema.Schema, input string) (I, 
 			return in, &res
 		}
 	}
-	dec := json.NewDecoder(strings.NewReader(canonical))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
+	if err := decodeArguments(canonical, &in); err != nil {
 		err = fmt.Errorf("%w: %v", schema.ErrInvalidArguments, err)
 		res := ErrorWithCode(CodeInvalidArguments, err.Error())
 		res.Cause = err
 		return in, &res
 	}
 	return in, nil
+}
+
+// argDecoder is a json.Decoder, refusing unknown fields, over a reader it points at each
+// input in turn: decoding a call's arguments allocates neither (they are pooled).
+type argDecoder struct {
+	r   strings.Reader
+	dec *json.Decoder
+}
+
+var argDecoders = sync.Pool{New: func() any {
+	d := &argDecoder{}
+	d.dec = json.NewDecoder(&d.r)
+	d.dec.DisallowUnknownFields()
+	return d
+}}
+
+// decodeArguments decodes canonical arguments (one JSON value, nothing after it) into v.
+// A decoder goes back to the pool only when it consumed exactly its input without an
+// error: then it holds nothing of it (a json.Decoder's errors, and bytes it read past a
+// value, would carry into the next call's).
+func decodeArguments(canonical string, v any) error {
+	if len(canonical) < 2 || canonical[0] != '{' || canonical[len(canonical)-1] != '}' {
+		dec := json.NewDecoder(strings.NewReader(canonical))
+		dec.DisallowUnknownFields()
+		return dec.Decode(v)
+	}
+	d := argDecoders.Get().(*argDecoder)
+	start := d.dec.InputOffset()
+	d.r.Reset(canonical)
+	err := d.dec.Decode(v)
+	if err == nil && d.dec.InputOffset()-start == int64(len(canonical)) && !d.dec.More() {
+		argDecoders.Put(d)
+	}
+	return err
 }
 
 // outputResult converts a typed tool's output into its result.

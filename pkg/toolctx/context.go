@@ -77,6 +77,16 @@ func FromMap(m map[string]string) Context {
 	return Context{m: maps.Clone(m)}
 }
 
+// Adopt returns a context holding m itself: the caller hands m over and must not change
+// it, or keep it, afterwards (a decoder that built m for the context saves the copy
+// FromMap makes).
+func Adopt(m map[string]string) Context {
+	if len(m) == 0 {
+		return Empty
+	}
+	return Context{m: m}
+}
+
 // Get returns the value of key and whether it is present.
 func (c Context) Get(key string) (string, bool) {
 	v, ok := c.m[key]
@@ -246,7 +256,14 @@ type contextKey struct{}
 // The loop id is not the caller's to set: reserved keys of c are dropped, and the loop id
 // of the call (see FromContext) is shown under LoopIDKey.
 func NewContext(ctx context.Context, c Context) context.Context {
-	return context.WithValue(ctx, contextKey{}, c.WithoutReserved().withLoopID(loopID(ctx)))
+	return context.WithValue(ctx, contextKey{}, c.WithoutReserved())
+}
+
+// Carried returns the context carried by ctx as it crosses to a worker: FromContext
+// without the loop id, which travels in a field of its own. It copies nothing.
+func Carried(ctx context.Context) Context {
+	c, _ := ctx.Value(contextKey{}).(Context)
+	return c
 }
 
 // FromContext returns the context carried by ctx, or Empty when there is none, with the

@@ -223,6 +223,14 @@ func TestLoopID(t *testing.T) {
 	if l := toolctx.FromContext(ctx); !l.Equal(toolctx.MustOf(toolctx.LoopIDKey, "loop-1")) {
 		t.Errorf("FromContext without a bag = %v, want the loop id alone", l)
 	}
+	// What crosses to a worker: the bag without the loop id (it has a field of its own)
+	// or any other reserved key, in loop-1 or not.
+	if got := toolctx.Carried(toolctx.NewContext(ctx, forged)); !got.Equal(c) {
+		t.Errorf("Carried in loop-1 = %v, want %v", got, c)
+	}
+	if got := toolctx.Carried(ctx); !got.IsEmpty() {
+		t.Errorf("Carried without a bag = %v, want it empty", got)
+	}
 	if !toolctx.IsReserved(toolctx.LoopIDKey) || toolctx.IsReserved("toolmesh") || toolctx.IsReserved("tenantId") {
 		t.Error("IsReserved is wrong")
 	}
