@@ -146,7 +146,7 @@ type journal struct {
 	renewStopped bool
 	started      sync.Once
 	running      atomic.Bool
-	onCancel  func(reason string)
+	onCancel     func(reason string)
 	// commits is closed and replaced at every commit, for watchers.
 	commits chan struct{}
 }
