@@ -236,6 +236,7 @@ func (r *Router) RegisterAs(reg *toolpb.Registration, identity string) (*Lease, 
 				e.stub = newRemoteTool(r, e)
 				e.size = p.size
 				r.tools[name] = e
+				r.index.put(e)
 				r.defBytes += e.size
 				g.tools[name] = e
 			}
@@ -516,6 +517,7 @@ func (r *Router) removeLocked(w *worker) {
 			if len(e.replicas) == 0 {
 				delete(g.tools, name)
 				delete(r.tools, name)
+				r.index.del(name)
 				r.defBytes -= e.size
 				// The newest definition's replicas are gone (a rollout undone): the
 				// definition still served takes over, and the group is as its workers
@@ -523,6 +525,7 @@ func (r *Router) removeLocked(w *worker) {
 				if next := newest(r.older[name]); next != nil {
 					delete(r.older[name], next.hash)
 					r.tools[name], g.tools[name] = next, next
+					r.index.put(next)
 					g.info = next.info
 				}
 			}

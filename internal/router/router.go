@@ -211,6 +211,7 @@ type Router struct {
 	workers map[string]*worker
 	groups  map[string]*groupEntry
 	tools   map[string]*toolEntry
+	index   toolIndex // r.tools again, for Tool's lookups
 	// older holds, by tool name and content hash, the definitions a rollout superseded
 	// (a new version of their group registered another) while replicas of the old version
 	// still serve them: runs that started with one keep calling those replicas, new runs
@@ -293,9 +294,12 @@ func (r *Router) Close() {
 func (r *Router) Tool(name string) (tool.Tool, error) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	e, ok := r.tools[name]
-	if !ok {
+	e, stub, ok := r.index.get(name)
+	switch {
+	case !ok:
 		return nil, ErrUnknownTool
+	case stub != nil:
+		return stub, nil
 	}
 	return r.toolLocked(e), nil
 }
