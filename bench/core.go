@@ -87,11 +87,15 @@ func serveWith(rt *router.Router, provider llm.Provider, tel *telemetry.Telemetr
 		return nil, err
 	}
 	opts := append(server.RecoveryInterceptors(log), tel.ServerOptions()...)
+	served := config.Default()
+	if cfg != nil {
+		served = *cfg
+	}
 	if certs != nil {
 		opts = append(append(opts, grpc.Creds(certs.ServerCredentials(false))), srv.AuthOptions()...)
-		// The admission bounds cmd/orchestrator serves with: the request size first.
-		opts = append(opts, server.ServerOptions(*cfg)...)
 	}
+	// The bounds and flow control cmd/orchestrator serves with: the request size first.
+	opts = append(opts, server.ServerOptions(served)...)
 	g := grpc.NewServer(opts...)
 	srv.Register(g)
 	go func() { _ = g.Serve(lis) }()

@@ -9,6 +9,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/stats"
+
+	"github.com/toolmesh/toolmesh/internal/wire"
 )
 
 // DialOptions are the options every connection to a worker needs: keepalive, so that a
@@ -23,6 +25,8 @@ func DialOptions() []grpc.DialOption {
 		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"pick_first":{}}]}`),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.WithStatsHandler(sentTracker{}),
+		grpc.WithInitialWindowSize(wire.ReceiveStreamWindow),
+		grpc.WithInitialConnWindowSize(wire.ReceiveConnWindow),
 	}
 }
 

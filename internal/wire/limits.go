@@ -193,3 +193,15 @@ func CheckCategories(n *toolpb.FacadeNode, children map[string]bool) []string {
 	}
 	return out
 }
+
+// The HTTP/2 flow-control windows of the mesh's gRPC connections, fixed: a fixed window
+// also turns off grpc-go's bandwidth-delay estimation, whose PING frames (one each way
+// for a burst of data, a wake-up and a system call on both sides) cost a streamed run
+// about as many frames as its events. ReceiveStreamWindow is what a peer may send on one
+// call before it is read, ReceiveConnWindow on a connection; a side that receives large
+// messages promptly (the router's results, a client's events) takes them at full speed
+// on a LAN with these.
+const (
+	ReceiveStreamWindow = 1 << 20
+	ReceiveConnWindow   = 16 << 20
+)

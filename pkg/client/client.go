@@ -31,7 +31,10 @@ func Dial(addr string, creds credentials.TransportCredentials, opts ...grpc.Dial
 	if creds == nil {
 		return nil, errors.New("client: no transport credentials: pass credentials.NewTLS(...) or insecure.NewCredentials()")
 	}
-	conn, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, opts...)...)
+	// Fixed flow-control windows: a run's events arrive at full speed without the PING
+	// frames grpc-go's window estimation sends (opts may set others).
+	conn, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(creds),
+		grpc.WithInitialWindowSize(1 << 20), grpc.WithInitialConnWindowSize(16 << 20)}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}

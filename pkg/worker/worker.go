@@ -379,6 +379,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		// A fixed pool of stream workers reuses goroutines (and their grown stacks) instead
 		// of starting one per call.
 		grpc.NumStreamWorkers(uint32(max(4, runtime.GOMAXPROCS(0)))),
+		// Fixed windows: no flow-control PINGs (see wire.ReceiveStreamWindow).
+		grpc.InitialWindowSize(wire.ReceiveStreamWindow),
+		grpc.InitialConnWindowSize(wire.ReceiveConnWindow),
 	}, w.tel.ServerOptions()...)
 	if w.opts.TLS != nil {
 		opts = append(opts, grpc.Creds(w.opts.TLS.ServerCredentials(false)),

@@ -242,14 +242,26 @@ func abridge(s string, maxRunes int) string {
 // chunks streams the answer as a real provider would: the text word by word, then each tool
 // call as a delta with ID and Name followed by deltas with pieces of the arguments.
 func (a *answer) chunks() []llm.Chunk {
-	var out []llm.Chunk
-	for _, w := range splitWords(a.text) {
+	words := splitWords(a.text)
+	n := 0
+	for _, c := range a.calls {
+		n += 1 + argumentPieces(c.Arguments)
+	}
+	out := make([]llm.Chunk, 0, len(words)+n)
+	for _, w := range words {
 		out = append(out, llm.Chunk{TextDelta: w})
 	}
+	// The deltas of every call in one allocation: a call's arguments come in a dozen
+	// pieces, and a run of many turns asks for many calls.
+	deltas := make([]llm.ToolCallDelta, 0, n)
 	for i, c := range a.calls {
-		out = append(out, llm.Chunk{ToolCallDelta: &llm.ToolCallDelta{Index: i, ID: c.ID, Name: c.Name}})
-		for _, piece := range splitArguments(c.Arguments) {
-			out = append(out, llm.Chunk{ToolCallDelta: &llm.ToolCallDelta{Index: i, Arguments: piece}})
+		deltas = append(deltas, llm.ToolCallDelta{Index: i, ID: c.ID, Name: c.Name})
+		out = append(out, llm.Chunk{ToolCallDelta: &deltas[len(deltas)-1]})
+		for s := c.Arguments; s != ""; {
+			var piece string
+			piece, s = nextArgumentPiece(s, len(c.Arguments))
+			deltas = append(deltas, llm.ToolCallDelta{Index: i, Arguments: piece})
+			out = append(out, llm.Chunk{ToolCallDelta: &deltas[len(deltas)-1]})
 		}
 	}
 	return out
@@ -287,30 +299,32 @@ func splitWords(s string) []string {
 	return out
 }
 
-// splitArguments cuts arguments into pieces of at most 16 bytes, at least two when they are
-// longer than 4 bytes, never inside a UTF-8 sequence.
-func splitArguments(s string) []string {
-	if len(s) <= 4 {
-		if s == "" {
-			return nil
-		}
-		return []string{s}
+// argumentPieces is how many pieces nextArgumentPiece cuts s into.
+func argumentPieces(s string) int {
+	n := 0
+	for rest := s; rest != ""; n++ {
+		_, rest = nextArgumentPiece(rest, len(s))
 	}
-	size := min(16, (len(s)+1)/2)
-	var out []string
-	for s != "" {
-		n := 0
-		for n < len(s) {
-			_, w := utf8.DecodeRuneInString(s[n:])
-			if n > 0 && n+w > size {
-				break
-			}
-			n += w
-		}
-		out = append(out, s[:n])
-		s = s[n:]
+	return n
+}
+
+// nextArgumentPiece cuts the next piece off rest, the remainder of arguments of total
+// bytes: all of them when there are at most four, else pieces of up to 16 bytes (half
+// the whole when that is less), never inside a UTF-8 sequence.
+func nextArgumentPiece(rest string, total int) (piece, after string) {
+	if total <= 4 {
+		return rest, ""
 	}
-	return out
+	size := min(16, (total+1)/2)
+	n := 0
+	for n < len(rest) {
+		_, w := utf8.DecodeRuneInString(rest[n:])
+		if n > 0 && n+w > size {
+			break
+		}
+		n += w
+	}
+	return rest[:n], rest[n:]
 }
 
 // estimateTokens counts about four bytes per token, and at least one token.
