@@ -7,6 +7,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
 
@@ -39,7 +40,9 @@ const (
 	MaxProgressBytes   = 1 << 10
 	MaxProgressReports = 1000
 	// MaxSchemaBytes bounds a JSON Schema: a tool's input schema, a run's output schema.
-	MaxSchemaBytes = 64 << 10
+	// It is the bound pkg/schema holds every schema to, checked here first so that an
+	// oversized one is refused before it is parsed.
+	MaxSchemaBytes = schema.MaxBytes
 	// MaxReasonBytes bounds the free-text reasons of a cancellation and of a drain.
 	MaxReasonBytes = 1 << 10
 	// MaxAddressBytes bounds a worker's address (a DNS name of 253 bytes and a port).

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/toolmesh/toolmesh/internal/jsontree"
 )
 
 // flatBenchSchema is a typical tool's schema: a handful of scalar parameters, some
@@ -128,6 +130,84 @@ func BenchmarkFromJSON(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkLimits times the worst the limits allow: compiling a schema at every cap at
+// once (atCapsSchema), refusing hostile ones, and validating arguments of the costliest
+// kind for each counted check (wideAnyOf) within 1 KiB and as large as the budget of a
+// validation lets them be. "checks/op" is what the budget counted.
+func BenchmarkLimits(b *testing.B) {
+	caps := []byte(atCapsSchema())
+	for _, c := range []struct {
+		name   string
+		schema []byte
+		ok     bool
+	}{
+		{"compile/at_the_caps", caps, true},
+		{"compile/billion_laughs", []byte(laughs(30, false)), false},
+		{"compile/ref_loop", []byte(`{"type":"object","properties":{"x":{"$ref":"#/$defs/a"}},"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"anyOf":[{"$ref":"#/$defs/a"}]}}}`), false},
+		{"compile/over_MaxNodes", []byte(withAllOf(MaxNodes + 1)), false},
+		{"compile/over_MaxDepth", []byte(nested(MaxDepth + 1)), false},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			if _, err := FromJSON(c.schema); (err == nil) != c.ok {
+				b.Fatalf("FromJSON: %v", err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				_, _ = FromJSON(c.schema)
+			}
+		})
+	}
+
+	atCaps, err := FromJSON(caps)
+	if err != nil {
+		b.Fatal(err)
+	}
+	wide, err := FromJSON([]byte(wideAnyOf))
+	if err != nil {
+		b.Fatal(err)
+	}
+	small, _ := largestWithinBudget(b, wide, wideAnyOfItem, 1<<10)
+	large, over := largestWithinBudget(b, wide, wideAnyOfItem, 1<<20)
+	numbers, err := FromJSON([]byte(`{"type":"object","properties":{"a":{"type":"array","items":{"type":"number"}}}}`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	mib := `{"a":[` + strings.TrimSuffix(strings.Repeat("0,", 1<<19-4), ",") + `]}`
+	for _, c := range []struct {
+		name  string
+		s     Schema
+		input string
+		ok    bool
+	}{
+		{"validate/at_the_caps", atCaps, `{"p0":"Lisbon","p5":"v","p6":` + tree(3, 3, `"leaf"`) + `,"p7":[[[]]]}`, true},
+		{"validate/at_the_caps_deep_tree", atCaps, `{"p6":` + tree(31, 1, `"leaf"`) + `}`, true},
+		{"validate/at_the_caps_invalid", atCaps, `{"p6":` + tree(30, 1, `1`) + `}`, false},
+		{"validate/worst_1KiB", wide, small, true},
+		{"validate/worst_largest_within_budget", wide, large, true},
+		{"validate/worst_twice_that_refused", wide, over, false},
+		// What the budget's allowance for each byte is for: a large array of
+		// numbers, the most values 1 MiB of arguments can hold.
+		{"validate/numbers_1MiB", numbers, mib, true},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			if _, err := c.s.Validate(c.input); (err == nil) != c.ok {
+				b.Fatalf("Validate(%d bytes): %v", len(c.input), err)
+			}
+			v, err := jsontree.Decode([]byte(c.input), jsontree.MaxArgumentDepth)
+			if err != nil {
+				b.Fatal(err)
+			}
+			checks, _ := c.s.graph.spend(v, validationBudget(len(c.input)))
+			b.ReportAllocs()
+			for b.Loop() {
+				_, _ = c.s.Validate(c.input)
+			}
+			b.ReportMetric(float64(checks), "checks/op")
+			b.ReportMetric(float64(len(c.input)), "bytes")
 		})
 	}
 }

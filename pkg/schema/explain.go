@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -22,12 +23,30 @@ import (
 // /properties/a: type: x has type \"string\", want \"number\""). explain re-derives a
 // precise message for the keywords models most often get wrong.
 
+// explainer writes the messages; it compiles each pattern once, when a message first
+// needs it.
+type explainer struct {
+	patterns sync.Map // pattern → *regexp.Regexp, or nil when it does not compile
+}
+
+func (x *explainer) pattern(p string) *regexp.Regexp {
+	if re, ok := x.patterns.Load(p); ok {
+		return re.(*regexp.Regexp)
+	}
+	re, err := regexp.Compile(p)
+	if err != nil {
+		re = nil
+	}
+	x.patterns.Store(p, re)
+	return re
+}
+
 // explain returns a message for the first violation it finds, walking the instance in
 // the order the model wrote it, or "" when it finds none. It only follows subschemas
 // that apply unconditionally (properties, additionalProperties, items, allOf), and
 // anyOf/oneOf only when it can show that every alternative fails, so what it reports is
 // always a real violation; anything else is left to describeValidationError.
-func explain(s *jsonschema.Schema, v any, path string) string {
+func (x *explainer) explain(s *jsonschema.Schema, v any, path string) string {
 	if s == nil || s.Ref != "" || s.DynamicRef != "" {
 		return ""
 	}
@@ -43,17 +62,11 @@ func explain(s *jsonschema.Schema, v any, path string) string {
 			return jsontree.AtPath(path, fmt.Sprintf("expected %s, got %s", strings.Join(want, " or "), got))
 		}
 	}
-	if s.Enum != nil {
-		pv, _ := jsontree.ToPlain(v, path)
-		if !slices.ContainsFunc(s.Enum, func(e any) bool { return jsonschema.Equal(e, pv) }) {
-			return jsontree.AtPath(path, fmt.Sprintf("%s is not one of %s", shortJSON(v), joinJSON(s.Enum)))
-		}
+	if s.Enum != nil && !equalsOneOf(s.Enum, v, path) {
+		return jsontree.AtPath(path, fmt.Sprintf("%s is not one of %s", shortJSON(v), joinJSON(s.Enum)))
 	}
-	if s.Const != nil {
-		pv, _ := jsontree.ToPlain(v, path)
-		if !jsonschema.Equal(*s.Const, pv) {
-			return jsontree.AtPath(path, fmt.Sprintf("must be %s, got %s", joinJSON([]any{*s.Const}), shortJSON(v)))
-		}
+	if s.Const != nil && !equalsOneOf([]any{*s.Const}, v, path) {
+		return jsontree.AtPath(path, fmt.Sprintf("must be %s, got %s", joinJSON([]any{*s.Const}), shortJSON(v)))
 	}
 	switch v := v.(type) {
 	case json.Number:
@@ -61,20 +74,20 @@ func explain(s *jsonschema.Schema, v any, path string) string {
 			return jsontree.AtPath(path, msg)
 		}
 	case string:
-		if msg := explainString(s, v); msg != "" {
+		if msg := x.explainString(s, v); msg != "" {
 			return jsontree.AtPath(path, msg)
 		}
 	case []any:
-		if msg := explainArray(s, v, path); msg != "" {
+		if msg := x.explainArray(s, v, path); msg != "" {
 			return msg
 		}
 	case *jsontree.Object:
-		if msg := explainObject(s, v, path); msg != "" {
+		if msg := x.explainObject(s, v, path); msg != "" {
 			return msg
 		}
 	}
 	for _, sub := range s.AllOf {
-		if msg := explain(sub, v, path); msg != "" {
+		if msg := x.explain(sub, v, path); msg != "" {
 			return msg
 		}
 	}
@@ -86,7 +99,7 @@ func explain(s *jsonschema.Schema, v any, path string) string {
 		}
 		msgs := make([]string, 0, len(alts))
 		for _, alt := range alts {
-			msg := explain(alt, v, path)
+			msg := x.explain(alt, v, path)
 			if msg == "" {
 				break
 			}
@@ -97,6 +110,25 @@ func explain(s *jsonschema.Schema, v any, path string) string {
 		}
 	}
 	return ""
+}
+
+// equalsOneOf reports whether the decoded value v equals one of values. Converting a
+// large object or array costs its size, and none of the values can equal one unless
+// it is an object or array too.
+func equalsOneOf(values []any, v any, path string) bool {
+	if isContainer(v) && !slices.ContainsFunc(values, isContainer) {
+		return false
+	}
+	pv, _ := jsontree.ToPlain(v, path)
+	return slices.ContainsFunc(values, func(e any) bool { return jsonschema.Equal(e, pv) })
+}
+
+func isContainer(v any) bool {
+	switch v.(type) {
+	case *jsontree.Object, []any, map[string]any:
+		return true
+	}
+	return false
 }
 
 func typeMatches(got string, want []string) bool {
@@ -138,7 +170,7 @@ func explainNumber(s *jsonschema.Schema, n json.Number) string {
 	return ""
 }
 
-func explainString(s *jsonschema.Schema, str string) string {
+func (x *explainer) explainString(s *jsonschema.Schema, str string) string {
 	n := utf8.RuneCountInString(str)
 	switch {
 	case s.MinLength != nil && n < *s.MinLength:
@@ -147,14 +179,14 @@ func explainString(s *jsonschema.Schema, str string) string {
 		return fmt.Sprintf("must be at most %s long, got %d", plural(*s.MaxLength, "character"), n)
 	}
 	if s.Pattern != "" {
-		if re, err := regexp.Compile(s.Pattern); err == nil && !re.MatchString(str) {
+		if re := x.pattern(s.Pattern); re != nil && !re.MatchString(str) {
 			return fmt.Sprintf("%s does not match the pattern %s", shortJSON(str), jsontree.Quote(s.Pattern))
 		}
 	}
 	return ""
 }
 
-func explainArray(s *jsonschema.Schema, arr []any, path string) string {
+func (x *explainer) explainArray(s *jsonschema.Schema, arr []any, path string) string {
 	switch {
 	case s.MinItems != nil && len(arr) < *s.MinItems:
 		return jsontree.AtPath(path, fmt.Sprintf("must have at least %s, got %d", plural(*s.MinItems, "item"), len(arr)))
@@ -167,14 +199,14 @@ func explainArray(s *jsonschema.Schema, arr []any, path string) string {
 		return ""
 	}
 	for i, e := range arr {
-		if msg := explain(s.Items, e, jsontree.IndexPath(path, i)); msg != "" {
+		if msg := x.explain(s.Items, e, jsontree.IndexPath(path, i)); msg != "" {
 			return msg
 		}
 	}
 	return ""
 }
 
-func explainObject(s *jsonschema.Schema, obj *jsontree.Object, path string) string {
+func (x *explainer) explainObject(s *jsonschema.Schema, obj *jsontree.Object, path string) string {
 	var missing []string
 	for _, r := range s.Required {
 		if _, ok := obj.Get(r); !ok {
@@ -219,14 +251,14 @@ func explainObject(s *jsonschema.Schema, obj *jsontree.Object, path string) stri
 			return msg
 		}
 		for _, k := range extra {
-			if msg := explain(s.AdditionalProperties, obj.Vals[k], jsontree.ChildPath(path, k)); msg != "" {
+			if msg := x.explain(s.AdditionalProperties, obj.Vals[k], jsontree.ChildPath(path, k)); msg != "" {
 				return msg
 			}
 		}
 	}
 	for _, k := range obj.Keys {
 		if sub, ok := s.Properties[k]; ok {
-			if msg := explain(sub, obj.Vals[k], jsontree.ChildPath(path, k)); msg != "" {
+			if msg := x.explain(sub, obj.Vals[k], jsontree.ChildPath(path, k)); msg != "" {
 				return msg
 			}
 		}

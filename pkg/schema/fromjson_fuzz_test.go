@@ -1,6 +1,7 @@
 package schema_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -20,12 +21,31 @@ func FuzzFromJSON(f *testing.F) {
 		`{"type":"object","properties":{"a":{"anyOf":[{"type":"string"},{"$ref":"#"}]}}}`,
 		`{"$schema":"http://json-schema.org/draft-04/schema#","type":"object"}`,
 		`{"type":"objekt"}`, `[]`, `{"type":"object","properties":{"a":{"type":"string","pattern":"(a+)+$"}}}`,
+		// Hostile schemas: the limits refuse them, or, for legitimate recursion,
+		// bound the work of validating.
+		`{"type":"object","$ref":"#"}`,
+		`{"type":"object","properties":{"x":{"$ref":"#/$defs/a"}},"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"anyOf":[{"$ref":"#/$defs/a"}]}}}`,
+		`{"type":"object","$dynamicAnchor":"n","allOf":[{"$dynamicRef":"#n"}]}`,
+		`{"$id":"https://example.com/r.json","type":"object","$ref":"s.json","$defs":{"s":{"$id":"s.json","$ref":"r.json"}}}`,
+		`{"type":"object","properties":{"a":{"$ref":"urn:example:schema"}}}`,
+		laughsSeed(24, false), laughsSeed(16, true),
+		`{"type":"object","properties":{"a":` + strings.Repeat(`{"items":`, 64) + `{}` + strings.Repeat(`}`, 64) + `}}`,
+		`{"type":"object","properties":{"a":{"type":"string","pattern":"\pL{1000}\pL{1000}"}}}`,
+		`{"type":"object","properties":{"a":{"minLength":1e300,"maxItems":-1,"maximum":1e400,"multipleOf":0}}}`,
+		`{"type":"object","properties":{"root":{"$ref":"#/$defs/n"}},"$defs":{"n":{"type":"object","properties":{"v":{"type":"string"},"c":{"type":"array","items":{"$ref":"#/$defs/n"}}}}}}`,
 	} {
 		f.Add([]byte(seed), `{"a":1}`)
 	}
+	f.Add([]byte(`{"type":"object","properties":{"root":{"$ref":"#/$defs/n"}},"$defs":{"n":{"type":"object","properties":{"v":{"type":"string"},"c":{"type":"array","items":{"$ref":"#/$defs/n"}}}}}}`),
+		`{"root":{"v":"a","c":[{"v":"b","c":[{"v":1}]}]}}`)
 	f.Fuzz(func(t *testing.T, def []byte, args string) {
 		s, err := schema.FromJSON(def)
 		if err != nil {
+			// The validator resolved every reference before the limits follow them;
+			// following one must not fail.
+			if strings.Contains(err.Error(), "cannot tell where it leads") {
+				t.Fatalf("FromJSON(%s): %v", def, err)
+			}
 			return
 		}
 		// A $ref in a schema position that points outside is refused (schema_test); one
@@ -38,4 +58,20 @@ func FuzzFromJSON(f *testing.F) {
 			t.Fatalf("FromJSON(%s) compiled, but its JSON %s does not: %v", def, s.JSON(), err)
 		}
 	})
+}
+
+// laughsSeed is a "billion laughs": n definitions, each applying the next one twice to
+// the same value, or to its items.
+func laughsSeed(n int, items bool) string {
+	var b strings.Builder
+	b.WriteString(`{"type":"object","properties":{"x":{"$ref":"#/$defs/d0"}},"$defs":{`)
+	for i := range n {
+		ref := fmt.Sprintf(`{"$ref":"#/$defs/d%d"}`, i+1)
+		if items {
+			ref = `{"items":` + ref + `}`
+		}
+		fmt.Fprintf(&b, `"d%d":{"allOf":[%s,%s]},`, i, ref, ref)
+	}
+	fmt.Fprintf(&b, `"d%d":{"type":"string"}}}`, n)
+	return b.String()
 }

@@ -98,7 +98,7 @@ func Params(ps ...Parameter) Schema {
 	ps = dedupeParameters(ps)
 	var b bytes.Buffer
 	writeObjectSchema(&b, ps, true)
-	s, err := resolveSchema(b.Bytes())
+	s, err := resolveSchema(b.Bytes(), nil)
 	if err != nil {
 		// The rendering above only ever produces valid schemas.
 		panic("schema: rendered parameter schema does not resolve: " + err.Error())

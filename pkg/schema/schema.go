@@ -1,9 +1,11 @@
 // Package schema is the JSON Schema of a tool's arguments: built from a parameter list
 // (Params, rendered exactly as models expect a simple schema), inferred elsewhere from
 // Go types, or accepted from an author's JSON (FromJSON, which never fetches a
-// referenced schema). Validate checks the arguments a model produced before a call is
-// dispatched and returns them in canonical form, with errors written for the model to
-// act on; Value does the same for a JSON value of any type (a run's structured answer).
+// referenced schema and holds the schema to limits, MaxBytes, MaxDepth, MaxNodes and the
+// others, so that compiling it and validating against it take bounded time and
+// memory). Validate checks the arguments a model produced before a call is dispatched
+// and returns them in canonical form, with errors written for the model to act on;
+// Value does the same for a JSON value of any type (a run's structured answer).
 //
 // It imports no other toolmesh package except internal/jsontree.
 package schema
@@ -15,6 +17,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -49,12 +52,15 @@ type Schema struct {
 	simple bool
 	// fast validates calls of a flat schema in one pass; nil for other schemas.
 	fast *fastSchema
+	// graph bounds the work of validating against the schema; nil for the empty schema.
+	graph   *graph
+	explain *explainer
 }
 
 // emptyResolved is the resolved empty schema shared by every zero Schema. It is
 // computed once and never changes.
 var emptyResolved = sync.OnceValue(func() *jsonschema.Resolved {
-	s, err := resolveSchema([]byte(emptySchemaJSON))
+	s, err := resolveSchema([]byte(emptySchemaJSON), &checked{})
 	if err != nil {
 		panic("schema: empty schema does not resolve: " + err.Error())
 	}
@@ -80,18 +86,18 @@ var supportedDrafts = []string{
 // an object of named arguments. It is resolved once, here: a $ref that points outside
 // the document (an http or file URI, or a relative one) is refused, because fetching
 // schemas while registering a worker's tools would let a worker make the orchestrator
-// read arbitrary URLs. Duplicate keys, unknown "type" names and unsupported $schema
-// drafts are refused as well. Errors wrap ErrInvalid.
+// read arbitrary URLs. Duplicate keys, unknown "type" names, unsupported $schema
+// drafts, a $ref that loops back to the same value, keywords such as minLength that are
+// not non-negative integers, and schemas over any of the limits (MaxBytes, MaxDepth,
+// MaxNodes and the others) are refused as well; the error names the limit and where the
+// schema passes it. Errors wrap ErrInvalid.
 //
 // The canonical form keeps the author's key order (the model reads it) and drops
 // insignificant whitespace.
 func FromJSON(b []byte) (Schema, error) {
-	if jsontree.IsBlank(string(b)) {
-		return Schema{}, fmt.Errorf("%w: schema is empty", ErrInvalid)
-	}
-	tree, err := jsontree.Decode(b, jsontree.NoDepthLimit)
+	tree, err := decodeSchema(b)
 	if err != nil {
-		return Schema{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return Schema{}, err
 	}
 	root, ok := tree.(*jsontree.Object)
 	if !ok {
@@ -104,11 +110,34 @@ func FromJSON(b []byte) (Schema, error) {
 	if t != "object" {
 		return Schema{}, fmt.Errorf(`%w: schema "type" must be "object", got %s`, ErrInvalid, jsontree.Encode(t, false))
 	}
-	return resolveSchema(jsontree.Encode(root, false))
+	limits, err := checkLimits(root)
+	if err != nil {
+		return Schema{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return resolveSchema(jsontree.Encode(root, false), limits)
 }
 
-// resolveSchema resolves canonical schema JSON.
-func resolveSchema(raw []byte) (Schema, error) {
+// decodeSchema decodes the JSON of a schema from outside, within MaxBytes and
+// MaxJSONDepth.
+func decodeSchema(b []byte) (any, error) {
+	if jsontree.IsBlank(string(b)) {
+		return nil, fmt.Errorf("%w: schema is empty", ErrInvalid)
+	}
+	if len(b) > MaxBytes {
+		return nil, fmt.Errorf("%w: schema is %d bytes; the limit is %d", ErrInvalid, len(b), MaxBytes)
+	}
+	tree, err := jsontree.Decode(b, MaxJSONDepth)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return tree, nil
+}
+
+// resolveSchema resolves canonical schema JSON. For a schema held to the limits, the
+// caller has checked those the JSON shows and passes what checkLimits returned; then
+// the others, which only the resolved schema shows (MaxDepth for chains through $ref,
+// MaxValueChecks), apply too. Schemas built from Go code pass nil.
+func resolveSchema(raw []byte, limits *checked) (Schema, error) {
 	var js jsonschema.Schema
 	if err := json.Unmarshal(raw, &js); err != nil {
 		var ute *json.UnmarshalTypeError
@@ -121,16 +150,21 @@ func resolveSchema(raw []byte) (Schema, error) {
 	if !slices.Contains(supportedDrafts, js.Schema) {
 		return Schema{}, fmt.Errorf("%w: unsupported $schema %q (supported: draft 2020-12 and draft-07)", ErrInvalid, js.Schema)
 	}
-	if err := checkTypeNames(&js, ""); err != nil {
-		return Schema{}, fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
 	// No Loader: jsonschema-go then refuses every reference it cannot find inside this
 	// document, which is the guarantee FromJSON documents.
 	rs, err := js.Resolve(nil)
 	if err != nil {
 		return Schema{}, fmt.Errorf("%w: %s", ErrInvalid, describeResolveError(err))
 	}
-	return Schema{raw: raw, resolved: rs, fast: compileFast(raw)}, nil
+	var programs map[string]int
+	if limits != nil {
+		programs = limits.programs
+	}
+	g, err := buildGraph(&js, limits != nil, programs)
+	if err != nil {
+		return Schema{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return Schema{raw: raw, resolved: rs, fast: compileFast(raw), graph: g, explain: &explainer{}}, nil
 }
 
 // describeResolveError rewords jsonschema-go's refusal to load a referenced schema,
@@ -144,32 +178,6 @@ func describeResolveError(err error) string {
 	return msg
 }
 
-// jsonTypes are the names JSON Schema allows in "type".
-var jsonTypes = []string{"null", "boolean", "object", "array", "number", "string", "integer"}
-
-// checkTypeNames refuses a misspelt type anywhere in the schema: jsonschema-go accepts
-// it and then rejects every value, which would make the tool uncallable.
-func checkTypeNames(s *jsonschema.Schema, ptr string) error {
-	if s == nil {
-		return nil
-	}
-	for _, t := range append([]string{s.Type}, s.Types...) {
-		if t != "" && !slices.Contains(jsonTypes, t) {
-			where := ""
-			if ptr != "" {
-				where = " at " + ptr
-			}
-			return fmt.Errorf("unknown type %q%s", t, where)
-		}
-	}
-	for p, sub := range subschemas(s, ptr) {
-		if err := checkTypeNames(sub, p); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // subschemas yields the direct subschemas of s with their JSON pointers.
 func subschemas(s *jsonschema.Schema, ptr string) func(yield func(string, *jsonschema.Schema) bool) {
 	return func(yield func(string, *jsonschema.Schema) bool) {
@@ -178,13 +186,16 @@ func subschemas(s *jsonschema.Schema, ptr string) func(yield func(string, *jsons
 		}
 		list := func(kw string, subs []*jsonschema.Schema) bool {
 			for i, sub := range subs {
-				if !one(fmt.Sprintf("%s/%d", kw, i), sub) {
+				if !one(kw+"/"+strconv.Itoa(i), sub) {
 					return false
 				}
 			}
 			return true
 		}
 		named := func(kw string, subs map[string]*jsonschema.Schema) bool {
+			if len(subs) == 0 {
+				return true
+			}
 			for _, k := range slices.Sorted(maps.Keys(subs)) {
 				if !one(kw+"/"+escapePointer(k), subs[k]) {
 					return false
@@ -258,10 +269,11 @@ func (s Schema) resolvedSchema() *jsonschema.Resolved {
 // It rejects invalid UTF-8, invalid JSON, data after the value, duplicate keys at any
 // depth (encoding/json would silently keep the last one, so the tool and the validator
 // could see different arguments), objects and arrays nested more than 64 levels deep
-// (which would make validation slow), a top level that is not an object, and every
-// schema violation. The error wraps ErrInvalidArguments and names the problem and the
-// property, e.g. `property "a": expected number, got string`, so that the model can
-// correct its call.
+// (which would make validation slow), a top level that is not an object, arguments
+// that would take more than MaxValidationChecks (and MaxValidationChecksPerByte for
+// each of their bytes) to check against the schema, and every schema violation. The
+// error wraps ErrInvalidArguments and names the problem and the property, e.g.
+// `property "a": expected number, got string`, so that the model can correct its call.
 func (s Schema) Validate(input string) (canonical string, err error) {
 	if jsontree.IsBlank(input) {
 		input = "{}"
@@ -283,22 +295,37 @@ func (s Schema) validateGeneric(input string) (string, error) {
 	if _, ok := tree.(*jsontree.Object); !ok {
 		return "", fmt.Errorf("%w: arguments must be a JSON object, got %s", ErrInvalidArguments, jsontree.TypeName(tree))
 	}
-	return s.validateTree(tree)
+	return s.validateTree(tree, len(input))
 }
 
-// validateTree validates a decoded JSON value and returns its canonical encoding.
-func (s Schema) validateTree(tree any) (string, error) {
-	plain, err := jsontree.ToPlain(tree, "")
+// maxMessageRunes bounds an error message for the model: the explanations of a failed
+// anyOf, say, add up with the alternatives.
+const maxMessageRunes = 2000
+
+// validateTree validates a decoded JSON value, size bytes long, and returns its
+// canonical encoding.
+func (s Schema) validateTree(tree any, size int) (string, error) {
+	value, err := toValidator(tree, "")
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrInvalidArguments, err)
 	}
+	if s.graph != nil {
+		if _, ok := s.graph.spend(tree, validationBudget(size)); !ok {
+			return "", fmt.Errorf("%w: they would take too long to check against this schema (more than %d checks); send fewer or shorter values",
+				ErrInvalidArguments, validationBudget(size))
+		}
+	}
 	rs := s.resolvedSchema()
-	if err := validateSafely(rs, plain); err != nil {
-		msg := explain(rs.Schema(), tree, "")
+	if err := validateSafely(rs, value); err != nil {
+		x := s.explain
+		if x == nil {
+			x = &explainer{}
+		}
+		msg := x.explain(rs.Schema(), tree, "")
 		if msg == "" {
 			msg = describeValidationError(err)
 		}
-		return "", fmt.Errorf("%w: %s", ErrInvalidArguments, msg)
+		return "", fmt.Errorf("%w: %s", ErrInvalidArguments, jsontree.Truncate(msg, maxMessageRunes))
 	}
 	return string(jsontree.Encode(tree, true)), nil
 }
@@ -370,7 +397,7 @@ func (s Schema) WithParameter(p Parameter) Schema {
 	} else {
 		root.Remove("required")
 	}
-	out, err := resolveSchema(jsontree.Encode(root, false))
+	out, err := resolveSchema(jsontree.Encode(root, false), nil)
 	if err != nil {
 		panic("schema: schema with added parameter does not resolve: " + err.Error())
 	}

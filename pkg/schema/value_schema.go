@@ -9,23 +9,24 @@ import (
 // Value is a JSON Schema for any JSON value, not only a tool's object of
 // arguments: the schema a run's structured final answer must satisfy. It
 // is checked the way FromJSON checks tool schemas: no references outside the
-// document, no duplicate keys, no unknown type names.
+// document, no duplicate keys, no unknown type names, and the same limits.
 type Value struct{ s Schema }
 
 // ValueFromJSON parses and resolves a JSON Schema of any type. Errors wrap
 // ErrInvalid.
 func ValueFromJSON(b []byte) (*Value, error) {
-	if jsontree.IsBlank(string(b)) {
-		return nil, fmt.Errorf("%w: schema is empty", ErrInvalid)
-	}
-	tree, err := jsontree.Decode(b, jsontree.NoDepthLimit)
+	tree, err := decodeSchema(b)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return nil, err
 	}
 	if _, ok := tree.(*jsontree.Object); !ok {
 		return nil, fmt.Errorf("%w: schema must be a JSON object, got %s", ErrInvalid, jsontree.TypeName(tree))
 	}
-	s, err := resolveSchema(jsontree.Encode(tree, false))
+	limits, err := checkLimits(tree)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	s, err := resolveSchema(jsontree.Encode(tree, false), limits)
 	if err != nil {
 		return nil, err
 	}
@@ -42,5 +43,5 @@ func (v *Value) Validate(text string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrInvalidArguments, err)
 	}
-	return v.s.validateTree(tree)
+	return v.s.validateTree(tree, len(text))
 }
