@@ -20,7 +20,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
 	"github.com/toolmesh/toolmesh/internal/cli"
@@ -233,11 +232,7 @@ func run(args []string) error {
 		return err
 	}
 
-	opts := append(server.RecoveryInterceptors(log),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
-	)
-	opts = append(append(opts, server.ServerOptions(cfg)...), tel.ServerOptions()...)
+	opts := append(append(server.RecoveryInterceptors(log), server.ServerOptions(cfg)...), tel.ServerOptions()...)
 	if certs != nil {
 		// A client certificate is optional in the handshake (a kubelet's health probe
 		// has none, a client may bring a bearer token instead); the interceptors decide.

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sync/semaphore"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/encoding"
 	grpcproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
@@ -53,9 +54,14 @@ const firstMessageTimeout = 30 * time.Second
 // so it paces throughput rather than bounding memory).
 const streamWindow = 64 << 10
 
-// ServerOptions are the gRPC server options that bound what the orchestrator receives.
+// ServerOptions are the gRPC server options of the orchestrator's port: what it
+// receives is bounded, its flow-control windows are fixed, and workers' keepalive pings
+// (every 10 s on a registration stream, on which the orchestrator sends nothing for long
+// stretches) are welcome, while a silent client is pinged in turn.
 func ServerOptions(cfg config.Config) []grpc.ServerOption {
 	return []grpc.ServerOption{
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.MaxRecvMsgSize(cfg.Server.MaxReceiveBytes),
 		grpc.ForceServerCodecV2(requestCodec),
 		grpc.InitialWindowSize(streamWindow),
