@@ -59,8 +59,9 @@ func Func[I, O any](name, description string, fn func(ctx context.Context, in I)
 	if err != nil {
 		return nil, fmt.Errorf("tool %q: %w", name, err)
 	}
+	plan := newFlatPlan(inType)
 	call := func(ctx context.Context, args string) (Result, error) {
-		in, bad := decodeInput[I](ctx, input, args)
+		in, bad := decodeInput[I](ctx, input, args, plan)
 		if bad != nil {
 			return *bad, nil
 		}
@@ -84,11 +85,16 @@ func MustFunc[I, O any](name, description string, fn func(ctx context.Context, i
 }
 
 // decodeInput returns the input value, or the error Result to answer with.
-func decodeInput[I any](ctx context.Context, s schema.Schema, input string) (I, *Result) {
+func decodeInput[I any](ctx context.Context, s schema.Schema, input string, plan *flatPlan) (I, *Result) {
 	var in I
-	if t := reflect.TypeFor[I](); t.Kind() == reflect.Pointer {
-		in = reflect.New(t.Elem()).Interface().(I)
+	fresh := func() {
+		var zero I
+		in = zero
+		if t := reflect.TypeFor[I](); t.Kind() == reflect.Pointer {
+			in = reflect.New(t.Elem()).Interface().(I)
+		}
 	}
+	fresh()
 	if jsontree.IsBlank(input) {
 		return in, nil
 	}
@@ -100,6 +106,12 @@ func decodeInput[I any](ctx context.Context, s schema.Schema, input string) (I, 
 			res.Cause = err
 			return in, &res
 		}
+	}
+	if plan != nil {
+		if plan.decode(canonical, reflect.ValueOf(&in)) {
+			return in, nil
+		}
+		fresh() // what the plan set before it gave up
 	}
 	if err := decodeArguments(canonical, &in); err != nil {
 		err = fmt.Errorf("%w: %v", schema.ErrInvalidArguments, err)
