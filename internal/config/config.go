@@ -383,7 +383,7 @@ func ContentHash(h string) bool {
 		return false
 	}
 	for _, c := range h {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
 			return false
 		}
 	}

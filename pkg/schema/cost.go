@@ -82,7 +82,7 @@ func (e *budget) apply(v any, i int32, frame int) bool {
 		}
 	case []any:
 		for idx, item := range v {
-			ok := true
+			var ok bool
 			if idx < len(n.prefix) {
 				ok = each(item, n.prefix[idx])
 			} else {

@@ -134,7 +134,7 @@ func (b *graphBuilder) visit(s *jsonschema.Schema, ptr string, base int32) error
 		b.uri[i] = &url.URL{}
 		b.byURI[""] = []int32{i}
 	}
-	if s.ID != "" && !(b.draft7 && s.Ref != "") {
+	if s.ID != "" && (!b.draft7 || s.Ref == "") {
 		id, err := url.Parse(s.ID)
 		if err != nil {
 			return fmt.Errorf("$id %q: %v", s.ID, err)

@@ -76,7 +76,7 @@ func newFlatPlan(t reflect.Type) *flatPlan {
 func plainName(name string) bool {
 	for i := range len(name) {
 		c := name[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '_' && c != '-' {
 			return false
 		}
 	}
