@@ -33,7 +33,7 @@ func (r *Report) explain(g *Goal) explanation {
 	limit, hop, otel, mcpHTTP := r.measured(VLimit), r.measured(VHop), r.measured(VHopOTel), r.measured(VMCPHTTP)
 	prof := r.profileDigest(g.profile)
 	hopFixBrief := "fewer allocations inside gRPC's call path on both sides (stream setup, metadata copies), and fewer context values per call"
-	hopFix := "what is left is mostly gRPC's own per-call work and the garbage it makes, on both sides: stream setup, the base64 of the -bin context entries, the copy of the incoming metadata the worker reads the context from, the stats-handler events. toolmesh's own part is small now (the context's metadata encoded without allocating, flat arguments validated in one pass, no span when tracing is off, the worker skipping validation behind mTLS); what remains of it is the context values each side adds per call and the typed tool's encoding/json decode."
+	hopFix := "what is left is mostly gRPC's own per-call work and the garbage it makes, on both sides: stream setup, the base64 of the -bin context entries, the copy of the incoming metadata the worker reads the context from, the stats-handler events. toolmesh's own part is small now (the context's metadata encoded without allocating, flat arguments validated in one pass, no span when tracing is off, the worker skipping validation behind mTLS); what remains of it is the context values each side adds per call (a context.WithValue each) and the protobuf strings of the request."
 	var why string
 	switch g.ID {
 	case "hop-p50", "hop-throughput":
@@ -132,8 +132,8 @@ func (r *Report) explain(g *Goal) explanation {
 		return explanation{why, "lower the noisy tenant's max_concurrent_runs and model_calls_per_minute (its admitted runs are its share of the machine), or give each tenant a weighted share of the orchestrator's CPU between model calls instead of a fixed rate.",
 			brief, "lower the noisy tenant's limits, or weight the orchestrator's CPU per tenant"}
 	case "memory-per-run":
-		return explanation{fmt.Sprintf("%s per open run: goroutine stacks of the Run handler and the loop, the HTTP/2 stream state, the run record and its event emitter.", g.Measured),
-			"look at a heap profile of an orchestrator holding runs open (go tool pprof -sample_index=inuse_space) and shrink what each run holds while it waits for the model.",
+		return explanation{fmt.Sprintf("%s per open run. A run waiting for its model holds one goroutine, the Run stream's handler, whose stack holds the call chain down to the model call (gRPC server, run service, loop, provider), and about 8 KiB of live heap (gRPC's stream state on both sides of the connection, the run record, loop state and request), which the garbage collector's headroom roughly doubles in RSS (GOGC=100).", g.Measured),
+			"what is left is structural: a goroutine per open stream, and gRPC's per-stream state; below it, a run would have to be parked as data while it waits (no goroutine) and its record shrunk to the request and what the loop needs next.",
 			fmt.Sprintf("%s per open run: goroutine stacks, HTTP/2 stream state and the run record", g.Measured),
 			"shrink what a waiting run holds, guided by a heap profile of an orchestrator holding runs open"}
 	case "routing-10k", "routing-100k":
