@@ -171,7 +171,7 @@ func (r *Router) RegisterAs(reg *toolpb.Registration, identity string) (*Lease, 
 	}
 	old := r.workers[reg.GetWorkerId()]
 	if old != nil {
-		r.removeLocked(old)
+		r.replaceLocked(old, parsed)
 	}
 	w := &worker{
 		id:           reg.GetWorkerId(),
@@ -258,6 +258,38 @@ func (r *Router) RegisterAs(reg *toolpb.Registration, identity string) (*Lease, 
 	return &Lease{r: r, w: w}, nil, nil
 }
 
+// replaceLocked takes old out of the table for a registration of the same worker id
+// (parsed) to take its place. A definition a rollout superseded that old was the last
+// replica of stays superseded when the newcomer serves it again — a replica of the old
+// version reconnecting, or moving to a new connection when its certificate rotates —
+// instead of rolling the group back as a new version would. r.mu must be held.
+func (r *Router) replaceLocked(old *worker, parsed map[string]parsedTool) {
+	type olderEntry struct {
+		name string
+		e    *toolEntry
+	}
+	var kept []olderEntry
+	for _, name := range old.tools {
+		for _, e := range r.older[name] {
+			if e.replicas[old.id] == old {
+				kept = append(kept, olderEntry{name, e})
+			}
+		}
+	}
+	r.removeLocked(old)
+	for _, k := range kept {
+		cur := r.tools[k.name]
+		if p, again := parsed[k.name]; !again || p.hash != k.e.hash || cur == nil || cur.hash == k.e.hash || r.older[k.name][k.e.hash] != nil {
+			continue
+		}
+		if r.older[k.name] == nil {
+			r.older[k.name] = map[string]*toolEntry{}
+		}
+		r.older[k.name][k.e.hash] = k.e // its replicas are empty: the newcomer joins it
+		r.defBytes += k.e.size
+	}
+}
+
 // refusal is why Register refuses a registration.
 type refusal struct {
 	rejections []*toolpb.Rejection
@@ -303,9 +335,11 @@ func (r *Router) checkLocked(reg *toolpb.Registration, parsed map[string]parsedT
 }
 
 // replaces reports whether reg is old's own worker moving its live registration to a
-// new stream: it names old's lease, from the same address and identity.
+// new stream: it names old's lease, from the same address and the same verified
+// identity. Without mutual TLS there is no identity to prove it, and a lease id is no
+// secret (logs show it), so a plaintext worker cannot take a live lease's place.
 func replaces(reg *toolpb.Registration, old *worker, identity string) bool {
-	return reg.GetReplacesLeaseId() != "" && reg.GetReplacesLeaseId() == old.leaseID &&
+	return identity != "" && reg.GetReplacesLeaseId() != "" && reg.GetReplacesLeaseId() == old.leaseID &&
 		reg.GetAddress() == old.address && identity == old.identity
 }
 

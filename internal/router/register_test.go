@@ -386,15 +386,20 @@ func TestRegisterRefusesTheIDOfALiveLease(t *testing.T) {
 func TestRegisterHandsALiveLeaseOver(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRouter(t, Options{GracePeriod: time.Second})
-		old := mustRegister(t, r, registration("x", "127.0.0.1:9001", "text", echoTool("echo")))
+		const me = "spiffe://td/worker/x"
+		old, _, err := r.RegisterAs(registration("x", "127.0.0.1:9001", "text", echoTool("echo")), me)
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, bad := range []struct {
 			name     string
 			reg      *toolpb.Registration
 			identity string
 		}{
-			{"another lease", withReplaces(registration("x", "127.0.0.1:9001", "text", echoTool("echo")), "not-"+old.ID()), ""},
-			{"another address", withReplaces(registration("x", "127.0.0.1:9666", "text", echoTool("echo")), old.ID()), ""},
-			{"another identity", withReplaces(registration("x", "127.0.0.1:9001", "text", echoTool("echo")), old.ID()), "spiffe://x/other"},
+			{"another lease", withReplaces(registration("x", "127.0.0.1:9001", "text", echoTool("echo")), "not-"+old.ID()), me},
+			{"another address", withReplaces(registration("x", "127.0.0.1:9666", "text", echoTool("echo")), old.ID()), me},
+			{"another identity", withReplaces(registration("x", "127.0.0.1:9001", "text", echoTool("echo")), old.ID()), "spiffe://td/worker/other"},
+			{"no identity (plaintext)", withReplaces(registration("x", "127.0.0.1:9001", "text", echoTool("echo")), old.ID()), ""},
 		} {
 			if _, _, err := r.RegisterAs(bad.reg, bad.identity); err == nil {
 				t.Fatalf("%s: a handover was accepted", bad.name)
@@ -405,7 +410,9 @@ func TestRegisterHandsALiveLeaseOver(t *testing.T) {
 			default:
 			}
 		}
-		mustRegister(t, r, withReplaces(registration("x", "127.0.0.1:9001", "text", echoTool("echo")), old.ID()))
+		if _, _, err := r.RegisterAs(withReplaces(registration("x", "127.0.0.1:9001", "text", echoTool("echo")), old.ID()), me); err != nil {
+			t.Fatal(err)
+		}
 		select {
 		case <-old.Replaced():
 		default:
@@ -671,5 +678,46 @@ func TestPinHoldsARunToItsVersion(t *testing.T) {
 	}
 	if got, ok := r.Pin(now, shown); ok || got != now {
 		t.Errorf("with version 1 gone Pin = %v, %v; want the tool served now and false", got.Definition().Description, ok)
+	}
+}
+
+// TestOldReplicaReconnectingKeepsTheRollout: during a rollout, the last replica of the
+// old version registers again under its id — moving its registration to a new
+// connection (its certificate rotated), or reconnecting within its grace period. The
+// newest version stays what new runs get; the old replica rejoins the old definition.
+func TestOldReplicaReconnectingKeepsTheRollout(t *testing.T) {
+	for _, how := range []string{"handover", "reconnect"} {
+		t.Run(how, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newRouter(t, Options{PinDefinitions: true, GracePeriod: time.Second})
+				const me = "spiffe://td/worker/loud"
+				a, _, err := r.RegisterAs(versioned("a", "127.0.0.1:9001", "1", "Echoes its input."), me)
+				if err != nil {
+					t.Fatal(err)
+				}
+				old, _ := r.Tool("echo")
+				if _, _, err := r.RegisterAs(versioned("b", "127.0.0.1:9002", "2", "Echoes its input, trimmed."), me); err != nil {
+					t.Fatal(err)
+				}
+				again := versioned("a", "127.0.0.1:9001", "1", "Echoes its input.")
+				if how == "handover" {
+					again.ReplacesLeaseId = a.ID()
+				} else {
+					a.End()
+				}
+				if _, _, err := r.RegisterAs(again, me); err != nil {
+					t.Fatal(err)
+				}
+				if now, _ := r.Tool("echo"); now.Definition().Description != "Echoes its input, trimmed." {
+					t.Errorf("new runs get %q, want version 2's definition", now.Definition().Description)
+				}
+				if gs := r.ListGroups(); len(gs) != 1 || gs[0].GetGroup().GetVersion() != "2" {
+					t.Errorf("the group is %v, want version 2", gs)
+				}
+				if w, changed := r.pick(old.(*remoteTool), nil); changed || w == nil || w.id != "a" {
+					t.Errorf("a version 1 call went to %v (changed %v), want a", w, changed)
+				}
+			})
+		})
 	}
 }

@@ -144,8 +144,9 @@ type Registration struct {
 	// one replaces while it is still open: a worker moving its registration to a new
 	// connection, as after its certificate rotated, registers again on the new one before
 	// it closes the old, so that it never leaves the routing table. Accepted only for the
-	// same worker id, address and identity; the old stream is then ended. Empty for a
-	// plain registration. At most 64 bytes.
+	// same worker id, address and verified identity (mutual TLS: without it a lease id,
+	// which logs show, would be enough to take a live worker's place); the old stream is
+	// then ended. Empty for a plain registration. At most 64 bytes.
 	ReplacesLeaseId string `protobuf:"bytes,6,opt,name=replaces_lease_id,json=replacesLeaseId,proto3" json:"replaces_lease_id,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache

@@ -264,9 +264,10 @@ func (w *Worker) follow(ctx context.Context, conn **registrationConn, dial func(
 	var lease string
 	var retry <-chan time.Time
 	tries := 0 // handovers that failed in a row
+	drain := w.drainCh
 	for {
 		var rotated <-chan struct{}
-		if lease != "" && retry == nil && w.opts.TLS != nil {
+		if lease != "" && retry == nil && drain != nil && w.opts.TLS != nil {
 			rotated = cur.conn.rotated
 		}
 		select {
@@ -276,14 +277,14 @@ func (w *Worker) follow(ctx context.Context, conn **registrationConn, dial func(
 			return err
 		case lease = <-cur.accepted:
 			continue
+		case <-drain:
+			// A draining worker stays where it is until it leaves: no more handovers
+			// (a rotation's channel, closed, would otherwise be ready at every turn).
+			drain, retry = nil, nil
+			continue
 		case <-retry:
 			retry = nil
 		case <-rotated:
-		}
-		select {
-		case <-w.drainCh:
-			continue // a draining worker stays where it is until it leaves
-		default:
 		}
 		next, err := dial()
 		if err != nil {
@@ -309,9 +310,10 @@ func (w *Worker) follow(ctx context.Context, conn **registrationConn, dial func(
 			case nerr = <-ns.done:
 				break handover
 			case err := <-curDone:
-				// The old stream ended meanwhile: the new registration, in flight,
-				// takes the worker's place back within the grace period.
-				w.log.Warn("the old registration stream ended during the handover", "orchestrator", target, "error", fmt.Sprint(err))
+				// The old stream ended meanwhile (the orchestrator ends it as soon as the
+				// new registration takes its place, before it acks): the new one, in
+				// flight, takes the worker's place within the grace period either way.
+				w.log.Debug("the old registration stream ended during the handover", "orchestrator", target, "error", fmt.Sprint(err))
 				curDone = nil
 			}
 		}
