@@ -1,6 +1,8 @@
 package tool
 
 import (
+	"encoding"
+	"encoding/json"
 	"reflect"
 	"strconv"
 	"strings"
@@ -33,7 +35,7 @@ func newFlatPlan(t reflect.Type) *flatPlan {
 	if t.Kind() == reflect.Pointer {
 		p.ptr, t = true, t.Elem()
 	}
-	if t.Kind() != reflect.Struct {
+	if t.Kind() != reflect.Struct || unmarshals(t) {
 		return nil
 	}
 	seen := map[string]bool{}
@@ -70,6 +72,17 @@ func newFlatPlan(t reflect.Type) *flatPlan {
 		}
 	}
 	return p
+}
+
+// unmarshals reports whether t decodes itself (json.Unmarshaler, or
+// encoding.TextUnmarshaler, which encoding/json refuses an object for).
+func unmarshals(t reflect.Type) bool {
+	for _, x := range []reflect.Type{t, reflect.PointerTo(t)} {
+		if x.Implements(reflect.TypeFor[json.Unmarshaler]()) || x.Implements(reflect.TypeFor[encoding.TextUnmarshaler]()) {
+			return true
+		}
+	}
+	return false
 }
 
 // plainName reports whether name is made of ASCII letters, digits, '_' and '-' only.

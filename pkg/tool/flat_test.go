@@ -1,6 +1,7 @@
 package tool
 
 import (
+	"context"
 	"encoding/json"
 	"reflect"
 	"strings"
@@ -19,6 +20,25 @@ type flatAll struct {
 	N   string  // no tag: its name
 	Off string  `json:"-"`
 }
+
+// selfDecoding and textDecoding decode themselves: encoding/json calls their methods,
+// so the plan must leave them to it.
+type selfDecoding struct {
+	Name string `json:"name"`
+}
+
+func (s *selfDecoding) UnmarshalJSON(b []byte) error {
+	var v struct{ Name string }
+	err := json.Unmarshal(b, &v)
+	s.Name = strings.ToUpper(v.Name)
+	return err
+}
+
+type textDecoding struct {
+	Name string `json:"name"`
+}
+
+func (s *textDecoding) UnmarshalText(b []byte) error { s.Name = string(b); return nil }
 
 // flatAgrees decodes in with the plan and with encoding/json (refusing unknown fields),
 // and fails when the plan decoded what encoding/json refuses, or decoded it otherwise.
@@ -59,7 +79,8 @@ func TestFlatPlan(t *testing.T) {
 		A int `json:"a,string"`
 	}
 	for _, typ := range []reflect.Type{reflect.TypeFor[nested](), reflect.TypeFor[withNamed](), reflect.TypeFor[embedded](),
-		reflect.TypeFor[stringOpt](), reflect.TypeFor[[]int](), reflect.TypeFor[map[string]int]()} {
+		reflect.TypeFor[stringOpt](), reflect.TypeFor[[]int](), reflect.TypeFor[map[string]int](),
+		reflect.TypeFor[selfDecoding](), reflect.TypeFor[*selfDecoding](), reflect.TypeFor[textDecoding]()} {
 		if newFlatPlan(typ) != nil {
 			t.Errorf("%s got a plan", typ)
 		}
@@ -109,5 +130,15 @@ func BenchmarkFlatDecode(b *testing.B) {
 		if !plan.decode(in, reflect.ValueOf(&v)) {
 			b.Fatal("not decoded")
 		}
+	}
+}
+
+// TestTypedToolHonoursItsUnmarshalJSON: a typed tool whose input decodes itself gets
+// what its UnmarshalJSON makes of the arguments.
+func TestTypedToolHonoursItsUnmarshalJSON(t *testing.T) {
+	tl := MustFunc("shout", "Shout", func(_ context.Context, in selfDecoding) (string, error) { return in.Name, nil })
+	res, err := tl.Call(context.Background(), `{"name":"abc"}`)
+	if err != nil || res.Content != "ABC" {
+		t.Errorf("the tool got %q, %v; want its UnmarshalJSON's ABC", res.Content, err)
 	}
 }
