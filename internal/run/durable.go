@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -49,6 +48,16 @@ func (s *Service) leaseTTL() time.Duration {
 	return cmpOr(time.Duration(s.cfg.Journal.LeaseTTL), 10*time.Second)
 }
 
+// offeredRoles are the groups a request is offered: its required ones, its own and the
+// config's defaults.
+func offeredRoles(req Request, defaults []string) []string {
+	roles := make([]string, 0, len(req.Required)+len(req.Groups)+len(defaults))
+	for _, rq := range req.Required {
+		roles = append(roles, rq.Role)
+	}
+	return append(append(roles, req.Groups...), defaults...)
+}
+
 // leaseRenewer renews the leases of the service's journals.
 func (s *Service) leaseRenewer() *renewer {
 	s.renewOnce.Do(func() { s.renew = newRenewer(s.leaseTTL()) })
@@ -72,7 +81,7 @@ func (s *Service) openJournal(ctx context.Context, j *journal, id, loopID string
 	// The run and its request are created together: a run the journal holds can always
 	// be resumed from its request.
 	data, _ := toolinternal.MarshalJSON(requestRecord{RunID: id, LoopID: loopID, Started: started, Wire: p.req.Wire, Tenant: p.req.Tenant,
-		Versions: s.router.Versions(append(slices.Clone(p.req.Groups), s.cfg.Loop.DefaultToolGroups...), p.req.Tools)})
+		Versions: s.router.Versions(offeredRoles(p.req, s.cfg.Loop.DefaultToolGroups), p.req.Tools)})
 	lease, err := s.journal.Create(ctx, id, s.owner, s.leaseTTL(), runlog.Record{Seq: 1, Kind: runlog.KindRequest, Time: time.Now(), Data: data})
 	switch {
 	case errors.Is(err, runlog.ErrExists):

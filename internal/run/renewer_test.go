@@ -57,3 +57,13 @@ func TestRenewerKeepsEveryLease(t *testing.T) {
 		t.Error("the renewer goes on with no journal to renew")
 	}
 }
+
+// TestOfferedRoles: the groups a journaled run records the versions of are its required
+// groups, its own and the config's defaults — a run offered only required groups is held
+// to their versions too when another orchestrator takes it over.
+func TestOfferedRoles(t *testing.T) {
+	got := offeredRoles(Request{Required: []Requirement{{Role: "payments"}}, Groups: []string{"math"}}, []string{"text"})
+	if fmt.Sprint(got) != "[payments math text]" {
+		t.Errorf("offeredRoles = %v", got)
+	}
+}

@@ -708,6 +708,15 @@ func (s *Service) checkGrant(req Request, tg config.Tenant) error {
 		if !ok(rq.Role) {
 			return fieldErr(indexed("required_tool_groups", i), ErrPermission, "tenant %q may not use tool group %q (its groups: [%s])", req.Tenant, rq.Role, strings.Join(allowed, ", "))
 		}
+		if _, builtin := process.Groups[rq.Role]; builtin {
+			continue
+		}
+		for j, n := range rq.Tools {
+			if !tg.Allows(rq.Role, n) {
+				return fieldErr(fmt.Sprintf("%s.tools[%d]", indexed("required_tool_groups", i), j), ErrPermission,
+					"tenant %q may not use tool %q (its tools: [%s])", req.Tenant, n, strings.Join(tg.Tools, ", "))
+			}
+		}
 	}
 	for i, g := range req.Groups {
 		if !ok(g) {

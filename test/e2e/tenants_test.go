@@ -243,6 +243,10 @@ agentic_tools:
 	if _, err := m.firstEvent(ctx, hooli, &toolpb.RunRequest{Prompt: "x", Tools: []string{"multiply"}}); status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "tools[0]") {
 		t.Errorf("hooli naming multiply: %v, want PERMISSION_DENIED naming tools[0]", err)
 	}
+	req := &toolpb.RunRequest{Prompt: "x", RequiredToolGroups: []*toolpb.ToolGroupRequirement{{Role: "math", Tools: []string{"add", "multiply"}}}}
+	if _, err := m.firstEvent(ctx, hooli, req); status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "required_tool_groups[0].tools[1]") {
+		t.Errorf("hooli requiring multiply: %v, want PERMISSION_DENIED naming required_tool_groups[0].tools[1]", err)
+	}
 	// Its requests are at most 4 KiB.
 	if _, err := m.firstEvent(ctx, hooli, &toolpb.RunRequest{Prompt: strings.Repeat("big ", 2000), ToolGroups: []string{"math"}}); !quotaRefusal(err, "max_request_bytes") {
 		t.Errorf("hooli's 8 KB request: %v, want RESOURCE_EXHAUSTED naming max_request_bytes, without RetryInfo", err)
