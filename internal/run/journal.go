@@ -142,6 +142,7 @@ type journal struct {
 	// renewer renews the lease with the other journals of the service; renewMu is held
 	// while it does, and renewStopped ends the renewals (close, a lost lease).
 	renewer      *renewer
+	renewing     atomic.Bool // a renewal is started or under way
 	renewMu      sync.Mutex
 	renewStopped bool
 	started      sync.Once
@@ -254,7 +255,9 @@ func (j *journal) renewOnce() bool {
 	j.mu.Lock()
 	lease := j.lease
 	j.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), j.ttl/3)
+	// A sixth of the time to live: a store call that hangs gives its slot back well
+	// before the leases behind it run out (see renewer).
+	ctx, cancel := context.WithTimeout(context.Background(), j.ttl/6)
 	l, err := j.store.Renew(ctx, lease, j.ttl)
 	var asked runlog.Decision
 	cancelAsked := false

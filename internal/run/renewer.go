@@ -7,12 +7,15 @@ import (
 
 // renewParallel bounds the leases a renewer renews at once: a store call each, and a
 // journal on PostgreSQL answers in about a millisecond.
-const renewParallel = 16
+const renewParallel = 32
 
 // renewer renews the leases of a service's journals. One goroutine ticks every third of
-// the lease's time to live and renews every journal it holds, renewParallel at a time:
-// an open run costs a map entry, not a goroutine with its ticker (whose stack was most of
-// what a run waiting for its model held).
+// the lease's time to live and starts the renewal of every journal it holds whose last
+// renewal has ended, renewParallel at a time, first come first served: an open run costs
+// a map entry, not a goroutine with its ticker (whose stack was most of what a run
+// waiting for its model held). A tick does not wait for the renewals it started, so a
+// store call that hangs (it gives up after a sixth of the time to live) holds one slot
+// and its own journal, never the others' renewals.
 type renewer struct {
 	ttl time.Duration
 
@@ -66,17 +69,21 @@ func (r *renewer) loop(idle <-chan struct{}) {
 			due = append(due, j)
 		}
 		r.mu.Unlock()
-		var wg sync.WaitGroup
 		for _, j := range due {
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
+			if !j.renewing.CompareAndSwap(false, true) {
+				continue // its last renewal is still under way
+			}
+			go func() {
+				sem <- struct{}{}
+				defer func() {
+					<-sem
+					j.renewing.Store(false)
+				}()
 				if !j.renewOnce() {
 					r.remove(j)
 				}
-			})
+			}()
 		}
-		wg.Wait()
 		clear(due)
 	}
 }

@@ -3,6 +3,7 @@ package run
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -65,5 +66,69 @@ func TestOfferedRoles(t *testing.T) {
 	got := offeredRoles(Request{Required: []Requirement{{Role: "payments"}}, Groups: []string{"math"}}, []string{"text"})
 	if fmt.Sprint(got) != "[payments math text]" {
 		t.Errorf("offeredRoles = %v", got)
+	}
+}
+
+// hangingStore is a store whose renewals of the runs in hang block until they time out.
+type hangingStore struct {
+	runlog.Store
+	hang map[string]bool
+}
+
+func (s hangingStore) Renew(ctx context.Context, l runlog.Lease, ttl time.Duration) (runlog.Lease, error) {
+	if s.hang[l.RunID] {
+		<-ctx.Done()
+		return runlog.Lease{}, ctx.Err()
+	}
+	return s.Store.Renew(ctx, l, ttl)
+}
+
+// TestRenewerOutlivesHangingRenewals: many renewals that hang until they time out do not
+// hold the others back: the healthy journals' leases never run out.
+func TestRenewerOutlivesHangingRenewals(t *testing.T) {
+	mem, err := runlog.OpenMemory(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = mem.Close() }()
+	const ttl = time.Second
+	store := hangingStore{Store: mem, hang: map[string]bool{}}
+	r := newRenewer(ttl)
+	var healthy, all []*journal
+	defer func() {
+		var wg sync.WaitGroup
+		for _, j := range all {
+			wg.Go(func() { _ = j.close() }) // each waits for its renewal under way
+		}
+		wg.Wait()
+	}()
+	for i := range 4 * renewParallel {
+		id := fmt.Sprintf("r%d", i)
+		l, err := mem.Create(context.Background(), id, "me", time.Hour) // the hanging ones' leases never run out
+		if err != nil {
+			t.Fatal(err)
+		}
+		hung := i < 3*renewParallel
+		if hung {
+			store.hang[id] = true
+		} else if l, err = mem.Renew(context.Background(), l, ttl); err != nil {
+			t.Fatal(err)
+		}
+		j := newJournal(store, r, l, ttl, nil, 1)
+		j.start()
+		all = append(all, j)
+		if !hung {
+			healthy = append(healthy, j)
+		}
+	}
+	for deadline := time.Now().Add(3 * ttl); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		for i, j := range healthy {
+			j.mu.Lock()
+			until, failed := j.lease.Until, j.failed
+			j.mu.Unlock()
+			if failed != nil || time.Now().After(until) {
+				t.Fatalf("healthy journal %d: its lease ran out (until %s), failed %v", i, until.Format(time.StampMilli), failed)
+			}
+		}
 	}
 }
