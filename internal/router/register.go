@@ -325,7 +325,7 @@ func (r *Router) checkLocked(reg *toolpb.Registration, parsed map[string]parsedT
 	if rej := r.repinnedLocked(reg, parsed, identity); len(rej) > 0 {
 		return &refusal{rejections: capRejections(rej), err: fmt.Errorf("%w: %s", ErrRepinned, summarize(rej))}
 	}
-	if rej := r.quarantinedLocked(parsed); len(rej) > 0 {
+	if rej := r.quarantinedLocked(reg, parsed); len(rej) > 0 {
 		return &refusal{rejections: capRejections(rej), err: fmt.Errorf("%w: %s", ErrQuarantined, summarize(rej))}
 	}
 	if msg := r.overLimitsLocked(parsed, old, domainTypeBytes(reg)); msg != "" {
@@ -374,17 +374,36 @@ func (r *Router) approved(hash string) bool { return r.opts.Approved != nil && r
 // quarantinedLocked lists the definitions of the registration that Options.Quarantine
 // holds for an operator's approval: new to the table (a definition that is served
 // already was let in, or approved, before) and not approved. r.mu must be held.
-func (r *Router) quarantinedLocked(parsed map[string]parsedTool) []*toolpb.Rejection {
+func (r *Router) quarantinedLocked(reg *toolpb.Registration, parsed map[string]parsedTool) []*toolpb.Rejection {
 	if r.opts.Quarantine == nil {
 		return nil
 	}
 	var rej []*toolpb.Rejection
+	for _, gr := range reg.GetGroups() {
+		info := gr.GetGroup()
+		role, desc, notes := info.GetRole(), info.GetDescription(), info.GetUsageNotes()
+		if g := r.groups[role]; g != nil && g.info.GetDescription() == desc && g.info.GetUsageNotes() == notes {
+			continue
+		}
+		h := GroupTextHash(role, desc, notes)
+		if r.approved(h) {
+			continue
+		}
+		if why := r.opts.Quarantine(ModelText{Description: desc, UsageNotes: notes}); why != "" {
+			rej = append(rej, &toolpb.Rejection{Group: role, Reason: fmt.Sprintf(
+				"the description and usage notes of group %q (hash %s) are quarantined pending an operator's approval: %s", role, h, why)})
+		}
+	}
 	for _, name := range slices.Sorted(maps.Keys(parsed)) {
 		p := parsed[name]
 		if e := r.tools[name]; e != nil && e.hash == p.hash || r.older[name][p.hash] != nil || r.approved(p.hash) {
 			continue
 		}
-		if why := r.opts.Quarantine(p.def); why != "" {
+		text := ModelText{Description: p.def.Description, Schema: string(p.def.InputSchema.JSON())}
+		if p.facade != nil {
+			text.UsageNotes = p.facade.GetUsageNotes()
+		}
+		if why := r.opts.Quarantine(text); why != "" {
 			rej = append(rej, &toolpb.Rejection{Group: p.group, Tool: name, Reason: fmt.Sprintf(
 				"the definition of %q (hash %s) is quarantined pending an operator's approval: %s", name, p.hash, why)})
 		}

@@ -7,6 +7,8 @@
 package router
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"context"
 	"errors"
 	"log/slog"
@@ -115,11 +117,13 @@ type Options struct {
 	// behind the operator's back; a new version says it changed.
 	PinDefinitions bool
 	// Quarantine, when set, is asked about every definition a registration brings that
-	// the table does not hold yet: a reason ("" for none) to hold it for an operator's
-	// approval — a description over a cap, words that tell a model to ignore its
-	// instructions. A held definition is refused with ErrQuarantined, and so is the rest
-	// of its registration, until Approved says yes.
-	Quarantine func(def tool.Definition) string
+	// the table does not hold yet, and about a group's description and usage notes that
+	// differ from those the table holds: a reason ("" for none) to hold it for an
+	// operator's approval — text over a cap, words that tell a model to ignore its
+	// instructions. What is held is refused with ErrQuarantined, and so is the rest of
+	// its registration, until Approved says yes to its hash (a group's text has one of
+	// its own, GroupTextHash).
+	Quarantine func(t ModelText) string
 	// Approved, when set, reports whether an operator approved the definition of that
 	// content hash (wire.Hash): it is served though Quarantine holds it, and replaces the
 	// pinned definition of its tool under the same version (PinDefinitions).
@@ -350,6 +354,25 @@ func (r *Router) Pin(t tool.Tool, versions map[string]string) (pinned tool.Tool,
 		}
 	}
 	return t, false
+}
+
+// ModelText is what a model reads of a tool, a facade or a group, for Quarantine:
+// Description and UsageNotes are prose (a facade's and a group's usage notes reach the
+// model when it unfolds or is offered), Schema the input schema's JSON, whose
+// descriptions the model reads too.
+type ModelText struct {
+	Description, UsageNotes, Schema string
+}
+
+// GroupTextHash is the hash under which an operator approves a group's description and
+// usage notes (Options.Approved): hex SHA-256, as a definition's content hash is.
+func GroupTextHash(role, description, usageNotes string) string {
+	h := sha256.New()
+	for _, s := range []string{"group", role, description, usageNotes} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // Methods returns the remote tools that are methods of a domain type (their

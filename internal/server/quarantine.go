@@ -10,9 +10,10 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/toolmesh/toolmesh/internal/config"
-	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/internal/router"
 )
 
 // Quarantine decides which new tool definitions wait for an operator's approval, and
@@ -65,15 +66,20 @@ func NewQuarantine(cfg config.Registry, log *slog.Logger) (*Quarantine, error) {
 	return q, nil
 }
 
-// Hold says why def waits for an operator's approval; "" when it need not.
-func (q *Quarantine) Hold(def tool.Definition) string {
-	if q.maxDescription > 0 && len(def.Description) > q.maxDescription {
-		return fmt.Sprintf("its description is %d bytes, over registry.quarantine.description_bytes (%d)", len(def.Description), q.maxDescription)
+// Hold says why text waits for an operator's approval; "" when it need not. The cap
+// applies to each piece of prose (a description, usage notes); the patterns to all of
+// it, once invisible characters (Unicode's format characters: zero-width spaces and
+// joiners, soft hyphens, bidirectional marks) are taken out, since the model reads
+// through them.
+func (q *Quarantine) Hold(t router.ModelText) string {
+	for _, p := range []struct{ what, text string }{{"description", t.Description}, {"usage notes", t.UsageNotes}} {
+		if q.maxDescription > 0 && len(p.text) > q.maxDescription {
+			return fmt.Sprintf("its %s are %d bytes, over registry.quarantine.description_bytes (%d)", p.what, len(p.text), q.maxDescription)
+		}
 	}
-	schema := string(def.InputSchema.JSON())
 	for _, re := range q.patterns {
-		for _, text := range []string{def.Description, schema} {
-			if m := re.FindString(text); m != "" {
+		for _, text := range []string{t.Description, t.UsageNotes, t.Schema} {
+			if m := re.FindString(visible(text)); m != "" {
 				if len(m) > 80 {
 					m = m[:80] + "…"
 				}
@@ -82,6 +88,19 @@ func (q *Quarantine) Hold(def tool.Definition) string {
 		}
 	}
 	return ""
+}
+
+// visible is s without Unicode's format characters (category Cf).
+func visible(s string) string {
+	if !strings.ContainsFunc(s, func(r rune) bool { return unicode.Is(unicode.Cf, r) }) {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		if unicode.Is(unicode.Cf, r) {
+			return -1
+		}
+		return r
+	}, s)
 }
 
 // Approved reports whether an operator approved the definition of hash.
