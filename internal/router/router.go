@@ -7,9 +7,9 @@
 package router
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"context"
 	"errors"
 	"log/slog"
 	"sort"
