@@ -5,7 +5,9 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
+	"encoding/pem"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -70,4 +72,69 @@ func TestVerifyWantsAnX509SVID(t *testing.T) {
 			t.Errorf("%s: verify = %v, want an error about %s", tc.name, err, tc.want)
 		}
 	}
+}
+
+// TestVerifyBindsCAsToTheirTrustDomain: in a bundle holding two domains' CAs, each CA
+// vouches for its own domain only; a CA that names no domain vouches for any.
+func TestVerifyBindsCAsToTheirTrustDomain(t *testing.T) {
+	own, err := NewCA("own.test", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	partner, err := NewCA("partner.test", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	leaf, err := own.Issue("/orchestrator", time.Now().Add(-time.Minute), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := own.Write(dir, "me", leaf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(f.CA, append(own.CertPEM(), partner.CertPEM()...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Load(f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain := func(ca *CA, path string) [][]byte {
+		l, err := ca.Issue(path, time.Now().Add(-time.Minute), time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := pem.Decode(l.CertPEM)
+		return [][]byte{b.Bytes}
+	}
+	if _, err := s.verify(chain(partner, "/worker/x"), x509.ExtKeyUsageClientAuth); err != nil {
+		t.Errorf("the partner CA's own identity: %v", err)
+	}
+	if _, err := s.verify(chain(own, "/worker/math"), x509.ExtKeyUsageClientAuth); err != nil {
+		t.Errorf("our CA's identity: %v", err)
+	}
+	// The partner CA minting an identity of our domain.
+	forged := issueIn(t, partner, "spiffe://own.test/worker/math")
+	if _, err := s.verify(forged, x509.ExtKeyUsageClientAuth); err == nil {
+		t.Error("the partner CA vouched for an identity in our trust domain")
+	}
+}
+
+// issueIn has ca sign a leaf for id, whatever ca's own trust domain.
+func issueIn(t *testing.T, ca *CA, id string) [][]byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(id)
+	tmpl := &x509.Certificate{SerialNumber: serial(), NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, URIs: []*url.URL{u}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return [][]byte{der}
 }

@@ -232,10 +232,10 @@ func (s *Source) verify(raw [][]byte, usage x509.ExtKeyUsage) (spiffeid.ID, erro
 	s.mu.RLock()
 	pool, cas := s.pool, s.cas
 	s.mu.RUnlock()
-	// go-spiffe verifies the chain to the bundle (its authorities standing for the
-	// peer's trust domain) and that the leaf is an X509-SVID: not a CA, a signing key,
-	// one SPIFFE ID. The usage the peer's side of the handshake needs is checked too.
-	if _, _, err := x509svid.Verify(certs, x509bundle.FromX509Authorities(id.TrustDomain(), cas)); err != nil {
+	// go-spiffe verifies the chain to the authorities of the peer's trust domain and
+	// that the leaf is an X509-SVID: not a CA, a signing key, one SPIFFE ID. The usage
+	// the peer's side of the handshake needs is checked too.
+	if _, _, err := x509svid.Verify(certs, x509bundle.FromX509Authorities(id.TrustDomain(), authoritiesOf(cas, id.TrustDomain()))); err != nil {
 		return spiffeid.ID{}, fmt.Errorf("trust: the peer's certificate: %w", err)
 	}
 	inter := x509.NewCertPool()
@@ -246,6 +246,30 @@ func (s *Source) verify(raw [][]byte, usage x509.ExtKeyUsage) (spiffeid.ID, erro
 		return spiffeid.ID{}, fmt.Errorf("trust: the peer's certificate: %w", err)
 	}
 	return id, nil
+}
+
+// authoritiesOf are the CA certificates of the bundle that may vouch for td: those that
+// name td with a SPIFFE ID (spiffe://td, as SPIRE's and toolmesh's development CAs do),
+// and those that name no trust domain at all (a bundle for one domain need not say
+// which). A CA of another domain in the same bundle cannot vouch for an identity in td.
+func authoritiesOf(cas []*x509.Certificate, td spiffeid.TrustDomain) []*x509.Certificate {
+	var out []*x509.Certificate
+	for _, c := range cas {
+		named, ours := false, false
+		for _, u := range c.URIs {
+			if u.Scheme != "spiffe" {
+				continue
+			}
+			named = true
+			if ctd, err := spiffeid.TrustDomainFromURI(u); err == nil && ctd == td {
+				ours = true
+			}
+		}
+		if ours || !named {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // parseCertificates reads every CERTIFICATE block of a PEM bundle.
