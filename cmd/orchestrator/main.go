@@ -265,6 +265,7 @@ func run(args []string) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	go quarantine.Watch(ctx, time.Second) // approvals take effect within a second
 	srv.WarmUp(ctx)
 	go func() {
 		select {

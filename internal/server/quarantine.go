@@ -3,12 +3,14 @@ package server
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 
@@ -18,7 +20,7 @@ import (
 
 // Quarantine decides which new tool definitions wait for an operator's approval, and
 // which the operator approved (registry.quarantine, registry.approved_definitions and
-// registry.approved_definitions_file, the file read again when it changes). Its Hold
+// registry.approved_definitions_file, which Watch reads again when it changes). Its Hold
 // and Approved are router.Options.Quarantine and router.Options.Approved.
 type Quarantine struct {
 	maxDescription int
@@ -27,15 +29,9 @@ type Quarantine struct {
 	file           string
 	log            *slog.Logger
 
-	mu      sync.Mutex
-	listed  map[string]bool // the file's hashes
-	stamp   fileStamp
-	checked time.Time
-}
-
-type fileStamp struct {
-	mod  time.Time
-	size int64
+	listed atomic.Pointer[map[string]bool] // the file's hashes, as last loaded
+	mu     sync.Mutex                      // serialises loads
+	last   []byte                          // the file's content, as last loaded
 }
 
 // maxApprovalsBytes bounds the approvals file.
@@ -103,36 +99,41 @@ func visible(s string) string {
 	}, s)
 }
 
-// Approved reports whether an operator approved the definition of hash.
+// Approved reports whether an operator approved the definition of hash. It reads what
+// Watch loaded last: the router asks under its lock, which a slow file system must not
+// hold.
 func (q *Quarantine) Approved(hash string) bool {
 	if q.inline[hash] {
 		return true
 	}
+	listed := q.listed.Load()
+	return listed != nil && (*listed)[hash]
+}
+
+// Watch reads the approvals file again every interval while it changes (its content
+// compared, so that one hash swapped for another of the same length within a second is
+// seen), until ctx ends; nothing to do without a file.
+func (q *Quarantine) Watch(ctx context.Context, interval time.Duration) {
 	if q.file == "" {
-		return false
+		return
 	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if time.Since(q.checked) >= time.Second {
-		q.checked = time.Now()
-		if fi, err := os.Stat(q.file); err == nil && (fileStamp{fi.ModTime(), fi.Size()}) != q.stamp {
-			if err := q.loadLocked(); err != nil {
-				q.log.Warn("the approved definitions file changed but cannot be read; keeping the hashes it had", "file", q.file, "error", err.Error())
-			}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := q.load(); err != nil {
+			q.log.Warn("the approved definitions file cannot be read; keeping the hashes it had", "file", q.file, "error", err.Error())
 		}
 	}
-	return q.listed[hash]
 }
 
+// load reads the approvals file: one hash a line, blank lines and what follows a #
+// ignored. A line that is not a hash fails the whole file, which keeps what it had.
 func (q *Quarantine) load() error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.loadLocked()
-}
-
-// loadLocked reads the approvals file: one hash a line, blank lines and what follows a
-// # ignored. A line that is not a hash fails the whole file, which keeps what it had.
-func (q *Quarantine) loadLocked() error {
 	fi, err := os.Stat(q.file)
 	if err != nil {
 		return fmt.Errorf("registry.approved_definitions_file: %w", err)
@@ -143,6 +144,11 @@ func (q *Quarantine) loadLocked() error {
 	b, err := os.ReadFile(q.file)
 	if err != nil {
 		return fmt.Errorf("registry.approved_definitions_file: %w", err)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.last != nil && bytes.Equal(b, q.last) {
+		return nil
 	}
 	listed := map[string]bool{}
 	sc := bufio.NewScanner(bytes.NewReader(b))
@@ -159,6 +165,7 @@ func (q *Quarantine) loadLocked() error {
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("registry.approved_definitions_file %s: %w", q.file, err)
 	}
-	q.listed, q.stamp = listed, fileStamp{fi.ModTime(), fi.Size()}
+	q.listed.Store(&listed)
+	q.last = b
 	return nil
 }

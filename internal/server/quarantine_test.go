@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/router"
@@ -67,7 +66,8 @@ func TestQuarantineHolds(t *testing.T) {
 }
 
 // TestQuarantineApprovals: hashes approved in the config, or in a file that is read
-// again when it changes (a broken file keeps what it had).
+// again when it changes, even to one of the same size at once (a broken file keeps what
+// it had).
 func TestQuarantineApprovals(t *testing.T) {
 	h1, h2 := strings.Repeat("a", 64), strings.Repeat("b", 64)
 	file := filepath.Join(t.TempDir(), "approved")
@@ -88,20 +88,18 @@ func TestQuarantineApprovals(t *testing.T) {
 		if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		later := time.Now().Add(time.Duration(len(text)) * time.Second)
-		if err := os.Chtimes(file, later, later); err != nil {
-			t.Fatal(err)
-		}
-		q.mu.Lock()
-		q.checked = time.Time{} // as if a second had passed
-		q.mu.Unlock()
+		_ = q.load() // what Watch does every interval
 	}
 	write(strings.Repeat("c", 64) + "\n")
 	if q.Approved(h2) || !q.Approved(strings.Repeat("c", 64)) {
 		t.Error("a changed file was not read again")
 	}
+	write(strings.Repeat("d", 64) + "\n") // the same size, the same second
+	if q.Approved(strings.Repeat("c", 64)) || !q.Approved(strings.Repeat("d", 64)) {
+		t.Error("a file changed to one of the same size was not read again")
+	}
 	write("not a hash\n")
-	if !q.Approved(strings.Repeat("c", 64)) {
+	if !q.Approved(strings.Repeat("d", 64)) {
 		t.Error("a broken file dropped the hashes approved before")
 	}
 	cfg.ApprovedDefinitionsFile = filepath.Join(t.TempDir(), "missing")
