@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/runlog"
+	"github.com/toolmesh/toolmesh/pkg/schema"
+	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
 // TestRenewerKeepsEveryLease: one renewer keeps the leases of many journals alive past
@@ -130,5 +132,26 @@ func TestRenewerOutlivesHangingRenewals(t *testing.T) {
 				t.Fatalf("healthy journal %d: its lease ran out (until %s), failed %v", i, until.Format(time.StampMilli), failed)
 			}
 		}
+	}
+}
+
+type groupedTool struct {
+	tool.Tool
+	group string
+}
+
+func (g groupedTool) Group() string { return g.group }
+
+// TestGroupOfSeesThroughWrappers: a worker's or an MCP server's tool is known by its
+// group through any wrappers (so a tenant's tool grant applies to an MCP tool a facade
+// adds, as to a worker's); the orchestrator's own tools have none.
+func TestGroupOfSeesThroughWrappers(t *testing.T) {
+	base := tool.New("docs_read", "Read", schema.Empty(), func(context.Context, string) (tool.Result, error) { return tool.Text("x"), nil })
+	wrapped := tool.WithDescription(groupedTool{Tool: base, group: "docs"}, "Read the docs")
+	if g, ok := groupOf(wrapped); !ok || g != "docs" {
+		t.Errorf("groupOf(a wrapped MCP tool) = %q, %v", g, ok)
+	}
+	if _, ok := groupOf(base); ok {
+		t.Error("an orchestrator's own tool has a group")
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/agentic"
 	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/decorators"
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/loop"
 	"github.com/toolmesh/toolmesh/internal/process"
@@ -104,7 +105,7 @@ func (s *Service) prepare(ctx context.Context, req Request) (*prepared, error) {
 		// A worker's tool outside the grant that a loop would add (a facade's child) is
 		// left out of the tool set: nil keeps it out.
 		decorate = func(t tool.Tool) tool.Tool {
-			if role, served := s.router.GroupOf(t.Definition().Name); served && !tg.Allows(role, t.Definition().Name) {
+			if role, served := groupOf(t); served && !tg.Allows(role, t.Definition().Name) {
 				return nil
 			}
 			return s.granted(inner(t), req.Tenant, tg)
@@ -503,7 +504,7 @@ func (s *Service) TenantView(tenant string) (wrap func(tool.Tool) tool.Tool, fix
 		return func(t tool.Tool) tool.Tool { return t }, toolctx.Context{}
 	}
 	return func(t tool.Tool) tool.Tool {
-		if role, served := s.router.GroupOf(t.Definition().Name); served && !tg.Allows(role, t.Definition().Name) {
+		if role, served := groupOf(t); served && !tg.Allows(role, t.Definition().Name) {
 			return nil // a facade's child outside the grant is not offered
 		}
 		return s.granted(t, tenant, tg)
@@ -733,6 +734,17 @@ func (s *Service) checkGrant(req Request, tg config.Tenant) error {
 	return nil
 }
 
+// groupOf is the group of a worker's or an MCP server's tool, seen through its
+// wrappers; false for the orchestrator's own tools (built-in groups, a facade's guide and
+// context tools, agentic tools).
+func groupOf(t tool.Tool) (string, bool) {
+	g, ok := tool.As[decorators.Grouped](t)
+	if !ok {
+		return "", false
+	}
+	return g.Group(), true
+}
+
 // granted refuses, before it leaves, a call of a worker's tool outside the tenant's
 // grant: a tool the model names though it was never offered (a name read in a tool
 // result, a sub-tool of an agentic tool).
@@ -753,7 +765,7 @@ func (g grantedTool) Delegate() tool.Tool { return g.Tool }
 
 func (g grantedTool) Call(ctx context.Context, input string) (tool.Result, error) {
 	name := g.Definition().Name
-	role, served := g.s.router.GroupOf(name)
+	role, served := groupOf(g.Tool)
 	if served && !g.grant.Allows(role, name) {
 		g.s.log.WarnContext(ctx, "tool call refused: outside the tenant's grant", "event", "audit", "tenant", g.tenant, "tool", name, "group", role)
 		return tool.ErrorWithCode(tool.CodeUnknownTool, fmt.Sprintf("Tool '%s' is not available to this run. Use only the tools you were given.", name)), nil
