@@ -112,6 +112,12 @@ func (r *Report) Markdown() string {
 	for _, v := range r.Variants {
 		p("| %s | %s | %s | %s |", v.Name, num1(v.AllocsPerOp), count(v.BytesPerOp), whose(v.Name))
 	}
+	if hop := r.Variant(VHop); hop != nil && r.HopBothSides.Calls > 0 {
+		both := r.HopBothSides
+		p("")
+		p("The worker side of a hop, measured with a pkg/worker serving the math group in this process (both sides' allocations, less the orchestrator side's above): **%s allocs, %s bytes per call** (both sides %s allocs, %s bytes).",
+			num1(both.AllocsPerOp-hop.AllocsPerOp), count(both.BytesPerOp-hop.BytesPerOp), num1(both.AllocsPerOp), count(both.BytesPerOp))
+	}
 	p("")
 	p("## Ratios (median of per-round ratios)")
 	p("")

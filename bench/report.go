@@ -37,6 +37,9 @@ type Report struct {
 	// RegistrationLarge is RegisterWorkersLarge workers at once, in the first round.
 	RegistrationLarge registrationRound `json:"registration_large"`
 	Telemetry         TelemetryResult   `json:"telemetry"`
+	// HopBothSides is the hop with the worker (pkg/worker) in this process: its
+	// allocations are both sides', so that less the hop's is the worker side's.
+	HopBothSides latency `json:"hop_both_sides"`
 	Goals             []Goal            `json:"goals"`
 	Profiles          []profileSummary  `json:"profiles,omitempty"`
 	Failures          []string          `json:"failures,omitempty"`

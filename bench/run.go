@@ -181,6 +181,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for i, c := range comps {
 		rep.Components = append(rep.Components, ComponentResult{ID: c.ID, Name: c.Name, Where: c.Where, Us: median(compRounds[i]), Rounds: compRounds[i]})
 	}
+	if e.hopLocal != nil {
+		// The worker side's allocations: the hop with the worker in this process, less
+		// the orchestrator side's.
+		if l, err := measureLatency(ctx, e.hopLocal.call, cfg.LatencyCalls, cfg.LatencyTime); err == nil {
+			rep.HopBothSides = l
+		}
+	}
 	rep.Registration.aggregate()
 	rep.Memory.aggregate()
 	rep.Tenants.aggregate()

@@ -28,6 +28,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/logtest"
 )
 
 // testKey is an ES256 signing key and the kid its key set names it by.
@@ -156,9 +157,9 @@ func (c *clock) add(d time.Duration) {
 
 // remoteTokens verifies against the key set at p, on a clock the test moves, logging
 // into the returned buffer.
-func remoteTokens(t *testing.T, p *idp) (*tokens, *remoteKeys, *clock, *syncBuffer) {
+func remoteTokens(t *testing.T, p *idp) (*tokens, *remoteKeys, *clock, *logtest.Buffer) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	ts, err := newTokens(p.config(t), slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -170,18 +171,6 @@ func remoteTokens(t *testing.T, p *idp) (*tokens, *remoteKeys, *clock, *syncBuff
 	r.mu.Unlock()
 	return ts, r, c, logs
 }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // The key set at a URL, over TLS with a private CA or plain http on loopback: fetched at
 // start; a token of a key the identity provider added verifies at once (its unknown kid

@@ -1,7 +1,6 @@
 package schema_test
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 
@@ -28,7 +27,7 @@ func FuzzFromJSON(f *testing.F) {
 		`{"type":"object","$dynamicAnchor":"n","allOf":[{"$dynamicRef":"#n"}]}`,
 		`{"$id":"https://example.com/r.json","type":"object","$ref":"s.json","$defs":{"s":{"$id":"s.json","$ref":"r.json"}}}`,
 		`{"type":"object","properties":{"a":{"$ref":"urn:example:schema"}}}`,
-		laughsSeed(24, false), laughsSeed(16, true),
+		schema.Laughs(24, false), schema.Laughs(16, true),
 		`{"type":"object","properties":{"a":` + strings.Repeat(`{"items":`, 64) + `{}` + strings.Repeat(`}`, 64) + `}}`,
 		`{"type":"object","properties":{"a":{"type":"string","pattern":"\pL{1000}\pL{1000}"}}}`,
 		`{"type":"object","properties":{"a":{"minLength":1e300,"maxItems":-1,"maximum":1e400,"multipleOf":0}}}`,
@@ -60,18 +59,3 @@ func FuzzFromJSON(f *testing.F) {
 	})
 }
 
-// laughsSeed is a "billion laughs": n definitions, each applying the next one twice to
-// the same value, or to its items.
-func laughsSeed(n int, items bool) string {
-	var b strings.Builder
-	b.WriteString(`{"type":"object","properties":{"x":{"$ref":"#/$defs/d0"}},"$defs":{`)
-	for i := range n {
-		ref := fmt.Sprintf(`{"$ref":"#/$defs/d%d"}`, i+1)
-		if items {
-			ref = `{"items":` + ref + `}`
-		}
-		fmt.Fprintf(&b, `"d%d":{"allOf":[%s,%s]},`, i, ref, ref)
-	}
-	fmt.Fprintf(&b, `"d%d":{"type":"string"}}}`, n)
-	return b.String()
-}

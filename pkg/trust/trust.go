@@ -191,13 +191,6 @@ func (s *Source) Rotated() <-chan struct{} {
 	return s.rotated
 }
 
-// NotAfter is when the current certificate expires.
-func (s *Source) NotAfter() time.Time {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.leaf.NotAfter
-}
-
 // ID is the identity of the current certificate.
 func (s *Source) ID() spiffeid.ID {
 	s.mu.RLock()
