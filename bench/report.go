@@ -39,10 +39,10 @@ type Report struct {
 	Telemetry         TelemetryResult   `json:"telemetry"`
 	// HopBothSides is the hop with the worker (pkg/worker) in this process: its
 	// allocations are both sides', so that less the hop's is the worker side's.
-	HopBothSides latency `json:"hop_both_sides"`
-	Goals             []Goal            `json:"goals"`
-	Profiles          []profileSummary  `json:"profiles,omitempty"`
-	Failures          []string          `json:"failures,omitempty"`
+	HopBothSides latency          `json:"hop_both_sides"`
+	Goals        []Goal           `json:"goals"`
+	Profiles     []profileSummary `json:"profiles,omitempty"`
+	Failures     []string         `json:"failures,omitempty"`
 }
 
 // Method is how the run was sized.

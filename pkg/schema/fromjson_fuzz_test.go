@@ -58,4 +58,3 @@ func FuzzFromJSON(f *testing.F) {
 		}
 	})
 }
-
