@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/harness"
@@ -104,6 +105,11 @@ type Config struct {
 	ProfileTime time.Duration
 	// ProfileDir receives the automatic CPU profiles; empty means the system temp dir.
 	ProfileDir string
+	// Only, when not empty, narrows the run to the variants it names and to the
+	// measurements among "routing", "facades", "components", "registration", "tenants",
+	// "peers", "memory" and "profiles" it names: a quick look at a few figures while
+	// working on them. Goals without their measurements are reported as not measured.
+	Only []string
 
 	Bins Bins
 	// Progress receives one line per step; nil means io.Discard.
@@ -166,4 +172,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("bench: config %q misses a binary: %+v", c.Mode, c.Bins)
 	}
 	return nil
+}
+
+// wants says whether the run measures what name names: a variant, or one of the
+// measurements Only lists.
+func (c Config) wants(name string) bool {
+	return len(c.Only) == 0 || slices.Contains(c.Only, name)
 }

@@ -325,12 +325,14 @@ func setup(ctx context.Context, cfg Config) (_ *env, err error) {
 		e.loopNestedVariant(orchClient),
 		e.loopInProcessVariant(),
 	)
-	e.progress("setup: journaled orchestrator cores")
-	journaled, err := e.journalVariants(ctx)
-	if err != nil {
-		return nil, err
+	if cfg.wants(VLoopSQLite) || cfg.wants(VLoopPostgres) {
+		e.progress("setup: journaled orchestrator cores")
+		journaled, err := e.journalVariants(ctx)
+		if err != nil {
+			return nil, err
+		}
+		e.variants = append(e.variants, journaled...)
 	}
-	e.variants = append(e.variants, journaled...)
 	peers := map[string]int{
 		VMCPEverything: everythingPID,
 		VLimit:         raw.pid(), VLimitMD: raw.pid(), VHop: wOff.pid(), VHopOTel: wOn.pid(), VHopMTLS: wTLS.pid(),
@@ -345,6 +347,7 @@ func setup(ctx context.Context, cfg Config) (_ *env, err error) {
 			return nil, fmt.Errorf("variant %s could not be set up", v.name)
 		}
 	}
+	e.variants = slices.DeleteFunc(e.variants, func(v *variant) bool { return !cfg.wants(v.name) })
 	return e, nil
 }
 

@@ -39,6 +39,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}()
 	for _, n := range cfg.ScaleSizes {
+		if !cfg.wants("routing") {
+			break
+		}
 		t, err := newRoutingTable(n)
 		if err != nil {
 			return nil, fmt.Errorf("bench: routing table of %d tools: %w", n, err)
@@ -59,6 +62,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		dst                     *FacadeResult
 		facades, tools, domains int
 	}{{&rep.Facades, 10, 100, 0}, {&rep.Facades10k, 100, 100, 10}, {&rep.Facades10kFlat, 100, 100, 0}} {
+		if !cfg.wants("facades") {
+			break
+		}
 		with, without, err := firstRequestTools(ctx, f.facades, f.tools, f.domains)
 		if err != nil {
 			rep.fail("facades", err)
@@ -71,6 +77,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	comps, err := hopComponents()
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
+	}
+	if !cfg.wants("components") {
+		comps = nil
 	}
 	compRounds := make([][]float64, len(comps))
 
@@ -114,7 +123,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			compRounds[i] = append(compRounds[i], x)
 		}
 		// The scripted model's own cost, to tell it from the loop's.
-		if m, err := measureModel(ctx, e, cfg); err == nil {
+		if !cfg.wants(VLoopGRPC) {
+			// No loop row to explain.
+		} else if m, err := measureModel(ctx, e, cfg); err == nil {
 			rep.Loop.ModelRounds = append(rep.Loop.ModelRounds, m)
 		}
 		for _, t := range tables {
@@ -126,7 +137,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			routing[t.size].Rounds = append(routing[t.size].Rounds, lr)
 		}
 		e.progress("round %d/%d  routing lookup %s", round, cfg.Rounds, fmtLookups(routing, tables))
-		if round == 1 && cfg.RegisterWorkersLarge > 0 {
+		if !cfg.wants("registration") {
+			// Not asked for.
+		} else if round == 1 && cfg.RegisterWorkersLarge > 0 {
 			if reg, err := measureRegistration(ctx, cfg.RegisterWorkersLarge); err != nil {
 				rep.fail("registration of many", err)
 			} else {
@@ -134,20 +147,24 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				e.progress("round %d/%d  registration of %d workers: %.1f ms", round, cfg.Rounds, reg.Workers, reg.TotalMs)
 			}
 		}
-		if reg, err := measureRegistration(ctx, cfg.RegisterWorkers); err != nil {
+		if !cfg.wants("registration") {
+			// Not asked for.
+		} else if reg, err := measureRegistration(ctx, cfg.RegisterWorkers); err != nil {
 			rep.fail("registration", err)
 		} else {
 			rep.Registration.Rounds = append(rep.Registration.Rounds, reg)
 			e.progress("round %d/%d  registration of %d workers: %.1f ms", round, cfg.Rounds, reg.Workers, reg.TotalMs)
 		}
-		if tr, err := e.measureTenants(ctx); err != nil {
+		if !cfg.wants("tenants") {
+			// Not asked for.
+		} else if tr, err := e.measureTenants(ctx); err != nil {
 			rep.fail("tenant isolation", err)
 		} else {
 			rep.Tenants.Rounds = append(rep.Tenants.Rounds, tr)
 			e.progress("round %d/%d  quiet tenant p99 %s alone, %s while the noisy tenant floods: %.2f× (flood: %d runs admitted, %d refused, %d oversized and %d long requests refused)",
 				round, cfg.Rounds, fmtUs(tr.Alone.P99us), fmtUs(tr.Flooded.P99us), tr.Ratio, tr.Flood.Admitted, tr.Flood.Refused, tr.Flood.BigRefused, tr.Flood.HistoryRefused)
 		}
-		if cfg.Bins.LoopPeer != "" && cfg.Bins.Eino != "" {
+		if cfg.Bins.LoopPeer != "" && cfg.Bins.Eino != "" && cfg.wants("peers") {
 			if pr, err := measurePeers(ctx, cfg, round); err != nil {
 				rep.fail("loop peers", err)
 			} else {
@@ -156,7 +173,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 					round, cfg.Rounds, fmtUs(pr.Toolmesh.P50us), pr.Toolmesh.PerSecond, fmtUs(pr.Eino.P50us), pr.Eino.PerSecond, peerConcurrency, pr.P50Ratio, pr.ThroughputRatio)
 			}
 		}
-		if round <= cfg.RSSRounds {
+		if round <= cfg.RSSRounds && cfg.wants("memory") {
 			m, err := measureMemory(ctx, cfg, cfg.OpenRuns)
 			if err != nil {
 				rep.fail("orchestrator memory", err)
@@ -181,7 +198,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for i, c := range comps {
 		rep.Components = append(rep.Components, ComponentResult{ID: c.ID, Name: c.Name, Where: c.Where, Us: median(compRounds[i]), Rounds: compRounds[i]})
 	}
-	if e.hopLocal != nil {
+	if e.hopLocal != nil && cfg.wants(VHop) {
 		// The worker side's allocations: the hop with the worker in this process, less
 		// the orchestrator side's.
 		if l, err := measureLatency(ctx, e.hopLocal.call, cfg.LatencyCalls, cfg.LatencyTime); err == nil {
@@ -202,7 +219,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.evaluateGoals()
 
 	// A missed toolmesh goal: profile the variant behind it to say what dominates.
-	if cfg.ProfileTime > 0 {
+	if cfg.ProfileTime > 0 && cfg.wants("profiles") {
 		for _, name := range rep.profileTargets() {
 			v := e.variant(name)
 			if v == nil || failed[name] {

@@ -2,7 +2,7 @@
 // report, latest.md and latest.json, into -out. It builds nothing: the binaries come
 // from $TOOLMESH_BIN or bin/ (make bench builds them).
 //
-//	go run ./bench/cmd/benchrun [-quick] [-out bench/results] [-cpuprofile FILE]
+//	go run ./bench/cmd/benchrun [-quick] [-out bench/results] [-only hop,limit,memory] [-cpuprofile FILE]
 //
 // It exits non-zero only when a variant fails to run, never because a goal was missed.
 package main
@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"strings"
 	"syscall"
 
 	"github.com/toolmesh/toolmesh/bench"
@@ -31,6 +32,7 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("benchrun", flag.ContinueOnError)
 	quick := fs.Bool("quick", false, "the quick configuration (under a minute) instead of the full one (a few minutes)")
 	out := fs.String("out", "bench/results", "directory of latest.md and latest.json")
+	only := fs.String("only", "", "comma-separated variants (hop, limit, …) and measurements (routing, facades, components, registration, tenants, peers, memory, profiles) to run, leaving out the rest; default all")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (turns the automatic profiles of missed goals off)")
 	if err := cli.Parse(fs, args, os.Stdout, os.Stderr); err != nil {
 		return err
@@ -49,6 +51,9 @@ func run(args []string) error {
 	cfg.Bins = bins
 	cfg.Progress = os.Stdout
 	cfg.ProfileDir = *out
+	if *only != "" {
+		cfg.Only = strings.Split(*only, ",")
+	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
