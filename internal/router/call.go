@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -294,14 +295,14 @@ func (r *Router) invokeOnce(ctx context.Context, t *remoteTool, w *worker, req *
 		ctx = metadata.AppendToOutgoingContext(ctx, trust.CallTokenHeader, tok)
 	}
 	w.calls.Add(1)
-	callCtx, s := withSent(ctx)
 	r.opts.Telemetry.AddDispatched(ctx, w.id, t.group, 1)
 	var resp *toolpb.InvokeResponse
+	var s sent
 	var err error
 	if t.meta.ReportsProgress {
-		resp, err = invokeStream(callCtx, w.client, req)
+		resp, s, err = invokeStream(ctx, w.conn, req)
 	} else {
-		resp, err = w.client.Invoke(callCtx, req)
+		resp, s, err = invoke(ctx, w.conn, req)
 	}
 	r.opts.Telemetry.AddDispatched(ctx, w.id, t.group, -1)
 	w.release()
@@ -504,22 +505,29 @@ type lastBound interface {
 // invokeStream makes a call of a tool that reports progress: each report is handed to
 // tool.Progress as it arrives, then the result is returned. A stream that ends without a
 // result is the worker failing the call.
-func invokeStream(ctx context.Context, c toolpb.ToolWorkerServiceClient, req *toolpb.InvokeRequest) (*toolpb.InvokeResponse, error) {
+func invokeStream(ctx context.Context, cc grpc.ClientConnInterface, req *toolpb.InvokeRequest) (*toolpb.InvokeResponse, sent, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := c.InvokeStream(ctx, &toolpb.InvokeStreamRequest{Request: req})
+	cs, err := cc.NewStream(ctx, &invokeStreamDesc, toolpb.ToolWorkerService_InvokeStream_FullMethodName)
 	if err != nil {
-		return nil, err
+		return nil, sent{}, err
+	}
+	s := sent{left: true}
+	// A failed send shows in RecvMsg, which returns the stream's status.
+	if cs.SendMsg(&toolpb.InvokeStreamRequest{Request: req}) == nil {
+		_ = cs.CloseSend()
 	}
 	reports := 0
 	for {
-		msg, err := stream.Recv()
-		if err != nil {
+		msg := new(toolpb.InvokeStreamResponse)
+		if err := cs.RecvMsg(msg); err != nil {
+			s.answered = headersArrived(cs)
 			if errors.Is(err, io.EOF) {
-				return nil, errNoResult
+				return nil, s, errNoResult
 			}
-			return nil, err
+			return nil, s, err
 		}
+		s.answered = true
 		switch m := msg.GetMessage().(type) {
 		case *toolpb.InvokeStreamResponse_Progress:
 			// A call's reports beyond the bound are read and dropped: the client hears of
@@ -528,7 +536,7 @@ func invokeStream(ctx context.Context, c toolpb.ToolWorkerServiceClient, req *to
 				tool.Progress(ctx, wire.Cut(m.Progress.GetStatus(), wire.MaxProgressBytes))
 			}
 		case *toolpb.InvokeStreamResponse_Result:
-			return m.Result, nil
+			return m.Result, s, nil
 		}
 	}
 }

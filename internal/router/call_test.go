@@ -435,9 +435,9 @@ func TestStubRefusesChangedDefinition(t *testing.T) {
 	}
 }
 
-// A router given a Dial without the stats handler cannot tell whether a failed call
-// left; it must then assume it did and not re-send a non-idempotent call.
-func TestCustomDialWithoutTrackerDoesNotResend(t *testing.T) {
+// A router given a bare Dial (none of DialOptions) still tells a call that left from
+// one that did not: a non-idempotent call that failed in flight is not re-sent.
+func TestCustomDialDoesNotResend(t *testing.T) {
 	ctx := testContext(t)
 	started := newGate()
 	dying := startFake(t, func(ctx context.Context, _ *toolpb.InvokeRequest) (*toolpb.InvokeResponse, error) {

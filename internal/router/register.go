@@ -182,7 +182,6 @@ func (r *Router) RegisterAs(reg *toolpb.Registration, identity string) (*Lease, 
 		leaseID:      newID(),
 		registeredAt: time.Now(),
 		conn:         conn,
-		client:       toolpb.NewToolWorkerServiceClient(conn),
 		state:        toolpb.WorkerState_WORKER_STATE_READY,
 		replaced:     make(chan struct{}),
 	}

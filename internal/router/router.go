@@ -80,9 +80,9 @@ type Options struct {
 	// saying so, instead of queueing without bound. Default 1024.
 	MaxInFlightPerWorker int
 	// Dial opens a client connection to a worker. Default: grpc.NewClient with
-	// DialOptions() and the telemetry handlers. A replacement must include
-	// DialOptions(): without their stats handler the router cannot prove that a
-	// failed call never left, and so never fails such a call over.
+	// DialOptions() and the telemetry handlers. A replacement should start from
+	// DialOptions(): without them no keepalive turns a silent partition into a fast
+	// failure, and a service config could add retries behind the router's back.
 	Dial func(address string) (*grpc.ClientConn, error)
 	// DialAs, when set, opens the connection to a worker that registered under a
 	// verified identity (RegisterAs): it must accept only a server that proves that

@@ -26,8 +26,7 @@ type worker struct {
 	leaseID      string
 	registeredAt time.Time
 
-	conn   *grpc.ClientConn
-	client toolpb.ToolWorkerServiceClient
+	conn *grpc.ClientConn
 
 	inFlight atomic.Int32 // changed under mu, read without it by the picker
 	calls    atomic.Int64
