@@ -11,6 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/toolmesh/toolmesh/internal/decorators"
+	"github.com/toolmesh/toolmesh/internal/telemetry"
+	"github.com/toolmesh/toolmesh/internal/telemetry/telemetrytest"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/pkg/schema"
@@ -259,24 +261,31 @@ func TestChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	full := (&decorators.Chain{
+	full := &decorators.Chain{
 		Replan:  map[string]decorators.Decider{"lookup": func(context.Context, decorators.ReplanContext) (*decorators.ReplanDecision, error) { return nil, nil }},
 		Sinks:   []decorators.Rule{sinkAll, sinkOther},
 		Assets:  []decorators.Rule{sinkAll},
 		OneShot: map[string]string{"lookup": "advice"},
-	}).Decorate(newRaw(nil))
-	var layers []string
-	for w := tool.Tool(full); ; {
-		layers = append(layers, fmt.Sprintf("%T", w))
-		d, ok := w.(tool.Delegating)
-		if !ok {
-			break
-		}
-		w = d.Delegate()
 	}
-	want := []string{"decorators.traced", "decorators.publishing", "*toolctx.oneShot", "decorators.assetTracking", "decorators.sinking",
+	layers := func(t tool.Tool) []string {
+		var out []string
+		for w := t; ; {
+			out = append(out, fmt.Sprintf("%T", w))
+			d, ok := w.(tool.Delegating)
+			if !ok {
+				return out
+			}
+			w = d.Delegate()
+		}
+	}
+	want := []string{"decorators.publishing", "*toolctx.oneShot", "decorators.assetTracking", "decorators.sinking",
 		"decorators.replanning", "decorators.bounded", "decorators.errorMapping", "*decorators_test.rawTool"}
-	if diff := cmp.Diff(want, layers); diff != "" {
-		t.Errorf("layers, outermost first (-want +got):\n%s", diff)
+	// Without telemetry there is nothing to trace: no layer for it.
+	if diff := cmp.Diff(want, layers(full.Decorate(newRaw(nil)))); diff != "" {
+		t.Errorf("layers without telemetry, outermost first (-want +got):\n%s", diff)
+	}
+	full.Telemetry = telemetrytest.New(t, telemetry.Options{}).Telemetry
+	if diff := cmp.Diff(append([]string{"decorators.traced"}, want...), layers(full.Decorate(newRaw(nil)))); diff != "" {
+		t.Errorf("layers with telemetry, outermost first (-want +got):\n%s", diff)
 	}
 }

@@ -21,8 +21,12 @@ type traced struct {
 	tel *telemetry.Telemetry
 }
 
-// Telemetry returns a decorator that traces and measures every call.
+// Telemetry returns a decorator that traces and measures every call; with telemetry off
+// (nil) it leaves the tool as it is.
 func Telemetry(tel *telemetry.Telemetry) Decorator {
+	if tel == nil {
+		return func(t tool.Tool) tool.Tool { return t }
+	}
 	return func(t tool.Tool) tool.Tool { return traced{base{t}, tel} }
 }
 
@@ -35,7 +39,9 @@ func (t traced) Call(ctx context.Context, input string) (tool.Result, error) {
 		attrs.Group = g.Group()
 	}
 	ctx, span := t.tel.StartTool(ctx, attrs)
-	t.tel.ContextAttributes(span, toolctx.FromContext(ctx))
+	if t.tel.RecordsContext() {
+		t.tel.ContextAttributes(span, toolctx.FromContext(ctx))
+	}
 	res, err := t.d.Call(ctx, input)
 	end := telemetry.ToolResult{Arguments: input, Result: res.Content}
 	if d := toolinternal.DispatchFrom(ctx); d != nil {

@@ -296,11 +296,15 @@ func (t *Telemetry) EndTool(span trace.Span, r ToolResult) {
 	}
 }
 
+// RecordsContext reports whether ContextAttributes records anything: telemetry is on and
+// Options.ContextAllowList names keys. Callers skip building the entries otherwise.
+func (t *Telemetry) RecordsContext() bool { return t != nil && len(t.allow) > 0 }
+
 // ContextAttributes records the allow-listed entries of a ToolCallContext on span, as
 // toolmesh.context.<key>. Entries whose key is not on Options.ContextAllowList never
 // appear, whatever they hold.
 func (t *Telemetry) ContextAttributes(span trace.Span, entries toolctx.Context) {
-	if t == nil || span == nil || len(t.allow) == 0 || entries.IsEmpty() {
+	if !t.RecordsContext() || span == nil || entries.IsEmpty() {
 		return
 	}
 	var attrs []attribute.KeyValue
