@@ -47,6 +47,7 @@ func run(args []string) error {
 	contextMax := fs.Int("context-max-bytes", 8192, "largest encoded ToolCallContext a call may carry; match the orchestrator's context.max_bytes")
 	reconnectMin := fs.Duration("reconnect-min", 100*time.Millisecond, "shortest delay between registration attempts")
 	reconnectMax := fs.Duration("reconnect-max", 5*time.Second, "longest delay between registration attempts: the worker is registered within this long of the orchestrator serving again")
+	gcMinHeap := fs.Int("gc-min-heap-mib", 64, "heap the garbage collector may grow to before it runs, in MiB, while the live heap is smaller (worker.TuneGC); 0: Go's default (GOGC alone)")
 	plaintext := fs.Bool("plaintext", false, "serve without TLS on a -listen address that is not loopback (local development only: anything that reaches the port may call the tools)")
 	tlsFlags := cli.AddTLSFlags(fs, "orchestrator-id", "identity of the orchestrator: the only caller of Invoke, and the only registry the worker registers with")
 	fs.Usage = func() {
@@ -68,6 +69,9 @@ func run(args []string) error {
 	if *contextMax < 256 || *contextMax > 1<<20 {
 		return fmt.Errorf("-context-max-bytes must be between 256 and 1048576, got %d", *contextMax)
 	}
+	if *gcMinHeap < 0 || *gcMinHeap > 1<<20 {
+		return fmt.Errorf("-gc-min-heap-mib must be between 0 and 1048576, got %d", *gcMinHeap)
+	}
 	if *reconnectMin <= 0 || *reconnectMax < *reconnectMin {
 		return fmt.Errorf("-reconnect-min must be positive and -reconnect-max at least as long, got %s and %s", *reconnectMin, *reconnectMax)
 	}
@@ -76,6 +80,7 @@ func run(args []string) error {
 		return err
 	}
 	logging.Capture(log)
+	defer worker.TuneGC(uint64(*gcMinHeap) << 20)()
 	// Exporters come from the standard OTEL_* variables; by default traces go nowhere and
 	// metrics to the Prometheus endpoint.
 	sdk, err := otelsetup.FromEnv(context.Background(), otelsetup.Options{ServiceName: "toolmesh-worker", ServiceVersion: cli.Version(), Logger: log, Prometheus: true})

@@ -7,7 +7,7 @@
 // It also sets what a call carries in its context for the tool to read: its identity
 // (tool.CallInfoFrom) and the state it is bound to (tool.StateFrom).
 //
-// It imports pkg/tool and internal/toolinternal only.
+// It imports pkg/tool, pkg/toolctx and internal/toolinternal only.
 package toolcall
 
 import (
@@ -18,6 +18,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
 
 // WithCallInfo returns a context carrying info, for tool.CallInfoFrom.
@@ -28,6 +29,45 @@ func WithCallInfo(ctx context.Context, info tool.CallInfo) context.Context {
 // WithState returns a context carrying s, for tool.StateFrom.
 func WithState(ctx context.Context, s *tool.State) context.Context {
 	return context.WithValue(ctx, toolinternal.StateKey{}, s)
+}
+
+// Scope is the context of one call that crossed a process boundary, as the worker SDK
+// restores it from the request: the call's identity (tool.CallInfoFrom), its
+// ToolCallContext (toolctx.FromContext), its validated arguments (toolinternal.Validated),
+// its state (tool.StateFrom) and its blackboard (tool.BlackboardFrom), held in one
+// context value instead of one each: a call pays one allocation for them, and a lookup
+// of any of them walks one link of the context chain.
+type Scope struct {
+	context.Context
+	info      tool.CallInfo
+	bag       toolctx.Context
+	validated string
+	state     *tool.State
+	board     tool.Blackboard
+}
+
+// NewScope returns ctx carrying a call's identity, its ToolCallContext (reserved keys
+// dropped, as toolctx.NewContext drops them), its arguments as validated, and its state
+// and blackboard.
+func NewScope(ctx context.Context, info tool.CallInfo, bag toolctx.Context, validated string, state *tool.State, board tool.Blackboard) *Scope {
+	return &Scope{Context: ctx, info: info, bag: bag.WithoutReserved(), validated: validated, state: state, board: board}
+}
+
+// Value answers the keys the scope holds and asks the parent for the rest.
+func (s *Scope) Value(key any) any {
+	switch key.(type) {
+	case toolinternal.CallInfoKey:
+		return &s.info
+	case toolinternal.BagKey:
+		return s.bag
+	case toolinternal.ValidatedKey:
+		return &s.validated
+	case toolinternal.StateKey:
+		return s.state
+	case toolinternal.BlackboardKey:
+		return s.board
+	}
+	return s.Context.Value(key)
 }
 
 // Call calls t with input. A panic becomes an error result with code PANIC, logged once

@@ -22,20 +22,29 @@ type CallInfoKey struct{}
 // StateKey is the context key of the *tool.State a call is bound to.
 type StateKey struct{}
 
-type validatedKey struct{}
+// BagKey is the context key of a call's toolctx.Context.
+type BagKey struct{}
+
+// ValidatedKey is the context key of a call's validated arguments (see WithValidated).
+type ValidatedKey struct{}
 
 // WithValidated records in ctx that input is canonical arguments already validated
 // against the called tool's own input schema, so that the tool need not validate them
 // again. The worker SDK and the orchestrator's loop validate every call before they
 // dispatch it; validating twice was a sizeable part of a call's cost.
 func WithValidated(ctx context.Context, input string) context.Context {
-	return context.WithValue(ctx, validatedKey{}, input)
+	return context.WithValue(ctx, ValidatedKey{}, input)
 }
 
 // Validated reports whether ctx records input as validated (see WithValidated).
 func Validated(ctx context.Context, input string) bool {
-	v, ok := ctx.Value(validatedKey{}).(string)
-	return ok && v == input
+	switch v := ctx.Value(ValidatedKey{}).(type) {
+	case string:
+		return v == input
+	case *string: // a call scope's (toolcall.Scope)
+		return *v == input
+	}
+	return false
 }
 
 // Dispatch records where a call was executed. A tool that sends calls elsewhere (a

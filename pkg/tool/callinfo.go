@@ -33,6 +33,11 @@ func (c CallInfo) IdempotencyKey() string {
 
 // CallInfoFrom returns the call info in ctx, if any.
 func CallInfoFrom(ctx context.Context) (CallInfo, bool) {
-	info, ok := ctx.Value(toolinternal.CallInfoKey{}).(CallInfo)
-	return info, ok
+	switch info := ctx.Value(toolinternal.CallInfoKey{}).(type) {
+	case CallInfo:
+		return info, true
+	case *CallInfo: // a call scope's, which the worker SDK builds
+		return *info, true
+	}
+	return CallInfo{}, false
 }

@@ -9,7 +9,8 @@
 // Worker authors read the bag in a tool function with FromContext(ctx). Embedders build
 // bags with Of or FromMap and merge run and interaction levels with Effective.
 //
-// The package imports only pkg/tool and the standard library; it must not import gRPC.
+// The package imports only pkg/tool, internal/toolinternal (which holds the context key)
+// and the standard library; it must not import gRPC.
 package toolctx
 
 import (
@@ -20,6 +21,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
@@ -250,19 +252,17 @@ func normalize(m map[string]string) Context {
 	return Context{m: m}
 }
 
-type contextKey struct{}
-
 // NewContext returns ctx carrying c; tool functions read it back with FromContext.
 // The loop id is not the caller's to set: reserved keys of c are dropped, and the loop id
 // of the call (see FromContext) is shown under LoopIDKey.
 func NewContext(ctx context.Context, c Context) context.Context {
-	return context.WithValue(ctx, contextKey{}, c.WithoutReserved())
+	return context.WithValue(ctx, toolinternal.BagKey{}, c.WithoutReserved())
 }
 
 // Carried returns the context carried by ctx as it crosses to a worker: FromContext
 // without the loop id, which travels in a field of its own. It copies nothing.
 func Carried(ctx context.Context) Context {
-	c, _ := ctx.Value(contextKey{}).(Context)
+	c, _ := ctx.Value(toolinternal.BagKey{}).(Context)
 	return c
 }
 
@@ -271,7 +271,7 @@ func Carried(ctx context.Context) Context {
 // call's tool.CallInfo, which the orchestrator sets for every call and the worker SDK
 // restores from the request; the bag only shows it.
 func FromContext(ctx context.Context) Context {
-	c, _ := ctx.Value(contextKey{}).(Context)
+	c, _ := ctx.Value(toolinternal.BagKey{}).(Context)
 	return c.withLoopID(loopID(ctx))
 }
 

@@ -17,7 +17,6 @@ import (
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
-	"github.com/toolmesh/toolmesh/pkg/toolctx"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 	"github.com/toolmesh/toolmesh/pkg/trust"
 )
@@ -130,16 +129,12 @@ func (s *invoker) invoke(ctx context.Context, req *toolpb.InvokeRequest, progres
 		return wire.ResultToProto(tool.ErrorWithCode(tool.CodeInvalidArguments, fmt.Sprintf("the call's context cannot be read: %v", err)))
 	}
 	// The tool sees the entries its group may see plus the loop id, never anything else.
-	ctx = toolcall.WithCallInfo(ctx, tool.CallInfo{RunID: req.GetRunId(), LoopID: req.GetLoopId(), CallID: req.GetCallId()})
-	ctx = toolctx.NewContext(ctx, bag)
-	ctx = toolinternal.WithValidated(ctx, args)
 	// The state the orchestrator keeps for the call: the tool reads it and may replace it.
 	st := tool.NewState(req.GetState())
-	ctx = toolcall.WithState(ctx, st)
 	// The run's blackboard as far as the call needs it; what the tool adds goes back with
 	// the result.
 	board := tool.NewCallBoard(wire.BindingsFromProto(req.GetBlackboard()), wire.MaxBlackboardUpdateBytes)
-	ctx = tool.WithBlackboard(ctx, board)
+	ctx = toolcall.NewScope(ctx, tool.CallInfo{RunID: req.GetRunId(), LoopID: req.GetLoopId(), CallID: req.GetCallId()}, bag, args, st, board)
 	if progress != nil {
 		ctx = tool.WithProgress(ctx, progress)
 	}

@@ -377,8 +377,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	opts := append([]grpc.ServerOption{
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		// A fixed pool of stream workers reuses goroutines (and their grown stacks) instead
-		// of starting one per call.
-		grpc.NumStreamWorkers(uint32(max(4, runtime.GOMAXPROCS(0)))),
+		// of starting one per call, which grows a fresh stack on every call: as many as
+		// the calls that run at once (Capacity), so that a call past the pool is rare.
+		grpc.NumStreamWorkers(streamWorkers(w.opts.Capacity)),
 		// Fixed windows: no flow-control PINGs (see wire.ReceiveStreamWindow).
 		grpc.InitialWindowSize(wire.ReceiveStreamWindow),
 		grpc.InitialConnWindowSize(wire.ReceiveConnWindow),
@@ -558,4 +559,14 @@ func (w *Worker) authorizeStream(srv any, ss grpc.ServerStream, info *grpc.Strea
 		return err
 	}
 	return h(srv, ss)
+}
+
+// streamWorkers is the size of the server's pool of stream workers for a capacity: the
+// calls that run at once, at least a few per core, and 64 for an unlimited worker.
+func streamWorkers(capacity int32) uint32 {
+	n := int32(64)
+	if capacity > 0 {
+		n = min(capacity, 1024)
+	}
+	return uint32(max(n, int32(4*runtime.GOMAXPROCS(0))))
 }
