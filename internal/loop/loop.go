@@ -153,6 +153,36 @@ type Result struct {
 
 // Run runs the loop.
 func Run(ctx context.Context, opts Options, in Input) (*Result, error) {
+	st, err := Start(opts, in)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		req, err := st.Request()
+		if err != nil {
+			return nil, err
+		}
+		resp, err := st.Collect(ctx, req)
+		if res, err := st.Answer(ctx, resp, err); res != nil || err != nil {
+			return res, err
+		}
+	}
+}
+
+// Stepper is a loop run one model call at a time by its caller, which makes the model
+// call itself: Request says what to ask the model, Collect asks it (the caller may do
+// so wherever it likes, such as on a goroutine that holds nothing else), and Answer
+// runs what the model answered, the tool calls among it, and says whether the loop
+// ended. Run is Request, Collect and Answer until then. A Stepper is used by one
+// goroutine at a time.
+type Stepper struct {
+	l      *state
+	system string
+	iter   int // the iteration whose request Request returned last
+}
+
+// Start prepares a loop to be stepped through: see Stepper.
+func Start(opts Options, in Input) (*Stepper, error) {
 	if opts.Provider == nil {
 		return nil, errors.New("loop: no provider")
 	}
@@ -190,7 +220,54 @@ func Run(ctx context.Context, opts Options, in Input) (*Result, error) {
 		l.order = append(l.order, name)
 	}
 	l.history = append([]llm.Message(nil), in.Messages...)
-	return l.run(ctx, in.System)
+	return &Stepper{l: l, system: in.System}, nil
+}
+
+// Request returns the next model call of the loop, or the error that ends it before
+// that call: the iteration limit, or a budget a loop sharing it used up.
+func (s *Stepper) Request() (*llm.Request, error) {
+	l := s.l
+	if s.iter >= l.opts.MaxIterations {
+		return nil, &MaxIterationsError{Max: l.opts.MaxIterations}
+	}
+	s.iter++
+	if sh := l.opts.Budget.Shared; sh != nil {
+		// A loop sharing the budget used it up (a nested loop, say): this one stops too.
+		if err := sh.Exceeded(); err != nil {
+			return nil, err
+		}
+	}
+	req := &llm.Request{
+		Model:           l.opts.Model,
+		System:          s.system,
+		Messages:        append([]llm.Message(nil), l.history...),
+		Tools:           l.specs(),
+		Temperature:     l.opts.Temperature,
+		MaxOutputTokens: l.opts.MaxOutputTokens,
+	}
+	if l.opts.OutputSchema != nil {
+		req.OutputSchema = l.opts.OutputSchema.JSON()
+	}
+	return req, nil
+}
+
+// Collect makes the model call req (the last Request) and assembles the answer,
+// reporting text deltas when the loop streams text.
+func (s *Stepper) Collect(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+	return s.l.collect(ctx, s.iter, req)
+}
+
+// Answer runs the model's answer to the last Request (or the error the call failed
+// with): it returns the loop's result or the error that ended it, or neither when the
+// loop goes on with another Request.
+func (s *Stepper) Answer(ctx context.Context, resp *llm.Response, err error) (*Result, error) {
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &ModelError{Iteration: s.iter, Err: err}
+	}
+	return s.l.answer(ctx, s.iter, resp)
 }
 
 type state struct {
@@ -220,115 +297,91 @@ func (l *state) specs() []llm.ToolSpec {
 	return specs
 }
 
-func (l *state) run(ctx context.Context, system string) (*Result, error) {
-	for iter := 1; iter <= l.opts.MaxIterations; iter++ {
-		if sh := l.opts.Budget.Shared; sh != nil {
-			// A loop sharing the budget used it up (a nested loop, say): this one stops too.
-			if err := sh.Exceeded(); err != nil {
-				return nil, err
+// answer runs the model's answer of iteration iter: the loop's result or the error that
+// ended it, or neither when it goes on.
+func (l *state) answer(ctx context.Context, iter int, resp *llm.Response) (*Result, error) {
+	l.usage = l.usage.Add(resp.Usage)
+	cost := 0.0
+	if l.opts.Cost != nil {
+		cost = l.opts.Cost(resp.Model, resp.Usage)
+	}
+	l.cost += cost
+	if sh := l.opts.Budget.Shared; sh != nil {
+		l.sharedTokens, l.sharedCost = sh.addModel(resp.Usage.InputTokens+resp.Usage.OutputTokens, cost)
+	}
+	l.opts.Observer(ModelCalled{Iteration: iter, Model: resp.Model, Usage: resp.Usage, CostUSD: cost, FinishReason: resp.FinishReason})
+	if err := l.checkBudget(); err != nil {
+		l.opts.Budget.Shared.exceed(err)
+		return nil, err
+	}
+
+	if len(resp.ToolCalls) == 0 {
+		if strings.TrimSpace(resp.Text) == "" && l.opts.EmptyRetries > 0 {
+			l.empties++
+			if l.empties > l.opts.EmptyRetries {
+				return nil, ErrEmptyResponse
 			}
+			text := resp.Text
+			if text == "" {
+				text = "(no response)" // some providers reject empty assistant turns
+			}
+			l.history = append(l.history, llm.Message{Role: llm.RoleAssistant, Text: text}, llm.Message{Role: llm.RoleUser, Text: EmptyResponseNudge})
+			return nil, nil
 		}
-		req := &llm.Request{
-			Model:           l.opts.Model,
-			System:          system,
-			Messages:        append([]llm.Message(nil), l.history...),
-			Tools:           l.specs(),
-			Temperature:     l.opts.Temperature,
-			MaxOutputTokens: l.opts.MaxOutputTokens,
-		}
+		l.history = append(l.history, llm.Message{Role: llm.RoleAssistant, Text: resp.Text})
 		if l.opts.OutputSchema != nil {
-			req.OutputSchema = l.opts.OutputSchema.JSON()
-		}
-		resp, err := l.collect(ctx, iter, req)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
+			answer, err := l.opts.OutputSchema.Check(resp.Text)
+			if err != nil {
+				if l.corrected {
+					return nil, &OutputSchemaError{Problem: err.Error()}
+				}
+				l.corrected = true
+				l.history = append(l.history, llm.Message{Role: llm.RoleUser, Text: correction(err.Error())})
+				return nil, nil
 			}
-			return nil, &ModelError{Iteration: iter, Err: err}
+			return l.result(answer, iter, false), nil
 		}
-		l.usage = l.usage.Add(resp.Usage)
-		cost := 0.0
-		if l.opts.Cost != nil {
-			cost = l.opts.Cost(resp.Model, resp.Usage)
-		}
-		l.cost += cost
-		if sh := l.opts.Budget.Shared; sh != nil {
-			l.sharedTokens, l.sharedCost = sh.addModel(resp.Usage.InputTokens+resp.Usage.OutputTokens, cost)
-		}
-		l.opts.Observer(ModelCalled{Iteration: iter, Model: resp.Model, Usage: resp.Usage, CostUSD: cost, FinishReason: resp.FinishReason})
-		if err := l.checkBudget(); err != nil {
-			l.opts.Budget.Shared.exceed(err)
-			return nil, err
-		}
+		return l.result(resp.Text, iter, false), nil
+	}
+	l.empties = 0
+	if strings.TrimSpace(resp.Text) != "" {
+		l.opts.Observer(AssistantText{Iteration: iter, LoopID: l.opts.LoopID, Text: resp.Text})
+	}
+	calls := withCallIDs(iter, resp.ToolCalls)
+	l.history = append(l.history, llm.Message{Role: llm.RoleAssistant, Text: resp.Text, ToolCalls: calls})
 
-		if len(resp.ToolCalls) == 0 {
-			if strings.TrimSpace(resp.Text) == "" && l.opts.EmptyRetries > 0 {
-				l.empties++
-				if l.empties > l.opts.EmptyRetries {
-					return nil, ErrEmptyResponse
-				}
-				text := resp.Text
-				if text == "" {
-					text = "(no response)" // some providers reject empty assistant turns
-				}
-				l.history = append(l.history, llm.Message{Role: llm.RoleAssistant, Text: text}, llm.Message{Role: llm.RoleUser, Text: EmptyResponseNudge})
-				continue
-			}
-			l.history = append(l.history, llm.Message{Role: llm.RoleAssistant, Text: resp.Text})
-			if l.opts.OutputSchema != nil {
-				answer, err := l.opts.OutputSchema.Check(resp.Text)
-				if err != nil {
-					if l.corrected {
-						return nil, &OutputSchemaError{Problem: err.Error()}
-					}
-					l.corrected = true
-					l.history = append(l.history, llm.Message{Role: llm.RoleUser, Text: correction(err.Error())})
-					continue
-				}
-				return l.result(answer, iter, false), nil
-			}
-			return l.result(resp.Text, iter, false), nil
-		}
-		l.empties = 0
-		if strings.TrimSpace(resp.Text) != "" {
-			l.opts.Observer(AssistantText{Iteration: iter, LoopID: l.opts.LoopID, Text: resp.Text})
-		}
-		calls := withCallIDs(iter, resp.ToolCalls)
-		l.history = append(l.history, llm.Message{Role: llm.RoleAssistant, Text: resp.Text, ToolCalls: calls})
-
-		outcomes, err := l.runBatch(ctx, iter, calls)
-		if err != nil {
-			return nil, err
-		}
-		direct, hasDirect := "", false
-		for _, o := range outcomes {
-			if o.returnDirect {
-				direct, hasDirect = o.content, true
-			}
-		}
-		for _, o := range outcomes {
-			// The strategies see the history without this call's result; there is
-			// no next turn to offer changed tools to after a return-direct result.
-			if !hasDirect && o.tool != nil && !o.isError {
-				l.inject(ctx, iter, o)
-			}
-			l.history = append(l.history, llm.Message{Role: llm.RoleTool, ToolCallID: o.call.ID, ToolName: o.call.Name, Text: o.content, IsError: o.isError})
-		}
-		if hasDirect {
-			if l.opts.OutputSchema != nil {
-				answer, err := l.opts.OutputSchema.Check(direct)
-				if err != nil {
-					return nil, &OutputSchemaError{Problem: "the return-direct tool result: " + err.Error()}
-				}
-				direct = answer
-			}
-			return l.result(direct, iter, true), nil
-		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+	outcomes, err := l.runBatch(ctx, iter, calls)
+	if err != nil {
+		return nil, err
+	}
+	direct, hasDirect := "", false
+	for _, o := range outcomes {
+		if o.returnDirect {
+			direct, hasDirect = o.content, true
 		}
 	}
-	return nil, &MaxIterationsError{Max: l.opts.MaxIterations}
+	for _, o := range outcomes {
+		// The strategies see the history without this call's result; there is
+		// no next turn to offer changed tools to after a return-direct result.
+		if !hasDirect && o.tool != nil && !o.isError {
+			l.inject(ctx, iter, o)
+		}
+		l.history = append(l.history, llm.Message{Role: llm.RoleTool, ToolCallID: o.call.ID, ToolName: o.call.Name, Text: o.content, IsError: o.isError})
+	}
+	if hasDirect {
+		if l.opts.OutputSchema != nil {
+			answer, err := l.opts.OutputSchema.Check(direct)
+			if err != nil {
+				return nil, &OutputSchemaError{Problem: "the return-direct tool result: " + err.Error()}
+			}
+			direct = answer
+		}
+		return l.result(direct, iter, true), nil
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return nil, nil
 }
 
 // collect calls the model and assembles its answer, reporting text deltas when the loop

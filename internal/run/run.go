@@ -18,10 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/agentic"
@@ -31,12 +28,9 @@ import (
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/loop"
 	"github.com/toolmesh/toolmesh/internal/mcp"
-	"github.com/toolmesh/toolmesh/internal/process"
 	"github.com/toolmesh/toolmesh/internal/router"
 	"github.com/toolmesh/toolmesh/internal/runlog"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
-	"github.com/toolmesh/toolmesh/internal/toolcall"
-	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
@@ -315,10 +309,9 @@ type Ended struct {
 // Shutdown cancel it, or at its deadline. With a journal, the events come as Sequenced, each once its record is
 // committed.
 func (s *Service) Run(ctx context.Context, req Request, observe func(Event)) (*Result, error) {
-	if err := s.store.admit(req.Tenant, s.cfg.Tenants[req.Tenant].MaxConcurrentRuns); err != nil {
-		return nil, err
-	}
-	p, err := s.prepare(ctx, req)
+	var p *prepared
+	var err error
+	Deep(func() { p, err = s.admitAndPrepare(ctx, req) })
 	if err != nil {
 		return nil, err
 	}
@@ -329,215 +322,11 @@ func (s *Service) Run(ctx context.Context, req Request, observe func(Event)) (*R
 	return s.launch(ctx, p, id, "loop_"+randomHex(8), time.Now(), nil, observe)
 }
 
-// launch runs a prepared run: a new one (j nil), or one taken over from the journal.
-func (s *Service) launch(ctx context.Context, p *prepared, id, loopID string, started time.Time, j *journal, observe func(Event)) (*Result, error) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	ctx, stop := context.WithDeadline(ctx, started.Add(p.timeout))
-	defer stop()
-	r, err := s.store.startLimited(id, p.req.Tenant, s.cfg.Tenants[p.req.Tenant].MaxConcurrentRuns, cancel)
-	if err != nil {
+func (s *Service) admitAndPrepare(ctx context.Context, req Request) (*prepared, error) {
+	if err := s.store.admit(req.Tenant, s.cfg.Tenants[req.Tenant].MaxConcurrentRuns); err != nil {
 		return nil, err
 	}
-	opened := s.journal == nil
-	defer func() {
-		if opened {
-			s.store.finish(r)
-		} else {
-			s.store.discard(r) // never started: the journal refused it, nothing of it stays
-		}
-	}()
-	if s.journal != nil {
-		if j, err = s.openJournal(ctx, j, id, loopID, started, p, cancel, observe); err != nil {
-			return nil, err
-		}
-		opened = true
-		r.setJournal(j)
-		j.setOnCancel(func(reason string) { cancel(fmt.Errorf("%w: %s", ErrCancelled, reason)) })
-		defer func() { _ = j.close() }()
-	}
-	ctx = toolcall.WithCallInfo(ctx, tool.CallInfo{RunID: id, LoopID: loopID})
-	if p.req.Tenant != "" {
-		ctx = toolinternal.WithTenant(ctx, p.req.Tenant)
-	}
-	res, outcome, err := s.drive(ctx, r, p, loopID, j, observe)
-	r.end(res, outcome, err)
-	// The last event of a run goes out once the record says how it ended, so that a
-	// client that reads it and asks GetRun sees the same.
-	var last Event
-	switch {
-	case outcome != nil && outcome.Replan != nil:
-		last = *outcome.Replan
-	case outcome != nil && outcome.Terminated != nil:
-		last = *outcome.Terminated
-	case err != nil:
-		err = &Error{RunID: id, Err: err}
-		last = Ended{RunID: id, Err: err}
-	default:
-		last = Ended{RunID: id, Result: &Result{RunID: id, Model: p.label, Result: res}}
-	}
-	if cause := stopping(ctx); j != nil && cause != nil {
-		// Stopped by a shutdown or a failed journal: the run is not over. With a durable
-		// journal its next owner resumes it, and its client hears that from the stream's
-		// status, with no end event (WatchRun shows the rest); in memory it is lost, and
-		// the client hears why. The journal records neither.
-		_ = j.close()
-		switch {
-		case errors.Is(cause, runlog.ErrInvalid):
-			// The journal refused a record: taking the run over would fail the same way.
-			// It ends here, failed, and says why.
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			if ferr := s.journal.Finish(fctx, j.currentLease(), runlog.StateFailed); ferr != nil {
-				s.log.WarnContext(ctx, "a run whose journal refused a record could not be ended", "run_id", id, "error", ferr.Error())
-			}
-			cancel()
-		case durable(s.journal):
-			r.markStopped()
-			return nil, &Error{RunID: id, Err: fmt.Errorf("%w: %w", ErrResumable, cause)}
-		}
-		if observe != nil {
-			observe(last)
-		}
-	} else {
-		r.observer().send(last)
-		if j != nil {
-			if ferr := j.finish(endOf(r.snapshot())); ferr != nil {
-				// Its end event was never committed, so never sent: the client hears that
-				// the run stopped here, and its next owner resumes it.
-				s.log.WarnContext(ctx, "the run's end could not be journaled; its next owner resumes it", "run_id", id, "error", ferr.Error())
-				r.markStopped()
-				return nil, &Error{RunID: id, Err: fmt.Errorf("%w: %w: %w", ErrResumable, ErrJournal, ferr)}
-			}
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &Result{RunID: id, Model: p.label, Result: res, Outcome: outcome}, nil
-}
-
-// drive runs the loop of a run that started.
-func (s *Service) drive(ctx context.Context, r *record, p *prepared, loopID string, j *journal, observe func(Event)) (*loop.Result, *Outcome, error) {
-	ctx, span := s.tel.StartRun(ctx, telemetry.RunAttrs{RunID: r.id, LoopID: loopID, Provider: p.provider.Name(), Model: p.model})
-	s.tel.ContextAttributes(span, p.bag)
-	observer := &serialObserver{observe: observe, j: j}
-	r.setObserver(observer)
-	p.journal = j
-	if j != nil {
-		ctx = toolinternal.WithJournal(ctx, j)
-	}
-	ap := newApprover(r.id, s.owner, j, s.journal, observer)
-	if j == nil {
-		ap.store = nil
-	}
-	r.setApprover(ap)
-	ctx = context.WithValue(ctx, approverKey{}, ap)
-	req := p.req
-	proc := process.New(r.id, process.Limits{MaxCostUSD: req.MaxCostUSD, MaxTokens: req.MaxTokens, MaxActions: req.MaxActions},
-		process.Bounds{MaxEntries: s.cfg.Loop.MaxBlackboardEntries, MaxBytes: s.cfg.Loop.MaxBlackboardBytes},
-		func(o process.Output) error { observer.send(o); return nil })
-	r.setProcess(proc)
-	ctx = process.NewContext(ctx, proc)
-	observer.send(Started{RunID: r.id, LoopID: loopID, Model: p.label, Tools: toolNames(p.tools), MaxIterations: p.opts.MaxIterations})
-	for _, w := range p.warnings {
-		s.log.WarnContext(ctx, "run starts without a requested tool group", "field", w.Field, "warning", w.Message)
-		observer.send(w)
-	}
-	s.log.InfoContext(ctx, "run started", "model", p.label, "tools", len(p.tools))
-	opts := p.opts
-	opts.RunID, opts.LoopID, opts.Logger = r.id, loopID, s.log
-	if j != nil {
-		opts.Provider = &journalProvider{Provider: opts.Provider, j: j, loopID: loopID}
-	}
-	opts.Budget.Shared = &loop.Spending{} // nested loops count against the run's budget
-	p.opts.Budget.Shared = opts.Budget.Shared
-	r.startLoop(Scope{LoopID: loopID})
-	nest := &nester{s: s, p: p, observer: observer, decorate: p.decorate, loops: &atomic.Int64{}, parent: loopID, bag: p.bag,
-		runs: []*record{r}, procs: []*process.Process{proc}}
-	prepare := prepareCall(proc, observer)
-	var bindings *agentic.Bindings
-	if p.chaining {
-		var discovery loop.Strategy
-		bindings, discovery = s.loopChaining(p.sources, req.ChainFromAny)
-		if discovery != nil {
-			opts.Strategies = append(slices.Clone(opts.Strategies), discovery)
-		}
-	}
-	opts.PrepareCall = func(ctx context.Context, c llm.ToolCall) context.Context {
-		ctx = prepare(ctx, c)
-		if p.nests {
-			ctx = agentic.WithNester(ctx, nest)
-		}
-		if bindings != nil {
-			ctx = agentic.WithBindings(ctx, bindings)
-		}
-		return ctx
-	}
-	// The cost metric is labelled, like the chat spans, by the model the run asked for;
-	// the model that answered may be a dated version of it.
-	requestModel := p.model
-	if requestModel == "" {
-		requestModel = tracedProvider{Provider: p.provider}.DefaultModel()
-	}
-	opts.Observer = func(ev loop.Event) {
-		r.observe(ev)
-		switch x := ev.(type) {
-		case loop.ModelCalled:
-			if j == nil || !j.replaying() { // a replayed call cost nothing now
-				s.tel.RecordCost(ctx, requestModel, x.CostUSD)
-			}
-			proc.RecordModelCall(p.provider.Name(), x.Model, x.Usage.InputTokens, x.Usage.OutputTokens, x.CostUSD)
-		case loop.ToolsChanged:
-			s.tel.ToolsChanged(ctx, x.Added, x.Removed)
-		}
-		observer.send(ev)
-	}
-	res, err := loop.Run(ctx, opts, loop.Input{System: p.req.System, Messages: p.req.Messages, Tools: p.tools})
-	var se *loop.SignalError
-	if err != nil && errors.As(err, &se) && ctx.Err() == nil {
-		snap := r.snapshot()
-		outcome, serr := settleSignal(proc, se, loopID, snap.Iterations)
-		if serr == nil {
-			res = &loop.Result{Iterations: snap.Iterations, Usage: snap.Usage, CostUSD: snap.CostUSD, ToolCalls: snap.ToolCalls}
-			kind := "replan_requested"
-			if outcome.Terminated != nil {
-				kind = "terminated"
-			}
-			s.tel.EndRun(span, telemetry.RunResult{Outcome: kind, InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens})
-			s.log.InfoContext(ctx, "run ended by a tool", "outcome", kind, "tool", se.Tool)
-			return res, outcome, nil
-		}
-		err = serr
-	}
-	if err != nil {
-		switch cause := context.Cause(ctx); {
-		case errors.Is(cause, ErrCancelled):
-			err = cause // "run cancelled: <reason>"
-		case errors.Is(cause, ErrShutdown):
-			err = fmt.Errorf("run stopped: %w; retry it on another orchestrator", cause)
-		case errors.Is(cause, ErrJournal):
-			err = cause
-		case ctx.Err() != nil && errors.Is(err, context.DeadlineExceeded):
-			err = fmt.Errorf("run timed out after %s: %w", p.timeout, err)
-		case ctx.Err() != nil && errors.Is(err, context.Canceled):
-			err = fmt.Errorf("%w: the client went away: %w", ErrCancelled, err)
-		}
-		usage := r.snapshot().Usage
-		kind := s.errorType(err)
-		s.tel.EndRun(span, telemetry.RunResult{Outcome: strings.ToLower(kind), ErrorType: kind, Err: err, InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens})
-		if cancelled(err) {
-			// Asked for (by the client or a shutdown): not a failure to warn about.
-			s.log.InfoContext(ctx, "run cancelled", "reason", err.Error())
-		} else {
-			s.log.WarnContext(ctx, "run failed", "error", err.Error())
-		}
-		proc.SetStatus(process.StatusFailed)
-		return nil, nil, err
-	}
-	proc.SetStatus(process.StatusCompleted)
-	s.tel.EndRun(span, telemetry.RunResult{Outcome: "completed", InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens})
-	s.log.InfoContext(ctx, "run succeeded", "iterations", res.Iterations, "tool_calls", res.ToolCalls)
-	return res, nil, nil
+	return s.prepare(ctx, req)
 }
 
 // Get reports a run, running or finished.

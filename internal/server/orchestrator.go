@@ -29,27 +29,18 @@ type orchestratorServer struct {
 
 // Run validates the request, runs it and streams its events. A detached run goes on when
 // the client goes away.
+//
+// The stream's goroutine lives as long as the run: what needs a deep stack (checking the
+// request, turning it into the run service's) runs off it (run.Deep), so that it stays
+// small while the run waits for its model.
 func (o *orchestratorServer) Run(req *toolpb.RunRequest, stream toolpb.OrchestratorService_RunServer) error {
-	if fe := o.s.overTenantSize(stream.Context(), req); fe != nil {
-		return fe.status()
-	}
-	if fe := validateRun(req); fe != nil {
-		return fe.status()
-	}
-	// A run that arrives while the orchestrator warms up waits for the workers it knew.
-	if err := o.s.awaitReady(stream.Context()); err != nil {
-		return statusError(toolpb.ErrorReason_ERROR_REASON_CANCELLED, "the client went away while the orchestrator warmed up", nil)
+	var rr run.Request
+	var refused error
+	run.Deep(func() { rr, refused = o.accept(stream.Context(), req) })
+	if refused != nil {
+		return refused
 	}
 	em := &emitter{stream: stream}
-	rr := runRequest(req)
-	rr.Tenant = tenantOf(stream.Context())
-	if o.s.journaled {
-		wire, err := protojson.Marshal(req)
-		if err != nil {
-			return statusError(toolpb.ErrorReason_ERROR_REASON_INTERNAL, "the request cannot be journaled: "+err.Error(), nil)
-		}
-		rr.Wire = wire
-	}
 	if !req.GetDetached() {
 		_, err := o.s.runs.Run(stream.Context(), rr, em.observe)
 		return o.s.runError(err)
@@ -66,6 +57,31 @@ func (o *orchestratorServer) Run(req *toolpb.RunRequest, stream toolpb.Orchestra
 		em.detach() // the run goes on; it sends no more to this stream
 		return stream.Context().Err()
 	}
+}
+
+// accept checks a Run request and turns it into the run service's, or returns the
+// status it is refused with.
+func (o *orchestratorServer) accept(ctx context.Context, req *toolpb.RunRequest) (run.Request, error) {
+	if fe := o.s.overTenantSize(ctx, req); fe != nil {
+		return run.Request{}, fe.status()
+	}
+	if fe := validateRun(req); fe != nil {
+		return run.Request{}, fe.status()
+	}
+	// A run that arrives while the orchestrator warms up waits for the workers it knew.
+	if err := o.s.awaitReady(ctx); err != nil {
+		return run.Request{}, statusError(toolpb.ErrorReason_ERROR_REASON_CANCELLED, "the client went away while the orchestrator warmed up", nil)
+	}
+	rr := runRequest(req)
+	rr.Tenant = tenantOf(ctx)
+	if o.s.journaled {
+		wire, err := protojson.Marshal(req)
+		if err != nil {
+			return run.Request{}, statusError(toolpb.ErrorReason_ERROR_REASON_INTERNAL, "the request cannot be journaled: "+err.Error(), nil)
+		}
+		rr.Wire = wire
+	}
+	return rr, nil
 }
 
 // runError maps the error a run was refused or ended with to its status (nil for none).

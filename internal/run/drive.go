@@ -1,0 +1,368 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/toolmesh/toolmesh/internal/agentic"
+	"github.com/toolmesh/toolmesh/internal/llm"
+	"github.com/toolmesh/toolmesh/internal/loop"
+	"github.com/toolmesh/toolmesh/internal/process"
+	"github.com/toolmesh/toolmesh/internal/runlog"
+	"github.com/toolmesh/toolmesh/internal/telemetry"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/internal/toolinternal"
+	"github.com/toolmesh/toolmesh/pkg/tool"
+)
+
+// A run is driven one model call at a time (loop.Stepper). The goroutine that runs it
+// (Run's caller: a client's Run stream) makes each model call itself, a few frames deep;
+// everything else (starting the run, running each answer's tool calls, ending the run)
+// runs on a goroutine of its own that ends with that piece of work (Deep). A run
+// waiting for its model, where runs spend most of their time, so holds one goroutine
+// whose stack is a few KiB, instead of one with the whole call chain of the run service
+// and the loop on it.
+
+// driver is a run that started: what its pieces of work share.
+type driver struct {
+	s       *Service
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	stop    context.CancelFunc
+	r       *record
+	p       *prepared
+	j       *journal
+	id      string
+	loopID  string
+	opened  bool // the run reached its journal (or has none): finish, not discard, its record
+	observe func(Event)
+
+	span     trace.Span
+	proc     *process.Process
+	observer *serialObserver
+	step     *loop.Stepper
+	startErr error // why the loop could not start
+}
+
+// launch runs a prepared run: a new one (j nil), or one taken over from the journal.
+func (s *Service) launch(ctx context.Context, p *prepared, id, loopID string, started time.Time, j *journal, observe func(Event)) (res *Result, err error) {
+	var d *driver
+	Deep(func() { d, err = s.begin(ctx, p, id, loopID, started, j, observe) })
+	if err != nil {
+		return nil, err
+	}
+	defer d.release()
+	lr, lerr := d.loop()
+	Deep(func() { res, err = d.end(lr, lerr) })
+	return res, err
+}
+
+// loop alternates the model calls, made on this goroutine, with the work of their
+// answers, done Deep.
+func (d *driver) loop() (*loop.Result, error) {
+	var (
+		req *llm.Request
+		res *loop.Result
+		err error
+	)
+	if d.step == nil {
+		return nil, d.startErr
+	}
+	Deep(func() { req, err = d.step.Request() })
+	for err == nil {
+		resp, cerr := d.step.Collect(d.ctx, req)
+		Deep(func() {
+			if res, err = d.step.Answer(d.ctx, resp, cerr); res == nil && err == nil {
+				req, err = d.step.Request()
+			}
+		})
+		if res != nil {
+			break
+		}
+	}
+	return res, err
+}
+
+// Deep runs fn on a goroutine of its own and waits for it, so that the stack fn grows
+// goes when fn is done instead of staying with the caller: the goroutine of a Run
+// stream, which lives as long as the run, stays small. A panic in fn is raised again in
+// the caller, with fn's stack.
+func Deep(fn func()) {
+	done := make(chan *deepPanic, 1)
+	go func() {
+		defer func() {
+			if v := recover(); v != nil {
+				done <- &deepPanic{value: v, stack: debug.Stack()}
+			}
+			close(done)
+		}()
+		fn()
+	}()
+	if p := <-done; p != nil {
+		panic(p)
+	}
+}
+
+// deepPanic is a panic of a deep piece of work, raised again in its caller.
+type deepPanic struct {
+	value any
+	stack []byte
+}
+
+func (p *deepPanic) Error() string { return fmt.Sprintf("%v\n\n%s", p.value, p.stack) }
+
+// begin starts a prepared run: its record, journal, context, process and loop. On an
+// error nothing of the run stays.
+func (s *Service) begin(ctx context.Context, p *prepared, id, loopID string, started time.Time, j *journal, observe func(Event)) (_ *driver, err error) {
+	d := &driver{s: s, p: p, id: id, loopID: loopID, observe: observe}
+	d.ctx, d.cancel = context.WithCancelCause(ctx)
+	d.ctx, d.stop = context.WithDeadline(d.ctx, started.Add(p.timeout))
+	defer func() {
+		if err != nil {
+			d.release()
+		}
+	}()
+	d.r, err = s.store.startLimited(id, p.req.Tenant, s.cfg.Tenants[p.req.Tenant].MaxConcurrentRuns, d.cancel)
+	if err != nil {
+		return nil, err
+	}
+	d.opened = s.journal == nil
+	if s.journal != nil {
+		if j, err = s.openJournal(d.ctx, j, id, loopID, started, p, d.cancel, observe); err != nil {
+			return nil, err
+		}
+		d.opened = true
+		d.j = j
+		d.r.setJournal(j)
+		cancel := d.cancel
+		j.setOnCancel(func(reason string) { cancel(fmt.Errorf("%w: %s", ErrCancelled, reason)) })
+	}
+	d.ctx = toolcall.WithCallInfo(d.ctx, tool.CallInfo{RunID: id, LoopID: loopID})
+	if p.req.Tenant != "" {
+		d.ctx = toolinternal.WithTenant(d.ctx, p.req.Tenant)
+	}
+	d.startLoop()
+	return d, nil
+}
+
+// release lets go of what the run holds, once it is over or failed to start.
+func (d *driver) release() {
+	if d.j != nil {
+		_ = d.j.close()
+	}
+	switch {
+	case d.r == nil:
+	case d.opened:
+		d.s.store.finish(d.r)
+	default:
+		d.s.store.discard(d.r) // never started: the journal refused it, nothing of it stays
+	}
+	d.stop()
+	d.cancel(nil)
+}
+
+// startLoop starts the run's loop: its span, observer, approver, process, and the loop
+// itself with the run's options. A loop that cannot start ends the run as a loop that
+// failed does (startErr).
+func (d *driver) startLoop() {
+	s, r, p, j, loopID := d.s, d.r, d.p, d.j, d.loopID
+	ctx, span := s.tel.StartRun(d.ctx, telemetry.RunAttrs{RunID: r.id, LoopID: loopID, Provider: p.provider.Name(), Model: p.model})
+	d.span = span
+	s.tel.ContextAttributes(span, p.bag)
+	observer := &serialObserver{observe: d.observe, j: j}
+	d.observer = observer
+	r.setObserver(observer)
+	p.journal = j
+	if j != nil {
+		ctx = toolinternal.WithJournal(ctx, j)
+	}
+	ap := newApprover(r.id, s.owner, j, s.journal, observer)
+	if j == nil {
+		ap.store = nil
+	}
+	r.setApprover(ap)
+	ctx = context.WithValue(ctx, approverKey{}, ap)
+	req := p.req
+	proc := process.New(r.id, process.Limits{MaxCostUSD: req.MaxCostUSD, MaxTokens: req.MaxTokens, MaxActions: req.MaxActions},
+		process.Bounds{MaxEntries: s.cfg.Loop.MaxBlackboardEntries, MaxBytes: s.cfg.Loop.MaxBlackboardBytes},
+		func(o process.Output) error { observer.send(o); return nil })
+	d.proc = proc
+	r.setProcess(proc)
+	ctx = process.NewContext(ctx, proc)
+	d.ctx = ctx
+	observer.send(Started{RunID: r.id, LoopID: loopID, Model: p.label, Tools: toolNames(p.tools), MaxIterations: p.opts.MaxIterations})
+	for _, w := range p.warnings {
+		s.log.WarnContext(ctx, "run starts without a requested tool group", "field", w.Field, "warning", w.Message)
+		observer.send(w)
+	}
+	s.log.InfoContext(ctx, "run started", "model", p.label, "tools", len(p.tools))
+	opts := p.opts
+	opts.RunID, opts.LoopID, opts.Logger = r.id, loopID, s.log
+	if j != nil {
+		opts.Provider = &journalProvider{Provider: opts.Provider, j: j, loopID: loopID}
+	}
+	opts.Budget.Shared = &loop.Spending{} // nested loops count against the run's budget
+	p.opts.Budget.Shared = opts.Budget.Shared
+	r.startLoop(Scope{LoopID: loopID})
+	nest := &nester{s: s, p: p, observer: observer, decorate: p.decorate, loops: &atomic.Int64{}, parent: loopID, bag: p.bag,
+		runs: []*record{r}, procs: []*process.Process{proc}}
+	prepare := prepareCall(proc, observer)
+	var bindings *agentic.Bindings
+	if p.chaining {
+		var discovery loop.Strategy
+		bindings, discovery = s.loopChaining(p.sources, req.ChainFromAny)
+		if discovery != nil {
+			opts.Strategies = append(slices.Clone(opts.Strategies), discovery)
+		}
+	}
+	opts.PrepareCall = func(ctx context.Context, c llm.ToolCall) context.Context {
+		ctx = prepare(ctx, c)
+		if p.nests {
+			ctx = agentic.WithNester(ctx, nest)
+		}
+		if bindings != nil {
+			ctx = agentic.WithBindings(ctx, bindings)
+		}
+		return ctx
+	}
+	// The cost metric is labelled, like the chat spans, by the model the run asked for;
+	// the model that answered may be a dated version of it.
+	requestModel := p.model
+	if requestModel == "" {
+		requestModel = tracedProvider{Provider: p.provider}.DefaultModel()
+	}
+	opts.Observer = func(ev loop.Event) {
+		r.observe(ev)
+		switch x := ev.(type) {
+		case loop.ModelCalled:
+			if j == nil || !j.replaying() { // a replayed call cost nothing now
+				s.tel.RecordCost(ctx, requestModel, x.CostUSD)
+			}
+			proc.RecordModelCall(p.provider.Name(), x.Model, x.Usage.InputTokens, x.Usage.OutputTokens, x.CostUSD)
+		case loop.ToolsChanged:
+			s.tel.ToolsChanged(ctx, x.Added, x.Removed)
+		}
+		observer.send(ev)
+	}
+	d.step, d.startErr = loop.Start(opts, loop.Input{System: p.req.System, Messages: p.req.Messages, Tools: p.tools})
+}
+
+// end ends a run whose loop ended (res or err): it settles a tool's signal, records how
+// the run ended, and sends its last event.
+func (d *driver) end(res *loop.Result, err error) (*Result, error) {
+	s, r, p, j, id := d.s, d.r, d.p, d.j, d.id
+	ctx := d.ctx
+	lres, outcome, err := d.settle(res, err)
+	r.end(lres, outcome, err)
+	// The last event of a run goes out once the record says how it ended, so that a
+	// client that reads it and asks GetRun sees the same.
+	var last Event
+	switch {
+	case outcome != nil && outcome.Replan != nil:
+		last = *outcome.Replan
+	case outcome != nil && outcome.Terminated != nil:
+		last = *outcome.Terminated
+	case err != nil:
+		err = &Error{RunID: id, Err: err}
+		last = Ended{RunID: id, Err: err}
+	default:
+		last = Ended{RunID: id, Result: &Result{RunID: id, Model: p.label, Result: lres}}
+	}
+	if cause := stopping(ctx); j != nil && cause != nil {
+		// Stopped by a shutdown or a failed journal: the run is not over. With a durable
+		// journal its next owner resumes it, and its client hears that from the stream's
+		// status, with no end event (WatchRun shows the rest); in memory it is lost, and
+		// the client hears why. The journal records neither.
+		_ = j.close()
+		switch {
+		case errors.Is(cause, runlog.ErrInvalid):
+			// The journal refused a record: taking the run over would fail the same way.
+			// It ends here, failed, and says why.
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			if ferr := s.journal.Finish(fctx, j.currentLease(), runlog.StateFailed); ferr != nil {
+				s.log.WarnContext(ctx, "a run whose journal refused a record could not be ended", "run_id", id, "error", ferr.Error())
+			}
+			cancel()
+		case durable(s.journal):
+			r.markStopped()
+			return nil, &Error{RunID: id, Err: fmt.Errorf("%w: %w", ErrResumable, cause)}
+		}
+		if d.observe != nil {
+			d.observe(last)
+		}
+	} else {
+		r.observer().send(last)
+		if j != nil {
+			if ferr := j.finish(endOf(r.snapshot())); ferr != nil {
+				// Its end event was never committed, so never sent: the client hears that
+				// the run stopped here, and its next owner resumes it.
+				s.log.WarnContext(ctx, "the run's end could not be journaled; its next owner resumes it", "run_id", id, "error", ferr.Error())
+				r.markStopped()
+				return nil, &Error{RunID: id, Err: fmt.Errorf("%w: %w: %w", ErrResumable, ErrJournal, ferr)}
+			}
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Result{RunID: id, Model: p.label, Result: lres, Outcome: outcome}, nil
+}
+
+// settle turns how the loop ended into how the run ended: a tool's signal settled
+// (replan, terminate), an error named for the client, the span and the process status.
+func (d *driver) settle(res *loop.Result, err error) (*loop.Result, *Outcome, error) {
+	s, r, p, ctx, span, proc := d.s, d.r, d.p, d.ctx, d.span, d.proc
+	var se *loop.SignalError
+	if err != nil && errors.As(err, &se) && ctx.Err() == nil {
+		snap := r.snapshot()
+		outcome, serr := settleSignal(proc, se, d.loopID, snap.Iterations)
+		if serr == nil {
+			res = &loop.Result{Iterations: snap.Iterations, Usage: snap.Usage, CostUSD: snap.CostUSD, ToolCalls: snap.ToolCalls}
+			kind := "replan_requested"
+			if outcome.Terminated != nil {
+				kind = "terminated"
+			}
+			s.tel.EndRun(span, telemetry.RunResult{Outcome: kind, InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens})
+			s.log.InfoContext(ctx, "run ended by a tool", "outcome", kind, "tool", se.Tool)
+			return res, outcome, nil
+		}
+		err = serr
+	}
+	if err != nil {
+		switch cause := context.Cause(ctx); {
+		case errors.Is(cause, ErrCancelled):
+			err = cause // "run cancelled: <reason>"
+		case errors.Is(cause, ErrShutdown):
+			err = fmt.Errorf("run stopped: %w; retry it on another orchestrator", cause)
+		case errors.Is(cause, ErrJournal):
+			err = cause
+		case ctx.Err() != nil && errors.Is(err, context.DeadlineExceeded):
+			err = fmt.Errorf("run timed out after %s: %w", p.timeout, err)
+		case ctx.Err() != nil && errors.Is(err, context.Canceled):
+			err = fmt.Errorf("%w: the client went away: %w", ErrCancelled, err)
+		}
+		usage := r.snapshot().Usage
+		kind := s.errorType(err)
+		s.tel.EndRun(span, telemetry.RunResult{Outcome: strings.ToLower(kind), ErrorType: kind, Err: err, InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens})
+		if cancelled(err) {
+			// Asked for (by the client or a shutdown): not a failure to warn about.
+			s.log.InfoContext(ctx, "run cancelled", "reason", err.Error())
+		} else {
+			s.log.WarnContext(ctx, "run failed", "error", err.Error())
+		}
+		proc.SetStatus(process.StatusFailed)
+		return nil, nil, err
+	}
+	proc.SetStatus(process.StatusCompleted)
+	s.tel.EndRun(span, telemetry.RunResult{Outcome: "completed", InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens})
+	s.log.InfoContext(ctx, "run succeeded", "iterations", res.Iterations, "tool_calls", res.ToolCalls)
+	return res, nil, nil
+}
