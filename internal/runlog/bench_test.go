@@ -80,6 +80,17 @@ func openPostgres(b *testing.B) runlog.Store {
 	return s
 }
 
+func openMemory(b *testing.B) runlog.Store {
+	s, err := runlog.OpenMemory(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func BenchmarkAppendMemory(b *testing.B)           { benchAppend(b, openMemory(b)) }
+func BenchmarkAppendParallelMemory(b *testing.B)   { benchAppendParallel(b, openMemory(b)) }
 func BenchmarkAppendSQLite(b *testing.B)           { benchAppend(b, openSQLite(b)) }
 func BenchmarkAppendPostgres(b *testing.B)         { benchAppend(b, openPostgres(b)) }
 func BenchmarkAppendParallelSQLite(b *testing.B)   { benchAppendParallel(b, openSQLite(b)) }

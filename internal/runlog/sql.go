@@ -46,8 +46,6 @@ type sqlStore struct {
 	d   dialect
 	now func() time.Time
 
-	// volatile is set for a database in memory (OpenMemory).
-	volatile bool
 	// stmts are the hot path's prepared statements, by query (parsing them again for
 	// every append cost as much as running them).
 	stmtMu sync.Mutex
@@ -983,9 +981,6 @@ func (s *sqlStore) Prune(ctx context.Context, before time.Time, limit int) (int,
 	}
 	return n, nil
 }
-
-// Volatile reports whether the journal is lost with the process (OpenMemory's).
-func (s *sqlStore) Volatile() bool { return s.volatile }
 
 func (s *sqlStore) Close() error {
 

@@ -25,17 +25,6 @@ func OpenSQLite(ctx context.Context, path string) (Store, error) {
 	return openSQLite(ctx, "file:"+(&url.URL{Path: path}).EscapedPath(), path, "journal_mode(WAL)", "synchronous(FULL)")
 }
 
-// OpenMemory opens a journal held in memory only (SQLite's in-memory database): runs do
-// not survive the process, but everything else works as with a file.
-func OpenMemory(ctx context.Context) (Store, error) {
-	s, err := openSQLite(ctx, "file::memory:", "in memory")
-	if err != nil {
-		return nil, err
-	}
-	s.(*sqlStore).volatile = true
-	return s, nil
-}
-
 func openSQLite(ctx context.Context, dsn, path string, pragmas ...string) (Store, error) {
 	q := url.Values{}
 	for _, p := range append([]string{"busy_timeout(10000)"}, pragmas...) {
@@ -46,7 +35,8 @@ func openSQLite(ctx context.Context, dsn, path string, pragmas ...string) (Store
 	if err != nil {
 		return nil, fmt.Errorf("runlog: open %s: %w", path, err)
 	}
-	// The one connection is the in-memory database: it must never be closed for idling.
+	// The one connection is never closed for idling: opening it again costs a migration
+	// check.
 	db.SetConnMaxIdleTime(0)
 	db.SetConnMaxLifetime(0)
 	// One connection: SQLite allows one writer at a time, and transactions then never

@@ -74,16 +74,6 @@ func TestSQLiteRefusesForeignFiles(t *testing.T) {
 	}
 }
 
-func TestMemory(t *testing.T) {
-	runlogtest.RunVolatile(t, func(t *testing.T) runlog.Store {
-		s, err := runlog.OpenMemory(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	})
-}
-
 // Journals of schema versions 1 (before decisions) and 2 (before workers) are upgraded
 // in place, keeping their runs.
 func TestSQLiteUpgradesOldVersions(t *testing.T) {

@@ -1,0 +1,383 @@
+package runlog
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// OpenMemory opens a journal held in this process's memory only: runs do not survive
+// the process, but everything else works as with a database (the same checks, leases,
+// fencing and errors). It keeps each run's records as they were appended, in a slice
+// per run, so that an open run costs the journal little more than its records' bytes.
+func OpenMemory(context.Context) (Store, error) {
+	return &memStore{runs: map[string]*memRun{}, workers: map[string]map[string]int64{}, now: time.Now}, nil
+}
+
+// memStore is the journal in memory. Times are kept as nanoseconds since the epoch, as
+// the SQL stores keep them, so that every store reports the same values.
+type memStore struct {
+	mu      sync.RWMutex
+	runs    map[string]*memRun
+	workers map[string]map[string]int64 // owner → worker id → when it was noted
+	now     func() time.Time
+	closed  bool
+}
+
+type memRun struct {
+	state     State
+	owner     string
+	epoch     int64
+	until     int64
+	created   int64
+	updated   int64
+	records   []Record
+	decisions map[string]Decision
+}
+
+var _ Store = (*memStore)(nil)
+
+func (r *memRun) run(id string) Run {
+	return Run{ID: id, State: r.state, Owner: r.owner, Epoch: r.epoch, Until: time.Unix(0, r.until),
+		Records: int64(len(r.records)), Created: time.Unix(0, r.created), Updated: time.Unix(0, r.updated)}
+}
+
+// Volatile reports that the journal is lost with the process.
+func (s *memStore) Volatile() bool { return true }
+
+// use runs fn under the lock, write or read, unless the store is closed.
+func (s *memStore) use(write bool, what string, fn func() error) error {
+	if write {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+	} else {
+		s.mu.RLock()
+		defer s.mu.RUnlock()
+	}
+	if s.closed {
+		return fmt.Errorf("runlog: %s: the store is closed", what)
+	}
+	return fn()
+}
+
+// stored is records as the store keeps them: their data copied, their time set.
+func stored(lease Lease, records []Record, now int64) []Record {
+	out := make([]Record, len(records))
+	for i, rec := range records {
+		t := rec.Time.UnixNano()
+		if rec.Time.IsZero() {
+			t = now
+		}
+		out[i] = Record{RunID: lease.RunID, Seq: rec.Seq, Epoch: lease.Epoch, Kind: rec.Kind, Time: time.Unix(0, t)}
+		if len(rec.Data) > 0 {
+			out[i].Data = bytes.Clone(rec.Data)
+		}
+	}
+	return out
+}
+
+func (s *memStore) Create(_ context.Context, runID, owner string, ttl time.Duration, first ...Record) (Lease, error) {
+	if err := checkID("run id", runID); err != nil {
+		return Lease{}, err
+	}
+	if err := checkID("owner", owner); err != nil {
+		return Lease{}, err
+	}
+	now := s.now()
+	lease := Lease{RunID: runID, Owner: owner, Epoch: 1, Until: time.Unix(0, now.Add(ttl).UnixNano())}
+	if len(first) > 0 {
+		if err := checkAppend(lease, first); err != nil {
+			return Lease{}, err
+		}
+		if first[0].Seq != 1 {
+			return Lease{}, fmt.Errorf("%w: a run's first record has sequence number 1, not %d", ErrInvalid, first[0].Seq)
+		}
+	}
+	err := s.use(true, "create "+runID, func() error {
+		if _, ok := s.runs[runID]; ok {
+			return fmt.Errorf("%w: %s", ErrExists, runID)
+		}
+		n := now.UnixNano()
+		s.runs[runID] = &memRun{state: StateRunning, owner: owner, epoch: 1, until: lease.Until.UnixNano(), created: n, updated: n,
+			records: stored(lease, first, n)}
+		return nil
+	})
+	if err != nil {
+		return Lease{}, err
+	}
+	return lease, nil
+}
+
+func (s *memStore) Append(_ context.Context, lease Lease, records []Record) error {
+	if err := checkAppend(lease, records); err != nil {
+		return err
+	}
+	return s.use(true, "append to "+lease.RunID, func() error {
+		r, ok := s.runs[lease.RunID]
+		switch {
+		case !ok:
+			return fmt.Errorf("%w: %s", ErrNotFound, lease.RunID)
+		case r.state.Terminal() || r.epoch != lease.Epoch || r.owner != lease.Owner:
+			return fmt.Errorf("%w: run %s is at epoch %d (owner %s, %s), the append was made under epoch %d", ErrFenced, lease.RunID, r.epoch, r.owner, r.state, lease.Epoch)
+		case records[0].Seq != int64(len(r.records))+1:
+			return fmt.Errorf("%w: run %s's next record is %d, not %d", ErrConflict, lease.RunID, len(r.records)+1, records[0].Seq)
+		}
+		now := s.now().UnixNano()
+		r.records = append(r.records, stored(lease, records, now)...)
+		r.updated = now
+		return nil
+	})
+}
+
+func (s *memStore) Read(_ context.Context, runID string, after int64, limit int, kinds ...Kind) ([]Record, error) {
+	var out []Record
+	err := s.use(false, "read "+runID, func() error {
+		r, ok := s.runs[runID]
+		if !ok {
+			return fmt.Errorf("%w: %s", ErrNotFound, runID)
+		}
+		for _, rec := range r.records[min(max(after, 0), int64(len(r.records))):] {
+			if len(kinds) > 0 && !slices.Contains(kinds, rec.Kind) {
+				continue
+			}
+			rec.Data = bytes.Clone(rec.Data)
+			out = append(out, rec)
+			if limit > 0 && len(out) == limit {
+				break
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (s *memStore) Acquire(_ context.Context, runID, owner string, ttl time.Duration) (Lease, error) {
+	if err := checkID("owner", owner); err != nil {
+		return Lease{}, err
+	}
+	var l Lease
+	err := s.use(true, "acquire "+runID, func() error {
+		r, ok := s.runs[runID]
+		if !ok {
+			return fmt.Errorf("%w: %s", ErrNotFound, runID)
+		}
+		now := s.now()
+		switch {
+		case r.state.Terminal():
+			return fmt.Errorf("%w: %s is %s", ErrFinished, runID, r.state)
+		case r.owner != owner && r.until > now.UnixNano():
+			return fmt.Errorf("%w: %s holds %s until %s", ErrLeased, r.owner, runID, time.Unix(0, r.until).Format(time.RFC3339Nano))
+		}
+		l = Lease{RunID: runID, Owner: owner, Epoch: r.epoch + 1, Until: time.Unix(0, now.Add(ttl).UnixNano())}
+		r.owner, r.epoch, r.until, r.updated = owner, l.Epoch, l.Until.UnixNano(), now.UnixNano()
+		return nil
+	})
+	return l, err
+}
+
+// holder is the run lease holds and is still running under it, or the error that says
+// why not.
+func (s *memStore) holder(lease Lease) (*memRun, error) {
+	r, ok := s.runs[lease.RunID]
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, lease.RunID)
+	case r.state != StateRunning || r.owner != lease.Owner || r.epoch != lease.Epoch:
+		return nil, fmt.Errorf("%w: run %s, epoch %d", ErrFenced, lease.RunID, lease.Epoch)
+	}
+	return r, nil
+}
+
+func (s *memStore) Renew(_ context.Context, lease Lease, ttl time.Duration) (Lease, error) {
+	err := s.use(true, "renew "+lease.RunID, func() error {
+		r, err := s.holder(lease)
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		lease.Until = time.Unix(0, now.Add(ttl).UnixNano())
+		r.until, r.updated = lease.Until.UnixNano(), now.UnixNano()
+		return nil
+	})
+	if err != nil {
+		return Lease{}, err
+	}
+	return lease, nil
+}
+
+func (s *memStore) Finish(_ context.Context, lease Lease, state State) error {
+	if !state.Terminal() {
+		return fmt.Errorf("%w: %q is not a finished run's state", ErrInvalid, state)
+	}
+	return s.use(true, "finish "+lease.RunID, func() error {
+		r, err := s.holder(lease)
+		if err != nil {
+			return err
+		}
+		r.state, r.until, r.updated = state, 0, s.now().UnixNano()
+		return nil
+	})
+}
+
+func (s *memStore) Get(_ context.Context, runID string) (Run, error) {
+	var out Run
+	err := s.use(false, "get "+runID, func() error {
+		r, ok := s.runs[runID]
+		if !ok {
+			return fmt.Errorf("%w: %s", ErrNotFound, runID)
+		}
+		out = r.run(runID)
+		return nil
+	})
+	return out, err
+}
+
+// selectRuns returns the runs keep accepts, ordered by less, at most limit (0: MaxList).
+func (s *memStore) selectRuns(what string, limit int, keep func(id string, r *memRun) bool, less func(a, b Run) int) ([]Run, error) {
+	var out []Run
+	err := s.use(false, what, func() error {
+		for id, r := range s.runs {
+			if keep(id, r) {
+				out = append(out, r.run(id))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, less)
+	return out[:min(len(out), listLimit(limit))], nil
+}
+
+func byID(a, b Run) int { return cmp.Compare(a.ID, b.ID) }
+
+func (s *memStore) List(_ context.Context, f Filter) ([]Run, error) {
+	return s.selectRuns("list", f.Limit, func(id string, r *memRun) bool {
+		return id > f.After && (f.State == "" || r.state == f.State)
+	}, byID)
+}
+
+func (s *memStore) Expired(_ context.Context, limit int) ([]Run, error) {
+	now := s.now().UnixNano()
+	return s.selectRuns("list", limit, func(_ string, r *memRun) bool {
+		return r.state == StateRunning && r.until < now
+	}, func(a, b Run) int { return cmp.Or(a.Until.Compare(b.Until), byID(a, b)) })
+}
+
+func (s *memStore) Decide(_ context.Context, runID, key string, d Decision) error {
+	if err := checkID("run id", runID); err != nil {
+		return err
+	}
+	if err := checkID("call key", key); err != nil {
+		return err
+	}
+	if len(d.Reason) > MaxReasonBytes || len(d.By) > MaxIDBytes {
+		return fmt.Errorf("%w: a decision's reason is at most %d bytes and its author %d", ErrInvalid, MaxReasonBytes, MaxIDBytes)
+	}
+	return s.use(true, "decide on "+runID, func() error {
+		r, ok := s.runs[runID]
+		switch {
+		case !ok:
+			return fmt.Errorf("%w: %s", ErrNotFound, runID)
+		case r.state.Terminal():
+			return fmt.Errorf("%w: run %s is %s", ErrFinished, runID, r.state)
+		}
+		if _, ok := r.decisions[key]; ok {
+			return fmt.Errorf("%w: the call %s of run %s is decided already", ErrExists, key, runID)
+		}
+		if r.decisions == nil {
+			r.decisions = map[string]Decision{}
+		}
+		d.Time = time.Unix(0, s.now().UnixNano())
+		r.decisions[key] = d
+		return nil
+	})
+}
+
+func (s *memStore) Decision(_ context.Context, runID, key string) (Decision, bool, error) {
+	var d Decision
+	var found bool
+	err := s.use(false, "read a decision of "+runID, func() error {
+		if r, ok := s.runs[runID]; ok {
+			d, found = r.decisions[key]
+		}
+		return nil
+	})
+	return d, found, err
+}
+
+func (s *memStore) Prune(_ context.Context, before time.Time, limit int) (int, error) {
+	n := 0
+	err := s.use(true, "prune", func() error {
+		var ids []string
+		cut := before.UnixNano()
+		for id, r := range s.runs {
+			if r.state != StateRunning && r.updated < cut {
+				ids = append(ids, id)
+			}
+		}
+		// The oldest first, as the SQL stores take them.
+		slices.SortFunc(ids, func(a, b string) int {
+			return cmp.Or(cmp.Compare(s.runs[a].updated, s.runs[b].updated), cmp.Compare(a, b))
+		})
+		for _, id := range ids[:min(len(ids), listLimit(limit))] {
+			delete(s.runs, id)
+			n++
+		}
+		return nil
+	})
+	return n, err
+}
+
+func (s *memStore) SetWorkers(_ context.Context, owner string, workers []string) error {
+	if err := checkID("owner", owner); err != nil {
+		return err
+	}
+	if len(workers) > MaxWorkers {
+		return fmt.Errorf("%w: %d workers; the limit is %d", ErrInvalid, len(workers), MaxWorkers)
+	}
+	for _, w := range workers {
+		if err := checkID("worker id", w); err != nil {
+			return err
+		}
+	}
+	return s.use(true, "noting the workers of "+owner, func() error {
+		now := s.now().UnixNano()
+		m := make(map[string]int64, len(workers))
+		for _, w := range workers {
+			m[w] = now
+		}
+		s.workers[owner] = m
+		return nil
+	})
+}
+
+func (s *memStore) Workers(_ context.Context, since time.Time) ([]string, error) {
+	var out []string
+	err := s.use(false, "reading the known workers", func() error {
+		cut := since.UnixNano()
+		for _, m := range s.workers {
+			for w, seen := range m {
+				if seen >= cut {
+					out = append(out, w)
+				}
+			}
+		}
+		return nil
+	})
+	slices.Sort(out)
+	out = slices.Compact(out)
+	return out[:min(len(out), MaxWorkers)], err
+}
+
+func (s *memStore) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	return nil
+}
