@@ -132,10 +132,14 @@ func (r *Report) explain(g *Goal) explanation {
 		return explanation{why, "lower the noisy tenant's max_concurrent_runs and model_calls_per_minute (its admitted runs are its share of the machine), or give each tenant a weighted share of the orchestrator's CPU between model calls instead of a fixed rate.",
 			brief, "lower the noisy tenant's limits, or weight the orchestrator's CPU per tenant"}
 	case "memory-per-run":
-		return explanation{fmt.Sprintf("%s per open run. A run waiting for its model holds one goroutine, the Run stream's handler, whose stack holds the call chain down to the model call (gRPC server, run service, loop, provider), and about 8 KiB of live heap (gRPC's stream state on both sides of the connection, the run record, loop state and request), which the garbage collector's headroom roughly doubles in RSS (GOGC=100).", g.Measured),
-			"what is left is structural: a goroutine per open stream, and gRPC's per-stream state; below it, a run would have to be parked as data while it waits (no goroutine) and its record shrunk to the request and what the loop needs next.",
-			fmt.Sprintf("%s per open run: goroutine stacks, HTTP/2 stream state and the run record", g.Measured),
-			"shrink what a waiting run holds, guided by a heap profile of an orchestrator holding runs open"}
+		floor := ""
+		if f := r.Memory.FloorKiBPerRun; f > 0 {
+			floor = fmt.Sprintf(" A bare grpc-go server holding an open server stream grows by %.1f KiB per stream on this machine (its handler's goroutine, 8 KiB of stack, and gRPC's stream state on the server side): a goal of 16 KiB leaves %.1f KiB for all a run holds.", f, 16-f)
+		}
+		return explanation{fmt.Sprintf("%s per open run. A run waiting for its model holds the Run stream's goroutine (the model call is made from a few frames on it; the rest of the run's work runs on goroutines that end with it), gRPC's per-stream state, and the run's own state: its record, its journal in memory, its loop, its request, its process (blackboard, budget), its contexts and their timers (the run's deadline), which the garbage collector's headroom (GOGC=100) roughly doubles in RSS.%s", g.Measured, floor),
+			"below this, a run's state would have to shrink to its request and what the loop needs next, kept off the heap between model calls, and its contexts folded into one; the stream's goroutine and gRPC's state stay.",
+			fmt.Sprintf("%s per open run: the stream's goroutine and gRPC's state (the floor), the run record, journal, loop and contexts", g.Measured),
+			"fold what a waiting run holds into fewer objects, guided by a heap profile of an orchestrator holding runs open"}
 	case "routing-10k", "routing-100k":
 		var row RoutingRow
 		for _, x := range r.Routing {

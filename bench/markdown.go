@@ -176,6 +176,17 @@ func (r *Report) Markdown() string {
 	}
 	p("| **median** | | | | **%.1f KiB** | |", r.Memory.KiBPerRun)
 	p("")
+	if len(r.Memory.FloorRounds) > 0 {
+		p("The floor, measured the same way: bench/cmd/rawadd -health, a bare grpc-go server with default options, holding as many grpc.health.v1 Watch streams open over one connection (a Watch handler waits for a change as a run waits for its model). Whatever a run holds comes on top of this:")
+		p("")
+		p("| round | streams | VmRSS before | VmRSS after | per open stream |")
+		p("|---|---:|---:|---:|---:|")
+		for i, x := range r.Memory.FloorRounds {
+			p("| %d | %d | %d KiB | %d KiB | %.1f KiB |", i+1, x.Runs, x.BeforeKiB, x.AfterKiB, x.KiBPerRun)
+		}
+		p("| **median** | | | | **%.1f KiB** |", r.Memory.FloorKiBPerRun)
+		p("")
+	}
 
 	p("## Tenant isolation")
 	p("")

@@ -8,7 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/toolmesh/toolmesh/pkg/client"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
@@ -135,4 +137,72 @@ func measureMemory(ctx context.Context, cfg Config, n int) (memoryRound, error) 
 		KiBPerRun:   float64(after-before) / float64(n),
 		OpenSeconds: openFor.Seconds(),
 	}, nil
+}
+
+// measureMemoryFloor measures what an open server stream costs a bare grpc-go server:
+// bench/cmd/rawadd -health, with default options, holding n grpc.health.v1 Watch
+// streams open over one connection (a Watch handler waits for a change, as a run waits
+// for its model), read as measureMemory reads the orchestrator. No run can cost less.
+func measureMemoryFloor(ctx context.Context, cfg Config, n int) (memoryRound, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	p, err := startProc("rawadd(health)", cfg.Bins.RawAdd, childEnv(), "-health")
+	if err != nil {
+		return memoryRound{}, err
+	}
+	defer p.stop(10 * time.Second)
+	rec, err := p.waitJSON(ctx, "serving")
+	if err != nil {
+		return memoryRound{}, err
+	}
+	addr, _ := rec["address"].(string)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return memoryRound{}, err
+	}
+	defer func() { _ = conn.Close() }()
+	h := healthpb.NewHealthClient(conn)
+	if _, err := h.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+		return memoryRound{}, err
+	}
+	time.Sleep(200 * time.Millisecond)
+	before, err := vmRSS(p.pid())
+	if err != nil {
+		return memoryRound{}, err
+	}
+	watchCtx, stopWatches := context.WithCancel(ctx)
+	defer stopWatches()
+	started := make(chan error, n)
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for range n {
+		wg.Go(func() {
+			s, err := h.Watch(watchCtx, &healthpb.HealthCheckRequest{})
+			if err == nil {
+				_, err = s.Recv()
+			}
+			started <- err
+			if err == nil {
+				_, _ = s.Recv() // until the watches stop
+			}
+		})
+	}
+	var failure error
+	for range n {
+		if err := <-started; err != nil && failure == nil {
+			failure = err
+		}
+	}
+	openFor := time.Since(t0)
+	var after int64
+	if failure == nil {
+		time.Sleep(300 * time.Millisecond)
+		after, failure = vmRSS(p.pid())
+	}
+	stopWatches()
+	wg.Wait()
+	if failure != nil {
+		return memoryRound{}, fmt.Errorf("the floor: %w\n%s", failure, p.tail())
+	}
+	return memoryRound{Runs: n, BeforeKiB: before, AfterKiB: after, KiBPerRun: float64(after-before) / float64(n), OpenSeconds: openFor.Seconds()}, nil
 }

@@ -129,18 +129,24 @@ type LoopResult struct {
 	NestedRounds []float64 `json:"nested_level_rounds_us"`
 }
 
-// MemoryResult is the orchestrator's memory per open run.
+// MemoryResult is the orchestrator's memory per open run, and beside it what an open
+// server stream costs a bare grpc-go server (the floor).
 type MemoryResult struct {
-	KiBPerRun float64       `json:"kib_per_run"`
-	Rounds    []memoryRound `json:"rounds"`
+	KiBPerRun      float64       `json:"kib_per_run"`
+	Rounds         []memoryRound `json:"rounds"`
+	FloorKiBPerRun float64       `json:"floor_kib_per_stream"`
+	FloorRounds    []memoryRound `json:"floor_rounds"`
 }
 
 func (m *MemoryResult) aggregate() {
-	var xs []float64
+	var xs, fs []float64
 	for _, r := range m.Rounds {
 		xs = append(xs, r.KiBPerRun)
 	}
-	m.KiBPerRun = median(xs)
+	for _, r := range m.FloorRounds {
+		fs = append(fs, r.KiBPerRun)
+	}
+	m.KiBPerRun, m.FloorKiBPerRun = median(xs), median(fs)
 }
 
 // RoutingRow is router.Tool(name) with a table of Tools tools.

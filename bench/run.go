@@ -181,6 +181,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				rep.Memory.Rounds = append(rep.Memory.Rounds, m)
 				e.progress("round %d/%d  orchestrator RSS %d → %d KiB with %d open runs: %.1f KiB/run", round, cfg.Rounds, m.BeforeKiB, m.AfterKiB, m.Runs, m.KiBPerRun)
 			}
+			if f, err := measureMemoryFloor(ctx, cfg, cfg.OpenRuns); err != nil {
+				rep.fail("memory floor", err)
+			} else {
+				rep.Memory.FloorRounds = append(rep.Memory.FloorRounds, f)
+				e.progress("round %d/%d  bare grpc-go server RSS %d → %d KiB with %d open streams: %.1f KiB/stream", round, cfg.Rounds, f.BeforeKiB, f.AfterKiB, f.Runs, f.KiBPerRun)
+			}
 		}
 	}
 

@@ -20,6 +20,8 @@ import (
 	"syscall"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/toolmesh/toolmesh/bench/internal/peer"
 	"github.com/toolmesh/toolmesh/internal/cli"
@@ -36,6 +38,7 @@ func main() {
 func run(args []string) error {
 	fs := flag.NewFlagSet("rawadd", flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:0", "address to serve on")
+	withHealth := fs.Bool("health", false, "serve grpc.health.v1 too: the benchmark holds Watch streams open on it to measure what an open server stream costs a bare grpc-go server")
 	if err := cli.Parse(fs, args, os.Stdout, os.Stderr); err != nil {
 		return err
 	}
@@ -45,6 +48,9 @@ func run(args []string) error {
 	}
 	g := grpc.NewServer()
 	toolpb.RegisterToolWorkerServiceServer(g, adder{})
+	if *withHealth {
+		healthpb.RegisterHealthServer(g, health.NewServer())
+	}
 	line, _ := json.Marshal(map[string]string{"msg": "serving", "address": lis.Addr().String()})
 	fmt.Println(string(line))
 
