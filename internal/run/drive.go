@@ -24,12 +24,14 @@ import (
 )
 
 // A run is driven one model call at a time (loop.Stepper). The goroutine that runs it
-// (Run's caller: a client's Run stream) makes each model call itself, a few frames deep;
-// everything else (starting the run, running each answer's tool calls, ending the run)
-// runs on a goroutine of its own that ends with that piece of work (Deep). A run
-// waiting for its model, where runs spend most of their time, so holds one goroutine
-// whose stack is a few KiB, instead of one with the whole call chain of the run service
-// and the loop on it.
+// (Run's caller: a client's Run stream) makes each model call itself, a few frames deep,
+// and works each answer (its tool calls) from the same few frames. Starting the run,
+// whose call chain is the deepest (checking the request, resolving its tools, opening its
+// journal and loop), and ending it run on a goroutine of their own that ends with that
+// piece of work (Deep). So a run waiting for its first answer holds one goroutine with a
+// small stack; one that worked an answer grew that stack, and the garbage collector
+// shrinks it back while the run waits again (a waiting run uses a few KiB of it) —
+// rather than every answer paying for a fresh goroutine's stack to grow.
 
 // driver is a run that started: what its pieces of work share.
 type driver struct {
@@ -50,6 +52,10 @@ type driver struct {
 	observer *serialObserver
 	step     *loop.Stepper
 	startErr error // why the loop could not start
+	// first is the loop's first model call, made ready with the rest of the start (or
+	// the error that ends the loop before it).
+	first    *llm.Request
+	firstErr error
 }
 
 // launch runs a prepared run: a new one (j nil), or one taken over from the journal.
@@ -65,30 +71,23 @@ func (s *Service) launch(ctx context.Context, p *prepared, id, loopID string, st
 	return res, err
 }
 
-// loop alternates the model calls, made on this goroutine, with the work of their
-// answers, done Deep.
+// loop alternates the model calls with the work of their answers, until the loop ends.
 func (d *driver) loop() (*loop.Result, error) {
-	var (
-		req *llm.Request
-		res *loop.Result
-		err error
-	)
 	if d.step == nil {
 		return nil, d.startErr
 	}
-	Deep(func() { req, err = d.step.Request() })
+	req, err := d.first, d.firstErr
 	for err == nil {
 		resp, cerr := d.step.Collect(d.ctx, req)
-		Deep(func() {
-			if res, err = d.step.Answer(d.ctx, resp, cerr); res == nil && err == nil {
-				req, err = d.step.Request()
-			}
-		})
-		if res != nil {
-			break
+		var res *loop.Result
+		if res, err = d.step.Answer(d.ctx, resp, cerr); res != nil {
+			return res, nil
+		}
+		if err == nil {
+			req, err = d.step.Request()
 		}
 	}
-	return res, err
+	return nil, err
 }
 
 // Deep runs fn on a goroutine of its own and waits for it, so that the stack fn grows
@@ -253,6 +252,9 @@ func (d *driver) startLoop() {
 		observer.send(ev)
 	}
 	d.step, d.startErr = loop.Start(opts, loop.Input{System: p.req.System, Messages: p.req.Messages, Tools: p.tools})
+	if d.step != nil {
+		d.first, d.firstErr = d.step.Request()
+	}
 }
 
 // end ends a run whose loop ended (res or err): it settles a tool's signal, records how
