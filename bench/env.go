@@ -31,7 +31,6 @@ import (
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/internal/loop"
 	meshmcp "github.com/toolmesh/toolmesh/internal/mcp"
-	"github.com/toolmesh/toolmesh/internal/router"
 	"github.com/toolmesh/toolmesh/internal/runlog"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
@@ -167,13 +166,7 @@ func setup(ctx context.Context, cfg Config) (_ *env, err error) {
 	}
 	e.defer_(e.off.close)
 	tel := e.tel
-	if e.on, err = startCore(coreOptions{
-		provider: e.script,
-		tel:      tel,
-		dial: func(addr string) (*grpc.ClientConn, error) {
-			return grpc.NewClient(addr, append(router.DialOptions(), tel.DialOptions()...)...)
-		},
-	}); err != nil {
+	if e.on, err = startCore(coreOptions{provider: e.script, tel: tel}); err != nil {
 		return nil, err
 	}
 	e.defer_(e.on.close)
@@ -397,7 +390,7 @@ func (e *env) hopVariant(name string, c *core, chain []decorators.Decorator) *va
 		v.measures = "the same hop with mutual TLS on both sides, as cmd/orchestrator and bin/toolworker turn it on: TLS 1.3 with ECDSA P-256 certificates of a development CA carrying SPIFFE IDs; the router dials the worker expecting the identity it registered under, the worker takes Invoke only from the orchestrator's identity; one long-lived connection, so the handshake is not in the per-call cost. The arguments come validated, in canonical form, as the loop sends them (validated once at setup here), and the worker, having authenticated the orchestrator, skips validating them against the same definition"
 	}
 	if name == VHopOTel {
-		v.measures = "the same hop with telemetry on as cmd/orchestrator turns it on: the router's connections dialled with router.DialOptions() plus telemetry.DialOptions() (otelgrpc client span, traceparent, rpc.client metrics), router.Options.Telemetry (replica and in-flight records), and decorators.Telemetry after decorators.Default() (execute_tool span and tool-call metrics); traces and metrics go through batching OTLP/gRPC exporters to an in-benchmark receiver, sampler parentbased_always_on; the worker process gets OTEL_* variables pointing at the same receiver"
+		v.measures = "the same hop with telemetry on as cmd/orchestrator turns it on: router.Options.Telemetry (the trace context in the call's metadata, replica and in-flight records) and decorators.Telemetry after decorators.Default() (the execute_tool span, the call's one span on this side, and tool-call metrics); the worker's one span is its execute_tool span, a child of ours; traces and metrics go through batching OTLP/gRPC exporters to an in-benchmark receiver, sampler parentbased_always_on; the worker process gets OTEL_* variables pointing at the same receiver"
 	}
 	t, err := c.router.Tool(peer.Name)
 	if err != nil {

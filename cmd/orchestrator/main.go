@@ -172,8 +172,7 @@ func run(args []string) error {
 				return nil, err
 			}
 			// The worker's server must prove the identity it registered under.
-			return grpc.NewClient(address, append(append(router.DialOptions(), tel.DialOptions()...),
-				grpc.WithTransportCredentials(certs.ClientCredentials(id)))...)
+			return grpc.NewClient(address, append(router.DialOptions(), grpc.WithTransportCredentials(certs.ClientCredentials(id)))...)
 		}
 	}
 	var callToken func(string, trust.CallClaims, time.Time) (string, error)

@@ -205,6 +205,8 @@ func (r *Router) invokeFull(ctx context.Context, t *remoteTool, input string) (t
 	if err != nil {
 		return tool.ErrorWithCode(tool.CodeInvalidArguments, fmt.Sprintf("the call's context cannot be sent to group '%s': %v", t.group, err)), nil
 	}
+	// The worker's span joins the caller's (the execute_tool span) through these.
+	kv = r.opts.Telemetry.AppendTraceContext(ctx, kv)
 	if len(kv) > 0 {
 		ctx = metadata.AppendToOutgoingContext(ctx, kv...)
 	}

@@ -80,7 +80,8 @@ type Options struct {
 	// saying so, instead of queueing without bound. Default 1024.
 	MaxInFlightPerWorker int
 	// Dial opens a client connection to a worker. Default: grpc.NewClient with
-	// DialOptions() and the telemetry handlers. A replacement should start from
+	// DialOptions(); the calls are traced without a stats handler on the connection (see
+	// Telemetry). A replacement should start from
 	// DialOptions(): without them no keepalive turns a silent partition into a fast
 	// failure, and a service config could add retries behind the router's back.
 	Dial func(address string) (*grpc.ClientConn, error)
@@ -101,9 +102,9 @@ type Options struct {
 	Converter func(group string) toolctx.Converter
 	// Codec encodes the context as metadata; its MaxBytes bounds it (default 8 KiB).
 	Codec ctxcodec.Codec
-	// Telemetry traces the calls to workers (as children of the caller's span, with the
-	// trace context in the request metadata) and counts calls in flight per worker; nil
-	// records nothing.
+	// Telemetry sends the trace context of the caller's span (the execute_tool span)
+	// with each call, so that the worker's span is its child, and counts calls in
+	// flight per worker; nil records nothing.
 	Telemetry *telemetry.Telemetry
 	// Logger receives the router's logs. Default: slog.Default().
 	Logger *slog.Logger
@@ -171,9 +172,8 @@ func (o Options) withDefaults() Options {
 		o.MaxAttempts = 3
 	}
 	if o.Dial == nil {
-		tel := o.Telemetry
 		o.Dial = func(address string) (*grpc.ClientConn, error) {
-			return grpc.NewClient(address, append(DialOptions(), tel.DialOptions()...)...)
+			return grpc.NewClient(address, DialOptions()...)
 		}
 	}
 	if o.Converter == nil {

@@ -206,9 +206,13 @@ type ToolAttrs struct {
 	CallID string
 	Type   string // gen_ai.tool.type; default "function"
 	Group  string // toolmesh.group; empty for tools that run in the orchestrator
+	// Served marks a worker's execution of a call the orchestrator sent: the span, the
+	// only one the worker makes for the call, is of kind SERVER.
+	Served bool
 }
 
-// StartTool starts the span of one tool execution: "execute_tool {name}", kind INTERNAL.
+// StartTool starts the span of one tool execution: "execute_tool {name}", kind INTERNAL
+// (SERVER for ToolAttrs.Served).
 func (t *Telemetry) StartTool(ctx context.Context, a ToolAttrs) (context.Context, trace.Span) {
 	if t.Off() {
 		return ctx, noSpan
@@ -232,7 +236,11 @@ func (t *Telemetry) StartTool(ctx context.Context, a ToolAttrs) (context.Context
 	if a.Group != "" {
 		attrs = append(attrs, KeyGroup.String(a.Group))
 	}
-	ctx, s := t.start(ctx, OperationExecuteTool+" "+a.Name, trace.SpanKindInternal, attrs)
+	kind := trace.SpanKindInternal
+	if a.Served {
+		kind = trace.SpanKindServer
+	}
+	ctx, s := t.start(ctx, OperationExecuteTool+" "+a.Name, kind, attrs)
 	s.tool, s.group = a.Name, a.Group
 	return ctx, s
 }

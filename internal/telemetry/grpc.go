@@ -1,9 +1,11 @@
 package telemetry
 
 import (
+	"context"
 	"strings"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/stats"
 )
@@ -57,3 +59,61 @@ func traced(method string) bool {
 	return !strings.HasPrefix(method, "/grpc.health.v1.Health/") &&
 		!strings.HasPrefix(method, "/grpc.reflection.")
 }
+
+// Tool calls between the orchestrator and a worker are traced with one span on each
+// side, the execute_tool span each side makes anyway, rather than an RPC span under it
+// as well: the router sends the trace context of its execute_tool span with the call
+// (AppendTraceContext), and the worker makes its execute_tool span a child of it
+// (TraceContextFrom). Neither connection carries otelgrpc's stats handler, whose span,
+// metrics and per-call copies of the metadata cost the hop more than the rest of what
+// tracing adds.
+
+// AppendTraceContext appends to kv, as gRPC metadata pairs, the W3C trace context of the
+// span in ctx (traceparent, and tracestate when there is one), when traces are
+// recorded and ctx holds a valid span.
+func (t *Telemetry) AppendTraceContext(ctx context.Context, kv []string) []string {
+	if t == nil || t.noTraces || !trace.SpanContextFromContext(ctx).IsValid() {
+		return kv
+	}
+	c := appendCarrier{kv: kv}
+	t.Propagator().Inject(ctx, &c)
+	return c.kv
+}
+
+// TraceContextFrom returns ctx carrying the remote span context the caller sent in md
+// (traceparent, tracestate), for spans started from it to join the caller's trace; ctx
+// itself when traces are not recorded or md carries none.
+func (t *Telemetry) TraceContextFrom(ctx context.Context, md map[string][]string) context.Context {
+	if t == nil || t.noTraces || len(md["traceparent"]) == 0 {
+		return ctx
+	}
+	return t.Propagator().Extract(ctx, mdCarrier(md))
+}
+
+// mdCarrier reads gRPC metadata (lower-case keys) for a propagator.
+type mdCarrier map[string][]string
+
+func (c mdCarrier) Get(key string) string {
+	if v := c[strings.ToLower(key)]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+func (c mdCarrier) Set(string, string) {}
+func (c mdCarrier) Keys() []string {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// appendCarrier is a propagation.TextMapCarrier that appends what is set as metadata
+// pairs; its keys are lower case, as gRPC wants them.
+type appendCarrier struct{ kv []string }
+
+func (c *appendCarrier) Get(string) string { return "" }
+func (c *appendCarrier) Set(key, value string) {
+	c.kv = append(c.kv, strings.ToLower(key), value)
+}
+func (c *appendCarrier) Keys() []string { return nil }

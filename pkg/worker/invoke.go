@@ -139,7 +139,9 @@ func (s *invoker) invoke(ctx context.Context, req *toolpb.InvokeRequest, progres
 		ctx = tool.WithProgress(ctx, progress)
 	}
 	group := w.group[name]
-	ctx, span := w.tel.StartTool(ctx, telemetry.ToolAttrs{Name: name, CallID: req.GetCallId(), Group: group})
+	// The call's one span on this side, a child of the orchestrator's execute_tool span.
+	ctx = w.tel.TraceContextFrom(ctx, md)
+	ctx, span := w.tel.StartTool(ctx, telemetry.ToolAttrs{Name: name, CallID: req.GetCallId(), Group: group, Served: true})
 	w.tel.AddInFlight(ctx, w.opts.ID, group, 1)
 	var (
 		res tool.Result

@@ -33,8 +33,8 @@
 //		MeterProvider:  p.MeterProvider,
 //	}, group)
 //
-// Each call then gets a server span, joined to the orchestrator's trace through the W3C
-// traceparent header, and an execute_tool span; the worker records
+// Each call then gets one span, execute_tool (kind SERVER), a child of the
+// orchestrator's execute_tool span through the W3C traceparent header; the worker records
 // toolmesh.worker.calls.in_flight (the calls it is running; toolmesh_worker_calls_in_flight
 // in Prometheus, the signal a tool group's autoscaler scales on) and
 // toolmesh.tool.call.duration, which p.ServeMetrics serves for Prometheus.
@@ -175,10 +175,9 @@ type Options struct {
 	MinBackoff, MaxBackoff time.Duration
 	// Logger receives the worker's logs. Default: slog.Default().
 	Logger *slog.Logger
-	// TracerProvider and MeterProvider, when set, trace every call (a server span per
-	// request, joined to the orchestrator's trace through the W3C traceparent header, and
-	// an execute_tool span around the tool) and count calls in flight, the signal to
-	// autoscale a tool group on.
+	// TracerProvider and MeterProvider, when set, trace every call (one execute_tool
+	// span, kind SERVER, joined to the orchestrator's trace through the W3C traceparent
+	// header) and count calls in flight, the signal to autoscale a tool group on.
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
 	// TLS, when set, turns mutual TLS on: the worker serves with its certificate, takes
@@ -374,7 +373,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.addrOnce.Do(func() { w.addr <- lis.Addr() })
 
 	w.health = health.NewServer()
-	opts := append([]grpc.ServerOption{
+	opts := []grpc.ServerOption{
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		// A fixed pool of stream workers reuses goroutines (and their grown stacks) instead
 		// of starting one per call, which grows a fresh stack on every call: as many as
@@ -383,7 +382,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		// Fixed windows: no flow-control PINGs (see wire.ReceiveStreamWindow).
 		grpc.InitialWindowSize(wire.ReceiveStreamWindow),
 		grpc.InitialConnWindowSize(wire.ReceiveConnWindow),
-	}, w.tel.ServerOptions()...)
+		// No otelgrpc stats handler: a call's span is the execute_tool span, whose parent
+		// comes with the call (see invoke).
+	}
 	if w.opts.TLS != nil {
 		opts = append(opts, grpc.Creds(w.opts.TLS.ServerCredentials(false)),
 			grpc.ChainUnaryInterceptor(w.authorizeUnary), grpc.ChainStreamInterceptor(w.authorizeStream))
