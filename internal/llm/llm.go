@@ -55,7 +55,9 @@ type ToolSpec struct {
 	Parameters json.RawMessage
 }
 
-// Request is one model call.
+// Request is one model call. Neither the caller nor the provider changes a request once
+// it is sent, or what it refers to (its messages, their tool calls, its tool specs): a
+// loop's requests share its history and tool specs, and a provider may keep a request.
 type Request struct {
 	// Model is the provider-specific model name; empty means the provider's default.
 	Model string

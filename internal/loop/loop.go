@@ -240,7 +240,9 @@ func (s *Stepper) Request() (*llm.Request, error) {
 	req := &llm.Request{
 		Model:           l.opts.Model,
 		System:          s.system,
-		Messages:        append([]llm.Message(nil), l.history...),
+		// The history as it is: the loop only ever appends to it, and the full slice
+		// expression keeps an append from reaching what a request holds.
+		Messages:        l.history[:len(l.history):len(l.history)],
 		Tools:           l.specs(),
 		Temperature:     l.opts.Temperature,
 		MaxOutputTokens: l.opts.MaxOutputTokens,
@@ -286,15 +288,41 @@ type state struct {
 	sharedCost   float64
 	// corrected is set once the model had its corrective turn for the output schema.
 	corrected bool
+	// offered are the last specs(), which the next request shares if they still hold.
+	offered []llm.ToolSpec
 }
 
+// specs are the tools offered to the model. Requests share them while they stay the same
+// (a tool's definition may change between turns: a playbook unlocks a tool, say).
 func (l *state) specs() []llm.ToolSpec {
+	if l.offered != nil && len(l.offered) == len(l.order) {
+		same := true
+		for i, name := range l.order {
+			d, o := l.tools[name].Definition(), l.offered[i]
+			if d.Name != o.Name || d.Description != o.Description || !sameBytes(d.InputSchema.JSON(), o.Parameters) {
+				same = false
+				break
+			}
+		}
+		if same {
+			return l.offered
+		}
+	}
 	specs := make([]llm.ToolSpec, 0, len(l.order))
 	for _, name := range l.order {
 		d := l.tools[name].Definition()
 		specs = append(specs, llm.ToolSpec{Name: d.Name, Description: d.Description, Parameters: d.InputSchema.JSON()})
 	}
-	return specs
+	l.offered = specs[:len(specs):len(specs)]
+	return l.offered
+}
+
+// sameBytes reports whether a and b are the same bytes: the same slice, or equal ones.
+func sameBytes(a, b []byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	return len(a) == 0 || &a[0] == &b[0] || string(a) == string(b)
 }
 
 // answer runs the model's answer of iteration iter: the loop's result or the error that
@@ -722,7 +750,7 @@ func (l *state) inject(ctx context.Context, iter int, o outcome) {
 	}
 	ic := InjectionContext{
 		Tool: o.tool, Input: o.input, Result: o.result, Content: o.content, Iteration: iter,
-		Current: l.current(), History: slices.Clone(l.history),
+		Current: l.current(), History: l.history[:len(l.history):len(l.history)],
 	}
 	// l.strategy is a Chain: what it returns with an error is the others' contribution.
 	inj, err := l.strategy.Evaluate(l.callContext(ctx, iter, o.call), ic)

@@ -147,7 +147,7 @@ func (p *Provider) record(req *llm.Request) {
 	if keep == 0 {
 		return
 	}
-	c := cloneRequest(req)
+	c := *req // what it refers to is not changed once sent (see llm.Request)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.requests) < p.keep {
@@ -354,8 +354,8 @@ func (a *answer) size() int {
 	return n
 }
 
-// cloneRequest copies req deeply, so that callers that reuse their request cannot change
-// what was recorded.
+
+// cloneRequest copies req deeply, so that a caller of Requests may change what it gets.
 func cloneRequest(req *llm.Request) llm.Request {
 	c := *req
 	c.Messages = slices.Clone(req.Messages)
