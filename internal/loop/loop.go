@@ -238,8 +238,8 @@ func (s *Stepper) Request() (*llm.Request, error) {
 		}
 	}
 	req := &llm.Request{
-		Model:           l.opts.Model,
-		System:          s.system,
+		Model:  l.opts.Model,
+		System: s.system,
 		// The history as it is: the loop only ever appends to it, and the full slice
 		// expression keeps an append from reaching what a request holds.
 		Messages:        l.history[:len(l.history):len(l.history)],

@@ -354,7 +354,6 @@ func (a *answer) size() int {
 	return n
 }
 
-
 // cloneRequest copies req deeply, so that a caller of Requests may change what it gets.
 func cloneRequest(req *llm.Request) llm.Request {
 	c := *req
