@@ -15,9 +15,11 @@ import (
 // reflection are left out: probes would fill the traces.
 //
 // It is a stats handler, so it composes with the server's interceptors and with other
-// stats handlers; gRPC calls every handler installed.
+// stats handlers; gRPC calls every handler installed. With telemetry off (Off: nil, or
+// no-op providers, as OTEL_SDK_DISABLED=true gives) there is none: gRPC then keeps no
+// per-call statistics for it.
 func (t *Telemetry) ServerOptions() []grpc.ServerOption {
-	if t == nil {
+	if t.Off() {
 		return nil
 	}
 	return []grpc.ServerOption{grpc.StatsHandler(t.ServerHandler())}
@@ -28,7 +30,7 @@ func (t *Telemetry) ServerOptions() []grpc.ServerOption {
 // the ToolCallContext are left as they are), and the rpc.client.* metrics. Append them to
 // the connection's other options; grpc.WithStatsHandler may be given several times.
 func (t *Telemetry) DialOptions() []grpc.DialOption {
-	if t == nil {
+	if t.Off() {
 		return nil
 	}
 	return []grpc.DialOption{grpc.WithStatsHandler(t.ClientHandler())}
