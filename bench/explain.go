@@ -33,10 +33,10 @@ func (r *Report) explain(g *Goal) explanation {
 	limit, hop, otel, mcpHTTP := r.measured(VLimit), r.measured(VHop), r.measured(VHopOTel), r.measured(VMCPHTTP)
 	prof := r.profileDigest(g.profile)
 	hopFixBrief := "fewer allocations inside gRPC's call path on both sides (stream setup, metadata copies), and fewer context values per call"
-	hopFix := "what is left is mostly gRPC's own per-call work and the garbage it makes, on both sides: stream setup, the base64 of the -bin context entries, the copy of the incoming metadata the worker reads the context from, the stats-handler events. toolmesh's own part is small now (the context's metadata encoded without allocating, flat arguments validated in one pass, no span when tracing is off, the worker skipping validation behind mTLS); what remains of it is the context values each side adds per call (a context.WithValue each) and the protobuf strings of the request."
+	hopFix := "what is left is mostly gRPC's own per-call work and the garbage it makes, on both sides: stream setup, hpack and the base64 of the -bin context entries, the copy of the incoming metadata the worker reads the context from, the deadline's timer on each side. toolmesh's own part is small (no stats handler on the router's connections, the context's metadata encoded without allocating, flat arguments validated in one pass, one context value per call in the worker, its collector tuned for a small live heap); what remains of it is the context values the orchestrator's side adds per call and the protobuf strings of the request."
 	var why string
 	switch g.ID {
-	case "hop-p50", "hop-throughput":
+	case "hop-p50", "hop-throughput", "hop-cpu":
 		brief := fmt.Sprintf("a hop costs %s of CPU per call (this process %s, worker %s) against the limit's %s, and on %d cores that CPU bounds the throughput and, spent in series, the p50",
 			dur(hop.SelfCPUus+hop.PeerCPUus), dur(hop.SelfCPUus), dur(hop.PeerCPUus), dur(limit.SelfCPUus+limit.PeerCPUus), r.Machine.NProc)
 		why = fmt.Sprintf("at concurrency 32 a hop uses %s of CPU per call (this process %s, worker %s) against the limit's %s (%s + %s): the worker side costs %s more and the orchestrator side %s more, and on %d cores throughput is about cores / CPU per call, while at concurrency 1 the same CPU is spent in series on the critical path.",
@@ -66,8 +66,8 @@ func (r *Report) explain(g *Goal) explanation {
 			why += fmt.Sprintf(" Per call, this process exported %.1f spans and the worker %.1f.", float64(t.BenchSpans)/float64(t.TracedCalls), float64(t.WorkerSpans)/float64(t.TracedCalls))
 		}
 		why += prof
-		return explanation{why, "fix the plain hop first (see hop-p50): it takes most of the 2× budget. Then the per-call cost of telemetry: each side records an execute_tool span besides otelgrpc's RPC span, each with its attributes, plus otelgrpc's rpc.* metrics next to toolmesh's own tool-call metrics; one span per side (toolmesh's attributes on the RPC span) and one set of metrics would halve it, and sampling (parentbased_traceidratio) is the lever where full tracing is not needed.",
-			brief, "fix the plain hop first, then record one span and one set of metrics per side, or sample where full tracing is not needed"}
+		return explanation{why, "fix the plain hop first (see hop-p50). Tracing costs each side one execute_tool span (with its attributes and its export through the batching processor) and the tool-call metrics; sampling (parentbased_traceidratio) is the lever where full tracing is not needed.",
+			brief, "fix the plain hop first, or sample where full tracing is not needed"}
 	case "hop-mtls-p50":
 		mtls := r.measured(VHopMTLS)
 		brief := fmt.Sprintf("mutual TLS adds %s of CPU per call in this process and %s in the worker (p50 %s → %s)",

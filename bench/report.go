@@ -368,7 +368,21 @@ func (r *Report) evaluateGoals() {
 	if lim := r.ratioValue("mcp-http p50 / limit p50"); lim < 4 {
 		mcpTarget, mcpTargetText = 0.9*lim, fmt.Sprintf("≥ %.2f× lower (0.9 × the limit's own %.2f×: under 4× here)", 0.9*lim, lim)
 	}
+	// The hop's CPU per call, both sides, at concurrency 32: median over rounds of the sums.
+	hopCPU := math.NaN()
+	if v := r.Variant(VHop); v.ok() {
+		var sums []float64
+		for _, rr := range v.Rounds {
+			if rr.Throughput.SelfCPUus > 0 && rr.Throughput.PeerCPUus > 0 {
+				sums = append(sums, rr.Throughput.SelfCPUus+rr.Throughput.PeerCPUus)
+			}
+		}
+		if len(sums) > 0 {
+			hopCPU = median(sums)
+		}
+	}
 	r.Goals = []Goal{
+		{ID: "hop-cpu", Goal: "hop, telemetry off: CPU per call at c32, both sides (this process and the worker)", Target: "≤ 90 µs", Value: hopCPU, Measured: fmt.Sprintf("%.0f µs", hopCPU), Verdict: atMost(hopCPU, 90), profile: VHop},
 		{ID: "hop-p50", Goal: "hop, telemetry off: p50 vs the raw gRPC limit", Target: "≤ 1.3×", Value: hopP50, Measured: x(hopP50), Verdict: atMost(hopP50, 1.3), profile: VHop},
 		{ID: "hop-throughput", Goal: "hop, telemetry off: throughput at c32 vs the limit", Target: "≥ 0.75×", Value: hopThr, Measured: x(hopThr), Verdict: atLeast(hopThr, 0.75), profile: VHop},
 		{ID: "hop-otel-p50", Goal: "hop, tracing on (batching exporter): p50 vs the limit", Target: "≤ 1.5×", Value: otelP50, Measured: x(otelP50), Verdict: atMost(otelP50, 1.5), profile: VHopOTel},
