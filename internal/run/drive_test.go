@@ -56,7 +56,7 @@ func TestModelCalledFromAShallowStack(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	res, err := s.Run(ctx, Request{Messages: []llm.Message{{Role: llm.RoleUser, Text: "go"}}, Groups: []string{"communication"}}, nil)
-	if err != nil || res.Result.Text != "done" {
+	if err != nil || res.Text != "done" {
 		t.Fatalf("run: %+v, %v", res, err)
 	}
 	if len(model.stacks) != 2 {
