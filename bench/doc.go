@@ -8,7 +8,7 @@
 //	limit        raw grpc-go unary call to bench/cmd/rawadd (ToolWorkerService, hand-written handler)
 //	limit+4md    the same with the four context entries as metadata (informative)
 //	hop          router.Tool("add") + decorators.Default() → bin/toolworker --groups math
-//	hop+otel     the same with telemetry on (otelgrpc, batching OTLP exporters to an in-process receiver)
+//	hop+otel     the same with telemetry on (an execute_tool span a side, batching OTLP exporters to an in-process receiver)
 //	hop+mtls     the hop with mutual TLS on both sides, on a long-lived connection
 //	mcp-http     the Go MCP SDK's client → bench/cmd/mcpadd over streamable HTTP, one session
 //	mcp-stdio    the same over stdio
