@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -93,22 +94,33 @@ func (d *driver) loop() (*loop.Result, error) {
 // Deep runs fn on a goroutine of its own and waits for it, so that the stack fn grows
 // goes when fn is done instead of staying with the caller: the goroutine of a Run
 // stream, which lives as long as the run, stays small. A panic in fn is raised again in
-// the caller, with fn's stack.
+// the caller, with fn's stack; fn calling runtime.Goexit ends the caller's goroutine too.
 func Deep(fn func()) {
 	done := make(chan *deepPanic, 1)
 	go func() {
+		finished := false
 		defer func() {
-			if v := recover(); v != nil {
+			switch v := recover(); {
+			case v != nil:
 				done <- &deepPanic{value: v, stack: debug.Stack()}
+			case !finished:
+				done <- errGoexit
 			}
 			close(done)
 		}()
 		fn()
+		finished = true
 	}()
-	if p := <-done; p != nil {
+	switch p := <-done; {
+	case p == errGoexit:
+		runtime.Goexit()
+	case p != nil:
 		panic(p)
 	}
 }
+
+// errGoexit tells Deep's caller that its work called runtime.Goexit.
+var errGoexit = &deepPanic{value: "runtime.Goexit"}
 
 // deepPanic is a panic of a deep piece of work, raised again in its caller.
 type deepPanic struct {
@@ -124,8 +136,9 @@ func (s *Service) begin(ctx context.Context, p *prepared, id, loopID string, sta
 	d := &driver{s: s, p: p, id: id, loopID: loopID, observe: observe}
 	d.ctx, d.cancel = context.WithCancelCause(ctx)
 	d.ctx, d.stop = context.WithDeadline(d.ctx, started.Add(p.timeout))
+	begun := false
 	defer func() {
-		if err != nil {
+		if !begun { // an error, or a panic on its way to the caller's recovery
 			d.release()
 		}
 	}()
@@ -149,6 +162,7 @@ func (s *Service) begin(ctx context.Context, p *prepared, id, loopID string, sta
 		d.ctx = toolinternal.WithTenant(d.ctx, p.req.Tenant)
 	}
 	d.startLoop()
+	begun = true
 	return d, nil
 }
 

@@ -111,3 +111,52 @@ func TestDeepWaits(t *testing.T) {
 		t.Fatal("Deep returned before its work was done")
 	}
 }
+
+// A panic while a run starts (here the observer panics on Started), which the server's
+// interceptor recovers, leaves nothing of the run: no live run holding a slot of the
+// orchestrator's and its tenant's, nothing for a shutdown to wait for.
+func TestPanicAtStartLeavesNoRun(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	s, err := New(Options{Router: router.New(router.Options{Logger: log}), Providers: map[string]llm.Provider{"stacks": &stackModel{}},
+		DefaultProvider: "stacks", Config: config.Default(), Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("the observer's panic did not reach Run's caller")
+			}
+		}()
+		_, _ = s.Run(ctx, Request{ID: "r1", Messages: []llm.Message{{Role: llm.RoleUser, Text: "go"}}}, func(ev Event) {
+			if _, ok := ev.(Started); ok {
+				panic("observer")
+			}
+		})
+	}()
+	if n := s.store.liveCount(); n != 0 {
+		t.Errorf("after a recovered panic at start, %d runs are still live", n)
+	}
+	wctx, wcancel := context.WithTimeout(context.Background(), time.Second)
+	defer wcancel()
+	if err := s.store.wait(wctx); err != nil {
+		t.Errorf("waiting for the runs to end: %v", err)
+	}
+}
+
+// runtime.Goexit in a deep piece of work (t.FailNow in a test's provider, say) ends the
+// caller's goroutine too, rather than returning as if the work had been done.
+func TestDeepGoexit(t *testing.T) {
+	done, after := make(chan struct{}), false
+	go func() {
+		defer close(done)
+		Deep(func() { runtime.Goexit() })
+		after = true
+	}()
+	<-done
+	if after {
+		t.Error("Deep returned after its work called runtime.Goexit")
+	}
+}
