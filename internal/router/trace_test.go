@@ -4,8 +4,10 @@ import (
 	"context"
 	"testing"
 
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/toolmesh/toolmesh/internal/builtin"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
@@ -71,4 +73,51 @@ func spanNames(spans []sdktrace.ReadOnlySpan) []string {
 		out = append(out, s.Name())
 	}
 	return out
+}
+
+// An orchestrator with the SDK disabled (OTEL_SDK_DISABLED=true: no-op providers) still
+// passes on the trace context it was called with, as the OpenTelemetry API does without
+// an SDK: a traced worker's span joins the client's trace.
+func TestTraceJoinsThroughAnUntracedOrchestrator(t *testing.T) {
+	ctx := testContext(t)
+	off, err := telemetry.FromProviders(tracenoop.NewTracerProvider(), metricnoop.NewMeterProvider(), telemetry.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrk := telemetrytest.New(t, telemetry.Options{})
+	add := builtin.MathOperations()[0]
+	w, err := workersdk.New(workersdk.Options{ID: "w1", Orchestrator: deadAddress(t), Listen: "127.0.0.1:0", Logger: discard(),
+		TracerProvider: wrk.TracerProvider()}, workersdk.Group{Role: "math", Description: "math", Tools: []tool.Tool{add}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	addr, err := w.Addr(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRouter(t, Options{Telemetry: off})
+	mustRegister(t, r, registration("w1", addr.String(), "math", add))
+	stub, err := r.Tool("add")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The client's span, as the orchestrator's gRPC server leaves it in the Run's context.
+	client := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1, 2, 3}, SpanID: trace.SpanID{4, 5, 6}, TraceFlags: trace.FlagsSampled, Remote: true})
+	res, err := stub.Call(trace.ContextWithRemoteSpanContext(ctx, client), `{"a": 1, "b": 2}`)
+	if err != nil || res.IsError() {
+		t.Fatalf("add = %+v, %v", res, err)
+	}
+	ws := wrk.Span(t, "execute_tool add")
+	if ws.Parent().SpanID() != client.SpanID() {
+		t.Errorf("the worker's span has parent %s, want the client's span %s", ws.Parent().SpanID(), client.SpanID())
+	}
+	for _, s := range wrk.Ended() {
+		if s.SpanContext().TraceID() != client.TraceID() {
+			t.Errorf("worker span %q is in trace %s, not the client's %s", s.Name(), s.SpanContext().TraceID(), client.TraceID())
+		}
+	}
 }

@@ -15,11 +15,11 @@ import (
 // reflection are left out: probes would fill the traces.
 //
 // It is a stats handler, so it composes with the server's interceptors and with other
-// stats handlers; gRPC calls every handler installed. With telemetry off (Off: nil, or
-// no-op providers, as OTEL_SDK_DISABLED=true gives) there is none: gRPC then keeps no
-// per-call statistics for it.
+// stats handlers; gRPC calls every handler installed. Over no-op providers
+// (OTEL_SDK_DISABLED=true) it records nothing but still takes the caller's trace context
+// into the call's, for the calls this process makes to join the caller's trace.
 func (t *Telemetry) ServerOptions() []grpc.ServerOption {
-	if t.Off() {
+	if t == nil {
 		return nil
 	}
 	return []grpc.ServerOption{grpc.StatsHandler(t.ServerHandler())}
@@ -30,7 +30,7 @@ func (t *Telemetry) ServerOptions() []grpc.ServerOption {
 // the ToolCallContext are left as they are), and the rpc.client.* metrics. Append them to
 // the connection's other options; grpc.WithStatsHandler may be given several times.
 func (t *Telemetry) DialOptions() []grpc.DialOption {
-	if t.Off() {
+	if t == nil {
 		return nil
 	}
 	return []grpc.DialOption{grpc.WithStatsHandler(t.ClientHandler())}
@@ -71,10 +71,11 @@ func traced(method string) bool {
 // tracing adds.
 
 // AppendTraceContext appends to kv, as gRPC metadata pairs, the W3C trace context of the
-// span in ctx (traceparent, and tracestate when there is one), when traces are
-// recorded and ctx holds a valid span.
+// span in ctx (traceparent, and tracestate when there is one) when ctx holds a valid
+// one: its own span's, or the caller's when this process records no traces (no-op
+// providers pass it through, so that the worker's spans still join the caller's trace).
 func (t *Telemetry) AppendTraceContext(ctx context.Context, kv []string) []string {
-	if t == nil || t.noTraces || !trace.SpanContextFromContext(ctx).IsValid() {
+	if t == nil || !trace.SpanContextFromContext(ctx).IsValid() {
 		return kv
 	}
 	c := appendCarrier{kv: kv}
