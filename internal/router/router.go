@@ -81,7 +81,9 @@ type Options struct {
 	MaxInFlightPerWorker int
 	// Dial opens a client connection to a worker. Default: grpc.NewClient with
 	// DialOptions(); the calls are traced without a stats handler on the connection (see
-	// Telemetry). A replacement should start from
+	// Telemetry). The router calls Invoke through the connection's stream API, so a
+	// client interceptor for these calls must be a stream interceptor: a unary one does
+	// not see them. A replacement should start from
 	// DialOptions(): without them no keepalive turns a silent partition into a fast
 	// failure, and a service config could add retries behind the router's back.
 	Dial func(address string) (*grpc.ClientConn, error)

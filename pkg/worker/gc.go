@@ -20,27 +20,45 @@ import (
 // GOGC is back at its value from the environment and the collector behaves as usual. The
 // cost is memory: the heap grows to about minHeap between collections.
 //
-// GOGC=off in the environment and minHeap of zero leave the collector alone. With a
+// GOGC=off (in the environment or set before) and minHeap of zero leave the collector
+// alone; the GOGC in force when TuneGC is called is the floor of what it sets, and is set
+// again by stop. With a
 // memory limit (GOMEMLIMIT or debug.SetMemoryLimit), minHeap is capped at half of it.
 // cmd/toolworker calls it with 64 MiB unless -gc-min-heap says otherwise; a worker of
 // your own can call it from its main.
 func TuneGC(minHeap uint64) (stop func()) {
-	base := debug.SetGCPercent(100)
-	debug.SetGCPercent(base)
+	base := currentGOGC()
 	if base < 0 || minHeap == 0 {
 		return func() {}
 	}
 	if limit := debug.SetMemoryLimit(-1); limit > 0 && limit < math.MaxInt64 {
 		minHeap = min(minHeap, uint64(limit)/2)
 	}
-	t := &gcTuner{min: minHeap, base: base, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
+	t := &gcTuner{min: minHeap, base: base, current: base, sample: []metrics.Sample{
+		{Name: "/gc/heap/live:bytes"}, {Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/globals:bytes"}, {Name: "/gc/heap/goal:bytes"}}}
 	t.adjust()
 	t.arm()
 	return t.stop
 }
 
+// currentGOGC is the GOGC in force (GOGC in the environment, or debug.SetGCPercent's),
+// read without setting it: -1 for off.
+func currentGOGC() int {
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 100
+	}
+	if v := s[0].Value.Uint64(); v <= math.MaxInt32 {
+		return int(v)
+	}
+	return -1 // off: the runtime's -1 read as unsigned
+}
+
 // gcTuner sets GOGC after every collection; a cleanup of an object allocated for the
 // purpose, which the next collection finds unreachable, runs it and allocates the next.
+// While it runs it owns GOGC: a debug.SetGCPercent of someone else's is overwritten at
+// the next collection.
 type gcTuner struct {
 	mu      sync.Mutex
 	min     uint64
@@ -71,15 +89,33 @@ func (t *gcTuner) adjust() bool {
 		return false
 	}
 	metrics.Read(t.sample)
-	pct := t.base
-	if s := t.sample[0]; s.Value.Kind() == metrics.KindUint64 {
-		pct = gcPercentFor(s.Value.Uint64(), t.min, t.base)
+	var v [4]uint64 // live heap, stacks, globals, the heap goal
+	for i, s := range t.sample {
+		if s.Value.Kind() == metrics.KindUint64 {
+			v[i] = s.Value.Uint64()
+		}
 	}
+	live := v[0]
+	pct := gcPercentFor(live, v[1]+v[2], t.min, t.base)
+	t.set(pct)
+	if pct > t.base {
+		// The collector adds to the live heap GOGC percent of what it counts as the heap's
+		// work (more than the stack and globals the metrics show): read the goal this
+		// percent gave and scale it to the floor.
+		metrics.Read(t.sample[3:])
+		if s := t.sample[3]; s.Value.Kind() == metrics.KindUint64 && s.Value.Uint64() > live {
+			work := (s.Value.Uint64() - live) * 100 / uint64(pct)
+			t.set(gcPercentFor(live, work-min(work, live), t.min, t.base))
+		}
+	}
+	return true
+}
+
+func (t *gcTuner) set(pct int) {
 	if pct != t.current {
 		debug.SetGCPercent(pct)
 		t.current = pct
 	}
-	return true
 }
 
 func (t *gcTuner) stop() {
@@ -96,11 +132,12 @@ func (t *gcTuner) stop() {
 const maxGCPercent = 10000
 
 // gcPercentFor is the GOGC that puts the next heap target at minHeap for a live heap of
-// live bytes, never below base.
-func gcPercentFor(live, minHeap uint64, base int) int {
+// live bytes, never below base. The collector's target is live + (live + roots) × GOGC /
+// 100, the roots being the goroutine stacks and the globals it scans.
+func gcPercentFor(live, roots, minHeap uint64, base int) int {
 	if live == 0 || live >= minHeap {
 		return base
 	}
-	pct := (minHeap - live) * 100 / live
+	pct := (minHeap - live) * 100 / (live + roots)
 	return int(max(uint64(base), min(pct, maxGCPercent)))
 }

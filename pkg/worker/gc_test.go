@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"sync"
 	"testing"
 	"time"
 )
@@ -11,21 +12,56 @@ import (
 func TestGCPercentFor(t *testing.T) {
 	const mib = 1 << 20
 	for _, c := range []struct {
-		live, min  uint64
-		base, want int
+		live, roots, min uint64
+		base, want       int
 	}{
-		{4 * mib, 64 * mib, 100, 1500},  // the target becomes 64 MiB
-		{32 * mib, 64 * mib, 100, 100},  // 100 already reaches it
-		{30 * mib, 64 * mib, 100, 113},  // a little more than the base
-		{64 * mib, 64 * mib, 100, 100},  // the live heap passed the floor
-		{512 * mib, 64 * mib, 50, 50},   // the environment's GOGC, untouched
-		{1000, 64 * mib, 100, 10000},    // bounded
-		{0, 64 * mib, 100, 100},         // nothing measured yet
-		{4 * mib, 64 * mib, 2000, 2000}, // never below the base
+		{4 * mib, 0, 64 * mib, 100, 1500},       // the target becomes 64 MiB
+		{4 * mib, 2 * mib, 64 * mib, 100, 1000}, // stacks and globals count towards it
+		{32 * mib, 0, 64 * mib, 100, 100},       // 100 already reaches it
+		{30 * mib, 0, 64 * mib, 100, 113},       // a little more than the base
+		{64 * mib, 0, 64 * mib, 100, 100},       // the live heap passed the floor
+		{512 * mib, 0, 64 * mib, 50, 50},        // the environment's GOGC, untouched
+		{1000, 0, 64 * mib, 100, 10000},         // bounded
+		{0, 0, 64 * mib, 100, 100},              // nothing measured yet
+		{4 * mib, 0, 64 * mib, 2000, 2000},      // never below the base
 	} {
-		if got := gcPercentFor(c.live, c.min, c.base); got != c.want {
-			t.Errorf("gcPercentFor(%d, %d, %d) = %d, want %d", c.live, c.min, c.base, got, c.want)
+		if got := gcPercentFor(c.live, c.roots, c.min, c.base); got != c.want {
+			t.Errorf("gcPercentFor(%d, %d, %d, %d) = %d, want %d", c.live, c.roots, c.min, c.base, got, c.want)
 		}
+	}
+}
+
+func grow(n int) byte {
+	var b [1024]byte
+	if n == 0 {
+		return b[0]
+	}
+	return grow(n-1) + b[n%1024]
+}
+
+// The heap target TuneGC sets is about minHeap, stacks and globals included: a worker's
+// stream workers hold grown stacks, which GOGC applies to as it does to the live heap.
+func TestTuneGCTargetsMinHeap(t *testing.T) {
+	base := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(base)
+	var wg sync.WaitGroup
+	release := make(chan struct{})
+	for range 256 { // the stream workers of a worker of capacity 256
+		wg.Go(func() { grow(30); <-release }) // about 32 KiB of stack each, as a call grows it
+	}
+	time.Sleep(100 * time.Millisecond)
+	defer func() { close(release); wg.Wait() }()
+	const minHeap = 64 << 20
+	stop := TuneGC(minHeap)
+	defer stop()
+	for range 5 {
+		runtime.GC()
+		time.Sleep(20 * time.Millisecond)
+	}
+	s := []metrics.Sample{{Name: "/gc/heap/goal:bytes"}}
+	metrics.Read(s)
+	if goal := s[0].Value.Uint64(); goal > minHeap*5/4 {
+		t.Errorf("heap goal %d MiB, over the %d MiB TuneGC keeps it at", goal>>20, minHeap>>20)
 	}
 }
 
