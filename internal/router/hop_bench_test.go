@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"syscall"
 	"testing"
@@ -68,14 +69,25 @@ func BenchmarkHop(b *testing.B) {
 // machine's cores.
 func BenchmarkHopParallel(b *testing.B) {
 	call := hopCall(b)
+	runParallel(b, func() error {
+		if res, err := call(); err != nil || res.IsError() {
+			return fmt.Errorf("add = %+v, %v", res, err)
+		}
+		return nil
+	})
+}
+
+// runParallel runs call with 32 calls in flight, as the harness's throughput phase
+// does, and reports allocations and the CPU this process spends per call.
+func runParallel(b *testing.B, call func() error) {
 	b.ReportAllocs()
 	b.SetParallelism(max(1, 32/runtime.GOMAXPROCS(0)))
 	before := processCPU()
 	defer func() { b.ReportMetric(float64(processCPU()-before)/float64(b.N)/1e3, "cpu-µs/op") }()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if res, err := call(); err != nil || res.IsError() {
-				b.Errorf("add = %+v, %v", res, err)
+			if err := call(); err != nil {
+				b.Error(err)
 				return
 			}
 		}

@@ -23,27 +23,7 @@ import (
 func TestOneSpanPerSide(t *testing.T) {
 	ctx := testContext(t)
 	orch := telemetrytest.New(t, telemetry.Options{})
-	wrk := telemetrytest.New(t, telemetry.Options{})
-	add := builtin.MathOperations()[0]
-	w, err := workersdk.New(workersdk.Options{ID: "w1", Orchestrator: deadAddress(t), Listen: "127.0.0.1:0", Logger: discard(),
-		TracerProvider: wrk.TracerProvider()}, workersdk.Group{Role: "math", Description: "math", Tools: []tool.Tool{add}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	t.Cleanup(func() { stop(); <-done })
-	addr, err := w.Addr(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := newRouter(t, Options{Telemetry: orch.Telemetry})
-	mustRegister(t, r, registration("w1", addr.String(), "math", add))
-	stub, err := r.Tool("add")
-	if err != nil {
-		t.Fatal(err)
-	}
+	wrk, stub := tracedAdd(t, newRouter(t, Options{Telemetry: orch.Telemetry}))
 	cctx, span := orch.StartTool(toolctx.NewContext(ctx, toolctx.MustOf("tenant", "acme")), telemetry.ToolAttrs{Name: "add", Group: "math"})
 	res, err := stub.Call(cctx, `{"a": 1, "b": 2}`)
 	span.End()
@@ -67,6 +47,33 @@ func TestOneSpanPerSide(t *testing.T) {
 	}
 }
 
+// tracedAdd starts a pkg/worker serving the built-in add with its spans recorded,
+// registers it with r, and returns the recorder and r's stub of add.
+func tracedAdd(t *testing.T, r *Router) (*telemetrytest.Recorder, tool.Tool) {
+	t.Helper()
+	wrk := telemetrytest.New(t, telemetry.Options{})
+	add := builtin.MathOperations()[0]
+	w, err := workersdk.New(workersdk.Options{ID: "w1", Orchestrator: deadAddress(t), Listen: "127.0.0.1:0", Logger: discard(),
+		TracerProvider: wrk.TracerProvider()}, workersdk.Group{Role: "math", Description: "math", Tools: []tool.Tool{add}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	addr, err := w.Addr(testContext(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustRegister(t, r, registration("w1", addr.String(), "math", add))
+	stub, err := r.Tool("add")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wrk, stub
+}
+
 func spanNames(spans []sdktrace.ReadOnlySpan) []string {
 	var out []string
 	for _, s := range spans {
@@ -84,27 +91,7 @@ func TestTraceJoinsThroughAnUntracedOrchestrator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wrk := telemetrytest.New(t, telemetry.Options{})
-	add := builtin.MathOperations()[0]
-	w, err := workersdk.New(workersdk.Options{ID: "w1", Orchestrator: deadAddress(t), Listen: "127.0.0.1:0", Logger: discard(),
-		TracerProvider: wrk.TracerProvider()}, workersdk.Group{Role: "math", Description: "math", Tools: []tool.Tool{add}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	t.Cleanup(func() { stop(); <-done })
-	addr, err := w.Addr(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := newRouter(t, Options{Telemetry: off})
-	mustRegister(t, r, registration("w1", addr.String(), "math", add))
-	stub, err := r.Tool("add")
-	if err != nil {
-		t.Fatal(err)
-	}
+	wrk, stub := tracedAdd(t, newRouter(t, Options{Telemetry: off}))
 	// The client's span, as the orchestrator's gRPC server leaves it in the Run's context.
 	client := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1, 2, 3}, SpanID: trace.SpanID{4, 5, 6}, TraceFlags: trace.FlagsSampled, Remote: true})
 	res, err := stub.Call(trace.ContextWithRemoteSpanContext(ctx, client), `{"a": 1, "b": 2}`)

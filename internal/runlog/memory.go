@@ -270,14 +270,8 @@ func (s *memStore) Expired(_ context.Context, limit int) ([]Run, error) {
 }
 
 func (s *memStore) Decide(_ context.Context, runID, key string, d Decision) error {
-	if err := checkID("run id", runID); err != nil {
+	if err := checkDecision(runID, key, d); err != nil {
 		return err
-	}
-	if err := checkID("call key", key); err != nil {
-		return err
-	}
-	if len(d.Reason) > MaxReasonBytes || len(d.By) > MaxIDBytes {
-		return fmt.Errorf("%w: a decision's reason is at most %d bytes and its author %d", ErrInvalid, MaxReasonBytes, MaxIDBytes)
 	}
 	return s.use(true, "decide on "+runID, func() error {
 		r, ok := s.runs[runID]
@@ -335,16 +329,8 @@ func (s *memStore) Prune(_ context.Context, before time.Time, limit int) (int, e
 }
 
 func (s *memStore) SetWorkers(_ context.Context, owner string, workers []string) error {
-	if err := checkID("owner", owner); err != nil {
+	if err := checkWorkers(owner, workers); err != nil {
 		return err
-	}
-	if len(workers) > MaxWorkers {
-		return fmt.Errorf("%w: %d workers; the limit is %d", ErrInvalid, len(workers), MaxWorkers)
-	}
-	for _, w := range workers {
-		if err := checkID("worker id", w); err != nil {
-			return err
-		}
 	}
 	return s.use(true, "noting the workers of "+owner, func() error {
 		now := s.now().UnixNano()

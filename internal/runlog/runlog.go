@@ -206,6 +206,36 @@ func checkAppend(lease Lease, records []Record) error {
 	return nil
 }
 
+// checkDecision refuses what no store accepts in Decide.
+func checkDecision(runID, key string, d Decision) error {
+	if err := checkID("run id", runID); err != nil {
+		return err
+	}
+	if err := checkID("call key", key); err != nil {
+		return err
+	}
+	if len(d.Reason) > MaxReasonBytes || len(d.By) > MaxIDBytes {
+		return fmt.Errorf("%w: a decision's reason is at most %d bytes and its author %d", ErrInvalid, MaxReasonBytes, MaxIDBytes)
+	}
+	return nil
+}
+
+// checkWorkers refuses what no store accepts in SetWorkers.
+func checkWorkers(owner string, workers []string) error {
+	if err := checkID("owner", owner); err != nil {
+		return err
+	}
+	if len(workers) > MaxWorkers {
+		return fmt.Errorf("%w: %d workers; the limit is %d", ErrInvalid, len(workers), MaxWorkers)
+	}
+	for _, w := range workers {
+		if err := checkID("worker id", w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func checkID(what, id string) error {
 	if id == "" || len(id) > MaxIDBytes {
 		return fmt.Errorf("%w: %s must be 1 to %d bytes", ErrInvalid, what, MaxIDBytes)

@@ -249,16 +249,8 @@ func (s *sqlStore) upgrade(ctx context.Context, from string) error {
 }
 
 func (s *sqlStore) SetWorkers(ctx context.Context, owner string, workers []string) error {
-	if err := checkID("owner", owner); err != nil {
+	if err := checkWorkers(owner, workers); err != nil {
 		return err
-	}
-	if len(workers) > MaxWorkers {
-		return fmt.Errorf("%w: %d workers; the limit is %d", ErrInvalid, len(workers), MaxWorkers)
-	}
-	for _, w := range workers {
-		if err := checkID("worker id", w); err != nil {
-			return err
-		}
 	}
 	workers = slices.Compact(slices.Sorted(slices.Values(workers)))
 	tx, err := s.db.BeginTx(ctx, nil)
@@ -309,14 +301,8 @@ func (s *sqlStore) Workers(ctx context.Context, since time.Time) ([]string, erro
 }
 
 func (s *sqlStore) Decide(ctx context.Context, runID, key string, d Decision) error {
-	if err := checkID("run id", runID); err != nil {
+	if err := checkDecision(runID, key, d); err != nil {
 		return err
-	}
-	if err := checkID("call key", key); err != nil {
-		return err
-	}
-	if len(d.Reason) > MaxReasonBytes || len(d.By) > MaxIDBytes {
-		return fmt.Errorf("%w: a decision's reason is at most %d bytes and its author %d", ErrInvalid, MaxReasonBytes, MaxIDBytes)
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
