@@ -102,8 +102,8 @@ func (r *Report) explain(g *Goal) explanation {
 				dur(runCPU), dur(inproc.SelfCPUus/float64(l.Iterations)), l.EventsPerRun, dur(runCPU-inproc.SelfCPUus/float64(l.Iterations)), dur(l.OverheadUs))
 		}
 		why += prof
-		return explanation{why: why, whyBrief: brief, fixBrief: "send fewer, smaller events per call and stop copying the history and the tool specs every iteration",
-			fix: "send fewer, smaller events on the hot path (ToolCallStarted and ToolCallFinished of a fast call could travel as one message, usage only with the final result unless the client asks for it), reuse the request's history and tool specs between iterations instead of copying them (loop.state.run copies the whole history and rebuilds every tool spec each iteration); the hop fixes also shorten each iteration's critical path."}
+		return explanation{why: why, whyBrief: brief, fixBrief: "send fewer, smaller events per call (the stream's writes and the client's wake-ups are most of what is left)",
+			fix: "send fewer, smaller events on the hot path (ToolCallStarted and ToolCallFinished of a fast call could travel as one message, usage only with the final result unless the client asks for it): each event is a write on the stream and a wake-up of the client's reader on the same two cores; the loop itself (a few µs an iteration in process) shares the history and tool specs between requests already."}
 	case "journal-sqlite", "journal-postgres":
 		name, store := VLoopSQLite, "SQLite (synchronous=FULL)"
 		if g.ID == "journal-postgres" {
