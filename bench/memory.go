@@ -74,37 +74,43 @@ func measureMemory(ctx context.Context, cfg Config, n int) (memoryRound, error) 
 	if _, err := c.ListToolGroups(ctx); err != nil {
 		return memoryRound{}, err
 	}
+	req := &toolpb.RunRequest{Prompt: "Take your time."}
+	return holdOpen(ctx, p, n, func(ctx context.Context, started chan<- error) {
+		first := true
+		for ev, err := range c.Run(ctx, req) {
+			if err != nil {
+				if first {
+					started <- err
+				}
+				return
+			}
+			if first && ev.GetStarted() != nil {
+				first = false
+				started <- nil
+			}
+		}
+		if first {
+			started <- fmt.Errorf("the run's stream ended before it started")
+		}
+	})
+}
+
+// holdOpen reads p's VmRSS, has n goroutines run open (which reports on started once
+// its stream is open and holds it until ctx ends), reads VmRSS again once all are open
+// and settled, and ends them.
+func holdOpen(ctx context.Context, p *proc, n int, open func(ctx context.Context, started chan<- error)) (memoryRound, error) {
 	time.Sleep(200 * time.Millisecond)
 	before, err := vmRSS(p.pid())
 	if err != nil {
 		return memoryRound{}, err
 	}
-
-	runCtx, stopRuns := context.WithCancel(ctx)
-	defer stopRuns()
+	openCtx, stop := context.WithCancel(ctx)
+	defer stop()
 	started := make(chan error, n)
 	var wg sync.WaitGroup
-	req := &toolpb.RunRequest{Prompt: "Take your time."}
 	t0 := time.Now()
 	for range n {
-		wg.Go(func() {
-			first := true
-			for ev, err := range c.Run(runCtx, req) {
-				if err != nil {
-					if first {
-						started <- err
-					}
-					return
-				}
-				if first && ev.GetStarted() != nil {
-					first = false
-					started <- nil
-				}
-			}
-			if first {
-				started <- fmt.Errorf("the run's stream ended before it started")
-			}
-		})
+		wg.Go(func() { open(openCtx, started) })
 	}
 	var failure error
 	for range n {
@@ -114,7 +120,7 @@ func measureMemory(ctx context.Context, cfg Config, n int) (memoryRound, error) 
 				failure = err
 			}
 		case <-ctx.Done():
-			failure = fmt.Errorf("waiting for %d runs to start: %w", n, ctx.Err())
+			failure = fmt.Errorf("waiting for %d streams to open: %w", n, ctx.Err())
 		}
 		if failure != nil {
 			break
@@ -123,20 +129,16 @@ func measureMemory(ctx context.Context, cfg Config, n int) (memoryRound, error) 
 	openFor := time.Since(t0)
 	var after int64
 	if failure == nil {
-		// Let every run reach the model call it waits in before reading.
+		// Let every handler reach the wait it holds its stream in before reading.
 		time.Sleep(300 * time.Millisecond)
 		after, failure = vmRSS(p.pid())
 	}
-	stopRuns()
+	stop()
 	wg.Wait()
 	if failure != nil {
 		return memoryRound{}, fmt.Errorf("%w\n%s", failure, p.tail())
 	}
-	return memoryRound{
-		Runs: n, BeforeKiB: before, AfterKiB: after,
-		KiBPerRun:   float64(after-before) / float64(n),
-		OpenSeconds: openFor.Seconds(),
-	}, nil
+	return memoryRound{Runs: n, BeforeKiB: before, AfterKiB: after, KiBPerRun: float64(after-before) / float64(n), OpenSeconds: openFor.Seconds()}, nil
 }
 
 // measureMemoryFloor measures what an open server stream costs a bare grpc-go server:
@@ -165,44 +167,14 @@ func measureMemoryFloor(ctx context.Context, cfg Config, n int) (memoryRound, er
 	if _, err := h.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
 		return memoryRound{}, err
 	}
-	time.Sleep(200 * time.Millisecond)
-	before, err := vmRSS(p.pid())
-	if err != nil {
-		return memoryRound{}, err
-	}
-	watchCtx, stopWatches := context.WithCancel(ctx)
-	defer stopWatches()
-	started := make(chan error, n)
-	var wg sync.WaitGroup
-	t0 := time.Now()
-	for range n {
-		wg.Go(func() {
-			s, err := h.Watch(watchCtx, &healthpb.HealthCheckRequest{})
-			if err == nil {
-				_, err = s.Recv()
-			}
-			started <- err
-			if err == nil {
-				_, _ = s.Recv() // until the watches stop
-			}
-		})
-	}
-	var failure error
-	for range n {
-		if err := <-started; err != nil && failure == nil {
-			failure = err
+	return holdOpen(ctx, p, n, func(ctx context.Context, started chan<- error) {
+		s, err := h.Watch(ctx, &healthpb.HealthCheckRequest{})
+		if err == nil {
+			_, err = s.Recv()
 		}
-	}
-	openFor := time.Since(t0)
-	var after int64
-	if failure == nil {
-		time.Sleep(300 * time.Millisecond)
-		after, failure = vmRSS(p.pid())
-	}
-	stopWatches()
-	wg.Wait()
-	if failure != nil {
-		return memoryRound{}, fmt.Errorf("the floor: %w\n%s", failure, p.tail())
-	}
-	return memoryRound{Runs: n, BeforeKiB: before, AfterKiB: after, KiBPerRun: float64(after-before) / float64(n), OpenSeconds: openFor.Seconds()}, nil
+		started <- err
+		if err == nil {
+			_, _ = s.Recv() // until the watches stop
+		}
+	})
 }

@@ -322,6 +322,8 @@ func (s *Service) Run(ctx context.Context, req Request, observe func(Event)) (*R
 	return s.launch(ctx, p, id, "loop_"+randomHex(8), time.Now(), nil, observe)
 }
 
+// admitAndPrepare refuses a run the orchestrator or its tenant has no room for, before
+// resolving its request (launch takes the slot).
 func (s *Service) admitAndPrepare(ctx context.Context, req Request) (*prepared, error) {
 	if err := s.store.admit(req.Tenant, s.cfg.Tenants[req.Tenant].MaxConcurrentRuns); err != nil {
 		return nil, err
