@@ -129,7 +129,8 @@ func (k *keyLocks) lock(key string) func() {
 
 // invokeOnce is invoke through the ledger: a call whose key has an answer is answered
 // with it, without running the tool; otherwise the tool runs and its answer is kept.
-// Calls the worker did not run (draining, an unknown tool) keep nothing.
+// Calls the worker did not run (draining, an unknown tool) keep nothing, nor calls
+// that failed after their caller went away.
 func (s *invoker) invokeOnce(ctx context.Context, req *toolpb.InvokeRequest, progress func(string)) (*toolpb.InvokeResponse, error) {
 	l := s.w.opts.Ledger
 	if l == nil || req.GetIdempotencyKey() == "" {
@@ -150,6 +151,13 @@ func (s *invoker) invokeOnce(ctx context.Context, req *toolpb.InvokeRequest, pro
 	resp, err := s.invoke(ctx, req, progress)
 	if err != nil {
 		return nil, err
+	}
+	if ctx.Err() != nil && resp.GetError() != nil {
+		// The caller went away while the tool ran, and the tool failed: a tool that turns
+		// its context's end into an error answers so. That is not the call's outcome, and
+		// the call sent again must run rather than get it. A tool that finished although
+		// the caller left keeps its answer: its effect happened.
+		return resp, nil
 	}
 	b, err := proto.Marshal(resp)
 	if err == nil {

@@ -88,3 +88,65 @@ func TestMemoryLedgerBounds(t *testing.T) {
 		t.Error("an expired answer is returned")
 	}
 }
+
+// A call whose caller went away while it ran keeps nothing in the ledger when the tool
+// answered with an error: an answer made because the call was cancelled (a tool that
+// turns its context's end into an error result) is not the call's outcome. The call
+// sent again with the same key runs and gets the tool's real answer. A tool that
+// finished its work although the caller left keeps its answer: the effect happened.
+func TestLedgerKeepsNoCancellation(t *testing.T) {
+	var runs atomic.Int64
+	started := make(chan struct{}, 4)
+	add := tool.New("add", "Add slowly.", schema.Empty(), func(ctx context.Context, _ string) (tool.Result, error) {
+		n := runs.Add(1)
+		if n == 1 {
+			started <- struct{}{}
+			<-ctx.Done() // the first attempt is cut short by its caller
+			return tool.ErrorWithCode(tool.CodeTimeout, "cancelled while waiting: "+ctx.Err().Error()), nil
+		}
+		return tool.Text("3"), nil
+	})
+	stubborn := tool.New("charge", "Charge, whatever the caller does.", schema.Empty(), func(ctx context.Context, _ string) (tool.Result, error) {
+		runs.Add(1)
+		started <- struct{}{}
+		<-ctx.Done()
+		return tool.Text("charged"), nil
+	})
+	w := start(t, Options{Ledger: NewMemoryLedger(0)}, Group{Role: "math", Tools: []tool.Tool{add, stubborn}})
+	c := w.client()
+	cut := func(name, key string) {
+		ctx, cancel := context.WithCancel(testContext(t))
+		go func() { <-started; cancel() }()
+		if _, err := c.Invoke(ctx, &toolpb.InvokeRequest{Tool: name, ArgumentsJson: `{}`, IdempotencyKey: key}); err == nil {
+			t.Fatalf("%s: the cancelled call answered", name)
+		}
+	}
+	cut("add", "run_1/loop_1/1/call_1")
+	// The worker's side of the first call ends after the caller's: wait until it is done.
+	eventually(t, "the cancelled call to end", func() bool { return w.keys.idle() })
+	resp, err := c.Invoke(testContext(t), &toolpb.InvokeRequest{Tool: "add", ArgumentsJson: `{}`, IdempotencyKey: "run_1/loop_1/1/call_1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetText() != "3" || runs.Load() != 2 {
+		t.Errorf("the call sent again answered %v after %d runs; want the real answer 3 after 2 runs", resp, runs.Load())
+	}
+
+	cut("charge", "run_1/loop_1/1/call_2")
+	eventually(t, "the cancelled charge to end", func() bool { return w.keys.idle() })
+	before := runs.Load()
+	resp, err = c.Invoke(testContext(t), &toolpb.InvokeRequest{Tool: "charge", ArgumentsJson: `{}`, IdempotencyKey: "run_1/loop_1/1/call_2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetText() != "charged" || runs.Load() != before {
+		t.Errorf("a charge that finished after its caller left ran again (%v, %d runs)", resp, runs.Load()-before)
+	}
+}
+
+// idle reports whether no call holds an idempotency key's lock.
+func (k *keyLocks) idle() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.m) == 0
+}
