@@ -93,7 +93,7 @@ func (t *remoteTool) journaled(ctx context.Context, input string) (tool.Result, 
 		return res, resp
 	case dispatched && !t.meta.Idempotent:
 		res := toolcall.UnknownOutcome(name)
-		if err := j.Finished(ctx, toolinternal.OutcomeUnknown, toolcall.EncodeResult(res)); err != nil {
+		if err := j.Finished(ctx, toolinternal.OutcomeUnknown, encodeOutcome(res, nil)); err != nil {
 			return toolcall.JournalFailed(name, err), nil
 		}
 		return res, nil

@@ -1,11 +1,15 @@
 package router
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 
 	"github.com/toolmesh/toolmesh/internal/runlog"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/internal/toolinternal"
+	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 	"google.golang.org/protobuf/proto"
@@ -24,5 +28,45 @@ func TestOutcomeRecordSize(t *testing.T) {
 			Data    json.RawMessage `json:"data"`
 		}{"k", "succeeded", data})
 		t.Logf("%s: message %d bytes -> outcome record %d bytes (limit %d): over=%v", c.name, proto.Size(resp), len(rec), runlog.MaxRecordBytes, len(rec) > runlog.MaxRecordBytes)
+	}
+}
+
+// fakeJournal holds one call's journal: whether it was dispatched, and its outcome.
+type fakeJournal struct {
+	dispatched bool
+	outcome    []byte
+	kind       string
+}
+
+func (f *fakeJournal) Recorded(context.Context) ([]byte, bool, bool) {
+	return f.outcome, f.outcome != nil, f.dispatched
+}
+func (f *fakeJournal) Dispatched(context.Context, string, int) error { f.dispatched = true; return nil }
+func (f *fakeJournal) Finished(_ context.Context, kind string, data []byte) error {
+	f.kind, f.outcome = kind, data
+	return nil
+}
+
+// A non-idempotent call that a resumed run finds dispatched without an outcome is not
+// sent, and its outcome is recorded unknown; a run resumed again (a second crash, a
+// take-over) replays that record and tells the model the same, never that the journal
+// failed. The record was written in the form of a result, which replay, reading the
+// form of a worker's response, could not decode.
+func TestUnknownOutcomeReplays(t *testing.T) {
+	f := startFake(t, answering("charged"))
+	r := newRouter(t, Options{})
+	mustRegister(t, r, registration("w1", f.addr, "pay", echoTool("charge")))
+	ctx := toolcall.WithCallInfo(testContext(t), tool.CallInfo{RunID: "run_1", LoopID: "loop_1", Iteration: 1, CallID: "call_1"})
+
+	first := &fakeJournal{dispatched: true}
+	res, _ := call(toolinternal.WithJournal(ctx, first), t, r, "charge", `{}`)
+	want := toolcall.UnknownOutcome("charge")
+	if res.Content != want.Content || first.kind != toolinternal.OutcomeUnknown || f.calls.Load() != 0 {
+		t.Fatalf("first resume: %q recorded %q after %d calls; want the unknown outcome, not sent", res.Content, first.kind, f.calls.Load())
+	}
+	second := &fakeJournal{dispatched: true, outcome: first.outcome}
+	res, _ = call(toolinternal.WithJournal(ctx, second), t, r, "charge", `{}`)
+	if res.Content != want.Content || res.Code != want.Code || f.calls.Load() != 0 {
+		t.Errorf("second resume: the model reads %q (code %s) after %d calls; want %q", res.Content, res.Code, f.calls.Load(), want.Content)
 	}
 }
