@@ -136,6 +136,8 @@ func TestTelemetryConfig(t *testing.T) {
 		{"telemetry: {context_allow_list: ['']}", "telemetry.context_allow_list[0]"},
 		{"context: {secrets: [tok]}\ntelemetry: {context_allow_list: [tok]}", "telemetry.context_allow_list"},
 		{"context: {secrets: [Tok]}\ntelemetry: {context_allow_list: [tOK]}", "telemetry.context_allow_list"},
+		// A secret spelled otherwise on the allow list is the same secret.
+		{"context: {secrets: [ssn]}\ntelemetry: {context_allow_list: [s-s-n]}", "telemetry.context_allow_list"},
 	} {
 		if _, err := Parse([]byte(tc.yaml)); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.key) {
 			t.Errorf("Parse(%q) = %v, want an error naming %s", tc.yaml, err, tc.key)

@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
@@ -30,13 +29,11 @@ func (c Config) validateTelemetry(bad func(key, format string, args ...any)) {
 		checkKey(bad, fmt.Sprintf("telemetry.context_allow_list[%d]", i), k)
 	}
 	for _, k := range c.Telemetry.ContextAllowList {
-		if toolctx.IsCredentialKey(k) {
+		switch {
+		case toolctx.IsCredentialKey(k):
 			bad("telemetry.context_allow_list", "names %q, a well-known credential key: credentials never go on spans", k)
-		}
-		for _, s := range c.Context.Secrets {
-			if strings.EqualFold(k, s) { // secrets match case-insensitively
-				bad("telemetry.context_allow_list", "names the secret key %q: secrets never go on spans", k)
-			}
+		case toolctx.IsSecretKey(k, c.Context.Secrets...): // however the list spells it
+			bad("telemetry.context_allow_list", "names the secret key %q: secrets never go on spans", k)
 		}
 	}
 }

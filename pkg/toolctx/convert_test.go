@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -235,4 +237,198 @@ func TestConverterKeysAreCopied(t *testing.T) {
 	if deny.Convert(full).Contains("tenantId") {
 		t.Error("DenyKeys follows its caller's slice")
 	}
+}
+
+// TestPassThroughDropsDisguisedCredentials: the hostile tester's keys. A zero-width space
+// appended to Authorization, the British spelling, an encoding suffix and a bare session
+// name each got through a pass-through group when the filter matched names as written.
+func TestPassThroughDropsDisguisedCredentials(t *testing.T) {
+	in := toolctx.MustOf("Authorization\u200b", "Bearer x", "authorisation", "Bearer y", "api_key_b64", "a2V5",
+		"session", "s-1", "tenantId", "acme")
+	for _, conv := range []toolctx.Converter{
+		toolctx.Secured(toolctx.PassThrough()),
+		toolctx.Secured(nil),
+		toolctx.Secured(toolctx.DenyKeys("locale")),
+		toolctx.Secured(toolctx.ConverterFunc(func(c toolctx.Context) toolctx.Context { return c })),
+	} {
+		if diff := cmp.Diff(toolctx.MustOf("tenantId", "acme"), conv.Convert(in)); diff != "" {
+			t.Errorf("%v forwarded a credential (-want +got):\n%s", conv, diff)
+		}
+	}
+}
+
+// credentialKeys name credentials, however they are spelled; the fuzz target starts from
+// them.
+var credentialKeys = []string{
+	// Spelling: case, separators, zero-width and format runes, full width.
+	"Authorization", "Authorization\u200b", "Author\u200cization", "\ufeffAuthorization", "Autho\u2060rization",
+	"Author\u00adization", "AUTHORIZATION", "Proxy-Authorization", "Ａｕｔｈｏｒｉｚａｔｉｏｎ", "x\u3000api\u00a0key",
+	"api/key", "api:key", "api\tkey", "paſsword", "to\u212aen", "authorısation",
+	// British spelling.
+	"authorisation", "Proxy-Authorisation",
+	// Encodings and wrappings after a credential word.
+	"api_key_b64", "apiKeyBase64", "token_hex", "password_enc", "secret_encoded", "cookie_raw", "jwt_value",
+	"authorization_header", "bearer_token_value", "api_key_2", "token1", "token_v2", "client_secret_b64url",
+	"password_sha256", "password_confirmation", "credentials_json", "private_key_pem", "auth_header", "pass_b64",
+	"pin_code", "auth_code", "mfa_code", "totp_seed", "hmac_key", "pw_hash", "token٣",
+	// Sessions, single sign-on and the like.
+	"session", "sessions", "sess", "session_token", "sessionToken", "user_session", "_gitlab_session",
+	"PHPSESSID", "JSESSIONID", "connect.sid", "sso", "saml", "SAMLResponse", "oauth", "oauth_token", "oauth2",
+	"refresh", "XSRF-TOKEN", "csrf", "_csrf", "mfa", "totp", "otp", "2fa", "hmac", "hmac_sha256",
+	"X-Hub-Signature-256", "signature", "sig", "privkey", "ssh_privkey", "dbPwd", "MYSQL_PWD", "pw", "creds",
+	"aws_creds", "cred", "secretAccessKey", "clientSecret", "webhookSecret", "pat", "SECRET_KEY_BASE",
+	"Ocp-Apim-Subscription-Key", "client_assertion", "X-Vault-Token", "PRIVATE-TOKEN",
+}
+
+// plainKeys hold no credential, though some look close to one.
+var plainKeys = []string{
+	"maxTokens", "max_tokens", "tokens", "tokenCount", "token_count", "token_limit", "tokenizer", "totalTokens",
+	"token_url", "requireAuth", "author", "authorName", "authority", "authentic", "keyId", "AWS_ACCESS_KEY_ID",
+	"secret_name", "secretary_name", "password_policy", "cookie_domain", "session_timeout", "sessionCount",
+	"max_sessions", "chat_session", "signature_version", "refresh_interval", "autoRefresh", "mfa_enabled",
+	"otp_length", "csrf_protection", "hmac_algorithm", "saml_provider", "oauth_provider", "sso_enabled", "path",
+	"pattern", "compass", "bypass", "passenger", "pinned", "spin", "sidebar", "signal", "lasso", "assess",
+	"possession", "sacred", "credit", "monkey", "PWD", "OLDPWD", "country_code", "cache_key", "tenantId", "locale",
+	"two_factor_auth", "",
+}
+
+func TestIsCredentialKey(t *testing.T) {
+	for _, k := range credentialKeys {
+		if !toolctx.IsCredentialKey(k) {
+			t.Errorf("IsCredentialKey(%q) = false, want true", k)
+		}
+	}
+	for _, k := range plainKeys {
+		if toolctx.IsCredentialKey(k) {
+			t.Errorf("IsCredentialKey(%q) = true, want false", k)
+		}
+	}
+}
+
+// TestSecretListIsNormalised: a listed secret covers its other spellings and its
+// harmless suffixes, not the words it is part of.
+func TestSecretListIsNormalised(t *testing.T) {
+	for _, k := range []string{"ssn", "SSN", "s-s-n", "ss\u200bn", "ｓｓｎ", "ssn_b64", "ssn2", "SSN_HEX"} {
+		if !toolctx.IsSecretKey(k, "ssn") {
+			t.Errorf("IsSecretKey(%q, ssn) = false", k)
+		}
+	}
+	for _, k := range []string{"ssnx", "my_ssn_count", "tenantId", ""} {
+		if toolctx.IsSecretKey(k, "ssn") {
+			t.Errorf("IsSecretKey(%q, ssn) = true", k)
+		}
+	}
+	// A secret with no letter or digit matches its own spelling only.
+	if !toolctx.IsSecretKey("--", "--") || toolctx.IsSecretKey("tenantId", "--") || toolctx.IsSecretKey("", "--") {
+		t.Error("a secret with no letter or digit matches other keys, or not itself")
+	}
+	in := toolctx.MustOf("Ssn", "1", "s_s_n\u200b", "2", "ssn_b64", "3", "tenantId", "acme")
+	got := toolctx.Secured(toolctx.PassThrough(), "ssn").Convert(in)
+	if diff := cmp.Diff(toolctx.MustOf("tenantId", "acme"), got); diff != "" {
+		t.Errorf("pass-through with secret ssn (-want +got):\n%s", diff)
+	}
+}
+
+// TestAllowKeysForwardsOnlyTheListedSpelling: allow-keys forwards a secret under the
+// exact spelling it lists, and no other spelling of it.
+func TestAllowKeysForwardsOnlyTheListedSpelling(t *testing.T) {
+	in := toolctx.MustOf("authorization", "a", "authorization\u200b", "b", "Authorization", "c", "ａｕｔｈｏｒｉｚａｔｉｏｎ", "d",
+		"ssn", "e", "SSN", "f")
+	for _, conv := range []toolctx.Converter{
+		toolctx.Secured(toolctx.AllowKeys("authorization", "ssn"), "ssn"),
+		toolctx.Secured(toolctx.Secured(toolctx.AllowKeys("authorization", "ssn"), "SSN")),
+	} {
+		if diff := cmp.Diff(toolctx.MustOf("authorization", "a", "ssn", "e"), conv.Convert(in)); diff != "" {
+			t.Errorf("%v (-want +got):\n%s", conv, diff)
+		}
+	}
+	// Listing a variant forwards that variant, and only it.
+	got := toolctx.Secured(toolctx.AllowKeys("authorization\u200b")).Convert(in)
+	if diff := cmp.Diff(toolctx.MustOf("authorization\u200b", "b"), got); diff != "" {
+		t.Errorf("allow-keys listing a zero-width variant (-want +got):\n%s", diff)
+	}
+}
+
+// credentialPreserving are the changes of spelling that leave a credential key a
+// credential: FuzzCredentialKey's oracle.
+var credentialPreserving = []struct {
+	name string
+	f    func(string) string
+}{
+	{"upper case", strings.ToUpper},
+	{"lower case", strings.ToLower},
+	{"title case", strings.ToTitle},
+	{"swapped case", func(s string) string {
+		return strings.Map(func(r rune) rune {
+			if unicode.IsUpper(r) {
+				return unicode.ToLower(r)
+			}
+			return unicode.ToUpper(r)
+		}, s)
+	}},
+	{"full width", func(s string) string {
+		return strings.Map(func(r rune) rune {
+			switch {
+			case r == ' ':
+				return '\u3000'
+			case 0x21 <= r && r <= 0x7e:
+				return r + 0xfee0
+			}
+			return r
+		}, s)
+	}},
+}
+
+// inserted are the runes whose insertion leaves a credential key a credential: every
+// format rune (Unicode category Cf: zero-width spaces and joiners, the byte order mark,
+// the soft hyphen, bidirectional controls, tags), every space and separator (Z), and
+// every ASCII rune that is neither a letter nor a digit.
+var inserted = func() []rune {
+	var rs []rune
+	for _, table := range []*unicode.RangeTable{unicode.Cf, unicode.Z} {
+		for _, r16 := range table.R16 {
+			for r := rune(r16.Lo); r <= rune(r16.Hi); r += rune(r16.Stride) {
+				rs = append(rs, r)
+			}
+		}
+		for _, r32 := range table.R32 {
+			for r := rune(r32.Lo); r <= rune(r32.Hi); r += rune(r32.Stride) {
+				rs = append(rs, r)
+			}
+		}
+	}
+	for r := rune(0); r < utf8.RuneSelf; r++ {
+		if !unicode.IsLetter(r) && !unicode.IsDigit(r) {
+			rs = append(rs, r)
+		}
+	}
+	return rs
+}()
+
+// FuzzCredentialKey: a credential key stays one when a format rune or a separator is
+// inserted anywhere in it, when its case changes and when it is written in full width.
+func FuzzCredentialKey(f *testing.F) {
+	for i, k := range credentialKeys {
+		f.Add(k, uint(i), uint(i*7))
+	}
+	f.Fuzz(func(t *testing.T, key string, at, pick uint) {
+		if !utf8.ValidString(key) || !toolctx.IsCredentialKey(key) {
+			return
+		}
+		// Insert at a rune boundary: a key is UTF-8.
+		var bounds []int
+		for i := range key {
+			bounds = append(bounds, i)
+		}
+		bounds = append(bounds, len(key))
+		i, r := bounds[at%uint(len(bounds))], inserted[pick%uint(len(inserted))]
+		if k := key[:i] + string(r) + key[i:]; !toolctx.IsCredentialKey(k) {
+			t.Errorf("IsCredentialKey(%q) = true, but with %U inserted: IsCredentialKey(%q) = false", key, r, k)
+		}
+		for _, c := range credentialPreserving {
+			if k := c.f(key); !toolctx.IsCredentialKey(k) {
+				t.Errorf("IsCredentialKey(%q) = true, but in %s: IsCredentialKey(%q) = false", key, c.name, k)
+			}
+		}
+	})
 }
