@@ -14,10 +14,23 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
+
+// MetaPrefix starts the _meta keys toolmesh itself sets on the calls it sends MCP
+// servers (a reverse-DNS prefix and a slash, as MCP names the _meta keys of an
+// implementation). They come from toolmesh alone: a ToolCallContext entry under it never
+// travels to a server, and toolmesh's MCP endpoint drops such keys from its callers'
+// _meta.
+const MetaPrefix = "io.toolmesh/"
+
+// TenantMetaKey is the _meta key of the tenant the orchestrator verified for the run (or
+// the MCP session) a call belongs to; absent without one. It is what an MCP server reads
+// the tenant from: a context entry such as tenant_id or tenantId is the client's word.
+const TenantMetaKey = MetaPrefix + "tenant"
 
 // remote is one tool of an MCP server, as the loop sees it.
 type remote struct {
@@ -75,13 +88,18 @@ func (r *remote) call(ctx context.Context, input string) tool.Result {
 	}
 	params := &sdk.CallToolParams{Name: name, Arguments: json.RawMessage(input)}
 	// _meta carries what the group's converter lets through: absent for an empty
-	// context, an empty object when the converter keeps nothing of a non-empty one.
-	if bag := toolctx.Carried(ctx); bag.Len() > 0 {
+	// context, an empty object when the converter keeps nothing of a non-empty one. Keys
+	// under MetaPrefix are toolmesh's: a context entry never supplies them.
+	tenant := toolinternal.TenantFrom(ctx)
+	if bag := toolctx.Carried(ctx); bag.Len() > 0 || tenant != "" {
 		params.Meta = sdk.Meta{}
 		for k, v := range r.g.opts.Converter.Convert(bag).Map() {
-			if !r.g.isHeader(k) { // a credential travels as its header, not in _meta
+			if !r.g.isHeader(k) && !strings.HasPrefix(k, MetaPrefix) { // a credential travels as its header, not in _meta
 				params.Meta[k] = v
 			}
+		}
+		if tenant != "" {
+			params.Meta[TenantMetaKey] = tenant
 		}
 	}
 	// The trace context travels in _meta too (the SEP-414 keys traceparent and

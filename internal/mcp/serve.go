@@ -34,7 +34,13 @@ type ServeOptions struct {
 	// offered goes through (its tenant's grants; nil keeps a tool out of the session),
 	// and the context entries that override those the calls bring (its verified tenant).
 	Session func(ctx context.Context) (wrap func(tool.Tool) tool.Tool, fixed toolctx.Context)
-	Logger  *slog.Logger
+	// Tenant, when set, is asked once per session, with the context of the request that
+	// opened it, for the tenant the session's caller was verified as ("" for none). Every
+	// call of the session carries it (toolinternal.WithTenant): to a worker in its own
+	// request field, to an MCP server under TenantMetaKey, shown to tools under
+	// toolctx.TenantKey. Nothing the caller sends can change it.
+	Tenant func(ctx context.Context) string
+	Logger *slog.Logger
 }
 
 // NewHandler serves the mesh's tools over MCP streamable HTTP. Every MCP session has its
@@ -59,7 +65,9 @@ type sessionServer struct {
 	// wrap and fixed are the session caller's: see ServeOptions.Session.
 	wrap  func(tool.Tool) tool.Tool
 	fixed toolctx.Context
-	mu    sync.Mutex
+	// tenant is the session caller's verified tenant: see ServeOptions.Tenant.
+	tenant string
+	mu     sync.Mutex
 	// offered are the tools the session sees, by name.
 	offered map[string]tool.Tool
 }
@@ -68,6 +76,9 @@ func newSessionServer(ctx context.Context, opts ServeOptions) *sdk.Server {
 	s := &sessionServer{opts: opts, offered: map[string]tool.Tool{}, wrap: func(t tool.Tool) tool.Tool { return t }}
 	if opts.Session != nil {
 		s.wrap, s.fixed = opts.Session(ctx)
+	}
+	if opts.Tenant != nil {
+		s.tenant = opts.Tenant(ctx)
 	}
 	s.srv = sdk.NewServer(&sdk.Implementation{Name: "toolmesh", Version: "v1"}, &sdk.ServerOptions{
 		Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true}},
@@ -106,6 +117,9 @@ func (s *sessionServer) remove(name string) {
 func (s *sessionServer) handler(t tool.Tool) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		ctx = toolctx.NewContext(ctx, s.callContext(req))
+		if s.tenant != "" {
+			ctx = toolinternal.WithTenant(ctx, s.tenant)
+		}
 		args := "{}"
 		if len(req.Params.Arguments) > 0 {
 			args = string(req.Params.Arguments)
@@ -155,7 +169,7 @@ func (s *sessionServer) unfold(ctx context.Context, f tool.Facade, args string) 
 
 // callContext is the ToolCallContext of an MCP call: the allow-listed headers, then the
 // string entries of _meta (which win), then the session's fixed entries (which win over
-// both). Reserved keys are left out.
+// both). Reserved keys are left out, and so are toolmesh's own _meta keys (MetaPrefix).
 func (s *sessionServer) callContext(req *sdk.CallToolRequest) toolctx.Context {
 	m := map[string]string{}
 	if req.Extra != nil {
@@ -166,7 +180,7 @@ func (s *sessionServer) callContext(req *sdk.CallToolRequest) toolctx.Context {
 		}
 	}
 	for k, v := range req.Params.Meta {
-		if str, ok := v.(string); ok && k != "progressToken" {
+		if str, ok := v.(string); ok && k != "progressToken" && !strings.HasPrefix(k, MetaPrefix) {
 			m[k] = str
 		}
 	}

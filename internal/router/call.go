@@ -221,6 +221,7 @@ func (r *Router) invokeFull(ctx context.Context, t *remoteTool, input string) (t
 		IdempotencyKey: info.IdempotencyKey(),
 		State:          tool.StateFrom(ctx).Bytes(),
 		Blackboard:     needed(ctx, t.meta.Needs),
+		Tenant:         toolinternal.TenantFrom(ctx), // never from the context, which the client fills
 	}
 	if toolinternal.Validated(ctx, input) {
 		// The loop validated the arguments against this definition.

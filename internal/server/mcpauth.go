@@ -23,14 +23,16 @@ import (
 // OrchestratorService is — a bearer token, or the client certificate the handshake
 // verified (the listener must then be TLS: cmd/orchestrator serves it over HTTPS with
 // the orchestrator's certificate) — and a session is its tenant's: it is offered only
-// the tenant's groups, its calls carry the verified tenant as tenant_id and are held to
-// the tenant's tool-call budget, and no other caller may use it.
+// the tenant's groups, its calls carry the verified tenant (in the call's own field, shown
+// under toolctx.TenantKey, and as tenant_id) and are held to the tenant's tool-call
+// budget, and no other caller may use it.
 func (s *Server) MCPHandler() (http.Handler, error) {
 	h := mcp.NewHandler(mcp.ServeOptions{
 		Catalog: func(ctx context.Context) []tool.Tool { return s.runs.CatalogFor(ctx, tenantOf(ctx)) },
 		Session: func(ctx context.Context) (func(tool.Tool) tool.Tool, toolctx.Context) {
 			return s.runs.TenantView(tenantOf(ctx))
 		},
+		Tenant:   tenantOf,
 		Decorate: s.runs.Decorate, ContextHeaders: s.cfg.MCPServe.ContextHeaders, Logger: s.log,
 	})
 	if !s.auth.enabled() {

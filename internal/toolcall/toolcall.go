@@ -32,7 +32,8 @@ func WithState(ctx context.Context, s *tool.State) context.Context {
 }
 
 // Scope is the context of one call that crossed a process boundary, as the worker SDK
-// restores it from the request: the call's identity (tool.CallInfoFrom), its
+// restores it from the request: the call's identity (tool.CallInfoFrom), its run's
+// verified tenant (toolinternal.TenantFrom, shown by toolctx.FromContext), its
 // ToolCallContext (toolctx.FromContext), its validated arguments (toolinternal.Validated),
 // its state (tool.StateFrom) and its blackboard (tool.BlackboardFrom), held in one
 // context value instead of one each: a call pays one allocation for them, and a lookup
@@ -40,17 +41,19 @@ func WithState(ctx context.Context, s *tool.State) context.Context {
 type Scope struct {
 	context.Context
 	info      tool.CallInfo
+	tenant    string
 	bag       toolctx.Context
 	validated string
 	state     *tool.State
 	board     tool.Blackboard
 }
 
-// NewScope returns ctx carrying a call's identity, its ToolCallContext (reserved keys
-// dropped, as toolctx.NewContext drops them), its arguments as validated, and its state
-// and blackboard.
-func NewScope(ctx context.Context, info tool.CallInfo, bag toolctx.Context, validated string, state *tool.State, board tool.Blackboard) *Scope {
-	return &Scope{Context: ctx, info: info, bag: bag.WithoutReserved(), validated: validated, state: state, board: board}
+// NewScope returns ctx carrying a call's identity, its run's verified tenant ("" for
+// none), its ToolCallContext (reserved keys dropped, as toolctx.NewContext drops them:
+// the bag never supplies the loop id or the tenant), its arguments as validated, and its
+// state and blackboard.
+func NewScope(ctx context.Context, info tool.CallInfo, tenant string, bag toolctx.Context, validated string, state *tool.State, board tool.Blackboard) *Scope {
+	return &Scope{Context: ctx, info: info, tenant: tenant, bag: bag.WithoutReserved(), validated: validated, state: state, board: board}
 }
 
 // Value answers the keys the scope holds and asks the parent for the rest.
@@ -58,6 +61,8 @@ func (s *Scope) Value(key any) any {
 	switch key.(type) {
 	case toolinternal.CallInfoKey:
 		return &s.info
+	case toolinternal.TenantKey:
+		return s.tenant
 	case toolinternal.BagKey:
 		return s.bag
 	case toolinternal.ValidatedKey:

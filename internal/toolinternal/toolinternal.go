@@ -158,16 +158,19 @@ func MarshalJSON(v any) ([]byte, error) {
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
-type tenantKey struct{}
+// TenantKey is the context key of the verified tenant of the run a call belongs to (see
+// WithTenant).
+type TenantKey struct{}
 
 // WithTenant records the run's verified tenant for the calls it makes: the orchestrator
-// vouches for it in each call's token.
+// sends it with each call (InvokeRequest.tenant, MCP _meta) and vouches for it in each
+// call's token, and toolctx.FromContext shows it under toolctx.TenantKey.
 func WithTenant(ctx context.Context, tenant string) context.Context {
-	return context.WithValue(ctx, tenantKey{}, tenant)
+	return context.WithValue(ctx, TenantKey{}, tenant)
 }
 
-// TenantFrom is the verified tenant WithTenant recorded, if any.
+// TenantFrom is the verified tenant WithTenant recorded (or a call scope holds), if any.
 func TenantFrom(ctx context.Context) string {
-	t, _ := ctx.Value(tenantKey{}).(string)
+	t, _ := ctx.Value(TenantKey{}).(string)
 	return t
 }

@@ -6,8 +6,10 @@
 // OneShotPerLoop. The wire encoding of a bag (gRPC metadata) is the orchestrator's and
 // the worker SDK's business, not a tool author's.
 //
-// Worker authors read the bag in a tool function with FromContext(ctx). Embedders build
-// bags with Of or FromMap and merge run and interaction levels with Effective.
+// Worker authors read the bag in a tool function with FromContext(ctx), and the tenant
+// the orchestrator verified for the run under TenantKey (never under a key a client
+// sends, such as tenant_id or tenantId). Embedders build bags with Of or FromMap and
+// merge run and interaction levels with Effective.
 //
 // The package imports only pkg/tool, internal/toolinternal (which holds the context key)
 // and the standard library; it must not import gRPC.
@@ -30,8 +32,23 @@ import (
 // it.
 const LoopIDKey = "toolmesh.loop_id"
 
-// ReservedPrefix starts every key toolmesh itself sets. Converters never forward such
-// keys: the loop id crosses a process boundary in its own request field.
+// TenantKey is the reserved key under which FromContext shows the tenant the
+// orchestrator verified for the run a call belongs to (from the client's certificate or
+// bearer token); it is absent when the run has none. No client can set it: what a client
+// sends under a reserved key is refused or dropped, and a worker built on pkg/worker
+// takes the tenant from its own field of the request (InvokeRequest.tenant), never from
+// the call's metadata. Read a tenant here, not under a key of the client's such as
+// "tenantId" or "tenant_id":
+//
+//	tenant, ok := toolctx.FromContext(ctx).Get(toolctx.TenantKey)
+//
+// On a worker it can be trusted as far as the worker authenticates the orchestrator
+// (mutual TLS): a plaintext worker takes it from whoever reaches its port.
+const TenantKey = "toolmesh.tenant"
+
+// ReservedPrefix starts every key toolmesh itself sets (LoopIDKey, TenantKey). Converters
+// never forward such keys: the loop id and the tenant cross a process boundary in
+// request fields of their own.
 const ReservedPrefix = "toolmesh."
 
 // IsReserved reports whether key belongs to toolmesh (starts with ReservedPrefix).
@@ -233,16 +250,32 @@ func (c Context) String() string {
 // LoopID returns the loop id under LoopIDKey, or "" when there is none.
 func (c Context) LoopID() string { return c.m[LoopIDKey] }
 
-// withLoopID returns c showing the loop id id: c itself when it already does.
-func (c Context) withLoopID(id string) Context {
-	switch cur, ok := c.m[LoopIDKey]; {
-	case id == "" && !ok, id != "" && cur == id:
+// withShown returns c showing the loop id under LoopIDKey and the tenant under TenantKey,
+// each absent when empty: c itself when it already does, else one copy.
+func (c Context) withShown(loopID, tenant string) Context {
+	if c.shows(LoopIDKey, loopID) && c.shows(TenantKey, tenant) {
 		return c
-	case id == "":
-		return c.Without(LoopIDKey)
-	default:
-		return c.With(LoopIDKey, id)
 	}
+	m := make(map[string]string, len(c.m)+2)
+	maps.Copy(m, c.m)
+	show(m, LoopIDKey, loopID)
+	show(m, TenantKey, tenant)
+	return normalize(m)
+}
+
+// show sets key to v in m, or deletes it when v is empty.
+func show(m map[string]string, key, v string) {
+	if v == "" {
+		delete(m, key)
+	} else {
+		m[key] = v
+	}
+}
+
+// shows reports whether c holds v under key, or holds nothing there when v is empty.
+func (c Context) shows(key, v string) bool {
+	cur, ok := c.m[key]
+	return cur == v && ok == (v != "")
 }
 
 func normalize(m map[string]string) Context {
@@ -253,26 +286,30 @@ func normalize(m map[string]string) Context {
 }
 
 // NewContext returns ctx carrying c; tool functions read it back with FromContext.
-// The loop id is not the caller's to set: reserved keys of c are dropped, and the loop id
-// of the call (see FromContext) is shown under LoopIDKey.
+// The loop id and the tenant are not the caller's to set: reserved keys of c are dropped,
+// and the loop id and verified tenant of the call (see FromContext) are shown under
+// LoopIDKey and TenantKey.
 func NewContext(ctx context.Context, c Context) context.Context {
 	return context.WithValue(ctx, toolinternal.BagKey{}, c.WithoutReserved())
 }
 
 // Carried returns the context carried by ctx as it crosses to a worker: FromContext
-// without the loop id, which travels in a field of its own. It copies nothing.
+// without the loop id and the tenant, which travel in fields of their own. It copies
+// nothing.
 func Carried(ctx context.Context) Context {
 	c, _ := ctx.Value(toolinternal.BagKey{}).(Context)
 	return c
 }
 
 // FromContext returns the context carried by ctx, or Empty when there is none, with the
-// id of the tool loop the call belongs to under LoopIDKey. The loop id has one home, the
-// call's tool.CallInfo, which the orchestrator sets for every call and the worker SDK
-// restores from the request; the bag only shows it.
+// id of the tool loop the call belongs to under LoopIDKey and the tenant the
+// orchestrator verified for its run under TenantKey. Neither lives in the bag: the loop
+// id's home is the call's tool.CallInfo, the tenant's the run's verified identity; the
+// orchestrator sets both for every call, the worker SDK restores both from the request
+// (InvokeRequest.loop_id and tenant), and the bag only shows them.
 func FromContext(ctx context.Context) Context {
 	c, _ := ctx.Value(toolinternal.BagKey{}).(Context)
-	return c.withLoopID(loopID(ctx))
+	return c.withShown(loopID(ctx), toolinternal.TenantFrom(ctx))
 }
 
 // loopID is the loop of the call in ctx.

@@ -226,8 +226,15 @@ type InvokeRequest struct {
 	// authenticated the orchestrator (mutual TLS) and serves that very definition may skip
 	// validating them again; any other worker validates every call.
 	ValidatedDefinitionHash string `protobuf:"bytes,9,opt,name=validated_definition_hash,json=validatedDefinitionHash,proto3" json:"validated_definition_hash,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// The tenant the orchestrator verified for the run the call belongs to (from the
+	// client's certificate or bearer token), never anything the client sent; empty without
+	// tenancy. A worker trusts it only from an orchestrator it authenticated (mutual TLS):
+	// a plaintext worker takes it from whoever reaches its port. Unlike a ToolCallContext
+	// entry (such as "tenant_id" or "tenantId"), no client can set it. The worker SDK shows
+	// it under the reserved context key "toolmesh.tenant".
+	Tenant        string `protobuf:"bytes,10,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InvokeRequest) Reset() {
@@ -319,6 +326,13 @@ func (x *InvokeRequest) GetBlackboard() []*BlackboardObject {
 func (x *InvokeRequest) GetValidatedDefinitionHash() string {
 	if x != nil {
 		return x.ValidatedDefinitionHash
+	}
+	return ""
+}
+
+func (x *InvokeRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
 	}
 	return ""
 }
@@ -604,7 +618,7 @@ const file_toolmesh_v1_worker_proto_rawDesc = "" +
 	"\x06result\x18\x02 \x01(\v2\x1b.toolmesh.v1.InvokeResponseH\x00R\x06resultB\t\n" +
 	"\amessage\"(\n" +
 	"\x0eProgressReport\x12\x16\n" +
-	"\x06status\x18\x01 \x01(\tR\x06status\"\xcd\x02\n" +
+	"\x06status\x18\x01 \x01(\tR\x06status\"\xe5\x02\n" +
 	"\rInvokeRequest\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12%\n" +
 	"\x0earguments_json\x18\x02 \x01(\tR\rargumentsJson\x12\x17\n" +
@@ -616,7 +630,9 @@ const file_toolmesh_v1_worker_proto_rawDesc = "" +
 	"\n" +
 	"blackboard\x18\b \x03(\v2\x1d.toolmesh.v1.BlackboardObjectR\n" +
 	"blackboard\x12:\n" +
-	"\x19validated_definition_hash\x18\t \x01(\tR\x17validatedDefinitionHash\"\x91\x03\n" +
+	"\x19validated_definition_hash\x18\t \x01(\tR\x17validatedDefinitionHash\x12\x16\n" +
+	"\x06tenant\x18\n" +
+	" \x01(\tR\x06tenant\"\x91\x03\n" +
 	"\x0eInvokeResponse\x12\x14\n" +
 	"\x04text\x18\x01 \x01(\tH\x00R\x04text\x129\n" +
 	"\bartifact\x18\x02 \x01(\v2\x1b.toolmesh.v1.ArtifactResultH\x00R\bartifact\x12.\n" +

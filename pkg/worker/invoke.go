@@ -107,6 +107,8 @@ func (s *invoker) invoke(ctx context.Context, req *toolpb.InvokeRequest, progres
 		return wire.ResultToProto(tool.ErrorWithCode(tool.CodeInvalidArguments, fmt.Sprintf("invalid arguments for tool '%s': %s", name, strings.TrimPrefix(err.Error(), schema.ErrInvalidArguments.Error()+": "))))
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
+	// The run's verified tenant: the orchestrator's word, never the call's metadata.
+	tenant := req.GetTenant()
 	if w.opts.TLS != nil {
 		// The orchestrator vouches for each call with a token for this worker and this
 		// tool, valid until the call's deadline; a replayed, redirected or stale one is
@@ -120,6 +122,13 @@ func (s *invoker) invoke(ctx context.Context, req *toolpb.InvokeRequest, progres
 			w.log.Warn("call refused: bad call token", "event", "audit", "tool", name, "error", err.Error())
 			return nil, wire.Error{Reason: toolpb.ErrorReason_ERROR_REASON_PERMISSION_DENIED, Message: err.Error()}.Err()
 		}
+		switch {
+		case tenant == "":
+			tenant = claims.Tenant // an orchestrator that does not send the field yet
+		case tenant != claims.Tenant:
+			w.log.Warn("call refused: its tenant is not the one its call token names", "event", "audit", "tool", name, "tenant", tenant, "token_tenant", claims.Tenant)
+			return nil, wire.Error{Reason: toolpb.ErrorReason_ERROR_REASON_PERMISSION_DENIED, Message: "the call's tenant is not the one its call token names"}.Err()
+		}
 		if claims.Tenant != "" {
 			ctx = context.WithValue(ctx, tenantKey{}, claims.Tenant)
 		}
@@ -128,13 +137,14 @@ func (s *invoker) invoke(ctx context.Context, req *toolpb.InvokeRequest, progres
 	if err != nil {
 		return wire.ResultToProto(tool.ErrorWithCode(tool.CodeInvalidArguments, fmt.Sprintf("the call's context cannot be read: %v", err)))
 	}
-	// The tool sees the entries its group may see plus the loop id, never anything else.
+	// The tool sees the entries its group may see plus the loop id and the tenant, never
+	// anything else.
 	// The state the orchestrator keeps for the call: the tool reads it and may replace it.
 	st := tool.NewState(req.GetState())
 	// The run's blackboard as far as the call needs it; what the tool adds goes back with
 	// the result.
 	board := tool.NewCallBoard(wire.BindingsFromProto(req.GetBlackboard()), wire.MaxBlackboardUpdateBytes)
-	ctx = toolcall.NewScope(ctx, tool.CallInfo{RunID: req.GetRunId(), LoopID: req.GetLoopId(), CallID: req.GetCallId()}, bag, args, st, board)
+	ctx = toolcall.NewScope(ctx, tool.CallInfo{RunID: req.GetRunId(), LoopID: req.GetLoopId(), CallID: req.GetCallId()}, tenant, bag, args, st, board)
 	if progress != nil {
 		ctx = tool.WithProgress(ctx, progress)
 	}
@@ -286,7 +296,9 @@ type tenantKey struct{}
 
 // Tenant is the tenant of the run a call belongs to, as the orchestrator vouched for it
 // in the call's token: false without mutual TLS, or for a run without a verified tenant.
-// Unlike the context's tenant_id, a client cannot set it.
+// Unlike the context's tenant_id, a client cannot set it. A tool reads the tenant as
+// toolctx.FromContext(ctx).Get(toolctx.TenantKey), with or without mutual TLS; with it,
+// that is this tenant (a call whose request names another is refused).
 func Tenant(ctx context.Context) (string, bool) {
 	t, ok := ctx.Value(tenantKey{}).(string)
 	return t, ok

@@ -20,6 +20,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/builtin"
 	"github.com/toolmesh/toolmesh/internal/harness"
 	"github.com/toolmesh/toolmesh/pkg/client"
+	"github.com/toolmesh/toolmesh/pkg/toolctx"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 	"github.com/toolmesh/toolmesh/pkg/trust"
 )
@@ -46,7 +47,8 @@ func callTokenFits(e builtin.Echo, tenant string, sentBy time.Time) bool {
 // certificate, run concurrently through two replicas of one worker, which a fault loop
 // SIGKILLs and restarts in turn while the runs go on. Every call a worker ran reports,
 // from its verified call token, the tenant of the run it belongs to, and carries that
-// tenant as the context's tenant_id whatever the client sent: 0 mismatches. No tenant
+// tenant under toolctx.TenantKey and as the context's tenant_id whatever the client sent
+// (tenant_id and tenantId naming another tenant): 0 mismatches. No tenant
 // finds or cancels another's runs.
 //
 // TOOLMESH_ISOLATION_CALLS sets how many calls to make (default 200; make soak: 100,000);
@@ -206,7 +208,8 @@ func TestTenantIsolationUnderFaults(t *testing.T) {
 				}
 				tn := int(n % tenants)
 				// The client claims another tenant in the context: the verified one wins.
-				req := &toolpb.RunRequest{Prompt: "echo", ToolGroups: []string{"echo_shared"}, Context: map[string]string{"tenant_id": fmt.Sprintf("t%d", (tn+1)%tenants)}}
+				other := fmt.Sprintf("t%d", (tn+1)%tenants)
+				req := &toolpb.RunRequest{Prompt: "echo", ToolGroups: []string{"echo_shared"}, Context: map[string]string{"tenant_id": other, "tenantId": other}}
 				var id string
 				var runErr error
 				for ev, err := range cs[tn].Run(ctx, req) {
@@ -231,7 +234,7 @@ func TestTenantIsolationUnderFaults(t *testing.T) {
 					var e builtin.Echo
 					want := fmt.Sprintf("t%d", tn)
 					sent := time.Now()
-					if err := json.Unmarshal([]byte(f.GetContent()), &e); err != nil || e.Tenant != want || e.Context["tenant_id"] != want || !callTokenFits(e, want, sent) {
+					if err := json.Unmarshal([]byte(f.GetContent()), &e); err != nil || e.Tenant != want || e.Context[toolctx.TenantKey] != want || e.Context["tenant_id"] != want || !callTokenFits(e, want, sent) {
 						mismatches.Add(1)
 						mu.Lock()
 						if len(examples) < 5 {
@@ -277,7 +280,7 @@ func TestTenantIsolationUnderFaults(t *testing.T) {
 	}
 	if dir := os.Getenv("TOOLMESH_SOAK_REPORT"); dir != "" && !t.Failed() {
 		report := "# Tenant isolation under faults (catalogue S07)\n\n" + time.Now().UTC().Format(time.RFC3339) + ": " + summary +
-			". Four tenants, each a client certificate, over mutual TLS; each call's tenant read by the worker from its verified call token and from the context's tenant_id, which every client set to another tenant's name.\n"
+			". Four tenants, each a client certificate, over mutual TLS; each call's tenant read by the worker from its verified call token, from the request's tenant (toolmesh.tenant) and from the context's tenant_id, which every client set to another tenant's name (as tenantId too).\n"
 		if err := os.WriteFile(filepath.Join(dir, "isolation-latest.md"), []byte(report), 0o644); err != nil {
 			t.Error(err)
 		}
