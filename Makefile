@@ -113,7 +113,8 @@ test-mcp-everything: $(MCP_EVERYTHING) ## MCP groups against @modelcontextprotoc
 # The fuzz targets, as package:target: hostile input from models (arguments), workers
 # (registrations, schemas), clients (the context codec) and MCP servers (results).
 FUZZ_TARGETS = ./pkg/schema:FuzzValidate ./pkg/schema:FuzzFastPathAgreesWithGeneric ./pkg/schema:FuzzFromJSON \
-	./internal/ctxcodec:FuzzCodec ./internal/router:FuzzRegistration ./internal/mcp:FuzzResultOf ./pkg/tool:FuzzFlatAgreesWithJSON
+	./internal/ctxcodec:FuzzCodec ./internal/router:FuzzRegistration ./internal/mcp:FuzzResultOf ./pkg/tool:FuzzFlatAgreesWithJSON \
+	./pkg/toolctx:FuzzCredentialKey
 FUZZTIME ?= 30m
 
 .PHONY: fuzz

@@ -42,6 +42,8 @@ type coreOptions struct {
 	// expecting its identity.
 	certs *trust.Source
 	cfg   *config.Config
+	// journal records the core's runs; nil keeps them in memory only.
+	journal runlog.Store
 }
 
 func startCore(o coreOptions) (*core, error) {
@@ -57,7 +59,7 @@ func startCore(o coreOptions) (*core, error) {
 		}
 	}
 	rt := router.New(ro)
-	c, err := serveWith(rt, o.provider, o.tel, nil, o.certs, o.cfg)
+	c, err := serveWith(rt, o.provider, o.tel, o.journal, o.certs, o.cfg)
 	if err != nil {
 		rt.Close()
 		return nil, err

@@ -617,8 +617,8 @@ func (e *env) journalVariants(ctx context.Context) ([]*variant, error) {
 		stores = append(stores, struct {
 			name, what string
 			open       func() (runlog.Store, error)
-		}{VLoopPostgres, "a private PostgreSQL on loopback (the test harness's: fsync off), through pgx", func() (runlog.Store, error) {
-			pg, err := harness.StartPostgres(ctx)
+		}{VLoopPostgres, "a private PostgreSQL on loopback with its durability defaults (fsync on, synchronous_commit on: every commit on disk before it is acknowledged), through pgx", func() (runlog.Store, error) {
+			pg, err := harness.StartPostgresWith(ctx, harness.PostgresOptions{Durable: true})
 			if err != nil {
 				return nil, err
 			}

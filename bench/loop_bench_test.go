@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"log/slog"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -10,6 +11,8 @@ import (
 
 	"github.com/toolmesh/toolmesh/bench/internal/peer"
 	"github.com/toolmesh/toolmesh/internal/builtin"
+	"github.com/toolmesh/toolmesh/internal/harness"
+	"github.com/toolmesh/toolmesh/internal/runlog"
 	"github.com/toolmesh/toolmesh/pkg/client"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
@@ -58,5 +61,97 @@ func BenchmarkLoopOverGRPC(b *testing.B) {
 		if err != nil || final.GetText() != "done" || final.GetIterations() != calls+1 {
 			b.Fatalf("run: %v, %v", final, err)
 		}
+	}
+}
+
+// BenchmarkLoopJournaled is BenchmarkLoopOverGRPC at 32 runs in flight with each run
+// journaled: in memory, in SQLite (synchronous=FULL) and, where PostgreSQL is installed,
+// in a private durable server. It reports the journal's commits per run.
+func BenchmarkLoopJournaled(b *testing.B) {
+	stores := map[string]func(b *testing.B) runlog.Store{
+		"memory": func(b *testing.B) runlog.Store {
+			s, err := runlog.OpenMemory(context.Background())
+			if err != nil {
+				b.Fatal(err)
+			}
+			return s
+		},
+		"sqlite": func(b *testing.B) runlog.Store {
+			s, err := runlog.OpenSQLite(context.Background(), filepath.Join(b.TempDir(), "journal.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			return s
+		},
+	}
+	if _, err := harness.PostgresBin(); err == nil {
+		stores["postgres"] = func(b *testing.B) runlog.Store {
+			pg, err := harness.StartPostgresWith(context.Background(), harness.PostgresOptions{Durable: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(pg.Stop)
+			s, err := runlog.OpenPostgres(context.Background(), pg.DSN)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return s
+		}
+	}
+	for _, name := range []string{"memory", "sqlite", "postgres"} {
+		open, ok := stores[name]
+		if !ok {
+			continue
+		}
+		b.Run(name, func(b *testing.B) {
+			const calls = 10
+			script, err := loopScript(calls)
+			if err != nil {
+				b.Fatal(err)
+			}
+			store := open(b)
+			b.Cleanup(func() { _ = store.Close() })
+			c, err := startCore(coreOptions{provider: script, journal: store})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(c.close)
+			w, err := worker.New(worker.Options{ID: "bench-loop", Orchestrator: c.addr, Listen: "127.0.0.1:0", Capacity: 64,
+				Logger: slog.New(slog.DiscardHandler)}, builtin.Math())
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); _ = w.Run(ctx) }()
+			b.Cleanup(func() { cancel(); <-done })
+			wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+			defer wcancel()
+			if err := c.waitTool(wctx, peer.Name); err != nil {
+				b.Fatal(err)
+			}
+			cl, err := client.Dial(c.addr, insecure.NewCredentials())
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = cl.Close() })
+			req := &toolpb.RunRequest{Prompt: "Add the two numbers, again and again.", Tools: []string{peer.Name},
+				Context: toolctx.MustOf(contextEntries...).Map()}
+			g0, w0 := runlog.DebugGroups()
+			b.ReportAllocs()
+			b.SetParallelism(16)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					final, err := cl.RunAndWait(ctx, req, nil)
+					if err != nil || final.GetText() != "done" || final.GetIterations() != calls+1 {
+						b.Errorf("run: %v, %v", final, err)
+						return
+					}
+				}
+			})
+			g1, w1 := runlog.DebugGroups()
+			b.ReportMetric(float64(g1-g0)/float64(b.N), "commits/run")
+			b.ReportMetric(float64(w1-w0)/float64(b.N), "writes/run")
+		})
 	}
 }

@@ -46,10 +46,23 @@ func PostgresBin() (string, error) {
 	return "", errors.New("PostgreSQL's server programs are not installed (Debian: apt-get install postgresql; make test installs them)")
 }
 
+// PostgresOptions configure a private PostgreSQL server.
+type PostgresOptions struct {
+	// Durable keeps PostgreSQL's defaults for durability (fsync on, every commit
+	// flushed before it is acknowledged), as a production server runs. Tests that only
+	// kill the orchestrator, never the database, leave it off: fsync=off is faster.
+	Durable bool
+}
+
 // StartPostgres starts a private PostgreSQL server on a temporary directory and a free
 // port on loopback, and creates the database "toolmesh". As root it runs the server as
-// the user "postgres" (PostgreSQL refuses to run as root).
+// the user "postgres" (PostgreSQL refuses to run as root). It runs with fsync off.
 func StartPostgres(ctx context.Context) (*Postgres, error) {
+	return StartPostgresWith(ctx, PostgresOptions{})
+}
+
+// StartPostgresWith is StartPostgres with options.
+func StartPostgresWith(ctx context.Context, opts PostgresOptions) (*Postgres, error) {
 	bin, err := PostgresBin()
 	if err != nil {
 		return nil, err
@@ -90,8 +103,12 @@ func StartPostgres(ctx context.Context) (*Postgres, error) {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
+	fsync := "off"
+	if opts.Durable {
+		fsync = "on"
+	}
 	p.cmd = run("postgres", "-D", data, "-p", strconv.Itoa(port), "-k", dir, "-c", "listen_addresses=127.0.0.1",
-		"-c", "fsync=off", "-c", "max_connections=200", "-c", "shared_buffers=16MB")
+		"-c", "fsync="+fsync, "-c", "synchronous_commit=on", "-c", "max_connections=200", "-c", "shared_buffers=16MB")
 	log, err := os.Create(filepath.Join(dir, "server.log"))
 	if err != nil {
 		_ = os.RemoveAll(dir)

@@ -86,6 +86,7 @@ func (t *remoteTool) journaled(ctx context.Context, input string) (tool.Result, 
 	data, done, dispatched := j.Recorded(ctx)
 	switch {
 	case done:
+		failpoint.Hit(failpoint.ReplayOutcome)
 		res, resp, err := decodeOutcome(data)
 		if err != nil {
 			return toolcall.JournalFailed(name, err), nil
@@ -99,7 +100,7 @@ func (t *remoteTool) journaled(ctx context.Context, input string) (tool.Result, 
 		return res, nil
 	}
 	res, resp := t.r.invokeFull(ctx, t, input)
-	failpoint.Hit("outcome-received") // crash tests: the outcome is here and not yet recorded
+	failpoint.Hit(failpoint.OutcomeReceived) // crash tests: the outcome is here and not yet recorded
 	if err := j.Finished(ctx, toolcall.OutcomeOf(ctx, res), encodeOutcome(res, resp)); err != nil {
 		return toolcall.JournalFailed(name, err), nil
 	}

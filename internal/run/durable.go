@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/toolmesh/toolmesh/internal/failpoint"
 	"github.com/toolmesh/toolmesh/internal/runlog"
 	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/pkg/tool"
@@ -91,6 +92,7 @@ func (s *Service) openJournal(ctx context.Context, j *journal, id, loopID string
 	case err != nil:
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
+	failpoint.Hit(failpoint.RunCreated)
 	j = newJournal(s.journal, s.leaseRenewer(), lease, s.leaseTTL(), s.codec, 2)
 	j.setStop(cancel)
 	j.setDeliver(deliver)
@@ -173,6 +175,7 @@ func (s *Service) resumingCount() int {
 // resume continues a run taken over from the journal: it replays what the journal holds
 // and goes on live from there.
 func (s *Service) resume(lease runlog.Lease) {
+	failpoint.Hit(failpoint.ResumeAcquired)
 	ctx := context.Background()
 	id := lease.RunID
 	log := s.log.With("run_id", id, "epoch", lease.Epoch)
@@ -252,11 +255,14 @@ func (s *Service) prepareResumed(ctx context.Context, req Request) (*prepared, e
 	}
 }
 
-// Record is one event of a run as the journal keeps it: its wire form (Codec.Event).
+// Record is one event of a run as the journal keeps it: its wire form (Codec.Event), or
+// in a journal written before events were kept in binary, its wire form in protobuf
+// JSON (JSON set).
 type Record struct {
 	Seq  int64
 	Time time.Time
-	Data json.RawMessage
+	Data []byte
+	JSON bool
 }
 
 // Watch hands send the events of run id after sequence number after, from the journal,
@@ -290,11 +296,11 @@ func (s *Service) Watch(ctx context.Context, id string, after int64, send func(R
 		}
 		for _, rec := range recs {
 			after = rec.Seq
-			wire, err := EventWire(rec.Data)
+			wire, isJSON, err := EventWire(rec.Data)
 			if err != nil {
 				return fmt.Errorf("%w: record %d of run %s: %v", ErrUnavailable, rec.Seq, id, err)
 			}
-			if err := send(Record{Seq: rec.Seq, Time: rec.Time, Data: wire}); err != nil {
+			if err := send(Record{Seq: rec.Seq, Time: rec.Time, Data: wire, JSON: isJSON}); err != nil {
 				return err
 			}
 		}

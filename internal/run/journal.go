@@ -2,6 +2,7 @@ package run
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/toolmesh/toolmesh/internal/failpoint"
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/loop"
 	"github.com/toolmesh/toolmesh/internal/runlog"
@@ -26,8 +28,8 @@ var ErrJournal = errors.New("the run's journal failed")
 // Codec turns what the journal keeps into and out of its wire form, which the server
 // owns: events as the client sees them, and requests as the client sent them.
 type Codec interface {
-	// Event is ev's wire form as JSON; false for an event the wire does not carry.
-	Event(ev Event) (json.RawMessage, bool)
+	// Event is ev's wire form (protobuf); false for an event the wire does not carry.
+	Event(ev Event) ([]byte, bool)
 	// Request is the request a journaled wire request (Request.Wire) stands for,
 	// checked as a new request would be.
 	Request(wire json.RawMessage) (Request, error)
@@ -122,9 +124,19 @@ type journal struct {
 	next      int64
 	committed int64
 	queue     []pending
-	flushing  bool
-	failed    error
-	closed    bool
+	// queued is the size of the queue's data; wanted the last record someone waits
+	// for; lastFact the last record that is not an event (see settle); flushing says
+	// that a flusher runs, linger that one is due.
+	queued   int
+	wanted   int64
+	lastFact int64
+	flushing bool
+	linger   *time.Timer
+	// ending is the state the run ends in once its end record, the last of the queue,
+	// is committed (with runlog.Store.Finish, in one step).
+	ending runlog.State
+	failed error
+	closed bool
 	// frozen: the run stops here (a shutdown) and goes on elsewhere; what it does from
 	// now on (a cancelled call's end, say) is not the run's and is not recorded.
 	frozen bool
@@ -200,11 +212,11 @@ func (j *journal) load(recs []runlog.Record) error {
 			if len(r.Data) == 0 {
 				continue
 			}
-			var e eventRecord
-			if err := json.Unmarshal(r.Data, &e); err != nil {
+			key, _, _, err := decodeEvent(r.Data)
+			if err != nil {
 				return fmt.Errorf("record %d: %w", r.Seq, err)
 			}
-			j.seen[e.Key] = true
+			j.seen[key] = true
 		}
 	}
 	return nil
@@ -298,10 +310,25 @@ func (j *journal) fail(err error) {
 	j.mu.Unlock()
 }
 
+// lingerFor is how long a record nobody waits for may wait for others to share its
+// commit (a step's events, its calls' outcomes): what must be durable before the run goes
+// on (a dispatch, the last step's records before the model is asked the next, the end)
+// is committed at once, with everything queued before it. flushBytes commits the queue
+// at once when its records grow past it.
+const (
+	lingerFor  = 5 * time.Millisecond
+	flushBytes = 1 << 20
+)
+
 // add queues a record and returns its sequence number; with wait, once it is committed.
-func (j *journal) add(kind runlog.Kind, data json.RawMessage, ev Event, wait bool) (int64, error) {
+func (j *journal) add(kind runlog.Kind, data []byte, ev Event, wait bool) (int64, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	return j.addLocked(kind, data, ev, wait)
+}
+
+// addLocked is add with j.mu held.
+func (j *journal) addLocked(kind runlog.Kind, data []byte, ev Event, wait bool) (int64, error) {
 	if j.failed != nil {
 		return 0, j.failed
 	}
@@ -313,73 +340,156 @@ func (j *journal) add(kind runlog.Kind, data json.RawMessage, ev Event, wait boo
 	}
 	seq := j.next
 	j.next++
+	if kind != runlog.KindEvent && kind != runlog.KindDelta {
+		j.lastFact = seq
+	}
 	j.queue = append(j.queue, pending{rec: runlog.Record{Seq: seq, Kind: kind, Time: time.Now(), Data: data}, ev: ev})
+	j.queued += len(data)
+	if !wait {
+		if j.queued >= flushBytes {
+			j.kick()
+		} else if !j.flushing && j.linger == nil {
+			j.linger = time.AfterFunc(lingerFor, j.lingered)
+		}
+		return seq, nil
+	}
+	return seq, j.waitFor(seq)
+}
+
+// settle waits until every record the model's next request depends on is committed:
+// the model's answers, the calls' outcomes, the approvals' decisions. A resumed run then
+// asks the model exactly what it asked before the crash, having replayed the same
+// records; the events between them need not wait.
+func (j *journal) settle() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.failed != nil {
+		return j.failed
+	}
+	return j.waitFor(j.lastFact)
+}
+
+// waitFor commits the queue up to seq and waits for it. j.mu is held.
+func (j *journal) waitFor(seq int64) error {
+	if seq <= j.committed {
+		return j.failed
+	}
+	j.wanted = max(j.wanted, seq)
+	j.kick()
+	for j.committed < seq && j.failed == nil {
+		j.cond.Wait()
+	}
+	return j.failed
+}
+
+// kick starts a flusher unless one runs. j.mu is held.
+func (j *journal) kick() {
+	if j.linger != nil {
+		j.linger.Stop()
+		j.linger = nil
+	}
 	if !j.flushing {
 		j.flushing = true
 		go j.flush()
 	}
-	if !wait {
-		return seq, nil
-	}
-	for j.committed < seq && j.failed == nil {
-		j.cond.Wait()
-	}
-	return seq, j.failed
 }
 
-// flush commits the queue, batch by batch, until it is empty.
+func (j *journal) lingered() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.linger = nil
+	if len(j.queue) > 0 && j.failed == nil {
+		j.kick()
+	}
+}
+
+// flush commits the queue, a batch at a time, while someone waits for a record in it
+// (or it is large); what remains after waits for a linger.
 func (j *journal) flush() {
-	for {
-		j.mu.Lock()
-		batch := j.queue
-		j.queue = nil
-		if len(batch) == 0 || j.failed != nil {
-			j.flushing = false
-			j.cond.Broadcast()
-			j.mu.Unlock()
-			return
-		}
-		lease := j.lease
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for len(j.queue) > 0 && j.failed == nil {
+		batch, final := j.take()
+		lease, ending := j.lease, j.ending
 		j.mu.Unlock()
-		for len(batch) > 0 {
-			n := min(len(batch), runlog.MaxBatch)
-			recs := make([]runlog.Record, n)
-			for i := range n {
-				recs[i] = batch[i].rec
-			}
-			if err := j.append(lease, recs); err != nil {
-				j.fail(err)
-				j.mu.Lock()
-				j.flushing = false
-				j.cond.Broadcast()
-				j.mu.Unlock()
-				return
-			}
+		recs := make([]runlog.Record, len(batch))
+		for i := range batch {
+			recs[i] = batch[i].rec
+		}
+		var err error
+		if final && ending != "" {
+			err = j.finishWith(lease, ending, recs)
+		} else {
+			err = j.append(lease, recs)
+		}
+		if err != nil {
+			j.fail(err)
 			j.mu.Lock()
-			j.committed = recs[n-1].Seq
-			close(j.commits)
-			j.commits = make(chan struct{})
-			j.cond.Broadcast()
-			deliver := j.deliver
+			break
+		}
+		failpoint.Hit(failpoint.AfterCommit)
+		j.mu.Lock()
+		j.committed = recs[len(recs)-1].Seq
+		close(j.commits)
+		j.commits = make(chan struct{})
+		j.cond.Broadcast()
+		if deliver := j.deliver; deliver != nil {
 			j.mu.Unlock()
-			for _, p := range batch[:n] {
-				if p.ev != nil && deliver != nil {
+			for _, p := range batch {
+				if p.ev != nil {
 					deliver(Sequenced{Seq: p.rec.Seq, Time: p.rec.Time, Event: p.ev})
 				}
 			}
-			batch = batch[n:]
+			j.mu.Lock()
+		}
+		if len(j.queue) > 0 && j.wanted <= j.committed && j.queued < flushBytes && j.ending == "" && !j.closed {
+			// Nobody waits for what came meanwhile: it may wait for more.
+			if j.linger == nil {
+				j.linger = time.AfterFunc(lingerFor, j.lingered)
+			}
+			break
 		}
 	}
+	j.flushing = false
+	j.cond.Broadcast()
+}
+
+// take takes the next batch off the queue: one append, within the store's bounds.
+// final reports that it empties the queue. j.mu is held.
+func (j *journal) take() (batch []pending, final bool) {
+	n, size := 0, 0
+	for n < len(j.queue) && n < runlog.MaxBatch {
+		d := len(j.queue[n].rec.Data)
+		if n > 0 && size+d > runlog.MaxAppendBytes {
+			break
+		}
+		size += d
+		n++
+	}
+	batch = j.queue[:n:n]
+	j.queue = j.queue[n:]
+	j.queued -= size
+	if len(j.queue) == 0 {
+		j.queue = nil
+	}
+	return batch, len(j.queue) == 0
 }
 
 // append commits records, retrying a store that fails for as long as the lease lasts;
 // a stale lease or a conflict is final.
 func (j *journal) append(lease runlog.Lease, recs []runlog.Record) error {
+	failpoint.Hit(failpoint.BeforeCommit)
+	return j.retry(lease, recs, func(ctx context.Context) error { return j.store.Append(ctx, lease, recs) })
+}
+
+// retry runs write, which commits recs, until it succeeds, fails for good, or the lease
+// runs out.
+func (j *journal) retry(lease runlog.Lease, recs []runlog.Record, write func(context.Context) error) error {
 	backoff := 50 * time.Millisecond
 	unknown := false // an attempt failed in a way that may have committed it
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), j.ttl)
-		err := j.store.Append(ctx, lease, recs)
+		err := write(ctx)
 		if errors.Is(err, runlog.ErrConflict) && unknown && j.committedAlready(ctx, lease.RunID, recs) {
 			err = nil // the earlier attempt did commit
 		}
@@ -400,6 +510,13 @@ func (j *journal) append(lease runlog.Lease, recs []runlog.Record) error {
 		time.Sleep(backoff)
 		backoff = min(2*backoff, time.Second)
 	}
+}
+
+// finishWith commits the last records and ends the run in one step, retrying as append
+// does.
+func (j *journal) finishWith(lease runlog.Lease, state runlog.State, recs []runlog.Record) error {
+	failpoint.Hit(failpoint.BeforeCommit)
+	return j.retry(lease, recs, func(ctx context.Context) error { return j.store.Finish(ctx, lease, state, recs...) })
 }
 
 // committedAlready reports whether the store holds exactly recs: an append whose
@@ -447,7 +564,7 @@ func (j *journal) event(ev Event) {
 	if isDelta(ev) {
 		kind = runlog.KindDelta
 	}
-	var data json.RawMessage
+	var data []byte
 	if j.codec != nil {
 		b, ok := j.codec.Event(ev)
 		if !ok {
@@ -495,12 +612,20 @@ func (j *journal) replaying() bool {
 	return len(j.models) > 0
 }
 
-// close waits for the records added so far to be committed (or the journal to fail)
-// and stops renewing the lease.
+// close commits the records added so far (or waits for the journal to fail) and stops
+// renewing the lease.
 func (j *journal) close() error {
 	j.mu.Lock()
-	for j.flushing {
+	if len(j.queue) > 0 && j.failed == nil {
+		j.wanted = max(j.wanted, j.next-1)
+		j.kick()
+	}
+	for j.flushing || (len(j.queue) > 0 && j.failed == nil) {
 		j.cond.Wait()
+	}
+	if j.linger != nil {
+		j.linger.Stop()
+		j.linger = nil
 	}
 	j.closed = true
 	err := j.failed
@@ -515,19 +640,21 @@ func (j *journal) close() error {
 	return err
 }
 
-// finish records how the run ended and gives up the lease.
+// finish records how the run ended and gives up the lease: the end record goes with
+// what is queued, and the store ends the run with the last of them (runlog.Store.Finish).
 func (j *journal) finish(end endRecord) error {
 	data, _ := toolinternal.MarshalJSON(end)
-	if _, err := j.add(runlog.KindEnd, data, nil, true); err != nil {
+	j.mu.Lock()
+	if j.failed == nil && !j.closed && !j.frozen {
+		// Set with the end record's place in the queue: no batch before it ends the run.
+		j.ending = storeState(end.State)
+	}
+	_, err := j.addLocked(runlog.KindEnd, data, nil, true)
+	j.mu.Unlock()
+	if err != nil {
 		return err
 	}
-	if err := j.close(); err != nil {
-		return err
-	}
-	state := storeState(end.State)
-	ctx, cancel := context.WithTimeout(context.Background(), j.ttl)
-	defer cancel()
-	return j.store.Finish(ctx, j.lease, state)
+	return j.close()
 }
 
 // callKey names a call in the journal: its loop, its iteration and its id (a loop's
@@ -556,8 +683,11 @@ func (j *journal) Dispatched(ctx context.Context, worker string, attempt int) er
 	}
 	info, _ := tool.CallInfoFrom(ctx)
 	data, _ := toolinternal.MarshalJSON(dispatchRecord{Key: callKey(info), Worker: worker, Attempt: attempt, IdempotencyKey: info.IdempotencyKey()})
-	_, err := j.add(runlog.KindDispatch, data, nil, true)
-	return err
+	if _, err := j.add(runlog.KindDispatch, data, nil, true); err != nil {
+		return err
+	}
+	failpoint.Hit(failpoint.BeforeSend)
+	return nil
 }
 
 // Finished implements toolinternal.Journal.
@@ -606,17 +736,24 @@ func (p *journalProvider) Stream(ctx context.Context, req *llm.Request) iter.Seq
 	p.j.mu.Unlock()
 	if ok {
 		return func(yield func(llm.Chunk, error) bool) {
+			failpoint.Hit(failpoint.ReplayModel)
 			r := resp
 			yield(llm.Chunk{Done: &r}, nil)
 		}
 	}
 	return func(yield func(llm.Chunk, error) bool) {
+		if err := p.j.settle(); err != nil {
+			yield(llm.Chunk{}, fmt.Errorf("%w: %w", ErrJournal, err))
+			return
+		}
+		failpoint.Hit(failpoint.BeforeModel)
 		for c, err := range p.Provider.Stream(ctx, req) {
 			if err != nil {
 				yield(c, err)
 				return
 			}
 			if c.Done != nil {
+				failpoint.Hit(failpoint.ModelAnswered)
 				data, _ := toolinternal.MarshalJSON(modelRecord{Key: key, Response: *c.Done})
 				if _, err := p.j.add(runlog.KindModel, data, nil, false); err != nil {
 					yield(llm.Chunk{}, fmt.Errorf("%w: %w", ErrJournal, err))
@@ -690,28 +827,50 @@ func (j *journal) eventKey(ev Event) string {
 	return about + "#" + strconv.Itoa(j.ordinals[about])
 }
 
-// eventRecord is an event as the journal keeps it: its key and its wire form.
+// An event record is eventForm, the event's key (length and bytes) and the event's
+// wire form as the codec gave it (protobuf). Journals written before kept events as JSON
+// (eventRecord, its wire form protobuf JSON), which a replay and WatchRun still read.
+const eventForm = 1
+
+// eventRecord is an event as journals kept it before: its key and its wire form in
+// protobuf JSON.
 type eventRecord struct {
 	Key   string          `json:"k"`
 	Event json.RawMessage `json:"e"`
 }
 
 // eventData is the record of an event: the key, then the wire form as it is.
-func eventData(key string, wire json.RawMessage) json.RawMessage {
-	k, _ := json.Marshal(key)
-	b := make([]byte, 0, len(k)+len(wire)+12)
-	b = append(b, `{"k":`...)
-	b = append(b, k...)
-	b = append(b, `,"e":`...)
-	b = append(b, wire...)
-	return append(b, '}')
+func eventData(key string, wire []byte) []byte {
+	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(key)+len(wire))
+	b = append(b, eventForm)
+	b = binary.AppendUvarint(b, uint64(len(key)))
+	b = append(b, key...)
+	return append(b, wire...)
 }
 
-// EventWire is the wire form of a journaled event record.
-func EventWire(data json.RawMessage) (json.RawMessage, error) {
-	var r eventRecord
-	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, fmt.Errorf("an event record: %w", err)
+// decodeEvent splits an event record into its key and wire form; isJSON reports the
+// JSON form of earlier journals.
+func decodeEvent(data []byte) (key string, wire []byte, isJSON bool, err error) {
+	if len(data) > 0 && data[0] == '{' {
+		var r eventRecord
+		if err := json.Unmarshal(data, &r); err != nil {
+			return "", nil, false, fmt.Errorf("an event record: %w", err)
+		}
+		return r.Key, r.Event, true, nil
 	}
-	return r.Event, nil
+	if len(data) == 0 || data[0] != eventForm {
+		return "", nil, false, errors.New("an event record of an unknown form")
+	}
+	n, k := binary.Uvarint(data[1:])
+	if k <= 0 || uint64(len(data)-1-k) < n {
+		return "", nil, false, errors.New("an event record cut short")
+	}
+	return string(data[1+k : 1+k+int(n)]), data[1+k+int(n):], false, nil
+}
+
+// EventWire is the wire form of a journaled event record, and whether it is protobuf
+// JSON (journals written before events were kept in binary) rather than protobuf.
+func EventWire(data []byte) (wire []byte, isJSON bool, err error) {
+	_, wire, isJSON, err = decodeEvent(data)
+	return wire, isJSON, err
 }

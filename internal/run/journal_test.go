@@ -30,7 +30,7 @@ func (m *countingModel) Stream(context.Context, *llm.Request) iter.Seq2[llm.Chun
 
 type jsonCodec struct{}
 
-func (jsonCodec) Event(ev Event) (json.RawMessage, bool) {
+func (jsonCodec) Event(ev Event) ([]byte, bool) {
 	if _, ok := ev.(loop.TextDelta); ok {
 		return json.RawMessage(`{"delta":true}`), true
 	}

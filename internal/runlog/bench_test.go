@@ -67,7 +67,7 @@ func openSQLite(b *testing.B) runlog.Store {
 func openPostgres(b *testing.B) runlog.Store {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pg, err := harness.StartPostgres(ctx)
+	pg, err := harness.StartPostgresWith(ctx, harness.PostgresOptions{Durable: true})
 	if err != nil {
 		b.Skip(err) // a benchmark, not a test: make test runs the PostgreSQL tests
 	}
@@ -95,3 +95,51 @@ func BenchmarkAppendSQLite(b *testing.B)           { benchAppend(b, openSQLite(b
 func BenchmarkAppendPostgres(b *testing.B)         { benchAppend(b, openPostgres(b)) }
 func BenchmarkAppendParallelSQLite(b *testing.B)   { benchAppendParallel(b, openSQLite(b)) }
 func BenchmarkAppendParallelPostgres(b *testing.B) { benchAppendParallel(b, openPostgres(b)) }
+
+// benchRunsParallel writes whole runs from 32 goroutines at once, as a journaled loop of
+// ten tool calls does: its creation with the request, two writes a step for eleven steps
+// (each waiting for its commit), and its end. An operation is a run.
+func benchRunsParallel(b *testing.B, s runlog.Store) {
+	ctx := context.Background()
+	var n atomic.Int64
+	step := []byte(`{"call_id":"call_1_0","tool":"add","outcome":"succeeded","content":"The sum is 42.","worker":"math-1"}`)
+	b.ReportAllocs()
+	b.SetParallelism(16) // 32 runs on 2 cores
+	g0, w0 := runlog.DebugGroups()
+	n0 := runlog.DebugCommitNanos()
+	defer func() {
+		g1, w1 := runlog.DebugGroups()
+		n1 := runlog.DebugCommitNanos()
+		if g1 > g0 {
+			b.ReportMetric(float64(w1-w0)/float64(g1-g0), "writes/commit")
+			b.ReportMetric(float64(n1-n0)/float64(g1-g0)/1000, "µs/commit")
+		}
+	}()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			l, err := s.Create(ctx, fmt.Sprintf("bench-%s-%d", b.Name(), n.Add(1)), "bench", time.Hour, runlog.Record{Seq: 1, Kind: runlog.KindRequest, Data: step})
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			seq := int64(2)
+			for range 21 {
+				recs := []runlog.Record{{Seq: seq, Kind: runlog.KindOutcome, Data: step}, {Seq: seq + 1, Kind: runlog.KindEvent, Data: step}}
+				if err := s.Append(ctx, l, recs); err != nil {
+					b.Error(err)
+					return
+				}
+				seq += 2
+			}
+			if err := s.Finish(ctx, l, runlog.StateSucceeded, runlog.Record{Seq: seq, Kind: runlog.KindEnd, Data: step}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+func BenchmarkRunsParallelMemory(b *testing.B)   { benchRunsParallel(b, openMemory(b)) }
+func BenchmarkRunsParallelSQLite(b *testing.B)   { benchRunsParallel(b, openSQLite(b)) }
+func BenchmarkRunsParallelPostgres(b *testing.B) { benchRunsParallel(b, openPostgres(b)) }

@@ -10,7 +10,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -46,7 +45,7 @@ func Encrypted(s Store, key []byte) (Store, error) {
 		return nil, fmt.Errorf("runlog: %w", err)
 	}
 	sum := sha256.Sum256(key)
-	return &encrypted{Store: s, aead: aead, kid: hex.EncodeToString(sum[:4])}, nil
+	return &encrypted{Store: s, aead: aead, kid: hex.EncodeToString(sum[:4]), kidBytes: sum[:4]}, nil
 }
 
 // ReadKey reads an encryption key from a file: 32 bytes as they are, or written as 64
@@ -78,12 +77,18 @@ func ReadKey(path string) ([]byte, error) {
 
 type encrypted struct {
 	Store
-	aead cipher.AEAD
-	kid  string
+	aead     cipher.AEAD
+	kid      string
+	kidBytes []byte
 }
 
-// sealed is a record's data as the store keeps it.
-type sealed struct {
+// A sealed record's data is sealedMagic, the key's id (4 bytes), the nonce and the
+// ciphertext. Journals sealed before records could hold any bytes keep theirs as JSON,
+// {"enc":"KID:BASE64"}, which open still reads.
+const sealedMagic = "\x00tmE"
+
+// sealedJSON is the earlier form of a sealed record.
+type sealedJSON struct {
 	Enc string `json:"enc"`
 }
 
@@ -105,37 +110,49 @@ func (e *encrypted) seal(runID string, recs []Record) ([]Record, error) {
 		if len(r.Data) > MaxSealedRecordBytes {
 			return nil, fmt.Errorf("%w: record %d is %d bytes; the limit of an encrypted journal is %d", ErrInvalid, i, len(r.Data), MaxSealedRecordBytes)
 		}
-		nonce := make([]byte, e.aead.NonceSize(), e.aead.NonceSize()+len(r.Data)+e.aead.Overhead())
+		head := len(sealedMagic) + len(e.kidBytes)
+		b := make([]byte, head+e.aead.NonceSize(), head+e.aead.NonceSize()+len(r.Data)+e.aead.Overhead())
+		copy(b, sealedMagic)
+		copy(b[len(sealedMagic):], e.kidBytes)
+		nonce := b[head:]
 		if _, err := rand.Read(nonce); err != nil {
 			return nil, fmt.Errorf("runlog: %w", err)
 		}
-		ct := e.aead.Seal(nonce, nonce, r.Data, aad(runID, r.Seq, r.Kind))
-		b, _ := json.Marshal(sealed{Enc: e.kid + ":" + base64.RawStdEncoding.EncodeToString(ct)})
-		out[i].Data = b
+		out[i].Data = e.aead.Seal(b, nonce, r.Data, aad(runID, r.Seq, r.Kind))
 	}
 	return out, nil
 }
 
 func (e *encrypted) open(runID string, recs []Record) ([]Record, error) {
 	for i, r := range recs {
-		if len(r.Data) < 8 || string(r.Data[:8]) != `{"enc":"` {
+		var kid string
+		var ct []byte
+		switch {
+		case len(r.Data) >= len(sealedMagic)+4 && string(r.Data[:len(sealedMagic)]) == sealedMagic:
+			kid, ct = hex.EncodeToString(r.Data[len(sealedMagic):len(sealedMagic)+4]), r.Data[len(sealedMagic)+4:]
+		case len(r.Data) >= 8 && string(r.Data[:8]) == `{"enc":"`:
+			var s sealedJSON
+			if err := json.Unmarshal(r.Data, &s); err != nil {
+				return nil, fmt.Errorf("%w: record %d of run %s: %v", ErrDamaged, r.Seq, runID, err)
+			}
+			k, body, ok := strings.Cut(s.Enc, ":")
+			b, err := base64.RawStdEncoding.DecodeString(body)
+			if !ok || err != nil {
+				return nil, fmt.Errorf("%w: record %d of run %s is not a sealed record", ErrDamaged, r.Seq, runID)
+			}
+			kid, ct = k, b
+		default:
 			continue // written in clear, before encryption was on
 		}
-		var s sealed
-		if err := json.Unmarshal(r.Data, &s); err != nil {
-			return nil, fmt.Errorf("runlog: record %d of run %s: %w", r.Seq, runID, err)
-		}
-		kid, body, ok := strings.Cut(s.Enc, ":")
-		if !ok || kid != e.kid {
+		if kid != e.kid {
 			return nil, fmt.Errorf("runlog: record %d of run %s is sealed under key %s; this orchestrator has key %s", r.Seq, runID, kid, e.kid)
 		}
-		ct, err := base64.RawStdEncoding.DecodeString(body)
-		if err != nil || len(ct) < e.aead.NonceSize() {
-			return nil, fmt.Errorf("runlog: record %d of run %s is not a sealed record", r.Seq, runID)
+		if len(ct) < e.aead.NonceSize() {
+			return nil, fmt.Errorf("%w: record %d of run %s is not a sealed record", ErrDamaged, r.Seq, runID)
 		}
 		pt, err := e.aead.Open(nil, ct[:e.aead.NonceSize()], ct[e.aead.NonceSize():], aad(runID, r.Seq, r.Kind))
 		if err != nil {
-			return nil, fmt.Errorf("runlog: record %d of run %s does not open: %w", r.Seq, runID, errors.New("it was altered or moved"))
+			return nil, fmt.Errorf("%w: record %d of run %s does not open: it was altered or moved", ErrDamaged, r.Seq, runID)
 		}
 		recs[i].Data = pt
 	}
@@ -143,10 +160,8 @@ func (e *encrypted) open(runID string, recs []Record) ([]Record, error) {
 }
 
 func (e *encrypted) Create(ctx context.Context, runID, owner string, ttl time.Duration, first ...Record) (Lease, error) {
-	if len(first) > 0 {
-		if err := checkAppend(Lease{RunID: runID}, first); err != nil {
-			return Lease{}, err
-		}
+	if err := checkWrite(Lease{RunID: runID}, first); err != nil {
+		return Lease{}, err
 	}
 	recs, err := e.seal(runID, first)
 	if err != nil {
@@ -165,6 +180,17 @@ func (e *encrypted) Append(ctx context.Context, lease Lease, records []Record) e
 		return err
 	}
 	return e.Store.Append(ctx, lease, recs)
+}
+
+func (e *encrypted) Finish(ctx context.Context, lease Lease, state State, last ...Record) error {
+	if err := checkWrite(lease, last); err != nil {
+		return err
+	}
+	recs, err := e.seal(lease.RunID, last)
+	if err != nil {
+		return err
+	}
+	return e.Store.Finish(ctx, lease, state, recs...)
 }
 
 func (e *encrypted) Read(ctx context.Context, runID string, after int64, limit int, kinds ...Kind) ([]Record, error) {

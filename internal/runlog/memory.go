@@ -10,12 +10,38 @@ import (
 	"time"
 )
 
+// MemoryLimits bound what a journal in memory keeps of finished runs: the oldest
+// finished runs go first once there are more than FinishedRuns of them or their records
+// hold more than FinishedBytes. Zero means the default (DefaultFinishedRuns,
+// DefaultFinishedBytes). Running runs are never dropped.
+type MemoryLimits struct {
+	FinishedRuns  int
+	FinishedBytes int64
+}
+
+// The defaults of MemoryLimits.
+const (
+	DefaultFinishedRuns  = 1000
+	DefaultFinishedBytes = 256 << 20
+)
+
 // OpenMemory opens a journal held in this process's memory only: runs do not survive
 // the process, but everything else works as with a database (the same checks, leases,
 // fencing and errors). It keeps each run's records as they were appended, in a slice
-// per run, so that an open run costs the journal little more than its records' bytes.
-func OpenMemory(context.Context) (Store, error) {
-	return &memStore{runs: map[string]*memRun{}, workers: map[string]map[string]int64{}, now: time.Now}, nil
+// per run, so that an open run costs the journal little more than its records' bytes,
+// and keeps finished runs within limits (the oldest go first).
+func OpenMemory(_ context.Context, limits ...MemoryLimits) (Store, error) {
+	var l MemoryLimits
+	if len(limits) > 0 {
+		l = limits[0]
+	}
+	if l.FinishedRuns <= 0 {
+		l.FinishedRuns = DefaultFinishedRuns
+	}
+	if l.FinishedBytes <= 0 {
+		l.FinishedBytes = DefaultFinishedBytes
+	}
+	return &memStore{runs: map[string]*memRun{}, workers: map[string]map[string]int64{}, now: time.Now, limits: l}, nil
 }
 
 // memStore is the journal in memory. Times are kept as nanoseconds since the epoch, as
@@ -26,6 +52,11 @@ type memStore struct {
 	workers map[string]map[string]int64 // owner → worker id → when it was noted
 	now     func() time.Time
 	closed  bool
+	limits  MemoryLimits
+	// finished are the finished runs' ids, the oldest first, and finishedBytes the size
+	// of their records.
+	finished      []string
+	finishedBytes int64
 }
 
 type memRun struct {
@@ -35,7 +66,9 @@ type memRun struct {
 	until     int64
 	created   int64
 	updated   int64
+	note      string
 	records   []Record
+	bytes     int64
 	decisions map[string]Decision
 }
 
@@ -43,7 +76,33 @@ var _ Store = (*memStore)(nil)
 
 func (r *memRun) run(id string) Run {
 	return Run{ID: id, State: r.state, Owner: r.owner, Epoch: r.epoch, Until: time.Unix(0, r.until),
-		Records: int64(len(r.records)), Created: time.Unix(0, r.created), Updated: time.Unix(0, r.updated)}
+		Records: int64(len(r.records)), Created: time.Unix(0, r.created), Updated: time.Unix(0, r.updated), Note: r.note}
+}
+
+// add appends records to the run.
+func (r *memRun) add(records []Record) {
+	r.records = append(r.records, records...)
+	for _, rec := range records {
+		r.bytes += int64(len(rec.Data)) + 64
+	}
+}
+
+// finished notes that run id finished and drops the oldest finished runs beyond the
+// limits. The caller holds the write lock.
+func (s *memStore) finishedRun(id string, r *memRun) {
+	s.finished = append(s.finished, id)
+	s.finishedBytes += r.bytes
+	for len(s.finished) > 0 && (len(s.finished) > s.limits.FinishedRuns || s.finishedBytes > s.limits.FinishedBytes) {
+		old := s.finished[0]
+		s.finished = s.finished[1:]
+		if o, ok := s.runs[old]; ok && o.state.Terminal() {
+			s.finishedBytes -= o.bytes
+			delete(s.runs, old)
+		}
+	}
+	if cap(s.finished) > 2*len(s.finished)+64 {
+		s.finished = slices.Clone(s.finished) // let go of the dropped ids' array
+	}
 }
 
 // Volatile reports that the journal is lost with the process.
@@ -89,21 +148,20 @@ func (s *memStore) Create(_ context.Context, runID, owner string, ttl time.Durat
 	}
 	now := s.now()
 	lease := Lease{RunID: runID, Owner: owner, Epoch: 1, Until: time.Unix(0, now.Add(ttl).UnixNano())}
-	if len(first) > 0 {
-		if err := checkAppend(lease, first); err != nil {
-			return Lease{}, err
-		}
-		if first[0].Seq != 1 {
-			return Lease{}, fmt.Errorf("%w: a run's first record has sequence number 1, not %d", ErrInvalid, first[0].Seq)
-		}
+	if err := checkWrite(lease, first); err != nil {
+		return Lease{}, err
+	}
+	if len(first) > 0 && first[0].Seq != 1 {
+		return Lease{}, fmt.Errorf("%w: a run's first record has sequence number 1, not %d", ErrInvalid, first[0].Seq)
 	}
 	err := s.use(true, "create "+runID, func() error {
 		if _, ok := s.runs[runID]; ok {
 			return fmt.Errorf("%w: %s", ErrExists, runID)
 		}
 		n := now.UnixNano()
-		s.runs[runID] = &memRun{state: StateRunning, owner: owner, epoch: 1, until: lease.Until.UnixNano(), created: n, updated: n,
-			records: stored(lease, first, n)}
+		r := &memRun{state: StateRunning, owner: owner, epoch: 1, until: lease.Until.UnixNano(), created: n, updated: n}
+		r.add(stored(lease, first, n))
+		s.runs[runID] = r
 		return nil
 	})
 	if err != nil {
@@ -113,24 +171,36 @@ func (s *memStore) Create(_ context.Context, runID, owner string, ttl time.Durat
 }
 
 func (s *memStore) Append(_ context.Context, lease Lease, records []Record) error {
-	if err := checkAppend(lease, records); err != nil {
+	if len(records) == 0 {
+		return fmt.Errorf("%w: no records", ErrInvalid)
+	}
+	if err := checkWrite(lease, records); err != nil {
 		return err
 	}
 	return s.use(true, "append to "+lease.RunID, func() error {
-		r, ok := s.runs[lease.RunID]
-		switch {
-		case !ok:
-			return fmt.Errorf("%w: %s", ErrNotFound, lease.RunID)
-		case r.state.Terminal() || r.epoch != lease.Epoch || r.owner != lease.Owner:
-			return fmt.Errorf("%w: run %s is at epoch %d (owner %s, %s), the append was made under epoch %d", ErrFenced, lease.RunID, r.epoch, r.owner, r.state, lease.Epoch)
-		case records[0].Seq != int64(len(r.records))+1:
-			return fmt.Errorf("%w: run %s's next record is %d, not %d", ErrConflict, lease.RunID, len(r.records)+1, records[0].Seq)
+		r, err := s.writable(lease, records)
+		if err != nil {
+			return err
 		}
 		now := s.now().UnixNano()
-		r.records = append(r.records, stored(lease, records, now)...)
+		r.add(stored(lease, records, now))
 		r.updated = now
 		return nil
 	})
+}
+
+// writable is the run lease may write records to, or why it may not.
+func (s *memStore) writable(lease Lease, records []Record) (*memRun, error) {
+	r, ok := s.runs[lease.RunID]
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, lease.RunID)
+	case r.state != StateRunning || r.epoch != lease.Epoch || r.owner != lease.Owner:
+		return nil, fmt.Errorf("%w: run %s is at epoch %d (owner %s, %s), the write was made under epoch %d", ErrFenced, lease.RunID, r.epoch, r.owner, r.state, lease.Epoch)
+	case len(records) > 0 && records[0].Seq != int64(len(r.records))+1:
+		return nil, fmt.Errorf("%w: run %s's next record is %d, not %d", ErrConflict, lease.RunID, len(r.records)+1, records[0].Seq)
+	}
+	return r, nil
 }
 
 func (s *memStore) Read(_ context.Context, runID string, after int64, limit int, kinds ...Kind) ([]Record, error) {
@@ -169,11 +239,11 @@ func (s *memStore) Acquire(_ context.Context, runID, owner string, ttl time.Dura
 		switch {
 		case r.state.Terminal():
 			return fmt.Errorf("%w: %s is %s", ErrFinished, runID, r.state)
-		case r.owner != owner && r.until > now.UnixNano():
+		case r.state != StateHeld && r.owner != owner && r.until > now.UnixNano():
 			return fmt.Errorf("%w: %s holds %s until %s", ErrLeased, r.owner, runID, time.Unix(0, r.until).Format(time.RFC3339Nano))
 		}
 		l = Lease{RunID: runID, Owner: owner, Epoch: r.epoch + 1, Until: time.Unix(0, now.Add(ttl).UnixNano())}
-		r.owner, r.epoch, r.until, r.updated = owner, l.Epoch, l.Until.UnixNano(), now.UnixNano()
+		r.owner, r.epoch, r.until, r.updated, r.state, r.note = owner, l.Epoch, l.Until.UnixNano(), now.UnixNano(), StateRunning, ""
 		return nil
 	})
 	return l, err
@@ -209,16 +279,36 @@ func (s *memStore) Renew(_ context.Context, lease Lease, ttl time.Duration) (Lea
 	return lease, nil
 }
 
-func (s *memStore) Finish(_ context.Context, lease Lease, state State) error {
+func (s *memStore) Finish(_ context.Context, lease Lease, state State, last ...Record) error {
 	if !state.Terminal() {
 		return fmt.Errorf("%w: %q is not a finished run's state", ErrInvalid, state)
 	}
+	if err := checkWrite(lease, last); err != nil {
+		return err
+	}
 	return s.use(true, "finish "+lease.RunID, func() error {
+		r, err := s.writable(lease, last)
+		if err != nil {
+			return err
+		}
+		now := s.now().UnixNano()
+		r.add(stored(lease, last, now))
+		r.state, r.until, r.updated = state, 0, now
+		s.finishedRun(lease.RunID, r)
+		return nil
+	})
+}
+
+func (s *memStore) Hold(_ context.Context, lease Lease, reason string) error {
+	if err := checkNote(reason); err != nil {
+		return err
+	}
+	return s.use(true, "hold "+lease.RunID, func() error {
 		r, err := s.holder(lease)
 		if err != nil {
 			return err
 		}
-		r.state, r.until, r.updated = state, 0, s.now().UnixNano()
+		r.state, r.until, r.updated, r.note = StateHeld, 0, s.now().UnixNano(), reason
 		return nil
 	})
 }
@@ -311,7 +401,7 @@ func (s *memStore) Prune(_ context.Context, before time.Time, limit int) (int, e
 		var ids []string
 		cut := before.UnixNano()
 		for id, r := range s.runs {
-			if r.state != StateRunning && r.updated < cut {
+			if r.state.Terminal() && r.updated < cut {
 				ids = append(ids, id)
 			}
 		}
@@ -319,9 +409,15 @@ func (s *memStore) Prune(_ context.Context, before time.Time, limit int) (int, e
 		slices.SortFunc(ids, func(a, b string) int {
 			return cmp.Or(cmp.Compare(s.runs[a].updated, s.runs[b].updated), cmp.Compare(a, b))
 		})
+		gone := map[string]bool{}
 		for _, id := range ids[:min(len(ids), listLimit(limit))] {
+			s.finishedBytes -= s.runs[id].bytes
 			delete(s.runs, id)
+			gone[id] = true
 			n++
+		}
+		if len(gone) > 0 {
+			s.finished = slices.DeleteFunc(s.finished, func(id string) bool { return gone[id] })
 		}
 		return nil
 	})

@@ -137,13 +137,13 @@ func TestPostgres(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rec := func(l Lease) *appendReq {
-				return &appendReq{lease: l, records: []Record{{Seq: 1, Kind: KindEvent}}, done: make(chan error, 1)}
+			rec := func(l Lease) *write {
+				return &write{lease: l, records: []Record{{Seq: 1, Kind: KindEvent}}, done: make(chan error, 1)}
 			}
 			var ea, eb []error
 			var wg sync.WaitGroup
-			wg.Go(func() { ea = sa.appendGroup([]*appendReq{rec(la), rec(la2)}) })
-			wg.Go(func() { eb = sb.appendGroup([]*appendReq{rec(lb2), rec(lb)}) })
+			wg.Go(func() { ea = sa.commitGroup([]*write{rec(la), rec(la2)}) })
+			wg.Go(func() { eb = sb.commitGroup([]*write{rec(lb2), rec(lb)}) })
 			wg.Wait()
 			for _, err := range eb {
 				if err != nil {

@@ -6,10 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	_ "github.com/jackc/pgx/v5/stdlib" // the pgx driver, "pgx"
+	"github.com/jackc/pgx/v5/stdlib" // the pgx driver, "pgx"
+
+	"github.com/toolmesh/toolmesh/internal/failpoint"
 )
 
 // OpenPostgres opens the journal in the PostgreSQL database of dsn (a URL or key=value
@@ -33,7 +37,11 @@ func OpenPostgres(ctx context.Context, dsn string) (Store, error) {
 		ph:        func(i int) string { return "$" + strconv.Itoa(i) },
 		blob:      "BYTEA",
 		forUpdate: " FOR UPDATE",
-		tables:    `SELECT tablename FROM pg_tables WHERE schemaname = current_schema()`,
+		// Each commit waits for a round trip and the server's fsync: a few at once keep
+		// the server busy, and it flushes their commits together.
+		committers:  4,
+		commitGroup: pgCommitGroup,
+		tables:      `SELECT tablename FROM pg_tables WHERE schemaname = current_schema()`,
 		unique: func(err error) bool {
 			var pe *pgconn.PgError
 			return errors.As(err, &pe) && pe.Code == "23505"
@@ -65,4 +73,168 @@ func migrateLocked(ctx context.Context, db *sql.DB, s *sqlStore) error {
 		_, _ = conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, int64(migrationLock))
 	}()
 	return s.migrate(ctx)
+}
+
+// pgCommit is the statement that commits a group of writes on PostgreSQL, in one round
+// trip: the writes travel as arrays, a row of v each. New runs are inserted (one that
+// exists already is not); the others are moved on where their lease and sequence
+// numbers hold (the row lock of the UPDATE orders racing writers, and a writer that
+// lost the race finds the row changed); the records of every write that passed are
+// inserted, one row per write. It returns the ids of the runs written.
+const pgCommit = `WITH v AS (
+	SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::text[], $9::text[])
+		AS v(run_id, op, owner, epoch, until_, first_, next_, state, note)
+), created AS (
+	INSERT INTO toolmesh_runs (run_id, state, owner, epoch, lease_until, next_seq, created, updated, note)
+	SELECT run_id, 'running', owner, epoch, until_, next_, $10, $10, '' FROM v WHERE op = 1
+	ON CONFLICT (run_id) DO NOTHING
+	RETURNING run_id
+), moved AS (
+	UPDATE toolmesh_runs r SET next_seq = CASE WHEN v.next_ > 0 THEN v.next_ ELSE r.next_seq END, state = v.state,
+		lease_until = CASE WHEN v.state = 'running' THEN r.lease_until ELSE 0 END, note = v.note, updated = $10
+	FROM v WHERE v.op <> 1 AND r.run_id = v.run_id AND r.owner = v.owner AND r.epoch = v.epoch AND r.state = 'running'
+		AND (v.first_ IS NULL OR r.next_seq = v.first_)
+	RETURNING r.run_id
+), ok AS (
+	SELECT run_id FROM created UNION ALL SELECT run_id FROM moved
+), ins AS (
+	INSERT INTO toolmesh_records (run_id, seq, n, epoch, kind, kinds, time, data)
+	SELECT d.run_id, d.seq, d.n, d.epoch, d.kind, d.kinds, d.time, d.data
+	FROM unnest($11::text[], $12::bigint[], $13::bigint[], $14::bigint[], $15::text[], $16::bigint[], $17::bigint[], $18::bytea[])
+		AS d(run_id, seq, n, epoch, kind, kinds, time, data)
+	WHERE d.run_id IN (SELECT run_id FROM ok)
+)
+SELECT run_id FROM ok`
+
+// pgCommitGroup commits group with pgCommit on a connection of the pool, then tells
+// why each write that was not written was refused. A deadlock with another replica's
+// group (their UPDATEs met the same rows in other orders) is tried again.
+func pgCommitGroup(s *sqlStore, group []*write) []error {
+	errs := make([]error, len(group))
+	fail := func(err error) []error {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	now := s.now()
+	n := len(group)
+	ids, owners, states, notes := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	ops := make([]int32, n)
+	epochs, untils, nexts := make([]int64, n), make([]int64, n), make([]int64, n)
+	firsts := make([]*int64, n) // nil: a write without records, whose sequence numbers are not checked
+	var rIDs, rKinds []string
+	var rSeqs, rNs, rEpochs, rKindBits, rTimes []int64
+	var rData [][]byte
+	for i, w := range group {
+		ids[i], owners[i], epochs[i], untils[i] = w.lease.RunID, w.lease.Owner, w.lease.Epoch, w.lease.Until.UnixNano()
+		states[i], notes[i] = string(StateRunning), w.note
+		switch w.kind {
+		case writeCreate:
+			ops[i] = 1
+		case writeFinish, writeHold:
+			states[i] = string(w.state)
+		}
+		if len(w.records) == 0 {
+			nexts[i] = 1
+			if w.kind != writeCreate {
+				nexts[i] = 0
+			}
+			continue
+		}
+		first := w.records[0]
+		firsts[i], nexts[i] = &first.Seq, w.next(0)
+		data, kinds := pack(w.records, now)
+		t := first.Time
+		if t.IsZero() {
+			t = now
+		}
+		rIDs, rKinds = append(rIDs, w.lease.RunID), append(rKinds, string(first.Kind))
+		rSeqs, rNs, rEpochs = append(rSeqs, first.Seq), append(rNs, int64(len(w.records))), append(rEpochs, w.lease.Epoch)
+		rKindBits, rTimes, rData = append(rKindBits, kinds), append(rTimes, t.UnixNano()), append(rData, data)
+	}
+	written := map[string]bool{}
+	var err error
+	failpoint.Hit(failpoint.StoreBeforeCommit)
+	for try := 0; ; try++ {
+		clear(written)
+		err = s.onConn(ctx, func(c *pgx.Conn) error {
+			rows, err := c.Query(ctx, pgCommit, ids, ops, owners, epochs, untils, firsts, nexts, states, notes, now.UnixNano(),
+				rIDs, rSeqs, rNs, rEpochs, rKinds, rKindBits, rTimes, rData)
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				var id string
+				if err := rows.Scan(&id); err != nil {
+					rows.Close()
+					return err
+				}
+				written[id] = true
+			}
+			return rows.Err()
+		})
+		var pe *pgconn.PgError
+		if err == nil || try == 2 || !errors.As(err, &pe) || (pe.Code != "40P01" && pe.Code != "40001") {
+			break
+		}
+	}
+	if err != nil {
+		return fail(fmt.Errorf("runlog: commit: %w", s.d.why(err)))
+	}
+	failpoint.Hit(failpoint.StoreAfterCommit)
+	if len(written) == len(group) {
+		return errs
+	}
+	// Why the others were refused: their rows as they are now.
+	var refused []any
+	for _, w := range group {
+		if !written[w.lease.RunID] {
+			refused = append(refused, w.lease.RunID)
+		}
+	}
+	found := map[string]lockedRun{}
+	rows, err := s.db.QueryContext(ctx, s.q(`SELECT run_id, state, owner, epoch, lease_until, next_seq FROM toolmesh_runs WHERE run_id IN (?`+
+		strings.Repeat(", ?", len(refused)-1)+`)`), refused...)
+	if err == nil {
+		for rows.Next() {
+			var id, state string
+			var r lockedRun
+			if err = rows.Scan(&id, &state, &r.owner, &r.epoch, &r.until, &r.nextSeq); err != nil {
+				break
+			}
+			r.state = State(state)
+			found[id] = r
+		}
+		_ = rows.Close()
+	}
+	for i, w := range group {
+		if written[w.lease.RunID] {
+			continue
+		}
+		r, ok := found[w.lease.RunID]
+		if errs[i] = w.check(r, ok); errs[i] == nil {
+			// Refused, but the row says it need not have been: it changed since.
+			errs[i] = fmt.Errorf("%w: run %s changed while the write was committed", ErrConflict, w.lease.RunID)
+		}
+	}
+	return errs
+}
+
+// onConn runs fn on a connection of the pool, as pgx's own.
+func (s *sqlStore) onConn(ctx context.Context, fn func(*pgx.Conn) error) error {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close() }()
+	return conn.Raw(func(dc any) error {
+		c, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("runlog: a connection of %T, not pgx's", dc)
+		}
+		return fn(c.Conn())
+	})
 }

@@ -2,7 +2,6 @@ package runlog
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -36,7 +35,9 @@ type Record struct {
 	Epoch int64
 	Kind  Kind
 	Time  time.Time
-	Data  json.RawMessage
+	// Data is the record's payload, in whatever form its kind's writer chose: the store
+	// keeps its bytes as they are.
+	Data []byte
 }
 
 // State is where a run is, as the journal knows it.
@@ -50,10 +51,14 @@ const (
 	StateCancelled State = "cancelled"
 	// StateEnded covers the other ends: a replan, a termination.
 	StateEnded State = "ended"
+	// StateHeld is a run that stopped because it could not go on (its journal holds a
+	// record its orchestrator cannot read): no orchestrator takes it over by itself; it
+	// waits for an operator, its note saying why. Acquire takes it again.
+	StateHeld State = "held"
 )
 
 // Terminal reports whether s is a finished run's state.
-func (s State) Terminal() bool { return s != StateRunning && s != "" }
+func (s State) Terminal() bool { return s != StateRunning && s != StateHeld && s != "" }
 
 // Lease is the right to drive a run: the owner that holds it, and its epoch.
 type Lease struct {
@@ -73,6 +78,8 @@ type Run struct {
 	Records int64
 	Created time.Time
 	Updated time.Time
+	// Note says why a held run waits.
+	Note string
 }
 
 // Decision is the answer to an approval: whether the call may run, why, and who said so.
@@ -103,7 +110,7 @@ const (
 	MaxList = 1000
 	// MaxIDBytes bounds run ids, owner names and call keys.
 	MaxIDBytes = 256
-	// MaxReasonBytes bounds a decision's reason.
+	// MaxReasonBytes bounds a decision's reason, and a held run's note.
 	MaxReasonBytes = 4096
 	// MaxWorkers bounds the workers one orchestrator records (SetWorkers) and a listing
 	// of them (Workers).
@@ -128,6 +135,9 @@ var (
 	ErrFinished = errors.New("runlog: the run is finished")
 	// ErrInvalid: a record or an argument out of bounds.
 	ErrInvalid = errors.New("runlog: invalid")
+	// ErrDamaged: records the store holds cannot be read back as they were written (a
+	// file damaged on disk, a row changed by hand): the run cannot be resumed from them.
+	ErrDamaged = errors.New("runlog: the journal holds a damaged record")
 )
 
 // Store is a run journal.
@@ -149,9 +159,14 @@ type Store interface {
 	Acquire(ctx context.Context, runID, owner string, ttl time.Duration) (Lease, error)
 	// Renew extends a lease to now+ttl; ErrFenced when it is stale.
 	Renew(ctx context.Context, lease Lease, ttl time.Duration) (Lease, error)
-	// Finish records how the run ended and gives up its lease; ErrFenced when the lease
-	// is stale.
-	Finish(ctx context.Context, lease Lease, state State) error
+	// Finish appends last (as Append does, when there are any) and records how the run
+	// ended, in one transaction, and gives up the lease; ErrFenced when the lease is
+	// stale, ErrConflict when last does not follow the run's records.
+	Finish(ctx context.Context, lease Lease, state State, last ...Record) error
+	// Hold gives up the lease of a run that cannot go on, without finishing it: the run
+	// is StateHeld, with reason as its note, until an operator's orchestrator Acquires it
+	// (or finishes it after Acquire). ErrFenced when the lease is stale.
+	Hold(ctx context.Context, lease Lease, reason string) error
 	// Get reports a run.
 	Get(ctx context.Context, runID string) (Run, error)
 	// List lists runs by id.
@@ -196,11 +211,8 @@ func checkAppend(lease Lease, records []Record) error {
 		if len(r.Data) > MaxRecordBytes {
 			return fmt.Errorf("%w: record %d is %d bytes; the limit is %d", ErrInvalid, i, len(r.Data), MaxRecordBytes)
 		}
-		if len(r.Data) > 0 && !json.Valid(r.Data) {
-			return fmt.Errorf("%w: record %d is not JSON", ErrInvalid, i)
-		}
-		if r.Kind == "" {
-			return fmt.Errorf("%w: record %d has no kind", ErrInvalid, i)
+		if r.Kind == "" || len(r.Kind) > maxKindBytes {
+			return fmt.Errorf("%w: record %d has no kind, or one over %d bytes", ErrInvalid, i, maxKindBytes)
 		}
 	}
 	return nil
@@ -232,6 +244,13 @@ func checkWorkers(owner string, workers []string) error {
 		if err := checkID("worker id", w); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+func checkNote(note string) error {
+	if len(note) > MaxReasonBytes {
+		return fmt.Errorf("%w: a note is at most %d bytes", ErrInvalid, MaxReasonBytes)
 	}
 	return nil
 }

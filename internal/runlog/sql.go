@@ -5,14 +5,16 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // SchemaVersion is the version of the journal's tables this code writes.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // dialect is what differs between the SQL stores.
 type dialect struct {
@@ -30,6 +32,21 @@ type dialect struct {
 	unique func(err error) bool
 	// explain, when set, adds what an error of the database means for the operator.
 	explain func(err error) error
+	// clustered ends the records table's definition so that its rows are stored in the
+	// order of their key (a run's rows together), where the database needs telling.
+	clustered string
+	// nextSeq, when set, is how a run's next sequence number is read (in place of the
+	// next_seq column, which the dialect's committer does not keep up to date while the
+	// run goes on).
+	nextSeq string
+	// committers is how many groups of writes may commit at once: one where the
+	// database has one writer (SQLite), a few where commits wait on a server (each has
+	// a connection of its own, and the server flushes their commits together).
+	committers int
+	// commitGroup commits a group of writes, in one transaction: PostgreSQL's in one
+	// statement (one round trip), SQLite's with short statements on a connection of the
+	// committer's own.
+	commitGroup func(s *sqlStore, group []*write) []error
 }
 
 // why is err with the dialect's explanation.
@@ -47,13 +64,15 @@ type sqlStore struct {
 	now func() time.Time
 
 	// stmts are the hot path's prepared statements, by query (parsing them again for
-	// every append cost as much as running them).
+	// every commit cost as much as running them).
 	stmtMu sync.Mutex
 	stmts  map[string]*sql.Stmt
-	// appends feeds the committer (commit); closed stops it, committed says it stopped.
-	appends   chan *appendReq
+	// writer is SQLite's committer's connection.
+	writer *sqliteWriter
+	// writes feeds the committers (commit); closed stops them, done counts them.
+	writes    chan *write
 	closed    chan struct{}
-	committed chan struct{}
+	done      sync.WaitGroup
 	closeOnce sync.Once
 }
 
@@ -72,11 +91,20 @@ func (s *sqlStore) stmt(query string) *sql.Stmt {
 	return s.stmts[query]
 }
 
+// maxStmts bounds the statements the store keeps prepared.
+const maxStmts = 256
+
 // prepare prepares a hot-path statement for the store. It must not run inside a
 // transaction: SQLite has one connection, which the transaction holds.
 func (s *sqlStore) prepare(ctx context.Context, query string) {
 	if s.stmt(query) != nil {
 		return
+	}
+	s.stmtMu.Lock()
+	full := len(s.stmts) >= maxStmts
+	s.stmtMu.Unlock()
+	if full {
+		return // exec runs it unprepared
 	}
 	st, err := s.db.PrepareContext(ctx, query)
 	if err != nil {
@@ -94,35 +122,13 @@ func (s *sqlStore) prepare(ctx context.Context, query string) {
 	s.stmts[query] = st
 }
 
-// lockRunQuery, updateQuery and insertQuery are the append's statements.
-func (s *sqlStore) lockRunQuery() string {
-	return s.q(`SELECT state, owner, epoch, lease_until, next_seq, created, updated FROM toolmesh_runs WHERE run_id = ?` + s.d.forUpdate)
-}
-
-func (s *sqlStore) updateQuery() string {
-	return s.q(`UPDATE toolmesh_runs SET next_seq = ?, updated = ? WHERE run_id = ?`)
-}
-
-func (s *sqlStore) insertQuery(rows int) string {
-	var b strings.Builder
-	b.WriteString(`INSERT INTO toolmesh_records (run_id, seq, epoch, kind, time, data) VALUES `)
-	for i := range rows {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString("(?, ?, ?, ?, ?, ?)")
-	}
-	return s.q(b.String())
-}
-
-// start starts the committer.
+// start starts the committers.
 func (s *sqlStore) start() {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	s.prepare(ctx, s.lockRunQuery())
-	s.prepare(ctx, s.updateQuery())
-	cancel()
-	s.appends, s.closed, s.committed = make(chan *appendReq), make(chan struct{}), make(chan struct{})
-	go s.commit()
+	s.writes, s.closed = make(chan *write), make(chan struct{})
+	for range max(s.d.committers, 1) {
+		s.done.Add(1)
+		go s.commit()
+	}
 }
 
 func (s *sqlStore) q(query string) string {
@@ -138,6 +144,228 @@ func (s *sqlStore) q(query string) string {
 		b.WriteRune(c)
 	}
 	return b.String()
+}
+
+// writeKind is what a write does to its run.
+type writeKind int
+
+const (
+	writeAppend writeKind = iota
+	writeCreate
+	writeFinish
+	writeHold
+)
+
+// write is one run's write waiting for a committer: an append, a creation with its
+// first records, a finish with its last ones, or a hold.
+type write struct {
+	kind    writeKind
+	lease   Lease
+	records []Record
+	// state is the state a finish or a hold leaves the run in; note, a hold's reason.
+	state State
+	note  string
+	done  chan error
+}
+
+// submit hands w to the committers and waits for its outcome. A caller whose context
+// ends first gets its error; the write may still commit, as any commit whose answer
+// the caller did not get.
+func (s *sqlStore) submit(ctx context.Context, w *write, what string) error {
+	w.done = make(chan error, 1)
+	select {
+	case s.writes <- w:
+	case <-s.closed:
+		return fmt.Errorf("runlog: %s: the store is closed", what)
+	case <-ctx.Done():
+		return fmt.Errorf("runlog: %s: %w", what, ctx.Err())
+	}
+	select {
+	case err := <-w.done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("runlog: %s: %w", what, ctx.Err())
+	}
+}
+
+var dbgGroups, dbgWrites, dbgNanos atomic.Int64
+
+// DebugGroups reports groups and writes committed so far.
+func DebugGroups() (int64, int64) { return dbgGroups.Load(), dbgWrites.Load() }
+
+// DebugCommitNanos reports the time spent committing.
+func DebugCommitNanos() int64 { return dbgNanos.Load() }
+
+// maxGroup bounds the writes one transaction commits.
+const maxGroup = 256
+
+// commit takes queued writes a group at a time and commits each group in one
+// transaction (group commit: one fsync, one round trip, for every run that waits), until
+// the store closes. A group holds one write of a run at most: a second waits for the
+// next group, so that each write's checks see the one before.
+func (s *sqlStore) commit() {
+	defer s.done.Done()
+	var carry []*write
+	for {
+		group := carry
+		carry = nil
+		if len(group) == 0 {
+			select {
+			case w := <-s.writes:
+				group = append(group, w)
+			case <-s.closed:
+				return
+			}
+		}
+		runs := make(map[string]bool, len(group))
+		kept := group[:0]
+		for _, w := range group {
+			if runs[w.lease.RunID] {
+				carry = append(carry, w)
+				continue
+			}
+			runs[w.lease.RunID] = true
+			kept = append(kept, w)
+		}
+		group = kept
+	more:
+		for len(group) < maxGroup {
+			select {
+			case w := <-s.writes:
+				if runs[w.lease.RunID] {
+					carry = append(carry, w)
+					continue
+				}
+				runs[w.lease.RunID] = true
+				group = append(group, w)
+			default:
+				break more
+			}
+		}
+		t0 := time.Now()
+		errs := s.commitGroup(group)
+		if os.Getenv("TOOLMESH_DEBUG_GROUPS") != "" {
+			dbgGroups.Add(1)
+			dbgWrites.Add(int64(len(group)))
+			dbgNanos.Add(int64(time.Since(t0)))
+		}
+		for i, w := range group {
+			w.done <- errs[i]
+		}
+	}
+}
+
+// commitGroup commits group, a write per run, and reports each write's outcome: the
+// dialect's way. A write that fails its checks writes nothing and fails alone; a
+// failure of the transaction itself fails them all.
+func (s *sqlStore) commitGroup(group []*write) []error {
+	return s.d.commitGroup(s, group)
+}
+
+// lockedRun is a run's row as a committer read it.
+type lockedRun struct {
+	state                 State
+	owner                 string
+	epoch, until, nextSeq int64
+}
+
+// check reports why w cannot be written to run r (found says whether it exists), or
+// nil.
+func (w *write) check(r lockedRun, found bool) error {
+	id := w.lease.RunID
+	if w.kind == writeCreate {
+		if found {
+			return fmt.Errorf("%w: %s", ErrExists, id)
+		}
+		return nil
+	}
+	switch {
+	case !found:
+		return fmt.Errorf("%w: %s", ErrNotFound, id)
+	case r.state.Terminal() || r.state == StateHeld || r.epoch != w.lease.Epoch || r.owner != w.lease.Owner:
+		return fmt.Errorf("%w: run %s is at epoch %d (owner %s, %s), the write was made under epoch %d", ErrFenced, id, r.epoch, r.owner, r.state, w.lease.Epoch)
+	case len(w.records) > 0 && w.records[0].Seq != r.nextSeq:
+		return fmt.Errorf("%w: run %s's next record is %d, not %d", ErrConflict, id, r.nextSeq, w.records[0].Seq)
+	}
+	return nil
+}
+
+// next is the run's next sequence number once w is written, after prev.
+func (w *write) next(prev int64) int64 {
+	if len(w.records) == 0 {
+		return prev
+	}
+	return w.records[len(w.records)-1].Seq + 1
+}
+
+// checkWrite refuses what no store accepts in a write's records: those of an append,
+// and the first of Create's and the last of Finish's, when there are any.
+func checkWrite(lease Lease, records []Record) error {
+	if len(records) == 0 {
+		return nil
+	}
+	if err := checkAppend(lease, records); err != nil {
+		return err
+	}
+	total := 0
+	for _, r := range records {
+		total += len(r.Data)
+	}
+	if total > MaxAppendBytes {
+		return fmt.Errorf("%w: the records of one write are %d bytes; the limit is %d", ErrInvalid, total, MaxAppendBytes)
+	}
+	return nil
+}
+
+func (s *sqlStore) Create(ctx context.Context, runID, owner string, ttl time.Duration, first ...Record) (Lease, error) {
+	if err := checkID("run id", runID); err != nil {
+		return Lease{}, err
+	}
+	if err := checkID("owner", owner); err != nil {
+		return Lease{}, err
+	}
+	lease := Lease{RunID: runID, Owner: owner, Epoch: 1, Until: time.Unix(0, s.now().Add(ttl).UnixNano())}
+	if err := checkWrite(lease, first); err != nil {
+		return Lease{}, err
+	}
+	if len(first) > 0 && first[0].Seq != 1 {
+		return Lease{}, fmt.Errorf("%w: a run's first record has sequence number 1, not %d", ErrInvalid, first[0].Seq)
+	}
+	if err := s.submit(ctx, &write{kind: writeCreate, lease: lease, records: first}, "create "+runID); err != nil {
+		return Lease{}, err
+	}
+	return lease, nil
+}
+
+// Append queues the records for a committer, which commits the writes of every run
+// that queued meanwhile in one transaction (group commit): with many runs in flight, one
+// commit (one fsync) carries them all. Each write is still checked on its own (its
+// lease, its sequence numbers); one that fails fails alone.
+func (s *sqlStore) Append(ctx context.Context, lease Lease, records []Record) error {
+	if len(records) == 0 {
+		return fmt.Errorf("%w: no records", ErrInvalid)
+	}
+	if err := checkWrite(lease, records); err != nil {
+		return err
+	}
+	return s.submit(ctx, &write{kind: writeAppend, lease: lease, records: records}, "append to "+lease.RunID)
+}
+
+func (s *sqlStore) Finish(ctx context.Context, lease Lease, state State, last ...Record) error {
+	if !state.Terminal() {
+		return fmt.Errorf("%w: %q is not a finished run's state", ErrInvalid, state)
+	}
+	if err := checkWrite(lease, last); err != nil {
+		return err
+	}
+	return s.submit(ctx, &write{kind: writeFinish, lease: lease, records: last, state: state}, "finish "+lease.RunID)
+}
+
+func (s *sqlStore) Hold(ctx context.Context, lease Lease, reason string) error {
+	if err := checkNote(reason); err != nil {
+		return err
+	}
+	return s.submit(ctx, &write{kind: writeHold, lease: lease, state: StateHeld, note: reason}, "hold "+lease.RunID)
 }
 
 // migrate creates the tables, or checks that the database holds a journal of a version
@@ -182,7 +410,7 @@ func (s *sqlStore) migrate(ctx context.Context) error {
 		switch v {
 		case fmt.Sprint(SchemaVersion):
 			return nil
-		case "1", "2":
+		case "1", "2", "3":
 			return s.upgrade(ctx, v)
 		}
 		return fmt.Errorf("runlog: the journal's schema is version %s; this orchestrator reads versions 1 to %d", v, SchemaVersion)
@@ -190,10 +418,10 @@ func (s *sqlStore) migrate(ctx context.Context) error {
 	stmts := []string{
 		`CREATE TABLE toolmesh_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`,
 		`CREATE TABLE toolmesh_runs (run_id TEXT PRIMARY KEY, state TEXT NOT NULL, owner TEXT NOT NULL, epoch BIGINT NOT NULL,
-			lease_until BIGINT NOT NULL, next_seq BIGINT NOT NULL, created BIGINT NOT NULL, updated BIGINT NOT NULL)`,
+			lease_until BIGINT NOT NULL, next_seq BIGINT NOT NULL, created BIGINT NOT NULL, updated BIGINT NOT NULL, note TEXT NOT NULL DEFAULT '')`,
 		`CREATE INDEX toolmesh_runs_state ON toolmesh_runs (state, lease_until)`,
 		`CREATE TABLE toolmesh_records (run_id TEXT NOT NULL, seq BIGINT NOT NULL, epoch BIGINT NOT NULL, kind TEXT NOT NULL,
-			time BIGINT NOT NULL, data ` + s.d.blob + `, PRIMARY KEY (run_id, seq))`,
+			time BIGINT NOT NULL, data ` + s.d.blob + `, n BIGINT NOT NULL DEFAULT 1, kinds BIGINT NOT NULL DEFAULT 0, PRIMARY KEY (run_id, seq))` + s.d.clustered,
 		decisionsTable,
 		workersTable,
 	}
@@ -225,18 +453,24 @@ const decisionsTable = `CREATE TABLE IF NOT EXISTS toolmesh_decisions (run_id TE
 const workersTable = `CREATE TABLE IF NOT EXISTS toolmesh_workers (owner TEXT NOT NULL, worker_id TEXT NOT NULL, seen BIGINT NOT NULL,
 	PRIMARY KEY (owner, worker_id))`
 
-// upgrade migrates a version 1 or 2 journal to this version: version 2 added the
-// decisions table, version 3 the workers table. Replicas that start at once may both
-// try; the second finds it done.
+// upgrade migrates a journal of an earlier version to this one: version 2 added the
+// decisions table, version 3 the workers table, version 4 rows of several records (n,
+// kinds) and a run's note. Rows written before hold one record each (n 1, kinds 0), and
+// are read as they are. Replicas that start at once may both try; the second finds it
+// done (PostgreSQL replicas migrate one at a time under a lock).
 func (s *sqlStore) upgrade(ctx context.Context, from string) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("runlog: upgrading the journal: %w", s.d.why(err))
 	}
 	defer func() { _ = tx.Rollback() }()
-	for _, st := range []string{decisionsTable, workersTable} {
+	stmts := []string{decisionsTable, workersTable,
+		`ALTER TABLE toolmesh_records ADD COLUMN n BIGINT NOT NULL DEFAULT 1`,
+		`ALTER TABLE toolmesh_records ADD COLUMN kinds BIGINT NOT NULL DEFAULT 0`,
+		`ALTER TABLE toolmesh_runs ADD COLUMN note TEXT NOT NULL DEFAULT ''`}
+	for _, st := range stmts {
 		if _, err := tx.ExecContext(ctx, st); err != nil {
-			return fmt.Errorf("runlog: upgrading the journal: %w", s.d.why(err))
+			return fmt.Errorf("runlog: upgrading the journal from version %s: %w", from, s.d.why(err))
 		}
 	}
 	if _, err := tx.ExecContext(ctx, s.q(`UPDATE toolmesh_meta SET value = ? WHERE key = ? AND value = ?`), fmt.Sprint(SchemaVersion), "schema_version", from); err != nil {
@@ -309,7 +543,7 @@ func (s *sqlStore) Decide(ctx context.Context, runID, key string, d Decision) er
 		return fmt.Errorf("runlog: decide on %s: %w", runID, s.d.why(err))
 	}
 	defer func() { _ = tx.Rollback() }()
-	r, _, err := s.lockRun(ctx, tx, runID)
+	r, err := s.lockRun(ctx, tx, runID)
 	if err != nil {
 		return err
 	}
@@ -344,422 +578,39 @@ func (s *sqlStore) Decision(ctx context.Context, runID, key string) (Decision, b
 	return d, true, nil
 }
 
-func (s *sqlStore) Create(ctx context.Context, runID, owner string, ttl time.Duration, first ...Record) (Lease, error) {
-	if err := checkID("run id", runID); err != nil {
-		return Lease{}, err
-	}
-	if err := checkID("owner", owner); err != nil {
-		return Lease{}, err
-	}
-	now := s.now()
-	until := now.Add(ttl)
-	lease := Lease{RunID: runID, Owner: owner, Epoch: 1, Until: until}
-	if len(first) > 0 {
-		if err := checkAppend(lease, first); err != nil {
-			return Lease{}, err
-		}
-		if first[0].Seq != 1 {
-			return Lease{}, fmt.Errorf("%w: a run's first record has sequence number 1, not %d", ErrInvalid, first[0].Seq)
-		}
-	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return Lease{}, fmt.Errorf("runlog: create %s: %w", runID, s.d.why(err))
-	}
-	defer func() { _ = tx.Rollback() }()
-	if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO toolmesh_runs (run_id, state, owner, epoch, lease_until, next_seq, created, updated)
-		VALUES (?, ?, ?, 1, ?, ?, ?, ?)`), runID, string(StateRunning), owner, until.UnixNano(), int64(len(first))+1, now.UnixNano(), now.UnixNano()); err != nil {
-		if s.d.unique(err) {
-			return Lease{}, fmt.Errorf("%w: %s", ErrExists, runID)
-		}
-		return Lease{}, fmt.Errorf("runlog: create %s: %w", runID, s.d.why(err))
-	}
-	if len(first) > 0 {
-		if err := s.insertRecords(ctx, tx, lease, first, now); err != nil {
-			return Lease{}, err
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return Lease{}, fmt.Errorf("runlog: create %s: %w", runID, s.d.why(err))
-	}
-	return lease, nil
-}
-
 // lockRun reads a run's row inside tx, locking it where the dialect can.
-func (s *sqlStore) lockRun(ctx context.Context, tx *sql.Tx, runID string) (Run, int64, error) {
-	var r Run
-	var next, until, created, updated int64
-	var state string
-	var row *sql.Row
-	if st := s.stmt(s.lockRunQuery()); st != nil {
-		row = tx.StmtContext(ctx, st).QueryRowContext(ctx, runID)
-	} else {
-		row = tx.QueryRowContext(ctx, s.lockRunQuery(), runID)
-	}
-	err := row.Scan(&state, &r.Owner, &r.Epoch, &until, &next, &created, &updated)
+func (s *sqlStore) lockRun(ctx context.Context, tx *sql.Tx, runID string) (Run, error) {
+	r, err := scanRun(tx.QueryRowContext(ctx, s.q(`SELECT `+s.runColumns()+` FROM toolmesh_runs WHERE run_id = ?`+s.d.forUpdate), runID))
 	if errors.Is(err, sql.ErrNoRows) {
-		return Run{}, 0, fmt.Errorf("%w: %s", ErrNotFound, runID)
+		return Run{}, fmt.Errorf("%w: %s", ErrNotFound, runID)
 	}
 	if err != nil {
-		return Run{}, 0, fmt.Errorf("runlog: read %s: %w", runID, s.d.why(err))
+		return Run{}, fmt.Errorf("runlog: read %s: %w", runID, s.d.why(err))
 	}
-	r.ID, r.State, r.Records = runID, State(state), next-1
-	r.Until, r.Created, r.Updated = time.Unix(0, until), time.Unix(0, created), time.Unix(0, updated)
-	return r, next, nil
+	return r, nil
 }
 
-// fenced reports whether lease no longer drives r.
-func fenced(r Run, lease Lease) bool {
-	return r.State.Terminal() || r.Epoch != lease.Epoch || r.Owner != lease.Owner
-}
-
-// Append queues the records for the committer, which commits the appends of every run
-// that queued meanwhile in one transaction (group commit): with many runs in flight, one
-// commit (one fsync) carries them all. Each append is still checked on its own (its
-// lease, its sequence numbers); one that fails fails alone.
-func (s *sqlStore) Append(ctx context.Context, lease Lease, records []Record) error {
-	if err := checkAppend(lease, records); err != nil {
-		return err
-	}
-	req := &appendReq{lease: lease, records: records, done: make(chan error, 1)}
-	select {
-	case s.appends <- req:
-	case <-s.closed:
-		return fmt.Errorf("runlog: append to %s: the store is closed", lease.RunID)
-	case <-ctx.Done():
-		return fmt.Errorf("runlog: append to %s: %w", lease.RunID, ctx.Err())
-	}
-	select {
-	case err := <-req.done:
-		return err
-	case <-ctx.Done():
-		// The append may still commit: the caller must treat it as unknown, as with any
-		// commit whose answer it did not get.
-		return fmt.Errorf("runlog: append to %s: %w", lease.RunID, ctx.Err())
-	}
-}
-
-// appendReq is one run's append, waiting for the committer.
-type appendReq struct {
-	lease   Lease
-	records []Record
-	done    chan error
-}
-
-// maxGroup bounds the appends one transaction commits.
-const maxGroup = 256
-
-// commit takes queued appends, a group at a time, and commits each group in one
-// transaction, until the store closes.
-func (s *sqlStore) commit() {
-	defer close(s.committed)
-	for {
-		var first *appendReq
-		select {
-		case first = <-s.appends:
-		case <-s.closed:
-			return
-		}
-		group := []*appendReq{first}
-	more:
-		for len(group) < maxGroup {
-			select {
-			case r := <-s.appends:
-				group = append(group, r)
-			default:
-				break more
-			}
-		}
-		errs := s.appendGroup(group)
-		for i, r := range group {
-			r.done <- errs[i]
-		}
-	}
-}
-
-// appendGroup appends each request's records in one transaction and reports each one's
-// outcome. A request that fails its checks adds nothing and fails alone; a failure of the
-// transaction itself fails them all.
-//
-// A group of distinct runs takes a fixed number of statements whatever its size (one to
-// lock the runs, one per 100 records, one to move the runs on): on PostgreSQL a
-// statement is a round trip, and one per run made a commit of 32 runs wait for a hundred.
-// A group that names a run twice, or whose records clash with stored ones, goes run by
-// run instead, which tells each append's fate apart.
-func (s *sqlStore) appendGroup(group []*appendReq) []error {
-	if errs, ok := s.appendBatch(group); ok {
-		return errs
-	}
-	return s.appendEach(group)
-}
-
-// batchSize is n rounded up to a power of two: the group statements are prepared for
-// these sizes only, padded with a repeat of their last run.
-func batchSize(n int) int {
-	size := 1
-	for size < n {
-		size *= 2
-	}
-	return size
-}
-
-// lockRunsQuery locks n runs' rows in run-id order.
-func (s *sqlStore) lockRunsQuery(n int) string {
-	return s.q(`SELECT run_id, state, owner, epoch, lease_until, next_seq, created, updated FROM toolmesh_runs WHERE run_id IN (?` +
-		strings.Repeat(", ?", n-1) + `) ORDER BY run_id` + s.d.forUpdate)
-}
-
-// advanceQuery sets n runs' next sequence numbers.
-func (s *sqlStore) advanceQuery(n int) string {
-	return s.q(`UPDATE toolmesh_runs SET next_seq = CASE run_id` + strings.Repeat(` WHEN ? THEN CAST(? AS BIGINT)`, n) +
-		` END, updated = ? WHERE run_id IN (?` + strings.Repeat(", ?", n-1) + `)`)
-}
-
-// appendBatch is appendGroup for a group of distinct runs; false (and nothing written)
-// where the group must go run by run.
-func (s *sqlStore) appendBatch(group []*appendReq) ([]error, bool) {
-	order := make([]int, len(group))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(group[a].lease.RunID, group[b].lease.RunID) })
-	for k := 1; k < len(order); k++ {
-		if group[order[k]].lease.RunID == group[order[k-1]].lease.RunID {
-			return nil, false
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	size := batchSize(len(group))
-	lockQ, advanceQ := s.lockRunsQuery(size), s.advanceQuery(size)
-	s.prepare(ctx, lockQ)
-	s.prepare(ctx, advanceQ)
-	total := 0
-	for _, req := range group {
-		total += len(req.records)
-	}
-	for n := total; n > 0; n -= min(n, 100) {
-		s.prepare(ctx, s.insertQuery(min(n, 100)))
-	}
-	errs := make([]error, len(group))
-	fail := func(err error) ([]error, bool) {
-		for i := range errs {
-			errs[i] = err
-		}
-		return errs, true
-	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fail(fmt.Errorf("runlog: append: %w", s.d.why(err)))
-	}
-	defer func() { _ = tx.Rollback() }()
-	now := s.now()
-
-	ids := make([]any, size)
-	for k := range size {
-		ids[k] = group[order[min(k, len(order)-1)]].lease.RunID
-	}
-	var rows *sql.Rows
-	if st := s.stmt(lockQ); st != nil {
-		rows, err = tx.StmtContext(ctx, st).QueryContext(ctx, ids...)
-	} else {
-		rows, err = tx.QueryContext(ctx, lockQ, ids...)
-	}
-	if err != nil {
-		return fail(fmt.Errorf("runlog: append: %w", s.d.why(err)))
-	}
-	found := make(map[string]Run, len(group))
-	nexts := make(map[string]int64, len(group))
-	for rows.Next() {
-		var r Run
-		var next, until, created, updated int64
-		var state string
-		if err := rows.Scan(&r.ID, &state, &r.Owner, &r.Epoch, &until, &next, &created, &updated); err != nil {
-			_ = rows.Close()
-			return fail(fmt.Errorf("runlog: append: %w", s.d.why(err)))
-		}
-		r.State = State(state)
-		found[r.ID], nexts[r.ID] = r, next
-	}
-	if err := rows.Err(); err != nil {
-		return fail(fmt.Errorf("runlog: append: %w", s.d.why(err)))
-	}
-	_ = rows.Close()
-
-	var passed []int
-	for _, i := range order {
-		lease, records := group[i].lease, group[i].records
-		r, ok := found[lease.RunID]
-		switch {
-		case !ok:
-			errs[i] = fmt.Errorf("%w: %s", ErrNotFound, lease.RunID)
-		case fenced(r, lease):
-			errs[i] = fmt.Errorf("%w: run %s is at epoch %d (owner %s, %s), the append was made under epoch %d", ErrFenced, lease.RunID, r.Epoch, r.Owner, r.State, lease.Epoch)
-		case records[0].Seq != nexts[lease.RunID]:
-			errs[i] = fmt.Errorf("%w: run %s's next record is %d, not %d", ErrConflict, lease.RunID, nexts[lease.RunID], records[0].Seq)
-		default:
-			passed = append(passed, i)
-		}
-	}
-	if len(passed) == 0 {
-		return errs, true
-	}
-	if err := s.insertGroup(ctx, tx, group, passed, now); err != nil {
-		if s.d.unique(err) {
-			return nil, false
-		}
-		return fail(err)
-	}
-	args := make([]any, 0, 3*size+1)
-	for k := range size {
-		req := group[passed[min(k, len(passed)-1)]]
-		args = append(args, req.lease.RunID, req.records[len(req.records)-1].Seq+1)
-	}
-	args = append(args, now.UnixNano())
-	for k := range size {
-		args = append(args, group[passed[min(k, len(passed)-1)]].lease.RunID)
-	}
-	if _, err := s.exec(ctx, tx, advanceQ, args...); err != nil {
-		return fail(fmt.Errorf("runlog: append: %w", s.d.why(err)))
-	}
-	if err := tx.Commit(); err != nil {
-		return fail(fmt.Errorf("runlog: append: %w", s.d.why(err)))
-	}
-	return errs, true
-}
-
-// insertGroup inserts the records of group[passed...] with as few statements as the
-// placeholders allow; a unique-constraint violation comes back as it is.
-func (s *sqlStore) insertGroup(ctx context.Context, tx *sql.Tx, group []*appendReq, passed []int, now time.Time) error {
-	const perStatement = 100
-	args := make([]any, 0, 6*perStatement)
-	n := 0
-	flush := func() error {
-		if n == 0 {
-			return nil
-		}
-		_, err := s.exec(ctx, tx, s.insertQuery(n), args...)
-		args, n = args[:0], 0
-		if err != nil && !s.d.unique(err) {
-			return fmt.Errorf("runlog: append: %w", s.d.why(err))
-		}
-		return err
-	}
-	for _, i := range passed {
-		req := group[i]
-		for _, rec := range req.records {
-			t := rec.Time
-			if t.IsZero() {
-				t = now
-			}
-			args = append(args, req.lease.RunID, rec.Seq, req.lease.Epoch, string(rec.Kind), t.UnixNano(), []byte(rec.Data))
-			if n++; n == perStatement {
-				if err := flush(); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	return flush()
-}
-
-// appendEach is appendGroup run by run: a statement or three per run.
-func (s *sqlStore) appendEach(group []*appendReq) []error {
-	errs := make([]error, len(group))
-	fail := func(err error) []error {
-		for i := range errs {
-			errs[i] = err
-		}
-		return errs
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for _, req := range group {
-		for n := len(req.records); n > 0; n -= min(n, 100) {
-			s.prepare(ctx, s.insertQuery(min(n, 100)))
-		}
-	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fail(fmt.Errorf("runlog: append: %w", s.d.why(err)))
-	}
-	defer func() { _ = tx.Rollback() }()
-	now := s.now()
-	// Rows are locked in run-id order, so that the groups of two orchestrators (one of
-	// them stale, its appends about to be fenced) cannot deadlock on each other.
-	order := make([]int, len(group))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(group[a].lease.RunID, group[b].lease.RunID) })
-	for _, i := range order {
-		req := group[i]
-		lease, records := req.lease, req.records
-		r, next, err := s.lockRun(ctx, tx, lease.RunID)
-		switch {
-		case errors.Is(err, ErrNotFound):
-			errs[i] = err
-			continue
-		case err != nil:
-			return fail(err)
-		case fenced(r, lease):
-			errs[i] = fmt.Errorf("%w: run %s is at epoch %d (owner %s, %s), the append was made under epoch %d", ErrFenced, lease.RunID, r.Epoch, r.Owner, r.State, lease.Epoch)
-			continue
-		case records[0].Seq != next:
-			errs[i] = fmt.Errorf("%w: run %s's next record is %d, not %d", ErrConflict, lease.RunID, next, records[0].Seq)
-			continue
-		}
-		if err := s.insertRecords(ctx, tx, lease, records, now); err != nil {
-			return fail(err)
-		}
-		last := records[len(records)-1].Seq
-		if _, err := s.exec(ctx, tx, s.updateQuery(), last+1, now.UnixNano(), lease.RunID); err != nil {
-			return fail(fmt.Errorf("runlog: append to %s: %w", lease.RunID, s.d.why(err)))
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fail(fmt.Errorf("runlog: append: %w", s.d.why(err)))
-	}
-	return errs
-}
-
-// insertRecords inserts records with as few statements as the placeholders allow.
-func (s *sqlStore) insertRecords(ctx context.Context, tx *sql.Tx, lease Lease, records []Record, now time.Time) error {
-	const perStatement = 100 // 600 placeholders, well under both databases' limits
-	for len(records) > 0 {
-		n := min(len(records), perStatement)
-		args := make([]any, 0, 6*n)
-		for _, rec := range records[:n] {
-			t := rec.Time
-			if t.IsZero() {
-				t = now
-			}
-			args = append(args, lease.RunID, rec.Seq, lease.Epoch, string(rec.Kind), t.UnixNano(), []byte(rec.Data))
-		}
-		if _, err := s.exec(ctx, tx, s.insertQuery(n), args...); err != nil {
-			if s.d.unique(err) {
-				return fmt.Errorf("%w: run %s already has one of records %d to %d", ErrConflict, lease.RunID, records[0].Seq, records[n-1].Seq)
-			}
-			return fmt.Errorf("runlog: append to %s: %w", lease.RunID, s.d.why(err))
-		}
-		records = records[n:]
-	}
-	return nil
-}
-
+// Read reads the rows that hold the records after after (a row holds at most MaxBatch
+// records, so those that start MaxBatch before it), and unpacks them.
 func (s *sqlStore) Read(ctx context.Context, runID string, after int64, limit int, kinds ...Kind) ([]Record, error) {
-	query := `SELECT seq, epoch, kind, time, data FROM toolmesh_records WHERE run_id = ? AND seq > ?`
-	args := []any{runID, after}
+	after = max(after, 0)
+	mask := kindsMask(kinds)
+	query := `SELECT seq, n, epoch, kind, kinds, time, data FROM toolmesh_records WHERE run_id = ? AND seq > ? AND seq + n > ?`
+	args := []any{runID, after - MaxBatch, after + 1}
 	if len(kinds) > 0 {
-		query += ` AND kind IN (?` + strings.Repeat(", ?", len(kinds)-1) + `)`
+		query += ` AND ((kinds <> 0 AND (kinds & ?) <> 0) OR (kinds = 0 AND kind IN (?` + strings.Repeat(", ?", len(kinds)-1) + `)))`
+		args = append(args, mask)
 		for _, k := range kinds {
 			args = append(args, string(k))
 		}
 	}
 	query += ` ORDER BY seq`
 	if limit > 0 {
+		// Rows do not overlap and each holds a record of the kinds: every row but the
+		// one after falls in (whose records up to after are not read) holds a record to
+		// read.
 		query += ` LIMIT ?`
-		args = append(args, limit)
+		args = append(args, limit+1)
 	}
 	rows, err := s.db.QueryContext(ctx, s.q(query), args...)
 	if err != nil {
@@ -768,18 +619,16 @@ func (s *sqlStore) Read(ctx context.Context, runID string, after int64, limit in
 	defer func() { _ = rows.Close() }()
 	var out []Record
 	for rows.Next() {
-		var r Record
-		var kind string
-		var t int64
-		var data []byte
-		if err := rows.Scan(&r.Seq, &r.Epoch, &kind, &t, &data); err != nil {
+		var r row
+		if err := rows.Scan(&r.seq, &r.n, &r.epoch, &r.kind, &r.kinds, &r.time, &r.data); err != nil {
 			return nil, fmt.Errorf("runlog: read %s: %w", runID, s.d.why(err))
 		}
-		r.RunID, r.Kind, r.Time = runID, Kind(kind), time.Unix(0, t)
-		if len(data) > 0 {
-			r.Data = data
+		if out, err = unpack(runID, r, after, mask, limit, out); err != nil {
+			return nil, err
 		}
-		out = append(out, r)
+		if limit > 0 && len(out) >= limit {
+			break
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("runlog: read %s: %w", runID, s.d.why(err))
@@ -792,6 +641,8 @@ func (s *sqlStore) Read(ctx context.Context, runID string, after int64, limit in
 	return out, nil
 }
 
+// Acquire takes a run whose lease expired, or that owner holds, or that is held (an
+// operator's restart tries it again: its note goes).
 func (s *sqlStore) Acquire(ctx context.Context, runID, owner string, ttl time.Duration) (Lease, error) {
 	if err := checkID("owner", owner); err != nil {
 		return Lease{}, err
@@ -801,7 +652,7 @@ func (s *sqlStore) Acquire(ctx context.Context, runID, owner string, ttl time.Du
 		return Lease{}, fmt.Errorf("runlog: acquire %s: %w", runID, s.d.why(err))
 	}
 	defer func() { _ = tx.Rollback() }()
-	r, _, err := s.lockRun(ctx, tx, runID)
+	r, err := s.lockRun(ctx, tx, runID)
 	if err != nil {
 		return Lease{}, err
 	}
@@ -809,12 +660,12 @@ func (s *sqlStore) Acquire(ctx context.Context, runID, owner string, ttl time.Du
 	switch {
 	case r.State.Terminal():
 		return Lease{}, fmt.Errorf("%w: %s is %s", ErrFinished, runID, r.State)
-	case r.Owner != owner && r.Until.After(now):
+	case r.State != StateHeld && r.Owner != owner && r.Until.After(now):
 		return Lease{}, fmt.Errorf("%w: %s holds %s until %s", ErrLeased, r.Owner, runID, r.Until.Format(time.RFC3339Nano))
 	}
-	l := Lease{RunID: runID, Owner: owner, Epoch: r.Epoch + 1, Until: now.Add(ttl)}
-	if _, err := tx.ExecContext(ctx, s.q(`UPDATE toolmesh_runs SET owner = ?, epoch = ?, lease_until = ?, updated = ? WHERE run_id = ?`),
-		owner, l.Epoch, l.Until.UnixNano(), now.UnixNano(), runID); err != nil {
+	l := Lease{RunID: runID, Owner: owner, Epoch: r.Epoch + 1, Until: time.Unix(0, now.Add(ttl).UnixNano())}
+	if _, err := tx.ExecContext(ctx, s.q(`UPDATE toolmesh_runs SET owner = ?, epoch = ?, lease_until = ?, updated = ?, state = ?, note = ? WHERE run_id = ?`),
+		owner, l.Epoch, l.Until.UnixNano(), now.UnixNano(), string(StateRunning), "", runID); err != nil {
 		return Lease{}, fmt.Errorf("runlog: acquire %s: %w", runID, s.d.why(err))
 	}
 	if err := tx.Commit(); err != nil {
@@ -841,32 +692,20 @@ func (s *sqlStore) Renew(ctx context.Context, lease Lease, ttl time.Duration) (L
 	return lease, nil
 }
 
-func (s *sqlStore) Finish(ctx context.Context, lease Lease, state State) error {
-	if !state.Terminal() {
-		return fmt.Errorf("%w: %q is not a finished run's state", ErrInvalid, state)
+// runColumns are a run's columns, next_seq as the dialect reads it.
+func (s *sqlStore) runColumns() string {
+	next := "next_seq"
+	if s.d.nextSeq != "" {
+		next = s.d.nextSeq
 	}
-	now := s.now()
-	res, err := s.db.ExecContext(ctx, s.q(`UPDATE toolmesh_runs SET state = ?, lease_until = 0, updated = ? WHERE run_id = ? AND owner = ? AND epoch = ? AND state = ?`),
-		string(state), now.UnixNano(), lease.RunID, lease.Owner, lease.Epoch, string(StateRunning))
-	if err != nil {
-		return fmt.Errorf("runlog: finish %s: %w", lease.RunID, s.d.why(err))
-	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		if _, gerr := s.Get(ctx, lease.RunID); gerr != nil {
-			return gerr
-		}
-		return fmt.Errorf("%w: run %s, epoch %d", ErrFenced, lease.RunID, lease.Epoch)
-	}
-	return nil
+	return `run_id, state, owner, epoch, lease_until, ` + next + `, created, updated, note`
 }
-
-const runColumns = `run_id, state, owner, epoch, lease_until, next_seq, created, updated`
 
 func scanRun(sc interface{ Scan(...any) error }) (Run, error) {
 	var r Run
 	var state string
 	var until, next, created, updated int64
-	if err := sc.Scan(&r.ID, &state, &r.Owner, &r.Epoch, &until, &next, &created, &updated); err != nil {
+	if err := sc.Scan(&r.ID, &state, &r.Owner, &r.Epoch, &until, &next, &created, &updated, &r.Note); err != nil {
 		return Run{}, err
 	}
 	r.State, r.Records = State(state), next-1
@@ -875,7 +714,7 @@ func scanRun(sc interface{ Scan(...any) error }) (Run, error) {
 }
 
 func (s *sqlStore) Get(ctx context.Context, runID string) (Run, error) {
-	r, err := scanRun(s.db.QueryRowContext(ctx, s.q(`SELECT `+runColumns+` FROM toolmesh_runs WHERE run_id = ?`), runID))
+	r, err := scanRun(s.db.QueryRowContext(ctx, s.q(`SELECT `+s.runColumns()+` FROM toolmesh_runs WHERE run_id = ?`), runID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Run{}, fmt.Errorf("%w: %s", ErrNotFound, runID)
 	}
@@ -906,7 +745,7 @@ func (s *sqlStore) list(ctx context.Context, query string, args ...any) ([]Run, 
 }
 
 func (s *sqlStore) List(ctx context.Context, f Filter) ([]Run, error) {
-	query := `SELECT ` + runColumns + ` FROM toolmesh_runs WHERE run_id > ?`
+	query := `SELECT ` + s.runColumns() + ` FROM toolmesh_runs WHERE run_id > ?`
 	args := []any{f.After}
 	if f.State != "" {
 		query += ` AND state = ?`
@@ -917,13 +756,13 @@ func (s *sqlStore) List(ctx context.Context, f Filter) ([]Run, error) {
 }
 
 func (s *sqlStore) Expired(ctx context.Context, limit int) ([]Run, error) {
-	return s.list(ctx, `SELECT `+runColumns+` FROM toolmesh_runs WHERE state = ? AND lease_until < ? ORDER BY lease_until LIMIT ?`,
+	return s.list(ctx, `SELECT `+s.runColumns()+` FROM toolmesh_runs WHERE state = ? AND lease_until < ? ORDER BY lease_until LIMIT ?`,
 		string(StateRunning), s.now().UnixNano(), listLimit(limit))
 }
 
 func (s *sqlStore) Prune(ctx context.Context, before time.Time, limit int) (int, error) {
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT run_id FROM toolmesh_runs WHERE state <> ? AND updated < ? ORDER BY updated LIMIT ?`),
-		string(StateRunning), before.UnixNano(), listLimit(limit))
+	rows, err := s.db.QueryContext(ctx, s.q(`SELECT run_id FROM toolmesh_runs WHERE state NOT IN (?, ?) AND updated < ? ORDER BY updated LIMIT ?`),
+		string(StateRunning), string(StateHeld), before.UnixNano(), listLimit(limit))
 	if err != nil {
 		return 0, fmt.Errorf("runlog: prune: %w", s.d.why(err))
 	}
@@ -947,7 +786,7 @@ func (s *sqlStore) Prune(ctx context.Context, before time.Time, limit int) (int,
 		}
 		// The state is checked again inside the transaction: a run is never deleted
 		// while it runs.
-		res, err := tx.ExecContext(ctx, s.q(`DELETE FROM toolmesh_runs WHERE run_id = ? AND state <> ?`), id, string(StateRunning))
+		res, err := tx.ExecContext(ctx, s.q(`DELETE FROM toolmesh_runs WHERE run_id = ? AND state NOT IN (?, ?)`), id, string(StateRunning), string(StateHeld))
 		if err == nil {
 			if k, _ := res.RowsAffected(); k == 1 {
 				_, err = tx.ExecContext(ctx, s.q(`DELETE FROM toolmesh_records WHERE run_id = ?`), id)
@@ -969,10 +808,12 @@ func (s *sqlStore) Prune(ctx context.Context, before time.Time, limit int) (int,
 }
 
 func (s *sqlStore) Close() error {
-
 	s.closeOnce.Do(func() {
 		close(s.closed)
-		<-s.committed
+		s.done.Wait()
+		if s.writer != nil {
+			s.writer.close()
+		}
 		s.stmtMu.Lock()
 		for _, st := range s.stmts {
 			_ = st.Close()

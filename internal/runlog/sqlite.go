@@ -3,6 +3,7 @@ package runlog
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"net/url"
@@ -35,13 +36,14 @@ func openSQLite(ctx context.Context, dsn, path string, pragmas ...string) (Store
 	if err != nil {
 		return nil, fmt.Errorf("runlog: open %s: %w", path, err)
 	}
-	// The one connection is never closed for idling: opening it again costs a migration
-	// check.
+	// Connections are never closed for idling: opening one again costs its pragmas.
 	db.SetConnMaxIdleTime(0)
 	db.SetConnMaxLifetime(0)
-	// One connection: SQLite allows one writer at a time, and transactions then never
-	// wait on one another inside the process.
-	db.SetMaxOpenConns(1)
+	// The committer writes runs' records on a connection of its own; the others read
+	// (WAL mode lets them, beside a writer) and make the rare other writes (leases,
+	// decisions), which wait their turn for SQLite's one writer (busy_timeout).
+	db.SetMaxOpenConns(4)
+	db.SetMaxIdleConns(4)
 	s := &sqlStore{db: db, now: time.Now, d: dialect{
 		name:    "SQLite",
 		ph:      func(int) string { return "?" },
@@ -49,11 +51,23 @@ func openSQLite(ctx context.Context, dsn, path string, pragmas ...string) (Store
 		tables:  `SELECT name FROM sqlite_master WHERE type = 'table'`,
 		unique:  sqliteUnique,
 		explain: sqliteExplain,
+		// Without a rowid, a record row lives in the table's one B-tree, in key order,
+		// instead of in a table and an index: a commit writes half the pages.
+		clustered:   " WITHOUT ROWID",
+		committers:  1, // SQLite has one writer
+		commitGroup: sqliteCommitGroup,
+		nextSeq:     sqliteNextSeq,
 	}}
 	if err := s.migrate(ctx); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("%w (file %s)", err, path)
 	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("runlog: open %s: %w", path, sqliteExplain(err))
+	}
+	s.writer = &sqliteWriter{conn: conn, stmts: map[string]driver.Stmt{}}
 	s.start()
 	return s, nil
 }

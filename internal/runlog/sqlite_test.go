@@ -74,36 +74,47 @@ func TestSQLiteRefusesForeignFiles(t *testing.T) {
 	}
 }
 
-// Journals of schema versions 1 (before decisions) and 2 (before workers) are upgraded
-// in place, keeping their runs.
+// Journals of schema versions 1 (before decisions), 2 (before workers) and 3 (a record
+// a row) are upgraded in place, keeping their runs and records: the old records read as
+// they were written, and the run goes on with rows of several records.
 func TestSQLiteUpgradesOldVersions(t *testing.T) {
+	v3 := []string{
+		`CREATE TABLE toolmesh_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`,
+		`CREATE TABLE toolmesh_runs (run_id TEXT PRIMARY KEY, state TEXT NOT NULL, owner TEXT NOT NULL, epoch BIGINT NOT NULL,
+			lease_until BIGINT NOT NULL, next_seq BIGINT NOT NULL, created BIGINT NOT NULL, updated BIGINT NOT NULL)`,
+		`CREATE INDEX toolmesh_runs_state ON toolmesh_runs (state, lease_until)`,
+		`CREATE TABLE toolmesh_records (run_id TEXT NOT NULL, seq BIGINT NOT NULL, epoch BIGINT NOT NULL, kind TEXT NOT NULL,
+			time BIGINT NOT NULL, data BLOB, PRIMARY KEY (run_id, seq))`,
+		`CREATE TABLE toolmesh_decisions (run_id TEXT NOT NULL, call_key TEXT NOT NULL, approve BOOLEAN NOT NULL,
+			reason TEXT NOT NULL, decided_by TEXT NOT NULL, time BIGINT NOT NULL, PRIMARY KEY (run_id, call_key))`,
+		`CREATE TABLE toolmesh_workers (owner TEXT NOT NULL, worker_id TEXT NOT NULL, seen BIGINT NOT NULL, PRIMARY KEY (owner, worker_id))`,
+		`INSERT INTO toolmesh_runs VALUES ('old-run', 'running', 'o1', 1, 9000000000000000000, 3, 1, 1)`,
+		`INSERT INTO toolmesh_records VALUES ('old-run', 1, 1, 'request', 1, '{"n":1}'), ('old-run', 2, 1, 'event', 2, '{"n":2}')`,
+	}
 	for _, v := range []struct {
 		version string
 		drop    []string
-	}{{"1", []string{"toolmesh_decisions", "toolmesh_workers"}}, {"2", []string{"toolmesh_workers"}}} {
+	}{{"1", []string{"toolmesh_decisions", "toolmesh_workers"}}, {"2", []string{"toolmesh_workers"}}, {"3", nil}} {
 		t.Run("version "+v.version, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "old.db")
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			s, err := runlog.OpenSQLite(ctx, path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := s.Create(ctx, "old-run", "o1", time.Minute); err != nil {
-				t.Fatal(err)
-			}
-			_ = s.Close()
 			db := runlogtest.RawSQLite(t, path)
+			for _, st := range v3 {
+				if _, err := db.Exec(st); err != nil {
+					t.Fatal(err)
+				}
+			}
 			for _, table := range v.drop {
 				if _, err := db.Exec(`DROP TABLE ` + table); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if _, err := db.Exec(`UPDATE toolmesh_meta SET value = ? WHERE key = 'schema_version'`, v.version); err != nil {
+			if _, err := db.Exec(`INSERT INTO toolmesh_meta VALUES ('schema_version', ?)`, v.version); err != nil {
 				t.Fatal(err)
 			}
 			_ = db.Close()
-			s, err = runlog.OpenSQLite(ctx, path)
+			s, err := runlog.OpenSQLite(ctx, path)
 			if err != nil {
 				t.Fatalf("a version %s journal: %v", v.version, err)
 			}
@@ -114,8 +125,22 @@ func TestSQLiteUpgradesOldVersions(t *testing.T) {
 			if err := s.SetWorkers(ctx, "o1", []string{"w1"}); err != nil {
 				t.Errorf("workers after the upgrade: %v", err)
 			}
-			if r, err := s.Get(ctx, "old-run"); err != nil || r.State != runlog.StateRunning {
-				t.Errorf("the old run after the upgrade: %+v, %v", r, err)
+			l, err := s.Acquire(ctx, "old-run", "o1", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Append(ctx, l, []runlog.Record{{Seq: 3, Kind: runlog.KindModel, Data: []byte{1, 2}}, {Seq: 4, Kind: runlog.KindEvent, Data: []byte("e")}}); err != nil {
+				t.Fatalf("an append after the upgrade: %v", err)
+			}
+			all, err := s.Read(ctx, "old-run", 0, 0)
+			if err != nil || len(all) != 4 {
+				t.Fatalf("the records after the upgrade: %+v, %v", all, err)
+			}
+			if string(all[0].Data) != `{"n":1}` || all[1].Kind != runlog.KindEvent || string(all[2].Data) != "\x01\x02" || all[3].Seq != 4 {
+				t.Errorf("the records after the upgrade: %+v", all)
+			}
+			if evs, _ := s.Read(ctx, "old-run", 0, 0, runlog.KindEvent); len(evs) != 2 || evs[0].Seq != 2 || evs[1].Seq != 4 {
+				t.Errorf("the events after the upgrade: %+v", evs)
 			}
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/toolmesh/toolmesh/internal/run"
@@ -15,16 +16,16 @@ import (
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
 
-// codec gives the run journal the wire forms it keeps: events as RunResponse and
-// requests as RunRequest, in protobuf JSON.
+// codec gives the run journal the wire forms it keeps: events as RunResponse in
+// protobuf, requests as RunRequest in protobuf JSON.
 type codec struct{}
 
-func (codec) Event(ev run.Event) (json.RawMessage, bool) {
+func (codec) Event(ev run.Event) ([]byte, bool) {
 	p := eventProto(ev)
 	if p == nil {
 		return nil, false
 	}
-	b, err := protojson.Marshal(p)
+	b, err := proto.Marshal(p)
 	if err != nil {
 		return nil, false
 	}
@@ -55,7 +56,11 @@ func (o *orchestratorServer) WatchRun(req *toolpb.WatchRunRequest, stream toolpb
 	}
 	err := o.s.runs.Watch(stream.Context(), req.GetRunId(), req.GetAfterSequence(), func(rec run.Record) error {
 		ev := &toolpb.RunResponse{}
-		if err := protojson.Unmarshal(rec.Data, ev); err != nil {
+		unmarshal := proto.Unmarshal
+		if rec.JSON {
+			unmarshal = protojson.Unmarshal
+		}
+		if err := unmarshal(rec.Data, ev); err != nil {
 			return fmt.Errorf("record %d of the run's journal: %w", rec.Seq, err)
 		}
 		ev.RunId, ev.Sequence, ev.Time = req.GetRunId(), rec.Seq, timestamppb.New(rec.Time)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/toolmesh/toolmesh/internal/failpoint"
 	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
@@ -95,6 +96,7 @@ func Journaled(ctx context.Context, name, worker string, idempotent bool, send f
 	data, done, dispatched := j.Recorded(ctx)
 	switch {
 	case done:
+		failpoint.Hit(failpoint.ReplayOutcome)
 		res, err := DecodeResult(data)
 		if err != nil {
 			return JournalFailed(name, err)
