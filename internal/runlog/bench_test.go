@@ -105,16 +105,16 @@ func benchRunsParallel(b *testing.B, s runlog.Store) {
 	step := []byte(`{"call_id":"call_1_0","tool":"add","outcome":"succeeded","content":"The sum is 42.","worker":"math-1"}`)
 	b.ReportAllocs()
 	b.SetParallelism(16) // 32 runs on 2 cores
-	g0, w0 := runlog.DebugGroups()
-	n0 := runlog.DebugCommitNanos()
-	defer func() {
-		g1, w1 := runlog.DebugGroups()
-		n1 := runlog.DebugCommitNanos()
-		if g1 > g0 {
-			b.ReportMetric(float64(w1-w0)/float64(g1-g0), "writes/commit")
-			b.ReportMetric(float64(n1-n0)/float64(g1-g0)/1000, "µs/commit")
-		}
-	}()
+	if sr, ok := s.(runlog.StatsReporter); ok {
+		before := sr.Stats()
+		defer func() {
+			after := sr.Stats()
+			if c := after.Commits - before.Commits; c > 0 {
+				b.ReportMetric(float64(after.Writes-before.Writes)/float64(c), "writes/commit")
+				b.ReportMetric(float64(after.Committing-before.Committing)/float64(c)/1000, "µs/commit")
+			}
+		}()
+	}
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {

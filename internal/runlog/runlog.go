@@ -193,6 +193,20 @@ type Store interface {
 	Close() error
 }
 
+// Stats count what a store committed since it opened.
+type Stats struct {
+	// Commits are the transactions that committed writes of runs (a group commit
+	// carries the writes of every run that waited), Writes those writes (a Create, an
+	// Append, a Finish or a Hold each), Committing the time the commits took.
+	Commits, Writes int64
+	Committing      time.Duration
+}
+
+// StatsReporter is a store that counts its commits (the SQL stores).
+type StatsReporter interface {
+	Stats() Stats
+}
+
 // check refuses what no store accepts.
 func checkAppend(lease Lease, records []Record) error {
 	switch {

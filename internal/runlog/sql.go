@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -74,6 +73,9 @@ type sqlStore struct {
 	closed    chan struct{}
 	done      sync.WaitGroup
 	closeOnce sync.Once
+	// commits, written and committing count the groups committed, their writes and the
+	// time they took (Stats).
+	commits, written, committing atomic.Int64
 }
 
 // exec runs a statement in tx: prepared once for the store when prepare made it, else
@@ -188,13 +190,10 @@ func (s *sqlStore) submit(ctx context.Context, w *write, what string) error {
 	}
 }
 
-var dbgGroups, dbgWrites, dbgNanos atomic.Int64
-
-// DebugGroups reports groups and writes committed so far.
-func DebugGroups() (int64, int64) { return dbgGroups.Load(), dbgWrites.Load() }
-
-// DebugCommitNanos reports the time spent committing.
-func DebugCommitNanos() int64 { return dbgNanos.Load() }
+// Stats implements StatsReporter.
+func (s *sqlStore) Stats() Stats {
+	return Stats{Commits: s.commits.Load(), Writes: s.written.Load(), Committing: time.Duration(s.committing.Load())}
+}
 
 // maxGroup bounds the writes one transaction commits.
 const maxGroup = 256
@@ -242,13 +241,11 @@ func (s *sqlStore) commit() {
 				break more
 			}
 		}
-		t0 := time.Now()
+		start := time.Now()
 		errs := s.commitGroup(group)
-		if os.Getenv("TOOLMESH_DEBUG_GROUPS") != "" {
-			dbgGroups.Add(1)
-			dbgWrites.Add(int64(len(group)))
-			dbgNanos.Add(int64(time.Since(t0)))
-		}
+		s.commits.Add(1)
+		s.written.Add(int64(len(group)))
+		s.committing.Add(int64(time.Since(start)))
 		for i, w := range group {
 			w.done <- errs[i]
 		}
