@@ -69,6 +69,7 @@ func BenchmarkLoopOverGRPC(b *testing.B) {
 // in a private durable server. It reports the journal's commits per run.
 func BenchmarkLoopJournaled(b *testing.B) {
 	stores := map[string]func(b *testing.B) runlog.Store{
+		"none": func(*testing.B) runlog.Store { return nil },
 		"memory": func(b *testing.B) runlog.Store {
 			s, err := runlog.OpenMemory(context.Background())
 			if err != nil {
@@ -98,7 +99,7 @@ func BenchmarkLoopJournaled(b *testing.B) {
 			return s
 		}
 	}
-	for _, name := range []string{"memory", "sqlite", "postgres"} {
+	for _, name := range []string{"none", "memory", "sqlite", "postgres"} {
 		open, ok := stores[name]
 		if !ok {
 			continue
@@ -110,7 +111,9 @@ func BenchmarkLoopJournaled(b *testing.B) {
 				b.Fatal(err)
 			}
 			store := open(b)
-			b.Cleanup(func() { _ = store.Close() })
+			if store != nil {
+				b.Cleanup(func() { _ = store.Close() })
+			}
 			c, err := startCore(coreOptions{provider: script, journal: store})
 			if err != nil {
 				b.Fatal(err)
@@ -157,6 +160,9 @@ func BenchmarkLoopJournaled(b *testing.B) {
 				after := sr.Stats()
 				b.ReportMetric(float64(after.Commits-before.Commits)/float64(b.N), "commits/run")
 				b.ReportMetric(float64(after.Writes-before.Writes)/float64(b.N), "writes/run")
+				if c := after.Commits - before.Commits; c > 0 {
+					b.ReportMetric(float64(after.Committing-before.Committing)/float64(c)/1e3, "µs/commit")
+				}
 			}
 		})
 	}

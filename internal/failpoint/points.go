@@ -16,8 +16,9 @@ const (
 	// AfterCommit: a batch of a run's records is committed; its events are not yet
 	// delivered, and whoever waits for it is not yet woken.
 	AfterCommit = "journal-after-commit"
-	// BeforeModel: the run's records are committed up to now; the model is about to be
-	// asked for its next step.
+	// BeforeModel: what the model's next request depends on is committed (but for the
+	// outcomes of idempotent calls, which a resumed run sends again); the model is about
+	// to be asked for its next step.
 	BeforeModel = "model-before-ask"
 	// ModelAnswered: the model answered; its answer is not yet recorded.
 	ModelAnswered = "model-answered"

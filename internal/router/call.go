@@ -94,14 +94,14 @@ func (t *remoteTool) journaled(ctx context.Context, input string) (tool.Result, 
 		return res, resp
 	case dispatched && !t.meta.Idempotent:
 		res := toolcall.UnknownOutcome(name)
-		if err := j.Finished(ctx, toolinternal.OutcomeUnknown, encodeOutcome(res, nil)); err != nil {
+		if err := j.Finished(ctx, toolinternal.OutcomeUnknown, encodeOutcome(res, nil), false); err != nil {
 			return toolcall.JournalFailed(name, err), nil
 		}
 		return res, nil
 	}
 	res, resp := t.r.invokeFull(ctx, t, input)
 	failpoint.Hit(failpoint.OutcomeReceived) // crash tests: the outcome is here and not yet recorded
-	if err := j.Finished(ctx, toolcall.OutcomeOf(ctx, res), encodeOutcome(res, resp)); err != nil {
+	if err := j.Finished(ctx, toolcall.OutcomeOf(ctx, res), encodeOutcome(res, resp), t.meta.Idempotent); err != nil {
 		return toolcall.JournalFailed(name, err), nil
 	}
 	return res, resp

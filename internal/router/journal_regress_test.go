@@ -42,7 +42,7 @@ func (f *fakeJournal) Recorded(context.Context) ([]byte, bool, bool) {
 	return f.outcome, f.outcome != nil, f.dispatched
 }
 func (f *fakeJournal) Dispatched(context.Context, string, int) error { f.dispatched = true; return nil }
-func (f *fakeJournal) Finished(_ context.Context, kind string, data []byte) error {
+func (f *fakeJournal) Finished(_ context.Context, kind string, data []byte, _ bool) error {
 	f.kind, f.outcome = kind, data
 	return nil
 }

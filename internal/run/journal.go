@@ -321,14 +321,16 @@ const (
 )
 
 // add queues a record and returns its sequence number; with wait, once it is committed.
+// A record the model's next request depends on (see settle) is a fact: any but an event
+// or an idempotent call's outcome (see Finished).
 func (j *journal) add(kind runlog.Kind, data []byte, ev Event, wait bool) (int64, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return j.addLocked(kind, data, ev, wait)
+	return j.addLocked(kind, data, ev, wait, kind != runlog.KindEvent && kind != runlog.KindDelta)
 }
 
-// addLocked is add with j.mu held.
-func (j *journal) addLocked(kind runlog.Kind, data []byte, ev Event, wait bool) (int64, error) {
+// addLocked is add with j.mu held, fact said.
+func (j *journal) addLocked(kind runlog.Kind, data []byte, ev Event, wait, fact bool) (int64, error) {
 	if j.failed != nil {
 		return 0, j.failed
 	}
@@ -340,7 +342,7 @@ func (j *journal) addLocked(kind runlog.Kind, data []byte, ev Event, wait bool) 
 	}
 	seq := j.next
 	j.next++
-	if kind != runlog.KindEvent && kind != runlog.KindDelta {
+	if fact {
 		j.lastFact = seq
 	}
 	j.queue = append(j.queue, pending{rec: runlog.Record{Seq: seq, Kind: kind, Time: time.Now(), Data: data}, ev: ev})
@@ -357,9 +359,12 @@ func (j *journal) addLocked(kind runlog.Kind, data []byte, ev Event, wait bool) 
 }
 
 // settle waits until every record the model's next request depends on is committed:
-// the model's answers, the calls' outcomes, the approvals' decisions. A resumed run then
-// asks the model exactly what it asked before the crash, having replayed the same
-// records; the events between them need not wait.
+// the model's answers, the outcomes of calls that are not idempotent, the approvals'
+// decisions. A resumed run then asks the model exactly what it asked before the crash,
+// having replayed the same records. An idempotent call's outcome need not wait: a run
+// resumed without it sends the call again with its key, and the worker's ledger answers
+// as it did (and the next dispatch commits it before any call leaves). The events need
+// not wait either.
 func (j *journal) settle() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -649,7 +654,7 @@ func (j *journal) finish(end endRecord) error {
 		// Set with the end record's place in the queue: no batch before it ends the run.
 		j.ending = storeState(end.State)
 	}
-	_, err := j.addLocked(runlog.KindEnd, data, nil, true)
+	_, err := j.addLocked(runlog.KindEnd, data, nil, true, true)
 	j.mu.Unlock()
 	if err != nil {
 		return err
@@ -691,7 +696,7 @@ func (j *journal) Dispatched(ctx context.Context, worker string, attempt int) er
 }
 
 // Finished implements toolinternal.Journal.
-func (j *journal) Finished(ctx context.Context, outcome string, data []byte) error {
+func (j *journal) Finished(ctx context.Context, outcome string, data []byte, idempotent bool) error {
 	if err := stopping(ctx); err != nil {
 		// The orchestrator stops: the call's end is not its outcome, which stays unknown
 		// for the run's next owner.
@@ -700,7 +705,9 @@ func (j *journal) Finished(ctx context.Context, outcome string, data []byte) err
 	info, _ := tool.CallInfoFrom(ctx)
 	key := callKey(info)
 	rec, _ := toolinternal.MarshalJSON(outcomeRecord{Key: key, Outcome: outcome, Data: data})
-	_, err := j.add(runlog.KindOutcome, rec, nil, false)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	_, err := j.addLocked(runlog.KindOutcome, rec, nil, false, !idempotent)
 	return err
 }
 

@@ -110,7 +110,7 @@ func TestJournalReplay(t *testing.T) {
 	if _, done, dispatched := j.Recorded(toolcall.WithCallInfo(ctx, tool.CallInfo{RunID: "r1", LoopID: "loop_a", CallID: "c2", Iteration: 2})); done || dispatched {
 		t.Error("a call of another iteration with the same id has the first one's record")
 	}
-	if err := j.Finished(call("c1"), toolinternal.OutcomeUnknown, toolcall.EncodeResult(toolcall.UnknownOutcome("charge"))); err != nil {
+	if err := j.Finished(call("c1"), toolinternal.OutcomeUnknown, toolcall.EncodeResult(toolcall.UnknownOutcome("charge")), false); err != nil {
 		t.Fatal(err)
 	}
 	if err := j.close(); err != nil {

@@ -104,7 +104,7 @@ func Journaled(ctx context.Context, name, worker string, idempotent bool, send f
 		return res
 	case dispatched && !idempotent:
 		res := UnknownOutcome(name)
-		if err := j.Finished(ctx, toolinternal.OutcomeUnknown, EncodeResult(res)); err != nil {
+		if err := j.Finished(ctx, toolinternal.OutcomeUnknown, EncodeResult(res), false); err != nil {
 			return JournalFailed(name, err)
 		}
 		return res
@@ -113,7 +113,7 @@ func Journaled(ctx context.Context, name, worker string, idempotent bool, send f
 		return JournalFailed(name, err)
 	}
 	res := send(ctx)
-	if err := j.Finished(ctx, OutcomeOf(ctx, res), EncodeResult(res)); err != nil {
+	if err := j.Finished(ctx, OutcomeOf(ctx, res), EncodeResult(res), idempotent); err != nil {
 		return JournalFailed(name, err)
 	}
 	return res

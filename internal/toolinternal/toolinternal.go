@@ -119,8 +119,11 @@ type Journal interface {
 	// call must not leave when it fails.
 	Dispatched(ctx context.Context, worker string, attempt int) error
 	// Finished records, durably, the call's terminal outcome (one of the Outcome
-	// constants) and data the tool replays it from.
-	Finished(ctx context.Context, outcome string, data []byte) error
+	// constants) and data the tool replays it from. idempotent says that the call may be
+	// sent again with its key, answering as it did (the worker's ledger): its record
+	// then need not be on disk before the model is asked its next step, since a run
+	// resumed without it sends the call again.
+	Finished(ctx context.Context, outcome string, data []byte, idempotent bool) error
 }
 
 // The terminal outcomes of a dispatched call.
