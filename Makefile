@@ -205,12 +205,13 @@ bench: build bench-peers $(MCP_EVERYTHING) ## Benchmark harness, a few minutes: 
 	TOOLMESH_BIN=$(abspath bin) TOOLMESH_MCP_EVERYTHING=$(MCP_EVERYTHING) go run ./bench/cmd/benchrun -out bench/results
 
 .PHONY: soak
-soak: build $(PG_STAMP) ## The chaos soak for SOAK_DURATION (default 10m), 10^5 calls of four tenants under worker kills, crash cycles: bench/results/soak-latest.md, .json, isolation-latest.md.
+soak: build $(PG_STAMP) ## The chaos soak for SOAK_DURATION (default 10m), 10^5 calls of four tenants under worker kills, crash cycles, the orchestrator killed at every journal failpoint three times over: bench/results/soak-latest.md, .json, isolation-latest.md.
 	TOOLMESH_BIN=$(abspath bin) TOOLMESH_SOAK_DURATION=$(or $(SOAK_DURATION),10m) TOOLMESH_SOAK_REPORT=$(abspath bench/results) \
 		go test -count=1 -timeout 60m -run TestSoak -v ./test/soak
 	TOOLMESH_BIN=$(abspath bin) TOOLMESH_ISOLATION_CALLS=100000 TOOLMESH_SOAK_REPORT=$(abspath bench/results) \
 		go test -count=1 -timeout 30m -run TestTenantIsolationUnderFaults -v ./test/e2e
 	TOOLMESH_CRASH_CYCLES=100 go test -count=1 -timeout 30m -run 'Crash|TestPostgres' ./internal/runlog
+	TOOLMESH_BIN=$(abspath bin) TOOLMESH_CRASH_SOAK=1 go test -count=1 -timeout 30m -run TestCrashAtEveryFailpoint -v ./test/crash
 
 .PHONY: bench-peers
 bench-peers: ## The benchmark's peer programs: raw gRPC, MCP SDK, flood, toolmesh's loop, and eino's (bench/peers/eino, a module of its own).

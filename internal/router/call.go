@@ -89,6 +89,7 @@ func (t *remoteTool) journaled(ctx context.Context, input string) (tool.Result, 
 		failpoint.Hit(failpoint.ReplayOutcome)
 		res, resp, err := decodeOutcome(data)
 		if err != nil {
+			j.Damaged(ctx, fmt.Errorf("the outcome of tool '%s': %w", name, err))
 			return toolcall.JournalFailed(name, err), nil
 		}
 		return res, resp

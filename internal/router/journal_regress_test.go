@@ -33,6 +33,7 @@ func TestOutcomeRecordSize(t *testing.T) {
 
 // fakeJournal holds one call's journal: whether it was dispatched, and its outcome.
 type fakeJournal struct {
+	damaged    bool
 	dispatched bool
 	outcome    []byte
 	kind       string
@@ -42,6 +43,7 @@ func (f *fakeJournal) Recorded(context.Context) ([]byte, bool, bool) {
 	return f.outcome, f.outcome != nil, f.dispatched
 }
 func (f *fakeJournal) Dispatched(context.Context, string, int) error { f.dispatched = true; return nil }
+func (f *fakeJournal) Damaged(context.Context, error)                { f.damaged = true }
 func (f *fakeJournal) Finished(_ context.Context, kind string, data []byte, _ bool) error {
 	f.kind, f.outcome = kind, data
 	return nil
@@ -68,5 +70,20 @@ func TestUnknownOutcomeReplays(t *testing.T) {
 	res, _ = call(toolinternal.WithJournal(ctx, second), t, r, "charge", `{}`)
 	if res.Content != want.Content || res.Code != want.Code || f.calls.Load() != 0 {
 		t.Errorf("second resume: the model reads %q (code %s) after %d calls; want %q", res.Content, res.Code, f.calls.Load(), want.Content)
+	}
+}
+
+// An outcome the journal holds that cannot be decoded is not the model's to read: the
+// journal is told it is damaged (the run stops, held for an operator), and the call is
+// not sent.
+func TestUndecodableOutcomeIsDamage(t *testing.T) {
+	f := startFake(t, answering("charged"))
+	r := newRouter(t, Options{})
+	mustRegister(t, r, registration("w1", f.addr, "pay", echoTool("charge")))
+	ctx := toolcall.WithCallInfo(testContext(t), tool.CallInfo{RunID: "run_1", LoopID: "loop_1", Iteration: 1, CallID: "call_1"})
+	j := &fakeJournal{dispatched: true, outcome: []byte(`{"result":`)}
+	call(toolinternal.WithJournal(ctx, j), t, r, "charge", `{}`)
+	if !j.damaged || f.calls.Load() != 0 {
+		t.Errorf("damaged %v after %d calls; want the journal told, and no call", j.damaged, f.calls.Load())
 	}
 }

@@ -299,6 +299,12 @@ func (d *driver) end(res *loop.Result, err error) (*Result, error) {
 		// the client hears why. The journal records neither.
 		_ = j.close()
 		switch {
+		case errors.Is(cause, ErrDamaged):
+			// A record it replayed cannot be read: going on would tell the model what the
+			// record does not say. The run waits for an operator.
+			s.hold(ctx, j.currentLease(), cause)
+			r.markStopped()
+			return nil, &Error{RunID: id, Err: cause}
 		case errors.Is(cause, runlog.ErrInvalid):
 			// The journal refused a record: taking the run over would fail the same way.
 			// It ends here, failed, and says why.

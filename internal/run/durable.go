@@ -125,21 +125,29 @@ func (s *Service) takeOver(ctx context.Context, own bool) (int, error) {
 	}
 	seen := map[string]bool{}
 	var ids []string
-	for after := ""; ; {
-		runs, err := s.journal.List(ctx, runlog.Filter{State: runlog.StateRunning, After: after})
-		if err != nil {
-			return 0, err
-		}
-		for _, r := range runs {
-			if ((own && r.Owner == s.owner) || time.Now().After(r.Until)) && !seen[r.ID] {
-				seen[r.ID] = true
-				ids = append(ids, r.ID)
+	states := []runlog.State{runlog.StateRunning}
+	if own {
+		// At start, held runs are tried again: an operator who restarts an orchestrator
+		// (after repairing a record, or with a version that reads it) resumes them.
+		states = append(states, runlog.StateHeld)
+	}
+	for _, state := range states {
+		for after := ""; ; {
+			runs, err := s.journal.List(ctx, runlog.Filter{State: state, After: after})
+			if err != nil {
+				return 0, err
 			}
+			for _, r := range runs {
+				if (state == runlog.StateHeld || (own && r.Owner == s.owner) || time.Now().After(r.Until)) && !seen[r.ID] {
+					seen[r.ID] = true
+					ids = append(ids, r.ID)
+				}
+			}
+			if len(runs) < runlog.MaxList {
+				break
+			}
+			after = runs[len(runs)-1].ID
 		}
-		if len(runs) < runlog.MaxList {
-			break
-		}
-		after = runs[len(runs)-1].ID
 	}
 	taken := 0
 	for _, id := range ids {
@@ -180,7 +188,11 @@ func (s *Service) resume(lease runlog.Lease) {
 	id := lease.RunID
 	log := s.log.With("run_id", id, "epoch", lease.Epoch)
 	recs, err := s.journal.Read(ctx, id, 0, 0)
-	if err != nil {
+	switch {
+	case errors.Is(err, runlog.ErrDamaged):
+		s.hold(ctx, lease, err)
+		return
+	case err != nil:
 		log.Error("a run taken over cannot be read from the journal; it stays for the next try", "error", err.Error())
 		return
 	}
@@ -193,22 +205,20 @@ func (s *Service) resume(lease runlog.Lease) {
 	}
 	var rq requestRecord
 	if err := json.Unmarshal(recs[0].Data, &rq); err != nil {
-		log.Error("a run taken over has a bad request record; it ends failed", "error", err.Error())
-		_ = s.journal.Finish(ctx, lease, runlog.StateFailed)
+		s.hold(ctx, lease, fmt.Errorf("%w: record 1, the request: %v", ErrDamaged, err))
 		return
 	}
 	j := newJournal(s.journal, s.leaseRenewer(), lease, s.leaseTTL(), s.codec, recs[len(recs)-1].Seq+1)
+	if err := j.load(recs); err != nil {
+		s.hold(ctx, lease, fmt.Errorf("%w: %v", ErrDamaged, err))
+		return
+	}
 	// The lease is renewed from now on: waiting for the run's tool groups may take longer
 	// than it lasts.
 	waitCtx, stopWaiting := context.WithCancelCause(ctx)
 	defer stopWaiting(nil)
 	j.setStop(stopWaiting)
 	j.start()
-	if err := j.load(recs); err != nil {
-		log.Error("a run taken over has a bad record; it ends failed", "error", err.Error())
-		_ = s.journal.Finish(ctx, lease, runlog.StateFailed)
-		return
-	}
 	req, err := s.codec.Request(rq.Wire)
 	var p *prepared
 	if err == nil {
@@ -233,6 +243,22 @@ func (s *Service) resume(lease runlog.Lease) {
 			log.Warn("a run taken over did not start", "error", err.Error())
 			_ = j.close()
 		}
+	}
+}
+
+// hold stops a run that cannot go on because its journal holds a record that cannot be
+// read back (why): it is left for an operator, held, never driven on without it. The
+// error goes to the log and becomes the run's note, which GetRun reports.
+func (s *Service) hold(ctx context.Context, lease runlog.Lease, why error) {
+	note := why.Error()
+	if len(note) > runlog.MaxReasonBytes {
+		note = note[:runlog.MaxReasonBytes]
+	}
+	s.log.Error("a run is held for an operator: its journal holds a record that cannot be read", "run_id", lease.RunID, "error", note)
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := s.journal.Hold(hctx, lease, note); err != nil {
+		s.log.Warn("a damaged run could not be held; its next owner finds it so too", "run_id", lease.RunID, "error", err.Error())
 	}
 }
 
@@ -369,6 +395,33 @@ func (s *Service) cancelElsewhere(ctx context.Context, id, reason string) (State
 	}
 }
 
+// cancelHeld ends a held run, cancelled: nobody drives it, so this replica takes its
+// lease and finishes it with its end record.
+func (s *Service) cancelHeld(ctx context.Context, id, reason string) (State, error) {
+	if reason == "" {
+		reason = "cancelled by client"
+	}
+	lease, err := s.journal.Acquire(ctx, id, s.owner, s.leaseTTL())
+	switch {
+	case errors.Is(err, runlog.ErrFinished):
+		snap, err := s.fromJournal(ctx, id)
+		return snap.State, err
+	case errors.Is(err, runlog.ErrLeased):
+		return s.cancelElsewhere(ctx, id, reason) // an orchestrator took it meanwhile
+	case err != nil:
+		return 0, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	run, err := s.journal.Get(ctx, id)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	end, _ := toolinternal.MarshalJSON(endRecord{State: StateCancelled, Error: fmt.Errorf("%w: %s", ErrCancelled, reason).Error(), Ended: time.Now()})
+	if err := s.journal.Finish(ctx, lease, runlog.StateCancelled, runlog.Record{Seq: run.Records + 1, Kind: runlog.KindEnd, Time: time.Now(), Data: end}); err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	return StateCancelled, nil
+}
+
 // watchPage is how many events Watch reads from the journal at a time.
 const watchPage = 64
 
@@ -415,6 +468,8 @@ func storeState(s State) runlog.State {
 		return runlog.StateFailed
 	case StateCancelled:
 		return runlog.StateCancelled
+	case StateHeld:
+		return runlog.StateHeld
 	}
 	return runlog.StateEnded
 }
@@ -429,6 +484,8 @@ func stateOf(s runlog.State) State {
 		return StateCancelled
 	case runlog.StateEnded:
 		return StateTerminated
+	case runlog.StateHeld:
+		return StateHeld
 	}
 	return StateRunning
 }
@@ -443,6 +500,10 @@ func (s *Service) fromJournal(ctx context.Context, id string) (Snapshot, error) 
 		return Snapshot{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	snap := Snapshot{ID: id, State: stateOf(run.State), Started: run.Created}
+	if run.State == runlog.StateHeld {
+		snap.Err = fmt.Errorf("%w: %s", ErrDamaged, run.Note)
+		return snap, nil
+	}
 	if !run.State.Terminal() {
 		return snap, nil
 	}

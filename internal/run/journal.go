@@ -25,6 +25,11 @@ import (
 // not finished in the store: its next owner resumes it.
 var ErrJournal = errors.New("the run's journal failed")
 
+// ErrDamaged is the cause of a run stopped because its journal holds a record that
+// cannot be read back as it was written: the run is held (StateHeld) for an operator,
+// never driven on without what the record said.
+var ErrDamaged = errors.New("the run's journal holds a record that cannot be read")
+
 // Codec turns what the journal keeps into and out of its wire form, which the server
 // owns: events as the client sees them, and requests as the client sent them.
 type Codec interface {
@@ -709,6 +714,11 @@ func (j *journal) Finished(ctx context.Context, outcome string, data []byte, ide
 	defer j.mu.Unlock()
 	_, err := j.addLocked(runlog.KindOutcome, rec, nil, false, !idempotent)
 	return err
+}
+
+// Damaged implements toolinternal.Journal: the run stops, to be held.
+func (j *journal) Damaged(_ context.Context, err error) {
+	j.fail(fmt.Errorf("%w: %w", ErrDamaged, err))
 }
 
 // stopping reports a run stopped by a shutdown or a failed journal: what it does then

@@ -380,10 +380,13 @@ func (s *Service) Cancel(ctx context.Context, id, reason string) (State, error) 
 		if err != nil {
 			return 0, err
 		}
-		if snap.State != StateRunning {
-			return snap.State, nil
+		switch snap.State {
+		case StateHeld:
+			return s.cancelHeld(ctx, id, reason)
+		case StateRunning:
+			return s.cancelElsewhere(ctx, id, reason)
 		}
-		return s.cancelElsewhere(ctx, id, reason)
+		return snap.State, nil
 	}
 	if r == nil {
 		return 0, fmt.Errorf("%w %q", ErrNotFound, id)

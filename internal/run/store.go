@@ -24,6 +24,10 @@ const (
 	StateReplanRequested
 	// StateTerminated: a tool asked to terminate.
 	StateTerminated
+	// StateHeld: stopped, not ended: its journal holds a record that cannot be read
+	// back, and it waits for an operator (Snapshot.Err says why). Cancel ends it; an
+	// orchestrator that starts tries it again.
+	StateHeld
 )
 
 // Snapshot is a run as GetRun reports it.

@@ -24,6 +24,7 @@ var runErrorTable = []struct {
 	match  func(error) bool
 	reason toolpb.ErrorReason
 }{
+	{func(err error) bool { return errors.Is(err, run.ErrDamaged) }, toolpb.ErrorReason_ERROR_REASON_JOURNAL_DAMAGED},
 	{func(err error) bool { var e *loop.MaxIterationsError; return errors.As(err, &e) }, toolpb.ErrorReason_ERROR_REASON_MAX_ITERATIONS},
 	{func(err error) bool { var e *loop.ToolNotFoundError; return errors.As(err, &e) }, toolpb.ErrorReason_ERROR_REASON_TOOL_NOT_FOUND},
 	{func(err error) bool { var e *loop.SignalError; return errors.As(err, &e) }, toolpb.ErrorReason_ERROR_REASON_TOOL_SIGNAL},

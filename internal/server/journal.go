@@ -172,6 +172,8 @@ func stateFromProto(s toolpb.RunState) run.State {
 		return run.StateReplanRequested
 	case toolpb.RunState_RUN_STATE_TERMINATED:
 		return run.StateTerminated
+	case toolpb.RunState_RUN_STATE_HELD:
+		return run.StateHeld
 	}
 	return 0
 }

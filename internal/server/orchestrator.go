@@ -408,6 +408,8 @@ func stateProto(s run.State) toolpb.RunState {
 		return toolpb.RunState_RUN_STATE_REPLAN_REQUESTED
 	case run.StateTerminated:
 		return toolpb.RunState_RUN_STATE_TERMINATED
+	case run.StateHeld:
+		return toolpb.RunState_RUN_STATE_HELD
 	}
 	return toolpb.RunState_RUN_STATE_UNSPECIFIED
 }

@@ -99,6 +99,7 @@ func Journaled(ctx context.Context, name, worker string, idempotent bool, send f
 		failpoint.Hit(failpoint.ReplayOutcome)
 		res, err := DecodeResult(data)
 		if err != nil {
+			j.Damaged(ctx, fmt.Errorf("the outcome of tool '%s': %w", name, err))
 			return JournalFailed(name, err)
 		}
 		return res

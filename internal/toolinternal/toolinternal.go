@@ -124,6 +124,9 @@ type Journal interface {
 	// then need not be on disk before the model is asked its next step, since a run
 	// resumed without it sends the call again.
 	Finished(ctx context.Context, outcome string, data []byte, idempotent bool) error
+	// Damaged reports that data Recorded handed out cannot be read back: the run stops
+	// (the result of the call never reaches the model) and waits for an operator.
+	Damaged(ctx context.Context, err error)
 }
 
 // The terminal outcomes of a dispatched call.

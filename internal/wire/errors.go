@@ -71,6 +71,7 @@ var Reasons = map[toolpb.ErrorReason]Reason{
 	toolpb.ErrorReason_ERROR_REASON_PERMISSION_DENIED:      {Code: codes.PermissionDenied},
 	toolpb.ErrorReason_ERROR_REASON_TENANT_QUOTA:           {Code: codes.ResourceExhausted},
 	toolpb.ErrorReason_ERROR_REASON_DEFINITION_QUARANTINED: {Code: codes.FailedPrecondition, RetryAfter: 5 * time.Second},
+	toolpb.ErrorReason_ERROR_REASON_JOURNAL_DAMAGED:        {Code: codes.DataLoss},
 }
 
 // ReasonName is the reason as ErrorInfo carries it: the value's name without the

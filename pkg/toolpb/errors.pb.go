@@ -142,6 +142,11 @@ const (
 	// registry.approved_definitions lets in. The worker's next attempt after that is
 	// accepted.
 	ErrorReason_ERROR_REASON_DEFINITION_QUARANTINED ErrorReason = 39
+	// DATA_LOSS: the run's journal holds a record that cannot be read back as it was
+	// written (damaged on disk, changed by hand, or written by a version that wrote it
+	// otherwise). The run is held (RUN_STATE_HELD) for an operator instead of going on
+	// without it.
+	ErrorReason_ERROR_REASON_JOURNAL_DAMAGED ErrorReason = 40
 )
 
 // Enum value maps for ErrorReason.
@@ -187,6 +192,7 @@ var (
 		37: "ERROR_REASON_PERMISSION_DENIED",
 		38: "ERROR_REASON_TENANT_QUOTA",
 		39: "ERROR_REASON_DEFINITION_QUARANTINED",
+		40: "ERROR_REASON_JOURNAL_DAMAGED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":            0,
@@ -229,6 +235,7 @@ var (
 		"ERROR_REASON_PERMISSION_DENIED":      37,
 		"ERROR_REASON_TENANT_QUOTA":           38,
 		"ERROR_REASON_DEFINITION_QUARANTINED": 39,
+		"ERROR_REASON_JOURNAL_DAMAGED":        40,
 	}
 )
 
@@ -263,7 +270,7 @@ var File_toolmesh_v1_errors_proto protoreflect.FileDescriptor
 
 const file_toolmesh_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x18toolmesh/v1/errors.proto\x12\vtoolmesh.v1*\xd2\n" +
+	"\x18toolmesh/v1/errors.proto\x12\vtoolmesh.v1*\xf4\n" +
 	"\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12 \n" +
@@ -306,7 +313,8 @@ const file_toolmesh_v1_errors_proto_rawDesc = "" +
 	"\x1cERROR_REASON_UNAUTHENTICATED\x10$\x12\"\n" +
 	"\x1eERROR_REASON_PERMISSION_DENIED\x10%\x12\x1d\n" +
 	"\x19ERROR_REASON_TENANT_QUOTA\x10&\x12'\n" +
-	"#ERROR_REASON_DEFINITION_QUARANTINED\x10'B)Z'github.com/toolmesh/toolmesh/pkg/toolpbb\x06proto3"
+	"#ERROR_REASON_DEFINITION_QUARANTINED\x10'\x12 \n" +
+	"\x1cERROR_REASON_JOURNAL_DAMAGED\x10(B)Z'github.com/toolmesh/toolmesh/pkg/toolpbb\x06proto3"
 
 var (
 	file_toolmesh_v1_errors_proto_rawDescOnce sync.Once

@@ -337,6 +337,10 @@ const (
 	RunState_RUN_STATE_REPLAN_REQUESTED RunState = 5
 	// Ended because a tool asked to terminate.
 	RunState_RUN_STATE_TERMINATED RunState = 6
+	// Stopped, not ended: it cannot go on (its journal holds a record no orchestrator can
+	// read back). It waits for an operator: the error says why; CancelRun ends it, and an
+	// orchestrator that starts tries it again.
+	RunState_RUN_STATE_HELD RunState = 7
 )
 
 // Enum value maps for RunState.
@@ -349,6 +353,7 @@ var (
 		4: "RUN_STATE_CANCELLED",
 		5: "RUN_STATE_REPLAN_REQUESTED",
 		6: "RUN_STATE_TERMINATED",
+		7: "RUN_STATE_HELD",
 	}
 	RunState_value = map[string]int32{
 		"RUN_STATE_UNSPECIFIED":      0,
@@ -358,6 +363,7 @@ var (
 		"RUN_STATE_CANCELLED":        4,
 		"RUN_STATE_REPLAN_REQUESTED": 5,
 		"RUN_STATE_TERMINATED":       6,
+		"RUN_STATE_HELD":             7,
 	}
 )
 
@@ -5514,7 +5520,7 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\x12WORKER_STATE_READY\x10\x01\x12\x19\n" +
 	"\x15WORKER_STATE_DRAINING\x10\x02\x12\x1d\n" +
 	"\x19WORKER_STATE_DISCONNECTED\x10\x03\x12\x18\n" +
-	"\x14WORKER_STATE_EJECTED\x10\x04*\xbe\x01\n" +
+	"\x14WORKER_STATE_EJECTED\x10\x04*\xd2\x01\n" +
 	"\bRunState\x12\x19\n" +
 	"\x15RUN_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11RUN_STATE_RUNNING\x10\x01\x12\x17\n" +
@@ -5522,7 +5528,8 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\x10RUN_STATE_FAILED\x10\x03\x12\x17\n" +
 	"\x13RUN_STATE_CANCELLED\x10\x04\x12\x1e\n" +
 	"\x1aRUN_STATE_REPLAN_REQUESTED\x10\x05\x12\x18\n" +
-	"\x14RUN_STATE_TERMINATED\x10\x062\xc6\x05\n" +
+	"\x14RUN_STATE_TERMINATED\x10\x06\x12\x12\n" +
+	"\x0eRUN_STATE_HELD\x10\a2\xc6\x05\n" +
 	"\x13OrchestratorService\x12:\n" +
 	"\x03Run\x12\x17.toolmesh.v1.RunRequest\x1a\x18.toolmesh.v1.RunResponse0\x01\x12J\n" +
 	"\tListTools\x12\x1d.toolmesh.v1.ListToolsRequest\x1a\x1e.toolmesh.v1.ListToolsResponse\x12Y\n" +
