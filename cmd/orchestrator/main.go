@@ -209,7 +209,7 @@ func run(args []string) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	journal, err := openJournal(cfg.Journal, log)
+	journal, err := openJournal(cfg.Journal, cfg.Loop.RetainRuns, log)
 	if err != nil {
 		return err
 	}
@@ -397,7 +397,7 @@ func newProviders(cfg config.Provider, log *slog.Logger) (map[string]llm.Provide
 
 // openJournal opens the run journal the config names. A journal that cannot be opened
 // (a foreign or corrupt file, a PostgreSQL that is down) stops the start with the reason.
-func openJournal(j config.Journal, log *slog.Logger) (runlog.Store, error) {
+func openJournal(j config.Journal, retainRuns int, log *slog.Logger) (runlog.Store, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	switch j.Driver {
@@ -417,7 +417,7 @@ func openJournal(j config.Journal, log *slog.Logger) (runlog.Store, error) {
 		log.Info("runs are journaled", "driver", "postgres")
 		return s, nil
 	}
-	s, err := runlog.OpenMemory(ctx)
+	s, err := runlog.OpenMemory(ctx, runlog.MemoryLimits{FinishedRuns: retainRuns, FinishedBytes: int64(j.MemoryBytes)})
 	if err != nil {
 		return nil, fmt.Errorf("the run journal: %w", err)
 	}

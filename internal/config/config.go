@@ -429,6 +429,9 @@ type Journal struct {
 	ResumeGrace Duration `yaml:"resume_grace"`
 	// Retain is how long finished runs stay in the journal.
 	Retain Duration `yaml:"retain"`
+	// MemoryBytes bounds what the journal in memory (driver memory) keeps of finished
+	// runs' records, and loop.retain_runs how many of them: the oldest go first.
+	MemoryBytes int `yaml:"memory_bytes"`
 	// EncryptionKeyFile, when set, names a 32-byte key (raw, hex or base64) every
 	// record's data is sealed with (AES-256-GCM) before it is written: the journal then
 	// holds no prompt, argument, result or context value in clear. Every replica sharing
@@ -445,8 +448,11 @@ type Loop struct {
 	EmptyResponseRetries int `yaml:"empty_response_retries"`
 	// MaxConcurrentRuns bounds the runs in progress; further Run calls are refused.
 	MaxConcurrentRuns int `yaml:"max_concurrent_runs"`
-	// RetainRuns is how many finished runs GetRun still knows about.
-	RetainRuns int `yaml:"retain_runs"`
+	// RetainRuns is how many finished runs GetRun still knows about, with their process
+	// state; RetainBytes bounds what they hold together (their answers, blackboards,
+	// assets): the oldest go first.
+	RetainRuns  int `yaml:"retain_runs"`
+	RetainBytes int `yaml:"retain_bytes"`
 	// MaxToolResultBytes bounds the text of one tool result the model reads; a longer
 	// one is cut and says so.
 	MaxToolResultBytes int `yaml:"max_tool_result_bytes"`
@@ -590,6 +596,7 @@ func Default() Config {
 			RunTimeout:           Duration(10 * time.Minute),
 			MaxConcurrentRuns:    1000,
 			RetainRuns:           1000,
+			RetainBytes:          64 << 20,
 			MaxToolResultBytes:   32 << 10,
 			MaxArtifactBytes:     1 << 20,
 			MaxBlackboardEntries: 1024,
@@ -601,6 +608,7 @@ func Default() Config {
 			LeaseTTL:    Duration(10 * time.Second),
 			ResumeGrace: Duration(15 * time.Second),
 			Retain:      Duration(7 * 24 * time.Hour),
+			MemoryBytes: 256 << 20,
 		},
 		Provider: Provider{
 			Name:      "auto",
@@ -692,6 +700,9 @@ func (c Config) Validate() error {
 	positive("journal.lease_ttl", c.Journal.LeaseTTL)
 	positive("journal.resume_grace", c.Journal.ResumeGrace)
 	positive("journal.retain", c.Journal.Retain)
+	if c.Journal.MemoryBytes < 1<<20 || c.Journal.MemoryBytes > 1<<36 {
+		bad("journal.memory_bytes", "must be between 1048576 and 68719476736, got %d", c.Journal.MemoryBytes)
+	}
 	switch c.Journal.Driver {
 	case "", "memory", "sqlite":
 	case "postgres":
@@ -764,6 +775,9 @@ func (c Config) Validate() error {
 	}
 	if c.Loop.RetainRuns < 0 {
 		bad("loop.retain_runs", "must not be negative, got %d", c.Loop.RetainRuns)
+	}
+	if c.Loop.RetainBytes < 1<<20 || c.Loop.RetainBytes > 1<<34 {
+		bad("loop.retain_bytes", "must be between 1048576 and 17179869184, got %d", c.Loop.RetainBytes)
 	}
 	if c.Loop.MaxToolResultBytes < 1<<10 || c.Loop.MaxToolResultBytes > 4<<20 {
 		bad("loop.max_tool_result_bytes", "must be between 1024 and 4194304, got %d", c.Loop.MaxToolResultBytes)

@@ -262,6 +262,14 @@ func (p *Process) Snapshot() State {
 	return p.st.Clone()
 }
 
+// Size is about what the state holds, in bytes: its blackboard's and assets' JSON, and
+// its history and model calls.
+func (p *Process) Size() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.st.Blackboard.Bytes + p.st.AssetBytes + 64*(len(p.st.History)+len(p.st.Models))
+}
+
 // ID is the process's id.
 func (p *Process) ID() string {
 	p.mu.Lock()

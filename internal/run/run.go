@@ -193,7 +193,7 @@ func New(opts Options) (*Service, error) {
 		cfg:       opts.Config,
 		tel:       opts.Telemetry,
 		log:       opts.Logger,
-		store:     newStore(opts.Config.Loop.MaxConcurrentRuns, opts.Config.Loop.RetainRuns),
+		store:     newStore(opts.Config.Loop.MaxConcurrentRuns, opts.Config.Loop.RetainRuns, opts.Config.Loop.RetainBytes),
 	}, nil
 }
 

@@ -79,6 +79,23 @@ type record struct {
 	ap  *approver
 	// stopped: see markStopped.
 	stopped bool
+	// size is the record's footprint once it finished, which the store's bound counts.
+	size int
+}
+
+// footprint is about what a finished run's record holds, in bytes: its answer, its
+// error, its process state, its loops.
+func (r *record) footprint() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 1024 + len(r.snap.FinalText) + len(r.snap.Reason) + 128*len(r.snap.Loops)
+	if r.snap.Err != nil {
+		n += len(r.snap.Err.Error())
+	}
+	if r.proc != nil {
+		n += r.proc.Size()
+	}
+	return n
 }
 
 // markStopped records that this orchestrator stopped driving the run, which goes on
@@ -252,6 +269,9 @@ func (r *record) end(res *loop.Result, outcome *Outcome, err error) {
 type store struct {
 	maxLive int
 	retain  int
+	// retainBytes bounds what the finished runs kept hold (record.footprint), and
+	// finishedBytes is what they hold; 0: no bound.
+	retainBytes, finishedBytes int
 
 	mu       sync.Mutex
 	closed   bool
@@ -270,9 +290,12 @@ type store struct {
 // rates have died down are forgotten.
 const maxPressureKept = 4096
 
-func newStore(maxLive, retain int) *store {
+func newStore(maxLive, retain int, retainBytes ...int) *store {
 	s := &store{maxLive: maxLive, retain: retain, runs: map[string]*record{}, live: map[*record]bool{}, perTenant: map[string]int{}, pressure: map[string]*pressure{}}
 	s.idle = sync.NewCond(&s.mu)
+	if len(retainBytes) > 0 {
+		s.retainBytes = retainBytes[0]
+	}
 	return s
 }
 
@@ -389,15 +412,21 @@ func (s *store) startChild(id, tenant string, cancel context.CancelCauseFunc) (*
 // finish records the end of a run and forgets the oldest finished runs beyond retention.
 func (s *store) finish(r *record) {
 	close(r.over)
+	size := r.footprint()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.uncount(r)
 	delete(s.live, r)
+	r.size = size
 	s.finished = append(s.finished, r)
-	for len(s.finished) > s.retain {
-		if old := s.finished[0]; s.runs[old.id] == old {
+	s.finishedBytes += r.size
+	for len(s.finished) > 0 && (len(s.finished) > s.retain || (s.retainBytes > 0 && s.finishedBytes > s.retainBytes)) {
+		old := s.finished[0]
+		if s.runs[old.id] == old {
 			delete(s.runs, old.id)
 		}
+		s.finishedBytes -= old.size
+		s.finished[0] = nil
 		s.finished = s.finished[1:]
 	}
 	if len(s.live) == 0 {

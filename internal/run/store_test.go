@@ -93,3 +93,25 @@ func TestTenantLimit(t *testing.T) {
 		t.Fatalf("a run after a discarded one: %v", err)
 	}
 }
+
+// Finished runs kept in memory are bounded by what they hold as well as by their number:
+// runs whose answers are large go first, the oldest first, once they hold more than the
+// bound.
+func TestStoreRetentionBytes(t *testing.T) {
+	s := newStore(10, 1000, 1<<20)
+	big := string(make([]byte, 200<<10))
+	for i := range 20 {
+		r, err := s.start(string(rune('a'+i)), "", func(error) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.snap.FinalText = big
+		s.finish(r)
+	}
+	if len(s.finished) > 5 || s.finishedBytes > 1<<20 {
+		t.Errorf("%d finished runs kept, holding %d bytes; the bound is 1 MiB", len(s.finished), s.finishedBytes)
+	}
+	if s.get("t") == nil || s.get("a") != nil {
+		t.Error("the newest run is not kept, or the oldest is")
+	}
+}
