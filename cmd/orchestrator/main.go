@@ -266,15 +266,16 @@ func run(args []string) error {
 	defer stop()
 	go quarantine.Watch(ctx, time.Second) // approvals take effect within a second
 	srv.WarmUp(ctx)
-	go func() {
-		select {
-		case <-srv.Ready():
-			for _, name := range []string{"", toolpb.OrchestratorService_ServiceDesc.ServiceName} {
-				hs.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
-			}
-		case <-ctx.Done():
+	// Runs are served once the orchestrator is ready, while its journal works.
+	go srv.WatchHealth(ctx, func(serving bool) {
+		st := healthpb.HealthCheckResponse_NOT_SERVING
+		if serving {
+			st = healthpb.HealthCheckResponse_SERVING
 		}
-	}()
+		for _, name := range []string{"", toolpb.OrchestratorService_ServiceDesc.ServiceName} {
+			hs.SetServingStatus(name, st)
+		}
+	})
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- g.Serve(lis) }()
 	// Runs this orchestrator drove before it stopped, and those whose owner went away,

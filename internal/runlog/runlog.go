@@ -207,6 +207,13 @@ type StatsReporter interface {
 	Stats() Stats
 }
 
+// HealthReporter is a store that can tell whether it works (the SQL stores).
+type HealthReporter interface {
+	// Health is nil while the store takes writes: its last commit failed, or it does not
+	// answer a query now, and Health says why.
+	Health(ctx context.Context) error
+}
+
 // check refuses what no store accepts.
 func checkAppend(lease Lease, records []Record) error {
 	switch {

@@ -76,6 +76,9 @@ type sqlStore struct {
 	// commits, written and committing count the groups committed, their writes and the
 	// time they took (Stats).
 	commits, written, committing atomic.Int64
+	// failing is the error of the last commit when it failed as a whole (Health).
+	healthMu sync.Mutex
+	failing  error
 }
 
 // exec runs a statement in tx: prepared once for the store when prepare made it, else
@@ -190,6 +193,40 @@ func (s *sqlStore) submit(ctx context.Context, w *write, what string) error {
 	}
 }
 
+// noteCommit keeps the error of a commit that failed as a whole (every write failed
+// with it), for Health, and forgets it once a commit succeeds.
+func (s *sqlStore) noteCommit(errs []error) {
+	failed := len(errs) > 0
+	for _, err := range errs {
+		if err == nil || errors.Is(err, ErrFenced) || errors.Is(err, ErrConflict) || errors.Is(err, ErrExists) || errors.Is(err, ErrNotFound) {
+			failed = false
+			break
+		}
+	}
+	s.healthMu.Lock()
+	if failed {
+		s.failing = errs[0]
+	} else {
+		s.failing = nil
+	}
+	s.healthMu.Unlock()
+}
+
+// Health implements HealthReporter.
+func (s *sqlStore) Health(ctx context.Context) error {
+	s.healthMu.Lock()
+	failing := s.failing
+	s.healthMu.Unlock()
+	if failing != nil {
+		return failing
+	}
+	var one int
+	if err := s.db.QueryRowContext(ctx, `SELECT 1 FROM toolmesh_meta LIMIT 1`).Scan(&one); err != nil {
+		return fmt.Errorf("runlog: the %s journal does not answer: %w", s.d.name, s.d.why(err))
+	}
+	return nil
+}
+
 // Stats implements StatsReporter.
 func (s *sqlStore) Stats() Stats {
 	return Stats{Commits: s.commits.Load(), Writes: s.written.Load(), Committing: time.Duration(s.committing.Load())}
@@ -243,6 +280,7 @@ func (s *sqlStore) commit() {
 		}
 		start := time.Now()
 		errs := s.commitGroup(group)
+		s.noteCommit(errs)
 		s.commits.Add(1)
 		s.written.Add(int64(len(group)))
 		s.committing.Add(int64(time.Since(start)))

@@ -2,6 +2,7 @@ package runlog_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -143,5 +144,69 @@ func TestSQLiteUpgradesOldVersions(t *testing.T) {
 				t.Errorf("the events after the upgrade: %+v", evs)
 			}
 		})
+	}
+}
+
+// A journal whose pages are damaged on disk is refused at start with the reason, where
+// it used to serve and fail every write; an empty file where a journal was is refused
+// too (a journal is never empty once created), but a new journal whose pages are still
+// in its write-ahead log alone is not empty.
+func TestSQLiteRefusesDamagedJournals(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "journal.db")
+	s, err := runlog.OpenSQLite(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		l, err := s.Create(ctx, fmt.Sprintf("run-%03d", i), "o", time.Hour, runlog.Record{Seq: 1, Kind: runlog.KindRequest, Data: []byte(`"` + strings.Repeat("r", 3000) + `"`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Append(ctx, l, []runlog.Record{{Seq: 2, Kind: runlog.KindEvent, Data: []byte(`"` + strings.Repeat("e", 3000) + `"`)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = s.Close()
+	db := runlogtest.RawSQLite(t, path)
+	if _, err := db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		t.Fatal(err)
+	}
+	_ = db.Close()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := f.Stat()
+	if fi.Size() < 16*4096 {
+		t.Fatalf("the journal is %d bytes: too small to damage its inner pages", fi.Size())
+	}
+	// Pages in the middle of the file: the B-trees' inner and leaf pages, not the header.
+	if _, err := f.WriteAt([]byte(strings.Repeat("\x5a", 3*4096)), (fi.Size()/4096/2)*4096); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+	if _, err := runlog.OpenSQLite(ctx, path); err == nil || !strings.Contains(err.Error(), "damaged") || !strings.Contains(err.Error(), path) {
+		t.Errorf("a journal with damaged pages: %v, want refused as damaged", err)
+	}
+
+	empty := filepath.Join(dir, "empty.db")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runlog.OpenSQLite(ctx, empty); err == nil || !strings.Contains(err.Error(), "empty") {
+		t.Errorf("an empty journal file: %v, want refused", err)
+	}
+	fresh := filepath.Join(dir, "fresh.db")
+	if err := os.WriteFile(fresh, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(fresh+"-wal", []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runlog.OpenSQLite(ctx, fresh); err != nil && strings.Contains(err.Error(), "empty") {
+		t.Errorf("a new journal whose pages are in its write-ahead log: %v", err)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 	"time"
+
+	"github.com/toolmesh/toolmesh/internal/runlog"
 )
 
 // How the known workers are kept in the journal: recorded when the set changes (checked
@@ -145,5 +147,53 @@ func (s *Server) awaitReady(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// healthEvery is how often WatchHealth asks the journal whether it works.
+const healthEvery = 2 * time.Second
+
+// WatchHealth calls set with whether the orchestrator serves runs: once it is ready
+// (WarmUp), and for as long as its journal takes writes; a journal that fails (a
+// PostgreSQL that went away, a SQLite file that cannot be written) makes it report
+// NOT_SERVING, with the reason in the log, until it works again. It returns when ctx
+// ends.
+func (s *Server) WatchHealth(ctx context.Context, set func(serving bool)) {
+	hr, _ := s.journal.(runlog.HealthReporter)
+	select {
+	case <-s.Ready():
+	case <-ctx.Done():
+		return
+	}
+	serving := false
+	t := time.NewTicker(healthEvery)
+	defer t.Stop()
+	for {
+		var err error
+		if hr != nil {
+			hctx, cancel := context.WithTimeout(ctx, healthEvery)
+			err = hr.Health(hctx)
+			cancel()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		switch {
+		case err == nil && !serving:
+			if s.journal != nil && hr != nil {
+				s.log.Info("the journal takes writes: serving runs")
+			}
+			serving = true
+			set(true)
+		case err != nil && serving:
+			s.log.Error("the journal cannot be used: NOT_SERVING until it works again", "error", err.Error())
+			serving = false
+			set(false)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 	}
 }

@@ -322,6 +322,10 @@ func TestJournalUnavailableAtStart(t *testing.T) {
 	if err := os.WriteFile(notJournal, []byte(strings.Repeat("not a database\n", 300)), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	emptyJournal := filepath.Join(t.TempDir(), "journal.db")
+	if err := os.WriteFile(emptyJournal, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -329,6 +333,7 @@ func TestJournalUnavailableAtStart(t *testing.T) {
 	}{
 		{"postgres down", []string{"--journal", "postgres", "--journal-dsn", "postgres://toolmesh@127.0.0.1:1/toolmesh?connect_timeout=2"}, "PostgreSQL is not reachable"},
 		{"not a journal", []string{"--data-dir", filepath.Dir(notJournal)}, "cannot be read"},
+		{"an empty journal file", []string{"--data-dir", filepath.Dir(emptyJournal)}, "is empty"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := harness.Start("orchestrator", bin, nil, append([]string{"--listen", "127.0.0.1:0"}, tc.args...)...)

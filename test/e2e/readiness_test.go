@@ -145,4 +145,25 @@ func checkHealth(ctx context.Context, t *testing.T, addr, service string, want h
 	t.Fatalf("health of %q = %v, want %v", service, got, want)
 }
 
+// waitHealth waits up to within for the health of service at addr to be want.
+func waitHealth(ctx context.Context, t *testing.T, addr, service string, want healthpb.HealthCheckResponse_ServingStatus, within time.Duration) {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	deadline := time.Now().Add(within)
+	var got healthpb.HealthCheckResponse_ServingStatus
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: service}); err == nil {
+			if got = resp.GetStatus(); got == want {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("health of %q = %v after %s, want %v", service, got, within, want)
+}
+
 func quote(s string) string { return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"` }

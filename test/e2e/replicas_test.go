@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/toolmesh/toolmesh/internal/builtin"
 	"github.com/toolmesh/toolmesh/internal/harness"
@@ -306,6 +307,10 @@ func TestPostgresGoesAway(t *testing.T) {
 	if _, err := a.c.ListWorkers(ctx); err != nil {
 		t.Errorf("the orchestrator stopped serving: %v", err)
 	}
+	// It reports that it cannot serve runs while its journal is gone (it reported
+	// SERVING, and failed every run).
+	waitHealth(ctx, t, a.Addr, "", healthpb.HealthCheckResponse_NOT_SERVING, 10*time.Second)
+	waitHealth(ctx, t, a.Addr, toolpb.OrchestratorService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING, 10*time.Second)
 	for _, err := range a.c.Run(ctx, &toolpb.RunRequest{RunId: "pg-gone-2", Prompt: "pay", ToolGroups: []string{"payments"}}) {
 		if !errors.Is(err, client.ErrJournalUnavailable) {
 			t.Errorf("a new run without the journal: %v, want JOURNAL_UNAVAILABLE", err)
