@@ -317,7 +317,7 @@ func (s *Service) Run(ctx context.Context, req Request, observe func(Event)) (*R
 	}
 	id := req.ID
 	if id == "" {
-		id = "run_" + randomHex(8)
+		id = NewID()
 	}
 	return s.launch(ctx, p, id, "loop_"+randomHex(8), time.Now(), nil, observe)
 }
@@ -449,6 +449,9 @@ func toolNames(ts []tool.Tool) []string {
 	}
 	return names
 }
+
+// NewID is a fresh run id, as a run whose request names none gets.
+func NewID() string { return "run_" + randomHex(8) }
 
 func randomHex(n int) string {
 	b := make([]byte, n)

@@ -109,7 +109,7 @@ const (
 	// MaxList bounds one listing.
 	MaxList = 1000
 	// MaxIDBytes bounds run ids, owner names and call keys.
-	MaxIDBytes = 256
+	MaxIDBytes = 512
 	// MaxReasonBytes bounds a decision's reason, and a held run's note.
 	MaxReasonBytes = 4096
 	// MaxWorkers bounds the workers one orchestrator records (SetWorkers) and a listing

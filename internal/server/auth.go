@@ -211,6 +211,40 @@ func bearerOf(values []string) string {
 	return ""
 }
 
+// runKey is the id under which the run service and the journal know the run a client of
+// tenant calls id: with tenancy, the tenant's name and the id, so that the run ids of
+// one tenant's clients are theirs alone. A client that names another tenant's run id
+// starts a run of its own; it learns nothing of the other (it used to be refused as if
+// the run were its own). Run ids have no slash (wire.RunIDRE): the key's last one
+// separates the id.
+func runKey(tenant, id string) string {
+	if tenant == "" {
+		return id
+	}
+	return tenant + "/" + id
+}
+
+// clientRunID is the run id a client knows a run key by (see runKey).
+func clientRunID(key string) string {
+	return key[strings.LastIndexByte(key, '/')+1:]
+}
+
+// resolveRun is the key of the run the caller calls id, or NOT_FOUND when it has none
+// of that id: its tenant's run, or one it knows by its key (a run of a journal written
+// before run ids were the tenant's, or a nested run, whose id the run service gives).
+func (s *Server) resolveRun(ctx context.Context, id string) (string, error) {
+	if tenant := tenantOf(ctx); tenant != "" {
+		key := runKey(tenant, id)
+		if owner, err := s.runs.TenantOf(ctx, key); err == nil && owner == tenant {
+			return key, nil
+		}
+	}
+	if err := s.ownRun(ctx, id); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
 // ownRun refuses a run of another tenant as if it did not exist.
 func (s *Server) ownRun(ctx context.Context, id string) error {
 	caller := tenantOf(ctx)

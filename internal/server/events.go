@@ -68,7 +68,7 @@ func (e *emitter) observe(ev run.Event) {
 	}
 	if s, ok := ev.(run.Started); ok {
 		e.mu.Lock()
-		e.runID = s.RunID
+		e.runID = clientRunID(s.RunID)
 		e.mu.Unlock()
 	}
 	if p := eventProto(ev); p != nil {

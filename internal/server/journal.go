@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -51,10 +52,11 @@ func (o *orchestratorServer) WatchRun(req *toolpb.WatchRunRequest, stream toolpb
 	if req.GetAfterSequence() < 0 {
 		return invalid("after_sequence", "must not be negative, got %d", req.GetAfterSequence()).status()
 	}
-	if err := o.s.ownRun(stream.Context(), req.GetRunId()); err != nil {
+	key, err := o.s.resolveRun(stream.Context(), req.GetRunId())
+	if err != nil {
 		return err
 	}
-	err := o.s.runs.Watch(stream.Context(), req.GetRunId(), req.GetAfterSequence(), func(rec run.Record) error {
+	err = o.s.runs.Watch(stream.Context(), key, req.GetAfterSequence(), func(rec run.Record) error {
 		ev := &toolpb.RunResponse{}
 		unmarshal := proto.Unmarshal
 		if rec.JSON {
@@ -97,20 +99,39 @@ func (o *orchestratorServer) ListRuns(ctx context.Context, req *toolpb.ListRunsR
 	// One more than the page tells whether another page follows; at the store's largest
 	// page, a full page is taken to have one.
 	ask := min(size+1, runlog.MaxList)
-	runs, err := o.s.runs.List(ctx, stateFromProto(req.GetState()), req.GetPageToken(), ask)
+	// A tenant's runs are the keys under its name (runKey): a page of them starts after
+	// the last one the client saw, and ends where they do. A page token is a run id.
+	tenant := tenantOf(ctx)
+	after := req.GetPageToken()
+	if tenant != "" {
+		after = runKey(tenant, after)
+		if req.GetPageToken() == "" {
+			after = tenant + "/"
+		}
+	}
+	runs, err := o.s.runs.List(ctx, stateFromProto(req.GetState()), after, ask)
 	if err != nil {
 		return nil, statusError(toolpb.ErrorReason_ERROR_REASON_JOURNAL_UNAVAILABLE, err.Error(), nil)
+	}
+	if tenant != "" {
+		mine := 0
+		for mine < len(runs) && strings.HasPrefix(runs[mine].ID, tenant+"/") {
+			mine++
+		}
+		if mine < len(runs) {
+			runs, ask = runs[:mine], size+1 // past the tenant's runs: no page follows
+		}
 	}
 	resp := &toolpb.ListRunsResponse{}
 	if len(runs) > size || (ask == size && len(runs) == size) {
 		runs = runs[:size]
-		resp.NextPageToken = runs[size-1].ID
+		resp.NextPageToken = clientRunID(runs[size-1].ID)
 	}
 	for _, r := range runs {
-		if o.s.ownRun(ctx, r.ID) != nil {
+		if tenant == "" && o.s.ownRun(ctx, r.ID) != nil {
 			continue // another tenant's
 		}
-		resp.Runs = append(resp.Runs, &toolpb.RunSummary{RunId: r.ID, State: stateProto(r.State), Owner: r.Owner,
+		resp.Runs = append(resp.Runs, &toolpb.RunSummary{RunId: clientRunID(r.ID), State: stateProto(r.State), Owner: r.Owner,
 			Started: timestamppb.New(r.Started), Updated: timestamppb.New(r.Updated), Records: r.Records})
 	}
 	return resp, nil
@@ -138,10 +159,11 @@ func (o *orchestratorServer) ApproveToolCall(ctx context.Context, req *toolpb.Ap
 	default:
 		return nil, invalid("decision", "must be APPROVE or DENY, got %s", req.GetDecision()).status()
 	}
-	if err := o.s.ownRun(ctx, req.GetRunId()); err != nil {
+	key, err := o.s.resolveRun(ctx, req.GetRunId())
+	if err != nil {
 		return nil, err
 	}
-	err := o.s.runs.Approve(ctx, req.GetRunId(), req.GetLoopId(), req.GetCallId(), approve, req.GetReason())
+	err = o.s.runs.Approve(ctx, key, req.GetLoopId(), req.GetCallId(), approve, req.GetReason())
 	var fe *run.FieldError
 	switch {
 	case err == nil:

@@ -74,6 +74,12 @@ func (o *orchestratorServer) accept(ctx context.Context, req *toolpb.RunRequest)
 	}
 	rr := runRequest(req)
 	rr.Tenant = tenantOf(ctx)
+	if rr.Tenant != "" {
+		if rr.ID == "" {
+			rr.ID = run.NewID()
+		}
+		rr.ID = runKey(rr.Tenant, rr.ID)
+	}
 	if o.s.journaled {
 		wire, err := protojson.Marshal(req)
 		if err != nil {
@@ -111,10 +117,10 @@ func (s *Server) runError(err error) error {
 		if errors.Is(err, run.ErrShutdown) {
 			reason = toolpb.ErrorReason_ERROR_REASON_SHUTTING_DOWN
 		}
-		return statusError(reason, err.Error()+"; watch it with WatchRun after the last sequence you saw", map[string]string{"run_id": re.RunID, "resume": "WatchRun"})
+		return statusError(reason, err.Error()+"; watch it with WatchRun after the last sequence you saw", map[string]string{"run_id": clientRunID(re.RunID), "resume": "WatchRun"})
 	case errors.As(err, &re):
 		runErr := runErrorProto(re.Err)
-		return statusError(runErr.GetReason(), runErr.GetMessage(), map[string]string{"run_id": re.RunID})
+		return statusError(runErr.GetReason(), runErr.GetMessage(), map[string]string{"run_id": clientRunID(re.RunID)})
 	}
 	return statusError(toolpb.ErrorReason_ERROR_REASON_INTERNAL, err.Error(), nil)
 }
@@ -300,10 +306,11 @@ func (o *orchestratorServer) GetRun(ctx context.Context, req *toolpb.GetRunReque
 	if fe := checkRunID("run_id", req.GetRunId(), true); fe != nil {
 		return nil, fe.status()
 	}
-	if err := o.s.ownRun(ctx, req.GetRunId()); err != nil {
+	key, err := o.s.resolveRun(ctx, req.GetRunId())
+	if err != nil {
 		return nil, err
 	}
-	snap, err := o.s.runs.Get(req.GetRunId())
+	snap, err := o.s.runs.Get(key)
 	if errors.Is(err, run.ErrUnavailable) {
 		return nil, statusError(toolpb.ErrorReason_ERROR_REASON_JOURNAL_UNAVAILABLE, err.Error(), nil)
 	}
@@ -318,10 +325,11 @@ func (o *orchestratorServer) CancelRun(ctx context.Context, req *toolpb.CancelRu
 	if fe := validateCancel(req); fe != nil {
 		return nil, fe.status()
 	}
-	if err := o.s.ownRun(ctx, req.GetRunId()); err != nil {
+	key, err := o.s.resolveRun(ctx, req.GetRunId())
+	if err != nil {
 		return nil, err
 	}
-	st, err := o.s.runs.Cancel(ctx, req.GetRunId(), req.GetReason())
+	st, err := o.s.runs.Cancel(ctx, key, req.GetReason())
 	switch {
 	case errors.Is(err, run.ErrUnavailable):
 		return nil, statusError(toolpb.ErrorReason_ERROR_REASON_JOURNAL_UNAVAILABLE, err.Error(), nil)
@@ -337,7 +345,7 @@ func notFound(err error) *fieldError {
 
 func snapshotProto(s run.Snapshot) *toolpb.GetRunResponse {
 	resp := &toolpb.GetRunResponse{
-		RunId: s.ID, State: stateProto(s.State), Iterations: int32(s.Iterations), ToolCalls: int32(s.ToolCalls),
+		RunId: clientRunID(s.ID), State: stateProto(s.State), Iterations: int32(s.Iterations), ToolCalls: int32(s.ToolCalls),
 		FinalText: s.FinalText, StartedAt: timestamppb.New(s.Started),
 		Usage: &toolpb.Usage{InputTokens: s.Usage.InputTokens, OutputTokens: s.Usage.OutputTokens, CostUsd: s.CostUSD},
 	}

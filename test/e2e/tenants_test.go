@@ -180,6 +180,47 @@ agentic_tools:
 	if r, err := acme.GetRun(ctx, runID); err != nil || r.GetState() != toolpb.RunState_RUN_STATE_SUCCEEDED {
 		t.Errorf("acme's GetRun of its run: %v, %v", r.GetState(), err)
 	}
+	// Run ids are the tenant's own: hooli starting a run with the id of acme's learns
+	// nothing of it (it used to be refused ALREADY_EXISTS where every other call answers
+	// NOT_FOUND); the two runs then live side by side, each its tenant's.
+	for _, id := range []string{runID, "shared-id"} {
+		if id == "shared-id" {
+			if _, err := m.firstEvent(ctx, acme, &toolpb.RunRequest{RunId: id, Prompt: "echo", ToolGroups: []string{"echo_acme"}}); err != nil {
+				t.Fatalf("acme's run %s: %v", id, err)
+			}
+		}
+		var got string
+		for ev, err := range hooli.Run(ctx, &toolpb.RunRequest{RunId: id, Prompt: "echo", ToolGroups: []string{"math"}}) {
+			if err != nil {
+				t.Fatalf("hooli's run with acme's run id %s: %v", id, err)
+			}
+			got = ev.GetRunId()
+		}
+		if got != id {
+			t.Errorf("hooli's run with id %s reports run id %s", id, got)
+		}
+		for who, c := range map[string]*client.Client{"acme": acme, "hooli": hooli} {
+			r, err := c.GetRun(ctx, id)
+			if err != nil || r.GetRunId() != id {
+				t.Errorf("%s's GetRun(%s): %v, %v", who, id, r, err)
+			}
+		}
+		for ev, err := range hooli.Run(ctx, &toolpb.RunRequest{RunId: id, Prompt: "echo", ToolGroups: []string{"math"}}) {
+			if status.Code(err) != codes.AlreadyExists {
+				t.Errorf("hooli's second run with its id %s: %v, %v; want ALREADY_EXISTS", id, ev, err)
+			}
+			break
+		}
+	}
+	if runs, _, err := hooli.ListRuns(ctx, toolpb.RunState_RUN_STATE_UNSPECIFIED, 100, ""); err != nil || len(runs) != 2 {
+		t.Errorf("hooli lists %v, %v; want its two runs", runs, err)
+	} else {
+		for _, r := range runs {
+			if r.GetRunId() != runID && r.GetRunId() != "shared-id" {
+				t.Errorf("hooli lists a run id %q, not one it gave", r.GetRunId())
+			}
+		}
+	}
 
 	// globex's quotas: two tool calls a minute (the third is not sent, and the model reads
 	// when to try again), three messages to start a run with.
