@@ -56,6 +56,9 @@ var (
 	// ErrDefinitionQuarantined: a worker's tool definition waits for an operator's
 	// approval.
 	ErrDefinitionQuarantined = errors.New("definition quarantined")
+	// ErrJournalDamaged: the run's journal holds a record that cannot be read back; the
+	// run is held for an operator (RUN_STATE_HELD).
+	ErrJournalDamaged = errors.New("the run's journal holds a damaged record")
 )
 
 // Sentinels of the reasons a worker's or a registration's errors carry; a client rarely
@@ -115,6 +118,7 @@ var sentinels = map[toolpb.ErrorReason]error{
 	toolpb.ErrorReason_ERROR_REASON_PERMISSION_DENIED:      ErrPermissionDenied,
 	toolpb.ErrorReason_ERROR_REASON_TENANT_QUOTA:           ErrTenantQuota,
 	toolpb.ErrorReason_ERROR_REASON_DEFINITION_QUARANTINED: ErrDefinitionQuarantined,
+	toolpb.ErrorReason_ERROR_REASON_JOURNAL_DAMAGED:        ErrJournalDamaged,
 }
 
 // Error is an error the orchestrator reported.
