@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -62,6 +63,13 @@ func BenchmarkLoopOverGRPC(b *testing.B) {
 			b.Fatalf("run: %v, %v", final, err)
 		}
 	}
+}
+
+// processCPU is the CPU time this process used so far, user and system.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkLoopJournaled is BenchmarkLoopOverGRPC at 32 runs in flight with each run
@@ -147,6 +155,7 @@ func BenchmarkLoopJournaled(b *testing.B) {
 			}
 			b.ReportAllocs()
 			b.SetParallelism(16)
+			cpu0 := processCPU()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					final, err := cl.RunAndWait(ctx, req, nil)
@@ -156,6 +165,7 @@ func BenchmarkLoopJournaled(b *testing.B) {
 					}
 				}
 			})
+			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/run")
 			if counts {
 				after := sr.Stats()
 				b.ReportMetric(float64(after.Commits-before.Commits)/float64(b.N), "commits/run")

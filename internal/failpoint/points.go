@@ -13,6 +13,9 @@ const (
 	StoreBeforeCommit = "store-before-commit"
 	// StoreAfterCommit: that transaction is committed; none of its writers knows yet.
 	StoreAfterCommit = "store-after-commit"
+	// StoreBeforeApply: SQLite's store copies committed writes from its commit log to
+	// its database, in a transaction that is about to commit.
+	StoreBeforeApply = "store-before-apply"
 	// AfterCommit: a batch of a run's records is committed; its events are not yet
 	// delivered, and whoever waits for it is not yet woken.
 	AfterCommit = "journal-after-commit"
@@ -37,5 +40,5 @@ const (
 )
 
 // Points lists every point, in the order a run reaches them.
-var Points = []string{RunCreated, BeforeCommit, StoreBeforeCommit, StoreAfterCommit, AfterCommit, BeforeModel,
+var Points = []string{RunCreated, BeforeCommit, StoreBeforeCommit, StoreAfterCommit, StoreBeforeApply, AfterCommit, BeforeModel,
 	ModelAnswered, BeforeSend, OutcomeReceived, ResumeAcquired, ReplayModel, ReplayOutcome}

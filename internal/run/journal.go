@@ -140,6 +140,9 @@ type journal struct {
 	// ending is the state the run ends in once its end record, the last of the queue,
 	// is committed (with runlog.Store.Finish, in one step).
 	ending runlog.State
+	// ended: the run's end is committed and its lease given up; the journal takes no
+	// more, and a renewal the store refuses now is no failure.
+	ended  bool
 	failed error
 	closed bool
 	// frozen: the run stops here (a shutdown) and goes on elsewhere; what it does from
@@ -293,6 +296,14 @@ func (j *journal) renewOnce() bool {
 		}
 	case errors.Is(err, runlog.ErrFenced) || time.Now().After(lease.Until):
 		j.renewStopped = true
+		j.mu.Lock()
+		ending := j.ending != ""
+		j.mu.Unlock()
+		if ending && errors.Is(err, runlog.ErrFenced) {
+			// The run's end is on its way: the store refuses the renewal because it took
+			// the end already, or the end's own commit fails the same way and says so.
+			return false
+		}
 		j.fail(fmt.Errorf("renewing the lease: %w", err))
 		return false
 	}
@@ -302,8 +313,11 @@ func (j *journal) renewOnce() bool {
 func (j *journal) fail(err error) {
 	// The run stops before anyone waiting sees the failure.
 	j.mu.Lock()
-	stop := j.stop
+	stop, ended := j.stop, j.ended
 	j.mu.Unlock()
+	if ended {
+		return // over: nothing of it is left to fail
+	}
 	if stop != nil {
 		stop(fmt.Errorf("%w: %w", ErrJournal, err))
 	}
@@ -440,6 +454,9 @@ func (j *journal) flush() {
 		failpoint.Hit(failpoint.AfterCommit)
 		j.mu.Lock()
 		j.committed = recs[len(recs)-1].Seq
+		if final && ending != "" {
+			j.ended = true
+		}
 		close(j.commits)
 		j.commits = make(chan struct{})
 		j.cond.Broadcast()

@@ -161,3 +161,35 @@ func TestJournalFenced(t *testing.T) {
 	}
 	_ = j.close()
 }
+
+// renewingStore renews the journal's lease right after it finishes a run: a renewal
+// that lands between the run's end being committed and the journal's close.
+type renewingStore struct {
+	runlog.Store
+	j *journal
+}
+
+func (s *renewingStore) Finish(ctx context.Context, lease runlog.Lease, state runlog.State, last ...runlog.Record) error {
+	if err := s.Store.Finish(ctx, lease, state, last...); err != nil {
+		return err
+	}
+	s.j.renewOnce()
+	return nil
+}
+
+// A run whose end is committed is over: a renewal of its lease that the store refuses
+// then (the run is finished) does not fail the journal, and the run's end is not
+// reported lost (its client was told the run stopped and continues elsewhere).
+func TestRenewalAfterTheEndIsNoFailure(t *testing.T) {
+	store, lease := memJournal(t)
+	rs := &renewingStore{Store: store}
+	j := newJournal(rs, newRenewer(time.Minute), lease, time.Minute, jsonCodec{}, 1)
+	rs.j = j
+	j.start()
+	if err := j.finish(endRecord{State: StateSucceeded, FinalText: "done", Ended: time.Now()}); err != nil {
+		t.Fatalf("finish: %v", err)
+	}
+	if r, _ := store.Get(context.Background(), "r1"); r.State != runlog.StateSucceeded {
+		t.Errorf("the run is %s", r.State)
+	}
+}

@@ -58,6 +58,11 @@ func TestEncryptionAtRest(t *testing.T) {
 	if err := s.Append(ctx, l, []runlog.Record{{Seq: 2, Kind: runlog.KindEvent, Data: json.RawMessage(`{"e":"` + secret + `"}`)}}); err != nil {
 		t.Fatal(err)
 	}
+	// Another run whose records are sealed in the same places: its row moved onto r's
+	// must not open there.
+	if _, err := s.Create(ctx, "r2", "o", time.Minute, runlog.Record{Seq: 1, Kind: runlog.KindRequest, Data: json.RawMessage(`{"token":"other"}`)}); err != nil {
+		t.Fatal(err)
+	}
 	recs, err := s.Read(ctx, "r", 0, 0)
 	if err != nil || len(recs) != 2 || !strings.Contains(string(recs[0].Data), secret) {
 		t.Fatalf("Read = %v, %v", recs, err)
@@ -82,9 +87,10 @@ func TestEncryptionAtRest(t *testing.T) {
 	}
 	_ = other.Close()
 
-	// Move record 2's sealed data onto record 1: it must not open there.
+	// Move r2's sealed row onto r's first: it must not open there.
 	db := runlogtest.RawSQLite(t, path)
-	if _, err := db.Exec(`UPDATE toolmesh_records SET data = (SELECT data FROM toolmesh_records WHERE run_id = 'r' AND seq = 2) WHERE run_id = 'r' AND seq = 1`); err != nil {
+	if _, err := db.Exec(`UPDATE toolmesh_records SET data = (SELECT data FROM toolmesh_records WHERE run_id = 'r2' AND seq = 1),
+		n = (SELECT n FROM toolmesh_records WHERE run_id = 'r2' AND seq = 1) WHERE run_id = 'r' AND seq = 1`); err != nil {
 		t.Fatal(err)
 	}
 	_ = db.Close()

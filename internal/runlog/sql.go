@@ -38,6 +38,9 @@ type dialect struct {
 	// next_seq column, which the dialect's committer does not keep up to date while the
 	// run goes on).
 	nextSeq string
+	// gather, when set, is how long a committer waits for more writes when fewer came
+	// than last time: a commit costs a sync whatever its size.
+	gather time.Duration
 	// committers is how many groups of writes may commit at once: one where the
 	// database has one writer (SQLite), a few where commits wait on a server (each has
 	// a connection of its own, and the server flushes their commits together).
@@ -66,8 +69,10 @@ type sqlStore struct {
 	// every commit cost as much as running them).
 	stmtMu sync.Mutex
 	stmts  map[string]*sql.Stmt
-	// writer is SQLite's committer's connection.
+	// writer is the connection SQLite's applier writes the database on; logged its
+	// committer, commit log and applier.
 	writer *sqliteWriter
+	logged *sqliteLogged
 	// writes feeds the committers (commit); closed stops them, done counts them.
 	writes    chan *write
 	closed    chan struct{}
@@ -171,6 +176,8 @@ type write struct {
 	state State
 	note  string
 	done  chan error
+	// row is the records packed as a row, once a committer packed them.
+	row *loggedRow
 }
 
 // submit hands w to the committers and waits for its outcome. A caller whose context
@@ -220,6 +227,14 @@ func (s *sqlStore) Health(ctx context.Context) error {
 	if failing != nil {
 		return failing
 	}
+	if s.logged != nil {
+		s.logged.amu.Lock()
+		err := s.logged.applyErr
+		s.logged.amu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
 	var one int
 	if err := s.db.QueryRowContext(ctx, `SELECT 1 FROM toolmesh_meta LIMIT 1`).Scan(&one); err != nil {
 		return fmt.Errorf("runlog: the %s journal does not answer: %w", s.d.name, s.d.why(err))
@@ -242,6 +257,7 @@ const maxGroup = 256
 func (s *sqlStore) commit() {
 	defer s.done.Done()
 	var carry []*write
+	last := 0 // the size of the last group
 	for {
 		group := carry
 		carry = nil
@@ -278,6 +294,27 @@ func (s *sqlStore) commit() {
 				break more
 			}
 		}
+		if s.d.gather > 0 && last > 1 && len(group) < last && len(group) < maxGroup {
+			// Writers came many at a time last time: let more join, briefly, rather than
+			// pay a commit (an fsync) for a few.
+			t := time.NewTimer(s.d.gather)
+		gather:
+			for len(group) < last && len(group) < maxGroup {
+				select {
+				case w := <-s.writes:
+					if runs[w.lease.RunID] {
+						carry = append(carry, w)
+						continue
+					}
+					runs[w.lease.RunID] = true
+					group = append(group, w)
+				case <-t.C:
+					break gather
+				}
+			}
+			t.Stop()
+		}
+		last = len(group)
 		start := time.Now()
 		errs := s.commitGroup(group)
 		s.noteCommit(errs)
@@ -570,6 +607,10 @@ func (s *sqlStore) Workers(ctx context.Context, since time.Time) ([]string, erro
 }
 
 func (s *sqlStore) Decide(ctx context.Context, runID, key string, d Decision) error {
+	return s.exclusive(runID, func() error { return s.decide(ctx, runID, key, d) })
+}
+
+func (s *sqlStore) decide(ctx context.Context, runID, key string, d Decision) error {
 	if err := checkDecision(runID, key, d); err != nil {
 		return err
 	}
@@ -599,6 +640,9 @@ func (s *sqlStore) Decide(ctx context.Context, runID, key string, d Decision) er
 }
 
 func (s *sqlStore) Decision(ctx context.Context, runID, key string) (Decision, bool, error) {
+	if err := s.settle(); err != nil {
+		return Decision{}, false, err
+	}
 	var d Decision
 	var t int64
 	err := s.db.QueryRowContext(ctx, s.q(`SELECT approve, reason, decided_by, time FROM toolmesh_decisions WHERE run_id = ? AND call_key = ?`), runID, key).
@@ -611,6 +655,44 @@ func (s *sqlStore) Decision(ctx context.Context, runID, key string) (Decision, b
 	}
 	d.Time = time.Unix(0, t)
 	return d, true, nil
+}
+
+// settle waits until the database holds every write committed so far: SQLite's store
+// commits to its commit log first (sqliteLogged). Reads and the writes that bypass the
+// committer call it.
+func (s *sqlStore) settle() error {
+	if s.logged == nil {
+		return nil
+	}
+	return s.logged.settled()
+}
+
+// readRunRow reads a run's row as a committer checks writes against it.
+func (s *sqlStore) readRunRow(ctx context.Context, runID string) (lockedRun, error) {
+	r, err := scanRun(s.db.QueryRowContext(ctx, s.q(`SELECT `+s.runColumns()+` FROM toolmesh_runs WHERE run_id = ?`), runID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return lockedRun{}, fmt.Errorf("%w: %s", ErrNotFound, runID)
+	}
+	if err != nil {
+		return lockedRun{}, fmt.Errorf("runlog: read %s: %w", runID, s.d.why(err))
+	}
+	return lockedRun{state: r.State, owner: r.Owner, epoch: r.Epoch, until: r.Until.UnixNano(), nextSeq: r.Records + 1}, nil
+}
+
+// exclusive runs fn with the committer held back and every committed write in the
+// database: a write that bypasses the committer (Acquire, Decide) sees and changes
+// what the committer checks against. It forgets the committer's view of runID.
+func (s *sqlStore) exclusive(runID string, fn func() error) error {
+	if s.logged == nil {
+		return fn()
+	}
+	s.logged.mu.Lock()
+	defer s.logged.mu.Unlock()
+	if err := s.logged.settled(); err != nil {
+		return err
+	}
+	defer s.logged.forget(runID)
+	return fn()
 }
 
 // lockRun reads a run's row inside tx, locking it where the dialect can.
@@ -628,6 +710,9 @@ func (s *sqlStore) lockRun(ctx context.Context, tx *sql.Tx, runID string) (Run, 
 // Read reads the rows that hold the records after after (a row holds at most MaxBatch
 // records, so those that start MaxBatch before it), and unpacks them.
 func (s *sqlStore) Read(ctx context.Context, runID string, after int64, limit int, kinds ...Kind) ([]Record, error) {
+	if err := s.settle(); err != nil {
+		return nil, err
+	}
 	after = max(after, 0)
 	mask := kindsMask(kinds)
 	query := `SELECT seq, n, epoch, kind, kinds, time, data FROM toolmesh_records WHERE run_id = ? AND seq > ? AND seq + n > ?`
@@ -679,6 +764,15 @@ func (s *sqlStore) Read(ctx context.Context, runID string, after int64, limit in
 // Acquire takes a run whose lease expired, or that owner holds, or that is held (an
 // operator's restart tries it again: its note goes).
 func (s *sqlStore) Acquire(ctx context.Context, runID, owner string, ttl time.Duration) (Lease, error) {
+	var l Lease
+	err := s.exclusive(runID, func() (err error) {
+		l, err = s.acquire(ctx, runID, owner, ttl)
+		return err
+	})
+	return l, err
+}
+
+func (s *sqlStore) acquire(ctx context.Context, runID, owner string, ttl time.Duration) (Lease, error) {
 	if err := checkID("owner", owner); err != nil {
 		return Lease{}, err
 	}
@@ -712,12 +806,26 @@ func (s *sqlStore) Acquire(ctx context.Context, runID, owner string, ttl time.Du
 func (s *sqlStore) Renew(ctx context.Context, lease Lease, ttl time.Duration) (Lease, error) {
 	now := s.now()
 	until := now.Add(ttl)
-	res, err := s.db.ExecContext(ctx, s.q(`UPDATE toolmesh_runs SET lease_until = ?, updated = ? WHERE run_id = ? AND owner = ? AND epoch = ? AND state = ?`),
-		until.UnixNano(), now.UnixNano(), lease.RunID, lease.Owner, lease.Epoch, string(StateRunning))
-	if err != nil {
-		return Lease{}, fmt.Errorf("runlog: renew %s: %w", lease.RunID, s.d.why(err))
+	renew := func() (int64, error) {
+		res, err := s.db.ExecContext(ctx, s.q(`UPDATE toolmesh_runs SET lease_until = ?, updated = ? WHERE run_id = ? AND owner = ? AND epoch = ? AND state = ?`),
+			until.UnixNano(), now.UnixNano(), lease.RunID, lease.Owner, lease.Epoch, string(StateRunning))
+		if err != nil {
+			return 0, fmt.Errorf("runlog: renew %s: %w", lease.RunID, s.d.why(err))
+		}
+		return res.RowsAffected()
 	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
+	n, err := renew()
+	if err == nil && n != 1 && s.logged != nil {
+		// The run may be in the commit log and not yet in the database: once it is, the
+		// renewal finds it.
+		if err = s.settle(); err == nil {
+			n, err = renew()
+		}
+	}
+	if err != nil {
+		return Lease{}, err
+	}
+	if n != 1 {
 		if _, gerr := s.Get(ctx, lease.RunID); gerr != nil {
 			return Lease{}, gerr
 		}
@@ -749,6 +857,9 @@ func scanRun(sc interface{ Scan(...any) error }) (Run, error) {
 }
 
 func (s *sqlStore) Get(ctx context.Context, runID string) (Run, error) {
+	if err := s.settle(); err != nil {
+		return Run{}, err
+	}
 	r, err := scanRun(s.db.QueryRowContext(ctx, s.q(`SELECT `+s.runColumns()+` FROM toolmesh_runs WHERE run_id = ?`), runID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Run{}, fmt.Errorf("%w: %s", ErrNotFound, runID)
@@ -760,6 +871,9 @@ func (s *sqlStore) Get(ctx context.Context, runID string) (Run, error) {
 }
 
 func (s *sqlStore) list(ctx context.Context, query string, args ...any) ([]Run, error) {
+	if err := s.settle(); err != nil {
+		return nil, err
+	}
 	rows, err := s.db.QueryContext(ctx, s.q(query), args...)
 	if err != nil {
 		return nil, fmt.Errorf("runlog: list: %w", s.d.why(err))
@@ -796,6 +910,9 @@ func (s *sqlStore) Expired(ctx context.Context, limit int) ([]Run, error) {
 }
 
 func (s *sqlStore) Prune(ctx context.Context, before time.Time, limit int) (int, error) {
+	if err := s.settle(); err != nil {
+		return 0, err
+	}
 	rows, err := s.db.QueryContext(ctx, s.q(`SELECT run_id FROM toolmesh_runs WHERE state NOT IN (?, ?) AND updated < ? ORDER BY updated LIMIT ?`),
 		string(StateRunning), string(StateHeld), before.UnixNano(), listLimit(limit))
 	if err != nil {
@@ -846,6 +963,9 @@ func (s *sqlStore) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.closed)
 		s.done.Wait()
+		if s.logged != nil {
+			s.logged.close()
+		}
 		if s.writer != nil {
 			s.writer.close()
 		}

@@ -63,8 +63,9 @@ func openSQLite(ctx context.Context, dsn, path string, pragmas ...string) (Store
 		// Without a rowid, a record row lives in the table's one B-tree, in key order,
 		// instead of in a table and an index: a commit writes half the pages.
 		clustered:   " WITHOUT ROWID",
-		committers:  1, // SQLite has one writer
-		commitGroup: sqliteCommitGroup,
+		committers:  1,
+		gather:      250 * time.Microsecond,
+		commitGroup: func(s *sqlStore, group []*write) []error { return s.logged.commitGroup(group) },
 		nextSeq:     sqliteNextSeq,
 	}}
 	if err := s.migrate(ctx); err != nil {
@@ -81,6 +82,18 @@ func openSQLite(ctx context.Context, dsn, path string, pragmas ...string) (Store
 		return nil, fmt.Errorf("runlog: open %s: %w", path, sqliteExplain(err))
 	}
 	s.writer = &sqliteWriter{conn: conn, stmts: map[string]driver.Stmt{}}
+	// The applier's transactions need no fsync: the commit log holds what a crash
+	// might take from them (sqliteLogged).
+	if err := conn.Raw(func(dc any) error { _, err := s.writer.exec(dc, `PRAGMA synchronous = NORMAL`); return err }); err != nil {
+		s.writer.close()
+		_ = db.Close()
+		return nil, fmt.Errorf("runlog: open %s: %w", path, sqliteExplain(err))
+	}
+	if s.logged, err = startLogged(ctx, s, s.writer, path); err != nil {
+		s.writer.close()
+		_ = db.Close()
+		return nil, err
+	}
 	s.start()
 	return s, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/failpoint"
 	"github.com/toolmesh/toolmesh/internal/harness"
+	"github.com/toolmesh/toolmesh/internal/runlog"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
 
@@ -61,13 +62,19 @@ journal: {data_dir: `+strconv.Quote(data)+`, lease_ttl: 2s, resume_grace: 10s}
 		t.Fatalf("the orchestrator did not die at the failpoint: %v\n%s", err, o.output())
 	}
 
-	// A byte of the run's second row (its first step) changes on disk.
+	// A byte of the run's first row changes on disk. The journal is
+	// opened once first, which copies its commit log to the database: the rows are there.
+	js, err := runlog.OpenSQLite(ctx, filepath.Join(data, "journal.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = js.Close()
 	db, err := sql.Open("sqlite", filepath.Join(data, "journal.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	res, err := db.Exec(`UPDATE toolmesh_records SET data = CAST(substr(data, 1, 20) || X'FF' || substr(data, 22) AS BLOB)
-		WHERE run_id = 'damaged' AND seq = (SELECT seq FROM toolmesh_records WHERE run_id = 'damaged' ORDER BY seq LIMIT 1 OFFSET 1)`)
+		WHERE run_id = 'damaged' AND seq = (SELECT seq FROM toolmesh_records WHERE run_id = 'damaged' ORDER BY seq LIMIT 1)`)
 	if n, _ := res.RowsAffected(); err != nil || n != 1 {
 		t.Fatalf("damaging a row: %v (%d rows)", err, n)
 	}

@@ -1,0 +1,303 @@
+package runlog
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"time"
+)
+
+// A commitLog is an append-only file of the writes the SQLite store has committed but
+// not yet applied to its database (see sqliteLogged). A group of writes is one entry:
+// a magic number, the length of its payload, the CRC-32C of the payload, then the
+// payload: the entry's number, then each write. An entry is committed once written and
+// synced; an entry cut short by a crash (its length or checksum do not hold) was never
+// acknowledged, and reading stops there.
+//
+// The file is filled with zeros ahead of what is written, and once its entries are all
+// in the database it is written again from its start rather than truncated: a write
+// that does not grow the file is made durable by fdatasync without a change to the
+// file system's metadata, which halves what a commit waits for. Entries are numbered
+// one after another, so reading stops at an entry of an earlier round (its number does
+// not follow) as it does at a torn one.
+type commitLog struct {
+	path string
+	f    *os.File
+	// end is where the next entry goes, size the length of the file (zeros past end).
+	end, size int64
+	// last is the number of the last entry written.
+	last uint64
+}
+
+// logMagic starts every entry.
+const logMagic = 0x544d434c // "TMCL"
+
+// logChunk is how much the file grows by, in zeros, when an entry would pass its end.
+const logChunk = 8 << 20
+
+// logEntry is an entry read back: its number and its writes.
+type logEntry struct {
+	id     uint64
+	writes []*write
+}
+
+// openCommitLog opens the log at path, creating it when missing, and returns the
+// entries it holds, up to the first that is torn or does not follow.
+func openCommitLog(path string) (*commitLog, []logEntry, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syncWrites, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("runlog: the commit log: %w", err)
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		_ = f.Close()
+		return nil, nil, fmt.Errorf("runlog: the commit log %s: %w", path, err)
+	}
+	var entries []logEntry
+	good := 0
+	for good < len(data) {
+		e, n, err := decodeEntry(data[good:])
+		if err != nil || (len(entries) > 0 && e.id != entries[len(entries)-1].id+1) {
+			break // torn (never acknowledged), zeros, or an entry of an earlier round
+		}
+		entries = append(entries, e)
+		good += n
+	}
+	l := &commitLog{path: path, f: f, end: int64(good), size: int64(len(data))}
+	if len(entries) > 0 {
+		l.last = entries[len(entries)-1].id
+	}
+	return l, entries, nil
+}
+
+// write writes an entry of writes, numbered id, after the last; sync makes it durable.
+func (l *commitLog) write(id uint64, writes []*write) error {
+	b := encodeEntry(id, writes)
+	// What follows the entry is zeros, or the start of an older entry: either way not an
+	// entry that follows it.
+	if l.end+int64(len(b)) > l.size {
+		grow := max(int64(logChunk), l.end+int64(len(b))-l.size)
+		if _, err := l.f.WriteAt(make([]byte, grow), l.size); err != nil {
+			return err
+		}
+		if err := l.f.Sync(); err != nil { // the file's new length is metadata
+			return err
+		}
+		l.size += grow
+	}
+	if _, err := l.f.WriteAt(b, l.end); err != nil {
+		return err
+	}
+	l.end += int64(len(b))
+	l.last = id
+	return nil
+}
+
+// sync makes every entry written so far durable: the writes of a file opened with
+// syncWrites are, when they return.
+func (l *commitLog) sync() error {
+	if syncWrites != 0 {
+		return nil
+	}
+	return syncData(l.f)
+}
+
+// rewind starts the log again from its start: every entry is in the database, on disk.
+// The entry at the start is made invalid first, so that the log reads empty until the
+// next entry is written.
+func (l *commitLog) rewind() error {
+	if l.end == 0 {
+		return nil
+	}
+	if _, err := l.f.WriteAt(make([]byte, 12), 0); err != nil {
+		return err
+	}
+	if err := syncData(l.f); err != nil {
+		return err
+	}
+	l.end = 0
+	return nil
+}
+
+func (l *commitLog) close() error { return l.f.Close() }
+
+// encodeEntry is the bytes of entry id holding writes, whose records are packed in their
+// rows (write.row).
+func encodeEntry(id uint64, writes []*write) []byte {
+	size := 32
+	for _, w := range writes {
+		size += 64 + len(w.lease.RunID) + len(w.lease.Owner) + len(w.note)
+		if w.row != nil {
+			size += 48 + len(w.row.kind) + len(w.row.data)
+		}
+	}
+	b := make([]byte, 12, size)
+	b = binary.AppendUvarint(b, id)
+	b = binary.AppendUvarint(b, uint64(len(writes)))
+	for _, w := range writes {
+		b = append(b, byte(w.kind))
+		b = appendString(b, w.lease.RunID)
+		b = appendString(b, w.lease.Owner)
+		b = binary.AppendVarint(b, w.lease.Epoch)
+		b = binary.AppendVarint(b, w.lease.Until.UnixNano())
+		b = appendString(b, string(w.state))
+		b = appendString(b, w.note)
+		if w.row == nil {
+			b = binary.AppendUvarint(b, 0)
+			continue
+		}
+		b = binary.AppendUvarint(b, uint64(w.row.n))
+		b = binary.AppendVarint(b, w.row.first)
+		b = binary.AppendVarint(b, w.row.kinds)
+		b = appendString(b, w.row.kind)
+		b = binary.AppendVarint(b, w.row.time)
+		b = appendBytes(b, w.row.data)
+	}
+	binary.BigEndian.PutUint32(b[0:4], logMagic)
+	binary.BigEndian.PutUint32(b[4:8], uint32(len(b)-12))
+	binary.BigEndian.PutUint32(b[8:12], crc32.Checksum(b[12:], castagnoli))
+	return b
+}
+
+// loggedRow is a write's records packed as a row of the records table: the first's
+// sequence number, kind and time, how many, their kinds and their packed data.
+type loggedRow struct {
+	first, n, kinds, time int64
+	kind                  string
+	data                  []byte
+	// epoch is the epoch of the lease the records were written under.
+	epoch int64
+}
+
+// packRow packs records written under epoch as a row, times filled in with now.
+func packRow(records []Record, epoch int64, now time.Time) *loggedRow {
+	data, kinds := pack(records, now)
+	t := records[0].Time
+	if t.IsZero() {
+		t = now
+	}
+	return &loggedRow{first: records[0].Seq, n: int64(len(records)), kinds: kinds, time: t.UnixNano(), kind: string(records[0].Kind), data: data, epoch: epoch}
+}
+
+// follows reports whether r's records come right after p's, under the same lease, and
+// the two fit in a row.
+func (r *loggedRow) follows(p *loggedRow) bool {
+	return r.first == p.first+p.n && r.epoch == p.epoch && p.n+r.n <= MaxBatch && len(p.data)+len(r.data) <= MaxAppendBytes
+}
+
+// join makes one row of p and the row after it, r: their records in order.
+func join(p, r *loggedRow) *loggedRow {
+	data := make([]byte, 5, len(p.data)+len(r.data)-5)
+	data[0] = packedVersion
+	data = append(data, p.data[5:]...)
+	data = append(data, r.data[5:]...)
+	binary.BigEndian.PutUint32(data[1:5], crc32.Checksum(data[5:], castagnoli))
+	return &loggedRow{first: p.first, n: p.n + r.n, kinds: p.kinds | r.kinds, time: p.time, kind: p.kind, data: data, epoch: p.epoch}
+}
+
+// decodeEntry reads the entry at the start of b and returns it with its length.
+func decodeEntry(b []byte) (logEntry, int, error) {
+	torn := errors.New("a torn entry")
+	if len(b) < 12 || binary.BigEndian.Uint32(b[0:4]) != logMagic {
+		return logEntry{}, 0, torn
+	}
+	n := int(binary.BigEndian.Uint32(b[4:8]))
+	if n > len(b)-12 {
+		return logEntry{}, 0, torn
+	}
+	p := b[12 : 12+n]
+	if crc32.Checksum(p, castagnoli) != binary.BigEndian.Uint32(b[8:12]) {
+		return logEntry{}, 0, torn
+	}
+	r := reader{b: p}
+	e := logEntry{id: r.uvarint()}
+	count := r.uvarint()
+	for i := uint64(0); i < count && r.err == nil; i++ {
+		w := &write{kind: writeKind(r.byte())}
+		w.lease.RunID = r.string()
+		w.lease.Owner = r.string()
+		w.lease.Epoch = r.varint()
+		w.lease.Until = time.Unix(0, r.varint())
+		w.state = State(r.string())
+		w.note = r.string()
+		if nrec := r.uvarint(); nrec > 0 {
+			row := &loggedRow{n: int64(nrec)}
+			row.first = r.varint()
+			row.kinds = r.varint()
+			row.kind = r.string()
+			row.time = r.varint()
+			row.data = r.bytes()
+			row.epoch = w.lease.Epoch
+			w.row = row
+		}
+		e.writes = append(e.writes, w)
+	}
+	if r.err != nil || len(r.b) != 0 {
+		return logEntry{}, 0, fmt.Errorf("%w: entry %d of the commit log does not decode", ErrDamaged, e.id)
+	}
+	return e, 12 + n, nil
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendBytes(b, p []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(p)))
+	return append(b, p...)
+}
+
+// reader reads what encodeEntry wrote; the first error sticks.
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) fail() { r.err, r.b = errors.New("short"), nil }
+
+func (r *reader) byte() byte {
+	if len(r.b) < 1 {
+		r.fail()
+		return 0
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
+}
+
+func (r *reader) uvarint() uint64 {
+	v, k := binary.Uvarint(r.b)
+	if k <= 0 {
+		r.fail()
+		return 0
+	}
+	r.b = r.b[k:]
+	return v
+}
+
+func (r *reader) varint() int64 {
+	v, k := binary.Varint(r.b)
+	if k <= 0 {
+		r.fail()
+		return 0
+	}
+	r.b = r.b[k:]
+	return v
+}
+
+func (r *reader) bytes() []byte {
+	n := r.uvarint()
+	if r.err != nil || n > uint64(len(r.b)) {
+		r.fail()
+		return nil
+	}
+	p := r.b[:n]
+	r.b = r.b[n:]
+	return p
+}
+
+func (r *reader) string() string { return string(r.bytes()) }

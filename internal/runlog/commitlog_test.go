@@ -1,0 +1,96 @@
+package runlog
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func logWrite(id string, seq int64) *write {
+	w := &write{kind: writeAppend, lease: Lease{RunID: id, Owner: "o", Epoch: 1, Until: time.Unix(0, 5)}}
+	w.records = []Record{{Seq: seq, Kind: KindEvent, Data: []byte{byte(seq)}}}
+	w.row = packRow(w.records, 1, time.Unix(0, 7))
+	return w
+}
+
+// The commit log reads back the entries written to it, in order; an entry cut short
+// (a crash while it was written), and anything after it, is not read; after a rewind
+// only the entries written since are read, not those of the round before.
+func TestCommitLog(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal.db-commits")
+	l, entries, err := openCommitLog(path)
+	if err != nil || len(entries) != 0 {
+		t.Fatalf("a new log: %v, %v", entries, err)
+	}
+	for i := uint64(1); i <= 3; i++ {
+		if err := l.write(i, []*write{logWrite("r", int64(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.sync(); err != nil {
+		t.Fatal(err)
+	}
+	end := l.end
+	_ = l.close()
+	// A fourth entry, torn: its first bytes only.
+	full := encodeEntry(4, []*write{logWrite("r", 4)})
+	f, _ := os.OpenFile(path, os.O_RDWR, 0)
+	_, _ = f.WriteAt(full[:len(full)-3], end)
+	_ = f.Close()
+
+	l, entries, err = openCommitLog(path)
+	if err != nil || len(entries) != 3 || entries[2].id != 3 || entries[2].writes[0].row.first != 3 || l.end != end {
+		t.Fatalf("reopened: %d entries, end %d (want 3, %d), %v", len(entries), l.end, end, err)
+	}
+	if w := entries[1].writes[0]; w.lease.RunID != "r" || w.lease.Owner != "o" || w.lease.Epoch != 1 || w.row.n != 1 || w.row.epoch != 1 {
+		t.Errorf("entry 2's write: %+v, row %+v", w, w.row)
+	}
+	recs, err := unpack("r", row{seq: 2, n: 1, epoch: 1, kinds: entries[1].writes[0].row.kinds, data: entries[1].writes[0].row.data}, 0, -1, 0, nil)
+	if err != nil || len(recs) != 1 || recs[0].Data[0] != 2 || recs[0].Time.UnixNano() != 7 {
+		t.Errorf("entry 2's records: %+v, %v", recs, err)
+	}
+	// The torn entry is overwritten by the next.
+	if err := l.write(4, []*write{logWrite("r", 4)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.rewind(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.write(5, []*write{logWrite("r", 5)}); err != nil {
+		t.Fatal(err)
+	}
+	_ = l.close()
+	_, entries, err = openCommitLog(path)
+	if err != nil || len(entries) != 1 || entries[0].id != 5 {
+		t.Fatalf("after a rewind: %+v, %v; want entry 5 alone", entries, err)
+	}
+	// Rewound and nothing written since: empty.
+	l, _, _ = openCommitLog(path)
+	l.end = 100
+	if err := l.rewind(); err != nil {
+		t.Fatal(err)
+	}
+	_ = l.close()
+	if _, entries, _ := openCommitLog(path); len(entries) != 0 {
+		t.Errorf("a rewound log reads %d entries", len(entries))
+	}
+}
+
+// Consecutive rows of a run under one lease join into one, whose records read as both.
+func TestJoinRows(t *testing.T) {
+	a := packRow([]Record{{Seq: 1, Kind: KindRequest, Data: []byte("a")}, {Seq: 2, Kind: KindEvent}}, 1, time.Unix(0, 1))
+	b := packRow([]Record{{Seq: 3, Kind: KindModel, Data: []byte("b")}}, 1, time.Unix(0, 2))
+	if !b.follows(a) || a.follows(b) {
+		t.Fatal("follows")
+	}
+	other := packRow([]Record{{Seq: 3, Kind: KindModel}}, 2, time.Unix(0, 2))
+	if other.follows(a) {
+		t.Error("rows of two leases joined")
+	}
+	j := join(a, b)
+	recs, err := unpack("r", row{seq: j.first, n: j.n, epoch: 1, kinds: j.kinds, data: j.data}, 0, -1, 0, nil)
+	if err != nil || len(recs) != 3 || string(recs[0].Data) != "a" || recs[1].Kind != KindEvent || string(recs[2].Data) != "b" || recs[2].Seq != 3 {
+		t.Errorf("joined: %+v, %v", recs, err)
+	}
+}

@@ -1,0 +1,489 @@
+package runlog
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/toolmesh/toolmesh/internal/failpoint"
+)
+
+// The SQLite store commits writes to its commit log, not to the database: a group of
+// writes of every run that waits is one entry, appended and fsynced — a write and an
+// fsync, whatever the group holds. A write is acknowledged then. An applier copies the
+// log's entries to the database a little later, many at a time, in one transaction:
+// the writes of one run since the last copy become one row (a step of a run used to cost
+// a page write, a system call or two, and a B-tree insert each; now a run's steps share
+// them). The database's transactions need no fsync of their own (synchronous=NORMAL):
+// the log holds what a crash might take from them, and it is emptied only once a
+// checkpoint has put everything in the database file, on disk. At open, the entries the
+// database does not hold (it notes the last one it applied) are applied again.
+//
+// The committer checks each write against its run as the log and the database hold it
+// together: a view of each run it wrote (owner, epoch, state, next sequence number),
+// read from the database when it has none. Everything else that writes a run's row
+// (Acquire) or needs it current (Decide, the reads) takes the committer's lock or waits
+// until the applier has caught up with the log (settled).
+
+// applyDelay is how long the applier lets entries gather before it copies them, unless
+// someone waits for them; applyBytes copies them at once when they grow past it.
+const (
+	applyDelay = 100 * time.Millisecond
+	applyBytes = 8 << 20
+	// resetBytes is the size past which the log is emptied, once all of it is applied.
+	resetBytes = 64 << 20
+)
+
+// runView is a run as the committer knows it.
+type runView struct {
+	lockedRun
+}
+
+// sqliteLogged is the SQLite store's committer, log and applier.
+type sqliteLogged struct {
+	s      *sqlStore
+	log    *commitLog
+	writer *sqliteWriter
+
+	// mu orders the committers' entries and the writes that bypass them; views are the
+	// runs they wrote; broken is the error of a log that failed to write or sync, after
+	// which nothing more is committed (what is on disk is not known).
+	mu     sync.Mutex
+	views  map[string]*runView
+	broken error
+	// smu guards written: the entries written and not known durable yet, in order.
+	smu     sync.Mutex
+	written []logEntry
+
+	amu   sync.Mutex
+	acond *sync.Cond
+	// queue holds the entries logged and not applied, queued their bytes; logged and
+	// applied are the numbers of the last entry logged and applied; urgent says someone
+	// waits for them; applyErr is why the last copy failed.
+	queue    []logEntry
+	queued   int
+	logged   uint64
+	applied  uint64
+	urgent   bool
+	stop     bool
+	stopped  chan struct{}
+	applyErr error
+	kick     chan struct{}
+}
+
+// startLogged opens the log next to the database, applies what the database lacks of
+// it, empties it, and starts the applier.
+func startLogged(ctx context.Context, s *sqlStore, w *sqliteWriter, path string) (*sqliteLogged, error) {
+	log, entries, err := openCommitLog(path + "-commits")
+	if err != nil {
+		return nil, err
+	}
+	l := &sqliteLogged{s: s, log: log, writer: w, views: map[string]*runView{}, stopped: make(chan struct{}), kick: make(chan struct{}, 1)}
+	l.acond = sync.NewCond(&l.amu)
+	var applied uint64
+	var v string
+	if err := s.db.QueryRowContext(ctx, `SELECT value FROM toolmesh_meta WHERE key = 'log_applied'`).Scan(&v); err == nil {
+		_, _ = fmt.Sscan(v, &applied)
+	}
+	var missing []logEntry
+	for _, e := range entries {
+		if e.id > applied {
+			missing = append(missing, e)
+		}
+	}
+	if len(missing) > 0 {
+		if err := l.applyEntries(missing); err != nil {
+			_ = log.close()
+			return nil, fmt.Errorf("runlog: applying the commit log %s: %w", log.path, err)
+		}
+		applied = missing[len(missing)-1].id
+	}
+	log.last = max(log.last, applied)
+	l.logged, l.applied = log.last, log.last
+	if err := l.checkpoint(); err != nil {
+		_ = log.close()
+		return nil, err
+	}
+	go l.run()
+	return l, nil
+}
+
+// view is run id as the committer knows it; found false when there is none.
+func (l *sqliteLogged) view(id string) (*runView, bool, error) {
+	if v, ok := l.views[id]; ok {
+		return v, true, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := l.s.readRunRow(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	v := &runView{lockedRun: r}
+	l.views[id] = v
+	return v, true, nil
+}
+
+// commitGroup checks each write against its run, logs those that pass as one entry
+// and hands it to the applier.
+func (l *sqliteLogged) commitGroup(group []*write) []error {
+	errs := make([]error, len(group))
+	fail := func(err error) []error {
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i] = err
+			}
+		}
+		return errs
+	}
+	l.mu.Lock()
+	if l.broken != nil {
+		l.mu.Unlock()
+		return fail(l.broken)
+	}
+	now := l.s.now()
+	var accepted []*write
+	for i, w := range group {
+		v, found, err := l.view(w.lease.RunID)
+		if err != nil {
+			return fail(fmt.Errorf("runlog: commit: %w", err))
+		}
+		var r lockedRun
+		if found {
+			r = v.lockedRun
+		}
+		if errs[i] = w.check(r, found); errs[i] != nil {
+			continue
+		}
+		if len(w.records) > 0 {
+			w.row = packRow(w.records, w.lease.Epoch, now)
+		}
+		accepted = append(accepted, w)
+	}
+	if len(accepted) == 0 {
+		l.mu.Unlock()
+		return errs
+	}
+	id := l.log.last + 1
+	failpoint.Hit(failpoint.StoreBeforeCommit)
+	if err := l.log.write(id, accepted); err != nil {
+		l.broken = fmt.Errorf("runlog: the commit log could not be written: %w", sqliteExplain(err))
+		l.mu.Unlock()
+		return fail(l.broken)
+	}
+	for _, w := range accepted {
+		v := l.views[w.lease.RunID]
+		if v == nil {
+			v = &runView{}
+			l.views[w.lease.RunID] = v
+		}
+		switch w.kind {
+		case writeCreate:
+			v.lockedRun = lockedRun{state: StateRunning, owner: w.lease.Owner, epoch: w.lease.Epoch, until: w.lease.Until.UnixNano(), nextSeq: w.next(1)}
+		case writeAppend:
+			v.nextSeq = w.next(v.nextSeq)
+		case writeFinish, writeHold:
+			v.nextSeq, v.state, v.until = w.next(v.nextSeq), w.state, 0
+		}
+	}
+	l.sweep()
+	l.smu.Lock()
+	l.written = append(l.written, logEntry{id: id, writes: accepted})
+	l.smu.Unlock()
+	l.mu.Unlock()
+
+	// The sync runs outside the lock: another committer writes its entry meanwhile, and
+	// syncs it with ours or after. A sync makes durable every entry written before it
+	// began (fdatasync covers the file), this one and those before it.
+	if err := l.log.sync(); err != nil {
+		l.mu.Lock()
+		l.broken = fmt.Errorf("runlog: the commit log could not be synced: %w", sqliteExplain(err))
+		l.mu.Unlock()
+		return fail(l.broken)
+	}
+	l.smu.Lock()
+	n := 0
+	for n < len(l.written) && l.written[n].id <= id {
+		n++
+	}
+	durable := l.written[:n:n]
+	l.written = l.written[n:]
+	for _, e := range durable {
+		l.enqueue(e)
+	}
+	l.smu.Unlock()
+	failpoint.Hit(failpoint.StoreAfterCommit)
+	return errs
+}
+
+// sweep forgets the views of ended runs once they are many: the database holds them.
+func (l *sqliteLogged) sweep() {
+	if len(l.views) < 4096 {
+		return
+	}
+	for id, v := range l.views {
+		if v.state != StateRunning {
+			delete(l.views, id)
+		}
+	}
+}
+
+// forget drops the view of run id, which was written around the committer; the next
+// write reads it again.
+func (l *sqliteLogged) forget(id string) { delete(l.views, id) }
+
+// enqueue hands a durable entry to the applier, in order.
+func (l *sqliteLogged) enqueue(e logEntry) {
+	l.amu.Lock()
+	l.queue = append(l.queue, e)
+	l.logged = e.id
+	for _, w := range e.writes {
+		if w.row != nil {
+			l.queued += len(w.row.data)
+		}
+	}
+	big := l.queued >= applyBytes
+	l.amu.Unlock()
+	if big || len(l.queue) == 1 {
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// settled waits until the database holds everything logged so far, synced (the
+// applier's last error when it could not copy it).
+func (l *sqliteLogged) settled() error {
+	l.smu.Lock()
+	target := uint64(0)
+	if len(l.written) > 0 {
+		target = l.written[len(l.written)-1].id
+	}
+	l.smu.Unlock()
+	l.amu.Lock()
+	defer l.amu.Unlock()
+	target = max(target, l.logged)
+	for l.applied < target && l.applyErr == nil && !l.stop {
+		l.urgent = true
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
+		l.acond.Wait()
+	}
+	if l.applied < target {
+		if l.applyErr != nil {
+			return l.applyErr
+		}
+		return errors.New("runlog: the store is closed")
+	}
+	return nil
+}
+
+// run is the applier: it copies the queued entries to the database, some applyDelay
+// after the first arrives (at once when someone waits or they are large), until stop.
+func (l *sqliteLogged) run() {
+	defer close(l.stopped)
+	backoff := 100 * time.Millisecond
+	for {
+		<-l.kick
+		l.amu.Lock()
+		if !l.urgent && !l.stop && l.queued < applyBytes {
+			l.amu.Unlock()
+			t := time.NewTimer(applyDelay)
+			select {
+			case <-t.C:
+			case <-l.kick: // someone waits
+			}
+			t.Stop()
+			l.amu.Lock()
+		}
+		batch := l.queue
+		l.queue, l.queued, l.urgent = nil, 0, false
+		stop := l.stop
+		l.amu.Unlock()
+		if len(batch) > 0 {
+			err := l.applyEntries(batch)
+			l.amu.Lock()
+			if err != nil {
+				// Logged, so not lost: it is copied again (at the latest at the next open).
+				l.queue = append(batch, l.queue...)
+				for _, e := range batch {
+					for _, w := range e.writes {
+						if w.row != nil {
+							l.queued += len(w.row.data)
+						}
+					}
+				}
+				l.applyErr = fmt.Errorf("runlog: copying the commit log to the database: %w", sqliteExplain(err))
+				l.acond.Broadcast()
+				l.amu.Unlock()
+				if stop {
+					return // the next open copies it
+				}
+				slog.Warn("the journal's commit log could not be copied to its database; it is tried again", "error", err.Error())
+				time.Sleep(backoff)
+				backoff = min(2*backoff, 5*time.Second)
+				select {
+				case l.kick <- struct{}{}:
+				default:
+				}
+				continue
+			}
+			backoff = 100 * time.Millisecond
+			l.applied, l.applyErr = batch[len(batch)-1].id, nil
+			l.acond.Broadcast()
+			more := len(l.queue) > 0
+			l.amu.Unlock()
+			if more {
+				select {
+				case l.kick <- struct{}{}:
+				default:
+				}
+			}
+			if l.log.end > resetBytes {
+				l.tryReset()
+			}
+		}
+		if stop {
+			return
+		}
+	}
+}
+
+// tryReset empties the log once the database holds all of it on disk, when no commit
+// is under way (the applier never waits for the committer, which may wait for it).
+func (l *sqliteLogged) tryReset() {
+	if !l.mu.TryLock() {
+		return
+	}
+	defer l.mu.Unlock()
+	l.smu.Lock()
+	inFlight := len(l.written) > 0
+	l.smu.Unlock()
+	l.amu.Lock()
+	all := l.applied == l.logged && !inFlight
+	l.amu.Unlock()
+	if all {
+		if err := l.checkpoint(); err != nil {
+			slog.Warn("the journal's commit log could not be emptied", "error", err.Error())
+		}
+	}
+}
+
+// checkpoint puts the database's write-ahead log in its file, on disk, and empties the
+// commit log: the database holds all of it. Nothing may be logged meanwhile.
+func (l *sqliteLogged) checkpoint() error {
+	err := l.writer.conn.Raw(func(dc any) error {
+		_, err := l.writer.exec(dc, `PRAGMA wal_checkpoint(TRUNCATE)`)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("runlog: checkpointing the journal: %w", sqliteExplain(err))
+	}
+	if err := l.log.rewind(); err != nil {
+		return fmt.Errorf("runlog: emptying the commit log: %w", err)
+	}
+	return nil
+}
+
+// applyEntries copies entries to the database in one transaction, with the number of
+// the last, and the writes of a run that follow one another as one row.
+func (l *sqliteLogged) applyEntries(entries []logEntry) error {
+	var writes []*write
+	for _, e := range entries {
+		writes = append(writes, e.writes...)
+	}
+	// A run's rows, joined while they follow one another: the row of each run that
+	// is still open, by run.
+	open := map[string]*loggedRow{}
+	var rows []*loggedRow
+	var rowRun []string
+	for _, w := range writes {
+		if w.row == nil {
+			continue
+		}
+		if p := open[w.lease.RunID]; p != nil && w.row.follows(p) {
+			j := join(p, w.row)
+			*p = *j
+			continue
+		}
+		r := *w.row
+		open[w.lease.RunID] = &r
+		rows = append(rows, &r)
+		rowRun = append(rowRun, w.lease.RunID)
+	}
+	now := l.s.now().UnixNano()
+	return l.writer.conn.Raw(func(dc any) error {
+		bt := dc.(driver.ConnBeginTx)
+		tx, err := bt.BeginTx(context.Background(), driver.TxOptions{})
+		if err != nil {
+			return err
+		}
+		done := false
+		defer func() {
+			if !done {
+				_ = tx.Rollback()
+			}
+		}()
+		w := l.writer
+		for _, wr := range writes {
+			lease := wr.lease
+			switch wr.kind {
+			case writeCreate:
+				_, err = w.exec(dc, sqliteCreate, lease.RunID, lease.Owner, lease.Epoch, lease.Until.UnixNano(), wr.next(1), now, now)
+			case writeFinish, writeHold:
+				next := wr.next(0)
+				if next == 0 {
+					_, err = w.exec(dc, `UPDATE toolmesh_runs SET state = ?, lease_until = 0, note = ?, updated = ? WHERE run_id = ?`, string(wr.state), wr.note, now, lease.RunID)
+				} else {
+					_, err = w.exec(dc, sqliteEnd, next, string(wr.state), wr.note, now, lease.RunID)
+				}
+			}
+			if err != nil {
+				return err
+			}
+		}
+		for i, r := range rows {
+			if _, err := w.exec(dc, sqliteInsertRow, rowRun[i], r.first, r.n, r.epoch, r.kind, r.kinds, r.time, r.data); err != nil {
+				return err
+			}
+		}
+		if _, err := w.exec(dc, `INSERT INTO toolmesh_meta (key, value) VALUES ('log_applied', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
+			fmt.Sprint(entries[len(entries)-1].id)); err != nil {
+			return err
+		}
+		failpoint.Hit(failpoint.StoreBeforeApply)
+		done = true
+		return tx.Commit()
+	})
+}
+
+// close copies what is left of the log to the database, empties the log and stops the
+// applier.
+func (l *sqliteLogged) close() {
+	l.amu.Lock()
+	l.stop = true
+	l.amu.Unlock()
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+	<-l.stopped
+	l.amu.Lock()
+	l.acond.Broadcast()
+	all := len(l.queue) == 0
+	l.amu.Unlock()
+	if all {
+		_ = l.checkpoint()
+	}
+	_ = l.log.close()
+}
