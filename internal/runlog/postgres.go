@@ -37,9 +37,12 @@ func OpenPostgres(ctx context.Context, dsn string) (Store, error) {
 		ph:        func(i int) string { return "$" + strconv.Itoa(i) },
 		blob:      "BYTEA",
 		forUpdate: " FOR UPDATE",
-		// Each commit waits for a round trip and the server's fsync: a few at once keep
-		// the server busy, and it flushes their commits together.
-		committers:  4,
+		// Each commit waits for a round trip and the server's fsync: two at once keep the
+		// server busy (one is sent while the other waits), and a commit waits a moment for
+		// more writes when fewer came than last time. More in flight made the server's
+		// commits slower than they were many.
+		committers:  2,
+		gather:      500 * time.Microsecond,
 		commitGroup: pgCommitGroup,
 		tables:      `SELECT tablename FROM pg_tables WHERE schemaname = current_schema()`,
 		unique: func(err error) bool {
@@ -51,6 +54,18 @@ func OpenPostgres(ctx context.Context, dsn string) (Store, error) {
 		_ = db.Close()
 		return nil, err
 	}
+	// The committers' connections plan without sequential scans: their statement finds
+	// runs by key, and the planner, whose statistics lag a journal that grows, chose to
+	// scan the runs table for it at every commit.
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("runlog: open PostgreSQL: %w", err)
+	}
+	cfg.RuntimeParams["enable_seqscan"] = "off"
+	s.commitDB = stdlib.OpenDB(*cfg)
+	s.commitDB.SetMaxOpenConns(s.d.committers + 1)
+	s.commitDB.SetConnMaxIdleTime(time.Minute)
 	s.start()
 	return s, nil
 }
@@ -80,9 +95,12 @@ func migrateLocked(ctx context.Context, db *sql.DB, s *sqlStore) error {
 // exists already is not); the others are moved on where their lease and sequence
 // numbers hold (the row lock of the UPDATE orders racing writers, and a writer that
 // lost the race finds the row changed); the records of every write that passed are
-// inserted, one row per write. It returns the ids of the runs written.
+// inserted, one row per write. It returns the ids of the runs written. The state a run
+// must be in comes from v (was), not from a constant: with a constant the planner found
+// the rows through the index on state, walking every running run and every dead version
+// of one, which grew with the journal; through v, it finds them by their key.
 const pgCommit = `WITH v AS (
-	SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::text[], $9::text[])
+	SELECT *, 'running'::text AS was FROM unnest($1::text[], $2::int[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::text[], $9::text[])
 		AS v(run_id, op, owner, epoch, until_, first_, next_, state, note)
 ), created AS (
 	INSERT INTO toolmesh_runs (run_id, state, owner, epoch, lease_until, next_seq, created, updated, note)
@@ -92,7 +110,7 @@ const pgCommit = `WITH v AS (
 ), moved AS (
 	UPDATE toolmesh_runs r SET next_seq = CASE WHEN v.next_ > 0 THEN v.next_ ELSE r.next_seq END, state = v.state,
 		lease_until = CASE WHEN v.state = 'running' THEN r.lease_until ELSE 0 END, note = v.note, updated = $10
-	FROM v WHERE v.op <> 1 AND r.run_id = v.run_id AND r.owner = v.owner AND r.epoch = v.epoch AND r.state = 'running'
+	FROM v WHERE v.op <> 1 AND r.run_id = v.run_id AND r.owner = v.owner AND r.epoch = v.epoch AND r.state = v.was
 		AND (v.first_ IS NULL OR r.next_seq = v.first_)
 	RETURNING r.run_id
 ), ok AS (
@@ -225,7 +243,7 @@ func pgCommitGroup(s *sqlStore, group []*write) []error {
 
 // onConn runs fn on a connection of the pool, as pgx's own.
 func (s *sqlStore) onConn(ctx context.Context, fn func(*pgx.Conn) error) error {
-	conn, err := s.db.Conn(ctx)
+	conn, err := s.commitDB.Conn(ctx)
 	if err != nil {
 		return err
 	}

@@ -69,6 +69,8 @@ type sqlStore struct {
 	// every commit cost as much as running them).
 	stmtMu sync.Mutex
 	stmts  map[string]*sql.Stmt
+	// commitDB is PostgreSQL's committers' pool.
+	commitDB *sql.DB
 	// writer is the connection SQLite's applier writes the database on; logged its
 	// committer, commit log and applier.
 	writer *sqliteWriter
@@ -974,6 +976,9 @@ func (s *sqlStore) Close() error {
 			_ = st.Close()
 		}
 		s.stmtMu.Unlock()
+		if s.commitDB != nil {
+			_ = s.commitDB.Close()
+		}
 	})
 	return s.db.Close()
 }
