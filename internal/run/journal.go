@@ -41,11 +41,14 @@ type Codec interface {
 }
 
 // Sequenced is an event as a run with a journal delivers it: with the sequence number
-// and the time of its record. WatchRun resumes after a sequence number.
+// and the time of its record. WatchRun resumes after a sequence number. Wire is the
+// event's wire form as the codec made it for the journal (Codec.Event), for the stream
+// to send as it is rather than encode the event again.
 type Sequenced struct {
 	Seq   int64
 	Time  time.Time
 	Event Event
+	Wire  []byte
 }
 
 // requestRecord is the first record of a run.
@@ -95,10 +98,12 @@ type endRecord struct {
 	Ended      time.Time `json:"ended"`
 }
 
-// pending is a record waiting for its commit, and the event it carries.
+// pending is a record waiting for its commit, and the event it carries with its wire
+// form.
 type pending struct {
-	rec runlog.Record
-	ev  Event
+	rec  runlog.Record
+	ev   Event
+	wire []byte
 }
 
 // journal is one run's journal writer. Records are numbered as they are added and
@@ -464,7 +469,7 @@ func (j *journal) flush() {
 			j.mu.Unlock()
 			for _, p := range batch {
 				if p.ev != nil {
-					deliver(Sequenced{Seq: p.rec.Seq, Time: p.rec.Time, Event: p.ev})
+					deliver(Sequenced{Seq: p.rec.Seq, Time: p.rec.Time, Event: p.ev, Wire: p.wire})
 				}
 			}
 			j.mu.Lock()
@@ -591,15 +596,19 @@ func (j *journal) event(ev Event) {
 	if isDelta(ev) {
 		kind = runlog.KindDelta
 	}
-	var data []byte
+	var data, wire []byte
 	if j.codec != nil {
 		b, ok := j.codec.Event(ev)
 		if !ok {
 			return // not for the client
 		}
-		data = eventData(key, b)
+		data, wire = eventData(key, b)
 	}
-	_, _ = j.add(kind, data, ev, false)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if _, err := j.addLocked(kind, data, ev, false, false); err == nil && wire != nil {
+		j.queue[len(j.queue)-1].wire = wire
+	}
 }
 
 func isDelta(ev Event) bool {
@@ -823,25 +832,25 @@ func (j *journal) eventKey(ev Event) string {
 	case Warning:
 		about = "warning/" + x.Field
 	case loop.ModelCalled:
-		about = fmt.Sprintf("model/%s/%d", loopID, x.Iteration)
+		about = "model/" + loopID + "/" + strconv.Itoa(x.Iteration)
 	case loop.ToolCallStarted:
-		about = fmt.Sprintf("call-started/%s/%d/%s", x.LoopID, x.Iteration, x.Call.ID)
+		about = "call-started/" + x.LoopID + "/" + strconv.Itoa(x.Iteration) + "/" + x.Call.ID
 	case loop.ToolCallFinished:
-		about = fmt.Sprintf("call-finished/%s/%d/%s", x.LoopID, x.Iteration, x.Call.ID)
+		about = "call-finished/" + x.LoopID + "/" + strconv.Itoa(x.Iteration) + "/" + x.Call.ID
 	case loop.ToolsChanged:
-		about = fmt.Sprintf("tools/%s/%d", x.LoopID, x.Iteration)
+		about = "tools/" + x.LoopID + "/" + strconv.Itoa(x.Iteration)
 	case loop.AssistantText:
-		about = fmt.Sprintf("text/%s/%d", x.LoopID, x.Iteration)
+		about = "text/" + x.LoopID + "/" + strconv.Itoa(x.Iteration)
 	case loop.TextDelta:
-		about = fmt.Sprintf("delta/%s/%d", x.LoopID, x.Iteration)
+		about = "delta/" + x.LoopID + "/" + strconv.Itoa(x.Iteration)
 	case NestedStarted:
 		return "nested-started/" + x.Scope.LoopID
 	case NestedFinished:
 		return "nested-finished/" + x.Scope.LoopID
 	case ApprovalRequested:
-		return fmt.Sprintf("approval/%s/%d/%s", x.LoopID, x.Iteration, x.CallID)
+		return "approval/" + x.LoopID + "/" + strconv.Itoa(x.Iteration) + "/" + x.CallID
 	case ApprovalDecided:
-		return fmt.Sprintf("decided/%s/%s", x.LoopID, x.CallID)
+		return "decided/" + x.LoopID + "/" + x.CallID
 	case EntryAdded:
 		about = "entry/" + x.LoopID + "/" + x.CallID
 	case ProgressReported:
@@ -873,13 +882,16 @@ type eventRecord struct {
 	Event json.RawMessage `json:"e"`
 }
 
-// eventData is the record of an event: the key, then the wire form as it is.
-func eventData(key string, wire []byte) []byte {
+// eventData is the record of an event: the key, then the wire form as it is, which it
+// returns too (a slice of the record).
+func eventData(key string, wire []byte) (data, wireOf []byte) {
 	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(key)+len(wire))
 	b = append(b, eventForm)
 	b = binary.AppendUvarint(b, uint64(len(key)))
 	b = append(b, key...)
-	return append(b, wire...)
+	at := len(b)
+	b = append(b, wire...)
+	return b, b[at:len(b):len(b)]
 }
 
 // decodeEvent splits an event record into its key and wire form; isJSON reports the

@@ -62,9 +62,9 @@ func TestJournalReplay(t *testing.T) {
 	old := []runlog.Record{
 		{Seq: 1, Kind: runlog.KindRequest, Data: json.RawMessage(`{}`)},
 		{Seq: 2, Kind: runlog.KindModel, Data: json.RawMessage(`{"key":"loop_a/1","response":{"Text":"recorded"}}`)},
-		{Seq: 3, Kind: runlog.KindEvent, Data: eventData("started", json.RawMessage(`{}`))},
+		{Seq: 3, Kind: runlog.KindEvent, Data: eventRec("started", json.RawMessage(`{}`))},
 		{Seq: 4, Kind: runlog.KindDispatch, Data: json.RawMessage(`{"key":"r1/loop_a/1/c1","worker":"w","attempt":1}`)},
-		{Seq: 5, Kind: runlog.KindEvent, Data: eventData("model//0#1", json.RawMessage(`{}`))},
+		{Seq: 5, Kind: runlog.KindEvent, Data: eventRec("model//0#1", json.RawMessage(`{}`))},
 		{Seq: 6, Kind: runlog.KindDispatch, Data: json.RawMessage(`{"key":"r1/loop_a/1/c2","worker":"w","attempt":1}`)},
 		{Seq: 7, Kind: runlog.KindOutcome, Data: json.RawMessage(`{"key":"r1/loop_a/1/c2","outcome":"succeeded","data":{"kind":0,"content":"done"}}`)},
 	}
@@ -192,4 +192,10 @@ func TestRenewalAfterTheEndIsNoFailure(t *testing.T) {
 	if r, _ := store.Get(context.Background(), "r1"); r.State != runlog.StateSucceeded {
 		t.Errorf("the run is %s", r.State)
 	}
+}
+
+// eventRec is the record of an event with key and wire form.
+func eventRec(key string, wire []byte) []byte {
+	data, _ := eventData(key, wire)
+	return data
 }

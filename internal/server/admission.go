@@ -172,7 +172,12 @@ type keepingCodec struct {
 
 func (c *keepingCodec) Name() string { return c.base.Name() }
 
-func (c *keepingCodec) Marshal(v any) (mem.BufferSlice, error) { return c.base.Marshal(v) }
+func (c *keepingCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if e, ok := v.(*encodedEvent); ok {
+		return mem.BufferSlice{mem.SliceBuffer(e.b)}, nil
+	}
+	return c.base.Marshal(v)
+}
 
 func (c *keepingCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	err := c.base.Unmarshal(data, v)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"google.golang.org/protobuf/encoding/protowire"
 	"sync"
 	"time"
 
@@ -52,6 +53,48 @@ func (e *emitter) send(ev *toolpb.RunResponse, seq int64, at time.Time) error {
 	return nil
 }
 
+// sendEncoded sends an event the journal encoded (a RunResponse without its run id,
+// sequence number and time): those fields are appended to its bytes, which is a valid
+// encoding of the whole message, and the bytes go as they are (encodedEvent).
+func (e *emitter) sendEncoded(wire []byte, seq int64, at time.Time) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.broken {
+		return nil
+	}
+	e.seq = seq
+	if err := e.stream.SendMsg(&encodedEvent{b: appendEnvelope(wire, e.runID, seq, at)}); err != nil {
+		e.broken = true
+		return err
+	}
+	return nil
+}
+
+// appendEnvelope is wire, a RunResponse's encoding, with its run id, sequence number and
+// time appended.
+func appendEnvelope(wire []byte, runID string, seq int64, at time.Time) []byte {
+	b := make([]byte, 0, len(wire)+len(runID)+32)
+	b = append(b, wire...)
+	b = protowire.AppendTag(b, 1, protowire.BytesType)
+	b = protowire.AppendString(b, runID)
+	b = protowire.AppendTag(b, 2, protowire.VarintType)
+	b = protowire.AppendVarint(b, uint64(seq))
+	var ts []byte
+	if s := at.Unix(); s != 0 {
+		ts = protowire.AppendTag(ts, 1, protowire.VarintType)
+		ts = protowire.AppendVarint(ts, uint64(s))
+	}
+	if n := at.Nanosecond(); n != 0 {
+		ts = protowire.AppendTag(ts, 2, protowire.VarintType)
+		ts = protowire.AppendVarint(ts, uint64(n))
+	}
+	b = protowire.AppendTag(b, 3, protowire.BytesType)
+	return protowire.AppendBytes(b, ts)
+}
+
+// encodedEvent is a RunResponse already encoded, which the server's codec sends as it is.
+type encodedEvent struct{ b []byte }
+
 // detach stops sending: the stream's handler returned.
 func (e *emitter) detach() {
 	e.mu.Lock()
@@ -65,6 +108,15 @@ func (e *emitter) observe(ev run.Event) {
 	var at time.Time
 	if sq, ok := ev.(run.Sequenced); ok {
 		seq, at, ev = sq.Seq, sq.Time, sq.Event
+		if sq.Wire != nil {
+			if s, ok := ev.(run.Started); ok {
+				e.mu.Lock()
+				e.runID = clientRunID(s.RunID)
+				e.mu.Unlock()
+			}
+			_ = e.sendEncoded(sq.Wire, seq, at)
+			return
+		}
 	}
 	if s, ok := ev.(run.Started); ok {
 		e.mu.Lock()

@@ -57,12 +57,12 @@ func (o *orchestratorServer) WatchRun(req *toolpb.WatchRunRequest, stream toolpb
 		return err
 	}
 	err = o.s.runs.Watch(stream.Context(), key, req.GetAfterSequence(), func(rec run.Record) error {
-		ev := &toolpb.RunResponse{}
-		unmarshal := proto.Unmarshal
-		if rec.JSON {
-			unmarshal = protojson.Unmarshal
+		if !rec.JSON {
+			// As it was encoded for the journal, with its envelope.
+			return stream.SendMsg(&encodedEvent{b: appendEnvelope(rec.Data, req.GetRunId(), rec.Seq, rec.Time)})
 		}
-		if err := unmarshal(rec.Data, ev); err != nil {
+		ev := &toolpb.RunResponse{}
+		if err := protojson.Unmarshal(rec.Data, ev); err != nil {
 			return fmt.Errorf("record %d of the run's journal: %w", rec.Seq, err)
 		}
 		ev.RunId, ev.Sequence, ev.Time = req.GetRunId(), rec.Seq, timestamppb.New(rec.Time)
