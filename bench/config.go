@@ -92,6 +92,11 @@ type Config struct {
 	// many times it is measured (each time on a fresh orchestrator).
 	OpenRuns  int
 	RSSRounds int
+	// ResumeRuns is the number of open runs of the resume measurement (an orchestrator
+	// killed with them, another resuming them); ResumeRounds how many times it is
+	// measured per store.
+	ResumeRuns   int
+	ResumeRounds int
 	// ScaleSizes are the routing-table sizes of the scaling rows.
 	ScaleSizes []int
 	// LookupTime bounds the lookups timed per size and round.
@@ -131,6 +136,8 @@ func Full() Config {
 		LoopToolCalls:        10,
 		OpenRuns:             1000,
 		RSSRounds:            3,
+		ResumeRuns:           1000,
+		ResumeRounds:         2,
 		ScaleSizes:           []int{10, 100, 1000, 10000, 100000},
 		LookupTime:           200 * time.Millisecond,
 		RegisterWorkers:      100,
@@ -154,6 +161,8 @@ func Quick() Config {
 		LoopToolCalls:        10,
 		OpenRuns:             1000,
 		RSSRounds:            1,
+		ResumeRuns:           1000,
+		ResumeRounds:         1,
 		ScaleSizes:           []int{10, 100, 1000, 10000, 100000},
 		LookupTime:           40 * time.Millisecond,
 		RegisterWorkers:      100,

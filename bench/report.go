@@ -24,6 +24,7 @@ type Report struct {
 	Components []ComponentResult `json:"hop_components"`
 	Loop       LoopResult        `json:"loop"`
 	Memory     MemoryResult      `json:"memory"`
+	Resume     ResumeResult      `json:"resume"`
 	Tenants    TenantResult      `json:"tenants"`
 	Peers      PeerResult        `json:"loop_peers"`
 	Routing    []RoutingRow      `json:"routing"`
@@ -147,6 +148,27 @@ func (m *MemoryResult) aggregate() {
 		fs = append(fs, r.KiBPerRun)
 	}
 	m.KiBPerRun, m.FloorKiBPerRun = median(xs), median(fs)
+}
+
+// ResumeResult is the resume of open runs after an orchestrator crash, per store: the
+// median time from the restart until every run ended.
+type ResumeResult struct {
+	SQLiteSeconds   float64       `json:"sqlite_seconds"`
+	PostgresSeconds float64       `json:"postgres_seconds"`
+	Rounds          []resumeRound `json:"rounds"`
+}
+
+func (m *ResumeResult) aggregate() {
+	var sq, pg []float64
+	for _, r := range m.Rounds {
+		switch r.Store {
+		case "sqlite":
+			sq = append(sq, r.ResumedSeconds)
+		case "postgres":
+			pg = append(pg, r.ResumedSeconds)
+		}
+	}
+	m.SQLiteSeconds, m.PostgresSeconds = median(sq), median(pg)
 }
 
 // RoutingRow is router.Tool(name) with a table of Tools tools.

@@ -188,6 +188,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				e.progress("round %d/%d  bare grpc-go server RSS %d → %d KiB with %d open streams: %.1f KiB/stream", round, cfg.Rounds, f.BeforeKiB, f.AfterKiB, f.Runs, f.KiBPerRun)
 			}
 		}
+		if round <= cfg.ResumeRounds && cfg.wants("resume") {
+			for _, rr := range measureResumes(ctx, cfg, rep) {
+				rep.Resume.Rounds = append(rep.Resume.Rounds, rr)
+				e.progress("round %d/%d  resume on %s: %d runs (%.0f events each) opened in %.1f s; after SIGKILL, serving in %.2f s, all resumed and ended in %.2f s",
+					round, cfg.Rounds, rr.Store, rr.Runs, rr.EventsPerRun, rr.OpenSeconds, rr.ServingSeconds, rr.ResumedSeconds)
+			}
+		}
 	}
 
 	for _, v := range e.variants {
@@ -213,6 +220,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep.Registration.aggregate()
 	rep.Memory.aggregate()
+	rep.Resume.aggregate()
 	rep.Tenants.aggregate()
 	rep.Peers.aggregate()
 	rep.computeLoop(cfg)

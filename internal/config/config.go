@@ -427,6 +427,10 @@ type Journal struct {
 	// ResumeGrace is how long a taken-over run waits for the tool groups it uses to be
 	// served again (workers register anew after an orchestrator restarts).
 	ResumeGrace Duration `yaml:"resume_grace"`
+	// SnapshotEvery is how many records a run writes between two snapshots of what its
+	// resume needs (the model's answers, the calls' outcomes, the keys of the events the
+	// client saw): a resumed run reads its last snapshot and the records after it.
+	SnapshotEvery int `yaml:"snapshot_every"`
 	// Retain is how long finished runs stay in the journal.
 	Retain Duration `yaml:"retain"`
 	// MemoryBytes bounds what the journal in memory (driver memory) keeps of finished
@@ -605,10 +609,11 @@ func Default() Config {
 			MaxNestedLoops:       64,
 		},
 		Journal: Journal{
-			LeaseTTL:    Duration(10 * time.Second),
-			ResumeGrace: Duration(15 * time.Second),
-			Retain:      Duration(7 * 24 * time.Hour),
-			MemoryBytes: 256 << 20,
+			LeaseTTL:      Duration(10 * time.Second),
+			ResumeGrace:   Duration(15 * time.Second),
+			SnapshotEvery: 256,
+			Retain:        Duration(7 * 24 * time.Hour),
+			MemoryBytes:   256 << 20,
 		},
 		Provider: Provider{
 			Name:      "auto",
@@ -700,6 +705,9 @@ func (c Config) Validate() error {
 	positive("journal.lease_ttl", c.Journal.LeaseTTL)
 	positive("journal.resume_grace", c.Journal.ResumeGrace)
 	positive("journal.retain", c.Journal.Retain)
+	if c.Journal.SnapshotEvery < 4 || c.Journal.SnapshotEvery > 1<<20 {
+		bad("journal.snapshot_every", "must be between 4 and 1048576 records, got %d", c.Journal.SnapshotEvery)
+	}
 	if c.Journal.MemoryBytes < 1<<20 || c.Journal.MemoryBytes > 1<<36 {
 		bad("journal.memory_bytes", "must be between 1048576 and 68719476736, got %d", c.Journal.MemoryBytes)
 	}

@@ -45,6 +45,15 @@ func derivedID(prefix string, info tool.CallInfo) string {
 	return prefix + hex.EncodeToString(h[:8])
 }
 
+// snapshotEvery is the records between two snapshots of a run's replay state; none in a
+// journal that does not outlive the process, where no run is ever resumed.
+func (s *Service) snapshotEvery() int64 {
+	if !durable(s.journal) {
+		return 0
+	}
+	return int64(cmpOr(s.cfg.Journal.SnapshotEvery, 256))
+}
+
 func (s *Service) leaseTTL() time.Duration {
 	return cmpOr(time.Duration(s.cfg.Journal.LeaseTTL), 10*time.Second)
 }
@@ -94,6 +103,7 @@ func (s *Service) openJournal(ctx context.Context, j *journal, id, loopID string
 	}
 	failpoint.Hit(failpoint.RunCreated)
 	j = newJournal(s.journal, s.leaseRenewer(), lease, s.leaseTTL(), s.codec, 2)
+	j.snapEvery = s.snapshotEvery()
 	j.setStop(cancel)
 	j.setDeliver(deliver)
 	j.start()
@@ -187,16 +197,22 @@ func (s *Service) resume(lease runlog.Lease) {
 	ctx := context.Background()
 	id := lease.RunID
 	log := s.log.With("run_id", id, "epoch", lease.Epoch)
-	recs, err := s.journal.Read(ctx, id, 0, 0)
+	first, err := s.journal.Read(ctx, id, 0, 1)
+	var st *replayState
+	var last int64
+	if err == nil && len(first) == 1 && first[0].Kind == runlog.KindRequest {
+		// What it replays: from its last snapshot on (its request is before it).
+		st, last, err = readReplay(ctx, s.journal, id)
+	}
 	switch {
-	case errors.Is(err, runlog.ErrDamaged):
+	case errors.Is(err, runlog.ErrDamaged), errors.Is(err, ErrDamaged):
 		s.hold(ctx, lease, err)
 		return
 	case err != nil:
 		log.Error("a run taken over cannot be read from the journal; it stays for the next try", "error", err.Error())
 		return
 	}
-	if len(recs) == 0 || recs[0].Kind != runlog.KindRequest {
+	if len(first) == 0 || first[0].Kind != runlog.KindRequest {
 		// A journal written before runs were created with their request: the run never
 		// started. It ends, so that nothing waits for it.
 		log.Error("a run taken over has no request record; it ends failed")
@@ -204,12 +220,13 @@ func (s *Service) resume(lease runlog.Lease) {
 		return
 	}
 	var rq requestRecord
-	if err := json.Unmarshal(recs[0].Data, &rq); err != nil {
+	if err := json.Unmarshal(first[0].Data, &rq); err != nil {
 		s.hold(ctx, lease, fmt.Errorf("%w: record 1, the request: %v", ErrDamaged, err))
 		return
 	}
-	j := newJournal(s.journal, s.leaseRenewer(), lease, s.leaseTTL(), s.codec, recs[len(recs)-1].Seq+1)
-	if err := j.load(recs); err != nil {
+	j := newJournal(s.journal, s.leaseRenewer(), lease, s.leaseTTL(), s.codec, last+1)
+	j.snapEvery = s.snapshotEvery()
+	if err := j.load(st); err != nil {
 		s.hold(ctx, lease, fmt.Errorf("%w: %v", ErrDamaged, err))
 		return
 	}
@@ -235,7 +252,7 @@ func (s *Service) resume(lease runlog.Lease) {
 		_ = j.finish(endRecord{State: StateFailed, Error: "the run could not be resumed: " + err.Error(), Ended: time.Now()})
 		return
 	}
-	log.Info("resuming a run", "records", len(recs))
+	log.Info("resuming a run", "records", last)
 	if _, err := s.launch(ctx, p, id, rq.LoopID, rq.Started, j, nil); err != nil {
 		var re *Error
 		if !errors.As(err, &re) {

@@ -175,6 +175,14 @@ type journal struct {
 	onCancel     func(reason string)
 	// commits is closed and replaced at every commit, for watchers.
 	commits chan struct{}
+	// snapEvery is the records between snapshots (0: none); snapUpto the last record
+	// the last snapshot covers, snapBytes its size, sinceSnap the size of the records
+	// committed since; snapping says that a snapshot is being made.
+	snapEvery int64
+	snapUpto  int64
+	snapBytes int
+	sinceSnap int
+	snapping  bool
 }
 
 func newJournal(store runlog.Store, r *renewer, lease runlog.Lease, ttl time.Duration, codec Codec, next int64) *journal {
@@ -185,54 +193,6 @@ func newJournal(store runlog.Store, r *renewer, lease runlog.Lease, ttl time.Dur
 		commits: make(chan struct{})}
 	j.cond = sync.NewCond(&j.mu)
 	return j
-}
-
-// load takes what a run recorded before, for its replay.
-func (j *journal) load(recs []runlog.Record) error {
-	for _, r := range recs {
-		switch r.Kind {
-		case runlog.KindModel:
-			var m modelRecord
-			if err := json.Unmarshal(r.Data, &m); err != nil {
-				return fmt.Errorf("record %d: %w", r.Seq, err)
-			}
-			j.models[m.Key] = m.Response
-		case runlog.KindDispatch:
-			var d dispatchRecord
-			if err := json.Unmarshal(r.Data, &d); err != nil {
-				return fmt.Errorf("record %d: %w", r.Seq, err)
-			}
-			j.dispatched[d.Key] = true
-		case runlog.KindOutcome:
-			var o outcomeRecord
-			if err := json.Unmarshal(r.Data, &o); err != nil {
-				return fmt.Errorf("record %d: %w", r.Seq, err)
-			}
-			j.outcomes[o.Key] = o.Data
-		case runlog.KindApproval:
-			var a approvalRecord
-			if err := json.Unmarshal(r.Data, &a); err != nil {
-				return fmt.Errorf("record %d: %w", r.Seq, err)
-			}
-			j.approvals[a.Key] = a
-		case runlog.KindDecision:
-			var d decisionRecord
-			if err := json.Unmarshal(r.Data, &d); err != nil {
-				return fmt.Errorf("record %d: %w", r.Seq, err)
-			}
-			j.decisions[d.Key] = d
-		case runlog.KindEvent, runlog.KindDelta:
-			if len(r.Data) == 0 {
-				continue
-			}
-			key, _, _, err := decodeEvent(r.Data)
-			if err != nil {
-				return fmt.Errorf("record %d: %w", r.Seq, err)
-			}
-			j.seen[key] = true
-		}
-	}
-	return nil
 }
 
 func (j *journal) setStop(stop context.CancelCauseFunc) {
@@ -462,6 +422,10 @@ func (j *journal) flush() {
 		if final && ending != "" {
 			j.ended = true
 		}
+		for _, r := range recs {
+			j.sinceSnap += len(r.Data)
+		}
+		j.maybeSnapshot()
 		close(j.commits)
 		j.commits = make(chan struct{})
 		j.cond.Broadcast()

@@ -72,7 +72,11 @@ func TestJournalReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	j := newJournal(store, newRenewer(time.Minute), lease, time.Minute, jsonCodec{}, 8)
-	if err := j.load(old); err != nil {
+	st, last, err := readReplay(ctx, store, lease.RunID)
+	if err != nil || last != 7 {
+		t.Fatalf("readReplay: last %d, %v", last, err)
+	}
+	if err := j.load(st); err != nil {
 		t.Fatal(err)
 	}
 	var delivered []int64

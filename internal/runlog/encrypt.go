@@ -201,6 +201,18 @@ func (e *encrypted) Read(ctx context.Context, runID string, after int64, limit i
 	return e.open(runID, recs)
 }
 
+func (e *encrypted) Last(ctx context.Context, runID string, kind Kind) (Record, bool, error) {
+	rec, found, err := e.Store.Last(ctx, runID, kind)
+	if err != nil || !found {
+		return rec, found, err
+	}
+	recs, err := e.open(runID, []Record{rec})
+	if err != nil {
+		return Record{}, false, err
+	}
+	return recs[0], true, nil
+}
+
 // Volatile passes the wrapped store's through.
 func (e *encrypted) Volatile() bool {
 	v, ok := e.Store.(interface{ Volatile() bool })

@@ -225,6 +225,26 @@ func (s *memStore) Read(_ context.Context, runID string, after int64, limit int,
 	return out, err
 }
 
+func (s *memStore) Last(_ context.Context, runID string, kind Kind) (Record, bool, error) {
+	var out Record
+	found := false
+	err := s.use(false, "read "+runID, func() error {
+		r, ok := s.runs[runID]
+		if !ok {
+			return fmt.Errorf("%w: %s", ErrNotFound, runID)
+		}
+		for i := len(r.records) - 1; i >= 0; i-- {
+			if r.records[i].Kind == kind {
+				out, found = r.records[i], true
+				out.Data = bytes.Clone(out.Data)
+				break
+			}
+		}
+		return nil
+	})
+	return out, found, err
+}
+
 func (s *memStore) Acquire(_ context.Context, runID, owner string, ttl time.Duration) (Lease, error) {
 	if err := checkID("owner", owner); err != nil {
 		return Lease{}, err

@@ -154,6 +154,10 @@ type Store interface {
 	// Read returns the records of a run after sequence number after, in order, at most
 	// limit (0: all); with kinds, only records of those kinds.
 	Read(ctx context.Context, runID string, after int64, limit int, kinds ...Kind) ([]Record, error)
+	// Last returns the run's last record of kind; found false when it has none. It reads
+	// back from the run's end no further than that record: a resumed run finds its last
+	// snapshot without reading the records before it.
+	Last(ctx context.Context, runID string, kind Kind) (rec Record, found bool, err error)
 	// Acquire takes the lease of a run whose lease expired (or that owner holds
 	// already), with a new epoch, until now+ttl.
 	Acquire(ctx context.Context, runID, owner string, ttl time.Duration) (Lease, error)

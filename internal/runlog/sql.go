@@ -763,6 +763,36 @@ func (s *sqlStore) Read(ctx context.Context, runID string, after int64, limit in
 	return out, nil
 }
 
+// Last reads the run's rows from its end, through the primary key, to the first that
+// holds a record of kind.
+func (s *sqlStore) Last(ctx context.Context, runID string, kind Kind) (Record, bool, error) {
+	if err := s.settle(); err != nil {
+		return Record{}, false, err
+	}
+	mask := kindBit(kind)
+	var r row
+	err := s.db.QueryRowContext(ctx, s.q(`SELECT seq, n, epoch, kind, kinds, time, data FROM toolmesh_records
+		WHERE run_id = ? AND ((kinds <> 0 AND (kinds & ?) <> 0) OR (kinds = 0 AND kind = ?)) ORDER BY seq DESC LIMIT 1`),
+		runID, mask, string(kind)).Scan(&r.seq, &r.n, &r.epoch, &r.kind, &r.kinds, &r.time, &r.data)
+	if errors.Is(err, sql.ErrNoRows) {
+		if _, err := s.Get(ctx, runID); err != nil {
+			return Record{}, false, err
+		}
+		return Record{}, false, nil
+	}
+	if err != nil {
+		return Record{}, false, fmt.Errorf("runlog: read %s: %w", runID, s.d.why(err))
+	}
+	recs, err := unpack(runID, r, 0, mask, 0, nil)
+	if err != nil {
+		return Record{}, false, err
+	}
+	if len(recs) == 0 {
+		return Record{}, false, fmt.Errorf("%w: run %s, records %d to %d: the row says it holds a %s record and holds none", ErrDamaged, runID, r.seq, r.seq+max(r.n, 1)-1, kind)
+	}
+	return recs[len(recs)-1], true, nil
+}
+
 // Acquire takes a run whose lease expired, or that owner holds, or that is held (an
 // operator's restart tries it again: its note goes).
 func (s *sqlStore) Acquire(ctx context.Context, runID, owner string, ttl time.Duration) (Lease, error) {

@@ -151,7 +151,7 @@ func TestCrashAtEveryFailpoint(t *testing.T) {
 	}
 	stores := []store{{name: "sqlite", config: func(t *testing.T) (string, func() (runlog.Store, error)) {
 		dir := filepath.Join(t.TempDir(), "data")
-		return fmt.Sprintf("journal: {data_dir: %q, lease_ttl: 2s, resume_grace: 10s}\n", dir), func() (runlog.Store, error) {
+		return fmt.Sprintf("journal: {data_dir: %q, lease_ttl: 2s, resume_grace: 10s, snapshot_every: 4}\n", dir), func() (runlog.Store, error) {
 			return runlog.OpenSQLite(context.Background(), filepath.Join(dir, "journal.db"))
 		}
 	}}}
@@ -177,7 +177,7 @@ func TestCrashAtEveryFailpoint(t *testing.T) {
 			}
 			cut := strings.LastIndex(pg.DSN, "/toolmesh")
 			dsn := pg.DSN[:cut] + "/" + db + pg.DSN[cut+len("/toolmesh"):]
-			return fmt.Sprintf("journal: {driver: postgres, dsn: %q, lease_ttl: 2s, resume_grace: 10s}\n", dsn), func() (runlog.Store, error) {
+			return fmt.Sprintf("journal: {driver: postgres, dsn: %q, lease_ttl: 2s, resume_grace: 10s, snapshot_every: 4}\n", dsn), func() (runlog.Store, error) {
 				return runlog.OpenPostgres(context.Background(), dsn)
 			}
 		}})
@@ -324,6 +324,9 @@ registry: {heartbeat_interval: 500ms, lease_ttl: 3s, grace_period: 1s, readiness
 	c.ended(ctx, runID, evs)
 	c.sameEvents(seen, evs)
 	rec := c.journal(openJournal, runID)
+	if base == nil && rec.snapshots == 0 {
+		t.Error("the uninterrupted run's journal holds no snapshot: no resume would read from one")
+	}
 	c.model(out.asks, rec, base)
 	c.calls(evs, w.Lines(), effects)
 	if t.Failed() {
@@ -464,6 +467,9 @@ func (c checker) sameEvents(seen, evs []*toolpb.RunResponse) {
 // that answered (unique to a request).
 type journaled struct {
 	answeredBy map[int]string
+	// snapshots counts the snapshot records (journal.snapshot_every is 4 here, so that
+	// resumes read from one at most points).
+	snapshots int
 }
 
 func (c checker) journal(open func() (runlog.Store, error), runID string) journaled {
@@ -478,6 +484,11 @@ func (c checker) journal(open func() (runlog.Store, error), runID string) journa
 		c.t.Fatalf("reading the journal: %v", err)
 	}
 	j := journaled{answeredBy: map[int]string{}}
+	snaps, err := s.Read(context.Background(), runID, 0, 0, runlog.KindSnapshot)
+	if err != nil {
+		c.t.Fatalf("reading the journal: %v", err)
+	}
+	j.snapshots = len(snaps)
 	for i, r := range recs {
 		// A model record: {"key":"<loop>/<n>","response":{...,"Model":"openai/gpt-crash-<k>"}}.
 		s := string(r.Data)

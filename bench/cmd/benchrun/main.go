@@ -32,7 +32,7 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("benchrun", flag.ContinueOnError)
 	quick := fs.Bool("quick", false, "the quick configuration (under a minute) instead of the full one (a few minutes)")
 	out := fs.String("out", "bench/results", "directory of latest.md and latest.json")
-	only := fs.String("only", "", "comma-separated variants (hop, limit, …) and measurements (routing, facades, components, registration, tenants, peers, memory, profiles) to run, leaving out the rest; default all")
+	only := fs.String("only", "", "comma-separated variants (hop, limit, …) and measurements (routing, facades, components, registration, tenants, peers, memory, resume, profiles) to run, leaving out the rest; default all")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (turns the automatic profiles of missed goals off)")
 	if err := cli.Parse(fs, args, os.Stdout, os.Stderr); err != nil {
 		return err

@@ -62,6 +62,7 @@ func run(t *testing.T, open Opener, durable bool) {
 	t.Run("appends of many runs at once", func(t *testing.T) { testManyRuns(t, open) })
 	t.Run("created with its first records", func(t *testing.T) { testCreateWith(t, open) })
 	t.Run("read by kind", func(t *testing.T) { testReadKinds(t, open) })
+	t.Run("last record of a kind", func(t *testing.T) { testLast(t, open) })
 	t.Run("known workers", func(t *testing.T) { testWorkers(t, open) })
 	t.Run("any bytes, read across appends", func(t *testing.T) { testBytes(t, open) })
 	t.Run("finished with its last records", func(t *testing.T) { testFinishWith(t, open) })
@@ -453,6 +454,38 @@ func testReadKinds(t *testing.T, open Opener) {
 	}
 	if got, _ := s.Read(c, "rk-1", 0, 1, runlog.KindOutcome); len(got) != 1 || got[0].Seq != 6 {
 		t.Errorf("the first outcome: %+v", got)
+	}
+}
+
+// Last finds a run's last record of a kind, across appends and in the middle of one,
+// and says when there is none.
+func testLast(t *testing.T, open Opener) {
+	s, c := openT(t, open), ctx(t)
+	if _, _, err := s.Last(c, "last-none", runlog.KindSnapshot); !errors.Is(err, runlog.ErrNotFound) {
+		t.Errorf("Last of an unknown run: %v, want ErrNotFound", err)
+	}
+	l, err := s.Create(c, "last-1", "o1", time.Minute, recs(1, runlog.KindRequest)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, found, err := s.Last(c, "last-1", runlog.KindSnapshot); err != nil || found {
+		t.Errorf("Last of a run without snapshots: found %v, %v", found, err)
+	}
+	if err := s.Append(c, l, recs(2, runlog.KindModel, runlog.KindSnapshot, runlog.KindEvent)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(c, l, recs(5, runlog.KindOutcome, runlog.KindSnapshot, runlog.KindSnapshot, runlog.KindEvent)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(c, l, recs(9, runlog.KindEvent, runlog.KindDelta)); err != nil {
+		t.Fatal(err)
+	}
+	rec, found, err := s.Last(c, "last-1", runlog.KindSnapshot)
+	if err != nil || !found || rec.Seq != 7 || rec.Kind != runlog.KindSnapshot || string(rec.Data) != `{"n":7}` || rec.RunID != "last-1" {
+		t.Errorf("the last snapshot: %+v, found %v, %v; want record 7", rec, found, err)
+	}
+	if rec, found, err := s.Last(c, "last-1", runlog.KindRequest); err != nil || !found || rec.Seq != 1 {
+		t.Errorf("the last request: %+v, found %v, %v; want record 1", rec, found, err)
 	}
 }
 

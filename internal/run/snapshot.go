@@ -1,0 +1,290 @@
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+		"github.com/toolmesh/toolmesh/internal/runlog"
+	"github.com/toolmesh/toolmesh/internal/toolinternal"
+)
+
+// replayState is what a resumed run needs of its journal: the records its replay reads
+// (the last of each key, as they were written) and the keys of the events the client
+// saw. A run's records fold into it in order; a snapshot record holds it whole, so that
+// a resume reads the last snapshot and the records after it rather than the journal.
+type replayState struct {
+	upto       int64 // the last record folded in
+	models     map[string]json.RawMessage
+	dispatched map[string]bool
+	outcomes   map[string]json.RawMessage
+	approvals  map[string]json.RawMessage
+	decisions  map[string]json.RawMessage
+	seen       map[string]bool
+}
+
+func newReplayState() *replayState {
+	return &replayState{models: map[string]json.RawMessage{}, dispatched: map[string]bool{}, outcomes: map[string]json.RawMessage{},
+		approvals: map[string]json.RawMessage{}, decisions: map[string]json.RawMessage{}, seen: map[string]bool{}}
+}
+
+// snapshotRecord is a snapshot's data: the state up to record Upto.
+type snapshotRecord struct {
+	Upto       int64             `json:"upto"`
+	Models     []json.RawMessage `json:"models,omitempty"`
+	Dispatched []string          `json:"dispatched,omitempty"`
+	Outcomes   []json.RawMessage `json:"outcomes,omitempty"`
+	Approvals  []json.RawMessage `json:"approvals,omitempty"`
+	Decisions  []json.RawMessage `json:"decisions,omitempty"`
+	Seen       []string          `json:"seen,omitempty"`
+}
+
+// keyOf reads the key every record of the replay carries.
+func keyOf(data []byte) (string, error) {
+	var k struct {
+		Key string `json:"key"`
+	}
+	if err := json.Unmarshal(data, &k); err != nil {
+		return "", err
+	}
+	return k.Key, nil
+}
+
+// add folds record r in; records come in order. A snapshot replaces the state with its
+// own when it covers more.
+func (st *replayState) add(r runlog.Record) error {
+	var err error
+	keep := func(m map[string]json.RawMessage) {
+		var key string
+		if key, err = keyOf(r.Data); err == nil {
+			m[key] = r.Data
+		}
+	}
+	switch r.Kind {
+	case runlog.KindModel:
+		keep(st.models)
+	case runlog.KindOutcome:
+		keep(st.outcomes)
+	case runlog.KindApproval:
+		keep(st.approvals)
+	case runlog.KindDecision:
+		keep(st.decisions)
+	case runlog.KindDispatch:
+		var d dispatchRecord
+		if err = json.Unmarshal(r.Data, &d); err == nil {
+			st.dispatched[d.Key] = true
+		}
+	case runlog.KindEvent, runlog.KindDelta:
+		if len(r.Data) > 0 {
+			var key string
+			if key, _, _, err = decodeEvent(r.Data); err == nil {
+				st.seen[key] = true
+			}
+		}
+	case runlog.KindSnapshot:
+		// The snapshot covers the records up to its Upto, not those between them and
+		// itself.
+		if err = st.addSnapshot(r.Data); err != nil {
+			return fmt.Errorf("record %d: %w", r.Seq, err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("record %d: %w", r.Seq, err)
+	}
+	st.upto = max(st.upto, r.Seq)
+	return nil
+}
+
+// addSnapshot takes a snapshot's state in place of what was folded in before it (which it
+// covers). A snapshot that covers no more than what was folded in already is ignored:
+// a resume reads its last snapshot, then the records after what it covers, the
+// snapshot among them.
+func (st *replayState) addSnapshot(data []byte) error {
+	var s snapshotRecord
+	if err := json.Unmarshal(data, &s); err != nil {
+		return fmt.Errorf("a snapshot: %w", err)
+	}
+	if s.Upto <= st.upto {
+		return nil
+	}
+	fresh := newReplayState()
+	fresh.upto = s.Upto
+	for _, raws := range []struct {
+		from []json.RawMessage
+		to   map[string]json.RawMessage
+	}{{s.Models, fresh.models}, {s.Outcomes, fresh.outcomes}, {s.Approvals, fresh.approvals}, {s.Decisions, fresh.decisions}} {
+		for _, raw := range raws.from {
+			key, err := keyOf(raw)
+			if err != nil {
+				return fmt.Errorf("a snapshot: %w", err)
+			}
+			raws.to[key] = raw
+		}
+	}
+	for _, k := range s.Dispatched {
+		fresh.dispatched[k] = true
+	}
+	for _, k := range s.Seen {
+		fresh.seen[k] = true
+	}
+	*st = *fresh
+	return nil
+}
+
+// encode is the snapshot record of the state, its lists in key order.
+func (st *replayState) encode() []byte {
+	values := func(m map[string]json.RawMessage) []json.RawMessage {
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		out := make([]json.RawMessage, len(keys))
+		for i, k := range keys {
+			out[i] = m[k]
+		}
+		return out
+	}
+	set := func(m map[string]bool) []string {
+		out := make([]string, 0, len(m))
+		for k := range m {
+			out = append(out, k)
+		}
+		slices.Sort(out)
+		return out
+	}
+	data, _ := toolinternal.MarshalJSON(snapshotRecord{Upto: st.upto, Models: values(st.models), Dispatched: set(st.dispatched),
+		Outcomes: values(st.outcomes), Approvals: values(st.approvals), Decisions: values(st.decisions), Seen: set(st.seen)})
+	return data
+}
+
+// load takes what a run recorded before, for its replay: its records folded into st.
+func (j *journal) load(st *replayState) error {
+	for key, raw := range st.models {
+		var m modelRecord
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return fmt.Errorf("the model's answer %s: %w", key, err)
+		}
+		j.models[key] = m.Response
+	}
+	for key, raw := range st.outcomes {
+		var o outcomeRecord
+		if err := json.Unmarshal(raw, &o); err != nil {
+			return fmt.Errorf("the outcome of call %s: %w", key, err)
+		}
+		j.outcomes[key] = o.Data
+	}
+	for key, raw := range st.approvals {
+		var a approvalRecord
+		if err := json.Unmarshal(raw, &a); err != nil {
+			return fmt.Errorf("the approval of call %s: %w", key, err)
+		}
+		j.approvals[key] = a
+	}
+	for key, raw := range st.decisions {
+		var d decisionRecord
+		if err := json.Unmarshal(raw, &d); err != nil {
+			return fmt.Errorf("the decision on call %s: %w", key, err)
+		}
+		j.decisions[key] = d
+	}
+	for key := range st.dispatched {
+		j.dispatched[key] = true
+	}
+	for key := range st.seen {
+		j.seen[key] = true
+	}
+	j.snapUpto = st.upto
+	return nil
+}
+
+// readReplay reads what a resumed run replays: from its last snapshot on, or, without
+// one, its whole journal. It returns the state and the last record's sequence number.
+func readReplay(ctx context.Context, store runlog.Store, id string) (*replayState, int64, error) {
+	st := newReplayState()
+	after := int64(0)
+	snap, found, err := store.Last(ctx, id, runlog.KindSnapshot)
+	if err != nil {
+		return nil, 0, err
+	}
+	if found {
+		if err := st.add(snap); err != nil {
+			return nil, 0, fmt.Errorf("%w: %v", ErrDamaged, err)
+		}
+		after = st.upto
+	}
+	last := after
+	for {
+		recs, err := store.Read(ctx, id, after, replayPage)
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, r := range recs {
+			if err := st.add(r); err != nil {
+				return nil, 0, fmt.Errorf("%w: %v", ErrDamaged, err)
+			}
+			after, last = r.Seq, r.Seq
+		}
+		if len(recs) < replayPage {
+			return st, last, nil
+		}
+	}
+}
+
+// replayPage is how many records a resume reads at a time.
+const replayPage = 1024
+
+// maybeSnapshot starts a snapshot once the run has committed snapEvery records since
+// the last one, and records at least half the last one's size. j.mu is held.
+func (j *journal) maybeSnapshot() {
+	if j.snapEvery <= 0 || j.snapping || j.ending != "" || j.closed || j.frozen || j.failed != nil ||
+		j.committed-j.snapUpto < j.snapEvery || j.sinceSnap < j.snapBytes/2 {
+		return
+	}
+	j.snapping = true
+	go j.snapshot(j.committed)
+}
+
+// snapshot folds the records up to upto, from the last snapshot on, into a new snapshot
+// record, which commits as the run's next record. A snapshot that cannot be made is no
+// failure of the run: its resume reads more.
+func (j *journal) snapshot(upto int64) {
+	done := func(st *replayState, err error) {
+		var data []byte
+		if err == nil {
+			data = st.encode()
+		}
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		j.snapping = false
+		if err != nil || len(data) > runlog.MaxRecordBytes/2 {
+			// Unreadable, or too large to repeat: no more snapshots for this run.
+			j.snapEvery = 0
+			return
+		}
+		if j.ending != "" || j.closed {
+			return // the end is the run's last record
+		}
+		if _, err := j.addLocked(runlog.KindSnapshot, data, nil, false, false); err == nil {
+			j.snapBytes, j.sinceSnap = len(data), 0
+			j.snapUpto = st.upto
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), j.ttl)
+	defer cancel()
+	lease := j.currentLease()
+	st, _, err := readReplay(ctx, j.store, lease.RunID)
+	if err != nil {
+		done(nil, err)
+		return
+	}
+	if st.upto < upto {
+		done(nil, errors.New("the journal holds fewer records than were committed"))
+		return
+	}
+	// Records committed after upto are in st too: the snapshot covers them.
+	done(st, nil)
+}

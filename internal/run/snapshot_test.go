@@ -1,0 +1,161 @@
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/toolmesh/toolmesh/internal/runlog"
+)
+
+// readCounter counts the records a store's reads return, and the lowest sequence
+// number among them.
+type readCounter struct {
+	runlog.Store
+	records int
+	lowest  int64
+}
+
+func (r *readCounter) Read(ctx context.Context, runID string, after int64, limit int, kinds ...runlog.Kind) ([]runlog.Record, error) {
+	recs, err := r.Store.Read(ctx, runID, after, limit, kinds...)
+	for _, rec := range recs {
+		r.records++
+		if r.lowest == 0 || rec.Seq < r.lowest {
+			r.lowest = rec.Seq
+		}
+	}
+	return recs, err
+}
+
+// A run's journal writes snapshots as it goes; a resume reads the last one and the
+// records after what it covers, and finds what it would have found reading the whole
+// journal: the same answers, outcomes, dispatches, approvals, decisions and event keys.
+func TestSnapshotsReplayAsTheWholeJournal(t *testing.T) {
+	store, lease := memJournal(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := store.Append(ctx, lease, []runlog.Record{{Seq: 1, Kind: runlog.KindRequest, Data: json.RawMessage(`{}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	j := newJournal(store, newRenewer(time.Minute), lease, time.Minute, jsonCodec{}, 2)
+	j.snapEvery = 8
+	j.stop = func(error) {}
+	j.start()
+	// Each record waits for its commit and for the snapshot it starts, if any: the
+	// run's next record follows the snapshot (in a run they race, which changes only
+	// where snapshots fall).
+	settled := func() {
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			j.mu.Lock()
+			snapping := j.snapping
+			j.mu.Unlock()
+			if !snapping {
+				return
+			}
+		}
+		t.Fatal("a snapshot did not end")
+	}
+	add := func(kind runlog.Kind, data string) {
+		t.Helper()
+		if _, err := j.add(kind, []byte(data), nil, true); err != nil {
+			t.Fatal(err)
+		}
+		settled()
+	}
+	for step := 1; step <= 40; step++ {
+		key := fmt.Sprintf("r1/loop_a/%d/c1", step)
+		add(runlog.KindModel, fmt.Sprintf(`{"key":"loop_a/%d","response":{"Text":"turn %d"}}`, step, step))
+		add(runlog.KindEvent, string(eventRec(fmt.Sprintf("model/loop_a/%d#1", step), json.RawMessage(`{}`))))
+		add(runlog.KindDispatch, fmt.Sprintf(`{"key":%q,"worker":"w","attempt":1}`, key))
+		if step%3 == 0 {
+			add(runlog.KindApproval, fmt.Sprintf(`{"key":%q,"call_id":"c1","tool":"charge"}`, key))
+			add(runlog.KindDecision, fmt.Sprintf(`{"key":%q,"approve":true}`, key))
+		}
+		if step%5 != 0 { // some calls have no outcome: in flight at the crash
+			add(runlog.KindOutcome, fmt.Sprintf(`{"key":%q,"outcome":"succeeded","data":{"content":"%d"}}`, key, step))
+		}
+		// A later outcome of the same call replaces the first.
+		if step%7 == 0 {
+			add(runlog.KindOutcome, fmt.Sprintf(`{"key":%q,"outcome":"unknown","data":{"content":"again"}}`, key))
+		}
+	}
+	if err := j.close(); err != nil {
+		t.Fatal(err)
+	}
+
+	all, err := store.Read(ctx, "r1", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := newReplayState()
+	snapshots := 0
+	for _, r := range all {
+		if r.Kind == runlog.KindSnapshot {
+			snapshots++
+			continue
+		}
+		if err := whole.add(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if snapshots < 3 {
+		t.Fatalf("%d snapshots in %d records, want several", snapshots, len(all))
+	}
+	snap, _, err := store.Last(ctx, "r1", runlog.KindSnapshot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var covers snapshotRecord
+	if err := json.Unmarshal(snap.Data, &covers); err != nil {
+		t.Fatal(err)
+	}
+
+	rc := &readCounter{Store: store}
+	got, last, err := readReplay(ctx, rc, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last != all[len(all)-1].Seq {
+		t.Errorf("readReplay's last record %d, want %d", last, all[len(all)-1].Seq)
+	}
+	if rc.lowest <= covers.Upto {
+		t.Errorf("the resume read record %d, which the last snapshot (record %d) covers (up to %d)", rc.lowest, snap.Seq, covers.Upto)
+	}
+	if want := int(last - covers.Upto); rc.records != want {
+		t.Errorf("the resume read %d records, want the %d after the last snapshot's", rc.records, want)
+	}
+	state := func(st *replayState) map[string]any {
+		return map[string]any{"models": st.models, "outcomes": st.outcomes, "dispatched": st.dispatched,
+			"approvals": st.approvals, "decisions": st.decisions, "seen": st.seen, "upto": st.upto}
+	}
+	if diff := cmp.Diff(state(whole), state(got)); diff != "" {
+		t.Errorf("the state from the last snapshot differs from the whole journal's (-whole +snapshot):\n%s", diff)
+	}
+	j2 := newJournal(store, newRenewer(time.Minute), lease, time.Minute, jsonCodec{}, last+1)
+	if err := j2.load(got); err != nil {
+		t.Fatal(err)
+	}
+	if len(j2.models) != 40 || string(j2.outcomes["r1/loop_a/7/c1"]) != `{"content":"again"}` || len(j2.dispatched) != 40 || len(j2.decisions) != 13 {
+		t.Errorf("loaded %d answers, outcome of call 7 %s, %d dispatches, %d decisions", len(j2.models), j2.outcomes["r1/loop_a/7/c1"], len(j2.dispatched), len(j2.decisions))
+	}
+}
+
+// A snapshot that cannot be read back holds the run, as any damaged record does.
+func TestDamagedSnapshotIsDamage(t *testing.T) {
+	store, lease := memJournal(t)
+	ctx := context.Background()
+	if err := store.Append(ctx, lease, []runlog.Record{
+		{Seq: 1, Kind: runlog.KindRequest, Data: json.RawMessage(`{}`)},
+		{Seq: 2, Kind: runlog.KindSnapshot, Data: json.RawMessage(`{"upto":1,"models":[{"key":`)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := readReplay(ctx, store, "r1"); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("readReplay of a torn snapshot: %v, want ErrDamaged", err)
+	}
+}
