@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"slices"
 
-		"github.com/toolmesh/toolmesh/internal/runlog"
+	"github.com/toolmesh/toolmesh/internal/runlog"
 	"github.com/toolmesh/toolmesh/internal/toolinternal"
 )
 
