@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/failpoint"
@@ -159,7 +161,12 @@ func (s *Service) takeOver(ctx context.Context, own bool) (int, error) {
 			after = runs[len(runs)-1].ID
 		}
 	}
-	taken := 0
+	// Leases are taken several at a time (each is a transaction of its own), and each
+	// run resumes as soon as its lease is taken; takeOver returns once every lease is
+	// taken or refused.
+	var taken atomic.Int64
+	var acquiring sync.WaitGroup
+	slots := make(chan struct{}, acquireParallel)
 	for _, id := range ids {
 		if s.store.isLive(id) {
 			continue // it runs here (or is finishing here)
@@ -170,19 +177,28 @@ func (s *Service) takeOver(ctx context.Context, own bool) (int, error) {
 		if _, busy := s.resuming.LoadOrStore(id, true); busy {
 			continue // being resumed here
 		}
-		lease, err := s.journal.Acquire(ctx, id, s.owner, s.leaseTTL())
-		if err != nil {
-			s.resuming.Delete(id)
-			continue // another replica took it, or it finished
-		}
-		taken++
+		slots <- struct{}{}
+		acquiring.Add(1)
 		go func() {
+			lease, err := s.journal.Acquire(ctx, id, s.owner, s.leaseTTL())
+			<-slots
+			if err != nil {
+				acquiring.Done()
+				s.resuming.Delete(id)
+				return // another replica took it, or it finished
+			}
+			taken.Add(1)
+			acquiring.Done()
 			defer s.resuming.Delete(id)
 			s.resume(lease)
 		}()
 	}
-	return taken, nil
+	acquiring.Wait()
+	return int(taken.Load()), nil
 }
+
+// acquireParallel is how many leases takeOver takes at once.
+const acquireParallel = 16
 
 func (s *Service) resumingCount() int {
 	n := 0
@@ -197,13 +213,8 @@ func (s *Service) resume(lease runlog.Lease) {
 	ctx := context.Background()
 	id := lease.RunID
 	log := s.log.With("run_id", id, "epoch", lease.Epoch)
-	first, err := s.journal.Read(ctx, id, 0, 1)
-	var st *replayState
-	var last int64
-	if err == nil && len(first) == 1 && first[0].Kind == runlog.KindRequest {
-		// What it replays: from its last snapshot on (its request is before it).
-		st, last, err = readReplay(ctx, s.journal, id)
-	}
+	// What it replays: from its last snapshot on, and its request.
+	st, first, last, err := readReplay(ctx, s.journal, id)
 	switch {
 	case errors.Is(err, runlog.ErrDamaged), errors.Is(err, ErrDamaged):
 		s.hold(ctx, lease, err)
@@ -212,7 +223,7 @@ func (s *Service) resume(lease runlog.Lease) {
 		log.Error("a run taken over cannot be read from the journal; it stays for the next try", "error", err.Error())
 		return
 	}
-	if len(first) == 0 || first[0].Kind != runlog.KindRequest {
+	if first == nil || first.Kind != runlog.KindRequest {
 		// A journal written before runs were created with their request: the run never
 		// started. It ends, so that nothing waits for it.
 		log.Error("a run taken over has no request record; it ends failed")
@@ -220,7 +231,7 @@ func (s *Service) resume(lease runlog.Lease) {
 		return
 	}
 	var rq requestRecord
-	if err := json.Unmarshal(first[0].Data, &rq); err != nil {
+	if err := json.Unmarshal(first.Data, &rq); err != nil {
 		s.hold(ctx, lease, fmt.Errorf("%w: record 1, the request: %v", ErrDamaged, err))
 		return
 	}

@@ -72,7 +72,7 @@ func TestJournalReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	j := newJournal(store, newRenewer(time.Minute), lease, time.Minute, jsonCodec{}, 8)
-	st, last, err := readReplay(ctx, store, lease.RunID)
+	st, _, last, err := readReplay(ctx, store, lease.RunID)
 	if err != nil || last != 7 {
 		t.Fatalf("readReplay: last %d, %v", last, err)
 	}

@@ -202,17 +202,26 @@ func (j *journal) load(st *replayState) error {
 }
 
 // readReplay reads what a resumed run replays: from its last snapshot on, or, without
-// one, its whole journal. It returns the state and the last record's sequence number.
-func readReplay(ctx context.Context, store runlog.Store, id string) (*replayState, int64, error) {
+// one, its whole journal. It returns the state, the run's first record (its request, nil
+// when the journal holds none) and the last record's sequence number.
+func readReplay(ctx context.Context, store runlog.Store, id string) (*replayState, *runlog.Record, int64, error) {
 	st := newReplayState()
 	after := int64(0)
+	var first *runlog.Record
 	snap, found, err := store.Last(ctx, id, runlog.KindSnapshot)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	if found {
+		recs, err := store.Read(ctx, id, 0, 1)
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		if len(recs) == 1 {
+			first = &recs[0]
+		}
 		if err := st.add(snap); err != nil {
-			return nil, 0, fmt.Errorf("%w: %v", ErrDamaged, err)
+			return nil, nil, 0, fmt.Errorf("%w: %v", ErrDamaged, err)
 		}
 		after = st.upto
 	}
@@ -220,16 +229,19 @@ func readReplay(ctx context.Context, store runlog.Store, id string) (*replayStat
 	for {
 		recs, err := store.Read(ctx, id, after, replayPage)
 		if err != nil {
-			return nil, 0, err
+			return nil, nil, 0, err
 		}
-		for _, r := range recs {
+		for i, r := range recs {
+			if first == nil && r.Seq == 1 {
+				first = &recs[i]
+			}
 			if err := st.add(r); err != nil {
-				return nil, 0, fmt.Errorf("%w: %v", ErrDamaged, err)
+				return nil, nil, 0, fmt.Errorf("%w: %v", ErrDamaged, err)
 			}
 			after, last = r.Seq, r.Seq
 		}
 		if len(recs) < replayPage {
-			return st, last, nil
+			return st, first, last, nil
 		}
 	}
 }
@@ -276,7 +288,7 @@ func (j *journal) snapshot(upto int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), j.ttl)
 	defer cancel()
 	lease := j.currentLease()
-	st, _, err := readReplay(ctx, j.store, lease.RunID)
+	st, _, _, err := readReplay(ctx, j.store, lease.RunID)
 	if err != nil {
 		done(nil, err)
 		return

@@ -14,7 +14,7 @@ import (
 )
 
 // readCounter counts the records a store's reads return, and the lowest sequence
-// number among them.
+// number among them after the request's.
 type readCounter struct {
 	runlog.Store
 	records int
@@ -25,7 +25,7 @@ func (r *readCounter) Read(ctx context.Context, runID string, after int64, limit
 	recs, err := r.Store.Read(ctx, runID, after, limit, kinds...)
 	for _, rec := range recs {
 		r.records++
-		if r.lowest == 0 || rec.Seq < r.lowest {
+		if rec.Seq > 1 && (r.lowest == 0 || rec.Seq < r.lowest) {
 			r.lowest = rec.Seq
 		}
 	}
@@ -116,9 +116,12 @@ func TestSnapshotsReplayAsTheWholeJournal(t *testing.T) {
 	}
 
 	rc := &readCounter{Store: store}
-	got, last, err := readReplay(ctx, rc, "r1")
+	got, first, last, err := readReplay(ctx, rc, "r1")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if first == nil || first.Seq != 1 || first.Kind != runlog.KindRequest {
+		t.Errorf("readReplay's first record: %+v, want the request", first)
 	}
 	if last != all[len(all)-1].Seq {
 		t.Errorf("readReplay's last record %d, want %d", last, all[len(all)-1].Seq)
@@ -126,8 +129,8 @@ func TestSnapshotsReplayAsTheWholeJournal(t *testing.T) {
 	if rc.lowest <= covers.Upto {
 		t.Errorf("the resume read record %d, which the last snapshot (record %d) covers (up to %d)", rc.lowest, snap.Seq, covers.Upto)
 	}
-	if want := int(last - covers.Upto); rc.records != want {
-		t.Errorf("the resume read %d records, want the %d after the last snapshot's", rc.records, want)
+	if want := int(last-covers.Upto) + 1; rc.records != want {
+		t.Errorf("the resume read %d records, want the request and the %d after the last snapshot's", rc.records, want-1)
 	}
 	state := func(st *replayState) map[string]any {
 		return map[string]any{"models": st.models, "outcomes": st.outcomes, "dispatched": st.dispatched,
@@ -155,7 +158,7 @@ func TestDamagedSnapshotIsDamage(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := readReplay(ctx, store, "r1"); !errors.Is(err, ErrDamaged) {
+	if _, _, _, err := readReplay(ctx, store, "r1"); !errors.Is(err, ErrDamaged) {
 		t.Fatalf("readReplay of a torn snapshot: %v, want ErrDamaged", err)
 	}
 }

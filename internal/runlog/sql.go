@@ -642,7 +642,7 @@ func (s *sqlStore) decide(ctx context.Context, runID, key string, d Decision) er
 }
 
 func (s *sqlStore) Decision(ctx context.Context, runID, key string) (Decision, bool, error) {
-	if err := s.settle(); err != nil {
+	if err := s.settleRun(runID); err != nil {
 		return Decision{}, false, err
 	}
 	var d Decision
@@ -669,6 +669,14 @@ func (s *sqlStore) settle() error {
 	return s.logged.settled()
 }
 
+// settleRun is settle for the reads of one run: it waits for that run's writes only.
+func (s *sqlStore) settleRun(runID string) error {
+	if s.logged == nil {
+		return nil
+	}
+	return s.logged.settledRun(runID)
+}
+
 // readRunRow reads a run's row as a committer checks writes against it.
 func (s *sqlStore) readRunRow(ctx context.Context, runID string) (lockedRun, error) {
 	r, err := scanRun(s.db.QueryRowContext(ctx, s.q(`SELECT `+s.runColumns()+` FROM toolmesh_runs WHERE run_id = ?`), runID))
@@ -681,8 +689,8 @@ func (s *sqlStore) readRunRow(ctx context.Context, runID string) (lockedRun, err
 	return lockedRun{state: r.State, owner: r.Owner, epoch: r.Epoch, until: r.Until.UnixNano(), nextSeq: r.Records + 1}, nil
 }
 
-// exclusive runs fn with the committer held back and every committed write in the
-// database: a write that bypasses the committer (Acquire, Decide) sees and changes
+// exclusive runs fn with the committer held back and every committed write of the run
+// in the database: a write that bypasses the committer (Acquire, Decide) sees and changes
 // what the committer checks against. It forgets the committer's view of runID.
 func (s *sqlStore) exclusive(runID string, fn func() error) error {
 	if s.logged == nil {
@@ -690,7 +698,9 @@ func (s *sqlStore) exclusive(runID string, fn func() error) error {
 	}
 	s.logged.mu.Lock()
 	defer s.logged.mu.Unlock()
-	if err := s.logged.settled(); err != nil {
+	// No write is logged while the lock is held: once the database holds the run's
+	// writes, it holds the run as the committer knows it.
+	if err := s.logged.settledRun(runID); err != nil {
 		return err
 	}
 	defer s.logged.forget(runID)
@@ -712,7 +722,7 @@ func (s *sqlStore) lockRun(ctx context.Context, tx *sql.Tx, runID string) (Run, 
 // Read reads the rows that hold the records after after (a row holds at most MaxBatch
 // records, so those that start MaxBatch before it), and unpacks them.
 func (s *sqlStore) Read(ctx context.Context, runID string, after int64, limit int, kinds ...Kind) ([]Record, error) {
-	if err := s.settle(); err != nil {
+	if err := s.settleRun(runID); err != nil {
 		return nil, err
 	}
 	after = max(after, 0)
@@ -766,7 +776,7 @@ func (s *sqlStore) Read(ctx context.Context, runID string, after int64, limit in
 // Last reads the run's rows from its end, through the primary key, to the first that
 // holds a record of kind.
 func (s *sqlStore) Last(ctx context.Context, runID string, kind Kind) (Record, bool, error) {
-	if err := s.settle(); err != nil {
+	if err := s.settleRun(runID); err != nil {
 		return Record{}, false, err
 	}
 	mask := kindBit(kind)
@@ -850,7 +860,7 @@ func (s *sqlStore) Renew(ctx context.Context, lease Lease, ttl time.Duration) (L
 	if err == nil && n != 1 && s.logged != nil {
 		// The run may be in the commit log and not yet in the database: once it is, the
 		// renewal finds it.
-		if err = s.settle(); err == nil {
+		if err = s.settleRun(lease.RunID); err == nil {
 			n, err = renew()
 		}
 	}
@@ -889,7 +899,7 @@ func scanRun(sc interface{ Scan(...any) error }) (Run, error) {
 }
 
 func (s *sqlStore) Get(ctx context.Context, runID string) (Run, error) {
-	if err := s.settle(); err != nil {
+	if err := s.settleRun(runID); err != nil {
 		return Run{}, err
 	}
 	r, err := scanRun(s.db.QueryRowContext(ctx, s.q(`SELECT `+s.runColumns()+` FROM toolmesh_runs WHERE run_id = ?`), runID))

@@ -73,6 +73,12 @@ type sqliteLogged struct {
 	stopped  chan struct{}
 	applyErr error
 	kick     chan struct{}
+	// pendingRuns are the runs with writes logged and not applied: the number of the
+	// last entry that holds one, so that a read of a run waits for its own writes only.
+	pendingRuns map[string]uint64
+	// logBroken is set once an entry could not be synced: the entries after it are never
+	// applied.
+	logBroken error
 }
 
 // startLogged opens the log next to the database, applies what the database lacks of
@@ -82,7 +88,7 @@ func startLogged(ctx context.Context, s *sqlStore, w *sqliteWriter, path string)
 	if err != nil {
 		return nil, err
 	}
-	l := &sqliteLogged{s: s, log: log, writer: w, views: map[string]*runView{}, stopped: make(chan struct{}), kick: make(chan struct{}, 1)}
+	l := &sqliteLogged{s: s, log: log, writer: w, views: map[string]*runView{}, pendingRuns: map[string]uint64{}, stopped: make(chan struct{}), kick: make(chan struct{}, 1)}
 	l.acond = sync.NewCond(&l.amu)
 	var applied uint64
 	var v string
@@ -194,6 +200,11 @@ func (l *sqliteLogged) commitGroup(group []*write) []error {
 		}
 	}
 	l.sweep()
+	l.amu.Lock()
+	for _, w := range accepted {
+		l.pendingRuns[w.lease.RunID] = id
+	}
+	l.amu.Unlock()
 	l.smu.Lock()
 	l.written = append(l.written, logEntry{id: id, writes: accepted})
 	l.smu.Unlock()
@@ -203,10 +214,16 @@ func (l *sqliteLogged) commitGroup(group []*write) []error {
 	// syncs it with ours or after. A sync makes durable every entry written before it
 	// began (fdatasync covers the file), this one and those before it.
 	if err := l.log.sync(); err != nil {
+		broken := fmt.Errorf("runlog: the commit log could not be synced: %w", sqliteExplain(err))
+		// Whoever waits for the entry (holding mu, perhaps) learns it never comes.
+		l.amu.Lock()
+		l.logBroken = broken
+		l.acond.Broadcast()
+		l.amu.Unlock()
 		l.mu.Lock()
-		l.broken = fmt.Errorf("runlog: the commit log could not be synced: %w", sqliteExplain(err))
+		l.broken = broken
 		l.mu.Unlock()
-		return fail(l.broken)
+		return fail(broken)
 	}
 	l.smu.Lock()
 	n := 0
@@ -271,7 +288,21 @@ func (l *sqliteLogged) settled() error {
 	l.amu.Lock()
 	defer l.amu.Unlock()
 	target = max(target, l.logged)
-	for l.applied < target && l.applyErr == nil && !l.stop {
+	return l.waitApplied(target)
+}
+
+// settledRun waits until the database holds every write of run id logged so far:
+// settled for one run, which does not wait for the others' writes.
+func (l *sqliteLogged) settledRun(id string) error {
+	l.amu.Lock()
+	defer l.amu.Unlock()
+	target := l.pendingRuns[id]
+	return l.waitApplied(target)
+}
+
+// waitApplied waits until the applier has applied entry target. l.amu is held.
+func (l *sqliteLogged) waitApplied(target uint64) error {
+	for l.applied < target && l.applyErr == nil && l.logBroken == nil && !l.stop {
 		l.urgent = true
 		select {
 		case l.kick <- struct{}{}:
@@ -282,6 +313,9 @@ func (l *sqliteLogged) settled() error {
 	if l.applied < target {
 		if l.applyErr != nil {
 			return l.applyErr
+		}
+		if l.logBroken != nil {
+			return l.logBroken
 		}
 		return errors.New("runlog: the store is closed")
 	}
@@ -340,6 +374,13 @@ func (l *sqliteLogged) run() {
 			}
 			backoff = 100 * time.Millisecond
 			l.applied, l.applyErr = batch[len(batch)-1].id, nil
+			for _, e := range batch {
+				for _, w := range e.writes {
+					if l.pendingRuns[w.lease.RunID] == e.id {
+						delete(l.pendingRuns, w.lease.RunID)
+					}
+				}
+			}
 			l.acond.Broadcast()
 			more := len(l.queue) > 0
 			l.amu.Unlock()
