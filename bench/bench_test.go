@@ -22,7 +22,7 @@ func smokeConfig(bins Bins) Config {
 		Mode: "smoke", Rounds: 1, Warmup: 2,
 		LatencyCalls: 6, LatencyTime: 200 * time.Millisecond, LatencySlices: 2,
 		Concurrency: 4, ThroughputTime: 30 * time.Millisecond, ThroughputCalls: 40,
-		LoopToolCalls: 2, OpenRuns: 20, RSSRounds: 1,
+		LoopToolCalls: 2, OpenRuns: 20, RSSRounds: 1, ResumeRuns: 20, ResumeRounds: 1,
 		ScaleSizes: []int{10, 100}, LookupTime: 5 * time.Millisecond, RegisterWorkers: 5,
 		Bins: bins,
 	}
@@ -70,7 +70,7 @@ func TestSmoke(t *testing.T) {
 		t.Fatalf("failures: %q", rep.Failures)
 	}
 
-	want := []string{VLimit, VLimitMD, VHop, VHopOTel, VHopMTLS, VMCPHTTP, VMCPStdio, VMCPGroup, VInProcess, VLoopGRPC, VLoopNested, VLoopInProc, VLoopSQLite}
+	want := []string{VLimit, VLimitMD, VHop, VHopOTel, VHopMTLS, VMCPHTTP, VMCPStdio, VMCPGroup, VInProcess, VLoopGRPC, VLoopNested, VLoopInProc, VLoopMemory, VLoopSQLite}
 	if _, err := harness.PostgresBin(); err == nil {
 		want = append(want, VLoopPostgres)
 	}
@@ -90,17 +90,18 @@ func TestSmoke(t *testing.T) {
 		}
 	}
 	for _, g := range rep.Goals {
-		if g.Verdict != Met && g.Verdict != Missed && (g.ID != "journal-postgres" || slices.Contains(want, VLoopPostgres)) {
+		pg := g.ID == "journal-postgres" || g.ID == "resume-postgres"
+		if g.Verdict != Met && g.Verdict != Missed && (!pg || slices.Contains(want, VLoopPostgres)) {
 			t.Errorf("goal %s: verdict %q, measured %q", g.ID, g.Verdict, g.Measured)
 		}
 		if g.Verdict == Missed && (g.Why == "" || g.Fix == "") {
 			t.Errorf("goal %s missed without a why and a fix", g.ID)
 		}
 	}
-	// Fourteen, and the two of the loop against eino; no routing goal (the smoke tables
+	// Sixteen, and the two of the loop against eino; no routing goal (the smoke tables
 	// are small).
-	if len(rep.Goals) != 16 {
-		t.Errorf("got %d goals, want 16", len(rep.Goals))
+	if len(rep.Goals) != 18 {
+		t.Errorf("got %d goals, want 18", len(rep.Goals))
 	}
 	if pr := rep.Peers.Rounds; len(pr) != 1 || pr[0].Toolmesh.Runs == 0 || pr[0].Eino.Runs == 0 || !(pr[0].P50Ratio > 0) || !(pr[0].ThroughputRatio > 0) {
 		t.Errorf("loop peers: %+v", pr)
@@ -114,6 +115,13 @@ func TestSmoke(t *testing.T) {
 	}
 	if len(rep.Memory.Rounds) != 1 || rep.Memory.Rounds[0].Runs != cfg.OpenRuns || rep.Memory.Rounds[0].AfterKiB == 0 {
 		t.Errorf("memory rounds: %+v", rep.Memory.Rounds)
+	}
+	stores := 1
+	if slices.Contains(want, VLoopPostgres) {
+		stores = 2
+	}
+	if rr := rep.Resume.Rounds; len(rr) != stores || rr[0].Runs != cfg.ResumeRuns || !(rr[0].ResumedSeconds > 0) || !(rr[0].EventsPerRun > 0) {
+		t.Errorf("resume rounds: %+v", rr)
 	}
 	if len(rep.ToolDefs) != 2 || rep.ToolDefs[1].Tools != 100 || rep.ToolDefs[1].Bytes <= rep.ToolDefs[0].Bytes {
 		t.Errorf("tool definitions: %+v", rep.ToolDefs)

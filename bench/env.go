@@ -63,9 +63,11 @@ const (
 	// VLoopNested is loop-grpc with the N calls made by one agentic tool's nested loop.
 	VLoopNested = "loop-nested"
 	VLoopInProc = "loop-inproc"
-	// VLoopSQLite and VLoopPostgres are loop-grpc on an orchestrator core that journals
-	// its runs in SQLite (a file, synchronous=FULL) and in a private PostgreSQL; the
-	// second runs only where PostgreSQL is installed.
+	// VLoopMemory, VLoopSQLite and VLoopPostgres are loop-grpc on an orchestrator core
+	// that journals its runs: in memory (the orchestrator's default, journal.driver
+	// memory), in SQLite (a file) and in a private PostgreSQL; the last runs only where
+	// PostgreSQL is installed.
+	VLoopMemory   = "loop-memory"
 	VLoopSQLite   = "loop-sqlite"
 	VLoopPostgres = "loop-postgres"
 )
@@ -318,7 +320,7 @@ func setup(ctx context.Context, cfg Config) (_ *env, err error) {
 		e.loopNestedVariant(orchClient),
 		e.loopInProcessVariant(),
 	)
-	if cfg.wants(VLoopSQLite) || cfg.wants(VLoopPostgres) {
+	if cfg.wants(VLoopMemory) || cfg.wants(VLoopSQLite) || cfg.wants(VLoopPostgres) {
 		e.progress("setup: journaled orchestrator cores")
 		journaled, err := e.journalVariants(ctx)
 		if err != nil {
@@ -330,7 +332,7 @@ func setup(ctx context.Context, cfg Config) (_ *env, err error) {
 		VMCPEverything: everythingPID,
 		VLimit:         raw.pid(), VLimitMD: raw.pid(), VHop: wOff.pid(), VHopOTel: wOn.pid(), VHopMTLS: wTLS.pid(),
 		VMCPHTTP: mh.pid(), VMCPStdio: stdioCmd.Process.Pid, VMCPGroup: mh.pid(), VLoopGRPC: wOff.pid(), VLoopNested: wOff.pid(),
-		VLoopSQLite: wOff.pid(), VLoopPostgres: wOff.pid(),
+		VLoopMemory: wOff.pid(), VLoopSQLite: wOff.pid(), VLoopPostgres: wOff.pid(),
 	}
 	for _, v := range e.variants {
 		v.peer = peers[v.name]
@@ -598,7 +600,7 @@ func (e *env) loopGRPCVariant(c *client.Client) *variant {
 		}}
 }
 
-// journalVariants are loop-grpc on cores that journal their runs: SQLite in a
+// journalVariants are loop-grpc on cores that journal their runs: in memory, SQLite in a
 // temporary file, and PostgreSQL (a private server) where it is installed. The cores
 // share loop-grpc's router, so that the runs reach the same worker.
 func (e *env) journalVariants(ctx context.Context) ([]*variant, error) {
@@ -607,17 +609,17 @@ func (e *env) journalVariants(ctx context.Context) ([]*variant, error) {
 		return nil, err
 	}
 	e.defer_(func() { _ = os.RemoveAll(dir) })
-	stores := []struct {
+	type journalStore struct {
 		name, what string
 		open       func() (runlog.Store, error)
-	}{{VLoopSQLite, "SQLite in WAL mode with synchronous=FULL (every commit on disk), a file in the temporary directory", func() (runlog.Store, error) {
+	}
+	stores := []journalStore{{VLoopMemory, "memory, as an orchestrator without journal.data_dir or journal.dsn keeps its runs (nothing survives the process; no durability to compare)", func() (runlog.Store, error) {
+		return runlog.OpenMemory(ctx, runlog.MemoryLimits{})
+	}}, {VLoopSQLite, "SQLite, a file in the temporary directory, at the orchestrator's settings: every commit is on disk before it is acknowledged (a group of writes is one entry of the commit log, written with O_DSYNC; the database is copied from the log in WAL mode with synchronous=NORMAL, the log emptied only once a checkpoint has synced the database)", func() (runlog.Store, error) {
 		return runlog.OpenSQLite(ctx, filepath.Join(dir, "journal.db"))
 	}}}
 	if _, err := harness.PostgresBin(); err == nil {
-		stores = append(stores, struct {
-			name, what string
-			open       func() (runlog.Store, error)
-		}{VLoopPostgres, "a private PostgreSQL on loopback with its durability defaults (fsync on, synchronous_commit on: every commit on disk before it is acknowledged), through pgx", func() (runlog.Store, error) {
+		stores = append(stores, journalStore{VLoopPostgres, "a private PostgreSQL on loopback with its durability defaults (fsync on, synchronous_commit on, full_page_writes on: every commit on disk before it is acknowledged), through pgx", func() (runlog.Store, error) {
 			pg, err := harness.StartPostgresWith(ctx, harness.PostgresOptions{Durable: true})
 			if err != nil {
 				return nil, err
@@ -628,6 +630,9 @@ func (e *env) journalVariants(ctx context.Context) ([]*variant, error) {
 	}
 	var out []*variant
 	for _, st := range stores {
+		if !e.cfg.wants(st.name) {
+			continue
+		}
 		store, err := st.open()
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", st.name, err)
@@ -647,7 +652,7 @@ func (e *env) journalVariants(ctx context.Context) ([]*variant, error) {
 		v := e.loopGRPCVariant(cl)
 		e.countEvents = count
 		v.name = st.name
-		v.measures = "loop-grpc on an orchestrator core that journals every run in " + st.what + ": the request, each model response and tool dispatch and outcome before it goes on, every event before the client sees it"
+		v.measures = "loop-grpc on an orchestrator core that journals every run in " + st.what + ": the request, each model response, tool dispatch and outcome, every event before the client sees it; a dispatch is committed before its call leaves"
 		out = append(out, v)
 	}
 	return out, nil

@@ -105,19 +105,23 @@ func (r *Report) explain(g *Goal) explanation {
 		return explanation{why: why, whyBrief: brief, fixBrief: "send fewer, smaller events per call (the stream's writes and the client's wake-ups are most of what is left)",
 			fix: "send fewer, smaller events on the hot path (ToolCallStarted and ToolCallFinished of a fast call could travel as one message, usage only with the final result unless the client asks for it): each event is a write on the stream and a wake-up of the client's reader on the same two cores; the loop itself (a few µs an iteration in process) shares the history and tool specs between requests already."}
 	case "journal-sqlite", "journal-postgres":
-		name, store := VLoopSQLite, "SQLite (synchronous=FULL)"
+		name, store := VLoopSQLite, "SQLite (a commit log written with O_DSYNC, copied to the database)"
 		if g.ID == "journal-postgres" {
-			name, store = VLoopPostgres, "PostgreSQL"
+			name, store = VLoopPostgres, "PostgreSQL (fsync on)"
 		}
-		base, jr := r.measured(VLoopGRPC), r.measured(name)
+		base, mem, jr := r.measured(VLoopGRPC), r.measured(VLoopMemory), r.measured(name)
 		perRun := func(v *VariantResult) float64 { return 1e6 / v.PerSecond * float64(r.Method.Concurrency) }
-		brief := fmt.Sprintf("with the run journaled in %s a run takes %s at p50 against %s, and %s runs/s against %s at c%d: the waits for the dispatches' commits and the CPU of every record",
+		vsMemory := ""
+		if mem != nil && mem.PerSecond > 0 {
+			vsMemory = fmt.Sprintf(" Against the journal in memory (%s, the orchestrator's default: %s runs/s) it is %.2f×: what durability itself costs.", VLoopMemory, count(mem.PerSecond), jr.PerSecond/mem.PerSecond)
+		}
+		brief := fmt.Sprintf("with the run journaled in %s a run takes %s at p50 against %s, and %s runs/s against %s at c%d: the waits for the dispatches' commits and the CPU of every record and commit",
 			store, dur(jr.P50us), dur(base.P50us), count(jr.PerSecond), count(base.PerSecond), r.Method.Concurrency)
-		why = fmt.Sprintf("a run journaled in %s writes about %d records (its request, one model response, dispatch and outcome per call, every event, its end) and waits only for the commit of its request, of each dispatch (before the call leaves) and of its end; the rest commits in the background, in transactions shared by every run in flight (a fixed number of statements per transaction). At c%d a run takes %s of wall time against %s in memory, and its CPU grows from %s to %s: the records' encoding and the database's own work (for SQLite, its B-trees and WAL writes run in this process; PostgreSQL's server shares the two cores).",
-			store, 4*r.Loop.ToolCalls+r.Loop.EventsPerRun+2, r.Method.Concurrency, dur(perRun(jr)), dur(perRun(base)), dur(base.SelfCPUus), dur(jr.SelfCPUus))
+		why = fmt.Sprintf("a run journaled in %s writes about %d records (its request, one model response, dispatch and outcome per call, every event, its end) and waits for the commit of its request, of each dispatch (before the call leaves), of what the next model request depends on, and of its end; the records of every run in flight commit together (one commit-log write, or one PostgreSQL transaction of two statements, for all of them), a run's records packed into one row. At c%d a run takes %s of wall time against %s without a journal, and the process's CPU per run grows from %s to %s: each record is encoded, copied, written and (SQLite) applied to the database by this process, on the same two cores as the worker and the client; on this VM a write system call costs tens of µs and an fdatasync about 100 µs of CPU, and PostgreSQL's server, its WAL writer and its fsyncs share the cores too.%s",
+			store, 4*r.Loop.ToolCalls+r.Loop.EventsPerRun+2, r.Method.Concurrency, dur(perRun(jr)), dur(perRun(base)), dur(base.SelfCPUus), dur(jr.SelfCPUus), vsMemory)
 		why += prof
-		return explanation{why, "what remains is per record and per commit: fewer records (a step's events as one record instead of one each), less CPU per record (every event is marshalled to protobuf JSON for the journal beside the stream), and, where losing the last commits to a power cut (not to a process crash) is acceptable, SQLite's synchronous=NORMAL in WAL mode, which skips the fsync of every transaction.",
-			brief, "fewer records per iteration (a step's events as one), less CPU per record"}
+		return explanation{why, "what remains is per record and per commit on two shared cores: fewer records per step (a step's events as one record), events kept out of the journal's commits until a client or a resume needs them (they are derived from the model's answers and the outcomes), and, on PostgreSQL, a server on cores of its own, as in production.",
+			brief, "fewer records per step; events journaled apart from the facts a resume needs"}
 	case "tenant-isolation":
 		t := r.Tenants
 		var alone, flooded []float64
@@ -132,14 +136,25 @@ func (r *Report) explain(g *Goal) explanation {
 		return explanation{why, "lower the noisy tenant's max_concurrent_runs and model_calls_per_minute (its admitted runs are its share of the machine), or give each tenant a weighted share of the orchestrator's CPU between model calls instead of a fixed rate.",
 			brief, "lower the noisy tenant's limits, or weight the orchestrator's CPU per tenant"}
 	case "memory-per-run":
-		floor := ""
-		if f := r.Memory.FloorKiBPerRun; f > 0 {
-			floor = fmt.Sprintf(" A bare grpc-go server holding an open server stream grows by %.1f KiB per stream on this machine (its handler's goroutine, 8 KiB of stack, and gRPC's stream state on the server side): a goal of 16 KiB leaves %.1f KiB for all a run holds.", f, 16-f)
+		f := r.Memory.FloorKiBPerRun
+		return explanation{fmt.Sprintf("%.1f KiB per open run against %.1f KiB for a bare grpc-go server's open stream (its handler's goroutine and gRPC's stream state), measured the same way in the same run: %.1f KiB of the run's own. A run waiting for its model holds the Run stream's goroutine (the model call is made from a few frames on it), gRPC's per-stream state, and the run's own state: its record, its journal in memory, its loop, its request, its process (blackboard, budget), its contexts and their timers (the run's deadline), which the garbage collector's headroom (GOGC=100) roughly doubles in RSS.", r.Memory.KiBPerRun, f, r.Memory.KiBPerRun-f),
+			"fold what a waiting run holds into fewer objects (the engine's context values as fields of one call value, the journal's replay maps made only on a resume, the run record's snapshot built when asked for), guided by a heap profile of an orchestrator holding runs open.",
+			fmt.Sprintf("%.1f KiB per open run, %.1f above the floor: the run record, journal, loop and contexts", r.Memory.KiBPerRun, r.Memory.KiBPerRun-f),
+			"fold what a waiting run holds into fewer objects, guided by a heap profile"}
+	case "resume-sqlite", "resume-postgres":
+		store := "sqlite"
+		if g.ID == "resume-postgres" {
+			store = "postgres"
 		}
-		return explanation{fmt.Sprintf("%s per open run. A run waiting for its model holds the Run stream's goroutine (the model call is made from a few frames on it; the rest of the run's work runs on goroutines that end with it), gRPC's per-stream state, and the run's own state: its record, its journal in memory, its loop, its request, its process (blackboard, budget), its contexts and their timers (the run's deadline), which the garbage collector's headroom (GOGC=100) roughly doubles in RSS.%s", g.Measured, floor),
-			"below this, a run's state would have to shrink to its request and what the loop needs next, kept off the heap between model calls, and its contexts folded into one; the stream's goroutine and gRPC's state stay.",
-			fmt.Sprintf("%s per open run: the stream's goroutine and gRPC's state (the floor), the run record, journal, loop and contexts", g.Measured),
-			"fold what a waiting run holds into fewer objects, guided by a heap profile of an orchestrator holding runs open"}
+		var rs []string
+		for _, x := range r.Resume.Rounds {
+			if x.Store == store {
+				rs = append(rs, fmt.Sprintf("serving after %.2f s, every run ended after %.2f s", x.ServingSeconds, x.ResumedSeconds))
+			}
+		}
+		brief := fmt.Sprintf("%s to resume %d runs (%s)", g.Measured, r.Method.ResumeRuns, strings.Join(rs, "; "))
+		return explanation{brief + ": the restarted orchestrator opens its journal, takes the leases 16 at a time (a transaction each), and resumes each run as its lease is taken: its request, its last snapshot and the records after it read, its steps replayed without asking the model again, then one more model call and its end committed.",
+			"take the leases of many runs in one transaction, and read their journals in one query.", brief, "batch the lease takes and the reads"}
 	case "routing-10k", "routing-100k":
 		var row RoutingRow
 		for _, x := range r.Routing {

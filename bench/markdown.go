@@ -152,7 +152,7 @@ func (r *Report) Markdown() string {
 		p("| Run with the same calls in one agentic tool's nested loop, p50 (%s) | %s |", VLoopNested, dur(v.P50us))
 		p("| **one level of nesting**, %s − %s (a nested loop and one more model call) | **%s** |", VLoopNested, VLoopGRPC, dur(l.NestedUs))
 	}
-	for _, name := range []string{VLoopSQLite, VLoopPostgres} {
+	for _, name := range []string{VLoopMemory, VLoopSQLite, VLoopPostgres} {
 		if v := r.Variant(name); v != nil {
 			p("| Run with the run journaled, p50 (%s) | %s (%s per iteration) |", name, dur(v.P50us), dur(v.P50us/float64(l.Iterations)))
 		}
@@ -185,6 +185,19 @@ func (r *Report) Markdown() string {
 			p("| %d | %d | %d KiB | %d KiB | %.1f KiB |", i+1, x.Runs, x.BeforeKiB, x.AfterKiB, x.KiBPerRun)
 		}
 		p("| **median** | | | | **%.1f KiB** |", r.Memory.FloorKiBPerRun)
+		p("")
+	}
+
+	if len(r.Resume.Rounds) > 0 {
+		p("## Resume after a crash")
+		p("")
+		p("bin/orchestrator journaling in SQLite (a data directory) or in a private PostgreSQL (fsync on) starts %d detached runs, each calling add %d times (bin/toolworker) and then waiting in a model call that answers after an hour; once every run waits, the orchestrator is killed with SIGKILL and another is started on the same journal and address, whose model answers that call at once. Timed from the restart: until it serves (it has taken every run's lease), and until every run ended, resumed from the journal (its request, last snapshot and the records after it read, its steps replayed without asking the model again):", r.Method.ResumeRuns, resumeSteps)
+		p("")
+		p("| round | store | runs | events per run before the crash | time to open them | serving after | **all resumed and ended after** |")
+		p("|---|---|---:|---:|---:|---:|---:|")
+		for i, x := range r.Resume.Rounds {
+			p("| %d | %s | %d | %.0f | %.2f s | %.2f s | **%.2f s** |", i+1, x.Store, x.Runs, x.EventsPerRun, x.OpenSeconds, x.ServingSeconds, x.ResumedSeconds)
+		}
 		p("")
 	}
 
@@ -393,10 +406,12 @@ func (r *Report) rowSummary(v VariantResult) string {
 		return fmt.Sprintf("a whole Run over gRPC on the in-process core, the scripted model calling add %d times, one call per turn, then answering", r.Loop.ToolCalls)
 	case VLoopNested:
 		return fmt.Sprintf("the same Run with the %d calls made by one agentic tool's nested loop: one level of nesting", r.Loop.ToolCalls)
+	case VLoopMemory:
+		return "the loop-grpc Run on a core that journals it in memory (the orchestrator's default; not durable)"
 	case VLoopSQLite:
-		return "the loop-grpc Run on a core that journals it in SQLite (synchronous=FULL)"
+		return "the loop-grpc Run on a core that journals it in SQLite: every commit on disk before it is acknowledged (commit log written with O_DSYNC)"
 	case VLoopPostgres:
-		return "the loop-grpc Run on a core that journals it in PostgreSQL"
+		return "the loop-grpc Run on a core that journals it in a private PostgreSQL with fsync on and synchronous_commit on"
 	case VLoopInProc:
 		return fmt.Sprintf("loop.Run in this process with the same model and %d turns, add a local no-op: the loop's own cost", r.Loop.ToolCalls)
 	default:
@@ -414,7 +429,7 @@ func peerOf(name string) string {
 		return "bench/cmd/mcpadd"
 	case VMCPEverything:
 		return "mcp-server-everything (node)"
-	case VLoopGRPC, VLoopNested, VLoopSQLite, VLoopPostgres:
+	case VLoopGRPC, VLoopNested, VLoopMemory, VLoopSQLite, VLoopPostgres:
 		return "bin/toolworker (the orchestrator is in this process)"
 	default:
 		return "none"
@@ -423,7 +438,7 @@ func peerOf(name string) string {
 
 func whose(name string) string {
 	switch name {
-	case VLoopGRPC, VLoopNested, VLoopSQLite, VLoopPostgres:
+	case VLoopGRPC, VLoopNested, VLoopMemory, VLoopSQLite, VLoopPostgres:
 		return "client + in-process orchestrator, per run"
 	case VLoopInProc:
 		return "the loop, per run"
