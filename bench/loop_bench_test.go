@@ -29,11 +29,26 @@ import (
 // what a run costs beyond its hops.
 func BenchmarkLoopOverGRPC(b *testing.B) {
 	const calls = 10
+	ctx, cl, req := loopBenchCore(b, calls, nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		final, err := cl.RunAndWait(ctx, req, nil)
+		if err != nil || final.GetText() != "done" || final.GetIterations() != calls+1 {
+			b.Fatalf("run: %v, %v", final, err)
+		}
+	}
+}
+
+// loopBenchCore starts an orchestrator core whose scripted model asks for add calls
+// times (journaling its runs in store, nil: none), a pkg/worker serving add, and a
+// client: the setup of the loop benchmarks, torn down with b.
+func loopBenchCore(b *testing.B, calls int, store runlog.Store) (context.Context, *client.Client, *toolpb.RunRequest) {
+	b.Helper()
 	script, err := loopScript(calls)
 	if err != nil {
 		b.Fatal(err)
 	}
-	c, err := startCore(coreOptions{provider: script})
+	c, err := startCore(coreOptions{provider: script, journal: store})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -59,13 +74,7 @@ func BenchmarkLoopOverGRPC(b *testing.B) {
 	b.Cleanup(func() { _ = cl.Close() })
 	req := &toolpb.RunRequest{Prompt: "Add the two numbers, again and again.", Tools: []string{peer.Name},
 		Context: toolctx.MustOf(contextEntries...).Map()}
-	b.ReportAllocs()
-	for b.Loop() {
-		final, err := cl.RunAndWait(ctx, req, nil)
-		if err != nil || final.GetText() != "done" || final.GetIterations() != calls+1 {
-			b.Fatalf("run: %v, %v", final, err)
-		}
-	}
+	return ctx, cl, req
 }
 
 // processCPU is the CPU time this process used so far, user and system.
@@ -137,40 +146,11 @@ func BenchmarkLoopJournaled(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			const calls = 10
-			script, err := loopScript(calls)
-			if err != nil {
-				b.Fatal(err)
-			}
 			store := open(b)
 			if store != nil {
 				b.Cleanup(func() { _ = store.Close() })
 			}
-			c, err := startCore(coreOptions{provider: script, journal: store})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(c.close)
-			w, err := worker.New(worker.Options{ID: "bench-loop", Orchestrator: c.addr, Listen: "127.0.0.1:0", Capacity: 64,
-				Logger: slog.New(slog.DiscardHandler)}, builtin.Math())
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { defer close(done); _ = w.Run(ctx) }()
-			b.Cleanup(func() { cancel(); <-done })
-			wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
-			defer wcancel()
-			if err := c.waitTool(wctx, peer.Name); err != nil {
-				b.Fatal(err)
-			}
-			cl, err := client.Dial(c.addr, insecure.NewCredentials())
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = cl.Close() })
-			req := &toolpb.RunRequest{Prompt: "Add the two numbers, again and again.", Tools: []string{peer.Name},
-				Context: toolctx.MustOf(contextEntries...).Map()}
+			ctx, cl, req := loopBenchCore(b, calls, store)
 			var before runlog.Stats
 			sr, counts := store.(runlog.StatsReporter)
 			if counts {

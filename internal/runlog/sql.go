@@ -65,10 +65,6 @@ type sqlStore struct {
 	d   dialect
 	now func() time.Time
 
-	// stmts are the hot path's prepared statements, by query (parsing them again for
-	// every commit cost as much as running them).
-	stmtMu sync.Mutex
-	stmts  map[string]*sql.Stmt
 	// commitDB is PostgreSQL's committers' pool.
 	commitDB *sql.DB
 	// writer is the connection SQLite's applier writes the database on; logged its
@@ -86,52 +82,6 @@ type sqlStore struct {
 	// failing is the error of the last commit when it failed as a whole (Health).
 	healthMu sync.Mutex
 	failing  error
-}
-
-// exec runs a statement in tx: prepared once for the store when prepare made it, else
-// as it is.
-func (s *sqlStore) exec(ctx context.Context, tx *sql.Tx, query string, args ...any) (sql.Result, error) {
-	if st := s.stmt(query); st != nil {
-		return tx.StmtContext(ctx, st).ExecContext(ctx, args...)
-	}
-	return tx.ExecContext(ctx, query, args...)
-}
-
-func (s *sqlStore) stmt(query string) *sql.Stmt {
-	s.stmtMu.Lock()
-	defer s.stmtMu.Unlock()
-	return s.stmts[query]
-}
-
-// maxStmts bounds the statements the store keeps prepared.
-const maxStmts = 256
-
-// prepare prepares a hot-path statement for the store. It must not run inside a
-// transaction: SQLite has one connection, which the transaction holds.
-func (s *sqlStore) prepare(ctx context.Context, query string) {
-	if s.stmt(query) != nil {
-		return
-	}
-	s.stmtMu.Lock()
-	full := len(s.stmts) >= maxStmts
-	s.stmtMu.Unlock()
-	if full {
-		return // exec runs it unprepared
-	}
-	st, err := s.db.PrepareContext(ctx, query)
-	if err != nil {
-		return // exec runs it unprepared
-	}
-	s.stmtMu.Lock()
-	defer s.stmtMu.Unlock()
-	if s.stmts == nil {
-		s.stmts = map[string]*sql.Stmt{}
-	}
-	if _, ok := s.stmts[query]; ok {
-		_ = st.Close()
-		return
-	}
-	s.stmts[query] = st
 }
 
 // start starts the committers.
@@ -272,26 +222,26 @@ func (s *sqlStore) commit() {
 			}
 		}
 		runs := make(map[string]bool, len(group))
-		kept := group[:0]
-		for _, w := range group {
+		// take adds w to the group, or, when the group has a write of its run, to the
+		// next group.
+		take := func(w *write) {
 			if runs[w.lease.RunID] {
 				carry = append(carry, w)
-				continue
+				return
 			}
 			runs[w.lease.RunID] = true
-			kept = append(kept, w)
+			group = append(group, w)
 		}
-		group = kept
+		queued := group
+		group = nil
+		for _, w := range queued {
+			take(w)
+		}
 	more:
 		for len(group) < maxGroup {
 			select {
 			case w := <-s.writes:
-				if runs[w.lease.RunID] {
-					carry = append(carry, w)
-					continue
-				}
-				runs[w.lease.RunID] = true
-				group = append(group, w)
+				take(w)
 			default:
 				break more
 			}
@@ -304,12 +254,7 @@ func (s *sqlStore) commit() {
 			for len(group) < last && len(group) < maxGroup {
 				select {
 				case w := <-s.writes:
-					if runs[w.lease.RunID] {
-						carry = append(carry, w)
-						continue
-					}
-					runs[w.lease.RunID] = true
-					group = append(group, w)
+					take(w)
 				case <-t.C:
 					break gather
 				}
@@ -1011,11 +956,6 @@ func (s *sqlStore) Close() error {
 		if s.writer != nil {
 			s.writer.close()
 		}
-		s.stmtMu.Lock()
-		for _, st := range s.stmts {
-			_ = st.Close()
-		}
-		s.stmtMu.Unlock()
 		if s.commitDB != nil {
 			_ = s.commitDB.Close()
 		}

@@ -370,23 +370,20 @@ func (o *orchestrator) start(failpointSpec string) {
 		o.t.Fatal(err)
 	}
 	env := append(os.Environ(), "TOOLMESH_FAILPOINT="+failpointSpec, "OPENAI_API_KEY=", "ANTHROPIC_API_KEY=")
-	for {
-		o.p, err = harness.StartWith("orchestrator", bin, harness.Options{Env: env},
-			"--listen", o.addr, "--log-format", "json", "--config", o.cfg)
-		if err != nil {
-			o.t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		_, err = o.p.WaitLog(ctx, "orchestrator serving")
-		cancel()
-		if err == nil {
-			break
-		}
+	o.p, err = harness.StartWith("orchestrator", bin, harness.Options{Env: env},
+		"--listen", o.addr, "--log-format", "json", "--config", o.cfg)
+	if err != nil {
+		o.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	_, err = o.p.WaitLog(ctx, "orchestrator serving")
+	cancel()
+	if err != nil {
 		if !o.p.Exited() {
 			o.t.Fatalf("the orchestrator did not start: %v\n%s", err, o.p.Output())
 		}
-		// The failpoint may kill it while it resumes, before it serves: start it again
-		// with the next kill (its exit is the kill).
+		// The failpoint may kill it while it resumes, before it serves: the caller starts
+		// it again with the next kill (its exit is the kill).
 		if !strings.Contains(failpointSpec, "resume") && !strings.Contains(failpointSpec, "replay") && !strings.Contains(failpointSpec, "commit") {
 			o.t.Fatalf("the orchestrator died at start: %v\n%s", err, o.p.Output())
 		}
