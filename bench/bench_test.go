@@ -225,7 +225,9 @@ func TestExplainEveryGoal(t *testing.T) {
 		mk(VLoopSQLite, 30000, 200, 1700, 1100), mk(VLoopPostgres, 40000, 150, 1800, 1100),
 	}
 	rep.Memory.Rounds = []memoryRound{{Runs: 1000, BeforeKiB: 30000, AfterKiB: 130000, KiBPerRun: 100}}
+	rep.Memory.FloorRounds = []memoryRound{{Runs: 1000, BeforeKiB: 20000, AfterKiB: 35000, KiBPerRun: 15}}
 	rep.Memory.aggregate()
+	rep.Resume.Rounds = []resumeRound{{Store: "sqlite", ResumedSeconds: 8.2}, {Store: "postgres", ResumedSeconds: 5.8}}
 	rep.Tenants.Rounds = []tenantRound{{Alone: latency{P99us: 5000}, Flooded: latency{P99us: 15000}, Ratio: 3, Flood: floodCounts{Admitted: 40, Refused: 3000, BigRefused: 4, HistoryRefused: 4}}}
 	rep.Tenants.aggregate()
 	rep.Routing = []RoutingRow{{Tools: 10, NsPerOp: 60, HotNsPerOp: 50}, {Tools: 10000, NsPerOp: 300, HotNsPerOp: 52}}

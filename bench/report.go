@@ -379,6 +379,7 @@ func (r *Report) evaluateGoals() {
 	mtlsP50 := r.ratioValue("hop+mtls p50 / hop p50")
 	r.Tenants.aggregate() // NaN without rounds: not measured
 	r.Peers.aggregate()
+	r.Resume.aggregate()
 	mcpP50 := r.ratioValue("mcp-http p50 / hop p50")
 	mcpThr := r.ratioValue("hop throughput / mcp-http throughput")
 	facades, facades10k := math.NaN(), math.NaN()

@@ -266,9 +266,9 @@ func (l *sqliteLogged) enqueue(e logEntry) {
 			l.queued += len(w.row.data)
 		}
 	}
-	big := l.queued >= applyBytes
+	kick := l.queued >= applyBytes || len(l.queue) == 1
 	l.amu.Unlock()
-	if big || len(l.queue) == 1 {
+	if kick {
 		select {
 		case l.kick <- struct{}{}:
 		default:
@@ -390,9 +390,7 @@ func (l *sqliteLogged) run() {
 				default:
 				}
 			}
-			if l.log.end > resetBytes {
-				l.tryReset()
-			}
+			l.tryReset()
 		}
 		if stop {
 			return
@@ -400,13 +398,17 @@ func (l *sqliteLogged) run() {
 	}
 }
 
-// tryReset empties the log once the database holds all of it on disk, when no commit
-// is under way (the applier never waits for the committer, which may wait for it).
+// tryReset empties the log once it is longer than resetBytes and the database holds all
+// of it on disk, when no commit is under way (the applier never waits for the committer,
+// which may wait for it).
 func (l *sqliteLogged) tryReset() {
 	if !l.mu.TryLock() {
 		return
 	}
 	defer l.mu.Unlock()
+	if l.log.end <= resetBytes { // the log's end is the committer's, under mu
+		return
+	}
 	l.smu.Lock()
 	inFlight := len(l.written) > 0
 	l.smu.Unlock()

@@ -64,6 +64,7 @@ func ServerOptions(cfg config.Config) []grpc.ServerOption {
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.MaxRecvMsgSize(cfg.Server.MaxReceiveBytes),
 		grpc.ForceServerCodecV2(requestCodec),
+		grpc.ChainStreamInterceptor(markCodec),
 		grpc.InitialWindowSize(streamWindow),
 		grpc.InitialConnWindowSize(16 * streamWindow),
 	}
@@ -155,6 +156,37 @@ func (a *admission) budgeted(ctx context.Context, read func() error) error {
 		release()
 	}()
 	return read()
+}
+
+// codecMarked marks the context of a stream whose server runs requestCodec, which
+// sends an already encoded event (encodedEvent) as it is.
+type codecMarked struct{}
+
+// markCodec is the stream interceptor of ServerOptions that marks its streams'
+// contexts: a server built without ServerOptions (an embedder's, a test's) has grpc-go's
+// codec, which encodes only protobuf messages, and its events are sent decoded.
+func markCodec(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	return handler(srv, markedStream{ServerStream: ss, ctx: context.WithValue(ss.Context(), codecMarked{}, true)})
+}
+
+type markedStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (m markedStream) Context() context.Context { return m.ctx }
+
+// sendEvent sends b, the encoding of a RunResponse, on stream: as it is where the
+// server's codec is requestCodec, decoded otherwise.
+func sendEvent(stream grpc.ServerStream, b []byte) error {
+	if marked, _ := stream.Context().Value(codecMarked{}).(bool); marked {
+		return stream.SendMsg(&encodedEvent{b: b})
+	}
+	ev := &toolpb.RunResponse{}
+	if err := proto.Unmarshal(b, ev); err != nil {
+		return fmt.Errorf("an event of the run's journal: %w", err)
+	}
+	return stream.SendMsg(ev)
 }
 
 // requestCodec is the server's codec: grpc-go's protobuf codec, except that a toolmesh

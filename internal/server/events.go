@@ -63,7 +63,7 @@ func (e *emitter) sendEncoded(wire []byte, seq int64, at time.Time) error {
 		return nil
 	}
 	e.seq = seq
-	if err := e.stream.SendMsg(&encodedEvent{b: appendEnvelope(wire, e.runID, seq, at)}); err != nil {
+	if err := sendEvent(e.stream, appendEnvelope(wire, e.runID, seq, at)); err != nil {
 		e.broken = true
 		return err
 	}

@@ -59,7 +59,7 @@ func (o *orchestratorServer) WatchRun(req *toolpb.WatchRunRequest, stream toolpb
 	err = o.s.runs.Watch(stream.Context(), key, req.GetAfterSequence(), func(rec run.Record) error {
 		if !rec.JSON {
 			// As it was encoded for the journal, with its envelope.
-			return stream.SendMsg(&encodedEvent{b: appendEnvelope(rec.Data, req.GetRunId(), rec.Seq, rec.Time)})
+			return sendEvent(stream, appendEnvelope(rec.Data, req.GetRunId(), rec.Seq, rec.Time))
 		}
 		ev := &toolpb.RunResponse{}
 		if err := protojson.Unmarshal(rec.Data, ev); err != nil {
