@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+	"syscall"
 	"time"
 )
 
@@ -84,16 +85,38 @@ func (l *commitLog) write(id uint64, writes []*write) error {
 			return err
 		}
 		if err := l.f.Sync(); err != nil { // the file's new length is metadata
-			return err
+			return syncError{err}
 		}
 		l.size += grow
 	}
 	if _, err := l.f.WriteAt(b, l.end); err != nil {
+		// Part of it may be written (a file size limit, the disk filling): it is zeroed,
+		// as far as it was written, so that no part of it reads as an entry after the
+		// one written here next.
+		_, _ = l.f.WriteAt(make([]byte, len(b)), l.end)
 		return err
 	}
 	l.end += int64(len(b))
 	l.last = id
 	return nil
+}
+
+// syncError is a failed sync: after it, what the file holds is unknown (the kernel may
+// have dropped the pages it could not write, and report no error for them again), so
+// the log takes no more entries. Other write errors leave it as it was.
+type syncError struct{ err error }
+
+func (e syncError) Error() string { return e.err.Error() }
+func (e syncError) Unwrap() error { return e.err }
+
+// noRoom reports whether err is a write refused for want of room (the disk full, a
+// quota, a file size limit), which passes once there is room again; it is explained so.
+func noRoom(err error) (error, bool) {
+	var se syncError
+	if errors.As(err, &se) || !(errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.EFBIG)) {
+		return err, false
+	}
+	return fmt.Errorf("%w (no room: the disk is full, or a quota or a file size limit is reached)", err), true
 }
 
 // sync makes every entry written so far durable: the writes of a file opened with

@@ -180,7 +180,13 @@ func (l *sqliteLogged) commitGroup(group []*write) []error {
 	id := l.log.last + 1
 	failpoint.Hit(failpoint.StoreBeforeCommit)
 	if err := l.log.write(id, accepted); err != nil {
-		l.broken = fmt.Errorf("runlog: the commit log could not be written: %w", sqliteExplain(err))
+		if err, ok := noRoom(err); ok {
+			// Nothing of the entry stays; the writes fail, and the next ones are tried
+			// again as if it never was.
+			l.mu.Unlock()
+			return fail(fmt.Errorf("runlog: the commit log could not be written: %w", err))
+		}
+		l.broken = fmt.Errorf("runlog: the commit log could not be written: %w", err)
 		l.mu.Unlock()
 		return fail(l.broken)
 	}

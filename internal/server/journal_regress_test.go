@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -69,13 +70,19 @@ func TestApprovalPollError(t *testing.T) {
 	}})
 	ctx := testContext(t)
 	var final string
+	// The approval's answer may reach this test after the run's last event: the test
+	// waits for it before its context ends.
+	var approving sync.WaitGroup
+	defer approving.Wait()
 	for ev, err := range e.cl.Run(ctx, &toolpb.RunRequest{RunId: "ap-1", Prompt: "go", ToolGroups: []string{"danger"}}) {
 		if err != nil {
 			t.Fatal(err)
 		}
 		if a := ev.GetApprovalRequested(); a != nil {
 			j.fail.Store(true) // the store blips once while the person decides
+			approving.Add(1)
 			go func() {
+				defer approving.Done()
 				time.Sleep(600 * time.Millisecond) // past a failed poll or two
 				if err := e.cl.ApproveToolCall(ctx, "ap-1", a.GetCallId(), "", true, ""); err != nil {
 					t.Errorf("approve: %v", err)
