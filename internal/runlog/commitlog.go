@@ -113,7 +113,8 @@ func (e syncError) Unwrap() error { return e.err }
 // quota, a file size limit), which passes once there is room again; it is explained so.
 func noRoom(err error) (error, bool) {
 	var se syncError
-	if errors.As(err, &se) || !(errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.EFBIG)) {
+	full := errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.EFBIG)
+	if !full || errors.As(err, &se) {
 		return err, false
 	}
 	return fmt.Errorf("%w (no room: the disk is full, or a quota or a file size limit is reached)", err), true
