@@ -314,6 +314,9 @@ func (d *driver) end(res *loop.Result, err error) (*Result, error) {
 			}
 			cancel()
 		case durable(s.journal):
+			if !errors.Is(cause, ErrShutdown) { // a shutdown says so once, for every run
+				s.log.WarnContext(ctx, stoppedDriving, "run_id", id, "cause", cause.Error())
+			}
 			r.markStopped()
 			return nil, &Error{RunID: id, Err: fmt.Errorf("%w: %w", ErrResumable, cause)}
 		}
@@ -326,7 +329,7 @@ func (d *driver) end(res *loop.Result, err error) (*Result, error) {
 			if ferr := j.finish(endOf(r.snapshot())); ferr != nil {
 				// Its end event was never committed, so never sent: the client hears that
 				// the run stopped here, and its next owner resumes it.
-				s.log.WarnContext(ctx, "the run's end could not be journaled; its next owner resumes it", "run_id", id, "error", ferr.Error())
+				s.log.WarnContext(ctx, stoppedDriving, "run_id", id, "cause", "its end could not be journaled: "+ferr.Error())
 				r.markStopped()
 				return nil, &Error{RunID: id, Err: fmt.Errorf("%w: %w: %w", ErrResumable, ErrJournal, ferr)}
 			}
@@ -337,6 +340,11 @@ func (d *driver) end(res *loop.Result, err error) (*Result, error) {
 	}
 	return &Result{RunID: id, Model: p.label, Result: lres, Outcome: outcome}, nil
 }
+
+// stoppedDriving is logged when this orchestrator stops driving a run that goes on
+// (a shutdown, a journal that failed or a lease lost): its next owner, this
+// orchestrator or another sharing the journal, resumes it.
+const stoppedDriving = "this orchestrator stopped driving the run; its next owner resumes it"
 
 // settle turns how the loop ended into how the run ended: a tool's signal settled
 // (replan, terminate), an error named for the client, the span and the process status.
