@@ -206,7 +206,8 @@ func TestReplicasTakeOverRuns(t *testing.T) {
 		if i%2 == 1 {
 			want-- // b's from its start
 		}
-		if byB != want && !(byA > 0 && byB == want-1) { // or it ended on a, before the kill
+		endedOnA := byA > 0 && byB == want-1 // it went to a and ended there before the kill
+		if byB != want && !endedOnA {
 			t.Errorf("%s, started on replica-%c: the surviving replica resumed it %d times and stopped driving it %d times (the killed one resumed it %d times); want %d resumes by the survivor",
 				id, "ab"[i%2], byB, stops, byA, want)
 		}
