@@ -39,6 +39,9 @@ const logMagic = 0x544d434c // "TMCL"
 // logChunk is how much the file grows by, in zeros, when an entry would pass its end.
 const logChunk = 8 << 20
 
+// zeroBlock is what the log grows by, written as many times as it takes.
+var zeroBlock = make([]byte, 1<<20)
+
 // logEntry is an entry read back: its number and its writes.
 type logEntry struct {
 	id     uint64
@@ -81,8 +84,10 @@ func (l *commitLog) write(id uint64, writes []*write) error {
 	// entry that follows it.
 	if l.end+int64(len(b)) > l.size {
 		grow := max(int64(logChunk), l.end+int64(len(b))-l.size)
-		if _, err := l.f.WriteAt(make([]byte, grow), l.size); err != nil {
-			return err
+		for off := int64(0); off < grow; off += int64(len(zeroBlock)) {
+			if _, err := l.f.WriteAt(zeroBlock[:min(int64(len(zeroBlock)), grow-off)], l.size+off); err != nil {
+				return err
+			}
 		}
 		if err := l.f.Sync(); err != nil { // the file's new length is metadata
 			return syncError{err}
@@ -206,20 +211,52 @@ func packRow(records []Record, epoch int64, now time.Time) *loggedRow {
 	return &loggedRow{first: records[0].Seq, n: int64(len(records)), kinds: kinds, time: t.UnixNano(), kind: string(records[0].Kind), data: data, epoch: epoch}
 }
 
-// follows reports whether r's records come right after p's, under the same lease, and
-// the two fit in a row.
-func (r *loggedRow) follows(p *loggedRow) bool {
-	return r.first == p.first+p.n && r.epoch == p.epoch && p.n+r.n <= MaxBatch && len(p.data)+len(r.data) <= MaxAppendBytes
+// rowRun is rows of a run that follow one another, to be joined as one (join).
+type rowRun struct {
+	run  string
+	rows []*loggedRow
+	// last is what the joined row would be, but its data: its length only (size).
+	last loggedRow
+	size int
 }
 
-// join makes one row of p and the row after it, r: their records in order.
-func join(p, r *loggedRow) *loggedRow {
-	data := make([]byte, 5, len(p.data)+len(r.data)-5)
+func newRowRun(run string, r *loggedRow) *rowRun {
+	return &rowRun{run: run, rows: []*loggedRow{r}, last: *r, size: len(r.data)}
+}
+
+// take adds r when its records come right after the rows so far, under the same
+// lease, and all fit in a row.
+func (g *rowRun) take(r *loggedRow) bool {
+	p := &g.last
+	if r.first != p.first+p.n || r.epoch != p.epoch || p.n+r.n > MaxBatch || g.size+len(r.data) > MaxAppendBytes {
+		return false
+	}
+	g.rows = append(g.rows, r)
+	p.n += r.n
+	g.size += len(r.data) - 5
+	return true
+}
+
+// join makes one row of rows, each following the one before it (rowRun.take): their
+// records in order, copied once.
+func join(rows ...*loggedRow) *loggedRow {
+	if len(rows) == 1 {
+		return rows[0]
+	}
+	size, n, kinds := 5, int64(0), int64(0)
+	for _, r := range rows {
+		size += len(r.data) - 5
+		n += r.n
+		kinds |= r.kinds
+	}
+	data := make([]byte, 5, size)
 	data[0] = packedVersion
-	data = append(data, p.data[5:]...)
-	data = append(data, r.data[5:]...)
+	for _, r := range rows {
+		data = append(data, r.data[5:]...)
+	}
 	binary.BigEndian.PutUint32(data[1:5], crc32.Checksum(data[5:], castagnoli))
-	return &loggedRow{first: p.first, n: p.n + r.n, kinds: p.kinds | r.kinds, time: p.time, kind: p.kind, data: data, epoch: p.epoch}
+	p := rows[0]
+	return &loggedRow{first: p.first, n: n, kinds: kinds, time: p.time, kind: p.kind, data: data, epoch: p.epoch}
 }
 
 // decodeEntry reads the entry at the start of b and returns it with its length.

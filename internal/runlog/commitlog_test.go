@@ -81,16 +81,24 @@ func TestCommitLog(t *testing.T) {
 func TestJoinRows(t *testing.T) {
 	a := packRow([]Record{{Seq: 1, Kind: KindRequest, Data: []byte("a")}, {Seq: 2, Kind: KindEvent}}, 1, time.Unix(0, 1))
 	b := packRow([]Record{{Seq: 3, Kind: KindModel, Data: []byte("b")}}, 1, time.Unix(0, 2))
-	if !b.follows(a) || a.follows(b) {
-		t.Fatal("follows")
-	}
 	other := packRow([]Record{{Seq: 3, Kind: KindModel}}, 2, time.Unix(0, 2))
-	if other.follows(a) {
+	if newRowRun("r", b).take(a) {
+		t.Error("a row joined to the row after it")
+	}
+	g := newRowRun("r", a)
+	if g.take(other) {
 		t.Error("rows of two leases joined")
 	}
-	j := join(a, b)
+	if !g.take(b) {
+		t.Fatal("a row not joined to the one before it")
+	}
+	c := packRow([]Record{{Seq: 4, Kind: KindOutcome, Data: []byte("c")}}, 1, time.Unix(0, 3))
+	if !g.take(c) {
+		t.Fatal("a third row not joined")
+	}
+	j := join(g.rows...)
 	recs, err := unpack("r", row{seq: j.first, n: j.n, epoch: 1, kinds: j.kinds, data: j.data}, 0, -1, 0, nil)
-	if err != nil || len(recs) != 3 || string(recs[0].Data) != "a" || recs[1].Kind != KindEvent || string(recs[2].Data) != "b" || recs[2].Seq != 3 {
+	if err != nil || len(recs) != 4 || string(recs[0].Data) != "a" || recs[1].Kind != KindEvent || string(recs[2].Data) != "b" || recs[2].Seq != 3 || string(recs[3].Data) != "c" || recs[3].Seq != 4 {
 		t.Errorf("joined: %+v, %v", recs, err)
 	}
 }

@@ -453,22 +453,18 @@ func (l *sqliteLogged) applyEntries(entries []logEntry) error {
 	}
 	// A run's rows, joined while they follow one another: the row of each run that
 	// is still open, by run.
-	open := map[string]*loggedRow{}
-	var rows []*loggedRow
-	var rowRun []string
+	open := map[string]*rowRun{}
+	var runs []*rowRun
 	for _, w := range writes {
 		if w.row == nil {
 			continue
 		}
-		if p := open[w.lease.RunID]; p != nil && w.row.follows(p) {
-			j := join(p, w.row)
-			*p = *j
+		if g := open[w.lease.RunID]; g != nil && g.take(w.row) {
 			continue
 		}
-		r := *w.row
-		open[w.lease.RunID] = &r
-		rows = append(rows, &r)
-		rowRun = append(rowRun, w.lease.RunID)
+		g := newRowRun(w.lease.RunID, w.row)
+		open[w.lease.RunID] = g
+		runs = append(runs, g)
 	}
 	now := l.s.now().UnixNano()
 	return l.writer.conn.Raw(func(dc any) error {
@@ -501,8 +497,9 @@ func (l *sqliteLogged) applyEntries(entries []logEntry) error {
 				return err
 			}
 		}
-		for i, r := range rows {
-			if _, err := w.exec(dc, sqliteInsertRow, rowRun[i], r.first, r.n, r.epoch, r.kind, r.kinds, r.time, r.data); err != nil {
+		for _, g := range runs {
+			r := join(g.rows...)
+			if _, err := w.exec(dc, sqliteInsertRow, g.run, r.first, r.n, r.epoch, r.kind, r.kinds, r.time, r.data); err != nil {
 				return err
 			}
 		}
