@@ -329,6 +329,11 @@ func (j *journal) addLocked(kind runlog.Kind, data []byte, ev Event, wait, fact 
 	if fact {
 		j.lastFact = seq
 	}
+	if j.queue == nil {
+		if q, ok := pendingArrays.Get().(*[]pending); ok {
+			j.queue = *q
+		}
+	}
 	j.queue = append(j.queue, pending{rec: runlog.Record{Seq: seq, Kind: kind, Time: time.Now(), Data: data}, ev: ev})
 	j.queued += len(data)
 	if !wait {
@@ -438,6 +443,13 @@ func (j *journal) flush() {
 			}
 			j.mu.Lock()
 		}
+		// Nothing refers to the batch's array now: a next queue starts in it, rather
+		// than growing a new one from nothing at every step.
+		if c := cap(batch); c >= 4 && c <= maxPooled {
+			clear(batch)
+			q := batch[:0]
+			pendingArrays.Put(&q)
+		}
 		if len(j.queue) > 0 && j.wanted <= j.committed && j.queued < flushBytes && j.ending == "" && !j.closed {
 			// Nobody waits for what came meanwhile: it may wait for more.
 			if j.linger == nil {
@@ -449,6 +461,12 @@ func (j *journal) flush() {
 	j.flushing = false
 	j.cond.Broadcast()
 }
+
+// pendingArrays are the arrays of committed batches, in which queues start; maxPooled
+// bounds the size of one.
+var pendingArrays sync.Pool
+
+const maxPooled = 64
 
 // take takes the next batch off the queue: one append, within the store's bounds.
 // final reports that it empties the queue. j.mu is held.
