@@ -95,10 +95,13 @@ func (l *commitLog) write(id uint64, writes []*write) error {
 		l.size += grow
 	}
 	if _, err := l.f.WriteAt(b, l.end); err != nil {
-		// Part of it may be written (a file size limit, the disk filling): it is zeroed,
-		// as far as it was written, so that no part of it reads as an entry after the
-		// one written here next.
-		_, _ = l.f.WriteAt(make([]byte, len(b)), l.end)
+		// Part of it may be written (a file size limit, the disk filling), or all of it
+		// and its sync failed: it is zeroed, as far as it was written, so that no part
+		// of it reads as an entry. Where the zeros cannot be written either, what the
+		// file holds is unknown, and the log takes no more entries.
+		if _, zerr := l.f.WriteAt(make([]byte, len(b)), l.end); zerr != nil && !errors.Is(zerr, syscall.EFBIG) {
+			return syncError{fmt.Errorf("%w; and its bytes could not be zeroed: %w", err, zerr)}
+		}
 		return err
 	}
 	l.end += int64(len(b))
@@ -141,14 +144,13 @@ func (l *commitLog) rewind() error {
 	if l.end == 0 {
 		return nil
 	}
+	// The database holds every entry, on disk: whether the zeros reach the disk or not,
+	// the next entry goes at the start (what follows it does not follow it).
+	l.end = 0
 	if _, err := l.f.WriteAt(make([]byte, 12), 0); err != nil {
 		return err
 	}
-	if err := syncData(l.f); err != nil {
-		return err
-	}
-	l.end = 0
-	return nil
+	return syncData(l.f)
 }
 
 func (l *commitLog) close() error { return l.f.Close() }

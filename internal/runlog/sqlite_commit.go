@@ -67,6 +67,34 @@ func (w *sqliteWriter) exec(dc any, query string, args ...any) (int64, error) {
 	return res.RowsAffected()
 }
 
+// queryRow runs query and scans its one row into dest (int64s).
+func (w *sqliteWriter) queryRow(dc any, query string, dest ...*int64) error {
+	st, err := w.stmt(dc, query)
+	if err != nil {
+		return err
+	}
+	rows, err := st.(driver.StmtQueryContext).QueryContext(context.Background(), nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = rows.Close() }()
+	vals := make([]driver.Value, len(rows.Columns()))
+	if err := rows.Next(vals); err != nil {
+		return fmt.Errorf("%s: no row: %w", query, err)
+	}
+	for i, d := range dest {
+		if i >= len(vals) {
+			return fmt.Errorf("%s: %d columns, want %d", query, len(vals), len(dest))
+		}
+		v, ok := vals[i].(int64)
+		if !ok {
+			return fmt.Errorf("%s: column %d is %T, want an integer", query, i, vals[i])
+		}
+		*d = v
+	}
+	return nil
+}
+
 // close closes the writer's statements and gives its connection back.
 func (w *sqliteWriter) close() {
 	_ = w.conn.Raw(func(any) error {

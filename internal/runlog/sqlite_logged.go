@@ -159,6 +159,7 @@ func (l *sqliteLogged) commitGroup(group []*write) []error {
 	for i, w := range group {
 		v, found, err := l.view(w.lease.RunID)
 		if err != nil {
+			l.mu.Unlock()
 			return fail(fmt.Errorf("runlog: commit: %w", err))
 		}
 		var r lockedRun
@@ -182,7 +183,9 @@ func (l *sqliteLogged) commitGroup(group []*write) []error {
 	if err := l.log.write(id, accepted); err != nil {
 		if err, ok := noRoom(err); ok {
 			// Nothing of the entry stays; the writes fail, and the next ones are tried
-			// again as if it never was.
+			// again as if it never was. The log starts again from its start if the
+			// database holds all of it: its room there is taken already.
+			_ = l.resetLocked() // on a full disk it may fail as well: tried at the next
 			l.mu.Unlock()
 			return fail(fmt.Errorf("runlog: the commit log could not be written: %w", err))
 		}
@@ -205,12 +208,12 @@ func (l *sqliteLogged) commitGroup(group []*write) []error {
 			v.nextSeq, v.state, v.until = w.next(v.nextSeq), w.state, 0
 		}
 	}
-	l.sweep()
 	l.amu.Lock()
 	for _, w := range accepted {
 		l.pendingRuns[w.lease.RunID] = id
 	}
 	l.amu.Unlock()
+	l.sweep()
 	l.smu.Lock()
 	l.written = append(l.written, logEntry{id: id, writes: accepted})
 	l.smu.Unlock()
@@ -246,13 +249,20 @@ func (l *sqliteLogged) commitGroup(group []*write) []error {
 	return errs
 }
 
-// sweep forgets the views of ended runs once they are many: the database holds them.
+// sweepViews is how many views the committer keeps before it sweeps.
+var sweepViews = 4096
+
+// sweep forgets the views of ended runs once they are many and the database holds
+// their ends: the view of a run whose writes are still only in the log is all the
+// committer knows of it (its end, a hold), and stays. l.mu is held.
 func (l *sqliteLogged) sweep() {
-	if len(l.views) < 4096 {
+	if len(l.views) < sweepViews {
 		return
 	}
+	l.amu.Lock()
+	defer l.amu.Unlock()
 	for id, v := range l.views {
-		if v.state != StateRunning {
+		if _, pending := l.pendingRuns[id]; v.state != StateRunning && !pending {
 			delete(l.views, id)
 		}
 	}
@@ -415,28 +425,43 @@ func (l *sqliteLogged) tryReset() {
 	if l.log.end <= resetBytes { // the log's end is the committer's, under mu
 		return
 	}
+	if err := l.resetLocked(); err != nil {
+		slog.Warn("the journal's commit log could not be emptied", "error", err.Error())
+	}
+}
+
+// resetLocked empties the log if the database holds all of it and no commit is under
+// way. l.mu is held.
+func (l *sqliteLogged) resetLocked() error {
+	if l.log.end == 0 {
+		return nil
+	}
 	l.smu.Lock()
 	inFlight := len(l.written) > 0
 	l.smu.Unlock()
 	l.amu.Lock()
 	all := l.applied == l.logged && !inFlight
 	l.amu.Unlock()
-	if all {
-		if err := l.checkpoint(); err != nil {
-			slog.Warn("the journal's commit log could not be emptied", "error", err.Error())
-		}
+	if !all {
+		return nil
 	}
+	return l.checkpoint()
 }
 
 // checkpoint puts the database's write-ahead log in its file, on disk, and empties the
 // commit log: the database holds all of it. Nothing may be logged meanwhile.
 func (l *sqliteLogged) checkpoint() error {
+	var busy, walPages, moved int64
 	err := l.writer.conn.Raw(func(dc any) error {
-		_, err := l.writer.exec(dc, `PRAGMA wal_checkpoint(TRUNCATE)`)
-		return err
+		return l.writer.queryRow(dc, `PRAGMA wal_checkpoint(TRUNCATE)`, &busy, &walPages, &moved)
 	})
 	if err != nil {
 		return fmt.Errorf("runlog: checkpointing the journal: %w", sqliteExplain(err))
+	}
+	if busy != 0 || walPages != moved {
+		// A reader held the write-ahead log: the database file may not hold all of it, so
+		// the commit log stays as it is.
+		return fmt.Errorf("runlog: checkpointing the journal: blocked by a reader (%d of %d pages copied)", moved, walPages)
 	}
 	if err := l.log.rewind(); err != nil {
 		return fmt.Errorf("runlog: emptying the commit log: %w", err)

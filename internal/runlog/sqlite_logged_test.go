@@ -1,0 +1,92 @@
+package runlog
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// A run whose row the committer cannot read fails its write, and the committer goes on
+// with the others' (it stayed locked: every later commit, Acquire and Decide hung).
+func TestCommitterSurvivesAnUnreadableRun(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	path := filepath.Join(t.TempDir(), "journal.db")
+	s, err := OpenSQLite(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	// A row another process wrote, which the store cannot read: its lease is text.
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO toolmesh_runs (run_id, state, owner, epoch, lease_until, next_seq, created, updated) VALUES ('bad', 'running', 'o', 1, 'soon', 1, 0, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	_ = db.Close()
+	err = s.Append(ctx, Lease{RunID: "bad", Owner: "o", Epoch: 1, Until: time.Now().Add(time.Minute)}, []Record{{Seq: 1, Kind: KindEvent, Data: []byte("x")}})
+	if err == nil {
+		t.Fatal("a write to a run whose row cannot be read was accepted")
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Create(ctx, "good", "o", time.Minute, Record{Seq: 1, Kind: KindRequest, Data: []byte("r")})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the next run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the committer hangs after a run it could not read")
+	}
+}
+
+// The committer forgets the views of ended runs only once the database holds their
+// ends: a run created and finished a moment ago, its end still only in the commit log,
+// may not be created again (it was, and its record rows then broke every copy to the
+// database on their primary key).
+func TestSweepKeepsRunsNotYetApplied(t *testing.T) {
+	defer func(n int) { sweepViews = n }(sweepViews)
+	sweepViews = 2
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := OpenSQLite(ctx, filepath.Join(t.TempDir(), "journal.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	req := Record{Seq: 1, Kind: KindRequest, Data: []byte("r")}
+	l, err := s.Create(ctx, "x", "o", time.Minute, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(ctx, l, StateSucceeded, Record{Seq: 2, Kind: KindEvent, Data: []byte("end")}); err != nil {
+		t.Fatal(err)
+	}
+	// More runs: the committer sweeps its views.
+	for _, id := range []string{"y", "z"} {
+		if _, err := s.Create(ctx, id, "o", time.Minute, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Create(ctx, "x", "o", time.Minute, req); !errors.Is(err, ErrExists) {
+		t.Fatalf("a run created again while its end is in the commit log only: %v, want ErrExists", err)
+	}
+	if r, err := s.Get(ctx, "x"); err != nil || r.State != StateSucceeded {
+		t.Fatalf("Get(x): %+v, %v", r, err)
+	}
+	// The database took everything: a new write reaches it.
+	if _, err := s.Create(ctx, "w", "o", time.Minute, req); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Get(ctx, "w"); err != nil || r.State != StateRunning {
+		t.Fatalf("Get(w): %+v, %v", r, err)
+	}
+}
