@@ -1,6 +1,7 @@
 package runlog
 
 import (
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -14,7 +15,7 @@ import (
 // A commitLog is an append-only file of the writes the SQLite store has committed but
 // not yet applied to its database (see sqliteLogged). A group of writes is one entry:
 // a magic number, the length of its payload, the CRC-32C of the payload, then the
-// payload: the entry's number, then each write. An entry is committed once written and
+// payload: the log's round, the entry's number, then each write. An entry is committed once written and
 // synced; an entry cut short by a crash (its length or checksum do not hold) was never
 // acknowledged, and reading stops there.
 //
@@ -22,19 +23,37 @@ import (
 // in the database it is written again from its start rather than truncated: a write
 // that does not grow the file is made durable by fdatasync without a change to the
 // file system's metadata, which halves what a commit waits for. Entries are numbered
-// one after another, so reading stops at an entry of an earlier round (its number does
-// not follow) as it does at a torn one.
+// one after another, and each round from the start of the file has a random number of
+// its own, which its entries carry: reading stops at an entry of an earlier round (its
+// round differs, its number does not follow) as it does at a torn one, and at bytes of
+// an earlier round that happen to read as an entry (a record's data holds what a tool
+// returned), since they cannot know this round's number.
 type commitLog struct {
 	path string
 	f    *os.File
 	// end is where the next entry goes, size the length of the file (zeros past end).
 	end, size int64
-	// last is the number of the last entry written.
-	last uint64
+	// last is the number of the last entry written; round the number of this round.
+	last, round uint64
 }
 
-// logMagic starts every entry.
-const logMagic = 0x544d434c // "TMCL"
+// logMagic starts every entry; logMagicV1 started those of logs without rounds, which
+// an orchestrator upgraded with such a log reads (as round 0) once, at start.
+const (
+	logMagic   = 0x544d4332 // "TMC2"
+	logMagicV1 = 0x544d434c // "TMCL"
+)
+
+// newRound is a round's number: random, never 0 (the round of logs without rounds).
+func newRound() uint64 {
+	var b [8]byte
+	for {
+		_, _ = rand.Read(b[:])
+		if r := binary.BigEndian.Uint64(b[:]); r != 0 {
+			return r
+		}
+	}
+}
 
 // logChunk is how much the file grows by, in zeros, when an entry would pass its end.
 const logChunk = 8 << 20
@@ -44,8 +63,8 @@ var zeroBlock = make([]byte, 1<<20)
 
 // logEntry is an entry read back: its number and its writes.
 type logEntry struct {
-	id     uint64
-	writes []*write
+	id, round uint64
+	writes    []*write
 }
 
 // openCommitLog opens the log at path, creating it when missing, and returns the
@@ -64,22 +83,27 @@ func openCommitLog(path string) (*commitLog, []logEntry, error) {
 	good := 0
 	for good < len(data) {
 		e, n, err := decodeEntry(data[good:])
-		if err != nil || (len(entries) > 0 && e.id != entries[len(entries)-1].id+1) {
-			break // torn (never acknowledged), zeros, or an entry of an earlier round
+		if err != nil || (len(entries) > 0 && (e.round != entries[0].round || e.id != entries[len(entries)-1].id+1)) {
+			break // torn (never acknowledged), zeros, or bytes of an earlier round
 		}
 		entries = append(entries, e)
 		good += n
 	}
-	l := &commitLog{path: path, f: f, end: int64(good), size: int64(len(data))}
+	l := &commitLog{path: path, f: f, end: int64(good), size: int64(len(data)), round: newRound()}
 	if len(entries) > 0 {
 		l.last = entries[len(entries)-1].id
+		if r := entries[0].round; r != 0 {
+			l.round = r // entries written next follow these
+		} else {
+			l.end = 0 // a log without rounds: the next entries start a round at the start
+		}
 	}
 	return l, entries, nil
 }
 
 // write writes an entry of writes, numbered id, after the last; sync makes it durable.
 func (l *commitLog) write(id uint64, writes []*write) error {
-	b := encodeEntry(id, writes)
+	b := encodeEntry(l.round, id, writes)
 	// What follows the entry is zeros, or the start of an older entry: either way not an
 	// entry that follows it.
 	if l.end+int64(len(b)) > l.size {
@@ -145,8 +169,8 @@ func (l *commitLog) rewind() error {
 		return nil
 	}
 	// The database holds every entry, on disk: whether the zeros reach the disk or not,
-	// the next entry goes at the start (what follows it does not follow it).
-	l.end = 0
+	// the next entry goes at the start, in a round of its own.
+	l.end, l.round = 0, newRound()
 	if _, err := l.f.WriteAt(make([]byte, 12), 0); err != nil {
 		return err
 	}
@@ -157,7 +181,7 @@ func (l *commitLog) close() error { return l.f.Close() }
 
 // encodeEntry is the bytes of entry id holding writes, whose records are packed in their
 // rows (write.row).
-func encodeEntry(id uint64, writes []*write) []byte {
+func encodeEntry(round, id uint64, writes []*write) []byte {
 	size := 32
 	for _, w := range writes {
 		size += 64 + len(w.lease.RunID) + len(w.lease.Owner) + len(w.note)
@@ -165,7 +189,8 @@ func encodeEntry(id uint64, writes []*write) []byte {
 			size += 48 + len(w.row.kind) + len(w.row.data)
 		}
 	}
-	b := make([]byte, 12, size)
+	b := make([]byte, 12, size+8)
+	b = binary.BigEndian.AppendUint64(b, round)
 	b = binary.AppendUvarint(b, id)
 	b = binary.AppendUvarint(b, uint64(len(writes)))
 	for _, w := range writes {
@@ -264,7 +289,11 @@ func join(rows ...*loggedRow) *loggedRow {
 // decodeEntry reads the entry at the start of b and returns it with its length.
 func decodeEntry(b []byte) (logEntry, int, error) {
 	torn := errors.New("a torn entry")
-	if len(b) < 12 || binary.BigEndian.Uint32(b[0:4]) != logMagic {
+	if len(b) < 12 {
+		return logEntry{}, 0, torn
+	}
+	magic := binary.BigEndian.Uint32(b[0:4])
+	if magic != logMagic && magic != logMagicV1 {
 		return logEntry{}, 0, torn
 	}
 	n := int(binary.BigEndian.Uint32(b[4:8]))
@@ -276,7 +305,14 @@ func decodeEntry(b []byte) (logEntry, int, error) {
 		return logEntry{}, 0, torn
 	}
 	r := reader{b: p}
-	e := logEntry{id: r.uvarint()}
+	var e logEntry
+	if magic == logMagic {
+		if len(r.b) < 8 {
+			return logEntry{}, 0, torn
+		}
+		e.round, r.b = binary.BigEndian.Uint64(r.b), r.b[8:]
+	}
+	e.id = r.uvarint()
 	count := r.uvarint()
 	for i := uint64(0); i < count && r.err == nil; i++ {
 		w := &write{kind: writeKind(r.byte())}

@@ -1,6 +1,10 @@
 package runlog
 
 import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"testing"
@@ -34,7 +38,7 @@ func TestCommitLog(t *testing.T) {
 	end := l.end
 	_ = l.close()
 	// A fourth entry, torn: its first bytes only.
-	full := encodeEntry(4, []*write{logWrite("r", 4)})
+	full := encodeEntry(l.round, 4, []*write{logWrite("r", 4)})
 	f, _ := os.OpenFile(path, os.O_RDWR, 0)
 	_, _ = f.WriteAt(full[:len(full)-3], end)
 	_ = f.Close()
@@ -100,5 +104,110 @@ func TestJoinRows(t *testing.T) {
 	recs, err := unpack("r", row{seq: j.first, n: j.n, epoch: 1, kinds: j.kinds, data: j.data}, 0, -1, 0, nil)
 	if err != nil || len(recs) != 4 || string(recs[0].Data) != "a" || recs[1].Kind != KindEvent || string(recs[2].Data) != "b" || recs[2].Seq != 3 || string(recs[3].Data) != "c" || recs[3].Seq != 4 {
 		t.Errorf("joined: %+v, %v", recs, err)
+	}
+}
+
+// Bytes of an earlier round that form a valid entry with the next number, right where
+// the log's entries now end, are not read as an entry: an entry of this round carries
+// the round's own number, which no earlier bytes know. (A record's data, which a tool
+// chooses, could hold such bytes; they were read as an acknowledged entry.)
+func TestCommitLogRoundsAreApart(t *testing.T) {
+	dir := t.TempDir()
+	withData := func(id string, data []byte) *write {
+		w := &write{kind: writeAppend, lease: Lease{RunID: id, Owner: "o", Epoch: 1, Until: time.Unix(0, 5)}}
+		w.records = []Record{{Seq: 1, Kind: KindEvent, Data: data}}
+		w.row = packRow(w.records, 1, time.Unix(0, 7))
+		return w
+	}
+	// entryBytes is an entry as a log writes it, numbered id, holding data.
+	entryBytes := func(name string, id uint64, data []byte) []byte {
+		s, _, err := openCommitLog(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = s.close() }()
+		s.last = id - 1
+		if err := s.write(id, []*write{withData("r", data)}); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b[:s.end]
+	}
+	forged := entryBytes("forged", 3, []byte("forged"))
+
+	path := filepath.Join(dir, "commits")
+	l, _, err := openCommitLog(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.write(1, []*write{withData("r", append(bytes.Repeat([]byte("a tool's output "), 32), forged...))}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	at := bytes.Index(b, forged)
+	if at < 0 {
+		t.Fatal("the forged entry is not in the log")
+	}
+	if err := l.rewind(); err != nil {
+		t.Fatal(err)
+	}
+	// Entry 2 of the next round ends where the forged bytes start.
+	pad := at - len(entryBytes("size", 2, nil)) // less the longer lengths' varints
+	for len(entryBytes(fmt.Sprint("size", pad), 2, make([]byte, pad))) > at {
+		pad--
+	}
+	if n := len(entryBytes(fmt.Sprint("size-check", pad), 2, make([]byte, pad))); n != at {
+		t.Fatalf("no entry 2 of %d bytes (%d)", at, n)
+	}
+	if err := l.write(2, []*write{withData("r", make([]byte, pad))}); err != nil {
+		t.Fatal(err)
+	}
+	if l.end != int64(at) {
+		t.Fatalf("entry 2 ends at %d, the forged bytes start at %d", l.end, at)
+	}
+	_ = l.close()
+	_, entries, err := openCommitLog(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 || entries[0].id != 2 {
+		ids := []uint64{}
+		for _, e := range entries {
+			ids = append(ids, e.id)
+		}
+		t.Errorf("the log reads entries %v, want [2]: bytes of an earlier round read as an entry", ids)
+	}
+}
+
+// A log written before logs had rounds is read once, at start (its entries are copied to
+// the database then), and the entries written next start a round at the file's start.
+func TestCommitLogWithoutRounds(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "commits")
+	// Entries 1 and 2 as an orchestrator without rounds wrote them.
+	var old []byte
+	for id := uint64(1); id <= 2; id++ {
+		b := encodeEntry(0, id, []*write{logWrite("r", int64(id))})
+		v1 := append(append([]byte{}, b[:12]...), b[20:]...) // without the round
+		binary.BigEndian.PutUint32(v1[0:4], logMagicV1)
+		binary.BigEndian.PutUint32(v1[4:8], uint32(len(v1)-12))
+		binary.BigEndian.PutUint32(v1[8:12], crc32.Checksum(v1[12:], castagnoli))
+		old = append(old, v1...)
+	}
+	if err := os.WriteFile(path, old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, entries, err := openCommitLog(path)
+	if err != nil || len(entries) != 2 || entries[1].id != 2 || entries[1].writes[0].row.first != 2 {
+		t.Fatalf("a log without rounds: %d entries, %v", len(entries), err)
+	}
+	if err := l.write(3, []*write{logWrite("r", 3)}); err != nil {
+		t.Fatal(err)
+	}
+	_ = l.close()
+	if _, entries, _ := openCommitLog(path); len(entries) != 1 || entries[0].id != 3 || entries[0].round == 0 {
+		t.Errorf("after the first entry with rounds: %+v", entries)
 	}
 }
