@@ -110,13 +110,17 @@ func TestResumeWhenFullLeaks(t *testing.T) {
 	}
 	orphan(t, store, "orphan", "other")
 	n, err := s.Resume(context.Background())
-	t.Logf("Resume = %d, %v", n, err)
+	if n != 0 || err != nil {
+		t.Errorf("Resume with no room for another run: %d, %v; want 0 runs taken, no error", n, err)
+	}
 	time.Sleep(500 * time.Millisecond)
 	if g := goroutinesIn("(*journal).close"); g > 0 {
 		t.Errorf("%d goroutine(s) blocked for good in journal.close (resume of a run refused with ErrFull)", g)
 	}
-	r, _ := store.Get(context.Background(), "orphan")
-	t.Logf("orphan in the journal: %s, owner %s, epoch %d", r.State, r.Owner, r.Epoch)
+	// Refused for want of room, the orphan stays as it was, for another to take.
+	if r, err := store.Get(context.Background(), "orphan"); err != nil || r.State != runlog.StateRunning || r.Owner != "other" || r.Epoch != 1 {
+		t.Errorf("the orphan in the journal: %s, owner %s, epoch %d, %v; want running, other's, epoch 1", r.State, r.Owner, r.Epoch, err)
+	}
 	close(model.block)
 }
 
@@ -150,10 +154,11 @@ func TestResumeLivelock(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Logf("after 8s: %s, epoch %d, records %d, model calls %d, resumes in prepare now %d", r.State, r.Epoch, r.Records, model.calls.Load(), goroutinesIn("prepareResumed"))
 	if !r.State.Terminal() {
-		t.Errorf("a run that needs 1.5s of grace and one model call is still %s after 8s, at epoch %d", r.State, r.Epoch)
+		t.Errorf("a run that needs 1.5s of grace and one model call is still %s after 8s, at epoch %d (%d model calls, %d resumes waiting in prepare)",
+			r.State, r.Epoch, model.calls.Load(), goroutinesIn("prepareResumed"))
 	}
+
 	cancel()
 	s.Shutdown(context.Background())
 }
@@ -233,13 +238,12 @@ func TestMaintainTakesFinishingRuns(t *testing.T) {
 					ends++
 				}
 			}
-			t.Logf("%s: %s, epoch %d, %d records", r.ID, r.State, r.Epoch, r.Records)
+			t.Errorf("%s, which ended here, was taken over by its own orchestrator: %s, epoch %d, %d records", r.ID, r.State, r.Epoch, r.Records)
 		}
 	}
-	t.Logf("model calls %d for %d runs; %d runs taken over after they ended here (%d end records among them); %d goroutines stuck in journal.close",
-		model.calls.Load(), n, taken, ends, goroutinesIn("(*journal).close"))
-	if taken > 0 {
-		t.Errorf("%d finished runs were taken over by their own orchestrator", taken)
+	if taken > 0 || model.calls.Load() != int32(n) {
+		t.Errorf("%d finished runs taken over (%d end records among them), %d model calls for %d runs, %d goroutines in journal.close",
+			taken, ends, model.calls.Load(), n, goroutinesIn("(*journal).close"))
 	}
 	cancel()
 }
@@ -272,9 +276,8 @@ func TestAppendRetryAfterUnknownCommit(t *testing.T) {
 	_, err := j.add(runlog.KindEvent, json.RawMessage(`{}`), nil, true)
 	_ = j.close()
 	recs, _ := store.Read(context.Background(), "r1", 0, 0)
-	t.Logf("add: %v; run stopped with: %v; records in the store: %d", err, stopped, len(recs))
-	if err != nil && len(recs) == 1 {
-		t.Errorf("the record is committed, yet the journal failed: %v", err)
+	if err != nil || len(recs) != 1 {
+		t.Errorf("an append whose first commit's answer was lost: %v, %d records in the store (the run stopped with %v); want it committed once, without error", err, len(recs), stopped)
 	}
 }
 

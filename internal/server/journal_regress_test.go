@@ -34,9 +34,8 @@ func TestListRunsPageSize1000(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("page_size 1000 of 1001 runs: %d runs, next_page_token %q", len(resp.GetRuns()), resp.GetNextPageToken())
-	if resp.GetNextPageToken() == "" {
-		t.Error("1001 runs, a page of 1000, and no next_page_token: the listing looks complete")
+	if len(resp.GetRuns()) != 1000 || resp.GetNextPageToken() == "" {
+		t.Errorf("1001 runs, a page of 1000: %d runs and next_page_token %q; want 1000 and a token (the listing looks complete)", len(resp.GetRuns()), resp.GetNextPageToken())
 	}
 }
 
@@ -93,7 +92,6 @@ func TestApprovalPollError(t *testing.T) {
 			final = f.GetText()
 		}
 	}
-	t.Logf("final: %q", final)
 	if final != "wipe: wiped" {
 		t.Errorf("one failed poll of the store decided the approval: %q", final)
 	}

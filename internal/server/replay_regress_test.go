@@ -94,8 +94,6 @@ func TestReplayAfterApprovalAndShutdown(t *testing.T) {
 			break
 		}
 	}
-	t.Logf("first life, seen by the client:\n  %s", strings.Join(seen, "\n  "))
-	t.Logf("journal after the shutdown:\n  %s", strings.Join(afterShutdown, "\n  "))
 
 	release := make(chan struct{})
 	close(release)
@@ -114,14 +112,19 @@ func TestReplayAfterApprovalAndShutdown(t *testing.T) {
 		all = append(all, describe(ev))
 		last = ev
 	}
-	t.Logf("whole watch after resume:\n  %s", strings.Join(all, "\n  "))
 	snap, _ := e2.cl.GetRun(ctx, "rv-1")
-	t.Logf("GetRun: %v %q", snap.GetState(), snap.GetFinalText())
+	if snap.GetState() != toolpb.RunState_RUN_STATE_SUCCEEDED {
+		t.Errorf("GetRun after the resume: %v %q, want SUCCEEDED", snap.GetState(), snap.GetFinalText())
+	}
 	if !strings.Contains(strings.Join(all, "\n"), "ToolCallFinished(gate: open)") {
 		t.Errorf("the resumed run's gate call finished with \"open\", but no watcher ever sees its tool_call_finished event")
 	}
 	if last.GetFinalResult() == nil {
 		t.Errorf("the watch of a run that succeeded (%v) ends without its final_result event", snap.GetState())
+	}
+	if t.Failed() {
+		t.Logf("first life, seen by the client:\n  %s\njournal after the shutdown:\n  %s\nwhole watch after resume:\n  %s",
+			strings.Join(seen, "\n  "), strings.Join(afterShutdown, "\n  "), strings.Join(all, "\n  "))
 	}
 }
 
@@ -174,8 +177,7 @@ func TestReplayAfterProgress(t *testing.T) {
 		}
 		all = append(all, describe(ev))
 	}
-	t.Logf("first life:\n  %s\nwhole watch after resume:\n  %s", strings.Join(seen, "\n  "), strings.Join(all, "\n  "))
 	if !strings.Contains(strings.Join(all, "\n"), "FinalResult") || !strings.Contains(strings.Join(all, "\n"), "ToolCallFinished(gate: open)") {
-		t.Errorf("events of the resumed run are missing")
+		t.Errorf("events of the resumed run are missing; first life:\n  %s\nwhole watch after resume:\n  %s", strings.Join(seen, "\n  "), strings.Join(all, "\n  "))
 	}
 }
