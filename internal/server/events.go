@@ -2,10 +2,10 @@ package server
 
 import (
 	"errors"
-	"google.golang.org/protobuf/encoding/protowire"
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
