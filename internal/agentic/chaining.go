@@ -158,39 +158,103 @@ func BindingsFrom(ctx context.Context) *Bindings {
 	return b
 }
 
-// Chain wraps a tool for chaining: its artifacts (element by element) bind in the
-// calling loop; a method runs on the object bound as its receiver type.
-func Chain(t tool.Tool) tool.Tool {
-	if typ := t.Metadata().ReceiverType; typ != "" {
-		t = Method(t, typ)
-	}
-	return &binding{t}
+// The names of the layers of tool chaining.
+const (
+	LayerBinding  = "binding"
+	LayerReceiver = "receiver"
+)
+
+// BindingLayer offers what a call returns, an artifact element by element, to the
+// calling loop's bindings. Off, it does nothing.
+func BindingLayer(on bool) toolcall.Layer {
+	return toolcall.Layer{Name: LayerBinding, For: func(tool.Tool) func(toolcall.Handler) toolcall.Handler {
+		if !on {
+			return nil
+		}
+		return bindResults
+	}}
 }
 
-// Method wraps t as a method of receiverType (Chain does it for a tool whose
-// Metadata.ReceiverType is set).
-func Method(t tool.Tool, receiverType string) tool.Tool { return &method{Tool: t, typ: receiverType} }
-
-// binding offers what its tool returns to the calling loop's bindings.
-type binding struct{ tool.Tool }
-
-func (b *binding) Delegate() tool.Tool { return b.Tool }
-
-func (b *binding) Call(ctx context.Context, input string) (tool.Result, error) {
-	res, err := b.Tool.Call(ctx, input)
-	if err == nil && res.Kind == tool.KindArtifact {
-		if bs := BindingsFrom(ctx); bs != nil {
-			for _, e := range decorators.Elements(res.Artifact) {
-				bs.Offer(e)
+func bindResults(next toolcall.Handler) toolcall.Handler {
+	return func(ctx context.Context, c *toolcall.Call) (tool.Result, error) {
+		res, err := next(ctx, c)
+		if err == nil && res.Kind == tool.KindArtifact {
+			if bs := BindingsFrom(ctx); bs != nil {
+				for _, e := range decorators.Elements(res.Artifact) {
+					bs.Offer(e)
+				}
 			}
 		}
+		return res, err
 	}
-	return res, err
 }
 
-// method is a method of a domain type: until an object of that type is bound it answers
-// with what it needs; then each call carries the bound object as its receiver, and a
-// new value the method returns replaces the binding.
+// ReceiverLayer runs a method of a domain type (a tool whose Metadata.ReceiverType is
+// set) on the object of that type bound in the calling loop: until one is bound the call
+// answers with what it needs; then it carries the bound object as its receiver (its
+// state), and a new value the method returns replaces the binding. Off, it does nothing.
+func ReceiverLayer(on bool) toolcall.Layer {
+	return toolcall.Layer{Name: LayerReceiver, For: func(t tool.Tool) func(toolcall.Handler) toolcall.Handler {
+		typ := t.Metadata().ReceiverType
+		if !on || typ == "" {
+			return nil
+		}
+		return receiver(typ)
+	}}
+}
+
+func receiver(typ string) func(toolcall.Handler) toolcall.Handler {
+	return func(next toolcall.Handler) toolcall.Handler {
+		return func(ctx context.Context, c *toolcall.Call) (tool.Result, error) {
+			bs := BindingsFrom(ctx)
+			var recv tool.Entry
+			ok := false
+			if bs != nil {
+				recv, ok = bs.Bound(typ)
+			}
+			if !ok {
+				return tool.Text(methodUnbound(typ)), nil
+			}
+			st := tool.NewState(recv.JSON)
+			outer := c.State
+			c.State = st
+			res, err := next(ctx, c)
+			c.State = outer
+			if st.Changed() {
+				if b := st.Bytes(); json.Valid(b) {
+					bs.rebind(typ, tool.Entry{TypeName: recv.TypeName, JSON: b})
+				}
+			}
+			return res, err
+		}
+	}
+}
+
+// Chain wraps a tool for chaining (BindingLayer and ReceiverLayer): its artifacts
+// (element by element) bind in the calling loop; a method runs on the object bound as
+// its receiver type.
+func Chain(t tool.Tool) tool.Tool {
+	return toolcall.Pipeline{BindingLayer(true), ReceiverLayer(true)}.Wrap(MethodOf(t))
+}
+
+// MethodOf is t with the note of a method in its description when it is one (its
+// Metadata.ReceiverType is set), else t: what a run offers of a method, whose calls
+// ReceiverLayer runs.
+func MethodOf(t tool.Tool) tool.Tool {
+	if typ := t.Metadata().ReceiverType; typ != "" {
+		return &method{Tool: t, typ: typ}
+	}
+	return t
+}
+
+// Method wraps t as a method of receiverType: described as one, run on the bound object
+// of that type.
+func Method(t tool.Tool, receiverType string) tool.Tool {
+	return toolcall.Pipeline{{Name: LayerReceiver, For: func(tool.Tool) func(toolcall.Handler) toolcall.Handler { return receiver(receiverType) }}}.Wrap(&method{Tool: t, typ: receiverType})
+}
+
+// method is a method of a domain type as the model sees it: its description says which
+// object it needs.
 type method struct {
 	tool.Tool
 	typ string
@@ -202,26 +266,6 @@ func (m *method) Definition() tool.Definition {
 	d := m.Tool.Definition()
 	d.Description += "\n\n" + methodNote(m.typ)
 	return d
-}
-
-func (m *method) Call(ctx context.Context, input string) (tool.Result, error) {
-	bs := BindingsFrom(ctx)
-	var recv tool.Entry
-	ok := false
-	if bs != nil {
-		recv, ok = bs.Bound(m.typ)
-	}
-	if !ok {
-		return tool.Text(methodUnbound(m.typ)), nil
-	}
-	st := tool.NewState(recv.JSON)
-	res, err := m.Tool.Call(toolcall.WithState(ctx, st), input)
-	if st.Changed() {
-		if b := st.Bytes(); json.Valid(b) {
-			bs.rebind(m.typ, tool.Entry{TypeName: recv.TypeName, JSON: b})
-		}
-	}
-	return res, err
 }
 
 // Discovery is the loop strategy of auto-discovery: once an object of a type binds,

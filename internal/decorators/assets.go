@@ -29,10 +29,5 @@ var AssetsSink Sink = SinkFunc(func(ctx context.Context, c Capture) error {
 // TrackAssets wraps t so that the artifacts sel takes join the run's assets, which
 // GetRun lists and the client hears of as events.
 func TrackAssets(t tool.Tool, sel Selector) tool.Tool {
-	return assetTracking{sinking{base{t}, sel, AssetsSink, SinkAssets}}
+	return layer(SinkLayer(LayerAssets, func(tool.Tool) []Sinking { return []Sinking{{sel, AssetsSink, SinkAssets}} }))(t)
 }
-
-// assetTracking is sinking into the run's assets: its own type, so that tool.As finds it.
-type assetTracking struct{ sinking }
-
-func (a assetTracking) Delegate() tool.Tool { return a.d }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
@@ -19,42 +20,50 @@ type Bounds struct {
 	MaxArtifactBytes int
 }
 
-// bounded applies Bounds to every result.
-type bounded struct {
-	base
-	b Bounds
+// BoundLayer keeps every result within b.
+func BoundLayer(b Bounds) toolcall.Layer {
+	return toolcall.Layer{Name: LayerBound, For: func(t tool.Tool) func(toolcall.Handler) toolcall.Handler {
+		if b.MaxTextBytes <= 0 && b.MaxArtifactBytes <= 0 {
+			return nil
+		}
+		name := t.Definition().Name
+		return func(next toolcall.Handler) toolcall.Handler {
+			return func(ctx context.Context, c *toolcall.Call) (tool.Result, error) {
+				res, err := next(ctx, c)
+				if err != nil {
+					return res, err
+				}
+				return bound(b, name, res), nil
+			}
+		}
+	}}
 }
 
-// OutputBound wraps t so that its results stay within b.
-func OutputBound(b Bounds) Decorator {
-	return func(t tool.Tool) tool.Tool { return bounded{base{t}, b} }
-}
+// OutputBound wraps t so that its results stay within b (BoundLayer).
+func OutputBound(b Bounds) Decorator { return layer(BoundLayer(b)) }
 
-func (o bounded) Call(ctx context.Context, input string) (tool.Result, error) {
-	res, err := o.d.Call(ctx, input)
-	if err != nil {
-		return res, err
-	}
-	if a := res.Artifact; a != nil && o.b.MaxArtifactBytes > 0 {
+// bound is res within b.
+func bound(b Bounds, name string, res tool.Result) tool.Result {
+	if a := res.Artifact; a != nil && b.MaxArtifactBytes > 0 {
 		if a.JSON == nil && a.Data == nil && a.Value != nil {
 			// Measured as it will travel; the layers above read the JSON made here.
-			b, err := json.Marshal(a.Value)
+			j, err := json.Marshal(a.Value)
 			if err != nil {
-				return tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf("tool '%s' returned an artifact of type %q that cannot be encoded as JSON: %v", o.d.Definition().Name, a.TypeName, err)), nil
+				return tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf("tool '%s' returned an artifact of type %q that cannot be encoded as JSON: %v", name, a.TypeName, err))
 			}
 			cp := *a
-			cp.JSON = b
+			cp.JSON = j
 			res.Artifact = &cp
 			a = &cp
 		}
-		if n := len(a.JSON) + len(a.Data); n > o.b.MaxArtifactBytes {
+		if n := len(a.JSON) + len(a.Data); n > b.MaxArtifactBytes {
 			return tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf(
 				"tool '%s' returned an artifact of %d bytes, over the %d bytes an artifact may have; it was dropped. Call it again in a way that returns less.",
-				o.d.Definition().Name, n, o.b.MaxArtifactBytes)), nil
+				name, n, b.MaxArtifactBytes))
 		}
 	}
-	if o.b.MaxTextBytes > 0 {
-		res.Content = toolinternal.Truncate(res.Content, o.b.MaxTextBytes)
+	if b.MaxTextBytes > 0 {
+		res.Content = toolinternal.Truncate(res.Content, b.MaxTextBytes)
 	}
-	return res, nil
+	return res
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/toolmesh/toolmesh/internal/telemetry"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
@@ -143,19 +144,30 @@ func (r Rule) applies(name, group string) bool {
 	return r.tools[name] || (group != "" && r.groups[group])
 }
 
-// Chain is the decorator chain of a run's tools. Decorate applies it, innermost first:
+// The names of the layers Chain compiles.
+const (
+	LayerTelemetry = "telemetry"
+	LayerEvents    = "events"
+	LayerOneShot   = "one-shot"
+	LayerAssets    = "assets"
+	LayerSinks     = "artifact sinks"
+	LayerReplan    = "replan"
+	LayerBound     = "output bound"
+)
+
+// Chain is the config's part of a run's call pipeline. Layers gives it, outermost
+// first:
 //
-//  1. error mapping: a returned error becomes an error result (signals pass);
-//  2. output bound: huge text is cut with a note, an oversized artifact becomes an error;
-//  3. replanning, for tools configured to replan;
-//  4. artifact sinking, by the rules that cover the tool;
-//  5. asset tracking, by the asset rules that cover the tool;
-//  6. one-shot per loop, for tools configured so;
-//  7. event publishing: each finished call is reported (history, tool statistics);
-//  8. telemetry: the execute_tool span and the tool metrics, around everything.
+//  1. telemetry: the execute_tool span and the tool metrics, around everything below;
+//  2. events: each finished call is reported (history, tool statistics);
+//  3. one-shot per loop, for tools configured so;
+//  4. asset tracking, by the asset rules that cover the tool;
+//  5. artifact sinking, by the artifact rules that cover the tool, in their order;
+//  6. replanning, for tools configured to replan;
+//  7. output bound: huge text is cut with a note, an oversized artifact becomes an error.
 //
-// Every layer is a tool.Delegating that forwards the definition, the metadata and the
-// call's context (ToolCallContext, call info) unchanged.
+// Below them, the end of every pipeline maps a returned error to an error result
+// (signals pass) and a panic to one (toolcall.Terminal).
 type Chain struct {
 	Bounds Bounds
 	// Replan holds the replan deciders of tools, by tool name.
@@ -177,34 +189,60 @@ func (c *Chain) With(sinks []Rule) *Chain {
 	return &cp
 }
 
-// Decorate wraps t in the chain.
-func (c *Chain) Decorate(t tool.Tool) tool.Tool {
-	name := t.Definition().Name
-	group := ""
-	if g, ok := tool.As[Grouped](t); ok {
-		group = g.Group()
+// Layers are c's layers, outermost first.
+func (c *Chain) Layers() toolcall.Pipeline {
+	return toolcall.Pipeline{
+		TelemetryLayer(c.Telemetry),
+		EventsLayer,
+		toolcall.Layer{Name: LayerOneShot, For: func(t tool.Tool) func(toolcall.Handler) toolcall.Handler {
+			advice, ok := c.OneShot[t.Definition().Name]
+			if !ok {
+				return nil
+			}
+			return OneShot(t.Definition().Name, advice)
+		}},
+		SinkLayer(LayerAssets, func(t tool.Tool) []Sinking { return rulesFor(t, c.Assets, AssetsSink, SinkAssets) }),
+		SinkLayer(LayerSinks, func(t tool.Tool) []Sinking { return rulesFor(t, c.Sinks, nil, "") }),
+		ReplanLayer(func(t tool.Tool) Decider { return c.Replan[t.Definition().Name] }),
+		BoundLayer(c.Bounds),
 	}
-	t = ErrorMapping(t)
-	t = OutputBound(c.Bounds)(t)
-	if d := c.Replan[name]; d != nil {
-		t = ConditionalReplan(t, d)
-	}
-	for _, r := range c.Sinks {
-		if r.applies(name, group) {
-			t = SinkArtifacts(t, r.sel, r.sink, strings.Join(r.sinks, "+"))
-		}
-	}
-	for _, r := range c.Assets {
-		if r.applies(name, group) {
-			t = TrackAssets(t, r.sel)
-		}
-	}
-	if advice, ok := c.OneShot[name]; ok {
-		t = toolctx.OneShotPerLoop(t, advice)
-	}
-	t = EventPublishing(t)
-	return Telemetry(c.Telemetry)(t)
 }
+
+// rulesFor are the rules that cover t, as sinkings; sink and name, when set, replace
+// each rule's own.
+func rulesFor(t tool.Tool, rules []Rule, sink Sink, name string) []Sinking {
+	tn, group := t.Definition().Name, groupOf(t)
+	var out []Sinking
+	for _, r := range rules {
+		if !r.applies(tn, group) {
+			continue
+		}
+		s := Sinking{Selector: r.sel, Sink: r.sink, Name: strings.Join(r.sinks, "+")}
+		if sink != nil {
+			s.Sink, s.Name = sink, name
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// OneShot is the one-shot layer's wrapping for a tool named name: in each loop, the
+// first call runs; later calls answer that the tool's outcome is known already, with
+// advice (toolctx.AlreadyLoaded).
+func OneShot(name, advice string) func(toolcall.Handler) toolcall.Handler {
+	memo := toolctx.NewLoopMemo(toolctx.DefaultMaxTracked)
+	return func(next toolcall.Handler) toolcall.Handler {
+		return func(ctx context.Context, c *toolcall.Call) (tool.Result, error) {
+			if memo.FirstTimeInLoop(c.Info.LoopID) {
+				return next(ctx, c)
+			}
+			return tool.Text(toolctx.AlreadyLoaded(name, advice)), nil
+		}
+	}
+}
+
+// Decorate runs t through c's layers.
+func (c *Chain) Decorate(t tool.Tool) tool.Tool { return c.Layers().Wrap(t) }
 
 // ReplanSpec is a configured replan: see config.Replan.
 type ReplanSpec struct {

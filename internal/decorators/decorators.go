@@ -1,17 +1,17 @@
-// Package decorators holds the orchestrator's tool wrappers. Every wrapper is a
-// tool.Delegating: it exposes its delegate, keeps the definition and metadata, and passes
-// the call's context through untouched, so the ToolCallContext reaches the tool.
+// Package decorators holds the layers of a tool call that the orchestrator's config
+// drives (toolcall.Layer): telemetry, events, one-shot, asset tracking, artifact sinks,
+// replanning and the output bound. Chain (chain.go) compiles them from the config, in
+// their order; the run service puts them in its pipeline. Each layer is also a
+// Decorator of one tool (Telemetry, EventPublishing, TrackAssets, SinkArtifacts,
+// ConditionalReplan, OutputBound), for programs that wrap tools of their own.
 //
-// Chain (chain.go) is the orchestrator's chain and says in which order its layers wrap a
-// tool. It depends on pkg/tool, pkg/toolctx, internal/toolinternal, internal/telemetry and
+// It depends on internal/toolcall, pkg/tool, pkg/toolctx, internal/toolinternal, internal/telemetry and
 // internal/process (the run state that the assets sink writes to); CEL
 // (cel.dev/cel-go) evaluates the configured filters and transforms.
 package decorators
 
 import (
-	"context"
-	"errors"
-
+	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
@@ -26,29 +26,13 @@ func Apply(t tool.Tool, ds ...Decorator) tool.Tool {
 	return t
 }
 
-// base forwards everything to the delegate; wrappers embed it and override Call.
-type base struct{ d tool.Tool }
-
-func (b base) Definition() tool.Definition { return b.d.Definition() }
-func (b base) Metadata() tool.Metadata     { return b.d.Metadata() }
-func (b base) Delegate() tool.Tool         { return b.d }
-
-// errorMapping turns a returned error into an error result, so that a failing tool
-// never ends a run. Control-flow signals pass through. (Panics are recovered once, by
-// whatever runs the call: internal/toolcall.)
-type errorMapping struct{ base }
-
-// ErrorMapping wraps t so that its returned errors reach the model as error results.
-func ErrorMapping(t tool.Tool) tool.Tool { return errorMapping{base{t}} }
-
-func (e errorMapping) Call(ctx context.Context, input string) (tool.Result, error) {
-	res, err := e.d.Call(ctx, input)
-	if err != nil {
-		var sig tool.Signal
-		if errors.As(err, &sig) {
-			return tool.Result{}, err
-		}
-		return tool.ErrorFrom(err), nil
-	}
-	return res, nil
+// layer is the decorator that runs a tool through l alone.
+func layer(l toolcall.Layer) Decorator {
+	p := toolcall.Pipeline{l}
+	return p.Wrap
 }
+
+// ErrorMapping wraps t so that its returned errors reach the model as error results
+// (control-flow signals pass), and a panic becomes one: the end of every pipeline
+// (toolcall.Terminal), alone.
+func ErrorMapping(t tool.Tool) tool.Tool { return toolcall.Pipeline{}.Wrap(t) }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -154,8 +155,8 @@ func TestErrorMappingIsTransparent(t *testing.T) {
 	if _, err := w.Call(ctx, `{"q":"x"}`); err != nil {
 		t.Fatalf("Call: %v", err)
 	}
-	if gotCtx != ctx {
-		t.Error("the delegate got another context than the caller's")
+	if gotCtx.Done() != ctx.Done() {
+		t.Error("the delegate's context is not cancelled with the caller's")
 	}
 	if v := gotCtx.Value(key{}); v != "tool call context" {
 		t.Errorf("context value = %v, want the caller's", v)
@@ -226,10 +227,10 @@ func TestApply(t *testing.T) {
 	}
 }
 
-// TestChain checks the chain the orchestrator puts around every tool: a failing tool
-// reaches the model as an error result, a signal still reaches the loop, a panic is not
-// the decorators' to recover (it goes up to internal/toolcall, which logs it once), and the
-// layers wrap in the documented order, rules only around the tools they cover.
+// TestChain checks the layers the config puts around every tool: a failing tool reaches
+// the model as an error result, a signal still reaches the loop, a panic becomes an error
+// result at the end of the pipeline (the layers see it as a failed call), and the layers
+// run in the documented order, each only around the tools it covers.
 func TestChain(t *testing.T) {
 	chain := &decorators.Chain{Bounds: decorators.Bounds{MaxTextBytes: 1024}}
 	failing := chain.Decorate(newRaw(func(context.Context, string) (tool.Result, error) { return tool.Result{}, errors.New("boom") }))
@@ -238,14 +239,9 @@ func TestChain(t *testing.T) {
 		t.Errorf("failing tool under the chain = %+v, %v; want the error result", res, err)
 	}
 	boom := chain.Decorate(newRaw(func(context.Context, string) (tool.Result, error) { panic("boom") }))
-	func() {
-		defer func() {
-			if p := recover(); p != "boom" {
-				t.Errorf("recovered %v, want the panic to pass the decorators", p)
-			}
-		}()
-		_, _ = boom.Call(t.Context(), "{}")
-	}()
+	if res, err := boom.Call(t.Context(), "{}"); err != nil || res.Code != tool.CodePanic || !strings.Contains(res.Content, "panicked: boom") {
+		t.Errorf("panicking tool under the chain = %+v, %v; want an error result with code PANIC", res, err)
+	}
 	stop := chain.Decorate(newRaw(func(context.Context, string) (tool.Result, error) {
 		return tool.Result{}, tool.Terminate{Scope: tool.TerminateAction}
 	}))
@@ -262,30 +258,33 @@ func TestChain(t *testing.T) {
 		t.Fatal(err)
 	}
 	full := &decorators.Chain{
+		Bounds:  decorators.Bounds{MaxTextBytes: 1024},
 		Replan:  map[string]decorators.Decider{"lookup": func(context.Context, decorators.ReplanContext) (*decorators.ReplanDecision, error) { return nil, nil }},
 		Sinks:   []decorators.Rule{sinkAll, sinkOther},
 		Assets:  []decorators.Rule{sinkAll},
 		OneShot: map[string]string{"lookup": "advice"},
 	}
 	layers := func(t tool.Tool) []string {
-		var out []string
-		for w := t; ; {
-			out = append(out, fmt.Sprintf("%T", w))
-			d, ok := w.(tool.Delegating)
-			if !ok {
-				return out
-			}
-			w = d.Delegate()
+		w, ok := t.(*toolcall.Tool)
+		if !ok {
+			return []string{fmt.Sprintf("%T", t)}
 		}
+		return w.Layers()
 	}
-	want := []string{"decorators.publishing", "*toolctx.oneShot", "decorators.assetTracking", "decorators.sinking",
-		"decorators.replanning", "decorators.bounded", "decorators.errorMapping", "*decorators_test.rawTool"}
+	want := []string{"events", "one-shot", "assets", "artifact sinks", "replan", "output bound"}
 	// Without telemetry there is nothing to trace: no layer for it.
 	if diff := cmp.Diff(want, layers(full.Decorate(newRaw(nil)))); diff != "" {
 		t.Errorf("layers without telemetry, outermost first (-want +got):\n%s", diff)
 	}
 	full.Telemetry = telemetrytest.New(t, telemetry.Options{}).Telemetry
-	if diff := cmp.Diff(append([]string{"decorators.traced"}, want...), layers(full.Decorate(newRaw(nil)))); diff != "" {
+	if diff := cmp.Diff(append([]string{"telemetry"}, want...), layers(full.Decorate(newRaw(nil)))); diff != "" {
 		t.Errorf("layers with telemetry, outermost first (-want +got):\n%s", diff)
+	}
+	// A tool no rule covers passes only the layers for every tool.
+	plain := newRaw(nil)
+	plain.def.Name = "plain"
+	full.Sinks, full.Assets = []decorators.Rule{sinkOther}, nil
+	if diff := cmp.Diff([]string{"telemetry", "events", "output bound"}, layers(full.Decorate(plain))); diff != "" {
+		t.Errorf("layers of a tool without rules (-want +got):\n%s", diff)
 	}
 }

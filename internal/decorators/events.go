@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
@@ -39,19 +40,21 @@ func listenerFrom(ctx context.Context) Listener {
 	return l
 }
 
-// publishing reports every finished call to the context's Listener.
-type publishing struct{ base }
-
-// EventPublishing wraps t so that each call is reported, with its duration, when it
-// finishes, failed or not.
-func EventPublishing(t tool.Tool) tool.Tool { return publishing{base{t}} }
-
-func (p publishing) Call(ctx context.Context, input string) (tool.Result, error) {
-	start := time.Now()
-	res, err := p.d.Call(ctx, input)
-	if l := listenerFrom(ctx); l != nil {
-		info, _ := tool.CallInfoFrom(ctx)
-		l.Called(Call{Tool: p.d.Definition().Name, CallID: info.CallID, LoopID: info.LoopID, Input: input, Result: res, Signal: err, Duration: time.Since(start)})
+// EventsLayer reports every finished call, failed or not, with its duration, to the
+// context's Listener.
+var EventsLayer = toolcall.Layer{Name: LayerEvents, For: func(t tool.Tool) func(toolcall.Handler) toolcall.Handler {
+	name := t.Definition().Name
+	return func(next toolcall.Handler) toolcall.Handler {
+		return func(ctx context.Context, c *toolcall.Call) (tool.Result, error) {
+			start := time.Now()
+			res, err := next(ctx, c)
+			if l := listenerFrom(ctx); l != nil {
+				l.Called(Call{Tool: name, CallID: c.Info.CallID, LoopID: c.Info.LoopID, Input: c.Input, Result: res, Signal: err, Duration: time.Since(start)})
+			}
+			return res, err
+		}
 	}
-	return res, err
-}
+}}
+
+// EventPublishing wraps t in EventsLayer.
+func EventPublishing(t tool.Tool) tool.Tool { return layer(EventsLayer)(t) }

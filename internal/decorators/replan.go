@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
@@ -27,34 +28,43 @@ type ReplanDecision struct {
 // Decider decides, after a call returned, whether the run should replan: nil means no.
 type Decider func(ctx context.Context, rc ReplanContext) (*ReplanDecision, error)
 
-// replanning runs its delegate, then asks its decider; a decision becomes the
-// tool.ReplanRequested signal, which no decorator suppresses.
-type replanning struct {
-	base
-	decide Decider
+// ReplanLayer runs the call, then asks decide; a decision becomes the
+// tool.ReplanRequested signal, which no layer suppresses. A failing decider makes the
+// result an error the model reads. deciders gives a tool's decider; nil for none.
+func ReplanLayer(deciders func(t tool.Tool) Decider) toolcall.Layer {
+	return toolcall.Layer{Name: LayerReplan, For: func(t tool.Tool) func(toolcall.Handler) toolcall.Handler {
+		decide := deciders(t)
+		if decide == nil {
+			return nil
+		}
+		def := t.Definition()
+		return func(next toolcall.Handler) toolcall.Handler {
+			return func(ctx context.Context, c *toolcall.Call) (tool.Result, error) {
+				res, err := next(ctx, c)
+				if err != nil || res.IsError() {
+					return res, err
+				}
+				rc := ReplanContext{Tool: def, Input: c.Input, Result: res}
+				if raw := artifactJSON(res.Artifact); len(raw) > 0 {
+					rc.Artifact = &tool.Entry{TypeName: res.Artifact.TypeName, JSON: raw}
+				}
+				d, err := decide(ctx, rc)
+				if err != nil {
+					return tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf("tool '%s' ran, but deciding whether to replan failed: %v. Its result was: %s", rc.Tool.Name, err, res.Content)), nil
+				}
+				if d == nil {
+					return res, nil
+				}
+				return tool.Result{}, tool.ReplanRequested{Reason: d.Reason, Add: d.Add}
+			}
+		}
+	}}
 }
 
-// ConditionalReplan wraps t so that decide can turn a returned call into a replan. A
-// failing decider makes the result an error the model reads.
-func ConditionalReplan(t tool.Tool, decide Decider) tool.Tool { return replanning{base{t}, decide} }
-
-func (r replanning) Call(ctx context.Context, input string) (tool.Result, error) {
-	res, err := r.d.Call(ctx, input)
-	if err != nil || res.IsError() {
-		return res, err
-	}
-	rc := ReplanContext{Tool: r.d.Definition(), Input: input, Result: res}
-	if raw := artifactJSON(res.Artifact); len(raw) > 0 {
-		rc.Artifact = &tool.Entry{TypeName: res.Artifact.TypeName, JSON: raw}
-	}
-	d, err := r.decide(ctx, rc)
-	if err != nil {
-		return tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf("tool '%s' ran, but deciding whether to replan failed: %v. Its result was: %s", rc.Tool.Name, err, res.Content)), nil
-	}
-	if d == nil {
-		return res, nil
-	}
-	return tool.Result{}, tool.ReplanRequested{Reason: d.Reason, Add: d.Add}
+// ConditionalReplan wraps t so that decide can turn a returned call into a replan
+// (ReplanLayer).
+func ConditionalReplan(t tool.Tool, decide Decider) tool.Tool {
+	return layer(ReplanLayer(func(tool.Tool) Decider { return decide }))(t)
 }
 
 // artifactBinding is the artifact to add to the blackboard, if the result has one.

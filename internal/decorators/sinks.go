@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
@@ -182,20 +183,51 @@ func ElementType(typeName string) string {
 	return typeName
 }
 
-// sinking sends the artifacts its selector takes to its sink, then returns the result
-// unchanged. A filter, transform or sink that fails turns the result into an error the
-// model reads, which says what the tool returned.
-type sinking struct {
-	base
-	sel  Selector
-	sink Sink
-	name string
+// SinkLayer sends the artifacts a call returns to the sinks of the rules that cover its
+// tool (rules gives them; none: the layer does nothing for the tool), each rule in turn,
+// then returns the result unchanged. A filter, transform or sink that fails turns the
+// result into an error the model reads, which says what the tool returned.
+func SinkLayer(name string, rules func(t tool.Tool) []Sinking) toolcall.Layer {
+	return toolcall.Layer{Name: name, For: func(t tool.Tool) func(toolcall.Handler) toolcall.Handler {
+		rs := rules(t)
+		if len(rs) == 0 {
+			return nil
+		}
+		toolName := t.Definition().Name
+		return func(next toolcall.Handler) toolcall.Handler {
+			return func(ctx context.Context, c *toolcall.Call) (tool.Result, error) {
+				res, err := next(ctx, c)
+				// The rules apply in their order, each to what the one before let through.
+				for _, r := range rs {
+					if err != nil || res.Kind != tool.KindArtifact {
+						return res, err
+					}
+					entries, serr := r.Selector.Select(res)
+					if serr == nil {
+						serr = deliver(ctx, c, toolName, r, entries)
+					}
+					if serr != nil {
+						res = sinkFailure(toolName, r.Name, res, serr)
+					}
+				}
+				return res, err
+			}
+		}
+	}}
 }
 
-// SinkArtifacts wraps t so that the artifacts sel takes go to sink. name names the sink
-// in errors and events.
+// Sinking is where a rule sends the artifacts it takes: Selector takes them, Sink
+// receives them, Name names the sink in errors and events.
+type Sinking struct {
+	Selector Selector
+	Sink     Sink
+	Name     string
+}
+
+// SinkArtifacts wraps t so that the artifacts sel takes go to sink (SinkLayer). name
+// names the sink in errors and events.
 func SinkArtifacts(t tool.Tool, sel Selector, sink Sink, name string) tool.Tool {
-	return sinking{base{t}, sel, sink, name}
+	return layer(SinkLayer(LayerSinks, func(tool.Tool) []Sinking { return []Sinking{{sel, sink, name}} }))(t)
 }
 
 // PublishToBlackboard wraps t so that every artifact it returns joins the run's
@@ -214,30 +246,15 @@ func PublishSelectedToBlackboard(t tool.Tool, sel Selector) tool.Tool {
 	return SinkArtifacts(t, sel, BlackboardSink, SinkBlackboard)
 }
 
-func (s sinking) Call(ctx context.Context, input string) (tool.Result, error) {
-	res, err := s.d.Call(ctx, input)
-	if err != nil || res.Kind != tool.KindArtifact {
-		return res, err
-	}
-	entries, err := s.sel.Select(res)
-	if err == nil {
-		err = s.deliver(ctx, entries)
-	}
-	if err != nil {
-		return sinkFailure(s.d.Definition().Name, s.name, res, err), nil
-	}
-	return res, nil
-}
-
-func (s sinking) deliver(ctx context.Context, entries []tool.Entry) error {
-	info, _ := tool.CallInfoFrom(ctx)
+// deliver gives entries to r's sink, and tells the listener of each.
+func deliver(ctx context.Context, c *toolcall.Call, toolName string, r Sinking, entries []tool.Entry) error {
 	for _, e := range entries {
-		c := Capture{Entry: e, Tool: s.d.Definition().Name, CallID: info.CallID, LoopID: info.LoopID}
-		if err := s.sink.Accept(ctx, c); err != nil {
+		cp := Capture{Entry: e, Tool: toolName, CallID: c.Info.CallID, LoopID: c.Info.LoopID}
+		if err := r.Sink.Accept(ctx, cp); err != nil {
 			return err
 		}
 		if l := listenerFrom(ctx); l != nil {
-			l.Captured(s.name, c)
+			l.Captured(r.Name, cp)
 		}
 	}
 	return nil

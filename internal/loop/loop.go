@@ -122,10 +122,10 @@ type Options struct {
 	// injected tools get the same decorator chain as the tools the loop started with
 	// (which the caller decorated itself). Default: none (the tool as it is).
 	Decorate func(tool.Tool) tool.Tool
-	// PrepareCall, when set, adds to the context of each tool call (after the call info
-	// and the ToolCallContext): the run puts the call's view of its blackboard and
-	// progress channel there.
-	PrepareCall func(ctx context.Context, c llm.ToolCall) context.Context
+	// PrepareCall, when set, fills in more of each tool call (after its call info and
+	// ToolCallContext): the run sets the call's view of its blackboard and its progress
+	// channel. ctx is the loop's.
+	PrepareCall func(ctx context.Context, c *toolcall.Call)
 	// Observer receives the loop's events, synchronously, from several goroutines at once
 	// when tool calls run in parallel.
 	Observer func(Event)
@@ -600,24 +600,33 @@ func winningSignal(outcomes []outcome) *SignalError {
 	return best
 }
 
-// callContext is the context of call c: its call info and the loop's ToolCallContext.
-func (l *state) callContext(ctx context.Context, iter int, c llm.ToolCall) context.Context {
+// newCall is call c of iteration iter, of tool t with arguments args: its call info, the
+// loop's ToolCallContext, and what PrepareCall adds.
+func (l *state) newCall(ctx context.Context, iter int, c llm.ToolCall, t tool.Tool, args string) *toolcall.Call {
 	// Every call of the loop gets the same context; the loop id travels in the call
 	// info, and toolctx.FromContext shows it under toolctx.LoopIDKey.
-	ctx = toolcall.WithCallInfo(ctx, tool.CallInfo{RunID: l.opts.RunID, LoopID: l.opts.LoopID, CallID: c.ID, Iteration: iter})
-	ctx = toolctx.NewContext(ctx, l.opts.Context)
+	call := &toolcall.Call{Tool: t, Name: c.Name, Input: args, Info: tool.CallInfo{RunID: l.opts.RunID, LoopID: l.opts.LoopID, CallID: c.ID, Iteration: iter},
+		Bag: l.opts.Context.WithoutReserved()}
 	if l.opts.PrepareCall != nil {
-		ctx = l.opts.PrepareCall(ctx, c)
+		l.opts.PrepareCall(ctx, call)
 	}
-	return ctx
+	return call
+}
+
+// callContext is ctx carrying call c, for what the loop does on its behalf.
+func (l *state) callContext(ctx context.Context, iter int, c llm.ToolCall) context.Context {
+	return l.newCall(ctx, iter, c, nil, "").Bind(ctx)
 }
 
 // call runs one tool call and reports it.
 func (l *state) call(ctx context.Context, iter int, c llm.ToolCall, t tool.Tool, args string) outcome {
+	call := l.newCall(ctx, iter, c, t, args)
 	// The arguments were validated against this tool's schema before dispatch.
-	ctx, dispatch := toolinternal.WithDispatch(toolinternal.WithValidated(l.callContext(ctx, iter, c), args))
+	call.Validated = true
+	dispatch := &toolinternal.Dispatch{}
+	call.Dispatch = dispatch
 	start := time.Now()
-	res, err := toolcall.Call(ctx, l.opts.Logger, t, args)
+	res, err := toolcall.Run(ctx, l.opts.Logger, call)
 	elapsed := time.Since(start)
 	o := outcome{call: c}
 	ev := ToolCallFinished{Iteration: iter, LoopID: l.opts.LoopID, Call: c, Duration: elapsed, WorkerID: dispatch.WorkerID, Attempts: dispatch.Attempts}

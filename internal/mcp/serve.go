@@ -131,7 +131,7 @@ func (s *sessionServer) handler(t tool.Tool) sdk.ToolHandler {
 		if err != nil {
 			return errorResult(fmt.Sprintf("invalid arguments for tool '%s': %v", t.Definition().Name, err)), nil
 		}
-		res, err := toolcall.Call(ctx, s.opts.Logger, t, canonical)
+		res, err := toolcall.Invoke(ctx, s.opts.Logger, t, canonical)
 		if err != nil {
 			// A control-flow signal has no meaning outside a run: say what it asked.
 			return errorResult(fmt.Sprintf("tool '%s' signalled: %v", t.Definition().Name, err)), nil

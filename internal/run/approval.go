@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/runlog"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
@@ -60,41 +61,56 @@ type decisionRecord struct {
 const byDeadline = "deadline"
 
 // approvalTool waits for approval before each call of the tool it wraps.
-type approvalTool struct {
-	tool.Tool
-	timeout time.Duration
+// approvalLayer makes each call of a tool whose calls need approval wait for it
+// (approvalOf says which, and for how long): from the run's approver (Service.Approve),
+// or from ApproveAll's.
+func approvalLayer(approvalOf func(t tool.Tool) (bool, time.Duration)) toolcall.Layer {
+	return toolcall.Layer{Name: LayerApproval, For: func(t tool.Tool) func(toolcall.Handler) toolcall.Handler {
+		need, timeout := approvalOf(t)
+		if !need {
+			return nil
+		}
+		name := t.Definition().Name
+		return func(next toolcall.Handler) toolcall.Handler {
+			return func(ctx context.Context, c *toolcall.Call) (tool.Result, error) {
+				if res, refused := approve(ctx, name, c.Input, timeout); refused {
+					return res, nil
+				}
+				return next(ctx, c)
+			}
+		}
+	}}
 }
 
-func (t *approvalTool) Delegate() tool.Tool { return t.Tool }
-
-func (t *approvalTool) Call(ctx context.Context, input string) (tool.Result, error) {
+// approve waits for the approval of a call of tool name with input: refused, with the
+// result the model reads, when it is not given.
+func approve(ctx context.Context, name, input string, timeout time.Duration) (tool.Result, bool) {
 	ap, _ := ctx.Value(approverKey{}).(*approver)
-	name := t.Definition().Name
 	if ap == nil {
-		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' requires approval, and nobody can give it here; it did not run", name)), nil
+		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' requires approval, and nobody can give it here; it did not run", name)), true
 	}
-	d, err := ap.await(ctx, name, input, t.timeout)
+	d, err := ap.await(ctx, name, input, timeout)
 	switch {
 	case err != nil:
-		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' did not run: waiting for its approval failed: %v", name, err)), nil
+		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' did not run: waiting for its approval failed: %v", name, err)), true
 	case d.By == byDeadline:
-		return tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf("The call of tool '%s' was not approved within %s, so it did not run. Do not call it again unless the user asks.", name, t.timeout)), nil
+		return tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf("The call of tool '%s' was not approved within %s, so it did not run. Do not call it again unless the user asks.", name, timeout)), true
 	case !d.Approve:
 		msg := fmt.Sprintf("The user denied the call of tool '%s', so it did not run.", name)
 		if r := strings.TrimSpace(d.Reason); r != "" {
 			msg += " Their reason: " + r
 		}
-		return tool.ErrorWithCode(tool.CodeFailed, msg+" Do not call it again with the same arguments unless the user asks."), nil
+		return tool.ErrorWithCode(tool.CodeFailed, msg+" Do not call it again with the same arguments unless the user asks."), true
 	}
-	return t.Tool.Call(ctx, input)
+	return tool.Result{}, false
 }
 
 type approverKey struct{}
 
-// RequireApproval wraps t so that each call waits for approval: from the run's
-// approver (Service.Approve), or from ApproveAll's.
+// RequireApproval wraps t so that each call waits for approval (the approval layer
+// alone): from the run's approver (Service.Approve), or from ApproveAll's.
 func RequireApproval(t tool.Tool, timeout time.Duration) tool.Tool {
-	return &approvalTool{Tool: t, timeout: timeout}
+	return toolcall.Pipeline{approvalLayer(func(tool.Tool) (bool, time.Duration) { return true, timeout })}.Wrap(t)
 }
 
 // ApproveAll returns a context in which every call that waits for approval is approved
@@ -370,12 +386,8 @@ func (s *Service) pendingApproval(ctx context.Context, runID, loopID, callID str
 	return "", fieldErr("loop_id", ErrInvalid, "run %s waits for approvals of call %q in %d loops: name the loop", runID, callID, len(keys))
 }
 
-// withApproval wraps the tools whose calls wait for approval (their definition asks for
-// it, or the config does).
-func (s *Service) withApproval(t tool.Tool) tool.Tool {
-	need, timeout := s.cfg.ApprovalOf(t.Definition().Name, t.Metadata().RequiresApproval)
-	if !need {
-		return t
-	}
-	return RequireApproval(t, timeout)
+// approvalOf says whether the calls of t wait for approval (their definition asks for
+// it, or the config does), and for how long.
+func (s *Service) approvalOf(t tool.Tool) (bool, time.Duration) {
+	return s.cfg.ApprovalOf(t.Definition().Name, t.Metadata().RequiresApproval)
 }

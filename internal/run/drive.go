@@ -227,7 +227,7 @@ func (d *driver) startLoop() {
 	r.startLoop(Scope{LoopID: loopID})
 	nest := &nester{s: s, p: p, observer: observer, decorate: p.decorate, loops: &atomic.Int64{}, parent: loopID, bag: p.bag,
 		runs: []*record{r}, procs: []*process.Process{proc}}
-	prepare := prepareCall(proc, observer)
+	opts.PrepareCall = prepareCall(proc)
 	var bindings *agentic.Bindings
 	if p.chaining {
 		var discovery loop.Strategy
@@ -236,16 +236,16 @@ func (d *driver) startLoop() {
 			opts.Strategies = append(slices.Clone(opts.Strategies), discovery)
 		}
 	}
-	opts.PrepareCall = func(ctx context.Context, c llm.ToolCall) context.Context {
-		ctx = prepare(ctx, c)
-		if p.nests {
-			ctx = agentic.WithNester(ctx, nest)
-		}
-		if bindings != nil {
-			ctx = agentic.WithBindings(ctx, bindings)
-		}
-		return ctx
+	// What every tool call of the loop sees: the listener of its calls, the nester of
+	// its agentic tools, the bindings of its tool chaining.
+	lctx := loopContext(ctx, proc, observer)
+	if p.nests {
+		lctx = agentic.WithNester(lctx, nest)
 	}
+	if bindings != nil {
+		lctx = agentic.WithBindings(lctx, bindings)
+	}
+	d.ctx = lctx
 	// The cost metric is labelled, like the chat spans, by the model the run asked for;
 	// the model that answered may be a dated version of it.
 	requestModel := p.model

@@ -164,7 +164,7 @@ func (n *nester) RunLoop(ctx context.Context, l agentic.Loop) (*loop.Result, err
 	opts.Strategies = []loop.Strategy{progressive.New()}
 	opts.Decorate = n.decorate
 	opts.NotFound = nil // a fresh policy per loop
-	prepare := prepareCall(proc, n.observer)
+	opts.PrepareCall = prepareCall(proc)
 	sources, fromAny := l.Sources, l.FromAny
 	if len(sources) == 0 {
 		sources = n.p.sources
@@ -172,9 +172,6 @@ func (n *nester) RunLoop(ctx context.Context, l agentic.Loop) (*loop.Result, err
 	bindings, discovery := n.s.loopChaining(sources, fromAny || n.p.req.ChainFromAny)
 	if discovery != nil {
 		opts.Strategies = append(opts.Strategies, discovery)
-	}
-	opts.PrepareCall = func(ctx context.Context, c llm.ToolCall) context.Context {
-		return agentic.WithBindings(agentic.WithNester(prepare(ctx, c), &child), bindings)
 	}
 	requestModel := cmp.Or(model, tracedProvider{Provider: provider}.DefaultModel())
 	opts.Observer = func(ev loop.Event) {
@@ -203,7 +200,8 @@ func (n *nester) RunLoop(ctx context.Context, l agentic.Loop) (*loop.Result, err
 	n.observer.send(NestedStarted{Scope: scope, Model: label, Tools: names, MaxIterations: opts.MaxIterations})
 	ctx = toolcall.WithCallInfo(ctx, tool.CallInfo{RunID: runID, LoopID: scope.LoopID})
 	ctx, span := n.s.tel.StartRun(ctx, telemetry.RunAttrs{RunID: runID, LoopID: scope.LoopID, Provider: provider.Name(), Model: model})
-	res, err := loop.Run(ctx, opts, loop.Input{System: l.System, Messages: []llm.Message{{Role: llm.RoleUser, Text: l.Input}}, Tools: l.Tools})
+	lctx := agentic.WithBindings(agentic.WithNester(loopContext(ctx, proc, n.observer), &child), bindings)
+	res, err := loop.Run(lctx, opts, loop.Input{System: l.System, Messages: []llm.Message{{Role: llm.RoleUser, Text: l.Input}}, Tools: l.Tools})
 	fin := NestedFinished{Scope: scope}
 	if res != nil {
 		fin.Iterations, fin.ToolCalls = res.Iterations, res.ToolCalls

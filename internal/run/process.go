@@ -8,9 +8,9 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/decorators"
-	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/loop"
 	"github.com/toolmesh/toolmesh/internal/process"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
@@ -155,16 +155,18 @@ func (l listener) Called(c decorators.Call) {
 }
 
 // prepareCall gives each tool call its view of the run: the blackboard (additions are
-// made by the call), the progress channel (reports name the call) and the listener.
-func prepareCall(p *process.Process, obs *serialObserver) func(ctx context.Context, c llm.ToolCall) context.Context {
-	var l decorators.Listener = listener{p: p, obs: obs} // boxed once per run
-	return func(ctx context.Context, c llm.ToolCall) context.Context {
-		sc := &callScope{p: p, o: process.OriginFrom(ctx, c.Name)}
+// made by the call) and the progress channel (reports name the call).
+func prepareCall(p *process.Process) func(ctx context.Context, c *toolcall.Call) {
+	return func(_ context.Context, c *toolcall.Call) {
+		sc := &callScope{p: p, o: process.Origin{Tool: c.Name, CallID: c.Info.CallID, LoopID: c.Info.LoopID}}
 		sc.Blackboard = p.Board(sc.o)
-		ctx = tool.WithBlackboard(ctx, sc.Blackboard)
-		ctx = tool.WithProgress(ctx, sc.progress)
-		return decorators.WithListener(ctx, l)
+		c.Board, c.Progress = sc.Blackboard, sc.progress
 	}
+}
+
+// loopContext is ctx as the tool calls of a loop of run p see it: their events go to obs.
+func loopContext(ctx context.Context, p *process.Process, obs *serialObserver) context.Context {
+	return decorators.WithListener(ctx, listener{p: p, obs: obs})
 }
 
 // callScope is one call's view of the run.

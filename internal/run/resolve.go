@@ -24,6 +24,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/process"
 	"github.com/toolmesh/toolmesh/internal/progressive"
 	"github.com/toolmesh/toolmesh/internal/router"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
@@ -61,29 +62,9 @@ func (s *Service) prepare(ctx context.Context, req Request) (*prepared, error) {
 	if err != nil {
 		return nil, err
 	}
-	chain := s.chain.With(rules)
-	// Every tool of the run, and every tool a loop adds, is decorated and then wrapped for
-	// tool chaining.
 	// Chaining costs nothing to a run when the mesh serves no method (a method that
 	// registers while the run goes on does not chain in it).
 	chaining := len(s.router.Methods()) > 0 || req.ChainFromAny
-	decorate := func(t tool.Tool) tool.Tool { return s.withApproval(chain.Decorate(t)) }
-	if chaining {
-		decorate = func(t tool.Tool) tool.Tool { return s.withApproval(agentic.Chain(chain.Decorate(t))) }
-	}
-	if len(req.Pinned) > 0 {
-		// A run taken over keeps the workers' definitions it was shown, where replicas
-		// of them remain.
-		inner := decorate
-		decorate = func(t tool.Tool) tool.Tool {
-			pinned, same := s.router.Pin(t, req.Pinned)
-			if !same {
-				s.log.Warn("a run taken over calls a tool whose definition changed since it started: no replica serves the one it was shown",
-					"run_id", req.ID, "tool", t.Definition().Name)
-			}
-			return inner(pinned)
-		}
-	}
 	sources, err := chainingSources("chaining_sources", req.ChainingSources)
 	if err != nil {
 		return nil, err
@@ -94,27 +75,20 @@ func (s *Service) prepare(ctx context.Context, req Request) (*prepared, error) {
 		bag = bag.With(TenantKey, req.Tenant)
 	}
 	keep := func(string, string) bool { return true }
-	if tg, ok := s.tenantGrant(req.Tenant); ok {
+	tg, limited := s.tenantGrant(req.Tenant)
+	if limited {
 		if err := s.checkGrant(req, tg); err != nil {
 			return nil, err
 		}
 		if max := tg.MaxMessages; max > 0 && len(req.Messages) > max {
 			return nil, fieldErr("messages", ErrTenantQuota, "tenant %q's runs start with at most %d messages; this one has %d", req.Tenant, max, len(req.Messages))
 		}
-		inner := decorate
-		// A worker's tool outside the grant that a loop would add (a facade's child) is
-		// left out of the tool set: nil keeps it out.
-		decorate = func(t tool.Tool) tool.Tool {
-			if role, served := groupOf(t); served && !tg.Allows(role, t.Definition().Name) {
-				return nil
-			}
-			return s.granted(inner(t), req.Tenant, tg)
-		}
 		keep = func(role, name string) bool {
 			_, builtin := process.Groups[role]
 			return builtin || tg.Allows(role, name)
 		}
 	}
+	decorate := s.offer(req, s.pipeline(req.Tenant, tg, limited, chaining, s.chain.With(rules)), tg, limited, chaining)
 	if err := checkContext(bag, req.Context, req.Interaction, s.cfg.Context.MaxBytes); err != nil {
 		return nil, err
 	}
@@ -172,6 +146,50 @@ func (s *Service) prepare(ctx context.Context, req Request) (*prepared, error) {
 		Decorate:        decorate,
 	}
 	return p, nil
+}
+
+// The names of the run service's own layers of the call pipeline.
+const (
+	LayerGrant    = "tenant grant"
+	LayerApproval = "approval"
+)
+
+// pipeline is the pipeline of a run's tool calls, outermost first: the tenant's grant
+// and call budget, approval, tool chaining (binding, receiver), then the config's layers
+// (decorators.Chain: telemetry, events, one-shot, assets, artifact sinks, replan,
+// output bound). Every layer is in the list; one with nothing to do for a tool (no
+// tenant, chaining off, no rule that covers it) is left out of that tool's calls.
+func (s *Service) pipeline(tenant string, tg config.Tenant, limited, chaining bool, chain *decorators.Chain) toolcall.Pipeline {
+	grant := toolcall.Layer{Name: LayerGrant}
+	if limited {
+		grant = s.grantLayer(tenant, tg)
+	}
+	p := toolcall.Pipeline{grant, approvalLayer(s.approvalOf), agentic.BindingLayer(chaining), agentic.ReceiverLayer(chaining)}
+	return append(p, chain.Layers()...)
+}
+
+// offer is how a run offers a tool, the tools injected mid-loop included: a worker's
+// tool outside the tenant's grant is not offered (nil); a run taken over keeps the
+// workers' definitions it was shown, where replicas of them remain; a method is
+// described as one; every call goes through the run's pipeline.
+func (s *Service) offer(req Request, p toolcall.Pipeline, tg config.Tenant, limited, chaining bool) func(tool.Tool) tool.Tool {
+	return func(t tool.Tool) tool.Tool {
+		if role, served := groupOf(t); limited && served && !tg.Allows(role, t.Definition().Name) {
+			return nil
+		}
+		if len(req.Pinned) > 0 {
+			pinned, same := s.router.Pin(t, req.Pinned)
+			if !same {
+				s.log.Warn("a run taken over calls a tool whose definition changed since it started: no replica serves the one it was shown",
+					"run_id", req.ID, "tool", t.Definition().Name)
+			}
+			t = pinned
+		}
+		if chaining {
+			t = agentic.MethodOf(t)
+		}
+		return p.Wrap(t)
+	}
 }
 
 // cmpOr is v when it is positive, else def.
@@ -503,11 +521,12 @@ func (s *Service) TenantView(tenant string) (wrap func(tool.Tool) tool.Tool, fix
 	if !limited {
 		return func(t tool.Tool) tool.Tool { return t }, toolctx.Context{}
 	}
+	grant := toolcall.Pipeline{s.grantLayer(tenant, tg)}
 	return func(t tool.Tool) tool.Tool {
 		if role, served := groupOf(t); served && !tg.Allows(role, t.Definition().Name) {
 			return nil // a facade's child outside the grant is not offered
 		}
-		return s.granted(t, tenant, tg)
+		return grant.Wrap(t)
 	}, toolctx.MustOf(TenantKey, tenant)
 }
 
@@ -522,7 +541,8 @@ func (s *Service) GroupTools(ctx context.Context, role string) ([]tool.Tool, boo
 	return ts, true, err
 }
 
-// Decorate wraps a tool in the orchestrator's decorator chain, as a run's tools are.
+// Decorate runs a tool's calls through the config's layers of the call pipeline
+// (decorators.Chain), as a run's calls are.
 func (s *Service) Decorate(t tool.Tool) tool.Tool { return s.chain.Decorate(t) }
 
 // Listing is a group the orchestrator's config or its MCP servers make, as ListToolGroups
@@ -745,38 +765,30 @@ func groupOf(t tool.Tool) (string, bool) {
 	return g.Group(), true
 }
 
-// granted refuses, before it leaves, a call of a worker's tool outside the tenant's
-// grant: a tool the model names though it was never offered (a name read in a tool
-// result, a sub-tool of an agentic tool).
-func (s *Service) granted(t tool.Tool, tenant string, tg config.Tenant) tool.Tool {
-	return grantedTool{Tool: t, s: s, tenant: tenant, grant: tg}
-}
-
-type grantedTool struct {
-	tool.Tool
-	s      *Service
-	tenant string
-	grant  config.Tenant
-}
-
-// Delegate is the granted tool: a facade stays a facade (tool.As), its children get
-// their own grant check when they are offered.
-func (g grantedTool) Delegate() tool.Tool { return g.Tool }
-
-func (g grantedTool) Call(ctx context.Context, input string) (tool.Result, error) {
-	name := g.Definition().Name
-	role, served := groupOf(g.Tool)
-	if served && !g.grant.Allows(role, name) {
-		g.s.log.WarnContext(ctx, "tool call refused: outside the tenant's grant", "event", "audit", "tenant", g.tenant, "tool", name, "group", role)
-		return tool.ErrorWithCode(tool.CodeUnknownTool, fmt.Sprintf("Tool '%s' is not available to this run. Use only the tools you were given.", name)), nil
-	}
-	if served {
-		if wait, limit := g.s.tenantCall(g.tenant); wait > 0 {
-			return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("Tool '%s' was not called: this run's tenant has made its %d tool calls of the last minute. Try again in %s.",
-				name, limit, wait.Round(time.Second))), nil
+// grantLayer refuses, before it leaves, a call of a worker's tool outside the tenant's
+// grant (a tool the model names though it was never offered: a name read in a tool
+// result, a sub-tool of an agentic tool), and one past the tenant's tool-call budget.
+func (s *Service) grantLayer(tenant string, tg config.Tenant) toolcall.Layer {
+	return toolcall.Layer{Name: LayerGrant, For: func(t tool.Tool) func(toolcall.Handler) toolcall.Handler {
+		role, served := groupOf(t)
+		if !served {
+			return nil
 		}
-	}
-	return g.Tool.Call(ctx, input)
+		name := t.Definition().Name
+		return func(next toolcall.Handler) toolcall.Handler {
+			return func(ctx context.Context, c *toolcall.Call) (tool.Result, error) {
+				if !tg.Allows(role, name) {
+					s.log.WarnContext(ctx, "tool call refused: outside the tenant's grant", "event", "audit", "tenant", tenant, "tool", name, "group", role)
+					return tool.ErrorWithCode(tool.CodeUnknownTool, fmt.Sprintf("Tool '%s' is not available to this run. Use only the tools you were given.", name)), nil
+				}
+				if wait, limit := s.tenantCall(tenant); wait > 0 {
+					return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("Tool '%s' was not called: this run's tenant has made its %d tool calls of the last minute. Try again in %s.",
+						name, limit, wait.Round(time.Second))), nil
+				}
+				return next(ctx, c)
+			}
+		}
+	}}
 }
 
 // tenantCall takes a tool call from tenant's budget (tenants.<name>.

@@ -75,21 +75,10 @@ func (s *Scope) Value(key any) any {
 	return s.Context.Value(key)
 }
 
-// Call calls t with input. A panic becomes an error result with code PANIC, logged once
-// on log with the panic value and the stack (the log handler adds the run, loop, trace
-// and span ids the context carries); a returned error that is not a tool.Signal becomes
-// tool.ErrorFrom(err). A Signal is returned as the error, for the loop to act on.
-func Call(ctx context.Context, log *slog.Logger, t tool.Tool, input string) (tool.Result, error) {
-	return Protect(ctx, log, t.Definition().Name, func() (tool.Result, error) {
-		res, err := t.Call(ctx, input)
-		if err != nil {
-			if _, ok := tool.AsSignal(err); ok {
-				return tool.Result{}, err
-			}
-			return tool.ErrorFrom(err), nil
-		}
-		return res, nil
-	})
+// Invoke calls t with input as a call from outside a loop (the worker SDK's, an MCP
+// client's): a call whose fields come from what ctx carries, run as Run runs it.
+func Invoke(ctx context.Context, log *slog.Logger, t tool.Tool, input string) (tool.Result, error) {
+	return Run(ctx, log, FromContext(ctx, t, input))
 }
 
 // Protect runs fn, the execution of the tool named name, as Call runs a tool: a panic

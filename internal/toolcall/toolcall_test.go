@@ -23,7 +23,7 @@ func newTool(fn func(context.Context, string) (tool.Result, error)) tool.Tool {
 func TestCallRecoversAndLogsOnce(t *testing.T) {
 	var buf bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&buf, nil))
-	res, err := toolcall.Call(t.Context(), log, newTool(func(context.Context, string) (tool.Result, error) {
+	res, err := toolcall.Invoke(t.Context(), log, newTool(func(context.Context, string) (tool.Result, error) {
 		panic("kaputt")
 	}), "{}")
 	if err != nil {
@@ -51,18 +51,18 @@ func TestCallRecoversAndLogsOnce(t *testing.T) {
 
 func TestCallMapsErrorsAndPassesSignals(t *testing.T) {
 	boom := errors.New("boom")
-	res, err := toolcall.Call(t.Context(), nil, newTool(func(context.Context, string) (tool.Result, error) {
+	res, err := toolcall.Invoke(t.Context(), nil, newTool(func(context.Context, string) (tool.Result, error) {
 		return tool.Result{}, boom
 	}), "{}")
 	if err != nil || !res.IsError() || res.Content != "boom" || !errors.Is(res.Cause, boom) {
 		t.Errorf("returned error: result %+v, err %v", res, err)
 	}
 	replan := tool.ReplanRequested{Reason: "x"}
-	_, err = toolcall.Call(t.Context(), nil, rawTool{err: replan}, "{}")
+	_, err = toolcall.Invoke(t.Context(), nil, rawTool{err: replan}, "{}")
 	if got, ok := errors.AsType[tool.ReplanRequested](err); !ok || got.Reason != "x" {
 		t.Errorf("signal = %v, want it returned", err)
 	}
-	_, err = toolcall.Call(t.Context(), nil, rawTool{err: boom}, "{}")
+	_, err = toolcall.Invoke(t.Context(), nil, rawTool{err: boom}, "{}")
 	if err != nil {
 		t.Errorf("a raw tool's plain error was returned (%v), want an error result", err)
 	}

@@ -57,17 +57,18 @@ type Dispatch struct {
 	Attempts int
 }
 
-type dispatchKey struct{}
+// DispatchKey is the context key of a call's *Dispatch.
+type DispatchKey struct{}
 
 // WithDispatch returns a context carrying a fresh Dispatch for the callee to fill in.
 func WithDispatch(ctx context.Context) (context.Context, *Dispatch) {
 	d := &Dispatch{}
-	return context.WithValue(ctx, dispatchKey{}, d), d
+	return context.WithValue(ctx, DispatchKey{}, d), d
 }
 
 // DispatchFrom returns the Dispatch in ctx, or nil.
 func DispatchFrom(ctx context.Context) *Dispatch {
-	d, _ := ctx.Value(dispatchKey{}).(*Dispatch)
+	d, _ := ctx.Value(DispatchKey{}).(*Dispatch)
 	return d
 }
 

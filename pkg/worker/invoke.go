@@ -248,7 +248,7 @@ func (c *catalog) unservable(group string, t tool.Tool) string {
 // call runs the tool, turning a panic or a returned error into an error result. A
 // control-flow signal (replan, terminate) travels as a signal.
 func (s *invoker) call(ctx context.Context, t tool.Tool, args string) (tool.Result, *toolpb.ControlSignal) {
-	res, err := toolcall.Call(ctx, s.w.log, t, args)
+	res, err := toolcall.Invoke(ctx, s.w.log, t, args)
 	if err != nil {
 		if sig, ok := tool.AsSignal(err); ok {
 			if msg := badReplan(sig); msg != "" {

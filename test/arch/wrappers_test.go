@@ -44,30 +44,38 @@ var wrappers = map[string][]func(tool.Tool) tool.Tool{
 		func(t tool.Tool) tool.Tool { return tool.WithNote(t, "noted") },
 		func(t tool.Tool) tool.Tool { return tool.WithDefinitionMetadata(t, map[string]string{"k": "v"}) },
 	},
-	"internal/decorators.errorMapping": {decorators.ErrorMapping},
-	"internal/run.approvalTool":        {func(t tool.Tool) tool.Tool { return approveAll{run.RequireApproval(t, time.Minute)} }},
-	"internal/decorators.bounded":      {decorators.OutputBound(decorators.Bounds{MaxTextBytes: 1024, MaxArtifactBytes: 1024})},
-	"internal/decorators.replanning": {func(t tool.Tool) tool.Tool {
-		return decorators.ConditionalReplan(t, func(context.Context, decorators.ReplanContext) (*decorators.ReplanDecision, error) { return nil, nil })
-	}},
-	"internal/decorators.sinking": {
+	// Every layer of the call pipeline, each alone around the tool; the run's whole
+	// pipeline is checked in internal/run.
+	"internal/toolcall.Tool": {
+		decorators.ErrorMapping,
+		func(t tool.Tool) tool.Tool { return approveAll{run.RequireApproval(t, time.Minute)} },
+		decorators.OutputBound(decorators.Bounds{MaxTextBytes: 1024, MaxArtifactBytes: 1024}),
+		func(t tool.Tool) tool.Tool {
+			return decorators.ConditionalReplan(t, func(context.Context, decorators.ReplanContext) (*decorators.ReplanDecision, error) { return nil, nil })
+		},
 		decorators.PublishToBlackboard,
 		func(t tool.Tool) tool.Tool {
 			return decorators.SinkArtifacts(t, decorators.Selector{}, &decorators.ListSink{}, "list")
 		},
+		func(t tool.Tool) tool.Tool { return decorators.TrackAssets(t, decorators.Selector{}) },
+		decorators.EventPublishing,
+		func(t tool.Tool) tool.Tool { return decorators.Telemetry(tracing())(t) },
+		agentic.Chain,
+		func(t tool.Tool) tool.Tool {
+			wrap, _ := tenantService().TenantView("acme")
+			return wrap(t)
+		},
+		func(t tool.Tool) tool.Tool {
+			b := agentic.NewBindings(func() []string { return []string{"T"} }, nil)
+			b.Offer(tool.Entry{TypeName: "T", JSON: []byte(`{}`)})
+			return withBindings{agentic.Method(t, "T"), b}
+		},
+		func(t tool.Tool) tool.Tool { return (&decorators.Chain{}).Decorate(t) },
 	},
-	"internal/decorators.assetTracking": {func(t tool.Tool) tool.Tool { return decorators.TrackAssets(t, decorators.Selector{}) }},
-	"internal/decorators.publishing":    {decorators.EventPublishing},
-	"internal/decorators.traced":        {decorators.Telemetry(nil), func(t tool.Tool) tool.Tool { return decorators.Telemetry(tracing())(t) }},
 	"internal/router.bound":             {func(t tool.Tool) tool.Tool { return router.Bound(t, tool.NewState([]byte("s"))) }},
 	"pkg/toolctx.oneShot":               {func(t tool.Tool) tool.Tool { return toolctx.OneShotPerLoop(t, "advice") }},
 	"internal/builtin.delayed": {func(t tool.Tool) tool.Tool {
 		return builtin.WithDelay(time.Millisecond, []tool.Tool{t})[0]
-	}},
-	"internal/agentic.binding": {agentic.Chain},
-	"internal/run.grantedTool": {func(t tool.Tool) tool.Tool {
-		wrap, _ := tenantService().TenantView("acme")
-		return wrap(t)
 	}},
 	"internal/agentic.method": {func(t tool.Tool) tool.Tool {
 		b := agentic.NewBindings(func() []string { return []string{"T"} }, nil)
