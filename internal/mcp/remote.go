@@ -72,9 +72,9 @@ func (r *remote) Metadata() tool.Metadata     { return r.meta }
 // Call sends the call to the MCP server; a run's journal records it (and a resumed run
 // replays its outcome instead of sending it again).
 func (r *remote) Call(ctx context.Context, input string) (tool.Result, error) {
-	return toolcall.Journaled(ctx, r.def.Name, "mcp:"+r.g.opts.Server.Name, r.meta.Idempotent, func(ctx context.Context) tool.Result {
-		return r.call(ctx, input)
-	}), nil
+	res, _ := toolcall.Journaled(ctx, r.def.Name, r.meta.Idempotent, toolcall.Dispatcher{Worker: "mcp:" + r.g.opts.Server.Name,
+		Send: func(ctx context.Context) (tool.Result, []byte) { return r.call(ctx, input), nil }})
+	return res, nil
 }
 
 func (r *remote) call(ctx context.Context, input string) tool.Result {

@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/toolmesh/toolmesh/internal/failpoint"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/internal/wire"
@@ -76,34 +75,28 @@ func (t *remoteTool) Call(ctx context.Context, input string) (tool.Result, error
 	return res, nil
 }
 
-// journaled is invokeFull under the run's journal, when the context has one.
+// journaled is invokeFull under the run's journal, when the context has one
+// (toolcall.Journaled): invokeFull records each attempt before it leaves.
 func (t *remoteTool) journaled(ctx context.Context, input string) (tool.Result, *toolpb.InvokeResponse) {
-	j := toolinternal.JournalFrom(ctx)
-	if j == nil {
-		return t.r.invokeFull(ctx, t, input)
-	}
-	name := t.def.Name
-	data, done, dispatched := j.Recorded(ctx)
-	switch {
-	case done:
-		failpoint.Hit(failpoint.ReplayOutcome)
-		res, resp, err := decodeOutcome(data)
-		if err != nil {
-			j.Damaged(ctx, fmt.Errorf("the outcome of tool '%s': %w", name, err))
-			return toolcall.JournalFailed(name, err), nil
-		}
-		return res, resp
-	case dispatched && !t.meta.Idempotent:
-		res := toolcall.UnknownOutcome(name)
-		if err := j.Finished(ctx, toolinternal.OutcomeUnknown, encodeOutcome(res, nil), false); err != nil {
-			return toolcall.JournalFailed(name, err), nil
-		}
-		return res, nil
-	}
-	res, resp := t.r.invokeFull(ctx, t, input)
-	failpoint.Hit(failpoint.OutcomeReceived) // crash tests: the outcome is here and not yet recorded
-	if err := j.Finished(ctx, toolcall.OutcomeOf(ctx, res), encodeOutcome(res, resp), t.meta.Idempotent); err != nil {
-		return toolcall.JournalFailed(name, err), nil
+	var resp *toolpb.InvokeResponse
+	res, sent := toolcall.Journaled(ctx, t.def.Name, t.meta.Idempotent, toolcall.Dispatcher{
+		Send: func(ctx context.Context) (tool.Result, []byte) {
+			var res tool.Result
+			res, resp = t.r.invokeFull(ctx, t, input)
+			if toolinternal.JournalFrom(ctx) == nil {
+				return res, nil
+			}
+			return res, encodeOutcome(res, resp)
+		},
+		Replay: func(data []byte) (tool.Result, error) {
+			var res tool.Result
+			var err error
+			res, resp, err = decodeOutcome(data)
+			return res, err
+		},
+	})
+	if !sent {
+		return res, nil // the journal's answer: nothing of a worker's to apply
 	}
 	return res, resp
 }
@@ -272,8 +265,7 @@ func (r *Router) invokeFull(ctx context.Context, t *remoteTool, input string) (t
 			}
 		}
 		if dispatch != nil {
-			dispatch.WorkerID = w.id
-			dispatch.Attempts = attempts
+			dispatch.WorkerID, dispatch.Attempts, dispatch.Unknown = w.id, attempts, false
 		}
 		r.opts.Telemetry.ReplicaChosen(ctx, w.id, attempts)
 		res, retry := r.invokeOnce(ctx, t, w, req, timeout, &answered)
@@ -320,6 +312,7 @@ func (r *Router) invokeOnce(ctx context.Context, t *remoteTool, w *worker, req *
 	name := t.def.Name
 	if errors.Is(err, errNoResult) {
 		w.succeeded()
+		unknown(ctx)
 		return tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf("worker %s ended tool '%s' without a result; its outcome is unknown", w.id, name)), false
 	}
 	st := status.Convert(err)
@@ -366,6 +359,7 @@ func (r *Router) invokeOnce(ctx context.Context, t *remoteTool, w *worker, req *
 	if t.meta.Idempotent {
 		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("worker %s failed during idempotent tool '%s': %s", w.id, name, st.Message())), true
 	}
+	unknown(ctx)
 	return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("the outcome of tool '%s' is unknown: worker %s failed while running it (%s). It may or may not have taken effect; check before calling it again.", name, w.id, st.Message())), false
 }
 
@@ -543,5 +537,12 @@ func invokeStream(ctx context.Context, cc grpc.ClientConnInterface, req *toolpb.
 		case *toolpb.InvokeStreamResponse_Result:
 			return m.Result, s, nil
 		}
+	}
+}
+
+// unknown notes, for the journal, that the call in ctx left and no answer came back.
+func unknown(ctx context.Context) {
+	if d := toolinternal.DispatchFrom(ctx); d != nil {
+		d.Unknown = true
 	}
 }

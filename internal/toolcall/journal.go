@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/toolmesh/toolmesh/internal/failpoint"
 	"github.com/toolmesh/toolmesh/internal/toolinternal"
@@ -67,7 +66,10 @@ func DecodeResult(b []byte) (tool.Result, error) {
 	return res, nil
 }
 
-// OutcomeOf classifies a finished call's result for the journal.
+// OutcomeOf classifies a finished call's result for the journal, by what the call's
+// dispatch reports and the result's code, never by its text: a timeout is timed_out; a
+// call whose caller went away, cancelled; a call that left with no answer back (the
+// dispatching tool says so: toolinternal.Dispatch.Unknown), outcome_unknown.
 func OutcomeOf(ctx context.Context, res tool.Result) string {
 	switch {
 	case !res.IsError():
@@ -76,46 +78,76 @@ func OutcomeOf(ctx context.Context, res tool.Result) string {
 		return toolinternal.OutcomeTimedOut
 	case ctx.Err() != nil:
 		return toolinternal.OutcomeCancelled
-	case strings.Contains(res.Content, "outcome of tool") && strings.Contains(res.Content, "unknown"),
-		strings.Contains(res.Content, "its outcome is unknown"):
+	}
+	if d := toolinternal.DispatchFrom(ctx); d != nil && d.Unknown {
 		return toolinternal.OutcomeUnknown
 	}
 	return toolinternal.OutcomeFailed
 }
 
-// Journaled runs a call that leaves the process (to an MCP server, say) under the run's
-// journal in ctx, when there is one: a call with a recorded outcome is not sent again
-// but answered from the journal; a call dispatched before without an outcome is sent
-// again only when idempotent, otherwise it gets UnknownOutcome; any other call is
-// recorded as dispatched to worker before send runs, and its outcome after.
-func Journaled(ctx context.Context, name, worker string, idempotent bool, send func(context.Context) tool.Result) tool.Result {
+// Dispatcher is how a call that leaves the process (to a worker, to an MCP server) is
+// sent and its outcome kept, for Journaled.
+type Dispatcher struct {
+	// Worker names where the call goes, for its dispatch record; "" when Send records
+	// each attempt itself (Journal.Dispatched), as the router does for each replica it
+	// tries.
+	Worker string
+	// Send sends the call. data is what its outcome is replayed from; nil keeps
+	// EncodeResult(res).
+	Send func(ctx context.Context) (res tool.Result, data []byte)
+	// Replay is the result of an outcome's data; nil is DecodeResult.
+	Replay func(data []byte) (tool.Result, error)
+}
+
+// Journaled runs a call that leaves the process under the run's journal in ctx, when
+// there is one: the one place where a call is journaled. A call with a recorded outcome
+// is not sent again but answered from the journal; a call dispatched before without an
+// outcome is sent again only when idempotent (with the same idempotency key), otherwise
+// it gets UnknownOutcome; any other call is recorded as dispatched before it leaves, and
+// its outcome after. sent is false when the result is the journal's own (the call's
+// outcome is unknown, or the journal failed) rather than what Send or Replay gave.
+func Journaled(ctx context.Context, name string, idempotent bool, d Dispatcher) (res tool.Result, sent bool) {
 	j := toolinternal.JournalFrom(ctx)
 	if j == nil {
-		return send(ctx)
+		res, _ := d.Send(ctx)
+		return res, true
 	}
 	data, done, dispatched := j.Recorded(ctx)
 	switch {
 	case done:
 		failpoint.Hit(failpoint.ReplayOutcome)
-		res, err := DecodeResult(data)
+		replay := d.Replay
+		if replay == nil {
+			replay = DecodeResult
+		}
+		res, err := replay(data)
 		if err != nil {
 			j.Damaged(ctx, fmt.Errorf("the outcome of tool '%s': %w", name, err))
-			return JournalFailed(name, err)
+			return JournalFailed(name, err), false
 		}
-		return res
+		return res, true
 	case dispatched && !idempotent:
 		res := UnknownOutcome(name)
 		if err := j.Finished(ctx, toolinternal.OutcomeUnknown, EncodeResult(res), false); err != nil {
-			return JournalFailed(name, err)
+			return JournalFailed(name, err), false
 		}
-		return res
+		return res, false
 	}
-	if err := j.Dispatched(ctx, worker, 1); err != nil {
-		return JournalFailed(name, err)
+	if d.Worker != "" {
+		if err := j.Dispatched(ctx, d.Worker, 1); err != nil {
+			return JournalFailed(name, err), false
+		}
 	}
-	res := send(ctx)
-	if err := j.Finished(ctx, OutcomeOf(ctx, res), EncodeResult(res), idempotent); err != nil {
-		return JournalFailed(name, err)
+	if toolinternal.DispatchFrom(ctx) == nil {
+		ctx, _ = toolinternal.WithDispatch(ctx) // for the outcome's classification
 	}
-	return res
+	res, rec := d.Send(ctx)
+	failpoint.Hit(failpoint.OutcomeReceived) // crash tests: the outcome is here and not yet recorded
+	if rec == nil {
+		rec = EncodeResult(res)
+	}
+	if err := j.Finished(ctx, OutcomeOf(ctx, res), rec, idempotent); err != nil {
+		return JournalFailed(name, err), false
+	}
+	return res, true
 }

@@ -55,6 +55,9 @@ type Dispatch struct {
 	WorkerID string
 	// Attempts is the number of workers the call was sent to.
 	Attempts int
+	// Unknown says that the last attempt left and no answer came back: the call may
+	// have run (its outcome is outcome_unknown).
+	Unknown bool
 }
 
 // DispatchKey is the context key of a call's *Dispatch.

@@ -72,8 +72,8 @@ var wrappers = map[string][]func(tool.Tool) tool.Tool{
 		},
 		func(t tool.Tool) tool.Tool { return (&decorators.Chain{}).Decorate(t) },
 	},
-	"internal/router.bound":             {func(t tool.Tool) tool.Tool { return router.Bound(t, tool.NewState([]byte("s"))) }},
-	"pkg/toolctx.oneShot":               {func(t tool.Tool) tool.Tool { return toolctx.OneShotPerLoop(t, "advice") }},
+	"internal/router.bound": {func(t tool.Tool) tool.Tool { return router.Bound(t, tool.NewState([]byte("s"))) }},
+	"pkg/toolctx.oneShot":   {func(t tool.Tool) tool.Tool { return toolctx.OneShotPerLoop(t, "advice") }},
 	"internal/builtin.delayed": {func(t tool.Tool) tool.Tool {
 		return builtin.WithDelay(time.Millisecond, []tool.Tool{t})[0]
 	}},

@@ -1,0 +1,88 @@
+package run
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/llm"
+	"github.com/toolmesh/toolmesh/internal/llm/scripted"
+	"github.com/toolmesh/toolmesh/internal/router"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/pkg/schema"
+	"github.com/toolmesh/toolmesh/pkg/tool"
+)
+
+// TestPipelineMatchesTheDocs: the layers of a run's call pipeline are those
+// docs/process.md lists, in its order.
+func TestPipelineMatchesTheDocs(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/process.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := regexp.MustCompile(`(?s)<!-- pipeline:[^>]*-->(.*?)<!-- /pipeline -->`).FindSubmatch(doc)
+	if section == nil {
+		t.Fatal("docs/process.md has no <!-- pipeline --> list")
+	}
+	var documented []string
+	for _, m := range regexp.MustCompile(`(?m)^\d+\. \*\*([^*]+)\*\*`).FindAllSubmatch(section[1], -1) {
+		documented = append(documented, string(m[1]))
+	}
+	s := pipelineService(t, config.Default())
+	got := s.pipeline("acme", config.Tenant{}, true, true, s.chain).Names()
+	if diff := cmp.Diff(documented, got); diff != "" {
+		t.Errorf("the pipeline's layers against docs/process.md's list (-docs +code):\n%s", diff)
+	}
+	// Without a tenant and without chaining, the list is the same: those layers have
+	// nothing to do for any tool.
+	if off := s.pipeline("", config.Tenant{}, false, false, s.chain).Names(); !cmp.Equal(off, got) {
+		t.Errorf("layers without tenant or chaining = %v, want %v", off, got)
+	}
+}
+
+// TestPipelineAroundATool: a tool configured with every per-tool feature passes every
+// layer in order, and a plain one only those for every tool.
+func TestPipelineAroundATool(t *testing.T) {
+	cfg := config.Default()
+	required := true
+	cfg.Tools = map[string]config.Tool{"lookup": {
+		OneShot:  &config.OneShot{Advice: "use what it returned"},
+		Replan:   &config.Replan{Reason: "again"},
+		Approval: &config.Approval{Required: &required},
+	}}
+	s := pipelineService(t, cfg)
+	p := s.pipeline("", config.Tenant{}, false, true, s.chain)
+	lookup := tool.New("lookup", "Looks up.", schema.Empty(), func(context.Context, string) (tool.Result, error) { return tool.Text("x"), nil })
+	plain := tool.New("plain", "Plain.", schema.Empty(), func(context.Context, string) (tool.Result, error) { return tool.Text("x"), nil })
+	want := []string{LayerApproval, "binding", "events", "one-shot", "replan", "output bound"}
+	if got := p.Wrap(lookup).(*toolcall.Tool).Layers(); !cmp.Equal(got, want) {
+		t.Errorf("lookup's layers = %v, want %v", got, want)
+	}
+	if got := p.Wrap(plain).(*toolcall.Tool).Layers(); !cmp.Equal(got, []string{"binding", "events", "output bound"}) {
+		t.Errorf("plain's layers = %v", got)
+	}
+	if got := strings.Join(p.Names(), ","); !strings.HasPrefix(got, LayerGrant+","+LayerApproval) {
+		t.Errorf("the pipeline starts %q, want the grant and then approval", got)
+	}
+}
+
+func pipelineService(t *testing.T, cfg config.Config) *Service {
+	t.Helper()
+	model, err := scripted.New(scripted.Script{Name: "s", Rules: []scripted.Rule{{Reply: scripted.Reply{Text: "ok"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	s, err := New(Options{Router: router.New(router.Options{Logger: log}), Providers: map[string]llm.Provider{"scripted": model},
+		DefaultProvider: "scripted", Config: cfg, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
