@@ -94,6 +94,7 @@ func (t *remoteTool) journaled(ctx context.Context, input string) (tool.Result, 
 			res, resp, err = decodeOutcome(data)
 			return res, err
 		},
+		Encode: func(res tool.Result) []byte { return encodeOutcome(res, nil) },
 	})
 	if !sent {
 		return res, nil // the journal's answer: nothing of a worker's to apply

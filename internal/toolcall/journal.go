@@ -97,6 +97,9 @@ type Dispatcher struct {
 	Send func(ctx context.Context) (res tool.Result, data []byte)
 	// Replay is the result of an outcome's data; nil is DecodeResult.
 	Replay func(data []byte) (tool.Result, error)
+	// Encode is the data of a result the journal gives itself (an unknown outcome), in
+	// the form Replay reads; nil is EncodeResult.
+	Encode func(res tool.Result) []byte
 }
 
 // Journaled runs a call that leaves the process under the run's journal in ctx, when
@@ -128,7 +131,11 @@ func Journaled(ctx context.Context, name string, idempotent bool, d Dispatcher) 
 		return res, true
 	case dispatched && !idempotent:
 		res := UnknownOutcome(name)
-		if err := j.Finished(ctx, toolinternal.OutcomeUnknown, EncodeResult(res), false); err != nil {
+		encode := d.Encode
+		if encode == nil {
+			encode = EncodeResult
+		}
+		if err := j.Finished(ctx, toolinternal.OutcomeUnknown, encode(res), false); err != nil {
 			return JournalFailed(name, err), false
 		}
 		return res, false
