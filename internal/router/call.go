@@ -230,6 +230,9 @@ func (r *Router) invokeFull(ctx context.Context, t *remoteTool, input string) (t
 		}
 	}()
 	dispatch := toolinternal.DispatchFrom(ctx)
+	if dispatch != nil {
+		dispatch.Unknown = false // until an attempt leaves and nothing comes back
+	}
 	var triedBuf [4]string
 	tried := triedBuf[:0] // the replicas tried, in a slice on the stack: a call tries a few
 	var last *tool.Result

@@ -1,13 +1,15 @@
-// Package toolcall is the one layer that runs a tool call for the engine: the
-// orchestrator's loop and the worker SDK both call tools through Call, which turns a
-// panic into an error result the model can read and logs it once, with its stack, and
-// turns a returned error other than a control-flow signal into an error result. Tools
-// themselves do not recover panics.
+// Package toolcall is how the engine runs a tool call. A call is a value (Call): the
+// tool, its arguments and what the engine knows of it, as fields, which the tool reads
+// from its context (tool.CallInfoFrom, toolctx.FromContext, tool.StateFrom, …) through
+// one context value. It passes an ordered list of named layers (Pipeline; the run
+// service assembles the orchestrator's) and ends at Terminal, the one place where a
+// panic becomes an error result the model can read (logged once, with its stack) and a
+// returned error other than a control-flow signal becomes an error result. Tools
+// themselves do not recover panics. The orchestrator's loop (Run) and the worker SDK
+// (Invoke) both run calls through it; Journaled runs a call that leaves the process
+// under the run's journal.
 //
-// It also sets what a call carries in its context for the tool to read: its identity
-// (tool.CallInfoFrom) and the state it is bound to (tool.StateFrom).
-//
-// It imports pkg/tool, pkg/toolctx and internal/toolinternal only.
+// It imports internal/failpoint, internal/toolinternal, pkg/tool and pkg/toolctx only.
 package toolcall
 
 import (
