@@ -2,14 +2,12 @@ package run
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
-	"github.com/toolmesh/toolmesh/internal/router"
 )
 
 // The last event of a run a tool ended (here a configured replan of the built-in
@@ -25,12 +23,7 @@ func TestOutcomeEventAfterTheRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.DiscardHandler)
-	s, err := New(Options{Router: router.New(router.Options{Logger: log}), Providers: map[string]llm.Provider{"scripted": model},
-		DefaultProvider: "scripted", Config: cfg, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := scriptedService(t, cfg, model)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var seen State

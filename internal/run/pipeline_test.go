@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -78,6 +79,13 @@ func pipelineService(t *testing.T, cfg config.Config) *Service {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return scriptedService(t, cfg, model)
+}
+
+// scriptedService is a run service on cfg with an empty router, whose one provider,
+// "scripted", is model; it logs nothing.
+func scriptedService(t *testing.T, cfg config.Config, model llm.Provider) *Service {
+	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	s, err := New(Options{Router: router.New(router.Options{Logger: log}), Providers: map[string]llm.Provider{"scripted": model},
 		DefaultProvider: "scripted", Config: cfg, Logger: log})
@@ -85,4 +93,32 @@ func pipelineService(t *testing.T, cfg config.Config) *Service {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// grouped is a tool of a worker's group.
+type grouped struct {
+	tool.Tool
+	group string
+}
+
+func (g grouped) Group() string { return g.group }
+
+// TestGrantAndApprovalTexts pins what the model reads when the grant layer refuses a call
+// of another group's tool, and when a call that needs approval has nobody to give it.
+func TestGrantAndApprovalTexts(t *testing.T) {
+	s := pipelineService(t, config.Default())
+	called := 0
+	crm := grouped{tool.New("lookup", "Looks up.", schema.Empty(), func(context.Context, string) (tool.Result, error) {
+		called++
+		return tool.Text("x"), nil
+	}), "crm"}
+	p := toolcall.Pipeline{s.grantLayer("acme", config.Tenant{Groups: []string{"math"}})}
+	res, err := toolcall.Run(t.Context(), nil, &toolcall.Call{Tool: p.Wrap(crm), Input: "{}"})
+	if err != nil || res.Code != tool.CodeUnknownTool || res.Content != "Tool 'lookup' is not available to this run. Use only the tools you were given." || called != 0 {
+		t.Errorf("a call outside the grant = %+v, %v, %d calls", res, err, called)
+	}
+	res, err = RequireApproval(crm, time.Minute).Call(t.Context(), "{}")
+	if err != nil || res.Content != "tool 'lookup' requires approval, and nobody can give it here; it did not run" || called != 0 {
+		t.Errorf("a call that needs approval outside a run = %+v, %v, %d calls", res, err, called)
+	}
 }

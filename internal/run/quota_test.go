@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"iter"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
-	"github.com/toolmesh/toolmesh/internal/router"
 )
 
 // A refusal at a bound suggests a retry delay that grows with the refusals per run
@@ -87,13 +85,7 @@ func quotaService(t *testing.T, tenant config.Tenant, turns int) *Service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.DiscardHandler)
-	s, err := New(Options{Router: router.New(router.Options{Logger: log}), Providers: map[string]llm.Provider{"scripted": model},
-		DefaultProvider: "scripted", Config: cfg, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return scriptedService(t, cfg, model)
 }
 
 // A tenant at its bound of runs is refused before its request is resolved: a request
