@@ -9,8 +9,10 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/toolmesh/toolmesh/internal/compose"
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/llm"
+	"github.com/toolmesh/toolmesh/internal/meshtest"
 	"github.com/toolmesh/toolmesh/internal/router"
 	"github.com/toolmesh/toolmesh/internal/runlog"
 	"github.com/toolmesh/toolmesh/internal/server"
@@ -80,7 +82,11 @@ func serve(rt *router.Router, provider llm.Provider, tel *telemetry.Telemetry, j
 
 func serveWith(rt *router.Router, provider llm.Provider, tel *telemetry.Telemetry, journal runlog.Store, certs *trust.Source, cfg *config.Config) (*core, error) {
 	log := slog.New(slog.DiscardHandler)
-	srv, err := server.New(server.Options{Router: rt, Provider: provider, Telemetry: tel, Logger: log, Journal: journal, Owner: "bench", Config: cfg})
+	conf := config.Default()
+	if cfg != nil {
+		conf = *cfg
+	}
+	srv, err := meshtest.NewServer(compose.Options{Router: rt, Provider: provider, Telemetry: tel, Logger: log, Journal: journal, Owner: "bench", Config: conf})
 	if err != nil {
 		return nil, err
 	}

@@ -17,8 +17,10 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/toolmesh/toolmesh/internal/builtin"
+	"github.com/toolmesh/toolmesh/internal/compose"
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
+	"github.com/toolmesh/toolmesh/internal/meshtest"
 	"github.com/toolmesh/toolmesh/internal/router"
 	"github.com/toolmesh/toolmesh/internal/runlog"
 	"github.com/toolmesh/toolmesh/internal/server"
@@ -154,7 +156,7 @@ func startOrchestratorWith(t *testing.T, script scripted.Script, configure func(
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = journal.Close() })
-	srv, err := server.New(server.Options{Router: rt, Provider: model, Config: &cfg, Logger: log, Journal: journal, Owner: "cli-test"})
+	srv, err := meshtest.NewServer(compose.Options{Router: rt, Provider: model, Config: cfg, Logger: log, Journal: journal, Owner: "cli-test"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,8 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/toolmesh/toolmesh/internal/compose"
 	"github.com/toolmesh/toolmesh/internal/config"
-	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
 
@@ -651,7 +651,7 @@ func TestOrchestratorConfigLoads(t *testing.T) {
 				t.Errorf("groups.%s.context is not allow-keys", group)
 			}
 		}
-		conv, err := server.Converters(cfg)
+		conv, err := compose.Converters(cfg, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

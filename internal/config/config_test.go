@@ -172,6 +172,17 @@ func TestValidateNamesEachKey(t *testing.T) {
 			c.MCPServers = map[string]MCPServer{"s": {URL: "http://127.0.0.1:1/"}}
 			c.Groups = map[string]Group{"x": {MCP: &GroupMCP{Server: "s", Include: []string{"[bad"}}}}
 		}},
+		{"groups.x.mcp.filter", func(c *Config) {
+			c.MCPServers = map[string]MCPServer{"s": {URL: "http://127.0.0.1:1/"}}
+			c.Groups = map[string]Group{"x": {MCP: &GroupMCP{Server: "s", Filter: `name + "x"`}}}
+		}},
+		{"groups.x.context", func(c *Config) { c.Groups = map[string]Group{"x": {Context: &ConverterSpec{Kind: "cel", Keep: "key"}}} }},
+		{"groups.x.context", func(c *Config) { c.Groups = map[string]Group{"x": {Context: &ConverterSpec{Kind: "cel"}}} }},
+		{"context.default.keys", func(c *Config) { c.Context.Default = ConverterSpec{Kind: "cel", Keep: "true", Keys: []string{"a"}} }},
+		{"context.default.set.toolmesh.x", func(c *Config) {
+			c.Context.Default = ConverterSpec{Kind: "cel", Set: map[string]string{"toolmesh.x": `"v"`}}
+		}},
+		{"context.default", func(c *Config) { c.Context.Default = ConverterSpec{Kind: "allow-keys", Keep: "true"} }},
 		{"mcp_servers.s", func(c *Config) { c.MCPServers = map[string]MCPServer{"s": {URL: "http://a/", Command: "x"}} }},
 		{"mcp_servers.s.url", func(c *Config) { c.MCPServers = map[string]MCPServer{"s": {URL: "ftp://a/"}} }},
 		{"provider.anthropic.stream", func(c *Config) { f := false; c.Provider.Anthropic.Stream = &f }},

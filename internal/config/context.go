@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/toolmesh/toolmesh/internal/celexpr"
 )
 
 // toolNameRE is the rule tool names follow (the strictest provider's).
@@ -21,7 +23,7 @@ var builtinRoles = map[string]bool{"agent_process": true, "blackboard": true, "c
 var roleRE = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,64}$`)
 
 // Converter kinds a ConverterSpec may name.
-var converterKinds = []string{"pass-through", "none", "allow-keys", "deny-keys"}
+var converterKinds = []string{"pass-through", "none", "allow-keys", "deny-keys", "cel"}
 
 // DefaultContextMaxBytes bounds the encoded ToolCallContext of one call.
 const DefaultContextMaxBytes = 8192
@@ -39,10 +41,14 @@ type Context struct {
 
 // ConverterSpec chooses a converter: what of the context a group's workers receive.
 type ConverterSpec struct {
-	// Kind is pass-through, none, allow-keys or deny-keys.
+	// Kind is pass-through, none, allow-keys, deny-keys or cel.
 	Kind string `yaml:"kind"`
 	// Keys are the keys allow-keys keeps or deny-keys drops.
 	Keys []string `yaml:"keys"`
+	// Keep and Set are a cel converter's expressions: Keep, a bool over key and value,
+	// decides which entries pass (all when empty); Set gives keys their values.
+	Keep string            `yaml:"keep"`
+	Set  map[string]string `yaml:"set"`
 }
 
 // Group configures one tool group, by role.
@@ -96,6 +102,9 @@ type GroupMCP struct {
 	// exact names, "get_*"); empty keeps all. Exclude then drops those that match one.
 	Include []string `yaml:"include"`
 	Exclude []string `yaml:"exclude"`
+	// Filter is a CEL expression over a tool's name, description and annotations; the
+	// group keeps the tools it is true for (after include and exclude).
+	Filter string `yaml:"filter"`
 }
 
 // MCPServer says how to reach an MCP server: command (stdio) or url (streamable HTTP).
@@ -349,6 +358,11 @@ func (c Config) validateContext(bad func(key, format string, args ...any)) {
 					}
 				}
 			}
+			if m.Filter != "" {
+				if _, err := celexpr.NewFilter(m.Filter); err != nil {
+					bad(key+".filter", "%v", err)
+				}
+			}
 		}
 	}
 	for _, name := range sortedKeys(c.Tools) {
@@ -366,7 +380,20 @@ func (c Config) validateContext(bad func(key, format string, args ...any)) {
 }
 
 func checkConverter(bad func(key, format string, args ...any), key string, s ConverterSpec) {
+	if s.Kind != "cel" && (s.Keep != "" || len(s.Set) > 0) {
+		bad(key, "keep and set are a cel converter's: set kind: cel, or leave them out")
+	}
 	switch s.Kind {
+	case "cel":
+		if len(s.Keys) > 0 {
+			bad(key+".keys", "must be empty for kind cel: keep says which keys pass")
+		}
+		for k := range s.Set {
+			checkKey(bad, key+".set."+k, k)
+		}
+		if _, err := celexpr.NewConverter("", s.Keep, s.Set, nil); err != nil {
+			bad(key, "%v", err)
+		}
 	case "pass-through", "none":
 		if len(s.Keys) > 0 {
 			bad(key+".keys", "must be empty for kind %s", s.Kind)

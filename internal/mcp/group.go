@@ -86,7 +86,7 @@ type Options struct {
 	// name.
 	Role string
 	// Filter keeps the tools it is true for; nil keeps all.
-	Filter func(name string) bool
+	Filter func(ToolInfo) bool
 	// Converter chooses what of the ToolCallContext travels as _meta; nil passes all.
 	Converter toolctx.Converter
 	// MaxTools bounds the tools the server may offer; zero means DefaultMaxTools. A server
@@ -148,7 +148,7 @@ func (g *Group) Role() string { return g.opts.Role }
 
 // Globs returns a filter that keeps the names matching one of include (all when include is
 // empty) and none of exclude; patterns are path.Match globs.
-func Globs(include, exclude []string) func(string) bool {
+func Globs(include, exclude []string) func(ToolInfo) bool {
 	match := func(pats []string, name string) bool {
 		for _, p := range pats {
 			if ok, _ := path.Match(p, name); ok {
@@ -157,9 +157,37 @@ func Globs(include, exclude []string) func(string) bool {
 		}
 		return false
 	}
-	return func(name string) bool {
-		return (len(include) == 0 || match(include, name)) && !match(exclude, name)
+	return func(t ToolInfo) bool {
+		return (len(include) == 0 || match(include, t.Name)) && !match(exclude, t.Name)
 	}
+}
+
+// ToolInfo is what a filter sees of a server's tool.
+type ToolInfo struct {
+	Name, Description string
+	// Annotations are the server's hints, by the names the config's filters use:
+	// title, read_only, destructive, idempotent, open_world; a hint the server does not
+	// give is absent.
+	Annotations map[string]any
+}
+
+// infoOf is what a filter sees of t.
+func infoOf(t *sdk.Tool) ToolInfo {
+	info := ToolInfo{Name: t.Name, Description: t.Description, Annotations: map[string]any{}}
+	if a := t.Annotations; a != nil {
+		if a.Title != "" {
+			info.Annotations["title"] = a.Title
+		}
+		info.Annotations["read_only"] = a.ReadOnlyHint
+		info.Annotations["idempotent"] = a.IdempotentHint
+		if a.DestructiveHint != nil {
+			info.Annotations["destructive"] = *a.DestructiveHint
+		}
+		if a.OpenWorldHint != nil {
+			info.Annotations["open_world"] = *a.OpenWorldHint
+		}
+	}
+	return info
 }
 
 // session is one MCP session of the group and when it was last used.
@@ -520,7 +548,7 @@ func (g *Group) list(ctx context.Context, cs *sdk.ClientSession) ([]tool.Tool, e
 		if seen++; seen > g.opts.MaxTools {
 			return nil, fmt.Errorf("it offers more than %d tools", g.opts.MaxTools)
 		}
-		if g.opts.Filter != nil && !g.opts.Filter(t.Name) {
+		if g.opts.Filter != nil && !g.opts.Filter(infoOf(t)) {
 			continue
 		}
 		if !toolNameRE.MatchString(t.Name) {

@@ -163,7 +163,7 @@ func call(t *testing.T, ctx context.Context, tl tool.Tool, input string) tool.Re
 // filtered tools are offered and their calls map text, isError and structured content.
 func TestLazyGroupOverHTTP(t *testing.T) {
 	url, _ := httpServer(t)
-	g := newGroup(t, mcp.Options{Server: mcp.Server{Name: "test", URL: url}, Filter: func(n string) bool { return n != "slow" }})
+	g := newGroup(t, mcp.Options{Server: mcp.Server{Name: "test", URL: url}, Filter: func(t mcp.ToolInfo) bool { return t.Name != "slow" }})
 	if g.Connected() {
 		t.Fatal("connected before first use")
 	}

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/test/bufconn"
 
+	"github.com/toolmesh/toolmesh/internal/compose"
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/internal/router"
@@ -54,7 +55,7 @@ func Start(script scripted.Script, log *slog.Logger) (*Mesh, error) {
 	m := &Mesh{lis: bufconn.Listen(bufSize), served: make(chan struct{}), workers: map[string]*bufconn.Listener{}}
 	cfg := config.Default()
 	m.router = router.New(router.Options{Logger: log, Dial: m.dialWorker})
-	m.srv, err = server.New(server.Options{Router: m.router, Provider: model, Config: &cfg, Logger: log})
+	m.srv, err = NewServer(compose.Options{Router: m.router, Provider: model, Config: cfg, Logger: log})
 	if err != nil {
 		m.router.Close()
 		return nil, err
@@ -63,6 +64,17 @@ func Start(script scripted.Script, log *slog.Logger) (*Mesh, error) {
 	m.srv.Register(m.grpc)
 	go func() { defer close(m.served); _ = m.grpc.Serve(m.lis) }()
 	return m, nil
+}
+
+// NewServer builds the run service of o and the gRPC server over it, as an orchestrator
+// does, for tests that serve it themselves.
+func NewServer(o compose.Options) (*server.Server, error) {
+	o.Codec, o.ErrorType = server.RunCodec(), server.ErrorType
+	runs, err := compose.Runs(o)
+	if err != nil {
+		return nil, err
+	}
+	return server.New(server.Options{Router: o.Router, Runs: runs, Config: &o.Config, Logger: o.Logger, Journal: o.Journal, Owner: o.Owner})
 }
 
 // Addr is the orchestrator's address for a worker (Options.Orchestrator) or a client,

@@ -161,7 +161,7 @@ func (n *nester) RunLoop(ctx context.Context, l agentic.Loop) (*loop.Result, err
 	opts.OutputSchema = nil
 	opts.Context = bag
 	opts.Cost = func(m string, u llm.Usage) float64 { return n.s.cost(m, label, u) }
-	opts.Strategies = []loop.Strategy{progressive.New()}
+	opts.Strategies = append([]loop.Strategy{progressive.New()}, n.s.strategies...)
 	opts.Decorate = n.decorate
 	opts.NotFound = nil // a fresh policy per loop
 	opts.PrepareCall = prepareCall(proc)

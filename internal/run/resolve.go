@@ -142,7 +142,7 @@ func (s *Service) prepare(ctx context.Context, req Request) (*prepared, error) {
 		Budget:          loop.Budget{MaxTokens: req.MaxTokens, MaxCostUSD: req.MaxCostUSD, MaxActions: req.MaxActions},
 		StreamText:      req.StreamText,
 		Cost:            func(m string, u llm.Usage) float64 { return s.cost(m, label, u) },
-		Strategies:      []loop.Strategy{progressive.New(), s.newMCPRefresh(rctx, roles)},
+		Strategies:      append([]loop.Strategy{progressive.New(), s.newMCPRefresh(rctx, roles)}, s.strategies...),
 		Decorate:        decorate,
 	}
 	return p, nil
@@ -165,7 +165,7 @@ func (s *Service) pipeline(tenant string, tg config.Tenant, limited, chaining bo
 		grant = s.grantLayer(tenant, tg)
 	}
 	p := toolcall.Pipeline{grant, approvalLayer(s.approvalOf), agentic.BindingLayer(chaining), agentic.ReceiverLayer(chaining)}
-	return append(p, chain.Layers()...)
+	return insertLayers(append(p, chain.Layers()...), s.layers)
 }
 
 // offer is how a run offers a tool, the tools injected mid-loop included: a worker's
@@ -292,7 +292,7 @@ func (s *Service) resolveTools(ctx context.Context, req Request, decorate func(t
 	}
 	var offer []string
 	for i, n := range req.Tools {
-		t, err := s.router.Tool(n)
+		t, err := s.namedTool(n)
 		switch {
 		case err == nil && isAgentic(n):
 			return nil, nil, fieldErr(indexed("tools", i), ErrInvalid, "%q names both an agentic tool and a tool the mesh serves: rename the agentic tool", n)
@@ -460,8 +460,11 @@ func excluded(patterns []string, src, name string) bool {
 // served is what serves a role: a built-in group, an MCP group (which connects on the
 // first run that asks for it), or the workers that registered the group.
 func (s *Service) served(ctx context.Context, role string) ([]tool.Tool, string, string, error) {
-	if ts, ok := process.GroupTools(role, nil); ok {
+	if ts, ok := process.GroupTools(role, s.formatter); ok {
 		return ts, process.Groups[role], "", nil
+	}
+	if g, ok := s.local[role]; ok {
+		return slices.Clone(g.tools), g.description, g.notes, nil
 	}
 	if g, ok := s.mcp[role]; ok {
 		ts, err := g.Tools(ctx)
@@ -530,11 +533,12 @@ func (s *Service) TenantView(tenant string) (wrap func(tool.Tool) tool.Tool, fix
 	}, toolctx.MustOf(TenantKey, tenant)
 }
 
-// GroupTools are the tools a group of the config's own or an MCP group offers (listing
-// them connects the MCP server); false for another role.
+// GroupTools are the tools a group of the config's own, an MCP group or an in-process
+// group offers (listing them connects the MCP server); false for another role.
 func (s *Service) GroupTools(ctx context.Context, role string) ([]tool.Tool, bool, error) {
 	gc, configured := s.cfg.Groups[role]
-	if _, isMCP := s.mcp[role]; !isMCP && (!configured || len(gc.Include) == 0) {
+	_, isMCP := s.mcp[role]
+	if _, isLocal := s.local[role]; !isMCP && !isLocal && (!configured || len(gc.Include) == 0) {
 		return nil, false, nil
 	}
 	ts, err := s.groupTools(ctx, role)
@@ -557,6 +561,15 @@ type Listing struct {
 // connecting any MCP server.
 func (s *Service) Listings() []Listing {
 	var out []Listing
+	for _, role := range sortedKeys(s.local) {
+		if _, narrowed := s.cfg.Groups[role]; narrowed {
+			continue // the config's view of it, below
+		}
+		g := s.local[role]
+		l := Listing{Role: role, Description: g.description, UsageNotes: g.notes, Source: "in-process", Tools: toolNames(g.tools)}
+		slices.Sort(l.Tools)
+		out = append(out, l)
+	}
 	for _, role := range sortedKeys(s.cfg.Groups) {
 		gc := s.cfg.Groups[role]
 		l := Listing{Role: role, Description: gc.Description, UsageNotes: gc.UsageNotes}
@@ -567,6 +580,10 @@ func (s *Service) Listings() []Listing {
 				ts, _ := g.Tools(context.Background())
 				l.Tools = toolNames(ts)
 			}
+		case s.local[role].tools != nil:
+			l.Source = "in-process"
+			l.Description, l.UsageNotes = cmp.Or(l.Description, s.local[role].description), cmp.Or(l.UsageNotes, s.local[role].notes)
+			l.Tools = toolNames(s.local[role].tools)
 		case len(gc.Include) > 0:
 			l.Source = "config: " + strings.Join(gc.Include, ", ")
 			if len(gc.Exclude) > 0 {
@@ -695,6 +712,9 @@ func (s *Service) groupRoles() []string {
 	for role := range s.mcp {
 		roles = append(roles, role)
 	}
+	for role := range s.local {
+		roles = append(roles, role)
+	}
 	for role, gc := range s.cfg.Groups {
 		if len(gc.Include) > 0 && !slices.Contains(roles, role) {
 			roles = append(roles, role)
@@ -745,13 +765,40 @@ func (s *Service) checkGrant(req Request, tg config.Tenant) error {
 		}
 	}
 	for i, n := range req.Tools {
-		if role, served := s.router.GroupOf(n); served && !ok(role) {
+		if role, served := s.groupOfName(n); served && !ok(role) {
 			return fieldErr(indexed("tools", i), ErrPermission, "tenant %q may not use tool %q, of group %q (its groups: [%s])", req.Tenant, n, role, strings.Join(allowed, ", "))
 		} else if served && !tg.Allows(role, n) {
 			return fieldErr(indexed("tools", i), ErrPermission, "tenant %q may not use tool %q (its tools: [%s])", req.Tenant, n, strings.Join(tg.Tools, ", "))
 		}
 	}
 	return nil
+}
+
+// namedTool is the tool of a name a run names in tools: a worker's, or one of an
+// in-process group.
+func (s *Service) namedTool(name string) (tool.Tool, error) {
+	t, err := s.router.Tool(name)
+	if err != nil {
+		for _, role := range sortedKeys(s.local) {
+			if t, ok := findTool(s.local[role].tools, name); ok {
+				return t, nil
+			}
+		}
+	}
+	return t, err
+}
+
+// groupOfName is the group of a tool a worker or an in-process group serves.
+func (s *Service) groupOfName(name string) (string, bool) {
+	if role, ok := s.router.GroupOf(name); ok {
+		return role, true
+	}
+	for _, role := range sortedKeys(s.local) {
+		if _, ok := findTool(s.local[role].tools, name); ok {
+			return role, true
+		}
+	}
+	return "", false
 }
 
 // groupOf is the group of a worker's or an MCP server's tool, seen through its

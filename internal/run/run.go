@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -28,6 +29,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/loop"
 	"github.com/toolmesh/toolmesh/internal/mcp"
+	"github.com/toolmesh/toolmesh/internal/process"
 	"github.com/toolmesh/toolmesh/internal/router"
 	"github.com/toolmesh/toolmesh/internal/runlog"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
@@ -115,6 +117,18 @@ type Options struct {
 	Journal runlog.Store
 	Codec   Codec
 	Owner   string
+
+	// Layers are the program's own layers of the call pipeline, each at its place.
+	Layers []Placed
+	// Strategies change a loop's tool set after each call, beside unfolding, in every
+	// loop (nested loops included). A resumed run replays its loops: a strategy must
+	// decide from what it is shown, not from the time or a counter of its own.
+	Strategies []loop.Strategy
+	// Formatter renders the blackboard's entries for the blackboard group's tools; nil is
+	// process.DefaultFormatter.
+	Formatter process.Formatter
+	// Groups are tool groups this orchestrator serves in its own process, by role.
+	Groups map[string]Group
 }
 
 // Service runs runs.
@@ -140,9 +154,14 @@ type Service struct {
 	mcp       map[string]*mcp.Group
 	// agentic are the config's agentic tools, checked.
 	agentic []agentic.Spec
-	journal runlog.Store
-	codec   Codec
-	owner   string
+	// layers, strategies, formatter and local are the program's own (Options).
+	layers     []Placed
+	strategies []loop.Strategy
+	formatter  process.Formatter
+	local      map[string]localGroup
+	journal    runlog.Store
+	codec      Codec
+	owner      string
 	// resuming holds the ids of runs being taken over here.
 	resuming sync.Map
 }
@@ -178,22 +197,30 @@ func New(opts Options) (*Service, error) {
 	if opts.Journal != nil && (opts.Codec == nil || opts.Owner == "") {
 		return nil, errors.New("run: a Journal needs a Codec and an Owner")
 	}
+	local, err := checkExtensions(opts)
+	if err != nil {
+		return nil, err
+	}
 	return &Service{
-		journal:   opts.Journal,
-		codec:     opts.Codec,
-		owner:     opts.Owner,
-		agentic:   specs,
-		chain:     chain,
-		sinks:     opts.Sinks,
-		mcp:       opts.MCP,
-		errorType: opts.ErrorType,
-		router:    opts.Router,
-		providers: opts.Providers,
-		provider:  opts.Providers[opts.DefaultProvider],
-		cfg:       opts.Config,
-		tel:       opts.Telemetry,
-		log:       opts.Logger,
-		store:     newStore(opts.Config.Loop.MaxConcurrentRuns, opts.Config.Loop.RetainRuns, opts.Config.Loop.RetainBytes),
+		layers:     opts.Layers,
+		strategies: slices.DeleteFunc(slices.Clone(opts.Strategies), func(s loop.Strategy) bool { return s == nil }),
+		formatter:  opts.Formatter,
+		local:      local,
+		journal:    opts.Journal,
+		codec:      opts.Codec,
+		owner:      opts.Owner,
+		agentic:    specs,
+		chain:      chain,
+		sinks:      opts.Sinks,
+		mcp:        opts.MCP,
+		errorType:  opts.ErrorType,
+		router:     opts.Router,
+		providers:  opts.Providers,
+		provider:   opts.Providers[opts.DefaultProvider],
+		cfg:        opts.Config,
+		tel:        opts.Telemetry,
+		log:        opts.Logger,
+		store:      newStore(opts.Config.Loop.MaxConcurrentRuns, opts.Config.Loop.RetainRuns, opts.Config.Loop.RetainBytes),
 	}, nil
 }
 

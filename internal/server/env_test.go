@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/toolmesh/toolmesh/internal/builtin"
+	"github.com/toolmesh/toolmesh/internal/compose"
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/decorators"
 	"github.com/toolmesh/toolmesh/internal/llm"
@@ -99,12 +100,12 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if o.logs != nil {
 		log = slog.New(slog.NewJSONHandler(o.logs, nil))
 	}
-	opts := Options{Router: rt, Provider: model, Config: &cfg, Logger: log, Telemetry: o.tel, Sinks: o.sinks, Journal: o.journal, Owner: "test"}
+	opts := compose.Options{Router: rt, Provider: model, Config: cfg, Logger: log, Telemetry: o.tel, Sinks: o.sinks, Journal: o.journal, Owner: "test"}
 	if o.provider != nil {
 		opts.Providers = map[string]llm.Provider{"scripted": model, o.provider.Name(): o.provider}
 		opts.DefaultProvider = o.provider.Name()
 	}
-	srv, err := New(opts)
+	srv, err := newServer(opts)
 	if err != nil {
 		rt.Close()
 		t.Fatal(err)
@@ -267,4 +268,15 @@ func groupRegistrations(groups ...worker.Group) ([]*toolpb.GroupRegistration, er
 		return nil, err
 	}
 	return w.Registration().GetGroups(), nil
+}
+
+// newServer builds a Server as the orchestrator does: the run service from o, with the
+// API's codec and error names, and the server over it.
+func newServer(o compose.Options) (*Server, error) {
+	o.Codec, o.ErrorType = RunCodec(), ErrorType
+	runs, err := compose.Runs(o)
+	if err != nil {
+		return nil, err
+	}
+	return New(Options{Router: o.Router, Runs: runs, Config: &o.Config, Logger: o.Logger, Journal: o.Journal, Owner: o.Owner})
 }

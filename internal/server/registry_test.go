@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/toolmesh/toolmesh/internal/builtin"
+	"github.com/toolmesh/toolmesh/internal/compose"
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/internal/router"
@@ -68,7 +69,7 @@ func newLeaseServer(t *testing.T, cfg config.Config) (*Server, *router.Router) {
 		Dial:  func(string) (*grpc.ClientConn, error) { return nil, nil },
 		Probe: func(context.Context, *grpc.ClientConn) error { return nil },
 	})
-	srv, err := New(Options{Router: rt, Provider: model, Config: &cfg, Logger: discard()})
+	srv, err := newServer(compose.Options{Router: rt, Provider: model, Config: cfg, Logger: discard()})
 	if err != nil {
 		t.Fatal(err)
 	}

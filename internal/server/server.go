@@ -6,7 +6,6 @@ package server
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,39 +14,26 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/toolmesh/toolmesh/internal/config"
-	"github.com/toolmesh/toolmesh/internal/decorators"
-	"github.com/toolmesh/toolmesh/internal/llm"
-	"github.com/toolmesh/toolmesh/internal/mcp"
 	"github.com/toolmesh/toolmesh/internal/router"
 	"github.com/toolmesh/toolmesh/internal/run"
 	"github.com/toolmesh/toolmesh/internal/runlog"
-	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
-	"github.com/toolmesh/toolmesh/pkg/trust"
 )
 
-// Options configure a Server. Router and a provider are required.
+// Options configure a Server. Router and Runs are required.
 type Options struct {
 	Router *router.Router
-	// Providers are the model providers by name; runs pick one with "provider/model".
-	Providers map[string]llm.Provider
-	// DefaultProvider names the provider of runs that name none.
-	DefaultProvider string
-	// Provider, when Providers is empty, is the only provider (and the default).
-	Provider llm.Provider
-	// Telemetry traces runs, model calls and tool calls and records their metrics; nil
-	// records nothing.
-	Telemetry *telemetry.Telemetry
-	// Config supplies registry and loop settings; the zero value means config.Default().
+	// Runs is the run service the server exposes; build it with RunCodec and ErrorType
+	// (run.Options.Codec, ErrorType) so that its journal keeps the wire forms and its
+	// failures are named as the API names them.
+	Runs *run.Service
+	// Config supplies the server's limits and authentication; the zero value means
+	// config.Default(). It must be the run service's.
 	Config *config.Config
-	// Sinks are artifact sinks the program provides, by name, beside "blackboard" and
-	// "assets", for the config's and the requests' artifact rules.
-	Sinks  map[string]decorators.Sink
 	Logger *slog.Logger
-	// Journal records runs so that they survive a restart and any replica sharing it
-	// can watch, list and take them over; Owner names this orchestrator in its leases.
-	// Nil keeps runs in memory only.
+	// Journal is the run service's journal (nil: none); Owner names this orchestrator
+	// in its leases.
 	Journal runlog.Store
 	Owner   string
 }
@@ -75,14 +61,8 @@ type Server struct {
 // New returns a Server. With auth.jwt.jwks_url it fetches the key set first, and fails
 // when it cannot: an orchestrator that would refuse every token does not start.
 func New(opts Options) (*Server, error) {
-	if opts.Router == nil {
-		return nil, errors.New("server: Router is required")
-	}
-	providers := opts.Providers
-	def := opts.DefaultProvider
-	if len(providers) == 0 && opts.Provider != nil {
-		providers = map[string]llm.Provider{opts.Provider.Name(): opts.Provider}
-		def = opts.Provider.Name()
+	if opts.Router == nil || opts.Runs == nil {
+		return nil, errors.New("server: Router and Runs are required")
 	}
 	cfg := config.Default()
 	if opts.Config != nil {
@@ -94,25 +74,13 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	groups, err := mcpGroups(cfg, opts.Logger)
-	if err != nil {
-		return nil, fmt.Errorf("server: %w", err)
-	}
-	runs, err := run.New(run.Options{
-		Router: opts.Router, Providers: providers, DefaultProvider: def, Config: cfg,
-		Telemetry: opts.Telemetry, Logger: opts.Logger, Sinks: opts.Sinks, MCP: groups,
-		ErrorType: func(err error) string { return wire.ReasonName(classify(err)) },
-		Journal:   opts.Journal, Codec: codec{}, Owner: opts.Owner,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("server: %w", err)
-	}
-	s := &Server{router: opts.Router, cfg: cfg, log: opts.Logger, runs: runs, journaled: opts.Journal != nil,
+	s := &Server{router: opts.Router, cfg: cfg, log: opts.Logger, runs: opts.Runs, journaled: opts.Journal != nil,
 		journal: opts.Journal, owner: opts.Owner, ready: make(chan struct{})}
 	close(s.ready)
 	if v, ok := opts.Journal.(interface{ Volatile() bool }); ok {
 		s.volatile = v.Volatile()
 	}
+	var err error
 	if s.auth, err = newAuthorizer(cfg, s.log, s.audit); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -120,6 +88,14 @@ func New(opts Options) (*Server, error) {
 	s.registry = &registryServer{s: s}
 	return s, nil
 }
+
+// RunCodec is the wire forms the run journal keeps (run.Options.Codec): events as
+// RunResponse messages, requests as RunRequest, checked again as a new request is.
+func RunCodec() run.Codec { return codec{} }
+
+// ErrorType names the error a run failed with as the API's error reason does
+// (run.Options.ErrorType).
+func ErrorType(err error) string { return wire.ReasonName(classify(err)) }
 
 // Register adds both services to a gRPC server.
 // Every request message is read within the receive budget (config.Server); serve with
@@ -155,37 +131,4 @@ func (s *Server) Maintain(ctx context.Context) {
 func (s *Server) Shutdown(ctx context.Context) {
 	s.runs.Shutdown(ctx)
 	s.registry.closeAll()
-}
-
-// mcpGroups builds the groups MCP servers serve (groups.<role>.mcp), each with its
-// group's converter; none connects before a run asks for it.
-func mcpGroups(cfg config.Config, log *slog.Logger) (map[string]*mcp.Group, error) {
-	converters, err := Converters(cfg)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]*mcp.Group{}
-	for role, g := range cfg.Groups {
-		if g.MCP == nil {
-			continue
-		}
-		sc := cfg.MCPServers[g.MCP.Server]
-		var tc *tls.Config
-		if t := sc.TLS; t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" {
-			var err error
-			if tc, err = trust.HTTPSConfig(t.CAFile, t.CertFile, t.KeyFile); err != nil {
-				return nil, fmt.Errorf("mcp_servers.%s.tls: %w", g.MCP.Server, err)
-			}
-		}
-		grp, err := mcp.New(mcp.Options{
-			Server: mcp.Server{Name: g.MCP.Server, Command: sc.Command, Args: sc.Args, Env: sc.Env, Dir: sc.Dir,
-				URL: sc.URL, Headers: sc.Headers, ContextHeaders: sc.ContextHeaders, Timeout: sc.Timeout.D(), TLS: tc},
-			Role: role, Filter: mcp.Globs(g.MCP.Include, g.MCP.Exclude), Converter: converters(role), Logger: log,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("groups.%s.mcp: %w", role, err)
-		}
-		out[role] = grp
-	}
-	return out, nil
 }

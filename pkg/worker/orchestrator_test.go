@@ -12,10 +12,11 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/toolmesh/toolmesh/internal/compose"
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/llm"
+	"github.com/toolmesh/toolmesh/internal/meshtest"
 	"github.com/toolmesh/toolmesh/internal/router"
-	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
@@ -63,7 +64,7 @@ func startOrchestrator(t *testing.T, addr string) *orchestrator {
 	cfg.Registry.HeartbeatInterval = config.Duration(20 * time.Millisecond)
 	cfg.Registry.LeaseTTL = config.Duration(time.Second)
 	rt := router.New(router.Options{Logger: quiet(), GracePeriod: time.Minute})
-	srv, err := server.New(server.Options{Router: rt, Provider: noModel{}, Config: &cfg, Logger: quiet()})
+	srv, err := meshtest.NewServer(compose.Options{Router: rt, Provider: noModel{}, Config: cfg, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ package arch
 
 import (
 	"context"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -72,6 +73,13 @@ var wrappers = map[string][]func(tool.Tool) tool.Tool{
 		},
 		func(t tool.Tool) tool.Tool { return (&decorators.Chain{}).Decorate(t) },
 	},
+	"internal/run.localTool": {func(t tool.Tool) tool.Tool {
+		ts, _, err := localService(t).GroupTools(context.Background(), "local")
+		if err != nil || len(ts) != 1 {
+			panic(fmt.Sprint(ts, err))
+		}
+		return ts[0]
+	}},
 	"internal/router.bound": {func(t tool.Tool) tool.Tool { return router.Bound(t, tool.NewState([]byte("s"))) }},
 	"pkg/toolctx.oneShot":   {func(t tool.Tool) tool.Tool { return toolctx.OneShotPerLoop(t, "advice") }},
 	"internal/builtin.delayed": {func(t tool.Tool) tool.Tool {
@@ -105,6 +113,20 @@ func tenantService() *run.Service {
 	}
 	s, err := run.New(run.Options{Router: router.New(router.Options{}), Providers: map[string]llm.Provider{"scripted": model},
 		DefaultProvider: "scripted", Config: cfg})
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// localService is a run service that serves t in its in-process group "local".
+func localService(t tool.Tool) *run.Service {
+	model, err := scripted.New(scripted.Script{Name: "s", Rules: []scripted.Rule{{Reply: scripted.Reply{Text: "ok"}}}})
+	if err != nil {
+		panic(err)
+	}
+	s, err := run.New(run.Options{Router: router.New(router.Options{}), Providers: map[string]llm.Provider{"scripted": model},
+		DefaultProvider: "scripted", Config: config.Default(), Groups: map[string]run.Group{"local": {Tools: []tool.Tool{t}}}})
 	if err != nil {
 		panic(err)
 	}

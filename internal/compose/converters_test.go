@@ -1,10 +1,12 @@
-package server
+package compose
 
 import (
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/toolmesh/toolmesh/internal/config"
 
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
@@ -25,7 +27,7 @@ func TestParseConverter(t *testing.T) {
 		{"deny-keys", nil, "deny-keys()"},
 	}
 	for _, tt := range tests {
-		conv, err := parseConverter(tt.kind, tt.keys)
+		conv, err := parseConverter("g", config.ConverterSpec{Kind: tt.kind, Keys: tt.keys})
 		if err != nil {
 			t.Errorf("parseConverter(%q, %q): %v", tt.kind, tt.keys, err)
 			continue
@@ -34,7 +36,7 @@ func TestParseConverter(t *testing.T) {
 			t.Errorf("parseConverter(%q, %q) = %s, want %s", tt.kind, tt.keys, got, tt.want)
 		}
 	}
-	if conv, _ := parseConverter("allow-keys", []string{"tenantId"}); !conv.Convert(toolctx.MustOf("tenantId", "acme", "locale", "en")).Equal(toolctx.MustOf("tenantId", "acme")) {
+	if conv, _ := parseConverter("g", config.ConverterSpec{Kind: "allow-keys", Keys: []string{"tenantId"}}); !conv.Convert(toolctx.MustOf("tenantId", "acme", "locale", "en")).Equal(toolctx.MustOf("tenantId", "acme")) {
 		t.Error("a parsed allow-keys does not filter")
 	}
 }
@@ -45,7 +47,7 @@ func TestParseConverterErrors(t *testing.T) {
 		keys    []string
 		wantMsg string
 	}{
-		{"allow", []string{"a"}, `invalid converter: unknown kind "allow" (want "pass-through", "none", "allow-keys" or "deny-keys")`},
+		{"allow", []string{"a"}, `invalid converter: unknown kind "allow" (want "pass-through", "none", "allow-keys", "deny-keys" or "cel")`},
 		{"PASS-THROUGH", nil, `unknown kind "PASS-THROUGH"`},
 		{"pass-through", []string{"a"}, `invalid converter: "pass-through" takes no keys, got 1 (a)`},
 		{"", []string{"a", "b"}, `"pass-through" takes no keys, got 2 (a, b)`},
@@ -56,7 +58,7 @@ func TestParseConverterErrors(t *testing.T) {
 		{"allow-keys", []string{toolctx.LoopIDKey}, `"allow-keys": key "toolmesh.loop_id" is reserved (prefix "toolmesh."); it never crosses a process boundary`},
 	}
 	for _, tt := range tests {
-		conv, err := parseConverter(tt.kind, tt.keys)
+		conv, err := parseConverter("g", config.ConverterSpec{Kind: tt.kind, Keys: tt.keys})
 		if !errors.Is(err, errInvalidConverter) || conv != nil {
 			t.Errorf("parseConverter(%q, %q) = %v, %v; want ErrInvalidConverter", tt.kind, tt.keys, conv, err)
 			continue
@@ -71,12 +73,15 @@ func TestParseConverterErrors(t *testing.T) {
 // configuration are the names its String starts with, so logs and errors speak the
 // configuration's language.
 func TestConverterKindsRoundTrip(t *testing.T) {
-	for _, kind := range []string{kindPassThrough, kindNone, kindAllowKeys, kindDenyKeys} {
-		var keys []string
-		if kind == kindAllowKeys || kind == kindDenyKeys {
-			keys = []string{"k"}
+	for _, kind := range []string{kindPassThrough, kindNone, kindAllowKeys, kindDenyKeys, kindCEL} {
+		spec := config.ConverterSpec{Kind: kind}
+		switch kind {
+		case kindAllowKeys, kindDenyKeys:
+			spec.Keys = []string{"k"}
+		case kindCEL:
+			spec.Keep = "true"
 		}
-		conv, err := parseConverter(kind, keys)
+		conv, err := parseConverter("g", spec)
 		if err != nil {
 			t.Fatal(err)
 		}

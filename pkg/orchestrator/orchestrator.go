@@ -1,0 +1,291 @@
+// Package orchestrator builds and runs a toolmesh orchestrator inside a Go program: the
+// process workers register their tools with and clients send runs to. cmd/orchestrator
+// is a thin main over it; a program of one's own adds what the config cannot say:
+//
+//   - Layers: interceptors of every tool call, at a documented place of the call pipeline;
+//   - Converters: what of a call's ToolCallContext a tool group receives, as functions
+//     (toolctx.ConverterFunc);
+//   - Sinks: where artifact rules send what tools return;
+//   - Formatter: how the blackboard group's tools show an entry to the model;
+//   - Strategies: changes to a loop's tools after a call, beside unfolding;
+//   - Groups: tool groups served in the orchestrator's own process;
+//   - MCPFilters: predicates over an MCP server's tools;
+//   - Providers: model providers under names of one's own.
+//
+// A minimal program:
+//
+//	cfg, err := orchestrator.LoadConfig("orchestrator.yaml")
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	o, err := orchestrator.New(orchestrator.Options{Config: cfg})
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+//	defer stop()
+//	log.Fatal(o.Run(ctx))
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/toolmesh/toolmesh/internal/cli"
+	"github.com/toolmesh/toolmesh/internal/compose"
+	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/decorators"
+	"github.com/toolmesh/toolmesh/internal/llm"
+	"github.com/toolmesh/toolmesh/internal/logging"
+	"github.com/toolmesh/toolmesh/internal/mcp"
+	"github.com/toolmesh/toolmesh/internal/process"
+	"github.com/toolmesh/toolmesh/internal/router"
+	"github.com/toolmesh/toolmesh/internal/run"
+	"github.com/toolmesh/toolmesh/internal/runlog"
+	"github.com/toolmesh/toolmesh/internal/server"
+	"github.com/toolmesh/toolmesh/internal/telemetry"
+	"github.com/toolmesh/toolmesh/pkg/otelsetup"
+	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/toolctx"
+	"github.com/toolmesh/toolmesh/pkg/trust"
+)
+
+// Config is the orchestrator's configuration, as docs/configuration.md describes its
+// YAML keys.
+type Config = config.Config
+
+// DefaultConfig is the configuration of an orchestrator given no file, with the
+// environment's TOOLMESH_* and provider variables applied.
+func DefaultConfig() Config {
+	c := config.Default()
+	c.ApplyEnv(os.Getenv)
+	return c
+}
+
+// LoadConfig reads a YAML config file over the defaults, with the environment applied,
+// and checks it.
+func LoadConfig(path string) (Config, error) { return config.LoadEnv(path, os.Getenv) }
+
+// Options configure an orchestrator. Config is required; every other field is optional.
+type Options struct {
+	// Config is the orchestrator's configuration (DefaultConfig, LoadConfig).
+	Config Config
+	// Logger receives the orchestrator's logs; nil logs to stderr as log.level and
+	// log.format say.
+	Logger *slog.Logger
+	// ShutdownTimeout is how long runs in progress may take to finish once Run's context
+	// ends; zero is 30s.
+	ShutdownTimeout time.Duration
+
+	// Layers are the program's own layers of the call pipeline.
+	Layers []Layer
+	// Converters choose what of a call's ToolCallContext each tool group receives, by
+	// role; the one under "" serves every group without its own. They win over the
+	// config's context settings; context.secrets still apply to them.
+	Converters map[string]toolctx.Converter
+	// Sinks are artifact sinks, by the name the config's and the requests' artifact
+	// rules give (not "blackboard" or "assets", which are built in).
+	Sinks map[string]Sink
+	// Formatter renders a blackboard entry for the blackboard group's tools; nil shows
+	// its content or infoString field, else its JSON.
+	Formatter func(tool.Entry) string
+	// Strategies change a loop's tools after each call, beside unfolding.
+	Strategies []Strategy
+	// Groups are tool groups served in this process, by role.
+	Groups map[string]Group
+	// MCPFilters keep the tools of an MCP group (groups.<role>.mcp) they are true for,
+	// by role, after the config's include, exclude and filter.
+	MCPFilters map[string]func(MCPTool) bool
+	// Providers are model providers beside the config's (provider.*), by the name runs
+	// use: a run's model "<name>/<model>". A name of the config's replaces that provider.
+	Providers map[string]Provider
+	// DefaultProvider names the provider of runs that name none; empty keeps the
+	// config's choice.
+	DefaultProvider string
+}
+
+// Orchestrator is an orchestrator listening on its address, ready to Run.
+type Orchestrator struct {
+	cfg      Config
+	log      *slog.Logger
+	shutdown time.Duration
+	// closers release what New acquired, in reverse order.
+	closers []func()
+
+	sdk       *otelsetup.Providers
+	tel       *telemetry.Telemetry
+	certs     *trust.Source
+	rt        *router.Router
+	quar      *server.Quarantine
+	srv       *server.Server
+	lis       net.Listener
+	providers map[string]llm.Provider
+	def       string
+}
+
+// New checks opts, opens the journal, builds the orchestrator's services and listens on
+// the config's listen address. Nothing is served until Run; Close releases it all
+// without running.
+func New(opts Options) (o *Orchestrator, err error) {
+	cfg := opts.Config
+	if cfg.Journal.Driver == "" && cfg.Journal.DataDir != "" {
+		cfg.Journal.Driver = "sqlite"
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	o = &Orchestrator{cfg: cfg, log: opts.Logger, shutdown: opts.ShutdownTimeout}
+	if o.shutdown <= 0 {
+		o.shutdown = 30 * time.Second
+	}
+	defer func() {
+		if err != nil {
+			o.Close()
+			o = nil
+		}
+	}()
+	if o.log == nil {
+		if o.log, err = logging.New(os.Stderr, cfg.Log.Level, cfg.Log.Format); err != nil {
+			return o, err
+		}
+		logging.Capture(o.log)
+	}
+	if err = o.telemetry(); err != nil {
+		return o, err
+	}
+	if err = o.chooseProviders(opts); err != nil {
+		return o, err
+	}
+	conv, err := compose.Converters(cfg, opts.Converters)
+	if err != nil {
+		return o, err
+	}
+	if err = o.trust(); err != nil {
+		return o, err
+	}
+	if err = o.newRouter(conv); err != nil {
+		return o, err
+	}
+	if o.lis, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return o, fmt.Errorf("listen: %w", err)
+	}
+	o.closers = append(o.closers, func() { _ = o.lis.Close() })
+	journal, err := openJournal(cfg.Journal, cfg.Loop.RetainRuns, o.log)
+	if err != nil {
+		return o, err
+	}
+	o.closers = append(o.closers, func() { _ = journal.Close() })
+	owner := ownerName(cfg.Journal, o.lis.Addr())
+	runs, err := compose.Runs(o.composeOptions(opts, conv, journal, owner))
+	if err != nil {
+		return o, err
+	}
+	o.srv, err = server.New(server.Options{Router: o.rt, Runs: runs, Config: &cfg, Logger: o.log, Journal: journal, Owner: owner})
+	return o, err
+}
+
+// composeOptions are the run service's options: the config's and the program's.
+func (o *Orchestrator) composeOptions(opts Options, conv func(string) toolctx.Converter, journal runlog.Store, owner string) compose.Options {
+	co := compose.Options{
+		Config: o.cfg, Router: o.rt, Providers: o.providers, DefaultProvider: o.def, Telemetry: o.tel, Logger: o.log,
+		Journal: journal, Owner: owner, Codec: server.RunCodec(), ErrorType: server.ErrorType, Converters: conv,
+		Sinks: map[string]decorators.Sink{}, Groups: map[string]run.Group{}, MCPFilters: map[string]func(mcp.ToolInfo) bool{},
+	}
+	for _, l := range opts.Layers {
+		if l.For == nil {
+			l.For = func(tool.Tool) Interceptor { return nil }
+		}
+		co.Layers = append(co.Layers, l.placed())
+	}
+	for name, s := range opts.Sinks {
+		if s != nil {
+			co.Sinks[name] = s.sink()
+		}
+	}
+	for _, s := range opts.Strategies {
+		if s != nil {
+			co.Strategies = append(co.Strategies, s.strategy())
+		}
+	}
+	if opts.Formatter != nil {
+		co.Formatter = process.Formatter(opts.Formatter)
+	}
+	for role, g := range opts.Groups {
+		co.Groups[role] = run.Group{Description: g.Description, UsageNotes: g.UsageNotes, Tools: g.Tools}
+	}
+	for role, f := range opts.MCPFilters {
+		if f != nil {
+			co.MCPFilters[role] = mcpFilter(f)
+		}
+	}
+	return co
+}
+
+// chooseProviders builds the config's providers and adds the program's.
+func (o *Orchestrator) chooseProviders(opts Options) error {
+	providers, err := newProviders(o.cfg.Provider, o.log)
+	if err != nil {
+		return err
+	}
+	for name, p := range opts.Providers {
+		if p.p == nil {
+			return fmt.Errorf("orchestrator: provider %q was not made by OpenAI, Anthropic or Scripted", name)
+		}
+		providers[name] = p.p
+	}
+	o.providers, o.def = providers, o.cfg.DefaultProvider()
+	if opts.DefaultProvider != "" {
+		if providers[opts.DefaultProvider] == nil {
+			return fmt.Errorf("orchestrator: DefaultProvider %q is not among the providers (%v)", opts.DefaultProvider, slices.Sorted(maps.Keys(providers)))
+		}
+		o.def = opts.DefaultProvider
+	}
+	if o.def == "scripted" {
+		o.log.Info("no model credentials are set: runs use the scripted provider, a deterministic file-driven model")
+	}
+	return nil
+}
+
+// telemetry sets up the exporters the standard OTEL_* variables choose (by default
+// traces go nowhere and metrics to the Prometheus endpoint).
+func (o *Orchestrator) telemetry() error {
+	sdk, err := otelsetup.FromEnv(context.Background(), otelsetup.Options{
+		ServiceName: "toolmesh-orchestrator", ServiceVersion: cli.Version(), Logger: o.log, Prometheus: true,
+	})
+	if err != nil {
+		return err
+	}
+	o.sdk = sdk
+	o.closers = append(o.closers, func() {
+		if err := cli.FlushTelemetry(sdk, 5*time.Second); err != nil {
+			o.log.Warn("telemetry shutdown", "error", err)
+		}
+	})
+	o.tel, err = telemetry.FromProviders(sdk.TracerProvider, sdk.MeterProvider, telemetry.Options{
+		CapturePayloads: o.cfg.Telemetry.CapturePayloads, ContextAllowList: o.cfg.Telemetry.ContextAllowList,
+		KnownModels: append(o.cfg.KnownModels(), defaultOpenAIModel, defaultAnthropicModel),
+	})
+	return err
+}
+
+// Addr is the address the orchestrator listens on.
+func (o *Orchestrator) Addr() net.Addr { return o.lis.Addr() }
+
+// Close releases what New acquired, for an orchestrator that will not Run (Run releases
+// it itself). It may be called more than once.
+func (o *Orchestrator) Close() {
+	for i := len(o.closers) - 1; i >= 0; i-- {
+		o.closers[i]()
+	}
+	o.closers = nil
+}
+
+// errRan is Run's error when it is called a second time.
+var errRan = errors.New("orchestrator: Run was called already, or Close")

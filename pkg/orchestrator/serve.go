@@ -1,0 +1,351 @@
+package orchestrator
+
+import (
+	"cmp"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/ctxcodec"
+	"github.com/toolmesh/toolmesh/internal/llm"
+	"github.com/toolmesh/toolmesh/internal/llm/anthropic"
+	"github.com/toolmesh/toolmesh/internal/llm/openai"
+	"github.com/toolmesh/toolmesh/internal/llm/scripted"
+	"github.com/toolmesh/toolmesh/internal/router"
+	"github.com/toolmesh/toolmesh/internal/runlog"
+	"github.com/toolmesh/toolmesh/internal/server"
+	"github.com/toolmesh/toolmesh/pkg/toolctx"
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
+	"github.com/toolmesh/toolmesh/pkg/trust"
+)
+
+// trust loads the orchestrator's certificate and CA bundle for mutual TLS, reloaded when
+// they change.
+func (o *Orchestrator) trust() error {
+	cfg := o.cfg
+	if !cfg.TLS.Enabled() {
+		o.log.Warn("mutual TLS is off: the port serves plaintext, and any process that reaches it may register workers and start runs (set tls.* outside local development)")
+		return nil
+	}
+	certs, err := trust.Load(trust.Files{CA: cfg.TLS.CAFile, Cert: cfg.TLS.CertFile, Key: cfg.TLS.KeyFile}, o.log)
+	if err != nil {
+		return fmt.Errorf("tls: %w", err)
+	}
+	o.certs = certs
+	o.closers = append(o.closers, certs.Close)
+	certs.Watch(cmp.Or(cfg.TLS.ReloadInterval.D(), time.Second))
+	o.log.Info("mutual TLS on", "spiffe_id", certs.ID().String(), "worker_grants", len(cfg.Trust.Workers), "clients", len(cfg.Trust.Clients))
+	return nil
+}
+
+// newRouter builds the routing table of the workers.
+func (o *Orchestrator) newRouter(conv func(string) toolctx.Converter) error {
+	cfg := o.cfg
+	var dialAs func(address, identity string) (*grpc.ClientConn, error)
+	var callToken func(string, trust.CallClaims, time.Time) (string, error)
+	if certs := o.certs; certs != nil {
+		dialAs = func(address, identity string) (*grpc.ClientConn, error) {
+			id, err := trust.ParseID(identity)
+			if err != nil {
+				return nil, err
+			}
+			// The worker's server must prove the identity it registered under.
+			return grpc.NewClient(address, append(router.DialOptions(), grpc.WithTransportCredentials(certs.ClientCredentials(id)))...)
+		}
+		callToken = certs.MintCallToken
+	}
+	var err error
+	if o.quar, err = server.NewQuarantine(cfg.Registry, o.log); err != nil {
+		return err
+	}
+	o.rt = router.New(router.Options{
+		Quarantine: o.quar.Hold, Approved: o.quar.Approved, DialAs: dialAs, CallToken: callToken,
+		Converter: conv, Codec: ctxcodec.Codec{MaxBytes: cfg.Context.MaxBytes},
+		GracePeriod: cfg.Registry.GracePeriod.D(), DefaultTimeout: cfg.Router.DefaultToolTimeout.D(),
+		EjectAfter: cfg.Router.EjectAfterFailures, EjectFor: cfg.Router.EjectDuration.D(), MaxAttempts: cfg.Router.MaxAttempts,
+		PinDefinitions: cfg.Registry.PinDefinitions, Telemetry: o.tel, Logger: o.log,
+		Limits: router.Limits{
+			MaxWorkers: cfg.Registry.MaxWorkers, MaxTools: cfg.Registry.MaxTools,
+			MaxDefinitionBytes: cfg.Registry.MaxDefinitionBytes, MaxServedTools: cfg.Registry.MaxServedTools,
+		},
+	})
+	o.closers = append(o.closers, o.rt.Close)
+	o.tel.RegisterReplicaGauge(o.rt.ReplicaCounts)
+	return nil
+}
+
+// Run serves until ctx ends, then shuts down: new runs are refused, runs in progress
+// get ShutdownTimeout to finish, workers' registration streams end (they re-register
+// with the next orchestrator), and everything New acquired is released.
+func (o *Orchestrator) Run(ctx context.Context) error {
+	if o.closers == nil {
+		return errRan
+	}
+	defer o.Close()
+	g, hs, err := o.grpcServer()
+	if err != nil {
+		return err
+	}
+	if err := o.serveHealth(hs); err != nil {
+		return err
+	}
+	go o.quar.Watch(ctx, time.Second) // approvals take effect within a second
+	o.srv.WarmUp(ctx)
+	// Runs are served once the orchestrator is ready, while its journal works.
+	go o.srv.WatchHealth(ctx, func(serving bool) { setServing(hs, serving) })
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- g.Serve(o.lis) }()
+	// Runs this orchestrator drove before it stopped, and those whose owner went away,
+	// continue here; their workers register again meanwhile.
+	if n, err := o.srv.Resume(ctx); err != nil {
+		o.log.Warn("resuming runs from the journal", "error", err.Error())
+	} else if n > 0 {
+		o.log.Info("resuming runs from the journal", "runs", n)
+	}
+	go o.srv.Maintain(ctx)
+	o.log.Info("orchestrator serving", "address", o.lis.Addr().String(), "provider", o.def, "model", llm.Label(o.providers[o.def], ""))
+	if err := o.serveMetrics(); err != nil {
+		return err
+	}
+	if err := o.serveMCP(); err != nil {
+		return err
+	}
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	o.stop(g, hs)
+	return nil
+}
+
+// stop shuts the services down in order: health first, then runs, then the server.
+func (o *Orchestrator) stop(g *grpc.Server, hs *health.Server) {
+	o.log.Info("orchestrator shutting down", "timeout", o.shutdown.String())
+	hs.Shutdown()
+	sctx, cancel := context.WithTimeout(context.Background(), o.shutdown)
+	defer cancel()
+	o.srv.Shutdown(sctx)
+	stopped := make(chan struct{})
+	go func() { g.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		g.Stop()
+		<-stopped
+	}
+	o.log.Info("orchestrator stopped")
+}
+
+// grpcServer is the gRPC server of the orchestrator's services, health and reflection.
+// Workers register at once; runs (and the process's overall status) wait until the
+// workers the journal knew of are back, or registry.readiness_grace passes.
+func (o *Orchestrator) grpcServer() (*grpc.Server, *health.Server, error) {
+	opts := append(append(server.RecoveryInterceptors(o.log), server.ServerOptions(o.cfg)...), o.tel.ServerOptions()...)
+	if o.certs != nil {
+		// A client certificate is optional in the handshake (a kubelet's health probe
+		// has none, a client may bring a bearer token instead); the interceptors decide.
+		opts = append(opts, grpc.Creds(o.certs.ServerCredentials(false)))
+	}
+	opts = append(opts, o.srv.AuthOptions()...)
+	g := grpc.NewServer(opts...)
+	o.srv.Register(g)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(g, hs)
+	reflection.Register(g)
+	hs.SetServingStatus(toolpb.ToolRegistryService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	setServing(hs, false)
+	return g, hs, nil
+}
+
+// setServing sets the status of the process and of OrchestratorService.
+func setServing(hs *health.Server, serving bool) {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if serving {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	for _, name := range []string{"", toolpb.OrchestratorService_ServiceDesc.ServiceName} {
+		hs.SetServingStatus(name, st)
+	}
+}
+
+// serveHealth serves the same statuses in plaintext on health_listen, for a kubelet's
+// probes: nothing but health there.
+func (o *Orchestrator) serveHealth(hs *health.Server) error {
+	if o.cfg.HealthListen == "" {
+		return nil
+	}
+	hlis, err := net.Listen("tcp", o.cfg.HealthListen)
+	if err != nil {
+		return fmt.Errorf("health_listen: %w", err)
+	}
+	hg := grpc.NewServer(server.RecoveryInterceptors(o.log)...)
+	healthpb.RegisterHealthServer(hg, hs)
+	go func() { _ = hg.Serve(hlis) }()
+	o.closers = append(o.closers, hg.Stop)
+	o.log.Info("health serving", "address", hlis.Addr().String())
+	return nil
+}
+
+// serveMetrics serves Prometheus /metrics on telemetry.metrics_listen.
+func (o *Orchestrator) serveMetrics() error {
+	if o.cfg.Telemetry.MetricsListen == "" {
+		return nil
+	}
+	ms, err := o.sdk.ServeMetrics(o.cfg.Telemetry.MetricsListen)
+	if err != nil {
+		return fmt.Errorf("metrics listen: %w", err)
+	}
+	o.closers = append(o.closers, func() { _ = ms.Shutdown(context.Background()) })
+	o.log.Info("metrics serving", "address", ms.Addr())
+	return nil
+}
+
+// serveMCP serves the mesh's tools as an MCP server on mcp_serve.listen.
+func (o *Orchestrator) serveMCP() error {
+	if o.cfg.MCPServe.Listen == "" {
+		return nil
+	}
+	handler, err := o.srv.MCPHandler()
+	if err != nil {
+		return fmt.Errorf("mcp_serve: %w", err)
+	}
+	mlis, err := net.Listen("tcp", o.cfg.MCPServe.Listen)
+	if err != nil {
+		return fmt.Errorf("mcp_serve.listen: %w", err)
+	}
+	scheme := "http"
+	if o.certs != nil {
+		// HTTPS with the orchestrator's certificate; a client certificate is asked for
+		// and verified when presented (a client may come with a bearer token instead).
+		// MCP clients speak HTTP/1.1 as well as HTTP/2.
+		tc := o.certs.ServerTLS(false)
+		tc.NextProtos = []string{"h2", "http/1.1"}
+		mlis, scheme = tls.NewListener(mlis, tc), "https"
+	}
+	hsrv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = hsrv.Serve(mlis) }()
+	o.closers = append(o.closers, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = hsrv.Shutdown(sctx)
+	})
+	o.log.Info("mcp serving", "address", mlis.Addr().String(), "url", scheme+"://"+mlis.Addr().String()+"/")
+	return nil
+}
+
+// Default models of the real providers, used when neither the config nor the
+// environment (OPENAI_MODEL, ANTHROPIC_MODEL) names one.
+const (
+	defaultOpenAIModel    = "gpt-4o-mini"
+	defaultAnthropicModel = "claude-sonnet-4-5"
+)
+
+// newProviders builds every configured provider; the scripted one is always there.
+func newProviders(cfg config.Provider, log *slog.Logger) (map[string]llm.Provider, error) {
+	out := map[string]llm.Provider{}
+	var sp *scripted.Provider
+	var err error
+	if cfg.Script == "" {
+		sp, err = scripted.New(scripted.Demo())
+	} else {
+		sp, err = scripted.Load(cfg.Script)
+	}
+	if err != nil {
+		return nil, err
+	}
+	sp.Keep(0) // nothing here reads the requests back
+	out["scripted"] = sp
+	if api := cfg.OpenAI; api.Configured() {
+		model := cmp.Or(api.DefaultModel, defaultOpenAIModel)
+		p, err := openai.New(openai.Options{APIKey: api.APIKey, BaseURL: api.BaseURL, DefaultModel: model,
+			MaxRetries: api.MaxRetries, Timeout: api.Timeout.D(), MaxTokens: api.MaxTokens, Logger: log, Buffered: api.Buffered})
+		if err != nil {
+			return nil, fmt.Errorf("provider.openai: %w", err)
+		}
+		out["openai"] = p
+		log.Info("model provider configured", "provider", "openai", "base_url", api.BaseURL, "default_model", model)
+	}
+	if api := cfg.Anthropic; api.APIKey != "" {
+		model := cmp.Or(api.DefaultModel, defaultAnthropicModel)
+		p, err := anthropic.New(anthropic.Options{APIKey: api.APIKey, BaseURL: api.BaseURL, DefaultModel: model,
+			MaxRetries: api.MaxRetries, Timeout: api.Timeout.D(), MaxTokens: api.MaxTokens, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("provider.anthropic: %w", err)
+		}
+		out["anthropic"] = p
+		log.Info("model provider configured", "provider", "anthropic", "base_url", api.BaseURL, "default_model", model)
+	}
+	return out, nil
+}
+
+// openJournal opens the run journal the config names, encrypted when
+// journal.encryption_key_file says so. A journal that cannot be opened (a foreign or
+// corrupt file, a PostgreSQL that is down) stops the start with the reason.
+func openJournal(j config.Journal, retainRuns int, log *slog.Logger) (runlog.Store, error) {
+	s, err := openStore(j, retainRuns, log)
+	if err != nil || j.EncryptionKeyFile == "" {
+		return s, err
+	}
+	key, err := runlog.ReadKey(j.EncryptionKeyFile)
+	if err == nil {
+		var enc runlog.Store
+		if enc, err = runlog.Encrypted(s, key); err == nil {
+			log.Info("the journal's records are encrypted")
+			return enc, nil
+		}
+	}
+	_ = s.Close()
+	return nil, fmt.Errorf("journal.encryption_key_file: %w", err)
+}
+
+func openStore(j config.Journal, retainRuns int, log *slog.Logger) (runlog.Store, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	switch j.Driver {
+	case "sqlite":
+		path := filepath.Join(j.DataDir, "journal.db")
+		s, err := runlog.OpenSQLite(ctx, path)
+		if err != nil {
+			return nil, fmt.Errorf("the run journal: %w", err)
+		}
+		log.Info("runs are journaled", "driver", "sqlite", "file", path)
+		return s, nil
+	case "postgres":
+		s, err := runlog.OpenPostgres(ctx, j.DSN)
+		if err != nil {
+			return nil, fmt.Errorf("the run journal: %w", err)
+		}
+		log.Info("runs are journaled", "driver", "postgres")
+		return s, nil
+	}
+	s, err := runlog.OpenMemory(ctx, runlog.MemoryLimits{FinishedRuns: retainRuns, FinishedBytes: int64(j.MemoryBytes)})
+	if err != nil {
+		return nil, fmt.Errorf("the run journal: %w", err)
+	}
+	log.Info("runs are journaled in memory only: they do not survive a restart (pass --data-dir to keep them)")
+	return s, nil
+}
+
+// ownerName is this orchestrator's name in run leases: journal.owner, or the host name
+// and the port it listens on.
+func ownerName(j config.Journal, addr net.Addr) string {
+	if j.Owner != "" {
+		return j.Owner
+	}
+	host, _ := os.Hostname()
+	_, port, _ := net.SplitHostPort(addr.String())
+	return host + ":" + port
+}
