@@ -35,9 +35,9 @@ type Converter struct {
 	group string
 	// hidden are keys the expressions never see (secrets).
 	hidden func(key string) bool
-	keep  cel.Program
-	set   []setter
-	src   string
+	keep   cel.Program
+	set    []setter
+	src    string
 }
 
 type setter struct {
