@@ -136,8 +136,8 @@ fuzz-short: ## Fuzz every target for 10s (part of make test).
 	$(MAKE) fuzz FUZZTIME=10s
 
 .PHONY: build
-build: ## Build the binaries into bin/.
-	go build -o bin/ ./cmd/...
+build: ## Build the binaries into bin/ (the example programs too).
+	go build -o bin/ ./cmd/... ./examples/...
 
 .PHONY: demo
 demo: build ## Start an orchestrator and three workers on loopback and run a prompt through them.

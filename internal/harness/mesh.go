@@ -53,7 +53,13 @@ type Orchestrator struct {
 // StartOrchestrator starts an orchestrator on listen (use "127.0.0.1:0" for any port)
 // with extra flags, and waits until it serves.
 func StartOrchestrator(ctx context.Context, name, listen string, echo io.Writer, extra ...string) (*Orchestrator, error) {
-	bin, err := Bin("orchestrator")
+	return StartOrchestratorBin(ctx, "orchestrator", name, listen, echo, extra...)
+}
+
+// StartOrchestratorBin is StartOrchestrator with another binary of bin/: a program built
+// on pkg/orchestrator that takes the orchestrator's --listen and --log-format flags.
+func StartOrchestratorBin(ctx context.Context, binary, name, listen string, echo io.Writer, extra ...string) (*Orchestrator, error) {
+	bin, err := Bin(binary)
 	if err != nil {
 		return nil, err
 	}

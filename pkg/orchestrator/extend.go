@@ -12,6 +12,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/internal/loop"
 	"github.com/toolmesh/toolmesh/internal/mcp"
+	"github.com/toolmesh/toolmesh/internal/process"
 	"github.com/toolmesh/toolmesh/internal/run"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/pkg/tool"
@@ -90,6 +91,11 @@ func (l Layer) placed() run.Placed {
 		}
 	}}}
 }
+
+// DefaultFormatter is how the blackboard group's tools show an entry when Options has no
+// Formatter: its "content" or "infoString" field when it is an object with one, else its
+// JSON.
+func DefaultFormatter(e tool.Entry) string { return process.DefaultFormatter(e) }
 
 // Sink receives the artifacts an artifact rule of the config or of a request sends to
 // it by its name (groups.<role>.artifacts, tools.<name>.artifacts,
