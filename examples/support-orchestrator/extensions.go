@@ -186,4 +186,3 @@ func offerForget(forget tool.Tool) orchestrator.Strategy {
 		return []tool.Tool{forget}, nil, nil
 	}
 }
-
