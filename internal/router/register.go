@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"slices"
@@ -909,4 +911,63 @@ func domainTypeBytes(reg *toolpb.Registration) int64 {
 		}
 	}
 	return n
+}
+
+// Why a lease held by Hold ended, besides the stream's own end.
+var (
+	// ErrLeaseExpired: nothing arrived within the lease's TTL; the lease is lost.
+	ErrLeaseExpired = errors.New("lease expired")
+	// ErrCertificateExpired: the certificate the worker connected with expired.
+	ErrCertificateExpired = errors.New("the worker's certificate expired")
+	// ErrUnexpectedMessage: the stream sent what a held lease does not take.
+	ErrUnexpectedMessage = errors.New("unexpected message on a registration stream")
+)
+
+// Hold keeps the lease while msgs brings the worker's heartbeats and draining notice, and
+// returns when it ends: nil when the worker moved its registration to a new stream or its
+// stream ended (recvErr says io.EOF, or any error but an undecodable message, which it
+// returns); ErrLeaseExpired when nothing arrives within ttl (the lease is Lost);
+// ErrCertificateExpired at expires (zero: never); ErrUnexpectedMessage for another
+// register or an unknown message; ctx's error when ctx ends. The caller Ends the lease.
+func (l *Lease) Hold(ctx context.Context, ttl time.Duration, expires time.Time, msgs <-chan *toolpb.ConnectRequest, recvErr <-chan error) error {
+	var expired <-chan time.Time
+	if !expires.IsZero() {
+		t := time.NewTimer(time.Until(expires))
+		defer t.Stop()
+		expired = t.C
+	}
+	timer := time.NewTimer(ttl)
+	defer timer.Stop()
+	for {
+		timer.Reset(ttl) // each message renews the lease
+		select {
+		case <-l.Replaced():
+			l.r.log.Info("worker moved its registration to a new stream", "worker_id", l.WorkerID(), "lease_id", l.ID())
+			return nil
+		case <-expired:
+			return ErrCertificateExpired
+		case m := <-msgs:
+			switch x := m.GetMessage().(type) {
+			case *toolpb.ConnectRequest_Heartbeat:
+				l.Heartbeat(x.Heartbeat.GetInFlight())
+			case *toolpb.ConnectRequest_Draining:
+				l.Drain()
+			case *toolpb.ConnectRequest_Register:
+				return fmt.Errorf("%w: register may only be the first message of a registration stream", ErrUnexpectedMessage)
+			default:
+				return fmt.Errorf("%w: %T", ErrUnexpectedMessage, m.GetMessage())
+			}
+		case err := <-recvErr:
+			if errors.Is(err, io.EOF) || status.Code(err) != codes.InvalidArgument {
+				return nil // the worker closed, or the stream broke: the lease ends either way
+			}
+			return err // a message that does not decode
+		case <-timer.C:
+			l.r.log.Warn("worker lease expired: no heartbeat", "worker_id", l.WorkerID(), "ttl", ttl.String())
+			l.Lost()
+			return fmt.Errorf("%w: no heartbeat within the lease TTL of %s", ErrLeaseExpired, ttl)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }

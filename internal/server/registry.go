@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -36,12 +36,50 @@ func (r *registryServer) Connect(stream toolpb.ToolRegistryService_ConnectServer
 	defer cancel()
 	sess := &registrySession{cancel: cancel}
 	if !r.add(sess) {
-		return statusError(toolpb.ErrorReason_ERROR_REASON_SHUTTING_DOWN, "orchestrator is shutting down", nil)
+		return errShuttingDown()
 	}
 	defer r.remove(sess)
+	ttl := r.s.cfg.Registry.LeaseTTL.D()
+	msgs, recvErr := receive(ctx, stream)
+	reg, err := awaitRegister(ctx, ttl, msgs, recvErr)
+	if err != nil {
+		return err
+	}
+	lease, identity, err := r.register(ctx, stream, reg)
+	if err != nil {
+		return err
+	}
+	defer lease.End()
+	ack := &toolpb.RegistrationAck{Accepted: true, HeartbeatInterval: durationpb.New(r.s.cfg.Registry.HeartbeatInterval.D()), LeaseId: lease.ID()}
+	if err := stream.Send(&toolpb.ConnectResponse{Message: &toolpb.ConnectResponse_Ack{Ack: ack}}); err != nil {
+		return err
+	}
+	// A worker whose certificate expires loses its lease then: its tools leave the table,
+	// and it cannot register again with that certificate.
+	switch err := lease.Hold(ctx, ttl, certExpiry(ctx), msgs, recvErr); {
+	case err == nil:
+		return nil
+	case errors.Is(err, router.ErrCertificateExpired):
+		r.s.audit("worker lease ended: its certificate expired", "worker_id", lease.WorkerID(), "identity", identity)
+		return statusError(toolpb.ErrorReason_ERROR_REASON_UNAUTHENTICATED, "the worker's certificate expired", nil)
+	case errors.Is(err, router.ErrLeaseExpired):
+		return statusError(toolpb.ErrorReason_ERROR_REASON_LEASE_EXPIRED, strings.TrimPrefix(err.Error(), router.ErrLeaseExpired.Error()+": "), nil)
+	case errors.Is(err, router.ErrUnexpectedMessage):
+		return statusError(toolpb.ErrorReason_ERROR_REASON_REGISTRATION_INVALID, strings.TrimPrefix(err.Error(), router.ErrUnexpectedMessage.Error()+": "), nil)
+	case ctx.Err() != nil:
+		return errShuttingDown()
+	default:
+		return err
+	}
+}
 
-	cfg := r.s.cfg.Registry
-	ttl := cfg.LeaseTTL.D()
+func errShuttingDown() error {
+	return statusError(toolpb.ErrorReason_ERROR_REASON_SHUTTING_DOWN, "orchestrator is shutting down", nil)
+}
+
+// receive reads the stream's messages into msgs until it fails (the error on recvErr) or
+// ctx ends.
+func receive(ctx context.Context, stream toolpb.ToolRegistryService_ConnectServer) (<-chan *toolpb.ConnectRequest, <-chan error) {
 	msgs := make(chan *toolpb.ConnectRequest)
 	recvErr := make(chan error, 1)
 	go func() {
@@ -58,7 +96,12 @@ func (r *registryServer) Connect(stream toolpb.ToolRegistryService_ConnectServer
 			}
 		}
 	}()
+	return msgs, recvErr
+}
 
+// awaitRegister waits, no longer than ttl, for the stream's first message, which must be
+// a register.
+func awaitRegister(ctx context.Context, ttl time.Duration, msgs <-chan *toolpb.ConnectRequest, recvErr <-chan error) (*toolpb.Registration, error) {
 	timer := time.NewTimer(ttl)
 	defer timer.Stop()
 	var first *toolpb.ConnectRequest
@@ -66,100 +109,61 @@ func (r *registryServer) Connect(stream toolpb.ToolRegistryService_ConnectServer
 	case first = <-msgs:
 	case err := <-recvErr:
 		if errors.Is(err, io.EOF) {
-			return statusError(toolpb.ErrorReason_ERROR_REASON_REGISTRATION_INVALID, "the registration stream was closed before a register message", nil)
+			return nil, statusError(toolpb.ErrorReason_ERROR_REASON_REGISTRATION_INVALID, "the registration stream was closed before a register message", nil)
 		}
-		return err
+		return nil, err
 	case <-timer.C:
-		return statusError(toolpb.ErrorReason_ERROR_REASON_LEASE_EXPIRED, fmt.Sprintf("no registration within %s", ttl), nil)
+		return nil, statusError(toolpb.ErrorReason_ERROR_REASON_LEASE_EXPIRED, fmt.Sprintf("no registration within %s", ttl), nil)
 	case <-ctx.Done():
-		return statusError(toolpb.ErrorReason_ERROR_REASON_SHUTTING_DOWN, "orchestrator is shutting down", nil)
+		return nil, errShuttingDown()
 	}
 	reg := first.GetRegister()
 	if reg == nil {
-		return statusError(toolpb.ErrorReason_ERROR_REASON_REGISTRATION_INVALID, fmt.Sprintf("the first message of a registration stream must be register, got %T", first.GetMessage()), nil)
+		return nil, statusError(toolpb.ErrorReason_ERROR_REASON_REGISTRATION_INVALID, fmt.Sprintf("the first message of a registration stream must be register, got %T", first.GetMessage()), nil)
 	}
+	return reg, nil
+}
+
+// register checks the worker's certificate and grant and enters it in the routing table;
+// a refusal is sent to the worker as an ack with its rejections, and returned as the
+// stream's status.
+func (r *registryServer) register(ctx context.Context, stream toolpb.ToolRegistryService_ConnectServer, reg *toolpb.Registration) (*router.Lease, string, error) {
 	if exp := certExpiry(ctx); !exp.IsZero() && !time.Now().Before(exp) {
 		// A connection outlives its handshake: its certificate may have expired since.
 		r.s.audit("registration refused: the certificate of its connection expired", "worker_id", wire.Truncate(reg.GetWorkerId(), 64), "not_after", exp.UTC().Format(time.RFC3339))
-		return statusError(toolpb.ErrorReason_ERROR_REASON_UNAUTHENTICATED, "the certificate this connection was made with expired at "+exp.UTC().Format(time.RFC3339)+"; connect again with a valid one", nil)
+		return nil, "", statusError(toolpb.ErrorReason_ERROR_REASON_UNAUTHENTICATED, "the certificate this connection was made with expired at "+exp.UTC().Format(time.RFC3339)+"; connect again with a valid one", nil)
 	}
 	identity, err := r.s.checkGrant(ctx, reg)
 	if err != nil {
 		_ = stream.Send(&toolpb.ConnectResponse{Message: &toolpb.ConnectResponse_Ack{Ack: &toolpb.RegistrationAck{Accepted: false,
 			Rejections: []*toolpb.Rejection{{Reason: status.Convert(err).Message()}}}}})
-		return err
+		return nil, "", err
 	}
 	lease, rejections, err := r.s.router.RegisterAs(reg, identity)
-	if err != nil {
-		if errors.Is(err, router.ErrRepinned) {
-			r.s.audit("registration refused: definition changed under the same version", "identity", identity, "worker_id", wire.Truncate(reg.GetWorkerId(), 64), "error", wire.Truncate(err.Error(), 1024))
-		}
-		if errors.Is(err, router.ErrQuarantined) {
-			r.s.audit("registration refused: definition quarantined pending approval", "identity", identity, "worker_id", wire.Truncate(reg.GetWorkerId(), 64), "error", wire.Truncate(err.Error(), 1024))
-		}
-		if errors.Is(err, router.ErrNotYours) {
-			r.s.audit("registration refused: held by another identity", "identity", identity, "worker_id", wire.Truncate(reg.GetWorkerId(), 64), "error", wire.Truncate(err.Error(), 1024))
-		}
-		reason := registrationReason(err)
-		r.s.log.Warn("registration refused", "worker_id", wire.Truncate(reg.GetWorkerId(), 64), "address", wire.Truncate(reg.GetAddress(), 64),
-			"reason", wire.ReasonName(reason), "error", wire.Truncate(err.Error(), 1024))
-		_ = stream.Send(&toolpb.ConnectResponse{Message: &toolpb.ConnectResponse_Ack{Ack: &toolpb.RegistrationAck{Accepted: false, Rejections: rejections}}})
-		we := wire.Error{Reason: reason, Message: wire.Truncate(err.Error(), 4096)}
-		if reason == toolpb.ErrorReason_ERROR_REASON_WORKER_ID_IN_USE {
-			// Soon: the holder may be this same worker, reconnecting before its old stream
-			// is seen to end; a stream that is gone without a word loses its lease within
-			// the TTL, and the worker keeps retrying until then.
-			we.RetryAfter = min(ttl, time.Second)
-		}
-		return we.Err()
+	if err == nil {
+		return lease, identity, nil
 	}
-	defer lease.End()
-	ack := &toolpb.RegistrationAck{Accepted: true, HeartbeatInterval: durationpb.New(cfg.HeartbeatInterval.D()), LeaseId: lease.ID()}
-	if err := stream.Send(&toolpb.ConnectResponse{Message: &toolpb.ConnectResponse_Ack{Ack: ack}}); err != nil {
-		return err
-	}
-
-	// A worker whose certificate expires loses its lease then: its tools leave the table,
-	// and it cannot register again with that certificate.
-	var expired <-chan time.Time
-	if exp := certExpiry(ctx); !exp.IsZero() {
-		t := time.NewTimer(time.Until(exp))
-		defer t.Stop()
-		expired = t.C
-	}
-	for {
-		timer.Reset(ttl)
-		select {
-		case <-lease.Replaced():
-			r.s.log.Info("worker moved its registration to a new stream", "worker_id", lease.WorkerID(), "lease_id", lease.ID())
-			return nil
-		case <-expired:
-			r.s.audit("worker lease ended: its certificate expired", "worker_id", lease.WorkerID(), "identity", identity)
-			return statusError(toolpb.ErrorReason_ERROR_REASON_UNAUTHENTICATED, "the worker's certificate expired", nil)
-		case m := <-msgs:
-			switch x := m.GetMessage().(type) {
-			case *toolpb.ConnectRequest_Heartbeat:
-				lease.Heartbeat(x.Heartbeat.GetInFlight())
-			case *toolpb.ConnectRequest_Draining:
-				lease.Drain()
-			case *toolpb.ConnectRequest_Register:
-				return statusError(toolpb.ErrorReason_ERROR_REASON_REGISTRATION_INVALID, "register may only be the first message of a registration stream", nil)
-			default:
-				return statusError(toolpb.ErrorReason_ERROR_REASON_REGISTRATION_INVALID, fmt.Sprintf("unexpected message %T", m.GetMessage()), nil)
-			}
-		case err := <-recvErr:
-			if errors.Is(err, io.EOF) || status.Code(err) != codes.InvalidArgument {
-				return nil // the worker closed, or the stream broke: the lease ends either way
-			}
-			return err // a message that does not decode
-		case <-timer.C:
-			r.s.log.Warn("worker lease expired: no heartbeat", "worker_id", lease.WorkerID(), "ttl", ttl.String())
-			lease.Lost()
-			return statusError(toolpb.ErrorReason_ERROR_REASON_LEASE_EXPIRED, fmt.Sprintf("no heartbeat within the lease TTL of %s", ttl), nil)
-		case <-ctx.Done():
-			return statusError(toolpb.ErrorReason_ERROR_REASON_SHUTTING_DOWN, "orchestrator is shutting down", nil)
+	for sentinel, what := range map[error]string{
+		router.ErrRepinned:    "registration refused: definition changed under the same version",
+		router.ErrQuarantined: "registration refused: definition quarantined pending approval",
+		router.ErrNotYours:    "registration refused: held by another identity",
+	} {
+		if errors.Is(err, sentinel) {
+			r.s.audit(what, "identity", identity, "worker_id", wire.Truncate(reg.GetWorkerId(), 64), "error", wire.Truncate(err.Error(), 1024))
 		}
 	}
+	reason := registrationReason(err)
+	r.s.log.Warn("registration refused", "worker_id", wire.Truncate(reg.GetWorkerId(), 64), "address", wire.Truncate(reg.GetAddress(), 64),
+		"reason", wire.ReasonName(reason), "error", wire.Truncate(err.Error(), 1024))
+	_ = stream.Send(&toolpb.ConnectResponse{Message: &toolpb.ConnectResponse_Ack{Ack: &toolpb.RegistrationAck{Accepted: false, Rejections: rejections}}})
+	we := wire.Error{Reason: reason, Message: wire.Truncate(err.Error(), 4096)}
+	if reason == toolpb.ErrorReason_ERROR_REASON_WORKER_ID_IN_USE {
+		// Soon: the holder may be this same worker, reconnecting before its old stream is
+		// seen to end; a stream that is gone without a word loses its lease within the
+		// TTL, and the worker keeps retrying until then.
+		we.RetryAfter = min(r.s.cfg.Registry.LeaseTTL.D(), time.Second)
+	}
+	return nil, "", we.Err()
 }
 
 // registrationReason is the reason of a refused registration.

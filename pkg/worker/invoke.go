@@ -63,25 +63,15 @@ func (s *invoker) InvokeStream(sreq *toolpb.InvokeStreamRequest, stream toolpb.T
 }
 
 // invoke runs one call; progress, when not nil, receives the tool's progress reports.
+// Its stages: admission (draining, capacity), the tool, its arguments, the call's
+// authority (token and tenant), the run of the tool, the response.
 func (s *invoker) invoke(ctx context.Context, req *toolpb.InvokeRequest, progress func(string)) (*toolpb.InvokeResponse, error) {
 	w := s.w
-	if !w.beginCall() {
-		return nil, drainingStatus()
+	release, err := w.admit(ctx)
+	if err != nil {
+		return nil, err
 	}
-	defer w.endCall()
-	if w.slots != nil {
-		select {
-		case w.slots <- struct{}{}:
-			defer func() { <-w.slots }()
-		case <-ctx.Done():
-			return nil, status.FromContextError(ctx.Err()).Err()
-		case <-w.drainCh:
-			return nil, drainingStatus()
-		}
-	}
-	w.active.Add(1)
-	defer w.active.Add(-1)
-
+	defer release()
 	name := req.GetTool()
 	t, isTool := w.tools[name]
 	f, isFacade := w.facades[name]
@@ -96,105 +86,157 @@ func (s *invoker) invoke(ctx context.Context, req *toolpb.InvokeRequest, progres
 		// it here from what this worker registered, sends it to another replica.
 		return nil, wire.Error{Reason: toolpb.ErrorReason_ERROR_REASON_UNKNOWN_TOOL, Message: fmt.Sprintf("tool '%s' is not served by worker %s", wire.Truncate(name, 64), w.opts.ID)}.Err()
 	}
-	args, err := req.GetArgumentsJson(), error(nil)
+	args := req.GetArgumentsJson()
 	// Only the orchestrator reaches Invoke with mutual TLS on: when it validated the
 	// arguments against the very definition this worker serves, they are canonical and
 	// valid already.
 	if h := req.GetValidatedDefinitionHash(); w.opts.TLS == nil || h == "" || h != w.hashes[name] {
-		args, err = input.Validate(args)
-	}
-	if err != nil {
-		return wire.ResultToProto(tool.ErrorWithCode(tool.CodeInvalidArguments, fmt.Sprintf("invalid arguments for tool '%s': %s", name, strings.TrimPrefix(err.Error(), schema.ErrInvalidArguments.Error()+": "))))
+		if args, err = input.Validate(args); err != nil {
+			return wire.ResultToProto(tool.ErrorWithCode(tool.CodeInvalidArguments, fmt.Sprintf("invalid arguments for tool '%s': %s", name, strings.TrimPrefix(err.Error(), schema.ErrInvalidArguments.Error()+": "))))
+		}
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
-	// The run's verified tenant: the orchestrator's word, never the call's metadata.
-	tenant := req.GetTenant()
-	if w.opts.TLS != nil {
-		// The orchestrator vouches for each call with a token for this worker and this
-		// tool, valid until the call's deadline; a replayed, redirected or stale one is
-		// refused before anything runs.
-		var raw string
-		if v := md.Get(trust.CallTokenHeader); len(v) > 0 {
-			raw = v[0]
-		}
-		claims, err := w.opts.TLS.VerifyCallToken(ctx, raw, w.opts.TLS.ID().String(), name)
-		if err != nil {
-			w.log.Warn("call refused: bad call token", "event", "audit", "tool", name, "error", err.Error())
-			return nil, wire.Error{Reason: toolpb.ErrorReason_ERROR_REASON_PERMISSION_DENIED, Message: err.Error()}.Err()
-		}
-		switch {
-		case tenant == "":
-			tenant = claims.Tenant // an orchestrator that does not send the field yet
-		case tenant != claims.Tenant:
-			w.log.Warn("call refused: its tenant is not the one its call token names", "event", "audit", "tool", name, "tenant", tenant, "token_tenant", claims.Tenant)
-			return nil, wire.Error{Reason: toolpb.ErrorReason_ERROR_REASON_PERMISSION_DENIED, Message: "the call's tenant is not the one its call token names"}.Err()
-		}
-		if claims.Tenant != "" {
-			ctx = context.WithValue(ctx, tenantKey{}, claims.Tenant)
-		}
+	ctx, tenant, err := w.authorizeCall(ctx, md, name, req.GetTenant())
+	if err != nil {
+		return nil, err
 	}
 	bag, err := w.codec.Decode(md)
 	if err != nil {
 		return wire.ResultToProto(tool.ErrorWithCode(tool.CodeInvalidArguments, fmt.Sprintf("the call's context cannot be read: %v", err)))
 	}
 	// The tool sees the entries its group may see plus the loop id and the tenant, never
-	// anything else.
-	// The state the orchestrator keeps for the call: the tool reads it and may replace it.
-	st := tool.NewState(req.GetState())
-	// The run's blackboard as far as the call needs it; what the tool adds goes back with
-	// the result.
-	board := tool.NewCallBoard(wire.BindingsFromProto(req.GetBlackboard()), wire.MaxBlackboardUpdateBytes)
-	ctx = toolcall.NewScope(ctx, tool.CallInfo{RunID: req.GetRunId(), LoopID: req.GetLoopId(), CallID: req.GetCallId()}, tenant, bag, args, st, board)
+	// anything else; the state the orchestrator keeps for the call, which the tool may
+	// replace; and the run's blackboard as far as the call needs it, what the tool adds
+	// going back with the result.
+	c := &call{name: name, args: args, st: tool.NewState(req.GetState()), facade: isFacade,
+		board: tool.NewCallBoard(wire.BindingsFromProto(req.GetBlackboard()), wire.MaxBlackboardUpdateBytes)}
+	ctx = toolcall.NewScope(ctx, tool.CallInfo{RunID: req.GetRunId(), LoopID: req.GetLoopId(), CallID: req.GetCallId()}, tenant, bag, args, c.st, c.board)
 	if progress != nil {
 		ctx = tool.WithProgress(ctx, progress)
 	}
-	group := w.group[name]
-	// The call's one span on this side, a child of the orchestrator's execute_tool span.
+	s.run(ctx, md, req.GetCallId(), c, t, f)
+	return w.respond(ctx, c)
+}
+
+// call is one call as invoke runs it: what the tool is given and what it returned.
+type call struct {
+	name, args string
+	st         *tool.State
+	board      *tool.CallBoard
+	facade     bool
+
+	res tool.Result
+	sel *toolpb.Selection
+	sig *toolpb.ControlSignal
+}
+
+// admit takes a call in: none while draining, and no more at once than the worker's
+// capacity (waiting for a slot). release gives the slot back.
+func (w *Worker) admit(ctx context.Context) (release func(), err error) {
+	if !w.beginCall() {
+		return nil, drainingStatus()
+	}
+	if w.slots != nil {
+		select {
+		case w.slots <- struct{}{}:
+		case <-ctx.Done():
+			w.endCall()
+			return nil, status.FromContextError(ctx.Err()).Err()
+		case <-w.drainCh:
+			w.endCall()
+			return nil, drainingStatus()
+		}
+	}
+	w.active.Add(1)
+	return func() {
+		w.active.Add(-1)
+		if w.slots != nil {
+			<-w.slots
+		}
+		w.endCall()
+	}, nil
+}
+
+// authorizeCall checks, with mutual TLS on, the token by which the orchestrator vouches for
+// the call (for this worker and this tool, valid until the call's deadline: a replayed,
+// redirected or stale one is refused before anything runs), and returns the run's
+// verified tenant: the orchestrator's word, never the call's metadata.
+func (w *Worker) authorizeCall(ctx context.Context, md metadata.MD, name, tenant string) (context.Context, string, error) {
+	if w.opts.TLS == nil {
+		return ctx, tenant, nil
+	}
+	var raw string
+	if v := md.Get(trust.CallTokenHeader); len(v) > 0 {
+		raw = v[0]
+	}
+	claims, err := w.opts.TLS.VerifyCallToken(ctx, raw, w.opts.TLS.ID().String(), name)
+	if err != nil {
+		w.log.Warn("call refused: bad call token", "event", "audit", "tool", name, "error", err.Error())
+		return ctx, "", wire.Error{Reason: toolpb.ErrorReason_ERROR_REASON_PERMISSION_DENIED, Message: err.Error()}.Err()
+	}
+	switch {
+	case tenant == "":
+		tenant = claims.Tenant // an orchestrator that does not send the field yet
+	case tenant != claims.Tenant:
+		w.log.Warn("call refused: its tenant is not the one its call token names", "event", "audit", "tool", name, "tenant", tenant, "token_tenant", claims.Tenant)
+		return ctx, "", wire.Error{Reason: toolpb.ErrorReason_ERROR_REASON_PERMISSION_DENIED, Message: "the call's tenant is not the one its call token names"}.Err()
+	}
+	if claims.Tenant != "" {
+		ctx = context.WithValue(ctx, tenantKey{}, claims.Tenant)
+	}
+	return ctx, tenant, nil
+}
+
+// run runs the tool (or the facade's selection) in the call's one span on this side, a
+// child of the orchestrator's execute_tool span.
+func (s *invoker) run(ctx context.Context, md metadata.MD, callID string, c *call, t tool.Tool, f *servedFacade) {
+	w := s.w
+	group := w.group[c.name]
 	ctx = w.tel.TraceContextFrom(ctx, md)
-	ctx, span := w.tel.StartTool(ctx, telemetry.ToolAttrs{Name: name, CallID: req.GetCallId(), Group: group, Served: true})
+	ctx, span := w.tel.StartTool(ctx, telemetry.ToolAttrs{Name: c.name, CallID: callID, Group: group, Served: true})
 	w.tel.AddInFlight(ctx, w.opts.ID, group, 1)
-	var (
-		res tool.Result
-		sel *toolpb.Selection
-		sig *toolpb.ControlSignal
-	)
-	if isFacade {
-		res, sel = s.selectFacade(ctx, f, args, st)
+	if c.facade {
+		c.res, c.sel = s.selectFacade(ctx, f, c.args, c.st)
 	} else {
-		res, sig = s.call(ctx, t, args)
+		c.res, c.sig = s.call(ctx, t, c.args)
 	}
 	w.tel.AddInFlight(ctx, w.opts.ID, group, -1)
-	end := telemetry.ToolResult{WorkerID: w.opts.ID, Arguments: args, Result: res.Content}
-	if res.IsError() {
-		end.ErrorType = string(res.Code)
+	end := telemetry.ToolResult{WorkerID: w.opts.ID, Arguments: c.args, Result: c.res.Content}
+	if c.res.IsError() {
+		end.ErrorType = string(c.res.Code)
 	}
 	w.tel.EndTool(span, end)
-	resp, err := wire.ResultToProto(res)
+}
+
+// respond is the response to a call that ran: its result, signal, selection, blackboard
+// additions and state, or an error result that says why they cannot be sent.
+func (w *Worker) respond(ctx context.Context, c *call) (*toolpb.InvokeResponse, error) {
+	resp, err := wire.ResultToProto(c.res)
 	if err != nil {
-		return wire.ResultToProto(tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf("tool '%s' returned a result that cannot be sent: %v", name, err)))
+		return wire.ResultToProto(tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf("tool '%s' returned a result that cannot be sent: %v", c.name, err)))
 	}
-	if sig != nil {
-		resp.Outcome = &toolpb.InvokeResponse_Signal{Signal: sig}
+	if c.sig != nil {
+		resp.Outcome = &toolpb.InvokeResponse_Signal{Signal: c.sig}
 	}
-	resp.Selection = sel
-	if added := board.Added(); len(added) > 0 {
+	resp.Selection = c.sel
+	if added := c.board.Added(); len(added) > 0 {
 		if len(added) > wire.MaxBlackboardUpdates {
 			return wire.ResultToProto(tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf(
-				"tool '%s' ran, but it added %d objects to the blackboard, over the %d a call may add, and they were dropped", name, len(added), wire.MaxBlackboardUpdates)))
+				"tool '%s' ran, but it added %d objects to the blackboard, over the %d a call may add, and they were dropped", c.name, len(added), wire.MaxBlackboardUpdates)))
 		}
 		resp.BlackboardUpdates = wire.BindingsToProto(added)
 	}
 	// A failed selection binds nothing; any other call returns the state it set.
-	if st.Changed() && (!isFacade || sel != nil) {
-		resp.State = st.Bytes()
+	if c.st.Changed() && (!c.facade || c.sel != nil) {
+		resp.State = c.st.Bytes()
 		resp.StateChanged = true
 	}
 	if n := proto.Size(resp); n > w.opts.MaxResultBytes {
 		// The orchestrator would refuse the message; the call ran, so say so instead.
-		w.log.WarnContext(ctx, "tool result over the size limit: answering with an error", "tool", name, "bytes", n, "limit", w.opts.MaxResultBytes)
+		w.log.WarnContext(ctx, "tool result over the size limit: answering with an error", "tool", c.name, "bytes", n, "limit", w.opts.MaxResultBytes)
 		return wire.ResultToProto(tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf(
 			"tool '%s' ran, but its result is %d bytes, over the %d bytes a result may have, and was dropped. Call it again in a way that returns less.",
-			name, n, w.opts.MaxResultBytes)))
+			c.name, n, w.opts.MaxResultBytes)))
 	}
 	return resp, nil
 }
