@@ -109,13 +109,54 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "token":
 		return tokenCmd(fs.Args()[1:], stdout, stderr)
 	}
-	creds := insecure.NewCredentials()
-	certs, servers, err := tlsFlags.Load(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	cmd, rest := fs.Arg(0), fs.Args()[1:]
+	i := slices.IndexFunc(commands, func(c command) bool { return c.name == cmd })
+	c, closeAll, err := dial(ctx, *addr, tlsFlags, *tokenFile, stderr)
 	if err != nil {
 		return err
 	}
+	defer closeAll()
+	if i < 0 {
+		fs.Usage()
+		return fmt.Errorf("unknown command %q", cmd)
+	}
+	sub := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	sub.Usage = func() {
+		fmt.Fprintf(sub.Output(), "usage: toolmesh %s %s\n\n%s\n", cmd, commands[i].synopsis, commands[i].what)
+		sub.PrintDefaults()
+	}
+	handlers := map[string]func(context.Context, *client.Client, *flag.FlagSet, []string, io.Writer, io.Writer) error{
+		"watch": watchCmd, "approve": approveCmd, "runs": runsCmd, "tools": toolsCmd,
+		"groups": groupsCmd, "workers": workersCmd, "get": getCmd, "cancel": cancelCmd,
+	}
+	if cmd == "run" {
+		return runCmd(ctx, c, sub, rest, stdout, stderr)
+	}
+	return handlers[cmd](ctx, c, sub, rest, stdout, stderr)
+}
+
+// dial connects to the orchestrator as the flags say (mutual TLS, a bearer token), with
+// the CLI's telemetry; closeAll closes the connection, flushes the telemetry and releases
+// the certificates.
+func dial(ctx context.Context, addr string, tlsFlags *cli.TLSFlags, tokenFile string, stderr io.Writer) (c *client.Client, closeAll func(), err error) {
+	var closers []func()
+	cleanup := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			cleanup()
+		}
+	}()
+	creds := insecure.NewCredentials()
+	certs, servers, err := tlsFlags.Load(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err != nil {
+		return nil, nil, err
+	}
 	if certs != nil {
-		defer certs.Close()
+		closers = append(closers, certs.Close)
 		creds = credentials.NewTLS(certs.ClientTLS(func(id spiffeid.ID) error {
 			if !slices.Contains(servers, id) {
 				return fmt.Errorf("not the orchestrator (-server-id %v)", servers)
@@ -126,175 +167,191 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// With OTEL_TRACES_EXPORTER set, the CLI's call starts the run's trace.
 	sdk, err := otelsetup.FromEnv(ctx, otelsetup.Options{ServiceName: "toolmesh-cli", ServiceVersion: cli.Version(), Console: stderr})
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer func() {
+	closers = append(closers, func() {
 		if ferr := cli.FlushTelemetry(sdk, flushTimeout); ferr != nil {
 			fmt.Fprintf(stderr, "toolmesh: warning: telemetry not exported within %s: %v\n", flushTimeout, ferr)
 		}
-	}()
+	})
 	tel, err := telemetry.FromProviders(sdk.TracerProvider, sdk.MeterProvider, telemetry.Options{})
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	dialOpts := tel.DialOptions()
-	if *tokenFile != "" {
-		tok, err := cli.ReadToken(*tokenFile)
+	if tokenFile != "" {
+		tok, err := cli.ReadToken(tokenFile)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
-		if err := cli.CheckTokenTransport(*addr, certs != nil); err != nil {
-			return fmt.Errorf("-token-file: %w", err)
+		if err := cli.CheckTokenTransport(addr, certs != nil); err != nil {
+			return nil, nil, fmt.Errorf("-token-file: %w", err)
 		}
 		dialOpts = append(dialOpts, client.Bearer(tok, certs == nil))
 	}
-	c, err := client.Dial(*addr, creds, dialOpts...)
-	if err != nil {
-		return err
+	if c, err = client.Dial(addr, creds, dialOpts...); err != nil {
+		return nil, nil, err
 	}
-	defer func() { _ = c.Close() }()
-	cmd, rest := fs.Arg(0), fs.Args()[1:]
-	i := slices.IndexFunc(commands, func(c command) bool { return c.name == cmd })
-	if i < 0 {
-		fs.Usage()
-		return fmt.Errorf("unknown command %q", cmd)
-	}
-	sub := flag.NewFlagSet(cmd, flag.ContinueOnError)
-	sub.Usage = func() {
-		fmt.Fprintf(sub.Output(), "usage: toolmesh %s %s\n\n%s\n", cmd, commands[i].synopsis, commands[i].what)
-		sub.PrintDefaults()
-	}
-	switch cmd {
-	case "run":
-		return runCmd(ctx, c, sub, rest, stdout, stderr)
-	case "watch":
-		after := sub.Int64("after", 0, "print the events after this sequence number")
-		asJSON := sub.Bool("json", false, "print events as JSON lines")
-		if err := cli.Parse(sub, rest, stdout, stderr); err != nil {
-			return err
-		}
-		if sub.NArg() != 1 {
-			return errors.New("watch needs exactly one RUN_ID")
-		}
-		p := &printer{out: stdout, terminal: isTerminal(stdout)}
-		defer p.endLine()
-		for ev, err := range c.Watch(ctx, sub.Arg(0), *after) {
-			if err != nil {
-				return err
-			}
-			p.emit(ev, *asJSON)
-		}
-		return nil
-	case "approve":
-		deny := sub.Bool("deny", false, "deny the call instead: it does not run, and the model reads the reason")
-		reason := sub.String("reason", "", "why (a denial's reason reaches the model)")
-		loopID := sub.String("loop", "", "the call's loop, when calls of that id wait in several loops")
-		if err := cli.Parse(sub, rest, stdout, stderr); err != nil {
-			return err
-		}
-		if sub.NArg() != 2 {
-			return errors.New("approve needs RUN_ID and CALL_ID")
-		}
-		if err := c.ApproveToolCall(ctx, sub.Arg(0), sub.Arg(1), *loopID, !*deny, *reason); err != nil {
-			return err
-		}
-		verdict := "approved"
-		if *deny {
-			verdict = "denied"
-		}
-		_, err := fmt.Fprintln(stdout, verdict)
-		return err
-	case "runs":
-		state := sub.String("state", "", "only runs in this state: running, succeeded, failed, cancelled, terminated")
-		limit := sub.Int("limit", 100, "list at most this many (1 to 1000)")
-		if err := cli.Parse(sub, rest, stdout, stderr); err != nil {
-			return err
-		}
-		st := toolpb.RunState_RUN_STATE_UNSPECIFIED
-		if *state != "" {
-			v, ok := toolpb.RunState_value["RUN_STATE_"+strings.ToUpper(*state)]
-			if !ok {
-				return fmt.Errorf("-state %q: not a run state", *state)
-			}
-			st = toolpb.RunState(v)
-		}
-		runs, _, err := c.ListRuns(ctx, st, *limit, "")
-		if err != nil {
-			return err
-		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "RUN\tSTATE\tOWNER\tSTARTED\tRECORDS")
-		for _, r := range runs {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", r.GetRunId(), strings.TrimPrefix(r.GetState().String(), "RUN_STATE_"), r.GetOwner(),
-				r.GetStarted().AsTime().Local().Format(time.DateTime), r.GetRecords())
-		}
-		return tw.Flush()
-	case "tools":
-		var groups multi
-		sub.Var(&groups, "group", "only tools of this group (repeatable)")
-		if err := cli.Parse(sub, rest, stdout, stderr); err != nil {
-			return err
-		}
-		tools, err := c.ListTools(ctx, groups...)
-		if err != nil {
-			return err
-		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "TOOL\tGROUP\tREPLICAS\tDESCRIPTION")
-		for _, t := range tools {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", t.GetDefinition().GetName(), t.GetGroup(), len(t.GetWorkerIds()), t.GetDefinition().GetDescription())
-		}
-		return tw.Flush()
-	}
+	closers = append(closers, func() { _ = c.Close() })
+	return c, cleanup, nil
+}
+
+// watchCmd prints the events of a run, live, from a sequence number on.
+func watchCmd(ctx context.Context, c *client.Client, sub *flag.FlagSet, rest []string, stdout, stderr io.Writer) error {
+	after := sub.Int64("after", 0, "print the events after this sequence number")
+	asJSON := sub.Bool("json", false, "print events as JSON lines")
 	if err := cli.Parse(sub, rest, stdout, stderr); err != nil {
 		return err
 	}
-	switch cmd {
-	case "groups":
-		groups, err := c.ListToolGroups(ctx)
+	if sub.NArg() != 1 {
+		return errors.New("watch needs exactly one RUN_ID")
+	}
+	p := &printer{out: stdout, terminal: isTerminal(stdout)}
+	defer p.endLine()
+	for ev, err := range c.Watch(ctx, sub.Arg(0), *after) {
 		if err != nil {
 			return err
 		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "GROUP\tSOURCE\tTOOLS\tWORKERS\tDESCRIPTION")
-		for _, g := range groups {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", g.GetGroup().GetRole(), g.GetSource(), strings.Join(g.GetTools(), ","), strings.Join(g.GetWorkerIds(), ","), g.GetGroup().GetDescription())
-		}
-		return tw.Flush()
-	case "workers":
-		ws, err := c.ListWorkers(ctx)
-		if err != nil {
-			return err
-		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "WORKER\tADDRESS\tGROUPS\tSTATE\tIN-FLIGHT\tCALLS")
-		for _, w := range ws {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\n", w.GetWorkerId(), w.GetAddress(), strings.Join(w.GetGroups(), ","),
-				strings.TrimPrefix(w.GetState().String(), "WORKER_STATE_"), w.GetInFlight(), w.GetCalls())
-		}
-		return tw.Flush()
-	case "get":
-		if sub.NArg() != 1 {
-			return errors.New("get needs exactly one RUN_ID")
-		}
-		r, err := c.GetRun(ctx, sub.Arg(0))
-		if err != nil {
-			return err
-		}
-		b, _ := protojson.MarshalOptions{Multiline: true}.Marshal(r)
-		_, err = fmt.Fprintln(stdout, string(b))
-		return err
-	default: // cancel
-		if sub.NArg() != 1 {
-			return errors.New("cancel needs exactly one RUN_ID")
-		}
-		st, err := c.CancelRun(ctx, sub.Arg(0), "cancelled from the toolmesh CLI")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintln(stdout, strings.TrimPrefix(st.String(), "RUN_STATE_"))
+		p.emit(ev, *asJSON)
+	}
+	return nil
+}
+
+// approveCmd approves or denies a call waiting for a person.
+func approveCmd(ctx context.Context, c *client.Client, sub *flag.FlagSet, rest []string, stdout, stderr io.Writer) error {
+	deny := sub.Bool("deny", false, "deny the call instead: it does not run, and the model reads the reason")
+	reason := sub.String("reason", "", "why (a denial's reason reaches the model)")
+	loopID := sub.String("loop", "", "the call's loop, when calls of that id wait in several loops")
+	if err := cli.Parse(sub, rest, stdout, stderr); err != nil {
 		return err
 	}
+	if sub.NArg() != 2 {
+		return errors.New("approve needs RUN_ID and CALL_ID")
+	}
+	if err := c.ApproveToolCall(ctx, sub.Arg(0), sub.Arg(1), *loopID, !*deny, *reason); err != nil {
+		return err
+	}
+	verdict := "approved"
+	if *deny {
+		verdict = "denied"
+	}
+	_, err := fmt.Fprintln(stdout, verdict)
+	return err
+}
+
+// runsCmd lists the runs of the journal.
+func runsCmd(ctx context.Context, c *client.Client, sub *flag.FlagSet, rest []string, stdout, stderr io.Writer) error {
+	state := sub.String("state", "", "only runs in this state: running, succeeded, failed, cancelled, terminated")
+	limit := sub.Int("limit", 100, "list at most this many (1 to 1000)")
+	if err := cli.Parse(sub, rest, stdout, stderr); err != nil {
+		return err
+	}
+	st := toolpb.RunState_RUN_STATE_UNSPECIFIED
+	if *state != "" {
+		v, ok := toolpb.RunState_value["RUN_STATE_"+strings.ToUpper(*state)]
+		if !ok {
+			return fmt.Errorf("-state %q: not a run state", *state)
+		}
+		st = toolpb.RunState(v)
+	}
+	runs, _, err := c.ListRuns(ctx, st, *limit, "")
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN\tSTATE\tOWNER\tSTARTED\tRECORDS")
+	for _, r := range runs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", r.GetRunId(), strings.TrimPrefix(r.GetState().String(), "RUN_STATE_"), r.GetOwner(),
+			r.GetStarted().AsTime().Local().Format(time.DateTime), r.GetRecords())
+	}
+	return tw.Flush()
+}
+
+// toolsCmd lists the tools.
+func toolsCmd(ctx context.Context, c *client.Client, sub *flag.FlagSet, rest []string, stdout, stderr io.Writer) error {
+	var groups multi
+	sub.Var(&groups, "group", "only tools of this group (repeatable)")
+	if err := cli.Parse(sub, rest, stdout, stderr); err != nil {
+		return err
+	}
+	tools, err := c.ListTools(ctx, groups...)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOOL\tGROUP\tREPLICAS\tDESCRIPTION")
+	for _, t := range tools {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", t.GetDefinition().GetName(), t.GetGroup(), len(t.GetWorkerIds()), t.GetDefinition().GetDescription())
+	}
+	return tw.Flush()
+}
+
+// groupsCmd lists the tool groups.
+func groupsCmd(ctx context.Context, c *client.Client, sub *flag.FlagSet, rest []string, stdout, stderr io.Writer) error {
+	if err := cli.Parse(sub, rest, stdout, stderr); err != nil {
+		return err
+	}
+	groups, err := c.ListToolGroups(ctx)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "GROUP\tSOURCE\tTOOLS\tWORKERS\tDESCRIPTION")
+	for _, g := range groups {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", g.GetGroup().GetRole(), g.GetSource(), strings.Join(g.GetTools(), ","), strings.Join(g.GetWorkerIds(), ","), g.GetGroup().GetDescription())
+	}
+	return tw.Flush()
+}
+
+// workersCmd lists the workers.
+func workersCmd(ctx context.Context, c *client.Client, sub *flag.FlagSet, rest []string, stdout, stderr io.Writer) error {
+	if err := cli.Parse(sub, rest, stdout, stderr); err != nil {
+		return err
+	}
+	ws, err := c.ListWorkers(ctx)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORKER\tADDRESS\tGROUPS\tSTATE\tIN-FLIGHT\tCALLS")
+	for _, w := range ws {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\n", w.GetWorkerId(), w.GetAddress(), strings.Join(w.GetGroups(), ","),
+			strings.TrimPrefix(w.GetState().String(), "WORKER_STATE_"), w.GetInFlight(), w.GetCalls())
+	}
+	return tw.Flush()
+}
+
+// getCmd prints a run's record as JSON.
+func getCmd(ctx context.Context, c *client.Client, sub *flag.FlagSet, rest []string, stdout, stderr io.Writer) error {
+	if err := cli.Parse(sub, rest, stdout, stderr); err != nil {
+		return err
+	}
+	if sub.NArg() != 1 {
+		return errors.New("get needs exactly one RUN_ID")
+	}
+	r, err := c.GetRun(ctx, sub.Arg(0))
+	if err != nil {
+		return err
+	}
+	b, _ := protojson.MarshalOptions{Multiline: true}.Marshal(r)
+	_, err = fmt.Fprintln(stdout, string(b))
+	return err
+}
+
+// cancelCmd cancels a run.
+func cancelCmd(ctx context.Context, c *client.Client, sub *flag.FlagSet, rest []string, stdout, stderr io.Writer) error {
+	if err := cli.Parse(sub, rest, stdout, stderr); err != nil {
+		return err
+	}
+	if sub.NArg() != 1 {
+		return errors.New("cancel needs exactly one RUN_ID")
+	}
+	st, err := c.CancelRun(ctx, sub.Arg(0), "cancelled from the toolmesh CLI")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(stdout, strings.TrimPrefix(st.String(), "RUN_STATE_"))
+	return err
 }
 
 func runCmd(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string, out, stderr io.Writer) error {

@@ -669,6 +669,32 @@ func (c Config) Validate() error {
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, key+": "+fmt.Sprintf(format, args...))
 	}
+	c.validateServer(bad)
+	c.validateContext(bad)
+	c.validateMCP(bad)
+	c.validateModels(bad)
+	c.validateTelemetry(bad)
+	c.validateJournal(bad)
+	c.validateTLS(bad)
+	c.validateTenants(bad)
+	c.validateRegistry(bad)
+	c.validateLoop(bad)
+	c.validateProviders(bad)
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %s", ErrInvalid, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// positive reports a duration that is not positive.
+func positive(bad func(key, format string, args ...any), key string, d Duration) {
+	if d <= 0 {
+		bad(key, "must be positive, got %s", d.D())
+	}
+}
+
+// validateServer checks the listen addresses and the server's bounds.
+func (c Config) validateServer(bad func(key, format string, args ...any)) {
 	if err := checkListen(c.Listen); err != nil {
 		bad("listen", "%v", err)
 	}
@@ -692,19 +718,14 @@ func (c Config) Validate() error {
 	} else if c.Server.MaxOpenCalls < c.Loop.MaxConcurrentRuns {
 		bad("server.max_open_calls", "must be at least loop.max_concurrent_runs (%d): every run streaming its events holds a call, got %d", c.Loop.MaxConcurrentRuns, c.Server.MaxOpenCalls)
 	}
-	c.validateContext(bad)
-	c.validateMCP(bad)
-	c.validateModels(bad)
-	c.validateTelemetry(bad)
-	positive := func(key string, d Duration) {
-		if d <= 0 {
-			bad(key, "must be positive, got %s", d.D())
-		}
-	}
-	positive("registry.heartbeat_interval", c.Registry.HeartbeatInterval)
-	positive("journal.lease_ttl", c.Journal.LeaseTTL)
-	positive("journal.resume_grace", c.Journal.ResumeGrace)
-	positive("journal.retain", c.Journal.Retain)
+}
+
+// validateJournal checks the journal and the registry's lease timings.
+func (c Config) validateJournal(bad func(key, format string, args ...any)) {
+	positive(bad, "registry.heartbeat_interval", c.Registry.HeartbeatInterval)
+	positive(bad, "journal.lease_ttl", c.Journal.LeaseTTL)
+	positive(bad, "journal.resume_grace", c.Journal.ResumeGrace)
+	positive(bad, "journal.retain", c.Journal.Retain)
 	if c.Journal.SnapshotEvery < 4 || c.Journal.SnapshotEvery > 1<<20 {
 		bad("journal.snapshot_every", "must be between 4 and 1048576 records, got %d", c.Journal.SnapshotEvery)
 	}
@@ -723,12 +744,14 @@ func (c Config) Validate() error {
 	if c.Journal.Driver == "sqlite" && c.Journal.DataDir == "" {
 		bad("journal.data_dir", "is required with journal.driver sqlite (or pass --data-dir)")
 	}
-	positive("registry.lease_ttl", c.Registry.LeaseTTL)
+	positive(bad, "registry.lease_ttl", c.Registry.LeaseTTL)
 	// The router takes a zero grace period for "use the default", so zero is refused
 	// rather than silently meaning 3s.
-	positive("registry.grace_period", c.Registry.GracePeriod)
-	c.validateTLS(bad)
-	c.validateTenants(bad)
+	positive(bad, "registry.grace_period", c.Registry.GracePeriod)
+}
+
+// validateRegistry checks the registry's bounds and quarantine.
+func (c Config) validateRegistry(bad func(key, format string, args ...any)) {
 	if c.Registry.ReadinessGrace < 0 || c.Registry.ReadinessGrace.D() > 10*time.Minute {
 		bad("registry.readiness_grace", "must be between 0s and 10m, got %s", c.Registry.ReadinessGrace.D())
 	}
@@ -760,11 +783,15 @@ func (c Config) Validate() error {
 			bad(fmt.Sprintf("registry.approved_definitions[%d]", i), "must be a content hash (64 hex digits, as a refusal names it), got %q", h)
 		}
 	}
-	positive("router.default_tool_timeout", c.Router.DefaultToolTimeout)
+}
+
+// validateLoop checks the router's and the loop's settings.
+func (c Config) validateLoop(bad func(key, format string, args ...any)) {
+	positive(bad, "router.default_tool_timeout", c.Router.DefaultToolTimeout)
 	if c.Router.EjectAfterFailures < 1 {
 		bad("router.eject_after_failures", "must be at least 1, got %d", c.Router.EjectAfterFailures)
 	}
-	positive("router.eject_duration", c.Router.EjectDuration)
+	positive(bad, "router.eject_duration", c.Router.EjectDuration)
 	if c.Router.MaxAttempts < 1 || c.Router.MaxAttempts > 10 {
 		bad("router.max_attempts", "must be between 1 and 10, got %d", c.Router.MaxAttempts)
 	}
@@ -774,7 +801,7 @@ func (c Config) Validate() error {
 	if c.Loop.MaxParallelToolCalls < 1 {
 		bad("loop.max_parallel_tool_calls", "must be at least 1, got %d", c.Loop.MaxParallelToolCalls)
 	}
-	positive("loop.run_timeout", c.Loop.RunTimeout)
+	positive(bad, "loop.run_timeout", c.Loop.RunTimeout)
 	if c.Loop.EmptyResponseRetries < 0 {
 		bad("loop.empty_response_retries", "must not be negative, got %d", c.Loop.EmptyResponseRetries)
 	}
@@ -810,6 +837,10 @@ func (c Config) Validate() error {
 	if c.Loop.MaxNestedLoops < 1 || c.Loop.MaxNestedLoops > 1<<16 {
 		bad("loop.max_nested_loops", "must be between 1 and 65536, got %d", c.Loop.MaxNestedLoops)
 	}
+}
+
+// validateProviders checks the agentic tools' names, the model providers and logging.
+func (c Config) validateProviders(bad func(key, format string, args ...any)) {
 	for name := range c.AgenticTools {
 		if strings.TrimSpace(name) == "" {
 			bad("agentic_tools", "a name must not be blank")
@@ -870,10 +901,6 @@ func (c Config) Validate() error {
 	default:
 		bad("log.format", "must be json or text; got %q", c.Log.Format)
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("%w: %s", ErrInvalid, strings.Join(errs, "; "))
-	}
-	return nil
 }
 
 // describeYAMLError rewrites the decoder's "line N: problem" messages as
