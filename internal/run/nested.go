@@ -119,31 +119,81 @@ func (n *nester) RunLoop(ctx context.Context, l agentic.Loop) (*loop.Result, err
 	scope := Scope{LoopID: derivedID("loop_", info), ParentLoopID: n.parent, Tool: l.Tool, Kind: string(l.Kind), Depth: n.depth + 1, ChildRunID: n.childRun}
 	child := *n
 	child.parent, child.depth, child.bag = scope.LoopID, scope.Depth, bag
-	// A subagent's loop is a child run: its own run id and record, and its own process
-	// whose blackboard starts as a copy of the parent's.
 	proc := n.procs[0]
 	var childRec *record
 	adoptFrom := 0
 	if l.Kind == agentic.KindAgent {
-		scope.ChildRunID = derivedID("run_", info)
 		var cancel context.CancelCauseFunc
 		ctx, cancel = context.WithCancelCause(ctx)
 		defer cancel(nil)
 		var err error
-		if childRec, err = n.s.store.startChild(scope.ChildRunID, n.p.req.Tenant, cancel); err != nil {
+		if ctx, childRec, proc, err = n.startChild(ctx, cancel, &scope, &child, derivedID("run_", info)); err != nil {
 			return nil, fmt.Errorf("subagent '%s' was not run: %w", l.Tool, err)
 		}
 		defer n.s.store.finish(childRec)
-		proc = proc.Spawn(scope.ChildRunID, func(o process.Output) error { n.observer.send(Nested{Scope: scope, Event: o}); return nil })
 		adoptFrom = len(proc.Snapshot().Blackboard.Entries)
-		childRec.setProcess(proc)
-		childRec.startLoop(Scope{LoopID: scope.LoopID})
-		child.runs = append([]*record{childRec}, n.runs...)
-		child.procs = append([]*process.Process{proc}, n.procs...)
-		child.childRun = scope.ChildRunID
-		ctx = process.NewContext(ctx, proc)
 	}
 	runID := cmp.Or(scope.ChildRunID, n.childRun, info.RunID)
+	opts, bindings := n.loopOptions(l, runID, scope, proc, bag, provider, model, label)
+	var names []string
+	for _, t := range l.Tools {
+		names = append(names, t.Definition().Name)
+	}
+	for _, r := range n.runs {
+		r.startLoop(scope)
+	}
+	n.observer.scopes.Store(scope.LoopID, scope)
+	n.observer.send(NestedStarted{Scope: scope, Model: label, Tools: names, MaxIterations: opts.MaxIterations})
+	ctx = toolcall.WithCallInfo(ctx, tool.CallInfo{RunID: runID, LoopID: scope.LoopID})
+	ctx, span := n.s.tel.StartRun(ctx, telemetry.RunAttrs{RunID: runID, LoopID: scope.LoopID, Provider: provider.Name(), Model: model})
+	opts.Observer = n.observe(ctx, scope, childRec, child.procs, provider.Name(), cmp.Or(model, tracedProvider{Provider: provider}.DefaultModel()))
+	lctx := agentic.WithBindings(agentic.WithNester(loopContext(ctx, proc, n.observer), &child), bindings)
+	res, err := loop.Run(lctx, opts, loop.Input{System: l.System, Messages: []llm.Message{{Role: llm.RoleUser, Text: l.Input}}, Tools: l.Tools})
+	fin := NestedFinished{Scope: scope}
+	if res != nil {
+		fin.Iterations, fin.ToolCalls = res.Iterations, res.ToolCalls
+		n.s.tel.EndRun(span, telemetry.RunResult{Outcome: "completed", InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens})
+	}
+	if err != nil {
+		fin.Err = err.Error()
+		kind := n.s.errorType(err)
+		n.s.tel.EndRun(span, telemetry.RunResult{Outcome: "failed", ErrorType: kind, Err: err})
+	}
+	if childRec != nil {
+		err = n.endChild(ctx, l.Tool, scope, childRec, proc, adoptFrom, res, err)
+		if err != nil {
+			fin.Err = err.Error()
+		}
+	}
+	for _, r := range n.runs {
+		r.endLoop(fin)
+	}
+	n.observer.send(fin)
+	return res, err
+}
+
+// startChild starts a subagent's child run: its own run id and record, and its own
+// process whose blackboard starts as a copy of the parent's. scope and child become the
+// child run's.
+func (n *nester) startChild(ctx context.Context, cancel context.CancelCauseFunc, scope *Scope, child *nester, runID string) (context.Context, *record, *process.Process, error) {
+	scope.ChildRunID = runID
+	rec, err := n.s.store.startChild(runID, n.p.req.Tenant, cancel)
+	if err != nil {
+		return ctx, nil, nil, err
+	}
+	sc := *scope
+	proc := n.procs[0].Spawn(runID, func(o process.Output) error { n.observer.send(Nested{Scope: sc, Event: o}); return nil })
+	rec.setProcess(proc)
+	rec.startLoop(Scope{LoopID: scope.LoopID})
+	child.runs = append([]*record{rec}, n.runs...)
+	child.procs = append([]*process.Process{proc}, n.procs...)
+	child.childRun = runID
+	return process.NewContext(ctx, proc), rec, proc, nil
+}
+
+// loopOptions are a nested loop's options: the run's, with the loop's own model, limits,
+// context, strategies and tool chaining.
+func (n *nester) loopOptions(l agentic.Loop, runID string, scope Scope, proc *process.Process, bag toolctx.Context, provider llm.Provider, model, label string) (loop.Options, *agentic.Bindings) {
 	opts := n.p.opts
 	opts.RunID, opts.LoopID, opts.Logger = runID, scope.LoopID, n.s.log
 	opts.Provider = n.s.modelProvider(provider, n.p.req.Tenant)
@@ -173,8 +223,13 @@ func (n *nester) RunLoop(ctx context.Context, l agentic.Loop) (*loop.Result, err
 	if discovery != nil {
 		opts.Strategies = append(opts.Strategies, discovery)
 	}
-	requestModel := cmp.Or(model, tracedProvider{Provider: provider}.DefaultModel())
-	opts.Observer = func(ev loop.Event) {
+	return opts, bindings
+}
+
+// observe is a nested loop's observer: its events join the records of the runs above
+// it (and the child run's), its model calls their costs, and the run's event stream.
+func (n *nester) observe(ctx context.Context, scope Scope, childRec *record, procs []*process.Process, provider, requestModel string) func(loop.Event) {
+	return func(ev loop.Event) {
 		for _, r := range n.runs {
 			r.observeNested(scope.LoopID, ev)
 		}
@@ -183,46 +238,12 @@ func (n *nester) RunLoop(ctx context.Context, l agentic.Loop) (*loop.Result, err
 		}
 		if x, ok := ev.(loop.ModelCalled); ok {
 			n.s.tel.RecordCost(ctx, requestModel, x.CostUSD)
-			for _, p := range child.procs {
-				p.RecordModelCall(provider.Name(), x.Model, x.Usage.InputTokens, x.Usage.OutputTokens, x.CostUSD)
+			for _, p := range procs {
+				p.RecordModelCall(provider, x.Model, x.Usage.InputTokens, x.Usage.OutputTokens, x.CostUSD)
 			}
 		}
 		n.observer.send(Nested{Scope: scope, Event: ev})
 	}
-	var names []string
-	for _, t := range l.Tools {
-		names = append(names, t.Definition().Name)
-	}
-	for _, r := range n.runs {
-		r.startLoop(scope)
-	}
-	n.observer.scopes.Store(scope.LoopID, scope)
-	n.observer.send(NestedStarted{Scope: scope, Model: label, Tools: names, MaxIterations: opts.MaxIterations})
-	ctx = toolcall.WithCallInfo(ctx, tool.CallInfo{RunID: runID, LoopID: scope.LoopID})
-	ctx, span := n.s.tel.StartRun(ctx, telemetry.RunAttrs{RunID: runID, LoopID: scope.LoopID, Provider: provider.Name(), Model: model})
-	lctx := agentic.WithBindings(agentic.WithNester(loopContext(ctx, proc, n.observer), &child), bindings)
-	res, err := loop.Run(lctx, opts, loop.Input{System: l.System, Messages: []llm.Message{{Role: llm.RoleUser, Text: l.Input}}, Tools: l.Tools})
-	fin := NestedFinished{Scope: scope}
-	if res != nil {
-		fin.Iterations, fin.ToolCalls = res.Iterations, res.ToolCalls
-		n.s.tel.EndRun(span, telemetry.RunResult{Outcome: "completed", InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens})
-	}
-	if err != nil {
-		fin.Err = err.Error()
-		kind := n.s.errorType(err)
-		n.s.tel.EndRun(span, telemetry.RunResult{Outcome: "failed", ErrorType: kind, Err: err})
-	}
-	if childRec != nil {
-		err = n.endChild(ctx, l.Tool, scope, childRec, proc, adoptFrom, res, err)
-		if err != nil {
-			fin.Err = err.Error()
-		}
-	}
-	for _, r := range n.runs {
-		r.endLoop(fin)
-	}
-	n.observer.send(fin)
-	return res, err
 }
 
 // endChild ends a subagent's child run: what it added joins the parent's blackboard
