@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"sort"
@@ -60,20 +61,8 @@ func run(args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	if *capacity < 0 {
-		return fmt.Errorf("-capacity must not be negative, got %d", *capacity)
-	}
-	if *delay < 0 {
-		return fmt.Errorf("-delay must not be negative, got %s", *delay)
-	}
-	if *contextMax < 256 || *contextMax > 1<<20 {
-		return fmt.Errorf("-context-max-bytes must be between 256 and 1048576, got %d", *contextMax)
-	}
-	if *gcMinHeap < 0 || *gcMinHeap > 1<<20 {
-		return fmt.Errorf("-gc-min-heap-mib must be between 0 and 1048576, got %d", *gcMinHeap)
-	}
-	if *reconnectMin <= 0 || *reconnectMax < *reconnectMin {
-		return fmt.Errorf("-reconnect-min must be positive and -reconnect-max at least as long, got %s and %s", *reconnectMin, *reconnectMax)
+	if err := checkFlags(*capacity, *delay, *contextMax, *gcMinHeap, *reconnectMin, *reconnectMax); err != nil {
+		return err
 	}
 	log, err := logging.New(os.Stderr, *logLevel, *logFormat)
 	if err != nil {
@@ -92,14 +81,11 @@ func run(args []string) error {
 			log.Warn("telemetry shutdown", "error", err)
 		}
 	}()
-	if *metricsListen != "" {
-		ms, err := sdk.ServeMetrics(*metricsListen)
-		if err != nil {
-			return fmt.Errorf("-metrics-listen: %w", err)
-		}
-		defer func() { _ = ms.Shutdown(context.Background()) }()
-		log.Info("metrics serving", "address", ms.Addr())
+	stopMetrics, err := serveMetrics(sdk, *metricsListen, log)
+	if err != nil {
+		return err
 	}
+	defer stopMetrics()
 	var effects builtin.Effects
 	if *paymentsDB != "" {
 		fe, err := openEffects(*paymentsDB)
@@ -109,22 +95,9 @@ func run(args []string) error {
 		defer func() { _ = fe.db.Close() }()
 		effectsWorker, effects = *id, fe
 	}
-	var gs []worker.Group
-	for _, name := range strings.Split(*groups, ",") {
-		name = strings.TrimSpace(name)
-		var wrap builtin.Wrap
-		if *delay > 0 {
-			wrap = builtin.Delay(*delay)
-		}
-		if name == builtin.PaymentsRole && effects != nil {
-			gs = append(gs, builtin.PaymentsGroup(wrap, effects))
-			continue
-		}
-		g, ok := builtin.GroupWith(name, wrap)
-		if !ok {
-			return fmt.Errorf("-groups: unknown group %q (available: %s, echo_<name>)", name, strings.Join(groupNames(), ", "))
-		}
-		gs = append(gs, g)
+	gs, err := buildGroups(*groups, *delay, effects)
+	if err != nil {
+		return err
 	}
 	if *ledger < 0 {
 		return fmt.Errorf("-ledger must not be negative, got %d", *ledger)
@@ -157,6 +130,62 @@ func run(args []string) error {
 		return err
 	}
 	return nil
+}
+
+// serveMetrics serves Prometheus /metrics on addr (none when it is empty); stop ends it.
+func serveMetrics(sdk *otelsetup.Providers, addr string, log *slog.Logger) (stop func(), err error) {
+	if addr == "" {
+		return func() {}, nil
+	}
+	ms, err := sdk.ServeMetrics(addr)
+	if err != nil {
+		return nil, fmt.Errorf("-metrics-listen: %w", err)
+	}
+	log.Info("metrics serving", "address", ms.Addr())
+	return func() { _ = ms.Shutdown(context.Background()) }, nil
+}
+
+// checkFlags checks the flags' ranges.
+func checkFlags(capacity int, delay time.Duration, contextMax, gcMinHeap int, reconnectMin, reconnectMax time.Duration) error {
+	if capacity < 0 {
+		return fmt.Errorf("-capacity must not be negative, got %d", capacity)
+	}
+	if delay < 0 {
+		return fmt.Errorf("-delay must not be negative, got %s", delay)
+	}
+	if contextMax < 256 || contextMax > 1<<20 {
+		return fmt.Errorf("-context-max-bytes must be between 256 and 1048576, got %d", contextMax)
+	}
+	if gcMinHeap < 0 || gcMinHeap > 1<<20 {
+		return fmt.Errorf("-gc-min-heap-mib must be between 0 and 1048576, got %d", gcMinHeap)
+	}
+	if reconnectMin <= 0 || reconnectMax < reconnectMin {
+		return fmt.Errorf("-reconnect-min must be positive and -reconnect-max at least as long, got %s and %s", reconnectMin, reconnectMax)
+	}
+	return nil
+}
+
+// buildGroups are the groups -groups names, each call delayed by delay, the payments
+// group recording its effects in effects when set.
+func buildGroups(groups string, delay time.Duration, effects builtin.Effects) ([]worker.Group, error) {
+	var gs []worker.Group
+	for _, name := range strings.Split(groups, ",") {
+		name = strings.TrimSpace(name)
+		var wrap builtin.Wrap
+		if delay > 0 {
+			wrap = builtin.Delay(delay)
+		}
+		if name == builtin.PaymentsRole && effects != nil {
+			gs = append(gs, builtin.PaymentsGroup(wrap, effects))
+			continue
+		}
+		g, ok := builtin.GroupWith(name, wrap)
+		if !ok {
+			return nil, fmt.Errorf("-groups: unknown group %q (available: %s, echo_<name>)", name, strings.Join(groupNames(), ", "))
+		}
+		gs = append(gs, g)
+	}
+	return gs, nil
 }
 
 func groupNames() []string {
