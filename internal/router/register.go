@@ -147,21 +147,9 @@ func (r *Router) RegisterAs(reg *toolpb.Registration, identity string) (*Lease, 
 	if err := r.checkLocked(reg, parsed, identity, true); err != nil {
 		return nil, err.rejections, err.err
 	}
-	dial := r.opts.Dial
-	if identity != "" && r.opts.DialAs != nil {
-		dial = func(address string) (*grpc.ClientConn, error) { return r.opts.DialAs(address, identity) }
-	}
-	conn, err := dial(reg.GetAddress())
+	conn, rej, err := r.dialAndProbe(reg.GetAddress(), identity)
 	if err != nil {
-		rej := []*toolpb.Rejection{{Reason: fmt.Sprintf("cannot dial worker address %q: %v", reg.GetAddress(), err)}}
-		return nil, rej, fmt.Errorf("%w: %s", ErrInvalidRegistration, summarize(rej))
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), r.opts.ProbeTimeout)
-	err = r.opts.Probe(ctx, conn)
-	cancel()
-	if err != nil {
-		_ = conn.Close()
-		return nil, []*toolpb.Rejection{{Reason: err.Error()}}, err
+		return nil, rej, err
 	}
 
 	r.mu.Lock()
@@ -187,6 +175,46 @@ func (r *Router) RegisterAs(reg *toolpb.Registration, identity string) (*Lease, 
 		state:        toolpb.WorkerState_WORKER_STATE_READY,
 		replaced:     make(chan struct{}),
 	}
+	r.enterLocked(w, reg, parsed)
+	sort.Strings(w.groups)
+	sort.Strings(w.tools)
+	r.pinLocked(reg, parsed, identity)
+	r.workers[w.id] = w
+	r.served += len(w.tools)
+	r.mu.Unlock()
+
+	if old != nil {
+		old.replace()
+		old.close()
+	}
+	r.log.Info("worker registered", "worker_id", w.id, "address", w.address, "groups", w.groups, "tools", len(w.tools), "lease_id", w.leaseID, "replaced", old != nil)
+	return &Lease{r: r, w: w}, nil, nil
+}
+
+// dialAndProbe dials a registering worker's address (as identity, with mutual TLS) and
+// probes it: the connection the table keeps for its calls.
+func (r *Router) dialAndProbe(address, identity string) (*grpc.ClientConn, []*toolpb.Rejection, error) {
+	dial := r.opts.Dial
+	if identity != "" && r.opts.DialAs != nil {
+		dial = func(address string) (*grpc.ClientConn, error) { return r.opts.DialAs(address, identity) }
+	}
+	conn, err := dial(address)
+	if err != nil {
+		rej := []*toolpb.Rejection{{Reason: fmt.Sprintf("cannot dial worker address %q: %v", address, err)}}
+		return nil, rej, fmt.Errorf("%w: %s", ErrInvalidRegistration, summarize(rej))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.opts.ProbeTimeout)
+	err = r.opts.Probe(ctx, conn)
+	cancel()
+	if err != nil {
+		_ = conn.Close()
+		return nil, []*toolpb.Rejection{{Reason: err.Error()}}, err
+	}
+	return conn, nil, nil
+}
+
+// enterLocked enters a registered worker's groups, domain types and tools in the table.
+func (r *Router) enterLocked(w *worker, reg *toolpb.Registration, parsed map[string]parsedTool) {
 	w.typeBytes = domainTypeBytes(reg)
 	r.defBytes += w.typeBytes
 	for _, gr := range reg.GetGroups() {
@@ -209,54 +237,49 @@ func (r *Router) RegisterAs(reg *toolpb.Registration, identity string) (*Lease, 
 		g.workers[w.id] = w
 		for _, name := range entries(gr, parsed) {
 			w.tools = append(w.tools, name)
-			p := parsed[name]
-			e, ok := r.tools[name]
-			switch {
-			case ok && e.hash == p.hash:
-			case r.older[name][p.hash] != nil:
-				// A replica of a superseded definition (re)joins it: runs that started
-				// with it may call it; new runs keep getting the newer one.
-				e = r.older[name][p.hash]
-			default:
-				if ok {
-					// A new version of the group rolls in: its definition is what new runs
-					// get; the old one stays for its remaining replicas.
-					if r.older == nil {
-						r.older = map[string]map[string]*toolEntry{}
-					}
-					if r.older[name] == nil {
-						r.older[name] = map[string]*toolEntry{}
-					}
-					r.older[name][e.hash] = e
-					g.info = info
-				}
-				e = &toolEntry{group: role, def: p.def, meta: p.meta, hash: p.hash, proto: wire.DefinitionToProto(p.def, p.meta), replicas: map[string]*worker{}, info: info}
-				if p.facade != nil {
-					e.facade = proto.Clone(p.facade).(*toolpb.FacadeNode)
-				}
-				e.stub = newRemoteTool(r, e)
-				e.size = p.size
-				r.tools[name] = e
-				r.index.put(e)
-				r.defBytes += e.size
-				g.tools[name] = e
-			}
+			e := r.entryLocked(name, parsed[name], g, info)
 			e.replicas[w.id] = w
 		}
 	}
-	sort.Strings(w.groups)
-	sort.Strings(w.tools)
-	r.pinLocked(reg, parsed, identity)
-	r.workers[w.id] = w
-	r.served += len(w.tools)
-	r.mu.Unlock()
+}
 
-	if old != nil {
-		old.replace()
-		old.close()
+// entryLocked is the table's entry of a tool a worker of group g registers: the entry of
+// the same definition, or of a superseded one, or a new one (a new version of the group
+// rolls in: its definition is what new runs get).
+func (r *Router) entryLocked(name string, p parsedTool, g *groupEntry, info *toolpb.ToolGroupInfo) *toolEntry {
+	role := info.GetRole()
+	e, ok := r.tools[name]
+	switch {
+	case ok && e.hash == p.hash:
+	case r.older[name][p.hash] != nil:
+		// A replica of a superseded definition (re)joins it: runs that started
+		// with it may call it; new runs keep getting the newer one.
+		e = r.older[name][p.hash]
+	default:
+		if ok {
+			// A new version of the group rolls in: its definition is what new runs
+			// get; the old one stays for its remaining replicas.
+			if r.older == nil {
+				r.older = map[string]map[string]*toolEntry{}
+			}
+			if r.older[name] == nil {
+				r.older[name] = map[string]*toolEntry{}
+			}
+			r.older[name][e.hash] = e
+			g.info = info
+		}
+		e = &toolEntry{group: role, def: p.def, meta: p.meta, hash: p.hash, proto: wire.DefinitionToProto(p.def, p.meta), replicas: map[string]*worker{}, info: info}
+		if p.facade != nil {
+			e.facade = proto.Clone(p.facade).(*toolpb.FacadeNode)
+		}
+		e.stub = newRemoteTool(r, e)
+		e.size = p.size
+		r.tools[name] = e
+		r.index.put(e)
+		r.defBytes += e.size
+		g.tools[name] = e
 	}
-	r.log.Info("worker registered", "worker_id", w.id, "address", w.address, "groups", w.groups, "tools", len(w.tools), "lease_id", w.leaseID, "replaced", old != nil)
-	return &Lease{r: r, w: w}, nil, nil
+	return e
 }
 
 // replaceLocked takes old out of the table for a registration of the same worker id
