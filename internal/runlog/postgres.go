@@ -129,58 +129,84 @@ SELECT run_id FROM ok`
 // group (their UPDATEs met the same rows in other orders) is tried again.
 func pgCommitGroup(s *sqlStore, group []*write) []error {
 	errs := make([]error, len(group))
-	fail := func(err error) []error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	now := s.now()
+	cols := pgColumnsOf(group, now)
+	failpoint.Hit(failpoint.StoreBeforeCommit)
+	written, err := s.pgCommit(ctx, cols, now)
+	if err != nil {
+		err = fmt.Errorf("runlog: commit: %w", s.d.why(err))
 		for i := range errs {
 			errs[i] = err
 		}
 		return errs
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	now := s.now()
+	failpoint.Hit(failpoint.StoreAfterCommit)
+	if len(written) == len(group) {
+		return errs
+	}
+	s.pgRefusals(ctx, group, written, errs)
+	return errs
+}
+
+// pgColumns are a group of writes as the commit statement takes them: one array per
+// column, of the runs and of their records.
+type pgColumns struct {
+	ids, owners, states, notes []string
+	ops                        []int32
+	epochs, untils, nexts      []int64
+	firsts                     []*int64 // nil: a write without records, whose sequence numbers are not checked
+	rIDs, rKinds               []string
+	rSeqs, rNs, rEpochs        []int64
+	rKindBits, rTimes          []int64
+	rData                      [][]byte
+}
+
+func pgColumnsOf(group []*write, now time.Time) *pgColumns {
 	n := len(group)
-	ids, owners, states, notes := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	ops := make([]int32, n)
-	epochs, untils, nexts := make([]int64, n), make([]int64, n), make([]int64, n)
-	firsts := make([]*int64, n) // nil: a write without records, whose sequence numbers are not checked
-	var rIDs, rKinds []string
-	var rSeqs, rNs, rEpochs, rKindBits, rTimes []int64
-	var rData [][]byte
+	c := &pgColumns{ids: make([]string, n), owners: make([]string, n), states: make([]string, n), notes: make([]string, n),
+		ops: make([]int32, n), epochs: make([]int64, n), untils: make([]int64, n), nexts: make([]int64, n), firsts: make([]*int64, n)}
 	for i, w := range group {
-		ids[i], owners[i], epochs[i], untils[i] = w.lease.RunID, w.lease.Owner, w.lease.Epoch, w.lease.Until.UnixNano()
-		states[i], notes[i] = string(StateRunning), w.note
+		c.ids[i], c.owners[i], c.epochs[i], c.untils[i] = w.lease.RunID, w.lease.Owner, w.lease.Epoch, w.lease.Until.UnixNano()
+		c.states[i], c.notes[i] = string(StateRunning), w.note
 		switch w.kind {
 		case writeCreate:
-			ops[i] = 1
+			c.ops[i] = 1
 		case writeFinish, writeHold:
-			states[i] = string(w.state)
+			c.states[i] = string(w.state)
 		}
 		if len(w.records) == 0 {
-			nexts[i] = 1
+			c.nexts[i] = 1
 			if w.kind != writeCreate {
-				nexts[i] = 0
+				c.nexts[i] = 0
 			}
 			continue
 		}
 		first := w.records[0]
-		firsts[i], nexts[i] = &first.Seq, w.next(0)
+		c.firsts[i], c.nexts[i] = &first.Seq, w.next(0)
 		data, kinds := pack(w.records, now)
 		t := first.Time
 		if t.IsZero() {
 			t = now
 		}
-		rIDs, rKinds = append(rIDs, w.lease.RunID), append(rKinds, string(first.Kind))
-		rSeqs, rNs, rEpochs = append(rSeqs, first.Seq), append(rNs, int64(len(w.records))), append(rEpochs, w.lease.Epoch)
-		rKindBits, rTimes, rData = append(rKindBits, kinds), append(rTimes, t.UnixNano()), append(rData, data)
+		c.rIDs, c.rKinds = append(c.rIDs, w.lease.RunID), append(c.rKinds, string(first.Kind))
+		c.rSeqs, c.rNs, c.rEpochs = append(c.rSeqs, first.Seq), append(c.rNs, int64(len(w.records))), append(c.rEpochs, w.lease.Epoch)
+		c.rKindBits, c.rTimes, c.rData = append(c.rKindBits, kinds), append(c.rTimes, t.UnixNano()), append(c.rData, data)
 	}
+	return c
+}
+
+// pgCommit runs the commit statement, again (up to three tries) after a deadlock or a
+// serialization failure, and returns the runs it wrote.
+func (s *sqlStore) pgCommit(ctx context.Context, c *pgColumns, now time.Time) (map[string]bool, error) {
 	written := map[string]bool{}
 	var err error
-	failpoint.Hit(failpoint.StoreBeforeCommit)
 	for try := 0; ; try++ {
 		clear(written)
-		err = s.onConn(ctx, func(c *pgx.Conn) error {
-			rows, err := c.Query(ctx, pgCommit, ids, ops, owners, epochs, untils, firsts, nexts, states, notes, now.UnixNano(),
-				rIDs, rSeqs, rNs, rEpochs, rKinds, rKindBits, rTimes, rData)
+		err = s.onConn(ctx, func(conn *pgx.Conn) error {
+			rows, err := conn.Query(ctx, pgCommit, c.ids, c.ops, c.owners, c.epochs, c.untils, c.firsts, c.nexts, c.states, c.notes, now.UnixNano(),
+				c.rIDs, c.rSeqs, c.rNs, c.rEpochs, c.rKinds, c.rKindBits, c.rTimes, c.rData)
 			if err != nil {
 				return err
 			}
@@ -196,17 +222,14 @@ func pgCommitGroup(s *sqlStore, group []*write) []error {
 		})
 		var pe *pgconn.PgError
 		if err == nil || try == 2 || !errors.As(err, &pe) || (pe.Code != "40P01" && pe.Code != "40001") {
-			break
+			return written, err
 		}
 	}
-	if err != nil {
-		return fail(fmt.Errorf("runlog: commit: %w", s.d.why(err)))
-	}
-	failpoint.Hit(failpoint.StoreAfterCommit)
-	if len(written) == len(group) {
-		return errs
-	}
-	// Why the others were refused: their rows as they are now.
+}
+
+// pgRefusals says, in errs, why the writes of group the commit did not write were
+// refused: their rows as they are now.
+func (s *sqlStore) pgRefusals(ctx context.Context, group []*write, written map[string]bool, errs []error) {
 	var refused []any
 	for _, w := range group {
 		if !written[w.lease.RunID] {
@@ -238,7 +261,6 @@ func pgCommitGroup(s *sqlStore, group []*write) []error {
 			errs[i] = fmt.Errorf("%w: run %s changed while the write was committed", ErrConflict, w.lease.RunID)
 		}
 	}
-	return errs
 }
 
 // onConn runs fn on a connection of the pool, as pgx's own.

@@ -154,25 +154,10 @@ func (l *sqliteLogged) commitGroup(group []*write) []error {
 		l.mu.Unlock()
 		return fail(l.broken)
 	}
-	now := l.s.now()
-	var accepted []*write
-	for i, w := range group {
-		v, found, err := l.view(w.lease.RunID)
-		if err != nil {
-			l.mu.Unlock()
-			return fail(fmt.Errorf("runlog: commit: %w", err))
-		}
-		var r lockedRun
-		if found {
-			r = v.lockedRun
-		}
-		if errs[i] = w.check(r, found); errs[i] != nil {
-			continue
-		}
-		if len(w.records) > 0 {
-			w.row = packRow(w.records, w.lease.Epoch, now)
-		}
-		accepted = append(accepted, w)
+	accepted, err := l.acceptLocked(group, errs)
+	if err != nil {
+		l.mu.Unlock()
+		return fail(fmt.Errorf("runlog: commit: %w", err))
 	}
 	if len(accepted) == 0 {
 		l.mu.Unlock()
@@ -193,21 +178,7 @@ func (l *sqliteLogged) commitGroup(group []*write) []error {
 		l.mu.Unlock()
 		return fail(l.broken)
 	}
-	for _, w := range accepted {
-		v := l.views[w.lease.RunID]
-		if v == nil {
-			v = &runView{}
-			l.views[w.lease.RunID] = v
-		}
-		switch w.kind {
-		case writeCreate:
-			v.lockedRun = lockedRun{state: StateRunning, owner: w.lease.Owner, epoch: w.lease.Epoch, until: w.lease.Until.UnixNano(), nextSeq: w.next(1)}
-		case writeAppend:
-			v.nextSeq = w.next(v.nextSeq)
-		case writeFinish, writeHold:
-			v.nextSeq, v.state, v.until = w.next(v.nextSeq), w.state, 0
-		}
-	}
+	l.applyLocked(accepted)
 	l.amu.Lock()
 	for _, w := range accepted {
 		l.pendingRuns[w.lease.RunID] = id
@@ -234,19 +205,68 @@ func (l *sqliteLogged) commitGroup(group []*write) []error {
 		l.mu.Unlock()
 		return fail(broken)
 	}
+	l.durable(id)
+	failpoint.Hit(failpoint.StoreAfterCommit)
+	return errs
+}
+
+// acceptLocked checks each write of group against its run's view, saying in errs why
+// one is refused, and returns those accepted, their records packed. l.mu is held.
+func (l *sqliteLogged) acceptLocked(group []*write, errs []error) ([]*write, error) {
+	now := l.s.now()
+	var accepted []*write
+	for i, w := range group {
+		v, found, err := l.view(w.lease.RunID)
+		if err != nil {
+			return nil, err
+		}
+		var r lockedRun
+		if found {
+			r = v.lockedRun
+		}
+		if errs[i] = w.check(r, found); errs[i] != nil {
+			continue
+		}
+		if len(w.records) > 0 {
+			w.row = packRow(w.records, w.lease.Epoch, now)
+		}
+		accepted = append(accepted, w)
+	}
+	return accepted, nil
+}
+
+// applyLocked brings the views of the accepted writes' runs up to date. l.mu is held.
+func (l *sqliteLogged) applyLocked(accepted []*write) {
+	for _, w := range accepted {
+		v := l.views[w.lease.RunID]
+		if v == nil {
+			v = &runView{}
+			l.views[w.lease.RunID] = v
+		}
+		switch w.kind {
+		case writeCreate:
+			v.lockedRun = lockedRun{state: StateRunning, owner: w.lease.Owner, epoch: w.lease.Epoch, until: w.lease.Until.UnixNano(), nextSeq: w.next(1)}
+		case writeAppend:
+			v.nextSeq = w.next(v.nextSeq)
+		case writeFinish, writeHold:
+			v.nextSeq, v.state, v.until = w.next(v.nextSeq), w.state, 0
+		}
+	}
+}
+
+// durable hands the entries up to id, synced now, to the applier.
+func (l *sqliteLogged) durable(id uint64) {
 	l.smu.Lock()
+	defer l.smu.Unlock()
 	n := 0
 	for n < len(l.written) && l.written[n].id <= id {
 		n++
 	}
-	durable := l.written[:n:n]
+	done := l.written[:n:n]
 	l.written = l.written[n:]
-	for _, e := range durable {
+	for _, e := range done {
 		l.enqueue(e)
 	}
-	l.smu.Unlock()
-	failpoint.Hit(failpoint.StoreAfterCommit)
-	return errs
 }
 
 // sweepViews is how many views the committer keeps before it sweeps.
