@@ -359,6 +359,18 @@ func (g *graph) check(ptrs []string, limited bool) error {
 		}
 		return jsontree.Truncate(ptrs[i], 200)
 	}
+	order, err := g.sameValueOrder(g.reachable(), where)
+	if err != nil || !limited {
+		return err
+	}
+	if err := g.checkChains(order, where); err != nil {
+		return err
+	}
+	return g.checkCost(order, where)
+}
+
+// reachable marks the subschemas the root reaches.
+func (g *graph) reachable() []bool {
 	reach := make([]bool, len(g.nodes))
 	reach[0] = true
 	for stack := []int32{0}; len(stack) > 0; {
@@ -371,7 +383,12 @@ func (g *graph) check(ptrs []string, limited bool) error {
 			}
 		})
 	}
+	return reach
+}
 
+// sameValueOrder orders the reachable subschemas so that each comes after those it hands
+// its value to, and fails on a loop of them.
+func (g *graph) sameValueOrder(reach []bool, where func(int32) string) ([]int32, error) {
 	// A depth-first search of the edges that stay on the same value puts each
 	// subschema after those it hands the value to; meeting a subschema still on the
 	// search's path closes a loop.
@@ -411,14 +428,15 @@ func (g *graph) check(ptrs []string, limited bool) error {
 	for i := range g.nodes {
 		if reach[i] && state[i] == unseen {
 			if err := visit(int32(i)); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
-	if !limited {
-		return nil
-	}
+	return order, nil
+}
 
+// checkChains fails when a chain of more than MaxDepth subschemas applies to one value.
+func (g *graph) checkChains(order []int32, where func(int32) string) error {
 	// chain[i] is the longest chain of subschemas, from i, that apply to one value.
 	chain := make([]int, len(g.nodes))
 	for _, i := range order {
@@ -431,6 +449,12 @@ func (g *graph) check(ptrs []string, limited bool) error {
 		}
 	}
 
+	return nil
+}
+
+// checkCost bounds the checks of validating one value, at every depth, by
+// MaxValueChecks, and records the most it can take (valueChecks).
+func (g *graph) checkCost(order []int32, where func(int32) string) error {
 	// cost[i], for values d levels below the one subschema i applies to, bounds the
 	// checks of validating one of them: the worst member or item, level by level, with
 	// what applies to it through the same-value edges. A sum that passes the limit
