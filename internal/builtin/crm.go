@@ -73,7 +73,19 @@ type EscalateRequest struct {
 func CRMGroup() worker.Group { return crmGroup(nil) }
 
 func crmGroup(wrap Wrap) worker.Group {
-	find := tool.MustFunc("find_customers", "Find customers by name or city; the matches join the conversation's records",
+	return worker.Group{
+		Role:        CRMRole,
+		Description: CRMDescription,
+		UsageNotes:  CRMUsageNotes,
+		Provider:    "toolmesh",
+		Version:     "1.0.0",
+		Tools:       wrap.all([]tool.Tool{findCustomers(), bindCustomer(), customerSummary(), checkCredit(), exportReport(), escalateToHuman()}),
+	}
+}
+
+// findCustomers is find_customers: customers by name or city, as a list artifact.
+func findCustomers() tool.Tool {
+	return tool.MustFunc("find_customers", "Find customers by name or city; the matches join the conversation's records",
 		func(_ context.Context, in CustomerQuery) (tool.Result, error) {
 			q := strings.ToLower(strings.TrimSpace(in.Query))
 			var found []Customer
@@ -94,8 +106,11 @@ func crmGroup(wrap Wrap) worker.Group {
 			return tool.ArtifactResult(fmt.Sprintf("Found %d customer(s): %s", len(found), strings.Join(names, "; ")),
 				tool.Artifact{TypeName: CustomerListType, JSON: b}), nil
 		}, tool.Idempotent())
+}
 
-	bind := tool.MustFunc("bind_customer", "Choose the customer the other tools work on, by id",
+// bindCustomer is bind_customer: binds a customer to the blackboard.
+func bindCustomer() tool.Tool {
+	return tool.MustFunc("bind_customer", "Choose the customer the other tools work on, by id",
 		func(ctx context.Context, in CustomerID) (string, error) {
 			c, ok := customerByID(in.ID)
 			if !ok {
@@ -114,8 +129,11 @@ func crmGroup(wrap Wrap) worker.Group {
 			}
 			return fmt.Sprintf("Customer %d (%s) bound to the blackboard as 'customer'", c.ID, c.Name), nil
 		})
+}
 
-	summary := tool.MustFunc("customer_summary", "Describe the customer chosen with bind_customer",
+// customerSummary is customer_summary: describes the bound customer.
+func customerSummary() tool.Tool {
+	return tool.MustFunc("customer_summary", "Describe the customer chosen with bind_customer",
 		func(ctx context.Context, _ struct{}) (string, error) {
 			board := tool.BlackboardFrom(ctx)
 			if board == nil {
@@ -131,8 +149,11 @@ func crmGroup(wrap Wrap) worker.Group {
 			}
 			return fmt.Sprintf("%s (id %d) lives in %s; account %s", c.Name, c.ID, c.City, c.Status), nil
 		}, tool.NeedsBlackboard("Customer"), tool.Idempotent())
+}
 
-	credit := tool.MustFunc("check_credit", "Check a customer's credit before an order",
+// checkCredit is check_credit: replans when the customer is blocked.
+func checkCredit() tool.Tool {
+	return tool.MustFunc("check_credit", "Check a customer's credit before an order",
 		func(_ context.Context, in CustomerID) (string, error) {
 			c, ok := customerByID(in.ID)
 			if !ok {
@@ -149,8 +170,11 @@ func crmGroup(wrap Wrap) worker.Group {
 			}
 			return fmt.Sprintf("Customer %d (%s): credit OK", c.ID, c.Name), nil
 		}, tool.Idempotent())
+}
 
-	report := tool.MustFunc("export_report", "Export the customer report, page by page; it takes a while",
+// exportReport is export_report: reports progress page by page.
+func exportReport() tool.Tool {
+	return tool.MustFunc("export_report", "Export the customer report, page by page; it takes a while",
 		func(ctx context.Context, in ReportRequest) (tool.Result, error) {
 			if in.Pages < 1 || in.Pages > 10 {
 				return tool.Error("pages must be between 1 and 10"), nil
@@ -170,18 +194,12 @@ func crmGroup(wrap Wrap) worker.Group {
 			}
 			return tool.ArtifactResult(fmt.Sprintf("Exported %d page(s)", in.Pages), tool.Artifact{TypeName: "crm.Report", JSON: b}), nil
 		}, tool.ReportsProgress())
+}
 
-	escalate := tool.MustFunc("escalate_to_human", "Hand the conversation to a human agent and stop",
+// escalateToHuman is escalate_to_human: terminates the agent.
+func escalateToHuman() tool.Tool {
+	return tool.MustFunc("escalate_to_human", "Hand the conversation to a human agent and stop",
 		func(_ context.Context, in EscalateRequest) (string, error) {
 			return "", tool.Terminate{Scope: tool.TerminateAgent, Reason: in.Reason}
 		})
-
-	return worker.Group{
-		Role:        CRMRole,
-		Description: CRMDescription,
-		UsageNotes:  CRMUsageNotes,
-		Provider:    "toolmesh",
-		Version:     "1.0.0",
-		Tools:       wrap.all([]tool.Tool{find, bind, summary, credit, report, escalate}),
-	}
 }
