@@ -188,23 +188,8 @@ func strictNode(n map[string]any, depth int) bool {
 	if !hasType && !hasAnyOf && !hasRef && !hasEnum && !hasConst {
 		return false
 	}
-	isObject := false
-	switch t := n["type"].(type) {
-	case nil:
-	case string:
-		if !strictTypes[t] {
-			return false
-		}
-		isObject = t == "object"
-	case []any:
-		for _, e := range t {
-			s, ok := e.(string)
-			if !ok || !strictTypes[s] {
-				return false
-			}
-			isObject = isObject || s == "object"
-		}
-	default:
+	isObject, ok := strictType(n["type"])
+	if !ok {
 		return false
 	}
 	if f, ok := n["format"]; ok {
@@ -214,29 +199,8 @@ func strictNode(n map[string]any, depth int) bool {
 	}
 	props, hasProps := n["properties"]
 	if isObject || hasProps {
-		if n["additionalProperties"] != false {
+		if !strictObject(n, props, hasProps, depth) {
 			return false
-		}
-		pm, ok := props.(map[string]any)
-		if hasProps && !ok {
-			return false
-		}
-		required := map[string]bool{}
-		if r, ok := n["required"]; ok {
-			list, ok := r.([]any)
-			if !ok {
-				return false
-			}
-			for _, e := range list {
-				s, _ := e.(string)
-				required[s] = true
-			}
-		}
-		for name, sub := range pm {
-			sm, ok := sub.(map[string]any)
-			if !ok || !required[name] || !strictNode(sm, depth+1) {
-				return false
-			}
 		}
 	} else if _, ok := n["additionalProperties"]; ok {
 		return false
@@ -273,6 +237,60 @@ func strictNode(n map[string]any, depth int) bool {
 			if !ok || !strictNode(sm, depth+1) {
 				return false
 			}
+		}
+	}
+	return true
+}
+
+// strictType checks a node's "type" (absent, a name or a list of names, each one strict
+// mode takes) and says whether it admits an object.
+func strictType(t any) (isObject, ok bool) {
+	switch t := t.(type) {
+	case nil:
+	case string:
+		if !strictTypes[t] {
+			return false, false
+		}
+		isObject = t == "object"
+	case []any:
+		for _, e := range t {
+			s, ok := e.(string)
+			if !ok || !strictTypes[s] {
+				return false, false
+			}
+			isObject = isObject || s == "object"
+		}
+	default:
+		return false, false
+	}
+	return isObject, true
+}
+
+// strictObject checks an object node: no additional properties, and every property
+// required and strict itself.
+func strictObject(n map[string]any, props any, hasProps bool, depth int) bool {
+	if n["additionalProperties"] != false {
+		return false
+	}
+	pm, ok := props.(map[string]any)
+	if hasProps && !ok {
+		return false
+	}
+	required := map[string]bool{}
+	if r, ok := n["required"]; ok {
+		list, ok := r.([]any)
+		if !ok {
+			return false
+		}
+		for _, e := range list {
+			s, _ := e.(string)
+			required[s] = true
+		}
+	}
+	for name, sub := range pm {
+		sm, ok := sub.(map[string]any)
+		if !ok || !required[name] || !strictNode(sm, depth+1) {
+			return false
 		}
 	}
 	return true
