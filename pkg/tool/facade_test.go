@@ -410,19 +410,22 @@ func (f foreignFacade) Options() tool.FacadeOptions {
 	return tool.FacadeOptions{UsageNotes: "remote notes", Exclusive: true}
 }
 
-func TestAddTools(t *testing.T) {
-	check := func(t *testing.T, f tool.Facade, wantName, wantDesc string, wantOpts tool.FacadeOptions, wantChildren []string) {
-		t.Helper()
-		if d := f.Definition(); d.Name != wantName || d.Description != wantDesc {
-			t.Errorf("definition = %q, %q", d.Name, d.Description)
-		}
-		if diff := cmp.Diff(wantOpts, f.Options()); diff != "" {
-			t.Errorf("options (-want +got):\n%s", diff)
-		}
-		if diff := cmp.Diff(wantChildren, toolNames(f.Children())); diff != "" {
-			t.Errorf("children (-want +got):\n%s", diff)
-		}
+// checkFacade checks a facade's definition, options and children.
+func checkFacade(t *testing.T, f tool.Facade, wantName, wantDesc string, wantOpts tool.FacadeOptions, wantChildren []string) {
+	t.Helper()
+	if d := f.Definition(); d.Name != wantName || d.Description != wantDesc {
+		t.Errorf("definition = %q, %q", d.Name, d.Description)
 	}
+	if diff := cmp.Diff(wantOpts, f.Options()); diff != "" {
+		t.Errorf("options (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantChildren, toolNames(f.Children())); diff != "" {
+		t.Errorf("children (-want +got):\n%s", diff)
+	}
+}
+
+func TestAddTools(t *testing.T) {
+	check := checkFacade
 	opts := tool.FacadeOptions{Exclusive: true, UsageNotes: "notes", NoContextTool: true}
 	fopts := []tool.FacadeOption{tool.Exclusive(), tool.UsageNotes("notes"), tool.NoContextTool()}
 

@@ -141,6 +141,11 @@ func TestOneShotPerLoop(t *testing.T) {
 			t.Errorf("delegate called %d times, want 2", n)
 		}
 	})
+}
+
+// TestOneShotPerLoopFailures: what a delegate that fails or signals does to the shot,
+// and that two wrappers of one tool keep their own.
+func TestOneShotPerLoopFailures(t *testing.T) {
 	t.Run("a failed first call uses up the shot", func(t *testing.T) {
 		d := &counting{res: tool.Error("boom")}
 		tl := toolctx.OneShotPerLoop(d.tool(), advice)

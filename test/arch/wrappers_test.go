@@ -280,11 +280,6 @@ func TestEveryWrapperForwardsContext(t *testing.T) {
 func findWrappers(t *testing.T) []string {
 	t.Helper()
 	root := moduleRoot(t)
-	type info struct {
-		methods    map[string]bool
-		embeds     []string
-		embedsTool bool
-	}
 	var out []string
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -296,100 +291,14 @@ func findWrappers(t *testing.T) []string {
 		if name := d.Name(); strings.HasPrefix(name, ".") || name == "testdata" || name == "bin" {
 			return filepath.SkipDir
 		}
-		fset := token.NewFileSet()
-		names, err := filepath.Glob(filepath.Join(path, "*.go"))
+		pkgs, err := parseDir(path)
 		if err != nil {
 			return err
 		}
-		pkgs := map[string][]*ast.File{}
-		for _, name := range names {
-			if strings.HasSuffix(name, "_test.go") {
-				continue
-			}
-			f, err := parser.ParseFile(fset, name, nil, 0)
-			if err != nil {
-				return err
-			}
-			pkgs[f.Name.Name] = append(pkgs[f.Name.Name], f)
-		}
 		rel, _ := filepath.Rel(root, path)
 		for _, files := range pkgs {
-			types := map[string]*info{}
-			get := func(n string) *info {
-				if types[n] == nil {
-					types[n] = &info{methods: map[string]bool{}}
-				}
-				return types[n]
-			}
-			for _, f := range files {
-				for _, decl := range f.Decls {
-					switch d := decl.(type) {
-					case *ast.FuncDecl:
-						if d.Recv == nil || len(d.Recv.List) == 0 {
-							continue
-						}
-						rt := d.Recv.List[0].Type
-						if s, ok := rt.(*ast.StarExpr); ok {
-							rt = s.X
-						}
-						if id, ok := rt.(*ast.Ident); ok {
-							get(id.Name).methods[d.Name.Name] = true
-						}
-					case *ast.GenDecl:
-						for _, spec := range d.Specs {
-							ts, ok := spec.(*ast.TypeSpec)
-							if !ok {
-								continue
-							}
-							st, ok := ts.Type.(*ast.StructType)
-							if !ok {
-								continue
-							}
-							ti := get(ts.Name.Name)
-							for _, field := range st.Fields.List {
-								if len(field.Names) > 0 {
-									continue
-								}
-								ft := field.Type
-								if s, ok := ft.(*ast.StarExpr); ok {
-									ft = s.X
-								}
-								switch x := ft.(type) {
-								case *ast.Ident:
-									if x.Name == "Tool" {
-										ti.embedsTool = true
-									}
-									ti.embeds = append(ti.embeds, x.Name)
-								case *ast.SelectorExpr:
-									if x.Sel.Name == "Tool" {
-										ti.embedsTool = true
-									}
-								}
-							}
-						}
-					}
-				}
-			}
-			var has func(n, m string, depth int) bool
-			has = func(n, m string, depth int) bool {
-				ti := types[n]
-				if ti == nil || depth > 5 {
-					return false
-				}
-				if ti.methods[m] {
-					return true
-				}
-				for _, e := range ti.embeds {
-					if has(e, m, depth+1) {
-						return true
-					}
-				}
-				return false
-			}
-			for n, ti := range types {
-				if has(n, "Delegate", 0) && (has(n, "Call", 0) || ti.embedsTool) {
-					out = append(out, filepath.ToSlash(rel)+"."+n)
-				}
+			for _, n := range wrappersOf(files) {
+				out = append(out, filepath.ToSlash(rel)+"."+n)
 			}
 		}
 		return nil
@@ -399,6 +308,119 @@ func findWrappers(t *testing.T) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// parseDir parses the non-test Go files of a directory, by package name.
+func parseDir(path string) (map[string][]*ast.File, error) {
+	fset := token.NewFileSet()
+	names, err := filepath.Glob(filepath.Join(path, "*.go"))
+	if err != nil {
+		return nil, err
+	}
+	pkgs := map[string][]*ast.File{}
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			return nil, err
+		}
+		pkgs[f.Name.Name] = append(pkgs[f.Name.Name], f)
+	}
+	return pkgs, nil
+}
+
+// typeInfo is what wrappersOf learns of a type: its methods and what it embeds.
+type typeInfo struct {
+	methods    map[string]bool
+	embeds     []string
+	embedsTool bool
+}
+
+// wrappersOf are the types of a package's files that are tool wrappers: they have a
+// Delegate method (directly or through an embedded type of the package) and are tools
+// (a Call method, or an embedded tool).
+func wrappersOf(files []*ast.File) []string {
+	types := map[string]*typeInfo{}
+	get := func(n string) *typeInfo {
+		if types[n] == nil {
+			types[n] = &typeInfo{methods: map[string]bool{}}
+		}
+		return types[n]
+	}
+	for _, f := range files {
+		for _, decl := range f.Decls {
+			switch d := decl.(type) {
+			case *ast.FuncDecl:
+				if d.Recv == nil || len(d.Recv.List) == 0 {
+					continue
+				}
+				rt := d.Recv.List[0].Type
+				if s, ok := rt.(*ast.StarExpr); ok {
+					rt = s.X
+				}
+				if id, ok := rt.(*ast.Ident); ok {
+					get(id.Name).methods[d.Name.Name] = true
+				}
+			case *ast.GenDecl:
+				for _, spec := range d.Specs {
+					if ts, ok := spec.(*ast.TypeSpec); ok {
+						if st, ok := ts.Type.(*ast.StructType); ok {
+							addEmbeds(get(ts.Name.Name), st)
+						}
+					}
+				}
+			}
+		}
+	}
+	var has func(n, m string, depth int) bool
+	has = func(n, m string, depth int) bool {
+		ti := types[n]
+		if ti == nil || depth > 5 {
+			return false
+		}
+		if ti.methods[m] {
+			return true
+		}
+		for _, e := range ti.embeds {
+			if has(e, m, depth+1) {
+				return true
+			}
+		}
+		return false
+	}
+	var out []string
+	for n, ti := range types {
+		if has(n, "Delegate", 0) && (has(n, "Call", 0) || ti.embedsTool) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// addEmbeds records the types a struct embeds, and whether one is a Tool.
+func addEmbeds(ti *typeInfo, st *ast.StructType) {
+	for _, field := range st.Fields.List {
+		if len(field.Names) > 0 {
+			continue
+		}
+		ft := field.Type
+		if s, ok := ft.(*ast.StarExpr); ok {
+			ft = s.X
+		}
+		switch x := ft.(type) {
+		case *ast.Ident:
+			if x.Name == "Tool" {
+				ti.embedsTool = true
+			}
+			ti.embeds = append(ti.embeds, x.Name)
+		case *ast.SelectorExpr:
+			if x.Sel.Name == "Tool" {
+				ti.embedsTool = true
+			}
+		}
+	}
 }
 
 func moduleRoot(t *testing.T) string {
