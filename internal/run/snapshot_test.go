@@ -32,16 +32,11 @@ func (r *readCounter) Read(ctx context.Context, runID string, after int64, limit
 	return recs, err
 }
 
-// A run's journal writes snapshots as it goes; a resume reads the last one and the
-// records after what it covers, and finds what it would have found reading the whole
-// journal: the same answers, outcomes, dispatches, approvals, decisions and event keys.
-func TestSnapshotsReplayAsTheWholeJournal(t *testing.T) {
-	store, lease := memJournal(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := store.Append(ctx, lease, []runlog.Record{{Seq: 1, Kind: runlog.KindRequest, Data: json.RawMessage(`{}`)}}); err != nil {
-		t.Fatal(err)
-	}
+// writeSnapshottedJournal journals forty model turns with their calls, approvals and
+// outcomes in run r1, a snapshot every eight records, each record waiting for its
+// commit and the snapshot it starts.
+func writeSnapshottedJournal(t *testing.T, store runlog.Store, lease runlog.Lease) {
+	t.Helper()
 	j := newJournal(store, newRenewer(time.Minute), lease, time.Minute, jsonCodec{}, 2)
 	j.snapEvery = 8
 	j.stop = func(error) {}
@@ -87,6 +82,19 @@ func TestSnapshotsReplayAsTheWholeJournal(t *testing.T) {
 	if err := j.close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A run's journal writes snapshots as it goes; a resume reads the last one and the
+// records after what it covers, and finds what it would have found reading the whole
+// journal: the same answers, outcomes, dispatches, approvals, decisions and event keys.
+func TestSnapshotsReplayAsTheWholeJournal(t *testing.T) {
+	store, lease := memJournal(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := store.Append(ctx, lease, []runlog.Record{{Seq: 1, Kind: runlog.KindRequest, Data: json.RawMessage(`{}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	writeSnapshottedJournal(t, store, lease)
 
 	all, err := store.Read(ctx, "r1", 0, 0)
 	if err != nil {

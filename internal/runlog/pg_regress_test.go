@@ -32,6 +32,31 @@ func withSearchPath(dsn, schema string) string {
 	return dsn + sep + "search_path=" + schema
 }
 
+// openTwoAtOnce opens two stores on schema at once, as two replicas starting together,
+// and returns how many refused to start.
+func openTwoAtOnce(t *testing.T, dsn, schema string) (failed int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for k := range 2 {
+		wg.Go(func() {
+			s, err := OpenPostgres(context.Background(), withSearchPath(dsn, schema))
+			errs[k] = err
+			if err == nil {
+				_ = s.Close()
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			failed++
+			t.Logf("schema %s: %v", schema, err)
+		}
+	}
+	return failed
+}
+
 func TestPostgres(t *testing.T) {
 	pg := reviewPG(t)
 	admin, err := sql.Open("pgx", pg.DSN)
@@ -47,24 +72,7 @@ func TestPostgres(t *testing.T) {
 			if _, err := admin.Exec("CREATE SCHEMA " + schema); err != nil {
 				t.Fatal(err)
 			}
-			var wg sync.WaitGroup
-			errs := make([]error, 2)
-			for k := range 2 {
-				wg.Go(func() {
-					s, err := OpenPostgres(context.Background(), withSearchPath(pg.DSN, schema))
-					errs[k] = err
-					if err == nil {
-						_ = s.Close()
-					}
-				})
-			}
-			wg.Wait()
-			for _, err := range errs {
-				if err != nil {
-					failed++
-					t.Logf("schema %s: %v", schema, err)
-				}
-			}
+			failed += openTwoAtOnce(t, pg.DSN, schema)
 		}
 		if failed > 0 {
 			t.Errorf("%d of 20 replicas starting two at a time on an empty database refused to start", failed)
@@ -86,24 +94,7 @@ func TestPostgres(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			var wg sync.WaitGroup
-			errs := make([]error, 2)
-			for k := range 2 {
-				wg.Go(func() {
-					s, err := OpenPostgres(context.Background(), withSearchPath(pg.DSN, schema))
-					errs[k] = err
-					if err == nil {
-						_ = s.Close()
-					}
-				})
-			}
-			wg.Wait()
-			for _, err := range errs {
-				if err != nil {
-					failed++
-					t.Logf("schema %s: %v", schema, err)
-				}
-			}
+			failed += openTwoAtOnce(t, pg.DSN, schema)
 		}
 		if failed > 0 {
 			t.Errorf("%d of 20 replicas upgrading two at a time refused to start", failed)

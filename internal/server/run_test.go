@@ -55,6 +55,47 @@ func slowScript() scripted.Script {
 	}}
 }
 
+// checkSequenced checks that every event carries the run's id, the next sequence number
+// and a time, and returns the run id.
+func checkSequenced(t *testing.T, seen []*toolpb.RunResponse) string {
+	t.Helper()
+	runID := seen[0].GetRunId()
+	if !strings.HasPrefix(runID, "run_") {
+		t.Errorf("generated run id %q does not start with run_", runID)
+	}
+	for i, ev := range seen {
+		if ev.GetRunId() != runID {
+			t.Errorf("event %d has run id %q, want %q", i, ev.GetRunId(), runID)
+		}
+		if ev.GetSequence() != int64(i+1) {
+			t.Errorf("event %d has sequence %d, want %d", i, ev.GetSequence(), i+1)
+		}
+		if ev.GetTime() == nil {
+			t.Errorf("event %d has no time", i)
+		}
+	}
+
+	return runID
+}
+
+// checkFinishedRun checks what GetRun reports of the adder's finished run.
+func checkFinishedRun(t *testing.T, e *env, ctx context.Context, runID string, in, out int64) {
+	t.Helper()
+	r, err := e.cl.GetRun(ctx, runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.GetState() != toolpb.RunState_RUN_STATE_SUCCEEDED || r.GetIterations() != 2 || r.GetToolCalls() != 1 || r.GetFinalText() != "The sum is 5." || r.GetError() != nil {
+		t.Errorf("GetRun = %v", r)
+	}
+	if r.GetEndedAt() == nil || r.GetStartedAt() == nil || r.GetEndedAt().AsTime().Before(r.GetStartedAt().AsTime()) {
+		t.Errorf("GetRun times: started %v, ended %v", r.GetStartedAt(), r.GetEndedAt())
+	}
+	if r.GetUsage().GetInputTokens() != in || r.GetUsage().GetOutputTokens() != out {
+		t.Errorf("GetRun usage %v, want %d in, %d out", r.GetUsage(), in, out)
+	}
+}
+
 func TestRunWithWorker(t *testing.T) {
 	e := newEnv(t, envOptions{script: adderScript()})
 	ctx := testContext(t)
@@ -73,22 +114,7 @@ func TestRunWithWorker(t *testing.T) {
 		t.Fatalf("the final result is not the last event handed to onEvent")
 	}
 
-	// Every event carries the run id and the next sequence number.
-	runID := seen[0].GetRunId()
-	if !strings.HasPrefix(runID, "run_") {
-		t.Errorf("generated run id %q does not start with run_", runID)
-	}
-	for i, ev := range seen {
-		if ev.GetRunId() != runID {
-			t.Errorf("event %d has run id %q, want %q", i, ev.GetRunId(), runID)
-		}
-		if ev.GetSequence() != int64(i+1) {
-			t.Errorf("event %d has sequence %d, want %d", i, ev.GetSequence(), i+1)
-		}
-		if ev.GetTime() == nil {
-			t.Errorf("event %d has no time", i)
-		}
-	}
+	runID := checkSequenced(t, seen)
 
 	kinds := make([]string, len(seen))
 	for i, ev := range seen {
@@ -143,20 +169,7 @@ func TestRunWithWorker(t *testing.T) {
 		t.Errorf("final usage %v, want the sum of the usage events (%d in, %d out)", u, in, out)
 	}
 
-	// GetRun reports the finished run.
-	r, err := e.cl.GetRun(ctx, runID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.GetState() != toolpb.RunState_RUN_STATE_SUCCEEDED || r.GetIterations() != 2 || r.GetToolCalls() != 1 || r.GetFinalText() != "The sum is 5." || r.GetError() != nil {
-		t.Errorf("GetRun = %v", r)
-	}
-	if r.GetEndedAt() == nil || r.GetStartedAt() == nil || r.GetEndedAt().AsTime().Before(r.GetStartedAt().AsTime()) {
-		t.Errorf("GetRun times: started %v, ended %v", r.GetStartedAt(), r.GetEndedAt())
-	}
-	if r.GetUsage().GetInputTokens() != in || r.GetUsage().GetOutputTokens() != out {
-		t.Errorf("GetRun usage %v, want %d in, %d out", r.GetUsage(), in, out)
-	}
+	checkFinishedRun(t, e, ctx, runID, in, out)
 
 	// The model saw the tools sorted by name, then the tool's result.
 	reqs := e.model.Requests()
