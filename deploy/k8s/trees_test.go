@@ -443,24 +443,7 @@ func TestWorkers(t *testing.T) {
 				if r := m.replicasOf(d); r < 2 {
 					t.Errorf("runs at least %d replicas, want 2", r)
 				}
-				tlsFlags := []string{"tls-ca", "tls-cert", "tls-key", "orchestrator-id"}
-				var tls int
-				for _, f := range tlsFlags {
-					if flags[f] != "" {
-						tls++
-					}
-				}
-				if tls != 0 && tls != len(tlsFlags) {
-					t.Errorf("some of --%s are set, not all", strings.Join(tlsFlags, ", --"))
-				}
-				if tls > 0 {
-					if flags["health-listen"] == "" {
-						t.Error("mutual TLS without --health-listen: the kubelet's probes speak no TLS")
-					}
-					for _, f := range tlsFlags[:3] {
-						checkSecretFile(t, m, d, c, flags[f])
-					}
-				}
+				checkWorkerTLS(t, m, d, c, flags)
 			})
 		}
 		// The orchestrator: its grace covers its shutdown timeout.
@@ -477,6 +460,30 @@ func TestWorkers(t *testing.T) {
 			t.Errorf("orchestrator --owner=%q: replicas need different names in run leases, want $(POD_NAME)", flags["owner"])
 		}
 	})
+}
+
+// checkWorkerTLS: a worker's TLS flags are all set or none, and with them it has a
+// plaintext health port and its key material on Secret volumes.
+func checkWorkerTLS(t *testing.T, m *manifests, d *appsv1.Deployment, c *corev1.Container, flags map[string]string) {
+	t.Helper()
+	tlsFlags := []string{"tls-ca", "tls-cert", "tls-key", "orchestrator-id"}
+	var tls int
+	for _, f := range tlsFlags {
+		if flags[f] != "" {
+			tls++
+		}
+	}
+	if tls != 0 && tls != len(tlsFlags) {
+		t.Errorf("some of --%s are set, not all", strings.Join(tlsFlags, ", --"))
+	}
+	if tls > 0 {
+		if flags["health-listen"] == "" {
+			t.Error("mutual TLS without --health-listen: the kubelet's probes speak no TLS")
+		}
+		for _, f := range tlsFlags[:3] {
+			checkSecretFile(t, m, d, c, flags[f])
+		}
+	}
 }
 
 // checkSecretFile checks that file is on a read-only mount of a Secret volume of d.
@@ -780,180 +787,208 @@ func TestServiceMonitors(t *testing.T) {
 func TestNetworkPolicies(t *testing.T) {
 	eachTree(t, func(t *testing.T, m *manifests) {
 		orch := m.orchestrator(t)
-		// Default deny: every pod of the tree is under a policy for both directions.
-		for _, d := range m.deployments {
-			var in, out bool
-			for _, p := range m.netpols {
-				if slices.Contains(m.selectedDeployments(t, &p.Spec.PodSelector), d) {
-					in = in || slices.Contains(p.Spec.PolicyTypes, networkingv1.PolicyTypeIngress)
-					out = out || slices.Contains(p.Spec.PolicyTypes, networkingv1.PolicyTypeEgress)
-				}
-			}
-			if !in || !out {
-				t.Errorf("%s: ingress isolated %v, egress isolated %v; want both", d.Name, in, out)
-			}
-		}
-		peerDeployments := func(p *networkingv1.NetworkPolicy, peer networkingv1.NetworkPolicyPeer) []*appsv1.Deployment {
-			if peer.PodSelector == nil || peer.NamespaceSelector != nil || peer.IPBlock != nil {
-				return nil
-			}
-			ds := m.selectedDeployments(t, peer.PodSelector)
-			if len(ds) == 0 {
-				t.Errorf("NetworkPolicy %s: peer %v selects no pod of the tree", p.Name, peer.PodSelector.MatchLabels)
-			}
-			return ds
-		}
-		for _, p := range m.netpols {
-			targets := m.selectedDeployments(t, &p.Spec.PodSelector)
-			if len(targets) == 0 {
-				t.Errorf("NetworkPolicy %s selects no pod", p.Name)
-			}
-			for _, r := range p.Spec.Ingress {
-				for _, port := range r.Ports {
-					for _, d := range targets {
-						if !exposes(d, port) {
-							t.Errorf("NetworkPolicy %s opens %s on %s, which does not listen there", p.Name, describePorts([]networkingv1.NetworkPolicyPort{port}), d.Name)
-						}
-					}
-				}
-				for _, peer := range r.From {
-					peerDeployments(p, peer)
-				}
-			}
-			for _, r := range p.Spec.Egress {
-				for _, peer := range r.To {
-					for _, d := range peerDeployments(p, peer) {
-						for _, port := range r.Ports {
-							if !exposes(d, port) {
-								t.Errorf("NetworkPolicy %s lets pods reach %s on %s, which does not listen there", p.Name, d.Name, describePorts([]networkingv1.NetworkPolicyPort{port}))
-							}
-						}
-					}
-				}
-			}
-		}
-		// Who reaches what: a worker's gRPC port only the orchestrator, its metrics only
-		// the monitoring namespace; the orchestrator's gRPC port anyone.
-		allowed := func(d *appsv1.Deployment, port int32) []networkingv1.NetworkPolicyPeer {
-			var peers []networkingv1.NetworkPolicyPeer
-			for _, p := range m.netpols {
-				if !slices.Contains(m.selectedDeployments(t, &p.Spec.PodSelector), d) {
-					continue
-				}
-				for _, r := range p.Spec.Ingress {
-					if len(r.Ports) == 0 || slices.ContainsFunc(r.Ports, func(np networkingv1.NetworkPolicyPort) bool { return np.Port != nil && np.Port.IntValue() == int(port) }) {
-						if len(r.From) == 0 {
-							peers = append(peers, networkingv1.NetworkPolicyPeer{}) // anyone
-						}
-						peers = append(peers, r.From...)
-					}
-				}
-			}
-			return peers
-		}
 		orchPort, _ := containerPort(grpcContainer(t, orch), intstr.FromString("grpc"))
-		if peers := allowed(orch, orchPort); !slices.ContainsFunc(peers, func(p networkingv1.NetworkPolicyPeer) bool {
-			return p.PodSelector == nil && p.NamespaceSelector == nil && p.IPBlock == nil
-		}) {
-			t.Errorf("clients cannot reach the orchestrator's gRPC port: %+v", peers)
-		}
-		for _, w := range m.byComponent(componentWorker) {
-			c := grpcContainer(t, w)
-			port, _ := containerPort(c, intstr.FromString("grpc"))
-			peers := allowed(w, port)
-			if len(peers) == 0 {
-				t.Errorf("nothing reaches worker %s", w.Name)
-			}
-			for _, peer := range peers {
-				if peer.IPBlock != nil || peer.NamespaceSelector != nil || peer.PodSelector == nil ||
-					!slices.Equal(m.selectedDeployments(t, peer.PodSelector), []*appsv1.Deployment{orch}) {
-					t.Errorf("worker %s's gRPC port is open to %+v, not exactly the orchestrator's pods", w.Name, peer)
-				}
-			}
-			mp, _ := containerPort(c, intstr.FromString("metrics"))
-			for _, peer := range allowed(w, mp) {
-				if peer.NamespaceSelector == nil || peer.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "monitoring" || peer.PodSelector != nil {
-					t.Errorf("worker %s's metrics port is open to %+v, not the monitoring namespace", w.Name, peer)
-				}
+		checkDefaultDeny(t, m)
+		checkPolicyPorts(t, m)
+		checkWhoReaches(t, m, orch, orchPort)
+		checkMeshReachable(t, m, orch, orchPort)
+	})
+}
+
+// checkDefaultDeny: every pod of the tree is under a policy for both directions.
+func checkDefaultDeny(t *testing.T, m *manifests) {
+	t.Helper()
+	for _, d := range m.deployments {
+		var in, out bool
+		for _, p := range m.netpols {
+			if slices.Contains(m.selectedDeployments(t, &p.Spec.PodSelector), d) {
+				in = in || slices.Contains(p.Spec.PolicyTypes, networkingv1.PolicyTypeIngress)
+				out = out || slices.Contains(p.Spec.PolicyTypes, networkingv1.PolicyTypeEgress)
 			}
 		}
-		// What each process must reach, it may: default deny must not cut the mesh.
-		reaches := func(d *appsv1.Deployment, proto corev1.Protocol, port int32, to *appsv1.Deployment) bool {
-			for _, p := range m.netpols {
-				if !slices.Contains(m.selectedDeployments(t, &p.Spec.PodSelector), d) {
-					continue
-				}
-				for _, r := range p.Spec.Egress {
-					portOK := len(r.Ports) == 0 || slices.ContainsFunc(r.Ports, func(np networkingv1.NetworkPolicyPort) bool {
-						pr := corev1.ProtocolTCP
-						if np.Protocol != nil {
-							pr = *np.Protocol
-						}
-						return pr == proto && (np.Port == nil || np.Port.IntValue() == int(port))
-					})
-					peerOK := len(r.To) == 0 || slices.ContainsFunc(r.To, func(peer networkingv1.NetworkPolicyPeer) bool {
-						if to == nil || peer.PodSelector == nil || peer.NamespaceSelector != nil || peer.IPBlock != nil {
-							return to == nil // outside the tree: any peer may be it
-						}
-						return slices.Contains(m.selectedDeployments(t, peer.PodSelector), to)
-					})
-					if portOK && peerOK {
-						return true
+		if !in || !out {
+			t.Errorf("%s: ingress isolated %v, egress isolated %v; want both", d.Name, in, out)
+		}
+	}
+}
+
+// checkPolicyPorts: every policy selects pods, and opens only ports its pods, and the
+// peers it lets them reach, listen on.
+func checkPolicyPorts(t *testing.T, m *manifests) {
+	t.Helper()
+	peerDeployments := func(p *networkingv1.NetworkPolicy, peer networkingv1.NetworkPolicyPeer) []*appsv1.Deployment {
+		if peer.PodSelector == nil || peer.NamespaceSelector != nil || peer.IPBlock != nil {
+			return nil
+		}
+		ds := m.selectedDeployments(t, peer.PodSelector)
+		if len(ds) == 0 {
+			t.Errorf("NetworkPolicy %s: peer %v selects no pod of the tree", p.Name, peer.PodSelector.MatchLabels)
+		}
+		return ds
+	}
+	for _, p := range m.netpols {
+		targets := m.selectedDeployments(t, &p.Spec.PodSelector)
+		if len(targets) == 0 {
+			t.Errorf("NetworkPolicy %s selects no pod", p.Name)
+		}
+		for _, r := range p.Spec.Ingress {
+			for _, port := range r.Ports {
+				for _, d := range targets {
+					if !exposes(d, port) {
+						t.Errorf("NetworkPolicy %s opens %s on %s, which does not listen there", p.Name, describePorts([]networkingv1.NetworkPolicyPort{port}), d.Name)
 					}
 				}
 			}
-			return false
+			for _, peer := range r.From {
+				peerDeployments(p, peer)
+			}
 		}
-		for _, d := range m.deployments {
-			if !isToolmesh(d) {
+		for _, r := range p.Spec.Egress {
+			for _, peer := range r.To {
+				for _, d := range peerDeployments(p, peer) {
+					for _, port := range r.Ports {
+						if !exposes(d, port) {
+							t.Errorf("NetworkPolicy %s lets pods reach %s on %s, which does not listen there", p.Name, d.Name, describePorts([]networkingv1.NetworkPolicyPort{port}))
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// checkWhoReaches: a worker's gRPC port only the orchestrator reaches, its metrics only
+// the monitoring namespace; the orchestrator's gRPC port anyone.
+func checkWhoReaches(t *testing.T, m *manifests, orch *appsv1.Deployment, orchPort int32) {
+	t.Helper()
+	if peers := m.allowed(t, orch, orchPort); !slices.ContainsFunc(peers, func(p networkingv1.NetworkPolicyPeer) bool {
+		return p.PodSelector == nil && p.NamespaceSelector == nil && p.IPBlock == nil
+	}) {
+		t.Errorf("clients cannot reach the orchestrator's gRPC port: %+v", peers)
+	}
+	for _, w := range m.byComponent(componentWorker) {
+		c := grpcContainer(t, w)
+		port, _ := containerPort(c, intstr.FromString("grpc"))
+		peers := m.allowed(t, w, port)
+		if len(peers) == 0 {
+			t.Errorf("nothing reaches worker %s", w.Name)
+		}
+		for _, peer := range peers {
+			if peer.IPBlock != nil || peer.NamespaceSelector != nil || peer.PodSelector == nil ||
+				!slices.Equal(m.selectedDeployments(t, peer.PodSelector), []*appsv1.Deployment{orch}) {
+				t.Errorf("worker %s's gRPC port is open to %+v, not exactly the orchestrator's pods", w.Name, peer)
+			}
+		}
+		mp, _ := containerPort(c, intstr.FromString("metrics"))
+		for _, peer := range m.allowed(t, w, mp) {
+			if peer.NamespaceSelector == nil || peer.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "monitoring" || peer.PodSelector != nil {
+				t.Errorf("worker %s's metrics port is open to %+v, not the monitoring namespace", w.Name, peer)
+			}
+		}
+	}
+}
+
+// checkMeshReachable: what each process must reach, it may: default deny must not cut
+// the mesh (DNS, the collector, registration and calls, HTTPS, the journal's database).
+func checkMeshReachable(t *testing.T, m *manifests, orch *appsv1.Deployment, orchPort int32) {
+	t.Helper()
+	for _, d := range m.deployments {
+		if !isToolmesh(d) {
+			continue
+		}
+		for _, proto := range []corev1.Protocol{corev1.ProtocolUDP, corev1.ProtocolTCP} {
+			if !m.reaches(t, d, proto, 53, nil) {
+				t.Errorf("%s cannot reach DNS (%s 53)", d.Name, proto)
+			}
+		}
+		for _, e := range grpcContainer(t, d).Env {
+			if e.Name != "OTEL_EXPORTER_OTLP_ENDPOINT" {
 				continue
 			}
-			for _, proto := range []corev1.Protocol{corev1.ProtocolUDP, corev1.ProtocolTCP} {
-				if !reaches(d, proto, 53, nil) {
-					t.Errorf("%s cannot reach DNS (%s 53)", d.Name, proto)
-				}
-			}
-			for _, e := range grpcContainer(t, d).Env {
-				if e.Name != "OTEL_EXPORTER_OTLP_ENDPOINT" {
-					continue
-				}
-				u, err := url.Parse(e.Value)
-				port, _ := strconv.Atoi(u.Port())
-				if err != nil || port == 0 {
-					t.Errorf("%s: OTEL_EXPORTER_OTLP_ENDPOINT %q has no port", d.Name, e.Value)
-				} else if !reaches(d, corev1.ProtocolTCP, int32(port), nil) {
-					t.Errorf("%s cannot reach its OTLP collector at %s", d.Name, e.Value)
-				}
+			u, err := url.Parse(e.Value)
+			port, _ := strconv.Atoi(u.Port())
+			if err != nil || port == 0 {
+				t.Errorf("%s: OTEL_EXPORTER_OTLP_ENDPOINT %q has no port", d.Name, e.Value)
+			} else if !m.reaches(t, d, corev1.ProtocolTCP, int32(port), nil) {
+				t.Errorf("%s cannot reach its OTLP collector at %s", d.Name, e.Value)
 			}
 		}
-		for _, w := range m.byComponent(componentWorker) {
-			wp, _ := containerPort(grpcContainer(t, w), intstr.FromString("grpc"))
-			if !reaches(w, corev1.ProtocolTCP, orchPort, orch) {
-				t.Errorf("worker %s cannot reach the orchestrator's gRPC port %d to register", w.Name, orchPort)
-			}
-			if !reaches(orch, corev1.ProtocolTCP, wp, w) {
-				t.Errorf("the orchestrator cannot reach worker %s's gRPC port %d", w.Name, wp)
+	}
+	for _, w := range m.byComponent(componentWorker) {
+		wp, _ := containerPort(grpcContainer(t, w), intstr.FromString("grpc"))
+		if !m.reaches(t, w, corev1.ProtocolTCP, orchPort, orch) {
+			t.Errorf("worker %s cannot reach the orchestrator's gRPC port %d to register", w.Name, orchPort)
+		}
+		if !m.reaches(t, orch, corev1.ProtocolTCP, wp, w) {
+			t.Errorf("the orchestrator cannot reach worker %s's gRPC port %d", w.Name, wp)
+		}
+	}
+	if !m.reaches(t, orch, corev1.ProtocolTCP, 443, nil) {
+		t.Error("the orchestrator cannot reach HTTPS (443): model providers, MCP servers")
+	}
+	if dsn := orchestratorConfig(t, m).Journal.DSN; dsn != "" {
+		port := 5432
+		if u, err := url.Parse(dsn); err == nil && u.Port() != "" {
+			port, _ = strconv.Atoi(u.Port())
+		}
+		var db *appsv1.Deployment // the tree's own database, where it has one
+		for _, d := range m.deployments {
+			if u, err := url.Parse(dsn); err == nil && d.Name == u.Hostname() {
+				db = d
 			}
 		}
-		if !reaches(orch, corev1.ProtocolTCP, 443, nil) {
-			t.Error("the orchestrator cannot reach HTTPS (443): model providers, MCP servers")
+		if !m.reaches(t, orch, corev1.ProtocolTCP, int32(port), db) {
+			t.Errorf("the orchestrator cannot reach its journal's database on port %d", port)
 		}
-		if dsn := orchestratorConfig(t, m).Journal.DSN; dsn != "" {
-			port := 5432
-			if u, err := url.Parse(dsn); err == nil && u.Port() != "" {
-				port, _ = strconv.Atoi(u.Port())
-			}
-			var db *appsv1.Deployment // the tree's own database, where it has one
-			for _, d := range m.deployments {
-				if u, err := url.Parse(dsn); err == nil && d.Name == u.Hostname() {
-					db = d
+	}
+}
+
+// allowed are the peers the tree's policies let reach port of d's pods.
+func (m *manifests) allowed(t *testing.T, d *appsv1.Deployment, port int32) []networkingv1.NetworkPolicyPeer {
+	var peers []networkingv1.NetworkPolicyPeer
+	for _, p := range m.netpols {
+		if !slices.Contains(m.selectedDeployments(t, &p.Spec.PodSelector), d) {
+			continue
+		}
+		for _, r := range p.Spec.Ingress {
+			if len(r.Ports) == 0 || slices.ContainsFunc(r.Ports, func(np networkingv1.NetworkPolicyPort) bool { return np.Port != nil && np.Port.IntValue() == int(port) }) {
+				if len(r.From) == 0 {
+					peers = append(peers, networkingv1.NetworkPolicyPeer{}) // anyone
 				}
-			}
-			if !reaches(orch, corev1.ProtocolTCP, int32(port), db) {
-				t.Errorf("the orchestrator cannot reach its journal's database on port %d", port)
+				peers = append(peers, r.From...)
 			}
 		}
-	})
+	}
+	return peers
+}
+
+// reaches reports whether the tree's policies let d's pods reach port (over proto) of
+// to's pods, or of anything outside the tree when to is nil.
+func (m *manifests) reaches(t *testing.T, d *appsv1.Deployment, proto corev1.Protocol, port int32, to *appsv1.Deployment) bool {
+	for _, p := range m.netpols {
+		if !slices.Contains(m.selectedDeployments(t, &p.Spec.PodSelector), d) {
+			continue
+		}
+		for _, r := range p.Spec.Egress {
+			portOK := len(r.Ports) == 0 || slices.ContainsFunc(r.Ports, func(np networkingv1.NetworkPolicyPort) bool {
+				pr := corev1.ProtocolTCP
+				if np.Protocol != nil {
+					pr = *np.Protocol
+				}
+				return pr == proto && (np.Port == nil || np.Port.IntValue() == int(port))
+			})
+			peerOK := len(r.To) == 0 || slices.ContainsFunc(r.To, func(peer networkingv1.NetworkPolicyPeer) bool {
+				if to == nil || peer.PodSelector == nil || peer.NamespaceSelector != nil || peer.IPBlock != nil {
+					return to == nil // outside the tree: any peer may be it
+				}
+				return slices.Contains(m.selectedDeployments(t, peer.PodSelector), to)
+			})
+			if portOK && peerOK {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func labelsOf(d *appsv1.Deployment) labels.Set { return labels.Set(d.Spec.Template.Labels) }
