@@ -41,10 +41,8 @@ type Options struct {
 	// leases.
 	Journal runlog.Store
 	Owner   string
-	// Codec and ErrorType are the API's: the wire forms the journal keeps, and the names
-	// of a run's failures (server.RunCodec, server.ErrorType).
-	Codec     run.Codec
-	ErrorType func(error) string
+	// Codec is the API's: the wire forms the journal keeps (server.RunCodec).
+	Codec run.Codec
 
 	// Converters are the groups' converters (Converters); nil builds them from the
 	// config alone. The router must use the same.
@@ -90,7 +88,7 @@ func Runs(o Options) (*run.Service, error) {
 	return run.New(run.Options{
 		Router: o.Router, Providers: providers, DefaultProvider: def, Config: o.Config,
 		Telemetry: o.Telemetry, Logger: o.Logger, Sinks: o.Sinks, MCP: groups,
-		ErrorType: o.ErrorType, Journal: o.Journal, Codec: o.Codec, Owner: o.Owner,
+		Journal: o.Journal, Codec: o.Codec, Owner: o.Owner,
 		Layers: o.Layers, Strategies: o.Strategies, Formatter: o.Formatter, Groups: o.Groups,
 	})
 }

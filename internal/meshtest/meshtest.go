@@ -69,7 +69,7 @@ func Start(script scripted.Script, log *slog.Logger) (*Mesh, error) {
 // NewServer builds the run service of o and the gRPC server over it, as an orchestrator
 // does, for tests that serve it themselves.
 func NewServer(o compose.Options) (*server.Server, error) {
-	o.Codec, o.ErrorType = server.RunCodec(), server.ErrorType
+	o.Codec = server.RunCodec()
 	runs, err := compose.Runs(o)
 	if err != nil {
 		return nil, err

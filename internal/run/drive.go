@@ -380,7 +380,7 @@ func (d *driver) settle(res *loop.Result, err error) (*loop.Result, *Outcome, er
 			err = fmt.Errorf("%w: the client went away: %w", ErrCancelled, err)
 		}
 		usage := r.snapshot().Usage
-		kind := s.errorType(err)
+		kind := KindOf(err).String()
 		s.tel.EndRun(span, telemetry.RunResult{Outcome: strings.ToLower(kind), ErrorType: kind, Err: err, InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens})
 		if cancelled(err) {
 			// Asked for (by the client or a shutdown): not a failure to warn about.

@@ -156,7 +156,7 @@ func (n *nester) RunLoop(ctx context.Context, l agentic.Loop) (*loop.Result, err
 	}
 	if err != nil {
 		fin.Err = err.Error()
-		kind := n.s.errorType(err)
+		kind := KindOf(err).String()
 		n.s.tel.EndRun(span, telemetry.RunResult{Outcome: "failed", ErrorType: kind, Err: err})
 	}
 	if childRec != nil {

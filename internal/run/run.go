@@ -101,9 +101,6 @@ type Options struct {
 	Config config.Config
 	// Telemetry traces runs, model calls and tool calls; nil records nothing.
 	Telemetry *telemetry.Telemetry
-	// ErrorType names the error a run failed with for its span and metrics (error.type):
-	// a short, low-cardinality name. Default: a few coarse kinds.
-	ErrorType func(error) string
 	// Sinks are artifact sinks the program provides, by name, for the config's and the
 	// requests' artifact rules to name beside "blackboard" and "assets".
 	Sinks map[string]decorators.Sink
@@ -146,7 +143,6 @@ type Service struct {
 	provider  llm.Provider
 	cfg       config.Config
 	tel       *telemetry.Telemetry
-	errorType func(error) string
 	log       *slog.Logger
 	store     *store
 	chain     *decorators.Chain
@@ -176,9 +172,6 @@ func New(opts Options) (*Service, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
-	}
-	if opts.ErrorType == nil {
-		opts.ErrorType = errorType
 	}
 	for name := range opts.Sinks {
 		if name == decorators.SinkBlackboard || name == decorators.SinkAssets || name == "" {
@@ -213,7 +206,6 @@ func New(opts Options) (*Service, error) {
 		chain:      chain,
 		sinks:      opts.Sinks,
 		mcp:        opts.MCP,
-		errorType:  opts.ErrorType,
 		router:     opts.Router,
 		providers:  opts.Providers,
 		provider:   opts.Providers[opts.DefaultProvider],
@@ -450,23 +442,6 @@ func (s *Service) Shutdown(ctx context.Context) {
 			s.log.Warn("shutdown: closing an MCP session", "group", role, "error", err.Error())
 		}
 	}
-}
-
-// errorType is a low-cardinality error.type for a failed run.
-func errorType(err error) string {
-	switch {
-	case errors.Is(err, ErrCancelled):
-		return "cancelled"
-	case errors.Is(err, ErrShutdown):
-		return "shutdown"
-	case errors.Is(err, context.DeadlineExceeded):
-		return "timeout"
-	}
-	var me *loop.ModelError
-	if errors.As(err, &me) {
-		return "model_error"
-	}
-	return "_OTHER"
 }
 
 func toolNames(ts []tool.Tool) []string {

@@ -271,9 +271,9 @@ func groupRegistrations(groups ...worker.Group) ([]*toolpb.GroupRegistration, er
 }
 
 // newServer builds a Server as the orchestrator does: the run service from o, with the
-// API's codec and error names, and the server over it.
+// API's codec, and the server over it.
 func newServer(o compose.Options) (*Server, error) {
-	o.Codec, o.ErrorType = RunCodec(), ErrorType
+	o.Codec = RunCodec()
 	runs, err := compose.Runs(o)
 	if err != nil {
 		return nil, err

@@ -98,3 +98,27 @@ func TestRecoveryInterceptors(t *testing.T) {
 		t.Errorf("after the panics: %v", err)
 	}
 }
+
+// TestEveryKindHasItsReason: the run service's error kinds and the API's reasons are one
+// to one, each kind named as its reason is, so that a run's error.type on spans and the
+// reason a client reads agree.
+func TestEveryKindHasItsReason(t *testing.T) {
+	seen := map[toolpb.ErrorReason]run.ErrorKind{}
+	for _, k := range run.Kinds() {
+		r, ok := reasons[k]
+		if !ok {
+			t.Errorf("kind %s has no reason", k)
+			continue
+		}
+		if wire.ReasonName(r) != k.String() {
+			t.Errorf("kind %s maps to reason %s", k, wire.ReasonName(r))
+		}
+		if other, dup := seen[r]; dup {
+			t.Errorf("kinds %s and %s map to one reason", other, k)
+		}
+		seen[r] = k
+	}
+	if len(reasons) != len(run.Kinds()) {
+		t.Errorf("%d reasons for %d kinds", len(reasons), len(run.Kinds()))
+	}
+}

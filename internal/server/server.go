@@ -17,16 +17,14 @@ import (
 	"github.com/toolmesh/toolmesh/internal/router"
 	"github.com/toolmesh/toolmesh/internal/run"
 	"github.com/toolmesh/toolmesh/internal/runlog"
-	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
 
 // Options configure a Server. Router and Runs are required.
 type Options struct {
 	Router *router.Router
-	// Runs is the run service the server exposes; build it with RunCodec and ErrorType
-	// (run.Options.Codec, ErrorType) so that its journal keeps the wire forms and its
-	// failures are named as the API names them.
+	// Runs is the run service the server exposes; build it with RunCodec
+	// (run.Options.Codec) so that its journal keeps the wire forms.
 	Runs *run.Service
 	// Config supplies the server's limits and authentication; the zero value means
 	// config.Default(). It must be the run service's.
@@ -92,10 +90,6 @@ func New(opts Options) (*Server, error) {
 // RunCodec is the wire forms the run journal keeps (run.Options.Codec): events as
 // RunResponse messages, requests as RunRequest, checked again as a new request is.
 func RunCodec() run.Codec { return codec{} }
-
-// ErrorType names the error a run failed with as the API's error reason does
-// (run.Options.ErrorType).
-func ErrorType(err error) string { return wire.ReasonName(classify(err)) }
 
 // Register adds both services to a gRPC server.
 // Every request message is read within the receive budget (config.Server); serve with

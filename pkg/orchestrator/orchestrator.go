@@ -195,7 +195,7 @@ func New(opts Options) (o *Orchestrator, err error) {
 func (o *Orchestrator) composeOptions(opts Options, conv func(string) toolctx.Converter, journal runlog.Store, owner string) compose.Options {
 	co := compose.Options{
 		Config: o.cfg, Router: o.rt, Providers: o.providers, DefaultProvider: o.def, Telemetry: o.tel, Logger: o.log,
-		Journal: journal, Owner: owner, Codec: server.RunCodec(), ErrorType: server.ErrorType, Converters: conv,
+		Journal: journal, Owner: owner, Codec: server.RunCodec(), Converters: conv,
 		Sinks: map[string]decorators.Sink{}, Groups: map[string]run.Group{}, MCPFilters: map[string]func(mcp.ToolInfo) bool{},
 	}
 	for _, l := range opts.Layers {

@@ -103,6 +103,17 @@ func TestExampleOrchestrator(t *testing.T) {
 		t.Errorf("the worker received %v: the converter did not stamp it", echo.Context)
 	}
 
+	checkAudit(t, audit)
+	arch := readLines(t, archive)
+	if len(arch) != 1 || !strings.Contains(arch[0], `"type":"notes.Note","value":{"text":"call Ada back"}`) {
+		t.Errorf("the archive holds %q", arch)
+	}
+}
+
+// checkAudit checks the example's audit file: a line for every call, the denied one
+// refused, each with its group.
+func checkAudit(t *testing.T, audit string) {
+	t.Helper()
 	var lines []map[string]any
 	for _, l := range readLines(t, audit) {
 		var rec map[string]any
@@ -122,10 +133,6 @@ func TestExampleOrchestrator(t *testing.T) {
 	}
 	if byTool["multiply"]["refused"] != true || byTool["add"]["refused"] != nil || byTool["remember"]["group"] != "notes" || byTool["show_context_ex"]["group"] != "echo_ex" {
 		t.Errorf("audit lines: %v", byTool)
-	}
-	arch := readLines(t, archive)
-	if len(arch) != 1 || !strings.Contains(arch[0], `"type":"notes.Note","value":{"text":"call Ada back"}`) {
-		t.Errorf("the archive holds %q", arch)
 	}
 }
 
