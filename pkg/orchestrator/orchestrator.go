@@ -123,7 +123,7 @@ type Orchestrator struct {
 	tel       *telemetry.Telemetry
 	certs     *trust.Source
 	rt        *router.Router
-	quar      *server.Quarantine
+	quar      *router.Quarantine
 	srv       *server.Server
 	lis       net.Listener
 	providers map[string]llm.Provider

@@ -67,7 +67,7 @@ func (o *Orchestrator) newRouter(conv func(string) toolctx.Converter) error {
 		callToken = certs.MintCallToken
 	}
 	var err error
-	if o.quar, err = server.NewQuarantine(cfg.Registry, o.log); err != nil {
+	if o.quar, err = router.NewQuarantine(cfg.Registry, o.log); err != nil {
 		return err
 	}
 	o.rt = router.New(router.Options{

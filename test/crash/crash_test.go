@@ -210,13 +210,7 @@ func runCase(t *testing.T, st store, kills crashCase, base *outcome) *outcome {
 	dir := t.TempDir()
 	md := startModel(t)
 	journalCfg, openJournal := st.config(t)
-	cfg := filepath.Join(dir, "orchestrator.yaml")
-	if err := os.WriteFile(cfg, []byte(`
-provider: {name: openai, openai: {base_url: `+strconv.Quote(md.url())+`, api_key: crash-key, default_model: gpt-crash, max_retries: 0}}
-registry: {heartbeat_interval: 500ms, lease_ttl: 3s, grace_period: 1s, readiness_grace: 5s}
-`+journalCfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := writeCaseConfig(t, dir, md, journalCfg)
 	addr := freeAddr(t)
 	o := &orchestrator{t: t, cfg: cfg, addr: addr}
 	next := ""
@@ -236,22 +230,73 @@ registry: {heartbeat_interval: 500ms, lease_ttl: 3s, grace_period: 1s, readiness
 		t.Fatalf("the worker did not register: %v\n%s", err, o.output())
 	}
 
-	const runID = "crash-run"
-	var seen []*toolpb.RunResponse
-	streamDone := make(chan error, 1)
+	run := startCaseRun(ctx, o)
+	killAtEach(ctx, t, o, md, kills, run)
+	evs := watchToEnd(ctx, t, o, run)
+	out := &outcome{asks: md.requests()}
+	c := checker{t: t, o: o}
+	c.ended(ctx, caseRunID, evs)
+	c.sameEvents(run.seen, evs)
+	rec := c.journal(openJournal, caseRunID)
+	if base == nil && rec.snapshots == 0 {
+		t.Error("the uninterrupted run's journal holds no snapshot: no resume would read from one")
+	}
+	c.model(out.asks, rec, base)
+	c.calls(evs, w.Lines(), effects)
+	if t.Failed() {
+		t.Logf("---- orchestrator ----\n%s\n---- worker ----\n%s", o.output(), w.Output())
+	}
+	return out
+}
+
+// caseRunID is the id of the run every case drives.
+const caseRunID = "crash-run"
+
+// writeCaseConfig writes the orchestrator's configuration for a case, with the model md
+// and the journal section journalCfg, in dir and returns its path.
+func writeCaseConfig(t *testing.T, dir string, md *model, journalCfg string) string {
+	t.Helper()
+	cfg := filepath.Join(dir, "orchestrator.yaml")
+	if err := os.WriteFile(cfg, []byte(`
+provider: {name: openai, openai: {base_url: `+strconv.Quote(md.url())+`, api_key: crash-key, default_model: gpt-crash, max_retries: 0}}
+registry: {heartbeat_interval: 500ms, lease_ttl: 3s, grace_period: 1s, readiness_grace: 5s}
+`+journalCfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// caseRun is the client's first stream of a case's run: the events it saw, and its end
+// (nil, or the error that broke it) once it ends.
+type caseRun struct {
+	seen []*toolpb.RunResponse
+	done chan error
+}
+
+// startCaseRun starts the detached run on o in the background, collecting the events
+// its stream sees.
+func startCaseRun(ctx context.Context, o *orchestrator) *caseRun {
+	run := &caseRun{done: make(chan error, 1)}
 	go func() {
-		req := &toolpb.RunRequest{RunId: runID, Prompt: "Pay and add.", ToolGroups: []string{"payments"}, Tools: []string{"add"}, Detached: true}
+		req := &toolpb.RunRequest{RunId: caseRunID, Prompt: "Pay and add.", ToolGroups: []string{"payments"}, Tools: []string{"add"}, Detached: true}
 		var err error
 		for ev, e := range o.client().Run(ctx, req) {
 			if e != nil {
 				err = e
 				break
 			}
-			seen = append(seen, ev)
+			run.seen = append(run.seen, ev)
 		}
-		streamDone <- err
+		run.done <- err
 	}()
+	return run
+}
 
+// killAtEach waits for the orchestrator to die at each of kills (sending the signal
+// itself for the kills during calls) and starts it again, armed with the next; with no
+// kills it waits for the run's stream to end without an error.
+func killAtEach(ctx context.Context, t *testing.T, o *orchestrator, md *model, kills crashCase, run *caseRun) {
+	t.Helper()
 	for i := range kills {
 		switch kills[i].point {
 		case duringCall:
@@ -269,20 +314,24 @@ registry: {heartbeat_interval: 500ms, lease_ttl: 3s, grace_period: 1s, readiness
 			t.Fatalf("the orchestrator did not die at %s (%v)\n%s", kills[i].env(), err, o.output())
 		}
 		if i == 0 {
-			<-streamDone // the client's stream broke with the process
+			<-run.done // the client's stream broke with the process
 		}
-		next = ""
+		next := ""
 		if i+1 < len(kills) {
 			next = kills[i+1].env()
 		}
 		o.start(next)
 	}
 	if len(kills) == 0 {
-		if err := <-streamDone; err != nil {
+		if err := <-run.done; err != nil {
 			t.Fatalf("the run: %v\n%s", err, o.output())
 		}
 	}
+}
 
+// watchToEnd watches the run from its first event to its end and returns its events.
+func watchToEnd(ctx context.Context, t *testing.T, o *orchestrator, run *caseRun) []*toolpb.RunResponse {
+	t.Helper()
 	// The run ends: watch it from its first event. A run the orchestrator died creating
 	// before anything of it was acknowledged (the client saw no event) is not in the
 	// journal: the client starts it again.
@@ -291,7 +340,7 @@ registry: {heartbeat_interval: 500ms, lease_ttl: 3s, grace_period: 1s, readiness
 	for {
 		evs = evs[:0]
 		var err error
-		for ev, e := range o.client().Watch(ctx, runID, 0) {
+		for ev, e := range o.client().Watch(ctx, caseRunID, 0) {
 			if e != nil {
 				err = e
 				break
@@ -304,12 +353,12 @@ registry: {heartbeat_interval: 500ms, lease_ttl: 3s, grace_period: 1s, readiness
 		if ctx.Err() != nil {
 			t.Fatalf("watching the run: %v\n%s", err, o.output())
 		}
-		if status.Code(err) == codes.NotFound && len(seen) == 0 && !retried {
+		if status.Code(err) == codes.NotFound && len(run.seen) == 0 && !retried {
 			retried = true
 			if err := harness.WaitWorkers(ctx, o.client(), "worker-1"); err != nil {
 				t.Fatalf("the worker did not register again: %v\n%s", err, o.output())
 			}
-			req := &toolpb.RunRequest{RunId: runID, Prompt: "Pay and add.", ToolGroups: []string{"payments"}, Tools: []string{"add"}, Detached: true}
+			req := &toolpb.RunRequest{RunId: caseRunID, Prompt: "Pay and add.", ToolGroups: []string{"payments"}, Tools: []string{"add"}, Detached: true}
 			for _, e := range o.client().Run(ctx, req) {
 				if e != nil {
 					t.Fatalf("starting the run again: %v\n%s", e, o.output())
@@ -319,20 +368,7 @@ registry: {heartbeat_interval: 500ms, lease_ttl: 3s, grace_period: 1s, readiness
 		}
 		time.Sleep(200 * time.Millisecond) // not resumed yet
 	}
-	out := &outcome{asks: md.requests()}
-	c := checker{t: t, o: o}
-	c.ended(ctx, runID, evs)
-	c.sameEvents(seen, evs)
-	rec := c.journal(openJournal, runID)
-	if base == nil && rec.snapshots == 0 {
-		t.Error("the uninterrupted run's journal holds no snapshot: no resume would read from one")
-	}
-	c.model(out.asks, rec, base)
-	c.calls(evs, w.Lines(), effects)
-	if t.Failed() {
-		t.Logf("---- orchestrator ----\n%s\n---- worker ----\n%s", o.output(), w.Output())
-	}
-	return out
+	return evs
 }
 
 // callDelay is what the worker adds to every call.

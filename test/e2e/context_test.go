@@ -28,6 +28,14 @@ groups:
   echo_gamma: {context: {kind: none}}
 `
 
+// Canary values that the context test sends and that must never reach a worker they are
+// not allowed to.
+const (
+	ctxCanarySecret = "s3cr3t-T0KEN-do-not-leak"
+	ctxCanaryBearer = "Bearer canary-4uTh0r1zAt10n"
+	ctxCanaryAPIKey = "canary-4p1-k3y"
+)
+
 // TestContextReachesExactlyTheAllowedWorkers: a client sets run- and interaction-level
 // contexts; group alpha (pass-through), beta (allow-keys tenantId) and gamma (none) each
 // have a worker whose tool echoes what it received. Each worker sees exactly its allowed
@@ -37,34 +45,15 @@ groups:
 // allow-keys converter lists Authorization.
 func TestContextReachesExactlyTheAllowedWorkers(t *testing.T) {
 	m := startMesh(t, "context.yaml", contextConfig)
-	sniffers := map[string]*harness.Sniffer{}
-	for _, name := range []string{"alpha", "beta", "gamma"} {
-		listen, err := harness.FreeAddr()
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := harness.StartSniffer(listen)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		sniffers[name] = s
-		m.startWorker(name, builtin.EchoPrefix+name, "--listen", listen, "--advertise", s.Addr())
-	}
-	m.waitWorkers("alpha", "beta", "gamma")
+	sniffers := startContextSniffedWorkers(t, m)
 
-	const (
-		secret = "s3cr3t-T0KEN-do-not-leak"
-		bearer = "Bearer canary-4uTh0r1zAt10n"
-		apiKey = "canary-4p1-k3y"
-	)
 	runCtx := map[string]string{
 		"tenantId":      "acme",
 		"Trace ID":      "x y\tz",
 		"ünï.cödé":      "line1\r\nline2 — ✓",
-		"authToken":     secret,
-		"Authorization": bearer,
-		"api_key":       apiKey,
+		"authToken":     ctxCanarySecret,
+		"Authorization": ctxCanaryBearer,
+		"api_key":       ctxCanaryAPIKey,
 	}
 	interaction := map[string]string{"tenantId": "override", "correlationId": "c-42"}
 
@@ -89,9 +78,42 @@ func TestContextReachesExactlyTheAllowedWorkers(t *testing.T) {
 	}
 	want := map[string]map[string]string{
 		"alpha": {"tenantId": "override", "Trace ID": "x y\tz", "ünï.cödé": "line1\r\nline2 — ✓", "correlationId": "c-42", toolctx.LoopIDKey: loopID},
-		"beta":  {"tenantId": "override", "Authorization": bearer, toolctx.LoopIDKey: loopID},
+		"beta":  {"tenantId": "override", "Authorization": ctxCanaryBearer, toolctx.LoopIDKey: loopID},
 		"gamma": {toolctx.LoopIDKey: loopID},
 	}
+	got := contextEchoes(t, evs)
+	for name, w := range want {
+		checkContextWorker(t, name, w, got[name], sniffers[name])
+	}
+	checkContextWireAndLogs(t, m, sniffers)
+}
+
+// startContextSniffedWorkers starts workers alpha, beta and gamma, each behind a sniffer
+// that decodes what the orchestrator sends it, and waits for them to register.
+func startContextSniffedWorkers(t *testing.T, m *mesh) map[string]*harness.Sniffer {
+	t.Helper()
+	sniffers := map[string]*harness.Sniffer{}
+	for _, name := range []string{"alpha", "beta", "gamma"} {
+		listen, err := harness.FreeAddr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := harness.StartSniffer(listen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		sniffers[name] = s
+		m.startWorker(name, builtin.EchoPrefix+name, "--listen", listen, "--advertise", s.Addr())
+	}
+	m.waitWorkers("alpha", "beta", "gamma")
+	return sniffers
+}
+
+// contextEchoes decodes what each worker's tool echoed in the first iteration, by worker
+// name, and checks that each tool ran on its own worker.
+func contextEchoes(t *testing.T, evs []*toolpb.RunResponse) map[string]builtin.Echo {
+	t.Helper()
 	got := map[string]builtin.Echo{}
 	for _, f := range finished(evs, 1) {
 		name := strings.TrimPrefix(f.GetTool(), "show_context_")
@@ -104,30 +126,40 @@ func TestContextReachesExactlyTheAllowedWorkers(t *testing.T) {
 			t.Errorf("%s ran on %q", f.GetTool(), f.GetWorkerId())
 		}
 	}
-	for name, w := range want {
-		if diff := cmp.Diff(w, got[name].Context); diff != "" {
-			t.Errorf("worker %s received (-want +got):\n%s", name, diff)
-		}
-		// Worker side: no metadata entry of the request carried the secret.
-		for k, vs := range got[name].Metadata {
-			for _, v := range vs {
-				if strings.Contains(k, "authtoken") || strings.Contains(v, secret) {
-					t.Errorf("worker %s received the secret in metadata %q", name, k)
-				}
+	return got
+}
+
+// checkContextWorker checks that one worker received exactly the wanted context and
+// that no secret reached it, neither in its metadata nor on the wire.
+func checkContextWorker(t *testing.T, name string, w map[string]string, got builtin.Echo, s *harness.Sniffer) {
+	t.Helper()
+	if diff := cmp.Diff(w, got.Context); diff != "" {
+		t.Errorf("worker %s received (-want +got):\n%s", name, diff)
+	}
+	// Worker side: no metadata entry of the request carried the secret.
+	for k, vs := range got.Metadata {
+		for _, v := range vs {
+			if strings.Contains(k, "authtoken") || strings.Contains(v, ctxCanarySecret) {
+				t.Errorf("worker %s received the secret in metadata %q", name, k)
 			}
 		}
-		// On the wire: no header and no byte the orchestrator sent this worker holds it.
-		s := sniffers[name]
-		if s.Saw(secret) || s.Saw(apiKey) {
-			t.Errorf("a secret crossed the wire to worker %s", name)
-		}
-		if s.Saw(bearer) != (name == "beta") {
-			t.Errorf("the Authorization value on the wire to worker %s: %v; want it on beta's only", name, s.Saw(bearer))
-		}
-		if errs := s.Errors(); len(errs) > 0 {
-			t.Errorf("sniffer %s: %v", name, errs)
-		}
 	}
+	// On the wire: no header and no byte the orchestrator sent this worker holds it.
+	if s.Saw(ctxCanarySecret) || s.Saw(ctxCanaryAPIKey) {
+		t.Errorf("a secret crossed the wire to worker %s", name)
+	}
+	if s.Saw(ctxCanaryBearer) != (name == "beta") {
+		t.Errorf("the Authorization value on the wire to worker %s: %v; want it on beta's only", name, s.Saw(ctxCanaryBearer))
+	}
+	if errs := s.Errors(); len(errs) > 0 {
+		t.Errorf("sniffer %s: %v", name, errs)
+	}
+}
+
+// checkContextWireAndLogs checks that the sniffers do see the allowed entries, so that
+// the wire checks prove something, and that the orchestrator never logged a secret.
+func checkContextWireAndLogs(t *testing.T, m *mesh, sniffers map[string]*harness.Sniffer) {
+	t.Helper()
 	// The sniffers do see what is allowed: alpha's wire carries the override tenant and
 	// the CR/LF value, gamma's carries no context header at all.
 	if !sniffers["alpha"].Saw("line1\r\nline2 — ✓") || !sniffers["alpha"].Saw("override") {
@@ -138,7 +170,7 @@ func TestContextReachesExactlyTheAllowedWorkers(t *testing.T) {
 			t.Errorf("gamma's wire carried context header %s", h.Name)
 		}
 	}
-	for _, v := range []string{secret, bearer, apiKey} {
+	for _, v := range []string{ctxCanarySecret, ctxCanaryBearer, ctxCanaryAPIKey} {
 		if n := strings.Count(m.orch.Output(), v); n != 0 {
 			t.Errorf("the orchestrator logged a secret %d times", n)
 		}

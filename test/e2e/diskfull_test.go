@@ -32,26 +32,11 @@ func TestJournalDiskFull(t *testing.T) {
 	defer cancel()
 	db := filepath.Join(dataDir, "journal.db")
 
-	started := map[string]bool{}
-	run := func(id string) (string, error) {
-		var final string
-		for ev, err := range m.c.Run(ctx, &toolpb.RunRequest{RunId: id, Prompt: "credit", ToolGroups: []string{"payments"}}) {
-			if err != nil {
-				return "", err
-			}
-			if ev.GetStarted() != nil {
-				started[id] = true
-			}
-			if f := ev.GetFinalResult(); f != nil {
-				final = f.GetText()
-			}
-		}
-		return final, nil
-	}
+	d := &diskFullState{m: m, ctx: ctx, started: map[string]bool{}}
 	var acked []string
 	for i := range 3 {
 		id := fmt.Sprintf("before-%d", i)
-		if _, err := run(id); err != nil {
+		if _, err := d.run(id); err != nil {
 			t.Fatalf("run %s: %v", id, err)
 		}
 		acked = append(acked, id)
@@ -59,11 +44,58 @@ func TestJournalDiskFull(t *testing.T) {
 
 	// A run in progress when the disk fills: its records after the start cannot be
 	// written, so it stops here (its stream ends UNAVAILABLE) and is resumed later.
+	midErr := d.startMidRun(t)
+	full := d.fillDisk(t, acked, midErr)
+	d.checkDiskHasRoom(t, acked, full)
+	// The credit of the run cut short took effect once, resent or not.
+	n := 0
+	for _, l := range w.Lines() {
+		if strings.Contains(l, builtin.EffectLog) && hasTool(l, "credit") && strings.Contains(l, "idempotency_key=mid/") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("run mid's credit took effect %d times, want once", n)
+	}
+	_ = m.orch.Stop(10 * time.Second)
+	checkIntegrity(t, db)
+}
+
+// diskFullState is what the phases of TestJournalDiskFull share: the mesh, the test's
+// context and the runs seen started.
+type diskFullState struct {
+	m       *mesh
+	ctx     context.Context
+	started map[string]bool
+}
+
+// run runs a credit run to its end, noting whether it started, and returns its final
+// text.
+func (d *diskFullState) run(id string) (string, error) {
+	var final string
+	for ev, err := range d.m.c.Run(d.ctx, &toolpb.RunRequest{RunId: id, Prompt: "credit", ToolGroups: []string{"payments"}}) {
+		if err != nil {
+			return "", err
+		}
+		if ev.GetStarted() != nil {
+			d.started[id] = true
+		}
+		if f := ev.GetFinalResult(); f != nil {
+			final = f.GetText()
+		}
+	}
+	return final, nil
+}
+
+// startMidRun starts run mid in the background, waits until it has started, and
+// returns the channel its stream's end is sent on.
+func (d *diskFullState) startMidRun(t *testing.T) <-chan error {
+	t.Helper()
 	midErr := make(chan error, 1)
 	midStarted := make(chan struct{})
 	go func() {
 		var once bool
-		for ev, err := range m.c.Run(ctx, &toolpb.RunRequest{RunId: "mid", Prompt: "credit", ToolGroups: []string{"payments"}}) {
+		for ev, err := range d.m.c.Run(d.ctx, &toolpb.RunRequest{RunId: "mid", Prompt: "credit", ToolGroups: []string{"payments"}}) {
 			if err != nil {
 				midErr <- err
 				return
@@ -80,10 +112,19 @@ func TestJournalDiskFull(t *testing.T) {
 	case err := <-midErr:
 		t.Fatalf("run mid ended before it started: %v", err)
 	}
+	return midErr
+}
+
+// fillDisk forbids the orchestrator to write any file and checks that run mid stops,
+// that a new run is refused and that finished runs are still served; it returns the
+// runs cut short or refused.
+func (d *diskFullState) fillDisk(t *testing.T, acked []string, midErr <-chan error) []string {
+	t.Helper()
+	m := d.m
 	// The runs acknowledged so far are in the database (a read waits for that), which
 	// serves them while the disk is full.
 	for _, id := range acked {
-		if _, err := m.c.GetRun(ctx, id); err != nil {
+		if _, err := m.c.GetRun(d.ctx, id); err != nil {
 			t.Fatalf("GetRun(%s): %v", id, err)
 		}
 	}
@@ -98,7 +139,7 @@ func TestJournalDiskFull(t *testing.T) {
 
 	// A new run is refused at its start.
 	full := []string{"full"}
-	_, fullErr := run("full")
+	_, fullErr := d.run("full")
 	if fullErr == nil {
 		t.Fatal("a run was journaled where no file may be written")
 	}
@@ -106,47 +147,43 @@ func TestJournalDiskFull(t *testing.T) {
 		t.Errorf("a run on a full disk ended %v %q; want UNAVAILABLE saying the disk is full", st.Code(), st.Message())
 	}
 	full = append(full, "mid")
-	started["mid"] = true
+	d.started["mid"] = true
 	// The orchestrator serves what it has: a finished run's record.
-	if r, err := m.c.GetRun(ctx, acked[0]); err != nil || r.GetState() != toolpb.RunState_RUN_STATE_SUCCEEDED {
+	if r, err := m.c.GetRun(d.ctx, acked[0]); err != nil || r.GetState() != toolpb.RunState_RUN_STATE_SUCCEEDED {
 		t.Errorf("GetRun(%s) on a full disk: %v, %v", acked[0], r.GetState(), err)
 	}
+	return full
+}
 
+// checkDiskHasRoom lifts the limit and checks that new runs succeed, that the runs cut
+// short finish, that refused runs left nothing and that every acknowledged run is
+// still there.
+func (d *diskFullState) checkDiskHasRoom(t *testing.T, acked, full []string) {
+	t.Helper()
+	m := d.m
 	// Room again: new runs succeed, and the run cut short is taken over (its lease
 	// expired) and finishes.
 	setFileLimit(t, m.orch.PID(), unix.RLIM_INFINITY)
-	if text, err := run("after"); err != nil || !strings.Contains(text, "credited 100 cents") {
+	if text, err := d.run("after"); err != nil || !strings.Contains(text, "credited 100 cents") {
 		t.Fatalf("a run once the disk has room: %q, %v", text, err)
 	}
 	for _, id := range full {
-		if !started[id] {
+		if !d.started[id] {
 			// Refused before it started: the journal holds nothing of it.
-			if _, err := m.c.GetRun(ctx, id); status.Code(err) != codes.NotFound {
+			if _, err := m.c.GetRun(d.ctx, id); status.Code(err) != codes.NotFound {
 				t.Errorf("GetRun(%s), a run refused at its start: %v, want NotFound", id, err)
 			}
 			continue
 		}
-		if text := finalText(t, m.watch(ctx, id)); !strings.Contains(text, "credited 100 cents") {
+		if text := finalText(t, m.watch(d.ctx, id)); !strings.Contains(text, "credited 100 cents") {
 			t.Errorf("run %s, cut short by the full disk, ended with %q", id, text)
 		}
 	}
 	for _, id := range append(acked, "after") {
-		if r, err := m.c.GetRun(ctx, id); err != nil || r.GetState() != toolpb.RunState_RUN_STATE_SUCCEEDED {
+		if r, err := m.c.GetRun(d.ctx, id); err != nil || r.GetState() != toolpb.RunState_RUN_STATE_SUCCEEDED {
 			t.Errorf("GetRun(%s) after the disk had room: %v, %v", id, r.GetState(), err)
 		}
 	}
-	// The credit of the run cut short took effect once, resent or not.
-	n := 0
-	for _, l := range w.Lines() {
-		if strings.Contains(l, builtin.EffectLog) && hasTool(l, "credit") && strings.Contains(l, "idempotency_key=mid/") {
-			n++
-		}
-	}
-	if n != 1 {
-		t.Errorf("run mid's credit took effect %d times, want once", n)
-	}
-	_ = m.orch.Stop(10 * time.Second)
-	checkIntegrity(t, db)
 }
 
 // setFileLimit sets the RLIMIT_FSIZE of process pid.

@@ -42,22 +42,7 @@ func TestRunSurvivesOrchestratorKills(t *testing.T) {
 			seen = append(seen, ev)
 		}
 	}()
-	for i, tool := range []string{"credit", "charge"} {
-		effect := func(l string) bool { return strings.Contains(l, builtin.EffectLog) && hasTool(l, tool) }
-		if _, err := w.WaitLine(ctx, effect); err != nil {
-			m.dump()
-			t.Fatalf("no %s effect: %v", tool, err)
-		}
-		if i == 0 {
-			stopRun() // the client goes away too: the run is detached
-		}
-		_ = m.orch.Kill()
-		m.startOrchestrator(addr)
-		if _, err := m.orch.WaitLog(ctx, "resuming a run"); err != nil {
-			m.dump()
-			t.Fatalf("the run was not resumed after killing the orchestrator during %s: %v", tool, err)
-		}
-	}
+	killDuringDurableCalls(ctx, t, m, w, addr, stopRun)
 
 	<-firstDone
 	evs := m.watch(ctx, "pay-run")
@@ -74,6 +59,45 @@ func TestRunSurvivesOrchestratorKills(t *testing.T) {
 		t.Errorf("the credit was answered from the ledger %d times, want once (it was sent again after the first kill)", n)
 	}
 
+	checkDurableEventsOnce(t, evs, seen)
+	checkDurableWatchAfter(ctx, t, m, evs)
+	runs, _, err := m.c.ListRuns(ctx, toolpb.RunState_RUN_STATE_SUCCEEDED, 10, "")
+	if err != nil || len(runs) != 1 || runs[0].GetRunId() != "pay-run" {
+		t.Errorf("ListRuns(succeeded) = %v, %v", runs, err)
+	}
+	snap, err := m.c.GetRun(ctx, "pay-run")
+	if err != nil || snap.GetState() != toolpb.RunState_RUN_STATE_SUCCEEDED || snap.GetFinalText() != text {
+		t.Errorf("GetRun = %v, %v", snap, err)
+	}
+}
+
+// killDuringDurableCalls SIGKILLs the orchestrator once the credit, then the charge, has
+// taken effect, restarts it on addr each time and waits until it resumes the run; the
+// first stream's client goes away after the first kill.
+func killDuringDurableCalls(ctx context.Context, t *testing.T, m *mesh, w *harness.Proc, addr string, stopRun context.CancelFunc) {
+	t.Helper()
+	for i, tool := range []string{"credit", "charge"} {
+		effect := func(l string) bool { return strings.Contains(l, builtin.EffectLog) && hasTool(l, tool) }
+		if _, err := w.WaitLine(ctx, effect); err != nil {
+			m.dump()
+			t.Fatalf("no %s effect: %v", tool, err)
+		}
+		if i == 0 {
+			stopRun() // the client goes away too: the run is detached
+		}
+		_ = m.orch.Kill()
+		m.startOrchestrator(addr)
+		if _, err := m.orch.WaitLog(ctx, "resuming a run"); err != nil {
+			m.dump()
+			t.Fatalf("the run was not resumed after killing the orchestrator during %s: %v", tool, err)
+		}
+	}
+}
+
+// checkDurableEventsOnce checks that the watch saw every event once, in order, and that
+// the first stream's events are the journal's first ones.
+func checkDurableEventsOnce(t *testing.T, evs, seen []*toolpb.RunResponse) {
+	t.Helper()
 	// Every event once, in order: increasing sequence numbers, one start, one end, and
 	// one finished event per call.
 	var last int64
@@ -107,7 +131,12 @@ func TestRunSurvivesOrchestratorKills(t *testing.T) {
 			break
 		}
 	}
+}
 
+// checkDurableWatchAfter checks that a watch resumed after a sequence number in the
+// middle of evs sees exactly the rest.
+func checkDurableWatchAfter(ctx context.Context, t *testing.T, m *mesh, evs []*toolpb.RunResponse) {
+	t.Helper()
 	// A watch resumed after any sequence number sees exactly the rest.
 	if len(evs) > 2 {
 		mid := evs[len(evs)/2].GetSequence()
@@ -124,14 +153,6 @@ func TestRunSurvivesOrchestratorKills(t *testing.T) {
 		if want := len(evs) - len(evs)/2 - 1; n != want {
 			t.Errorf("watch after %d sent %d events, want %d", mid, n, want)
 		}
-	}
-	runs, _, err := m.c.ListRuns(ctx, toolpb.RunState_RUN_STATE_SUCCEEDED, 10, "")
-	if err != nil || len(runs) != 1 || runs[0].GetRunId() != "pay-run" {
-		t.Errorf("ListRuns(succeeded) = %v, %v", runs, err)
-	}
-	snap, err := m.c.GetRun(ctx, "pay-run")
-	if err != nil || snap.GetState() != toolpb.RunState_RUN_STATE_SUCCEEDED || snap.GetFinalText() != text {
-		t.Errorf("GetRun = %v, %v", snap, err)
 	}
 }
 

@@ -66,15 +66,45 @@ mcp_serve:
 	defer func() { _ = globexC.Close() }()
 	waitWorkerCount(ctx, t, globexC, 1)
 	endpoint := "http://" + addr + "/"
-	connect := func(token string) (*sdk.ClientSession, error) {
-		hc := &http.Client{}
-		if token != "" {
-			hc.Transport = bearerRT(token)
-		}
-		c := sdk.NewClient(&sdk.Implementation{Name: "e2e", Version: "v1"}, nil)
-		return c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc, MaxRetries: -1}, nil)
-	}
 
+	checkMCPServeUnauthorized(ctx, t, sign, endpoint)
+
+	acme, err := connectMCPServe(ctx, endpoint, acmeTok)
+	if err != nil {
+		m.dump()
+		t.Fatal(err)
+	}
+	defer func() { _ = acme.Close() }()
+	checkMCPServeTenantSession(ctx, t, acme, admin)
+	checkMCPServeSessionOwner(ctx, t, sign, endpoint, acme)
+}
+
+// connectMCPServe opens an MCP session on endpoint, with the bearer token if it is not
+// empty.
+func connectMCPServe(ctx context.Context, endpoint, token string) (*sdk.ClientSession, error) {
+	hc := &http.Client{}
+	if token != "" {
+		hc.Transport = bearerRT(token)
+	}
+	c := sdk.NewClient(&sdk.Implementation{Name: "e2e", Version: "v1"}, nil)
+	return c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc, MaxRetries: -1}, nil)
+}
+
+// mcpServeText is the text content of a tool call's result.
+func mcpServeText(r *sdk.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range r.Content {
+		if tc, ok := c.(*sdk.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+// checkMCPServeUnauthorized checks that a request with no token, or a token of the
+// wrong audience, is refused with 401 and opens no session.
+func checkMCPServeUnauthorized(ctx context.Context, t *testing.T, sign *signer, endpoint string) {
+	t.Helper()
 	// No token, or a token of the wrong audience: refused with 401.
 	for name, tok := range map[string]string{"no token": "", "wrong audience": sign.token(t, jwt.MapClaims{
 		"iss": "https://issuer.test", "aud": "elsewhere", "sub": "u", "tenant": "acme", "exp": time.Now().Add(time.Hour).Unix()})} {
@@ -92,17 +122,16 @@ mcp_serve:
 		if resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
 			t.Errorf("%s: HTTP %d (WWW-Authenticate %q), want 401 with a Bearer challenge", name, resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
 		}
-		if _, err := connect(tok); err == nil {
+		if _, err := connectMCPServe(ctx, endpoint, tok); err == nil {
 			t.Errorf("%s: an MCP session opened", name)
 		}
 	}
+}
 
-	acme, err := connect(acmeTok)
-	if err != nil {
-		m.dump()
-		t.Fatal(err)
-	}
-	defer func() { _ = acme.Close() }()
+// checkMCPServeTenantSession checks that acme's session is offered acme's tools alone,
+// that its calls carry the verified tenant, and that it cannot call globex's tool.
+func checkMCPServeTenantSession(ctx context.Context, t *testing.T, acme *sdk.ClientSession, admin *client.Client) {
+	t.Helper()
 	res, err := acme.ListTools(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -114,27 +143,23 @@ mcp_serve:
 	if !slices.Contains(names, "show_context_acme") || slices.ContainsFunc(names, func(n string) bool { return strings.Contains(n, "globex") }) {
 		t.Fatalf("acme's session is offered %v; want acme's tools and none of globex's", names)
 	}
-	text := func(r *sdk.CallToolResult) string {
-		var b strings.Builder
-		for _, c := range r.Content {
-			if tc, ok := c.(*sdk.TextContent); ok {
-				b.WriteString(tc.Text)
-			}
-		}
-		return b.String()
-	}
 	call, err := acme.CallTool(ctx, &sdk.CallToolParams{Name: "show_context_acme", Arguments: map[string]any{}, Meta: sdk.Meta{"tenant_id": "globex"}})
-	if err != nil || call.IsError || !strings.Contains(text(call), `"tenant_id":"acme"`) || strings.Contains(text(call), "globex") {
-		t.Errorf("acme's call that claims globex in _meta: %q %v; want the verified tenant acme", text(call), err)
+	if err != nil || call.IsError || !strings.Contains(mcpServeText(call), `"tenant_id":"acme"`) || strings.Contains(mcpServeText(call), "globex") {
+		t.Errorf("acme's call that claims globex in _meta: %q %v; want the verified tenant acme", mcpServeText(call), err)
 	}
 	call, err = acme.CallTool(ctx, &sdk.CallToolParams{Name: "show_context_globex", Arguments: map[string]any{}})
 	if err == nil && !call.IsError {
-		t.Errorf("acme called globex's tool: %q", text(call))
+		t.Errorf("acme called globex's tool: %q", mcpServeText(call))
 	}
 	if calls := workerCalls(t, admin); calls["globex-1"] != 0 {
 		t.Errorf("calls per worker %v; globex's worker must see none of acme's", calls)
 	}
+}
 
+// checkMCPServeSessionOwner checks that globex presenting acme's session is refused
+// with 403 and that acme's session still works afterwards.
+func checkMCPServeSessionOwner(ctx context.Context, t *testing.T, sign *signer, endpoint string, acme *sdk.ClientSession) {
+	t.Helper()
 	// globex presenting acme's session: 403, and nothing runs.
 	body := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"show_context_acme","arguments":{}}}`
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader([]byte(body)))

@@ -106,6 +106,22 @@ func TestReplicasTakeOverRuns(t *testing.T) {
 	a, b, w := m.replicas[0], m.replicas[1], m.worker
 
 	const runs = 8
+	killed := runTakeoverRunsAndKill(ctx, t, a, b, w, runs)
+	checkTakeoverEvents(ctx, t, b, runs)
+	checkTakeoverEffects(t, w, runs)
+	checkTakeoverResumes(t, a, b, runs)
+	t.Logf("the killed replica's runs finished on the other within %s", time.Since(killed).Round(time.Millisecond))
+	list, _, err := b.c.ListRuns(ctx, toolpb.RunState_RUN_STATE_SUCCEEDED, 100, "")
+	if err != nil || len(list) != runs {
+		t.Errorf("ListRuns(succeeded) on the survivor = %d runs, %v; want %d", len(list), err, runs)
+	}
+}
+
+// runTakeoverRunsAndKill starts the detached runs, alternately on a and b, SIGKILLs a
+// once every run's credit took effect, waits for the runs' streams to end and returns
+// the time of the kill.
+func runTakeoverRunsAndKill(ctx context.Context, t *testing.T, a, b *replica, w *harness.Proc, runs int) time.Time {
+	t.Helper()
 	var wg sync.WaitGroup
 	for i := range runs {
 		r := a
@@ -132,9 +148,14 @@ func TestReplicasTakeOverRuns(t *testing.T) {
 	killed := time.Now()
 	_ = a.Kill()
 	wg.Wait()
+	return killed
+}
 
-	keyRun := regexp.MustCompile(`idempotency_key[=":]+(run-\d+)/`)
-	effects := map[string]map[string]int{"credit": {}, "charge": {}}
+// checkTakeoverEvents watches every run through the surviving replica b and checks that
+// it ended with a final result, its events in order, and each of its two calls finished
+// once.
+func checkTakeoverEvents(ctx context.Context, t *testing.T, b *replica, runs int) {
+	t.Helper()
 	for i := range runs {
 		id := fmt.Sprintf("run-%d", i)
 		var evs []*toolpb.RunResponse
@@ -168,6 +189,14 @@ func TestReplicasTakeOverRuns(t *testing.T) {
 			}
 		}
 	}
+}
+
+// checkTakeoverEffects counts the worker's effects per run and checks that each run's
+// credit took effect once and its charge at most once.
+func checkTakeoverEffects(t *testing.T, w *harness.Proc, runs int) {
+	t.Helper()
+	keyRun := regexp.MustCompile(`idempotency_key[=":]+(run-\d+)/`)
+	effects := map[string]map[string]int{"credit": {}, "charge": {}}
 	for _, l := range w.Lines() {
 		if !strings.Contains(l, builtin.EffectLog) {
 			continue
@@ -191,6 +220,12 @@ func TestReplicasTakeOverRuns(t *testing.T) {
 			t.Errorf("%s: the charge, not idempotent, took effect %d times", id, n)
 		}
 	}
+}
+
+// checkTakeoverResumes checks from the replicas' logs that the survivor b resumed each
+// run as often as it was left to it.
+func checkTakeoverResumes(t *testing.T, a, b *replica, runs int) {
+	t.Helper()
 	// The surviving replica resumed the killed one's runs, and its own only after it
 	// stopped driving them itself (a lease it could not renew in time on a loaded
 	// machine, or that the other replica took meanwhile): every time it holds a run
@@ -211,11 +246,6 @@ func TestReplicasTakeOverRuns(t *testing.T) {
 			t.Errorf("%s, started on replica-%c: the surviving replica resumed it %d times and stopped driving it %d times (the killed one resumed it %d times); want %d resumes by the survivor",
 				id, "ab"[i%2], byB, stops, byA, want)
 		}
-	}
-	t.Logf("the killed replica's runs finished on the other within %s", time.Since(killed).Round(time.Millisecond))
-	list, _, err := b.c.ListRuns(ctx, toolpb.RunState_RUN_STATE_SUCCEEDED, 100, "")
-	if err != nil || len(list) != runs {
-		t.Errorf("ListRuns(succeeded) on the survivor = %d runs, %v; want %d", len(list), err, runs)
 	}
 }
 

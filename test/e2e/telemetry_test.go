@@ -81,11 +81,6 @@ func attr(s *tracepb.Span, key string) (*commonpb.AnyValue, bool) {
 	return nil, false
 }
 
-// TestOneTracePerRun: with OTLP export on, the client's call, the orchestrator's Run, its
-// invoke_agent, chat and execute_tool spans and the worker's execute_tool span (one span
-// a side for a call to a worker) form one trace with the right parent chain and GenAI attributes; a failing tool's
-// span carries error.type; a context key outside the allow-list appears in no span and no
-// log line; /metrics of orchestrator and worker count the calls made.
 // startTraceCollector serves an OTLP/gRPC trace collector for the test and points the
 // OTEL_* variables of the processes the test starts at it. It returns the collector and
 // its address.
@@ -112,6 +107,11 @@ func startTraceCollector(t *testing.T) (*otlpReceiver, string) {
 	return rcv, lis.Addr().String()
 }
 
+// TestOneTracePerRun: with OTLP export on, the client's call, the orchestrator's Run, its
+// invoke_agent, chat and execute_tool spans and the worker's execute_tool span (one span
+// a side for a call to a worker) form one trace with the right parent chain and GenAI attributes; a failing tool's
+// span carries error.type; a context key outside the allow-list appears in no span and no
+// log line; /metrics of orchestrator and worker count the calls made.
 func TestOneTracePerRun(t *testing.T) {
 	rcv, collector := startTraceCollector(t)
 
@@ -120,9 +120,40 @@ func TestOneTracePerRun(t *testing.T) {
 	w := m.startWorker("math-1", "math", "--metrics-listen", "127.0.0.1:0")
 	m.waitWorkers("math-1")
 
-	// The client traces its call with its own SDK, exporting to the same collector.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	tp, traceID := runTraced(ctx, t, m, collector, hidden)
+
+	// Metrics, scraped before the processes stop.
+	orchMetrics := scrape(t, m.orch.Proc)
+	workerMetrics := scrape(t, w)
+	checkCallMetrics(t, orchMetrics, workerMetrics)
+
+	// Stop the processes: their exporters flush on the way out.
+	for id, p := range m.workers {
+		if err := p.Stop(20 * time.Second); err != nil {
+			t.Errorf("%s: %v", id, err)
+		}
+	}
+	if err := m.orch.Stop(20 * time.Second); err != nil {
+		t.Errorf("orchestrator: %v", err)
+	}
+	if err := tp.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	s := collectRunSpans(t, rcv, traceID)
+	checkTraceChain(t, s)
+	checkGenAISpans(t, s)
+	checkTraceHides(t, m, w, s, hidden, traceID)
+	m.workers = map[string]*harness.Proc{}
+}
+
+// runTraced runs the test's run from a client that traces its call with its own SDK,
+// exporting to the collector; it returns the client's tracer provider and the run's trace
+// id.
+func runTraced(ctx context.Context, t *testing.T, m *mesh, collector, hidden string) (*sdktrace.TracerProvider, string) {
+	t.Helper()
 	exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(collector), otlptracegrpc.WithInsecure())
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +164,7 @@ func TestOneTracePerRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = cl.Close() }()
+	t.Cleanup(func() { _ = cl.Close() })
 	rootCtx, root := tp.Tracer("e2e").Start(ctx, "client-run")
 	final, err := cl.RunAndWait(rootCtx, &toolpb.RunRequest{Prompt: "go", Tools: []string{"add", "divide"},
 		Context: map[string]string{"tenantId": "acme", "secretish": hidden}}, nil)
@@ -142,11 +173,13 @@ func TestOneTracePerRun(t *testing.T) {
 		m.dump()
 		t.Fatalf("run = %v, %v", final, err)
 	}
-	traceID := root.SpanContext().TraceID().String()
+	return tp, root.SpanContext().TraceID().String()
+}
 
-	// Metrics, scraped before the processes stop.
-	orchMetrics := scrape(t, m.orch.Proc)
-	workerMetrics := scrape(t, w)
+// checkCallMetrics checks that the /metrics of orchestrator and worker count the calls
+// made, and that each side exports its own calls in flight.
+func checkCallMetrics(t *testing.T, orchMetrics, workerMetrics string) {
+	t.Helper()
 	for _, c := range []struct {
 		text, name, tool, outcome string
 	}{
@@ -180,59 +213,73 @@ func TestOneTracePerRun(t *testing.T) {
 			t.Errorf("%s /metrics: want %s and no %s", c.process, c.has, c.hasNot)
 		}
 	}
+}
 
-	// Stop the processes: their exporters flush on the way out.
-	for id, p := range m.workers {
-		if err := p.Stop(20 * time.Second); err != nil {
-			t.Errorf("%s: %v", id, err)
+// receivedSpans are the spans the collector received, the service of each and the
+// spans by id.
+type receivedSpans struct {
+	spans []*tracepb.Span
+	svc   map[string]string
+	ids   map[string]*tracepb.Span
+}
+
+// byName returns the spans named name.
+func (r *receivedSpans) byName(name string) []*tracepb.Span {
+	var out []*tracepb.Span
+	for _, s := range r.spans {
+		if s.GetName() == name {
+			out = append(out, s)
 		}
 	}
-	if err := m.orch.Stop(20 * time.Second); err != nil {
-		t.Errorf("orchestrator: %v", err)
-	}
-	if err := tp.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
+	return out
+}
 
-	var spans []*tracepb.Span
-	var svc map[string]string
-	byName := func(name string) []*tracepb.Span {
-		var out []*tracepb.Span
-		for _, s := range spans {
-			if s.GetName() == name {
-				out = append(out, s)
-			}
-		}
-		return out
-	}
+// parent returns the parent of s, nil if the collector did not receive it.
+func (r *receivedSpans) parent(s *tracepb.Span) *tracepb.Span {
+	return r.ids[hex.EncodeToString(s.GetParentSpanId())]
+}
+
+// service returns the service that exported s.
+func (r *receivedSpans) service(s *tracepb.Span) string {
+	return r.svc[hex.EncodeToString(s.GetSpanId())]
+}
+
+// collectRunSpans waits up to ten seconds for both divide spans to reach rcv, then checks
+// that every span of the run is in the client's trace traceID.
+func collectRunSpans(t *testing.T, rcv *otlpReceiver, traceID string) *receivedSpans {
+	t.Helper()
+	r := &receivedSpans{}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		spans, svc = rcv.snapshot()
-		if len(byName("execute_tool divide")) >= 2 || time.Now().After(deadline) {
+		r.spans, r.svc = rcv.snapshot()
+		if len(r.byName("execute_tool divide")) >= 2 || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	ids := map[string]*tracepb.Span{}
+	r.ids = map[string]*tracepb.Span{}
 	inRun := regexp.MustCompile(`^(execute_tool |chat |invoke_agent |toolmesh\.v1\.OrchestratorService/Run$|toolmesh\.v1\.ToolWorkerService/Invoke$)`)
-	for _, s := range spans {
+	for _, s := range r.spans {
 		if got := hex.EncodeToString(s.GetTraceId()); inRun.MatchString(s.GetName()) && got != traceID {
-			t.Errorf("span %q (%s) is in trace %s, not the client's %s", s.GetName(), svc[hex.EncodeToString(s.GetSpanId())], got, traceID)
+			t.Errorf("span %q (%s) is in trace %s, not the client's %s", s.GetName(), r.svc[hex.EncodeToString(s.GetSpanId())], got, traceID)
 		}
-		ids[hex.EncodeToString(s.GetSpanId())] = s
+		r.ids[hex.EncodeToString(s.GetSpanId())] = s
 	}
-	parent := func(s *tracepb.Span) *tracepb.Span { return ids[hex.EncodeToString(s.GetParentSpanId())] }
-	service := func(s *tracepb.Span) string { return svc[hex.EncodeToString(s.GetSpanId())] }
+	return r
+}
 
-	// The chain from the worker's execute_tool span up to the client's root.
+// checkTraceChain checks the chain of parents from the worker's execute_tool span up to
+// the client's root.
+func checkTraceChain(t *testing.T, r *receivedSpans) {
+	t.Helper()
 	var workerAdd *tracepb.Span
-	for _, s := range byName("execute_tool add") {
-		if service(s) == "toolmesh-worker" {
+	for _, s := range r.byName("execute_tool add") {
+		if r.service(s) == "toolmesh-worker" {
 			workerAdd = s
 		}
 	}
 	if workerAdd == nil {
-		t.Fatalf("no worker span for add; spans: %v", names(spans, svc))
+		t.Fatalf("no worker span for add; spans: %v", names(r.spans, r.svc))
 	}
 	want := []struct{ name, service string }{
 		// One span a side for the call to the worker: the worker's execute_tool span is
@@ -247,17 +294,21 @@ func TestOneTracePerRun(t *testing.T) {
 	s := workerAdd
 	for i, w := range want {
 		if s == nil {
-			t.Fatalf("the chain breaks before %d (%s in %s); spans: %v", i, w.name, w.service, names(spans, svc))
+			t.Fatalf("the chain breaks before %d (%s in %s); spans: %v", i, w.name, w.service, names(r.spans, r.svc))
 		}
-		if s.GetName() != w.name || (w.service != "e2e" && service(s) != w.service) {
-			t.Errorf("link %d: %q in %q, want %q in %q", i, s.GetName(), service(s), w.name, w.service)
+		if s.GetName() != w.name || (w.service != "e2e" && r.service(s) != w.service) {
+			t.Errorf("link %d: %q in %q, want %q in %q", i, s.GetName(), r.service(s), w.name, w.service)
 		}
-		s = parent(s)
+		s = r.parent(s)
 	}
+}
 
-	// GenAI attributes.
+// checkGenAISpans checks the GenAI attributes of the chat spans and of the
+// orchestrator's execute_tool spans, and the allow-listed context key on the latter.
+func checkGenAISpans(t *testing.T, r *receivedSpans) {
+	t.Helper()
 	chats := 0
-	for _, s := range spans {
+	for _, s := range r.spans {
 		if !strings.HasPrefix(s.GetName(), "chat ") {
 			continue
 		}
@@ -271,8 +322,8 @@ func TestOneTracePerRun(t *testing.T) {
 	if chats != 2 {
 		t.Errorf("%d chat spans, want 2", chats)
 	}
-	for _, s := range append(byName("execute_tool add"), byName("execute_tool divide")...) {
-		if service(s) != "toolmesh-orchestrator" {
+	for _, s := range append(r.byName("execute_tool add"), r.byName("execute_tool divide")...) {
+		if r.service(s) != "toolmesh-orchestrator" {
 			continue
 		}
 		for _, k := range []string{"gen_ai.operation.name", "gen_ai.tool.name", "gen_ai.tool.call.id", "gen_ai.tool.type", "toolmesh.group", "toolmesh.worker.id"} {
@@ -288,7 +339,13 @@ func TestOneTracePerRun(t *testing.T) {
 			t.Errorf("%s: the allow-listed context key is missing", s.GetName())
 		}
 	}
-	for _, s := range spans {
+}
+
+// checkTraceHides checks that the context key outside the allow-list appears in no span
+// and no log line, and that the run's log line carries its trace id.
+func checkTraceHides(t *testing.T, m *mesh, w *harness.Proc, r *receivedSpans, hidden, traceID string) {
+	t.Helper()
+	for _, s := range r.spans {
 		for _, a := range s.GetAttributes() {
 			if strings.Contains(a.String(), hidden) || strings.Contains(a.GetKey(), "secretish") {
 				t.Errorf("span %q carries the context key outside the allow-list: %s", s.GetName(), a.GetKey())
@@ -305,7 +362,6 @@ func TestOneTracePerRun(t *testing.T) {
 		!regexp.MustCompile(`"trace_id":"`+traceID+`".*"msg":"run started"`).MatchString(m.orch.Output()) {
 		t.Error("the run's log line does not carry its trace id")
 	}
-	m.workers = map[string]*harness.Proc{}
 }
 
 func names(spans []*tracepb.Span, svc map[string]string) []string {

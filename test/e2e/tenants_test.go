@@ -74,6 +74,31 @@ func (s *signer) tenantToken(t *testing.T, tenant string) string {
 // and it cannot see another tenant's runs; tokens that are expired, for another audience,
 // of another issuer, badly signed or without a tenant are refused.
 func TestTenants(t *testing.T) {
+	tm := startTenantsMesh(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	checkTenantWorkers(ctx, t, tm)
+	runID := checkTenantVerified(ctx, t, tm)
+	checkTenantGroupGrant(ctx, t, tm)
+	checkTenantRunsHidden(ctx, t, tm, runID)
+	checkTenantRunIDs(ctx, t, tm, runID)
+	checkTenantQuotas(ctx, t, tm)
+	checkTenantToolGrant(ctx, t, tm)
+	checkTenantRunBound(ctx, t, tm)
+	checkTenantTokens(ctx, t, tm)
+}
+
+// tenantsMesh is the mesh of TestTenants, the signer of its tokens and a client per tenant.
+type tenantsMesh struct {
+	m                   *mesh
+	sign                *signer
+	acme, globex, hooli *client.Client
+}
+
+// startTenantsMesh starts an orchestrator with the tenants acme, globex and hooli, a
+// worker for each one's group, and a client authenticated as each tenant.
+func startTenantsMesh(t *testing.T) *tenantsMesh {
+	t.Helper()
 	sign := newSigner(t, "k1")
 	m := startMesh(t, "tenants.yaml", fmt.Sprintf(`
 auth:
@@ -99,17 +124,25 @@ agentic_tools:
 		t.Cleanup(func() { _ = c.Close() })
 		return c
 	}
-	acme, globex, hooli := as("acme"), as("globex"), as("hooli")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	// Each tenant lists the workers of its own groups only.
-	waitWorkerCount(ctx, t, acme, 1)
-	waitWorkerCount(ctx, t, globex, 1)
-	waitWorkerCount(ctx, t, hooli, 1)
-	if ws, _ := acme.ListWorkers(ctx); len(ws) != 1 || ws[0].GetWorkerId() != "acme-1" || len(ws[0].GetGroups()) != 1 {
+	return &tenantsMesh{m: m, sign: sign, acme: as("acme"), globex: as("globex"), hooli: as("hooli")}
+}
+
+// checkTenantWorkers checks that each tenant lists the workers of its own groups only.
+func checkTenantWorkers(ctx context.Context, t *testing.T, tm *tenantsMesh) {
+	t.Helper()
+	waitWorkerCount(ctx, t, tm.acme, 1)
+	waitWorkerCount(ctx, t, tm.globex, 1)
+	waitWorkerCount(ctx, t, tm.hooli, 1)
+	if ws, _ := tm.acme.ListWorkers(ctx); len(ws) != 1 || ws[0].GetWorkerId() != "acme-1" || len(ws[0].GetGroups()) != 1 {
 		t.Errorf("acme lists the workers %v; want acme-1 alone", ws)
 	}
+}
 
+// checkTenantVerified runs acme's runs and checks that its calls carry its verified
+// tenant and never reach globex's tool; it returns the id of acme's first run.
+func checkTenantVerified(ctx context.Context, t *testing.T, tm *tenantsMesh) string {
+	t.Helper()
+	m, acme := tm.m, tm.acme
 	// A run of acme's, whose client claims to be globex in the context.
 	var final, runID string
 	for ev, err := range acme.Run(ctx, &toolpb.RunRequest{Prompt: "echo", ToolGroups: []string{"echo_acme"}, Context: map[string]string{"tenant_id": "globex"}}) {
@@ -144,17 +177,22 @@ agentic_tools:
 	if !strings.Contains(sneak, "Tool 'show_context_globex' does not exist") {
 		t.Errorf("the nested call of globex's tool answered %q; want that it does not exist (the sub-tool is not offered)", sneak)
 	}
-	if calls := workerCalls(t, acme); workerCalls(t, globex)["globex-1"] != 0 || calls["acme-1"] != 1 {
+	if calls := workerCalls(t, acme); workerCalls(t, tm.globex)["globex-1"] != 0 || calls["acme-1"] != 1 {
 		t.Errorf("calls per worker %v; want one on acme-1 and none on globex-1", calls)
 	}
+	return runID
+}
 
+// checkTenantGroupGrant checks that acme may neither ask for nor list globex's group.
+func checkTenantGroupGrant(ctx context.Context, t *testing.T, tm *tenantsMesh) {
+	t.Helper()
 	// A group outside the grant is refused before the run starts.
-	_, err := m.firstEvent(ctx, acme, &toolpb.RunRequest{Prompt: "echo", ToolGroups: []string{"echo_globex"}})
+	_, err := tm.m.firstEvent(ctx, tm.acme, &toolpb.RunRequest{Prompt: "echo", ToolGroups: []string{"echo_globex"}})
 	if st := status.Convert(err); st.Code() != codes.PermissionDenied || !strings.Contains(st.Message(), "tool_groups[0]") {
 		t.Errorf("acme asking for globex's group: %v, want PERMISSION_DENIED naming tool_groups[0]", err)
 	}
 	// Its manifest lacks globex's tools.
-	tools, err := acme.ListTools(ctx)
+	tools, err := tm.acme.ListTools(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,8 +201,12 @@ agentic_tools:
 			t.Errorf("acme's ListTools shows %s of globex", ti.GetDefinition().GetName())
 		}
 	}
+}
 
-	// Another tenant's runs do not exist for globex.
+// checkTenantRunsHidden checks that acme's run does not exist for globex, and does for acme.
+func checkTenantRunsHidden(ctx context.Context, t *testing.T, tm *tenantsMesh, runID string) {
+	t.Helper()
+	globex := tm.globex
 	if _, err := globex.GetRun(ctx, runID); status.Code(err) != codes.NotFound {
 		t.Errorf("globex's GetRun of acme's run: %v, want NotFound", err)
 	}
@@ -177,15 +219,20 @@ agentic_tools:
 		}
 		break
 	}
-	if r, err := acme.GetRun(ctx, runID); err != nil || r.GetState() != toolpb.RunState_RUN_STATE_SUCCEEDED {
+	if r, err := tm.acme.GetRun(ctx, runID); err != nil || r.GetState() != toolpb.RunState_RUN_STATE_SUCCEEDED {
 		t.Errorf("acme's GetRun of its run: %v, %v", r.GetState(), err)
 	}
-	// Run ids are the tenant's own: hooli starting a run with the id of acme's learns
-	// nothing of it (it used to be refused ALREADY_EXISTS where every other call answers
-	// NOT_FOUND); the two runs then live side by side, each its tenant's.
+}
+
+// checkTenantRunIDs checks that run ids are the tenant's own: hooli starting a run with
+// the id of acme's learns nothing of it (it used to be refused ALREADY_EXISTS where every
+// other call answers NOT_FOUND); the two runs then live side by side, each its tenant's.
+func checkTenantRunIDs(ctx context.Context, t *testing.T, tm *tenantsMesh, runID string) {
+	t.Helper()
+	acme, hooli := tm.acme, tm.hooli
 	for _, id := range []string{runID, "shared-id"} {
 		if id == "shared-id" {
-			if _, err := m.firstEvent(ctx, acme, &toolpb.RunRequest{RunId: id, Prompt: "echo", ToolGroups: []string{"echo_acme"}}); err != nil {
+			if _, err := tm.m.firstEvent(ctx, acme, &toolpb.RunRequest{RunId: id, Prompt: "echo", ToolGroups: []string{"echo_acme"}}); err != nil {
 				t.Fatalf("acme's run %s: %v", id, err)
 			}
 		}
@@ -221,12 +268,15 @@ agentic_tools:
 			}
 		}
 	}
+}
 
-	// globex's quotas: two tool calls a minute (the third is not sent, and the model reads
-	// when to try again), three messages to start a run with.
+// checkTenantQuotas checks globex's quotas: two tool calls a minute (the third is not
+// sent, and the model reads when to try again), three messages to start a run with.
+func checkTenantQuotas(ctx context.Context, t *testing.T, tm *tenantsMesh) {
+	t.Helper()
 	var texts []string
 	for range 3 {
-		for ev, err := range globex.Run(ctx, &toolpb.RunRequest{Prompt: "echo", ToolGroups: []string{"echo_globex"}}) {
+		for ev, err := range tm.globex.Run(ctx, &toolpb.RunRequest{Prompt: "echo", ToolGroups: []string{"echo_globex"}}) {
 			if err != nil {
 				t.Fatalf("globex's run: %v", err)
 			}
@@ -242,13 +292,18 @@ agentic_tools:
 	for i := range msgs {
 		msgs[i] = &toolpb.ConversationMessage{Role: toolpb.Role_ROLE_USER, Text: "echo"}
 	}
-	if _, err := m.firstEvent(ctx, globex, &toolpb.RunRequest{Messages: msgs, ToolGroups: []string{"echo_globex"}}); !quotaRefusal(err, "messages") {
+	if _, err := tm.m.firstEvent(ctx, tm.globex, &toolpb.RunRequest{Messages: msgs, ToolGroups: []string{"echo_globex"}}); !quotaRefusal(err, "messages") {
 		t.Errorf("globex's run of 4 messages: %v, want RESOURCE_EXHAUSTED naming messages, without RetryInfo", err)
 	}
+}
 
-	// hooli may use the math group's facade and add, nothing else of it: unfolding the
-	// facade offers add alone, a call of multiply (named though never offered) reaches no
-	// worker, ListTools shows only the two, and naming multiply is refused.
+// checkTenantToolGrant checks that hooli may use the math group's facade and add,
+// nothing else of it: unfolding the facade offers add alone, a call of multiply (named
+// though never offered) reaches no worker, ListTools shows only the two, and naming
+// multiply is refused; and that its requests are at most 4 KiB.
+func checkTenantToolGrant(ctx context.Context, t *testing.T, tm *tenantsMesh) {
+	t.Helper()
+	m, hooli := tm.m, tm.hooli
 	var added []string
 	var answer string
 	for ev, err := range hooli.Run(ctx, &toolpb.RunRequest{Prompt: "unfold", ToolGroups: []string{"math"}}) {
@@ -272,7 +327,7 @@ agentic_tools:
 	if calls := workerCalls(t, hooli); calls["math-1"] != 1 {
 		t.Errorf("math-1 ran %d calls; want add's alone", calls["math-1"])
 	}
-	tools, err = hooli.ListTools(ctx)
+	tools, err := hooli.ListTools(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,9 +347,13 @@ agentic_tools:
 	if _, err := m.firstEvent(ctx, hooli, &toolpb.RunRequest{Prompt: strings.Repeat("big ", 2000), ToolGroups: []string{"math"}}); !quotaRefusal(err, "max_request_bytes") {
 		t.Errorf("hooli's 8 KB request: %v, want RESOURCE_EXHAUSTED naming max_request_bytes, without RetryInfo", err)
 	}
+}
 
-	// globex at its bound of two runs in progress: a third is refused at once, with
-	// RetryInfo, while acme's runs go on.
+// checkTenantRunBound checks globex at its bound of two runs in progress: a third is
+// refused at once, with RetryInfo, while acme's runs go on.
+func checkTenantRunBound(ctx context.Context, t *testing.T, tm *tenantsMesh) {
+	t.Helper()
+	m, globex := tm.m, tm.globex
 	slowDone := make(chan error, 2)
 	started := make(chan struct{}, 2)
 	for range 2 {
@@ -313,14 +372,14 @@ agentic_tools:
 	}
 	<-started
 	<-started
-	_, err = m.firstEvent(ctx, globex, &toolpb.RunRequest{Prompt: "slow"})
+	_, err := m.firstEvent(ctx, globex, &toolpb.RunRequest{Prompt: "slow"})
 	st := status.Convert(err)
 	var ce *client.Error
 	retry := errors.As(err, &ce) && ce.RetryAfter > 0
 	if st.Code() != codes.ResourceExhausted || !retry || !strings.Contains(st.Message(), `tenant "globex" is running its maximum of 2 runs`) {
 		t.Errorf("globex's third run: %v (retry info %v), want RESOURCE_EXHAUSTED with RetryInfo", err, retry)
 	}
-	if _, err := m.firstEvent(ctx, acme, &toolpb.RunRequest{Prompt: "slow"}); err != nil {
+	if _, err := m.firstEvent(ctx, tm.acme, &toolpb.RunRequest{Prompt: "slow"}); err != nil {
 		t.Errorf("acme's run while globex is at its bound: %v", err)
 	}
 	for range 2 {
@@ -331,8 +390,12 @@ agentic_tools:
 	if _, err := m.firstEvent(ctx, globex, &toolpb.RunRequest{Prompt: "slow"}); err != nil {
 		t.Errorf("globex's run once its runs ended: %v", err)
 	}
+}
 
-	// Tokens the orchestrator must refuse.
+// checkTenantTokens checks the tokens the orchestrator must refuse.
+func checkTenantTokens(ctx context.Context, t *testing.T, tm *tenantsMesh) {
+	t.Helper()
+	sign := tm.sign
 	exp := time.Now().Add(time.Hour).Unix()
 	other := newSigner(t, "k1")
 	for _, tc := range []struct {
@@ -352,9 +415,9 @@ agentic_tools:
 		var c *client.Client
 		var err error
 		if tc.token == "" {
-			c, err = client.Dial(m.orch.Addr, insecure.NewCredentials())
+			c, err = client.Dial(tm.m.orch.Addr, insecure.NewCredentials())
 		} else {
-			c, err = client.Dial(m.orch.Addr, insecure.NewCredentials(), client.Bearer(tc.token, true))
+			c, err = client.Dial(tm.m.orch.Addr, insecure.NewCredentials(), client.Bearer(tc.token, true))
 		}
 		if err != nil {
 			t.Fatal(err)

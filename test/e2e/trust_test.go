@@ -232,243 +232,275 @@ func TestMutualTLS(t *testing.T) {
 		t.Fatalf("a run over mutual TLS: %q, %v", text, err)
 	}
 
-	t.Run("S01 no certificate or a foreign CA", func(t *testing.T) {
-		// A worker without TLS, and one whose certificate a foreign CA issued under a
-		// granted identity.
-		m.worker("plain-1", "math", "--reconnect-min", "50ms", "--reconnect-max", "200ms")
-		foreign := newPKI(t)
-		m.worker("math-foreign", "math", tlsArgs(foreign.valid(t, "worker-math", "/worker/math"))...)
-		// Health answers a caller without a certificate; nothing else does.
-		conn, err := grpc.NewClient(m.orch.Addr, grpc.WithTransportCredentials(credentials.NewTLS(noClientCert(m.client))))
+	t.Run("S01 no certificate or a foreign CA", func(t *testing.T) { checkMTLSNoCertificate(ctx, t, m) })
+	t.Run("S02 outside the grant", func(t *testing.T) { checkMTLSOutsideGrant(ctx, t, m) })
+	t.Run("S02 the refusal's status", func(t *testing.T) { checkMTLSRefusalStatus(ctx, t, m) })
+	t.Run("S03 an address that is not the registrant", func(t *testing.T) { checkMTLSDecoyAddress(ctx, t, m) })
+	t.Run("only the orchestrator calls a worker", func(t *testing.T) { checkMTLSWorkerCallers(ctx, t, m) })
+	t.Run("S15 expired certificates", func(t *testing.T) { checkMTLSExpired(ctx, t, m) })
+	t.Run("S15 rotation mid-run", func(t *testing.T) { checkMTLSRotation(ctx, t, m) })
+}
+
+// checkMTLSNoCertificate checks that neither a worker without TLS nor one whose
+// certificate a foreign CA issued registers, and that a caller without a certificate
+// gets health answers only.
+func checkMTLSNoCertificate(ctx context.Context, t *testing.T, m *tlsMesh) {
+	t.Helper()
+	// A worker without TLS, and one whose certificate a foreign CA issued under a
+	// granted identity.
+	m.worker("plain-1", "math", "--reconnect-min", "50ms", "--reconnect-max", "200ms")
+	foreign := newPKI(t)
+	m.worker("math-foreign", "math", tlsArgs(foreign.valid(t, "worker-math", "/worker/math"))...)
+	// Health answers a caller without a certificate; nothing else does.
+	conn, err := grpc.NewClient(m.orch.Addr, grpc.WithTransportCredentials(credentials.NewTLS(noClientCert(m.client))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	if resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("health without a client certificate: %v, %v", resp, err)
+	}
+	anon := toolpb.NewOrchestratorServiceClient(conn)
+	if _, err := anon.ListTools(ctx, &toolpb.ListToolsRequest{}); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("ListTools without a client certificate: %v, want Unauthenticated", err)
+	}
+	plain, err := client.Dial(m.orch.Addr, insecure.NewCredentials())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = plain.Close() }()
+	if _, err := plain.ListWorkers(ctx); err == nil {
+		t.Error("a plaintext client was answered")
+	}
+	time.Sleep(2 * time.Second) // both workers retry every 200 ms meanwhile
+	ws := m.workers(ctx)
+	for _, id := range []string{"plain-1", "math-foreign"} {
+		if _, ok := ws[id]; ok {
+			t.Errorf("%s registered", id)
+		}
+	}
+}
+
+// checkMTLSOutsideGrant checks that a worker serving a group outside its identity's
+// grant, or shadowing another identity's group, does not register.
+func checkMTLSOutsideGrant(ctx context.Context, t *testing.T, m *tlsMesh) {
+	t.Helper()
+	p := m.pki
+	before := m.orch.CountLogs("registration refused: outside the identity's grant", nil)
+	// The search identity may serve echo_search only.
+	m.worker("search-1", "payments", tlsArgs(p.valid(t, "worker-search", "/worker/search"))...)
+	// math-b is granted math, which the math identity serves already: a shadow.
+	m.worker("math-b-1", "math", tlsArgs(p.valid(t, "worker-math-b", "/worker/math-b"))...)
+	deadline := time.Now().Add(10 * time.Second)
+	for m.orch.CountLogs("registration refused: outside the identity's grant", nil) == before ||
+		m.orch.CountLogs("registration refused: held by another identity", nil) == 0 {
+		if time.Now().After(deadline) {
+			m.dump()
+			t.Fatal("no audit event for the refused registrations")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	ws := m.workers(ctx)
+	for _, id := range []string{"search-1", "math-b-1"} {
+		if _, ok := ws[id]; ok {
+			t.Errorf("%s registered", id)
+		}
+	}
+	if _, ok := ws["pay-1"]; !ok {
+		t.Error("the payments owner lost its registration")
+	}
+	if text, err := m.add(ctx); err != nil || text != "the answer is 42" {
+		t.Errorf("math after the shadow attempt: %q, %v", text, err)
+	}
+}
+
+// checkMTLSRefusalStatus sends registrations by hand, so that the status each one ends
+// with is seen: an identity trust.workers does not list, one outside its grant, and a
+// shadow of a tool another identity serves. Each is PERMISSION_DENIED and registers
+// nothing.
+func checkMTLSRefusalStatus(ctx context.Context, t *testing.T, m *tlsMesh) {
+	t.Helper()
+	def := tool.New("credit", "Credit an account", schema.Empty(), nil).Definition()
+	reg := func(role string) *toolpb.Registration {
+		return &toolpb.Registration{WorkerId: "by-hand", Address: "127.0.0.1:1", Groups: []*toolpb.GroupRegistration{{
+			Group: &toolpb.ToolGroupInfo{Role: role, Description: role, Version: "1"},
+			Tools: []*toolpb.RegisteredTool{{Definition: wire.DefinitionToProto(def, tool.Metadata{}), ContentHash: wire.Hash(def, tool.Metadata{})}},
+		}}}
+	}
+	for _, tc := range []struct {
+		name, path, role string
+	}{
+		{"an identity not granted anything", "/worker/unknown", "payments"},
+		{"a group outside the grant", "/worker/search", "payments"},
+		{"a shadow of another identity's group", "/worker/math-b", "math"},
+	} {
+		src, err := trust.Load(m.pki.valid(t, "by-hand"+strings.ReplaceAll(tc.path, "/", "-"), tc.path), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer func() { _ = conn.Close() }()
-		if resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
-			t.Errorf("health without a client certificate: %v, %v", resp, err)
-		}
-		anon := toolpb.NewOrchestratorServiceClient(conn)
-		if _, err := anon.ListTools(ctx, &toolpb.ListToolsRequest{}); status.Code(err) != codes.Unauthenticated {
-			t.Errorf("ListTools without a client certificate: %v, want Unauthenticated", err)
-		}
-		plain, err := client.Dial(m.orch.Addr, insecure.NewCredentials())
+		conn, err := grpc.NewClient(m.orch.Addr, grpc.WithTransportCredentials(src.ClientCredentials(m.orchID())))
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer func() { _ = plain.Close() }()
-		if _, err := plain.ListWorkers(ctx); err == nil {
-			t.Error("a plaintext client was answered")
-		}
-		time.Sleep(2 * time.Second) // both workers retry every 200 ms meanwhile
-		ws := m.workers(ctx)
-		for _, id := range []string{"plain-1", "math-foreign"} {
-			if _, ok := ws[id]; ok {
-				t.Errorf("%s registered", id)
+		stream, err := toolpb.NewToolRegistryServiceClient(conn).Connect(ctx)
+		if err == nil {
+			// A Send the server has ended the stream before says io.EOF; Recv has the status.
+			if err = stream.Send(&toolpb.ConnectRequest{Message: &toolpb.ConnectRequest_Register{Register: reg(tc.role)}}); errors.Is(err, io.EOF) {
+				err = nil
 			}
 		}
-	})
+		for err == nil {
+			var resp *toolpb.ConnectResponse
+			if resp, err = stream.Recv(); err == nil && resp.GetAck().GetAccepted() {
+				t.Errorf("%s: the registration was accepted", tc.name)
+			}
+		}
+		_ = conn.Close()
+		src.Close()
+		if status.Code(err) != codes.PermissionDenied {
+			t.Errorf("%s: the registration ended with %v, want PERMISSION_DENIED", tc.name, err)
+		}
+	}
+	if _, ok := m.workers(ctx)["by-hand"]; ok {
+		t.Error("a refused registration is in the table")
+	}
+}
 
-	t.Run("S02 outside the grant", func(t *testing.T) {
-		before := m.orch.CountLogs("registration refused: outside the identity's grant", nil)
-		// The search identity may serve echo_search only.
-		m.worker("search-1", "payments", tlsArgs(p.valid(t, "worker-search", "/worker/search"))...)
-		// math-b is granted math, which the math identity serves already: a shadow.
-		m.worker("math-b-1", "math", tlsArgs(p.valid(t, "worker-math-b", "/worker/math-b"))...)
-		deadline := time.Now().Add(10 * time.Second)
-		for m.orch.CountLogs("registration refused: outside the identity's grant", nil) == before ||
-			m.orch.CountLogs("registration refused: held by another identity", nil) == 0 {
-			if time.Now().After(deadline) {
-				m.dump()
-				t.Fatal("no audit event for the refused registrations")
-			}
-			time.Sleep(50 * time.Millisecond)
+// checkMTLSDecoyAddress checks that a registration advertising an address whose
+// certificate is not the registrant's is refused before the address sees a header.
+func checkMTLSDecoyAddress(ctx context.Context, t *testing.T, m *tlsMesh) {
+	t.Helper()
+	p := m.pki
+	decoy, headers := startDecoy(t, p.valid(t, "decoy", "/decoy"))
+	m.worker("pay-decoy", "payments", append(tlsArgs(p.valid(t, "worker-payments", "/worker/payments")), "--advertise", decoy)...)
+	deadline := time.Now().Add(10 * time.Second)
+	for m.orch.CountLogs("registration refused", map[string]string{"worker_id": "pay-decoy"}) == 0 {
+		if time.Now().After(deadline) {
+			m.dump()
+			t.Fatal("the registration advertising the decoy was not refused")
 		}
-		ws := m.workers(ctx)
-		for _, id := range []string{"search-1", "math-b-1"} {
-			if _, ok := ws[id]; ok {
-				t.Errorf("%s registered", id)
-			}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := headers.Load(); n != 0 {
+		t.Errorf("the decoy received %d requests' headers", n)
+	}
+	for _, l := range m.orch.Lines() {
+		if strings.Contains(l, `"registration refused"`) && strings.Contains(l, "pay-decoy") && !strings.Contains(l, "want spiffe://"+trustDomain+"/worker/payments") {
+			t.Errorf("pay-decoy was refused for another reason than the decoy's identity: %s", l)
 		}
-		if _, ok := ws["pay-1"]; !ok {
-			t.Error("the payments owner lost its registration")
-		}
-		if text, err := m.add(ctx); err != nil || text != "the answer is 42" {
-			t.Errorf("math after the shadow attempt: %q, %v", text, err)
-		}
-	})
+	}
+	if _, ok := m.workers(ctx)["pay-decoy"]; ok {
+		t.Error("pay-decoy registered")
+	}
+}
 
-	t.Run("S02 the refusal's status", func(t *testing.T) {
-		// Registrations sent by hand, so that the status each one ends with is seen:
-		// an identity trust.workers does not list, one outside its grant, and a shadow of
-		// a tool another identity serves. Each is PERMISSION_DENIED and registers nothing.
-		def := tool.New("credit", "Credit an account", schema.Empty(), nil).Definition()
-		reg := func(role string) *toolpb.Registration {
-			return &toolpb.Registration{WorkerId: "by-hand", Address: "127.0.0.1:1", Groups: []*toolpb.GroupRegistration{{
-				Group: &toolpb.ToolGroupInfo{Role: role, Description: role, Version: "1"},
-				Tools: []*toolpb.RegisteredTool{{Definition: wire.DefinitionToProto(def, tool.Metadata{}), ContentHash: wire.Hash(def, tool.Metadata{})}},
-			}}}
+// checkMTLSWorkerCallers checks that a worker refuses every caller but the orchestrator.
+func checkMTLSWorkerCallers(ctx context.Context, t *testing.T, m *tlsMesh) {
+	t.Helper()
+	addr := m.workers(ctx)["math-1"].GetAddress()
+	mathID, _ := trust.ParseID("spiffe://" + trustDomain + "/worker/math")
+	req := &toolpb.InvokeRequest{Tool: "add", ArgumentsJson: `{"a":1,"b":2}`}
+	for _, tc := range []struct {
+		name  string
+		creds credentials.TransportCredentials
+		want  codes.Code
+	}{
+		{"a client's certificate", m.client.ClientCredentials(mathID), codes.PermissionDenied},
+		{"no certificate", credentials.NewTLS(noClientCert(m.client)), codes.Unauthenticated},
+		{"plaintext", insecure.NewCredentials(), codes.Unavailable},
+	} {
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(tc.creds))
+		if err != nil {
+			t.Fatal(err)
 		}
-		for _, tc := range []struct {
-			name, path, role string
-		}{
-			{"an identity not granted anything", "/worker/unknown", "payments"},
-			{"a group outside the grant", "/worker/search", "payments"},
-			{"a shadow of another identity's group", "/worker/math-b", "math"},
-		} {
-			src, err := trust.Load(p.valid(t, "by-hand"+strings.ReplaceAll(tc.path, "/", "-"), tc.path), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			conn, err := grpc.NewClient(m.orch.Addr, grpc.WithTransportCredentials(src.ClientCredentials(m.orchID())))
-			if err != nil {
-				t.Fatal(err)
-			}
-			stream, err := toolpb.NewToolRegistryServiceClient(conn).Connect(ctx)
-			if err == nil {
-				// A Send the server has ended the stream before says io.EOF; Recv has the status.
-				if err = stream.Send(&toolpb.ConnectRequest{Message: &toolpb.ConnectRequest_Register{Register: reg(tc.role)}}); errors.Is(err, io.EOF) {
-					err = nil
-				}
-			}
-			for err == nil {
-				var resp *toolpb.ConnectResponse
-				if resp, err = stream.Recv(); err == nil && resp.GetAck().GetAccepted() {
-					t.Errorf("%s: the registration was accepted", tc.name)
-				}
-			}
-			_ = conn.Close()
-			src.Close()
-			if status.Code(err) != codes.PermissionDenied {
-				t.Errorf("%s: the registration ended with %v, want PERMISSION_DENIED", tc.name, err)
-			}
+		_, err = toolpb.NewToolWorkerServiceClient(conn).Invoke(ctx, req)
+		_ = conn.Close()
+		if status.Code(err) != tc.want {
+			t.Errorf("Invoke with %s: %v, want %v", tc.name, err, tc.want)
 		}
-		if _, ok := m.workers(ctx)["by-hand"]; ok {
-			t.Error("a refused registration is in the table")
-		}
-	})
+	}
+}
 
-	t.Run("S03 an address that is not the registrant", func(t *testing.T) {
-		decoy, headers := startDecoy(t, p.valid(t, "decoy", "/decoy"))
-		m.worker("pay-decoy", "payments", append(tlsArgs(p.valid(t, "worker-payments", "/worker/payments")), "--advertise", decoy)...)
-		deadline := time.Now().Add(10 * time.Second)
-		for m.orch.CountLogs("registration refused", map[string]string{"worker_id": "pay-decoy"}) == 0 {
-			if time.Now().After(deadline) {
-				m.dump()
-				t.Fatal("the registration advertising the decoy was not refused")
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		if n := headers.Load(); n != 0 {
-			t.Errorf("the decoy received %d requests' headers", n)
-		}
-		for _, l := range m.orch.Lines() {
-			if strings.Contains(l, `"registration refused"`) && strings.Contains(l, "pay-decoy") && !strings.Contains(l, "want spiffe://"+trustDomain+"/worker/payments") {
-				t.Errorf("pay-decoy was refused for another reason than the decoy's identity: %s", l)
-			}
-		}
-		if _, ok := m.workers(ctx)["pay-decoy"]; ok {
-			t.Error("pay-decoy registered")
-		}
-	})
+// checkMTLSExpired checks that a worker with an expired certificate does not register,
+// and that one whose certificate expires loses its tools and is never let in again.
+func checkMTLSExpired(ctx context.Context, t *testing.T, m *tlsMesh) {
+	t.Helper()
+	p := m.pki
+	m.worker("math-expired", "math", tlsArgs(p.issue(t, "worker-math-old", "/worker/math", time.Now().Add(-2*time.Hour), time.Hour))...)
+	// Valid for 4 more seconds: it registers, then its tools leave with its certificate.
+	m.worker("short-1", "echo_short", tlsArgs(p.issue(t, "worker-short", "/worker/short", time.Now().Add(-time.Minute), time.Minute+4*time.Second))...)
+	m.waitWorker(ctx, "short-1", true)
+	wctx, wcancel := context.WithTimeout(ctx, 15*time.Second)
+	defer wcancel()
+	m.waitWorker(wctx, "short-1", false)
+	if _, ok := m.workers(ctx)["math-expired"]; ok {
+		t.Error("a worker with an expired certificate registered")
+	}
+	if m.orch.CountLogs("worker lease ended: its certificate expired", map[string]string{"worker_id": "short-1"}) == 0 {
+		t.Error("no audit event for the expired certificate")
+	}
+	// It keeps trying (every 200 ms), and is never let in again: not over the
+	// connection it had, whose handshake showed the certificate while it was valid,
+	// nor over a new one.
+	time.Sleep(2 * time.Second)
+	if n := m.orch.CountLogs("worker registered", map[string]string{"worker_id": "short-1"}); n != 1 {
+		t.Errorf("short-1 registered %d times; want once, before its certificate expired", n)
+	}
+}
 
-	t.Run("only the orchestrator calls a worker", func(t *testing.T) {
-		addr := m.workers(ctx)["math-1"].GetAddress()
-		mathID, _ := trust.ParseID("spiffe://" + trustDomain + "/worker/math")
-		req := &toolpb.InvokeRequest{Tool: "add", ArgumentsJson: `{"a":1,"b":2}`}
-		for _, tc := range []struct {
-			name  string
-			creds credentials.TransportCredentials
-			want  codes.Code
-		}{
-			{"a client's certificate", m.client.ClientCredentials(mathID), codes.PermissionDenied},
-			{"no certificate", credentials.NewTLS(noClientCert(m.client)), codes.Unauthenticated},
-			{"plaintext", insecure.NewCredentials(), codes.Unavailable},
-		} {
-			conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(tc.creds))
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = toolpb.NewToolWorkerServiceClient(conn).Invoke(ctx, req)
-			_ = conn.Close()
-			if status.Code(err) != tc.want {
-				t.Errorf("Invoke with %s: %v, want %v", tc.name, err, tc.want)
-			}
-		}
-	})
-
-	t.Run("S15 expired certificates", func(t *testing.T) {
-		m.worker("math-expired", "math", tlsArgs(p.issue(t, "worker-math-old", "/worker/math", time.Now().Add(-2*time.Hour), time.Hour))...)
-		// Valid for 4 more seconds: it registers, then its tools leave with its certificate.
-		m.worker("short-1", "echo_short", tlsArgs(p.issue(t, "worker-short", "/worker/short", time.Now().Add(-time.Minute), time.Minute+4*time.Second))...)
-		m.waitWorker(ctx, "short-1", true)
-		wctx, wcancel := context.WithTimeout(ctx, 15*time.Second)
-		defer wcancel()
-		m.waitWorker(wctx, "short-1", false)
-		if _, ok := m.workers(ctx)["math-expired"]; ok {
-			t.Error("a worker with an expired certificate registered")
-		}
-		if m.orch.CountLogs("worker lease ended: its certificate expired", map[string]string{"worker_id": "short-1"}) == 0 {
-			t.Error("no audit event for the expired certificate")
-		}
-		// It keeps trying (every 200 ms), and is never let in again: not over the
-		// connection it had, whose handshake showed the certificate while it was valid,
-		// nor over a new one.
-		time.Sleep(2 * time.Second)
-		if n := m.orch.CountLogs("worker registered", map[string]string{"worker_id": "short-1"}); n != 1 {
-			t.Errorf("short-1 registered %d times; want once, before its certificate expired", n)
-		}
-	})
-
-	t.Run("S15 rotation mid-run", func(t *testing.T) {
-		var failed, ok atomic.Int64
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			for ctx.Err() == nil && ok.Load()+failed.Load() < 40 {
-				if text, err := m.add(ctx); err != nil || text != "the answer is 42" {
-					failed.Add(1)
-					t.Logf("run during rotation: %q, %v", text, err)
-				} else {
-					ok.Add(1)
-				}
-			}
-		}()
-		var newOrch []byte
-		for i := range 2 {
-			time.Sleep(300 * time.Millisecond)
-			f := p.valid(t, "orchestrator", "/orchestrator")
-			p.valid(t, "worker-math", "/worker/math")
-			p.valid(t, "client-dev", "/client/dev")
-			newOrch = readCert(t, f.Cert)
-			t.Logf("rotation %d written", i+1)
-		}
-		<-done
-		if failed.Load() != 0 {
-			t.Errorf("%d of %d runs failed while the certificates rotated", failed.Load(), failed.Load()+ok.Load())
-		}
-		// A new connection meets the orchestrator's new certificate.
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			got := serverCert(t, m.orch.Addr, m.client)
-			if slices.Equal(got, newOrch) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the orchestrator still presents its old certificate")
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		if m.orch.CountLogs("certificate reloaded", nil) == 0 {
-			t.Error("the orchestrator logged no reload")
-		}
-		// New runs, whose call tokens the orchestrator signs with its new key, still run
-		// over the connections made under its old certificate.
-		for i := range 5 {
+// checkMTLSRotation rotates every certificate on disk twice while runs go on, and checks
+// that no run failed and that the orchestrator presents its new certificate.
+func checkMTLSRotation(ctx context.Context, t *testing.T, m *tlsMesh) {
+	t.Helper()
+	p := m.pki
+	var failed, ok atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil && ok.Load()+failed.Load() < 40 {
 			if text, err := m.add(ctx); err != nil || text != "the answer is 42" {
-				t.Errorf("run %d after the rotation: %q, %v", i, text, err)
+				failed.Add(1)
+				t.Logf("run during rotation: %q, %v", text, err)
+			} else {
+				ok.Add(1)
 			}
 		}
-	})
+	}()
+	var newOrch []byte
+	for i := range 2 {
+		time.Sleep(300 * time.Millisecond)
+		f := p.valid(t, "orchestrator", "/orchestrator")
+		p.valid(t, "worker-math", "/worker/math")
+		p.valid(t, "client-dev", "/client/dev")
+		newOrch = readCert(t, f.Cert)
+		t.Logf("rotation %d written", i+1)
+	}
+	<-done
+	if failed.Load() != 0 {
+		t.Errorf("%d of %d runs failed while the certificates rotated", failed.Load(), failed.Load()+ok.Load())
+	}
+	// A new connection meets the orchestrator's new certificate.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got := serverCert(t, m.orch.Addr, m.client)
+		if slices.Equal(got, newOrch) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the orchestrator still presents its old certificate")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if m.orch.CountLogs("certificate reloaded", nil) == 0 {
+		t.Error("the orchestrator logged no reload")
+	}
+	// New runs, whose call tokens the orchestrator signs with its new key, still run
+	// over the connections made under its old certificate.
+	for i := range 5 {
+		if text, err := m.add(ctx); err != nil || text != "the answer is 42" {
+			t.Errorf("run %d after the rotation: %q, %v", i, text, err)
+		}
+	}
 }
 
 // noClientCert is a TLS client configuration that verifies the server as s would but

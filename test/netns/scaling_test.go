@@ -83,84 +83,128 @@ func TestToolTypeScaling(t *testing.T) {
 	}
 	defer func() { _ = c.Close() }()
 
-	pods := map[string]*pod{}
-	startWorker := func(id, group string, host int) {
-		p := l.pod(id, host)
-		pods[id] = p
-		addr := p.ip + ":7171"
-		l.start(p, id, workerBin, "--id", id, "--groups", group, "--orchestrator", orchAddr, "--listen", addr, "--plaintext", "--advertise", addr,
-			"--capacity", fmt.Sprint(capacity), "--delay", toolDelay.String(), "--reconnect-min", "100ms", "--reconnect-max", "1s", "--log-level", "warn")
-	}
-	waitReady := func(ids ...string) {
-		t.Helper()
-		if err := harness.WaitWorkers(ctx, c, ids...); err != nil {
-			t.Fatalf("workers %v: %v", ids, err)
-		}
-	}
-	startWorker("text-1", "text", 10)
-	startWorker("math-1", "math", 20)
-	waitReady("text-1", "math-1")
+	s := &scalingMesh{t: t, l: l, ctx: ctx, c: c, orch: orch, workerBin: workerBin, orchAddr: orchAddr, pods: map[string]*pod{}}
+	s.startWorker("text-1", "text", 10)
+	s.startWorker("math-1", "math", 20)
+	s.waitReady("text-1", "math-1")
+	results := s.scaleMath()
+	p := s.partitionMath4()
+	checkPartition(t, p)
+	scalingReport(t, results, p)
+}
 
-	type result struct {
-		replicas   int
-		math, text float64 // tool calls per second
-		perReplica map[string]int64
-		failed     int64
-	}
-	var results []result
-	measure := func(replicas int, ids []string) result {
-		t.Helper()
-		before := calls(t, ctx, c)
-		r := load(ctx, c, phase)
-		after := calls(t, ctx, c)
-		res := result{replicas: replicas, math: float64(r.math) / phase.Seconds(), text: float64(r.text) / phase.Seconds(), perReplica: map[string]int64{}, failed: r.failed}
-		for _, id := range ids {
-			res.perReplica[id] = after[id] - before[id]
-			if res.perReplica[id] == 0 {
-				t.Errorf("at %d replicas, %s took no call", replicas, id)
-			}
-		}
-		if r.failed > 0 || r.runErrors > 0 {
-			t.Errorf("at %d replicas: %d calls failed, %d runs failed (last: %v)", replicas, r.failed, r.runErrors, r.lastErr)
-		}
-		t.Logf("math ×%d: math %.0f calls/s, text %.0f calls/s, per replica %v", replicas, res.math, res.text, res.perReplica)
-		return res
-	}
-	load(ctx, c, 500*time.Millisecond) // warm up the connections
-	results = append(results, measure(1, []string{"math-1"}))
-	startWorker("math-2", "math", 21)
-	waitReady("text-1", "math-1", "math-2")
-	results = append(results, measure(2, []string{"math-1", "math-2"}))
-	startWorker("math-3", "math", 22)
-	startWorker("math-4", "math", 23)
-	waitReady("text-1", "math-1", "math-2", "math-3", "math-4")
-	results = append(results, measure(4, []string{"math-1", "math-2", "math-3", "math-4"}))
+// scalingMesh is the orchestrator of TestToolTypeScaling, a client of it, and the pods
+// of its workers.
+type scalingMesh struct {
+	t         *testing.T
+	l         *lab
+	ctx       context.Context
+	c         *client.Client
+	orch      *harness.Proc
+	workerBin string
+	orchAddr  string
+	pods      map[string]*pod
+}
 
+// scalingResult is what one phase of the load measured.
+type scalingResult struct {
+	replicas   int
+	math, text float64 // tool calls per second
+	perReplica map[string]int64
+	failed     int64
+}
+
+// partitionOutcome is what the partition phase saw.
+type partitionOutcome struct {
+	load                   loadResult
+	leaseGone, back        time.Duration
+	leaseLost, probeFailed int
+}
+
+// startWorker starts worker id of group in a pod of its own on host.
+func (s *scalingMesh) startWorker(id, group string, host int) {
+	p := s.l.pod(id, host)
+	s.pods[id] = p
+	addr := p.ip + ":7171"
+	s.l.start(p, id, s.workerBin, "--id", id, "--groups", group, "--orchestrator", s.orchAddr, "--listen", addr, "--plaintext", "--advertise", addr,
+		"--capacity", fmt.Sprint(capacity), "--delay", toolDelay.String(), "--reconnect-min", "100ms", "--reconnect-max", "1s", "--log-level", "warn")
+}
+
+// waitReady waits until the workers ids are READY.
+func (s *scalingMesh) waitReady(ids ...string) {
+	s.t.Helper()
+	if err := harness.WaitWorkers(s.ctx, s.c, ids...); err != nil {
+		s.t.Fatalf("workers %v: %v", ids, err)
+	}
+}
+
+// measure runs the load for a phase and checks that every replica ids took calls and
+// that nothing failed.
+func (s *scalingMesh) measure(replicas int, ids []string) scalingResult {
+	t, ctx, c := s.t, s.ctx, s.c
+	t.Helper()
+	before := calls(t, ctx, c)
+	r := load(ctx, c, phase)
+	after := calls(t, ctx, c)
+	res := scalingResult{replicas: replicas, math: float64(r.math) / phase.Seconds(), text: float64(r.text) / phase.Seconds(), perReplica: map[string]int64{}, failed: r.failed}
+	for _, id := range ids {
+		res.perReplica[id] = after[id] - before[id]
+		if res.perReplica[id] == 0 {
+			t.Errorf("at %d replicas, %s took no call", replicas, id)
+		}
+	}
+	if r.failed > 0 || r.runErrors > 0 {
+		t.Errorf("at %d replicas: %d calls failed, %d runs failed (last: %v)", replicas, r.failed, r.runErrors, r.lastErr)
+	}
+	t.Logf("math ×%d: math %.0f calls/s, text %.0f calls/s, per replica %v", replicas, res.math, res.text, res.perReplica)
+	return res
+}
+
+// scaleMath measures the load at 1, 2 and 4 math replicas.
+func (s *scalingMesh) scaleMath() []scalingResult {
+	s.t.Helper()
+	var results []scalingResult
+	load(s.ctx, s.c, 500*time.Millisecond) // warm up the connections
+	results = append(results, s.measure(1, []string{"math-1"}))
+	s.startWorker("math-2", "math", 21)
+	s.waitReady("text-1", "math-1", "math-2")
+	results = append(results, s.measure(2, []string{"math-1", "math-2"}))
+	s.startWorker("math-3", "math", 22)
+	s.startWorker("math-4", "math", 23)
+	s.waitReady("text-1", "math-1", "math-2", "math-3", "math-4")
+	results = append(results, s.measure(4, []string{"math-1", "math-2", "math-3", "math-4"}))
+	return results
+}
+
+// partitionMath4 takes math-4's link down under load, then up again, and checks that it
+// takes calls once it is back.
+func (s *scalingMesh) partitionMath4() partitionOutcome {
+	t, ctx, c := s.t, s.ctx, s.c
+	t.Helper()
 	// A partition: math-4's link goes down under load.
 	loadCtx, stopLoad := context.WithCancel(ctx)
-	var partitioned loadResult
+	var p partitionOutcome
 	var wg sync.WaitGroup
-	wg.Go(func() { partitioned = load(loadCtx, c, time.Hour) })
+	wg.Go(func() { p.load = load(loadCtx, c, time.Hour) })
 	time.Sleep(300 * time.Millisecond)
 	cut := time.Now()
-	if err := l.partition(pods["math-4"]); err != nil {
+	if err := s.l.partition(s.pods["math-4"]); err != nil {
 		t.Fatal(err)
 	}
-	var leaseGone time.Duration
 	for ctx.Err() == nil {
 		if ready(t, ctx, c)["math-4"] == false {
-			leaseGone = time.Since(cut)
+			p.leaseGone = time.Since(cut)
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	time.Sleep(2 * time.Second) // calls go on without it
-	if err := l.heal(pods["math-4"]); err != nil {
+	if err := s.l.heal(s.pods["math-4"]); err != nil {
 		t.Fatal(err)
 	}
 	healed := time.Now()
-	waitReady("text-1", "math-1", "math-2", "math-3", "math-4")
-	back := time.Since(healed)
+	s.waitReady("text-1", "math-1", "math-2", "math-3", "math-4")
+	p.back = time.Since(healed)
 	before := calls(t, ctx, c)
 	time.Sleep(time.Second)
 	if after := calls(t, ctx, c); after["math-4"] == before["math-4"] {
@@ -168,9 +212,17 @@ func TestToolTypeScaling(t *testing.T) {
 	}
 	stopLoad()
 	wg.Wait()
-	leaseLost := orch.CountLogs("worker lease expired: no heartbeat", map[string]string{"worker_id": "math-4"})
-	probeFailed := orch.CountLogs("worker unreachable after its lease expired: its calls in flight fail now", map[string]string{"worker_id": "math-4"})
-	if leaseLost == 0 {
+	p.leaseLost = s.orch.CountLogs("worker lease expired: no heartbeat", map[string]string{"worker_id": "math-4"})
+	p.probeFailed = s.orch.CountLogs("worker unreachable after its lease expired: its calls in flight fail now", map[string]string{"worker_id": "math-4"})
+	return p
+}
+
+// checkPartition checks that math-4 left the routing table while partitioned and that no
+// run hung or failed meanwhile.
+func checkPartition(t *testing.T, p partitionOutcome) {
+	t.Helper()
+	leaseGone, back, partitioned := p.leaseGone, p.back, p.load
+	if p.leaseLost == 0 {
 		t.Error("the orchestrator never saw math-4's lease expire while its link was down")
 	}
 	t.Logf("partition: math-4 left the routing table %s after its link went down and was back %s after it came up; during it %d math and %d text calls succeeded, %d failed, %d runs failed, the longest run took %s",
@@ -187,7 +239,12 @@ func TestToolTypeScaling(t *testing.T) {
 	if leaseGone == 0 {
 		t.Error("math-4 stayed READY while partitioned")
 	}
+}
 
+// scalingReport logs the figures against the goals and writes them to
+// TOOLMESH_NETNS_REPORT if it is set.
+func scalingReport(t *testing.T, results []scalingResult, p partitionOutcome) {
+	t.Helper()
 	one, four := results[0], results[len(results)-1]
 	scaled, other := four.math/one.math, four.text/one.text
 	verdict := func(ok bool) string {
@@ -206,9 +263,9 @@ func TestToolTypeScaling(t *testing.T) {
 	fmt.Fprintf(&b, "\n| goal | target | measured | verdict |\n|---|---|---|---|\n")
 	fmt.Fprintf(&b, "| math at 4 replicas vs 1 | ≥ 2.5× | %.2f× | %s |\n", scaled, verdict(scaled >= 2.5))
 	fmt.Fprintf(&b, "| text while math scales, vs its own at 1 | within 10 %% | %.2f× | %s |\n", other, verdict(other >= 0.9 && other <= 1.1))
-	how := fmt.Sprintf("the orchestrator logged math-4's lease expiring %d times and its calls in flight failed for want of an answer to the probe %d times", leaseLost, probeFailed)
+	how := fmt.Sprintf("the orchestrator logged math-4's lease expiring %d times and its calls in flight failed for want of an answer to the probe %d times", p.leaseLost, p.probeFailed)
 	fmt.Fprintf(&b, "\nPartition: math-4's link down under load; it left the routing table after %s, came back %s after the link did; %d runs failed, the longest run took %s (the tools' deadline is 30 s; %s).\n",
-		leaseGone.Round(time.Millisecond), back.Round(time.Millisecond), partitioned.runErrors, partitioned.longest.Round(time.Millisecond), how)
+		p.leaseGone.Round(time.Millisecond), p.back.Round(time.Millisecond), p.load.runErrors, p.load.longest.Round(time.Millisecond), how)
 	t.Log("\n" + b.String())
 	if dir := os.Getenv("TOOLMESH_NETNS_REPORT"); dir != "" {
 		if err := os.WriteFile(filepath.Join(dir, "netns-scaling.md"), []byte(b.String()), 0o644); err != nil {

@@ -382,12 +382,68 @@ func TestSoak(t *testing.T) {
 	}
 	defer pg.Stop()
 	dir := t.TempDir()
+	m := newSoakMesh(t, dir, pg.DSN)
+	hf := openHistory(t, dir)
+	defer func() { _ = hf.Close() }()
+	m.hist = &history{f: hf, start: time.Now()}
+	t.Logf("history: %s", hf.Name())
+
+	m.startOrchs(t)
+	defer func() {
+		for _, o := range m.orchs {
+			_ = o.proc.Signal(syscall.SIGCONT)
+			_ = o.proc.Stop(30 * time.Second)
+		}
+	}()
+	defer func() {
+		if m.proxy != nil {
+			m.proxy.close()
+		}
+	}()
+	m.startWorkers(t)
+	defer func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		for _, p := range m.workers {
+			_ = p.Signal(syscall.SIGCONT)
+			_ = p.Stop(30 * time.Second)
+		}
+	}()
+	m.waitReady(t)
+
+	// The load: 32 loops, each running runs one after another until the time is up.
+	loadCtx, stopLoad := context.WithTimeout(ctx, d)
+	defer stopLoad()
+	// A run started before the load ends gets two more minutes to end.
+	drainCtx, stopDrain := context.WithTimeout(ctx, d+2*time.Minute)
+	defer stopDrain()
+	records := m.loadUnderChaos(loadCtx, drainCtx, d)
+	m.healAll()
+
+	checkCtx, stopCheck := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer stopCheck()
+	rep := m.check(checkCtx, pg.DSN, records)
+	rep.DurationSeconds = d.Seconds()
+	reportSoak(t, m, rep)
+}
+
+// newSoakMesh makes the mesh's state in dir and writes the orchestrators' configuration,
+// journaling to the PostgreSQL database at dsn.
+func newSoakMesh(t *testing.T, dir, dsn string) *mesh {
+	t.Helper()
 	m := &mesh{t: t, cfgPath: filepath.Join(dir, "orchestrator.yaml"), effects: filepath.Join(dir, "effects.db"),
 		workers: map[string]*harness.Proc{}, down: map[string]bool{}, listen: map[string]string{}, advert: map[string]string{}, faults: map[string]int{}}
-	if err := os.WriteFile(m.cfgPath, []byte(fmt.Sprintf(orchestratorConfig, pg.DSN)), 0o600); err != nil {
+	if err := os.WriteFile(m.cfgPath, []byte(fmt.Sprintf(orchestratorConfig, dsn)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	m.script, _ = filepath.Abs(filepath.Join("testdata", "soak.yaml"))
+	return m
+}
+
+// openHistory creates the history file, in TOOLMESH_SOAK_REPORT if it is set, else in
+// dir.
+func openHistory(t *testing.T, dir string) *os.File {
+	t.Helper()
 	histDir := dir
 	if out := os.Getenv("TOOLMESH_SOAK_REPORT"); out != "" {
 		histDir = out
@@ -396,10 +452,12 @@ func TestSoak(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = hf.Close() }()
-	m.hist = &history{f: hf, start: time.Now()}
-	t.Logf("history: %s", hf.Name())
+	return hf
+}
 
+// startOrchs starts the two orchestrator replicas, each on a free address.
+func (m *mesh) startOrchs(t *testing.T) {
+	t.Helper()
 	for _, name := range []string{"orch-a", "orch-b"} {
 		addr, err := harness.FreeAddr()
 		if err != nil {
@@ -411,12 +469,12 @@ func TestSoak(t *testing.T) {
 		}
 		m.orchs = append(m.orchs, o)
 	}
-	defer func() {
-		for _, o := range m.orchs {
-			_ = o.proc.Signal(syscall.SIGCONT)
-			_ = o.proc.Stop(30 * time.Second)
-		}
-	}()
+}
+
+// startWorkers starts the payments workers; the last is reached through the fault
+// proxy, which can blackhole it.
+func (m *mesh) startWorkers(t *testing.T) {
+	t.Helper()
 	for i := range workerCount {
 		id := fmt.Sprintf("pay-%d", i+1)
 		addr, err := harness.FreeAddr()
@@ -428,21 +486,18 @@ func TestSoak(t *testing.T) {
 			if m.proxy, err = startProxy(addr); err != nil {
 				t.Fatal(err)
 			}
-			defer m.proxy.close()
 			m.advert[id] = m.proxy.addr()
 		}
 		if err := m.startWorker(id); err != nil {
 			t.Fatal(err)
 		}
 	}
-	defer func() {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		for _, p := range m.workers {
-			_ = p.Signal(syscall.SIGCONT)
-			_ = p.Stop(30 * time.Second)
-		}
-	}()
+}
+
+// waitReady waits until every worker is READY on every orchestrator, and fails the test
+// if one is not.
+func (m *mesh) waitReady(t *testing.T) {
+	t.Helper()
 	for _, o := range m.orchs {
 		m.reregistered(o, time.Now())
 	}
@@ -453,17 +508,15 @@ func TestSoak(t *testing.T) {
 		t.Fatal(m.failures)
 	}
 	m.reregs = nil
+}
 
-	// The load: 32 loops, each running runs one after another until the time is up.
-	loadCtx, stopLoad := context.WithTimeout(ctx, d)
-	defer stopLoad()
+// loadUnderChaos runs the loops' runs until loadCtx ends, each run driven until
+// drainCtx ends, while the fault schedule runs, and returns what the clients saw.
+func (m *mesh) loadUnderChaos(loadCtx, drainCtx context.Context, d time.Duration) []*runRecord {
 	var records []*runRecord
 	var recMu sync.Mutex
 	var wg sync.WaitGroup
 	var n atomic.Int64
-	// A run started before the load ends gets two more minutes to end.
-	drainCtx, stopDrain := context.WithTimeout(ctx, d+2*time.Minute)
-	defer stopDrain()
 	for g := range loops {
 		wg.Go(func() {
 			for loadCtx.Err() == nil {
@@ -483,6 +536,11 @@ func TestSoak(t *testing.T) {
 	wg.Wait()
 	stopChaos()
 	<-chaosDone
+	return records
+}
+
+// healAll ends the partition and resumes every stopped process.
+func (m *mesh) healAll() {
 	m.proxy.blackhole(false)
 	for _, o := range m.orchs {
 		_ = o.proc.Signal(syscall.SIGCONT)
@@ -492,11 +550,12 @@ func TestSoak(t *testing.T) {
 		_ = p.Signal(syscall.SIGCONT)
 	}
 	m.mu.Unlock()
+}
 
-	checkCtx, stopCheck := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer stopCheck()
-	rep := m.check(checkCtx, pg.DSN, records)
-	rep.DurationSeconds = d.Seconds()
+// reportSoak logs the soak's outcome, writes its report to TOOLMESH_SOAK_REPORT if it is
+// set, and fails the test on every failure and broken invariant.
+func reportSoak(t *testing.T, m *mesh, rep *report) {
+	t.Helper()
 	t.Logf("soak: %s", rep.summary())
 	if out := os.Getenv("TOOLMESH_SOAK_REPORT"); out != "" {
 		if err := rep.write(out); err != nil {
@@ -586,6 +645,23 @@ func (m *mesh) check(ctx context.Context, dsn string, records []*runRecord) *rep
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	m.countEffects(ctx, rep)
+	c, err := client.Dial(m.orchs[0].addr, insecure.NewCredentials())
+	if err != nil {
+		rep.Problems = append(rep.Problems, err.Error())
+		return rep
+	}
+	defer func() { _ = c.Close() }()
+	sort.Slice(records, func(i, j int) bool { return records[i].id < records[j].id })
+	for i, rr := range records {
+		rep.checkRun(ctx, store, i, rr)
+	}
+	return rep
+}
+
+// countEffects counts, from the effects file, the calls that took effect more than
+// once.
+func (m *mesh) countEffects(ctx context.Context, rep *report) {
 	// What the effects file says each call did.
 	effects := map[string]int{}
 	db, err := sql.Open("sqlite", "file:"+m.effects+"?_pragma=busy_timeout(10000)")
@@ -611,87 +687,87 @@ func (m *mesh) check(ctx context.Context, dsn string, records []*runRecord) *rep
 		}
 		_ = db.Close()
 	}
-	c, err := client.Dial(m.orchs[0].addr, insecure.NewCredentials())
+}
+
+// checkRun checks the run of record rr, the ith by id, against the journal.
+func (r *report) checkRun(ctx context.Context, store runlog.Store, i int, rr *runRecord) {
+	run, err := store.Get(ctx, rr.id)
+	if errors.Is(err, runlog.ErrNotFound) && rr.final == "" && rr.errEnd == "" {
+		r.Terminal++ // never started: the load stopped while it was being refused
+		r.Succeeded++
+		return
+	}
 	if err != nil {
-		rep.Problems = append(rep.Problems, err.Error())
-		return rep
+		r.Problems = append(r.Problems, fmt.Sprintf("%s: %v", rr.id, err))
+		return
 	}
-	defer func() { _ = c.Close() }()
-	sort.Slice(records, func(i, j int) bool { return records[i].id < records[j].id })
-	for i, rr := range records {
-		run, err := store.Get(ctx, rr.id)
-		if errors.Is(err, runlog.ErrNotFound) && rr.final == "" && rr.errEnd == "" {
-			rep.Terminal++ // never started: the load stopped while it was being refused
-			rep.Succeeded++
-			continue
-		}
-		if err != nil {
-			rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %v", rr.id, err))
-			continue
-		}
-		if run.State.Terminal() {
-			rep.Terminal++
-		} else if len(rep.Problems) < 20 {
-			recs, _ := store.Read(ctx, rr.id, max(0, run.Records-6), 0)
-			var kinds []string
-			for _, rec := range recs {
-				kinds = append(kinds, fmt.Sprintf("%d:%s %s", rec.Seq, rec.Kind, truncate(string(rec.Data), 160)))
-			}
-			rep.Problems = append(rep.Problems, fmt.Sprintf("%s is not terminal: owner %s epoch %d lease until %s, %d records, the client saw %d events (last error %q); last records: %s",
-				rr.id, run.Owner, run.Epoch, run.Until.Format(time.TimeOnly), run.Records, len(rr.seqs), rr.lastErr, strings.Join(kinds, " | ")))
-		}
-		if run.State == runlog.StateSucceeded {
-			rep.Succeeded++
-		}
-		if rr.reattach > 0 {
-			rep.Reattached++
-		}
-		recs, err := store.Read(ctx, rr.id, 0, 0)
-		if err != nil {
-			rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %v", rr.id, err))
-			continue
-		}
-		dispatched, outcomes := map[string]bool{}, map[string]int{}
-		var events []int64
+	if run.State.Terminal() {
+		r.Terminal++
+	} else if len(r.Problems) < 20 {
+		recs, _ := store.Read(ctx, rr.id, max(0, run.Records-6), 0)
+		var kinds []string
 		for _, rec := range recs {
-			switch rec.Kind {
-			case runlog.KindDispatch:
-				var d struct{ Key string }
-				_ = json.Unmarshal(rec.Data, &d)
-				dispatched[d.Key] = true
-			case runlog.KindOutcome:
-				var o struct{ Key, Outcome string }
-				_ = json.Unmarshal(rec.Data, &o)
-				outcomes[o.Key]++
-				if o.Outcome == "outcome_unknown" {
-					rep.UnknownOutcomes++
-				}
-			case runlog.KindEvent, runlog.KindDelta:
-				events = append(events, rec.Seq)
-			}
+			kinds = append(kinds, fmt.Sprintf("%d:%s %s", rec.Seq, rec.Kind, truncate(string(rec.Data), 160)))
 		}
-		rep.ToolCalls += len(dispatched)
-		for k := range dispatched {
-			if run.State.Terminal() && outcomes[k] == 0 {
-				rep.LostOutcomes++
+		r.Problems = append(r.Problems, fmt.Sprintf("%s is not terminal: owner %s epoch %d lease until %s, %d records, the client saw %d events (last error %q); last records: %s",
+			rr.id, run.Owner, run.Epoch, run.Until.Format(time.TimeOnly), run.Records, len(rr.seqs), rr.lastErr, strings.Join(kinds, " | ")))
+	}
+	if run.State == runlog.StateSucceeded {
+		r.Succeeded++
+	}
+	if rr.reattach > 0 {
+		r.Reattached++
+	}
+	recs, err := store.Read(ctx, rr.id, 0, 0)
+	if err != nil {
+		r.Problems = append(r.Problems, fmt.Sprintf("%s: %v", rr.id, err))
+		return
+	}
+	r.checkJournal(run, recs, i, rr)
+}
+
+// checkJournal checks the records of run: every dispatched call of a terminal run has
+// one outcome, and what the client saw of it is the journal's events.
+func (r *report) checkJournal(run runlog.Run, recs []runlog.Record, i int, rr *runRecord) {
+	dispatched, outcomes := map[string]bool{}, map[string]int{}
+	var events []int64
+	for _, rec := range recs {
+		switch rec.Kind {
+		case runlog.KindDispatch:
+			var d struct{ Key string }
+			_ = json.Unmarshal(rec.Data, &d)
+			dispatched[d.Key] = true
+		case runlog.KindOutcome:
+			var o struct{ Key, Outcome string }
+			_ = json.Unmarshal(rec.Data, &o)
+			outcomes[o.Key]++
+			if o.Outcome == "outcome_unknown" {
+				r.UnknownOutcomes++
 			}
-		}
-		for _, n := range outcomes {
-			if n > 1 {
-				rep.DuplicateOutcomes++
-			}
-		}
-		// What the client saw is exactly the journal's events (the first stream and
-		// every re-attach together), once each, in order; checked for re-attached runs
-		// and every tenth run.
-		if (rr.reattach > 0 || i%10 == 0) && run.State.Terminal() && !slices.Equal(rr.seqs, events) {
-			rep.EventMismatches++
-			if rep.EventMismatches <= 3 {
-				rep.Problems = append(rep.Problems, fmt.Sprintf("%s: the client saw sequences %v, the journal holds %v", rr.id, rr.seqs, events))
-			}
+		case runlog.KindEvent, runlog.KindDelta:
+			events = append(events, rec.Seq)
 		}
 	}
-	return rep
+	r.ToolCalls += len(dispatched)
+	for k := range dispatched {
+		if run.State.Terminal() && outcomes[k] == 0 {
+			r.LostOutcomes++
+		}
+	}
+	for _, n := range outcomes {
+		if n > 1 {
+			r.DuplicateOutcomes++
+		}
+	}
+	// What the client saw is exactly the journal's events (the first stream and
+	// every re-attach together), once each, in order; checked for re-attached runs
+	// and every tenth run.
+	if (rr.reattach > 0 || i%10 == 0) && run.State.Terminal() && !slices.Equal(rr.seqs, events) {
+		r.EventMismatches++
+		if r.EventMismatches <= 3 {
+			r.Problems = append(r.Problems, fmt.Sprintf("%s: the client saw sequences %v, the journal holds %v", rr.id, rr.seqs, events))
+		}
+	}
 }
 
 func (r *report) write(dir string) error {

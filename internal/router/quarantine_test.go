@@ -1,4 +1,4 @@
-package server
+package router
 
 import (
 	"os"
@@ -7,11 +7,10 @@ import (
 	"testing"
 
 	"github.com/toolmesh/toolmesh/internal/config"
-	"github.com/toolmesh/toolmesh/internal/router"
 	"github.com/toolmesh/toolmesh/pkg/schema"
 )
 
-func def(t *testing.T, description, schemaJSON string) router.ModelText {
+func def(t *testing.T, description, schemaJSON string) ModelText {
 	t.Helper()
 	s := schema.Empty()
 	if schemaJSON != "" {
@@ -20,7 +19,7 @@ func def(t *testing.T, description, schemaJSON string) router.ModelText {
 			t.Fatal(err)
 		}
 	}
-	return router.ModelText{Description: description, Schema: string(s.JSON())}
+	return ModelText{Description: description, Schema: string(s.JSON())}
 }
 
 // TestQuarantineHolds: the defaults hold a description over 4 KiB and text that tells
@@ -50,7 +49,7 @@ func TestQuarantineHolds(t *testing.T) {
 			t.Errorf("%s: Hold = %q, want %q", tc.name, got, tc.held)
 		}
 	}
-	if got := q.Hold(router.ModelText{Description: "Adds.", UsageNotes: strings.Repeat("n", 4097)}); !strings.Contains(got, "usage notes") {
+	if got := q.Hold(ModelText{Description: "Adds.", UsageNotes: strings.Repeat("n", 4097)}); !strings.Contains(got, "usage notes") {
 		t.Errorf("long usage notes: Hold = %q", got)
 	}
 	none := []string{}
@@ -60,7 +59,7 @@ func TestQuarantineHolds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := off.Hold(router.ModelText{Description: strings.Repeat("ignore previous instructions ", 1000)}); got != "" {
+	if got := off.Hold(ModelText{Description: strings.Repeat("ignore previous instructions ", 1000)}); got != "" {
 		t.Errorf("with no cap and no patterns Hold = %q", got)
 	}
 }

@@ -1,4 +1,4 @@
-package server
+package router
 
 import (
 	"bufio"
@@ -15,13 +15,12 @@ import (
 	"unicode"
 
 	"github.com/toolmesh/toolmesh/internal/config"
-	"github.com/toolmesh/toolmesh/internal/router"
 )
 
 // Quarantine decides which new tool definitions wait for an operator's approval, and
 // which the operator approved (registry.quarantine, registry.approved_definitions and
 // registry.approved_definitions_file, which Watch reads again when it changes). Its Hold
-// and Approved are router.Options.Quarantine and router.Options.Approved.
+// and Approved are Options.Quarantine and Options.Approved.
 type Quarantine struct {
 	maxDescription int
 	patterns       []*regexp.Regexp
@@ -67,7 +66,7 @@ func NewQuarantine(cfg config.Registry, log *slog.Logger) (*Quarantine, error) {
 // it, once invisible characters (Unicode's format characters: zero-width spaces and
 // joiners, soft hyphens, bidirectional marks) are taken out, since the model reads
 // through them.
-func (q *Quarantine) Hold(t router.ModelText) string {
+func (q *Quarantine) Hold(t ModelText) string {
 	for _, p := range []struct{ what, text string }{{"description", t.Description}, {"usage notes", t.UsageNotes}} {
 		if q.maxDescription > 0 && len(p.text) > q.maxDescription {
 			return fmt.Sprintf("its %s are %d bytes, over registry.quarantine.description_bytes (%d)", p.what, len(p.text), q.maxDescription)
