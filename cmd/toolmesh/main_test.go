@@ -16,9 +16,9 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/toolmesh/toolmesh/internal/builtin"
 	"github.com/toolmesh/toolmesh/internal/compose"
 	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/examplegroups"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/internal/meshtest"
 	"github.com/toolmesh/toolmesh/internal/router"
@@ -178,7 +178,7 @@ func startOrchestratorWith(t *testing.T, script scripted.Script, configure func(
 	})
 
 	w, err := worker.New(worker.Options{ID: "w1", Orchestrator: lis.Addr().String(), Logger: log, DrainTimeout: time.Second, MinBackoff: 10 * time.Millisecond},
-		builtin.Math(), builtin.TextGroup())
+		examplegroups.Math(), examplegroups.TextGroup())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,8 +259,8 @@ func TestListingCommands(t *testing.T) {
 		[]string{"agent_process", "orchestrator", "agent_process", "", "Introspection of the current run: status, budget, cost, history, tool statistics, models"},
 		[]string{"blackboard", "orchestrator", "blackboard", "", "Access to the objects on the current run's blackboard"},
 		[]string{"communication", "orchestrator", "communicate,progress", "", "Progress updates and messages to the user"},
-		[]string{"math", "workers", "add,ceiling,divide,floor,math,max,mean,min,multiply,round,subtract", "w1", builtin.MathDescription},
-		[]string{"text", "workers", "lowercase,reverse,uppercase,word_count", "w1", builtin.TextDescription},
+		[]string{"math", "workers", "add,ceiling,divide,floor,math,max,mean,min,multiply,round,subtract", "w1", examplegroups.MathDescription},
+		[]string{"text", "workers", "lowercase,reverse,uppercase,word_count", "w1", examplegroups.TextDescription},
 	)
 	if out != want {
 		t.Errorf("groups:\n%s\nwant:\n%s", out, want)

@@ -15,8 +15,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/toolmesh/toolmesh/internal/builtin"
 	"github.com/toolmesh/toolmesh/internal/cli"
+	"github.com/toolmesh/toolmesh/internal/examplegroups"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/pkg/otelsetup"
 	"github.com/toolmesh/toolmesh/pkg/worker"
@@ -31,7 +31,7 @@ func main() {
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("toolworker", flag.ContinueOnError)
-	groups := fs.String("groups", "math", "comma-separated built-in groups to serve: "+strings.Join(groupNames(), ", ")+", or echo_<name> (shows the context it receives)")
+	groups := fs.String("groups", "math", "comma-separated example groups to serve: "+strings.Join(groupNames(), ", ")+", or echo_<name> (shows the context it receives)")
 	listen := fs.String("listen", "127.0.0.1:0", "address to serve ToolWorkerService on")
 	advertise := fs.String("advertise", "", "address the orchestrator dials (default: the listen address)")
 	orchestrator := fs.String("orchestrator", "127.0.0.1:7070", "orchestrator address (ToolRegistryService): host:port, several separated by commas, or dns:///host:port for every address the name resolves to; the worker registers with each")
@@ -86,7 +86,7 @@ func run(args []string) error {
 		return err
 	}
 	defer stopMetrics()
-	var effects builtin.Effects
+	var effects examplegroups.Effects
 	if *paymentsDB != "" {
 		fe, err := openEffects(*paymentsDB)
 		if err != nil {
@@ -167,19 +167,19 @@ func checkFlags(capacity int, delay time.Duration, contextMax, gcMinHeap int, re
 
 // buildGroups are the groups -groups names, each call delayed by delay, the payments
 // group recording its effects in effects when set.
-func buildGroups(groups string, delay time.Duration, effects builtin.Effects) ([]worker.Group, error) {
+func buildGroups(groups string, delay time.Duration, effects examplegroups.Effects) ([]worker.Group, error) {
 	var gs []worker.Group
 	for _, name := range strings.Split(groups, ",") {
 		name = strings.TrimSpace(name)
-		var wrap builtin.Wrap
+		var wrap examplegroups.Wrap
 		if delay > 0 {
-			wrap = builtin.Delay(delay)
+			wrap = examplegroups.Delay(delay)
 		}
-		if name == builtin.PaymentsRole && effects != nil {
-			gs = append(gs, builtin.PaymentsGroup(wrap, effects))
+		if name == examplegroups.PaymentsRole && effects != nil {
+			gs = append(gs, examplegroups.PaymentsGroup(wrap, effects))
 			continue
 		}
-		g, ok := builtin.GroupWith(name, wrap)
+		g, ok := examplegroups.GroupWith(name, wrap)
 		if !ok {
 			return nil, fmt.Errorf("-groups: unknown group %q (available: %s, echo_<name>)", name, strings.Join(groupNames(), ", "))
 		}
@@ -190,7 +190,7 @@ func buildGroups(groups string, delay time.Duration, effects builtin.Effects) ([
 
 func groupNames() []string {
 	var names []string
-	for n := range builtin.Groups() {
+	for n := range examplegroups.Groups() {
 		names = append(names, n)
 	}
 	sort.Strings(names)

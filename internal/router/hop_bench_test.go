@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/toolmesh/toolmesh/internal/builtin"
+	"github.com/toolmesh/toolmesh/internal/examplegroups"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/pkg/tool"
@@ -29,7 +29,7 @@ var hopContext = toolctx.MustOf(
 // router, and returns a call of it as the loop makes one (call info, a four-key context,
 // a dispatch record), checked once.
 func hopCall(b *testing.B) func() (tool.Result, error) {
-	add := builtin.MathOperations()[0]
+	add := examplegroups.MathOperations()[0]
 	w := startSDK(b, "w1", add)
 	r := newRouter(b, Options{})
 	mustRegister(b, r, sdkRegistration(w, add))

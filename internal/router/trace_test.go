@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/toolmesh/toolmesh/internal/builtin"
+	"github.com/toolmesh/toolmesh/internal/examplegroups"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/internal/telemetry/telemetrytest"
 	"github.com/toolmesh/toolmesh/pkg/tool"
@@ -52,7 +52,7 @@ func TestOneSpanPerSide(t *testing.T) {
 func tracedAdd(t *testing.T, r *Router) (*telemetrytest.Recorder, tool.Tool) {
 	t.Helper()
 	wrk := telemetrytest.New(t, telemetry.Options{})
-	add := builtin.MathOperations()[0]
+	add := examplegroups.MathOperations()[0]
 	w, err := workersdk.New(workersdk.Options{ID: "w1", Orchestrator: deadAddress(t), Listen: "127.0.0.1:0", Logger: discard(),
 		TracerProvider: wrk.TracerProvider()}, workersdk.Group{Role: "math", Description: "math", Tools: []tool.Tool{add}})
 	if err != nil {

@@ -15,8 +15,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/toolmesh/toolmesh/internal/builtin"
 	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/examplegroups"
 	"github.com/toolmesh/toolmesh/pkg/client"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
@@ -67,7 +67,7 @@ func TestIdleRegistrationStreamsDoNotHoldTheBudget(t *testing.T) {
 	ctx := testContext(t)
 	slots := e.cfg.Server.MaxInflightReceiveBytes / e.cfg.Server.MaxReceiveBytes
 	for i := range 2 * slots {
-		e.registerRaw(ctx, registration(fmt.Sprintf("w-%d", i), builtin.TextGroup()))
+		e.registerRaw(ctx, registration(fmt.Sprintf("w-%d", i), examplegroups.TextGroup()))
 	}
 	if _, err := e.cl.RunAndWait(ctx, &toolpb.RunRequest{Prompt: "hi"}, nil); err != nil {
 		t.Fatalf("a run with %d registration streams open: %v", 2*slots, err)
@@ -119,7 +119,7 @@ func TestOpenCallsAreBounded(t *testing.T) {
 	}
 	// ... and workers register all the same.
 	for i := range maxWorkers {
-		e.registerRaw(ctx, registration(fmt.Sprintf("w-%d", i), builtin.TextGroup()))
+		e.registerRaw(ctx, registration(fmt.Sprintf("w-%d", i), examplegroups.TextGroup()))
 	}
 	cancelRuns()
 	waitFor(t, "a client call after the runs ended", func() bool { _, err := e.cl.ListTools(ctx); return err == nil })
@@ -161,7 +161,7 @@ func TestSilentClientsDoNotKeepWorkersOut(t *testing.T) {
 		}
 	}
 	time.Sleep(100 * time.Millisecond) // let the server take them
-	e.registerRaw(ctx, registration("w-after-silence", builtin.TextGroup()))
+	e.registerRaw(ctx, registration("w-after-silence", examplegroups.TextGroup()))
 }
 
 // TestSilentCallsEnd: a call whose request message does not arrive within
@@ -231,7 +231,7 @@ func TestUndecodableRequestIsTheClientsMistake(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := proto.Marshal(&toolpb.ConnectRequest{Message: &toolpb.ConnectRequest_Register{Register: registration("w-bad", builtin.TextGroup())}})
+	reg, err := proto.Marshal(&toolpb.ConnectRequest{Message: &toolpb.ConnectRequest_Register{Register: registration("w-bad", examplegroups.TextGroup())}})
 	if err != nil {
 		t.Fatal(err)
 	}

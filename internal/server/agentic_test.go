@@ -10,8 +10,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/toolmesh/toolmesh/internal/builtin"
 	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/examplegroups"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
@@ -35,7 +35,7 @@ func TestAgenticPlaybookInARun(t *testing.T) {
 		{Reply: scripted.Reply{Text: "product {{ result \"multiply\" }}"}},
 	}}
 	e := newEnv(t, envOptions{script: script})
-	e.startWorker("w1", builtin.Math())
+	e.startWorker("w1", examplegroups.Math())
 	req := &toolpb.RunRequest{RunId: "pb", Prompt: "go", Tools: []string{"calc"}, AgenticTools: []*toolpb.AgenticToolSpec{{
 		Name: "calc", Description: "Calculate.", Kind: toolpb.AgenticKind_AGENTIC_KIND_PLAYBOOK,
 		ParametersJsonSchema: `{"type":"object","properties":{"task":{"type":"string"}},"required":["task"]}`,
@@ -90,7 +90,7 @@ func TestAgenticPlaybookInARun(t *testing.T) {
 // field.
 func TestAgenticSpecsRefused(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	e.startWorker("w1", builtin.Math())
+	e.startWorker("w1", examplegroups.Math())
 	for _, tc := range []struct {
 		spec  *toolpb.AgenticToolSpec
 		field string
@@ -137,7 +137,7 @@ func TestAgenticDepthLimit(t *testing.T) {
 			"l2": {Description: "Level two.", Tools: []string{"add"}},
 		}
 	}})
-	e.startWorker("w1", builtin.Math())
+	e.startWorker("w1", examplegroups.Math())
 	final, err := e.cl.RunAndWait(testContext(t), &toolpb.RunRequest{Prompt: "go", Tools: []string{"l1"}}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +161,7 @@ func TestChainingInsideAStateMachine(t *testing.T) {
 		{Reply: scripted.Reply{Text: "{{ result \"profile\" }}"}},
 	}}
 	e := newEnv(t, envOptions{script: script})
-	e.startWorker("w1", builtin.Users())
+	e.startWorker("w1", examplegroups.Users())
 	req := &toolpb.RunRequest{Prompt: "go", Tools: []string{"accounts", "profile"}, AgenticTools: []*toolpb.AgenticToolSpec{{
 		Name: "accounts", Description: "Manage accounts.", Kind: toolpb.AgenticKind_AGENTIC_KIND_STATE_MACHINE, Tools: []string{"find_user"},
 		StateMachine: &toolpb.StateMachineSpec{InitialState: "EDIT", States: []*toolpb.MachineState{{Name: "EDIT", Tools: []*toolpb.MachineStateTool{
@@ -189,7 +189,7 @@ func TestSubagent(t *testing.T) {
 		{Reply: scripted.Reply{Text: `{{ result "helper" }}`}},
 	}}
 	e := newEnv(t, envOptions{script: script})
-	e.startWorker("w1", builtin.CRMGroup())
+	e.startWorker("w1", examplegroups.CRMGroup())
 	var childRun string
 	req := &toolpb.RunRequest{RunId: "parent", Prompt: "go", ToolGroups: []string{"crm"}, Tools: []string{"helper"}, AgenticTools: []*toolpb.AgenticToolSpec{{
 		Name: "helper", Kind: toolpb.AgenticKind_AGENTIC_KIND_AGENT, Tools: []string{"customer_summary", "bind_customer"},
@@ -243,7 +243,7 @@ func TestRunAnAgentDirectly(t *testing.T) {
 	e := newEnv(t, envOptions{script: script, configure: func(c *config.Config) {
 		c.AgenticTools = map[string]config.AgenticTool{"adder": {Kind: "agent", Description: "Adds.", Tools: []string{"add"}, SystemPrompt: "You add."}}
 	}})
-	e.startWorker("w1", builtin.Math())
+	e.startWorker("w1", examplegroups.Math())
 	var started *toolpb.RunStarted
 	final, err := e.cl.RunAndWait(testContext(t), &toolpb.RunRequest{Prompt: "2+2", Agent: "adder", SystemPrompt: "Be brief."}, func(ev *toolpb.RunResponse) {
 		if s := ev.GetStarted(); s != nil {
@@ -273,7 +273,7 @@ func TestCancellingTheParentCancelsTheChild(t *testing.T) {
 		{Reply: scripted.Reply{Text: "done"}},
 	}}
 	e := newEnv(t, envOptions{script: script})
-	e.startWorker("w1", builtin.CRMGroup())
+	e.startWorker("w1", examplegroups.CRMGroup())
 	req := &toolpb.RunRequest{RunId: "p2", Prompt: "go", Tools: []string{"helper"}, AgenticTools: []*toolpb.AgenticToolSpec{{
 		Name: "helper", Kind: toolpb.AgenticKind_AGENTIC_KIND_AGENT, Tools: []string{"export_report"},
 		ParametersJsonSchema: `{"type":"object","properties":{"task":{"type":"string"}}}`,
@@ -312,7 +312,7 @@ func TestNestedLoopCountLimit(t *testing.T) {
 		c.Loop.MaxNestedLoops = 1
 		c.AgenticTools = map[string]config.AgenticTool{"once": {Description: "Add once.", Tools: []string{"add"}}}
 	}})
-	e.startWorker("w1", builtin.Math())
+	e.startWorker("w1", examplegroups.Math())
 	var results []string
 	final, err := e.cl.RunAndWait(testContext(t), &toolpb.RunRequest{Prompt: "go", Tools: []string{"once"}}, func(ev *toolpb.RunResponse) {
 		if f := ev.GetToolCallFinished(); f != nil && ev.GetScope() == nil {
@@ -400,7 +400,7 @@ func TestNestedBudgetFailsTheRun(t *testing.T) {
 		{Reply: scriptedCall("add", `{"a":1,"b":2}`)},
 	}}
 	e := newEnv(t, envOptions{script: script})
-	e.startWorker("w1", builtin.Math())
+	e.startWorker("w1", examplegroups.Math())
 	req := &toolpb.RunRequest{RunId: "b1", Prompt: "go", Tools: []string{"calc"}, Limits: &toolpb.RunLimits{MaxActions: 3},
 		AgenticTools: []*toolpb.AgenticToolSpec{{Name: "calc", Description: "Add.", Tools: []string{"add"}}}}
 	_, err := e.cl.RunAndWait(testContext(t), req, nil)
@@ -420,7 +420,7 @@ func TestAgenticNamesAndUnofferedSpecs(t *testing.T) {
 	e := newEnv(t, envOptions{configure: func(c *config.Config) {
 		c.AgenticTools = map[string]config.AgenticTool{"cfg": {Description: "C.", Tools: []string{"add"}}}
 	}})
-	e.startWorker("w1", builtin.Math())
+	e.startWorker("w1", examplegroups.Math())
 	for _, tc := range []struct {
 		req   *toolpb.RunRequest
 		field string
@@ -454,7 +454,7 @@ func TestNestedProcessEventsCarryTheirScope(t *testing.T) {
 		{Reply: scripted.Reply{Text: "ok"}},
 	}}
 	e := newEnv(t, envOptions{script: script})
-	e.startWorker("w1", builtin.CRMGroup())
+	e.startWorker("w1", examplegroups.CRMGroup())
 	req := &toolpb.RunRequest{Prompt: "go", Tools: []string{"helper"}, AgenticTools: []*toolpb.AgenticToolSpec{{
 		Name: "helper", Description: "Help.", Tools: []string{"bind_customer", "progress"},
 	}}}
@@ -488,7 +488,7 @@ func TestSubagentInheritsVerbosityAndBudget(t *testing.T) {
 		{Reply: scripted.Reply{Text: `{{ result "helper" }}`}},
 	}}
 	e := newEnv(t, envOptions{script: script})
-	e.startWorker("w1", builtin.Math())
+	e.startWorker("w1", examplegroups.Math())
 	spec := &toolpb.AgenticToolSpec{Name: "helper", Kind: toolpb.AgenticKind_AGENTIC_KIND_AGENT, Tools: []string{"add"},
 		ParametersJsonSchema: `{"type":"object","properties":{"task":{"type":"string"}}}`}
 	var streamed strings.Builder

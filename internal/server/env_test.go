@@ -14,10 +14,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/toolmesh/toolmesh/internal/builtin"
 	"github.com/toolmesh/toolmesh/internal/compose"
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/decorators"
+	"github.com/toolmesh/toolmesh/internal/examplegroups"
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/internal/router"
@@ -256,8 +256,8 @@ func collect(stream toolpb.OrchestratorService_RunClient) ([]*toolpb.RunResponse
 // flatMath is the math group with its ten operations offered directly instead of behind
 // the math facade, for tests that call them by name.
 func flatMath() worker.Group {
-	g := builtin.Math()
-	g.Facades, g.Tools = nil, builtin.MathOperations()
+	g := examplegroups.Math()
+	g.Facades, g.Tools = nil, examplegroups.MathOperations()
 	return g
 }
 

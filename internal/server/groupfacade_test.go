@@ -3,8 +3,8 @@ package server
 import (
 	"testing"
 
-	"github.com/toolmesh/toolmesh/internal/builtin"
 	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/examplegroups"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
@@ -19,7 +19,7 @@ func TestGroupAsFacade(t *testing.T) {
 	e := newEnv(t, envOptions{script: script, configure: func(c *config.Config) {
 		c.Groups = map[string]config.Group{"text": {Facade: &config.GroupFacade{Name: "text_tools"}}}
 	}})
-	e.startWorker("w1", builtin.TextGroup())
+	e.startWorker("w1", examplegroups.TextGroup())
 	var started []string
 	var content string
 	_, err := e.cl.RunAndWait(testContext(t), &toolpb.RunRequest{Prompt: "go", ToolGroups: []string{"text"}}, func(ev *toolpb.RunResponse) {
@@ -36,7 +36,7 @@ func TestGroupAsFacade(t *testing.T) {
 	if len(started) != 1 || started[0] != "text_tools" {
 		t.Errorf("started with %v, want [text_tools]", started)
 	}
-	want := "Tools now available: lowercase, reverse, uppercase, word_count. You MUST call one of these tools to complete the user's request. Do NOT respond with text — call a tool.\n\n" + builtin.TextUsageNotes
+	want := "Tools now available: lowercase, reverse, uppercase, word_count. You MUST call one of these tools to complete the user's request. Do NOT respond with text — call a tool.\n\n" + examplegroups.TextUsageNotes
 	if content != want {
 		t.Errorf("unfold text = %q, want %q", content, want)
 	}

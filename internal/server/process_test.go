@@ -12,9 +12,9 @@ import (
 
 	sdkmcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolmesh/toolmesh/internal/builtin"
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/decorators"
+	"github.com/toolmesh/toolmesh/internal/examplegroups"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/pkg/client"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
@@ -31,7 +31,7 @@ func TestDefaultGroupsAndStreamedText(t *testing.T) {
 	e := newEnv(t, envOptions{script: script, configure: func(c *config.Config) {
 		c.Loop.DefaultToolGroups = []string{"communication", "text", "nobody_serves_this"}
 	}})
-	e.startWorker("w1", builtin.TextGroup())
+	e.startWorker("w1", examplegroups.TextGroup())
 	var started []string
 	var deltas strings.Builder
 	var messages []string
@@ -78,7 +78,7 @@ func TestConfigGroups(t *testing.T) {
 			}},
 		}
 	}})
-	e.startWorker("w1", flatMath(), builtin.TextGroup())
+	e.startWorker("w1", flatMath(), examplegroups.TextGroup())
 	ctx := testContext(t)
 	started := func(req *toolpb.RunRequest) ([]string, *toolpb.RunResponse) {
 		t.Helper()
@@ -278,7 +278,7 @@ func TestConfiguredSinksAndReplan(t *testing.T) {
 		}}}}
 		c.Tools = map[string]config.Tool{"bind_customer": {Replan: &config.Replan{Reason: "a customer was chosen"}}}
 	}})
-	e.startWorker("w1", builtin.CRMGroup())
+	e.startWorker("w1", examplegroups.CRMGroup())
 	ctx := testContext(t)
 	if _, err := e.cl.RunAndWait(ctx, &toolpb.RunRequest{RunId: "find", Prompt: "find", ToolGroups: []string{"crm"}}, nil); err != nil {
 		t.Fatal(err)

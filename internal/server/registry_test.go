@@ -17,9 +17,9 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/toolmesh/toolmesh/internal/builtin"
 	"github.com/toolmesh/toolmesh/internal/compose"
 	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/examplegroups"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/internal/router"
 	"github.com/toolmesh/toolmesh/pkg/tool"
@@ -106,7 +106,7 @@ func TestLeaseExpiresWithoutHeartbeats(t *testing.T) {
 		defer rt.Close()
 		fs, done := serveConnect(srv)
 
-		fs.in <- &toolpb.ConnectRequest{Message: &toolpb.ConnectRequest_Register{Register: registration("w1", builtin.Math())}}
+		fs.in <- &toolpb.ConnectRequest{Message: &toolpb.ConnectRequest_Register{Register: registration("w1", examplegroups.Math())}}
 		ack := (<-fs.out).GetAck()
 		if !ack.GetAccepted() || ack.GetLeaseId() == "" || ack.GetHeartbeatInterval().AsDuration() != beat {
 			t.Fatalf("ack = %v", ack)
@@ -173,7 +173,7 @@ func TestLeaseDrainingWorkerLeavesAtOnce(t *testing.T) {
 		srv, rt := newLeaseServer(t, config.Default())
 		defer rt.Close()
 		fs, done := serveConnect(srv)
-		fs.in <- &toolpb.ConnectRequest{Message: &toolpb.ConnectRequest_Register{Register: registration("w1", builtin.Math())}}
+		fs.in <- &toolpb.ConnectRequest{Message: &toolpb.ConnectRequest_Register{Register: registration("w1", examplegroups.Math())}}
 		<-fs.out
 		fs.in <- &toolpb.ConnectRequest{Message: &toolpb.ConnectRequest_Draining{Draining: &toolpb.Draining{Reason: "bye"}}}
 		synctest.Wait()
@@ -220,13 +220,13 @@ func connectStatus(t *testing.T, ctx context.Context, e *env, closeSend bool, ms
 func TestConnectRefusals(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	ctx := testContext(t)
-	e.registerRaw(ctx, registration("w-math", builtin.Math()))
+	e.registerRaw(ctx, registration("w-math", examplegroups.Math()))
 
 	register := func(reg *toolpb.Registration) *toolpb.ConnectRequest {
 		return &toolpb.ConnectRequest{Message: &toolpb.ConnectRequest_Register{Register: reg}}
 	}
 	heartbeat := &toolpb.ConnectRequest{Message: &toolpb.ConnectRequest_Heartbeat{Heartbeat: &toolpb.Heartbeat{}}}
-	add := builtin.MathOperations()[0] // "add", already registered by w-math in group math
+	add := examplegroups.MathOperations()[0] // "add", already registered by w-math in group math
 	if add.Definition().Name != "add" {
 		t.Fatalf("first math tool is %q", add.Definition().Name)
 	}
@@ -242,11 +242,11 @@ func TestConnectRefusals(t *testing.T) {
 	}{
 		{"first message is a heartbeat", false, []*toolpb.ConnectRequest{heartbeat}, codes.InvalidArgument, ""},
 		{"closed before registering", true, nil, codes.InvalidArgument, ""},
-		{"invalid registration", false, []*toolpb.ConnectRequest{register(&toolpb.Registration{Address: "127.0.0.1:1", Groups: registration("x", builtin.TextGroup()).Groups})},
+		{"invalid registration", false, []*toolpb.ConnectRequest{register(&toolpb.Registration{Address: "127.0.0.1:1", Groups: registration("x", examplegroups.TextGroup()).Groups})},
 			codes.InvalidArgument, "worker_id is empty"},
 		{"tool of another group", false, []*toolpb.ConnectRequest{register(registration("w-other", worker.Group{Role: "other", Tools: []tool.Tool{add}}))},
 			codes.FailedPrecondition, `tool "add" is already registered by group "math"`},
-		{"group with another description", false, []*toolpb.ConnectRequest{register(registration("w-math2", worker.Group{Role: "math", Description: "different", Version: builtin.Math().Version, Tools: builtin.MathOperations()}))},
+		{"group with another description", false, []*toolpb.ConnectRequest{register(registration("w-math2", worker.Group{Role: "math", Description: "different", Version: examplegroups.Math().Version, Tools: examplegroups.MathOperations()}))},
 			codes.FailedPrecondition, `group "math" is already registered with a different description`},
 	}
 	for _, tc := range cases {
@@ -280,13 +280,13 @@ func TestConnectRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	groups = withWorkers(groups) // the orchestrator's own groups are always listed
-	if len(groups) != 1 || groups[0].GetGroup().GetRole() != "math" || groups[0].GetGroup().GetDescription() != builtin.MathDescription {
+	if len(groups) != 1 || groups[0].GetGroup().GetRole() != "math" || groups[0].GetGroup().GetDescription() != examplegroups.MathDescription {
 		t.Errorf("groups after refusals = %v", groups)
 	}
 
 	// The id of a worker whose stream is open is refused, soon to be retried (the holder
 	// may be the same worker reconnecting), and the holder's address is not disclosed.
-	out, err := connectStatus(t, ctx, e, false, register(registration("w-math", builtin.Math())))
+	out, err := connectStatus(t, ctx, e, false, register(registration("w-math", examplegroups.Math())))
 	st, info, _ := statusDetails(t, err)
 	if st.Code() != codes.AlreadyExists || info.GetReason() != "WORKER_ID_IN_USE" {
 		t.Fatalf("registration under a held id = %v (%v), want AlreadyExists WORKER_ID_IN_USE", err, info)
@@ -299,8 +299,8 @@ func TestConnectRefusals(t *testing.T) {
 	}
 
 	// A second register on an accepted stream is refused.
-	stream, _ := e.registerRaw(ctx, registration("w-text", builtin.TextGroup()))
-	if err := stream.Send(register(registration("w-text", builtin.TextGroup()))); err != nil {
+	stream, _ := e.registerRaw(ctx, registration("w-text", examplegroups.TextGroup()))
+	if err := stream.Send(register(registration("w-text", examplegroups.TextGroup()))); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := stream.Recv(); codeOf(err) != codes.InvalidArgument {
@@ -321,8 +321,8 @@ func retryDelay(st *status.Status) time.Duration {
 func TestListings(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	ctx := testContext(t)
-	e.registerRaw(ctx, registration("w-b", builtin.Math()))
-	e.registerRaw(ctx, registration("w-a", builtin.Math(), builtin.TextGroup()))
+	e.registerRaw(ctx, registration("w-b", examplegroups.Math()))
+	e.registerRaw(ctx, registration("w-a", examplegroups.Math(), examplegroups.TextGroup()))
 
 	ws, err := e.cl.ListWorkers(ctx)
 	if err != nil {

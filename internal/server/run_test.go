@@ -15,8 +15,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/toolmesh/toolmesh/internal/builtin"
 	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/examplegroups"
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/internal/logtest"
@@ -465,7 +465,7 @@ func TestRunClientGoesAway(t *testing.T) {
 func TestShutdown(t *testing.T) {
 	e := newEnv(t, envOptions{script: slowScript()})
 	ctx := testContext(t)
-	regStream, _ := e.registerRaw(ctx, registration("w-math", builtin.Math()))
+	regStream, _ := e.registerRaw(ctx, registration("w-math", examplegroups.Math()))
 	stream, _ := startSlowRun(t, ctx, e, "in-flight")
 
 	// A deadline that has passed: Shutdown cancels the runs in progress at once.

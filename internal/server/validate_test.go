@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/toolmesh/toolmesh/internal/builtin"
+	"github.com/toolmesh/toolmesh/internal/examplegroups"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/client"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
@@ -204,8 +204,8 @@ func TestRunRefusesInvalidRequests(t *testing.T) {
 func TestRunUnknownGroupAndTool(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	ctx := testContext(t)
-	e.registerRaw(ctx, registration("w-math", builtin.Math()))
-	e.registerRaw(ctx, registration("w-text", builtin.TextGroup()))
+	e.registerRaw(ctx, registration("w-math", examplegroups.Math()))
+	e.registerRaw(ctx, registration("w-text", examplegroups.TextGroup()))
 
 	cases := []struct {
 		name     string
@@ -288,7 +288,7 @@ func TestRunUnknownGroupAndTool(t *testing.T) {
 func TestUnservedGroupWarns(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	ctx := testContext(t)
-	e.registerRaw(ctx, registration("w-text", builtin.TextGroup()))
+	e.registerRaw(ctx, registration("w-text", examplegroups.TextGroup()))
 	var evs []*toolpb.RunResponse
 	_, err := e.cl.RunAndWait(ctx, &toolpb.RunRequest{Prompt: "p", ToolGroups: []string{"text", "weather"}}, func(ev *toolpb.RunResponse) { evs = append(evs, ev) })
 	if err != nil && !errors.Is(err, client.ErrModel) {

@@ -22,9 +22,9 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/toolmesh/toolmesh/internal/agentic"
-	"github.com/toolmesh/toolmesh/internal/builtin"
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/decorators"
+	"github.com/toolmesh/toolmesh/internal/examplegroups"
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/internal/loop"
@@ -82,8 +82,8 @@ var wrappers = map[string][]func(tool.Tool) tool.Tool{
 	}},
 	"internal/router.bound": {func(t tool.Tool) tool.Tool { return router.Bound(t, tool.NewState([]byte("s"))) }},
 	"pkg/toolctx.oneShot":   {func(t tool.Tool) tool.Tool { return toolctx.OneShotPerLoop(t, "advice") }},
-	"internal/builtin.delayed": {func(t tool.Tool) tool.Tool {
-		return builtin.WithDelay(time.Millisecond, []tool.Tool{t})[0]
+	"internal/examplegroups.delayed": {func(t tool.Tool) tool.Tool {
+		return examplegroups.WithDelay(time.Millisecond, []tool.Tool{t})[0]
 	}},
 	"internal/agentic.method": {func(t tool.Tool) tool.Tool {
 		b := agentic.NewBindings(func() []string { return []string{"T"} }, nil)

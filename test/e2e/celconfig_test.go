@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/toolmesh/toolmesh/internal/builtin"
+	"github.com/toolmesh/toolmesh/internal/examplegroups"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
@@ -38,7 +38,7 @@ groups:
   metaf:
     mcp: {server: meta, filter: 'description.startsWith("Echoes")'}
 `)
-	m.startWorker("cel", builtin.EchoPrefix+"cel")
+	m.startWorker("cel", examplegroups.EchoPrefix+"cel")
 	m.waitWorkers("cel")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -65,7 +65,7 @@ groups:
 	if got := finalText(t, evs); got != "seen" {
 		t.Errorf("final %q", got)
 	}
-	var echo builtin.Echo
+	var echo examplegroups.Echo
 	var mcpAnswer string
 	for _, f := range finished(evs, 1) {
 		switch f.GetTool() {

@@ -10,8 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/toolmesh/toolmesh/internal/builtin"
 	"github.com/toolmesh/toolmesh/internal/ctxcodec"
+	"github.com/toolmesh/toolmesh/internal/examplegroups"
 	"github.com/toolmesh/toolmesh/internal/harness"
 	"github.com/toolmesh/toolmesh/pkg/client"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
@@ -104,7 +104,7 @@ func startContextSniffedWorkers(t *testing.T, m *mesh) map[string]*harness.Sniff
 		}
 		t.Cleanup(func() { _ = s.Close() })
 		sniffers[name] = s
-		m.startWorker(name, builtin.EchoPrefix+name, "--listen", listen, "--advertise", s.Addr())
+		m.startWorker(name, examplegroups.EchoPrefix+name, "--listen", listen, "--advertise", s.Addr())
 	}
 	m.waitWorkers("alpha", "beta", "gamma")
 	return sniffers
@@ -112,12 +112,12 @@ func startContextSniffedWorkers(t *testing.T, m *mesh) map[string]*harness.Sniff
 
 // contextEchoes decodes what each worker's tool echoed in the first iteration, by worker
 // name, and checks that each tool ran on its own worker.
-func contextEchoes(t *testing.T, evs []*toolpb.RunResponse) map[string]builtin.Echo {
+func contextEchoes(t *testing.T, evs []*toolpb.RunResponse) map[string]examplegroups.Echo {
 	t.Helper()
-	got := map[string]builtin.Echo{}
+	got := map[string]examplegroups.Echo{}
 	for _, f := range finished(evs, 1) {
 		name := strings.TrimPrefix(f.GetTool(), "show_context_")
-		var e builtin.Echo
+		var e examplegroups.Echo
 		if err := json.Unmarshal([]byte(f.GetContent()), &e); err != nil {
 			t.Fatalf("%s answered %q: %v", f.GetTool(), f.GetContent(), err)
 		}
@@ -131,7 +131,7 @@ func contextEchoes(t *testing.T, evs []*toolpb.RunResponse) map[string]builtin.E
 
 // checkContextWorker checks that one worker received exactly the wanted context and
 // that no secret reached it, neither in its metadata nor on the wire.
-func checkContextWorker(t *testing.T, name string, w map[string]string, got builtin.Echo, s *harness.Sniffer) {
+func checkContextWorker(t *testing.T, name string, w map[string]string, got examplegroups.Echo, s *harness.Sniffer) {
 	t.Helper()
 	if diff := cmp.Diff(w, got.Context); diff != "" {
 		t.Errorf("worker %s received (-want +got):\n%s", name, diff)

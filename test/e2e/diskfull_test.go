@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/toolmesh/toolmesh/internal/builtin"
+	"github.com/toolmesh/toolmesh/internal/examplegroups"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
 
@@ -50,7 +50,7 @@ func TestJournalDiskFull(t *testing.T) {
 	// The credit of the run cut short took effect once, resent or not.
 	n := 0
 	for _, l := range w.Lines() {
-		if strings.Contains(l, builtin.EffectLog) && hasTool(l, "credit") && strings.Contains(l, "idempotency_key=mid/") {
+		if strings.Contains(l, examplegroups.EffectLog) && hasTool(l, "credit") && strings.Contains(l, "idempotency_key=mid/") {
 			n++
 		}
 	}

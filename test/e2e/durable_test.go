@@ -12,7 +12,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
-	"github.com/toolmesh/toolmesh/internal/builtin"
+	"github.com/toolmesh/toolmesh/internal/examplegroups"
 	"github.com/toolmesh/toolmesh/internal/harness"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
@@ -51,7 +51,7 @@ func TestRunSurvivesOrchestratorKills(t *testing.T) {
 		t.Errorf("final text %q: the charge's outcome should be unknown", text)
 	}
 	for _, tool := range []string{"credit", "charge"} {
-		if n := countLines(w.Lines(), builtin.EffectLog, tool); n != 1 {
+		if n := countLines(w.Lines(), examplegroups.EffectLog, tool); n != 1 {
 			t.Errorf("%s took effect %d times, want once", tool, n)
 		}
 	}
@@ -77,7 +77,7 @@ func TestRunSurvivesOrchestratorKills(t *testing.T) {
 func killDuringDurableCalls(ctx context.Context, t *testing.T, m *mesh, w *harness.Proc, addr string, stopRun context.CancelFunc) {
 	t.Helper()
 	for i, tool := range []string{"credit", "charge"} {
-		effect := func(l string) bool { return strings.Contains(l, builtin.EffectLog) && hasTool(l, tool) }
+		effect := func(l string) bool { return strings.Contains(l, examplegroups.EffectLog) && hasTool(l, tool) }
 		if _, err := w.WaitLine(ctx, effect); err != nil {
 			m.dump()
 			t.Fatalf("no %s effect: %v", tool, err)
@@ -234,7 +234,7 @@ func TestOutcomeReceivedNotRecorded(t *testing.T) {
 		t.Errorf("final text %q: the charge's outcome should be unknown", text)
 	}
 	for _, tool := range []string{"credit", "charge"} {
-		if n := countLines(w.Lines(), builtin.EffectLog, tool); n != 1 {
+		if n := countLines(w.Lines(), examplegroups.EffectLog, tool); n != 1 {
 			t.Errorf("%s took effect %d times, want once", tool, n)
 		}
 	}
@@ -270,7 +270,7 @@ func TestWorkerKilledAfterEffect(t *testing.T) {
 		var holder string
 		for holder == "" && ctx.Err() == nil {
 			for id, p := range m.workers {
-				if countLines(p.Lines(), builtin.EffectLog, tool) > 0 && !p.Exited() {
+				if countLines(p.Lines(), examplegroups.EffectLog, tool) > 0 && !p.Exited() {
 					holder = id
 				}
 			}
@@ -319,7 +319,7 @@ func TestOneShotSurvivesRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	m.runDetached(ctx, "r17")
-	if _, err := w.WaitLine(ctx, func(l string) bool { return strings.Contains(l, builtin.EffectLog) && hasTool(l, "charge") }); err != nil {
+	if _, err := w.WaitLine(ctx, func(l string) bool { return strings.Contains(l, examplegroups.EffectLog) && hasTool(l, "charge") }); err != nil {
 		t.Fatal(err)
 	}
 	_ = m.orch.Kill()
@@ -327,7 +327,7 @@ func TestOneShotSurvivesRestart(t *testing.T) {
 	if text := finalText(t, m.watch(ctx, "r17")); !strings.Contains(text, "again: ALREADY LOADED") || !strings.Contains(text, "Use the credit you made.") {
 		t.Errorf("final text %q: the second credit should be answered ALREADY LOADED", text)
 	}
-	if n := countLines(w.Lines(), builtin.EffectLog, "credit"); n != 1 {
+	if n := countLines(w.Lines(), examplegroups.EffectLog, "credit"); n != 1 {
 		t.Errorf("the one-shot credit took effect %d times, want once", n)
 	}
 }

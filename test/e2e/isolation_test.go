@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/toolmesh/toolmesh/internal/builtin"
+	"github.com/toolmesh/toolmesh/internal/examplegroups"
 	"github.com/toolmesh/toolmesh/internal/harness"
 	"github.com/toolmesh/toolmesh/pkg/client"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
@@ -29,7 +29,7 @@ import (
 // identity as its audience, the echo tool and tenant, and expires no later than the
 // call's deadline (the router's default tool timeout, 30 s, from when the call was at the
 // latest sent), and whether the client's raw credentials stayed out of the metadata.
-func callTokenFits(e builtin.Echo, tenant string, sentBy time.Time) bool {
+func callTokenFits(e examplegroups.Echo, tenant string, sentBy time.Time) bool {
 	raw := e.Metadata[trust.CallTokenHeader]
 	if len(raw) != 1 || len(e.Metadata["authorization"]) != 0 {
 		return false
@@ -326,7 +326,7 @@ func (r *isolationRun) runAs(ctx context.Context, tn int) (string, error) {
 // another tenant than tn or the call token does not fit.
 func (r *isolationRun) checkCall(f *toolpb.ToolCallFinished, tn int) {
 	r.calls.Add(1)
-	var e builtin.Echo
+	var e examplegroups.Echo
 	want := fmt.Sprintf("t%d", tn)
 	sent := time.Now()
 	if err := json.Unmarshal([]byte(f.GetContent()), &e); err != nil || e.Tenant != want || e.Context[toolctx.TenantKey] != want || e.Context["tenant_id"] != want || !callTokenFits(e, want, sent) {

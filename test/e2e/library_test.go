@@ -13,7 +13,7 @@ import (
 
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/toolmesh/toolmesh/internal/builtin"
+	"github.com/toolmesh/toolmesh/internal/examplegroups"
 	"github.com/toolmesh/toolmesh/internal/harness"
 	"github.com/toolmesh/toolmesh/pkg/client"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
@@ -45,7 +45,7 @@ func TestExampleOrchestrator(t *testing.T) {
 			t.Errorf("support-orchestrator: %v\n%s", err, orch.Output())
 		}
 	})
-	w, err := harness.StartWorker("w1", "w1", "math,"+builtin.EchoPrefix+"ex", orch.Addr, nil)
+	w, err := harness.StartWorker("w1", "w1", "math,"+examplegroups.EchoPrefix+"ex", orch.Addr, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestExampleOrchestrator(t *testing.T) {
 			t.Errorf("%s answered %q, want %q", tool, got, want)
 		}
 	}
-	var echo builtin.Echo
+	var echo examplegroups.Echo
 	if err := json.Unmarshal([]byte(results["show_context_ex"].GetContent()), &echo); err != nil {
 		t.Fatalf("show_context_ex answered %q: %v", results["show_context_ex"].GetContent(), err)
 	}

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/toolmesh/toolmesh/internal/builtin"
+	"github.com/toolmesh/toolmesh/internal/examplegroups"
 	"github.com/toolmesh/toolmesh/internal/harness"
 	"github.com/toolmesh/toolmesh/pkg/client"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
@@ -138,10 +138,10 @@ func runTakeoverRunsAndKill(ctx context.Context, t *testing.T, a, b *replica, w 
 		})
 	}
 	// Kill a once every run's credit took effect: a's four credits are in flight.
-	for countLines(w.Lines(), builtin.EffectLog, "credit") < runs {
+	for countLines(w.Lines(), examplegroups.EffectLog, "credit") < runs {
 		select {
 		case <-ctx.Done():
-			t.Fatalf("only %d credits took effect:\n%s", countLines(w.Lines(), builtin.EffectLog, "credit"), w.Output())
+			t.Fatalf("only %d credits took effect:\n%s", countLines(w.Lines(), examplegroups.EffectLog, "credit"), w.Output())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -198,7 +198,7 @@ func checkTakeoverEffects(t *testing.T, w *harness.Proc, runs int) {
 	keyRun := regexp.MustCompile(`idempotency_key[=":]+(run-\d+)/`)
 	effects := map[string]map[string]int{"credit": {}, "charge": {}}
 	for _, l := range w.Lines() {
-		if !strings.Contains(l, builtin.EffectLog) {
+		if !strings.Contains(l, examplegroups.EffectLog) {
 			continue
 		}
 		m := keyRun.FindStringSubmatch(l)
@@ -288,7 +288,7 @@ func TestApprovalSurvivesRestart(t *testing.T) {
 	addr := a.Addr
 	_ = a.Kill()
 	// The run is paused: nothing reached the worker.
-	if n := countLines(w.Lines(), builtin.EffectLog, "charge"); n != 0 {
+	if n := countLines(w.Lines(), examplegroups.EffectLog, "charge"); n != 0 {
 		t.Fatalf("the charge ran %d times before it was approved", n)
 	}
 	restarted, err := harness.StartOrchestrator(ctx, "replica-a", addr, nil, "--config", cfgPath, "--script", script, "--owner", "replica-a")
@@ -302,7 +302,7 @@ func TestApprovalSurvivesRestart(t *testing.T) {
 	if text := final(b, "approve-me"); text != "charge: charged 300 cents to carol" {
 		t.Errorf("final text %q", text)
 	}
-	if n := countLines(w.Lines(), builtin.EffectLog, "charge"); n != 1 {
+	if n := countLines(w.Lines(), examplegroups.EffectLog, "charge"); n != 1 {
 		t.Errorf("the approved charge ran %d times, want once", n)
 	}
 
@@ -313,7 +313,7 @@ func TestApprovalSurvivesRestart(t *testing.T) {
 	if text := final(b, "deny-me"); !strings.Contains(text, "The user denied the call of tool 'charge'") || !strings.Contains(text, "not this month") {
 		t.Errorf("denied: final text %q", text)
 	}
-	if n := countLines(w.Lines(), builtin.EffectLog, "charge"); n != 1 {
+	if n := countLines(w.Lines(), examplegroups.EffectLog, "charge"); n != 1 {
 		t.Errorf("the charges ran %d times in all, want once (the denied one never reached the worker)", n)
 	}
 }
@@ -337,7 +337,7 @@ func TestPostgresGoesAway(t *testing.T) {
 		}
 		ended <- last
 	}()
-	if _, err := w.WaitLine(ctx, func(l string) bool { return strings.Contains(l, builtin.EffectLog) }); err != nil {
+	if _, err := w.WaitLine(ctx, func(l string) bool { return strings.Contains(l, examplegroups.EffectLog) }); err != nil {
 		t.Fatal(err)
 	}
 	m.pg.Kill()

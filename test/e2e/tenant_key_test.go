@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/toolmesh/toolmesh/internal/builtin"
 	"github.com/toolmesh/toolmesh/internal/ctxcodec"
+	"github.com/toolmesh/toolmesh/internal/examplegroups"
 	"github.com/toolmesh/toolmesh/internal/harness"
 	"github.com/toolmesh/toolmesh/pkg/client"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
@@ -29,7 +29,7 @@ var forgedTenant = map[string]string{"tenantId": "globex", "tenant_id": "globex"
 
 // checkVerifiedTenant fails the test unless the echo e shows tenant under the reserved
 // key and as tenant_id, and the reserved key travelled in no metadata entry.
-func checkVerifiedTenant(t *testing.T, what string, e builtin.Echo, tenant string) {
+func checkVerifiedTenant(t *testing.T, what string, e examplegroups.Echo, tenant string) {
 	t.Helper()
 	if got := e.Context[toolctx.TenantKey]; got != tenant {
 		t.Errorf("%s: the worker read %s = %q; want the verified tenant %q (it saw %v)", what, toolctx.TenantKey, got, tenant, e.Context)
@@ -71,17 +71,17 @@ tenants:
 	waitWorkerCount(ctx, t, acme, 1)
 	waitWorkerCount(ctx, t, globex, 1)
 
-	run := func(c *client.Client, req *toolpb.RunRequest) (builtin.Echo, error) {
+	run := func(c *client.Client, req *toolpb.RunRequest) (examplegroups.Echo, error) {
 		var final string
 		for ev, err := range c.Run(ctx, req) {
 			if err != nil {
-				return builtin.Echo{}, err
+				return examplegroups.Echo{}, err
 			}
 			if f := ev.GetFinalResult(); f != nil {
 				final = f.GetText()
 			}
 		}
-		var e builtin.Echo
+		var e examplegroups.Echo
 		if err := json.Unmarshal([]byte(final), &e); err != nil {
 			return e, fmt.Errorf("the run answered %q: %w", final, err)
 		}
@@ -175,7 +175,7 @@ mcp_serve:
 			text.WriteString(tc.Text)
 		}
 	}
-	var e builtin.Echo
+	var e examplegroups.Echo
 	if err := json.Unmarshal([]byte(text.String()), &e); err != nil {
 		t.Fatalf("the echo answered %q: %v", text.String(), err)
 	}

@@ -1,9 +1,9 @@
-// Package builtin holds the example tool groups that cmd/toolworker hosts: math (ten
+// Package examplegroups holds the example tool groups that cmd/toolworker hosts: math (ten
 // operations behind one facade), text, shop (nested and selectable facades, with a cart
 // whose state the orchestrator keeps), faults (tools that misbehave on purpose), and
 // echo_<name> (shows the context a call receives). They are real tools, used by the demo
 // and the end-to-end tests, and a model for worker authors.
-package builtin
+package examplegroups
 
 import (
 	"context"

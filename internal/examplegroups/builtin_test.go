@@ -1,4 +1,4 @@
-package builtin_test
+package examplegroups_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/testing/protocmp"
 
-	"github.com/toolmesh/toolmesh/internal/builtin"
+	"github.com/toolmesh/toolmesh/internal/examplegroups"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
@@ -71,7 +71,7 @@ func toolChildren(names ...string) []*toolpb.FacadeChild {
 const emptySchema = `{"type":"object","properties":{}}`
 
 func TestMathGroup(t *testing.T) {
-	g := builtin.Math()
+	g := examplegroups.Math()
 	if g.Role != "math" || g.Description != "Math tools: use when you need to perform calculations" {
 		t.Errorf("group = %q %q", g.Role, g.Description)
 	}
@@ -116,9 +116,9 @@ func TestMathGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []*toolpb.FacadeNode{{
-		Definition: &toolpb.ToolDefinition{Name: "math", Description: builtin.MathFacadeDescription, InputSchemaJson: emptySchema},
+		Definition: &toolpb.ToolDefinition{Name: "math", Description: examplegroups.MathFacadeDescription, InputSchemaJson: emptySchema},
 		Children:   toolChildren(ops...),
-		UsageNotes: builtin.MathUsageNotes,
+		UsageNotes: examplegroups.MathUsageNotes,
 	}}
 	if diff := cmp.Diff(want, grs[0].GetFacades(), protocmp.Transform()); diff != "" {
 		t.Errorf("math facade tree (-want +got):\n%s", diff)
@@ -130,13 +130,13 @@ func TestMathGroup(t *testing.T) {
 	if diff := cmp.Diff([]string{"add", "ceiling", "divide", "floor", "max", "mean", "min", "multiply", "round", "subtract"}, registered); diff != "" {
 		t.Errorf("math tools (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(ops, names(builtin.MathOperations())); diff != "" {
+	if diff := cmp.Diff(ops, names(examplegroups.MathOperations())); diff != "" {
 		t.Errorf("MathOperations (-want +got):\n%s", diff)
 	}
 }
 
 func TestOperations(t *testing.T) {
-	math, text := builtin.Math(), builtin.TextGroup()
+	math, text := examplegroups.Math(), examplegroups.TextGroup()
 	cases := []struct {
 		g       worker.Group
 		tool    string
@@ -181,8 +181,8 @@ func TestOperations(t *testing.T) {
 }
 
 func TestWithDelay(t *testing.T) {
-	add := find(t, builtin.Math(), "add")
-	slow := builtin.WithDelay(time.Hour, []tool.Tool{add})[0]
+	add := find(t, examplegroups.Math(), "add")
+	slow := examplegroups.WithDelay(time.Hour, []tool.Tool{add})[0]
 	if tool.Unwrap(slow) != add || slow.Definition().Name != "add" || !slow.Metadata().Idempotent {
 		t.Error("the delayed tool does not keep the wrapped tool's identity")
 	}
@@ -192,19 +192,19 @@ func TestWithDelay(t *testing.T) {
 	if err != nil || !res.IsError() || res.Code != tool.CodeTimeout {
 		t.Errorf("a cancelled delay = %+v, %v; want a timeout error result", res, err)
 	}
-	fast := builtin.WithDelay(time.Millisecond, []tool.Tool{add})[0]
+	fast := examplegroups.WithDelay(time.Millisecond, []tool.Tool{add})[0]
 	if res, _ := fast.Call(context.Background(), `{"a":1,"b":2}`); res.Content != "3" {
 		t.Errorf("delayed add = %q", res.Content)
 	}
 }
 
 func TestGroups(t *testing.T) {
-	gs := builtin.Groups()
+	gs := examplegroups.Groups()
 	if len(gs) != 7 || gs["payments"]().Role != "payments" || gs["users"]().Role != "users" || gs["crm"]().Role != "crm" || gs["faults"]().Role != "faults" || gs["math"]().Role != "math" || gs["text"]().Role != "text" || gs["shop"]().Role != "shop" {
 		t.Errorf("Groups() = %v", gs)
 	}
 	for _, name := range []string{"math", "text", "shop", "echo_x"} {
-		g, ok := builtin.Group(name)
+		g, ok := examplegroups.Group(name)
 		if !ok || (g.Role != name) {
 			t.Errorf("Group(%q) = %q, %v", name, g.Role, ok)
 		}
@@ -212,7 +212,7 @@ func TestGroups(t *testing.T) {
 			t.Errorf("group %s cannot be served: %v", name, err)
 		}
 	}
-	if _, ok := builtin.Group("nope"); ok {
+	if _, ok := examplegroups.Group("nope"); ok {
 		t.Error("Group(nope) exists")
 	}
 }
@@ -222,8 +222,8 @@ func TestGroups(t *testing.T) {
 func TestGroupWithDelay(t *testing.T) {
 	for _, name := range []string{"math", "text", "shop", "echo_x"} {
 		t.Run(name, func(t *testing.T) {
-			plain, _ := builtin.Group(name)
-			slow, ok := builtin.GroupWith(name, builtin.Delay(time.Hour))
+			plain, _ := examplegroups.Group(name)
+			slow, ok := examplegroups.GroupWith(name, examplegroups.Delay(time.Hour))
 			if !ok {
 				t.Fatal("no group")
 			}
@@ -262,16 +262,16 @@ func groupRegistrations(groups ...worker.Group) ([]*toolpb.GroupRegistration, er
 // The users group's methods read their receiver from the call's state and updateEmail
 // replaces it; without a receiver they fail.
 func TestUserMethods(t *testing.T) {
-	g := builtin.Users()
+	g := examplegroups.Users()
 	byName := map[string]tool.Tool{}
 	for _, tl := range g.Tools {
 		byName[tl.Definition().Name] = tl
 	}
-	if byName["updateEmail"].Metadata().ReceiverType != builtin.UserType || byName["find_user"].Metadata().ReceiverType != "" {
+	if byName["updateEmail"].Metadata().ReceiverType != examplegroups.UserType || byName["find_user"].Metadata().ReceiverType != "" {
 		t.Fatalf("receiver types: %+v", byName["updateEmail"].Metadata())
 	}
 	res, _ := byName["find_user"].Call(context.Background(), `{"name":"grace"}`)
-	if res.Artifact == nil || res.Artifact.TypeName != builtin.UserType {
+	if res.Artifact == nil || res.Artifact.TypeName != examplegroups.UserType {
 		t.Fatalf("find_user: %+v", res)
 	}
 	if res, err := byName["profile"].Call(context.Background(), `{}`); err == nil && !res.IsError() {
@@ -289,7 +289,7 @@ func TestUserMethods(t *testing.T) {
 
 // The payment tools validate their input, and charge is not idempotent while credit is.
 func TestPayments(t *testing.T) {
-	g := builtin.Groups()["payments"]()
+	g := examplegroups.Groups()["payments"]()
 	byName := map[string]tool.Tool{}
 	for _, tl := range g.Tools {
 		byName[tl.Definition().Name] = tl

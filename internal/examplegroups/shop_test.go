@@ -1,4 +1,4 @@
-package builtin_test
+package examplegroups_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/testing/protocmp"
 
-	"github.com/toolmesh/toolmesh/internal/builtin"
+	"github.com/toolmesh/toolmesh/internal/examplegroups"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/pkg/tool"
@@ -28,8 +28,8 @@ const (
 )
 
 func TestShopRegistration(t *testing.T) {
-	g := builtin.Shop()
-	if g.Role != "shop" || g.Description != builtin.ShopDescription || g.UsageNotes != builtin.ShopUsageNotes || len(g.Tools) != 0 {
+	g := examplegroups.Shop()
+	if g.Role != "shop" || g.Description != examplegroups.ShopDescription || g.UsageNotes != examplegroups.ShopUsageNotes || len(g.Tools) != 0 {
 		t.Errorf("group = %q %q %q, %d tools", g.Role, g.Description, g.UsageNotes, len(g.Tools))
 	}
 	grs, err := groupRegistrations(g)
@@ -84,7 +84,7 @@ func TestShopTools(t *testing.T) {
 		one  = `{"store":"postgres://shop/main","items":[{"sku":"A-100","quantity":2}]}`
 		two  = `{"store":"postgres://shop/main","items":[{"sku":"A-100","quantity":2},{"sku":"B-200","quantity":3}]}`
 	)
-	g := builtin.Shop()
+	g := examplegroups.Shop()
 	tests := []struct {
 		tool, args, state string
 		want              string
@@ -132,7 +132,7 @@ func TestShopTools(t *testing.T) {
 
 func TestOpenCart(t *testing.T) {
 	var openCart tool.Facade
-	for _, f := range builtin.Shop().Facades {
+	for _, f := range examplegroups.Shop().Facades {
 		if f.Definition().Name == "open_cart" {
 			openCart = f
 		}
@@ -174,7 +174,7 @@ func serve(t *testing.T, id string) toolpb.ToolWorkerServiceClient {
 	dead := lis.Addr().String()
 	_ = lis.Close()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	w, err := worker.New(worker.Options{ID: id, Orchestrator: dead, Logger: log, MinBackoff: time.Second}, builtin.Shop())
+	w, err := worker.New(worker.Options{ID: id, Orchestrator: dead, Logger: log, MinBackoff: time.Second}, examplegroups.Shop())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package builtin
+package examplegroups
 
 import (
 	"context"
