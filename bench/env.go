@@ -22,10 +22,10 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/toolmesh/toolmesh/bench/internal/peer"
-	"github.com/toolmesh/toolmesh/internal/builtin"
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/ctxcodec"
 	"github.com/toolmesh/toolmesh/internal/decorators"
+	"github.com/toolmesh/toolmesh/internal/examplegroups"
 	"github.com/toolmesh/toolmesh/internal/harness"
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
@@ -148,36 +148,79 @@ func setup(ctx context.Context, cfg Config) (_ *env, err error) {
 	// heap that the collector scans in every loop row.
 	e.script.Keep(4 * (cfg.LoopToolCalls + 1))
 
+	if err := e.startTelemetry(ctx); err != nil {
+		return nil, err
+	}
+	var s setupPeers
+	if err := e.startWorkers(ctx, cfg, &s); err != nil {
+		return nil, err
+	}
+	if err := e.startLocalHop(ctx); err != nil {
+		return nil, err
+	}
+	e.progress("setup: rawadd and mcpadd processes")
+	if err := e.startRawAdd(ctx, cfg, &s); err != nil {
+		return nil, err
+	}
+	if err := e.startMCPAdd(ctx, cfg, &s); err != nil {
+		return nil, err
+	}
+	if err := e.setupVariants(ctx, cfg, &s); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// setupPeers are the processes and sessions setup starts for the variants to call; the
+// processes' CPU is counted as their peers'.
+type setupPeers struct {
+	wOff, wOn, wTLS *proc // the toolworkers of the plain, traced and mutual-TLS cores
+	raw, mh         *proc // rawadd, and mcpadd over streamable HTTP
+	rawConn         *grpc.ClientConn
+	url             string // mcpadd's streamable HTTP endpoint
+	httpSession     *mcp.ClientSession
+	stdioSession    *mcp.ClientSession
+	stdioCmd        *exec.Cmd // mcpadd over stdio
+	everythingPID   int       // server-everything, 0 when it does not run
+}
+
+// startTelemetry starts the OTLP receiver and the telemetry the traced hop records
+// through.
+func (e *env) startTelemetry(ctx context.Context) (err error) {
 	e.progress("setup: OTLP receiver, telemetry")
 	if e.receiver, err = startOTLPReceiver(); err != nil {
-		return nil, err
+		return err
 	}
 	e.defer_(e.receiver.close)
 	if e.tel, e.telShutdown, err = e.receiver.telemetry(ctx, "toolmesh-bench"); err != nil {
-		return nil, err
+		return err
 	}
 	e.defer_(func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = e.telShutdown(sctx)
 	})
+	return nil
+}
 
+// startWorkers starts the plain, traced and mutual-TLS cores, a toolworker process for
+// each, and waits until each core has the worker's add.
+func (e *env) startWorkers(ctx context.Context, cfg Config, s *setupPeers) (err error) {
 	e.progress("setup: orchestrator cores and toolworker processes")
 	if e.off, err = startCore(coreOptions{provider: e.script}); err != nil {
-		return nil, err
+		return err
 	}
 	e.defer_(e.off.close)
-	tel := e.tel
-	if e.on, err = startCore(coreOptions{provider: e.script, tel: tel}); err != nil {
-		return nil, err
+	if e.on, err = startCore(coreOptions{provider: e.script, tel: e.tel}); err != nil {
+		return err
 	}
 	e.defer_(e.on.close)
 	workerArgs := func(id, orch string) []string {
-		return []string{"--id", id, "--groups", builtin.MathRole, "--orchestrator", orch, "--listen", "127.0.0.1:0", "--log-format", "json", "--log-level", "warn"}
+		return []string{"--id", id, "--groups", examplegroups.MathRole, "--orchestrator", orch, "--listen", "127.0.0.1:0", "--log-format", "json", "--log-level", "warn"}
 	}
 	wOff, err := startProc("toolworker(off)", cfg.Bins.Toolworker, childEnv("OTEL_SDK_DISABLED=true"), workerArgs("bench-off", e.off.addr)...)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	e.defer_(func() { wOff.stop(5 * time.Second) })
 	wOn, err := startProc("toolworker(otel)", cfg.Bins.Toolworker, childEnv(
@@ -189,69 +232,88 @@ func setup(ctx context.Context, cfg Config) (_ *env, err error) {
 		"OTEL_EXPORTER_OTLP_INSECURE=true",
 	), workerArgs("bench-otel", e.on.addr)...)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	e.defer_(func() { wOn.stop(5 * time.Second) })
 	e.workerOn = wOn
 	wTLS, err := e.startMTLS(cfg, workerArgs)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	e.workerMTLS = wTLS
+	s.wOff, s.wOn, s.wTLS = wOff, wOn, wTLS
 	for _, x := range []struct {
 		c *core
 		p *proc
 	}{{e.off, wOff}, {e.on, wOn}, {e.mtls, wTLS}} {
 		if err := x.c.waitTool(ctx, peer.Name); err != nil {
-			return nil, fmt.Errorf("%w\n%s", err, x.p.tail())
+			return fmt.Errorf("%w\n%s", err, x.p.tail())
 		}
 	}
+	return nil
+}
 
+// startLocalHop starts a core with a pkg/worker in this process serving the math group,
+// for the hop that is profiled with both its sides.
+func (e *env) startLocalHop(ctx context.Context) error {
 	local, err := startCore(coreOptions{provider: e.script})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	e.defer_(local.close)
 	lw, err := worker.New(worker.Options{ID: "bench-local", Orchestrator: local.addr, Listen: "127.0.0.1:0", Capacity: 64,
-		Logger: slog.New(slog.DiscardHandler)}, builtin.Math())
+		Logger: slog.New(slog.DiscardHandler)}, examplegroups.Math())
 	if err != nil {
-		return nil, err
+		return err
 	}
 	lctx, stopLocal := context.WithCancel(context.Background())
 	lwDone := make(chan struct{})
 	go func() { defer close(lwDone); _ = lw.Run(lctx) }()
 	e.defer_(func() { stopLocal(); <-lwDone })
 	if err := local.waitTool(ctx, peer.Name); err != nil {
-		return nil, err
+		return err
 	}
 	e.hopLocal = e.hopVariant(VHop+" (worker in this process)", local, runChain(nil))
+	return nil
+}
 
-	e.progress("setup: rawadd and mcpadd processes")
+// startRawAdd starts bench/cmd/rawadd and connects to it.
+func (e *env) startRawAdd(ctx context.Context, cfg Config, s *setupPeers) error {
 	raw, err := startProc("rawadd", cfg.Bins.RawAdd, childEnv())
 	if err != nil {
-		return nil, err
+		return err
 	}
 	e.defer_(func() { raw.stop(5 * time.Second) })
+	s.raw = raw
 	rec, err := raw.waitJSON(ctx, "serving")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	rawAddr, _ := rec["address"].(string)
 	rawConn, err := grpc.NewClient(rawAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	e.defer_(func() { _ = rawConn.Close() })
+	s.rawConn = rawConn
+	return nil
+}
 
+// startMCPAdd starts bench/cmd/mcpadd over streamable HTTP and over stdio, with an MCP
+// session to each.
+func (e *env) startMCPAdd(ctx context.Context, cfg Config, s *setupPeers) error {
 	mh, err := startProc("mcpadd(http)", cfg.Bins.MCPAdd, childEnv(), "-transport", "http")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	e.defer_(func() { mh.stop(5 * time.Second) })
-	if rec, err = mh.waitJSON(ctx, "serving"); err != nil {
-		return nil, err
+	s.mh = mh
+	rec, err := mh.waitJSON(ctx, "serving")
+	if err != nil {
+		return err
 	}
 	url, _ := rec["url"].(string)
+	s.url = url
 	// One session, reused by every call. The HTTP client keeps up to 64 idle connections
 	// to the server (net/http's default is 2), so that the concurrency-32 phase is not
 	// held back by reconnecting: the setting most favourable to the MCP peer.
@@ -260,9 +322,10 @@ func setup(ctx context.Context, cfg Config) (_ *env, err error) {
 	httpSession, err := mcp.NewClient(&mcp.Implementation{Name: "toolmesh-bench", Version: "v1"}, nil).
 		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: tr}}, nil)
 	if err != nil {
-		return nil, fmt.Errorf("mcp streamable HTTP session: %w\n%s", err, mh.tail())
+		return fmt.Errorf("mcp streamable HTTP session: %w\n%s", err, mh.tail())
 	}
 	e.defer_(func() { _ = httpSession.Close(); tr.CloseIdleConnections() })
+	s.httpSession = httpSession
 
 	stdioCmd := exec.Command(cfg.Bins.MCPAdd, "-transport", "stdio")
 	stdioCmd.Env = childEnv()
@@ -270,7 +333,7 @@ func setup(ctx context.Context, cfg Config) (_ *env, err error) {
 	stdioSession, err := mcp.NewClient(&mcp.Implementation{Name: "toolmesh-bench", Version: "v1"}, nil).
 		Connect(ctx, &mcp.CommandTransport{Command: stdioCmd, TerminateDuration: 2 * time.Second}, nil)
 	if err != nil {
-		return nil, fmt.Errorf("mcp stdio session: %w", err)
+		return fmt.Errorf("mcp stdio session: %w", err)
 	}
 	e.defer_(func() {
 		_ = stdioSession.Close()
@@ -278,41 +341,33 @@ func setup(ctx context.Context, cfg Config) (_ *env, err error) {
 			_ = syscall.Kill(-stdioCmd.Process.Pid, syscall.SIGKILL)
 		}
 	})
+	s.stdioCmd, s.stdioSession = stdioCmd, stdioSession
+	return nil
+}
 
+// setupVariants makes the variants, in the order each round runs them, with the peer
+// process of each, and keeps those cfg asks for.
+func (e *env) setupVariants(ctx context.Context, cfg Config, s *setupPeers) error {
 	orchClient, err := client.Dial(e.off.addr, insecure.NewCredentials())
 	if err != nil {
-		return nil, err
+		return err
 	}
 	e.defer_(func() { _ = orchClient.Close() })
 
 	e.variants = []*variant{
-		e.limitVariant(rawConn, false),
-		e.limitVariant(rawConn, true),
+		e.limitVariant(s.rawConn, false),
+		e.limitVariant(s.rawConn, true),
 		e.hopVariant(VHop, e.off, runChain(nil)),
-		e.hopVariant(VHopOTel, e.on, runChain(tel)),
+		e.hopVariant(VHopOTel, e.on, runChain(e.tel)),
 		e.hopVariant(VHopMTLS, e.mtls, runChain(nil)),
-		e.mcpVariant(VMCPHTTP, httpSession),
-		e.mcpVariant(VMCPStdio, stdioSession),
-		e.mcpGroupVariant(ctx, url),
+		e.mcpVariant(VMCPHTTP, s.httpSession),
+		e.mcpVariant(VMCPStdio, s.stdioSession),
+		e.mcpGroupVariant(ctx, s.url),
 	}
-	var everythingPID int
 	if cfg.Bins.Everything != "" {
-		e.progress("setup: server-everything")
-		addr, err := harness.FreeAddr()
-		if err != nil {
-			return nil, err
+		if err := e.startEverything(ctx, cfg, s); err != nil {
+			return err
 		}
-		_, port, _ := net.SplitHostPort(addr)
-		ev, err := startProc("server-everything", cfg.Bins.Everything, childEnv("PORT="+port), "streamableHttp")
-		if err != nil {
-			return nil, err
-		}
-		e.defer_(func() { ev.stop(5 * time.Second) })
-		if _, err := ev.WaitLine(ctx, func(l string) bool { return strings.Contains(l, "listening on port") }); err != nil {
-			return nil, fmt.Errorf("server-everything did not start: %w\n%s", err, ev.tail())
-		}
-		everythingPID = ev.pid()
-		e.variants = append(e.variants, e.mcpEverythingVariant(ctx, fmt.Sprintf("http://127.0.0.1:%s/mcp", port)))
 	}
 	e.variants = append(e.variants,
 		e.inProcessVariant(),
@@ -324,14 +379,15 @@ func setup(ctx context.Context, cfg Config) (_ *env, err error) {
 		e.progress("setup: journaled orchestrator cores")
 		journaled, err := e.journalVariants(ctx)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		e.variants = append(e.variants, journaled...)
 	}
+	wOff := s.wOff
 	peers := map[string]int{
-		VMCPEverything: everythingPID,
-		VLimit:         raw.pid(), VLimitMD: raw.pid(), VHop: wOff.pid(), VHopOTel: wOn.pid(), VHopMTLS: wTLS.pid(),
-		VMCPHTTP: mh.pid(), VMCPStdio: stdioCmd.Process.Pid, VMCPGroup: mh.pid(), VLoopGRPC: wOff.pid(), VLoopNested: wOff.pid(),
+		VMCPEverything: s.everythingPID,
+		VLimit:         s.raw.pid(), VLimitMD: s.raw.pid(), VHop: wOff.pid(), VHopOTel: s.wOn.pid(), VHopMTLS: s.wTLS.pid(),
+		VMCPHTTP: s.mh.pid(), VMCPStdio: s.stdioCmd.Process.Pid, VMCPGroup: s.mh.pid(), VLoopGRPC: wOff.pid(), VLoopNested: wOff.pid(),
 		VLoopMemory: wOff.pid(), VLoopSQLite: wOff.pid(), VLoopPostgres: wOff.pid(),
 	}
 	for _, v := range e.variants {
@@ -339,11 +395,33 @@ func setup(ctx context.Context, cfg Config) (_ *env, err error) {
 	}
 	for _, v := range e.variants {
 		if v.call == nil {
-			return nil, fmt.Errorf("variant %s could not be set up", v.name)
+			return fmt.Errorf("variant %s could not be set up", v.name)
 		}
 	}
 	e.variants = slices.DeleteFunc(e.variants, func(v *variant) bool { return !cfg.wants(v.name) })
-	return e, nil
+	return nil
+}
+
+// startEverything starts @modelcontextprotocol/server-everything and adds the
+// mcp-everything variant.
+func (e *env) startEverything(ctx context.Context, cfg Config, s *setupPeers) error {
+	e.progress("setup: server-everything")
+	addr, err := harness.FreeAddr()
+	if err != nil {
+		return err
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	ev, err := startProc("server-everything", cfg.Bins.Everything, childEnv("PORT="+port), "streamableHttp")
+	if err != nil {
+		return err
+	}
+	e.defer_(func() { ev.stop(5 * time.Second) })
+	if _, err := ev.WaitLine(ctx, func(l string) bool { return strings.Contains(l, "listening on port") }); err != nil {
+		return fmt.Errorf("server-everything did not start: %w\n%s", err, ev.tail())
+	}
+	s.everythingPID = ev.pid()
+	e.variants = append(e.variants, e.mcpEverythingVariant(ctx, fmt.Sprintf("http://127.0.0.1:%s/mcp", port)))
+	return nil
 }
 
 // check compares a call's result text with the expected sum.
@@ -766,11 +844,11 @@ func (e *env) startMTLS(cfg Config, workerArgs func(id, orch string) []string) (
 	e.defer_(certs.Close)
 	c := config.Default()
 	c.TLS = config.TLS{CAFile: of.CA, CertFile: of.Cert, KeyFile: of.Key}
-	c.Trust.Workers = []config.WorkerGrant{{ID: "spiffe://bench.test/worker/math", Groups: []string{builtin.MathRole}}}
+	c.Trust.Workers = []config.WorkerGrant{{ID: "spiffe://bench.test/worker/math", Groups: []string{examplegroups.MathRole}}}
 	noisy := noisyLimits
-	noisy.Groups, noisy.Clients = []string{builtin.MathRole}, []string{"spiffe://bench.test/client/noisy"}
+	noisy.Groups, noisy.Clients = []string{examplegroups.MathRole}, []string{"spiffe://bench.test/client/noisy"}
 	c.Tenants = map[string]config.Tenant{
-		tenantQuiet: {Groups: []string{builtin.MathRole}, Clients: []string{"spiffe://bench.test/client/quiet"}},
+		tenantQuiet: {Groups: []string{examplegroups.MathRole}, Clients: []string{"spiffe://bench.test/client/quiet"}},
 		tenantNoisy: noisy,
 	}
 	if e.mtls, err = startCore(coreOptions{provider: e.script, certs: certs, cfg: &c}); err != nil {

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/toolmesh/toolmesh/bench/internal/peer"
-	"github.com/toolmesh/toolmesh/internal/builtin"
+	"github.com/toolmesh/toolmesh/internal/examplegroups"
 	"github.com/toolmesh/toolmesh/internal/harness"
 	"github.com/toolmesh/toolmesh/internal/runlog"
 	"github.com/toolmesh/toolmesh/pkg/client"
@@ -54,7 +54,7 @@ func loopBenchCore(b *testing.B, calls int, store runlog.Store) (context.Context
 	}
 	b.Cleanup(c.close)
 	w, err := worker.New(worker.Options{ID: "bench-loop", Orchestrator: c.addr, Listen: "127.0.0.1:0", Capacity: 64,
-		Logger: slog.New(slog.DiscardHandler)}, builtin.Math())
+		Logger: slog.New(slog.DiscardHandler)}, examplegroups.Math())
 	if err != nil {
 		b.Fatal(err)
 	}

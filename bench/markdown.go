@@ -6,10 +6,40 @@ import (
 	"strings"
 )
 
+// mdBuilder collects the markdown of a report, a line at a time.
+type mdBuilder struct{ strings.Builder }
+
+// p writes one formatted line.
+func (b *mdBuilder) p(format string, args ...any) { fmt.Fprintf(&b.Builder, format+"\n", args...) }
+
 // Markdown renders the report: goals first, then a table per metric.
 func (r *Report) Markdown() string {
-	var b strings.Builder
-	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	var b mdBuilder
+	r.mdHeader(&b)
+	r.mdFailures(&b)
+	r.mdGoals(&b)
+	r.mdLatency(&b)
+	r.mdThroughput(&b)
+	r.mdCPU(&b)
+	r.mdAllocations(&b)
+	r.mdRatios(&b)
+	r.mdLoop(&b)
+	r.mdMemory(&b)
+	r.mdResume(&b)
+	r.mdTenants(&b)
+	r.mdScaling(&b)
+	r.mdPeers(&b)
+	r.mdTelemetry(&b)
+	r.mdProfiles(&b)
+	r.mdVariants(&b)
+	mdReference(&b)
+	mdCaveats(&b)
+	return b.String()
+}
+
+// mdHeader writes the title, the machine table and how the run was sized.
+func (r *Report) mdHeader(b *mdBuilder) {
+	p := b.p
 	m := r.Machine
 	p("# toolmesh benchmark: the cost of a hop and of a loop")
 	p("")
@@ -30,6 +60,11 @@ func (r *Report) Markdown() string {
 	p("Method: %d interleaved rounds; in each, every variant gets %d warm-up calls, up to %d calls or %.0f ms one at a time (latency, allocations), then %.0f ms with %d calls in flight (throughput). Figures are medians over the rounds, ratios medians of per-round ratios. Arguments are %d bytes of JSON, toolmesh calls carry a %d-key ToolCallContext, and every peer is a separate process on 127.0.0.1 sharing the %d cores.",
 		me.Rounds, me.Warmup, me.LatencyCalls, me.LatencyMs, me.ThroughputMs, me.Concurrency, me.ArgumentsBytes, me.ContextKeys, m.NProc)
 	p("")
+}
+
+// mdFailures lists what failed during the run, if anything did.
+func (r *Report) mdFailures(b *mdBuilder) {
+	p := b.p
 	if len(r.Failures) > 0 {
 		p("## Failures")
 		p("")
@@ -38,7 +73,11 @@ func (r *Report) Markdown() string {
 		}
 		p("")
 	}
+}
 
+// mdGoals writes the goals table and a line on each missed goal.
+func (r *Report) mdGoals(b *mdBuilder) {
+	p := b.p
 	p("## Goals")
 	p("")
 	p("| goal | target | measured | verdict |")
@@ -64,28 +103,50 @@ func (r *Report) Markdown() string {
 		p("The full analysis of each miss is in latest.json (`why`, `fix`).")
 	}
 	p("")
+}
 
-	p("## Latency at concurrency 1")
-	p("")
-	p("| variant | p50 | p99 | p50 vs limit | p50 per round |")
-	p("|---|---:|---:|---:|---|")
+// limitResult is the limit variant's result, empty when it is missing.
+func (r *Report) limitResult() *VariantResult {
 	limit := r.Variant(VLimit)
 	if limit == nil {
 		limit = &VariantResult{}
 	}
+	return limit
+}
+
+// mdLatency writes the latency table at concurrency 1.
+func (r *Report) mdLatency(b *mdBuilder) {
+	p := b.p
+	p("## Latency at concurrency 1")
+	p("")
+	p("| variant | p50 | p99 | p50 vs limit | p50 per round |")
+	p("|---|---:|---:|---:|---|")
+	limit := r.limitResult()
 	for _, v := range r.Variants {
 		p("| %s | %s | %s | %s | %s |", v.Name, dur(v.P50us), dur(v.P99us), vs(v.P50us, limit.P50us, limit.ok() && v.ok()), perRound(v, func(x RoundResult) string { return dur(x.Latency.P50us) }))
 	}
 	p("")
-	p("## Throughput at concurrency %d", me.Concurrency)
+}
+
+// mdThroughput writes the throughput table at the run's concurrency.
+func (r *Report) mdThroughput(b *mdBuilder) {
+	p := b.p
+	p("## Throughput at concurrency %d", r.Method.Concurrency)
 	p("")
 	p("| variant | per second | vs limit | per round |")
 	p("|---|---:|---:|---|")
+	limit := r.limitResult()
 	for _, v := range r.Variants {
 		p("| %s | %s %s/s | %s | %s |", v.Name, count(v.PerSecond), v.Unit, vs(v.PerSecond, limit.PerSecond, limit.ok() && v.ok()), perRound(v, func(x RoundResult) string { return count(x.Throughput.PerSecond) }))
 	}
 	p("")
-	p("## CPU per call at concurrency %d", me.Concurrency)
+}
+
+// mdCPU writes the CPU per call on each side and the pieces of a hop timed alone.
+func (r *Report) mdCPU(b *mdBuilder) {
+	p := b.p
+	m := r.Machine
+	p("## CPU per call at concurrency %d", r.Method.Concurrency)
 	p("")
 	p("CPU time of the throughput phase per call, in this process (`/proc/self/task/*/schedstat`) and in the peer; on %d cores throughput is at most about %d s / (the sum).", m.NProc, m.NProc)
 	p("")
@@ -105,6 +166,11 @@ func (r *Report) Markdown() string {
 		}
 		p("")
 	}
+}
+
+// mdAllocations writes the allocations per call, and the worker side's of a hop.
+func (r *Report) mdAllocations(b *mdBuilder) {
+	p := b.p
 	p("## Allocations per call (this process)")
 	p("")
 	p("| variant | allocs | bytes | whose |")
@@ -119,6 +185,11 @@ func (r *Report) Markdown() string {
 			num1(both.AllocsPerOp-hop.AllocsPerOp), count(both.BytesPerOp-hop.BytesPerOp), num1(both.AllocsPerOp), count(both.BytesPerOp))
 	}
 	p("")
+}
+
+// mdRatios writes the ratios table.
+func (r *Report) mdRatios(b *mdBuilder) {
+	p := b.p
 	p("## Ratios (median of per-round ratios)")
 	p("")
 	p("| ratio | value | per round | note |")
@@ -131,7 +202,11 @@ func (r *Report) Markdown() string {
 		p("| %s | %s | %s | %s |", x.Name, times(x.Value), strings.Join(rounds, ", "), x.Note)
 	}
 	p("")
+}
 
+// mdLoop writes the loop's cost per iteration and the overhead by round.
+func (r *Report) mdLoop(b *mdBuilder) {
+	p := b.p
 	l := r.Loop
 	p("## The loop: orchestrator cost per iteration")
 	p("")
@@ -164,10 +239,14 @@ func (r *Report) Markdown() string {
 	}
 	p("Overhead per iteration by round: %s.", strings.Join(rounds, ", "))
 	p("")
+}
 
+// mdMemory writes the orchestrator's memory per open run and the bare server's floor.
+func (r *Report) mdMemory(b *mdBuilder) {
+	p := b.p
 	p("## Orchestrator memory per open run")
 	p("")
-	p("bin/orchestrator, whose scripted model waits an hour, holds %d Run streams open over one pkg/client connection; VmRSS before the first run and 300 ms after the last RunStarted:", me.OpenRuns)
+	p("bin/orchestrator, whose scripted model waits an hour, holds %d Run streams open over one pkg/client connection; VmRSS before the first run and 300 ms after the last RunStarted:", r.Method.OpenRuns)
 	p("")
 	p("| round | runs | VmRSS before | VmRSS after | per open run | time to open all |")
 	p("|---|---:|---:|---:|---:|---:|")
@@ -187,7 +266,11 @@ func (r *Report) Markdown() string {
 		p("| **median** | | | | **%.1f KiB** |", r.Memory.FloorKiBPerRun)
 		p("")
 	}
+}
 
+// mdResume writes the resume after a crash, if it was measured.
+func (r *Report) mdResume(b *mdBuilder) {
+	p := b.p
 	if len(r.Resume.Rounds) > 0 {
 		p("## Resume after a crash")
 		p("")
@@ -200,7 +283,12 @@ func (r *Report) Markdown() string {
 		}
 		p("")
 	}
+}
 
+// mdTenants writes the quiet tenant's latency alone, flooded and against a hostile flood.
+func (r *Report) mdTenants(b *mdBuilder) {
+	p := b.p
+	me := r.Method
 	p("## Tenant isolation")
 	p("")
 	p("The quiet tenant runs loop-grpc's run (%d calls of add) one at a time on the mutual-TLS core, for %s alone and then for as long while the noisy tenant floods the same orchestrator: %s. Limits: %s.",
@@ -224,7 +312,19 @@ func (r *Report) Markdown() string {
 	}
 	p("| **median** | | | **%.2f×** | | | |", r.Tenants.HostileP99Ratio)
 	p("")
+}
 
+// mdScaling writes the scaling section: routing lookups, tool definitions, facades and
+// registration.
+func (r *Report) mdScaling(b *mdBuilder) {
+	r.mdRouting(b)
+	r.mdFacades(b)
+	r.mdRegistration(b)
+}
+
+// mdRouting writes the lookup times by table size and the size of the tool definitions.
+func (r *Report) mdRouting(b *mdBuilder) {
+	p := b.p
 	p("## Scaling")
 	p("")
 	p("`router.Tool(name)` over tables of add-shaped tools, by names in random order and, as the control without cache misses, by one name again and again:")
@@ -243,6 +343,11 @@ func (r *Report) Markdown() string {
 		p("| %s | %s | %s | %.0f | %.2f ms |", integer(x.Tools), integer(x.Bytes), integer(x.TokensEstimate), x.BytesPerTool, x.RunMs)
 	}
 	p("")
+}
+
+// mdFacades writes the first request's size with the tools offered as facades and flat.
+func (r *Report) mdFacades(b *mdBuilder) {
+	p := b.p
 	if f := r.Facades; f.BytesWith > 0 {
 		p("The first request of a loop offering %d tools as %d facades of %d, and flat:", f.Facades*f.ToolsPerFacade, f.Facades, f.ToolsPerFacade)
 		p("")
@@ -266,6 +371,11 @@ func (r *Report) Markdown() string {
 		p("| %s tools, flat | %s | %s | |", integer(f.Facades*f.ToolsPerFacade), integer(f.BytesWithout), integer(f.TokensWithout))
 		p("")
 	}
+}
+
+// mdRegistration writes how long fake workers take to register at once.
+func (r *Report) mdRegistration(b *mdBuilder) {
+	p := b.p
 	g := r.Registration
 	p("Registration: %d fake workers, each on its own connection, register the built-in math group (one facade over ten operations) at the same moment with a fresh in-process core:", g.Workers)
 	p("")
@@ -279,7 +389,11 @@ func (r *Report) Markdown() string {
 		p("| one of the %d (p50) / the slowest | %.1f / %.1f ms |", l.Workers, l.P50Ms, l.MaxMs)
 	}
 	p("")
+}
 
+// mdPeers writes toolmesh's loop against eino's, if it was measured.
+func (r *Report) mdPeers(b *mdBuilder) {
+	p := b.p
 	if pr := r.Peers; len(pr.Rounds) > 0 {
 		p("## The loop against eino")
 		p("")
@@ -294,7 +408,11 @@ func (r *Report) Markdown() string {
 		p("| **median** | | | **%.2f×** | | | **%.2f×** | |", pr.P50Ratio, pr.ThroughputRatio)
 		p("")
 	}
+}
 
+// mdTelemetry writes the spans the OTLP receiver got from the traced hop.
+func (r *Report) mdTelemetry(b *mdBuilder) {
+	p := b.p
 	t := r.Telemetry
 	p("## Telemetry of the traced hop")
 	p("")
@@ -314,12 +432,16 @@ func (r *Report) Markdown() string {
 		p("The worker sent no span (was bin/toolworker built from this tree?), so hop+otel traces the orchestrator's side only.")
 		p("")
 	}
+}
 
+// mdProfiles writes a digest of each profile taken for a missed goal.
+func (r *Report) mdProfiles(b *mdBuilder) {
+	p := b.p
 	if len(r.Profiles) > 0 {
 		p("## Profiles of missed goals")
 		p("")
 		for _, s := range r.Profiles {
-			p("### %s at concurrency %d, %.0f s (`go tool pprof %s`)", s.Variant, me.Concurrency, s.Seconds, s.Path)
+			p("### %s at concurrency %d, %.0f s (`go tool pprof %s`)", s.Variant, r.Method.Concurrency, s.Seconds, s.Path)
 			p("")
 			if s.Note != "" {
 				p("%s", s.Note)
@@ -339,7 +461,11 @@ func (r *Report) Markdown() string {
 			}
 		}
 	}
+}
 
+// mdVariants writes a sentence on what each variant measures.
+func (r *Report) mdVariants(b *mdBuilder) {
+	p := b.p
 	p("## What each variant measures")
 	p("")
 	for _, v := range r.Variants {
@@ -348,6 +474,11 @@ func (r *Report) Markdown() string {
 	p("")
 	p("latest.json spells out each variant's path in `measures`.")
 	p("")
+}
+
+// mdReference writes the numbers measured before toolmesh existed.
+func mdReference(b *mdBuilder) {
+	p := b.p
 	p("## Reference numbers (measured before toolmesh existed, 2-core machine of this kind, ~100-byte arguments)")
 	p("")
 	p("| | p50 | throughput at c32 |")
@@ -358,12 +489,16 @@ func (r *Report) Markdown() string {
 	p("| Go MCP SDK, stdio | 294 µs | 3.3k/s |")
 	p("| in-process | 2.4 µs | |")
 	p("")
+}
+
+// mdCaveats writes the caveats, the report's last section.
+func mdCaveats(b *mdBuilder) {
+	p := b.p
 	p("## Caveats")
 	p("")
 	for _, c := range caveats {
 		p("* %s", c)
 	}
-	return b.String()
 }
 
 var caveats = []string{

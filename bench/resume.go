@@ -65,35 +65,19 @@ func measureResume(ctx context.Context, cfg Config, store, dsn string, n int) (r
 		return r, err
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	journal := fmt.Sprintf("journal: {data_dir: %q, resume_grace: 1m}\n", filepath.Join(dir, "data"))
-	if store == "postgres" {
-		journal = fmt.Sprintf("journal: {driver: postgres, dsn: %q, resume_grace: 1m}\n", dsn)
-	}
-	conf := filepath.Join(dir, "orchestrator.yaml")
-	yaml := fmt.Sprintf("loop:\n  max_concurrent_runs: %d\n  run_timeout: 2h\nregistry: {heartbeat_interval: 500ms, lease_ttl: 3s, grace_period: 1s, readiness_grace: 5s}\n%s", n+100, journal)
-	if err := os.WriteFile(conf, []byte(yaml), 0o600); err != nil {
-		return r, err
-	}
-	before, after := filepath.Join(dir, "before.yaml"), filepath.Join(dir, "after.yaml")
-	if err := os.WriteFile(before, []byte(resumeScript("      delay: 1h\n      text: late\n")), 0o600); err != nil {
-		return r, err
-	}
-	if err := os.WriteFile(after, []byte(resumeScript("      text: done\n")), 0o600); err != nil {
+	files, err := writeResumeFiles(dir, store, dsn, n)
+	if err != nil {
 		return r, err
 	}
 	addr, err := harness.FreeAddr()
 	if err != nil {
 		return r, err
 	}
-	start := func(script string) (*proc, error) {
-		return startProc("orchestrator", cfg.Bins.Orchestrator, childEnv("OTEL_SDK_DISABLED=true"),
-			"--listen", addr, "--config", conf, "--script", script, "--log-format", "json", "--owner", "bench")
-	}
-	p, err := start(before)
-	if err != nil {
+	o := &resumeOrchestrator{bin: cfg.Bins.Orchestrator, addr: addr, conf: files.conf}
+	if err := o.start(files.before); err != nil {
 		return r, err
 	}
-	defer func() { p.stop(10 * time.Second) }()
+	defer func() { o.p.stop(10 * time.Second) }()
 	c, err := client.Dial(addr, insecure.NewCredentials())
 	if err != nil {
 		return r, err
@@ -106,12 +90,69 @@ func measureResume(ctx context.Context, cfg Config, store, dsn string, n int) (r
 	}
 	defer w.stop(10 * time.Second)
 	if err := harness.WaitWorkers(ctx, c, "resume-worker"); err != nil {
-		return r, fmt.Errorf("the worker did not register: %w\n%s", err, p.tail())
+		return r, fmt.Errorf("the worker did not register: %w\n%s", err, o.p.tail())
 	}
 
-	// Open the runs, 64 at a time; each is left once its last tool call finished (it
-	// then waits in the model call that answers after an hour).
 	t0 := time.Now()
+	records, err := openResumeRuns(ctx, c, n)
+	if err != nil {
+		return r, fmt.Errorf("%w\n%s", err, o.p.tail())
+	}
+	r.OpenSeconds = time.Since(t0).Seconds()
+	if err := o.crashAndResume(ctx, c, files.after, n, &r); err != nil {
+		return r, err
+	}
+	r.EventsPerRun = float64(records) / float64(n)
+	return r, nil
+}
+
+// resumeFiles are the files of a resume measurement: the orchestrator's configuration
+// and its model's scripts before and after the crash.
+type resumeFiles struct {
+	conf, before, after string
+}
+
+// writeResumeFiles writes the orchestrator's configuration, journaling in store, and the
+// two scripts into dir.
+func writeResumeFiles(dir, store, dsn string, n int) (resumeFiles, error) {
+	journal := fmt.Sprintf("journal: {data_dir: %q, resume_grace: 1m}\n", filepath.Join(dir, "data"))
+	if store == "postgres" {
+		journal = fmt.Sprintf("journal: {driver: postgres, dsn: %q, resume_grace: 1m}\n", dsn)
+	}
+	f := resumeFiles{conf: filepath.Join(dir, "orchestrator.yaml")}
+	yaml := fmt.Sprintf("loop:\n  max_concurrent_runs: %d\n  run_timeout: 2h\nregistry: {heartbeat_interval: 500ms, lease_ttl: 3s, grace_period: 1s, readiness_grace: 5s}\n%s", n+100, journal)
+	if err := os.WriteFile(f.conf, []byte(yaml), 0o600); err != nil {
+		return f, err
+	}
+	f.before, f.after = filepath.Join(dir, "before.yaml"), filepath.Join(dir, "after.yaml")
+	if err := os.WriteFile(f.before, []byte(resumeScript("      delay: 1h\n      text: late\n")), 0o600); err != nil {
+		return f, err
+	}
+	if err := os.WriteFile(f.after, []byte(resumeScript("      text: done\n")), 0o600); err != nil {
+		return f, err
+	}
+	return f, nil
+}
+
+// resumeOrchestrator is the bin/orchestrator of a resume measurement, started again on
+// the same journal and address after the crash.
+type resumeOrchestrator struct {
+	bin, addr, conf string
+	p               *proc // the process running now
+}
+
+// start starts the orchestrator with its model following script.
+func (o *resumeOrchestrator) start(script string) error {
+	var err error
+	o.p, err = startProc("orchestrator", o.bin, childEnv("OTEL_SDK_DISABLED=true"),
+		"--listen", o.addr, "--config", o.conf, "--script", script, "--log-format", "json", "--owner", "bench")
+	return err
+}
+
+// openResumeRuns opens n detached runs, 64 at a time; each is left once its last tool
+// call finished (it then waits in the model call that answers after an hour). It returns
+// the sum of the sequence numbers of each run's last event seen.
+func openResumeRuns(ctx context.Context, c *client.Client, n int) (int64, error) {
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex
@@ -123,32 +164,7 @@ func measureResume(ctx context.Context, cfg Config, store, dsn string, n int) (r
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			runCtx, stop := context.WithCancel(ctx)
-			defer stop()
-			req := &toolpb.RunRequest{RunId: fmt.Sprintf("resume-%04d", i), Prompt: "Add, then wait.", Tools: []string{"add"}, Detached: true}
-			finished := 0
-			var last int64
-			var err error
-			for ev, e := range c.Run(runCtx, req) {
-				if e != nil {
-					err = e
-					break
-				}
-				last = ev.GetSequence()
-				if ev.GetToolCallFinished() != nil {
-					finished++
-				}
-				if ev.GetFinalResult() != nil || ev.GetError() != nil {
-					err = fmt.Errorf("run %s ended before the crash: %v", req.RunId, ev)
-					break
-				}
-				if finished == resumeSteps {
-					break
-				}
-			}
-			if err == nil && finished < resumeSteps {
-				err = fmt.Errorf("run %s: the stream ended after %d tool calls", req.RunId, finished)
-			}
+			last, err := openResumeRun(ctx, c, i)
 			mu.Lock()
 			records += last
 			if err != nil && failure == nil {
@@ -158,28 +174,62 @@ func measureResume(ctx context.Context, cfg Config, store, dsn string, n int) (r
 		})
 	}
 	wg.Wait()
-	if failure != nil {
-		return r, fmt.Errorf("%w\n%s", failure, p.tail())
+	return records, failure
+}
+
+// openResumeRun opens the i-th detached run and follows it until its last tool call
+// finished; it returns the sequence number of the last event seen.
+func openResumeRun(ctx context.Context, c *client.Client, i int) (int64, error) {
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	req := &toolpb.RunRequest{RunId: fmt.Sprintf("resume-%04d", i), Prompt: "Add, then wait.", Tools: []string{"add"}, Detached: true}
+	finished := 0
+	var last int64
+	var err error
+	for ev, e := range c.Run(runCtx, req) {
+		if e != nil {
+			err = e
+			break
+		}
+		last = ev.GetSequence()
+		if ev.GetToolCallFinished() != nil {
+			finished++
+		}
+		if ev.GetFinalResult() != nil || ev.GetError() != nil {
+			err = fmt.Errorf("run %s ended before the crash: %v", req.RunId, ev)
+			break
+		}
+		if finished == resumeSteps {
+			break
+		}
 	}
-	r.OpenSeconds = time.Since(t0).Seconds()
+	if err == nil && finished < resumeSteps {
+		err = fmt.Errorf("run %s: the stream ended after %d tool calls", req.RunId, finished)
+	}
+	return last, err
+}
+
+// crashAndResume checks that the n runs wait, kills the orchestrator with SIGKILL,
+// starts another with the script after, and records in r how long it took to serve and
+// to see every run end, each having succeeded.
+func (o *resumeOrchestrator) crashAndResume(ctx context.Context, c *client.Client, after string, n int, r *resumeRound) error {
 	// Every run's last outcome and its events are committed (a client sees an event only
 	// once it is); the model call after it is waiting.
 	time.Sleep(200 * time.Millisecond)
 	if runs, err := runsIn(ctx, c, toolpb.RunState_RUN_STATE_RUNNING); err != nil || runs != n {
-		return r, fmt.Errorf("before the crash: %d runs running, want %d (%v)", runs, n, err)
+		return fmt.Errorf("before the crash: %d runs running, want %d (%v)", runs, n, err)
 	}
-	if err := p.Kill(); err != nil {
-		return r, err
+	if err := o.p.Kill(); err != nil {
+		return err
 	}
-	_ = p.Wait(10 * time.Second)
+	_ = o.p.Wait(10 * time.Second)
 
 	t1 := time.Now()
-	p, err = start(after)
-	if err != nil {
-		return r, err
+	if err := o.start(after); err != nil {
+		return err
 	}
-	if _, err := p.waitJSON(ctx, "orchestrator serving"); err != nil {
-		return r, err
+	if _, err := o.p.waitJSON(ctx, "orchestrator serving"); err != nil {
+		return err
 	}
 	r.ServingSeconds = time.Since(t1).Seconds()
 	for {
@@ -188,20 +238,19 @@ func measureResume(ctx context.Context, cfg Config, store, dsn string, n int) (r
 			break
 		}
 		if ctx.Err() != nil {
-			return r, fmt.Errorf("%d runs still running after %s: %w\n%s", running, time.Since(t1).Round(time.Millisecond), ctx.Err(), p.tail())
+			return fmt.Errorf("%d runs still running after %s: %w\n%s", running, time.Since(t1).Round(time.Millisecond), ctx.Err(), o.p.tail())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	r.ResumedSeconds = time.Since(t1).Seconds()
 	done, err := runsIn(ctx, c, toolpb.RunState_RUN_STATE_SUCCEEDED)
 	if err != nil {
-		return r, err
+		return err
 	}
 	if done != n {
-		return r, fmt.Errorf("after the resume %d of %d runs succeeded\n%s", done, n, p.tail())
+		return fmt.Errorf("after the resume %d of %d runs succeeded\n%s", done, n, o.p.tail())
 	}
-	r.EventsPerRun = float64(records) / float64(n)
-	return r, nil
+	return nil
 }
 
 // runsIn counts the runs ListRuns lists in state.

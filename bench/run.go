@@ -31,22 +31,80 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	defer e.close()
 
+	r := &runner{cfg: cfg, e: e, rep: rep}
 	e.progress("setup: routing tables of %v tools", cfg.ScaleSizes)
-	tables := make([]*routingTable, 0, len(cfg.ScaleSizes))
-	defer func() {
-		for _, t := range tables {
-			t.router.Close()
+	defer r.closeTables()
+	if err := r.routingTables(ctx); err != nil {
+		return nil, err
+	}
+	r.measureFacades(ctx)
+	if err := r.prepareRounds(); err != nil {
+		return nil, err
+	}
+
+	for round := 1; round <= cfg.Rounds; round++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err // interrupted: no report rather than a partial one
 		}
-	}()
+		r.round(ctx, round)
+	}
+
+	r.aggregate(ctx)
+	r.profileMisses(ctx)
+	rep.explainMisses()
+
+	// Spans: stop the traced worker (it flushes on exit, if it traces) and flush ours.
+	e.progress("telemetry: flushing spans")
+	rep.Telemetry = e.flushTelemetry(r.calls[VHopOTel])
+
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rep.Machine.LoadAtEnd = loadAvg()
+	rep.DurationSeconds = time.Since(started).Seconds()
+	if len(rep.Failures) > 0 {
+		return rep, errors.New("bench: " + rep.Failures[0])
+	}
+	return rep, nil
+}
+
+// runner is a benchmark run under way: its environment, the report it fills in, and
+// what the rounds gather before they are aggregated into the report.
+type runner struct {
+	cfg Config
+	e   *env
+	rep *Report
+
+	tables     []*routingTable
+	comps      []component
+	compRounds [][]float64 // by component, one figure a round
+	failed     map[string]bool
+	calls      map[string]int64 // calls made, by variant
+	results    map[string]*VariantResult
+	routing    map[int]*RoutingRow // by table size
+}
+
+// closeTables closes the routing tables' routers.
+func (r *runner) closeTables() {
+	for _, t := range r.tables {
+		t.router.Close()
+	}
+}
+
+// routingTables builds a routing table for each of the sizes cfg asks for and measures
+// the tool definitions a run's first request carries from each, up to a group's bound.
+func (r *runner) routingTables(ctx context.Context) error {
+	cfg, rep := r.cfg, r.rep
+	r.tables = make([]*routingTable, 0, len(cfg.ScaleSizes))
 	for _, n := range cfg.ScaleSizes {
 		if !cfg.wants("routing") {
 			break
 		}
 		t, err := newRoutingTable(n)
 		if err != nil {
-			return nil, fmt.Errorf("bench: routing table of %d tools: %w", n, err)
+			return fmt.Errorf("bench: routing table of %d tools: %w", n, err)
 		}
-		tables = append(tables, t)
+		r.tables = append(r.tables, t)
 		if n > wire.MaxGroupTools {
 			continue // one run is offered one group: the definitions are measured up to a group's bound
 		}
@@ -57,7 +115,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		rep.ToolDefs = append(rep.ToolDefs, row)
 	}
+	return nil
+}
 
+// measureFacades measures the first request of a loop offered 1,000 tools as facades, and
+// 10,000 under parent facades and side by side, each against the same tools flat.
+func (r *runner) measureFacades(ctx context.Context) {
+	cfg, rep := r.cfg, r.rep
 	for _, f := range []struct {
 		dst                     *FacadeResult
 		facades, tools, domains int
@@ -73,143 +137,202 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		*f.dst = FacadeResult{Facades: f.facades, ToolsPerFacade: f.tools, Domains: f.domains, BytesWith: len(with), BytesWithout: len(without),
 			TokensWith: len(with) / 4, TokensWithout: len(without) / 4, Ratio: float64(len(without)) / float64(len(with))}
 	}
+}
 
+// prepareRounds sets up what the rounds gather: the hop's components, a result per
+// variant and a row per routing table.
+func (r *runner) prepareRounds() error {
 	comps, err := hopComponents()
 	if err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
+		return fmt.Errorf("bench: %w", err)
 	}
-	if !cfg.wants("components") {
+	if !r.cfg.wants("components") {
 		comps = nil
 	}
-	compRounds := make([][]float64, len(comps))
+	r.comps = comps
+	r.compRounds = make([][]float64, len(comps))
 
-	failed := map[string]bool{}
-	calls := map[string]int64{}
-	results := map[string]*VariantResult{}
+	r.failed = map[string]bool{}
+	r.calls = map[string]int64{}
+	r.results = map[string]*VariantResult{}
+	for _, v := range r.e.variants {
+		r.results[v.name] = &VariantResult{Name: v.name, Unit: v.unit, Measures: v.measures}
+	}
+	r.routing = map[int]*RoutingRow{}
+	for _, t := range r.tables {
+		r.routing[t.size] = &RoutingRow{Tools: t.size}
+	}
+	return nil
+}
+
+// round runs one round: the variants, then every other measurement cfg asks for.
+func (r *runner) round(ctx context.Context, round int) {
+	r.roundVariants(ctx, round)
+	r.roundComponents(ctx)
+	r.roundLookups(round)
+	r.roundRegistration(ctx, round)
+	r.roundTenants(ctx, round)
+	r.roundPeers(ctx, round)
+	r.roundMemory(ctx, round)
+	r.roundResume(ctx, round)
+}
+
+// roundVariants measures every variant not yet failed and adds its figures to its result.
+func (r *runner) roundVariants(ctx context.Context, round int) {
+	cfg, e := r.cfg, r.e
+	roundResults := runRound(ctx, e.variants, cfg, r.failed, r.calls, func(v *variant, err error) {
+		r.failed[v.name] = true
+		r.results[v.name].Error = err.Error()
+		r.rep.fail("variant "+v.name, err)
+		e.progress("round %d/%d  %-12s FAILED: %v", round, cfg.Rounds, v.name, err)
+	})
 	for _, v := range e.variants {
-		results[v.name] = &VariantResult{Name: v.name, Unit: v.unit, Measures: v.measures}
+		rr, ok := roundResults[v.name]
+		if !ok {
+			continue
+		}
+		r.results[v.name].Rounds = append(r.results[v.name].Rounds, rr)
+		e.progress("round %d/%d  %-12s p50 %9s  p99 %9s  %8.0f %s/s at c%d  CPU/%s %7s + %7s  %6.1f allocs",
+			round, cfg.Rounds, v.name, fmtUs(rr.Latency.P50us), fmtUs(rr.Latency.P99us), rr.Throughput.PerSecond, v.unit,
+			cfg.Concurrency, v.unit, fmtUs(rr.Throughput.SelfCPUus), fmtUs(rr.Throughput.PeerCPUus), rr.Latency.AllocsPerOp)
 	}
-	routing := map[int]*RoutingRow{}
-	for _, t := range tables {
-		routing[t.size] = &RoutingRow{Tools: t.size}
-	}
+}
 
-	for round := 1; round <= cfg.Rounds; round++ {
-		if err := ctx.Err(); err != nil {
-			return nil, err // interrupted: no report rather than a partial one
+// roundComponents times each piece of a hop alone, and the scripted model.
+func (r *runner) roundComponents(ctx context.Context) {
+	cfg, rep := r.cfg, r.rep
+	for i, c := range r.comps {
+		x, err := measureComponent(c, cfg.LookupTime/2)
+		if err != nil {
+			rep.fail("component", err)
+			continue
 		}
-		roundResults := runRound(ctx, e.variants, cfg, failed, calls, func(v *variant, err error) {
-			failed[v.name] = true
-			results[v.name].Error = err.Error()
-			rep.fail("variant "+v.name, err)
-			e.progress("round %d/%d  %-12s FAILED: %v", round, cfg.Rounds, v.name, err)
-		})
-		for _, v := range e.variants {
-			rr, ok := roundResults[v.name]
-			if !ok {
-				continue
-			}
-			results[v.name].Rounds = append(results[v.name].Rounds, rr)
-			e.progress("round %d/%d  %-12s p50 %9s  p99 %9s  %8.0f %s/s at c%d  CPU/%s %7s + %7s  %6.1f allocs",
-				round, cfg.Rounds, v.name, fmtUs(rr.Latency.P50us), fmtUs(rr.Latency.P99us), rr.Throughput.PerSecond, v.unit,
-				cfg.Concurrency, v.unit, fmtUs(rr.Throughput.SelfCPUus), fmtUs(rr.Throughput.PeerCPUus), rr.Latency.AllocsPerOp)
+		r.compRounds[i] = append(r.compRounds[i], x)
+	}
+	// The scripted model's own cost, to tell it from the loop's.
+	if !cfg.wants(VLoopGRPC) {
+		// No loop row to explain.
+	} else if m, err := measureModel(ctx, r.e, cfg); err == nil {
+		rep.Loop.ModelRounds = append(rep.Loop.ModelRounds, m)
+	}
+}
+
+// roundLookups times lookups in each routing table.
+func (r *runner) roundLookups(round int) {
+	for _, t := range r.tables {
+		lr, err := t.measureLookup(r.cfg.LookupTime)
+		if err != nil {
+			r.rep.fail(fmt.Sprintf("routing lookup, %d tools", t.size), err)
+			continue
 		}
-		for i, c := range comps {
-			x, err := measureComponent(c, cfg.LookupTime/2)
-			if err != nil {
-				rep.fail("component", err)
-				continue
-			}
-			compRounds[i] = append(compRounds[i], x)
-		}
-		// The scripted model's own cost, to tell it from the loop's.
-		if !cfg.wants(VLoopGRPC) {
-			// No loop row to explain.
-		} else if m, err := measureModel(ctx, e, cfg); err == nil {
-			rep.Loop.ModelRounds = append(rep.Loop.ModelRounds, m)
-		}
-		for _, t := range tables {
-			lr, err := t.measureLookup(cfg.LookupTime)
-			if err != nil {
-				rep.fail(fmt.Sprintf("routing lookup, %d tools", t.size), err)
-				continue
-			}
-			routing[t.size].Rounds = append(routing[t.size].Rounds, lr)
-		}
-		e.progress("round %d/%d  routing lookup %s", round, cfg.Rounds, fmtLookups(routing, tables))
-		if !cfg.wants("registration") {
-			// Not asked for.
-		} else if round == 1 && cfg.RegisterWorkersLarge > 0 {
-			if reg, err := measureRegistration(ctx, cfg.RegisterWorkersLarge); err != nil {
-				rep.fail("registration of many", err)
-			} else {
-				rep.RegistrationLarge = reg
-				e.progress("round %d/%d  registration of %d workers: %.1f ms", round, cfg.Rounds, reg.Workers, reg.TotalMs)
-			}
-		}
-		if !cfg.wants("registration") {
-			// Not asked for.
-		} else if reg, err := measureRegistration(ctx, cfg.RegisterWorkers); err != nil {
-			rep.fail("registration", err)
+		r.routing[t.size].Rounds = append(r.routing[t.size].Rounds, lr)
+	}
+	r.e.progress("round %d/%d  routing lookup %s", round, r.cfg.Rounds, fmtLookups(r.routing, r.tables))
+}
+
+// roundRegistration times fake workers registering at once: many of them in the first
+// round, when asked for, then the usual number.
+func (r *runner) roundRegistration(ctx context.Context, round int) {
+	cfg, e, rep := r.cfg, r.e, r.rep
+	if !cfg.wants("registration") {
+		// Not asked for.
+	} else if round == 1 && cfg.RegisterWorkersLarge > 0 {
+		if reg, err := measureRegistration(ctx, cfg.RegisterWorkersLarge); err != nil {
+			rep.fail("registration of many", err)
 		} else {
-			rep.Registration.Rounds = append(rep.Registration.Rounds, reg)
+			rep.RegistrationLarge = reg
 			e.progress("round %d/%d  registration of %d workers: %.1f ms", round, cfg.Rounds, reg.Workers, reg.TotalMs)
 		}
-		if !cfg.wants("tenants") {
-			// Not asked for.
-		} else if tr, err := e.measureTenants(ctx); err != nil {
-			rep.fail("tenant isolation", err)
-		} else {
-			rep.Tenants.Rounds = append(rep.Tenants.Rounds, tr)
-			e.progress("round %d/%d  quiet tenant p99 %s alone, %s while the noisy tenant floods: %.2f× (flood: %d runs admitted, %d refused, %d oversized and %d long requests refused)",
-				round, cfg.Rounds, fmtUs(tr.Alone.P99us), fmtUs(tr.Flooded.P99us), tr.Ratio, tr.Flood.Admitted, tr.Flood.Refused, tr.Flood.BigRefused, tr.Flood.HistoryRefused)
-		}
-		if cfg.Bins.LoopPeer != "" && cfg.Bins.Eino != "" && cfg.wants("peers") {
-			if pr, err := measurePeers(ctx, cfg, round); err != nil {
-				rep.fail("loop peers", err)
-			} else {
-				rep.Peers.Rounds = append(rep.Peers.Rounds, pr)
-				e.progress("round %d/%d  loop peers: toolmesh p50 %s, %.0f run/s; eino p50 %s, %.0f run/s at c%d: %.2f× the p50, %.2f× the throughput",
-					round, cfg.Rounds, fmtUs(pr.Toolmesh.P50us), pr.Toolmesh.PerSecond, fmtUs(pr.Eino.P50us), pr.Eino.PerSecond, peerConcurrency, pr.P50Ratio, pr.ThroughputRatio)
-			}
-		}
-		if round <= cfg.RSSRounds && cfg.wants("memory") {
-			m, err := measureMemory(ctx, cfg, cfg.OpenRuns)
-			if err != nil {
-				rep.fail("orchestrator memory", err)
-			} else {
-				rep.Memory.Rounds = append(rep.Memory.Rounds, m)
-				e.progress("round %d/%d  orchestrator RSS %d → %d KiB with %d open runs: %.1f KiB/run", round, cfg.Rounds, m.BeforeKiB, m.AfterKiB, m.Runs, m.KiBPerRun)
-			}
-			if f, err := measureMemoryFloor(ctx, cfg, cfg.OpenRuns); err != nil {
-				rep.fail("memory floor", err)
-			} else {
-				rep.Memory.FloorRounds = append(rep.Memory.FloorRounds, f)
-				e.progress("round %d/%d  bare grpc-go server RSS %d → %d KiB with %d open streams: %.1f KiB/stream", round, cfg.Rounds, f.BeforeKiB, f.AfterKiB, f.Runs, f.KiBPerRun)
-			}
-		}
-		if round <= cfg.ResumeRounds && cfg.wants("resume") {
-			for _, rr := range measureResumes(ctx, cfg, rep) {
-				rep.Resume.Rounds = append(rep.Resume.Rounds, rr)
-				e.progress("round %d/%d  resume on %s: %d runs (%.0f events each) opened in %.1f s; after SIGKILL, serving in %.2f s, all resumed and ended in %.2f s",
-					round, cfg.Rounds, rr.Store, rr.Runs, rr.EventsPerRun, rr.OpenSeconds, rr.ServingSeconds, rr.ResumedSeconds)
-			}
-		}
 	}
+	if !cfg.wants("registration") {
+		// Not asked for.
+	} else if reg, err := measureRegistration(ctx, cfg.RegisterWorkers); err != nil {
+		rep.fail("registration", err)
+	} else {
+		rep.Registration.Rounds = append(rep.Registration.Rounds, reg)
+		e.progress("round %d/%d  registration of %d workers: %.1f ms", round, cfg.Rounds, reg.Workers, reg.TotalMs)
+	}
+}
 
-	for _, v := range e.variants {
-		r := results[v.name]
-		r.aggregate()
-		r.Calls = calls[v.name]
-		rep.Variants = append(rep.Variants, *r)
+// roundTenants measures the quiet tenant's latency alone and while the noisy tenant
+// floods.
+func (r *runner) roundTenants(ctx context.Context, round int) {
+	cfg, rep := r.cfg, r.rep
+	if !cfg.wants("tenants") {
+		// Not asked for.
+	} else if tr, err := r.e.measureTenants(ctx); err != nil {
+		rep.fail("tenant isolation", err)
+	} else {
+		rep.Tenants.Rounds = append(rep.Tenants.Rounds, tr)
+		r.e.progress("round %d/%d  quiet tenant p99 %s alone, %s while the noisy tenant floods: %.2f× (flood: %d runs admitted, %d refused, %d oversized and %d long requests refused)",
+			round, cfg.Rounds, fmtUs(tr.Alone.P99us), fmtUs(tr.Flooded.P99us), tr.Ratio, tr.Flood.Admitted, tr.Flood.Refused, tr.Flood.BigRefused, tr.Flood.HistoryRefused)
 	}
-	for _, t := range tables {
-		row := routing[t.size]
+}
+
+// roundPeers measures toolmesh's loop against eino's, when both peers are built.
+func (r *runner) roundPeers(ctx context.Context, round int) {
+	cfg, rep := r.cfg, r.rep
+	if cfg.Bins.LoopPeer != "" && cfg.Bins.Eino != "" && cfg.wants("peers") {
+		if pr, err := measurePeers(ctx, cfg, round); err != nil {
+			rep.fail("loop peers", err)
+		} else {
+			rep.Peers.Rounds = append(rep.Peers.Rounds, pr)
+			r.e.progress("round %d/%d  loop peers: toolmesh p50 %s, %.0f run/s; eino p50 %s, %.0f run/s at c%d: %.2f× the p50, %.2f× the throughput",
+				round, cfg.Rounds, fmtUs(pr.Toolmesh.P50us), pr.Toolmesh.PerSecond, fmtUs(pr.Eino.P50us), pr.Eino.PerSecond, peerConcurrency, pr.P50Ratio, pr.ThroughputRatio)
+		}
+	}
+}
+
+// roundMemory measures the orchestrator's memory per open run and a bare grpc-go
+// server's per open stream, in the first RSSRounds rounds.
+func (r *runner) roundMemory(ctx context.Context, round int) {
+	cfg, e, rep := r.cfg, r.e, r.rep
+	if round <= cfg.RSSRounds && cfg.wants("memory") {
+		m, err := measureMemory(ctx, cfg, cfg.OpenRuns)
+		if err != nil {
+			rep.fail("orchestrator memory", err)
+		} else {
+			rep.Memory.Rounds = append(rep.Memory.Rounds, m)
+			e.progress("round %d/%d  orchestrator RSS %d → %d KiB with %d open runs: %.1f KiB/run", round, cfg.Rounds, m.BeforeKiB, m.AfterKiB, m.Runs, m.KiBPerRun)
+		}
+		if f, err := measureMemoryFloor(ctx, cfg, cfg.OpenRuns); err != nil {
+			rep.fail("memory floor", err)
+		} else {
+			rep.Memory.FloorRounds = append(rep.Memory.FloorRounds, f)
+			e.progress("round %d/%d  bare grpc-go server RSS %d → %d KiB with %d open streams: %.1f KiB/stream", round, cfg.Rounds, f.BeforeKiB, f.AfterKiB, f.Runs, f.KiBPerRun)
+		}
+	}
+}
+
+// roundResume measures the resume after a crash, in the first ResumeRounds rounds.
+func (r *runner) roundResume(ctx context.Context, round int) {
+	cfg, rep := r.cfg, r.rep
+	if round <= cfg.ResumeRounds && cfg.wants("resume") {
+		for _, rr := range measureResumes(ctx, cfg, rep) {
+			rep.Resume.Rounds = append(rep.Resume.Rounds, rr)
+			r.e.progress("round %d/%d  resume on %s: %d runs (%.0f events each) opened in %.1f s; after SIGKILL, serving in %.2f s, all resumed and ended in %.2f s",
+				round, cfg.Rounds, rr.Store, rr.Runs, rr.EventsPerRun, rr.OpenSeconds, rr.ServingSeconds, rr.ResumedSeconds)
+		}
+	}
+}
+
+// aggregate turns what the rounds gathered into the report's figures, ratios and
+// verdicts.
+func (r *runner) aggregate(ctx context.Context) {
+	cfg, e, rep := r.cfg, r.e, r.rep
+	for _, v := range e.variants {
+		res := r.results[v.name]
+		res.aggregate()
+		res.Calls = r.calls[v.name]
+		rep.Variants = append(rep.Variants, *res)
+	}
+	for _, t := range r.tables {
+		row := r.routing[t.size]
 		row.aggregate()
 		rep.Routing = append(rep.Routing, *row)
 	}
-	for i, c := range comps {
-		rep.Components = append(rep.Components, ComponentResult{ID: c.ID, Name: c.Name, Where: c.Where, Us: median(compRounds[i]), Rounds: compRounds[i]})
+	for i, c := range r.comps {
+		rep.Components = append(rep.Components, ComponentResult{ID: c.ID, Name: c.Name, Where: c.Where, Us: median(r.compRounds[i]), Rounds: r.compRounds[i]})
 	}
 	if e.hopLocal != nil && cfg.wants(VHop) {
 		// The worker side's allocations: the hop with the worker in this process, less
@@ -231,12 +354,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep.computeRatios()
 	rep.evaluateGoals()
+}
 
-	// A missed toolmesh goal: profile the variant behind it to say what dominates.
+// profileMisses profiles the variant behind each missed toolmesh goal, to say what
+// dominates.
+func (r *runner) profileMisses(ctx context.Context) {
+	cfg, e, rep := r.cfg, r.e, r.rep
 	if cfg.ProfileTime > 0 && cfg.wants("profiles") {
 		for _, name := range rep.profileTargets() {
 			v := e.variant(name)
-			if v == nil || failed[name] {
+			if v == nil || r.failed[name] {
 				continue
 			}
 			if name == VHop && e.hopLocal != nil {
@@ -251,24 +378,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			}
 			s.Goal = name
 			rep.Profiles = append(rep.Profiles, *s)
-			calls[v.name] += s.Calls
+			r.calls[v.name] += s.Calls
 		}
 	}
-	rep.explainMisses()
-
-	// Spans: stop the traced worker (it flushes on exit, if it traces) and flush ours.
-	e.progress("telemetry: flushing spans")
-	rep.Telemetry = e.flushTelemetry(calls[VHopOTel])
-
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	rep.Machine.LoadAtEnd = loadAvg()
-	rep.DurationSeconds = time.Since(started).Seconds()
-	if len(rep.Failures) > 0 {
-		return rep, errors.New("bench: " + rep.Failures[0])
-	}
-	return rep, nil
 }
 
 // runRound measures every variant not yet failed once: warm-up, then the latency

@@ -18,7 +18,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/toolmesh/toolmesh/bench/internal/peer"
-	"github.com/toolmesh/toolmesh/internal/builtin"
+	"github.com/toolmesh/toolmesh/internal/examplegroups"
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/internal/router"
@@ -34,7 +34,7 @@ const scaleGroup = "scale"
 
 // builtinAdd is the built-in math group's add tool.
 func builtinAdd() (tool.Tool, error) {
-	for _, t := range builtin.MathOperations() {
+	for _, t := range examplegroups.MathOperations() {
 		if t.Definition().Name == peer.Name {
 			return t, nil
 		}
@@ -267,7 +267,7 @@ func measureRegistration(ctx context.Context, n int) (registrationRound, error) 
 		return registrationRound{}, err
 	}
 	defer stopHealth()
-	math := builtin.Math()
+	math := examplegroups.Math()
 	regs := make([]*toolpb.Registration, n)
 	conns := make([]*grpc.ClientConn, n)
 	for i := range n {

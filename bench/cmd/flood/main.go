@@ -46,35 +46,20 @@ func main() {
 }
 
 func run(args []string) error {
-	fs := flag.NewFlagSet("flood", flag.ContinueOnError)
-	addr := fs.String("addr", "", "the orchestrator's address")
-	serverID := fs.String("server-id", "", "the orchestrator's SPIFFE ID")
-	var files trust.Files
-	fs.StringVar(&files.CA, "tls-ca", "", "CA bundle (PEM)")
-	fs.StringVar(&files.Cert, "tls-cert", "", "this tenant's client certificate (PEM)")
-	fs.StringVar(&files.Key, "tls-key", "", "its key (PEM)")
-	runs := fs.Int("runs", 1000, "runs kept open at once")
-	tool := fs.String("tool", "add", "the tool the runs are offered")
-	big := fs.Int("big-bytes", 100<<20, "size of the oversized requests' prompt")
-	history := fs.Int("history", 10_000, "messages of the long conversations")
-	fixedRetry := fs.Duration("retry-after", 0, "wait this long after a refused run instead of the refusal's RetryInfo delay (a client that ignores it)")
-	pace := fs.Duration("pace", 250*time.Millisecond, "pause between two oversized requests, and between two long conversations")
-	if err := cli.Parse(fs, args, os.Stdout, os.Stderr); err != nil {
-		return err
-	}
-	if *addr == "" || *serverID == "" || !files.Configured() {
-		return errors.New("-addr, -server-id and -tls-ca/-tls-cert/-tls-key are required")
-	}
-	id, err := trust.ParseID(*serverID)
+	o, err := parseFlags(args)
 	if err != nil {
 		return err
 	}
-	src, err := trust.Load(files, slog.New(slog.DiscardHandler))
+	id, err := trust.ParseID(o.serverID)
+	if err != nil {
+		return err
+	}
+	src, err := trust.Load(o.files, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
 	}
 	defer src.Close()
-	c, err := client.Dial(*addr, src.ClientCredentials(id))
+	c, err := client.Dial(o.addr, src.ClientCredentials(id))
 	if err != nil {
 		return err
 	}
@@ -82,86 +67,147 @@ func run(args []string) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	var n peer.FloodCounts
+	f := &flooder{ctx: ctx, c: c, o: o}
 	began := time.Now()
-	var lastErr atomic.Value
-	var started sync.Once
-	ready := func() { started.Do(func() { fmt.Println(`{"msg":"flooding"}`) }) }
-	other := func(err error) {
-		atomic.AddInt64(&n.Errors, 1)
-		lastErr.Store(err.Error())
+	f.flood()
+	f.n.Seconds = time.Since(began).Seconds()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
+		f.n.CPUSeconds = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 	}
-	req := &toolpb.RunRequest{Prompt: "Add the two numbers, again and again.", Tools: []string{*tool}}
-	var wg sync.WaitGroup
-	for range *runs {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				_, err := c.RunAndWait(ctx, req, nil)
-				var ce *client.Error
-				switch {
-				case err == nil:
-					atomic.AddInt64(&n.Admitted, 1)
-				case errors.As(err, &ce) && ce.Code == codes.ResourceExhausted:
-					atomic.AddInt64(&n.Refused, 1)
-					ready()
-					wait := max(ce.RetryAfter, 100*time.Millisecond)
-					if *fixedRetry > 0 {
-						wait = *fixedRetry
-					}
-					sleep(ctx, wait)
-					continue
-				case ctx.Err() != nil:
-					return
-				default:
-					other(err)
-					sleep(ctx, 100*time.Millisecond)
-				}
-				ready()
-			}
-		})
+	if s, ok := f.lastErr.Load().(string); ok {
+		f.n.LastError = s
 	}
-	paced := func(req *toolpb.RunRequest, refused, accepted *int64, want codes.Code) {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				_, err := c.RunAndWait(ctx, req, nil)
-				switch {
-				case ctx.Err() != nil:
-					return
-				case err == nil:
-					atomic.AddInt64(accepted, 1)
-					ready()
-				case codeOf(err) == want:
-					atomic.AddInt64(refused, 1)
-					ready()
-				default:
-					other(err)
-				}
-				sleep(ctx, *pace)
-			}
-		})
+	b, _ := json.Marshal(f.n)
+	fmt.Println(string(b))
+	return nil
+}
+
+// options are flood's command-line settings.
+type options struct {
+	addr, serverID string
+	files          trust.Files
+	runs           int    // runs kept open at once
+	tool           string // the tool the runs are offered
+	big, history   int    // the oversized prompt's bytes, the long conversation's messages
+	// fixedRetry, when set, replaces the refusal's RetryInfo delay; pace is the pause
+	// between two oversized requests, and between two long conversations.
+	fixedRetry, pace time.Duration
+}
+
+// parseFlags reads the flags in args and checks that the required ones are set.
+func parseFlags(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("flood", flag.ContinueOnError)
+	fs.StringVar(&o.addr, "addr", "", "the orchestrator's address")
+	fs.StringVar(&o.serverID, "server-id", "", "the orchestrator's SPIFFE ID")
+	fs.StringVar(&o.files.CA, "tls-ca", "", "CA bundle (PEM)")
+	fs.StringVar(&o.files.Cert, "tls-cert", "", "this tenant's client certificate (PEM)")
+	fs.StringVar(&o.files.Key, "tls-key", "", "its key (PEM)")
+	fs.IntVar(&o.runs, "runs", 1000, "runs kept open at once")
+	fs.StringVar(&o.tool, "tool", "add", "the tool the runs are offered")
+	fs.IntVar(&o.big, "big-bytes", 100<<20, "size of the oversized requests' prompt")
+	fs.IntVar(&o.history, "history", 10_000, "messages of the long conversations")
+	fs.DurationVar(&o.fixedRetry, "retry-after", 0, "wait this long after a refused run instead of the refusal's RetryInfo delay (a client that ignores it)")
+	fs.DurationVar(&o.pace, "pace", 250*time.Millisecond, "pause between two oversized requests, and between two long conversations")
+	if err := cli.Parse(fs, args, os.Stdout, os.Stderr); err != nil {
+		return o, err
 	}
-	if *big > 0 {
-		paced(&toolpb.RunRequest{Prompt: strings.Repeat("x", *big), Tools: []string{*tool}}, &n.BigRefused, &n.BigAccepted, codes.ResourceExhausted)
+	if o.addr == "" || o.serverID == "" || !o.files.Configured() {
+		return o, errors.New("-addr, -server-id and -tls-ca/-tls-cert/-tls-key are required")
 	}
-	if *history > 0 {
-		msgs := make([]*toolpb.ConversationMessage, *history)
+	return o, nil
+}
+
+// flooder is one flood against the orchestrator, until ctx is done, and what it counted.
+type flooder struct {
+	ctx     context.Context
+	c       *client.Client
+	o       options
+	n       peer.FloodCounts
+	lastErr atomic.Value // the last unexpected error's text
+	started sync.Once
+	wg      sync.WaitGroup
+}
+
+// ready says, once, that the flood has begun.
+func (f *flooder) ready() { f.started.Do(func() { fmt.Println(`{"msg":"flooding"}`) }) }
+
+// other counts an unexpected error and keeps it as the last.
+func (f *flooder) other(err error) {
+	atomic.AddInt64(&f.n.Errors, 1)
+	f.lastErr.Store(err.Error())
+}
+
+// flood keeps the runs open, sends the oversized requests and the long conversations,
+// and returns once every sender has stopped.
+func (f *flooder) flood() {
+	req := &toolpb.RunRequest{Prompt: "Add the two numbers, again and again.", Tools: []string{f.o.tool}}
+	for range f.o.runs {
+		f.wg.Go(func() { f.runs(req) })
+	}
+	if f.o.big > 0 {
+		f.paced(&toolpb.RunRequest{Prompt: strings.Repeat("x", f.o.big), Tools: []string{f.o.tool}}, &f.n.BigRefused, &f.n.BigAccepted, codes.ResourceExhausted)
+	}
+	if f.o.history > 0 {
+		msgs := make([]*toolpb.ConversationMessage, f.o.history)
 		for i := range msgs {
 			msgs[i] = &toolpb.ConversationMessage{Role: toolpb.Role_ROLE_USER, Text: "earlier turn"}
 		}
-		paced(&toolpb.RunRequest{Prompt: "Add the two numbers.", Messages: msgs, Tools: []string{*tool}}, &n.HistoryRefused, &n.HistoryAccepted, codes.InvalidArgument)
+		f.paced(&toolpb.RunRequest{Prompt: "Add the two numbers.", Messages: msgs, Tools: []string{f.o.tool}}, &f.n.HistoryRefused, &f.n.HistoryAccepted, codes.InvalidArgument)
 	}
-	wg.Wait()
-	n.Seconds = time.Since(began).Seconds()
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
-		n.CPUSeconds = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+	f.wg.Wait()
+}
+
+// runs runs req again and again until the flood ends, waiting after a refusal as its
+// RetryInfo says (or -retry-after).
+func (f *flooder) runs(req *toolpb.RunRequest) {
+	for f.ctx.Err() == nil {
+		_, err := f.c.RunAndWait(f.ctx, req, nil)
+		var ce *client.Error
+		switch {
+		case err == nil:
+			atomic.AddInt64(&f.n.Admitted, 1)
+		case errors.As(err, &ce) && ce.Code == codes.ResourceExhausted:
+			atomic.AddInt64(&f.n.Refused, 1)
+			f.ready()
+			wait := max(ce.RetryAfter, 100*time.Millisecond)
+			if f.o.fixedRetry > 0 {
+				wait = f.o.fixedRetry
+			}
+			sleep(f.ctx, wait)
+			continue
+		case f.ctx.Err() != nil:
+			return
+		default:
+			f.other(err)
+			sleep(f.ctx, 100*time.Millisecond)
+		}
+		f.ready()
 	}
-	if s, ok := lastErr.Load().(string); ok {
-		n.LastError = s
-	}
-	b, _ := json.Marshal(n)
-	fmt.Println(string(b))
-	return nil
+}
+
+// paced sends req one at a time, every -pace, until the flood ends, counting it in
+// refused when it fails with want and in accepted when it runs.
+func (f *flooder) paced(req *toolpb.RunRequest, refused, accepted *int64, want codes.Code) {
+	f.wg.Go(func() {
+		for f.ctx.Err() == nil {
+			_, err := f.c.RunAndWait(f.ctx, req, nil)
+			switch {
+			case f.ctx.Err() != nil:
+				return
+			case err == nil:
+				atomic.AddInt64(accepted, 1)
+				f.ready()
+			case codeOf(err) == want:
+				atomic.AddInt64(refused, 1)
+				f.ready()
+			default:
+				f.other(err)
+			}
+			sleep(f.ctx, f.o.pace)
+		}
+	})
 }
 
 // codeOf is the gRPC code of err (a pkg/client error keeps its status).
