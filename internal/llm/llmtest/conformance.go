@@ -197,7 +197,9 @@ func conformRetry(t *testing.T, w Wire) {
 	if err != nil || resp.Text != "ok" || len(s.Requests()) != 2 {
 		t.Errorf("after a 429: %+v, %v, %d requests; want the second answer", resp, err, len(s.Requests()))
 	}
-	s = NewServer(t, func(rw http.ResponseWriter, _ *http.Request, _ int) { w.Error(rw, http.StatusServiceUnavailable, "down") })
+	s = NewServer(t, func(rw http.ResponseWriter, _ *http.Request, _ int) {
+		w.Error(rw, http.StatusServiceUnavailable, "down")
+	})
 	_, err = llm.Collect(w.New(t, s).Stream(t.Context(), &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}))
 	if !errors.Is(err, llm.ErrUnavailable) || len(s.Requests()) != 3 {
 		t.Errorf("a server that stays down: %v after %d requests; want ErrUnavailable after 3", err, len(s.Requests()))
