@@ -27,7 +27,10 @@ func extendedService(t *testing.T, opts Options) (*Service, error) {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	opts.Router, opts.Providers, opts.DefaultProvider, opts.Logger = router.New(router.Options{Logger: log}), map[string]llm.Provider{"scripted": model}, "scripted", log
+	opts.Router, opts.DefaultProvider, opts.Logger = router.New(router.Options{Logger: log}), "scripted", log
+	if opts.Providers == nil {
+		opts.Providers = map[string]llm.Provider{"scripted": model}
+	}
 	if opts.Config.Loop.MaxIterations == 0 {
 		opts.Config = config.Default()
 	}
