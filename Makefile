@@ -114,7 +114,7 @@ test-mcp-everything: $(MCP_EVERYTHING) ## MCP groups against @modelcontextprotoc
 # (registrations, schemas), clients (the context codec) and MCP servers (results).
 FUZZ_TARGETS = ./pkg/schema:FuzzValidate ./pkg/schema:FuzzFastPathAgreesWithGeneric ./pkg/schema:FuzzFromJSON \
 	./internal/ctxcodec:FuzzCodec ./internal/router:FuzzRegistration ./internal/mcp:FuzzResultOf ./pkg/tool:FuzzFlatAgreesWithJSON \
-	./pkg/toolctx:FuzzCredentialKey
+	./internal/ctxconv:FuzzCredentialKey
 FUZZTIME ?= 30m
 
 # Go before 1.27 may fail a target as -fuzztime runs out with a bare "context deadline

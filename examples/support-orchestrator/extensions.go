@@ -93,8 +93,8 @@ func auditLayer(audit *jsonLog, denied []string) orchestrator.Layer {
 
 // requestedAt is the converter of every group: the call's context as it is, with the
 // time of the request added, as the source's function converters compute a value.
-func requestedAt() toolctx.Converter {
-	return toolctx.ConverterFunc(func(c toolctx.Context) toolctx.Context {
+func requestedAt() orchestrator.Converter {
+	return orchestrator.ConverterFunc(func(c toolctx.Context) toolctx.Context {
 		return c.WithoutReserved().With("requestedAt", time.Now().UTC().Format(time.RFC3339Nano))
 	})
 }

@@ -29,7 +29,6 @@ import (
 	"syscall"
 
 	"github.com/toolmesh/toolmesh/pkg/orchestrator"
-	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
 
 func main() {
@@ -85,7 +84,7 @@ func run(args []string) error {
 	o, err := orchestrator.New(orchestrator.Options{
 		Config:     cfg,
 		Layers:     []orchestrator.Layer{auditLayer(audit, denied)},
-		Converters: map[string]toolctx.Converter{"": requestedAt()},
+		Converters: map[string]orchestrator.Converter{"": requestedAt()},
 		Sinks:      map[string]orchestrator.Sink{"archive": archiveSink(archive)},
 		Formatter:  formatNote,
 		Strategies: []orchestrator.Strategy{offerForget(notes.forget())},

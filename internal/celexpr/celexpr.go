@@ -15,6 +15,7 @@ import (
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
 
+	"github.com/toolmesh/toolmesh/internal/ctxconv"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
 
@@ -45,7 +46,7 @@ type setter struct {
 	prg cel.Program
 }
 
-var _ toolctx.Converter = (*Converter)(nil)
+var _ ctxconv.Converter = (*Converter)(nil)
 
 // converterEnv is the environment of converter expressions. Optional syntax is on, so
 // that `context.?user_id.orValue("")` reads a key that may be missing.

@@ -7,12 +7,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/toolmesh/toolmesh/internal/ctxconv"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
 
 func TestConverter(t *testing.T) {
 	in := toolctx.MustOf("tenant_id", "acme", "x-correlation-id", "c-1", "debug", "on", "user_id", "u-7", "authToken", "s3cr3t", toolctx.LoopIDKey, "loop-1")
-	hidden := func(k string) bool { return toolctx.IsSecretKey(k, "authToken") }
+	hidden := func(k string) bool { return ctxconv.IsSecretKey(k, "authToken") }
 	tests := []struct {
 		name string
 		keep string

@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/celexpr"
 	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/ctxconv"
 	"github.com/toolmesh/toolmesh/internal/decorators"
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/loop"
@@ -22,7 +23,6 @@ import (
 	"github.com/toolmesh/toolmesh/internal/run"
 	"github.com/toolmesh/toolmesh/internal/runlog"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
-	"github.com/toolmesh/toolmesh/pkg/toolctx"
 	"github.com/toolmesh/toolmesh/pkg/trust"
 )
 
@@ -46,7 +46,7 @@ type Options struct {
 
 	// Converters are the groups' converters (Converters); nil builds them from the
 	// config alone. The router must use the same.
-	Converters func(group string) toolctx.Converter
+	Converters func(group string) ctxconv.Converter
 	// MCPFilters narrow an MCP group's tools further than the config does, by role.
 	MCPFilters map[string]func(mcp.ToolInfo) bool
 	// Sinks, Layers, Strategies, Formatter and Groups are the program's own, as
@@ -96,7 +96,7 @@ func Runs(o Options) (*run.Service, error) {
 // MCPGroups builds the groups MCP servers serve (groups.<role>.mcp), each with its
 // group's converter and its filters (the config's include, exclude and filter, then the
 // program's); none connects before a run asks for it.
-func MCPGroups(cfg config.Config, conv func(string) toolctx.Converter, filters map[string]func(mcp.ToolInfo) bool, log *slog.Logger) (map[string]*mcp.Group, error) {
+func MCPGroups(cfg config.Config, conv func(string) ctxconv.Converter, filters map[string]func(mcp.ToolInfo) bool, log *slog.Logger) (map[string]*mcp.Group, error) {
 	for role := range filters {
 		if g, ok := cfg.Groups[role]; !ok || g.MCP == nil {
 			return nil, fmt.Errorf("compose: an MCP filter for group %q, which no MCP server serves (groups.%s.mcp)", role, role)

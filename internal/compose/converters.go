@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/celexpr"
 	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/ctxconv"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
 
@@ -17,15 +18,15 @@ import (
 // program's own for a group (code, by role; "" for every group without one), else the
 // config's for the group, else the program's default, else the config's default. Either
 // way the configured secret keys are removed unless an allow-keys converter lists them
-// explicitly (credential keys are secrets too; see toolctx.Secured).
-func Converters(cfg config.Config, code map[string]toolctx.Converter) (func(group string) toolctx.Converter, error) {
-	secure := func(c toolctx.Converter) toolctx.Converter { return toolctx.Secured(c, cfg.Context.Secrets...) }
+// explicitly (credential keys are secrets too; see ctxconv.Secured).
+func Converters(cfg config.Config, code map[string]ctxconv.Converter) (func(group string) ctxconv.Converter, error) {
+	secure := func(c ctxconv.Converter) ctxconv.Converter { return ctxconv.Secured(c, cfg.Context.Secrets...) }
 	for role, c := range code {
 		if c == nil {
 			return nil, fmt.Errorf("the converter of group %q is nil", role)
 		}
 	}
-	groups := map[string]toolctx.Converter{}
+	groups := map[string]ctxconv.Converter{}
 	for role, c := range code {
 		groups[role] = secure(c)
 	}
@@ -41,7 +42,7 @@ func Converters(cfg config.Config, code map[string]toolctx.Converter) (func(grou
 	}
 	if c, ok := groups[""]; ok {
 		delete(groups, "")
-		return func(group string) toolctx.Converter {
+		return func(group string) ctxconv.Converter {
 			if gc, ok := groups[group]; ok {
 				return gc
 			}
@@ -54,16 +55,16 @@ func Converters(cfg config.Config, code map[string]toolctx.Converter) (func(grou
 		return nil, fmt.Errorf("context.default: %w", err)
 	}
 	var defaults sync.Map
-	return func(group string) toolctx.Converter {
+	return func(group string) ctxconv.Converter {
 		if gc, ok := groups[group]; ok {
 			return gc
 		}
 		if c, ok := defaults.Load(group); ok {
-			return c.(toolctx.Converter)
+			return c.(ctxconv.Converter)
 		}
 		c, _ := parseConverter(group, cfg.Context.Default, cfg.Context.Secrets...) // checked above
 		stored, _ := defaults.LoadOrStore(group, secure(c))
-		return stored.(toolctx.Converter)
+		return stored.(ctxconv.Converter)
 	}, nil
 }
 
@@ -85,7 +86,7 @@ var errInvalidConverter = errors.New("invalid converter")
 // pass-through and none take no keys; allow-keys and deny-keys take any number (an
 // allow-keys with no keys forwards nothing). Keys must be non-empty, distinct and not
 // reserved.
-func parseConverter(group string, spec config.ConverterSpec, secrets ...string) (toolctx.Converter, error) {
+func parseConverter(group string, spec config.ConverterSpec, secrets ...string) (ctxconv.Converter, error) {
 	kind, keys := spec.Kind, spec.Keys
 	if kind != kindCEL && (spec.Keep != "" || len(spec.Set) > 0) {
 		return nil, fmt.Errorf("%w: keep and set are a cel converter's, not %q's", errInvalidConverter, cmp.Or(kind, kindPassThrough))
@@ -95,7 +96,7 @@ func parseConverter(group string, spec config.ConverterSpec, secrets ...string) 
 		if len(keys) > 0 {
 			return nil, fmt.Errorf("%w: %q takes no keys, got %d (%s)", errInvalidConverter, kind, len(keys), strings.Join(keys, ", "))
 		}
-		c, err := celexpr.NewConverter(group, spec.Keep, spec.Set, func(k string) bool { return toolctx.IsSecretKey(k, secrets...) })
+		c, err := celexpr.NewConverter(group, spec.Keep, spec.Set, func(k string) bool { return ctxconv.IsSecretKey(k, secrets...) })
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", errInvalidConverter, err)
 		}
@@ -108,9 +109,9 @@ func parseConverter(group string, spec config.ConverterSpec, secrets ...string) 
 			return nil, fmt.Errorf("%w: %q takes no keys, got %d (%s)", errInvalidConverter, kind, len(keys), strings.Join(keys, ", "))
 		}
 		if kind == kindNone {
-			return toolctx.None(), nil
+			return ctxconv.None(), nil
 		}
-		return toolctx.PassThrough(), nil
+		return ctxconv.PassThrough(), nil
 	case kindAllowKeys, kindDenyKeys:
 		for i, k := range keys {
 			switch {
@@ -123,9 +124,9 @@ func parseConverter(group string, spec config.ConverterSpec, secrets ...string) 
 			}
 		}
 		if kind == kindAllowKeys {
-			return toolctx.AllowKeys(keys...), nil
+			return ctxconv.AllowKeys(keys...), nil
 		}
-		return toolctx.DenyKeys(keys...), nil
+		return ctxconv.DenyKeys(keys...), nil
 	default:
 		return nil, fmt.Errorf("%w: unknown kind %q (want %q, %q, %q, %q or %q)", errInvalidConverter, kind,
 			kindPassThrough, kindNone, kindAllowKeys, kindDenyKeys, kindCEL)

@@ -3,7 +3,7 @@ package config
 import (
 	"fmt"
 
-	"github.com/toolmesh/toolmesh/pkg/toolctx"
+	"github.com/toolmesh/toolmesh/internal/ctxconv"
 )
 
 // Telemetry configures what the orchestrator exports. Exporters themselves are chosen by
@@ -30,9 +30,9 @@ func (c Config) validateTelemetry(bad func(key, format string, args ...any)) {
 	}
 	for _, k := range c.Telemetry.ContextAllowList {
 		switch {
-		case toolctx.IsCredentialKey(k):
+		case ctxconv.IsCredentialKey(k):
 			bad("telemetry.context_allow_list", "names %q, a well-known credential key: credentials never go on spans", k)
-		case toolctx.IsSecretKey(k, c.Context.Secrets...): // however the list spells it
+		case ctxconv.IsSecretKey(k, c.Context.Secrets...): // however the list spells it
 			bad("telemetry.context_allow_list", "names the secret key %q: secrets never go on spans", k)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"unicode/utf8"
 
+	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
@@ -279,7 +280,7 @@ func (cd Codec) Decode(md map[string][]string) (toolctx.Context, error) {
 		}
 		m[key] = vs[0]
 	}
-	return toolctx.Adopt(m), nil
+	return toolinternal.AdoptBag(m).(toolctx.Context), nil
 }
 
 func isContextKey(mdKey string) bool {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
@@ -230,7 +231,7 @@ func rulesFor(t tool.Tool, rules []Rule, sink Sink, name string) []Sinking {
 // first call runs; later calls answer that the tool's outcome is known already, with
 // advice (toolctx.AlreadyLoaded).
 func OneShot(name, advice string) func(toolcall.Handler) toolcall.Handler {
-	memo := toolctx.NewLoopMemo(toolctx.DefaultMaxTracked)
+	memo := toolinternal.NewLoopMemo(toolinternal.DefaultMaxTracked)
 	return func(next toolcall.Handler) toolcall.Handler {
 		return func(ctx context.Context, c *toolcall.Call) (tool.Result, error) {
 			if memo.FirstTimeInLoop(c.Info.LoopID) {

@@ -36,8 +36,9 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolmesh/toolmesh/internal/ctxconv"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/pkg/tool"
-	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
 
 // Server says how to reach an MCP server: a command to run (stdio) or a URL (streamable
@@ -88,7 +89,7 @@ type Options struct {
 	// Filter keeps the tools it is true for; nil keeps all.
 	Filter func(ToolInfo) bool
 	// Converter chooses what of the ToolCallContext travels as _meta; nil passes all.
-	Converter toolctx.Converter
+	Converter ctxconv.Converter
 	// MaxTools bounds the tools the server may offer; zero means DefaultMaxTools. A server
 	// that offers more is refused, as one that cannot be reached is.
 	MaxTools int
@@ -129,7 +130,7 @@ func New(opts Options) (*Group, error) {
 		return nil, fmt.Errorf("mcp server %q: give exactly one of command and url", s.Name)
 	}
 	if opts.Converter == nil {
-		opts.Converter = toolctx.PassThrough()
+		opts.Converter = ctxconv.PassThrough()
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -250,7 +251,7 @@ func (g *Group) credentials(ctx context.Context) (string, map[string]string) {
 	if len(names) == 0 {
 		return "", nil
 	}
-	bag := g.opts.Converter.Convert(toolctx.Carried(ctx))
+	bag := g.opts.Converter.Convert(toolcall.Carried(ctx))
 	headers := map[string]string{}
 	var key strings.Builder
 	for _, name := range names {
@@ -519,12 +520,12 @@ func (g *Group) transport(headers map[string]string) sdk.Transport {
 }
 
 // childEnv is the environment of a stdio server: the orchestrator's without its
-// credentials (model API keys, tokens: toolctx.IsCredentialKey), then extra.
+// credentials (model API keys, tokens: ctxconv.IsCredentialKey), then extra.
 func childEnv(environ []string, extra map[string]string) []string {
 	var out []string
 	for _, kv := range environ {
 		k, _, _ := strings.Cut(kv, "=")
-		if !toolctx.IsCredentialKey(k) {
+		if !ctxconv.IsCredentialKey(k) {
 			out = append(out, kv)
 		}
 	}

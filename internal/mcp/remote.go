@@ -17,7 +17,6 @@ import (
 	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
-	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
 
 // MetaPrefix starts the _meta keys toolmesh itself sets on the calls it sends MCP
@@ -91,7 +90,7 @@ func (r *remote) call(ctx context.Context, input string) tool.Result {
 	// context, an empty object when the converter keeps nothing of a non-empty one. Keys
 	// under MetaPrefix are toolmesh's: a context entry never supplies them.
 	tenant := toolinternal.TenantFrom(ctx)
-	if bag := toolctx.Carried(ctx); bag.Len() > 0 || tenant != "" {
+	if bag := toolcall.Carried(ctx); bag.Len() > 0 || tenant != "" {
 		params.Meta = sdk.Meta{}
 		for k, v := range r.g.opts.Converter.Convert(bag).Map() {
 			if !r.g.isHeader(k) && !strings.HasPrefix(k, MetaPrefix) { // a credential travels as its header, not in _meta

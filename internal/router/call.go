@@ -20,7 +20,6 @@ import (
 	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/tool"
-	"github.com/toolmesh/toolmesh/pkg/toolctx"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 	"github.com/toolmesh/toolmesh/pkg/trust"
 )
@@ -196,7 +195,7 @@ func (r *Router) invokeFull(ctx context.Context, t *remoteTool, input string) (t
 
 	// The ToolCallContext leaves the orchestrator only through the group's converter, as
 	// metadata; the loop id travels in its own field, whatever the converter keeps.
-	out := r.opts.Converter(t.group).Convert(toolctx.Carried(ctx))
+	out := r.opts.Converter(t.group).Convert(toolcall.Carried(ctx))
 	kv, err := r.opts.Codec.AppendPairs(nil, out)
 	if err != nil {
 		return tool.ErrorWithCode(tool.CodeInvalidArguments, fmt.Sprintf("the call's context cannot be sent to group '%s': %v", t.group, err)), nil

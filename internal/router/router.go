@@ -19,9 +19,9 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/toolmesh/toolmesh/internal/ctxcodec"
+	"github.com/toolmesh/toolmesh/internal/ctxconv"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/pkg/tool"
-	"github.com/toolmesh/toolmesh/pkg/toolctx"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 	"github.com/toolmesh/toolmesh/pkg/trust"
 )
@@ -101,7 +101,7 @@ type Options struct {
 	ProbeTimeout time.Duration
 	// Converter returns the converter that decides which ToolCallContext entries reach the
 	// workers of a group. Default: pass-through for every group.
-	Converter func(group string) toolctx.Converter
+	Converter func(group string) ctxconv.Converter
 	// Codec encodes the context as metadata; its MaxBytes bounds it (default 8 KiB).
 	Codec ctxcodec.Codec
 	// Telemetry sends the trace context of the caller's span (the execute_tool span)
@@ -179,7 +179,7 @@ func (o Options) withDefaults() Options {
 		}
 	}
 	if o.Converter == nil {
-		o.Converter = func(string) toolctx.Converter { return toolctx.PassThrough() }
+		o.Converter = func(string) ctxconv.Converter { return ctxconv.PassThrough() }
 	}
 	if o.Probe == nil {
 		o.Probe = HealthProbe

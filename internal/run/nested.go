@@ -101,7 +101,7 @@ func (n *nester) RunLoop(ctx context.Context, l agentic.Loop) (*loop.Result, err
 	if c := n.loops.Add(1); c > int64(maxLoops) {
 		return nil, fmt.Errorf("agentic tool '%s' was not run: a run starts at most %d nested loops (loop.max_nested_loops)", l.Tool, maxLoops)
 	}
-	bag := toolctx.Effective(n.bag, l.Context)
+	bag := n.bag.Merge(l.Context)
 	if err := checkContext(bag, n.bag, l.Context, n.s.cfg.Context.MaxBytes); err != nil {
 		return nil, fmt.Errorf("agentic tool '%s' was not run: its context: %w", l.Tool, err)
 	}

@@ -70,7 +70,7 @@ func (s *Service) prepare(ctx context.Context, req Request) (*prepared, error) {
 		return nil, err
 	}
 	// The interaction level wins over the run level; a verified tenant wins over both.
-	bag := toolctx.Effective(req.Context, req.Interaction)
+	bag := req.Context.Merge(req.Interaction)
 	if req.Tenant != "" {
 		bag = bag.With(TenantKey, req.Tenant)
 	}

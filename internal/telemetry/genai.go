@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/toolmesh/toolmesh/internal/ctxconv"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
 
@@ -317,7 +318,7 @@ func (t *Telemetry) ContextAttributes(span trace.Span, entries toolctx.Context) 
 	}
 	var attrs []attribute.KeyValue
 	for _, k := range t.allow {
-		if toolctx.IsCredentialKey(k) {
+		if ctxconv.IsCredentialKey(k) {
 			continue // a credential never goes on a span, even one listed by mistake
 		}
 		if v, ok := entries.Get(k); ok {

@@ -185,7 +185,7 @@ func (w *Tool) Call(ctx context.Context, input string) (tool.Result, error) {
 func FromContext(ctx context.Context, t tool.Tool, input string) *Call {
 	info, _ := tool.CallInfoFrom(ctx)
 	return &Call{Tool: t, Name: t.Definition().Name, Input: input, Validated: toolinternal.Validated(ctx, input), Info: info,
-		Bag: toolctx.Carried(ctx), Dispatch: toolinternal.DispatchFrom(ctx)}
+		Bag: Carried(ctx), Dispatch: toolinternal.DispatchFrom(ctx)}
 }
 
 // Terminal is the end of every pipeline: it calls the tool with the call's context. A

@@ -96,3 +96,11 @@ func Protect(ctx context.Context, log *slog.Logger, name string, fn func() (tool
 	}()
 	return fn()
 }
+
+// Carried returns the ToolCallContext ctx carries as it crosses to a worker or an MCP
+// server: toolctx.FromContext without the loop id and the tenant, which travel in fields
+// of their own. It copies nothing.
+func Carried(ctx context.Context) toolctx.Context {
+	c, _ := ctx.Value(toolinternal.BagKey{}).(toolctx.Context)
+	return c
+}

@@ -184,3 +184,8 @@ func TenantFrom(ctx context.Context) string {
 	t, _ := ctx.Value(TenantKey{}).(string)
 	return t
 }
+
+// AdoptBag makes a toolctx.Context that holds m itself, set by pkg/toolctx: a decoder
+// that built m for the context hands it over without the copy toolctx.FromMap makes, and
+// must not change or keep m afterwards.
+var AdoptBag func(m map[string]string) any

@@ -19,6 +19,26 @@ import (
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
 
+// Converter decides what of a call's ToolCallContext a tool group receives (as gRPC
+// metadata for its workers, as _meta for an MCP server). It never sees the engine's
+// reserved keys (the loop id and the tenant travel in fields of their own), and what it
+// returns under them is dropped; the config's context.secrets are removed from what it
+// returns unless the config's converter for the group is an allow-keys one that lists
+// them.
+type Converter interface {
+	Convert(toolctx.Context) toolctx.Context
+}
+
+// ConverterFunc is a Converter written as a function: it may drop, rename or compute
+// entries (the time of the request, a header derived from the caller's tenant).
+type ConverterFunc func(toolctx.Context) toolctx.Context
+
+// Convert calls f on c without its reserved keys, and drops reserved keys from the
+// result.
+func (f ConverterFunc) Convert(c toolctx.Context) toolctx.Context {
+	return f(c.WithoutReserved()).WithoutReserved()
+}
+
 // Layer is a step of the program's own in the pipeline every tool call of a run goes
 // through (docs/process.md lists the built-in layers, in order). For is asked once for
 // each tool a run offers; it returns what the layer does around that tool's calls, or nil

@@ -4,7 +4,7 @@
 //
 //   - Layers: interceptors of every tool call, at a documented place of the call pipeline;
 //   - Converters: what of a call's ToolCallContext a tool group receives, as functions
-//     (toolctx.ConverterFunc);
+//     (ConverterFunc);
 //   - Sinks: where artifact rules send what tools return;
 //   - Formatter: how the blackboard group's tools show an entry to the model;
 //   - Strategies: changes to a loop's tools after a call, beside unfolding;
@@ -41,6 +41,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/cli"
 	"github.com/toolmesh/toolmesh/internal/compose"
 	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/ctxconv"
 	"github.com/toolmesh/toolmesh/internal/decorators"
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/logging"
@@ -53,7 +54,6 @@ import (
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/pkg/otelsetup"
 	"github.com/toolmesh/toolmesh/pkg/tool"
-	"github.com/toolmesh/toolmesh/pkg/toolctx"
 	"github.com/toolmesh/toolmesh/pkg/trust"
 )
 
@@ -89,7 +89,7 @@ type Options struct {
 	// Converters choose what of a call's ToolCallContext each tool group receives, by
 	// role; the one under "" serves every group without its own. They win over the
 	// config's context settings; context.secrets still apply to them.
-	Converters map[string]toolctx.Converter
+	Converters map[string]Converter
 	// Sinks are artifact sinks, by the name the config's and the requests' artifact
 	// rules give (not "blackboard" or "assets", which are built in).
 	Sinks map[string]Sink
@@ -163,7 +163,14 @@ func New(opts Options) (o *Orchestrator, err error) {
 	if err = o.chooseProviders(opts); err != nil {
 		return o, err
 	}
-	conv, err := compose.Converters(cfg, opts.Converters)
+	code := map[string]ctxconv.Converter{}
+	for group, c := range opts.Converters {
+		if c == nil {
+			return o, fmt.Errorf("orchestrator: the converter of group %q is nil", group)
+		}
+		code[group] = c
+	}
+	conv, err := compose.Converters(cfg, code)
 	if err != nil {
 		return o, err
 	}
@@ -192,7 +199,7 @@ func New(opts Options) (o *Orchestrator, err error) {
 }
 
 // composeOptions are the run service's options: the config's and the program's.
-func (o *Orchestrator) composeOptions(opts Options, conv func(string) toolctx.Converter, journal runlog.Store, owner string) compose.Options {
+func (o *Orchestrator) composeOptions(opts Options, conv func(string) ctxconv.Converter, journal runlog.Store, owner string) compose.Options {
 	co := compose.Options{
 		Config: o.cfg, Router: o.rt, Providers: o.providers, DefaultProvider: o.def, Telemetry: o.tel, Logger: o.log,
 		Journal: journal, Owner: owner, Codec: server.RunCodec(), Converters: conv,

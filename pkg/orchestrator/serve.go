@@ -19,6 +19,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/ctxcodec"
+	"github.com/toolmesh/toolmesh/internal/ctxconv"
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/llm/anthropic"
 	"github.com/toolmesh/toolmesh/internal/llm/openai"
@@ -26,7 +27,6 @@ import (
 	"github.com/toolmesh/toolmesh/internal/router"
 	"github.com/toolmesh/toolmesh/internal/runlog"
 	"github.com/toolmesh/toolmesh/internal/server"
-	"github.com/toolmesh/toolmesh/pkg/toolctx"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 	"github.com/toolmesh/toolmesh/pkg/trust"
 )
@@ -51,7 +51,7 @@ func (o *Orchestrator) trust() error {
 }
 
 // newRouter builds the routing table of the workers.
-func (o *Orchestrator) newRouter(conv func(string) toolctx.Converter) error {
+func (o *Orchestrator) newRouter(conv func(string) ctxconv.Converter) error {
 	cfg := o.cfg
 	var dialAs func(address, identity string) (*grpc.ClientConn, error)
 	var callToken func(string, trust.CallClaims, time.Time) (string, error)

@@ -96,10 +96,14 @@ func FromMap(m map[string]string) Context {
 	return Context{m: maps.Clone(m)}
 }
 
-// Adopt returns a context holding m itself: the caller hands m over and must not change
+func init() {
+	toolinternal.AdoptBag = func(m map[string]string) any { return adopt(m) }
+}
+
+// adopt returns a context holding m itself: the caller hands m over and must not change
 // it, or keep it, afterwards (a decoder that built m for the context saves the copy
-// FromMap makes).
-func Adopt(m map[string]string) Context {
+// FromMap makes). The engine reaches it as toolinternal.AdoptBag.
+func adopt(m map[string]string) Context {
 	if len(m) == 0 {
 		return Empty
 	}
@@ -171,10 +175,6 @@ func (c Context) Merge(other Context) Context {
 	return Context{m: m}
 }
 
-// Effective is the context every tool call of a loop receives: the run level merged
-// with the interaction level, the interaction level winning on a key both hold.
-func Effective(run, interaction Context) Context { return run.Merge(interaction) }
-
 // With returns c with key set to value.
 func (c Context) With(key, value string) Context {
 	m := make(map[string]string, len(c.m)+1)
@@ -197,11 +197,11 @@ func (c Context) Without(keys ...string) Context {
 
 // WithoutReserved returns c without the keys that start with ReservedPrefix.
 func (c Context) WithoutReserved() Context {
-	return c.filter(func(k string) bool { return !IsReserved(k) })
+	return c.Keep(func(k string) bool { return !IsReserved(k) })
 }
 
-// filter returns the entries whose key keep accepts; c itself when it keeps them all.
-func (c Context) filter(keep func(string) bool) Context {
+// Keep returns the entries whose key keep accepts; c itself when it keeps them all.
+func (c Context) Keep(keep func(key string) bool) Context {
 	all := true
 	for k := range c.m {
 		if !keep(k) {
@@ -291,14 +291,6 @@ func normalize(m map[string]string) Context {
 // LoopIDKey and TenantKey.
 func NewContext(ctx context.Context, c Context) context.Context {
 	return context.WithValue(ctx, toolinternal.BagKey{}, c.WithoutReserved())
-}
-
-// Carried returns the context carried by ctx as it crosses to a worker: FromContext
-// without the loop id and the tenant, which travel in fields of their own. It copies
-// nothing.
-func Carried(ctx context.Context) Context {
-	c, _ := ctx.Value(toolinternal.BagKey{}).(Context)
-	return c
 }
 
 // FromContext returns the context carried by ctx, or Empty when there is none, with the

@@ -154,13 +154,13 @@ func TestEffectiveMergeTable(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := toolctx.Effective(tt.run, tt.interaction)
+			got := tt.run.Merge(tt.interaction)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("Effective(%v, %v) (-want +got):\n%s", tt.run, tt.interaction, diff)
+				t.Errorf("%v.Merge(%v) (-want +got):\n%s", tt.run, tt.interaction, diff)
 			}
 		})
 	}
-	if got := toolctx.Effective(toolctx.MustOf("tenantId", "acme"), toolctx.MustOf("tenantId", "override")).String(); got != "ToolCallContext({tenantId=override})" {
+	if got := toolctx.MustOf("tenantId", "acme").Merge(toolctx.MustOf("tenantId", "override")).String(); got != "ToolCallContext({tenantId=override})" {
 		t.Errorf("String of the winning row = %q", got)
 	}
 }
@@ -225,10 +225,10 @@ func TestLoopID(t *testing.T) {
 	}
 	// What crosses to a worker: the bag without the loop id (it has a field of its own)
 	// or any other reserved key, in loop-1 or not.
-	if got := toolctx.Carried(toolctx.NewContext(ctx, forged)); !got.Equal(c) {
+	if got := toolcall.Carried(toolctx.NewContext(ctx, forged)); !got.Equal(c) {
 		t.Errorf("Carried in loop-1 = %v, want %v", got, c)
 	}
-	if got := toolctx.Carried(ctx); !got.IsEmpty() {
+	if got := toolcall.Carried(ctx); !got.IsEmpty() {
 		t.Errorf("Carried without a bag = %v, want it empty", got)
 	}
 	if !toolctx.IsReserved(toolctx.LoopIDKey) || toolctx.IsReserved("toolmesh") || toolctx.IsReserved("tenantId") {

@@ -3,6 +3,7 @@ package toolctx
 import (
 	"context"
 
+	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
@@ -24,17 +25,17 @@ func AlreadyLoaded(name, advice string) string {
 // always delegates.
 //
 // A first call that fails (an error result, or a returned error) still uses up the
-// shot: the model has seen its outcome. Each wrapper remembers its own loops (a
-// LoopMemo with DefaultMaxTracked ids). Definition and Metadata are t's, and ctx
+// shot: the model has seen its outcome. Each wrapper remembers its own loops (the
+// last 1024 it saw). Definition and Metadata are t's, and ctx
 // reaches t unchanged.
 func OneShotPerLoop(t tool.Tool, advice string) tool.Tool {
-	return &oneShot{delegate: t, advice: advice, memo: NewLoopMemo(DefaultMaxTracked)}
+	return &oneShot{delegate: t, advice: advice, memo: toolinternal.NewLoopMemo(toolinternal.DefaultMaxTracked)}
 }
 
 type oneShot struct {
 	delegate tool.Tool
 	advice   string
-	memo     *LoopMemo
+	memo     *toolinternal.LoopMemo
 }
 
 var _ tool.Delegating = (*oneShot)(nil)

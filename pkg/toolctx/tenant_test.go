@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/toolmesh/toolmesh/internal/ctxconv"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/pkg/tool"
@@ -35,10 +36,10 @@ func TestTenantKey(t *testing.T) {
 			if got := toolctx.FromContext(ctx); !got.Equal(tc.want) {
 				t.Errorf("FromContext = %v, want %v", got, tc.want)
 			}
-			if got := toolctx.Carried(ctx); !got.Equal(toolctx.MustOf("tenant_id", "globex")) {
+			if got := toolcall.Carried(ctx); !got.Equal(toolctx.MustOf("tenant_id", "globex")) {
 				t.Errorf("Carried = %v, want the client's entries alone", got)
 			}
-			for _, conv := range []toolctx.Converter{toolctx.PassThrough(), toolctx.AllowKeys(toolctx.TenantKey, "tenant_id")} {
+			for _, conv := range []ctxconv.Converter{ctxconv.PassThrough(), ctxconv.AllowKeys(toolctx.TenantKey, "tenant_id")} {
 				if got := conv.Convert(toolctx.FromContext(ctx)); got.Contains(toolctx.TenantKey) {
 					t.Errorf("%v forwarded %s: %v", conv, toolctx.TenantKey, got)
 				}

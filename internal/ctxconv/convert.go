@@ -1,4 +1,4 @@
-package toolctx
+package ctxconv
 
 import (
 	"cmp"
@@ -8,27 +8,29 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
 
 // Converter decides which entries of a context leave the orchestrator for a tool
 // group: to a worker as gRPC metadata, to an MCP server as _meta. toolmesh applies the
 // group's converter before every call that leaves the process.
 //
-// Converters never see or emit keys under ReservedPrefix: the loop id and the verified
+// Converters never see or emit keys under toolctx.ReservedPrefix: the loop id and the verified
 // tenant travel in request fields of their own. The converters of this package strip such keys from their input
 // and their output; an implementation of your own should be wrapped in Secured (or
 // ConverterFunc) to get the same guarantee.
 type Converter interface {
-	Convert(Context) Context
+	Convert(toolctx.Context) toolctx.Context
 }
 
 // ConverterFunc is a custom converter: it may drop, rename or compute entries, or
-// return Empty. It receives the whole context except reserved keys, and reserved keys
+// return toolctx.Empty. It receives the whole context except reserved keys, and reserved keys
 // it returns are dropped.
-type ConverterFunc func(Context) Context
+type ConverterFunc func(toolctx.Context) toolctx.Context
 
 // Convert calls f on c without reserved keys and drops reserved keys from the result.
-func (f ConverterFunc) Convert(c Context) Context {
+func (f ConverterFunc) Convert(c toolctx.Context) toolctx.Context {
 	return f(c.WithoutReserved()).WithoutReserved()
 }
 
@@ -48,16 +50,16 @@ func PassThrough() Converter { return passThrough{} }
 
 type passThrough struct{}
 
-func (passThrough) Convert(c Context) Context { return c.WithoutReserved() }
-func (passThrough) String() string            { return kindPassThrough }
+func (passThrough) Convert(c toolctx.Context) toolctx.Context { return c.WithoutReserved() }
+func (passThrough) String() string                            { return kindPassThrough }
 
 // None forwards nothing.
 func None() Converter { return none{} }
 
 type none struct{}
 
-func (none) Convert(Context) Context { return Empty }
-func (none) String() string          { return kindNone }
+func (none) Convert(toolctx.Context) toolctx.Context { return toolctx.Empty }
+func (none) String() string                          { return kindNone }
 
 // AllowKeys forwards only the listed keys, matched byte for byte. It is the only
 // converter that can forward a key of Secured's secret list: by listing it exactly. A
@@ -67,8 +69,8 @@ func AllowKeys(keys ...string) Converter { return &allowKeys{keys: slices.Clone(
 
 type allowKeys struct{ keys []string }
 
-func (a *allowKeys) Convert(c Context) Context {
-	return c.filter(func(k string) bool { return !IsReserved(k) && slices.Contains(a.keys, k) })
+func (a *allowKeys) Convert(c toolctx.Context) toolctx.Context {
+	return c.Keep(func(k string) bool { return !toolctx.IsReserved(k) && slices.Contains(a.keys, k) })
 }
 
 func (a *allowKeys) String() string { return describe(kindAllowKeys, a.keys) }
@@ -80,8 +82,8 @@ func DenyKeys(keys ...string) Converter { return &denyKeys{keys: slices.Clone(ke
 
 type denyKeys struct{ keys []string }
 
-func (d *denyKeys) Convert(c Context) Context {
-	return c.filter(func(k string) bool { return !IsReserved(k) && !slices.Contains(d.keys, k) })
+func (d *denyKeys) Convert(c toolctx.Context) toolctx.Context {
+	return c.Keep(func(k string) bool { return !toolctx.IsReserved(k) && !slices.Contains(d.keys, k) })
 }
 
 func (d *denyKeys) String() string { return describe(kindDenyKeys, d.keys) }
@@ -115,11 +117,11 @@ type secured struct {
 	normSecrets []string // the normal forms of secrets (normalizeKey)
 }
 
-func (s *secured) Convert(c Context) Context {
+func (s *secured) Convert(c toolctx.Context) toolctx.Context {
 	out := s.conv.Convert(c.WithoutReserved())
 	allow, _ := s.conv.(explicitAllower)
-	return out.filter(func(k string) bool {
-		if IsReserved(k) {
+	return out.Keep(func(k string) bool {
+		if toolctx.IsReserved(k) {
 			return false
 		}
 		if !s.isSecret(k) {

@@ -1,4 +1,4 @@
-package toolctx
+package toolinternal
 
 import "sync"
 
@@ -27,10 +27,6 @@ func NewLoopMemo(maxTracked int) *LoopMemo {
 
 // MaxTracked is how many loop ids the memo remembers.
 func (m *LoopMemo) MaxTracked() int { return cap(m.ring) }
-
-// FirstTimeIn reports whether this is the first time the memo sees c's loop id. A
-// context without a loop id is always a first time, and leaves the memo untouched.
-func (m *LoopMemo) FirstTimeIn(c Context) bool { return m.FirstTimeInLoop(c.LoopID()) }
 
 // FirstTimeInLoop reports whether this is the first time the memo sees loopID; the
 // empty id is always a first time and leaves the memo untouched. Among concurrent

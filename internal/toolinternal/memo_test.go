@@ -1,4 +1,4 @@
-package toolctx_test
+package toolinternal_test
 
 import (
 	"fmt"
@@ -6,91 +6,89 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/toolmesh/toolmesh/pkg/toolctx"
+	"github.com/toolmesh/toolmesh/internal/toolinternal"
 )
 
-func loop(id string) toolctx.Context {
-	return toolctx.MustOf("tenantId", "acme").With(toolctx.LoopIDKey, id)
-}
+func loop(id string) string { return id }
 
 func TestLoopMemo(t *testing.T) {
 	t.Run("first call true, repeats false", func(t *testing.T) {
-		m := toolctx.NewLoopMemo(0)
-		if !m.FirstTimeIn(loop("a")) {
+		m := toolinternal.NewLoopMemo(0)
+		if !m.FirstTimeInLoop(loop("a")) {
 			t.Error("first call: want true")
 		}
 		for range 3 {
-			if m.FirstTimeIn(loop("a")) {
+			if m.FirstTimeInLoop(loop("a")) {
 				t.Error("repeat: want false")
 			}
 		}
 	})
 	t.Run("different ids are each first", func(t *testing.T) {
-		m := toolctx.NewLoopMemo(0)
+		m := toolinternal.NewLoopMemo(0)
 		for _, id := range []string{"a", "b", "c"} {
-			if !m.FirstTimeIn(loop(id)) {
+			if !m.FirstTimeInLoop(loop(id)) {
 				t.Errorf("%s: want true", id)
 			}
 		}
 	})
 	t.Run("interleaved ids are independent", func(t *testing.T) {
-		m := toolctx.NewLoopMemo(0)
+		m := toolinternal.NewLoopMemo(0)
 		for i, step := range []struct {
 			id   string
 			want bool
 		}{{"a", true}, {"b", true}, {"a", false}, {"c", true}, {"b", false}, {"c", false}, {"a", false}} {
-			if got := m.FirstTimeIn(loop(step.id)); got != step.want {
+			if got := m.FirstTimeInLoop(loop(step.id)); got != step.want {
 				t.Errorf("step %d (%s) = %v, want %v", i, step.id, got, step.want)
 			}
 		}
 	})
 	t.Run("missing id is always true", func(t *testing.T) {
-		m := toolctx.NewLoopMemo(0)
+		m := toolinternal.NewLoopMemo(0)
 		for range 3 {
-			if !m.FirstTimeIn(toolctx.MustOf("tenantId", "acme")) || !m.FirstTimeInLoop("") {
+			if !m.FirstTimeInLoop("") || !m.FirstTimeInLoop("") {
 				t.Error("no loop id: want true")
 			}
 		}
 	})
 	t.Run("Empty is the same as a missing id", func(t *testing.T) {
-		m := toolctx.NewLoopMemo(0)
+		m := toolinternal.NewLoopMemo(0)
 		for range 3 {
-			if !m.FirstTimeIn(toolctx.Empty) {
+			if !m.FirstTimeInLoop("") {
 				t.Error("Empty: want true")
 			}
 		}
 	})
 	t.Run("missing id does not pollute later ids", func(t *testing.T) {
-		m := toolctx.NewLoopMemo(1)
-		m.FirstTimeIn(toolctx.Empty)
+		m := toolinternal.NewLoopMemo(1)
 		m.FirstTimeInLoop("")
-		if !m.FirstTimeIn(loop("a")) || m.FirstTimeIn(loop("a")) {
+		m.FirstTimeInLoop("")
+		if !m.FirstTimeInLoop(loop("a")) || m.FirstTimeInLoop(loop("a")) {
 			t.Error("a real id after missing ids: want true then false")
 		}
-		m.FirstTimeIn(toolctx.Empty) // must not evict a from a memo of one
-		if m.FirstTimeIn(loop("a")) {
+		m.FirstTimeInLoop("") // must not evict a from a memo of one
+		if m.FirstTimeInLoop(loop("a")) {
 			t.Error("a missing id evicted a real one")
 		}
 	})
 	t.Run("separate instances are independent", func(t *testing.T) {
-		m1, m2 := toolctx.NewLoopMemo(0), toolctx.NewLoopMemo(0)
-		if !m1.FirstTimeIn(loop("a")) || !m2.FirstTimeIn(loop("a")) {
+		m1, m2 := toolinternal.NewLoopMemo(0), toolinternal.NewLoopMemo(0)
+		if !m1.FirstTimeInLoop(loop("a")) || !m2.FirstTimeInLoop(loop("a")) {
 			t.Error("each instance should see a for the first time")
 		}
-		if m1.FirstTimeIn(loop("a")) || m2.FirstTimeIn(loop("a")) {
+		if m1.FirstTimeInLoop(loop("a")) || m2.FirstTimeInLoop(loop("a")) {
 			t.Error("each instance should remember a")
 		}
 	})
 	t.Run("context and plain id agree", func(t *testing.T) {
-		m := toolctx.NewLoopMemo(0)
-		if !m.FirstTimeInLoop("a") || m.FirstTimeIn(loop("a")) {
+		m := toolinternal.NewLoopMemo(0)
+		if !m.FirstTimeInLoop("a") || m.FirstTimeInLoop(loop("a")) {
 			t.Error("FirstTimeInLoop and FirstTimeIn do not share the memo")
 		}
 	})
 }
 
 func TestLoopMemoEviction(t *testing.T) {
-	m := toolctx.NewLoopMemo(2)
+	m := toolinternal.NewLoopMemo(2)
 	for _, id := range []string{"a", "b", "c"} {
 		if !m.FirstTimeInLoop(id) {
 			t.Fatalf("%s: want true", id)
@@ -109,7 +107,7 @@ func TestLoopMemoEviction(t *testing.T) {
 }
 
 func TestLoopMemoEvictionIsInsertionOrder(t *testing.T) {
-	m := toolctx.NewLoopMemo(2)
+	m := toolinternal.NewLoopMemo(2)
 	m.FirstTimeInLoop("a")
 	m.FirstTimeInLoop("b")
 	m.FirstTimeInLoop("a") // seeing a again does not refresh it
@@ -120,15 +118,15 @@ func TestLoopMemoEvictionIsInsertionOrder(t *testing.T) {
 }
 
 func TestLoopMemoDefault(t *testing.T) {
-	if toolctx.DefaultMaxTracked != 1024 {
-		t.Fatalf("DefaultMaxTracked = %d", toolctx.DefaultMaxTracked)
+	if toolinternal.DefaultMaxTracked != 1024 {
+		t.Fatalf("DefaultMaxTracked = %d", toolinternal.DefaultMaxTracked)
 	}
 	for _, n := range []int{0, -1} {
-		if got := toolctx.NewLoopMemo(n).MaxTracked(); got != 1024 {
+		if got := toolinternal.NewLoopMemo(n).MaxTracked(); got != 1024 {
 			t.Errorf("NewLoopMemo(%d).MaxTracked() = %d, want 1024", n, got)
 		}
 	}
-	m := toolctx.NewLoopMemo(0)
+	m := toolinternal.NewLoopMemo(0)
 	for i := range 1024 {
 		m.FirstTimeInLoop(fmt.Sprint(i))
 	}
@@ -142,7 +140,7 @@ func TestLoopMemoDefault(t *testing.T) {
 }
 
 func TestLoopMemoConcurrency(t *testing.T) {
-	m := toolctx.NewLoopMemo(4)
+	m := toolinternal.NewLoopMemo(4)
 	for _, id := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
 		var firsts atomic.Int32
 		var wg sync.WaitGroup
@@ -150,7 +148,7 @@ func TestLoopMemoConcurrency(t *testing.T) {
 		for range 64 {
 			wg.Go(func() {
 				<-start
-				if m.FirstTimeIn(loop(id)) {
+				if m.FirstTimeInLoop(loop(id)) {
 					firsts.Add(1)
 				}
 			})

@@ -1,4 +1,4 @@
-package toolctx_test
+package ctxconv_test
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/toolmesh/toolmesh/internal/ctxconv"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
 
@@ -19,32 +20,32 @@ func TestConverters(t *testing.T) {
 	var seen toolctx.Context
 	tests := []struct {
 		name string
-		conv toolctx.Converter
+		conv ctxconv.Converter
 		in   toolctx.Context
 		want toolctx.Context
 	}{
-		{"pass-through forwards all", toolctx.PassThrough(), full, full},
-		{"pass-through of Empty is Empty", toolctx.PassThrough(), toolctx.Empty, toolctx.Empty},
-		{"none suppresses all", toolctx.None(), full, toolctx.Empty},
-		{"none of Empty is Empty", toolctx.None(), toolctx.Empty, toolctx.Empty},
-		{"allow-keys keeps only allowed", toolctx.AllowKeys("tenantId", "locale", "absent"), full,
+		{"pass-through forwards all", ctxconv.PassThrough(), full, full},
+		{"pass-through of Empty is Empty", ctxconv.PassThrough(), toolctx.Empty, toolctx.Empty},
+		{"none suppresses all", ctxconv.None(), full, toolctx.Empty},
+		{"none of Empty is Empty", ctxconv.None(), toolctx.Empty, toolctx.Empty},
+		{"allow-keys keeps only allowed", ctxconv.AllowKeys("tenantId", "locale", "absent"), full,
 			toolctx.MustOf("tenantId", "acme", "locale", "en")},
-		{"allow-keys single key", toolctx.AllowKeys("tenantId"), full, toolctx.MustOf("tenantId", "acme")},
-		{"allow-keys without a match is Empty", toolctx.AllowKeys("absent"), full, toolctx.Empty},
-		{"allow-keys of Empty is Empty", toolctx.AllowKeys("tenantId"), toolctx.Empty, toolctx.Empty},
-		{"allow-keys with no keys is none", toolctx.AllowKeys(), full, toolctx.Empty},
-		{"deny-keys removes denied", toolctx.DenyKeys("authToken", "absent"), full,
+		{"allow-keys single key", ctxconv.AllowKeys("tenantId"), full, toolctx.MustOf("tenantId", "acme")},
+		{"allow-keys without a match is Empty", ctxconv.AllowKeys("absent"), full, toolctx.Empty},
+		{"allow-keys of Empty is Empty", ctxconv.AllowKeys("tenantId"), toolctx.Empty, toolctx.Empty},
+		{"allow-keys with no keys is none", ctxconv.AllowKeys(), full, toolctx.Empty},
+		{"deny-keys removes denied", ctxconv.DenyKeys("authToken", "absent"), full,
 			toolctx.MustOf("tenantId", "acme", "correlationId", "c-1", "locale", "en")},
-		{"deny-keys without a match forwards all", toolctx.DenyKeys("absent"), full, full},
-		{"deny-keys of Empty is Empty", toolctx.DenyKeys("authToken"), toolctx.Empty, toolctx.Empty},
-		{"deny-keys denying every key is Empty", toolctx.DenyKeys(full.Keys()...), full, toolctx.Empty},
-		{"custom function transforms", toolctx.ConverterFunc(func(c toolctx.Context) toolctx.Context {
+		{"deny-keys without a match forwards all", ctxconv.DenyKeys("absent"), full, full},
+		{"deny-keys of Empty is Empty", ctxconv.DenyKeys("authToken"), toolctx.Empty, toolctx.Empty},
+		{"deny-keys denying every key is Empty", ctxconv.DenyKeys(full.Keys()...), full, toolctx.Empty},
+		{"custom function transforms", ctxconv.ConverterFunc(func(c toolctx.Context) toolctx.Context {
 			return toolctx.MustOf("tenant", strings.ToUpper(c.GetOr("tenantId", "")))
 		}), full, toolctx.MustOf("tenant", "ACME")},
-		{"custom function may return Empty", toolctx.ConverterFunc(func(toolctx.Context) toolctx.Context {
+		{"custom function may return Empty", ctxconv.ConverterFunc(func(toolctx.Context) toolctx.Context {
 			return toolctx.Empty
 		}), full, toolctx.Empty},
-		{"custom function receives the full context", toolctx.ConverterFunc(func(c toolctx.Context) toolctx.Context {
+		{"custom function receives the full context", ctxconv.ConverterFunc(func(c toolctx.Context) toolctx.Context {
 			seen = c
 			return c
 		}), full, full},
@@ -65,10 +66,10 @@ func TestConverters(t *testing.T) {
 func TestConvertersDoNotChangeTheirInput(t *testing.T) {
 	in := full.With(toolctx.LoopIDKey, "loop-1")
 	before := in.Map()
-	for _, conv := range []toolctx.Converter{
-		toolctx.PassThrough(), toolctx.None(), toolctx.AllowKeys("tenantId"), toolctx.DenyKeys("tenantId"),
-		toolctx.Secured(toolctx.PassThrough(), "authToken"),
-		toolctx.ConverterFunc(func(c toolctx.Context) toolctx.Context { return c.With("tenantId", "x") }),
+	for _, conv := range []ctxconv.Converter{
+		ctxconv.PassThrough(), ctxconv.None(), ctxconv.AllowKeys("tenantId"), ctxconv.DenyKeys("tenantId"),
+		ctxconv.Secured(ctxconv.PassThrough(), "authToken"),
+		ctxconv.ConverterFunc(func(c toolctx.Context) toolctx.Context { return c.With("tenantId", "x") }),
 	} {
 		conv.Convert(in)
 		if diff := cmp.Diff(before, in.Map()); diff != "" {
@@ -88,8 +89,8 @@ func TestAllowEqualsDenyOfComplement(t *testing.T) {
 				denied = append(denied, k)
 			}
 		}
-		a := toolctx.AllowKeys(allowed...).Convert(full)
-		d := toolctx.DenyKeys(denied...).Convert(full)
+		a := ctxconv.AllowKeys(allowed...).Convert(full)
+		d := ctxconv.DenyKeys(denied...).Convert(full)
 		if diff := cmp.Diff(a, d); diff != "" {
 			t.Errorf("allow%v != deny%v (-allow +deny):\n%s", allowed, denied, diff)
 		}
@@ -99,16 +100,16 @@ func TestAllowEqualsDenyOfComplement(t *testing.T) {
 func TestReservedKeysNeverCross(t *testing.T) {
 	in := full.With(toolctx.LoopIDKey, "loop-1").With("toolmesh.other", "x")
 	var seen toolctx.Context
-	for _, conv := range []toolctx.Converter{
-		toolctx.PassThrough(),
-		toolctx.AllowKeys(toolctx.LoopIDKey, "toolmesh.other", "tenantId"),
-		toolctx.DenyKeys("authToken"),
-		toolctx.Secured(toolctx.AllowKeys(toolctx.LoopIDKey, "tenantId"), toolctx.LoopIDKey),
-		toolctx.ConverterFunc(func(c toolctx.Context) toolctx.Context {
+	for _, conv := range []ctxconv.Converter{
+		ctxconv.PassThrough(),
+		ctxconv.AllowKeys(toolctx.LoopIDKey, "toolmesh.other", "tenantId"),
+		ctxconv.DenyKeys("authToken"),
+		ctxconv.Secured(ctxconv.AllowKeys(toolctx.LoopIDKey, "tenantId"), toolctx.LoopIDKey),
+		ctxconv.ConverterFunc(func(c toolctx.Context) toolctx.Context {
 			seen = c
 			return c.With(toolctx.LoopIDKey, "forged").With("toolmesh.injected", "y")
 		}),
-		toolctx.Secured(ownConverter{}),
+		ctxconv.Secured(ownConverter{}),
 	} {
 		out := conv.Convert(in)
 		for _, k := range out.Keys() {
@@ -136,28 +137,28 @@ func TestSecured(t *testing.T) {
 	const secret = "authToken"
 	tests := []struct {
 		name string
-		conv toolctx.Converter
+		conv ctxconv.Converter
 		want toolctx.Context
 	}{
-		{"pass-through drops the secret", toolctx.Secured(toolctx.PassThrough(), secret),
+		{"pass-through drops the secret", ctxconv.Secured(ctxconv.PassThrough(), secret),
 			full.Without(secret)},
-		{"nil means pass-through", toolctx.Secured(nil, secret), full.Without(secret)},
-		{"deny-keys drops the secret", toolctx.Secured(toolctx.DenyKeys("locale"), secret),
+		{"nil means pass-through", ctxconv.Secured(nil, secret), full.Without(secret)},
+		{"deny-keys drops the secret", ctxconv.Secured(ctxconv.DenyKeys("locale"), secret),
 			full.Without(secret, "locale")},
-		{"allow-keys without the secret drops it", toolctx.Secured(toolctx.AllowKeys("tenantId"), secret),
+		{"allow-keys without the secret drops it", ctxconv.Secured(ctxconv.AllowKeys("tenantId"), secret),
 			toolctx.MustOf("tenantId", "acme")},
-		{"allow-keys listing the secret forwards it", toolctx.Secured(toolctx.AllowKeys("tenantId", secret), secret),
+		{"allow-keys listing the secret forwards it", ctxconv.Secured(ctxconv.AllowKeys("tenantId", secret), secret),
 			toolctx.MustOf("tenantId", "acme", secret, "xyz")},
-		{"nested Secured keeps an explicit allow", toolctx.Secured(toolctx.Secured(toolctx.AllowKeys(secret), secret), secret, "locale"),
+		{"nested Secured keeps an explicit allow", ctxconv.Secured(ctxconv.Secured(ctxconv.AllowKeys(secret), secret), secret, "locale"),
 			toolctx.MustOf(secret, "xyz")},
-		{"a custom function cannot add the secret back", toolctx.Secured(toolctx.ConverterFunc(func(c toolctx.Context) toolctx.Context {
+		{"a custom function cannot add the secret back", ctxconv.Secured(ctxconv.ConverterFunc(func(c toolctx.Context) toolctx.Context {
 			return c.With(secret, "re-added").With("AUTHTOKEN", "case-folded")
 		}), secret), full.Without(secret)},
-		{"secrets match case-insensitively", toolctx.Secured(toolctx.PassThrough(), "AUTHTOKEN"), full.Without(secret)},
-		{"an explicit allow is exact", toolctx.Secured(toolctx.AllowKeys("AuthToken", "tenantId"), secret),
+		{"secrets match case-insensitively", ctxconv.Secured(ctxconv.PassThrough(), "AUTHTOKEN"), full.Without(secret)},
+		{"an explicit allow is exact", ctxconv.Secured(ctxconv.AllowKeys("AuthToken", "tenantId"), secret),
 			toolctx.MustOf("tenantId", "acme")},
-		{"without a list, credential keys are still secrets", toolctx.Secured(toolctx.PassThrough()), full.Without(secret)},
-		{"none stays none", toolctx.Secured(toolctx.None(), secret), toolctx.Empty},
+		{"without a list, credential keys are still secrets", ctxconv.Secured(ctxconv.PassThrough()), full.Without(secret)},
+		{"none stays none", ctxconv.Secured(ctxconv.None(), secret), toolctx.Empty},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -190,19 +191,19 @@ func TestWellKnownCredentialsAreSecrets(t *testing.T) {
 	}
 	in := toolctx.MustOf(kv...)
 	for _, k := range credentials {
-		if !toolctx.IsCredentialKey(k) {
+		if !ctxconv.IsCredentialKey(k) {
 			t.Errorf("IsCredentialKey(%q) = false", k)
 		}
 	}
 	for _, k := range plain {
-		if toolctx.IsCredentialKey(k) {
+		if ctxconv.IsCredentialKey(k) {
 			t.Errorf("IsCredentialKey(%q) = true", k)
 		}
 	}
-	if got := toolctx.Secured(toolctx.PassThrough()).Convert(in).Keys(); !cmp.Equal(got, slices.Sorted(slices.Values(plain))) {
+	if got := ctxconv.Secured(ctxconv.PassThrough()).Convert(in).Keys(); !cmp.Equal(got, slices.Sorted(slices.Values(plain))) {
 		t.Errorf("pass-through forwarded %v, want %v", got, plain)
 	}
-	got := toolctx.Secured(toolctx.AllowKeys("Authorization", "tenantId")).Convert(in)
+	got := ctxconv.Secured(ctxconv.AllowKeys("Authorization", "tenantId")).Convert(in)
 	if diff := cmp.Diff(toolctx.MustOf("Authorization", "v-Authorization", "tenantId", "v-tenantId"), got); diff != "" {
 		t.Errorf("allow-keys listing Authorization (-want +got):\n%s", diff)
 	}
@@ -210,15 +211,15 @@ func TestWellKnownCredentialsAreSecrets(t *testing.T) {
 
 func TestConverterStrings(t *testing.T) {
 	tests := []struct {
-		conv toolctx.Converter
+		conv ctxconv.Converter
 		want string
 	}{
-		{toolctx.PassThrough(), "pass-through"},
-		{toolctx.None(), "none"},
-		{toolctx.AllowKeys("a", "b"), "allow-keys(a, b)"},
-		{toolctx.DenyKeys("a"), "deny-keys(a)"},
-		{toolctx.Secured(nil, "a", "b"), "secured(pass-through, secrets: a, b)"},
-		{toolctx.ConverterFunc(nil), "custom"},
+		{ctxconv.PassThrough(), "pass-through"},
+		{ctxconv.None(), "none"},
+		{ctxconv.AllowKeys("a", "b"), "allow-keys(a, b)"},
+		{ctxconv.DenyKeys("a"), "deny-keys(a)"},
+		{ctxconv.Secured(nil, "a", "b"), "secured(pass-through, secrets: a, b)"},
+		{ctxconv.ConverterFunc(nil), "custom"},
 	}
 	for _, tt := range tests {
 		if got := fmt.Sprint(tt.conv); got != tt.want {
@@ -229,7 +230,7 @@ func TestConverterStrings(t *testing.T) {
 
 func TestConverterKeysAreCopied(t *testing.T) {
 	keys := []string{"tenantId"}
-	allow, deny := toolctx.AllowKeys(keys...), toolctx.DenyKeys(keys...)
+	allow, deny := ctxconv.AllowKeys(keys...), ctxconv.DenyKeys(keys...)
 	keys[0] = "authToken"
 	if got := allow.Convert(full).Keys(); !slices.Equal(got, []string{"tenantId"}) {
 		t.Errorf("AllowKeys follows its caller's slice: %v", got)
@@ -245,11 +246,11 @@ func TestConverterKeysAreCopied(t *testing.T) {
 func TestPassThroughDropsDisguisedCredentials(t *testing.T) {
 	in := toolctx.MustOf("Authorization\u200b", "Bearer x", "authorisation", "Bearer y", "api_key_b64", "a2V5",
 		"session", "s-1", "tenantId", "acme")
-	for _, conv := range []toolctx.Converter{
-		toolctx.Secured(toolctx.PassThrough()),
-		toolctx.Secured(nil),
-		toolctx.Secured(toolctx.DenyKeys("locale")),
-		toolctx.Secured(toolctx.ConverterFunc(func(c toolctx.Context) toolctx.Context { return c })),
+	for _, conv := range []ctxconv.Converter{
+		ctxconv.Secured(ctxconv.PassThrough()),
+		ctxconv.Secured(nil),
+		ctxconv.Secured(ctxconv.DenyKeys("locale")),
+		ctxconv.Secured(ctxconv.ConverterFunc(func(c toolctx.Context) toolctx.Context { return c })),
 	} {
 		if diff := cmp.Diff(toolctx.MustOf("tenantId", "acme"), conv.Convert(in)); diff != "" {
 			t.Errorf("%v forwarded a credential (-want +got):\n%s", conv, diff)
@@ -294,12 +295,12 @@ var plainKeys = []string{
 
 func TestIsCredentialKey(t *testing.T) {
 	for _, k := range credentialKeys {
-		if !toolctx.IsCredentialKey(k) {
+		if !ctxconv.IsCredentialKey(k) {
 			t.Errorf("IsCredentialKey(%q) = false, want true", k)
 		}
 	}
 	for _, k := range plainKeys {
-		if toolctx.IsCredentialKey(k) {
+		if ctxconv.IsCredentialKey(k) {
 			t.Errorf("IsCredentialKey(%q) = true, want false", k)
 		}
 	}
@@ -309,21 +310,21 @@ func TestIsCredentialKey(t *testing.T) {
 // harmless suffixes, not the words it is part of.
 func TestSecretListIsNormalised(t *testing.T) {
 	for _, k := range []string{"ssn", "SSN", "s-s-n", "ss\u200bn", "ｓｓｎ", "ssn_b64", "ssn2", "SSN_HEX"} {
-		if !toolctx.IsSecretKey(k, "ssn") {
+		if !ctxconv.IsSecretKey(k, "ssn") {
 			t.Errorf("IsSecretKey(%q, ssn) = false", k)
 		}
 	}
 	for _, k := range []string{"ssnx", "my_ssn_count", "tenantId", ""} {
-		if toolctx.IsSecretKey(k, "ssn") {
+		if ctxconv.IsSecretKey(k, "ssn") {
 			t.Errorf("IsSecretKey(%q, ssn) = true", k)
 		}
 	}
 	// A secret with no letter or digit matches its own spelling only.
-	if !toolctx.IsSecretKey("--", "--") || toolctx.IsSecretKey("tenantId", "--") || toolctx.IsSecretKey("", "--") {
+	if !ctxconv.IsSecretKey("--", "--") || ctxconv.IsSecretKey("tenantId", "--") || ctxconv.IsSecretKey("", "--") {
 		t.Error("a secret with no letter or digit matches other keys, or not itself")
 	}
 	in := toolctx.MustOf("Ssn", "1", "s_s_n\u200b", "2", "ssn_b64", "3", "tenantId", "acme")
-	got := toolctx.Secured(toolctx.PassThrough(), "ssn").Convert(in)
+	got := ctxconv.Secured(ctxconv.PassThrough(), "ssn").Convert(in)
 	if diff := cmp.Diff(toolctx.MustOf("tenantId", "acme"), got); diff != "" {
 		t.Errorf("pass-through with secret ssn (-want +got):\n%s", diff)
 	}
@@ -334,16 +335,16 @@ func TestSecretListIsNormalised(t *testing.T) {
 func TestAllowKeysForwardsOnlyTheListedSpelling(t *testing.T) {
 	in := toolctx.MustOf("authorization", "a", "authorization\u200b", "b", "Authorization", "c", "ａｕｔｈｏｒｉｚａｔｉｏｎ", "d",
 		"ssn", "e", "SSN", "f")
-	for _, conv := range []toolctx.Converter{
-		toolctx.Secured(toolctx.AllowKeys("authorization", "ssn"), "ssn"),
-		toolctx.Secured(toolctx.Secured(toolctx.AllowKeys("authorization", "ssn"), "SSN")),
+	for _, conv := range []ctxconv.Converter{
+		ctxconv.Secured(ctxconv.AllowKeys("authorization", "ssn"), "ssn"),
+		ctxconv.Secured(ctxconv.Secured(ctxconv.AllowKeys("authorization", "ssn"), "SSN")),
 	} {
 		if diff := cmp.Diff(toolctx.MustOf("authorization", "a", "ssn", "e"), conv.Convert(in)); diff != "" {
 			t.Errorf("%v (-want +got):\n%s", conv, diff)
 		}
 	}
 	// Listing a variant forwards that variant, and only it.
-	got := toolctx.Secured(toolctx.AllowKeys("authorization\u200b")).Convert(in)
+	got := ctxconv.Secured(ctxconv.AllowKeys("authorization\u200b")).Convert(in)
 	if diff := cmp.Diff(toolctx.MustOf("authorization\u200b", "b"), got); diff != "" {
 		t.Errorf("allow-keys listing a zero-width variant (-want +got):\n%s", diff)
 	}
@@ -412,7 +413,7 @@ func FuzzCredentialKey(f *testing.F) {
 		f.Add(k, uint(i), uint(i*7))
 	}
 	f.Fuzz(func(t *testing.T, key string, at, pick uint) {
-		if !utf8.ValidString(key) || !toolctx.IsCredentialKey(key) {
+		if !utf8.ValidString(key) || !ctxconv.IsCredentialKey(key) {
 			return
 		}
 		// Insert at a rune boundary: a key is UTF-8.
@@ -422,11 +423,11 @@ func FuzzCredentialKey(f *testing.F) {
 		}
 		bounds = append(bounds, len(key))
 		i, r := bounds[at%uint(len(bounds))], inserted[pick%uint(len(inserted))]
-		if k := key[:i] + string(r) + key[i:]; !toolctx.IsCredentialKey(k) {
+		if k := key[:i] + string(r) + key[i:]; !ctxconv.IsCredentialKey(k) {
 			t.Errorf("IsCredentialKey(%q) = true, but with %U inserted: IsCredentialKey(%q) = false", key, r, k)
 		}
 		for _, c := range credentialPreserving {
-			if k := c.f(key); !toolctx.IsCredentialKey(k) {
+			if k := c.f(key); !ctxconv.IsCredentialKey(k) {
 				t.Errorf("IsCredentialKey(%q) = true, but in %s: IsCredentialKey(%q) = false", key, c.name, k)
 			}
 		}
