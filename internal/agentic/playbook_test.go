@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
@@ -137,7 +138,7 @@ func TestPlaybook(t *testing.T) {
 func TestPlaybookBlackboard(t *testing.T) {
 	cat := &catalog{}
 	cat.add("a", tool.Text("a"))
-	board := tool.NewCallBoard(nil, 10)
+	board := toolcall.NewCallBoard(nil, 10)
 	at := compileOne(t, cat, Spec{Name: "p", Description: "P.", Kind: KindPlaybook, Locks: []Lock{{Tool: "a", BlackboardType: "Ticket"}}})
 	n := newNester(t, turn(1, call("a")), scripted.Rule{Reply: scripted.Reply{Text: "{{ result \"a\" }}"}})
 	ctx := tool.WithBlackboard(WithNester(ctxT(t), n), board)
@@ -156,7 +157,7 @@ func TestPlaybookBlackboard(t *testing.T) {
 
 // A CEL condition over a tracker sees what was recorded, decoded once, as it grows.
 func TestWhenOverATracker(t *testing.T) {
-	board := tool.NewCallBoard(nil, 1<<10)
+	board := toolcall.NewCallBoard(nil, 1<<10)
 	st := &tracker{board: board}
 	c, err := lockCondition(Lock{When: `artifacts.size() == 2 && blackboard.exists(b, b.value.vip)`})
 	if err != nil {

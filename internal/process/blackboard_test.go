@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/toolmesh/toolmesh/internal/process"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
@@ -84,7 +85,7 @@ func TestBlackboardRefusesBadEntries(t *testing.T) {
 
 func TestCallBoard(t *testing.T) {
 	seen := []tool.Binding{{Name: "c", Entry: tool.Entry{TypeName: "crm.Customer", JSON: []byte(`{"id":1}`)}}}
-	b := tool.NewCallBoard(seen, 16)
+	b := toolcall.NewCallBoard(seen, 16)
 	if e, ok := b.Last("Customer"); !ok || string(e.JSON) != `{"id":1}` {
 		t.Errorf("Last = %s %v", e.JSON, ok)
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
 	"github.com/toolmesh/toolmesh/internal/toolinternal"
 )
@@ -125,100 +124,6 @@ type Binding struct {
 	Name  string
 	Entry Entry
 }
-
-// CallBoard is the Blackboard of one call that crossed a process boundary: it answers
-// lookups from the objects sent with the call and records the objects the tool adds.
-// The worker SDK gives one to every call; the orchestrator applies what it recorded.
-type CallBoard struct {
-	mu    sync.Mutex
-	seen  []Binding
-	added []Binding
-	// limit bounds the added objects' JSON, in bytes; zero means no bound.
-	limit int
-	size  int
-}
-
-// NewCallBoard returns a board that sees objects and accepts at most limit bytes of added
-// JSON (zero: no bound).
-func NewCallBoard(objects []Binding, limit int) *CallBoard {
-	return &CallBoard{seen: append([]Binding(nil), objects...), limit: limit}
-}
-
-// Entries returns what the call saw and what it added, oldest first.
-func (b *CallBoard) Entries() []Entry {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := make([]Entry, 0, len(b.seen)+len(b.added))
-	for _, x := range b.seen {
-		out = append(out, x.Entry)
-	}
-	for _, x := range b.added {
-		out = append(out, x.Entry)
-	}
-	return out
-}
-
-// Last returns the newest object of the type, the call's own additions included.
-func (b *CallBoard) Last(typeName string) (Entry, bool) {
-	bd, ok := b.LastBound(typeName)
-	return bd.Entry, ok
-}
-
-// LastBound is Last with the name bound to the object, if any.
-func (b *CallBoard) LastBound(typeName string) (Binding, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, list := range [][]Binding{b.added, b.seen} {
-		for i := len(list) - 1; i >= 0; i-- {
-			if SatisfiesType(list[i].Entry, typeName) {
-				return list[i], true
-			}
-		}
-	}
-	return Binding{}, false
-}
-
-// Get returns the object bound to name, the call's own bindings first.
-func (b *CallBoard) Get(name string) (Entry, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, list := range [][]Binding{b.added, b.seen} {
-		for i := len(list) - 1; i >= 0; i-- {
-			if name != "" && list[i].Name == name {
-				return list[i].Entry, true
-			}
-		}
-	}
-	return Entry{}, false
-}
-
-// Add records o.
-func (b *CallBoard) Add(o Entry) error { return b.Bind("", o) }
-
-// Bind records o bound to name.
-func (b *CallBoard) Bind(name string, o Entry) error {
-	o, err := EntryFromJSON(o.TypeName, o.JSON)
-	if err != nil {
-		return err
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.limit > 0 && b.size+len(o.JSON) > b.limit {
-		return fmt.Errorf("blackboard object of type %q: the call's additions would exceed %d bytes", o.TypeName, b.limit)
-	}
-	b.size += len(o.JSON)
-	b.added = append(b.added, Binding{Name: name, Entry: o})
-	return nil
-}
-
-// Added returns what the tool added, in order.
-func (b *CallBoard) Added() []Binding {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return append([]Binding(nil), b.added...)
-}
-
-var _ Blackboard = (*CallBoard)(nil)
 
 // Progress reports what a tool is doing while it runs, such as "fetched 3 of 10 pages".
 // The report reaches the run's client as a progress event. A tool on a worker must

@@ -109,7 +109,7 @@ func (s *invoker) invoke(ctx context.Context, req *toolpb.InvokeRequest, progres
 	// replace; and the run's blackboard as far as the call needs it, what the tool adds
 	// going back with the result.
 	c := &call{name: name, args: args, st: tool.NewState(req.GetState()), facade: isFacade,
-		board: tool.NewCallBoard(wire.BindingsFromProto(req.GetBlackboard()), wire.MaxBlackboardUpdateBytes)}
+		board: toolcall.NewCallBoard(wire.BindingsFromProto(req.GetBlackboard()), wire.MaxBlackboardUpdateBytes)}
 	ctx = toolcall.NewScope(ctx, tool.CallInfo{RunID: req.GetRunId(), LoopID: req.GetLoopId(), CallID: req.GetCallId()}, tenant, bag, args, c.st, c.board)
 	if progress != nil {
 		ctx = tool.WithProgress(ctx, progress)
@@ -122,7 +122,7 @@ func (s *invoker) invoke(ctx context.Context, req *toolpb.InvokeRequest, progres
 type call struct {
 	name, args string
 	st         *tool.State
-	board      *tool.CallBoard
+	board      *toolcall.CallBoard
 	facade     bool
 
 	res tool.Result
