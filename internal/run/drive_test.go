@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/config"
@@ -100,16 +101,20 @@ func TestDeepPanics(t *testing.T) {
 	t.Fatal("Deep returned after a panic")
 }
 
-// Deep waits for its work, and what the work sets is there when it returns.
+// Deep waits for its work, and what the work sets is there when it returns. The work
+// sleeps on the fake clock of a synctest bubble first: a Deep that did not wait would
+// return while the work sleeps.
 func TestDeepWaits(t *testing.T) {
-	var err error
-	Deep(func() {
-		time.Sleep(10 * time.Millisecond)
-		err = errors.New("set")
+	synctest.Test(t, func(t *testing.T) {
+		var err error
+		Deep(func() {
+			time.Sleep(10 * time.Millisecond)
+			err = errors.New("set")
+		})
+		if err == nil {
+			t.Fatal("Deep returned before its work was done")
+		}
 	})
-	if err == nil {
-		t.Fatal("Deep returned before its work was done")
-	}
 }
 
 // A panic while a run starts (here the observer panics on Started), which the server's

@@ -2,9 +2,11 @@ package run
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/runlog"
@@ -14,51 +16,60 @@ import (
 
 // TestRenewerKeepsEveryLease: one renewer keeps the leases of many journals alive past
 // their time to live, stops renewing a journal once it is closed (its lease then runs
-// out), and ends its goroutine when it holds none.
+// out), and ends its goroutine when it holds none. It runs in a synctest bubble: the
+// renewer's ticks and the test's waits are on the bubble's fake clock.
 func TestRenewerKeepsEveryLease(t *testing.T) {
-	store, err := runlog.OpenMemory(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = store.Close() }()
-	const ttl = 300 * time.Millisecond
-	r := newRenewer(ttl)
-	var js []*journal
-	for i := range 20 {
-		l, err := store.Create(context.Background(), fmt.Sprintf("r%d", i), "me", ttl)
+	synctest.Test(t, func(t *testing.T) {
+		store, err := runlog.OpenMemory(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
-		j := newJournal(store, r, l, ttl, nil, 1)
-		j.start()
-		js = append(js, j)
-	}
-	time.Sleep(3 * ttl)
-	for i, j := range js {
-		j.mu.Lock()
-		until, failed := j.lease.Until, j.failed
-		j.mu.Unlock()
-		if failed != nil || !until.After(time.Now()) {
-			t.Fatalf("journal %d: lease until %s (now %s), failed %v", i, until.Format(time.StampMilli), time.Now().Format(time.StampMilli), failed)
+		defer func() { _ = store.Close() }()
+		const ttl = 300 * time.Millisecond
+		r := newRenewer(ttl)
+		var js []*journal
+		// Closed on a failure too: the bubble ends once the renewer's goroutine has.
+		defer func() {
+			for _, j := range js {
+				_ = j.close()
+			}
+		}()
+		for i := range 20 {
+			l, err := store.Create(context.Background(), fmt.Sprintf("r%d", i), "me", ttl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			j := newJournal(store, r, l, ttl, nil, 1)
+			j.start()
+			js = append(js, j)
 		}
-	}
-	closed := js[0]
-	if err := closed.close(); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(2 * ttl)
-	if run, _ := store.Get(context.Background(), "r0"); run.Until.After(time.Now()) {
-		t.Errorf("a closed journal's lease was renewed: until %s", run.Until)
-	}
-	for _, j := range js[1:] {
-		_ = j.close()
-	}
-	r.mu.Lock()
-	running := r.running
-	r.mu.Unlock()
-	if running {
-		t.Error("the renewer goes on with no journal to renew")
-	}
+		time.Sleep(3 * ttl)
+		for i, j := range js {
+			j.mu.Lock()
+			until, failed := j.lease.Until, j.failed
+			j.mu.Unlock()
+			if failed != nil || !until.After(time.Now()) {
+				t.Fatalf("journal %d: lease until %s (now %s), failed %v", i, until.Format(time.StampMilli), time.Now().Format(time.StampMilli), failed)
+			}
+		}
+		closed := js[0]
+		if err := closed.close(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * ttl)
+		if run, _ := store.Get(context.Background(), "r0"); run.Until.After(time.Now()) {
+			t.Errorf("a closed journal's lease was renewed: until %s", run.Until)
+		}
+		for _, j := range js[1:] {
+			_ = j.close()
+		}
+		r.mu.Lock()
+		running := r.running
+		r.mu.Unlock()
+		if running {
+			t.Error("the renewer goes on with no journal to renew")
+		}
+	})
 }
 
 // TestOfferedRoles: the groups a journaled run records the versions of are its required
@@ -71,68 +82,82 @@ func TestOfferedRoles(t *testing.T) {
 	}
 }
 
-// hangingStore is a store whose renewals of the runs in hang block until they time out.
+// hangingStore is a store whose renewals of the runs in hang block until they time out,
+// or until release is closed.
 type hangingStore struct {
 	runlog.Store
-	hang map[string]bool
+	hang    map[string]bool
+	release chan struct{}
 }
 
 func (s hangingStore) Renew(ctx context.Context, l runlog.Lease, ttl time.Duration) (runlog.Lease, error) {
 	if s.hang[l.RunID] {
-		<-ctx.Done()
-		return runlog.Lease{}, ctx.Err()
+		select {
+		case <-ctx.Done():
+			return runlog.Lease{}, ctx.Err()
+		case <-s.release:
+			return runlog.Lease{}, errors.New("released")
+		}
 	}
 	return s.Store.Renew(ctx, l, ttl)
 }
 
 // TestRenewerOutlivesHangingRenewals: many renewals that hang until they time out do not
-// hold the others back: the healthy journals' leases never run out.
+// hold the others back: the healthy journals' leases never run out. It runs in a synctest
+// bubble: the hanging renewals' timeouts, the renewer's ticks and the test's checks of
+// the leases every 50 ms are on the bubble's fake clock.
 func TestRenewerOutlivesHangingRenewals(t *testing.T) {
-	mem, err := runlog.OpenMemory(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = mem.Close() }()
-	const ttl = time.Second
-	store := hangingStore{Store: mem, hang: map[string]bool{}}
-	r := newRenewer(ttl)
-	var healthy, all []*journal
-	defer func() {
-		var wg sync.WaitGroup
-		for _, j := range all {
-			wg.Go(func() { _ = j.close() }) // each waits for its renewal under way
-		}
-		wg.Wait()
-	}()
-	for i := range 4 * renewParallel {
-		id := fmt.Sprintf("r%d", i)
-		l, err := mem.Create(context.Background(), id, "me", time.Hour) // the hanging ones' leases never run out
+	synctest.Test(t, func(t *testing.T) {
+		mem, err := runlog.OpenMemory(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
-		hung := i < 3*renewParallel
-		if hung {
-			store.hang[id] = true
-		} else if l, err = mem.Renew(context.Background(), l, ttl); err != nil {
-			t.Fatal(err)
-		}
-		j := newJournal(store, r, l, ttl, nil, 1)
-		j.start()
-		all = append(all, j)
-		if !hung {
-			healthy = append(healthy, j)
-		}
-	}
-	for deadline := time.Now().Add(3 * ttl); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		for i, j := range healthy {
-			j.mu.Lock()
-			until, failed := j.lease.Until, j.failed
-			j.mu.Unlock()
-			if failed != nil || time.Now().After(until) {
-				t.Fatalf("healthy journal %d: its lease ran out (until %s), failed %v", i, until.Format(time.StampMilli), failed)
+		defer func() { _ = mem.Close() }()
+		const ttl = time.Second
+		store := hangingStore{Store: mem, hang: map[string]bool{}, release: make(chan struct{})}
+		r := newRenewer(ttl)
+		var healthy, all []*journal
+		defer func() {
+			// A close waits for its journal's renewal under way, on a mutex, which does not
+			// let the bubble's clock advance to the renewal's timeout: the hanging renewals
+			// end at once from here on.
+			close(store.release)
+			var wg sync.WaitGroup
+			for _, j := range all {
+				wg.Go(func() { _ = j.close() }) // each waits for its renewal under way
+			}
+			wg.Wait()
+		}()
+		for i := range 4 * renewParallel {
+			id := fmt.Sprintf("r%d", i)
+			l, err := mem.Create(context.Background(), id, "me", time.Hour) // the hanging ones' leases never run out
+			if err != nil {
+				t.Fatal(err)
+			}
+			hung := i < 3*renewParallel
+			if hung {
+				store.hang[id] = true
+			} else if l, err = mem.Renew(context.Background(), l, ttl); err != nil {
+				t.Fatal(err)
+			}
+			j := newJournal(store, r, l, ttl, nil, 1)
+			j.start()
+			all = append(all, j)
+			if !hung {
+				healthy = append(healthy, j)
 			}
 		}
-	}
+		for deadline := time.Now().Add(3 * ttl); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			for i, j := range healthy {
+				j.mu.Lock()
+				until, failed := j.lease.Until, j.failed
+				j.mu.Unlock()
+				if failed != nil || time.Now().After(until) {
+					t.Fatalf("healthy journal %d: its lease ran out (until %s), failed %v", i, until.Format(time.StampMilli), failed)
+				}
+			}
+		}
+	})
 }
 
 type groupedTool struct {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/config"
@@ -91,105 +92,136 @@ func goroutinesIn(fn string) int {
 
 // A run taken over while this orchestrator runs its maximum of runs: launch refuses it
 // (ErrFull) before the journal starts, and resume's j.close() waits for a renewal
-// goroutine that was never started.
+// goroutine that was never started. The test runs in a synctest bubble: once every
+// goroutine in it is blocked, the busy run waits for its model, and later whatever the
+// resume started has gone as far as it can go, so a goroutine still in journal.close is
+// blocked there for good.
 func TestResumeWhenFullLeaks(t *testing.T) {
-	store, err := runlog.OpenMemory(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	model := &rvModel{block: make(chan struct{})}
-	s := rvService(t, store, model, rvCodec{}, func(c *config.Config) { c.Loop.MaxConcurrentRuns = 1 })
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		_, _ = s.Run(ctx, Request{ID: "busy", Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}, nil)
-	}()
-	for model.calls.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
-	orphan(t, store, "orphan", "other")
-	n, err := s.Resume(context.Background())
-	if n != 0 || err != nil {
-		t.Errorf("Resume with no room for another run: %d, %v; want 0 runs taken, no error", n, err)
-	}
-	time.Sleep(500 * time.Millisecond)
-	if g := goroutinesIn("(*journal).close"); g > 0 {
-		t.Errorf("%d goroutine(s) blocked for good in journal.close (resume of a run refused with ErrFull)", g)
-	}
-	// Refused for want of room, the orphan stays as it was, for another to take.
-	if r, err := store.Get(context.Background(), "orphan"); err != nil || r.State != runlog.StateRunning || r.Owner != "other" || r.Epoch != 1 {
-		t.Errorf("the orphan in the journal: %s, owner %s, epoch %d, %v; want running, other's, epoch 1", r.State, r.Owner, r.Epoch, err)
-	}
-	close(model.block)
+	synctest.Test(t, func(t *testing.T) {
+		store, err := runlog.OpenMemory(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer store.Close()
+		model := &rvModel{block: make(chan struct{})}
+		s := rvService(t, store, model, rvCodec{}, func(c *config.Config) { c.Loop.MaxConcurrentRuns = 1 })
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		busy := make(chan struct{})
+		go func() {
+			defer close(busy)
+			_, _ = s.Run(ctx, Request{ID: "busy", Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}, nil)
+		}()
+		synctest.Wait()
+		if model.calls.Load() == 0 {
+			t.Fatal("the busy run is blocked before it asked its model")
+		}
+		orphan(t, store, "orphan", "other")
+		n, err := s.Resume(context.Background())
+		if n != 0 || err != nil {
+			t.Errorf("Resume with no room for another run: %d, %v; want 0 runs taken, no error", n, err)
+		}
+		synctest.Wait()
+		if g := goroutinesIn("(*journal).close"); g > 0 {
+			t.Errorf("%d goroutine(s) blocked for good in journal.close (resume of a run refused with ErrFull)", g)
+		}
+		// Refused for want of room, the orphan stays as it was, for another to take.
+		if r, err := store.Get(context.Background(), "orphan"); err != nil || r.State != runlog.StateRunning || r.Owner != "other" || r.Epoch != 1 {
+			t.Errorf("the orphan in the journal: %s, owner %s, epoch %d, %v; want running, other's, epoch 1", r.State, r.Owner, r.Epoch, err)
+		}
+		close(model.block)
+		<-busy
+	})
 }
 
 // A run taken over waits up to resume_grace for its groups; meanwhile its lease is not
 // renewed and Maintain takes it again (same owner) every half lease: each resume is
-// fenced by the next, and the run never goes on.
+// fenced by the next, and the run never goes on. The test runs in a synctest bubble:
+// the lease, the grace, Maintain's ticks and the test's checks of the run every 50 ms
+// are on the bubble's fake clock.
 func TestResumeLivelock(t *testing.T) {
-	store, err := runlog.OpenMemory(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	model := &rvModel{}
-	s := rvService(t, store, model, rvCodec{groups: []string{"nobody-serves-this"}}, func(c *config.Config) {
-		c.Journal.LeaseTTL = config.Duration(400 * time.Millisecond)
-		c.Journal.ResumeGrace = config.Duration(1500 * time.Millisecond)
-	})
-	orphan(t, store, "r-grace", "me") // this orchestrator restarted
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if _, err := s.Resume(ctx); err != nil {
-		t.Fatal(err)
-	}
-	go s.Maintain(ctx)
-	deadline := time.Now().Add(8 * time.Second)
-	var r runlog.Run
-	for time.Now().Before(deadline) {
-		r, _ = store.Get(ctx, "r-grace")
-		if r.State.Terminal() {
-			break
+	synctest.Test(t, func(t *testing.T) {
+		store, err := runlog.OpenMemory(context.Background())
+		if err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if !r.State.Terminal() {
-		t.Errorf("a run that needs 1.5s of grace and one model call is still %s after 8s, at epoch %d (%d model calls, %d resumes waiting in prepare)",
-			r.State, r.Epoch, model.calls.Load(), goroutinesIn("prepareResumed"))
-	}
+		defer store.Close()
+		model := &rvModel{}
+		s := rvService(t, store, model, rvCodec{groups: []string{"nobody-serves-this"}}, func(c *config.Config) {
+			c.Journal.LeaseTTL = config.Duration(400 * time.Millisecond)
+			c.Journal.ResumeGrace = config.Duration(1500 * time.Millisecond)
+		})
+		orphan(t, store, "r-grace", "me") // this orchestrator restarted
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		if _, err := s.Resume(ctx); err != nil {
+			t.Fatal(err)
+		}
+		go s.Maintain(ctx)
+		deadline := time.Now().Add(8 * time.Second)
+		var r runlog.Run
+		for time.Now().Before(deadline) {
+			r, _ = store.Get(ctx, "r-grace")
+			if r.State.Terminal() {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if !r.State.Terminal() {
+			t.Errorf("a run that needs 1.5s of grace and one model call is still %s after 8s, at epoch %d (%d model calls, %d resumes waiting in prepare)",
+				r.State, r.Epoch, model.calls.Load(), goroutinesIn("prepareResumed"))
+		}
 
-	cancel()
-	s.Shutdown(context.Background())
+		cancel()
+		s.Shutdown(context.Background())
+		// On a failure, resumes may still wait for the run's groups: they give up at the
+		// end of their grace, refused by the service that shut down, and the bubble ends
+		// once they have.
+		for end := time.Now().Add(time.Minute); goroutinesIn("(*Service).resume(") > 0 && time.Now().Before(end); {
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
 }
 
 // flush fails (a record over the limit) while close waits for it: flush clears flushing
-// without a Broadcast after fail's, and close can wait for good.
+// without a Broadcast after fail's, and close can wait for good. The tries run in a
+// synctest bubble: in each, close is waiting for the flush before the store's append
+// fails, and once every goroutine in the bubble is blocked after that, a close that has
+// not returned waits for good.
 func TestCloseAfterFlushFailure(t *testing.T) {
-	store, lease := memJournal(t)
-	hung := 0
-	for i := range 300 {
-		_ = i
-		bs := &blockingStore{Store: store, release: make(chan struct{}), entered: make(chan struct{}, 1)}
-		j := newJournal(bs, newRenewer(time.Hour), lease, time.Hour, nil, 1)
-		closed := make(chan struct{})
-		j.stop = func(error) {}
-		j.deliver = nil
-		j.start()
-		_, _ = j.add(runlog.KindEvent, json.RawMessage(`{}`), nil, false)
-		<-bs.entered
-		go func() { _ = j.close(); close(closed) }()
-		time.Sleep(time.Millisecond) // close waits for flushing
-		close(bs.release)
-		select {
-		case <-closed:
-		case <-time.After(200 * time.Millisecond):
-			hung++
+	synctest.Test(t, func(t *testing.T) {
+		store, lease := memJournal(t)
+		// The window for the hang is narrow: many tries (each is cheap in the bubble).
+		const tries = 3000
+		hung := 0
+		for range tries {
+			bs := &blockingStore{Store: store, release: make(chan struct{}), entered: make(chan struct{}, 1)}
+			j := newJournal(bs, newRenewer(time.Hour), lease, time.Hour, nil, 1)
+			closed := make(chan struct{})
+			j.stop = func(error) {}
+			j.deliver = nil
+			j.start()
+			_, _ = j.add(runlog.KindEvent, json.RawMessage(`{}`), nil, false)
+			<-bs.entered
+			go func() { _ = j.close(); close(closed) }()
+			synctest.Wait() // close waits for flushing
+			close(bs.release)
+			synctest.Wait()
+			select {
+			case <-closed:
+			default:
+				hung++
+				// Wake it, so that the try leaves no goroutine behind.
+				j.mu.Lock()
+				j.cond.Broadcast()
+				j.mu.Unlock()
+				<-closed
+			}
 		}
-	}
-	if hung > 0 {
-		t.Errorf("journal.close hung in %d of 300 tries after the flush failed", hung)
-	}
+		if hung > 0 {
+			t.Errorf("journal.close hung in %d of %d tries after the flush failed", hung, tries)
+		}
+	})
 }
 
 type blockingStore struct {
@@ -204,14 +236,54 @@ func (b *blockingStore) Append(ctx context.Context, l runlog.Lease, recs []runlo
 	return errors.Join(runlog.ErrInvalid, errors.New("too big"))
 }
 
+// passStore tells when Maintain has made a pass over the journal: it prunes at the end
+// of each, after it took over what it would.
+type passStore struct {
+	runlog.Store
+	passes atomic.Int64
+	pruned chan struct{} // a token after each prune, for the test to count them
+}
+
+func (p *passStore) Prune(ctx context.Context, before time.Time, limit int) (int, error) {
+	n, err := p.Store.Prune(ctx, before, limit)
+	p.passes.Add(1)
+	select {
+	case p.pruned <- struct{}{}:
+	default: // a token is waiting already: Maintain never waits for the test
+	}
+	return n, err
+}
+
+// Volatile is the wrapped store's: the service treats the journal as it would without
+// the wrapper.
+func (p *passStore) Volatile() bool {
+	v, ok := p.Store.(interface{ Volatile() bool })
+	return ok && v.Volatile()
+}
+
+// waitPasses waits until Maintain has made n passes over the journal from start on.
+func (p *passStore) waitPasses(t *testing.T, start, n int64) {
+	t.Helper()
+	for p.passes.Load() < start+n {
+		select {
+		case <-p.pruned:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("Maintain made %d passes over the journal in 10s, want %d", p.passes.Load()-start, n)
+		}
+	}
+}
+
 // Runs that end while Maintain looks for runs to take over: a run whose record says it
 // ended, but which is still finishing its journal, is taken over by its own orchestrator.
+// Once the runs have ended, the test lets Maintain make four more passes (three of them
+// begun after the last run ended) before it looks at the journal.
 func TestMaintainTakesFinishingRuns(t *testing.T) {
-	store, err := runlog.OpenMemory(context.Background())
+	mem, err := runlog.OpenMemory(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	defer mem.Close()
+	store := &passStore{Store: mem, pruned: make(chan struct{}, 1)}
 	model := &rvModel{}
 	s := rvService(t, store, model, rvCodec{}, func(c *config.Config) {
 		c.Journal.LeaseTTL = config.Duration(150 * time.Millisecond)
@@ -226,7 +298,7 @@ func TestMaintainTakesFinishingRuns(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(300 * time.Millisecond)
+	store.waitPasses(t, store.passes.Load(), 4)
 	taken, ends := 0, 0
 	runs, _ := store.List(ctx, runlog.Filter{})
 	for _, r := range runs {
@@ -282,48 +354,51 @@ func TestAppendRetryAfterUnknownCommit(t *testing.T) {
 }
 
 // Maintain prunes the journal's finished runs past journal.retain, and keeps the ones
-// still within it and the ones running.
+// still within it and the ones running. The test runs in a synctest bubble: the
+// retention, Maintain's ticks and the test's waits are on the bubble's fake clock.
 func TestMaintainPrunesPastRetention(t *testing.T) {
-	store, err := runlog.OpenMemory(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	model := &rvModel{}
-	retain := time.Second
-	s := rvService(t, store, model, rvCodec{}, func(c *config.Config) {
-		c.Journal.LeaseTTL = config.Duration(200 * time.Millisecond)
-		c.Journal.Retain = config.Duration(retain)
+	synctest.Test(t, func(t *testing.T) {
+		store, err := runlog.OpenMemory(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer store.Close()
+		model := &rvModel{}
+		retain := time.Second
+		s := rvService(t, store, model, rvCodec{}, func(c *config.Config) {
+			c.Journal.LeaseTTL = config.Duration(200 * time.Millisecond)
+			c.Journal.Retain = config.Duration(retain)
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		if _, err := s.Run(ctx, Request{ID: "old", Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		live, err := store.Create(ctx, "live", "someone-else", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = live
+		time.Sleep(retain)
+		if _, err := s.Run(ctx, Request{ID: "new", Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		go s.Maintain(ctx)
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			_, err := store.Get(ctx, "old")
+			if errors.Is(err, runlog.ErrNotFound) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the run past retention is still in the journal: %v", err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		for _, id := range []string{"new", "live"} {
+			if _, err := store.Get(ctx, id); err != nil {
+				t.Errorf("%s was pruned: %v", id, err)
+			}
+		}
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if _, err := s.Run(ctx, Request{ID: "old", Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	live, err := store.Create(ctx, "live", "someone-else", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = live
-	time.Sleep(retain)
-	if _, err := s.Run(ctx, Request{ID: "new", Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	go s.Maintain(ctx)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		_, err := store.Get(ctx, "old")
-		if errors.Is(err, runlog.ErrNotFound) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the run past retention is still in the journal: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	for _, id := range []string{"new", "live"} {
-		if _, err := store.Get(ctx, id); err != nil {
-			t.Errorf("%s was pruned: %v", id, err)
-		}
-	}
 }

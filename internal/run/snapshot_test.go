@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -34,7 +35,8 @@ func (r *readCounter) Read(ctx context.Context, runID string, after int64, limit
 
 // writeSnapshottedJournal journals forty model turns with their calls, approvals and
 // outcomes in run r1, a snapshot every eight records, each record waiting for its
-// commit and the snapshot it starts.
+// commit and the snapshot it starts. It is called inside a synctest bubble, which it
+// waits on for the snapshots.
 func writeSnapshottedJournal(t *testing.T, store runlog.Store, lease runlog.Lease) {
 	t.Helper()
 	j := newJournal(store, newRenewer(time.Minute), lease, time.Minute, jsonCodec{}, 2)
@@ -43,17 +45,17 @@ func writeSnapshottedJournal(t *testing.T, store runlog.Store, lease runlog.Leas
 	j.start()
 	// Each record waits for its commit and for the snapshot it starts, if any: the
 	// run's next record follows the snapshot (in a run they race, which changes only
-	// where snapshots fall).
+	// where snapshots fall). Once every other goroutine of the bubble is blocked, a
+	// snapshot still being made is one that cannot end.
 	settled := func() {
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-			j.mu.Lock()
-			snapping := j.snapping
-			j.mu.Unlock()
-			if !snapping {
-				return
-			}
+		t.Helper()
+		synctest.Wait()
+		j.mu.Lock()
+		snapping := j.snapping
+		j.mu.Unlock()
+		if snapping {
+			t.Fatal("a snapshot did not end")
 		}
-		t.Fatal("a snapshot did not end")
 	}
 	add := func(kind runlog.Kind, data string) {
 		t.Helper()
@@ -88,72 +90,74 @@ func writeSnapshottedJournal(t *testing.T, store runlog.Store, lease runlog.Leas
 // records after what it covers, and finds what it would have found reading the whole
 // journal: the same answers, outcomes, dispatches, approvals, decisions and event keys.
 func TestSnapshotsReplayAsTheWholeJournal(t *testing.T) {
-	store, lease := memJournal(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := store.Append(ctx, lease, []runlog.Record{{Seq: 1, Kind: runlog.KindRequest, Data: json.RawMessage(`{}`)}}); err != nil {
-		t.Fatal(err)
-	}
-	writeSnapshottedJournal(t, store, lease)
-
-	all, err := store.Read(ctx, "r1", 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	whole := newReplayState()
-	snapshots := 0
-	for _, r := range all {
-		if r.Kind == runlog.KindSnapshot {
-			snapshots++
-			continue
-		}
-		if err := whole.add(r); err != nil {
+	synctest.Test(t, func(t *testing.T) {
+		store, lease := memJournal(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := store.Append(ctx, lease, []runlog.Record{{Seq: 1, Kind: runlog.KindRequest, Data: json.RawMessage(`{}`)}}); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if snapshots < 3 {
-		t.Fatalf("%d snapshots in %d records, want several", snapshots, len(all))
-	}
-	snap, _, err := store.Last(ctx, "r1", runlog.KindSnapshot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var covers snapshotRecord
-	if err := json.Unmarshal(snap.Data, &covers); err != nil {
-		t.Fatal(err)
-	}
+		writeSnapshottedJournal(t, store, lease)
 
-	rc := &readCounter{Store: store}
-	got, first, last, err := readReplay(ctx, rc, "r1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if first == nil || first.Seq != 1 || first.Kind != runlog.KindRequest {
-		t.Errorf("readReplay's first record: %+v, want the request", first)
-	}
-	if last != all[len(all)-1].Seq {
-		t.Errorf("readReplay's last record %d, want %d", last, all[len(all)-1].Seq)
-	}
-	if rc.lowest <= covers.Upto {
-		t.Errorf("the resume read record %d, which the last snapshot (record %d) covers (up to %d)", rc.lowest, snap.Seq, covers.Upto)
-	}
-	if want := int(last-covers.Upto) + 1; rc.records != want {
-		t.Errorf("the resume read %d records, want the request and the %d after the last snapshot's", rc.records, want-1)
-	}
-	state := func(st *replayState) map[string]any {
-		return map[string]any{"models": st.models, "outcomes": st.outcomes, "dispatched": st.dispatched,
-			"approvals": st.approvals, "decisions": st.decisions, "seen": st.seen, "upto": st.upto}
-	}
-	if diff := cmp.Diff(state(whole), state(got)); diff != "" {
-		t.Errorf("the state from the last snapshot differs from the whole journal's (-whole +snapshot):\n%s", diff)
-	}
-	j2 := newJournal(store, newRenewer(time.Minute), lease, time.Minute, jsonCodec{}, last+1)
-	if err := j2.load(got); err != nil {
-		t.Fatal(err)
-	}
-	if len(j2.models) != 40 || string(j2.outcomes["r1/loop_a/7/c1"]) != `{"content":"again"}` || len(j2.dispatched) != 40 || len(j2.decisions) != 13 {
-		t.Errorf("loaded %d answers, outcome of call 7 %s, %d dispatches, %d decisions", len(j2.models), j2.outcomes["r1/loop_a/7/c1"], len(j2.dispatched), len(j2.decisions))
-	}
+		all, err := store.Read(ctx, "r1", 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole := newReplayState()
+		snapshots := 0
+		for _, r := range all {
+			if r.Kind == runlog.KindSnapshot {
+				snapshots++
+				continue
+			}
+			if err := whole.add(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if snapshots < 3 {
+			t.Fatalf("%d snapshots in %d records, want several", snapshots, len(all))
+		}
+		snap, _, err := store.Last(ctx, "r1", runlog.KindSnapshot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var covers snapshotRecord
+		if err := json.Unmarshal(snap.Data, &covers); err != nil {
+			t.Fatal(err)
+		}
+
+		rc := &readCounter{Store: store}
+		got, first, last, err := readReplay(ctx, rc, "r1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first == nil || first.Seq != 1 || first.Kind != runlog.KindRequest {
+			t.Errorf("readReplay's first record: %+v, want the request", first)
+		}
+		if last != all[len(all)-1].Seq {
+			t.Errorf("readReplay's last record %d, want %d", last, all[len(all)-1].Seq)
+		}
+		if rc.lowest <= covers.Upto {
+			t.Errorf("the resume read record %d, which the last snapshot (record %d) covers (up to %d)", rc.lowest, snap.Seq, covers.Upto)
+		}
+		if want := int(last-covers.Upto) + 1; rc.records != want {
+			t.Errorf("the resume read %d records, want the request and the %d after the last snapshot's", rc.records, want-1)
+		}
+		state := func(st *replayState) map[string]any {
+			return map[string]any{"models": st.models, "outcomes": st.outcomes, "dispatched": st.dispatched,
+				"approvals": st.approvals, "decisions": st.decisions, "seen": st.seen, "upto": st.upto}
+		}
+		if diff := cmp.Diff(state(whole), state(got)); diff != "" {
+			t.Errorf("the state from the last snapshot differs from the whole journal's (-whole +snapshot):\n%s", diff)
+		}
+		j2 := newJournal(store, newRenewer(time.Minute), lease, time.Minute, jsonCodec{}, last+1)
+		if err := j2.load(got); err != nil {
+			t.Fatal(err)
+		}
+		if len(j2.models) != 40 || string(j2.outcomes["r1/loop_a/7/c1"]) != `{"content":"again"}` || len(j2.dispatched) != 40 || len(j2.decisions) != 13 {
+			t.Errorf("loaded %d answers, outcome of call 7 %s, %d dispatches, %d decisions", len(j2.models), j2.outcomes["r1/loop_a/7/c1"], len(j2.dispatched), len(j2.decisions))
+		}
+	})
 }
 
 // A snapshot that cannot be read back holds the run, as any damaged record does.
