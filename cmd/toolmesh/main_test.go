@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -177,7 +178,9 @@ func startOrchestratorWith(t *testing.T, script scripted.Script, configure func(
 		rt.Close()
 	})
 
-	w, err := worker.New(worker.Options{ID: "w1", Orchestrator: lis.Addr().String(), Logger: log, DrainTimeout: time.Second, MinBackoff: 10 * time.Millisecond},
+	// The worker logs this once the orchestrator accepted its registration.
+	registered := newLogSignal("registered with orchestrator")
+	w, err := worker.New(worker.Options{ID: "w1", Orchestrator: lis.Addr().String(), Logger: slog.New(registered), DrainTimeout: time.Second, MinBackoff: 10 * time.Millisecond},
 		examplegroups.Math(), examplegroups.TextGroup())
 	if err != nil {
 		t.Fatal(err)
@@ -191,21 +194,41 @@ func startOrchestratorWith(t *testing.T, script scripted.Script, configure func(
 			t.Errorf("worker: %v", err)
 		}
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if ok, _ := w.Registered(); ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the worker did not register")
-		}
-		time.Sleep(2 * time.Millisecond)
+	select {
+	case <-registered.logged:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the worker did not register")
+	}
+	if ok, _ := w.Registered(); !ok {
+		t.Fatal("the worker logged its registration but does not report it")
 	}
 	waddr, err := w.Addr(testContext(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &orchestrator{addr: lis.Addr().String(), workerAddr: waddr.String()}
+}
+
+// logSignal is a log handler that drops every record, and closes logged at the first
+// one whose message is msg.
+type logSignal struct {
+	msg    string
+	once   *sync.Once
+	logged chan struct{}
+}
+
+func newLogSignal(msg string) logSignal {
+	return logSignal{msg: msg, once: new(sync.Once), logged: make(chan struct{})}
+}
+
+func (h logSignal) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+func (h logSignal) WithAttrs([]slog.Attr) slog.Handler           { return h }
+func (h logSignal) WithGroup(string) slog.Handler                { return h }
+func (h logSignal) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.once.Do(func() { close(h.logged) })
+	}
+	return nil
 }
 
 func adderScript() scripted.Script {

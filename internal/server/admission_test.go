@@ -122,7 +122,11 @@ func TestOpenCallsAreBounded(t *testing.T) {
 		e.registerRaw(ctx, registration(fmt.Sprintf("w-%d", i), examplegroups.TextGroup()))
 	}
 	cancelRuns()
-	waitFor(t, "a client call after the runs ended", func() bool { _, err := e.cl.ListTools(ctx); return err == nil })
+	// Each run's call leaves the pool before its handler returns.
+	e.calls.waitEnded(t, toolpb.OrchestratorService_Run_FullMethodName, maxOpen)
+	if _, err := e.cl.ListTools(ctx); err != nil {
+		t.Fatalf("a client call after the runs ended: %v", err)
+	}
 
 	// Registration streams: with maxWorkers registered, maxWorkers+1 more streams that
 	// send nothing overfill their pool of twice maxWorkers: one of them (whichever the
@@ -160,7 +164,9 @@ func TestSilentClientsDoNotKeepWorkersOut(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(100 * time.Millisecond) // let the server take them
+	// The server takes them: as many as the budget admits read their request within it
+	// (the others wait for room).
+	e.calls.waitAdmitted(t, toolpb.OrchestratorService_Run_FullMethodName, slots)
 	e.registerRaw(ctx, registration("w-after-silence", examplegroups.TextGroup()))
 }
 
@@ -260,13 +266,12 @@ func TestUndecodableRequestIsTheClientsMistake(t *testing.T) {
 		t.Error("Run with two messages succeeded")
 	}
 	// grpc-go writes the status of a failed read before RecvMsg returns, so the client
-	// may read it a moment before the server's read takes the entry: wait for that.
-	deadline := time.Now().Add(5 * time.Second)
-	for keptDecodeErrors() != 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	// may read it a moment before the server's read takes the entry: wait for the read to
+	// end, and with it the handler, of both Run calls (the other calls' statuses follow
+	// their handlers' return).
+	e.calls.waitEnded(t, toolpb.OrchestratorService_Run_FullMethodName, 2)
 	if n := keptDecodeErrors(); n != 0 {
-		t.Errorf("%d decode errors are still kept 5 s after the calls ended", n)
+		t.Errorf("%d decode errors are still kept after the calls ended", n)
 	}
 }
 

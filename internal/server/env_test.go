@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -58,6 +59,8 @@ type env struct {
 	reg   toolpb.ToolRegistryServiceClient
 	cl    *client.Client
 	model *scripted.Provider
+	// calls observes the streaming calls the server handles.
+	calls *streamCalls
 }
 
 type envOptions struct {
@@ -115,7 +118,11 @@ func newEnv(t *testing.T, o envOptions) *env {
 		rt.Close()
 		t.Fatal(err)
 	}
-	g := grpc.NewServer(append(RecoveryInterceptors(slog.New(slog.NewTextHandler(os.Stderr, nil))), ServerOptions(cfg)...)...)
+	calls := newStreamCalls()
+	serverOpts := append(RecoveryInterceptors(slog.New(slog.NewTextHandler(os.Stderr, nil))), ServerOptions(cfg)...)
+	// Last, so innermost: it sees the stream the handler reads its request from, within
+	// the receive budget, and the handler's return.
+	g := grpc.NewServer(append(serverOpts, grpc.ChainStreamInterceptor(calls.intercept))...)
 	srv.Register(g)
 	served := make(chan struct{})
 	go func() { defer close(served); _ = g.Serve(lis) }()
@@ -126,7 +133,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	e := &env{
 		t: t, cfg: cfg, srv: srv, rt: rt, g: g, addr: lis.Addr().String(), conn: conn,
 		orch: toolpb.NewOrchestratorServiceClient(conn), reg: toolpb.NewToolRegistryServiceClient(conn),
-		cl: client.New(conn), model: model,
+		cl: client.New(conn), model: model, calls: calls,
 	}
 	t.Cleanup(func() {
 		_ = conn.Close()
@@ -144,8 +151,11 @@ func newEnv(t *testing.T, o envOptions) *env {
 // the orchestrator routes to it.
 func (e *env) startWorker(id string, groups ...worker.Group) *worker.Worker {
 	e.t.Helper()
+	// The worker logs this once the orchestrator accepted its registration, after the
+	// router took it in (the acknowledgement follows Router.Register).
+	registered := newLogSignal("registered with orchestrator")
 	w, err := worker.New(worker.Options{
-		ID: id, Orchestrator: e.addr, Logger: discard(),
+		ID: id, Orchestrator: e.addr, Logger: slog.New(registered),
 		DrainTimeout: time.Second, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,
 	}, groups...)
 	if err != nil {
@@ -165,31 +175,116 @@ func (e *env) startWorker(id string, groups ...worker.Group) *worker.Worker {
 			e.t.Errorf("worker %s did not stop", id)
 		}
 	})
-	e.waitFor("worker "+id+" ready", func() bool {
-		for _, ws := range e.rt.ListWorkers() {
-			if ws.GetWorkerId() == id && ws.GetState() == toolpb.WorkerState_WORKER_STATE_READY {
-				return true
-			}
+	select {
+	case <-registered.logged:
+	case <-time.After(10 * time.Second):
+		e.t.Fatalf("timed out waiting for worker %s ready", id)
+	}
+	ready := false
+	for _, ws := range e.rt.ListWorkers() {
+		if ws.GetWorkerId() == id && ws.GetState() == toolpb.WorkerState_WORKER_STATE_READY {
+			ready = true
 		}
-		return false
-	})
+	}
+	if !ready {
+		e.t.Fatalf("worker %s is registered, but the orchestrator does not list it ready: %v", id, e.rt.ListWorkers())
+	}
 	return w
 }
 
-// waitFor polls cond every few milliseconds for a bounded time.
-func (e *env) waitFor(what string, cond func() bool) {
-	e.t.Helper()
-	waitFor(e.t, what, cond)
+// logSignal is a log handler that drops every record, and closes logged at the first
+// one whose message is msg.
+type logSignal struct {
+	msg    string
+	once   *sync.Once
+	logged chan struct{}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
+func newLogSignal(msg string) logSignal {
+	return logSignal{msg: msg, once: new(sync.Once), logged: make(chan struct{})}
+}
+
+func (h logSignal) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+func (h logSignal) WithAttrs([]slog.Attr) slog.Handler           { return h }
+func (h logSignal) WithGroup(string) slog.Handler                { return h }
+func (h logSignal) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.once.Do(func() { close(h.logged) })
+	}
+	return nil
+}
+
+// streamCalls observes the streaming calls a server handles, by method: each call's
+// first read of a message, which the handler does within the receive budget (so the
+// budget admitted it), and each handler's return (the call's status follows it). A test
+// waits on these rather than for a while.
+type streamCalls struct {
+	mu       sync.Mutex
+	admitted map[string]int
+	ended    map[string]int
+	changed  chan struct{} // closed, and replaced, at every change
+}
+
+func newStreamCalls() *streamCalls {
+	return &streamCalls{admitted: map[string]int{}, ended: map[string]int{}, changed: make(chan struct{})}
+}
+
+func (c *streamCalls) note(counts map[string]int, method string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	counts[method]++
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// intercept is the server's innermost stream interceptor.
+func (c *streamCalls) intercept(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	defer c.note(c.ended, info.FullMethod)
+	return h(srv, &observedStream{ServerStream: ss, first: func() { c.note(c.admitted, info.FullMethod) }})
+}
+
+// observedStream reports its first RecvMsg: the server reads a request through it.
+type observedStream struct {
+	grpc.ServerStream
+	first func()
+}
+
+func (s *observedStream) RecvMsg(m any) error {
+	if f := s.first; f != nil {
+		s.first = nil
+		f()
+	}
+	return s.ServerStream.RecvMsg(m)
+}
+
+// waitAdmitted waits until n calls of method have had their request read begin within
+// the receive budget.
+func (c *streamCalls) waitAdmitted(t *testing.T, method string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+	c.wait(t, c.admitted, "admitted", method, n)
+}
+
+// waitEnded waits until n handlers of method have returned.
+func (c *streamCalls) waitEnded(t *testing.T, method string, n int) {
+	t.Helper()
+	c.wait(t, c.ended, "ended", method, n)
+}
+
+func (c *streamCalls) wait(t *testing.T, counts map[string]int, what, method string, n int) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		c.mu.Lock()
+		got, changed := counts[method], c.changed
+		c.mu.Unlock()
+		if got >= n {
+			return
 		}
-		time.Sleep(2 * time.Millisecond)
+		select {
+		case <-changed:
+		case <-timeout:
+			t.Fatalf("timed out waiting for %d %s calls %s (%d so far)", n, method, what, got)
+		}
 	}
 }
 

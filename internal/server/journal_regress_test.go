@@ -39,15 +39,30 @@ func TestListRunsPageSize1000(t *testing.T) {
 	}
 }
 
-// flakyDecision fails one poll of the store for a decision.
+// flakyDecision fails one poll of the store for the decision on an approval (not the
+// renewals' poll for a cancellation, key "cancel"), and closes polledAfter at the next
+// such poll: the wait for the decision went on.
 type flakyDecision struct {
 	runlog.Store
-	fail atomic.Bool
+	fail        atomic.Bool
+	failed      atomic.Bool
+	polledAfter chan struct{}
+	once        sync.Once
+}
+
+func newFlakyDecision(s runlog.Store) *flakyDecision {
+	return &flakyDecision{Store: s, polledAfter: make(chan struct{})}
 }
 
 func (f *flakyDecision) Decision(ctx context.Context, runID, key string) (runlog.Decision, bool, error) {
-	if f.fail.CompareAndSwap(true, false) {
-		return runlog.Decision{}, false, errors.New("connection reset by peer")
+	if key != "cancel" {
+		if f.fail.CompareAndSwap(true, false) {
+			f.failed.Store(true)
+			return runlog.Decision{}, false, errors.New("connection reset by peer")
+		}
+		if f.failed.Load() {
+			f.once.Do(func() { close(f.polledAfter) })
+		}
 	}
 	return f.Store.Decision(ctx, runID, key)
 }
@@ -59,7 +74,7 @@ func TestApprovalPollError(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = mem.Close() })
-	j := &flakyDecision{Store: mem}
+	j := newFlakyDecision(mem)
 	e := newEnv(t, envOptions{journal: j, script: scripted.Script{Name: "w", Rules: []scripted.Rule{
 		{Name: "wiped", When: scripted.When{Tool: "wipe"}, Reply: scripted.Reply{Text: `wipe: {{ result "wipe" }}`}},
 		{Name: "wipe", Reply: scripted.Reply{ToolCalls: []scripted.ToolCall{{Name: "wipe", Arguments: map[string]any{}}}}},
@@ -73,6 +88,8 @@ func TestApprovalPollError(t *testing.T) {
 	// waits for it before its context ends.
 	var approving sync.WaitGroup
 	defer approving.Wait()
+	runOver := make(chan struct{}) // closed as the test returns, the run over
+	defer close(runOver)
 	for ev, err := range e.cl.Run(ctx, &toolpb.RunRequest{RunId: "ap-1", Prompt: "go", ToolGroups: []string{"danger"}}) {
 		if err != nil {
 			t.Fatal(err)
@@ -82,7 +99,12 @@ func TestApprovalPollError(t *testing.T) {
 			approving.Add(1)
 			go func() {
 				defer approving.Done()
-				time.Sleep(600 * time.Millisecond) // past a failed poll or two
+				// Past the failed poll: the wait polled again.
+				select {
+				case <-j.polledAfter:
+				case <-runOver:
+					return // the wait ended with the failed poll: the final result says so
+				}
 				if err := e.cl.ApproveToolCall(ctx, "ap-1", a.GetCallId(), "", true, ""); err != nil {
 					t.Errorf("approve: %v", err)
 				}

@@ -66,6 +66,7 @@ func TestWatchRunDetached(t *testing.T) {
 	stop()
 	// A watch started while the call blocks gets the journal's events, then the rest live.
 	watched := make(chan []*toolpb.RunResponse, 1)
+	caughtUp := make(chan struct{}) // closed once the watch has the events the run's stream had
 	go func() {
 		var evs []*toolpb.RunResponse
 		for ev, err := range e.cl.Watch(ctx, "detached-1", 0) {
@@ -74,10 +75,20 @@ func TestWatchRunDetached(t *testing.T) {
 				break
 			}
 			evs = append(evs, ev)
+			if len(evs) == len(seen) {
+				close(caughtUp)
+			}
 		}
 		watched <- evs
 	}()
-	time.Sleep(50 * time.Millisecond)
+	// The server saw the client go away: the Run call's handler returned (after the run
+	// ended, had the run not been detached).
+	e.calls.waitEnded(t, toolpb.OrchestratorService_Run_FullMethodName, 1)
+	select {
+	case <-caughtUp:
+	case evs := <-watched:
+		t.Fatalf("the watch ended with %d events, before it had the %d of the run's stream", len(evs), len(seen))
+	}
 	if snap, err := e.cl.GetRun(ctx, "detached-1"); err != nil || snap.GetState() != toolpb.RunState_RUN_STATE_RUNNING {
 		t.Fatalf("a detached run whose client went away: %v, %v; want it running", snap.GetState(), err)
 	}

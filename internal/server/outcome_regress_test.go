@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,7 +24,8 @@ func TestOversizedOutcome(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = j.Close() })
-	e := newEnv(t, envOptions{journal: j,
+	finished := &finishSignal{Store: j, runID: "big-1", finished: make(chan struct{})}
+	e := newEnv(t, envOptions{journal: finished,
 		configure: func(c *config.Config) { c.Journal.LeaseTTL = config.Duration(400 * time.Millisecond) },
 		script: scripted.Script{Name: "p", Rules: []scripted.Rule{
 			{Name: "done", When: scripted.When{Tool: "page"}, Reply: scripted.Reply{Text: "read it"}},
@@ -54,13 +56,35 @@ func TestOversizedOutcome(t *testing.T) {
 	}
 	// The journal ends the run with it; nothing takes the run over and calls the tool
 	// again meanwhile (Maintain runs).
-	r, _ := j.Get(ctx, "big-1")
-	for deadline := time.Now().Add(10 * time.Second); !r.State.Terminal() && time.Now().Before(deadline); {
-		time.Sleep(20 * time.Millisecond)
-		r, _ = j.Get(ctx, "big-1")
+	select {
+	case <-finished.finished:
+	case <-time.After(10 * time.Second):
 	}
+	r, _ := j.Get(ctx, "big-1")
 	if calls.Load() > 1 || !r.State.Terminal() {
 		t.Errorf("a 3 MiB tool answer: the run never ends (%s, epoch %d) and the tool ran %d times", r.State, r.Epoch, calls.Load())
 	}
 	stop()
+}
+
+// finishSignal is a store that closes finished once a Finish of run runID succeeded.
+type finishSignal struct {
+	runlog.Store
+	runID    string
+	finished chan struct{}
+	once     sync.Once
+}
+
+func (f *finishSignal) Finish(ctx context.Context, lease runlog.Lease, state runlog.State, last ...runlog.Record) error {
+	err := f.Store.Finish(ctx, lease, state, last...)
+	if err == nil && lease.RunID == f.runID {
+		f.once.Do(func() { close(f.finished) })
+	}
+	return err
+}
+
+// Volatile passes the store's through: an in-memory journal stays one.
+func (f *finishSignal) Volatile() bool {
+	v, ok := f.Store.(interface{ Volatile() bool })
+	return ok && v.Volatile()
 }

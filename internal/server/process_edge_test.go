@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -154,14 +153,20 @@ func TestCancelWhileReplanning(t *testing.T) {
 	}}
 	e := newEnv(t, envOptions{script: script})
 	entered := make(chan struct{})
+	cancelled := make(chan struct{}) // closed once CancelRun returned
 	planner := tool.New("planner", "replans", schema.Empty(), func(ctx context.Context, _ string) (tool.Result, error) {
 		close(entered)
-		time.Sleep(300 * time.Millisecond)
+		// The replan comes after the run was cancelled (or the call ended with it).
+		select {
+		case <-cancelled:
+		case <-ctx.Done():
+		}
 		return tool.Result{}, tool.ReplanRequested{Reason: "late", Add: []tool.Binding{{Entry: tool.Entry{TypeName: "A", JSON: []byte(`1`)}}}}
 	})
 	e.startWorker("w1", worker.Group{Role: "plan", Description: "plan", Tools: []tool.Tool{planner}})
 	ctx := testContext(t)
 	go func() {
+		defer close(cancelled)
 		<-entered
 		_, _ = e.cl.CancelRun(ctx, "rc", "stop")
 	}()

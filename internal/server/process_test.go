@@ -147,7 +147,10 @@ func TestMCPToolsChangeMidRun(t *testing.T) {
 		sdkmcp.AddTool(srv, &sdkmcp.Tool{Name: "fresh", Description: "A new tool."}, func(context.Context, *sdkmcp.CallToolRequest, in) (*sdkmcp.CallToolResult, any, error) {
 			return &sdkmcp.CallToolResult{Content: []sdkmcp.Content{&sdkmcp.TextContent{Text: "fresh answer"}}}, nil, nil
 		})
-		time.Sleep(100 * time.Millisecond) // the notification reaches the client before the result
+		// The notification reaches the client before the result. It travels on another
+		// stream than the result, and nothing tells when the orchestrator's MCP client
+		// took it (internal/mcp's tools/list_changed handler has no hook): a wall-clock wait.
+		time.Sleep(100 * time.Millisecond)
 		return &sdkmcp.CallToolResult{Content: []sdkmcp.Content{&sdkmcp.TextContent{Text: "grown"}}}, nil, nil
 	})
 	hs := httptest.NewServer(sdkmcp.NewStreamableHTTPHandler(func(*http.Request) *sdkmcp.Server { return srv }, nil))
@@ -194,7 +197,10 @@ func growingServer(t *testing.T) string {
 		sdkmcp.AddTool(srv, &sdkmcp.Tool{Name: "fresh", Description: "A new tool."}, func(context.Context, *sdkmcp.CallToolRequest, in) (*sdkmcp.CallToolResult, any, error) {
 			return text("fresh answer")
 		})
-		time.Sleep(100 * time.Millisecond) // the notification reaches the client before the result
+		// The notification reaches the client before the result. It travels on another
+		// stream than the result, and nothing tells when the orchestrator's MCP client
+		// took it (internal/mcp's tools/list_changed handler has no hook): a wall-clock wait.
+		time.Sleep(100 * time.Millisecond)
 		return text("planted")
 	})
 	hs := httptest.NewServer(sdkmcp.NewStreamableHTTPHandler(func(*http.Request) *sdkmcp.Server { return srv }, nil))

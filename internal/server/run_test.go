@@ -453,10 +453,11 @@ func TestRunClientGoesAway(t *testing.T) {
 	if !errors.Is(runErr, context.Canceled) {
 		t.Errorf("the caller's own cancellation came back as %#v, want context.Canceled", runErr)
 	}
-	waitFor(t, "the abandoned run to end", func() bool {
-		r, err := e.cl.GetRun(ctx, "abandoned")
-		return err == nil && r.GetState() == toolpb.RunState_RUN_STATE_CANCELLED
-	})
+	// The Run handler returns only once its run has ended.
+	e.calls.waitEnded(t, toolpb.OrchestratorService_Run_FullMethodName, 1)
+	if r, err := e.cl.GetRun(ctx, "abandoned"); err != nil || r.GetState() != toolpb.RunState_RUN_STATE_CANCELLED {
+		t.Fatalf("the abandoned run: %v, %v; want CANCELLED", r.GetState(), err)
+	}
 	if r, _ := e.cl.GetRun(ctx, "abandoned"); !strings.Contains(r.GetError().GetMessage(), "the client went away") {
 		t.Errorf("error %q does not say the client went away", r.GetError().GetMessage())
 	}
