@@ -113,7 +113,7 @@ func (s *Service) openJournal(ctx context.Context, j *journal, id, loopID string
 }
 
 func endOf(snap Snapshot) endRecord {
-	e := endRecord{State: snap.State, FinalText: snap.FinalText, Reason: snap.Reason, Iterations: snap.Iterations,
+	e := endRecord{State: endState{snap.State}, FinalText: snap.FinalText, Reason: snap.Reason, Iterations: snap.Iterations,
 		ToolCalls: snap.ToolCalls, Usage: snap.Usage, CostUSD: snap.CostUSD, Ended: snap.Ended}
 	if snap.Err != nil {
 		e.Error = snap.Err.Error()
@@ -260,7 +260,7 @@ func (s *Service) resume(lease runlog.Lease) {
 	if err != nil {
 		// It cannot run here (a config that changed, say): it ends, failed, saying why.
 		log.Error("a run taken over cannot continue", "error", err.Error())
-		_ = j.finish(endRecord{State: StateFailed, Error: "the run could not be resumed: " + err.Error(), Ended: time.Now()})
+		_ = j.finish(endRecord{State: endState{runlog.StateFailed}, Error: "the run could not be resumed: " + err.Error(), Ended: time.Now()})
 		return
 	}
 	log.Info("resuming a run", "records", last)
@@ -396,7 +396,7 @@ func (s *Service) Watch(ctx context.Context, id string, after int64, send func(R
 // recorded in the journal, where the run's owner finds it when it next renews the lease
 // (within a third of journal.lease_ttl), or the replica that takes the run over does.
 // It waits, at most 10 seconds, for the run to end and returns the state it is in.
-func (s *Service) cancelElsewhere(ctx context.Context, id, reason string) (State, error) {
+func (s *Service) cancelElsewhere(ctx context.Context, id, reason string) (runlog.State, error) {
 	if reason == "" {
 		reason = "cancelled by client"
 	}
@@ -404,20 +404,20 @@ func (s *Service) cancelElsewhere(ctx context.Context, id, reason string) (State
 	case err == nil, errors.Is(err, runlog.ErrExists): // asked before: the first reason stands
 	case errors.Is(err, runlog.ErrFinished):
 	case errors.Is(err, runlog.ErrNotFound):
-		return 0, fmt.Errorf("%w %q", ErrNotFound, id)
+		return "", fmt.Errorf("%w %q", ErrNotFound, id)
 	default:
-		return 0, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return "", fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	wait, stop := context.WithTimeout(ctx, 10*time.Second)
 	defer stop()
 	for {
 		snap, err := s.fromJournal(wait, id)
-		if err == nil && snap.State != StateRunning {
+		if err == nil && snap.State != runlog.StateRunning {
 			return snap.State, nil
 		}
 		select {
 		case <-wait.Done():
-			return StateRunning, nil // asked; it ends when its owner sees the request
+			return runlog.StateRunning, nil // asked; it ends when its owner sees the request
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -425,7 +425,7 @@ func (s *Service) cancelElsewhere(ctx context.Context, id, reason string) (State
 
 // cancelHeld ends a held run, cancelled: nobody drives it, so this replica takes its
 // lease and finishes it with its end record.
-func (s *Service) cancelHeld(ctx context.Context, id, reason string) (State, error) {
+func (s *Service) cancelHeld(ctx context.Context, id, reason string) (runlog.State, error) {
 	if reason == "" {
 		reason = "cancelled by client"
 	}
@@ -437,17 +437,17 @@ func (s *Service) cancelHeld(ctx context.Context, id, reason string) (State, err
 	case errors.Is(err, runlog.ErrLeased):
 		return s.cancelElsewhere(ctx, id, reason) // an orchestrator took it meanwhile
 	case err != nil:
-		return 0, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return "", fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	run, err := s.journal.Get(ctx, id)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return "", fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
-	end, _ := toolinternal.MarshalJSON(endRecord{State: StateCancelled, Error: fmt.Errorf("%w: %s", ErrCancelled, reason).Error(), Ended: time.Now()})
+	end, _ := toolinternal.MarshalJSON(endRecord{State: endState{runlog.StateCancelled}, Error: fmt.Errorf("%w: %s", ErrCancelled, reason).Error(), Ended: time.Now()})
 	if err := s.journal.Finish(ctx, lease, runlog.StateCancelled, runlog.Record{Seq: run.Records + 1, Kind: runlog.KindEnd, Time: time.Now(), Data: end}); err != nil {
-		return 0, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return "", fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
-	return StateCancelled, nil
+	return runlog.StateCancelled, nil
 }
 
 // watchPage is how many events Watch reads from the journal at a time.
@@ -456,7 +456,7 @@ const watchPage = 64
 // Summary is a run as ListRuns lists it.
 type Summary struct {
 	ID      string
-	State   State
+	State   runlog.State
 	Owner   string
 	Records int64
 	Started time.Time
@@ -465,13 +465,13 @@ type Summary struct {
 
 // List lists the journal's runs by id: those in state (0: all) after the id after, at
 // most limit.
-func (s *Service) List(ctx context.Context, state State, after string, limit int) ([]Summary, error) {
+func (s *Service) List(ctx context.Context, state runlog.State, after string, limit int) ([]Summary, error) {
 	if s.journal == nil {
 		return nil, fmt.Errorf("%w: this orchestrator keeps no journal (journal.driver)", ErrUnavailable)
 	}
 	f := runlog.Filter{After: after, Limit: limit}
-	if state != 0 {
-		f.State = storeState(state)
+	if state != "" {
+		f.State = state
 	}
 	runs, err := s.journal.List(ctx, f)
 	if err != nil {
@@ -479,43 +479,9 @@ func (s *Service) List(ctx context.Context, state State, after string, limit int
 	}
 	out := make([]Summary, 0, len(runs))
 	for _, r := range runs {
-		out = append(out, Summary{ID: r.ID, State: stateOf(r.State), Owner: r.Owner, Records: r.Records, Started: r.Created, Updated: r.Updated})
+		out = append(out, Summary{ID: r.ID, State: r.State.Current(), Owner: r.Owner, Records: r.Records, Started: r.Created, Updated: r.Updated})
 	}
 	return out, nil
-}
-
-// storeState is the journal's state of a run state: a run a tool ended (replan,
-// termination) is "ended".
-func storeState(s State) runlog.State {
-	switch s {
-	case StateRunning:
-		return runlog.StateRunning
-	case StateSucceeded:
-		return runlog.StateSucceeded
-	case StateFailed:
-		return runlog.StateFailed
-	case StateCancelled:
-		return runlog.StateCancelled
-	case StateHeld:
-		return runlog.StateHeld
-	}
-	return runlog.StateEnded
-}
-
-func stateOf(s runlog.State) State {
-	switch s {
-	case runlog.StateSucceeded:
-		return StateSucceeded
-	case runlog.StateFailed:
-		return StateFailed
-	case runlog.StateCancelled:
-		return StateCancelled
-	case runlog.StateEnded:
-		return StateTerminated
-	case runlog.StateHeld:
-		return StateHeld
-	}
-	return StateRunning
 }
 
 // fromJournal reports a run this orchestrator does not hold in memory, from the journal.
@@ -527,7 +493,7 @@ func (s *Service) fromJournal(ctx context.Context, id string) (Snapshot, error) 
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
-	snap := Snapshot{ID: id, State: stateOf(run.State), Started: run.Created}
+	snap := Snapshot{ID: id, State: run.State.Current(), Started: run.Created}
 	if run.State == runlog.StateHeld {
 		snap.Err = fmt.Errorf("%w: %s", ErrDamaged, run.Note)
 		return snap, nil
@@ -540,7 +506,7 @@ func (s *Service) fromJournal(ctx context.Context, id string) (Snapshot, error) 
 	if err == nil && len(recs) == 1 && recs[0].Kind == runlog.KindEnd {
 		var e endRecord
 		if json.Unmarshal(recs[0].Data, &e) == nil {
-			snap.State, snap.FinalText, snap.Reason = e.State, e.FinalText, e.Reason
+			snap.State, snap.FinalText, snap.Reason = e.State.State, e.FinalText, e.Reason
 			snap.Iterations, snap.ToolCalls, snap.Usage, snap.CostUSD, snap.Ended = e.Iterations, e.ToolCalls, e.Usage, e.CostUSD, e.Ended
 			if e.Error != "" {
 				snap.Err = errors.New(e.Error)

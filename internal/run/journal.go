@@ -26,7 +26,7 @@ import (
 var ErrJournal = errors.New("the run's journal failed")
 
 // ErrDamaged is the cause of a run stopped because its journal holds a record that
-// cannot be read back as it was written: the run is held (StateHeld) for an operator,
+// cannot be read back as it was written: the run is held (runlog.StateHeld) for an operator,
 // never driven on without what the record said.
 var ErrDamaged = errors.New("the run's journal holds a record that cannot be read")
 
@@ -87,7 +87,7 @@ type modelRecord struct {
 
 // endRecord is how a run ended.
 type endRecord struct {
-	State      State     `json:"state"`
+	State      endState  `json:"state"`
 	FinalText  string    `json:"final_text,omitempty"`
 	Error      string    `json:"error,omitempty"`
 	Reason     string    `json:"reason,omitempty"`
@@ -665,7 +665,7 @@ func (j *journal) finish(end endRecord) error {
 	j.mu.Lock()
 	if j.failed == nil && !j.closed && !j.frozen {
 		// Set with the end record's place in the queue: no batch before it ends the run.
-		j.ending = storeState(end.State)
+		j.ending = end.State.State
 	}
 	_, err := j.addLocked(runlog.KindEnd, data, nil, true, true)
 	j.mu.Unlock()
@@ -901,4 +901,29 @@ func decodeEvent(data []byte) (key string, wire []byte, isJSON bool, err error) 
 func EventWire(data []byte) (wire []byte, isJSON bool, err error) {
 	_, wire, isJSON, err = decodeEvent(data)
 	return wire, isJSON, err
+}
+
+// endState is an end record's state: written as the state's name; read from a name, or
+// from the number journals of earlier versions wrote (1 running … 7 held).
+type endState struct{ runlog.State }
+
+func (e endState) MarshalJSON() ([]byte, error) { return json.Marshal(string(e.State)) }
+
+func (e *endState) UnmarshalJSON(b []byte) error {
+	var n int
+	if err := json.Unmarshal(b, &n); err == nil {
+		legacy := []runlog.State{1: runlog.StateRunning, 2: runlog.StateSucceeded, 3: runlog.StateFailed, 4: runlog.StateCancelled,
+			5: runlog.StateReplanRequested, 6: runlog.StateTerminated, 7: runlog.StateHeld}
+		if n < 1 || n >= len(legacy) {
+			return fmt.Errorf("an end record's state %d is no state", n)
+		}
+		e.State = legacy[n]
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	e.State = runlog.State(s).Current()
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"iter"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -190,7 +191,7 @@ func TestRenewalAfterTheEndIsNoFailure(t *testing.T) {
 	j := newJournal(rs, newRenewer(time.Minute), lease, time.Minute, jsonCodec{}, 1)
 	rs.j = j
 	j.start()
-	if err := j.finish(endRecord{State: StateSucceeded, FinalText: "done", Ended: time.Now()}); err != nil {
+	if err := j.finish(endRecord{State: endState{runlog.StateSucceeded}, FinalText: "done", Ended: time.Now()}); err != nil {
 		t.Fatalf("finish: %v", err)
 	}
 	if r, _ := store.Get(context.Background(), "r1"); r.State != runlog.StateSucceeded {
@@ -202,4 +203,29 @@ func TestRenewalAfterTheEndIsNoFailure(t *testing.T) {
 func eventRec(key string, wire []byte) []byte {
 	data, _ := eventData(key, wire)
 	return data
+}
+
+// TestEndStateReadsEarlierJournals: an end record holds its state by name; one written
+// by an earlier version holds a number, or "ended" for a replan or a termination, and
+// both read as today's states.
+func TestEndStateReadsEarlierJournals(t *testing.T) {
+	for raw, want := range map[string]runlog.State{
+		`{"state":2}`: runlog.StateSucceeded, `{"state":4}`: runlog.StateCancelled, `{"state":6}`: runlog.StateTerminated,
+		`{"state":"failed"}`: runlog.StateFailed, `{"state":"ended"}`: runlog.StateTerminated, `{"state":"replan_requested"}`: runlog.StateReplanRequested,
+	} {
+		var e endRecord
+		if err := json.Unmarshal([]byte(raw), &e); err != nil || e.State.State != want {
+			t.Errorf("%s read as %q, %v; want %q", raw, e.State.State, err, want)
+		}
+	}
+	for _, raw := range []string{`{"state":0}`, `{"state":9}`, `{"state":true}`} {
+		var e endRecord
+		if err := json.Unmarshal([]byte(raw), &e); err == nil {
+			t.Errorf("%s read as %q, want an error", raw, e.State.State)
+		}
+	}
+	b, _ := json.Marshal(endRecord{State: endState{runlog.StateTerminated}})
+	if !strings.Contains(string(b), `"state":"terminated"`) {
+		t.Errorf("an end record is written as %s", b)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
+	"github.com/toolmesh/toolmesh/internal/runlog"
 )
 
 // The last event of a run a tool ended (here a configured replan of the built-in
@@ -26,7 +27,7 @@ func TestOutcomeEventAfterTheRecord(t *testing.T) {
 	s := scriptedService(t, cfg, model)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var seen State
+	var seen runlog.State
 	res, err := s.Run(ctx, Request{ID: "r1", Messages: []llm.Message{{Role: llm.RoleUser, Text: "go"}}, Groups: []string{"communication"}}, func(ev Event) {
 		if _, ok := ev.(Replanned); ok {
 			snap, err := s.Get("r1")
@@ -39,7 +40,7 @@ func TestOutcomeEventAfterTheRecord(t *testing.T) {
 	if err != nil || res.Outcome == nil || res.Outcome.Replan == nil {
 		t.Fatalf("run: %+v, %v", res, err)
 	}
-	if seen != StateReplanRequested {
-		t.Errorf("on the replan event the run was %v, want %v", seen, StateReplanRequested)
+	if seen != runlog.StateReplanRequested {
+		t.Errorf("on the replan event the run was %v, want %v", seen, runlog.StateReplanRequested)
 	}
 }

@@ -392,25 +392,25 @@ func (s *Service) Get(id string) (Snapshot, error) {
 
 // Cancel cancels a running run and reports the state it ended in: a run that finished
 // as it was cancelled keeps its own outcome. A finished run is reported as it is.
-func (s *Service) Cancel(ctx context.Context, id, reason string) (State, error) {
+func (s *Service) Cancel(ctx context.Context, id, reason string) (runlog.State, error) {
 	r := s.store.get(id)
 	if (r == nil || r.isStopped()) && s.journal != nil {
 		snap, err := s.fromJournal(ctx, id)
 		if err != nil {
-			return 0, err
+			return "", err
 		}
 		switch snap.State {
-		case StateHeld:
+		case runlog.StateHeld:
 			return s.cancelHeld(ctx, id, reason)
-		case StateRunning:
+		case runlog.StateRunning:
 			return s.cancelElsewhere(ctx, id, reason)
 		}
 		return snap.State, nil
 	}
 	if r == nil {
-		return 0, fmt.Errorf("%w %q", ErrNotFound, id)
+		return "", fmt.Errorf("%w %q", ErrNotFound, id)
 	}
-	if st := r.snapshot().State; st != StateRunning {
+	if st := r.snapshot().State; st != runlog.StateRunning {
 		return st, nil
 	}
 	if reason == "" {
@@ -424,7 +424,7 @@ func (s *Service) Cancel(ctx context.Context, id, reason string) (State, error) 
 	case <-r.over:
 		return r.snapshot().State, nil
 	case <-wait.Done():
-		return StateCancelled, nil
+		return runlog.StateCancelled, nil
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/internal/loop"
+	"github.com/toolmesh/toolmesh/internal/runlog"
 	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
@@ -88,7 +89,7 @@ func TestRunOfAnInProcessGroup(t *testing.T) {
 		t.Errorf("last event %#v: want Ended with the result", evs[len(evs)-1])
 	}
 	snap, err := s.Get("r-notes")
-	if err != nil || snap.State != StateSucceeded || snap.ToolCalls != 1 || snap.Iterations != 2 {
+	if err != nil || snap.State != runlog.StateSucceeded || snap.ToolCalls != 1 || snap.Iterations != 2 {
 		t.Errorf("Get = %+v, %v", snap, err)
 	}
 }
@@ -104,7 +105,7 @@ func TestRunFailsWithItsKind(t *testing.T) {
 	if KindOf(err) != KindMaxIterations || calls.Load() != 3 {
 		t.Errorf("error %v (kind %s) after %d calls; want MAX_ITERATIONS after 3", err, KindOf(err), calls.Load())
 	}
-	if snap, _ := s.Get("r-forever"); snap.State != StateFailed {
+	if snap, _ := s.Get("r-forever"); snap.State != runlog.StateFailed {
 		t.Errorf("state %v, want failed", snap.State)
 	}
 }
@@ -169,7 +170,7 @@ func TestCancelARun(t *testing.T) {
 	if KindOf(err) != KindCancelled || !strings.Contains(err.Error(), "the user left") {
 		t.Errorf("run ended with %v (kind %s), want CANCELLED with the reason", err, KindOf(err))
 	}
-	if snap, _ := s.Get("r-wait"); snap.State != StateCancelled {
+	if snap, _ := s.Get("r-wait"); snap.State != runlog.StateCancelled {
 		t.Errorf("state %v, want cancelled", snap.State)
 	}
 }

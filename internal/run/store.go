@@ -9,31 +9,13 @@ import (
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/loop"
 	"github.com/toolmesh/toolmesh/internal/process"
-)
-
-// State is the state of a run.
-type State int
-
-// The states of a run.
-const (
-	StateRunning State = iota + 1
-	StateSucceeded
-	StateFailed
-	StateCancelled
-	// StateReplanRequested: a tool asked to plan again.
-	StateReplanRequested
-	// StateTerminated: a tool asked to terminate.
-	StateTerminated
-	// StateHeld: stopped, not ended: its journal holds a record that cannot be read
-	// back, and it waits for an operator (Snapshot.Err says why). Cancel ends it; an
-	// orchestrator that starts tries it again.
-	StateHeld
+	"github.com/toolmesh/toolmesh/internal/runlog"
 )
 
 // Snapshot is a run as GetRun reports it.
 type Snapshot struct {
 	ID         string
-	State      State
+	State      runlog.State
 	Iterations int
 	ToolCalls  int
 	Usage      llm.Usage
@@ -48,7 +30,7 @@ type Snapshot struct {
 	// Process is the run's process state: blackboard, budget, history, assets. Its
 	// Limits are the run's budget.
 	Process process.State
-	// Reason says why a run ended StateReplanRequested or StateTerminated.
+	// Reason says why a run ended runlog.StateReplanRequested or runlog.StateTerminated.
 	Reason string
 	// Loops are the run's loops in the order they started: its own (depth 0), then the
 	// nested loops of agentic tools, each naming its parent. At most MaxLoopsKept.
@@ -251,17 +233,17 @@ func (r *record) end(res *loop.Result, outcome *Outcome, err error) {
 	}
 	switch {
 	case err == nil && outcome != nil && outcome.Replan != nil:
-		r.snap.State, r.snap.Reason = StateReplanRequested, outcome.Replan.Reason
+		r.snap.State, r.snap.Reason = runlog.StateReplanRequested, outcome.Replan.Reason
 	case err == nil && outcome != nil && outcome.Terminated != nil:
-		r.snap.State, r.snap.Reason = StateTerminated, outcome.Terminated.Reason
+		r.snap.State, r.snap.Reason = runlog.StateTerminated, outcome.Terminated.Reason
 	case err == nil:
-		r.snap.State = StateSucceeded
+		r.snap.State = runlog.StateSucceeded
 		r.snap.FinalText = res.Text
 		r.snap.Iterations = res.Iterations
 	case cancelled(err):
-		r.snap.State, r.snap.Err = StateCancelled, err
+		r.snap.State, r.snap.Err = runlog.StateCancelled, err
 	default:
-		r.snap.State, r.snap.Err = StateFailed, err
+		r.snap.State, r.snap.Err = runlog.StateFailed, err
 	}
 }
 
@@ -323,7 +305,7 @@ func (s *store) startLimited(id, tenant string, tenantMax int, cancel context.Ca
 	if old != nil {
 		s.finished = slices.DeleteFunc(s.finished, func(f *record) bool { return f == old })
 	}
-	r := &record{id: id, tenant: tenant, counted: tenant != "", cancel: cancel, over: make(chan struct{}), snap: Snapshot{ID: id, State: StateRunning, Started: time.Now()}}
+	r := &record{id: id, tenant: tenant, counted: tenant != "", cancel: cancel, over: make(chan struct{}), snap: Snapshot{ID: id, State: runlog.StateRunning, Started: time.Now()}}
 	s.runs[id] = r
 	s.live[r] = true
 	if r.counted {
@@ -403,7 +385,7 @@ func (s *store) startChild(id, tenant string, cancel context.CancelCauseFunc) (*
 	if old := s.runs[id]; old != nil && s.live[old] {
 		return nil, ErrExists
 	}
-	r := &record{id: id, tenant: tenant, cancel: cancel, over: make(chan struct{}), snap: Snapshot{ID: id, State: StateRunning, Started: time.Now()}}
+	r := &record{id: id, tenant: tenant, cancel: cancel, over: make(chan struct{}), snap: Snapshot{ID: id, State: runlog.StateRunning, Started: time.Now()}}
 	s.runs[id] = r
 	s.live[r] = true
 	return r, nil

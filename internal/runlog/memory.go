@@ -368,7 +368,7 @@ func byID(a, b Run) int { return cmp.Compare(a.ID, b.ID) }
 
 func (s *memStore) List(_ context.Context, f Filter) ([]Run, error) {
 	return s.selectRuns("list", f.Limit, func(id string, r *memRun) bool {
-		return id > f.After && (f.State == "" || r.state == f.State)
+		return id > f.After && r.state.matches(f.State)
 	}, byID)
 }
 

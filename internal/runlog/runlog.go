@@ -40,7 +40,8 @@ type Record struct {
 	Data []byte
 }
 
-// State is where a run is, as the journal knows it.
+// State is where a run is: the one run-state enum of the orchestrator, as the journal
+// keeps it, the run service reports it and the API maps it to RunState.
 type State string
 
 // The states of a run. A run is Running until it is finished with one of the others.
@@ -49,16 +50,39 @@ const (
 	StateSucceeded State = "succeeded"
 	StateFailed    State = "failed"
 	StateCancelled State = "cancelled"
-	// StateEnded covers the other ends: a replan, a termination.
+	// StateReplanRequested: a tool asked to plan again.
+	StateReplanRequested State = "replan_requested"
+	// StateTerminated: a tool asked to terminate.
+	StateTerminated State = "terminated"
+	// StateEnded is how journals written before StateReplanRequested and StateTerminated
+	// existed hold either; it reads as StateTerminated (Current).
 	StateEnded State = "ended"
 	// StateHeld is a run that stopped because it could not go on (its journal holds a
-	// record its orchestrator cannot read): no orchestrator takes it over by itself; it
-	// waits for an operator, its note saying why. Acquire takes it again.
+	// record that cannot be read back), and waits for an operator: Cancel ends it; an
+	// orchestrator that starts tries it again.
 	StateHeld State = "held"
 )
 
 // Terminal reports whether s is a finished run's state.
 func (s State) Terminal() bool { return s != StateRunning && s != StateHeld && s != "" }
+
+// Current is s as this version names it: a journal's legacy StateEnded is
+// StateTerminated, no state is StateRunning.
+func (s State) Current() State {
+	switch s {
+	case StateEnded:
+		return StateTerminated
+	case "":
+		return StateRunning
+	}
+	return s
+}
+
+// matches reports whether a run in state s is in want, a filter's state: StateTerminated
+// also finds the legacy StateEnded.
+func (s State) matches(want State) bool {
+	return want == "" || s == want || (want == StateTerminated && s == StateEnded)
+}
 
 // Lease is the right to drive a run: the owner that holds it, and its epoch.
 type Lease struct {

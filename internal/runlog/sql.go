@@ -883,7 +883,12 @@ func (s *sqlStore) list(ctx context.Context, query string, args ...any) ([]Run, 
 func (s *sqlStore) List(ctx context.Context, f Filter) ([]Run, error) {
 	query := `SELECT ` + s.runColumns() + ` FROM toolmesh_runs WHERE run_id > ?`
 	args := []any{f.After}
-	if f.State != "" {
+	switch f.State {
+	case "":
+	case StateTerminated: // and runs a journal of an earlier version ended so
+		query += ` AND state IN (?, ?)`
+		args = append(args, string(f.State), string(StateEnded))
+	default:
 		query += ` AND state = ?`
 		args = append(args, string(f.State))
 	}

@@ -180,22 +180,22 @@ func (o *orchestratorServer) ApproveToolCall(ctx context.Context, req *toolpb.Ap
 	return nil, statusError(toolpb.ErrorReason_ERROR_REASON_INTERNAL, err.Error(), nil)
 }
 
-func stateFromProto(s toolpb.RunState) run.State {
+func stateFromProto(s toolpb.RunState) runlog.State {
 	switch s {
 	case toolpb.RunState_RUN_STATE_RUNNING:
-		return run.StateRunning
+		return runlog.StateRunning
 	case toolpb.RunState_RUN_STATE_SUCCEEDED:
-		return run.StateSucceeded
+		return runlog.StateSucceeded
 	case toolpb.RunState_RUN_STATE_FAILED:
-		return run.StateFailed
+		return runlog.StateFailed
 	case toolpb.RunState_RUN_STATE_CANCELLED:
-		return run.StateCancelled
+		return runlog.StateCancelled
 	case toolpb.RunState_RUN_STATE_REPLAN_REQUESTED:
-		return run.StateReplanRequested
+		return runlog.StateReplanRequested
 	case toolpb.RunState_RUN_STATE_TERMINATED:
-		return run.StateTerminated
+		return runlog.StateTerminated
 	case toolpb.RunState_RUN_STATE_HELD:
-		return run.StateHeld
+		return runlog.StateHeld
 	}
-	return 0
+	return ""
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/process"
 	"github.com/toolmesh/toolmesh/internal/run"
+	"github.com/toolmesh/toolmesh/internal/runlog"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
@@ -402,21 +403,21 @@ func assetProto(a process.Asset) *toolpb.Asset {
 	return &toolpb.Asset{Object: wire.BindingToProto(tool.Binding{Entry: a.Entry}), Tool: a.Tool, CallId: a.CallID}
 }
 
-func stateProto(s run.State) toolpb.RunState {
+func stateProto(s runlog.State) toolpb.RunState {
 	switch s {
-	case run.StateRunning:
+	case runlog.StateRunning:
 		return toolpb.RunState_RUN_STATE_RUNNING
-	case run.StateSucceeded:
+	case runlog.StateSucceeded:
 		return toolpb.RunState_RUN_STATE_SUCCEEDED
-	case run.StateFailed:
+	case runlog.StateFailed:
 		return toolpb.RunState_RUN_STATE_FAILED
-	case run.StateCancelled:
+	case runlog.StateCancelled:
 		return toolpb.RunState_RUN_STATE_CANCELLED
-	case run.StateReplanRequested:
+	case runlog.StateReplanRequested:
 		return toolpb.RunState_RUN_STATE_REPLAN_REQUESTED
-	case run.StateTerminated:
+	case runlog.StateTerminated:
 		return toolpb.RunState_RUN_STATE_TERMINATED
-	case run.StateHeld:
+	case runlog.StateHeld:
 		return toolpb.RunState_RUN_STATE_HELD
 	}
 	return toolpb.RunState_RUN_STATE_UNSPECIFIED
