@@ -146,7 +146,7 @@ func (b *notebook) group() orchestrator.Group {
 			b.mu.Lock()
 			b.notes[info.RunID] = append(b.notes[info.RunID], in.Text)
 			b.mu.Unlock()
-			js, _ := json.Marshal(note{Text: in.Text})
+			js, _ := json.Marshal(note(in))
 			return tool.ArtifactResult("Remembered.", tool.Artifact{TypeName: noteType, JSON: js}), nil
 		})
 	recall := tool.MustFunc("recall", "List the notes remembered in this conversation.",

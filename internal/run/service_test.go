@@ -45,14 +45,14 @@ func notesService(t *testing.T, cfg config.Config, script scripted.Script, calls
 	return s
 }
 
-// collect runs req and returns its result, its error and every event it handed out.
-func collect(t *testing.T, s *Service, req Request) (*Result, error, []Event) {
+// collect runs req and returns its result, every event it handed out and its error.
+func collect(t *testing.T, s *Service, req Request) (*Result, []Event, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	var evs []Event
 	res, err := s.Run(ctx, req, func(ev Event) { evs = append(evs, ev) })
-	return res, err, evs
+	return res, evs, err
 }
 
 func user(text string) []llm.Message { return []llm.Message{{Role: llm.RoleUser, Text: text}} }
@@ -65,7 +65,7 @@ func TestRunOfAnInProcessGroup(t *testing.T) {
 		{When: scripted.When{Turn: 1}, Reply: scripted.Reply{ToolCalls: []scripted.ToolCall{{Name: "remember", Arguments: map[string]any{"text": "milk"}}}}},
 		{Reply: scripted.Reply{Text: `done: {{ result "remember" }}`}},
 	}}, &calls)
-	res, err, evs := collect(t, s, Request{ID: "r-notes", Messages: user("note milk"), Groups: []string{"notes"}})
+	res, evs, err := collect(t, s, Request{ID: "r-notes", Messages: user("note milk"), Groups: []string{"notes"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestRunFailsWithItsKind(t *testing.T) {
 	s := notesService(t, config.Default(), scripted.Script{Name: "forever", Rules: []scripted.Rule{
 		{Reply: scripted.Reply{ToolCalls: []scripted.ToolCall{{Name: "remember", Arguments: map[string]any{"text": "again"}}}}},
 	}}, &calls)
-	_, err, _ := collect(t, s, Request{ID: "r-forever", Messages: user("go"), Groups: []string{"notes"}, MaxIterations: 3})
+	_, _, err := collect(t, s, Request{ID: "r-forever", Messages: user("go"), Groups: []string{"notes"}, MaxIterations: 3})
 	if KindOf(err) != KindMaxIterations || calls.Load() != 3 {
 		t.Errorf("error %v (kind %s) after %d calls; want MAX_ITERATIONS after 3", err, KindOf(err), calls.Load())
 	}
@@ -118,12 +118,12 @@ func TestTenantGrantAndUnservedGroups(t *testing.T) {
 	cfg.Tenants = map[string]config.Tenant{"acme": {Groups: []string{"math"}}}
 	var calls atomic.Int32
 	s := notesService(t, cfg, scripted.Script{Name: "plain", Rules: []scripted.Rule{{Reply: scripted.Reply{Text: "ok"}}}}, &calls)
-	_, err, evs := collect(t, s, Request{Messages: user("hi"), Groups: []string{"notes"}, Tenant: "acme"})
+	_, evs, err := collect(t, s, Request{Messages: user("hi"), Groups: []string{"notes"}, Tenant: "acme"})
 	var fe *FieldError
 	if KindOf(err) != KindPermissionDenied || !errors.As(err, &fe) || fe.Field != "tool_groups[0]" || len(evs) != 0 {
 		t.Errorf("a group outside the grant: %v (kind %s), %d events; want PERMISSION_DENIED on tool_groups[0] before the run starts", err, KindOf(err), len(evs))
 	}
-	res, err, evs := collect(t, s, Request{Messages: user("hi"), Groups: []string{"notes", "nobody"}})
+	res, evs, err := collect(t, s, Request{Messages: user("hi"), Groups: []string{"notes", "nobody"}})
 	if err != nil || res.Text != "ok" {
 		t.Fatalf("run with an unserved group: %v, %v", res, err)
 	}

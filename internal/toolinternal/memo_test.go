@@ -45,7 +45,7 @@ func TestLoopMemo(t *testing.T) {
 	t.Run("missing id is always true", func(t *testing.T) {
 		m := toolinternal.NewLoopMemo(0)
 		for range 3 {
-			if !m.FirstTimeInLoop("") || !m.FirstTimeInLoop("") {
+			if !m.FirstTimeInLoop("") {
 				t.Error("no loop id: want true")
 			}
 		}
