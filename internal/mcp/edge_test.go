@@ -43,7 +43,12 @@ func TestToolsRespectsCallerDeadline(t *testing.T) {
 // While one connect hangs, a second caller with its own short deadline is not held.
 func TestSecondCallerBlockedByHangingConnect(t *testing.T) {
 	stop := make(chan struct{})
+	arrived := make(chan struct{}, 1)
 	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
 		select {
 		case <-r.Context().Done():
 		case <-stop:
@@ -53,7 +58,12 @@ func TestSecondCallerBlockedByHangingConnect(t *testing.T) {
 	t.Cleanup(func() { close(stop) })
 	g := newGroup(t, mcp.Options{Server: mcp.Server{Name: "hang", URL: hang.URL}})
 	go func() { _, _ = g.Tools(context.Background()) }()
-	time.Sleep(100 * time.Millisecond)
+	// The first caller's connect reached the server, and hangs there.
+	select {
+	case <-arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first caller's connect never reached the server")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -91,9 +101,10 @@ func TestInvalidToolNamesLeftOut(t *testing.T) {
 func TestStdioKilledMidCall(t *testing.T) {
 	exe, _ := os.Executable()
 	pidfile := filepath.Join(t.TempDir(), "pid")
+	logs := newLogWatch()
 	g := newGroup(t, mcp.Options{Server: mcp.Server{Name: "stdio", Command: "sh",
 		Args: []string{"-c", `echo $$ > "$0"; exec "$1"`, pidfile, exe},
-		Env:  map[string]string{"TOOLMESH_MCP_TEST_SERVER": "stdio"}}})
+		Env:  map[string]string{"TOOLMESH_MCP_TEST_SERVER": "stdio"}}, Logger: logs.logger()})
 	slow := byName(t, g, "slow")
 	b, _ := os.ReadFile(pidfile)
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
@@ -104,7 +115,9 @@ func TestStdioKilledMidCall(t *testing.T) {
 	if !res.IsError() || time.Since(start) > 3*time.Second {
 		t.Errorf("killed call: %+v after %s", res, time.Since(start))
 	}
-	time.Sleep(1200 * time.Millisecond)
+	// The group notices the server's end (and says so), then waits out the backoff.
+	logs.await(t, sessionEnded, 1)
+	g.ElapseBackoff()
 	res = call(t, testCtx(t), byName(t, g, "echo"), `{"text":"again"}`)
 	if res.Content != "echo: again" {
 		t.Errorf("after reconnect: %+v", res)
@@ -124,7 +137,8 @@ func TestHTTPServerRestart(t *testing.T) {
 		hh.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
-	g := newGroup(t, mcp.Options{Server: mcp.Server{Name: "http", URL: srv.URL}})
+	logs := newLogWatch()
+	g := newGroup(t, mcp.Options{Server: mcp.Server{Name: "http", URL: srv.URL}, Logger: logs.logger()})
 	echo := byName(t, g, "echo")
 	if res := call(t, testCtx(t), echo, `{"text":"1"}`); res.Content != "echo: 1" {
 		t.Fatalf("first: %+v", res)
@@ -134,17 +148,19 @@ func TestHTTPServerRestart(t *testing.T) {
 	mu.Lock()
 	cur = sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s2 }, nil)
 	mu.Unlock()
-	var last string
-	for i := 0; i < 4; i++ {
-		res := call(t, testCtx(t), echo, `{"text":"2"}`)
-		last = res.Content
-		t.Logf("after restart, call %d: %q", i, res.Content)
-		if res.Content == "echo: 2" {
-			return
-		}
-		time.Sleep(1100 * time.Millisecond)
+	res := call(t, testCtx(t), echo, `{"text":"2"}`)
+	t.Logf("after restart, first call: %q", res.Content)
+	if res.Content != "echo: 2" {
+		// The server did not know the session: the group drops it (and says so), then
+		// waits out the backoff.
+		logs.await(t, sessionEnded, 1)
+		g.ElapseBackoff()
+		res = call(t, testCtx(t), echo, `{"text":"2"}`)
+		t.Logf("after restart, second call: %q", res.Content)
 	}
-	t.Errorf("never reconnected after the server restarted; last %q", last)
+	if res.Content != "echo: 2" {
+		t.Errorf("never reconnected after the server restarted; last %q", res.Content)
+	}
 }
 
 // Garbage from a stdio server ends the connect promptly.

@@ -3,6 +3,7 @@ package mcp_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,6 +18,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/toolmesh/toolmesh/internal/ctxconv"
 	"github.com/toolmesh/toolmesh/internal/mcp"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/pkg/tool"
@@ -40,6 +42,36 @@ type serverState struct {
 	metas     []map[string]any
 	auths     []string // "<session id> <Authorization header>" of each echo call
 	cancelled atomic.Int32
+	// cancelledCh is closed (and replaced) each time cancelled grows.
+	cancelledCh chan struct{}
+}
+
+// cancel records that the server saw a call cancelled.
+func (s *serverState) cancel() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cancelled.Add(1)
+	close(s.cancelledCh)
+	s.cancelledCh = make(chan struct{})
+}
+
+// awaitCancelled waits until the server has seen n cancellations, or for at most
+// within; it reports whether it saw them.
+func (s *serverState) awaitCancelled(n int32, within time.Duration) bool {
+	timeout := time.After(within)
+	for {
+		s.mu.Lock()
+		got, ch := s.cancelled.Load(), s.cancelledCh
+		s.mu.Unlock()
+		if got >= n {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-timeout:
+			return false
+		}
+	}
 }
 
 func (s *serverState) lastMeta() map[string]any {
@@ -63,7 +95,7 @@ type slowIn struct {
 // testServer is an MCP server with tools that answer text, fail, return structured
 // content, report progress and notice cancellation, and echo their _meta.
 func testServer() (*sdk.Server, *serverState) {
-	st := &serverState{}
+	st := &serverState{cancelledCh: make(chan struct{})}
 	s := sdk.NewServer(&sdk.Implementation{Name: "test", Version: "v1"}, nil)
 	record := func(req *sdk.CallToolRequest) {
 		st.mu.Lock()
@@ -98,7 +130,7 @@ func testServer() (*sdk.Server, *serverState) {
 			select {
 			case <-time.After(time.Duration(in.MS) * time.Millisecond):
 			case <-ctx.Done():
-				st.cancelled.Add(1)
+				st.cancel()
 				return nil, nil, ctx.Err()
 			}
 		}
@@ -122,6 +154,59 @@ func httpServer(t *testing.T) (string, *serverState) {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv.URL, st
+}
+
+// sessionEnded is what a group logs when a session ends: the failure its backoff runs
+// from is recorded then.
+const sessionEnded = "mcp session ended; the next use connects again"
+
+// logWatch is a slog handler that counts the messages logged through it, for a test to
+// wait on what the code under test logs.
+type logWatch struct {
+	mu      sync.Mutex
+	seen    map[string]int
+	changed chan struct{} // closed (and replaced) at every record
+}
+
+func newLogWatch() *logWatch {
+	return &logWatch{seen: map[string]int{}, changed: make(chan struct{})}
+}
+
+// logger is a logger whose records w counts.
+func (w *logWatch) logger() *slog.Logger { return slog.New(w) }
+
+func (w *logWatch) Enabled(context.Context, slog.Level) bool { return true }
+
+func (w *logWatch) Handle(_ context.Context, r slog.Record) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seen[r.Message]++
+	close(w.changed)
+	w.changed = make(chan struct{})
+	return nil
+}
+
+func (w *logWatch) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w *logWatch) WithGroup(string) slog.Handler      { return w }
+
+// await waits until msg has been logged n times; the test fails if that takes longer
+// than ten seconds.
+func (w *logWatch) await(t *testing.T, msg string, n int) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		w.mu.Lock()
+		got, ch := w.seen[msg], w.changed
+		w.mu.Unlock()
+		if got >= n {
+			return
+		}
+		select {
+		case <-ch:
+		case <-timeout:
+			t.Fatalf("%q was logged %d times, want %d", msg, got, n)
+		}
+	}
 }
 
 func newGroup(t *testing.T, opts mcp.Options) *mcp.Group {
@@ -206,14 +291,14 @@ func TestMetaThroughConverters(t *testing.T) {
 	bag := toolctx.MustOf("tenantId", "acme", "traceId", "t-1")
 	for _, tc := range []struct {
 		name string
-		conv toolctx.Converter
+		conv ctxconv.Converter
 		ctx  toolctx.Context
 		want map[string]any // without progressToken
 	}{
-		{"pass-through", toolctx.PassThrough(), bag, map[string]any{"tenantId": "acme", "traceId": "t-1"}},
-		{"allow-keys", toolctx.AllowKeys("tenantId"), bag, map[string]any{"tenantId": "acme"}},
-		{"none", toolctx.None(), bag, map[string]any{}},
-		{"empty context", toolctx.PassThrough(), toolctx.Empty, map[string]any{}},
+		{"pass-through", ctxconv.PassThrough(), bag, map[string]any{"tenantId": "acme", "traceId": "t-1"}},
+		{"allow-keys", ctxconv.AllowKeys("tenantId"), bag, map[string]any{"tenantId": "acme"}},
+		{"none", ctxconv.None(), bag, map[string]any{}},
+		{"empty context", ctxconv.PassThrough(), toolctx.Empty, map[string]any{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := newGroup(t, mcp.Options{Server: mcp.Server{Name: "test", URL: url}, Converter: tc.conv})
@@ -315,10 +400,7 @@ func TestCancellationReachesTheServer(t *testing.T) {
 	if res.Code != tool.CodeTimeout || !strings.Contains(res.Content, "timed out after 300ms on MCP server test") {
 		t.Errorf("deadline: %+v", res)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for st.cancelled.Load() < 2 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	st.awaitCancelled(2, 5*time.Second)
 	if n := st.cancelled.Load(); n != 2 {
 		t.Errorf("the server saw %d cancellations, want 2", n)
 	}
@@ -349,7 +431,7 @@ func TestSessionPerCredential(t *testing.T) {
 	url, st := httpServer(t)
 	g := newGroup(t, mcp.Options{
 		Server:    mcp.Server{Name: "auth", URL: url, ContextHeaders: []string{"Authorization"}},
-		Converter: toolctx.AllowKeys("Authorization", "tenantId"),
+		Converter: ctxconv.AllowKeys("Authorization", "tenantId"),
 	})
 	echo := byName(t, g, "echo") // listed without a token
 	for _, tok := range []string{"Bearer alice", "Bearer bob", "Bearer alice"} {
@@ -416,21 +498,18 @@ func TestStdioServerRestartsOnUse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := newGroup(t, mcp.Options{Server: mcp.Server{Name: "stdio", Command: exe, Env: map[string]string{"TOOLMESH_MCP_TEST_SERVER": "stdio"}}})
+	logs := newLogWatch()
+	g := newGroup(t, mcp.Options{Server: mcp.Server{Name: "stdio", Command: exe, Env: map[string]string{"TOOLMESH_MCP_TEST_SERVER": "stdio"}}, Logger: logs.logger()})
 	ctx := testCtx(t)
 	echo, die := byName(t, g, "echo"), byName(t, g, "die")
 	res := call(t, ctx, die, `{}`)
 	if !res.IsError() || !strings.Contains(res.Content, "tool 'die' failed on MCP server stdio") {
 		t.Errorf("the call the server died in: %+v", res)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		res = call(t, ctx, echo, `{"text":"again"}`)
-		if res.Content == "echo: again" || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	// The group notices the server's end (and says so), then waits out the backoff.
+	logs.await(t, sessionEnded, 1)
+	g.ElapseBackoff()
+	res = call(t, ctx, echo, `{"text":"again"}`)
 	if res.Content != "echo: again" {
 		t.Errorf("after the server died: %+v", res)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolmesh/toolmesh/internal/ctxconv"
 	"github.com/toolmesh/toolmesh/internal/mcp"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolinternal"
@@ -25,14 +26,14 @@ func TestTenantInMeta(t *testing.T) {
 	forged := toolctx.MustOf("io.toolmesh/tenant", "globex", "io.toolmesh/other", "x", "tenantId", "globex")
 	for _, tc := range []struct {
 		name   string
-		conv   toolctx.Converter
+		conv   ctxconv.Converter
 		tenant string
 		want   map[string]any // without progressToken
 	}{
-		{"pass-through", toolctx.PassThrough(), "acme", map[string]any{"io.toolmesh/tenant": "acme", "tenantId": "globex"}},
-		{"allow-keys naming the key", toolctx.AllowKeys("io.toolmesh/tenant"), "acme", map[string]any{"io.toolmesh/tenant": "acme"}},
-		{"none", toolctx.None(), "acme", map[string]any{"io.toolmesh/tenant": "acme"}},
-		{"no tenant", toolctx.PassThrough(), "", map[string]any{"tenantId": "globex"}},
+		{"pass-through", ctxconv.PassThrough(), "acme", map[string]any{"io.toolmesh/tenant": "acme", "tenantId": "globex"}},
+		{"allow-keys naming the key", ctxconv.AllowKeys("io.toolmesh/tenant"), "acme", map[string]any{"io.toolmesh/tenant": "acme"}},
+		{"none", ctxconv.None(), "acme", map[string]any{"io.toolmesh/tenant": "acme"}},
+		{"no tenant", ctxconv.PassThrough(), "", map[string]any{"tenantId": "globex"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := newGroup(t, mcp.Options{Server: mcp.Server{Name: "test", URL: url}, Converter: tc.conv})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -82,8 +83,12 @@ func startMesh() (*meshtest.Mesh, func()) {
 	shout := tool.MustFunc("shout", "Upper-case a text", func(_ context.Context, in text) (string, error) {
 		return strings.ToUpper(in.Text), nil
 	})
+	// The worker says when an orchestrator accepted its registration: its log is how
+	// startMesh knows the mesh is ready.
+	registered := make(chan struct{})
+	log := slog.New(onMessage{msg: "registered with orchestrator", once: new(sync.Once), ch: registered})
 	w, err := worker.New(worker.Options{ID: "text-1", Orchestrator: mesh.Addr(), DialOptions: []grpc.DialOption{mesh.Dialer()},
-		Listener: mesh.WorkerListener("text-1:7000"), Advertise: "text-1:7000", Logger: slog.New(slog.DiscardHandler)},
+		Listener: mesh.WorkerListener("text-1:7000"), Advertise: "text-1:7000", Logger: log},
 		worker.Group{Role: "text", Description: "Text tools", Tools: []tool.Tool{shout}})
 	if err != nil {
 		panic(err)
@@ -91,8 +96,12 @@ func startMesh() (*meshtest.Mesh, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	for ok, _ := w.Registered(); !ok; ok, _ = w.Registered() {
-		time.Sleep(time.Millisecond)
+	select {
+	case <-registered:
+	case err := <-done:
+		panic(fmt.Sprintf("the worker stopped before it registered: %v", err))
+	case <-time.After(10 * time.Second):
+		panic("the worker did not register")
 	}
 	return mesh, func() {
 		cancel()
@@ -100,3 +109,23 @@ func startMesh() (*meshtest.Mesh, func()) {
 		_ = mesh.Close()
 	}
 }
+
+// onMessage is a log handler that closes ch the first time msg is logged, and discards
+// every record.
+type onMessage struct {
+	msg  string
+	once *sync.Once
+	ch   chan struct{}
+}
+
+func (h onMessage) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h onMessage) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.once.Do(func() { close(h.ch) })
+	}
+	return nil
+}
+
+func (h onMessage) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h onMessage) WithGroup(string) slog.Handler      { return h }

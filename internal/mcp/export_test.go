@@ -1,0 +1,12 @@
+package mcp
+
+// ElapseBackoff moves the group's last failure back by the backoff that follows it, as if
+// that backoff had passed: a test of what the group does once the backoff is over need
+// not wait it out on the wall clock. It has no effect when no failure is recorded.
+func (g *Group) ElapseBackoff() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.failedAt.IsZero() {
+		g.failedAt = g.failedAt.Add(-g.backoffLocked())
+	}
+}
