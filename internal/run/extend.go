@@ -2,6 +2,8 @@ package run
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -11,6 +13,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/decorators"
 	"github.com/toolmesh/toolmesh/internal/process"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
@@ -134,7 +137,8 @@ func (t *localTool) Group() string       { return t.role }
 func (t *localTool) Delegate() tool.Tool { return t.Tool }
 
 // Call runs the tool under the run's journal: a call with a recorded outcome is answered
-// from it, one in flight when the orchestrator stopped runs again only when idempotent.
+// from it (its control signal too), one in flight when the orchestrator stopped runs
+// again only when idempotent.
 func (t *localTool) Call(ctx context.Context, input string) (tool.Result, error) {
 	var callErr error
 	res, _ := toolcall.Journaled(ctx, t.Definition().Name, t.Metadata().Idempotent, toolcall.Dispatcher{
@@ -146,16 +150,65 @@ func (t *localTool) Call(ctx context.Context, input string) (tool.Result, error)
 			}
 			res, err := toolcall.Protect(ctx, log, t.Definition().Name, func() (tool.Result, error) { return t.Tool.Call(ctx, input) })
 			if err != nil {
-				if _, signal := tool.AsSignal(err); signal {
-					callErr = err
-					return res, nil
+				sig, signal := tool.AsSignal(err)
+				if !signal {
+					return tool.ErrorFrom(err), nil
 				}
-				res = tool.ErrorFrom(err)
+				callErr = err
+				return res, encodeLocalOutcome(res, sig)
 			}
 			return res, nil
 		},
+		Replay: func(data []byte) (tool.Result, error) {
+			res, sig, err := decodeLocalOutcome(data)
+			if sig != nil {
+				callErr = sig
+			}
+			return res, err
+		},
 	})
 	return res, callErr
+}
+
+// localOutcome is the journaled outcome of an in-process tool's call that ended with a
+// control signal: the result and the signal. A call without a signal is journaled as its
+// result alone (toolcall.EncodeResult).
+type localOutcome struct {
+	Result    json.RawMessage       `json:"result"`
+	Replan    *tool.ReplanRequested `json:"replan,omitempty"`
+	Terminate *tool.Terminate       `json:"terminate,omitempty"`
+}
+
+func encodeLocalOutcome(res tool.Result, sig tool.Signal) []byte {
+	rec := localOutcome{Result: toolcall.EncodeResult(res)}
+	var replan tool.ReplanRequested
+	var terminate tool.Terminate
+	switch {
+	case errors.As(sig, &replan):
+		rec.Replan = &replan
+	case errors.As(sig, &terminate):
+		rec.Terminate = &terminate
+	}
+	b, _ := toolinternal.MarshalJSON(rec)
+	return b
+}
+
+func decodeLocalOutcome(data []byte) (tool.Result, tool.Signal, error) {
+	var rec localOutcome
+	if err := json.Unmarshal(data, &rec); err != nil || rec.Result == nil {
+		res, err := toolcall.DecodeResult(data) // a call without a signal
+		return res, nil, err
+	}
+	res, err := toolcall.DecodeResult(rec.Result)
+	switch {
+	case err != nil:
+		return res, nil, err
+	case rec.Replan != nil:
+		return res, *rec.Replan, nil
+	case rec.Terminate != nil:
+		return res, *rec.Terminate, nil
+	}
+	return res, nil, nil
 }
 
 // insertLayers puts the program's layers into p at their places.

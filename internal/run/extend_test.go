@@ -163,3 +163,39 @@ func TestInProcessGroupIsJournaled(t *testing.T) {
 		t.Errorf("a panic in flight, idempotent: %+v, %v, journal %v; want it run again, its panic an error result, journaled failed", res, err, j.finished)
 	}
 }
+
+// TestInProcessSignalReplays: a call of an in-process tool that ended with a control
+// signal is answered from the journal with that signal after a crash, as a worker's is:
+// a resumed run ends as it would have, instead of reading an empty result.
+func TestInProcessSignalReplays(t *testing.T) {
+	entry, err := tool.NewEntry("crm.Hold", map[string]any{"id": 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := 0
+	for _, sig := range []tool.Signal{
+		tool.ReplanRequested{Reason: "the customer is blocked", Add: []tool.Binding{{Name: "hold", Entry: entry}}},
+		tool.Terminate{Scope: tool.TerminateAgent, Reason: "a person takes over"},
+	} {
+		check := tool.New("check", "Checks.", schema.Empty(), func(context.Context, string) (tool.Result, error) {
+			runs++
+			return tool.Result{}, sig
+		})
+		s, err := extendedService(t, Options{Groups: map[string]Group{"crm": {Tools: []tool.Tool{check}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts, _, _, _ := s.served(t.Context(), "crm")
+		j := &callJournal{}
+		ctx := toolinternal.WithJournal(t.Context(), j)
+		before := runs
+		_, first := ts[0].Call(ctx, `{}`)
+		_, replayed := ts[0].Call(ctx, `{}`)
+		if runs != before+1 {
+			t.Errorf("%T: the tool ran %d times, want once", sig, runs-before)
+		}
+		if !cmp.Equal(first, sig) || !cmp.Equal(replayed, sig) {
+			t.Errorf("%T: first call %#v, replayed %#v; want the signal both times", sig, first, replayed)
+		}
+	}
+}
