@@ -89,17 +89,12 @@ func (c catalog) Tool(name string) (tool.Tool, bool) {
 
 // served finds a tool that workers, the built-in groups or the in-process groups serve, connecting nothing.
 func (c catalog) served(name string) (tool.Tool, bool) {
-	if t, err := c.s.router.Tool(name); err == nil {
+	if t, err := c.s.namedTool(name); err == nil {
 		return t, true
 	}
 	for _, role := range slices.Sorted(maps.Keys(process.Groups)) {
 		ts, _ := process.GroupTools(role, c.s.formatter)
 		if t, ok := findTool(ts, name); ok {
-			return t, true
-		}
-	}
-	for _, role := range slices.Sorted(maps.Keys(c.s.local)) {
-		if t, ok := findTool(c.s.local[role].tools, name); ok {
 			return t, true
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/decorators"
@@ -17,6 +19,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/worker"
 )
 
 // extendedService is a run service with the program's own layers and groups.
@@ -27,7 +30,10 @@ func extendedService(t *testing.T, opts Options) (*Service, error) {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	opts.Router, opts.DefaultProvider, opts.Logger = router.New(router.Options{Logger: log}), "scripted", log
+	opts.DefaultProvider, opts.Logger = "scripted", log
+	if opts.Router == nil {
+		opts.Router = router.New(router.Options{Logger: log})
+	}
 	if opts.Providers == nil {
 		opts.Providers = map[string]llm.Provider{"scripted": model}
 	}
@@ -197,5 +203,39 @@ func TestInProcessSignalReplays(t *testing.T) {
 		if !cmp.Equal(first, sig) || !cmp.Equal(replayed, sig) {
 			t.Errorf("%T: first call %#v, replayed %#v; want the signal both times", sig, first, replayed)
 		}
+	}
+}
+
+// TestWorkerCannotShadowAnInProcessTool: a run that names an in-process tool gets it,
+// and its grant is checked against the in-process group, whatever a worker registered
+// under the same name.
+func TestWorkerCannotShadowAnInProcessTool(t *testing.T) {
+	local := tool.New("lookup", "Looks up, in process.", schema.Empty(), func(context.Context, string) (tool.Result, error) { return tool.Text("local"), nil })
+	rt := router.New(router.Options{Logger: slog.New(slog.DiscardHandler),
+		Dial: func(addr string) (*grpc.ClientConn, error) {
+			return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		},
+		Probe: func(context.Context, *grpc.ClientConn) error { return nil }})
+	defer rt.Close()
+	s, err := extendedService(t, Options{Router: rt, Groups: map[string]Group{"crm": {Tools: []tool.Tool{local}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shadow := tool.New("lookup", "Looks up, on a worker.", schema.Empty(), func(context.Context, string) (tool.Result, error) { return tool.Text("worker"), nil })
+	w, err := worker.New(worker.Options{Orchestrator: "unused:1"}, worker.Group{Role: "shadow", Description: "Shadow.", Tools: []tool.Tool{shadow}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := w.Registration()
+	reg.WorkerId, reg.Address = "w1", "127.0.0.1:1"
+	if _, _, err := rt.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.namedTool("lookup")
+	if role, _ := groupOf(got); err != nil || role != "crm" {
+		t.Errorf("namedTool(lookup) = group %q, %v; want the in-process group's", role, err)
+	}
+	if role, ok := s.groupOfName("lookup"); !ok || role != "crm" {
+		t.Errorf("groupOfName(lookup) = %q, %v; want crm", role, ok)
 	}
 }

@@ -774,31 +774,25 @@ func (s *Service) checkGrant(req Request, tg config.Tenant) error {
 	return nil
 }
 
-// namedTool is the tool of a name a run names in tools: a worker's, or one of an
-// in-process group.
+// namedTool is the tool of a name a run names in tools: one of an in-process group, else
+// a worker's (a worker cannot take an in-process tool's place by registering its name).
 func (s *Service) namedTool(name string) (tool.Tool, error) {
-	t, err := s.router.Tool(name)
-	if err != nil {
-		for _, role := range sortedKeys(s.local) {
-			if t, ok := findTool(s.local[role].tools, name); ok {
-				return t, nil
-			}
+	for _, role := range sortedKeys(s.local) {
+		if t, ok := findTool(s.local[role].tools, name); ok {
+			return t, nil
 		}
 	}
-	return t, err
+	return s.router.Tool(name)
 }
 
-// groupOfName is the group of a tool a worker or an in-process group serves.
+// groupOfName is the group of a tool an in-process group or a worker serves.
 func (s *Service) groupOfName(name string) (string, bool) {
-	if role, ok := s.router.GroupOf(name); ok {
-		return role, true
-	}
 	for _, role := range sortedKeys(s.local) {
 		if _, ok := findTool(s.local[role].tools, name); ok {
 			return role, true
 		}
 	}
-	return "", false
+	return s.router.GroupOf(name)
 }
 
 // groupOf is the group of a worker's or an MCP server's tool, seen through its
