@@ -85,7 +85,11 @@ func run(args []string) error {
 	if *owner != "" {
 		cfg.Journal.Owner = *owner
 	}
-	o, err := orchestrator.New(orchestrator.Options{Config: cfg, ShutdownTimeout: *shutdown})
+	timeout := *shutdown
+	if timeout <= 0 {
+		timeout = -1 // runs in progress are cancelled at once
+	}
+	o, err := orchestrator.New(orchestrator.Options{Config: cfg, ShutdownTimeout: timeout})
 	if err != nil {
 		return err
 	}

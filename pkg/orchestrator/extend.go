@@ -20,11 +20,10 @@ import (
 )
 
 // Converter decides what of a call's ToolCallContext a tool group receives (as gRPC
-// metadata for its workers, as _meta for an MCP server). It never sees the engine's
-// reserved keys (the loop id and the tenant travel in fields of their own), and what it
-// returns under them is dropped; the config's context.secrets are removed from what it
-// returns unless the config's converter for the group is an allow-keys one that lists
-// them.
+// metadata for its workers, as _meta for an MCP server). It sees the whole context but
+// the engine's reserved keys (the loop id and the tenant travel in fields of their own),
+// and what it returns under them is dropped; the config's context.secrets and the
+// well-known credential keys are always removed from what it returns.
 type Converter interface {
 	Convert(toolctx.Context) toolctx.Context
 }
@@ -65,8 +64,10 @@ func BuiltinLayers() []string { return run.BuiltinLayers() }
 
 // Interceptor runs around a call: it may look at the call, refuse it (return a result
 // without calling next: tool.Error("…") is what the model reads), change the result next
-// returns, or pass it through. An error it returns is a control signal (tool.Signal)
-// only; any other error becomes an error result the model reads.
+// returns, or pass it through. It calls next at most once: a second call does not run
+// the tool again but answers with an error result. An error it returns is a control
+// signal (tool.Signal) only; any other error, and a panic, become an error result the
+// model reads.
 type Interceptor func(ctx context.Context, c Call, next func(context.Context) (tool.Result, error)) (tool.Result, error)
 
 // Call is what an interceptor sees of a tool call.
@@ -101,15 +102,38 @@ func (l Layer) placed() run.Placed {
 		}
 		return func(next toolcall.Handler) toolcall.Handler {
 			return func(ctx context.Context, c *toolcall.Call) (tool.Result, error) {
-				view := Call{Tool: c.Tool, Name: c.Name, Input: c.Input, Info: c.Info, Context: c.Bag, Tenant: c.Tenant}
-				res, err := ic(ctx, view, func(ctx context.Context) (tool.Result, error) { return next(ctx, c) })
-				if _, signal := tool.AsSignal(err); err != nil && !signal {
-					return tool.ErrorFrom(err), nil
-				}
-				return res, err
+				return l.intercept(ctx, ic, c, next)
 			}
 		}
 	}}}
+}
+
+// intercept runs one call through an interceptor: the rest of the pipeline runs at most
+// once (a second call answers with an error result and does not run the tool again), a
+// panic of the interceptor becomes an error result with code PANIC, and an error that
+// is not a control signal becomes an error result.
+func (l Layer) intercept(ctx context.Context, ic Interceptor, c *toolcall.Call, next toolcall.Handler) (res tool.Result, err error) {
+	view := Call{Tool: c.Tool, Name: c.Name, Input: c.Input, Info: c.Info, Context: c.Bag, Tenant: c.Tenant}
+	ran := false
+	defer func() {
+		if p := recover(); p != nil {
+			if c.Log != nil {
+				c.Log.ErrorContext(ctx, "a layer panicked", "layer", l.Name, "tool", c.Name, "panic", fmt.Sprint(p))
+			}
+			res, err = tool.ErrorWithCode(tool.CodePanic, fmt.Sprintf("tool '%s' failed in the orchestrator's layer '%s'", c.Name, l.Name)), nil
+		}
+	}()
+	res, err = ic(ctx, view, func(ctx context.Context) (tool.Result, error) {
+		if ran {
+			return tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf("the orchestrator's layer '%s' called tool '%s' twice; it ran once", l.Name, c.Name)), nil
+		}
+		ran = true
+		return next(ctx, c)
+	})
+	if _, signal := tool.AsSignal(err); err != nil && !signal {
+		return tool.ErrorFrom(err), nil
+	}
+	return res, err
 }
 
 // DefaultFormatter is how the blackboard group's tools show an entry when Options has no

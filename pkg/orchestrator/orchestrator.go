@@ -36,6 +36,8 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/cli"
@@ -81,7 +83,7 @@ type Options struct {
 	// log.format say.
 	Logger *slog.Logger
 	// ShutdownTimeout is how long runs in progress may take to finish once Run's context
-	// ends; zero is 30s.
+	// ends; zero is 30s, and a negative value cancels them at once.
 	ShutdownTimeout time.Duration
 
 	// Layers are the program's own layers of the call pipeline.
@@ -116,8 +118,13 @@ type Orchestrator struct {
 	cfg      Config
 	log      *slog.Logger
 	shutdown time.Duration
-	// closers release what New acquired, in reverse order.
+
+	mu sync.Mutex
+	// closers release what New acquired, in reverse order; nil once released.
 	closers []func()
+	// running is closed when Run returns; stopRun ends it. Both nil before Run.
+	running chan struct{}
+	stopRun context.CancelFunc
 
 	sdk       *otelsetup.Providers
 	tel       *telemetry.Telemetry
@@ -142,8 +149,11 @@ func New(opts Options) (o *Orchestrator, err error) {
 		return nil, err
 	}
 	o = &Orchestrator{cfg: cfg, log: opts.Logger, shutdown: opts.ShutdownTimeout}
-	if o.shutdown <= 0 {
+	switch {
+	case o.shutdown == 0:
 		o.shutdown = 30 * time.Second
+	case o.shutdown < 0:
+		o.shutdown = 0
 	}
 	defer func() {
 		if err != nil {
@@ -183,12 +193,12 @@ func New(opts Options) (o *Orchestrator, err error) {
 	if o.lis, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return o, fmt.Errorf("listen: %w", err)
 	}
-	o.closers = append(o.closers, func() { _ = o.lis.Close() })
+	o.onClose(func() { _ = o.lis.Close() })
 	journal, err := openJournal(cfg.Journal, cfg.Loop.RetainRuns, o.log)
 	if err != nil {
 		return o, err
 	}
-	o.closers = append(o.closers, func() { _ = journal.Close() })
+	o.onClose(func() { _ = journal.Close() })
 	owner := ownerName(cfg.Journal, o.lis.Addr())
 	runs, err := compose.Runs(o.composeOptions(opts, conv, journal, owner))
 	if err != nil {
@@ -242,6 +252,9 @@ func (o *Orchestrator) chooseProviders(opts Options) error {
 		return err
 	}
 	for name, p := range opts.Providers {
+		if name == "" || strings.ContainsAny(name, "/ ") {
+			return fmt.Errorf("orchestrator: provider name %q: runs choose a provider as <name>/<model>, so a name is not empty and has no '/' or space", name)
+		}
 		if p.p == nil {
 			return fmt.Errorf("orchestrator: provider %q was not made by OpenAI, Anthropic or Scripted", name)
 		}
@@ -270,7 +283,7 @@ func (o *Orchestrator) telemetry() error {
 		return err
 	}
 	o.sdk = sdk
-	o.closers = append(o.closers, func() {
+	o.onClose(func() {
 		if err := cli.FlushTelemetry(sdk, 5*time.Second); err != nil {
 			o.log.Warn("telemetry shutdown", "error", err)
 		}
@@ -285,13 +298,38 @@ func (o *Orchestrator) telemetry() error {
 // Addr is the address the orchestrator listens on.
 func (o *Orchestrator) Addr() net.Addr { return o.lis.Addr() }
 
-// Close releases what New acquired, for an orchestrator that will not Run (Run releases
-// it itself). It may be called more than once.
+// Close releases what New acquired. On an orchestrator that is running, it stops Run
+// (as the end of Run's context does) and waits for it to return. It may be called more
+// than once, and concurrently with Run.
 func (o *Orchestrator) Close() {
-	for i := len(o.closers) - 1; i >= 0; i-- {
-		o.closers[i]()
+	o.mu.Lock()
+	running, stop := o.running, o.stopRun
+	o.mu.Unlock()
+	if running != nil {
+		stop()
+		<-running
+		return
 	}
+	o.release()
+}
+
+// onClose adds f to what Close (or the end of Run) releases, before what was added
+// earlier.
+func (o *Orchestrator) onClose(f func()) {
+	o.mu.Lock()
+	o.closers = append(o.closers, f)
+	o.mu.Unlock()
+}
+
+// release runs the closers once.
+func (o *Orchestrator) release() {
+	o.mu.Lock()
+	closers := o.closers
 	o.closers = nil
+	o.mu.Unlock()
+	for i := len(closers) - 1; i >= 0; i-- {
+		closers[i]()
+	}
 }
 
 // errRan is Run's error when it is called a second time.

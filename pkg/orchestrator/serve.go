@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -44,7 +45,7 @@ func (o *Orchestrator) trust() error {
 		return fmt.Errorf("tls: %w", err)
 	}
 	o.certs = certs
-	o.closers = append(o.closers, certs.Close)
+	o.onClose(certs.Close)
 	certs.Watch(cmp.Or(cfg.TLS.ReloadInterval.D(), time.Second))
 	o.log.Info("mutual TLS on", "spiffe_id", certs.ID().String(), "worker_grants", len(cfg.Trust.Workers), "clients", len(cfg.Trust.Clients))
 	return nil
@@ -81,19 +82,31 @@ func (o *Orchestrator) newRouter(conv func(string) ctxconv.Converter) error {
 			MaxDefinitionBytes: cfg.Registry.MaxDefinitionBytes, MaxServedTools: cfg.Registry.MaxServedTools,
 		},
 	})
-	o.closers = append(o.closers, o.rt.Close)
+	o.onClose(o.rt.Close)
 	o.tel.RegisterReplicaGauge(o.rt.ReplicaCounts)
 	return nil
 }
 
 // Run serves until ctx ends, then shuts down: new runs are refused, runs in progress
 // get ShutdownTimeout to finish, workers' registration streams end (they re-register
-// with the next orchestrator), and everything New acquired is released.
+// with the next orchestrator), and everything New acquired is released. When serving
+// fails (a listener that cannot be opened, the gRPC server failing), Run shuts down the
+// same way and returns why. Run may be called once; Close while it runs stops it.
 func (o *Orchestrator) Run(ctx context.Context) error {
-	if o.closers == nil {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	o.mu.Lock()
+	if o.closers == nil || o.running != nil {
+		o.mu.Unlock()
 		return errRan
 	}
-	defer o.Close()
+	done := make(chan struct{})
+	o.running, o.stopRun = done, cancel
+	o.mu.Unlock()
+	defer func() {
+		o.release()
+		close(done)
+	}()
 	g, hs, err := o.grpcServer()
 	if err != nil {
 		return err
@@ -101,12 +114,32 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	if err := o.serveHealth(hs); err != nil {
 		return err
 	}
-	go o.quar.Watch(ctx, time.Second) // approvals take effect within a second
+	// The background work ends with ctx; Run waits for it before it releases anything.
+	var bg sync.WaitGroup
+	defer bg.Wait()
+	bg.Go(func() { o.quar.Watch(ctx, time.Second) }) // approvals take effect within a second
 	o.srv.WarmUp(ctx)
 	// Runs are served once the orchestrator is ready, while its journal works.
-	go o.srv.WatchHealth(ctx, func(serving bool) { setServing(hs, serving) })
+	bg.Go(func() { o.srv.WatchHealth(ctx, func(serving bool) { setServing(hs, serving) }) })
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- g.Serve(o.lis) }()
+	err = o.serve(ctx, &bg)
+	if err == nil {
+		select {
+		case err = <-serveErr:
+			err = fmt.Errorf("serve: %w", err)
+		case <-ctx.Done():
+		}
+	}
+	cancel() // Maintain, WatchHealth and the quarantine's watch end with it
+	o.stop(g, hs)
+	bg.Wait()
+	return err
+}
+
+// serve resumes the journal's runs, starts the maintenance and opens the metrics and MCP
+// listeners.
+func (o *Orchestrator) serve(ctx context.Context, bg *sync.WaitGroup) error {
 	// Runs this orchestrator drove before it stopped, and those whose owner went away,
 	// continue here; their workers register again meanwhile.
 	if n, err := o.srv.Resume(ctx); err != nil {
@@ -114,21 +147,12 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	} else if n > 0 {
 		o.log.Info("resuming runs from the journal", "runs", n)
 	}
-	go o.srv.Maintain(ctx)
+	bg.Go(func() { o.srv.Maintain(ctx) })
 	o.log.Info("orchestrator serving", "address", o.lis.Addr().String(), "provider", o.def, "model", llm.Label(o.providers[o.def], ""))
 	if err := o.serveMetrics(); err != nil {
 		return err
 	}
-	if err := o.serveMCP(); err != nil {
-		return err
-	}
-	select {
-	case err := <-serveErr:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-	}
-	o.stop(g, hs)
-	return nil
+	return o.serveMCP()
 }
 
 // stop shuts the services down in order: health first, then runs, then the server.
@@ -194,7 +218,7 @@ func (o *Orchestrator) serveHealth(hs *health.Server) error {
 	hg := grpc.NewServer(server.RecoveryInterceptors(o.log)...)
 	healthpb.RegisterHealthServer(hg, hs)
 	go func() { _ = hg.Serve(hlis) }()
-	o.closers = append(o.closers, hg.Stop)
+	o.onClose(hg.Stop)
 	o.log.Info("health serving", "address", hlis.Addr().String())
 	return nil
 }
@@ -208,7 +232,7 @@ func (o *Orchestrator) serveMetrics() error {
 	if err != nil {
 		return fmt.Errorf("metrics listen: %w", err)
 	}
-	o.closers = append(o.closers, func() { _ = ms.Shutdown(context.Background()) })
+	o.onClose(func() { _ = ms.Shutdown(context.Background()) })
 	o.log.Info("metrics serving", "address", ms.Addr())
 	return nil
 }
@@ -237,7 +261,7 @@ func (o *Orchestrator) serveMCP() error {
 	}
 	hsrv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = hsrv.Serve(mlis) }()
-	o.closers = append(o.closers, func() {
+	o.onClose(func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = hsrv.Shutdown(sctx)
