@@ -942,9 +942,18 @@ var (
 	ErrLeaseExpired = errors.New("lease expired")
 	// ErrCertificateExpired: the certificate the worker connected with expired.
 	ErrCertificateExpired = errors.New("the worker's certificate expired")
-	// ErrUnexpectedMessage: the stream sent what a held lease does not take.
+	// ErrUnexpectedMessage: the stream sent what a held lease does not take (an
+	// *UnexpectedMessageError says what).
 	ErrUnexpectedMessage = errors.New("unexpected message on a registration stream")
 )
+
+// UnexpectedMessageError is a message a held lease does not take; Problem says which.
+type UnexpectedMessageError struct{ Problem string }
+
+func (e *UnexpectedMessageError) Error() string { return e.Problem }
+
+// Is makes the error ErrUnexpectedMessage.
+func (e *UnexpectedMessageError) Is(target error) bool { return target == ErrUnexpectedMessage }
 
 // Hold keeps the lease while msgs brings the worker's heartbeats and draining notice, and
 // returns when it ends: nil when the worker moved its registration to a new stream or its
@@ -976,9 +985,9 @@ func (l *Lease) Hold(ctx context.Context, ttl time.Duration, expires time.Time, 
 			case *toolpb.ConnectRequest_Draining:
 				l.Drain()
 			case *toolpb.ConnectRequest_Register:
-				return fmt.Errorf("%w: register may only be the first message of a registration stream", ErrUnexpectedMessage)
+				return &UnexpectedMessageError{Problem: "register may only be the first message of a registration stream"}
 			default:
-				return fmt.Errorf("%w: %T", ErrUnexpectedMessage, m.GetMessage())
+				return &UnexpectedMessageError{Problem: fmt.Sprintf("unexpected message %T", m.GetMessage())}
 			}
 		case err := <-recvErr:
 			if errors.Is(err, io.EOF) || status.Code(err) != codes.InvalidArgument {

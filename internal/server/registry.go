@@ -65,7 +65,7 @@ func (r *registryServer) Connect(stream toolpb.ToolRegistryService_ConnectServer
 	case errors.Is(err, router.ErrLeaseExpired):
 		return statusError(toolpb.ErrorReason_ERROR_REASON_LEASE_EXPIRED, strings.TrimPrefix(err.Error(), router.ErrLeaseExpired.Error()+": "), nil)
 	case errors.Is(err, router.ErrUnexpectedMessage):
-		return statusError(toolpb.ErrorReason_ERROR_REASON_REGISTRATION_INVALID, strings.TrimPrefix(err.Error(), router.ErrUnexpectedMessage.Error()+": "), nil)
+		return statusError(toolpb.ErrorReason_ERROR_REASON_REGISTRATION_INVALID, err.Error(), nil)
 	case ctx.Err() != nil:
 		return errShuttingDown()
 	default:

@@ -400,3 +400,32 @@ func TestRegistrationReasons(t *testing.T) {
 		}
 	}
 }
+
+// TestUnexpectedMessageOnALease: a held lease takes heartbeats and a draining notice;
+// another register, or a message with nothing in it, ends the stream with
+// REGISTRATION_INVALID saying what came.
+func TestUnexpectedMessageOnALease(t *testing.T) {
+	for _, tc := range []struct {
+		msg  *toolpb.ConnectRequest
+		want string
+	}{
+		{&toolpb.ConnectRequest{}, "unexpected message <nil>"},
+		{&toolpb.ConnectRequest{Message: &toolpb.ConnectRequest_Register{Register: registration("w1", examplegroups.Math())}},
+			"register may only be the first message of a registration stream"},
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			srv, rt := newLeaseServer(t, config.Default())
+			defer rt.Close()
+			fs, done := serveConnect(srv)
+			fs.in <- &toolpb.ConnectRequest{Message: &toolpb.ConnectRequest_Register{Register: registration("w1", examplegroups.Math())}}
+			if ack := (<-fs.out).GetAck(); !ack.GetAccepted() {
+				t.Fatalf("ack = %v", ack)
+			}
+			fs.in <- tc.msg
+			err := <-done
+			if st, info, _ := statusDetails(t, err); info.GetReason() != "REGISTRATION_INVALID" || st.Message() != tc.want {
+				t.Errorf("the stream ended with %v, want REGISTRATION_INVALID %q", err, tc.want)
+			}
+		})
+	}
+}
