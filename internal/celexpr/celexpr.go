@@ -14,6 +14,7 @@ import (
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
 
 	"github.com/toolmesh/toolmesh/internal/ctxconv"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
@@ -22,16 +23,20 @@ import (
 // MaxBytes bounds the source of one expression.
 const MaxBytes = 4 << 10
 
-// cost bounds the work of one evaluation, in CEL cost units: an expression over a large
+// cost bounds the work of one evaluation, in CEL cost units, and callCost that of one
+// conversion, every entry's keep and every set together: an expression over a large
 // context cannot spin.
-const cost = 100_000
+const (
+	cost     = 100_000
+	callCost = 1_000_000
+)
 
 // Converter is a context converter from CEL: Keep (a bool over `key` and `value`, with
 // `context`, `group` and `now`) decides which entries pass, all of them when it is
 // empty; then each of Set's expressions (a string, with `context`, `group` and `now`)
 // gives its key's value, over what Keep passed. An expression that fails on a call (a
-// key the context lacks) leaves its entry out: a converter never lets through what it
-// could not decide.
+// key the context lacks), or runs past the cost one conversion may take, leaves its entry
+// out: a converter never lets through what it could not decide.
 type Converter struct {
 	group string
 	// hidden are keys the expressions never see (secrets).
@@ -104,7 +109,23 @@ func compile(env *cel.Env, src string, want *cel.Type) (cel.Program, error) {
 	if out := ast.OutputType(); !out.IsExactType(want) && !out.IsExactType(cel.DynType) {
 		return nil, fmt.Errorf("the CEL expression %q yields %s, not %s", src, out, want)
 	}
-	return env.Program(ast, cel.CostLimit(cost))
+	return env.Program(ast, cel.CostLimit(cost), cel.EvalOptions(cel.OptTrackCost))
+}
+
+// budget is what is left of one conversion's cost.
+type budget struct{ left int64 }
+
+// eval evaluates prg within the budget; an evaluation that fails, or once the budget is
+// spent, is an error.
+func (b *budget) eval(prg cel.Program, vars map[string]any) (ref.Val, error) {
+	if b.left <= 0 {
+		return nil, errors.New("the conversion's cost limit is spent")
+	}
+	out, det, err := prg.Eval(vars)
+	if det != nil && det.ActualCost() != nil {
+		b.left -= int64(*det.ActualCost())
+	}
+	return out, err
 }
 
 // Convert gives what of ctx the group receives. Reserved keys never pass.
@@ -114,6 +135,7 @@ func (c *Converter) Convert(ctx toolctx.Context) toolctx.Context {
 		maps.DeleteFunc(in, func(k, _ string) bool { return c.hidden(k) })
 	}
 	vars := map[string]any{"context": in, "group": c.group, "now": time.Now().UTC()}
+	b := &budget{left: callCost}
 	out := map[string]string{}
 	for k, v := range in {
 		if c.keep == nil {
@@ -121,13 +143,13 @@ func (c *Converter) Convert(ctx toolctx.Context) toolctx.Context {
 			continue
 		}
 		vars["key"], vars["value"] = k, v
-		if r, _, err := c.keep.Eval(vars); err == nil && r == types.True {
+		if r, err := b.eval(c.keep, vars); err == nil && r == types.True {
 			out[k] = v
 		}
 	}
 	vars["key"], vars["value"] = "", ""
 	for _, s := range c.set {
-		r, _, err := s.prg.Eval(vars)
+		r, err := b.eval(s.prg, vars)
 		if err != nil {
 			delete(out, s.key)
 			continue
@@ -181,7 +203,7 @@ func (f *Filter) Keep(t Tool) (bool, error) {
 	if ann == nil {
 		ann = map[string]any{}
 	}
-	r, _, err := f.prg.Eval(map[string]any{"name": t.Name, "description": t.Description, "annotations": ann})
+	r, err := (&budget{left: callCost}).eval(f.prg, map[string]any{"name": t.Name, "description": t.Description, "annotations": ann})
 	if err != nil {
 		return false, err
 	}

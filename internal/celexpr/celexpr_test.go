@@ -1,6 +1,7 @@
 package celexpr
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -133,5 +134,34 @@ func TestFilter(t *testing.T) {
 	}
 	if _, err := NewFilter(`name`); err == nil || !strings.Contains(err.Error(), "not bool") {
 		t.Errorf("NewFilter(name) = %v", err)
+	}
+}
+
+// TestConverterCostIsBoundedPerCall: a keep that walks the whole context for every entry
+// costs the square of the context's size; one conversion stops at its cost limit instead
+// (the entries past it are left out), however many entries there are.
+func TestConverterCostIsBoundedPerCall(t *testing.T) {
+	c, err := NewConverter("g", `context.exists(k, k == key + "x")`, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := make([]string, 0, 2*3000)
+	for i := range 3000 {
+		kv = append(kv, fmt.Sprintf("k%04d", i), "v")
+	}
+	if out := c.Convert(toolctx.MustOf(kv...)); out.Len() != 0 {
+		t.Errorf("kept %d entries, none of which keep accepts", out.Len())
+	}
+	b := &budget{left: callCost}
+	vars := map[string]any{"context": toolctx.MustOf(kv...).Map(), "group": "g", "now": time.Now(), "key": "k0001", "value": "v"}
+	spent := 0
+	for b.left > 0 {
+		if _, err := b.eval(c.keep, vars); err != nil {
+			break
+		}
+		spent++
+	}
+	if spent == 0 || spent >= 3000 {
+		t.Errorf("%d evaluations before the limit: the budget does not bind", spent)
 	}
 }
