@@ -479,9 +479,27 @@ func (s *Service) List(ctx context.Context, state runlog.State, after string, li
 	}
 	out := make([]Summary, 0, len(runs))
 	for _, r := range runs {
-		out = append(out, Summary{ID: r.ID, State: r.State.Current(), Owner: r.Owner, Records: r.Records, Started: r.Created, Updated: r.Updated})
+		st := r.State.Current()
+		if r.State == runlog.StateEnded {
+			st = s.endedAs(ctx, r)
+		}
+		if state != "" && st != state {
+			continue // a legacy "ended" run of the other kind
+		}
+		out = append(out, Summary{ID: r.ID, State: st, Owner: r.Owner, Records: r.Records, Started: r.Created, Updated: r.Updated})
 	}
 	return out, nil
+}
+
+// endedAs is how a run a journal of an earlier version holds as "ended" (a replan or a
+// termination) ended, as its end record says; terminated when the record cannot say.
+func (s *Service) endedAs(ctx context.Context, r runlog.Run) runlog.State {
+	recs, err := s.journal.Read(ctx, r.ID, r.Records-1, 1)
+	var e endRecord
+	if err == nil && len(recs) == 1 && recs[0].Kind == runlog.KindEnd && json.Unmarshal(recs[0].Data, &e) == nil && e.State.Terminal() {
+		return e.State.State
+	}
+	return runlog.StateTerminated
 }
 
 // fromJournal reports a run this orchestrator does not hold in memory, from the journal.

@@ -229,3 +229,43 @@ func TestEndStateReadsEarlierJournals(t *testing.T) {
 		t.Errorf("an end record is written as %s", b)
 	}
 }
+
+// TestLegacyEndedRuns: runs an earlier version ended "ended", their end records holding
+// the state's number, list and read as what they were: a replan or a termination, the
+// list filtered by either finding exactly its own.
+func TestLegacyEndedRuns(t *testing.T) {
+	store, err := runlog.OpenMemory(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	for id, data := range map[string]string{"replanned": `{"state":5,"reason":"again"}`, "terminated": `{"state":6}`} {
+		l, err := store.Create(t.Context(), id, "old", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Finish(t.Context(), l, runlog.StateEnded, runlog.Record{Seq: 1, Kind: runlog.KindEnd, Data: []byte(data)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := extendedService(t, Options{Journal: store, Codec: jsonCodec{}, Owner: "new"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for state, want := range map[runlog.State][]string{
+		"": {"replanned:replan_requested", "terminated:terminated"}, runlog.StateReplanRequested: {"replanned:replan_requested"},
+		runlog.StateTerminated: {"terminated:terminated"},
+	} {
+		sums, err := s.List(t.Context(), state, "", 10)
+		var got []string
+		for _, sum := range sums {
+			got = append(got, sum.ID+":"+string(sum.State))
+		}
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("List(%q) = %v, %v; want %v", state, got, err, want)
+		}
+	}
+	if snap, err := s.Get("replanned"); err != nil || snap.State != runlog.StateReplanRequested || snap.Reason != "again" {
+		t.Errorf("Get(replanned) = %+v, %v", snap, err)
+	}
+}

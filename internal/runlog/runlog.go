@@ -55,7 +55,8 @@ const (
 	// StateTerminated: a tool asked to terminate.
 	StateTerminated State = "terminated"
 	// StateEnded is how journals written before StateReplanRequested and StateTerminated
-	// existed hold either; it reads as StateTerminated (Current).
+	// existed hold either; a filter on either finds it, and it reads as StateTerminated
+	// (Current) unless the run's end record says otherwise.
 	StateEnded State = "ended"
 	// StateHeld is a run that stopped because it could not go on (its journal holds a
 	// record that cannot be read back), and waits for an operator: Cancel ends it; an
@@ -78,10 +79,11 @@ func (s State) Current() State {
 	return s
 }
 
-// matches reports whether a run in state s is in want, a filter's state: StateTerminated
-// also finds the legacy StateEnded.
+// matches reports whether a run in state s is in want, a filter's state:
+// StateTerminated and StateReplanRequested also find the legacy StateEnded, which was
+// either (the run's end record says which).
 func (s State) matches(want State) bool {
-	return want == "" || s == want || (want == StateTerminated && s == StateEnded)
+	return want == "" || s == want || (s == StateEnded && (want == StateTerminated || want == StateReplanRequested))
 }
 
 // Lease is the right to drive a run: the owner that holds it, and its epoch.

@@ -885,7 +885,7 @@ func (s *sqlStore) List(ctx context.Context, f Filter) ([]Run, error) {
 	args := []any{f.After}
 	switch f.State {
 	case "":
-	case StateTerminated: // and runs a journal of an earlier version ended so
+	case StateTerminated, StateReplanRequested: // and runs a journal of an earlier version ended either way
 		query += ` AND state IN (?, ?)`
 		args = append(args, string(f.State), string(StateEnded))
 	default:
