@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/internal/wire"
@@ -111,7 +113,30 @@ func startFake(t *testing.T, handle func(context.Context, *toolpb.InvokeRequest)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeWorker{addr: lis.Addr().String(), srv: grpc.NewServer(), handle: handle}
+	return serveFake(t, lis, lis.Addr().String(), handle)
+}
+
+// startMemoryFake is startFake on memory (grpc's bufconn) instead of loopback, for a
+// test in a synctest bubble, where a goroutine waiting on a socket would never be idle.
+// The router reaches it at its address through dial (Options.Dial).
+func startMemoryFake(t *testing.T, handle func(context.Context, *toolpb.InvokeRequest) (*toolpb.InvokeResponse, error)) (f *fakeWorker, dial func(address string) (*grpc.ClientConn, error)) {
+	t.Helper()
+	lis := bufconn.Listen(64 << 10)
+	f = serveFake(t, lis, "worker.memory:7000", handle)
+	dial = func(address string) (*grpc.ClientConn, error) {
+		if address != f.addr {
+			return nil, fmt.Errorf("no worker listens at %s in memory", address)
+		}
+		return grpc.NewClient("passthrough:///"+address, append(DialOptions(),
+			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))...)
+	}
+	return f, dial
+}
+
+// serveFake serves a fakeWorker, with a health service that reports it SERVING, on lis
+// until the test ends.
+func serveFake(t *testing.T, lis net.Listener, addr string, handle func(context.Context, *toolpb.InvokeRequest) (*toolpb.InvokeResponse, error)) *fakeWorker {
+	f := &fakeWorker{addr: addr, srv: grpc.NewServer(), handle: handle}
 	toolpb.RegisterToolWorkerServiceServer(f.srv, f)
 	hs := health.NewServer()
 	hs.SetServingStatus(toolpb.ToolWorkerService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)

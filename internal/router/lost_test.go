@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/toolmesh/toolmesh/pkg/tool"
@@ -139,34 +140,41 @@ func TestLostWorkerFailsItsCallsInFlight(t *testing.T) {
 
 // A worker whose registration stream went silent but which still answers keeps its
 // calls in flight: they end as the worker ends them.
+//
+// It runs in a synctest bubble, the worker on memory: once the bubble's clock is past the
+// probe's timeout, synctest.Wait returns when the probe Lost starts has ended and
+// whatever the router does about it is done.
 func TestLostLeaseOfAnAnsweringWorkerKeepsItsCalls(t *testing.T) {
-	r := newRouter(t, Options{Probe: HealthProbe, ProbeTimeout: 300 * time.Millisecond, DefaultTimeout: time.Minute, GracePeriod: time.Minute})
-	release := newGate()
-	started := make(chan struct{}, 1)
-	w := startFake(t, func(ctx context.Context, _ *toolpb.InvokeRequest) (*toolpb.InvokeResponse, error) {
-		started <- struct{}{}
-		if err := release.wait(ctx); err != nil {
-			return nil, err
+	synctest.Test(t, func(t *testing.T) {
+		release := newGate()
+		started := make(chan struct{}, 1)
+		w, dial := startMemoryFake(t, func(ctx context.Context, _ *toolpb.InvokeRequest) (*toolpb.InvokeResponse, error) {
+			started <- struct{}{}
+			if err := release.wait(ctx); err != nil {
+				return nil, err
+			}
+			return textResponse("finished"), nil
+		})
+		r := newRouter(t, Options{Probe: HealthProbe, ProbeTimeout: 300 * time.Millisecond, DefaultTimeout: time.Minute, GracePeriod: time.Minute, Dial: dial})
+		lease := mustRegister(t, r, registration("w", w.addr, "text", echoTool("echo")))
+		ctx := testContext(t)
+		done := make(chan tool.Result, 1)
+		go func() {
+			res, _ := call(ctx, t, r, "echo", `{}`)
+			done <- res
+		}()
+		<-started
+		lease.Lost()
+		time.Sleep(3 * 300 * time.Millisecond) // past the probe's timeout, in the bubble's time
+		synctest.Wait()                        // the probe answered, and the router acted on it
+		select {
+		case res := <-done:
+			t.Fatalf("the call ended before the worker answered: %+v", res)
+		default:
 		}
-		return textResponse("finished"), nil
+		release.open()
+		if res := <-done; res.IsError() || res.Content != "finished" {
+			t.Errorf("call = %+v, want the worker's answer", res)
+		}
 	})
-	lease := mustRegister(t, r, registration("w", w.addr, "text", echoTool("echo")))
-	ctx := testContext(t)
-	done := make(chan tool.Result, 1)
-	go func() {
-		res, _ := call(ctx, t, r, "echo", `{}`)
-		done <- res
-	}()
-	<-started
-	lease.Lost()
-	time.Sleep(3 * 300 * time.Millisecond) // past the probe
-	select {
-	case res := <-done:
-		t.Fatalf("the call ended before the worker answered: %+v", res)
-	default:
-	}
-	release.open()
-	if res := <-done; res.IsError() || res.Content != "finished" {
-		t.Errorf("call = %+v, want the worker's answer", res)
-	}
 }

@@ -456,20 +456,21 @@ func TestRegisterAfterClose(t *testing.T) {
 // is counted without what it replaces, and a worker leaving makes room.
 func TestRegisterKeepsTheTableWithinItsLimits(t *testing.T) {
 	t.Run("workers", func(t *testing.T) {
-		r := newRouter(t, Options{Limits: Limits{MaxWorkers: 2}})
-		l1 := mustRegister(t, r, registration("w1", "127.0.0.1:1", "text", echoTool("echo")))
-		mustRegister(t, r, registration("w2", "127.0.0.1:1", "text", echoTool("echo")))
-		if _, _, err := r.Register(registration("w3", "127.0.0.1:1", "text", echoTool("echo"))); !errors.Is(err, ErrTableFull) {
-			t.Fatalf("third worker = %v, want ErrTableFull", err)
-		}
-		l1.Drain()
-		l1.End() // a draining worker leaves at once
-		for deadline := time.Now().Add(5 * time.Second); len(r.ListWorkers()) > 1; time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
+		synctest.Test(t, func(t *testing.T) { // no RPC is made: the removal runs in the bubble
+			r := newRouter(t, Options{Limits: Limits{MaxWorkers: 2}})
+			l1 := mustRegister(t, r, registration("w1", "127.0.0.1:1", "text", echoTool("echo")))
+			mustRegister(t, r, registration("w2", "127.0.0.1:1", "text", echoTool("echo")))
+			if _, _, err := r.Register(registration("w3", "127.0.0.1:1", "text", echoTool("echo"))); !errors.Is(err, ErrTableFull) {
+				t.Fatalf("third worker = %v, want ErrTableFull", err)
+			}
+			l1.Drain()
+			l1.End() // a draining worker leaves at once
+			synctest.Wait()
+			if len(r.ListWorkers()) > 1 {
 				t.Fatal("w1 did not leave")
 			}
-		}
-		mustRegister(t, r, registration("w3", "127.0.0.1:1", "text", echoTool("echo")))
+			mustRegister(t, r, registration("w3", "127.0.0.1:1", "text", echoTool("echo")))
+		})
 	})
 	t.Run("tools", func(t *testing.T) {
 		r := newRouter(t, Options{Limits: Limits{MaxTools: 3}})
@@ -516,30 +517,36 @@ func TestRegisterKeepsTheTableWithinItsLimits(t *testing.T) {
 // A worker's domain types are known while it is registered, and count against the
 // table's definition bytes.
 func TestRegisterDomainTypes(t *testing.T) {
-	r := newRouter(t, Options{GracePeriod: time.Millisecond, Limits: Limits{MaxDefinitionBytes: 1 << 20}})
-	reg := registration("w1", "127.0.0.1:9000", "text", echoTool("echo"))
-	reg.Groups[0].DomainTypes = []*toolpb.DomainType{{TypeName: "users.User", Description: "A user.", SchemaJson: `{"type":"object","required":["id"]}`}}
-	lease, rej, err := r.Register(reg)
-	if err != nil {
-		t.Fatalf("Register: %v %v", err, rej)
-	}
-	d, ok := r.DomainType("users.User")
-	if !ok || d.Description != "A user." {
-		t.Fatalf("DomainType: %+v, %v", d, ok)
-	}
-	if _, err := d.Schema.Validate(`{"name":"x"}`); err == nil {
-		t.Error("the schema does not require id")
-	}
-	big := registration("w2", "127.0.0.1:9001", "big", echoTool("echo2"))
-	big.Groups[0].DomainTypes = []*toolpb.DomainType{{TypeName: "Big", Description: strings.Repeat("x", 8<<10)}}
-	for i := range 63 {
-		big.Groups[0].DomainTypes = append(big.Groups[0].DomainTypes, &toolpb.DomainType{TypeName: "B" + strconv.Itoa(i), SchemaJson: `{"type":"object","description":"` + strings.Repeat("y", 30<<10) + `"}`})
-	}
-	if _, _, err := r.Register(big); !errors.Is(err, ErrTableFull) {
-		t.Errorf("a registration whose domain types pass the definition bytes: %v", err)
-	}
-	lease.End()
-	eventually(t, "w1 to leave", func() bool { _, ok := r.DomainType("users.User"); return !ok })
+	synctest.Test(t, func(t *testing.T) { // no RPC is made: the grace period passes in fake time
+		r := newRouter(t, Options{GracePeriod: time.Millisecond, Limits: Limits{MaxDefinitionBytes: 1 << 20}})
+		reg := registration("w1", "127.0.0.1:9000", "text", echoTool("echo"))
+		reg.Groups[0].DomainTypes = []*toolpb.DomainType{{TypeName: "users.User", Description: "A user.", SchemaJson: `{"type":"object","required":["id"]}`}}
+		lease, rej, err := r.Register(reg)
+		if err != nil {
+			t.Fatalf("Register: %v %v", err, rej)
+		}
+		d, ok := r.DomainType("users.User")
+		if !ok || d.Description != "A user." {
+			t.Fatalf("DomainType: %+v, %v", d, ok)
+		}
+		if _, err := d.Schema.Validate(`{"name":"x"}`); err == nil {
+			t.Error("the schema does not require id")
+		}
+		big := registration("w2", "127.0.0.1:9001", "big", echoTool("echo2"))
+		big.Groups[0].DomainTypes = []*toolpb.DomainType{{TypeName: "Big", Description: strings.Repeat("x", 8<<10)}}
+		for i := range 63 {
+			big.Groups[0].DomainTypes = append(big.Groups[0].DomainTypes, &toolpb.DomainType{TypeName: "B" + strconv.Itoa(i), SchemaJson: `{"type":"object","description":"` + strings.Repeat("y", 30<<10) + `"}`})
+		}
+		if _, _, err := r.Register(big); !errors.Is(err, ErrTableFull) {
+			t.Errorf("a registration whose domain types pass the definition bytes: %v", err)
+		}
+		lease.End()
+		time.Sleep(time.Millisecond) // the grace period
+		synctest.Wait()
+		if _, ok := r.DomainType("users.User"); ok {
+			t.Fatal("w1 did not leave: its domain type is still known after its grace period")
+		}
+	})
 }
 
 // versioned is a registration of the text group at a version, its echo described by desc.
@@ -648,37 +655,38 @@ func TestRolloutKeepsEachRunsDefinition(t *testing.T) {
 // a rollout it gets version 1's stub, whose calls go to version 1's replicas; once they
 // are gone it gets what is served now, and Pin says so.
 func TestPinHoldsARunToItsVersion(t *testing.T) {
-	r := newRouter(t, Options{PinDefinitions: true})
-	v1 := mustRegister(t, r, versioned("a", "127.0.0.1:9001", "1", "Echoes its input."))
-	shown := r.Versions([]string{"text"}, nil)
-	if !cmp.Equal(shown, map[string]string{"text": "1"}) {
-		t.Fatalf("Versions = %v", shown)
-	}
-	mustRegister(t, r, versioned("b", "127.0.0.1:9002", "2", "Echoes its input, trimmed."))
-	now, err := r.Tool("echo") // what a resumed run resolves: the newest
-	if err != nil {
-		t.Fatal(err)
-	}
-	pinned, ok := r.Pin(now, shown)
-	if !ok || pinned.Definition().Description != "Echoes its input." {
-		t.Fatalf("Pin = %q, %v; want version 1's definition", pinned.Definition().Description, ok)
-	}
-	if w, changed := r.pick(pinned.(*remoteTool), nil); changed || w == nil || w.id != "a" {
-		t.Errorf("the pinned stub's call went to %v (changed %v), want a", w, changed)
-	}
-	if same, ok := r.Pin(now, map[string]string{"text": "2"}); !ok || same != now {
-		t.Error("Pin of the version served now changed the tool")
-	}
-	v1.Drain()
-	v1.End() // a draining worker leaves at once
-	for deadline := time.Now().Add(5 * time.Second); len(r.ListWorkers()) != 1; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
+	synctest.Test(t, func(t *testing.T) { // no RPC is made: the removal runs in the bubble
+		r := newRouter(t, Options{PinDefinitions: true})
+		v1 := mustRegister(t, r, versioned("a", "127.0.0.1:9001", "1", "Echoes its input."))
+		shown := r.Versions([]string{"text"}, nil)
+		if !cmp.Equal(shown, map[string]string{"text": "1"}) {
+			t.Fatalf("Versions = %v", shown)
+		}
+		mustRegister(t, r, versioned("b", "127.0.0.1:9002", "2", "Echoes its input, trimmed."))
+		now, err := r.Tool("echo") // what a resumed run resolves: the newest
+		if err != nil {
+			t.Fatal(err)
+		}
+		pinned, ok := r.Pin(now, shown)
+		if !ok || pinned.Definition().Description != "Echoes its input." {
+			t.Fatalf("Pin = %q, %v; want version 1's definition", pinned.Definition().Description, ok)
+		}
+		if w, changed := r.pick(pinned.(*remoteTool), nil); changed || w == nil || w.id != "a" {
+			t.Errorf("the pinned stub's call went to %v (changed %v), want a", w, changed)
+		}
+		if same, ok := r.Pin(now, map[string]string{"text": "2"}); !ok || same != now {
+			t.Error("Pin of the version served now changed the tool")
+		}
+		v1.Drain()
+		v1.End() // a draining worker leaves at once
+		synctest.Wait()
+		if len(r.ListWorkers()) != 1 {
 			t.Fatal("the drained replica did not leave")
 		}
-	}
-	if got, ok := r.Pin(now, shown); ok || got != now {
-		t.Errorf("with version 1 gone Pin = %v, %v; want the tool served now and false", got.Definition().Description, ok)
-	}
+		if got, ok := r.Pin(now, shown); ok || got != now {
+			t.Errorf("with version 1 gone Pin = %v, %v; want the tool served now and false", got.Definition().Description, ok)
+		}
+	})
 }
 
 // TestOldReplicaReconnectingKeepsTheRollout: during a rollout, the last replica of the

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"time"
+	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -38,13 +38,14 @@ func Example() {
 			tenant, _ := toolctx.FromContext(ctx).Get("tenantId") // never shown to the model
 			return fmt.Sprintf("7 units of %s in stock for %s", in.SKU, tenant), nil
 		}, tool.Idempotent())
+	registered := make(chan struct{}) // closed once the orchestrator accepts the worker
 	w, err := worker.New(worker.Options{
 		ID:           "inventory-1",
 		Orchestrator: mesh.Addr(), // "orchestrator:7070" in a deployment
 		DialOptions:  []grpc.DialOption{mesh.Dialer()},
 		Listener:     mesh.WorkerListener("inventory-1:7000"), // or Listen: ":7000"
 		Advertise:    "inventory-1:7000",
-		Logger:       slog.New(slog.DiscardHandler),
+		Logger:       slog.New(&registrationLog{registered: registered}),
 	}, worker.Group{Role: "inventory", Description: "Inventory tools", Tools: []tool.Tool{stock}})
 	if err != nil {
 		fmt.Println(err)
@@ -54,8 +55,11 @@ func Example() {
 	defer stop()
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }() // serves, stays registered, drains when ctx ends
-	for ok, _ := w.Registered(); !ok; ok, _ = w.Registered() {
-		time.Sleep(time.Millisecond)
+	select {
+	case <-registered: // a run may ask for the worker's group from now on
+	case err := <-done:
+		fmt.Println(err)
+		return
 	}
 
 	c, err := client.Dial(mesh.Addr(), insecure.NewCredentials(), mesh.Dialer())
@@ -77,6 +81,23 @@ func Example() {
 	// Output:
 	// The inventory says: 7 units of SKU-1 in stock for acme
 	// drained: <nil>
+}
+
+// registrationLog discards a worker's log, but for the record that says an orchestrator
+// accepted the worker (what Registered reports): it closes registered then.
+type registrationLog struct {
+	once       sync.Once
+	registered chan struct{}
+}
+
+func (h *registrationLog) Enabled(context.Context, slog.Level) bool { return true }
+func (h *registrationLog) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *registrationLog) WithGroup(string) slog.Handler            { return h }
+func (h *registrationLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == "registered with orchestrator" {
+		h.once.Do(func() { close(h.registered) })
+	}
+	return nil
 }
 
 // startScriptedMesh starts an orchestrator in this process whose model follows the

@@ -44,24 +44,47 @@ func grow(n int) byte {
 func TestTuneGCTargetsMinHeap(t *testing.T) {
 	base := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(base)
-	var wg sync.WaitGroup
+	var wg, grown sync.WaitGroup
 	release := make(chan struct{})
 	for range 256 { // the stream workers of a worker of capacity 256
-		wg.Go(func() { grow(30); <-release }) // about 32 KiB of stack each, as a call grows it
+		grown.Add(1)
+		wg.Go(func() { grow(30); grown.Done(); <-release }) // about 32 KiB of stack each, as a call grows it
 	}
-	time.Sleep(100 * time.Millisecond)
+	grown.Wait()
 	defer func() { close(release); wg.Wait() }()
 	const minHeap = 64 << 20
 	stop := TuneGC(minHeap)
 	defer stop()
 	for range 5 {
-		runtime.GC()
-		time.Sleep(20 * time.Millisecond)
+		collect(t)
 	}
 	s := []metrics.Sample{{Name: "/gc/heap/goal:bytes"}}
 	metrics.Read(s)
 	if goal := s[0].Value.Uint64(); goal > minHeap*5/4 {
 		t.Errorf("heap goal %d MiB, over the %d MiB TuneGC keeps it at", goal>>20, minHeap>>20)
+	}
+}
+
+// collect runs a collection and waits until the cleanups it queued have run, the
+// tuner's among them (TuneGC follows collections from a cleanup). The runtime runs
+// cleanups on goroutines of its own, outside any synctest bubble, and tells nothing when
+// they are done: this polls its counts of cleanups queued and executed, yielding the
+// processor between reads, until no cleanup is left to run.
+func collect(t *testing.T) {
+	t.Helper()
+	runtime.GC()
+	s := []metrics.Sample{{Name: "/gc/cleanups/queued:cleanups"}, {Name: "/gc/cleanups/executed:cleanups"}}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		metrics.Read(s)
+		queued, executed := s[0].Value.Uint64(), s[1].Value.Uint64()
+		if executed >= queued {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d cleanups still to run 10 s after a collection", queued-executed)
+		}
+		runtime.Gosched()
 	}
 }
 
@@ -78,23 +101,21 @@ func TestTuneGC(t *testing.T) {
 	base := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(base)
 	stop := TuneGC(1 << 40) // far above any live heap here
-	deadline := time.Now().Add(10 * time.Second)
-	for gogc(t) <= 100 {
-		if time.Now().After(deadline) {
+	defer stop()
+	for n := 0; gogc(t) <= 100; n++ {
+		if n == 10 {
 			stop()
-			t.Fatalf("GOGC is still %d after collections, want it raised", gogc(t))
+			t.Fatalf("GOGC is still %d after %d collections, want it raised", gogc(t), n)
 		}
-		runtime.GC()
-		time.Sleep(10 * time.Millisecond)
+		collect(t)
 	}
 	stop()
 	if got := gogc(t); got != 100 {
 		t.Errorf("GOGC = %d after stop, want 100 back", got)
 	}
 	// A stopped tuner leaves later collections alone.
-	runtime.GC()
-	runtime.GC()
-	time.Sleep(50 * time.Millisecond)
+	collect(t)
+	collect(t)
 	if got := gogc(t); got != 100 {
 		t.Errorf("GOGC = %d after stop and two collections, want 100", got)
 	}
@@ -106,8 +127,7 @@ func TestTuneGCLeavesGCOff(t *testing.T) {
 	defer debug.SetGCPercent(base)
 	stop := TuneGC(64 << 20)
 	defer stop()
-	runtime.GC()
-	time.Sleep(20 * time.Millisecond)
+	collect(t)
 	if got := debug.SetGCPercent(-1); got != -1 {
 		t.Errorf("GOGC = %d, want off", got)
 	}

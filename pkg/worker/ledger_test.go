@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
@@ -17,14 +19,28 @@ import (
 // key, or another tool, runs again; without a ledger every call runs.
 func TestLedgerAnswersDuplicatesOnce(t *testing.T) {
 	var runs atomic.Int64
-	charge := tool.New("charge", "Charge a card.", schema.Empty(), func(context.Context, string) (tool.Result, error) {
+	// The first charge runs until the four duplicates below have all reached the worker.
+	var arrived atomic.Int32
+	allArrived := make(chan struct{})
+	charge := tool.New("charge", "Charge a card.", schema.Empty(), func(ctx context.Context, _ string) (tool.Result, error) {
 		n := runs.Add(1)
-		time.Sleep(20 * time.Millisecond)
+		if n == 1 {
+			select {
+			case <-allArrived:
+			case <-ctx.Done():
+				t.Error("the duplicates did not all reach the worker while the first ran")
+			}
+		}
 		return tool.Text("charged #" + string(rune('0'+n))), nil
 	})
 	refund := tool.New("refund", "Refund.", schema.Empty(), func(context.Context, string) (tool.Result, error) { runs.Add(1); return tool.Text("refunded"), nil })
 	ledger := NewMemoryLedger(0)
-	w := start(t, Options{Ledger: ledger}, Group{Role: "pay", Tools: []tool.Tool{charge, refund}})
+	watch := watchInvoke(func(req *toolpb.InvokeRequest) {
+		if req.GetTool() == "charge" && req.GetIdempotencyKey() == "run_1/call_1" && arrived.Add(1) == 4 {
+			close(allArrived)
+		}
+	}, nil)
+	w := start(t, Options{Ledger: ledger, ServerOptions: []grpc.ServerOption{watch}}, Group{Role: "pay", Tools: []tool.Tool{charge, refund}})
 	c := w.client()
 	call := func(name, key string) string {
 		resp, err := c.Invoke(testContext(t), &toolpb.InvokeRequest{Tool: name, ArgumentsJson: `{}`, IdempotencyKey: key})
@@ -112,8 +128,30 @@ func TestLedgerKeepsNoCancellation(t *testing.T) {
 		<-ctx.Done()
 		return tool.Text("charged"), nil
 	})
-	w := start(t, Options{Ledger: NewMemoryLedger(0)}, Group{Role: "math", Tools: []tool.Tool{add, stubborn}})
+	ended := make(chan string, 8) // the idempotency key of each call whose worker side returned
+	watch := watchInvoke(nil, func(req *toolpb.InvokeRequest) { ended <- req.GetIdempotencyKey() })
+	w := start(t, Options{Ledger: NewMemoryLedger(0), ServerOptions: []grpc.ServerOption{watch}}, Group{Role: "math", Tools: []tool.Tool{add, stubborn}})
 	c := w.client()
+	// The worker's side of a cancelled call ends after the caller's: endOf waits until it
+	// has, and its key's lock is free again.
+	endOf := func(what, key string) {
+		t.Helper()
+		ctx := testContext(t)
+		for {
+			select {
+			case k := <-ended:
+				if k != key {
+					continue
+				}
+				if !w.keys.idle() {
+					t.Fatalf("%s returned at the worker, but a call still holds an idempotency key", what)
+				}
+				return
+			case <-ctx.Done():
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
 	cut := func(name, key string) {
 		ctx, cancel := context.WithCancel(testContext(t))
 		go func() { <-started; cancel() }()
@@ -122,8 +160,7 @@ func TestLedgerKeepsNoCancellation(t *testing.T) {
 		}
 	}
 	cut("add", "run_1/loop_1/1/call_1")
-	// The worker's side of the first call ends after the caller's: wait until it is done.
-	eventually(t, "the cancelled call to end", func() bool { return w.keys.idle() })
+	endOf("the cancelled call to end", "run_1/loop_1/1/call_1")
 	resp, err := c.Invoke(testContext(t), &toolpb.InvokeRequest{Tool: "add", ArgumentsJson: `{}`, IdempotencyKey: "run_1/loop_1/1/call_1"})
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +170,7 @@ func TestLedgerKeepsNoCancellation(t *testing.T) {
 	}
 
 	cut("charge", "run_1/loop_1/1/call_2")
-	eventually(t, "the cancelled charge to end", func() bool { return w.keys.idle() })
+	endOf("the cancelled charge to end", "run_1/loop_1/1/call_2")
 	before := runs.Load()
 	resp, err = c.Invoke(testContext(t), &toolpb.InvokeRequest{Tool: "charge", ArgumentsJson: `{}`, IdempotencyKey: "run_1/loop_1/1/call_2"})
 	if err != nil {
@@ -149,4 +186,24 @@ func (k *keyLocks) idle() bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return len(k.m) == 0
+}
+
+// watchInvoke is a server option (Options.ServerOptions) that tells the test of the
+// worker's Invoke calls: arrived, when not nil, is called as a call reaches the worker,
+// before it takes its idempotency key's lock; ended, when not nil, once the worker's side
+// of the call has returned, the lock released.
+func watchInvoke(arrived, ended func(*toolpb.InvokeRequest)) grpc.ServerOption {
+	return grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		r, ok := req.(*toolpb.InvokeRequest)
+		if !ok || info.FullMethod != toolpb.ToolWorkerService_Invoke_FullMethodName {
+			return h(ctx, req)
+		}
+		if arrived != nil {
+			arrived(r)
+		}
+		if ended != nil {
+			defer ended(r)
+		}
+		return h(ctx, req)
+	})
 }

@@ -2,15 +2,19 @@ package worker_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"iter"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/toolmesh/toolmesh/internal/compose"
 	"github.com/toolmesh/toolmesh/internal/config"
@@ -24,7 +28,10 @@ import (
 )
 
 // These tests run workers against a real orchestrator: internal/server's registry on a
-// loopback gRPC server, in front of a real router.
+// gRPC server, in front of a real router, which calls the workers on loopback. The
+// orchestrators serve on memory (grpc's bufconn), at addresses of a network of the
+// test's own, so that one started again at the address of one stopped serves there at
+// once, with no port of the operating system to wait for.
 
 const timeout = 10 * time.Second
 
@@ -38,28 +45,57 @@ func (noModel) Stream(context.Context, *llm.Request) iter.Seq2[llm.Chunk, error]
 	return func(func(llm.Chunk, error) bool) {}
 }
 
+// network is where a test's orchestrators listen, in memory: an address (host:port) at
+// which no orchestrator serves refuses connections, as a port nothing listens on does.
+type network struct {
+	mu        sync.Mutex
+	listeners map[string]*bufconn.Listener
+	ports     int
+}
+
+func newNetwork() *network { return &network{listeners: map[string]*bufconn.Listener{}} }
+
+// listen returns a listener at addr, or at a new address when addr is empty; it takes
+// the place of the listener an orchestrator stopped at addr closed.
+func (n *network) listen(addr string) (*bufconn.Listener, string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if addr == "" {
+		n.ports++
+		addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(7000+n.ports))
+	}
+	// Small buffers: a connection's stay allocated until the deadline gRPC set on it for
+	// its handshake has passed, after the test, and gc_test.go measures the heap.
+	lis := bufconn.Listen(64 << 10)
+	n.listeners[addr] = lis
+	return lis, addr
+}
+
+// dialer is the dial option with which a worker reaches the orchestrators of n
+// (Options.DialOptions).
+func (n *network) dialer() grpc.DialOption {
+	return grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+		n.mu.Lock()
+		lis, ok := n.listeners[addr]
+		n.mu.Unlock()
+		if !ok {
+			return nil, fmt.Errorf("dial %s: connection refused", addr)
+		}
+		return lis.DialContext(ctx)
+	})
+}
+
 type orchestrator struct {
 	addr   string
 	router *router.Router
 	stop   func()
 }
 
-// startOrchestrator serves an orchestrator on addr ("127.0.0.1:0" for any port) until
-// stop is called or the test ends. stop is abrupt, like a crash.
-func startOrchestrator(t *testing.T, addr string) *orchestrator {
+// startOrchestrator serves an orchestrator on n at addr ("" for a new address) until stop
+// is called or the test ends. stop is abrupt, like a crash.
+func startOrchestrator(t *testing.T, n *network, addr string) *orchestrator {
 	t.Helper()
-	var lis net.Listener
-	deadline := time.Now().Add(timeout)
-	for {
-		var err error
-		if lis, err = net.Listen("tcp", addr); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("listen %s: %v", addr, err)
-		}
-		time.Sleep(5 * time.Millisecond) // the previous orchestrator's port may linger
-	}
+	lis, addr := n.listen(addr)
 	cfg := config.Default()
 	cfg.Registry.HeartbeatInterval = config.Duration(20 * time.Millisecond)
 	cfg.Registry.LeaseTTL = config.Duration(time.Second)
@@ -72,7 +108,7 @@ func startOrchestrator(t *testing.T, addr string) *orchestrator {
 	srv.Register(g)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = g.Serve(lis) }()
-	o := &orchestrator{addr: lis.Addr().String(), router: rt}
+	o := &orchestrator{addr: addr, router: rt}
 	stopped := false
 	o.stop = func() {
 		if stopped {
@@ -96,14 +132,39 @@ func (o *orchestrator) has(workerID string) bool {
 	return false
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
+// workerLog is the log of a test's workers, read for its events: a worker logs every
+// change of its registration (accepted, refused, stream ended) after making it, and an
+// orchestrator has a worker in its routing table before it accepts it. await checks its
+// condition again at each record, rather than on a clock.
+type workerLog struct{ records chan struct{} }
+
+func newWorkerLog() *workerLog { return &workerLog{records: make(chan struct{}, 1)} }
+
+func (l *workerLog) logger() *slog.Logger { return slog.New(l) }
+
+func (l *workerLog) Enabled(context.Context, slog.Level) bool { return true }
+func (l *workerLog) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *workerLog) WithGroup(string) slog.Handler            { return l }
+func (l *workerLog) Handle(context.Context, slog.Record) error {
+	select {
+	case l.records <- struct{}{}:
+	default: // a record not yet seen wakes await already
+	}
+	return nil
+}
+
+// await waits until cond holds, checking it once now and again after each record the
+// workers log; it fails the test if cond does not hold within the timeout.
+func (l *workerLog) await(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
 	for !cond() {
-		if time.Now().After(deadline) {
+		select {
+		case <-l.records:
+		case <-timer.C:
 			t.Fatalf("timed out waiting for %s", what)
 		}
-		time.Sleep(2 * time.Millisecond)
 	}
 }
 
@@ -135,20 +196,22 @@ func run(t *testing.T, w *worker.Worker) {
 func TestWorkerReRegistersAfterOrchestratorRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	first := startOrchestrator(t, "127.0.0.1:0")
-	w, err := worker.New(worker.Options{ID: "w1", Orchestrator: first.addr, MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, Logger: quiet()},
+	n, logs := newNetwork(), newWorkerLog()
+	first := startOrchestrator(t, n, "")
+	w, err := worker.New(worker.Options{ID: "w1", Orchestrator: first.addr, MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, Logger: logs.logger(),
+		DialOptions: []grpc.DialOption{n.dialer()}},
 		worker.Group{Role: "text", Description: "Text tools", Tools: []tool.Tool{upper()}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	run(t, w)
-	eventually(t, "registration with the first orchestrator", func() bool { ok, _ := w.Registered(); return ok && first.has("w1") })
+	logs.await(t, "registration with the first orchestrator", func() bool { ok, _ := w.Registered(); return ok && first.has("w1") })
 
 	first.stop()
-	eventually(t, "the worker to notice", func() bool { ok, _ := w.Registered(); return !ok })
+	logs.await(t, "the worker to notice", func() bool { ok, _ := w.Registered(); return !ok })
 
-	second := startOrchestrator(t, first.addr)
-	eventually(t, "registration with the second orchestrator", func() bool { ok, _ := w.Registered(); return ok && second.has("w1") })
+	second := startOrchestrator(t, n, first.addr)
+	logs.await(t, "registration with the second orchestrator", func() bool { ok, _ := w.Registered(); return ok && second.has("w1") })
 
 	// The new orchestrator can call the worker.
 	up, err := second.router.Tool("upper")
@@ -162,24 +225,26 @@ func TestWorkerReRegistersAfterOrchestratorRestart(t *testing.T) {
 }
 
 func TestRefusedRegistrationIsReported(t *testing.T) {
-	o := startOrchestrator(t, "127.0.0.1:0")
+	n, logs := newNetwork(), newWorkerLog()
+	o := startOrchestrator(t, n, "")
 	// Another worker already serves "upper" with another definition.
-	first, err := worker.New(worker.Options{ID: "other", Orchestrator: o.addr, Logger: quiet()},
+	first, err := worker.New(worker.Options{ID: "other", Orchestrator: o.addr, Logger: logs.logger(), DialOptions: []grpc.DialOption{n.dialer()}},
 		worker.Group{Role: "text", Description: "Text tools", Tools: []tool.Tool{tool.WithDescription(upper(), "Shouts.")}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	run(t, first)
-	eventually(t, "the first worker's registration", func() bool { return o.has("other") })
+	logs.await(t, "the first worker's registration", func() bool { return o.has("other") })
 
-	w, err := worker.New(worker.Options{ID: "w1", Orchestrator: o.addr, MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, Logger: quiet()},
+	w, err := worker.New(worker.Options{ID: "w1", Orchestrator: o.addr, MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, Logger: logs.logger(),
+		DialOptions: []grpc.DialOption{n.dialer()}},
 		worker.Group{Role: "text", Description: "Text tools", Tools: []tool.Tool{upper()}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	run(t, w)
 	var rej []*toolpb.Rejection
-	eventually(t, "the refusal", func() bool {
+	logs.await(t, "the refusal", func() bool {
 		var ok bool
 		ok, rej = w.Registered()
 		return !ok && len(rej) > 0
@@ -196,33 +261,34 @@ func TestRefusedRegistrationIsReported(t *testing.T) {
 // to it, and comes back to a replica that restarts; one given a dns:/// name registers
 // with the addresses it resolves to.
 func TestRegistersWithEveryReplica(t *testing.T) {
-	a, b := startOrchestrator(t, "127.0.0.1:0"), startOrchestrator(t, "127.0.0.1:0")
-	w, err := worker.New(worker.Options{ID: "w-all", Orchestrator: a.addr + "," + b.addr, Logger: quiet(),
+	n, logs := newNetwork(), newWorkerLog()
+	a, b := startOrchestrator(t, n, ""), startOrchestrator(t, n, "")
+	w, err := worker.New(worker.Options{ID: "w-all", Orchestrator: a.addr + "," + b.addr, Logger: logs.logger(), DialOptions: []grpc.DialOption{n.dialer()},
 		MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond},
 		worker.Group{Role: "text", Tools: []tool.Tool{upper()}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	run(t, w)
-	eventually(t, "registered with both replicas", func() bool { return a.has("w-all") && b.has("w-all") && len(w.RegisteredWith()) == 2 })
+	logs.await(t, "registered with both replicas", func() bool { return a.has("w-all") && b.has("w-all") && len(w.RegisteredWith()) == 2 })
 	addr := b.addr
 	b.stop()
-	eventually(t, "only one replica left", func() bool { return len(w.RegisteredWith()) == 1 })
+	logs.await(t, "only one replica left", func() bool { return len(w.RegisteredWith()) == 1 })
 	if ok, _ := w.Registered(); !ok {
 		t.Error("a worker registered with one replica of two reports itself unregistered")
 	}
-	b = startOrchestrator(t, addr)
-	eventually(t, "registered with the restarted replica", func() bool { return b.has("w-all") && a.has("w-all") })
+	b = startOrchestrator(t, n, addr)
+	logs.await(t, "registered with the restarted replica", func() bool { return b.has("w-all") && a.has("w-all") })
 
 	_, port, _ := net.SplitHostPort(a.addr)
-	d, err := worker.New(worker.Options{ID: "w-dns", Orchestrator: "dns:///127.0.0.1:" + port, Logger: quiet(), ResolveInterval: 20 * time.Millisecond,
-		MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond},
+	d, err := worker.New(worker.Options{ID: "w-dns", Orchestrator: "dns:///127.0.0.1:" + port, Logger: logs.logger(), DialOptions: []grpc.DialOption{n.dialer()},
+		ResolveInterval: 20 * time.Millisecond, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond},
 		worker.Group{Role: "text", Tools: []tool.Tool{upper()}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	run(t, d)
-	eventually(t, "registered through the dns:/// name", func() bool { return a.has("w-dns") && len(d.RegisteredWith()) == 1 })
+	logs.await(t, "registered through the dns:/// name", func() bool { return a.has("w-dns") && len(d.RegisteredWith()) == 1 })
 	if got := d.RegisteredWith(); got[0] != "127.0.0.1:"+port {
 		t.Errorf("RegisteredWith = %v", got)
 	}
