@@ -93,7 +93,7 @@ func TestLogsAreWellFormed(t *testing.T) {
 			get := func(k string) string { v, _ := rec.Get(k); s, _ := v.(string); return s }
 			if get("tool") != "panic_now" || get("panic") != "on purpose" || get("run_id") != runID ||
 				get("loop_id") == "" || get("call_id") != panicCall.GetCallId() || len(get("trace_id")) != 32 ||
-				!strings.Contains(get("stack"), "builtin.faultsGroup") {
+				!strings.Contains(get("stack"), "examplegroups.faultsGroup") {
 				t.Errorf("%s: panic record lacks a field: tool %q panic %q run %q loop %q call %q trace %q stack %.80q",
 					name, get("tool"), get("panic"), get("run_id"), get("loop_id"), get("call_id"), get("trace_id"), get("stack"))
 			}
