@@ -10,11 +10,15 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/pkg/orchestrator"
 	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -57,7 +61,7 @@ func TestRunFailsCleanly(t *testing.T) {
 }
 
 // TestCloseStopsRun: Close on a running orchestrator stops it as the end of Run's
-// context does, and returns once Run has.
+// context does; Run returns without an error, and TestMain finds nothing of it left.
 func TestCloseStopsRun(t *testing.T) {
 	o, err := orchestrator.New(orchestrator.Options{Config: testConfig(), Logger: quiet(), ShutdownTimeout: -1})
 	if err != nil {
@@ -65,19 +69,26 @@ func TestCloseStopsRun(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- o.Run(context.Background()) }()
-	conn, err := net.DialTimeout("tcp", o.Addr().String(), 10*time.Second)
+	// Serving: the registry's health answers once the gRPC server serves.
+	conn, err := grpc.NewClient(o.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if _, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: toolpb.ToolRegistryService_ServiceDesc.ServiceName}, grpc.WaitForReady(true)); err != nil {
 		t.Fatal(err)
 	}
 	conn.Close()
 	o.Close()
+	// Run's work is over when Close returns; its result follows.
 	select {
 	case err := <-done:
 		if err != nil {
 			t.Errorf("Run = %v after Close, want nil", err)
 		}
-	default:
-		t.Error("Close returned before Run did")
+	case <-ctx.Done():
+		t.Error("Run did not return after Close")
 	}
 }
 

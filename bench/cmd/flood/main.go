@@ -128,10 +128,28 @@ type flooder struct {
 	lastErr atomic.Value // the last unexpected error's text
 	started sync.Once
 	wg      sync.WaitGroup
+	// answered are the kinds of senders that have had an answer; the flood has begun
+	// once every kind has (kinds of them).
+	mu       sync.Mutex
+	answered map[string]bool
+	kinds    int
 }
 
-// ready says, once, that the flood has begun.
-func (f *flooder) ready() { f.started.Do(func() { fmt.Println(`{"msg":"flooding"}`) }) }
+// ready says, once, that the flood has begun: every kind of sender (the runs, the
+// oversized requests, the long conversations) has had an answer, so that each is
+// counted however slowly the orchestrator answers one.
+func (f *flooder) ready(kind string) {
+	f.mu.Lock()
+	if f.answered == nil {
+		f.answered = map[string]bool{}
+	}
+	f.answered[kind] = true
+	all := len(f.answered) >= f.kinds
+	f.mu.Unlock()
+	if all {
+		f.started.Do(func() { fmt.Println(`{"msg":"flooding"}`) })
+	}
+}
 
 // other counts an unexpected error and keeps it as the last.
 func (f *flooder) other(err error) {
@@ -143,18 +161,25 @@ func (f *flooder) other(err error) {
 // and returns once every sender has stopped.
 func (f *flooder) flood() {
 	req := &toolpb.RunRequest{Prompt: "Add the two numbers, again and again.", Tools: []string{f.o.tool}}
+	f.kinds = 1
+	if f.o.big > 0 {
+		f.kinds++
+	}
+	if f.o.history > 0 {
+		f.kinds++
+	}
 	for range f.o.runs {
 		f.wg.Go(func() { f.runs(req) })
 	}
 	if f.o.big > 0 {
-		f.paced(&toolpb.RunRequest{Prompt: strings.Repeat("x", f.o.big), Tools: []string{f.o.tool}}, &f.n.BigRefused, &f.n.BigAccepted, codes.ResourceExhausted)
+		f.paced("big", &toolpb.RunRequest{Prompt: strings.Repeat("x", f.o.big), Tools: []string{f.o.tool}}, &f.n.BigRefused, &f.n.BigAccepted, codes.ResourceExhausted)
 	}
 	if f.o.history > 0 {
 		msgs := make([]*toolpb.ConversationMessage, f.o.history)
 		for i := range msgs {
 			msgs[i] = &toolpb.ConversationMessage{Role: toolpb.Role_ROLE_USER, Text: "earlier turn"}
 		}
-		f.paced(&toolpb.RunRequest{Prompt: "Add the two numbers.", Messages: msgs, Tools: []string{f.o.tool}}, &f.n.HistoryRefused, &f.n.HistoryAccepted, codes.InvalidArgument)
+		f.paced("history", &toolpb.RunRequest{Prompt: "Add the two numbers.", Messages: msgs, Tools: []string{f.o.tool}}, &f.n.HistoryRefused, &f.n.HistoryAccepted, codes.InvalidArgument)
 	}
 	f.wg.Wait()
 }
@@ -170,7 +195,7 @@ func (f *flooder) runs(req *toolpb.RunRequest) {
 			atomic.AddInt64(&f.n.Admitted, 1)
 		case errors.As(err, &ce) && ce.Code == codes.ResourceExhausted:
 			atomic.AddInt64(&f.n.Refused, 1)
-			f.ready()
+			f.ready("runs")
 			wait := max(ce.RetryAfter, 100*time.Millisecond)
 			if f.o.fixedRetry > 0 {
 				wait = f.o.fixedRetry
@@ -183,13 +208,13 @@ func (f *flooder) runs(req *toolpb.RunRequest) {
 			f.other(err)
 			sleep(f.ctx, 100*time.Millisecond)
 		}
-		f.ready()
+		f.ready("runs")
 	}
 }
 
 // paced sends req one at a time, every -pace, until the flood ends, counting it in
 // refused when it fails with want and in accepted when it runs.
-func (f *flooder) paced(req *toolpb.RunRequest, refused, accepted *int64, want codes.Code) {
+func (f *flooder) paced(kind string, req *toolpb.RunRequest, refused, accepted *int64, want codes.Code) {
 	f.wg.Go(func() {
 		for f.ctx.Err() == nil {
 			_, err := f.c.RunAndWait(f.ctx, req, nil)
@@ -198,10 +223,10 @@ func (f *flooder) paced(req *toolpb.RunRequest, refused, accepted *int64, want c
 				return
 			case err == nil:
 				atomic.AddInt64(accepted, 1)
-				f.ready()
+				f.ready(kind)
 			case codeOf(err) == want:
 				atomic.AddInt64(refused, 1)
-				f.ready()
+				f.ready(kind)
 			default:
 				f.other(err)
 			}
