@@ -17,6 +17,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/cli"
 	"github.com/toolmesh/toolmesh/internal/examplegroups"
+	"github.com/toolmesh/toolmesh/internal/gctune"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/pkg/otelsetup"
 	"github.com/toolmesh/toolmesh/pkg/worker"
@@ -48,7 +49,7 @@ func run(args []string) error {
 	contextMax := fs.Int("context-max-bytes", 8192, "largest encoded ToolCallContext a call may carry; match the orchestrator's context.max_bytes")
 	reconnectMin := fs.Duration("reconnect-min", 100*time.Millisecond, "shortest delay between registration attempts")
 	reconnectMax := fs.Duration("reconnect-max", 5*time.Second, "longest delay between registration attempts: the worker is registered within this long of the orchestrator serving again")
-	gcMinHeap := fs.Int("gc-min-heap-mib", 64, "heap the garbage collector may grow to before it runs, in MiB, while the live heap is smaller (worker.TuneGC); 0: Go's default (GOGC alone)")
+	gcMinHeap := fs.Int("gc-min-heap-mib", 64, "heap the garbage collector may grow to before it runs, in MiB, while the live heap is smaller (gctune.Start); 0: Go's default (GOGC alone)")
 	plaintext := fs.Bool("plaintext", false, "serve without TLS on a -listen address that is not loopback (local development only: anything that reaches the port may call the tools)")
 	tlsFlags := cli.AddTLSFlags(fs, "orchestrator-id", "identity of the orchestrator: the only caller of Invoke, and the only registry the worker registers with")
 	fs.Usage = func() {
@@ -69,7 +70,7 @@ func run(args []string) error {
 		return err
 	}
 	logging.Capture(log)
-	defer worker.TuneGC(uint64(*gcMinHeap) << 20)()
+	defer gctune.Start(uint64(*gcMinHeap) << 20)()
 	// Exporters come from the standard OTEL_* variables; by default traces go nowhere and
 	// metrics to the Prometheus endpoint.
 	sdk, err := otelsetup.FromEnv(context.Background(), otelsetup.Options{ServiceName: "toolmesh-worker", ServiceVersion: cli.Version(), Logger: log, Prometheus: true})

@@ -1,4 +1,6 @@
-package worker
+// Package gctune keeps the garbage collector's heap target from shrinking to nothing in
+// a process whose live heap is tiny, as a worker's is: cmd/toolworker uses it.
+package gctune
 
 import (
 	"math"
@@ -8,25 +10,25 @@ import (
 	"sync"
 )
 
-// TuneGC keeps the garbage collector's heap target at minHeap bytes or more, for the
+// Start keeps the garbage collector's heap target at minHeap bytes or more, for the
 // life of the process or until stop is called.
 //
 // A worker keeps nothing between calls, so its live heap is a few MiB, and Go's
 // collector, which lets the heap grow by GOGC percent of what it counts as live (and to
 // at least 4 MiB), then runs every few hundred calls: measured at 32 calls in flight,
 // collection took a quarter of a worker's CPU, most of it the fixed cost of each cycle
-// (scanning every goroutine's stack). After each collection TuneGC sets GOGC to what puts
+// (scanning every goroutine's stack). After each collection Start sets GOGC to what puts
 // the next target at minHeap while the live heap is smaller; once the live heap passes
-// minHeap, GOGC is back at the value it had when TuneGC was called and the collector
+// minHeap, GOGC is back at the value it had when Start was called and the collector
 // behaves as usual. The cost is memory: the heap grows to about minHeap between
 // collections.
 //
 // GOGC=off (in the environment or set before) and minHeap of zero leave the collector
-// alone. The GOGC in force when TuneGC is called is the floor of what it sets, and stop
+// alone. The GOGC in force when Start is called is the floor of what it sets, and stop
 // sets it again. With a memory limit (GOMEMLIMIT or debug.SetMemoryLimit), minHeap is
 // capped at half of it. cmd/toolworker calls it with 64 MiB unless -gc-min-heap-mib says
-// otherwise; a worker of your own can call it from its main.
-func TuneGC(minHeap uint64) (stop func()) {
+// otherwise.
+func Start(minHeap uint64) (stop func()) {
 	base := currentGOGC()
 	if base < 0 || minHeap == 0 {
 		return func() {}

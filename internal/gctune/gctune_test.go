@@ -1,4 +1,4 @@
-package worker
+package gctune
 
 import (
 	"runtime"
@@ -39,7 +39,7 @@ func grow(n int) byte {
 	return grow(n-1) + b[n%1024]
 }
 
-// The heap target TuneGC sets is about minHeap, stacks and globals included: a worker's
+// The heap target Start sets is about minHeap, stacks and globals included: a worker's
 // stream workers hold grown stacks, which GOGC applies to as it does to the live heap.
 func TestTuneGCTargetsMinHeap(t *testing.T) {
 	base := debug.SetGCPercent(100)
@@ -53,7 +53,7 @@ func TestTuneGCTargetsMinHeap(t *testing.T) {
 	grown.Wait()
 	defer func() { close(release); wg.Wait() }()
 	const minHeap = 64 << 20
-	stop := TuneGC(minHeap)
+	stop := Start(minHeap)
 	defer stop()
 	for range 5 {
 		collect(t)
@@ -61,12 +61,12 @@ func TestTuneGCTargetsMinHeap(t *testing.T) {
 	s := []metrics.Sample{{Name: "/gc/heap/goal:bytes"}}
 	metrics.Read(s)
 	if goal := s[0].Value.Uint64(); goal > minHeap*5/4 {
-		t.Errorf("heap goal %d MiB, over the %d MiB TuneGC keeps it at", goal>>20, minHeap>>20)
+		t.Errorf("heap goal %d MiB, over the %d MiB Start keeps it at", goal>>20, minHeap>>20)
 	}
 }
 
 // collect runs a collection and waits until the cleanups it queued have run, the
-// tuner's among them (TuneGC follows collections from a cleanup). The runtime runs
+// tuner's among them (Start follows collections from a cleanup). The runtime runs
 // cleanups on goroutines of its own, outside any synctest bubble, and tells nothing when
 // they are done: this polls its counts of cleanups queued and executed, yielding the
 // processor between reads, until no cleanup is left to run.
@@ -95,12 +95,12 @@ func gogc(t *testing.T) int {
 	return int(s[0].Value.Uint64())
 }
 
-// TuneGC raises GOGC while the live heap is under the floor, follows each collection,
+// Start raises GOGC while the live heap is under the floor, follows each collection,
 // and puts the environment's value back when stopped.
-func TestTuneGC(t *testing.T) {
+func TestStart(t *testing.T) {
 	base := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(base)
-	stop := TuneGC(1 << 40) // far above any live heap here
+	stop := Start(1 << 40) // far above any live heap here
 	defer stop()
 	for n := 0; gogc(t) <= 100; n++ {
 		if n == 10 {
@@ -121,11 +121,11 @@ func TestTuneGC(t *testing.T) {
 	}
 }
 
-// GOGC=off (a negative percent) is the operator's choice: TuneGC leaves it.
+// GOGC=off (a negative percent) is the operator's choice: Start leaves it.
 func TestTuneGCLeavesGCOff(t *testing.T) {
 	base := debug.SetGCPercent(-1)
 	defer debug.SetGCPercent(base)
-	stop := TuneGC(64 << 20)
+	stop := Start(64 << 20)
 	defer stop()
 	collect(t)
 	if got := debug.SetGCPercent(-1); got != -1 {
