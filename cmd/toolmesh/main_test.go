@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/examplegroups"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
+	"github.com/toolmesh/toolmesh/internal/logtest"
 	"github.com/toolmesh/toolmesh/internal/meshtest"
 	"github.com/toolmesh/toolmesh/internal/router"
 	"github.com/toolmesh/toolmesh/internal/runlog"
@@ -179,7 +179,7 @@ func startOrchestratorWith(t *testing.T, script scripted.Script, configure func(
 	})
 
 	// The worker logs this once the orchestrator accepted its registration.
-	registered := newLogSignal("registered with orchestrator")
+	registered := logtest.NewSignal("registered with orchestrator")
 	w, err := worker.New(worker.Options{ID: "w1", Orchestrator: lis.Addr().String(), Logger: slog.New(registered), DrainTimeout: time.Second, MinBackoff: 10 * time.Millisecond},
 		examplegroups.Math(), examplegroups.TextGroup())
 	if err != nil {
@@ -195,7 +195,7 @@ func startOrchestratorWith(t *testing.T, script scripted.Script, configure func(
 		}
 	})
 	select {
-	case <-registered.logged:
+	case <-registered.Logged:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the worker did not register")
 	}
@@ -207,28 +207,6 @@ func startOrchestratorWith(t *testing.T, script scripted.Script, configure func(
 		t.Fatal(err)
 	}
 	return &orchestrator{addr: lis.Addr().String(), workerAddr: waddr.String()}
-}
-
-// logSignal is a log handler that drops every record, and closes logged at the first
-// one whose message is msg.
-type logSignal struct {
-	msg    string
-	once   *sync.Once
-	logged chan struct{}
-}
-
-func newLogSignal(msg string) logSignal {
-	return logSignal{msg: msg, once: new(sync.Once), logged: make(chan struct{})}
-}
-
-func (h logSignal) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
-func (h logSignal) WithAttrs([]slog.Attr) slog.Handler           { return h }
-func (h logSignal) WithGroup(string) slog.Handler                { return h }
-func (h logSignal) Handle(_ context.Context, r slog.Record) error {
-	if r.Message == h.msg {
-		h.once.Do(func() { close(h.logged) })
-	}
-	return nil
 }
 
 func adderScript() scripted.Script {

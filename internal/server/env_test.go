@@ -21,6 +21,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/examplegroups"
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
+	"github.com/toolmesh/toolmesh/internal/logtest"
 	"github.com/toolmesh/toolmesh/internal/router"
 	"github.com/toolmesh/toolmesh/internal/runlog"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
@@ -153,7 +154,7 @@ func (e *env) startWorker(id string, groups ...worker.Group) *worker.Worker {
 	e.t.Helper()
 	// The worker logs this once the orchestrator accepted its registration, after the
 	// router took it in (the acknowledgement follows Router.Register).
-	registered := newLogSignal("registered with orchestrator")
+	registered := logtest.NewSignal("registered with orchestrator")
 	w, err := worker.New(worker.Options{
 		ID: id, Orchestrator: e.addr, Logger: slog.New(registered),
 		DrainTimeout: time.Second, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,
@@ -176,7 +177,7 @@ func (e *env) startWorker(id string, groups ...worker.Group) *worker.Worker {
 		}
 	})
 	select {
-	case <-registered.logged:
+	case <-registered.Logged:
 	case <-time.After(10 * time.Second):
 		e.t.Fatalf("timed out waiting for worker %s ready", id)
 	}
@@ -190,28 +191,6 @@ func (e *env) startWorker(id string, groups ...worker.Group) *worker.Worker {
 		e.t.Fatalf("worker %s is registered, but the orchestrator does not list it ready: %v", id, e.rt.ListWorkers())
 	}
 	return w
-}
-
-// logSignal is a log handler that drops every record, and closes logged at the first
-// one whose message is msg.
-type logSignal struct {
-	msg    string
-	once   *sync.Once
-	logged chan struct{}
-}
-
-func newLogSignal(msg string) logSignal {
-	return logSignal{msg: msg, once: new(sync.Once), logged: make(chan struct{})}
-}
-
-func (h logSignal) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
-func (h logSignal) WithAttrs([]slog.Attr) slog.Handler           { return h }
-func (h logSignal) WithGroup(string) slog.Handler                { return h }
-func (h logSignal) Handle(_ context.Context, r slog.Record) error {
-	if r.Message == h.msg {
-		h.once.Do(func() { close(h.logged) })
-	}
-	return nil
 }
 
 // streamCalls observes the streaming calls a server handles, by method: each call's
