@@ -80,7 +80,8 @@ type Options struct {
 	// Config is the orchestrator's configuration (DefaultConfig, LoadConfig).
 	Config Config
 	// Logger receives the orchestrator's logs; nil logs to stderr as log.level and
-	// log.format say.
+	// log.format say, and then routes grpc-go's and OpenTelemetry's own logs there too,
+	// which are process-wide settings: a program with loggers of its own sets Logger.
 	Logger *slog.Logger
 	// ShutdownTimeout is how long runs in progress may take to finish once Run's context
 	// ends; zero is 30s, and a negative value cancels them at once.
