@@ -174,3 +174,39 @@ func TestCancelARun(t *testing.T) {
 		t.Errorf("state %v, want cancelled", snap.State)
 	}
 }
+
+// TestProgramStrategyAddsATool: a program's strategy runs after each call beside
+// unfolding: once remember was called, the tool it adds is offered and can be called.
+func TestProgramStrategyAddsATool(t *testing.T) {
+	var calls atomic.Int32
+	bonus := tool.New("bonus", "A tool offered after remember.", schema.Empty(), func(context.Context, string) (tool.Result, error) {
+		return tool.Text("bonus ran"), nil
+	})
+	model, err := scripted.New(scripted.Script{Name: "strategy", Rules: []scripted.Rule{
+		{When: scripted.When{Turn: 1}, Reply: scripted.Reply{ToolCalls: []scripted.ToolCall{{Name: "remember", Arguments: map[string]any{"text": "x"}}}}},
+		{When: scripted.When{Turn: 2, HasTool: "bonus"}, Reply: scripted.Reply{ToolCalls: []scripted.ToolCall{{Name: "bonus"}}}},
+		{Reply: scripted.Reply{Text: `last: {{ results }}`}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	strategy := loop.StrategyFunc(func(_ context.Context, ic loop.InjectionContext) (loop.Injection, error) {
+		if ic.Tool.Definition().Name == "remember" {
+			return loop.Injection{Add: []tool.Tool{bonus}}, nil
+		}
+		return loop.Injection{}, nil
+	})
+	remember := tool.New("remember", "Remembers.", schema.Params(schema.String("text", "the note")), func(context.Context, string) (tool.Result, error) {
+		calls.Add(1)
+		return tool.Text("ok"), nil
+	})
+	s, err := extendedService(t, Options{Providers: map[string]llm.Provider{"scripted": model}, Strategies: []loop.Strategy{strategy},
+		Groups: map[string]Group{"notes": {Tools: []tool.Tool{remember}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, _, err := collect(t, s, Request{Messages: user("go"), Groups: []string{"notes"}})
+	if err != nil || res.Text != "last: bonus ran" {
+		t.Errorf("result %+v, %v; want the bonus tool's answer", res, err)
+	}
+}

@@ -218,38 +218,29 @@ func mcpFilter(f func(MCPTool) bool) func(mcp.ToolInfo) bool {
 // runs choose it with "<name>/<model>".
 type Provider struct{ p llm.Provider }
 
-// OpenAIOptions configure a provider of the OpenAI chat completions API, or of any
-// server compatible with it (vLLM, Ollama, LiteLLM, Azure's).
-type OpenAIOptions struct {
+// ProviderOptions configure a provider of a model API: its key, its base URL (empty: the
+// API's own; for OpenAI any compatible server, such as vLLM, Ollama or LiteLLM), the
+// model of runs that name none, and MaxRetries, MaxTokens and Timeout as provider.openai
+// and provider.anthropic have them (zero: their defaults).
+type ProviderOptions struct {
 	APIKey, BaseURL, DefaultModel string
-	// MaxRetries, Timeout and MaxTokens as provider.openai has them (zero: the defaults).
-	MaxRetries int
-	MaxTokens  int
-	Timeout    time.Duration
-}
-
-// OpenAI returns a provider of the OpenAI API.
-func OpenAI(o OpenAIOptions) (Provider, error) {
-	p, err := openai.New(openai.Options{APIKey: o.APIKey, BaseURL: o.BaseURL, DefaultModel: o.DefaultModel,
-		MaxRetries: o.MaxRetries, Timeout: o.Timeout, MaxTokens: o.MaxTokens})
-	if err != nil {
-		return Provider{}, fmt.Errorf("orchestrator: %w", err)
-	}
-	return Provider{p}, nil
-}
-
-// AnthropicOptions configure a provider of Anthropic's messages API.
-type AnthropicOptions struct {
-	APIKey, BaseURL, DefaultModel string
-	MaxRetries                    int
-	MaxTokens                     int
+	MaxRetries, MaxTokens         int
 	Timeout                       time.Duration
 }
 
-// Anthropic returns a provider of Anthropic's API.
-func Anthropic(o AnthropicOptions) (Provider, error) {
-	p, err := anthropic.New(anthropic.Options{APIKey: o.APIKey, BaseURL: o.BaseURL, DefaultModel: o.DefaultModel,
-		MaxRetries: o.MaxRetries, Timeout: o.Timeout, MaxTokens: o.MaxTokens})
+// OpenAI returns a provider of the OpenAI chat completions API.
+func OpenAI(o ProviderOptions) (Provider, error) {
+	return provider(openai.New(openai.Options{APIKey: o.APIKey, BaseURL: o.BaseURL, DefaultModel: o.DefaultModel,
+		MaxRetries: o.MaxRetries, Timeout: o.Timeout, MaxTokens: o.MaxTokens}))
+}
+
+// Anthropic returns a provider of Anthropic's messages API.
+func Anthropic(o ProviderOptions) (Provider, error) {
+	return provider(anthropic.New(anthropic.Options{APIKey: o.APIKey, BaseURL: o.BaseURL, DefaultModel: o.DefaultModel,
+		MaxRetries: o.MaxRetries, Timeout: o.Timeout, MaxTokens: o.MaxTokens}))
+}
+
+func provider[P llm.Provider](p P, err error) (Provider, error) {
 	if err != nil {
 		return Provider{}, fmt.Errorf("orchestrator: %w", err)
 	}

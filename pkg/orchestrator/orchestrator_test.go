@@ -93,7 +93,7 @@ func TestCloseStopsRun(t *testing.T) {
 }
 
 func TestNewRefusesBadOptions(t *testing.T) {
-	p, err := orchestrator.OpenAI(orchestrator.OpenAIOptions{APIKey: "k", BaseURL: "http://127.0.0.1:1/v1", DefaultModel: "m"})
+	p, err := orchestrator.OpenAI(orchestrator.ProviderOptions{APIKey: "k", BaseURL: "http://127.0.0.1:1/v1", DefaultModel: "m"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -107,10 +107,7 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 		o.release()
 		close(done)
 	}()
-	g, hs, err := o.grpcServer()
-	if err != nil {
-		return err
-	}
+	g, hs := o.grpcServer()
 	if err := o.serveHealth(hs); err != nil {
 		return err
 	}
@@ -123,7 +120,7 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	bg.Go(func() { o.srv.WatchHealth(ctx, func(serving bool) { setServing(hs, serving) }) })
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- g.Serve(o.lis) }()
-	err = o.serve(ctx, &bg)
+	err := o.serve(ctx, &bg)
 	if err == nil {
 		select {
 		case err = <-serveErr:
@@ -176,7 +173,7 @@ func (o *Orchestrator) stop(g *grpc.Server, hs *health.Server) {
 // grpcServer is the gRPC server of the orchestrator's services, health and reflection.
 // Workers register at once; runs (and the process's overall status) wait until the
 // workers the journal knew of are back, or registry.readiness_grace passes.
-func (o *Orchestrator) grpcServer() (*grpc.Server, *health.Server, error) {
+func (o *Orchestrator) grpcServer() (*grpc.Server, *health.Server) {
 	opts := append(append(server.RecoveryInterceptors(o.log), server.ServerOptions(o.cfg)...), o.tel.ServerOptions()...)
 	if o.certs != nil {
 		// A client certificate is optional in the handshake (a kubelet's health probe
@@ -191,7 +188,7 @@ func (o *Orchestrator) grpcServer() (*grpc.Server, *health.Server, error) {
 	reflection.Register(g)
 	hs.SetServingStatus(toolpb.ToolRegistryService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	setServing(hs, false)
-	return g, hs, nil
+	return g, hs
 }
 
 // setServing sets the status of the process and of OrchestratorService.
