@@ -25,6 +25,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/ctxcodec"
 	"github.com/toolmesh/toolmesh/internal/decorators"
+	"github.com/toolmesh/toolmesh/internal/devca"
 	"github.com/toolmesh/toolmesh/internal/examplegroups"
 	"github.com/toolmesh/toolmesh/internal/harness"
 	"github.com/toolmesh/toolmesh/internal/llm"
@@ -810,7 +811,7 @@ func (e *env) startMTLS(cfg Config, workerArgs func(id, orch string) []string) (
 		return nil, err
 	}
 	e.defer_(func() { _ = os.RemoveAll(dir) })
-	ca, err := trust.NewCA("bench.test", 24*time.Hour)
+	ca, err := devca.NewCA("bench.test", 24*time.Hour)
 	if err != nil {
 		return nil, err
 	}

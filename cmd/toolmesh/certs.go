@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/cli"
+	"github.com/toolmesh/toolmesh/internal/devca"
 	"github.com/toolmesh/toolmesh/pkg/trust"
 )
 
@@ -38,7 +39,7 @@ func certsCmd(args []string, stdout, stderr io.Writer) error {
 		return errors.New("-days must be between 1 and 3650")
 	}
 	life := time.Duration(*days) * 24 * time.Hour
-	ca, err := trust.NewCA(*td, life)
+	ca, err := devca.NewCA(*td, life)
 	if err != nil {
 		return err
 	}
@@ -79,7 +80,7 @@ func certsCmd(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "  clients: [%s]\n", strings.Join(clientIDs, ", "))
 	}
 	fmt.Fprintf(stdout, "\nWorkers:\n\n%s\n\nClients:\n\n%s\n", strings.Join(workerLines, "\n"), strings.Join(clientLines, "\n"))
-	sk, err := trust.NewSigningKey()
+	sk, err := devca.NewSigningKey()
 	if err != nil {
 		return err
 	}

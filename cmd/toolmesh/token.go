@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/cli"
-	"github.com/toolmesh/toolmesh/pkg/trust"
+	"github.com/toolmesh/toolmesh/internal/devca"
 )
 
 // The issuer and audience of development tokens: what toolmesh certs prints for auth.jwt.
@@ -45,11 +45,11 @@ func tokenCmd(args []string, stdout, stderr io.Writer) error {
 	case *ttl <= 0 || *ttl > maxTokenTTL:
 		return fmt.Errorf("-ttl must be between 1s and %s, got %s", maxTokenTTL, *ttl)
 	}
-	k, err := trust.ReadSigningKey(*key)
+	k, err := devca.ReadSigningKey(*key)
 	if err != nil {
 		return fmt.Errorf("-key: %w", err)
 	}
-	raw, err := k.Sign(trust.TokenClaims{Issuer: *issuer, Audience: *audience, Subject: *subject, TenantClaim: *tenantClaim, Tenant: *tenant, TTL: *ttl})
+	raw, err := k.Sign(devca.TokenClaims{Issuer: *issuer, Audience: *audience, Subject: *subject, TenantClaim: *tenantClaim, Tenant: *tenant, TTL: *ttl})
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/cli"
 	"github.com/toolmesh/toolmesh/internal/config"
-	"github.com/toolmesh/toolmesh/pkg/trust"
+	"github.com/toolmesh/toolmesh/internal/devca"
 )
 
 // runCLI runs a command line that dials nothing, or dials as the arguments say.
@@ -86,11 +86,11 @@ func TestDevelopmentTokens(t *testing.T) {
 	t.Setenv("TOOLMESH_TOKEN_FILE", "")
 
 	// The key toolmesh certs wrote, read back, for a token toolmesh token cannot make.
-	k, err := trust.ReadSigningKey(keyFile)
+	k, err := devca.ReadSigningKey(keyFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	expired, err := k.Sign(trust.TokenClaims{Issuer: devIssuer, Audience: devAudience, Tenant: "acme", IssuedAt: time.Now().Add(-2 * time.Hour), TTL: time.Hour})
+	expired, err := k.Sign(devca.TokenClaims{Issuer: devIssuer, Audience: devAudience, Tenant: "acme", IssuedAt: time.Now().Add(-2 * time.Hour), TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestTokenErrors(t *testing.T) {
 		{args: []string{"token", "-key", key, "-tenant", "acme", "-ttl", "0s"}, contains: "-ttl must be between 1s and 720h0m0s"},
 		{args: []string{"token", "-key", key, "-tenant", "acme", "-ttl", "721h"}, contains: "-ttl must be between"},
 		{args: []string{"token", "-key", key, "-tenant", "acme", "-audience", ""}, contains: "an issuer and an audience"},
-		{args: []string{"token", "-key", filepath.Join(dir, "ca.pem"), "-tenant", "acme"}, contains: `-key: trust: the signing key`},
+		{args: []string{"token", "-key", filepath.Join(dir, "ca.pem"), "-tenant", "acme"}, contains: `-key: the signing key`},
 		{args: []string{"token", "-key", key, "-tenant", "acme", "extra"}, contains: "unexpected arguments"},
 	} {
 		out, err := runCLI(t, tc.args...)

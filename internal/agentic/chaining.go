@@ -215,12 +215,12 @@ func receiver(typ string) func(toolcall.Handler) toolcall.Handler {
 			if !ok {
 				return tool.Text(methodUnbound(typ)), nil
 			}
-			st := tool.NewState(recv.JSON)
+			st := toolcall.NewState(recv.JSON)
 			outer := c.State
 			c.State = st
 			res, err := next(ctx, c)
 			c.State = outer
-			if st.Changed() {
+			if toolcall.StateChanged(st) {
 				if b := st.Bytes(); json.Valid(b) {
 					bs.rebind(typ, tool.Entry{TypeName: recv.TypeName, JSON: b})
 				}

@@ -141,7 +141,7 @@ func TestPlaybookBlackboard(t *testing.T) {
 	board := toolcall.NewCallBoard(nil, 10)
 	at := compileOne(t, cat, Spec{Name: "p", Description: "P.", Kind: KindPlaybook, Locks: []Lock{{Tool: "a", BlackboardType: "Ticket"}}})
 	n := newNester(t, turn(1, call("a")), scripted.Rule{Reply: scripted.Reply{Text: "{{ result \"a\" }}"}})
-	ctx := tool.WithBlackboard(WithNester(ctxT(t), n), board)
+	ctx := toolcall.WithBlackboard(WithNester(ctxT(t), n), board)
 	if res, _ := at.Call(ctx, `{}`); res.Content != "This tool is not yet available. Prerequisites have not been met yet." {
 		t.Errorf("before: %q", res.Content)
 	}

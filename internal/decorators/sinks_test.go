@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/decorators"
 	"github.com/toolmesh/toolmesh/internal/process"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
@@ -152,7 +153,7 @@ func TestBlackboardSinkAndPublishVariants(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p := process.New("run", process.Limits{}, process.Bounds{}, nil)
-			ctx := tool.WithBlackboard(process.NewContext(context.Background(), p), p.Board(process.Origin{Tool: "lookup"}))
+			ctx := toolcall.WithBlackboard(process.NewContext(context.Background(), p), p.Board(process.Origin{Tool: "lookup"}))
 			if r := mustCall(t, ctx, tt.wrap(returning(res))); r.IsError() {
 				t.Fatal(r.Content)
 			}

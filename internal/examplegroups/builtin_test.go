@@ -277,12 +277,12 @@ func TestUserMethods(t *testing.T) {
 	if res, err := byName["profile"].Call(context.Background(), `{}`); err == nil && !res.IsError() {
 		t.Errorf("profile without a receiver: %+v", res)
 	}
-	st := tool.NewState(res.Artifact.JSON)
+	st := toolcall.NewState(res.Artifact.JSON)
 	ctx := toolcall.WithState(context.Background(), st)
 	if res, err := byName["updateEmail"].Call(ctx, `{"email":"g@navy.mil"}`); err != nil || res.Content != "The email of Grace Hopper changed from grace@example.com to g@navy.mil" {
 		t.Errorf("updateEmail: %+v, %v", res, err)
 	}
-	if !st.Changed() || !strings.Contains(string(st.Bytes()), `"email":"g@navy.mil"`) {
+	if !toolcall.StateChanged(st) || !strings.Contains(string(st.Bytes()), `"email":"g@navy.mil"`) {
 		t.Errorf("receiver after updateEmail: %s", st.Bytes())
 	}
 }

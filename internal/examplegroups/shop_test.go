@@ -115,7 +115,7 @@ func TestShopTools(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.tool+" "+tc.args+" "+tc.state, func(t *testing.T) {
-			st := tool.NewState([]byte(tc.state))
+			st := toolcall.NewState([]byte(tc.state))
 			res, err := find(t, g, tc.tool).Call(toolcall.WithState(context.Background(), st), tc.args)
 			if err != nil {
 				t.Fatal(err)
@@ -123,7 +123,7 @@ func TestShopTools(t *testing.T) {
 			if res.IsError() != tc.isError || res.Content != tc.want {
 				t.Errorf("got error=%v %q, want error=%v %q", res.IsError(), res.Content, tc.isError, tc.want)
 			}
-			if changed := st.Changed(); changed != (tc.newState != "") || (changed && string(st.Bytes()) != tc.newState) {
+			if changed := toolcall.StateChanged(st); changed != (tc.newState != "") || (changed && string(st.Bytes()) != tc.newState) {
 				t.Errorf("state changed=%v %s, want %q", changed, st.Bytes(), tc.newState)
 			}
 		})
@@ -137,7 +137,7 @@ func TestOpenCart(t *testing.T) {
 			openCart = f
 		}
 	}
-	st := tool.NewState([]byte(`{"store":"old","items":[{"sku":"X","quantity":1}]}`))
+	st := toolcall.NewState([]byte(`{"store":"old","items":[{"sku":"X","quantity":1}]}`))
 	selected, err := openCart.Select(toolcall.WithState(context.Background(), st), `{"store":"postgres://shop/main"}`)
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +154,7 @@ func TestOpenCart(t *testing.T) {
 	} {
 		ctx := context.Background()
 		if tc.name != "no state" {
-			ctx = toolcall.WithState(ctx, tool.NewState(nil))
+			ctx = toolcall.WithState(ctx, toolcall.NewState(nil))
 		}
 		if _, err := openCart.Select(ctx, tc.args); err == nil || err.Error() != tc.want {
 			t.Errorf("%s: err = %v, want %q", tc.name, err, tc.want)

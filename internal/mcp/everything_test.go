@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/mcp"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
@@ -110,7 +111,7 @@ func TestEverything(t *testing.T) {
 
 			var mu sync.Mutex
 			var reports []string
-			pctx := tool.WithProgress(ctx, func(s string) {
+			pctx := toolcall.WithProgress(ctx, func(s string) {
 				mu.Lock()
 				defer mu.Unlock()
 				reports = append(reports, s)

@@ -332,7 +332,7 @@ func TestProgressAndCancellationOverStdio(t *testing.T) {
 	g := newGroup(t, mcp.Options{Server: mcp.Server{Name: "stdio", Command: exe, Env: map[string]string{"TOOLMESH_MCP_TEST_SERVER": "stdio"}}})
 	var mu sync.Mutex
 	var reports []string
-	ctx := tool.WithProgress(testCtx(t), func(s string) {
+	ctx := toolcall.WithProgress(testCtx(t), func(s string) {
 		mu.Lock()
 		defer mu.Unlock()
 		reports = append(reports, s)

@@ -14,6 +14,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolmesh/toolmesh/internal/devca"
 	"github.com/toolmesh/toolmesh/internal/mcp"
 	"github.com/toolmesh/toolmesh/pkg/trust"
 )
@@ -23,7 +24,7 @@ import (
 // certificate, or against another CA, it does not.
 func TestHTTPSWithClientCertificate(t *testing.T) {
 	dir := t.TempDir()
-	ca, err := trust.NewCA("mcp.test", time.Hour)
+	ca, err := devca.NewCA("mcp.test", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func TestHTTPSWithClientCertificate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, _ := trust.NewCA("mcp.test", time.Hour)
+	other, _ := devca.NewCA("mcp.test", time.Hour)
 	otherCA := dir + "/other-ca.pem"
 	if err := os.WriteFile(otherCA, other.CertPEM(), 0o600); err != nil {
 		t.Fatal(err)

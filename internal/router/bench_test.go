@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
@@ -120,7 +121,7 @@ func BenchmarkProgressHop(b *testing.B) {
 	w := startSDK(b, "w1", unary, silent, chatty)
 	r := newRouter(b, Options{})
 	mustRegister(b, r, sdkRegistration(w, unary, silent, chatty))
-	ctx := tool.WithProgress(context.Background(), func(string) {})
+	ctx := toolcall.WithProgress(context.Background(), func(string) {})
 	for _, name := range []string{"unary", "stream_silent", "stream_3_reports"} {
 		b.Run(name, func(b *testing.B) {
 			t, err := r.Tool(name)

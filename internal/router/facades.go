@@ -191,7 +191,7 @@ func (s *remoteSelector) Select(ctx context.Context, input string) ([]tool.Tool,
 	if sel == nil {
 		return nil, fmt.Errorf("the worker did not say which tools facade '%s' selects", s.facade.def.Name)
 	}
-	state := tool.NewState(sel.GetState())
+	state := toolcall.NewState(sel.GetState())
 	out := make([]tool.Tool, 0, len(sel.GetTools()))
 	for _, name := range sel.GetTools() {
 		c, ok := s.children[name]

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/toolmesh/toolmesh/internal/process"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
@@ -20,8 +21,8 @@ import (
 // runContext is the context of a call made in a run: the run's blackboard and a
 // progress channel that records the reports.
 func runContext(ctx context.Context, p *process.Process, reports *[]string, mu *sync.Mutex) context.Context {
-	ctx = tool.WithBlackboard(ctx, p.Board(process.Origin{Tool: "t"}))
-	return tool.WithProgress(ctx, func(s string) {
+	ctx = toolcall.WithBlackboard(ctx, p.Board(process.Origin{Tool: "t"}))
+	return toolcall.WithProgress(ctx, func(s string) {
 		mu.Lock()
 		defer mu.Unlock()
 		*reports = append(*reports, s)

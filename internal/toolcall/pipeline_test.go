@@ -68,7 +68,7 @@ func TestPipelineOrder(t *testing.T) {
 // TestCallFieldsReachTheTool: what the call holds is what the tool reads from its
 // context, through one context value; an unset field leaves the enclosing context's.
 func TestCallFieldsReachTheTool(t *testing.T) {
-	state := tool.NewState([]byte(`{"n":1}`))
+	state := toolcall.NewState([]byte(`{"n":1}`))
 	var got struct {
 		info      tool.CallInfo
 		bag       toolctx.Context

@@ -33,6 +33,24 @@ func WithState(ctx context.Context, s *tool.State) context.Context {
 	return context.WithValue(ctx, toolinternal.StateKey{}, s)
 }
 
+// NewState returns a call's State holding b.
+func NewState(b []byte) *tool.State { return toolinternal.NewState(b).(*tool.State) }
+
+// StateChanged reports whether the tool replaced s (tool.State.Set) during its call; a
+// nil s never changed.
+func StateChanged(s *tool.State) bool { return s != nil && toolinternal.StateChanged(s) }
+
+// WithProgress returns a context whose tool.Progress reports go to report.
+func WithProgress(ctx context.Context, report func(status string)) context.Context {
+	return context.WithValue(ctx, toolinternal.ProgressKey{}, report)
+}
+
+// WithBlackboard returns a context whose calls see b as the run's blackboard
+// (tool.BlackboardFrom).
+func WithBlackboard(ctx context.Context, b tool.Blackboard) context.Context {
+	return context.WithValue(ctx, toolinternal.BlackboardKey{}, b)
+}
+
 // Scope is the context of one call that crossed a process boundary, as the worker SDK
 // restores it from the request: the call's identity (tool.CallInfoFrom), its run's
 // verified tenant (toolinternal.TenantFrom, shown by toolctx.FromContext), its

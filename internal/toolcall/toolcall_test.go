@@ -74,7 +74,7 @@ func TestContextSetters(t *testing.T) {
 	if got, ok := tool.CallInfoFrom(ctx); !ok || got != info {
 		t.Errorf("CallInfoFrom = %+v, %v", got, ok)
 	}
-	st := tool.NewState([]byte("s"))
+	st := toolcall.NewState([]byte("s"))
 	if tool.StateFrom(toolcall.WithState(ctx, st)) != st {
 		t.Error("StateFrom does not see the state")
 	}

@@ -185,6 +185,14 @@ func TenantFrom(ctx context.Context) string {
 	return t
 }
 
+// NewState makes a *tool.State holding b, and StateChanged reports whether a tool
+// replaced one: set by pkg/tool, whose State has no exported constructor, and reached as
+// toolcall.NewState and toolcall.StateChanged.
+var (
+	NewState     func(b []byte) any
+	StateChanged func(s any) bool
+)
+
 // AdoptBag makes a toolctx.Context that holds m itself, set by pkg/toolctx: a decoder
 // that built m for the context hands it over without the copy toolctx.FromMap makes, and
 // must not change or keep m afterwards.

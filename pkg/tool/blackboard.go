@@ -134,14 +134,3 @@ func Progress(ctx context.Context, status string) {
 		r(status)
 	}
 }
-
-// WithProgress returns a context whose Progress reports go to report. The orchestrator
-// and the worker SDK set it; tools call Progress.
-func WithProgress(ctx context.Context, report func(status string)) context.Context {
-	return context.WithValue(ctx, toolinternal.ProgressKey{}, report)
-}
-
-// WithBlackboard returns a context whose calls see b as the run's blackboard.
-func WithBlackboard(ctx context.Context, b Blackboard) context.Context {
-	return context.WithValue(ctx, toolinternal.BlackboardKey{}, b)
-}

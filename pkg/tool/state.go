@@ -23,8 +23,12 @@ type State struct {
 	changed bool
 }
 
-// NewState returns a State holding b.
-func NewState(b []byte) *State { return &State{data: bytes.Clone(b)} }
+// The engine makes a call's State (the orchestrator, the worker SDK) and asks whether the
+// tool replaced it, through these hooks: a tool never makes one.
+func init() {
+	toolinternal.NewState = func(b []byte) any { return &State{data: bytes.Clone(b)} }
+	toolinternal.StateChanged = func(s any) bool { return s.(*State).isChanged() }
+}
 
 // Bytes returns a copy of the state.
 func (s *State) Bytes() []byte {
@@ -44,8 +48,8 @@ func (s *State) Set(b []byte) {
 	s.changed = true
 }
 
-// Changed reports whether Set was called.
-func (s *State) Changed() bool {
+// isChanged reports whether Set was called.
+func (s *State) isChanged() bool {
 	if s == nil {
 		return false
 	}

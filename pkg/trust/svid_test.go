@@ -1,4 +1,4 @@
-package trust
+package trust_test
 
 import (
 	"crypto/ecdsa"
@@ -11,13 +11,16 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolmesh/toolmesh/internal/devca"
+	"github.com/toolmesh/toolmesh/pkg/trust"
 )
 
 // TestVerifyWantsAnX509SVID: a peer certificate that chains to the bundle and carries a
 // SPIFFE ID is still refused when it is not an X509-SVID — a CA certificate, one that may
 // sign certificates, one with two SPIFFE IDs — and for the wrong usage.
 func TestVerifyWantsAnX509SVID(t *testing.T) {
-	ca, err := NewCA("toolmesh.test", time.Hour)
+	ca, err := devca.NewCA("toolmesh.test", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +33,7 @@ func TestVerifyWantsAnX509SVID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := Load(f, nil)
+	s, err := trust.Load(f, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,16 +43,16 @@ func TestVerifyWantsAnX509SVID(t *testing.T) {
 			t.Fatal(err)
 		}
 		u, _ := url.Parse("spiffe://toolmesh.test/worker/b")
-		tmpl := &x509.Certificate{SerialNumber: serial(), NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
+		tmpl := &x509.Certificate{SerialNumber: devca.Serial(), NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
 			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, URIs: []*url.URL{u}}
 		mod(tmpl)
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+		der, err := ca.Sign(tmpl, &key.PublicKey)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return [][]byte{der}
 	}
-	if id, err := s.verify(issue(func(*x509.Certificate) {}), x509.ExtKeyUsageClientAuth); err != nil || id.String() != "spiffe://toolmesh.test/worker/b" {
+	if id, err := trust.Verify(s, issue(func(*x509.Certificate) {}), x509.ExtKeyUsageClientAuth); err != nil || id.String() != "spiffe://toolmesh.test/worker/b" {
 		t.Fatalf("an X509-SVID: %v, %v", id, err)
 	}
 	for _, tc := range []struct {
@@ -68,7 +71,7 @@ func TestVerifyWantsAnX509SVID(t *testing.T) {
 		}, x509.ExtKeyUsageClientAuth, "URI SAN"},
 		{"a client certificate serving", func(*x509.Certificate) {}, x509.ExtKeyUsageServerAuth, "usage"},
 	} {
-		if _, err := s.verify(issue(tc.mod), tc.usage); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := trust.Verify(s, issue(tc.mod), tc.usage); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: verify = %v, want an error about %s", tc.name, err, tc.want)
 		}
 	}
@@ -77,11 +80,11 @@ func TestVerifyWantsAnX509SVID(t *testing.T) {
 // TestVerifyBindsCAsToTheirTrustDomain: in a bundle holding two domains' CAs, each CA
 // vouches for its own domain only; a CA that names no domain vouches for any.
 func TestVerifyBindsCAsToTheirTrustDomain(t *testing.T) {
-	own, err := NewCA("own.test", time.Hour)
+	own, err := devca.NewCA("own.test", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	partner, err := NewCA("partner.test", time.Hour)
+	partner, err := devca.NewCA("partner.test", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,11 +100,11 @@ func TestVerifyBindsCAsToTheirTrustDomain(t *testing.T) {
 	if err := os.WriteFile(f.CA, append(own.CertPEM(), partner.CertPEM()...), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Load(f, nil)
+	s, err := trust.Load(f, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	chain := func(ca *CA, path string) [][]byte {
+	chain := func(ca *devca.CA, path string) [][]byte {
 		l, err := ca.Issue(path, time.Now().Add(-time.Minute), time.Hour)
 		if err != nil {
 			t.Fatal(err)
@@ -109,30 +112,30 @@ func TestVerifyBindsCAsToTheirTrustDomain(t *testing.T) {
 		b, _ := pem.Decode(l.CertPEM)
 		return [][]byte{b.Bytes}
 	}
-	if _, err := s.verify(chain(partner, "/worker/x"), x509.ExtKeyUsageClientAuth); err != nil {
+	if _, err := trust.Verify(s, chain(partner, "/worker/x"), x509.ExtKeyUsageClientAuth); err != nil {
 		t.Errorf("the partner CA's own identity: %v", err)
 	}
-	if _, err := s.verify(chain(own, "/worker/math"), x509.ExtKeyUsageClientAuth); err != nil {
+	if _, err := trust.Verify(s, chain(own, "/worker/math"), x509.ExtKeyUsageClientAuth); err != nil {
 		t.Errorf("our CA's identity: %v", err)
 	}
 	// The partner CA minting an identity of our domain.
 	forged := issueIn(t, partner, "spiffe://own.test/worker/math")
-	if _, err := s.verify(forged, x509.ExtKeyUsageClientAuth); err == nil {
+	if _, err := trust.Verify(s, forged, x509.ExtKeyUsageClientAuth); err == nil {
 		t.Error("the partner CA vouched for an identity in our trust domain")
 	}
 }
 
 // issueIn has ca sign a leaf for id, whatever ca's own trust domain.
-func issueIn(t *testing.T, ca *CA, id string) [][]byte {
+func issueIn(t *testing.T, ca *devca.CA, id string) [][]byte {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	u, _ := url.Parse(id)
-	tmpl := &x509.Certificate{SerialNumber: serial(), NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
+	tmpl := &x509.Certificate{SerialNumber: devca.Serial(), NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, URIs: []*url.URL{u}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	der, err := ca.Sign(tmpl, &key.PublicKey)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,10 +17,11 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/toolmesh/toolmesh/internal/devca"
 	"github.com/toolmesh/toolmesh/pkg/trust"
 )
 
-func issue(t *testing.T, ca *trust.CA, dir, name, path string, notBefore time.Time, lifetime time.Duration) trust.Files {
+func issue(t *testing.T, ca *devca.CA, dir, name, path string, notBefore time.Time, lifetime time.Duration) trust.Files {
 	t.Helper()
 	leaf, err := ca.Issue(path, notBefore, lifetime, "127.0.0.1", "localhost")
 	if err != nil {
@@ -80,7 +81,7 @@ func check(addr string, creds credentials.TransportCredentials) error {
 // one is required fails the handshake; a changed certificate file is picked up.
 func TestMutualTLS(t *testing.T) {
 	dir := t.TempDir()
-	ca, err := trust.NewCA("toolmesh.test", time.Hour)
+	ca, err := devca.NewCA("toolmesh.test", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +107,7 @@ func TestMutualTLS(t *testing.T) {
 		t.Errorf("a server of another identity: %v, want a refusal naming the identities", err)
 	}
 
-	foreign, err := trust.NewCA("toolmesh.test", time.Hour)
+	foreign, err := devca.NewCA("toolmesh.test", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +211,7 @@ func TestLoadErrors(t *testing.T) {
 // one is minted.
 func TestCallTokenReuse(t *testing.T) {
 	dir := t.TempDir()
-	ca, err := trust.NewCA("toolmesh.test", time.Hour)
+	ca, err := devca.NewCA("toolmesh.test", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

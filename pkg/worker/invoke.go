@@ -108,11 +108,11 @@ func (s *invoker) invoke(ctx context.Context, req *toolpb.InvokeRequest, progres
 	// anything else; the state the orchestrator keeps for the call, which the tool may
 	// replace; and the run's blackboard as far as the call needs it, what the tool adds
 	// going back with the result.
-	c := &call{name: name, args: args, st: tool.NewState(req.GetState()), facade: isFacade,
+	c := &call{name: name, args: args, st: toolcall.NewState(req.GetState()), facade: isFacade,
 		board: toolcall.NewCallBoard(wire.BindingsFromProto(req.GetBlackboard()), wire.MaxBlackboardUpdateBytes)}
 	ctx = toolcall.NewScope(ctx, tool.CallInfo{RunID: req.GetRunId(), LoopID: req.GetLoopId(), CallID: req.GetCallId()}, tenant, bag, args, c.st, c.board)
 	if progress != nil {
-		ctx = tool.WithProgress(ctx, progress)
+		ctx = toolcall.WithProgress(ctx, progress)
 	}
 	s.run(ctx, md, req.GetCallId(), c, t, f)
 	return w.respond(ctx, c)
@@ -227,7 +227,7 @@ func (w *Worker) respond(ctx context.Context, c *call) (*toolpb.InvokeResponse, 
 		resp.BlackboardUpdates = wire.BindingsToProto(added)
 	}
 	// A failed selection binds nothing; any other call returns the state it set.
-	if c.st.Changed() && (!c.facade || c.sel != nil) {
+	if toolcall.StateChanged(c.st) && (!c.facade || c.sel != nil) {
 		resp.State = c.st.Bytes()
 		resp.StateChanged = true
 	}

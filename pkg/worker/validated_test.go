@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/toolmesh/toolmesh/internal/devca"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
@@ -23,7 +24,7 @@ import (
 // spiffe://worker.test/path.
 func testIdentities(t *testing.T) func(name, path string) *trust.Source {
 	t.Helper()
-	ca, err := trust.NewCA("worker.test", time.Hour)
+	ca, err := devca.NewCA("worker.test", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,7 +80,7 @@ var wrappers = map[string][]func(tool.Tool) tool.Tool{
 		}
 		return ts[0]
 	}},
-	"internal/router.bound": {func(t tool.Tool) tool.Tool { return router.Bound(t, tool.NewState([]byte("s"))) }},
+	"internal/router.bound": {func(t tool.Tool) tool.Tool { return router.Bound(t, toolcall.NewState([]byte("s"))) }},
 	"pkg/toolctx.oneShot":   {func(t tool.Tool) tool.Tool { return toolctx.OneShotPerLoop(t, "advice") }},
 	"internal/examplegroups.delayed": {func(t tool.Tool) tool.Tool {
 		return examplegroups.WithDelay(time.Millisecond, []tool.Tool{t})[0]

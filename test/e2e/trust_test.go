@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
+	"github.com/toolmesh/toolmesh/internal/devca"
 	"github.com/toolmesh/toolmesh/internal/harness"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/client"
@@ -40,12 +41,12 @@ const trustDomain = "toolmesh.test"
 // pki issues certificates of one CA into a directory.
 type pki struct {
 	dir string
-	ca  *trust.CA
+	ca  *devca.CA
 }
 
 func newPKI(t *testing.T) *pki {
 	t.Helper()
-	ca, err := trust.NewCA(trustDomain, 24*time.Hour)
+	ca, err := devca.NewCA(trustDomain, 24*time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package trust_test
+package devca_test
 
 import (
 	"crypto/ecdsa"
@@ -17,7 +17,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/toolmesh/toolmesh/pkg/trust"
+	"github.com/toolmesh/toolmesh/internal/devca"
 )
 
 // publicKeyOf reads the only key of a key set, checking its members.
@@ -52,7 +52,7 @@ func publicKeyOf(t *testing.T, jwks []byte) (string, *ecdsa.PublicKey) {
 // set, carry the claims asked for and expire when asked.
 func TestSigningKey(t *testing.T) {
 	dir := t.TempDir()
-	k, err := trust.NewSigningKey()
+	k, err := devca.NewSigningKey()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestSigningKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	kid, pub := publicKeyOf(t, jwks)
-	again, err := trust.ReadSigningKey(keyFile)
+	again, err := devca.ReadSigningKey(keyFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestSigningKey(t *testing.T) {
 		t.Errorf("kids %q (read again) and %q (key set), want %q", again.Kid, kid, k.Kid)
 	}
 	iat := time.Now().Truncate(time.Second)
-	raw, err := again.Sign(trust.TokenClaims{Issuer: "https://toolmesh.local/dev", Audience: "toolmesh", Subject: "dev", Tenant: "acme", TenantClaim: "org", IssuedAt: iat, TTL: time.Hour})
+	raw, err := again.Sign(devca.TokenClaims{Issuer: "https://toolmesh.local/dev", Audience: "toolmesh", Subject: "dev", Tenant: "acme", TenantClaim: "org", IssuedAt: iat, TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,14 +89,14 @@ func TestSigningKey(t *testing.T) {
 	if tok.Header["kid"] != k.Kid || claims["org"] != "acme" || claims["sub"] != "dev" || claims["exp"] != float64(iat.Add(time.Hour).Unix()) {
 		t.Errorf("header %v, claims %v", tok.Header, claims)
 	}
-	expired, err := k.Sign(trust.TokenClaims{Issuer: "i", Audience: "a", IssuedAt: time.Now().Add(-2 * time.Hour), TTL: time.Hour})
+	expired, err := k.Sign(devca.TokenClaims{Issuer: "i", Audience: "a", IssuedAt: time.Now().Add(-2 * time.Hour), TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := jwt.Parse(expired, func(*jwt.Token) (any, error) { return pub, nil }); err == nil || !strings.Contains(err.Error(), "expired") {
 		t.Errorf("a token past its lifetime: %v", err)
 	}
-	for _, c := range []trust.TokenClaims{{Issuer: "i", Audience: "a"}, {Audience: "a", TTL: time.Hour}, {Issuer: "i", TTL: time.Hour}, {Issuer: "i", Audience: "a", TTL: time.Hour, Tenant: "t", TenantClaim: "exp"}} {
+	for _, c := range []devca.TokenClaims{{Issuer: "i", Audience: "a"}, {Audience: "a", TTL: time.Hour}, {Issuer: "i", TTL: time.Hour}, {Issuer: "i", Audience: "a", TTL: time.Hour, Tenant: "t", TenantClaim: "exp"}} {
 		if _, err := k.Sign(c); err == nil {
 			t.Errorf("Sign(%+v) signed", c)
 		}
@@ -118,7 +118,7 @@ func TestReadSigningKey(t *testing.T) {
 	p384, _ := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
 	sec1, _ := x509.MarshalECPrivateKey(p256)
 	pk8, _ := x509.MarshalPKCS8PrivateKey(p384)
-	if _, err := trust.ReadSigningKey(write("sec1.pem", "EC PRIVATE KEY", sec1)); err != nil {
+	if _, err := devca.ReadSigningKey(write("sec1.pem", "EC PRIVATE KEY", sec1)); err != nil {
 		t.Errorf("a SEC 1 key: %v", err)
 	}
 	for _, tc := range []struct{ path, want string }{
@@ -127,14 +127,14 @@ func TestReadSigningKey(t *testing.T) {
 		{write("junk.pem", "PRIVATE KEY", []byte("x")), "junk.pem"},
 		{filepath.Join(dir, "none.pem"), "no such file"},
 	} {
-		if _, err := trust.ReadSigningKey(tc.path); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := devca.ReadSigningKey(tc.path); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("ReadSigningKey(%s): %v, want it to contain %q", filepath.Base(tc.path), err, tc.want)
 		}
 	}
 	if err := os.WriteFile(filepath.Join(dir, "text.pem"), []byte("not pem"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := trust.ReadSigningKey(filepath.Join(dir, "text.pem")); err == nil || !strings.Contains(err.Error(), "is not PEM") {
+	if _, err := devca.ReadSigningKey(filepath.Join(dir, "text.pem")); err == nil || !strings.Contains(err.Error(), "is not PEM") {
 		t.Errorf("a file that is not PEM: %v", err)
 	}
 }
@@ -142,11 +142,11 @@ func TestReadSigningKey(t *testing.T) {
 // A development signing key and its key set: the orchestrator verifies its tokens with
 // auth.jwt.jwks_file pointing at jwks.json.
 func ExampleSigningKey() {
-	k, err := trust.NewSigningKey()
+	k, err := devca.NewSigningKey()
 	if err != nil {
 		panic(err)
 	}
-	raw, err := k.Sign(trust.TokenClaims{Issuer: "https://toolmesh.local/dev", Audience: "toolmesh", Subject: "dev", Tenant: "acme", TTL: time.Hour})
+	raw, err := k.Sign(devca.TokenClaims{Issuer: "https://toolmesh.local/dev", Audience: "toolmesh", Subject: "dev", Tenant: "acme", TTL: time.Hour})
 	if err != nil {
 		panic(err)
 	}

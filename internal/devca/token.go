@@ -1,4 +1,4 @@
-package trust
+package devca
 
 import (
 	"crypto/ecdsa"
@@ -42,11 +42,11 @@ func NewSigningKey() (*SigningKey, error) {
 func ReadSigningKey(path string) (*SigningKey, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("trust: the signing key: %w", err)
+		return nil, fmt.Errorf("the signing key: %w", err)
 	}
 	block, _ := pem.Decode(b)
 	if block == nil {
-		return nil, fmt.Errorf("trust: the signing key %s is not PEM", path)
+		return nil, fmt.Errorf("the signing key %s is not PEM", path)
 	}
 	var key any
 	switch block.Type {
@@ -55,14 +55,14 @@ func ReadSigningKey(path string) (*SigningKey, error) {
 	case "EC PRIVATE KEY":
 		key, err = x509.ParseECPrivateKey(block.Bytes)
 	default:
-		return nil, fmt.Errorf("trust: the signing key %s is a PEM %q block, not a private key", path, block.Type)
+		return nil, fmt.Errorf("the signing key %s is a PEM %q block, not a private key", path, block.Type)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("trust: the signing key %s: %w", path, err)
+		return nil, fmt.Errorf("the signing key %s: %w", path, err)
 	}
 	ec, ok := key.(*ecdsa.PrivateKey)
 	if !ok || ec.Curve != elliptic.P256() {
-		return nil, fmt.Errorf("trust: the signing key %s is not an EC P-256 key", path)
+		return nil, fmt.Errorf("the signing key %s is not an EC P-256 key", path)
 	}
 	return signingKey(ec)
 }
@@ -81,7 +81,7 @@ func signingKey(k *ecdsa.PrivateKey) (*SigningKey, error) {
 func coordinates(pub *ecdsa.PublicKey) (x, y string, _ error) {
 	pt, err := pub.Bytes() // 0x04 || x || y
 	if err != nil {
-		return "", "", fmt.Errorf("trust: the signing key: %w", err)
+		return "", "", fmt.Errorf("the signing key: %w", err)
 	}
 	return base64.RawURLEncoding.EncodeToString(pt[1:33]), base64.RawURLEncoding.EncodeToString(pt[33:]), nil
 }
@@ -130,10 +130,10 @@ type TokenClaims struct {
 // Sign returns a token of c signed with the key (ES256, its kid in the header).
 func (k *SigningKey) Sign(c TokenClaims) (string, error) {
 	if c.TTL <= 0 {
-		return "", errors.New("trust: a token needs a positive lifetime")
+		return "", errors.New("a token needs a positive lifetime")
 	}
 	if c.Issuer == "" || c.Audience == "" {
-		return "", errors.New("trust: a token needs an issuer and an audience")
+		return "", errors.New("a token needs an issuer and an audience")
 	}
 	iat := c.IssuedAt
 	if iat.IsZero() {
@@ -149,7 +149,7 @@ func (k *SigningKey) Sign(c TokenClaims) (string, error) {
 			name = "tenant"
 		}
 		if _, taken := claims[name]; taken {
-			return "", fmt.Errorf("trust: the tenant claim %q is a registered claim", name)
+			return "", fmt.Errorf("the tenant claim %q is a registered claim", name)
 		}
 		claims[name] = c.Tenant
 	}

@@ -1,4 +1,4 @@
-package trust
+package devca
 
 import (
 	"crypto/ecdsa"
@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
+
+	"github.com/toolmesh/toolmesh/pkg/trust"
 )
 
 // CA is a certificate authority that issues SPIFFE certificates: for development (make
@@ -32,7 +34,7 @@ type CA struct {
 func NewCA(trustDomain string, lifetime time.Duration) (*CA, error) {
 	td, err := spiffeid.TrustDomainFromString(trustDomain)
 	if err != nil {
-		return nil, fmt.Errorf("trust: trust domain %q: %w", trustDomain, err)
+		return nil, fmt.Errorf("trust domain %q: %w", trustDomain, err)
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -75,7 +77,7 @@ type Leaf struct {
 func (ca *CA) Issue(path string, notBefore time.Time, lifetime time.Duration, hosts ...string) (Leaf, error) {
 	id, err := spiffeid.FromPath(ca.TrustDomain, path)
 	if err != nil {
-		return Leaf{}, fmt.Errorf("trust: path %q: %w", path, err)
+		return Leaf{}, fmt.Errorf("path %q: %w", path, err)
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -112,10 +114,10 @@ func (ca *CA) Issue(path string, notBefore time.Time, lifetime time.Duration, ho
 // Write writes the leaf as dir/name.pem and dir/name-key.pem (the key readable by its
 // owner only), with the CA's bundle as dir/ca.pem, and returns the Files. A file is
 // replaced by a rename, so that a Source watching it never reads half of it.
-func (ca *CA) Write(dir, name string, leaf Leaf) (Files, error) {
-	f := Files{CA: filepath.Join(dir, "ca.pem"), Cert: filepath.Join(dir, name+".pem"), Key: filepath.Join(dir, name+"-key.pem")}
+func (ca *CA) Write(dir, name string, leaf Leaf) (trust.Files, error) {
+	f := trust.Files{CA: filepath.Join(dir, "ca.pem"), Cert: filepath.Join(dir, name+".pem"), Key: filepath.Join(dir, name+"-key.pem")}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return Files{}, err
+		return trust.Files{}, err
 	}
 	for _, x := range []struct {
 		path string
@@ -123,7 +125,7 @@ func (ca *CA) Write(dir, name string, leaf Leaf) (Files, error) {
 		mode os.FileMode
 	}{{f.CA, ca.certPEM, 0o644}, {f.Key, leaf.KeyPEM, 0o600}, {f.Cert, leaf.CertPEM, 0o644}} {
 		if err := writeFile(x.path, x.data, x.mode); err != nil {
-			return Files{}, err
+			return trust.Files{}, err
 		}
 	}
 	return f, nil
@@ -148,6 +150,15 @@ func writeFile(path string, data []byte, mode os.FileMode) error {
 	}
 	return os.Rename(tmp.Name(), path)
 }
+
+// Sign has the CA sign tmpl for pub as it is, without the checks Issue makes: for tests
+// of what a verifier refuses. It returns the certificate's DER.
+func (ca *CA) Sign(tmpl *x509.Certificate, pub any) ([]byte, error) {
+	return x509.CreateCertificate(rand.Reader, tmpl, ca.cert, pub, ca.key)
+}
+
+// Serial is a random certificate serial number.
+func Serial() *big.Int { return serial() }
 
 func serial() *big.Int {
 	n, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
