@@ -71,6 +71,9 @@ type sqlStore struct {
 	// committer, commit log and applier.
 	writer *sqliteWriter
 	logged *sqliteLogged
+	// runRow is readRunRow's statement, prepared at its first use.
+	runRowMu sync.Mutex
+	runRow   *sql.Stmt
 	// writes feeds the committers (commit); closed stops them, done counts them.
 	writes    chan *write
 	closed    chan struct{}
@@ -623,8 +626,22 @@ func (s *sqlStore) settleRun(runID string) error {
 }
 
 // readRunRow reads a run's row as a committer checks writes against it.
+// Its statement is prepared once: a committer reads the row of every run it has not
+// seen, each new one among them, and parsing the query again each time cost a
+// committer as much as the read.
 func (s *sqlStore) readRunRow(ctx context.Context, runID string) (lockedRun, error) {
-	r, err := scanRun(s.db.QueryRowContext(ctx, s.q(`SELECT `+s.runColumns()+` FROM toolmesh_runs WHERE run_id = ?`), runID))
+	s.runRowMu.Lock()
+	if s.runRow == nil {
+		st, err := s.db.PrepareContext(ctx, s.q(`SELECT `+s.runColumns()+` FROM toolmesh_runs WHERE run_id = ?`))
+		if err != nil {
+			s.runRowMu.Unlock()
+			return lockedRun{}, fmt.Errorf("runlog: read %s: %w", runID, s.d.why(err))
+		}
+		s.runRow = st
+	}
+	st := s.runRow
+	s.runRowMu.Unlock()
+	r, err := scanRun(st.QueryRowContext(ctx, runID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return lockedRun{}, fmt.Errorf("%w: %s", ErrNotFound, runID)
 	}
@@ -964,6 +981,11 @@ func (s *sqlStore) Close() error {
 		if s.commitDB != nil {
 			_ = s.commitDB.Close()
 		}
+		s.runRowMu.Lock()
+		if s.runRow != nil {
+			_ = s.runRow.Close()
+		}
+		s.runRowMu.Unlock()
 	})
 	return s.db.Close()
 }
