@@ -490,11 +490,9 @@ func lockCondition(l Lock) (condition, error) {
 	if len(l.AfterAll) > 0 {
 		parts = append(parts, afterTools(l.AfterAll))
 	}
-	switch len(l.AfterAny) {
-	case 0:
-	case 1:
-		parts = append(parts, afterTools(l.AfterAny))
-	default:
+	if len(l.AfterAny) > 0 {
+		// One prerequisite or several, an after_any lock is an alternative: its hint
+		// says so, and never names a tool to run first.
 		var any anyOf
 		for _, n := range l.AfterAny {
 			any = append(any, afterTools{n})

@@ -106,8 +106,8 @@ func ctxT(t *testing.T) context.Context {
 
 func TestDefaultSystemPrompts(t *testing.T) {
 	for _, tc := range []struct{ got, want string }{
-		{DefaultSystemPrompt("Find the weather."), "You are an intelligent agent that can use tools to help you complete tasks.\nUse the provided tools to perform the following task:\nFind the weather."},
-		{PlaybookSystemPrompt("Ship it."), "You are an intelligent agent that can use tools to help you complete tasks.\nUse the provided tools to perform the following task:\nShip it.\n\nNote: Some tools may require certain prerequisites before they become available.\nIf a tool indicates it is not yet available, use the required prerequisite tools first."},
+		{DefaultSystemPrompt("Find the weather."), "You are an intelligent agent that can use tools to help you complete tasks. Use the provided tools to perform the following task: Find the weather."},
+		{PlaybookSystemPrompt("Ship it."), "You are an intelligent agent that can use tools to help you complete tasks. Use the provided tools to perform the following task: Ship it.\n\nNote: Some tools may require certain prerequisites before they become available.\nIf a tool indicates it is not yet available, use the required prerequisite tools first."},
 		{StateMachineSystemPrompt("Check out.", "CART"), "You are an intelligent agent that can use tools to complete tasks.\n\nCurrent state: CART\n\nTask: Check out.\n\nUse the available tools to complete the task. Some tools are only available\nin certain states. If a tool indicates it's not available in the current state,\nyou may need to use other tools first to transition to the appropriate state."},
 	} {
 		if tc.got != tc.want {

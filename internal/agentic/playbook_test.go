@@ -18,7 +18,7 @@ func TestLockedTexts(t *testing.T) {
 		want string
 	}{
 		{Lock{AfterAll: []string{"a", "b"}}, "This tool is not yet available. You must first use: a, b"},
-		{Lock{AfterAny: []string{"a"}}, "This tool is not yet available. You must first use: a"},
+		{Lock{AfterAny: []string{"a"}}, "This tool is not yet available. At least one prerequisite condition must be met."},
 		{Lock{AfterAny: []string{"a", "b"}}, "This tool is not yet available. At least one prerequisite condition must be met."},
 		{Lock{ArtifactType: "crm.Customer"}, "This tool is not yet available. You must first produce an artifact of type: Customer"},
 		{Lock{BlackboardType: "Customer"}, "This tool is not yet available. Prerequisites have not been met yet."},

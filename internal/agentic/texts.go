@@ -10,7 +10,7 @@ import (
 // DefaultSystemPrompt is the system prompt of a simple agentic tool without one of its
 // own.
 func DefaultSystemPrompt(description string) string {
-	return "You are an intelligent agent that can use tools to help you complete tasks.\nUse the provided tools to perform the following task:\n" + description
+	return "You are an intelligent agent that can use tools to help you complete tasks. Use the provided tools to perform the following task: " + description
 }
 
 // PlaybookSystemPrompt is the default system prompt of a playbook.
