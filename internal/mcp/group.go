@@ -293,11 +293,10 @@ func (g *Group) RequiredToolByName(ctx context.Context, name string) (tool.Tool,
 		names = append(names, t.Definition().Name)
 	}
 	if len(names) == 0 {
-		msg := fmt.Sprintf("MCP tool '%s' not found. No MCP tools are available - check MCP client connections.", name)
-		if err != nil {
-			msg += " (" + err.Error() + ")"
+		if err != nil { // why there are none is the operator's to read, in the log
+			g.log.WarnContext(ctx, "mcp tools unavailable", "tool", name, "error", err.Error())
 		}
-		return nil, errors.New(msg)
+		return nil, fmt.Errorf("MCP tool '%s' not found. No MCP tools are available - check MCP client connections.", name)
 	}
 	slices.Sort(names)
 	return nil, fmt.Errorf("MCP tool '%s' not found. Available tools: %s", name, strings.Join(names, ", "))

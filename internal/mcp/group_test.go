@@ -285,7 +285,8 @@ func TestLazyGroupOverHTTP(t *testing.T) {
 
 // TestMetaThroughConverters: the context reaches the server as _meta through the
 // group's converter: every entry with pass-through, the listed keys with allow-keys, an
-// empty object with none; with an empty context no entry travels.
+// empty object with none; with an empty context no entry travels. A progress token
+// travels when a progress report reaches someone; with neither, _meta is absent.
 func TestMetaThroughConverters(t *testing.T) {
 	url, st := httpServer(t)
 	bag := toolctx.MustOf("tenantId", "acme", "traceId", "t-1")
@@ -305,6 +306,14 @@ func TestMetaThroughConverters(t *testing.T) {
 			ctx := toolctx.NewContext(toolcall.WithCallInfo(testCtx(t), tool.CallInfo{RunID: "r", LoopID: "l", CallID: "c"}), tc.ctx)
 			call(t, ctx, byName(t, g, "echo"), `{"text":"x"}`)
 			got := st.lastMeta()
+			if _, ok := got["progressToken"]; ok {
+				t.Errorf("_meta %v has a progress token, with no one to report progress to", got)
+			}
+			if tc.ctx.Len() == 0 && got != nil {
+				t.Errorf("_meta %v, want none at all: nothing is to be sent", got)
+			}
+			call(t, toolcall.WithProgress(ctx, func(string) {}), byName(t, g, "echo"), `{"text":"x"}`)
+			got = st.lastMeta()
 			if _, ok := got["progressToken"]; !ok {
 				t.Errorf("_meta %v has no progress token", got)
 			}
@@ -369,7 +378,7 @@ func TestServerThatDoesNotStart(t *testing.T) {
 		t.Errorf("Tools: %v", err)
 	}
 	_, err = g.RequiredToolByName(testCtx(t), "x")
-	if err == nil || !strings.HasPrefix(err.Error(), "MCP tool 'x' not found. No MCP tools are available - check MCP client connections.") {
+	if err == nil || err.Error() != "MCP tool 'x' not found. No MCP tools are available - check MCP client connections." {
 		t.Errorf("RequiredToolByName: %v", err)
 	}
 }

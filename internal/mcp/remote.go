@@ -86,8 +86,9 @@ func (r *remote) call(ctx context.Context, input string) tool.Result {
 		input = "{}" // no arguments
 	}
 	params := &sdk.CallToolParams{Name: name, Arguments: json.RawMessage(input)}
-	// _meta carries what the group's converter lets through: absent for an empty
-	// context, an empty object when the converter keeps nothing of a non-empty one. Keys
+	// _meta carries what the group's converter lets through, the trace context and a
+	// progress token: absent when there is none of these, an empty object when the
+	// converter keeps nothing of a non-empty context. Keys
 	// under MetaPrefix are toolmesh's: a context entry never supplies them.
 	tenant := toolinternal.TenantFrom(ctx)
 	if bag := toolcall.Carried(ctx); bag.Len() > 0 || tenant != "" {
@@ -113,9 +114,13 @@ func (r *remote) call(ctx context.Context, input string) tool.Result {
 			params.Meta[k] = v
 		}
 	}
-	tok, done := r.g.token(func(status string) { tool.Progress(ctx, status) })
-	defer done()
-	params.SetProgressToken(tok)
+	// A progress token asks the server for progress notifications: only when a report
+	// reaches someone, so that a call with nothing to carry sends no _meta at all.
+	if toolcall.ReportsTo(ctx) {
+		tok, done := r.g.token(func(status string) { tool.Progress(ctx, status) })
+		defer done()
+		params.SetProgressToken(tok)
+	}
 
 	parent := ctx
 	ctx, untrack := r.g.track(ctx) // the group's Close ends the call

@@ -45,6 +45,13 @@ func WithProgress(ctx context.Context, report func(status string)) context.Conte
 	return context.WithValue(ctx, toolinternal.ProgressKey{}, report)
 }
 
+// ReportsTo reports whether a tool.Progress report in ctx reaches someone: a call of a
+// run does, a call from outside one may not.
+func ReportsTo(ctx context.Context) bool {
+	r, ok := ctx.Value(toolinternal.ProgressKey{}).(func(string))
+	return ok && r != nil
+}
+
 // WithBlackboard returns a context whose calls see b as the run's blackboard
 // (tool.BlackboardFrom).
 func WithBlackboard(ctx context.Context, b tool.Blackboard) context.Context {
