@@ -661,6 +661,11 @@ func validateArguments(t tool.Tool, args string) (string, error) {
 	if len(args) > MaxArgumentBytes {
 		return "", fmt.Errorf("%w: they are %d bytes; the limit is %d", errArgumentsTooLarge, len(args), MaxArgumentBytes)
 	}
+	if f, ok := tool.As[tool.Facade](t); ok && f.Kind() == tool.FacadeByCategory {
+		// Its category's enum tells the model the choices; a category it does not list,
+		// or none, opens every child, as the facade answers it: not a refusal.
+		return args, nil
+	}
 	return t.Definition().InputSchema.Validate(args)
 }
 
