@@ -296,7 +296,8 @@ func (g *Group) RequiredToolByName(ctx context.Context, name string) (tool.Tool,
 		if err != nil { // why there are none is the operator's to read, in the log
 			g.log.WarnContext(ctx, "mcp tools unavailable", "tool", name, "error", err.Error())
 		}
-		return nil, fmt.Errorf("MCP tool '%s' not found. No MCP tools are available - check MCP client connections.", name)
+		msg := fmt.Sprintf("MCP tool '%s' not found. No MCP tools are available - check MCP client connections.", name)
+		return nil, errors.New(msg)
 	}
 	slices.Sort(names)
 	return nil, fmt.Errorf("MCP tool '%s' not found. Available tools: %s", name, strings.Join(names, ", "))

@@ -25,15 +25,20 @@
 package openai
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"iter"
+	"mime"
+	"net/http"
 	"strconv"
 	"strings"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/ssestream"
 
 	"github.com/toolmesh/toolmesh/internal/llm"
 )
@@ -110,9 +115,13 @@ func (p *Provider) DefaultModel() string { return p.defaultModel }
 //
 // A call that fails with 429, 408, 409, 5xx, a network error or a timeout is retried, up
 // to MaxRetries times, with exponential backoff or after the server's retry-after-ms or
-// Retry-After, and only while nothing has been yielded. A stream then ends with an
+// Retry-After, and only while nothing has been yielded; any other 4xx is sent once,
+// whatever the server's X-Should-Retry says. A stream then ends with an
 // *llm.ProviderError, or with ctx's error once ctx is done: cancellation aborts the HTTP
-// request at once.
+// request at once. The error carries the HTTP status and the server's own message (at
+// most 1 KiB of it, an HTML page without its markup). When a streamed request fails in a
+// way that shows the server cannot stream (an answer that is not an event stream, or an
+// error that speaks of streaming), the error says so and names the fix: `stream: false`.
 func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Chunk, error] {
 	return p.call.Stream(ctx, req)
 }
@@ -126,19 +135,105 @@ func (p *Provider) prepare(_ context.Context, req *llm.Request) (openai.ChatComp
 func (p *Provider) open(ctx context.Context, params *openai.ChatCompletionNewParams, attempt int, x *llm.Exchange) (llm.EventStream[openai.ChatCompletionChunk], llm.Answer[openai.ChatCompletionChunk]) {
 	opts := []option.RequestOption{option.WithResponseInto(&x.Response), option.WithMiddleware(x.Middleware),
 		option.WithHeader("X-Stainless-Retry-Count", strconv.Itoa(attempt-1))}
-	if p.buffered != nil && p.buffered(string(params.Model)) {
+	model := string(params.Model)
+	if p.buffered != nil && p.buffered(model) {
 		whole := *params
 		whole.StreamOptions = openai.ChatCompletionStreamOptionsParam{} // not streamed
-		return &bufferedStream{fetch: func() (*openai.ChatCompletion, error) { return p.completions.New(ctx, whole, opts...) }},
-			newAccumulator(string(params.Model))
+		return &bufferedStream{fetch: func() (*openai.ChatCompletion, error) { return p.completions.New(ctx, whole, opts...) }, x: x},
+			newAccumulator(model)
 	}
-	return p.completions.NewStreaming(ctx, *params, opts...), newAccumulator(string(params.Model))
+	s := &eventStream{x: x, model: model}
+	s.Stream = p.completions.NewStreaming(ctx, *params, append(opts, option.WithMiddleware(s.keepStart))...)
+	return s, newAccumulator(model)
 }
+
+// maxBodyStart bounds how much of the start of a streamed answer is kept, to tell what
+// the server sent when it was not an event stream.
+const maxBodyStart = 64 << 10
+
+// eventStream is the SDK's stream of a streamed answer. Its errors say that the request
+// was streamed. A 2xx answer without any event ends it with a *notStreamError (the server
+// may not stream) when the body was not empty or the Content-Type not text/event-stream.
+type eventStream struct {
+	*ssestream.Stream[openai.ChatCompletionChunk]
+	x      *llm.Exchange
+	model  string
+	start  *bodyStart // of a 2xx answer, until its first event
+	events bool
+	err    error
+}
+
+// keepStart is middleware that has the start of a 2xx answer's body kept.
+func (s *eventStream) keepStart(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+	resp, err := next(r)
+	if resp != nil && resp.Body != nil && resp.StatusCode < 300 {
+		s.start = &bodyStart{ReadCloser: resp.Body}
+		resp.Body = s.start
+	}
+	return resp, err
+}
+
+func (s *eventStream) Next() bool {
+	if s.Stream.Next() {
+		if !s.events && s.start != nil {
+			s.start.stop()
+		}
+		s.events = true
+		return true
+	}
+	if !s.events && s.Stream.Err() == nil {
+		s.err = s.notStream()
+	}
+	return false
+}
+
+func (s *eventStream) Err() error {
+	if s.err != nil {
+		return s.err
+	}
+	if err := s.Stream.Err(); err != nil {
+		return &streamedError{err: err, model: s.model}
+	}
+	return nil
+}
+
+// notStream is the error of an answer that ended without an event, or nil when it was an
+// empty event stream.
+func (s *eventStream) notStream() error {
+	res := s.x.Response
+	if res == nil || s.start == nil {
+		return nil
+	}
+	body := bytes.TrimSpace(s.start.buf)
+	ct := res.Header.Get("Content-Type")
+	if mt, _, _ := mime.ParseMediaType(ct); mt == "text/event-stream" && len(body) == 0 {
+		return nil
+	}
+	return &notStreamError{status: res.StatusCode, contentType: mediaType(ct), body: body, model: s.model}
+}
+
+// bodyStart keeps the first maxBodyStart bytes read from a body, until stopped.
+type bodyStart struct {
+	io.ReadCloser
+	buf     []byte
+	stopped bool
+}
+
+func (b *bodyStart) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if !b.stopped {
+		b.buf = append(b.buf, p[:min(n, maxBodyStart-len(b.buf))]...)
+	}
+	return n, err
+}
+
+func (b *bodyStart) stop() { b.stopped, b.buf = true, nil }
 
 // bufferedStream is the answer to a request that was not streamed, as a stream of one
 // chunk: the whole answer, its finish reason and its usage.
 type bufferedStream struct {
 	fetch func() (*openai.ChatCompletion, error)
+	x     *llm.Exchange
 	done  bool
 	cur   openai.ChatCompletionChunk
 	err   error
@@ -152,6 +247,15 @@ func (b *bufferedStream) Next() bool {
 	c, err := b.fetch()
 	if err != nil {
 		b.err = err
+		return false
+	}
+	if len(c.Choices) == 0 {
+		// An error object, or an answer with nothing in it.
+		status := 0
+		if b.x.Response != nil {
+			status = b.x.Response.StatusCode
+		}
+		b.err = &noChoicesError{status: status, body: c.RawJSON()}
 		return false
 	}
 	b.cur, b.err = wholeChunk(c)
