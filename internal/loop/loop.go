@@ -509,6 +509,9 @@ func (l *state) runBatch(ctx context.Context, iter int, calls []llm.ToolCall) ([
 		}
 		t, ok := l.tools[c.Name]
 		if !ok {
+			t, ok = l.hidden(c.Name)
+		}
+		if !ok {
 			feedback, err := l.opts.NotFound.Handle(c.Name, append([]string(nil), l.order...))
 			if err != nil {
 				// Every started call gets a finished event, even the one that ends the loop,
@@ -776,6 +779,45 @@ func (l *state) inject(ctx context.Context, iter int, o outcome) {
 		return
 	}
 	l.opts.Observer(ToolsChanged{Iteration: iter, LoopID: l.opts.LoopID, Added: added, Removed: removed, Tools: slices.Clone(l.order)})
+}
+
+// hidden finds a tool of that name inside a facade the loop offers, at any depth, for a
+// model that calls it without opening the facade first (it knows the name from an
+// earlier run, a tool's answer, its prompt): the call runs, decorated as the facade's
+// unfolding would have added it, and the tool set stays as it is. A tool the run may not
+// use (Decorate drops it) stays unknown.
+func (l *state) hidden(name string) (tool.Tool, bool) {
+	var find func(ts []tool.Tool) tool.Tool
+	find = func(ts []tool.Tool) tool.Tool {
+		for _, t := range ts {
+			f, ok := tool.As[tool.Facade](t)
+			if !ok {
+				continue
+			}
+			children := f.Children()
+			for _, c := range children {
+				if c.Definition().Name == name {
+					return c
+				}
+			}
+			if c := find(children); c != nil {
+				return c
+			}
+		}
+		return nil
+	}
+	offered := make([]tool.Tool, 0, len(l.order))
+	for _, n := range l.order {
+		offered = append(offered, l.tools[n])
+	}
+	c := find(offered)
+	if c == nil {
+		return nil, false
+	}
+	if c = l.opts.Decorate(c); c == nil {
+		return nil, false
+	}
+	return c, true
 }
 
 // apply changes the tool set as Injection describes and returns the names that joined

@@ -430,6 +430,8 @@ func (s *Service) groupSource(ctx context.Context, role string) ([]tool.Tool, st
 			if ts, _, _, err = s.served(ctx, src); err != nil {
 				unserved = append(unserved, src)
 			}
+			// A pattern names the tools a group serves, inside its facades too.
+			ts = flatten(ts)
 			sources[src] = ts
 		}
 		for _, t := range ts {
@@ -648,6 +650,10 @@ func indexed(field string, i int) string { return field + "[" + strconv.Itoa(i) 
 // groupFacade offers a group as one facade when the config says so.
 func (s *Service) groupFacade(role, description, usageNotes string, ts []tool.Tool) []tool.Tool {
 	gc := s.cfg.Groups[role]
+	if gc.Offer == "flat" {
+		// Asked for in so many words: each tool, the workers' facades opened.
+		ts = flatten(ts)
+	}
 	if len(gc.Facades) > 0 {
 		ts = subFacades(gc.Facades, ts)
 	}
@@ -669,6 +675,19 @@ func (s *Service) groupFacade(role, description, usageNotes string, ts []tool.To
 		notes = usageNotes
 	}
 	return []tool.Tool{tool.Of(name, desc, ts, tool.UsageNotes(notes))}
+}
+
+// flatten replaces each facade of ts with the tools inside it, at any depth.
+func flatten(ts []tool.Tool) []tool.Tool {
+	var out []tool.Tool
+	for _, t := range ts {
+		if f, ok := tool.As[tool.Facade](t); ok {
+			out = append(out, flatten(f.Children())...)
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
 }
 
 // subFacades puts the tools each spec takes behind a facade of its own (a tool goes to
