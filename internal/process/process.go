@@ -49,6 +49,9 @@ type Usage struct {
 	CompletionTokens int64
 	// ModelCalls counts the model calls (LLM invocations).
 	ModelCalls int
+	// EmbeddingCalls counts the embedding model calls that tools reported
+	// (EmbeddingUsageType).
+	EmbeddingCalls int
 }
 
 // Tokens is prompt plus completion tokens.
@@ -200,6 +203,9 @@ type Process struct {
 
 	mu sync.Mutex
 	st State
+	// parent is the process p was spawned from: what tools report of their use of
+	// models counts there too, as model calls of a nested loop do.
+	parent *Process
 }
 
 // New returns a running process.
@@ -222,12 +228,14 @@ func Restore(st State, out Channel) *Process {
 }
 
 // Spawn returns a child process of p, for a subagent's run: it starts with a copy of
-// p's blackboard and p's limits, and its own id, usage and history.
-func (p *Process) Spawn(id string, out Channel) *Process {
+// p's blackboard and p's limits, and its own id, goal, usage and history.
+func (p *Process) Spawn(id, goal string, out Channel) *Process {
 	p.mu.Lock()
-	st := State{ID: id, ParentID: p.st.ID, Status: StatusRunning, Started: time.Now(), Limits: p.st.Limits, Blackboard: p.st.Blackboard.Clone()}
+	st := State{ID: id, ParentID: p.st.ID, Goal: goal, Status: StatusRunning, Started: time.Now(), Limits: p.st.Limits, Blackboard: p.st.Blackboard.Clone()}
 	p.mu.Unlock()
-	return Restore(st, out)
+	child := Restore(st, out)
+	child.parent = p
+	return child
 }
 
 // Adopt puts on p's blackboard what child added to its own after its first from entries
@@ -277,6 +285,13 @@ func (p *Process) ID() string {
 	return p.st.ID
 }
 
+// SetGoal records what the process is for; empty makes it a utility process.
+func (p *Process) SetGoal(goal string) {
+	p.mu.Lock()
+	p.st.Goal = goal
+	p.mu.Unlock()
+}
+
 // SetStatus records where the process is.
 func (p *Process) SetStatus(s Status) {
 	p.mu.Lock()
@@ -290,8 +305,16 @@ type Origin struct {
 }
 
 // Add puts e on the blackboard, bound to name unless name is empty, and tells the
-// channel.
+// channel. A usage report (EmbeddingUsageType) does not join the blackboard: it is
+// counted in the process's usage, and in its parents'.
 func (p *Process) Add(o Origin, name string, e tool.Entry) error {
+	if m, ok, err := embeddingReport(e); ok {
+		if err != nil {
+			return err
+		}
+		p.recordEmbeddingCall(m)
+		return nil
+	}
 	p.outMu.Lock()
 	defer p.outMu.Unlock()
 	p.mu.Lock()
@@ -312,7 +335,11 @@ func (p *Process) CanAdd(bs []tool.Binding) error {
 	trial := p.st.Blackboard.Clone()
 	p.mu.Unlock()
 	for i, b := range bs {
-		if _, err := trial.Add(b.Name, b.Entry); err != nil {
+		_, report, err := embeddingReport(b.Entry)
+		if !report {
+			_, err = trial.Add(b.Name, b.Entry)
+		}
+		if err != nil {
 			return fmt.Errorf("blackboard object %d of %d was refused: %w", i+1, len(bs), err)
 		}
 	}
@@ -330,6 +357,18 @@ func (p *Process) RecordModelCall(provider, model string, prompt, completion int
 	m := Model{Name: model, Provider: provider}
 	if !slices.Contains(p.st.Models, m) {
 		p.st.Models = append(p.st.Models, m)
+	}
+}
+
+// recordEmbeddingCall records one embedding model call in p and the processes above it.
+func (p *Process) recordEmbeddingCall(m Model) {
+	for q := p; q != nil; q = q.parent {
+		q.mu.Lock()
+		q.st.Usage.EmbeddingCalls++
+		if !slices.Contains(q.st.Models, m) {
+			q.st.Models = append(q.st.Models, m)
+		}
+		q.mu.Unlock()
 	}
 }
 

@@ -118,25 +118,29 @@ func statusText(p *Process) string {
 func budgetText(p *Process) string {
 	st := p.Snapshot()
 	l, u := st.Limits, st.Usage
+	cost := budgetLines(l.MaxCostUSD > 0, "Cost limit: none", fmt.Sprintf("  Used: $%.4f", u.CostUSD),
+		fmt.Sprintf("Cost limit: $%.4f", l.MaxCostUSD), fmt.Sprintf("  Remaining: $%.4f", l.MaxCostUSD-u.CostUSD))
+	tokens := budgetLines(l.MaxTokens > 0, "Token limit: none", fmt.Sprintf("  Used: %d", u.Tokens()),
+		"Token limit: "+thousands(l.MaxTokens), fmt.Sprintf("  Remaining: %d", l.MaxTokens-u.Tokens()))
+	actions := budgetLines(l.MaxActions > 0, "Action limit: none", fmt.Sprintf("  Used: %d", st.Actions()),
+		fmt.Sprintf("Action limit: %d", l.MaxActions), fmt.Sprintf("  Remaining: %d", l.MaxActions-st.Actions()))
 	out := []string{"Budget Status:", ""}
-	if l.MaxCostUSD > 0 {
-		out = append(out, fmt.Sprintf("Cost limit: $%.4f", l.MaxCostUSD), fmt.Sprintf("  Used: $%.4f", u.CostUSD), fmt.Sprintf("  Remaining: $%.4f", l.MaxCostUSD-u.CostUSD))
-	} else {
-		out = append(out, "Cost limit: none", fmt.Sprintf("  Used: $%.4f", u.CostUSD))
-	}
+	out = append(out, cost...)
 	out = append(out, "")
-	if l.MaxTokens > 0 {
-		out = append(out, "Token limit: "+thousands(l.MaxTokens), fmt.Sprintf("  Used: %d", u.Tokens()), fmt.Sprintf("  Remaining: %d", l.MaxTokens-u.Tokens()))
-	} else {
-		out = append(out, "Token limit: none", fmt.Sprintf("  Used: %d", u.Tokens()))
-	}
+	out = append(out, tokens...)
 	out = append(out, "")
-	if l.MaxActions > 0 {
-		out = append(out, fmt.Sprintf("Action limit: %d", l.MaxActions), fmt.Sprintf("  Used: %d", st.Actions()), fmt.Sprintf("  Remaining: %d", l.MaxActions-st.Actions()))
-	} else {
-		out = append(out, "Action limit: none", fmt.Sprintf("  Used: %d", st.Actions()))
-	}
+	out = append(out, actions...)
 	return lines(out...)
+}
+
+// budgetLines are the three lines of one limit: the limit, its use and what remains. A
+// limit the run does not have (set false) reads as none, with nothing but itself to
+// bound what remains.
+func budgetLines(set bool, none, used, limit, remaining string) []string {
+	if !set {
+		return []string{none, used, "  Remaining: unlimited"}
+	}
+	return []string{limit, used, remaining}
 }
 
 func costText(p *Process) string {
@@ -146,7 +150,7 @@ func costText(p *Process) string {
 		"",
 		fmt.Sprintf("Total cost: $%.6f", u.CostUSD),
 		fmt.Sprintf("LLM invocations: %d", u.ModelCalls),
-		"Embedding invocations: 0",
+		fmt.Sprintf("Embedding invocations: %d", u.EmbeddingCalls),
 		"",
 		"Tokens used:",
 		fmt.Sprintf("  Prompt tokens: %d", u.PromptTokens),

@@ -143,12 +143,46 @@ func TestAgentProcessTexts(t *testing.T) {
 	}
 }
 
-func TestBudgetWithoutLimits(t *testing.T) {
-	p := process.New("run_2", process.Limits{}, process.Bounds{}, nil)
-	got := call(t, process.NewContext(context.Background(), p), child(t, process.AgentProcessTools(), "process_budget"), "{}").Content
-	want := "Budget Status:\n\nCost limit: none\n  Used: $0.0000\n\nToken limit: none\n  Used: 0\n\nAction limit: none\n  Used: 0"
-	if got != want {
-		t.Errorf("process_budget:\n%s", got)
+// Every limit reads as three lines, whether the run has it or not: a limit it does not
+// have is none, and what remains of it unlimited.
+func TestBudgetVariants(t *testing.T) {
+	const (
+		costSet      = "Cost limit: $2.0000\n  Used: $0.0200\n  Remaining: $1.9800"
+		costNone     = "Cost limit: none\n  Used: $0.0200\n  Remaining: unlimited"
+		tokensSet    = "Token limit: 1,000,000\n  Used: 2500\n  Remaining: 997500"
+		tokensNone   = "Token limit: none\n  Used: 2500\n  Remaining: unlimited"
+		actionsSet   = "Action limit: 50\n  Used: 3\n  Remaining: 47"
+		actionsNone  = "Action limit: none\n  Used: 3\n  Remaining: unlimited"
+		header       = "Budget Status:\n\n"
+		fullyUnbound = header + "Cost limit: none\n  Used: $0.0000\n  Remaining: unlimited\n\n" +
+			"Token limit: none\n  Used: 0\n  Remaining: unlimited\n\nAction limit: none\n  Used: 0\n  Remaining: unlimited"
+	)
+	for _, tc := range []struct {
+		name   string
+		limits process.Limits
+		want   string
+	}{
+		{"all", process.Limits{MaxCostUSD: 2, MaxTokens: 1000000, MaxActions: 50}, header + costSet + "\n\n" + tokensSet + "\n\n" + actionsSet},
+		{"none", process.Limits{}, header + costNone + "\n\n" + tokensNone + "\n\n" + actionsNone},
+		{"cost only", process.Limits{MaxCostUSD: 2}, header + costSet + "\n\n" + tokensNone + "\n\n" + actionsNone},
+		{"tokens only", process.Limits{MaxTokens: 1000000}, header + costNone + "\n\n" + tokensSet + "\n\n" + actionsNone},
+		{"actions only", process.Limits{MaxActions: 50}, header + costNone + "\n\n" + tokensNone + "\n\n" + actionsSet},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := process.New("run_2", tc.limits, process.Bounds{}, nil)
+			p.RecordModelCall("openai", "gpt-4o", 2000, 500, 0.02)
+			for range 3 {
+				p.RecordAction(process.Action{Tool: "search"})
+			}
+			got := call(t, process.NewContext(context.Background(), p), child(t, process.AgentProcessTools(), "process_budget"), "{}").Content
+			if got != tc.want {
+				t.Errorf("process_budget:\n%s\nwant:\n%s", got, tc.want)
+			}
+		})
+	}
+	fresh := process.New("run_3", process.Limits{}, process.Bounds{}, nil)
+	if got := call(t, process.NewContext(context.Background(), fresh), child(t, process.AgentProcessTools(), "process_budget"), "{}").Content; got != fullyUnbound {
+		t.Errorf("process_budget of a fresh run:\n%s\nwant:\n%s", got, fullyUnbound)
 	}
 }
 
@@ -235,12 +269,20 @@ func TestBlackboardFacade(t *testing.T) {
 	}
 }
 
+// Every blackboard tool that shows an entry shows it with the formatter it was made with.
 func TestCustomFormatter(t *testing.T) {
 	f := process.BlackboardTools(func(e tool.Entry) string { return "<" + e.TypeName + ">" })
 	p := process.New("run", process.Limits{}, process.Bounds{}, nil)
 	_ = p.Add(process.Origin{}, "u", entry(t, "User", `{}`))
-	if got := call(t, process.NewContext(context.Background(), p), child(t, f, "blackboard_get"), `{"name":"u"}`).Content; got != "User bound to 'u':\n<User>" {
-		t.Errorf("got %q", got)
+	ctx := process.NewContext(context.Background(), p)
+	for tl, want := range map[string]string{
+		"blackboard_get":      "User bound to 'u':\n<User>",
+		"blackboard_describe": "Description of User 'u':\n<User>",
+		"blackboard_last":     "Last User:\n<User>",
+	} {
+		if got := call(t, ctx, child(t, f, tl), `{"name":"u","typeName":"User"}`).Content; got != want {
+			t.Errorf("%s: got %q, want %q", tl, got, want)
+		}
 	}
 }
 

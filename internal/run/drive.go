@@ -1,6 +1,7 @@
 package run
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -207,6 +208,7 @@ func (d *driver) startLoop() {
 	proc := process.New(r.id, process.Limits{MaxCostUSD: req.MaxCostUSD, MaxTokens: req.MaxTokens, MaxActions: req.MaxActions},
 		process.Bounds{MaxEntries: s.cfg.Loop.MaxBlackboardEntries, MaxBytes: s.cfg.Loop.MaxBlackboardBytes},
 		func(o process.Output) error { observer.send(o); return nil })
+	proc.SetGoal(cmp.Or(req.Goal, req.Agent))
 	d.proc = proc
 	r.setProcess(proc)
 	ctx = process.NewContext(ctx, proc)
@@ -252,6 +254,7 @@ func (d *driver) startLoop() {
 	if requestModel == "" {
 		requestModel = tracedProvider{Provider: p.provider}.DefaultModel()
 	}
+	quiet := quietTools(p.tools)
 	opts.Observer = func(ev loop.Event) {
 		r.observe(ev)
 		switch x := ev.(type) {
@@ -263,7 +266,9 @@ func (d *driver) startLoop() {
 		case loop.ToolsChanged:
 			s.tel.ToolsChanged(ctx, x.Added, x.Removed)
 		}
-		observer.send(ev)
+		if !quietCall(quiet, ev) {
+			observer.send(ev)
+		}
 	}
 	d.step, d.startErr = loop.Start(opts, loop.Input{System: p.req.System, Messages: p.req.Messages, Tools: p.tools})
 	if d.step != nil {

@@ -146,7 +146,7 @@ func (n *nester) RunLoop(ctx context.Context, l agentic.Loop) (*loop.Result, err
 	n.observer.send(NestedStarted{Scope: scope, Model: label, Tools: names, MaxIterations: opts.MaxIterations})
 	ctx = toolcall.WithCallInfo(ctx, tool.CallInfo{RunID: runID, LoopID: scope.LoopID})
 	ctx, span := n.s.tel.StartRun(ctx, telemetry.RunAttrs{RunID: runID, LoopID: scope.LoopID, Provider: provider.Name(), Model: model})
-	opts.Observer = n.observe(ctx, scope, childRec, child.procs, provider.Name(), cmp.Or(model, tracedProvider{Provider: provider}.DefaultModel()))
+	opts.Observer = n.observe(ctx, scope, childRec, child.procs, provider.Name(), cmp.Or(model, tracedProvider{Provider: provider}.DefaultModel()), quietTools(l.Tools))
 	lctx := agentic.WithBindings(agentic.WithNester(loopContext(ctx, proc, n.observer), &child), bindings)
 	res, err := loop.Run(lctx, opts, loop.Input{System: l.System, Messages: []llm.Message{{Role: llm.RoleUser, Text: l.Input}}, Tools: l.Tools})
 	fin := NestedFinished{Scope: scope}
@@ -173,8 +173,8 @@ func (n *nester) RunLoop(ctx context.Context, l agentic.Loop) (*loop.Result, err
 }
 
 // startChild starts a subagent's child run: its own run id and record, and its own
-// process whose blackboard starts as a copy of the parent's. scope and child become the
-// child run's.
+// process, whose goal is the subagent's name and whose blackboard starts as a copy of
+// the parent's. scope and child become the child run's.
 func (n *nester) startChild(ctx context.Context, cancel context.CancelCauseFunc, scope *Scope, child *nester, runID string) (context.Context, *record, *process.Process, error) {
 	scope.ChildRunID = runID
 	rec, err := n.s.store.startChild(runID, n.p.req.Tenant, cancel)
@@ -182,7 +182,7 @@ func (n *nester) startChild(ctx context.Context, cancel context.CancelCauseFunc,
 		return ctx, nil, nil, err
 	}
 	sc := *scope
-	proc := n.procs[0].Spawn(runID, func(o process.Output) error { n.observer.send(Nested{Scope: sc, Event: o}); return nil })
+	proc := n.procs[0].Spawn(runID, scope.Tool, func(o process.Output) error { n.observer.send(Nested{Scope: sc, Event: o}); return nil })
 	rec.setProcess(proc)
 	rec.startLoop(Scope{LoopID: scope.LoopID})
 	child.runs = append([]*record{rec}, n.runs...)
@@ -228,7 +228,7 @@ func (n *nester) loopOptions(l agentic.Loop, runID string, scope Scope, proc *pr
 
 // observe is a nested loop's observer: its events join the records of the runs above
 // it (and the child run's), its model calls their costs, and the run's event stream.
-func (n *nester) observe(ctx context.Context, scope Scope, childRec *record, procs []*process.Process, provider, requestModel string) func(loop.Event) {
+func (n *nester) observe(ctx context.Context, scope Scope, childRec *record, procs []*process.Process, provider, requestModel string, quiet map[string]bool) func(loop.Event) {
 	return func(ev loop.Event) {
 		for _, r := range n.runs {
 			r.observeNested(scope.LoopID, ev)
@@ -242,7 +242,9 @@ func (n *nester) observe(ctx context.Context, scope Scope, childRec *record, pro
 				p.RecordModelCall(provider, x.Model, x.Usage.InputTokens, x.Usage.OutputTokens, x.CostUSD)
 			}
 		}
-		n.observer.send(Nested{Scope: scope, Event: ev})
+		if !quietCall(quiet, ev) {
+			n.observer.send(Nested{Scope: scope, Event: ev})
+		}
 	}
 }
 

@@ -261,6 +261,8 @@ type Request struct {
 	// Agent names an agent (an agentic tool of kind agent, the request's or the
 	// config's) to run directly: see withAgent.
 	Agent string
+	// Goal is what the run is for, as its process reports it; empty means Agent.
+	Goal string
 	// Tenant is the verified tenant of the caller ("" without tenancy): the run is its
 	// alone (other tenants' calls do not find it), its calls carry it as the context's
 	// tenant_id (whatever the client put there), and with tenants.<name>.groups it may

@@ -147,6 +147,7 @@ func runRequest(req *toolpb.RunRequest) run.Request {
 		ChainingSources: chainingSpecs(req.GetChainingSources()),
 		ChainFromAny:    req.GetChainFromAny(),
 		Agent:           req.GetAgent(),
+		Goal:            req.GetGoal(),
 	}
 	for _, rq := range req.GetRequiredToolGroups() {
 		r.Required = append(r.Required, run.Requirement{Role: rq.GetRole(), Tools: rq.GetTools()})

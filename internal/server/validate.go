@@ -81,7 +81,27 @@ func validateRun(req *toolpb.RunRequest) *fieldError {
 	if a := req.GetAgent(); a != "" && !wire.ToolNameRE.MatchString(a) {
 		return invalid("agent", "must be 1 to 64 characters of [A-Za-z0-9_-]")
 	}
+	if fe := validateGoal(req.GetGoal()); fe != nil {
+		return fe
+	}
 	return validateSinks(req.GetArtifactSinks())
+}
+
+// maxGoalBytes bounds a run's goal.
+const maxGoalBytes = 256
+
+// validateGoal checks a run's goal: empty (none), or one line of printable text.
+func validateGoal(goal string) *fieldError {
+	if goal == "" {
+		return nil
+	}
+	if p := wire.CheckPrintable(goal, maxGoalBytes); p != "" {
+		return invalid("goal", "%s", p)
+	}
+	if blank(goal) {
+		return invalid("goal", "is blank: leave it empty for a run without a goal")
+	}
+	return nil
 }
 
 // validateRequirements checks the required tool groups: bounds, names, no role twice and

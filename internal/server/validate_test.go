@@ -65,6 +65,11 @@ var invalidRequests = []struct {
 	{"context key over its bound", &toolpb.RunRequest{Prompt: "p", Context: map[string]string{strings.Repeat("k", wire.MaxContextKeyBytes+1): "v"}}, "context"},
 	{"interaction context key of a megabyte", &toolpb.RunRequest{Prompt: "p", InteractionContext: map[string]string{strings.Repeat("k", 1<<20): "v"}}, "interaction_context"},
 	{"too many context entries", &toolpb.RunRequest{Prompt: "p", Context: entries(wire.MaxContextEntries + 1)}, "context"},
+	{"goal too long", &toolpb.RunRequest{Prompt: "p", Goal: strings.Repeat("g", 257)}, "goal"},
+	{"goal of a megabyte", &toolpb.RunRequest{Prompt: "p", Goal: strings.Repeat("g", 1<<20)}, "goal"},
+	{"goal on two lines", &toolpb.RunRequest{Prompt: "p", Goal: "find the customer\nand call them"}, "goal"},
+	{"goal with a control character", &toolpb.RunRequest{Prompt: "p", Goal: "find\x00the customer"}, "goal"},
+	{"blank goal", &toolpb.RunRequest{Prompt: "p", Goal: "   "}, "goal"},
 }
 
 // entries returns a context of n distinct entries.
@@ -98,6 +103,7 @@ func TestValidateRunRefuses(t *testing.T) {
 		{"invalid UTF-8 message", &toolpb.RunRequest{Messages: []*toolpb.ConversationMessage{{Role: toolpb.Role_ROLE_USER, Text: "\xff"}}}, "messages[0].text"},
 		{"invalid UTF-8 context key", &toolpb.RunRequest{Prompt: "p", Context: map[string]string{"\xff": "v"}}, "context"},
 		{"invalid UTF-8 context value", &toolpb.RunRequest{Prompt: "p", Context: map[string]string{"k": "\xff"}}, `context["k"]`},
+		{"invalid UTF-8 goal", &toolpb.RunRequest{Prompt: "p", Goal: "find \xff"}, "goal"},
 	}, invalidRequests...)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -128,6 +134,9 @@ func TestValidateRunAccepts(t *testing.T) {
 		"context":                  {Prompt: "p", Context: map[string]string{"tenant": "ünïcode"}},
 		"context key at its bound": {Prompt: "p", Context: map[string]string{strings.Repeat("k", wire.MaxContextKeyBytes): "v"}},
 		"prompt at the size limit": {Prompt: strings.Repeat("x", wire.MaxPromptBytes)},
+		"goal":                     {Prompt: "p", Goal: "Find the customer's last order – and its status"},
+		"goal at its bound":        {Prompt: "p", Goal: strings.Repeat("é", 128)},
+		"goal of one byte":         {Prompt: "p", Goal: "x"},
 	} {
 		if fe := validateRun(req); fe != nil {
 			t.Errorf("%s: refused: %v", name, fe)

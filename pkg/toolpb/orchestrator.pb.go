@@ -518,7 +518,11 @@ type RunRequest struct {
 	// Keep the run going when the client goes away (its stream breaks or it cancels the
 	// call): watch it with WatchRun, stop it with CancelRun. Otherwise a run ends when its
 	// client goes away.
-	Detached      bool `protobuf:"varint,19,opt,name=detached,proto3" json:"detached,omitempty"`
+	Detached bool `protobuf:"varint,19,opt,name=detached,proto3" json:"detached,omitempty"`
+	// What the run is for, as the agent_process tools report it (process_status). Empty
+	// means the name of the agent when agent is set, and no goal otherwise. 1 to 256 bytes
+	// of printable UTF-8 on one line: no control characters, not only spaces.
+	Goal          string `protobuf:"bytes,20,opt,name=goal,proto3" json:"goal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -684,6 +688,13 @@ func (x *RunRequest) GetDetached() bool {
 		return x.Detached
 	}
 	return false
+}
+
+func (x *RunRequest) GetGoal() string {
+	if x != nil {
+		return x.Goal
+	}
+	return ""
 }
 
 // ChainingSource takes returned objects of a type for tool chaining.
@@ -5116,7 +5127,7 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\x1etoolmesh/v1/orchestrator.proto\x12\vtoolmesh.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15google/rpc/code.proto\x1a\x18toolmesh/v1/errors.proto\x1a\x16toolmesh/v1/tool.proto\"P\n" +
 	"\x13ConversationMessage\x12%\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x11.toolmesh.v1.RoleR\x04role\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04text\"\xa2\b\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"\xb6\b\n" +
 	"\n" +
 	"RunRequest\x12\x16\n" +
 	"\x06prompt\x18\x01 \x01(\tR\x06prompt\x12<\n" +
@@ -5140,7 +5151,8 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\x10chaining_sources\x18\x10 \x03(\v2\x1b.toolmesh.v1.ChainingSourceR\x0fchainingSources\x12$\n" +
 	"\x0echain_from_any\x18\x11 \x01(\bR\fchainFromAny\x12\x14\n" +
 	"\x05agent\x18\x12 \x01(\tR\x05agent\x12\x1a\n" +
-	"\bdetached\x18\x13 \x01(\bR\bdetached\x1a:\n" +
+	"\bdetached\x18\x13 \x01(\bR\bdetached\x12\x12\n" +
+	"\x04goal\x18\x14 \x01(\tR\x04goal\x1a:\n" +
 	"\fContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aE\n" +

@@ -179,11 +179,14 @@ func TestRemoteReplan(t *testing.T) {
 }
 
 // TestProgressAndCommunicateInOrder: a slow worker tool reports progress while it runs,
-// then the model calls communicate; the client sees the reports before the tool's
-// finished event, then the message, in order; the report becomes an asset.
+// then the model calls progress and communicate; the client sees the reports before the
+// tool's finished event, then the model's report and message, in order — as progress and
+// message events only: the calls of progress and communicate, which those events show,
+// are left out of the stream, and still count in GetRun. The report becomes an asset.
 func TestProgressAndCommunicateInOrder(t *testing.T) {
 	model := &turnModel{turns: []modelTurn{
 		{calls: [][2]string{{"export_report", `{"pages":3,"delay_ms":150}`}}},
+		{calls: [][2]string{{"progress", `{"status":"Checking the report"}`}}},
 		{calls: [][2]string{{"communicate", `{"message":"Your report is ready."}`}}},
 		{text: "Done."},
 	}}
@@ -222,9 +225,8 @@ func TestProgressAndCommunicateInOrder(t *testing.T) {
 		"progress export_report: exporting page 3 of 3",
 		"asset crm.Report",
 		"finish export_report",
-		"start communicate",
+		"progress progress: Checking the report",
 		"message: Your report is ready.",
-		"finish communicate",
 		"final",
 	}
 	if diff := cmp.Diff(want, seq); diff != "" {
@@ -242,6 +244,9 @@ func TestProgressAndCommunicateInOrder(t *testing.T) {
 	}
 	if a := run.GetAssets(); len(a) != 1 || a[0].GetTool() != "export_report" || !strings.Contains(a[0].GetObject().GetJson(), `"pages":3`) {
 		t.Errorf("GetRun assets: %v", a)
+	}
+	if run.GetToolCalls() != 3 {
+		t.Errorf("GetRun tool calls %d, want 3 (progress and communicate count)", run.GetToolCalls())
 	}
 }
 
