@@ -180,6 +180,11 @@ type GroupFacade struct {
 
 // Tool configures one tool, by name.
 type Tool struct {
+	// Description, when set, replaces the tool's description as the model reads it, and
+	// Note is appended to it as "<description>. <note>": for tools the mesh does not own
+	// (a worker's, an MCP server's) whose text the operator wants to change.
+	Description string `yaml:"description"`
+	Note        string `yaml:"note"`
 	// OneShot, when set, lets the tool run once per tool loop; later calls in the same loop
 	// are answered with the ALREADY LOADED text and this advice.
 	OneShot *OneShot `yaml:"one_shot"`
@@ -220,6 +225,9 @@ func (c Config) ApprovalOf(name string, definitionAsks bool) (bool, time.Duratio
 	}
 	return required, timeout
 }
+
+// MaxToolText bounds a tool's description and note in the config.
+const MaxToolText = 16 << 10
 
 // OneShot is the advice appended to the ALREADY LOADED answer of a one-shot tool.
 type OneShot struct {
@@ -369,6 +377,14 @@ func (c Config) validateContext(bad func(key, format string, args ...any)) {
 		if strings.TrimSpace(name) == "" {
 			bad("tools", "has an empty tool name")
 			continue
+		}
+		for _, x := range [...]struct{ key, text string }{{"description", c.Tools[name].Description}, {"note", c.Tools[name].Note}} {
+			switch {
+			case x.text != "" && strings.TrimSpace(x.text) == "":
+				bad("tools."+name+"."+x.key, "is blank: leave it out, or say something to the model")
+			case len(x.text) > MaxToolText:
+				bad("tools."+name+"."+x.key, "is %d bytes; at most %d", len(x.text), MaxToolText)
+			}
 		}
 		if os := c.Tools[name].OneShot; os != nil && strings.TrimSpace(os.Advice) == "" {
 			bad("tools."+name+".one_shot.advice", "is empty: tell the model what to do instead of calling the tool again")

@@ -48,6 +48,8 @@ func TestContextConfigErrors(t *testing.T) {
 		{"groups: {math: {context: {kind: allow-keys, keys: ['']}}}", "groups.math.context.keys[0]"},
 		{"groups: {math: {context: {kind: bogus}}}", "groups.math.context.kind"},
 		{"tools: {x: {one_shot: {advice: ' '}}}", "tools.x.one_shot.advice"},
+		{"tools: {x: {description: ' '}}", "tools.x.description"},
+		{"tools: {x: {note: \"\\t\"}}", "tools.x.note"},
 		{"groups: {math: {contxt: {kind: none}}}", "contxt"},
 	}
 	for _, tc := range cases {

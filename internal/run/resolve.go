@@ -188,8 +188,20 @@ func (s *Service) offer(req Request, p toolcall.Pipeline, tg config.Tenant, limi
 		if chaining {
 			t = agentic.MethodOf(t)
 		}
-		return p.Wrap(t)
+		return p.Wrap(redescribe(t, s.cfg.Tools[t.Definition().Name]))
 	}
+}
+
+// redescribe gives t the description and note the config sets for it, as the model reads
+// them (tools.<name>.description, tools.<name>.note).
+func redescribe(t tool.Tool, tc config.Tool) tool.Tool {
+	if tc.Description != "" {
+		t = tool.WithDescription(t, tc.Description)
+	}
+	if tc.Note != "" {
+		t = tool.WithNote(t, tc.Note)
+	}
+	return t
 }
 
 // cmpOr is v when it is positive, else def.
