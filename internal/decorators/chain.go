@@ -198,6 +198,13 @@ func (c *Chain) Layers() toolcall.Pipeline {
 		toolcall.Layer{Name: LayerOneShot, For: func(t tool.Tool) func(toolcall.Handler) toolcall.Handler {
 			advice, ok := c.OneShot[t.Definition().Name]
 			if !ok {
+				// A tool that says it runs once per loop (a worker's, registered so): the
+				// orchestrator counts, so that the rule holds across the worker's replicas.
+				if m := t.Metadata(); m.OncePerLoop {
+					advice, ok = m.OnceAdvice, true
+				}
+			}
+			if !ok {
 				return nil
 			}
 			return OneShot(t.Definition().Name, advice)

@@ -802,6 +802,9 @@ func parseDefinition(p *toolpb.ToolDefinition) (tool.Definition, tool.Metadata, 
 	if p.GetReceiverType() != "" && strings.TrimSpace(p.GetReceiverType()) == "" {
 		return tool.Definition{}, tool.Metadata{}, fmt.Errorf("receiver_type is blank")
 	}
+	if msg := wire.CheckText(p.GetOncePerLoop().GetAdvice(), wire.MaxOnceAdviceBytes); msg != "" {
+		return tool.Definition{}, tool.Metadata{}, fmt.Errorf("once_per_loop.advice %s", msg)
+	}
 	return wire.DefinitionFromProto(p)
 }
 

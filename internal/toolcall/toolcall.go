@@ -98,6 +98,8 @@ func (s *Scope) Value(key any) any {
 		return s.state
 	case toolinternal.BlackboardKey:
 		return s.board
+	case toolinternal.OnceKey:
+		return true // the orchestrator counts a once-per-loop tool's calls
 	}
 	return s.Context.Value(key)
 }

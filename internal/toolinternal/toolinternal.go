@@ -185,6 +185,18 @@ func TenantFrom(ctx context.Context) string {
 	return t
 }
 
+// OnceKey marks the context of a call whose caller answers the repeated calls of a
+// once-per-loop tool itself (the orchestrator, for a call it sent a worker): the tool
+// runs every call it gets, the caller sending only the first of each loop (a re-send of
+// it included). The worker SDK's call scope answers true for it.
+type OnceKey struct{}
+
+// OnceCountedUpstream reports whether ctx is so marked.
+func OnceCountedUpstream(ctx context.Context) bool {
+	v, _ := ctx.Value(OnceKey{}).(bool)
+	return v
+}
+
 // NewState makes a *tool.State holding b, and StateChanged reports whether a tool
 // replaced one: set by pkg/tool, whose State has no exported constructor, and reached as
 // toolcall.NewState and toolcall.StateChanged.

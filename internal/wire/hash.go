@@ -48,6 +48,9 @@ func Hash(def tool.Definition, meta tool.Metadata) string {
 	if meta.ReceiverType != "" {
 		field("receiver_type", meta.ReceiverType)
 	}
+	if meta.OncePerLoop {
+		field("once_per_loop", meta.OnceAdvice)
+	}
 	sum := sha256.Sum256(b.Bytes())
 	return hex.EncodeToString(sum[:])
 }

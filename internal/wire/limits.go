@@ -31,6 +31,8 @@ const (
 	// MaxTypeNameBytes a type name and a binding name.
 	MaxBlackboardTypes = 16
 	MaxTypeNameBytes   = 256
+	// MaxOnceAdviceBytes bounds a once-per-loop tool's advice.
+	MaxOnceAdviceBytes = 4 << 10
 	// MaxBlackboardUpdates and MaxBlackboardUpdateBytes bound what one tool call adds to
 	// the blackboard.
 	MaxBlackboardUpdates     = 256

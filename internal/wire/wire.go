@@ -41,6 +41,9 @@ func DefinitionToProto(def tool.Definition, meta tool.Metadata) *toolpb.ToolDefi
 	if meta.Timeout > 0 {
 		p.Timeout = durationpb.New(meta.Timeout)
 	}
+	if meta.OncePerLoop {
+		p.OncePerLoop = &toolpb.OncePerLoop{Advice: meta.OnceAdvice}
+	}
 	return p
 }
 
@@ -77,6 +80,9 @@ func DefinitionFromProto(p *toolpb.ToolDefinition) (tool.Definition, tool.Metada
 	meta := tool.Metadata{ReturnDirect: p.GetReturnDirect(), Idempotent: p.GetIdempotent(), Timeout: timeout,
 		Needs: slices.Clone(p.GetBlackboardTypes()), ReportsProgress: p.GetReportsProgress(), ReceiverType: p.GetReceiverType(),
 		RequiresApproval: p.GetRequiresApproval()}
+	if o := p.GetOncePerLoop(); o != nil {
+		meta.OncePerLoop, meta.OnceAdvice = true, o.GetAdvice()
+	}
 	return def, meta, nil
 }
 

@@ -60,6 +60,8 @@ func TestDefinitionRoundTrip(t *testing.T) {
 		{"metadata and flags", tool.Definition{Name: "charge", Description: "Charges.", Metadata: map[string]string{"owner": "billing", "tier": "1"}},
 			tool.Metadata{ReturnDirect: true, Idempotent: true, Timeout: 1500 * time.Millisecond}},
 		{"unicode", tool.Definition{Name: "greet", Description: "Grüße — 你好 \U0001F600"}, tool.Metadata{}},
+		{"once per loop", tool.Definition{Name: "skill"}, tool.Metadata{OncePerLoop: true, OnceAdvice: "Use the body you have."}},
+		{"once per loop without advice", tool.Definition{Name: "skill"}, tool.Metadata{OncePerLoop: true}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -76,6 +78,9 @@ func TestDefinitionRoundTrip(t *testing.T) {
 			}
 			if Hash(def, meta) != Hash(tc.def, tc.meta) {
 				t.Error("the content hash changed across the wire")
+			}
+			if tc.meta.OncePerLoop && Hash(def, meta) == Hash(def, tool.Metadata{}) {
+				t.Error("once per loop does not change the content hash")
 			}
 		})
 	}

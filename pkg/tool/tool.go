@@ -59,6 +59,12 @@ type Metadata struct {
 	// RequiresApproval makes every call wait for a person's approval before it is sent
 	// (see RequiresApproval).
 	RequiresApproval bool
+	// OncePerLoop makes the tool run at most once per tool loop: a later call in the same
+	// loop is answered with the ALREADY LOADED text followed by OnceAdvice, without
+	// running the tool (see toolctx.OneShotPerLoop, which sets both). The orchestrator
+	// keeps the count, so it holds whichever replica of a worker would serve the call.
+	OncePerLoop bool
+	OnceAdvice  string
 }
 
 // Delegating is implemented by every wrapper: it exposes the wrapped tool so that

@@ -42,14 +42,20 @@ var _ tool.Delegating = (*oneShot)(nil)
 
 func (o *oneShot) Definition() tool.Definition { return o.delegate.Definition() }
 
-// Metadata is the delegate's: a one-shot tool is still return-direct, idempotent or
-// bounded by a timeout when its delegate is.
-func (o *oneShot) Metadata() tool.Metadata { return o.delegate.Metadata() }
+// Metadata is the delegate's, marked once per loop with the advice: a one-shot tool is
+// still return-direct, idempotent or bounded by a timeout when its delegate is. A
+// worker registers the mark, and the orchestrator then answers the repeated calls of
+// each loop itself, whichever replica serves the first.
+func (o *oneShot) Metadata() tool.Metadata {
+	m := o.delegate.Metadata()
+	m.OncePerLoop, m.OnceAdvice = true, o.advice
+	return m
+}
 
 func (o *oneShot) Delegate() tool.Tool { return o.delegate }
 
 func (o *oneShot) Call(ctx context.Context, input string) (tool.Result, error) {
-	if o.memo.FirstTimeInLoop(FromContext(ctx).LoopID()) {
+	if toolinternal.OnceCountedUpstream(ctx) || o.memo.FirstTimeInLoop(FromContext(ctx).LoopID()) {
 		return o.delegate.Call(ctx, input)
 	}
 	return tool.Text(AlreadyLoaded(o.delegate.Definition().Name, o.advice)), nil

@@ -190,7 +190,8 @@ func TestOneShotPerLoopIsTransparent(t *testing.T) {
 	if diff := cmp.Diff(inner.Definition(), tl.Definition(), cmp.Comparer(schema.Schema.Equal)); diff != "" {
 		t.Errorf("Definition not forwarded (-delegate +wrapper):\n%s", diff)
 	}
-	want := tool.Metadata{ReturnDirect: true, Idempotent: true, Timeout: 3 * time.Second}
+	// The delegate's, marked once per loop with the advice, for the worker to register.
+	want := tool.Metadata{ReturnDirect: true, Idempotent: true, Timeout: 3 * time.Second, OncePerLoop: true, OnceAdvice: advice}
 	if diff := cmp.Diff(want, tl.Metadata()); diff != "" {
 		t.Errorf("Metadata not forwarded (-want +got):\n%s", diff)
 	}

@@ -236,8 +236,13 @@ type ToolDefinition struct {
 	// (OrchestratorService.ApproveToolCall): for destructive or costly tools. The
 	// orchestrator's config may require approval of other tools too.
 	RequiresApproval bool `protobuf:"varint,11,opt,name=requires_approval,json=requiresApproval,proto3" json:"requires_approval,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// When set, the tool runs at most once per tool loop: the orchestrator answers a later
+	// call in the same loop itself, with the ALREADY LOADED text followed by the advice,
+	// whichever replica served the first; the worker runs every call it is sent (a re-send
+	// of the first included).
+	OncePerLoop   *OncePerLoop `protobuf:"bytes,12,opt,name=once_per_loop,json=oncePerLoop,proto3" json:"once_per_loop,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ToolDefinition) Reset() {
@@ -347,6 +352,60 @@ func (x *ToolDefinition) GetRequiresApproval() bool {
 	return false
 }
 
+func (x *ToolDefinition) GetOncePerLoop() *OncePerLoop {
+	if x != nil {
+		return x.OncePerLoop
+	}
+	return nil
+}
+
+// OncePerLoop marks a tool that runs once per tool loop.
+type OncePerLoop struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the model should do instead of calling the tool again: at most 4 KiB of valid
+	// UTF-8, may be empty.
+	Advice        string `protobuf:"bytes,1,opt,name=advice,proto3" json:"advice,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OncePerLoop) Reset() {
+	*x = OncePerLoop{}
+	mi := &file_toolmesh_v1_tool_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OncePerLoop) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OncePerLoop) ProtoMessage() {}
+
+func (x *OncePerLoop) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_tool_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OncePerLoop.ProtoReflect.Descriptor instead.
+func (*OncePerLoop) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_tool_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *OncePerLoop) GetAdvice() string {
+	if x != nil {
+		return x.Advice
+	}
+	return ""
+}
+
 // ToolGroupInfo describes a tool group: a role such as "math" or "web".
 type ToolGroupInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -369,7 +428,7 @@ type ToolGroupInfo struct {
 
 func (x *ToolGroupInfo) Reset() {
 	*x = ToolGroupInfo{}
-	mi := &file_toolmesh_v1_tool_proto_msgTypes[1]
+	mi := &file_toolmesh_v1_tool_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -381,7 +440,7 @@ func (x *ToolGroupInfo) String() string {
 func (*ToolGroupInfo) ProtoMessage() {}
 
 func (x *ToolGroupInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_tool_proto_msgTypes[1]
+	mi := &file_toolmesh_v1_tool_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -394,7 +453,7 @@ func (x *ToolGroupInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolGroupInfo.ProtoReflect.Descriptor instead.
 func (*ToolGroupInfo) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_tool_proto_rawDescGZIP(), []int{1}
+	return file_toolmesh_v1_tool_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ToolGroupInfo) GetRole() string {
@@ -459,7 +518,7 @@ type Artifact struct {
 
 func (x *Artifact) Reset() {
 	*x = Artifact{}
-	mi := &file_toolmesh_v1_tool_proto_msgTypes[2]
+	mi := &file_toolmesh_v1_tool_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -471,7 +530,7 @@ func (x *Artifact) String() string {
 func (*Artifact) ProtoMessage() {}
 
 func (x *Artifact) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_tool_proto_msgTypes[2]
+	mi := &file_toolmesh_v1_tool_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -484,7 +543,7 @@ func (x *Artifact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Artifact.ProtoReflect.Descriptor instead.
 func (*Artifact) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_tool_proto_rawDescGZIP(), []int{2}
+	return file_toolmesh_v1_tool_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Artifact) GetTypeName() string {
@@ -557,7 +616,7 @@ type ToolError struct {
 
 func (x *ToolError) Reset() {
 	*x = ToolError{}
-	mi := &file_toolmesh_v1_tool_proto_msgTypes[3]
+	mi := &file_toolmesh_v1_tool_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -569,7 +628,7 @@ func (x *ToolError) String() string {
 func (*ToolError) ProtoMessage() {}
 
 func (x *ToolError) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_tool_proto_msgTypes[3]
+	mi := &file_toolmesh_v1_tool_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -582,7 +641,7 @@ func (x *ToolError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolError.ProtoReflect.Descriptor instead.
 func (*ToolError) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_tool_proto_rawDescGZIP(), []int{3}
+	return file_toolmesh_v1_tool_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ToolError) GetMessage() string {
@@ -615,7 +674,7 @@ type BlackboardObject struct {
 
 func (x *BlackboardObject) Reset() {
 	*x = BlackboardObject{}
-	mi := &file_toolmesh_v1_tool_proto_msgTypes[4]
+	mi := &file_toolmesh_v1_tool_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -627,7 +686,7 @@ func (x *BlackboardObject) String() string {
 func (*BlackboardObject) ProtoMessage() {}
 
 func (x *BlackboardObject) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_tool_proto_msgTypes[4]
+	mi := &file_toolmesh_v1_tool_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -640,7 +699,7 @@ func (x *BlackboardObject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlackboardObject.ProtoReflect.Descriptor instead.
 func (*BlackboardObject) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_tool_proto_rawDescGZIP(), []int{4}
+	return file_toolmesh_v1_tool_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *BlackboardObject) GetTypeName() string {
@@ -680,7 +739,7 @@ type ControlSignal struct {
 
 func (x *ControlSignal) Reset() {
 	*x = ControlSignal{}
-	mi := &file_toolmesh_v1_tool_proto_msgTypes[5]
+	mi := &file_toolmesh_v1_tool_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -692,7 +751,7 @@ func (x *ControlSignal) String() string {
 func (*ControlSignal) ProtoMessage() {}
 
 func (x *ControlSignal) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_tool_proto_msgTypes[5]
+	mi := &file_toolmesh_v1_tool_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -705,7 +764,7 @@ func (x *ControlSignal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlSignal.ProtoReflect.Descriptor instead.
 func (*ControlSignal) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_tool_proto_rawDescGZIP(), []int{5}
+	return file_toolmesh_v1_tool_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ControlSignal) GetSignal() isControlSignal_Signal {
@@ -764,7 +823,7 @@ type Replan struct {
 
 func (x *Replan) Reset() {
 	*x = Replan{}
-	mi := &file_toolmesh_v1_tool_proto_msgTypes[6]
+	mi := &file_toolmesh_v1_tool_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -776,7 +835,7 @@ func (x *Replan) String() string {
 func (*Replan) ProtoMessage() {}
 
 func (x *Replan) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_tool_proto_msgTypes[6]
+	mi := &file_toolmesh_v1_tool_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -789,7 +848,7 @@ func (x *Replan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replan.ProtoReflect.Descriptor instead.
 func (*Replan) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_tool_proto_rawDescGZIP(), []int{6}
+	return file_toolmesh_v1_tool_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Replan) GetReason() string {
@@ -819,7 +878,7 @@ type Terminate struct {
 
 func (x *Terminate) Reset() {
 	*x = Terminate{}
-	mi := &file_toolmesh_v1_tool_proto_msgTypes[7]
+	mi := &file_toolmesh_v1_tool_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -831,7 +890,7 @@ func (x *Terminate) String() string {
 func (*Terminate) ProtoMessage() {}
 
 func (x *Terminate) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_tool_proto_msgTypes[7]
+	mi := &file_toolmesh_v1_tool_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -844,7 +903,7 @@ func (x *Terminate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Terminate.ProtoReflect.Descriptor instead.
 func (*Terminate) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_tool_proto_rawDescGZIP(), []int{7}
+	return file_toolmesh_v1_tool_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Terminate) GetScope() TerminateScope {
@@ -865,7 +924,7 @@ var File_toolmesh_v1_tool_proto protoreflect.FileDescriptor
 
 const file_toolmesh_v1_tool_proto_rawDesc = "" +
 	"\n" +
-	"\x16toolmesh/v1/tool.proto\x12\vtoolmesh.v1\x1a\x1egoogle/protobuf/duration.proto\"\x98\x04\n" +
+	"\x16toolmesh/v1/tool.proto\x12\vtoolmesh.v1\x1a\x1egoogle/protobuf/duration.proto\"\xd6\x04\n" +
 	"\x0eToolDefinition\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12*\n" +
@@ -880,10 +939,13 @@ const file_toolmesh_v1_tool_proto_rawDesc = "" +
 	"\x10reports_progress\x18\t \x01(\bR\x0freportsProgress\x12#\n" +
 	"\rreceiver_type\x18\n" +
 	" \x01(\tR\freceiverType\x12+\n" +
-	"\x11requires_approval\x18\v \x01(\bR\x10requiresApproval\x1a;\n" +
+	"\x11requires_approval\x18\v \x01(\bR\x10requiresApproval\x12<\n" +
+	"\ronce_per_loop\x18\f \x01(\v2\x18.toolmesh.v1.OncePerLoopR\voncePerLoop\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd7\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"%\n" +
+	"\vOncePerLoop\x12\x16\n" +
+	"\x06advice\x18\x01 \x01(\tR\x06advice\"\xd7\x01\n" +
 	"\rToolGroupInfo\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1a\n" +
@@ -947,36 +1009,38 @@ func file_toolmesh_v1_tool_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_v1_tool_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_toolmesh_v1_tool_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_toolmesh_v1_tool_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_toolmesh_v1_tool_proto_goTypes = []any{
 	(Permission)(0),             // 0: toolmesh.v1.Permission
 	(ToolErrorCode)(0),          // 1: toolmesh.v1.ToolErrorCode
 	(TerminateScope)(0),         // 2: toolmesh.v1.TerminateScope
 	(*ToolDefinition)(nil),      // 3: toolmesh.v1.ToolDefinition
-	(*ToolGroupInfo)(nil),       // 4: toolmesh.v1.ToolGroupInfo
-	(*Artifact)(nil),            // 5: toolmesh.v1.Artifact
-	(*ToolError)(nil),           // 6: toolmesh.v1.ToolError
-	(*BlackboardObject)(nil),    // 7: toolmesh.v1.BlackboardObject
-	(*ControlSignal)(nil),       // 8: toolmesh.v1.ControlSignal
-	(*Replan)(nil),              // 9: toolmesh.v1.Replan
-	(*Terminate)(nil),           // 10: toolmesh.v1.Terminate
-	nil,                         // 11: toolmesh.v1.ToolDefinition.MetadataEntry
-	(*durationpb.Duration)(nil), // 12: google.protobuf.Duration
+	(*OncePerLoop)(nil),         // 4: toolmesh.v1.OncePerLoop
+	(*ToolGroupInfo)(nil),       // 5: toolmesh.v1.ToolGroupInfo
+	(*Artifact)(nil),            // 6: toolmesh.v1.Artifact
+	(*ToolError)(nil),           // 7: toolmesh.v1.ToolError
+	(*BlackboardObject)(nil),    // 8: toolmesh.v1.BlackboardObject
+	(*ControlSignal)(nil),       // 9: toolmesh.v1.ControlSignal
+	(*Replan)(nil),              // 10: toolmesh.v1.Replan
+	(*Terminate)(nil),           // 11: toolmesh.v1.Terminate
+	nil,                         // 12: toolmesh.v1.ToolDefinition.MetadataEntry
+	(*durationpb.Duration)(nil), // 13: google.protobuf.Duration
 }
 var file_toolmesh_v1_tool_proto_depIdxs = []int32{
-	11, // 0: toolmesh.v1.ToolDefinition.metadata:type_name -> toolmesh.v1.ToolDefinition.MetadataEntry
-	12, // 1: toolmesh.v1.ToolDefinition.timeout:type_name -> google.protobuf.Duration
-	0,  // 2: toolmesh.v1.ToolGroupInfo.permissions:type_name -> toolmesh.v1.Permission
-	1,  // 3: toolmesh.v1.ToolError.code:type_name -> toolmesh.v1.ToolErrorCode
-	9,  // 4: toolmesh.v1.ControlSignal.replan:type_name -> toolmesh.v1.Replan
-	10, // 5: toolmesh.v1.ControlSignal.terminate:type_name -> toolmesh.v1.Terminate
-	7,  // 6: toolmesh.v1.Replan.blackboard_updates:type_name -> toolmesh.v1.BlackboardObject
-	2,  // 7: toolmesh.v1.Terminate.scope:type_name -> toolmesh.v1.TerminateScope
-	8,  // [8:8] is the sub-list for method output_type
-	8,  // [8:8] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	12, // 0: toolmesh.v1.ToolDefinition.metadata:type_name -> toolmesh.v1.ToolDefinition.MetadataEntry
+	13, // 1: toolmesh.v1.ToolDefinition.timeout:type_name -> google.protobuf.Duration
+	4,  // 2: toolmesh.v1.ToolDefinition.once_per_loop:type_name -> toolmesh.v1.OncePerLoop
+	0,  // 3: toolmesh.v1.ToolGroupInfo.permissions:type_name -> toolmesh.v1.Permission
+	1,  // 4: toolmesh.v1.ToolError.code:type_name -> toolmesh.v1.ToolErrorCode
+	10, // 5: toolmesh.v1.ControlSignal.replan:type_name -> toolmesh.v1.Replan
+	11, // 6: toolmesh.v1.ControlSignal.terminate:type_name -> toolmesh.v1.Terminate
+	8,  // 7: toolmesh.v1.Replan.blackboard_updates:type_name -> toolmesh.v1.BlackboardObject
+	2,  // 8: toolmesh.v1.Terminate.scope:type_name -> toolmesh.v1.TerminateScope
+	9,  // [9:9] is the sub-list for method output_type
+	9,  // [9:9] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_v1_tool_proto_init() }
@@ -984,11 +1048,11 @@ func file_toolmesh_v1_tool_proto_init() {
 	if File_toolmesh_v1_tool_proto != nil {
 		return
 	}
-	file_toolmesh_v1_tool_proto_msgTypes[2].OneofWrappers = []any{
+	file_toolmesh_v1_tool_proto_msgTypes[3].OneofWrappers = []any{
 		(*Artifact_Json)(nil),
 		(*Artifact_Data)(nil),
 	}
-	file_toolmesh_v1_tool_proto_msgTypes[5].OneofWrappers = []any{
+	file_toolmesh_v1_tool_proto_msgTypes[6].OneofWrappers = []any{
 		(*ControlSignal_Replan)(nil),
 		(*ControlSignal_Terminate)(nil),
 	}
@@ -998,7 +1062,7 @@ func file_toolmesh_v1_tool_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_v1_tool_proto_rawDesc), len(file_toolmesh_v1_tool_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
