@@ -373,6 +373,11 @@ func (c Config) validateContext(bad func(key, format string, args ...any)) {
 			}
 		}
 	}
+	c.validateTools(bad)
+}
+
+// validateTools checks the tools.<name> entries.
+func (c Config) validateTools(bad func(key, format string, args ...any)) {
 	for _, name := range sortedKeys(c.Tools) {
 		if strings.TrimSpace(name) == "" {
 			bad("tools", "has an empty tool name")

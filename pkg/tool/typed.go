@@ -8,8 +8,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/google/jsonschema-go/jsonschema"
-
 	"github.com/toolmesh/toolmesh/internal/jsontree"
 	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/pkg/schema"
@@ -17,12 +15,37 @@ import (
 
 // Func returns a tool that calls a typed Go function.
 //
-// The input schema is inferred from I, which must be a struct or a pointer to one, by
-// github.com/google/jsonschema-go: properties are the exported fields under their
-// `json` names; a field is required unless its json tag says omitempty or omitzero; a
-// `jsonschema:"..."` tag becomes the property's description (without one there is no
-// description); unknown properties are refused ("additionalProperties": false);
-// pointers and slices also accept null.
+// The input schema is inferred from I by github.com/google/jsonschema-go. I is one of:
+//   - A struct, or a pointer to one. Properties are the exported fields under their
+//     `json` names; a field is required unless its json tag says omitempty or omitzero; a
+//     `jsonschema:"..."` tag becomes the property's description (without one there is no
+//     description); unknown properties are refused ("additionalProperties": false);
+//     pointers and slices also accept null.
+//   - A string, a boolean, an integer of any size, signed or not, a float, or a named
+//     type of one of them; a slice or an array; a map with string keys. Elements and
+//     map values are inferred as struct fields are. Models call tools with a JSON
+//     object, so the input is the one required property of an object that allows no
+//     other: "input" for a string, a boolean or a number, "items" for a slice or an
+//     array (an array, not null), "entries" for a map. A tool of []float64 has the schema
+//     {"type":"object","properties":{"items":{"type":"array","items":{"type":"number"}}},"required":["items"],"additionalProperties":false}
+//     and is called with {"items":[1.5,2]}; the function gets the value of that property.
+//
+// The allowed values of a string, a number or a boolean ("enum", shown after "type" and
+// "description") are declared in two ways:
+//   - An `enum:"a,b,c"` tag on a struct field: values separated by commas (spaces around
+//     each are dropped), strings for a string field, JSON numbers or booleans for the
+//     others. On a pointer, a slice or an array field they are the values of what it
+//     points to or holds.
+//   - A type that implements Enum: its EnumValues restrict every value of the type
+//     wherever it is (the input itself, a field, an element, a map value, what a pointer
+//     points to). A field's enum tag, if any, replaces them for that field.
+//
+// Each value must decode into the Go type it restricts. A pointer's null stays allowed
+// (null joins the values). Arguments with another value are refused naming the allowed
+// values.
+//
+// Func fails with an error that wraps schema.ErrInvalid when I is none of the above, or
+// its schema cannot be inferred, or an enum is not as described.
 //
 // A call works as follows:
 //   - Blank input gives the zero I (for a pointer, a pointer to a zero struct), even if
@@ -36,20 +59,9 @@ import (
 //   - A returned error becomes an error Result and a Signal propagates (as for New).
 func Func[I, O any](name, description string, fn func(ctx context.Context, in I) (O, error), opts ...Option) (Tool, error) {
 	inType := reflect.TypeFor[I]()
-	structType := inType
-	if structType.Kind() == reflect.Pointer {
-		structType = structType.Elem()
-	}
-	if structType.Kind() != reflect.Struct {
-		return nil, fmt.Errorf("%w: tool %q: input type %s is not a struct or a pointer to a struct", schema.ErrInvalid, name, inType)
-	}
-	js, err := jsonschema.ForType(structType, nil)
+	js, wrapper, err := inferInput(inType)
 	if err != nil {
 		return nil, fmt.Errorf("%w: tool %q: %v", schema.ErrInvalid, name, err)
-	}
-	if js.Properties == nil {
-		// Some model APIs insist on "properties" even when there are none.
-		js.Properties = map[string]*jsonschema.Schema{}
 	}
 	b, err := jsontree.Marshal(js)
 	if err != nil {
@@ -61,7 +73,7 @@ func Func[I, O any](name, description string, fn func(ctx context.Context, in I)
 	}
 	plan := newFlatPlan(inType)
 	call := func(ctx context.Context, args string) (Result, error) {
-		in, bad := decodeInput[I](ctx, input, args, plan)
+		in, bad := decodeInput[I](ctx, input, args, plan, wrapper)
 		if bad != nil {
 			return *bad, nil
 		}
@@ -84,8 +96,9 @@ func MustFunc[I, O any](name, description string, fn func(ctx context.Context, i
 	return t
 }
 
-// decodeInput returns the input value, or the error Result to answer with.
-func decodeInput[I any](ctx context.Context, s schema.Schema, input string, plan *flatPlan) (I, *Result) {
+// decodeInput returns the input value, or the error Result to answer with. A non-nil
+// wrapper is the struct whose one field holds the input (see inferInput).
+func decodeInput[I any](ctx context.Context, s schema.Schema, input string, plan *flatPlan, wrapper reflect.Type) (I, *Result) {
 	var in I
 	fresh := func() {
 		var zero I
@@ -113,11 +126,20 @@ func decodeInput[I any](ctx context.Context, s schema.Schema, input string, plan
 		}
 		fresh() // what the plan set before it gave up
 	}
-	if err := decodeArguments(canonical, &in); err != nil {
+	target := any(&in)
+	var wrapped reflect.Value
+	if wrapper != nil {
+		wrapped = reflect.New(wrapper)
+		target = wrapped.Interface()
+	}
+	if err := decodeArguments(canonical, target); err != nil {
 		err = fmt.Errorf("%w: %v", schema.ErrInvalidArguments, err)
 		res := ErrorWithCode(CodeInvalidArguments, err.Error())
 		res.Cause = err
 		return in, &res
+	}
+	if wrapper != nil {
+		reflect.ValueOf(&in).Elem().Set(wrapped.Elem().Field(0))
 	}
 	return in, nil
 }

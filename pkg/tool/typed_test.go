@@ -91,12 +91,18 @@ func TestFuncErrors(t *testing.T) {
 		make func() (tool.Tool, error)
 		want string
 	}{
-		{"int input", func() (tool.Tool, error) {
-			return tool.Func("t", "", func(context.Context, int) (string, error) { return "", nil })
-		}, `invalid input schema: tool "t": input type int is not a struct or a pointer to a struct`},
-		{"map input", func() (tool.Tool, error) {
-			return tool.Func("t", "", func(context.Context, map[string]any) (string, error) { return "", nil })
-		}, `invalid input schema: tool "t": input type map[string]interface {} is not a struct or a pointer to a struct`},
+		{"map input without string keys", func() (tool.Tool, error) {
+			return tool.Func("t", "", func(context.Context, map[int]string) (string, error) { return "", nil })
+		}, `invalid input schema: tool "t": input type map[int]string is not a struct, a pointer to a struct, a string, a boolean, a number, a slice, an array or a map with string keys`},
+		{"interface input", func() (tool.Tool, error) {
+			return tool.Func("t", "", func(context.Context, any) (string, error) { return "", nil })
+		}, `invalid input schema: tool "t": input type interface {} is not a struct, a pointer to a struct, a string, a boolean, a number, a slice, an array or a map with string keys`},
+		{"pointer to a primitive", func() (tool.Tool, error) {
+			return tool.Func("t", "", func(context.Context, *int) (string, error) { return "", nil })
+		}, `invalid input schema: tool "t": input type *int is not a struct or a pointer to a struct`},
+		{"list of an unsupported type", func() (tool.Tool, error) {
+			return tool.Func("t", "", func(context.Context, []complex128) (string, error) { return "", nil })
+		}, `invalid input schema: tool "t": ForType([]complex128): computing element schema: type complex128 is unsupported by jsonschema`},
 		{"pointer to pointer", func() (tool.Tool, error) {
 			return tool.Func("t", "", func(context.Context, **weatherIn) (string, error) { return "", nil })
 		}, `invalid input schema: tool "t": input type **tool_test.weatherIn is not a struct or a pointer to a struct`},
@@ -114,10 +120,10 @@ func TestFuncErrors(t *testing.T) {
 	}
 	defer func() {
 		if recover() == nil {
-			t.Error("MustFunc with an int input did not panic")
+			t.Error("MustFunc with a channel input did not panic")
 		}
 	}()
-	tool.MustFunc("t", "", func(context.Context, int) (string, error) { return "", nil })
+	tool.MustFunc("t", "", func(context.Context, chan int) (string, error) { return "", nil })
 }
 
 func TestFuncCall(t *testing.T) {
