@@ -77,7 +77,7 @@ func (s *Service) prepare(ctx context.Context, req Request) (*prepared, error) {
 	keep := func(string, string) bool { return true }
 	tg, limited := s.tenantGrant(req.Tenant)
 	if limited {
-		if err := s.checkGrant(req, tg); err != nil {
+		if err := s.checkGrant(ctx, req, tg); err != nil {
 			return nil, err
 		}
 		if max := tg.MaxMessages; max > 0 && len(req.Messages) > max {
@@ -304,7 +304,7 @@ func (s *Service) resolveTools(ctx context.Context, req Request, decorate func(t
 	}
 	var offer []string
 	for i, n := range req.Tools {
-		t, err := s.namedTool(n)
+		t, err := s.requestedTool(ctx, n)
 		switch {
 		case err == nil && isAgentic(n):
 			return nil, nil, fieldErr(indexed("tools", i), ErrInvalid, "%q names both an agentic tool and a tool the mesh serves: rename the agentic tool", n)
@@ -313,7 +313,7 @@ func (s *Service) resolveTools(ctx context.Context, req Request, decorate func(t
 		case isAgentic(n):
 			offer = append(offer, n)
 		default:
-			return nil, nil, fieldErr(indexed("tools", i), router.ErrUnknownTool, "no worker serves tool %q, and no agentic tool has that name", n)
+			return nil, nil, fieldErr(indexed("tools", i), router.ErrUnknownTool, "no worker, MCP server or tool group serves tool %q, and no agentic tool has that name", n)
 		}
 	}
 	want := slices.Clone(offer)
@@ -770,7 +770,7 @@ func (s *Service) tenantGrant(tenant string) (config.Tenant, bool) {
 
 // checkGrant refuses a request that names a tool group or tool outside the tenant's
 // grant (the orchestrator's own groups are everyone's).
-func (s *Service) checkGrant(req Request, tg config.Tenant) error {
+func (s *Service) checkGrant(ctx context.Context, req Request, tg config.Tenant) error {
 	allowed := tg.Groups
 	ok := func(role string) bool {
 		_, builtin := process.Groups[role]
@@ -796,7 +796,7 @@ func (s *Service) checkGrant(req Request, tg config.Tenant) error {
 		}
 	}
 	for i, n := range req.Tools {
-		if role, served := s.groupOfName(n); served && !ok(role) {
+		if role, served := s.groupOfRequested(ctx, n); served && !ok(role) {
 			return fieldErr(indexed("tools", i), ErrPermission, "tenant %q may not use tool %q, of group %q (its groups: [%s])", req.Tenant, n, role, strings.Join(allowed, ", "))
 		} else if served && !tg.Allows(role, n) {
 			return fieldErr(indexed("tools", i), ErrPermission, "tenant %q may not use tool %q (its tools: [%s])", req.Tenant, n, strings.Join(tg.Tools, ", "))
@@ -814,6 +814,60 @@ func (s *Service) namedTool(name string) (tool.Tool, error) {
 		}
 	}
 	return s.router.Tool(name)
+}
+
+// requestedTool is the tool of a name a run names in tools: one of an in-process group
+// or a worker's (namedTool), else one of the built-in groups, else an MCP server's
+// (connecting its group if need be), else one a group of the config's own offers (a
+// facade it makes, a tool inside one).
+func (s *Service) requestedTool(ctx context.Context, name string) (tool.Tool, error) {
+	t, err := s.namedTool(name)
+	if err == nil {
+		return t, nil
+	}
+	for _, role := range sortedKeys(process.Groups) {
+		if ts, _ := process.GroupTools(role, s.formatter); ts != nil {
+			if t, ok := findTool(ts, name); ok {
+				return t, nil
+			}
+		}
+	}
+	for _, role := range sortedKeys(s.mcp) {
+		ts, terr := s.mcp[role].Tools(ctx)
+		if terr != nil {
+			continue // a server that cannot be reached serves nothing now
+		}
+		if t, ok := findTool(ts, name); ok {
+			return t, nil
+		}
+	}
+	for _, role := range sortedKeys(s.cfg.Groups) {
+		gc := s.cfg.Groups[role]
+		if len(gc.Include) == 0 && gc.Facade == nil && gc.Offer != "facade" && len(gc.Facades) == 0 {
+			continue // what serves the role offers its tools as they are: found above
+		}
+		ts, gerr := s.groupTools(ctx, role)
+		if gerr != nil {
+			continue
+		}
+		if t, ok := findTool(ts, name); ok {
+			return t, nil
+		}
+	}
+	return nil, err
+}
+
+// groupOfRequested is the group of a tool a run names in tools (requestedTool), when a
+// worker, an MCP server or an in-process group serves it.
+func (s *Service) groupOfRequested(ctx context.Context, name string) (string, bool) {
+	if role, ok := s.groupOfName(name); ok {
+		return role, true
+	}
+	t, err := s.requestedTool(ctx, name)
+	if err != nil {
+		return "", false
+	}
+	return groupOf(t)
 }
 
 // groupOfName is the group of a tool an in-process group or a worker serves.

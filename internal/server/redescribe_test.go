@@ -4,9 +4,12 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	sdkmcp "github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/examplegroups"
@@ -64,4 +67,53 @@ func examplegroupsDescription(t *testing.T, name string) string {
 	}
 	t.Fatalf("the text group has no tool %s", name)
 	return ""
+}
+
+// TestNamingSingleTools: a run's tools may name one MCP server's tool, one facade a
+// group of the config's own makes, and one built-in tool — not only a worker's; the run
+// is offered exactly those. A name nothing serves is NOT_FOUND, naming the field.
+func TestNamingSingleTools(t *testing.T) {
+	srv := sdkmcp.NewServer(&sdkmcp.Implementation{Name: "search", Version: "v1"}, nil)
+	type in struct{}
+	for _, name := range []string{"web_search", "image_search"} {
+		sdkmcp.AddTool(srv, &sdkmcp.Tool{Name: name, Description: "Searches."}, func(context.Context, *sdkmcp.CallToolRequest, in) (*sdkmcp.CallToolResult, any, error) {
+			return &sdkmcp.CallToolResult{Content: []sdkmcp.Content{&sdkmcp.TextContent{Text: "found"}}}, nil, nil
+		})
+	}
+	hs := httptest.NewServer(sdkmcp.NewStreamableHTTPHandler(func(*http.Request) *sdkmcp.Server { return srv }, nil))
+	t.Cleanup(hs.Close)
+	script := scripted.Script{Name: "search", Rules: []scripted.Rule{
+		{When: scripted.When{Turn: 1}, Reply: scripted.Reply{ToolCalls: []scripted.ToolCall{{Name: "web_search", ArgumentsRaw: `{}`}}}},
+		{When: scripted.When{Turn: 2}, Reply: scripted.Reply{Text: "ok"}},
+	}}
+	e := newEnv(t, envOptions{script: script, configure: func(c *config.Config) {
+		c.MCPServers = map[string]config.MCPServer{"search": {URL: hs.URL}}
+		c.Groups = map[string]config.Group{
+			"search": {MCP: &config.GroupMCP{Server: "search"}},
+			"boxed":  {Include: []string{"text/*"}, Offer: "facade", Description: "Text tools."},
+		}
+	}})
+	e.startWorker("w1", examplegroups.TextGroup())
+	var started []string
+	var content string
+	if _, err := e.cl.RunAndWait(testContext(t), &toolpb.RunRequest{Prompt: "go", Tools: []string{"web_search", "boxed", "progress"}}, func(ev *toolpb.RunResponse) {
+		if s := ev.GetStarted(); s != nil {
+			started = s.GetTools()
+		}
+		if f := ev.GetToolCallFinished(); f != nil {
+			content = f.GetContent()
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(started, ",") != "boxed,progress,web_search" {
+		t.Errorf("started with %v, want boxed, progress and web_search", started)
+	}
+	if content != "found" {
+		t.Errorf("web_search answered %q", content)
+	}
+	_, err := e.cl.RunAndWait(testContext(t), &toolpb.RunRequest{Prompt: "go", Tools: []string{"nowhere"}}, nil)
+	if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), `tools[0]: no worker, MCP server or tool group serves tool "nowhere"`) {
+		t.Errorf("an unknown tool: %v", err)
+	}
 }
