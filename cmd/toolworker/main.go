@@ -1,5 +1,6 @@
-// Command toolworker hosts toolmesh's built-in tool groups (math, text, shop) as a worker: it
-// serves ToolWorkerService, registers with an orchestrator, and drains on SIGTERM.
+// Command toolworker hosts toolmesh's example tool groups (math, text, shop, library and
+// the others of internal/examplegroups, chosen with -groups) as a worker: it serves
+// ToolWorkerService, registers with an orchestrator, and drains on SIGTERM.
 package main
 
 import (

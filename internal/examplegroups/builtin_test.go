@@ -200,10 +200,10 @@ func TestWithDelay(t *testing.T) {
 
 func TestGroups(t *testing.T) {
 	gs := examplegroups.Groups()
-	if len(gs) != 7 || gs["payments"]().Role != "payments" || gs["users"]().Role != "users" || gs["crm"]().Role != "crm" || gs["faults"]().Role != "faults" || gs["math"]().Role != "math" || gs["text"]().Role != "text" || gs["shop"]().Role != "shop" {
+	if len(gs) != 8 || gs["library"]().Role != "library" || gs["payments"]().Role != "payments" || gs["users"]().Role != "users" || gs["crm"]().Role != "crm" || gs["faults"]().Role != "faults" || gs["math"]().Role != "math" || gs["text"]().Role != "text" || gs["shop"]().Role != "shop" {
 		t.Errorf("Groups() = %v", gs)
 	}
-	for _, name := range []string{"math", "text", "shop", "echo_x"} {
+	for _, name := range []string{"math", "text", "shop", "library", "echo_x"} {
 		g, ok := examplegroups.Group(name)
 		if !ok || (g.Role != name) {
 			t.Errorf("Group(%q) = %q, %v", name, g.Role, ok)
@@ -220,7 +220,7 @@ func TestGroups(t *testing.T) {
 // TestGroupWithDelay: a delay reaches every leaf, also beneath facades, and leaves
 // what is registered as it was.
 func TestGroupWithDelay(t *testing.T) {
-	for _, name := range []string{"math", "text", "shop", "echo_x"} {
+	for _, name := range []string{"math", "text", "shop", "library", "echo_x"} {
 		t.Run(name, func(t *testing.T) {
 			plain, _ := examplegroups.Group(name)
 			slow, ok := examplegroups.GroupWith(name, examplegroups.Delay(time.Hour))

@@ -38,6 +38,7 @@ func constructors() map[string]func(Wrap) worker.Group {
 		CRMRole:      crmGroup,
 		UsersRole:    usersGroup,
 		PaymentsRole: paymentsGroup,
+		LibraryRole:  libraryGroup,
 	}
 }
 
