@@ -2,7 +2,6 @@ package agentic
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,6 +11,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/decorators"
 	"github.com/toolmesh/toolmesh/internal/loop"
 	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
 
 // sub is a sub-tool of an agentic tool.
@@ -42,6 +42,8 @@ type agenticTool struct {
 	initial string
 	// sources are the spec's chaining sources, compiled.
 	sources []Source
+	// prompt is the spec's system prompt template, compiled; nil without one.
+	prompt *Prompt
 }
 
 func (a *agenticTool) Definition() tool.Definition {
@@ -115,19 +117,19 @@ func (a *agenticTool) Call(ctx context.Context, input string) (tool.Result, erro
 		return tool.Error(noContext), nil
 	}
 	st := &tracker{board: tool.BlackboardFrom(ctx)}
+	system, err := a.systemPrompt(ctx, n, input)
+	if err != nil {
+		return tool.Error(err.Error()), nil
+	}
 	l := Loop{
 		Tool: a.spec.Name, Kind: a.spec.Kind, Input: input, Model: a.spec.Model, Role: a.spec.Role,
-		MaxIterations: a.spec.MaxIterations, Context: a.spec.Context, System: a.spec.SystemPrompt,
+		MaxIterations: a.spec.MaxIterations, Context: a.spec.Context, System: system,
 		Sources: a.sources, FromAny: a.spec.ChainFromAny,
 		Temperature: a.spec.Temperature, MaxOutputTokens: a.spec.MaxOutputTokens,
 	}
 	switch a.spec.Kind {
 	case KindStateMachine:
-		initial := cmpOr(a.initial, a.spec.Initial)
-		if l.System == "" {
-			l.System = StateMachineSystemPrompt(a.spec.Description, initial)
-		}
-		m := &machine{state: initial}
+		m := &machine{state: a.startState()}
 		var global func(tool.Tool) tool.Tool
 		global = func(t tool.Tool) tool.Tool { return asFacade(&globalTool{t}, t, global) }
 		for _, s := range a.tools {
@@ -148,9 +150,6 @@ func (a *agenticTool) Call(ctx context.Context, input string) (tool.Result, erro
 			l.Tools = append(l.Tools, asFacade(&boundTool{Tool: t, states: s.states, targets: s.targets, m: m}, t, child))
 		}
 	case KindPlaybook:
-		if l.System == "" {
-			l.System = PlaybookSystemPrompt(a.spec.Description)
-		}
 		var record func(tool.Tool) tool.Tool
 		record = func(t tool.Tool) tool.Tool { return asFacade(&recording{Tool: t, st: st}, t, record) }
 		for _, s := range a.tools {
@@ -166,9 +165,6 @@ func (a *agenticTool) Call(ctx context.Context, input string) (tool.Result, erro
 			l.Tools = append(l.Tools, record(t))
 		}
 	default:
-		if l.System == "" {
-			l.System = DefaultSystemPrompt(a.Definition().Description)
-		}
 		var record func(tool.Tool) tool.Tool
 		record = func(t tool.Tool) tool.Tool { return asFacade(&recording{Tool: t, st: st}, t, record) }
 		for _, s := range a.tools {
@@ -200,6 +196,48 @@ func (a *agenticTool) Call(ctx context.Context, input string) (tool.Result, erro
 		return tool.Text(res.Text), nil
 	}
 	return st.result(res.Text), nil
+}
+
+// startState is the state a state machine starts in.
+func (a *agenticTool) startState() string { return cmpOr(a.initial, a.spec.Initial) }
+
+// defaultPrompt is the kind's system prompt; a state machine's names the state it starts
+// in.
+func (a *agenticTool) defaultPrompt() string {
+	switch a.spec.Kind {
+	case KindStateMachine:
+		return StateMachineSystemPrompt(a.spec.Description, a.startState())
+	case KindPlaybook:
+		return PlaybookSystemPrompt(a.spec.Description)
+	}
+	return DefaultSystemPrompt(a.Definition().Description)
+}
+
+// systemPrompt is the nested loop's system prompt for a call with input: the spec's, its
+// template rendered over the call, or the kind's default. A template that fails to
+// render is an error for the calling model to read.
+func (a *agenticTool) systemPrompt(ctx context.Context, n Nester, input string) (string, error) {
+	switch {
+	case a.spec.SystemPrompt != "":
+		return a.spec.SystemPrompt, nil
+	case a.prompt == nil:
+		return a.defaultPrompt(), nil
+	}
+	var state string
+	if a.spec.Kind == KindStateMachine {
+		state = a.startState()
+	}
+	hidden := func(string) bool { return true }
+	if h, ok := n.(Hider); ok {
+		hidden = h.Hidden
+	}
+	out, err := a.prompt.Render(a.spec, state, a.defaultPrompt(), PromptCall{
+		Input: input, Context: toolctx.FromContext(ctx).Merge(a.spec.Context), Hidden: hidden, Board: tool.BlackboardFrom(ctx),
+	})
+	if err != nil {
+		return "", fmt.Errorf("agentic tool '%s' was not run: its system_prompt_template failed: %w", a.spec.Name, err)
+	}
+	return out, nil
 }
 
 func cmpOr(a, b string) string {
@@ -290,7 +328,8 @@ func (t *tracker) record(name string, res tool.Result) {
 }
 
 // result is the agentic tool's result: its text, with the artifacts its sub-tools
-// produced: none, one, or a list of them.
+// produced: none, one (a JSON value or a blob), or a list of them (a JSON array, or a
+// multipart/mixed blob when some are blobs: decorators.ListArtifact).
 func (t *tracker) result(text string) tool.Result {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -299,18 +338,9 @@ func (t *tracker) result(text string) tool.Result {
 		return tool.Text(text)
 	case 1:
 		a := t.artifacts[0]
-		return tool.ArtifactResult(text, tool.Artifact{TypeName: a.TypeName, JSON: a.JSON})
+		return tool.ArtifactResult(text, tool.Artifact{TypeName: a.TypeName, JSON: a.JSON, Data: a.Data, MediaType: a.MediaType})
 	}
-	elems := make([]json.RawMessage, len(t.artifacts))
-	typ := t.artifacts[0].TypeName
-	for i, a := range t.artifacts {
-		elems[i] = a.JSON
-		if a.TypeName != typ {
-			typ = "any"
-		}
-	}
-	raw, _ := json.Marshal(elems)
-	return tool.ArtifactResult(text, tool.Artifact{TypeName: "[]" + typ, JSON: raw})
+	return tool.ArtifactResult(text, decorators.ListArtifact(t.artifacts))
 }
 
 // recording records the calls of a sub-tool that ran without an error, with their
@@ -339,6 +369,9 @@ type lockedTool struct {
 }
 
 func (l *lockedTool) Delegate() tool.Tool { return l.Tool }
+
+// GatesCalls implements loop.Gate.
+func (l *lockedTool) GatesCalls() {}
 
 func (l *lockedTool) Definition() tool.Definition {
 	d := l.recording.Definition()
@@ -373,6 +406,9 @@ type boundTool struct {
 }
 
 func (b *boundTool) Delegate() tool.Tool { return b.Tool }
+
+// GatesCalls implements loop.Gate.
+func (b *boundTool) GatesCalls() {}
 
 func (b *boundTool) Definition() tool.Definition {
 	d := b.Tool.Definition()

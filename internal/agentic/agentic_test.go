@@ -3,6 +3,7 @@ package agentic
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -22,9 +23,13 @@ type nester struct {
 	prov *scripted.Provider
 	mu   sync.Mutex
 	runs []Loop
+	// hidden are the context keys a model must not read.
+	hidden []string
 }
 
 func (n *nester) Decorate(t tool.Tool) tool.Tool { return t }
+
+func (n *nester) Hidden(key string) bool { return slices.Contains(n.hidden, key) }
 
 func (n *nester) RunLoop(ctx context.Context, l Loop) (*loop.Result, error) {
 	n.mu.Lock()

@@ -49,6 +49,14 @@ func Check(s Spec) error {
 	if _, err := CompileSources(k+".chaining_sources", s.Chaining); err != nil {
 		return err
 	}
+	if s.SystemPromptTemplate != "" {
+		if s.SystemPrompt != "" {
+			return fieldErr(k+".system_prompt_template", "set at most one of system_prompt and system_prompt_template")
+		}
+		if _, err := ParsePrompt(s.SystemPromptTemplate); err != nil {
+			return fieldErr(k+".system_prompt_template", "%v", err)
+		}
+	}
 	if s.Kind != KindPlaybook && len(s.Locks) > 0 {
 		return fieldErr(k+".locked_tools", "only a playbook has locked tools; this tool is %s", kindName(s.Kind))
 	}
@@ -233,6 +241,9 @@ func (c *compiler) build(name string, path []string) (*agenticTool, error) {
 	path = append(path, name)
 	a := &agenticTool{spec: s}
 	a.sources, _ = CompileSources(s.Key+".chaining_sources", s.Chaining) // checked
+	if s.SystemPromptTemplate != "" {
+		a.prompt, _ = ParsePrompt(s.SystemPromptTemplate) // checked
+	}
 	resolve := func(field, ref string) ([]sub, error) {
 		n, state, at := strings.Cut(ref, "@")
 		if _, ok := c.specs[n]; ok {

@@ -7,7 +7,9 @@
 //
 // An agentic tool needs the run it is called in: the run puts a Nester in the call's
 // context, which decorates sub-tools as the run decorates its own, runs nested loops
-// with their own loop ids, and bounds how deep and how many they nest.
+// with their own loop ids, and bounds how deep and how many they nest. A spec's system
+// prompt may be a template (ParsePrompt), rendered for each call over its arguments, the
+// run's context less the keys the run hides (Hider), and the run's blackboard.
 //
 // It sits above internal/loop and internal/decorators and below internal/run; like the
 // loop, it must not import gRPC, generated protos or the router.

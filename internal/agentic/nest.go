@@ -18,6 +18,14 @@ type Nester interface {
 	RunLoop(ctx context.Context, l Loop) (*loop.Result, error)
 }
 
+// Hider is what a Nester may also be: it reports the keys of the ToolCallContext a model
+// must not read (a secret of the orchestrator's config, a well-known credential key). A
+// system prompt template does not see them; under a Nester that is no Hider it sees no
+// context at all.
+type Hider interface {
+	Hidden(key string) bool
+}
+
 // Loop is a nested loop an agentic tool asks for.
 type Loop struct {
 	// Tool is the agentic tool's name, Kind its kind.

@@ -31,8 +31,13 @@ type Spec struct {
 	// Parameters is the tool's input schema; empty means an object without properties.
 	// The model's arguments, as JSON, are the nested loop's user message.
 	Parameters schema.Schema
-	// SystemPrompt of the nested loop; empty means the kind's default.
+	// SystemPrompt of the nested loop; empty means the kind's default, or the rendered
+	// SystemPromptTemplate. At most one of the two is set.
 	SystemPrompt string
+	// SystemPromptTemplate is the nested loop's system prompt as a template (see
+	// ParsePrompt), rendered for each call over its arguments, the run's context and
+	// blackboard.
+	SystemPromptTemplate string
 	// Model is "provider/model", Role a configured model role; both empty mean the run's.
 	Model, Role string
 	// MaxIterations bounds the nested loop's model calls; zero means 20.

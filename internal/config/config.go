@@ -18,9 +18,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"text/template/parse"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/toolmesh/toolmesh/internal/ctxconv"
 )
 
 // ErrInvalid marks a configuration that failed validation.
@@ -259,6 +262,10 @@ type AgenticTool struct {
 	// Parameters is the JSON Schema of the tool's arguments, written as YAML.
 	Parameters   map[string]any `yaml:"parameters"`
 	SystemPrompt string         `yaml:"system_prompt"`
+	// SystemPromptTemplate is the system prompt as a Go text/template, rendered for each
+	// call over its arguments, the run's context and blackboard (docs/agentic.md). At
+	// most one of SystemPrompt and SystemPromptTemplate.
+	SystemPromptTemplate string `yaml:"system_prompt_template"`
 	// Model ("provider/model") or Role (of models.roles) of the nested loop; both empty
 	// mean the run's.
 	Model         string `yaml:"model"`
@@ -275,6 +282,34 @@ type AgenticTool struct {
 	ChainingSources []ChainingSource `yaml:"chaining_sources"`
 	ChainFromAny    bool             `yaml:"chain_from_any"`
 }
+
+// MaxPromptTemplateBytes bounds an agentic tool's system_prompt_template.
+const MaxPromptTemplateBytes = 16 << 10
+
+// validatePrompt checks the system prompt of the agentic tool at key: one kind of prompt,
+// and a template that parses. Its functions are the agentic tools' own (internal/agentic),
+// checked when the orchestrator compiles its agentic tools, at start too.
+func (a AgenticTool) validatePrompt(bad func(key, format string, args ...any), key string) {
+	text := a.SystemPromptTemplate
+	switch {
+	case text == "":
+	case a.SystemPrompt != "":
+		bad(key+".system_prompt_template", "set at most one of system_prompt and system_prompt_template")
+	case len(text) > MaxPromptTemplateBytes:
+		bad(key+".system_prompt_template", "is %d bytes; the limit is %d", len(text), MaxPromptTemplateBytes)
+	default:
+		tree := parse.New("system_prompt_template")
+		tree.Mode = parse.SkipFuncCheck
+		if _, err := tree.Parse(text, "", "", map[string]*parse.Tree{}); err != nil {
+			bad(key+".system_prompt_template", "%v", err)
+		}
+	}
+}
+
+// PromptHides reports whether an agentic tool's system_prompt_template must not show a
+// key of the ToolCallContext: a key of context.secrets (however spelled) or a well-known
+// credential key, the keys that converters hold back.
+func (c Config) PromptHides(key string) bool { return ctxconv.IsSecretKey(key, c.Context.Secrets...) }
 
 // ChainingSource takes returned objects of a type for tool chaining, when When holds.
 type ChainingSource struct {
@@ -841,10 +876,11 @@ func (c Config) validateLoop(bad func(key, format string, args ...any)) {
 
 // validateProviders checks the agentic tools' names, the model providers and logging.
 func (c Config) validateProviders(bad func(key, format string, args ...any)) {
-	for name := range c.AgenticTools {
+	for _, name := range slices.Sorted(maps.Keys(c.AgenticTools)) {
 		if strings.TrimSpace(name) == "" {
 			bad("agentic_tools", "a name must not be blank")
 		}
+		c.AgenticTools[name].validatePrompt(bad, "agentic_tools."+name)
 	}
 	switch c.Provider.Name {
 	case "", "auto", "scripted":

@@ -207,6 +207,15 @@ func TestValidateNamesEachKey(t *testing.T) {
 		{"telemetry.context_allow_list", func(c *Config) { c.Telemetry.ContextAllowList = []string{"tenantId", "X-Api-Key"} }},
 		{"log.level", func(c *Config) { c.Log.Level = "verbose" }},
 		{"log.format", func(c *Config) { c.Log.Format = "xml" }},
+		{"agentic_tools.brief.system_prompt_template", func(c *Config) {
+			c.AgenticTools = map[string]AgenticTool{"brief": {SystemPrompt: "You brief.", SystemPromptTemplate: "{{.Default}}"}}
+		}},
+		{"agentic_tools.brief.system_prompt_template", func(c *Config) {
+			c.AgenticTools = map[string]AgenticTool{"brief": {SystemPromptTemplate: "On {{ .Input.topic"}}
+		}},
+		{"agentic_tools.brief.system_prompt_template", func(c *Config) {
+			c.AgenticTools = map[string]AgenticTool{"brief": {SystemPromptTemplate: strings.Repeat("x", MaxPromptTemplateBytes+1)}}
+		}},
 	}
 	for _, tc := range tests {
 		c := Default()
@@ -219,6 +228,34 @@ func TestValidateNamesEachKey(t *testing.T) {
 		if !strings.Contains(err.Error(), tc.key+":") {
 			t.Errorf("%s: error %q does not name the key", tc.key, err)
 		}
+	}
+}
+
+// An agentic tool's system_prompt_template is read from YAML and checked at start; a
+// literal system_prompt keeps its braces as they are.
+func TestAgenticPromptTemplate(t *testing.T) {
+	c, err := Parse([]byte(`
+agentic_tools:
+  brief:
+    description: Brief a customer.
+    tools: [find_customer]
+    system_prompt_template: |
+      {{ .Default }}
+      Customer: {{ json (last "Customer") }}; topic {{ .Input.topic }}.
+  literal:
+    description: Fill in a form.
+    tools: [fill]
+    system_prompt: "Write {{name}} where the form says so."
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.AgenticTools["brief"].SystemPromptTemplate; !strings.HasPrefix(got, "{{ .Default }}\nCustomer:") {
+		t.Errorf("system_prompt_template %q", got)
+	}
+	_, err = Parse([]byte("agentic_tools:\n  brief:\n    system_prompt_template: \"{{ if .Input.topic }}\"\n"))
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "agentic_tools.brief.system_prompt_template: ") || !strings.Contains(err.Error(), "unexpected EOF") {
+		t.Errorf("an unfinished if: %v", err)
 	}
 }
 

@@ -5,9 +5,11 @@ import (
 	"net/url"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/toolmesh/toolmesh/internal/celexpr"
@@ -82,7 +84,17 @@ type Group struct {
 	// "facade" (one unfolding tool; the same as setting facade) or "reference" (each tool,
 	// and the usage notes join the system prompt).
 	Offer string `yaml:"offer"`
+	// Provider, Version and Permissions describe a group of the config's own or an MCP
+	// group in listings, as a worker's registration describes its groups: who provides
+	// it, which version, and what it needs from its host ("host_access",
+	// "internet_access").
+	Provider    string   `yaml:"provider"`
+	Version     string   `yaml:"version"`
+	Permissions []string `yaml:"permissions"`
 }
+
+// GroupPermissions are the permissions a group may declare.
+var GroupPermissions = []string{"host_access", "internet_access"}
 
 // SubFacade is a facade over some of a group's tools: those named in Tools, and those
 // whose names contain a match of one of Matching (regular expressions).
@@ -374,6 +386,32 @@ func (c Config) validateContext(bad func(key, format string, args ...any)) {
 		}
 	}
 	c.validateTools(bad)
+	for _, role := range sortedKeys(c.Groups) {
+		c.Groups[role].validateDescription(bad, "groups."+role)
+	}
+}
+
+// validateDescription checks what a group says of itself in listings.
+func (g Group) validateDescription(bad func(key, format string, args ...any), key string) {
+	for _, x := range [...]struct{ key, text string }{{"provider", g.Provider}, {"version", g.Version}} {
+		switch {
+		case len(x.text) > 128:
+			bad(key+"."+x.key, "is %d bytes; at most 128", len(x.text))
+		case strings.ContainsFunc(x.text, unicode.IsControl):
+			bad(key+"."+x.key, "has a control character")
+		}
+	}
+	seen := map[string]bool{}
+	for i, p := range g.Permissions {
+		k := fmt.Sprintf("%s.permissions[%d]", key, i)
+		switch {
+		case !slices.Contains(GroupPermissions, p):
+			bad(k, "must be one of %s, got %q", strings.Join(GroupPermissions, ", "), p)
+		case seen[p]:
+			bad(k, "repeats %q", p)
+		}
+		seen[p] = true
+	}
 }
 
 // validateTools checks the tools.<name> entries.

@@ -49,6 +49,8 @@ func TestContextConfigErrors(t *testing.T) {
 		{"groups: {math: {context: {kind: bogus}}}", "groups.math.context.kind"},
 		{"tools: {x: {one_shot: {advice: ' '}}}", "tools.x.one_shot.advice"},
 		{"tools: {x: {description: ' '}}", "tools.x.description"},
+		{"groups: {calc: {include: [math/add], permissions: [root_access]}}", "groups.calc.permissions[0]"},
+		{"groups: {calc: {include: [math/add], permissions: [host_access, host_access]}}", "groups.calc.permissions[1]"},
 		{"tools: {x: {note: \"\\t\"}}", "tools.x.note"},
 		{"groups: {math: {contxt: {kind: none}}}", "contxt"},
 	}

@@ -55,9 +55,10 @@ type SpecError struct {
 
 func (e *SpecError) Error() string { return e.Key + ": " + e.Problem }
 
-// CompileSelector compiles a FilterSpec; errors name key's fields.
+// CompileSelector compiles a FilterSpec; errors name key's fields. CEL sees JSON values
+// only: a selector with a predicate or a transform takes no blob (Selector.JSONOnly).
 func CompileSelector(key string, f FilterSpec) (Selector, error) {
-	sel := Selector{TypeName: f.TypeName}
+	sel := Selector{TypeName: f.TypeName, JSONOnly: f.When != "" || f.Transform != ""}
 	if f.When != "" {
 		x, err := CompilePredicate(f.When)
 		if err != nil {

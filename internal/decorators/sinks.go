@@ -83,20 +83,27 @@ type Selector struct {
 	// TypeName, when set, takes only entries that satisfy it (tool.SatisfiesType).
 	TypeName string
 	// Filter, when set, takes only entries for which it is true. It sees the entry
-	// before Transform.
+	// before Transform, a blob too (tool.Entry.IsBlob) unless JSONOnly is set.
 	Filter func(tool.Entry) (bool, error)
 	// Transform, when set, replaces each entry taken.
 	Transform func(tool.Entry) (tool.Entry, error)
+	// JSONOnly takes no blob. CompileSelector sets it for a CEL predicate or transform,
+	// which see JSON values only.
+	JSONOnly bool
 }
 
-// Select returns what s takes of a result: nothing unless it carries a JSON artifact;
-// for a list artifact (a JSON array) each element that passes, in order; otherwise the
-// artifact itself if it passes. The type check comes first, then the filter, then the
-// transform.
+// Select returns what s takes of a result: nothing unless it carries an artifact; for a
+// list artifact (a JSON array, or a multipart/mixed blob: see ListArtifact) each
+// element that passes, in order; otherwise the artifact itself if it passes. A blob is
+// one entry, of the artifact's type name and media type. The type check comes first,
+// then the filter, then the transform.
 func (s Selector) Select(res tool.Result) ([]tool.Entry, error) {
 	var out []tool.Entry
 	for _, e := range Elements(res.Artifact) {
 		if s.TypeName != "" && !tool.SatisfiesType(e, s.TypeName) {
+			continue
+		}
+		if s.JSONOnly && e.IsBlob() {
 			continue
 		}
 		if s.Filter != nil {
@@ -120,12 +127,16 @@ func (s Selector) Select(res tool.Result) ([]tool.Entry, error) {
 	return out, nil
 }
 
-// Elements is an artifact as blackboard entries: none for no artifact or a blob; each
-// element of a JSON array; else the artifact itself. An element's type name is its
-// "_typeName" entry when it is an object that has one, else the artifact's type name
-// without a list marker: "[]Customer", "Customer[]" and "list<Customer>" all give
-// "Customer".
+// Elements is an artifact as blackboard entries: none for no artifact; each element of a
+// JSON array, or each part of a list that holds blobs (ListArtifact); else the artifact
+// itself, a blob as one entry of its media type (DefaultMediaType when it names none).
+// An element's type name is its "_typeName" entry when it is an object that has one (a
+// part's Toolmesh-Type-Name header), else the artifact's type name without a list
+// marker: "[]Customer", "Customer[]" and "list<Customer>" all give "Customer".
 func Elements(a *tool.Artifact) []tool.Entry {
+	if a != nil && a.Data != nil {
+		return blobElements(a)
+	}
 	raw := artifactJSON(a)
 	if len(raw) == 0 {
 		return nil

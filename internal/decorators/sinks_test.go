@@ -3,6 +3,7 @@ package decorators_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -23,10 +24,15 @@ func artifact(typeName, js string) tool.Result {
 	return tool.ArtifactResult("content", tool.Artifact{TypeName: typeName, JSON: []byte(js)})
 }
 
-// items is what a list sink received, as "type json" strings.
+// items is what a list sink received, as "type json" strings, or "type media type
+// <n> bytes" for a blob.
 func items(l *decorators.ListSink) []string {
 	var out []string
 	for _, e := range l.Items() {
+		if e.IsBlob() {
+			out = append(out, fmt.Sprintf("%s %s %d bytes", e.TypeName, e.MediaType, len(e.Data)))
+			continue
+		}
 		out = append(out, e.TypeName+" "+string(e.JSON))
 	}
 	return out
@@ -68,7 +74,13 @@ func TestSinkingSelectsArtifacts(t *testing.T) {
 			[]string{`Name {"NAME":"ANN","AGE":30}`}},
 		{"text carries nothing", tool.Text("hello"), decorators.Selector{}, nil},
 		{"an error carries nothing", tool.Error("boom"), decorators.Selector{}, nil},
-		{"a blob carries nothing", tool.ArtifactResult("png", tool.Artifact{TypeName: "Image", Data: []byte{1}, MediaType: "image/png"}), decorators.Selector{}, nil},
+		{"a blob is one entry", tool.ArtifactResult("png", tool.Artifact{TypeName: "Image", Data: []byte{1}, MediaType: "image/png"}), decorators.Selector{}, []string{"Image image/png 1 bytes"}},
+		{"a blob by type name", tool.ArtifactResult("png", tool.Artifact{TypeName: "chart.Png", Data: []byte{1, 2}, MediaType: "image/png"}), decorators.Selector{TypeName: "Png"}, []string{"chart.Png image/png 2 bytes"}},
+		{"a blob of another type is not taken", tool.ArtifactResult("png", tool.Artifact{TypeName: "chart.Png", Data: []byte{1}, MediaType: "image/png"}), decorators.Selector{TypeName: "Pdf"}, nil},
+		{"a blob without a media type", tool.ArtifactResult("bin", tool.Artifact{TypeName: "Dump", Data: []byte{1}}), decorators.Selector{}, []string{"Dump application/octet-stream 1 bytes"}},
+		{"a JSON-only selector takes no blob", tool.ArtifactResult("png", tool.Artifact{TypeName: "Image", Data: []byte{1}, MediaType: "image/png"}), decorators.Selector{JSONOnly: true}, nil},
+		{"a Go filter sees a blob", tool.ArtifactResult("png", tool.Artifact{TypeName: "Image", Data: []byte{1, 2, 3}, MediaType: "image/png"}),
+			decorators.Selector{Filter: func(e tool.Entry) (bool, error) { return e.MediaType == "image/png" && len(e.Data) == 3, nil }}, []string{"Image image/png 3 bytes"}},
 		{"an in-process value", tool.ArtifactResult("v", tool.Artifact{TypeName: "Point", Value: struct{ X int }{3}}), decorators.Selector{}, []string{`Point {"X":3}`}},
 	}
 	for _, tt := range tests {

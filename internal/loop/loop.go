@@ -791,7 +791,7 @@ func (l *state) hidden(name string) (tool.Tool, bool) {
 	find = func(ts []tool.Tool) tool.Tool {
 		for _, t := range ts {
 			f, ok := tool.As[tool.Facade](t)
-			if !ok {
+			if !ok || gated(t) {
 				continue
 			}
 			children := f.Children()
@@ -818,6 +818,20 @@ func (l *state) hidden(name string) (tool.Tool, bool) {
 		return nil, false
 	}
 	return c, true
+}
+
+// Gate is a wrapper that may refuse the calls of the tool it wraps (a playbook's locked
+// tool, a state machine's tool outside its states): the tools of a facade behind one are
+// not called unopened, since that would pass the gate.
+type Gate interface {
+	tool.Tool
+	GatesCalls()
+}
+
+// gated reports whether a Gate wraps t (t itself or a tool its wrappers reach).
+func gated(t tool.Tool) bool {
+	_, ok := tool.As[Gate](t)
+	return ok
 }
 
 // apply changes the tool set as Injection describes and returns the names that joined

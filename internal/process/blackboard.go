@@ -14,7 +14,8 @@ import (
 type Bounds struct {
 	// MaxEntries bounds the number of entries. Default DefaultMaxEntries.
 	MaxEntries int
-	// MaxBytes bounds the JSON of all entries together. Default DefaultMaxBytes.
+	// MaxBytes bounds the values of all entries together, JSON and blobs' data alike.
+	// Default DefaultMaxBytes.
 	MaxBytes int
 }
 
@@ -46,7 +47,7 @@ type Blackboard struct {
 	Entries []tool.Entry
 	// Bindings maps a name to the index of its entry in Entries.
 	Bindings map[string]int
-	// Bytes is the JSON of all entries together.
+	// Bytes is the size of all entries' values together (tool.Entry.Size).
 	Bytes  int
 	Bounds Bounds
 }
@@ -59,8 +60,9 @@ func (b Blackboard) Clone() Blackboard {
 }
 
 // Add appends e (bound to name unless name is empty) and returns its index. A value
-// that is not one JSON value, a blank type name, and a blackboard over its bounds are
-// errors that say so; nothing is added then.
+// that is neither one JSON value nor a blob with a valid media type (tool.CheckEntry),
+// a blank type name, and a blackboard over its bounds are errors that say so; nothing
+// is added then. A blob's data counts against the bounds as JSON does.
 func (b *Blackboard) Add(name string, e tool.Entry) (int, error) {
 	if len(e.TypeName) > MaxTypeNameBytes || !utf8.ValidString(e.TypeName) {
 		return 0, fmt.Errorf("blackboard entry: the type name must be valid UTF-8 of at most %d bytes", MaxTypeNameBytes)
@@ -68,18 +70,18 @@ func (b *Blackboard) Add(name string, e tool.Entry) (int, error) {
 	if len(name) > MaxTypeNameBytes || !utf8.ValidString(name) {
 		return 0, fmt.Errorf("blackboard entry: the binding name must be valid UTF-8 of at most %d bytes", MaxTypeNameBytes)
 	}
-	checked, err := tool.EntryFromJSON(e.TypeName, e.JSON)
+	checked, err := tool.CheckEntry(e)
 	if err != nil {
 		return 0, err
 	}
 	if len(b.Entries) >= b.Bounds.maxEntries() {
 		return 0, fmt.Errorf("blackboard entry of type %q: the blackboard is full (%d entries)", e.TypeName, b.Bounds.maxEntries())
 	}
-	if b.Bytes+len(checked.JSON) > b.Bounds.maxBytes() {
-		return 0, fmt.Errorf("blackboard entry of type %q: %d bytes would take the blackboard over its %d bytes", e.TypeName, len(checked.JSON), b.Bounds.maxBytes())
+	if b.Bytes+checked.Size() > b.Bounds.maxBytes() {
+		return 0, fmt.Errorf("blackboard entry of type %q: %d bytes would take the blackboard over its %d bytes", e.TypeName, checked.Size(), b.Bounds.maxBytes())
 	}
 	b.Entries = append(b.Entries, checked)
-	b.Bytes += len(checked.JSON)
+	b.Bytes += checked.Size()
 	i := len(b.Entries) - 1
 	if name != "" {
 		if b.Bindings == nil {

@@ -154,3 +154,57 @@ func TestCanAdd(t *testing.T) {
 		t.Errorf("CanAdd added %d entries", n)
 	}
 }
+
+// A blob joins the blackboard with its bytes and media type; its data counts against the
+// byte bound as JSON does, and it holds one value: a bad media type, or JSON beside the
+// data, is refused with what is wrong.
+func TestBlackboardHoldsBlobs(t *testing.T) {
+	b := process.Blackboard{Bounds: process.Bounds{MaxBytes: 12}}
+	png := tool.Entry{TypeName: "chart.Png", Data: []byte("0123456789"), MediaType: "image/png"}
+	i, err := b.Add("chart", png)
+	if err != nil {
+		t.Fatal(err)
+	}
+	png.Data[0] = 'X' // the blackboard keeps its own copy
+	if e, ok := b.Get("chart"); !ok || i != 0 || string(e.Data) != "0123456789" || e.MediaType != "image/png" || len(e.JSON) != 0 || b.Bytes != 10 {
+		t.Errorf("Get(chart) = %+v (%d bytes)", e, b.Bytes)
+	}
+	if e, ok := b.Last("Png"); !ok || e.TypeName != "chart.Png" {
+		t.Errorf("Last(Png) = %+v, %v", e, ok)
+	}
+	for _, c := range []struct {
+		e    tool.Entry
+		want string
+	}{
+		{tool.Entry{TypeName: "Pdf", Data: []byte("123"), MediaType: "application/pdf"}, `blackboard entry of type "Pdf": 3 bytes would take the blackboard over its 12 bytes`},
+		{tool.Entry{TypeName: "Pdf", Data: []byte("1"), MediaType: "pdf"}, `blackboard object of type "Pdf": the media type "pdf" is not of the form type/subtype`},
+		{tool.Entry{TypeName: "Pdf", Data: []byte("1")}, `blackboard object of type "Pdf": a blob needs a media type`},
+		{tool.Entry{TypeName: "Pdf", JSON: []byte(`1`), Data: []byte("1"), MediaType: "application/pdf"}, `blackboard object of type "Pdf": it holds both JSON and a blob's data`},
+	} {
+		if _, err := b.Add("", c.e); err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("Add(%+v) = %v, want %q", c.e, err, c.want)
+		}
+	}
+	if len(b.Entries) != 1 || b.Bytes != 10 {
+		t.Errorf("%d entries, %d bytes after the refusals", len(b.Entries), b.Bytes)
+	}
+}
+
+// A blob asset counts its bytes against the assets' bound.
+func TestBlobAssets(t *testing.T) {
+	p := process.New("run", process.Limits{}, process.Bounds{MaxBytes: 12}, nil)
+	blob := tool.Entry{TypeName: "report.Pdf", Data: []byte("%PDF-1.7"), MediaType: "application/pdf"}
+	if err := p.AddAsset(process.Asset{Entry: blob, Tool: "render"}, "loop"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AddAsset(process.Asset{Entry: blob, Tool: "render"}, "loop"); err == nil || err.Error() != "the run keeps at most 12 bytes of assets" {
+		t.Errorf("a second 8-byte blob: %v", err)
+	}
+	bad := tool.Entry{TypeName: "report.Pdf", Data: []byte("x"), MediaType: "application/pdf/x"}
+	if err := p.AddAsset(process.Asset{Entry: bad}, "loop"); err == nil || !strings.HasPrefix(err.Error(), `asset of type "report.Pdf": the media type "application/pdf/x" is not one`) {
+		t.Errorf("a bad media type: %v", err)
+	}
+	if st := p.Snapshot(); len(st.Assets) != 1 || st.AssetBytes != 8 || string(st.Assets[0].Entry.Data) != "%PDF-1.7" {
+		t.Errorf("assets %+v, %d bytes", st.Assets, st.AssetBytes)
+	}
+}

@@ -103,7 +103,7 @@ type State struct {
 	History    []Action
 	Models     []Model
 	Assets     []Asset
-	// AssetBytes is the JSON of all assets together.
+	// AssetBytes is the size of all assets' values together, JSON and blobs' data.
 	AssetBytes int
 }
 
@@ -270,8 +270,8 @@ func (p *Process) Snapshot() State {
 	return p.st.Clone()
 }
 
-// Size is about what the state holds, in bytes: its blackboard's and assets' JSON, and
-// its history and model calls.
+// Size is about what the state holds, in bytes: its blackboard's and assets' values
+// (JSON and blobs' data), and its history and model calls.
 func (p *Process) Size() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -379,8 +379,18 @@ func (p *Process) RecordAction(a Action) {
 	p.st.History = append(p.st.History, a)
 }
 
-// AddAsset records an asset and tells the channel.
+// AddAsset records an asset and tells the channel. An asset may be a blob, whose media
+// type must be valid (tool.CheckMediaType). The assets have the blackboard's bounds, a
+// blob's data counted as JSON is.
 func (p *Process) AddAsset(a Asset, loopID string) error {
+	if e := a.Entry; e.IsBlob() {
+		if len(e.JSON) > 0 {
+			return fmt.Errorf("asset of type %q: it holds both JSON and a blob's data; it may hold one", e.TypeName)
+		}
+		if err := tool.CheckMediaType(e.MediaType); err != nil {
+			return fmt.Errorf("asset of type %q: %w", e.TypeName, err)
+		}
+	}
 	p.outMu.Lock()
 	defer p.outMu.Unlock()
 	p.mu.Lock()
@@ -389,12 +399,12 @@ func (p *Process) AddAsset(a Asset, loopID string) error {
 		p.mu.Unlock()
 		return fmt.Errorf("the run keeps at most %d assets", bounds.maxEntries())
 	}
-	if p.st.AssetBytes+len(a.Entry.JSON) > bounds.maxBytes() {
+	if p.st.AssetBytes+a.Entry.Size() > bounds.maxBytes() {
 		p.mu.Unlock()
 		return fmt.Errorf("the run keeps at most %d bytes of assets", bounds.maxBytes())
 	}
 	p.st.Assets = append(p.st.Assets, a)
-	p.st.AssetBytes += len(a.Entry.JSON)
+	p.st.AssetBytes += a.Entry.Size()
 	p.mu.Unlock()
 	return p.out(AssetAdded{Asset: a, LoopID: loopID})
 }

@@ -232,8 +232,12 @@ func thousands(n int64) string {
 type Formatter func(tool.Entry) string
 
 // DefaultFormatter renders an entry as its "content" or "infoString" field when it is a
-// JSON object with one of them as a string, and otherwise as indented JSON.
+// JSON object with one of them as a string, and otherwise as indented JSON; a blob as
+// BlobText.
 func DefaultFormatter(e tool.Entry) string {
+	if e.IsBlob() {
+		return BlobText(e)
+	}
 	var fields struct {
 		InfoString *string `json:"infoString"`
 		Content    *string `json:"content"`
@@ -251,6 +255,12 @@ func DefaultFormatter(e tool.Entry) string {
 		return string(e.JSON)
 	}
 	return b.String()
+}
+
+// BlobText is how the blackboard tools show a blob, never its bytes:
+// "<type name> (<media type>, <n> bytes)", such as "chart.Png (image/png, 5120 bytes)".
+func BlobText(e tool.Entry) string {
+	return fmt.Sprintf("%s (%s, %d bytes)", e.TypeName, e.MediaType, len(e.Data))
 }
 
 // typeLabel is the name the blackboard tools print for an entry's type: its simple name,
@@ -273,10 +283,17 @@ func stringParam(input, name string) string {
 }
 
 // BlackboardTools is the blackboard facade: five tools over the run's blackboard. A nil
-// formatter means DefaultFormatter.
-func BlackboardTools(format Formatter) tool.Facade {
-	if format == nil {
-		format = DefaultFormatter
+// formatter means DefaultFormatter. A blob reads as BlobText whatever the formatter: the
+// formatter sees JSON values only.
+func BlackboardTools(formatter Formatter) tool.Facade {
+	if formatter == nil {
+		formatter = DefaultFormatter
+	}
+	format := func(e tool.Entry) string {
+		if e.IsBlob() {
+			return BlobText(e)
+		}
+		return formatter(e)
 	}
 	nameParam := schema.Params(schema.String("name", "The binding name of the object (e.g., 'user' or 'searchResults')"))
 	typeParam := schema.Params(schema.String("typeName", "The type name (e.g., 'User' or 'com.example.User')"))
@@ -296,7 +313,11 @@ func BlackboardTools(format Formatter) tool.Facade {
 			}
 			out := []string{fmt.Sprintf("Blackboard contains %d object(s):", len(b.Entries))}
 			for i, e := range b.Entries {
-				out = append(out, fmt.Sprintf("[%d] %s", i, typeLabel(e)))
+				line := fmt.Sprintf("[%d] %s", i, typeLabel(e))
+				if e.IsBlob() {
+					line += fmt.Sprintf(" (%s, %d bytes)", e.MediaType, len(e.Data))
+				}
+				out = append(out, line)
 			}
 			return lines(out...)
 		})),

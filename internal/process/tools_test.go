@@ -368,3 +368,34 @@ func TestGroupToolsMadeOnce(t *testing.T) {
 		t.Error("an unknown role is a built-in group")
 	}
 }
+
+// The blackboard tools show a blob as its type, media type and size, never its bytes,
+// whatever the formatter.
+func TestBlackboardToolsShowBlobs(t *testing.T) {
+	p := process.New("run", process.Limits{}, process.Bounds{}, nil)
+	png := tool.Entry{TypeName: "chart.Png", Data: []byte("\x89PNG\r\n\x1a\n1234"), MediaType: "image/png"}
+	if err := p.Add(process.Origin{}, "chart", png); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Add(process.Origin{}, "", entry(t, "Note", `{"content":"see the chart"}`)); err != nil {
+		t.Fatal(err)
+	}
+	ctx := process.NewContext(context.Background(), p)
+	for _, f := range []process.Formatter{nil, func(e tool.Entry) string { return "<" + string(e.JSON) + string(e.Data) + ">" }} {
+		bb := process.BlackboardTools(f)
+		for _, c := range []struct{ tool, input, want string }{
+			{"blackboard_list", `{}`, "Blackboard contains 2 object(s):\n[0] Png (image/png, 12 bytes)\n[1] Note"},
+			{"blackboard_describe", `{"name":"chart"}`, "Description of Png 'chart':\nchart.Png (image/png, 12 bytes)"},
+			{"blackboard_get", `{"name":"chart"}`, "Png bound to 'chart':\nchart.Png (image/png, 12 bytes)"},
+			{"blackboard_last", `{"typeName":"Png"}`, "Last Png:\nchart.Png (image/png, 12 bytes)"},
+			{"blackboard_count", `{"typeName":"chart.Png"}`, "Found 1 object(s) of type 'chart.Png' in blackboard"},
+		} {
+			if got := call(t, ctx, child(t, bb, c.tool), c.input).Content; got != c.want {
+				t.Errorf("%s %s:\n got %q\nwant %q", c.tool, c.input, got, c.want)
+			}
+		}
+	}
+	if got := process.DefaultFormatter(png); got != "chart.Png (image/png, 12 bytes)" {
+		t.Errorf("DefaultFormatter = %q", got)
+	}
+}

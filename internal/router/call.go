@@ -157,10 +157,10 @@ func applyUpdates(ctx context.Context, name string, res tool.Result, updates []*
 	}
 	size := 0
 	for _, u := range updates {
-		size += len(u.GetJson())
+		size += len(u.GetJson()) + len(u.GetData())
 	}
 	if size > wire.MaxBlackboardUpdateBytes {
-		return tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf("tool '%s' ran, but the objects it added to the blackboard are %d bytes of JSON, over the %d a call may add; none were added", name, size, wire.MaxBlackboardUpdateBytes))
+		return tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf("tool '%s' ran, but the objects it added to the blackboard are %d bytes (JSON and blobs' data), over the %d a call may add; none were added", name, size, wire.MaxBlackboardUpdateBytes))
 	}
 	for i, b := range wire.BindingsFromProto(updates) {
 		var err error

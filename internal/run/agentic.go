@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/agentic"
 	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/loop"
 	"github.com/toolmesh/toolmesh/internal/process"
 	"github.com/toolmesh/toolmesh/pkg/schema"
@@ -25,7 +26,8 @@ func configSpecs(cfg config.Config) ([]agentic.Spec, error) {
 		a := cfg.AgenticTools[name]
 		key := "agentic_tools." + name
 		s := agentic.Spec{
-			Key: key, Name: name, Description: a.Description, Kind: agentic.Kind(a.Kind), SystemPrompt: a.SystemPrompt,
+			Key: key, Name: name, Description: a.Description, Kind: agentic.Kind(a.Kind),
+			SystemPrompt: a.SystemPrompt, SystemPromptTemplate: a.SystemPromptTemplate,
 			Model: a.Model, Role: a.Role, MaxIterations: a.MaxIterations, Tools: a.Tools, Groups: a.ToolGroups,
 			CaptureNestedArtifacts: a.CaptureNestedArtifacts, ChainFromAny: a.ChainFromAny,
 		}
@@ -198,9 +200,10 @@ func (s *Service) withAgent(req Request) (Request, error) {
 	if spec.Kind != agentic.KindAgent {
 		return req, fieldErr("agent", ErrInvalid, "%q is a %s agentic tool, not an agent (kind agent)", req.Agent, spec.Kind)
 	}
-	system := spec.SystemPrompt
-	if system == "" {
-		system = agentic.DefaultSystemPrompt(cmp.Or(spec.Description, agentic.AgentDescription(spec.Name)))
+	req.Interaction = spec.Context.Merge(req.Interaction)
+	system, err := s.agentPrompt(spec, req)
+	if err != nil {
+		return req, err
 	}
 	if req.System != "" {
 		system += "\n\n" + req.System
@@ -213,8 +216,39 @@ func (s *Service) withAgent(req Request) (Request, error) {
 	if req.MaxIterations == 0 {
 		req.MaxIterations = spec.MaxIterations
 	}
-	req.Interaction = spec.Context.Merge(req.Interaction)
 	return req, nil
+}
+
+// agentPrompt is the system prompt of an agent run directly: its own, its template
+// rendered once as the run starts (over the run's last user message, its context and
+// its blackboard, empty yet), or the default one for its description.
+func (s *Service) agentPrompt(spec *agentic.Spec, req Request) (string, error) {
+	def := agentic.DefaultSystemPrompt(cmp.Or(spec.Description, agentic.AgentDescription(spec.Name)))
+	switch {
+	case spec.SystemPrompt != "":
+		return spec.SystemPrompt, nil
+	case spec.SystemPromptTemplate == "":
+		return def, nil
+	}
+	p, err := agentic.ParsePrompt(spec.SystemPromptTemplate)
+	if err != nil {
+		return "", fieldErr(spec.Key+".system_prompt_template", ErrInvalid, "%v", err)
+	}
+	var input string
+	for _, m := range req.Messages {
+		if m.Role == llm.RoleUser {
+			input = m.Text
+		}
+	}
+	bag := req.Context.Merge(req.Interaction)
+	if req.Tenant != "" {
+		bag = bag.With(TenantKey, req.Tenant)
+	}
+	out, err := p.Render(spec, "", def, agentic.PromptCall{Input: input, Context: bag, Hidden: s.cfg.PromptHides})
+	if err != nil {
+		return "", fieldErr("agent", ErrInvalid, "agent '%s' was not run: its system_prompt_template failed: %v", spec.Name, err)
+	}
+	return out, nil
 }
 
 // fitsDomainType reports whether an object satisfies the schema of its domain type, as a

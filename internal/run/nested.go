@@ -92,6 +92,11 @@ type nester struct {
 
 func (n *nester) Decorate(t tool.Tool) tool.Tool { return n.decorate(t) }
 
+var _ agentic.Hider = (*nester)(nil)
+
+// Hidden: a system prompt template sees no secret of the config and no credential key.
+func (n *nester) Hidden(key string) bool { return n.s.cfg.PromptHides(key) }
+
 func (n *nester) RunLoop(ctx context.Context, l agentic.Loop) (*loop.Result, error) {
 	lc := n.s.cfg.Loop
 	maxDepth, maxLoops := cmpOr(lc.MaxNestingDepth, DefaultMaxNestingDepth), cmpOr(lc.MaxNestedLoops, DefaultMaxNestedLoops)

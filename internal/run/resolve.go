@@ -177,6 +177,9 @@ func (s *Service) offer(req Request, p toolcall.Pipeline, tg config.Tenant, limi
 		if role, served := groupOf(t); limited && served && !tg.Allows(role, t.Definition().Name) {
 			return nil
 		}
+		if excludedByRun(req.ExcludeTools, t.Definition().Name) {
+			return nil
+		}
 		if len(req.Pinned) > 0 {
 			pinned, same := s.router.Pin(t, req.Pinned)
 			if !same {
@@ -188,8 +191,25 @@ func (s *Service) offer(req Request, p toolcall.Pipeline, tg config.Tenant, limi
 		if chaining {
 			t = agentic.MethodOf(t)
 		}
-		return p.Wrap(redescribe(t, s.cfg.Tools[t.Definition().Name]))
+		name := t.Definition().Name
+		t = p.Wrap(redescribe(t, s.cfg.Tools[name]))
+		if to, ok := req.ToolNames[name]; ok {
+			// Outside the pipeline: its layers (the config's rules by tool name, the
+			// tenant's grant) see the tool's own name; the model sees the new one.
+			t = tool.WithName(t, to)
+		}
+		return t
 	}
+}
+
+// excludedByRun reports whether a run's exclude_tools leave a tool of that name out.
+func excludedByRun(patterns []string, name string) bool {
+	for _, p := range patterns {
+		if ok, _ := path.Match(p, name); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // redescribe gives t the description and note the config sets for it, as the model reads
@@ -569,6 +589,11 @@ func (s *Service) Decorate(t tool.Tool) tool.Tool { return s.chain.Decorate(t) }
 type Listing struct {
 	Role, Description, UsageNotes, Source string
 	Tools                                 []string
+	// Provider, Version and Permissions are what the config says of the group
+	// (groups.<role>.provider, .version, .permissions); an MCP group's provider is its
+	// server's name unless the config says otherwise.
+	Provider, Version string
+	Permissions       []string
 }
 
 // Listings describes the config's own groups and the MCP groups, by role, without
@@ -586,10 +611,12 @@ func (s *Service) Listings() []Listing {
 	}
 	for _, role := range sortedKeys(s.cfg.Groups) {
 		gc := s.cfg.Groups[role]
-		l := Listing{Role: role, Description: gc.Description, UsageNotes: gc.UsageNotes}
+		l := Listing{Role: role, Description: gc.Description, UsageNotes: gc.UsageNotes,
+			Provider: gc.Provider, Version: gc.Version, Permissions: slices.Clone(gc.Permissions)}
 		switch g, isMCP := s.mcp[role]; {
 		case isMCP:
 			l.Source = "mcp:" + gc.MCP.Server
+			l.Provider = cmp.Or(l.Provider, "MCP server "+gc.MCP.Server)
 			if g.Connected() {
 				ts, _ := g.Tools(context.Background())
 				l.Tools = toolNames(ts)

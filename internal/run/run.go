@@ -263,6 +263,10 @@ type Request struct {
 	Agent string
 	// Goal is what the run is for, as its process reports it; empty means Agent.
 	Goal string
+	// ToolNames renames tools as the run's model sees them (own name to new name);
+	// ExcludeTools leaves out the tools whose own names match one of its globs.
+	ToolNames    map[string]string
+	ExcludeTools []string
 	// Tenant is the verified tenant of the caller ("" without tenancy): the run is its
 	// alone (other tenants' calls do not find it), its calls carry it as the context's
 	// tenant_id (whatever the client put there), and with tenants.<name>.groups it may

@@ -28,6 +28,7 @@ func validateAgentic(specs []*toolpb.AgenticToolSpec) *fieldError {
 			{".name", s.GetName(), 64},
 			{".description", s.GetDescription(), wire.MaxDescriptionBytes},
 			{".system_prompt", s.GetSystemPrompt(), wire.MaxPromptBytes},
+			{".system_prompt_template", s.GetSystemPromptTemplate(), agentic.MaxPromptTemplateBytes},
 			{".parameters_json_schema", s.GetParametersJsonSchema(), wire.MaxSchemaBytes},
 		} {
 			if p := wire.CheckText(t.s, t.limit); p != "" {
@@ -38,6 +39,9 @@ func validateAgentic(specs []*toolpb.AgenticToolSpec) *fieldError {
 			if _, err := schema.FromJSON([]byte(js)); err != nil {
 				return invalid(f+".parameters_json_schema", "%v", err)
 			}
+		}
+		if fe := validatePromptTemplate(f, s); fe != nil {
+			return fe
 		}
 		if fe := validateLLM(s.GetLlm()); fe != nil {
 			fe.field = f + "." + fe.field
@@ -95,6 +99,22 @@ func validateAgentic(specs []*toolpb.AgenticToolSpec) *fieldError {
 	return nil
 }
 
+// validatePromptTemplate checks the system prompt template of the spec at f: alone, and
+// parsing.
+func validatePromptTemplate(f string, s *toolpb.AgenticToolSpec) *fieldError {
+	text := s.GetSystemPromptTemplate()
+	switch {
+	case text == "":
+	case s.GetSystemPrompt() != "":
+		return invalid(f+".system_prompt_template", "set at most one of system_prompt and system_prompt_template")
+	default:
+		if _, err := agentic.ParsePrompt(text); err != nil {
+			return invalid(f+".system_prompt_template", "%s", wire.Truncate(err.Error(), 256))
+		}
+	}
+	return nil
+}
+
 var agenticKinds = map[toolpb.AgenticKind]agentic.Kind{
 	toolpb.AgenticKind_AGENTIC_KIND_UNSPECIFIED:   agentic.KindSimple,
 	toolpb.AgenticKind_AGENTIC_KIND_SIMPLE:        agentic.KindSimple,
@@ -119,7 +139,7 @@ func agenticSpecs(specs []*toolpb.AgenticToolSpec) []agentic.Spec {
 	for i, s := range specs {
 		a := agentic.Spec{
 			Key: indexed("agentic_tools", i), Name: s.GetName(), Description: s.GetDescription(), Kind: agenticKinds[s.GetKind()],
-			SystemPrompt: s.GetSystemPrompt(), Model: s.GetLlm().GetModel(), Role: s.GetLlm().GetRole(),
+			SystemPrompt: s.GetSystemPrompt(), SystemPromptTemplate: s.GetSystemPromptTemplate(), Model: s.GetLlm().GetModel(), Role: s.GetLlm().GetRole(),
 			MaxIterations: int(s.GetMaxIterations()), Tools: s.GetTools(), Groups: s.GetToolGroups(),
 			CaptureNestedArtifacts: s.GetCaptureNestedArtifacts(), Context: toolctx.FromMap(s.GetContext()),
 			ChainFromAny: s.GetChainFromAny(), Chaining: chainingSpecs(s.GetChainingSources()),

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,9 +11,12 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/toolmesh/toolmesh/internal/agentic"
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/examplegroups"
+	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
+	"github.com/toolmesh/toolmesh/pkg/client"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 	"github.com/toolmesh/toolmesh/pkg/worker"
@@ -510,5 +514,68 @@ func TestSubagentInheritsVerbosityAndBudget(t *testing.T) {
 		AgenticTools: []*toolpb.AgenticToolSpec{spec}}, nil)
 	if err == nil || !strings.Contains(err.Error(), "action budget of 2") {
 		t.Errorf("a child over the parent's budget: %v", err)
+	}
+}
+
+// A system prompt template renders the nested loop's system prompt for each call: over
+// the tool's arguments, the run's context (without its secrets and credentials) and the
+// newest object of a type on the run's blackboard, extending the kind's default.
+func TestAgenticSystemPromptTemplate(t *testing.T) {
+	script := scripted.Script{Name: "template", Rules: []scripted.Rule{
+		{When: scripted.When{HasTool: "brief", Turn: 1}, Reply: scriptedCall("bind_customer", `{"id":2}`)},
+		{When: scripted.When{HasTool: "brief", Turn: 2}, Reply: scriptedCall("brief", `{"topic":"renewal"}`)},
+		{When: scripted.When{HasTool: "brief"}, Reply: scripted.Reply{Text: `{{ result "brief" }}`}},
+		{Reply: scripted.Reply{Text: "briefed"}},
+	}}
+	e := newEnv(t, envOptions{script: script, configure: func(c *config.Config) { c.Context.Secrets = []string{"ssn"} }})
+	e.startWorker("w1", examplegroups.CRMGroup())
+	tmpl := `Brief {{.Context.user}} on {{.Input.topic}} for {{(last "Customer").name}} of {{(last "Customer").city}}; context:` +
+		`{{range $k, $v := .Context}} {{$k}}={{$v}}{{end}}` + "\n{{.Default}}"
+	req := &toolpb.RunRequest{Prompt: "go", ToolGroups: []string{"crm"}, Tools: []string{"brief"},
+		Context: map[string]string{"user": "ada", "ssn": "123-45-6789", "authorization": "Bearer s3cr3t"},
+		AgenticTools: []*toolpb.AgenticToolSpec{{
+			Name: "brief", Description: "Brief on a customer.", Tools: []string{"customer_summary"}, SystemPromptTemplate: tmpl,
+			ParametersJsonSchema: `{"type":"object","properties":{"topic":{"type":"string"}},"required":["topic"]}`,
+		}}}
+	final, err := e.cl.RunAndWait(testContext(t), req, nil)
+	if err != nil || final.GetText() != "briefed" {
+		t.Fatalf("%v, %v", final, err)
+	}
+	var nested []string
+	for _, r := range e.model.Requests() {
+		if !slices.ContainsFunc(r.Tools, func(s llm.ToolSpec) bool { return s.Name == "brief" }) {
+			nested = append(nested, r.System)
+		}
+	}
+	want := "Brief ada on renewal for Grace Hopper of New York; context: user=ada\n" + agentic.DefaultSystemPrompt("Brief on a customer.")
+	if len(nested) == 0 || nested[0] != want {
+		t.Errorf("the nested loop's system prompts %q, want first %q", nested, want)
+	}
+}
+
+// An agent run directly renders its template once, as the run starts, over the run's
+// prompt and context; a template that fails refuses the run, naming the agent.
+func TestRunAnAgentWithATemplate(t *testing.T) {
+	script := scripted.Script{Name: "direct", Rules: []scripted.Rule{{Reply: scripted.Reply{Text: "4"}}}}
+	e := newEnv(t, envOptions{script: script, configure: func(c *config.Config) {
+		c.AgenticTools = map[string]config.AgenticTool{
+			"adder":  {Kind: "agent", Description: "Adds.", Tools: []string{"add"}, SystemPromptTemplate: "For {{.Context.user}}: {{.Input}}. {{.Default}}"},
+			"broken": {Kind: "agent", Description: "Breaks.", Tools: []string{"add"}, SystemPromptTemplate: "For {{.Context.nobody}}."},
+		}
+	}})
+	e.startWorker("w1", examplegroups.Math())
+	ctx := testContext(t)
+	final, err := e.cl.RunAndWait(ctx, &toolpb.RunRequest{Prompt: "2+2", Agent: "adder", SystemPrompt: "Be brief.", Context: map[string]string{"user": "ada"}}, nil)
+	if err != nil || final.GetText() != "4" {
+		t.Fatalf("%v, %v", final, err)
+	}
+	reqs := e.model.Requests()
+	if want := "For ada: 2+2. " + agentic.DefaultSystemPrompt("Adds.") + "\n\nBe brief."; len(reqs) != 1 || reqs[0].System != want {
+		t.Errorf("system prompt %q, want %q", reqs[0].System, want)
+	}
+	_, err = e.cl.RunAndWait(ctx, &toolpb.RunRequest{Prompt: "2+2", Agent: "broken"}, nil)
+	var ce *client.Error
+	if !errors.As(err, &ce) || ce.Code != codes.InvalidArgument || ce.Field != "agent" || !strings.Contains(err.Error(), `map has no entry for key "nobody"`) {
+		t.Errorf("a template that fails: %v", err)
 	}
 }

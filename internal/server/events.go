@@ -188,21 +188,23 @@ func eventProto(ev run.Event) *toolpb.RunResponse {
 	case run.EntryAdded:
 		return &toolpb.RunResponse{Event: &toolpb.RunResponse_BlackboardChanged{BlackboardChanged: &toolpb.BlackboardChanged{
 			LoopId: x.LoopID, CallId: x.CallID, Tool: x.Tool, Index: int32(x.Index),
-			Object: wire.BindingToProto(tool.Binding{Name: x.Name, Entry: x.Entry}),
+			Object: eventObject(tool.Binding{Name: x.Name, Entry: x.Entry}),
 		}}}
 	case run.ProgressReported:
 		return &toolpb.RunResponse{Event: &toolpb.RunResponse_Progress{Progress: &toolpb.Progress{LoopId: x.LoopID, CallId: x.CallID, Tool: x.Tool, Status: x.Status}}}
 	case run.MessageSent:
 		return &toolpb.RunResponse{Event: &toolpb.RunResponse_MessageToUser{MessageToUser: &toolpb.MessageToUser{LoopId: x.LoopID, CallId: x.CallID, Text: x.Text}}}
 	case run.AssetAdded:
-		return &toolpb.RunResponse{Event: &toolpb.RunResponse_AssetAdded{AssetAdded: &toolpb.AssetAdded{LoopId: x.LoopID, Asset: assetProto(x.Asset)}}}
+		return &toolpb.RunResponse{Event: &toolpb.RunResponse_AssetAdded{AssetAdded: &toolpb.AssetAdded{LoopId: x.LoopID, Asset: &toolpb.Asset{
+			Object: eventObject(tool.Binding{Entry: x.Asset.Entry}), Tool: x.Asset.Tool, CallId: x.Asset.CallID,
+		}}}}
 	case run.ArtifactCaptured:
 		return &toolpb.RunResponse{Event: &toolpb.RunResponse_Artifact{Artifact: &toolpb.ArtifactCaptured{
-			LoopId: x.LoopID, CallId: x.CallID, Tool: x.Tool, Sink: x.Sink, Object: wire.BindingToProto(tool.Binding{Entry: x.Entry}),
+			LoopId: x.LoopID, CallId: x.CallID, Tool: x.Tool, Sink: x.Sink, Object: eventObject(tool.Binding{Entry: x.Entry}),
 		}}}
 	case run.Replanned:
 		return &toolpb.RunResponse{Event: &toolpb.RunResponse_ReplanRequested{ReplanRequested: &toolpb.ReplanRequested{
-			LoopId: x.LoopID, CallId: x.CallID, Tool: x.Tool, Reason: x.Reason, Added: wire.BindingsToProto(x.Added), Iterations: int32(x.Iterations),
+			LoopId: x.LoopID, CallId: x.CallID, Tool: x.Tool, Reason: x.Reason, Added: eventObjects(x.Added), Iterations: int32(x.Iterations),
 		}}}
 	case run.Terminated:
 		scope := toolpb.TerminateScope_TERMINATE_SCOPE_AGENT
@@ -228,6 +230,24 @@ func eventProto(ev run.Event) *toolpb.RunResponse {
 		}}}
 	}
 	return nil
+}
+
+// eventObject is a blackboard object as an event carries it: a blob over
+// wire.MaxEventBlobBytes goes without its data (its media type and size say what it is;
+// GetRun has it), so that one event, and its journal record, stays small.
+func eventObject(b tool.Binding) *toolpb.BlackboardObject {
+	return wire.BindingToProtoWithin(b, wire.MaxEventBlobBytes)
+}
+
+func eventObjects(bs []tool.Binding) []*toolpb.BlackboardObject {
+	if len(bs) == 0 {
+		return nil
+	}
+	out := make([]*toolpb.BlackboardObject, len(bs))
+	for i, b := range bs {
+		out[i] = eventObject(b)
+	}
+	return out
 }
 
 func scopeProto(s run.Scope) *toolpb.LoopScope {

@@ -148,6 +148,8 @@ func runRequest(req *toolpb.RunRequest) run.Request {
 		ChainFromAny:    req.GetChainFromAny(),
 		Agent:           req.GetAgent(),
 		Goal:            req.GetGoal(),
+		ToolNames:       req.GetToolNames(),
+		ExcludeTools:    req.GetExcludeTools(),
 	}
 	for _, rq := range req.GetRequiredToolGroups() {
 		r.Required = append(r.Required, run.Requirement{Role: rq.GetRole(), Tools: rq.GetTools()})
@@ -269,7 +271,11 @@ func (o *orchestratorServer) ListToolGroups(ctx context.Context, _ *toolpb.ListT
 		// A config group of a worker group's own role narrows it: the listing shows the
 		// config's view.
 		groups = slices.DeleteFunc(groups, func(g *toolpb.ToolGroupStatus) bool { return g.GetGroup().GetRole() == l.Role })
-		groups = append(groups, &toolpb.ToolGroupStatus{Group: &toolpb.ToolGroupInfo{Role: l.Role, Description: l.Description, UsageNotes: l.UsageNotes}, Tools: l.Tools, Source: l.Source})
+		info := &toolpb.ToolGroupInfo{Role: l.Role, Description: l.Description, UsageNotes: l.UsageNotes, Provider: l.Provider, Version: l.Version}
+		for _, p := range l.Permissions {
+			info.Permissions = append(info.Permissions, toolpb.Permission(toolpb.Permission_value["PERMISSION_"+strings.ToUpper(p)]))
+		}
+		groups = append(groups, &toolpb.ToolGroupStatus{Group: info, Tools: l.Tools, Source: l.Source})
 	}
 	for _, role := range builtinRoles() {
 		if slices.ContainsFunc(groups, func(g *toolpb.ToolGroupStatus) bool { return g.GetGroup().GetRole() == role }) {
@@ -362,32 +368,40 @@ func snapshotProto(s run.Snapshot) *toolpb.GetRunResponse {
 	// The newest objects and assets that fit the response's budget, in order.
 	budget := getRunBudget
 	entries := ps.Blackboard.Entries
+	objects := make([]*toolpb.BlackboardObject, len(entries))
 	first := len(entries)
-	for first > 0 && budget >= len(entries[first-1].JSON)+len(entries[first-1].TypeName) {
+	for first > 0 {
+		o, ok := fitObject(&budget, tool.Binding{Entry: entries[first-1]})
+		if !ok {
+			break
+		}
 		first--
-		budget -= len(entries[first].JSON) + len(entries[first].TypeName)
+		objects[first] = o
 	}
 	resp.BlackboardOmitted = int32(first)
 	for i := first; i < len(entries); i++ {
-		name := ""
 		if names := ps.Blackboard.NameOf(i); len(names) > 0 {
-			name = names[0]
+			objects[i].Name = names[0]
 		}
-		resp.Blackboard = append(resp.Blackboard, wire.BindingToProto(tool.Binding{Name: name, Entry: entries[i]}))
+		resp.Blackboard = append(resp.Blackboard, objects[i])
 	}
 	resp.Budget = &toolpb.Budget{
 		MaxCostUsd: ps.Limits.MaxCostUSD, CostUsd: ps.Usage.CostUSD, MaxTokens: ps.Limits.MaxTokens, Tokens: ps.Usage.Tokens(),
 		MaxActions: int32(ps.Limits.MaxActions), Actions: int32(ps.Actions()),
 	}
+	assets := make([]*toolpb.Asset, len(ps.Assets))
 	firstAsset := len(ps.Assets)
-	for firstAsset > 0 && budget >= len(ps.Assets[firstAsset-1].Entry.JSON)+len(ps.Assets[firstAsset-1].Entry.TypeName) {
+	for firstAsset > 0 {
+		a := ps.Assets[firstAsset-1]
+		o, ok := fitObject(&budget, tool.Binding{Entry: a.Entry})
+		if !ok {
+			break
+		}
 		firstAsset--
-		budget -= len(ps.Assets[firstAsset].Entry.JSON) + len(ps.Assets[firstAsset].Entry.TypeName)
+		assets[firstAsset] = &toolpb.Asset{Object: o, Tool: a.Tool, CallId: a.CallID}
 	}
 	resp.AssetsOmitted = int32(firstAsset)
-	for _, a := range ps.Assets[firstAsset:] {
-		resp.Assets = append(resp.Assets, assetProto(a))
-	}
+	resp.Assets = assets[firstAsset:]
 	for _, l := range s.Loops {
 		resp.Loops = append(resp.Loops, &toolpb.LoopInfo{Scope: scopeProto(l.Scope), Iterations: int32(l.Iterations),
 			ToolCalls: int32(l.ToolCalls), Running: l.Running, Error: l.Err})
@@ -395,13 +409,29 @@ func snapshotProto(s run.Snapshot) *toolpb.GetRunResponse {
 	return resp
 }
 
-// getRunBudget bounds the JSON and type names of the blackboard objects and assets one
-// GetRun response carries, so that it stays under the 4 MiB every message may have
-// (binding names, tool names, call ids and framing take the rest).
+// getRunBudget bounds the values (JSON, blobs' data), type names and media types of the
+// blackboard objects and assets one GetRun response carries, so that it stays under the
+// 4 MiB every message may have (binding names, tool names, call ids and framing take the
+// rest).
 const getRunBudget = 3 << 20
 
-func assetProto(a process.Asset) *toolpb.Asset {
-	return &toolpb.Asset{Object: wire.BindingToProto(tool.Binding{Entry: a.Entry}), Tool: a.Tool, CallId: a.CallID}
+// fitObject is b as GetRun carries it, when it fits what is left of the budget, which
+// it takes from: its type name, media type and value count. A blob whose data does not
+// fit goes without it (its media type and size say what it is); an object that does
+// not fit even so is not carried (false), nor is any older one.
+func fitObject(budget *int, b tool.Binding) (*toolpb.BlackboardObject, bool) {
+	o := wire.BindingToProto(b)
+	names := len(o.TypeName) + len(o.MediaType)
+	switch size := names + len(o.Json) + len(o.Data); {
+	case size <= *budget:
+		*budget -= size
+	case b.Entry.IsBlob() && names <= *budget:
+		*budget -= names
+		o.Data = nil
+	default:
+		return nil, false
+	}
+	return o, true
 }
 
 func stateProto(s runlog.State) toolpb.RunState {

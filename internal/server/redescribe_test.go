@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -115,5 +116,75 @@ func TestNamingSingleTools(t *testing.T) {
 	_, err := e.cl.RunAndWait(testContext(t), &toolpb.RunRequest{Prompt: "go", Tools: []string{"nowhere"}}, nil)
 	if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), `tools[0]: no worker, MCP server or tool group serves tool "nowhere"`) {
 		t.Errorf("an unknown tool: %v", err)
+	}
+}
+
+// TestConfigGroupsDescribeThemselves: a group of the config's own and an MCP group
+// declare a provider, a version and permissions, as a worker's groups do, and
+// ListToolGroups shows them; an MCP group's provider defaults to its server.
+func TestConfigGroupsDescribeThemselves(t *testing.T) {
+	srv := sdkmcp.NewServer(&sdkmcp.Implementation{Name: "search", Version: "v1"}, nil)
+	hs := httptest.NewServer(sdkmcp.NewStreamableHTTPHandler(func(*http.Request) *sdkmcp.Server { return srv }, nil))
+	t.Cleanup(hs.Close)
+	e := newEnv(t, envOptions{configure: func(c *config.Config) {
+		c.MCPServers = map[string]config.MCPServer{"search": {URL: hs.URL}}
+		c.Groups = map[string]config.Group{
+			"search": {MCP: &config.GroupMCP{Server: "search"}, Permissions: []string{"internet_access"}},
+			"calc":   {Include: []string{"math/add"}, Provider: "platform team", Version: "2.1.0", Permissions: []string{"host_access", "internet_access"}},
+		}
+	}})
+	groups, err := e.cl.ListToolGroups(testContext(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]*toolpb.ToolGroupInfo{}
+	for _, g := range groups {
+		got[g.GetGroup().GetRole()] = g.GetGroup()
+	}
+	if g := got["calc"]; g.GetProvider() != "platform team" || g.GetVersion() != "2.1.0" ||
+		!slices.Equal(g.GetPermissions(), []toolpb.Permission{toolpb.Permission_PERMISSION_HOST_ACCESS, toolpb.Permission_PERMISSION_INTERNET_ACCESS}) {
+		t.Errorf("calc is listed as %v", g)
+	}
+	if g := got["search"]; g.GetProvider() != "MCP server search" || !slices.Equal(g.GetPermissions(), []toolpb.Permission{toolpb.Permission_PERMISSION_INTERNET_ACCESS}) {
+		t.Errorf("search is listed as %v", g)
+	}
+}
+
+// TestRunRenamesAndFiltersTools: a run renames tools as its model sees them
+// (tool_names) and leaves some out (exclude_tools), for the tools it is offered at the
+// start and for those a facade opens later; a call of the new name reaches the tool.
+func TestRunRenamesAndFiltersTools(t *testing.T) {
+	script := scripted.Script{Name: "rename", Rules: []scripted.Rule{
+		{When: scripted.When{Turn: 1}, Reply: scripted.Reply{ToolCalls: []scripted.ToolCall{{Name: "shout", ArgumentsRaw: `{"text":"hi"}`}, {Name: "math"}}}},
+		{When: scripted.When{Turn: 2}, Reply: scripted.Reply{ToolCalls: []scripted.ToolCall{{Name: "plus", ArgumentsRaw: `{"a":2,"b":3}`}}}},
+		{When: scripted.When{Turn: 3}, Reply: scripted.Reply{Text: "done"}},
+	}}
+	e := newEnv(t, envOptions{script: script})
+	e.startWorker("w1", examplegroups.TextGroup(), examplegroups.Math())
+	contents := map[string]string{}
+	if _, err := e.cl.RunAndWait(testContext(t), &toolpb.RunRequest{Prompt: "go", ToolGroups: []string{"text", "math"},
+		ToolNames: map[string]string{"uppercase": "shout", "add": "plus"}, ExcludeTools: []string{"reverse", "word_*", "divide"}}, func(ev *toolpb.RunResponse) {
+		if f := ev.GetToolCallFinished(); f != nil {
+			contents[f.GetTool()] = f.GetContent()
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	names := func(turn int) string {
+		var out []string
+		for _, spec := range e.model.Requests()[turn].Tools {
+			out = append(out, spec.Name)
+		}
+		slices.Sort(out)
+		return strings.Join(out, ",")
+	}
+	if got := names(0); got != "lowercase,math,shout" {
+		t.Errorf("the first request offered %s", got)
+	}
+	if got := names(1); strings.Contains(got, "divide") || !strings.Contains(got, "plus") || strings.Contains(got, ",add,") {
+		t.Errorf("after opening math the request offered %s", got)
+	}
+	if contents["shout"] != "HI" || contents["plus"] != "5" {
+		t.Errorf("the renamed tools answered %v", contents)
 	}
 }

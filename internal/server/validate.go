@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -84,7 +85,52 @@ func validateRun(req *toolpb.RunRequest) *fieldError {
 	if fe := validateGoal(req.GetGoal()); fe != nil {
 		return fe
 	}
+	if fe := validateToolNaming(req.GetToolNames(), req.GetExcludeTools()); fe != nil {
+		return fe
+	}
 	return validateSinks(req.GetArtifactSinks())
+}
+
+// Bounds of a run's renaming and filtering of its tools.
+const (
+	maxToolNames   = 256
+	maxExcludes    = 64
+	maxPatternSize = 256
+)
+
+// validateToolNaming checks tool_names (valid names, none given twice) and
+// exclude_tools (valid globs).
+func validateToolNaming(names map[string]string, excludes []string) *fieldError {
+	if len(names) > maxToolNames {
+		return invalid("tool_names", "has %d entries; at most %d", len(names), maxToolNames)
+	}
+	given := map[string]string{}
+	for _, from := range slices.Sorted(maps.Keys(names)) {
+		to := names[from]
+		key := "tool_names[" + quote(from) + "]"
+		switch {
+		case !wire.ToolNameRE.MatchString(from):
+			return invalid(key, "names a tool %q that cannot exist: a tool's name is 1 to 64 characters of [A-Za-z0-9_-]", from)
+		case !wire.ToolNameRE.MatchString(to):
+			return invalid(key, "must be 1 to 64 characters of [A-Za-z0-9_-], got %q", to)
+		case given[to] != "":
+			return invalid(key, "gives the name %q that %q has too", to, given[to])
+		}
+		given[to] = from
+	}
+	if len(excludes) > maxExcludes {
+		return invalid("exclude_tools", "has %d patterns; at most %d", len(excludes), maxExcludes)
+	}
+	for i, p := range excludes {
+		key := fmt.Sprintf("exclude_tools[%d]", i)
+		if len(p) == 0 || len(p) > maxPatternSize {
+			return invalid(key, "must be 1 to %d bytes, got %d", maxPatternSize, len(p))
+		}
+		if _, err := path.Match(p, ""); err != nil {
+			return invalid(key, "is not a valid pattern: %v", err)
+		}
+	}
+	return nil
 }
 
 // maxGoalBytes bounds a run's goal.

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/toolmesh/toolmesh/internal/agentic"
 	"github.com/toolmesh/toolmesh/internal/examplegroups"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/client"
@@ -70,6 +71,19 @@ var invalidRequests = []struct {
 	{"goal on two lines", &toolpb.RunRequest{Prompt: "p", Goal: "find the customer\nand call them"}, "goal"},
 	{"goal with a control character", &toolpb.RunRequest{Prompt: "p", Goal: "find\x00the customer"}, "goal"},
 	{"blank goal", &toolpb.RunRequest{Prompt: "p", Goal: "   "}, "goal"},
+	{"rename to a bad name", &toolpb.RunRequest{Prompt: "p", ToolNames: map[string]string{"add": "plus sign"}}, `tool_names["add"]`},
+	{"rename of a name that cannot exist", &toolpb.RunRequest{Prompt: "p", ToolNames: map[string]string{"a b": "ab"}}, `tool_names["a b"]`},
+	{"two tools renamed alike", &toolpb.RunRequest{Prompt: "p", ToolNames: map[string]string{"add": "op", "sub": "op"}}, `tool_names["sub"]`},
+	{"bad exclude pattern", &toolpb.RunRequest{Prompt: "p", ExcludeTools: []string{"add", "[z-a"}}, "exclude_tools[1]"},
+	{"empty exclude pattern", &toolpb.RunRequest{Prompt: "p", ExcludeTools: []string{""}}, "exclude_tools[0]"},
+	{"agentic spec with a system prompt and a template", &toolpb.RunRequest{Prompt: "p", AgenticTools: []*toolpb.AgenticToolSpec{
+		{Name: "x", Description: "X.", Tools: []string{"add"}, SystemPrompt: "You add.", SystemPromptTemplate: "{{ .Default }}"}}}, "agentic_tools[0].system_prompt_template"},
+	{"agentic template that does not parse", &toolpb.RunRequest{Prompt: "p", AgenticTools: []*toolpb.AgenticToolSpec{
+		{Name: "x", Description: "X.", Tools: []string{"add"}}, {Name: "y", Description: "Y.", Tools: []string{"add"}, SystemPromptTemplate: "On {{ .Input.topic"}}}, "agentic_tools[1].system_prompt_template"},
+	{"agentic template with an unknown function", &toolpb.RunRequest{Prompt: "p", AgenticTools: []*toolpb.AgenticToolSpec{
+		{Name: "x", Description: "X.", Tools: []string{"add"}, SystemPromptTemplate: `{{ env "HOME" }}`}}}, "agentic_tools[0].system_prompt_template"},
+	{"agentic template over 16 KiB", &toolpb.RunRequest{Prompt: "p", AgenticTools: []*toolpb.AgenticToolSpec{
+		{Name: "x", Description: "X.", Tools: []string{"add"}, SystemPromptTemplate: strings.Repeat("x", agentic.MaxPromptTemplateBytes+1)}}}, "agentic_tools[0].system_prompt_template"},
 }
 
 // entries returns a context of n distinct entries.

@@ -78,16 +78,16 @@ func (b *CallBoard) Add(o tool.Entry) error { return b.Bind("", o) }
 
 // Bind records o bound to name.
 func (b *CallBoard) Bind(name string, o tool.Entry) error {
-	o, err := tool.EntryFromJSON(o.TypeName, o.JSON)
+	o, err := tool.CheckEntry(o)
 	if err != nil {
 		return err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.limit > 0 && b.size+len(o.JSON) > b.limit {
+	if b.limit > 0 && b.size+o.Size() > b.limit {
 		return fmt.Errorf("blackboard object of type %q: the call's additions would exceed %d bytes", o.TypeName, b.limit)
 	}
-	b.size += len(o.JSON)
+	b.size += o.Size()
 	b.added = append(b.added, tool.Binding{Name: name, Entry: o})
 	return nil
 }

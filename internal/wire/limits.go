@@ -37,6 +37,9 @@ const (
 	// the blackboard.
 	MaxBlackboardUpdates     = 256
 	MaxBlackboardUpdateBytes = 1 << 20
+	// MaxEventBlobBytes bounds the data of a blob one run event carries: a larger blob's
+	// event has its type name, media type and size, without its data (GetRun has it).
+	MaxEventBlobBytes = 1 << 20
 	// MaxProgressBytes bounds one progress report; MaxProgressReports the reports of one
 	// call that reach the client (later ones are dropped).
 	MaxProgressBytes   = 1 << 10

@@ -186,9 +186,24 @@ func ResultFromProto(p *toolpb.InvokeResponse) tool.Result {
 	}
 }
 
-// BindingToProto encodes a blackboard entry and its binding name.
+// BindingToProto encodes a blackboard entry and its binding name: a JSON value as json,
+// a blob as data, media_type and size.
 func BindingToProto(b tool.Binding) *toolpb.BlackboardObject {
-	return &toolpb.BlackboardObject{TypeName: b.Entry.TypeName, Json: string(b.Entry.JSON), Name: b.Name}
+	p := &toolpb.BlackboardObject{TypeName: b.Entry.TypeName, Json: string(b.Entry.JSON), Name: b.Name}
+	if b.Entry.IsBlob() {
+		p.Data, p.MediaType, p.Size = b.Entry.Data, b.Entry.MediaType, int64(len(b.Entry.Data))
+	}
+	return p
+}
+
+// BindingToProtoWithin is BindingToProto for a message of bounded size: a blob of more
+// than maxData bytes goes without its data, its media type and size saying what it is.
+func BindingToProtoWithin(b tool.Binding, maxData int) *toolpb.BlackboardObject {
+	p := BindingToProto(b)
+	if len(p.Data) > maxData {
+		p.Data = nil
+	}
+	return p
 }
 
 // BindingsToProto encodes blackboard entries.
@@ -203,14 +218,26 @@ func BindingsToProto(bs []tool.Binding) []*toolpb.BlackboardObject {
 	return out
 }
 
-// BindingsFromProto decodes blackboard entries as they are; the receiver checks them.
+// BindingsFromProto decodes blackboard entries as they are, an object with a media type
+// or data as a blob (size is not read: data says it); the receiver checks them
+// (tool.CheckEntry).
 func BindingsFromProto(ps []*toolpb.BlackboardObject) []tool.Binding {
 	if len(ps) == 0 {
 		return nil
 	}
 	out := make([]tool.Binding, len(ps))
 	for i, p := range ps {
-		out[i] = tool.Binding{Name: p.GetName(), Entry: tool.Entry{TypeName: p.GetTypeName(), JSON: json.RawMessage(p.GetJson())}}
+		e := tool.Entry{TypeName: p.GetTypeName(), JSON: json.RawMessage(p.GetJson())}
+		if p.GetMediaType() != "" || len(p.GetData()) > 0 {
+			e.Data, e.MediaType = p.GetData(), p.GetMediaType()
+			if e.Data == nil {
+				e.Data = []byte{}
+			}
+			if p.GetJson() == "" {
+				e.JSON = nil
+			}
+		}
+		out[i] = tool.Binding{Name: p.GetName(), Entry: e}
 	}
 	return out
 }

@@ -231,3 +231,54 @@ func TestArtifactNil(t *testing.T) {
 		t.Errorf("ArtifactFromProto(nil) = %v", a)
 	}
 }
+
+// A blackboard object travels as a JSON value or as a blob (data, media type, size),
+// and comes back as the entry it was, through the protobuf encoding.
+func TestBlackboardObjectRoundTrip(t *testing.T) {
+	png := []byte{0x89, 'P', 'N', 'G', 0, 1, 2}
+	for _, b := range []tool.Binding{
+		{Name: "chart", Entry: tool.Entry{TypeName: "chart.Png", Data: png, MediaType: "image/png"}},
+		{Entry: tool.Entry{TypeName: "Empty", Data: []byte{}, MediaType: "text/plain"}},
+		{Name: "c", Entry: tool.Entry{TypeName: "crm.Customer", JSON: json.RawMessage(`{"id":1}`)}},
+	} {
+		p := BindingToProto(b)
+		if b.Entry.IsBlob() && (p.GetJson() != "" || p.GetMediaType() != b.Entry.MediaType || p.GetSize() != int64(len(b.Entry.Data))) {
+			t.Errorf("%s: encoded as %v", b.Entry.TypeName, p)
+		}
+		if !b.Entry.IsBlob() && (p.GetSize() != 0 || p.GetMediaType() != "" || p.GetData() != nil) {
+			t.Errorf("%s: a JSON value encoded as %v", b.Entry.TypeName, p)
+		}
+		raw, err := proto.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back := &toolpb.BlackboardObject{}
+		if err := proto.Unmarshal(raw, back); err != nil {
+			t.Fatal(err)
+		}
+		got := BindingsFromProto([]*toolpb.BlackboardObject{back})
+		if diff := cmp.Diff([]tool.Binding{b}, got, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("round trip (-want +got):\n%s", diff)
+		}
+		if got[0].Entry.IsBlob() != b.Entry.IsBlob() {
+			t.Errorf("%s: IsBlob %v after the round trip", b.Entry.TypeName, got[0].Entry.IsBlob())
+		}
+	}
+}
+
+// An object bounded for an event keeps a blob's bytes up to the bound; over it, only its
+// type name, media type and size.
+func TestBindingToProtoWithin(t *testing.T) {
+	e := tool.Entry{TypeName: "Pdf", Data: []byte("%PDF-1.7"), MediaType: "application/pdf"}
+	if p := BindingToProtoWithin(tool.Binding{Entry: e}, 8); string(p.GetData()) != "%PDF-1.7" || p.GetSize() != 8 {
+		t.Errorf("at the bound: %v", p)
+	}
+	want := &toolpb.BlackboardObject{TypeName: "Pdf", MediaType: "application/pdf", Size: 8, Name: "report"}
+	if diff := cmp.Diff(want, BindingToProtoWithin(tool.Binding{Name: "report", Entry: e}, 7), protocmp.Transform()); diff != "" {
+		t.Errorf("over the bound (-want +got):\n%s", diff)
+	}
+	j := tool.Entry{TypeName: "N", JSON: json.RawMessage(`[1,2,3]`)}
+	if p := BindingToProtoWithin(tool.Binding{Entry: j}, 1); p.GetJson() != `[1,2,3]` {
+		t.Errorf("a JSON value is never cut: %v", p)
+	}
+}

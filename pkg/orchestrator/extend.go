@@ -146,8 +146,9 @@ func DefaultFormatter(e tool.Entry) string { return process.DefaultFormatter(e) 
 // RunRequest.artifact_sinks). An error fails the call, and the model reads it.
 type Sink func(ctx context.Context, a Artifact) error
 
-// Artifact is what a tool returned that a rule sends to a sink: its type name and JSON
-// (after the rule's transform), and the call it came from.
+// Artifact is what a tool returned that a rule sends to a sink: its type name and its
+// JSON (after the rule's transform) or, for a blob, its data and media type
+// (Entry.IsBlob), and the call it came from.
 type Artifact struct {
 	Entry tool.Entry
 	// Tool is the tool's name; CallID and LoopID name the call.

@@ -5,17 +5,82 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"mime"
 	"strings"
 
 	"github.com/toolmesh/toolmesh/internal/toolinternal"
 )
 
-// Entry is a value on a run's blackboard: the name of its type and the value as JSON.
+// Entry is a value on a run's blackboard: the name of its type and the value, either as
+// JSON or, for a blob (a PNG chart, a PDF), as bytes with their media type; never both.
 // The type name is what lookups match (see SatisfiesType): a simple name such as
 // "Customer" or a qualified one such as "crm.Customer".
 type Entry struct {
 	TypeName string
-	JSON     json.RawMessage
+	// JSON is the value as one JSON value; empty for a blob.
+	JSON json.RawMessage
+	// Data is a blob's bytes and MediaType their media type ("image/png"); both empty for
+	// a JSON value. An entry with a media type is a blob, even of no bytes.
+	Data      []byte
+	MediaType string
+}
+
+// MaxMediaTypeBytes bounds a blob's media type.
+const MaxMediaTypeBytes = 256
+
+// IsBlob reports whether e is a blob rather than a JSON value.
+func (e Entry) IsBlob() bool { return e.MediaType != "" || e.Data != nil }
+
+// Size is the bytes of e's value, its JSON or its blob's data: what the bounds of a
+// blackboard count.
+func (e Entry) Size() int { return len(e.JSON) + len(e.Data) }
+
+// EntryFromBlob returns an Entry holding a copy of data, a blob of the given media type
+// ("image/png", "text/csv; charset=utf-8"; see CheckMediaType).
+func EntryFromBlob(typeName, mediaType string, data []byte) (Entry, error) {
+	if strings.TrimSpace(typeName) == "" {
+		return Entry{}, errors.New("blackboard object: empty type name")
+	}
+	if err := CheckMediaType(mediaType); err != nil {
+		return Entry{}, fmt.Errorf("blackboard object of type %q: %w", typeName, err)
+	}
+	return Entry{TypeName: typeName, Data: append([]byte{}, data...), MediaType: mediaType}, nil
+}
+
+// CheckEntry returns a copy of e once it holds one value: one valid JSON value
+// (EntryFromJSON), or a blob with a valid media type and no JSON (EntryFromBlob).
+func CheckEntry(e Entry) (Entry, error) {
+	if !e.IsBlob() {
+		return EntryFromJSON(e.TypeName, e.JSON)
+	}
+	if len(e.JSON) > 0 {
+		return Entry{}, fmt.Errorf("blackboard object of type %q: it holds both JSON and a blob's data; it may hold one", e.TypeName)
+	}
+	return EntryFromBlob(e.TypeName, e.MediaType, e.Data)
+}
+
+// CheckMediaType checks a blob's media type: type/subtype, optionally followed by
+// parameters ("text/csv; charset=utf-8"), printable ASCII, at most MaxMediaTypeBytes.
+func CheckMediaType(mediaType string) error {
+	switch {
+	case mediaType == "":
+		return errors.New("a blob needs a media type, such as \"application/octet-stream\"")
+	case len(mediaType) > MaxMediaTypeBytes:
+		return fmt.Errorf("the media type is %d bytes; the limit is %d", len(mediaType), MaxMediaTypeBytes)
+	}
+	for i := 0; i < len(mediaType); i++ {
+		if c := mediaType[i]; c < 0x20 || c > 0x7e {
+			return fmt.Errorf("the media type %q holds a byte that is not printable ASCII", mediaType)
+		}
+	}
+	mt, _, err := mime.ParseMediaType(mediaType)
+	if err != nil {
+		return fmt.Errorf("the media type %q is not one: %v", mediaType, err)
+	}
+	if typ, sub, ok := strings.Cut(mt, "/"); !ok || typ == "" || sub == "" || strings.Contains(sub, "/") {
+		return fmt.Errorf("the media type %q is not of the form type/subtype", mediaType)
+	}
+	return nil
 }
 
 // NewEntry returns v as an Entry of the given type, encoding it as JSON. A nil v, or

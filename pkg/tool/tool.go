@@ -129,9 +129,12 @@ type Artifact struct {
 	TypeName string
 	// JSON is the artifact as JSON, when it is a value.
 	JSON json.RawMessage
-	// Data is the artifact as bytes, when it is a blob.
+	// Data is the artifact as bytes, when it is a blob (a PNG chart, a PDF). A blob goes
+	// to sinks, assets and an agentic tool's result as a JSON value does, as an Entry
+	// with Data and MediaType.
 	Data []byte
-	// MediaType describes Data.
+	// MediaType describes Data, such as "image/png" (see CheckMediaType); empty means
+	// "application/octet-stream".
 	MediaType string
 	// Value is the in-process Go value, when the artifact was produced in this process.
 	Value any

@@ -522,7 +522,16 @@ type RunRequest struct {
 	// What the run is for, as the agent_process tools report it (process_status). Empty
 	// means the name of the agent when agent is set, and no goal otherwise. 1 to 256 bytes
 	// of printable UTF-8 on one line: no control characters, not only spaces.
-	Goal          string `protobuf:"bytes,20,opt,name=goal,proto3" json:"goal,omitempty"`
+	Goal string `protobuf:"bytes,20,opt,name=goal,proto3" json:"goal,omitempty"`
+	// Renames tools as this run's model sees them: the key is a tool's own name (a tool of
+	// the run's groups or tools, one a facade opens later included), the value the name the
+	// model calls it by. Each name 1 to 64 characters of [A-Za-z0-9_-]; at most 256
+	// entries; no two tools may end up with one name.
+	ToolNames map[string]string `protobuf:"bytes,21,rep,name=tool_names,json=toolNames,proto3" json:"tool_names,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Leaves out of the run every tool whose own name matches one of these patterns
+	// (path.Match globs: "delete_*", "admin_?"), wherever it comes from, a facade's children
+	// included. At most 64 patterns of at most 256 bytes.
+	ExcludeTools  []string `protobuf:"bytes,22,rep,name=exclude_tools,json=excludeTools,proto3" json:"exclude_tools,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -697,6 +706,20 @@ func (x *RunRequest) GetGoal() string {
 	return ""
 }
 
+func (x *RunRequest) GetToolNames() map[string]string {
+	if x != nil {
+		return x.ToolNames
+	}
+	return nil
+}
+
+func (x *RunRequest) GetExcludeTools() []string {
+	if x != nil {
+		return x.ExcludeTools
+	}
+	return nil
+}
+
 // ChainingSource takes returned objects of a type for tool chaining.
 type ChainingSource struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -768,7 +791,8 @@ type AgenticToolSpec struct {
 	Kind AgenticKind `protobuf:"varint,3,opt,name=kind,proto3,enum=toolmesh.v1.AgenticKind" json:"kind,omitempty"`
 	// JSON Schema of the tool's arguments (an object); empty means none. At most 64 KiB.
 	ParametersJsonSchema string `protobuf:"bytes,4,opt,name=parameters_json_schema,json=parametersJsonSchema,proto3" json:"parameters_json_schema,omitempty"`
-	// System prompt of the nested loop; empty means the kind's default.
+	// System prompt of the nested loop; empty means the kind's default. At most one of
+	// system_prompt and system_prompt_template.
 	SystemPrompt string `protobuf:"bytes,5,opt,name=system_prompt,json=systemPrompt,proto3" json:"system_prompt,omitempty"`
 	// Model or role of the nested loop; unset means the run's.
 	Llm *LlmOptions `protobuf:"bytes,6,opt,name=llm,proto3" json:"llm,omitempty"`
@@ -792,9 +816,15 @@ type AgenticToolSpec struct {
 	// Tool chaining in the nested loop, as RunRequest.chaining_sources (none: the run's).
 	ChainingSources []*ChainingSource `protobuf:"bytes,14,rep,name=chaining_sources,json=chainingSources,proto3" json:"chaining_sources,omitempty"`
 	// As RunRequest.chain_from_any, for the nested loop (the run's also applies).
-	ChainFromAny  bool `protobuf:"varint,15,opt,name=chain_from_any,json=chainFromAny,proto3" json:"chain_from_any,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ChainFromAny bool `protobuf:"varint,15,opt,name=chain_from_any,json=chainFromAny,proto3" json:"chain_from_any,omitempty"`
+	// System prompt of the nested loop as a Go text/template, rendered for each call over
+	// the call's arguments, the run's ToolCallContext (without its secret and credential
+	// keys), the run's blackboard and the kind's default prompt. At most 16 KiB; it must
+	// parse. A call whose rendering fails, or exceeds 64 KiB, gets an error result and
+	// starts no nested loop. At most one of system_prompt and system_prompt_template.
+	SystemPromptTemplate string `protobuf:"bytes,16,opt,name=system_prompt_template,json=systemPromptTemplate,proto3" json:"system_prompt_template,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *AgenticToolSpec) Reset() {
@@ -930,6 +960,13 @@ func (x *AgenticToolSpec) GetChainFromAny() bool {
 		return x.ChainFromAny
 	}
 	return false
+}
+
+func (x *AgenticToolSpec) GetSystemPromptTemplate() string {
+	if x != nil {
+		return x.SystemPromptTemplate
+	}
+	return ""
 }
 
 // LockedTool is a playbook's tool that stays locked until its conditions hold (all of
@@ -5127,7 +5164,7 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\x1etoolmesh/v1/orchestrator.proto\x12\vtoolmesh.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15google/rpc/code.proto\x1a\x18toolmesh/v1/errors.proto\x1a\x16toolmesh/v1/tool.proto\"P\n" +
 	"\x13ConversationMessage\x12%\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x11.toolmesh.v1.RoleR\x04role\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04text\"\xb6\b\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"\xe0\t\n" +
 	"\n" +
 	"RunRequest\x12\x16\n" +
 	"\x06prompt\x18\x01 \x01(\tR\x06prompt\x12<\n" +
@@ -5152,16 +5189,22 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\x0echain_from_any\x18\x11 \x01(\bR\fchainFromAny\x12\x14\n" +
 	"\x05agent\x18\x12 \x01(\tR\x05agent\x12\x1a\n" +
 	"\bdetached\x18\x13 \x01(\bR\bdetached\x12\x12\n" +
-	"\x04goal\x18\x14 \x01(\tR\x04goal\x1a:\n" +
+	"\x04goal\x18\x14 \x01(\tR\x04goal\x12E\n" +
+	"\n" +
+	"tool_names\x18\x15 \x03(\v2&.toolmesh.v1.RunRequest.ToolNamesEntryR\ttoolNames\x12#\n" +
+	"\rexclude_tools\x18\x16 \x03(\tR\fexcludeTools\x1a:\n" +
 	"\fContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aE\n" +
 	"\x17InteractionContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a<\n" +
+	"\x0eToolNamesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"A\n" +
 	"\x0eChainingSource\x12\x1b\n" +
 	"\ttype_name\x18\x01 \x01(\tR\btypeName\x12\x12\n" +
-	"\x04when\x18\x02 \x01(\tR\x04when\"\x82\x06\n" +
+	"\x04when\x18\x02 \x01(\tR\x04when\"\xb8\x06\n" +
 	"\x0fAgenticToolSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12,\n" +
@@ -5179,7 +5222,8 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\flocked_tools\x18\f \x03(\v2\x17.toolmesh.v1.LockedToolR\vlockedTools\x12B\n" +
 	"\rstate_machine\x18\r \x01(\v2\x1d.toolmesh.v1.StateMachineSpecR\fstateMachine\x12F\n" +
 	"\x10chaining_sources\x18\x0e \x03(\v2\x1b.toolmesh.v1.ChainingSourceR\x0fchainingSources\x12$\n" +
-	"\x0echain_from_any\x18\x0f \x01(\bR\fchainFromAny\x1a:\n" +
+	"\x0echain_from_any\x18\x0f \x01(\bR\fchainFromAny\x124\n" +
+	"\x16system_prompt_template\x18\x10 \x01(\tR\x14systemPromptTemplate\x1a:\n" +
 	"\fContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbc\x01\n" +
@@ -5566,7 +5610,7 @@ func file_toolmesh_v1_orchestrator_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_v1_orchestrator_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_toolmesh_v1_orchestrator_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
+var file_toolmesh_v1_orchestrator_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
 var file_toolmesh_v1_orchestrator_proto_goTypes = []any{
 	(Role)(0),                       // 0: toolmesh.v1.Role
 	(AgenticKind)(0),                // 1: toolmesh.v1.AgenticKind
@@ -5633,16 +5677,17 @@ var file_toolmesh_v1_orchestrator_proto_goTypes = []any{
 	(*CancelRunResponse)(nil),       // 62: toolmesh.v1.CancelRunResponse
 	nil,                             // 63: toolmesh.v1.RunRequest.ContextEntry
 	nil,                             // 64: toolmesh.v1.RunRequest.InteractionContextEntry
-	nil,                             // 65: toolmesh.v1.AgenticToolSpec.ContextEntry
-	(*durationpb.Duration)(nil),     // 66: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),   // 67: google.protobuf.Timestamp
-	(*BlackboardObject)(nil),        // 68: toolmesh.v1.BlackboardObject
-	(TerminateScope)(0),             // 69: toolmesh.v1.TerminateScope
-	(*Artifact)(nil),                // 70: toolmesh.v1.Artifact
-	(code.Code)(0),                  // 71: google.rpc.Code
-	(ErrorReason)(0),                // 72: toolmesh.v1.ErrorReason
-	(*ToolDefinition)(nil),          // 73: toolmesh.v1.ToolDefinition
-	(*ToolGroupInfo)(nil),           // 74: toolmesh.v1.ToolGroupInfo
+	nil,                             // 65: toolmesh.v1.RunRequest.ToolNamesEntry
+	nil,                             // 66: toolmesh.v1.AgenticToolSpec.ContextEntry
+	(*durationpb.Duration)(nil),     // 67: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),   // 68: google.protobuf.Timestamp
+	(*BlackboardObject)(nil),        // 69: toolmesh.v1.BlackboardObject
+	(TerminateScope)(0),             // 70: toolmesh.v1.TerminateScope
+	(*Artifact)(nil),                // 71: toolmesh.v1.Artifact
+	(code.Code)(0),                  // 72: google.rpc.Code
+	(ErrorReason)(0),                // 73: toolmesh.v1.ErrorReason
+	(*ToolDefinition)(nil),          // 74: toolmesh.v1.ToolDefinition
+	(*ToolGroupInfo)(nil),           // 75: toolmesh.v1.ToolGroupInfo
 }
 var file_toolmesh_v1_orchestrator_proto_depIdxs = []int32{
 	0,  // 0: toolmesh.v1.ConversationMessage.role:type_name -> toolmesh.v1.Role
@@ -5655,99 +5700,100 @@ var file_toolmesh_v1_orchestrator_proto_depIdxs = []int32{
 	14, // 7: toolmesh.v1.RunRequest.required_tool_groups:type_name -> toolmesh.v1.ToolGroupRequirement
 	9,  // 8: toolmesh.v1.RunRequest.agentic_tools:type_name -> toolmesh.v1.AgenticToolSpec
 	8,  // 9: toolmesh.v1.RunRequest.chaining_sources:type_name -> toolmesh.v1.ChainingSource
-	1,  // 10: toolmesh.v1.AgenticToolSpec.kind:type_name -> toolmesh.v1.AgenticKind
-	16, // 11: toolmesh.v1.AgenticToolSpec.llm:type_name -> toolmesh.v1.LlmOptions
-	65, // 12: toolmesh.v1.AgenticToolSpec.context:type_name -> toolmesh.v1.AgenticToolSpec.ContextEntry
-	10, // 13: toolmesh.v1.AgenticToolSpec.locked_tools:type_name -> toolmesh.v1.LockedTool
-	11, // 14: toolmesh.v1.AgenticToolSpec.state_machine:type_name -> toolmesh.v1.StateMachineSpec
-	8,  // 15: toolmesh.v1.AgenticToolSpec.chaining_sources:type_name -> toolmesh.v1.ChainingSource
-	12, // 16: toolmesh.v1.StateMachineSpec.states:type_name -> toolmesh.v1.MachineState
-	13, // 17: toolmesh.v1.MachineState.tools:type_name -> toolmesh.v1.MachineStateTool
-	66, // 18: toolmesh.v1.RunLimits.timeout:type_name -> google.protobuf.Duration
-	67, // 19: toolmesh.v1.RunResponse.time:type_name -> google.protobuf.Timestamp
-	36, // 20: toolmesh.v1.RunResponse.started:type_name -> toolmesh.v1.RunStarted
-	37, // 21: toolmesh.v1.RunResponse.tool_call_started:type_name -> toolmesh.v1.ToolCallStarted
-	38, // 22: toolmesh.v1.RunResponse.tool_call_finished:type_name -> toolmesh.v1.ToolCallFinished
-	40, // 23: toolmesh.v1.RunResponse.message:type_name -> toolmesh.v1.AssistantMessage
-	41, // 24: toolmesh.v1.RunResponse.usage:type_name -> toolmesh.v1.Usage
-	42, // 25: toolmesh.v1.RunResponse.final_result:type_name -> toolmesh.v1.FinalResult
-	43, // 26: toolmesh.v1.RunResponse.error:type_name -> toolmesh.v1.RunError
-	39, // 27: toolmesh.v1.RunResponse.tools_changed:type_name -> toolmesh.v1.ToolsChanged
-	27, // 28: toolmesh.v1.RunResponse.artifact:type_name -> toolmesh.v1.ArtifactCaptured
-	28, // 29: toolmesh.v1.RunResponse.blackboard_changed:type_name -> toolmesh.v1.BlackboardChanged
-	29, // 30: toolmesh.v1.RunResponse.progress:type_name -> toolmesh.v1.Progress
-	30, // 31: toolmesh.v1.RunResponse.message_to_user:type_name -> toolmesh.v1.MessageToUser
-	31, // 32: toolmesh.v1.RunResponse.replan_requested:type_name -> toolmesh.v1.ReplanRequested
-	32, // 33: toolmesh.v1.RunResponse.terminated:type_name -> toolmesh.v1.Terminated
-	33, // 34: toolmesh.v1.RunResponse.text_delta:type_name -> toolmesh.v1.TextDelta
-	34, // 35: toolmesh.v1.RunResponse.asset_added:type_name -> toolmesh.v1.AssetAdded
-	26, // 36: toolmesh.v1.RunResponse.warning:type_name -> toolmesh.v1.Warning
-	24, // 37: toolmesh.v1.RunResponse.nested_loop_started:type_name -> toolmesh.v1.NestedLoopStarted
-	25, // 38: toolmesh.v1.RunResponse.nested_loop_finished:type_name -> toolmesh.v1.NestedLoopFinished
-	19, // 39: toolmesh.v1.RunResponse.approval_requested:type_name -> toolmesh.v1.ApprovalRequested
-	20, // 40: toolmesh.v1.RunResponse.approval_decided:type_name -> toolmesh.v1.ApprovalDecided
-	23, // 41: toolmesh.v1.RunResponse.scope:type_name -> toolmesh.v1.LoopScope
-	67, // 42: toolmesh.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
-	2,  // 43: toolmesh.v1.ApproveToolCallRequest.decision:type_name -> toolmesh.v1.ApprovalDecision
-	1,  // 44: toolmesh.v1.LoopScope.kind:type_name -> toolmesh.v1.AgenticKind
-	68, // 45: toolmesh.v1.ArtifactCaptured.object:type_name -> toolmesh.v1.BlackboardObject
-	68, // 46: toolmesh.v1.BlackboardChanged.object:type_name -> toolmesh.v1.BlackboardObject
-	68, // 47: toolmesh.v1.ReplanRequested.added:type_name -> toolmesh.v1.BlackboardObject
-	69, // 48: toolmesh.v1.Terminated.scope:type_name -> toolmesh.v1.TerminateScope
-	35, // 49: toolmesh.v1.AssetAdded.asset:type_name -> toolmesh.v1.Asset
-	68, // 50: toolmesh.v1.Asset.object:type_name -> toolmesh.v1.BlackboardObject
-	3,  // 51: toolmesh.v1.ToolCallFinished.outcome:type_name -> toolmesh.v1.ToolCallOutcome
-	66, // 52: toolmesh.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
-	70, // 53: toolmesh.v1.ToolCallFinished.artifact:type_name -> toolmesh.v1.Artifact
-	41, // 54: toolmesh.v1.FinalResult.usage:type_name -> toolmesh.v1.Usage
-	71, // 55: toolmesh.v1.RunError.code:type_name -> google.rpc.Code
-	72, // 56: toolmesh.v1.RunError.reason:type_name -> toolmesh.v1.ErrorReason
-	46, // 57: toolmesh.v1.ListToolsResponse.tools:type_name -> toolmesh.v1.ToolInfo
-	73, // 58: toolmesh.v1.ToolInfo.definition:type_name -> toolmesh.v1.ToolDefinition
-	49, // 59: toolmesh.v1.ListToolGroupsResponse.groups:type_name -> toolmesh.v1.ToolGroupStatus
-	74, // 60: toolmesh.v1.ToolGroupStatus.group:type_name -> toolmesh.v1.ToolGroupInfo
-	52, // 61: toolmesh.v1.ListWorkersResponse.workers:type_name -> toolmesh.v1.WorkerStatus
-	4,  // 62: toolmesh.v1.WorkerStatus.state:type_name -> toolmesh.v1.WorkerState
-	67, // 63: toolmesh.v1.WorkerStatus.registered_at:type_name -> google.protobuf.Timestamp
-	5,  // 64: toolmesh.v1.ListRunsRequest.state:type_name -> toolmesh.v1.RunState
-	56, // 65: toolmesh.v1.ListRunsResponse.runs:type_name -> toolmesh.v1.RunSummary
-	5,  // 66: toolmesh.v1.RunSummary.state:type_name -> toolmesh.v1.RunState
-	67, // 67: toolmesh.v1.RunSummary.started:type_name -> google.protobuf.Timestamp
-	67, // 68: toolmesh.v1.RunSummary.updated:type_name -> google.protobuf.Timestamp
-	5,  // 69: toolmesh.v1.GetRunResponse.state:type_name -> toolmesh.v1.RunState
-	43, // 70: toolmesh.v1.GetRunResponse.error:type_name -> toolmesh.v1.RunError
-	67, // 71: toolmesh.v1.GetRunResponse.started_at:type_name -> google.protobuf.Timestamp
-	67, // 72: toolmesh.v1.GetRunResponse.ended_at:type_name -> google.protobuf.Timestamp
-	41, // 73: toolmesh.v1.GetRunResponse.usage:type_name -> toolmesh.v1.Usage
-	68, // 74: toolmesh.v1.GetRunResponse.blackboard:type_name -> toolmesh.v1.BlackboardObject
-	60, // 75: toolmesh.v1.GetRunResponse.budget:type_name -> toolmesh.v1.Budget
-	35, // 76: toolmesh.v1.GetRunResponse.assets:type_name -> toolmesh.v1.Asset
-	59, // 77: toolmesh.v1.GetRunResponse.loops:type_name -> toolmesh.v1.LoopInfo
-	23, // 78: toolmesh.v1.LoopInfo.scope:type_name -> toolmesh.v1.LoopScope
-	5,  // 79: toolmesh.v1.CancelRunResponse.state:type_name -> toolmesh.v1.RunState
-	7,  // 80: toolmesh.v1.OrchestratorService.Run:input_type -> toolmesh.v1.RunRequest
-	44, // 81: toolmesh.v1.OrchestratorService.ListTools:input_type -> toolmesh.v1.ListToolsRequest
-	47, // 82: toolmesh.v1.OrchestratorService.ListToolGroups:input_type -> toolmesh.v1.ListToolGroupsRequest
-	50, // 83: toolmesh.v1.OrchestratorService.ListWorkers:input_type -> toolmesh.v1.ListWorkersRequest
-	57, // 84: toolmesh.v1.OrchestratorService.GetRun:input_type -> toolmesh.v1.GetRunRequest
-	61, // 85: toolmesh.v1.OrchestratorService.CancelRun:input_type -> toolmesh.v1.CancelRunRequest
-	53, // 86: toolmesh.v1.OrchestratorService.WatchRun:input_type -> toolmesh.v1.WatchRunRequest
-	54, // 87: toolmesh.v1.OrchestratorService.ListRuns:input_type -> toolmesh.v1.ListRunsRequest
-	21, // 88: toolmesh.v1.OrchestratorService.ApproveToolCall:input_type -> toolmesh.v1.ApproveToolCallRequest
-	18, // 89: toolmesh.v1.OrchestratorService.Run:output_type -> toolmesh.v1.RunResponse
-	45, // 90: toolmesh.v1.OrchestratorService.ListTools:output_type -> toolmesh.v1.ListToolsResponse
-	48, // 91: toolmesh.v1.OrchestratorService.ListToolGroups:output_type -> toolmesh.v1.ListToolGroupsResponse
-	51, // 92: toolmesh.v1.OrchestratorService.ListWorkers:output_type -> toolmesh.v1.ListWorkersResponse
-	58, // 93: toolmesh.v1.OrchestratorService.GetRun:output_type -> toolmesh.v1.GetRunResponse
-	62, // 94: toolmesh.v1.OrchestratorService.CancelRun:output_type -> toolmesh.v1.CancelRunResponse
-	18, // 95: toolmesh.v1.OrchestratorService.WatchRun:output_type -> toolmesh.v1.RunResponse
-	55, // 96: toolmesh.v1.OrchestratorService.ListRuns:output_type -> toolmesh.v1.ListRunsResponse
-	22, // 97: toolmesh.v1.OrchestratorService.ApproveToolCall:output_type -> toolmesh.v1.ApproveToolCallResponse
-	89, // [89:98] is the sub-list for method output_type
-	80, // [80:89] is the sub-list for method input_type
-	80, // [80:80] is the sub-list for extension type_name
-	80, // [80:80] is the sub-list for extension extendee
-	0,  // [0:80] is the sub-list for field type_name
+	65, // 10: toolmesh.v1.RunRequest.tool_names:type_name -> toolmesh.v1.RunRequest.ToolNamesEntry
+	1,  // 11: toolmesh.v1.AgenticToolSpec.kind:type_name -> toolmesh.v1.AgenticKind
+	16, // 12: toolmesh.v1.AgenticToolSpec.llm:type_name -> toolmesh.v1.LlmOptions
+	66, // 13: toolmesh.v1.AgenticToolSpec.context:type_name -> toolmesh.v1.AgenticToolSpec.ContextEntry
+	10, // 14: toolmesh.v1.AgenticToolSpec.locked_tools:type_name -> toolmesh.v1.LockedTool
+	11, // 15: toolmesh.v1.AgenticToolSpec.state_machine:type_name -> toolmesh.v1.StateMachineSpec
+	8,  // 16: toolmesh.v1.AgenticToolSpec.chaining_sources:type_name -> toolmesh.v1.ChainingSource
+	12, // 17: toolmesh.v1.StateMachineSpec.states:type_name -> toolmesh.v1.MachineState
+	13, // 18: toolmesh.v1.MachineState.tools:type_name -> toolmesh.v1.MachineStateTool
+	67, // 19: toolmesh.v1.RunLimits.timeout:type_name -> google.protobuf.Duration
+	68, // 20: toolmesh.v1.RunResponse.time:type_name -> google.protobuf.Timestamp
+	36, // 21: toolmesh.v1.RunResponse.started:type_name -> toolmesh.v1.RunStarted
+	37, // 22: toolmesh.v1.RunResponse.tool_call_started:type_name -> toolmesh.v1.ToolCallStarted
+	38, // 23: toolmesh.v1.RunResponse.tool_call_finished:type_name -> toolmesh.v1.ToolCallFinished
+	40, // 24: toolmesh.v1.RunResponse.message:type_name -> toolmesh.v1.AssistantMessage
+	41, // 25: toolmesh.v1.RunResponse.usage:type_name -> toolmesh.v1.Usage
+	42, // 26: toolmesh.v1.RunResponse.final_result:type_name -> toolmesh.v1.FinalResult
+	43, // 27: toolmesh.v1.RunResponse.error:type_name -> toolmesh.v1.RunError
+	39, // 28: toolmesh.v1.RunResponse.tools_changed:type_name -> toolmesh.v1.ToolsChanged
+	27, // 29: toolmesh.v1.RunResponse.artifact:type_name -> toolmesh.v1.ArtifactCaptured
+	28, // 30: toolmesh.v1.RunResponse.blackboard_changed:type_name -> toolmesh.v1.BlackboardChanged
+	29, // 31: toolmesh.v1.RunResponse.progress:type_name -> toolmesh.v1.Progress
+	30, // 32: toolmesh.v1.RunResponse.message_to_user:type_name -> toolmesh.v1.MessageToUser
+	31, // 33: toolmesh.v1.RunResponse.replan_requested:type_name -> toolmesh.v1.ReplanRequested
+	32, // 34: toolmesh.v1.RunResponse.terminated:type_name -> toolmesh.v1.Terminated
+	33, // 35: toolmesh.v1.RunResponse.text_delta:type_name -> toolmesh.v1.TextDelta
+	34, // 36: toolmesh.v1.RunResponse.asset_added:type_name -> toolmesh.v1.AssetAdded
+	26, // 37: toolmesh.v1.RunResponse.warning:type_name -> toolmesh.v1.Warning
+	24, // 38: toolmesh.v1.RunResponse.nested_loop_started:type_name -> toolmesh.v1.NestedLoopStarted
+	25, // 39: toolmesh.v1.RunResponse.nested_loop_finished:type_name -> toolmesh.v1.NestedLoopFinished
+	19, // 40: toolmesh.v1.RunResponse.approval_requested:type_name -> toolmesh.v1.ApprovalRequested
+	20, // 41: toolmesh.v1.RunResponse.approval_decided:type_name -> toolmesh.v1.ApprovalDecided
+	23, // 42: toolmesh.v1.RunResponse.scope:type_name -> toolmesh.v1.LoopScope
+	68, // 43: toolmesh.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
+	2,  // 44: toolmesh.v1.ApproveToolCallRequest.decision:type_name -> toolmesh.v1.ApprovalDecision
+	1,  // 45: toolmesh.v1.LoopScope.kind:type_name -> toolmesh.v1.AgenticKind
+	69, // 46: toolmesh.v1.ArtifactCaptured.object:type_name -> toolmesh.v1.BlackboardObject
+	69, // 47: toolmesh.v1.BlackboardChanged.object:type_name -> toolmesh.v1.BlackboardObject
+	69, // 48: toolmesh.v1.ReplanRequested.added:type_name -> toolmesh.v1.BlackboardObject
+	70, // 49: toolmesh.v1.Terminated.scope:type_name -> toolmesh.v1.TerminateScope
+	35, // 50: toolmesh.v1.AssetAdded.asset:type_name -> toolmesh.v1.Asset
+	69, // 51: toolmesh.v1.Asset.object:type_name -> toolmesh.v1.BlackboardObject
+	3,  // 52: toolmesh.v1.ToolCallFinished.outcome:type_name -> toolmesh.v1.ToolCallOutcome
+	67, // 53: toolmesh.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
+	71, // 54: toolmesh.v1.ToolCallFinished.artifact:type_name -> toolmesh.v1.Artifact
+	41, // 55: toolmesh.v1.FinalResult.usage:type_name -> toolmesh.v1.Usage
+	72, // 56: toolmesh.v1.RunError.code:type_name -> google.rpc.Code
+	73, // 57: toolmesh.v1.RunError.reason:type_name -> toolmesh.v1.ErrorReason
+	46, // 58: toolmesh.v1.ListToolsResponse.tools:type_name -> toolmesh.v1.ToolInfo
+	74, // 59: toolmesh.v1.ToolInfo.definition:type_name -> toolmesh.v1.ToolDefinition
+	49, // 60: toolmesh.v1.ListToolGroupsResponse.groups:type_name -> toolmesh.v1.ToolGroupStatus
+	75, // 61: toolmesh.v1.ToolGroupStatus.group:type_name -> toolmesh.v1.ToolGroupInfo
+	52, // 62: toolmesh.v1.ListWorkersResponse.workers:type_name -> toolmesh.v1.WorkerStatus
+	4,  // 63: toolmesh.v1.WorkerStatus.state:type_name -> toolmesh.v1.WorkerState
+	68, // 64: toolmesh.v1.WorkerStatus.registered_at:type_name -> google.protobuf.Timestamp
+	5,  // 65: toolmesh.v1.ListRunsRequest.state:type_name -> toolmesh.v1.RunState
+	56, // 66: toolmesh.v1.ListRunsResponse.runs:type_name -> toolmesh.v1.RunSummary
+	5,  // 67: toolmesh.v1.RunSummary.state:type_name -> toolmesh.v1.RunState
+	68, // 68: toolmesh.v1.RunSummary.started:type_name -> google.protobuf.Timestamp
+	68, // 69: toolmesh.v1.RunSummary.updated:type_name -> google.protobuf.Timestamp
+	5,  // 70: toolmesh.v1.GetRunResponse.state:type_name -> toolmesh.v1.RunState
+	43, // 71: toolmesh.v1.GetRunResponse.error:type_name -> toolmesh.v1.RunError
+	68, // 72: toolmesh.v1.GetRunResponse.started_at:type_name -> google.protobuf.Timestamp
+	68, // 73: toolmesh.v1.GetRunResponse.ended_at:type_name -> google.protobuf.Timestamp
+	41, // 74: toolmesh.v1.GetRunResponse.usage:type_name -> toolmesh.v1.Usage
+	69, // 75: toolmesh.v1.GetRunResponse.blackboard:type_name -> toolmesh.v1.BlackboardObject
+	60, // 76: toolmesh.v1.GetRunResponse.budget:type_name -> toolmesh.v1.Budget
+	35, // 77: toolmesh.v1.GetRunResponse.assets:type_name -> toolmesh.v1.Asset
+	59, // 78: toolmesh.v1.GetRunResponse.loops:type_name -> toolmesh.v1.LoopInfo
+	23, // 79: toolmesh.v1.LoopInfo.scope:type_name -> toolmesh.v1.LoopScope
+	5,  // 80: toolmesh.v1.CancelRunResponse.state:type_name -> toolmesh.v1.RunState
+	7,  // 81: toolmesh.v1.OrchestratorService.Run:input_type -> toolmesh.v1.RunRequest
+	44, // 82: toolmesh.v1.OrchestratorService.ListTools:input_type -> toolmesh.v1.ListToolsRequest
+	47, // 83: toolmesh.v1.OrchestratorService.ListToolGroups:input_type -> toolmesh.v1.ListToolGroupsRequest
+	50, // 84: toolmesh.v1.OrchestratorService.ListWorkers:input_type -> toolmesh.v1.ListWorkersRequest
+	57, // 85: toolmesh.v1.OrchestratorService.GetRun:input_type -> toolmesh.v1.GetRunRequest
+	61, // 86: toolmesh.v1.OrchestratorService.CancelRun:input_type -> toolmesh.v1.CancelRunRequest
+	53, // 87: toolmesh.v1.OrchestratorService.WatchRun:input_type -> toolmesh.v1.WatchRunRequest
+	54, // 88: toolmesh.v1.OrchestratorService.ListRuns:input_type -> toolmesh.v1.ListRunsRequest
+	21, // 89: toolmesh.v1.OrchestratorService.ApproveToolCall:input_type -> toolmesh.v1.ApproveToolCallRequest
+	18, // 90: toolmesh.v1.OrchestratorService.Run:output_type -> toolmesh.v1.RunResponse
+	45, // 91: toolmesh.v1.OrchestratorService.ListTools:output_type -> toolmesh.v1.ListToolsResponse
+	48, // 92: toolmesh.v1.OrchestratorService.ListToolGroups:output_type -> toolmesh.v1.ListToolGroupsResponse
+	51, // 93: toolmesh.v1.OrchestratorService.ListWorkers:output_type -> toolmesh.v1.ListWorkersResponse
+	58, // 94: toolmesh.v1.OrchestratorService.GetRun:output_type -> toolmesh.v1.GetRunResponse
+	62, // 95: toolmesh.v1.OrchestratorService.CancelRun:output_type -> toolmesh.v1.CancelRunResponse
+	18, // 96: toolmesh.v1.OrchestratorService.WatchRun:output_type -> toolmesh.v1.RunResponse
+	55, // 97: toolmesh.v1.OrchestratorService.ListRuns:output_type -> toolmesh.v1.ListRunsResponse
+	22, // 98: toolmesh.v1.OrchestratorService.ApproveToolCall:output_type -> toolmesh.v1.ApproveToolCallResponse
+	90, // [90:99] is the sub-list for method output_type
+	81, // [81:90] is the sub-list for method input_type
+	81, // [81:81] is the sub-list for extension type_name
+	81, // [81:81] is the sub-list for extension extendee
+	0,  // [0:81] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_v1_orchestrator_proto_init() }
@@ -5787,7 +5833,7 @@ func file_toolmesh_v1_orchestrator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_v1_orchestrator_proto_rawDesc), len(file_toolmesh_v1_orchestrator_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   60,
+			NumMessages:   61,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

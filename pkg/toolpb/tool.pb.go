@@ -658,16 +658,31 @@ func (x *ToolError) GetCode() ToolErrorCode {
 	return ToolErrorCode_TOOL_ERROR_CODE_UNSPECIFIED
 }
 
-// BlackboardObject is an object on a run's blackboard.
+// BlackboardObject is an object on a run's blackboard: a JSON value (json) or a blob
+// (data, described by media_type), never both. An object with a media_type is a blob.
+// Its json or data counts against the same byte bounds (what one call may add, what a
+// blackboard holds).
 type BlackboardObject struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Name of the object's type: simple ("Customer") or qualified ("crm.v1.Customer");
 	// lookups match either. 1 to 256 bytes of valid UTF-8.
 	TypeName string `protobuf:"bytes,1,opt,name=type_name,json=typeName,proto3" json:"type_name,omitempty"`
-	// The object as one JSON value, as text.
+	// The object as one JSON value, as text; empty for a blob.
 	Json string `protobuf:"bytes,2,opt,name=json,proto3" json:"json,omitempty"`
 	// Name bound to the object; empty for none. At most 256 bytes of valid UTF-8.
-	Name          string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// A blob's bytes, such as a PNG chart or a PDF; empty for a JSON value. A run event
+	// leaves out the bytes of a blob over 1 MiB, and a GetRun response those of a blob
+	// that do not fit it: size still says how large the blob is.
+	Data []byte `protobuf:"bytes,4,opt,name=data,proto3" json:"data,omitempty"`
+	// Media type of a blob, such as "image/png" or "text/csv; charset=utf-8": set for
+	// every blob, type/subtype with optional parameters, printable ASCII, at most 256
+	// bytes. Empty for a JSON value.
+	MediaType string `protobuf:"bytes,5,opt,name=media_type,json=mediaType,proto3" json:"media_type,omitempty"`
+	// Size of a blob in bytes, set on every blob the orchestrator sends, whether or not it
+	// carries data; a receiver of an object with data counts data itself. 0 for a JSON
+	// value.
+	Size          int64 `protobuf:"varint,6,opt,name=size,proto3" json:"size,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -721,6 +736,27 @@ func (x *BlackboardObject) GetName() string {
 		return x.Name
 	}
 	return ""
+}
+
+func (x *BlackboardObject) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *BlackboardObject) GetMediaType() string {
+	if x != nil {
+		return x.MediaType
+	}
+	return ""
+}
+
+func (x *BlackboardObject) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
 }
 
 // ControlSignal is a tool's request to steer the run rather than a result for the model.
@@ -963,11 +999,15 @@ const file_toolmesh_v1_tool_proto_rawDesc = "" +
 	"\apayload\"U\n" +
 	"\tToolError\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12.\n" +
-	"\x04code\x18\x02 \x01(\x0e2\x1a.toolmesh.v1.ToolErrorCodeR\x04code\"W\n" +
+	"\x04code\x18\x02 \x01(\x0e2\x1a.toolmesh.v1.ToolErrorCodeR\x04code\"\x9e\x01\n" +
 	"\x10BlackboardObject\x12\x1b\n" +
 	"\ttype_name\x18\x01 \x01(\tR\btypeName\x12\x12\n" +
 	"\x04json\x18\x02 \x01(\tR\x04json\x12\x12\n" +
-	"\x04name\x18\x03 \x01(\tR\x04name\"\x80\x01\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x12\n" +
+	"\x04data\x18\x04 \x01(\fR\x04data\x12\x1d\n" +
+	"\n" +
+	"media_type\x18\x05 \x01(\tR\tmediaType\x12\x12\n" +
+	"\x04size\x18\x06 \x01(\x03R\x04size\"\x80\x01\n" +
 	"\rControlSignal\x12-\n" +
 	"\x06replan\x18\x01 \x01(\v2\x13.toolmesh.v1.ReplanH\x00R\x06replan\x126\n" +
 	"\tterminate\x18\x02 \x01(\v2\x16.toolmesh.v1.TerminateH\x00R\tterminateB\b\n" +

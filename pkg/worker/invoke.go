@@ -317,13 +317,14 @@ func badReplan(sig tool.Signal) string {
 	}
 	size := 0
 	for i, b := range r.Add {
-		if _, err := tool.EntryFromJSON(b.Entry.TypeName, b.Entry.JSON); err != nil {
+		e, err := tool.CheckEntry(b.Entry)
+		if err != nil {
 			return fmt.Sprintf("blackboard object %d of its request was refused: %v", i+1, err)
 		}
-		size += len(b.Entry.JSON)
+		size += e.Size()
 	}
 	if size > wire.MaxBlackboardUpdateBytes {
-		return fmt.Sprintf("the objects of its request are %d bytes of JSON, over the %d a call may add", size, wire.MaxBlackboardUpdateBytes)
+		return fmt.Sprintf("the objects of its request are %d bytes (JSON and blobs' data), over the %d a call may add", size, wire.MaxBlackboardUpdateBytes)
 	}
 	return ""
 }
