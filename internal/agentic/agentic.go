@@ -44,6 +44,8 @@ type agenticTool struct {
 	sources []Source
 	// prompt is the spec's system prompt template, compiled; nil without one.
 	prompt *Prompt
+	// output is an agent's output schema, compiled; nil without one.
+	output *loop.OutputSchema
 }
 
 func (a *agenticTool) Definition() tool.Definition {
@@ -125,7 +127,7 @@ func (a *agenticTool) Call(ctx context.Context, input string) (tool.Result, erro
 		Tool: a.spec.Name, Kind: a.spec.Kind, Input: input, Model: a.spec.Model, Role: a.spec.Role,
 		MaxIterations: a.spec.MaxIterations, Context: a.spec.Context, System: system,
 		Sources: a.sources, FromAny: a.spec.ChainFromAny,
-		Temperature: a.spec.Temperature, MaxOutputTokens: a.spec.MaxOutputTokens,
+		Temperature: a.spec.Temperature, MaxOutputTokens: a.spec.MaxOutputTokens, OutputSchema: a.output,
 	}
 	switch a.spec.Kind {
 	case KindStateMachine:
@@ -192,11 +194,18 @@ func (a *agenticTool) Call(ctx context.Context, input string) (tool.Result, erro
 		}
 		return tool.Error(err.Error()), nil
 	}
-	if a.spec.Kind == KindStateMachine {
+	switch {
+	case a.spec.Kind == KindStateMachine:
 		return tool.Text(res.Text), nil
+	case a.output != nil:
+		// The agent's result object is its artifact, and the text the model reads.
+		return tool.ArtifactResult(res.Text, tool.Artifact{TypeName: a.OutputType(), JSON: []byte(res.Text)}), nil
 	}
 	return st.result(res.Text), nil
 }
+
+// OutputType is the type of an agent's result object: its output_type, or its name.
+func (a *agenticTool) OutputType() string { return cmpOr(a.spec.OutputType, a.spec.Name) }
 
 // startState is the state a state machine starts in.
 func (a *agenticTool) startState() string { return cmpOr(a.initial, a.spec.Initial) }

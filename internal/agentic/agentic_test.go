@@ -35,7 +35,7 @@ func (n *nester) RunLoop(ctx context.Context, l Loop) (*loop.Result, error) {
 	n.mu.Lock()
 	n.runs = append(n.runs, l)
 	n.mu.Unlock()
-	return loop.Run(WithNester(ctx, n), loop.Options{Provider: n.prov, MaxIterations: l.MaxIterations, Strategies: []loop.Strategy{progressive.New()}},
+	return loop.Run(WithNester(ctx, n), loop.Options{Provider: n.prov, MaxIterations: l.MaxIterations, OutputSchema: l.OutputSchema, Strategies: []loop.Strategy{progressive.New()}},
 		loop.Input{System: l.System, Messages: []llm.Message{{Role: llm.RoleUser, Text: l.Input}}, Tools: l.Tools})
 }
 

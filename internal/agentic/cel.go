@@ -89,3 +89,71 @@ func celEntries(es []tool.Entry) []any {
 	}
 	return out
 }
+
+var (
+	sourceEnvOnce sync.Once
+	sourceEnv     *cel.Env
+	sourceEnvErr  error
+)
+
+// sourceCELEnv is the environment of a chaining source's predicate: the object (`value`,
+// `type_name`) and the process of the run it was returned in (`blackboard`, `context`).
+func sourceCELEnv() (*cel.Env, error) {
+	sourceEnvOnce.Do(func() {
+		sourceEnv, sourceEnvErr = cel.NewEnv(
+			cel.Variable("value", cel.DynType),
+			cel.Variable("type_name", cel.StringType),
+			cel.Variable("blackboard", cel.ListType(cel.DynType)),
+			cel.Variable("context", cel.MapType(cel.StringType, cel.StringType)),
+		)
+	})
+	return sourceEnv, sourceEnvErr
+}
+
+// sourcePredicate is a chaining source's compiled `when`.
+type sourcePredicate struct {
+	src string
+	prg cel.Program
+}
+
+func compileSourcePredicate(src string) (*sourcePredicate, error) {
+	if len(src) > decorators.MaxExpressionBytes {
+		return nil, fmt.Errorf("the expression is %d bytes; the limit is %d", len(src), decorators.MaxExpressionBytes)
+	}
+	e, err := sourceCELEnv()
+	if err != nil {
+		return nil, err
+	}
+	ast, iss := e.Compile(src)
+	if iss.Err() != nil {
+		return nil, fmt.Errorf("invalid CEL expression %q: %w", src, iss.Err())
+	}
+	if t := ast.OutputType(); t != cel.BoolType && t != cel.DynType {
+		return nil, fmt.Errorf("the CEL expression %q yields %s, not bool", src, t)
+	}
+	prg, err := e.Program(ast, cel.CostLimit(predicateCost))
+	if err != nil {
+		return nil, fmt.Errorf("CEL expression %q: %w", src, err)
+	}
+	return &sourcePredicate{src: src, prg: prg}, nil
+}
+
+// String is the predicate's source.
+func (p *sourcePredicate) String() string { return p.src }
+
+// match is the predicate's value for object e over the run's process; an expression that
+// fails, or yields no bool, is false.
+func (p *sourcePredicate) match(e tool.Entry, proc *sourceInputs) bool {
+	val, err := decorators.DecodeJSON(e.JSON)
+	if err != nil {
+		return false
+	}
+	out, _, err := p.prg.Eval(map[string]any{
+		"value": val, "type_name": e.TypeName, "blackboard": proc.blackboard(), "context": proc.context(),
+	})
+	if err != nil {
+		return false
+	}
+	b, ok := out.Value().(bool)
+	return ok && b
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/loop"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
 
 // Tool chaining: a tool that returns a domain object (an artifact whose type some
@@ -28,9 +29,11 @@ func methodUnbound(typeName string) string {
 }
 
 // Source says which returned objects bind: those of Type, when When holds for them.
+// When reads the object (`value`, `type_name`) and the run's process: its blackboard and
+// its ToolCallContext (see sourceInputs).
 type Source struct {
 	Type string
-	When *decorators.Expression
+	When *sourcePredicate
 }
 
 // CompileSources compiles chaining sources; an error names the field (field[i].type_name,
@@ -44,7 +47,7 @@ func CompileSources(field string, specs []ChainingSpec) ([]Source, error) {
 		}
 		src := Source{Type: sp.Type}
 		if sp.When != "" {
-			x, err := decorators.CompilePredicate(sp.When)
+			x, err := compileSourcePredicate(sp.When)
 			if err != nil {
 				return nil, fieldErr(f+".when", "%v", err)
 			}
@@ -64,10 +67,20 @@ type Bindings struct {
 	sources []Source
 	// fits reports whether an object satisfies what its type declares (its schema).
 	fits func(typ string, e tool.Entry) bool
+	// hidden reports the keys of the ToolCallContext a source's predicate must not read;
+	// nil hides the whole context.
+	hidden func(key string) bool
 
 	mu     sync.Mutex
 	bound  map[string]tool.Entry
-	recent []string // types bound since the last Recent
+	recent []Binding // types bound since the last Recent
+}
+
+// Binding is a type that bound an object; Replaced says an earlier object of the type
+// was bound and the new one replaced it.
+type Binding struct {
+	Type     string
+	Replaced bool
 }
 
 // NewBindings returns the bindings of a loop. types lists the receiver types an
@@ -83,27 +96,47 @@ func (b *Bindings) Checking(fits func(typ string, e tool.Entry) bool) *Bindings 
 	return b
 }
 
-// Offer binds e as every receiver type it satisfies that a source takes. An object
-// that is a list is not bound (its elements are offered one by one).
-func (b *Bindings) Offer(e tool.Entry) {
+// Hiding makes the sources' predicates read the ToolCallContext without the keys hidden
+// reports (the config's secrets, the well-known credential keys); it returns b. The run
+// passes them in, since the config that names its secrets lives above this package.
+// Without it a predicate reads an empty context.
+func (b *Bindings) Hiding(hidden func(key string) bool) *Bindings {
+	b.hidden = hidden
+	return b
+}
+
+// Offer binds e as OfferIn does, outside any run: a source's predicate reads an empty
+// blackboard and context.
+func (b *Bindings) Offer(e tool.Entry) { b.OfferIn(context.Background(), e) }
+
+// OfferIn binds e, returned by a call whose context is ctx, as every receiver type it
+// satisfies that a source takes; a source's predicate reads the run's blackboard and
+// ToolCallContext from ctx. An object that is a list is not bound (its elements are
+// offered one by one). An object that binds as a type already bound replaces the
+// earlier one.
+func (b *Bindings) OfferIn(ctx context.Context, e tool.Entry) {
 	if len(e.JSON) == 0 || e.JSON[0] == '[' {
 		return
 	}
+	in := &sourceInputs{ctx: ctx, hidden: b.hidden}
 	for _, typ := range b.types() {
-		if !tool.SatisfiesType(e, typ) || !b.takes(typ, e) || (b.fits != nil && !b.fits(typ, e)) {
+		if !tool.SatisfiesType(e, typ) || !b.takes(e, in) || (b.fits != nil && !b.fits(typ, e)) {
 			continue
 		}
 		b.mu.Lock()
+		_, replaced := b.bound[typ]
 		b.bound[typ] = e
-		if !slices.Contains(b.recent, typ) {
-			b.recent = append(b.recent, typ)
+		if i := slices.IndexFunc(b.recent, func(r Binding) bool { return r.Type == typ }); i >= 0 {
+			b.recent[i].Replaced = b.recent[i].Replaced || replaced
+		} else {
+			b.recent = append(b.recent, Binding{Type: typ, Replaced: replaced})
 		}
 		b.mu.Unlock()
 	}
 }
 
 // takes reports whether a source takes e (any object when there is no source).
-func (b *Bindings) takes(_ string, e tool.Entry) bool {
+func (b *Bindings) takes(e tool.Entry, in *sourceInputs) bool {
 	if len(b.sources) == 0 {
 		return true
 	}
@@ -111,14 +144,53 @@ func (b *Bindings) takes(_ string, e tool.Entry) bool {
 		if !tool.SatisfiesType(e, s.Type) {
 			continue
 		}
-		if s.When == nil {
-			return true
-		}
-		if ok, err := s.When.Match(e); err == nil && ok {
+		if s.When == nil || s.When.match(e, in) {
 			return true
 		}
 	}
 	return false
+}
+
+// sourceInputs are the run's process as a source's predicate reads it: `blackboard`,
+// the run's blackboard as a list of {type_name, type, value} (JSON values only), and
+// `context`, the ToolCallContext as a map without toolmesh's reserved keys and the keys
+// hidden reports. Each is read once per object offered, when a predicate first needs it.
+type sourceInputs struct {
+	ctx    context.Context
+	hidden func(key string) bool
+
+	board, bag       any
+	gotBoard, gotBag bool
+}
+
+func (in *sourceInputs) blackboard() any {
+	if !in.gotBoard {
+		in.gotBoard = true
+		var es []tool.Entry
+		if bb := tool.BlackboardFrom(in.ctx); bb != nil {
+			es = bb.Entries()
+		}
+		list := make([]any, 0, len(es))
+		for _, e := range es {
+			if val, err := decorators.DecodeJSON(e.JSON); err == nil {
+				list = append(list, map[string]any{"type_name": e.TypeName, "type": e.TypeName, "value": val})
+			}
+		}
+		in.board = list
+	}
+	return in.board
+}
+
+func (in *sourceInputs) context() any {
+	if !in.gotBag {
+		in.gotBag = true
+		bag := map[string]string{}
+		if in.hidden != nil {
+			bag = toolctx.FromContext(in.ctx).Keep(func(k string) bool { return !toolctx.IsReserved(k) && !in.hidden(k) }).Map()
+		}
+		in.bag = bag
+	}
+	return in.bag
 }
 
 // Bound is the object bound as typ.
@@ -137,7 +209,7 @@ func (b *Bindings) rebind(typ string, e tool.Entry) {
 }
 
 // Recent returns the types bound since the last call, and forgets them.
-func (b *Bindings) Recent() []string {
+func (b *Bindings) Recent() []Binding {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	r := b.recent
@@ -181,7 +253,7 @@ func bindResults(next toolcall.Handler) toolcall.Handler {
 		if err == nil && res.Kind == tool.KindArtifact {
 			if bs := BindingsFrom(ctx); bs != nil {
 				for _, e := range decorators.Elements(res.Artifact) {
-					bs.Offer(e)
+					bs.OfferIn(ctx, e)
 				}
 			}
 		}
@@ -269,23 +341,36 @@ func (m *method) Definition() tool.Definition {
 }
 
 // Discovery is the loop strategy of auto-discovery: once an object of a type binds,
-// the methods of that type (methods returns them all) join the loop's tools.
+// the methods of that type (methods returns them all) join the loop's tools. When a new
+// object replaces the one bound, the type's methods the loop offers are replaced by
+// methods of the new binding: they leave and join again, under the same names, so that
+// the loop's tools_changed event shows the change.
 func Discovery(b *Bindings, methods func() []tool.Tool) loop.Strategy {
 	return loop.StrategyFunc(func(_ context.Context, ic loop.InjectionContext) (loop.Injection, error) {
 		recent := b.Recent()
 		if len(recent) == 0 {
 			return loop.Injection{}, nil
 		}
-		have := map[string]bool{}
+		current := map[string]tool.Tool{}
 		for _, t := range ic.Current {
-			have[t.Definition().Name] = true
+			current[t.Definition().Name] = t
 		}
+		added := map[string]bool{}
 		var inj loop.Injection
 		for _, t := range methods() {
-			if typ := t.Metadata().ReceiverType; slices.Contains(recent, typ) && !have[t.Definition().Name] {
-				inj.Add = append(inj.Add, t)
-				have[t.Definition().Name] = true
+			name := t.Definition().Name
+			i := slices.IndexFunc(recent, func(r Binding) bool { return r.Type == t.Metadata().ReceiverType })
+			if i < 0 || added[name] {
+				continue
 			}
+			if old, offered := current[name]; offered {
+				if !recent[i].Replaced {
+					continue
+				}
+				inj.Remove = append(inj.Remove, old)
+			}
+			inj.Add = append(inj.Add, t)
+			added[name] = true
 		}
 		return inj, nil
 	})

@@ -29,7 +29,7 @@ func TestBindings(t *testing.T) {
 	if e, ok := b.Bound("users.User"); !ok || string(e.JSON) != `{"id":2}` {
 		t.Errorf("bound %s, want the last", e.JSON)
 	}
-	if r := b.Recent(); len(r) != 1 || r[0] != "users.User" || len(b.Recent()) != 0 {
+	if r := b.Recent(); len(r) != 1 || r[0] != (Binding{Type: "users.User", Replaced: true}) || len(b.Recent()) != 0 {
 		t.Errorf("recent %v", r)
 	}
 
@@ -104,7 +104,8 @@ func TestMethods(t *testing.T) {
 	}
 }
 
-// Auto-discovery adds the methods of a type once an object of it binds, once.
+// Auto-discovery adds the methods of a type once an object of it binds, once; a new
+// object of the type replaces the methods offered.
 func TestDiscovery(t *testing.T) {
 	m := tool.New("profile", "Profile.", schema.Empty(), func(context.Context, string) (tool.Result, error) { return tool.Text(""), nil }, tool.MethodOf("User"))
 	other := tool.New("ship", "Ship.", schema.Empty(), func(context.Context, string) (tool.Result, error) { return tool.Text(""), nil }, tool.MethodOf("Order"))
@@ -119,8 +120,13 @@ func TestDiscovery(t *testing.T) {
 		t.Errorf("injection %+v", inj)
 	}
 	b.Offer(entry("User", `{"again":true}`))
-	if inj, _ := s.Evaluate(context.Background(), loop.InjectionContext{Current: []tool.Tool{m}}); !inj.IsZero() {
-		t.Errorf("a method already offered was added again: %+v", inj)
+	inj, _ = s.Evaluate(context.Background(), loop.InjectionContext{Current: []tool.Tool{m}})
+	if len(inj.Add) != 1 || len(inj.Remove) != 1 || inj.Remove[0] != m || inj.Add[0].Definition().Name != "profile" {
+		t.Errorf("a new User: %+v, want profile replaced", inj)
+	}
+	b.Offer(entry("Order", `{}`))
+	if inj, _ := s.Evaluate(context.Background(), loop.InjectionContext{Current: []tool.Tool{m}}); len(inj.Remove) != 0 || len(inj.Add) != 1 || inj.Add[0] != other {
+		t.Errorf("a first Order: %+v, want ship added and nothing removed", inj)
 	}
 }
 

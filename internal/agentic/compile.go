@@ -1,11 +1,13 @@
 package agentic
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/toolmesh/toolmesh/internal/loop"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
@@ -57,6 +59,9 @@ func Check(s Spec) error {
 			return fieldErr(k+".system_prompt_template", "%v", err)
 		}
 	}
+	if err := checkOutput(s); err != nil {
+		return err
+	}
 	if s.Kind != KindPlaybook && len(s.Locks) > 0 {
 		return fieldErr(k+".locked_tools", "only a playbook has locked tools; this tool is %s", kindName(s.Kind))
 	}
@@ -73,6 +78,54 @@ func Check(s Spec) error {
 		return fieldErr(k+".kind", "unknown kind %q (simple, playbook, state_machine or agent)", s.Kind)
 	}
 	return nil
+}
+
+// checkOutput refuses an output schema that is not an object's JSON Schema, one on
+// another kind than an agent, and an output type without a schema.
+func checkOutput(s Spec) error {
+	field := s.Key + "." + cmpOr(s.OutputSchemaField, "output_schema")
+	switch {
+	case s.OutputSchema == "" && s.OutputType != "":
+		return fieldErr(s.Key+".output_type", "names the type of an agent's result object; set %s too", cmpOr(s.OutputSchemaField, "output_schema"))
+	case s.OutputSchema == "":
+		return nil
+	case s.Kind != KindAgent:
+		return fieldErr(field, "only an agent returns a result object; this tool is %s", kindName(s.Kind))
+	case len(s.OutputType) > MaxOutputTypeBytes:
+		return fieldErr(s.Key+".output_type", "is %d bytes; the limit is %d", len(s.OutputType), MaxOutputTypeBytes)
+	case s.OutputType != "" && strings.TrimSpace(s.OutputType) != s.OutputType:
+		return fieldErr(s.Key+".output_type", "%q has spaces around it", s.OutputType)
+	}
+	_, err := compileOutput(s.OutputSchema)
+	if err != nil {
+		return fieldErr(field, "%v", err)
+	}
+	return nil
+}
+
+// CheckOutputSchema refuses an output schema that is over its bound or is not the JSON
+// Schema of an object.
+func CheckOutputSchema(text string) error {
+	_, err := compileOutput(text)
+	return err
+}
+
+// compileOutput compiles an agent's output schema: at most MaxOutputSchemaBytes, a JSON
+// Schema whose type is object.
+func compileOutput(text string) (*loop.OutputSchema, error) {
+	if len(text) > MaxOutputSchemaBytes {
+		return nil, fmt.Errorf("is %d bytes; the limit is %d", len(text), MaxOutputSchemaBytes)
+	}
+	var head struct {
+		Type any `json:"type"`
+	}
+	if err := json.Unmarshal([]byte(text), &head); err != nil {
+		return nil, fmt.Errorf("is not a JSON object: %v", err)
+	}
+	if head.Type != "object" {
+		return nil, fmt.Errorf(`must be the JSON Schema of an object ("type": "object"), got type %v`, head.Type)
+	}
+	return loop.CompileOutputSchema([]byte(text))
 }
 
 func kindName(k Kind) string {
@@ -241,6 +294,9 @@ func (c *compiler) build(name string, path []string) (*agenticTool, error) {
 	path = append(path, name)
 	a := &agenticTool{spec: s}
 	a.sources, _ = CompileSources(s.Key+".chaining_sources", s.Chaining) // checked
+	if s.OutputSchema != "" {
+		a.output, _ = compileOutput(s.OutputSchema) // checked
+	}
 	if s.SystemPromptTemplate != "" {
 		a.prompt, _ = ParsePrompt(s.SystemPromptTemplate) // checked
 	}

@@ -49,6 +49,9 @@ type Loop struct {
 	// mean the calling run's.
 	Sources []Source
 	FromAny bool
+	// OutputSchema, when set, is the schema the loop's final answer must satisfy, as a
+	// run's output schema (one corrective turn, then an error).
+	OutputSchema *loop.OutputSchema
 }
 
 type nesterKey struct{}

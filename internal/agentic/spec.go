@@ -67,6 +67,14 @@ type Spec struct {
 	// Initial and States describe a state machine.
 	Initial string
 	States  []State
+	// OutputSchema is an agent's result object: a JSON Schema (of an object) that the
+	// nested loop's final answer must satisfy; the tool then returns the answer as an
+	// artifact of type OutputType (default: the agent's name). Empty for free text.
+	OutputSchema string
+	OutputType   string
+	// OutputSchemaField is the key of OutputSchema where errors point: "output_schema"
+	// in the config (the default), "output_schema_json" in a request.
+	OutputSchemaField string
 }
 
 // ChainingSpec takes returned objects of Type for tool chaining, when When (a CEL
@@ -120,6 +128,10 @@ const (
 	MaxTools  = 256
 	MaxStates = 64
 	MaxLocks  = 256
+	// MaxOutputSchemaBytes bounds an agent's output schema, as a run's is bounded.
+	MaxOutputSchemaBytes = 64 << 10
+	// MaxOutputTypeBytes bounds the type name of an agent's result object.
+	MaxOutputTypeBytes = 256
 )
 
 var (

@@ -256,7 +256,7 @@ func (g WorkerGrant) Allows(role, name string) bool {
 // sub-tools, in the orchestrator. The orchestrator checks it when it starts (naming the
 // key); its sub-tools are found when a run uses it.
 type AgenticTool struct {
-	// Kind is simple (the default), playbook or state_machine.
+	// Kind is simple (the default), playbook, state_machine or agent.
 	Kind        string `yaml:"kind"`
 	Description string `yaml:"description"`
 	// Parameters is the JSON Schema of the tool's arguments, written as YAML.
@@ -281,6 +281,11 @@ type AgenticTool struct {
 	// ChainingSources and ChainFromAny configure tool chaining in the nested loop.
 	ChainingSources []ChainingSource `yaml:"chaining_sources"`
 	ChainFromAny    bool             `yaml:"chain_from_any"`
+	// OutputSchema is an agent's result object: the JSON Schema (of an object, written as
+	// YAML) its final answer must satisfy; the tool returns the answer as an artifact of
+	// type OutputType (default: the agent's name).
+	OutputSchema map[string]any `yaml:"output_schema"`
+	OutputType   string         `yaml:"output_type"`
 }
 
 // MaxPromptTemplateBytes bounds an agentic tool's system_prompt_template.

@@ -39,6 +39,7 @@ func constructors() map[string]func(Wrap) worker.Group {
 		UsersRole:    usersGroup,
 		PaymentsRole: paymentsGroup,
 		LibraryRole:  libraryGroup,
+		DatabaseRole: databaseGroup,
 	}
 }
 

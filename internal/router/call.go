@@ -34,9 +34,21 @@ type remoteTool struct {
 	def   tool.Definition
 	meta  tool.Metadata
 	hash  string
+	// template and created are set for a tool a selector created (Selection.created):
+	// calls go to the template, the registered tool of that name (and hash), with
+	// InvokeRequest.created_tool set to created.
+	template, created string
 }
 
 var _ tool.Tool = (*remoteTool)(nil)
+
+// route is the name of the registered tool that calls of t go to.
+func (t *remoteTool) route() string {
+	if t.template != "" {
+		return t.template
+	}
+	return t.def.Name
+}
 
 // newRemoteTool returns the stub of an entry. An entry never changes, so it has one stub,
 // made with it: a lookup allocates nothing.
@@ -208,7 +220,8 @@ func (r *Router) invokeFull(ctx context.Context, t *remoteTool, input string) (t
 
 	info, _ := tool.CallInfoFrom(ctx)
 	req := &toolpb.InvokeRequest{
-		Tool:           t.def.Name,
+		Tool:           t.route(),
+		CreatedTool:    t.created,
 		ArgumentsJson:  input,
 		LoopId:         info.LoopID,
 		RunId:          info.RunID,
@@ -218,7 +231,7 @@ func (r *Router) invokeFull(ctx context.Context, t *remoteTool, input string) (t
 		Blackboard:     needed(ctx, t.meta.Needs),
 		Tenant:         toolinternal.TenantFrom(ctx), // never from the context, which the client fills
 	}
-	if toolinternal.Validated(ctx, input) {
+	if toolinternal.Validated(ctx, input) && t.created == "" {
 		// The loop validated the arguments against this definition.
 		req.ValidatedDefinitionHash = t.hash
 	}
@@ -287,7 +300,7 @@ func (r *Router) invokeFull(ctx context.Context, t *remoteTool, input string) (t
 func (r *Router) invokeOnce(ctx context.Context, t *remoteTool, w *worker, req *toolpb.InvokeRequest, timeout time.Duration, answered **toolpb.InvokeResponse) (tool.Result, bool) {
 	if w.identity != "" && r.opts.CallToken != nil {
 		deadline, _ := ctx.Deadline()
-		tok, err := r.opts.CallToken(w.identity, trust.CallClaims{Tool: t.def.Name, RunID: req.GetRunId(),
+		tok, err := r.opts.CallToken(w.identity, trust.CallClaims{Tool: t.route(), RunID: req.GetRunId(),
 			Tenant: toolinternal.TenantFrom(ctx)}, deadline)
 		if err != nil {
 			return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' was not called: its call token could not be made: %v", t.def.Name, err)), false
@@ -411,10 +424,10 @@ func notServed(st *status.Status) bool {
 func (r *Router) pick(t *remoteTool, exclude []string) (w *worker, changed bool) {
 	now := r.now()
 	r.mu.RLock()
-	e, ok := r.tools[t.def.Name]
+	e, ok := r.tools[t.route()]
 	if ok && e.hash != t.hash {
 		// A rollout registered another definition; replicas of the run's own may remain.
-		if e, ok = r.older[t.def.Name][t.hash]; !ok {
+		if e, ok = r.older[t.route()][t.hash]; !ok {
 			r.mu.RUnlock()
 			return nil, true
 		}

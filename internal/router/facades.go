@@ -192,13 +192,57 @@ func (s *remoteSelector) Select(ctx context.Context, input string) ([]tool.Tool,
 		return nil, fmt.Errorf("the worker did not say which tools facade '%s' selects", s.facade.def.Name)
 	}
 	state := toolcall.NewState(sel.GetState())
-	out := make([]tool.Tool, 0, len(sel.GetTools()))
+	out := make([]tool.Tool, 0, len(sel.GetTools())+len(sel.GetCreated()))
 	for _, name := range sel.GetTools() {
 		c, ok := s.children[name]
 		if !ok {
 			return nil, fmt.Errorf("facade '%s' selected '%s', which is not one of its children", s.facade.def.Name, name)
 		}
 		out = append(out, Bound(c, state))
+	}
+	created, err := s.created(sel)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range created {
+		out = append(out, Bound(c, state))
+	}
+	return out, nil
+}
+
+// created turns the tools the selector created into remote tools that show their own
+// definitions and send their calls to their template, on any replica of the group. A
+// created tool must come from a tool child of the facade and have a name of its own: not
+// the facade's, a child's, or another tool's of the selection.
+func (s *remoteSelector) created(sel *toolpb.Selection) ([]tool.Tool, error) {
+	name := s.facade.def.Name
+	if n := len(sel.GetCreated()); n > wire.MaxCreatedTools {
+		return nil, fmt.Errorf("facade '%s' created %d tools; a selection may create at most %d", name, n, wire.MaxCreatedTools)
+	}
+	taken := map[string]bool{name: true}
+	for n := range s.children {
+		taken[n] = true
+	}
+	for _, n := range sel.GetTools() {
+		taken[n] = true
+	}
+	out := make([]tool.Tool, 0, len(sel.GetCreated()))
+	for _, c := range sel.GetCreated() {
+		def, meta, err := wire.ParseCreated(c)
+		if err != nil {
+			return nil, fmt.Errorf("facade '%s' created a tool that cannot be offered: %w", name, err)
+		}
+		tmpl, ok := s.children[c.GetTemplate()].(*remoteTool)
+		if !ok {
+			return nil, fmt.Errorf("facade '%s' created '%s' from template '%s', which is not a tool among its children", name, def.Name, c.GetTemplate())
+		}
+		if taken[def.Name] {
+			return nil, fmt.Errorf("facade '%s' created '%s', a name the facade, one of its children or another tool of the selection already has", name, def.Name)
+		}
+		taken[def.Name] = true
+		rt := *tmpl
+		rt.def, rt.meta, rt.template, rt.created = def, meta, tmpl.def.Name, def.Name
+		out = append(out, &rt)
 	}
 	return out, nil
 }

@@ -768,44 +768,7 @@ func checkGroupInfo(g *toolpb.ToolGroupInfo) string {
 
 // parseDefinition checks the bounds of a tool's or facade's definition and decodes it.
 func parseDefinition(p *toolpb.ToolDefinition) (tool.Definition, tool.Metadata, error) {
-	if msg := wire.CheckText(p.GetDescription(), wire.MaxDescriptionBytes); msg != "" {
-		return tool.Definition{}, tool.Metadata{}, fmt.Errorf("description %s", msg)
-	}
-	if n := len(p.GetInputSchemaJson()); n > wire.MaxSchemaBytes {
-		return tool.Definition{}, tool.Metadata{}, fmt.Errorf("input schema is %d bytes; the limit is %d", n, wire.MaxSchemaBytes)
-	}
-	if n := len(p.GetMetadata()); n > wire.MaxMetadataEntries {
-		return tool.Definition{}, tool.Metadata{}, fmt.Errorf("metadata has %d entries; the limit is %d", n, wire.MaxMetadataEntries)
-	}
-	for k, v := range p.GetMetadata() {
-		if msg := wire.CheckText(k, wire.MaxMetadataKeyBytes); msg != "" {
-			return tool.Definition{}, tool.Metadata{}, fmt.Errorf("a metadata key %s", msg)
-		}
-		if msg := wire.CheckText(v, wire.MaxMetadataValueBytes); msg != "" {
-			return tool.Definition{}, tool.Metadata{}, fmt.Errorf("metadata %q %s", wire.Truncate(k, 64), msg)
-		}
-	}
-	if n := len(p.GetBlackboardTypes()); n > wire.MaxBlackboardTypes {
-		return tool.Definition{}, tool.Metadata{}, fmt.Errorf("blackboard_types has %d entries; the limit is %d", n, wire.MaxBlackboardTypes)
-	}
-	for i, t := range p.GetBlackboardTypes() {
-		if t == "" {
-			return tool.Definition{}, tool.Metadata{}, fmt.Errorf("blackboard_types[%d] is empty", i)
-		}
-		if msg := wire.CheckText(t, wire.MaxTypeNameBytes); msg != "" {
-			return tool.Definition{}, tool.Metadata{}, fmt.Errorf("blackboard_types[%d] %s", i, msg)
-		}
-	}
-	if msg := wire.CheckText(p.GetReceiverType(), wire.MaxTypeNameBytes); msg != "" {
-		return tool.Definition{}, tool.Metadata{}, fmt.Errorf("receiver_type %s", msg)
-	}
-	if p.GetReceiverType() != "" && strings.TrimSpace(p.GetReceiverType()) == "" {
-		return tool.Definition{}, tool.Metadata{}, fmt.Errorf("receiver_type is blank")
-	}
-	if msg := wire.CheckText(p.GetOncePerLoop().GetAdvice(), wire.MaxOnceAdviceBytes); msg != "" {
-		return tool.Definition{}, tool.Metadata{}, fmt.Errorf("once_per_loop.advice %s", msg)
-	}
-	return wire.DefinitionFromProto(p)
+	return wire.ParseDefinition(p)
 }
 
 // newest is the entry of es whose first replica registered last; nil when es is empty.

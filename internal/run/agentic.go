@@ -29,7 +29,7 @@ func configSpecs(cfg config.Config) ([]agentic.Spec, error) {
 			Key: key, Name: name, Description: a.Description, Kind: agentic.Kind(a.Kind),
 			SystemPrompt: a.SystemPrompt, SystemPromptTemplate: a.SystemPromptTemplate,
 			Model: a.Model, Role: a.Role, MaxIterations: a.MaxIterations, Tools: a.Tools, Groups: a.ToolGroups,
-			CaptureNestedArtifacts: a.CaptureNestedArtifacts, ChainFromAny: a.ChainFromAny,
+			CaptureNestedArtifacts: a.CaptureNestedArtifacts, ChainFromAny: a.ChainFromAny, OutputType: a.OutputType,
 		}
 		for _, c := range a.ChainingSources {
 			s.Chaining = append(s.Chaining, agentic.ChainingSpec{Type: c.Type, When: c.When})
@@ -45,6 +45,13 @@ func configSpecs(cfg config.Config) ([]agentic.Spec, error) {
 			if s.Parameters, err = schema.FromJSON(raw); err != nil {
 				return nil, &agentic.FieldError{Field: key + ".parameters", Problem: err.Error()}
 			}
+		}
+		if len(a.OutputSchema) > 0 {
+			raw, err := json.Marshal(a.OutputSchema)
+			if err != nil {
+				return nil, &agentic.FieldError{Field: key + ".output_schema", Problem: err.Error()}
+			}
+			s.OutputSchema = string(raw)
 		}
 		if len(a.Context) > 0 {
 			s.Context = toolctx.FromMap(a.Context)
@@ -161,7 +168,7 @@ func (s *Service) receiverTypes() []string {
 // its calls, and with auto-discovery the strategy that adds the methods of a type once
 // an object of it binds.
 func (s *Service) loopChaining(sources []agentic.Source, fromAny bool) (*agentic.Bindings, loop.Strategy) {
-	b := agentic.NewBindings(s.receiverTypes, sources).Checking(s.fitsDomainType)
+	b := agentic.NewBindings(s.receiverTypes, sources).Checking(s.fitsDomainType).Hiding(s.cfg.PromptHides)
 	if !fromAny {
 		return b, nil
 	}
@@ -171,8 +178,8 @@ func (s *Service) loopChaining(sources []agentic.Source, fromAny bool) (*agentic
 // withAgent refuses a request's agentic tool that reuses the name of one of the config's,
 // and applies the agent req names: the agent's system prompt (or the default one for
 // its description) before the request's, its model or role and its iteration limit
-// unless the request sets them, its context under the request's interaction context.
-// Its sub-tools join the request's when the tools are resolved.
+// unless the request sets them, its context under the request's interaction context,
+// its output schema unless the request sets one. Its sub-tools join the request's when the tools are resolved.
 func (s *Service) withAgent(req Request) (Request, error) {
 	for _, a := range req.Agentic {
 		if s.configAgentic(a.Name) {
@@ -215,6 +222,9 @@ func (s *Service) withAgent(req Request) (Request, error) {
 	}
 	if req.MaxIterations == 0 {
 		req.MaxIterations = spec.MaxIterations
+	}
+	if req.OutputSchema == "" {
+		req.OutputSchema = spec.OutputSchema // the agent's result object, unless the request asks for another
 	}
 	return req, nil
 }

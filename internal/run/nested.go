@@ -213,7 +213,7 @@ func (n *nester) loopOptions(l agentic.Loop, runID string, scope Scope, proc *pr
 	if l.MaxOutputTokens > 0 {
 		opts.MaxOutputTokens = l.MaxOutputTokens
 	}
-	opts.OutputSchema = nil
+	opts.OutputSchema = l.OutputSchema // an agent's result object; nil for text
 	opts.Context = bag
 	opts.Cost = func(m string, u llm.Usage) float64 { return n.s.cost(m, label, u) }
 	opts.Strategies = append([]loop.Strategy{progressive.New()}, n.s.strategies...)

@@ -428,7 +428,12 @@ func (s *Service) Cancel(ctx context.Context, id, reason string) (runlog.State, 
 	defer stop()
 	select {
 	case <-r.over:
-		return r.snapshot().State, nil
+		if st := r.snapshot().State; st != runlog.StateHeld || s.journal == nil {
+			return st, nil
+		}
+		// It stopped held (a resume that met a damaged record, as this orchestrator took
+		// it over): the operator's cancel is for the held run.
+		return s.cancelHeld(ctx, id, reason)
 	case <-wait.Done():
 		return runlog.StateCancelled, nil
 	}

@@ -72,7 +72,12 @@ type sqliteLogged struct {
 	stop     bool
 	stopped  chan struct{}
 	applyErr error
-	kick     chan struct{}
+	// applyFault, set by tests, fails a copy with the error it returns.
+	applyFault func() error
+	// tries counts the applier's copies, failed or not: a reader that finds the last one
+	// failed has the applier try again at once and waits for that try.
+	tries uint64
+	kick  chan struct{}
 	// pendingRuns are the runs with writes logged and not applied: the number of the
 	// last entry that holds one, so that a read of a run waits for its own writes only.
 	pendingRuns map[string]uint64
@@ -336,8 +341,21 @@ func (l *sqliteLogged) settledRun(id string) error {
 	return l.waitApplied(target)
 }
 
-// waitApplied waits until the applier has applied entry target. l.amu is held.
+// waitApplied waits until the applier has applied entry target. l.amu is held. After a
+// failed copy it has the applier try again at once (rather than when its backoff ends)
+// and waits for that one try: a journal whose disk has room again serves its reads then.
 func (l *sqliteLogged) waitApplied(target uint64) error {
+	if l.applied < target && l.applyErr != nil && l.logBroken == nil && !l.stop {
+		tried := l.tries
+		l.urgent = true
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
+		for l.tries == tried && l.logBroken == nil && !l.stop {
+			l.acond.Wait()
+		}
+	}
 	for l.applied < target && l.applyErr == nil && l.logBroken == nil && !l.stop {
 		l.urgent = true
 		select {
@@ -394,13 +412,14 @@ func (l *sqliteLogged) run() {
 					}
 				}
 				l.applyErr = fmt.Errorf("runlog: copying the commit log to the database: %w", sqliteExplain(err))
+				l.tries++
 				l.acond.Broadcast()
 				l.amu.Unlock()
 				if stop {
 					return // the next open copies it
 				}
 				slog.Warn("the journal's commit log could not be copied to its database; it is tried again", "error", err.Error())
-				time.Sleep(backoff)
+				l.backOff(backoff)
 				backoff = min(2*backoff, 5*time.Second)
 				select {
 				case l.kick <- struct{}{}:
@@ -410,6 +429,7 @@ func (l *sqliteLogged) run() {
 			}
 			backoff = 100 * time.Millisecond
 			l.applied, l.applyErr = batch[len(batch)-1].id, nil
+			l.tries++
 			for _, e := range batch {
 				for _, w := range e.writes {
 					if l.pendingRuns[w.lease.RunID] == e.id {
@@ -431,6 +451,17 @@ func (l *sqliteLogged) run() {
 		if stop {
 			return
 		}
+	}
+}
+
+// backOff waits d before the applier tries a failed copy again, or less when someone
+// kicks it (a reader waiting for the copy, the store closing).
+func (l *sqliteLogged) backOff(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-l.kick:
 	}
 }
 
@@ -492,6 +523,11 @@ func (l *sqliteLogged) checkpoint() error {
 // applyEntries copies entries to the database in one transaction, with the number of
 // the last, and the writes of a run that follow one another as one row.
 func (l *sqliteLogged) applyEntries(entries []logEntry) error {
+	if f := l.applyFault; f != nil {
+		if err := f(); err != nil {
+			return err
+		}
+	}
 	var writes []*write
 	for _, e := range entries {
 		writes = append(writes, e.writes...)

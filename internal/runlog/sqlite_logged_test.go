@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -88,5 +89,41 @@ func TestSweepKeepsRunsNotYetApplied(t *testing.T) {
 	}
 	if r, err := s.Get(ctx, "w"); err != nil || r.State != StateRunning {
 		t.Fatalf("Get(w): %+v, %v", r, err)
+	}
+}
+
+// A read right after the database can be written again (a full disk that has room) is
+// served: the applier, backing off after failed copies, tries again at once for a
+// reader instead of answering with the last failure until its backoff ends.
+func TestReadAfterTheDatabaseRecovers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := OpenSQLite(ctx, filepath.Join(t.TempDir(), "journal.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = st.Close() }()
+	s := st.(*sqlStore)
+	var failing atomic.Bool
+	failing.Store(true)
+	s.logged.amu.Lock()
+	s.logged.applyFault = func() error {
+		if failing.Load() {
+			return errors.New("disk I/O error")
+		}
+		return nil
+	}
+	s.logged.amu.Unlock()
+	lease, err := s.Create(ctx, "r", "o", time.Minute, Record{Seq: 1, Kind: KindRequest, Data: []byte("r")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Read(ctx, "r", 0, 10); err == nil {
+		t.Fatal("a read while the database cannot be written was served")
+	}
+	failing.Store(false)
+	recs, err := s.Read(ctx, lease.RunID, 0, 10)
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("a read once the database can be written: %v, %v", recs, err)
 	}
 }

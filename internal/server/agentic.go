@@ -30,6 +30,8 @@ func validateAgentic(specs []*toolpb.AgenticToolSpec) *fieldError {
 			{".system_prompt", s.GetSystemPrompt(), wire.MaxPromptBytes},
 			{".system_prompt_template", s.GetSystemPromptTemplate(), agentic.MaxPromptTemplateBytes},
 			{".parameters_json_schema", s.GetParametersJsonSchema(), wire.MaxSchemaBytes},
+			{".output_schema_json", s.GetOutputSchemaJson(), agentic.MaxOutputSchemaBytes},
+			{".output_type", s.GetOutputType(), agentic.MaxOutputTypeBytes},
 		} {
 			if p := wire.CheckText(t.s, t.limit); p != "" {
 				return invalid(f+t.field, "%s", p)
@@ -38,6 +40,11 @@ func validateAgentic(specs []*toolpb.AgenticToolSpec) *fieldError {
 		if js := s.GetParametersJsonSchema(); js != "" {
 			if _, err := schema.FromJSON([]byte(js)); err != nil {
 				return invalid(f+".parameters_json_schema", "%v", err)
+			}
+		}
+		if js := s.GetOutputSchemaJson(); js != "" {
+			if err := agentic.CheckOutputSchema(js); err != nil {
+				return invalid(f+".output_schema_json", "%s", wire.Truncate(err.Error(), 256))
 			}
 		}
 		if fe := validatePromptTemplate(f, s); fe != nil {
@@ -143,6 +150,7 @@ func agenticSpecs(specs []*toolpb.AgenticToolSpec) []agentic.Spec {
 			MaxIterations: int(s.GetMaxIterations()), Tools: s.GetTools(), Groups: s.GetToolGroups(),
 			CaptureNestedArtifacts: s.GetCaptureNestedArtifacts(), Context: toolctx.FromMap(s.GetContext()),
 			ChainFromAny: s.GetChainFromAny(), Chaining: chainingSpecs(s.GetChainingSources()),
+			OutputSchema: s.GetOutputSchemaJson(), OutputType: s.GetOutputType(), OutputSchemaField: "output_schema_json",
 		}
 		if js := s.GetParametersJsonSchema(); js != "" {
 			a.Parameters, _ = schema.FromJSON([]byte(js)) // validated

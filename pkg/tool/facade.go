@@ -241,7 +241,9 @@ func ByCategory(name, description string, byCategory []Category, opts ...FacadeO
 // Selectable returns a facade with the given input schema whose selector decides, from
 // the call's arguments, which tools become available; it may return the children or
 // tools it creates for the arguments. The children are what the facade shows before it
-// is called (FormatTree, shortcut calls).
+// is called (FormatTree, shortcut calls). A facade served by a worker creates tools
+// through a Template listed among the children (see NewTemplate), so that any replica
+// can rebuild them.
 func Selectable(name, description string, input schema.Schema, children []Tool, selector Selector, opts ...FacadeOption) Facade {
 	f, _ := newFacade(name, description, opts)
 	f.schema = input

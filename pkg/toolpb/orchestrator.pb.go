@@ -725,7 +725,11 @@ type ChainingSource struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The type name (simple, "User", or qualified, "users.User"); at most 256 bytes.
 	TypeName string `protobuf:"bytes,1,opt,name=type_name,json=typeName,proto3" json:"type_name,omitempty"`
-	// CEL predicate over value (the object) and type_name that must hold; at most 4 KiB.
+	// CEL predicate that must hold; at most 4 KiB. It reads value (the object), type_name,
+	// blackboard (the run's blackboard: a list of {type_name, type, value}, JSON values
+	// only) and context (the run's ToolCallContext as a map, without the keys of the
+	// orchestrator's context.secrets, the well-known credential keys and toolmesh's own
+	// keys).
 	When          string `protobuf:"bytes,2,opt,name=when,proto3" json:"when,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -823,8 +827,19 @@ type AgenticToolSpec struct {
 	// parse. A call whose rendering fails, or exceeds 64 KiB, gets an error result and
 	// starts no nested loop. At most one of system_prompt and system_prompt_template.
 	SystemPromptTemplate string `protobuf:"bytes,16,opt,name=system_prompt_template,json=systemPromptTemplate,proto3" json:"system_prompt_template,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// An agent's result object: the JSON Schema (of an object, "type": "object") its
+	// nested loop's final answer must satisfy, with one corrective turn as for
+	// RunRequest.output_schema_json. The tool then returns the answer, as canonical JSON,
+	// both as the text the calling model reads and as an artifact of output_type, which
+	// the config's rules, sinks, assets, the blackboard and tool chaining take. At most
+	// 64 KiB; only for kind agent. An agent run directly (RunRequest.agent) uses it unless
+	// the request sets output_schema_json.
+	OutputSchemaJson string `protobuf:"bytes,17,opt,name=output_schema_json,json=outputSchemaJson,proto3" json:"output_schema_json,omitempty"`
+	// The type name of the result object's artifact; empty means the agent's name. At
+	// most 256 bytes; only with output_schema_json.
+	OutputType    string `protobuf:"bytes,18,opt,name=output_type,json=outputType,proto3" json:"output_type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AgenticToolSpec) Reset() {
@@ -965,6 +980,20 @@ func (x *AgenticToolSpec) GetChainFromAny() bool {
 func (x *AgenticToolSpec) GetSystemPromptTemplate() string {
 	if x != nil {
 		return x.SystemPromptTemplate
+	}
+	return ""
+}
+
+func (x *AgenticToolSpec) GetOutputSchemaJson() string {
+	if x != nil {
+		return x.OutputSchemaJson
+	}
+	return ""
+}
+
+func (x *AgenticToolSpec) GetOutputType() string {
+	if x != nil {
+		return x.OutputType
 	}
 	return ""
 }
@@ -5204,7 +5233,7 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"A\n" +
 	"\x0eChainingSource\x12\x1b\n" +
 	"\ttype_name\x18\x01 \x01(\tR\btypeName\x12\x12\n" +
-	"\x04when\x18\x02 \x01(\tR\x04when\"\xb8\x06\n" +
+	"\x04when\x18\x02 \x01(\tR\x04when\"\x87\a\n" +
 	"\x0fAgenticToolSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12,\n" +
@@ -5223,7 +5252,10 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\rstate_machine\x18\r \x01(\v2\x1d.toolmesh.v1.StateMachineSpecR\fstateMachine\x12F\n" +
 	"\x10chaining_sources\x18\x0e \x03(\v2\x1b.toolmesh.v1.ChainingSourceR\x0fchainingSources\x12$\n" +
 	"\x0echain_from_any\x18\x0f \x01(\bR\fchainFromAny\x124\n" +
-	"\x16system_prompt_template\x18\x10 \x01(\tR\x14systemPromptTemplate\x1a:\n" +
+	"\x16system_prompt_template\x18\x10 \x01(\tR\x14systemPromptTemplate\x12,\n" +
+	"\x12output_schema_json\x18\x11 \x01(\tR\x10outputSchemaJson\x12\x1f\n" +
+	"\voutput_type\x18\x12 \x01(\tR\n" +
+	"outputType\x1a:\n" +
 	"\fContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbc\x01\n" +

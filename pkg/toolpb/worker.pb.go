@@ -232,7 +232,14 @@ type InvokeRequest struct {
 	// a plaintext worker takes it from whoever reaches its port. Unlike a ToolCallContext
 	// entry (such as "tenant_id" or "tenantId"), no client can set it. The worker SDK shows
 	// it under the reserved context key "toolmesh.tenant".
-	Tenant        string `protobuf:"bytes,10,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Tenant string `protobuf:"bytes,10,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// For a call of a tool a selectable facade's selector created (Selection.created):
+	// the created tool's name, 1 to 64 of [A-Za-z0-9_-]. tool then names the template
+	// that serves it, and state is the state the created tool is bound to: the worker
+	// rebuilds the created tool from the template and that state (on any replica, whether
+	// or not it ran the selection), validates arguments_json against the rebuilt tool's
+	// schema and calls it. Empty for every other call.
+	CreatedTool   string `protobuf:"bytes,11,opt,name=created_tool,json=createdTool,proto3" json:"created_tool,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -333,6 +340,13 @@ func (x *InvokeRequest) GetValidatedDefinitionHash() string {
 func (x *InvokeRequest) GetTenant() string {
 	if x != nil {
 		return x.Tenant
+	}
+	return ""
+}
+
+func (x *InvokeRequest) GetCreatedTool() string {
+	if x != nil {
+		return x.CreatedTool
 	}
 	return ""
 }
@@ -502,7 +516,11 @@ type Selection struct {
 	Tools []string `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
 	// State the chosen tools are bound to; the orchestrator sends it with every call of
 	// them, to any replica, and keeps what they return as the new state.
-	State         []byte `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	State []byte `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	// Tools the selector created for this call, bound to state like the chosen ones; at
+	// most 64. The orchestrator offers each under its own definition and sends its calls,
+	// as calls of its template with created_tool set, to any replica of the group.
+	Created       []*CreatedTool `protobuf:"bytes,3,rep,name=created,proto3" json:"created,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -551,6 +569,73 @@ func (x *Selection) GetState() []byte {
 	return nil
 }
 
+func (x *Selection) GetCreated() []*CreatedTool {
+	if x != nil {
+		return x.Created
+	}
+	return nil
+}
+
+// CreatedTool is a tool a selectable facade's selector created for one call, such as
+// "query_orders_replica" with the description "Query database at orders-replica".
+type CreatedTool struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The created tool as the model sees it, checked as a registered tool's definition is
+	// (name 1 to 64 of [A-Za-z0-9_-], description at most 8 KiB, input schema at most
+	// 64 KiB and usable). Its name differs from the names of the facade, of the facade's
+	// children and of the selection's other tools.
+	Definition *ToolDefinition `protobuf:"bytes,1,opt,name=definition,proto3" json:"definition,omitempty"`
+	// Name of the template that serves it: a tool child of the facade (a tool of the
+	// facade's group), which rebuilds the created tool from the selection's state.
+	Template      string `protobuf:"bytes,2,opt,name=template,proto3" json:"template,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreatedTool) Reset() {
+	*x = CreatedTool{}
+	mi := &file_toolmesh_v1_worker_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatedTool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatedTool) ProtoMessage() {}
+
+func (x *CreatedTool) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_worker_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatedTool.ProtoReflect.Descriptor instead.
+func (*CreatedTool) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_worker_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *CreatedTool) GetDefinition() *ToolDefinition {
+	if x != nil {
+		return x.Definition
+	}
+	return nil
+}
+
+func (x *CreatedTool) GetTemplate() string {
+	if x != nil {
+		return x.Template
+	}
+	return ""
+}
+
 // ArtifactResult is a tool result that carries an artifact.
 type ArtifactResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -564,7 +649,7 @@ type ArtifactResult struct {
 
 func (x *ArtifactResult) Reset() {
 	*x = ArtifactResult{}
-	mi := &file_toolmesh_v1_worker_proto_msgTypes[6]
+	mi := &file_toolmesh_v1_worker_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -576,7 +661,7 @@ func (x *ArtifactResult) String() string {
 func (*ArtifactResult) ProtoMessage() {}
 
 func (x *ArtifactResult) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_worker_proto_msgTypes[6]
+	mi := &file_toolmesh_v1_worker_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -589,7 +674,7 @@ func (x *ArtifactResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArtifactResult.ProtoReflect.Descriptor instead.
 func (*ArtifactResult) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_worker_proto_rawDescGZIP(), []int{6}
+	return file_toolmesh_v1_worker_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ArtifactResult) GetContent() string {
@@ -618,7 +703,7 @@ const file_toolmesh_v1_worker_proto_rawDesc = "" +
 	"\x06result\x18\x02 \x01(\v2\x1b.toolmesh.v1.InvokeResponseH\x00R\x06resultB\t\n" +
 	"\amessage\"(\n" +
 	"\x0eProgressReport\x12\x16\n" +
-	"\x06status\x18\x01 \x01(\tR\x06status\"\xe5\x02\n" +
+	"\x06status\x18\x01 \x01(\tR\x06status\"\x88\x03\n" +
 	"\rInvokeRequest\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12%\n" +
 	"\x0earguments_json\x18\x02 \x01(\tR\rargumentsJson\x12\x17\n" +
@@ -632,7 +717,8 @@ const file_toolmesh_v1_worker_proto_rawDesc = "" +
 	"blackboard\x12:\n" +
 	"\x19validated_definition_hash\x18\t \x01(\tR\x17validatedDefinitionHash\x12\x16\n" +
 	"\x06tenant\x18\n" +
-	" \x01(\tR\x06tenant\"\x91\x03\n" +
+	" \x01(\tR\x06tenant\x12!\n" +
+	"\fcreated_tool\x18\v \x01(\tR\vcreatedTool\"\x91\x03\n" +
 	"\x0eInvokeResponse\x12\x14\n" +
 	"\x04text\x18\x01 \x01(\tH\x00R\x04text\x129\n" +
 	"\bartifact\x18\x02 \x01(\v2\x1b.toolmesh.v1.ArtifactResultH\x00R\bartifact\x12.\n" +
@@ -642,10 +728,16 @@ const file_toolmesh_v1_worker_proto_rawDesc = "" +
 	"\rstate_changed\x18\x05 \x01(\bR\fstateChanged\x124\n" +
 	"\tselection\x18\x06 \x01(\v2\x16.toolmesh.v1.SelectionR\tselection\x12L\n" +
 	"\x12blackboard_updates\x18\b \x03(\v2\x1d.toolmesh.v1.BlackboardObjectR\x11blackboardUpdatesB\t\n" +
-	"\aoutcome\"7\n" +
+	"\aoutcome\"k\n" +
 	"\tSelection\x12\x14\n" +
 	"\x05tools\x18\x01 \x03(\tR\x05tools\x12\x14\n" +
-	"\x05state\x18\x02 \x01(\fR\x05state\"]\n" +
+	"\x05state\x18\x02 \x01(\fR\x05state\x122\n" +
+	"\acreated\x18\x03 \x03(\v2\x18.toolmesh.v1.CreatedToolR\acreated\"f\n" +
+	"\vCreatedTool\x12;\n" +
+	"\n" +
+	"definition\x18\x01 \x01(\v2\x1b.toolmesh.v1.ToolDefinitionR\n" +
+	"definition\x12\x1a\n" +
+	"\btemplate\x18\x02 \x01(\tR\btemplate\"]\n" +
 	"\x0eArtifactResult\x12\x18\n" +
 	"\acontent\x18\x01 \x01(\tR\acontent\x121\n" +
 	"\bartifact\x18\x02 \x01(\v2\x15.toolmesh.v1.ArtifactR\bartifact2\xad\x01\n" +
@@ -665,7 +757,7 @@ func file_toolmesh_v1_worker_proto_rawDescGZIP() []byte {
 	return file_toolmesh_v1_worker_proto_rawDescData
 }
 
-var file_toolmesh_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_toolmesh_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_toolmesh_v1_worker_proto_goTypes = []any{
 	(*InvokeStreamRequest)(nil),  // 0: toolmesh.v1.InvokeStreamRequest
 	(*InvokeStreamResponse)(nil), // 1: toolmesh.v1.InvokeStreamResponse
@@ -673,32 +765,36 @@ var file_toolmesh_v1_worker_proto_goTypes = []any{
 	(*InvokeRequest)(nil),        // 3: toolmesh.v1.InvokeRequest
 	(*InvokeResponse)(nil),       // 4: toolmesh.v1.InvokeResponse
 	(*Selection)(nil),            // 5: toolmesh.v1.Selection
-	(*ArtifactResult)(nil),       // 6: toolmesh.v1.ArtifactResult
-	(*BlackboardObject)(nil),     // 7: toolmesh.v1.BlackboardObject
-	(*ToolError)(nil),            // 8: toolmesh.v1.ToolError
-	(*ControlSignal)(nil),        // 9: toolmesh.v1.ControlSignal
-	(*Artifact)(nil),             // 10: toolmesh.v1.Artifact
+	(*CreatedTool)(nil),          // 6: toolmesh.v1.CreatedTool
+	(*ArtifactResult)(nil),       // 7: toolmesh.v1.ArtifactResult
+	(*BlackboardObject)(nil),     // 8: toolmesh.v1.BlackboardObject
+	(*ToolError)(nil),            // 9: toolmesh.v1.ToolError
+	(*ControlSignal)(nil),        // 10: toolmesh.v1.ControlSignal
+	(*ToolDefinition)(nil),       // 11: toolmesh.v1.ToolDefinition
+	(*Artifact)(nil),             // 12: toolmesh.v1.Artifact
 }
 var file_toolmesh_v1_worker_proto_depIdxs = []int32{
 	3,  // 0: toolmesh.v1.InvokeStreamRequest.request:type_name -> toolmesh.v1.InvokeRequest
 	2,  // 1: toolmesh.v1.InvokeStreamResponse.progress:type_name -> toolmesh.v1.ProgressReport
 	4,  // 2: toolmesh.v1.InvokeStreamResponse.result:type_name -> toolmesh.v1.InvokeResponse
-	7,  // 3: toolmesh.v1.InvokeRequest.blackboard:type_name -> toolmesh.v1.BlackboardObject
-	6,  // 4: toolmesh.v1.InvokeResponse.artifact:type_name -> toolmesh.v1.ArtifactResult
-	8,  // 5: toolmesh.v1.InvokeResponse.error:type_name -> toolmesh.v1.ToolError
-	9,  // 6: toolmesh.v1.InvokeResponse.signal:type_name -> toolmesh.v1.ControlSignal
+	8,  // 3: toolmesh.v1.InvokeRequest.blackboard:type_name -> toolmesh.v1.BlackboardObject
+	7,  // 4: toolmesh.v1.InvokeResponse.artifact:type_name -> toolmesh.v1.ArtifactResult
+	9,  // 5: toolmesh.v1.InvokeResponse.error:type_name -> toolmesh.v1.ToolError
+	10, // 6: toolmesh.v1.InvokeResponse.signal:type_name -> toolmesh.v1.ControlSignal
 	5,  // 7: toolmesh.v1.InvokeResponse.selection:type_name -> toolmesh.v1.Selection
-	7,  // 8: toolmesh.v1.InvokeResponse.blackboard_updates:type_name -> toolmesh.v1.BlackboardObject
-	10, // 9: toolmesh.v1.ArtifactResult.artifact:type_name -> toolmesh.v1.Artifact
-	3,  // 10: toolmesh.v1.ToolWorkerService.Invoke:input_type -> toolmesh.v1.InvokeRequest
-	0,  // 11: toolmesh.v1.ToolWorkerService.InvokeStream:input_type -> toolmesh.v1.InvokeStreamRequest
-	4,  // 12: toolmesh.v1.ToolWorkerService.Invoke:output_type -> toolmesh.v1.InvokeResponse
-	1,  // 13: toolmesh.v1.ToolWorkerService.InvokeStream:output_type -> toolmesh.v1.InvokeStreamResponse
-	12, // [12:14] is the sub-list for method output_type
-	10, // [10:12] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	8,  // 8: toolmesh.v1.InvokeResponse.blackboard_updates:type_name -> toolmesh.v1.BlackboardObject
+	6,  // 9: toolmesh.v1.Selection.created:type_name -> toolmesh.v1.CreatedTool
+	11, // 10: toolmesh.v1.CreatedTool.definition:type_name -> toolmesh.v1.ToolDefinition
+	12, // 11: toolmesh.v1.ArtifactResult.artifact:type_name -> toolmesh.v1.Artifact
+	3,  // 12: toolmesh.v1.ToolWorkerService.Invoke:input_type -> toolmesh.v1.InvokeRequest
+	0,  // 13: toolmesh.v1.ToolWorkerService.InvokeStream:input_type -> toolmesh.v1.InvokeStreamRequest
+	4,  // 14: toolmesh.v1.ToolWorkerService.Invoke:output_type -> toolmesh.v1.InvokeResponse
+	1,  // 15: toolmesh.v1.ToolWorkerService.InvokeStream:output_type -> toolmesh.v1.InvokeStreamResponse
+	14, // [14:16] is the sub-list for method output_type
+	12, // [12:14] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_v1_worker_proto_init() }
@@ -723,7 +819,7 @@ func file_toolmesh_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_v1_worker_proto_rawDesc), len(file_toolmesh_v1_worker_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

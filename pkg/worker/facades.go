@@ -37,6 +37,8 @@ type catalog struct {
 	hashes  map[string]string
 	facades map[string]*servedFacade
 	group   map[string]string // tool or facade name → group role
+	// templates are the tools that serve the tools selectors create (tool.Template).
+	templates map[string]tool.Template
 }
 
 func buildCatalog(groups []Group) (*catalog, error) {
@@ -44,10 +46,11 @@ func buildCatalog(groups []Group) (*catalog, error) {
 		return nil, fmt.Errorf("%w: no groups", ErrInvalidGroup)
 	}
 	c := &catalog{
-		tools:   map[string]tool.Tool{},
-		hashes:  map[string]string{},
-		facades: map[string]*servedFacade{},
-		group:   map[string]string{},
+		tools:     map[string]tool.Tool{},
+		hashes:    map[string]string{},
+		facades:   map[string]*servedFacade{},
+		group:     map[string]string{},
+		templates: map[string]tool.Template{},
 	}
 	roles := map[string]bool{}
 	for _, g := range groups {
@@ -156,6 +159,9 @@ func (b *groupBuilder) addTool(t tool.Tool, given bool) error {
 		return nil
 	}
 	b.c.tools[def.Name] = t
+	if tm, ok := tool.As[tool.Template](t); ok {
+		b.c.templates[def.Name] = tm
+	}
 	b.c.hashes[def.Name] = hash
 	b.c.group[def.Name] = b.role
 	b.own[def.Name] = true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -87,18 +88,32 @@ func (s *invoker) invoke(ctx context.Context, req *toolpb.InvokeRequest, progres
 		return nil, wire.Error{Reason: toolpb.ErrorReason_ERROR_REASON_UNKNOWN_TOOL, Message: fmt.Sprintf("tool '%s' is not served by worker %s", wire.Truncate(name, 64), w.opts.ID)}.Err()
 	}
 	args := req.GetArgumentsJson()
+	created := req.GetCreatedTool()
 	// Only the orchestrator reaches Invoke with mutual TLS on: when it validated the
 	// arguments against the very definition this worker serves, they are canonical and
-	// valid already.
-	if h := req.GetValidatedDefinitionHash(); w.opts.TLS == nil || h == "" || h != w.hashes[name] {
+	// valid already. A created tool's arguments are validated once it is rebuilt.
+	if h := req.GetValidatedDefinitionHash(); created == "" && (w.opts.TLS == nil || h == "" || h != w.hashes[name]) {
 		if args, err = input.Validate(args); err != nil {
-			return wire.ResultToProto(tool.ErrorWithCode(tool.CodeInvalidArguments, fmt.Sprintf("invalid arguments for tool '%s': %s", name, strings.TrimPrefix(err.Error(), schema.ErrInvalidArguments.Error()+": "))))
+			return invalidArguments(name, err)
 		}
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	ctx, tenant, err := w.authorizeCall(ctx, md, name, req.GetTenant())
 	if err != nil {
 		return nil, err
+	}
+	shown := name
+	if created != "" {
+		// A call of a tool a selector created: the template rebuilds it from the state it
+		// is bound to, here, whichever replica ran the selection.
+		ct, res := w.rebuild(ctx, name, created, req.GetState())
+		if ct == nil {
+			return wire.ResultToProto(res)
+		}
+		if args, err = ct.Definition().InputSchema.Validate(args); err != nil {
+			return invalidArguments(created, err)
+		}
+		t, shown = ct, created
 	}
 	bag, err := w.codec.Decode(md)
 	if err != nil {
@@ -108,7 +123,7 @@ func (s *invoker) invoke(ctx context.Context, req *toolpb.InvokeRequest, progres
 	// anything else; the state the orchestrator keeps for the call, which the tool may
 	// replace; and the run's blackboard as far as the call needs it, what the tool adds
 	// going back with the result.
-	c := &call{name: name, args: args, st: toolcall.NewState(req.GetState()), facade: isFacade,
+	c := &call{name: shown, route: name, args: args, st: toolcall.NewState(req.GetState()), facade: isFacade,
 		board: toolcall.NewCallBoard(wire.BindingsFromProto(req.GetBlackboard()), wire.MaxBlackboardUpdateBytes)}
 	ctx = toolcall.NewScope(ctx, tool.CallInfo{RunID: req.GetRunId(), LoopID: req.GetLoopId(), CallID: req.GetCallId()}, tenant, bag, args, c.st, c.board)
 	if progress != nil {
@@ -120,14 +135,54 @@ func (s *invoker) invoke(ctx context.Context, req *toolpb.InvokeRequest, progres
 
 // call is one call as invoke runs it: what the tool is given and what it returned.
 type call struct {
-	name, args string
-	st         *tool.State
-	board      *toolcall.CallBoard
-	facade     bool
+	// name is the tool as the model knows it; route the tool or facade the request names
+	// (a created tool's template).
+	name, route, args string
+	st                *tool.State
+	board             *toolcall.CallBoard
+	facade            bool
 
 	res tool.Result
 	sel *toolpb.Selection
 	sig *toolpb.ControlSignal
+}
+
+// invalidArguments answers a call whose arguments do not match the tool's schema.
+func invalidArguments(name string, err error) (*toolpb.InvokeResponse, error) {
+	return wire.ResultToProto(tool.ErrorWithCode(tool.CodeInvalidArguments, fmt.Sprintf("invalid arguments for tool '%s': %s", name, strings.TrimPrefix(err.Error(), schema.ErrInvalidArguments.Error()+": "))))
+}
+
+// rebuild makes the created tool a call names from its template and the call's state,
+// or says, as an error result, why it cannot.
+func (w *Worker) rebuild(ctx context.Context, template, created string, state []byte) (tool.Tool, tool.Result) {
+	if msg := wire.CheckID(created, wire.ToolNameRE, 64); msg != "" {
+		return nil, tool.ErrorWithCode(tool.CodeInvalidArguments, "created_tool "+msg)
+	}
+	tm, ok := w.templates[template]
+	if !ok {
+		return nil, tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf("tool '%s' cannot be called: '%s' is not a template, so it serves no created tools", created, template))
+	}
+	var found tool.Tool
+	res, _ := toolcall.Protect(ctx, w.log, template, func() (tool.Result, error) {
+		made, err := tm.Create(ctx, state)
+		if err != nil {
+			return tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf("tool '%s' cannot be rebuilt from its state: %v", created, err)), nil
+		}
+		for _, m := range made {
+			if m.Definition().Name == created {
+				found = m
+				break
+			}
+		}
+		return tool.Result{}, nil
+	})
+	if res.IsError() {
+		return nil, res
+	}
+	if found == nil {
+		return nil, tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf("tool '%s' cannot be called: template '%s' creates no tool of that name from the state it is bound to", created, template))
+	}
+	return found, tool.Result{}
 }
 
 // admit takes a call in: none while draining, and no more at once than the worker's
@@ -191,7 +246,7 @@ func (w *Worker) authorizeCall(ctx context.Context, md metadata.MD, name, tenant
 // child of the orchestrator's execute_tool span.
 func (s *invoker) run(ctx context.Context, md metadata.MD, callID string, c *call, t tool.Tool, f *servedFacade) {
 	w := s.w
-	group := w.group[c.name]
+	group := w.group[c.route]
 	ctx = w.tel.TraceContextFrom(ctx, md)
 	ctx, span := w.tel.StartTool(ctx, telemetry.ToolAttrs{Name: c.name, CallID: callID, Group: group, Served: true})
 	w.tel.AddInFlight(ctx, w.opts.ID, group, 1)
@@ -256,22 +311,123 @@ func (s *invoker) selectFacade(ctx context.Context, f *servedFacade, args string
 			// Control-flow signals cannot cross the wire yet; the model hears about them.
 			return tool.ErrorFrom(err), nil
 		}
+		sel = &toolpb.Selection{Tools: []string{}, State: st.Bytes()}
+		rebuilt := s.w.rebuildAll(ctx, f, sel.GetState())
 		for _, t := range selected {
 			if t == nil {
 				continue
 			}
-			if msg := s.w.unservable(f.group, t); msg != "" {
+			msg := s.w.unservable(f.group, t)
+			if msg == "" {
+				continue
+			}
+			if len(rebuilt) == 0 {
 				return tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf("facade '%s' selected %s", name, msg)), nil
 			}
+			c, msg := createdTool(t, rebuilt)
+			if msg != "" {
+				return tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf("facade '%s' created %s", name, msg)), nil
+			}
+			sel.Created = append(sel.Created, c)
 		}
 		names := selectedNames(selected)
-		sel = &toolpb.Selection{Tools: names, State: st.Bytes()}
+		if len(sel.Created) > wire.MaxCreatedTools {
+			return tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf("facade '%s' created %d tools; a selection may create at most %d", name, len(sel.Created), wire.MaxCreatedTools)), nil
+		}
+		for _, n := range names {
+			if !slices.ContainsFunc(sel.Created, func(c *toolpb.CreatedTool) bool { return c.GetDefinition().GetName() == n }) {
+				sel.Tools = append(sel.Tools, n)
+			}
+		}
+		if msg := createdClash(f, sel); msg != "" {
+			return tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf("facade '%s' created %s", name, msg)), nil
+		}
 		return tool.Text(toolinternal.UnfoldMessage(names, f.facade.Options().UsageNotes)), nil
 	})
 	if err != nil || res.IsError() {
 		return res, nil // a failed selection binds nothing
 	}
 	return res, sel
+}
+
+// rebuilt is what one template among a facade's children makes of a selection's state.
+type rebuilt struct {
+	template string
+	tools    []tool.Tool
+	err      error
+}
+
+// rebuildAll asks every template among the facade's children for the tools it makes of
+// the selection's state, as a replica will for every call of a created tool.
+func (c *catalog) rebuildAll(ctx context.Context, f *servedFacade, state []byte) []rebuilt {
+	var out []rebuilt
+	for _, child := range f.facade.Children() {
+		if child == nil {
+			continue
+		}
+		name := child.Definition().Name
+		tm, ok := c.templates[name]
+		if !ok || c.group[name] != f.group {
+			continue
+		}
+		made, err := tm.Create(ctx, state)
+		out = append(out, rebuilt{template: name, tools: made, err: err})
+	}
+	return out
+}
+
+// createdTool describes a tool the selector created (a tool the group does not register),
+// or says why no replica could serve it: a template among the facade's children must make
+// the very same tool from the selection's state, and its definition must pass the
+// orchestrator's checks.
+func createdTool(t tool.Tool, templates []rebuilt) (*toolpb.CreatedTool, string) {
+	def, meta := t.Definition(), t.Metadata()
+	name := wire.Truncate(def.Name, 64)
+	hash := wire.Hash(def, meta)
+	var failed []string
+	for _, r := range templates {
+		if r.err != nil {
+			failed = append(failed, r.err.Error())
+			continue
+		}
+		if !slices.ContainsFunc(r.tools, func(x tool.Tool) bool {
+			return x.Definition().Name == def.Name && wire.Hash(x.Definition(), x.Metadata()) == hash
+		}) {
+			continue
+		}
+		p := &toolpb.CreatedTool{Definition: wire.DefinitionToProto(def, meta), Template: r.template}
+		if _, _, err := wire.ParseCreated(p); err != nil {
+			return nil, fmt.Sprintf("a tool that cannot be offered: %v", err)
+		}
+		return p, ""
+	}
+	msg := fmt.Sprintf("'%s', which no template among its children makes from the selection's state: a selector must create its tools with a template's Create and the state it sets, so that every replica can rebuild them", name)
+	if len(failed) > 0 {
+		msg += " (" + strings.Join(failed, "; ") + ")"
+	}
+	return nil, msg
+}
+
+// createdClash says which created tool's name is taken by the facade, one of its
+// children or another tool of the selection, or "".
+func createdClash(f *servedFacade, sel *toolpb.Selection) string {
+	taken := map[string]bool{f.tool.Definition().Name: true}
+	for _, child := range f.facade.Children() {
+		if child != nil {
+			taken[child.Definition().Name] = true
+		}
+	}
+	for _, n := range sel.GetTools() {
+		taken[n] = true
+	}
+	for _, c := range sel.GetCreated() {
+		n := c.GetDefinition().GetName()
+		if taken[n] {
+			return fmt.Sprintf("'%s', a name the facade, one of its children or another tool of the selection already has: a created tool needs a name of its own", n)
+		}
+		taken[n] = true
+	}
+	return ""
 }
 
 // unservable says why a selected tool cannot be served by the group's replicas, or "".

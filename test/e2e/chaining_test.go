@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,15 +16,19 @@ import (
 // email, on the remaining replica.
 func TestToolChainingAcrossReplicas(t *testing.T) {
 	var m *mesh
-	var finder string
-	var mu sync.Mutex
+	// The replica that served find_user, as the client's event says: the model's next
+	// turn may come before the client has read that event, so it waits for it.
+	finder := make(chan string, 1)
 	model := &turnModel{turns: []modelTurn{
 		{calls: [][2]string{{"profile", `{}`}}},
 		{calls: [][2]string{{"find_user", `{"name":"ada"}`}}},
 		{calls: [][2]string{{"updateEmail", `{"email":"ada@analytical.engine"}`}}, before: func() {
-			mu.Lock()
-			defer mu.Unlock()
-			_ = m.workers[finder].Kill()
+			select {
+			case id := <-finder:
+				_ = m.workers[id].Kill()
+			case <-time.After(20 * time.Second):
+				t.Error("the client never saw find_user finish")
+			}
 		}},
 		{calls: [][2]string{{"profile", `{}`}}},
 		{text: "done"},
@@ -39,9 +42,7 @@ func TestToolChainingAcrossReplicas(t *testing.T) {
 	defer cancel()
 	evs, err := m.run(ctx, &toolpb.RunRequest{Prompt: "Change Ada's email.", ToolGroups: []string{"users"}}, func(ev *toolpb.RunResponse) {
 		if f := ev.GetToolCallFinished(); f != nil && f.GetTool() == "find_user" {
-			mu.Lock()
-			finder = f.GetWorkerId()
-			mu.Unlock()
+			finder <- f.GetWorkerId()
 		}
 	})
 	if err != nil {
@@ -69,8 +70,8 @@ func TestToolChainingAcrossReplicas(t *testing.T) {
 	if calls[0].GetWorkerId() != "" {
 		t.Errorf("the unbound method reached worker %s", calls[0].GetWorkerId())
 	}
-	if calls[2].GetWorkerId() == finder || calls[2].GetWorkerId() == "" || calls[3].GetWorkerId() != calls[2].GetWorkerId() {
-		t.Errorf("finder %s, updateEmail on %q, profile on %q", finder, calls[2].GetWorkerId(), calls[3].GetWorkerId())
+	if found := calls[1].GetWorkerId(); calls[2].GetWorkerId() == found || calls[2].GetWorkerId() == "" || calls[3].GetWorkerId() != calls[2].GetWorkerId() {
+		t.Errorf("finder %s, updateEmail on %q, profile on %q", found, calls[2].GetWorkerId(), calls[3].GetWorkerId())
 	}
 	// The model is offered the methods from the start, with their real schemas and the
 	// note that they need a user.
