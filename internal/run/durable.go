@@ -412,6 +412,11 @@ func (s *Service) cancelElsewhere(ctx context.Context, id, reason string) (runlo
 	defer stop()
 	for {
 		snap, err := s.fromJournal(wait, id)
+		if err == nil && snap.State == runlog.StateHeld {
+			// Its owner held it (a resume that met a damaged record) instead of ending
+			// it: nobody drives it now, and the cancel is for the held run.
+			return s.cancelHeldOnce(ctx, id, reason)
+		}
 		if err == nil && snap.State != runlog.StateRunning {
 			return snap.State, nil
 		}
@@ -426,6 +431,26 @@ func (s *Service) cancelElsewhere(ctx context.Context, id, reason string) (runlo
 // cancelHeld ends a held run, cancelled: nobody drives it, so this replica takes its
 // lease and finishes it with its end record.
 func (s *Service) cancelHeld(ctx context.Context, id, reason string) (runlog.State, error) {
+	st, leased, err := s.finishHeld(ctx, id, reason)
+	if leased {
+		return s.cancelElsewhere(ctx, id, reason) // an orchestrator took it meanwhile
+	}
+	return st, err
+}
+
+// cancelHeldOnce is cancelHeld for a run whose owner held it while a cancel waited: an
+// orchestrator that takes it again meanwhile is left the cancel request.
+func (s *Service) cancelHeldOnce(ctx context.Context, id, reason string) (runlog.State, error) {
+	st, leased, err := s.finishHeld(ctx, id, reason)
+	if leased {
+		return runlog.StateRunning, nil // asked; it ends when its owner sees the request
+	}
+	return st, err
+}
+
+// finishHeld takes a held run's lease and finishes it, cancelled; leased says another
+// orchestrator holds its lease.
+func (s *Service) finishHeld(ctx context.Context, id, reason string) (_ runlog.State, leased bool, _ error) {
 	if reason == "" {
 		reason = "cancelled by client"
 	}
@@ -433,21 +458,21 @@ func (s *Service) cancelHeld(ctx context.Context, id, reason string) (runlog.Sta
 	switch {
 	case errors.Is(err, runlog.ErrFinished):
 		snap, err := s.fromJournal(ctx, id)
-		return snap.State, err
+		return snap.State, false, err
 	case errors.Is(err, runlog.ErrLeased):
-		return s.cancelElsewhere(ctx, id, reason) // an orchestrator took it meanwhile
+		return "", true, nil
 	case err != nil:
-		return "", fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return "", false, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	run, err := s.journal.Get(ctx, id)
 	if err != nil {
-		return "", fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return "", false, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	end, _ := toolinternal.MarshalJSON(endRecord{State: endState{runlog.StateCancelled}, Error: fmt.Errorf("%w: %s", ErrCancelled, reason).Error(), Ended: time.Now()})
 	if err := s.journal.Finish(ctx, lease, runlog.StateCancelled, runlog.Record{Seq: run.Records + 1, Kind: runlog.KindEnd, Time: time.Now(), Data: end}); err != nil {
-		return "", fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return "", false, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
-	return runlog.StateCancelled, nil
+	return runlog.StateCancelled, false, nil
 }
 
 // watchPage is how many events Watch reads from the journal at a time.

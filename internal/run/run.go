@@ -416,7 +416,8 @@ func (s *Service) Cancel(ctx context.Context, id, reason string) (runlog.State, 
 	if r == nil {
 		return "", fmt.Errorf("%w %q", ErrNotFound, id)
 	}
-	if st := r.snapshot().State; st != runlog.StateRunning {
+	st := r.snapshot().State
+	if st != runlog.StateRunning && st != runlog.StateHeld {
 		return st, nil
 	}
 	if reason == "" {
@@ -431,8 +432,8 @@ func (s *Service) Cancel(ctx context.Context, id, reason string) (runlog.State, 
 		if st := r.snapshot().State; st != runlog.StateHeld || s.journal == nil {
 			return st, nil
 		}
-		// It stopped held (a resume that met a damaged record, as this orchestrator took
-		// it over): the operator's cancel is for the held run.
+		// It stopped held (this orchestrator took it over and met a damaged record
+		// again), or was held already: the operator's cancel is for the held run.
 		return s.cancelHeld(ctx, id, reason)
 	case <-wait.Done():
 		return runlog.StateCancelled, nil
