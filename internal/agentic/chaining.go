@@ -105,10 +105,6 @@ func (b *Bindings) Hiding(hidden func(key string) bool) *Bindings {
 	return b
 }
 
-// Offer binds e as OfferIn does, outside any run: a source's predicate reads an empty
-// blackboard and context.
-func (b *Bindings) Offer(e tool.Entry) { b.OfferIn(context.Background(), e) }
-
 // OfferIn binds e, returned by a call whose context is ctx, as every receiver type it
 // satisfies that a source takes; a source's predicate reads the run's blackboard and
 // ToolCallContext from ctx. An object that is a list is not bound (its elements are

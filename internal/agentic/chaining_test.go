@@ -19,13 +19,13 @@ func types(ts ...string) func() []string { return func() []string { return ts } 
 // objects of other types do not bind; sources restrict what binds.
 func TestBindings(t *testing.T) {
 	b := NewBindings(types("users.User"), nil)
-	b.Offer(entry("users.Group", `{"id":9}`))
-	b.Offer(entry("[]users.User", `[{"id":1}]`))
+	b.OfferIn(context.Background(), entry("users.Group", `{"id":9}`))
+	b.OfferIn(context.Background(), entry("[]users.User", `[{"id":1}]`))
 	if _, ok := b.Bound("users.User"); ok {
 		t.Fatal("a list or another type bound")
 	}
-	b.Offer(entry("users.User", `{"id":1}`))
-	b.Offer(entry("users.User", `{"id":2}`))
+	b.OfferIn(context.Background(), entry("users.User", `{"id":1}`))
+	b.OfferIn(context.Background(), entry("users.User", `{"id":2}`))
 	if e, ok := b.Bound("users.User"); !ok || string(e.JSON) != `{"id":2}` {
 		t.Errorf("bound %s, want the last", e.JSON)
 	}
@@ -38,11 +38,11 @@ func TestBindings(t *testing.T) {
 		t.Fatal(err)
 	}
 	b = NewBindings(types("users.User"), srcs)
-	b.Offer(entry("users.User", `{"id":1}`))
+	b.OfferIn(context.Background(), entry("users.User", `{"id":1}`))
 	if _, ok := b.Bound("users.User"); ok {
 		t.Error("the predicate did not hold, and the object bound")
 	}
-	b.Offer(entry("users.User", `{"id":3}`))
+	b.OfferIn(context.Background(), entry("users.User", `{"id":3}`))
 	if e, ok := b.Bound("users.User"); !ok || string(e.JSON) != `{"id":3}` {
 		t.Errorf("bound %s", e.JSON)
 	}
@@ -114,17 +114,17 @@ func TestDiscovery(t *testing.T) {
 	if inj, _ := s.Evaluate(context.Background(), loop.InjectionContext{}); !inj.IsZero() {
 		t.Errorf("nothing bound: %+v", inj)
 	}
-	b.Offer(entry("User", `{}`))
+	b.OfferIn(context.Background(), entry("User", `{}`))
 	inj, _ := s.Evaluate(context.Background(), loop.InjectionContext{})
 	if len(inj.Add) != 1 || inj.Add[0].Definition().Name != "profile" {
 		t.Errorf("injection %+v", inj)
 	}
-	b.Offer(entry("User", `{"again":true}`))
+	b.OfferIn(context.Background(), entry("User", `{"again":true}`))
 	inj, _ = s.Evaluate(context.Background(), loop.InjectionContext{Current: []tool.Tool{m}})
 	if len(inj.Add) != 1 || len(inj.Remove) != 1 || inj.Remove[0] != m || inj.Add[0].Definition().Name != "profile" {
 		t.Errorf("a new User: %+v, want profile replaced", inj)
 	}
-	b.Offer(entry("Order", `{}`))
+	b.OfferIn(context.Background(), entry("Order", `{}`))
 	if inj, _ := s.Evaluate(context.Background(), loop.InjectionContext{Current: []tool.Tool{m}}); len(inj.Remove) != 0 || len(inj.Add) != 1 || inj.Add[0] != other {
 		t.Errorf("a first Order: %+v, want ship added and nothing removed", inj)
 	}
@@ -133,11 +133,11 @@ func TestDiscovery(t *testing.T) {
 // An object that does not satisfy its declared type does not bind.
 func TestBindingsCheckTheType(t *testing.T) {
 	b := NewBindings(types("User"), nil).Checking(func(_ string, e tool.Entry) bool { return strings.Contains(string(e.JSON), `"id"`) })
-	b.Offer(entry("User", `{"name":"no id"}`))
+	b.OfferIn(context.Background(), entry("User", `{"name":"no id"}`))
 	if _, ok := b.Bound("User"); ok {
 		t.Error("an object that does not fit its type bound")
 	}
-	b.Offer(entry("User", `{"id":1}`))
+	b.OfferIn(context.Background(), entry("User", `{"id":1}`))
 	if _, ok := b.Bound("User"); !ok {
 		t.Error("an object that fits did not bind")
 	}

@@ -848,16 +848,8 @@ func (s *Service) namedTool(name string) (tool.Tool, error) {
 // (connecting its group if need be), else one a group of the config's own offers (a
 // facade it makes, a tool inside one).
 func (s *Service) requestedTool(ctx context.Context, name string) (tool.Tool, error) {
-	t, err := s.namedTool(name)
-	if err == nil {
+	if t, ok := (catalog{s: s, ctx: ctx}).served(name); ok {
 		return t, nil
-	}
-	for _, role := range sortedKeys(process.Groups) {
-		if ts, _ := process.GroupTools(role, s.formatter); ts != nil {
-			if t, ok := findTool(ts, name); ok {
-				return t, nil
-			}
-		}
 	}
 	for _, role := range sortedKeys(s.mcp) {
 		ts, terr := s.mcp[role].Tools(ctx)
@@ -881,7 +873,7 @@ func (s *Service) requestedTool(ctx context.Context, name string) (tool.Tool, er
 			return t, nil
 		}
 	}
-	return nil, err
+	return nil, router.ErrUnknownTool
 }
 
 // groupOfRequested is the group of a tool a run names in tools (requestedTool), when a

@@ -68,7 +68,7 @@ var wrappers = map[string][]func(tool.Tool) tool.Tool{
 		},
 		func(t tool.Tool) tool.Tool {
 			b := agentic.NewBindings(func() []string { return []string{"T"} }, nil)
-			b.Offer(tool.Entry{TypeName: "T", JSON: []byte(`{}`)})
+			b.OfferIn(context.Background(), tool.Entry{TypeName: "T", JSON: []byte(`{}`)})
 			return withBindings{agentic.Method(t, "T"), b}
 		},
 		func(t tool.Tool) tool.Tool { return (&decorators.Chain{}).Decorate(t) },
@@ -87,7 +87,7 @@ var wrappers = map[string][]func(tool.Tool) tool.Tool{
 	}},
 	"internal/agentic.method": {func(t tool.Tool) tool.Tool {
 		b := agentic.NewBindings(func() []string { return []string{"T"} }, nil)
-		b.Offer(tool.Entry{TypeName: "T", JSON: []byte(`{}`)})
+		b.OfferIn(context.Background(), tool.Entry{TypeName: "T", JSON: []byte(`{}`)})
 		return withBindings{agentic.Method(t, "T"), b}
 	}},
 	"internal/agentic.wrappedFacade": {func(t tool.Tool) tool.Tool {
