@@ -117,7 +117,7 @@ func MCPGroups(cfg config.Config, conv func(string) ctxconv.Converter, filters m
 		}
 		filter, err := mcpFilter(g.MCP, filters[role], log.With("group", role))
 		if err != nil {
-			return nil, fmt.Errorf("groups.%s.mcp.filter: %w", role, err)
+			return nil, fmt.Errorf("groups.%s.mcp.%w", role, err)
 		}
 		grp, err := mcp.New(mcp.Options{
 			Server: mcp.Server{Name: g.MCP.Server, Command: sc.Command, Args: sc.Args, Env: sc.Env, Dir: sc.Dir,
@@ -132,30 +132,40 @@ func MCPGroups(cfg config.Config, conv func(string) ctxconv.Converter, filters m
 	return out, nil
 }
 
-// mcpFilter is an MCP group's filter: its globs, its CEL filter and the program's, all
-// of which must keep a tool.
+// mcpFilter is an MCP group's filter: its globs, its CEL filter, its CEL exclusion and
+// the program's predicate, all of which must keep a tool.
 func mcpFilter(g *config.GroupMCP, code func(mcp.ToolInfo) bool, log *slog.Logger) (func(mcp.ToolInfo) bool, error) {
 	globs := mcp.Globs(g.Include, g.Exclude)
-	var expr *celexpr.Filter
+	var keep, drop *celexpr.Filter
+	var err error
 	if g.Filter != "" {
-		var err error
-		if expr, err = celexpr.NewFilter(g.Filter); err != nil {
-			return nil, err
+		if keep, err = celexpr.NewFilter(g.Filter); err != nil {
+			return nil, fmt.Errorf("filter: %w", err)
 		}
+	}
+	if g.ExcludeWhen != "" {
+		if drop, err = celexpr.NewFilter(g.ExcludeWhen); err != nil {
+			return nil, fmt.Errorf("exclude_when: %w", err)
+		}
+	}
+	// holds is expr on t; a tool on which it fails is left out, with a warning.
+	holds := func(expr *celexpr.Filter, want bool, what string, t mcp.ToolInfo) bool {
+		got, err := expr.Keep(celexpr.Tool{Name: t.Name, Description: t.Description, Annotations: t.Annotations})
+		if err != nil {
+			log.Warn("mcp tool left out: the group's "+what+" failed on it", "tool", t.Name, "error", err.Error())
+			return false
+		}
+		return got == want
 	}
 	return func(t mcp.ToolInfo) bool {
 		if !globs(t) {
 			return false
 		}
-		if expr != nil {
-			keep, err := expr.Keep(celexpr.Tool{Name: t.Name, Description: t.Description, Annotations: t.Annotations})
-			if err != nil {
-				log.Warn("mcp tool left out: the group's filter failed on it", "tool", t.Name, "error", err.Error())
-				return false
-			}
-			if !keep {
-				return false
-			}
+		if keep != nil && !holds(keep, true, "filter", t) {
+			return false
+		}
+		if drop != nil && !holds(drop, false, "exclude_when", t) {
+			return false
 		}
 		return code == nil || code(t)
 	}, nil

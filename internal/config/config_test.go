@@ -176,6 +176,10 @@ func TestValidateNamesEachKey(t *testing.T) {
 			c.MCPServers = map[string]MCPServer{"s": {URL: "http://127.0.0.1:1/"}}
 			c.Groups = map[string]Group{"x": {MCP: &GroupMCP{Server: "s", Filter: `name + "x"`}}}
 		}},
+		{"groups.x.mcp.exclude_when", func(c *Config) {
+			c.MCPServers = map[string]MCPServer{"s": {URL: "http://127.0.0.1:1/"}}
+			c.Groups = map[string]Group{"x": {MCP: &GroupMCP{Server: "s", ExcludeWhen: `name.startsWith(`}}}
+		}},
 		{"groups.x.context", func(c *Config) { c.Groups = map[string]Group{"x": {Context: &ConverterSpec{Kind: "cel", Keep: "key"}}} }},
 		{"groups.x.context", func(c *Config) { c.Groups = map[string]Group{"x": {Context: &ConverterSpec{Kind: "cel"}}} }},
 		{"context.default.keys", func(c *Config) { c.Context.Default = ConverterSpec{Kind: "cel", Keep: "true", Keys: []string{"a"}} }},

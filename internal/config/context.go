@@ -117,6 +117,9 @@ type GroupMCP struct {
 	// Filter is a CEL expression over a tool's name, description and annotations; the
 	// group keeps the tools it is true for (after include and exclude).
 	Filter string `yaml:"filter"`
+	// ExcludeWhen is a CEL expression like Filter: the group drops the tools it is true
+	// for (after Filter).
+	ExcludeWhen string `yaml:"exclude_when"`
 }
 
 // MCPServer says how to reach an MCP server: command (stdio) or url (streamable HTTP).
@@ -378,9 +381,12 @@ func (c Config) validateContext(bad func(key, format string, args ...any)) {
 					}
 				}
 			}
-			if m.Filter != "" {
-				if _, err := celexpr.NewFilter(m.Filter); err != nil {
-					bad(key+".filter", "%v", err)
+			for field, src := range map[string]string{"filter": m.Filter, "exclude_when": m.ExcludeWhen} {
+				if src == "" {
+					continue
+				}
+				if _, err := celexpr.NewFilter(src); err != nil {
+					bad(key+"."+field, "%v", err)
 				}
 			}
 		}

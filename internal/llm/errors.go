@@ -215,7 +215,8 @@ func RequestModel(provider string, req *Request, def string) (string, error) {
 // StatusFailure is the failure of an error status, of the given kind: msg is the
 // provider's message (the status text when empty), the wait the response asks for (see
 // ParseRetryAfter) is kept in RetryAfter, and an X-Should-Retry header of "true" or
-// "false" overrides retry.
+// "false" overrides retry, except that a deterministic status (Deterministic) is never
+// retried: the same request gets the same answer.
 func StatusFailure(provider string, status int, h http.Header, kind ErrorKind, msg string, retry bool, err error) *Failure {
 	if msg == "" {
 		msg = http.StatusText(status)
@@ -230,7 +231,14 @@ func StatusFailure(provider string, status int, h http.Header, kind ErrorKind, m
 	case "false":
 		retry = false
 	}
-	return &Failure{Err: pe, Retry: retry}
+	return &Failure{Err: pe, Retry: retry && !Deterministic(status)}
+}
+
+// Deterministic reports whether an HTTP status says the same of the same request every
+// time: a 4xx other than 408 (timeout), 409 (conflict) and 429 (rate limit).
+func Deterministic(status int) bool {
+	return status >= 400 && status < 500 && status != http.StatusRequestTimeout &&
+		status != http.StatusConflict && status != http.StatusTooManyRequests
 }
 
 // EventFailure is the failure of an error event in a stream that began with 200 OK: it is

@@ -161,8 +161,13 @@ func TestStatusFailure(t *testing.T) {
 	}
 	h = http.Header{}
 	h.Set("X-Should-Retry", "true")
-	if f := llm.StatusFailure("p", 400, h, llm.KindBadRequest, "m", false, nil); !f.Retry {
+	if f := llm.StatusFailure("p", 409, h, llm.KindBadRequest, "m", false, nil); !f.Retry {
 		t.Error("X-Should-Retry: true does not override a final kind")
+	}
+	for _, status := range []int{400, 401, 403, 404, 422} {
+		if f := llm.StatusFailure("p", status, h, llm.KindBadRequest, "m", true, nil); f.Retry {
+			t.Errorf("HTTP %d with X-Should-Retry: true is retried; the same request gets the same answer", status)
+		}
 	}
 	if f := llm.StatusFailure("p", 400, nil, llm.KindBadRequest, "m", false, nil); f.Retry || f.Err.RetryAfter != 0 {
 		t.Errorf("no headers: %#v, retry %v", f.Err, f.Retry)

@@ -337,3 +337,22 @@ func TestNoStrategies(t *testing.T) {
 		t.Errorf("ToolsChanged = %+v", got)
 	}
 }
+
+// A facade's shortcut call (arguments naming a child) of a return-direct child ends the
+// loop with the child's result, as a call of the child itself would.
+func TestShortcutToReturnDirectChild(t *testing.T) {
+	r := &recorder{}
+	answer := r.fixed("answer", tool.Text("42"), tool.ReturnDirect())
+	other := r.fixed("other", tool.Text("no"))
+	f := tool.Of("desk", "The desk.", []tool.Tool{answer, other})
+	p := newScript(t, onTurn(1, calls(raw("desk", `{"answer":{}}`))), onTurn(2, text("not reached")))
+	res, err := loop.Run(t.Context(), loop.Options{Provider: p}, loop.Input{Messages: []llm.Message{user("go")}, Tools: []tool.Tool{f}})
+	if err != nil || res.Text != "42" || !res.ReturnDirect || res.Iterations != 1 {
+		t.Fatalf("Run = %+v, %v; want the child's result, returned directly", res, err)
+	}
+	p = newScript(t, onTurn(1, calls(raw("desk", `{"other":{}}`))), onTurn(2, text("done")))
+	res, err = loop.Run(t.Context(), loop.Options{Provider: p}, loop.Input{Messages: []llm.Message{user("go")}, Tools: []tool.Tool{f}})
+	if err != nil || res.Text != "done" || res.ReturnDirect {
+		t.Fatalf("Run = %+v, %v; want the model's answer after an ordinary child's shortcut", res, err)
+	}
+}

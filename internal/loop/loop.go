@@ -642,7 +642,8 @@ func (l *state) call(ctx context.Context, iter int, c llm.ToolCall, t tool.Tool,
 	o.content = toolinternal.Truncate(res.Render(), l.opts.MaxResultBytes)
 	o.isError = res.IsError()
 	o.tool, o.input, o.result = t, args, res
-	o.returnDirect = t.Metadata().ReturnDirect && !res.IsError()
+	// A facade's shortcut to a return-direct child returns directly, as the child would.
+	o.returnDirect = (t.Metadata().ReturnDirect || dispatch.Direct) && !res.IsError()
 	ev.Result, ev.Content = res, o.content
 	ev.Outcome = OutcomeOK
 	if res.IsError() {

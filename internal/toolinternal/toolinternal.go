@@ -58,6 +58,9 @@ type Dispatch struct {
 	// Unknown says that the last attempt left and no answer came back: the call may
 	// have run (its outcome is outcome_unknown).
 	Unknown bool
+	// Direct says that the result came from a tool that returns its result directly to
+	// the caller, other than the one called: a facade's shortcut to a return-direct child.
+	Direct bool
 }
 
 // DispatchKey is the context key of a call's *Dispatch.

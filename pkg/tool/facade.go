@@ -400,7 +400,11 @@ func callShortcut(ctx context.Context, child Tool, args string) (Result, error) 
 		}
 		args = canonical
 	}
-	return child.Call(ctx, args)
+	res, err := child.Call(ctx, args)
+	if d := toolinternal.DispatchFrom(ctx); d != nil && err == nil && child.Metadata().ReturnDirect {
+		d.Direct = true
+	}
+	return res, err
 }
 
 // AddTools returns f with tools added to its children, keeping its name, description,

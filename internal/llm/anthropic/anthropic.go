@@ -113,7 +113,8 @@ func (p *Provider) DefaultModel() string { return p.defaultModel }
 // A call that fails with 429, 408, 409, 5xx, 529 (overloaded), an error event before the
 // first chunk, a network error or a timeout is retried, up to MaxRetries times, with
 // exponential backoff or after the server's retry-after-ms or retry-after, and only while
-// nothing has been yielded. A stream then ends with an *llm.ProviderError, or with ctx's
+// nothing has been yielded; any other 4xx is sent once, whatever the server's
+// X-Should-Retry says. A stream then ends with an *llm.ProviderError, or with ctx's
 // error once ctx is done: cancellation aborts the HTTP request at once.
 func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Chunk, error] {
 	return p.call.Stream(ctx, req)

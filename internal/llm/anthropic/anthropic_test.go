@@ -492,6 +492,20 @@ func TestShouldRetryFalse(t *testing.T) {
 	}
 }
 
+// TestShouldRetryTrueOnDeterministicStatus: a 4xx other than 408, 409 and 429 is sent
+// once even when the server says X-Should-Retry: true, as the OpenAI provider does.
+func TestShouldRetryTrueOnDeterministicStatus(t *testing.T) {
+	s := llmtest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
+		w.Header().Set("X-Should-Retry", "true")
+		writeError(w, 400, errorBody("invalid_request_error", "messages: at least one message is required"))
+	})
+	p := newProvider(t, s, func(o *anthropic.Options) { o.MaxRetries = 2; o.RetryDelay = time.Millisecond })
+	_, err := llm.Collect(p.Stream(t.Context(), &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}))
+	if !errors.Is(err, llm.ErrBadRequest) || len(s.Requests()) != 1 {
+		t.Errorf("error = %v after %d requests, want one request", err, len(s.Requests()))
+	}
+}
+
 func TestErrorEventRetried(t *testing.T) {
 	s := llmtest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, n int) {
 		if n == 1 {

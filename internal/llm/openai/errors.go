@@ -57,13 +57,15 @@ func bodyFailure(status int, h http.Header, body []byte, err error) *llm.Failure
 }
 
 // statusFailure is the failure of an error status. A 4xx other than 408, 409 and 429
-// says the same of the same request every time: it is never retried, whatever the
-// server's X-Should-Retry says.
+// says the same of the same request every time (llm.Deterministic), and so does an error
+// that shows the server cannot stream: neither is retried, whatever the server's
+// X-Should-Retry says.
 func statusFailure(status int, h http.Header, msg, code, typ string, err error) *llm.Failure {
 	msg = clip(msg)
 	kind := statusKind(status, msg, code, typ)
-	f := llm.StatusFailure(Name, status, h, kind, adviseStream(msg, err), kind.Temporary() && code != "insufficient_quota", err)
-	if deterministic(status) {
+	advised := adviseStream(msg, err)
+	f := llm.StatusFailure(Name, status, h, kind, advised, kind.Temporary() && code != "insufficient_quota", err)
+	if advised != msg {
 		f.Retry = false
 	}
 	return f
@@ -80,14 +82,6 @@ func statusKind(status int, msg, code, typ string) llm.ErrorKind {
 		kind = llm.KindNotFound
 	}
 	return kind
-}
-
-// deterministic reports whether an HTTP status refuses the request itself, so that
-// sending it again cannot help: any 4xx but 408 (timeout), 409 (conflict) and 429 (rate
-// limit).
-func deterministic(status int) bool {
-	return status >= 400 && status < 500 && status != http.StatusRequestTimeout &&
-		status != http.StatusConflict && status != http.StatusTooManyRequests
 }
 
 // eventFailure is the failure of an error event in a stream that began with 200 OK.

@@ -223,17 +223,21 @@ func TestStreamUnsupported(t *testing.T) {
 
 // TestStreamUnsupportedNotRetried: an answer to a streamed request that is not an event
 // stream is refused after one request, although retries are allowed, and so is an error
-// object sent that way that says the server cannot stream.
+// object sent that way, or a 5xx, that says the server cannot stream.
 func TestStreamUnsupportedNotRetried(t *testing.T) {
 	for _, tc := range []struct {
+		status                  int
 		contentType, body, want string
 	}{
-		{"text/html", "<html><body>Welcome to nginx!</body></html>",
+		{200, "text/html", "<html><body>Welcome to nginx!</body></html>",
 			"openai: malformed (HTTP 200): the server answered a streamed request with text/html instead of an event stream: Welcome to nginx!; " + streamHint},
-		{"application/json", `{"error":{"message":"stream not supported"}}`,
+		{200, "application/json", `{"error":{"message":"stream not supported"}}`,
 			"openai: unavailable (HTTP 200): stream not supported (the server answered a streamed request with application/json instead of an event stream); " + streamHint},
+		// A 5xx is retried, but not one that says the server cannot stream: it would say so again.
+		{500, "application/json", `{"error":{"code":500,"message":"Cannot use tools with stream","type":"server_error"}}`,
+			"openai: unavailable (HTTP 500): Cannot use tools with stream; " + streamHint},
 	} {
-		s := llmtest.NewServer(t, answer(200, tc.contentType, tc.body))
+		s := llmtest.NewServer(t, answer(tc.status, tc.contentType, tc.body))
 		p := newProvider(t, s, func(o *openai.Options) { o.MaxRetries = 2; o.RetryDelay = time.Millisecond })
 		_, err := llm.Collect(p.Stream(t.Context(), hi))
 		if err == nil || err.Error() != tc.want {
