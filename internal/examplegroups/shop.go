@@ -14,9 +14,12 @@ import (
 )
 
 // The shop group shows progressive tools across the mesh: a catalog behind three levels
-// of plain facades, and a cart that a selectable facade opens. The cart lives in the
-// state the orchestrator keeps and sends with every call, never in worker memory, so any
-// replica can serve any call. Stock levels and prices are computed from the SKU: the
+// of plain facades, and a cart that a selectable facade opens. Opening a cart creates
+// its tools (cart_add, cart_view, cart_checkout) through the template shop_cart, each
+// described for the store it was opened in ("Add a quantity of a product to the cart at
+// postgres://shop/main"). The cart lives in the state the orchestrator keeps and sends
+// with every call, never in worker memory, so any replica can serve any call and rebuild
+// the cart's tools from it. Stock levels and prices are computed from the SKU: the
 // same SKU always gives the same answer, and nothing outside the process is contacted.
 
 // Shop group texts.
@@ -39,6 +42,12 @@ const (
 	OpenCartDescription      = "Open a shopping cart in a store. Call it with the store's connection string to get the tools that fill the cart and check it out."
 	OpenCartStoreDescription = "connection string of the store, such as postgres://shop/main"
 	OpenCartUsageNotes       = "Use cart_add to add a product, cart_view to see the cart, cart_checkout to check it out."
+	CartTemplate             = "shop_cart"
+	CartTemplateDescription  = "The tools of a cart; open_cart creates them for the store it opens the cart in"
+	// The descriptions of the cart's tools, each followed by the cart's store.
+	CartAddDescription      = "Add a quantity of a product to the cart at "
+	CartViewDescription     = "Show the items of the cart at "
+	CartCheckoutDescription = "Check out (summarise and empty) the cart at "
 )
 
 // ErrNoCart is the error of a cart tool called without an open cart.
@@ -82,10 +91,12 @@ func shopGroup(wrap Wrap) worker.Group {
 	pricing := wrap.all([]tool.Tool{
 		tool.MustFunc("price_quote", "Quote the price of a quantity of a product", priceQuoteTool, tool.Idempotent()),
 	})
-	cart := wrap.all([]tool.Tool{
-		tool.MustFunc("cart_add", "Add a quantity of a product to the open cart", cartAdd),
-		tool.MustFunc("cart_view", "Show the store and the items of the open cart", cartView, tool.Idempotent()),
-		tool.MustFunc("cart_checkout", "Check out the open cart: summarise it and empty it", cartCheckout),
+	cart := tool.NewTemplate(CartTemplate, CartTemplateDescription, func(_ context.Context, state []byte) ([]tool.Tool, error) {
+		c, err := readCart(state)
+		if err != nil {
+			return nil, err
+		}
+		return wrap.all(CartTools(c.Store)), nil
 	})
 	catalog := tool.Of(CatalogFacade, CatalogDescription, []tool.Tool{
 		tool.Of(InventoryFacade, InventoryDescription, []tool.Tool{
@@ -94,12 +105,13 @@ func shopGroup(wrap Wrap) worker.Group {
 		tool.Of(PricingFacade, PricingDescription, pricing),
 	})
 	openCart := tool.Selectable(OpenCartFacade, OpenCartDescription,
-		schema.Params(schema.String("store", OpenCartStoreDescription)), cart,
+		schema.Params(schema.String("store", OpenCartStoreDescription)), []tool.Tool{cart},
 		tool.SelectorFunc(func(ctx context.Context, input string) ([]tool.Tool, error) {
-			if err := openCartSelect(ctx, input); err != nil {
+			state, err := openCartSelect(ctx, input)
+			if err != nil {
 				return nil, err
 			}
-			return cart, nil
+			return cart.Create(ctx, state)
 		}),
 		tool.UsageNotes(OpenCartUsageNotes))
 	return worker.Group{
@@ -112,20 +124,59 @@ func shopGroup(wrap Wrap) worker.Group {
 	}
 }
 
-// openCartSelect binds a new, empty cart of the store to the call's state.
-func openCartSelect(ctx context.Context, input string) error {
+// CartTools are the tools of a cart in store, as the template shop_cart creates them.
+func CartTools(store string) []tool.Tool {
+	return []tool.Tool{
+		tool.MustFunc("cart_add", CartAddDescription+store, cartAdd),
+		tool.MustFunc("cart_view", CartViewDescription+store, cartView, tool.Idempotent()),
+		tool.MustFunc("cart_checkout", CartCheckoutDescription+store, cartCheckout),
+	}
+}
+
+// maxStoreBytes bounds a store's connection string: it is part of the cart tools'
+// descriptions.
+const maxStoreBytes = 256
+
+// openCartSelect binds a new, empty cart of the store to the call's state and returns
+// that state.
+func openCartSelect(ctx context.Context, input string) ([]byte, error) {
 	var in OpenCart
 	if err := json.Unmarshal([]byte(input), &in); err != nil {
-		return fmt.Errorf("the arguments are not a JSON object with a store: %v", err)
+		return nil, fmt.Errorf("the arguments are not a JSON object with a store: %v", err)
 	}
-	if strings.TrimSpace(in.Store) == "" {
-		return errors.New("store is empty: give the store's connection string, such as postgres://shop/main")
+	if err := checkStore(in.Store); err != nil {
+		return nil, err
 	}
 	st := tool.StateFrom(ctx)
 	if st == nil {
-		return errors.New("open_cart has no state to keep the cart in: it must be called through the orchestrator")
+		return nil, errors.New("open_cart has no state to keep the cart in: it must be called through the orchestrator")
 	}
-	return saveCart(st, Cart{Store: in.Store})
+	if err := saveCart(st, Cart{Store: in.Store}); err != nil {
+		return nil, err
+	}
+	return st.Bytes(), nil
+}
+
+func checkStore(store string) error {
+	switch {
+	case strings.TrimSpace(store) == "":
+		return errors.New("store is empty: give the store's connection string, such as postgres://shop/main")
+	case len(store) > maxStoreBytes || strings.ContainsAny(store, "\r\n"):
+		return fmt.Errorf("store is not a connection string: one line of at most %d bytes, such as postgres://shop/main", maxStoreBytes)
+	}
+	return nil
+}
+
+// readCart reads a cart from state.
+func readCart(state []byte) (Cart, error) {
+	if len(state) == 0 {
+		return Cart{}, ErrNoCart
+	}
+	var c Cart
+	if err := json.Unmarshal(state, &c); err != nil || checkStore(c.Store) != nil {
+		return Cart{}, fmt.Errorf("the cart cannot be read (call open_cart to open a new one): %q", state)
+	}
+	return c, nil
 }
 
 // StockLevel is the number of units of sku in stock, 0 to 99.
@@ -247,13 +298,9 @@ func cartCheckout(ctx context.Context, _ none) (string, error) {
 // loadCart reads the cart from the call's state.
 func loadCart(ctx context.Context) (*tool.State, Cart, error) {
 	st := tool.StateFrom(ctx)
-	b := st.Bytes()
-	if len(b) == 0 {
-		return nil, Cart{}, ErrNoCart
-	}
-	var c Cart
-	if err := json.Unmarshal(b, &c); err != nil || c.Store == "" {
-		return nil, Cart{}, fmt.Errorf("the cart cannot be read (call open_cart to open a new one): %q", b)
+	c, err := readCart(st.Bytes())
+	if err != nil {
+		return nil, Cart{}, err
 	}
 	return st, c, nil
 }

@@ -259,6 +259,18 @@ groups:
 	if err != nil || res.IsError || !strings.HasPrefix(text(res), "Tools now available: cart_add") {
 		t.Fatalf("open_cart: %q %v", text(res), err)
 	}
+	// The cart's tools were created for the store: their descriptions say which.
+	listed, err := session.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc := map[string]string{}
+	for _, tl := range listed.Tools {
+		desc[tl.Name] = tl.Description
+	}
+	if got := desc["cart_add"]; got != "Add a quantity of a product to the cart at postgres://shop/main" {
+		t.Errorf("cart_add is described %q", got)
+	}
 	res, err = session.CallTool(ctx, &sdk.CallToolParams{Name: "cart_add", Arguments: map[string]any{"sku": "A-100", "quantity": 2}})
 	if err != nil || res.IsError {
 		t.Errorf("cart_add: %q %v", text(res), err)

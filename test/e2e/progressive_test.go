@@ -203,7 +203,8 @@ func TestStatefulCartAcrossReplicas(t *testing.T) {
 	var m *mesh
 	var opener string
 	var openerMu sync.Mutex
-	model := &turnModel{turns: []modelTurn{
+	const prompt = "Buy things"
+	model := &promptModel{scripts: map[string]*turnModel{prompt: {turns: []modelTurn{
 		{calls: [][2]string{{"open_cart", `{"store":"postgres://shop/main"}`}}},
 		{calls: [][2]string{{"cart_add", `{"sku":"A-100","quantity":2}`}}},
 		{calls: [][2]string{{"cart_add", `{"sku":"B-200","quantity":3}`}}},
@@ -215,7 +216,7 @@ func TestStatefulCartAcrossReplicas(t *testing.T) {
 		}},
 		{calls: [][2]string{{"cart_checkout", `{}`}}},
 		{text: "Checked out."},
-	}}
+	}}}}
 	useModel(t, model)
 	m = startMesh(t, "", "provider: {name: openai}")
 	m.startWorker("shop-1", "shop")
@@ -223,7 +224,7 @@ func TestStatefulCartAcrossReplicas(t *testing.T) {
 	m.waitWorkers("shop-1", "shop-2")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	evs, err := m.run(ctx, &toolpb.RunRequest{Prompt: "Buy things", ToolGroups: []string{"shop"}}, func(ev *toolpb.RunResponse) {
+	evs, err := m.run(ctx, &toolpb.RunRequest{Prompt: prompt, ToolGroups: []string{"shop"}}, func(ev *toolpb.RunResponse) {
 		if f := ev.GetToolCallFinished(); f != nil && f.GetTool() == "open_cart" {
 			openerMu.Lock()
 			opener = f.GetWorkerId()
@@ -263,4 +264,24 @@ func TestStatefulCartAcrossReplicas(t *testing.T) {
 		t.Errorf("cart_checkout = %q", got)
 	}
 	delete(m.workers, opener) // killed on purpose
+	// open_cart created the cart's tools for the store: the model reads the store in
+	// their descriptions from the next request on, through the replica that never ran
+	// the selector too.
+	reqs := model.requests(prompt)
+	if len(reqs) != 7 {
+		t.Fatalf("the model got %d requests, want 7", len(reqs))
+	}
+	for i, req := range reqs[1:] {
+		descs := map[string]string{}
+		for _, o := range req.tools {
+			descs[o.Name] = o.Description
+		}
+		want := map[string]string{"cart_add": "Add a quantity of a product to the cart at postgres://shop/main",
+			"cart_view": "Show the items of the cart at postgres://shop/main", "cart_checkout": "Check out (summarise and empty) the cart at postgres://shop/main"}
+		for name, d := range want {
+			if descs[name] != d {
+				t.Errorf("request %d: %s is described %q, want %q", i+2, name, descs[name], d)
+			}
+		}
+	}
 }
