@@ -11,7 +11,7 @@ import (
 // TestGroupNames: -groups accepts every example group, library among them, and names
 // them all when it is given one it does not know.
 func TestGroupNames(t *testing.T) {
-	want := []string{"crm", "database", "faults", "library", "math", "payments", "shop", "text", "users"}
+	want := []string{"crm", "database", "faults", "handbook", "library", "math", "payments", "shop", "text", "users"}
 	if diff := cmp.Diff(want, groupNames()); diff != "" {
 		t.Errorf("group names (-want +got):\n%s", diff)
 	}
@@ -27,7 +27,7 @@ func TestGroupNames(t *testing.T) {
 		t.Errorf("-groups 'math, library' serves %v", roles)
 	}
 	_, err = buildGroups("libraries", 0, nil)
-	if err == nil || err.Error() != `-groups: unknown group "libraries" (available: crm, database, faults, library, math, payments, shop, text, users, echo_<name>)` {
+	if err == nil || err.Error() != `-groups: unknown group "libraries" (available: crm, database, faults, handbook, library, math, payments, shop, text, users, echo_<name>)` {
 		t.Errorf("an unknown group: %v", err)
 	}
 }

@@ -200,7 +200,7 @@ func TestWithDelay(t *testing.T) {
 
 func TestGroups(t *testing.T) {
 	gs := examplegroups.Groups()
-	if len(gs) != 9 || gs["database"]().Role != "database" || gs["library"]().Role != "library" || gs["payments"]().Role != "payments" || gs["users"]().Role != "users" || gs["crm"]().Role != "crm" || gs["faults"]().Role != "faults" || gs["math"]().Role != "math" || gs["text"]().Role != "text" || gs["shop"]().Role != "shop" {
+	if len(gs) != 10 || gs["handbook"]().Role != "handbook" || gs["database"]().Role != "database" || gs["library"]().Role != "library" || gs["payments"]().Role != "payments" || gs["users"]().Role != "users" || gs["crm"]().Role != "crm" || gs["faults"]().Role != "faults" || gs["math"]().Role != "math" || gs["text"]().Role != "text" || gs["shop"]().Role != "shop" {
 		t.Errorf("Groups() = %v", gs)
 	}
 	for _, name := range []string{"math", "text", "shop", "library", "echo_x"} {

@@ -40,6 +40,7 @@ func constructors() map[string]func(Wrap) worker.Group {
 		PaymentsRole: paymentsGroup,
 		LibraryRole:  libraryGroup,
 		DatabaseRole: databaseGroup,
+		HandbookRole: handbookGroup,
 	}
 }
 

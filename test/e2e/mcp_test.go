@@ -220,18 +220,9 @@ groups:
 	if got := strings.Join(names(), ","); got != "catalog,echo,math,open_cart,show_context_a" {
 		t.Fatalf("tools %s", got)
 	}
-	text := func(res *sdk.CallToolResult) string {
-		var parts []string
-		for _, c := range res.Content {
-			if tc, ok := c.(*sdk.TextContent); ok {
-				parts = append(parts, tc.Text)
-			}
-		}
-		return strings.Join(parts, "\n")
-	}
 	res, err := session.CallTool(ctx, &sdk.CallToolParams{Name: "math", Arguments: map[string]any{}})
-	if err != nil || res.IsError || !strings.HasPrefix(text(res), "Tools now available: add, subtract, multiply, divide") {
-		t.Fatalf("math facade: %v %v", text(res), err)
+	if err != nil || res.IsError || !strings.HasPrefix(mcpText(res), "Tools now available: add, subtract, multiply, divide") {
+		t.Fatalf("math facade: %v %v", mcpText(res), err)
 	}
 	select {
 	case <-changed:
@@ -242,22 +233,44 @@ groups:
 		t.Errorf("tools after unfolding %v", got)
 	}
 	res, err = session.CallTool(ctx, &sdk.CallToolParams{Name: "add", Arguments: map[string]any{"a": 2, "b": 3}})
-	if err != nil || res.IsError || text(res) != "5" {
-		t.Errorf("add: %q %v", text(res), err)
+	if err != nil || res.IsError || mcpText(res) != "5" {
+		t.Errorf("add: %q %v", mcpText(res), err)
 	}
 	res, err = session.CallTool(ctx, &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "via mcp"}})
-	if err != nil || text(res) != "echo: via mcp" {
-		t.Errorf("echo: %q %v", text(res), err)
+	if err != nil || mcpText(res) != "echo: via mcp" {
+		t.Errorf("echo: %q %v", mcpText(res), err)
 	}
 	res, err = session.CallTool(ctx, &sdk.CallToolParams{Name: "show_context_a", Arguments: map[string]any{}, Meta: sdk.Meta{"tenantId": "acme"}})
-	if err != nil || !strings.Contains(text(res), `"tenantId":"acme"`) || !strings.Contains(text(res), `"x-tenant-id":"from-header"`) {
-		t.Errorf("show_context_a: %q %v", text(res), err)
+	if err != nil || !strings.Contains(mcpText(res), `"tenantId":"acme"`) || !strings.Contains(mcpText(res), `"x-tenant-id":"from-header"`) {
+		t.Errorf("show_context_a: %q %v", mcpText(res), err)
 	}
+	checkCartOverMCP(ctx, t, session)
+	res, err = session.CallTool(ctx, &sdk.CallToolParams{Name: "add", Arguments: map[string]any{"a": "two"}})
+	if err != nil || !res.IsError || !strings.Contains(mcpText(res), "invalid arguments for tool 'add'") {
+		t.Errorf("bad arguments: %q %v", mcpText(res), err)
+	}
+}
+
+// mcpText is the text content of res, one part a line.
+func mcpText(res *sdk.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*sdk.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// checkCartOverMCP: through the MCP endpoint, open_cart runs its selector on the worker
+// and creates the cart's tools for the store; they keep the cart for the session.
+func checkCartOverMCP(ctx context.Context, t *testing.T, session *sdk.ClientSession) {
+	t.Helper()
 	// A selectable facade: its selector runs on the worker, and the cart tools it selects
 	// keep their state for this session.
-	res, err = session.CallTool(ctx, &sdk.CallToolParams{Name: "open_cart", Arguments: map[string]any{"store": "postgres://shop/main"}})
-	if err != nil || res.IsError || !strings.HasPrefix(text(res), "Tools now available: cart_add") {
-		t.Fatalf("open_cart: %q %v", text(res), err)
+	res, err := session.CallTool(ctx, &sdk.CallToolParams{Name: "open_cart", Arguments: map[string]any{"store": "postgres://shop/main"}})
+	if err != nil || res.IsError || !strings.HasPrefix(mcpText(res), "Tools now available: cart_add") {
+		t.Fatalf("open_cart: %q %v", mcpText(res), err)
 	}
 	// The cart's tools were created for the store: their descriptions say which.
 	listed, err := session.ListTools(ctx, nil)
@@ -273,15 +286,11 @@ groups:
 	}
 	res, err = session.CallTool(ctx, &sdk.CallToolParams{Name: "cart_add", Arguments: map[string]any{"sku": "A-100", "quantity": 2}})
 	if err != nil || res.IsError {
-		t.Errorf("cart_add: %q %v", text(res), err)
+		t.Errorf("cart_add: %q %v", mcpText(res), err)
 	}
 	res, err = session.CallTool(ctx, &sdk.CallToolParams{Name: "cart_view", Arguments: map[string]any{}})
-	if err != nil || text(res) != `{"store":"postgres://shop/main","items":[{"sku":"A-100","quantity":2}]}` {
-		t.Errorf("cart_view: %q %v", text(res), err)
-	}
-	res, err = session.CallTool(ctx, &sdk.CallToolParams{Name: "add", Arguments: map[string]any{"a": "two"}})
-	if err != nil || !res.IsError || !strings.Contains(text(res), "invalid arguments for tool 'add'") {
-		t.Errorf("bad arguments: %q %v", text(res), err)
+	if err != nil || mcpText(res) != `{"store":"postgres://shop/main","items":[{"sku":"A-100","quantity":2}]}` {
+		t.Errorf("cart_view: %q %v", mcpText(res), err)
 	}
 }
 
