@@ -1,10 +1,15 @@
 package examplegroups
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"image"
+	"image/color"
+	"image/png"
 	"strings"
 
+	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 	"github.com/toolmesh/toolmesh/pkg/worker"
@@ -13,7 +18,8 @@ import (
 // The handbook group shows a one-shot tool across replicas: read_handbook runs at most
 // once per tool loop, whichever replica serves it, because the worker registers it as
 // once per loop and the orchestrator answers the repeated calls of a loop itself. Its
-// replicas keep no count of their own.
+// replicas keep no count of their own. handbook_poster returns a blob, a PNG, as its
+// artifact: it reaches sinks, assets and the blackboard as a JSON artifact does.
 
 // Handbook group texts.
 const (
@@ -24,6 +30,11 @@ const (
 	HandbookAdvice      = "Follow the handbook above."
 	HandbookSectionTool = "handbook_section"
 	HandbookSectionDesc = "Read one section of the team handbook by its title"
+	HandbookPosterTool  = "handbook_poster"
+	HandbookPosterDesc  = "Render the handbook's poster for the team room, a PNG image"
+	// HandbookPosterType is the type name of the poster's artifact, a blob of
+	// image/png.
+	HandbookPosterType = "handbook.Poster"
 )
 
 // HandbookSections are the handbook's sections, in order.
@@ -66,7 +77,15 @@ func handbookGroup(wrap Wrap) worker.Group {
 		}
 		return "", fmt.Errorf("the handbook has no section %q: its sections are %s", in.Title, strings.Join(titles, ", "))
 	}, tool.Idempotent())
-	tools := wrap.all([]tool.Tool{read, section})
+	poster := tool.New(HandbookPosterTool, HandbookPosterDesc, schema.Empty(), func(context.Context, string) (tool.Result, error) {
+		b, err := HandbookPoster()
+		if err != nil {
+			return tool.Result{}, err
+		}
+		return tool.ArtifactResult(fmt.Sprintf("Rendered the poster (image/png, %d bytes)", len(b)),
+			tool.Artifact{TypeName: HandbookPosterType, Data: b, MediaType: "image/png"}), nil
+	}, tool.Idempotent())
+	tools := wrap.all([]tool.Tool{read, section, poster})
 	tools[0] = toolctx.OneShotPerLoop(tools[0], HandbookAdvice)
 	return worker.Group{
 		Role:        HandbookRole,
@@ -75,4 +94,22 @@ func handbookGroup(wrap Wrap) worker.Group {
 		Version:     "1.0.0",
 		Tools:       tools,
 	}
+}
+
+// HandbookPoster is the poster handbook_poster renders: a PNG of 48×16 pixels, one band
+// of colour per section, always the same bytes.
+func HandbookPoster() ([]byte, error) {
+	img := image.NewNRGBA(image.Rect(0, 0, 48, 16))
+	for x := range 48 {
+		band := x * len(HandbookSections) / 48
+		c := color.NRGBA{R: uint8(80 * band), G: 120, B: uint8(255 - 80*band), A: 255}
+		for y := range 16 {
+			img.SetNRGBA(x, y, c)
+		}
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }

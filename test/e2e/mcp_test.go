@@ -11,10 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/toolmesh/toolmesh/internal/examplegroups"
 	"github.com/toolmesh/toolmesh/internal/harness"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
@@ -346,5 +348,59 @@ groups:
 		if _, ok := meta["Authorization"]; ok {
 			t.Errorf("the token travelled in _meta too: %v", meta)
 		}
+	}
+}
+
+// TestMCPToolsRedescribedAndFiltered: through the orchestrator process, the config
+// re-describes an MCP server's tool (tools.echo.note) and a worker's
+// (tools.read_handbook.description), and drops an MCP tool with the CEL exclude_when;
+// the model reads the new descriptions, and the excluded tool is never offered.
+func TestMCPToolsRedescribedAndFiltered(t *testing.T) {
+	srv := startMetaServer(t)
+	const prompt = "Echo."
+	model := &promptModel{scripts: map[string]*turnModel{prompt: {turns: []modelTurn{
+		{calls: [][2]string{{"echo", `{"text":"hi"}`}}},
+		{text: "done"},
+	}}}}
+	useModel(t, model)
+	m := startMesh(t, "", `
+provider: {name: openai}
+mcp_servers:
+  meta: {url: `+srv.url+`}
+groups:
+  meta:
+    mcp: {server: meta, exclude_when: 'description.contains("Filtered")'}
+tools:
+  echo: {note: Only echo what the user wrote}
+  read_handbook: {description: The handbook of the platform team}
+`)
+	m.startWorker("handbook-1", "handbook")
+	m.waitWorkers("handbook-1")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	evs, err := m.run(ctx, &toolpb.RunRequest{Prompt: prompt, ToolGroups: []string{"meta", "handbook"}}, nil)
+	if err != nil {
+		m.dump()
+		t.Fatal(err)
+	}
+	if f := finished(evs, 0); len(f) != 1 || f[0].GetContent() != "echo: hi" {
+		t.Errorf("calls %v", f)
+	}
+	reqs := model.requests(prompt)
+	if len(reqs) != 2 {
+		t.Fatalf("the model got %d requests, want 2", len(reqs))
+	}
+	got := map[string]string{}
+	for _, o := range reqs[0].tools {
+		got[o.Name] = o.Description
+	}
+	want := map[string]string{
+		"echo":                            "Echoes its text.. Only echo what the user wrote",
+		examplegroups.HandbookTool:        "The handbook of the platform team",
+		examplegroups.HandbookSectionTool: examplegroups.HandbookSectionDesc,
+		examplegroups.HandbookPosterTool:  examplegroups.HandbookPosterDesc,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the tools the model read (-want +got):\n%s", diff)
 	}
 }

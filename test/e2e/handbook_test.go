@@ -2,11 +2,13 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/toolmesh/toolmesh/internal/examplegroups"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
@@ -97,4 +99,66 @@ func TestOncePerLoopAcrossWorkerProcesses(t *testing.T) {
 		}
 	}
 	delete(m.workers, killed) // killed on purpose
+}
+
+// TestBlobFromAWorkerProcess: handbook_poster, in a worker process, returns a PNG as its
+// artifact; its bytes cross the wire unchanged and reach the run's assets (the
+// asset_added event and GetRun) and, through the config's sink, the blackboard, whose
+// tools describe it by type, media type and size.
+func TestBlobFromAWorkerProcess(t *testing.T) {
+	const prompt = "Make the poster."
+	model := &promptModel{scripts: map[string]*turnModel{prompt: {turns: []modelTurn{
+		{calls: [][2]string{{examplegroups.HandbookPosterTool, `{}`}}},
+		{calls: [][2]string{{"blackboard_list", `{}`}}},
+		{text: "Here is the poster."},
+	}}}}
+	useModel(t, model)
+	m := startMesh(t, "", `
+provider: {name: openai}
+groups:
+  handbook:
+    assets: [{type: Poster}]
+    artifacts: [{type: Poster, sinks: [blackboard]}]
+  blackboard:
+    offer: flat
+`)
+	m.startWorker("handbook-1", "handbook")
+	m.waitWorkers("handbook-1")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	png, err := examplegroups.HandbookPoster()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var assets []*toolpb.Asset
+	evs, err := m.run(ctx, &toolpb.RunRequest{RunId: "poster-1", Prompt: prompt, ToolGroups: []string{"handbook", "blackboard"}}, func(ev *toolpb.RunResponse) {
+		if a := ev.GetAssetAdded(); a != nil {
+			assets = append(assets, a.GetAsset())
+		}
+	})
+	if err != nil {
+		m.dump()
+		t.Fatal(err)
+	}
+	content := map[string]string{}
+	for _, f := range finished(evs, 0) {
+		content[f.GetTool()] = f.GetContent()
+	}
+	if got, want := content["blackboard_list"], fmt.Sprintf("Blackboard contains 1 object(s):\n[0] Poster (image/png, %d bytes)", len(png)); got != want {
+		t.Errorf("blackboard_list = %q, want %q", got, want)
+	}
+	want := &toolpb.BlackboardObject{TypeName: examplegroups.HandbookPosterType, Data: png, MediaType: "image/png", Size: int64(len(png))}
+	if len(assets) != 1 || !proto.Equal(assets[0].GetObject(), want) || assets[0].GetTool() != examplegroups.HandbookPosterTool {
+		t.Errorf("asset_added events %v, want one of %v", assets, want)
+	}
+	r, err := m.c.GetRun(ctx, "poster-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.GetAssets()) != 1 || !proto.Equal(r.GetAssets()[0].GetObject(), want) {
+		t.Errorf("GetRun assets %v", r.GetAssets())
+	}
+	if len(r.GetBlackboard()) != 1 || !proto.Equal(r.GetBlackboard()[0], want) {
+		t.Errorf("GetRun blackboard %v", r.GetBlackboard())
+	}
 }
