@@ -53,9 +53,10 @@ func HandbookText() string {
 	return strings.Join(lines, "\n")
 }
 
-// Section is the input of handbook_section.
+// Section is the input of handbook_section: its schema lists the titles (an enum), so
+// the orchestrator refuses any other title before the call leaves.
 type Section struct {
-	Title string `json:"title" jsonschema:"the section's title, such as Releases"`
+	Title string `json:"title" jsonschema:"the section's title" enum:"Releases,Reviews,On call"`
 }
 
 // Handbook returns the handbook group.

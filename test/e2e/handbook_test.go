@@ -29,7 +29,7 @@ func TestOncePerLoopAcrossWorkerProcesses(t *testing.T) {
 	model := &promptModel{scripts: map[string]*turnModel{
 		prompt1: {turns: []modelTurn{
 			{calls: [][2]string{read}},
-			{calls: [][2]string{read, {examplegroups.HandbookSectionTool, `{"title":"releases"}`}}, before: func() {
+			{calls: [][2]string{read, {examplegroups.HandbookSectionTool, `{"title":"Releases"}`}}, before: func() {
 				select {
 				case w := <-first:
 					_ = m.workers[w].Kill() // the repeats must not need it

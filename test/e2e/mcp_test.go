@@ -403,4 +403,10 @@ tools:
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("the tools the model read (-want +got):\n%s", diff)
 	}
+	// The worker's typed tool registered its enum, which the model reads.
+	for _, o := range reqs[0].tools {
+		if o.Name == examplegroups.HandbookSectionTool && !strings.Contains(o.Parameters, `"enum":["Releases","Reviews","On call"]`) {
+			t.Errorf("%s's parameters %s, want the titles' enum", o.Name, o.Parameters)
+		}
+	}
 }
