@@ -358,8 +358,12 @@ groups:
 func TestMCPToolsRedescribedAndFiltered(t *testing.T) {
 	srv := startMetaServer(t)
 	const prompt = "Echo."
+	const named = "Echo, with one tool."
 	model := &promptModel{scripts: map[string]*turnModel{prompt: {turns: []modelTurn{
 		{calls: [][2]string{{"echo", `{"text":"hi"}`}}},
+		{text: "done"},
+	}}, named: {turns: []modelTurn{
+		{calls: [][2]string{{"echo", `{"text":"again"}`}}},
 		{text: "done"},
 	}}}}
 	useModel(t, model)
@@ -402,6 +406,17 @@ tools:
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("the tools the model read (-want +got):\n%s", diff)
+	}
+	// A run may name one MCP tool (beside a worker's) in tools: it is offered those alone.
+	evs, err = m.run(ctx, &toolpb.RunRequest{Prompt: named, Tools: []string{"echo", examplegroups.HandbookSectionTool}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := finished(evs, 0); len(f) != 1 || f[0].GetContent() != "echo: again" {
+		t.Errorf("calls of the run naming its tools %v", f)
+	}
+	if r := model.requests(named); len(r) == 0 || len(r[0].tools) != 2 || r[0].tools[0].Name != "echo" || r[0].tools[1].Name != examplegroups.HandbookSectionTool {
+		t.Errorf("the run naming echo and handbook_section offered %v", r)
 	}
 	// The worker's typed tool registered its enum, which the model reads.
 	for _, o := range reqs[0].tools {
