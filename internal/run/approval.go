@@ -289,11 +289,15 @@ func (a *approver) poke(key string) {
 // Approve decides on a call of a run that waits for approval: approve lets it run, a
 // denial reaches the model as an error result. Any replica sharing the journal decides
 // for any run. ErrNotFound for an unknown run, ErrNoApproval when the run waits for no
-// approval of that call; loopID picks among calls of the same id in nested loops.
-func (s *Service) Approve(ctx context.Context, runID, loopID, callID string, approve bool, reason string) error {
-	d := runlog.Decision{Approve: approve, Reason: reason, By: s.owner}
+// approval of that call; loopID picks among calls of the same id in nested loops. by is
+// who decided (the verified caller); empty: "client via <this orchestrator>".
+func (s *Service) Approve(ctx context.Context, runID, loopID, callID string, approve bool, reason, by string) error {
+	d := runlog.Decision{Approve: approve, Reason: reason, By: by}
 	if d.By == "" {
 		d.By = "client"
+		if s.owner != "" {
+			d.By = "client via " + s.owner
+		}
 	}
 	r := s.store.get(runID)
 	var ap *approver

@@ -191,6 +191,11 @@ func (d *driver) startLoop() {
 	ctx, span := s.tel.StartRun(d.ctx, telemetry.RunAttrs{RunID: r.id, LoopID: loopID, Provider: p.provider.Name(), Model: p.model})
 	d.span = span
 	s.tel.ContextAttributes(span, p.bag)
+	facts := Facts{Agent: p.req.Agent, Model: llm.Label(p.provider, p.model)}
+	if sc := span.SpanContext(); sc.HasTraceID() {
+		facts.TraceID = sc.TraceID().String()
+	}
+	r.setFacts(facts)
 	observer := &serialObserver{observe: d.observe, j: j}
 	d.observer = observer
 	r.setObserver(observer)

@@ -7,12 +7,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/failpoint"
+	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/runlog"
 	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/pkg/tool"
@@ -93,7 +96,8 @@ func (s *Service) openJournal(ctx context.Context, j *journal, id, loopID string
 	// The run and its request are created together: a run the journal holds can always
 	// be resumed from its request.
 	data, _ := toolinternal.MarshalJSON(requestRecord{RunID: id, LoopID: loopID, Started: started, Wire: p.req.Wire, Tenant: p.req.Tenant,
-		Versions: s.router.Versions(offeredRoles(p.req, s.cfg.Loop.DefaultToolGroups), p.req.Tools)})
+		Versions: s.router.Versions(offeredRoles(p.req, s.cfg.Loop.DefaultToolGroups), p.req.Tools),
+		Agent:    p.req.Agent, Model: llm.Label(p.provider, p.model)})
 	lease, err := s.journal.Create(ctx, id, s.owner, s.leaseTTL(), runlog.Record{Seq: 1, Kind: runlog.KindRequest, Time: time.Now(), Data: data})
 	switch {
 	case errors.Is(err, runlog.ErrExists):
@@ -114,7 +118,7 @@ func (s *Service) openJournal(ctx context.Context, j *journal, id, loopID string
 
 func endOf(snap Snapshot) endRecord {
 	e := endRecord{State: endState{snap.State}, FinalText: snap.FinalText, Reason: snap.Reason, Iterations: snap.Iterations,
-		ToolCalls: snap.ToolCalls, Usage: snap.Usage, CostUSD: snap.CostUSD, Ended: snap.Ended}
+		ToolCalls: snap.ToolCalls, Usage: snap.Usage, CostUSD: snap.CostUSD, Ended: snap.Ended, TraceID: snap.TraceID}
 	if snap.Err != nil {
 		e.Error = snap.Err.Error()
 	}
@@ -486,11 +490,14 @@ type Summary struct {
 	Records int64
 	Started time.Time
 	Updated time.Time
+	// Facts are read with facts only (the agent and model; no trace id).
+	Facts
 }
 
 // List lists the journal's runs by id: those in state (0: all) after the id after, at
-// most limit.
-func (s *Service) List(ctx context.Context, state runlog.State, after string, limit int) ([]Summary, error) {
+// most limit; with facts, each with what it was started with (a read of its request
+// record each).
+func (s *Service) List(ctx context.Context, state runlog.State, after string, limit int, facts bool) ([]Summary, error) {
 	if s.journal == nil {
 		return nil, fmt.Errorf("%w: this orchestrator keeps no journal (journal.driver)", ErrUnavailable)
 	}
@@ -511,7 +518,11 @@ func (s *Service) List(ctx context.Context, state runlog.State, after string, li
 		if state != "" && st != state {
 			continue // a legacy "ended" run of the other kind
 		}
-		out = append(out, Summary{ID: r.ID, State: st, Owner: r.Owner, Records: r.Records, Started: r.Created, Updated: r.Updated})
+		sum := Summary{ID: r.ID, State: st, Owner: r.Owner, Records: r.Records, Started: r.Created, Updated: r.Updated}
+		if facts {
+			sum.Facts, _ = s.factsOf(ctx, r.ID) // a run whose request cannot be read lists without
+		}
+		out = append(out, sum)
 	}
 	return out, nil
 }
@@ -537,6 +548,7 @@ func (s *Service) fromJournal(ctx context.Context, id string) (Snapshot, error) 
 		return Snapshot{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	snap := Snapshot{ID: id, State: run.State.Current(), Started: run.Created}
+	snap.Facts, _ = s.factsOf(ctx, id)
 	if run.State == runlog.StateHeld {
 		snap.Err = fmt.Errorf("%w: %s", ErrDamaged, run.Note)
 		return snap, nil
@@ -551,12 +563,35 @@ func (s *Service) fromJournal(ctx context.Context, id string) (Snapshot, error) 
 		if json.Unmarshal(recs[0].Data, &e) == nil {
 			snap.State, snap.FinalText, snap.Reason = e.State.State, e.FinalText, e.Reason
 			snap.Iterations, snap.ToolCalls, snap.Usage, snap.CostUSD, snap.Ended = e.Iterations, e.ToolCalls, e.Usage, e.CostUSD, e.Ended
+			snap.TraceID = e.TraceID
 			if e.Error != "" {
 				snap.Err = errors.New(e.Error)
 			}
 		}
 	}
 	return snap, nil
+}
+
+// factsOf reads what run id was started with from its request record. A record of an
+// earlier version names no model, and its agent only in the request.
+func (s *Service) factsOf(ctx context.Context, id string) (Facts, error) {
+	recs, err := s.journal.Read(ctx, id, 0, 1, runlog.KindRequest)
+	if err != nil || len(recs) == 0 {
+		return Facts{}, err
+	}
+	var rr requestRecord
+	if err := json.Unmarshal(recs[0].Data, &rr); err != nil {
+		return Facts{}, err
+	}
+	f := Facts{Agent: rr.Agent, Model: rr.Model}
+	if f.Agent == "" {
+		var w struct {
+			Agent string `json:"agent"`
+		}
+		_ = json.Unmarshal(rr.Wire, &w)
+		f.Agent = w.Agent
+	}
+	return f, nil
 }
 
 // Maintain takes over runs whose owner went away and prunes finished runs past
@@ -586,4 +621,35 @@ func (s *Service) Maintain(ctx context.Context) {
 			s.log.Warn("pruning the journal", "error", err.Error())
 		}
 	}
+}
+
+// TenantUsage is a tenant's use of its quotas on this orchestrator.
+type TenantUsage struct {
+	Tenant string
+	// Running are its runs in progress here; MaxRunning its bound (0: none of its own).
+	Running, MaxRunning int
+	// ToolCallsPerMinute and ModelCallsPerMinute are its buckets' sizes (0: unbounded);
+	// ToolCallsAvailable and ModelCallsAvailable what they hold now.
+	ToolCallsPerMinute, ModelCallsPerMinute int
+	ToolCallsAvailable, ModelCallsAvailable float64
+}
+
+// Tenants reports the use of the quotas of each configured tenant, sorted by name.
+func (s *Service) Tenants() []TenantUsage {
+	names := slices.Sorted(maps.Keys(s.cfg.Tenants))
+	out := make([]TenantUsage, 0, len(names))
+	now := time.Now()
+	for _, name := range names {
+		t := s.cfg.Tenants[name]
+		u := TenantUsage{Tenant: name, Running: s.store.tenantLive(name), MaxRunning: t.MaxConcurrentRuns,
+			ToolCallsPerMinute: t.ToolCallsPerMinute, ModelCallsPerMinute: t.ModelCallsPerMinute}
+		if n := t.ToolCallsPerMinute; n > 0 {
+			u.ToolCallsAvailable = max(0, s.perMinute(&s.rates, name, n).TokensAt(now))
+		}
+		if n := t.ModelCallsPerMinute; n > 0 {
+			u.ModelCallsAvailable = max(0, s.perMinute(&s.modelRates, name, n).TokensAt(now))
+		}
+		out = append(out, u)
+	}
+	return out
 }

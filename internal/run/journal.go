@@ -61,6 +61,9 @@ type requestRecord struct {
 	// Versions are the versions of the workers' tool groups the run was offered when it
 	// started, by role: a run taken over keeps their definitions (Request.Pinned).
 	Versions map[string]string `json:"versions,omitempty"`
+	// Agent and Model are what the run was started with (Facts), for listings.
+	Agent string `json:"agent,omitempty"`
+	Model string `json:"model,omitempty"`
 }
 
 // dispatchRecord is one attempt of a call, recorded before it leaves.
@@ -96,6 +99,8 @@ type endRecord struct {
 	Usage      llm.Usage `json:"usage"`
 	CostUSD    float64   `json:"cost_usd"`
 	Ended      time.Time `json:"ended"`
+	// TraceID is the trace of the run's spans on the replica that ended it.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // pending is a record waiting for its commit, and the event it carries with its wire

@@ -256,7 +256,7 @@ func TestLegacyEndedRuns(t *testing.T) {
 		"": {"replanned:replan_requested", "terminated:terminated"}, runlog.StateReplanRequested: {"replanned:replan_requested"},
 		runlog.StateTerminated: {"terminated:terminated"},
 	} {
-		sums, err := s.List(t.Context(), state, "", 10)
+		sums, err := s.List(t.Context(), state, "", 10, false)
 		var got []string
 		for _, sum := range sums {
 			got = append(got, sum.ID+":"+string(sum.State))

@@ -35,6 +35,17 @@ type Snapshot struct {
 	// Loops are the run's loops in the order they started: its own (depth 0), then the
 	// nested loops of agentic tools, each naming its parent. At most MaxLoopsKept.
 	Loops []LoopInfo
+	// Facts are what the run was started with: its agent, model and trace.
+	Facts
+}
+
+// Facts are what a run was started with.
+type Facts struct {
+	// Agent is the agent the request named; Model the run's "provider/model".
+	Agent, Model string
+	// TraceID is the hex W3C trace id of the run's spans; empty when it is not known
+	// (the run was not traced, or it runs on another replica).
+	TraceID string
 }
 
 // MaxLoopsKept bounds the loops a run's record keeps; later ones are counted, not kept.
@@ -142,6 +153,13 @@ func (r *record) snapshot() Snapshot {
 		s.Process = r.proc.Snapshot()
 	}
 	return s
+}
+
+// setFacts records what the run was started with.
+func (r *record) setFacts(f Facts) {
+	r.mu.Lock()
+	r.snap.Facts = f
+	r.mu.Unlock()
 }
 
 func (r *record) setProcess(p *process.Process) {
@@ -317,6 +335,13 @@ func (s *store) startLimited(id, tenant string, tenantMax int, cancel context.Ca
 // admit refuses, as startLimited would, a run of tenant while the orchestrator or the
 // tenant runs its maximum of runs: a refusal before the request is resolved, which
 // costs what a refusal should. startLimited checks again.
+// tenantLive is how many live runs tenant has.
+func (s *store) tenantLive(tenant string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.perTenant[tenant]
+}
+
 func (s *store) admit(tenant string, tenantMax int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -104,7 +104,7 @@ func TestApprovals(t *testing.T) {
 	for _, ev := range evs {
 		if d := ev.GetApprovalDecided(); d != nil {
 			decided++
-			if d.GetApproved() || d.GetReason() != "not on a Friday" || d.GetDecidedBy() != "test" {
+			if d.GetApproved() || d.GetReason() != "not on a Friday" || d.GetDecidedBy() != "client via test" {
 				t.Errorf("decision event %v", d)
 			}
 		}

@@ -105,13 +105,20 @@ var (
 	orchestratorPrefix = "/" + toolpb.OrchestratorService_ServiceDesc.ServiceName + "/"
 )
 
-// callerKey carries the verified tenant of a client call.
+// callerKey carries the verified principal of a client call.
 type callerKey struct{}
 
 // tenantOf is the verified tenant of the call ("" without tenancy).
 func tenantOf(ctx context.Context) string {
-	t, _ := ctx.Value(callerKey{}).(string)
-	return t
+	p, _ := ctx.Value(callerKey{}).(principal)
+	return p.tenant
+}
+
+// whoOf is who the verified client of the call is: its SPIFFE ID, or its token's
+// issuer#subject; "" when nothing authenticated it.
+func whoOf(ctx context.Context) string {
+	p, _ := ctx.Value(callerKey{}).(principal)
+	return p.who
 }
 
 func (a *authorizer) authorize(ctx context.Context, method string) (context.Context, error) {
@@ -137,10 +144,10 @@ func (a *authorizer) authorize(ctx context.Context, method string) (context.Cont
 	if err != nil {
 		return nil, err
 	}
-	if p.tenant == "" {
+	if p == (principal{}) {
 		return ctx, nil
 	}
-	return context.WithValue(ctx, callerKey{}, p.tenant), nil
+	return context.WithValue(ctx, callerKey{}, p), nil
 }
 
 // client authenticates a client by its bearer token (raw, "" for none) or its
@@ -222,6 +229,15 @@ func runKey(tenant, id string) string {
 		return id
 	}
 	return tenant + "/" + id
+}
+
+// keyTenant is the tenant of a run key (see runKey): "" without tenancy.
+func (s *Server) keyTenant(key string) string {
+	if len(s.cfg.Tenants) == 0 {
+		return ""
+	}
+	t, _, _ := strings.Cut(key, "/")
+	return t
 }
 
 // clientRunID is the run id a client knows a run key by (see runKey).

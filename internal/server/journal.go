@@ -82,6 +82,8 @@ func (o *orchestratorServer) WatchRun(req *toolpb.WatchRunRequest, stream toolpb
 }
 
 // ListRuns lists the journal's runs a page at a time; the page token is the last id.
+// The filters on tenant, agent and start time leave runs out of a page, never end the
+// paging early.
 func (o *orchestratorServer) ListRuns(ctx context.Context, req *toolpb.ListRunsRequest) (*toolpb.ListRunsResponse, error) {
 	size := int(req.GetPageSize())
 	switch {
@@ -96,12 +98,30 @@ func (o *orchestratorServer) ListRuns(ctx context.Context, req *toolpb.ListRunsR
 	if _, ok := toolpb.RunState_name[int32(req.GetState())]; !ok {
 		return nil, invalid("state", "unknown state %d", req.GetState()).status()
 	}
+	for field, v := range map[string]string{"tenant": req.GetTenant(), "agent": req.GetAgent()} {
+		if p := wire.CheckText(v, 128); p != "" {
+			return nil, invalid(field, "%s", p).status()
+		}
+	}
+	for field, ts := range map[string]*timestamppb.Timestamp{"started_after": req.GetStartedAfter(), "started_before": req.GetStartedBefore()} {
+		if ts != nil && ts.CheckValid() != nil {
+			return nil, invalid(field, "is not a valid time: %v", ts.CheckValid()).status()
+		}
+	}
 	// One more than the page tells whether another page follows; at the store's largest
 	// page, a full page is taken to have one.
 	ask := min(size+1, runlog.MaxList)
 	// A tenant's runs are the keys under its name (runKey): a page of them starts after
-	// the last one the client saw, and ends where they do. A page token is a run id.
+	// the last one the client saw, and ends where they do. A page token is a run id. A
+	// caller of a tenant sees its own; one of no tenant may ask for a tenant's.
 	tenant := tenantOf(ctx)
+	switch {
+	case tenant != "" && req.GetTenant() != "" && req.GetTenant() != tenant:
+		return nil, (&fieldError{reason: toolpb.ErrorReason_ERROR_REASON_PERMISSION_DENIED, field: "tenant",
+			desc: "a caller of a tenant lists its own tenant's runs only"}).status()
+	case tenant == "":
+		tenant = req.GetTenant()
+	}
 	after := req.GetPageToken()
 	if tenant != "" {
 		after = runKey(tenant, after)
@@ -109,7 +129,8 @@ func (o *orchestratorServer) ListRuns(ctx context.Context, req *toolpb.ListRunsR
 			after = tenant + "/"
 		}
 	}
-	runs, err := o.s.runs.List(ctx, stateFromProto(req.GetState()), after, ask)
+	filtered := req.GetAgent() != "" || req.GetStartedAfter() != nil || req.GetStartedBefore() != nil
+	runs, err := o.s.runs.List(ctx, stateFromProto(req.GetState()), after, ask, true)
 	if err != nil {
 		return nil, statusError(toolpb.ErrorReason_ERROR_REASON_JOURNAL_UNAVAILABLE, err.Error(), nil)
 	}
@@ -128,13 +149,30 @@ func (o *orchestratorServer) ListRuns(ctx context.Context, req *toolpb.ListRunsR
 		resp.NextPageToken = clientRunID(runs[size-1].ID)
 	}
 	for _, r := range runs {
-		if tenant == "" && o.s.ownRun(ctx, r.ID) != nil {
+		if tenantOf(ctx) == "" && o.s.ownRun(ctx, r.ID) != nil {
 			continue // another tenant's
 		}
+		if filtered && !listed(req, r) {
+			continue
+		}
 		resp.Runs = append(resp.Runs, &toolpb.RunSummary{RunId: clientRunID(r.ID), State: stateProto(r.State), Owner: r.Owner,
-			Started: timestamppb.New(r.Started), Updated: timestamppb.New(r.Updated), Records: r.Records})
+			Started: timestamppb.New(r.Started), Updated: timestamppb.New(r.Updated), Records: r.Records,
+			Tenant: o.s.keyTenant(r.ID), Agent: r.Agent})
 	}
 	return resp, nil
+}
+
+// listed reports whether r passes the agent and start-time filters of req.
+func listed(req *toolpb.ListRunsRequest, r run.Summary) bool {
+	switch {
+	case req.GetAgent() != "" && r.Agent != req.GetAgent():
+		return false
+	case req.GetStartedAfter() != nil && r.Started.Before(req.GetStartedAfter().AsTime()):
+		return false
+	case req.GetStartedBefore() != nil && !r.Started.Before(req.GetStartedBefore().AsTime()):
+		return false
+	}
+	return true
 }
 
 // ApproveToolCall decides on a call that waits for approval.
@@ -163,7 +201,7 @@ func (o *orchestratorServer) ApproveToolCall(ctx context.Context, req *toolpb.Ap
 	if err != nil {
 		return nil, err
 	}
-	err = o.s.runs.Approve(ctx, key, req.GetLoopId(), req.GetCallId(), approve, req.GetReason())
+	err = o.s.runs.Approve(ctx, key, req.GetLoopId(), req.GetCallId(), approve, req.GetReason(), whoOf(ctx))
 	var fe *run.FieldError
 	switch {
 	case err == nil:

@@ -325,7 +325,25 @@ func (o *orchestratorServer) GetRun(ctx context.Context, req *toolpb.GetRunReque
 	if err != nil {
 		return nil, notFound(err).status()
 	}
-	return snapshotProto(snap), nil
+	resp := snapshotProto(snap)
+	resp.Tenant = o.s.keyTenant(key)
+	return resp, nil
+}
+
+// ListTenants reports the configured tenants' use of their quotas here; a caller of a
+// tenant sees its own.
+func (o *orchestratorServer) ListTenants(ctx context.Context, _ *toolpb.ListTenantsRequest) (*toolpb.ListTenantsResponse, error) {
+	caller := tenantOf(ctx)
+	resp := &toolpb.ListTenantsResponse{}
+	for _, u := range o.s.runs.Tenants() {
+		if caller != "" && u.Tenant != caller {
+			continue
+		}
+		resp.Tenants = append(resp.Tenants, &toolpb.TenantUsage{Tenant: u.Tenant, RunningRuns: int32(u.Running),
+			MaxConcurrentRuns: int32(u.MaxRunning), ToolCallsPerMinute: int32(u.ToolCallsPerMinute), ToolCallsAvailable: u.ToolCallsAvailable,
+			ModelCallsPerMinute: int32(u.ModelCallsPerMinute), ModelCallsAvailable: u.ModelCallsAvailable})
+	}
+	return resp, nil
 }
 
 // CancelRun cancels a running run; cancelling a finished run reports its final state.
@@ -354,7 +372,7 @@ func notFound(err error) *fieldError {
 func snapshotProto(s run.Snapshot) *toolpb.GetRunResponse {
 	resp := &toolpb.GetRunResponse{
 		RunId: clientRunID(s.ID), State: stateProto(s.State), Iterations: int32(s.Iterations), ToolCalls: int32(s.ToolCalls),
-		FinalText: s.FinalText, StartedAt: timestamppb.New(s.Started),
+		FinalText: s.FinalText, StartedAt: timestamppb.New(s.Started), TraceId: s.TraceID, Model: s.Model, Agent: s.Agent,
 		Usage: &toolpb.Usage{InputTokens: s.Usage.InputTokens, OutputTokens: s.Usage.OutputTokens, CostUsd: s.CostUSD},
 	}
 	if s.Err != nil {

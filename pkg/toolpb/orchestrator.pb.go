@@ -7,6 +7,7 @@
 package toolpb
 
 import (
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	code "google.golang.org/genproto/googleapis/rpc/code"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -2140,7 +2141,10 @@ type ApprovalDecided struct {
 	Approved bool `protobuf:"varint,4,opt,name=approved,proto3" json:"approved,omitempty"`
 	// The reason given (for a denial, the model reads it).
 	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
-	// Who decided: the orchestrator replica that took the answer, or "deadline".
+	// Who decided: the verified caller of ApproveToolCall (its SPIFFE ID, or its bearer
+	// token's "issuer#subject"); "client via <replica>" when the orchestrator authenticates
+	// no one; "deadline" when nobody answered in time; "ApproveAll" for a run that approves
+	// every call.
 	DecidedBy     string `protobuf:"bytes,6,opt,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4475,10 +4479,21 @@ type ListRunsRequest struct {
 	// Only runs in this state (unspecified: all). REPLAN_REQUESTED and TERMINATED list
 	// the runs a tool ended, both.
 	State RunState `protobuf:"varint,1,opt,name=state,proto3,enum=toolmesh.v1.RunState" json:"state,omitempty"`
-	// At most this many (1 to 1,000; 0 means 100).
+	// At most this many (1 to 1,000; 0 means 100). A page may hold fewer when filters
+	// leave runs out; only an empty next_page_token says that no page follows.
 	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// The next_page_token of the previous page; empty for the first.
-	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only the runs of this tenant (at most 128 bytes). A caller that acts for a tenant
+	// sees its own runs only, and may name no other (PERMISSION_DENIED); empty: all the
+	// runs the caller may see.
+	Tenant string `protobuf:"bytes,4,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// Only the runs started for this agent (RunRequest.agent, exactly; at most 128 bytes).
+	Agent string `protobuf:"bytes,5,opt,name=agent,proto3" json:"agent,omitempty"`
+	// Only the runs started at or after this time.
+	StartedAfter *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=started_after,json=startedAfter,proto3" json:"started_after,omitempty"`
+	// Only the runs started before this time.
+	StartedBefore *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=started_before,json=startedBefore,proto3" json:"started_before,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4532,6 +4547,34 @@ func (x *ListRunsRequest) GetPageToken() string {
 		return x.PageToken
 	}
 	return ""
+}
+
+func (x *ListRunsRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *ListRunsRequest) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *ListRunsRequest) GetStartedAfter() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAfter
+	}
+	return nil
+}
+
+func (x *ListRunsRequest) GetStartedBefore() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedBefore
+	}
+	return nil
 }
 
 // ListRunsResponse is a page of runs.
@@ -4603,7 +4646,11 @@ type RunSummary struct {
 	// When its journal last changed (for a finished run: when it ended).
 	Updated *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=updated,proto3" json:"updated,omitempty"`
 	// Records in its journal.
-	Records       int64 `protobuf:"varint,6,opt,name=records,proto3" json:"records,omitempty"`
+	Records int64 `protobuf:"varint,6,opt,name=records,proto3" json:"records,omitempty"`
+	// The tenant it runs for; empty without tenants.
+	Tenant string `protobuf:"bytes,7,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// The agent it was started for (RunRequest.agent); empty for none.
+	Agent         string `protobuf:"bytes,8,opt,name=agent,proto3" json:"agent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4678,6 +4725,20 @@ func (x *RunSummary) GetRecords() int64 {
 		return x.Records
 	}
 	return 0
+}
+
+func (x *RunSummary) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *RunSummary) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
 }
 
 // GetRunRequest names a run.
@@ -4765,7 +4826,16 @@ type GetRunResponse struct {
 	AssetsOmitted int32 `protobuf:"varint,15,opt,name=assets_omitted,json=assetsOmitted,proto3" json:"assets_omitted,omitempty"`
 	// The run's loops in the order they started: its own first (depth 0, no parent),
 	// then the nested loops of agentic tools, each naming its parent: a tree. At most 256.
-	Loops         []*LoopInfo `protobuf:"bytes,16,rep,name=loops,proto3" json:"loops,omitempty"`
+	Loops []*LoopInfo `protobuf:"bytes,16,rep,name=loops,proto3" json:"loops,omitempty"`
+	// The W3C trace id (32 hex digits) of the run's spans, for the operator's tracing UI;
+	// empty when the run was not traced.
+	TraceId string `protobuf:"bytes,17,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	// The provider and model that answer the run, as "provider/model".
+	Model string `protobuf:"bytes,18,opt,name=model,proto3" json:"model,omitempty"`
+	// The tenant it runs for; empty without tenants.
+	Tenant string `protobuf:"bytes,19,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// The agent it was started for (RunRequest.agent); empty for none.
+	Agent         string `protobuf:"bytes,20,opt,name=agent,proto3" json:"agent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4912,6 +4982,217 @@ func (x *GetRunResponse) GetLoops() []*LoopInfo {
 	return nil
 }
 
+func (x *GetRunResponse) GetTraceId() string {
+	if x != nil {
+		return x.TraceId
+	}
+	return ""
+}
+
+func (x *GetRunResponse) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *GetRunResponse) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *GetRunResponse) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+// ListTenantsRequest asks for the tenants' use of their quotas.
+type ListTenantsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTenantsRequest) Reset() {
+	*x = ListTenantsRequest{}
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTenantsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTenantsRequest) ProtoMessage() {}
+
+func (x *ListTenantsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTenantsRequest.ProtoReflect.Descriptor instead.
+func (*ListTenantsRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{53}
+}
+
+// ListTenantsResponse is the tenants' use of their quotas, by tenant.
+type ListTenantsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tenants, sorted by name.
+	Tenants       []*TenantUsage `protobuf:"bytes,1,rep,name=tenants,proto3" json:"tenants,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTenantsResponse) Reset() {
+	*x = ListTenantsResponse{}
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTenantsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTenantsResponse) ProtoMessage() {}
+
+func (x *ListTenantsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTenantsResponse.ProtoReflect.Descriptor instead.
+func (*ListTenantsResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *ListTenantsResponse) GetTenants() []*TenantUsage {
+	if x != nil {
+		return x.Tenants
+	}
+	return nil
+}
+
+// TenantUsage is one tenant's use of its quotas on the orchestrator that answers.
+type TenantUsage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tenant.
+	Tenant string `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// Its runs in progress here.
+	RunningRuns int32 `protobuf:"varint,2,opt,name=running_runs,json=runningRuns,proto3" json:"running_runs,omitempty"`
+	// tenants.<name>.max_concurrent_runs; 0: only the orchestrator's own bound.
+	MaxConcurrentRuns int32 `protobuf:"varint,3,opt,name=max_concurrent_runs,json=maxConcurrentRuns,proto3" json:"max_concurrent_runs,omitempty"`
+	// tenants.<name>.tool_calls_per_minute; 0: unbounded.
+	ToolCallsPerMinute int32 `protobuf:"varint,4,opt,name=tool_calls_per_minute,json=toolCallsPerMinute,proto3" json:"tool_calls_per_minute,omitempty"`
+	// The tool calls its bucket holds now (refilled over a minute).
+	ToolCallsAvailable float64 `protobuf:"fixed64,5,opt,name=tool_calls_available,json=toolCallsAvailable,proto3" json:"tool_calls_available,omitempty"`
+	// tenants.<name>.model_calls_per_minute; 0: unbounded.
+	ModelCallsPerMinute int32 `protobuf:"varint,6,opt,name=model_calls_per_minute,json=modelCallsPerMinute,proto3" json:"model_calls_per_minute,omitempty"`
+	// The model calls its bucket holds now.
+	ModelCallsAvailable float64 `protobuf:"fixed64,7,opt,name=model_calls_available,json=modelCallsAvailable,proto3" json:"model_calls_available,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *TenantUsage) Reset() {
+	*x = TenantUsage{}
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TenantUsage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TenantUsage) ProtoMessage() {}
+
+func (x *TenantUsage) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TenantUsage.ProtoReflect.Descriptor instead.
+func (*TenantUsage) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *TenantUsage) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *TenantUsage) GetRunningRuns() int32 {
+	if x != nil {
+		return x.RunningRuns
+	}
+	return 0
+}
+
+func (x *TenantUsage) GetMaxConcurrentRuns() int32 {
+	if x != nil {
+		return x.MaxConcurrentRuns
+	}
+	return 0
+}
+
+func (x *TenantUsage) GetToolCallsPerMinute() int32 {
+	if x != nil {
+		return x.ToolCallsPerMinute
+	}
+	return 0
+}
+
+func (x *TenantUsage) GetToolCallsAvailable() float64 {
+	if x != nil {
+		return x.ToolCallsAvailable
+	}
+	return 0
+}
+
+func (x *TenantUsage) GetModelCallsPerMinute() int32 {
+	if x != nil {
+		return x.ModelCallsPerMinute
+	}
+	return 0
+}
+
+func (x *TenantUsage) GetModelCallsAvailable() float64 {
+	if x != nil {
+		return x.ModelCallsAvailable
+	}
+	return 0
+}
+
 // LoopInfo is one loop of a run.
 type LoopInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -4931,7 +5212,7 @@ type LoopInfo struct {
 
 func (x *LoopInfo) Reset() {
 	*x = LoopInfo{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[53]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4943,7 +5224,7 @@ func (x *LoopInfo) String() string {
 func (*LoopInfo) ProtoMessage() {}
 
 func (x *LoopInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[53]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4956,7 +5237,7 @@ func (x *LoopInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoopInfo.ProtoReflect.Descriptor instead.
 func (*LoopInfo) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{53}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *LoopInfo) GetScope() *LoopScope {
@@ -5015,7 +5296,7 @@ type Budget struct {
 
 func (x *Budget) Reset() {
 	*x = Budget{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[54]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5027,7 +5308,7 @@ func (x *Budget) String() string {
 func (*Budget) ProtoMessage() {}
 
 func (x *Budget) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[54]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5040,7 +5321,7 @@ func (x *Budget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Budget.ProtoReflect.Descriptor instead.
 func (*Budget) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{54}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Budget) GetMaxCostUsd() float64 {
@@ -5098,7 +5379,7 @@ type CancelRunRequest struct {
 
 func (x *CancelRunRequest) Reset() {
 	*x = CancelRunRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[55]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5110,7 +5391,7 @@ func (x *CancelRunRequest) String() string {
 func (*CancelRunRequest) ProtoMessage() {}
 
 func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[55]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5123,7 +5404,7 @@ func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunRequest.ProtoReflect.Descriptor instead.
 func (*CancelRunRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{55}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *CancelRunRequest) GetRunId() string {
@@ -5151,7 +5432,7 @@ type CancelRunResponse struct {
 
 func (x *CancelRunResponse) Reset() {
 	*x = CancelRunResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[56]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5163,7 +5444,7 @@ func (x *CancelRunResponse) String() string {
 func (*CancelRunResponse) ProtoMessage() {}
 
 func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[56]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5176,7 +5457,7 @@ func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunResponse.ProtoReflect.Descriptor instead.
 func (*CancelRunResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{56}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *CancelRunResponse) GetState() RunState {
@@ -5190,7 +5471,7 @@ var File_toolmesh_v1_orchestrator_proto protoreflect.FileDescriptor
 
 const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\n" +
-	"\x1etoolmesh/v1/orchestrator.proto\x12\vtoolmesh.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15google/rpc/code.proto\x1a\x18toolmesh/v1/errors.proto\x1a\x16toolmesh/v1/tool.proto\"P\n" +
+	"\x1etoolmesh/v1/orchestrator.proto\x12\vtoolmesh.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15google/rpc/code.proto\x1a\x18toolmesh/v1/errors.proto\x1a\x16toolmesh/v1/tool.proto\"P\n" +
 	"\x13ConversationMessage\x12%\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x11.toolmesh.v1.RoleR\x04role\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\"\xe0\t\n" +
@@ -5514,15 +5795,19 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\rregistered_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\fregisteredAt\"O\n" +
 	"\x0fWatchRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12%\n" +
-	"\x0eafter_sequence\x18\x02 \x01(\x03R\rafterSequence\"z\n" +
+	"\x0eafter_sequence\x18\x02 \x01(\x03R\rafterSequence\"\xac\x02\n" +
 	"\x0fListRunsRequest\x12+\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x15.toolmesh.v1.RunStateR\x05state\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"g\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12\x16\n" +
+	"\x06tenant\x18\x04 \x01(\tR\x06tenant\x12\x14\n" +
+	"\x05agent\x18\x05 \x01(\tR\x05agent\x12?\n" +
+	"\rstarted_after\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\fstartedAfter\x12A\n" +
+	"\x0estarted_before\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\rstartedBefore\"g\n" +
 	"\x10ListRunsResponse\x12+\n" +
 	"\x04runs\x18\x01 \x03(\v2\x17.toolmesh.v1.RunSummaryR\x04runs\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xec\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x9a\x02\n" +
 	"\n" +
 	"RunSummary\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12+\n" +
@@ -5530,9 +5815,11 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\x05owner\x18\x03 \x01(\tR\x05owner\x124\n" +
 	"\astarted\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\astarted\x124\n" +
 	"\aupdated\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\aupdated\x12\x18\n" +
-	"\arecords\x18\x06 \x01(\x03R\arecords\"&\n" +
+	"\arecords\x18\x06 \x01(\x03R\arecords\x12\x16\n" +
+	"\x06tenant\x18\a \x01(\tR\x06tenant\x12\x14\n" +
+	"\x05agent\x18\b \x01(\tR\x05agent\"&\n" +
 	"\rGetRunRequest\x12\x15\n" +
-	"\x06run_id\x18\x01 \x01(\tR\x05runId\"\xae\x05\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\"\x8d\x06\n" +
 	"\x0eGetRunResponse\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12+\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x15.toolmesh.v1.RunStateR\x05state\x12\x1e\n" +
@@ -5557,7 +5844,22 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\x06reason\x18\r \x01(\tR\x06reason\x12-\n" +
 	"\x12blackboard_omitted\x18\x0e \x01(\x05R\x11blackboardOmitted\x12%\n" +
 	"\x0eassets_omitted\x18\x0f \x01(\x05R\rassetsOmitted\x12+\n" +
-	"\x05loops\x18\x10 \x03(\v2\x15.toolmesh.v1.LoopInfoR\x05loops\"\xa7\x01\n" +
+	"\x05loops\x18\x10 \x03(\v2\x15.toolmesh.v1.LoopInfoR\x05loops\x12\x19\n" +
+	"\btrace_id\x18\x11 \x01(\tR\atraceId\x12\x14\n" +
+	"\x05model\x18\x12 \x01(\tR\x05model\x12\x16\n" +
+	"\x06tenant\x18\x13 \x01(\tR\x06tenant\x12\x14\n" +
+	"\x05agent\x18\x14 \x01(\tR\x05agent\"\x14\n" +
+	"\x12ListTenantsRequest\"I\n" +
+	"\x13ListTenantsResponse\x122\n" +
+	"\atenants\x18\x01 \x03(\v2\x18.toolmesh.v1.TenantUsageR\atenants\"\xc6\x02\n" +
+	"\vTenantUsage\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12!\n" +
+	"\frunning_runs\x18\x02 \x01(\x05R\vrunningRuns\x12.\n" +
+	"\x13max_concurrent_runs\x18\x03 \x01(\x05R\x11maxConcurrentRuns\x121\n" +
+	"\x15tool_calls_per_minute\x18\x04 \x01(\x05R\x12toolCallsPerMinute\x120\n" +
+	"\x14tool_calls_available\x18\x05 \x01(\x01R\x12toolCallsAvailable\x123\n" +
+	"\x16model_calls_per_minute\x18\x06 \x01(\x05R\x13modelCallsPerMinute\x122\n" +
+	"\x15model_calls_available\x18\a \x01(\x01R\x13modelCallsAvailable\"\xa7\x01\n" +
 	"\bLoopInfo\x12,\n" +
 	"\x05scope\x18\x01 \x01(\v2\x16.toolmesh.v1.LoopScopeR\x05scope\x12\x1e\n" +
 	"\n" +
@@ -5617,17 +5919,19 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\x13RUN_STATE_CANCELLED\x10\x04\x12\x1e\n" +
 	"\x1aRUN_STATE_REPLAN_REQUESTED\x10\x05\x12\x18\n" +
 	"\x14RUN_STATE_TERMINATED\x10\x06\x12\x12\n" +
-	"\x0eRUN_STATE_HELD\x10\a2\xc6\x05\n" +
-	"\x13OrchestratorService\x12:\n" +
-	"\x03Run\x12\x17.toolmesh.v1.RunRequest\x1a\x18.toolmesh.v1.RunResponse0\x01\x12J\n" +
-	"\tListTools\x12\x1d.toolmesh.v1.ListToolsRequest\x1a\x1e.toolmesh.v1.ListToolsResponse\x12Y\n" +
-	"\x0eListToolGroups\x12\".toolmesh.v1.ListToolGroupsRequest\x1a#.toolmesh.v1.ListToolGroupsResponse\x12P\n" +
-	"\vListWorkers\x12\x1f.toolmesh.v1.ListWorkersRequest\x1a .toolmesh.v1.ListWorkersResponse\x12A\n" +
-	"\x06GetRun\x12\x1a.toolmesh.v1.GetRunRequest\x1a\x1b.toolmesh.v1.GetRunResponse\x12J\n" +
-	"\tCancelRun\x12\x1d.toolmesh.v1.CancelRunRequest\x1a\x1e.toolmesh.v1.CancelRunResponse\x12D\n" +
-	"\bWatchRun\x12\x1c.toolmesh.v1.WatchRunRequest\x1a\x18.toolmesh.v1.RunResponse0\x01\x12G\n" +
-	"\bListRuns\x12\x1c.toolmesh.v1.ListRunsRequest\x1a\x1d.toolmesh.v1.ListRunsResponse\x12\\\n" +
-	"\x0fApproveToolCall\x12#.toolmesh.v1.ApproveToolCallRequest\x1a$.toolmesh.v1.ApproveToolCallResponseB)Z'github.com/toolmesh/toolmesh/pkg/toolpbb\x06proto3"
+	"\x0eRUN_STATE_HELD\x10\a2\xae\b\n" +
+	"\x13OrchestratorService\x12O\n" +
+	"\x03Run\x12\x17.toolmesh.v1.RunRequest\x1a\x18.toolmesh.v1.RunResponse\"\x13\x82\xd3\xe4\x93\x02\r:\x01*\"\b/v1/runs0\x01\x12]\n" +
+	"\tListTools\x12\x1d.toolmesh.v1.ListToolsRequest\x1a\x1e.toolmesh.v1.ListToolsResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/tools\x12r\n" +
+	"\x0eListToolGroups\x12\".toolmesh.v1.ListToolGroupsRequest\x1a#.toolmesh.v1.ListToolGroupsResponse\"\x17\x82\xd3\xe4\x93\x02\x11\x12\x0f/v1/tool-groups\x12e\n" +
+	"\vListWorkers\x12\x1f.toolmesh.v1.ListWorkersRequest\x1a .toolmesh.v1.ListWorkersResponse\"\x13\x82\xd3\xe4\x93\x02\r\x12\v/v1/workers\x12\\\n" +
+	"\x06GetRun\x12\x1a.toolmesh.v1.GetRunRequest\x1a\x1b.toolmesh.v1.GetRunResponse\"\x19\x82\xd3\xe4\x93\x02\x13\x12\x11/v1/runs/{run_id}\x12o\n" +
+	"\tCancelRun\x12\x1d.toolmesh.v1.CancelRunRequest\x1a\x1e.toolmesh.v1.CancelRunResponse\"#\x82\xd3\xe4\x93\x02\x1d:\x01*\"\x18/v1/runs/{run_id}:cancel\x12f\n" +
+	"\bWatchRun\x12\x1c.toolmesh.v1.WatchRunRequest\x1a\x18.toolmesh.v1.RunResponse\" \x82\xd3\xe4\x93\x02\x1a\x12\x18/v1/runs/{run_id}/events0\x01\x12Y\n" +
+	"\bListRuns\x12\x1c.toolmesh.v1.ListRunsRequest\x1a\x1d.toolmesh.v1.ListRunsResponse\"\x10\x82\xd3\xe4\x93\x02\n" +
+	"\x12\b/v1/runs\x12\x92\x01\n" +
+	"\x0fApproveToolCall\x12#.toolmesh.v1.ApproveToolCallRequest\x1a$.toolmesh.v1.ApproveToolCallResponse\"4\x82\xd3\xe4\x93\x02.:\x01*\")/v1/runs/{run_id}/calls/{call_id}:approve\x12e\n" +
+	"\vListTenants\x12\x1f.toolmesh.v1.ListTenantsRequest\x1a .toolmesh.v1.ListTenantsResponse\"\x13\x82\xd3\xe4\x93\x02\r\x12\v/v1/tenantsB)Z'github.com/toolmesh/toolmesh/pkg/toolpbb\x06proto3"
 
 var (
 	file_toolmesh_v1_orchestrator_proto_rawDescOnce sync.Once
@@ -5642,7 +5946,7 @@ func file_toolmesh_v1_orchestrator_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_v1_orchestrator_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_toolmesh_v1_orchestrator_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
+var file_toolmesh_v1_orchestrator_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
 var file_toolmesh_v1_orchestrator_proto_goTypes = []any{
 	(Role)(0),                       // 0: toolmesh.v1.Role
 	(AgenticKind)(0),                // 1: toolmesh.v1.AgenticKind
@@ -5703,46 +6007,49 @@ var file_toolmesh_v1_orchestrator_proto_goTypes = []any{
 	(*RunSummary)(nil),              // 56: toolmesh.v1.RunSummary
 	(*GetRunRequest)(nil),           // 57: toolmesh.v1.GetRunRequest
 	(*GetRunResponse)(nil),          // 58: toolmesh.v1.GetRunResponse
-	(*LoopInfo)(nil),                // 59: toolmesh.v1.LoopInfo
-	(*Budget)(nil),                  // 60: toolmesh.v1.Budget
-	(*CancelRunRequest)(nil),        // 61: toolmesh.v1.CancelRunRequest
-	(*CancelRunResponse)(nil),       // 62: toolmesh.v1.CancelRunResponse
-	nil,                             // 63: toolmesh.v1.RunRequest.ContextEntry
-	nil,                             // 64: toolmesh.v1.RunRequest.InteractionContextEntry
-	nil,                             // 65: toolmesh.v1.RunRequest.ToolNamesEntry
-	nil,                             // 66: toolmesh.v1.AgenticToolSpec.ContextEntry
-	(*durationpb.Duration)(nil),     // 67: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),   // 68: google.protobuf.Timestamp
-	(*BlackboardObject)(nil),        // 69: toolmesh.v1.BlackboardObject
-	(TerminateScope)(0),             // 70: toolmesh.v1.TerminateScope
-	(*Artifact)(nil),                // 71: toolmesh.v1.Artifact
-	(code.Code)(0),                  // 72: google.rpc.Code
-	(ErrorReason)(0),                // 73: toolmesh.v1.ErrorReason
-	(*ToolDefinition)(nil),          // 74: toolmesh.v1.ToolDefinition
-	(*ToolGroupInfo)(nil),           // 75: toolmesh.v1.ToolGroupInfo
+	(*ListTenantsRequest)(nil),      // 59: toolmesh.v1.ListTenantsRequest
+	(*ListTenantsResponse)(nil),     // 60: toolmesh.v1.ListTenantsResponse
+	(*TenantUsage)(nil),             // 61: toolmesh.v1.TenantUsage
+	(*LoopInfo)(nil),                // 62: toolmesh.v1.LoopInfo
+	(*Budget)(nil),                  // 63: toolmesh.v1.Budget
+	(*CancelRunRequest)(nil),        // 64: toolmesh.v1.CancelRunRequest
+	(*CancelRunResponse)(nil),       // 65: toolmesh.v1.CancelRunResponse
+	nil,                             // 66: toolmesh.v1.RunRequest.ContextEntry
+	nil,                             // 67: toolmesh.v1.RunRequest.InteractionContextEntry
+	nil,                             // 68: toolmesh.v1.RunRequest.ToolNamesEntry
+	nil,                             // 69: toolmesh.v1.AgenticToolSpec.ContextEntry
+	(*durationpb.Duration)(nil),     // 70: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),   // 71: google.protobuf.Timestamp
+	(*BlackboardObject)(nil),        // 72: toolmesh.v1.BlackboardObject
+	(TerminateScope)(0),             // 73: toolmesh.v1.TerminateScope
+	(*Artifact)(nil),                // 74: toolmesh.v1.Artifact
+	(code.Code)(0),                  // 75: google.rpc.Code
+	(ErrorReason)(0),                // 76: toolmesh.v1.ErrorReason
+	(*ToolDefinition)(nil),          // 77: toolmesh.v1.ToolDefinition
+	(*ToolGroupInfo)(nil),           // 78: toolmesh.v1.ToolGroupInfo
 }
 var file_toolmesh_v1_orchestrator_proto_depIdxs = []int32{
 	0,  // 0: toolmesh.v1.ConversationMessage.role:type_name -> toolmesh.v1.Role
 	6,  // 1: toolmesh.v1.RunRequest.messages:type_name -> toolmesh.v1.ConversationMessage
-	63, // 2: toolmesh.v1.RunRequest.context:type_name -> toolmesh.v1.RunRequest.ContextEntry
+	66, // 2: toolmesh.v1.RunRequest.context:type_name -> toolmesh.v1.RunRequest.ContextEntry
 	16, // 3: toolmesh.v1.RunRequest.llm:type_name -> toolmesh.v1.LlmOptions
 	17, // 4: toolmesh.v1.RunRequest.limits:type_name -> toolmesh.v1.RunLimits
-	64, // 5: toolmesh.v1.RunRequest.interaction_context:type_name -> toolmesh.v1.RunRequest.InteractionContextEntry
+	67, // 5: toolmesh.v1.RunRequest.interaction_context:type_name -> toolmesh.v1.RunRequest.InteractionContextEntry
 	15, // 6: toolmesh.v1.RunRequest.artifact_sinks:type_name -> toolmesh.v1.ArtifactSinkSpec
 	14, // 7: toolmesh.v1.RunRequest.required_tool_groups:type_name -> toolmesh.v1.ToolGroupRequirement
 	9,  // 8: toolmesh.v1.RunRequest.agentic_tools:type_name -> toolmesh.v1.AgenticToolSpec
 	8,  // 9: toolmesh.v1.RunRequest.chaining_sources:type_name -> toolmesh.v1.ChainingSource
-	65, // 10: toolmesh.v1.RunRequest.tool_names:type_name -> toolmesh.v1.RunRequest.ToolNamesEntry
+	68, // 10: toolmesh.v1.RunRequest.tool_names:type_name -> toolmesh.v1.RunRequest.ToolNamesEntry
 	1,  // 11: toolmesh.v1.AgenticToolSpec.kind:type_name -> toolmesh.v1.AgenticKind
 	16, // 12: toolmesh.v1.AgenticToolSpec.llm:type_name -> toolmesh.v1.LlmOptions
-	66, // 13: toolmesh.v1.AgenticToolSpec.context:type_name -> toolmesh.v1.AgenticToolSpec.ContextEntry
+	69, // 13: toolmesh.v1.AgenticToolSpec.context:type_name -> toolmesh.v1.AgenticToolSpec.ContextEntry
 	10, // 14: toolmesh.v1.AgenticToolSpec.locked_tools:type_name -> toolmesh.v1.LockedTool
 	11, // 15: toolmesh.v1.AgenticToolSpec.state_machine:type_name -> toolmesh.v1.StateMachineSpec
 	8,  // 16: toolmesh.v1.AgenticToolSpec.chaining_sources:type_name -> toolmesh.v1.ChainingSource
 	12, // 17: toolmesh.v1.StateMachineSpec.states:type_name -> toolmesh.v1.MachineState
 	13, // 18: toolmesh.v1.MachineState.tools:type_name -> toolmesh.v1.MachineStateTool
-	67, // 19: toolmesh.v1.RunLimits.timeout:type_name -> google.protobuf.Duration
-	68, // 20: toolmesh.v1.RunResponse.time:type_name -> google.protobuf.Timestamp
+	70, // 19: toolmesh.v1.RunLimits.timeout:type_name -> google.protobuf.Duration
+	71, // 20: toolmesh.v1.RunResponse.time:type_name -> google.protobuf.Timestamp
 	36, // 21: toolmesh.v1.RunResponse.started:type_name -> toolmesh.v1.RunStarted
 	37, // 22: toolmesh.v1.RunResponse.tool_call_started:type_name -> toolmesh.v1.ToolCallStarted
 	38, // 23: toolmesh.v1.RunResponse.tool_call_finished:type_name -> toolmesh.v1.ToolCallFinished
@@ -5765,67 +6072,72 @@ var file_toolmesh_v1_orchestrator_proto_depIdxs = []int32{
 	19, // 40: toolmesh.v1.RunResponse.approval_requested:type_name -> toolmesh.v1.ApprovalRequested
 	20, // 41: toolmesh.v1.RunResponse.approval_decided:type_name -> toolmesh.v1.ApprovalDecided
 	23, // 42: toolmesh.v1.RunResponse.scope:type_name -> toolmesh.v1.LoopScope
-	68, // 43: toolmesh.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
+	71, // 43: toolmesh.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
 	2,  // 44: toolmesh.v1.ApproveToolCallRequest.decision:type_name -> toolmesh.v1.ApprovalDecision
 	1,  // 45: toolmesh.v1.LoopScope.kind:type_name -> toolmesh.v1.AgenticKind
-	69, // 46: toolmesh.v1.ArtifactCaptured.object:type_name -> toolmesh.v1.BlackboardObject
-	69, // 47: toolmesh.v1.BlackboardChanged.object:type_name -> toolmesh.v1.BlackboardObject
-	69, // 48: toolmesh.v1.ReplanRequested.added:type_name -> toolmesh.v1.BlackboardObject
-	70, // 49: toolmesh.v1.Terminated.scope:type_name -> toolmesh.v1.TerminateScope
+	72, // 46: toolmesh.v1.ArtifactCaptured.object:type_name -> toolmesh.v1.BlackboardObject
+	72, // 47: toolmesh.v1.BlackboardChanged.object:type_name -> toolmesh.v1.BlackboardObject
+	72, // 48: toolmesh.v1.ReplanRequested.added:type_name -> toolmesh.v1.BlackboardObject
+	73, // 49: toolmesh.v1.Terminated.scope:type_name -> toolmesh.v1.TerminateScope
 	35, // 50: toolmesh.v1.AssetAdded.asset:type_name -> toolmesh.v1.Asset
-	69, // 51: toolmesh.v1.Asset.object:type_name -> toolmesh.v1.BlackboardObject
+	72, // 51: toolmesh.v1.Asset.object:type_name -> toolmesh.v1.BlackboardObject
 	3,  // 52: toolmesh.v1.ToolCallFinished.outcome:type_name -> toolmesh.v1.ToolCallOutcome
-	67, // 53: toolmesh.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
-	71, // 54: toolmesh.v1.ToolCallFinished.artifact:type_name -> toolmesh.v1.Artifact
+	70, // 53: toolmesh.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
+	74, // 54: toolmesh.v1.ToolCallFinished.artifact:type_name -> toolmesh.v1.Artifact
 	41, // 55: toolmesh.v1.FinalResult.usage:type_name -> toolmesh.v1.Usage
-	72, // 56: toolmesh.v1.RunError.code:type_name -> google.rpc.Code
-	73, // 57: toolmesh.v1.RunError.reason:type_name -> toolmesh.v1.ErrorReason
+	75, // 56: toolmesh.v1.RunError.code:type_name -> google.rpc.Code
+	76, // 57: toolmesh.v1.RunError.reason:type_name -> toolmesh.v1.ErrorReason
 	46, // 58: toolmesh.v1.ListToolsResponse.tools:type_name -> toolmesh.v1.ToolInfo
-	74, // 59: toolmesh.v1.ToolInfo.definition:type_name -> toolmesh.v1.ToolDefinition
+	77, // 59: toolmesh.v1.ToolInfo.definition:type_name -> toolmesh.v1.ToolDefinition
 	49, // 60: toolmesh.v1.ListToolGroupsResponse.groups:type_name -> toolmesh.v1.ToolGroupStatus
-	75, // 61: toolmesh.v1.ToolGroupStatus.group:type_name -> toolmesh.v1.ToolGroupInfo
+	78, // 61: toolmesh.v1.ToolGroupStatus.group:type_name -> toolmesh.v1.ToolGroupInfo
 	52, // 62: toolmesh.v1.ListWorkersResponse.workers:type_name -> toolmesh.v1.WorkerStatus
 	4,  // 63: toolmesh.v1.WorkerStatus.state:type_name -> toolmesh.v1.WorkerState
-	68, // 64: toolmesh.v1.WorkerStatus.registered_at:type_name -> google.protobuf.Timestamp
+	71, // 64: toolmesh.v1.WorkerStatus.registered_at:type_name -> google.protobuf.Timestamp
 	5,  // 65: toolmesh.v1.ListRunsRequest.state:type_name -> toolmesh.v1.RunState
-	56, // 66: toolmesh.v1.ListRunsResponse.runs:type_name -> toolmesh.v1.RunSummary
-	5,  // 67: toolmesh.v1.RunSummary.state:type_name -> toolmesh.v1.RunState
-	68, // 68: toolmesh.v1.RunSummary.started:type_name -> google.protobuf.Timestamp
-	68, // 69: toolmesh.v1.RunSummary.updated:type_name -> google.protobuf.Timestamp
-	5,  // 70: toolmesh.v1.GetRunResponse.state:type_name -> toolmesh.v1.RunState
-	43, // 71: toolmesh.v1.GetRunResponse.error:type_name -> toolmesh.v1.RunError
-	68, // 72: toolmesh.v1.GetRunResponse.started_at:type_name -> google.protobuf.Timestamp
-	68, // 73: toolmesh.v1.GetRunResponse.ended_at:type_name -> google.protobuf.Timestamp
-	41, // 74: toolmesh.v1.GetRunResponse.usage:type_name -> toolmesh.v1.Usage
-	69, // 75: toolmesh.v1.GetRunResponse.blackboard:type_name -> toolmesh.v1.BlackboardObject
-	60, // 76: toolmesh.v1.GetRunResponse.budget:type_name -> toolmesh.v1.Budget
-	35, // 77: toolmesh.v1.GetRunResponse.assets:type_name -> toolmesh.v1.Asset
-	59, // 78: toolmesh.v1.GetRunResponse.loops:type_name -> toolmesh.v1.LoopInfo
-	23, // 79: toolmesh.v1.LoopInfo.scope:type_name -> toolmesh.v1.LoopScope
-	5,  // 80: toolmesh.v1.CancelRunResponse.state:type_name -> toolmesh.v1.RunState
-	7,  // 81: toolmesh.v1.OrchestratorService.Run:input_type -> toolmesh.v1.RunRequest
-	44, // 82: toolmesh.v1.OrchestratorService.ListTools:input_type -> toolmesh.v1.ListToolsRequest
-	47, // 83: toolmesh.v1.OrchestratorService.ListToolGroups:input_type -> toolmesh.v1.ListToolGroupsRequest
-	50, // 84: toolmesh.v1.OrchestratorService.ListWorkers:input_type -> toolmesh.v1.ListWorkersRequest
-	57, // 85: toolmesh.v1.OrchestratorService.GetRun:input_type -> toolmesh.v1.GetRunRequest
-	61, // 86: toolmesh.v1.OrchestratorService.CancelRun:input_type -> toolmesh.v1.CancelRunRequest
-	53, // 87: toolmesh.v1.OrchestratorService.WatchRun:input_type -> toolmesh.v1.WatchRunRequest
-	54, // 88: toolmesh.v1.OrchestratorService.ListRuns:input_type -> toolmesh.v1.ListRunsRequest
-	21, // 89: toolmesh.v1.OrchestratorService.ApproveToolCall:input_type -> toolmesh.v1.ApproveToolCallRequest
-	18, // 90: toolmesh.v1.OrchestratorService.Run:output_type -> toolmesh.v1.RunResponse
-	45, // 91: toolmesh.v1.OrchestratorService.ListTools:output_type -> toolmesh.v1.ListToolsResponse
-	48, // 92: toolmesh.v1.OrchestratorService.ListToolGroups:output_type -> toolmesh.v1.ListToolGroupsResponse
-	51, // 93: toolmesh.v1.OrchestratorService.ListWorkers:output_type -> toolmesh.v1.ListWorkersResponse
-	58, // 94: toolmesh.v1.OrchestratorService.GetRun:output_type -> toolmesh.v1.GetRunResponse
-	62, // 95: toolmesh.v1.OrchestratorService.CancelRun:output_type -> toolmesh.v1.CancelRunResponse
-	18, // 96: toolmesh.v1.OrchestratorService.WatchRun:output_type -> toolmesh.v1.RunResponse
-	55, // 97: toolmesh.v1.OrchestratorService.ListRuns:output_type -> toolmesh.v1.ListRunsResponse
-	22, // 98: toolmesh.v1.OrchestratorService.ApproveToolCall:output_type -> toolmesh.v1.ApproveToolCallResponse
-	90, // [90:99] is the sub-list for method output_type
-	81, // [81:90] is the sub-list for method input_type
-	81, // [81:81] is the sub-list for extension type_name
-	81, // [81:81] is the sub-list for extension extendee
-	0,  // [0:81] is the sub-list for field type_name
+	71, // 66: toolmesh.v1.ListRunsRequest.started_after:type_name -> google.protobuf.Timestamp
+	71, // 67: toolmesh.v1.ListRunsRequest.started_before:type_name -> google.protobuf.Timestamp
+	56, // 68: toolmesh.v1.ListRunsResponse.runs:type_name -> toolmesh.v1.RunSummary
+	5,  // 69: toolmesh.v1.RunSummary.state:type_name -> toolmesh.v1.RunState
+	71, // 70: toolmesh.v1.RunSummary.started:type_name -> google.protobuf.Timestamp
+	71, // 71: toolmesh.v1.RunSummary.updated:type_name -> google.protobuf.Timestamp
+	5,  // 72: toolmesh.v1.GetRunResponse.state:type_name -> toolmesh.v1.RunState
+	43, // 73: toolmesh.v1.GetRunResponse.error:type_name -> toolmesh.v1.RunError
+	71, // 74: toolmesh.v1.GetRunResponse.started_at:type_name -> google.protobuf.Timestamp
+	71, // 75: toolmesh.v1.GetRunResponse.ended_at:type_name -> google.protobuf.Timestamp
+	41, // 76: toolmesh.v1.GetRunResponse.usage:type_name -> toolmesh.v1.Usage
+	72, // 77: toolmesh.v1.GetRunResponse.blackboard:type_name -> toolmesh.v1.BlackboardObject
+	63, // 78: toolmesh.v1.GetRunResponse.budget:type_name -> toolmesh.v1.Budget
+	35, // 79: toolmesh.v1.GetRunResponse.assets:type_name -> toolmesh.v1.Asset
+	62, // 80: toolmesh.v1.GetRunResponse.loops:type_name -> toolmesh.v1.LoopInfo
+	61, // 81: toolmesh.v1.ListTenantsResponse.tenants:type_name -> toolmesh.v1.TenantUsage
+	23, // 82: toolmesh.v1.LoopInfo.scope:type_name -> toolmesh.v1.LoopScope
+	5,  // 83: toolmesh.v1.CancelRunResponse.state:type_name -> toolmesh.v1.RunState
+	7,  // 84: toolmesh.v1.OrchestratorService.Run:input_type -> toolmesh.v1.RunRequest
+	44, // 85: toolmesh.v1.OrchestratorService.ListTools:input_type -> toolmesh.v1.ListToolsRequest
+	47, // 86: toolmesh.v1.OrchestratorService.ListToolGroups:input_type -> toolmesh.v1.ListToolGroupsRequest
+	50, // 87: toolmesh.v1.OrchestratorService.ListWorkers:input_type -> toolmesh.v1.ListWorkersRequest
+	57, // 88: toolmesh.v1.OrchestratorService.GetRun:input_type -> toolmesh.v1.GetRunRequest
+	64, // 89: toolmesh.v1.OrchestratorService.CancelRun:input_type -> toolmesh.v1.CancelRunRequest
+	53, // 90: toolmesh.v1.OrchestratorService.WatchRun:input_type -> toolmesh.v1.WatchRunRequest
+	54, // 91: toolmesh.v1.OrchestratorService.ListRuns:input_type -> toolmesh.v1.ListRunsRequest
+	21, // 92: toolmesh.v1.OrchestratorService.ApproveToolCall:input_type -> toolmesh.v1.ApproveToolCallRequest
+	59, // 93: toolmesh.v1.OrchestratorService.ListTenants:input_type -> toolmesh.v1.ListTenantsRequest
+	18, // 94: toolmesh.v1.OrchestratorService.Run:output_type -> toolmesh.v1.RunResponse
+	45, // 95: toolmesh.v1.OrchestratorService.ListTools:output_type -> toolmesh.v1.ListToolsResponse
+	48, // 96: toolmesh.v1.OrchestratorService.ListToolGroups:output_type -> toolmesh.v1.ListToolGroupsResponse
+	51, // 97: toolmesh.v1.OrchestratorService.ListWorkers:output_type -> toolmesh.v1.ListWorkersResponse
+	58, // 98: toolmesh.v1.OrchestratorService.GetRun:output_type -> toolmesh.v1.GetRunResponse
+	65, // 99: toolmesh.v1.OrchestratorService.CancelRun:output_type -> toolmesh.v1.CancelRunResponse
+	18, // 100: toolmesh.v1.OrchestratorService.WatchRun:output_type -> toolmesh.v1.RunResponse
+	55, // 101: toolmesh.v1.OrchestratorService.ListRuns:output_type -> toolmesh.v1.ListRunsResponse
+	22, // 102: toolmesh.v1.OrchestratorService.ApproveToolCall:output_type -> toolmesh.v1.ApproveToolCallResponse
+	60, // 103: toolmesh.v1.OrchestratorService.ListTenants:output_type -> toolmesh.v1.ListTenantsResponse
+	94, // [94:104] is the sub-list for method output_type
+	84, // [84:94] is the sub-list for method input_type
+	84, // [84:84] is the sub-list for extension type_name
+	84, // [84:84] is the sub-list for extension extendee
+	0,  // [0:84] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_v1_orchestrator_proto_init() }
@@ -5865,7 +6177,7 @@ func file_toolmesh_v1_orchestrator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_v1_orchestrator_proto_rawDesc), len(file_toolmesh_v1_orchestrator_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   61,
+			NumMessages:   64,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

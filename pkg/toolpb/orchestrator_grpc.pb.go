@@ -28,6 +28,7 @@ const (
 	OrchestratorService_WatchRun_FullMethodName        = "/toolmesh.v1.OrchestratorService/WatchRun"
 	OrchestratorService_ListRuns_FullMethodName        = "/toolmesh.v1.OrchestratorService/ListRuns"
 	OrchestratorService_ApproveToolCall_FullMethodName = "/toolmesh.v1.OrchestratorService/ApproveToolCall"
+	OrchestratorService_ListTenants_FullMethodName     = "/toolmesh.v1.OrchestratorService/ListTenants"
 )
 
 // OrchestratorServiceClient is the client API for OrchestratorService service.
@@ -35,6 +36,10 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
 // OrchestratorService is what clients call: it runs prompts through the tool loop.
+//
+// The orchestrator serves it over gRPC, and on the same port over the Connect protocol,
+// gRPC-Web and REST with JSON (the HTTP paths below), with the same authentication,
+// tenants and limits.
 //
 // Every request is at most 4 MiB encoded (the orchestrator's server.max_receive_bytes);
 // gRPC refuses a larger one with RESOURCE_EXHAUSTED before reading it. The fields' own
@@ -72,6 +77,11 @@ type OrchestratorServiceClient interface {
 	// FAILED_PRECONDITION (APPROVAL_NOT_PENDING) when the run waits for no approval of that
 	// call (it never asked, it is decided already, or the run ended).
 	ApproveToolCall(ctx context.Context, in *ApproveToolCallRequest, opts ...grpc.CallOption) (*ApproveToolCallResponse, error)
+	// ListTenants reports each configured tenant's use of its quotas on this orchestrator:
+	// runs in progress, and what is left of its tool-call and model-call budgets. A
+	// tenant's caller sees its own tenant only; without tenants configured the list is
+	// empty.
+	ListTenants(ctx context.Context, in *ListTenantsRequest, opts ...grpc.CallOption) (*ListTenantsResponse, error)
 }
 
 type orchestratorServiceClient struct {
@@ -190,11 +200,25 @@ func (c *orchestratorServiceClient) ApproveToolCall(ctx context.Context, in *App
 	return out, nil
 }
 
+func (c *orchestratorServiceClient) ListTenants(ctx context.Context, in *ListTenantsRequest, opts ...grpc.CallOption) (*ListTenantsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListTenantsResponse)
+	err := c.cc.Invoke(ctx, OrchestratorService_ListTenants_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // OrchestratorServiceServer is the server API for OrchestratorService service.
 // All implementations must embed UnimplementedOrchestratorServiceServer
 // for forward compatibility.
 //
 // OrchestratorService is what clients call: it runs prompts through the tool loop.
+//
+// The orchestrator serves it over gRPC, and on the same port over the Connect protocol,
+// gRPC-Web and REST with JSON (the HTTP paths below), with the same authentication,
+// tenants and limits.
 //
 // Every request is at most 4 MiB encoded (the orchestrator's server.max_receive_bytes);
 // gRPC refuses a larger one with RESOURCE_EXHAUSTED before reading it. The fields' own
@@ -232,6 +256,11 @@ type OrchestratorServiceServer interface {
 	// FAILED_PRECONDITION (APPROVAL_NOT_PENDING) when the run waits for no approval of that
 	// call (it never asked, it is decided already, or the run ended).
 	ApproveToolCall(context.Context, *ApproveToolCallRequest) (*ApproveToolCallResponse, error)
+	// ListTenants reports each configured tenant's use of its quotas on this orchestrator:
+	// runs in progress, and what is left of its tool-call and model-call budgets. A
+	// tenant's caller sees its own tenant only; without tenants configured the list is
+	// empty.
+	ListTenants(context.Context, *ListTenantsRequest) (*ListTenantsResponse, error)
 	mustEmbedUnimplementedOrchestratorServiceServer()
 }
 
@@ -268,6 +297,9 @@ func (UnimplementedOrchestratorServiceServer) ListRuns(context.Context, *ListRun
 }
 func (UnimplementedOrchestratorServiceServer) ApproveToolCall(context.Context, *ApproveToolCallRequest) (*ApproveToolCallResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ApproveToolCall not implemented")
+}
+func (UnimplementedOrchestratorServiceServer) ListTenants(context.Context, *ListTenantsRequest) (*ListTenantsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListTenants not implemented")
 }
 func (UnimplementedOrchestratorServiceServer) mustEmbedUnimplementedOrchestratorServiceServer() {}
 func (UnimplementedOrchestratorServiceServer) testEmbeddedByValue()                             {}
@@ -438,6 +470,24 @@ func _OrchestratorService_ApproveToolCall_Handler(srv interface{}, ctx context.C
 	return interceptor(ctx, in, info, handler)
 }
 
+func _OrchestratorService_ListTenants_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListTenantsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OrchestratorServiceServer).ListTenants(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OrchestratorService_ListTenants_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OrchestratorServiceServer).ListTenants(ctx, req.(*ListTenantsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // OrchestratorService_ServiceDesc is the grpc.ServiceDesc for OrchestratorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -472,6 +522,10 @@ var OrchestratorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ApproveToolCall",
 			Handler:    _OrchestratorService_ApproveToolCall_Handler,
+		},
+		{
+			MethodName: "ListTenants",
+			Handler:    _OrchestratorService_ListTenants_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
