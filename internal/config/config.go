@@ -79,6 +79,8 @@ type Config struct {
 	Groups map[string]Group `yaml:"groups"`
 	// MCPServe serves the mesh's tools to MCP clients.
 	MCPServe MCPServe `yaml:"mcp_serve"`
+	// Console serves the run console to browsers on the orchestrator's port.
+	Console Console `yaml:"console"`
 	// MCPServers are MCP servers that groups (groups.<role>.mcp) take their tools from.
 	MCPServers map[string]MCPServer `yaml:"mcp_servers"`
 	// Tools configures tools by name.
@@ -596,6 +598,15 @@ func (c Config) DefaultProvider() string {
 	return c.Provider.Name
 }
 
+// Console configures the run console, served at /console/ on the orchestrator's port.
+type Console struct {
+	// Enabled serves it.
+	Enabled bool `yaml:"enabled"`
+	// TraceURL is the URL of a run's trace in the operator's tracing UI, with {trace_id}
+	// where the trace id goes, such as https://jaeger.example/trace/{trace_id}.
+	TraceURL string `yaml:"trace_url"`
+}
+
 // MCPServe configures the orchestrator's MCP endpoint (streamable HTTP).
 type MCPServe struct {
 	// Listen is the address to serve on; empty serves none.
@@ -752,6 +763,12 @@ func (c Config) validateServer(bad func(key, format string, args ...any)) {
 	}
 	if c.Server.MaxInflightReceiveBytes < c.Server.MaxReceiveBytes || c.Server.MaxInflightReceiveBytes > 4<<30 {
 		bad("server.max_inflight_receive_bytes", "must be at least server.max_receive_bytes (%d) and at most 4294967296, got %d", c.Server.MaxReceiveBytes, c.Server.MaxInflightReceiveBytes)
+	}
+	if u := c.Console.TraceURL; u != "" {
+		if pu, err := url.Parse(strings.ReplaceAll(u, "{trace_id}", "0")); err != nil || (pu.Scheme != "https" && pu.Scheme != "http") || pu.Host == "" ||
+			!strings.Contains(u, "{trace_id}") || len(u) > 2048 {
+			bad("console.trace_url", "must be an http(s) URL of at most 2048 bytes with {trace_id} in it, got %q", u)
+		}
 	}
 	if c.Server.MaxOpenCalls < 16 || c.Server.MaxOpenCalls > 1<<20 {
 		bad("server.max_open_calls", "must be between 16 and 1048576, got %d", c.Server.MaxOpenCalls)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -13,12 +14,14 @@ import (
 	"sync"
 	"time"
 
+	"connectrpc.com/vanguard"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
 	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/console"
 	"github.com/toolmesh/toolmesh/internal/ctxcodec"
 	"github.com/toolmesh/toolmesh/internal/ctxconv"
 	"github.com/toolmesh/toolmesh/internal/llm"
@@ -118,9 +121,25 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	o.srv.WarmUp(ctx)
 	// Runs are served once the orchestrator is ready, while its journal works.
 	bg.Go(func() { o.srv.WatchHealth(ctx, func(serving bool) { setServing(hs, serving) }) })
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- g.Serve(o.lis) }()
-	err := o.serve(ctx, &bg)
+	web, err := o.webServer(g)
+	if err != nil {
+		return err
+	}
+	mux := newPortMux(o.lis, o.serverTLS())
+	serveErr := make(chan error, 3)
+	go func() { serveErr <- mux.serve() }()
+	go func() { serveErr <- g.Serve(mux.grpc) }()
+	go func() {
+		if err := web.Serve(mux.http); !errors.Is(err, http.ErrServerClosed) {
+			serveErr <- err
+		}
+	}()
+	o.onClose(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = web.Shutdown(sctx)
+	})
+	err = o.serve(ctx, &bg)
 	if err == nil {
 		select {
 		case err = <-serveErr:
@@ -176,9 +195,9 @@ func (o *Orchestrator) stop(g *grpc.Server, hs *health.Server) {
 func (o *Orchestrator) grpcServer() (*grpc.Server, *health.Server) {
 	opts := append(append(server.RecoveryInterceptors(o.log), server.ServerOptions(o.cfg)...), o.tel.ServerOptions()...)
 	if o.certs != nil {
-		// A client certificate is optional in the handshake (a kubelet's health probe
-		// has none, a client may bring a bearer token instead); the interceptors decide.
-		opts = append(opts, grpc.Creds(o.certs.ServerCredentials(false)))
+		// The port's mux takes each connection through the TLS handshake (serverTLS);
+		// the gRPC server gets the connections that chose gRPC, with their TLS state.
+		opts = append(opts, grpc.Creds(tlsDone{}))
 	}
 	opts = append(opts, o.srv.AuthOptions()...)
 	g := grpc.NewServer(opts...)
@@ -190,6 +209,50 @@ func (o *Orchestrator) grpcServer() (*grpc.Server, *health.Server) {
 	setServing(hs, false)
 	return g, hs
 }
+
+// serverTLS is the TLS of the orchestrator's port, nil in plaintext. A client
+// certificate is optional in the handshake (a kubelet's health probe has none, a client
+// may bring a bearer token instead); the interceptors decide.
+func (o *Orchestrator) serverTLS() *tls.Config {
+	if o.certs == nil {
+		return nil
+	}
+	return o.certs.ServerTLS(false)
+}
+
+// webServer serves OrchestratorService to browsers and curl on the orchestrator's port
+// (over HTTP/1.1): the Connect protocol, gRPC-Web, and REST with JSON at the paths of its
+// HTTP annotations, each call transcoded to gRPC and served by g, through the same
+// interceptors as a gRPC call (authentication, tenants, limits). With console.enabled,
+// the console is at /console/.
+func (o *Orchestrator) webServer(g *grpc.Server) (*http.Server, error) {
+	maxRecv := uint32(o.cfg.Server.MaxReceiveBytes)
+	api, err := vanguard.NewTranscoder([]*vanguard.Service{vanguard.NewService(toolpb.OrchestratorService_ServiceDesc.ServiceName, g)},
+		vanguard.WithDefaultServiceOptions(
+			vanguard.WithTargetProtocols(vanguard.ProtocolGRPC),
+			vanguard.WithTargetCodecs(vanguard.CodecProto),
+			vanguard.WithMaxMessageBufferBytes(maxRecv),
+			vanguard.WithMaxGetURLBytes(maxGetURLBytes),
+		))
+	if err != nil {
+		return nil, fmt.Errorf("serving the API over HTTP: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", api)
+	if c := o.cfg.Console; c.Enabled {
+		mux.Handle(consolePath, console.Handler(consolePath, console.Config{TraceURL: c.TraceURL, Tenancy: len(o.cfg.Tenants) > 0}))
+		mux.Handle("GET /{$}", http.RedirectHandler(consolePath, http.StatusFound))
+	}
+	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: maxHeaderBytes,
+		ErrorLog: slog.NewLogLogger(o.log.Handler(), slog.LevelDebug)}, nil
+}
+
+// Bounds of the HTTP side of the port.
+const (
+	consolePath    = "/console/"
+	maxGetURLBytes = 64 << 10
+	maxHeaderBytes = 64 << 10
+)
 
 // setServing sets the status of the process and of OrchestratorService.
 func setServing(hs *health.Server, serving bool) {

@@ -5919,15 +5919,15 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\x13RUN_STATE_CANCELLED\x10\x04\x12\x1e\n" +
 	"\x1aRUN_STATE_REPLAN_REQUESTED\x10\x05\x12\x18\n" +
 	"\x14RUN_STATE_TERMINATED\x10\x06\x12\x12\n" +
-	"\x0eRUN_STATE_HELD\x10\a2\xae\b\n" +
-	"\x13OrchestratorService\x12O\n" +
-	"\x03Run\x12\x17.toolmesh.v1.RunRequest\x1a\x18.toolmesh.v1.RunResponse\"\x13\x82\xd3\xe4\x93\x02\r:\x01*\"\b/v1/runs0\x01\x12]\n" +
+	"\x0eRUN_STATE_HELD\x10\a2\xf7\a\n" +
+	"\x13OrchestratorService\x12:\n" +
+	"\x03Run\x12\x17.toolmesh.v1.RunRequest\x1a\x18.toolmesh.v1.RunResponse0\x01\x12]\n" +
 	"\tListTools\x12\x1d.toolmesh.v1.ListToolsRequest\x1a\x1e.toolmesh.v1.ListToolsResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/tools\x12r\n" +
 	"\x0eListToolGroups\x12\".toolmesh.v1.ListToolGroupsRequest\x1a#.toolmesh.v1.ListToolGroupsResponse\"\x17\x82\xd3\xe4\x93\x02\x11\x12\x0f/v1/tool-groups\x12e\n" +
 	"\vListWorkers\x12\x1f.toolmesh.v1.ListWorkersRequest\x1a .toolmesh.v1.ListWorkersResponse\"\x13\x82\xd3\xe4\x93\x02\r\x12\v/v1/workers\x12\\\n" +
 	"\x06GetRun\x12\x1a.toolmesh.v1.GetRunRequest\x1a\x1b.toolmesh.v1.GetRunResponse\"\x19\x82\xd3\xe4\x93\x02\x13\x12\x11/v1/runs/{run_id}\x12o\n" +
-	"\tCancelRun\x12\x1d.toolmesh.v1.CancelRunRequest\x1a\x1e.toolmesh.v1.CancelRunResponse\"#\x82\xd3\xe4\x93\x02\x1d:\x01*\"\x18/v1/runs/{run_id}:cancel\x12f\n" +
-	"\bWatchRun\x12\x1c.toolmesh.v1.WatchRunRequest\x1a\x18.toolmesh.v1.RunResponse\" \x82\xd3\xe4\x93\x02\x1a\x12\x18/v1/runs/{run_id}/events0\x01\x12Y\n" +
+	"\tCancelRun\x12\x1d.toolmesh.v1.CancelRunRequest\x1a\x1e.toolmesh.v1.CancelRunResponse\"#\x82\xd3\xe4\x93\x02\x1d:\x01*\"\x18/v1/runs/{run_id}:cancel\x12D\n" +
+	"\bWatchRun\x12\x1c.toolmesh.v1.WatchRunRequest\x1a\x18.toolmesh.v1.RunResponse0\x01\x12Y\n" +
 	"\bListRuns\x12\x1c.toolmesh.v1.ListRunsRequest\x1a\x1d.toolmesh.v1.ListRunsResponse\"\x10\x82\xd3\xe4\x93\x02\n" +
 	"\x12\b/v1/runs\x12\x92\x01\n" +
 	"\x0fApproveToolCall\x12#.toolmesh.v1.ApproveToolCallRequest\x1a$.toolmesh.v1.ApproveToolCallResponse\"4\x82\xd3\xe4\x93\x02.:\x01*\")/v1/runs/{run_id}/calls/{call_id}:approve\x12e\n" +

@@ -37,9 +37,9 @@ const (
 //
 // OrchestratorService is what clients call: it runs prompts through the tool loop.
 //
-// The orchestrator serves it over gRPC, and on the same port over the Connect protocol,
-// gRPC-Web and REST with JSON (the HTTP paths below), with the same authentication,
-// tenants and limits.
+// The orchestrator serves it over gRPC, and on the same port over the Connect protocol
+// and gRPC-Web (every method), and REST with JSON (the unary methods, at the HTTP paths
+// below), with the same authentication, tenants and limits.
 //
 // Every request is at most 4 MiB encoded (the orchestrator's server.max_receive_bytes);
 // gRPC refuses a larger one with RESOURCE_EXHAUSTED before reading it. The fields' own
@@ -216,9 +216,9 @@ func (c *orchestratorServiceClient) ListTenants(ctx context.Context, in *ListTen
 //
 // OrchestratorService is what clients call: it runs prompts through the tool loop.
 //
-// The orchestrator serves it over gRPC, and on the same port over the Connect protocol,
-// gRPC-Web and REST with JSON (the HTTP paths below), with the same authentication,
-// tenants and limits.
+// The orchestrator serves it over gRPC, and on the same port over the Connect protocol
+// and gRPC-Web (every method), and REST with JSON (the unary methods, at the HTTP paths
+// below), with the same authentication, tenants and limits.
 //
 // Every request is at most 4 MiB encoded (the orchestrator's server.max_receive_bytes);
 // gRPC refuses a larger one with RESOURCE_EXHAUSTED before reading it. The fields' own

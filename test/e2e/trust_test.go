@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -240,6 +241,32 @@ func TestMutualTLS(t *testing.T) {
 	t.Run("only the orchestrator calls a worker", func(t *testing.T) { checkMTLSWorkerCallers(ctx, t, m) })
 	t.Run("S15 expired certificates", func(t *testing.T) { checkMTLSExpired(ctx, t, m) })
 	t.Run("S15 rotation mid-run", func(t *testing.T) { checkMTLSRotation(ctx, t, m) })
+	t.Run("the API over HTTPS", func(t *testing.T) { checkMTLSWeb(ctx, t, m) })
+}
+
+// checkMTLSWeb checks that on the TLS port, an HTTPS client (which offers HTTP/1.1 and
+// h2, as browsers and curl do) is served the API over HTTP/1.1 when it presents a client
+// certificate the CA issued, and refused without one, as a gRPC client is.
+func checkMTLSWeb(ctx context.Context, t *testing.T, m *tlsMesh) {
+	t.Helper()
+	get := func(tc *tls.Config) (int, string, int) {
+		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tc.Clone(), ForceAttemptHTTP2: true}}
+		defer hc.CloseIdleConnections()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+m.orch.Addr+"/v1/workers", nil)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("GET /v1/workers over HTTPS: %v", err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return resp.StatusCode, string(b), resp.ProtoMajor
+	}
+	if code, body, major := get(m.client.ClientTLS(nil)); code != http.StatusOK || !strings.Contains(body, "math-1") || major != 1 {
+		t.Errorf("with a client certificate: HTTP/%d %d %s; want HTTP/1.1 200 listing math-1", major, code, body)
+	}
+	if code, body, _ := get(noClientCert(m.client)); code != http.StatusUnauthorized {
+		t.Errorf("without a client certificate: %d %s; want 401", code, body)
+	}
 }
 
 // checkMTLSNoCertificate checks that neither a worker without TLS nor one whose

@@ -1,0 +1,205 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
+)
+
+// webClient calls the orchestrator's port over HTTP/1.1, as a browser or curl does.
+type webClient struct {
+	base, token string
+}
+
+// do sends method path with body (nil: none) and content type, and returns the status,
+// the response's headers and its body.
+func (w webClient) do(ctx context.Context, t *testing.T, method, path, contentType string, body []byte) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, method, w.base+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	if strings.HasPrefix(path, "/toolmesh.v1.") && (contentType == "application/json" || strings.HasPrefix(contentType, "application/connect")) {
+		req.Header.Set("Connect-Protocol-Version", "1") // a Connect call; REST sends none
+	}
+	if w.token != "" {
+		req.Header.Set("Authorization", "Bearer "+w.token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		t.Fatalf("%s %s: reading the body: %v", method, path, err)
+	}
+	if resp.ProtoMajor != 1 {
+		t.Errorf("%s %s answered over HTTP/%d, want HTTP/1.1", method, path, resp.ProtoMajor)
+	}
+	return resp.StatusCode, resp.Header, b
+}
+
+// envelope is one message of a streaming Connect or gRPC-Web body.
+func envelope(flags byte, msg []byte) []byte {
+	b := make([]byte, 5, 5+len(msg))
+	b[0] = flags
+	binary.BigEndian.PutUint32(b[1:], uint32(len(msg)))
+	return append(b, msg...)
+}
+
+// envelopes splits a streaming body into its messages and their flags.
+func envelopes(t *testing.T, b []byte) (flags []byte, msgs [][]byte) {
+	t.Helper()
+	for len(b) > 0 {
+		if len(b) < 5 {
+			t.Fatalf("a torn envelope: %q", b)
+		}
+		n := binary.BigEndian.Uint32(b[1:5])
+		if int(n) > len(b)-5 {
+			t.Fatalf("an envelope of %d bytes in %d", n, len(b)-5)
+		}
+		flags, msgs = append(flags, b[0]), append(msgs, b[5:5+n])
+		b = b[5+n:]
+	}
+	return flags, msgs
+}
+
+// TestWebProtocols: the orchestrator's port serves OrchestratorService to HTTP/1.1
+// clients over REST with JSON, the Connect protocol (unary and streaming, JSON) and
+// gRPC-Web, beside gRPC, with the same tenants: a run acme started over Connect is
+// watched over gRPC-Web and Connect, read and listed over REST and Connect, and
+// cancelled over REST; globex sees none of it, and a call without a token is refused as
+// it is over gRPC.
+func TestWebProtocols(t *testing.T) {
+	tm := startTenantsMesh(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	base := "http://" + tm.m.orch.Addr
+	acme := webClient{base: base, token: tm.sign.tenantToken(t, "acme")}
+	globex := webClient{base: base, token: tm.sign.tenantToken(t, "globex")}
+	anonymous := webClient{base: base}
+
+	// A run started over Connect, streaming its events (JSON envelopes).
+	req, _ := protojson.Marshal(&toolpb.RunRequest{RunId: "web-1", Prompt: "echo", ToolGroups: []string{"echo_acme"}})
+	code, hdr, body := acme.do(ctx, t, http.MethodPost, "/toolmesh.v1.OrchestratorService/Run", "application/connect+json", envelope(0, req))
+	if code != http.StatusOK || hdr.Get("Content-Type") != "application/connect+json" {
+		t.Fatalf("Connect Run: HTTP %d %s %s", code, hdr.Get("Content-Type"), body)
+	}
+	flags, msgs := envelopes(t, body)
+	if len(msgs) < 3 || flags[len(flags)-1] != 2 || strings.TrimSpace(string(msgs[len(msgs)-1])) != "{}" {
+		t.Fatalf("Connect Run: %d messages, the last %q with flags %v; want events, then a clean end", len(msgs), msgs[len(msgs)-1], flags)
+	}
+	var connectEvents []*toolpb.RunResponse
+	for _, m := range msgs[:len(msgs)-1] {
+		ev := &toolpb.RunResponse{}
+		if err := protojson.Unmarshal(m, ev); err != nil {
+			t.Fatalf("Connect Run event %s: %v", m, err)
+		}
+		connectEvents = append(connectEvents, ev)
+	}
+	last := connectEvents[len(connectEvents)-1]
+	if last.GetFinalResult() == nil || last.GetRunId() != "web-1" {
+		t.Fatalf("the last Connect event %v, want web-1's final result", last)
+	}
+
+	// The same events over gRPC-Web (binary), from the journal: same sequence numbers.
+	wreq, _ := proto.Marshal(&toolpb.WatchRunRequest{RunId: "web-1"})
+	code, hdr, body = acme.do(ctx, t, http.MethodPost, "/toolmesh.v1.OrchestratorService/WatchRun", "application/grpc-web+proto", envelope(0, wreq))
+	if code != http.StatusOK || !strings.HasPrefix(hdr.Get("Content-Type"), "application/grpc-web") {
+		t.Fatalf("gRPC-Web WatchRun: HTTP %d %s %q", code, hdr.Get("Content-Type"), body)
+	}
+	flags, msgs = envelopes(t, body)
+	if len(msgs) != len(connectEvents)+1 || flags[len(flags)-1]&0x80 == 0 || !strings.Contains(strings.ToLower(string(msgs[len(msgs)-1])), "grpc-status: 0") {
+		t.Fatalf("gRPC-Web WatchRun: %d messages (want %d and trailers), trailers %q", len(msgs), len(connectEvents)+1, msgs[len(msgs)-1])
+	}
+	for i, m := range msgs[:len(msgs)-1] {
+		ev := &toolpb.RunResponse{}
+		if err := proto.Unmarshal(m, ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.GetSequence() != connectEvents[i].GetSequence() || fmt.Sprint(ev.GetEvent()) != fmt.Sprint(connectEvents[i].GetEvent()) {
+			t.Errorf("gRPC-Web event %d: %v, over Connect %v", i, ev, connectEvents[i])
+		}
+	}
+
+	// REST: the run, then acme's runs.
+	code, _, body = acme.do(ctx, t, http.MethodGet, "/v1/runs/web-1", "", nil)
+	got := &toolpb.GetRunResponse{}
+	if code != http.StatusOK || protojson.Unmarshal(body, got) != nil || got.GetState() != toolpb.RunState_RUN_STATE_SUCCEEDED || got.GetTenant() != "acme" {
+		t.Errorf("REST GET /v1/runs/web-1: HTTP %d %s", code, body)
+	}
+	code, _, body = acme.do(ctx, t, http.MethodGet, "/v1/runs?page_size=50", "", nil)
+	listed := &toolpb.ListRunsResponse{}
+	if code != http.StatusOK || protojson.Unmarshal(body, listed) != nil || !hasRun(listed, "web-1") {
+		t.Errorf("REST GET /v1/runs: HTTP %d %s; want web-1 listed", code, body)
+	}
+	// Connect unary (JSON): the same list.
+	code, _, body = acme.do(ctx, t, http.MethodPost, "/toolmesh.v1.OrchestratorService/ListRuns", "application/json", []byte(`{"pageSize": 50, "state": "RUN_STATE_SUCCEEDED"}`))
+	if code != http.StatusOK || protojson.Unmarshal(body, listed) != nil || !hasRun(listed, "web-1") {
+		t.Errorf("Connect ListRuns: HTTP %d %s; want web-1 listed", code, body)
+	}
+
+	// Another tenant sees nothing of it, over any protocol; no token is no entry.
+	if code, _, body = globex.do(ctx, t, http.MethodGet, "/v1/runs/web-1", "", nil); code != http.StatusNotFound {
+		t.Errorf("globex's REST GET of acme's run: HTTP %d %s, want 404", code, body)
+	}
+	if code, _, body = globex.do(ctx, t, http.MethodGet, "/v1/runs", "", nil); code != http.StatusOK || strings.Contains(string(body), "web-1") {
+		t.Errorf("globex's REST list: HTTP %d %s; want acme's run left out", code, body)
+	}
+	if code, _, body = globex.do(ctx, t, http.MethodGet, "/v1/runs?tenant=acme", "", nil); code != http.StatusForbidden {
+		t.Errorf("globex listing acme's runs: HTTP %d %s, want 403", code, body)
+	}
+	code, _, body = anonymous.do(ctx, t, http.MethodPost, "/toolmesh.v1.OrchestratorService/GetRun", "application/json", []byte(`{"runId":"web-1"}`))
+	var cerr struct{ Code, Message string }
+	if code != http.StatusUnauthorized || json.Unmarshal(body, &cerr) != nil || cerr.Code != "unauthenticated" {
+		t.Errorf("Connect GetRun without a token: HTTP %d %s, want 401 unauthenticated", code, body)
+	}
+	// A bad request names its field, as over gRPC.
+	code, _, body = acme.do(ctx, t, http.MethodGet, "/v1/runs?page_size=5000", "", nil)
+	if code != http.StatusBadRequest || !strings.Contains(string(body), "page_size") {
+		t.Errorf("REST list with page_size 5000: HTTP %d %s, want 400 naming page_size", code, body)
+	}
+
+	// REST cancel of the finished run reports its state.
+	code, _, body = acme.do(ctx, t, http.MethodPost, "/v1/runs/web-1:cancel", "application/json", []byte(`{"reason":"done anyway"}`))
+	if code != http.StatusOK || !strings.Contains(string(body), "RUN_STATE_SUCCEEDED") {
+		t.Errorf("REST cancel: HTTP %d %s", code, body)
+	}
+
+	// curl, as the README shows it.
+	if _, err := exec.LookPath("curl"); err == nil {
+		out, err := exec.CommandContext(ctx, "curl", "-sS", "--fail-with-body", "-H", "Authorization: Bearer "+acme.token, base+"/v1/runs/web-1").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), `"RUN_STATE_SUCCEEDED"`) {
+			t.Errorf("curl GET /v1/runs/web-1: %v %s", err, out)
+		}
+	} else {
+		t.Log("no curl on this machine: the curl call is left out")
+	}
+}
+
+// hasRun reports whether a page lists run id.
+func hasRun(page *toolpb.ListRunsResponse, id string) bool {
+	for _, r := range page.GetRuns() {
+		if r.GetRunId() == id {
+			return true
+		}
+	}
+	return false
+}
