@@ -193,7 +193,7 @@ func (tlsDone) ClientHandshake(context.Context, string, net.Conn) (net.Conn, cre
 }
 
 func (tlsDone) Info() credentials.ProtocolInfo {
-	return credentials.ProtocolInfo{SecurityProtocol: "tls", SecurityVersion: "1.3"}
+	return credentials.ProtocolInfo{SecurityProtocol: "tls"}
 }
 func (t tlsDone) Clone() credentials.TransportCredentials { return t }
 func (tlsDone) OverrideServerName(string) error           { return nil }
