@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -238,13 +239,37 @@ func (o *Orchestrator) webServer(g *grpc.Server) (*http.Server, error) {
 		return nil, fmt.Errorf("serving the API over HTTP: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/", api)
+	mux.Handle("/", sameOrigin(api))
 	if c := o.cfg.Console; c.Enabled {
 		mux.Handle(consolePath, console.Handler(consolePath, console.Config{TraceURL: c.TraceURL, Tenancy: len(o.cfg.Tenants) > 0}))
 		mux.Handle("GET /{$}", http.RedirectHandler(consolePath, http.StatusFound))
 	}
 	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: maxHeaderBytes,
 		ErrorLog: slog.NewLogLogger(o.log.Handler(), slog.LevelDebug)}, nil
+}
+
+// sameOrigin refuses a request that another site's page makes a browser send: a browser
+// attaches a client certificate (mutual TLS) to any request to the orchestrator, whoever
+// asks it to, so a POST from another origin (a form, a fetch without CORS) could act for
+// the user. Browsers say where a request comes from (Sec-Fetch-Site, Origin); the API
+// answers no CORS preflight, so a page of another origin cannot read its answers either.
+// Clients other than browsers send neither header.
+func sameOrigin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cross := r.Header.Get("Sec-Fetch-Site") == "cross-site"
+		if o := r.Header.Get("Origin"); o != "" && o != "null" {
+			if u, err := url.Parse(o); err != nil || u.Host != r.Host {
+				cross = true
+			}
+		} else if o == "null" {
+			cross = true
+		}
+		if cross {
+			http.Error(w, "a request from another site's page is refused", http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Bounds of the HTTP side of the port.

@@ -183,6 +183,31 @@ func TestWebProtocols(t *testing.T) {
 		t.Errorf("REST cancel: HTTP %d %s", code, body)
 	}
 
+	// A browser's request that another site's page made is refused (a client certificate
+	// or cookie would go with it); one of the orchestrator's own pages passes.
+	for _, tc := range []struct {
+		header, value string
+		want          int
+	}{
+		{"Origin", "https://evil.example", http.StatusForbidden},
+		{"Origin", "null", http.StatusForbidden},
+		{"Sec-Fetch-Site", "cross-site", http.StatusForbidden},
+		{"Origin", base, http.StatusOK},
+		{"Sec-Fetch-Site", "same-origin", http.StatusOK},
+	} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/runs/web-1:cancel", strings.NewReader(`{}`))
+		req.Header.Set("Authorization", "Bearer "+acme.token)
+		req.Header.Set(tc.header, tc.value)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("a cancel with %s: %s answered %d, want %d", tc.header, tc.value, resp.StatusCode, tc.want)
+		}
+	}
+
 	// curl, as the README shows it.
 	if _, err := exec.LookPath("curl"); err == nil {
 		out, err := exec.CommandContext(ctx, "curl", "-sS", "--fail-with-body", "-H", "Authorization: Bearer "+acme.token, base+"/v1/runs/web-1").CombinedOutput()
