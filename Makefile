@@ -26,13 +26,43 @@ MCP_EVERYTHING_VERSION := 2026.8.31
 MCP_EVERYTHING := $(TMP)/npm/node_modules/.bin/mcp-server-everything
 
 $(MCP_EVERYTHING): $(TMP)/versions/server-everything-v$(MCP_EVERYTHING_VERSION)
+	$(ensure_npm)
+	npm install --silent --no-audit --no-fund --prefix $(TMP)/npm @modelcontextprotocol/server-everything@$(MCP_EVERYTHING_VERSION)
+	@touch $@
+
+# npm where it is missing: Debian's nodejs and npm (as root, or through sudo).
+define ensure_npm
 	@if ! command -v npm >/dev/null; then \
 		echo "npm not found: installing Debian's nodejs and npm"; \
 		if [ "$$(id -u)" = 0 ]; then sudo=; else sudo=sudo; fi; \
 		$$sudo apt-get update -q && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q --no-install-recommends nodejs npm; \
 	fi
-	npm install --silent --no-audit --no-fund --prefix $(TMP)/npm @modelcontextprotocol/server-everything@$(MCP_EVERYTHING_VERSION)
+endef
+
+# The console's JavaScript is checked by TypeScript (strict, over JSDoc types; pinned,
+# from npm) and tested by Node's own test runner: no build step, nothing generated.
+TYPESCRIPT_VERSION := 5.9.3
+TSC := $(TMP)/npm-ts/node_modules/.bin/tsc
+$(TSC): $(TMP)/versions/typescript-$(TYPESCRIPT_VERSION)
+	$(ensure_npm)
+	npm install --silent --no-audit --no-fund --prefix $(TMP)/npm-ts typescript@$(TYPESCRIPT_VERSION)
 	@touch $@
+
+.PHONY: test-console
+test-console: $(TSC) ## The console's JavaScript: type check (tsc, strict) and its unit tests (node --test).
+	$(TSC) -p internal/console/jsconfig.json
+	node --test internal/console/
+
+# Chromium for the console's browser test (chromedp drives it) and curl for the HTTP
+# API's: Debian's packages where they are missing (as root, or through sudo).
+BROWSER_STAMP := $(TMP)/versions/chromium
+$(BROWSER_STAMP):
+	@if ! command -v chromium >/dev/null || ! command -v curl >/dev/null; then \
+		echo "chromium or curl not found: installing Debian's chromium and curl"; \
+		if [ "$$(id -u)" = 0 ]; then sudo=; else sudo=sudo; fi; \
+		$$sudo apt-get update -q && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q --no-install-recommends chromium curl fonts-dejavu-core; \
+	fi
+	@mkdir -p $(TMP)/versions && touch $@
 
 # PostgreSQL's server programs, for the journal's tests: each test starts a private
 # server on a temporary directory and port, never the machine's own. Where they are
@@ -97,12 +127,13 @@ test-images: images $(CA_BUNDLE) ## The image builder's own tests (it builds the
 	cd deploy/images && go vet ./... && go test -count=1 -timeout 20m ./...
 
 .PHONY: test
-test: checkgenerate lint unit test-mcp-everything fuzz-short k8s test-images ## Everything CI runs: generated code, linters, all tests, a short fuzz of each target, the manifests, the images.
+test: checkgenerate lint test-console unit test-mcp-everything fuzz-short k8s test-images ## Everything CI runs: generated code, linters, all tests, a short fuzz of each target, the manifests, the images.
 
 .PHONY: unit
-unit: build $(MCP_EVERYTHING) $(PG_STAMP) $(IPROUTE_STAMP) $(BIN)/kustomize ## Run all Go tests (end-to-end tests use the binaries in bin/).
+unit: build $(MCP_EVERYTHING) $(PG_STAMP) $(IPROUTE_STAMP) $(BROWSER_STAMP) $(BIN)/kustomize ## Run all Go tests (end-to-end tests use the binaries in bin/).
 	@mkdir -p $(TMP)/reports && rm -f $(TMP)/reports/netns-scaling.md
 	TOOLMESH_BIN=$(abspath bin) TOOLMESH_MCP_EVERYTHING=$(MCP_EVERYTHING) TOOLMESH_KUSTOMIZE=$(BIN)/kustomize \
+		TOOLMESH_CHROMIUM=$$(command -v chromium) TOOLMESH_BROWSER_ARTIFACTS=$(abspath $(TMP)/reports/console) \
 		TOOLMESH_NETNS_REPORT=$(abspath $(TMP)/reports) go test $(GO_TEST_FLAGS) ./...
 	@if [ -f $(TMP)/reports/netns-scaling.md ]; then cat $(TMP)/reports/netns-scaling.md; else echo "test/netns skipped: no figures (it needs root for network namespaces)"; fi
 

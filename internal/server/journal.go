@@ -85,35 +85,10 @@ func (o *orchestratorServer) WatchRun(req *toolpb.WatchRunRequest, stream toolpb
 // The filters on tenant, agent and start time leave runs out of a page, never end the
 // paging early.
 func (o *orchestratorServer) ListRuns(ctx context.Context, req *toolpb.ListRunsRequest) (*toolpb.ListRunsResponse, error) {
-	size := int(req.GetPageSize())
-	switch {
-	case size == 0:
-		size = 100
-	case size < 0 || size > 1000:
-		return nil, invalid("page_size", "must be 0 to 1000, got %d", size).status()
+	if fe := validateListRuns(req); fe != nil {
+		return nil, fe.status()
 	}
-	if len(req.GetPageToken()) > 256 {
-		return nil, invalid("page_token", "is not a token ListRuns gave").status()
-	}
-	if _, ok := toolpb.RunState_name[int32(req.GetState())]; !ok {
-		return nil, invalid("state", "unknown state %d", req.GetState()).status()
-	}
-	for field, v := range map[string]string{"tenant": req.GetTenant(), "agent": req.GetAgent()} {
-		if p := wire.CheckText(v, 128); p != "" {
-			return nil, invalid(field, "%s", p).status()
-		}
-	}
-	for field, ts := range map[string]*timestamppb.Timestamp{"started_after": req.GetStartedAfter(), "started_before": req.GetStartedBefore()} {
-		if ts != nil && ts.CheckValid() != nil {
-			return nil, invalid(field, "is not a valid time: %v", ts.CheckValid()).status()
-		}
-	}
-	// One more than the page tells whether another page follows; at the store's largest
-	// page, a full page is taken to have one.
-	ask := min(size+1, runlog.MaxList)
-	// A tenant's runs are the keys under its name (runKey): a page of them starts after
-	// the last one the client saw, and ends where they do. A page token is a run id. A
-	// caller of a tenant sees its own; one of no tenant may ask for a tenant's.
+	// A caller of a tenant sees its own; one of no tenant may ask for a tenant's.
 	tenant := tenantOf(ctx)
 	switch {
 	case tenant != "" && req.GetTenant() != "" && req.GetTenant() != tenant:
@@ -122,32 +97,12 @@ func (o *orchestratorServer) ListRuns(ctx context.Context, req *toolpb.ListRunsR
 	case tenant == "":
 		tenant = req.GetTenant()
 	}
-	after := req.GetPageToken()
-	if tenant != "" {
-		after = runKey(tenant, after)
-		if req.GetPageToken() == "" {
-			after = tenant + "/"
-		}
-	}
-	filtered := req.GetAgent() != "" || req.GetStartedAfter() != nil || req.GetStartedBefore() != nil
-	runs, err := o.s.runs.List(ctx, stateFromProto(req.GetState()), after, ask, true)
+	runs, next, err := o.s.runPage(ctx, req, tenant)
 	if err != nil {
 		return nil, statusError(toolpb.ErrorReason_ERROR_REASON_JOURNAL_UNAVAILABLE, err.Error(), nil)
 	}
-	if tenant != "" {
-		mine := 0
-		for mine < len(runs) && strings.HasPrefix(runs[mine].ID, tenant+"/") {
-			mine++
-		}
-		if mine < len(runs) {
-			runs, ask = runs[:mine], size+1 // past the tenant's runs: no page follows
-		}
-	}
-	resp := &toolpb.ListRunsResponse{}
-	if len(runs) > size || (ask == size && len(runs) == size) {
-		runs = runs[:size]
-		resp.NextPageToken = clientRunID(runs[size-1].ID)
-	}
+	resp := &toolpb.ListRunsResponse{NextPageToken: next}
+	filtered := req.GetAgent() != "" || req.GetStartedAfter() != nil || req.GetStartedBefore() != nil
 	for _, r := range runs {
 		if tenantOf(ctx) == "" && o.s.ownRun(ctx, r.ID) != nil {
 			continue // another tenant's
@@ -160,6 +115,68 @@ func (o *orchestratorServer) ListRuns(ctx context.Context, req *toolpb.ListRunsR
 			Tenant: o.s.keyTenant(r.ID), Agent: r.Agent})
 	}
 	return resp, nil
+}
+
+// validateListRuns checks a ListRuns request's fields.
+func validateListRuns(req *toolpb.ListRunsRequest) *fieldError {
+	if n := req.GetPageSize(); n < 0 || n > 1000 {
+		return invalid("page_size", "must be 0 to 1000, got %d", n)
+	}
+	if len(req.GetPageToken()) > 256 {
+		return invalid("page_token", "is not a token ListRuns gave")
+	}
+	if _, ok := toolpb.RunState_name[int32(req.GetState())]; !ok {
+		return invalid("state", "unknown state %d", req.GetState())
+	}
+	for field, v := range map[string]string{"tenant": req.GetTenant(), "agent": req.GetAgent()} {
+		if p := wire.CheckText(v, 128); p != "" {
+			return invalid(field, "%s", p)
+		}
+	}
+	for field, ts := range map[string]*timestamppb.Timestamp{"started_after": req.GetStartedAfter(), "started_before": req.GetStartedBefore()} {
+		if ts != nil && ts.CheckValid() != nil {
+			return invalid(field, "is not a valid time: %v", ts.CheckValid())
+		}
+	}
+	return nil
+}
+
+// runPage is a page of the journal's runs (of tenant's, when it is set) and the token of
+// the next page ("" after the last). A tenant's runs are the keys under its name
+// (runKey): a page of them starts after the last one the client saw, and ends where
+// they do. A page token is a run id.
+func (s *Server) runPage(ctx context.Context, req *toolpb.ListRunsRequest, tenant string) ([]run.Summary, string, error) {
+	size := int(req.GetPageSize())
+	if size == 0 {
+		size = 100
+	}
+	// One more than the page tells whether another page follows; at the store's largest
+	// page, a full page is taken to have one.
+	ask := min(size+1, runlog.MaxList)
+	after := req.GetPageToken()
+	if tenant != "" {
+		after = runKey(tenant, after)
+		if req.GetPageToken() == "" {
+			after = tenant + "/"
+		}
+	}
+	runs, err := s.runs.List(ctx, stateFromProto(req.GetState()), after, ask, true)
+	if err != nil {
+		return nil, "", err
+	}
+	if tenant != "" {
+		mine := 0
+		for mine < len(runs) && strings.HasPrefix(runs[mine].ID, tenant+"/") {
+			mine++
+		}
+		if mine < len(runs) {
+			runs, ask = runs[:mine], size+1 // past the tenant's runs: no page follows
+		}
+	}
+	if len(runs) > size || (ask == size && len(runs) == size) {
+		return runs[:size], clientRunID(runs[size-1].ID), nil
+	}
+	return runs, "", nil
 }
 
 // listed reports whether r passes the agent and start-time filters of req.

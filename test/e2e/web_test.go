@@ -94,8 +94,17 @@ func TestWebProtocols(t *testing.T) {
 	base := "http://" + tm.m.orch.Addr
 	acme := webClient{base: base, token: tm.sign.tenantToken(t, "acme")}
 	globex := webClient{base: base, token: tm.sign.tenantToken(t, "globex")}
-	anonymous := webClient{base: base}
+	events := webConnectRun(ctx, t, acme)
+	t.Run("gRPC-Web", func(t *testing.T) { checkWebGRPCWeb(ctx, t, acme, events) })
+	t.Run("REST and Connect unary", func(t *testing.T) { checkWebUnary(ctx, t, acme) })
+	t.Run("tenants", func(t *testing.T) { checkWebTenants(ctx, t, globex, webClient{base: base}) })
+	t.Run("cross-site requests", func(t *testing.T) { checkWebCrossSite(ctx, t, acme) })
+	t.Run("curl", func(t *testing.T) { checkWebCurl(ctx, t, acme) })
+}
 
+// webConnectRun starts the run web-1 over Connect (JSON envelopes) and returns its events.
+func webConnectRun(ctx context.Context, t *testing.T, acme webClient) []*toolpb.RunResponse {
+	t.Helper()
 	// A run started over Connect, streaming its events (JSON envelopes).
 	req, _ := protojson.Marshal(&toolpb.RunRequest{RunId: "web-1", Prompt: "echo", ToolGroups: []string{"echo_acme"}})
 	code, hdr, body := acme.do(ctx, t, http.MethodPost, "/toolmesh.v1.OrchestratorService/Run", "application/connect+json", envelope(0, req))
@@ -119,13 +128,20 @@ func TestWebProtocols(t *testing.T) {
 		t.Fatalf("the last Connect event %v, want web-1's final result", last)
 	}
 
+	return connectEvents
+}
+
+// checkWebGRPCWeb checks that web-1's events over gRPC-Web (binary), from the journal,
+// are those Connect streamed, with the same sequence numbers.
+func checkWebGRPCWeb(ctx context.Context, t *testing.T, acme webClient, connectEvents []*toolpb.RunResponse) {
+	t.Helper()
 	// The same events over gRPC-Web (binary), from the journal: same sequence numbers.
 	wreq, _ := proto.Marshal(&toolpb.WatchRunRequest{RunId: "web-1"})
-	code, hdr, body = acme.do(ctx, t, http.MethodPost, "/toolmesh.v1.OrchestratorService/WatchRun", "application/grpc-web+proto", envelope(0, wreq))
+	code, hdr, body := acme.do(ctx, t, http.MethodPost, "/toolmesh.v1.OrchestratorService/WatchRun", "application/grpc-web+proto", envelope(0, wreq))
 	if code != http.StatusOK || !strings.HasPrefix(hdr.Get("Content-Type"), "application/grpc-web") {
 		t.Fatalf("gRPC-Web WatchRun: HTTP %d %s %q", code, hdr.Get("Content-Type"), body)
 	}
-	flags, msgs = envelopes(t, body)
+	flags, msgs := envelopes(t, body)
 	if len(msgs) != len(connectEvents)+1 || flags[len(flags)-1]&0x80 == 0 || !strings.Contains(strings.ToLower(string(msgs[len(msgs)-1])), "grpc-status: 0") {
 		t.Fatalf("gRPC-Web WatchRun: %d messages (want %d and trailers), trailers %q", len(msgs), len(connectEvents)+1, msgs[len(msgs)-1])
 	}
@@ -139,8 +155,13 @@ func TestWebProtocols(t *testing.T) {
 		}
 	}
 
+}
+
+// checkWebUnary reads web-1 and lists acme's runs over REST and Connect.
+func checkWebUnary(ctx context.Context, t *testing.T, acme webClient) {
+	t.Helper()
 	// REST: the run, then acme's runs.
-	code, _, body = acme.do(ctx, t, http.MethodGet, "/v1/runs/web-1", "", nil)
+	code, _, body := acme.do(ctx, t, http.MethodGet, "/v1/runs/web-1", "", nil)
 	got := &toolpb.GetRunResponse{}
 	if code != http.StatusOK || protojson.Unmarshal(body, got) != nil || got.GetState() != toolpb.RunState_RUN_STATE_SUCCEEDED || got.GetTenant() != "acme" {
 		t.Errorf("REST GET /v1/runs/web-1: HTTP %d %s", code, body)
@@ -156,33 +177,45 @@ func TestWebProtocols(t *testing.T) {
 		t.Errorf("Connect ListRuns: HTTP %d %s; want web-1 listed", code, body)
 	}
 
-	// Another tenant sees nothing of it, over any protocol; no token is no entry.
-	if code, _, body = globex.do(ctx, t, http.MethodGet, "/v1/runs/web-1", "", nil); code != http.StatusNotFound {
-		t.Errorf("globex's REST GET of acme's run: HTTP %d %s, want 404", code, body)
-	}
-	if code, _, body = globex.do(ctx, t, http.MethodGet, "/v1/runs", "", nil); code != http.StatusOK || strings.Contains(string(body), "web-1") {
-		t.Errorf("globex's REST list: HTTP %d %s; want acme's run left out", code, body)
-	}
-	if code, _, body = globex.do(ctx, t, http.MethodGet, "/v1/runs?tenant=acme", "", nil); code != http.StatusForbidden {
-		t.Errorf("globex listing acme's runs: HTTP %d %s, want 403", code, body)
-	}
-	code, _, body = anonymous.do(ctx, t, http.MethodPost, "/toolmesh.v1.OrchestratorService/GetRun", "application/json", []byte(`{"runId":"web-1"}`))
-	var cerr struct{ Code, Message string }
-	if code != http.StatusUnauthorized || json.Unmarshal(body, &cerr) != nil || cerr.Code != "unauthenticated" {
-		t.Errorf("Connect GetRun without a token: HTTP %d %s, want 401 unauthenticated", code, body)
-	}
-	// A bad request names its field, as over gRPC.
-	code, _, body = acme.do(ctx, t, http.MethodGet, "/v1/runs?page_size=5000", "", nil)
-	if code != http.StatusBadRequest || !strings.Contains(string(body), "page_size") {
-		t.Errorf("REST list with page_size 5000: HTTP %d %s, want 400 naming page_size", code, body)
-	}
-
 	// REST cancel of the finished run reports its state.
 	code, _, body = acme.do(ctx, t, http.MethodPost, "/v1/runs/web-1:cancel", "application/json", []byte(`{"reason":"done anyway"}`))
 	if code != http.StatusOK || !strings.Contains(string(body), "RUN_STATE_SUCCEEDED") {
 		t.Errorf("REST cancel: HTTP %d %s", code, body)
 	}
 
+}
+
+// checkWebTenants checks that globex sees nothing of acme's run over any protocol, and
+// that a call without a token is refused, a bad request naming its field.
+func checkWebTenants(ctx context.Context, t *testing.T, globex, anonymous webClient) {
+	t.Helper()
+	// Another tenant sees nothing of it, over any protocol; no token is no entry.
+	if code, _, body := globex.do(ctx, t, http.MethodGet, "/v1/runs/web-1", "", nil); code != http.StatusNotFound {
+		t.Errorf("globex's REST GET of acme's run: HTTP %d %s, want 404", code, body)
+	}
+	if code, _, body := globex.do(ctx, t, http.MethodGet, "/v1/runs", "", nil); code != http.StatusOK || strings.Contains(string(body), "web-1") {
+		t.Errorf("globex's REST list: HTTP %d %s; want acme's run left out", code, body)
+	}
+	if code, _, body := globex.do(ctx, t, http.MethodGet, "/v1/runs?tenant=acme", "", nil); code != http.StatusForbidden {
+		t.Errorf("globex listing acme's runs: HTTP %d %s, want 403", code, body)
+	}
+	code, _, body := anonymous.do(ctx, t, http.MethodPost, "/toolmesh.v1.OrchestratorService/GetRun", "application/json", []byte(`{"runId":"web-1"}`))
+	var cerr struct{ Code, Message string }
+	if code != http.StatusUnauthorized || json.Unmarshal(body, &cerr) != nil || cerr.Code != "unauthenticated" {
+		t.Errorf("Connect GetRun without a token: HTTP %d %s, want 401 unauthenticated", code, body)
+	}
+	// A bad request names its field, as over gRPC.
+	code, _, body = globex.do(ctx, t, http.MethodGet, "/v1/runs?page_size=5000", "", nil)
+	if code != http.StatusBadRequest || !strings.Contains(string(body), "page_size") {
+		t.Errorf("REST list with page_size 5000: HTTP %d %s, want 400 naming page_size", code, body)
+	}
+
+}
+
+// checkWebCrossSite checks that a browser's request another site's page made is refused.
+func checkWebCrossSite(ctx context.Context, t *testing.T, acme webClient) {
+	t.Helper()
+	base := acme.base
 	// A browser's request that another site's page made is refused (a client certificate
 	// or cookie would go with it); one of the orchestrator's own pages passes.
 	for _, tc := range []struct {
@@ -208,6 +241,12 @@ func TestWebProtocols(t *testing.T) {
 		}
 	}
 
+}
+
+// checkWebCurl reads web-1 with curl, as the README shows it.
+func checkWebCurl(ctx context.Context, t *testing.T, acme webClient) {
+	t.Helper()
+	base := acme.base
 	// curl, as the README shows it.
 	if _, err := exec.LookPath("curl"); err == nil {
 		out, err := exec.CommandContext(ctx, "curl", "-sS", "--fail-with-body", "-H", "Authorization: Bearer "+acme.token, base+"/v1/runs/web-1").CombinedOutput()

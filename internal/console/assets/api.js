@@ -118,7 +118,6 @@ export function endStreamError(value) {
  * big-endian, and the message.
  * @param {number} flags
  * @param {Uint8Array} payload
- * @returns {Uint8Array}
  */
 export function encodeEnvelope(flags, payload) {
   const out = new Uint8Array(5 + payload.length);

@@ -140,7 +140,8 @@ export function durationSeconds(d) {
 }
 
 /**
- * formatSeconds writes a length of time: "250 ms", "1.5 s", "2 min 3 s", "1 h 2 min".
+ * formatSeconds writes a length of time: "250 ms", "1.5 s", "2 min 3 s", "1 h 2 min",
+ * "3 d 4 h".
  * @param {number} s
  * @returns {string}
  */
@@ -159,7 +160,10 @@ export function formatSeconds(s) {
   if (a < 3600) {
     return `${sign}${Math.floor(a / 60)} min ${Math.floor(a % 60)} s`;
   }
-  return `${sign}${Math.floor(a / 3600)} h ${Math.floor((a % 3600) / 60)} min`;
+  if (a < 2 * 86400) {
+    return `${sign}${Math.floor(a / 3600)} h ${Math.floor((a % 3600) / 60)} min`;
+  }
+  return `${sign}${Math.floor(a / 86400)} d ${Math.floor((a % 86400) / 3600)} h`;
 }
 
 /**

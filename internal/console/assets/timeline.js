@@ -4,7 +4,7 @@
 // the model and tells its renderer what changed; it never touches the DOM.
 
 import {
-  clip, compactJSON, enumLabel, formatCount, formatDuration, objectView, oneLine,
+  clip, compactJSON, enumLabel, formatBytes, formatDateTime, formatDuration, objectView, oneLine,
   prettyJSON, seqAfter, truncate, usageLine,
 } from "./format.js";
 
@@ -279,7 +279,7 @@ export class Timeline {
       case "nested_loop_finished":
         loop.status = p.error ? "error" : "ok";
         loop.summary = p.error ? `failed: ${truncate(oneLine(p.error))}` : `${p.iterations ?? 0} iterations, ${p.toolCalls ?? 0} tool calls`;
-        this.streams.delete(loop.key);
+        this.endStream(loop, {}, changes); // its answer was streamed: no message event ends it
         changes.push({ op: "updateLoop", loop });
         return false;
       case "tool_call_finished":
@@ -348,6 +348,7 @@ export class Timeline {
     req.approval.decidedBy = p.decidedBy ?? "";
     req.approval.reason = p.reason ?? "";
     req.tone = p.approved ? "ok" : "error";
+    req.summary = req.summary.replace(/ waits for approval.*$/, p.approved ? " was approved" : " was denied");
     changes.push({ op: "update", row: req });
   }
 
@@ -408,6 +409,7 @@ export class Timeline {
       if (row.approval && row.approval.status === "pending" && !row.dropped) {
         row.approval.status = "ended";
         row.tone = "";
+        row.summary = row.summary.replace(/ waits for approval.*$/, " was never decided");
         changes.push({ op: "update", row });
       }
     }
@@ -477,7 +479,7 @@ function objectLine(o) {
   const v = objectView(o);
   const parts = [v.typeName || "object"];
   if (v.name) parts.push(`“${v.name}”`);
-  if (v.kind === "blob") parts.push(`(${v.mediaType || "blob"}, ${formatCount(v.size)} bytes)`);
+  if (v.kind === "blob") parts.push(`(${v.mediaType || "blob"}, ${formatBytes(v.size)})`);
   return parts.join(" ");
 }
 
@@ -498,7 +500,7 @@ export function describe(kind, p, row) {
     case "message":
       row.title = "assistant";
       row.iteration = p.iteration ?? 0;
-      row.text = p.text ?? "";
+      row.text = String(p.text ?? "");
       setMessage(row, row.text, false);
       break;
     case "text_delta": // the first piece of a message: the row is the message's (kind "message")
@@ -632,9 +634,8 @@ function describeMore(kind, p, row) {
       row.title = "approval";
       row.tone = "pending";
       row.callId = p.callId ?? "";
-      row.summary = `${callText(p.tool, p.argumentsJson)} · call ${p.callId ?? "?"} waits for approval`;
+      row.summary = `${callText(p.tool, p.argumentsJson)} · call ${p.callId ?? "?"} waits for approval${p.deadline ? " until " + formatDateTime(p.deadline) : ""}`;
       row.approval = { callId: p.callId ?? "", loopId: p.loopId ?? "", tool: p.tool ?? "", status: "pending", decidedBy: "", reason: "" };
-      if (p.deadline) d.push({ label: "deadline", text: p.deadline });
       d.push({ label: "arguments", text: clip(prettyJSON(p.argumentsJson)) });
       break;
     case "approval_decided":
