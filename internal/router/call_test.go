@@ -297,6 +297,19 @@ func TestEjectionAndReturn(t *testing.T) {
 	expect("back after EjectFor, fails again: ejected for twice as long", 2, toolpb.WorkerState_WORKER_STATE_EJECTED)
 	now = now.Add(time.Minute)
 	expect("still ejected after one EjectFor", 1, toolpb.WorkerState_WORKER_STATE_EJECTED)
+	// ListWorkers says until when; a worker in rotation has no such time.
+	for _, w := range r.ListWorkers() {
+		switch w.GetWorkerId() {
+		case "flaky":
+			if want := now.Add(time.Minute); !w.GetEjectedUntil().AsTime().Equal(want) {
+				t.Errorf("flaky is listed as ejected until %v, want %v", w.GetEjectedUntil().AsTime(), want)
+			}
+		case "live":
+			if w.GetEjectedUntil() != nil {
+				t.Errorf("live is listed as ejected until %v", w.GetEjectedUntil().AsTime())
+			}
+		}
+	}
 
 	failing.Store(false)
 	now = now.Add(time.Minute)

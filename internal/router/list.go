@@ -62,7 +62,7 @@ func (r *Router) ListWorkers() []*toolpb.WorkerStatus {
 	defer r.mu.RUnlock()
 	out := make([]*toolpb.WorkerStatus, 0, len(r.workers))
 	for _, w := range r.workers {
-		out = append(out, &toolpb.WorkerStatus{
+		ws := &toolpb.WorkerStatus{
 			WorkerId:     w.id,
 			Address:      w.address,
 			Groups:       append([]string(nil), w.groups...),
@@ -71,7 +71,14 @@ func (r *Router) ListWorkers() []*toolpb.WorkerStatus {
 			Calls:        w.calls.Load(),
 			Capacity:     w.capacity,
 			RegisteredAt: timestamppb.New(w.registeredAt),
-		})
+			Version:      w.version,
+		}
+		if ws.State == toolpb.WorkerState_WORKER_STATE_EJECTED {
+			w.mu.Lock()
+			ws.EjectedUntil = timestamppb.New(w.ejectedUntil)
+			w.mu.Unlock()
+		}
+		out = append(out, ws)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].GetWorkerId() < out[j].GetWorkerId() })
 	return out

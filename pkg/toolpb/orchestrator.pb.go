@@ -4327,7 +4327,11 @@ type WorkerStatus struct {
 	// Its declared capacity; zero means unlimited.
 	Capacity int32 `protobuf:"varint,7,opt,name=capacity,proto3" json:"capacity,omitempty"`
 	// When it registered.
-	RegisteredAt  *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=registered_at,json=registeredAt,proto3" json:"registered_at,omitempty"`
+	RegisteredAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=registered_at,json=registeredAt,proto3" json:"registered_at,omitempty"`
+	// The version the worker registered with (Registration.version).
+	Version string `protobuf:"bytes,9,opt,name=version,proto3" json:"version,omitempty"`
+	// Until when it is out of rotation, while EJECTED; unset otherwise.
+	EjectedUntil  *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=ejected_until,json=ejectedUntil,proto3" json:"ejected_until,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4414,6 +4418,20 @@ func (x *WorkerStatus) GetCapacity() int32 {
 func (x *WorkerStatus) GetRegisteredAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.RegisteredAt
+	}
+	return nil
+}
+
+func (x *WorkerStatus) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *WorkerStatus) GetEjectedUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EjectedUntil
 	}
 	return nil
 }
@@ -5783,7 +5801,7 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\x06source\x18\x04 \x01(\tR\x06source\"\x14\n" +
 	"\x12ListWorkersRequest\"J\n" +
 	"\x13ListWorkersResponse\x123\n" +
-	"\aworkers\x18\x01 \x03(\v2\x19.toolmesh.v1.WorkerStatusR\aworkers\"\x9d\x02\n" +
+	"\aworkers\x18\x01 \x03(\v2\x19.toolmesh.v1.WorkerStatusR\aworkers\"\xf8\x02\n" +
 	"\fWorkerStatus\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x16\n" +
@@ -5792,7 +5810,10 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\tin_flight\x18\x05 \x01(\x05R\binFlight\x12\x14\n" +
 	"\x05calls\x18\x06 \x01(\x03R\x05calls\x12\x1a\n" +
 	"\bcapacity\x18\a \x01(\x05R\bcapacity\x12?\n" +
-	"\rregistered_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\fregisteredAt\"O\n" +
+	"\rregistered_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\fregisteredAt\x12\x18\n" +
+	"\aversion\x18\t \x01(\tR\aversion\x12?\n" +
+	"\rejected_until\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\fejectedUntil\"O\n" +
 	"\x0fWatchRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12%\n" +
 	"\x0eafter_sequence\x18\x02 \x01(\x03R\rafterSequence\"\xac\x02\n" +
@@ -6094,50 +6115,51 @@ var file_toolmesh_v1_orchestrator_proto_depIdxs = []int32{
 	52, // 62: toolmesh.v1.ListWorkersResponse.workers:type_name -> toolmesh.v1.WorkerStatus
 	4,  // 63: toolmesh.v1.WorkerStatus.state:type_name -> toolmesh.v1.WorkerState
 	71, // 64: toolmesh.v1.WorkerStatus.registered_at:type_name -> google.protobuf.Timestamp
-	5,  // 65: toolmesh.v1.ListRunsRequest.state:type_name -> toolmesh.v1.RunState
-	71, // 66: toolmesh.v1.ListRunsRequest.started_after:type_name -> google.protobuf.Timestamp
-	71, // 67: toolmesh.v1.ListRunsRequest.started_before:type_name -> google.protobuf.Timestamp
-	56, // 68: toolmesh.v1.ListRunsResponse.runs:type_name -> toolmesh.v1.RunSummary
-	5,  // 69: toolmesh.v1.RunSummary.state:type_name -> toolmesh.v1.RunState
-	71, // 70: toolmesh.v1.RunSummary.started:type_name -> google.protobuf.Timestamp
-	71, // 71: toolmesh.v1.RunSummary.updated:type_name -> google.protobuf.Timestamp
-	5,  // 72: toolmesh.v1.GetRunResponse.state:type_name -> toolmesh.v1.RunState
-	43, // 73: toolmesh.v1.GetRunResponse.error:type_name -> toolmesh.v1.RunError
-	71, // 74: toolmesh.v1.GetRunResponse.started_at:type_name -> google.protobuf.Timestamp
-	71, // 75: toolmesh.v1.GetRunResponse.ended_at:type_name -> google.protobuf.Timestamp
-	41, // 76: toolmesh.v1.GetRunResponse.usage:type_name -> toolmesh.v1.Usage
-	72, // 77: toolmesh.v1.GetRunResponse.blackboard:type_name -> toolmesh.v1.BlackboardObject
-	63, // 78: toolmesh.v1.GetRunResponse.budget:type_name -> toolmesh.v1.Budget
-	35, // 79: toolmesh.v1.GetRunResponse.assets:type_name -> toolmesh.v1.Asset
-	62, // 80: toolmesh.v1.GetRunResponse.loops:type_name -> toolmesh.v1.LoopInfo
-	61, // 81: toolmesh.v1.ListTenantsResponse.tenants:type_name -> toolmesh.v1.TenantUsage
-	23, // 82: toolmesh.v1.LoopInfo.scope:type_name -> toolmesh.v1.LoopScope
-	5,  // 83: toolmesh.v1.CancelRunResponse.state:type_name -> toolmesh.v1.RunState
-	7,  // 84: toolmesh.v1.OrchestratorService.Run:input_type -> toolmesh.v1.RunRequest
-	44, // 85: toolmesh.v1.OrchestratorService.ListTools:input_type -> toolmesh.v1.ListToolsRequest
-	47, // 86: toolmesh.v1.OrchestratorService.ListToolGroups:input_type -> toolmesh.v1.ListToolGroupsRequest
-	50, // 87: toolmesh.v1.OrchestratorService.ListWorkers:input_type -> toolmesh.v1.ListWorkersRequest
-	57, // 88: toolmesh.v1.OrchestratorService.GetRun:input_type -> toolmesh.v1.GetRunRequest
-	64, // 89: toolmesh.v1.OrchestratorService.CancelRun:input_type -> toolmesh.v1.CancelRunRequest
-	53, // 90: toolmesh.v1.OrchestratorService.WatchRun:input_type -> toolmesh.v1.WatchRunRequest
-	54, // 91: toolmesh.v1.OrchestratorService.ListRuns:input_type -> toolmesh.v1.ListRunsRequest
-	21, // 92: toolmesh.v1.OrchestratorService.ApproveToolCall:input_type -> toolmesh.v1.ApproveToolCallRequest
-	59, // 93: toolmesh.v1.OrchestratorService.ListTenants:input_type -> toolmesh.v1.ListTenantsRequest
-	18, // 94: toolmesh.v1.OrchestratorService.Run:output_type -> toolmesh.v1.RunResponse
-	45, // 95: toolmesh.v1.OrchestratorService.ListTools:output_type -> toolmesh.v1.ListToolsResponse
-	48, // 96: toolmesh.v1.OrchestratorService.ListToolGroups:output_type -> toolmesh.v1.ListToolGroupsResponse
-	51, // 97: toolmesh.v1.OrchestratorService.ListWorkers:output_type -> toolmesh.v1.ListWorkersResponse
-	58, // 98: toolmesh.v1.OrchestratorService.GetRun:output_type -> toolmesh.v1.GetRunResponse
-	65, // 99: toolmesh.v1.OrchestratorService.CancelRun:output_type -> toolmesh.v1.CancelRunResponse
-	18, // 100: toolmesh.v1.OrchestratorService.WatchRun:output_type -> toolmesh.v1.RunResponse
-	55, // 101: toolmesh.v1.OrchestratorService.ListRuns:output_type -> toolmesh.v1.ListRunsResponse
-	22, // 102: toolmesh.v1.OrchestratorService.ApproveToolCall:output_type -> toolmesh.v1.ApproveToolCallResponse
-	60, // 103: toolmesh.v1.OrchestratorService.ListTenants:output_type -> toolmesh.v1.ListTenantsResponse
-	94, // [94:104] is the sub-list for method output_type
-	84, // [84:94] is the sub-list for method input_type
-	84, // [84:84] is the sub-list for extension type_name
-	84, // [84:84] is the sub-list for extension extendee
-	0,  // [0:84] is the sub-list for field type_name
+	71, // 65: toolmesh.v1.WorkerStatus.ejected_until:type_name -> google.protobuf.Timestamp
+	5,  // 66: toolmesh.v1.ListRunsRequest.state:type_name -> toolmesh.v1.RunState
+	71, // 67: toolmesh.v1.ListRunsRequest.started_after:type_name -> google.protobuf.Timestamp
+	71, // 68: toolmesh.v1.ListRunsRequest.started_before:type_name -> google.protobuf.Timestamp
+	56, // 69: toolmesh.v1.ListRunsResponse.runs:type_name -> toolmesh.v1.RunSummary
+	5,  // 70: toolmesh.v1.RunSummary.state:type_name -> toolmesh.v1.RunState
+	71, // 71: toolmesh.v1.RunSummary.started:type_name -> google.protobuf.Timestamp
+	71, // 72: toolmesh.v1.RunSummary.updated:type_name -> google.protobuf.Timestamp
+	5,  // 73: toolmesh.v1.GetRunResponse.state:type_name -> toolmesh.v1.RunState
+	43, // 74: toolmesh.v1.GetRunResponse.error:type_name -> toolmesh.v1.RunError
+	71, // 75: toolmesh.v1.GetRunResponse.started_at:type_name -> google.protobuf.Timestamp
+	71, // 76: toolmesh.v1.GetRunResponse.ended_at:type_name -> google.protobuf.Timestamp
+	41, // 77: toolmesh.v1.GetRunResponse.usage:type_name -> toolmesh.v1.Usage
+	72, // 78: toolmesh.v1.GetRunResponse.blackboard:type_name -> toolmesh.v1.BlackboardObject
+	63, // 79: toolmesh.v1.GetRunResponse.budget:type_name -> toolmesh.v1.Budget
+	35, // 80: toolmesh.v1.GetRunResponse.assets:type_name -> toolmesh.v1.Asset
+	62, // 81: toolmesh.v1.GetRunResponse.loops:type_name -> toolmesh.v1.LoopInfo
+	61, // 82: toolmesh.v1.ListTenantsResponse.tenants:type_name -> toolmesh.v1.TenantUsage
+	23, // 83: toolmesh.v1.LoopInfo.scope:type_name -> toolmesh.v1.LoopScope
+	5,  // 84: toolmesh.v1.CancelRunResponse.state:type_name -> toolmesh.v1.RunState
+	7,  // 85: toolmesh.v1.OrchestratorService.Run:input_type -> toolmesh.v1.RunRequest
+	44, // 86: toolmesh.v1.OrchestratorService.ListTools:input_type -> toolmesh.v1.ListToolsRequest
+	47, // 87: toolmesh.v1.OrchestratorService.ListToolGroups:input_type -> toolmesh.v1.ListToolGroupsRequest
+	50, // 88: toolmesh.v1.OrchestratorService.ListWorkers:input_type -> toolmesh.v1.ListWorkersRequest
+	57, // 89: toolmesh.v1.OrchestratorService.GetRun:input_type -> toolmesh.v1.GetRunRequest
+	64, // 90: toolmesh.v1.OrchestratorService.CancelRun:input_type -> toolmesh.v1.CancelRunRequest
+	53, // 91: toolmesh.v1.OrchestratorService.WatchRun:input_type -> toolmesh.v1.WatchRunRequest
+	54, // 92: toolmesh.v1.OrchestratorService.ListRuns:input_type -> toolmesh.v1.ListRunsRequest
+	21, // 93: toolmesh.v1.OrchestratorService.ApproveToolCall:input_type -> toolmesh.v1.ApproveToolCallRequest
+	59, // 94: toolmesh.v1.OrchestratorService.ListTenants:input_type -> toolmesh.v1.ListTenantsRequest
+	18, // 95: toolmesh.v1.OrchestratorService.Run:output_type -> toolmesh.v1.RunResponse
+	45, // 96: toolmesh.v1.OrchestratorService.ListTools:output_type -> toolmesh.v1.ListToolsResponse
+	48, // 97: toolmesh.v1.OrchestratorService.ListToolGroups:output_type -> toolmesh.v1.ListToolGroupsResponse
+	51, // 98: toolmesh.v1.OrchestratorService.ListWorkers:output_type -> toolmesh.v1.ListWorkersResponse
+	58, // 99: toolmesh.v1.OrchestratorService.GetRun:output_type -> toolmesh.v1.GetRunResponse
+	65, // 100: toolmesh.v1.OrchestratorService.CancelRun:output_type -> toolmesh.v1.CancelRunResponse
+	18, // 101: toolmesh.v1.OrchestratorService.WatchRun:output_type -> toolmesh.v1.RunResponse
+	55, // 102: toolmesh.v1.OrchestratorService.ListRuns:output_type -> toolmesh.v1.ListRunsResponse
+	22, // 103: toolmesh.v1.OrchestratorService.ApproveToolCall:output_type -> toolmesh.v1.ApproveToolCallResponse
+	60, // 104: toolmesh.v1.OrchestratorService.ListTenants:output_type -> toolmesh.v1.ListTenantsResponse
+	95, // [95:105] is the sub-list for method output_type
+	85, // [85:95] is the sub-list for method input_type
+	85, // [85:85] is the sub-list for extension type_name
+	85, // [85:85] is the sub-list for extension extendee
+	0,  // [0:85] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_v1_orchestrator_proto_init() }

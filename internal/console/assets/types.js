@@ -166,6 +166,8 @@
  * @property {string} [calls] int64
  * @property {number} [capacity]
  * @property {string} [registeredAt]
+ * @property {string} [version] the worker program's version
+ * @property {string} [ejectedUntil] Timestamp, while EJECTED
  */
 
 /**
