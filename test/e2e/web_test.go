@@ -267,3 +267,69 @@ func hasRun(page *toolpb.ListRunsResponse, id string) bool {
 	}
 	return false
 }
+
+// TestWebApprovalFlow: the console's flow without a browser — a run started over
+// Connect streams its events as they happen; the call waiting for approval is approved
+// over REST by acme (globex's attempt is refused as if the run did not exist); the
+// stream then carries the decision, with who decided, and the answer.
+func TestWebApprovalFlow(t *testing.T) {
+	cm := startConsoleMesh(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	base := "http://" + cm.m.orch.Addr
+	acme, globex := webClient{base: base, token: cm.acmeToken}, webClient{base: base, token: cm.globexToken}
+	req, _ := protojson.Marshal(&toolpb.RunRequest{RunId: "web-approve", Prompt: consolePrompt, Tools: []string{"add"}})
+	hreq, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/toolmesh.v1.OrchestratorService/Run", bytes.NewReader(envelope(0, req)))
+	hreq.Header.Set("Content-Type", "application/connect+json")
+	hreq.Header.Set("Connect-Protocol-Version", "1")
+	hreq.Header.Set("Authorization", "Bearer "+acme.token)
+	resp, err := http.DefaultClient.Do(hreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var decided *toolpb.ApprovalDecided
+	var final string
+	for {
+		var head [5]byte
+		if _, err := io.ReadFull(resp.Body, head[:]); err != nil {
+			t.Fatalf("the stream ended before its end message: %v", err)
+		}
+		msg := make([]byte, binary.BigEndian.Uint32(head[1:]))
+		if _, err := io.ReadFull(resp.Body, msg); err != nil {
+			t.Fatal(err)
+		}
+		if head[0]&2 != 0 {
+			if strings.TrimSpace(string(msg)) != "{}" {
+				t.Errorf("the stream ended with %s", msg)
+			}
+			break
+		}
+		ev := &toolpb.RunResponse{}
+		if err := protojson.Unmarshal(msg, ev); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case ev.GetApprovalRequested() != nil:
+			a := ev.GetApprovalRequested()
+			path := fmt.Sprintf("/v1/runs/web-approve/calls/%s:approve", a.GetCallId())
+			body := []byte(`{"decision":"APPROVAL_DECISION_APPROVE","reason":"fine"}`)
+			if code, _, b := globex.do(ctx, t, http.MethodPost, path, "application/json", body); code != http.StatusNotFound {
+				t.Errorf("globex approving acme's call: HTTP %d %s, want 404", code, b)
+			}
+			if code, _, b := acme.do(ctx, t, http.MethodPost, path, "application/json", body); code != http.StatusOK {
+				t.Fatalf("acme approving over REST: HTTP %d %s", code, b)
+			}
+		case ev.GetApprovalDecided() != nil:
+			decided = ev.GetApprovalDecided()
+		case ev.GetFinalResult() != nil:
+			final = ev.GetFinalResult().GetText()
+		}
+	}
+	if decided == nil || !decided.GetApproved() || decided.GetDecidedBy() != "https://issuer.test#user-1" || decided.GetReason() != "fine" {
+		t.Errorf("the decision %v; want approved by acme's token's subject", decided)
+	}
+	if final != consoleAnswer {
+		t.Errorf("the answer %q, want %q", final, consoleAnswer)
+	}
+}
