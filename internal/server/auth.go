@@ -108,6 +108,11 @@ var (
 // callerKey carries the verified principal of a client call.
 type callerKey struct{}
 
+// withCaller is ctx carrying the verified principal of its call.
+func withCaller(ctx context.Context, p principal) context.Context {
+	return context.WithValue(ctx, callerKey{}, p)
+}
+
 // tenantOf is the verified tenant of the call ("" without tenancy).
 func tenantOf(ctx context.Context) string {
 	p, _ := ctx.Value(callerKey{}).(principal)
@@ -147,7 +152,7 @@ func (a *authorizer) authorize(ctx context.Context, method string) (context.Cont
 	if p == (principal{}) {
 		return ctx, nil
 	}
-	return context.WithValue(ctx, callerKey{}, p), nil
+	return withCaller(ctx, p), nil
 }
 
 // client authenticates a client by its bearer token (raw, "" for none) or its

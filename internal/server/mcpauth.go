@@ -95,8 +95,8 @@ func (m *mcpAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	ctx := r.Context()
-	if p.tenant != "" {
-		ctx = context.WithValue(ctx, callerKey{}, p.tenant)
+	if p != (principal{}) {
+		ctx = withCaller(ctx, p)
 	}
 	if sid != "" {
 		m.next.ServeHTTP(w, r.WithContext(ctx))

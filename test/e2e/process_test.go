@@ -41,15 +41,22 @@ func TestBlackboardAcrossReplicas(t *testing.T) {
 	var m *mesh
 	var binder string
 	var mu sync.Mutex
+	bound := make(chan string, 1) // the replica that ran bind_customer, from the run's events
 	model := &turnModel{turns: []modelTurn{
 		{calls: [][2]string{{"find_customers", `{"query":"London"}`}}},
 		{calls: [][2]string{{"blackboard", `{}`}}},
 		{calls: [][2]string{{"blackboard_last", `{"typeName":"Customer"}`}}},
 		{calls: [][2]string{{"bind_customer", `{"id":2}`}}},
 		{calls: [][2]string{{"customer_summary", `{}`}}, before: func() {
-			mu.Lock()
-			defer mu.Unlock()
-			_ = m.workers[binder].Kill() // the replica that ran bind_customer
+			// The event may reach the client after this request reaches the model.
+			select {
+			case id := <-bound:
+				mu.Lock()
+				binder = id
+				mu.Unlock()
+				_ = m.workers[id].Kill() // the replica that ran bind_customer
+			case <-time.After(20 * time.Second):
+			}
 		}},
 		{text: "Grace Hopper lives in New York."},
 	}}
@@ -62,9 +69,7 @@ func TestBlackboardAcrossReplicas(t *testing.T) {
 	defer cancel()
 	evs, err := m.run(ctx, &toolpb.RunRequest{RunId: "bb-1", Prompt: "Who is customer 2?", ToolGroups: []string{"crm", "blackboard"}}, func(ev *toolpb.RunResponse) {
 		if f := ev.GetToolCallFinished(); f != nil && f.GetTool() == "bind_customer" {
-			mu.Lock()
-			binder = f.GetWorkerId()
-			mu.Unlock()
+			bound <- f.GetWorkerId()
 		}
 	})
 	if err != nil {
