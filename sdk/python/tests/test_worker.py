@@ -1,0 +1,367 @@
+"""The worker against a fake orchestrator: registration, heartbeats, calls, drain,
+reconnects."""
+
+from __future__ import annotations
+
+import toolmesh  # noqa: F401 (first: it finds Debian's grpc for another interpreter)
+
+import asyncio
+import json
+import unittest
+from typing import Any, Optional
+
+import grpc
+import grpc.aio
+
+from fakeorch import FakeRegistry, WorkerClient, rpc_reason
+from toolmesh import (
+    ArtifactResult,
+    Artifact,
+    BlackboardObject,
+    Context,
+    ErrorCode,
+    Facade,
+    Group,
+    MemoryLedger,
+    Selection,
+    ToolError,
+    Worker,
+    pb,
+    replan,
+    terminate,
+    tool,
+)
+from toolmesh import ctxcodec
+
+effects: dict[str, int] = {}
+
+
+@tool(description="Echo the text back", idempotent=True)
+async def echo(text: str) -> str:
+    return "echo: " + text
+
+
+@tool(description="Show the call")
+async def who(ctx: Context) -> dict[str, Any]:
+    return {"values": dict(ctx.values), "tenant": ctx.tenant, "key": ctx.idempotency_key, "loop": ctx.loop_id,
+            "run": ctx.run_id, "call": ctx.call_id, "loop_key": ctx.get("toolmesh.loop_id"),
+            "has_deadline": ctx.deadline is not None}
+
+
+@tool(description="Add")
+def add_sync(a: int, b: Optional[int] = None) -> int:
+    return a + (b or 0)
+
+
+@tool(description="Fail", timeout=1.5)
+async def boom(kind: str) -> Any:
+    if kind == "exc":
+        raise RuntimeError("it broke")
+    if kind == "empty":
+        raise RuntimeError()
+    if kind == "tool":
+        raise ToolError("bad input", ErrorCode.INVALID_ARGUMENTS)
+    if kind == "stop":
+        raise terminate("action", "done")
+    if kind == "replan":
+        return replan("changed", [BlackboardObject.of("Plan", {"step": 2})])
+    if kind == "artifact":
+        return ArtifactResult("see artifact", Artifact.of("Chart", {"x": [1, 2]}))
+    if kind == "blob":
+        return ArtifactResult("a png", Artifact.blob("Chart", b"\x89PNG", "image/png"))
+    return None
+
+
+@tool(description="Report progress", reports_progress=True)
+async def steps(n: int, ctx: Context) -> str:
+    for i in range(1, n + 1):
+        await ctx.progress(f"step {i} of {n}")
+    return f"did {n}"
+
+
+@tool(description="Report progress from a thread", reports_progress=True)
+def steps_sync(n: int, ctx: Context) -> str:
+    for i in range(1, n + 1):
+        ctx.progress(f"s{i}")
+    return "ok"
+
+
+@tool(description="Charge once", ledger=True)
+async def charge(account: str, fail: bool = False, wait: float = 0) -> str:
+    await asyncio.sleep(wait)
+    effects[account] = effects.get(account, 0) + 1
+    if fail:
+        raise RuntimeError("charge failed")
+    return f"charged {account} ({effects[account]})"
+
+
+@tool(description="Count")
+async def count(ctx: Context) -> str:
+    n = ctx.state_json({"n": 0})["n"] + 1
+    ctx.set_state_json({"n": n})
+    return f"count {n}"
+
+
+@tool(description="Not in any facade")
+async def other() -> str:
+    return "other"
+
+
+async def open_counter(name: str, ctx: Context) -> Selection:
+    if name == "bad":
+        return Selection(tools=["echo_elsewhere"])
+    return Selection(tools=[count], state={"n": 10})
+
+
+@tool(description="Note", blackboard_types=["Note"])
+async def note(text: str, ctx: Context) -> str:
+    seen = ctx.blackboard.last("Note")
+    ctx.blackboard.bind("last", "Note", {"text": text})
+    return seen.value["text"] if seen is not None else "none"
+
+
+@tool(description="Big")
+async def big(n: int) -> str:
+    return "x" * n
+
+
+@tool(description="Slow")
+async def slow(seconds: float) -> str:
+    await asyncio.sleep(seconds)
+    return "slept"
+
+
+def groups() -> list[Group]:
+    opener = Facade.selectable("open", "Open a counter", [count], open_counter)
+    calc = Facade.plain("calc", "Calculator", [add_sync], usage_notes="Use add_sync.")
+    cats = Facade.by_category("stuff", "Stuff", {"a": [echo], "b": [other]})
+    return [Group("t", "Test tools", tools=[echo, who, boom, steps, steps_sync, charge, note, big, slow],
+                  facades=[opener, calc, cats])]
+
+
+class WorkerTest(unittest.IsolatedAsyncioTestCase):
+    async def asyncSetUp(self) -> None:
+        effects.clear()
+        asyncio.get_running_loop().slow_callback_duration = 1.0  # the test loop runs in debug mode
+        self.reg = FakeRegistry()
+        await self.reg.start()
+        self.events: list[bool] = []
+        self.worker = self.make_worker()
+        self.run_task = asyncio.create_task(self.worker.run(handle_signals=False))
+        await asyncio.wait_for(self.worker.wait_registered(), 5)
+        self.client = WorkerClient(self.worker.address)
+
+    def make_worker(self, **kw: Any) -> Worker:
+        return Worker(self.reg.address, groups(), id="py-test", min_backoff=0.05, max_backoff=0.2,
+                      on_registered=self.events.append, **kw)
+
+    async def asyncTearDown(self) -> None:
+        self.worker.stop()
+        await asyncio.wait_for(self.run_task, 10)
+        await self.client.close()
+        await self.reg.stop()
+
+    async def test_registration(self) -> None:
+        r = self.reg.registrations[0]
+        self.assertEqual(r.worker_id, "py-test")
+        self.assertEqual(r.address, self.worker.address)
+        g = r.groups[0]
+        names = [t.definition.name for t in g.tools]
+        self.assertEqual(names, sorted(names))
+        self.assertIn("count", names)  # a facade's leaf is a tool of the group
+        self.assertEqual([f.definition.name for f in g.facades], ["open", "calc", "stuff"])
+        self.assertTrue(g.facades[0].selectable)
+        self.assertEqual(g.facades[2].category_parameter, "category")
+        self.assertEqual([c.name for c in g.facades[2].categories], ["a", "b"])
+        boom_def = next(t.definition for t in g.tools if t.definition.name == "boom")
+        self.assertEqual(boom_def.timeout.seconds, 1)
+        self.assertEqual(boom_def.timeout.nanos, 500_000_000)
+        self.assertEqual(self.reg.probes, [pb.ServingStatus.SERVING])
+        await self.reg.wait_for(lambda: len(self.reg.heartbeats) >= 2)
+        self.assertEqual(self.events, [True])
+
+    async def test_health(self) -> None:
+        self.assertEqual(await self.client.health(""), pb.ServingStatus.SERVING)
+        self.assertEqual(await self.client.health(pb.WORKER_SERVICE), pb.ServingStatus.SERVING)
+        with self.assertRaises(grpc.aio.AioRpcError) as cm:
+            await self.client.health("nope")
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.NOT_FOUND)
+
+    async def test_call_with_context(self) -> None:
+        md = ctxcodec.encode({"region": "eu", "x\u00e9": "a\nb"}) + [("traceparent", "00-x-y-01")]
+        resp = await self.client.invoke("who", metadata=md, run_id="r1", loop_id="l1", call_id="c1",
+                                        idempotency_key="r1/l1/c1", tenant="acme")
+        got = json.loads(resp.text)
+        self.assertEqual(got, {"values": {"region": "eu", "x\u00e9": "a\nb"}, "tenant": "acme", "key": "r1/l1/c1",
+                               "loop": "l1", "run": "r1", "call": "c1", "loop_key": "l1", "has_deadline": True})
+
+    async def test_sync_tool_and_optional(self) -> None:
+        self.assertEqual((await self.client.invoke("add_sync", '{"a":2}')).text, "2")
+        self.assertEqual((await self.client.invoke("add_sync", '{"a":2,"b":3.0}')).text, "5")
+
+    async def test_worker_validates_arguments(self) -> None:
+        resp = await self.client.invoke("echo", '{"text": 1}')
+        self.assertEqual(resp.error.code, ErrorCode.INVALID_ARGUMENTS.value)
+        self.assertEqual(resp.error.message, "invalid arguments for tool 'echo': property \"text\": expected string, "
+                                             "got integer")
+        resp = await self.client.invoke("echo", '{"text": "a", "more": 1}')
+        self.assertIn('unexpected property "more"', resp.error.message)
+
+    async def test_unknown_tool(self) -> None:
+        with self.assertRaises(grpc.aio.AioRpcError) as cm:
+            await self.client.invoke("nope")
+        code, reason, _ = rpc_reason(cm.exception)
+        self.assertEqual((code, reason), (grpc.StatusCode.NOT_FOUND, "UNKNOWN_TOOL"))
+        self.assertEqual(cm.exception.details(), "tool 'nope' is not served by worker py-test")
+
+    async def test_bad_context(self) -> None:
+        resp = await self.client.invoke("echo", '{"text":"a"}', metadata=[("tm-ctx-m1-bin", b"x")])
+        self.assertEqual(resp.error.code, ErrorCode.INVALID_ARGUMENTS.value)
+        self.assertTrue(resp.error.message.startswith("the call's context cannot be read: invalid tool call context"))
+
+    async def test_results_and_errors(self) -> None:
+        r = await self.client.invoke("boom", '{"kind":"exc"}')
+        self.assertEqual((r.error.code, r.error.message), (ErrorCode.FAILED.value, "it broke"))
+        r = await self.client.invoke("boom", '{"kind":"empty"}')
+        self.assertEqual(r.error.message, "Tool invocation failed")
+        r = await self.client.invoke("boom", '{"kind":"tool"}')
+        self.assertEqual((r.error.code, r.error.message), (ErrorCode.INVALID_ARGUMENTS.value, "bad input"))
+        r = await self.client.invoke("boom", '{"kind":"stop"}')
+        self.assertEqual(r.signal.terminate.scope, pb.TerminateScope.TERMINATE_SCOPE_ACTION)
+        self.assertEqual(r.signal.terminate.reason, "done")
+        r = await self.client.invoke("boom", '{"kind":"replan"}')
+        self.assertEqual(r.signal.replan.reason, "changed")
+        self.assertEqual(r.signal.replan.blackboard_updates[0].json, '{"step":2}')
+        r = await self.client.invoke("boom", '{"kind":"artifact"}')
+        self.assertEqual((r.artifact.content, r.artifact.artifact.json), ("see artifact", '{"x":[1,2]}'))
+        r = await self.client.invoke("boom", '{"kind":"blob"}')
+        self.assertEqual((r.artifact.artifact.data, r.artifact.artifact.media_type), (b"\x89PNG", "image/png"))
+        r = await self.client.invoke("boom", '{"kind":"none"}')
+        self.assertEqual(r.WhichOneof("outcome"), "text")
+
+    async def test_progress(self) -> None:
+        msgs = await self.client.invoke_stream("steps", '{"n":3}')
+        self.assertEqual([m.progress.status for m in msgs[:-1]], ["step 1 of 3", "step 2 of 3", "step 3 of 3"])
+        self.assertEqual(msgs[-1].result.text, "did 3")
+        msgs = await self.client.invoke_stream("steps_sync", '{"n":2}')
+        self.assertEqual([m.WhichOneof("message") for m in msgs], ["progress", "progress", "result"])
+        # Under unary Invoke the reports are dropped.
+        self.assertEqual((await self.client.invoke("steps", '{"n":2}')).text, "did 2")
+
+    async def test_selectable_facade_binds_state(self) -> None:
+        r = await self.client.invoke("open", '{"name":"cart"}')
+        self.assertTrue(r.text.startswith("Tools now available: count. You MUST call"))
+        self.assertEqual(list(r.selection.tools), ["count"])
+        self.assertEqual(r.selection.state, b'{"n":10}')
+        r = await self.client.invoke("count", state=r.selection.state)
+        self.assertEqual(r.text, "count 11")
+        self.assertTrue(r.state_changed)
+        self.assertEqual(r.state, b'{"n":11}')
+        r = await self.client.invoke("open", '{"name":"bad"}')
+        self.assertIn("facade 'open' selected 'echo_elsewhere', which is not a tool of group 't'", r.error.message)
+        self.assertFalse(r.HasField("selection"))
+
+    async def test_plain_and_category_facades(self) -> None:
+        r = await self.client.invoke("calc")
+        self.assertEqual(r.text, "Tools now available: add_sync. You MUST call one of these tools to complete the "
+                                 "user's request. Do NOT respond with text \u2014 call a tool.\n\nUse add_sync.")
+        r = await self.client.invoke("stuff", '{"category":"b"}')
+        self.assertEqual(list(r.selection.tools), ["other"])
+
+    async def test_blackboard(self) -> None:
+        seen = pb.BlackboardObject(type_name="app.Note", json='{"text":"old"}')
+        r = await self.client.invoke("note", '{"text":"new"}', blackboard=[seen])
+        self.assertEqual(r.text, "old")
+        u = r.blackboard_updates[0]
+        self.assertEqual((u.type_name, u.json, u.name), ("Note", '{"text":"new"}', "last"))
+
+    async def test_ledger(self) -> None:
+        key = {"idempotency_key": "r/l/c1"}
+        a = await self.client.invoke("charge", '{"account":"acme"}', **key)
+        b = await self.client.invoke("charge", '{"account":"acme"}', **key)
+        self.assertEqual(a.text, "charged acme (1)")
+        self.assertEqual(b, a)
+        self.assertEqual(effects["acme"], 1)
+        c = await self.client.invoke("charge", '{"account":"acme"}', idempotency_key="r/l/c2")
+        self.assertEqual(c.text, "charged acme (2)")
+        # A call without a key always runs.
+        await self.client.invoke("charge", '{"account":"acme"}')
+        self.assertEqual(effects["acme"], 3)
+        # Concurrent duplicates run once.
+        d1, d2 = await asyncio.gather(
+            self.client.invoke("charge", '{"account":"b","wait":0.1}', idempotency_key="r/l/c3"),
+            self.client.invoke("charge", '{"account":"b","wait":0.1}', idempotency_key="r/l/c3"))
+        self.assertEqual((d1.text, d2.text), ("charged b (1)", "charged b (1)"))
+        # A call cancelled before its answer keeps nothing: the next one runs.
+        with self.assertRaises(grpc.aio.AioRpcError):
+            await self.client.invoke("charge", '{"account":"c","wait":0.5}', idempotency_key="r/l/c4", timeout=0.1)
+        r = await self.client.invoke("charge", '{"account":"c"}', idempotency_key="r/l/c4")
+        self.assertEqual(r.text, "charged c (1)")
+        # Every call, the cancelled one included, gave its slot back.
+        self.assertEqual((self.worker._active, self.worker._calls, len(self.worker._keys)), (0, 0, 0))
+
+    async def test_result_bound(self) -> None:
+        self.assertEqual(len((await self.client.invoke("big", '{"n":100000}')).text), 100000)
+        r = await self.client.invoke("big", '{"n":4200000}')
+        self.assertEqual(r.error.code, ErrorCode.FAILED.value)
+        self.assertIn("tool 'big' ran, but its result is 4200005 bytes, over the 4128768 bytes", r.error.message)
+
+    async def test_created_tool_is_refused(self) -> None:
+        r = await self.client.invoke("count", created_tool="made")
+        self.assertEqual(r.error.message, "tool 'made' cannot be called: 'count' is not a template, so it serves no "
+                                          "created tools")
+
+    async def test_drain(self) -> None:
+        slow_call = asyncio.create_task(self.client.invoke("slow", '{"seconds":0.5}'))
+        await asyncio.sleep(0.1)
+        self.worker.stop()
+        await self.reg.wait_for(lambda: self.reg.draining)
+        self.assertEqual(self.reg.draining, ["worker shutting down"])
+        with self.assertRaises(grpc.aio.AioRpcError) as cm:
+            await self.client.invoke("echo", '{"text":"late"}')
+        code, reason, delay = rpc_reason(cm.exception)
+        self.assertEqual((code, reason, delay), (grpc.StatusCode.UNAVAILABLE, "WORKER_DRAINING", 0.001))
+        self.assertEqual(await self.client.health(pb.WORKER_SERVICE), pb.ServingStatus.NOT_SERVING)
+        self.assertEqual((await slow_call).text, "slept")
+        await asyncio.wait_for(self.run_task, 5)
+        await self.reg.wait_for(lambda: self.reg.ended == 1)
+        self.assertEqual(self.events, [True, False])
+
+    async def test_reconnects_when_the_stream_breaks(self) -> None:
+        await self.reg.stop()
+        await asyncio.sleep(0.3)
+        self.assertFalse(self.worker.registered)
+        port = int(self.reg.address.rsplit(":", 1)[1])
+        self.reg = FakeRegistry(refuse=2)
+        await self.reg.start(port)
+        await self.reg.wait_for(lambda: self.worker.registered, timeout=10)
+        self.assertEqual(len(self.reg.registrations), 3)  # two refusals (WORKER_ID_IN_USE), then accepted
+        self.assertEqual(self.reg.registrations[2].worker_id, "py-test")
+        self.assertEqual(self.events, [True, False, True])
+
+
+class CapacityTest(unittest.IsolatedAsyncioTestCase):
+    async def test_capacity_queues_calls(self) -> None:
+        reg = FakeRegistry()
+        await reg.start()
+        asyncio.get_running_loop().slow_callback_duration = 1.0  # the test loop runs in debug mode
+        w = Worker(reg.address, groups(), id="cap", capacity=1, ledger=MemoryLedger(), max_result_bytes=1000)
+        task = asyncio.create_task(w.run(handle_signals=False))
+        await w.wait_registered()
+        c = WorkerClient(w.address)
+        try:
+            loop = asyncio.get_running_loop()
+            t0 = loop.time()
+            await asyncio.gather(c.invoke("slow", '{"seconds":0.2}'), c.invoke("slow", '{"seconds":0.2}'))
+            self.assertGreaterEqual(loop.time() - t0, 0.39)
+            r = await c.invoke("big", '{"n":2000}')
+            self.assertIn("over the 1000 bytes a result may have", r.error.message)
+        finally:
+            w.stop()
+            await task
+            await c.close()
+            await reg.stop()
+
+
+if __name__ == "__main__":
+    unittest.main()
