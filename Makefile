@@ -64,6 +64,22 @@ $(BROWSER_STAMP):
 	fi
 	@mkdir -p $(TMP)/versions && touch $@
 
+# The Python SDK runs on Debian's grpcio and protobuf and is type-checked by Debian's
+# mypy: installed where missing (as root, or through sudo).
+PY_STAMP := $(TMP)/versions/python3-grpcio
+$(PY_STAMP):
+	@if ! /usr/bin/python3 -c 'import grpc, google.protobuf' 2>/dev/null || ! /usr/bin/python3 -m mypy --version >/dev/null 2>&1; then \
+		echo "Python's grpcio, protobuf or mypy not found: installing Debian's python3-grpcio, python3-protobuf and python3-mypy"; \
+		if [ "$$(id -u)" = 0 ]; then sudo=; else sudo=sudo; fi; \
+		$$sudo apt-get update -q && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q --no-install-recommends python3 python3-grpcio python3-protobuf python3-mypy; \
+	fi
+	@mkdir -p $(TMP)/versions && touch $@
+
+.PHONY: test-sdk-python
+test-sdk-python: $(PY_STAMP) ## The Python SDK's unit tests (unittest) and type check (mypy --strict).
+	cd sdk/python && PYTHONPATH=src python3 -m unittest discover -s tests
+	cd sdk/python && /usr/bin/python3 -m mypy
+
 # PostgreSQL's server programs, for the journal's tests: each test starts a private
 # server on a temporary directory and port, never the machine's own. Where they are
 # missing they come from Debian's packages (as root, or through sudo).
@@ -201,14 +217,23 @@ breaking: $(BIN)/buf ## buf breaking against the main branch.
 	elif git rev-parse -q --verify refs/remotes/origin/main >/dev/null; then buf breaking --against '.git#ref=refs/remotes/origin/main'; \
 	else echo "breaking: no main branch to compare with"; exit 1; fi
 
+# What is generated from proto/ and checked in: the Go stubs, and the Python SDK's
+# descriptor sets (its messages are built from them at run time) and test vectors.
+GENERATED := pkg/toolpb sdk/python/src/toolmesh/toolmesh.binpb sdk/python/src/toolmesh/extras.binpb \
+	sdk/python/tests/testdata/vectors.json sdk/python/src/toolmesh/_goprint.py
+
 .PHONY: generate
-generate: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc ## Regenerate pkg/toolpb from proto/.
+generate: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(PY_STAMP) ## Regenerate pkg/toolpb and the SDKs' generated files from proto/.
 	buf generate
+	buf build --exclude-source-info -o sdk/python/src/toolmesh/toolmesh.binpb
+	buf build sdk/python/proto --exclude-source-info -o sdk/python/src/toolmesh/extras.binpb
+	go run ./sdk/python/tests/testdata/govectors | python3 sdk/python/tests/testdata/update_vectors.py
 
 .PHONY: checkgenerate
 checkgenerate: generate ## Fail when generated code differs from what is committed.
-	@if [ -n "$$(git status --porcelain -- pkg/toolpb)" ]; then \
-		echo "pkg/toolpb is out of date: run make generate and commit"; git status --porcelain -- pkg/toolpb; git diff --stat -- pkg/toolpb; exit 1; fi
+	@if [ -n "$$(git status --porcelain -- $(GENERATED))" ]; then \
+		echo "generated files are out of date: run make generate and commit"; git status --porcelain -- $(GENERATED); git diff --stat -- $(GENERATED); exit 1; fi
+
 
 .PHONY: tools
 tools: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/golangci-lint $(BIN)/kustomize $(BIN)/kubeconform ## Install the pinned tools.
