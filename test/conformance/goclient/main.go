@@ -37,7 +37,7 @@ func main() {
 			fmt.Printf("error %s %s %s\n", codeName(ce.Code), wire.ReasonName(ce.Reason), ce.Message)
 		default:
 			st := status.Convert(err)
-			fmt.Printf("error %s  %s\n", codeName(st.Code()), st.Message())
+			fmt.Printf("error %s UNSPECIFIED %s\n", codeName(st.Code()), st.Message())
 		}
 		os.Exit(1)
 	}
