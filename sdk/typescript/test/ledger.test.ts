@@ -1,0 +1,47 @@
+// The idempotency ledger's memory store and per-key locks.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { KeyLocks, MemoryLedger } from "../src/ledger.js";
+
+test("MemoryLedger keeps at most its bound, the oldest stored going first", async () => {
+  const l = new MemoryLedger(2);
+  await l.store("a", new Uint8Array([1]), 1000);
+  await l.store("b", new Uint8Array([2]), 1000);
+  await l.store("a", new Uint8Array([3]), 1000); // a moves to the back
+  await l.store("c", new Uint8Array([4]), 1000);
+  assert.equal(l.size, 2);
+  assert.equal(await l.load("b"), undefined);
+  assert.deepEqual(await l.load("a"), new Uint8Array([3]));
+  assert.deepEqual(await l.load("c"), new Uint8Array([4]));
+});
+
+test("MemoryLedger forgets an answer once its TTL passed", async () => {
+  let now = 1000;
+  const l = new MemoryLedger(10, () => now);
+  await l.store("k", new Uint8Array([1]), 50);
+  now = 1049;
+  assert.ok(await l.load("k"));
+  now = 1050;
+  assert.equal(await l.load("k"), undefined);
+  assert.equal(l.size, 0);
+});
+
+test("KeyLocks serialise one key, not others, and hold nothing once released", async () => {
+  const locks = new KeyLocks();
+  const order: string[] = [];
+  const first = await locks.lock("k");
+  const second = locks.lock("k").then((release) => {
+    order.push("second");
+    release();
+  });
+  const other = await locks.lock("other");
+  order.push("other");
+  other();
+  await new Promise((r) => setImmediate(r));
+  assert.deepEqual(order, ["other"]);
+  order.push("first");
+  first();
+  await second;
+  assert.deepEqual(order, ["other", "first", "second"]);
+  assert.equal(locks.size, 0);
+});
