@@ -53,6 +53,23 @@ test-console: $(TSC) ## The console's JavaScript: type check (tsc, strict) and i
 	$(TSC) -p internal/console/jsconfig.json
 	node --test internal/console/
 
+# The TypeScript SDK: its dependencies from npm at the versions package-lock.json pins
+# (npm ci), built and type-checked with its own tsc, tested with Node's test runner.
+TS_SDK := sdk/typescript
+TS_SDK_DEPS := $(TS_SDK)/node_modules/.package-lock.json
+$(TS_SDK_DEPS): $(TS_SDK)/package.json $(TS_SDK)/package-lock.json
+	$(ensure_npm)
+	cd $(TS_SDK) && npm ci --silent --no-audit --no-fund
+	@touch $@
+
+.PHONY: sdk-build
+sdk-build: $(TS_SDK_DEPS) $(PY_STAMP) ## Build what the conformance suite runs of the SDKs (the TypeScript SDK's dist/).
+	cd $(TS_SDK) && npm run --silent build
+
+.PHONY: test-sdk-typescript
+test-sdk-typescript: $(TS_SDK_DEPS) ## The TypeScript SDK: type check (tsc, strict), build, unit tests (node --test).
+	cd $(TS_SDK) && npm run --silent lint && npm test --silent
+
 # Chromium for the console's browser test (chromedp drives it) and curl for the HTTP
 # API's: Debian's packages where they are missing (as root, or through sudo).
 BROWSER_STAMP := $(TMP)/versions/chromium
@@ -143,13 +160,14 @@ test-images: images $(CA_BUNDLE) ## The image builder's own tests (it builds the
 	cd deploy/images && go vet ./... && go test -count=1 -timeout 20m ./...
 
 .PHONY: test
-test: checkgenerate lint test-console unit test-mcp-everything fuzz-short k8s test-images ## Everything CI runs: generated code, linters, all tests, a short fuzz of each target, the manifests, the images.
+test: checkgenerate lint test-console test-sdk-typescript test-sdk-python unit test-mcp-everything fuzz-short k8s test-images ## Everything CI runs: generated code, linters, all tests, a short fuzz of each target, the manifests, the images.
 
 .PHONY: unit
-unit: build $(MCP_EVERYTHING) $(PG_STAMP) $(IPROUTE_STAMP) $(BROWSER_STAMP) $(BIN)/kustomize ## Run all Go tests (end-to-end tests use the binaries in bin/).
+unit: build $(MCP_EVERYTHING) $(PG_STAMP) $(IPROUTE_STAMP) $(BROWSER_STAMP) $(BIN)/kustomize sdk-build ## Run all Go tests (end-to-end tests use the binaries in bin/; the conformance suite every SDK).
 	@mkdir -p $(TMP)/reports && rm -f $(TMP)/reports/netns-scaling.md
 	TOOLMESH_BIN=$(abspath bin) TOOLMESH_MCP_EVERYTHING=$(MCP_EVERYTHING) TOOLMESH_KUSTOMIZE=$(BIN)/kustomize \
 		TOOLMESH_CHROMIUM=$$(command -v chromium) TOOLMESH_BROWSER_ARTIFACTS=$(abspath $(TMP)/reports/console) \
+		TOOLMESH_CONFORMANCE=typescript,python \
 		TOOLMESH_NETNS_REPORT=$(abspath $(TMP)/reports) go test $(GO_TEST_FLAGS) ./...
 	@if [ -f $(TMP)/reports/netns-scaling.md ]; then cat $(TMP)/reports/netns-scaling.md; else echo "test/netns skipped: no figures (it needs root for network namespaces)"; fi
 
@@ -217,17 +235,19 @@ breaking: $(BIN)/buf ## buf breaking against the main branch.
 	elif git rev-parse -q --verify refs/remotes/origin/main >/dev/null; then buf breaking --against '.git#ref=refs/remotes/origin/main'; \
 	else echo "breaking: no main branch to compare with"; exit 1; fi
 
-# What is generated from proto/ and checked in: the Go stubs, and the Python SDK's
-# descriptor sets (its messages are built from them at run time) and test vectors.
-GENERATED := pkg/toolpb sdk/python/src/toolmesh/toolmesh.binpb sdk/python/src/toolmesh/extras.binpb \
+# What is generated from proto/ and checked in: the Go stubs, the TypeScript SDK's
+# messages, and the Python SDK's descriptor sets (its messages are built from them at run
+# time) and test vectors.
+GENERATED := pkg/toolpb sdk/typescript/src/gen sdk/python/src/toolmesh/toolmesh.binpb sdk/python/src/toolmesh/extras.binpb \
 	sdk/python/tests/testdata/vectors.json sdk/python/src/toolmesh/_goprint.py
 
 .PHONY: generate
-generate: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(PY_STAMP) ## Regenerate pkg/toolpb and the SDKs' generated files from proto/.
+generate: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(PY_STAMP) $(TS_SDK_DEPS) ## Regenerate pkg/toolpb and the SDKs' generated files from proto/.
 	buf generate
 	buf build --exclude-source-info -o sdk/python/src/toolmesh/toolmesh.binpb
 	buf build sdk/python/proto --exclude-source-info -o sdk/python/src/toolmesh/extras.binpb
 	go run ./sdk/python/tests/testdata/govectors | python3 sdk/python/tests/testdata/update_vectors.py
+	buf generate --template $(TS_SDK)/buf.gen.yaml
 
 .PHONY: checkgenerate
 checkgenerate: generate ## Fail when generated code differs from what is committed.
