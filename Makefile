@@ -245,7 +245,7 @@ GENERATED := pkg/toolpb sdk/typescript/src/gen sdk/python/src/toolmesh/toolmesh.
 generate: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(PY_STAMP) $(TS_SDK_DEPS) ## Regenerate pkg/toolpb and the SDKs' generated files from proto/.
 	buf generate
 	buf build --exclude-source-info -o sdk/python/src/toolmesh/toolmesh.binpb
-	buf build sdk/python/proto --exclude-source-info -o sdk/python/src/toolmesh/extras.binpb
+	buf build sdk/proto --exclude-source-info -o sdk/python/src/toolmesh/extras.binpb
 	go run ./sdk/python/tests/testdata/govectors | python3 sdk/python/tests/testdata/update_vectors.py
 	buf generate --template $(TS_SDK)/buf.gen.yaml
 

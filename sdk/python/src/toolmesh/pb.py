@@ -2,7 +2,7 @@
 
 ``toolmesh.binpb`` is toolmesh's contract (``proto/``, with its imports) and
 ``extras.binpb`` the SDK's own copies of ``grpc.health.v1`` and the ``google.rpc``
-error details (``sdk/python/proto``); both are ``buf build`` outputs (see the README).
+error details (``sdk/proto``); both are ``buf build`` outputs (see the README).
 They are loaded into a pool of their own, so that nothing here clashes with generated
 code an application may also import.
 
