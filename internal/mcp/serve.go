@@ -27,7 +27,7 @@ type ServeOptions struct {
 	Decorate func(tool.Tool) tool.Tool
 	// ContextHeaders are HTTP headers whose values join the ToolCallContext of the calls,
 	// under the header's name in lower case; _meta entries with string values join it
-	// too, and win.
+	// too, except under those names: a header's entry comes from the header alone.
 	ContextHeaders []string
 	// Session, when set, is asked once per session, with the context of the request that
 	// opened it, what the session's caller gets: wrap, which every tool the session is
@@ -167,21 +167,26 @@ func (s *sessionServer) unfold(ctx context.Context, f tool.Facade, args string) 
 	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: toolinternal.UnfoldMessage(names, f.Options().UsageNotes)}}}
 }
 
-// callContext is the ToolCallContext of an MCP call: the allow-listed headers, then the
-// string entries of _meta (which win), then the session's fixed entries (which win over
-// both). Reserved keys are left out, and so are toolmesh's own _meta keys (MetaPrefix).
+// callContext is the ToolCallContext of an MCP call: the string entries of _meta, then
+// the allow-listed headers, then the session's fixed entries (which win over both). An
+// entry named after an allow-listed header comes from that header only, never from
+// _meta: a gateway in front of the endpoint sets the header, and a client must not
+// override it, nor fill it in when the gateway left it out. Reserved keys are left out,
+// and so are toolmesh's own _meta keys (MetaPrefix).
 func (s *sessionServer) callContext(req *sdk.CallToolRequest) toolctx.Context {
 	m := map[string]string{}
-	if req.Extra != nil {
-		for _, h := range s.opts.ContextHeaders {
-			if v := req.Extra.Header.Get(h); v != "" {
-				m[strings.ToLower(h)] = v
-			}
-		}
-	}
 	for k, v := range req.Params.Meta {
 		if str, ok := v.(string); ok && k != "progressToken" && !strings.HasPrefix(k, MetaPrefix) {
 			m[k] = str
+		}
+	}
+	for _, h := range s.opts.ContextHeaders {
+		key := strings.ToLower(h)
+		delete(m, key)
+		if req.Extra != nil {
+			if v := req.Extra.Header.Get(h); v != "" {
+				m[key] = v
+			}
 		}
 	}
 	return toolctx.FromMap(m).WithoutReserved().Merge(s.fixed)

@@ -3,6 +3,7 @@ package mcp_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"testing"
 
@@ -96,6 +97,58 @@ func TestServeTenant(t *testing.T) {
 			_ = json.Unmarshal([]byte(tc.want), &want)
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("the tool saw (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// headerRT sets headers on every request.
+type headerRT map[string]string
+
+func (h headerRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range h {
+		r.Header.Set(k, v)
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestServeHeaderWinsOverMeta: a context entry taken from a configured header (a gateway
+// in front sets it) is never the client's _meta: with the header, the header's value
+// reaches the tool whatever _meta says; without it, a _meta entry of that name is dropped.
+func TestServeHeaderWinsOverMeta(t *testing.T) {
+	show := tool.New("show", "Shows its context.", schema.Empty(), func(ctx context.Context, _ string) (tool.Result, error) {
+		b, err := json.Marshal(toolctx.FromContext(ctx).Map())
+		return tool.Text(string(b)), err
+	})
+	srv := httptest.NewServer(mcp.NewHandler(mcp.ServeOptions{
+		Catalog:        func(context.Context) []tool.Tool { return []tool.Tool{show} },
+		ContextHeaders: []string{"X-Tenant-Id"},
+	}))
+	t.Cleanup(srv.Close)
+	for _, tc := range []struct {
+		name    string
+		headers headerRT
+		want    string
+	}{
+		{"the gateway's header", headerRT{"X-Tenant-Id": "acme"}, `{"other":"kept","x-tenant-id":"acme"}`},
+		{"no header", headerRT{}, `{"other":"kept"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			transport := &sdk.StreamableClientTransport{Endpoint: srv.URL, MaxRetries: -1, HTTPClient: &http.Client{Transport: tc.headers}}
+			session, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "v1"}, nil).Connect(ctx, transport, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = session.Close() })
+			res, err := session.CallTool(ctx, &sdk.CallToolParams{Name: "show", Arguments: map[string]any{},
+				Meta: sdk.Meta{"x-tenant-id": "globex", "other": "kept"}})
+			if err != nil || res.IsError || len(res.Content) != 1 {
+				t.Fatalf("call: %v %v", res, err)
+			}
+			if got := res.Content[0].(*sdk.TextContent).Text; got != tc.want {
+				t.Errorf("the tool saw %s, want %s", got, tc.want)
 			}
 		})
 	}
