@@ -344,14 +344,18 @@ func (o *Orchestrator) serveMCP() error {
 		tc.NextProtos = []string{"h2", "http/1.1"}
 		mlis, scheme = tls.NewListener(mlis, tc), "https"
 	}
-	hsrv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	// MCP clients look for the endpoint at /mcp as often as at the root: both serve it.
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", handler)
+	mux.Handle("/", handler)
+	hsrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = hsrv.Serve(mlis) }()
 	o.onClose(func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = hsrv.Shutdown(sctx)
 	})
-	o.log.Info("mcp serving", "address", mlis.Addr().String(), "url", scheme+"://"+mlis.Addr().String()+"/")
+	o.log.Info("mcp serving", "address", mlis.Addr().String(), "url", scheme+"://"+mlis.Addr().String()+"/mcp")
 	return nil
 }
 

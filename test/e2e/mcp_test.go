@@ -200,7 +200,7 @@ groups:
 		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { changed <- struct{}{} },
 	})
 	hc := &http.Client{Transport: headerRT{"X-Tenant-Id": "from-header"}}
-	session, err := client.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: "http://" + addr + "/", HTTPClient: hc}, nil)
+	session, err := client.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp", HTTPClient: hc}, nil)
 	if err != nil {
 		m.dump()
 		t.Fatal(err)
