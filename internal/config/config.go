@@ -614,6 +614,11 @@ type MCPServe struct {
 	// ContextHeaders are HTTP headers whose values join the ToolCallContext of the calls
 	// made through the endpoint (as the header's name in lower case), beside _meta.
 	ContextHeaders []string `yaml:"context_headers"`
+	// Resource is the endpoint's URL as its clients reach it (https://mesh.example/mcp):
+	// the OAuth 2.1 protected resource it is. With it, the endpoint publishes its
+	// protected resource metadata (RFC 9728), names it in its 401 challenges, and takes
+	// only bearer tokens issued for it (audience = this URL, RFC 8707).
+	Resource string `yaml:"resource"`
 }
 
 // Log configures logging.

@@ -259,6 +259,15 @@ func (c Config) validateMCP(bad func(key, format string, args ...any)) {
 			bad("mcp_serve.listen", "%s is not a loopback address: set tls.* to serve the MCP endpoint over HTTPS, or tls.plaintext: true to serve it without TLS (local development only)", c.MCPServe.Listen)
 		}
 	}
+	if r := c.MCPServe.Resource; r != "" {
+		u, err := url.Parse(r)
+		switch {
+		case err != nil || u.Host == "" || u.Fragment != "" || u.RawQuery != "" || (u.Scheme != "https" && !(u.Scheme == "http" && LoopbackHost(u.Hostname()))):
+			bad("mcp_serve.resource", "must be the endpoint's https URL (http on a loopback host), without query or fragment, got %q", r)
+		case c.Auth.JWT.Issuer == "":
+			bad("mcp_serve.resource", "needs auth.jwt: the protected resource takes the tokens of its issuer")
+		}
+	}
 	for i, h := range c.MCPServe.ContextHeaders {
 		if strings.TrimSpace(h) == "" || strings.ContainsAny(h, " :\r\n") {
 			bad(fmt.Sprintf("mcp_serve.context_headers[%d]", i), "must be an HTTP header name, got %q", h)

@@ -159,10 +159,18 @@ func (a *authorizer) authorize(ctx context.Context, method string) (context.Cont
 // certificate's identity (id, when hasID), for method (what it calls, for the audit
 // log), and finds its tenant. listed says whether trust.clients applies to the call.
 func (a *authorizer) client(id spiffeid.ID, hasID bool, raw, method string, listed bool) (principal, error) {
+	return a.clientFor(id, hasID, raw, method, listed, "")
+}
+
+// clientFor is client with the audience a bearer token must be for ("": auth.jwt.audience).
+func (a *authorizer) clientFor(id spiffeid.ID, hasID bool, raw, method string, listed bool, audience string) (principal, error) {
 	var p principal
 	hasToken := false
 	if raw != "" && a.tokens != nil {
-		t, who, err := a.tokens.verify(raw)
+		if audience == "" {
+			audience = a.tokens.cfg.Audience
+		}
+		t, who, err := a.tokens.verifyFor(raw, audience)
 		if err != nil {
 			a.audit("client call refused: bad bearer token", "method", method, "error", wire.Truncate(err.Error(), 256))
 			return p, statusError(toolpb.ErrorReason_ERROR_REASON_UNAUTHENTICATED, err.Error(), nil)

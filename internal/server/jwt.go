@@ -116,9 +116,15 @@ func (f *fileKeys) lacking(string) map[string]any { return f.current() }
 // maxTokenBytes bounds a bearer token.
 const maxTokenBytes = 16 << 10
 
-// verify checks a token (signature, expiry, issuer, audience) and returns its tenant
-// claim and who it names: its issuer and subject.
+// verify checks a token (signature, expiry, issuer, the configured audience) and
+// returns its tenant claim and who it names: its issuer and subject.
 func (t *tokens) verify(raw string) (tenant, who string, _ error) {
+	return t.verifyFor(raw, t.cfg.Audience)
+}
+
+// verifyFor is verify with another audience the token must be for: the MCP endpoint's
+// resource (mcp_serve.resource).
+func (t *tokens) verifyFor(raw, audience string) (tenant, who string, _ error) {
 	if len(raw) > maxTokenBytes {
 		return "", "", fmt.Errorf("the bearer token is %d bytes; the limit is %d", len(raw), maxTokenBytes)
 	}
@@ -136,7 +142,7 @@ func (t *tokens) verify(raw string) (tenant, who string, _ error) {
 			}
 		}
 		return nil, fmt.Errorf("no key %q in the key set", kid)
-	}, jwt.WithIssuer(t.cfg.Issuer), jwt.WithAudience(t.cfg.Audience), jwt.WithExpirationRequired(),
+	}, jwt.WithIssuer(t.cfg.Issuer), jwt.WithAudience(audience), jwt.WithExpirationRequired(),
 		jwt.WithValidMethods([]string{"RS256", "RS384", "RS512", "PS256", "ES256", "ES384"}), jwt.WithLeeway(30*time.Second))
 	if err != nil {
 		return "", "", fmt.Errorf("the bearer token is not valid: %w", err)

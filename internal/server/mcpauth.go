@@ -2,7 +2,10 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
@@ -38,8 +41,43 @@ func (s *Server) MCPHandler() (http.Handler, error) {
 	if !s.auth.enabled() {
 		return h, nil
 	}
-	return &mcpAuth{a: s.auth, next: h, owners: map[string]string{}}, nil
+	auth := &mcpAuth{a: s.auth, next: h, owners: map[string]string{}}
+	resource := s.cfg.MCPServe.Resource
+	if resource == "" || s.auth.tokens == nil {
+		return auth, nil
+	}
+	// A protected resource (RFC 9728): its metadata at the well-known paths, public; the
+	// rest authenticated, with tokens issued for it.
+	meta, err := json.Marshal(map[string]any{
+		"resource": resource, "authorization_servers": []string{s.cfg.Auth.JWT.Issuer},
+		"bearer_methods_supported": []string{"header"}, "resource_name": "toolmesh",
+	})
+	if err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(resource)
+	if err != nil {
+		return nil, err
+	}
+	auth.audience = resource
+	auth.metadataURL = u.Scheme + "://" + u.Host + wellKnownPRM + strings.TrimSuffix(u.Path, "/")
+	mux := http.NewServeMux()
+	serveMeta := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "max-age=3600")
+		_, _ = w.Write(meta)
+	}
+	mux.HandleFunc("GET "+wellKnownPRM, serveMeta)
+	if p := strings.TrimSuffix(u.Path, "/"); p != "" {
+		mux.HandleFunc("GET "+wellKnownPRM+p, serveMeta)
+	}
+	mux.Handle("/", auth)
+	return mux, nil
 }
+
+// wellKnownPRM is where a protected resource publishes its metadata (RFC 9728): at the
+// origin's root, or with the resource's path after it.
+const wellKnownPRM = "/.well-known/oauth-protected-resource"
 
 // maxMCPSessions bounds the sessions whose callers mcpAuth remembers; past it the
 // oldest are forgotten (a forgotten session is still bound to the tenant that opened it,
@@ -54,10 +92,28 @@ const mcpSessionHeader = "Mcp-Session-Id"
 type mcpAuth struct {
 	a    *authorizer
 	next http.Handler
+	// audience is what a bearer token must be issued for (mcp_serve.resource; "":
+	// auth.jwt.audience), metadataURL where the endpoint's protected resource metadata is
+	// (named in a 401's challenge; "": none).
+	audience, metadataURL string
 
 	mu     sync.Mutex
 	owners map[string]string // session id → the caller that opened it
 	order  []string          // session ids, oldest first
+}
+
+// challenge is a 401's WWW-Authenticate: the realm, where the resource's metadata is
+// (so that an MCP client finds its authorization server), and invalid_token when the
+// request brought one that was refused.
+func (m *mcpAuth) challenge(hadToken bool) string {
+	c := `Bearer realm="toolmesh"`
+	if m.metadataURL != "" {
+		c += `, resource_metadata="` + m.metadataURL + `"`
+	}
+	if hadToken {
+		c += `, error="invalid_token"`
+	}
+	return c
 }
 
 func (m *mcpAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -69,14 +125,15 @@ func (m *mcpAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			id, hasID = x, true
 		}
 	}
-	p, err := m.a.client(id, hasID, bearerOf(r.Header.Values("Authorization")), "MCP "+r.Method, true)
+	raw := bearerOf(r.Header.Values("Authorization"))
+	p, err := m.a.clientFor(id, hasID, raw, "MCP "+r.Method, true, m.audience)
 	if err != nil {
 		st := status.Convert(err)
 		code := http.StatusForbidden
 		if st.Code() == codes.Unauthenticated {
 			code = http.StatusUnauthorized
 			if m.a.tokens != nil {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="toolmesh"`)
+				w.Header().Set("WWW-Authenticate", m.challenge(raw != ""))
 			}
 		}
 		http.Error(w, st.Message(), code)

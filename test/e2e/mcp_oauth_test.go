@@ -1,0 +1,99 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/toolmesh/toolmesh/internal/harness"
+	"github.com/toolmesh/toolmesh/pkg/client"
+)
+
+// TestMCPEndpointAsProtectedResource: with mcp_serve.resource the MCP endpoint is an
+// OAuth 2.1 protected resource as MCP clients discover one, checked with the MCP Go
+// SDK's own discovery: a request without a token gets 401 with a challenge naming the
+// resource's metadata (RFC 9728), which names the token issuer as its authorization
+// server; a token issued for the resource (audience = its URL) opens a session and lists
+// the tenant's tools; a token for another audience (the gRPC API's) is refused as an
+// invalid token.
+func TestMCPEndpointAsProtectedResource(t *testing.T) {
+	sign := newSigner(t, "k1")
+	addr, err := harness.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resource := "http://" + addr + "/mcp"
+	m := startMesh(t, "", fmt.Sprintf(`
+auth:
+  jwt: {jwks_file: %q, issuer: "https://issuer.test", audience: toolmesh}
+tenants:
+  acme: {groups: [echo_acme]}
+mcp_serve: {listen: %s, resource: %q}
+`, sign.jwks, addr, resource))
+	m.startWorker("acme-1", "echo_acme")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	acme, err := client.Dial(m.orch.Addr, insecure.NewCredentials(), client.Bearer(sign.tenantToken(t, "acme"), true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = acme.Close() }()
+	if err := harness.WaitWorkers(ctx, acme, "acme-1"); err != nil {
+		t.Fatal(err)
+	}
+
+	// Discovery, as an MCP client does it.
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, resource, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	challenges, err := oauthex.ParseWWWAuthenticate(resp.Header.Values("WWW-Authenticate"))
+	if resp.StatusCode != http.StatusUnauthorized || err != nil || len(challenges) != 1 || challenges[0].Scheme != "bearer" {
+		t.Fatalf("without a token: HTTP %d, challenges %v (%v)", resp.StatusCode, challenges, err)
+	}
+	metaURL := challenges[0].Params["resource_metadata"]
+	if want := "http://" + addr + "/.well-known/oauth-protected-resource/mcp"; metaURL != want {
+		t.Errorf("resource_metadata %q, want %q", metaURL, want)
+	}
+	prm, err := oauthex.GetProtectedResourceMetadata(ctx, metaURL, resource, http.DefaultClient)
+	if err != nil {
+		t.Fatalf("the protected resource metadata: %v", err)
+	}
+	if !slices.Equal(prm.AuthorizationServers, []string{"https://issuer.test"}) || !slices.Contains(prm.BearerMethodsSupported, "header") {
+		t.Errorf("metadata %+v", prm)
+	}
+
+	// A token issued for the resource opens a session; one for the gRPC API does not.
+	forResource := sign.token(t, jwt.MapClaims{"iss": "https://issuer.test", "aud": resource, "sub": "user-1", "tenant": "acme",
+		"exp": time.Now().Add(time.Hour).Unix()})
+	session, err := connectMCPServe(ctx, resource, forResource)
+	if err != nil {
+		m.dump()
+		t.Fatalf("a token for the resource: %v", err)
+	}
+	defer func() { _ = session.Close() }()
+	tools, err := session.ListTools(ctx, nil)
+	if err != nil || len(tools.Tools) == 0 || tools.Tools[0].Name != "show_context_acme" {
+		t.Errorf("tools %v, %v; want acme's", tools, err)
+	}
+	req, _ = http.NewRequestWithContext(ctx, http.MethodPost, resource, nil)
+	req.Header.Set("Authorization", "Bearer "+sign.tenantToken(t, "acme")) // audience "toolmesh"
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	challenges, _ = oauthex.ParseWWWAuthenticate(resp.Header.Values("WWW-Authenticate"))
+	if resp.StatusCode != http.StatusUnauthorized || len(challenges) != 1 || challenges[0].Params["error"] != "invalid_token" {
+		t.Errorf("a token for another audience: HTTP %d, challenges %v; want 401 invalid_token", resp.StatusCode, challenges)
+	}
+}
