@@ -82,6 +82,10 @@ func newSessionServer(ctx context.Context, opts ServeOptions) *sdk.Server {
 	}
 	s.srv = sdk.NewServer(&sdk.Implementation{Name: "toolmesh", Version: "v1"}, &sdk.ServerOptions{
 		Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true}},
+		// What a session lists depends on its caller (its tenant's tools) and on the
+		// session itself (facades unfold per session): no one else may cache it, and it
+		// changes with every unfolding.
+		SetCacheable: func(_ context.Context, _ sdk.Request, c *sdk.Cacheable) { c.CacheScope, c.TTLMs = "private", 0 },
 	})
 	s.add(opts.Catalog(ctx)...)
 	return s.srv

@@ -83,7 +83,12 @@ mcp_serve: {listen: %s, resource: %q}
 	defer func() { _ = session.Close() }()
 	tools, err := session.ListTools(ctx, nil)
 	if err != nil || len(tools.Tools) == 0 || tools.Tools[0].Name != "show_context_acme" {
-		t.Errorf("tools %v, %v; want acme's", tools, err)
+		t.Fatalf("tools %v, %v; want acme's", tools, err)
+	}
+	// What a session lists is its tenant's and its own (facades unfold per session): only
+	// the caller's client may cache it.
+	if tools.CacheScope != "private" {
+		t.Errorf("tools/list's cache scope %q, want private", tools.CacheScope)
 	}
 	req, _ = http.NewRequestWithContext(ctx, http.MethodPost, resource, nil)
 	req.Header.Set("Authorization", "Bearer "+sign.tenantToken(t, "acme")) // audience "toolmesh"
