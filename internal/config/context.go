@@ -262,7 +262,7 @@ func (c Config) validateMCP(bad func(key, format string, args ...any)) {
 	if r := c.MCPServe.Resource; r != "" {
 		u, err := url.Parse(r)
 		switch {
-		case err != nil || u.Host == "" || u.Fragment != "" || u.RawQuery != "" || (u.Scheme != "https" && !(u.Scheme == "http" && LoopbackHost(u.Hostname()))):
+		case err != nil || u.Host == "" || u.Fragment != "" || u.RawQuery != "" || (u.Scheme != "https" && (u.Scheme != "http" || !LoopbackHost(u.Hostname()))):
 			bad("mcp_serve.resource", "must be the endpoint's https URL (http on a loopback host), without query or fragment, got %q", r)
 		case c.Auth.JWT.Issuer == "":
 			bad("mcp_serve.resource", "needs auth.jwt: the protected resource takes the tokens of its issuer")
