@@ -176,6 +176,14 @@ func TestValidateNamesEachKey(t *testing.T) {
 			c.MCPServers = map[string]MCPServer{"s": {URL: "http://127.0.0.1:1/"}}
 			c.Groups = map[string]Group{"x": {MCP: &GroupMCP{Server: "s", Filter: `name + "x"`}}}
 		}},
+		{"mcp_serve.resource", func(c *Config) { c.MCPServe.Resource = "https://mesh.example/mcp" }}, // no auth.jwt
+		{"mcp_serve.resource", func(c *Config) {
+			c.Auth.JWT.Issuer, c.MCPServe.Resource = "https://issuer.test", "http://mesh.example/mcp" // plaintext off loopback
+		}},
+		{"mcp_serve.resource", func(c *Config) {
+			c.Auth.JWT.Issuer, c.MCPServe.Resource = "https://issuer.test", "https://mesh.example/mcp#frag"
+		}},
+		{"console.trace_url", func(c *Config) { c.Console.TraceURL = "https://jaeger.example/trace/" }}, // no {trace_id}
 		{"groups.x.mcp.exclude_when", func(c *Config) {
 			c.MCPServers = map[string]MCPServer{"s": {URL: "http://127.0.0.1:1/"}}
 			c.Groups = map[string]Group{"x": {MCP: &GroupMCP{Server: "s", ExcludeWhen: `name.startsWith(`}}}
