@@ -619,6 +619,11 @@ type MCPServe struct {
 	// protected resource metadata (RFC 9728), names it in its 401 challenges, and takes
 	// only bearer tokens issued for it (audience = this URL, RFC 8707).
 	Resource string `yaml:"resource"`
+	// Scopes grant tools to bearer tokens by scope: a session whose token has scope s may
+	// list and call the tools whose names match one of Scopes[s] (path.Match globs), and
+	// no others. Empty: a token's scopes are not looked at. Callers by certificate are
+	// not limited by it.
+	Scopes map[string][]string `yaml:"scopes"`
 }
 
 // Log configures logging.

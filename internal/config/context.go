@@ -268,6 +268,20 @@ func (c Config) validateMCP(bad func(key, format string, args ...any)) {
 			bad("mcp_serve.resource", "needs auth.jwt: the protected resource takes the tokens of its issuer")
 		}
 	}
+	for _, scope := range sortedKeys(c.MCPServe.Scopes) {
+		key := "mcp_serve.scopes." + scope
+		if c.Auth.JWT.Issuer == "" {
+			bad(key, "needs auth.jwt: scopes are claims of bearer tokens")
+		}
+		if strings.TrimSpace(scope) == "" || strings.ContainsAny(scope, " \"\\") {
+			bad(key, "is not a scope (printable, without spaces or quotes)")
+		}
+		for i, p := range c.MCPServe.Scopes[scope] {
+			if _, err := path.Match(p, ""); err != nil || strings.TrimSpace(p) == "" {
+				bad(fmt.Sprintf("%s[%d]", key, i), "is not a valid glob pattern: %q", p)
+			}
+		}
+	}
 	for i, h := range c.MCPServe.ContextHeaders {
 		if strings.TrimSpace(h) == "" || strings.ContainsAny(h, " :\r\n") {
 			bad(fmt.Sprintf("mcp_serve.context_headers[%d]", i), "must be an HTTP header name, got %q", h)

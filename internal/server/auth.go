@@ -98,6 +98,9 @@ func (a *authorizer) enabled() bool {
 // SPIFFE ID, or the issuer and subject of its token; "" when nothing says).
 type principal struct {
 	tenant, who string
+	// scopes are its bearer token's (sorted, space-separated); token says it came with one.
+	scopes string
+	token  bool
 }
 
 var (
@@ -170,12 +173,12 @@ func (a *authorizer) clientFor(id spiffeid.ID, hasID bool, raw, method string, l
 		if audience == "" {
 			audience = a.tokens.cfg.Audience
 		}
-		t, who, err := a.tokens.verifyFor(raw, audience)
+		v, err := a.tokens.verifyFor(raw, audience)
 		if err != nil {
 			a.audit("client call refused: bad bearer token", "method", method, "error", wire.Truncate(err.Error(), 256))
 			return p, statusError(toolpb.ErrorReason_ERROR_REASON_UNAUTHENTICATED, err.Error(), nil)
 		}
-		p, hasToken = principal{tenant: t, who: who}, true
+		p, hasToken = principal{tenant: v.tenant, who: v.who, scopes: v.scopes, token: true}, true
 	}
 	if !hasToken {
 		switch {

@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"math/big"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -119,14 +121,20 @@ const maxTokenBytes = 16 << 10
 // verify checks a token (signature, expiry, issuer, the configured audience) and
 // returns its tenant claim and who it names: its issuer and subject.
 func (t *tokens) verify(raw string) (tenant, who string, _ error) {
-	return t.verifyFor(raw, t.cfg.Audience)
+	v, err := t.verifyFor(raw, t.cfg.Audience)
+	return v.tenant, v.who, err
 }
+
+// verified is what a valid token says: its tenant, who it names (issuer#subject) and
+// its scopes (the "scope" claim, space-separated, or an "scp" list; sorted, one space
+// between).
+type verified struct{ tenant, who, scopes string }
 
 // verifyFor is verify with another audience the token must be for: the MCP endpoint's
 // resource (mcp_serve.resource).
-func (t *tokens) verifyFor(raw, audience string) (tenant, who string, _ error) {
+func (t *tokens) verifyFor(raw, audience string) (verified, error) {
 	if len(raw) > maxTokenBytes {
-		return "", "", fmt.Errorf("the bearer token is %d bytes; the limit is %d", len(raw), maxTokenBytes)
+		return verified{}, fmt.Errorf("the bearer token is %d bytes; the limit is %d", len(raw), maxTokenBytes)
 	}
 	claims := jwt.MapClaims{}
 	_, err := jwt.ParseWithClaims(raw, claims, func(tok *jwt.Token) (any, error) {
@@ -145,14 +153,31 @@ func (t *tokens) verifyFor(raw, audience string) (tenant, who string, _ error) {
 	}, jwt.WithIssuer(t.cfg.Issuer), jwt.WithAudience(audience), jwt.WithExpirationRequired(),
 		jwt.WithValidMethods([]string{"RS256", "RS384", "RS512", "PS256", "ES256", "ES384"}), jwt.WithLeeway(30*time.Second))
 	if err != nil {
-		return "", "", fmt.Errorf("the bearer token is not valid: %w", err)
+		return verified{}, fmt.Errorf("the bearer token is not valid: %w", err)
 	}
-	tenant, _ = claims[t.cfg.TenantClaim].(string)
+	tenant, _ := claims[t.cfg.TenantClaim].(string)
 	if tenant == "" {
-		return "", "", fmt.Errorf("the bearer token has no %q claim", t.cfg.TenantClaim)
+		return verified{}, fmt.Errorf("the bearer token has no %q claim", t.cfg.TenantClaim)
 	}
 	sub, _ := claims["sub"].(string)
-	return tenant, t.cfg.Issuer + "#" + sub, nil
+	return verified{tenant: tenant, who: t.cfg.Issuer + "#" + sub, scopes: scopesOf(claims)}, nil
+}
+
+// scopesOf is a token's scopes, sorted and joined by one space: its "scope" claim (a
+// space-separated string) or its "scp" claim (a list).
+func scopesOf(claims jwt.MapClaims) string {
+	var out []string
+	if s, ok := claims["scope"].(string); ok {
+		out = strings.Fields(s)
+	} else if list, ok := claims["scp"].([]any); ok {
+		for _, v := range list {
+			if s, ok := v.(string); ok && s != "" {
+				out = append(out, s)
+			}
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(slices.Compact(out), " ")
 }
 
 // keyOf is the key of kid, or the only key of a set when the token names none.

@@ -3,8 +3,11 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"net/url"
+	"path"
+	"slices"
 	"strings"
 	"sync"
 
@@ -33,7 +36,17 @@ func (s *Server) MCPHandler() (http.Handler, error) {
 	h := mcp.NewHandler(mcp.ServeOptions{
 		Catalog: func(ctx context.Context) []tool.Tool { return s.runs.CatalogFor(ctx, tenantOf(ctx)) },
 		Session: func(ctx context.Context) (func(tool.Tool) tool.Tool, toolctx.Context) {
-			return s.runs.TenantView(tenantOf(ctx))
+			wrap, fixed := s.runs.TenantView(tenantOf(ctx))
+			if granted := s.scopeGrant(ctx); granted != nil {
+				tenantWrap := wrap
+				wrap = func(t tool.Tool) tool.Tool {
+					if !granted(t.Definition().Name) {
+						return nil // not granted to the token's scopes: neither listed nor callable
+					}
+					return tenantWrap(t)
+				}
+			}
+			return wrap, fixed
 		},
 		Tenant:   tenantOf,
 		Decorate: s.runs.Decorate, ContextHeaders: s.cfg.MCPServe.ContextHeaders, Logger: s.log,
@@ -48,10 +61,14 @@ func (s *Server) MCPHandler() (http.Handler, error) {
 	}
 	// A protected resource (RFC 9728): its metadata at the well-known paths, public; the
 	// rest authenticated, with tokens issued for it.
-	meta, err := json.Marshal(map[string]any{
+	prm := map[string]any{
 		"resource": resource, "authorization_servers": []string{s.cfg.Auth.JWT.Issuer},
 		"bearer_methods_supported": []string{"header"}, "resource_name": "toolmesh",
-	})
+	}
+	if len(s.cfg.MCPServe.Scopes) > 0 {
+		prm["scopes_supported"] = slices.Sorted(maps.Keys(s.cfg.MCPServe.Scopes))
+	}
+	meta, err := json.Marshal(prm)
 	if err != nil {
 		return nil, err
 	}
@@ -73,6 +90,28 @@ func (s *Server) MCPHandler() (http.Handler, error) {
 	}
 	mux.Handle("/", auth)
 	return mux, nil
+}
+
+// scopeGrant is which tools the session of ctx's caller may list and call by its token's
+// scopes (mcp_serve.scopes), or nil when scopes do not limit it: none are configured, or
+// the caller came without a token (a certificate).
+func (s *Server) scopeGrant(ctx context.Context) func(name string) bool {
+	p, _ := ctx.Value(callerKey{}).(principal)
+	if len(s.cfg.MCPServe.Scopes) == 0 || !p.token {
+		return nil
+	}
+	var patterns []string
+	for _, scope := range strings.Fields(p.scopes) {
+		patterns = append(patterns, s.cfg.MCPServe.Scopes[scope]...)
+	}
+	return func(name string) bool {
+		for _, pat := range patterns {
+			if ok, _ := path.Match(pat, name); ok {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // wellKnownPRM is where a protected resource publishes its metadata (RFC 9728): at the

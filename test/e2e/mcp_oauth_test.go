@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -35,7 +36,10 @@ auth:
   jwt: {jwks_file: %q, issuer: "https://issuer.test", audience: toolmesh}
 tenants:
   acme: {groups: [echo_acme]}
-mcp_serve: {listen: %s, resource: %q}
+mcp_serve:
+  listen: %s
+  resource: %q
+  scopes: {"context:read": ["show_context_*"], "math:use": ["add", "math"]}
 `, sign.jwks, addr, resource))
 	m.startWorker("acme-1", "echo_acme")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -68,13 +72,14 @@ mcp_serve: {listen: %s, resource: %q}
 	if err != nil {
 		t.Fatalf("the protected resource metadata: %v", err)
 	}
-	if !slices.Equal(prm.AuthorizationServers, []string{"https://issuer.test"}) || !slices.Contains(prm.BearerMethodsSupported, "header") {
+	if !slices.Equal(prm.AuthorizationServers, []string{"https://issuer.test"}) || !slices.Contains(prm.BearerMethodsSupported, "header") ||
+		!slices.Equal(prm.ScopesSupported, []string{"context:read", "math:use"}) {
 		t.Errorf("metadata %+v", prm)
 	}
 
 	// A token issued for the resource opens a session; one for the gRPC API does not.
 	forResource := sign.token(t, jwt.MapClaims{"iss": "https://issuer.test", "aud": resource, "sub": "user-1", "tenant": "acme",
-		"exp": time.Now().Add(time.Hour).Unix()})
+		"scope": "context:read", "exp": time.Now().Add(time.Hour).Unix()})
 	session, err := connectMCPServe(ctx, resource, forResource)
 	if err != nil {
 		m.dump()
@@ -89,6 +94,20 @@ mcp_serve: {listen: %s, resource: %q}
 	// the caller's client may cache it.
 	if tools.CacheScope != "private" {
 		t.Errorf("tools/list's cache scope %q, want private", tools.CacheScope)
+	}
+	// A token whose scopes grant none of the tenant's tools opens a session that lists none.
+	otherScope := sign.token(t, jwt.MapClaims{"iss": "https://issuer.test", "aud": resource, "sub": "user-2", "tenant": "acme",
+		"scope": "math:use", "exp": time.Now().Add(time.Hour).Unix()})
+	narrow, err := connectMCPServe(ctx, resource, otherScope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = narrow.Close() }()
+	if tools, err := narrow.ListTools(ctx, nil); err != nil || len(tools.Tools) != 0 {
+		t.Errorf("a token scoped to math:use lists %v, %v; want no tool of acme's echo group", tools, err)
+	}
+	if res, err := narrow.CallTool(ctx, &sdk.CallToolParams{Name: "show_context_acme", Arguments: map[string]any{}}); err == nil && !res.IsError {
+		t.Errorf("a token scoped to math:use called show_context_acme: %v", res)
 	}
 	req, _ = http.NewRequestWithContext(ctx, http.MethodPost, resource, nil)
 	req.Header.Set("Authorization", "Bearer "+sign.tenantToken(t, "acme")) // audience "toolmesh"
