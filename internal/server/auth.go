@@ -116,18 +116,18 @@ func withCaller(ctx context.Context, p principal) context.Context {
 	return context.WithValue(ctx, callerKey{}, p)
 }
 
-// tenantOf is the verified tenant of the call ("" without tenancy).
-func tenantOf(ctx context.Context) string {
+// callerOf is the verified principal of the call (zero when nothing authenticated it).
+func callerOf(ctx context.Context) principal {
 	p, _ := ctx.Value(callerKey{}).(principal)
-	return p.tenant
+	return p
 }
+
+// tenantOf is the verified tenant of the call ("" without tenancy).
+func tenantOf(ctx context.Context) string { return callerOf(ctx).tenant }
 
 // whoOf is who the verified client of the call is: its SPIFFE ID, or its token's
 // issuer#subject; "" when nothing authenticated it.
-func whoOf(ctx context.Context) string {
-	p, _ := ctx.Value(callerKey{}).(principal)
-	return p.who
-}
+func whoOf(ctx context.Context) string { return callerOf(ctx).who }
 
 func (a *authorizer) authorize(ctx context.Context, method string) (context.Context, error) {
 	if strings.HasPrefix(method, "/grpc.health.v1.Health/") {

@@ -96,7 +96,7 @@ func (s *Server) MCPHandler() (http.Handler, error) {
 // scopes (mcp_serve.scopes), or nil when scopes do not limit it: none are configured, or
 // the caller came without a token (a certificate).
 func (s *Server) scopeGrant(ctx context.Context) func(name string) bool {
-	p, _ := ctx.Value(callerKey{}).(principal)
+	p := callerOf(ctx)
 	if len(s.cfg.MCPServe.Scopes) == 0 || !p.token {
 		return nil
 	}

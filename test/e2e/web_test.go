@@ -97,6 +97,7 @@ func TestWebProtocols(t *testing.T) {
 	events := webConnectRun(ctx, t, acme)
 	t.Run("gRPC-Web", func(t *testing.T) { checkWebGRPCWeb(ctx, t, acme, events) })
 	t.Run("REST and Connect unary", func(t *testing.T) { checkWebUnary(ctx, t, acme) })
+	t.Run("filters, facts and quotas", func(t *testing.T) { checkWebListings(ctx, t, acme, globex) })
 	t.Run("tenants", func(t *testing.T) { checkWebTenants(ctx, t, globex, webClient{base: base}) })
 	t.Run("cross-site requests", func(t *testing.T) { checkWebCrossSite(ctx, t, acme) })
 	t.Run("curl", func(t *testing.T) { checkWebCurl(ctx, t, acme) })
@@ -183,6 +184,55 @@ func checkWebUnary(ctx context.Context, t *testing.T, acme webClient) {
 		t.Errorf("REST cancel: HTTP %d %s", code, body)
 	}
 
+}
+
+// checkWebListings checks ListRuns' start-time and agent filters, the facts GetRun
+// reports of a run (model, tenant) and ListTenants, each tenant seeing its own quota line.
+func checkWebListings(ctx context.Context, t *testing.T, acme, globex webClient) {
+	t.Helper()
+	code, _, body := acme.do(ctx, t, http.MethodGet, "/v1/runs/web-1", "", nil)
+	got := &toolpb.GetRunResponse{}
+	if code != http.StatusOK || protojson.Unmarshal(body, got) != nil || got.GetModel() == "" || got.GetTenant() != "acme" || got.GetAgent() != "" {
+		t.Errorf("GetRun's facts: HTTP %d %s; want a model, tenant acme, no agent", code, body)
+	}
+	future := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	for _, tc := range []struct {
+		query  string
+		listed bool
+	}{
+		{"started_before=" + future, true},
+		{"started_after=" + future, false},
+		{"agent=nobody", false},
+	} {
+		code, _, body := acme.do(ctx, t, http.MethodGet, "/v1/runs?"+tc.query, "", nil)
+		page := &toolpb.ListRunsResponse{}
+		if code != http.StatusOK || protojson.Unmarshal(body, page) != nil || hasRun(page, "web-1") != tc.listed {
+			t.Errorf("ListRuns %s: HTTP %d %s; want web-1 listed %v", tc.query, code, body, tc.listed)
+		}
+		for _, r := range page.GetRuns() {
+			if r.GetTenant() != "acme" {
+				t.Errorf("ListRuns %s lists %s of tenant %q", tc.query, r.GetRunId(), r.GetTenant())
+			}
+		}
+	}
+	for _, tc := range []struct {
+		c    webClient
+		want *toolpb.TenantUsage
+	}{
+		{acme, &toolpb.TenantUsage{Tenant: "acme"}},
+		{globex, &toolpb.TenantUsage{Tenant: "globex", MaxConcurrentRuns: 2, ToolCallsPerMinute: 2}},
+	} {
+		code, _, body := tc.c.do(ctx, t, http.MethodGet, "/v1/tenants", "", nil)
+		resp := &toolpb.ListTenantsResponse{}
+		if code != http.StatusOK || protojson.Unmarshal(body, resp) != nil || len(resp.GetTenants()) != 1 {
+			t.Fatalf("ListTenants as %s: HTTP %d %s; want its own line", tc.want.GetTenant(), code, body)
+		}
+		u := resp.GetTenants()[0]
+		u.ToolCallsAvailable, u.RunningRuns = 0, 0 // they move with the other subtests
+		if !proto.Equal(u, tc.want) {
+			t.Errorf("ListTenants as %s: %v, want %v", tc.want.GetTenant(), u, tc.want)
+		}
+	}
 }
 
 // checkWebTenants checks that globex sees nothing of acme's run over any protocol, and
