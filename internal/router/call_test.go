@@ -237,8 +237,10 @@ func TestToolTimeout(t *testing.T) {
 			t.Errorf("%s: a timed-out call was re-sent (%d attempts)", tc.name, d.Attempts)
 		}
 	}
-	if n := a.calls.Load() + b.calls.Load(); n != 2 {
-		t.Errorf("executions = %d, want 2", n)
+	// Each call reaches a worker at most once. It may reach none: on a loaded machine
+	// the deadline can pass before the request leaves the orchestrator.
+	if n := a.calls.Load() + b.calls.Load(); n > 2 {
+		t.Errorf("executions = %d, want at most 2 (one per call)", n)
 	}
 }
 
