@@ -30,6 +30,16 @@ $(MCP_EVERYTHING): $(TMP)/versions/server-everything-v$(MCP_EVERYTHING_VERSION)
 	npm install --silent --no-audit --no-fund --prefix $(TMP)/npm @modelcontextprotocol/server-everything@$(MCP_EVERYTHING_VERSION)
 	@touch $@
 
+# The MCP Inspector, pinned: its CLI signs in to the MCP endpoint through the OAuth flow in
+# an end-to-end test (TestMCPInspectorSignsIn).
+MCP_INSPECTOR_VERSION := 2.12.0
+MCP_INSPECTOR := $(TMP)/npm-inspector/node_modules/.bin/mcp-inspector
+
+$(MCP_INSPECTOR): $(TMP)/versions/inspector-v$(MCP_INSPECTOR_VERSION)
+	$(ensure_npm)
+	npm install --silent --no-audit --no-fund --prefix $(TMP)/npm-inspector @modelcontextprotocol/inspector@$(MCP_INSPECTOR_VERSION)
+	@touch $@
+
 # npm where it is missing: Debian's nodejs and npm (as root, or through sudo).
 define ensure_npm
 	@if ! command -v npm >/dev/null; then \
@@ -163,9 +173,10 @@ test-images: images $(CA_BUNDLE) ## The image builder's own tests (it builds the
 test: checkgenerate lint test-console test-sdk-typescript test-sdk-python unit test-mcp-everything fuzz-short k8s test-images ## Everything CI runs: generated code, linters, all tests, a short fuzz of each target, the manifests, the images.
 
 .PHONY: unit
-unit: build $(MCP_EVERYTHING) $(PG_STAMP) $(IPROUTE_STAMP) $(BROWSER_STAMP) $(BIN)/kustomize sdk-build ## Run all Go tests (end-to-end tests use the binaries in bin/; the conformance suite every SDK).
+unit: build $(MCP_EVERYTHING) $(MCP_INSPECTOR) $(PG_STAMP) $(IPROUTE_STAMP) $(BROWSER_STAMP) $(BIN)/kustomize sdk-build ## Run all Go tests (end-to-end tests use the binaries in bin/; the conformance suite every SDK).
 	@mkdir -p $(TMP)/reports && rm -f $(TMP)/reports/netns-scaling.md
 	TOOLMESH_BIN=$(abspath bin) TOOLMESH_MCP_EVERYTHING=$(MCP_EVERYTHING) TOOLMESH_KUSTOMIZE=$(BIN)/kustomize \
+		TOOLMESH_MCP_INSPECTOR=$(MCP_INSPECTOR) \
 		TOOLMESH_CHROMIUM=$$(command -v chromium) TOOLMESH_BROWSER_ARTIFACTS=$(abspath $(TMP)/reports/console) \
 		TOOLMESH_CONFORMANCE=typescript,python \
 		TOOLMESH_NETNS_REPORT=$(abspath $(TMP)/reports) go test $(GO_TEST_FLAGS) ./...

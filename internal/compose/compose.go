@@ -6,6 +6,7 @@
 package compose
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/celexpr"
 	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/credentials"
 	"github.com/toolmesh/toolmesh/internal/ctxconv"
 	"github.com/toolmesh/toolmesh/internal/decorators"
 	"github.com/toolmesh/toolmesh/internal/llm"
@@ -47,6 +49,10 @@ type Options struct {
 	// Converters are the groups' converters (Converters); nil builds them from the
 	// config alone. The router must use the same.
 	Converters func(group string) ctxconv.Converter
+	// Credentials are the groups' own credentials (groups.<role>.token_exchange,
+	// groups.<role>.secrets); nil builds them from the config. The router must use the
+	// same (router.Options.Credentials).
+	Credentials *credentials.Set
 	// MCPFilters narrow an MCP group's tools further than the config does, by role.
 	MCPFilters map[string]func(mcp.ToolInfo) bool
 	// Sinks, Layers, Strategies, Formatter and Groups are the program's own, as
@@ -81,7 +87,14 @@ func Runs(o Options) (*run.Service, error) {
 			return nil, err
 		}
 	}
-	groups, err := MCPGroups(o.Config, conv, o.MCPFilters, o.Logger)
+	creds := o.Credentials
+	if creds == nil {
+		var err error
+		if creds, err = credentials.FromConfig(o.Config, o.Logger); err != nil {
+			return nil, err
+		}
+	}
+	groups, err := MCPGroups(o.Config, conv, creds, o.MCPFilters, o.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -94,9 +107,9 @@ func Runs(o Options) (*run.Service, error) {
 }
 
 // MCPGroups builds the groups MCP servers serve (groups.<role>.mcp), each with its
-// group's converter and its filters (the config's include, exclude and filter, then the
-// program's); none connects before a run asks for it.
-func MCPGroups(cfg config.Config, conv func(string) ctxconv.Converter, filters map[string]func(mcp.ToolInfo) bool, log *slog.Logger) (map[string]*mcp.Group, error) {
+// group's converter, its credentials and its filters (the config's include, exclude and
+// filter, then the program's); none connects before a run asks for it.
+func MCPGroups(cfg config.Config, conv func(string) ctxconv.Converter, creds *credentials.Set, filters map[string]func(mcp.ToolInfo) bool, log *slog.Logger) (map[string]*mcp.Group, error) {
 	for role := range filters {
 		if g, ok := cfg.Groups[role]; !ok || g.MCP == nil {
 			return nil, fmt.Errorf("compose: an MCP filter for group %q, which no MCP server serves (groups.%s.mcp)", role, role)
@@ -119,10 +132,18 @@ func MCPGroups(cfg config.Config, conv func(string) ctxconv.Converter, filters m
 		if err != nil {
 			return nil, fmt.Errorf("groups.%s.mcp.%w", role, err)
 		}
+		var own func(ctx context.Context) (map[string]string, map[string]string, error)
+		if creds.Has(role) {
+			own = func(ctx context.Context) (map[string]string, map[string]string, error) {
+				d, err := creds.For(ctx, role)
+				return d.Context, d.Headers, err
+			}
+		}
 		grp, err := mcp.New(mcp.Options{
 			Server: mcp.Server{Name: g.MCP.Server, Command: sc.Command, Args: sc.Args, Env: sc.Env, Dir: sc.Dir,
-				URL: sc.URL, Headers: sc.Headers, ContextHeaders: sc.ContextHeaders, Timeout: sc.Timeout.D(), TLS: tc},
-			Role: role, Filter: filter, Converter: conv(role), Logger: log,
+				URL: sc.URL, Headers: sc.Headers, ContextHeaders: sc.ContextHeaders, Timeout: sc.Timeout.D(), TLS: tc,
+				ProtocolVersion: sc.ProtocolVersion},
+			Role: role, Filter: filter, Converter: conv(role), Credentials: own, Logger: log,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("groups.%s.mcp: %w", role, err)

@@ -624,6 +624,9 @@ type MCPServe struct {
 	// no others. Empty: a token's scopes are not looked at. Callers by certificate are
 	// not limited by it.
 	Scopes map[string][]string `yaml:"scopes"`
+	// ProtocolVersions pins the MCP revisions the endpoint serves ("2026-07-28",
+	// "2025-11-25"); empty serves both (and the earlier revisions the go-sdk speaks).
+	ProtocolVersions []string `yaml:"protocol_versions"`
 }
 
 // Log configures logging.
@@ -741,6 +744,7 @@ func (c Config) Validate() error {
 	c.validateRegistry(bad)
 	c.validateLoop(bad)
 	c.validateProviders(bad)
+	c.validateCredentials(bad)
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: %s", ErrInvalid, strings.Join(errs, "; "))
 	}

@@ -67,6 +67,15 @@ type Group struct {
 	// MCP, when set, makes the group the tools of an MCP server (mcp_servers); no worker
 	// serves it.
 	MCP *GroupMCP `yaml:"mcp"`
+	// TokenExchange exchanges the caller's bearer token for one scoped to the group
+	// (RFC 8693), sent to the group alone; Secrets gives it credentials per tenant from
+	// files. At most one.
+	TokenExchange *TokenExchange `yaml:"token_exchange"`
+	Secrets       *GroupSecrets  `yaml:"secrets"`
+	// Policy is the group's call policy: rules over each call of its tools (the tool, the
+	// arguments, the caller's claims) that allow it, deny it or make it wait for approval.
+	// A tool's own rules (tools.<name>.policy) are read before its group's.
+	Policy []PolicyRule `yaml:"policy"`
 	// Description and UsageNotes describe the group to the model and in listings; for a
 	// group workers or an MCP server serve they replace what those say.
 	Description string `yaml:"description"`
@@ -139,7 +148,13 @@ type MCPServer struct {
 	// TLS configures an https url: the CA bundle the server's certificate must chain to
 	// (default: the system's roots) and a client certificate for servers that ask for one.
 	TLS MCPServerTLS `yaml:"tls"`
+	// ProtocolVersion pins the MCP revision spoken with the server ("2026-07-28" or
+	// "2025-11-25"); empty: the newest both speak.
+	ProtocolVersion string `yaml:"protocol_version"`
 }
+
+// MCPProtocolVersions are the MCP revisions a config may pin, newest first.
+var MCPProtocolVersions = []string{"2026-07-28", "2025-11-25"}
 
 // MCPServerTLS is how the orchestrator connects to an MCP server over HTTPS.
 type MCPServerTLS struct {
@@ -212,6 +227,58 @@ type Tool struct {
 	// (ApproveToolCall) before it is sent, or (required: false) waives the approval the
 	// tool's definition asks for.
 	Approval *Approval `yaml:"approval"`
+	// Policy is the tool's call policy, read before its group's (groups.<role>.policy).
+	Policy []PolicyRule `yaml:"policy"`
+}
+
+// PolicyRule is one rule of a call policy: when When (a CEL bool over tool, group,
+// args, tenant, caller, claims and scopes) holds for a call, Effect applies (allow, deny
+// or approve) and no later rule is read; Reason is what the model reads of a denial and
+// the approver of an approval. A call no rule holds for is allowed.
+type PolicyRule struct {
+	When   string `yaml:"when"`
+	Effect string `yaml:"effect"`
+	Reason string `yaml:"reason"`
+}
+
+// PolicyOf is the call policy of tool name of group role: the tool's rules, then the
+// group's. Empty when neither has rules.
+func (c Config) PolicyOf(role, name string) []celexpr.Rule {
+	var rules []celexpr.Rule
+	for _, r := range append(slices.Clip(c.Tools[name].Policy), c.Groups[role].Policy...) {
+		rules = append(rules, celexpr.Rule{When: r.When, Effect: celexpr.Effect(r.Effect), Reason: r.Reason})
+	}
+	return rules
+}
+
+// HasPolicies reports whether any group or tool has a call policy.
+func (c Config) HasPolicies() bool {
+	for _, g := range c.Groups {
+		if len(g.Policy) > 0 {
+			return true
+		}
+	}
+	for _, t := range c.Tools {
+		if len(t.Policy) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// checkPolicy checks the rules of the policy at key.
+func checkPolicy(bad func(key, format string, args ...any), key string, rules []PolicyRule) {
+	if len(rules) > celexpr.MaxRules/2 {
+		bad(key, "has %d rules; at most %d (a tool's and its group's together are at most %d)", len(rules), celexpr.MaxRules/2, celexpr.MaxRules)
+		return
+	}
+	var rs []celexpr.Rule
+	for _, r := range rules {
+		rs = append(rs, celexpr.Rule{When: r.When, Effect: celexpr.Effect(r.Effect), Reason: r.Reason})
+	}
+	if _, err := celexpr.NewPolicy(rs); err != nil {
+		bad(key, "%v", err)
+	}
 }
 
 // Approval configures the approval of a tool's calls.
@@ -282,6 +349,11 @@ func (c Config) validateMCP(bad func(key, format string, args ...any)) {
 			}
 		}
 	}
+	for i, v := range c.MCPServe.ProtocolVersions {
+		if !slices.Contains(MCPProtocolVersions, v) {
+			bad(fmt.Sprintf("mcp_serve.protocol_versions[%d]", i), "must be one of %s, got %q", strings.Join(MCPProtocolVersions, ", "), v)
+		}
+	}
 	for i, h := range c.MCPServe.ContextHeaders {
 		if strings.TrimSpace(h) == "" || strings.ContainsAny(h, " :\r\n") {
 			bad(fmt.Sprintf("mcp_serve.context_headers[%d]", i), "must be an HTTP header name, got %q", h)
@@ -302,6 +374,9 @@ func (c Config) validateMCP(bad func(key, format string, args ...any)) {
 		}
 		if s.Timeout < 0 {
 			bad(key+".timeout", "must not be negative, got %s", s.Timeout.D())
+		}
+		if v := s.ProtocolVersion; v != "" && !slices.Contains(MCPProtocolVersions, v) {
+			bad(key+".protocol_version", "must be one of %s, got %q", strings.Join(MCPProtocolVersions, ", "), v)
 		}
 		if len(s.ContextHeaders) > 0 && s.URL == "" {
 			bad(key+".context_headers", "needs url: only a streamable-HTTP server takes headers")
@@ -417,6 +492,7 @@ func (c Config) validateContext(bad func(key, format string, args ...any)) {
 	c.validateTools(bad)
 	for _, role := range sortedKeys(c.Groups) {
 		c.Groups[role].validateDescription(bad, "groups."+role)
+		checkPolicy(bad, "groups."+role+".policy", c.Groups[role].Policy)
 	}
 }
 
@@ -461,6 +537,7 @@ func (c Config) validateTools(bad func(key, format string, args ...any)) {
 		if os := c.Tools[name].OneShot; os != nil && strings.TrimSpace(os.Advice) == "" {
 			bad("tools."+name+".one_shot.advice", "is empty: tell the model what to do instead of calling the tool again")
 		}
+		checkPolicy(bad, "tools."+name+".policy", c.Tools[name].Policy)
 		if a := c.Tools[name].Approval; a != nil && (a.Timeout < 0 || time.Duration(a.Timeout) > 7*24*time.Hour) {
 			bad("tools."+name+".approval.timeout", "must be between 0 (the default, 1h) and 168h, got %s", time.Duration(a.Timeout))
 		}

@@ -45,6 +45,16 @@ type Message struct {
 	ToolCallID string
 	ToolName   string
 	IsError    bool
+	// Images are the images of a tool message's result, for a provider whose API takes
+	// images in a tool result; Text holds a placeholder for each, which is all a provider
+	// that takes none sends.
+	Images []Image
+}
+
+// Image is an image a tool returned: its bytes and their media type ("image/png").
+type Image struct {
+	MediaType string
+	Data      []byte
 }
 
 // ToolSpec is a tool as the model sees it.

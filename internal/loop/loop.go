@@ -394,7 +394,8 @@ func (l *state) answer(ctx context.Context, iter int, resp *llm.Response) (*Resu
 		if !hasDirect && o.tool != nil && !o.isError {
 			l.inject(ctx, iter, o)
 		}
-		l.history = append(l.history, llm.Message{Role: llm.RoleTool, ToolCallID: o.call.ID, ToolName: o.call.Name, Text: o.content, IsError: o.isError})
+		l.history = append(l.history, llm.Message{Role: llm.RoleTool, ToolCallID: o.call.ID, ToolName: o.call.Name, Text: o.content, IsError: o.isError,
+			Images: imagesOf(o)})
 	}
 	if hasDirect {
 		if l.opts.OutputSchema != nil {

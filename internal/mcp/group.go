@@ -39,6 +39,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/ctxconv"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
 
 // Server says how to reach an MCP server: a command to run (stdio) or a URL (streamable
@@ -64,6 +65,10 @@ type Server struct {
 	// TLS, when set, is the TLS configuration of an https URL: the CA bundle the server
 	// is verified against, the client certificate it may ask for.
 	TLS *tls.Config
+	// ProtocolVersion pins the MCP revision (one of ProtocolVersions): a server that
+	// does not speak it is refused. Empty: the newest both sides speak (2026-07-28 when
+	// the server answers server/discover, else the initialize handshake's).
+	ProtocolVersion string
 }
 
 // DefaultTimeout bounds a tool call of a server that sets no timeout.
@@ -90,6 +95,13 @@ type Options struct {
 	Filter func(ToolInfo) bool
 	// Converter chooses what of the ToolCallContext travels as _meta; nil passes all.
 	Converter ctxconv.Converter
+	// Credentials, when set, gives a call's own credentials for the group (a token
+	// exchanged for the caller's, a tenant's secret): ToolCallContext entries, which
+	// replace the run's of those keys and pass the converter (which must forward them) to
+	// _meta or, for a key of Server.ContextHeaders, a header; and headers of the session,
+	// which is kept per set of their values. Its error, written for the model, keeps the
+	// call from being sent.
+	Credentials func(ctx context.Context) (entries, headers map[string]string, err error)
 	// MaxTools bounds the tools the server may offer; zero means DefaultMaxTools. A server
 	// that offers more is refused, as one that cannot be reached is.
 	MaxTools int
@@ -113,10 +125,18 @@ type Group struct {
 	failures int // failed connections (or sessions that ended) in a row
 	lastErr  error
 
-	progress sync.Map // progress token → func(string)
+	progress sync.Map // progress token → func(*sdk.ProgressNotificationParams)
 	nextTok  uint64
+	// inflight are the calls in flight by session, for a server's questions (input.go).
+	inflight inflight
 	// version counts the server's tools/list_changed notifications.
 	version atomic.Uint64
+
+	// logging holds the sessions whose server was asked for its log messages (notify.go).
+	logging sync.Map
+	// subscribers are the endpoint's sessions subscribed to the server's resources
+	// (passthrough.go).
+	subscribers subscribers
 }
 
 // Version counts the times the server said its tools changed: a loop that offers the
@@ -128,6 +148,9 @@ func New(opts Options) (*Group, error) {
 	s := opts.Server
 	if (s.Command == "") == (s.URL == "") {
 		return nil, fmt.Errorf("mcp server %q: give exactly one of command and url", s.Name)
+	}
+	if v := s.ProtocolVersion; v != "" && !slices.Contains(ProtocolVersions, v) {
+		return nil, fmt.Errorf("mcp server %q: protocol version %q is none of %s", s.Name, v, strings.Join(ProtocolVersions, ", "))
 	}
 	if opts.Converter == nil {
 		opts.Converter = ctxconv.PassThrough()
@@ -225,7 +248,17 @@ var errClosed = errors.New("the orchestrator closed its MCP sessions")
 // the connection at most as long as ctx lets it; the connection goes on for the next
 // caller.
 func (g *Group) Tools(ctx context.Context) ([]tool.Tool, error) {
-	key, headers := g.credentials(ctx)
+	key, headers, err := g.credentials(ctx)
+	if err != nil {
+		// No credentials for this caller (a run taken over, which has not its caller's
+		// token): the tools an earlier session listed, if any; its calls say why they fail.
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.tools != nil {
+			return slices.Clone(g.tools), nil
+		}
+		return nil, fmt.Errorf("mcp server %q: %w", g.opts.Server.Name, err)
+	}
 	if _, err := g.acquire(ctx, key, headers, true); err != nil {
 		return nil, err
 	}
@@ -245,13 +278,27 @@ func (g *Group) isHeader(key string) bool {
 }
 
 // credentials is the session key and the headers of the call in ctx: the values of
-// Server.ContextHeaders in its ToolCallContext after the group's converter.
-func (g *Group) credentials(ctx context.Context) (string, map[string]string) {
+// Server.ContextHeaders in its ToolCallContext (with the group's credentials) after the
+// group's converter, and the headers of the group's credentials. Its error says why the
+// call has no credentials, or that the converter drops them.
+func (g *Group) credentials(ctx context.Context) (string, map[string]string, error) {
 	names := g.opts.Server.ContextHeaders
-	if len(names) == 0 {
-		return "", nil
+	var entries, own map[string]string
+	if g.opts.Credentials != nil {
+		var err error
+		if entries, own, err = g.opts.Credentials(ctx); err != nil {
+			return "", nil, err
+		}
 	}
-	bag := g.opts.Converter.Convert(toolcall.Carried(ctx))
+	if len(names) == 0 && len(own) == 0 && len(entries) == 0 {
+		return "", nil, nil
+	}
+	bag := g.outgoingWith(ctx, entries)
+	for k, v := range entries {
+		if got, ok := bag.Get(k); !ok || got != v {
+			return "", nil, fmt.Errorf("the converter of group '%s' does not forward its credential %q; an operator must list it in an allow-keys converter", g.opts.Role, k)
+		}
+	}
 	headers := map[string]string{}
 	var key strings.Builder
 	for _, name := range names {
@@ -262,7 +309,29 @@ func (g *Group) credentials(ctx context.Context) (string, map[string]string) {
 			}
 		}
 	}
-	return key.String(), headers
+	for _, name := range slices.Sorted(maps.Keys(own)) {
+		headers[name] = own[name]
+		key.WriteString(name + "\x00" + own[name] + "\x00")
+	}
+	return key.String(), headers, nil
+}
+
+// outgoing is the ToolCallContext the call in ctx carries to the server: the run's, with
+// the group's credentials (Options.Credentials), through the group's converter.
+func (g *Group) outgoing(ctx context.Context) toolctx.Context {
+	var entries map[string]string
+	if g.opts.Credentials != nil {
+		entries, _, _ = g.opts.Credentials(ctx) // a call without them does not get this far
+	}
+	return g.outgoingWith(ctx, entries)
+}
+
+func (g *Group) outgoingWith(ctx context.Context, entries map[string]string) toolctx.Context {
+	bag := toolcall.Carried(ctx)
+	for k, v := range entries {
+		bag = bag.With(k, v)
+	}
+	return g.opts.Converter.Convert(bag)
 }
 
 // ToolByName returns the tool of that exact name, or false.
@@ -405,11 +474,22 @@ func (g *Group) open(key string, headers map[string]string, existing *sdk.Client
 		client := sdk.NewClient(&sdk.Implementation{Name: "toolmesh", Version: "v1"}, &sdk.ClientOptions{
 			ProgressNotificationHandler: g.onProgress,
 			ToolListChangedHandler:      g.onToolsChanged,
+			LoggingMessageHandler:       g.onLog,             // to the endpoint's client of the call (notify.go)
+			ResourceUpdatedHandler:      g.onResourceUpdated, // to the endpoint's subscribers (passthrough.go)
+			// A tool's questions go to a person through the run (input.go): form
+			// elicitation is declared, and input_required results come back to the call.
+			ElicitationHandler: g.onElicit,
+			MultiRoundTrip:     &sdk.MultiRoundTripOptions{Disabled: true},
 		})
 		var err error
-		if cs, err = client.Connect(ctx, g.transport(headers), nil); err != nil {
+		pin := g.opts.Server.ProtocolVersion
+		if cs, err = client.Connect(ctx, g.transport(headers), &sdk.ClientSessionOptions{ProtocolVersion: pin}); err != nil {
 			cs = nil
 			fail(err)
+			return
+		}
+		if got := negotiated(cs); pin != "" && got != pin {
+			fail(fmt.Errorf("it speaks MCP %s, not the pinned %s (mcp_servers.%s.protocol_version)", got, pin, g.opts.Server.Name))
 			return
 		}
 		fresh = true
@@ -591,20 +671,16 @@ func (g *Group) onProgress(_ context.Context, req *sdk.ProgressNotificationClien
 		return
 	}
 	if report, ok := g.progress.Load(fmt.Sprint(p.ProgressToken)); ok {
-		msg := p.Message
-		if msg == "" {
-			msg = fmt.Sprintf("%g", p.Progress)
-			if p.Total > 0 {
-				msg = fmt.Sprintf("%g of %g", p.Progress, p.Total)
-			}
-		}
-		report.(func(string))(msg)
+		report.(func(*sdk.ProgressNotificationParams))(p) // see progressReport
 	}
 }
 
 // sessionFor returns the live session for the call in ctx, connecting if need be.
 func (g *Group) sessionFor(ctx context.Context) (*sdk.ClientSession, error) {
-	key, headers := g.credentials(ctx)
+	key, headers, err := g.credentials(ctx)
+	if err != nil {
+		return nil, err
+	}
 	return g.acquire(ctx, key, headers, false)
 }
 
@@ -633,7 +709,7 @@ func (g *Group) track(ctx context.Context) (context.Context, func()) {
 
 // token registers report for a call's progress and returns its token and the function
 // that unregisters it.
-func (g *Group) token(report func(string)) (string, func()) {
+func (g *Group) token(report func(*sdk.ProgressNotificationParams)) (string, func()) {
 	g.mu.Lock()
 	g.nextTok++
 	tok := fmt.Sprintf("toolmesh-%d", g.nextTok)

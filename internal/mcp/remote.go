@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -91,10 +90,10 @@ func (r *remote) call(ctx context.Context, input string) tool.Result {
 	// converter keeps nothing of a non-empty context. Keys
 	// under MetaPrefix are toolmesh's: a context entry never supplies them.
 	tenant := toolinternal.TenantFrom(ctx)
-	if bag := toolcall.Carried(ctx); bag.Len() > 0 || tenant != "" {
+	if bag := toolcall.Carried(ctx); bag.Len() > 0 || tenant != "" || r.g.opts.Credentials != nil {
 		params.Meta = sdk.Meta{}
-		for k, v := range r.g.opts.Converter.Convert(bag).Map() {
-			if !r.g.isHeader(k) && !strings.HasPrefix(k, MetaPrefix) { // a credential travels as its header, not in _meta
+		for k, v := range r.g.outgoing(ctx).Map() { // with the group's credentials
+			if !r.g.isHeader(k) && !strings.HasPrefix(k, MetaPrefix) && !strings.HasPrefix(k, ProtocolMetaPrefix) { // a credential travels as its header, not in _meta
 				params.Meta[k] = v
 			}
 		}
@@ -116,90 +115,44 @@ func (r *remote) call(ctx context.Context, input string) tool.Result {
 	}
 	// A progress token asks the server for progress notifications: only when a report
 	// reaches someone, so that a call with nothing to carry sends no _meta at all.
-	if toolcall.ReportsTo(ctx) {
-		tok, done := r.g.token(func(status string) { tool.Progress(ctx, status) })
+	if report := progressReport(ctx); report != nil {
+		tok, done := r.g.token(report)
 		defer done()
 		params.SetProgressToken(tok)
 	}
+	r.g.wantLogs(ctx, session, params) // for the endpoint's client that set a log level (notify.go)
 
 	parent := ctx
 	ctx, untrack := r.g.track(ctx) // the group's Close ends the call
 	defer untrack()
-	ctx, cancel := context.WithTimeout(ctx, r.meta.Timeout)
-	defer cancel()
-	res, err := session.CallTool(ctx, params) // a done ctx sends notifications/cancelled
+	// The timeout stops while a person answers the tool's questions (input.go).
+	ctx, timer := withPausableTimeout(ctx, r.meta.Timeout)
+	defer timer.stop()
+	asks := &asking{ctx: ctx, timer: timer, tool: name, server: r.g.opts.Server.Name}
+	res, err := r.g.callAsking(ctx, session, params, timer, asks) // a done ctx sends notifications/cancelled
 	switch {
 	case err == nil:
 	case parent.Err() != nil: // the run's deadline or cancellation, not the tool's timer
 		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' was cancelled: %v", name, parent.Err()))
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+	case timer.timedOut():
 		return tool.ErrorWithCode(tool.CodeTimeout, fmt.Sprintf("tool '%s' timed out after %s on MCP server %s; its outcome is unknown", name, r.meta.Timeout, r.g.opts.Server.Name))
 	case ctx.Err() != nil:
 		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' was cancelled: the orchestrator closed its MCP sessions", name))
 	default:
 		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' failed on MCP server %s: %v", name, r.g.opts.Server.Name, err))
 	}
-	return resultOf(name, res)
+	out := resultOf(name, res)
+	out.Content = asks.withNotes(out.Content) // what became of questions nobody answered
+	return out
 }
 
-// MaxResultBytes bounds what one MCP call answers (its text, its structured content), as
+// MaxResultBytes bounds what one MCP call answers (its text, the bytes of its images,
+// audio and resources, its structured content), as
 // gRPC bounds a worker's answer: a larger result becomes an error the model reads.
 const MaxResultBytes = 4 << 20
 
 func tooLarge(name string, n int) tool.Result {
 	return tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf("tool '%s' ran, but its result is %d bytes, over the %d bytes a result may have, and was dropped. Call it again in a way that returns less.", name, n, MaxResultBytes))
-}
-
-// resultOf maps an MCP result: isError to an error result, structured content to an
-// artifact with its JSON, text content to the text the model reads.
-func resultOf(name string, res *sdk.CallToolResult) tool.Result {
-	text := contentText(res.Content)
-	if len(text) > MaxResultBytes {
-		return tooLarge(name, len(text))
-	}
-	if res.IsError {
-		if text == "" {
-			text = fmt.Sprintf("tool '%s' reported an error", name)
-		}
-		return tool.Error(text)
-	}
-	if res.StructuredContent != nil {
-		b, err := json.Marshal(res.StructuredContent)
-		if len(b) > MaxResultBytes {
-			return tooLarge(name, len(b))
-		}
-		if err == nil {
-			if text == "" {
-				text = string(b)
-			}
-			return tool.ArtifactResult(text, tool.Artifact{TypeName: "mcp." + name, JSON: b})
-		}
-	}
-	return tool.Text(text)
-}
-
-// contentText joins the text of a result's content; other content is described.
-func contentText(cs []sdk.Content) string {
-	var parts []string
-	for _, c := range cs {
-		switch x := c.(type) {
-		case *sdk.TextContent:
-			parts = append(parts, x.Text)
-		case *sdk.ImageContent:
-			parts = append(parts, fmt.Sprintf("[image: %s, %d bytes]", x.MIMEType, len(x.Data)))
-		case *sdk.AudioContent:
-			parts = append(parts, fmt.Sprintf("[audio: %s, %d bytes]", x.MIMEType, len(x.Data)))
-		case *sdk.ResourceLink:
-			parts = append(parts, fmt.Sprintf("[resource: %s]", x.URI))
-		case *sdk.EmbeddedResource:
-			if x.Resource != nil && x.Resource.Text != "" {
-				parts = append(parts, x.Resource.Text)
-			} else if x.Resource != nil {
-				parts = append(parts, fmt.Sprintf("[resource: %s]", x.Resource.URI))
-			}
-		}
-	}
-	return strings.Join(parts, "\n")
 }
 
 // headerClient is an HTTP client that adds headers to every request, over TLS

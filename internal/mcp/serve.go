@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 
@@ -40,7 +41,10 @@ type ServeOptions struct {
 	// request field, to an MCP server under TenantMetaKey, shown to tools under
 	// toolctx.TenantKey. Nothing the caller sends can change it.
 	Tenant func(ctx context.Context) string
-	Logger *slog.Logger
+	// ProtocolVersions are the MCP revisions served (of ProtocolVersions); empty serves
+	// 2026-07-28 and every earlier revision the go-sdk speaks.
+	ProtocolVersions []string
+	Logger           *slog.Logger
 }
 
 // NewHandler serves the mesh's tools over MCP streamable HTTP. Every MCP session has its
@@ -53,9 +57,25 @@ func NewHandler(opts ServeOptions) http.Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
-		return newSessionServer(r.Context(), opts)
+	stateful := sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
+		return newSessionServer(r.Context(), opts, false)
 	}, nil)
+	if len(opts.ProtocolVersions) > 0 && !slices.Contains(opts.ProtocolVersions, Protocol20260728) {
+		return stateful
+	}
+	// A 2026-07-28 request is stateless: it names its revision in the MCP-Protocol-Version
+	// header (as the revision requires) and is served by a server of its own; the rest
+	// (initialize, and the requests of a 2025-11-25 session) are the stateful handler's.
+	stateless := sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
+		return newSessionServer(r.Context(), opts, true)
+	}, &sdk.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Protocol-Version") >= Protocol20260728 {
+			stateless.ServeHTTP(w, r)
+			return
+		}
+		stateful.ServeHTTP(w, r)
+	})
 }
 
 // sessionServer is the MCP server of one session.
@@ -70,9 +90,14 @@ type sessionServer struct {
 	mu     sync.Mutex
 	// offered are the tools the session sees, by name.
 	offered map[string]tool.Tool
+	// pass is what the session reaches of the MCP groups behind the endpoint besides
+	// their tools (passthrough.go).
+	pass passthrough
 }
 
-func newSessionServer(ctx context.Context, opts ServeOptions) *sdk.Server {
+// newSessionServer is the server of a session or, stateless, of one request: there is
+// then no session to unfold facades in, and the catalog is offered unfolded (flat).
+func newSessionServer(ctx context.Context, opts ServeOptions, stateless bool) *sdk.Server {
 	s := &sessionServer{opts: opts, offered: map[string]tool.Tool{}, wrap: func(t tool.Tool) tool.Tool { return t }}
 	if opts.Session != nil {
 		s.wrap, s.fixed = opts.Session(ctx)
@@ -81,15 +106,46 @@ func newSessionServer(ctx context.Context, opts ServeOptions) *sdk.Server {
 		s.tenant = opts.Tenant(ctx)
 	}
 	s.srv = sdk.NewServer(&sdk.Implementation{Name: "toolmesh", Version: "v1"}, &sdk.ServerOptions{
-		Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true}},
+		// The MCP groups' resources, prompts and completions are passed through
+		// (passthrough.go), and their tools' log messages.
+		Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true},
+			Prompts: &sdk.PromptCapabilities{}, Resources: &sdk.ResourceCapabilities{Subscribe: true},
+			Completions: &sdk.CompletionCapabilities{}, Logging: &sdk.LoggingCapabilities{}},
+		CompletionHandler: s.complete, SubscribeHandler: s.subscribe, UnsubscribeHandler: s.unsubscribe,
 		// What a session lists depends on its caller (its tenant's tools) and on the
 		// session itself (facades unfold per session): no one else may cache it, and it
 		// changes with every unfolding.
-		SetCacheable: func(_ context.Context, _ sdk.Request, c *sdk.Cacheable) { c.CacheScope, c.TTLMs = "private", 0 },
+		SetCacheable:              func(_ context.Context, _ sdk.Request, c *sdk.Cacheable) { c.CacheScope, c.TTLMs = "private", 0 },
+		SupportedProtocolVersions: opts.ProtocolVersions,
 	})
-	s.add(opts.Catalog(ctx)...)
+	s.srv.AddReceivingMiddleware(s.middleware)
+	catalog := opts.Catalog(ctx)
+	if stateless {
+		catalog = flatten(catalog, 0)
+	}
+	s.add(catalog...)
 	return s.srv
 }
+
+// flatten is ts with each facade that unfolds without a worker replaced by its
+// children, and each selectable facade (whose selection binds state to a session) left
+// out: what a stateless request is offered.
+func flatten(ts []tool.Tool, depth int) []tool.Tool {
+	var out []tool.Tool
+	for _, t := range ts {
+		f, ok := tool.As[tool.Facade](t)
+		switch {
+		case !ok:
+			out = append(out, t)
+		case f.Kind() != tool.FacadeSelectable && depth < maxFacadeDepth:
+			out = append(out, flatten(f.Children(), depth+1)...)
+		}
+	}
+	return out
+}
+
+// maxFacadeDepth bounds the facades flatten opens, one inside another.
+const maxFacadeDepth = 32
 
 // add offers ts to the session (a name already offered keeps its tool).
 func (s *sessionServer) add(ts ...tool.Tool) {
@@ -104,6 +160,7 @@ func (s *sessionServer) add(ts ...tool.Tool) {
 		if wt == nil {
 			continue // the session may not use it
 		}
+		s.reach(t, 0)
 		dt := s.opts.Decorate(wt)
 		s.offered[def.Name] = dt
 		s.srv.AddTool(&sdk.Tool{Name: def.Name, Description: def.Description, InputSchema: json.RawMessage(def.InputSchema.JSON())}, s.handler(dt))
@@ -121,9 +178,13 @@ func (s *sessionServer) remove(name string) {
 func (s *sessionServer) handler(t tool.Tool) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		ctx = toolctx.NewContext(ctx, s.callContext(req))
+		if a := clientAsker(req); a != nil { // a tool's questions go to the client that declared elicitation
+			ctx = toolinternal.WithAsker(ctx, a)
+		}
 		if s.tenant != "" {
 			ctx = toolinternal.WithTenant(ctx, s.tenant)
 		}
+		ctx = withRelay(ctx, req, s.pass.wantsLogs(req)) // progress and log messages to the client (notify.go)
 		args := "{}"
 		if len(req.Params.Arguments) > 0 {
 			args = string(req.Params.Arguments)
@@ -180,7 +241,7 @@ func (s *sessionServer) unfold(ctx context.Context, f tool.Facade, args string) 
 func (s *sessionServer) callContext(req *sdk.CallToolRequest) toolctx.Context {
 	m := map[string]string{}
 	for k, v := range req.Params.Meta {
-		if str, ok := v.(string); ok && k != "progressToken" && !strings.HasPrefix(k, MetaPrefix) {
+		if str, ok := v.(string); ok && k != "progressToken" && !strings.HasPrefix(k, MetaPrefix) && !strings.HasPrefix(k, ProtocolMetaPrefix) {
 			m[k] = str
 		}
 	}
@@ -206,7 +267,7 @@ func resultFor(res tool.Result) *sdk.CallToolResult {
 	if res.IsError() {
 		return errorResult(res.Content)
 	}
-	out := &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: res.Content}}}
+	out := &sdk.CallToolResult{Content: contentOf(res)} // images, audio and resources as they came
 	if a := res.Artifact; a != nil && len(a.JSON) > 0 {
 		var v any
 		if json.Unmarshal(a.JSON, &v) == nil {

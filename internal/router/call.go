@@ -207,10 +207,9 @@ func (r *Router) invokeFull(ctx context.Context, t *remoteTool, input string) (t
 
 	// The ToolCallContext leaves the orchestrator only through the group's converter, as
 	// metadata; the loop id travels in its own field, whatever the converter keeps.
-	out := r.opts.Converter(t.group).Convert(toolcall.Carried(ctx))
-	kv, err := r.opts.Codec.AppendPairs(nil, out)
-	if err != nil {
-		return tool.ErrorWithCode(tool.CodeInvalidArguments, fmt.Sprintf("the call's context cannot be sent to group '%s': %v", t.group, err)), nil
+	kv, refused := r.carried(ctx, t)
+	if refused != nil {
+		return *refused, nil
 	}
 	// The worker's span joins the caller's (the execute_tool span) through these.
 	kv = r.opts.Telemetry.AppendTraceContext(ctx, kv)
@@ -293,6 +292,39 @@ func (r *Router) invokeFull(ctx context.Context, t *remoteTool, input string) (t
 		r.log.WarnContext(ctx, "tool call failed over", "tool", t.def.Name, "worker_id", w.id, "attempt", attempts, "reason", res.Content)
 	}
 	return *last, answered
+}
+
+// carried is the ToolCallContext the call in ctx carries to t's group, as metadata pairs:
+// the run's, with the group's credentials (Options.Credentials), through the group's
+// converter. A call whose context cannot be sent, whose credentials cannot be had, or
+// whose converter drops them, is not sent: the result says why.
+func (r *Router) carried(ctx context.Context, t *remoteTool) ([]string, *tool.Result) {
+	fail := func(code tool.ErrorCode, format string, args ...any) ([]string, *tool.Result) {
+		res := tool.ErrorWithCode(code, fmt.Sprintf(format, args...))
+		return nil, &res
+	}
+	bag := toolcall.Carried(ctx)
+	var creds map[string]string
+	if r.opts.Credentials != nil {
+		var err error
+		if creds, err = r.opts.Credentials(ctx, t.group); err != nil {
+			return fail(tool.CodeUnavailable, "tool '%s' was not called: %v", t.def.Name, err)
+		}
+		for k, v := range creds {
+			bag = bag.With(k, v)
+		}
+	}
+	out := r.opts.Converter(t.group).Convert(bag)
+	for k, v := range creds {
+		if got, ok := out.Get(k); !ok || got != v {
+			return fail(tool.CodeUnavailable, "tool '%s' was not called: the converter of group '%s' does not forward its credential %q; an operator must list it in an allow-keys converter", t.def.Name, t.group, k)
+		}
+	}
+	kv, err := r.opts.Codec.AppendPairs(nil, out)
+	if err != nil {
+		return fail(tool.CodeInvalidArguments, "the call's context cannot be sent to group '%s': %v", t.group, err)
+	}
+	return kv, nil
 }
 
 // invokeOnce sends the call to w, which the caller acquired. It reports whether the call

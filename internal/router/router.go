@@ -102,6 +102,12 @@ type Options struct {
 	// Converter returns the converter that decides which ToolCallContext entries reach the
 	// workers of a group. Default: pass-through for every group.
 	Converter func(group string) ctxconv.Converter
+	// Credentials, when set, gives the ToolCallContext entries a call carries to a group
+	// besides the run's: the group's own credentials (a token exchanged for the caller's,
+	// a tenant's secret). They replace the run's entries of those keys, pass the group's
+	// converter, which must forward them, and reach no other group. Its error, written for
+	// the model, keeps the call from being sent.
+	Credentials func(ctx context.Context, group string) (map[string]string, error)
 	// Codec encodes the context as metadata; its MaxBytes bounds it (default 8 KiB).
 	Codec ctxcodec.Codec
 	// Telemetry sends the trace context of the caller's span (the execute_tool span)

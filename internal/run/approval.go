@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -28,6 +29,10 @@ type ApprovalRequested struct {
 	LoopID, CallID, Tool, Arguments string
 	Iteration                       int
 	Deadline                        time.Time
+	// InputID and Question are set when the call waits for a person's answer to a
+	// question its tool asked (input.go).
+	InputID  string
+	Question *toolinternal.Question
 }
 
 // ApprovalDecided is the event of a decision on an approval: by a person, or by the
@@ -36,6 +41,9 @@ type ApprovalDecided struct {
 	LoopID, CallID, Tool string
 	Approved             bool
 	Reason, By           string
+	// InputID and Answer are set for the answer to a tool's question.
+	InputID string
+	Answer  *toolinternal.Answer
 }
 
 // approvalRecord is a pending approval as the journal keeps it.
@@ -47,6 +55,10 @@ type approvalRecord struct {
 	Arguments string    `json:"arguments"`
 	Iteration int       `json:"iteration"`
 	Deadline  time.Time `json:"deadline"`
+	// InputID and Question are set when the wait is a question the call's tool asked
+	// (input.go) rather than an approval.
+	InputID  string                 `json:"input_id,omitempty"`
+	Question *toolinternal.Question `json:"question,omitempty"`
 }
 
 // decisionRecord is a decision as the run's journal keeps it, once its owner saw it.
@@ -55,6 +67,8 @@ type decisionRecord struct {
 	Approve bool   `json:"approve"`
 	Reason  string `json:"reason,omitempty"`
 	By      string `json:"by,omitempty"`
+	// Answer is the answer to a question (input.go).
+	Answer *toolinternal.Answer `json:"answer,omitempty"`
 }
 
 // byDeadline is who decides an approval nobody answered in time.
@@ -131,6 +145,8 @@ type approver struct {
 
 	// auto approves every call at once (ApproveAll).
 	auto bool
+	// inputTimeout is how long a question of the named tool waits for its answer.
+	inputTimeout func(toolName string) time.Duration
 
 	mu      sync.Mutex
 	pending map[string]approvalRecord // by key, while waiting
@@ -189,7 +205,7 @@ func (a *approver) await(ctx context.Context, name, input string, timeout time.D
 	// In a replay, the journal drops the event when the client saw it before the crash.
 	a.observer.send(ApprovalRequested{LoopID: rec.LoopID, CallID: rec.CallID, Tool: rec.Tool, Arguments: rec.Arguments, Iteration: rec.Iteration, Deadline: rec.Deadline})
 
-	d, err := a.wait(ctx, key, rec.Deadline, wake)
+	d, err := a.wait(ctx, key, rec.Deadline, wake, runlog.Decision{Approve: false, Reason: "nobody answered in time", By: byDeadline})
 	if err != nil {
 		return runlog.Decision{}, err
 	}
@@ -208,7 +224,7 @@ func (a *approver) await(ctx context.Context, name, input string, timeout time.D
 //
 // The store failing meanwhile is waited out: a poll that fails is tried again at the next
 // one, and the deadline's decision until the store takes it (or ctx ends).
-func (a *approver) wait(ctx context.Context, key string, deadline time.Time, wake <-chan struct{}) (runlog.Decision, error) {
+func (a *approver) wait(ctx context.Context, key string, deadline time.Time, wake <-chan struct{}, timeout runlog.Decision) (runlog.Decision, error) {
 	for {
 		d, ok, err := a.decided(ctx, key)
 		if ok && err == nil {
@@ -219,7 +235,6 @@ func (a *approver) wait(ctx context.Context, key string, deadline time.Time, wak
 		}
 		left := time.Until(deadline)
 		if left <= 0 && err == nil {
-			timeout := runlog.Decision{Approve: false, Reason: "nobody answered in time", By: byDeadline}
 			if err := a.decide(ctx, key, timeout); err == nil || errors.Is(err, runlog.ErrExists) {
 				continue // ours, or the one that came first
 			}
@@ -265,16 +280,17 @@ func (a *approver) decide(ctx context.Context, key string, d runlog.Decision) er
 	return nil
 }
 
-// find is the key of this run's pending approval of callID (in loopID, when given).
-func (a *approver) find(loopID, callID string) (string, bool) {
+// find is this run's pending approval of callID (in loopID, and of question inputID,
+// when given).
+func (a *approver) find(loopID, callID, inputID string) (approvalRecord, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for key, rec := range a.pending {
-		if rec.CallID == callID && (loopID == "" || rec.LoopID == loopID) {
-			return key, true
+	for _, rec := range a.pending {
+		if rec.CallID == callID && (loopID == "" || rec.LoopID == loopID) && (inputID == "" || rec.InputID == inputID) {
+			return rec, true
 		}
 	}
-	return "", false
+	return approvalRecord{}, false
 }
 
 func (a *approver) poke(key string) {
@@ -286,17 +302,30 @@ func (a *approver) poke(key string) {
 	}
 }
 
+// Approval is a person's decision on a call that waits: approve or deny it, or, for a
+// question its tool asked (InputID; needed only when the call waits on several), answer
+// it (approve, with Content) or decline to.
+type Approval struct {
+	LoopID, CallID, InputID string
+	Approve                 bool
+	// Reason is why; By who decided (the verified caller); empty: "client via <this
+	// orchestrator>".
+	Reason, By string
+	// Content is the answer to a question: a JSON object valid against its schema.
+	Content string
+}
+
 // Approve decides on a call of a run that waits for approval: approve lets it run, a
-// denial reaches the model as an error result. Any replica sharing the journal decides
-// for any run. ErrNotFound for an unknown run, ErrNoApproval when the run waits for no
-// approval of that call; loopID picks among calls of the same id in nested loops. by is
-// who decided (the verified caller); empty: "client via <this orchestrator>".
-func (s *Service) Approve(ctx context.Context, runID, loopID, callID string, approve bool, reason, by string) error {
-	d := runlog.Decision{Approve: approve, Reason: reason, By: by}
-	if d.By == "" {
-		d.By = "client"
+// denial reaches the model as an error result; or it answers a question the call's tool
+// asked. Any replica sharing the journal decides for any run. ErrNotFound for an unknown
+// run, ErrNoApproval when the run waits for no approval of that call; loopID picks among
+// calls of the same id in nested loops.
+func (s *Service) Approve(ctx context.Context, runID string, v Approval) error {
+	loopID, callID := v.LoopID, v.CallID
+	if v.By == "" {
+		v.By = "client"
 		if s.owner != "" {
-			d.By = "client via " + s.owner
+			v.By = "client via " + s.owner
 		}
 	}
 	r := s.store.get(runID)
@@ -308,9 +337,14 @@ func (s *Service) Approve(ctx context.Context, runID, loopID, callID string, app
 		if ap == nil {
 			return fmt.Errorf("%w %q", ErrNotFound, runID)
 		}
-		key, ok := ap.find(loopID, callID)
+		rec, ok := ap.find(loopID, callID, v.InputID)
 		if !ok {
 			return fmt.Errorf("%w: run %s waits for no approval of call %q", ErrNoApproval, runID, callID)
+		}
+		key := rec.Key
+		d, err := decisionFor(rec, v)
+		if err != nil {
+			return err
 		}
 		if err := ap.decide(ctx, key, d); err != nil {
 			return fmt.Errorf("%w: call %q is decided already", ErrNoApproval, callID)
@@ -318,7 +352,12 @@ func (s *Service) Approve(ctx context.Context, runID, loopID, callID string, app
 		ap.poke(key)
 		return nil
 	}
-	key, err := s.pendingApproval(ctx, runID, loopID, callID)
+	rec, err := s.pendingApproval(ctx, runID, loopID, callID, v.InputID)
+	if err != nil {
+		return err
+	}
+	key := rec.Key
+	d, err := decisionFor(rec, v)
 	if err != nil {
 		return err
 	}
@@ -338,31 +377,58 @@ func (s *Service) Approve(ctx context.Context, runID, loopID, callID string, app
 	return nil
 }
 
-// pendingApproval finds, in the journal, the approval of callID a run asked for and has
-// no decision on.
-func (s *Service) pendingApproval(ctx context.Context, runID, loopID, callID string) (string, error) {
+// pendingApproval finds, in the journal, the approval of callID (or its question
+// inputID) a run asked for and has no decision on.
+func (s *Service) pendingApproval(ctx context.Context, runID, loopID, callID, inputID string) (approvalRecord, error) {
+	waiting, err := s.waitingRecords(ctx, runID)
+	if err != nil {
+		return approvalRecord{}, err
+	}
+	var found []approvalRecord
+	loops := map[string]bool{}
+	for _, a := range waiting {
+		if a.CallID == callID && (loopID == "" || a.LoopID == loopID) && (inputID == "" || a.InputID == inputID) {
+			found = append(found, a)
+			loops[a.LoopID] = true
+		}
+	}
+	switch {
+	case len(found) == 0:
+		return approvalRecord{}, fmt.Errorf("%w: run %s waits for no approval of call %q", ErrNoApproval, runID, callID)
+	case len(found) == 1:
+		return found[0], nil
+	case len(loops) == 1:
+		return approvalRecord{}, fieldErr("input_id", ErrInvalid, "call %q of run %s waits for answers to %d questions: name the question", callID, runID, len(found))
+	}
+	return approvalRecord{}, fieldErr("loop_id", ErrInvalid, "run %s waits for approvals of call %q in %d loops: name the loop", runID, callID, len(loops))
+}
+
+// waitingRecords are the approvals and questions a run's journal holds without a
+// decision, in the order they were asked: none once the run has ended.
+func (s *Service) waitingRecords(ctx context.Context, runID string) ([]approvalRecord, error) {
 	run, err := s.journal.Get(ctx, runID)
 	switch {
 	case errors.Is(err, runlog.ErrNotFound):
-		return "", fmt.Errorf("%w %q", ErrNotFound, runID)
+		return nil, fmt.Errorf("%w %q", ErrNotFound, runID)
 	case err != nil:
-		return "", fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	case run.State.Terminal():
-		return "", fmt.Errorf("%w: run %s has ended", ErrNoApproval, runID)
+		return nil, fmt.Errorf("%w: run %s has ended", ErrNoApproval, runID)
 	}
-	asked, decided := map[string]approvalRecord{}, map[string]bool{}
+	var asked []approvalRecord
+	decided := map[string]bool{}
 	for after := int64(0); ; {
 		recs, err := s.journal.Read(ctx, runID, after, 1024)
 		if err != nil {
-			return "", fmt.Errorf("%w: %v", ErrUnavailable, err)
+			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
 		for _, rec := range recs {
 			after = rec.Seq
 			switch rec.Kind {
 			case runlog.KindApproval:
 				var a approvalRecord
-				if json.Unmarshal(rec.Data, &a) == nil && a.CallID == callID && (loopID == "" || a.LoopID == loopID) {
-					asked[a.Key] = a
+				if json.Unmarshal(rec.Data, &a) == nil {
+					asked = append(asked, a)
 				}
 			case runlog.KindDecision:
 				var d decisionRecord
@@ -375,20 +441,50 @@ func (s *Service) pendingApproval(ctx context.Context, runID, loopID, callID str
 			break
 		}
 	}
-	var keys []string
-	for key := range asked {
-		if !decided[key] {
-			keys = append(keys, key)
+	out := asked[:0]
+	seen := map[string]bool{}
+	for _, a := range asked {
+		if !decided[a.Key] && !seen[a.Key] { // a resumed run may record the same request again
+			seen[a.Key] = true
+			out = append(out, a)
 		}
 	}
-	switch len(keys) {
-	case 0:
-		return "", fmt.Errorf("%w: run %s waits for no approval of call %q", ErrNoApproval, runID, callID)
-	case 1:
-		return keys[0], nil
-	}
-	return "", fieldErr("loop_id", ErrInvalid, "run %s waits for approvals of call %q in %d loops: name the loop", runID, callID, len(keys))
+	return out, nil
 }
+
+// Waiting is what run runID waits for from a person: its approvals and its tools'
+// questions without a decision, as their events showed them (at most MaxWaiting).
+func (s *Service) Waiting(ctx context.Context, runID string) ([]ApprovalRequested, error) {
+	var recs []approvalRecord
+	if s.journal != nil {
+		var err error
+		if recs, err = s.waitingRecords(ctx, runID); errors.Is(err, ErrNoApproval) {
+			return nil, nil
+		} else if err != nil {
+			return nil, err
+		}
+	} else if r := s.store.get(runID); r != nil {
+		if ap := r.approver(); ap != nil {
+			ap.mu.Lock()
+			for _, rec := range ap.pending {
+				recs = append(recs, rec)
+			}
+			ap.mu.Unlock()
+			slices.SortFunc(recs, func(a, b approvalRecord) int { return strings.Compare(a.Key, b.Key) })
+		}
+	}
+	var out []ApprovalRequested
+	for _, rec := range recs {
+		if len(out) == MaxWaiting {
+			break
+		}
+		out = append(out, requestedEvent(rec))
+	}
+	return out, nil
+}
+
+// MaxWaiting bounds what GetRun lists of a run's waits.
+const MaxWaiting = 64
 
 // approvalOf says whether the calls of t wait for approval (their definition asks for
 // it, or the config does), and for how long.

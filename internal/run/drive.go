@@ -207,8 +207,10 @@ func (d *driver) startLoop() {
 	if j == nil {
 		ap.store = nil
 	}
+	ap.inputTimeout = func(name string) time.Duration { _, t := s.cfg.ApprovalOf(name, false); return t }
 	r.setApprover(ap)
 	ctx = context.WithValue(ctx, approverKey{}, ap)
+	ctx = toolinternal.WithAsker(ctx, ap) // a tool's questions to a person wait as approvals do
 	req := p.req
 	proc := process.New(r.id, process.Limits{MaxCostUSD: req.MaxCostUSD, MaxTokens: req.MaxTokens, MaxActions: req.MaxActions},
 		process.Bounds{MaxEntries: s.cfg.Loop.MaxBlackboardEntries, MaxBytes: s.cfg.Loop.MaxBlackboardBytes},

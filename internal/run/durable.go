@@ -95,7 +95,7 @@ func (s *Service) openJournal(ctx context.Context, j *journal, id, loopID string
 	}
 	// The run and its request are created together: a run the journal holds can always
 	// be resumed from its request.
-	data, _ := toolinternal.MarshalJSON(requestRecord{RunID: id, LoopID: loopID, Started: started, Wire: p.req.Wire, Tenant: p.req.Tenant,
+	data, _ := toolinternal.MarshalJSON(requestRecord{RunID: id, LoopID: loopID, Started: started, Wire: p.req.Wire, Tenant: p.req.Tenant, Caller: p.req.Caller.orNil(),
 		Versions: s.router.Versions(offeredRoles(p.req, s.cfg.Loop.DefaultToolGroups), p.req.Tools),
 		Agent:    p.req.Agent, Model: llm.Label(p.provider, p.model)})
 	lease, err := s.journal.Create(ctx, id, s.owner, s.leaseTTL(), runlog.Record{Seq: 1, Kind: runlog.KindRequest, Time: time.Now(), Data: data})
@@ -255,6 +255,9 @@ func (s *Service) resume(lease runlog.Lease) {
 	var p *prepared
 	if err == nil {
 		req.ID, req.Wire, req.Tenant, req.Pinned = id, rq.Wire, rq.Tenant, rq.Versions
+		if rq.Caller != nil {
+			req.Caller = *rq.Caller
+		}
 		p, err = s.prepareResumed(waitCtx, req)
 	}
 	if waitCtx.Err() != nil {

@@ -46,7 +46,7 @@ const inProcessWorker = "in-process"
 // BuiltinLayers are the names of the built-in layers of a run's call pipeline, in order.
 func BuiltinLayers() []string {
 	var s Service
-	return s.pipeline("", config.Tenant{}, false, false, &decorators.Chain{}).Names()
+	return s.pipeline("", Caller{}, config.Tenant{}, false, false, &decorators.Chain{}).Names()
 }
 
 // checkExtensions checks the program's layers and groups against the built-in ones and

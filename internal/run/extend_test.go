@@ -51,18 +51,18 @@ func layer(name string) toolcall.Layer {
 // they name (after the events layer when they name none), in the order given.
 func TestProgramLayersTakeTheirPlace(t *testing.T) {
 	s, err := extendedService(t, Options{Layers: []Placed{
-		{Layer: layer("audit")}, {After: LayerGrant, Layer: layer("policy")}, {Layer: layer("redact")}, {After: LayerGrant, Layer: layer("quota")},
+		{Layer: layer("audit")}, {After: LayerGrant, Layer: layer("org-policy")}, {Layer: layer("redact")}, {After: LayerGrant, Layer: layer("quota")},
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := s.pipeline("", config.Tenant{}, false, false, s.chain).Names()
-	want := []string{LayerGrant, "policy", "quota", LayerApproval, "binding", "receiver", decorators.LayerTelemetry, decorators.LayerEvents,
+	got := s.pipeline("", Caller{}, config.Tenant{}, false, false, s.chain).Names()
+	want := []string{LayerGrant, "org-policy", "quota", LayerPolicy, LayerApproval, "binding", "receiver", decorators.LayerTelemetry, decorators.LayerEvents,
 		"audit", "redact", decorators.LayerOneShot, decorators.LayerAssets, decorators.LayerSinks, decorators.LayerReplan, decorators.LayerBound}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("pipeline (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(BuiltinLayers(), (&Service{}).pipeline("", config.Tenant{}, false, false, &decorators.Chain{}).Names()); diff != "" {
+	if diff := cmp.Diff(BuiltinLayers(), (&Service{}).pipeline("", Caller{}, config.Tenant{}, false, false, &decorators.Chain{}).Names()); diff != "" {
 		t.Errorf("BuiltinLayers: %s", diff)
 	}
 }

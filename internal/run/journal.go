@@ -58,6 +58,8 @@ type requestRecord struct {
 	Started time.Time       `json:"started"`
 	Wire    json.RawMessage `json:"request"`
 	Tenant  string          `json:"tenant,omitempty"`
+	// Caller is who started the run (Request.Caller).
+	Caller *Caller `json:"caller,omitempty"`
 	// Versions are the versions of the workers' tool groups the run was offered when it
 	// started, by role: a run taken over keeps their definitions (Request.Pinned).
 	Versions map[string]string `json:"versions,omitempty"`
@@ -161,6 +163,8 @@ type journal struct {
 
 	approvals  map[string]approvalRecord
 	decisions  map[string]decisionRecord
+	// policies are the call policies' decisions the run recorded (nil until one is).
+	policies   map[string]policyRecord
 	models     map[string]llm.Response
 	outcomes   map[string]json.RawMessage
 	dispatched map[string]bool
@@ -628,6 +632,15 @@ func (j *journal) decision(key string) (decisionRecord, bool) {
 	return d, ok
 }
 
+// policy is the call policy's decision on call key the run recorded before it was
+// resumed.
+func (j *journal) policy(key string) (policyRecord, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	p, ok := j.policies[key]
+	return p, ok
+}
+
 // replaying reports whether the run still replays recorded model responses.
 func (j *journal) replaying() bool {
 	j.mu.Lock()
@@ -835,8 +848,14 @@ func (j *journal) eventKey(ev Event) string {
 	case NestedFinished:
 		return "nested-finished/" + x.Scope.LoopID
 	case ApprovalRequested:
+		if x.InputID != "" { // a tool's question
+			return "approval/" + x.LoopID + "/" + strconv.Itoa(x.Iteration) + "/" + x.CallID + "/input/" + x.InputID
+		}
 		return "approval/" + x.LoopID + "/" + strconv.Itoa(x.Iteration) + "/" + x.CallID
 	case ApprovalDecided:
+		if x.InputID != "" {
+			return "decided/" + x.LoopID + "/" + x.CallID + "/input/" + x.InputID
+		}
 		return "decided/" + x.LoopID + "/" + x.CallID
 	case EntryAdded:
 		about = "entry/" + x.LoopID + "/" + x.CallID

@@ -36,13 +36,13 @@ func TestPipelineMatchesTheDocs(t *testing.T) {
 		documented = append(documented, string(m[1]))
 	}
 	s := pipelineService(t, config.Default())
-	got := s.pipeline("acme", config.Tenant{}, true, true, s.chain).Names()
+	got := s.pipeline("acme", Caller{}, config.Tenant{}, true, true, s.chain).Names()
 	if diff := cmp.Diff(documented, got); diff != "" {
 		t.Errorf("the pipeline's layers against docs/process.md's list (-docs +code):\n%s", diff)
 	}
 	// Without a tenant and without chaining, the list is the same: those layers have
 	// nothing to do for any tool.
-	if off := s.pipeline("", config.Tenant{}, false, false, s.chain).Names(); !cmp.Equal(off, got) {
+	if off := s.pipeline("", Caller{}, config.Tenant{}, false, false, s.chain).Names(); !cmp.Equal(off, got) {
 		t.Errorf("layers without tenant or chaining = %v, want %v", off, got)
 	}
 }
@@ -58,7 +58,7 @@ func TestPipelineAroundATool(t *testing.T) {
 		Approval: &config.Approval{Required: &required},
 	}}
 	s := pipelineService(t, cfg)
-	p := s.pipeline("", config.Tenant{}, false, true, s.chain)
+	p := s.pipeline("", Caller{}, config.Tenant{}, false, true, s.chain)
 	lookup := tool.New("lookup", "Looks up.", schema.Empty(), func(context.Context, string) (tool.Result, error) { return tool.Text("x"), nil })
 	plain := tool.New("plain", "Plain.", schema.Empty(), func(context.Context, string) (tool.Result, error) { return tool.Text("x"), nil })
 	want := []string{LayerApproval, "binding", "events", "one-shot", "replan", "output bound"}
@@ -68,8 +68,8 @@ func TestPipelineAroundATool(t *testing.T) {
 	if got := p.Wrap(plain).(*toolcall.Tool).Layers(); !cmp.Equal(got, []string{"binding", "events", "output bound"}) {
 		t.Errorf("plain's layers = %v", got)
 	}
-	if got := strings.Join(p.Names(), ","); !strings.HasPrefix(got, LayerGrant+","+LayerApproval) {
-		t.Errorf("the pipeline starts %q, want the grant and then approval", got)
+	if got := strings.Join(p.Names(), ","); !strings.HasPrefix(got, LayerGrant+","+LayerPolicy+","+LayerApproval) {
+		t.Errorf("the pipeline starts %q, want the grant, the policy and then approval", got)
 	}
 }
 

@@ -88,7 +88,7 @@ func (s *Service) prepare(ctx context.Context, req Request) (*prepared, error) {
 			return builtin || tg.Allows(role, name)
 		}
 	}
-	decorate := s.offer(req, s.pipeline(req.Tenant, tg, limited, chaining, s.chain.With(rules)), tg, limited, chaining)
+	decorate := s.offer(req, s.pipeline(req.Tenant, req.Caller, tg, limited, chaining, s.chain.With(rules)), tg, limited, chaining)
 	if err := checkContext(bag, req.Context, req.Interaction, s.cfg.Context.MaxBytes); err != nil {
 		return nil, err
 	}
@@ -155,16 +155,16 @@ const (
 )
 
 // pipeline is the pipeline of a run's tool calls, outermost first: the tenant's grant
-// and call budget, approval, tool chaining (binding, receiver), then the config's layers
+// and call budget, the call policy, approval, tool chaining (binding, receiver), then the config's layers
 // (decorators.Chain: telemetry, events, one-shot, assets, artifact sinks, replan,
 // output bound). Every layer is in the list; one with nothing to do for a tool (no
 // tenant, chaining off, no rule that covers it) is left out of that tool's calls.
-func (s *Service) pipeline(tenant string, tg config.Tenant, limited, chaining bool, chain *decorators.Chain) toolcall.Pipeline {
+func (s *Service) pipeline(tenant string, caller Caller, tg config.Tenant, limited, chaining bool, chain *decorators.Chain) toolcall.Pipeline {
 	grant := toolcall.Layer{Name: LayerGrant}
 	if limited {
 		grant = s.grantLayer(tenant, tg)
 	}
-	p := toolcall.Pipeline{grant, approvalLayer(s.approvalOf), agentic.BindingLayer(chaining), agentic.ReceiverLayer(chaining)}
+	p := toolcall.Pipeline{grant, s.policyLayer(tenant, caller), approvalLayer(s.approvalOf), agentic.BindingLayer(chaining), agentic.ReceiverLayer(chaining)}
 	return insertLayers(append(p, chain.Layers()...), s.layers)
 }
 

@@ -137,6 +137,8 @@ type Service struct {
 	ratesMu    sync.Mutex
 	rates      map[string]*rate.Limiter
 	modelRates map[string]*rate.Limiter
+	// policies are the compiled call policies, by group and tool (policyOf).
+	policies sync.Map
 
 	router    *router.Router
 	providers map[string]llm.Provider
@@ -272,6 +274,10 @@ type Request struct {
 	// tenant_id (whatever the client put there), and with tenants.<name>.groups it may
 	// be offered, and call, only those groups' tools.
 	Tenant string
+	// Caller is who started the run, as the orchestrator verified it: what call policies
+	// read of the caller (groups.<role>.policy, tools.<name>.policy). Journaled with the
+	// request, so that a resumed run's calls are decided for the same caller.
+	Caller Caller
 	// Wire is the request as the client sent it, which the journal keeps for a run
 	// resumed elsewhere (Codec.Request turns it back).
 	Wire json.RawMessage
@@ -279,6 +285,16 @@ type Request struct {
 	// shown when it started: while a replica of a group's version is registered, the
 	// run's calls of its tools go to it, not to a newer definition a rollout brought.
 	Pinned map[string]string
+}
+
+// Caller is the verified caller of a run.
+type Caller struct {
+	// ID is who it is: its certificate's SPIFFE ID, or its bearer token's issuer#subject.
+	ID string `json:"id,omitempty"`
+	// Scopes are its bearer token's scopes.
+	Scopes []string `json:"scopes,omitempty"`
+	// Claims are its bearer token's claims, a JSON object (none for a certificate).
+	Claims json.RawMessage `json:"claims,omitempty"`
 }
 
 // ChainingSource is a type whose returned objects bind, when When (CEL over value and

@@ -23,7 +23,7 @@ import (
 
 // notesService is a run service whose in-process group "notes" has remember (which counts
 // its calls) and wait (which blocks until its call is cancelled), driven by script.
-func notesService(t *testing.T, cfg config.Config, script scripted.Script, calls *atomic.Int32) *Service {
+func notesService(t *testing.T, cfg config.Config, script scripted.Script, calls *atomic.Int32, with ...func(*Options)) *Service {
 	t.Helper()
 	remember := tool.New("remember", "Remembers a note.", schema.Params(schema.String("text", "the note")), func(_ context.Context, in string) (tool.Result, error) {
 		calls.Add(1)
@@ -37,8 +37,12 @@ func notesService(t *testing.T, cfg config.Config, script scripted.Script, calls
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := extendedService(t, Options{Config: cfg, Providers: map[string]llm.Provider{"scripted": model},
-		Groups: map[string]Group{"notes": {Description: "Notes", Tools: []tool.Tool{remember, wait}}}})
+	opts := Options{Config: cfg, Providers: map[string]llm.Provider{"scripted": model},
+		Groups: map[string]Group{"notes": {Description: "Notes", Tools: []tool.Tool{remember, wait}}}}
+	for _, w := range with {
+		w(&opts)
+	}
+	s, err := extendedService(t, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,12 +22,14 @@ type replayState struct {
 	outcomes   map[string]json.RawMessage
 	approvals  map[string]json.RawMessage
 	decisions  map[string]json.RawMessage
+	policies   map[string]json.RawMessage
 	seen       map[string]bool
 }
 
 func newReplayState() *replayState {
 	return &replayState{models: map[string]json.RawMessage{}, dispatched: map[string]bool{}, outcomes: map[string]json.RawMessage{},
-		approvals: map[string]json.RawMessage{}, decisions: map[string]json.RawMessage{}, seen: map[string]bool{}}
+		approvals: map[string]json.RawMessage{}, decisions: map[string]json.RawMessage{}, policies: map[string]json.RawMessage{},
+		seen: map[string]bool{}}
 }
 
 // snapshotRecord is a snapshot's data: the state up to record Upto.
@@ -38,6 +40,7 @@ type snapshotRecord struct {
 	Outcomes   []json.RawMessage `json:"outcomes,omitempty"`
 	Approvals  []json.RawMessage `json:"approvals,omitempty"`
 	Decisions  []json.RawMessage `json:"decisions,omitempty"`
+	Policies   []json.RawMessage `json:"policies,omitempty"`
 	Seen       []string          `json:"seen,omitempty"`
 }
 
@@ -71,6 +74,8 @@ func (st *replayState) add(r runlog.Record) error {
 		keep(st.approvals)
 	case runlog.KindDecision:
 		keep(st.decisions)
+	case runlog.KindPolicy:
+		keep(st.policies)
 	case runlog.KindDispatch:
 		var d dispatchRecord
 		if err = json.Unmarshal(r.Data, &d); err == nil {
@@ -115,7 +120,7 @@ func (st *replayState) addSnapshot(data []byte) error {
 	for _, raws := range []struct {
 		from []json.RawMessage
 		to   map[string]json.RawMessage
-	}{{s.Models, fresh.models}, {s.Outcomes, fresh.outcomes}, {s.Approvals, fresh.approvals}, {s.Decisions, fresh.decisions}} {
+	}{{s.Models, fresh.models}, {s.Outcomes, fresh.outcomes}, {s.Approvals, fresh.approvals}, {s.Decisions, fresh.decisions}, {s.Policies, fresh.policies}} {
 		for _, raw := range raws.from {
 			key, err := keyOf(raw)
 			if err != nil {
@@ -157,7 +162,8 @@ func (st *replayState) encode() []byte {
 		return out
 	}
 	data, _ := toolinternal.MarshalJSON(snapshotRecord{Upto: st.upto, Models: values(st.models), Dispatched: set(st.dispatched),
-		Outcomes: values(st.outcomes), Approvals: values(st.approvals), Decisions: values(st.decisions), Seen: set(st.seen)})
+		Outcomes: values(st.outcomes), Approvals: values(st.approvals), Decisions: values(st.decisions),
+		Policies: values(st.policies), Seen: set(st.seen)})
 	return data
 }
 
@@ -190,6 +196,16 @@ func (j *journal) load(st *replayState) error {
 			return fmt.Errorf("the decision on call %s: %w", key, err)
 		}
 		j.decisions[key] = d
+	}
+	for key, raw := range st.policies {
+		var p policyRecord
+		if err := json.Unmarshal(raw, &p); err != nil {
+			return fmt.Errorf("the policy's decision on call %s: %w", key, err)
+		}
+		if j.policies == nil {
+			j.policies = map[string]policyRecord{}
+		}
+		j.policies[key] = p
 	}
 	for key := range st.dispatched {
 		j.dispatched[key] = true

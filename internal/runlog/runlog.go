@@ -22,6 +22,8 @@ const (
 	// KindApproval is a call waiting for approval; KindDecision the decision its run saw.
 	KindApproval Kind = "approval"
 	KindDecision Kind = "decision"
+	// KindPolicy is a call policy's decision on a call, with the policy's version.
+	KindPolicy Kind = "policy"
 	KindSnapshot Kind = "snapshot"
 	KindEnd      Kind = "end"
 )

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/process"
 	"github.com/toolmesh/toolmesh/internal/run"
+	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 	"github.com/toolmesh/toolmesh/pkg/trust"
@@ -101,6 +103,12 @@ type principal struct {
 	// scopes are its bearer token's (sorted, space-separated); token says it came with one.
 	scopes string
 	token  bool
+	// claims are its bearer token's claims, a JSON object ("" without a token).
+	claims string
+	// bearer is that token as the client presented it: the subject token a group's token
+	// exchange trades for one of its own. Kept in memory with the call only (never
+	// journaled, logged or put on a span).
+	bearer string
 }
 
 var (
@@ -111,8 +119,12 @@ var (
 // callerKey carries the verified principal of a client call.
 type callerKey struct{}
 
-// withCaller is ctx carrying the verified principal of its call.
+// withCaller is ctx carrying the verified principal of its call, and its bearer token
+// for the calls made on its behalf (a run's, an MCP session's: toolinternal.SubjectFrom).
 func withCaller(ctx context.Context, p principal) context.Context {
+	if p.bearer != "" {
+		ctx = toolinternal.WithSubject(ctx, p.bearer)
+	}
 	return context.WithValue(ctx, callerKey{}, p)
 }
 
@@ -120,6 +132,16 @@ func withCaller(ctx context.Context, p principal) context.Context {
 func callerOf(ctx context.Context) principal {
 	p, _ := ctx.Value(callerKey{}).(principal)
 	return p
+}
+
+// runCaller is the verified caller of the call as a run keeps it, for call policies.
+func runCaller(ctx context.Context) run.Caller {
+	p := callerOf(ctx)
+	c := run.Caller{ID: p.who, Scopes: strings.Fields(p.scopes)}
+	if p.claims != "" {
+		c.Claims = json.RawMessage(p.claims)
+	}
+	return c
 }
 
 // tenantOf is the verified tenant of the call ("" without tenancy).
@@ -178,7 +200,7 @@ func (a *authorizer) clientFor(id spiffeid.ID, hasID bool, raw, method string, l
 			a.audit("client call refused: bad bearer token", "method", method, "error", wire.Truncate(err.Error(), 256))
 			return p, statusError(toolpb.ErrorReason_ERROR_REASON_UNAUTHENTICATED, err.Error(), nil)
 		}
-		p, hasToken = principal{tenant: v.tenant, who: v.who, scopes: v.scopes, token: true}, true
+		p, hasToken = principal{tenant: v.tenant, who: v.who, scopes: v.scopes, token: true, claims: v.claims, bearer: raw}, true
 	}
 	if !hasToken {
 		switch {

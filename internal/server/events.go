@@ -145,13 +145,13 @@ func eventProto(ev run.Event) *toolpb.RunResponse {
 			Usage: &toolpb.Usage{Model: res.Model, InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens, CostUsd: res.CostUSD},
 		}}}
 	case run.ApprovalRequested:
-		return &toolpb.RunResponse{Event: &toolpb.RunResponse_ApprovalRequested{ApprovalRequested: &toolpb.ApprovalRequested{
-			CallId: x.CallID, Tool: x.Tool, ArgumentsJson: x.Arguments, LoopId: x.LoopID, Iteration: int32(x.Iteration), Deadline: timestamppb.New(x.Deadline),
-		}}}
+		return &toolpb.RunResponse{Event: &toolpb.RunResponse_ApprovalRequested{ApprovalRequested: approvalRequestedProto(x)}}
 	case run.ApprovalDecided:
-		return &toolpb.RunResponse{Event: &toolpb.RunResponse_ApprovalDecided{ApprovalDecided: &toolpb.ApprovalDecided{
-			CallId: x.CallID, Tool: x.Tool, LoopId: x.LoopID, Approved: x.Approved, Reason: x.Reason, DecidedBy: x.By,
-		}}}
+		d := &toolpb.ApprovalDecided{CallId: x.CallID, Tool: x.Tool, LoopId: x.LoopID, Approved: x.Approved, Reason: x.Reason, DecidedBy: x.By, InputId: x.InputID}
+		if x.Answer != nil && x.Approved { // an accepted answer
+			d.ContentJson = string(x.Answer.Content)
+		}
+		return &toolpb.RunResponse{Event: &toolpb.RunResponse_ApprovalDecided{ApprovalDecided: d}}
 	case run.Started:
 		return &toolpb.RunResponse{Event: &toolpb.RunResponse_Started{Started: &toolpb.RunStarted{
 			Model: x.Model, Tools: x.Tools, LoopId: x.LoopID, MaxIterations: int32(x.MaxIterations),
@@ -265,4 +265,16 @@ func outcomeProto(o loop.Outcome) toolpb.ToolCallOutcome {
 	default:
 		return toolpb.ToolCallOutcome_TOOL_CALL_OUTCOME_ERROR
 	}
+}
+
+// approvalRequestedProto is a call's wait for a person on the wire: an approval, or a
+// question its tool asked.
+func approvalRequestedProto(x run.ApprovalRequested) *toolpb.ApprovalRequested {
+	ap := &toolpb.ApprovalRequested{CallId: x.CallID, Tool: x.Tool, ArgumentsJson: x.Arguments, LoopId: x.LoopID,
+		Iteration: int32(x.Iteration), Deadline: timestamppb.New(x.Deadline)}
+	if q := x.Question; q != nil {
+		ap.Input = &toolpb.InputRequest{InputId: x.InputID, Message: q.Message, RequestedSchemaJson: string(q.Schema),
+			Server: q.Server, ProtocolVersion: q.Protocol}
+	}
+	return ap
 }

@@ -206,6 +206,12 @@ func (o *orchestratorServer) ApproveToolCall(ctx context.Context, req *toolpb.Ap
 	if p := wire.CheckText(req.GetReason(), 1024); p != "" {
 		return nil, invalid("reason", "%s", p).status()
 	}
+	if p := wire.CheckText(req.GetInputId(), 16); p != "" {
+		return nil, invalid("input_id", "%s", p).status()
+	}
+	if c := req.GetContentJson(); len(c) > run.MaxAnswerBytes || (c != "" && !json.Valid([]byte(c))) {
+		return nil, invalid("content_json", "must be a JSON object of at most %d bytes", run.MaxAnswerBytes).status()
+	}
 	var approve bool
 	switch req.GetDecision() {
 	case toolpb.ApprovalDecision_APPROVAL_DECISION_APPROVE:
@@ -218,7 +224,8 @@ func (o *orchestratorServer) ApproveToolCall(ctx context.Context, req *toolpb.Ap
 	if err != nil {
 		return nil, err
 	}
-	err = o.s.runs.Approve(ctx, key, req.GetLoopId(), req.GetCallId(), approve, req.GetReason(), whoOf(ctx))
+	err = o.s.runs.Approve(ctx, key, run.Approval{LoopID: req.GetLoopId(), CallID: req.GetCallId(), InputID: req.GetInputId(),
+		Approve: approve, Reason: req.GetReason(), By: whoOf(ctx), Content: req.GetContentJson()})
 	var fe *run.FieldError
 	switch {
 	case err == nil:

@@ -125,10 +125,10 @@ func (t *tokens) verify(raw string) (tenant, who string, _ error) {
 	return v.tenant, v.who, err
 }
 
-// verified is what a valid token says: its tenant, who it names (issuer#subject) and
+// verified is what a valid token says: its tenant, who it names (issuer#subject),
 // its scopes (the "scope" claim, space-separated, or an "scp" list; sorted, one space
-// between).
-type verified struct{ tenant, who, scopes string }
+// between) and its claims (a JSON object, for call policies).
+type verified struct{ tenant, who, scopes, claims string }
 
 // verifyFor is verify with another audience the token must be for: the MCP endpoint's
 // resource (mcp_serve.resource).
@@ -160,7 +160,8 @@ func (t *tokens) verifyFor(raw, audience string) (verified, error) {
 		return verified{}, fmt.Errorf("the bearer token has no %q claim", t.cfg.TenantClaim)
 	}
 	sub, _ := claims["sub"].(string)
-	return verified{tenant: tenant, who: t.cfg.Issuer + "#" + sub, scopes: scopesOf(claims)}, nil
+	js, _ := json.Marshal(claims)
+	return verified{tenant: tenant, who: t.cfg.Issuer + "#" + sub, scopes: scopesOf(claims), claims: string(js)}, nil
 }
 
 // scopesOf is a token's scopes, sorted and joined by one space: its "scope" claim (a

@@ -37,6 +37,15 @@ func (s *Server) MCPHandler() (http.Handler, error) {
 		Catalog: func(ctx context.Context) []tool.Tool { return s.runs.CatalogFor(ctx, tenantOf(ctx)) },
 		Session: func(ctx context.Context) (func(tool.Tool) tool.Tool, toolctx.Context) {
 			wrap, fixed := s.runs.TenantView(tenantOf(ctx))
+			if policy := s.runs.PolicyView(tenantOf(ctx), runCaller(ctx)); s.cfg.HasPolicies() {
+				tenantWrap := wrap
+				wrap = func(t tool.Tool) tool.Tool {
+					if t = tenantWrap(t); t == nil {
+						return nil
+					}
+					return policy(t) // nil: the policy denies the caller every call of it
+				}
+			}
 			if granted := s.scopeGrant(ctx); granted != nil {
 				tenantWrap := wrap
 				wrap = func(t tool.Tool) tool.Tool {
@@ -50,6 +59,7 @@ func (s *Server) MCPHandler() (http.Handler, error) {
 		},
 		Tenant:   tenantOf,
 		Decorate: s.runs.Decorate, ContextHeaders: s.cfg.MCPServe.ContextHeaders, Logger: s.log,
+		ProtocolVersions: s.cfg.MCPServe.ProtocolVersions,
 	})
 	if !s.auth.enabled() {
 		return h, nil

@@ -75,6 +75,7 @@ func (o *orchestratorServer) accept(ctx context.Context, req *toolpb.RunRequest)
 	}
 	rr := runRequest(req)
 	rr.Tenant = tenantOf(ctx)
+	rr.Caller = runCaller(ctx)
 	if rr.Tenant != "" {
 		if rr.ID == "" {
 			rr.ID = run.NewID()
@@ -197,8 +198,11 @@ func (o *orchestratorServer) ListTools(ctx context.Context, req *toolpb.ListTool
 	}
 	resp, err := o.listTools(ctx, req)
 	if resp != nil {
-		usable := o.s.usable(ctx)
-		resp.Tools = slices.DeleteFunc(resp.Tools, func(t *toolpb.ToolInfo) bool { return !usable(t.GetGroup(), t.GetDefinition().GetName()) })
+		usable, tenant, caller := o.s.usable(ctx), tenantOf(ctx), runCaller(ctx)
+		resp.Tools = slices.DeleteFunc(resp.Tools, func(t *toolpb.ToolInfo) bool {
+			role, name := t.GetGroup(), t.GetDefinition().GetName()
+			return !usable(role, name) || !o.s.runs.MayCall(role, name, tenant, caller)
+		})
 	}
 	return resp, err
 }
@@ -327,6 +331,13 @@ func (o *orchestratorServer) GetRun(ctx context.Context, req *toolpb.GetRunReque
 	}
 	resp := snapshotProto(snap)
 	resp.Tenant = o.s.keyTenant(key)
+	if resp.GetState() == toolpb.RunState_RUN_STATE_RUNNING {
+		// What it waits for from a person; a journal that cannot say leaves it out.
+		waits, _ := o.s.runs.Waiting(ctx, key)
+		for _, w := range waits {
+			resp.Waiting = append(resp.Waiting, approvalRequestedProto(w))
+		}
+	}
 	return resp, nil
 }
 

@@ -102,12 +102,20 @@ type Dispatcher struct {
 	Encode func(res tool.Result) []byte
 }
 
+// waitedForPerson reports whether the call in ctx, dispatched before, was waiting for a
+// person's answer to its question when its run stopped: the tool had not finished, so
+// the call is sent again and the journal answers the questions it asked before.
+func waitedForPerson(ctx context.Context) bool {
+	a := toolinternal.AskerFrom(ctx)
+	return a != nil && a.Waiting(ctx)
+}
+
 // Journaled runs a call that leaves the process under the run's journal in ctx, when
 // there is one: the one place where a call is journaled. A call with a recorded outcome
 // is not sent again but answered from the journal; a call dispatched before without an
-// outcome is sent again only when idempotent (with the same idempotency key), otherwise
-// it gets UnknownOutcome; any other call is recorded as dispatched before it leaves, and
-// its outcome after. sent is false when the result is the journal's own (the call's
+// outcome is sent again only when idempotent (with the same idempotency key) or when it
+// was waiting for a person's answer, otherwise it gets UnknownOutcome; any other call is
+// recorded as dispatched before it leaves, and its outcome after. sent is false when the result is the journal's own (the call's
 // outcome is unknown, or the journal failed) rather than what Send or Replay gave.
 func Journaled(ctx context.Context, name string, idempotent bool, d Dispatcher) (res tool.Result, sent bool) {
 	j := toolinternal.JournalFrom(ctx)
@@ -129,7 +137,7 @@ func Journaled(ctx context.Context, name string, idempotent bool, d Dispatcher) 
 			return JournalFailed(name, err), false
 		}
 		return res, true
-	case dispatched && !idempotent:
+	case dispatched && !idempotent && !waitedForPerson(ctx):
 		res := UnknownOutcome(name)
 		encode := d.Encode
 		if encode == nil {

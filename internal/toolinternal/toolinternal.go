@@ -212,3 +212,21 @@ var (
 // that built m for the context hands it over without the copy toolctx.FromMap makes, and
 // must not change or keep m afterwards.
 var AdoptBag func(m map[string]string) any
+
+// SubjectKey is the context key of the bearer token the run's (or the MCP session's)
+// caller authenticated with, as it presented it (see WithSubject).
+type SubjectKey struct{}
+
+// WithSubject records the caller's verified bearer token for the calls made on its
+// behalf: a group whose credentials are exchanged for it (RFC 8693) reads it here. It
+// lives in memory only: it is never journaled, logged or put on a span, so a run resumed
+// by another orchestrator has none.
+func WithSubject(ctx context.Context, token string) context.Context {
+	return context.WithValue(ctx, SubjectKey{}, token)
+}
+
+// SubjectFrom is the bearer token WithSubject recorded, or "".
+func SubjectFrom(ctx context.Context) string {
+	t, _ := ctx.Value(SubjectKey{}).(string)
+	return t
+}

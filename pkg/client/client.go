@@ -134,6 +134,15 @@ func (c *Client) ApproveToolCall(ctx context.Context, runID, callID, loopID stri
 	return convertCtx(ctx, err)
 }
 
+// AnswerToolInput answers a question a tool asked while it ran (an approval_requested
+// event with input): the answer's content, a JSON object valid against the question's
+// requested schema. inputID is needed only when the call waits on several questions.
+func (c *Client) AnswerToolInput(ctx context.Context, runID, callID, inputID, contentJSON string) error {
+	_, err := c.orch.ApproveToolCall(ctx, &toolpb.ApproveToolCallRequest{RunId: runID, CallId: callID, InputId: inputID,
+		Decision: toolpb.ApprovalDecision_APPROVAL_DECISION_APPROVE, ContentJson: contentJSON})
+	return convertCtx(ctx, err)
+}
+
 // ReplanError is how RunAndWait reports a run that a tool ended by asking to plan again:
 // the run succeeded in finding out that its plan does not hold.
 type ReplanError struct{ Replan *toolpb.ReplanRequested }

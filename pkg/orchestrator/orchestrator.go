@@ -43,6 +43,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/cli"
 	"github.com/toolmesh/toolmesh/internal/compose"
 	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/credentials"
 	"github.com/toolmesh/toolmesh/internal/ctxconv"
 	"github.com/toolmesh/toolmesh/internal/decorators"
 	"github.com/toolmesh/toolmesh/internal/llm"
@@ -136,6 +137,17 @@ type Orchestrator struct {
 	lis       net.Listener
 	providers map[string]llm.Provider
 	def       string
+	// creds are the groups' own credentials (nil: none has any).
+	creds *credentials.Set
+}
+
+// routerCredentials is the router's hook for the worker groups' credentials; nil when
+// no group has any.
+func (o *Orchestrator) routerCredentials() func(context.Context, string) (map[string]string, error) {
+	if o.creds == nil {
+		return nil
+	}
+	return o.creds.ContextFor
 }
 
 // New checks opts, opens the journal, builds the orchestrator's services and listens on
@@ -188,6 +200,11 @@ func New(opts Options) (o *Orchestrator, err error) {
 	if err = o.trust(); err != nil {
 		return o, err
 	}
+	// Credentials of the groups: the router's and the MCP groups' are the same, so that
+	// one caller's exchanged token is asked for once whichever kind of group it goes to.
+	if o.creds, err = credentials.FromConfig(cfg, o.log); err != nil {
+		return o, err
+	}
 	if err = o.newRouter(conv); err != nil {
 		return o, err
 	}
@@ -213,7 +230,7 @@ func New(opts Options) (o *Orchestrator, err error) {
 func (o *Orchestrator) composeOptions(opts Options, conv func(string) ctxconv.Converter, journal runlog.Store, owner string) compose.Options {
 	co := compose.Options{
 		Config: o.cfg, Router: o.rt, Providers: o.providers, DefaultProvider: o.def, Telemetry: o.tel, Logger: o.log,
-		Journal: journal, Owner: owner, Codec: server.RunCodec(), Converters: conv,
+		Journal: journal, Owner: owner, Codec: server.RunCodec(), Converters: conv, Credentials: o.creds,
 		Sinks: map[string]decorators.Sink{}, Groups: map[string]run.Group{}, MCPFilters: map[string]func(mcp.ToolInfo) bool{},
 	}
 	for _, l := range opts.Layers {

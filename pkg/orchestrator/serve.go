@@ -77,7 +77,7 @@ func (o *Orchestrator) newRouter(conv func(string) ctxconv.Converter) error {
 	}
 	o.rt = router.New(router.Options{
 		Quarantine: o.quar.Hold, Approved: o.quar.Approved, DialAs: dialAs, CallToken: callToken,
-		Converter: conv, Codec: ctxcodec.Codec{MaxBytes: cfg.Context.MaxBytes},
+		Converter: conv, Credentials: o.routerCredentials(), Codec: ctxcodec.Codec{MaxBytes: cfg.Context.MaxBytes},
 		GracePeriod: cfg.Registry.GracePeriod.D(), DefaultTimeout: cfg.Router.DefaultToolTimeout.D(),
 		EjectAfter: cfg.Router.EjectAfterFailures, EjectFor: cfg.Router.EjectDuration.D(), MaxAttempts: cfg.Router.MaxAttempts,
 		PinDefinitions: cfg.Registry.PinDefinitions, Telemetry: o.tel, Logger: o.log,

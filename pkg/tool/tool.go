@@ -117,6 +117,12 @@ type Result struct {
 	Content string
 	// Artifact is set when Kind is KindArtifact.
 	Artifact *Artifact
+	// Parts, when set, is the content as the tool gave it, in order: text, images, audio
+	// and resources (an MCP server's content). Content is then its text for a model that
+	// reads text alone, with a placeholder for each part that is not text; a provider
+	// that takes images in a tool result gets them too, and the MCP endpoint passes the
+	// parts on as they came. A pointer, so that a Result stays comparable.
+	Parts *Parts
 	// Code classifies an error result; empty otherwise.
 	Code ErrorCode
 	// Cause is the Go error behind an error result, when there is one. It stays in process.

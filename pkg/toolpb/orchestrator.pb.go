@@ -2051,7 +2051,12 @@ type ApprovalRequested struct {
 	// The iteration whose model turn asked for the call.
 	Iteration int32 `protobuf:"varint,5,opt,name=iteration,proto3" json:"iteration,omitempty"`
 	// When the wait ends without an answer: the call does not run, and the model is told.
-	Deadline      *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	Deadline *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// Set when the call waits, not for approval, but for a person's answer to a question
+	// its tool asked while it ran (an MCP server's elicitation, or its input_required
+	// result). Answer with ApproveToolCall: approve with the answer in content_json, or
+	// deny. Unanswered by the deadline, the tool is told the question was cancelled.
+	Input         *InputRequest `protobuf:"bytes,7,opt,name=input,proto3" json:"input,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2128,6 +2133,97 @@ func (x *ApprovalRequested) GetDeadline() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *ApprovalRequested) GetInput() *InputRequest {
+	if x != nil {
+		return x.Input
+	}
+	return nil
+}
+
+// InputRequest is a question a running tool asks a person.
+type InputRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Names the question among its call's: "1", "2", ... in the order the tool asked them.
+	InputId string `protobuf:"bytes,1,opt,name=input_id,json=inputId,proto3" json:"input_id,omitempty"`
+	// What the person reads.
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// The JSON Schema (an object of string, number, integer and boolean properties) the
+	// answer's content must satisfy; empty when the tool asks for no content.
+	RequestedSchemaJson string `protobuf:"bytes,3,opt,name=requested_schema_json,json=requestedSchemaJson,proto3" json:"requested_schema_json,omitempty"`
+	// The MCP server that asks (mcp_servers.<name>).
+	Server string `protobuf:"bytes,4,opt,name=server,proto3" json:"server,omitempty"`
+	// The MCP protocol revision it asked in: "2025-11-25" (elicitation) or "2026-07-28"
+	// (an input_required result).
+	ProtocolVersion string `protobuf:"bytes,5,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *InputRequest) Reset() {
+	*x = InputRequest{}
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputRequest) ProtoMessage() {}
+
+func (x *InputRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputRequest.ProtoReflect.Descriptor instead.
+func (*InputRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *InputRequest) GetInputId() string {
+	if x != nil {
+		return x.InputId
+	}
+	return ""
+}
+
+func (x *InputRequest) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *InputRequest) GetRequestedSchemaJson() string {
+	if x != nil {
+		return x.RequestedSchemaJson
+	}
+	return ""
+}
+
+func (x *InputRequest) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *InputRequest) GetProtocolVersion() string {
+	if x != nil {
+		return x.ProtocolVersion
+	}
+	return ""
+}
+
 // ApprovalDecided is the decision on an approval.
 type ApprovalDecided struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2145,14 +2241,18 @@ type ApprovalDecided struct {
 	// token's "issuer#subject"); "client via <replica>" when the orchestrator authenticates
 	// no one; "deadline" when nobody answered in time; "ApproveAll" for a run that approves
 	// every call.
-	DecidedBy     string `protobuf:"bytes,6,opt,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty"`
+	DecidedBy string `protobuf:"bytes,6,opt,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty"`
+	// The question answered, when the call waited for input (ApprovalRequested.input).
+	InputId string `protobuf:"bytes,7,opt,name=input_id,json=inputId,proto3" json:"input_id,omitempty"`
+	// The answer's content (a JSON object) when the person approved (accepted) a question.
+	ContentJson   string `protobuf:"bytes,8,opt,name=content_json,json=contentJson,proto3" json:"content_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ApprovalDecided) Reset() {
 	*x = ApprovalDecided{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[14]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2164,7 +2264,7 @@ func (x *ApprovalDecided) String() string {
 func (*ApprovalDecided) ProtoMessage() {}
 
 func (x *ApprovalDecided) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[14]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2177,7 +2277,7 @@ func (x *ApprovalDecided) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalDecided.ProtoReflect.Descriptor instead.
 func (*ApprovalDecided) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{14}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ApprovalDecided) GetCallId() string {
@@ -2222,6 +2322,20 @@ func (x *ApprovalDecided) GetDecidedBy() string {
 	return ""
 }
 
+func (x *ApprovalDecided) GetInputId() string {
+	if x != nil {
+		return x.InputId
+	}
+	return ""
+}
+
+func (x *ApprovalDecided) GetContentJson() string {
+	if x != nil {
+		return x.ContentJson
+	}
+	return ""
+}
+
 // ApproveToolCallRequest decides on a call that waits for approval.
 type ApproveToolCallRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2235,14 +2349,21 @@ type ApproveToolCallRequest struct {
 	// Approve or deny; required.
 	Decision ApprovalDecision `protobuf:"varint,4,opt,name=decision,proto3,enum=toolmesh.v1.ApprovalDecision" json:"decision,omitempty"`
 	// Why: valid UTF-8, at most 1 KiB. A denial's reason reaches the model.
-	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The question answered, for a call that waits for input (ApprovalRequested.input);
+	// needed only when the call waits on several. At most 16 bytes.
+	InputId string `protobuf:"bytes,6,opt,name=input_id,json=inputId,proto3" json:"input_id,omitempty"`
+	// The answer to a question, with APPROVE: a JSON object valid against its
+	// requested_schema_json, at most 3 KiB. Empty for an approval, and for a question that
+	// asks for no content.
+	ContentJson   string `protobuf:"bytes,7,opt,name=content_json,json=contentJson,proto3" json:"content_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ApproveToolCallRequest) Reset() {
 	*x = ApproveToolCallRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[15]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2254,7 +2375,7 @@ func (x *ApproveToolCallRequest) String() string {
 func (*ApproveToolCallRequest) ProtoMessage() {}
 
 func (x *ApproveToolCallRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[15]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2267,7 +2388,7 @@ func (x *ApproveToolCallRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveToolCallRequest.ProtoReflect.Descriptor instead.
 func (*ApproveToolCallRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{15}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ApproveToolCallRequest) GetRunId() string {
@@ -2305,6 +2426,20 @@ func (x *ApproveToolCallRequest) GetReason() string {
 	return ""
 }
 
+func (x *ApproveToolCallRequest) GetInputId() string {
+	if x != nil {
+		return x.InputId
+	}
+	return ""
+}
+
+func (x *ApproveToolCallRequest) GetContentJson() string {
+	if x != nil {
+		return x.ContentJson
+	}
+	return ""
+}
+
 // ApproveToolCallResponse acknowledges a decision.
 type ApproveToolCallResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2314,7 +2449,7 @@ type ApproveToolCallResponse struct {
 
 func (x *ApproveToolCallResponse) Reset() {
 	*x = ApproveToolCallResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[16]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2326,7 +2461,7 @@ func (x *ApproveToolCallResponse) String() string {
 func (*ApproveToolCallResponse) ProtoMessage() {}
 
 func (x *ApproveToolCallResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[16]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2339,7 +2474,7 @@ func (x *ApproveToolCallResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveToolCallResponse.ProtoReflect.Descriptor instead.
 func (*ApproveToolCallResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{16}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{17}
 }
 
 // LoopScope is the nested loop an event comes from.
@@ -2364,7 +2499,7 @@ type LoopScope struct {
 
 func (x *LoopScope) Reset() {
 	*x = LoopScope{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[17]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2376,7 +2511,7 @@ func (x *LoopScope) String() string {
 func (*LoopScope) ProtoMessage() {}
 
 func (x *LoopScope) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[17]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2389,7 +2524,7 @@ func (x *LoopScope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoopScope.ProtoReflect.Descriptor instead.
 func (*LoopScope) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{17}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *LoopScope) GetLoopId() string {
@@ -2449,7 +2584,7 @@ type NestedLoopStarted struct {
 
 func (x *NestedLoopStarted) Reset() {
 	*x = NestedLoopStarted{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[18]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2461,7 +2596,7 @@ func (x *NestedLoopStarted) String() string {
 func (*NestedLoopStarted) ProtoMessage() {}
 
 func (x *NestedLoopStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[18]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2474,7 +2609,7 @@ func (x *NestedLoopStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NestedLoopStarted.ProtoReflect.Descriptor instead.
 func (*NestedLoopStarted) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{18}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *NestedLoopStarted) GetModel() string {
@@ -2513,7 +2648,7 @@ type NestedLoopFinished struct {
 
 func (x *NestedLoopFinished) Reset() {
 	*x = NestedLoopFinished{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[19]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2525,7 +2660,7 @@ func (x *NestedLoopFinished) String() string {
 func (*NestedLoopFinished) ProtoMessage() {}
 
 func (x *NestedLoopFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[19]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2538,7 +2673,7 @@ func (x *NestedLoopFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NestedLoopFinished.ProtoReflect.Descriptor instead.
 func (*NestedLoopFinished) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{19}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *NestedLoopFinished) GetIterations() int32 {
@@ -2576,7 +2711,7 @@ type Warning struct {
 
 func (x *Warning) Reset() {
 	*x = Warning{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[20]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2588,7 +2723,7 @@ func (x *Warning) String() string {
 func (*Warning) ProtoMessage() {}
 
 func (x *Warning) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[20]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2601,7 +2736,7 @@ func (x *Warning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Warning.ProtoReflect.Descriptor instead.
 func (*Warning) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{20}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Warning) GetField() string {
@@ -2637,7 +2772,7 @@ type ArtifactCaptured struct {
 
 func (x *ArtifactCaptured) Reset() {
 	*x = ArtifactCaptured{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[21]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2649,7 +2784,7 @@ func (x *ArtifactCaptured) String() string {
 func (*ArtifactCaptured) ProtoMessage() {}
 
 func (x *ArtifactCaptured) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[21]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2662,7 +2797,7 @@ func (x *ArtifactCaptured) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArtifactCaptured.ProtoReflect.Descriptor instead.
 func (*ArtifactCaptured) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{21}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ArtifactCaptured) GetLoopId() string {
@@ -2719,7 +2854,7 @@ type BlackboardChanged struct {
 
 func (x *BlackboardChanged) Reset() {
 	*x = BlackboardChanged{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[22]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2731,7 +2866,7 @@ func (x *BlackboardChanged) String() string {
 func (*BlackboardChanged) ProtoMessage() {}
 
 func (x *BlackboardChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[22]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2744,7 +2879,7 @@ func (x *BlackboardChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlackboardChanged.ProtoReflect.Descriptor instead.
 func (*BlackboardChanged) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{22}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *BlackboardChanged) GetLoopId() string {
@@ -2799,7 +2934,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[23]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2811,7 +2946,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[23]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2824,7 +2959,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{23}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Progress) GetLoopId() string {
@@ -2870,7 +3005,7 @@ type MessageToUser struct {
 
 func (x *MessageToUser) Reset() {
 	*x = MessageToUser{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[24]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2882,7 +3017,7 @@ func (x *MessageToUser) String() string {
 func (*MessageToUser) ProtoMessage() {}
 
 func (x *MessageToUser) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[24]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2895,7 +3030,7 @@ func (x *MessageToUser) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageToUser.ProtoReflect.Descriptor instead.
 func (*MessageToUser) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{24}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *MessageToUser) GetLoopId() string {
@@ -2940,7 +3075,7 @@ type ReplanRequested struct {
 
 func (x *ReplanRequested) Reset() {
 	*x = ReplanRequested{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[25]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2952,7 +3087,7 @@ func (x *ReplanRequested) String() string {
 func (*ReplanRequested) ProtoMessage() {}
 
 func (x *ReplanRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[25]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2965,7 +3100,7 @@ func (x *ReplanRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplanRequested.ProtoReflect.Descriptor instead.
 func (*ReplanRequested) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{25}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ReplanRequested) GetLoopId() string {
@@ -3029,7 +3164,7 @@ type Terminated struct {
 
 func (x *Terminated) Reset() {
 	*x = Terminated{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[26]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3041,7 +3176,7 @@ func (x *Terminated) String() string {
 func (*Terminated) ProtoMessage() {}
 
 func (x *Terminated) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[26]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3054,7 +3189,7 @@ func (x *Terminated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Terminated.ProtoReflect.Descriptor instead.
 func (*Terminated) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{26}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Terminated) GetLoopId() string {
@@ -3107,7 +3242,7 @@ type TextDelta struct {
 
 func (x *TextDelta) Reset() {
 	*x = TextDelta{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[27]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3119,7 +3254,7 @@ func (x *TextDelta) String() string {
 func (*TextDelta) ProtoMessage() {}
 
 func (x *TextDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[27]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3132,7 +3267,7 @@ func (x *TextDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextDelta.ProtoReflect.Descriptor instead.
 func (*TextDelta) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{27}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TextDelta) GetLoopId() string {
@@ -3169,7 +3304,7 @@ type AssetAdded struct {
 
 func (x *AssetAdded) Reset() {
 	*x = AssetAdded{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[28]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3181,7 +3316,7 @@ func (x *AssetAdded) String() string {
 func (*AssetAdded) ProtoMessage() {}
 
 func (x *AssetAdded) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[28]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3194,7 +3329,7 @@ func (x *AssetAdded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssetAdded.ProtoReflect.Descriptor instead.
 func (*AssetAdded) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{28}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AssetAdded) GetLoopId() string {
@@ -3226,7 +3361,7 @@ type Asset struct {
 
 func (x *Asset) Reset() {
 	*x = Asset{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[29]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3238,7 +3373,7 @@ func (x *Asset) String() string {
 func (*Asset) ProtoMessage() {}
 
 func (x *Asset) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[29]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3251,7 +3386,7 @@ func (x *Asset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Asset.ProtoReflect.Descriptor instead.
 func (*Asset) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{29}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Asset) GetObject() *BlackboardObject {
@@ -3292,7 +3427,7 @@ type RunStarted struct {
 
 func (x *RunStarted) Reset() {
 	*x = RunStarted{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[30]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3304,7 +3439,7 @@ func (x *RunStarted) String() string {
 func (*RunStarted) ProtoMessage() {}
 
 func (x *RunStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[30]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3317,7 +3452,7 @@ func (x *RunStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunStarted.ProtoReflect.Descriptor instead.
 func (*RunStarted) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{30}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RunStarted) GetModel() string {
@@ -3367,7 +3502,7 @@ type ToolCallStarted struct {
 
 func (x *ToolCallStarted) Reset() {
 	*x = ToolCallStarted{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[31]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3379,7 +3514,7 @@ func (x *ToolCallStarted) String() string {
 func (*ToolCallStarted) ProtoMessage() {}
 
 func (x *ToolCallStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[31]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3392,7 +3527,7 @@ func (x *ToolCallStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallStarted.ProtoReflect.Descriptor instead.
 func (*ToolCallStarted) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{31}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ToolCallStarted) GetCallId() string {
@@ -3457,7 +3592,7 @@ type ToolCallFinished struct {
 
 func (x *ToolCallFinished) Reset() {
 	*x = ToolCallFinished{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[32]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3469,7 +3604,7 @@ func (x *ToolCallFinished) String() string {
 func (*ToolCallFinished) ProtoMessage() {}
 
 func (x *ToolCallFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[32]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3482,7 +3617,7 @@ func (x *ToolCallFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallFinished.ProtoReflect.Descriptor instead.
 func (*ToolCallFinished) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{32}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ToolCallFinished) GetCallId() string {
@@ -3567,7 +3702,7 @@ type ToolsChanged struct {
 
 func (x *ToolsChanged) Reset() {
 	*x = ToolsChanged{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[33]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3579,7 +3714,7 @@ func (x *ToolsChanged) String() string {
 func (*ToolsChanged) ProtoMessage() {}
 
 func (x *ToolsChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[33]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3592,7 +3727,7 @@ func (x *ToolsChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolsChanged.ProtoReflect.Descriptor instead.
 func (*ToolsChanged) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{33}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ToolsChanged) GetAdded() []string {
@@ -3645,7 +3780,7 @@ type AssistantMessage struct {
 
 func (x *AssistantMessage) Reset() {
 	*x = AssistantMessage{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[34]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3657,7 +3792,7 @@ func (x *AssistantMessage) String() string {
 func (*AssistantMessage) ProtoMessage() {}
 
 func (x *AssistantMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[34]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3670,7 +3805,7 @@ func (x *AssistantMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssistantMessage.ProtoReflect.Descriptor instead.
 func (*AssistantMessage) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{34}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *AssistantMessage) GetText() string {
@@ -3711,7 +3846,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[35]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3723,7 +3858,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[35]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3736,7 +3871,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{35}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Usage) GetModel() string {
@@ -3784,7 +3919,7 @@ type FinalResult struct {
 
 func (x *FinalResult) Reset() {
 	*x = FinalResult{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[36]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3796,7 +3931,7 @@ func (x *FinalResult) String() string {
 func (*FinalResult) ProtoMessage() {}
 
 func (x *FinalResult) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[36]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3809,7 +3944,7 @@ func (x *FinalResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinalResult.ProtoReflect.Descriptor instead.
 func (*FinalResult) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{36}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *FinalResult) GetText() string {
@@ -3855,7 +3990,7 @@ type RunError struct {
 
 func (x *RunError) Reset() {
 	*x = RunError{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[37]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3867,7 +4002,7 @@ func (x *RunError) String() string {
 func (*RunError) ProtoMessage() {}
 
 func (x *RunError) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[37]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3880,7 +4015,7 @@ func (x *RunError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunError.ProtoReflect.Descriptor instead.
 func (*RunError) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{37}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RunError) GetCode() code.Code {
@@ -3915,7 +4050,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[38]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3927,7 +4062,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[38]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3940,7 +4075,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{38}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListToolsRequest) GetToolGroups() []string {
@@ -3961,7 +4096,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[39]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3973,7 +4108,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[39]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3986,7 +4121,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{39}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListToolsResponse) GetTools() []*ToolInfo {
@@ -4013,7 +4148,7 @@ type ToolInfo struct {
 
 func (x *ToolInfo) Reset() {
 	*x = ToolInfo{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[40]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4025,7 +4160,7 @@ func (x *ToolInfo) String() string {
 func (*ToolInfo) ProtoMessage() {}
 
 func (x *ToolInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[40]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4038,7 +4173,7 @@ func (x *ToolInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolInfo.ProtoReflect.Descriptor instead.
 func (*ToolInfo) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{40}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ToolInfo) GetDefinition() *ToolDefinition {
@@ -4078,7 +4213,7 @@ type ListToolGroupsRequest struct {
 
 func (x *ListToolGroupsRequest) Reset() {
 	*x = ListToolGroupsRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[41]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4090,7 +4225,7 @@ func (x *ListToolGroupsRequest) String() string {
 func (*ListToolGroupsRequest) ProtoMessage() {}
 
 func (x *ListToolGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[41]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4103,7 +4238,7 @@ func (x *ListToolGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{41}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{42}
 }
 
 // ListToolGroupsResponse lists tool groups.
@@ -4117,7 +4252,7 @@ type ListToolGroupsResponse struct {
 
 func (x *ListToolGroupsResponse) Reset() {
 	*x = ListToolGroupsResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[42]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4129,7 +4264,7 @@ func (x *ListToolGroupsResponse) String() string {
 func (*ListToolGroupsResponse) ProtoMessage() {}
 
 func (x *ListToolGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[42]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4142,7 +4277,7 @@ func (x *ListToolGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{42}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListToolGroupsResponse) GetGroups() []*ToolGroupStatus {
@@ -4170,7 +4305,7 @@ type ToolGroupStatus struct {
 
 func (x *ToolGroupStatus) Reset() {
 	*x = ToolGroupStatus{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[43]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4182,7 +4317,7 @@ func (x *ToolGroupStatus) String() string {
 func (*ToolGroupStatus) ProtoMessage() {}
 
 func (x *ToolGroupStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[43]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4195,7 +4330,7 @@ func (x *ToolGroupStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolGroupStatus.ProtoReflect.Descriptor instead.
 func (*ToolGroupStatus) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{43}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ToolGroupStatus) GetGroup() *ToolGroupInfo {
@@ -4235,7 +4370,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[44]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4247,7 +4382,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[44]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4260,7 +4395,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{44}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{45}
 }
 
 // ListWorkersResponse lists workers.
@@ -4274,7 +4409,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[45]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4286,7 +4421,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[45]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4299,7 +4434,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{45}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*WorkerStatus {
@@ -4338,7 +4473,7 @@ type WorkerStatus struct {
 
 func (x *WorkerStatus) Reset() {
 	*x = WorkerStatus{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[46]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4350,7 +4485,7 @@ func (x *WorkerStatus) String() string {
 func (*WorkerStatus) ProtoMessage() {}
 
 func (x *WorkerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[46]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4363,7 +4498,7 @@ func (x *WorkerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerStatus.ProtoReflect.Descriptor instead.
 func (*WorkerStatus) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{46}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *WorkerStatus) GetWorkerId() string {
@@ -4449,7 +4584,7 @@ type WatchRunRequest struct {
 
 func (x *WatchRunRequest) Reset() {
 	*x = WatchRunRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[47]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4461,7 +4596,7 @@ func (x *WatchRunRequest) String() string {
 func (*WatchRunRequest) ProtoMessage() {}
 
 func (x *WatchRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[47]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4474,7 +4609,7 @@ func (x *WatchRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRunRequest.ProtoReflect.Descriptor instead.
 func (*WatchRunRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{47}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *WatchRunRequest) GetRunId() string {
@@ -4518,7 +4653,7 @@ type ListRunsRequest struct {
 
 func (x *ListRunsRequest) Reset() {
 	*x = ListRunsRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[48]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4530,7 +4665,7 @@ func (x *ListRunsRequest) String() string {
 func (*ListRunsRequest) ProtoMessage() {}
 
 func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[48]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4543,7 +4678,7 @@ func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsRequest.ProtoReflect.Descriptor instead.
 func (*ListRunsRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{48}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ListRunsRequest) GetState() RunState {
@@ -4608,7 +4743,7 @@ type ListRunsResponse struct {
 
 func (x *ListRunsResponse) Reset() {
 	*x = ListRunsResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[49]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4620,7 +4755,7 @@ func (x *ListRunsResponse) String() string {
 func (*ListRunsResponse) ProtoMessage() {}
 
 func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[49]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4633,7 +4768,7 @@ func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsResponse.ProtoReflect.Descriptor instead.
 func (*ListRunsResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{49}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ListRunsResponse) GetRuns() []*RunSummary {
@@ -4675,7 +4810,7 @@ type RunSummary struct {
 
 func (x *RunSummary) Reset() {
 	*x = RunSummary{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[50]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4687,7 +4822,7 @@ func (x *RunSummary) String() string {
 func (*RunSummary) ProtoMessage() {}
 
 func (x *RunSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[50]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4700,7 +4835,7 @@ func (x *RunSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunSummary.ProtoReflect.Descriptor instead.
 func (*RunSummary) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{50}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *RunSummary) GetRunId() string {
@@ -4770,7 +4905,7 @@ type GetRunRequest struct {
 
 func (x *GetRunRequest) Reset() {
 	*x = GetRunRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[51]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4782,7 +4917,7 @@ func (x *GetRunRequest) String() string {
 func (*GetRunRequest) ProtoMessage() {}
 
 func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[51]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4795,7 +4930,7 @@ func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunRequest.ProtoReflect.Descriptor instead.
 func (*GetRunRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{51}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *GetRunRequest) GetRunId() string {
@@ -4853,14 +4988,18 @@ type GetRunResponse struct {
 	// The tenant it runs for; empty without tenants.
 	Tenant string `protobuf:"bytes,19,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	// The agent it was started for (RunRequest.agent); empty for none.
-	Agent         string `protobuf:"bytes,20,opt,name=agent,proto3" json:"agent,omitempty"`
+	Agent string `protobuf:"bytes,20,opt,name=agent,proto3" json:"agent,omitempty"`
+	// What the run waits for from a person while it runs: calls waiting for approval and
+	// tools' questions not yet answered, as their approval_requested events showed them.
+	// At most 64.
+	Waiting       []*ApprovalRequested `protobuf:"bytes,21,rep,name=waiting,proto3" json:"waiting,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetRunResponse) Reset() {
 	*x = GetRunResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[52]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4872,7 +5011,7 @@ func (x *GetRunResponse) String() string {
 func (*GetRunResponse) ProtoMessage() {}
 
 func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[52]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4885,7 +5024,7 @@ func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunResponse.ProtoReflect.Descriptor instead.
 func (*GetRunResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{52}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *GetRunResponse) GetRunId() string {
@@ -5028,6 +5167,13 @@ func (x *GetRunResponse) GetAgent() string {
 	return ""
 }
 
+func (x *GetRunResponse) GetWaiting() []*ApprovalRequested {
+	if x != nil {
+		return x.Waiting
+	}
+	return nil
+}
+
 // ListTenantsRequest asks for the tenants' use of their quotas.
 type ListTenantsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -5037,7 +5183,7 @@ type ListTenantsRequest struct {
 
 func (x *ListTenantsRequest) Reset() {
 	*x = ListTenantsRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[53]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5049,7 +5195,7 @@ func (x *ListTenantsRequest) String() string {
 func (*ListTenantsRequest) ProtoMessage() {}
 
 func (x *ListTenantsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[53]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5062,7 +5208,7 @@ func (x *ListTenantsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTenantsRequest.ProtoReflect.Descriptor instead.
 func (*ListTenantsRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{53}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{54}
 }
 
 // ListTenantsResponse is the tenants' use of their quotas, by tenant.
@@ -5076,7 +5222,7 @@ type ListTenantsResponse struct {
 
 func (x *ListTenantsResponse) Reset() {
 	*x = ListTenantsResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[54]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5088,7 +5234,7 @@ func (x *ListTenantsResponse) String() string {
 func (*ListTenantsResponse) ProtoMessage() {}
 
 func (x *ListTenantsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[54]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5101,7 +5247,7 @@ func (x *ListTenantsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTenantsResponse.ProtoReflect.Descriptor instead.
 func (*ListTenantsResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{54}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ListTenantsResponse) GetTenants() []*TenantUsage {
@@ -5134,7 +5280,7 @@ type TenantUsage struct {
 
 func (x *TenantUsage) Reset() {
 	*x = TenantUsage{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[55]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5146,7 +5292,7 @@ func (x *TenantUsage) String() string {
 func (*TenantUsage) ProtoMessage() {}
 
 func (x *TenantUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[55]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5159,7 +5305,7 @@ func (x *TenantUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantUsage.ProtoReflect.Descriptor instead.
 func (*TenantUsage) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{55}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *TenantUsage) GetTenant() string {
@@ -5230,7 +5376,7 @@ type LoopInfo struct {
 
 func (x *LoopInfo) Reset() {
 	*x = LoopInfo{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[56]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5242,7 +5388,7 @@ func (x *LoopInfo) String() string {
 func (*LoopInfo) ProtoMessage() {}
 
 func (x *LoopInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[56]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5255,7 +5401,7 @@ func (x *LoopInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoopInfo.ProtoReflect.Descriptor instead.
 func (*LoopInfo) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{56}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *LoopInfo) GetScope() *LoopScope {
@@ -5314,7 +5460,7 @@ type Budget struct {
 
 func (x *Budget) Reset() {
 	*x = Budget{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[57]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5326,7 +5472,7 @@ func (x *Budget) String() string {
 func (*Budget) ProtoMessage() {}
 
 func (x *Budget) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[57]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5339,7 +5485,7 @@ func (x *Budget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Budget.ProtoReflect.Descriptor instead.
 func (*Budget) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{57}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Budget) GetMaxCostUsd() float64 {
@@ -5397,7 +5543,7 @@ type CancelRunRequest struct {
 
 func (x *CancelRunRequest) Reset() {
 	*x = CancelRunRequest{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[58]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5409,7 +5555,7 @@ func (x *CancelRunRequest) String() string {
 func (*CancelRunRequest) ProtoMessage() {}
 
 func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[58]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5422,7 +5568,7 @@ func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunRequest.ProtoReflect.Descriptor instead.
 func (*CancelRunRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{58}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *CancelRunRequest) GetRunId() string {
@@ -5450,7 +5596,7 @@ type CancelRunResponse struct {
 
 func (x *CancelRunResponse) Reset() {
 	*x = CancelRunResponse{}
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[59]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5462,7 +5608,7 @@ func (x *CancelRunResponse) String() string {
 func (*CancelRunResponse) ProtoMessage() {}
 
 func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[59]
+	mi := &file_toolmesh_v1_orchestrator_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5475,7 +5621,7 @@ func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunResponse.ProtoReflect.Descriptor instead.
 func (*CancelRunResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{59}
+	return file_toolmesh_v1_orchestrator_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *CancelRunResponse) GetState() RunState {
@@ -5635,14 +5781,21 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\x12approval_requested\x18\x18 \x01(\v2\x1e.toolmesh.v1.ApprovalRequestedH\x00R\x11approvalRequested\x12I\n" +
 	"\x10approval_decided\x18\x19 \x01(\v2\x1c.toolmesh.v1.ApprovalDecidedH\x00R\x0fapprovalDecided\x12,\n" +
 	"\x05scope\x18\x17 \x01(\v2\x16.toolmesh.v1.LoopScopeR\x05scopeB\a\n" +
-	"\x05event\"\xd6\x01\n" +
+	"\x05event\"\x87\x02\n" +
 	"\x11ApprovalRequested\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12%\n" +
 	"\x0earguments_json\x18\x03 \x01(\tR\rargumentsJson\x12\x17\n" +
 	"\aloop_id\x18\x04 \x01(\tR\x06loopId\x12\x1c\n" +
 	"\titeration\x18\x05 \x01(\x05R\titeration\x126\n" +
-	"\bdeadline\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\xaa\x01\n" +
+	"\bdeadline\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12/\n" +
+	"\x05input\x18\a \x01(\v2\x19.toolmesh.v1.InputRequestR\x05input\"\xba\x01\n" +
+	"\fInputRequest\x12\x19\n" +
+	"\binput_id\x18\x01 \x01(\tR\ainputId\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x122\n" +
+	"\x15requested_schema_json\x18\x03 \x01(\tR\x13requestedSchemaJson\x12\x16\n" +
+	"\x06server\x18\x04 \x01(\tR\x06server\x12)\n" +
+	"\x10protocol_version\x18\x05 \x01(\tR\x0fprotocolVersion\"\xe8\x01\n" +
 	"\x0fApprovalDecided\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x17\n" +
@@ -5650,13 +5803,17 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\bapproved\x18\x04 \x01(\bR\bapproved\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x1d\n" +
 	"\n" +
-	"decided_by\x18\x06 \x01(\tR\tdecidedBy\"\xb4\x01\n" +
+	"decided_by\x18\x06 \x01(\tR\tdecidedBy\x12\x19\n" +
+	"\binput_id\x18\a \x01(\tR\ainputId\x12!\n" +
+	"\fcontent_json\x18\b \x01(\tR\vcontentJson\"\xf2\x01\n" +
 	"\x16ApproveToolCallRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x17\n" +
 	"\aloop_id\x18\x03 \x01(\tR\x06loopId\x129\n" +
 	"\bdecision\x18\x04 \x01(\x0e2\x1d.toolmesh.v1.ApprovalDecisionR\bdecision\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"\x19\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x19\n" +
+	"\binput_id\x18\x06 \x01(\tR\ainputId\x12!\n" +
+	"\fcontent_json\x18\a \x01(\tR\vcontentJson\"\x19\n" +
 	"\x17ApproveToolCallResponse\"\xc4\x01\n" +
 	"\tLoopScope\x12\x17\n" +
 	"\aloop_id\x18\x01 \x01(\tR\x06loopId\x12$\n" +
@@ -5840,7 +5997,7 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\x06tenant\x18\a \x01(\tR\x06tenant\x12\x14\n" +
 	"\x05agent\x18\b \x01(\tR\x05agent\"&\n" +
 	"\rGetRunRequest\x12\x15\n" +
-	"\x06run_id\x18\x01 \x01(\tR\x05runId\"\x8d\x06\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\"\xc7\x06\n" +
 	"\x0eGetRunResponse\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12+\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x15.toolmesh.v1.RunStateR\x05state\x12\x1e\n" +
@@ -5869,7 +6026,8 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\btrace_id\x18\x11 \x01(\tR\atraceId\x12\x14\n" +
 	"\x05model\x18\x12 \x01(\tR\x05model\x12\x16\n" +
 	"\x06tenant\x18\x13 \x01(\tR\x06tenant\x12\x14\n" +
-	"\x05agent\x18\x14 \x01(\tR\x05agent\"\x14\n" +
+	"\x05agent\x18\x14 \x01(\tR\x05agent\x128\n" +
+	"\awaiting\x18\x15 \x03(\v2\x1e.toolmesh.v1.ApprovalRequestedR\awaiting\"\x14\n" +
 	"\x12ListTenantsRequest\"I\n" +
 	"\x13ListTenantsResponse\x122\n" +
 	"\atenants\x18\x01 \x03(\v2\x18.toolmesh.v1.TenantUsageR\atenants\"\xc6\x02\n" +
@@ -5967,7 +6125,7 @@ func file_toolmesh_v1_orchestrator_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_v1_orchestrator_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_toolmesh_v1_orchestrator_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
+var file_toolmesh_v1_orchestrator_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
 var file_toolmesh_v1_orchestrator_proto_goTypes = []any{
 	(Role)(0),                       // 0: toolmesh.v1.Role
 	(AgenticKind)(0),                // 1: toolmesh.v1.AgenticKind
@@ -5989,177 +6147,180 @@ var file_toolmesh_v1_orchestrator_proto_goTypes = []any{
 	(*RunLimits)(nil),               // 17: toolmesh.v1.RunLimits
 	(*RunResponse)(nil),             // 18: toolmesh.v1.RunResponse
 	(*ApprovalRequested)(nil),       // 19: toolmesh.v1.ApprovalRequested
-	(*ApprovalDecided)(nil),         // 20: toolmesh.v1.ApprovalDecided
-	(*ApproveToolCallRequest)(nil),  // 21: toolmesh.v1.ApproveToolCallRequest
-	(*ApproveToolCallResponse)(nil), // 22: toolmesh.v1.ApproveToolCallResponse
-	(*LoopScope)(nil),               // 23: toolmesh.v1.LoopScope
-	(*NestedLoopStarted)(nil),       // 24: toolmesh.v1.NestedLoopStarted
-	(*NestedLoopFinished)(nil),      // 25: toolmesh.v1.NestedLoopFinished
-	(*Warning)(nil),                 // 26: toolmesh.v1.Warning
-	(*ArtifactCaptured)(nil),        // 27: toolmesh.v1.ArtifactCaptured
-	(*BlackboardChanged)(nil),       // 28: toolmesh.v1.BlackboardChanged
-	(*Progress)(nil),                // 29: toolmesh.v1.Progress
-	(*MessageToUser)(nil),           // 30: toolmesh.v1.MessageToUser
-	(*ReplanRequested)(nil),         // 31: toolmesh.v1.ReplanRequested
-	(*Terminated)(nil),              // 32: toolmesh.v1.Terminated
-	(*TextDelta)(nil),               // 33: toolmesh.v1.TextDelta
-	(*AssetAdded)(nil),              // 34: toolmesh.v1.AssetAdded
-	(*Asset)(nil),                   // 35: toolmesh.v1.Asset
-	(*RunStarted)(nil),              // 36: toolmesh.v1.RunStarted
-	(*ToolCallStarted)(nil),         // 37: toolmesh.v1.ToolCallStarted
-	(*ToolCallFinished)(nil),        // 38: toolmesh.v1.ToolCallFinished
-	(*ToolsChanged)(nil),            // 39: toolmesh.v1.ToolsChanged
-	(*AssistantMessage)(nil),        // 40: toolmesh.v1.AssistantMessage
-	(*Usage)(nil),                   // 41: toolmesh.v1.Usage
-	(*FinalResult)(nil),             // 42: toolmesh.v1.FinalResult
-	(*RunError)(nil),                // 43: toolmesh.v1.RunError
-	(*ListToolsRequest)(nil),        // 44: toolmesh.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),       // 45: toolmesh.v1.ListToolsResponse
-	(*ToolInfo)(nil),                // 46: toolmesh.v1.ToolInfo
-	(*ListToolGroupsRequest)(nil),   // 47: toolmesh.v1.ListToolGroupsRequest
-	(*ListToolGroupsResponse)(nil),  // 48: toolmesh.v1.ListToolGroupsResponse
-	(*ToolGroupStatus)(nil),         // 49: toolmesh.v1.ToolGroupStatus
-	(*ListWorkersRequest)(nil),      // 50: toolmesh.v1.ListWorkersRequest
-	(*ListWorkersResponse)(nil),     // 51: toolmesh.v1.ListWorkersResponse
-	(*WorkerStatus)(nil),            // 52: toolmesh.v1.WorkerStatus
-	(*WatchRunRequest)(nil),         // 53: toolmesh.v1.WatchRunRequest
-	(*ListRunsRequest)(nil),         // 54: toolmesh.v1.ListRunsRequest
-	(*ListRunsResponse)(nil),        // 55: toolmesh.v1.ListRunsResponse
-	(*RunSummary)(nil),              // 56: toolmesh.v1.RunSummary
-	(*GetRunRequest)(nil),           // 57: toolmesh.v1.GetRunRequest
-	(*GetRunResponse)(nil),          // 58: toolmesh.v1.GetRunResponse
-	(*ListTenantsRequest)(nil),      // 59: toolmesh.v1.ListTenantsRequest
-	(*ListTenantsResponse)(nil),     // 60: toolmesh.v1.ListTenantsResponse
-	(*TenantUsage)(nil),             // 61: toolmesh.v1.TenantUsage
-	(*LoopInfo)(nil),                // 62: toolmesh.v1.LoopInfo
-	(*Budget)(nil),                  // 63: toolmesh.v1.Budget
-	(*CancelRunRequest)(nil),        // 64: toolmesh.v1.CancelRunRequest
-	(*CancelRunResponse)(nil),       // 65: toolmesh.v1.CancelRunResponse
-	nil,                             // 66: toolmesh.v1.RunRequest.ContextEntry
-	nil,                             // 67: toolmesh.v1.RunRequest.InteractionContextEntry
-	nil,                             // 68: toolmesh.v1.RunRequest.ToolNamesEntry
-	nil,                             // 69: toolmesh.v1.AgenticToolSpec.ContextEntry
-	(*durationpb.Duration)(nil),     // 70: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),   // 71: google.protobuf.Timestamp
-	(*BlackboardObject)(nil),        // 72: toolmesh.v1.BlackboardObject
-	(TerminateScope)(0),             // 73: toolmesh.v1.TerminateScope
-	(*Artifact)(nil),                // 74: toolmesh.v1.Artifact
-	(code.Code)(0),                  // 75: google.rpc.Code
-	(ErrorReason)(0),                // 76: toolmesh.v1.ErrorReason
-	(*ToolDefinition)(nil),          // 77: toolmesh.v1.ToolDefinition
-	(*ToolGroupInfo)(nil),           // 78: toolmesh.v1.ToolGroupInfo
+	(*InputRequest)(nil),            // 20: toolmesh.v1.InputRequest
+	(*ApprovalDecided)(nil),         // 21: toolmesh.v1.ApprovalDecided
+	(*ApproveToolCallRequest)(nil),  // 22: toolmesh.v1.ApproveToolCallRequest
+	(*ApproveToolCallResponse)(nil), // 23: toolmesh.v1.ApproveToolCallResponse
+	(*LoopScope)(nil),               // 24: toolmesh.v1.LoopScope
+	(*NestedLoopStarted)(nil),       // 25: toolmesh.v1.NestedLoopStarted
+	(*NestedLoopFinished)(nil),      // 26: toolmesh.v1.NestedLoopFinished
+	(*Warning)(nil),                 // 27: toolmesh.v1.Warning
+	(*ArtifactCaptured)(nil),        // 28: toolmesh.v1.ArtifactCaptured
+	(*BlackboardChanged)(nil),       // 29: toolmesh.v1.BlackboardChanged
+	(*Progress)(nil),                // 30: toolmesh.v1.Progress
+	(*MessageToUser)(nil),           // 31: toolmesh.v1.MessageToUser
+	(*ReplanRequested)(nil),         // 32: toolmesh.v1.ReplanRequested
+	(*Terminated)(nil),              // 33: toolmesh.v1.Terminated
+	(*TextDelta)(nil),               // 34: toolmesh.v1.TextDelta
+	(*AssetAdded)(nil),              // 35: toolmesh.v1.AssetAdded
+	(*Asset)(nil),                   // 36: toolmesh.v1.Asset
+	(*RunStarted)(nil),              // 37: toolmesh.v1.RunStarted
+	(*ToolCallStarted)(nil),         // 38: toolmesh.v1.ToolCallStarted
+	(*ToolCallFinished)(nil),        // 39: toolmesh.v1.ToolCallFinished
+	(*ToolsChanged)(nil),            // 40: toolmesh.v1.ToolsChanged
+	(*AssistantMessage)(nil),        // 41: toolmesh.v1.AssistantMessage
+	(*Usage)(nil),                   // 42: toolmesh.v1.Usage
+	(*FinalResult)(nil),             // 43: toolmesh.v1.FinalResult
+	(*RunError)(nil),                // 44: toolmesh.v1.RunError
+	(*ListToolsRequest)(nil),        // 45: toolmesh.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),       // 46: toolmesh.v1.ListToolsResponse
+	(*ToolInfo)(nil),                // 47: toolmesh.v1.ToolInfo
+	(*ListToolGroupsRequest)(nil),   // 48: toolmesh.v1.ListToolGroupsRequest
+	(*ListToolGroupsResponse)(nil),  // 49: toolmesh.v1.ListToolGroupsResponse
+	(*ToolGroupStatus)(nil),         // 50: toolmesh.v1.ToolGroupStatus
+	(*ListWorkersRequest)(nil),      // 51: toolmesh.v1.ListWorkersRequest
+	(*ListWorkersResponse)(nil),     // 52: toolmesh.v1.ListWorkersResponse
+	(*WorkerStatus)(nil),            // 53: toolmesh.v1.WorkerStatus
+	(*WatchRunRequest)(nil),         // 54: toolmesh.v1.WatchRunRequest
+	(*ListRunsRequest)(nil),         // 55: toolmesh.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),        // 56: toolmesh.v1.ListRunsResponse
+	(*RunSummary)(nil),              // 57: toolmesh.v1.RunSummary
+	(*GetRunRequest)(nil),           // 58: toolmesh.v1.GetRunRequest
+	(*GetRunResponse)(nil),          // 59: toolmesh.v1.GetRunResponse
+	(*ListTenantsRequest)(nil),      // 60: toolmesh.v1.ListTenantsRequest
+	(*ListTenantsResponse)(nil),     // 61: toolmesh.v1.ListTenantsResponse
+	(*TenantUsage)(nil),             // 62: toolmesh.v1.TenantUsage
+	(*LoopInfo)(nil),                // 63: toolmesh.v1.LoopInfo
+	(*Budget)(nil),                  // 64: toolmesh.v1.Budget
+	(*CancelRunRequest)(nil),        // 65: toolmesh.v1.CancelRunRequest
+	(*CancelRunResponse)(nil),       // 66: toolmesh.v1.CancelRunResponse
+	nil,                             // 67: toolmesh.v1.RunRequest.ContextEntry
+	nil,                             // 68: toolmesh.v1.RunRequest.InteractionContextEntry
+	nil,                             // 69: toolmesh.v1.RunRequest.ToolNamesEntry
+	nil,                             // 70: toolmesh.v1.AgenticToolSpec.ContextEntry
+	(*durationpb.Duration)(nil),     // 71: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),   // 72: google.protobuf.Timestamp
+	(*BlackboardObject)(nil),        // 73: toolmesh.v1.BlackboardObject
+	(TerminateScope)(0),             // 74: toolmesh.v1.TerminateScope
+	(*Artifact)(nil),                // 75: toolmesh.v1.Artifact
+	(code.Code)(0),                  // 76: google.rpc.Code
+	(ErrorReason)(0),                // 77: toolmesh.v1.ErrorReason
+	(*ToolDefinition)(nil),          // 78: toolmesh.v1.ToolDefinition
+	(*ToolGroupInfo)(nil),           // 79: toolmesh.v1.ToolGroupInfo
 }
 var file_toolmesh_v1_orchestrator_proto_depIdxs = []int32{
 	0,  // 0: toolmesh.v1.ConversationMessage.role:type_name -> toolmesh.v1.Role
 	6,  // 1: toolmesh.v1.RunRequest.messages:type_name -> toolmesh.v1.ConversationMessage
-	66, // 2: toolmesh.v1.RunRequest.context:type_name -> toolmesh.v1.RunRequest.ContextEntry
+	67, // 2: toolmesh.v1.RunRequest.context:type_name -> toolmesh.v1.RunRequest.ContextEntry
 	16, // 3: toolmesh.v1.RunRequest.llm:type_name -> toolmesh.v1.LlmOptions
 	17, // 4: toolmesh.v1.RunRequest.limits:type_name -> toolmesh.v1.RunLimits
-	67, // 5: toolmesh.v1.RunRequest.interaction_context:type_name -> toolmesh.v1.RunRequest.InteractionContextEntry
+	68, // 5: toolmesh.v1.RunRequest.interaction_context:type_name -> toolmesh.v1.RunRequest.InteractionContextEntry
 	15, // 6: toolmesh.v1.RunRequest.artifact_sinks:type_name -> toolmesh.v1.ArtifactSinkSpec
 	14, // 7: toolmesh.v1.RunRequest.required_tool_groups:type_name -> toolmesh.v1.ToolGroupRequirement
 	9,  // 8: toolmesh.v1.RunRequest.agentic_tools:type_name -> toolmesh.v1.AgenticToolSpec
 	8,  // 9: toolmesh.v1.RunRequest.chaining_sources:type_name -> toolmesh.v1.ChainingSource
-	68, // 10: toolmesh.v1.RunRequest.tool_names:type_name -> toolmesh.v1.RunRequest.ToolNamesEntry
+	69, // 10: toolmesh.v1.RunRequest.tool_names:type_name -> toolmesh.v1.RunRequest.ToolNamesEntry
 	1,  // 11: toolmesh.v1.AgenticToolSpec.kind:type_name -> toolmesh.v1.AgenticKind
 	16, // 12: toolmesh.v1.AgenticToolSpec.llm:type_name -> toolmesh.v1.LlmOptions
-	69, // 13: toolmesh.v1.AgenticToolSpec.context:type_name -> toolmesh.v1.AgenticToolSpec.ContextEntry
+	70, // 13: toolmesh.v1.AgenticToolSpec.context:type_name -> toolmesh.v1.AgenticToolSpec.ContextEntry
 	10, // 14: toolmesh.v1.AgenticToolSpec.locked_tools:type_name -> toolmesh.v1.LockedTool
 	11, // 15: toolmesh.v1.AgenticToolSpec.state_machine:type_name -> toolmesh.v1.StateMachineSpec
 	8,  // 16: toolmesh.v1.AgenticToolSpec.chaining_sources:type_name -> toolmesh.v1.ChainingSource
 	12, // 17: toolmesh.v1.StateMachineSpec.states:type_name -> toolmesh.v1.MachineState
 	13, // 18: toolmesh.v1.MachineState.tools:type_name -> toolmesh.v1.MachineStateTool
-	70, // 19: toolmesh.v1.RunLimits.timeout:type_name -> google.protobuf.Duration
-	71, // 20: toolmesh.v1.RunResponse.time:type_name -> google.protobuf.Timestamp
-	36, // 21: toolmesh.v1.RunResponse.started:type_name -> toolmesh.v1.RunStarted
-	37, // 22: toolmesh.v1.RunResponse.tool_call_started:type_name -> toolmesh.v1.ToolCallStarted
-	38, // 23: toolmesh.v1.RunResponse.tool_call_finished:type_name -> toolmesh.v1.ToolCallFinished
-	40, // 24: toolmesh.v1.RunResponse.message:type_name -> toolmesh.v1.AssistantMessage
-	41, // 25: toolmesh.v1.RunResponse.usage:type_name -> toolmesh.v1.Usage
-	42, // 26: toolmesh.v1.RunResponse.final_result:type_name -> toolmesh.v1.FinalResult
-	43, // 27: toolmesh.v1.RunResponse.error:type_name -> toolmesh.v1.RunError
-	39, // 28: toolmesh.v1.RunResponse.tools_changed:type_name -> toolmesh.v1.ToolsChanged
-	27, // 29: toolmesh.v1.RunResponse.artifact:type_name -> toolmesh.v1.ArtifactCaptured
-	28, // 30: toolmesh.v1.RunResponse.blackboard_changed:type_name -> toolmesh.v1.BlackboardChanged
-	29, // 31: toolmesh.v1.RunResponse.progress:type_name -> toolmesh.v1.Progress
-	30, // 32: toolmesh.v1.RunResponse.message_to_user:type_name -> toolmesh.v1.MessageToUser
-	31, // 33: toolmesh.v1.RunResponse.replan_requested:type_name -> toolmesh.v1.ReplanRequested
-	32, // 34: toolmesh.v1.RunResponse.terminated:type_name -> toolmesh.v1.Terminated
-	33, // 35: toolmesh.v1.RunResponse.text_delta:type_name -> toolmesh.v1.TextDelta
-	34, // 36: toolmesh.v1.RunResponse.asset_added:type_name -> toolmesh.v1.AssetAdded
-	26, // 37: toolmesh.v1.RunResponse.warning:type_name -> toolmesh.v1.Warning
-	24, // 38: toolmesh.v1.RunResponse.nested_loop_started:type_name -> toolmesh.v1.NestedLoopStarted
-	25, // 39: toolmesh.v1.RunResponse.nested_loop_finished:type_name -> toolmesh.v1.NestedLoopFinished
+	71, // 19: toolmesh.v1.RunLimits.timeout:type_name -> google.protobuf.Duration
+	72, // 20: toolmesh.v1.RunResponse.time:type_name -> google.protobuf.Timestamp
+	37, // 21: toolmesh.v1.RunResponse.started:type_name -> toolmesh.v1.RunStarted
+	38, // 22: toolmesh.v1.RunResponse.tool_call_started:type_name -> toolmesh.v1.ToolCallStarted
+	39, // 23: toolmesh.v1.RunResponse.tool_call_finished:type_name -> toolmesh.v1.ToolCallFinished
+	41, // 24: toolmesh.v1.RunResponse.message:type_name -> toolmesh.v1.AssistantMessage
+	42, // 25: toolmesh.v1.RunResponse.usage:type_name -> toolmesh.v1.Usage
+	43, // 26: toolmesh.v1.RunResponse.final_result:type_name -> toolmesh.v1.FinalResult
+	44, // 27: toolmesh.v1.RunResponse.error:type_name -> toolmesh.v1.RunError
+	40, // 28: toolmesh.v1.RunResponse.tools_changed:type_name -> toolmesh.v1.ToolsChanged
+	28, // 29: toolmesh.v1.RunResponse.artifact:type_name -> toolmesh.v1.ArtifactCaptured
+	29, // 30: toolmesh.v1.RunResponse.blackboard_changed:type_name -> toolmesh.v1.BlackboardChanged
+	30, // 31: toolmesh.v1.RunResponse.progress:type_name -> toolmesh.v1.Progress
+	31, // 32: toolmesh.v1.RunResponse.message_to_user:type_name -> toolmesh.v1.MessageToUser
+	32, // 33: toolmesh.v1.RunResponse.replan_requested:type_name -> toolmesh.v1.ReplanRequested
+	33, // 34: toolmesh.v1.RunResponse.terminated:type_name -> toolmesh.v1.Terminated
+	34, // 35: toolmesh.v1.RunResponse.text_delta:type_name -> toolmesh.v1.TextDelta
+	35, // 36: toolmesh.v1.RunResponse.asset_added:type_name -> toolmesh.v1.AssetAdded
+	27, // 37: toolmesh.v1.RunResponse.warning:type_name -> toolmesh.v1.Warning
+	25, // 38: toolmesh.v1.RunResponse.nested_loop_started:type_name -> toolmesh.v1.NestedLoopStarted
+	26, // 39: toolmesh.v1.RunResponse.nested_loop_finished:type_name -> toolmesh.v1.NestedLoopFinished
 	19, // 40: toolmesh.v1.RunResponse.approval_requested:type_name -> toolmesh.v1.ApprovalRequested
-	20, // 41: toolmesh.v1.RunResponse.approval_decided:type_name -> toolmesh.v1.ApprovalDecided
-	23, // 42: toolmesh.v1.RunResponse.scope:type_name -> toolmesh.v1.LoopScope
-	71, // 43: toolmesh.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
-	2,  // 44: toolmesh.v1.ApproveToolCallRequest.decision:type_name -> toolmesh.v1.ApprovalDecision
-	1,  // 45: toolmesh.v1.LoopScope.kind:type_name -> toolmesh.v1.AgenticKind
-	72, // 46: toolmesh.v1.ArtifactCaptured.object:type_name -> toolmesh.v1.BlackboardObject
-	72, // 47: toolmesh.v1.BlackboardChanged.object:type_name -> toolmesh.v1.BlackboardObject
-	72, // 48: toolmesh.v1.ReplanRequested.added:type_name -> toolmesh.v1.BlackboardObject
-	73, // 49: toolmesh.v1.Terminated.scope:type_name -> toolmesh.v1.TerminateScope
-	35, // 50: toolmesh.v1.AssetAdded.asset:type_name -> toolmesh.v1.Asset
-	72, // 51: toolmesh.v1.Asset.object:type_name -> toolmesh.v1.BlackboardObject
-	3,  // 52: toolmesh.v1.ToolCallFinished.outcome:type_name -> toolmesh.v1.ToolCallOutcome
-	70, // 53: toolmesh.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
-	74, // 54: toolmesh.v1.ToolCallFinished.artifact:type_name -> toolmesh.v1.Artifact
-	41, // 55: toolmesh.v1.FinalResult.usage:type_name -> toolmesh.v1.Usage
-	75, // 56: toolmesh.v1.RunError.code:type_name -> google.rpc.Code
-	76, // 57: toolmesh.v1.RunError.reason:type_name -> toolmesh.v1.ErrorReason
-	46, // 58: toolmesh.v1.ListToolsResponse.tools:type_name -> toolmesh.v1.ToolInfo
-	77, // 59: toolmesh.v1.ToolInfo.definition:type_name -> toolmesh.v1.ToolDefinition
-	49, // 60: toolmesh.v1.ListToolGroupsResponse.groups:type_name -> toolmesh.v1.ToolGroupStatus
-	78, // 61: toolmesh.v1.ToolGroupStatus.group:type_name -> toolmesh.v1.ToolGroupInfo
-	52, // 62: toolmesh.v1.ListWorkersResponse.workers:type_name -> toolmesh.v1.WorkerStatus
-	4,  // 63: toolmesh.v1.WorkerStatus.state:type_name -> toolmesh.v1.WorkerState
-	71, // 64: toolmesh.v1.WorkerStatus.registered_at:type_name -> google.protobuf.Timestamp
-	71, // 65: toolmesh.v1.WorkerStatus.ejected_until:type_name -> google.protobuf.Timestamp
-	5,  // 66: toolmesh.v1.ListRunsRequest.state:type_name -> toolmesh.v1.RunState
-	71, // 67: toolmesh.v1.ListRunsRequest.started_after:type_name -> google.protobuf.Timestamp
-	71, // 68: toolmesh.v1.ListRunsRequest.started_before:type_name -> google.protobuf.Timestamp
-	56, // 69: toolmesh.v1.ListRunsResponse.runs:type_name -> toolmesh.v1.RunSummary
-	5,  // 70: toolmesh.v1.RunSummary.state:type_name -> toolmesh.v1.RunState
-	71, // 71: toolmesh.v1.RunSummary.started:type_name -> google.protobuf.Timestamp
-	71, // 72: toolmesh.v1.RunSummary.updated:type_name -> google.protobuf.Timestamp
-	5,  // 73: toolmesh.v1.GetRunResponse.state:type_name -> toolmesh.v1.RunState
-	43, // 74: toolmesh.v1.GetRunResponse.error:type_name -> toolmesh.v1.RunError
-	71, // 75: toolmesh.v1.GetRunResponse.started_at:type_name -> google.protobuf.Timestamp
-	71, // 76: toolmesh.v1.GetRunResponse.ended_at:type_name -> google.protobuf.Timestamp
-	41, // 77: toolmesh.v1.GetRunResponse.usage:type_name -> toolmesh.v1.Usage
-	72, // 78: toolmesh.v1.GetRunResponse.blackboard:type_name -> toolmesh.v1.BlackboardObject
-	63, // 79: toolmesh.v1.GetRunResponse.budget:type_name -> toolmesh.v1.Budget
-	35, // 80: toolmesh.v1.GetRunResponse.assets:type_name -> toolmesh.v1.Asset
-	62, // 81: toolmesh.v1.GetRunResponse.loops:type_name -> toolmesh.v1.LoopInfo
-	61, // 82: toolmesh.v1.ListTenantsResponse.tenants:type_name -> toolmesh.v1.TenantUsage
-	23, // 83: toolmesh.v1.LoopInfo.scope:type_name -> toolmesh.v1.LoopScope
-	5,  // 84: toolmesh.v1.CancelRunResponse.state:type_name -> toolmesh.v1.RunState
-	7,  // 85: toolmesh.v1.OrchestratorService.Run:input_type -> toolmesh.v1.RunRequest
-	44, // 86: toolmesh.v1.OrchestratorService.ListTools:input_type -> toolmesh.v1.ListToolsRequest
-	47, // 87: toolmesh.v1.OrchestratorService.ListToolGroups:input_type -> toolmesh.v1.ListToolGroupsRequest
-	50, // 88: toolmesh.v1.OrchestratorService.ListWorkers:input_type -> toolmesh.v1.ListWorkersRequest
-	57, // 89: toolmesh.v1.OrchestratorService.GetRun:input_type -> toolmesh.v1.GetRunRequest
-	64, // 90: toolmesh.v1.OrchestratorService.CancelRun:input_type -> toolmesh.v1.CancelRunRequest
-	53, // 91: toolmesh.v1.OrchestratorService.WatchRun:input_type -> toolmesh.v1.WatchRunRequest
-	54, // 92: toolmesh.v1.OrchestratorService.ListRuns:input_type -> toolmesh.v1.ListRunsRequest
-	21, // 93: toolmesh.v1.OrchestratorService.ApproveToolCall:input_type -> toolmesh.v1.ApproveToolCallRequest
-	59, // 94: toolmesh.v1.OrchestratorService.ListTenants:input_type -> toolmesh.v1.ListTenantsRequest
-	18, // 95: toolmesh.v1.OrchestratorService.Run:output_type -> toolmesh.v1.RunResponse
-	45, // 96: toolmesh.v1.OrchestratorService.ListTools:output_type -> toolmesh.v1.ListToolsResponse
-	48, // 97: toolmesh.v1.OrchestratorService.ListToolGroups:output_type -> toolmesh.v1.ListToolGroupsResponse
-	51, // 98: toolmesh.v1.OrchestratorService.ListWorkers:output_type -> toolmesh.v1.ListWorkersResponse
-	58, // 99: toolmesh.v1.OrchestratorService.GetRun:output_type -> toolmesh.v1.GetRunResponse
-	65, // 100: toolmesh.v1.OrchestratorService.CancelRun:output_type -> toolmesh.v1.CancelRunResponse
-	18, // 101: toolmesh.v1.OrchestratorService.WatchRun:output_type -> toolmesh.v1.RunResponse
-	55, // 102: toolmesh.v1.OrchestratorService.ListRuns:output_type -> toolmesh.v1.ListRunsResponse
-	22, // 103: toolmesh.v1.OrchestratorService.ApproveToolCall:output_type -> toolmesh.v1.ApproveToolCallResponse
-	60, // 104: toolmesh.v1.OrchestratorService.ListTenants:output_type -> toolmesh.v1.ListTenantsResponse
-	95, // [95:105] is the sub-list for method output_type
-	85, // [85:95] is the sub-list for method input_type
-	85, // [85:85] is the sub-list for extension type_name
-	85, // [85:85] is the sub-list for extension extendee
-	0,  // [0:85] is the sub-list for field type_name
+	21, // 41: toolmesh.v1.RunResponse.approval_decided:type_name -> toolmesh.v1.ApprovalDecided
+	24, // 42: toolmesh.v1.RunResponse.scope:type_name -> toolmesh.v1.LoopScope
+	72, // 43: toolmesh.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
+	20, // 44: toolmesh.v1.ApprovalRequested.input:type_name -> toolmesh.v1.InputRequest
+	2,  // 45: toolmesh.v1.ApproveToolCallRequest.decision:type_name -> toolmesh.v1.ApprovalDecision
+	1,  // 46: toolmesh.v1.LoopScope.kind:type_name -> toolmesh.v1.AgenticKind
+	73, // 47: toolmesh.v1.ArtifactCaptured.object:type_name -> toolmesh.v1.BlackboardObject
+	73, // 48: toolmesh.v1.BlackboardChanged.object:type_name -> toolmesh.v1.BlackboardObject
+	73, // 49: toolmesh.v1.ReplanRequested.added:type_name -> toolmesh.v1.BlackboardObject
+	74, // 50: toolmesh.v1.Terminated.scope:type_name -> toolmesh.v1.TerminateScope
+	36, // 51: toolmesh.v1.AssetAdded.asset:type_name -> toolmesh.v1.Asset
+	73, // 52: toolmesh.v1.Asset.object:type_name -> toolmesh.v1.BlackboardObject
+	3,  // 53: toolmesh.v1.ToolCallFinished.outcome:type_name -> toolmesh.v1.ToolCallOutcome
+	71, // 54: toolmesh.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
+	75, // 55: toolmesh.v1.ToolCallFinished.artifact:type_name -> toolmesh.v1.Artifact
+	42, // 56: toolmesh.v1.FinalResult.usage:type_name -> toolmesh.v1.Usage
+	76, // 57: toolmesh.v1.RunError.code:type_name -> google.rpc.Code
+	77, // 58: toolmesh.v1.RunError.reason:type_name -> toolmesh.v1.ErrorReason
+	47, // 59: toolmesh.v1.ListToolsResponse.tools:type_name -> toolmesh.v1.ToolInfo
+	78, // 60: toolmesh.v1.ToolInfo.definition:type_name -> toolmesh.v1.ToolDefinition
+	50, // 61: toolmesh.v1.ListToolGroupsResponse.groups:type_name -> toolmesh.v1.ToolGroupStatus
+	79, // 62: toolmesh.v1.ToolGroupStatus.group:type_name -> toolmesh.v1.ToolGroupInfo
+	53, // 63: toolmesh.v1.ListWorkersResponse.workers:type_name -> toolmesh.v1.WorkerStatus
+	4,  // 64: toolmesh.v1.WorkerStatus.state:type_name -> toolmesh.v1.WorkerState
+	72, // 65: toolmesh.v1.WorkerStatus.registered_at:type_name -> google.protobuf.Timestamp
+	72, // 66: toolmesh.v1.WorkerStatus.ejected_until:type_name -> google.protobuf.Timestamp
+	5,  // 67: toolmesh.v1.ListRunsRequest.state:type_name -> toolmesh.v1.RunState
+	72, // 68: toolmesh.v1.ListRunsRequest.started_after:type_name -> google.protobuf.Timestamp
+	72, // 69: toolmesh.v1.ListRunsRequest.started_before:type_name -> google.protobuf.Timestamp
+	57, // 70: toolmesh.v1.ListRunsResponse.runs:type_name -> toolmesh.v1.RunSummary
+	5,  // 71: toolmesh.v1.RunSummary.state:type_name -> toolmesh.v1.RunState
+	72, // 72: toolmesh.v1.RunSummary.started:type_name -> google.protobuf.Timestamp
+	72, // 73: toolmesh.v1.RunSummary.updated:type_name -> google.protobuf.Timestamp
+	5,  // 74: toolmesh.v1.GetRunResponse.state:type_name -> toolmesh.v1.RunState
+	44, // 75: toolmesh.v1.GetRunResponse.error:type_name -> toolmesh.v1.RunError
+	72, // 76: toolmesh.v1.GetRunResponse.started_at:type_name -> google.protobuf.Timestamp
+	72, // 77: toolmesh.v1.GetRunResponse.ended_at:type_name -> google.protobuf.Timestamp
+	42, // 78: toolmesh.v1.GetRunResponse.usage:type_name -> toolmesh.v1.Usage
+	73, // 79: toolmesh.v1.GetRunResponse.blackboard:type_name -> toolmesh.v1.BlackboardObject
+	64, // 80: toolmesh.v1.GetRunResponse.budget:type_name -> toolmesh.v1.Budget
+	36, // 81: toolmesh.v1.GetRunResponse.assets:type_name -> toolmesh.v1.Asset
+	63, // 82: toolmesh.v1.GetRunResponse.loops:type_name -> toolmesh.v1.LoopInfo
+	19, // 83: toolmesh.v1.GetRunResponse.waiting:type_name -> toolmesh.v1.ApprovalRequested
+	62, // 84: toolmesh.v1.ListTenantsResponse.tenants:type_name -> toolmesh.v1.TenantUsage
+	24, // 85: toolmesh.v1.LoopInfo.scope:type_name -> toolmesh.v1.LoopScope
+	5,  // 86: toolmesh.v1.CancelRunResponse.state:type_name -> toolmesh.v1.RunState
+	7,  // 87: toolmesh.v1.OrchestratorService.Run:input_type -> toolmesh.v1.RunRequest
+	45, // 88: toolmesh.v1.OrchestratorService.ListTools:input_type -> toolmesh.v1.ListToolsRequest
+	48, // 89: toolmesh.v1.OrchestratorService.ListToolGroups:input_type -> toolmesh.v1.ListToolGroupsRequest
+	51, // 90: toolmesh.v1.OrchestratorService.ListWorkers:input_type -> toolmesh.v1.ListWorkersRequest
+	58, // 91: toolmesh.v1.OrchestratorService.GetRun:input_type -> toolmesh.v1.GetRunRequest
+	65, // 92: toolmesh.v1.OrchestratorService.CancelRun:input_type -> toolmesh.v1.CancelRunRequest
+	54, // 93: toolmesh.v1.OrchestratorService.WatchRun:input_type -> toolmesh.v1.WatchRunRequest
+	55, // 94: toolmesh.v1.OrchestratorService.ListRuns:input_type -> toolmesh.v1.ListRunsRequest
+	22, // 95: toolmesh.v1.OrchestratorService.ApproveToolCall:input_type -> toolmesh.v1.ApproveToolCallRequest
+	60, // 96: toolmesh.v1.OrchestratorService.ListTenants:input_type -> toolmesh.v1.ListTenantsRequest
+	18, // 97: toolmesh.v1.OrchestratorService.Run:output_type -> toolmesh.v1.RunResponse
+	46, // 98: toolmesh.v1.OrchestratorService.ListTools:output_type -> toolmesh.v1.ListToolsResponse
+	49, // 99: toolmesh.v1.OrchestratorService.ListToolGroups:output_type -> toolmesh.v1.ListToolGroupsResponse
+	52, // 100: toolmesh.v1.OrchestratorService.ListWorkers:output_type -> toolmesh.v1.ListWorkersResponse
+	59, // 101: toolmesh.v1.OrchestratorService.GetRun:output_type -> toolmesh.v1.GetRunResponse
+	66, // 102: toolmesh.v1.OrchestratorService.CancelRun:output_type -> toolmesh.v1.CancelRunResponse
+	18, // 103: toolmesh.v1.OrchestratorService.WatchRun:output_type -> toolmesh.v1.RunResponse
+	56, // 104: toolmesh.v1.OrchestratorService.ListRuns:output_type -> toolmesh.v1.ListRunsResponse
+	23, // 105: toolmesh.v1.OrchestratorService.ApproveToolCall:output_type -> toolmesh.v1.ApproveToolCallResponse
+	61, // 106: toolmesh.v1.OrchestratorService.ListTenants:output_type -> toolmesh.v1.ListTenantsResponse
+	97, // [97:107] is the sub-list for method output_type
+	87, // [87:97] is the sub-list for method input_type
+	87, // [87:87] is the sub-list for extension type_name
+	87, // [87:87] is the sub-list for extension extendee
+	0,  // [0:87] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_v1_orchestrator_proto_init() }
@@ -6199,7 +6360,7 @@ func file_toolmesh_v1_orchestrator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_v1_orchestrator_proto_rawDesc), len(file_toolmesh_v1_orchestrator_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   64,
+			NumMessages:   65,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -2,6 +2,7 @@ package anthropic
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -55,6 +56,7 @@ func (p *Provider) params(req *llm.Request) (anthropic.MessageNewParams, error) 
 			if m.Text != "" {
 				tr.Content = []anthropic.ToolResultBlockParamContentUnion{{OfText: &anthropic.TextBlockParam{Text: m.Text}}}
 			}
+			tr.Content = append(tr.Content, imageBlocks(m.Images)...)
 			if m.IsError {
 				tr.IsError = anthropic.Bool(true)
 			}
@@ -302,4 +304,23 @@ func nativeNode(n map[string]any) bool {
 func nativeSub(v any) bool {
 	m, ok := v.(map[string]any)
 	return ok && nativeNode(m)
+}
+
+// imageBlocks are a tool result's images as the API takes them in a tool_result: base64
+// sources of the four media types it reads. An image of another type is not sent; the
+// result's text holds its placeholder.
+func imageBlocks(images []llm.Image) []anthropic.ToolResultBlockParamContentUnion {
+	var out []anthropic.ToolResultBlockParamContentUnion
+	for _, img := range images {
+		mt := anthropic.Base64ImageSourceMediaType(strings.ToLower(strings.TrimSpace(img.MediaType)))
+		switch mt {
+		case anthropic.Base64ImageSourceMediaTypeImageJPEG, anthropic.Base64ImageSourceMediaTypeImagePNG,
+			anthropic.Base64ImageSourceMediaTypeImageGIF, anthropic.Base64ImageSourceMediaTypeImageWebP:
+		default:
+			continue
+		}
+		src := &anthropic.Base64ImageSourceParam{Data: base64.StdEncoding.EncodeToString(img.Data), MediaType: mt}
+		out = append(out, anthropic.ToolResultBlockParamContentUnion{OfImage: &anthropic.ImageBlockParam{Source: anthropic.ImageBlockParamSourceUnion{OfBase64: src}}})
+	}
+	return out
 }

@@ -1,0 +1,163 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
+)
+
+// startQuestionServer serves, on a real socket, a go-sdk MCP server whose tool "account"
+// asks for the account's owner: with an elicitation on its session (stateful: a
+// 2025-11-25 server), or with an input_required result (stateless: 2026-07-28). done
+// counts the calls that finished with an answer.
+func startQuestionServer(t *testing.T, stateless bool) (url string, done *atomic.Int32) {
+	t.Helper()
+	done = &atomic.Int32{}
+	s := sdk.NewServer(&sdk.Implementation{Name: "questions", Version: "v1"}, nil)
+	ask := &sdk.ElicitParams{Message: "Whose account?", RequestedSchema: &jsonschema.Schema{Type: "object",
+		Properties: map[string]*jsonschema.Schema{"name": {Type: "string"}}, Required: []string{"name"}}}
+	finish := func(r *sdk.ElicitResult) (*sdk.CallToolResult, any, error) {
+		done.Add(1)
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: fmt.Sprintf("%s %v", r.Action, r.Content["name"])}}}, nil, nil
+	}
+	sdk.AddTool(s, &sdk.Tool{Name: "account", Description: "Opens an account, asking whose."}, func(ctx context.Context, req *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
+		if !stateless {
+			r, err := req.Session.Elicit(ctx, ask)
+			if err != nil {
+				return nil, nil, err
+			}
+			return finish(r)
+		}
+		if r, ok := req.Params.InputResponses["owner"].(*sdk.ElicitResult); ok && req.Params.RequestState == "asked" {
+			return finish(r)
+		}
+		return &sdk.CallToolResult{InputRequests: sdk.InputRequestMap{"owner": ask}, RequestState: "asked"}, nil, nil
+	})
+	srv := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, &sdk.StreamableHTTPOptions{Stateless: stateless}))
+	t.Cleanup(srv.CloseClientConnections)
+	t.Cleanup(srv.Close)
+	return srv.URL, done
+}
+
+// TestQuestionSurvivesRestart: an MCP tool asks the user a question mid-call, in each
+// revision; the run shows it (an approval_requested event with the question, and in
+// GetRun) and waits, journaled. The orchestrator is SIGKILLed and restarted: the run
+// waits again; an answer that does not fit the question's schema is refused naming
+// content_json; the right answer reaches the tool, which finishes once.
+func TestQuestionSurvivesRestart(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		stateless bool
+		protocol  string
+	}{
+		{"elicitation (2025-11-25)", false, "2025-11-25"},
+		{"input_required (2026-07-28)", true, "2026-07-28"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			url, done := startQuestionServer(t, tc.stateless)
+			m := startMesh(t, "mcp-input.yaml", fmt.Sprintf("journal: {data_dir: %q, lease_ttl: 2s}\n", filepath.Join(t.TempDir(), "data"))+
+				"mcp_servers:\n  questions: {url: "+url+"}\ngroups:\n  accounts:\n    mcp: {server: questions}\n")
+			var ap *toolpb.ApprovalRequested
+			for ev, err := range m.c.Run(ctx, &toolpb.RunRequest{RunId: "q", Prompt: "open one", ToolGroups: []string{"accounts"}, Detached: true}) {
+				if err != nil {
+					m.dump()
+					t.Fatal(err)
+				}
+				if ap = ev.GetApprovalRequested(); ap != nil {
+					break
+				}
+			}
+			in := ap.GetInput()
+			if in.GetMessage() != "Whose account?" || in.GetInputId() != "1" || in.GetServer() != "questions" || in.GetProtocolVersion() != tc.protocol ||
+				!strings.Contains(in.GetRequestedSchemaJson(), `"name"`) || ap.GetTool() != "account" {
+				t.Fatalf("approval_requested = %v, want the tool's question", ap)
+			}
+			addr := m.orch.Addr
+			_ = m.orch.Kill()
+			m.startOrchestrator(addr)
+			got, err := m.c.GetRun(ctx, "q")
+			if err != nil || len(got.GetWaiting()) != 1 || got.GetWaiting()[0].GetInput().GetMessage() != "Whose account?" {
+				t.Fatalf("GetRun after the restart: waiting %v, %v; want the question", got.GetWaiting(), err)
+			}
+			err = m.c.AnswerToolInput(ctx, "q", ap.GetCallId(), "", `{"name": 5}`)
+			if st := status.Convert(err); st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), "content_json") {
+				t.Errorf("an answer off the schema: %v, want INVALID_ARGUMENT naming content_json", err)
+			}
+			if err := m.c.AnswerToolInput(ctx, "q", ap.GetCallId(), "", `{"name": "carol"}`); err != nil {
+				m.dump()
+				t.Fatalf("answering after the restart: %v", err)
+			}
+			if text := finalText(t, m.watch(ctx, "q")); text != "account: accept carol" {
+				m.dump()
+				t.Errorf("final text %q, want the tool's answer with the user's", text)
+			}
+			if n := done.Load(); n != 1 {
+				t.Errorf("the tool finished %d times, want once", n)
+			}
+		})
+	}
+}
+
+// TestQuestionDeclinedOrUnanswered: a question the user declines, and one nobody answers
+// before its deadline (the tool's approval timeout, the call itself needing no approval),
+// reach the tool as decline and cancel; the model reads what became of the question,
+// then the tool's answer.
+func TestQuestionDeclinedOrUnanswered(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	url, done := startQuestionServer(t, true)
+	m := startMesh(t, "mcp-input.yaml", "mcp_servers:\n  questions: {url: "+url+"}\ngroups:\n  accounts:\n    mcp: {server: questions}\n"+
+		"tools:\n  account:\n    approval: {required: false, timeout: 1s}\n")
+	for _, tc := range []struct {
+		name, deny, want string
+	}{
+		{"declined", "not mine", "account: The user declined to answer the question tool 'account' asked (\"Whose account?\"), and the tool was told so. Their reason: not mine\nThe tool answered: decline <nil>"},
+		{"unanswered", "", "account: Nobody answered the question tool 'account' asked (\"Whose account?\") in time, so the tool was told it was cancelled.\nThe tool answered: cancel <nil>"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var evs []*toolpb.RunResponse
+			for ev, err := range m.c.Run(ctx, &toolpb.RunRequest{RunId: "q-" + tc.name, Prompt: "open one", ToolGroups: []string{"accounts"}}) {
+				if err != nil {
+					m.dump()
+					t.Fatal(err)
+				}
+				evs = append(evs, ev)
+				if ap := ev.GetApprovalRequested(); ap != nil && tc.deny != "" {
+					if err := m.c.ApproveToolCall(ctx, "q-"+tc.name, ap.GetCallId(), "", false, tc.deny); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if text := finalText(t, evs); text != tc.want {
+				t.Errorf("final text %q, want %q", text, tc.want)
+			}
+			var decided *toolpb.ApprovalDecided
+			for _, ev := range evs {
+				if d := ev.GetApprovalDecided(); d != nil {
+					decided = d
+				}
+			}
+			if wantBy := map[bool]string{true: "deadline", false: "client via"}[tc.deny == ""]; decided == nil || decided.GetApproved() || decided.GetInputId() != "1" || !strings.HasPrefix(decided.GetDecidedBy(), wantBy) {
+				t.Errorf("approval_decided = %v, want the question refused by %q", decided, wantBy)
+			}
+		})
+	}
+	if n := done.Load(); n != 2 {
+		t.Errorf("the tool finished %d times, want twice", n)
+	}
+}

@@ -1,0 +1,240 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/toolmesh/toolmesh/internal/harness"
+	"github.com/toolmesh/toolmesh/pkg/client"
+)
+
+// oauthMesh starts a mesh whose MCP endpoint is a protected resource of the
+// authorization server p (its tokens checked against p's key set, fetched from it), with
+// the scope context:read granting acme's show_context tool, and waits for acme's worker.
+// It returns the mesh and the resource's URL.
+func oauthMesh(t *testing.T, p *idp) (*mesh, string) {
+	t.Helper()
+	addr, err := harness.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resource := "http://" + addr + "/mcp"
+	m := startMesh(t, "", fmt.Sprintf(`
+auth:
+  jwt: {jwks_url: %q, issuer: %q, audience: toolmesh}
+tenants:
+  acme: {groups: [echo_acme]}
+mcp_serve:
+  listen: %s
+  resource: %q
+  scopes: {"context:read": ["show_context_*"]}
+`, p.issuer+"/jwks.json", p.issuer, addr, resource))
+	m.startWorker("acme-1", "echo_acme")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin, err := client.Dial(m.orch.Addr, insecure.NewCredentials(), client.Bearer(p.sign(jwt.MapClaims{"aud": "toolmesh", "sub": "ops",
+		"tenant": "acme", "exp": time.Now().Add(time.Hour).Unix()}), true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = admin.Close() }()
+	if err := harness.WaitWorkers(ctx, admin, "acme-1"); err != nil {
+		m.dump()
+		t.Fatal(err)
+	}
+	return m, resource
+}
+
+// TestMCPOAuthWithAnAuthorizationServer: an MCP client that knows nothing but the
+// endpoint's URL signs in as MCP's authorization specification describes, with the MCP
+// Go SDK's own OAuth client against a real authorization server: the endpoint's 401
+// names its resource metadata, which names the authorization server; the client reads
+// that server's metadata, registers itself, sends the user through the authorization
+// code flow with PKCE and the resource indicator, and retries with the token it gets,
+// which is issued for the endpoint alone and carries the scopes its metadata lists. The
+// session then lists and calls the tools those scopes grant, as the user's tenant.
+func TestMCPOAuthWithAnAuthorizationServer(t *testing.T) {
+	p := startIdP(t, "alice", "acme", "context:read", "admin")
+	_, resource := oauthMesh(t, p)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	redirect := "http://127.0.0.1:1/callback" // never reached: the browser below stops at the redirect
+	h, err := auth.NewAuthorizationCodeHandler(&auth.AuthorizationCodeHandlerConfig{
+		DynamicClientRegistrationConfig: &auth.DynamicClientRegistrationConfig{Metadata: &oauthex.ClientRegistrationMetadata{
+			RedirectURIs: []string{redirect}, ClientName: "toolmesh e2e", TokenEndpointAuthMethod: "none"}},
+		RedirectURL:              redirect,
+		AuthorizationCodeFetcher: browserSignIn,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := sdk.NewClient(&sdk.Implementation{Name: "e2e-oauth", Version: "v1"}, nil)
+	session, err := c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: resource, OAuthHandler: h, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatalf("connecting with the OAuth flow: %v", err)
+	}
+	defer func() { _ = session.Close() }()
+	tools, err := session.ListTools(ctx, nil)
+	if err != nil || len(tools.Tools) != 1 || tools.Tools[0].Name != "show_context_acme" {
+		t.Fatalf("tools %v, %v; want acme's show_context alone", tools, err)
+	}
+	res, err := session.CallTool(ctx, &sdk.CallToolParams{Name: "show_context_acme", Arguments: map[string]any{}})
+	if err != nil || res.IsError || !strings.Contains(mcpServeText(res), "acme") {
+		t.Errorf("call: %v, %v; want acme's context", res, err)
+	}
+	issued := p.tokens()
+	if len(issued) != 1 {
+		t.Fatalf("the authorization server issued %d tokens, want 1", len(issued))
+	}
+	if issued[0]["aud"] != resource || issued[0]["scope"] != "context:read" || issued[0]["sub"] != "alice" {
+		t.Errorf("the token's claims %v: want the endpoint as audience and the scope its metadata lists", issued[0])
+	}
+}
+
+// browserSignIn is the user's browser in the authorization code flow: it opens the
+// authorization URL (the user is signed in at once) and reads the code from where the
+// server redirects it.
+func browserSignIn(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
+	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, args.URL, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	_ = resp.Body.Close()
+	back, err := url.Parse(resp.Header.Get("Location"))
+	if err != nil || resp.StatusCode != http.StatusFound {
+		return nil, fmt.Errorf("the authorization server answered %d, redirecting to %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	q := back.Query()
+	if e := q.Get("error"); e != "" {
+		return nil, errors.New("authorization refused: " + e + ": " + q.Get("error_description"))
+	}
+	return &auth.AuthorizationResult{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss")}, nil
+}
+
+// TestMCPInspectorSignsIn: the MCP Inspector's CLI (npm @modelcontextprotocol/inspector,
+// TOOLMESH_MCP_INSPECTOR its launcher), given the endpoint's URL alone, signs in through
+// the authorization server as the Go SDK's client does, lists the tools the granted scope
+// reaches and calls one. The test is the user's browser: it opens the URL the CLI asks the
+// user to visit, and the authorization server's redirect reaches the CLI's own callback
+// listener.
+func TestMCPInspectorSignsIn(t *testing.T) {
+	inspector := os.Getenv("TOOLMESH_MCP_INSPECTOR")
+	if inspector == "" {
+		t.Skip("TOOLMESH_MCP_INSPECTOR is not set (make test sets it)")
+	}
+	p := startIdP(t, "alice", "acme", "context:read")
+	_, resource := oauthMesh(t, p)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	home := t.TempDir()
+	callback, err := harness.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := runInspector(ctx, t, inspector, home, "--cli", resource, "--transport", "http", "--method", "tools/list",
+		"--callback-url", "http://"+callback+"/oauth/callback")
+	if !strings.Contains(out, `"show_context_acme"`) {
+		t.Fatalf("tools/list printed %s; want acme's show_context", out)
+	}
+	// Signed in once: the next call uses the token the CLI stored.
+	out = runInspector(ctx, t, inspector, home, "--cli", resource, "--transport", "http", "--method", "tools/call",
+		"--tool-name", "show_context_acme", "--stored-auth-only")
+	if !strings.Contains(out, "acme") {
+		t.Errorf("tools/call printed %s; want acme's context", out)
+	}
+	if n := len(p.tokens()); n != 1 {
+		t.Errorf("the authorization server issued %d tokens, want 1", n)
+	}
+}
+
+// runInspector runs the Inspector's CLI with HOME at home (where it keeps its clients and
+// tokens) and returns its standard output. When it asks the user to visit a URL on
+// standard error, the test opens it as the user's browser would, following redirects.
+func runInspector(ctx context.Context, t *testing.T, inspector, home string, args ...string) string {
+	t.Helper()
+	// No browser here: xdg-open (which the CLI runs to open the URL) does nothing, and the
+	// test opens the URL the CLI prints.
+	bin := filepath.Join(home, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "xdg-open"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, inspector, args...)
+	cmd.Env = append(os.Environ(), "HOME="+home, "NO_COLOR=1", "MCP_AUTO_OPEN_ENABLED=true", "MCP_INSPECTOR_SECRET_STORE=file", "PATH="+bin+":"+os.Getenv("PATH"))
+	var stdout strings.Builder
+	cmd.Stdout = &stdout
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var log strings.Builder
+	browsed := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			log.WriteString(line + "\n")
+			if _, u, ok := strings.Cut(line, "Please navigate to: "); ok {
+				go func() { browsed <- browse(ctx, strings.TrimSpace(u)) }()
+			}
+		}
+	}()
+	err = cmd.Wait()
+	select {
+	case berr := <-browsed:
+		if berr != nil {
+			t.Errorf("the browser: %v", berr)
+		}
+	default:
+	}
+	if err != nil {
+		t.Fatalf("%s: %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), err, stdout.String(), log.String())
+	}
+	return stdout.String()
+}
+
+// browse opens u as a browser does: it follows the redirects to the page at their end.
+func browse(ctx context.Context, u string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s ended at %s with HTTP %d", u, resp.Request.URL, resp.StatusCode)
+	}
+	return nil
+}

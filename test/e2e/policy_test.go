@@ -1,0 +1,151 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/toolmesh/toolmesh/internal/harness"
+	"github.com/toolmesh/toolmesh/pkg/client"
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
+)
+
+// policyConfig denies large charges to everyone and every charge to a token without the
+// payments:charge scope; credit has no rule.
+const policyConfig = `
+auth:
+  jwt: {jwks_file: %q, issuer: "https://issuer.test", audience: toolmesh}
+tenants:
+  acme: {groups: [payments]}
+mcp_serve:
+  listen: %s
+groups:
+  payments:
+    policy:
+      - when: 'tool == "charge" && args.cents > 1000'
+        effect: deny
+        reason: Charges over 1000 cents go through the finance desk.
+      - when: 'tool == "charge" && !("payments:charge" in scopes)'
+        effect: deny
+        reason: Your token does not allow charges.
+`
+
+// chargeDenied is what the model reads of a charge the policy's second rule denies.
+const chargeDenied = "The call of tool 'charge' was denied by policy, so it did not run. Reason: Your token does not allow charges. Do not call it again with the same arguments."
+
+// TestCallPolicy: a CEL call policy over the tool, its arguments and the caller's token,
+// through a real orchestrator, a real worker and real clients. In a run, the charge the
+// policy denies never reaches the worker and the model reads why; the one it allows runs.
+// ListTools and the MCP endpoint's tools/list show a caller only what it may call, and a
+// call through the MCP endpoint is decided as a run's is.
+func TestCallPolicy(t *testing.T) {
+	sign := newSigner(t, "k1")
+	addr, err := harness.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := startMesh(t, "policy.yaml", fmt.Sprintf(policyConfig, sign.jwks, addr))
+	m.startWorker("pay-1", "payments")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	tokenWith := func(scope string) string {
+		return sign.token(t, jwt.MapClaims{"iss": "https://issuer.test", "aud": "toolmesh", "sub": "user-1", "tenant": "acme",
+			"scope": scope, "exp": time.Now().Add(time.Hour).Unix()})
+	}
+	payer, err := client.Dial(m.orch.Addr, insecure.NewCredentials(), client.Bearer(tokenWith("payments:charge"), true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = payer.Close() }()
+	if err := harness.WaitWorkers(ctx, payer, "pay-1"); err != nil {
+		m.dump()
+		t.Fatal(err)
+	}
+	var evs []*toolpb.RunResponse
+	for ev, err := range payer.Run(ctx, &toolpb.RunRequest{Prompt: "charge bob", ToolGroups: []string{"payments"}}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, ev)
+	}
+	done := finished(evs, 0)
+	if len(done) != 2 || done[0].GetOutcome() != toolpb.ToolCallOutcome_TOOL_CALL_OUTCOME_ERROR || done[0].GetContent() != "Error: The call of tool 'charge' was denied by policy, so it did not run. Reason: Charges over 1000 cents go through the finance desk. Do not call it again with the same arguments." ||
+		done[1].GetContent() != "charged 200 cents to bob" {
+		t.Fatalf("calls %v", done)
+	}
+	if got := finalText(t, evs); got != "charge: charged 200 cents to bob" {
+		t.Errorf("final text %q", got)
+	}
+	if calls := workerCalls(t, payer); calls["pay-1"] != 1 {
+		t.Errorf("the worker served %d calls, want 1: the denied charge never left", calls["pay-1"])
+	}
+
+	// Listings: a token without the scope is not shown charge.
+	reader, err := client.Dial(m.orch.Addr, insecure.NewCredentials(), client.Bearer(tokenWith("payments:read"), true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = reader.Close() }()
+	for name, tc := range map[string]struct {
+		c    *client.Client
+		want []string
+	}{"payer": {payer, []string{"charge", "credit"}}, "reader": {reader, []string{"credit"}}} {
+		infos, err := tc.c.ListTools(ctx, "payments")
+		var names []string
+		for _, i := range infos {
+			names = append(names, i.GetDefinition().GetName())
+		}
+		slices.Sort(names)
+		if err != nil || !slices.Equal(names, tc.want) {
+			t.Errorf("%s: ListTools %v, %v; want %v", name, names, err, tc.want)
+		}
+	}
+	checkPolicyOverMCP(ctx, t, "http://"+addr+"/", tokenWith("payments:read"), tokenWith("payments:charge"))
+}
+
+// checkPolicyOverMCP: the MCP endpoint lists charge only to a token that may call it, and
+// decides its calls: a reader's call is denied with the policy's reason, a payer's large
+// charge too, a payer's small one runs.
+func checkPolicyOverMCP(ctx context.Context, t *testing.T, endpoint, readerTok, payerTok string) {
+	t.Helper()
+	for _, tc := range []struct {
+		name, token string
+		listed      bool
+		cents       int
+		want        string
+		isError     bool
+	}{
+		{"reader", readerTok, false, 10, chargeDenied, true},
+		{"payer, large", payerTok, true, 5000, "The call of tool 'charge' was denied by policy, so it did not run. Reason: Charges over 1000 cents go through the finance desk. Do not call it again with the same arguments.", true},
+		{"payer, small", payerTok, true, 10, "charged 10 cents to carol", false},
+	} {
+		s, err := connectMCPServe(ctx, endpoint, tc.token)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		tools, err := s.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed := slices.ContainsFunc(tools.Tools, func(x *sdk.Tool) bool { return x.Name == "charge" })
+		if listed != tc.listed {
+			t.Errorf("%s: charge listed %v, want %v", tc.name, listed, tc.listed)
+		}
+		res, err := s.CallTool(ctx, &sdk.CallToolParams{Name: "charge", Arguments: map[string]any{"account": "carol", "cents": tc.cents}})
+		switch {
+		case err != nil && tc.isError && !tc.listed:
+			// An unlisted tool may be refused as unknown: it was never offered.
+		case err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case res.IsError != tc.isError || mcpServeText(res) != tc.want:
+			t.Errorf("%s: %q (error %v), want %q", tc.name, mcpServeText(res), res.IsError, tc.want)
+		}
+		_ = s.Close()
+	}
+}
