@@ -14,6 +14,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/agentic"
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/examplegroups"
+	"github.com/toolmesh/toolmesh/internal/runlog"
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/pkg/client"
@@ -244,14 +245,19 @@ func TestRunAnAgentDirectly(t *testing.T) {
 		{When: scripted.When{Turn: 1, HasTool: "add"}, Reply: scriptedCall("add", `{"a":2,"b":2}`)},
 		{Reply: scripted.Reply{Text: `{{ result "add" }}`}},
 	}}
-	e := newEnv(t, envOptions{script: script, configure: func(c *config.Config) {
+	store, err := runlog.OpenMemory(testContext(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, envOptions{script: script, journal: store, configure: func(c *config.Config) {
 		c.AgenticTools = map[string]config.AgenticTool{"adder": {Kind: "agent", Description: "Adds.", Tools: []string{"add"}, SystemPrompt: "You add."}}
 	}})
 	e.startWorker("w1", examplegroups.Math())
 	var started *toolpb.RunStarted
+	var runID string
 	final, err := e.cl.RunAndWait(testContext(t), &toolpb.RunRequest{Prompt: "2+2", Agent: "adder", SystemPrompt: "Be brief."}, func(ev *toolpb.RunResponse) {
 		if s := ev.GetStarted(); s != nil {
-			started = s
+			started, runID = s, ev.GetRunId()
 		}
 	})
 	if err != nil || final.GetText() != "4" {
@@ -260,6 +266,7 @@ func TestRunAnAgentDirectly(t *testing.T) {
 	if started == nil || strings.Join(started.GetTools(), ",") != "add" {
 		t.Errorf("started %v", started)
 	}
+	checkAgentListing(t, e, runID)
 	_, err = e.cl.RunAndWait(testContext(t), &toolpb.RunRequest{Prompt: "x", Agent: "nobody"}, nil)
 	if st, _ := status.FromError(errors.Unwrap(err)); st == nil || st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), "agent") {
 		if st2, _ := status.FromError(err); st2.Code() != codes.InvalidArgument || !strings.Contains(st2.Message(), "agent") {
@@ -577,5 +584,21 @@ func TestRunAnAgentWithATemplate(t *testing.T) {
 	var ce *client.Error
 	if !errors.As(err, &ce) || ce.Code != codes.InvalidArgument || ce.Field != "agent" || !strings.Contains(err.Error(), `map has no entry for key "nobody"`) {
 		t.Errorf("a template that fails: %v", err)
+	}
+}
+
+// checkAgentListing: ListRuns filtered by agent lists the agent's run (with its agent)
+// and a filter naming another agent does not; GetRun reports the agent.
+func checkAgentListing(t *testing.T, e *env, runID string) {
+	t.Helper()
+	for agent, listed := range map[string]bool{"adder": true, "nobody": false} {
+		resp, err := e.orch.ListRuns(testContext(t), &toolpb.ListRunsRequest{Agent: agent})
+		found := slices.ContainsFunc(resp.GetRuns(), func(r *toolpb.RunSummary) bool { return r.GetRunId() == runID && r.GetAgent() == "adder" })
+		if err != nil || found != listed {
+			t.Errorf("ListRuns agent=%s: %v, %v; want run %s listed %v", agent, resp.GetRuns(), err, runID, listed)
+		}
+	}
+	if got, err := e.orch.GetRun(testContext(t), &toolpb.GetRunRequest{RunId: runID}); err != nil || got.GetAgent() != "adder" {
+		t.Errorf("GetRun: agent %q, %v", got.GetAgent(), err)
 	}
 }

@@ -102,6 +102,9 @@ func TestSpreadAndFailover(t *testing.T) {
 			if w.GetWorkerId() == "math-1" {
 				gone = false
 			}
+			if w.GetWorkerId() == "math-2" && w.GetVersion() == "" {
+				t.Errorf("ListWorkers reports no version for math-2 (toolworker registers its build's)")
+			}
 		}
 		if gone {
 			t.Logf("math-1 left the routing table %s after SIGKILL", time.Since(killedAt).Round(time.Millisecond))

@@ -166,14 +166,20 @@ func runTraced(ctx context.Context, t *testing.T, m *mesh, collector, hidden str
 	}
 	t.Cleanup(func() { _ = cl.Close() })
 	rootCtx, root := tp.Tracer("e2e").Start(ctx, "client-run")
+	var runID string
 	final, err := cl.RunAndWait(rootCtx, &toolpb.RunRequest{Prompt: "go", Tools: []string{"add", "divide"},
-		Context: map[string]string{"tenantId": "acme", "secretish": hidden}}, nil)
+		Context: map[string]string{"tenantId": "acme", "secretish": hidden}}, func(ev *toolpb.RunResponse) { runID = ev.GetRunId() })
 	root.End()
 	if err != nil || final.GetText() != "done" {
 		m.dump()
 		t.Fatalf("run = %v, %v", final, err)
 	}
-	return tp, root.SpanContext().TraceID().String()
+	traceID := root.SpanContext().TraceID().String()
+	// GetRun names the trace the run joined: the client's.
+	if got, err := cl.GetRun(ctx, runID); err != nil || got.GetTraceId() != traceID {
+		t.Errorf("GetRun's trace id %q, %v; want the client's %s", got.GetTraceId(), err, traceID)
+	}
+	return tp, traceID
 }
 
 // checkCallMetrics checks that the /metrics of orchestrator and worker count the calls
