@@ -40,6 +40,26 @@ $(MCP_INSPECTOR): $(TMP)/versions/inspector-v$(MCP_INSPECTOR_VERSION)
 	npm install --silent --no-audit --no-fund --prefix $(TMP)/npm-inspector @modelcontextprotocol/inspector@$(MCP_INSPECTOR_VERSION)
 	@touch $@
 
+# The official MCP conformance suite, pinned; installed with npm into .tmp/npm. Its
+# server scenarios run against the orchestrator's MCP endpoint (test/e2e). It needs
+# Node.js 22 or later, which Debian's nodejs may not be: Node.js from the npm registry's
+# node-linux-<arch> package, pinned, in .tmp/npm-node.
+MCP_CONFORMANCE_VERSION := 0.1.16
+MCP_CONFORMANCE := $(TMP)/npm/node_modules/@modelcontextprotocol/conformance/dist/index.js
+NODE22_VERSION := 22.23.5
+NODE22_ARCH := $(if $(filter aarch64 arm64,$(shell uname -m)),arm64,x64)
+NODE22 := $(TMP)/npm-node/node_modules/node-linux-$(NODE22_ARCH)/bin/node
+
+$(MCP_CONFORMANCE): $(TMP)/versions/conformance-v$(MCP_CONFORMANCE_VERSION)
+	$(ensure_npm)
+	npm install --silent --no-audit --no-fund --prefix $(TMP)/npm @modelcontextprotocol/conformance@$(MCP_CONFORMANCE_VERSION)
+	@touch $@
+
+$(NODE22): $(TMP)/versions/node22-v$(NODE22_VERSION)
+	$(ensure_npm)
+	npm install --silent --no-audit --no-fund --prefix $(TMP)/npm-node node-linux-$(NODE22_ARCH)@$(NODE22_VERSION)
+	@touch $@
+
 # npm where it is missing: Debian's nodejs and npm (as root, or through sudo).
 define ensure_npm
 	@if ! command -v npm >/dev/null; then \
@@ -173,14 +193,19 @@ test-images: images $(CA_BUNDLE) ## The image builder's own tests (it builds the
 test: checkgenerate lint test-console test-sdk-typescript test-sdk-python unit test-mcp-everything fuzz-short k8s test-images ## Everything CI runs: generated code, linters, all tests, a short fuzz of each target, the manifests, the images.
 
 .PHONY: unit
-unit: build $(MCP_EVERYTHING) $(MCP_INSPECTOR) $(PG_STAMP) $(IPROUTE_STAMP) $(BROWSER_STAMP) $(BIN)/kustomize sdk-build ## Run all Go tests (end-to-end tests use the binaries in bin/; the conformance suite every SDK).
+unit: build $(MCP_EVERYTHING) $(MCP_INSPECTOR) $(MCP_CONFORMANCE) $(NODE22) $(PG_STAMP) $(IPROUTE_STAMP) $(BROWSER_STAMP) $(BIN)/kustomize sdk-build ## Run all Go tests (end-to-end tests use the binaries in bin/; the conformance suite every SDK).
 	@mkdir -p $(TMP)/reports && rm -f $(TMP)/reports/netns-scaling.md
 	TOOLMESH_BIN=$(abspath bin) TOOLMESH_MCP_EVERYTHING=$(MCP_EVERYTHING) TOOLMESH_KUSTOMIZE=$(BIN)/kustomize \
-		TOOLMESH_MCP_INSPECTOR=$(MCP_INSPECTOR) \
+		TOOLMESH_MCP_INSPECTOR=$(MCP_INSPECTOR) TOOLMESH_MCP_CONFORMANCE=$(MCP_CONFORMANCE) TOOLMESH_NODE=$(NODE22) \
 		TOOLMESH_CHROMIUM=$$(command -v chromium) TOOLMESH_BROWSER_ARTIFACTS=$(abspath $(TMP)/reports/console) \
 		TOOLMESH_CONFORMANCE=typescript,python \
 		TOOLMESH_NETNS_REPORT=$(abspath $(TMP)/reports) go test $(GO_TEST_FLAGS) ./...
 	@if [ -f $(TMP)/reports/netns-scaling.md ]; then cat $(TMP)/reports/netns-scaling.md; else echo "test/netns skipped: no figures (it needs root for network namespaces)"; fi
+
+.PHONY: test-mcp-conformance
+test-mcp-conformance: build $(MCP_CONFORMANCE) $(NODE22) ## The official MCP conformance suite's server scenarios against the orchestrator's MCP endpoint, the go-sdk's fixture behind it.
+	TOOLMESH_BIN=$(abspath bin) TOOLMESH_MCP_CONFORMANCE=$(MCP_CONFORMANCE) TOOLMESH_NODE=$(NODE22) \
+		go test -count=1 -timeout 10m -run TestMCPConformance -v ./test/e2e
 
 .PHONY: test-mcp-everything
 test-mcp-everything: $(MCP_EVERYTHING) ## MCP groups against @modelcontextprotocol/server-everything (stdio and streamable HTTP).

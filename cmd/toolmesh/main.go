@@ -222,11 +222,23 @@ func approveCmd(ctx context.Context, c *client.Client, sub *flag.FlagSet, rest [
 	deny := sub.Bool("deny", false, "deny the call instead: it does not run, and the model reads the reason")
 	reason := sub.String("reason", "", "why (a denial's reason reaches the model)")
 	loopID := sub.String("loop", "", "the call's loop, when calls of that id wait in several loops")
+	answer := sub.String("answer", "", "the answer to a question the call's tool asked: a JSON object valid against its schema")
+	inputID := sub.String("input", "", "the question answered, when the call waits on several")
 	if err := cli.Parse(sub, rest, stdout, stderr); err != nil {
 		return err
 	}
 	if sub.NArg() != 2 {
 		return errors.New("approve needs RUN_ID and CALL_ID")
+	}
+	if *deny && (*answer != "" || *inputID != "") {
+		return errors.New("-answer and -input answer a question: not with -deny")
+	}
+	if *answer != "" || *inputID != "" {
+		if err := c.AnswerToolInput(ctx, sub.Arg(0), sub.Arg(1), *inputID, *answer); err != nil {
+			return err
+		}
+		_, err := fmt.Fprintln(stdout, "answered")
+		return err
 	}
 	if err := c.ApproveToolCall(ctx, sub.Arg(0), sub.Arg(1), *loopID, !*deny, *reason); err != nil {
 		return err

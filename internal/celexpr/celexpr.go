@@ -1,8 +1,10 @@
 // Package celexpr compiles the CEL expressions of the orchestrator's config that decide
 // what reaches a tool group: context converters (`kind: cel`, what of a call's
 // ToolCallContext a group's workers or MCP server receive) and MCP tool filters (which
-// of an MCP server's tools a group offers). Operators who do not write Go express there
-// what a program embedding the orchestrator writes as functions.
+// of an MCP server's tools a group offers), and call policies (whether a call of a tool
+// goes on, is denied or waits for approval, by the tool, its arguments and the caller).
+// Operators who do not write Go express there what a program embedding the orchestrator
+// writes as functions.
 package celexpr
 
 import (

@@ -184,9 +184,15 @@ func TestValidateNamesEachKey(t *testing.T) {
 			c.Auth.JWT.Issuer, c.MCPServe.Resource = "https://issuer.test", "https://mesh.example/mcp#frag"
 		}},
 		{"console.trace_url", func(c *Config) { c.Console.TraceURL = "https://jaeger.example/trace/" }}, // no {trace_id}
-		{"groups.x.policy", func(c *Config) { c.Groups = map[string]Group{"x": {Policy: []PolicyRule{{When: "true", Effect: "block"}}}} }},
-		{"groups.x.policy", func(c *Config) { c.Groups = map[string]Group{"x": {Policy: []PolicyRule{{When: "args.a +", Effect: "deny"}}}} }},
-		{"tools.t.policy", func(c *Config) { c.Tools = map[string]Tool{"t": {Policy: []PolicyRule{{When: `tool`, Effect: "deny"}}}} }},
+		{"groups.x.policy", func(c *Config) {
+			c.Groups = map[string]Group{"x": {Policy: []PolicyRule{{When: "true", Effect: "block"}}}}
+		}},
+		{"groups.x.policy", func(c *Config) {
+			c.Groups = map[string]Group{"x": {Policy: []PolicyRule{{When: "args.a +", Effect: "deny"}}}}
+		}},
+		{"tools.t.policy", func(c *Config) {
+			c.Tools = map[string]Tool{"t": {Policy: []PolicyRule{{When: `tool`, Effect: "deny"}}}}
+		}},
 		{"tools.t.policy", func(c *Config) { c.Tools = map[string]Tool{"t": {Policy: make([]PolicyRule, 33)}} }},
 		{"groups.x.mcp.exclude_when", func(c *Config) {
 			c.MCPServers = map[string]MCPServer{"s": {URL: "http://127.0.0.1:1/"}}

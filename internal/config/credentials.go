@@ -90,6 +90,10 @@ func (c Config) validateCredentials(bad func(key, format string, args ...any)) {
 		if g.TokenExchange != nil && g.Secrets != nil {
 			bad(key, "token_exchange and secrets are exclusive: a group's credentials come from one")
 		}
+		if (g.TokenExchange != nil || g.Secrets != nil) && len(g.Include) > 0 {
+			// Its tools are other groups' and are called as theirs.
+			bad(key, "a group of the config's own (include) sends no call itself: give the credentials to the groups its tools come from")
+		}
 		if g.TokenExchange != nil {
 			c.checkExchange(bad, role, key+".token_exchange", *g.TokenExchange)
 		}

@@ -79,6 +79,7 @@ func TestCredentialsConfigErrors(t *testing.T) {
 		{"groups: {docs: {secrets: {dir: /d, context_keys: {k: x-key}}}}", "groups.docs.secrets.context_keys.k", "allow-keys"},
 		{"groups: {docs: {mcp: {server: docs}, secrets: {dir: /d, headers: {k: X-Key}, reload_interval: 2h}}}", "groups.docs.secrets.reload_interval", "between 0s"},
 		{"groups: {docs: {mcp: {server: docs}, secrets: {dir: /d, headers: {k: X-Key}}, token_exchange: {" + ok + "}}}", "groups.docs", "exclusive"},
+		{"groups: {mine: {include: [billing/*], context: {kind: allow-keys, keys: [tok]}, token_exchange: {" + ok + "}}}", "groups.mine", "include"},
 	}
 	for _, tc := range cases {
 		_, err := Parse([]byte(credentialsBase + tc.yaml))

@@ -132,8 +132,9 @@ type Group struct {
 	// version counts the server's tools/list_changed notifications.
 	version atomic.Uint64
 
-	// logging holds the sessions whose server was asked for its log messages (notify.go).
-	logging sync.Map
+	// logging holds the sessions whose server was asked for its log messages, recent
+	// the last call that ended on each session (notify.go).
+	logging, recent sync.Map
 	// subscribers are the endpoint's sessions subscribed to the server's resources
 	// (passthrough.go).
 	subscribers subscribers
@@ -250,14 +251,16 @@ var errClosed = errors.New("the orchestrator closed its MCP sessions")
 func (g *Group) Tools(ctx context.Context) ([]tool.Tool, error) {
 	key, headers, err := g.credentials(ctx)
 	if err != nil {
-		// No credentials for this caller (a run taken over, which has not its caller's
-		// token): the tools an earlier session listed, if any; its calls say why they fail.
+		// No credentials for this caller (a run taken over has not its caller's token):
+		// the tools an earlier session listed, else those a session without credentials
+		// lists. The calls themselves say why they fail.
 		g.mu.Lock()
-		defer g.mu.Unlock()
-		if g.tools != nil {
-			return slices.Clone(g.tools), nil
+		known := slices.Clone(g.tools)
+		g.mu.Unlock()
+		if known != nil {
+			return known, nil
 		}
-		return nil, fmt.Errorf("mcp server %q: %w", g.opts.Server.Name, err)
+		key, headers = "", nil
 	}
 	if _, err := g.acquire(ctx, key, headers, true); err != nil {
 		return nil, err
@@ -474,8 +477,10 @@ func (g *Group) open(key string, headers map[string]string, existing *sdk.Client
 		client := sdk.NewClient(&sdk.Implementation{Name: "toolmesh", Version: "v1"}, &sdk.ClientOptions{
 			ProgressNotificationHandler: g.onProgress,
 			ToolListChangedHandler:      g.onToolsChanged,
-			LoggingMessageHandler:       g.onLog,             // to the endpoint's client of the call (notify.go)
 			ResourceUpdatedHandler:      g.onResourceUpdated, // to the endpoint's subscribers (passthrough.go)
+			// Log messages and sampling requests go to the endpoint's client of the call (notify.go).
+			LoggingMessageHandler: g.onLog,     //nolint:staticcheck // deprecated in 2026-07-28, not gone
+			CreateMessageHandler:  g.sampler(), //nolint:staticcheck // deprecated in 2026-07-28, not gone
 			// A tool's questions go to a person through the run (input.go): form
 			// elicitation is declared, and input_required results come back to the call.
 			ElicitationHandler: g.onElicit,

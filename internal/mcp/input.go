@@ -2,11 +2,13 @@ package mcp
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -39,8 +41,12 @@ const ProtocolMetaPrefix = "io.modelcontextprotocol/"
 // ServeOptions.ProtocolVersions) may name.
 var ProtocolVersions = []string{Protocol20260728, Protocol20251125}
 
-// maxInputRounds bounds the input_required rounds of one call.
-const maxInputRounds = 10
+// maxInputRounds bounds the input_required rounds of one call, maxQuestions the
+// questions it asks in all.
+const (
+	maxInputRounds = 10
+	maxQuestions   = 32
+)
 
 // errToolTimeout ends a call whose time ran out (its pausable timer).
 var errToolTimeout = errors.New("the tool's timeout ran out")
@@ -126,6 +132,9 @@ func (c *asking) ask(p *sdk.ElicitParams, protocol string) (*sdk.ElicitResult, e
 	c.n++
 	n := c.n
 	c.mu.Unlock()
+	if n > maxQuestions {
+		return nil, fmt.Errorf("tool '%s' asked more than %d questions in one call", c.tool, maxQuestions)
+	}
 	q := toolinternal.Question{Message: p.Message, Schema: schema, Tool: c.tool, Server: c.server, Protocol: protocol}
 	a := toolinternal.AskerFrom(c.ctx)
 	if a == nil {
@@ -257,12 +266,14 @@ func (g *Group) callAsking(ctx context.Context, cs *sdk.ClientSession, params *s
 	}
 }
 
+// inputKind is the method an input request stands for (sampling/createMessage,
+// roots/list), as the wire names it.
 func inputKind(r sdk.InputRequest) string {
-	switch r.(type) {
-	case *sdk.CreateMessageParams, *sdk.CreateMessageWithToolsParams:
-		return "sampling"
-	case *sdk.ListRootsParams:
-		return "roots"
+	var wire map[string]struct {
+		Method string `json:"method"`
+	}
+	if b, err := json.Marshal(sdk.InputRequestMap{"r": r}); err == nil && json.Unmarshal(b, &wire) == nil && wire["r"].Method != "" {
+		return wire["r"].Method
 	}
 	return fmt.Sprintf("%T", r)
 }
@@ -288,18 +299,100 @@ func (g *Group) onElicit(ctx context.Context, req *sdk.ElicitRequest) (*sdk.Elic
 }
 
 // clientAsker is the Asker of a call through the endpoint whose MCP client declared
-// form elicitation on a session that can send it requests (2025-11-25); nil otherwise,
-// and the tool's questions are answered cancel.
+// elicitation: on a 2025-11-25 session it is sent elicitation/create; a 2026-07-28
+// client is answered input_required (roundAsker). nil when the client declared none: the
+// tool's questions are answered cancel.
 func clientAsker(req *sdk.CallToolRequest) toolinternal.Asker {
 	ss := req.Session
 	if ss == nil {
 		return nil
 	}
 	p := ss.InitializeParams()
-	if p == nil || p.ProtocolVersion >= Protocol20260728 || p.Capabilities == nil || p.Capabilities.Elicitation == nil {
+	if p == nil || p.Capabilities == nil || p.Capabilities.Elicitation == nil {
 		return nil
 	}
+	if p.ProtocolVersion >= Protocol20260728 {
+		return newRoundAsker(req.Params)
+	}
 	return sessionAsker{ss: ss}
+}
+
+// maxRequestStateBytes bounds the request state the endpoint reads back.
+const maxRequestStateBytes = 64 << 10
+
+// errAskClient ends a call through the endpoint whose tool asked a question the
+// endpoint's 2026-07-28 client must answer: the call is answered input_required.
+var errAskClient = errors.New("the question goes to the MCP client, which answers it when it calls again")
+
+// roundAsker answers the questions of a call through the endpoint by a 2026-07-28
+// client from the answers it gave in earlier rounds (the request state the endpoint
+// gave it, which holds them) and in this one (its inputResponses, by question number).
+// The first question it has no answer for ends the call: the endpoint answers
+// input_required with it, and the tool is called again, from the start, when the
+// client calls again with the answer.
+type roundAsker struct {
+	mu      sync.Mutex
+	answers map[string]toolinternal.Answer
+	asked   *toolinternal.Question
+	askedN  int
+}
+
+func newRoundAsker(p *sdk.CallToolParamsRaw) *roundAsker {
+	a := &roundAsker{answers: map[string]toolinternal.Answer{}}
+	if p == nil {
+		return a
+	}
+	if s := p.RequestState; s != "" && len(s) <= maxRequestStateBytes {
+		if b, err := base64.RawURLEncoding.DecodeString(s); err == nil {
+			_ = json.Unmarshal(b, &a.answers) // a state that is not ours holds no answers
+		}
+	}
+	for id, r := range p.InputResponses {
+		if er, ok := r.(*sdk.ElicitResult); ok && er != nil && len(a.answers) < maxQuestions {
+			ans := toolinternal.Answer{Action: er.Action}
+			if er.Action == toolinternal.AnswerAccept && er.Content != nil {
+				ans.Content, _ = json.Marshal(er.Content)
+			}
+			a.answers[id] = ans
+		}
+	}
+	return a
+}
+
+func (a *roundAsker) Ask(_ context.Context, n int, q toolinternal.Question) (toolinternal.Answer, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if ans, ok := a.answers[strconv.Itoa(n)]; ok {
+		ans.By = "mcp client"
+		return ans, nil
+	}
+	if a.asked == nil {
+		a.asked, a.askedN = &q, n
+	}
+	return toolinternal.Answer{}, errAskClient
+}
+
+func (*roundAsker) Waiting(context.Context) bool { return false }
+
+// inputRequired is the endpoint's answer to a call whose tool asked a question a, the
+// asker of a 2026-07-28 client, has no answer for; nil when there is none.
+func inputRequired(a toolinternal.Asker) *sdk.CallToolResult {
+	r, ok := a.(*roundAsker)
+	if !ok {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.asked == nil {
+		return nil
+	}
+	p := &sdk.ElicitParams{Message: r.asked.Message}
+	if len(r.asked.Schema) > 0 {
+		p.RequestedSchema = r.asked.Schema
+	}
+	state, _ := json.Marshal(r.answers)
+	return &sdk.CallToolResult{InputRequests: sdk.InputRequestMap{strconv.Itoa(r.askedN): p},
+		RequestState: base64.RawURLEncoding.EncodeToString(state)}
 }
 
 // sessionAsker asks the endpoint's MCP client.
@@ -325,4 +418,7 @@ func (a sessionAsker) Ask(ctx context.Context, _ int, q toolinternal.Question) (
 
 func (sessionAsker) Waiting(context.Context) bool { return false }
 
-var _ toolinternal.Asker = sessionAsker{}
+var (
+	_ toolinternal.Asker = sessionAsker{}
+	_ toolinternal.Asker = (*roundAsker)(nil)
+)

@@ -40,6 +40,8 @@ const MaxListed = 10000
 const maxSubscriptions = 4096
 
 // passthrough is a session's view of the MCP groups behind the endpoint.
+//
+//nolint:staticcheck // logging and sampling are deprecated in 2026-07-28 (SEP-2577), not gone
 type passthrough struct {
 	mu       sync.Mutex
 	groups   map[string]*Group // the groups the session reaches, by role
@@ -78,6 +80,7 @@ func (p *passthrough) group(role string) *Group {
 	return p.groups[role]
 }
 
+//nolint:staticcheck // logging and sampling are deprecated in 2026-07-28 (SEP-2577), not gone
 func (p *passthrough) wantsLogs(req *sdk.CallToolRequest) bool {
 	if _, ok := req.Params.Meta[sdk.MetaKeyLogLevel]; ok {
 		return true
@@ -89,6 +92,8 @@ func (p *passthrough) wantsLogs(req *sdk.CallToolRequest) bool {
 
 // middleware answers the requests for the groups' resources and prompts, and notes the
 // client's log level; the rest go on to the session's server.
+//
+//nolint:staticcheck // logging and sampling are deprecated in 2026-07-28 (SEP-2577), not gone
 func (s *sessionServer) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
 		switch r := req.(type) {
@@ -99,12 +104,18 @@ func (s *sessionServer) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 		case *sdk.ListPromptsRequest:
 			return s.listPrompts(s.groupContext(ctx, r))
 		case *sdk.GetPromptRequest:
+			if r.Params == nil {
+				return nil, invalid("prompts/get without params")
+			}
 			return s.getPrompt(s.groupContext(ctx, r), r.Params)
 		case *sdk.ListResourcesRequest:
 			return s.listResources(s.groupContext(ctx, r))
 		case *sdk.ListResourceTemplatesRequest:
 			return s.listTemplates(s.groupContext(ctx, r))
 		case *sdk.ReadResourceRequest:
+			if r.Params == nil {
+				return nil, invalid("resources/read without params")
+			}
 			return s.readResource(s.groupContext(ctx, r), r.Params)
 		}
 		return next(ctx, method, req)
@@ -130,15 +141,25 @@ func (s *sessionServer) groupContext(ctx context.Context, req sdk.Request) conte
 			meta = r.Params.Meta
 		}
 	case *sdk.GetPromptRequest:
-		meta = r.Params.Meta
+		if r.Params != nil {
+			meta = r.Params.Meta
+		}
 	case *sdk.ReadResourceRequest:
-		meta = r.Params.Meta
+		if r.Params != nil {
+			meta = r.Params.Meta
+		}
 	case *sdk.CompleteRequest:
-		meta = r.Params.Meta
+		if r.Params != nil {
+			meta = r.Params.Meta
+		}
 	case *sdk.SubscribeRequest:
-		meta = r.Params.Meta
+		if r.Params != nil {
+			meta = r.Params.Meta
+		}
 	case *sdk.UnsubscribeRequest:
-		meta = r.Params.Meta
+		if r.Params != nil {
+			meta = r.Params.Meta
+		}
 	}
 	ctx = toolctx.NewContext(ctx, s.callContext(&sdk.CallToolRequest{Params: &sdk.CallToolParamsRaw{Meta: meta}, Extra: req.GetExtra()}))
 	if s.tenant != "" {
@@ -438,6 +459,9 @@ func templateMatches(template, uri string) bool {
 // complete passes a completion request on to the group of the prompt or resource
 // template it names.
 func (s *sessionServer) complete(ctx context.Context, req *sdk.CompleteRequest) (*sdk.CompleteResult, error) {
+	if req.Params == nil || req.Params.Ref == nil {
+		return nil, invalid("completion/complete without a ref")
+	}
 	ctx = s.groupContext(ctx, req)
 	ref := *req.Params.Ref
 	var g *Group
@@ -571,6 +595,9 @@ func (g *Group) onResourceUpdated(ctx context.Context, req *sdk.ResourceUpdatedN
 // subscribe passes a subscription on to the resource's group (once per resource and
 // session of the group).
 func (s *sessionServer) subscribe(ctx context.Context, req *sdk.SubscribeRequest) error {
+	if req.Params == nil {
+		return invalid("resources/subscribe without params")
+	}
 	ctx = s.groupContext(ctx, req)
 	g, uri, err := s.resourceGroup(ctx, req.Params.URI)
 	if err != nil {
@@ -581,7 +608,7 @@ func (s *sessionServer) subscribe(ctx context.Context, req *sdk.SubscribeRequest
 		return unavailable(g, err)
 	}
 	if caps.Resources == nil || !caps.Resources.Subscribe {
-		return &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("the MCP server of group '%s' takes no resource subscriptions", g.opts.Role)}
+		return invalid("the MCP server of group '%s' takes no resource subscriptions", g.opts.Role)
 	}
 	sub := subscriber{srv: s.srv, uri: req.Params.URI}
 	first, err := g.subscribers.add(cs, uri, sub)
@@ -598,6 +625,9 @@ func (s *sessionServer) subscribe(ctx context.Context, req *sdk.SubscribeRequest
 }
 
 func (s *sessionServer) unsubscribe(ctx context.Context, req *sdk.UnsubscribeRequest) error {
+	if req.Params == nil {
+		return invalid("resources/unsubscribe without params")
+	}
 	ctx = s.groupContext(ctx, req)
 	g, uri, err := s.resourceGroup(ctx, req.Params.URI)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/propagation"
@@ -117,7 +118,9 @@ func (r *remote) call(ctx context.Context, input string) tool.Result {
 	// reaches someone, so that a call with nothing to carry sends no _meta at all.
 	if report := progressReport(ctx); report != nil {
 		tok, done := r.g.token(report)
-		defer done()
+		// The client may handle a notification sent just before the result after it:
+		// the token is kept a little longer (notify.go).
+		defer time.AfterFunc(logGrace, done)
 		params.SetProgressToken(tok)
 	}
 	r.g.wantLogs(ctx, session, params) // for the endpoint's client that set a log level (notify.go)
@@ -130,6 +133,8 @@ func (r *remote) call(ctx context.Context, input string) tool.Result {
 	defer timer.stop()
 	asks := &asking{ctx: ctx, timer: timer, tool: name, server: r.g.opts.Server.Name}
 	res, err := r.g.callAsking(ctx, session, params, timer, asks) // a done ctx sends notifications/cancelled
+	// Its last log messages may still be on their way (notify.go).
+	r.g.finished(session, ctx)
 	switch {
 	case err == nil:
 	case parent.Err() != nil: // the run's deadline or cancellation, not the tool's timer

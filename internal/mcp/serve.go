@@ -110,7 +110,7 @@ func newSessionServer(ctx context.Context, opts ServeOptions, stateless bool) *s
 		// (passthrough.go), and their tools' log messages.
 		Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true},
 			Prompts: &sdk.PromptCapabilities{}, Resources: &sdk.ResourceCapabilities{Subscribe: true},
-			Completions: &sdk.CompletionCapabilities{}, Logging: &sdk.LoggingCapabilities{}},
+			Completions: &sdk.CompletionCapabilities{}, Logging: &sdk.LoggingCapabilities{}}, //nolint:staticcheck // logging is deprecated in 2026-07-28, not gone
 		CompletionHandler: s.complete, SubscribeHandler: s.subscribe, UnsubscribeHandler: s.unsubscribe,
 		// What a session lists depends on its caller (its tenant's tools) and on the
 		// session itself (facades unfold per session): no one else may cache it, and it
@@ -178,8 +178,9 @@ func (s *sessionServer) remove(name string) {
 func (s *sessionServer) handler(t tool.Tool) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		ctx = toolctx.NewContext(ctx, s.callContext(req))
-		if a := clientAsker(req); a != nil { // a tool's questions go to the client that declared elicitation
-			ctx = toolinternal.WithAsker(ctx, a)
+		asker := clientAsker(req)
+		if asker != nil { // a tool's questions go to the client that declared elicitation
+			ctx = toolinternal.WithAsker(ctx, asker)
 		}
 		if s.tenant != "" {
 			ctx = toolinternal.WithTenant(ctx, s.tenant)
@@ -197,6 +198,9 @@ func (s *sessionServer) handler(t tool.Tool) sdk.ToolHandler {
 			return errorResult(fmt.Sprintf("invalid arguments for tool '%s': %v", t.Definition().Name, err)), nil
 		}
 		res, err := toolcall.Invoke(ctx, s.opts.Logger, t, canonical)
+		if q := inputRequired(asker); q != nil { // the tool asked what the client answers next round
+			return q, nil
+		}
 		if err != nil {
 			// A control-flow signal has no meaning outside a run: say what it asked.
 			return errorResult(fmt.Sprintf("tool '%s' signalled: %v", t.Definition().Name, err)), nil

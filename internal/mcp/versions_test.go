@@ -1,6 +1,7 @@
 package mcp_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -94,7 +95,9 @@ func TestGroupSpeaksBothRevisions(t *testing.T) {
 func TestEndpointServesBothRevisions(t *testing.T) {
 	echo := tool.New("echo", "Echoes.", schema.Empty(), func(context.Context, string) (tool.Result, error) { return tool.Text("echoed"), nil })
 	sum := tool.New("sum", "Sums.", schema.Empty(), func(context.Context, string) (tool.Result, error) { return tool.Text("3"), nil })
-	catalog := func(context.Context) []tool.Tool { return []tool.Tool{echo, tool.Of("math", "Math tools.", []tool.Tool{sum})} }
+	catalog := func(context.Context) []tool.Tool {
+		return []tool.Tool{echo, tool.Of("math", "Math tools.", []tool.Tool{sum})}
+	}
 	for _, tc := range []struct {
 		name, client string
 		served       []string
@@ -151,13 +154,18 @@ func TestQuestionsReachTheEndpointsClient(t *testing.T) {
 		tool   string
 		answer *sdk.ElicitResult // nil: the client declares no elicitation
 		want   string
+		client string // the client's revision; "" is 2025-11-25
 	}{
-		{"elicitation, accepted", legacy, "ask", &sdk.ElicitResult{Action: "accept", Content: map[string]any{"name": "carol"}}, "accept carol"},
-		{"input_required, accepted", stateless, "confirm", &sdk.ElicitResult{Action: "accept", Content: map[string]any{"name": "dave"}}, "accept dave"},
+		{"2026-07-28 client, elicitation", legacy, "ask", &sdk.ElicitResult{Action: "accept", Content: map[string]any{"name": "erin"}}, "accept erin", mcp.Protocol20260728},
+		{"2026-07-28 client, input_required", stateless, "confirm", &sdk.ElicitResult{Action: "accept", Content: map[string]any{"name": "finn"}}, "accept finn", mcp.Protocol20260728},
+		{"elicitation, accepted", legacy, "ask", &sdk.ElicitResult{Action: "accept", Content: map[string]any{"name": "carol"}}, "accept carol", ""},
+		{"input_required, accepted", stateless, "confirm", &sdk.ElicitResult{Action: "accept", Content: map[string]any{"name": "dave"}}, "accept dave", ""},
 		{"input_required, declined", stateless, "confirm", &sdk.ElicitResult{Action: "decline"},
-			"The user declined to answer the question tool 'confirm' asked (\"Whose account?\"), and the tool was told so.\nThe tool answered: decline <nil>"},
+			"The user declined to answer the question tool 'confirm' asked (\"Whose account?\"), and the tool was told so.\nThe tool answered: decline <nil>", ""},
+		{"elicitation, cancelled", legacy, "ask", &sdk.ElicitResult{Action: "cancel"},
+			"The user cancelled the question tool 'ask' asked (\"Whose account?\"), and the tool was told so.\nThe tool answered: cancel <nil>", ""},
 		{"no elicitation declared", legacy, "ask", nil,
-			"Nobody could answer the question tool 'ask' asked (\"Whose account?\"), so the tool was told it was cancelled.\nThe tool answered: cancel <nil>"},
+			"Nobody could answer the question tool 'ask' asked (\"Whose account?\"), so the tool was told it was cancelled.\nThe tool answered: cancel <nil>", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := testCtx(t)
@@ -176,7 +184,7 @@ func TestQuestionsReachTheEndpointsClient(t *testing.T) {
 				}
 			}
 			cs, err := sdk.NewClient(&sdk.Implementation{Name: "person", Version: "v1"}, opts).Connect(ctx,
-				&sdk.StreamableClientTransport{Endpoint: srv.URL, MaxRetries: -1}, &sdk.ClientSessionOptions{ProtocolVersion: mcp.Protocol20251125})
+				&sdk.StreamableClientTransport{Endpoint: srv.URL, MaxRetries: -1}, &sdk.ClientSessionOptions{ProtocolVersion: cmp.Or(tc.client, mcp.Protocol20251125)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -161,8 +161,8 @@ type journal struct {
 	// now on (a cancelled call's end, say) is not the run's and is not recorded.
 	frozen bool
 
-	approvals  map[string]approvalRecord
-	decisions  map[string]decisionRecord
+	approvals map[string]approvalRecord
+	decisions map[string]decisionRecord
 	// policies are the call policies' decisions the run recorded (nil until one is).
 	policies   map[string]policyRecord
 	models     map[string]llm.Response

@@ -23,7 +23,7 @@ const (
 	KindApproval Kind = "approval"
 	KindDecision Kind = "decision"
 	// KindPolicy is a call policy's decision on a call, with the policy's version.
-	KindPolicy Kind = "policy"
+	KindPolicy   Kind = "policy"
 	KindSnapshot Kind = "snapshot"
 	KindEnd      Kind = "end"
 )

@@ -12,10 +12,12 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/toolmesh/toolmesh/internal/credentials/credentialstest"
+	"github.com/toolmesh/toolmesh/internal/harness"
 	"github.com/toolmesh/toolmesh/pkg/client"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
@@ -155,6 +157,64 @@ func audienceOf(tok string) string {
 	return aud
 }
 
+// credEnv is an orchestrator whose groups have credentials, the token endpoint, the MCP
+// server and the worker they use, and a signer of callers' tokens.
+type credEnv struct {
+	m                   *mesh
+	idp                 *credentialstest.Server
+	sign                *signer
+	cw                  *credWorker
+	meta                *metaServer
+	rcv                 *otlpReceiver
+	secrets, journalDir string
+}
+
+// startCredEnv starts a credEnv whose model calls the four tools at once, then answers
+// "done"; extra is YAML added to its config.
+func startCredEnv(ctx context.Context, t *testing.T, extra string) *credEnv {
+	t.Helper()
+	e := &credEnv{sign: newSigner(t, "k1")}
+	e.rcv, _ = startTraceCollector(t)
+	useModel(t, &turnModel{turns: []modelTurn{
+		{calls: [][2]string{{"billing_tool", `{}`}, {"crm_tool", `{}`}, {"plain_tool", `{}`}, {"echo", `{"text":"hi"}`}}},
+		{text: "done"},
+	}})
+	e.idp = credentialstest.Start("toolmesh", "idp-client-secret-4f1c", "billing-api", "docs-api")
+	t.Cleanup(e.idp.Close)
+	dir := t.TempDir()
+	clientSecret, key := filepath.Join(dir, "client-secret"), filepath.Join(dir, "journal.key")
+	for path, v := range map[string]string{clientSecret: "idp-client-secret-4f1c\n", key: strings.Repeat("cd", 32)} {
+		if err := os.WriteFile(path, []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.secrets, e.journalDir = filepath.Join(dir, "tenants"), filepath.Join(dir, "data")
+	writeTenantSecret(t, e.secrets, "acme", "..v1", "acme-secret-1a2b")
+	writeTenantSecret(t, e.secrets, "globex", "..v1", "globex-secret-3c4d")
+	e.meta = startMetaServer(t)
+	e.m = startMesh(t, "", credConfig(e.sign, e.idp, clientSecret, e.secrets, e.meta.url, e.journalDir, key), extra)
+	e.cw = startCredWorker(ctx, t, e.m.orch.Addr)
+	lister := e.client(t, e.caller(t, "alice", "acme"))
+	waitWorkerCount(ctx, t, lister, 1)
+	return e
+}
+
+// caller is a bearer token of sub in tenant.
+func (e *credEnv) caller(t *testing.T, sub, tenant string) string {
+	return e.sign.token(t, jwt.MapClaims{"iss": "https://issuer.test", "aud": "toolmesh", "sub": sub, "tenant": tenant, "exp": time.Now().Add(time.Hour).Unix()})
+}
+
+// client is a client of the orchestrator with token, closed when the test ends.
+func (e *credEnv) client(t *testing.T, token string) *client.Client {
+	t.Helper()
+	c, err := client.Dial(e.m.orch.Addr, insecure.NewCredentials(), client.Bearer(token, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
 // TestGroupCredentials: each group gets its own credentials and no other's. billing (a
 // worker group) gets a token exchanged for the caller's with its audience, docs (an MCP
 // group) one with its own as its session's Authorization header, crm its tenant's secret
@@ -164,75 +224,99 @@ func audienceOf(tok string) string {
 // reads. No token, secret or client secret is in the orchestrator's log, a span, the
 // journal's files or the run's events.
 func TestGroupCredentials(t *testing.T) {
-	rcv, _ := startTraceCollector(t)
-	model := &turnModel{turns: []modelTurn{
-		{calls: [][2]string{{"billing_tool", `{}`}, {"crm_tool", `{}`}, {"plain_tool", `{}`}, {"echo", `{"text":"hi"}`}}},
-		{text: "done"},
-	}}
-	useModel(t, model)
-	idp := credentialstest.Start("toolmesh", "idp-client-secret-4f1c", "billing-api", "docs-api")
-	t.Cleanup(idp.Close)
-	sign := newSigner(t, "k1")
-	dir := t.TempDir()
-	clientSecret := filepath.Join(dir, "client-secret")
-	key := filepath.Join(dir, "journal.key")
-	for path, v := range map[string]string{clientSecret: "idp-client-secret-4f1c\n", key: strings.Repeat("cd", 32)} {
-		if err := os.WriteFile(path, []byte(v), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	secrets := filepath.Join(dir, "tenants")
-	writeTenantSecret(t, secrets, "acme", "..v1", "acme-secret-1a2b")
-	writeTenantSecret(t, secrets, "globex", "..v1", "globex-secret-3c4d")
-	meta := startMetaServer(t)
-	journalDir := filepath.Join(dir, "data")
-	m := startMesh(t, "", credConfig(sign, idp, clientSecret, secrets, meta.url, journalDir, key))
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cw := startCredWorker(ctx, t, m.orch.Addr)
-	alice := sign.token(t, jwt.MapClaims{"iss": "https://issuer.test", "aud": "toolmesh", "sub": "alice", "tenant": "acme", "exp": time.Now().Add(time.Hour).Unix()})
-	lister, err := client.Dial(m.orch.Addr, insecure.NewCredentials(), client.Bearer(alice, true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitWorkerCount(ctx, t, lister, 1)
-	_ = lister.Close()
-	bob := sign.token(t, jwt.MapClaims{"iss": "https://issuer.test", "aud": "toolmesh", "sub": "bob", "tenant": "globex", "exp": time.Now().Add(time.Hour).Unix()})
+	e := startCredEnv(ctx, t, "")
+	alice, bob := e.caller(t, "alice", "acme"), e.caller(t, "bob", "globex")
 	var events []*toolpb.RunResponse
 	for _, tok := range []string{alice, alice, alice, bob} {
-		evs := credRun(ctx, t, m, tok)
+		evs := credRun(ctx, t, e.m, tok)
 		events = append(events, evs...)
 		if got := finalText(t, evs); got != "done" {
 			t.Fatalf("final %q", got)
 		}
 	}
-	if n := idp.Calls.Load(); n != 4 {
+	if n := e.idp.Calls.Load(); n != 4 {
 		t.Errorf("4 runs of 2 callers calling 2 groups with exchanged tokens: the token endpoint was called %d times, want 4 (once per caller and group)", n)
 	}
-	checkGroupsSaw(t, cw, meta, idp, []string{"acme", "acme", "acme", "globex"}, []string{"acme-secret-1a2b", "acme-secret-1a2b", "acme-secret-1a2b", "globex-secret-3c4d"})
+	checkGroupsSaw(t, e.cw, e.meta, e.idp, []string{"acme", "acme", "acme", "globex"}, []string{"acme-secret-1a2b", "acme-secret-1a2b", "acme-secret-1a2b", "globex-secret-3c4d"})
 
 	// The Secret is updated on disk: the next call carries the new value.
-	writeTenantSecret(t, secrets, "acme", "..v2", "acme-secret-5e6f")
+	writeTenantSecret(t, e.secrets, "acme", "..v2", "acme-secret-5e6f")
 	time.Sleep(100 * time.Millisecond)
-	events = append(events, credRun(ctx, t, m, alice)...)
-	if got := cw.calls("crm_tool"); got[len(got)-1].ctx["x-api-key"] != "acme-secret-5e6f" {
+	events = append(events, credRun(ctx, t, e.m, alice)...)
+	if got := e.cw.calls("crm_tool"); got[len(got)-1].ctx["x-api-key"] != "acme-secret-5e6f" {
 		t.Errorf("after the Secret's update crm saw %q, want acme-secret-5e6f", got[len(got)-1].ctx["x-api-key"])
 	}
 
 	// The token endpoint refuses a new caller: the model reads why, the other calls go on.
-	idp.FailNext(-1, 400, "invalid_grant", "the subject token was revoked")
-	carol := sign.token(t, jwt.MapClaims{"iss": "https://issuer.test", "aud": "toolmesh", "sub": "carol", "tenant": "acme", "exp": time.Now().Add(time.Hour).Unix()})
-	evs := credRun(ctx, t, m, carol)
+	e.idp.FailNext(-1, 400, "invalid_grant", "the subject token was revoked")
+	carol := e.caller(t, "carol", "acme")
+	evs := credRun(ctx, t, e.m, carol)
 	events = append(events, evs...)
 	checkRefusalReadByModel(t, evs)
 
 	secretsList := []string{alice, bob, carol, "idp-client-secret-4f1c", "acme-secret-1a2b", "acme-secret-5e6f", "globex-secret-3c4d"}
-	for _, g := range idp.Granted() {
+	for _, g := range e.idp.Granted() {
 		secretsList = append(secretsList, g.Token)
 	}
-	m.stop()
+	e.m.stop()
 	time.Sleep(300 * time.Millisecond) // the last span batches
-	checkNoCredentialLeaks(t, m, rcv, journalDir, events, secretsList)
+	checkNoCredentialLeaks(t, e.m, e.rcv, e.journalDir, events, secretsList)
+}
+
+// TestResumedRunHasNoCallerToken: a run waits for the approval of its billing call when
+// its orchestrator is SIGKILLed; the orchestrator restarted on the journal takes it over
+// without the caller's token, which is never journaled. Approved, the call is not sent:
+// the model reads that the user must sign in again. The call of crm (a tenant's secret)
+// made before the crash stands.
+func TestResumedRunHasNoCallerToken(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	e := startCredEnv(ctx, t, "tools: {billing_tool: {approval: {timeout: 2m}}}")
+	alice := e.caller(t, "alice", "acme")
+	var callID string
+	crmDone := false
+	for ev, err := range e.client(t, alice).Run(ctx, &toolpb.RunRequest{RunId: "resume-me", Prompt: "use them", Detached: true,
+		ToolGroups: []string{"billing", "crm", "plain", "docs"}}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ap := ev.GetApprovalRequested(); ap != nil {
+			callID = ap.GetCallId()
+		}
+		if f := ev.GetToolCallFinished(); f != nil && f.GetTool() == "crm_tool" {
+			crmDone = true // its outcome is in the journal: events are sent once committed
+		}
+		if callID != "" && crmDone {
+			break
+		}
+	}
+	addr := e.m.orch.Addr
+	_ = e.m.orch.Kill()
+	e.m.startOrchestrator(addr)
+	c := e.client(t, alice)
+	if err := c.ApproveToolCall(ctx, "resume-me", callID, "", true, "fine"); err != nil {
+		e.m.dump()
+		t.Fatalf("approving after the restart: %v", err)
+	}
+	var evs []*toolpb.RunResponse
+	for ev, err := range c.Watch(ctx, "resume-me", 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, ev)
+	}
+	got := map[string]string{}
+	for _, f := range finished(evs, 1) {
+		got[f.GetTool()] = f.GetContent()
+	}
+	if !strings.Contains(got["billing_tool"], "tool 'billing_tool' was not called") || !strings.Contains(got["billing_tool"], "sign in and run the request again") {
+		t.Errorf("the resumed billing call answered %q, want that it needs the user to sign in again", got["billing_tool"])
+	}
+	if n := len(e.cw.calls("billing_tool")); n != 0 || got["crm_tool"] != "ok" {
+		t.Errorf("billing reached the worker %d times; crm answered %q", n, got["crm_tool"])
+	}
 }
 
 // checkGroupsSaw checks what each group received in the runs of tenants, in order: crm
@@ -336,6 +420,41 @@ func checkNoCredentialLeaks(t *testing.T, m *mesh, rcv *otlpReceiver, journalDir
 			if strings.Contains(text, s) {
 				t.Errorf("secret %d (%.12s…) is in the %s", i, s, where)
 			}
+		}
+	}
+}
+
+// TestMCPEndpointCallerTokenExchanged: a call through the orchestrator's MCP endpoint
+// acts for the caller that opened the session: the billing group gets a token exchanged
+// for that caller's, and another caller's session gets its own.
+func TestMCPEndpointCallerTokenExchanged(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	addr, err := harness.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := startCredEnv(ctx, t, "mcp_serve: {listen: "+addr+"}")
+	for i, sub := range []string{"alice", "bob"} {
+		session, err := connectMCPServe(ctx, "http://"+addr+"/", e.caller(t, sub, "acme"))
+		if err != nil {
+			e.m.dump()
+			t.Fatal(err)
+		}
+		res, err := session.CallTool(ctx, &sdk.CallToolParams{Name: "billing_tool", Arguments: map[string]any{}})
+		_ = session.Close()
+		if err != nil || res.IsError || mcpServeText(res) != "ok" {
+			t.Fatalf("%s: billing_tool over MCP: %v, %v", sub, res, err)
+		}
+		var billing []credentialstest.Exchange // the session's listing exchanged docs' too
+		for _, g := range e.idp.Granted() {
+			if g.Audience == "billing-api" {
+				billing = append(billing, g)
+			}
+		}
+		calls := e.cw.calls("billing_tool")
+		if len(calls) != i+1 || len(billing) != i+1 || billing[i].Subject != sub || calls[i].ctx["user_token"] != billing[i].Token {
+			t.Errorf("%s: the worker saw %d calls, billing-api tokens were granted %d times; want the last for %s, the one the worker saw", sub, len(calls), len(billing), sub)
 		}
 	}
 }

@@ -46,10 +46,51 @@ func startQuestionServer(t *testing.T, stateless bool) (url string, done *atomic
 		}
 		return &sdk.CallToolResult{InputRequests: sdk.InputRequestMap{"owner": ask}, RequestState: "asked"}, nil, nil
 	})
+	addTransfer(s, stateless, done)
 	srv := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, &sdk.StreamableHTTPOptions{Stateless: stateless}))
 	t.Cleanup(srv.CloseClientConnections)
 	t.Cleanup(srv.Close)
 	return srv.URL, done
+}
+
+// addTransfer adds the tool "transfer", which asks two questions, one after the other:
+// whose account, then which currency (in 2026-07-28, two input_required rounds, the
+// first answer kept in the request state).
+func addTransfer(s *sdk.Server, stateless bool, done *atomic.Int32) {
+	field := func(msg, name string) *sdk.ElicitParams {
+		return &sdk.ElicitParams{Message: msg, RequestedSchema: &jsonschema.Schema{Type: "object",
+			Properties: map[string]*jsonschema.Schema{name: {Type: "string"}}, Required: []string{name}}}
+	}
+	owner, currency := field("Whose account?", "name"), field("Which currency?", "currency")
+	finish := func(name, cur any) (*sdk.CallToolResult, any, error) {
+		done.Add(1)
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: fmt.Sprintf("%v in %v", name, cur)}}}, nil, nil
+	}
+	sdk.AddTool(s, &sdk.Tool{Name: "transfer", Description: "Transfers, asking whose account and which currency."}, func(ctx context.Context, req *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
+		if !stateless {
+			a, err := req.Session.Elicit(ctx, owner)
+			if err != nil {
+				return nil, nil, err
+			}
+			b, err := req.Session.Elicit(ctx, currency)
+			if err != nil {
+				return nil, nil, err
+			}
+			return finish(a.Content["name"], b.Content["currency"])
+		}
+		r := req.Params.InputResponses
+		switch state := req.Params.RequestState; {
+		case strings.HasPrefix(state, "owner="):
+			if b, ok := r["currency"].(*sdk.ElicitResult); ok {
+				return finish(strings.TrimPrefix(state, "owner="), b.Content["currency"])
+			}
+		case state == "asked":
+			if a, ok := r["owner"].(*sdk.ElicitResult); ok {
+				return &sdk.CallToolResult{InputRequests: sdk.InputRequestMap{"currency": currency}, RequestState: fmt.Sprintf("owner=%v", a.Content["name"])}, nil, nil
+			}
+		}
+		return &sdk.CallToolResult{InputRequests: sdk.InputRequestMap{"owner": owner}, RequestState: "asked"}, nil, nil
+	})
 }
 
 // TestQuestionSurvivesRestart: an MCP tool asks the user a question mid-call, in each
@@ -159,5 +200,69 @@ func TestQuestionDeclinedOrUnanswered(t *testing.T) {
 	}
 	if n := done.Load(); n != 2 {
 		t.Errorf("the tool finished %d times, want twice", n)
+	}
+}
+
+// TestAnsweredQuestionReplayedAfterRestart: a tool asks two questions in turn, in each
+// revision; the first is answered, and the orchestrator is SIGKILLed while the second
+// waits. After the restart the call is sent again: the first question is answered from
+// the journal, without asking anyone, and the second, answered then, completes the
+// call. The run's events show each question and each answer once.
+func TestAnsweredQuestionReplayedAfterRestart(t *testing.T) {
+	for _, stateless := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stateless=%v", stateless), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			url, done := startQuestionServer(t, stateless)
+			m := startMesh(t, "mcp-input-two.yaml", fmt.Sprintf("journal: {data_dir: %q, lease_ttl: 2s}\n", filepath.Join(t.TempDir(), "data"))+
+				"mcp_servers:\n  questions: {url: "+url+"}\ngroups:\n  accounts:\n    mcp: {server: questions}\n")
+			var second *toolpb.ApprovalRequested
+			for ev, err := range m.c.Run(ctx, &toolpb.RunRequest{RunId: "t", Prompt: "transfer", ToolGroups: []string{"accounts"}, Detached: true}) {
+				if err != nil {
+					m.dump()
+					t.Fatal(err)
+				}
+				ap := ev.GetApprovalRequested()
+				if ap.GetInput().GetInputId() == "1" {
+					if err := m.c.AnswerToolInput(ctx, "t", ap.GetCallId(), "1", `{"name":"carol"}`); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if ap.GetInput().GetInputId() == "2" {
+					second = ap
+					break
+				}
+			}
+			if second.GetInput().GetMessage() != "Which currency?" {
+				t.Fatalf("second question %v", second)
+			}
+			addr := m.orch.Addr
+			_ = m.orch.Kill()
+			m.startOrchestrator(addr)
+			if err := m.c.AnswerToolInput(ctx, "t", second.GetCallId(), "2", `{"currency":"EUR"}`); err != nil {
+				m.dump()
+				t.Fatalf("answering the second question after the restart: %v", err)
+			}
+			evs := m.watch(ctx, "t")
+			if text := finalText(t, evs); text != "transfer: carol in EUR" {
+				m.dump()
+				t.Errorf("final text %q", text)
+			}
+			var asked, answered []string
+			for _, ev := range evs {
+				if ap := ev.GetApprovalRequested(); ap != nil {
+					asked = append(asked, ap.GetInput().GetInputId())
+				}
+				if d := ev.GetApprovalDecided(); d != nil {
+					answered = append(answered, d.GetInputId()+" "+d.GetContentJson())
+				}
+			}
+			if strings.Join(asked, ",") != "1,2" || strings.Join(answered, ",") != `1 {"name":"carol"},2 {"currency":"EUR"}` {
+				t.Errorf("questions %v, answers %v; want each once, in order", asked, answered)
+			}
+			if n := done.Load(); n != 1 {
+				t.Errorf("the tool finished %d times, want once", n)
+			}
+		})
 	}
 }

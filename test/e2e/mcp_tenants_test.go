@@ -87,7 +87,8 @@ func connectMCPServe(ctx context.Context, endpoint, token string) (*sdk.ClientSe
 		hc.Transport = bearerRT(token)
 	}
 	c := sdk.NewClient(&sdk.Implementation{Name: "e2e", Version: "v1"}, nil)
-	return c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc, MaxRetries: -1}, nil)
+	// A session (which a caller owns, and in which facades unfold) is 2025-11-25's.
+	return c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc, MaxRetries: -1}, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 }
 
 // mcpServeText is the text content of a tool call's result.
@@ -210,7 +211,8 @@ func TestMCPServeMutualTLS(t *testing.T) {
 		return &http.Client{Transport: &http.Transport{TLSClientConfig: tc, ForceAttemptHTTP2: true}}
 	}
 	c := sdk.NewClient(&sdk.Implementation{Name: "e2e", Version: "v1"}, nil)
-	session, err := c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: endpoint, HTTPClient: with(m.client, true), MaxRetries: -1}, nil)
+	session, err := c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: endpoint, HTTPClient: with(m.client, true), MaxRetries: -1},
+		&sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"}) // facades unfold in a session
 	if err != nil {
 		m.dump()
 		t.Fatal(err)

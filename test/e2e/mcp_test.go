@@ -200,7 +200,8 @@ groups:
 		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { changed <- struct{}{} },
 	})
 	hc := &http.Client{Transport: headerRT{"X-Tenant-Id": "from-header"}}
-	session, err := client.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp", HTTPClient: hc}, nil)
+	session, err := client.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp", HTTPClient: hc},
+		&sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"}) // facades unfold in a session
 	if err != nil {
 		m.dump()
 		t.Fatal(err)

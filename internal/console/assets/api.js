@@ -358,7 +358,9 @@ export class Client {
   cancelRun(runId, reason, opts) { return this.unary("CancelRun", { runId, reason }, opts); }
 
   /**
-   * @param {{runId: string, loopId?: string, callId: string, approve: boolean, reason?: string}} a
+   * approveToolCall decides on an approval, or answers a tool's question (inputId, with
+   * the answer's JSON in contentJson).
+   * @param {{runId: string, loopId?: string, callId: string, approve: boolean, reason?: string, inputId?: string, contentJson?: string}} a
    * @param {CallOptions} [opts]
    * @returns {Promise<{}>}
    */
@@ -366,7 +368,7 @@ export class Client {
     return this.unary("ApproveToolCall", {
       runId: a.runId, loopId: a.loopId || undefined, callId: a.callId,
       decision: a.approve ? "APPROVAL_DECISION_APPROVE" : "APPROVAL_DECISION_DENY",
-      reason: a.reason || undefined,
+      reason: a.reason || undefined, inputId: a.inputId || undefined, contentJson: a.contentJson || undefined,
     }, opts);
   }
 

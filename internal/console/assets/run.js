@@ -60,8 +60,8 @@ class RunPage {
     this.facts = h("dl", { class: "facts" });
     this.outcome = h("div", { class: "outcome" });
     this.streamStatus = h("p", { class: "status", role: "status" }, "Connecting…");
-    this.timeline = new TimelineView((a, approve, reason) => ctx.client.approveToolCall(
-      { runId, loopId: a.loopId, callId: a.callId, approve, reason }, { signal }));
+    this.timeline = new TimelineView((a, approve, reason, content) => ctx.client.approveToolCall(
+      { runId, loopId: a.loopId, callId: a.callId, approve, reason, inputId: a.inputId, contentJson: content }, { signal }));
     this.loopsPanel = h("div", {});
     this.boardPanel = h("div", {});
     this.assetsPanel = h("div", {});

@@ -32,6 +32,9 @@ export const MAX_ROWS = 5000;
  * @property {"pending" | "approved" | "denied" | "ended"} status ended: the run ended undecided
  * @property {string} decidedBy
  * @property {string} reason
+ * @property {string} [inputId] set when the call waits for an answer to its tool's question
+ * @property {string} [question] the question's message
+ * @property {string} [schema] the JSON Schema the answer must satisfy
  */
 
 /**
@@ -132,6 +135,16 @@ function callKey(loopKey, callId) {
   return `${loopKey}\u0000${callId ?? ""}`;
 }
 
+/**
+ * approvalKey names what a call waits for: its approval, or one of its tool's questions.
+ * @param {string} loopKey
+ * @param {string | undefined} callId
+ * @param {string | undefined} inputId
+ */
+function approvalKey(loopKey, callId, inputId) {
+  return inputId ? `${callKey(loopKey, callId)}\u0000${inputId}` : callKey(loopKey, callId);
+}
+
 /** Timeline is the model of a run's timeline. */
 export class Timeline {
   /** @param {{maxRows?: number}} [opts] */
@@ -149,7 +162,7 @@ export class Timeline {
     this.ended = false;
     /** @type {Map<string, {row: Row, tool: string, nested: boolean}>} calls not finished, by loop and call id */
     this.calls = new Map();
-    /** @type {Map<string, Row>} approval_requested rows, by loop and call id */
+    /** @type {Map<string, Row>} approval_requested rows, by loop and call id (and question) */
     this.approvals = new Map();
     /** @type {Map<string, Row>} the message being streamed in each loop */
     this.streams = new Map();
@@ -310,7 +323,7 @@ export class Timeline {
     if (kind === "tool_call_started") {
       this.calls.set(callKey(loop.key, p.callId), { row, tool: p.tool ?? "", nested: false });
     } else if (kind === "approval_requested") {
-      this.approvals.set(callKey(loop.key, p.callId), row);
+      this.approvals.set(approvalKey(loop.key, p.callId, p.input?.inputId), row);
     } else if (kind === "text_delta") {
       this.streams.set(loop.key, row);
     }
@@ -338,7 +351,7 @@ export class Timeline {
    * @param {Change[]} changes
    */
   decide(loop, p, changes) {
-    const key = callKey(loop.key, p.callId);
+    const key = approvalKey(loop.key, p.callId, p.inputId);
     const req = this.approvals.get(key);
     this.approvals.delete(key);
     if (!req?.approval || req.dropped) {
@@ -348,7 +361,9 @@ export class Timeline {
     req.approval.decidedBy = p.decidedBy ?? "";
     req.approval.reason = p.reason ?? "";
     req.tone = p.approved ? "ok" : "error";
-    req.summary = req.summary.replace(/ waits for approval.*$/, p.approved ? " was approved" : " was denied");
+    req.summary = p.inputId
+      ? req.summary.replace(/ asks: .*$/, p.approved ? " was answered" : " got no answer")
+      : req.summary.replace(/ waits for approval.*$/, p.approved ? " was approved" : " was denied");
     changes.push({ op: "update", row: req });
   }
 
@@ -631,6 +646,19 @@ function describeMore(kind, p, row) {
       if (p.error) d.push({ label: "error", text: clip(p.error) });
       break;
     case "approval_requested":
+      if (p.input) { // a tool's question to a person, answered with ApproveToolCall
+        const q = p.input;
+        row.title = "question";
+        row.tone = "pending";
+        row.callId = p.callId ?? "";
+        row.summary = truncate(`${p.tool ?? "?"} · call ${p.callId ?? "?"} asks: ${oneLine(q.message ?? "")}${p.deadline ? " (until " + formatDateTime(p.deadline) + ")" : ""}`);
+        row.approval = { callId: p.callId ?? "", loopId: p.loopId ?? "", tool: p.tool ?? "", status: "pending", decidedBy: "", reason: "",
+          inputId: q.inputId ?? "", question: q.message ?? "", schema: q.requestedSchemaJson ?? "" };
+        if (q.requestedSchemaJson) {
+          d.push({ label: "requested schema", text: clip(prettyJSON(q.requestedSchemaJson)) });
+        }
+        break;
+      }
       row.title = "approval";
       row.tone = "pending";
       row.callId = p.callId ?? "";
@@ -639,6 +667,13 @@ function describeMore(kind, p, row) {
       d.push({ label: "arguments", text: clip(prettyJSON(p.argumentsJson)) });
       break;
     case "approval_decided":
+      if (p.inputId) {
+        row.title = p.approved ? "answered" : "not answered";
+        row.tone = p.approved ? "ok" : "error";
+        row.callId = p.callId ?? "";
+        row.summary = truncate(`${p.tool ?? "?"} call ${p.callId ?? "?"} question ${p.inputId} ${p.approved ? "answered" : "not answered"} by ${p.decidedBy || "?"}${p.contentJson ? ": " + oneLine(p.contentJson) : p.reason ? ": " + oneLine(p.reason) : ""}`);
+        break;
+      }
       row.title = p.approved ? "approved" : "denied";
       row.tone = p.approved ? "ok" : "error";
       row.callId = p.callId ?? "";

@@ -15,10 +15,11 @@ import { errorBox, objectBox } from "./ui.js";
 /** @typedef {import("./timeline.js").Approval} Approval */
 
 /**
- * @callback Decide sends a decision on an approval
+ * @callback Decide sends a decision on an approval, or an answer to a tool's question
  * @param {Approval} approval
  * @param {boolean} approve
  * @param {string} reason
+ * @param {string} [content] the answer's JSON, for a question
  * @returns {Promise<unknown>}
  */
 
@@ -166,8 +167,11 @@ export class TimelineView {
       return h("p", { class: "decision" }, "The run ended before a decision.");
     }
     if (a.status !== "pending") {
-      return h("p", { class: ["decision", a.status] },
-        `${a.status === "approved" ? "Approved" : "Denied"} by ${a.decidedBy || "?"}${a.reason ? ": " + a.reason : ""}`);
+      const verdict = a.inputId ? (a.status === "approved" ? "Answered" : "Not answered") : (a.status === "approved" ? "Approved" : "Denied");
+      return h("p", { class: ["decision", a.status] }, `${verdict} by ${a.decidedBy || "?"}${a.reason ? ": " + a.reason : ""}`);
+    }
+    if (a.inputId) {
+      return this.answerBox(a, rowId);
     }
     const reason = h("input", { type: "text", id: `reason-${rowId}`, maxlength: "1024", autocomplete: "off", data: { reason: a.callId } });
     const status = h("div", { class: "approval-status", role: "status" });
@@ -189,6 +193,37 @@ export class TimelineView {
     deny.addEventListener("click", send(false));
     return h("div", { class: "approval" },
       h("label", { for: reason.id }, "Reason"), reason, approve, deny, status);
+  }
+
+  /**
+   * answerBox shows a tool's pending question: the answer as JSON (an object valid
+   * against the requested schema), the Answer and Decline buttons.
+   * @param {Approval} a
+   * @param {number} rowId
+   * @returns {HTMLElement}
+   */
+  answerBox(a, rowId) {
+    const content = h("textarea", { id: `answer-${rowId}`, rows: "3", maxlength: "3072", spellcheck: "false", data: { answer: a.callId } }, "{}");
+    const status = h("div", { class: "approval-status", role: "status" });
+    const answer = h("button", { type: "button", class: "approve" }, "Answer");
+    const decline = h("button", { type: "button", class: "deny" }, "Decline");
+    /** @param {boolean} yes */
+    const send = (yes) => async () => {
+      answer.disabled = decline.disabled = content.disabled = true;
+      status.replaceChildren(yes ? "Answering…" : "Declining…");
+      try {
+        await this.decide(a, yes, "", yes ? content.value.trim() : "");
+        status.replaceChildren(`${yes ? "Answered" : "Declined"}; the tool goes on.`);
+      } catch (err) {
+        status.replaceChildren(errorBox(err));
+        answer.disabled = decline.disabled = content.disabled = false;
+      }
+    };
+    answer.addEventListener("click", send(true));
+    decline.addEventListener("click", send(false));
+    return h("div", { class: "approval" },
+      h("p", { class: "question" }, a.question ?? ""),
+      h("label", { for: content.id }, "Answer (JSON)"), content, answer, decline, status);
   }
 }
 

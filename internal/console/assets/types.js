@@ -80,8 +80,8 @@
  * @property {{field?: string, message?: string}} [warning]
  * @property {{model?: string, tools?: string[], maxIterations?: number}} [nestedLoopStarted]
  * @property {{iterations?: number, toolCalls?: number, error?: string}} [nestedLoopFinished]
- * @property {{callId?: string, tool?: string, argumentsJson?: string, loopId?: string, iteration?: number, deadline?: string}} [approvalRequested]
- * @property {{callId?: string, tool?: string, loopId?: string, approved?: boolean, reason?: string, decidedBy?: string}} [approvalDecided]
+ * @property {{callId?: string, tool?: string, argumentsJson?: string, loopId?: string, iteration?: number, deadline?: string, input?: {inputId?: string, message?: string, requestedSchemaJson?: string, server?: string, protocolVersion?: string}}} [approvalRequested]
+ * @property {{callId?: string, tool?: string, loopId?: string, approved?: boolean, reason?: string, decidedBy?: string, inputId?: string, contentJson?: string}} [approvalDecided]
  */
 
 /**

@@ -230,6 +230,26 @@ test("an approval's summary says how it was decided", () => {
   assert.equal(a.tone, "ok");
 });
 
+test("a tool's questions wait as approvals do, each on its own, and say how they were answered", () => {
+  const t = new Timeline();
+  t.add(ev({ started: { loopId: "root" } }));
+  const input = (id, message) => ({ inputId: id, message, requestedSchemaJson: '{"type":"object"}', server: "crm", protocolVersion: "2026-07-28" });
+  const q1 = t.add(ev({ approvalRequested: { callId: "c1", tool: "open", loopId: "root", input: input("1", "Whose account?") } }))[0].row;
+  const q2 = t.add(ev({ approvalRequested: { callId: "c1", tool: "open", loopId: "root", input: input("2", "Which currency?") } }))[0].row;
+  assert.equal(q1.title, "question");
+  assert.equal(q1.summary, "open · call c1 asks: Whose account?");
+  assert.deepEqual(q1.approval, { callId: "c1", loopId: "root", tool: "open", status: "pending", decidedBy: "", reason: "",
+    inputId: "1", question: "Whose account?", schema: '{"type":"object"}' });
+  const dec = t.add(ev({ approvalDecided: { callId: "c1", tool: "open", loopId: "root", approved: true, decidedBy: "alice", inputId: "1", contentJson: '{"name":"carol"}' } }));
+  assert.deepEqual(ops(dec), ["update:approval_requested", "add:approval_decided"]);
+  assert.equal(q1.summary, "open · call c1 was answered");
+  assert.equal(dec[1].row.summary, 'open call c1 question 1 answered by alice: {"name":"carol"}');
+  assert.equal(q2.approval.status, "pending");
+  t.add(ev({ approvalDecided: { callId: "c1", tool: "open", loopId: "root", approved: false, decidedBy: "deadline", reason: "nobody answered in time", inputId: "2" } }));
+  assert.equal(q2.summary, "open · call c1 got no answer");
+  assert.equal(q2.approval.status, "denied");
+});
+
 test("fields the server sends as null or empty read as unset", () => {
   const t = new Timeline();
   t.add({ sequence: "1", scope: null, started: { loopId: "root", tools: null, model: "m" } });

@@ -133,11 +133,14 @@ class Client:
                                  "toolmesh.v1.CancelRunResponse", timeout)
 
     async def approve_tool_call(self, run_id: str, call_id: str, approve: bool = True, reason: str = "", *,
-                                loop_id: str = "", timeout: float | None = None) -> pb.Message:
-        """Approves (or, with approve=False, denies) a call that waits for approval."""
+                                loop_id: str = "", input_id: str = "", content_json: str = "",
+                                timeout: float | None = None) -> pb.Message:
+        """Approves (or, with approve=False, denies) a call that waits for approval; or
+        answers a question the call's tool asked (``content_json``: a JSON object valid
+        against its requested schema; ``input_id`` when the call waits on several)."""
         decision = pb.ApprovalDecision.APPROVAL_DECISION_APPROVE if approve else pb.ApprovalDecision.APPROVAL_DECISION_DENY
         req = pb.ApproveToolCallRequest(run_id=run_id, call_id=call_id, loop_id=loop_id, decision=decision,
-                                        reason=reason)
+                                        reason=reason, input_id=input_id, content_json=content_json)
         return await self._unary("ApproveToolCall", req, "toolmesh.v1.ApproveToolCallRequest",
                                  "toolmesh.v1.ApproveToolCallResponse", timeout)
 
