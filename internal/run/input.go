@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/runlog"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
@@ -68,6 +69,9 @@ func (a *approver) Ask(ctx context.Context, n int, q toolinternal.Question) (too
 		}
 		rec = approvalRecord{Key: key, LoopID: info.LoopID, CallID: info.CallID, Tool: q.Tool, Iteration: info.Iteration,
 			Deadline: time.Now().Add(timeout), InputID: id, Question: &q}
+		if c := toolcall.From(ctx); c != nil {
+			rec.Arguments = c.Input // what the call is about, for the person who answers
+		}
 		if a.j != nil {
 			data, _ := toolinternal.MarshalJSON(rec)
 			if _, err := a.j.add(runlog.KindApproval, data, nil, false); err != nil {

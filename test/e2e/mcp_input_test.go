@@ -125,7 +125,7 @@ func TestQuestionSurvivesRestart(t *testing.T) {
 			}
 			in := ap.GetInput()
 			if in.GetMessage() != "Whose account?" || in.GetInputId() != "1" || in.GetServer() != "questions" || in.GetProtocolVersion() != tc.protocol ||
-				!strings.Contains(in.GetRequestedSchemaJson(), `"name"`) || ap.GetTool() != "account" {
+				!strings.Contains(in.GetRequestedSchemaJson(), `"name"`) || ap.GetTool() != "account" || ap.GetArgumentsJson() != "{}" {
 				t.Fatalf("approval_requested = %v, want the tool's question", ap)
 			}
 			addr := m.orch.Addr

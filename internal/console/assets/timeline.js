@@ -654,6 +654,9 @@ function describeMore(kind, p, row) {
         row.summary = truncate(`${p.tool ?? "?"} · call ${p.callId ?? "?"} asks: ${oneLine(q.message ?? "")}${p.deadline ? " (until " + formatDateTime(p.deadline) + ")" : ""}`);
         row.approval = { callId: p.callId ?? "", loopId: p.loopId ?? "", tool: p.tool ?? "", status: "pending", decidedBy: "", reason: "",
           inputId: q.inputId ?? "", question: q.message ?? "", schema: q.requestedSchemaJson ?? "" };
+        if (p.argumentsJson) {
+          d.push({ label: "arguments", text: clip(prettyJSON(p.argumentsJson)) });
+        }
         if (q.requestedSchemaJson) {
           d.push({ label: "requested schema", text: clip(prettyJSON(q.requestedSchemaJson)) });
         }
