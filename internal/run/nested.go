@@ -33,6 +33,8 @@ type Scope struct {
 	Depth int
 	// ChildRunID is the child run of a subagent's loop; empty for an agentic tool's.
 	ChildRunID string
+	// ParentCallID is the call, in the parent loop, that started the loop.
+	ParentCallID string
 }
 
 // Nested is an event of a nested loop (a loop.Event) with the loop it comes from.
@@ -121,7 +123,8 @@ func (n *nester) RunLoop(ctx context.Context, l agentic.Loop) (*loop.Result, err
 	info, _ := tool.CallInfoFrom(ctx)
 	// A nested loop's ids follow from the call that starts it, so that a run resumed from
 	// its journal replays the loop under the same ids.
-	scope := Scope{LoopID: derivedID("loop_", info), ParentLoopID: n.parent, Tool: l.Tool, Kind: string(l.Kind), Depth: n.depth + 1, ChildRunID: n.childRun}
+	scope := Scope{LoopID: derivedID("loop_", info), ParentLoopID: n.parent, Tool: l.Tool, Kind: string(l.Kind), Depth: n.depth + 1, ChildRunID: n.childRun,
+		ParentCallID: info.CallID}
 	child := *n
 	child.parent, child.depth, child.bag = scope.LoopID, scope.Depth, bag
 	proc := n.procs[0]

@@ -47,15 +47,21 @@ func TestAgenticPlaybookInARun(t *testing.T) {
 		Tools:                []string{"add"},
 		LockedTools:          []*toolpb.LockedTool{{Tool: "multiply", AfterAll: []string{"add"}}},
 	}}}
-	var locked string
+	var locked, calcCall string
 	var scopes []string
 	var finished *toolpb.NestedLoopFinished
 	final, err := e.cl.RunAndWait(testContext(t), req, func(ev *toolpb.RunResponse) {
 		if f := ev.GetToolCallFinished(); f != nil && ev.GetScope() != nil && f.GetTool() == "multiply" && locked == "" {
 			locked = f.GetContent()
 		}
+		if c := ev.GetToolCallStarted(); c != nil && ev.GetScope() == nil && c.GetTool() == "calc" {
+			calcCall = c.GetCallId()
+		}
 		if s := ev.GetScope(); s != nil {
 			scopes = append(scopes, s.GetTool()+"/"+s.GetKind().String())
+			if s.GetParentCallId() != calcCall || calcCall == "" {
+				t.Errorf("a nested loop's event names parent call %q, want calc's %q", s.GetParentCallId(), calcCall)
+			}
 		}
 		if f := ev.GetNestedLoopFinished(); f != nil {
 			finished = f

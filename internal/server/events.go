@@ -251,7 +251,8 @@ func eventObjects(bs []tool.Binding) []*toolpb.BlackboardObject {
 }
 
 func scopeProto(s run.Scope) *toolpb.LoopScope {
-	return &toolpb.LoopScope{LoopId: s.LoopID, ParentLoopId: s.ParentLoopID, Tool: s.Tool, Kind: kindProto(s.Kind), Depth: int32(s.Depth), ChildRunId: s.ChildRunID}
+	return &toolpb.LoopScope{LoopId: s.LoopID, ParentLoopId: s.ParentLoopID, Tool: s.Tool, Kind: kindProto(s.Kind), Depth: int32(s.Depth), ChildRunId: s.ChildRunID,
+		ParentCallId: s.ParentCallID}
 }
 
 func outcomeProto(o loop.Outcome) toolpb.ToolCallOutcome {

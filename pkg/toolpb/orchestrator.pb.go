@@ -2492,7 +2492,12 @@ type LoopScope struct {
 	Depth int32 `protobuf:"varint,5,opt,name=depth,proto3" json:"depth,omitempty"`
 	// The child run a subagent's loop belongs to (GetRun reports it too); empty for an
 	// agentic tool's loop, which belongs to the run.
-	ChildRunId    string `protobuf:"bytes,6,opt,name=child_run_id,json=childRunId,proto3" json:"child_run_id,omitempty"`
+	ChildRunId string `protobuf:"bytes,6,opt,name=child_run_id,json=childRunId,proto3" json:"child_run_id,omitempty"`
+	// The call, in the parent loop, of the agentic tool that started it: with
+	// parent_loop_id, which tool call a nested loop belongs under when the parent loop
+	// calls the same agentic tool more than once. Empty in events journaled before it was
+	// reported.
+	ParentCallId  string `protobuf:"bytes,7,opt,name=parent_call_id,json=parentCallId,proto3" json:"parent_call_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2565,6 +2570,13 @@ func (x *LoopScope) GetDepth() int32 {
 func (x *LoopScope) GetChildRunId() string {
 	if x != nil {
 		return x.ChildRunId
+	}
+	return ""
+}
+
+func (x *LoopScope) GetParentCallId() string {
+	if x != nil {
+		return x.ParentCallId
 	}
 	return ""
 }
@@ -5814,7 +5826,7 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x19\n" +
 	"\binput_id\x18\x06 \x01(\tR\ainputId\x12!\n" +
 	"\fcontent_json\x18\a \x01(\tR\vcontentJson\"\x19\n" +
-	"\x17ApproveToolCallResponse\"\xc4\x01\n" +
+	"\x17ApproveToolCallResponse\"\xea\x01\n" +
 	"\tLoopScope\x12\x17\n" +
 	"\aloop_id\x18\x01 \x01(\tR\x06loopId\x12$\n" +
 	"\x0eparent_loop_id\x18\x02 \x01(\tR\fparentLoopId\x12\x12\n" +
@@ -5822,7 +5834,8 @@ const file_toolmesh_v1_orchestrator_proto_rawDesc = "" +
 	"\x04kind\x18\x04 \x01(\x0e2\x18.toolmesh.v1.AgenticKindR\x04kind\x12\x14\n" +
 	"\x05depth\x18\x05 \x01(\x05R\x05depth\x12 \n" +
 	"\fchild_run_id\x18\x06 \x01(\tR\n" +
-	"childRunId\"f\n" +
+	"childRunId\x12$\n" +
+	"\x0eparent_call_id\x18\a \x01(\tR\fparentCallId\"f\n" +
 	"\x11NestedLoopStarted\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x14\n" +
 	"\x05tools\x18\x02 \x03(\tR\x05tools\x12%\n" +

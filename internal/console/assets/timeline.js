@@ -200,8 +200,8 @@ export class Timeline {
 
   /**
    * nestedLoop finds the loop of a scope, or makes it: under its parent loop, after the
-   * tool call that started it (the oldest call of that tool in the parent loop that has no
-   * loop yet).
+   * tool call that started it (the call the scope names; for events that name none, the
+   * oldest call of that tool in the parent loop that has no loop yet).
    * @param {LoopScope} scope
    * @returns {[LoopNode, Change[]]}
    */
@@ -215,11 +215,17 @@ export class Timeline {
     const parentId = scope.parentLoopId ?? "";
     const parent = parentId && parentId !== rootId && this.loops.has(parentId) ? parentId : "";
     let anchor = 0;
-    for (const [k, call] of this.calls) {
-      if (k.startsWith(parent + "\u0000") && call.tool === scope.tool && !call.nested && !call.row.dropped) {
-        call.nested = true;
-        anchor = call.row.id;
-        break;
+    const named = scope.parentCallId ? this.calls.get(callKey(parent, scope.parentCallId)) : undefined;
+    if (named) {
+      named.nested = true;
+      anchor = named.row.id;
+    } else {
+      for (const [k, call] of this.calls) {
+        if (k.startsWith(parent + "\u0000") && call.tool === scope.tool && !call.nested && !call.row.dropped) {
+          call.nested = true;
+          anchor = call.row.id;
+          break;
+        }
       }
     }
     /** @type {LoopNode} */

@@ -53,6 +53,7 @@
  * @property {string} [kind] an AgenticKind name
  * @property {number} [depth]
  * @property {string} [childRunId]
+ * @property {string} [parentCallId] the call of the agentic tool, in the parent loop, that started it
  */
 
 /**

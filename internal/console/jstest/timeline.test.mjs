@@ -135,6 +135,18 @@ test("nested loops hang under the tool call that started them", () => {
   assert.ok(!t.ended);
 });
 
+test("a nested loop that names its call hangs under that call, whatever the order", () => {
+  const t = new Timeline();
+  t.add(ev({ started: { loopId: "root" } }));
+  const c1 = t.add(ev({ toolCallStarted: { callId: "c1", tool: "researcher", loopId: "root" } }))[0].row;
+  const c2 = t.add(ev({ toolCallStarted: { callId: "c2", tool: "researcher", loopId: "root" } }))[0].row;
+  // parallel calls of one agentic tool: the second call's loop starts first
+  const second = t.add(ev({ scope: { loopId: "loop_2", parentLoopId: "root", parentCallId: "c2", tool: "researcher", depth: 1 }, nestedLoopStarted: {} }));
+  assert.equal(second[0].loop.anchor, c2.id);
+  const first = t.add(ev({ scope: { loopId: "loop_1", parentLoopId: "root", parentCallId: "c1", tool: "researcher", depth: 1 }, nestedLoopStarted: {} }));
+  assert.equal(first[0].loop.anchor, c1.id);
+});
+
 test("a loop seen first through its events is made then, under its parent", () => {
   const t = new Timeline();
   t.add(ev({ started: { loopId: "root" } }));
