@@ -183,25 +183,12 @@ func (a *approver) await(ctx context.Context, name, input string, timeout time.D
 	if !asked {
 		rec = approvalRecord{Key: key, LoopID: info.LoopID, CallID: info.CallID, Tool: name, Arguments: input,
 			Iteration: info.Iteration, Deadline: time.Now().Add(timeout)}
-		if a.j != nil {
-			data, _ := toolinternal.MarshalJSON(rec)
-			if _, err := a.j.add(runlog.KindApproval, data, nil, false); err != nil {
-				return runlog.Decision{}, err
-			}
-			a.j.noteApproval(rec)
+		if err := a.record(rec); err != nil {
+			return runlog.Decision{}, err
 		}
 	}
-	a.mu.Lock()
-	a.pending[key] = rec
-	wake := make(chan struct{})
-	a.wake[key] = wake
-	a.mu.Unlock()
-	defer func() {
-		a.mu.Lock()
-		delete(a.pending, key)
-		delete(a.wake, key)
-		a.mu.Unlock()
-	}()
+	wake, release := a.pend(key, rec)
+	defer release()
 	// In a replay, the journal drops the event when the client saw it before the crash.
 	a.observer.send(ApprovalRequested{LoopID: rec.LoopID, CallID: rec.CallID, Tool: rec.Tool, Arguments: rec.Arguments, Iteration: rec.Iteration, Deadline: rec.Deadline})
 
@@ -217,6 +204,35 @@ func (a *approver) await(ctx context.Context, name, input string, timeout time.D
 	}
 	a.observer.send(ApprovalDecided{LoopID: rec.LoopID, CallID: rec.CallID, Tool: rec.Tool, Approved: d.Approve, Reason: d.Reason, By: d.By})
 	return d, nil
+}
+
+// record journals rec, a call's new request for a person's decision.
+func (a *approver) record(rec approvalRecord) error {
+	if a.j == nil {
+		return nil
+	}
+	data, _ := toolinternal.MarshalJSON(rec)
+	if _, err := a.j.add(runlog.KindApproval, data, nil, false); err != nil {
+		return err
+	}
+	a.j.noteApproval(rec)
+	return nil
+}
+
+// pend lists rec as waiting under key until release; wake is closed when a decision
+// for it is taken in this process.
+func (a *approver) pend(key string, rec approvalRecord) (wake chan struct{}, release func()) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.pending[key] = rec
+	wake = make(chan struct{})
+	a.wake[key] = wake
+	return wake, func() {
+		a.mu.Lock()
+		delete(a.pending, key)
+		delete(a.wake, key)
+		a.mu.Unlock()
+	}
 }
 
 // wait polls for the decision until the deadline, when it decides itself: the store

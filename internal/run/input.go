@@ -72,25 +72,12 @@ func (a *approver) Ask(ctx context.Context, n int, q toolinternal.Question) (too
 		if c := toolcall.From(ctx); c != nil {
 			rec.Arguments = c.Input // what the call is about, for the person who answers
 		}
-		if a.j != nil {
-			data, _ := toolinternal.MarshalJSON(rec)
-			if _, err := a.j.add(runlog.KindApproval, data, nil, false); err != nil {
-				return toolinternal.Answer{}, err
-			}
-			a.j.noteApproval(rec)
+		if err := a.record(rec); err != nil {
+			return toolinternal.Answer{}, err
 		}
 	}
-	a.mu.Lock()
-	a.pending[key] = rec
-	wake := make(chan struct{})
-	a.wake[key] = wake
-	a.mu.Unlock()
-	defer func() {
-		a.mu.Lock()
-		delete(a.pending, key)
-		delete(a.wake, key)
-		a.mu.Unlock()
-	}()
+	wake, release := a.pend(key, rec)
+	defer release()
 	a.observer.send(requestedEvent(rec))
 	late, _ := json.Marshal(toolinternal.Answer{Action: toolinternal.AnswerCancel, Reason: "nobody answered in time"})
 	d, err := a.wait(ctx, key, rec.Deadline, wake, runlog.Decision{Reason: string(late), By: byDeadline})
