@@ -46,6 +46,7 @@ type passthrough struct {
 	mu       sync.Mutex
 	groups   map[string]*Group // the groups the session reaches, by role
 	logLevel sdk.LoggingLevel  // what the client set with logging/setLevel
+	watching bool              // the session's end drops its subscriptions
 }
 
 // reach records the group of t, a tool the session is offered, when it is an MCP
@@ -575,6 +576,57 @@ func (ss *subscribers) remove(cs *sdk.ClientSession, uri string, sub subscriber)
 	return true
 }
 
+// removeAll forgets srv's subscriptions and returns those of which none is left, by the
+// group's session.
+func (ss *subscribers) removeAll(srv *sdk.Server) map[*sdk.ClientSession][]string {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	gone := map[*sdk.ClientSession][]string{}
+	for cs, byURI := range ss.m {
+		for uri, subs := range byURI {
+			kept := slices.DeleteFunc(subs, func(x subscriber) bool { return x.srv == srv })
+			ss.n -= len(subs) - len(kept)
+			if len(kept) > 0 {
+				byURI[uri] = kept
+				continue
+			}
+			delete(byURI, uri)
+			gone[cs] = append(gone[cs], uri)
+		}
+		if len(byURI) == 0 {
+			delete(ss.m, cs)
+		}
+	}
+	return gone
+}
+
+// watchSubscriptions drops the session's subscriptions once it ends (once per session),
+// unsubscribing at the servers those no other session holds.
+func (s *sessionServer) watchSubscriptions(ss *sdk.ServerSession) {
+	if ss == nil {
+		return
+	}
+	s.pass.mu.Lock()
+	watching := s.pass.watching
+	s.pass.watching = true
+	s.pass.mu.Unlock()
+	if watching {
+		return
+	}
+	go func() {
+		_ = ss.Wait()
+		for _, g := range s.pass.reached() {
+			for cs, uris := range g.subscribers.removeAll(s.srv) {
+				for _, uri := range uris {
+					ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
+					_ = cs.Unsubscribe(ctx, &sdk.UnsubscribeParams{URI: uri})
+					cancel()
+				}
+			}
+		}
+	}()
+}
+
 func (ss *subscribers) of(cs *sdk.ClientSession, uri string) []subscriber {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
@@ -615,6 +667,7 @@ func (s *sessionServer) subscribe(ctx context.Context, req *sdk.SubscribeRequest
 	if err != nil {
 		return unavailable(g, err)
 	}
+	s.watchSubscriptions(req.Session)
 	if first {
 		if err := cs.Subscribe(ctx, &sdk.SubscribeParams{Meta: g.meta(ctx), URI: uri}); err != nil {
 			g.subscribers.remove(cs, uri, sub)

@@ -1,6 +1,10 @@
 package mcp_test
 
 import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -115,5 +119,73 @@ func TestEndpointReachesOnlyGrantedGroups(t *testing.T) {
 	}
 	if r, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: "mem://doc"}); err != nil || r.Contents[0].Text != "alpha mem://doc" {
 		t.Errorf("read mem://doc, alpha's alone here: %v %v", r, err)
+	}
+}
+
+// TestEndpointSubscriptions: a subscription through the endpoint reaches the server once
+// however many sessions hold it; the server's notifications/resources/updated reaches
+// each subscribed session under the URI it subscribed with; a session's end drops its
+// subscriptions, and the server is unsubscribed when none holds the resource.
+func TestEndpointSubscriptions(t *testing.T) {
+	events := make(chan string, 16)
+	s := sdk.NewServer(&sdk.Implementation{Name: "watch", Version: "v1"}, &sdk.ServerOptions{
+		SubscribeHandler: func(_ context.Context, r *sdk.SubscribeRequest) error {
+			events <- "subscribe " + r.Params.URI
+			return nil
+		},
+		UnsubscribeHandler: func(_ context.Context, r *sdk.UnsubscribeRequest) error {
+			events <- "unsubscribe " + r.Params.URI
+			return nil
+		},
+	})
+	sdk.AddTool(s, &sdk.Tool{Name: "watch_ping", Description: "Pong."}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "pong"}}}, nil, nil
+	})
+	s.AddResource(&sdk.Resource{Name: "w", URI: "mem://w"}, func(_ context.Context, r *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+		return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: r.Params.URI, Text: "w"}}}, nil
+	})
+	srv := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil))
+	t.Cleanup(srv.Close)
+	g := newGroup(t, mcp.Options{Server: mcp.Server{Name: "watch", URL: srv.URL}})
+	updated := make(chan string, 4)
+	opts := &sdk.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, r *sdk.ResourceUpdatedNotificationRequest) { updated <- r.Params.URI }}
+	ctx := testCtx(t)
+	next := func(ch chan string) string {
+		t.Helper()
+		select {
+		case e := <-ch:
+			return e
+		case <-ctx.Done():
+			t.Fatal("nothing came")
+			return ""
+		}
+	}
+	a, b := endpoint(t, []*mcp.Group{g}, nil, opts), endpoint(t, []*mcp.Group{g}, nil, opts)
+	if err := a.Subscribe(ctx, &sdk.SubscribeParams{URI: "mem://w"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Subscribe(ctx, &sdk.SubscribeParams{URI: "toolmesh://watch/mem://w"}); err != nil {
+		t.Fatal(err)
+	}
+	if e := next(events); e != "subscribe mem://w" {
+		t.Errorf("the server saw %q", e)
+	}
+	if err := s.ResourceUpdated(ctx, &sdk.ResourceUpdatedNotificationParams{URI: "mem://w"}); err != nil {
+		t.Fatal(err)
+	}
+	got := []string{next(updated), next(updated)}
+	slices.Sort(got)
+	if diff := cmp.Diff([]string{"mem://w", "toolmesh://watch/mem://w"}, got); diff != "" {
+		t.Errorf("updates heard (-want +got):\n%s", diff)
+	}
+	_ = a.Close()
+	_ = b.Close()
+	if e := next(events); e != "unsubscribe mem://w" {
+		t.Errorf("after the sessions ended the server saw %q", e)
+	}
+	select {
+	case e := <-events:
+		t.Errorf("the server saw %q too", e)
+	default:
 	}
 }

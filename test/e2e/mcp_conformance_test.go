@@ -24,12 +24,13 @@ const conformanceFixture = "github.com/modelcontextprotocol/go-sdk/conformance/e
 // the fixture behind it as an MCP group, each with the reason (docs/mcp.md lists them
 // too). A scenario listed here that passes fails the test: the list is kept exact.
 var expectedConformanceFailures = map[string]string{
-	// The fixture asks for a titled multi-select (items.anyOf of const/title) in
-	// elicitation/create; when the mesh puts the question to the endpoint's client, the
-	// go-sdk's ServerSession.Elicit refuses the schema ("elicit schema property
-	// \"titledMulti\" items must specify enum for untitled enums"), so the client is never
-	// asked and the fixture's tool reports the failure.
-	"elicitation-sep1330-enums": "the go-sdk refuses to re-send the SEP-1330 titled multi-select schema to the endpoint's client",
+	// The fixture's question has a titled multi-select whose items are of type "string"
+	// with anyOf and no enum. The go-sdk client through which the group talks to the
+	// fixture validates a server's elicitation schema before any handler sees it, and
+	// refuses this one (-32602 "elicit schema property \"titledMulti\" items must
+	// specify enum for untitled enums"): the question never reaches toolmesh, nor the
+	// endpoint's client, and the fixture's tool reports the failure.
+	"elicitation-sep1330-enums": "the go-sdk MCP client of the group refuses the fixture's SEP-1330 titled multi-select schema before toolmesh sees the question",
 }
 
 // TestMCPConformance runs the official MCP conformance suite's server scenarios (npm
@@ -67,6 +68,7 @@ groups:
   fixture:
     mcp: {server: fixture}
 `)
+	waitListening(ctx, t, addr)
 	out := t.TempDir()
 	args := []string{"server", "--suite", "all", "--url", "http://" + addr + "/", "-o", out}
 	cmd := exec.CommandContext(ctx, suite, args...)
