@@ -1,5 +1,7 @@
 package mcp
 
+import "context"
+
 // ElapseBackoff moves the group's last failure back by the backoff that follows it, as if
 // that backoff had passed: a test of what the group does once the backoff is over need
 // not wait it out on the wall clock. It has no effect when no failure is recorded.
@@ -10,3 +12,6 @@ func (g *Group) ElapseBackoff() {
 		g.failedAt = g.failedAt.Add(-g.backoffLocked())
 	}
 }
+
+// Meta is the _meta a request of ctx to the group carries (prompts, resources).
+func (g *Group) Meta(ctx context.Context) map[string]any { return g.meta(ctx) }

@@ -197,18 +197,26 @@ func (g *Group) caps(ctx context.Context) (*sdk.ClientSession, *sdk.ServerCapabi
 // through and the verified tenant, as for a tool call; nil when there is neither.
 func (g *Group) meta(ctx context.Context) sdk.Meta {
 	m := sdk.Meta{}
+	g.addMeta(ctx, m)
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
+// addMeta adds to m what a request to the group carries in _meta: the ToolCallContext
+// its converter lets through, with the group's credentials (a credential that travels
+// as a header stays out), and the verified tenant. Keys under MetaPrefix (toolmesh's) and
+// ProtocolMetaPrefix (the protocol's) are never supplied by a context entry.
+func (g *Group) addMeta(ctx context.Context, m sdk.Meta) {
 	for k, v := range g.outgoing(ctx).Map() {
-		if !g.isHeader(k) && !strings.HasPrefix(k, MetaPrefix) {
+		if !g.isHeader(k) && !strings.HasPrefix(k, MetaPrefix) && !strings.HasPrefix(k, ProtocolMetaPrefix) {
 			m[k] = v
 		}
 	}
 	if tenant := toolinternal.TenantFrom(ctx); tenant != "" {
 		m[TenantMetaKey] = tenant
 	}
-	if len(m) == 0 {
-		return nil
-	}
-	return m
 }
 
 // collect lists up to MaxListed items of a group, warning past it.

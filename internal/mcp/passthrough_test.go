@@ -12,7 +12,9 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/internal/mcp"
+	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/pkg/tool"
+	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
 
 // twoGroups are groups alpha and beta over two servers with the same prompt, the same
@@ -187,5 +189,20 @@ func TestEndpointSubscriptions(t *testing.T) {
 	case e := <-events:
 		t.Errorf("the server saw %q too", e)
 	default:
+	}
+}
+
+// TestPassthroughMetaKeepsProtocolKeys: a request the endpoint passes to a group (a
+// prompt, a resource) carries the context the group's converter lets through and the
+// tenant in _meta, as a tool call does, but never a context entry under the protocol's
+// own prefix or toolmesh's: those keys are not the caller's to set.
+func TestPassthroughMetaKeepsProtocolKeys(t *testing.T) {
+	g := newGroup(t, mcp.Options{Server: mcp.Server{Name: "alpha", URL: "http://127.0.0.1:1/"}})
+	bag := toolctx.MustOf("user", "ada", "io.modelcontextprotocol/related-task", "forged", "io.toolmesh/tenant", "forged")
+	ctx := toolinternal.WithTenant(context.WithValue(testCtx(t), toolinternal.BagKey{}, bag), "acme")
+	got := g.Meta(ctx)
+	want := map[string]any{"user": "ada", mcp.TenantMetaKey: "acme"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("_meta (-want +got):\n%s", diff)
 	}
 }

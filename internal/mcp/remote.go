@@ -93,14 +93,7 @@ func (r *remote) call(ctx context.Context, input string) tool.Result {
 	tenant := toolinternal.TenantFrom(ctx)
 	if bag := toolcall.Carried(ctx); bag.Len() > 0 || tenant != "" || r.g.opts.Credentials != nil {
 		params.Meta = sdk.Meta{}
-		for k, v := range r.g.outgoing(ctx).Map() { // with the group's credentials
-			if !r.g.isHeader(k) && !strings.HasPrefix(k, MetaPrefix) && !strings.HasPrefix(k, ProtocolMetaPrefix) { // a credential travels as its header, not in _meta
-				params.Meta[k] = v
-			}
-		}
-		if tenant != "" {
-			params.Meta[TenantMetaKey] = tenant
-		}
+		r.g.addMeta(ctx, params.Meta)
 	}
 	// The trace context travels in _meta too (the SEP-414 keys traceparent and
 	// tracestate), so that the server's spans join the run's trace; baggage does not.
