@@ -203,7 +203,7 @@ unit: build $(MCP_EVERYTHING) $(MCP_INSPECTOR) $(MCP_CONFORMANCE) $(NODE22) $(PG
 	@if [ -f $(TMP)/reports/netns-scaling.md ]; then cat $(TMP)/reports/netns-scaling.md; else echo "test/netns skipped: no figures (it needs root for network namespaces)"; fi
 
 .PHONY: test-mcp-conformance
-test-mcp-conformance: build $(MCP_CONFORMANCE) $(NODE22) ## The official MCP conformance suite's server scenarios against the orchestrator's MCP endpoint, the go-sdk's fixture behind it.
+test-mcp-conformance: build $(MCP_CONFORMANCE) $(NODE22) ## The official MCP conformance suite's server scenarios against the orchestrator's MCP endpoint: the go-sdk's fixture behind it as an MCP group, then a worker group's tools.
 	TOOLMESH_BIN=$(abspath bin) TOOLMESH_MCP_CONFORMANCE=$(MCP_CONFORMANCE) TOOLMESH_NODE=$(NODE22) \
 		go test -count=1 -timeout 10m -run TestMCPConformance -v ./test/e2e
 
