@@ -165,7 +165,7 @@ func (c Call) vars() map[string]any {
 // Decide is the policy's decision on c.
 func (p *Policy) Decide(c Call) Decision {
 	if p.Empty() {
-		return Decision{Effect: Allow, Version: p.versionOrNone()}
+		return Decision{Effect: Allow}
 	}
 	vars := c.vars()
 	b := &budget{left: callCost}
@@ -185,13 +185,6 @@ func (p *Policy) Decide(c Call) Decision {
 		}
 	}
 	return Decision{Effect: Allow, Version: p.version}
-}
-
-func (p *Policy) versionOrNone() string {
-	if p == nil {
-		return ""
-	}
-	return p.version
 }
 
 // MayAllow reports whether some call of the tool by this caller may be allowed (or

@@ -37,8 +37,8 @@ func (s *Server) MCPHandler() (http.Handler, error) {
 		Catalog: func(ctx context.Context) []tool.Tool { return s.runs.CatalogFor(ctx, tenantOf(ctx)) },
 		Session: func(ctx context.Context) (func(tool.Tool) tool.Tool, toolctx.Context) {
 			wrap, fixed := s.runs.TenantView(tenantOf(ctx))
-			if policy := s.runs.PolicyView(tenantOf(ctx), runCaller(ctx)); s.cfg.HasPolicies() {
-				tenantWrap := wrap
+			if s.cfg.HasPolicies() {
+				policy, tenantWrap := s.runs.PolicyView(tenantOf(ctx), runCaller(ctx)), wrap
 				wrap = func(t tool.Tool) tool.Tool {
 					if t = tenantWrap(t); t == nil {
 						return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -106,6 +107,21 @@ func TestCallPolicy(t *testing.T) {
 			t.Errorf("%s: ListTools %v, %v; want %v", name, names, err, tc.want)
 		}
 	}
+	// A reader's run is offered charge, and each call is decided: the second rule denies
+	// the small charge the payer's run made.
+	var readerEvs []*toolpb.RunResponse
+	for ev, err := range reader.Run(ctx, &toolpb.RunRequest{Prompt: "charge bob", ToolGroups: []string{"payments"}}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		readerEvs = append(readerEvs, ev)
+	}
+	if done := finished(readerEvs, 0); len(done) != 2 || done[1].GetContent() != "Error: "+chargeDenied {
+		t.Errorf("the reader's calls %v; want the second denied: %q", done, chargeDenied)
+	}
+	if calls := workerCalls(t, payer); calls["pay-1"] != 1 {
+		t.Errorf("the worker served %d calls, want still 1", calls["pay-1"])
+	}
 	checkPolicyOverMCP(ctx, t, "http://"+addr+"/", tokenWith("payments:read"), tokenWith("payments:charge"))
 }
 
@@ -121,7 +137,7 @@ func checkPolicyOverMCP(ctx context.Context, t *testing.T, endpoint, readerTok, 
 		want        string
 		isError     bool
 	}{
-		{"reader", readerTok, false, 10, chargeDenied, true},
+		{"reader", readerTok, false, 10, "", true},
 		{"payer, large", payerTok, true, 5000, "The call of tool 'charge' was denied by policy, so it did not run. Reason: Charges over 1000 cents go through the finance desk. Do not call it again with the same arguments.", true},
 		{"payer, small", payerTok, true, 10, "charged 10 cents to carol", false},
 	} {
@@ -139,8 +155,12 @@ func checkPolicyOverMCP(ctx context.Context, t *testing.T, endpoint, readerTok, 
 		}
 		res, err := s.CallTool(ctx, &sdk.CallToolParams{Name: "charge", Arguments: map[string]any{"account": "carol", "cents": tc.cents}})
 		switch {
-		case err != nil && tc.isError && !tc.listed:
-			// An unlisted tool may be refused as unknown: it was never offered.
+		case !tc.listed:
+			// Not offered to this session, so not callable at all: the endpoint refuses
+			// the call as it does any tool it does not offer.
+			if err == nil || !strings.Contains(err.Error(), `unknown tool "charge"`) {
+				t.Errorf("%s: calling charge: %v, %v; want it refused as an unknown tool", tc.name, res, err)
+			}
 		case err != nil:
 			t.Errorf("%s: %v", tc.name, err)
 		case res.IsError != tc.isError || mcpServeText(res) != tc.want:
