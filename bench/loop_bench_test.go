@@ -42,7 +42,7 @@ func BenchmarkLoopOverGRPC(b *testing.B) {
 // loopBenchCore starts an orchestrator core whose scripted model asks for add calls
 // times (journaling its runs in store, nil: none), a pkg/worker serving add, and a
 // client: the setup of the loop benchmarks, torn down with b.
-func loopBenchCore(b *testing.B, calls int, store runlog.Store) (context.Context, *client.Client, *toolpb.RunRequest) {
+func loopBenchCore(b testing.TB, calls int, store runlog.Store) (context.Context, *client.Client, *toolpb.RunRequest) {
 	b.Helper()
 	script, err := loopScript(calls)
 	if err != nil {

@@ -48,9 +48,10 @@ func PostgresBin() (string, error) {
 
 // PostgresOptions configure a private PostgreSQL server.
 type PostgresOptions struct {
-	// Durable keeps PostgreSQL's defaults for durability (fsync on, every commit
-	// flushed before it is acknowledged), as a production server runs. Tests that only
-	// kill the orchestrator, never the database, leave it off: fsync=off is faster.
+	// Durable keeps PostgreSQL's defaults (fsync on, every commit flushed before it is
+	// acknowledged, the default shared buffers), as a production server runs. Tests that
+	// only kill the orchestrator, never the database, leave it off: fsync=off and small
+	// buffers are faster to start many of.
 	Durable bool
 }
 
@@ -103,12 +104,7 @@ func StartPostgresWith(ctx context.Context, opts PostgresOptions) (*Postgres, er
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	fsync := "off"
-	if opts.Durable {
-		fsync = "on"
-	}
-	p.cmd = run("postgres", "-D", data, "-p", strconv.Itoa(port), "-k", dir, "-c", "listen_addresses=127.0.0.1",
-		"-c", "fsync="+fsync, "-c", "synchronous_commit=on", "-c", "max_connections=200", "-c", "shared_buffers=16MB")
+	p.cmd = run("postgres", serverArgs(opts, data, dir, port)...)
 	log, err := os.Create(filepath.Join(dir, "server.log"))
 	if err != nil {
 		_ = os.RemoveAll(dir)
@@ -226,4 +222,20 @@ func freePort() (int, error) {
 	}
 	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// serverArgs are the arguments of a private server of data on port, its socket in dir.
+// A durable server runs with PostgreSQL's defaults (fsync on, 128 MB of shared buffers);
+// the others with fsync off and small buffers, for tests that start many.
+func serverArgs(opts PostgresOptions, data, dir string, port int) []string {
+	settings := []string{"fsync=off", "shared_buffers=16MB"}
+	if opts.Durable {
+		settings = []string{"fsync=on"}
+	}
+	args := []string{"-D", data, "-p", strconv.Itoa(port), "-k", dir, "-c", "listen_addresses=127.0.0.1",
+		"-c", "synchronous_commit=on", "-c", "max_connections=200"}
+	for _, s := range settings {
+		args = append(args, "-c", s)
+	}
+	return args
 }

@@ -345,7 +345,7 @@ func (s *Service) Watch(ctx context.Context, id string, after int64, send func(R
 		if r := s.store.get(id); r != nil && !r.isStopped() {
 			if j := r.journal(); j != nil {
 				j.mu.Lock()
-				wake = j.commits
+				wake = j.committedChan()
 				j.mu.Unlock()
 			}
 		}

@@ -33,8 +33,9 @@ var ErrDamaged = errors.New("the run's journal holds a record that cannot be rea
 // Codec turns what the journal keeps into and out of its wire form, which the server
 // owns: events as the client sees them, and requests as the client sent them.
 type Codec interface {
-	// Event is ev's wire form (protobuf); false for an event the wire does not carry.
-	Event(ev Event) ([]byte, bool)
+	// AppendEvent appends ev's wire form (protobuf) to dst; false for an event the wire
+	// does not carry.
+	AppendEvent(dst []byte, ev Event) ([]byte, bool)
 	// Request is the request a journaled wire request (Request.Wire) stands for,
 	// checked as a new request would be.
 	Request(wire json.RawMessage) (Request, error)
@@ -136,7 +137,7 @@ type journal struct {
 	stop    context.CancelCauseFunc
 
 	mu        sync.Mutex
-	cond      *sync.Cond
+	cond      sync.Cond
 	lease     runlog.Lease
 	next      int64
 	committed int64
@@ -182,7 +183,8 @@ type journal struct {
 	started      sync.Once
 	running      atomic.Bool
 	onCancel     func(reason string)
-	// commits is closed and replaced at every commit, for watchers.
+	// commits, made when a watcher asks for it (committed), is closed at the next
+	// commit.
 	commits chan struct{}
 	// snapEvery is the records between snapshots (0: none); snapUpto the last record
 	// the last snapshot covers, snapBytes its size, sinceSnap the size of the records
@@ -195,12 +197,10 @@ type journal struct {
 }
 
 func newJournal(store runlog.Store, r *renewer, lease runlog.Lease, ttl time.Duration, codec Codec, next int64) *journal {
-	j := &journal{store: store, renewer: r, lease: lease, ttl: ttl, codec: codec, next: next, committed: next - 1,
-		approvals: map[string]approvalRecord{}, decisions: map[string]decisionRecord{},
-		seen: map[string]bool{}, ordinals: map[string]int{},
-		models: map[string]llm.Response{}, outcomes: map[string]json.RawMessage{}, dispatched: map[string]bool{},
-		commits: make(chan struct{})}
-	j.cond = sync.NewCond(&j.mu)
+	// The maps of what a resumed run replays are made when it loads them (load), the
+	// others when first written: a run that is not resumed holds few of them.
+	j := &journal{store: store, renewer: r, lease: lease, ttl: ttl, codec: codec, next: next, committed: next - 1}
+	j.cond.L = &j.mu
 	return j
 }
 
@@ -378,7 +378,13 @@ func (j *journal) waitFor(seq int64) error {
 		return j.failed
 	}
 	j.wanted = max(j.wanted, seq)
-	j.kick()
+	if !j.flushing {
+		// The waiter commits the queue itself rather than start a flusher and sleep
+		// until it is done.
+		j.stopLinger()
+		j.flushing = true
+		j.flushLocked()
+	}
 	for j.committed < seq && j.failed == nil {
 		j.cond.Wait()
 	}
@@ -387,22 +393,29 @@ func (j *journal) waitFor(seq int64) error {
 
 // kick starts a flusher unless one runs. j.mu is held.
 func (j *journal) kick() {
-	if j.linger != nil {
-		j.linger.Stop()
-		j.linger = nil
-	}
+	j.stopLinger()
 	if !j.flushing {
 		j.flushing = true
 		go j.flush()
 	}
 }
 
+// stopLinger cancels a linger due. j.mu is held.
+func (j *journal) stopLinger() {
+	if j.linger != nil {
+		j.linger.Stop()
+		j.linger = nil
+	}
+}
+
+// lingered commits what waited for a linger, on the linger's own goroutine.
 func (j *journal) lingered() {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.linger = nil
-	if len(j.queue) > 0 && j.failed == nil {
-		j.kick()
+	if len(j.queue) > 0 && j.failed == nil && !j.flushing {
+		j.flushing = true
+		j.flushLocked()
 	}
 }
 
@@ -411,6 +424,12 @@ func (j *journal) lingered() {
 func (j *journal) flush() {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	j.flushLocked()
+}
+
+// flushLocked is flush with j.mu held (and released while the store commits) by the
+// flusher: j.flushing is set, and cleared once it is done.
+func (j *journal) flushLocked() {
 	for len(j.queue) > 0 && j.failed == nil {
 		batch, final := j.take()
 		lease, ending := j.lease, j.ending
@@ -440,8 +459,10 @@ func (j *journal) flush() {
 			j.sinceSnap += len(r.Data)
 		}
 		j.maybeSnapshot()
-		close(j.commits)
-		j.commits = make(chan struct{})
+		if j.commits != nil {
+			close(j.commits)
+			j.commits = nil
+		}
 		j.cond.Broadcast()
 		if deliver := j.deliver; deliver != nil {
 			j.mu.Unlock()
@@ -589,11 +610,12 @@ func (j *journal) event(ev Event) {
 	}
 	var data, wire []byte
 	if j.codec != nil {
-		b, ok := j.codec.Event(ev)
+		head := eventHead(key)
+		b, ok := j.codec.AppendEvent(head, ev)
 		if !ok {
 			return // not for the client
 		}
-		data, wire = eventData(key, b)
+		data, wire = b, b[len(head):len(b):len(b)]
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -618,8 +640,19 @@ func (j *journal) approval(key string) (approvalRecord, bool) {
 	return a, ok
 }
 
+// committedChan is a channel closed at the journal's next commit. j.mu is held.
+func (j *journal) committedChan() <-chan struct{} {
+	if j.commits == nil {
+		j.commits = make(chan struct{})
+	}
+	return j.commits
+}
+
 func (j *journal) noteApproval(a approvalRecord) {
 	j.mu.Lock()
+	if j.approvals == nil {
+		j.approvals = map[string]approvalRecord{}
+	}
 	j.approvals[a.Key] = a
 	j.mu.Unlock()
 }
@@ -872,6 +905,9 @@ func (j *journal) eventKey(ev Event) string {
 	default:
 		about = fmt.Sprintf("%T/%s", ev, loopID)
 	}
+	if j.ordinals == nil {
+		j.ordinals = map[string]int{}
+	}
 	j.ordinals[about]++
 	return about + "#" + strconv.Itoa(j.ordinals[about])
 }
@@ -888,15 +924,23 @@ type eventRecord struct {
 	Event json.RawMessage `json:"e"`
 }
 
+// eventHead is the start of an event's record: its form and its key, with room for the
+// wire form that follows (Codec.AppendEvent).
+func eventHead(key string) []byte {
+	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(key)+eventRoom)
+	b = append(b, eventForm)
+	b = binary.AppendUvarint(b, uint64(len(key)))
+	return append(b, key...)
+}
+
+// eventRoom is the room eventHead leaves for an event's wire form: most events fit.
+const eventRoom = 160
+
 // eventData is the record of an event: the key, then the wire form as it is, which it
 // returns too (a slice of the record).
 func eventData(key string, wire []byte) (data, wireOf []byte) {
-	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(key)+len(wire))
-	b = append(b, eventForm)
-	b = binary.AppendUvarint(b, uint64(len(key)))
-	b = append(b, key...)
-	at := len(b)
-	b = append(b, wire...)
+	b := append(eventHead(key), wire...)
+	at := len(b) - len(wire)
 	return b, b[at:len(b):len(b)]
 }
 

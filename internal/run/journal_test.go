@@ -31,11 +31,11 @@ func (m *countingModel) Stream(context.Context, *llm.Request) iter.Seq2[llm.Chun
 
 type jsonCodec struct{}
 
-func (jsonCodec) Event(ev Event) ([]byte, bool) {
+func (jsonCodec) AppendEvent(dst []byte, ev Event) ([]byte, bool) {
 	if _, ok := ev.(loop.TextDelta); ok {
-		return json.RawMessage(`{"delta":true}`), true
+		return append(dst, `{"delta":true}`...), true
 	}
-	return json.RawMessage(`{}`), true
+	return append(dst, `{}`...), true
 }
 func (jsonCodec) Request(json.RawMessage) (Request, error) { return Request{}, errors.New("unused") }
 

@@ -43,7 +43,7 @@ func (m *rvModel) Stream(ctx context.Context, _ *llm.Request) iter.Seq2[llm.Chun
 // rvCodec turns any journaled request into a prompt, asking for groups.
 type rvCodec struct{ groups []string }
 
-func (rvCodec) Event(Event) ([]byte, bool) { return []byte(`{}`), true }
+func (rvCodec) AppendEvent(dst []byte, _ Event) ([]byte, bool) { return append(dst, `{}`...), true }
 func (c rvCodec) Request(json.RawMessage) (Request, error) {
 	return Request{Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}, Groups: c.groups}, nil
 }

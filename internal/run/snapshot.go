@@ -169,6 +169,9 @@ func (st *replayState) encode() []byte {
 
 // load takes what a run recorded before, for its replay: its records folded into st.
 func (j *journal) load(st *replayState) error {
+	j.models, j.outcomes = orMake(j.models, len(st.models)), orMake(j.outcomes, len(st.outcomes))
+	j.approvals, j.decisions = orMake(j.approvals, len(st.approvals)), orMake(j.decisions, len(st.decisions))
+	j.dispatched, j.seen = orMake(j.dispatched, len(st.dispatched)), orMake(j.seen, len(st.seen))
 	for key, raw := range st.models {
 		var m modelRecord
 		if err := json.Unmarshal(raw, &m); err != nil {
@@ -315,4 +318,12 @@ func (j *journal) snapshot(upto int64) {
 	}
 	// Records committed after upto are in st too: the snapshot covers them.
 	done(st, nil)
+}
+
+// orMake is m, or a new map of room for n when m is nil.
+func orMake[K comparable, V any](m map[K]V, n int) map[K]V {
+	if m == nil {
+		m = make(map[K]V, n)
+	}
+	return m
 }

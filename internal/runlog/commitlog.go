@@ -35,7 +35,13 @@ type commitLog struct {
 	end, size int64
 	// last is the number of the last entry written; round the number of this round.
 	last, round uint64
+	// buf is the array entries are encoded in, kept from one to the next (bounded by
+	// maxEntryBuf).
+	buf []byte
 }
+
+// maxEntryBuf bounds the array the log keeps for encoding its entries.
+const maxEntryBuf = 1 << 20
 
 // logMagic starts every entry; logMagicV1 started those of logs without rounds, which
 // an orchestrator upgraded with such a log reads (as round 0) once, at start.
@@ -103,7 +109,10 @@ func openCommitLog(path string) (*commitLog, []logEntry, error) {
 
 // write writes an entry of writes, numbered id, after the last; sync makes it durable.
 func (l *commitLog) write(id uint64, writes []*write) error {
-	b := encodeEntry(l.round, id, writes)
+	b := appendEntry(l.buf, l.round, id, writes)
+	if cap(b) <= maxEntryBuf {
+		l.buf = b[:0]
+	}
 	// What follows the entry is zeros, or the start of an older entry: either way not an
 	// entry that follows it.
 	if l.end+int64(len(b)) > l.size {
@@ -182,6 +191,12 @@ func (l *commitLog) close() error { return l.f.Close() }
 // encodeEntry is the bytes of entry id holding writes, whose records are packed in their
 // rows (write.row).
 func encodeEntry(round, id uint64, writes []*write) []byte {
+	return appendEntry(nil, round, id, writes)
+}
+
+// appendEntry is encodeEntry in the array of dst (its contents overwritten), grown if it
+// is short.
+func appendEntry(dst []byte, round, id uint64, writes []*write) []byte {
 	size := 32
 	for _, w := range writes {
 		size += 64 + len(w.lease.RunID) + len(w.lease.Owner) + len(w.note)
@@ -189,7 +204,11 @@ func encodeEntry(round, id uint64, writes []*write) []byte {
 			size += 48 + len(w.row.kind) + len(w.row.data)
 		}
 	}
-	b := make([]byte, 12, size+8)
+	b := dst[:0]
+	if cap(b) < size+8 {
+		b = make([]byte, 0, size+8)
+	}
+	b = append(b, make([]byte, 12)...)
 	b = binary.BigEndian.AppendUint64(b, round)
 	b = binary.AppendUvarint(b, id)
 	b = binary.AppendUvarint(b, uint64(len(writes)))

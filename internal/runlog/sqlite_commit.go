@@ -19,6 +19,10 @@ import (
 const (
 	sqliteCreate = `INSERT INTO toolmesh_runs (run_id, state, owner, epoch, lease_until, next_seq, created, updated) VALUES (?, 'running', ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (run_id) DO NOTHING`
+	// sqliteCreateEnded writes a run created and ended in one copy of the commit log; a
+	// copy made again after a crash finds the run's row and ends it.
+	sqliteCreateEnded = `INSERT INTO toolmesh_runs (run_id, state, owner, epoch, lease_until, next_seq, note, created, updated) VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?)
+		ON CONFLICT (run_id) DO UPDATE SET state = excluded.state, lease_until = 0, next_seq = excluded.next_seq, note = excluded.note, updated = excluded.updated`
 	sqliteEnd       = `UPDATE toolmesh_runs SET next_seq = ?, state = ?, lease_until = 0, note = ?, updated = ? WHERE run_id = ?`
 	sqliteInsertRow = `INSERT INTO toolmesh_records (run_id, seq, n, epoch, kind, kinds, time, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
 )

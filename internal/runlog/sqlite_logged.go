@@ -30,9 +30,12 @@ import (
 // until the applier has caught up with the log (settled).
 
 // applyDelay is how long the applier lets entries gather before it copies them, unless
-// someone waits for them; applyBytes copies them at once when they grow past it.
+// someone waits for them (a read of a run asks for the copy at once); applyBytes copies
+// them at once when they grow past it. The longer the wait, the more of a run's writes
+// become one row, and the more runs are created and ended in one copy (one insert of
+// their row where there were an insert and an update).
 const (
-	applyDelay = 100 * time.Millisecond
+	applyDelay = 500 * time.Millisecond
 	applyBytes = 8 << 20
 	// resetBytes is the size past which the log is emptied, once all of it is applied.
 	resetBytes = 64 << 20
@@ -561,20 +564,8 @@ func (l *sqliteLogged) applyEntries(entries []logEntry) error {
 			}
 		}()
 		w := l.writer
-		for _, wr := range writes {
-			lease := wr.lease
-			switch wr.kind {
-			case writeCreate:
-				_, err = w.exec(dc, sqliteCreate, lease.RunID, lease.Owner, lease.Epoch, lease.Until.UnixNano(), wr.next(1), now, now)
-			case writeFinish, writeHold:
-				next := wr.next(0)
-				if next == 0 {
-					_, err = w.exec(dc, `UPDATE toolmesh_runs SET state = ?, lease_until = 0, note = ?, updated = ? WHERE run_id = ?`, string(wr.state), wr.note, now, lease.RunID)
-				} else {
-					_, err = w.exec(dc, sqliteEnd, next, string(wr.state), wr.note, now, lease.RunID)
-				}
-			}
-			if err != nil {
+		for _, op := range runOpsOf(writes) {
+			if err := op.exec(w, dc, now); err != nil {
 				return err
 			}
 		}
@@ -613,4 +604,59 @@ func (l *sqliteLogged) close() {
 		_ = l.checkpoint()
 	}
 	_ = l.log.close()
+}
+
+// runOp is what a copy writes to a run's row: a creation, an end, or both at once for a
+// run created and ended in the same copy (one insert where there were an insert and an
+// update).
+type runOp struct {
+	w   *write
+	end *write // the end of a run created by w, in the same copy
+}
+
+// runOpsOf are the writes to runs' rows of a copy's writes, in order, each creation
+// joined with its run's end when the copy holds both.
+func runOpsOf(writes []*write) []*runOp {
+	var ops []*runOp
+	created := map[string]*runOp{}
+	for _, wr := range writes {
+		switch wr.kind {
+		case writeCreate:
+			op := &runOp{w: wr}
+			ops = append(ops, op)
+			created[wr.lease.RunID] = op
+		case writeFinish, writeHold:
+			if op := created[wr.lease.RunID]; op != nil && op.end == nil {
+				op.end = wr
+				continue
+			}
+			ops = append(ops, &runOp{w: wr})
+		}
+	}
+	return ops
+}
+
+// exec writes op to the database.
+func (op *runOp) exec(w *sqliteWriter, dc any, now int64) error {
+	wr, lease := op.w, op.w.lease
+	var err error
+	switch {
+	case wr.kind == writeCreate && op.end != nil:
+		end := op.end
+		next := end.next(0)
+		if next == 0 {
+			next = wr.next(1)
+		}
+		_, err = w.exec(dc, sqliteCreateEnded, lease.RunID, string(end.state), lease.Owner, lease.Epoch, next, end.note, now, now)
+	case wr.kind == writeCreate:
+		_, err = w.exec(dc, sqliteCreate, lease.RunID, lease.Owner, lease.Epoch, lease.Until.UnixNano(), wr.next(1), now, now)
+	default:
+		next := wr.next(0)
+		if next == 0 {
+			_, err = w.exec(dc, `UPDATE toolmesh_runs SET state = ?, lease_until = 0, note = ?, updated = ? WHERE run_id = ?`, string(wr.state), wr.note, now, lease.RunID)
+		} else {
+			_, err = w.exec(dc, sqliteEnd, next, string(wr.state), wr.note, now, lease.RunID)
+		}
+	}
+	return err
 }

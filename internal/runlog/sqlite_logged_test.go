@@ -127,3 +127,65 @@ func TestReadAfterTheDatabaseRecovers(t *testing.T) {
 		t.Fatalf("a read once the database can be written: %v, %v", recs, err)
 	}
 }
+
+// Runs created and ended between two copies of the commit log reach the database as
+// they ended: one created and finished, one created and held, one created and left
+// running, each with its records.
+func TestRunsCreatedAndEndedInOneCopy(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := OpenSQLite(ctx, filepath.Join(t.TempDir(), "journal.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = st.Close() }()
+	s := st.(*sqlStore)
+	var holding atomic.Bool
+	holding.Store(true)
+	s.logged.amu.Lock()
+	s.logged.applyFault = func() error {
+		if holding.Load() {
+			return errors.New("held back by the test")
+		}
+		return nil
+	}
+	s.logged.amu.Unlock()
+	rec := func(seq int64, kind Kind) Record { return Record{Seq: seq, Kind: kind, Data: []byte(kind)} }
+	for _, id := range []string{"done", "held", "open"} {
+		lease, err := s.Create(ctx, id, "o", time.Minute, rec(1, KindRequest))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Append(ctx, lease, []Record{rec(2, KindModel)}); err != nil {
+			t.Fatal(err)
+		}
+		switch id {
+		case "done":
+			err = s.Finish(ctx, lease, StateSucceeded, rec(3, KindEnd))
+		case "held":
+			err = s.Hold(ctx, lease, "a record cannot be read")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	holding.Store(false)
+	want := map[string]struct {
+		state   State
+		records int64
+		note    string
+	}{"done": {StateSucceeded, 3, ""}, "held": {StateHeld, 2, "a record cannot be read"}, "open": {StateRunning, 2, ""}}
+	for id, w := range want {
+		r, err := s.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.State != w.state || r.Records != w.records || r.Note != w.note || (r.State.Terminal() && !r.Until.IsZero() && r.Until.UnixNano() != 0) {
+			t.Errorf("%s: %+v, want state %s, %d records, note %q", id, r, w.state, w.records, w.note)
+		}
+		recs, err := s.Read(ctx, id, 0, 10)
+		if err != nil || int64(len(recs)) != w.records {
+			t.Errorf("%s: read %d records (%v), want %d", id, len(recs), err, w.records)
+		}
+	}
+}

@@ -21,12 +21,12 @@ import (
 // protobuf, requests as RunRequest in protobuf JSON.
 type codec struct{}
 
-func (codec) Event(ev run.Event) ([]byte, bool) {
+func (codec) AppendEvent(dst []byte, ev run.Event) ([]byte, bool) {
 	p := eventProto(ev)
 	if p == nil {
 		return nil, false
 	}
-	b, err := proto.Marshal(p)
+	b, err := proto.MarshalOptions{}.MarshalAppend(dst, p)
 	if err != nil {
 		return nil, false
 	}
