@@ -65,31 +65,13 @@ func BenchmarkPick(b *testing.B) {
 	}
 }
 
+// BenchmarkTool looks up tables of up to 100,000 tools, as bench/scaling.go does: the
+// names in random order, whose lookups miss the caches in a large table, and one name
+// again and again.
 func BenchmarkTool(b *testing.B) {
 	for _, n := range []int{10, 1000, 10000, 100000} {
-		b.Run(fmt.Sprintf("tools=%d", n), func(b *testing.B) {
-			r := newRouter(b, Options{Limits: Limits{MaxTools: n, MaxWorkers: n / 100}})
-			names := make([]string, n)
-			const perWorker = 100
-			for w := 0; w*perWorker < n; w++ {
-				var tools []tool.Tool
-				for i := w * perWorker; i < min(n, (w+1)*perWorker); i++ {
-					names[i] = fmt.Sprintf("tool_%05d", i)
-					tools = append(tools, addTool(names[i]))
-				}
-				mustRegister(b, r, registration(fmt.Sprintf("worker-%02d", w), fmt.Sprintf("10.1.0.%d:7071", w+1), fmt.Sprintf("group_%02d", w), tools...))
-			}
-			rng := rand.New(rand.NewPCG(1, 2))
-			rng.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
-			for _, name := range names {
-				t, err := r.Tool(name)
-				if err != nil || t.Definition().Name != name {
-					b.Fatalf("Tool(%q) = %v, %v", name, t, err)
-				}
-			}
-			if _, err := r.Tool("tool_missing"); !errors.Is(err, ErrUnknownTool) {
-				b.Fatalf("Tool of an unknown name: %v, want ErrUnknownTool", err)
-			}
+		r, names := toolTableOf(b, n)
+		b.Run(fmt.Sprintf("tools=%d/random", n), func(b *testing.B) {
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
@@ -100,7 +82,41 @@ func BenchmarkTool(b *testing.B) {
 				}
 			}
 		})
+		b.Run(fmt.Sprintf("tools=%d/hot", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_, _ = r.Tool(names[0])
+			}
+		})
 	}
+}
+
+// toolTableOf returns a router on which workers of 100 tools each serve n tools, and
+// their names in random order, having checked that Tool finds each and nothing else.
+func toolTableOf(b *testing.B, n int) (*Router, []string) {
+	r := newRouter(b, Options{Limits: Limits{MaxTools: n, MaxWorkers: n / 100}})
+	names := make([]string, n)
+	const perWorker = 100
+	for w := 0; w*perWorker < n; w++ {
+		var tools []tool.Tool
+		for i := w * perWorker; i < min(n, (w+1)*perWorker); i++ {
+			names[i] = fmt.Sprintf("tool_%05d", i)
+			tools = append(tools, addTool(names[i]))
+		}
+		mustRegister(b, r, registration(fmt.Sprintf("worker-%02d", w), fmt.Sprintf("10.1.0.%d:7071", w+1), fmt.Sprintf("group_%02d", w), tools...))
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	rng.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
+	for _, name := range names {
+		t, err := r.Tool(name)
+		if err != nil || t.Definition().Name != name {
+			b.Fatalf("Tool(%q) = %v, %v", name, t, err)
+		}
+	}
+	if _, err := r.Tool("tool_missing"); !errors.Is(err, ErrUnknownTool) {
+		b.Fatalf("Tool of an unknown name: %v, want ErrUnknownTool", err)
+	}
+	return r, names
 }
 
 // BenchmarkProgressHop compares a call of a tool that does not report progress (the

@@ -1,72 +1,150 @@
 package router
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
 
-// TestToolIndexAgreesWithAMap: random puts, replacements and deletes of short names, of
-// names longer than a slot's prefix, and of names that share it; after every step the
-// index finds exactly what a map holds (backward-shift deletion leaves no hole in a
-// probe sequence), and the stub it returns is the entry's.
-func TestToolIndexAgreesWithAMap(t *testing.T) {
+// tableNames are names of every length from 0 to 70 bytes, of which many share their
+// first and last 8 bytes (and so their words) with others of the same length.
+func tableNames() []string {
+	var names []string
+	for n := range 71 {
+		for v := range 6 {
+			b := []byte(strings.Repeat("a", n))
+			if n > 0 {
+				b[(v*7)%n] = byte('b' + v)
+			}
+			names = append(names, string(b))
+		}
+	}
+	return names
+}
+
+// TestToolTableAgreesWithAMap: random batches of additions, replacements and removals,
+// growing the table to thousands of names and shrinking it again; after every batch the
+// table built from the last one (with) finds exactly what a map holds, with the entry's
+// stub (none for a facade), and nothing else.
+func TestToolTableAgreesWithAMap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	var x toolIndex
+	names := tableNames()
+	for i := range 3000 {
+		names = append(names, fmt.Sprintf("tool_%05d", i), fmt.Sprintf("a_longer_tool_name_%05d", i))
+	}
 	want := map[string]*toolEntry{}
-	names := make([]string, 600)
-	for i := range names {
-		switch i % 3 {
-		case 0:
-			names[i] = fmt.Sprintf("t%d", i)
-		case 1:
-			names[i] = strings.Repeat("p", indexPrefix) + fmt.Sprintf("_%d", i) // the prefix is shared
-		default:
-			names[i] = fmt.Sprintf("%s_%d", strings.Repeat("long", 15), i)
-		}
-	}
-	entry := func(name string, facade bool) *toolEntry {
-		e := &toolEntry{def: tool.Definition{Name: name}}
-		if facade {
-			e.facade = &toolpb.FacadeNode{}
-		} else {
-			e.stub = &remoteTool{def: e.def}
-		}
-		return e
-	}
-	for step := range 20000 {
-		name := names[rng.IntN(len(names))]
-		switch rng.IntN(3) {
-		case 0, 1:
-			e := entry(name, rng.IntN(10) == 0)
-			x.put(e)
-			want[name] = e
-		default:
-			x.del(name)
-			delete(want, name)
-		}
-		if step%97 != 0 {
-			continue
-		}
-		if x.n != len(want) {
-			t.Fatalf("step %d: the index holds %d, the map %d", step, x.n, len(want))
-		}
-		for _, n := range names {
-			e, stub, ok := x.get(n)
-			w, wok := want[n]
-			if ok != wok || e != w {
-				t.Fatalf("step %d: get(%q) = %v, %v; want %v, %v", step, n, e, ok, w, wok)
+	x := newToolTable()
+	for batch := range 300 {
+		var changed []string
+		for range rng.IntN(200) {
+			name := names[rng.IntN(len(names))]
+			// Early batches mostly add, late ones mostly remove.
+			if rng.IntN(300) >= batch {
+				want[name] = &toolEntry{def: tool.Definition{Name: name}, stub: &remoteTool{def: tool.Definition{Name: name}}}
+				if rng.IntN(10) == 0 {
+					want[name].facade = &toolpb.FacadeNode{}
+				}
+			} else {
+				delete(want, name)
 			}
-			if ok && (w.facade != nil) != (stub == nil) || ok && w.facade == nil && stub != tool.Tool(w.stub) {
-				t.Fatalf("step %d: get(%q) returned stub %v, want %v", step, n, stub, w.stub)
-			}
+			changed = append(changed, name)
+		}
+		x = x.with(want, changed)
+		if x.n != len(want) || len(x.slots) < tableSize(len(want)) {
+			t.Fatalf("batch %d: the table holds %d in %d slots, the map %d", batch, x.n, len(x.slots), len(want))
+		}
+		checkTable(t, x, want, names)
+	}
+}
+
+// checkTable fails t unless x holds exactly want, of names.
+func checkTable(t *testing.T, x *toolTable, want map[string]*toolEntry, names []string) {
+	t.Helper()
+	for _, name := range append(names, "tool_99999", strings.Repeat("z", 300)) {
+		stub, ok := x.get(name)
+		e, wok := want[name]
+		switch {
+		case ok != wok:
+			t.Fatalf("get(%q) found %v, want %v", name, ok, wok)
+		case ok && e.facade != nil && stub != nil:
+			t.Fatalf("get(%q) returned a stub for a facade", name)
+		case ok && e.facade == nil && stub != e.stub:
+			t.Fatalf("get(%q) returned stub %p, want %p", name, stub, e.stub)
 		}
 	}
-	if _, _, ok := x.get(strings.Repeat("x", 300)); ok {
-		t.Error("a name longer than any found something")
+}
+
+// Tool looks names up without the lock while workers register and leave: a tool whose
+// worker stays is always found, and one whose workers come and go is found as itself or
+// not at all.
+func TestToolDuringRegistrations(t *testing.T) {
+	r := newRouter(t, Options{})
+	mustRegister(t, r, registration("stays", "127.0.0.1:9001", "steady", echoTool("steady")))
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	for range 2 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if _, err := r.Tool("steady"); err != nil {
+					t.Errorf("Tool(steady) = %v during registrations", err)
+					return
+				}
+				if tl, err := r.Tool("coming_and_going_tool"); err != nil && !errors.Is(err, ErrUnknownTool) || err == nil && tl.Definition().Name != "coming_and_going_tool" {
+					t.Errorf("Tool(coming_and_going_tool) = %v, %v", tl, err)
+					return
+				}
+			}
+		})
 	}
+	for i := range 200 {
+		id := fmt.Sprintf("flaps-%d", i%3)
+		mustRegister(t, r, registration(id, "127.0.0.1:9002", "flapping", echoTool("coming_and_going_tool"), echoTool(fmt.Sprintf("t%d", i))))
+		r.expire(workerOf(t, r, id))
+	}
+	close(done)
+	wg.Wait()
+	if _, err := r.Tool("coming_and_going_tool"); !errors.Is(err, ErrUnknownTool) {
+		t.Errorf("Tool of a tool whose workers left: %v, want ErrUnknownTool", err)
+	}
+}
+
+// A worker that registers again under its id (a restart, a new address) never leaves its
+// tools unknown to lookups made meanwhile: the table is published once the replacement
+// is whole.
+func TestToolDuringReregistration(t *testing.T) {
+	r := newRouter(t, Options{GracePeriod: time.Hour})
+	lease := mustRegister(t, r, registration("again", "127.0.0.1:9001", "steady", echoTool("steady")))
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if _, err := r.Tool("steady"); err != nil {
+				t.Errorf("Tool(steady) = %v while its worker registers again", err)
+				return
+			}
+		}
+	})
+	for i := range 300 {
+		lease.End() // its stream ended; within the grace period it registers again
+		lease = mustRegister(t, r, registration("again", fmt.Sprintf("127.0.0.1:%d", 9001+i%2), "steady", echoTool("steady")))
+	}
+	close(done)
+	wg.Wait()
 }

@@ -181,6 +181,7 @@ func (r *Router) RegisterAs(reg *toolpb.Registration, identity string) (*Lease, 
 	r.pinLocked(reg, parsed, identity)
 	r.workers[w.id] = w
 	r.served += len(w.tools)
+	r.publishToolsLocked()
 	r.mu.Unlock()
 
 	if old != nil {
@@ -275,7 +276,7 @@ func (r *Router) entryLocked(name string, p parsedTool, g *groupEntry, info *too
 		e.stub = newRemoteTool(r, e)
 		e.size = p.size
 		r.tools[name] = e
-		r.index.put(e)
+		r.toolChangedLocked(name)
 		r.defBytes += e.size
 		g.tools[name] = e
 	}
@@ -300,7 +301,7 @@ func (r *Router) replaceLocked(old *worker, parsed map[string]parsedTool) {
 			}
 		}
 	}
-	r.removeLocked(old)
+	r.dropLocked(old)
 	for _, k := range kept {
 		cur := r.tools[k.name]
 		if p, again := parsed[k.name]; !again || p.hash != k.e.hash || cur == nil || cur.hash == k.e.hash || r.older[k.name][k.e.hash] != nil {
@@ -555,8 +556,16 @@ func HealthProbe(ctx context.Context, conn *grpc.ClientConn) error {
 	}
 }
 
-// removeLocked takes w out of every table. r.mu must be held.
+// removeLocked takes w out of every table, Tool's included. r.mu must be held.
 func (r *Router) removeLocked(w *worker) {
+	r.dropLocked(w)
+	r.publishToolsLocked()
+}
+
+// dropLocked takes w out of every table but Tool's, which the caller publishes once the
+// change it makes is whole: a worker replaced by its new registration never leaves its
+// tools unknown in between. r.mu must be held.
+func (r *Router) dropLocked(w *worker) {
 	w.mu.Lock()
 	w.removed = true
 	w.mu.Unlock()
@@ -594,7 +603,7 @@ func (r *Router) removeLocked(w *worker) {
 			if len(e.replicas) == 0 {
 				delete(g.tools, name)
 				delete(r.tools, name)
-				r.index.del(name)
+				r.toolChangedLocked(name)
 				r.defBytes -= e.size
 				// The newest definition's replicas are gone (a rollout undone): the
 				// definition still served takes over, and the group is as its workers
@@ -602,7 +611,7 @@ func (r *Router) removeLocked(w *worker) {
 				if next := newest(r.older[name]); next != nil {
 					delete(r.older[name], next.hash)
 					r.tools[name], g.tools[name] = next, next
-					r.index.put(next)
+					r.toolChangedLocked(name)
 					g.info = next.info
 				}
 			}

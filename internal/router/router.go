@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -223,7 +224,11 @@ type Router struct {
 	workers map[string]*worker
 	groups  map[string]*groupEntry
 	tools   map[string]*toolEntry
-	index   toolIndex // r.tools again, for Tool's lookups
+	// table is tools again, for Tool's lookups without the lock: replaced, at the end
+	// of every change of tools, by a copy with the names of changed as tools has them
+	// (publishToolsLocked).
+	table   atomic.Pointer[toolTable]
+	changed []string
 	// older holds, by tool name and content hash, the definitions a rollout superseded
 	// (a new version of their group registered another) while replicas of the old version
 	// still serve them: runs that started with one keep calling those replicas, new runs
@@ -275,7 +280,7 @@ type toolEntry struct {
 // New returns an empty router.
 func New(opts Options) *Router {
 	opts = opts.withDefaults()
-	return &Router{
+	r := &Router{
 		opts:    opts,
 		log:     opts.Logger,
 		now:     time.Now,
@@ -283,6 +288,8 @@ func New(opts Options) *Router {
 		groups:  map[string]*groupEntry{},
 		tools:   map[string]*toolEntry{},
 	}
+	r.table.Store(newToolTable())
+	return r
 }
 
 // Close removes every worker and closes their connections, failing calls in flight.
@@ -304,16 +311,44 @@ func (r *Router) Close() {
 
 // Tool returns the remote tool with the given name.
 func (r *Router) Tool(name string) (tool.Tool, error) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	e, stub, ok := r.index.get(name)
+	stub, ok := r.table.Load().get(name)
 	switch {
 	case !ok:
 		return nil, ErrUnknownTool
 	case stub != nil:
 		return stub, nil
 	}
+	return r.facade(name)
+}
+
+// facade is Tool of a name the table holds with no stub: a facade, which it builds
+// under the lock.
+func (r *Router) facade(name string) (tool.Tool, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	e, ok := r.tools[name]
+	if !ok {
+		return nil, ErrUnknownTool // it left since
+	}
 	return r.toolLocked(e), nil
+}
+
+// toolChangedLocked notes that the entry of name in r.tools changed.
+func (r *Router) toolChangedLocked(name string) {
+	r.changed = append(r.changed, name)
+}
+
+// publishToolsLocked replaces the table of Tool's lookups with one holding the changes
+// of r.tools since it was built. A closed router's table is empty. r.mu must be held
+// for writing.
+func (r *Router) publishToolsLocked() {
+	switch {
+	case r.closed:
+		r.table.Store(newToolTable())
+	case len(r.changed) > 0:
+		r.table.Store(r.table.Load().with(r.tools, r.changed))
+	}
+	r.changed = nil
 }
 
 // Versions are the versions of the groups, and of the groups of the tools named, that
