@@ -35,10 +35,6 @@ func OpenSQLite(ctx context.Context, path string) (Store, error) {
 	return openSQLite(ctx, "file:"+(&url.URL{Path: path}).EscapedPath(), path, "journal_mode(WAL)", "synchronous(FULL)")
 }
 
-// writerCacheKiB bounds the page cache of the connection that copies the commit log
-// to the database.
-const writerCacheKiB = 32 << 10
-
 func openSQLite(ctx context.Context, dsn, path string, pragmas ...string) (Store, error) {
 	q := url.Values{}
 	for _, p := range append([]string{"busy_timeout(10000)"}, pragmas...) {
@@ -87,17 +83,8 @@ func openSQLite(ctx context.Context, dsn, path string, pragmas ...string) (Store
 	}
 	s.writer = &sqliteWriter{conn: conn, stmts: map[string]driver.Stmt{}}
 	// The applier's transactions need no fsync: the commit log holds what a crash
-	// might take from them (sqliteLogged). Its cache holds the runs' B-tree pages, which
-	// runs with random ids touch all over: read back from the file they cost a system
-	// call each.
-	if err := conn.Raw(func(dc any) error {
-		for _, p := range []string{`PRAGMA synchronous = NORMAL`, fmt.Sprintf(`PRAGMA cache_size = -%d`, writerCacheKiB)} {
-			if _, err := s.writer.exec(dc, p); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
+	// might take from them (sqliteLogged).
+	if err := conn.Raw(func(dc any) error { _, err := s.writer.exec(dc, `PRAGMA synchronous = NORMAL`); return err }); err != nil {
 		s.writer.close()
 		_ = db.Close()
 		return nil, fmt.Errorf("runlog: open %s: %w", path, sqliteExplain(err))

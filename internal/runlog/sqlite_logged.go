@@ -33,9 +33,10 @@ import (
 // someone waits for them (a read of a run asks for the copy at once); applyBytes copies
 // them at once when they grow past it. The longer the wait, the more of a run's writes
 // become one row, and the more runs are created and ended in one copy (one insert of
-// their row where there were an insert and an update).
+// their row where there were an insert and an update) — but past what SQLite's page
+// cache holds, a copy's pages spill to the write-ahead log before it commits.
 const (
-	applyDelay = 500 * time.Millisecond
+	applyDelay = 100 * time.Millisecond
 	applyBytes = 8 << 20
 	// resetBytes is the size past which the log is emptied, once all of it is applied.
 	resetBytes = 64 << 20
