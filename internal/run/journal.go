@@ -906,11 +906,14 @@ func (j *journal) eventKey(ev Event) string {
 		about = fmt.Sprintf("%T/%s", ev, loopID)
 	}
 	if j.ordinals == nil {
-		j.ordinals = map[string]int{}
+		j.ordinals = make(map[string]int, ordinalsRoom) // a run's first steps fill it without growing it
 	}
 	j.ordinals[about]++
 	return about + "#" + strconv.Itoa(j.ordinals[about])
 }
+
+// ordinalsRoom is the room a journal's ordinals start with.
+const ordinalsRoom = 64
 
 // An event record is eventForm, the event's key (length and bytes) and the event's
 // wire form as the codec gave it (protobuf). Journals written before kept events as JSON

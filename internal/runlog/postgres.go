@@ -42,6 +42,7 @@ func OpenPostgres(ctx context.Context, dsn string) (Store, error) {
 		// at a time each commits at most once a millisecond, gathering them. More in
 		// flight made the server's commits slower than they were many.
 		committers:  2,
+		nextSeq:     nextSeqOfRecords,
 		gather:      time.Millisecond,
 		commitGroup: pgCommitGroup,
 		tables:      `SELECT tablename FROM pg_tables WHERE schemaname = current_schema()`,
@@ -91,14 +92,20 @@ func migrateLocked(ctx context.Context, db *sql.DB, s *sqlStore) error {
 }
 
 // pgCommit is the statement that commits a group of writes on PostgreSQL, in one round
-// trip: the writes travel as arrays, a row of v each. New runs are inserted (one that
-// exists already is not); the others are moved on where their lease and sequence
-// numbers hold (the row lock of the UPDATE orders racing writers, and a writer that
-// lost the race finds the row changed); the records of every write that passed are
-// inserted, one row per write. It returns the ids of the runs written. The state a run
-// must be in comes from v (was), not from a constant: with a constant the planner found
-// the rows through the index on state, walking every running run and every dead version
-// of one, which grew with the journal; through v, it finds them by their key.
+// trip: the writes travel as arrays, a row of v each (op 1 creates a run, 2 ends or holds
+// it, 0 appends to it). New runs are inserted (one that exists already is not). An
+// append's run is checked — its lease, its state, its next sequence number, read from
+// its last row of records — and locked until the commit (FOR SHARE: a take-over's
+// UPDATE waits for it, then finds the epoch it must change), but not written: a run's
+// row is written when it starts and when it ends, not at every step (each write of it
+// was a new version of the row, its index entries, and a dead version to vacuum). An
+// end moves the run's row on where its lease and sequence numbers hold (the row lock of
+// the UPDATE orders racing writers, and a writer that lost the race finds the row
+// changed). The records of every write that passed are inserted, one row per write. It
+// returns the ids of the runs written. The state a run must be in comes from v (was),
+// not from a constant: with a constant the planner found the rows through the index on
+// state, walking every running run and every dead version of one, which grew with the
+// journal; through v, it finds them by their key.
 const pgCommit = `WITH v AS (
 	SELECT *, 'running'::text AS was FROM unnest($1::text[], $2::int[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::text[], $9::text[])
 		AS v(run_id, op, owner, epoch, until_, first_, next_, state, note)
@@ -107,14 +114,19 @@ const pgCommit = `WITH v AS (
 	SELECT run_id, 'running', owner, epoch, until_, next_, $10, $10, '' FROM v WHERE op = 1
 	ON CONFLICT (run_id) DO NOTHING
 	RETURNING run_id
+), held AS (
+	SELECT r.run_id FROM toolmesh_runs r JOIN v ON r.run_id = v.run_id
+	WHERE v.op = 0 AND r.owner = v.owner AND r.epoch = v.epoch AND r.state = v.was
+		AND (v.first_ IS NULL OR ` + pgNext + ` = v.first_)
+	FOR SHARE OF r
 ), moved AS (
-	UPDATE toolmesh_runs r SET next_seq = CASE WHEN v.next_ > 0 THEN v.next_ ELSE r.next_seq END, state = v.state,
+	UPDATE toolmesh_runs r SET next_seq = CASE WHEN v.next_ > 0 THEN v.next_ ELSE ` + pgNext + ` END, state = v.state,
 		lease_until = CASE WHEN v.state = 'running' THEN r.lease_until ELSE 0 END, note = v.note, updated = $10
-	FROM v WHERE v.op <> 1 AND r.run_id = v.run_id AND r.owner = v.owner AND r.epoch = v.epoch AND r.state = v.was
-		AND (v.first_ IS NULL OR r.next_seq = v.first_)
+	FROM v WHERE v.op = 2 AND r.run_id = v.run_id AND r.owner = v.owner AND r.epoch = v.epoch AND r.state = v.was
+		AND (v.first_ IS NULL OR ` + pgNext + ` = v.first_)
 	RETURNING r.run_id
 ), ok AS (
-	SELECT run_id FROM created UNION ALL SELECT run_id FROM moved
+	SELECT run_id FROM created UNION ALL SELECT run_id FROM held UNION ALL SELECT run_id FROM moved
 ), ins AS (
 	INSERT INTO toolmesh_records (run_id, seq, n, epoch, kind, kinds, time, data)
 	SELECT d.run_id, d.seq, d.n, d.epoch, d.kind, d.kinds, d.time, d.data
@@ -123,6 +135,9 @@ const pgCommit = `WITH v AS (
 	WHERE d.run_id IN (SELECT run_id FROM ok)
 )
 SELECT run_id FROM ok`
+
+// pgNext is run r's next sequence number in pgCommit, as nextSeqOfRecords reads it.
+const pgNext = `COALESCE((SELECT d.seq + d.n FROM toolmesh_records d WHERE d.run_id = r.run_id ORDER BY d.seq DESC LIMIT 1), r.next_seq)`
 
 // pgCommitGroup commits group with pgCommit on a connection of the pool, then tells
 // why each write that was not written was refused. A deadlock with another replica's
@@ -174,6 +189,7 @@ func pgColumnsOf(group []*write, now time.Time) *pgColumns {
 		case writeCreate:
 			c.ops[i] = 1
 		case writeFinish, writeHold:
+			c.ops[i] = 2
 			c.states[i] = string(w.state)
 		}
 		if len(w.records) == 0 {
@@ -237,7 +253,7 @@ func (s *sqlStore) pgRefusals(ctx context.Context, group []*write, written map[s
 		}
 	}
 	found := map[string]lockedRun{}
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT run_id, state, owner, epoch, lease_until, next_seq FROM toolmesh_runs WHERE run_id IN (?`+
+	rows, err := s.db.QueryContext(ctx, s.q(`SELECT run_id, state, owner, epoch, lease_until, `+nextSeqOfRecords+` FROM toolmesh_runs WHERE run_id IN (?`+
 		strings.Repeat(", ?", len(refused)-1)+`)`), refused...)
 	if err == nil {
 		for rows.Next() {

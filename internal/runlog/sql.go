@@ -846,6 +846,12 @@ func (s *sqlStore) Renew(ctx context.Context, lease Lease, ttl time.Duration) (L
 	return lease, nil
 }
 
+// nextSeqOfRecords is a run's next sequence number as the stores read it: the end of its
+// last row of records, or next_seq for a run without records. Their committers write a
+// run's row when it starts and when it ends, not at every step, so next_seq is not up to
+// date while it runs.
+const nextSeqOfRecords = `COALESCE((SELECT r.seq + r.n FROM toolmesh_records r WHERE r.run_id = toolmesh_runs.run_id ORDER BY r.seq DESC LIMIT 1), next_seq)`
+
 // runColumns are a run's columns, next_seq as the dialect reads it.
 func (s *sqlStore) runColumns() string {
 	next := "next_seq"

@@ -66,7 +66,7 @@ func openSQLite(ctx context.Context, dsn, path string, pragmas ...string) (Store
 		committers:  1,
 		gather:      time.Millisecond,
 		commitGroup: func(s *sqlStore, group []*write) []error { return s.logged.commitGroup(group) },
-		nextSeq:     sqliteNextSeq,
+		nextSeq:     nextSeqOfRecords,
 	}}
 	if err := s.migrate(ctx); err != nil {
 		_ = db.Close()

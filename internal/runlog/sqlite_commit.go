@@ -12,7 +12,7 @@ import (
 // statement costs no round trip, and what database/sql adds to each (a statement bound
 // to the transaction, a goroutine watching the context) was most of its cost. A run's
 // row is written when the run starts and when it ends; while it goes on, its next
-// sequence number is the end of its last record row (sqliteNextSeq), which the records
+// sequence number is the end of its last record row (nextSeqOfRecords), which the records
 // table, clustered by run, keeps beside them.
 
 // The statements of the SQLite applier.
@@ -26,10 +26,6 @@ const (
 	sqliteEnd       = `UPDATE toolmesh_runs SET next_seq = ?, state = ?, lease_until = 0, note = ?, updated = ? WHERE run_id = ?`
 	sqliteInsertRow = `INSERT INTO toolmesh_records (run_id, seq, n, epoch, kind, kinds, time, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
 )
-
-// sqliteNextSeq is a run's next sequence number as SQLite's store reads it: the end of
-// its last record row, or next_seq for a run without records.
-const sqliteNextSeq = `COALESCE((SELECT r.seq + r.n FROM toolmesh_records r WHERE r.run_id = toolmesh_runs.run_id ORDER BY r.seq DESC LIMIT 1), next_seq)`
 
 // sqliteWriter is the applier's connection and its statements.
 type sqliteWriter struct {
