@@ -87,34 +87,23 @@ func checkTable(t *testing.T, x *toolTable, want map[string]*toolEntry, names []
 func TestToolDuringRegistrations(t *testing.T) {
 	r := newRouter(t, Options{})
 	mustRegister(t, r, registration("stays", "127.0.0.1:9001", "steady", echoTool("steady")))
-	var wg sync.WaitGroup
-	done := make(chan struct{})
-	for range 2 {
-		wg.Go(func() {
-			for {
-				select {
-				case <-done:
-					return
-				default:
-				}
-				if _, err := r.Tool("steady"); err != nil {
-					t.Errorf("Tool(steady) = %v during registrations", err)
-					return
-				}
-				if tl, err := r.Tool("coming_and_going_tool"); err != nil && !errors.Is(err, ErrUnknownTool) || err == nil && tl.Definition().Name != "coming_and_going_tool" {
-					t.Errorf("Tool(coming_and_going_tool) = %v, %v", tl, err)
-					return
-				}
-			}
-		})
-	}
+	stop := lookUpWhile(2, func() error {
+		if _, err := r.Tool("steady"); err != nil {
+			return fmt.Errorf("Tool(steady) = %w during registrations", err)
+		}
+		if tl, err := r.Tool("coming_and_going_tool"); err != nil && !errors.Is(err, ErrUnknownTool) || err == nil && tl.Definition().Name != "coming_and_going_tool" {
+			return fmt.Errorf("Tool(coming_and_going_tool) = %v, %w", tl, err)
+		}
+		return nil
+	})
 	for i := range 200 {
 		id := fmt.Sprintf("flaps-%d", i%3)
 		mustRegister(t, r, registration(id, "127.0.0.1:9002", "flapping", echoTool("coming_and_going_tool"), echoTool(fmt.Sprintf("t%d", i))))
 		r.expire(workerOf(t, r, id))
 	}
-	close(done)
-	wg.Wait()
+	if err := stop(); err != nil {
+		t.Error(err)
+	}
 	if _, err := r.Tool("coming_and_going_tool"); !errors.Is(err, ErrUnknownTool) {
 		t.Errorf("Tool of a tool whose workers left: %v, want ErrUnknownTool", err)
 	}
@@ -126,25 +115,50 @@ func TestToolDuringRegistrations(t *testing.T) {
 func TestToolDuringReregistration(t *testing.T) {
 	r := newRouter(t, Options{GracePeriod: time.Hour})
 	lease := mustRegister(t, r, registration("again", "127.0.0.1:9001", "steady", echoTool("steady")))
-	var wg sync.WaitGroup
-	done := make(chan struct{})
-	wg.Go(func() {
-		for {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			if _, err := r.Tool("steady"); err != nil {
-				t.Errorf("Tool(steady) = %v while its worker registers again", err)
-				return
-			}
+	stop := lookUpWhile(1, func() error {
+		if _, err := r.Tool("steady"); err != nil {
+			return fmt.Errorf("Tool(steady) = %w while its worker registers again", err)
 		}
+		return nil
 	})
 	for i := range 300 {
 		lease.End() // its stream ended; within the grace period it registers again
 		lease = mustRegister(t, r, registration("again", fmt.Sprintf("127.0.0.1:%d", 9001+i%2), "steady", echoTool("steady")))
 	}
-	close(done)
-	wg.Wait()
+	if err := stop(); err != nil {
+		t.Error(err)
+	}
+}
+
+// lookUpWhile runs check again and again on n goroutines until the function it returns
+// is called, which returns the first error a check returned.
+func lookUpWhile(n int, check func() error) (stop func() error) {
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	errs := make(chan error, n)
+	for range n {
+		wg.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if err := check(); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	return func() error {
+		close(done)
+		wg.Wait()
+		select {
+		case err := <-errs:
+			return err
+		default:
+			return nil
+		}
+	}
 }

@@ -104,16 +104,7 @@ func TestReadAfterTheDatabaseRecovers(t *testing.T) {
 	}
 	defer func() { _ = st.Close() }()
 	s := st.(*sqlStore)
-	var failing atomic.Bool
-	failing.Store(true)
-	s.logged.amu.Lock()
-	s.logged.applyFault = func() error {
-		if failing.Load() {
-			return errors.New("disk I/O error")
-		}
-		return nil
-	}
-	s.logged.amu.Unlock()
+	failing := failCopies(s, errors.New("disk I/O error"))
 	lease, err := s.Create(ctx, "r", "o", time.Minute, Record{Seq: 1, Kind: KindRequest, Data: []byte("r")})
 	if err != nil {
 		t.Fatal(err)
@@ -140,16 +131,7 @@ func TestRunsCreatedAndEndedInOneCopy(t *testing.T) {
 	}
 	defer func() { _ = st.Close() }()
 	s := st.(*sqlStore)
-	var holding atomic.Bool
-	holding.Store(true)
-	s.logged.amu.Lock()
-	s.logged.applyFault = func() error {
-		if holding.Load() {
-			return errors.New("held back by the test")
-		}
-		return nil
-	}
-	s.logged.amu.Unlock()
+	holding := failCopies(s, errors.New("held back by the test"))
 	rec := func(seq int64, kind Kind) Record { return Record{Seq: seq, Kind: kind, Data: []byte(kind)} }
 	for _, id := range []string{"done", "held", "open"} {
 		lease, err := s.Create(ctx, id, "o", time.Minute, rec(1, KindRequest))
@@ -188,4 +170,20 @@ func TestRunsCreatedAndEndedInOneCopy(t *testing.T) {
 			t.Errorf("%s: read %d records (%v), want %d", id, len(recs), err, w.records)
 		}
 	}
+}
+
+// failCopies has every copy of s's commit log to its database fail with err until the
+// flag it returns is cleared.
+func failCopies(s *sqlStore, err error) *atomic.Bool {
+	var failing atomic.Bool
+	failing.Store(true)
+	s.logged.amu.Lock()
+	s.logged.applyFault = func() error {
+		if failing.Load() {
+			return err
+		}
+		return nil
+	}
+	s.logged.amu.Unlock()
+	return &failing
 }
