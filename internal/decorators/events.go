@@ -28,15 +28,17 @@ type Listener interface {
 	Called(c Call)
 }
 
-type listenerKey struct{}
+// ListenerKey is the context key of a run's Listener: WithListener sets it, and a
+// context of the run's own may answer it.
+type ListenerKey struct{}
 
 // WithListener returns ctx whose decorated calls report to l.
 func WithListener(ctx context.Context, l Listener) context.Context {
-	return context.WithValue(ctx, listenerKey{}, l)
+	return context.WithValue(ctx, ListenerKey{}, l)
 }
 
 func listenerFrom(ctx context.Context) Listener {
-	l, _ := ctx.Value(listenerKey{}).(Listener)
+	l, _ := ctx.Value(ListenerKey{}).(Listener)
 	return l
 }
 

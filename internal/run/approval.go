@@ -148,6 +148,8 @@ type approver struct {
 	// inputTimeout is how long a question of the named tool waits for its answer.
 	inputTimeout func(toolName string) time.Duration
 
+	// mu guards pending, local and wake, each made on its first entry: most runs wait
+	// for no approval.
 	mu      sync.Mutex
 	pending map[string]approvalRecord // by key, while waiting
 	local   map[string]runlog.Decision
@@ -155,8 +157,7 @@ type approver struct {
 }
 
 func newApprover(runID, owner string, j *journal, store runlog.Store, obs *serialObserver) *approver {
-	return &approver{runID: runID, owner: owner, j: j, store: store, observer: obs,
-		pending: map[string]approvalRecord{}, local: map[string]runlog.Decision{}, wake: map[string]chan struct{}{}}
+	return &approver{runID: runID, owner: owner, j: j, store: store, observer: obs}
 }
 
 func (a *approver) await(ctx context.Context, name, input string, timeout time.Duration) (runlog.Decision, error) {
@@ -224,6 +225,9 @@ func (a *approver) record(rec approvalRecord) error {
 func (a *approver) pend(key string, rec approvalRecord) (wake chan struct{}, release func()) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.pending == nil {
+		a.pending, a.wake = map[string]approvalRecord{}, map[string]chan struct{}{}
+	}
 	a.pending[key] = rec
 	wake = make(chan struct{})
 	a.wake[key] = wake
@@ -291,6 +295,9 @@ func (a *approver) decide(ctx context.Context, key string, d runlog.Decision) er
 	defer a.mu.Unlock()
 	if _, ok := a.local[key]; ok {
 		return runlog.ErrExists
+	}
+	if a.local == nil {
+		a.local = map[string]runlog.Decision{}
 	}
 	a.local[key] = d
 	return nil

@@ -20,7 +20,6 @@ import (
 	"github.com/toolmesh/toolmesh/internal/process"
 	"github.com/toolmesh/toolmesh/internal/runlog"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
-	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
@@ -37,12 +36,19 @@ import (
 
 // driver is a run that started: what its pieces of work share.
 type driver struct {
-	s       *Service
-	ctx     context.Context
-	cancel  context.CancelCauseFunc
-	stop    context.CancelFunc
-	r       *record
+	s      *Service
+	ctx    context.Context
+	rc     *runContext // the context ctx derives from, which holds the run's approver
+	cancel context.CancelCauseFunc
+	stop   func()
+	r      *record
+	// p is the prepared run until it started (begin drops it: the run's loop and nested
+	// loops keep what they need of it); label, timeout and tools are what the rest of
+	// the run reads of it.
 	p       *prepared
+	label   string
+	timeout time.Duration
+	tools   int
 	j       *journal
 	id      string
 	loopID  string
@@ -61,13 +67,22 @@ type driver struct {
 }
 
 // launch runs a prepared run: a new one (j nil), or one taken over from the journal.
-func (s *Service) launch(ctx context.Context, p *prepared, id, loopID string, started time.Time, j *journal, observe func(Event)) (res *Result, err error) {
+func (s *Service) launch(ctx context.Context, p *prepared, id, loopID string, started time.Time, j *journal, observe func(Event)) (*Result, error) {
+	return s.launchWith(func() (*driver, error) { return s.begin(ctx, p, id, loopID, started, j, observe) })
+}
+
+// launchWith starts a run with start, off the caller's goroutine (Deep), drives its
+// loop and ends it. That the run started is logged from the caller's goroutine: a log
+// that keeps its writers waiting (a slow stderr, many runs starting at once) then keeps
+// no goroutine of a start, with the deep stack it grew, waiting too.
+func (s *Service) launchWith(start func() (*driver, error)) (res *Result, err error) {
 	var d *driver
-	Deep(func() { d, err = s.begin(ctx, p, id, loopID, started, j, observe) })
+	Deep(func() { d, err = start() })
 	if err != nil {
 		return nil, err
 	}
 	defer d.release()
+	s.log.InfoContext(d.ctx, "run started", "model", d.label, "tools", d.tools)
 	lr, lerr := d.loop()
 	Deep(func() { res, err = d.end(lr, lerr) })
 	return res, err
@@ -134,16 +149,16 @@ func (p *deepPanic) Error() string { return fmt.Sprintf("%v\n\n%s", p.value, p.s
 // begin starts a prepared run: its record, journal, context, process and loop. On an
 // error nothing of the run stays.
 func (s *Service) begin(ctx context.Context, p *prepared, id, loopID string, started time.Time, j *journal, observe func(Event)) (_ *driver, err error) {
-	d := &driver{s: s, p: p, id: id, loopID: loopID, observe: observe}
-	d.ctx, d.cancel = context.WithCancelCause(ctx)
-	d.ctx, d.stop = context.WithDeadline(d.ctx, started.Add(p.timeout))
+	d := &driver{s: s, p: p, label: p.label, timeout: p.timeout, tools: len(p.tools), id: id, loopID: loopID, observe: observe}
+	d.rc, d.cancel, d.stop = newRunContext(ctx, started.Add(p.timeout))
+	d.ctx = d.rc
 	begun := false
 	defer func() {
 		if !begun { // an error, or a panic on its way to the caller's recovery
 			d.release()
 		}
 	}()
-	d.r, err = s.store.startLimited(id, p.req.Tenant, s.cfg.Tenants[p.req.Tenant].MaxConcurrentRuns, d.cancel)
+	d.r, err = s.store.startLimited(id, p.tenant, s.cfg.Tenants[p.tenant].MaxConcurrentRuns, d.cancel)
 	if err != nil {
 		return nil, err
 	}
@@ -158,11 +173,12 @@ func (s *Service) begin(ctx context.Context, p *prepared, id, loopID string, sta
 		cancel := d.cancel
 		j.setOnCancel(func(reason string) { cancel(fmt.Errorf("%w: %s", ErrCancelled, reason)) })
 	}
-	d.ctx = toolcall.WithCallInfo(d.ctx, tool.CallInfo{RunID: id, LoopID: loopID})
-	if p.req.Tenant != "" {
-		d.ctx = toolinternal.WithTenant(d.ctx, p.req.Tenant)
+	d.rc.info = tool.CallInfo{RunID: id, LoopID: loopID}
+	if p.tenant != "" {
+		d.ctx = toolinternal.WithTenant(d.ctx, p.tenant)
 	}
 	d.startLoop()
+	d.p = nil
 	begun = true
 	return d, nil
 }
@@ -209,7 +225,7 @@ func (d *driver) startLoop() {
 	}
 	ap.inputTimeout = func(name string) time.Duration { _, t := s.cfg.ApprovalOf(name, false); return t }
 	r.setApprover(ap)
-	ctx = context.WithValue(ctx, approverKey{}, ap)
+	d.rc.ap = ap
 	ctx = toolinternal.WithAsker(ctx, ap) // a tool's questions to a person wait as approvals do
 	req := p.req
 	proc := process.New(r.id, process.Limits{MaxCostUSD: req.MaxCostUSD, MaxTokens: req.MaxTokens, MaxActions: req.MaxActions},
@@ -225,7 +241,6 @@ func (d *driver) startLoop() {
 		s.log.WarnContext(ctx, "run starts without a requested tool group", "field", w.Field, "warning", w.Message)
 		observer.send(w)
 	}
-	s.log.InfoContext(ctx, "run started", "model", p.label, "tools", len(p.tools))
 	opts := p.opts
 	opts.RunID, opts.LoopID, opts.Logger = r.id, loopID, s.log
 	if j != nil {
@@ -234,8 +249,6 @@ func (d *driver) startLoop() {
 	opts.Budget.Shared = &loop.Spending{} // nested loops count against the run's budget
 	p.opts.Budget.Shared = opts.Budget.Shared
 	r.startLoop(Scope{LoopID: loopID})
-	nest := &nester{s: s, p: p, observer: observer, decorate: p.decorate, loops: &atomic.Int64{}, parent: loopID, bag: p.bag,
-		runs: []*record{r}, procs: []*process.Process{proc}}
 	opts.PrepareCall = prepareCall(proc)
 	var bindings *agentic.Bindings
 	if p.chaining {
@@ -245,11 +258,14 @@ func (d *driver) startLoop() {
 			opts.Strategies = append(slices.Clone(opts.Strategies), discovery)
 		}
 	}
-	// What every tool call of the loop sees: the listener of its calls, the nester of
-	// its agentic tools, the bindings of its tool chaining.
-	lctx := loopContext(ctx, proc, observer)
+	// What every tool call of the loop sees: the listener of its calls (the run's
+	// context holds it), the nester of its agentic tools, the bindings of its tool
+	// chaining.
+	d.rc.listener = listener{p: proc, obs: observer}
+	lctx := ctx
 	if p.nests {
-		lctx = agentic.WithNester(lctx, nest)
+		lctx = agentic.WithNester(lctx, &nester{s: s, p: p, observer: observer, decorate: p.decorate, loops: &atomic.Int64{}, parent: loopID, bag: p.bag,
+			runs: []*record{r}, procs: []*process.Process{proc}})
 	}
 	if bindings != nil {
 		lctx = agentic.WithBindings(lctx, bindings)
@@ -262,6 +278,7 @@ func (d *driver) startLoop() {
 		requestModel = tracedProvider{Provider: p.provider}.DefaultModel()
 	}
 	quiet := quietTools(p.tools)
+	provider := p.provider // the observer keeps no more of p
 	opts.Observer = func(ev loop.Event) {
 		r.observe(ev)
 		switch x := ev.(type) {
@@ -269,7 +286,7 @@ func (d *driver) startLoop() {
 			if j == nil || !j.replaying() { // a replayed call cost nothing now
 				s.tel.RecordCost(ctx, requestModel, x.CostUSD)
 			}
-			proc.RecordModelCall(p.provider.Name(), x.Model, x.Usage.InputTokens, x.Usage.OutputTokens, x.CostUSD)
+			proc.RecordModelCall(provider.Name(), x.Model, x.Usage.InputTokens, x.Usage.OutputTokens, x.CostUSD)
 		case loop.ToolsChanged:
 			s.tel.ToolsChanged(ctx, x.Added, x.Removed)
 		}
@@ -281,12 +298,13 @@ func (d *driver) startLoop() {
 	if d.step != nil {
 		d.first, d.firstErr = d.step.Request()
 	}
+	p.req = nil // the loop has what it needs of it; the run need not hold it while it goes on
 }
 
 // end ends a run whose loop ended (res or err): it settles a tool's signal, records how
 // the run ended, and sends its last event.
 func (d *driver) end(res *loop.Result, err error) (*Result, error) {
-	s, r, p, j, id := d.s, d.r, d.p, d.j, d.id
+	s, r, j, id := d.s, d.r, d.j, d.id
 	ctx := d.ctx
 	lres, outcome, err := d.settle(res, err)
 	r.end(lres, outcome, err)
@@ -302,7 +320,7 @@ func (d *driver) end(res *loop.Result, err error) (*Result, error) {
 		err = &Error{RunID: id, Err: err}
 		last = Ended{RunID: id, Err: err}
 	default:
-		last = Ended{RunID: id, Result: &Result{RunID: id, Model: p.label, Result: lres}}
+		last = Ended{RunID: id, Result: &Result{RunID: id, Model: d.label, Result: lres}}
 	}
 	if cause := stopping(ctx); j != nil && cause != nil {
 		// Stopped by a shutdown or a failed journal: the run is not over. With a durable
@@ -350,7 +368,7 @@ func (d *driver) end(res *loop.Result, err error) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Result{RunID: id, Model: p.label, Result: lres, Outcome: outcome}, nil
+	return &Result{RunID: id, Model: d.label, Result: lres, Outcome: outcome}, nil
 }
 
 // stoppedDriving is logged when this orchestrator stops driving a run that goes on
@@ -361,7 +379,7 @@ const stoppedDriving = "this orchestrator stopped driving the run; its next owne
 // settle turns how the loop ended into how the run ended: a tool's signal settled
 // (replan, terminate), an error named for the client, the span and the process status.
 func (d *driver) settle(res *loop.Result, err error) (*loop.Result, *Outcome, error) {
-	s, r, p, ctx, span, proc := d.s, d.r, d.p, d.ctx, d.span, d.proc
+	s, r, ctx, span, proc := d.s, d.r, d.ctx, d.span, d.proc
 	var se *loop.SignalError
 	if err != nil && errors.As(err, &se) && ctx.Err() == nil {
 		snap := r.snapshot()
@@ -387,7 +405,7 @@ func (d *driver) settle(res *loop.Result, err error) (*loop.Result, *Outcome, er
 		case errors.Is(cause, ErrJournal):
 			err = cause
 		case ctx.Err() != nil && errors.Is(err, context.DeadlineExceeded):
-			err = fmt.Errorf("run timed out after %s: %w", p.timeout, err)
+			err = fmt.Errorf("run timed out after %s: %w", d.timeout, err)
 		case ctx.Err() != nil && errors.Is(err, context.Canceled):
 			err = fmt.Errorf("%w: the client went away: %w", ErrCancelled, err)
 		}

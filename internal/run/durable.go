@@ -96,7 +96,7 @@ func (s *Service) openJournal(ctx context.Context, j *journal, id, loopID string
 	// The run and its request are created together: a run the journal holds can always
 	// be resumed from its request.
 	data, _ := toolinternal.MarshalJSON(requestRecord{RunID: id, LoopID: loopID, Started: started, Wire: p.req.Wire, Tenant: p.req.Tenant, Caller: p.req.Caller.orNil(),
-		Versions: s.router.Versions(offeredRoles(p.req, s.cfg.Loop.DefaultToolGroups), p.req.Tools),
+		Versions: s.router.Versions(offeredRoles(*p.req, s.cfg.Loop.DefaultToolGroups), p.req.Tools),
 		Agent:    p.req.Agent, Model: llm.Label(p.provider, p.model)})
 	lease, err := s.journal.Create(ctx, id, s.owner, s.leaseTTL(), runlog.Record{Seq: 1, Kind: runlog.KindRequest, Time: time.Now(), Data: data})
 	switch {

@@ -185,7 +185,7 @@ func (n *nester) RunLoop(ctx context.Context, l agentic.Loop) (*loop.Result, err
 // the parent's. scope and child become the child run's.
 func (n *nester) startChild(ctx context.Context, cancel context.CancelCauseFunc, scope *Scope, child *nester, runID string) (context.Context, *record, *process.Process, error) {
 	scope.ChildRunID = runID
-	rec, err := n.s.store.startChild(runID, n.p.req.Tenant, cancel)
+	rec, err := n.s.store.startChild(runID, n.p.tenant, cancel)
 	if err != nil {
 		return ctx, nil, nil, err
 	}
@@ -204,7 +204,7 @@ func (n *nester) startChild(ctx context.Context, cancel context.CancelCauseFunc,
 func (n *nester) loopOptions(l agentic.Loop, runID string, scope Scope, proc *process.Process, bag toolctx.Context, provider llm.Provider, model, label string) (loop.Options, *agentic.Bindings) {
 	opts := n.p.opts
 	opts.RunID, opts.LoopID, opts.Logger = runID, scope.LoopID, n.s.log
-	opts.Provider = n.s.modelProvider(provider, n.p.req.Tenant)
+	opts.Provider = n.s.modelProvider(provider, n.p.tenant)
 	if j := n.p.journal; j != nil {
 		opts.Provider = &journalProvider{Provider: opts.Provider, j: j, loopID: scope.LoopID}
 	}
@@ -227,7 +227,7 @@ func (n *nester) loopOptions(l agentic.Loop, runID string, scope Scope, proc *pr
 	if len(sources) == 0 {
 		sources = n.p.sources
 	}
-	bindings, discovery := n.s.loopChaining(sources, fromAny || n.p.req.ChainFromAny)
+	bindings, discovery := n.s.loopChaining(sources, fromAny || n.p.chainFromAny)
 	if discovery != nil {
 		opts.Strategies = append(opts.Strategies, discovery)
 	}

@@ -31,15 +31,19 @@ import (
 
 // prepared is a request resolved against the mesh and the config, ready to run.
 type prepared struct {
-	req      Request
-	tools    []tool.Tool
-	bag      toolctx.Context
-	provider llm.Provider
-	model    string // as the provider takes it
-	label    string // "provider/model"
-	timeout  time.Duration
-	opts     loop.Options
-	warnings []Warning
+	// req is the request, until the run's loop started (startLoop drops it); tenant and
+	// chainFromAny are what its nested loops read of it.
+	req          *Request
+	tenant       string
+	chainFromAny bool
+	tools        []tool.Tool
+	bag          toolctx.Context
+	provider     llm.Provider
+	model        string // as the provider takes it
+	label        string // "provider/model"
+	timeout      time.Duration
+	opts         loop.Options
+	warnings     []Warning
 	// decorate is the run's decorator chain, for the tools nested loops add.
 	decorate func(tool.Tool) tool.Tool
 	// sources are the run's tool-chaining sources; chaining is set when the run chains
@@ -88,7 +92,7 @@ func (s *Service) prepare(ctx context.Context, req Request) (*prepared, error) {
 			return builtin || tg.Allows(role, name)
 		}
 	}
-	decorate := s.offer(req, s.pipeline(req.Tenant, req.Caller, tg, limited, chaining, s.chain.With(rules)), tg, limited, chaining)
+	decorate := s.offer(req, s.runPipeline(req, tg, limited, chaining, rules), tg, limited, chaining)
 	if err := checkContext(bag, req.Context, req.Interaction, s.cfg.Context.MaxBytes); err != nil {
 		return nil, err
 	}
@@ -122,7 +126,7 @@ func (s *Service) prepare(ctx context.Context, req Request) (*prepared, error) {
 	}
 	lc := s.cfg.Loop
 	p := &prepared{
-		req: req, tools: tools, warnings: warnings, bag: bag, provider: provider, model: model, decorate: decorate, sources: sources, chaining: chaining,
+		req: &req, tenant: req.Tenant, chainFromAny: req.ChainFromAny, tools: tools, warnings: warnings, bag: bag, provider: provider, model: model, decorate: decorate, sources: sources, chaining: chaining,
 		nests:   len(req.Agentic) > 0 || req.Agent != "" || slices.ContainsFunc(req.Tools, s.configAgentic),
 		label:   llm.Label(provider, model),
 		timeout: cmpOr(req.Timeout, lc.RunTimeout.D()),
@@ -168,38 +172,75 @@ func (s *Service) pipeline(tenant string, caller Caller, tg config.Tenant, limit
 	return insertLayers(append(p, chain.Layers()...), s.layers)
 }
 
+// runPipeline is the pipeline of req's tool calls (see pipeline), with the request's
+// own rules: the shared one of its kind when the run has no tenant, no caller and no
+// rules, which leave nothing of the run's own in it.
+func (s *Service) runPipeline(req Request, tg config.Tenant, limited, chaining bool, rules []decorators.Rule) toolcall.Pipeline {
+	c := req.Caller
+	if req.Tenant == "" && !limited && len(rules) == 0 && c.ID == "" && len(c.Scopes) == 0 && len(c.Claims) == 0 && s.plain[0] != nil {
+		if chaining {
+			return s.plain[1]()
+		}
+		return s.plain[0]()
+	}
+	return s.pipeline(req.Tenant, req.Caller, tg, limited, chaining, s.chain.With(rules))
+}
+
 // offer is how a run offers a tool, the tools injected mid-loop included: a worker's
 // tool outside the tenant's grant is not offered (nil); a run taken over keeps the
 // workers' definitions it was shown, where replicas of them remain; a method is
-// described as one; every call goes through the run's pipeline.
+// described as one; every call goes through the run's pipeline. The function keeps
+// only what it reads of the request, since a run holds it as long as it lives.
 func (s *Service) offer(req Request, p toolcall.Pipeline, tg config.Tenant, limited, chaining bool) func(tool.Tool) tool.Tool {
-	return func(t tool.Tool) tool.Tool {
-		if role, served := groupOf(t); limited && served && !tg.Allows(role, t.Definition().Name) {
-			return nil
-		}
-		if excludedByRun(req.ExcludeTools, t.Definition().Name) {
-			return nil
-		}
-		if len(req.Pinned) > 0 {
-			pinned, same := s.router.Pin(t, req.Pinned)
-			if !same {
-				s.log.Warn("a run taken over calls a tool whose definition changed since it started: no replica serves the one it was shown",
-					"run_id", req.ID, "tool", t.Definition().Name)
-			}
-			t = pinned
-		}
-		if chaining {
-			t = agentic.MethodOf(t)
-		}
-		name := t.Definition().Name
-		t = p.Wrap(redescribe(t, s.cfg.Tools[name]))
-		if to, ok := req.ToolNames[name]; ok {
-			// Outside the pipeline: its layers (the config's rules by tool name, the
-			// tenant's grant) see the tool's own name; the model sees the new one.
-			t = tool.WithName(t, to)
-		}
-		return t
+	o := &offering{s: s, pipeline: p, chaining: chaining, runID: req.ID, exclude: req.ExcludeTools, pinned: req.Pinned, names: req.ToolNames}
+	if limited {
+		o.grant = &tg
 	}
+	return o.offer
+}
+
+// offering is what a run's offer function reads: the request's exclusions, pinned
+// versions and renames, the tenant's grant (nil when the tenant is not limited to one)
+// and the run's pipeline.
+type offering struct {
+	s        *Service
+	pipeline toolcall.Pipeline
+	grant    *config.Tenant
+	chaining bool
+	runID    string
+	exclude  []string
+	pinned   map[string]string
+	names    map[string]string
+}
+
+// offer is the tool t as the run offers it, or nil when the run does not offer it.
+func (o *offering) offer(t tool.Tool) tool.Tool {
+	s := o.s
+	if role, served := groupOf(t); o.grant != nil && served && !o.grant.Allows(role, t.Definition().Name) {
+		return nil
+	}
+	if excludedByRun(o.exclude, t.Definition().Name) {
+		return nil
+	}
+	if len(o.pinned) > 0 {
+		pinned, same := s.router.Pin(t, o.pinned)
+		if !same {
+			s.log.Warn("a run taken over calls a tool whose definition changed since it started: no replica serves the one it was shown",
+				"run_id", o.runID, "tool", t.Definition().Name)
+		}
+		t = pinned
+	}
+	if o.chaining {
+		t = agentic.MethodOf(t)
+	}
+	name := t.Definition().Name
+	t = o.pipeline.Wrap(redescribe(t, s.cfg.Tools[name]))
+	if to, ok := o.names[name]; ok {
+		// Outside the pipeline: its layers (the config's rules by tool name, the
+		// tenant's grant) see the tool's own name; the model sees the new one.
+		t = tool.WithName(t, to)
+	}
+	return t
 }
 
 // excludedByRun reports whether a run's exclude_tools leave a tool of that name out.

@@ -33,6 +33,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/router"
 	"github.com/toolmesh/toolmesh/internal/runlog"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
@@ -162,6 +163,9 @@ type Service struct {
 	owner      string
 	// resuming holds the ids of runs being taken over here.
 	resuming sync.Map
+	// plain are the call pipelines, without and with tool chaining, of the runs of no
+	// tenant and no caller that add no rules of their own: built once, shared by them.
+	plain [2]func() toolcall.Pipeline
 }
 
 // New returns a Service.
@@ -196,7 +200,7 @@ func New(opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Service{
+	s := &Service{
 		layers:     opts.Layers,
 		strategies: slices.DeleteFunc(slices.Clone(opts.Strategies), func(s loop.Strategy) bool { return s == nil }),
 		formatter:  opts.Formatter,
@@ -215,7 +219,13 @@ func New(opts Options) (*Service, error) {
 		tel:        opts.Telemetry,
 		log:        opts.Logger,
 		store:      newStore(opts.Config.Loop.MaxConcurrentRuns, opts.Config.Loop.RetainRuns, opts.Config.Loop.RetainBytes),
-	}, nil
+	}
+	for i, chaining := range []bool{false, true} {
+		s.plain[i] = sync.OnceValue(func() toolcall.Pipeline {
+			return s.pipeline("", Caller{}, config.Tenant{}, false, chaining, s.chain)
+		})
+	}
+	return s, nil
 }
 
 // Request is a run as the service takes it. The caller has checked each field on its
@@ -350,17 +360,29 @@ type Ended struct {
 // Shutdown cancel it, or at its deadline. With a journal, the events come as Sequenced, each once its record is
 // committed.
 func (s *Service) Run(ctx context.Context, req Request, observe func(Event)) (*Result, error) {
-	var p *prepared
-	var err error
-	Deep(func() { p, err = s.admitAndPrepare(ctx, req) })
-	if err != nil {
-		return nil, err
-	}
-	id := req.ID
-	if id == "" {
-		id = NewID()
-	}
-	return s.launch(ctx, p, id, "loop_"+randomHex(8), time.Now(), nil, observe)
+	return s.RunAccepted(ctx, func() (Request, error) { return req, nil }, observe)
+}
+
+// RunAccepted is Run with the request accept returns, which it calls first, on the
+// goroutine that starts the run (off the caller's, as all of a run's start is): a server
+// that turns a request on the wire into the service's does that there too. When accept
+// fails, RunAccepted returns its error as it is and observes nothing.
+func (s *Service) RunAccepted(ctx context.Context, accept func() (Request, error), observe func(Event)) (*Result, error) {
+	return s.launchWith(func() (*driver, error) {
+		req, err := accept()
+		if err != nil {
+			return nil, err
+		}
+		p, err := s.admitAndPrepare(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		id := req.ID
+		if id == "" {
+			id = NewID()
+		}
+		return s.begin(ctx, p, id, "loop_"+randomHex(8), time.Now(), nil, observe)
+	})
 }
 
 // admitAndPrepare refuses a run the orchestrator or its tenant has no room for, before

@@ -64,7 +64,7 @@ type record struct {
 	over chan struct{}
 
 	mu   sync.Mutex
-	snap Snapshot
+	snap runState
 	proc *process.Process
 	// j is the run's journal (nil without one); obs its observer, for the last event.
 	j   *journal
@@ -147,12 +147,31 @@ func (r *record) observer() *serialObserver {
 func (r *record) snapshot() Snapshot {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s := r.snap
-	s.Loops = slices.Clone(s.Loops)
+	st := r.snap
+	s := Snapshot{ID: st.ID, State: st.State, Iterations: st.Iterations, ToolCalls: st.ToolCalls, Usage: st.Usage, CostUSD: st.CostUSD,
+		FinalText: st.FinalText, Err: st.Err, Started: st.Started, Ended: st.Ended, Reason: st.Reason, Loops: slices.Clone(st.Loops), Facts: st.Facts}
 	if r.proc != nil {
 		s.Process = r.proc.Snapshot()
 	}
 	return s
+}
+
+// runState is what a record keeps of its run's Snapshot: all of it but the process
+// state, which snapshot takes from the run's process when asked.
+type runState struct {
+	ID         string
+	State      runlog.State
+	Iterations int
+	ToolCalls  int
+	Usage      llm.Usage
+	CostUSD    float64
+	FinalText  string
+	Err        error
+	Started    time.Time
+	Ended      time.Time
+	Reason     string
+	Loops      []LoopInfo
+	Facts
 }
 
 // setFacts records what the run was started with.
@@ -323,7 +342,7 @@ func (s *store) startLimited(id, tenant string, tenantMax int, cancel context.Ca
 	if old != nil {
 		s.finished = slices.DeleteFunc(s.finished, func(f *record) bool { return f == old })
 	}
-	r := &record{id: id, tenant: tenant, counted: tenant != "", cancel: cancel, over: make(chan struct{}), snap: Snapshot{ID: id, State: runlog.StateRunning, Started: time.Now()}}
+	r := &record{id: id, tenant: tenant, counted: tenant != "", cancel: cancel, over: make(chan struct{}), snap: runState{ID: id, State: runlog.StateRunning, Started: time.Now()}}
 	s.runs[id] = r
 	s.live[r] = true
 	if r.counted {
@@ -410,7 +429,7 @@ func (s *store) startChild(id, tenant string, cancel context.CancelCauseFunc) (*
 	if old := s.runs[id]; old != nil && s.live[old] {
 		return nil, ErrExists
 	}
-	r := &record{id: id, tenant: tenant, cancel: cancel, over: make(chan struct{}), snap: Snapshot{ID: id, State: runlog.StateRunning, Started: time.Now()}}
+	r := &record{id: id, tenant: tenant, cancel: cancel, over: make(chan struct{}), snap: runState{ID: id, State: runlog.StateRunning, Started: time.Now()}}
 	s.runs[id] = r
 	s.live[r] = true
 	return r, nil

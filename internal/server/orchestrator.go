@@ -35,16 +35,25 @@ type orchestratorServer struct {
 // request, turning it into the run service's) runs off it (run.Deep), so that it stays
 // small while the run waits for its model.
 func (o *orchestratorServer) Run(req *toolpb.RunRequest, stream toolpb.OrchestratorService_RunServer) error {
+	em := &emitter{stream: stream}
+	if !req.GetDetached() {
+		var refused error
+		accept := func() (run.Request, error) {
+			rr, err := o.accept(stream.Context(), req)
+			refused = err
+			return rr, err
+		}
+		_, err := o.s.runs.RunAccepted(stream.Context(), accept, em.observe)
+		if refused != nil {
+			return refused
+		}
+		return o.s.runError(err)
+	}
 	var rr run.Request
 	var refused error
 	run.Deep(func() { rr, refused = o.accept(stream.Context(), req) })
 	if refused != nil {
 		return refused
-	}
-	em := &emitter{stream: stream}
-	if !req.GetDetached() {
-		_, err := o.s.runs.Run(stream.Context(), rr, em.observe)
-		return o.s.runError(err)
 	}
 	done := make(chan error, 1)
 	go func() {

@@ -43,6 +43,26 @@ func (t *Telemetry) start(ctx context.Context, name string, kind trace.SpanKind,
 // noSpan is the span of a tool call when nothing is recorded: ending it ends nothing.
 var noSpan = trace.SpanFromContext(context.Background())
 
+// unrecorded is a span that records nothing and carries the span context of the span in
+// ctx: noSpan when there is none.
+func unrecorded(ctx context.Context) trace.Span {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return noSpan
+	}
+	return &contextSpan{Span: noSpan, sc: sc}
+}
+
+// contextSpan is a span that records nothing, with the span context of another (the
+// caller's): ending it ends neither.
+type contextSpan struct {
+	trace.Span
+	sc trace.SpanContext
+}
+
+// SpanContext is the span context of the span contextSpan stands for.
+func (s *contextSpan) SpanContext() trace.SpanContext { return s.sc }
+
 // spanContext returns a context holding only s, for recording metrics with exemplars
 // without keeping the caller's context.
 func spanContext(s trace.Span) context.Context {
@@ -75,8 +95,13 @@ type RunAttrs struct {
 	Model     string // gen_ai.request.model, when the run asks for one model
 }
 
-// StartRun starts the invoke_agent span of a run.
+// StartRun starts the invoke_agent span of a run. When nothing is recorded it starts
+// none: ctx stays as it is, and the span returned only carries the span context ctx
+// holds (the caller's, for the run's trace ID), ending nothing when ended.
 func (t *Telemetry) StartRun(ctx context.Context, a RunAttrs) (context.Context, trace.Span) {
+	if t.Off() {
+		return ctx, unrecorded(ctx)
+	}
 	name := a.AgentName
 	if name == "" {
 		name = DefaultAgentName

@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/stats"
 )
 
@@ -17,13 +18,44 @@ import (
 // It is a stats handler, so it composes with the server's interceptors and with other
 // stats handlers; gRPC calls every handler installed. Over no-op providers
 // (OTEL_SDK_DISABLED=true) it records nothing but still takes the caller's trace context
-// into the call's, for the calls this process makes to join the caller's trace.
+// into the call's, for the calls this process makes to join the caller's trace; when
+// nothing is recorded at all, a handler that does only that takes otelgrpc's place, so
+// that a call (a long-lived stream, say) holds nothing of otelgrpc's.
 func (t *Telemetry) ServerOptions() []grpc.ServerOption {
 	if t == nil {
 		return nil
 	}
+	if t.Off() {
+		return []grpc.ServerOption{grpc.StatsHandler(traceContextHandler{t: t})}
+	}
 	return []grpc.ServerOption{grpc.StatsHandler(t.ServerHandler())}
 }
+
+// traceContextHandler is the stats handler of a server that records nothing: it takes
+// the W3C trace context of each call's metadata (traceparent, tracestate) into the
+// call's context, as otelgrpc's handler does over no-op providers, and does nothing else.
+type traceContextHandler struct{ t *Telemetry }
+
+// TagRPC returns ctx carrying the remote span context the call's metadata holds; ctx
+// itself when it holds none.
+func (h traceContextHandler) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context {
+	md, ok := metadata.FromIncomingContext(ctx)
+	if !ok || len(md["traceparent"]) == 0 {
+		return ctx
+	}
+	return h.t.Propagator().Extract(ctx, mdCarrier(md))
+}
+
+// HandleRPC records nothing.
+func (traceContextHandler) HandleRPC(context.Context, stats.RPCStats) {}
+
+// TagConn returns ctx as it is.
+func (traceContextHandler) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
+	return ctx
+}
+
+// HandleConn records nothing.
+func (traceContextHandler) HandleConn(context.Context, stats.ConnStats) {}
 
 // DialOptions instrument a gRPC client connection: a CLIENT span per RPC, the traceparent
 // header in its metadata (W3C tracecontext only: no baggage, and the tm-ctx-* entries of
