@@ -38,12 +38,12 @@ func OpenPostgres(ctx context.Context, dsn string) (Store, error) {
 		blob:      "BYTEA",
 		forUpdate: " FOR UPDATE",
 		// Each commit waits for a round trip and the server's fsync: two at once keep the
-		// server busy (one is sent while the other waits), and while writes come several
-		// at a time each commits at most once a millisecond, gathering them. More in
-		// flight made the server's commits slower than they were many.
+		// server busy (one is sent while the other waits), and a commit waits a moment for
+		// more writes when fewer came than last time. More in flight made the server's
+		// commits slower than they were many.
 		committers:  2,
 		nextSeq:     nextSeqOfRecords,
-		gather:      time.Millisecond,
+		gather:      500 * time.Microsecond,
 		commitGroup: pgCommitGroup,
 		tables:      `SELECT tablename FROM pg_tables WHERE schemaname = current_schema()`,
 		unique: func(err error) bool {

@@ -38,8 +38,8 @@ type dialect struct {
 	// next_seq column, which the dialect's committer does not keep up to date while the
 	// run goes on).
 	nextSeq string
-	// gather, when set, is the least time between the starts of a committer's commits
-	// while writes come several at a time: a commit costs a sync whatever its size.
+	// gather, when set, is how long a committer waits for more writes when fewer came
+	// than last time: a commit costs a sync whatever its size.
 	gather time.Duration
 	// committers is how many groups of writes may commit at once: one where the
 	// database has one writer (SQLite), a few where commits wait on a server (each has
@@ -212,10 +212,7 @@ const maxGroup = 256
 func (s *sqlStore) commit() {
 	defer s.done.Done()
 	var carry []*write
-	// last is the size of the last group, peak the largest of late, lastStart when the
-	// last commit started.
-	last, peak := 0, 0
-	var lastStart time.Time
+	last := 0 // the size of the last group
 	for {
 		group := carry
 		carry = nil
@@ -252,14 +249,12 @@ func (s *sqlStore) commit() {
 				break more
 			}
 		}
-		if wait := s.d.gather - time.Since(lastStart); s.d.gather > 0 && last > 1 && wait > 0 && len(group) < peak {
-			// Writers come many at a time: commit at most once a gather interval, so
-			// that the writes of the runs in flight share one commit (a sync, a round
-			// trip) rather than each few paying one — but no longer than it takes the
-			// most writers of late to join.
-			t := time.NewTimer(wait)
+		if s.d.gather > 0 && last > 1 && len(group) < last && len(group) < maxGroup {
+			// Writers came many at a time last time: let more join, briefly, rather than
+			// pay a commit (an fsync) for a few.
+			t := time.NewTimer(s.d.gather)
 		gather:
-			for len(group) < peak && len(group) < maxGroup {
+			for len(group) < last && len(group) < maxGroup {
 				select {
 				case w := <-s.writes:
 					take(w)
@@ -270,9 +265,7 @@ func (s *sqlStore) commit() {
 			t.Stop()
 		}
 		last = len(group)
-		peak = max(peak-peak/8, last)
 		start := time.Now()
-		lastStart = start
 		errs := s.commitGroup(group)
 		s.noteCommit(errs)
 		s.commits.Add(1)
