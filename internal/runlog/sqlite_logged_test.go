@@ -96,14 +96,7 @@ func TestSweepKeepsRunsNotYetApplied(t *testing.T) {
 // served: the applier, backing off after failed copies, tries again at once for a
 // reader instead of answering with the last failure until its backoff ends.
 func TestReadAfterTheDatabaseRecovers(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st, err := OpenSQLite(ctx, filepath.Join(t.TempDir(), "journal.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = st.Close() }()
-	s := st.(*sqlStore)
+	ctx, s := openLogged(t)
 	failing := failCopies(s, errors.New("disk I/O error"))
 	lease, err := s.Create(ctx, "r", "o", time.Minute, Record{Seq: 1, Kind: KindRequest, Data: []byte("r")})
 	if err != nil {
@@ -123,14 +116,7 @@ func TestReadAfterTheDatabaseRecovers(t *testing.T) {
 // they ended: one created and finished, one created and held, one created and left
 // running, each with its records.
 func TestRunsCreatedAndEndedInOneCopy(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st, err := OpenSQLite(ctx, filepath.Join(t.TempDir(), "journal.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = st.Close() }()
-	s := st.(*sqlStore)
+	ctx, s := openLogged(t)
 	holding := failCopies(s, errors.New("held back by the test"))
 	rec := func(seq int64, kind Kind) Record { return Record{Seq: seq, Kind: kind, Data: []byte(kind)} }
 	for _, id := range []string{"done", "held", "open"} {
@@ -186,4 +172,18 @@ func failCopies(s *sqlStore, err error) *atomic.Bool {
 	}
 	s.logged.amu.Unlock()
 	return &failing
+}
+
+// openLogged opens a SQLite store in a temporary directory for the test, and a context
+// that bounds it.
+func openLogged(t *testing.T) (context.Context, *sqlStore) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	st, err := OpenSQLite(ctx, filepath.Join(t.TempDir(), "journal.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return ctx, st.(*sqlStore)
 }
