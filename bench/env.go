@@ -698,7 +698,7 @@ func (e *env) journalVariants(ctx context.Context) ([]*variant, error) {
 		return runlog.OpenSQLite(ctx, filepath.Join(dir, "journal.db"))
 	}}}
 	if _, err := harness.PostgresBin(); err == nil {
-		stores = append(stores, journalStore{VLoopPostgres, "a private PostgreSQL on loopback with its durability defaults (fsync on, synchronous_commit on, full_page_writes on: every commit on disk before it is acknowledged), through pgx", func() (runlog.Store, error) {
+		stores = append(stores, journalStore{VLoopPostgres, "a private PostgreSQL on loopback with its defaults (fsync on, synchronous_commit on, full_page_writes on: every commit on disk before it is acknowledged; shared_buffers 128 MB), through pgx", func() (runlog.Store, error) {
 			pg, err := harness.StartPostgresWith(ctx, harness.PostgresOptions{Durable: true})
 			if err != nil {
 				return nil, err

@@ -15,7 +15,7 @@ import (
 // table of 100,000 tools the slots take 4 MiB, where a Go map's keys, entries and stubs
 // are spread over the heap. Longer names are verified against the table's arena.
 type toolTable struct {
-	seed  [4]uint64
+	salt  [4]uint64
 	mask  uint64
 	slots []tableSlot
 	long  string // the names longer than 16 bytes, one after the other
@@ -38,11 +38,11 @@ type tableSlot struct {
 // shortName is the longest name a slot's words hold entirely.
 const shortName = 16
 
-// newToolTable returns an empty table with a random hash seed.
+// newToolTable returns an empty table with a random hash salt.
 func newToolTable() *toolTable {
 	t := &toolTable{mask: 7, slots: make([]tableSlot, 8)}
-	for i := range t.seed {
-		t.seed[i] = rand.Uint64()
+	for i := range t.salt {
+		t.salt[i] = rand.Uint64()
 	}
 	return t
 }
@@ -61,7 +61,7 @@ func (t *toolTable) with(tools map[string]*toolEntry, changed []string) *toolTab
 	if size < len(t.slots) && 4*size > len(t.slots) {
 		size = len(t.slots)
 	}
-	c := &toolTable{seed: t.seed, mask: uint64(size - 1), slots: make([]tableSlot, size), arena: &strings.Builder{}}
+	c := &toolTable{salt: t.salt, mask: uint64(size - 1), slots: make([]tableSlot, size), arena: &strings.Builder{}}
 	if size == len(t.slots) && len(t.long) <= 2*t.live+4096 {
 		copy(c.slots, t.slots)
 		c.arena.WriteString(t.long)
@@ -176,20 +176,20 @@ func (t *toolTable) slotName(s *tableSlot) string {
 	return t.long[s.off : s.off+s.n-1]
 }
 
-// hash is the seeded hash of a name of n bytes whose words are w0 and w1; a name longer
+// hash is the salted hash of a name of n bytes whose words are w0 and w1; a name longer
 // than 16 bytes is long, whose words between the first and last 8 bytes it mixes in.
 func (t *toolTable) hash(w0, w1 uint64, n int, long string) uint64 {
-	h := mix(w0^t.seed[0], w1^t.seed[1])
+	h := mix(w0^t.salt[0], w1^t.salt[1])
 	if n > shortName {
 		h = t.hashMiddle(h, long)
 	}
-	return mix(h^t.seed[2], uint64(n)^t.seed[3])
+	return mix(h^t.salt[2], uint64(n)^t.salt[3])
 }
 
 // hashMiddle mixes into h the words of a long name between its first and last 8 bytes.
 func (t *toolTable) hashMiddle(h uint64, name string) uint64 {
 	for i := 8; i+8 < len(name); i += 8 {
-		h = mix(h^t.seed[2], le64(name[i:])^t.seed[3])
+		h = mix(h^t.salt[2], le64(name[i:])^t.salt[3])
 	}
 	return h
 }

@@ -939,14 +939,6 @@ func eventHead(key string) []byte {
 // eventRoom is the room eventHead leaves for an event's wire form: most events fit.
 const eventRoom = 160
 
-// eventData is the record of an event: the key, then the wire form as it is, which it
-// returns too (a slice of the record).
-func eventData(key string, wire []byte) (data, wireOf []byte) {
-	b := append(eventHead(key), wire...)
-	at := len(b) - len(wire)
-	return b, b[at:len(b):len(b)]
-}
-
 // decodeEvent splits an event record into its key and wire form; isJSON reports the
 // JSON form of earlier journals.
 func decodeEvent(data []byte) (key string, wire []byte, isJSON bool, err error) {

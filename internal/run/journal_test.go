@@ -269,3 +269,11 @@ func TestLegacyEndedRuns(t *testing.T) {
 		t.Errorf("Get(replanned) = %+v, %v", snap, err)
 	}
 }
+
+// eventData is the record of an event as the journal writes it: the key, then the wire
+// form as it is, which it returns too (a slice of the record).
+func eventData(key string, wire []byte) (data, wireOf []byte) {
+	b := append(eventHead(key), wire...)
+	at := len(b) - len(wire)
+	return b, b[at:len(b):len(b)]
+}

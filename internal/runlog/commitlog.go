@@ -188,14 +188,8 @@ func (l *commitLog) rewind() error {
 
 func (l *commitLog) close() error { return l.f.Close() }
 
-// encodeEntry is the bytes of entry id holding writes, whose records are packed in their
-// rows (write.row).
-func encodeEntry(round, id uint64, writes []*write) []byte {
-	return appendEntry(nil, round, id, writes)
-}
-
-// appendEntry is encodeEntry in the array of dst (its contents overwritten), grown if it
-// is short.
+// appendEntry is the bytes of entry id holding writes, whose records are packed in their
+// rows (write.row), in the array of dst (its contents overwritten), grown if it is short.
 func appendEntry(dst []byte, round, id uint64, writes []*write) []byte {
 	size := 32
 	for _, w := range writes {
@@ -369,7 +363,7 @@ func appendBytes(b, p []byte) []byte {
 	return append(b, p...)
 }
 
-// reader reads what encodeEntry wrote; the first error sticks.
+// reader reads what appendEntry wrote; the first error sticks.
 type reader struct {
 	b   []byte
 	err error

@@ -38,7 +38,7 @@ func TestCommitLog(t *testing.T) {
 	end := l.end
 	_ = l.close()
 	// A fourth entry, torn: its first bytes only.
-	full := encodeEntry(l.round, 4, []*write{logWrite("r", 4)})
+	full := appendEntry(nil, l.round, 4, []*write{logWrite("r", 4)})
 	f, _ := os.OpenFile(path, os.O_RDWR, 0)
 	_, _ = f.WriteAt(full[:len(full)-3], end)
 	_ = f.Close()
@@ -189,7 +189,7 @@ func TestCommitLogWithoutRounds(t *testing.T) {
 	// Entries 1 and 2 as an orchestrator without rounds wrote them.
 	var old []byte
 	for id := uint64(1); id <= 2; id++ {
-		b := encodeEntry(0, id, []*write{logWrite("r", int64(id))})
+		b := appendEntry(nil, 0, id, []*write{logWrite("r", int64(id))})
 		v1 := append(append([]byte{}, b[:12]...), b[20:]...) // without the round
 		binary.BigEndian.PutUint32(v1[0:4], logMagicV1)
 		binary.BigEndian.PutUint32(v1[4:8], uint32(len(v1)-12))
