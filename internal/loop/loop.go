@@ -207,9 +207,12 @@ func Start(opts Options, in Input) (*Stepper, error) {
 	if opts.Decorate == nil {
 		opts.Decorate = func(t tool.Tool) tool.Tool { return t }
 	}
-	l := &state{opts: opts, tools: map[string]tool.Tool{}}
+	l := &state{opts: opts}
 	if len(opts.Strategies) > 0 {
 		l.strategy = Chain(opts.Strategies...)
+	}
+	if len(in.Tools) > 0 {
+		l.tools = make(map[string]tool.Tool, len(in.Tools))
 	}
 	for _, t := range in.Tools {
 		name := t.Definition().Name
@@ -870,6 +873,9 @@ func (l *state) apply(inj Injection) (added, removed []string) {
 		name := t.Definition().Name
 		if _, dup := l.tools[name]; dup {
 			continue // the first tool of a name wins
+		}
+		if l.tools == nil {
+			l.tools = map[string]tool.Tool{}
 		}
 		l.tools[name] = t
 		l.order = append(l.order, name)

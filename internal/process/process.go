@@ -472,16 +472,18 @@ func (b *board) Get(name string) (tool.Entry, bool) {
 func (b *board) Add(e tool.Entry) error               { return b.p.Add(b.o, "", e) }
 func (b *board) Bind(name string, e tool.Entry) error { return b.p.Add(b.o, name, e) }
 
-type processKey struct{}
+// ContextKey is the context key of a Process (NewContext; a run's context answers it
+// with the run's).
+type ContextKey struct{}
 
 // NewContext returns ctx carrying p; the built-in tools find their process there.
 func NewContext(ctx context.Context, p *Process) context.Context {
-	return context.WithValue(ctx, processKey{}, p)
+	return context.WithValue(ctx, ContextKey{}, p)
 }
 
 // FromContext returns the process in ctx, or nil.
 func FromContext(ctx context.Context) *Process {
-	p, _ := ctx.Value(processKey{}).(*Process)
+	p, _ := ctx.Value(ContextKey{}).(*Process)
 	return p
 }
 

@@ -65,13 +65,13 @@ func TestUnknownOutcomeReplays(t *testing.T) {
 	ctx := toolcall.WithCallInfo(testContext(t), tool.CallInfo{RunID: "run_1", LoopID: "loop_1", Iteration: 1, CallID: "call_1"})
 
 	first := &fakeJournal{dispatched: true}
-	res, _ := call(toolinternal.WithJournal(ctx, first), t, r, "charge", `{}`)
+	res, _ := call(context.WithValue(ctx, toolinternal.JournalKey{}, first), t, r, "charge", `{}`)
 	want := toolcall.UnknownOutcome("charge")
 	if res.Content != want.Content || first.kind != toolinternal.OutcomeUnknown || f.calls.Load() != 0 {
 		t.Fatalf("first resume: %q recorded %q after %d calls; want the unknown outcome, not sent", res.Content, first.kind, f.calls.Load())
 	}
 	second := &fakeJournal{dispatched: true, outcome: first.outcome}
-	res, _ = call(toolinternal.WithJournal(ctx, second), t, r, "charge", `{}`)
+	res, _ = call(context.WithValue(ctx, toolinternal.JournalKey{}, second), t, r, "charge", `{}`)
 	if res.Content != want.Content || res.Code != want.Code || f.calls.Load() != 0 {
 		t.Errorf("second resume: the model reads %q (code %s) after %d calls; want %q", res.Content, res.Code, f.calls.Load(), want.Content)
 	}
@@ -86,7 +86,7 @@ func TestUndecodableOutcomeIsDamage(t *testing.T) {
 	mustRegister(t, r, registration("w1", f.addr, "pay", echoTool("charge")))
 	ctx := toolcall.WithCallInfo(testContext(t), tool.CallInfo{RunID: "run_1", LoopID: "loop_1", Iteration: 1, CallID: "call_1"})
 	j := &fakeJournal{dispatched: true, outcome: []byte(`{"result":`)}
-	call(toolinternal.WithJournal(ctx, j), t, r, "charge", `{}`)
+	call(context.WithValue(ctx, toolinternal.JournalKey{}, j), t, r, "charge", `{}`)
 	if !j.damaged || f.calls.Load() != 0 {
 		t.Errorf("damaged %v after %d calls; want the journal told, and no call", j.damaged, f.calls.Load())
 	}

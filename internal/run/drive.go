@@ -216,17 +216,14 @@ func (d *driver) startLoop() {
 	d.observer = observer
 	r.setObserver(observer)
 	p.journal = j
-	if j != nil {
-		ctx = toolinternal.WithJournal(ctx, j)
-	}
+	d.rc.j = j // the run's context answers for its journal, asker and process
 	ap := newApprover(r.id, s.owner, j, s.journal, observer)
 	if j == nil {
 		ap.store = nil
 	}
 	ap.inputTimeout = func(name string) time.Duration { _, t := s.cfg.ApprovalOf(name, false); return t }
 	r.setApprover(ap)
-	d.rc.ap = ap
-	ctx = toolinternal.WithAsker(ctx, ap) // a tool's questions to a person wait as approvals do
+	d.rc.ap = ap // a tool's questions to a person wait as approvals do
 	req := p.req
 	proc := process.New(r.id, process.Limits{MaxCostUSD: req.MaxCostUSD, MaxTokens: req.MaxTokens, MaxActions: req.MaxActions},
 		process.Bounds{MaxEntries: s.cfg.Loop.MaxBlackboardEntries, MaxBytes: s.cfg.Loop.MaxBlackboardBytes},
@@ -234,7 +231,7 @@ func (d *driver) startLoop() {
 	proc.SetGoal(cmp.Or(req.Goal, req.Agent))
 	d.proc = proc
 	r.setProcess(proc)
-	ctx = process.NewContext(ctx, proc)
+	d.rc.proc = proc
 	d.ctx = ctx
 	observer.send(Started{RunID: r.id, LoopID: loopID, Model: p.label, Tools: toolNames(p.tools), MaxIterations: p.opts.MaxIterations})
 	for _, w := range p.warnings {

@@ -142,7 +142,7 @@ func TestInProcessGroupIsJournaled(t *testing.T) {
 		t.Errorf("groupOf = %q, %v: an in-process tool belongs to its group", role, ok)
 	}
 	j := &callJournal{}
-	ctx := toolinternal.WithJournal(t.Context(), j)
+	ctx := context.WithValue(t.Context(), toolinternal.JournalKey{}, j)
 	if res, err := local.Call(ctx, `{}`); err != nil || res.Content != "charged" || runs != 1 {
 		t.Fatalf("first call = %+v, %v, %d runs", res, err, runs)
 	}
@@ -153,7 +153,7 @@ func TestInProcessGroupIsJournaled(t *testing.T) {
 		t.Errorf("replayed call = %+v, %d runs: want the recorded outcome, not run", res, runs)
 	}
 	inFlight := &callJournal{dispatched: []string{inProcessWorker}}
-	if res, _ := local.Call(toolinternal.WithJournal(t.Context(), inFlight), `{}`); runs != 1 || !strings.Contains(res.Content, "outcome of tool 'charge' is unknown") {
+	if res, _ := local.Call(context.WithValue(t.Context(), toolinternal.JournalKey{}, inFlight), `{}`); runs != 1 || !strings.Contains(res.Content, "outcome of tool 'charge' is unknown") {
 		t.Errorf("in flight, not idempotent = %+v, %d runs: want outcome unknown, not run", res, runs)
 	}
 
@@ -164,7 +164,7 @@ func TestInProcessGroupIsJournaled(t *testing.T) {
 	}
 	ts, _, _, _ = s.served(t.Context(), "g")
 	j = &callJournal{dispatched: []string{inProcessWorker}}
-	res, err := ts[0].Call(toolinternal.WithJournal(t.Context(), j), `{}`)
+	res, err := ts[0].Call(context.WithValue(t.Context(), toolinternal.JournalKey{}, j), `{}`)
 	if err != nil || !res.IsError() || res.Code != tool.CodePanic || !cmp.Equal(j.finished, []string{toolinternal.OutcomeFailed}) {
 		t.Errorf("a panic in flight, idempotent: %+v, %v, journal %v; want it run again, its panic an error result, journaled failed", res, err, j.finished)
 	}
@@ -193,7 +193,7 @@ func TestInProcessSignalReplays(t *testing.T) {
 		}
 		ts, _, _, _ := s.served(t.Context(), "crm")
 		j := &callJournal{}
-		ctx := toolinternal.WithJournal(t.Context(), j)
+		ctx := context.WithValue(t.Context(), toolinternal.JournalKey{}, j)
 		before := runs
 		_, first := ts[0].Call(ctx, `{}`)
 		_, replayed := ts[0].Call(ctx, `{}`)

@@ -99,8 +99,15 @@ func (s *Service) prepare(ctx context.Context, req Request) (*prepared, error) {
 	// An MCP server that authenticates each caller connects, and lists its tools, with
 	// the run's own credentials.
 	// Resolving may wait for an MCP server to connect: no longer than the run may take.
-	rctx, cancel := context.WithTimeout(toolctx.NewContext(ctx, bag), cmpOr(req.Timeout, s.cfg.Loop.RunTimeout.D()))
-	defer cancel()
+	// Without MCP groups nothing waits, and the run goes without the deadline's context
+	// (a child of the call's, it would leave the call's context a map of its children
+	// for as long as the call lasts).
+	rctx := toolctx.NewContext(ctx, bag)
+	if len(s.mcp) > 0 {
+		var cancel context.CancelFunc
+		rctx, cancel = context.WithTimeout(rctx, cmpOr(req.Timeout, s.cfg.Loop.RunTimeout.D()))
+		defer cancel()
+	}
 	tools, warnings, err := s.resolveTools(rctx, req, decorate, keep)
 	if err != nil {
 		return nil, err

@@ -502,8 +502,25 @@ func toolNames(ts []tool.Tool) []string {
 	return names
 }
 
-// NewID is a fresh run id, as a run whose request names none gets.
-func NewID() string { return "run_" + randomHex(8) }
+// NewID is a fresh run id, as a run whose request names none gets: the milliseconds since
+// the epoch (12 hex digits, so that ids sort by when they were made) and 64 random bits.
+// Ids that grow with time are appended to the journal's indexes (the run's row and its
+// records are keyed by it) instead of landing on a random page of them each.
+func NewID() string { return newIDAt(time.Now()) }
+
+func newIDAt(t time.Time) string {
+	var b [4 + 2*14]byte
+	copy(b[:], "run_")
+	var raw [14]byte
+	ms := uint64(t.UnixMilli())
+	for i := 5; i >= 0; i-- {
+		raw[i] = byte(ms)
+		ms >>= 8
+	}
+	_, _ = rand.Read(raw[6:])
+	hex.Encode(b[4:], raw[:])
+	return string(b[:])
+}
 
 func randomHex(n int) string {
 	b := make([]byte, n)

@@ -6,14 +6,16 @@ import (
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/decorators"
+	"github.com/toolmesh/toolmesh/internal/process"
 	"github.com/toolmesh/toolmesh/internal/toolinternal"
 )
 
 // runContext is the context of a run: its cancel-cause context, which its store,
 // journal and shutdown cancel with their reasons, with the run's deadline and the
-// run's own values (its approver, call info and listener) on it. It stands for the cancel-cause context under a deadline context
-// without being one: the deadline costs the run a timer, not a second cancelable context
-// and the set of children the first would keep for it.
+// run's own values (its approver, which is also its tools' asker, its call info, listener,
+// journal and process) on it. It stands for the cancel-cause context under a deadline
+// context and five value contexts without being one: the deadline costs the run a timer,
+// not a second cancelable context and the set of children the first would keep for it.
 //
 // Past the deadline the run's context ends as a deadline context does: Err is
 // context.DeadlineExceeded and context.Cause is context.DeadlineExceeded. A context
@@ -29,6 +31,10 @@ type runContext struct {
 	// the decorators.Listener of its calls, once its loop starts. Both are nil until then.
 	info     any
 	listener decorators.Listener
+	// j is the run's journal (nil without one) and proc its process, once its loop
+	// starts.
+	j    *journal
+	proc *process.Process
 }
 
 // newRunContext returns the context of a run that ends with parent, when cancel is
@@ -68,14 +74,24 @@ func (c *runContext) Err() error {
 	return err
 }
 
-// Value is the run's approver, call info and listener, each once set, for their keys
-// (approverKey, toolinternal.CallInfoKey, decorators.ListenerKey), else the value the
-// cancel-cause context holds for key. They stand for as many value contexts.
+// Value is the run's approver (also as its asker), call info, listener, journal and
+// process, each once set, for their keys (approverKey, toolinternal.AskerKey,
+// toolinternal.CallInfoKey, decorators.ListenerKey, toolinternal.JournalKey,
+// process.ContextKey), else the value the cancel-cause context holds for key. They stand
+// for as many value contexts.
 func (c *runContext) Value(key any) any {
 	switch key.(type) {
-	case approverKey:
+	case approverKey, toolinternal.AskerKey:
 		if c.ap != nil {
 			return c.ap
+		}
+	case toolinternal.JournalKey:
+		if c.j != nil {
+			return c.j
+		}
+	case process.ContextKey:
+		if c.proc != nil {
+			return c.proc
 		}
 	case toolinternal.CallInfoKey:
 		if c.info != nil {

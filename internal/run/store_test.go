@@ -2,7 +2,9 @@ package run
 
 import (
 	"errors"
+	"regexp"
 	"testing"
+	"time"
 )
 
 func TestStoreRetention(t *testing.T) {
@@ -113,5 +115,29 @@ func TestStoreRetentionBytes(t *testing.T) {
 	}
 	if s.get("t") == nil || s.get("a") != nil {
 		t.Error("the newest run is not kept, or the oldest is")
+	}
+}
+
+// Run ids sort by when they were made, so that the journal's indexes, keyed by them, are
+// appended to; within one millisecond they are still distinct.
+func TestNewIDSortsByTime(t *testing.T) {
+	at := time.UnixMilli(1_765_000_000_000)
+	a, b := newIDAt(at), newIDAt(at.Add(time.Millisecond))
+	if !regexp.MustCompile(`^run_[0-9a-f]{28}$`).MatchString(a) {
+		t.Fatalf("id %q, want run_ and 28 hex digits", a)
+	}
+	if a >= b {
+		t.Fatalf("%q made before %q does not sort before it", a, b)
+	}
+	if a[:16] != "run_019af232b200" {
+		t.Fatalf("id %q does not start with its milliseconds, 019af232b200", a)
+	}
+	seen := map[string]bool{}
+	for range 1000 {
+		id := newIDAt(at)
+		if seen[id] {
+			t.Fatalf("id %q made twice in one millisecond", id)
+		}
+		seen[id] = true
 	}
 }

@@ -138,6 +138,25 @@ func (a *admission) recv(ctx context.Context, read func() error) error {
 
 // budgeted runs read within the budget.
 func (a *admission) budgeted(ctx context.Context, read func() error) error {
+	if !a.sem.TryAcquire(a.perMessage) {
+		if err := a.acquireWaiting(ctx); err != nil {
+			return err
+		}
+	}
+	var once sync.Once
+	release := func() { once.Do(func() { a.sem.Release(a.perMessage) }) }
+	hold := time.AfterFunc(admissionHold, release)
+	defer func() {
+		hold.Stop()
+		release()
+	}()
+	return read()
+}
+
+// acquireWaiting waits up to admissionWait for room for a message. Only a message that
+// finds none at once gets the timeout's context: a child of the stream's, which costs
+// the stream's context a map of its children for as long as the stream lasts.
+func (a *admission) acquireWaiting(ctx context.Context) error {
 	wait, cancel := context.WithTimeout(ctx, admissionWait)
 	err := a.sem.Acquire(wait, a.perMessage)
 	cancel()
@@ -148,14 +167,7 @@ func (a *admission) budgeted(ctx context.Context, read func() error) error {
 		return wire.Error{Reason: toolpb.ErrorReason_ERROR_REASON_OVERLOADED,
 			Message: fmt.Sprintf("the orchestrator is receiving its maximum of %d requests at once; retry later", a.messages)}.Err()
 	}
-	var once sync.Once
-	release := func() { once.Do(func() { a.sem.Release(a.perMessage) }) }
-	hold := time.AfterFunc(admissionHold, release)
-	defer func() {
-		hold.Stop()
-		release()
-	}()
-	return read()
+	return nil
 }
 
 // codecMarked marks the context of a stream whose server runs requestCodec, which

@@ -39,10 +39,11 @@ type traceContextHandler struct{ t *Telemetry }
 // TagRPC returns ctx carrying the remote span context the call's metadata holds; ctx
 // itself when it holds none.
 func (h traceContextHandler) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context {
-	md, ok := metadata.FromIncomingContext(ctx)
-	if !ok || len(md["traceparent"]) == 0 {
+	// Most calls carry no trace context: look for it before copying the metadata.
+	if len(metadata.ValueFromIncomingContext(ctx, "traceparent")) == 0 {
 		return ctx
 	}
+	md, _ := metadata.FromIncomingContext(ctx)
 	return h.t.Propagator().Extract(ctx, mdCarrier(md))
 }
 

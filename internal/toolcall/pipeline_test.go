@@ -215,7 +215,7 @@ func TestJournaled(t *testing.T) {
 		return tool.ErrorWithCode(tool.CodeFailed, "no answer"), nil
 	}}
 	j := &journal{}
-	ctx := toolinternal.WithJournal(t.Context(), j)
+	ctx := context.WithValue(t.Context(), toolinternal.JournalKey{}, j)
 	res, sent := toolcall.Journaled(ctx, "charge", false, d)
 	if !sent || sends != 1 || res.Content != "no answer" {
 		t.Fatalf("first call = %+v, sent %v, %d sends", res, sent, sends)
@@ -228,12 +228,12 @@ func TestJournaled(t *testing.T) {
 		t.Errorf("replayed call = %+v, sent %v, %d sends: want the recorded outcome, not sent", res, sent, sends)
 	}
 	j2 := &journal{dispatched: []string{"w1"}}
-	res, sent = toolcall.Journaled(toolinternal.WithJournal(t.Context(), j2), "charge", false, d)
+	res, sent = toolcall.Journaled(context.WithValue(t.Context(), toolinternal.JournalKey{}, j2), "charge", false, d)
 	if sent || sends != 1 || !strings.Contains(res.Content, "outcome of tool 'charge' is unknown") {
 		t.Errorf("dispatched, not idempotent = %+v, sent %v, %d sends: want outcome_unknown, not sent", res, sent, sends)
 	}
 	j3 := &journal{dispatched: []string{"w1"}}
-	if _, sent = toolcall.Journaled(toolinternal.WithJournal(t.Context(), j3), "add", true, d); !sent || sends != 2 {
+	if _, sent = toolcall.Journaled(context.WithValue(t.Context(), toolinternal.JournalKey{}, j3), "add", true, d); !sent || sends != 2 {
 		t.Errorf("dispatched, idempotent: sent %v, %d sends; want it sent again", sent, sends)
 	}
 }

@@ -50,15 +50,17 @@ type Asker interface {
 	Waiting(ctx context.Context) bool
 }
 
-type askerKey struct{}
+// AskerKey is the context key of the Asker that a call puts its questions to: a run's
+// context answers it with the run's.
+type AskerKey struct{}
 
 // WithAsker returns a context whose calls put their questions to a.
 func WithAsker(ctx context.Context, a Asker) context.Context {
-	return context.WithValue(ctx, askerKey{}, a)
+	return context.WithValue(ctx, AskerKey{}, a)
 }
 
 // AskerFrom returns the Asker in ctx, or nil.
 func AskerFrom(ctx context.Context) Asker {
-	a, _ := ctx.Value(askerKey{}).(Asker)
+	a, _ := ctx.Value(AskerKey{}).(Asker)
 	return a
 }

@@ -146,16 +146,13 @@ const (
 	OutcomeUnknown = "outcome_unknown"
 )
 
-type journalKey struct{}
-
-// WithJournal returns a context whose calls are journaled in j.
-func WithJournal(ctx context.Context, j Journal) context.Context {
-	return context.WithValue(ctx, journalKey{}, j)
-}
+// JournalKey is the context key of the Journal that journals a call: a run's context
+// answers it with the run's.
+type JournalKey struct{}
 
 // JournalFrom returns the Journal in ctx, or nil.
 func JournalFrom(ctx context.Context) Journal {
-	j, _ := ctx.Value(journalKey{}).(Journal)
+	j, _ := ctx.Value(JournalKey{}).(Journal)
 	return j
 }
 
