@@ -11,8 +11,10 @@ package run
 import (
 	"golang.org/x/time/rate"
 
+	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -505,12 +507,18 @@ func toolNames(ts []tool.Tool) []string {
 // NewID is a fresh run id, as a run whose request names none gets: the milliseconds since
 // the epoch (12 hex digits, so that ids sort by when they were made) and 64 random bits.
 // Ids that grow with time are appended to the journal's indexes (the run's row and its
-// records are keyed by it) instead of landing on a random page of them each.
+// records are keyed by it) instead of landing on a random page of them each, and a
+// journal knows an id greater than all it holds to be new without looking it up. Within a
+// process each id is greater than the one before: one made in the same millisecond as
+// the last, with smaller random bits, is the last plus a random 32-bit step.
 func NewID() string { return newIDAt(time.Now()) }
 
+var lastID struct {
+	sync.Mutex
+	raw [14]byte
+}
+
 func newIDAt(t time.Time) string {
-	var b [4 + 2*14]byte
-	copy(b[:], "run_")
 	var raw [14]byte
 	ms := uint64(t.UnixMilli())
 	for i := 5; i >= 0; i-- {
@@ -518,6 +526,20 @@ func newIDAt(t time.Time) string {
 		ms >>= 8
 	}
 	_, _ = rand.Read(raw[6:])
+	lastID.Lock()
+	if bytes.Compare(raw[:], lastID.raw[:]) <= 0 {
+		c := uint64(binary.BigEndian.Uint32(raw[10:])) + 1 // the step, from the random bits
+		raw = lastID.raw
+		for i := len(raw) - 1; i >= 0 && c > 0; i-- {
+			c += uint64(raw[i])
+			raw[i] = byte(c)
+			c >>= 8
+		}
+	}
+	lastID.raw = raw
+	lastID.Unlock()
+	var b [4 + 2*14]byte
+	copy(b[:], "run_")
 	hex.Encode(b[4:], raw[:])
 	return string(b[:])
 }

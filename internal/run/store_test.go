@@ -121,6 +121,9 @@ func TestStoreRetentionBytes(t *testing.T) {
 // Run ids sort by when they were made, so that the journal's indexes, keyed by them, are
 // appended to; within one millisecond they are still distinct.
 func TestNewIDSortsByTime(t *testing.T) {
+	lastID.Lock()
+	lastID.raw = [14]byte{} // ids of runs the package's other tests made are later than at
+	lastID.Unlock()
 	at := time.UnixMilli(1_765_000_000_000)
 	a, b := newIDAt(at), newIDAt(at.Add(time.Millisecond))
 	if !regexp.MustCompile(`^run_[0-9a-f]{28}$`).MatchString(a) {
@@ -132,12 +135,17 @@ func TestNewIDSortsByTime(t *testing.T) {
 	if a[:16] != "run_019af232b200" {
 		t.Fatalf("id %q does not start with its milliseconds, 019af232b200", a)
 	}
-	seen := map[string]bool{}
-	for range 1000 {
-		id := newIDAt(at)
-		if seen[id] {
-			t.Fatalf("id %q made twice in one millisecond", id)
+	// Ids made in one millisecond, and one made with a clock gone back, still grow.
+	prev := b
+	for i := range 1000 {
+		when := at.Add(time.Millisecond)
+		if i == 500 {
+			when = at
 		}
-		seen[id] = true
+		id := newIDAt(when)
+		if id <= prev {
+			t.Fatalf("id %q made after %q does not sort after it", id, prev)
+		}
+		prev = id
 	}
 }

@@ -108,8 +108,9 @@ func (s *memStore) finishedRun(id string, r *memRun) {
 // Volatile reports that the journal is lost with the process.
 func (s *memStore) Volatile() bool { return true }
 
-// use runs fn under the lock, write or read, unless the store is closed.
-func (s *memStore) use(write bool, what string, fn func() error) error {
+// use runs fn under the lock, write or read, unless the store is closed, which it
+// refuses saying what was done (verb) to what (id, when there is one).
+func (s *memStore) use(write bool, verb, id string, fn func() error) error {
 	if write {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -118,7 +119,10 @@ func (s *memStore) use(write bool, what string, fn func() error) error {
 		defer s.mu.RUnlock()
 	}
 	if s.closed {
-		return fmt.Errorf("runlog: %s: the store is closed", what)
+		if id != "" {
+			verb += " " + id
+		}
+		return fmt.Errorf("runlog: %s: the store is closed", verb)
 	}
 	return fn()
 }
@@ -154,13 +158,14 @@ func (s *memStore) Create(_ context.Context, runID, owner string, ttl time.Durat
 	if len(first) > 0 && first[0].Seq != 1 {
 		return Lease{}, fmt.Errorf("%w: a run's first record has sequence number 1, not %d", ErrInvalid, first[0].Seq)
 	}
-	err := s.use(true, "create "+runID, func() error {
+	n := now.UnixNano()
+	recs := stored(lease, first, n) // copied before the lock, which every run's writes take
+	err := s.use(true, "create", runID, func() error {
 		if _, ok := s.runs[runID]; ok {
 			return fmt.Errorf("%w: %s", ErrExists, runID)
 		}
-		n := now.UnixNano()
 		r := &memRun{state: StateRunning, owner: owner, epoch: 1, until: lease.Until.UnixNano(), created: n, updated: n}
-		r.add(stored(lease, first, n))
+		r.add(recs)
 		s.runs[runID] = r
 		return nil
 	})
@@ -177,13 +182,14 @@ func (s *memStore) Append(_ context.Context, lease Lease, records []Record) erro
 	if err := checkWrite(lease, records); err != nil {
 		return err
 	}
-	return s.use(true, "append to "+lease.RunID, func() error {
+	now := s.now().UnixNano()
+	recs := stored(lease, records, now) // copied before the lock, which every run's writes take
+	return s.use(true, "append to", lease.RunID, func() error {
 		r, err := s.writable(lease, records)
 		if err != nil {
 			return err
 		}
-		now := s.now().UnixNano()
-		r.add(stored(lease, records, now))
+		r.add(recs)
 		r.updated = now
 		return nil
 	})
@@ -205,7 +211,7 @@ func (s *memStore) writable(lease Lease, records []Record) (*memRun, error) {
 
 func (s *memStore) Read(_ context.Context, runID string, after int64, limit int, kinds ...Kind) ([]Record, error) {
 	var out []Record
-	err := s.use(false, "read "+runID, func() error {
+	err := s.use(false, "read", runID, func() error {
 		r, ok := s.runs[runID]
 		if !ok {
 			return fmt.Errorf("%w: %s", ErrNotFound, runID)
@@ -228,7 +234,7 @@ func (s *memStore) Read(_ context.Context, runID string, after int64, limit int,
 func (s *memStore) Last(_ context.Context, runID string, kind Kind) (Record, bool, error) {
 	var out Record
 	found := false
-	err := s.use(false, "read "+runID, func() error {
+	err := s.use(false, "read", runID, func() error {
 		r, ok := s.runs[runID]
 		if !ok {
 			return fmt.Errorf("%w: %s", ErrNotFound, runID)
@@ -250,7 +256,7 @@ func (s *memStore) Acquire(_ context.Context, runID, owner string, ttl time.Dura
 		return Lease{}, err
 	}
 	var l Lease
-	err := s.use(true, "acquire "+runID, func() error {
+	err := s.use(true, "acquire", runID, func() error {
 		r, ok := s.runs[runID]
 		if !ok {
 			return fmt.Errorf("%w: %s", ErrNotFound, runID)
@@ -283,7 +289,7 @@ func (s *memStore) holder(lease Lease) (*memRun, error) {
 }
 
 func (s *memStore) Renew(_ context.Context, lease Lease, ttl time.Duration) (Lease, error) {
-	err := s.use(true, "renew "+lease.RunID, func() error {
+	err := s.use(true, "renew", lease.RunID, func() error {
 		r, err := s.holder(lease)
 		if err != nil {
 			return err
@@ -306,13 +312,14 @@ func (s *memStore) Finish(_ context.Context, lease Lease, state State, last ...R
 	if err := checkWrite(lease, last); err != nil {
 		return err
 	}
-	return s.use(true, "finish "+lease.RunID, func() error {
+	now := s.now().UnixNano()
+	recs := stored(lease, last, now)
+	return s.use(true, "finish", lease.RunID, func() error {
 		r, err := s.writable(lease, last)
 		if err != nil {
 			return err
 		}
-		now := s.now().UnixNano()
-		r.add(stored(lease, last, now))
+		r.add(recs)
 		r.state, r.until, r.updated = state, 0, now
 		s.finishedRun(lease.RunID, r)
 		return nil
@@ -323,7 +330,7 @@ func (s *memStore) Hold(_ context.Context, lease Lease, reason string) error {
 	if err := checkNote(reason); err != nil {
 		return err
 	}
-	return s.use(true, "hold "+lease.RunID, func() error {
+	return s.use(true, "hold", lease.RunID, func() error {
 		r, err := s.holder(lease)
 		if err != nil {
 			return err
@@ -335,7 +342,7 @@ func (s *memStore) Hold(_ context.Context, lease Lease, reason string) error {
 
 func (s *memStore) Get(_ context.Context, runID string) (Run, error) {
 	var out Run
-	err := s.use(false, "get "+runID, func() error {
+	err := s.use(false, "get", runID, func() error {
 		r, ok := s.runs[runID]
 		if !ok {
 			return fmt.Errorf("%w: %s", ErrNotFound, runID)
@@ -349,7 +356,7 @@ func (s *memStore) Get(_ context.Context, runID string) (Run, error) {
 // selectRuns returns the runs keep accepts, ordered by less, at most limit (0: MaxList).
 func (s *memStore) selectRuns(what string, limit int, keep func(id string, r *memRun) bool, less func(a, b Run) int) ([]Run, error) {
 	var out []Run
-	err := s.use(false, what, func() error {
+	err := s.use(false, what, "", func() error {
 		for id, r := range s.runs {
 			if keep(id, r) {
 				out = append(out, r.run(id))
@@ -383,7 +390,7 @@ func (s *memStore) Decide(_ context.Context, runID, key string, d Decision) erro
 	if err := checkDecision(runID, key, d); err != nil {
 		return err
 	}
-	return s.use(true, "decide on "+runID, func() error {
+	return s.use(true, "decide on", runID, func() error {
 		r, ok := s.runs[runID]
 		switch {
 		case !ok:
@@ -406,7 +413,7 @@ func (s *memStore) Decide(_ context.Context, runID, key string, d Decision) erro
 func (s *memStore) Decision(_ context.Context, runID, key string) (Decision, bool, error) {
 	var d Decision
 	var found bool
-	err := s.use(false, "read a decision of "+runID, func() error {
+	err := s.use(false, "read a decision of", runID, func() error {
 		if r, ok := s.runs[runID]; ok {
 			d, found = r.decisions[key]
 		}
@@ -417,7 +424,7 @@ func (s *memStore) Decision(_ context.Context, runID, key string) (Decision, boo
 
 func (s *memStore) Prune(_ context.Context, before time.Time, limit int) (int, error) {
 	n := 0
-	err := s.use(true, "prune", func() error {
+	err := s.use(true, "prune", "", func() error {
 		var ids []string
 		cut := before.UnixNano()
 		for id, r := range s.runs {
@@ -448,7 +455,7 @@ func (s *memStore) SetWorkers(_ context.Context, owner string, workers []string)
 	if err := checkWorkers(owner, workers); err != nil {
 		return err
 	}
-	return s.use(true, "noting the workers of "+owner, func() error {
+	return s.use(true, "noting the workers of", owner, func() error {
 		now := s.now().UnixNano()
 		m := make(map[string]int64, len(workers))
 		for _, w := range workers {
@@ -461,7 +468,7 @@ func (s *memStore) SetWorkers(_ context.Context, owner string, workers []string)
 
 func (s *memStore) Workers(_ context.Context, since time.Time) ([]string, error) {
 	var out []string
-	err := s.use(false, "reading the known workers", func() error {
+	err := s.use(false, "reading the known workers", "", func() error {
 		cut := since.UnixNano()
 		for _, m := range s.workers {
 			for w, seen := range m {

@@ -2,6 +2,7 @@ package runlog
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -59,6 +60,10 @@ type sqliteLogged struct {
 	mu     sync.Mutex
 	views  map[string]*runView
 	broken error
+	// maxID is the greatest run id the database holds or the committer created: a run
+	// to be created with a greater one (run ids grow with time) is new without a look in
+	// the database.
+	maxID string
 	// smu guards written: the entries written and not known durable yet, in order.
 	smu     sync.Mutex
 	written []logEntry
@@ -118,6 +123,12 @@ func startLogged(ctx context.Context, s *sqlStore, w *sqliteWriter, path string)
 		applied = missing[len(missing)-1].id
 	}
 	log.last = max(log.last, applied)
+	var maxID sql.NullString
+	if err := s.db.QueryRowContext(ctx, `SELECT max(run_id) FROM toolmesh_runs`).Scan(&maxID); err != nil {
+		_ = log.close()
+		return nil, fmt.Errorf("runlog: reading the journal's runs: %w", sqliteExplain(err))
+	}
+	l.maxID = maxID.String
 	l.logged, l.applied = log.last, log.last
 	if err := l.checkpoint(); err != nil {
 		_ = log.close()
@@ -131,6 +142,9 @@ func startLogged(ctx context.Context, s *sqlStore, w *sqliteWriter, path string)
 func (l *sqliteLogged) view(id string) (*runView, bool, error) {
 	if v, ok := l.views[id]; ok {
 		return v, true, nil
+	}
+	if id > l.maxID {
+		return nil, false, nil // greater than any id the database holds
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -254,6 +268,7 @@ func (l *sqliteLogged) applyLocked(accepted []*write) {
 		}
 		switch w.kind {
 		case writeCreate:
+			l.maxID = max(l.maxID, w.lease.RunID)
 			v.lockedRun = lockedRun{state: StateRunning, owner: w.lease.Owner, epoch: w.lease.Epoch, until: w.lease.Until.UnixNano(), nextSeq: w.next(1)}
 		case writeAppend:
 			v.nextSeq = w.next(v.nextSeq)

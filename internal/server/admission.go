@@ -112,9 +112,16 @@ func (o *openCalls) enter() error {
 func (o *openCalls) leave() { o.n.Add(-1) }
 
 // recv runs one read of a request message within the budget, and within
-// firstMessageTimeout: past it, recv returns and the caller ends the call, which ends
-// the read.
+// firstMessageTimeout of its room in the budget: past it, recv returns and the caller
+// ends the call, which ends the read. The read runs on a goroutine of its own, started
+// only once the budget has room for it: calls that wait for room (many opened at once)
+// wait on their own goroutines, not on one more each.
 func (a *admission) recv(ctx context.Context, read func() error) error {
+	if !a.sem.TryAcquire(a.perMessage) {
+		if err := a.acquireWaiting(ctx); err != nil {
+			return err
+		}
+	}
 	timer := time.NewTimer(firstMessageTimeout)
 	defer timer.Stop()
 	done := make(chan error, 1)
@@ -125,7 +132,7 @@ func (a *admission) recv(ctx context.Context, read func() error) error {
 				done <- wire.Error{Reason: toolpb.ErrorReason_ERROR_REASON_INTERNAL, Message: fmt.Sprintf("internal error reading the request: %v", p)}.Err()
 			}
 		}()
-		done <- a.budgeted(ctx, read)
+		done <- a.holding(read)
 	}()
 	select {
 	case err := <-done:
@@ -136,13 +143,9 @@ func (a *admission) recv(ctx context.Context, read func() error) error {
 	}
 }
 
-// budgeted runs read within the budget.
-func (a *admission) budgeted(ctx context.Context, read func() error) error {
-	if !a.sem.TryAcquire(a.perMessage) {
-		if err := a.acquireWaiting(ctx); err != nil {
-			return err
-		}
-	}
+// holding runs read holding room in the budget (taken by the caller), which it gives
+// back once read returns, or after admissionHold if read takes longer.
+func (a *admission) holding(read func() error) error {
 	var once sync.Once
 	release := func() { once.Do(func() { a.sem.Release(a.perMessage) }) }
 	hold := time.AfterFunc(admissionHold, release)
