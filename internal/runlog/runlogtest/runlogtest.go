@@ -53,6 +53,7 @@ func run(t *testing.T, open Opener, durable bool) {
 	t.Run("finish", func(t *testing.T) { testFinish(t, open) })
 	t.Run("list and expired", func(t *testing.T) { testList(t, open) })
 	t.Run("racing appenders", func(t *testing.T) { testRace(t, open) })
+	t.Run("a take-over racing the owner's appends", func(t *testing.T) { testTakeOverRace(t, open) })
 	t.Run("invalid input", func(t *testing.T) { testInvalid(t, open) })
 	if durable {
 		t.Run("survives reopening", func(t *testing.T) { testReopen(t, open) })
@@ -647,6 +648,66 @@ func testRace(t *testing.T, open Opener) {
 	for seq := int64(1); seq <= 20; seq++ {
 		if won[seq] != 1 {
 			t.Errorf("sequence %d taken %d times", seq, won[seq])
+		}
+	}
+}
+
+// A take-over racing the appends of the run's owner, its lease just expired: every
+// append the owner was told succeeded is in the journal and none it was told failed is,
+// the owner's appends fail once the run is taken over, and the new owner's first
+// append, numbered from the records it finds, follows them. The take-over lands at a
+// different moment of the owner's appends each time.
+func testTakeOverRace(t *testing.T, open Opener) {
+	s, c := openT(t, open), ctx(t)
+	for i := range 24 {
+		id := fmt.Sprintf("to-%d", i)
+		old, err := s.Create(c, id, "o1", time.Millisecond, recs(1, runlog.KindRequest)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Millisecond) // the lease has expired; the owner goes on
+		acked := int64(1)
+		done := make(chan error, 1)
+		go func() {
+			for seq := int64(2); seq < 100_000; seq++ {
+				if err := s.Append(c, old, recs(seq, runlog.KindEvent)); err != nil {
+					done <- err
+					return
+				}
+				acked = seq
+			}
+			done <- errors.New("never fenced")
+		}()
+		time.Sleep(time.Duration(i%6) * 500 * time.Microsecond)
+		// The new owner reads the run and appends to it at once, as a resumed run does,
+		// while the old owner's last append may still be under way.
+		taken, err := s.Acquire(c, id, "o2", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, err := s.Read(c, id, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := int64(len(all)) + 1
+		if err := s.Append(c, taken, recs(next, runlog.KindEvent)); err != nil {
+			t.Fatalf("%s: the new owner's first append, record %d after the %d it found: %v", id, next, len(all), err)
+		}
+		if err := <-done; !errors.Is(err, runlog.ErrFenced) {
+			t.Fatalf("%s: the owner's append after the take-over: %v, want ErrFenced", id, err)
+		}
+		if next != acked+1 {
+			t.Fatalf("%s: the new owner found %d records; the old owner was told %d were written", id, next-1, acked)
+		}
+		all, _ = s.Read(c, id, 0, 0)
+		for k, r := range all {
+			want := int64(1)
+			if k == len(all)-1 {
+				want = taken.Epoch
+			}
+			if r.Seq != int64(k+1) || r.Epoch != want {
+				t.Fatalf("%s: record %d is seq %d of epoch %d, want seq %d of epoch %d", id, k, r.Seq, r.Epoch, k+1, want)
+			}
 		}
 	}
 }
