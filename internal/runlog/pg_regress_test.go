@@ -3,6 +3,7 @@ package runlog
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -98,6 +99,51 @@ func TestPostgres(t *testing.T) {
 		}
 		if failed > 0 {
 			t.Errorf("%d of 20 replicas upgrading two at a time refused to start", failed)
+		}
+	})
+
+	t.Run("racing appends of one run fail alone", func(t *testing.T) {
+		// Writers race for each sequence number of run x while run y appends beside
+		// them: the two committers must not commit two writes of x at once, whose second
+		// would fail its whole group (y's write with it) on the records' key.
+		ctx := context.Background()
+		st, err := OpenPostgres(ctx, pg.DSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		lx, err := st.Create(ctx, "race-x", "o", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ly, err := st.Create(ctx, "race-y", "o", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for seq := int64(1); seq <= 40; seq++ {
+			errs := make([]error, 6)
+			var ey error
+			var wg sync.WaitGroup
+			for k := range errs {
+				wg.Go(func() { errs[k] = st.Append(ctx, lx, []Record{{Seq: seq, Kind: KindEvent}}) })
+			}
+			wg.Go(func() { ey = st.Append(ctx, ly, []Record{{Seq: seq, Kind: KindEvent}}) })
+			wg.Wait()
+			if ey != nil {
+				t.Fatalf("record %d of run y, beside the race for run x: %v", seq, ey)
+			}
+			won := 0
+			for _, err := range errs {
+				switch {
+				case err == nil:
+					won++
+				case !errors.Is(err, ErrConflict):
+					t.Fatalf("record %d of run x, lost race: %v, want ErrConflict", seq, err)
+				}
+			}
+			if won != 1 {
+				t.Fatalf("record %d of run x written %d times", seq, won)
+			}
 		}
 	})
 

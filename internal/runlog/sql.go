@@ -85,11 +85,23 @@ type sqlStore struct {
 	// failing is the error of the last commit when it failed as a whole (Health).
 	healthMu sync.Mutex
 	failing  error
+	// busy holds, where several committers commit at once, the runs with a write in a
+	// group under way: a run's next write waits for that group to commit. PostgreSQL
+	// checks a write against the run's records as they were when its statement began, so
+	// two writes of one run committed at once could both pass, and the second then fail
+	// its whole group on the records' key. freed wakes a committer whose writes all
+	// waited so.
+	busyMu sync.Mutex
+	busy   map[string]bool
+	freed  chan struct{}
 }
 
 // start starts the committers.
 func (s *sqlStore) start() {
 	s.writes, s.closed = make(chan *write), make(chan struct{})
+	if s.d.committers > 1 {
+		s.busy, s.freed = map[string]bool{}, make(chan struct{}, 1)
+	}
 	for range max(s.d.committers, 1) {
 		s.done.Add(1)
 		go s.commit()
@@ -225,10 +237,10 @@ func (s *sqlStore) commit() {
 			}
 		}
 		runs := make(map[string]bool, len(group))
-		// take adds w to the group, or, when the group has a write of its run, to the
-		// next group.
+		// take adds w to the group, or, when the group (or another committer's) has a
+		// write of its run, to the next group.
 		take := func(w *write) {
-			if runs[w.lease.RunID] {
+			if runs[w.lease.RunID] || !s.claim(w.lease.RunID) {
 				carry = append(carry, w)
 				return
 			}
@@ -264,9 +276,24 @@ func (s *sqlStore) commit() {
 			}
 			t.Stop()
 		}
+		if len(group) == 0 {
+			// Every write waits for a write of its run that another committer commits.
+			select {
+			case <-s.freed:
+			case w := <-s.writes:
+				carry = append(carry, w)
+			case <-s.closed:
+				for _, w := range carry {
+					w.done <- errors.New("runlog: the store is closed")
+				}
+				return
+			}
+			continue
+		}
 		last = len(group)
 		start := time.Now()
 		errs := s.commitGroup(group)
+		s.release(group)
 		s.noteCommit(errs)
 		s.commits.Add(1)
 		s.written.Add(int64(len(group)))
@@ -274,6 +301,38 @@ func (s *sqlStore) commit() {
 		for i, w := range group {
 			w.done <- errs[i]
 		}
+	}
+}
+
+// claim marks run id as having a write in a group under way, or reports that it has one
+// already; always true with one committer.
+func (s *sqlStore) claim(id string) bool {
+	if s.busy == nil {
+		return true
+	}
+	s.busyMu.Lock()
+	defer s.busyMu.Unlock()
+	if s.busy[id] {
+		return false
+	}
+	s.busy[id] = true
+	return true
+}
+
+// release ends the claims of group's runs, once it committed, and wakes a committer
+// whose writes waited for one.
+func (s *sqlStore) release(group []*write) {
+	if s.busy == nil {
+		return
+	}
+	s.busyMu.Lock()
+	for _, w := range group {
+		delete(s.busy, w.lease.RunID)
+	}
+	s.busyMu.Unlock()
+	select {
+	case s.freed <- struct{}{}:
+	default:
 	}
 }
 
