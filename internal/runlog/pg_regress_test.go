@@ -102,50 +102,7 @@ func TestPostgres(t *testing.T) {
 		}
 	})
 
-	t.Run("racing appends of one run fail alone", func(t *testing.T) {
-		// Writers race for each sequence number of run x while run y appends beside
-		// them: the two committers must not commit two writes of x at once, whose second
-		// would fail its whole group (y's write with it) on the records' key.
-		ctx := context.Background()
-		st, err := OpenPostgres(ctx, pg.DSN)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer st.Close()
-		lx, err := st.Create(ctx, "race-x", "o", time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ly, err := st.Create(ctx, "race-y", "o", time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for seq := int64(1); seq <= 40; seq++ {
-			errs := make([]error, 6)
-			var ey error
-			var wg sync.WaitGroup
-			for k := range errs {
-				wg.Go(func() { errs[k] = st.Append(ctx, lx, []Record{{Seq: seq, Kind: KindEvent}}) })
-			}
-			wg.Go(func() { ey = st.Append(ctx, ly, []Record{{Seq: seq, Kind: KindEvent}}) })
-			wg.Wait()
-			if ey != nil {
-				t.Fatalf("record %d of run y, beside the race for run x: %v", seq, ey)
-			}
-			won := 0
-			for _, err := range errs {
-				switch {
-				case err == nil:
-					won++
-				case !errors.Is(err, ErrConflict):
-					t.Fatalf("record %d of run x, lost race: %v, want ErrConflict", seq, err)
-				}
-			}
-			if won != 1 {
-				t.Fatalf("record %d of run x written %d times", seq, won)
-			}
-		}
-	})
+	t.Run("racing appends of one run fail alone", func(t *testing.T) { racingAppendsFailAlone(t, pg.DSN) })
 
 	t.Run("groups of two replicas lock runs in opposite orders", func(t *testing.T) {
 		ctx := context.Background()
@@ -194,4 +151,49 @@ func TestPostgres(t *testing.T) {
 			t.Errorf("in %d of 40 tries, the group of the live owner failed because of a stale owner's group", other)
 		}
 	})
+}
+
+// racingAppendsFailAlone: writers race for each sequence number of run x while run y
+// appends beside them. The two committers must not commit two writes of x at once,
+// whose second would fail its whole group (y's write with it) on the records' key.
+func racingAppendsFailAlone(t *testing.T, dsn string) {
+	ctx := context.Background()
+	st, err := OpenPostgres(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	lx, err := st.Create(ctx, "race-x", "o", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ly, err := st.Create(ctx, "race-y", "o", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := int64(1); seq <= 40; seq++ {
+		errs := make([]error, 6)
+		var ey error
+		var wg sync.WaitGroup
+		for k := range errs {
+			wg.Go(func() { errs[k] = st.Append(ctx, lx, []Record{{Seq: seq, Kind: KindEvent}}) })
+		}
+		wg.Go(func() { ey = st.Append(ctx, ly, []Record{{Seq: seq, Kind: KindEvent}}) })
+		wg.Wait()
+		if ey != nil {
+			t.Fatalf("record %d of run y, beside the race for run x: %v", seq, ey)
+		}
+		won := 0
+		for _, err := range errs {
+			switch {
+			case err == nil:
+				won++
+			case !errors.Is(err, ErrConflict):
+				t.Fatalf("record %d of run x, lost race: %v, want ErrConflict", seq, err)
+			}
+		}
+		if won != 1 {
+			t.Fatalf("record %d of run x written %d times", seq, won)
+		}
+	}
 }
