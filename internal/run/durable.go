@@ -550,7 +550,7 @@ func (s *Service) fromJournal(ctx context.Context, id string) (Snapshot, error) 
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
-	snap := Snapshot{ID: id, State: run.State.Current(), Started: run.Created}
+	snap := Snapshot{runState: runState{ID: id, State: run.State.Current(), Started: run.Created}}
 	snap.Facts, _ = s.factsOf(ctx, id)
 	if run.State == runlog.StateHeld {
 		snap.Err = fmt.Errorf("%w: %s", ErrDamaged, run.Note)

@@ -519,12 +519,10 @@ var lastID struct {
 }
 
 func newIDAt(t time.Time) string {
+	var ms [8]byte
+	binary.BigEndian.PutUint64(ms[:], uint64(t.UnixMilli()))
 	var raw [14]byte
-	ms := uint64(t.UnixMilli())
-	for i := 5; i >= 0; i-- {
-		raw[i] = byte(ms)
-		ms >>= 8
-	}
+	copy(raw[:6], ms[2:])
 	_, _ = rand.Read(raw[6:])
 	lastID.Lock()
 	if bytes.Compare(raw[:], lastID.raw[:]) <= 0 {
@@ -538,10 +536,7 @@ func newIDAt(t time.Time) string {
 	}
 	lastID.raw = raw
 	lastID.Unlock()
-	var b [4 + 2*14]byte
-	copy(b[:], "run_")
-	hex.Encode(b[4:], raw[:])
-	return string(b[:])
+	return "run_" + hex.EncodeToString(raw[:])
 }
 
 func randomHex(n int) string {

@@ -12,8 +12,18 @@ import (
 	"github.com/toolmesh/toolmesh/internal/runlog"
 )
 
-// Snapshot is a run as GetRun reports it.
+// Snapshot is a run as GetRun reports it: its state, as its record keeps it, and its
+// process state.
 type Snapshot struct {
+	runState
+	// Process is the run's process state: blackboard, budget, history, assets. Its
+	// Limits are the run's budget.
+	Process process.State
+}
+
+// runState is a run's Snapshot but its process state, which a record does not keep (it
+// takes it from the run's process when asked).
+type runState struct {
 	ID         string
 	State      runlog.State
 	Iterations int
@@ -27,9 +37,6 @@ type Snapshot struct {
 	Started time.Time
 	// Ended is zero while the run goes on.
 	Ended time.Time
-	// Process is the run's process state: blackboard, budget, history, assets. Its
-	// Limits are the run's budget.
-	Process process.State
 	// Reason says why a run ended runlog.StateReplanRequested or runlog.StateTerminated.
 	Reason string
 	// Loops are the run's loops in the order they started: its own (depth 0), then the
@@ -147,31 +154,12 @@ func (r *record) observer() *serialObserver {
 func (r *record) snapshot() Snapshot {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	st := r.snap
-	s := Snapshot{ID: st.ID, State: st.State, Iterations: st.Iterations, ToolCalls: st.ToolCalls, Usage: st.Usage, CostUSD: st.CostUSD,
-		FinalText: st.FinalText, Err: st.Err, Started: st.Started, Ended: st.Ended, Reason: st.Reason, Loops: slices.Clone(st.Loops), Facts: st.Facts}
+	s := Snapshot{runState: r.snap}
+	s.Loops = slices.Clone(s.Loops)
 	if r.proc != nil {
 		s.Process = r.proc.Snapshot()
 	}
 	return s
-}
-
-// runState is what a record keeps of its run's Snapshot: all of it but the process
-// state, which snapshot takes from the run's process when asked.
-type runState struct {
-	ID         string
-	State      runlog.State
-	Iterations int
-	ToolCalls  int
-	Usage      llm.Usage
-	CostUSD    float64
-	FinalText  string
-	Err        error
-	Started    time.Time
-	Ended      time.Time
-	Reason     string
-	Loops      []LoopInfo
-	Facts
 }
 
 // setFacts records what the run was started with.
