@@ -427,7 +427,8 @@ func (s *Service) pendingApproval(ctx context.Context, runID, loopID, callID, in
 }
 
 // waitingRecords are the approvals and questions a run's journal holds without a
-// decision, in the order they were asked: none once the run has ended.
+// decision, in the order they were asked: none once the run has ended. It reads the
+// journal's approvals and decisions only, however many other records the run wrote.
 func (s *Service) waitingRecords(ctx context.Context, runID string) ([]approvalRecord, error) {
 	run, err := s.journal.Get(ctx, runID)
 	switch {
@@ -441,7 +442,7 @@ func (s *Service) waitingRecords(ctx context.Context, runID string) ([]approvalR
 	var asked []approvalRecord
 	decided := map[string]bool{}
 	for after := int64(0); ; {
-		recs, err := s.journal.Read(ctx, runID, after, 1024)
+		recs, err := s.journal.Read(ctx, runID, after, 1024, runlog.KindApproval, runlog.KindDecision)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}

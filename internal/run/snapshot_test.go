@@ -174,3 +174,42 @@ func TestDamagedSnapshotIsDamage(t *testing.T) {
 		t.Fatalf("readReplay of a torn snapshot: %v, want ErrDamaged", err)
 	}
 }
+
+// What a run waits for from a person is found by reading the journal's approvals and
+// decisions only, not every record the run wrote.
+func TestWaitingReadsApprovalsAndDecisionsOnly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store, lease := memJournal(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := store.Append(ctx, lease, []runlog.Record{{Seq: 1, Kind: runlog.KindRequest, Data: json.RawMessage(`{}`)}}); err != nil {
+			t.Fatal(err)
+		}
+		writeSnapshottedJournal(t, store, lease)
+		all, err := store.Read(ctx, "r1", 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		asked := 0
+		for _, r := range all {
+			if r.Kind == runlog.KindApproval || r.Kind == runlog.KindDecision {
+				asked++
+			}
+		}
+		next := all[len(all)-1].Seq + 1
+		if err := store.Append(ctx, lease, []runlog.Record{{Seq: next, Kind: runlog.KindApproval, Data: json.RawMessage(`{"key":"r1/loop_a/41/c1","call_id":"c1","tool":"charge"}`)}}); err != nil {
+			t.Fatal(err)
+		}
+		rc := &readCounter{Store: store}
+		waiting, err := (&Service{journal: rc}).waitingRecords(ctx, "r1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(waiting) != 1 || waiting[0].Key != "r1/loop_a/41/c1" {
+			t.Errorf("waiting = %+v, want the approval of r1/loop_a/41/c1 alone", waiting)
+		}
+		if rc.records != asked+1 {
+			t.Errorf("finding what the run waits for read %d of its %d records, want its %d approvals and decisions", rc.records, len(all)+1, asked+1)
+		}
+	})
+}
