@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sync/semaphore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
 	grpcproto "google.golang.org/grpc/encoding/proto"
@@ -77,18 +76,40 @@ func ServerOptions(cfg config.Config) []grpc.ServerOption {
 // and their key set.
 func (s *Server) AuthOptions() []grpc.ServerOption { return s.auth.serverOptions() }
 
-// admission is the budget of bytes being received, shared by every call.
+// admission is the budget of bytes being received, shared by every call: room for
+// messages messages of perMessage bytes at most, a slot of slots each. A read that finds
+// no room waits in a select on the slots, its call's context and a timer: the wait
+// leaves nothing behind in the call's context (a child context would leave it a map of
+// its children for as long as the call lasts, a run's whole life), and waiters get room
+// in the order they came.
 type admission struct {
-	sem        *semaphore.Weighted
+	slots      chan struct{}
 	perMessage int64
 	messages   int64 // how many messages the budget admits at once
 }
 
 func newAdmission(cfg config.Server) *admission {
-	per := int64(cfg.MaxReceiveBytes)
-	return &admission{sem: semaphore.NewWeighted(int64(cfg.MaxInflightReceiveBytes)), perMessage: per,
-		messages: int64(cfg.MaxInflightReceiveBytes) / per}
+	return newAdmissionOf(int64(cfg.MaxReceiveBytes), int64(cfg.MaxInflightReceiveBytes)/int64(cfg.MaxReceiveBytes))
 }
+
+// newAdmissionOf is a budget of messages messages of per bytes (at least one).
+func newAdmissionOf(per, messages int64) *admission {
+	messages = max(messages, 1)
+	return &admission{slots: make(chan struct{}, messages), perMessage: per, messages: messages}
+}
+
+// tryAcquire takes room for a message if there is some now.
+func (a *admission) tryAcquire() bool {
+	select {
+	case a.slots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// release gives back the room of a message.
+func (a *admission) release() { <-a.slots }
 
 // openCalls bounds the calls of one service open at once. Each service has its own, so
 // that clients opening calls cannot keep workers from registering, nor the reverse.
@@ -117,7 +138,7 @@ func (o *openCalls) leave() { o.n.Add(-1) }
 // only once the budget has room for it: calls that wait for room (many opened at once)
 // wait on their own goroutines, not on one more each.
 func (a *admission) recv(ctx context.Context, read func() error) error {
-	if !a.sem.TryAcquire(a.perMessage) {
+	if !a.tryAcquire() {
 		if err := a.acquireWaiting(ctx); err != nil {
 			return err
 		}
@@ -147,7 +168,7 @@ func (a *admission) recv(ctx context.Context, read func() error) error {
 // back once read returns, or after admissionHold if read takes longer.
 func (a *admission) holding(read func() error) error {
 	var once sync.Once
-	release := func() { once.Do(func() { a.sem.Release(a.perMessage) }) }
+	release := func() { once.Do(a.release) }
 	hold := time.AfterFunc(admissionHold, release)
 	defer func() {
 		hold.Stop()
@@ -156,21 +177,19 @@ func (a *admission) holding(read func() error) error {
 	return read()
 }
 
-// acquireWaiting waits up to admissionWait for room for a message. Only a message that
-// finds none at once gets the timeout's context: a child of the stream's, which costs
-// the stream's context a map of its children for as long as the stream lasts.
+// acquireWaiting waits up to admissionWait for room for a message, or until ctx ends.
 func (a *admission) acquireWaiting(ctx context.Context) error {
-	wait, cancel := context.WithTimeout(ctx, admissionWait)
-	err := a.sem.Acquire(wait, a.perMessage)
-	cancel()
-	if err != nil {
-		if ctx.Err() != nil {
-			return status.FromContextError(ctx.Err()).Err()
-		}
+	timer := time.NewTimer(admissionWait)
+	defer timer.Stop()
+	select {
+	case a.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return status.FromContextError(ctx.Err()).Err()
+	case <-timer.C:
 		return wire.Error{Reason: toolpb.ErrorReason_ERROR_REASON_OVERLOADED,
 			Message: fmt.Sprintf("the orchestrator is receiving its maximum of %d requests at once; retry later", a.messages)}.Err()
 	}
-	return nil
 }
 
 // codecMarked marks the context of a stream whose server runs requestCodec, which

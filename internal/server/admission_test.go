@@ -10,9 +10,9 @@ import (
 	"testing/synctest"
 	"time"
 
-	"golang.org/x/sync/semaphore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/toolmesh/toolmesh/internal/config"
@@ -27,7 +27,7 @@ import (
 func TestAdmissionBoundsConcurrentReads(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const per = 4 << 20
-		a := &admission{sem: semaphore.NewWeighted(2 * per), perMessage: per, messages: 2}
+		a := newAdmissionOf(per, 2)
 		release := make(chan struct{})
 		results := make(chan error, 4)
 		for range 2 {
@@ -50,8 +50,30 @@ func TestAdmissionBoundsConcurrentReads(t *testing.T) {
 				t.Error(err)
 			}
 		}
-		// A caller that goes away while waiting gets its context's error.
+		// A caller that goes away while it waits for room stops waiting at once, with its
+		// context's error.
+		held := make(chan struct{})
+		for range 2 {
+			go func() { results <- a.recv(t.Context(), func() error { <-held; return nil }) }()
+		}
+		synctest.Wait()
 		ctx, cancel := context.WithCancel(t.Context())
+		waited := make(chan error, 1)
+		go func() { waited <- a.recv(ctx, func() error { return errors.New("read without room") }) }()
+		synctest.Wait()
+		start = time.Now()
+		cancel()
+		if err := <-waited; status.Code(err) != codes.Canceled || time.Since(start) != 0 {
+			t.Errorf("a caller cancelled while waiting = %v after %s, want Canceled at once", err, time.Since(start))
+		}
+		close(held)
+		for range 2 {
+			if err := <-results; err != nil {
+				t.Error(err)
+			}
+		}
+		// A caller gone before it asks gets its context's error.
+		ctx, cancel = context.WithCancel(t.Context())
 		cancel()
 		if err := a.recv(ctx, func() error { return errors.New("read after cancel") }); err == nil || reasonOf(err) == toolpb.ErrorReason_ERROR_REASON_OVERLOADED {
 			t.Errorf("a cancelled caller's read = %v", err)
@@ -175,7 +197,7 @@ func TestSilentClientsDoNotKeepWorkersOut(t *testing.T) {
 func TestSilentCallsEnd(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const per = 4 << 20
-		a := &admission{sem: semaphore.NewWeighted(per), perMessage: per, messages: 1}
+		a := newAdmissionOf(per, 1)
 		never := make(chan struct{})
 		defer close(never)
 		start := time.Now()
@@ -183,7 +205,7 @@ func TestSilentCallsEnd(t *testing.T) {
 		if reasonOf(err) != toolpb.ErrorReason_ERROR_REASON_REQUEST_TIMEOUT || time.Since(start) != firstMessageTimeout {
 			t.Fatalf("silent read = %v after %s, want REQUEST_TIMEOUT after %s", err, time.Since(start), firstMessageTimeout)
 		}
-		if !a.sem.TryAcquire(per) {
+		if !a.tryAcquire() {
 			t.Error("the silent read still holds the receive budget")
 		}
 	})
