@@ -127,7 +127,8 @@ func (s *memStore) use(write bool, verb, id string, fn func() error) error {
 	return fn()
 }
 
-// stored is records as the store keeps them: their data copied, their time set.
+// stored is records as the store keeps them, their time set: their data is the
+// caller's, which a caller does not change once it handed it over (Store).
 func stored(lease Lease, records []Record, now int64) []Record {
 	out := make([]Record, len(records))
 	for i, rec := range records {
@@ -135,12 +136,23 @@ func stored(lease Lease, records []Record, now int64) []Record {
 		if rec.Time.IsZero() {
 			t = now
 		}
-		out[i] = Record{RunID: lease.RunID, Seq: rec.Seq, Epoch: lease.Epoch, Kind: rec.Kind, Time: time.Unix(0, t)}
-		if len(rec.Data) > 0 {
-			out[i].Data = bytes.Clone(rec.Data)
-		}
+		out[i] = Record{RunID: lease.RunID, Seq: rec.Seq, Epoch: lease.Epoch, Kind: rec.Kind, Time: time.Unix(0, t), Data: kept(rec.Data)}
 	}
 	return out
+}
+
+// kept is data as the store keeps it: the caller's array, unless it has much more room
+// than data fills (an event encoded in a buffer with room to spare, say), which the
+// store's bound on bytes would not count; then a copy.
+func kept(data []byte) []byte {
+	switch n := len(data); {
+	case n == 0:
+		return nil
+	case cap(data)-n > n/4+64:
+		return bytes.Clone(data)
+	default:
+		return data[:n:n]
+	}
 }
 
 func (s *memStore) Create(_ context.Context, runID, owner string, ttl time.Duration, first ...Record) (Lease, error) {
@@ -159,7 +171,7 @@ func (s *memStore) Create(_ context.Context, runID, owner string, ttl time.Durat
 		return Lease{}, fmt.Errorf("%w: a run's first record has sequence number 1, not %d", ErrInvalid, first[0].Seq)
 	}
 	n := now.UnixNano()
-	recs := stored(lease, first, n) // copied before the lock, which every run's writes take
+	recs := stored(lease, first, n) // made before the lock, which every run's writes take
 	err := s.use(true, "create", runID, func() error {
 		if _, ok := s.runs[runID]; ok {
 			return fmt.Errorf("%w: %s", ErrExists, runID)
@@ -183,7 +195,7 @@ func (s *memStore) Append(_ context.Context, lease Lease, records []Record) erro
 		return err
 	}
 	now := s.now().UnixNano()
-	recs := stored(lease, records, now) // copied before the lock, which every run's writes take
+	recs := stored(lease, records, now) // made before the lock, which every run's writes take
 	return s.use(true, "append to", lease.RunID, func() error {
 		r, err := s.writable(lease, records)
 		if err != nil {

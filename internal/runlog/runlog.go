@@ -168,7 +168,9 @@ var (
 	ErrDamaged = errors.New("runlog: the journal holds a damaged record")
 )
 
-// Store is a run journal.
+// Store is a run journal. A store may keep the Data of the records it is given (the
+// memory store does, rather than copy every record): a caller does not change it once
+// it handed it over. What Read and Last return is the caller's own.
 type Store interface {
 	// Create adds a run and gives owner its first lease (epoch 1) until now+ttl, with its
 	// first records (numbered from 1), in one transaction: a run never exists without
