@@ -1005,6 +1005,11 @@ func (s *sqlStore) Prune(ctx context.Context, before time.Time, limit int) (int,
 		return 0, fmt.Errorf("runlog: prune: %w", s.d.why(err))
 	}
 	n := 0
+	var pruned []string
+	// The SQLite committer forgets what it knew of the runs deleted: a run of the same id
+	// may be created again. Until it forgets, it refuses that as ErrExists, as it did
+	// before the run was pruned.
+	defer func() { s.forgetRuns(pruned) }()
 	for _, id := range ids {
 		tx, err := s.db.BeginTx(ctx, nil)
 		if err != nil {
@@ -1013,8 +1018,10 @@ func (s *sqlStore) Prune(ctx context.Context, before time.Time, limit int) (int,
 		// The state is checked again inside the transaction: a run is never deleted
 		// while it runs.
 		res, err := tx.ExecContext(ctx, s.q(`DELETE FROM toolmesh_runs WHERE run_id = ? AND state NOT IN (?, ?)`), id, string(StateRunning), string(StateHeld))
+		deleted := false
 		if err == nil {
 			if k, _ := res.RowsAffected(); k == 1 {
+				deleted = true
 				_, err = tx.ExecContext(ctx, s.q(`DELETE FROM toolmesh_records WHERE run_id = ?`), id)
 				if err == nil {
 					_, err = tx.ExecContext(ctx, s.q(`DELETE FROM toolmesh_decisions WHERE run_id = ?`), id)
@@ -1029,8 +1036,25 @@ func (s *sqlStore) Prune(ctx context.Context, before time.Time, limit int) (int,
 		if err := tx.Commit(); err != nil {
 			return n, fmt.Errorf("runlog: prune %s: %w", id, s.d.why(err))
 		}
+		if deleted {
+			// Finished and settled (settle, above): the committer's view holds nothing the
+			// database lacks, and no write of the run comes meanwhile (it refuses them).
+			pruned = append(pruned, id)
+		}
 	}
 	return n, nil
+}
+
+// forgetRuns drops the SQLite committer's views of runs deleted around it.
+func (s *sqlStore) forgetRuns(ids []string) {
+	if s.logged == nil || len(ids) == 0 {
+		return
+	}
+	s.logged.mu.Lock()
+	defer s.logged.mu.Unlock()
+	for _, id := range ids {
+		s.logged.forget(id)
+	}
 }
 
 func (s *sqlStore) Close() error {

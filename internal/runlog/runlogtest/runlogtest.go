@@ -237,6 +237,17 @@ func testPrune(t *testing.T, open Opener) {
 	if r, err := s.Get(c, "pr-running"); err != nil || r.State != runlog.StateRunning {
 		t.Errorf("the running run: %+v, %v", r, err)
 	}
+	// A pruned run's id is free again: a client may start a run of that id.
+	again, err := s.Create(c, "pr-done", "o2", time.Minute, recs(1, runlog.KindRequest)...)
+	if err != nil {
+		t.Fatalf("creating a run of a pruned run's id: %v", err)
+	}
+	if err := s.Append(c, again, recs(2, runlog.KindModel)); err != nil {
+		t.Fatalf("appending to it: %v", err)
+	}
+	if got, err := s.Read(c, "pr-done", 0, 0); err != nil || len(got) != 2 || got[1].Kind != runlog.KindModel {
+		t.Errorf("the new run's records: %+v, %v; want its own two", got, err)
+	}
 }
 
 func openT(t *testing.T, open Opener) runlog.Store {
