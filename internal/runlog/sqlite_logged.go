@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -60,10 +61,14 @@ type sqliteLogged struct {
 	mu     sync.Mutex
 	views  map[string]*runView
 	broken error
-	// maxID is the greatest run id the database holds or the committer created: a run
-	// to be created with a greater one (run ids grow with time) is new without a look in
-	// the database.
-	maxID string
+	// maxIDs are, for each prefix of run ids the committer met (what comes before
+	// "run_": "" or a tenant's "acme/"), the greatest id of the form prefix+"run_"+hex
+	// (generated ids, which grow with time) the database holds or the committer created:
+	// a run to be created with a greater one of that form is new without a look in the
+	// database (lookups counts the looks). Read from the database the first time the
+	// prefix comes, at most maxPrefixes of them.
+	maxIDs  map[string]string
+	lookups int
 	// smu guards written: the entries written and not known durable yet, in order.
 	smu     sync.Mutex
 	written []logEntry
@@ -102,7 +107,7 @@ func startLogged(ctx context.Context, s *sqlStore, w *sqliteWriter, path string)
 	if err != nil {
 		return nil, err
 	}
-	l := &sqliteLogged{s: s, log: log, writer: w, views: map[string]*runView{}, pendingRuns: map[string]uint64{}, stopped: make(chan struct{}), kick: make(chan struct{}, 1)}
+	l := &sqliteLogged{s: s, log: log, writer: w, views: map[string]*runView{}, maxIDs: map[string]string{}, pendingRuns: map[string]uint64{}, stopped: make(chan struct{}), kick: make(chan struct{}, 1)}
 	l.acond = sync.NewCond(&l.amu)
 	var applied uint64
 	var v string
@@ -123,12 +128,6 @@ func startLogged(ctx context.Context, s *sqlStore, w *sqliteWriter, path string)
 		applied = missing[len(missing)-1].id
 	}
 	log.last = max(log.last, applied)
-	var maxID sql.NullString
-	if err := s.db.QueryRowContext(ctx, `SELECT max(run_id) FROM toolmesh_runs`).Scan(&maxID); err != nil {
-		_ = log.close()
-		return nil, fmt.Errorf("runlog: reading the journal's runs: %w", sqliteExplain(err))
-	}
-	l.maxID = maxID.String
 	l.logged, l.applied = log.last, log.last
 	if err := l.checkpoint(); err != nil {
 		_ = log.close()
@@ -143,11 +142,18 @@ func (l *sqliteLogged) view(id string) (*runView, bool, error) {
 	if v, ok := l.views[id]; ok {
 		return v, true, nil
 	}
-	if id > l.maxID {
-		return nil, false, nil // greater than any id the database holds
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	if prefix, ok := idPrefix(id); ok {
+		greatest, known, err := l.greatest(ctx, prefix)
+		if err != nil {
+			return nil, false, err
+		}
+		if known && id > greatest {
+			return nil, false, nil // greater than any id of its form the database holds
+		}
+	}
+	l.lookups++
 	r, err := l.s.readRunRow(ctx, id)
 	if errors.Is(err, ErrNotFound) {
 		return nil, false, nil
@@ -158,6 +164,45 @@ func (l *sqliteLogged) view(id string) (*runView, bool, error) {
 	v := &runView{lockedRun: r}
 	l.views[id] = v
 	return v, true, nil
+}
+
+// maxPrefixes bounds the prefixes of run ids whose greatest id the committer keeps.
+const maxPrefixes = 1024
+
+// idPrefix is what comes before "run_" in a run id of the form the orchestrator
+// generates (a tenant's "acme/", or ""): "run_" and hexadecimal digits after the last
+// "/"; ok false for an id of another form.
+func idPrefix(id string) (prefix string, ok bool) {
+	i := strings.LastIndexByte(id, '/') + 1
+	rest, found := strings.CutPrefix(id[i:], "run_")
+	if !found || rest == "" {
+		return "", false
+	}
+	for _, c := range []byte(rest) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return "", false
+		}
+	}
+	return id[:i], true
+}
+
+// greatest is the greatest id of prefix's form the database holds or the committer
+// created, read from the database the first time prefix comes (ids sort by their bytes:
+// those of the form lie between prefix+"run_0" and prefix+"run_g"); known false when
+// the committer keeps too many prefixes to keep this one. l.mu is held.
+func (l *sqliteLogged) greatest(ctx context.Context, prefix string) (string, bool, error) {
+	if m, ok := l.maxIDs[prefix]; ok {
+		return m, true, nil
+	}
+	if len(l.maxIDs) >= maxPrefixes {
+		return "", false, nil
+	}
+	var m sql.NullString
+	if err := l.s.db.QueryRowContext(ctx, `SELECT max(run_id) FROM toolmesh_runs WHERE run_id >= ? AND run_id < ?`, prefix+"run_0", prefix+"run_g").Scan(&m); err != nil {
+		return "", false, fmt.Errorf("runlog: reading the journal's runs: %w", sqliteExplain(err))
+	}
+	l.maxIDs[prefix] = m.String
+	return m.String, true, nil
 }
 
 // commitGroup checks each write against its run, logs those that pass as one entry
@@ -268,7 +313,11 @@ func (l *sqliteLogged) applyLocked(accepted []*write) {
 		}
 		switch w.kind {
 		case writeCreate:
-			l.maxID = max(l.maxID, w.lease.RunID)
+			if prefix, ok := idPrefix(w.lease.RunID); ok {
+				if m, known := l.maxIDs[prefix]; known {
+					l.maxIDs[prefix] = max(m, w.lease.RunID)
+				}
+			}
 			v.lockedRun = lockedRun{state: StateRunning, owner: w.lease.Owner, epoch: w.lease.Epoch, until: w.lease.Until.UnixNano(), nextSeq: w.next(1)}
 		case writeAppend:
 			v.nextSeq = w.next(v.nextSeq)

@@ -222,3 +222,62 @@ func TestCreateChecksIDsNotGreaterThanAll(t *testing.T) {
 	create(st, "run_c", false)
 	create(st, "run_c", true)
 }
+
+// A run of a generated id greater than every id of its tenant is created without a look
+// in the database, whichever tenants' ids sort above it, and whatever other ids clients
+// chose; any other id the committer does not know is looked up.
+func TestCreateLooksUpOnlyIDsNotGreaterThanTheirTenants(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	path := filepath.Join(t.TempDir(), "journal.db")
+	req := Record{Seq: 1, Kind: KindRequest, Data: []byte("r")}
+	type create struct {
+		id         string
+		exists     bool
+		lookedUpTo int
+	}
+	creates := func(st Store, cs ...create) {
+		t.Helper()
+		l := st.(*sqlStore).logged
+		for _, c := range cs {
+			_, err := st.Create(ctx, c.id, "o", time.Minute, req)
+			if got := errors.Is(err, ErrExists); got != c.exists || (err != nil && !got) {
+				t.Fatalf("Create(%q) = %v, want exists %v", c.id, err, c.exists)
+			}
+			l.mu.Lock()
+			n := l.lookups
+			l.mu.Unlock()
+			if n != c.lookedUpTo {
+				t.Errorf("after Create(%q): %d look-ups, want %d", c.id, n, c.lookedUpTo)
+			}
+		}
+	}
+	st, err := OpenSQLite(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	creates(st,
+		create{"zeta/run_0001", false, 0},
+		create{"acme/run_0002", false, 0}, // below zeta's: its own tenant's greatest counts
+		create{"zz", false, 1},            // a client's own id: looked up
+		create{"run_0003", false, 1},      // above every untenanted generated id, though below zz
+		create{"acme/run_0004", false, 1},
+		create{"acme/run_0002", true, 1}, // known to the committer
+	)
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st, err = OpenSQLite(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = st.Close() }()
+	creates(st,
+		create{"acme/run_0005", false, 0}, // above the greatest acme/ id the database holds
+		create{"acme/run_0002", true, 1},
+		create{"acme/run_0004", true, 2},
+		create{"zz", true, 3},
+		create{"run_0003", true, 4},
+		create{"run_0006", false, 4},
+	)
+}
