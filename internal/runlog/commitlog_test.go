@@ -50,7 +50,7 @@ func TestCommitLog(t *testing.T) {
 	if w := entries[1].writes[0]; w.lease.RunID != "r" || w.lease.Owner != "o" || w.lease.Epoch != 1 || w.row.n != 1 || w.row.epoch != 1 {
 		t.Errorf("entry 2's write: %+v, row %+v", w, w.row)
 	}
-	recs, err := unpack("r", row{seq: 2, n: 1, epoch: 1, kinds: entries[1].writes[0].row.kinds, data: entries[1].writes[0].row.data}, 0, -1, 0, nil)
+	recs, err := unpack("r", row{seq: 2, n: 1, epoch: 1, kinds: entries[1].writes[0].row.kinds, data: entries[1].writes[0].row.data}, 0, filterKinds(), 0, nil)
 	if err != nil || len(recs) != 1 || recs[0].Data[0] != 2 || recs[0].Time.UnixNano() != 7 {
 		t.Errorf("entry 2's records: %+v, %v", recs, err)
 	}
@@ -101,7 +101,7 @@ func TestJoinRows(t *testing.T) {
 		t.Fatal("a third row not joined")
 	}
 	j := join(g.rows...)
-	recs, err := unpack("r", row{seq: j.first, n: j.n, epoch: 1, kinds: j.kinds, data: j.data}, 0, -1, 0, nil)
+	recs, err := unpack("r", row{seq: j.first, n: j.n, epoch: 1, kinds: j.kinds, data: j.data}, 0, filterKinds(), 0, nil)
 	if err != nil || len(recs) != 4 || string(recs[0].Data) != "a" || recs[1].Kind != KindEvent || string(recs[2].Data) != "b" || recs[2].Seq != 3 || string(recs[3].Data) != "c" || recs[3].Seq != 4 {
 		t.Errorf("joined: %+v, %v", recs, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"slices"
 	"time"
 )
 
@@ -48,6 +49,27 @@ func kindBit(k Kind) int64 {
 		return b
 	}
 	return otherKind
+}
+
+// kindFilter selects records by kind: a row's kinds select its rows in the database
+// (mask), and kinds its records exactly, since kinds with no bit of their own share
+// otherKind. No kinds: every record.
+type kindFilter struct {
+	mask  int64
+	kinds []Kind
+}
+
+func filterKinds(kinds ...Kind) kindFilter { return kindFilter{mask: kindsMask(kinds), kinds: kinds} }
+
+func (f kindFilter) has(k Kind) bool {
+	b := kindBit(k)
+	switch {
+	case b&f.mask == 0:
+		return false
+	case b != otherKind || len(f.kinds) == 0:
+		return true
+	}
+	return slices.Contains(f.kinds, k)
 }
 
 // kindsMask is the bits of kinds; every bit (all kinds) when there are none.
@@ -102,11 +124,11 @@ type row struct {
 	data          []byte
 }
 
-// unpack appends the records of r that are after after and of a kind in mask to out,
-// at most limit of them in all (0: no bound).
-func unpack(runID string, r row, after int64, mask int64, limit int, out []Record) ([]Record, error) {
+// unpack appends the records of r that are after after and of a kind f has to out, at
+// most limit of them in all (0: no bound).
+func unpack(runID string, r row, after int64, f kindFilter, limit int, out []Record) ([]Record, error) {
 	if r.kinds == 0 { // one record, as written before rows were packed
-		if r.seq > after && kindBit(Kind(r.kind))&mask != 0 {
+		if r.seq > after && f.has(Kind(r.kind)) {
 			rec := Record{RunID: runID, Seq: r.seq, Epoch: r.epoch, Kind: Kind(r.kind), Time: time.Unix(0, r.time)}
 			if len(r.data) > 0 {
 				rec.Data = r.data
@@ -145,7 +167,7 @@ func unpack(runID string, r row, after int64, mask int64, limit int, out []Recor
 		data := b[k : k+int(dl)]
 		b = b[k+int(dl):]
 		seq := r.seq + i
-		if seq <= after || kindBit(kind)&mask == 0 {
+		if seq <= after || !f.has(kind) {
 			continue
 		}
 		if limit > 0 && len(out) >= limit {

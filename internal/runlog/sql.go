@@ -747,7 +747,8 @@ func (s *sqlStore) Read(ctx context.Context, runID string, after int64, limit in
 		return nil, err
 	}
 	after = max(after, 0)
-	mask := kindsMask(kinds)
+	filter := filterKinds(kinds...)
+	mask := filter.mask
 	query := `SELECT seq, n, epoch, kind, kinds, time, data FROM toolmesh_records WHERE run_id = ? AND seq > ? AND seq + n > ?`
 	args := []any{runID, after - MaxBatch, after + 1}
 	if len(kinds) > 0 {
@@ -776,7 +777,7 @@ func (s *sqlStore) Read(ctx context.Context, runID string, after int64, limit in
 		if err := rows.Scan(&r.seq, &r.n, &r.epoch, &r.kind, &r.kinds, &r.time, &r.data); err != nil {
 			return nil, fmt.Errorf("runlog: read %s: %w", runID, s.d.why(err))
 		}
-		if out, err = unpack(runID, r, after, mask, limit, out); err != nil {
+		if out, err = unpack(runID, r, after, filter, limit, out); err != nil {
 			return nil, err
 		}
 		if limit > 0 && len(out) >= limit {
@@ -800,28 +801,42 @@ func (s *sqlStore) Last(ctx context.Context, runID string, kind Kind) (Record, b
 	if err := s.settleRun(runID); err != nil {
 		return Record{}, false, err
 	}
-	mask := kindBit(kind)
-	var r row
-	err := s.db.QueryRowContext(ctx, s.q(`SELECT seq, n, epoch, kind, kinds, time, data FROM toolmesh_records
-		WHERE run_id = ? AND ((kinds <> 0 AND (kinds & ?) <> 0) OR (kinds = 0 AND kind = ?)) ORDER BY seq DESC LIMIT 1`),
-		runID, mask, string(kind)).Scan(&r.seq, &r.n, &r.epoch, &r.kind, &r.kinds, &r.time, &r.data)
-	if errors.Is(err, sql.ErrNoRows) {
-		if _, err := s.Get(ctx, runID); err != nil {
-			return Record{}, false, err
-		}
-		return Record{}, false, nil
+	// Rows are read back from the run's end to the first that holds a record of kind: a
+	// kind without a bit of its own shares otherKind with others, so a row with its bit
+	// may hold none.
+	filter := filterKinds(kind)
+	query := `SELECT seq, n, epoch, kind, kinds, time, data FROM toolmesh_records
+		WHERE run_id = ? AND ((kinds <> 0 AND (kinds & ?) <> 0) OR (kinds = 0 AND kind = ?)) ORDER BY seq DESC`
+	if kindBit(kind) != otherKind {
+		query += ` LIMIT 1` // a row with the kind's own bit holds a record of it
 	}
+	rows, err := s.db.QueryContext(ctx, s.q(query), runID, filter.mask, string(kind))
 	if err != nil {
 		return Record{}, false, fmt.Errorf("runlog: read %s: %w", runID, s.d.why(err))
 	}
-	recs, err := unpack(runID, r, 0, mask, 0, nil)
-	if err != nil {
+	defer func() { _ = rows.Close() }()
+	for rows.Next() {
+		var r row
+		if err := rows.Scan(&r.seq, &r.n, &r.epoch, &r.kind, &r.kinds, &r.time, &r.data); err != nil {
+			return Record{}, false, fmt.Errorf("runlog: read %s: %w", runID, s.d.why(err))
+		}
+		recs, err := unpack(runID, r, 0, filter, 0, nil)
+		switch {
+		case err != nil:
+			return Record{}, false, err
+		case len(recs) > 0:
+			return recs[len(recs)-1], true, nil
+		case kindBit(kind) != otherKind:
+			return Record{}, false, fmt.Errorf("%w: run %s, records %d to %d: the row says it holds a %s record and holds none", ErrDamaged, runID, r.seq, r.seq+max(r.n, 1)-1, kind)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return Record{}, false, fmt.Errorf("runlog: read %s: %w", runID, s.d.why(err))
+	}
+	if _, err := s.Get(ctx, runID); err != nil {
 		return Record{}, false, err
 	}
-	if len(recs) == 0 {
-		return Record{}, false, fmt.Errorf("%w: run %s, records %d to %d: the row says it holds a %s record and holds none", ErrDamaged, runID, r.seq, r.seq+max(r.n, 1)-1, kind)
-	}
-	return recs[len(recs)-1], true, nil
+	return Record{}, false, nil
 }
 
 // Acquire takes a run whose lease expired, or that owner holds, or that is held (an

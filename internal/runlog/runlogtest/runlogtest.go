@@ -63,6 +63,7 @@ func run(t *testing.T, open Opener, durable bool) {
 	t.Run("appends of many runs at once", func(t *testing.T) { testManyRuns(t, open) })
 	t.Run("created with its first records", func(t *testing.T) { testCreateWith(t, open) })
 	t.Run("read by kind", func(t *testing.T) { testReadKinds(t, open) })
+	t.Run("read by a kind without a bit of its own", func(t *testing.T) { testReadOtherKinds(t, open) })
 	t.Run("last record of a kind", func(t *testing.T) { testLast(t, open) })
 	t.Run("known workers", func(t *testing.T) { testWorkers(t, open) })
 	t.Run("any bytes, read across appends", func(t *testing.T) { testBytes(t, open) })
@@ -466,6 +467,35 @@ func testReadKinds(t *testing.T, open Opener) {
 	}
 	if got, _ := s.Read(c, "rk-1", 0, 1, runlog.KindOutcome); len(got) != 1 || got[0].Seq != 6 {
 		t.Errorf("the first outcome: %+v", got)
+	}
+}
+
+// Read and Last by a kind the stores know no bit for (a call policy's decision, or any
+// kind a newer orchestrator writes) return records of that kind only, not those of
+// another such kind.
+func testReadOtherKinds(t *testing.T, open Opener) {
+	s, c := openT(t, open), ctx(t)
+	const custom runlog.Kind = "x-custom"
+	l, err := s.Create(c, "rok-1", "o1", time.Minute, recs(1, runlog.KindRequest, runlog.KindPolicy, custom)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(c, l, recs(4, custom, runlog.KindEvent)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(c, l, recs(6, custom)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Read(c, "rok-1", 0, 0, runlog.KindPolicy)
+	if err != nil || len(got) != 1 || got[0].Seq != 2 || got[0].Kind != runlog.KindPolicy {
+		t.Errorf("Read of policy records = %+v, %v; want record 2 alone", got, err)
+	}
+	if got, err := s.Read(c, "rok-1", 0, 2, custom); err != nil || len(got) != 2 || got[0].Seq != 3 || got[1].Seq != 4 {
+		t.Errorf("Read of two %s records = %+v, %v; want records 3 and 4", custom, got, err)
+	}
+	rec, found, err := s.Last(c, "rok-1", runlog.KindPolicy)
+	if err != nil || !found || rec.Seq != 2 || rec.Kind != runlog.KindPolicy {
+		t.Errorf("Last policy record = %+v, %v, %v; want record 2", rec, found, err)
 	}
 }
 
