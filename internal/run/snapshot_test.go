@@ -86,23 +86,31 @@ func writeSnapshottedJournal(t *testing.T, store runlog.Store, lease runlog.Leas
 	}
 }
 
+// snapshottedRun is run r1 in a journal in memory: its request, then what
+// writeSnapshottedJournal writes; all its records. Inside a synctest bubble.
+func snapshottedRun(t *testing.T) (runlog.Store, runlog.Lease, []runlog.Record) {
+	t.Helper()
+	ctx := t.Context()
+	store, lease := memJournal(t)
+	if err := store.Append(ctx, lease, []runlog.Record{{Seq: 1, Kind: runlog.KindRequest, Data: json.RawMessage(`{}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	writeSnapshottedJournal(t, store, lease)
+	all, err := store.Read(ctx, "r1", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store, lease, all
+}
+
 // A run's journal writes snapshots as it goes; a resume reads the last one and the
 // records after what it covers, and finds what it would have found reading the whole
 // journal: the same answers, outcomes, dispatches, approvals, decisions and event keys.
 func TestSnapshotsReplayAsTheWholeJournal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store, lease := memJournal(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := store.Append(ctx, lease, []runlog.Record{{Seq: 1, Kind: runlog.KindRequest, Data: json.RawMessage(`{}`)}}); err != nil {
-			t.Fatal(err)
-		}
-		writeSnapshottedJournal(t, store, lease)
-
-		all, err := store.Read(ctx, "r1", 0, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+		store, lease, all := snapshottedRun(t)
 		whole := newReplayState()
 		snapshots := 0
 		for _, r := range all {
@@ -179,17 +187,9 @@ func TestDamagedSnapshotIsDamage(t *testing.T) {
 // decisions only, not every record the run wrote.
 func TestWaitingReadsApprovalsAndDecisionsOnly(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store, lease := memJournal(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := store.Append(ctx, lease, []runlog.Record{{Seq: 1, Kind: runlog.KindRequest, Data: json.RawMessage(`{}`)}}); err != nil {
-			t.Fatal(err)
-		}
-		writeSnapshottedJournal(t, store, lease)
-		all, err := store.Read(ctx, "r1", 0, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+		store, lease, all := snapshottedRun(t)
 		asked := 0
 		for _, r := range all {
 			if r.Kind == runlog.KindApproval || r.Kind == runlog.KindDecision {
