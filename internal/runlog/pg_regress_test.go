@@ -132,7 +132,8 @@ func TestPostgres(t *testing.T) {
 				t.Fatal(err)
 			}
 			rec := func(l Lease) *write {
-				return &write{lease: l, records: []Record{{Seq: 1, Kind: KindEvent}}, done: make(chan error, 1)}
+				recs := []Record{{Seq: 1, Kind: KindEvent}}
+				return &write{lease: l, records: recs, row: packRow(recs, l.Epoch, time.Now()), done: make(chan error, 1)}
 			}
 			var ea, eb []error
 			var wg sync.WaitGroup

@@ -147,7 +147,7 @@ func pgCommitGroup(s *sqlStore, group []*write) []error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	now := s.now()
-	cols := pgColumnsOf(group, now)
+	cols := pgColumnsOf(group)
 	failpoint.Hit(failpoint.StoreBeforeCommit)
 	written, err := s.pgCommit(ctx, cols, now)
 	if err != nil {
@@ -178,7 +178,7 @@ type pgColumns struct {
 	rData                      [][]byte
 }
 
-func pgColumnsOf(group []*write, now time.Time) *pgColumns {
+func pgColumnsOf(group []*write) *pgColumns {
 	n := len(group)
 	c := &pgColumns{ids: make([]string, n), owners: make([]string, n), states: make([]string, n), notes: make([]string, n),
 		ops: make([]int32, n), epochs: make([]int64, n), untils: make([]int64, n), nexts: make([]int64, n), firsts: make([]*int64, n)}
@@ -199,16 +199,11 @@ func pgColumnsOf(group []*write, now time.Time) *pgColumns {
 			}
 			continue
 		}
-		first := w.records[0]
-		c.firsts[i], c.nexts[i] = &first.Seq, w.next(0)
-		data, kinds := pack(w.records, now)
-		t := first.Time
-		if t.IsZero() {
-			t = now
-		}
-		c.rIDs, c.rKinds = append(c.rIDs, w.lease.RunID), append(c.rKinds, string(first.Kind))
-		c.rSeqs, c.rNs, c.rEpochs = append(c.rSeqs, first.Seq), append(c.rNs, int64(len(w.records))), append(c.rEpochs, w.lease.Epoch)
-		c.rKindBits, c.rTimes, c.rData = append(c.rKindBits, kinds), append(c.rTimes, t.UnixNano()), append(c.rData, data)
+		row := w.row // packed by the writer (submit)
+		c.firsts[i], c.nexts[i] = &row.first, w.next(0)
+		c.rIDs, c.rKinds = append(c.rIDs, w.lease.RunID), append(c.rKinds, row.kind)
+		c.rSeqs, c.rNs, c.rEpochs = append(c.rSeqs, row.first), append(c.rNs, row.n), append(c.rEpochs, w.lease.Epoch)
+		c.rKindBits, c.rTimes, c.rData = append(c.rKindBits, row.kinds), append(c.rTimes, row.time), append(c.rData, row.data)
 	}
 	return c
 }

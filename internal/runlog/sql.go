@@ -143,7 +143,9 @@ type write struct {
 	state State
 	note  string
 	done  chan error
-	// row is the records packed as a row, once a committer packed them.
+	// row is the records packed as a row: packed by the writer before it hands the
+	// write over, so that the committers, which take the writes of every run one group
+	// at a time, do not.
 	row *loggedRow
 }
 
@@ -151,6 +153,9 @@ type write struct {
 // ends first gets its error; the write may still commit, as any commit whose answer
 // the caller did not get.
 func (s *sqlStore) submit(ctx context.Context, w *write, what string) error {
+	if len(w.records) > 0 {
+		w.row = packRow(w.records, w.lease.Epoch, s.now())
+	}
 	w.done = make(chan error, 1)
 	select {
 	case s.writes <- w:

@@ -279,9 +279,8 @@ func (l *sqliteLogged) commitGroup(group []*write) []error {
 }
 
 // acceptLocked checks each write of group against its run's view, saying in errs why
-// one is refused, and returns those accepted, their records packed. l.mu is held.
+// one is refused, and returns those accepted. l.mu is held.
 func (l *sqliteLogged) acceptLocked(group []*write, errs []error) ([]*write, error) {
-	now := l.s.now()
 	var accepted []*write
 	for i, w := range group {
 		v, found, err := l.view(w.lease.RunID)
@@ -294,9 +293,6 @@ func (l *sqliteLogged) acceptLocked(group []*write, errs []error) ([]*write, err
 		}
 		if errs[i] = w.check(r, found); errs[i] != nil {
 			continue
-		}
-		if len(w.records) > 0 {
-			w.row = packRow(w.records, w.lease.Epoch, now)
 		}
 		accepted = append(accepted, w)
 	}
