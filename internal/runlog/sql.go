@@ -753,12 +753,11 @@ func (s *sqlStore) Read(ctx context.Context, runID string, after int64, limit in
 	}
 	after = max(after, 0)
 	filter := filterKinds(kinds...)
-	mask := filter.mask
 	query := `SELECT seq, n, epoch, kind, kinds, time, data FROM toolmesh_records WHERE run_id = ? AND seq > ? AND seq + n > ?`
 	args := []any{runID, after - MaxBatch, after + 1}
 	if len(kinds) > 0 {
 		query += ` AND ((kinds <> 0 AND (kinds & ?) <> 0) OR (kinds = 0 AND kind IN (?` + strings.Repeat(", ?", len(kinds)-1) + `)))`
-		args = append(args, mask)
+		args = append(args, filter.mask)
 		for _, k := range kinds {
 			args = append(args, string(k))
 		}
