@@ -187,14 +187,16 @@ func (r *isolationRun) startReplicas(t *testing.T) {
 	}
 }
 
-// registered reports whether the replica id is READY in the orchestrator's table.
-func (r *isolationRun) registered(ctx context.Context, id string) bool {
+// registered reports whether the replica id is READY in the orchestrator's table with a
+// registration made at since or later: until the orchestrator has seen a killed
+// replica's stream break, its old entry still reads READY.
+func (r *isolationRun) registered(ctx context.Context, id string, since time.Time) bool {
 	ws, err := r.m.c.ListWorkers(ctx)
 	if err != nil {
 		return false
 	}
 	for _, w := range ws {
-		if w.GetWorkerId() == id && w.GetState() == toolpb.WorkerState_WORKER_STATE_READY {
+		if w.GetWorkerId() == id && w.GetState() == toolpb.WorkerState_WORKER_STATE_READY && !w.GetRegisteredAt().AsTime().Before(since) {
 			return true
 		}
 	}
@@ -243,11 +245,12 @@ func (r *isolationRun) injectFaults(ctx context.Context, t *testing.T, faults <-
 		r.procsMu.Unlock()
 		_ = p.Kill()
 		r.kills.Add(1)
+		restarted := time.Now()
 		if err := r.start(id); err != nil {
 			t.Errorf("restarting %s: %v", id, err)
 			return
 		}
-		for !r.registered(ctx, id) {
+		for !r.registered(ctx, id, restarted) {
 			select {
 			case <-faults:
 				return
