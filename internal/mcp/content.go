@@ -44,16 +44,6 @@ func partsOf(cs []sdk.Content) ([]tool.Part, int) {
 	return parts, size
 }
 
-// partsText is what a model that reads text alone gets of parts: each part's text or
-// placeholder, a line each.
-func partsText(parts []tool.Part) string {
-	lines := make([]string, 0, len(parts))
-	for _, p := range parts {
-		lines = append(lines, p.Placeholder())
-	}
-	return strings.Join(lines, "\n")
-}
-
 // onlyText reports whether parts are at most one text: nothing a text result loses.
 func onlyText(parts []tool.Part) bool {
 	return len(parts) == 0 || len(parts) == 1 && parts[0].Kind == tool.PartText
@@ -82,7 +72,7 @@ func resultOf(name string, res *sdk.CallToolResult) tool.Result {
 	if size > MaxResultBytes {
 		return tooLarge(name, size)
 	}
-	text := partsText(parts)
+	text := (&tool.Parts{Items: parts}).Text()
 	if res.IsError {
 		if text == "" {
 			text = fmt.Sprintf("tool '%s' reported an error", name)

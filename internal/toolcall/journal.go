@@ -1,6 +1,7 @@
 package toolcall
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -24,7 +25,10 @@ func JournalFailed(name string, err error) tool.Result {
 }
 
 // resultRecord is a tool result as the journal keeps it: what the model reads, its
-// code, and its artifact (its value form stays in process).
+// code, its artifact (its value form stays in process) and its parts (an MCP server's
+// images, audio and resources), which a resumed run gives the model again as they came.
+// Nothing is kept twice: the text of a result with parts is left out when it is the
+// parts' text (Parts.Text), and an artifact's bytes when they are a part's (ArtPart).
 type resultRecord struct {
 	Kind      tool.ResultKind `json:"kind"`
 	Content   string          `json:"content,omitempty"`
@@ -34,13 +38,43 @@ type resultRecord struct {
 	Data      []byte          `json:"artifact_data,omitempty"`
 	MediaType string          `json:"artifact_media_type,omitempty"`
 	HasArt    bool            `json:"artifact,omitempty"`
+	// ArtPart, when set, is 1 + the index of the part whose bytes the artifact's are.
+	ArtPart int          `json:"artifact_part,omitempty"`
+	Parts   []partRecord `json:"parts,omitempty"`
+	// PartsText says that the content is the parts' text.
+	PartsText bool `json:"parts_text,omitempty"`
+}
+
+// partRecord is a tool.Part as the journal keeps it; Blob says that Data is set (an
+// empty blob is not an absent one: a resource with neither reads as its URI).
+type partRecord struct {
+	Kind      tool.PartKind `json:"kind"`
+	Text      string        `json:"text,omitempty"`
+	Data      []byte        `json:"data,omitempty"`
+	Blob      bool          `json:"blob,omitempty"`
+	MediaType string        `json:"media_type,omitempty"`
+	URI       string        `json:"uri,omitempty"`
+	Name      string        `json:"name,omitempty"`
 }
 
 // EncodeResult is res as the journal records it.
 func EncodeResult(res tool.Result) []byte {
 	r := resultRecord{Kind: res.Kind, Content: res.Content, Code: res.Code}
+	parts := res.Parts.List()
+	if len(parts) > 0 {
+		r.Parts = make([]partRecord, len(parts))
+		for i, p := range parts {
+			r.Parts[i] = partRecord{Kind: p.Kind, Text: p.Text, Data: p.Data, Blob: p.Data != nil, MediaType: p.MediaType, URI: p.URI, Name: p.Name}
+		}
+		if res.Content == res.Parts.Text() {
+			r.Content, r.PartsText = "", true
+		}
+	}
 	if a := res.Artifact; a != nil {
 		r.HasArt, r.TypeName, r.Data, r.MediaType = true, a.TypeName, a.Data, a.MediaType
+		if i := partOf(parts, a.Data); i >= 0 {
+			r.Data, r.ArtPart = nil, i+1
+		}
 		if len(a.JSON) > 0 && json.Valid(a.JSON) {
 			r.JSON = a.JSON
 		} else if a.Value != nil && len(a.Data) == 0 {
@@ -53,6 +87,19 @@ func EncodeResult(res tool.Result) []byte {
 	return b
 }
 
+// partOf is the index of the part whose bytes are data, -1 if none is (or data is empty).
+func partOf(parts []tool.Part, data []byte) int {
+	if len(data) == 0 {
+		return -1
+	}
+	for i, p := range parts {
+		if bytes.Equal(p.Data, data) {
+			return i
+		}
+	}
+	return -1
+}
+
 // DecodeResult is the result EncodeResult recorded.
 func DecodeResult(b []byte) (tool.Result, error) {
 	var r resultRecord
@@ -60,8 +107,27 @@ func DecodeResult(b []byte) (tool.Result, error) {
 		return tool.Result{}, fmt.Errorf("a journaled tool result: %w", err)
 	}
 	res := tool.Result{Kind: r.Kind, Content: r.Content, Code: r.Code}
+	if len(r.Parts) > 0 {
+		parts := make([]tool.Part, len(r.Parts))
+		for i, p := range r.Parts {
+			parts[i] = tool.Part{Kind: p.Kind, Text: p.Text, Data: p.Data, MediaType: p.MediaType, URI: p.URI, Name: p.Name}
+			if p.Blob && parts[i].Data == nil {
+				parts[i].Data = []byte{}
+			}
+		}
+		res.Parts = &tool.Parts{Items: parts}
+		if r.PartsText {
+			res.Content = res.Parts.Text()
+		}
+	}
 	if r.HasArt {
 		res.Artifact = &tool.Artifact{TypeName: r.TypeName, JSON: r.JSON, Data: r.Data, MediaType: r.MediaType}
+		if r.ArtPart > 0 {
+			if r.ArtPart > len(res.Parts.List()) {
+				return tool.Result{}, fmt.Errorf("a journaled tool result: its artifact is part %d of %d", r.ArtPart, len(res.Parts.List()))
+			}
+			res.Artifact.Data = res.Parts.List()[r.ArtPart-1].Data
+		}
 	}
 	return res, nil
 }

@@ -1,6 +1,9 @@
 package tool
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // PartKind says what a Part holds.
 type PartKind string
@@ -25,6 +28,16 @@ func (p *Parts) List() []Part {
 		return nil
 	}
 	return p.Items
+}
+
+// Text is what a model that reads text alone gets of the parts: each part's text or
+// placeholder (Part.Placeholder), a line each.
+func (p *Parts) Text() string {
+	lines := make([]string, 0, len(p.List()))
+	for _, x := range p.List() {
+		lines = append(lines, x.Placeholder())
+	}
+	return strings.Join(lines, "\n")
 }
 
 // Part is one piece of a result's content (see Result.Parts).

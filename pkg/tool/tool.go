@@ -121,9 +121,9 @@ type Result struct {
 	// and resources (an MCP server's content). Content is then its text for a model that
 	// reads text alone, with a placeholder for each part that is not text; a provider
 	// that takes images in a tool result gets them too, and the MCP endpoint passes the
-	// parts on as they came. Parts stay in the orchestrator's process: a worker's result
-	// crosses the wire as its text and artifact. A pointer, so that a Result stays
-	// comparable.
+	// parts on as they came; a run's journal keeps them, so that a resumed run replays
+	// them. Parts stay in the orchestrator's process: a worker's result crosses the wire
+	// as its text and artifact. A pointer, so that a Result stays comparable.
 	Parts *Parts
 	// Code classifies an error result; empty otherwise.
 	Code ErrorCode
