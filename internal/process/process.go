@@ -292,6 +292,14 @@ func (p *Process) SetGoal(goal string) {
 	p.mu.Unlock()
 }
 
+// SetStarted records when the run started: a run resumed after a crash started when it
+// first did, not when it resumed (its running time counts from then).
+func (p *Process) SetStarted(t time.Time) {
+	p.mu.Lock()
+	p.st.Started = t
+	p.mu.Unlock()
+}
+
 // SetStatus records where the process is.
 func (p *Process) SetStatus(s Status) {
 	p.mu.Lock()

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
@@ -68,13 +69,20 @@ const (
 	noProcessBlackboard = "No agent process available. Blackboard tools require an active agent context."
 )
 
+// fixed is a tool that describes the run's process. What it says depends on when it is
+// called (the running time, the usage so far), so a run's journal keeps what it said
+// (toolcall.Journaled, as a fact the model's next request waits for): a resumed run
+// replays it and asks the model exactly what it asked before.
 func fixed(name, description string, fn func(p *Process) string, noProc string) tool.Tool {
 	return tool.New(name, description, schema.Empty(), func(ctx context.Context, _ string) (tool.Result, error) {
-		p := FromContext(ctx)
-		if p == nil {
-			return tool.Text(noProc), nil
-		}
-		return tool.Text(fn(p)), nil
+		res, _ := toolcall.Journaled(ctx, name, false, toolcall.Dispatcher{Send: func(ctx context.Context) (tool.Result, []byte) {
+			p := FromContext(ctx)
+			if p == nil {
+				return tool.Text(noProc), nil
+			}
+			return tool.Text(fn(p)), nil
+		}})
+		return res, nil
 	})
 }
 

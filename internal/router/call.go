@@ -90,6 +90,7 @@ func (t *remoteTool) Call(ctx context.Context, input string) (tool.Result, error
 // (toolcall.Journaled): invokeFull records each attempt before it leaves.
 func (t *remoteTool) journaled(ctx context.Context, input string) (tool.Result, *toolpb.InvokeResponse) {
 	var resp *toolpb.InvokeResponse
+	replayed := false
 	res, sent := toolcall.Journaled(ctx, t.def.Name, t.meta.Idempotent, toolcall.Dispatcher{
 		Send: func(ctx context.Context) (tool.Result, []byte) {
 			var res tool.Result
@@ -103,12 +104,19 @@ func (t *remoteTool) journaled(ctx context.Context, input string) (tool.Result, 
 			var res tool.Result
 			var err error
 			res, resp, err = decodeOutcome(data)
+			replayed = err == nil
 			return res, err
 		},
 		Encode: func(res tool.Result) []byte { return encodeOutcome(res, nil) },
 	})
 	if !sent {
 		return res, nil // the journal's answer: nothing of a worker's to apply
+	}
+	if replayed {
+		// The state the worker returned, which invokeFull sets on a call it sends.
+		if st := tool.StateFrom(ctx); st != nil && resp.GetStateChanged() {
+			st.Set(resp.GetState())
+		}
 	}
 	return res, resp
 }

@@ -182,8 +182,11 @@ type remoteSelector struct {
 	children map[string]tool.Tool
 }
 
+// Select runs the selector under the run's journal, as a call of the facade's tool: a
+// resumed run gets the selection the worker made before, from the journal, instead of
+// asking a replica again (whose answer, or group, may since have changed).
 func (s *remoteSelector) Select(ctx context.Context, input string) ([]tool.Tool, error) {
-	res, resp := s.r.invokeFull(ctx, s.facade, input)
+	res, resp := s.facade.journaled(ctx, input)
 	if res.IsError() {
 		return nil, fmt.Errorf("%s", res.Content)
 	}

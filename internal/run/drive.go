@@ -52,7 +52,8 @@ type driver struct {
 	j       *journal
 	id      string
 	loopID  string
-	opened  bool // the run reached its journal (or has none): finish, not discard, its record
+	started time.Time // when the run started: a resumed run's first start
+	opened  bool      // the run reached its journal (or has none): finish, not discard, its record
 	observe func(Event)
 
 	span     trace.Span
@@ -149,7 +150,7 @@ func (p *deepPanic) Error() string { return fmt.Sprintf("%v\n\n%s", p.value, p.s
 // begin starts a prepared run: its record, journal, context, process and loop. On an
 // error nothing of the run stays.
 func (s *Service) begin(ctx context.Context, p *prepared, id, loopID string, started time.Time, j *journal, observe func(Event)) (_ *driver, err error) {
-	d := &driver{s: s, p: p, label: p.label, timeout: p.timeout, tools: len(p.tools), id: id, loopID: loopID, observe: observe}
+	d := &driver{s: s, p: p, label: p.label, timeout: p.timeout, tools: len(p.tools), id: id, loopID: loopID, started: started, observe: observe}
 	d.rc, d.cancel, d.stop = newRunContext(ctx, started.Add(p.timeout))
 	d.ctx = d.rc
 	begun := false
@@ -161,6 +162,9 @@ func (s *Service) begin(ctx context.Context, p *prepared, id, loopID string, sta
 	d.r, err = s.store.startLimited(id, p.tenant, s.cfg.Tenants[p.tenant].MaxConcurrentRuns, d.cancel)
 	if err != nil {
 		return nil, err
+	}
+	if !started.IsZero() {
+		d.r.setStarted(started)
 	}
 	d.opened = s.journal == nil
 	if s.journal != nil {
@@ -229,6 +233,9 @@ func (d *driver) startLoop() {
 		process.Bounds{MaxEntries: s.cfg.Loop.MaxBlackboardEntries, MaxBytes: s.cfg.Loop.MaxBlackboardBytes},
 		func(o process.Output) error { observer.send(o); return nil })
 	proc.SetGoal(cmp.Or(req.Goal, req.Agent))
+	if !d.started.IsZero() {
+		proc.SetStarted(d.started)
+	}
 	d.proc = proc
 	r.setProcess(proc)
 	d.rc.proc = proc

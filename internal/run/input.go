@@ -47,12 +47,15 @@ func (a *approver) Ask(ctx context.Context, n int, q toolinternal.Question) (too
 	if a.j != nil {
 		if d, ok := a.j.decision(key); ok && d.Answer != nil {
 			// Replayed: the events go out again for the journal to drop the ones the
-			// client saw.
+			// client saw. Who answered is the decision's (the answer does not carry it
+			// in the journal): the tool words its note to the model by it.
+			ans := *d.Answer
+			ans.By = d.By
 			if rec, ok := a.j.approval(key); ok {
 				a.observer.send(requestedEvent(rec))
-				a.observer.send(decidedEvent(rec, d.By, *d.Answer))
+				a.observer.send(decidedEvent(rec, d.By, ans))
 			}
-			return *d.Answer, nil
+			return ans, nil
 		}
 	}
 	rec, asked := approvalRecord{}, false

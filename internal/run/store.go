@@ -169,6 +169,13 @@ func (r *record) setFacts(f Facts) {
 	r.mu.Unlock()
 }
 
+// setStarted records when the run started (a resumed run: when it first did).
+func (r *record) setStarted(t time.Time) {
+	r.mu.Lock()
+	r.snap.Started = t
+	r.mu.Unlock()
+}
+
 func (r *record) setProcess(p *process.Process) {
 	r.mu.Lock()
 	r.proc = p
