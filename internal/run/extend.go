@@ -1,6 +1,7 @@
 package run
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -155,7 +156,7 @@ func (t *localTool) Call(ctx context.Context, input string) (tool.Result, error)
 					return tool.ErrorFrom(err), nil
 				}
 				callErr = err
-				return res, encodeLocalOutcome(res, sig)
+				return res, encodeLocalOutcome(res, err, sig)
 			}
 			return res, nil
 		},
@@ -172,14 +173,23 @@ func (t *localTool) Call(ctx context.Context, input string) (tool.Result, error)
 
 // localOutcome is the journaled outcome of an in-process tool's call that ended with a
 // control signal: the result and the signal. A call without a signal is journaled as its
-// result alone (toolcall.EncodeResult).
+// result alone (toolcall.EncodeResult). A signal of a type of the program's own (neither
+// a replan nor a termination: the run fails on it) is kept as its text (Other).
 type localOutcome struct {
 	Result    json.RawMessage       `json:"result"`
 	Replan    *tool.ReplanRequested `json:"replan,omitempty"`
 	Terminate *tool.Terminate       `json:"terminate,omitempty"`
+	Other     string                `json:"other_signal,omitempty"`
 }
 
-func encodeLocalOutcome(res tool.Result, sig tool.Signal) []byte {
+// otherSignal is a replayed signal of a type of the program's own: the run fails on it
+// with the text the first one had.
+type otherSignal struct{ text string }
+
+func (s otherSignal) Error() string { return s.text }
+func (otherSignal) ToolSignal()     {}
+
+func encodeLocalOutcome(res tool.Result, err error, sig tool.Signal) []byte {
 	rec := localOutcome{Result: toolcall.EncodeResult(res)}
 	var replan tool.ReplanRequested
 	var terminate tool.Terminate
@@ -188,6 +198,8 @@ func encodeLocalOutcome(res tool.Result, sig tool.Signal) []byte {
 		rec.Replan = &replan
 	case errors.As(sig, &terminate):
 		rec.Terminate = &terminate
+	default:
+		rec.Other = cmp.Or(err.Error(), "a tool's signal")
 	}
 	b, _ := toolinternal.MarshalJSON(rec)
 	return b
@@ -207,6 +219,8 @@ func decodeLocalOutcome(data []byte) (tool.Result, tool.Signal, error) {
 		return res, *rec.Replan, nil
 	case rec.Terminate != nil:
 		return res, *rec.Terminate, nil
+	case rec.Other != "":
+		return res, otherSignal{rec.Other}, nil
 	}
 	return res, nil, nil
 }

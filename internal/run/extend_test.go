@@ -170,9 +170,17 @@ func TestInProcessGroupIsJournaled(t *testing.T) {
 	}
 }
 
+// escalate is a signal of a type of a program's own: a run fails on it.
+type escalate struct{ To string }
+
+func (e escalate) Error() string { return "escalated to " + e.To }
+func (escalate) ToolSignal()     {}
+
 // TestInProcessSignalReplays: a call of an in-process tool that ended with a control
 // signal is answered from the journal with that signal after a crash, as a worker's is:
-// a resumed run ends as it would have, instead of reading an empty result.
+// a resumed run ends as it would have, instead of reading an empty result. A signal of
+// the program's own type replays as a signal with its text (it was dropped, and the
+// resumed run went on).
 func TestInProcessSignalReplays(t *testing.T) {
 	entry, err := tool.NewEntry("crm.Hold", map[string]any{"id": 7})
 	if err != nil {
@@ -182,6 +190,7 @@ func TestInProcessSignalReplays(t *testing.T) {
 	for _, sig := range []tool.Signal{
 		tool.ReplanRequested{Reason: "the customer is blocked", Add: []tool.Binding{{Name: "hold", Entry: entry}}},
 		tool.Terminate{Scope: tool.TerminateAgent, Reason: "a person takes over"},
+		escalate{To: "billing"},
 	} {
 		check := tool.New("check", "Checks.", schema.Empty(), func(context.Context, string) (tool.Result, error) {
 			runs++
@@ -199,6 +208,12 @@ func TestInProcessSignalReplays(t *testing.T) {
 		_, replayed := ts[0].Call(ctx, `{}`)
 		if runs != before+1 {
 			t.Errorf("%T: the tool ran %d times, want once", sig, runs-before)
+		}
+		if _, own := sig.(escalate); own {
+			if _, ok := tool.AsSignal(replayed); !cmp.Equal(first, sig) || !ok || replayed.Error() != sig.Error() {
+				t.Errorf("%T: first call %#v, replayed %#v; want the signal, then a signal with its text", sig, first, replayed)
+			}
+			continue
 		}
 		if !cmp.Equal(first, sig) || !cmp.Equal(replayed, sig) {
 			t.Errorf("%T: first call %#v, replayed %#v; want the signal both times", sig, first, replayed)
