@@ -287,7 +287,7 @@ func (d *driver) startLoop() {
 		r.observe(ev)
 		switch x := ev.(type) {
 		case loop.ModelCalled:
-			if j == nil || !j.replaying() { // a replayed call cost nothing now
+			if j == nil || !j.takeReplayed(loopID) { // a replayed call cost nothing now
 				s.tel.RecordCost(ctx, requestModel, x.CostUSD)
 			}
 			proc.RecordModelCall(provider.Name(), x.Model, x.Usage.InputTokens, x.Usage.OutputTokens, x.CostUSD)

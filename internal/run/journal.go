@@ -173,7 +173,9 @@ type journal struct {
 	// does not send again; ordinals number events about the same thing.
 	seen     map[string]bool
 	ordinals map[string]int
-	// replayed counts the recorded model responses not yet replayed.
+	// replayedCalls counts, by loop, the model calls answered from the journal whose
+	// end the run has not yet seen (takeReplayed).
+	replayedCalls map[string]int
 	// renewer renews the lease with the other journals of the service; renewMu is held
 	// while it does, and renewStopped ends the renewals (close, a lost lease).
 	renewer      *renewer
@@ -674,11 +676,19 @@ func (j *journal) policy(key string) (policyRecord, bool) {
 	return p, ok
 }
 
-// replaying reports whether the run still replays recorded model responses.
-func (j *journal) replaying() bool {
+// takeReplayed reports whether loop loopID's model call that just ended (its
+// ModelCalled event) was answered from the journal: it cost nothing now. Each answer
+// from the journal is taken once.
+func (j *journal) takeReplayed(loopID string) bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return len(j.models) > 0
+	if j.replayedCalls[loopID] == 0 {
+		return false
+	}
+	if j.replayedCalls[loopID]--; j.replayedCalls[loopID] == 0 {
+		delete(j.replayedCalls, loopID)
+	}
+	return true
 }
 
 // close commits the records added so far (or waits for the journal to fail) and stops
@@ -809,6 +819,12 @@ func (p *journalProvider) Stream(ctx context.Context, req *llm.Request) iter.Seq
 	p.j.mu.Lock()
 	resp, ok := p.j.models[key]
 	delete(p.j.models, key) // replayed once
+	if ok {
+		if p.j.replayedCalls == nil {
+			p.j.replayedCalls = map[string]int{}
+		}
+		p.j.replayedCalls[p.loopID]++ // for takeReplayed
+	}
 	p.j.mu.Unlock()
 	if ok {
 		return func(yield func(llm.Chunk, error) bool) {

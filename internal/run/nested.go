@@ -245,7 +245,9 @@ func (n *nester) observe(ctx context.Context, scope Scope, childRec *record, pro
 			childRec.observe(ev)
 		}
 		if x, ok := ev.(loop.ModelCalled); ok {
-			n.s.tel.RecordCost(ctx, requestModel, x.CostUSD)
+			if j := n.p.journal; j == nil || !j.takeReplayed(scope.LoopID) { // a replayed call cost nothing now
+				n.s.tel.RecordCost(ctx, requestModel, x.CostUSD)
+			}
 			for _, p := range procs {
 				p.RecordModelCall(provider, x.Model, x.Usage.InputTokens, x.Usage.OutputTokens, x.CostUSD)
 			}

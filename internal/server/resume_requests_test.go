@@ -9,9 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/examplegroups"
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/runlog"
+	"github.com/toolmesh/toolmesh/internal/telemetry"
+	"github.com/toolmesh/toolmesh/internal/telemetry/telemetrytest"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
 
@@ -244,5 +249,38 @@ func TestSelectionReplays(t *testing.T) {
 	r1, r2 := m1.requests(), m2.requests()
 	if len(r1) != 3 || len(r2) != 1 || r1[2] != r2[0] {
 		t.Errorf("the first request after the resume differs from the one before the crash (%d, %d requests):\nbefore: %v\nafter:  %v", len(r1), len(r2), r1, r2)
+	}
+}
+
+// TestReplayedModelCallsCostNothing: a resumed run's cost metric counts the model calls
+// it makes, not those the journal answers: the last replayed call was counted again.
+func TestReplayedModelCallsCostNothing(t *testing.T) {
+	ctx := testContext(t)
+	usage := llm.Usage{InputTokens: 1000, OutputTokens: 1000}
+	first, last := call("c1", "process_status", "{}"), llm.Response{Text: "done", FinishReason: "stop"}
+	first.Usage, last.Usage = usage, usage
+	turns := []llm.Response{first, last}
+	priced := func(c *config.Config) {
+		c.Models.Prices = map[string]config.Price{"rec/m": {InputPerMTok: 1000, OutputPerMTok: 1000}}
+	}
+	j, _ := runlog.OpenMemory(context.Background())
+	t.Cleanup(func() { _ = j.Close() })
+	m1 := &recModel{turns: turns, block: 1}
+	e1 := newEnv(t, envOptions{journal: j, provider: m1, configure: priced})
+	crashAt(t, ctx, e1, m1, &toolpb.RunRequest{RunId: "cost-1", Prompt: "go", ToolGroups: []string{"agent_process"}, Detached: true})
+
+	rec := telemetrytest.New(t, telemetry.Options{})
+	m2 := &recModel{turns: turns, block: -1}
+	e2 := newEnv(t, envOptions{journal: j, provider: m2, configure: priced, tel: rec.Telemetry})
+	if n, err := e2.srv.Resume(ctx); err != nil || n != 1 {
+		t.Fatalf("Resume = %d, %v", n, err)
+	}
+	watchToEnd(t, ctx, e2, "cost-1")
+	sum, ok := rec.Metric(t, telemetry.MetricCost).Data.(metricdata.Sum[float64])
+	if !ok || len(sum.DataPoints) != 1 {
+		t.Fatalf("cost = %+v, want one data point", rec.Metric(t, telemetry.MetricCost).Data)
+	}
+	if got, want := sum.DataPoints[0].Value, 2.0; got != want { // one live call: 1000 + 1000 tokens at $1000 per million
+		t.Errorf("the resumed run's cost metric is $%v, want $%v (its one live model call)", got, want)
 	}
 }
