@@ -10,6 +10,7 @@
 package loop
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -126,6 +127,11 @@ type Options struct {
 	// ToolCallContext): the run sets the call's view of its blackboard and its progress
 	// channel. ctx is the loop's.
 	PrepareCall func(ctx context.Context, c *toolcall.Call)
+	// Recorded, when set, says where a call's outcome is in the run's journal (a resumed
+	// run's replay answers it from there): the calls of one turn that have one run one at
+	// a time, in that order, before the others run in parallel, so that what they did to
+	// the run (the blackboard's entries) is done in the order it was done the first time.
+	Recorded func(tool.CallInfo) (order int64, ok bool)
 	// Observer receives the loop's events, synchronously, from several goroutines at once
 	// when tool calls run in parallel.
 	Observer func(Event)
@@ -551,11 +557,37 @@ func (l *state) runBatch(ctx context.Context, iter int, calls []llm.ToolCall) ([
 	if sh := l.opts.Budget.Shared; sh != nil {
 		sh.addActions(len(jobs)) // before the calls run: a nested loop they start counts them
 	}
-	if len(jobs) == 1 {
+	dispatched := len(jobs)
+	if len(jobs) > 1 && l.opts.Recorded != nil {
+		// A resumed run's replay: the calls the journal answers, one at a time in the
+		// order their outcomes were recorded; the others after, as usual.
+		type replayed struct {
+			job
+			order int64
+		}
+		var answered []replayed
+		var rest []job
+		for _, j := range jobs {
+			info := tool.CallInfo{RunID: l.opts.RunID, LoopID: l.opts.LoopID, CallID: outcomes[j.i].call.ID, Iteration: iter}
+			if order, ok := l.opts.Recorded(info); ok {
+				answered = append(answered, replayed{j, order})
+			} else {
+				rest = append(rest, j)
+			}
+		}
+		slices.SortStableFunc(answered, func(a, b replayed) int { return cmp.Compare(a.order, b.order) })
+		for _, j := range answered {
+			outcomes[j.i] = l.call(ctx, iter, outcomes[j.i].call, j.t, j.args)
+		}
+		jobs = rest
+	}
+	switch {
+	case len(jobs) == 0:
+	case len(jobs) == 1:
 		// One call: it runs in this goroutine, without the handoff to another and back.
 		j := jobs[0]
 		outcomes[j.i] = l.call(ctx, iter, outcomes[j.i].call, j.t, j.args)
-	} else {
+	default:
 		g := &errgroup.Group{}
 		g.SetLimit(l.opts.MaxParallel)
 		for _, j := range jobs {
@@ -566,7 +598,7 @@ func (l *state) runBatch(ctx context.Context, iter int, calls []llm.ToolCall) ([
 		}
 		_ = g.Wait()
 	}
-	l.calls += len(jobs)
+	l.calls += dispatched
 	if sig := winningSignal(outcomes); sig != nil {
 		return nil, sig
 	}

@@ -165,10 +165,12 @@ type journal struct {
 	approvals map[string]approvalRecord
 	decisions map[string]decisionRecord
 	// policies are the call policies' decisions the run recorded (nil until one is).
-	policies   map[string]policyRecord
-	models     map[string]llm.Response
-	outcomes   map[string]json.RawMessage
-	dispatched map[string]bool
+	policies map[string]policyRecord
+	models   map[string]llm.Response
+	outcomes map[string]json.RawMessage
+	// outcomeSeqs are the recorded outcomes' places in the journal (recordedAt).
+	outcomeSeqs map[string]int64
+	dispatched  map[string]bool
 	// seen are the keys of the events the journal holds (eventKey), which a replay
 	// does not send again; ordinals number events about the same thing.
 	seen     map[string]bool
@@ -753,6 +755,20 @@ func (j *journal) Recorded(ctx context.Context) ([]byte, bool, bool) {
 		return data, true, true
 	}
 	return nil, false, j.dispatched[key]
+}
+
+// recordedAt says where the outcome of the call info names is in the journal, while
+// the replay has not answered it yet (loop.Options.Recorded): a turn's calls replay in
+// the order they ended the first time.
+func (j *journal) recordedAt(info tool.CallInfo) (int64, bool) {
+	key := callKey(info)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if _, ok := j.outcomes[key]; !ok {
+		return 0, false
+	}
+	seq, ok := j.outcomeSeqs[key]
+	return seq, ok
 }
 
 // Dispatched implements toolinternal.Journal.

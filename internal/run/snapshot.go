@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/toolmesh/toolmesh/internal/runlog"
@@ -20,14 +21,17 @@ type replayState struct {
 	models     map[string]json.RawMessage
 	dispatched map[string]bool
 	outcomes   map[string]json.RawMessage
-	approvals  map[string]json.RawMessage
-	decisions  map[string]json.RawMessage
-	policies   map[string]json.RawMessage
-	seen       map[string]bool
+	// outcomeSeqs are the outcomes' places in the journal: the order the calls of one
+	// turn ended in, which their replay keeps (journal.recordedAt).
+	outcomeSeqs map[string]int64
+	approvals   map[string]json.RawMessage
+	decisions   map[string]json.RawMessage
+	policies    map[string]json.RawMessage
+	seen        map[string]bool
 }
 
 func newReplayState() *replayState {
-	return &replayState{models: map[string]json.RawMessage{}, dispatched: map[string]bool{}, outcomes: map[string]json.RawMessage{},
+	return &replayState{models: map[string]json.RawMessage{}, dispatched: map[string]bool{}, outcomes: map[string]json.RawMessage{}, outcomeSeqs: map[string]int64{},
 		approvals: map[string]json.RawMessage{}, decisions: map[string]json.RawMessage{}, policies: map[string]json.RawMessage{},
 		seen: map[string]bool{}}
 }
@@ -38,10 +42,13 @@ type snapshotRecord struct {
 	Models     []json.RawMessage `json:"models,omitempty"`
 	Dispatched []string          `json:"dispatched,omitempty"`
 	Outcomes   []json.RawMessage `json:"outcomes,omitempty"`
-	Approvals  []json.RawMessage `json:"approvals,omitempty"`
-	Decisions  []json.RawMessage `json:"decisions,omitempty"`
-	Policies   []json.RawMessage `json:"policies,omitempty"`
-	Seen       []string          `json:"seen,omitempty"`
+	// OutcomeSeqs are the Outcomes' sequence numbers, in their order (snapshots written
+	// before have none: their outcomes replay in no order of their own).
+	OutcomeSeqs []int64           `json:"outcome_seqs,omitempty"`
+	Approvals   []json.RawMessage `json:"approvals,omitempty"`
+	Decisions   []json.RawMessage `json:"decisions,omitempty"`
+	Policies    []json.RawMessage `json:"policies,omitempty"`
+	Seen        []string          `json:"seen,omitempty"`
 }
 
 // keyOf reads the key every record of the replay carries.
@@ -69,7 +76,10 @@ func (st *replayState) add(r runlog.Record) error {
 	case runlog.KindModel:
 		keep(st.models)
 	case runlog.KindOutcome:
-		keep(st.outcomes)
+		var key string
+		if key, err = keyOf(r.Data); err == nil {
+			st.outcomes[key], st.outcomeSeqs[key] = r.Data, r.Seq
+		}
 	case runlog.KindApproval:
 		keep(st.approvals)
 	case runlog.KindDecision:
@@ -129,6 +139,12 @@ func (st *replayState) addSnapshot(data []byte) error {
 			raws.to[key] = raw
 		}
 	}
+	if len(s.OutcomeSeqs) == len(s.Outcomes) {
+		for i, raw := range s.Outcomes {
+			key, _ := keyOf(raw) // read above
+			fresh.outcomeSeqs[key] = s.OutcomeSeqs[i]
+		}
+	}
 	for _, k := range s.Dispatched {
 		fresh.dispatched[k] = true
 	}
@@ -161,8 +177,15 @@ func (st *replayState) encode() []byte {
 		slices.Sort(out)
 		return out
 	}
+	var seqs []int64
+	if len(st.outcomeSeqs) == len(st.outcomes) {
+		seqs = make([]int64, 0, len(st.outcomes))
+		for _, k := range slices.Sorted(maps.Keys(st.outcomes)) { // values' order
+			seqs = append(seqs, st.outcomeSeqs[k])
+		}
+	}
 	data, _ := toolinternal.MarshalJSON(snapshotRecord{Upto: st.upto, Models: values(st.models), Dispatched: set(st.dispatched),
-		Outcomes: values(st.outcomes), Approvals: values(st.approvals), Decisions: values(st.decisions),
+		Outcomes: values(st.outcomes), OutcomeSeqs: seqs, Approvals: values(st.approvals), Decisions: values(st.decisions),
 		Policies: values(st.policies), Seen: set(st.seen)})
 	return data
 }
@@ -185,6 +208,12 @@ func (j *journal) load(st *replayState) error {
 			return fmt.Errorf("the outcome of call %s: %w", key, err)
 		}
 		j.outcomes[key] = o.Data
+		if seq, ok := st.outcomeSeqs[key]; ok {
+			if j.outcomeSeqs == nil {
+				j.outcomeSeqs = make(map[string]int64, len(st.outcomeSeqs))
+			}
+			j.outcomeSeqs[key] = seq
+		}
 	}
 	for key, raw := range st.approvals {
 		var a approvalRecord

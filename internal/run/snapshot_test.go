@@ -105,7 +105,8 @@ func snapshottedRun(t *testing.T) (runlog.Store, runlog.Lease, []runlog.Record) 
 
 // A run's journal writes snapshots as it goes; a resume reads the last one and the
 // records after what it covers, and finds what it would have found reading the whole
-// journal: the same answers, outcomes, dispatches, approvals, decisions and event keys.
+// journal: the same answers, outcomes (and their places), dispatches, approvals,
+// decisions and event keys.
 func TestSnapshotsReplayAsTheWholeJournal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -152,7 +153,7 @@ func TestSnapshotsReplayAsTheWholeJournal(t *testing.T) {
 			t.Errorf("the resume read %d records, want the request and the %d after the last snapshot's", rc.records, want-1)
 		}
 		state := func(st *replayState) map[string]any {
-			return map[string]any{"models": st.models, "outcomes": st.outcomes, "dispatched": st.dispatched,
+			return map[string]any{"models": st.models, "outcomes": st.outcomes, "outcome seqs": st.outcomeSeqs, "dispatched": st.dispatched,
 				"approvals": st.approvals, "decisions": st.decisions, "seen": st.seen, "upto": st.upto}
 		}
 		if diff := cmp.Diff(state(whole), state(got)); diff != "" {

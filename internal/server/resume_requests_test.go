@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"iter"
 	"strings"
 	"sync"
@@ -17,7 +18,10 @@ import (
 	"github.com/toolmesh/toolmesh/internal/runlog"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/internal/telemetry/telemetrytest"
+	"github.com/toolmesh/toolmesh/pkg/schema"
+	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
+	"github.com/toolmesh/toolmesh/pkg/worker"
 )
 
 // recModel records every request (as JSON) and answers by the number of tool messages
@@ -282,5 +286,61 @@ func TestReplayedModelCallsCostNothing(t *testing.T) {
 	}
 	if got, want := sum.DataPoints[0].Value, 2.0; got != want { // one live call: 1000 + 1000 tokens at $1000 per million
 		t.Errorf("the resumed run's cost metric is $%v, want $%v (its one live model call)", got, want)
+	}
+}
+
+// boardGroup's tools add to the blackboard, slow_add after a while.
+func boardGroup() worker.Group {
+	add := func(name, typ string, d time.Duration) tool.Tool {
+		return tool.New(name, "Adds a "+typ+".", schema.Empty(), func(ctx context.Context, _ string) (tool.Result, error) {
+			time.Sleep(d)
+			if err := tool.BlackboardFrom(ctx).Add(tool.Entry{TypeName: typ, JSON: []byte(`{"by":"` + name + `"}`)}); err != nil {
+				return tool.Result{}, err
+			}
+			return tool.Text("added"), nil
+		})
+	}
+	return worker.Group{Role: "board", Tools: []tool.Tool{add("slow_add", "Slow", 300*time.Millisecond), add("fast_add", "Fast", 0)}}
+}
+
+// TestBoardOrderReplays: two calls of one turn add to the blackboard, the second one
+// last (it is slower); the next turn lists the blackboard. The resumed run's replay adds
+// the entries in the order the calls ended the first time, so that the model reads the
+// same list; they were replayed at once, and added in the order the goroutines ran (the
+// second first, as a rule).
+func TestBoardOrderReplays(t *testing.T) {
+	ctx := testContext(t)
+	turns := []llm.Response{
+		{ToolCalls: []llm.ToolCall{{ID: "c1", Name: "fast_add", Arguments: "{}"}, {ID: "c2", Name: "slow_add", Arguments: "{}"}}},
+		{}, // unused: the two results come back in one request
+		call("c3", "blackboard_list", "{}"),
+		{Text: "done", FinishReason: "stop"},
+	}
+	for i := range 3 {
+		id := fmt.Sprintf("bb-%d", i)
+		req := &toolpb.RunRequest{RunId: id, Prompt: "go", ToolGroups: []string{"board", "blackboard"}, Detached: true}
+		j, _ := runlog.OpenMemory(context.Background())
+		t.Cleanup(func() { _ = j.Close() })
+		m1 := &recModel{turns: turns, block: 3}
+		e1 := newEnv(t, envOptions{journal: j, provider: m1})
+		e1.startWorker("w-1", boardGroup())
+		crashAt(t, ctx, e1, m1, req)
+		m2 := &recModel{turns: turns, block: -1}
+		e2 := newEnv(t, envOptions{journal: j, provider: m2})
+		e2.startWorker("w-2", boardGroup())
+		if n, err := e2.srv.Resume(ctx); err != nil || n != 1 {
+			t.Fatalf("Resume = %d, %v", n, err)
+		}
+		watchToEnd(t, ctx, e2, id)
+		r1, r2 := m1.requests(), m2.requests()
+		if len(r1) != 3 || len(r2) != 1 {
+			t.Fatalf("requests %d, %d", len(r1), len(r2))
+		}
+		if !strings.Contains(r1[2], `[0] Fast`) {
+			t.Fatalf("before the crash the blackboard did not list the fast call's entry first: %s", r1[2])
+		}
+		if r1[2] != r2[0] {
+			t.Errorf("run %d: the first request after the resume differs:\nbefore: %s\nafter:  %s", i, r1[2], r2[0])
+		}
 	}
 }
