@@ -30,14 +30,18 @@ func JournalFailed(name string, err error) tool.Result {
 // Nothing is kept twice: the text of a result with parts is left out when it is the
 // parts' text (Parts.Text), and an artifact's bytes when they are a part's (ArtPart).
 type resultRecord struct {
-	Kind      tool.ResultKind `json:"kind"`
-	Content   string          `json:"content,omitempty"`
-	Code      tool.ErrorCode  `json:"code,omitempty"`
-	TypeName  string          `json:"artifact_type,omitempty"`
-	JSON      json.RawMessage `json:"artifact_json,omitempty"`
-	Data      []byte          `json:"artifact_data,omitempty"`
-	MediaType string          `json:"artifact_media_type,omitempty"`
-	HasArt    bool            `json:"artifact,omitempty"`
+	Kind     tool.ResultKind `json:"kind"`
+	Content  string          `json:"content,omitempty"`
+	Code     tool.ErrorCode  `json:"code,omitempty"`
+	TypeName string          `json:"artifact_type,omitempty"`
+	JSON     json.RawMessage `json:"artifact_json,omitempty"`
+	// JSONBytes is an artifact's JSON as the tool gave it when it is not compact JSON
+	// (indented, say): in JSON it would be compacted, and a replay would put other bytes
+	// on the blackboard.
+	JSONBytes []byte `json:"artifact_json_bytes,omitempty"`
+	Data      []byte `json:"artifact_data,omitempty"`
+	MediaType string `json:"artifact_media_type,omitempty"`
+	HasArt    bool   `json:"artifact,omitempty"`
 	// ArtPart, when set, is 1 + the index of the part whose bytes the artifact's are.
 	ArtPart int          `json:"artifact_part,omitempty"`
 	Parts   []partRecord `json:"parts,omitempty"`
@@ -75,9 +79,12 @@ func EncodeResult(res tool.Result) []byte {
 		if i := partOf(parts, a.Data); i >= 0 {
 			r.Data, r.ArtPart = nil, i+1
 		}
-		if len(a.JSON) > 0 && json.Valid(a.JSON) {
+		switch {
+		case len(a.JSON) > 0 && compactJSON(a.JSON):
 			r.JSON = a.JSON
-		} else if a.Value != nil && len(a.Data) == 0 {
+		case len(a.JSON) > 0:
+			r.JSONBytes = a.JSON
+		case a.Value != nil && len(a.Data) == 0:
 			if b, err := json.Marshal(a.Value); err == nil {
 				r.JSON = b
 			}
@@ -85,6 +92,19 @@ func EncodeResult(res tool.Result) []byte {
 	}
 	b, _ := toolinternal.MarshalJSON(r)
 	return b
+}
+
+// compactJSON reports whether b is valid JSON that encoding/json keeps as it is (it
+// compacts what it is given as raw JSON).
+func compactJSON(b []byte) bool {
+	if !json.Valid(b) {
+		return false
+	}
+	var c bytes.Buffer
+	if err := json.Compact(&c, b); err != nil {
+		return false
+	}
+	return bytes.Equal(c.Bytes(), b)
 }
 
 // partOf is the index of the part whose bytes are data, -1 if none is (or data is empty).
@@ -122,6 +142,9 @@ func DecodeResult(b []byte) (tool.Result, error) {
 	}
 	if r.HasArt {
 		res.Artifact = &tool.Artifact{TypeName: r.TypeName, JSON: r.JSON, Data: r.Data, MediaType: r.MediaType}
+		if r.JSONBytes != nil {
+			res.Artifact.JSON = r.JSONBytes
+		}
 		if r.ArtPart > 0 {
 			if r.ArtPart > len(res.Parts.List()) {
 				return tool.Result{}, fmt.Errorf("a journaled tool result: its artifact is part %d of %d", r.ArtPart, len(res.Parts.List()))

@@ -53,16 +53,19 @@ func TestResultPartsReplay(t *testing.T) {
 	}
 
 	// A content text of its own (not the parts' text) and an artifact that is none of
-	// the parts are kept as they are.
-	res := partsResult()
-	res.Content = "something else"
-	res.Artifact = &tool.Artifact{TypeName: "mcp.chart", JSON: []byte(`{"points":3}`)}
-	got, err := toolcall.DecodeResult(toolcall.EncodeResult(res))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(res, got); diff != "" {
-		t.Errorf("round trip (-want +got):\n%s", diff)
+	// the parts are kept as they are: its JSON byte for byte, compact, indented or not
+	// JSON at all (it was compacted, and dropped when not JSON).
+	for _, art := range []string{`{"points":3}`, "{\n  \"points\": 3\n}", `{"points":`} {
+		res := partsResult()
+		res.Content = "something else"
+		res.Artifact = &tool.Artifact{TypeName: "mcp.chart", JSON: []byte(art)}
+		got, err := toolcall.DecodeResult(toolcall.EncodeResult(res))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(res, got); diff != "" {
+			t.Errorf("round trip of an artifact %q (-want +got):\n%s", art, diff)
+		}
 	}
 }
 
