@@ -26,7 +26,8 @@ import (
 
 // recModel records every request (as JSON) and answers by the number of tool messages
 // in the request: turns[n] is the answer to a request with n tool results; block, when
-// set, is the turn at which it blocks until ctx ends (the "crash" point).
+// not -1, is the turn at which it blocks until ctx ends (the "crash" point); delay holds
+// turns back a while.
 type recModel struct {
 	mu    sync.Mutex
 	reqs  []string
@@ -75,6 +76,7 @@ func (m *recModel) requests() []string {
 	return append([]string(nil), m.reqs...)
 }
 
+// call is a model's turn that calls one tool.
 func call(id, name, args string) llm.Response {
 	return llm.Response{ToolCalls: []llm.ToolCall{{ID: id, Name: name, Arguments: args}}, FinishReason: "tool_calls"}
 }
@@ -104,6 +106,7 @@ func crashAt(t *testing.T, ctx context.Context, e *env, m *recModel, req *toolpb
 	cancel()
 }
 
+// runToEnd runs req on e to its end.
 func runToEnd(t *testing.T, ctx context.Context, e *env, req *toolpb.RunRequest) {
 	t.Helper()
 	for _, err := range e.cl.Run(ctx, req) {
@@ -113,12 +116,75 @@ func runToEnd(t *testing.T, ctx context.Context, e *env, req *toolpb.RunRequest)
 	}
 }
 
+// watchToEnd watches run id on e until it ends.
 func watchToEnd(t *testing.T, ctx context.Context, e *env, id string) {
 	t.Helper()
 	for _, err := range e.cl.Watch(ctx, id, 0) {
 		if err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// rig is a run stopped on one orchestrator while its model is asked a turn, and resumed
+// on a second one of the same journal: their models' requests, to compare.
+type rig struct {
+	j      runlog.Store
+	m1, m2 *recModel
+	e1, e2 *env
+}
+
+// rigOptions are what a rig's orchestrators differ in from newEnv's defaults.
+type rigOptions struct {
+	groups    func() []worker.Group // served by a worker of each orchestrator
+	configure func(*config.Config)
+	tel       *telemetry.Telemetry // the second orchestrator's telemetry
+	delay     map[int]time.Duration
+	// crashed, when set, runs once the first orchestrator stopped, before the resume.
+	crashed func(r *rig)
+}
+
+// crashThenResume runs req with the model's turns until the model is asked turn block
+// (crashAt), then resumes the run on a second orchestrator of the same in-memory journal
+// and waits for its end.
+func crashThenResume(t *testing.T, ctx context.Context, turns []llm.Response, block int, req *toolpb.RunRequest, o rigOptions) *rig {
+	t.Helper()
+	j, err := runlog.OpenMemory(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = j.Close() })
+	r := &rig{j: j, m1: &recModel{turns: turns, block: block, delay: o.delay}, m2: &recModel{turns: turns, block: -1}}
+	start := func(m *recModel, tel *telemetry.Telemetry, id string) *env {
+		e := newEnv(t, envOptions{journal: j, provider: m, configure: o.configure, tel: tel})
+		if o.groups != nil {
+			e.startWorker(id, o.groups()...)
+		}
+		return e
+	}
+	r.e1 = start(r.m1, nil, "w-1")
+	crashAt(t, ctx, r.e1, r.m1, req)
+	if o.crashed != nil {
+		o.crashed(r)
+	}
+	r.e2 = start(r.m2, o.tel, "w-2")
+	if n, err := r.e2.srv.Resume(ctx); err != nil || n != 1 {
+		t.Fatalf("Resume = %d, %v", n, err)
+	}
+	watchToEnd(t, ctx, r.e2, req.GetRunId())
+	return r
+}
+
+// sameFirstRequest checks that the resumed run's first request to the model is the one
+// asked before the crash, the before-th (from 0).
+func (r *rig) sameFirstRequest(t *testing.T, before int) {
+	t.Helper()
+	r1, r2 := r.m1.requests(), r.m2.requests()
+	if len(r1) != before+1 || len(r2) == 0 {
+		t.Fatalf("requests: %d before the crash, %d after; want %d and some", len(r1), len(r2), before+1)
+	}
+	if r1[before] != r2[0] {
+		t.Errorf("the first request after the resume differs from the one before the crash:\nbefore: %s\nafter:  %s", r1[before], r2[0])
 	}
 }
 
@@ -130,33 +196,19 @@ func watchToEnd(t *testing.T, ctx context.Context, e *env, id string) {
 func TestProcessToolReplays(t *testing.T) {
 	ctx := testContext(t)
 	turns := []llm.Response{call("c1", "process_status", "{}"), {Text: "done", FinishReason: "stop"}}
-	j, _ := runlog.OpenMemory(context.Background())
-	t.Cleanup(func() { _ = j.Close() })
-	m1 := &recModel{turns: turns, block: 1, delay: map[int]time.Duration{0: 1100 * time.Millisecond}}
-	e1 := newEnv(t, envOptions{journal: j, provider: m1})
 	req := &toolpb.RunRequest{RunId: "ps-1", Prompt: "go", ToolGroups: []string{"agent_process"}, Detached: true}
-	crashAt(t, ctx, e1, m1, req)
-	first, err := e1.cl.GetRun(ctx, "ps-1")
-	if err != nil {
-		t.Fatal(err)
+	var first time.Time
+	r := crashThenResume(t, ctx, turns, 1, req, rigOptions{delay: map[int]time.Duration{0: 1100 * time.Millisecond}, crashed: func(r *rig) {
+		got, err := r.e1.cl.GetRun(ctx, "ps-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		first = got.GetStartedAt().AsTime()
+	}})
+	if got, err := r.e2.cl.GetRun(ctx, "ps-1"); err != nil || !got.GetStartedAt().AsTime().Equal(first) {
+		t.Errorf("the resumed run started at %v (%v), want its first start %v", got.GetStartedAt().AsTime(), err, first)
 	}
-
-	m2 := &recModel{turns: turns, block: -1}
-	e2 := newEnv(t, envOptions{journal: j, provider: m2})
-	if n, err := e2.srv.Resume(ctx); err != nil || n != 1 {
-		t.Fatalf("Resume = %d, %v", n, err)
-	}
-	if got, err := e2.cl.GetRun(ctx, "ps-1"); err != nil || !got.GetStartedAt().AsTime().Equal(first.GetStartedAt().AsTime()) {
-		t.Errorf("the resumed run started at %v (%v), want its first start %v", got.GetStartedAt().AsTime(), err, first.GetStartedAt().AsTime())
-	}
-	watchToEnd(t, ctx, e2, "ps-1")
-	r1, r2 := m1.requests(), m2.requests()
-	if len(r1) < 2 || len(r2) < 1 {
-		t.Fatalf("requests: %d before, %d after", len(r1), len(r2))
-	}
-	if r1[1] != r2[0] {
-		t.Errorf("the first request after the resume differs from the one sent before the crash:\nbefore: %s\nafter:  %s", r1[1], r2[0])
-	}
+	r.sameFirstRequest(t, 1)
 }
 
 // TestRemoteStateReplays: a run that opened a cart and added to it before the crash
@@ -174,38 +226,21 @@ func TestRemoteStateReplays(t *testing.T) {
 	req := func() *toolpb.RunRequest {
 		return &toolpb.RunRequest{RunId: "shop-1", Prompt: "go", ToolGroups: []string{examplegroups.ShopRole}, Detached: true}
 	}
+	shop := func() []worker.Group { return []worker.Group{examplegroups.Shop()} }
 	// The uninterrupted run.
 	j0, _ := runlog.OpenMemory(context.Background())
 	t.Cleanup(func() { _ = j0.Close() })
 	m0 := &recModel{turns: turns, block: -1}
 	e0 := newEnv(t, envOptions{journal: j0, provider: m0})
-	e0.startWorker("w-0", examplegroups.Shop())
+	e0.startWorker("w-0", shop()...)
 	runToEnd(t, ctx, e0, req())
 
-	// The same run, crashed while the model is asked its third turn, and resumed.
-	j, _ := runlog.OpenMemory(context.Background())
-	t.Cleanup(func() { _ = j.Close() })
-	m1 := &recModel{turns: turns, block: 2}
-	e1 := newEnv(t, envOptions{journal: j, provider: m1})
-	e1.startWorker("w-1", examplegroups.Shop())
-	crashAt(t, ctx, e1, m1, req())
-	m2 := &recModel{turns: turns, block: -1}
-	e2 := newEnv(t, envOptions{journal: j, provider: m2})
-	e2.startWorker("w-2", examplegroups.Shop())
-	if n, err := e2.srv.Resume(ctx); err != nil || n != 1 {
-		t.Fatalf("Resume = %d, %v", n, err)
-	}
-	watchToEnd(t, ctx, e2, "shop-1")
-	r0, r1, r2 := m0.requests(), m1.requests(), m2.requests()
-	t.Logf("requests: uninterrupted %d, before the crash %d, after %d", len(r0), len(r1), len(r2))
-	if len(r0) != 4 || len(r2) != 2 {
-		t.Fatalf("unexpected request counts")
-	}
-	if r0[2] != r1[2] || r0[2] != r2[0] {
-		t.Errorf("third request differs:\nuninterrupted: %s\nbefore crash:  %s\nafter resume:  %s", r0[2], r1[2], r2[0])
-	}
-	if r0[3] != r2[1] {
-		t.Errorf("fourth request differs:\nuninterrupted: %s\nafter resume:  %s", r0[3], r2[1])
+	// The same run, stopped while the model is asked its third turn, and resumed.
+	r := crashThenResume(t, ctx, turns, 2, req(), rigOptions{groups: shop})
+	r.sameFirstRequest(t, 2)
+	r0, r2 := m0.requests(), r.m2.requests()
+	if len(r0) != 4 || len(r2) != 2 || r0[3] != r2[1] {
+		t.Errorf("the request after the live cart_view differs from the uninterrupted run's:\nuninterrupted: %v\nafter resume:  %v", r0, r2)
 	}
 }
 
@@ -220,40 +255,30 @@ func TestSelectionReplays(t *testing.T) {
 		{Text: "done", FinishReason: "stop"},
 	}
 	req := &toolpb.RunRequest{RunId: "shop-2", Prompt: "go", ToolGroups: []string{examplegroups.ShopRole}, Detached: true}
-	j, _ := runlog.OpenMemory(context.Background())
-	t.Cleanup(func() { _ = j.Close() })
-	m1 := &recModel{turns: turns, block: 2}
-	e1 := newEnv(t, envOptions{journal: j, provider: m1})
-	e1.startWorker("w-1", examplegroups.Shop())
-	crashAt(t, ctx, e1, m1, req)
-	recs, _ := j.Read(ctx, "shop-2", 0, 1000)
-	before := len(recs)
-	outcomes := 0
-	for _, r := range recs {
-		if r.Kind == runlog.KindOutcome && strings.Contains(string(r.Data), "/1/c1") {
-			outcomes++
+	before := 0
+	r := crashThenResume(t, ctx, turns, 2, req, rigOptions{groups: func() []worker.Group { return []worker.Group{examplegroups.Shop()} }, crashed: func(r *rig) {
+		recs, _ := r.j.Read(ctx, "shop-2", 0, 1000)
+		before = len(recs)
+		if n := countSelection(recs, runlog.KindOutcome); n != 1 {
+			t.Errorf("the selection has %d outcome records before the crash, want 1", n)
+		}
+	}})
+	recs, _ := r.j.Read(ctx, "shop-2", 0, 1000)
+	if n := countSelection(recs[before:], runlog.KindDispatch); n != 0 {
+		t.Errorf("the resumed run sent the selection again (%d dispatch records)", n)
+	}
+	r.sameFirstRequest(t, 2)
+}
+
+// countSelection counts the records of kind of the call c1 of the first turn.
+func countSelection(recs []runlog.Record, kind runlog.Kind) int {
+	n := 0
+	for _, rec := range recs {
+		if rec.Kind == kind && strings.Contains(string(rec.Data), "/1/c1") {
+			n++
 		}
 	}
-	if outcomes != 1 {
-		t.Errorf("the selection has %d outcome records before the crash, want 1", outcomes)
-	}
-	m2 := &recModel{turns: turns, block: -1}
-	e2 := newEnv(t, envOptions{journal: j, provider: m2})
-	e2.startWorker("w-2", examplegroups.Shop())
-	if n, err := e2.srv.Resume(ctx); err != nil || n != 1 {
-		t.Fatalf("Resume = %d, %v", n, err)
-	}
-	watchToEnd(t, ctx, e2, "shop-2")
-	recs, _ = j.Read(ctx, "shop-2", 0, 1000)
-	for _, r := range recs[before:] {
-		if r.Kind == runlog.KindDispatch && strings.Contains(string(r.Data), "/1/c1") {
-			t.Errorf("the resumed run sent the selection again: %s", r.Data)
-		}
-	}
-	r1, r2 := m1.requests(), m2.requests()
-	if len(r1) != 3 || len(r2) != 1 || r1[2] != r2[0] {
-		t.Errorf("the first request after the resume differs from the one before the crash (%d, %d requests):\nbefore: %v\nafter:  %v", len(r1), len(r2), r1, r2)
-	}
+	return n
 }
 
 // TestReplayedModelCallsCostNothing: a resumed run's cost metric counts the model calls
@@ -263,23 +288,12 @@ func TestReplayedModelCallsCostNothing(t *testing.T) {
 	usage := llm.Usage{InputTokens: 1000, OutputTokens: 1000}
 	first, last := call("c1", "process_status", "{}"), llm.Response{Text: "done", FinishReason: "stop"}
 	first.Usage, last.Usage = usage, usage
-	turns := []llm.Response{first, last}
-	priced := func(c *config.Config) {
-		c.Models.Prices = map[string]config.Price{"rec/m": {InputPerMTok: 1000, OutputPerMTok: 1000}}
-	}
-	j, _ := runlog.OpenMemory(context.Background())
-	t.Cleanup(func() { _ = j.Close() })
-	m1 := &recModel{turns: turns, block: 1}
-	e1 := newEnv(t, envOptions{journal: j, provider: m1, configure: priced})
-	crashAt(t, ctx, e1, m1, &toolpb.RunRequest{RunId: "cost-1", Prompt: "go", ToolGroups: []string{"agent_process"}, Detached: true})
-
 	rec := telemetrytest.New(t, telemetry.Options{})
-	m2 := &recModel{turns: turns, block: -1}
-	e2 := newEnv(t, envOptions{journal: j, provider: m2, configure: priced, tel: rec.Telemetry})
-	if n, err := e2.srv.Resume(ctx); err != nil || n != 1 {
-		t.Fatalf("Resume = %d, %v", n, err)
-	}
-	watchToEnd(t, ctx, e2, "cost-1")
+	crashThenResume(t, ctx, []llm.Response{first, last}, 1,
+		&toolpb.RunRequest{RunId: "cost-1", Prompt: "go", ToolGroups: []string{"agent_process"}, Detached: true},
+		rigOptions{tel: rec.Telemetry, configure: func(c *config.Config) {
+			c.Models.Prices = map[string]config.Price{"rec/m": {InputPerMTok: 1000, OutputPerMTok: 1000}}
+		}})
 	sum, ok := rec.Metric(t, telemetry.MetricCost).Data.(metricdata.Sum[float64])
 	if !ok || len(sum.DataPoints) != 1 {
 		t.Fatalf("cost = %+v, want one data point", rec.Metric(t, telemetry.MetricCost).Data)
@@ -290,7 +304,7 @@ func TestReplayedModelCallsCostNothing(t *testing.T) {
 }
 
 // boardGroup's tools add to the blackboard, slow_add after a while.
-func boardGroup() worker.Group {
+func boardGroup() []worker.Group {
 	add := func(name, typ string, d time.Duration) tool.Tool {
 		return tool.New(name, "Adds a "+typ+".", schema.Empty(), func(ctx context.Context, _ string) (tool.Result, error) {
 			time.Sleep(d)
@@ -300,7 +314,7 @@ func boardGroup() worker.Group {
 			return tool.Text("added"), nil
 		})
 	}
-	return worker.Group{Role: "board", Tools: []tool.Tool{add("slow_add", "Slow", 300*time.Millisecond), add("fast_add", "Fast", 0)}}
+	return []worker.Group{{Role: "board", Tools: []tool.Tool{add("slow_add", "Slow", 300*time.Millisecond), add("fast_add", "Fast", 0)}}}
 }
 
 // TestBoardOrderReplays: two calls of one turn add to the blackboard, the second one
@@ -317,30 +331,11 @@ func TestBoardOrderReplays(t *testing.T) {
 		{Text: "done", FinishReason: "stop"},
 	}
 	for i := range 3 {
-		id := fmt.Sprintf("bb-%d", i)
-		req := &toolpb.RunRequest{RunId: id, Prompt: "go", ToolGroups: []string{"board", "blackboard"}, Detached: true}
-		j, _ := runlog.OpenMemory(context.Background())
-		t.Cleanup(func() { _ = j.Close() })
-		m1 := &recModel{turns: turns, block: 3}
-		e1 := newEnv(t, envOptions{journal: j, provider: m1})
-		e1.startWorker("w-1", boardGroup())
-		crashAt(t, ctx, e1, m1, req)
-		m2 := &recModel{turns: turns, block: -1}
-		e2 := newEnv(t, envOptions{journal: j, provider: m2})
-		e2.startWorker("w-2", boardGroup())
-		if n, err := e2.srv.Resume(ctx); err != nil || n != 1 {
-			t.Fatalf("Resume = %d, %v", n, err)
+		req := &toolpb.RunRequest{RunId: fmt.Sprintf("bb-%d", i), Prompt: "go", ToolGroups: []string{"board", "blackboard"}, Detached: true}
+		r := crashThenResume(t, ctx, turns, 3, req, rigOptions{groups: boardGroup})
+		if r1 := r.m1.requests(); len(r1) != 3 || !strings.Contains(r1[2], `[0] Fast`) {
+			t.Fatalf("before the crash the blackboard did not list the fast call's entry first: %v", r1)
 		}
-		watchToEnd(t, ctx, e2, id)
-		r1, r2 := m1.requests(), m2.requests()
-		if len(r1) != 3 || len(r2) != 1 {
-			t.Fatalf("requests %d, %d", len(r1), len(r2))
-		}
-		if !strings.Contains(r1[2], `[0] Fast`) {
-			t.Fatalf("before the crash the blackboard did not list the fast call's entry first: %s", r1[2])
-		}
-		if r1[2] != r2[0] {
-			t.Errorf("run %d: the first request after the resume differs:\nbefore: %s\nafter:  %s", i, r1[2], r2[0])
-		}
+		r.sameFirstRequest(t, 2)
 	}
 }
