@@ -503,11 +503,6 @@ type outcome struct {
 // Results come back in call order whatever order they finish in.
 func (l *state) runBatch(ctx context.Context, iter int, calls []llm.ToolCall) ([]outcome, error) {
 	outcomes := make([]outcome, len(calls))
-	type job struct {
-		i    int
-		t    tool.Tool
-		args string
-	}
 	var jobs []job
 	var overBudget error
 	for i, c := range calls {
@@ -557,10 +552,31 @@ func (l *state) runBatch(ctx context.Context, iter int, calls []llm.ToolCall) ([
 	if sh := l.opts.Budget.Shared; sh != nil {
 		sh.addActions(len(jobs)) // before the calls run: a nested loop they start counts them
 	}
-	dispatched := len(jobs)
+	l.runJobs(ctx, iter, jobs, outcomes)
+	l.calls += len(jobs)
+	if sig := winningSignal(outcomes); sig != nil {
+		return nil, sig
+	}
+	if overBudget != nil {
+		l.opts.Budget.Shared.exceed(overBudget)
+		return nil, overBudget
+	}
+	return outcomes, nil
+}
+
+// job is a call of a turn that runs: the index of its outcome, its tool and arguments.
+type job struct {
+	i    int
+	t    tool.Tool
+	args string
+}
+
+// runJobs runs a turn's calls and puts their outcomes in place: one in this goroutine,
+// without the handoff to another and back; several in parallel, up to MaxParallel at
+// once. In a resumed run's replay, the calls the journal answers run first, one at a
+// time in the order their outcomes were recorded (Options.Recorded).
+func (l *state) runJobs(ctx context.Context, iter int, jobs []job, outcomes []outcome) {
 	if len(jobs) > 1 && l.opts.Recorded != nil {
-		// A resumed run's replay: the calls the journal answers, one at a time in the
-		// order their outcomes were recorded; the others after, as usual.
 		type replayed struct {
 			job
 			order int64
@@ -581,10 +597,9 @@ func (l *state) runBatch(ctx context.Context, iter int, calls []llm.ToolCall) ([
 		}
 		jobs = rest
 	}
-	switch {
-	case len(jobs) == 0:
-	case len(jobs) == 1:
-		// One call: it runs in this goroutine, without the handoff to another and back.
+	switch len(jobs) {
+	case 0:
+	case 1:
 		j := jobs[0]
 		outcomes[j.i] = l.call(ctx, iter, outcomes[j.i].call, j.t, j.args)
 	default:
@@ -598,15 +613,6 @@ func (l *state) runBatch(ctx context.Context, iter int, calls []llm.ToolCall) ([
 		}
 		_ = g.Wait()
 	}
-	l.calls += dispatched
-	if sig := winningSignal(outcomes); sig != nil {
-		return nil, sig
-	}
-	if overBudget != nil {
-		l.opts.Budget.Shared.exceed(overBudget)
-		return nil, overBudget
-	}
-	return outcomes, nil
 }
 
 // winningSignal is the signal that ends the loop after a turn whose calls raised some:
