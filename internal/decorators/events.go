@@ -51,7 +51,11 @@ var EventsLayer = toolcall.Layer{Name: LayerEvents, For: func(t tool.Tool) func(
 			start := time.Now()
 			res, err := next(ctx, c)
 			if l := listenerFrom(ctx); l != nil {
-				l.Called(Call{Tool: name, CallID: c.Info.CallID, LoopID: c.Info.LoopID, Input: c.Input, Result: res, Signal: err, Duration: time.Since(start)})
+				took := time.Since(start)
+				if d := c.Dispatch; d != nil && d.Replayed {
+					took = d.Took // the journal's answer: how long the call took the first time
+				}
+				l.Called(Call{Tool: name, CallID: c.Info.CallID, LoopID: c.Info.LoopID, Input: c.Input, Result: res, Signal: err, Duration: took})
 			}
 			return res, err
 		}

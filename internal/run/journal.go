@@ -83,6 +83,18 @@ type outcomeRecord struct {
 	Key     string          `json:"key"`
 	Outcome string          `json:"outcome"`
 	Data    json.RawMessage `json:"data"`
+	// How long the call took, where it ran and after how many attempts: a replay reports
+	// them (the run's history, its events) as they were.
+	Took     time.Duration `json:"took_ns,omitempty"`
+	Worker   string        `json:"worker,omitempty"`
+	Attempts int           `json:"attempts,omitempty"`
+}
+
+// callMeta is what a replay reports of a recorded call besides its outcome.
+type callMeta struct {
+	took     time.Duration
+	worker   string
+	attempts int
 }
 
 // modelRecord is one model response, recorded before any call it asks for leaves.
@@ -168,8 +180,10 @@ type journal struct {
 	policies map[string]policyRecord
 	models   map[string]llm.Response
 	outcomes map[string]json.RawMessage
-	// outcomeSeqs are the recorded outcomes' places in the journal (recordedAt).
+	// outcomeSeqs are the recorded outcomes' places in the journal (recordedAt);
+	// callMetas what else a replay reports of their calls (Recorded).
 	outcomeSeqs map[string]int64
+	callMetas   map[string]callMeta
 	dispatched  map[string]bool
 	// seen are the keys of the events the journal holds (eventKey), which a replay
 	// does not send again; ordinals number events about the same thing.
@@ -752,6 +766,11 @@ func (j *journal) Recorded(ctx context.Context) ([]byte, bool, bool) {
 	defer j.mu.Unlock()
 	if data, ok := j.outcomes[key]; ok {
 		delete(j.outcomes, key) // a call asks once
+		if d := toolinternal.DispatchFrom(ctx); d != nil {
+			m := j.callMetas[key]
+			d.Replayed, d.Took, d.WorkerID, d.Attempts = true, m.took, m.worker, m.attempts
+		}
+		delete(j.callMetas, key)
 		return data, true, true
 	}
 	return nil, false, j.dispatched[key]
@@ -794,7 +813,11 @@ func (j *journal) Finished(ctx context.Context, outcome string, data []byte, ide
 	}
 	info, _ := tool.CallInfoFrom(ctx)
 	key := callKey(info)
-	rec, _ := toolinternal.MarshalJSON(outcomeRecord{Key: key, Outcome: outcome, Data: data})
+	o := outcomeRecord{Key: key, Outcome: outcome, Data: data}
+	if d := toolinternal.DispatchFrom(ctx); d != nil {
+		o.Took, o.Worker, o.Attempts = d.Took, d.WorkerID, d.Attempts
+	}
+	rec, _ := toolinternal.MarshalJSON(o)
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	_, err := j.addLocked(runlog.KindOutcome, rec, nil, false, !idempotent)

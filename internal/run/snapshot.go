@@ -208,6 +208,12 @@ func (j *journal) load(st *replayState) error {
 			return fmt.Errorf("the outcome of call %s: %w", key, err)
 		}
 		j.outcomes[key] = o.Data
+		if o.Took != 0 || o.Worker != "" || o.Attempts != 0 {
+			if j.callMetas == nil {
+				j.callMetas = map[string]callMeta{}
+			}
+			j.callMetas[key] = callMeta{took: o.Took, worker: o.Worker, attempts: o.Attempts}
+		}
 		if seq, ok := st.outcomeSeqs[key]; ok {
 			if j.outcomeSeqs == nil {
 				j.outcomeSeqs = make(map[string]int64, len(st.outcomeSeqs))

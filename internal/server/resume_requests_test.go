@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"iter"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -337,5 +339,26 @@ func TestBoardOrderReplays(t *testing.T) {
 			t.Fatalf("before the crash the blackboard did not list the fast call's entry first: %v", r1)
 		}
 		r.sameFirstRequest(t, 2)
+	}
+}
+
+// TestReplayedCallsKeepTheirDurations: a call the journal answers after a resume took,
+// in the run's history, as long as it did the first time (process_history lists it so
+// after the resume); it read as taking no time at all.
+func TestReplayedCallsKeepTheirDurations(t *testing.T) {
+	ctx := testContext(t)
+	turns := []llm.Response{call("c1", "slow_add", "{}"), call("c2", "process_history", "{}"), {Text: "done", FinishReason: "stop"}}
+	req := &toolpb.RunRequest{RunId: "took-1", Prompt: "go", ToolGroups: []string{"board", "agent_process"}, Detached: true}
+	r := crashThenResume(t, ctx, turns, 1, req, rigOptions{groups: boardGroup})
+	r2 := r.m2.requests()
+	if len(r2) != 2 {
+		t.Fatalf("%d requests after the resume, want 2", len(r2))
+	}
+	m := regexp.MustCompile(`1\. slow_add \((\d+)ms\)`).FindStringSubmatch(r2[1])
+	if m == nil {
+		t.Fatalf("the request after process_history lists no slow_add: %s", r2[1])
+	}
+	if ms, _ := strconv.Atoi(m[1]); ms < 250 {
+		t.Errorf("the replayed slow_add took %d ms in the run's history, want about the 300 ms it took", ms)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/toolmesh/toolmesh/internal/failpoint"
 	"github.com/toolmesh/toolmesh/internal/toolinternal"
@@ -245,8 +246,10 @@ func Journaled(ctx context.Context, name string, idempotent bool, d Dispatcher) 
 	if toolinternal.DispatchFrom(ctx) == nil {
 		ctx, _ = toolinternal.WithDispatch(ctx) // for the outcome's classification
 	}
+	began := time.Now()
 	res, rec := d.Send(ctx)
-	failpoint.Hit(failpoint.OutcomeReceived) // crash tests: the outcome is here and not yet recorded
+	toolinternal.DispatchFrom(ctx).Took = time.Since(began) // for the journal's record
+	failpoint.Hit(failpoint.OutcomeReceived)                // crash tests: the outcome is here and not yet recorded
 	if rec == nil {
 		rec = EncodeResult(res)
 	}

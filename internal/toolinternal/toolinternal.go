@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -61,6 +62,12 @@ type Dispatch struct {
 	// Direct says that the result came from a tool that returns its result directly to
 	// the caller, other than the one called: a facade's shortcut to a return-direct child.
 	Direct bool
+	// Took is how long the call took where it was sent (toolcall.Journaled measures it).
+	// Replayed says that the run's journal answered the call: Took, WorkerID and
+	// Attempts are then as they were the first time, which the caller reports instead of
+	// its own measure.
+	Took     time.Duration
+	Replayed bool
 }
 
 // DispatchKey is the context key of a call's *Dispatch.
