@@ -170,6 +170,7 @@ type EntryAdded struct {
 // ProgressReported is a transient status.
 type ProgressReported struct {
 	Tool, CallID, LoopID string
+	Iteration            int
 	Status               string
 }
 
@@ -310,6 +311,9 @@ func (p *Process) SetStatus(s Status) {
 // Origin names who changes the process: a tool call, or the run itself (all empty).
 type Origin struct {
 	Tool, CallID, LoopID string
+	// Iteration is the turn of the loop that made the call (a model may give calls of
+	// two turns the same id).
+	Iteration int
 }
 
 // Add puts e on the blackboard, bound to name unless name is empty, and tells the
@@ -419,7 +423,7 @@ func (p *Process) AddAsset(a Asset, loopID string) error {
 
 // Progress tells the client a transient status.
 func (p *Process) Progress(o Origin, status string) error {
-	return p.out(ProgressReported{Tool: o.Tool, CallID: o.CallID, LoopID: o.LoopID, Status: status})
+	return p.out(ProgressReported{Tool: o.Tool, CallID: o.CallID, LoopID: o.LoopID, Iteration: o.Iteration, Status: status})
 }
 
 // ErrBlankMessage refuses a message with no text: the client would show an empty bubble.

@@ -39,6 +39,7 @@ type ApprovalRequested struct {
 // deadline (By is "deadline").
 type ApprovalDecided struct {
 	LoopID, CallID, Tool string
+	Iteration            int
 	Approved             bool
 	Reason, By           string
 	// InputID and Answer are set for the answer to a tool's question.
@@ -172,7 +173,7 @@ func (a *approver) await(ctx context.Context, name, input string, timeout time.D
 			// client saw.
 			if rec, ok := a.j.approval(key); ok {
 				a.observer.send(ApprovalRequested{LoopID: rec.LoopID, CallID: rec.CallID, Tool: rec.Tool, Arguments: rec.Arguments, Iteration: rec.Iteration, Deadline: rec.Deadline})
-				a.observer.send(ApprovalDecided{LoopID: rec.LoopID, CallID: rec.CallID, Tool: rec.Tool, Approved: d.Approve, Reason: d.Reason, By: d.By})
+				a.observer.send(ApprovalDecided{LoopID: rec.LoopID, CallID: rec.CallID, Tool: rec.Tool, Iteration: rec.Iteration, Approved: d.Approve, Reason: d.Reason, By: d.By})
 			}
 			return runlog.Decision{Approve: d.Approve, Reason: d.Reason, By: d.By}, nil
 		}
@@ -203,7 +204,7 @@ func (a *approver) await(ctx context.Context, name, input string, timeout time.D
 			return runlog.Decision{}, err
 		}
 	}
-	a.observer.send(ApprovalDecided{LoopID: rec.LoopID, CallID: rec.CallID, Tool: rec.Tool, Approved: d.Approve, Reason: d.Reason, By: d.By})
+	a.observer.send(ApprovalDecided{LoopID: rec.LoopID, CallID: rec.CallID, Tool: rec.Tool, Iteration: rec.Iteration, Approved: d.Approve, Reason: d.Reason, By: d.By})
 	return d, nil
 }
 

@@ -151,7 +151,7 @@ func requestedEvent(rec approvalRecord) ApprovalRequested {
 }
 
 func decidedEvent(rec approvalRecord, by string, ans toolinternal.Answer) ApprovalDecided {
-	return ApprovalDecided{LoopID: rec.LoopID, CallID: rec.CallID, Tool: rec.Tool, Approved: ans.Action == toolinternal.AnswerAccept,
+	return ApprovalDecided{LoopID: rec.LoopID, CallID: rec.CallID, Tool: rec.Tool, Iteration: rec.Iteration, Approved: ans.Action == toolinternal.AnswerAccept,
 		Reason: ans.Reason, By: by, InputID: rec.InputID, Answer: &ans}
 }
 

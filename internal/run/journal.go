@@ -615,11 +615,17 @@ func (j *journal) freeze() {
 // replay regenerates is dropped (its record is in the journal already).
 func (j *journal) event(ev Event) {
 	j.mu.Lock()
-	key := j.eventKey(ev)
-	if j.seen[key] {
-		delete(j.seen, key) // the client saw it before the crash
-		j.mu.Unlock()
-		return
+	key, earlier := j.eventKey(ev)
+	// A replay regenerates no text deltas (a recorded answer comes whole): the deltas of
+	// a model call it asks again are new, whatever the ones of the first try were.
+	if !isDelta(ev) {
+		for _, k := range []string{key, earlier} {
+			if k != "" && j.seen[k] {
+				delete(j.seen, k) // the client saw it before the crash
+				j.mu.Unlock()
+				return
+			}
+		}
 	}
 	j.mu.Unlock()
 	kind := runlog.KindEvent
@@ -907,16 +913,17 @@ func (p *journalProvider) DefaultModel() string {
 // it regenerates the journal holds already: by what it is about (its loop, iteration and
 // call), and its place among the events of the same kind about the same thing. A replay
 // regenerates events about the same things in the same order; it may regenerate fewer
-// (a replayed call streams no progress), which a count could not tell.
-func (j *journal) eventKey(ev Event) string {
+// (a replayed call streams no progress), which a count could not tell. earlier, when not
+// empty, is the key journals written before gave the event.
+func (j *journal) eventKey(ev Event) (key, earlier string) {
 	loopID := ""
 	if n, ok := ev.(Nested); ok {
 		loopID, ev = n.Scope.LoopID, n.Event
 	}
-	var about string
+	var about, earlierAbout string
 	switch x := ev.(type) {
 	case Started:
-		return "started"
+		return "started", ""
 	case Warning:
 		about = "warning/" + x.Field
 	case loop.ModelCalled:
@@ -932,23 +939,27 @@ func (j *journal) eventKey(ev Event) string {
 	case loop.TextDelta:
 		about = "delta/" + x.LoopID + "/" + strconv.Itoa(x.Iteration)
 	case NestedStarted:
-		return "nested-started/" + x.Scope.LoopID
+		return "nested-started/" + x.Scope.LoopID, ""
 	case NestedFinished:
-		return "nested-finished/" + x.Scope.LoopID
+		return "nested-finished/" + x.Scope.LoopID, ""
 	case ApprovalRequested:
 		if x.InputID != "" { // a tool's question
-			return "approval/" + x.LoopID + "/" + strconv.Itoa(x.Iteration) + "/" + x.CallID + "/input/" + x.InputID
+			return "approval/" + x.LoopID + "/" + strconv.Itoa(x.Iteration) + "/" + x.CallID + "/input/" + x.InputID, ""
 		}
-		return "approval/" + x.LoopID + "/" + strconv.Itoa(x.Iteration) + "/" + x.CallID
+		return "approval/" + x.LoopID + "/" + strconv.Itoa(x.Iteration) + "/" + x.CallID, ""
 	case ApprovalDecided:
+		// Keyed by its turn too (a model may give calls of two turns one id); journals
+		// written before keyed it without.
+		input := ""
 		if x.InputID != "" {
-			return "decided/" + x.LoopID + "/" + x.CallID + "/input/" + x.InputID
+			input = "/input/" + x.InputID
 		}
-		return "decided/" + x.LoopID + "/" + x.CallID
+		return "decided/" + x.LoopID + "/" + strconv.Itoa(x.Iteration) + "/" + x.CallID + input, "decided/" + x.LoopID + "/" + x.CallID + input
 	case EntryAdded:
 		about = "entry/" + x.LoopID + "/" + x.CallID
 	case ProgressReported:
-		about = "progress/" + x.LoopID + "/" + x.CallID
+		about = "progress/" + x.LoopID + "/" + strconv.Itoa(x.Iteration) + "/" + x.CallID
+		earlierAbout = "progress/" + x.LoopID + "/" + x.CallID // as journals written before keyed it
 	case MessageSent:
 		about = "message/" + x.LoopID + "/" + x.CallID
 	case AssetAdded:
@@ -956,7 +967,7 @@ func (j *journal) eventKey(ev Event) string {
 	case ArtifactCaptured:
 		about = "artifact/" + x.LoopID + "/" + x.CallID + "/" + x.Sink
 	case Replanned, Terminated, Ended:
-		return "end"
+		return "end", ""
 	default:
 		about = fmt.Sprintf("%T/%s", ev, loopID)
 	}
@@ -964,7 +975,11 @@ func (j *journal) eventKey(ev Event) string {
 		j.ordinals = make(map[string]int, ordinalsRoom) // a run's first steps fill it without growing it
 	}
 	j.ordinals[about]++
-	return about + "#" + strconv.Itoa(j.ordinals[about])
+	if earlierAbout != "" {
+		j.ordinals[earlierAbout]++
+		earlier = earlierAbout + "#" + strconv.Itoa(j.ordinals[earlierAbout])
+	}
+	return about + "#" + strconv.Itoa(j.ordinals[about]), earlier
 }
 
 // ordinalsRoom is the room a journal's ordinals start with.

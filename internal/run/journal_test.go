@@ -277,3 +277,32 @@ func eventData(key string, wire []byte) (data, wireOf []byte) {
 	at := len(b) - len(wire)
 	return b, b[at:len(b):len(b)]
 }
+
+// TestEarlierEventKeysStillMatch: a decision and a progress report are keyed by their
+// turn now; a run resumed from a journal written before, which keyed them without,
+// still finds the ones its client saw and does not send them again.
+func TestEarlierEventKeysStillMatch(t *testing.T) {
+	store, lease := memJournal(t)
+	j := newJournal(store, newRenewer(time.Minute), lease, time.Minute, jsonCodec{}, 1)
+	st := newReplayState()
+	st.seen["decided/loop_a/c1"], st.seen["progress/loop_a/c1#1"] = true, true
+	if err := j.load(st); err != nil {
+		t.Fatal(err)
+	}
+	var delivered []int64
+	j.stop, j.deliver = func(error) {}, func(sq Sequenced) { delivered = append(delivered, sq.Seq) }
+	j.start()
+	j.event(ApprovalDecided{LoopID: "loop_a", CallID: "c1", Iteration: 1, Approved: true})
+	j.event(ProgressReported{LoopID: "loop_a", CallID: "c1", Iteration: 1, Status: "working"})
+	j.event(ProgressReported{LoopID: "loop_a", CallID: "c1", Iteration: 1, Status: "still working"})
+	if err := j.close(); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := store.Read(context.Background(), "r1", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || len(delivered) != 1 {
+		t.Errorf("%d records, %d delivered; want the second progress report alone", len(recs), len(delivered))
+	}
+}

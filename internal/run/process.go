@@ -68,7 +68,7 @@ func (l listener) Called(c decorators.Call) {
 // made by the call) and the progress channel (reports name the call).
 func prepareCall(p *process.Process) func(ctx context.Context, c *toolcall.Call) {
 	return func(_ context.Context, c *toolcall.Call) {
-		sc := &callScope{p: p, o: process.Origin{Tool: c.Name, CallID: c.Info.CallID, LoopID: c.Info.LoopID}}
+		sc := &callScope{p: p, o: process.Origin{Tool: c.Name, CallID: c.Info.CallID, LoopID: c.Info.LoopID, Iteration: c.Info.Iteration}}
 		sc.Blackboard = p.Board(sc.o)
 		c.Board, c.Progress = sc.Blackboard, sc.progress
 	}

@@ -85,14 +85,18 @@ func call(id, name, args string) llm.Response {
 
 // crashAt runs req on env e until the model is asked the turn m blocks at, then shuts
 // the orchestrator down (a stop past its shutdown timeout: the run is left unfinished).
-func crashAt(t *testing.T, ctx context.Context, e *env, m *recModel, req *toolpb.RunRequest) {
+// onEvent, when set, sees each event the client gets meanwhile.
+func crashAt(t *testing.T, ctx context.Context, e *env, m *recModel, req *toolpb.RunRequest, onEvent ...func(*toolpb.RunResponse)) {
 	t.Helper()
 	m.asked = make(chan int, 16)
 	rctx, stop := context.WithCancel(ctx)
 	go func() {
-		for _, err := range e.cl.Run(rctx, req) {
+		for ev, err := range e.cl.Run(rctx, req) {
 			if err != nil {
 				return
+			}
+			for _, f := range onEvent {
+				f(ev)
 			}
 		}
 	}()
@@ -142,6 +146,8 @@ type rigOptions struct {
 	configure func(*config.Config)
 	tel       *telemetry.Telemetry // the second orchestrator's telemetry
 	delay     map[int]time.Duration
+	// onEvent, when set, sees each event the client of the first orchestrator gets.
+	onEvent func(r *rig, ev *toolpb.RunResponse)
 	// crashed, when set, runs once the first orchestrator stopped, before the resume.
 	crashed func(r *rig)
 }
@@ -165,7 +171,11 @@ func crashThenResume(t *testing.T, ctx context.Context, turns []llm.Response, bl
 		return e
 	}
 	r.e1 = start(r.m1, nil, "w-1")
-	crashAt(t, ctx, r.e1, r.m1, req)
+	var seen []func(*toolpb.RunResponse)
+	if o.onEvent != nil {
+		seen = append(seen, func(ev *toolpb.RunResponse) { o.onEvent(r, ev) })
+	}
+	crashAt(t, ctx, r.e1, r.m1, req, seen...)
 	if o.crashed != nil {
 		o.crashed(r)
 	}
@@ -360,5 +370,136 @@ func TestReplayedCallsKeepTheirDurations(t *testing.T) {
 	}
 	if ms, _ := strconv.Atoi(m[1]); ms < 250 {
 		t.Errorf("the replayed slow_add took %d ms in the run's history, want about the 300 ms it took", ms)
+	}
+}
+
+// events are run id's events as WatchRun gives them from the start on e.
+func events(t *testing.T, ctx context.Context, e *env, id string) []*toolpb.RunResponse {
+	t.Helper()
+	var out []*toolpb.RunResponse
+	for ev, err := range e.cl.Watch(ctx, id, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ev)
+	}
+	return out
+}
+
+// count is how many of evs has says are of a kind.
+func count(evs []*toolpb.RunResponse, has func(*toolpb.RunResponse) bool) int {
+	n := 0
+	for _, ev := range evs {
+		if has(ev) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestReusedCallIDsKeepTheirEvents: a model that gives the calls of each turn the same
+// id (c1) still has every event of each sent once after a resume: the progress a call
+// reports after the resume (it was taken for the first turn's, which the client saw, and
+// dropped), and the decision on an approval (the second turn's was sent again).
+func TestReusedCallIDsKeepTheirEvents(t *testing.T) {
+	ctx := testContext(t)
+	again := call("c1", "prog", "{}")
+	r := crashThenResume(t, ctx, []llm.Response{again, again, again, {Text: "done", FinishReason: "stop"}}, 2,
+		&toolpb.RunRequest{RunId: "prog-1", Prompt: "go", ToolGroups: []string{"p"}, Detached: true},
+		rigOptions{groups: func() []worker.Group {
+			return []worker.Group{{Role: "p", Tools: []tool.Tool{tool.New("prog", "Reports progress.", schema.Empty(), func(ctx context.Context, _ string) (tool.Result, error) {
+				tool.Progress(ctx, "working")
+				return tool.Text("ok"), nil
+			}, tool.ReportsProgress())}}}
+		}})
+	if n := count(events(t, ctx, r.e2, "prog-1"), func(ev *toolpb.RunResponse) bool { return ev.GetProgress() != nil }); n != 3 {
+		t.Errorf("%d progress events, want 3 (one a call)", n)
+	}
+
+	wipe := call("c1", "wipe", "{}")
+	r = crashThenResume(t, ctx, []llm.Response{wipe, wipe, {Text: "done", FinishReason: "stop"}}, 2,
+		&toolpb.RunRequest{RunId: "ap-1", Prompt: "go", ToolGroups: []string{"danger"}, Detached: true},
+		rigOptions{groups: func() []worker.Group {
+			return []worker.Group{{Role: "danger", Tools: []tool.Tool{tool.New("wipe", "Wipes.", schema.Empty(), func(context.Context, string) (tool.Result, error) {
+				return tool.Text("wiped"), nil
+			}, tool.RequiresApproval())}}}
+		}, onEvent: func(r *rig, ev *toolpb.RunResponse) {
+			if a := ev.GetApprovalRequested(); a != nil {
+				go func() { _ = r.e1.cl.ApproveToolCall(ctx, "ap-1", a.GetCallId(), "", true, "ok") }()
+			}
+		}})
+	if n := count(events(t, ctx, r.e2, "ap-1"), func(ev *toolpb.RunResponse) bool { return ev.GetApprovalDecided() != nil }); n != 2 {
+		t.Errorf("%d approval_decided events, want 2 (one a call)", n)
+	}
+}
+
+// streamModel streams its answer in pieces; the first one it makes streams two and then
+// blocks until its call ends (the crash), having told blocked.
+type streamModel struct {
+	first   bool
+	blocked chan struct{}
+}
+
+func (m *streamModel) Name() string         { return "st" }
+func (m *streamModel) DefaultModel() string { return "m" }
+func (m *streamModel) Stream(ctx context.Context, _ *llm.Request) iter.Seq2[llm.Chunk, error] {
+	return func(yield func(llm.Chunk, error) bool) {
+		if m.first {
+			for _, d := range []string{"AAA", "BBB"} {
+				if !yield(llm.Chunk{TextDelta: d}, nil) {
+					return
+				}
+			}
+			close(m.blocked)
+			<-ctx.Done()
+			yield(llm.Chunk{}, ctx.Err())
+			return
+		}
+		for _, d := range []string{"XXX", "YYY", "ZZZ"} {
+			if !yield(llm.Chunk{TextDelta: d}, nil) {
+				return
+			}
+		}
+		yield(llm.Chunk{Done: &llm.Response{Text: "XXXYYYZZZ", FinishReason: "stop"}}, nil)
+	}
+}
+
+// TestStreamedTextAfterACrash: a model call the crash interrupted had streamed some text;
+// the resumed run asks it again, and the client gets all of the new answer's text after
+// what it saw; the new text's first pieces were taken for those it saw, and dropped.
+func TestStreamedTextAfterACrash(t *testing.T) {
+	ctx := testContext(t)
+	j, _ := runlog.OpenMemory(context.Background())
+	t.Cleanup(func() { _ = j.Close() })
+	m1 := &streamModel{first: true, blocked: make(chan struct{})}
+	e1 := newEnv(t, envOptions{journal: j, provider: m1})
+	rctx, stop := context.WithCancel(ctx)
+	go func() {
+		for _, err := range e1.cl.Run(rctx, &toolpb.RunRequest{RunId: "st-1", Prompt: "go", StreamText: true, Detached: true}) {
+			if err != nil {
+				return
+			}
+		}
+	}()
+	<-m1.blocked
+	time.Sleep(200 * time.Millisecond) // the deltas are journaled (they linger a few ms)
+	stop()
+	sctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	e1.srv.Shutdown(sctx)
+	cancel()
+	e2 := newEnv(t, envOptions{journal: j, provider: &streamModel{}})
+	if n, err := e2.srv.Resume(ctx); err != nil || n != 1 {
+		t.Fatalf("Resume = %d, %v", n, err)
+	}
+	watchToEnd(t, ctx, e2, "st-1")
+	var text, final string
+	for _, ev := range events(t, ctx, e2, "st-1") {
+		text += ev.GetTextDelta().GetText()
+		if f := ev.GetFinalResult(); f != nil {
+			final = f.GetText()
+		}
+	}
+	if text != "AAABBB"+final {
+		t.Errorf("the client's text deltas read %q, want what it saw before the crash and then the whole answer, %q", text, "AAABBB"+final)
 	}
 }
