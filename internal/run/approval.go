@@ -380,6 +380,11 @@ func (s *Service) Approve(ctx context.Context, runID string, v Approval) error {
 	if err != nil {
 		return err
 	}
+	if !rec.Deadline.IsZero() && time.Now().After(rec.Deadline) {
+		// The deadline decided it (its run, resumed, records so): a decision after it
+		// would make the call run where the run would have refused it.
+		return fmt.Errorf("%w: the wait of call %q of run %s ended at its deadline, %s", ErrNoApproval, callID, runID, rec.Deadline.UTC().Format(time.RFC3339))
+	}
 	key := rec.Key
 	d, err := decisionFor(rec, v)
 	if err != nil {

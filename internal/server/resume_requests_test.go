@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/examplegroups"
@@ -501,5 +503,57 @@ func TestStreamedTextAfterACrash(t *testing.T) {
 	}
 	if text != "AAABBB"+final {
 		t.Errorf("the client's text deltas read %q, want what it saw before the crash and then the whole answer, %q", text, "AAABBB"+final)
+	}
+}
+
+// TestLateApprovalIsRefused: an approval whose deadline passed while no orchestrator
+// drove its run (one stopped while the call waited, none took the run over yet) is
+// refused, and the resumed run refuses the call at its deadline as the uninterrupted
+// run would have; the late approval was taken, and the resumed run ran the call.
+func TestLateApprovalIsRefused(t *testing.T) {
+	ctx := testContext(t)
+	j, _ := runlog.OpenMemory(context.Background())
+	t.Cleanup(func() { _ = j.Close() })
+	turns := []llm.Response{call("c1", "wipe", "{}"), {Text: "done", FinishReason: "stop"}}
+	start := func(m *recModel, id string) *env {
+		e := newEnv(t, envOptions{journal: j, provider: m, configure: func(c *config.Config) {
+			c.Tools = map[string]config.Tool{"wipe": {Approval: &config.Approval{Timeout: config.Duration(time.Second)}}}
+		}})
+		e.startWorker(id, worker.Group{Role: "danger", Tools: []tool.Tool{tool.New("wipe", "Wipes.", schema.Empty(), func(context.Context, string) (tool.Result, error) {
+			return tool.Text("wiped"), nil
+		}, tool.RequiresApproval())}})
+		return e
+	}
+	e1 := start(&recModel{turns: turns, block: -1}, "w-1")
+	rctx, stop := context.WithCancel(ctx)
+	asked := make(chan struct{})
+	go func() {
+		for ev, err := range e1.cl.Run(rctx, &toolpb.RunRequest{RunId: "late-1", Prompt: "go", ToolGroups: []string{"danger"}, Detached: true}) {
+			if err != nil {
+				return
+			}
+			if ev.GetApprovalRequested() != nil {
+				close(asked)
+			}
+		}
+	}()
+	<-asked
+	stop()
+	sctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	e1.srv.Shutdown(sctx) // the call waits for its approval, in the journal
+	cancel()
+
+	m2 := &recModel{turns: turns, block: -1}
+	e2 := start(m2, "w-2")
+	time.Sleep(1500 * time.Millisecond) // past the approval's deadline
+	if err := e2.cl.ApproveToolCall(ctx, "late-1", "c1", "", true, "late"); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("the late approval: %v, want FailedPrecondition", err)
+	}
+	if n, err := e2.srv.Resume(ctx); err != nil || n != 1 {
+		t.Fatalf("Resume = %d, %v", n, err)
+	}
+	watchToEnd(t, ctx, e2, "late-1")
+	if r2 := m2.requests(); len(r2) == 0 || strings.Contains(r2[len(r2)-1], `"Text":"wiped"`) {
+		t.Errorf("the resumed run ran wipe on an approval given after its deadline: %v", r2)
 	}
 }
