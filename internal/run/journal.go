@@ -101,6 +101,31 @@ type callMeta struct {
 type modelRecord struct {
 	Key      string       `json:"key"`
 	Response llm.Response `json:"response"`
+	// Error, when set, is how the call failed (a provider's error, with its kind): a
+	// failure is a step of the run too, which a nested loop's agentic tool answers its
+	// caller with, and a replay gives back as it was instead of asking again.
+	Error     string        `json:"error,omitempty"`
+	ErrorKind llm.ErrorKind `json:"error_kind,omitempty"`
+}
+
+// replayedModelError is a recorded model call's failure, as a replay gives it back: its
+// text, and its kind's sentinel error (llm.ErrRateLimited, ...) in its chain.
+type replayedModelError struct {
+	text string
+	kind llm.ErrorKind
+}
+
+func (e replayedModelError) Error() string { return e.text }
+func (e replayedModelError) Unwrap() error { return e.kind.Sentinel() }
+
+// modelErrorRecord is the record of a model call that failed with err.
+func modelErrorRecord(key string, err error) modelRecord {
+	rec := modelRecord{Key: key, Error: err.Error()}
+	var pe *llm.ProviderError
+	if errors.As(err, &pe) {
+		rec.ErrorKind = pe.Kind
+	}
+	return rec
 }
 
 // endRecord is how a run ended.
@@ -179,7 +204,9 @@ type journal struct {
 	// policies are the call policies' decisions the run recorded (nil until one is).
 	policies map[string]policyRecord
 	models   map[string]llm.Response
-	outcomes map[string]json.RawMessage
+	// modelErrs are the recorded failures of model calls, by the same keys.
+	modelErrs map[string]error
+	outcomes  map[string]json.RawMessage
 	// outcomeSeqs are the recorded outcomes' places in the journal (recordedAt);
 	// callMetas what else a replay reports of their calls (Recorded).
 	outcomeSeqs map[string]int64
@@ -870,12 +897,20 @@ func (p *journalProvider) Stream(ctx context.Context, req *llm.Request) iter.Seq
 		}
 		p.j.replayedCalls[p.loopID]++ // for takeReplayed
 	}
+	failed, hasFailed := p.j.modelErrs[key]
+	delete(p.j.modelErrs, key)
 	p.j.mu.Unlock()
-	if ok {
+	switch {
+	case ok:
 		return func(yield func(llm.Chunk, error) bool) {
 			failpoint.Hit(failpoint.ReplayModel)
 			r := resp
 			yield(llm.Chunk{Done: &r}, nil)
+		}
+	case hasFailed:
+		return func(yield func(llm.Chunk, error) bool) {
+			failpoint.Hit(failpoint.ReplayModel)
+			yield(llm.Chunk{}, failed)
 		}
 	}
 	return func(yield func(llm.Chunk, error) bool) {
@@ -886,6 +921,14 @@ func (p *journalProvider) Stream(ctx context.Context, req *llm.Request) iter.Seq
 		failpoint.Hit(failpoint.BeforeModel)
 		for c, err := range p.Provider.Stream(ctx, req) {
 			if err != nil {
+				if ctx.Err() == nil && stopping(ctx) == nil {
+					// The model's failure, not the run's stop: recorded, as an answer is.
+					data, _ := toolinternal.MarshalJSON(modelErrorRecord(key, err))
+					if _, jerr := p.j.add(runlog.KindModel, data, nil, false); jerr != nil {
+						yield(llm.Chunk{}, fmt.Errorf("%w: %w", ErrJournal, jerr))
+						return
+					}
+				}
 				yield(c, err)
 				return
 			}

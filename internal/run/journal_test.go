@@ -306,3 +306,40 @@ func TestEarlierEventKeysStillMatch(t *testing.T) {
 		t.Errorf("%d records, %d delivered; want the second progress report alone", len(recs), len(delivered))
 	}
 }
+
+// failingModel fails every call with err.
+type failingModel struct{ err error }
+
+func (m failingModel) Name() string { return "failing" }
+func (m failingModel) Stream(context.Context, *llm.Request) iter.Seq2[llm.Chunk, error] {
+	return func(yield func(llm.Chunk, error) bool) { yield(llm.Chunk{}, m.err) }
+}
+
+// TestModelFailureReplays: a model call's failure is recorded like an answer, and a
+// resumed run's replay gives it back, with its text and its kind, without calling the
+// model.
+func TestModelFailureReplays(t *testing.T) {
+	store, lease := memJournal(t)
+	ctx := context.Background()
+	j := newJournal(store, newRenewer(time.Minute), lease, time.Minute, jsonCodec{}, 1)
+	j.stop, j.deliver = func(error) {}, func(Sequenced) {}
+	j.start()
+	failure := &llm.ProviderError{Provider: "p", Kind: llm.KindRateLimited, StatusCode: 429, Message: "slow down"}
+	_, first := llm.Collect((&journalProvider{Provider: failingModel{failure}, j: j, loopID: "loop_a"}).Stream(ctx, &llm.Request{}))
+	if err := j.close(); err != nil {
+		t.Fatal(err)
+	}
+	st, _, _, err := readReplay(ctx, store, lease.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j2 := newJournal(store, newRenewer(time.Minute), lease, time.Minute, jsonCodec{}, 2)
+	if err := j2.load(st); err != nil {
+		t.Fatal(err)
+	}
+	model := &countingModel{}
+	_, replayed := llm.Collect((&journalProvider{Provider: model, j: j2, loopID: "loop_a"}).Stream(ctx, &llm.Request{}))
+	if model.calls != 0 || replayed == nil || replayed.Error() != first.Error() || !errors.Is(replayed, llm.ErrRateLimited) {
+		t.Errorf("replayed %v (%d model calls); want %v, a rate limit, without a call", replayed, model.calls, first)
+	}
+}

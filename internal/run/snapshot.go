@@ -200,6 +200,13 @@ func (j *journal) load(st *replayState) error {
 		if err := json.Unmarshal(raw, &m); err != nil {
 			return fmt.Errorf("the model's answer %s: %w", key, err)
 		}
+		if m.Error != "" {
+			if j.modelErrs == nil {
+				j.modelErrs = map[string]error{}
+			}
+			j.modelErrs[key] = replayedModelError{text: m.Error, kind: m.ErrorKind}
+			continue
+		}
 		j.models[key] = m.Response
 	}
 	for key, raw := range st.outcomes {

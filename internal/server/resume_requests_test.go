@@ -29,16 +29,20 @@ import (
 )
 
 // recModel records every request (as JSON) and answers by the number of tool messages
-// in the request: turns[n] is the answer to a request with n tool results; block, when
-// not -1, is the turn at which it blocks until ctx ends (the "crash" point); delay holds
-// turns back a while.
+// in the request: turns[n] is the answer to a request with n tool results, unless answer
+// is set, which answers every request. It blocks until its call ends (the "crash" point)
+// on the request blockAt says so of, else on turn block (-1: none), having closed
+// blocked; delay holds turns back a while.
 type recModel struct {
-	mu    sync.Mutex
-	reqs  []string
-	turns []llm.Response
-	block int
-	delay map[int]time.Duration
-	asked chan int
+	mu      sync.Mutex
+	reqs    []string
+	turns   []llm.Response
+	answer  func(req *llm.Request, n int) (llm.Response, error)
+	block   int
+	blockAt func(req *llm.Request, n int) bool
+	delay   map[int]time.Duration
+	blocked chan struct{}
+	once    sync.Once
 }
 
 func (m *recModel) Name() string         { return "rec" }
@@ -54,24 +58,32 @@ func (m *recModel) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.C
 	m.mu.Lock()
 	m.reqs = append(m.reqs, string(b))
 	m.mu.Unlock()
-	if m.asked != nil {
-		select {
-		case m.asked <- n:
-		default:
-		}
-	}
 	return func(yield func(llm.Chunk, error) bool) {
 		if d := m.delay[n]; d > 0 {
 			time.Sleep(d)
 		}
-		if n == m.block {
+		if m.blockAt != nil && m.blockAt(req, n) || m.blockAt == nil && n == m.block {
+			if m.blocked != nil {
+				m.once.Do(func() { close(m.blocked) })
+			}
 			<-ctx.Done()
 			yield(llm.Chunk{}, ctx.Err())
 			return
 		}
-		r := m.turns[n]
+		r, err := m.respond(req, n)
+		if err != nil {
+			yield(llm.Chunk{}, err)
+			return
+		}
 		yield(llm.Chunk{Done: &r}, nil)
 	}
+}
+
+func (m *recModel) respond(req *llm.Request, n int) (llm.Response, error) {
+	if m.answer != nil {
+		return m.answer(req, n)
+	}
+	return m.turns[n], nil
 }
 
 func (m *recModel) requests() []string {
@@ -90,7 +102,7 @@ func call(id, name, args string) llm.Response {
 // onEvent, when set, sees each event the client gets meanwhile.
 func crashAt(t *testing.T, ctx context.Context, e *env, m *recModel, req *toolpb.RunRequest, onEvent ...func(*toolpb.RunResponse)) {
 	t.Helper()
-	m.asked = make(chan int, 16)
+	m.blocked = make(chan struct{})
 	rctx, stop := context.WithCancel(ctx)
 	go func() {
 		for ev, err := range e.cl.Run(rctx, req) {
@@ -102,10 +114,10 @@ func crashAt(t *testing.T, ctx context.Context, e *env, m *recModel, req *toolpb
 			}
 		}
 	}()
-	for n := range m.asked {
-		if n == m.block {
-			break
-		}
+	select {
+	case <-m.blocked:
+	case <-ctx.Done():
+		t.Fatal("the model was never asked the turn the run stops at")
 	}
 	time.Sleep(200 * time.Millisecond) // the records before the blocked call are committed (settle)
 	stop()
@@ -148,6 +160,9 @@ type rigOptions struct {
 	configure func(*config.Config)
 	tel       *telemetry.Telemetry // the second orchestrator's telemetry
 	delay     map[int]time.Duration
+	// answer and blockAt, when set, are the models' (recModel's fields).
+	answer  func(req *llm.Request, n int) (llm.Response, error)
+	blockAt func(req *llm.Request, n int) bool
 	// onEvent, when set, sees each event the client of the first orchestrator gets.
 	onEvent func(r *rig, ev *toolpb.RunResponse)
 	// crashed, when set, runs once the first orchestrator stopped, before the resume.
@@ -164,7 +179,8 @@ func crashThenResume(t *testing.T, ctx context.Context, turns []llm.Response, bl
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = j.Close() })
-	r := &rig{j: j, m1: &recModel{turns: turns, block: block, delay: o.delay}, m2: &recModel{turns: turns, block: -1}}
+	r := &rig{j: j, m1: &recModel{turns: turns, block: block, delay: o.delay, answer: o.answer, blockAt: o.blockAt},
+		m2: &recModel{turns: turns, block: -1, answer: o.answer}}
 	start := func(m *recModel, tel *telemetry.Telemetry, id string) *env {
 		e := newEnv(t, envOptions{journal: j, provider: m, configure: o.configure, tel: tel})
 		if o.groups != nil {
@@ -555,5 +571,60 @@ func TestLateApprovalIsRefused(t *testing.T) {
 	watchToEnd(t, ctx, e2, "late-1")
 	if r2 := m2.requests(); len(r2) == 0 || strings.Contains(r2[len(r2)-1], `"Text":"wiped"`) {
 		t.Errorf("the resumed run ran wipe on an approval given after its deadline: %v", r2)
+	}
+}
+
+// offers reports whether req offers the tool name.
+func offers(req *llm.Request, name string) bool {
+	for _, t := range req.Tools {
+		if t.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// TestNestedModelFailureReplays: an agentic tool whose nested loop's model call failed
+// answers its caller with that failure; a resumed run replays the failure from the
+// journal, so the parent's next request is the one asked before the crash. The failure
+// was not journaled: the resumed run asked the nested model again, ran a tool the first
+// run never did, and gave the parent another answer.
+func TestNestedModelFailureReplays(t *testing.T) {
+	ctx := testContext(t)
+	var mu sync.Mutex
+	nested := 0
+	answer := func(req *llm.Request, n int) (llm.Response, error) {
+		if !offers(req, "helper") { // the nested loop's model
+			mu.Lock()
+			defer mu.Unlock()
+			if nested++; nested == 1 {
+				return llm.Response{}, &llm.ProviderError{Provider: "rec", Kind: llm.KindUnavailable, Message: "overloaded"}
+			}
+			if n == 0 {
+				return call("s1", "fast_add", "{}"), nil
+			}
+			return llm.Response{Text: "added", FinishReason: "stop"}, nil
+		}
+		switch n {
+		case 0:
+			return call("c1", "helper", `{"task":"x"}`), nil
+		case 1:
+			return call("c2", "blackboard_list", "{}"), nil
+		}
+		return llm.Response{Text: "done", FinishReason: "stop"}, nil
+	}
+	req := &toolpb.RunRequest{RunId: "ag-2", Prompt: "go", ToolGroups: []string{"board", "blackboard"}, Tools: []string{"helper"},
+		AgenticTools: []*toolpb.AgenticToolSpec{{Name: "helper", Description: "Helps.", Tools: []string{"fast_add"},
+			ParametersJsonSchema: `{"type":"object","properties":{"task":{"type":"string"}}}`}}, Detached: true}
+	r := crashThenResume(t, ctx, nil, -1, req, rigOptions{groups: boardGroup, answer: answer,
+		blockAt: func(req *llm.Request, n int) bool { return offers(req, "helper") && n == 2 }})
+	for _, q := range r.m2.requests() {
+		if !strings.Contains(q, `"Name":"helper"`) {
+			t.Errorf("the resumed run asked the nested loop's model again: %.200s", q)
+		}
+	}
+	r1 := r.m1.requests()
+	if r2 := r.m2.requests(); len(r2) == 0 || r2[0] != r1[len(r1)-1] {
+		t.Errorf("the resumed run's first request is not the one asked before the crash:\nbefore: %s\nafter:  %v", r1[len(r1)-1], r2)
 	}
 }
