@@ -97,7 +97,7 @@ func (s *Service) openJournal(ctx context.Context, j *journal, id, loopID string
 	// be resumed from its request.
 	data, _ := toolinternal.MarshalJSON(requestRecord{RunID: id, LoopID: loopID, Started: started, Wire: p.req.Wire, Tenant: p.req.Tenant, Caller: p.req.Caller.orNil(),
 		Versions: s.router.Versions(offeredRoles(*p.req, s.cfg.Loop.DefaultToolGroups), p.req.Tools),
-		Agent:    p.req.Agent, Model: llm.Label(p.provider, p.model)})
+		Without:  warnedRoles(p.warnings), Agent: p.req.Agent, Model: llm.Label(p.provider, p.model)})
 	lease, err := s.journal.Create(ctx, id, s.owner, s.leaseTTL(), runlog.Record{Seq: 1, Kind: runlog.KindRequest, Time: time.Now(), Data: data})
 	switch {
 	case errors.Is(err, runlog.ErrExists):
@@ -254,7 +254,7 @@ func (s *Service) resume(lease runlog.Lease) {
 	req, err := s.codec.Request(rq.Wire)
 	var p *prepared
 	if err == nil {
-		req.ID, req.Wire, req.Tenant, req.Pinned = id, rq.Wire, rq.Tenant, rq.Versions
+		req.ID, req.Wire, req.Tenant, req.Pinned, req.Without = id, rq.Wire, rq.Tenant, rq.Versions, rq.Without
 		if rq.Caller != nil {
 			req.Caller = *rq.Caller
 		}
@@ -295,6 +295,17 @@ func (s *Service) hold(ctx context.Context, lease runlog.Lease, why error) {
 	if err := s.journal.Hold(hctx, lease, note); err != nil {
 		s.log.Warn("a damaged run could not be held; its next owner finds it so too", "run_id", lease.RunID, "error", err.Error())
 	}
+}
+
+// warnedRoles are the tool groups warnings say a run starts without.
+func warnedRoles(ws []Warning) []string {
+	var out []string
+	for _, w := range ws {
+		if w.Role != "" && !slices.Contains(out, w.Role) {
+			out = append(out, w.Role)
+		}
+	}
+	return out
 }
 
 // prepareResumed prepares a run taken over, waiting up to journal.resume_grace for the

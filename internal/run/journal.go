@@ -64,6 +64,8 @@ type requestRecord struct {
 	// Versions are the versions of the workers' tool groups the run was offered when it
 	// started, by role: a run taken over keeps their definitions (Request.Pinned).
 	Versions map[string]string `json:"versions,omitempty"`
+	// Without are the tool groups the run started without (Request.Without).
+	Without []string `json:"without,omitempty"`
 	// Agent and Model are what the run was started with (Facts), for listings.
 	Agent string `json:"agent,omitempty"`
 	Model string `json:"model,omitempty"`

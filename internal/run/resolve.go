@@ -349,6 +349,9 @@ func (s *Service) resolveTools(ctx context.Context, req Request, decorate func(t
 	}
 	var warnings []Warning
 	for i, g := range req.Groups {
+		if slices.Contains(req.Without, g) {
+			continue // a run taken over goes on without what it started without
+		}
 		ts, err := s.groupTools(ctx, g)
 		if err != nil {
 			// A group that is not required does not fail the run: the run goes on without it.
@@ -356,11 +359,11 @@ func (s *Service) resolveTools(ctx context.Context, req Request, decorate func(t
 			if !errors.Is(err, router.ErrUnknownGroup) {
 				why = fmt.Sprintf("Tool group with role '%s' is not available: %v", g, err)
 			}
-			warnings = append(warnings, Warning{Field: indexed("tool_groups", i), Message: why + "; the run goes on without it"})
+			warnings = append(warnings, Warning{Field: indexed("tool_groups", i), Message: why + "; the run goes on without it", Role: g})
 			continue
 		}
 		if len(ts) == 0 {
-			warnings = append(warnings, Warning{Field: indexed("tool_groups", i), Message: fmt.Sprintf("Tool group with role '%s' has no tools; the run goes on without it", g)})
+			warnings = append(warnings, Warning{Field: indexed("tool_groups", i), Message: fmt.Sprintf("Tool group with role '%s' has no tools; the run goes on without it", g), Role: g})
 		}
 		addOf(g, ts)
 	}

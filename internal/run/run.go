@@ -297,6 +297,10 @@ type Request struct {
 	// shown when it started: while a replica of a group's version is registered, the
 	// run's calls of its tools go to it, not to a newer definition a rollout brought.
 	Pinned map[string]string
+	// Without are the tool groups a run taken over started without (none served them
+	// then, and a warning said so): it goes on without them, as it did, rather than
+	// offer its model tools it was never offered.
+	Without []string
 }
 
 // Caller is the verified caller of a run.
@@ -326,6 +330,8 @@ type Requirement struct {
 // Warning is something the run goes on without; it follows Started.
 type Warning struct {
 	Field, Message string
+	// Role is the tool group the warning is about.
+	Role string
 }
 
 // Started is the first event of a run.

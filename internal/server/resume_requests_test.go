@@ -628,3 +628,25 @@ func TestNestedModelFailureReplays(t *testing.T) {
 		t.Errorf("the resumed run's first request is not the one asked before the crash:\nbefore: %s\nafter:  %v", r1[len(r1)-1], r2)
 	}
 }
+
+// TestGroupMissingAtStartStaysMissing: a run that started without a tool group nobody
+// served (a warning said so) goes on without it after a resume, though a worker serves
+// it by then: its model is offered what it was offered before the crash. The resumed run
+// offered the group's tools, which the first run's model never saw.
+func TestGroupMissingAtStartStaysMissing(t *testing.T) {
+	ctx := testContext(t)
+	starts := 0
+	groups := func() []worker.Group {
+		starts++
+		gs := boardGroup()
+		if starts > 1 { // the second orchestrator's worker serves it
+			gs = append(gs, worker.Group{Role: "extra", Tools: []tool.Tool{tool.New("extra_tool", "Extra.", schema.Empty(), func(context.Context, string) (tool.Result, error) {
+				return tool.Text("x"), nil
+			})}})
+		}
+		return gs
+	}
+	r := crashThenResume(t, ctx, []llm.Response{call("c1", "fast_add", "{}"), {Text: "done", FinishReason: "stop"}}, 1,
+		&toolpb.RunRequest{RunId: "opt-1", Prompt: "go", ToolGroups: []string{"board", "extra"}, Detached: true}, rigOptions{groups: groups})
+	r.sameFirstRequest(t, 1)
+}
