@@ -208,7 +208,9 @@ type journal struct {
 	models   map[string]llm.Response
 	// modelErrs are the recorded failures of model calls, by the same keys.
 	modelErrs map[string]error
-	outcomes  map[string]json.RawMessage
+	// loops are the recorded starts and ends of nested loops (replayState.loops).
+	loops    map[string]loopMark
+	outcomes map[string]json.RawMessage
 	// outcomeSeqs are the recorded outcomes' places in the journal (recordedAt);
 	// callMetas what else a replay reports of their calls (Recorded).
 	outcomeSeqs map[string]int64
@@ -819,10 +821,30 @@ func (j *journal) recordedAt(info tool.CallInfo) (int64, bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if _, ok := j.outcomes[key]; !ok {
-		return 0, false
+		// An agentic tool's call is not journaled, its nested loop is: the loop's end.
+		m, ok := j.loops["nested-finished/"+derivedID("loop_", info)]
+		return m.Seq, ok
 	}
 	seq, ok := j.outcomeSeqs[key]
 	return seq, ok
+}
+
+// loopRecorded is when nested loop id started and ended the first time, if the journal
+// has both: a replay of it.
+func (j *journal) loopRecorded(id string) (started, ended time.Time, ok bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	s, ok1 := j.loops["nested-started/"+id]
+	e, ok2 := j.loops["nested-finished/"+id]
+	return s.Time, e.Time, ok1 && ok2
+}
+
+// loopStarted is when nested loop id started the first time, if the journal has it.
+func (j *journal) loopStarted(id string) (time.Time, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	s, ok := j.loops["nested-started/"+id]
+	return s.Time, ok
 }
 
 // Dispatched implements toolinternal.Journal.

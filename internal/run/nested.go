@@ -14,6 +14,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/progressive"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
@@ -121,6 +122,7 @@ func (n *nester) RunLoop(ctx context.Context, l agentic.Loop) (*loop.Result, err
 		label = llm.Label(provider, model)
 	}
 	info, _ := tool.CallInfoFrom(ctx)
+	dispatch := toolinternal.DispatchFrom(ctx) // the agentic tool's call's
 	// A nested loop's ids follow from the call that starts it, so that a run resumed from
 	// its journal replays the loop under the same ids.
 	scope := Scope{LoopID: derivedID("loop_", info), ParentLoopID: n.parent, Tool: l.Tool, Kind: string(l.Kind), Depth: n.depth + 1, ChildRunID: n.childRun,
@@ -140,6 +142,12 @@ func (n *nester) RunLoop(ctx context.Context, l agentic.Loop) (*loop.Result, err
 		}
 		defer n.s.store.finish(childRec)
 		adoptFrom = len(proc.Snapshot().Blackboard.Entries)
+		if j := n.p.journal; j != nil {
+			if at, ok := j.loopStarted(scope.LoopID); ok { // a replay: the child run started then
+				proc.SetStarted(at)
+				childRec.setStarted(at)
+			}
+		}
 	}
 	runID := cmp.Or(scope.ChildRunID, n.childRun, info.RunID)
 	opts, bindings := n.loopOptions(l, runID, scope, proc, bag, provider, model, label)
@@ -175,6 +183,12 @@ func (n *nester) RunLoop(ctx context.Context, l agentic.Loop) (*loop.Result, err
 	}
 	for _, r := range n.runs {
 		r.endLoop(fin)
+	}
+	if j := n.p.journal; j != nil && dispatch != nil {
+		if began, ended, ok := j.loopRecorded(scope.LoopID); ok {
+			// A replay of the whole loop: the call took as long as it did the first time.
+			dispatch.Replayed, dispatch.Took = true, ended.Sub(began)
+		}
 	}
 	n.observer.send(fin)
 	return res, err

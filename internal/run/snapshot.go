@@ -1,12 +1,15 @@
 package run
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/toolmesh/toolmesh/internal/runlog"
 	"github.com/toolmesh/toolmesh/internal/toolinternal"
@@ -28,12 +31,23 @@ type replayState struct {
 	decisions   map[string]json.RawMessage
 	policies    map[string]json.RawMessage
 	seen        map[string]bool
+	// loops are when the nested loops the run started started and finished, by their
+	// events' keys (nested-started/ID, nested-finished/ID): a replay starts a subagent's
+	// run at its first start, and orders and times an agentic tool's call by its loop.
+	loops map[string]loopMark
+}
+
+// loopMark is where and when a nested loop's start or end is in the journal.
+type loopMark struct {
+	Key  string    `json:"key"`
+	Seq  int64     `json:"seq"`
+	Time time.Time `json:"time"`
 }
 
 func newReplayState() *replayState {
 	return &replayState{models: map[string]json.RawMessage{}, dispatched: map[string]bool{}, outcomes: map[string]json.RawMessage{}, outcomeSeqs: map[string]int64{},
 		approvals: map[string]json.RawMessage{}, decisions: map[string]json.RawMessage{}, policies: map[string]json.RawMessage{},
-		seen: map[string]bool{}}
+		seen: map[string]bool{}, loops: map[string]loopMark{}}
 }
 
 // snapshotRecord is a snapshot's data: the state up to record Upto.
@@ -49,6 +63,7 @@ type snapshotRecord struct {
 	Decisions   []json.RawMessage `json:"decisions,omitempty"`
 	Policies    []json.RawMessage `json:"policies,omitempty"`
 	Seen        []string          `json:"seen,omitempty"`
+	Loops       []loopMark        `json:"loops,omitempty"`
 }
 
 // keyOf reads the key every record of the replay carries.
@@ -96,6 +111,9 @@ func (st *replayState) add(r runlog.Record) error {
 			var key string
 			if key, _, _, err = decodeEvent(r.Data); err == nil {
 				st.seen[key] = true
+				if strings.HasPrefix(key, "nested-") {
+					st.loops[key] = loopMark{Key: key, Seq: r.Seq, Time: r.Time}
+				}
 			}
 		}
 	case runlog.KindSnapshot:
@@ -151,6 +169,9 @@ func (st *replayState) addSnapshot(data []byte) error {
 	for _, k := range s.Seen {
 		fresh.seen[k] = true
 	}
+	for _, m := range s.Loops {
+		fresh.loops[m.Key] = m
+	}
 	*st = *fresh
 	return nil
 }
@@ -186,13 +207,15 @@ func (st *replayState) encode() []byte {
 	}
 	data, _ := toolinternal.MarshalJSON(snapshotRecord{Upto: st.upto, Models: values(st.models), Dispatched: set(st.dispatched),
 		Outcomes: values(st.outcomes), OutcomeSeqs: seqs, Approvals: values(st.approvals), Decisions: values(st.decisions),
-		Policies: values(st.policies), Seen: set(st.seen)})
+		Policies: values(st.policies), Seen: set(st.seen),
+		Loops: slices.SortedFunc(maps.Values(st.loops), func(a, b loopMark) int { return cmp.Compare(a.Key, b.Key) })})
 	return data
 }
 
 // load takes what a run recorded before, for its replay: its records folded into st.
 func (j *journal) load(st *replayState) error {
 	j.models, j.outcomes = orMake(j.models, len(st.models)), orMake(j.outcomes, len(st.outcomes))
+	j.loops = st.loops
 	j.approvals, j.decisions = orMake(j.approvals, len(st.approvals)), orMake(j.decisions, len(st.decisions))
 	j.dispatched, j.seen = orMake(j.dispatched, len(st.dispatched)), orMake(j.seen, len(st.seen))
 	for key, raw := range st.models {

@@ -153,7 +153,7 @@ func TestSnapshotsReplayAsTheWholeJournal(t *testing.T) {
 			t.Errorf("the resume read %d records, want the request and the %d after the last snapshot's", rc.records, want-1)
 		}
 		state := func(st *replayState) map[string]any {
-			return map[string]any{"models": st.models, "outcomes": st.outcomes, "outcome seqs": st.outcomeSeqs, "dispatched": st.dispatched,
+			return map[string]any{"models": st.models, "outcomes": st.outcomes, "outcome seqs": st.outcomeSeqs, "loops": st.loops, "dispatched": st.dispatched,
 				"approvals": st.approvals, "decisions": st.decisions, "seen": st.seen, "upto": st.upto}
 		}
 		if diff := cmp.Diff(state(whole), state(got)); diff != "" {

@@ -650,3 +650,107 @@ func TestGroupMissingAtStartStaysMissing(t *testing.T) {
 		&toolpb.RunRequest{RunId: "opt-1", Prompt: "go", ToolGroups: []string{"board", "extra"}, Detached: true}, rigOptions{groups: groups})
 	r.sameFirstRequest(t, 1)
 }
+
+// helperRequest is a run of an agentic tool "helper" whose nested loop has the tools
+// tools (kind, when set: a subagent with its own groups) besides the run's groups.
+func helperRequest(id string, groups []string, spec *toolpb.AgenticToolSpec) *toolpb.RunRequest {
+	spec.Name, spec.Description = "helper", "Helps."
+	spec.ParametersJsonSchema = `{"type":"object","properties":{"task":{"type":"string"}}}`
+	return &toolpb.RunRequest{RunId: id, Prompt: "go", ToolGroups: groups, Tools: []string{"helper"}, AgenticTools: []*toolpb.AgenticToolSpec{spec}, Detached: true}
+}
+
+// TestAgenticCallsReplayInOrder: one turn calls an agentic tool, whose nested loop adds
+// to the blackboard at once, and slow_add; the replay runs the agentic tool's call in
+// the order its loop ended among the turn's calls, so that the blackboard lists the
+// entries as it did. It ran after the calls the journal answers, and the blackboard
+// listed slow_add's entry first.
+func TestAgenticCallsReplayInOrder(t *testing.T) {
+	ctx := testContext(t)
+	answer := func(req *llm.Request, n int) (llm.Response, error) {
+		if !offers(req, "helper") { // the nested loop's model
+			if n == 0 {
+				return call("s1", "fast_add", "{}"), nil
+			}
+			return llm.Response{Text: "added", FinishReason: "stop"}, nil
+		}
+		switch n {
+		case 0:
+			return llm.Response{ToolCalls: []llm.ToolCall{{ID: "c1", Name: "helper", Arguments: `{"task":"x"}`}, {ID: "c2", Name: "slow_add", Arguments: "{}"}}}, nil
+		case 2:
+			return call("c3", "blackboard_list", "{}"), nil
+		}
+		return llm.Response{Text: "done", FinishReason: "stop"}, nil
+	}
+	r := crashThenResume(t, ctx, nil, -1, helperRequest("abo-1", []string{"board", "blackboard"}, &toolpb.AgenticToolSpec{Tools: []string{"fast_add"}}),
+		rigOptions{groups: boardGroup, answer: answer, blockAt: func(req *llm.Request, n int) bool { return offers(req, "helper") && n == 3 }})
+	r1, r2 := r.m1.requests(), r.m2.requests()
+	if !strings.Contains(r1[len(r1)-1], `[0] Fast`) {
+		t.Fatalf("before the crash the blackboard did not list the agentic tool's entry first: %s", r1[len(r1)-1])
+	}
+	if len(r2) == 0 || r2[0] != r1[len(r1)-1] {
+		t.Errorf("the first request after the resume differs:\nbefore: %s\nafter:  %v", r1[len(r1)-1], r2)
+	}
+}
+
+// TestAgenticCallsKeepTheirDurations: an agentic tool's call replayed after a resume took,
+// in the run's history, as long as its nested loop did the first time; it read 0 ms.
+func TestAgenticCallsKeepTheirDurations(t *testing.T) {
+	ctx := testContext(t)
+	answer := func(req *llm.Request, n int) (llm.Response, error) {
+		if !offers(req, "helper") {
+			if n == 0 {
+				return call("s1", "slow_add", "{}"), nil
+			}
+			return llm.Response{Text: "added", FinishReason: "stop"}, nil
+		}
+		switch n {
+		case 0:
+			return call("c1", "helper", `{"task":"x"}`), nil
+		case 1:
+			return call("c2", "process_history", "{}"), nil
+		}
+		return llm.Response{Text: "done", FinishReason: "stop"}, nil
+	}
+	r := crashThenResume(t, ctx, nil, -1, helperRequest("ag-1", []string{"board", "agent_process"}, &toolpb.AgenticToolSpec{Tools: []string{"slow_add"}}),
+		rigOptions{groups: boardGroup, answer: answer, blockAt: func(req *llm.Request, n int) bool { return offers(req, "helper") && n == 1 }})
+	r2 := r.m2.requests()
+	m := regexp.MustCompile(`helper \((\d+)ms\)`).FindStringSubmatch(r2[len(r2)-1])
+	if m == nil {
+		t.Fatalf("no helper in the history: %s", r2[len(r2)-1])
+	}
+	if ms, _ := strconv.Atoi(m[1]); ms < 250 {
+		t.Errorf("after the resume the run's history says helper took %d ms; its nested slow_add alone took 300 ms", ms)
+	}
+}
+
+// TestSubagentStartReplays: a subagent's run started, for its process_status after a
+// resume, when it first did; it started when the replay reached it.
+func TestSubagentStartReplays(t *testing.T) {
+	ctx := testContext(t)
+	answer := func(req *llm.Request, n int) (llm.Response, error) {
+		if !offers(req, "helper") {
+			switch n {
+			case 0:
+				return call("s1", "slow_add", "{}"), nil
+			case 1:
+				return call("s2", "process_status", "{}"), nil
+			}
+			return llm.Response{Text: "child done", FinishReason: "stop"}, nil
+		}
+		if n == 0 {
+			return call("c1", "helper", `{"task":"x"}`), nil
+		}
+		return llm.Response{Text: "done", FinishReason: "stop"}, nil
+	}
+	r := crashThenResume(t, ctx, nil, -1, helperRequest("sa-1", nil, &toolpb.AgenticToolSpec{Kind: toolpb.AgenticKind_AGENTIC_KIND_AGENT, ToolGroups: []string{"board", "agent_process"}}),
+		rigOptions{groups: boardGroup, answer: answer, blockAt: func(req *llm.Request, n int) bool { return !offers(req, "helper") && n == 1 }})
+	ran := time.Duration(-1)
+	for _, q := range r.m2.requests() {
+		if m := regexp.MustCompile(`Running time: ([0-9.]+m?s)`).FindStringSubmatch(q); m != nil {
+			ran, _ = time.ParseDuration(m[1])
+		}
+	}
+	if ran < 250*time.Millisecond {
+		t.Errorf("the subagent's process_status after the resume says it ran %v; it had run slow_add for 300 ms before the crash", ran)
+	}
+}
