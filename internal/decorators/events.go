@@ -52,8 +52,10 @@ var EventsLayer = toolcall.Layer{Name: LayerEvents, For: func(t tool.Tool) func(
 			res, err := next(ctx, c)
 			if l := listenerFrom(ctx); l != nil {
 				took := time.Since(start)
-				if d := c.Dispatch; d != nil && d.Replayed {
-					took = d.Took // the journal's answer: how long the call took the first time
+				if d := c.Dispatch; d != nil && (d.Replayed || d.Took > 0) {
+					// What the journal records (and a replay reports) of how long the call
+					// took, so that the run's history reads the same after a resume.
+					took = d.Took
 				}
 				l.Called(Call{Tool: name, CallID: c.Info.CallID, LoopID: c.Info.LoopID, Input: c.Input, Result: res, Signal: err, Duration: took})
 			}

@@ -673,8 +673,8 @@ func (l *state) call(ctx context.Context, iter int, c llm.ToolCall, t tool.Tool,
 	start := time.Now()
 	res, err := toolcall.Run(ctx, l.opts.Logger, call)
 	elapsed := time.Since(start)
-	if dispatch.Replayed {
-		elapsed = dispatch.Took // the journal's answer: how long the call took the first time
+	if dispatch.Replayed || dispatch.Took > 0 {
+		elapsed = dispatch.Took // what the journal records, and a replay reports
 	}
 	o := outcome{call: c}
 	ev := ToolCallFinished{Iteration: iter, LoopID: l.opts.LoopID, Call: c, Duration: elapsed, WorkerID: dispatch.WorkerID, Attempts: dispatch.Attempts}

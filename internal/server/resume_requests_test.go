@@ -754,3 +754,31 @@ func TestSubagentStartReplays(t *testing.T) {
 		t.Errorf("the subagent's process_status after the resume says it ran %v; it had run slow_add for 300 ms before the crash", ran)
 	}
 }
+
+// TestReplayedDurationIsTheFirstOne: the run's history says a call took, before a crash
+// and after the resume, the same milliseconds: what the journal recorded. It said what
+// the call's layers measured the first time (the result's encoding included: 141 ms for
+// a large result) and what the journal had measured around the call after (120 ms).
+func TestReplayedDurationIsTheFirstOne(t *testing.T) {
+	ctx := testContext(t)
+	big := strings.Repeat(`x"\<>&`, 400_000)
+	turns := []llm.Response{call("c1", "big", "{}"), call("c2", "process_history", "{}"), call("c3", "process_history", "{}"), {Text: "done", FinishReason: "stop"}}
+	r := crashThenResume(t, ctx, turns, 2, &toolpb.RunRequest{RunId: "dur-1", Prompt: "go", ToolGroups: []string{"big", "agent_process"}, Detached: true},
+		rigOptions{groups: func() []worker.Group {
+			return []worker.Group{{Role: "big", Tools: []tool.Tool{tool.New("big", "Answers much.", schema.Empty(), func(context.Context, string) (tool.Result, error) {
+				time.Sleep(100 * time.Millisecond)
+				return tool.Text(big), nil
+			})}}}
+		}, configure: func(c *config.Config) { c.Loop.MaxToolResultBytes = 1024 }})
+	re := regexp.MustCompile(`1\. big \(([^)]*)\)`)
+	took := func(reqs []string) string {
+		m := re.FindAllStringSubmatch(reqs[len(reqs)-1], -1)
+		if m == nil {
+			t.Fatalf("no history in %.300s", reqs[len(reqs)-1])
+		}
+		return m[len(m)-1][1]
+	}
+	if before, after := took(r.m1.requests()), took(r.m2.requests()); before != after {
+		t.Errorf("big took %s in the history before the crash and %s after the resume", before, after)
+	}
+}

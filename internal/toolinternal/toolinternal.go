@@ -62,10 +62,10 @@ type Dispatch struct {
 	// Direct says that the result came from a tool that returns its result directly to
 	// the caller, other than the one called: a facade's shortcut to a return-direct child.
 	Direct bool
-	// Took is how long the call took where it was sent (toolcall.Journaled measures it).
+	// Took is how long the call took where it was sent (toolcall.Journaled measures it,
+	// and the journal records it), which the caller reports rather than its own measure.
 	// Replayed says that the run's journal answered the call: Took, WorkerID and
-	// Attempts are then as they were the first time, which the caller reports instead of
-	// its own measure.
+	// Attempts are then as they were the first time.
 	Took     time.Duration
 	Replayed bool
 }
