@@ -347,26 +347,7 @@ func (s *Service) resolveTools(ctx context.Context, req Request, decorate func(t
 		}
 		addOf(rq.Role, ts)
 	}
-	var warnings []Warning
-	for i, g := range req.Groups {
-		if slices.Contains(req.Without, g) {
-			continue // a run taken over goes on without what it started without
-		}
-		ts, err := s.groupTools(ctx, g)
-		if err != nil {
-			// A group that is not required does not fail the run: the run goes on without it.
-			why := fmt.Sprintf("No tool group matching role '%s': no worker serves it (known groups: [%s])", g, strings.Join(s.groupRoles(), ", "))
-			if !errors.Is(err, router.ErrUnknownGroup) {
-				why = fmt.Sprintf("Tool group with role '%s' is not available: %v", g, err)
-			}
-			warnings = append(warnings, Warning{Field: indexed("tool_groups", i), Message: why + "; the run goes on without it", Role: g})
-			continue
-		}
-		if len(ts) == 0 {
-			warnings = append(warnings, Warning{Field: indexed("tool_groups", i), Message: fmt.Sprintf("Tool group with role '%s' has no tools; the run goes on without it", g), Role: g})
-		}
-		addOf(g, ts)
-	}
+	warnings := s.optionalGroups(ctx, req, addOf)
 	// Agentic tools, the request's own or the config's, that it names among its tools;
 	// every one of the request's is compiled (so checked), offered or not, and so is the
 	// agent it runs directly, whose sub-tools it offers.
@@ -529,6 +510,32 @@ func (s *Service) groupSource(ctx context.Context, role string) ([]tool.Tool, st
 		return nil, "", "", fmt.Errorf("none of the groups it includes is served (%s)", strings.Join(slices.Compact(unserved), ", "))
 	}
 	return out, gc.Description, gc.UsageNotes, nil
+}
+
+// optionalGroups hands addOf the tools of each of the request's groups (but those a run
+// taken over started without): a group that is not served, or has no tools, is not an
+// error but a warning, and the run goes on without it.
+func (s *Service) optionalGroups(ctx context.Context, req Request, addOf func(role string, ts []tool.Tool)) []Warning {
+	var warnings []Warning
+	for i, g := range req.Groups {
+		if slices.Contains(req.Without, g) {
+			continue // a run taken over goes on without what it started without
+		}
+		ts, err := s.groupTools(ctx, g)
+		if err != nil {
+			why := fmt.Sprintf("No tool group matching role '%s': no worker serves it (known groups: [%s])", g, strings.Join(s.groupRoles(), ", "))
+			if !errors.Is(err, router.ErrUnknownGroup) {
+				why = fmt.Sprintf("Tool group with role '%s' is not available: %v", g, err)
+			}
+			warnings = append(warnings, Warning{Field: indexed("tool_groups", i), Message: why + "; the run goes on without it", Role: g})
+			continue
+		}
+		if len(ts) == 0 {
+			warnings = append(warnings, Warning{Field: indexed("tool_groups", i), Message: fmt.Sprintf("Tool group with role '%s' has no tools; the run goes on without it", g), Role: g})
+		}
+		addOf(g, ts)
+	}
+	return warnings
 }
 
 // excluded reports whether "<src>/<name>" matches one of the exclude patterns.
