@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/decorators"
@@ -138,8 +139,8 @@ func (t *localTool) Group() string       { return t.role }
 func (t *localTool) Delegate() tool.Tool { return t.Tool }
 
 // Call runs the tool under the run's journal: a call with a recorded outcome is answered
-// from it (its control signal too), one in flight when the orchestrator stopped runs
-// again only when idempotent.
+// from it (its control signal, and what it put on the blackboard, too), one in flight
+// when the orchestrator stopped runs again only when idempotent.
 func (t *localTool) Call(ctx context.Context, input string) (tool.Result, error) {
 	var callErr error
 	res, _ := toolcall.Journaled(ctx, t.Definition().Name, t.Metadata().Idempotent, toolcall.Dispatcher{
@@ -149,21 +150,33 @@ func (t *localTool) Call(ctx context.Context, input string) (tool.Result, error)
 			if c := toolcall.From(ctx); c != nil {
 				log = c.Log
 			}
-			res, err := toolcall.Protect(ctx, log, t.Definition().Name, func() (tool.Result, error) { return t.Tool.Call(ctx, input) })
-			if err != nil {
-				sig, signal := tool.AsSignal(err)
-				if !signal {
-					return tool.ErrorFrom(err), nil
-				}
-				callErr = err
-				return res, encodeLocalOutcome(res, err, sig)
+			board := &recordingBoard{Blackboard: tool.BlackboardFrom(ctx)}
+			if board.Blackboard != nil {
+				ctx = context.WithValue(ctx, toolinternal.BlackboardKey{}, tool.Blackboard(board))
 			}
-			return res, nil
+			res, err := toolcall.Protect(ctx, log, t.Definition().Name, func() (tool.Result, error) { return t.Tool.Call(ctx, input) })
+			sig, signal := tool.AsSignal(err)
+			switch {
+			case err != nil && !signal:
+				return tool.ErrorFrom(err), encodeLocalOutcome(tool.ErrorFrom(err), nil, nil, board.taken())
+			case signal:
+				callErr = err
+			}
+			return res, encodeLocalOutcome(res, err, sig, board.taken())
 		},
 		Replay: func(data []byte) (tool.Result, error) {
-			res, sig, err := decodeLocalOutcome(data)
+			res, sig, added, err := decodeLocalOutcome(data)
 			if sig != nil {
 				callErr = sig
+			}
+			if b := tool.BlackboardFrom(ctx); b != nil {
+				for _, a := range added { // the run's blackboard as the call left it
+					if a.Name != "" {
+						_ = b.Bind(a.Name, a.Entry)
+					} else {
+						_ = b.Add(a.Entry)
+					}
+				}
 			}
 			return res, err
 		},
@@ -171,15 +184,53 @@ func (t *localTool) Call(ctx context.Context, input string) (tool.Result, error)
 	return res, callErr
 }
 
+// recordingBoard is an in-process call's view of the run's blackboard that keeps what the
+// call put on it, for its outcome record: a replay, which does not run the call, puts it
+// on the blackboard again.
+type recordingBoard struct {
+	tool.Blackboard
+	mu    sync.Mutex
+	added []tool.Binding
+}
+
+func (b *recordingBoard) Add(o tool.Entry) error {
+	if err := b.Blackboard.Add(o); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	b.added = append(b.added, tool.Binding{Entry: o})
+	b.mu.Unlock()
+	return nil
+}
+
+func (b *recordingBoard) Bind(name string, o tool.Entry) error {
+	if err := b.Blackboard.Bind(name, o); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	b.added = append(b.added, tool.Binding{Name: name, Entry: o})
+	b.mu.Unlock()
+	return nil
+}
+
+// taken is what the call put on the blackboard.
+func (b *recordingBoard) taken() []tool.Binding {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.added
+}
+
 // localOutcome is the journaled outcome of an in-process tool's call that ended with a
-// control signal: the result and the signal. A call without a signal is journaled as its
-// result alone (toolcall.EncodeResult). A signal of a type of the program's own (neither
-// a replan nor a termination: the run fails on it) is kept as its text (Other).
+// control signal or put something on the run's blackboard: the result, the signal, what
+// it put there. A call with neither is journaled as its result alone
+// (toolcall.EncodeResult). A signal of a type of the program's own (neither a replan nor
+// a termination: the run fails on it) is kept as its text (Other).
 type localOutcome struct {
 	Result    json.RawMessage       `json:"result"`
 	Replan    *tool.ReplanRequested `json:"replan,omitempty"`
 	Terminate *tool.Terminate       `json:"terminate,omitempty"`
 	Other     string                `json:"other_signal,omitempty"`
+	Board     []tool.Binding        `json:"board,omitempty"`
 }
 
 // otherSignal is a replayed signal of a type of the program's own: the run fails on it
@@ -189,11 +240,17 @@ type otherSignal struct{ text string }
 func (s otherSignal) Error() string { return s.text }
 func (otherSignal) ToolSignal()     {}
 
-func encodeLocalOutcome(res tool.Result, err error, sig tool.Signal) []byte {
-	rec := localOutcome{Result: toolcall.EncodeResult(res)}
+// encodeLocalOutcome is the record of an in-process call's outcome; nil (the result
+// alone, as the journal records by itself) without a signal or blackboard additions.
+func encodeLocalOutcome(res tool.Result, err error, sig tool.Signal, added []tool.Binding) []byte {
+	if sig == nil && len(added) == 0 {
+		return nil
+	}
+	rec := localOutcome{Result: toolcall.EncodeResult(res), Board: added}
 	var replan tool.ReplanRequested
 	var terminate tool.Terminate
 	switch {
+	case sig == nil:
 	case errors.As(sig, &replan):
 		rec.Replan = &replan
 	case errors.As(sig, &terminate):
@@ -205,24 +262,24 @@ func encodeLocalOutcome(res tool.Result, err error, sig tool.Signal) []byte {
 	return b
 }
 
-func decodeLocalOutcome(data []byte) (tool.Result, tool.Signal, error) {
+func decodeLocalOutcome(data []byte) (tool.Result, tool.Signal, []tool.Binding, error) {
 	var rec localOutcome
 	if err := json.Unmarshal(data, &rec); err != nil || rec.Result == nil {
-		res, err := toolcall.DecodeResult(data) // a call without a signal
-		return res, nil, err
+		res, err := toolcall.DecodeResult(data) // a call without a signal or additions
+		return res, nil, nil, err
 	}
 	res, err := toolcall.DecodeResult(rec.Result)
 	switch {
 	case err != nil:
-		return res, nil, err
+		return res, nil, nil, err
 	case rec.Replan != nil:
-		return res, *rec.Replan, nil
+		return res, *rec.Replan, rec.Board, nil
 	case rec.Terminate != nil:
-		return res, *rec.Terminate, nil
+		return res, *rec.Terminate, rec.Board, nil
 	case rec.Other != "":
-		return res, otherSignal{rec.Other}, nil
+		return res, otherSignal{rec.Other}, rec.Board, nil
 	}
-	return res, nil, nil
+	return res, nil, rec.Board, nil
 }
 
 // insertLayers puts the program's layers into p at their places.

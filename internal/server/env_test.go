@@ -23,6 +23,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/internal/logtest"
 	"github.com/toolmesh/toolmesh/internal/router"
+	"github.com/toolmesh/toolmesh/internal/run"
 	"github.com/toolmesh/toolmesh/internal/runlog"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/pkg/client"
@@ -78,6 +79,8 @@ type envOptions struct {
 	sinks map[string]decorators.Sink
 	// journal, when set, is the run journal (Options.Journal, owner "test").
 	journal runlog.Store
+	// groups are the program's in-process tool groups (Options.Groups).
+	groups map[string]run.Group
 }
 
 // echoScript answers every turn with a fixed text.
@@ -104,7 +107,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if o.logs != nil {
 		log = slog.New(slog.NewJSONHandler(o.logs, nil))
 	}
-	opts := compose.Options{Router: rt, Provider: model, Config: cfg, Logger: log, Telemetry: o.tel, Sinks: o.sinks, Journal: o.journal, Owner: "test"}
+	opts := compose.Options{Router: rt, Provider: model, Config: cfg, Logger: log, Telemetry: o.tel, Sinks: o.sinks, Journal: o.journal, Owner: "test", Groups: o.groups}
 	if o.provider != nil {
 		opts.Providers = map[string]llm.Provider{"scripted": model, o.provider.Name(): o.provider}
 		opts.DefaultProvider = o.provider.Name()

@@ -19,6 +19,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/examplegroups"
 	"github.com/toolmesh/toolmesh/internal/llm"
+	"github.com/toolmesh/toolmesh/internal/run"
 	"github.com/toolmesh/toolmesh/internal/runlog"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/internal/telemetry/telemetrytest"
@@ -167,6 +168,8 @@ type rigOptions struct {
 	onEvent func(r *rig, ev *toolpb.RunResponse)
 	// crashed, when set, runs once the first orchestrator stopped, before the resume.
 	crashed func(r *rig)
+	// inProcess are both orchestrators' in-process tool groups.
+	inProcess map[string]run.Group
 }
 
 // crashThenResume runs req with the model's turns until the model is asked turn block
@@ -182,7 +185,7 @@ func crashThenResume(t *testing.T, ctx context.Context, turns []llm.Response, bl
 	r := &rig{j: j, m1: &recModel{turns: turns, block: block, delay: o.delay, answer: o.answer, blockAt: o.blockAt},
 		m2: &recModel{turns: turns, block: -1, answer: o.answer}}
 	start := func(m *recModel, tel *telemetry.Telemetry, id string) *env {
-		e := newEnv(t, envOptions{journal: j, provider: m, configure: o.configure, tel: tel})
+		e := newEnv(t, envOptions{journal: j, provider: m, configure: o.configure, tel: tel, groups: o.inProcess})
 		if o.groups != nil {
 			e.startWorker(id, o.groups()...)
 		}
@@ -780,5 +783,34 @@ func TestReplayedDurationIsTheFirstOne(t *testing.T) {
 	}
 	if before, after := took(r.m1.requests()), took(r.m2.requests()); before != after {
 		t.Errorf("big took %s in the history before the crash and %s after the resume", before, after)
+	}
+}
+
+// TestInProcessBoardAdditionsReplay: what an in-process tool put on the run's blackboard
+// itself is in its outcome's record, and a replay puts it there again: after a resume the
+// blackboard lists it, GetRun has it, and a later entry's event is not taken for one the
+// client saw. It was lost: the replay answered the call without running it.
+func TestInProcessBoardAdditionsReplay(t *testing.T) {
+	ctx := testContext(t)
+	note := tool.New("note", "Notes a thing.", schema.Empty(), func(ctx context.Context, _ string) (tool.Result, error) {
+		if err := tool.BlackboardFrom(ctx).Add(tool.Entry{TypeName: "Note", JSON: []byte(`{"n":1}`)}); err != nil {
+			return tool.Result{}, err
+		}
+		return tool.Text("noted"), nil
+	})
+	again := call("c1", "note", "{}") // the model gives every turn's call one id
+	turns := []llm.Response{again, call("c2", "blackboard_list", "{}"), again, {Text: "done", FinishReason: "stop"}}
+	r := crashThenResume(t, ctx, turns, 2, &toolpb.RunRequest{RunId: "note-1", Prompt: "go", ToolGroups: []string{"notes", "blackboard"}, Detached: true},
+		rigOptions{inProcess: map[string]run.Group{"notes": {Description: "Notes.", Tools: []tool.Tool{note}}}})
+	r.sameFirstRequest(t, 2)
+	got, err := r.e2.cl.GetRun(ctx, "note-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(got.GetBlackboard()); n != 2 {
+		t.Errorf("GetRun's blackboard has %d entries after the resume, want 2", n)
+	}
+	if n := count(events(t, ctx, r.e2, "note-1"), func(ev *toolpb.RunResponse) bool { return ev.GetBlackboardChanged() != nil }); n != 2 {
+		t.Errorf("%d blackboard events, want 2 (one a note)", n)
 	}
 }
