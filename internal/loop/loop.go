@@ -132,6 +132,11 @@ type Options struct {
 	// a time, in that order, before the others run in parallel, so that what they did to
 	// the run (the blackboard's entries) is done in the order it was done the first time.
 	Recorded func(tool.CallInfo) (order int64, ok bool)
+	// Known, with Recorded, says whether the run's journal holds anything of a call (its
+	// dispatch, an approval, its nested loop). The calls of a replayed turn it holds
+	// nothing of (reads of the run in process, refusals) ran at once the first time,
+	// before any call that ended with a record: they run first.
+	Known func(tool.CallInfo) bool
 	// Observer receives the loop's events, synchronously, from several goroutines at once
 	// when tool calls run in parallel.
 	Observer func(Event)
@@ -571,10 +576,11 @@ type job struct {
 	args string
 }
 
-// runJobs runs a turn's calls and puts their outcomes in place: one in this goroutine,
-// without the handoff to another and back; several in parallel, up to MaxParallel at
-// once. In a resumed run's replay, the calls the journal answers run first, one at a
-// time in the order their outcomes were recorded (Options.Recorded).
+// runJobs runs a turn's calls and puts their outcomes in place (runParallel). In a
+// resumed run's replay of a turn, it runs first the calls the journal knows nothing of
+// (Options.Known), then those it answers, one at a time in the order their outcomes
+// were recorded (Options.Recorded), then the others: the order the first run's calls
+// ended in.
 func (l *state) runJobs(ctx context.Context, iter int, jobs []job, outcomes []outcome) {
 	if len(jobs) > 1 && l.opts.Recorded != nil {
 		type replayed struct {
@@ -582,21 +588,32 @@ func (l *state) runJobs(ctx context.Context, iter int, jobs []job, outcomes []ou
 			order int64
 		}
 		var answered []replayed
-		var rest []job
+		var first, rest []job
 		for _, j := range jobs {
 			info := tool.CallInfo{RunID: l.opts.RunID, LoopID: l.opts.LoopID, CallID: outcomes[j.i].call.ID, Iteration: iter}
 			if order, ok := l.opts.Recorded(info); ok {
 				answered = append(answered, replayed{j, order})
-			} else {
+			} else if l.opts.Known == nil || l.opts.Known(info) {
 				rest = append(rest, j)
+			} else {
+				first = append(first, j)
 			}
 		}
-		slices.SortStableFunc(answered, func(a, b replayed) int { return cmp.Compare(a.order, b.order) })
-		for _, j := range answered {
-			outcomes[j.i] = l.call(ctx, iter, outcomes[j.i].call, j.t, j.args)
+		if len(answered) > 0 { // a replayed turn
+			l.runParallel(ctx, iter, first, outcomes)
+			slices.SortStableFunc(answered, func(a, b replayed) int { return cmp.Compare(a.order, b.order) })
+			for _, j := range answered {
+				outcomes[j.i] = l.call(ctx, iter, outcomes[j.i].call, j.t, j.args)
+			}
+			jobs = rest
 		}
-		jobs = rest
 	}
+	l.runParallel(ctx, iter, jobs, outcomes)
+}
+
+// runParallel runs calls and puts their outcomes in place: one in this goroutine,
+// without the handoff to another and back; several in parallel, up to MaxParallel.
+func (l *state) runParallel(ctx context.Context, iter int, jobs []job, outcomes []outcome) {
 	switch len(jobs) {
 	case 0:
 	case 1:

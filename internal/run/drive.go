@@ -249,7 +249,7 @@ func (d *driver) startLoop() {
 	opts.RunID, opts.LoopID, opts.Logger = r.id, loopID, s.log
 	if j != nil {
 		opts.Provider = &journalProvider{Provider: opts.Provider, j: j, loopID: loopID}
-		opts.Recorded = j.recordedAt
+		opts.Recorded, opts.Known = j.recordedAt, j.known
 	}
 	opts.Budget.Shared = &loop.Spending{} // nested loops count against the run's budget
 	p.opts.Budget.Shared = opts.Budget.Shared

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"iter"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -827,6 +828,27 @@ func (j *journal) recordedAt(info tool.CallInfo) (int64, bool) {
 	}
 	seq, ok := j.outcomeSeqs[key]
 	return seq, ok
+}
+
+// known reports whether the journal holds anything of the call info names: its
+// dispatch, an approval it waited for or a question its tool asked, its nested loop
+// (loop.Options.Known).
+func (j *journal) known(info tool.CallInfo) bool {
+	key := callKey(info)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.dispatched[key] {
+		return true
+	}
+	if _, ok := j.loops["nested-started/"+derivedID("loop_", info)]; ok {
+		return true
+	}
+	for k := range j.approvals {
+		if k == key || strings.HasPrefix(k, key+"/input/") {
+			return true
+		}
+	}
+	return false
 }
 
 // loopRecorded is when nested loop id started and ended the first time, if the journal

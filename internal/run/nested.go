@@ -221,7 +221,7 @@ func (n *nester) loopOptions(l agentic.Loop, runID string, scope Scope, proc *pr
 	opts.Provider = n.s.modelProvider(provider, n.p.tenant)
 	if j := n.p.journal; j != nil {
 		opts.Provider = &journalProvider{Provider: opts.Provider, j: j, loopID: scope.LoopID}
-		opts.Recorded = j.recordedAt
+		opts.Recorded, opts.Known = j.recordedAt, j.known
 	}
 	opts.Model = model
 	opts.MaxIterations = cmpOr(l.MaxIterations, loop.DefaultMaxIterations)

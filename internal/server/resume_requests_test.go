@@ -814,3 +814,45 @@ func TestInProcessBoardAdditionsReplay(t *testing.T) {
 		t.Errorf("%d blackboard events, want 2 (one a note)", n)
 	}
 }
+
+// TestUnrecordedCallsReplayFirst: the calls of a turn the journal knows nothing of ran at
+// once the first time, before any call that ended with a record, and a replay runs them
+// first too: blackboard_list called beside slow_add lists the empty blackboard it saw
+// the first time (it ran after the replayed slow_add and listed its entry), and a
+// playbook's locked tool called beside its key is refused again (it ran after the key
+// was replayed, was let through, and was sent to a worker the first run never sent it to).
+func TestUnrecordedCallsReplayFirst(t *testing.T) {
+	ctx := testContext(t)
+	turns := []llm.Response{
+		{ToolCalls: []llm.ToolCall{{ID: "c1", Name: "slow_add", Arguments: "{}"}, {ID: "c2", Name: "blackboard_list", Arguments: "{}"}}},
+		{}, // unused: the two results come back in one request
+		{Text: "done", FinishReason: "stop"},
+	}
+	r := crashThenResume(t, ctx, turns, 2, &toolpb.RunRequest{RunId: "read-1", Prompt: "go", ToolGroups: []string{"board", "blackboard"}, Detached: true},
+		rigOptions{groups: boardGroup})
+	r.sameFirstRequest(t, 1)
+
+	answer := func(req *llm.Request, n int) (llm.Response, error) {
+		if !offers(req, "helper") { // the playbook's loop
+			if n == 0 {
+				return llm.Response{ToolCalls: []llm.ToolCall{{ID: "s1", Name: "slow_add", Arguments: "{}"}, {ID: "s2", Name: "fast_add", Arguments: "{}"}}}, nil
+			}
+			return llm.Response{Text: "nested done", FinishReason: "stop"}, nil
+		}
+		switch n {
+		case 0:
+			return call("c1", "helper", `{"task":"x"}`), nil
+		case 1:
+			return call("c2", "blackboard_list", "{}"), nil
+		}
+		return llm.Response{Text: "done", FinishReason: "stop"}, nil
+	}
+	spec := &toolpb.AgenticToolSpec{Kind: toolpb.AgenticKind_AGENTIC_KIND_PLAYBOOK, Tools: []string{"slow_add"},
+		LockedTools: []*toolpb.LockedTool{{Tool: "fast_add", AfterAll: []string{"slow_add"}}}}
+	r = crashThenResume(t, ctx, nil, -1, helperRequest("lock-1", []string{"board", "blackboard"}, spec),
+		rigOptions{groups: boardGroup, answer: answer, blockAt: func(req *llm.Request, n int) bool { return offers(req, "helper") && n == 2 }})
+	r1, r2 := r.m1.requests(), r.m2.requests()
+	if len(r2) == 0 || r2[0] != r1[len(r1)-1] {
+		t.Errorf("the first request after the resume differs:\nbefore: %s\nafter:  %v", r1[len(r1)-1], r2)
+	}
+}
