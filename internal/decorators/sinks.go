@@ -257,12 +257,18 @@ func PublishSelectedToBlackboard(t tool.Tool, sel Selector) tool.Tool {
 	return SinkArtifacts(t, sel, BlackboardSink, SinkBlackboard)
 }
 
-// deliver gives entries to r's sink, and tells the listener of each.
+// deliver gives entries to r's sink, and tells the listener of each. A call a resumed
+// run's journal answered gives them to the run's own sinks (the blackboard, the assets:
+// the replay rebuilds them) but not to a program's, which had them the first time: an
+// artifact reaches a program's sink at most once.
 func deliver(ctx context.Context, c *toolcall.Call, toolName string, r Sinking, entries []tool.Entry) error {
+	again := c.Dispatch != nil && c.Dispatch.Replayed && r.Name != SinkBlackboard && r.Name != SinkAssets
 	for _, e := range entries {
 		cp := Capture{Entry: e, Tool: toolName, CallID: c.Info.CallID, LoopID: c.Info.LoopID}
-		if err := r.Sink.Accept(ctx, cp); err != nil {
-			return err
+		if !again { // else its event alone, which the journal has from the first time
+			if err := r.Sink.Accept(ctx, cp); err != nil {
+				return err
+			}
 		}
 		if l := listenerFrom(ctx); l != nil {
 			l.Captured(r.Name, cp)

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"iter"
 	"regexp"
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/decorators"
 	"github.com/toolmesh/toolmesh/internal/examplegroups"
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/run"
@@ -168,8 +170,10 @@ type rigOptions struct {
 	onEvent func(r *rig, ev *toolpb.RunResponse)
 	// crashed, when set, runs once the first orchestrator stopped, before the resume.
 	crashed func(r *rig)
-	// inProcess are both orchestrators' in-process tool groups.
+	// inProcess are both orchestrators' in-process tool groups, sinks their program's
+	// artifact sinks.
 	inProcess map[string]run.Group
+	sinks     map[string]decorators.Sink
 }
 
 // crashThenResume runs req with the model's turns until the model is asked turn block
@@ -185,7 +189,7 @@ func crashThenResume(t *testing.T, ctx context.Context, turns []llm.Response, bl
 	r := &rig{j: j, m1: &recModel{turns: turns, block: block, delay: o.delay, answer: o.answer, blockAt: o.blockAt},
 		m2: &recModel{turns: turns, block: -1, answer: o.answer}}
 	start := func(m *recModel, tel *telemetry.Telemetry, id string) *env {
-		e := newEnv(t, envOptions{journal: j, provider: m, configure: o.configure, tel: tel, groups: o.inProcess})
+		e := newEnv(t, envOptions{journal: j, provider: m, configure: o.configure, tel: tel, groups: o.inProcess, sinks: o.sinks})
 		if o.groups != nil {
 			e.startWorker(id, o.groups()...)
 		}
@@ -855,4 +859,34 @@ func TestUnrecordedCallsReplayFirst(t *testing.T) {
 	if len(r2) == 0 || r2[0] != r1[len(r1)-1] {
 		t.Errorf("the first request after the resume differs:\nbefore: %s\nafter:  %v", r1[len(r1)-1], r2)
 	}
+}
+
+// TestProgramSinksGetAnArtifactOnce: a program's artifact sink gets a call's artifact
+// once, though the call is replayed after a resume; it got it again, and a sink that
+// refuses what it holds made the replayed call an error the model read.
+func TestProgramSinksGetAnArtifactOnce(t *testing.T) {
+	ctx := testContext(t)
+	var mu sync.Mutex
+	held := map[string]int{}
+	unique := decorators.SinkFunc(func(_ context.Context, c decorators.Capture) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if held[c.CallID]++; held[c.CallID] > 1 {
+			return errors.New("it holds that one already")
+		}
+		return nil
+	})
+	r := crashThenResume(t, ctx, []llm.Response{call("c1", "mk", "{}"), {Text: "done", FinishReason: "stop"}}, 1,
+		&toolpb.RunRequest{RunId: "sink-1", Prompt: "go", ToolGroups: []string{"arts"}, Detached: true},
+		rigOptions{groups: func() []worker.Group {
+			return []worker.Group{{Role: "arts", Tools: []tool.Tool{tool.New("mk", "Makes a thing.", schema.Empty(), func(context.Context, string) (tool.Result, error) {
+				return tool.ArtifactResult("made", tool.Artifact{TypeName: "Thing", JSON: []byte(`{"x":1}`)}), nil
+			})}}}
+		}, sinks: map[string]decorators.Sink{"archive": unique}, configure: func(c *config.Config) {
+			c.Tools = map[string]config.Tool{"mk": {Artifacts: []config.ArtifactSink{{Sinks: []string{"archive"}}}}}
+		}})
+	if held["c1"] != 1 {
+		t.Errorf("the program's sink got the artifact %d times, want once", held["c1"])
+	}
+	r.sameFirstRequest(t, 1)
 }
