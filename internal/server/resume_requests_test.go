@@ -600,29 +600,19 @@ func TestNestedModelFailureReplays(t *testing.T) {
 	ctx := testContext(t)
 	var mu sync.Mutex
 	nested := 0
+	answers := helperModel([]llm.Response{call("s1", "fast_add", "{}"), {Text: "added", FinishReason: "stop"}},
+		[]llm.Response{call("c1", "helper", `{"task":"x"}`), call("c2", "blackboard_list", "{}"), llm.Response{Text: "done", FinishReason: "stop"}})
 	answer := func(req *llm.Request, n int) (llm.Response, error) {
-		if !offers(req, "helper") { // the nested loop's model
-			mu.Lock()
-			defer mu.Unlock()
+		mu.Lock()
+		defer mu.Unlock()
+		if !offers(req, "helper") { // the nested loop's model fails its first call
 			if nested++; nested == 1 {
 				return llm.Response{}, &llm.ProviderError{Provider: "rec", Kind: llm.KindUnavailable, Message: "overloaded"}
 			}
-			if n == 0 {
-				return call("s1", "fast_add", "{}"), nil
-			}
-			return llm.Response{Text: "added", FinishReason: "stop"}, nil
 		}
-		switch n {
-		case 0:
-			return call("c1", "helper", `{"task":"x"}`), nil
-		case 1:
-			return call("c2", "blackboard_list", "{}"), nil
-		}
-		return llm.Response{Text: "done", FinishReason: "stop"}, nil
+		return answers(req, n)
 	}
-	req := &toolpb.RunRequest{RunId: "ag-2", Prompt: "go", ToolGroups: []string{"board", "blackboard"}, Tools: []string{"helper"},
-		AgenticTools: []*toolpb.AgenticToolSpec{{Name: "helper", Description: "Helps.", Tools: []string{"fast_add"},
-			ParametersJsonSchema: `{"type":"object","properties":{"task":{"type":"string"}}}`}}, Detached: true}
+	req := helperRequest("ag-2", []string{"board", "blackboard"}, &toolpb.AgenticToolSpec{Tools: []string{"fast_add"}})
 	r := crashThenResume(t, ctx, nil, -1, req, rigOptions{groups: boardGroup, answer: answer,
 		blockAt: func(req *llm.Request, n int) bool { return offers(req, "helper") && n == 2 }})
 	for _, q := range r.m2.requests() {
@@ -658,6 +648,19 @@ func TestGroupMissingAtStartStaysMissing(t *testing.T) {
 	r.sameFirstRequest(t, 1)
 }
 
+// helperModel answers a run of the agentic tool helper (helperRequest): its nested
+// loop's model with nested[n], the run's own with parent[n], n the request's tool
+// results (past the end, the last).
+func helperModel(nested, parent []llm.Response) func(*llm.Request, int) (llm.Response, error) {
+	return func(req *llm.Request, n int) (llm.Response, error) {
+		turns := parent
+		if !offers(req, "helper") {
+			turns = nested
+		}
+		return turns[min(n, len(turns)-1)], nil
+	}
+}
+
 // helperRequest is a run of an agentic tool "helper" whose nested loop has the tools
 // tools (kind, when set: a subagent with its own groups) besides the run's groups.
 func helperRequest(id string, groups []string, spec *toolpb.AgenticToolSpec) *toolpb.RunRequest {
@@ -673,21 +676,9 @@ func helperRequest(id string, groups []string, spec *toolpb.AgenticToolSpec) *to
 // listed slow_add's entry first.
 func TestAgenticCallsReplayInOrder(t *testing.T) {
 	ctx := testContext(t)
-	answer := func(req *llm.Request, n int) (llm.Response, error) {
-		if !offers(req, "helper") { // the nested loop's model
-			if n == 0 {
-				return call("s1", "fast_add", "{}"), nil
-			}
-			return llm.Response{Text: "added", FinishReason: "stop"}, nil
-		}
-		switch n {
-		case 0:
-			return llm.Response{ToolCalls: []llm.ToolCall{{ID: "c1", Name: "helper", Arguments: `{"task":"x"}`}, {ID: "c2", Name: "slow_add", Arguments: "{}"}}}, nil
-		case 2:
-			return call("c3", "blackboard_list", "{}"), nil
-		}
-		return llm.Response{Text: "done", FinishReason: "stop"}, nil
-	}
+	both := llm.Response{ToolCalls: []llm.ToolCall{{ID: "c1", Name: "helper", Arguments: `{"task":"x"}`}, {ID: "c2", Name: "slow_add", Arguments: "{}"}}}
+	answer := helperModel([]llm.Response{call("s1", "fast_add", "{}"), {Text: "added", FinishReason: "stop"}},
+		[]llm.Response{both, {}, call("c3", "blackboard_list", "{}"), llm.Response{Text: "done", FinishReason: "stop"}}) // turn 1 unused: two results come back at once
 	r := crashThenResume(t, ctx, nil, -1, helperRequest("abo-1", []string{"board", "blackboard"}, &toolpb.AgenticToolSpec{Tools: []string{"fast_add"}}),
 		rigOptions{groups: boardGroup, answer: answer, blockAt: func(req *llm.Request, n int) bool { return offers(req, "helper") && n == 3 }})
 	r1, r2 := r.m1.requests(), r.m2.requests()
@@ -703,21 +694,8 @@ func TestAgenticCallsReplayInOrder(t *testing.T) {
 // in the run's history, as long as its nested loop did the first time; it read 0 ms.
 func TestAgenticCallsKeepTheirDurations(t *testing.T) {
 	ctx := testContext(t)
-	answer := func(req *llm.Request, n int) (llm.Response, error) {
-		if !offers(req, "helper") {
-			if n == 0 {
-				return call("s1", "slow_add", "{}"), nil
-			}
-			return llm.Response{Text: "added", FinishReason: "stop"}, nil
-		}
-		switch n {
-		case 0:
-			return call("c1", "helper", `{"task":"x"}`), nil
-		case 1:
-			return call("c2", "process_history", "{}"), nil
-		}
-		return llm.Response{Text: "done", FinishReason: "stop"}, nil
-	}
+	answer := helperModel([]llm.Response{call("s1", "slow_add", "{}"), {Text: "added", FinishReason: "stop"}},
+		[]llm.Response{call("c1", "helper", `{"task":"x"}`), call("c2", "process_history", "{}"), llm.Response{Text: "done", FinishReason: "stop"}})
 	r := crashThenResume(t, ctx, nil, -1, helperRequest("ag-1", []string{"board", "agent_process"}, &toolpb.AgenticToolSpec{Tools: []string{"slow_add"}}),
 		rigOptions{groups: boardGroup, answer: answer, blockAt: func(req *llm.Request, n int) bool { return offers(req, "helper") && n == 1 }})
 	r2 := r.m2.requests()
@@ -734,21 +712,8 @@ func TestAgenticCallsKeepTheirDurations(t *testing.T) {
 // resume, when it first did; it started when the replay reached it.
 func TestSubagentStartReplays(t *testing.T) {
 	ctx := testContext(t)
-	answer := func(req *llm.Request, n int) (llm.Response, error) {
-		if !offers(req, "helper") {
-			switch n {
-			case 0:
-				return call("s1", "slow_add", "{}"), nil
-			case 1:
-				return call("s2", "process_status", "{}"), nil
-			}
-			return llm.Response{Text: "child done", FinishReason: "stop"}, nil
-		}
-		if n == 0 {
-			return call("c1", "helper", `{"task":"x"}`), nil
-		}
-		return llm.Response{Text: "done", FinishReason: "stop"}, nil
-	}
+	answer := helperModel([]llm.Response{call("s1", "slow_add", "{}"), call("s2", "process_status", "{}"), {Text: "child done", FinishReason: "stop"}},
+		[]llm.Response{call("c1", "helper", `{"task":"x"}`), llm.Response{Text: "done", FinishReason: "stop"}})
 	r := crashThenResume(t, ctx, nil, -1, helperRequest("sa-1", nil, &toolpb.AgenticToolSpec{Kind: toolpb.AgenticKind_AGENTIC_KIND_AGENT, ToolGroups: []string{"board", "agent_process"}}),
 		rigOptions{groups: boardGroup, answer: answer, blockAt: func(req *llm.Request, n int) bool { return !offers(req, "helper") && n == 1 }})
 	ran := time.Duration(-1)
@@ -836,21 +801,9 @@ func TestUnrecordedCallsReplayFirst(t *testing.T) {
 		rigOptions{groups: boardGroup})
 	r.sameFirstRequest(t, 1)
 
-	answer := func(req *llm.Request, n int) (llm.Response, error) {
-		if !offers(req, "helper") { // the playbook's loop
-			if n == 0 {
-				return llm.Response{ToolCalls: []llm.ToolCall{{ID: "s1", Name: "slow_add", Arguments: "{}"}, {ID: "s2", Name: "fast_add", Arguments: "{}"}}}, nil
-			}
-			return llm.Response{Text: "nested done", FinishReason: "stop"}, nil
-		}
-		switch n {
-		case 0:
-			return call("c1", "helper", `{"task":"x"}`), nil
-		case 1:
-			return call("c2", "blackboard_list", "{}"), nil
-		}
-		return llm.Response{Text: "done", FinishReason: "stop"}, nil
-	}
+	keyAndLocked := llm.Response{ToolCalls: []llm.ToolCall{{ID: "s1", Name: "slow_add", Arguments: "{}"}, {ID: "s2", Name: "fast_add", Arguments: "{}"}}}
+	answer := helperModel([]llm.Response{keyAndLocked, {Text: "nested done", FinishReason: "stop"}},
+		[]llm.Response{call("c1", "helper", `{"task":"x"}`), call("c2", "blackboard_list", "{}"), llm.Response{Text: "done", FinishReason: "stop"}})
 	spec := &toolpb.AgenticToolSpec{Kind: toolpb.AgenticKind_AGENTIC_KIND_PLAYBOOK, Tools: []string{"slow_add"},
 		LockedTools: []*toolpb.LockedTool{{Tool: "fast_add", AfterAll: []string{"slow_add"}}}}
 	r = crashThenResume(t, ctx, nil, -1, helperRequest("lock-1", []string{"board", "blackboard"}, spec),
