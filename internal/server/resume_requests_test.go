@@ -601,7 +601,7 @@ func TestNestedModelFailureReplays(t *testing.T) {
 	var mu sync.Mutex
 	nested := 0
 	answers := helperModel([]llm.Response{call("s1", "fast_add", "{}"), {Text: "added", FinishReason: "stop"}},
-		[]llm.Response{call("c1", "helper", `{"task":"x"}`), call("c2", "blackboard_list", "{}"), llm.Response{Text: "done", FinishReason: "stop"}})
+		[]llm.Response{call("c1", "helper", `{"task":"x"}`), call("c2", "blackboard_list", "{}"), {Text: "done", FinishReason: "stop"}})
 	answer := func(req *llm.Request, n int) (llm.Response, error) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -678,7 +678,7 @@ func TestAgenticCallsReplayInOrder(t *testing.T) {
 	ctx := testContext(t)
 	both := llm.Response{ToolCalls: []llm.ToolCall{{ID: "c1", Name: "helper", Arguments: `{"task":"x"}`}, {ID: "c2", Name: "slow_add", Arguments: "{}"}}}
 	answer := helperModel([]llm.Response{call("s1", "fast_add", "{}"), {Text: "added", FinishReason: "stop"}},
-		[]llm.Response{both, {}, call("c3", "blackboard_list", "{}"), llm.Response{Text: "done", FinishReason: "stop"}}) // turn 1 unused: two results come back at once
+		[]llm.Response{both, {}, call("c3", "blackboard_list", "{}"), {Text: "done", FinishReason: "stop"}}) // turn 1 unused: two results come back at once
 	r := crashThenResume(t, ctx, nil, -1, helperRequest("abo-1", []string{"board", "blackboard"}, &toolpb.AgenticToolSpec{Tools: []string{"fast_add"}}),
 		rigOptions{groups: boardGroup, answer: answer, blockAt: func(req *llm.Request, n int) bool { return offers(req, "helper") && n == 3 }})
 	r1, r2 := r.m1.requests(), r.m2.requests()
@@ -695,7 +695,7 @@ func TestAgenticCallsReplayInOrder(t *testing.T) {
 func TestAgenticCallsKeepTheirDurations(t *testing.T) {
 	ctx := testContext(t)
 	answer := helperModel([]llm.Response{call("s1", "slow_add", "{}"), {Text: "added", FinishReason: "stop"}},
-		[]llm.Response{call("c1", "helper", `{"task":"x"}`), call("c2", "process_history", "{}"), llm.Response{Text: "done", FinishReason: "stop"}})
+		[]llm.Response{call("c1", "helper", `{"task":"x"}`), call("c2", "process_history", "{}"), {Text: "done", FinishReason: "stop"}})
 	r := crashThenResume(t, ctx, nil, -1, helperRequest("ag-1", []string{"board", "agent_process"}, &toolpb.AgenticToolSpec{Tools: []string{"slow_add"}}),
 		rigOptions{groups: boardGroup, answer: answer, blockAt: func(req *llm.Request, n int) bool { return offers(req, "helper") && n == 1 }})
 	r2 := r.m2.requests()
@@ -713,7 +713,7 @@ func TestAgenticCallsKeepTheirDurations(t *testing.T) {
 func TestSubagentStartReplays(t *testing.T) {
 	ctx := testContext(t)
 	answer := helperModel([]llm.Response{call("s1", "slow_add", "{}"), call("s2", "process_status", "{}"), {Text: "child done", FinishReason: "stop"}},
-		[]llm.Response{call("c1", "helper", `{"task":"x"}`), llm.Response{Text: "done", FinishReason: "stop"}})
+		[]llm.Response{call("c1", "helper", `{"task":"x"}`), {Text: "done", FinishReason: "stop"}})
 	r := crashThenResume(t, ctx, nil, -1, helperRequest("sa-1", nil, &toolpb.AgenticToolSpec{Kind: toolpb.AgenticKind_AGENTIC_KIND_AGENT, ToolGroups: []string{"board", "agent_process"}}),
 		rigOptions{groups: boardGroup, answer: answer, blockAt: func(req *llm.Request, n int) bool { return !offers(req, "helper") && n == 1 }})
 	ran := time.Duration(-1)
@@ -803,7 +803,7 @@ func TestUnrecordedCallsReplayFirst(t *testing.T) {
 
 	keyAndLocked := llm.Response{ToolCalls: []llm.ToolCall{{ID: "s1", Name: "slow_add", Arguments: "{}"}, {ID: "s2", Name: "fast_add", Arguments: "{}"}}}
 	answer := helperModel([]llm.Response{keyAndLocked, {Text: "nested done", FinishReason: "stop"}},
-		[]llm.Response{call("c1", "helper", `{"task":"x"}`), call("c2", "blackboard_list", "{}"), llm.Response{Text: "done", FinishReason: "stop"}})
+		[]llm.Response{call("c1", "helper", `{"task":"x"}`), call("c2", "blackboard_list", "{}"), {Text: "done", FinishReason: "stop"}})
 	spec := &toolpb.AgenticToolSpec{Kind: toolpb.AgenticKind_AGENTIC_KIND_PLAYBOOK, Tools: []string{"slow_add"},
 		LockedTools: []*toolpb.LockedTool{{Tool: "fast_add", AfterAll: []string{"slow_add"}}}}
 	r = crashThenResume(t, ctx, nil, -1, helperRequest("lock-1", []string{"board", "blackboard"}, spec),
