@@ -587,19 +587,28 @@ func (l *state) runJobs(ctx context.Context, iter int, jobs []job, outcomes []ou
 			job
 			order int64
 		}
+		info := func(j job) tool.CallInfo {
+			return tool.CallInfo{RunID: l.opts.RunID, LoopID: l.opts.LoopID, CallID: outcomes[j.i].call.ID, Iteration: iter}
+		}
 		var answered []replayed
 		var first, rest []job
 		for _, j := range jobs {
-			info := tool.CallInfo{RunID: l.opts.RunID, LoopID: l.opts.LoopID, CallID: outcomes[j.i].call.ID, Iteration: iter}
-			if order, ok := l.opts.Recorded(info); ok {
+			if order, ok := l.opts.Recorded(info(j)); ok {
 				answered = append(answered, replayed{j, order})
-			} else if l.opts.Known == nil || l.opts.Known(info) {
-				rest = append(rest, j)
 			} else {
-				first = append(first, j)
+				rest = append(rest, j)
 			}
 		}
 		if len(answered) > 0 { // a replayed turn
+			if l.opts.Known != nil {
+				rest = slices.DeleteFunc(rest, func(j job) bool {
+					if l.opts.Known(info(j)) {
+						return false
+					}
+					first = append(first, j)
+					return true
+				})
+			}
 			l.runParallel(ctx, iter, first, outcomes)
 			slices.SortStableFunc(answered, func(a, b replayed) int { return cmp.Compare(a.order, b.order) })
 			for _, j := range answered {
