@@ -157,10 +157,10 @@ func (t *localTool) Call(ctx context.Context, input string) (tool.Result, error)
 			res, err := toolcall.Protect(ctx, log, t.Definition().Name, func() (tool.Result, error) { return t.Tool.Call(ctx, input) })
 			sig, signal := tool.AsSignal(err)
 			switch {
-			case err != nil && !signal:
-				return tool.ErrorFrom(err), encodeLocalOutcome(tool.ErrorFrom(err), nil, nil, board.taken())
 			case signal:
 				callErr = err
+			case err != nil:
+				res, err = tool.ErrorFrom(err), nil
 			}
 			return res, encodeLocalOutcome(res, err, sig, board.taken())
 		},
