@@ -10,6 +10,7 @@ import (
 	"os"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // A commitLog is an append-only file of the writes the SQLite store has committed but
@@ -31,6 +32,16 @@ import (
 type commitLog struct {
 	path string
 	f    *os.File
+	// direct, where the file system allows it, is the file opened for direct I/O
+	// (O_DIRECT with O_DSYNC): an entry is written from this process's memory to the disk
+	// in whole blocks, without a copy in the page cache, in about half the CPU (this
+	// process's and the kernel's) of a write through the cache. Nil: entries are written
+	// through f. block holds the bytes of the entries in the block the next one starts
+	// in (end rounded down to a block), which are written again with it, unchanged; dbuf
+	// is the block-aligned array an entry is written from.
+	direct *os.File
+	block  []byte
+	dbuf   []byte
 	// end is where the next entry goes, size the length of the file (zeros past end).
 	end, size int64
 	// last is the number of the last entry written; round the number of this round.
@@ -104,7 +115,73 @@ func openCommitLog(path string) (*commitLog, []logEntry, error) {
 			l.end = 0 // a log without rounds: the next entries start a round at the start
 		}
 	}
+	l.block = append(make([]byte, 0, logBlock), data[l.end&^(logBlock-1):l.end]...)
+	l.direct = openDirect(path)
 	return l, entries, nil
+}
+
+// logBlock is the size and alignment of a direct write: a page, a multiple of every
+// disk's logical block.
+const logBlock = 4096
+
+// openDirect opens path for direct, synchronous writes, or returns nil where the file
+// system refuses direct I/O (tmpfs, some network file systems) or the platform has none.
+func openDirect(path string) *os.File {
+	if directWrites == 0 || !useDirect {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|syncWrites|directWrites, 0)
+	if err != nil {
+		return nil
+	}
+	return f
+}
+
+// useDirect is false in tests of the log written through the page cache.
+var useDirect = true
+
+// alignedBuf is an array of at least n bytes, n rounded up to a block, whose start is
+// aligned to a block, reusing buf when it is one.
+func alignedBuf(buf []byte, n int) []byte {
+	n = (n + logBlock - 1) &^ (logBlock - 1)
+	if cap(buf) >= n {
+		return buf[:n]
+	}
+	b := make([]byte, n+logBlock)
+	off := int(uintptr(unsafe.Pointer(&b[0])) & (logBlock - 1))
+	if off != 0 {
+		off = logBlock - off
+	}
+	return b[off : off+n : off+n]
+}
+
+// writeDirect writes entry b at l.end through l.direct: the blocks from the one l.end is
+// in to the one b ends in, the first starting with the bytes it holds already (rewritten
+// as they are, so that a write torn by a crash leaves each sector's bytes of the earlier
+// entries whole), the last ending in zeros. Each block is on disk when it returns.
+func (l *commitLog) writeDirect(b []byte) error {
+	start := l.end &^ (logBlock - 1)
+	head := len(l.block)
+	buf := alignedBuf(l.dbuf, head+len(b))
+	copy(buf, l.block)
+	copy(buf[head:], b)
+	clear(buf[head+len(b):])
+	if _, err := l.direct.WriteAt(buf, start); err != nil {
+		if errors.Is(err, syscall.EINVAL) {
+			return err // refused before anything was written
+		}
+		clear(buf[head:]) // what it may have written of b, zeros again
+		if _, zerr := l.direct.WriteAt(buf, start); zerr != nil && !errors.Is(zerr, syscall.EFBIG) {
+			return syncError{fmt.Errorf("%w; and its bytes could not be zeroed: %w", err, zerr)}
+		}
+		return err
+	}
+	end := l.end + int64(len(b))
+	l.block = append(l.block[:0], buf[(end&^(logBlock-1))-start:end-start]...)
+	if cap(buf) <= maxEntryBuf {
+		l.dbuf = buf
+	}
+	return nil
 }
 
 // write writes an entry of writes, numbered id, after the last; sync makes it durable.
@@ -114,9 +191,13 @@ func (l *commitLog) write(id uint64, writes []*write) error {
 		l.buf = b[:0]
 	}
 	// What follows the entry is zeros, or the start of an older entry: either way not an
-	// entry that follows it.
-	if l.end+int64(len(b)) > l.size {
-		grow := max(int64(logChunk), l.end+int64(len(b))-l.size)
+	// entry that follows it. A direct write ends at a block's end.
+	need := l.end + int64(len(b))
+	if l.direct != nil {
+		need = (need + logBlock - 1) &^ (logBlock - 1)
+	}
+	if need > l.size {
+		grow := max(int64(logChunk), need-l.size)
 		for off := int64(0); off < grow; off += int64(len(zeroBlock)) {
 			if _, err := l.f.WriteAt(zeroBlock[:min(int64(len(zeroBlock)), grow-off)], l.size+off); err != nil {
 				return err
@@ -126,6 +207,23 @@ func (l *commitLog) write(id uint64, writes []*write) error {
 			return syncError{err}
 		}
 		l.size += grow
+	}
+	if l.direct != nil {
+		err := l.writeDirect(b)
+		if errors.Is(err, syscall.EINVAL) {
+			// The file system took the file for direct I/O but refuses this write of it
+			// (a block larger than ours): nothing was written, and the log goes on
+			// through the page cache.
+			_ = l.direct.Close()
+			l.direct = nil
+		} else {
+			if err != nil {
+				return err
+			}
+			l.end += int64(len(b))
+			l.last = id
+			return nil
+		}
 	}
 	if _, err := l.f.WriteAt(b, l.end); err != nil {
 		// Part of it may be written (a file size limit, the disk filling), or all of it
@@ -179,14 +277,19 @@ func (l *commitLog) rewind() error {
 	}
 	// The database holds every entry, on disk: whether the zeros reach the disk or not,
 	// the next entry goes at the start, in a round of its own.
-	l.end, l.round = 0, newRound()
+	l.end, l.round, l.block = 0, newRound(), l.block[:0]
 	if _, err := l.f.WriteAt(make([]byte, 12), 0); err != nil {
 		return err
 	}
 	return syncData(l.f)
 }
 
-func (l *commitLog) close() error { return l.f.Close() }
+func (l *commitLog) close() error {
+	if l.direct != nil {
+		_ = l.direct.Close()
+	}
+	return l.f.Close()
+}
 
 // appendEntry is the bytes of entry id holding writes, whose records are packed in their
 // rows (write.row), in the array of dst (its contents overwritten), grown if it is short.

@@ -22,6 +22,33 @@ func logWrite(id string, seq int64) *write {
 // (a crash while it was written), and anything after it, is not read; after a rewind
 // only the entries written since are read, not those of the round before.
 func TestCommitLog(t *testing.T) {
+	inBothModes(t, testCommitLog)
+}
+
+// inBothModes runs test on a log written with direct I/O, where the file system of the
+// test's temporary directory allows it, and on one written through the page cache.
+func inBothModes(t *testing.T, test func(t *testing.T)) {
+	for _, direct := range []bool{true, false} {
+		t.Run(map[bool]string{true: "direct", false: "cached"}[direct], func(t *testing.T) {
+			was := useDirect
+			useDirect = direct
+			t.Cleanup(func() { useDirect = was })
+			if direct {
+				l, _, err := openCommitLog(filepath.Join(t.TempDir(), "probe"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				_ = l.close()
+				if l.direct == nil {
+					t.Skip("the file system of the temporary directory refuses direct I/O")
+				}
+			}
+			test(t)
+		})
+	}
+}
+
+func testCommitLog(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "journal.db-commits")
 	l, entries, err := openCommitLog(path)
 	if err != nil || len(entries) != 0 {
@@ -210,4 +237,67 @@ func TestCommitLogWithoutRounds(t *testing.T) {
 	if _, entries, _ := openCommitLog(path); len(entries) != 1 || entries[0].id != 3 || entries[0].round == 0 {
 		t.Errorf("after the first entry with rounds: %+v", entries)
 	}
+}
+
+// Entries of every size, many in a block and some over several, read back whole after
+// the log is closed and opened again, and again after more are written where the
+// reopened log's last block ends: a direct write rewrites the start of its first block
+// (the entries before it) as it was.
+func TestCommitLogEntriesOfEverySize(t *testing.T) {
+	inBothModes(t, func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "journal.db-commits")
+		sized := func(id uint64) *write {
+			w := logWrite("r", int64(id))
+			n := int(id*id*37) % 9000
+			data := bytes.Repeat([]byte{byte(id)}, n+1)
+			w.records = []Record{{Seq: int64(id), Kind: KindEvent, Data: data}}
+			w.row = packRow(w.records, 1, time.Unix(0, 7))
+			return w
+		}
+		check := func(entries []logEntry, want uint64) {
+			t.Helper()
+			if uint64(len(entries)) != want {
+				t.Fatalf("%d entries read back, want %d", len(entries), want)
+			}
+			for i, e := range entries {
+				id := uint64(i + 1)
+				got, err := unpack("r", row{seq: int64(id), n: 1, epoch: 1, kinds: e.writes[0].row.kinds, data: e.writes[0].row.data}, 0, filterKinds(), 0, nil)
+				wantData := sized(id).records[0].Data
+				if e.id != id || err != nil || len(got) != 1 || !bytes.Equal(got[0].Data, wantData) {
+					t.Fatalf("entry %d: id %d, %d records, %v", id, e.id, len(got), err)
+				}
+			}
+		}
+		l, _, err := openCommitLog(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := uint64(0)
+		writeSome := func(n int) {
+			t.Helper()
+			for range n {
+				id++
+				if err := l.write(id, []*write{sized(id)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		writeSome(40)
+		_ = l.close()
+		l, entries, err := openCommitLog(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(entries, 40)
+		if l.end%logBlock == 0 {
+			t.Fatalf("the log ends at %d, a block's end: the next write does not start inside a block", l.end)
+		}
+		writeSome(25)
+		_ = l.close()
+		_, entries, err = openCommitLog(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(entries, 65)
+	})
 }

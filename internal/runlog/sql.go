@@ -38,8 +38,8 @@ type dialect struct {
 	// next_seq column, which the dialect's committer does not keep up to date while the
 	// run goes on).
 	nextSeq string
-	// gather, when set, is how long a committer waits for more writes when fewer came
-	// than last time: a commit costs a sync whatever its size.
+	// gather, when set, is how long a committer waits for more writes while many runs
+	// write (see pace): a commit costs a sync whatever its size.
 	gather time.Duration
 	// committers is how many groups of writes may commit at once: one where the
 	// database has one writer (SQLite), a few where commits wait on a server (each has
@@ -229,7 +229,7 @@ const maxGroup = 256
 func (s *sqlStore) commit() {
 	defer s.done.Done()
 	var carry []*write
-	last := 0 // the size of the last group
+	var p pace
 	for {
 		group := carry
 		carry = nil
@@ -266,12 +266,12 @@ func (s *sqlStore) commit() {
 				break more
 			}
 		}
-		if s.d.gather > 0 && last > 1 && len(group) < last && len(group) < maxGroup {
-			// Writers came many at a time last time: let more join, briefly, rather than
-			// pay a commit (an fsync) for a few.
+		if want := p.want(); s.d.gather > 0 && len(group) < want {
+			// Many runs write: let more of them join, briefly, rather than pay a commit
+			// (an fsync, a round trip) for a few.
 			t := time.NewTimer(s.d.gather)
 		gather:
-			for len(group) < last && len(group) < maxGroup {
+			for len(group) < want {
 				select {
 				case w := <-s.writes:
 					take(w)
@@ -295,8 +295,8 @@ func (s *sqlStore) commit() {
 			}
 			continue
 		}
-		last = len(group)
 		start := time.Now()
+		p.note(group, start)
 		errs := s.commitGroup(group)
 		s.release(group)
 		s.noteCommit(errs)
@@ -307,6 +307,44 @@ func (s *sqlStore) commit() {
 			w.done <- errs[i]
 		}
 	}
+}
+
+// pace estimates how many runs write at about the same time, from the runs a
+// committer committed writes of in its last window of paceWindow.
+type pace struct {
+	since  time.Time
+	runs   map[string]struct{}
+	active int
+}
+
+// paceWindow is long enough for every run of a busy orchestrator to write in it (a loop
+// step, a few milliseconds), and short enough to follow a burst's end.
+const paceWindow = 20 * time.Millisecond
+
+// note counts group's runs into the window, starting the next one when it is over.
+func (p *pace) note(group []*write, now time.Time) {
+	if now.Sub(p.since) >= paceWindow {
+		p.active = len(p.runs)
+		clear(p.runs)
+		p.since = now
+	}
+	if p.runs == nil {
+		p.runs = make(map[string]struct{}, len(group))
+	}
+	for _, w := range group {
+		if len(p.runs) < 2*maxGroup {
+			p.runs[w.lease.RunID] = struct{}{}
+		}
+	}
+}
+
+// want is how many writes a group waits for (for at most the dialect's gather): half
+// the runs that wrote in the last window. A run writing alone, or one of two, never
+// waits: the gather is for many runs at once, where it turns many commits into one (a
+// commit costs the same CPU, in this process and the kernel's, whatever it holds),
+// which is worth a fraction of a millisecond of each one's step.
+func (p *pace) want() int {
+	return min(p.active/2, maxGroup)
 }
 
 // claim marks run id as having a write in a group under way, or reports that it has one

@@ -64,7 +64,7 @@ func openSQLite(ctx context.Context, dsn, path string, pragmas ...string) (Store
 		// instead of in a table and an index: a commit writes half the pages.
 		clustered:   " WITHOUT ROWID",
 		committers:  1,
-		gather:      250 * time.Microsecond,
+		gather:      300 * time.Microsecond,
 		commitGroup: func(s *sqlStore, group []*write) []error { return s.logged.commitGroup(group) },
 		nextSeq:     nextSeqOfRecords,
 	}}

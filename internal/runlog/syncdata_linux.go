@@ -9,6 +9,9 @@ import (
 // (O_DSYNC): a commit is one system call instead of a write and an fdatasync.
 const syncWrites = syscall.O_DSYNC
 
+// directWrites opens it for direct I/O as well, where the file system allows it.
+const directWrites = syscall.O_DIRECT
+
 // syncData makes f's written data durable: fdatasync, which skips the file's metadata
 // when its length did not change.
 func syncData(f *os.File) error {

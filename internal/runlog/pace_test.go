@@ -1,0 +1,56 @@
+package runlog
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// A committer gathers writes only while many runs write: a run writing alone (or one of
+// two) never waits for others, 32 runs writing in a window have a group wait for 16, and
+// the estimate follows the writers' count down once a window passes without them.
+func TestPaceGathersOnlyForManyRuns(t *testing.T) {
+	var p pace
+	t0 := time.Unix(1000, 0)
+	group := func(ids ...string) []*write {
+		var g []*write
+		for _, id := range ids {
+			g = append(g, &write{lease: Lease{RunID: id}})
+		}
+		return g
+	}
+	if w := p.want(); w != 0 {
+		t.Fatalf("before any write: want %d", w)
+	}
+	// One run, writing step after step.
+	for i := range 20 {
+		p.note(group("solo"), t0.Add(time.Duration(i)*time.Millisecond))
+	}
+	if w := p.want(); w != 0 {
+		t.Fatalf("one run writing: a group waits for %d writes", w)
+	}
+	// 32 runs, each writing once in the next window, then the window passes.
+	at := t0.Add(40 * time.Millisecond)
+	p.note(group("solo"), at)
+	for i := range 32 {
+		p.note(group(fmt.Sprint("run", i)), at.Add(time.Duration(i)*100*time.Microsecond))
+	}
+	p.note(group("solo"), at.Add(paceWindow))
+	if w := p.want(); w != 16 {
+		t.Fatalf("33 runs wrote in the last window: a group waits for %d writes, want 16", w)
+	}
+	// Two runs in the window after: no gather.
+	p.note(group("a", "b"), at.Add(paceWindow+time.Millisecond))
+	p.note(group("a"), at.Add(2*paceWindow+time.Millisecond))
+	if w := p.want(); w != 1 {
+		t.Fatalf("three runs wrote in the last window: want %d, want 1", w)
+	}
+	// The window's count is bounded, however many runs write.
+	for i := range 10 * maxGroup {
+		p.note(group(fmt.Sprint("many", i)), at.Add(2*paceWindow+2*time.Millisecond))
+	}
+	p.note(group("a"), at.Add(4*paceWindow))
+	if w := p.want(); w != maxGroup || len(p.runs) > 2*maxGroup {
+		t.Fatalf("after 2560 runs in a window: want %d (max %d), %d runs kept", w, maxGroup, len(p.runs))
+	}
+}
