@@ -156,7 +156,7 @@ func (r *Report) explainLoop(prof string) explanation {
 
 // explainJournal explains a missed journal goal by the records and commits of a journaled run.
 func (r *Report) explainJournal(g *Goal, prof string) explanation {
-	name, store := VLoopSQLite, "SQLite (a commit log written with O_DSYNC, copied to the database)"
+	name, store := VLoopSQLite, "SQLite (a commit log written with O_DSYNC and O_DIRECT, copied to the database)"
 	if g.ID == "journal-postgres" {
 		name, store = VLoopPostgres, "PostgreSQL (fsync on)"
 	}

@@ -6,9 +6,10 @@ import (
 	"time"
 )
 
-// A committer gathers writes only while many runs write: a run writing alone (or one of
-// two) never waits for others, 32 runs writing in a window have a group wait for 16, and
-// the estimate follows the writers' count down once a window passes without them.
+// A committer gathers writes only while many runs write at once: runs one at a time
+// (however many in a window) never wait for others, 32 runs writing in a window have a
+// group wait for 16, and the estimate follows the writers' count down once a window
+// passes without them.
 func TestPaceGathersOnlyForManyRuns(t *testing.T) {
 	var p pace
 	t0 := time.Unix(1000, 0)
@@ -22,12 +23,17 @@ func TestPaceGathersOnlyForManyRuns(t *testing.T) {
 	if w := p.want(); w != 0 {
 		t.Fatalf("before any write: want %d", w)
 	}
-	// One run, writing step after step.
-	for i := range 20 {
-		p.note(group("solo"), t0.Add(time.Duration(i)*time.Millisecond))
+	// Runs one at a time, each ending before the next starts, a few in each window.
+	for i := range 40 {
+		id := fmt.Sprint("seq", i/4)
+		g := group(id)
+		if i%4 == 3 {
+			g[0].kind = writeFinish
+		}
+		p.note(g, t0.Add(time.Duration(i)*time.Millisecond))
 	}
 	if w := p.want(); w != 0 {
-		t.Fatalf("one run writing: a group waits for %d writes", w)
+		t.Fatalf("one run at a time: a group waits for %d writes", w)
 	}
 	// 32 runs, each writing once in the next window, then the window passes.
 	at := t0.Add(40 * time.Millisecond)
@@ -39,11 +45,14 @@ func TestPaceGathersOnlyForManyRuns(t *testing.T) {
 	if w := p.want(); w != 16 {
 		t.Fatalf("33 runs wrote in the last window: a group waits for %d writes, want 16", w)
 	}
-	// Two runs in the window after: no gather.
+	// Two runs in the window after, one of which ends: no gather.
+	end := group("b")
+	end[0].kind = writeFinish
 	p.note(group("a", "b"), at.Add(paceWindow+time.Millisecond))
+	p.note(end, at.Add(paceWindow+2*time.Millisecond))
 	p.note(group("a"), at.Add(2*paceWindow+time.Millisecond))
 	if w := p.want(); w != 1 {
-		t.Fatalf("three runs wrote in the last window: want %d, want 1", w)
+		t.Fatalf("three runs open at once in the last window: want %d, want 1", w)
 	}
 	// The window's count is bounded, however many runs write.
 	for i := range 10 * maxGroup {

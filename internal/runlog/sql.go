@@ -309,12 +309,14 @@ func (s *sqlStore) commit() {
 	}
 }
 
-// pace estimates how many runs write at about the same time, from the runs a
-// committer committed writes of in its last window of paceWindow.
+// pace estimates how many runs write at about the same time: the most runs a committer
+// saw open at once in its last window of paceWindow — written to, and not ended in the
+// window since. Runs that follow one another (one at a time, each ending before the next
+// starts) count as one.
 type pace struct {
-	since  time.Time
-	runs   map[string]struct{}
-	active int
+	since        time.Time
+	runs         map[string]struct{}
+	peak, active int
 }
 
 // paceWindow is long enough for every run of a busy orchestrator to write in it (a loop
@@ -324,7 +326,7 @@ const paceWindow = 20 * time.Millisecond
 // note counts group's runs into the window, starting the next one when it is over.
 func (p *pace) note(group []*write, now time.Time) {
 	if now.Sub(p.since) >= paceWindow {
-		p.active = len(p.runs)
+		p.active, p.peak = p.peak, 0
 		clear(p.runs)
 		p.since = now
 	}
@@ -332,14 +334,18 @@ func (p *pace) note(group []*write, now time.Time) {
 		p.runs = make(map[string]struct{}, len(group))
 	}
 	for _, w := range group {
-		if len(p.runs) < 2*maxGroup {
+		switch {
+		case w.kind == writeFinish || w.kind == writeHold:
+			delete(p.runs, w.lease.RunID)
+		case len(p.runs) < 2*maxGroup:
 			p.runs[w.lease.RunID] = struct{}{}
 		}
 	}
+	p.peak = max(p.peak, len(p.runs))
 }
 
 // want is how many writes a group waits for (for at most the dialect's gather): half
-// the runs that wrote in the last window. A run writing alone, or one of two, never
+// the runs open at once in the last window. A run writing alone, or one of two, never
 // waits: the gather is for many runs at once, where it turns many commits into one (a
 // commit costs the same CPU, in this process and the kernel's, whatever it holds),
 // which is worth a fraction of a millisecond of each one's step.
