@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -476,15 +477,35 @@ func (l *state) actionsSpent() int {
 	return l.calls
 }
 
-// withCallIDs returns a copy of calls in which every call has an id, so that each tool
-// message can answer its call. It copies because the response belongs to the provider,
-// which may hand the same value out again.
+// withCallIDs returns a copy of calls in which every call has an id of its own, so that
+// each tool message answers one call, and each call has its own idempotency key and its
+// own place in the run's journal. A call without an id gets call_<iteration>_<n>; a call
+// whose id an earlier call of the turn has (some servers of open models number every
+// turn's calls from the same id) gets it with _<n> appended (n its place in the turn, from
+// 1), again until no call of the turn has it. It copies because the response belongs to
+// the provider, which may hand the same value out again.
 func withCallIDs(iter int, calls []llm.ToolCall) []llm.ToolCall {
 	out := slices.Clone(calls)
+	var given map[string]bool // the turn's ids as the model gave them, once one repeats
+	used := make(map[string]bool, len(out))
 	for i := range out {
-		if out[i].ID == "" {
-			out[i].ID = fmt.Sprintf("call_%d_%d", iter, i+1)
+		id := out[i].ID
+		if id == "" {
+			id = fmt.Sprintf("call_%d_%d", iter, i+1)
 		}
+		if used[id] {
+			if given == nil {
+				given = make(map[string]bool, len(out))
+				for _, c := range calls {
+					given[c.ID] = true
+				}
+			}
+			for used[id] || given[id] {
+				id += "_" + strconv.Itoa(i+1)
+			}
+		}
+		used[id] = true
+		out[i].ID = id
 	}
 	return out
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"strings"
 	"sync"
@@ -807,5 +808,53 @@ func TestRunTruncatesLongResults(t *testing.T) {
 	}
 	if e := events["big"]; e.Content != got || e.Result.Content != long {
 		t.Errorf("finished event: content %d bytes, result %d bytes; want what the model read and the tool's whole result", len(e.Content), len(e.Result.Content))
+	}
+}
+
+// turns is a model that answers its n-th request with the n-th response.
+type turns struct {
+	mu    sync.Mutex
+	resps []llm.Response
+	n     int
+}
+
+func (m *turns) Name() string         { return "turns" }
+func (m *turns) DefaultModel() string { return "m" }
+func (m *turns) Stream(context.Context, *llm.Request) iter.Seq2[llm.Chunk, error] {
+	m.mu.Lock()
+	r := m.resps[min(m.n, len(m.resps)-1)]
+	m.n++
+	m.mu.Unlock()
+	return func(yield func(llm.Chunk, error) bool) { yield(llm.Chunk{Done: &r}, nil) }
+}
+
+// TestCallsSharingAnIDGetTheirOwn: calls of one turn that share an id (some servers of
+// open models number every turn's calls from the same id) each get one of their own, one
+// no call of the turn has, so that each tool message answers one call.
+func TestCallsSharingAnIDGetTheirOwn(t *testing.T) {
+	rec := &recorder{}
+	m := &turns{resps: []llm.Response{
+		{ToolCalls: []llm.ToolCall{{ID: "c", Name: "one", Arguments: "{}"}, {ID: "c", Name: "two", Arguments: "{}"}, {ID: "c_2", Name: "three", Arguments: "{}"}, {Name: "four", Arguments: "{}"}, {Name: "one", Arguments: "{}"}}},
+		{Text: "sums"},
+	}}
+	got, err := loop.Run(t.Context(), loop.Options{Provider: m, Logger: discard}, loop.Input{
+		Messages: []llm.Message{user("hi")},
+		Tools:    []tool.Tool{rec.fixed("one", tool.Text("1")), rec.fixed("two", tool.Text("2")), rec.fixed("three", tool.Text("3")), rec.fixed("four", tool.Text("4"))},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []llm.Message{
+		user("hi"),
+		assistant("", call("c", "one", `{}`), call("c_2_2", "two", `{}`), call("c_2", "three", `{}`), call("call_1_4", "four", `{}`), call("call_1_5", "one", `{}`)),
+		toolMsg("c", "one", "1", false),
+		toolMsg("c_2_2", "two", "2", false),
+		toolMsg("c_2", "three", "3", false),
+		toolMsg("call_1_4", "four", "4", false),
+		toolMsg("call_1_5", "one", "1", false),
+		assistant("sums"),
+	}
+	if diff := cmp.Diff(want, got.History); diff != "" {
+		t.Errorf("history (-want +got):\n%s", diff)
 	}
 }

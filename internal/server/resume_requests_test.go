@@ -843,3 +843,33 @@ func TestProgramSinksGetAnArtifactOnce(t *testing.T) {
 	}
 	r.sameFirstRequest(t, 1)
 }
+
+// TestOneIDTwiceInATurn: a model gave two calls of one turn the same id (some servers
+// of open models number every turn's calls from the same "call_0"). The loop gives the
+// second an id of its own, so that each keeps its own result: in the conversation, in
+// the worker's idempotency ledger, and in the journal, from which the resumed run
+// replays each call's own outcome. Before, they shared the journal's key, and the
+// replay gave the first call the second's result.
+func TestOneIDTwiceInATurn(t *testing.T) {
+	ctx := testContext(t)
+	turns := []llm.Response{
+		{ToolCalls: []llm.ToolCall{{ID: "c1", Name: "one", Arguments: "{}"}, {ID: "c1", Name: "two", Arguments: "{}"}}, FinishReason: "tool_calls"},
+		{},
+		{Text: "done", FinishReason: "stop"},
+	}
+	says := func(name, text string, d time.Duration) tool.Tool {
+		return tool.New(name, "Says "+text+".", schema.Empty(), func(context.Context, string) (tool.Result, error) {
+			time.Sleep(d)
+			return tool.Text(text), nil
+		})
+	}
+	r := crashThenResume(t, ctx, turns, 2, &toolpb.RunRequest{RunId: "dup-1", Prompt: "go", ToolGroups: []string{"s"}, Detached: true},
+		rigOptions{groups: func() []worker.Group {
+			return []worker.Group{{Role: "s", Tools: []tool.Tool{says("one", "first", 0), says("two", "second", 50*time.Millisecond)}}}
+		}})
+	r1 := r.m1.requests()
+	if len(r1) != 2 || !strings.Contains(r1[1], `"first"`) || !strings.Contains(r1[1], `"second"`) || !strings.Contains(r1[1], `"c1_2"`) {
+		t.Fatalf("before the crash, the request after the two calls does not hold both results, the second call as c1_2: %v", r1)
+	}
+	r.sameFirstRequest(t, 1)
+}
