@@ -180,6 +180,7 @@ func (a *approver) await(ctx context.Context, name, input string, timeout time.D
 	}
 	rec, asked := approvalRecord{}, false
 	if a.j != nil {
+		a.j.goLive()
 		rec, asked = a.j.approval(key)
 	}
 	if !asked {

@@ -151,7 +151,7 @@ func (p *deepPanic) Error() string { return fmt.Sprintf("%v\n\n%s", p.value, p.s
 // error nothing of the run stays.
 func (s *Service) begin(ctx context.Context, p *prepared, id, loopID string, started time.Time, j *journal, observe func(Event)) (_ *driver, err error) {
 	d := &driver{s: s, p: p, label: p.label, timeout: p.timeout, tools: len(p.tools), id: id, loopID: loopID, started: started, observe: observe}
-	d.rc, d.cancel, d.stop = newRunContext(ctx, started.Add(p.timeout))
+	d.rc, d.cancel, d.stop = newRunContext(ctx, started.Add(p.timeout), j != nil)
 	d.ctx = d.rc
 	begun := false
 	defer func() {
@@ -174,6 +174,7 @@ func (s *Service) begin(ctx context.Context, p *prepared, id, loopID string, sta
 		d.opened = true
 		d.j = j
 		d.r.setJournal(j)
+		j.setOnLive(d.rc.live)
 		cancel := d.cancel
 		j.setOnCancel(func(reason string) { cancel(fmt.Errorf("%w: %s", ErrCancelled, reason)) })
 	}

@@ -60,6 +60,7 @@ func (a *approver) Ask(ctx context.Context, n int, q toolinternal.Question) (too
 	}
 	rec, asked := approvalRecord{}, false
 	if a.j != nil {
+		a.j.goLive()
 		rec, asked = a.j.approval(key)
 	}
 	if asked && (rec.Question == nil || !sameQuestion(*rec.Question, q)) {

@@ -175,6 +175,8 @@ type journal struct {
 	codec   Codec
 	deliver func(Sequenced)
 	stop    context.CancelCauseFunc
+	// onLive is called at each live step of a resumed run (setOnLive).
+	onLive func()
 
 	mu        sync.Mutex
 	cond      sync.Cond
@@ -269,6 +271,24 @@ func (j *journal) setOnCancel(f func(reason string)) {
 	j.mu.Lock()
 	j.onCancel = f
 	j.mu.Unlock()
+}
+
+// setOnLive sets what the run does at its first live step (runContext.live): the model
+// asked, a call sent, a person waited for, rather than an answer read from the journal.
+func (j *journal) setOnLive(f func()) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.onLive = f
+}
+
+// goLive tells the run it takes a live step (setOnLive).
+func (j *journal) goLive() {
+	j.mu.Lock()
+	f := j.onLive
+	j.mu.Unlock()
+	if f != nil {
+		f()
+	}
 }
 
 func (j *journal) setDeliver(deliver func(Sequenced)) {
@@ -874,6 +894,10 @@ func (j *journal) Dispatched(ctx context.Context, worker string, attempt int) er
 	if err := stopping(ctx); err != nil {
 		return err
 	}
+	j.goLive()
+	if err := ctx.Err(); err != nil {
+		return err // the run's deadline passed while it was held
+	}
 	info, _ := tool.CallInfoFrom(ctx)
 	data, _ := toolinternal.MarshalJSON(dispatchRecord{Key: callKey(info), Worker: worker, Attempt: attempt, IdempotencyKey: info.IdempotencyKey()})
 	if _, err := j.add(runlog.KindDispatch, data, nil, true); err != nil {
@@ -960,6 +984,11 @@ func (p *journalProvider) Stream(ctx context.Context, req *llm.Request) iter.Seq
 		}
 	}
 	return func(yield func(llm.Chunk, error) bool) {
+		p.j.goLive()
+		if err := ctx.Err(); err != nil {
+			yield(llm.Chunk{}, err) // the run's deadline passed while it was held
+			return
+		}
 		if err := p.j.settle(); err != nil {
 			yield(llm.Chunk{}, fmt.Errorf("%w: %w", ErrJournal, err))
 			return

@@ -3,6 +3,7 @@ package run
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/decorators"
@@ -25,6 +26,14 @@ type runContext struct {
 	context.Context
 	deadline time.Time
 	timer    *time.Timer
+	// held is set while a resumed run replays what its journal holds: the deadline
+	// neither ends the run nor shows (Deadline), so that a run whose deadline passed
+	// while no orchestrator drove it replays every step the client saw; expired notes
+	// that it passed meanwhile. live ends the hold at the run's first live step, and
+	// the hold ends by itself after maxHold. cancel is the run's.
+	held, expired atomic.Bool
+	hold          *time.Timer
+	cancel        context.CancelCauseFunc
 	// ap is the run's approver, once its loop starts; nil until then.
 	ap *approver
 	// info is the run's tool.CallInfo, once the run reached its journal; listener is
@@ -38,20 +47,48 @@ type runContext struct {
 }
 
 // newRunContext returns the context of a run that ends with parent, when cancel is
-// called, or at deadline; stop lets go of its timer (the run is over).
-func newRunContext(parent context.Context, deadline time.Time) (c *runContext, cancel context.CancelCauseFunc, stop func()) {
+// called, or at deadline; stop lets go of its timer (the run is over). A resumed run's
+// context is held (see runContext.held) until live is called, or for maxHold.
+func newRunContext(parent context.Context, deadline time.Time, resumed bool) (c *runContext, cancel context.CancelCauseFunc, stop func()) {
 	inner, cancel := context.WithCancelCause(parent)
-	c = &runContext{Context: inner, deadline: deadline}
+	c = &runContext{Context: inner, deadline: deadline, cancel: cancel}
 	if pd, ok := parent.Deadline(); ok && pd.Before(deadline) {
 		c.deadline = pd // the parent ends first, with its own error
 		return c, cancel, c.stop
 	}
+	if resumed {
+		c.held.Store(true)
+		c.hold = time.AfterFunc(maxHold, c.live)
+	}
 	if d := time.Until(deadline); d > 0 {
-		c.timer = time.AfterFunc(d, func() { cancel(context.DeadlineExceeded) })
+		c.timer = time.AfterFunc(d, c.passed)
 	} else {
-		cancel(context.DeadlineExceeded)
+		c.passed()
 	}
 	return c, cancel, c.stop
+}
+
+// maxHold bounds the hold of a resumed run's deadline: a replay reads the journal and
+// calls nothing, and takes far less.
+const maxHold = 10 * time.Second
+
+// passed ends the run at its deadline, or notes it for live while it is held.
+func (c *runContext) passed() {
+	if c.held.Load() {
+		c.expired.Store(true)
+		if c.held.Load() { // live ran meanwhile, and may not have seen expired
+			return
+		}
+	}
+	c.cancel(context.DeadlineExceeded)
+}
+
+// live ends the hold of a resumed run's deadline, at its first live step: past its
+// deadline, the run ends then.
+func (c *runContext) live() {
+	if c.held.CompareAndSwap(true, false) && (c.expired.Load() || !time.Now().Before(c.deadline)) {
+		c.cancel(context.DeadlineExceeded)
+	}
 }
 
 // stop stops the run's deadline timer.
@@ -59,10 +96,18 @@ func (c *runContext) stop() {
 	if c.timer != nil {
 		c.timer.Stop()
 	}
+	if c.hold != nil {
+		c.hold.Stop()
+	}
 }
 
 // Deadline is the run's deadline, or its parent's when that comes first.
-func (c *runContext) Deadline() (time.Time, bool) { return c.deadline, true }
+func (c *runContext) Deadline() (time.Time, bool) {
+	if c.held.Load() {
+		return time.Time{}, false
+	}
+	return c.deadline, true
+}
 
 // Err is context.DeadlineExceeded once the run's deadline passed (its timer cancelled
 // it), else the cancel-cause context's error.

@@ -11,7 +11,7 @@ import (
 // context does, and that a cause given before then wins.
 func TestRunContextDeadline(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Millisecond)
-	ctx, cancel, stop := newRunContext(context.Background(), deadline)
+	ctx, cancel, stop := newRunContext(context.Background(), deadline, false)
 	defer stop()
 	if dl, ok := ctx.Deadline(); !ok || !dl.Equal(deadline) {
 		t.Errorf("Deadline() = %v, %v; want %v", dl, ok, deadline)
@@ -30,14 +30,14 @@ func TestRunContextDeadline(t *testing.T) {
 		t.Errorf("Err after a late cancel = %v", ctx.Err())
 	}
 
-	ctx, cancel, stop = newRunContext(context.Background(), time.Now().Add(time.Hour))
+	ctx, cancel, stop = newRunContext(context.Background(), time.Now().Add(time.Hour), false)
 	defer stop()
 	cancel(ErrShutdown)
 	if !errors.Is(ctx.Err(), context.Canceled) || !errors.Is(context.Cause(ctx), ErrShutdown) {
 		t.Errorf("cancelled: Err %v, Cause %v", ctx.Err(), context.Cause(ctx))
 	}
 
-	ctx, _, stop = newRunContext(context.Background(), time.Now().Add(-time.Second))
+	ctx, _, stop = newRunContext(context.Background(), time.Now().Add(-time.Second), false)
 	defer stop()
 	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		t.Errorf("a deadline already past: Err %v", ctx.Err())
@@ -50,7 +50,7 @@ func TestRunContextParentDeadline(t *testing.T) {
 	parent, cancelParent := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancelParent()
 	pd, _ := parent.Deadline()
-	ctx, _, stop := newRunContext(parent, time.Now().Add(time.Hour))
+	ctx, _, stop := newRunContext(parent, time.Now().Add(time.Hour), false)
 	defer stop()
 	if dl, _ := ctx.Deadline(); !dl.Equal(pd) {
 		t.Errorf("Deadline() = %v, want the parent's %v", dl, pd)
@@ -65,7 +65,7 @@ func TestRunContextParentDeadline(t *testing.T) {
 // set and passes the others on.
 func TestRunContextValues(t *testing.T) {
 	type other struct{}
-	ctx, _, stop := newRunContext(context.WithValue(context.Background(), other{}, 1), time.Now().Add(time.Hour))
+	ctx, _, stop := newRunContext(context.WithValue(context.Background(), other{}, 1), time.Now().Add(time.Hour), false)
 	defer stop()
 	if ctx.Value(approverKey{}) != nil {
 		t.Error("an approver before one is set")
@@ -74,5 +74,53 @@ func TestRunContextValues(t *testing.T) {
 	ctx.ap = ap
 	if ctx.Value(approverKey{}) != ap || ctx.Value(other{}) != 1 {
 		t.Error("the run's context does not answer its keys")
+	}
+}
+
+// TestResumedRunContextHoldsItsDeadline: a resumed run's deadline neither ends it nor
+// shows while it replays (its derived contexts do not end at once either); its first live
+// step ends it when the deadline passed before or during the replay, and not otherwise.
+func TestResumedRunContextHoldsItsDeadline(t *testing.T) {
+	past := time.Now().Add(-time.Second)
+	ctx, _, stop := newRunContext(context.Background(), past, true)
+	defer stop()
+	derived, cancel := context.WithTimeout(ctx, time.Hour)
+	defer cancel()
+	if ctx.Err() != nil || derived.Err() != nil {
+		t.Fatalf("held past its deadline: Err %v, a derived context's %v", ctx.Err(), derived.Err())
+	}
+	if _, ok := ctx.Deadline(); ok {
+		t.Error("held: Deadline shows one")
+	}
+	ctx.live()
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) || derived.Err() == nil {
+		t.Fatalf("live past its deadline: Err %v, a derived context's %v", ctx.Err(), derived.Err())
+	}
+	if dl, ok := ctx.Deadline(); !ok || !dl.Equal(past) {
+		t.Errorf("live: Deadline() = %v, %v; want %v", dl, ok, past)
+	}
+
+	// The deadline passes during the replay.
+	ctx, _, stop = newRunContext(context.Background(), time.Now().Add(20*time.Millisecond), true)
+	defer stop()
+	time.Sleep(40 * time.Millisecond)
+	if ctx.Err() != nil {
+		t.Fatalf("held while its deadline passed: Err %v", ctx.Err())
+	}
+	ctx.live()
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		t.Fatalf("live after its deadline passed in the replay: Err %v", ctx.Err())
+	}
+
+	// Live before the deadline: the deadline ends the run when it comes, as for any run.
+	ctx, _, stop = newRunContext(context.Background(), time.Now().Add(30*time.Millisecond), true)
+	defer stop()
+	ctx.live()
+	if ctx.Err() != nil {
+		t.Fatalf("live before its deadline: Err %v", ctx.Err())
+	}
+	<-ctx.Done()
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		t.Errorf("at its deadline: Err %v", ctx.Err())
 	}
 }

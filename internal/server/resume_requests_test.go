@@ -10,12 +10,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/decorators"
@@ -872,4 +874,45 @@ func TestOneIDTwiceInATurn(t *testing.T) {
 		t.Fatalf("before the crash, the request after the two calls does not hold both results, the second call as c1_2: %v", r1)
 	}
 	r.sameFirstRequest(t, 1)
+}
+
+// TestDeadlinePassedDuringTheOutage: the run's deadline passed while no orchestrator
+// drove it. The resumed run replays every step the journal holds, then times out at its
+// first live step: GetRun counts the calls the client saw. Before, the resumed run ended
+// at once, and GetRun counted none of them.
+func TestDeadlinePassedDuringTheOutage(t *testing.T) {
+	ctx := testContext(t)
+	says := tool.New("says", "Says ok.", schema.Empty(), func(context.Context, string) (tool.Result, error) { return tool.Text("ok"), nil })
+	turns := []llm.Response{call("c1", "says", "{}"), call("c2", "says", "{}"), {Text: "done", FinishReason: "stop"}}
+	req := &toolpb.RunRequest{RunId: "late-1", Prompt: "go", ToolGroups: []string{"s"}, Detached: true,
+		Limits: &toolpb.RunLimits{Timeout: durationpb.New(1500 * time.Millisecond)}}
+	var seenCalls atomic.Int32
+	r := crashThenResume(t, ctx, turns, 2, req, rigOptions{
+		groups: func() []worker.Group { return []worker.Group{{Role: "s", Tools: []tool.Tool{says}}} },
+		onEvent: func(_ *rig, ev *toolpb.RunResponse) {
+			if ev.GetToolCallFinished() != nil {
+				seenCalls.Add(1)
+			}
+		},
+		crashed: func(*rig) { time.Sleep(1600 * time.Millisecond) }, // the deadline passes
+	})
+	if seenCalls.Load() != 2 {
+		t.Fatalf("the client saw %d calls end before the crash, want 2", seenCalls.Load())
+	}
+	got, err := r.e2.cl.GetRun(ctx, "late-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetState() != toolpb.RunState_RUN_STATE_FAILED || !strings.Contains(got.GetError().GetMessage(), "timed out") {
+		t.Errorf("the resumed run ended %s (%v), want failed, timed out", got.GetState(), got.GetError())
+	}
+	if got.GetToolCalls() != 2 || got.GetIterations() != 2 {
+		t.Errorf("GetRun counts %d tool calls and %d iterations, want 2 and 2 (the client saw two turns' calls end; the third turn timed out before the model answered)", got.GetToolCalls(), got.GetIterations())
+	}
+	if n := count(events(t, ctx, r.e2, "late-1"), func(ev *toolpb.RunResponse) bool { return ev.GetToolCallFinished() != nil }); n != 2 {
+		t.Errorf("%d tool_call_finished events after the resume, want the 2 the client saw", n)
+	}
+	if len(r.m2.requests()) != 0 {
+		t.Errorf("the resumed run asked the model %d times past its deadline", len(r.m2.requests()))
+	}
 }
