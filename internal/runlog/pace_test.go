@@ -54,6 +54,15 @@ func TestPaceGathersOnlyForManyRuns(t *testing.T) {
 	if w := p.want(); w != 1 {
 		t.Fatalf("three runs open at once in the last window: want %d, want 1", w)
 	}
+	// A window long past says nothing of now: a lone run after a pause does not wait.
+	var q pace
+	for i := range 32 {
+		q.note(group(fmt.Sprint("run", i)), t0)
+	}
+	q.note(group("late"), t0.Add(time.Minute))
+	if w := q.want(); w != 0 {
+		t.Fatalf("a run writing a minute after 32 did: a group waits for %d writes", w)
+	}
 	// The window's count is bounded, however many runs write.
 	for i := range 10 * maxGroup {
 		p.note(group(fmt.Sprint("many", i)), at.Add(2*paceWindow+2*time.Millisecond))

@@ -325,8 +325,11 @@ const paceWindow = 20 * time.Millisecond
 
 // note counts group's runs into the window, starting the next one when it is over.
 func (p *pace) note(group []*write, now time.Time) {
-	if now.Sub(p.since) >= paceWindow {
+	if since := now.Sub(p.since); since >= paceWindow {
 		p.active, p.peak = p.peak, 0
+		if since >= 2*paceWindow {
+			p.active = 0 // the window ended long ago: nobody wrote since
+		}
 		clear(p.runs)
 		p.since = now
 	}
