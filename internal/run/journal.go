@@ -894,10 +894,7 @@ func (j *journal) Dispatched(ctx context.Context, worker string, attempt int) er
 	if err := stopping(ctx); err != nil {
 		return err
 	}
-	j.goLive()
-	if err := ctx.Err(); err != nil {
-		return err // the run's deadline passed while it was held
-	}
+	j.goLive() // past the run's deadline, the call's context ends here, and the send with it
 	info, _ := tool.CallInfoFrom(ctx)
 	data, _ := toolinternal.MarshalJSON(dispatchRecord{Key: callKey(info), Worker: worker, Attempt: attempt, IdempotencyKey: info.IdempotencyKey()})
 	if _, err := j.add(runlog.KindDispatch, data, nil, true); err != nil {
