@@ -183,6 +183,9 @@ func (a *approver) await(ctx context.Context, name, input string, timeout time.D
 		a.j.goLive()
 		rec, asked = a.j.approval(key)
 	}
+	if err := ctx.Err(); err != nil {
+		return runlog.Decision{}, err // the run's deadline passed while it was held
+	}
 	if !asked {
 		rec = approvalRecord{Key: key, LoopID: info.LoopID, CallID: info.CallID, Tool: name, Arguments: input,
 			Iteration: info.Iteration, Deadline: time.Now().Add(timeout)}

@@ -63,6 +63,9 @@ func (a *approver) Ask(ctx context.Context, n int, q toolinternal.Question) (too
 		a.j.goLive()
 		rec, asked = a.j.approval(key)
 	}
+	if err := ctx.Err(); err != nil {
+		return toolinternal.Answer{}, err // the run's deadline passed while it was held
+	}
 	if asked && (rec.Question == nil || !sameQuestion(*rec.Question, q)) {
 		return toolinternal.Answer{}, fmt.Errorf("after the run resumed, the tool asked its question %s differently from the first time", id)
 	}

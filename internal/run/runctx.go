@@ -26,11 +26,13 @@ type runContext struct {
 	context.Context
 	deadline time.Time
 	timer    *time.Timer
-	// held is set while a resumed run replays what its journal holds: the deadline
-	// neither ends the run nor shows (Deadline), so that a run whose deadline passed
-	// while no orchestrator drove it replays every step the client saw; expired notes
-	// that it passed meanwhile. live ends the hold at the run's first live step, and
-	// the hold ends by itself after maxHold. cancel is the run's.
+	// held is set while a resumed run replays what its journal holds: the deadline does
+	// not end the run, so that a run whose deadline passed while no orchestrator drove it
+	// replays every step the client saw; expired notes that it passed meanwhile. live
+	// ends the hold at the run's first live step, and the hold ends by itself after
+	// maxHold. Deadline shows the deadline all along: a context derived meanwhile (a
+	// call's, with a timeout of its own) has it, and ends with the run. cancel is the
+	// run's.
 	held, expired atomic.Bool
 	hold          *time.Timer
 	cancel        context.CancelCauseFunc
@@ -102,12 +104,7 @@ func (c *runContext) stop() {
 }
 
 // Deadline is the run's deadline, or its parent's when that comes first.
-func (c *runContext) Deadline() (time.Time, bool) {
-	if c.held.Load() {
-		return time.Time{}, false
-	}
-	return c.deadline, true
-}
+func (c *runContext) Deadline() (time.Time, bool) { return c.deadline, true }
 
 // Err is context.DeadlineExceeded once the run's deadline passed (its timer cancelled
 // it), else the cancel-cause context's error.

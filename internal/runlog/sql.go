@@ -266,7 +266,7 @@ func (s *sqlStore) commit() {
 				break more
 			}
 		}
-		if want := p.want(); s.d.gather > 0 && len(group) < want {
+		if want := p.want(time.Now()); s.d.gather > 0 && len(group) < want {
 			// Many runs write: let more of them join, briefly, rather than pay a commit
 			// (an fsync, a round trip) for a few.
 			t := time.NewTimer(s.d.gather)
@@ -347,13 +347,21 @@ func (p *pace) note(group []*write, now time.Time) {
 	p.peak = max(p.peak, len(p.runs))
 }
 
-// want is how many writes a group waits for (for at most the dialect's gather): half
-// the runs open at once in the last window. A run writing alone, or one of two, never
-// waits: the gather is for many runs at once, where it turns many commits into one (a
-// commit costs the same CPU, in this process and the kernel's, whatever it holds),
-// which is worth a fraction of a millisecond of each one's step.
-func (p *pace) want() int {
-	return min(p.active/2, maxGroup)
+// want is how many writes a group waits for (for at most the dialect's gather) at now:
+// half the runs open at once in the last window that ended. A run writing alone, or one
+// of two, never waits: the gather is for many runs at once, where it turns many commits
+// into one (a commit costs the same CPU, in this process and the kernel's, whatever it
+// holds), which is worth a fraction of a millisecond of each one's step. Nor does a run
+// writing after a pause (the last window ended long ago).
+func (p *pace) want(now time.Time) int {
+	active := p.active
+	switch since := now.Sub(p.since); {
+	case since >= 2*paceWindow:
+		return 0
+	case since >= paceWindow:
+		active = p.peak // the window under way has ended: note starts the next
+	}
+	return min(active/2, maxGroup)
 }
 
 // claim marks run id as having a write in a group under way, or reports that it has one

@@ -916,3 +916,119 @@ func TestDeadlinePassedDuringTheOutage(t *testing.T) {
 		t.Errorf("the resumed run asked the model %d times past its deadline", len(r.m2.requests()))
 	}
 }
+
+// crashInTool runs req (the model calls the idempotent tool slow, then answers) on a
+// first orchestrator until slow started, stops that orchestrator there (the call is
+// dispatched, without an outcome), waits outage, then resumes the run on a second
+// orchestrator whose worker serves slow2 as slow, and waits for its end.
+func crashInTool(t *testing.T, ctx context.Context, req *toolpb.RunRequest, outage time.Duration, slow2 func(context.Context, string) (tool.Result, error)) *env {
+	t.Helper()
+	j, err := runlog.OpenMemory(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = j.Close() })
+	turns := []llm.Response{call("c1", "slow", "{}"), {Text: "done", FinishReason: "stop"}}
+	started := make(chan struct{})
+	var once sync.Once
+	slow1 := tool.New("slow", "Slow.", schema.Empty(), func(ctx context.Context, _ string) (tool.Result, error) {
+		once.Do(func() { close(started) })
+		<-ctx.Done()
+		return tool.Text("late"), nil
+	}, tool.Idempotent())
+	e1 := newEnv(t, envOptions{journal: j, provider: &recModel{turns: turns, block: -1}})
+	e1.startWorker("w-1", worker.Group{Role: "s", Tools: []tool.Tool{slow1}})
+	rctx, stop := context.WithCancel(ctx)
+	go func() {
+		for _, err := range e1.cl.Run(rctx, req) {
+			if err != nil {
+				return
+			}
+		}
+	}()
+	select {
+	case <-started:
+	case <-ctx.Done():
+		t.Fatal("slow never started")
+	}
+	time.Sleep(200 * time.Millisecond)
+	stop()
+	sctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	e1.srv.Shutdown(sctx)
+	cancel()
+	time.Sleep(outage)
+	e2 := newEnv(t, envOptions{journal: j, provider: &recModel{turns: turns, block: -1}})
+	e2.startWorker("w-2", worker.Group{Role: "s", Tools: []tool.Tool{tool.New("slow", "Slow.", schema.Empty(), slow2, tool.Idempotent())}})
+	if n, err := e2.srv.Resume(ctx); err != nil || n != 1 {
+		t.Fatalf("Resume = %d, %v", n, err)
+	}
+	watchToEnd(t, ctx, e2, req.GetRunId())
+	return e2
+}
+
+// finishedContents are the contents of the run's tool_call_finished events.
+func finishedContents(t *testing.T, ctx context.Context, e *env, runID string) []string {
+	t.Helper()
+	var out []string
+	for _, ev := range events(t, ctx, e, runID) {
+		if f := ev.GetToolCallFinished(); f != nil {
+			out = append(out, f.GetContent())
+		}
+	}
+	return out
+}
+
+// TestResentCallKeepsTheRunsDeadline: a resumed run re-sends its idempotent call that was
+// in flight; the call, sent while the run's deadline was held, still has the run's
+// deadline (the worker sees it), and the deadline ending it reads as a timeout. Before,
+// the call's context was made while the deadline did not show: the worker saw the tool's
+// own 30 s, and the run's deadline ending the call read as a cancel.
+func TestResentCallKeepsTheRunsDeadline(t *testing.T) {
+	ctx := testContext(t)
+	begun := time.Now()
+	seen := make(chan time.Time, 1)
+	req := &toolpb.RunRequest{RunId: "held-1", Prompt: "go", ToolGroups: []string{"s"}, Detached: true,
+		Limits: &toolpb.RunLimits{Timeout: durationpb.New(3 * time.Second)}}
+	e2 := crashInTool(t, ctx, req, 0, func(ctx context.Context, _ string) (tool.Result, error) {
+		dl, _ := ctx.Deadline()
+		seen <- dl
+		<-ctx.Done()
+		return tool.Text("late"), nil
+	})
+	if dl, runs := <-seen, begun.Add(3*time.Second); dl.IsZero() || dl.After(runs.Add(time.Second)) {
+		t.Errorf("the worker saw the re-sent call's deadline at %v, the run's is at %v", dl, runs)
+	}
+	for _, c := range finishedContents(t, ctx, e2, "held-1") {
+		if !strings.Contains(c, "timed out") {
+			t.Errorf("the call the run's deadline ended does not read as a timeout: %s", c)
+		}
+	}
+}
+
+// TestResentCallPastTheDeadline: the run's deadline passed during the outage, and its
+// first live step is the re-send of its idempotent call: the call ends as timed out, not
+// as a failure of the journal.
+func TestResentCallPastTheDeadline(t *testing.T) {
+	ctx := testContext(t)
+	req := &toolpb.RunRequest{RunId: "held-2", Prompt: "go", ToolGroups: []string{"s"}, Detached: true,
+		Limits: &toolpb.RunLimits{Timeout: durationpb.New(time.Second)}}
+	var sent atomic.Bool
+	e2 := crashInTool(t, ctx, req, 1200*time.Millisecond, func(context.Context, string) (tool.Result, error) {
+		sent.Store(true)
+		return tool.Text("ok"), nil
+	})
+	contents := finishedContents(t, ctx, e2, "held-2")
+	if len(contents) == 0 || !strings.Contains(contents[len(contents)-1], "timed out") {
+		t.Errorf("the re-sent call past the run's deadline ended with %q, want it timed out", contents)
+	}
+	if sent.Load() {
+		t.Error("the call reached the worker past the run's deadline")
+	}
+	got, err := e2.cl.GetRun(ctx, "held-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetState() != toolpb.RunState_RUN_STATE_FAILED || !strings.Contains(got.GetError().GetMessage(), "timed out") {
+		t.Errorf("the run ended %s (%v), want failed, timed out", got.GetState(), got.GetError())
+	}
+}
