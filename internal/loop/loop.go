@@ -97,6 +97,11 @@ type Options struct {
 	EmptyRetries int
 	// StreamText makes the loop report the model's text as it arrives (TextDelta events).
 	StreamText bool
+	// SharedCallIDs keeps the ids the model gives its calls as they are, even where an
+	// earlier call of the loop has the same one (see withCallIDs): for a run resumed from
+	// a journal written before ids were made the loop's own, whose records name its
+	// calls by the model's ids.
+	SharedCallIDs bool
 	// OutputSchema, when set, is the schema the final answer must satisfy; the model gets
 	// one corrective turn when it does not.
 	OutputSchema *OutputSchema
@@ -290,6 +295,8 @@ func (s *Stepper) Answer(ctx context.Context, resp *llm.Response, err error) (*R
 type state struct {
 	opts     Options
 	strategy Strategy // nil when there is none
+	// ids are the ids of the calls of the loop's earlier turns (withCallIDs).
+	ids      map[string]bool
 	tools    map[string]tool.Tool
 	order    []string
 	history  []llm.Message
@@ -390,7 +397,7 @@ func (l *state) answer(ctx context.Context, iter int, resp *llm.Response) (*Resu
 	if strings.TrimSpace(resp.Text) != "" {
 		l.opts.Observer(AssistantText{Iteration: iter, LoopID: l.opts.LoopID, Text: resp.Text})
 	}
-	calls := withCallIDs(iter, resp.ToolCalls)
+	calls := l.withCallIDs(iter, resp.ToolCalls)
 	l.history = append(l.history, llm.Message{Role: llm.RoleAssistant, Text: resp.Text, ToolCalls: calls})
 
 	outcomes, err := l.runBatch(ctx, iter, calls)
@@ -477,34 +484,38 @@ func (l *state) actionsSpent() int {
 	return l.calls
 }
 
-// withCallIDs returns a copy of calls in which every call has an id of its own, so that
-// each tool message answers one call, and each call has its own idempotency key and its
-// own place in the run's journal. A call without an id gets call_<iteration>_<n>; a call
-// whose id an earlier call of the turn has (some servers of open models number every
-// turn's calls from the same id) gets it with _<n> appended (n its place in the turn, from
-// 1), again until no call of the turn has it. It copies because the response belongs to
-// the provider, which may hand the same value out again.
-func withCallIDs(iter int, calls []llm.ToolCall) []llm.ToolCall {
+// withCallIDs returns a copy of calls in which every call has an id of its own in the
+// loop, so that each tool message answers one call, and each call has its own
+// idempotency key and its own place in the run's journal. A call without an id gets
+// call_<iteration>_<n> (n its place in the turn, from 1); a call whose id an earlier
+// call of the loop has, in this turn or an earlier one (some servers of open models
+// number every turn's calls from the same id), gets it with _<iteration>_<n> appended,
+// again until no call of the loop and no call of the turn has it. It copies because the
+// response belongs to the provider, which may hand the same value out again.
+func (l *state) withCallIDs(iter int, calls []llm.ToolCall) []llm.ToolCall {
 	out := slices.Clone(calls)
+	if l.ids == nil {
+		l.ids = make(map[string]bool, len(out))
+	}
 	var given map[string]bool // the turn's ids as the model gave them, once one repeats
-	used := make(map[string]bool, len(out))
 	for i := range out {
 		id := out[i].ID
 		if id == "" {
 			id = fmt.Sprintf("call_%d_%d", iter, i+1)
 		}
-		if used[id] {
+		if l.ids[id] && !l.opts.SharedCallIDs {
 			if given == nil {
 				given = make(map[string]bool, len(out))
 				for _, c := range calls {
 					given[c.ID] = true
 				}
 			}
-			for used[id] || given[id] {
-				id += "_" + strconv.Itoa(i+1)
+			suffix := "_" + strconv.Itoa(iter) + "_" + strconv.Itoa(i+1)
+			for l.ids[id] || given[id] {
+				id += suffix
 			}
 		}
-		used[id] = true
+		l.ids[id] = true
 		out[i].ID = id
 	}
 	return out

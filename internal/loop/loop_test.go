@@ -828,33 +828,46 @@ func (m *turns) Stream(context.Context, *llm.Request) iter.Seq2[llm.Chunk, error
 	return func(yield func(llm.Chunk, error) bool) { yield(llm.Chunk{Done: &r}, nil) }
 }
 
-// TestCallsSharingAnIDGetTheirOwn: calls of one turn that share an id (some servers of
-// open models number every turn's calls from the same id) each get one of their own, one
-// no call of the turn has, so that each tool message answers one call.
+// TestCallsSharingAnIDGetTheirOwn: calls that share an id (some servers of open models
+// number every turn's calls from the same id), in one turn or across turns, each get one
+// of their own, one no call of the loop or of the turn has, so that each tool message
+// answers one call and each call has its own idempotency key. With SharedCallIDs (a run
+// resumed from a journal written before), the ids stay as the model gave them.
 func TestCallsSharingAnIDGetTheirOwn(t *testing.T) {
-	rec := &recorder{}
-	m := &turns{resps: []llm.Response{
-		{ToolCalls: []llm.ToolCall{{ID: "c", Name: "one", Arguments: "{}"}, {ID: "c", Name: "two", Arguments: "{}"}, {ID: "c_2", Name: "three", Arguments: "{}"}, {Name: "four", Arguments: "{}"}, {Name: "one", Arguments: "{}"}}},
+	resps := []llm.Response{
+		{ToolCalls: []llm.ToolCall{{ID: "c", Name: "one", Arguments: "{}"}, {ID: "c", Name: "two", Arguments: "{}"}, {ID: "c_1_2", Name: "three", Arguments: "{}"}, {Name: "four", Arguments: "{}"}, {Name: "one", Arguments: "{}"}}},
+		{ToolCalls: []llm.ToolCall{{ID: "c", Name: "one", Arguments: "{}"}, {ID: "d", Name: "two", Arguments: "{}"}}},
 		{Text: "sums"},
-	}}
-	got, err := loop.Run(t.Context(), loop.Options{Provider: m, Logger: discard}, loop.Input{
-		Messages: []llm.Message{user("hi")},
-		Tools:    []tool.Tool{rec.fixed("one", tool.Text("1")), rec.fixed("two", tool.Text("2")), rec.fixed("three", tool.Text("3")), rec.fixed("four", tool.Text("4"))},
-	})
+	}
+	tools := func(rec *recorder) []tool.Tool {
+		return []tool.Tool{rec.fixed("one", tool.Text("1")), rec.fixed("two", tool.Text("2")), rec.fixed("three", tool.Text("3")), rec.fixed("four", tool.Text("4"))}
+	}
+	ids := func(h []llm.Message) (out []string) {
+		for _, m := range h {
+			if m.Role == llm.RoleTool {
+				out = append(out, m.ToolCallID)
+			}
+			for _, c := range m.ToolCalls {
+				out = append(out, "asked "+c.ID)
+			}
+		}
+		return out
+	}
+	got, err := loop.Run(t.Context(), loop.Options{Provider: &turns{resps: resps}, Logger: discard}, loop.Input{Messages: []llm.Message{user("hi")}, Tools: tools(&recorder{})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []llm.Message{
-		user("hi"),
-		assistant("", call("c", "one", `{}`), call("c_2_2", "two", `{}`), call("c_2", "three", `{}`), call("call_1_4", "four", `{}`), call("call_1_5", "one", `{}`)),
-		toolMsg("c", "one", "1", false),
-		toolMsg("c_2_2", "two", "2", false),
-		toolMsg("c_2", "three", "3", false),
-		toolMsg("call_1_4", "four", "4", false),
-		toolMsg("call_1_5", "one", "1", false),
-		assistant("sums"),
+	want := []string{"asked c", "asked c_1_2_1_2", "asked c_1_2", "asked call_1_4", "asked call_1_5", "c", "c_1_2_1_2", "c_1_2", "call_1_4", "call_1_5",
+		"asked c_2_1", "asked d", "c_2_1", "d"}
+	if diff := cmp.Diff(want, ids(got.History)); diff != "" {
+		t.Errorf("call ids (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(want, got.History); diff != "" {
-		t.Errorf("history (-want +got):\n%s", diff)
+	got, err = loop.Run(t.Context(), loop.Options{Provider: &turns{resps: resps}, Logger: discard, SharedCallIDs: true}, loop.Input{Messages: []llm.Message{user("hi")}, Tools: tools(&recorder{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []string{"asked c", "asked c", "asked c_1_2", "asked call_1_4", "asked call_1_5", "c", "c", "c_1_2", "call_1_4", "call_1_5", "asked c", "asked d", "c", "d"}
+	if diff := cmp.Diff(want, ids(got.History)); diff != "" {
+		t.Errorf("call ids with SharedCallIDs (-want +got):\n%s", diff)
 	}
 }

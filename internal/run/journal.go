@@ -70,6 +70,10 @@ type requestRecord struct {
 	// Agent and Model are what the run was started with (Facts), for listings.
 	Agent string `json:"agent,omitempty"`
 	Model string `json:"model,omitempty"`
+	// OwnCallIDs is 1 when the run's loops give calls that share an id ids of their own
+	// (loop.Options.SharedCallIDs): 0 in journals written before, whose records name
+	// calls by the model's ids.
+	OwnCallIDs int `json:"own_call_ids,omitempty"`
 }
 
 // dispatchRecord is one attempt of a call, recorded before it leaves.

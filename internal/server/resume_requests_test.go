@@ -870,8 +870,8 @@ func TestOneIDTwiceInATurn(t *testing.T) {
 			return []worker.Group{{Role: "s", Tools: []tool.Tool{says("one", "first", 0), says("two", "second", 50*time.Millisecond)}}}
 		}})
 	r1 := r.m1.requests()
-	if len(r1) != 2 || !strings.Contains(r1[1], `"first"`) || !strings.Contains(r1[1], `"second"`) || !strings.Contains(r1[1], `"c1_2"`) {
-		t.Fatalf("before the crash, the request after the two calls does not hold both results, the second call as c1_2: %v", r1)
+	if len(r1) != 2 || !strings.Contains(r1[1], `"first"`) || !strings.Contains(r1[1], `"second"`) || !strings.Contains(r1[1], `"c1_1_2"`) {
+		t.Fatalf("before the crash, the request after the two calls does not hold both results, the second call as c1_1_2: %v", r1)
 	}
 	r.sameFirstRequest(t, 1)
 }
