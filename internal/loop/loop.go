@@ -296,14 +296,14 @@ type state struct {
 	opts     Options
 	strategy Strategy // nil when there is none
 	// ids are the ids of the calls of the loop's earlier turns (withCallIDs).
-	ids      map[string]bool
-	tools    map[string]tool.Tool
-	order    []string
-	history  []llm.Message
-	usage    llm.Usage
-	cost     float64
-	calls    int
-	empties  int
+	ids     map[string]bool
+	tools   map[string]tool.Tool
+	order   []string
+	history []llm.Message
+	usage   llm.Usage
+	cost    float64
+	calls   int
+	empties int
 	// sharedTokens and sharedCost are the shared budget's totals after this loop's last
 	// model call.
 	sharedTokens int64
