@@ -898,7 +898,11 @@ func (j *journal) Dispatched(ctx context.Context, worker string, attempt int) er
 	if err := stopping(ctx); err != nil {
 		return err
 	}
-	j.goLive() // past the run's deadline, the call's context ends here, and the send with it
+	j.goLive()
+	if ctx.Err() != nil {
+		// The run's deadline, held while it replayed, passed: the call is not sent.
+		return fmt.Errorf("%w: %w", toolinternal.ErrNotSent, context.Cause(ctx))
+	}
 	info, _ := tool.CallInfoFrom(ctx)
 	data, _ := toolinternal.MarshalJSON(dispatchRecord{Key: callKey(info), Worker: worker, Attempt: attempt, IdempotencyKey: info.IdempotencyKey()})
 	if _, err := j.add(runlog.KindDispatch, data, nil, true); err != nil {

@@ -1006,8 +1006,8 @@ func TestResentCallKeepsTheRunsDeadline(t *testing.T) {
 }
 
 // TestResentCallPastTheDeadline: the run's deadline passed during the outage, and its
-// first live step is the re-send of its idempotent call: the call ends as timed out, not
-// as a failure of the journal.
+// first live step is the re-send of its idempotent call: the call is not sent, and says
+// so, not that the journal failed nor that it timed out on its worker.
 func TestResentCallPastTheDeadline(t *testing.T) {
 	ctx := testContext(t)
 	req := &toolpb.RunRequest{RunId: "held-2", Prompt: "go", ToolGroups: []string{"s"}, Detached: true,
@@ -1018,8 +1018,8 @@ func TestResentCallPastTheDeadline(t *testing.T) {
 		return tool.Text("ok"), nil
 	})
 	contents := finishedContents(t, ctx, e2, "held-2")
-	if len(contents) == 0 || !strings.Contains(contents[len(contents)-1], "timed out") {
-		t.Errorf("the re-sent call past the run's deadline ended with %q, want it timed out", contents)
+	if len(contents) == 0 || contents[len(contents)-1] != "Error: tool 'slow' was not sent: the run's deadline passed" {
+		t.Errorf("the re-sent call past the run's deadline ended with %q, want it not sent", contents)
 	}
 	if sent.Load() {
 		t.Error("the call reached the worker past the run's deadline")

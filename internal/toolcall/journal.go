@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -20,8 +21,15 @@ func UnknownOutcome(name string) tool.Result {
 }
 
 // JournalFailed is the result of a call the journal could not record: it was not sent,
-// or its outcome is not recorded, and the run stops.
+// or its outcome is not recorded, and the run stops. A dispatch the journal refused
+// because the call's context had ended (toolinternal.ErrNotSent) says so instead.
 func JournalFailed(name string, err error) tool.Result {
+	if errors.Is(err, toolinternal.ErrNotSent) {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return tool.ErrorWithCode(tool.CodeTimeout, fmt.Sprintf("tool '%s' was not sent: the run's deadline passed", name))
+		}
+		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' was not sent: the run was stopped", name))
+	}
 	return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' was not run: the run's journal failed: %v", name, err))
 }
 

@@ -10,6 +10,7 @@ package toolinternal
 import (
 	"bytes"
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -125,12 +126,17 @@ func Truncate(s string, max int) string {
 // outcome, and before either it asks whether the call already has an outcome, which a
 // run resumed after a crash replays instead of sending the call again. The call is the
 // one of the context (its tool.CallInfo).
+// ErrNotSent is a Journal's refusal of a dispatch whose context ended before it: the
+// call is not sent, nothing is recorded, and its result says why (toolcall.JournalFailed).
+var ErrNotSent = errors.New("not sent")
+
 type Journal interface {
 	// Recorded reports what the journal holds for the call: the outcome data recorded
 	// with Finished (done), or that the call was dispatched and has no outcome.
 	Recorded(ctx context.Context) (data []byte, done, dispatched bool)
 	// Dispatched records, durably, that attempt attempt of the call goes to worker. The
-	// call must not leave when it fails.
+	// call must not leave when it fails; it fails with ErrNotSent when the call's context
+	// ended first (a resumed run's deadline, held while it replayed, passed).
 	Dispatched(ctx context.Context, worker string, attempt int) error
 	// Finished records, durably, the call's terminal outcome (one of the Outcome
 	// constants) and data the tool replays it from. idempotent says that the call may be
