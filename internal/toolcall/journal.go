@@ -28,7 +28,7 @@ func JournalFailed(name string, err error) tool.Result {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return tool.ErrorWithCode(tool.CodeTimeout, fmt.Sprintf("tool '%s' was not sent: the run's deadline passed", name))
 		}
-		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' was not sent: the run was stopped", name))
+		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' was not sent: it was cancelled before it left", name))
 	}
 	return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' was not run: the run's journal failed: %v", name, err))
 }
