@@ -2,6 +2,7 @@ package run
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"os"
 	"regexp"
@@ -15,7 +16,9 @@ import (
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/internal/router"
+	"github.com/toolmesh/toolmesh/internal/runlog"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
@@ -120,5 +123,45 @@ func TestGrantAndApprovalTexts(t *testing.T) {
 	res, err = RequireApproval(crm, time.Minute).Call(t.Context(), "{}")
 	if err != nil || res.Content != "tool 'lookup' requires approval, and nobody can give it here; it did not run" || called != 0 {
 		t.Errorf("a call that needs approval outside a run = %+v, %v, %d calls", res, err, called)
+	}
+}
+
+// TestGrantPassesReplayedCalls: a resumed run's call that its journal answers passes the
+// grant layer without taking from the tenant's tool-call budget, even with the budget
+// spent (the replica served other runs) or the grant changed: it passed before the crash,
+// and nothing leaves now. Before, it was refused, and the model read another result than
+// it did the first time.
+func TestGrantPassesReplayedCalls(t *testing.T) {
+	s := pipelineService(t, config.Default())
+	s.cfg.Tenants = map[string]config.Tenant{"acme": {Groups: []string{"crm"}, ToolCallsPerMinute: 1}}
+	called := 0
+	crm := grouped{tool.New("lookup", "Looks up.", schema.Empty(), func(context.Context, string) (tool.Result, error) {
+		called++
+		return tool.Text("x"), nil
+	}), "crm"}
+	p := toolcall.Pipeline{s.grantLayer("acme", s.cfg.Tenants["acme"])}
+	call := func(ctx context.Context, info tool.CallInfo) tool.Result {
+		res, err := toolcall.Run(ctx, nil, &toolcall.Call{Tool: p.Wrap(crm), Input: "{}", Info: info})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	info := tool.CallInfo{RunID: "r", LoopID: "l", CallID: "c1", Iteration: 1}
+	if res := call(t.Context(), info); res.IsError() || called != 1 {
+		t.Fatalf("the first call = %+v, %d calls", res, called)
+	}
+	if res := call(t.Context(), info); !strings.Contains(res.Content, "tool calls of the last minute") {
+		t.Fatalf("a call past the budget = %+v, want refused", res)
+	}
+	j := newJournal(nil, nil, runlog.Lease{}, time.Second, nil, 1)
+	j.outcomes = map[string]json.RawMessage{callKey(info): json.RawMessage(`{}`)}
+	ctx := context.WithValue(t.Context(), toolinternal.JournalKey{}, j)
+	if res := call(ctx, info); res.IsError() || called != 2 {
+		t.Errorf("a replayed call past the budget = %+v, %d calls; want it through", res, called)
+	}
+	other := tool.CallInfo{RunID: "r", LoopID: "l", CallID: "c2", Iteration: 1}
+	if res := call(ctx, other); !strings.Contains(res.Content, "tool calls of the last minute") {
+		t.Errorf("a call the journal does not answer, past the budget = %+v, want refused", res)
 	}
 }

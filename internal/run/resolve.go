@@ -25,6 +25,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/progressive"
 	"github.com/toolmesh/toolmesh/internal/router"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/internal/toolinternal"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolctx"
 )
@@ -981,6 +982,12 @@ func (s *Service) grantLayer(tenant string, tg config.Tenant) toolcall.Layer {
 		name := t.Definition().Name
 		return func(next toolcall.Handler) toolcall.Handler {
 			return func(ctx context.Context, c *toolcall.Call) (tool.Result, error) {
+				if answeredFromJournal(ctx) {
+					// A resumed run's call the journal answers: it passed before the crash,
+					// and nothing leaves now; refused now, the model would read another
+					// result than it did.
+					return next(ctx, c)
+				}
 				if !tg.Allows(role, name) {
 					s.log.WarnContext(ctx, "tool call refused: outside the tenant's grant", "event", "audit", "tenant", tenant, "tool", name, "group", role)
 					return tool.ErrorWithCode(tool.CodeUnknownTool, fmt.Sprintf("Tool '%s' is not available to this run. Use only the tools you were given.", name)), nil
@@ -993,6 +1000,20 @@ func (s *Service) grantLayer(tenant string, tg config.Tenant) toolcall.Layer {
 			}
 		}
 	}}
+}
+
+// answeredFromJournal reports whether the run's journal holds the outcome of the call of
+// ctx, which a resumed run replays rather than send.
+func answeredFromJournal(ctx context.Context) bool {
+	j, ok := toolinternal.JournalFrom(ctx).(*journal)
+	if !ok {
+		return false
+	}
+	info, _ := tool.CallInfoFrom(ctx)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	_, ok = j.outcomes[callKey(info)]
+	return ok
 }
 
 // tenantCall takes a tool call from tenant's budget (tenants.<name>.
