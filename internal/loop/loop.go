@@ -97,11 +97,12 @@ type Options struct {
 	EmptyRetries int
 	// StreamText makes the loop report the model's text as it arrives (TextDelta events).
 	StreamText bool
-	// SharedCallIDs keeps the ids the model gives its calls as they are, even where an
-	// earlier call of the loop has the same one (see withCallIDs): for a run resumed from
-	// a journal written before ids were made the loop's own, whose records name its
-	// calls by the model's ids.
-	SharedCallIDs bool
+	// SharedCallIDs, when set and true for the answer the loop just got, keeps the ids
+	// the model gave its calls as they are, even where an earlier call of the loop has
+	// the same one (see withCallIDs): an answer a resumed run replays from a journal
+	// written before calls got ids of their own, whose records name its calls by the
+	// model's ids.
+	SharedCallIDs func() bool
 	// OutputSchema, when set, is the schema the final answer must satisfy; the model gets
 	// one corrective turn when it does not.
 	OutputSchema *OutputSchema
@@ -498,12 +499,13 @@ func (l *state) withCallIDs(iter int, calls []llm.ToolCall) []llm.ToolCall {
 		l.ids = make(map[string]bool, len(out))
 	}
 	var given map[string]bool // the turn's ids as the model gave them, once one repeats
+	shared := l.opts.SharedCallIDs != nil && l.opts.SharedCallIDs()
 	for i := range out {
 		id := out[i].ID
 		if id == "" {
 			id = fmt.Sprintf("call_%d_%d", iter, i+1)
 		}
-		if l.ids[id] && !l.opts.SharedCallIDs {
+		if l.ids[id] && !shared {
 			if given == nil {
 				given = make(map[string]bool, len(out))
 				for _, c := range calls {

@@ -831,8 +831,9 @@ func (m *turns) Stream(context.Context, *llm.Request) iter.Seq2[llm.Chunk, error
 // TestCallsSharingAnIDGetTheirOwn: calls that share an id (some servers of open models
 // number every turn's calls from the same id), in one turn or across turns, each get one
 // of their own, one no call of the loop or of the turn has, so that each tool message
-// answers one call and each call has its own idempotency key. With SharedCallIDs (a run
-// resumed from a journal written before), the ids stay as the model gave them.
+// answers one call and each call has its own idempotency key. With SharedCallIDs (answers
+// a run resumed from a journal written before replays), the ids stay as the model gave
+// them.
 func TestCallsSharingAnIDGetTheirOwn(t *testing.T) {
 	resps := []llm.Response{
 		{ToolCalls: []llm.ToolCall{{ID: "c", Name: "one", Arguments: "{}"}, {ID: "c", Name: "two", Arguments: "{}"}, {ID: "c_1_2", Name: "three", Arguments: "{}"}, {Name: "four", Arguments: "{}"}, {Name: "one", Arguments: "{}"}}},
@@ -862,7 +863,7 @@ func TestCallsSharingAnIDGetTheirOwn(t *testing.T) {
 	if diff := cmp.Diff(want, ids(got.History)); diff != "" {
 		t.Errorf("call ids (-want +got):\n%s", diff)
 	}
-	got, err = loop.Run(t.Context(), loop.Options{Provider: &turns{resps: resps}, Logger: discard, SharedCallIDs: true}, loop.Input{Messages: []llm.Message{user("hi")}, Tools: tools(&recorder{})})
+	got, err = loop.Run(t.Context(), loop.Options{Provider: &turns{resps: resps}, Logger: discard, SharedCallIDs: func() bool { return true }}, loop.Input{Messages: []llm.Message{user("hi")}, Tools: tools(&recorder{})})
 	if err != nil {
 		t.Fatal(err)
 	}

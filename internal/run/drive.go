@@ -249,7 +249,8 @@ func (d *driver) startLoop() {
 	opts := p.opts
 	opts.RunID, opts.LoopID, opts.Logger = r.id, loopID, s.log
 	if j != nil {
-		opts.Provider = &journalProvider{Provider: opts.Provider, j: j, loopID: loopID}
+		jp := &journalProvider{Provider: opts.Provider, j: j, loopID: loopID}
+		opts.Provider, opts.SharedCallIDs = jp, jp.sharedCallIDs
 		opts.Recorded, opts.Known = j.recordedAt, j.known
 	}
 	opts.Budget.Shared = &loop.Spending{} // nested loops count against the run's budget

@@ -97,7 +97,7 @@ func (s *Service) openJournal(ctx context.Context, j *journal, id, loopID string
 	// be resumed from its request.
 	data, _ := toolinternal.MarshalJSON(requestRecord{RunID: id, LoopID: loopID, Started: started, Wire: p.req.Wire, Tenant: p.req.Tenant, Caller: p.req.Caller.orNil(),
 		Versions: s.router.Versions(offeredRoles(*p.req, s.cfg.Loop.DefaultToolGroups), p.req.Tools),
-		Without:  warnedRoles(p.warnings), Agent: p.req.Agent, Model: llm.Label(p.provider, p.model), OwnCallIDs: 1})
+		Without:  warnedRoles(p.warnings), Agent: p.req.Agent, Model: llm.Label(p.provider, p.model)})
 	lease, err := s.journal.Create(ctx, id, s.owner, s.leaseTTL(), runlog.Record{Seq: 1, Kind: runlog.KindRequest, Time: time.Now(), Data: data})
 	switch {
 	case errors.Is(err, runlog.ErrExists):
@@ -255,7 +255,6 @@ func (s *Service) resume(lease runlog.Lease) {
 	var p *prepared
 	if err == nil {
 		req.ID, req.Wire, req.Tenant, req.Pinned, req.Without = id, rq.Wire, rq.Tenant, rq.Versions, rq.Without
-		req.SharedCallIDs = rq.OwnCallIDs == 0
 		if rq.Caller != nil {
 			req.Caller = *rq.Caller
 		}

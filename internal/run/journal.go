@@ -70,10 +70,6 @@ type requestRecord struct {
 	// Agent and Model are what the run was started with (Facts), for listings.
 	Agent string `json:"agent,omitempty"`
 	Model string `json:"model,omitempty"`
-	// OwnCallIDs is 1 when the run's loops give calls that share an id ids of their own
-	// (loop.Options.SharedCallIDs): 0 in journals written before, whose records name
-	// calls by the model's ids.
-	OwnCallIDs int `json:"own_call_ids,omitempty"`
 }
 
 // dispatchRecord is one attempt of a call, recorded before it leaves.
@@ -113,6 +109,11 @@ type modelRecord struct {
 	// caller with, and a replay gives back as it was instead of asking again.
 	Error     string        `json:"error,omitempty"`
 	ErrorKind llm.ErrorKind `json:"error_kind,omitempty"`
+	// OwnIDs says that the loop gave the answer's calls ids of their own where the model
+	// gave an id an earlier call of the loop has (loop.Options.SharedCallIDs): an answer
+	// recorded before, without it, is replayed with the model's ids, which its records
+	// name its calls by.
+	OwnIDs bool `json:"own_ids,omitempty"`
 }
 
 // replayedModelError is a recorded model call's failure, as a replay gives it back: its
@@ -213,6 +214,8 @@ type journal struct {
 	// policies are the call policies' decisions the run recorded (nil until one is).
 	policies map[string]policyRecord
 	models   map[string]llm.Response
+	// sharedIDs are the keys of the answers in models recorded without OwnIDs.
+	sharedIDs map[string]bool
 	// modelErrs are the recorded failures of model calls, by the same keys.
 	modelErrs map[string]error
 	// loops are the recorded starts and ends of nested loops (replayState.loops).
@@ -956,7 +959,14 @@ type journalProvider struct {
 	loopID string
 	mu     sync.Mutex
 	n      int
+	// shared says that the last answer was replayed from a record without OwnIDs
+	// (sharedCallIDs).
+	shared atomic.Bool
 }
+
+// sharedCallIDs is the loop's loop.Options.SharedCallIDs: whether the answer it just got
+// was replayed from a record written before calls got ids of their own.
+func (p *journalProvider) sharedCallIDs() bool { return p.shared.Load() }
 
 func (p *journalProvider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Chunk, error] {
 	p.mu.Lock()
@@ -966,6 +976,7 @@ func (p *journalProvider) Stream(ctx context.Context, req *llm.Request) iter.Seq
 	p.j.mu.Lock()
 	resp, ok := p.j.models[key]
 	delete(p.j.models, key) // replayed once
+	p.shared.Store(ok && p.j.sharedIDs[key])
 	if ok {
 		if p.j.replayedCalls == nil {
 			p.j.replayedCalls = map[string]int{}
@@ -1014,7 +1025,7 @@ func (p *journalProvider) Stream(ctx context.Context, req *llm.Request) iter.Seq
 			}
 			if c.Done != nil {
 				failpoint.Hit(failpoint.ModelAnswered)
-				data, _ := toolinternal.MarshalJSON(modelRecord{Key: key, Response: *c.Done})
+				data, _ := toolinternal.MarshalJSON(modelRecord{Key: key, Response: *c.Done, OwnIDs: true})
 				if _, err := p.j.add(runlog.KindModel, data, nil, false); err != nil {
 					yield(llm.Chunk{}, fmt.Errorf("%w: %w", ErrJournal, err))
 					return

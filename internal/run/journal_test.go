@@ -343,3 +343,45 @@ func TestModelFailureReplays(t *testing.T) {
 		t.Errorf("replayed %v (%d model calls); want %v, a rate limit, without a call", replayed, model.calls, first)
 	}
 }
+
+// TestAnswersRecordedBeforeOwnIDs: a model answer recorded before calls got ids of their
+// own (its record without own_ids) replays with the model's ids (SharedCallIDs true for
+// it), so that the calls it asked for are found under the keys its records name them by;
+// an answer recorded since, and a live one, give calls ids of their own.
+func TestAnswersRecordedBeforeOwnIDs(t *testing.T) {
+	store, lease := memJournal(t)
+	ctx := context.Background()
+	j := newJournal(store, newRenewer(time.Minute), lease, time.Minute, jsonCodec{}, 1)
+	j.stop, j.deliver = func(error) {}, func(Sequenced) {}
+	j.start()
+	if _, err := llm.Collect((&journalProvider{Provider: &countingModel{}, j: j, loopID: "loop_a"}).Stream(ctx, &llm.Request{})); err != nil {
+		t.Fatal(err)
+	}
+	legacy := []byte(`{"key":"loop_a/2","response":{"Text":"","ToolCalls":[{"ID":"c","Name":"t","Arguments":"{}"},{"ID":"c","Name":"t","Arguments":"{}"}]}}`)
+	if _, err := j.add(runlog.KindModel, legacy, nil, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.close(); err != nil {
+		t.Fatal(err)
+	}
+	st, _, _, err := readReplay(ctx, store, lease.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j2 := newJournal(store, newRenewer(time.Minute), lease, time.Minute, jsonCodec{}, 3)
+	if err := j2.load(st); err != nil {
+		t.Fatal(err)
+	}
+	model := &countingModel{}
+	p := &journalProvider{Provider: model, j: j2, loopID: "loop_a"}
+	var shared []bool
+	for range 3 {
+		if _, err := llm.Collect(p.Stream(ctx, &llm.Request{})); err != nil {
+			t.Fatal(err)
+		}
+		shared = append(shared, p.sharedCallIDs())
+	}
+	if model.calls != 1 || !slices.Equal(shared, []bool{false, true, false}) {
+		t.Errorf("SharedCallIDs after a recorded answer, one recorded before own ids, a live one: %v (%d model calls); want [false true false] and 1", shared, model.calls)
+	}
+}

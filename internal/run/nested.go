@@ -220,7 +220,8 @@ func (n *nester) loopOptions(l agentic.Loop, runID string, scope Scope, proc *pr
 	opts.RunID, opts.LoopID, opts.Logger = runID, scope.LoopID, n.s.log
 	opts.Provider = n.s.modelProvider(provider, n.p.tenant)
 	if j := n.p.journal; j != nil {
-		opts.Provider = &journalProvider{Provider: opts.Provider, j: j, loopID: scope.LoopID}
+		jp := &journalProvider{Provider: opts.Provider, j: j, loopID: scope.LoopID}
+		opts.Provider, opts.SharedCallIDs = jp, jp.sharedCallIDs
 		opts.Recorded, opts.Known = j.recordedAt, j.known
 	}
 	opts.Model = model

@@ -153,7 +153,6 @@ func (s *Service) prepare(ctx context.Context, req Request) (*prepared, error) {
 		Context:         bag,
 		Budget:          loop.Budget{MaxTokens: req.MaxTokens, MaxCostUSD: req.MaxCostUSD, MaxActions: req.MaxActions},
 		StreamText:      req.StreamText,
-		SharedCallIDs:   req.SharedCallIDs,
 		Cost:            func(m string, u llm.Usage) float64 { return s.cost(m, label, u) },
 		Strategies:      append([]loop.Strategy{progressive.New(), s.newMCPRefresh(rctx, roles)}, s.strategies...),
 		Decorate:        decorate,

@@ -301,9 +301,6 @@ type Request struct {
 	// then, and a warning said so): it goes on without them, as it did, rather than
 	// offer its model tools it was never offered.
 	Without []string
-	// SharedCallIDs: a run taken over from a journal written before loops gave calls
-	// that share an id ids of their own keeps the model's (loop.Options.SharedCallIDs).
-	SharedCallIDs bool
 }
 
 // Caller is the verified caller of a run.

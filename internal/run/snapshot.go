@@ -231,6 +231,12 @@ func (j *journal) load(st *replayState) error {
 			continue
 		}
 		j.models[key] = m.Response
+		if !m.OwnIDs {
+			if j.sharedIDs == nil {
+				j.sharedIDs = map[string]bool{}
+			}
+			j.sharedIDs[key] = true
+		}
 	}
 	for key, raw := range st.outcomes {
 		var o outcomeRecord
