@@ -319,24 +319,11 @@ func (m failingModel) Stream(context.Context, *llm.Request) iter.Seq2[llm.Chunk,
 // resumed run's replay gives it back, with its text and its kind, without calling the
 // model.
 func TestModelFailureReplays(t *testing.T) {
-	store, lease := memJournal(t)
 	ctx := context.Background()
-	j := newJournal(store, newRenewer(time.Minute), lease, time.Minute, jsonCodec{}, 1)
-	j.stop, j.deliver = func(error) {}, func(Sequenced) {}
-	j.start()
+	j := startedJournal(t)
 	failure := &llm.ProviderError{Provider: "p", Kind: llm.KindRateLimited, StatusCode: 429, Message: "slow down"}
 	_, first := llm.Collect((&journalProvider{Provider: failingModel{failure}, j: j, loopID: "loop_a"}).Stream(ctx, &llm.Request{}))
-	if err := j.close(); err != nil {
-		t.Fatal(err)
-	}
-	st, _, _, err := readReplay(ctx, store, lease.RunID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	j2 := newJournal(store, newRenewer(time.Minute), lease, time.Minute, jsonCodec{}, 2)
-	if err := j2.load(st); err != nil {
-		t.Fatal(err)
-	}
+	j2 := reloaded(t, j)
 	model := &countingModel{}
 	_, replayed := llm.Collect((&journalProvider{Provider: model, j: j2, loopID: "loop_a"}).Stream(ctx, &llm.Request{}))
 	if model.calls != 0 || replayed == nil || replayed.Error() != first.Error() || !errors.Is(replayed, llm.ErrRateLimited) {
@@ -349,11 +336,8 @@ func TestModelFailureReplays(t *testing.T) {
 // it), so that the calls it asked for are found under the keys its records name them by;
 // an answer recorded since, and a live one, give calls ids of their own.
 func TestAnswersRecordedBeforeOwnIDs(t *testing.T) {
-	store, lease := memJournal(t)
 	ctx := context.Background()
-	j := newJournal(store, newRenewer(time.Minute), lease, time.Minute, jsonCodec{}, 1)
-	j.stop, j.deliver = func(error) {}, func(Sequenced) {}
-	j.start()
+	j := startedJournal(t)
 	if _, err := llm.Collect((&journalProvider{Provider: &countingModel{}, j: j, loopID: "loop_a"}).Stream(ctx, &llm.Request{})); err != nil {
 		t.Fatal(err)
 	}
@@ -361,17 +345,7 @@ func TestAnswersRecordedBeforeOwnIDs(t *testing.T) {
 	if _, err := j.add(runlog.KindModel, legacy, nil, true); err != nil {
 		t.Fatal(err)
 	}
-	if err := j.close(); err != nil {
-		t.Fatal(err)
-	}
-	st, _, _, err := readReplay(ctx, store, lease.RunID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	j2 := newJournal(store, newRenewer(time.Minute), lease, time.Minute, jsonCodec{}, 3)
-	if err := j2.load(st); err != nil {
-		t.Fatal(err)
-	}
+	j2 := reloaded(t, j)
 	model := &countingModel{}
 	p := &journalProvider{Provider: model, j: j2, loopID: "loop_a"}
 	var shared []bool
@@ -384,4 +358,32 @@ func TestAnswersRecordedBeforeOwnIDs(t *testing.T) {
 	if model.calls != 1 || !slices.Equal(shared, []bool{false, true, false}) {
 		t.Errorf("SharedCallIDs after a recorded answer, one recorded before own ids, a live one: %v (%d model calls); want [false true false] and 1", shared, model.calls)
 	}
+}
+
+// startedJournal is a started journal of a new run in a memory store.
+func startedJournal(t *testing.T) *journal {
+	t.Helper()
+	store, lease := memJournal(t)
+	j := newJournal(store, newRenewer(time.Minute), lease, time.Minute, jsonCodec{}, 1)
+	j.stop, j.deliver = func(error) {}, func(Sequenced) {}
+	j.start()
+	return j
+}
+
+// reloaded closes j and returns the journal a resume of its run reads: what j recorded,
+// loaded for the replay.
+func reloaded(t *testing.T, j *journal) *journal {
+	t.Helper()
+	if err := j.close(); err != nil {
+		t.Fatal(err)
+	}
+	st, _, last, err := readReplay(context.Background(), j.store, j.lease.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j2 := newJournal(j.store, newRenewer(time.Minute), j.lease, time.Minute, jsonCodec{}, last+1)
+	if err := j2.load(st); err != nil {
+		t.Fatal(err)
+	}
+	return j2
 }
