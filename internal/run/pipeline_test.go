@@ -6,7 +6,10 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -163,5 +166,45 @@ func TestGrantPassesReplayedCalls(t *testing.T) {
 	other := tool.CallInfo{RunID: "r", LoopID: "l", CallID: "c2", Iteration: 1}
 	if res := call(ctx, other); !strings.Contains(res.Content, "tool calls of the last minute") {
 		t.Errorf("a call the journal does not answer, past the budget = %+v, want refused", res)
+	}
+}
+
+// TestGrantNeverSendsAReplayUnchecked: two calls with one journal key (a journal written
+// before calls got ids of their own) both pass the grant layer unchecked, as the journal
+// holds an outcome for their key; one replays it, and the other, finding it taken, is
+// not sent: a tool outside the tenant's grant never reaches a worker.
+func TestGrantNeverSendsAReplayUnchecked(t *testing.T) {
+	s := pipelineService(t, config.Default())
+	s.cfg.Tenants = map[string]config.Tenant{"acme": {Groups: []string{"other"}}}
+	var sent atomic.Int32
+	var entered sync.WaitGroup
+	entered.Add(2)
+	wipe := grouped{tool.New("wipe", "Wipes.", schema.Empty(), func(ctx context.Context, _ string) (tool.Result, error) {
+		entered.Done()
+		entered.Wait() // both passed the grant layer
+		res, _ := toolcall.Journaled(ctx, "wipe", true, toolcall.Dispatcher{Worker: "w-1", Send: func(context.Context) (tool.Result, []byte) {
+			sent.Add(1)
+			return tool.Text("sent to the worker"), nil
+		}})
+		return res, nil
+	}), "crm"}
+	p := toolcall.Pipeline{s.grantLayer("acme", s.cfg.Tenants["acme"])}
+	j := startedJournal(t)
+	info := tool.CallInfo{RunID: "r", LoopID: "l", CallID: "c", Iteration: 1}
+	j.outcomes = map[string]json.RawMessage{callKey(info): json.RawMessage(toolcall.EncodeResult(tool.Text("replayed")))}
+	j.dispatched = map[string]bool{callKey(info): true}
+	ctx := context.WithValue(t.Context(), toolinternal.JournalKey{}, j)
+	var wg sync.WaitGroup
+	out := make([]string, 2)
+	for i := range 2 {
+		wg.Go(func() {
+			res, _ := toolcall.Run(ctx, nil, &toolcall.Call{Tool: p.Wrap(wipe), Input: "{}", Info: info})
+			out[i] = res.Content
+		})
+	}
+	wg.Wait()
+	slices.Sort(out)
+	if sent.Load() != 0 || out[0] != "replayed" || !strings.Contains(out[1], "was not sent") {
+		t.Errorf("results %q, %d sent to the worker; want one replayed, one not sent, none sent", out, sent.Load())
 	}
 }

@@ -984,8 +984,8 @@ func (s *Service) grantLayer(tenant string, tg config.Tenant) toolcall.Layer {
 				if answeredFromJournal(ctx) {
 					// A resumed run's call the journal answers: it passed before the crash,
 					// and nothing leaves now; refused now, the model would read another
-					// result than it did.
-					return next(ctx, c)
+					// result than it did. Marked, so that it is never sent unchecked.
+					return next(context.WithValue(ctx, toolinternal.ReplayOnlyKey{}, true), c)
 				}
 				if !tg.Allows(role, name) {
 					s.log.WarnContext(ctx, "tool call refused: outside the tenant's grant", "event", "audit", "tenant", tenant, "tool", name, "group", role)

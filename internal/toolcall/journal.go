@@ -222,6 +222,11 @@ func Journaled(ctx context.Context, name string, idempotent bool, d Dispatcher) 
 		return res, true
 	}
 	data, done, dispatched := j.Recorded(ctx)
+	if !done && ctx.Value(toolinternal.ReplayOnlyKey{}) != nil {
+		// A layer let the call through unchecked because the journal held its outcome,
+		// which another call took meanwhile: it is not sent (fail closed).
+		return tool.ErrorWithCode(tool.CodeUnavailable, fmt.Sprintf("tool '%s' was not sent: the outcome the run's journal held for it, to replay, was taken by another call", name)), false
+	}
 	switch {
 	case done:
 		failpoint.Hit(failpoint.ReplayOutcome)

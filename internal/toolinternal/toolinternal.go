@@ -163,6 +163,11 @@ const (
 // answers it with the run's.
 type JournalKey struct{}
 
+// ReplayOnlyKey marks the context of a call a layer let through without its checks
+// because the run's journal held the call's outcome (a resumed run's replay): the call
+// may be answered from the journal, and is never sent.
+type ReplayOnlyKey struct{}
+
 // JournalFrom returns the Journal in ctx, or nil.
 func JournalFrom(ctx context.Context) Journal {
 	j, _ := ctx.Value(JournalKey{}).(Journal)
