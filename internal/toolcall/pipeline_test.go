@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -235,5 +236,24 @@ func TestJournaled(t *testing.T) {
 	j3 := &journal{dispatched: []string{"w1"}}
 	if _, sent = toolcall.Journaled(context.WithValue(t.Context(), toolinternal.JournalKey{}, j3), "add", true, d); !sent || sends != 2 {
 		t.Errorf("dispatched, idempotent: sent %v, %d sends; want it sent again", sent, sends)
+	}
+}
+
+// TestNotSentTexts pins what a call the journal refused to dispatch, its context having
+// ended first, reads: the run's deadline, or any other cancellation; other failures of
+// the journal read as such.
+func TestNotSentTexts(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		code tool.ErrorCode
+		want string
+	}{
+		{fmt.Errorf("%w: %w", toolinternal.ErrNotSent, context.DeadlineExceeded), tool.CodeTimeout, "tool 'wipe' was not sent: the run's deadline passed"},
+		{fmt.Errorf("%w: %w", toolinternal.ErrNotSent, context.Canceled), tool.CodeUnavailable, "tool 'wipe' was not sent: it was cancelled before it left"},
+		{errors.New("disk full"), tool.CodeUnavailable, "tool 'wipe' was not run: the run's journal failed: disk full"},
+	} {
+		if res := toolcall.JournalFailed("wipe", tc.err); res.Content != tc.want || res.Code != tc.code {
+			t.Errorf("JournalFailed(%v) = %q (%s), want %q (%s)", tc.err, res.Content, res.Code, tc.want, tc.code)
+		}
 	}
 }

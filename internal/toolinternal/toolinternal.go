@@ -121,15 +121,15 @@ func Truncate(s string, max int) string {
 	return s[:keep] + fmt.Sprintf(marker, keep)
 }
 
+// ErrNotSent is a Journal's refusal of a dispatch whose context ended before it: the
+// call is not sent, nothing is recorded, and its result says why (toolcall.JournalFailed).
+var ErrNotSent = errors.New("not sent")
+
 // Journal is the run journal as a tool that dispatches calls elsewhere (a remote or an
 // MCP tool) sees it: before a call leaves it records the dispatch, when the call ends its
 // outcome, and before either it asks whether the call already has an outcome, which a
 // run resumed after a crash replays instead of sending the call again. The call is the
 // one of the context (its tool.CallInfo).
-// ErrNotSent is a Journal's refusal of a dispatch whose context ended before it: the
-// call is not sent, nothing is recorded, and its result says why (toolcall.JournalFailed).
-var ErrNotSent = errors.New("not sent")
-
 type Journal interface {
 	// Recorded reports what the journal holds for the call: the outcome data recorded
 	// with Finished (done), or that the call was dispatched and has no outcome.
