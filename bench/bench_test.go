@@ -22,7 +22,7 @@ func smokeConfig(bins Bins) Config {
 		Mode: "smoke", Rounds: 1, Warmup: 2,
 		LatencyCalls: 6, LatencyTime: 200 * time.Millisecond, LatencySlices: 2,
 		Concurrency: 4, ThroughputTime: 30 * time.Millisecond, ThroughputCalls: 40,
-		LoopToolCalls: 2, OpenRuns: 20, RSSRounds: 1, ResumeRuns: 20, ResumeRounds: 1,
+		LoopToolCalls: 2, OpenRuns: 20, RSSRounds: 1, OpenHold: 300 * time.Millisecond, ResumeRuns: 20, ResumeRounds: 1,
 		ScaleSizes: []int{10, 100}, LookupTime: 5 * time.Millisecond, RegisterWorkers: 5,
 		Bins: bins,
 	}

@@ -89,9 +89,13 @@ type Config struct {
 	// final answer, N+1 model calls).
 	LoopToolCalls int
 	// OpenRuns is the number of runs held open for the memory measurement; RSSRounds how
-	// many times it is measured (each time on a fresh orchestrator).
+	// many times it is measured (each time on a fresh orchestrator); OpenHold how long
+	// they are held open before the second reading: longer than the renewal period of
+	// their journals' leases (a third of journal.lease_ttl, 10 s by default), so that the
+	// reading counts what an open run costs for as long as it waits, not only at its start.
 	OpenRuns  int
 	RSSRounds int
+	OpenHold  time.Duration
 	// ResumeRuns is the number of open runs of the resume measurement (an orchestrator
 	// killed with them, another resuming them); ResumeRounds how many times it is
 	// measured per store.
@@ -135,7 +139,8 @@ func Full() Config {
 		ThroughputCalls:      500_000,
 		LoopToolCalls:        10,
 		OpenRuns:             1000,
-		RSSRounds:            3,
+		RSSRounds:            5,
+		OpenHold:             4 * time.Second,
 		ResumeRuns:           1000,
 		ResumeRounds:         2,
 		ScaleSizes:           []int{10, 100, 1000, 10000, 100000},
@@ -161,6 +166,7 @@ func Quick() Config {
 		LoopToolCalls:        10,
 		OpenRuns:             1000,
 		RSSRounds:            1,
+		OpenHold:             4 * time.Second,
 		ResumeRuns:           1000,
 		ResumeRounds:         1,
 		ScaleSizes:           []int{10, 100, 1000, 10000, 100000},
@@ -174,7 +180,7 @@ func Quick() Config {
 func (c Config) validate() error {
 	switch {
 	case c.Rounds < 1, c.LatencyCalls < 1, c.LatencySlices < 1, c.LatencyTime <= 0, c.Concurrency < 1, c.ThroughputTime <= 0,
-		c.ThroughputCalls < 1, c.LoopToolCalls < 1, c.OpenRuns < 1, c.RSSRounds < 1, len(c.ScaleSizes) == 0,
+		c.ThroughputCalls < 1, c.LoopToolCalls < 1, c.OpenRuns < 1, c.RSSRounds < 1, c.OpenHold <= 0, len(c.ScaleSizes) == 0,
 		c.LookupTime <= 0, c.RegisterWorkers < 1:
 		return fmt.Errorf("bench: config %q has a zero bound: %+v", c.Mode, c)
 	case c.Bins.Orchestrator == "" || c.Bins.Toolworker == "" || c.Bins.RawAdd == "" || c.Bins.MCPAdd == "":

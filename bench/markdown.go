@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 )
 
 // mdBuilder collects the markdown of a report, a line at a time.
@@ -246,7 +247,7 @@ func (r *Report) mdMemory(b *mdBuilder) {
 	p := b.p
 	p("## Orchestrator memory per open run")
 	p("")
-	p("bin/orchestrator, whose scripted model waits an hour, holds %d Run streams open over one pkg/client connection; VmRSS before the first run and 300 ms after the last RunStarted:", r.Method.OpenRuns)
+	p("bin/orchestrator, whose scripted model waits an hour, holds %d Run streams open over one pkg/client connection; VmRSS once one run is open (what the process pays once: the code its first run touches, its connection), and again %s after the last RunStarted (longer than a lease renewal period, so that what an open run does while it waits is counted):", r.Method.OpenRuns, time.Duration(r.Method.OpenHoldMs*float64(time.Millisecond)))
 	p("")
 	p("| round | runs | VmRSS before | VmRSS after | per open run | time to open all |")
 	p("|---|---:|---:|---:|---:|---:|")

@@ -75,7 +75,7 @@ func measureMemory(ctx context.Context, cfg Config, n int) (memoryRound, error) 
 		return memoryRound{}, err
 	}
 	req := &toolpb.RunRequest{Prompt: "Take your time."}
-	return holdOpen(ctx, p, n, func(ctx context.Context, started chan<- error) {
+	return holdOpen(ctx, p, n, cfg.OpenHold, func(ctx context.Context, started chan<- error) {
 		first := true
 		for ev, err := range c.Run(ctx, req) {
 			if err != nil {
@@ -95,19 +95,34 @@ func measureMemory(ctx context.Context, cfg Config, n int) (memoryRound, error) 
 	})
 }
 
-// holdOpen reads p's VmRSS, has n goroutines run open (which reports on started once
-// its stream is open and holds it until ctx ends), reads VmRSS again once all are open
-// and settled, and ends them.
-func holdOpen(ctx context.Context, p *proc, n int, open func(ctx context.Context, started chan<- error)) (memoryRound, error) {
+// holdOpen has one goroutine run open (which reports on started once its stream is open
+// and holds it until ctx ends) as a warm-up, reads p's VmRSS, has n more run open, reads
+// VmRSS again once all have been open for hold, and ends them. The warm-up stream makes the
+// first reading count what a process pays once, not per stream: the pages of its code
+// and data that the first stream's path touches (about 2 MiB of the orchestrator's
+// binary), its connection's buffers, its first timers and pools.
+func holdOpen(ctx context.Context, p *proc, n int, hold time.Duration, open func(ctx context.Context, started chan<- error)) (memoryRound, error) {
+	openCtx, stop := context.WithCancel(ctx)
+	started := make(chan error, n+1)
+	var wg sync.WaitGroup
+	defer func() {
+		stop()
+		wg.Wait()
+	}()
+	wg.Go(func() { open(openCtx, started) })
+	select {
+	case err := <-started:
+		if err != nil {
+			return memoryRound{}, fmt.Errorf("the warm-up stream: %w\n%s", err, p.tail())
+		}
+	case <-ctx.Done():
+		return memoryRound{}, fmt.Errorf("waiting for the warm-up stream to open: %w", ctx.Err())
+	}
 	time.Sleep(200 * time.Millisecond)
 	before, err := vmRSS(p.pid())
 	if err != nil {
 		return memoryRound{}, err
 	}
-	openCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	started := make(chan error, n)
-	var wg sync.WaitGroup
 	t0 := time.Now()
 	for range n {
 		wg.Go(func() { open(openCtx, started) })
@@ -129,12 +144,11 @@ func holdOpen(ctx context.Context, p *proc, n int, open func(ctx context.Context
 	openFor := time.Since(t0)
 	var after int64
 	if failure == nil {
-		// Let every handler reach the wait it holds its stream in before reading.
-		time.Sleep(300 * time.Millisecond)
+		// Every handler reaches the wait it holds its stream in, and what an open run does
+		// while it waits (its lease renewed) is done at least once.
+		time.Sleep(hold)
 		after, failure = vmRSS(p.pid())
 	}
-	stop()
-	wg.Wait()
 	if failure != nil {
 		return memoryRound{}, fmt.Errorf("%w\n%s", failure, p.tail())
 	}
@@ -167,7 +181,7 @@ func measureMemoryFloor(ctx context.Context, cfg Config, n int) (memoryRound, er
 	if _, err := h.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
 		return memoryRound{}, err
 	}
-	return holdOpen(ctx, p, n, func(ctx context.Context, started chan<- error) {
+	return holdOpen(ctx, p, n, cfg.OpenHold, func(ctx context.Context, started chan<- error) {
 		s, err := h.Watch(ctx, &healthpb.HealthCheckRequest{})
 		if err == nil {
 			_, err = s.Recv()

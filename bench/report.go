@@ -58,6 +58,7 @@ type Method struct {
 	OpenRuns        int     `json:"open_runs"`
 	ResumeRuns      int     `json:"resume_runs"`
 	RSSRounds       int     `json:"memory_rounds"`
+	OpenHoldMs      float64 `json:"open_hold_ms"`
 	RegisterWorkers int     `json:"register_workers"`
 	ArgumentsBytes  int     `json:"arguments_bytes"`
 	ContextKeys     int     `json:"context_keys"`
@@ -250,7 +251,7 @@ func newReport(cfg Config, started time.Time) *Report {
 		Method: Method{
 			Rounds: cfg.Rounds, Warmup: cfg.Warmup, LatencyCalls: cfg.LatencyCalls,
 			LatencyMs: ms(cfg.LatencyTime), Concurrency: cfg.Concurrency, ThroughputMs: ms(cfg.ThroughputTime),
-			LoopToolCalls: cfg.LoopToolCalls, OpenRuns: cfg.OpenRuns, RSSRounds: cfg.RSSRounds, ResumeRuns: cfg.ResumeRuns,
+			LoopToolCalls: cfg.LoopToolCalls, OpenRuns: cfg.OpenRuns, RSSRounds: cfg.RSSRounds, OpenHoldMs: float64(cfg.OpenHold.Milliseconds()), ResumeRuns: cfg.ResumeRuns,
 			RegisterWorkers: cfg.RegisterWorkers, ArgumentsBytes: len(Arguments), ContextKeys: len(contextEntries) / 2,
 		},
 		Tenants: TenantResult{Flood: floodDescription(), Limits: limitsDescription(), Hostile: hostileDescription()},

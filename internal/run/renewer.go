@@ -10,12 +10,14 @@ import (
 const renewParallel = 32
 
 // renewer renews the leases of a service's journals. One goroutine ticks every third of
-// the lease's time to live and starts the renewal of every journal it holds whose last
-// renewal has ended, renewParallel at a time, first come first served: an open run costs
-// a map entry, not a goroutine with its ticker (whose stack was most of what a run
-// waiting for its model held). A tick does not wait for the renewals it started, so a
-// store call that hangs (it gives up after a sixth of the time to live) holds one slot
-// and its own journal, never the others' renewals.
+// the lease's time to live and queues every journal it holds whose last renewal has
+// ended; at most renewParallel workers take them from the queue, first come first
+// served, and end once it is empty. An open run costs a map entry, not a goroutine
+// with its ticker, nor one at each tick (goroutines waiting for a worker: their stacks
+// would be most of what runs waiting for their models hold, kept by the process once
+// the tick is over). A tick does not wait for the renewals it queued, so a store call
+// that hangs (it gives up after a sixth of the time to live) holds one worker and its
+// own journal, never the others' renewals.
 type renewer struct {
 	ttl time.Duration
 
@@ -23,6 +25,10 @@ type renewer struct {
 	js      map[*journal]struct{}
 	running bool
 	idle    chan struct{} // closed when the last journal leaves: the loop ends
+	// queue are the journals due for renewal that no worker has taken yet; workers
+	// counts the workers renewing.
+	queue   []*journal
+	workers int
 }
 
 func newRenewer(ttl time.Duration) *renewer {
@@ -51,12 +57,10 @@ func (r *renewer) remove(j *journal) {
 	}
 }
 
-// loop renews the leases every ttl/3 until idle is closed.
+// loop queues the leases for renewal every ttl/3 until idle is closed.
 func (r *renewer) loop(idle <-chan struct{}) {
 	t := time.NewTicker(r.ttl / 3)
 	defer t.Stop()
-	sem := make(chan struct{}, renewParallel)
-	var due []*journal
 	for {
 		select {
 		case <-idle:
@@ -64,26 +68,37 @@ func (r *renewer) loop(idle <-chan struct{}) {
 		case <-t.C:
 		}
 		r.mu.Lock()
-		due = due[:0]
 		for j := range r.js {
-			due = append(due, j)
-		}
-		r.mu.Unlock()
-		for _, j := range due {
-			if !j.renewing.CompareAndSwap(false, true) {
-				continue // its last renewal is still under way
+			if j.renewing.CompareAndSwap(false, true) { // else its last renewal is under way
+				r.queue = append(r.queue, j)
 			}
-			go func() {
-				sem <- struct{}{}
-				defer func() {
-					<-sem
-					j.renewing.Store(false)
-				}()
-				if !j.renewOnce() {
-					r.remove(j)
-				}
-			}()
 		}
-		clear(due)
+		start := min(renewParallel-r.workers, len(r.queue))
+		r.workers += max(start, 0)
+		r.mu.Unlock()
+		for range start {
+			go r.work()
+		}
+	}
+}
+
+// work renews the queued leases until the queue is empty.
+func (r *renewer) work() {
+	for {
+		r.mu.Lock()
+		if len(r.queue) == 0 {
+			r.queue = nil // what a tick of many runs grew
+			r.workers--
+			r.mu.Unlock()
+			return
+		}
+		j := r.queue[0]
+		r.queue[0] = nil
+		r.queue = r.queue[1:]
+		r.mu.Unlock()
+		if !j.renewOnce() {
+			r.remove(j)
+		}
+		j.renewing.Store(false)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -68,6 +70,93 @@ func TestRenewerKeepsEveryLease(t *testing.T) {
 		r.mu.Unlock()
 		if running {
 			t.Error("the renewer goes on with no journal to renew")
+		}
+	})
+}
+
+// hangingRenewals is a store whose renewals hang until release is closed (or their
+// context ends), counting those under way.
+type hangingRenewals struct {
+	runlog.Store
+	release chan struct{}
+	mu      sync.Mutex
+	hanging int
+}
+
+func (h *hangingRenewals) Renew(ctx context.Context, l runlog.Lease, ttl time.Duration) (runlog.Lease, error) {
+	h.mu.Lock()
+	h.hanging++
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		h.hanging--
+		h.mu.Unlock()
+	}()
+	select {
+	case <-h.release:
+		return h.Store.Renew(ctx, l, ttl)
+	case <-ctx.Done():
+		return runlog.Lease{}, ctx.Err()
+	}
+}
+
+// TestRenewerGoroutinesAreBounded: a tick renews many leases with at most renewParallel
+// goroutines, however many runs are open, even while the store hangs: not one goroutine
+// per run waiting for its turn, whose stacks a process keeps once they are gone.
+func TestRenewerGoroutinesAreBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem, err := runlog.OpenMemory(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = mem.Close() }()
+		store := &hangingRenewals{Store: mem, release: make(chan struct{})}
+		const ttl = 3 * time.Second
+		const runs = 4 * renewParallel
+		r := newRenewer(ttl)
+		var js []*journal
+		defer func() {
+			for _, j := range js {
+				_ = j.close()
+			}
+		}()
+		for i := range runs {
+			l, err := store.Create(context.Background(), fmt.Sprintf("r%d", i), "me", ttl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			j := newJournal(store, r, l, ttl, nil, 1)
+			j.start()
+			js = append(js, j)
+		}
+		time.Sleep(ttl/3 + time.Millisecond) // the first tick, and its renewals hang
+		synctest.Wait()
+		buf := make([]byte, 1<<22)
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		renewing := 0 // goroutines running the renewer's code, its loop aside
+		for _, g := range strings.Split(stacks, "\n\n") {
+			for _, line := range strings.Split(g, "\n") {
+				if strings.Contains(line, "run.(*renewer).") && !strings.HasPrefix(line, "created by") && !strings.Contains(line, "run.(*renewer).loop(") {
+					renewing++
+					break
+				}
+			}
+		}
+		store.mu.Lock()
+		hanging := store.hanging
+		store.mu.Unlock()
+		if renewing > renewParallel || hanging != renewParallel {
+			t.Errorf("%d runs: %d goroutines of the renewer besides its loop, %d renewals under way; want at most %d and %d", runs, renewing, hanging, renewParallel, renewParallel)
+		}
+		close(store.release)
+		time.Sleep(ttl / 3) // the queue drains, and the next tick renews them all again
+		for i, j := range js {
+			j.mu.Lock()
+			until, failed := j.lease.Until, j.failed
+			j.mu.Unlock()
+			if failed != nil || !until.After(time.Now()) {
+				t.Fatalf("journal %d: lease until %s (now %s), failed %v", i, until.Format(time.StampMilli), time.Now().Format(time.StampMilli), failed)
+			}
 		}
 	})
 }
