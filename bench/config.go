@@ -90,9 +90,10 @@ type Config struct {
 	LoopToolCalls int
 	// OpenRuns is the number of runs held open for the memory measurement; RSSRounds how
 	// many times it is measured (each time on a fresh orchestrator); OpenHold how long
-	// they are held open before the second reading: longer than the renewal period of
-	// their journals' leases (a third of journal.lease_ttl, 10 s by default), so that the
-	// reading counts what an open run costs for as long as it waits, not only at its start.
+	// they are held open before the second reading: longer than the period of their
+	// leases' renewals (a third of journal.lease_ttl: 3.3 s at its default of 10 s, which
+	// the measured orchestrator runs with), so that the reading counts what an open run
+	// costs for as long as it waits, not only at its start.
 	OpenRuns  int
 	RSSRounds int
 	OpenHold  time.Duration

@@ -15,9 +15,9 @@ const renewParallel = 32
 // served, and end once it is empty. An open run costs a map entry, not a goroutine
 // with its ticker, nor one at each tick (goroutines waiting for a worker: their stacks
 // would be most of what runs waiting for their models hold, kept by the process once
-// the tick is over). A tick does not wait for the renewals it queued, so a store call
-// that hangs (it gives up after a sixth of the time to live) holds one worker and its
-// own journal, never the others' renewals.
+// the tick is over). A tick does not wait for the renewals it queued: a store call that
+// hangs gives up after a sixth of the time to live, holding one worker meanwhile, and the
+// others go on with the queue.
 type renewer struct {
 	ttl time.Duration
 
@@ -74,7 +74,7 @@ func (r *renewer) loop(idle <-chan struct{}) {
 			}
 		}
 		start := min(renewParallel-r.workers, len(r.queue))
-		r.workers += max(start, 0)
+		r.workers += start
 		r.mu.Unlock()
 		for range start {
 			go r.work()

@@ -149,7 +149,9 @@ func TestRenewerGoroutinesAreBounded(t *testing.T) {
 			t.Errorf("%d runs: %d goroutines of the renewer besides its loop, %d renewals under way; want at most %d and %d", runs, renewing, hanging, renewParallel, renewParallel)
 		}
 		close(store.release)
-		time.Sleep(ttl / 3) // the queue drains, and the next tick renews them all again
+		// Past the leases' first time to live: only renewals after the first tick (the
+		// queue drained, the next ticks) keep them.
+		time.Sleep(ttl)
 		for i, j := range js {
 			j.mu.Lock()
 			until, failed := j.lease.Until, j.failed
