@@ -26,34 +26,12 @@ func TestRenewerKeepsEveryLease(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer func() { _ = store.Close() }()
+		t.Cleanup(func() { _ = store.Close() }) // after the journals' (renewedJournals)
 		const ttl = 300 * time.Millisecond
 		r := newRenewer(ttl)
-		var js []*journal
-		// Closed on a failure too: the bubble ends once the renewer's goroutine has.
-		defer func() {
-			for _, j := range js {
-				_ = j.close()
-			}
-		}()
-		for i := range 20 {
-			l, err := store.Create(context.Background(), fmt.Sprintf("r%d", i), "me", ttl)
-			if err != nil {
-				t.Fatal(err)
-			}
-			j := newJournal(store, r, l, ttl, nil, 1)
-			j.start()
-			js = append(js, j)
-		}
+		js := renewedJournals(t, store, r, ttl, 20)
 		time.Sleep(3 * ttl)
-		for i, j := range js {
-			j.mu.Lock()
-			until, failed := j.lease.Until, j.failed
-			j.mu.Unlock()
-			if failed != nil || !until.After(time.Now()) {
-				t.Fatalf("journal %d: lease until %s (now %s), failed %v", i, until.Format(time.StampMilli), time.Now().Format(time.StampMilli), failed)
-			}
-		}
+		leasesHeld(t, js)
 		closed := js[0]
 		if err := closed.close(); err != nil {
 			t.Fatal(err)
@@ -72,6 +50,42 @@ func TestRenewerKeepsEveryLease(t *testing.T) {
 			t.Error("the renewer goes on with no journal to renew")
 		}
 	})
+}
+
+// renewedJournals starts n journals of runs r0… in store, whose leases of ttl r renews,
+// and closes them when the test ends (a synctest bubble ends once the renewer's goroutine
+// has, which it does once it holds no journal).
+func renewedJournals(t *testing.T, store runlog.Store, r *renewer, ttl time.Duration, n int) []*journal {
+	t.Helper()
+	var js []*journal
+	t.Cleanup(func() {
+		for _, j := range js {
+			_ = j.close()
+		}
+	})
+	for i := range n {
+		l, err := store.Create(context.Background(), fmt.Sprintf("r%d", i), "me", ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		j := newJournal(store, r, l, ttl, nil, 1)
+		j.start()
+		js = append(js, j)
+	}
+	return js
+}
+
+// leasesHeld fails t unless every journal of js holds its lease now, without a failure.
+func leasesHeld(t *testing.T, js []*journal) {
+	t.Helper()
+	for i, j := range js {
+		j.mu.Lock()
+		until, failed := j.lease.Until, j.failed
+		j.mu.Unlock()
+		if failed != nil || !until.After(time.Now()) {
+			t.Fatalf("journal %d: lease until %s (now %s), failed %v", i, until.Format(time.StampMilli), time.Now().Format(time.StampMilli), failed)
+		}
+	}
 }
 
 // hangingRenewals is a store whose renewals hang until release is closed (or their
@@ -109,26 +123,12 @@ func TestRenewerGoroutinesAreBounded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer func() { _ = mem.Close() }()
+		t.Cleanup(func() { _ = mem.Close() }) // after the journals' (renewedJournals)
 		store := &hangingRenewals{Store: mem, release: make(chan struct{})}
 		const ttl = 3 * time.Second
 		const runs = 4 * renewParallel
 		r := newRenewer(ttl)
-		var js []*journal
-		defer func() {
-			for _, j := range js {
-				_ = j.close()
-			}
-		}()
-		for i := range runs {
-			l, err := store.Create(context.Background(), fmt.Sprintf("r%d", i), "me", ttl)
-			if err != nil {
-				t.Fatal(err)
-			}
-			j := newJournal(store, r, l, ttl, nil, 1)
-			j.start()
-			js = append(js, j)
-		}
+		js := renewedJournals(t, store, r, ttl, runs)
 		time.Sleep(ttl/3 + time.Millisecond) // the first tick, and its renewals hang
 		synctest.Wait()
 		buf := make([]byte, 1<<22)
@@ -152,14 +152,7 @@ func TestRenewerGoroutinesAreBounded(t *testing.T) {
 		// Past the leases' first time to live: only renewals after the first tick (the
 		// queue drained, the next ticks) keep them.
 		time.Sleep(ttl)
-		for i, j := range js {
-			j.mu.Lock()
-			until, failed := j.lease.Until, j.failed
-			j.mu.Unlock()
-			if failed != nil || !until.After(time.Now()) {
-				t.Fatalf("journal %d: lease until %s (now %s), failed %v", i, until.Format(time.StampMilli), time.Now().Format(time.StampMilli), failed)
-			}
-		}
+		leasesHeld(t, js)
 	})
 }
 
