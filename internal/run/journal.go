@@ -849,72 +849,13 @@ func (j *journal) recordedAt(info tool.CallInfo) (int64, bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if _, ok := j.outcomes[key]; !ok {
-		// An agentic tool's call is not journaled, its nested loop is: the first outcome
-		// of the loop's calls (earliestIn), or the loop's end when it has none. What those
-		// calls put on the run's blackboard then comes before what a parallel call that
-		// ended meanwhile put there, as the first time; the nested loop replays whole, so
-		// a parallel call that ended between two of its calls still comes after both.
-		loopID := derivedID("loop_", info)
-		m, ok := j.loops["nested-finished/"+loopID]
-		if !ok {
-			return 0, false
-		}
-		if seq, found := j.earliestIn(info.RunID, loopID, 0); found && seq < m.Seq {
-			return seq, true
-		}
-		return m.Seq, true
+		// An agentic tool's call is not journaled, its nested loop is: the loop's end.
+		m, ok := j.loops["nested-finished/"+derivedID("loop_", info)]
+		return m.Seq, ok
 	}
 	seq, ok := j.outcomeSeqs[key]
 	return seq, ok
 }
-
-// earliestIn is the place of the first recorded outcome of nested loop loopID of run
-// runID, or of a loop its calls started (found by the calls of its recorded answers,
-// which the replay has not taken yet when it orders the turn that starts the loop), that
-// the replay has not answered yet. A subagent's loop is a child run's (its calls' keys
-// name the child run): what it puts on its blackboard joins the run's at its end, so its
-// outcomes do not count. With j.mu held.
-func (j *journal) earliestIn(runID, loopID string, depth int) (int64, bool) {
-	var best int64
-	found := false
-	take := func(seq int64) {
-		if !found || seq < best {
-			best, found = seq, true
-		}
-	}
-	prefix := runID + "/" + loopID + "/"
-	for key := range j.outcomes {
-		if strings.HasPrefix(key, prefix) {
-			if seq, ok := j.outcomeSeqs[key]; ok {
-				take(seq)
-			}
-		}
-	}
-	if depth >= maxNestingSearched {
-		return best, found
-	}
-	// The loops the loop's calls started: by the calls of its recorded answers.
-	for n := 1; ; n++ {
-		resp, ok := j.models[loopID+"/"+strconv.Itoa(n)]
-		if !ok {
-			break
-		}
-		for _, c := range resp.ToolCalls {
-			inner := derivedID("loop_", tool.CallInfo{RunID: runID, LoopID: loopID, Iteration: n, CallID: c.ID})
-			if _, started := j.loops["nested-started/"+inner]; !started {
-				continue
-			}
-			if seq, ok := j.earliestIn(runID, inner, depth+1); ok {
-				take(seq)
-			}
-		}
-	}
-	return best, found
-}
-
-// maxNestingSearched bounds the loops within loops earliestIn looks into: far more than
-// any run nests (loop.max_nesting_depth).
-const maxNestingSearched = 64
 
 // known reports whether the journal holds anything of the call info names: its
 // dispatch, an approval it waited for or a question its tool asked, its nested loop
