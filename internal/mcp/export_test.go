@@ -1,6 +1,9 @@
 package mcp
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // ElapseBackoff moves the group's last failure back by the backoff that follows it, as if
 // that backoff had passed: a test of what the group does once the backoff is over need
@@ -15,3 +18,11 @@ func (g *Group) ElapseBackoff() {
 
 // Meta is the _meta a request of ctx to the group carries (prompts, resources).
 func (g *Group) Meta(ctx context.Context) map[string]any { return g.meta(ctx) }
+
+// SlowLogHandling delays the handling of each log message a group's server sends by d,
+// as a busy process may, until the returned func is called.
+func SlowLogHandling(d time.Duration) (restore func()) {
+	was := slowLogs
+	slowLogs = d
+	return func() { slowLogs = was }
+}

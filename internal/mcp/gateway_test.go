@@ -3,13 +3,16 @@ package mcp_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -76,6 +79,12 @@ func gatewayServer(t *testing.T, name string) string {
 // session only the tools keep says yes to, and returns a connected client session.
 func endpoint(t *testing.T, groups []*mcp.Group, keep func(tool.Tool) bool, opts *sdk.ClientOptions) *sdk.ClientSession {
 	t.Helper()
+	return endpointOver(t, groups, keep, opts, nil)
+}
+
+// endpointOver is endpoint with the client's requests made by hc (nil: the default).
+func endpointOver(t *testing.T, groups []*mcp.Group, keep func(tool.Tool) bool, opts *sdk.ClientOptions, hc *http.Client) *sdk.ClientSession {
+	t.Helper()
 	h := mcp.NewHandler(mcp.ServeOptions{
 		Catalog: func(ctx context.Context) []tool.Tool {
 			var out []tool.Tool
@@ -99,7 +108,7 @@ func endpoint(t *testing.T, groups []*mcp.Group, keep func(tool.Tool) bool, opts
 	})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	cs, err := sdk.NewClient(&sdk.Implementation{Name: "client", Version: "v1"}, opts).Connect(testCtx(t), &sdk.StreamableClientTransport{Endpoint: srv.URL}, &sdk.ClientSessionOptions{ProtocolVersion: mcp.Protocol20251125})
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "client", Version: "v1"}, opts).Connect(testCtx(t), &sdk.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: hc}, &sdk.ClientSessionOptions{ProtocolVersion: mcp.Protocol20251125})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,6 +211,92 @@ func TestEndpointRelaysProgressAndLogs(t *testing.T) {
 	if diff := cmp.Diff([]float64{1, 2, 3}, progress); diff != "" {
 		t.Errorf("progress (-want +got):\n%s", diff)
 	}
+}
+
+// TestEndpointSendsLogsBeforeTheResult: the log messages an MCP server sent before a
+// call's result reach the endpoint's client before the result, on the call's stream,
+// even when the group's client handles them late (the go-sdk client handles
+// notifications on a goroutine of its own, and gives a response to its caller at once).
+func TestEndpointSendsLogsBeforeTheResult(t *testing.T) {
+	defer mcp.SlowLogHandling(20 * time.Millisecond)()
+	g := newGroup(t, mcp.Options{Server: mcp.Server{Name: "srv", URL: gatewayServer(t, "srv")}})
+	wire := &wireOrder{next: http.DefaultTransport}
+	cs := endpointOver(t, []*mcp.Group{g}, nil, nil, &http.Client{Transport: wire})
+	if err := cs.SetLoggingLevel(testCtx(t), &sdk.SetLoggingLevelParams{Level: "info"}); err != nil { //nolint:staticcheck // what the test is about
+		t.Fatal(err)
+	}
+	wire.start()
+	if _, err := cs.CallTool(testCtx(t), &sdk.CallToolParams{Name: "srv_chatty", Arguments: map[string]any{}}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"notifications/message", "notifications/message", "notifications/message", "result"}
+	if diff := cmp.Diff(want, wire.seen()); diff != "" {
+		t.Errorf("the call's stream, in order (-want +got):\n%s", diff)
+	}
+}
+
+// wireOrder records, once started, the messages of the event streams of the responses
+// it carries, in the order they came: each a notification's method, or "result".
+type wireOrder struct {
+	next    http.RoundTripper
+	mu      sync.Mutex
+	on      bool
+	methods []string
+}
+
+func (w *wireOrder) start() {
+	w.mu.Lock()
+	w.on = true
+	w.mu.Unlock()
+}
+
+func (w *wireOrder) seen() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.methods)
+}
+
+func (w *wireOrder) RoundTrip(r *http.Request) (*http.Response, error) {
+	res, err := w.next.RoundTrip(r)
+	if err != nil || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
+		return res, err
+	}
+	w.mu.Lock()
+	on := w.on
+	w.mu.Unlock()
+	if !on || r.Method != http.MethodPost {
+		return res, nil
+	}
+	body, err := io.ReadAll(res.Body)
+	_ = res.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	for _, event := range strings.Split(string(body), "\n\n") {
+		for _, line := range strings.Split(event, "\n") {
+			data, ok := strings.CutPrefix(line, "data:")
+			if !ok {
+				continue
+			}
+			var m struct {
+				Method string          `json:"method"`
+				Result json.RawMessage `json:"result"`
+			}
+			if json.Unmarshal([]byte(strings.TrimSpace(data)), &m) != nil {
+				continue
+			}
+			w.mu.Lock()
+			switch {
+			case m.Method != "":
+				w.methods = append(w.methods, m.Method)
+			case m.Result != nil:
+				w.methods = append(w.methods, "result")
+			}
+			w.mu.Unlock()
+		}
+	}
+	res.Body = io.NopCloser(bytes.NewReader(body))
+	return res, nil
 }
 
 func promptNames(t *testing.T, cs *sdk.ClientSession) []string {

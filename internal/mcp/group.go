@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"os"
 	"os/exec"
 	"path"
@@ -112,6 +113,10 @@ type Options struct {
 type Group struct {
 	opts Options
 	log  *slog.Logger
+
+	// orders are the sessions' log orders (logorder.go), by *sdk.ClientSession, while
+	// they last.
+	orders sync.Map
 
 	mu       sync.Mutex
 	closed   bool
@@ -488,11 +493,17 @@ func (g *Group) open(key string, headers map[string]string, existing *sdk.Client
 		})
 		var err error
 		pin := g.opts.Server.ProtocolVersion
-		if cs, err = client.Connect(ctx, g.transport(headers), &sdk.ClientSessionOptions{ProtocolVersion: pin}); err != nil {
+		order := &logOrder{}
+		if cs, err = client.Connect(ctx, g.transport(headers, order), &sdk.ClientSessionOptions{ProtocolVersion: pin}); err != nil {
 			cs = nil
 			fail(err)
 			return
 		}
+		g.orders.Store(cs, order)
+		go func(cs *sdk.ClientSession) {
+			_ = cs.Wait()
+			g.orders.Delete(cs)
+		}(cs)
 		if got := negotiated(cs); pin != "" && got != pin {
 			fail(fmt.Errorf("it speaks MCP %s, not the pinned %s (mcp_servers.%s.protocol_version)", got, pin, g.opts.Server.Name))
 			return
@@ -588,7 +599,7 @@ func (g *Group) watch(key string, cs *sdk.ClientSession) {
 	}
 }
 
-func (g *Group) transport(headers map[string]string) sdk.Transport {
+func (g *Group) transport(headers map[string]string, order *logOrder) sdk.Transport {
 	s := g.opts.Server
 	if s.Command != "" {
 		cmd := exec.Command(s.Command, s.Args...)
@@ -601,7 +612,11 @@ func (g *Group) transport(headers map[string]string) sdk.Transport {
 		all = map[string]string{}
 	}
 	maps.Copy(all, headers)
-	return &sdk.StreamableClientTransport{Endpoint: s.URL, HTTPClient: headerClient(all, s.TLS)}
+	next := http.DefaultTransport
+	if hc := headerClient(all, s.TLS); hc != nil {
+		next = hc.Transport
+	}
+	return &sdk.StreamableClientTransport{Endpoint: s.URL, HTTPClient: &http.Client{Transport: countingTransport{order: order, next: next}}}
 }
 
 // childEnv is the environment of a stdio server: the orchestrator's without its

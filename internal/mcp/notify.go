@@ -138,6 +138,12 @@ func progressText(p *sdk.ProgressNotificationParams) string {
 // the one call in flight on the session that sent it (a log message names no call); with
 // none, or several, it goes to no client.
 func (g *Group) onLog(_ context.Context, req *sdk.LoggingMessageRequest) {
+	if o, ok := g.orders.Load(req.Session); ok {
+		defer o.(*logOrder).noteHandled() // once passed on (logorder.go)
+	}
+	if slowLogs > 0 {
+		time.Sleep(slowLogs)
+	}
 	if req.Params == nil {
 		return
 	}
@@ -157,6 +163,10 @@ func (g *Group) onLog(_ context.Context, req *sdk.LoggingMessageRequest) {
 		r.log(req.Params)
 	}
 }
+
+// slowLogs delays the handling of each log message, in tests of what comes of one
+// handled late.
+var slowLogs time.Duration
 
 // logGrace is how long after a call ends a log message from its session is still its.
 const logGrace = time.Second

@@ -1,0 +1,206 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"mime"
+	"net/http"
+	"sync"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// logOrder keeps a call's log messages ahead of its result on their way to the
+// endpoint's client. The go-sdk client hands a server's notifications to their handler
+// on a goroutine of its own, one after another, but gives a response to its caller at
+// once: a call's result can overtake the log messages the server sent before it, which
+// then reach the endpoint's client after the result (on its session's stream, if at all)
+// instead of before it on the call's. So the HTTP client of a session counts the log
+// messages it reads (read), onLog counts those it handled, and a call whose client hears
+// its log messages waits, once it has its result, until every log message read before
+// is handled (wait), for at most logWait. A stdio session counts none: its calls do not
+// wait.
+type logOrder struct {
+	mu            sync.Mutex
+	read, handled int64
+	// skew is what read counted that onLog never got (a message the SDK dropped): a
+	// wait that timed out adds its shortfall, so that the next calls do not wait for it.
+	skew    int64
+	changed chan struct{} // closed and replaced at each handled message
+}
+
+// logWait bounds a call's wait for its log messages: they are handled within
+// microseconds unless the process is very busy.
+const logWait = 250 * time.Millisecond
+
+func (o *logOrder) noteRead() {
+	o.mu.Lock()
+	o.read++
+	o.mu.Unlock()
+}
+
+func (o *logOrder) noteHandled() {
+	o.mu.Lock()
+	o.handled++
+	if o.changed != nil {
+		close(o.changed)
+		o.changed = nil
+	}
+	o.mu.Unlock()
+}
+
+// wait returns once every log message read so far is handled, after at most d, or when
+// ctx ends.
+func (o *logOrder) wait(ctx context.Context, d time.Duration) {
+	o.mu.Lock()
+	target := o.read - o.skew
+	o.mu.Unlock()
+	var timeout <-chan time.Time
+	for {
+		o.mu.Lock()
+		if o.handled >= target {
+			o.mu.Unlock()
+			return
+		}
+		if o.changed == nil {
+			o.changed = make(chan struct{})
+		}
+		changed := o.changed
+		o.mu.Unlock()
+		if timeout == nil {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			o.mu.Lock()
+			o.skew += max(target-o.handled, 0)
+			o.mu.Unlock()
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// awaitLogs waits, for a call in ctx on cs whose endpoint client hears its log
+// messages, until the log messages of cs read so far are handled (logOrder.wait): while
+// the call is still in flight, so that onLog gives them to it.
+func (g *Group) awaitLogs(ctx context.Context, cs *sdk.ClientSession) {
+	if r := relayFrom(ctx); r == nil || r.log == nil {
+		return
+	}
+	if o, ok := g.orders.Load(cs); ok {
+		o.(*logOrder).wait(ctx, logWait)
+	}
+}
+
+// countingTransport counts, for order, the log messages in the event streams of the
+// responses it carries.
+type countingTransport struct {
+	order *logOrder
+	next  http.RoundTripper
+}
+
+func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	res, err := t.next.RoundTrip(r)
+	if err != nil || res.Body == nil {
+		return res, err
+	}
+	if mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type")); mt == "text/event-stream" {
+		res.Body = &countingBody{ReadCloser: res.Body, order: t.order}
+	}
+	return res, nil
+}
+
+// countingBody passes an event stream through as it is and notes each event that is a
+// log message (notifications/message) as it is read, before whatever follows it.
+type countingBody struct {
+	io.ReadCloser
+	order *logOrder
+	line  []byte // the line read so far, up to maxEventScan bytes
+	data  []byte // the event's data so far
+	// lineOver and over say that the line, and the event's data, are longer than
+	// maxEventScan: only their start is kept.
+	lineOver, over bool
+}
+
+// maxEventScan bounds what countingBody keeps of an event's data to find its method.
+const maxEventScan = 64 << 10
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	for rest := p[:n]; len(rest) > 0; {
+		i := bytes.IndexByte(rest, '\n')
+		part := rest
+		if i >= 0 {
+			part = rest[:i]
+		}
+		if room := maxEventScan - len(b.line); len(part) > room {
+			part, b.lineOver = part[:max(room, 0)], true
+		}
+		b.line = append(b.line, part...)
+		if i < 0 {
+			break
+		}
+		b.endLine()
+		rest = rest[i+1:]
+	}
+	return n, err
+}
+
+// endLine takes the line read so far: an event's data, or the blank line that ends it.
+func (b *countingBody) endLine() {
+	line := bytes.TrimSuffix(b.line, []byte{'\r'})
+	b.line = b.line[:0]
+	if b.lineOver {
+		b.over, b.lineOver = true, false
+	}
+	if len(line) == 0 {
+		if isLogMessage(b.data, b.over) {
+			b.order.noteRead()
+		}
+		b.data, b.over = b.data[:0], false
+		return
+	}
+	rest, ok := bytes.CutPrefix(line, []byte("data:"))
+	if !ok {
+		return
+	}
+	rest = bytes.TrimPrefix(rest, []byte{' '})
+	if len(b.data) > 0 {
+		b.data = append(b.data, '\n')
+	}
+	if room := maxEventScan - len(b.data); len(rest) > room {
+		rest, b.over = rest[:max(room, 0)], true
+	}
+	b.data = append(b.data, rest...)
+}
+
+// isLogMessage reports whether data, an event's JSON-RPC message (cut when over), is a
+// log message.
+func isLogMessage(data []byte, over bool) bool {
+	if len(data) == 0 {
+		return false
+	}
+	if !over {
+		var m struct {
+			Method string `json:"method"`
+		}
+		return json.Unmarshal(data, &m) == nil && m.Method == "notifications/message"
+	}
+	// A message too long to decode here: its method is near its start, where encoders
+	// put it.
+	i := bytes.Index(data, []byte(`"method"`))
+	if i < 0 {
+		return false
+	}
+	rest := bytes.TrimLeft(data[i+len(`"method"`):], " \t\r\n")
+	rest, ok := bytes.CutPrefix(rest, []byte{':'})
+	return ok && bytes.HasPrefix(bytes.TrimLeft(rest, " \t\r\n"), []byte(`"notifications/message"`))
+}

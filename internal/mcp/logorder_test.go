@@ -1,0 +1,85 @@
+package mcp
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// oneByte reads one byte at a time: an event split across every read.
+type oneByte struct{ r io.Reader }
+
+func (o oneByte) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	return o.r.Read(p[:1])
+}
+
+// TestCountingBodyCountsLogMessages: an event stream passes through as it is, and each
+// of its log messages is counted once, whatever the encoder's spacing, line endings,
+// data lines or size, and however the reads split it; other messages are not.
+func TestCountingBodyCountsLogMessages(t *testing.T) {
+	long := `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"` + strings.Repeat("x", 2*maxEventScan) + `"}}`
+	stream := strings.Join([]string{
+		"event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"one\"}}\n\n",
+		"data: {\"jsonrpc\": \"2.0\", \"method\": \"notifications/message\", \"params\": {\"data\": \"two\"}}\r\n\r\n",
+		"data: {\"jsonrpc\":\"2.0\",\n",
+		"data: \"method\":\"notifications/message\",\"params\":{\"data\":\"three\"}}\n\n",
+		"data: " + long + "\n\n",
+		"data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":1,\"progress\":1}}\n\n",
+		": a comment naming notifications/message\n\n",
+		"data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"\\\"method\\\":\\\"notifications/message\\\"\"}]}}\n\n",
+	}, "")
+	for _, split := range []bool{false, true} {
+		o := &logOrder{}
+		var r io.Reader = strings.NewReader(stream)
+		if split {
+			r = oneByte{r}
+		}
+		b := &countingBody{ReadCloser: io.NopCloser(r), order: o}
+		got, err := io.ReadAll(b)
+		if err != nil || string(got) != stream {
+			t.Fatalf("split %v: the stream came through changed (%d bytes of %d), %v", split, len(got), len(stream), err)
+		}
+		if o.read != 4 {
+			t.Errorf("split %v: %d log messages counted, want 4", split, o.read)
+		}
+	}
+}
+
+// TestLogOrderWaits: a wait returns once every log message read is handled; one whose
+// messages never come returns after its bound, and the next waits do not wait for them
+// again.
+func TestLogOrderWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		o := &logOrder{}
+		o.noteRead()
+		o.noteRead()
+		go func() {
+			time.Sleep(10 * time.Millisecond)
+			o.noteHandled()
+			time.Sleep(10 * time.Millisecond)
+			o.noteHandled()
+		}()
+		start := time.Now()
+		o.wait(context.Background(), time.Second)
+		if d := time.Since(start); d != 20*time.Millisecond {
+			t.Errorf("waited %s for two messages handled after 10 and 20 ms", d)
+		}
+		o.noteRead() // never handled
+		start = time.Now()
+		o.wait(context.Background(), time.Second)
+		if d := time.Since(start); d != time.Second {
+			t.Errorf("waited %s for a message never handled, want the bound", d)
+		}
+		start = time.Now()
+		o.wait(context.Background(), time.Second)
+		if d := time.Since(start); d != 0 {
+			t.Errorf("waited %s again for the message never handled", d)
+		}
+	})
+}
