@@ -22,7 +22,6 @@ func (g *Group) Meta(ctx context.Context) map[string]any { return g.meta(ctx) }
 // SlowLogHandling delays the handling of each log message a group's server sends by d,
 // as a busy process may, until the returned func is called.
 func SlowLogHandling(d time.Duration) (restore func()) {
-	was := slowLogs
-	slowLogs = d
-	return func() { slowLogs = was }
+	was := slowLogs.Swap(int64(d))
+	return func() { slowLogs.Store(was) }
 }

@@ -479,13 +479,19 @@ func (g *Group) open(key string, headers map[string]string, existing *sdk.Client
 	}
 	start := time.Now()
 	if cs == nil {
+		order := &logOrder{}
 		client := sdk.NewClient(&sdk.Implementation{Name: "toolmesh", Version: "v1"}, &sdk.ClientOptions{
 			ProgressNotificationHandler: g.onProgress,
 			ToolListChangedHandler:      g.onToolsChanged,
 			ResourceUpdatedHandler:      g.onResourceUpdated, // to the endpoint's subscribers (passthrough.go)
-			// Log messages and sampling requests go to the endpoint's client of the call (notify.go).
-			LoggingMessageHandler: g.onLog,     //nolint:staticcheck // deprecated in 2026-07-28, not gone
-			CreateMessageHandler:  g.sampler(), //nolint:staticcheck // deprecated in 2026-07-28, not gone
+			// Log messages and sampling requests go to the endpoint's client of the call
+			// (notify.go), each counted once passed on (logorder.go), those of the
+			// session's start too.
+			LoggingMessageHandler: func(ctx context.Context, req *sdk.LoggingMessageRequest) { //nolint:staticcheck // deprecated in 2026-07-28, not gone
+				defer order.noteHandled()
+				g.onLog(ctx, req)
+			},
+			CreateMessageHandler: g.sampler(), //nolint:staticcheck // deprecated in 2026-07-28, not gone
 			// A tool's questions go to a person through the run (input.go): form
 			// elicitation is declared, and input_required results come back to the call.
 			ElicitationHandler: g.onElicit,
@@ -493,7 +499,6 @@ func (g *Group) open(key string, headers map[string]string, existing *sdk.Client
 		})
 		var err error
 		pin := g.opts.Server.ProtocolVersion
-		order := &logOrder{}
 		if cs, err = client.Connect(ctx, g.transport(headers, order), &sdk.ClientSessionOptions{ProtocolVersion: pin}); err != nil {
 			cs = nil
 			fail(err)

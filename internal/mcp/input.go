@@ -237,9 +237,11 @@ func (g *Group) callAsking(ctx context.Context, cs *sdk.ClientSession, params *s
 	for round := 1; ; round++ {
 		res, err := cs.CallTool(ctx, params)
 		if err != nil || !res.NeedsInput() {
-			// The log messages the server sent before its answer reach the endpoint's
-			// client before it, while the call is still in flight for onLog.
-			g.awaitLogs(ctx, cs)
+			if err == nil {
+				// The log messages the server sent before its answer reach the
+				// endpoint's client before it, while the call is still in flight for onLog.
+				g.awaitLogs(ctx, cs)
+			}
 			return res, err
 		}
 		if round > maxInputRounds {

@@ -22,7 +22,9 @@ import (
 // messages it reads (read), onLog counts those it handled, and a call whose client hears
 // its log messages waits, once it has its result, until every log message read before
 // is handled (wait), for at most logWait. A stdio session counts none: its calls do not
-// wait.
+// wait. The count follows the SDK's reading of the stream (events of another type than
+// "message" are skipped); a log message the SDK refuses (one it cannot decode) is never
+// handled, and the call that waits for it waits logWait.
 type logOrder struct {
 	mu            sync.Mutex
 	read, handled int64
@@ -45,6 +47,10 @@ func (o *logOrder) noteRead() {
 func (o *logOrder) noteHandled() {
 	o.mu.Lock()
 	o.handled++
+	if o.handled+o.skew > o.read {
+		// A message a timed-out wait gave up on came after all: the skew counted it.
+		o.skew = max(o.read-o.handled, 0)
+	}
 	if o.changed != nil {
 		close(o.changed)
 		o.changed = nil
@@ -125,6 +131,9 @@ type countingBody struct {
 	order *logOrder
 	line  []byte // the line read so far, up to maxEventScan bytes
 	data  []byte // the event's data so far
+	// named says that the event has a type other than "message", which the SDK
+	// skips.
+	named bool
 	// lineOver and over say that the line, and the event's data, are longer than
 	// maxEventScan: only their start is kept.
 	lineOver, over bool
@@ -162,10 +171,14 @@ func (b *countingBody) endLine() {
 		b.over, b.lineOver = true, false
 	}
 	if len(line) == 0 {
-		if isLogMessage(b.data, b.over) {
+		if !b.named && isLogMessage(b.data, b.over) {
 			b.order.noteRead()
 		}
-		b.data, b.over = b.data[:0], false
+		b.data, b.over, b.named = b.data[:0], false, false
+		return
+	}
+	if name, ok := bytes.CutPrefix(line, []byte("event:")); ok {
+		b.named = string(bytes.TrimPrefix(name, []byte{' '})) != "message"
 		return
 	}
 	rest, ok := bytes.CutPrefix(line, []byte("data:"))
@@ -187,6 +200,9 @@ func (b *countingBody) endLine() {
 func isLogMessage(data []byte, over bool) bool {
 	if len(data) == 0 {
 		return false
+	}
+	if !bytes.Contains(data, []byte(`"notifications/message"`)) {
+		return false // most events: decoded only when they may be a log message
 	}
 	if !over {
 		var m struct {

@@ -32,6 +32,7 @@ func TestCountingBodyCountsLogMessages(t *testing.T) {
 		"data: " + long + "\n\n",
 		"data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":1,\"progress\":1}}\n\n",
 		": a comment naming notifications/message\n\n",
+		"event: debug\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"data\":\"skipped by the SDK\"}}\n\n",
 		"data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"\\\"method\\\":\\\"notifications/message\\\"\"}]}}\n\n",
 	}, "")
 	for _, split := range []bool{false, true} {
@@ -53,7 +54,7 @@ func TestCountingBodyCountsLogMessages(t *testing.T) {
 
 // TestLogOrderWaits: a wait returns once every log message read is handled; one whose
 // messages never come returns after its bound, and the next waits do not wait for them
-// again.
+// again; and once they come after all, the next waits wait for their own again.
 func TestLogOrderWaits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		o := &logOrder{}
@@ -80,6 +81,17 @@ func TestLogOrderWaits(t *testing.T) {
 		o.wait(context.Background(), time.Second)
 		if d := time.Since(start); d != 0 {
 			t.Errorf("waited %s again for the message never handled", d)
+		}
+		o.noteHandled() // it came late
+		o.noteRead()
+		go func() {
+			time.Sleep(10 * time.Millisecond)
+			o.noteHandled()
+		}()
+		start = time.Now()
+		o.wait(context.Background(), time.Second)
+		if d := time.Since(start); d != 10*time.Millisecond {
+			t.Errorf("waited %s for a message handled after 10 ms, once the late one came", d)
 		}
 	})
 }

@@ -138,11 +138,8 @@ func progressText(p *sdk.ProgressNotificationParams) string {
 // the one call in flight on the session that sent it (a log message names no call); with
 // none, or several, it goes to no client.
 func (g *Group) onLog(_ context.Context, req *sdk.LoggingMessageRequest) {
-	if o, ok := g.orders.Load(req.Session); ok {
-		defer o.(*logOrder).noteHandled() // once passed on (logorder.go)
-	}
-	if slowLogs > 0 {
-		time.Sleep(slowLogs)
+	if d := slowLogs.Load(); d > 0 {
+		time.Sleep(time.Duration(d))
 	}
 	if req.Params == nil {
 		return
@@ -164,9 +161,9 @@ func (g *Group) onLog(_ context.Context, req *sdk.LoggingMessageRequest) {
 	}
 }
 
-// slowLogs delays the handling of each log message, in tests of what comes of one
-// handled late.
-var slowLogs time.Duration
+// slowLogs delays the handling of each log message (a time.Duration), in tests of what
+// comes of one handled late.
+var slowLogs atomic.Int64
 
 // logGrace is how long after a call ends a log message from its session is still its.
 const logGrace = time.Second
