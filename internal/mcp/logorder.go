@@ -205,10 +205,14 @@ func isLogMessage(data []byte, over bool) bool {
 		return false // most events: decoded only when they may be a log message
 	}
 	if !over {
+		// As the SDK takes it: a notification (no id) whose params are an object.
 		var m struct {
-			Method string `json:"method"`
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
 		}
-		return json.Unmarshal(data, &m) == nil && m.Method == "notifications/message"
+		return json.Unmarshal(data, &m) == nil && m.Method == "notifications/message" && m.ID == nil &&
+			bytes.HasPrefix(bytes.TrimLeft(m.Params, " \t\r\n"), []byte{'{'})
 	}
 	// A message too long to decode here: its method is near its start, where encoders
 	// put it.

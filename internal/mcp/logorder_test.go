@@ -33,6 +33,9 @@ func TestCountingBodyCountsLogMessages(t *testing.T) {
 		"data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":1,\"progress\":1}}\n\n",
 		": a comment naming notifications/message\n\n",
 		"event: debug\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"data\":\"skipped by the SDK\"}}\n\n",
+		"data: {\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"notifications/message\",\"params\":{\"data\":\"a request, refused\"}}\n\n",
+		"data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\"}\n\n",
+		"data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":\"not an object\"}\n\n",
 		"data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"\\\"method\\\":\\\"notifications/message\\\"\"}]}}\n\n",
 	}, "")
 	for _, split := range []bool{false, true} {
