@@ -19,17 +19,19 @@ import (
 // once: a call's result can overtake the log messages the server sent before it, which
 // then reach the endpoint's client after the result (on its session's stream, if at all)
 // instead of before it on the call's. So the HTTP client of a session counts the log
-// messages it reads (read), onLog counts those it handled, and a call whose client hears
-// its log messages waits, once it has its result, until every log message read before
-// is handled (wait), for at most logWait. A stdio session counts none: its calls do not
-// wait. The count follows the SDK's reading of the stream (events of another type than
-// "message" are skipped); a log message the SDK refuses (one it cannot decode) is never
-// handled, and the call that waits for it waits logWait.
+// messages it reads (read), the session's log handler those it passed on (handled, once
+// onLog returns), and a call whose client hears its log messages waits, once it has its
+// result, until every log message read before is handled (wait), for at most logWait. A
+// stdio session counts none: its calls do not wait. The count follows the SDK's reading
+// of the stream (it skips events of another type than "message", and refuses a log
+// message with an id or without an object of params); a message the SDK refuses for
+// another reason is never handled, and the call that waits for it waits logWait.
 type logOrder struct {
 	mu            sync.Mutex
 	read, handled int64
-	// skew is what read counted that onLog never got (a message the SDK dropped): a
-	// wait that timed out adds its shortfall, so that the next calls do not wait for it.
+	// skew is what read counted that the handler has not got (a message the SDK dropped,
+	// or one late): a wait that timed out adds its shortfall, so that the next calls do
+	// not wait for it, and a late message's handling takes it back.
 	skew    int64
 	changed chan struct{} // closed and replaced at each handled message
 }
