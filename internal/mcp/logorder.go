@@ -31,7 +31,9 @@ type logOrder struct {
 	read, handled int64
 	// skew is what read counted that the handler has not got (a message the SDK dropped,
 	// or one late): a wait that timed out adds its shortfall, so that the next calls do
-	// not wait for it, and a late message's handling takes it back.
+	// not wait for it, and a late message's handling takes it back once the count allows
+	// (until then, a late message handled during the next call's wait counts as one of
+	// that call's: after a timeout, the next call's messages may come after its result).
 	skew    int64
 	changed chan struct{} // closed and replaced at each handled message
 }
@@ -64,7 +66,8 @@ func (o *logOrder) noteHandled() {
 // ctx ends.
 func (o *logOrder) wait(ctx context.Context, d time.Duration) {
 	o.mu.Lock()
-	target := o.read - o.skew
+	read := o.read
+	target := read - o.skew
 	o.mu.Unlock()
 	var timeout <-chan time.Time
 	for {
@@ -86,8 +89,10 @@ func (o *logOrder) wait(ctx context.Context, d time.Duration) {
 		select {
 		case <-changed:
 		case <-timeout:
+			// What it gave up on: as much as two calls that time out together gave up
+			// on, not twice that.
 			o.mu.Lock()
-			o.skew += max(target-o.handled, 0)
+			o.skew = max(o.skew, read-o.handled)
 			o.mu.Unlock()
 			return
 		case <-ctx.Done():
@@ -162,6 +167,15 @@ func (b *countingBody) Read(p []byte) (int, error) {
 		b.endLine()
 		rest = rest[i+1:]
 	}
+	if err != nil {
+		// The stream's end ends its last line and event, as the SDK takes them.
+		if len(b.line) > 0 || b.lineOver {
+			b.endLine()
+		}
+		if len(b.data) > 0 {
+			b.endLine() // a blank line
+		}
+	}
 	return n, err
 }
 
@@ -180,7 +194,8 @@ func (b *countingBody) endLine() {
 		return
 	}
 	if name, ok := bytes.CutPrefix(line, []byte("event:")); ok {
-		b.named = string(bytes.TrimPrefix(name, []byte{' '})) != "message"
+		name = bytes.TrimSpace(name)
+		b.named = len(name) > 0 && string(name) != "message"
 		return
 	}
 	rest, ok := bytes.CutPrefix(line, []byte("data:"))
@@ -203,17 +218,18 @@ func isLogMessage(data []byte, over bool) bool {
 	if len(data) == 0 {
 		return false
 	}
-	if !bytes.Contains(data, []byte(`"notifications/message"`)) {
+	if !bytes.Contains(data, []byte("notifications")) {
 		return false // most events: decoded only when they may be a log message
 	}
 	if !over {
-		// As the SDK takes it: a notification (no id) whose params are an object.
+		// As the SDK takes it: a notification (no id, or a null one) whose params are
+		// an object.
 		var m struct {
 			ID     json.RawMessage `json:"id"`
 			Method string          `json:"method"`
 			Params json.RawMessage `json:"params"`
 		}
-		return json.Unmarshal(data, &m) == nil && m.Method == "notifications/message" && m.ID == nil &&
+		return json.Unmarshal(data, &m) == nil && m.Method == "notifications/message" && (m.ID == nil || string(m.ID) == "null") &&
 			bytes.HasPrefix(bytes.TrimLeft(m.Params, " \t\r\n"), []byte{'{'})
 	}
 	// A message too long to decode here: its method is near its start, where encoders
@@ -224,5 +240,6 @@ func isLogMessage(data []byte, over bool) bool {
 	}
 	rest := bytes.TrimLeft(data[i+len(`"method"`):], " \t\r\n")
 	rest, ok := bytes.CutPrefix(rest, []byte{':'})
-	return ok && bytes.HasPrefix(bytes.TrimLeft(rest, " \t\r\n"), []byte(`"notifications/message"`))
+	rest = bytes.TrimLeft(rest, " \t\r\n")
+	return ok && (bytes.HasPrefix(rest, []byte(`"notifications/message"`)) || bytes.HasPrefix(rest, []byte(`"notifications\/message"`)))
 }

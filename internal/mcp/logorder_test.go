@@ -36,7 +36,11 @@ func TestCountingBodyCountsLogMessages(t *testing.T) {
 		"data: {\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"notifications/message\",\"params\":{\"data\":\"a request, refused\"}}\n\n",
 		"data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\"}\n\n",
 		"data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":\"not an object\"}\n\n",
+		"data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications\\/message\",\"params\":{\"data\":\"an escaped slash\"}}\n\n",
+		"event:\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"data\":\"an empty event type\"}}\n\n",
+		"event:  message \ndata: {\"jsonrpc\":\"2.0\",\"id\":null,\"method\":\"notifications/message\",\"params\":{\"data\":\"a padded type, a null id\"}}\n\n",
 		"data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"\\\"method\\\":\\\"notifications/message\\\"\"}]}}\n\n",
+		"data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"data\":\"the last, ended by the stream's end\"}}",
 	}, "")
 	for _, split := range []bool{false, true} {
 		o := &logOrder{}
@@ -49,8 +53,8 @@ func TestCountingBodyCountsLogMessages(t *testing.T) {
 		if err != nil || string(got) != stream {
 			t.Fatalf("split %v: the stream came through changed (%d bytes of %d), %v", split, len(got), len(stream), err)
 		}
-		if o.read != 4 {
-			t.Errorf("split %v: %d log messages counted, want 4", split, o.read)
+		if o.read != 8 {
+			t.Errorf("split %v: %d log messages counted, want 8", split, o.read)
 		}
 	}
 }
@@ -95,6 +99,32 @@ func TestLogOrderWaits(t *testing.T) {
 		o.wait(context.Background(), time.Second)
 		if d := time.Since(start); d != 10*time.Millisecond {
 			t.Errorf("waited %s for a message handled after 10 ms, once the late one came", d)
+		}
+
+		// Two calls that give up on the same messages together count them once.
+		o.noteRead()
+		o.noteRead() // both never handled
+		done := make(chan struct{})
+		for range 2 {
+			go func() {
+				o.wait(context.Background(), time.Second)
+				done <- struct{}{}
+			}()
+		}
+		<-done
+		<-done
+		o.noteRead()
+		o.noteRead() // the next call's own
+		go func() {
+			time.Sleep(10 * time.Millisecond)
+			o.noteHandled()
+			time.Sleep(10 * time.Millisecond)
+			o.noteHandled()
+		}()
+		start = time.Now()
+		o.wait(context.Background(), time.Second)
+		if d := time.Since(start); d != 20*time.Millisecond {
+			t.Errorf("waited %s for its two messages handled after 10 and 20 ms, after two calls gave up on the same two", d)
 		}
 	})
 }
