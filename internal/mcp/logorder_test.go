@@ -59,55 +59,57 @@ func TestCountingBodyCountsLogMessages(t *testing.T) {
 	}
 }
 
+// handledAfter has o handle a message after each of gaps, one after the other.
+func handledAfter(o *logOrder, gaps ...time.Duration) {
+	go func() {
+		for _, d := range gaps {
+			time.Sleep(d)
+			o.noteHandled()
+		}
+	}()
+}
+
+// waitFor is how long o's wait, bounded by a second, took.
+func waitFor(o *logOrder) time.Duration {
+	start := time.Now()
+	o.wait(context.Background(), time.Second)
+	return time.Since(start)
+}
+
 // TestLogOrderWaits: a wait returns once every log message read is handled; one whose
 // messages never come returns after its bound, and the next waits do not wait for them
-// again; and once they come after all, the next waits wait for their own again.
+// again; once they come after all, the next waits wait for their own again; and two
+// calls that give up on the same messages together count them once.
 func TestLogOrderWaits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		const ms = time.Millisecond
 		o := &logOrder{}
 		o.noteRead()
 		o.noteRead()
-		go func() {
-			time.Sleep(10 * time.Millisecond)
-			o.noteHandled()
-			time.Sleep(10 * time.Millisecond)
-			o.noteHandled()
-		}()
-		start := time.Now()
-		o.wait(context.Background(), time.Second)
-		if d := time.Since(start); d != 20*time.Millisecond {
+		handledAfter(o, 10*ms, 10*ms)
+		if d := waitFor(o); d != 20*ms {
 			t.Errorf("waited %s for two messages handled after 10 and 20 ms", d)
 		}
 		o.noteRead() // never handled
-		start = time.Now()
-		o.wait(context.Background(), time.Second)
-		if d := time.Since(start); d != time.Second {
+		if d := waitFor(o); d != time.Second {
 			t.Errorf("waited %s for a message never handled, want the bound", d)
 		}
-		start = time.Now()
-		o.wait(context.Background(), time.Second)
-		if d := time.Since(start); d != 0 {
+		if d := waitFor(o); d != 0 {
 			t.Errorf("waited %s again for the message never handled", d)
 		}
 		o.noteHandled() // it came late
 		o.noteRead()
-		go func() {
-			time.Sleep(10 * time.Millisecond)
-			o.noteHandled()
-		}()
-		start = time.Now()
-		o.wait(context.Background(), time.Second)
-		if d := time.Since(start); d != 10*time.Millisecond {
+		handledAfter(o, 10*ms)
+		if d := waitFor(o); d != 10*ms {
 			t.Errorf("waited %s for a message handled after 10 ms, once the late one came", d)
 		}
 
-		// Two calls that give up on the same messages together count them once.
 		o.noteRead()
 		o.noteRead() // both never handled
 		done := make(chan struct{})
 		for range 2 {
 			go func() {
-				o.wait(context.Background(), time.Second)
+				waitFor(o)
 				done <- struct{}{}
 			}()
 		}
@@ -115,15 +117,8 @@ func TestLogOrderWaits(t *testing.T) {
 		<-done
 		o.noteRead()
 		o.noteRead() // the next call's own
-		go func() {
-			time.Sleep(10 * time.Millisecond)
-			o.noteHandled()
-			time.Sleep(10 * time.Millisecond)
-			o.noteHandled()
-		}()
-		start = time.Now()
-		o.wait(context.Background(), time.Second)
-		if d := time.Since(start); d != 20*time.Millisecond {
+		handledAfter(o, 10*ms, 10*ms)
+		if d := waitFor(o); d != 20*ms {
 			t.Errorf("waited %s for its two messages handled after 10 and 20 ms, after two calls gave up on the same two", d)
 		}
 	})
