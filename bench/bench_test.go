@@ -343,3 +343,14 @@ func TestArgumentsSize(t *testing.T) {
 		t.Errorf("Arguments are not JSON: %s", Arguments)
 	}
 }
+
+// TestMemoryHoldCoversARenewal: the full and quick configurations hold the runs open past
+// a renewal of their leases, so that the memory per open run counts what the renewals
+// cost (a default lease_ttl raised past it would let them go uncounted).
+func TestMemoryHoldCoversARenewal(t *testing.T) {
+	for _, c := range []Config{Full(), Quick()} {
+		if c.OpenHold <= renewalPeriod() {
+			t.Errorf("%s: runs held open %s, not past a lease renewal every %s", c.Mode, c.OpenHold, renewalPeriod())
+		}
+	}
+}

@@ -91,9 +91,10 @@ type Config struct {
 	// OpenRuns is the number of runs held open for the memory measurement; RSSRounds how
 	// many times it is measured (each time on a fresh orchestrator); OpenHold how long
 	// they are held open before the second reading: longer than the period of their
-	// leases' renewals (a third of journal.lease_ttl: 3.3 s at its default of 10 s, which
+	// leases' renewals (renewalPeriod: a third of journal.lease_ttl at its default, which
 	// the measured orchestrator runs with), so that the reading counts what an open run
-	// costs for as long as it waits, not only at its start.
+	// costs for as long as it waits, not only at its start; the report says when it is
+	// not (the smoke test's).
 	OpenRuns  int
 	RSSRounds int
 	OpenHold  time.Duration

@@ -248,9 +248,10 @@ func (r *Report) mdMemory(b *mdBuilder) {
 	p("## Orchestrator memory per open run")
 	p("")
 	hold := time.Duration(r.Method.OpenHoldMs * float64(time.Millisecond))
-	renewal := "longer than the period of the runs' lease renewals (3.3 s), so that what an open run does while it waits is counted"
-	if hold <= 10*time.Second/3 {
-		renewal = "shorter than the period of the runs' lease renewals (3.3 s): what an open run does while it waits is not all counted"
+	period := renewalPeriod().Round(100 * time.Millisecond)
+	renewal := fmt.Sprintf("longer than the period of the runs' lease renewals (%s), so that what an open run does while it waits is counted", period)
+	if hold <= renewalPeriod() {
+		renewal = fmt.Sprintf("shorter than the period of the runs' lease renewals (%s): what an open run does while it waits is not all counted", period)
 	}
 	p("bin/orchestrator, whose scripted model waits an hour, holds %d Run streams open over one pkg/client connection; VmRSS once one run is open (what the process pays once: the code its first run touches, its connection), and again %s after the last RunStarted (%s):", r.Method.OpenRuns, hold, renewal)
 	p("")

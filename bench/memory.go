@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/pkg/client"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
@@ -94,6 +95,10 @@ func measureMemory(ctx context.Context, cfg Config, n int) (memoryRound, error) 
 		}
 	})
 }
+
+// renewalPeriod is how often the measured orchestrator renews its runs' leases: a third
+// of journal.lease_ttl, which it runs with at its default.
+func renewalPeriod() time.Duration { return config.Default().Journal.LeaseTTL.D() / 3 }
 
 // holdOpen has one goroutine run open (which reports on started once its stream is open
 // and holds it until ctx ends) as a warm-up, reads p's VmRSS, has n more run open, reads
