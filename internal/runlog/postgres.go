@@ -215,22 +215,7 @@ func (s *sqlStore) pgCommit(ctx context.Context, c *pgColumns, now time.Time) (m
 	var err error
 	for try := 0; ; try++ {
 		clear(written)
-		err = s.onConn(ctx, func(conn *pgx.Conn) error {
-			rows, err := conn.Query(ctx, pgCommit, c.ids, c.ops, c.owners, c.epochs, c.untils, c.firsts, c.nexts, c.states, c.notes, now.UnixNano(),
-				c.rIDs, c.rSeqs, c.rNs, c.rEpochs, c.rKinds, c.rKindBits, c.rTimes, c.rData)
-			if err != nil {
-				return err
-			}
-			for rows.Next() {
-				var id string
-				if err := rows.Scan(&id); err != nil {
-					rows.Close()
-					return err
-				}
-				written[id] = true
-			}
-			return rows.Err()
-		})
+		err = s.onConn(ctx, func(conn *pgx.Conn) error { return pgExecCommit(ctx, conn, c, now.UnixNano(), written) })
 		var pe *pgconn.PgError
 		if err == nil || try == 2 || !errors.As(err, &pe) || (pe.Code != "40P01" && pe.Code != "40001") {
 			return written, err

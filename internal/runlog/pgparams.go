@@ -1,0 +1,267 @@
+package runlog
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The commit statement's parameters travel in PostgreSQL's binary format, encoded here
+// into one array sized for them, rather than by pgx's generic encoders: those build each
+// array through reflection in a buffer that starts small at every statement and grows
+// by doubling, which cost about eight bytes allocated for every byte of records
+// committed (a group's records are kilobytes), and a collection's share of the
+// orchestrator's CPU to match.
+
+// pgCommitName is the name the commit statement is prepared under, on each connection
+// that commits.
+const pgCommitName = "toolmesh_commit"
+
+// PostgreSQL's type oids of the commit statement's parameters.
+const (
+	oidBytea      = 17
+	oidInt8       = 20
+	oidInt4       = 23
+	oidText       = 25
+	oidInt4Array  = 1007
+	oidTextArray  = 1009
+	oidByteaArray = 1001
+	oidInt8Array  = 1016
+)
+
+// pgCommitOIDs are the types of pgCommit's parameters, $1 to $18, as its casts and
+// columns make them.
+var pgCommitOIDs = []uint32{
+	// v: the runs
+	oidTextArray, oidInt4Array, oidTextArray, oidInt8Array, oidInt8Array, oidInt8Array, oidInt8Array, oidTextArray, oidTextArray,
+	// the time of the commit
+	oidInt8,
+	// d: their records
+	oidTextArray, oidInt8Array, oidInt8Array, oidInt8Array, oidTextArray, oidInt8Array, oidInt8Array, oidByteaArray,
+}
+
+// binaryFormat is the format code of every parameter: binary.
+var binaryFormat = []int16{1}
+
+// pgParams are the encoded parameters of one commit: values slices of buf.
+type pgParams struct {
+	buf    []byte
+	values [][]byte
+}
+
+// maxPooledParams bounds the array a pooled pgParams keeps between commits.
+const maxPooledParams = 1 << 20
+
+var pgParamsPool = sync.Pool{New: func() any { return &pgParams{values: make([][]byte, 0, len(pgCommitOIDs))} }}
+
+// encodedSize is the size of c's columns encoded as pgCommit's parameters.
+func (c *pgColumns) encodedSize() int {
+	return textArraySize(c.ids) + int4ArraySize(len(c.ops)) + textArraySize(c.owners) + 3*int8ArraySize(len(c.ids)) +
+		nullableInt8ArraySize(c.firsts) + textArraySize(c.states) + textArraySize(c.notes) + 8 +
+		textArraySize(c.rIDs) + 5*int8ArraySize(len(c.rSeqs)) + textArraySize(c.rKinds) + byteaArraySize(c.rData)
+}
+
+// encode encodes c's columns and now as pgCommit's parameters, in p's array, grown once to
+// their size. A column that is nil is NULL, as pgx sends it (unnest makes no rows of it,
+// as of an empty array).
+func (p *pgParams) encode(c *pgColumns, now int64) {
+	b := slices.Grow(p.buf[:0], c.encodedSize())
+	var ends [18]int
+	b = appendTextArray(b, c.ids)
+	ends[0] = len(b)
+	b = appendInt4Array(b, c.ops)
+	ends[1] = len(b)
+	b = appendTextArray(b, c.owners)
+	ends[2] = len(b)
+	b = appendInt8Array(b, c.epochs)
+	ends[3] = len(b)
+	b = appendInt8Array(b, c.untils)
+	ends[4] = len(b)
+	b = appendNullableInt8Array(b, c.firsts)
+	ends[5] = len(b)
+	b = appendInt8Array(b, c.nexts)
+	ends[6] = len(b)
+	b = appendTextArray(b, c.states)
+	ends[7] = len(b)
+	b = appendTextArray(b, c.notes)
+	ends[8] = len(b)
+	b = binary.BigEndian.AppendUint64(b, uint64(now))
+	ends[9] = len(b)
+	b = appendTextArray(b, c.rIDs)
+	ends[10] = len(b)
+	b = appendInt8Array(b, c.rSeqs)
+	ends[11] = len(b)
+	b = appendInt8Array(b, c.rNs)
+	ends[12] = len(b)
+	b = appendInt8Array(b, c.rEpochs)
+	ends[13] = len(b)
+	b = appendTextArray(b, c.rKinds)
+	ends[14] = len(b)
+	b = appendInt8Array(b, c.rKindBits)
+	ends[15] = len(b)
+	b = appendInt8Array(b, c.rTimes)
+	ends[16] = len(b)
+	b = appendByteaArray(b, c.rData)
+	ends[17] = len(b)
+	p.buf = b
+	p.values = p.values[:0]
+	nulls := [18]bool{c.ids == nil, c.ops == nil, c.owners == nil, c.epochs == nil, c.untils == nil, c.firsts == nil, c.nexts == nil,
+		c.states == nil, c.notes == nil, false, c.rIDs == nil, c.rSeqs == nil, c.rNs == nil, c.rEpochs == nil, c.rKinds == nil,
+		c.rKindBits == nil, c.rTimes == nil, c.rData == nil}
+	start := 0
+	for i, end := range ends {
+		v := b[start:end:end]
+		if nulls[i] {
+			v = nil
+		}
+		p.values = append(p.values, v)
+		start = end
+	}
+}
+
+// release gives p back to the pool, unless its array grew past maxPooledParams.
+func (p *pgParams) release() {
+	if cap(p.buf) > maxPooledParams {
+		return
+	}
+	clear(p.values)
+	p.values = p.values[:0]
+	pgParamsPool.Put(p)
+}
+
+// An array in the binary format: its number of dimensions (0 when empty, else 1), whether
+// it holds a NULL, its elements' type; for its one dimension, its length and lower bound
+// (1); then each element as its length (-1 for NULL) and its bytes.
+// arrayHeaderSize is the size of the header of an array of n elements.
+func arrayHeaderSize(n int) int {
+	if n == 0 {
+		return 12
+	}
+	return 12 + 8
+}
+
+func appendArrayHeader(b []byte, n int, hasNull bool, elem uint32) []byte {
+	if n == 0 {
+		b = binary.BigEndian.AppendUint32(b, 0)
+		b = binary.BigEndian.AppendUint32(b, 0)
+		return binary.BigEndian.AppendUint32(b, elem)
+	}
+	var null uint32
+	if hasNull {
+		null = 1
+	}
+	b = binary.BigEndian.AppendUint32(b, 1)
+	b = binary.BigEndian.AppendUint32(b, null)
+	b = binary.BigEndian.AppendUint32(b, elem)
+	b = binary.BigEndian.AppendUint32(b, uint32(n))
+	return binary.BigEndian.AppendUint32(b, 1)
+}
+
+func textArraySize(xs []string) int {
+	n := arrayHeaderSize(len(xs)) + 4*len(xs)
+	for _, x := range xs {
+		n += len(x)
+	}
+	return n
+}
+
+func appendTextArray(b []byte, xs []string) []byte {
+	b = appendArrayHeader(b, len(xs), false, oidText)
+	for _, x := range xs {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(x)))
+		b = append(b, x...)
+	}
+	return b
+}
+
+func byteaArraySize(xs [][]byte) int {
+	n := arrayHeaderSize(len(xs)) + 4*len(xs)
+	for _, x := range xs {
+		n += len(x)
+	}
+	return n
+}
+
+// appendByteaArray encodes xs; a nil element is an empty value, not NULL, as the records'
+// data is never NULL.
+func appendByteaArray(b []byte, xs [][]byte) []byte {
+	b = appendArrayHeader(b, len(xs), false, oidBytea)
+	for _, x := range xs {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(x)))
+		b = append(b, x...)
+	}
+	return b
+}
+
+func int4ArraySize(n int) int { return arrayHeaderSize(n) + 8*n }
+
+func appendInt4Array(b []byte, xs []int32) []byte {
+	b = appendArrayHeader(b, len(xs), false, oidInt4)
+	for _, x := range xs {
+		b = binary.BigEndian.AppendUint32(b, 4)
+		b = binary.BigEndian.AppendUint32(b, uint32(x))
+	}
+	return b
+}
+
+func int8ArraySize(n int) int { return arrayHeaderSize(n) + 12*n }
+
+func appendInt8Array(b []byte, xs []int64) []byte {
+	b = appendArrayHeader(b, len(xs), false, oidInt8)
+	for _, x := range xs {
+		b = binary.BigEndian.AppendUint32(b, 8)
+		b = binary.BigEndian.AppendUint64(b, uint64(x))
+	}
+	return b
+}
+
+// nullableInt8ArraySize is the size of xs encoded: a NULL is its length alone.
+func nullableInt8ArraySize(xs []*int64) int {
+	n := int8ArraySize(len(xs))
+	for _, x := range xs {
+		if x == nil {
+			n -= 8
+		}
+	}
+	return n
+}
+
+func appendNullableInt8Array(b []byte, xs []*int64) []byte {
+	b = appendArrayHeader(b, len(xs), slices.Contains(xs, nil), oidInt8)
+	for _, x := range xs {
+		if x == nil {
+			b = binary.BigEndian.AppendUint32(b, 0xffffffff)
+			continue
+		}
+		b = binary.BigEndian.AppendUint32(b, 8)
+		b = binary.BigEndian.AppendUint64(b, uint64(*x))
+	}
+	return b
+}
+
+// pgExecCommit runs pgCommit with c's columns on conn, prepared on it the first time, and
+// returns the ids of the runs it wrote (into written).
+func pgExecCommit(ctx context.Context, conn *pgx.Conn, c *pgColumns, now int64, written map[string]bool) error {
+	sd, err := conn.Prepare(ctx, pgCommitName, pgCommit)
+	if err != nil {
+		return err
+	}
+	if !slices.Equal(sd.ParamOIDs, pgCommitOIDs) {
+		return fmt.Errorf("the commit statement's parameters are of types %v, not the %v it is encoded for", sd.ParamOIDs, pgCommitOIDs)
+	}
+	p := pgParamsPool.Get().(*pgParams)
+	defer p.release()
+	p.encode(c, now)
+	rr := conn.PgConn().ExecStatement(ctx, sd, p.values, binaryFormat, nil)
+	for rr.NextRow() {
+		if v := rr.Values(); len(v) == 1 {
+			written[string(v[0])] = true
+		}
+	}
+	_, err = rr.Close()
+	return err
+}
