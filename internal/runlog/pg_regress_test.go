@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/toolmesh/toolmesh/internal/harness"
 )
 
@@ -23,6 +25,19 @@ func reviewPG(t *testing.T) *harness.Postgres {
 	}
 	t.Cleanup(pg.Stop)
 	return pg
+}
+
+// openOneConnPG opens the PostgreSQL store of dsn committing on one connection.
+func openOneConnPG(t *testing.T, dsn string) *sqlStore {
+	t.Helper()
+	s, err := OpenPostgres(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	st := s.(*sqlStore)
+	st.commitDB.SetMaxOpenConns(1)
+	return st
 }
 
 func withSearchPath(dsn, schema string) string {
@@ -103,6 +118,62 @@ func TestPostgres(t *testing.T) {
 	})
 
 	t.Run("racing appends of one run fail alone", func(t *testing.T) { racingAppendsFailAlone(t, pg.DSN) })
+
+	t.Run("a commit statement the server lost is prepared again", func(t *testing.T) {
+		if _, err := admin.Exec("CREATE SCHEMA lost"); err != nil {
+			t.Fatal(err)
+		}
+		st := openOneConnPG(t, withSearchPath(pg.DSN, "lost"))
+		ctx := context.Background()
+		l, err := st.Create(ctx, "run-lost", "o", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Append(ctx, l, []Record{{Seq: 1, Kind: KindEvent, Data: []byte("a")}}); err != nil {
+			t.Fatal(err)
+		}
+		// The server forgets the statement behind pgx's back, as a pooler that moved the
+		// connection, or an operator's DISCARD, would have it.
+		if err := st.onConn(ctx, func(c *pgx.Conn) error {
+			_, err := c.PgConn().Exec(ctx, "DEALLOCATE "+pgCommitName).ReadAll()
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		err = st.Append(ctx, l, []Record{{Seq: 2, Kind: KindEvent, Data: []byte("b")}})
+		t.Logf("the first commit after: %v", err)
+		if err := st.Append(ctx, l, []Record{{Seq: 2, Kind: KindEvent, Data: []byte("b")}}); err != nil && !errors.Is(err, ErrConflict) {
+			t.Fatalf("the commit after a failed one still fails: %v", err)
+		}
+		recs, err := st.Read(ctx, "run-lost", 0, 10)
+		if err != nil || len(recs) != 2 || string(recs[1].Data) != "b" {
+			t.Fatalf("read back %d records (%v)", len(recs), err)
+		}
+	})
+
+	t.Run("a DSN's exec mode other than cache_statement prepares nothing", func(t *testing.T) {
+		if _, err := admin.Exec("CREATE SCHEMA execmode"); err != nil {
+			t.Fatal(err)
+		}
+		st := openOneConnPG(t, withSearchPath(pg.DSN, "execmode")+"&default_query_exec_mode=exec")
+		ctx := context.Background()
+		l, err := st.Create(ctx, "run-exec", "o", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Append(ctx, l, []Record{{Seq: 1, Kind: KindEvent, Data: []byte("a")}}); err != nil {
+			t.Fatal(err)
+		}
+		var prepared int
+		if err := st.onConn(ctx, func(c *pgx.Conn) error {
+			return c.QueryRow(ctx, "SELECT count(*) FROM pg_prepared_statements WHERE name = $1", pgCommitName).Scan(&prepared)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if prepared != 0 {
+			t.Errorf("the commit statement is prepared on the connection, which a pooler in transaction mode would not find again")
+		}
+	})
 
 	t.Run("groups of two replicas lock runs in opposite orders", func(t *testing.T) {
 		ctx := context.Background()

@@ -3,11 +3,13 @@ package runlog
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // The commit statement's parameters travel in PostgreSQL's binary format, encoded here
@@ -133,23 +135,12 @@ func (p *pgParams) release() {
 	pgParamsPool.Put(p)
 }
 
-// An array in the binary format: its number of dimensions (0 when empty, else 1), whether
-// it holds a NULL, its elements' type; for its one dimension, its length and lower bound
-// (1); then each element as its length (-1 for NULL) and its bytes.
-// arrayHeaderSize is the size of the header of an array of n elements.
-func arrayHeaderSize(n int) int {
-	if n == 0 {
-		return 12
-	}
-	return 12 + 8
-}
+// An array in the binary format, as pgx encodes one: its number of dimensions (1), whether
+// it holds a NULL, its elements' type; for its one dimension, its length (0 for an empty
+// array) and lower bound (1); then each element as its length (-1 for NULL) and its bytes.
+const arrayHeaderSize = 20
 
 func appendArrayHeader(b []byte, n int, hasNull bool, elem uint32) []byte {
-	if n == 0 {
-		b = binary.BigEndian.AppendUint32(b, 0)
-		b = binary.BigEndian.AppendUint32(b, 0)
-		return binary.BigEndian.AppendUint32(b, elem)
-	}
 	var null uint32
 	if hasNull {
 		null = 1
@@ -162,7 +153,7 @@ func appendArrayHeader(b []byte, n int, hasNull bool, elem uint32) []byte {
 }
 
 func textArraySize(xs []string) int {
-	n := arrayHeaderSize(len(xs)) + 4*len(xs)
+	n := arrayHeaderSize + 4*len(xs)
 	for _, x := range xs {
 		n += len(x)
 	}
@@ -179,25 +170,28 @@ func appendTextArray(b []byte, xs []string) []byte {
 }
 
 func byteaArraySize(xs [][]byte) int {
-	n := arrayHeaderSize(len(xs)) + 4*len(xs)
+	n := arrayHeaderSize + 4*len(xs)
 	for _, x := range xs {
 		n += len(x)
 	}
 	return n
 }
 
-// appendByteaArray encodes xs; a nil element is an empty value, not NULL, as the records'
-// data is never NULL.
+// appendByteaArray encodes xs; a nil element is NULL, as pgx sends it.
 func appendByteaArray(b []byte, xs [][]byte) []byte {
-	b = appendArrayHeader(b, len(xs), false, oidBytea)
+	b = appendArrayHeader(b, len(xs), slices.ContainsFunc(xs, func(x []byte) bool { return x == nil }), oidBytea)
 	for _, x := range xs {
+		if x == nil {
+			b = binary.BigEndian.AppendUint32(b, 0xffffffff)
+			continue
+		}
 		b = binary.BigEndian.AppendUint32(b, uint32(len(x)))
 		b = append(b, x...)
 	}
 	return b
 }
 
-func int4ArraySize(n int) int { return arrayHeaderSize(n) + 8*n }
+func int4ArraySize(n int) int { return arrayHeaderSize + 8*n }
 
 func appendInt4Array(b []byte, xs []int32) []byte {
 	b = appendArrayHeader(b, len(xs), false, oidInt4)
@@ -208,7 +202,7 @@ func appendInt4Array(b []byte, xs []int32) []byte {
 	return b
 }
 
-func int8ArraySize(n int) int { return arrayHeaderSize(n) + 12*n }
+func int8ArraySize(n int) int { return arrayHeaderSize + 12*n }
 
 func appendInt8Array(b []byte, xs []int64) []byte {
 	b = appendArrayHeader(b, len(xs), false, oidInt8)
@@ -243,25 +237,42 @@ func appendNullableInt8Array(b []byte, xs []*int64) []byte {
 	return b
 }
 
-// pgExecCommit runs pgCommit with c's columns on conn, prepared on it the first time, and
-// returns the ids of the runs it wrote (into written).
+// pgExecCommit runs pgCommit with c's columns on conn and notes the ids of the runs it
+// wrote in written. With pgx's default mode of running statements (the DSN's
+// default_query_exec_mode: cache_statement) the statement is prepared on conn the first
+// time, under pgCommitName; with any other (a pooler in transaction mode takes no
+// statement prepared on one of its server connections and run on another) it is sent
+// with its parameters each time, unnamed. A statement prepared that fails for another
+// reason than a deadlock or a conflict with another transaction is deallocated, so that
+// the next commit prepares it again: the server may no longer have it, or take it.
 func pgExecCommit(ctx context.Context, conn *pgx.Conn, c *pgColumns, now int64, written map[string]bool) error {
-	sd, err := conn.Prepare(ctx, pgCommitName, pgCommit)
-	if err != nil {
-		return err
-	}
-	if !slices.Equal(sd.ParamOIDs, pgCommitOIDs) {
-		return fmt.Errorf("the commit statement's parameters are of types %v, not the %v it is encoded for", sd.ParamOIDs, pgCommitOIDs)
-	}
 	p := pgParamsPool.Get().(*pgParams)
 	defer p.release()
 	p.encode(c, now)
-	rr := conn.PgConn().ExecStatement(ctx, sd, p.values, binaryFormat, nil)
+	if conn.Config().DefaultQueryExecMode != pgx.QueryExecModeCacheStatement {
+		return readCommitted(conn.PgConn().ExecParams(ctx, pgCommit, p.values, pgCommitOIDs, binaryFormat, nil), written)
+	}
+	sd, err := conn.Prepare(ctx, pgCommitName, pgCommit)
+	if err == nil && !slices.Equal(sd.ParamOIDs, pgCommitOIDs) {
+		err = fmt.Errorf("the commit statement's parameters are of types %v, not the %v it is encoded for", sd.ParamOIDs, pgCommitOIDs)
+	}
+	if err == nil {
+		err = readCommitted(conn.PgConn().ExecStatement(ctx, sd, p.values, binaryFormat, nil), written)
+	}
+	var pe *pgconn.PgError
+	if err != nil && !(errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")) && !conn.IsClosed() {
+		_ = conn.Deallocate(ctx, pgCommitName)
+	}
+	return err
+}
+
+// readCommitted reads the ids of the runs the commit statement wrote into written.
+func readCommitted(rr *pgconn.ResultReader, written map[string]bool) error {
 	for rr.NextRow() {
 		if v := rr.Values(); len(v) == 1 {
 			written[string(v[0])] = true
 		}
 	}
-	_, err = rr.Close()
+	_, err := rr.Close()
 	return err
 }

@@ -9,7 +9,7 @@ import (
 
 // TestPGParamsEncodeAsPgx holds the commit's hand-encoded parameters to pgx's own binary
 // encoding of the same values, which the statement took before: empty groups, NULL first
-// sequence numbers, empty and long data.
+// sequence numbers, empty and long data, empty columns and NULL data.
 func TestPGParamsEncodeAsPgx(t *testing.T) {
 	one, big := int64(1), int64(1)<<40
 	long := bytes.Repeat([]byte{0, 1, 0xff}, 5000)
@@ -21,6 +21,16 @@ func TestPGParamsEncodeAsPgx(t *testing.T) {
 			states: []string{"running", "running", "succeeded"}, notes: []string{"", "held: why", "x"},
 			rIDs: []string{"run_1", "é"}, rSeqs: []int64{1, big}, rNs: []int64{3, 1}, rEpochs: []int64{1, 2}, rKinds: []string{"request", "end"},
 			rKindBits: []int64{5, 1 << 20}, rTimes: []int64{-5, 1 << 60}, rData: [][]byte{long, {}},
+		},
+		"empty columns": {
+			ids: []string{}, ops: []int32{}, owners: []string{}, epochs: []int64{}, untils: []int64{}, firsts: []*int64{}, nexts: []int64{},
+			states: []string{}, notes: []string{}, rIDs: []string{}, rSeqs: []int64{}, rNs: []int64{}, rEpochs: []int64{}, rKinds: []string{},
+			rKindBits: []int64{}, rTimes: []int64{}, rData: [][]byte{},
+		},
+		"nil data": {
+			ids: []string{"r"}, ops: []int32{0}, owners: []string{"o"}, epochs: []int64{1}, untils: []int64{2}, firsts: []*int64{&one}, nexts: []int64{3},
+			states: []string{"running"}, notes: []string{""}, rIDs: []string{"r", "r"}, rSeqs: []int64{1, 2}, rNs: []int64{1, 1}, rEpochs: []int64{1, 1},
+			rKinds: []string{"event", "event"}, rKindBits: []int64{0, 0}, rTimes: []int64{0, 0}, rData: [][]byte{nil, []byte("x")},
 		},
 		"no records": {
 			ids: []string{"run_9"}, ops: []int32{2}, owners: []string{"o"}, epochs: []int64{4}, untils: []int64{0}, firsts: []*int64{nil},
