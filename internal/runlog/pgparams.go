@@ -259,11 +259,17 @@ func pgExecCommit(ctx context.Context, conn *pgx.Conn, c *pgColumns, now int64, 
 	if err == nil {
 		err = readCommitted(conn.PgConn().ExecStatement(ctx, sd, p.values, binaryFormat, nil), written)
 	}
-	var pe *pgconn.PgError
-	if err != nil && !(errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")) && !conn.IsClosed() {
+	if err != nil && !retriedConflict(err) && !conn.IsClosed() {
 		_ = conn.Deallocate(ctx, pgCommitName)
 	}
 	return err
+}
+
+// retriedConflict reports whether err is a deadlock or a serialization failure, which
+// pgCommit tries again.
+func retriedConflict(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
 }
 
 // readCommitted reads the ids of the runs the commit statement wrote into written.

@@ -216,8 +216,7 @@ func (s *sqlStore) pgCommit(ctx context.Context, c *pgColumns, now time.Time) (m
 	for try := 0; ; try++ {
 		clear(written)
 		err = s.onConn(ctx, func(conn *pgx.Conn) error { return pgExecCommit(ctx, conn, c, now.UnixNano(), written) })
-		var pe *pgconn.PgError
-		if err == nil || try == 2 || !errors.As(err, &pe) || (pe.Code != "40P01" && pe.Code != "40001") {
+		if err == nil || try == 2 || !retriedConflict(err) {
 			return written, err
 		}
 	}
