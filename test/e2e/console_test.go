@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"google.golang.org/grpc/credentials/insecure"
@@ -37,8 +38,8 @@ const (
 
 // Deadlines of the browser: the whole session, and one wait for the page.
 const (
-	consoleSession = 60 * time.Second
-	consoleWait    = 20 * time.Second
+	consoleSession = 90 * time.Second
+	consoleWait    = 30 * time.Second
 )
 
 // TestConsoleInABrowser drives the browser console in Debian's Chromium (headless,
@@ -142,6 +143,20 @@ type consoleBrowser struct {
 
 	mu       sync.Mutex
 	jsErrors []string
+	// requests are the page's requests (fetches, module scripts, the page itself), by
+	// Chromium's id, in order, which a failure shows: which were still on their way or
+	// failed.
+	requests map[network.RequestID]*pageRequest
+	order    []network.RequestID
+}
+
+// pageRequest is one request of the page and what became of it.
+type pageRequest struct {
+	method, url string
+	sent        time.Time
+	status      int64  // the response's status, once it came
+	ended       bool   // its body came whole, or it failed
+	failed      string // why it failed
 }
 
 // openConsole starts Chromium and opens the console's page at url. The browser is
@@ -210,12 +225,63 @@ func (b *consoleBrowser) onEvent(ev any) {
 			args = append(args, text)
 		}
 		msg = "console.error: " + strings.Join(args, " ")
+	case *network.EventRequestWillBeSent:
+		b.mu.Lock()
+		if b.requests == nil {
+			b.requests = map[network.RequestID]*pageRequest{}
+		}
+		if _, seen := b.requests[ev.RequestID]; !seen && ev.Request != nil {
+			b.requests[ev.RequestID] = &pageRequest{method: ev.Request.Method, url: ev.Request.URL, sent: time.Now()}
+			b.order = append(b.order, ev.RequestID)
+		}
+		b.mu.Unlock()
+		return
+	case *network.EventResponseReceived:
+		b.request(ev.RequestID, func(r *pageRequest) {
+			if ev.Response != nil {
+				r.status = ev.Response.Status
+			}
+		})
+		return
+	case *network.EventLoadingFinished:
+		b.request(ev.RequestID, func(r *pageRequest) { r.ended = true })
+		return
+	case *network.EventLoadingFailed:
+		b.request(ev.RequestID, func(r *pageRequest) { r.ended, r.failed = true, ev.ErrorText })
+		return
 	default:
 		return
 	}
 	b.mu.Lock()
 	b.jsErrors = append(b.jsErrors, msg)
 	b.mu.Unlock()
+}
+
+// request runs note on the request of id, if the page sent it.
+func (b *consoleBrowser) request(id network.RequestID, note func(*pageRequest)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if r := b.requests[id]; r != nil {
+		note(r)
+	}
+}
+
+// logRequests logs the page's requests that had not ended or that failed.
+func (b *consoleBrowser) logRequests() {
+	b.t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var lines []string
+	for _, id := range b.order {
+		r := b.requests[id]
+		switch {
+		case !r.ended:
+			lines = append(lines, fmt.Sprintf("%s %s: sent %s ago, not ended (status %d)", r.method, r.url, time.Since(r.sent).Round(time.Millisecond), r.status))
+		case r.failed != "":
+			lines = append(lines, fmt.Sprintf("%s %s: failed: %s", r.method, r.url, r.failed))
+		}
+	}
+	b.t.Logf("---- the page's requests: %d sent, %d not ended or failed ----\n%s", len(b.order), len(lines), strings.Join(lines, "\n"))
 }
 
 // checkJSErrors fails the test with the page's JavaScript errors, if it had any. A call
@@ -244,6 +310,7 @@ func (b *consoleBrowser) fail(format string, args ...any) {
 		}
 		cancel()
 	}
+	b.logRequests()
 	b.checkJSErrors()
 	b.m.dump()
 	b.t.Fatalf(format, args...)
