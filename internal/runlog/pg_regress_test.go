@@ -27,6 +27,66 @@ func reviewPG(t *testing.T) *harness.Postgres {
 	return pg
 }
 
+// lostStatementPreparedAgain: a commit whose prepared statement the server no longer has
+// fails, and the next prepares it again and succeeds.
+func lostStatementPreparedAgain(t *testing.T, admin *sql.DB, dsn string) {
+	if _, err := admin.Exec("CREATE SCHEMA lost"); err != nil {
+		t.Fatal(err)
+	}
+	st := openOneConnPG(t, withSearchPath(dsn, "lost"))
+	ctx := context.Background()
+	l, err := st.Create(ctx, "run-lost", "o", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Append(ctx, l, []Record{{Seq: 1, Kind: KindEvent, Data: []byte("a")}}); err != nil {
+		t.Fatal(err)
+	}
+	// The server forgets the statement behind pgx's back, as a pooler that moved the
+	// connection, or an operator's DISCARD, would have it.
+	if err := st.onConn(ctx, func(c *pgx.Conn) error {
+		_, err := c.PgConn().Exec(ctx, "DEALLOCATE "+pgCommitName).ReadAll()
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	err = st.Append(ctx, l, []Record{{Seq: 2, Kind: KindEvent, Data: []byte("b")}})
+	t.Logf("the first commit after: %v", err)
+	if err := st.Append(ctx, l, []Record{{Seq: 2, Kind: KindEvent, Data: []byte("b")}}); err != nil && !errors.Is(err, ErrConflict) {
+		t.Fatalf("the commit after a failed one still fails: %v", err)
+	}
+	recs, err := st.Read(ctx, "run-lost", 0, 10)
+	if err != nil || len(recs) != 2 || string(recs[1].Data) != "b" {
+		t.Fatalf("read back %d records (%v)", len(recs), err)
+	}
+}
+
+// execModePreparesNothing: with a DSN's default_query_exec_mode other than
+// cache_statement, the commit leaves no statement prepared on its connection.
+func execModePreparesNothing(t *testing.T, admin *sql.DB, dsn string) {
+	if _, err := admin.Exec("CREATE SCHEMA execmode"); err != nil {
+		t.Fatal(err)
+	}
+	st := openOneConnPG(t, withSearchPath(dsn, "execmode")+"&default_query_exec_mode=exec")
+	ctx := context.Background()
+	l, err := st.Create(ctx, "run-exec", "o", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Append(ctx, l, []Record{{Seq: 1, Kind: KindEvent, Data: []byte("a")}}); err != nil {
+		t.Fatal(err)
+	}
+	var prepared int
+	if err := st.onConn(ctx, func(c *pgx.Conn) error {
+		return c.QueryRow(ctx, "SELECT count(*) FROM pg_prepared_statements WHERE name = $1", pgCommitName).Scan(&prepared)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if prepared != 0 {
+		t.Errorf("the commit statement is prepared on the connection, which a pooler in transaction mode would not find again")
+	}
+}
+
 // openOneConnPG opens the PostgreSQL store of dsn committing on one connection.
 func openOneConnPG(t *testing.T, dsn string) *sqlStore {
 	t.Helper()
@@ -119,61 +179,8 @@ func TestPostgres(t *testing.T) {
 
 	t.Run("racing appends of one run fail alone", func(t *testing.T) { racingAppendsFailAlone(t, pg.DSN) })
 
-	t.Run("a commit statement the server lost is prepared again", func(t *testing.T) {
-		if _, err := admin.Exec("CREATE SCHEMA lost"); err != nil {
-			t.Fatal(err)
-		}
-		st := openOneConnPG(t, withSearchPath(pg.DSN, "lost"))
-		ctx := context.Background()
-		l, err := st.Create(ctx, "run-lost", "o", time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := st.Append(ctx, l, []Record{{Seq: 1, Kind: KindEvent, Data: []byte("a")}}); err != nil {
-			t.Fatal(err)
-		}
-		// The server forgets the statement behind pgx's back, as a pooler that moved the
-		// connection, or an operator's DISCARD, would have it.
-		if err := st.onConn(ctx, func(c *pgx.Conn) error {
-			_, err := c.PgConn().Exec(ctx, "DEALLOCATE "+pgCommitName).ReadAll()
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		err = st.Append(ctx, l, []Record{{Seq: 2, Kind: KindEvent, Data: []byte("b")}})
-		t.Logf("the first commit after: %v", err)
-		if err := st.Append(ctx, l, []Record{{Seq: 2, Kind: KindEvent, Data: []byte("b")}}); err != nil && !errors.Is(err, ErrConflict) {
-			t.Fatalf("the commit after a failed one still fails: %v", err)
-		}
-		recs, err := st.Read(ctx, "run-lost", 0, 10)
-		if err != nil || len(recs) != 2 || string(recs[1].Data) != "b" {
-			t.Fatalf("read back %d records (%v)", len(recs), err)
-		}
-	})
-
-	t.Run("a DSN's exec mode other than cache_statement prepares nothing", func(t *testing.T) {
-		if _, err := admin.Exec("CREATE SCHEMA execmode"); err != nil {
-			t.Fatal(err)
-		}
-		st := openOneConnPG(t, withSearchPath(pg.DSN, "execmode")+"&default_query_exec_mode=exec")
-		ctx := context.Background()
-		l, err := st.Create(ctx, "run-exec", "o", time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := st.Append(ctx, l, []Record{{Seq: 1, Kind: KindEvent, Data: []byte("a")}}); err != nil {
-			t.Fatal(err)
-		}
-		var prepared int
-		if err := st.onConn(ctx, func(c *pgx.Conn) error {
-			return c.QueryRow(ctx, "SELECT count(*) FROM pg_prepared_statements WHERE name = $1", pgCommitName).Scan(&prepared)
-		}); err != nil {
-			t.Fatal(err)
-		}
-		if prepared != 0 {
-			t.Errorf("the commit statement is prepared on the connection, which a pooler in transaction mode would not find again")
-		}
-	})
+	t.Run("a commit statement the server lost is prepared again", func(t *testing.T) { lostStatementPreparedAgain(t, admin, pg.DSN) })
+	t.Run("a DSN's exec mode other than cache_statement prepares nothing", func(t *testing.T) { execModePreparesNothing(t, admin, pg.DSN) })
 
 	t.Run("groups of two replicas lock runs in opposite orders", func(t *testing.T) {
 		ctx := context.Background()
