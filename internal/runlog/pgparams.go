@@ -62,9 +62,11 @@ var pgParamsPool = sync.Pool{New: func() any { return &pgParams{values: make([][
 
 // encodedSize is the size of c's columns encoded as pgCommit's parameters.
 func (c *pgColumns) encodedSize() int {
-	return textArraySize(c.ids) + int4ArraySize(len(c.ops)) + textArraySize(c.owners) + 3*int8ArraySize(len(c.ids)) +
-		nullableInt8ArraySize(c.firsts) + textArraySize(c.states) + textArraySize(c.notes) + 8 +
-		textArraySize(c.rIDs) + 5*int8ArraySize(len(c.rSeqs)) + textArraySize(c.rKinds) + byteaArraySize(c.rData)
+	return textArraySize(c.ids) + int4ArraySize(len(c.ops)) + textArraySize(c.owners) +
+		int8ArraySize(len(c.epochs)) + int8ArraySize(len(c.untils)) + nullableInt8ArraySize(c.firsts) + int8ArraySize(len(c.nexts)) +
+		textArraySize(c.states) + textArraySize(c.notes) + 8 +
+		textArraySize(c.rIDs) + int8ArraySize(len(c.rSeqs)) + int8ArraySize(len(c.rNs)) + int8ArraySize(len(c.rEpochs)) +
+		textArraySize(c.rKinds) + int8ArraySize(len(c.rKindBits)) + int8ArraySize(len(c.rTimes)) + byteaArraySize(c.rData)
 }
 
 // encode encodes c's columns and now as pgCommit's parameters, in p's array, grown once to
