@@ -239,19 +239,24 @@ func appendNullableInt8Array(b []byte, xs []*int64) []byte {
 	return b
 }
 
-// pgExecCommit runs pgCommit with c's columns on conn and notes the ids of the runs it
-// wrote in written. With pgx's default mode of running statements (the DSN's
-// default_query_exec_mode: cache_statement) the statement is prepared on conn the first
-// time, under pgCommitName; with any other (a pooler in transaction mode takes no
-// statement prepared on one of its server connections and run on another) it is sent
-// with its parameters each time, unnamed. A statement prepared that fails for another
-// reason than a deadlock or a conflict with another transaction is deallocated, so that
-// the next commit prepares it again: the server may no longer have it, or take it.
-func pgExecCommit(ctx context.Context, conn *pgx.Conn, c *pgColumns, now int64, written map[string]bool) error {
+// pgExecCommit runs pgCommit with c's columns on conn, whose DSN has pgx run statements
+// in mode, and notes the ids of the runs it wrote in written. In pgx's default mode
+// (cache_statement) the statement is prepared on conn the first time, under
+// pgCommitName. With simple_protocol (a proxy or a server that takes no other) it goes
+// through pgx's own encoding, in one Query message; with the other modes (a pooler in
+// transaction mode takes no statement prepared on one of its server connections and run
+// on another) it is sent with its parameters each time, unnamed. A prepared statement
+// that fails for another reason than a deadlock or a conflict with another transaction
+// is deallocated, so that the next commit prepares it again: the server may no longer
+// have it, or take it.
+func pgExecCommit(ctx context.Context, conn *pgx.Conn, mode pgx.QueryExecMode, c *pgColumns, now int64, written map[string]bool) error {
+	if mode == pgx.QueryExecModeSimpleProtocol {
+		return pgQueryCommit(ctx, conn, c, now, written)
+	}
 	p := pgParamsPool.Get().(*pgParams)
 	defer p.release()
 	p.encode(c, now)
-	if conn.Config().DefaultQueryExecMode != pgx.QueryExecModeCacheStatement {
+	if mode != pgx.QueryExecModeCacheStatement {
 		return readCommitted(conn.PgConn().ExecParams(ctx, pgCommit, p.values, pgCommitOIDs, binaryFormat, nil), written)
 	}
 	sd, err := conn.Prepare(ctx, pgCommitName, pgCommit)
@@ -265,6 +270,25 @@ func pgExecCommit(ctx context.Context, conn *pgx.Conn, c *pgColumns, now int64, 
 		_ = conn.Deallocate(ctx, pgCommitName)
 	}
 	return err
+}
+
+// pgQueryCommit runs pgCommit through pgx's Query and its encoders, as the DSN's mode has
+// it (simple_protocol: the values written into the statement's text).
+func pgQueryCommit(ctx context.Context, conn *pgx.Conn, c *pgColumns, now int64, written map[string]bool) error {
+	rows, err := conn.Query(ctx, pgCommit, c.ids, c.ops, c.owners, c.epochs, c.untils, c.firsts, c.nexts, c.states, c.notes, now,
+		c.rIDs, c.rSeqs, c.rNs, c.rEpochs, c.rKinds, c.rKindBits, c.rTimes, c.rData)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return err
+		}
+		written[id] = true
+	}
+	return rows.Err()
 }
 
 // retriedConflict reports whether err is a deadlock or a serialization failure, which

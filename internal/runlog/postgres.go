@@ -64,6 +64,7 @@ func OpenPostgres(ctx context.Context, dsn string) (Store, error) {
 		return nil, fmt.Errorf("runlog: open PostgreSQL: %w", err)
 	}
 	cfg.RuntimeParams["enable_seqscan"] = "off"
+	s.pgMode = cfg.DefaultQueryExecMode
 	s.commitDB = stdlib.OpenDB(*cfg)
 	s.commitDB.SetMaxOpenConns(s.d.committers + 1)
 	s.commitDB.SetConnMaxIdleTime(time.Minute)
@@ -215,7 +216,7 @@ func (s *sqlStore) pgCommit(ctx context.Context, c *pgColumns, now time.Time) (m
 	var err error
 	for try := 0; ; try++ {
 		clear(written)
-		err = s.onConn(ctx, func(conn *pgx.Conn) error { return pgExecCommit(ctx, conn, c, now.UnixNano(), written) })
+		err = s.onConn(ctx, func(conn *pgx.Conn) error { return pgExecCommit(ctx, conn, s.pgMode, c, now.UnixNano(), written) })
 		if err == nil || try == 2 || !retriedConflict(err) {
 			return written, err
 		}

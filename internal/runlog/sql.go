@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/jackc/pgx/v5"
 	"slices"
 	"strings"
 	"sync"
@@ -65,8 +66,10 @@ type sqlStore struct {
 	d   dialect
 	now func() time.Time
 
-	// commitDB is PostgreSQL's committers' pool.
+	// commitDB is PostgreSQL's committers' pool; pgMode how its DSN has pgx run
+	// statements (default_query_exec_mode).
 	commitDB *sql.DB
+	pgMode   pgx.QueryExecMode
 	// writer is the connection SQLite's applier writes the database on; logged its
 	// committer, commit log and applier.
 	writer *sqliteWriter
