@@ -1,12 +1,18 @@
 package runlog
 
 import (
+	"bufio"
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -88,13 +94,15 @@ func execModePreparesNothing(t *testing.T, admin *sql.DB, dsn string) {
 	}
 }
 
-// simpleProtocolCommits: with default_query_exec_mode=simple_protocol (a proxy that takes
-// no other), commits go through and read back.
+// simpleProtocolCommits: with default_query_exec_mode=simple_protocol, commits go
+// through a proxy that takes only the simple protocol (it drops a connection that sends a
+// Parse message), and read back.
 func simpleProtocolCommits(t *testing.T, admin *sql.DB, dsn string) {
 	if _, err := admin.Exec("CREATE SCHEMA simple"); err != nil {
 		t.Fatal(err)
 	}
-	st := openOneConnPG(t, withSearchPath(dsn, "simple")+"&default_query_exec_mode=simple_protocol")
+	proxied, parsed := simpleOnlyProxy(t, dsn)
+	st := openOneConnPG(t, withSearchPath(proxied, "simple")+"&default_query_exec_mode=simple_protocol")
 	ctx := context.Background()
 	l, err := st.Create(ctx, "run-simple", "o", time.Minute)
 	if err != nil {
@@ -102,11 +110,78 @@ func simpleProtocolCommits(t *testing.T, admin *sql.DB, dsn string) {
 	}
 	for seq := int64(1); seq <= 3; seq++ {
 		if err := st.Append(ctx, l, []Record{{Seq: seq, Kind: KindEvent, Data: []byte{0, byte(seq), 0xff}}}); err != nil {
-			t.Fatal(err)
+			t.Fatalf("record %d: %v (the proxy saw %d Parse messages)", seq, err, parsed.Load())
 		}
 	}
 	if recs, err := st.Read(ctx, "run-simple", 0, 10); err != nil || len(recs) != 3 || recs[2].Data[1] != 3 {
 		t.Fatalf("read back %v (%v)", recs, err)
+	}
+}
+
+// simpleOnlyProxy is a proxy to the PostgreSQL server of dsn that passes the simple
+// protocol only: a client's Parse message (the extended protocol's first) ends its
+// connection, and is counted. It returns dsn through the proxy.
+func simpleOnlyProxy(t *testing.T, dsn string) (string, *atomic.Int64) {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lis.Close() })
+	parsed := &atomic.Int64{}
+	server := u.Host
+	go func() {
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			go proxySimple(c, server, parsed)
+		}
+	}()
+	u.Host = lis.Addr().String()
+	return u.String(), parsed
+}
+
+// proxySimple relays c to the server at addr, message by message from the client once
+// its startup message has passed, until the client sends a Parse message.
+func proxySimple(c net.Conn, addr string, parsed *atomic.Int64) {
+	defer func() { _ = c.Close() }()
+	s, err := net.Dial("tcp", addr)
+	if err != nil {
+		return
+	}
+	defer func() { _ = s.Close() }()
+	go func() { _, _ = io.Copy(c, s) }()
+	r := bufio.NewReader(c)
+	relay := func(n int) bool {
+		_, err := io.CopyN(s, r, int64(n))
+		return err == nil
+	}
+	var head [5]byte
+	if _, err := io.ReadFull(r, head[:4]); err != nil { // the startup message: its length, then the rest
+		return
+	}
+	n := int(binary.BigEndian.Uint32(head[:4]))
+	if _, err := s.Write(head[:4]); err != nil || n < 4 || !relay(n-4) {
+		return
+	}
+	for {
+		if _, err := io.ReadFull(r, head[:]); err != nil {
+			return
+		}
+		if head[0] == 'P' {
+			parsed.Add(1)
+			return
+		}
+		n := int(binary.BigEndian.Uint32(head[1:]))
+		if _, err := s.Write(head[:]); err != nil || n < 4 || !relay(n-4) {
+			return
+		}
 	}
 }
 
