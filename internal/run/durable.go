@@ -139,22 +139,48 @@ func (s *Service) takeOver(ctx context.Context, own bool) (int, error) {
 	if s.journal == nil {
 		return 0, nil
 	}
-	seen := map[string]bool{}
-	var ids []string
-	states := []runlog.State{runlog.StateRunning}
-	if own {
-		// At start, held runs are tried again: an operator who restarts an orchestrator
-		// (after repairing a record, or with a version that reads it) resumes them.
-		states = append(states, runlog.StateHeld)
+	total := 0
+	for {
+		ids, full, err := s.takeable(ctx, own)
+		if err != nil {
+			return total, err
+		}
+		n := s.acquireAll(ctx, ids)
+		total += n
+		// A full page of expired runs may have more behind it: those taken no longer
+		// expire, and the next page follows.
+		if own || !full || n == 0 {
+			return total, nil
+		}
 	}
-	for _, state := range states {
+}
+
+// takeable lists the runs takeOver may take: at start (own), every unfinished run,
+// this orchestrator's own, those whose lease expired and held ones; later, the runs
+// whose lease expired only, at most a page of them (full: the page is full), so that a
+// replica's periodic look costs what expired, not every run open anywhere.
+func (s *Service) takeable(ctx context.Context, own bool) (ids []string, full bool, err error) {
+	if !own {
+		runs, err := s.journal.Expired(ctx, 0)
+		if err != nil {
+			return nil, false, err
+		}
+		for _, r := range runs {
+			ids = append(ids, r.ID)
+		}
+		return ids, len(runs) >= runlog.MaxList, nil
+	}
+	seen := map[string]bool{}
+	// Held runs are tried again: an operator who restarts an orchestrator (after
+	// repairing a record, or with a version that reads it) resumes them.
+	for _, state := range []runlog.State{runlog.StateRunning, runlog.StateHeld} {
 		for after := ""; ; {
 			runs, err := s.journal.List(ctx, runlog.Filter{State: state, After: after})
 			if err != nil {
-				return 0, err
+				return nil, false, err
 			}
 			for _, r := range runs {
-				if (state == runlog.StateHeld || (own && r.Owner == s.owner) || time.Now().After(r.Until)) && !seen[r.ID] {
+				if (state == runlog.StateHeld || r.Owner == s.owner || time.Now().After(r.Until)) && !seen[r.ID] {
 					seen[r.ID] = true
 					ids = append(ids, r.ID)
 				}
@@ -165,6 +191,13 @@ func (s *Service) takeOver(ctx context.Context, own bool) (int, error) {
 			after = runs[len(runs)-1].ID
 		}
 	}
+	return ids, false, nil
+}
+
+// acquireAll takes the leases of ids and resumes each run as soon as its lease is
+// taken, skipping those that run or are being resumed here and stopping once there is
+// no room for runs; it returns how many it took.
+func (s *Service) acquireAll(ctx context.Context, ids []string) int {
 	// Leases are taken several at a time (each is a transaction of its own), and each
 	// run resumes as soon as its lease is taken; takeOver returns once every lease is
 	// taken or refused.
@@ -198,7 +231,7 @@ func (s *Service) takeOver(ctx context.Context, own bool) (int, error) {
 		}()
 	}
 	acquiring.Wait()
-	return int(taken.Load()), nil
+	return int(taken.Load())
 }
 
 // acquireParallel is how many leases takeOver takes at once.

@@ -314,9 +314,11 @@ func (j *journal) renew() {
 	j.renewer.add(j)
 }
 
-// renewOnce renews the lease, and reports whether the journal wants renewing again: not
-// once it is closed or its lease is lost (the journal then fails). Another replica may
-// have been asked to cancel the run (CancelRun): the renewal finds out.
+// renewOnce renews the lease alone, and reports whether the journal wants renewing
+// again: not once it is closed or its lease is lost (the journal then fails). Another
+// replica may have been asked to cancel the run (CancelRun): the renewal finds out.
+// The renewer renews most leases together (renewer.renewAll); this, those a store
+// could not renew with the others.
 func (j *journal) renewOnce() bool {
 	j.renewMu.Lock()
 	defer j.renewMu.Unlock()
@@ -336,14 +338,20 @@ func (j *journal) renewOnce() bool {
 		asked, cancelAsked, _ = j.store.Decision(ctx, lease.RunID, cancelKey)
 	}
 	cancel()
-	switch {
+	return j.renewed(lease, runlog.Renewal{Lease: l, Err: err, Decision: asked, Decided: cancelAsked})
+}
+
+// renewed takes the outcome of a renewal of lease, and reports whether the journal wants
+// renewing again. j.renewMu is held.
+func (j *journal) renewed(lease runlog.Lease, r runlog.Renewal) bool {
+	switch err := r.Err; {
 	case err == nil:
 		j.mu.Lock()
-		j.lease = l
+		j.lease = r.Lease
 		onCancel := j.onCancel
 		j.mu.Unlock()
-		if cancelAsked && onCancel != nil {
-			onCancel(asked.Reason)
+		if r.Decided && onCancel != nil {
+			onCancel(r.Decision.Reason)
 		}
 	case errors.Is(err, runlog.ErrFenced) || time.Now().After(lease.Until):
 		j.renewStopped = true

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -88,13 +89,30 @@ func leasesHeld(t *testing.T, js []*journal) {
 	}
 }
 
-// hangingRenewals is a store whose renewals hang until release is closed (or their
-// context ends), counting those under way.
+// hangingRenewals is a store whose renewals alone hang until release is closed (or
+// their context ends), counting those under way; it renews none together (RenewAll).
 type hangingRenewals struct {
 	runlog.Store
 	release chan struct{}
 	mu      sync.Mutex
 	hanging int
+}
+
+func (h *hangingRenewals) RenewAll(_ context.Context, leases []runlog.Lease, _ time.Duration, _ string) []runlog.Renewal {
+	return alone(leases, func(runlog.Lease) bool { return true })
+}
+
+// alone is RenewAll's answer for leases, each left to Renew where left says so, the
+// others failed: a test whose other leases must not renew together never sees them.
+func alone(leases []runlog.Lease, left func(runlog.Lease) bool) []runlog.Renewal {
+	out := make([]runlog.Renewal, len(leases))
+	for i, l := range leases {
+		out[i].Err = errors.New("not renewed together in this test")
+		if left(l) {
+			out[i].Err = runlog.ErrRenewAlone
+		}
+	}
+	return out
 }
 
 func (h *hangingRenewals) Renew(ctx context.Context, l runlog.Lease, ttl time.Duration) (runlog.Lease, error) {
@@ -115,8 +133,9 @@ func (h *hangingRenewals) Renew(ctx context.Context, l runlog.Lease, ttl time.Du
 }
 
 // TestRenewerGoroutinesAreBounded: a tick renews many leases with at most renewParallel
-// goroutines, however many runs are open, even while the store hangs: not one goroutine
-// per run waiting for its turn, whose stacks a process keeps once they are gone.
+// goroutines, however many runs are open, even while the store hangs on each renewed
+// alone: not one goroutine per run waiting for its turn, whose stacks a process keeps
+// once they are gone.
 func TestRenewerGoroutinesAreBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem, err := runlog.OpenMemory(context.Background())
@@ -167,11 +186,28 @@ func TestOfferedRoles(t *testing.T) {
 }
 
 // hangingStore is a store whose renewals of the runs in hang block until they time out,
-// or until release is closed.
+// or until release is closed. It renews the others together, and leaves those to Renew
+// (as PostgreSQL's store leaves the runs whose rows another transaction holds).
 type hangingStore struct {
 	runlog.Store
 	hang    map[string]bool
 	release chan struct{}
+}
+
+func (s hangingStore) RenewAll(ctx context.Context, leases []runlog.Lease, ttl time.Duration, key string) []runlog.Renewal {
+	var healthy []runlog.Lease
+	var at []int
+	for i, l := range leases {
+		if !s.hang[l.RunID] {
+			healthy = append(healthy, l)
+			at = append(at, i)
+		}
+	}
+	out := alone(leases, func(runlog.Lease) bool { return true })
+	for k, r := range s.Store.RenewAll(ctx, healthy, ttl, key) {
+		out[at[k]] = r
+	}
+	return out
 }
 
 func (s hangingStore) Renew(ctx context.Context, l runlog.Lease, ttl time.Duration) (runlog.Lease, error) {
@@ -263,4 +299,81 @@ func TestGroupOfSeesThroughWrappers(t *testing.T) {
 	if _, ok := groupOf(base); ok {
 		t.Error("an orchestrator's own tool has a group")
 	}
+}
+
+// countingRenewals counts a store's renewals: calls of RenewAll and the leases in each,
+// and of Renew and Decision.
+type countingRenewals struct {
+	runlog.Store
+	mu                      sync.Mutex
+	batches                 []int
+	renewals, decisionsRead int
+}
+
+func (c *countingRenewals) RenewAll(ctx context.Context, leases []runlog.Lease, ttl time.Duration, key string) []runlog.Renewal {
+	c.mu.Lock()
+	c.batches = append(c.batches, len(leases))
+	c.mu.Unlock()
+	return c.Store.RenewAll(ctx, leases, ttl, key)
+}
+
+func (c *countingRenewals) Renew(ctx context.Context, l runlog.Lease, ttl time.Duration) (runlog.Lease, error) {
+	c.mu.Lock()
+	c.renewals++
+	c.mu.Unlock()
+	return c.Store.Renew(ctx, l, ttl)
+}
+
+func (c *countingRenewals) Decision(ctx context.Context, runID, key string) (runlog.Decision, bool, error) {
+	c.mu.Lock()
+	c.decisionsRead++
+	c.mu.Unlock()
+	return c.Store.Decision(ctx, runID, key)
+}
+
+// TestRenewerRenewsTogether: a tick renews the leases of many runs a batch of
+// renewBatch at a time, with the requests to cancel them read in the same calls — a few
+// store calls where each run used to cost two — and a run asked to cancel hears of it.
+func TestRenewerRenewsTogether(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem, err := runlog.OpenMemory(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = mem.Close() }) // after the journals' (renewedJournals)
+		store := &countingRenewals{Store: mem}
+		const ttl = 3 * time.Second
+		const runs = 2*renewBatch + 88
+		r := newRenewer(ttl)
+		js := renewedJournals(t, store, r, ttl, runs)
+		cancelled := make(chan string, 1)
+		js[7].setOnCancel(func(reason string) {
+			select {
+			case cancelled <- reason: // heard at every tick: the first is kept
+			default:
+			}
+		})
+		if err := mem.Decide(context.Background(), "r7", cancelKey, runlog.Decision{Reason: "asked on another replica", By: "o2"}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(ttl/3 + time.Millisecond) // the first tick
+		synctest.Wait()
+		store.mu.Lock()
+		batches, renewals, decisions := slices.Clone(store.batches), store.renewals, store.decisionsRead
+		store.mu.Unlock()
+		slices.Sort(batches)
+		if fmt.Sprint(batches) != fmt.Sprint([]int{88, renewBatch, renewBatch}) || renewals != 0 || decisions != 0 {
+			t.Errorf("a tick of %d runs: RenewAll of %v leases, %d renewals alone, %d decisions read; want [88 %d %d], 0, 0", runs, batches, renewals, decisions, renewBatch, renewBatch)
+		}
+		select {
+		case reason := <-cancelled:
+			if reason != "asked on another replica" {
+				t.Errorf("the cancel's reason: %q", reason)
+			}
+		default:
+			t.Error("the run asked to cancel did not hear of it")
+		}
+		time.Sleep(ttl) // past the leases' first time to live
+		leasesHeld(t, js)
+	})
 }

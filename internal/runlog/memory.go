@@ -317,6 +317,35 @@ func (s *memStore) Renew(_ context.Context, lease Lease, ttl time.Duration) (Lea
 	return lease, nil
 }
 
+func (s *memStore) RenewAll(_ context.Context, leases []Lease, ttl time.Duration, key string) []Renewal {
+	if out := checkRenewals(leases); out != nil {
+		return out
+	}
+	out := make([]Renewal, len(leases))
+	err := s.use(true, "renew", "", func() error {
+		now := s.now()
+		until := time.Unix(0, now.Add(ttl).UnixNano())
+		for i, lease := range leases {
+			r, err := s.holder(lease)
+			if err != nil {
+				out[i].Err = ErrRenewAlone // Renew says why
+				continue
+			}
+			r.until, r.updated = until.UnixNano(), now.UnixNano()
+			lease.Until = until
+			out[i].Lease = lease
+			out[i].Decision, out[i].Decided = r.decisions[key]
+		}
+		return nil
+	})
+	if err != nil {
+		for i := range out {
+			out[i] = Renewal{Err: err}
+		}
+	}
+	return out
+}
+
 func (s *memStore) Finish(_ context.Context, lease Lease, state State, last ...Record) error {
 	if !state.Terminal() {
 		return fmt.Errorf("%w: %q is not a finished run's state", ErrInvalid, state)

@@ -45,6 +45,7 @@ func OpenPostgres(ctx context.Context, dsn string) (Store, error) {
 		nextSeq:     nextSeqOfRecords,
 		gather:      500 * time.Microsecond,
 		commitGroup: pgCommitGroup,
+		renewRows:   pgRenewRows,
 		tables:      `SELECT tablename FROM pg_tables WHERE schemaname = current_schema()`,
 		unique: func(err error) bool {
 			var pe *pgconn.PgError
@@ -273,4 +274,43 @@ func (s *sqlStore) onConn(ctx context.Context, fn func(*pgx.Conn) error) error {
 		}
 		return fn(c.Conn())
 	})
+}
+
+// pgRenewAll renews leases and reads their runs' decisions under a key in one
+// statement. It skips the rows another transaction holds (a commit of the run under way,
+// or one stuck with its connection) rather than wait for them with every other lease
+// of the batch: RenewAll leaves those to Renew.
+const pgRenewAll = `WITH l(run_id, owner, epoch) AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])),
+	k AS (SELECT r.run_id FROM toolmesh_runs r JOIN l ON r.run_id = l.run_id AND r.owner = l.owner AND r.epoch = l.epoch
+		WHERE r.state = $4 FOR UPDATE OF r SKIP LOCKED),
+	u AS (UPDATE toolmesh_runs r SET lease_until = $5, updated = $6 FROM k WHERE r.run_id = k.run_id RETURNING r.run_id, r.owner, r.epoch)
+	SELECT u.run_id, u.owner, u.epoch, d.approve, d.reason, d.decided_by, d.time
+	FROM u LEFT JOIN toolmesh_decisions d ON d.run_id = u.run_id AND d.call_key = $7`
+
+func pgRenewRows(s *sqlStore, ctx context.Context, leases []Lease, until, now time.Time, key string) (map[Lease]decided, error) {
+	ids, owners, epochs := make([]string, len(leases)), make([]string, len(leases)), make([]int64, len(leases))
+	for i, l := range leases {
+		ids[i], owners[i], epochs[i] = l.RunID, l.Owner, l.Epoch
+	}
+	rows, err := s.db.QueryContext(ctx, pgRenewAll, ids, owners, epochs, string(StateRunning), until.UnixNano(), now.UnixNano(), key)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = rows.Close() }()
+	renewed := make(map[Lease]decided, len(leases))
+	for rows.Next() {
+		var l Lease
+		var approve sql.NullBool
+		var reason, by sql.NullString
+		var t sql.NullInt64
+		if err := rows.Scan(&l.RunID, &l.Owner, &l.Epoch, &approve, &reason, &by, &t); err != nil {
+			return nil, err
+		}
+		var d decided
+		if approve.Valid {
+			d = decided{d: Decision{Approve: approve.Bool, Reason: reason.String, By: by.String, Time: time.Unix(0, t.Int64)}, ok: true}
+		}
+		renewed[l] = d
+	}
+	return renewed, rows.Err()
 }

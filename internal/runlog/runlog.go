@@ -140,6 +140,8 @@ const (
 	MaxIDBytes = 512
 	// MaxReasonBytes bounds a decision's reason, and a held run's note.
 	MaxReasonBytes = 4096
+	// MaxRenewals bounds the leases of one RenewAll.
+	MaxRenewals = 256
 	// MaxWorkers bounds the workers one orchestrator records (SetWorkers) and a listing
 	// of them (Workers).
 	MaxWorkers = 10000
@@ -163,10 +165,36 @@ var (
 	ErrFinished = errors.New("runlog: the run is finished")
 	// ErrInvalid: a record or an argument out of bounds.
 	ErrInvalid = errors.New("runlog: invalid")
+	// ErrRenewAlone: RenewAll did not renew the lease with the others; Renew renews it,
+	// or says why it cannot.
+	ErrRenewAlone = errors.New("runlog: the lease was not renewed with the others")
 	// ErrDamaged: records the store holds cannot be read back as they were written (a
 	// file damaged on disk, a row changed by hand): the run cannot be resumed from them.
 	ErrDamaged = errors.New("runlog: the journal holds a damaged record")
 )
+
+// Renewal is what RenewAll did with one lease.
+type Renewal struct {
+	// Lease is the lease renewed, when Err is nil.
+	Lease Lease
+	// Err says why the lease was not renewed: ErrRenewAlone, or the store's failure.
+	Err error
+	// Decision is the run's decision under RenewAll's key, when Decided.
+	Decision Decision
+	Decided  bool
+}
+
+// checkRenewals refuses a RenewAll of more than MaxRenewals leases, in every result.
+func checkRenewals(leases []Lease) []Renewal {
+	if len(leases) <= MaxRenewals {
+		return nil
+	}
+	out := make([]Renewal, len(leases))
+	for i := range out {
+		out[i].Err = fmt.Errorf("%w: %d leases to renew at once, at most %d", ErrInvalid, len(leases), MaxRenewals)
+	}
+	return out
+}
 
 // Store is a run journal. A store may keep the Data of the records it is given (the
 // memory store does, rather than copy every record): a caller does not change it once
@@ -193,6 +221,15 @@ type Store interface {
 	Acquire(ctx context.Context, runID, owner string, ttl time.Duration) (Lease, error)
 	// Renew extends a lease to now+ttl; ErrFenced when it is stale.
 	Renew(ctx context.Context, lease Lease, ttl time.Duration) (Lease, error)
+	// RenewAll renews many leases, of runs that go on, at once: each as Renew would,
+	// and for each it renewed, the run's decision under key is read as Decision would
+	// read it (a request to cancel the run, say). It takes a few statements whatever
+	// the number of leases (at most MaxRenewals): an orchestrator renews the leases of
+	// all the runs it drives every few seconds. The result at i is leases[i]'s. A lease
+	// it did not renew with the others says ErrRenewAlone: Renew tells why (stale, not
+	// found, or its run's row busy in another transaction, which RenewAll does not wait
+	// for).
+	RenewAll(ctx context.Context, leases []Lease, ttl time.Duration, key string) []Renewal
 	// Finish appends last (as Append does, when there are any) and records how the run
 	// ended, in one transaction, and gives up the lease; ErrFenced when the lease is
 	// stale, ErrConflict when last does not follow the run's records.

@@ -51,6 +51,9 @@ type dialect struct {
 	// statement (one round trip), SQLite's with short statements on a connection of the
 	// committer's own.
 	commitGroup func(s *sqlStore, group []*write) []error
+	// renewRows renews the leases of RenewAll in one statement (renewValues where nil)
+	// and returns those it renewed, with the decision under key of each.
+	renewRows func(s *sqlStore, ctx context.Context, leases []Lease, until, now time.Time, key string) (map[Lease]decided, error)
 }
 
 // why is err with the dialect's explanation.
@@ -974,6 +977,108 @@ func (s *sqlStore) Renew(ctx context.Context, lease Lease, ttl time.Duration) (L
 	}
 	lease.Until = until
 	return lease, nil
+}
+
+// decided is a run's decision under a key, if it has one.
+type decided struct {
+	d  Decision
+	ok bool
+}
+
+func (s *sqlStore) RenewAll(ctx context.Context, leases []Lease, ttl time.Duration, key string) []Renewal {
+	if out := checkRenewals(leases); out != nil {
+		return out
+	}
+	out := make([]Renewal, len(leases))
+	if len(leases) == 0 {
+		return out
+	}
+	now := s.now()
+	until := now.Add(ttl)
+	renew := s.d.renewRows
+	if renew == nil {
+		renew = renewValues
+	}
+	// A renewed lease is known by its run, owner and epoch (Until zero).
+	renewed, err := renew(s, ctx, leases, until, now, key)
+	for i, l := range leases {
+		d, ok := renewed[Lease{RunID: l.RunID, Owner: l.Owner, Epoch: l.Epoch}]
+		switch {
+		case err != nil:
+			out[i].Err = fmt.Errorf("runlog: renew %d leases: %w", len(leases), s.d.why(err))
+		case !ok:
+			out[i].Err = ErrRenewAlone
+		default:
+			l.Until = until
+			out[i] = Renewal{Lease: l, Decision: d.d, Decided: d.ok}
+		}
+	}
+	return out
+}
+
+// renewValues renews leases with one UPDATE of the runs their (run, owner, epoch) values
+// name, and reads their decisions under key with one SELECT. A run in the commit log
+// and not yet in the database is not renewed: Renew waits for it.
+func renewValues(s *sqlStore, ctx context.Context, leases []Lease, until, now time.Time, key string) (map[Lease]decided, error) {
+	var b strings.Builder
+	args := make([]any, 0, 3+3*len(leases))
+	args = append(args, until.UnixNano(), now.UnixNano(), string(StateRunning))
+	b.WriteString(`UPDATE toolmesh_runs SET lease_until = ?, updated = ? WHERE state = ? AND (run_id, owner, epoch) IN (VALUES `)
+	for i, l := range leases {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("(?, ?, ?)")
+		args = append(args, l.RunID, l.Owner, l.Epoch)
+	}
+	b.WriteString(`) RETURNING run_id, owner, epoch`)
+	rows, err := s.db.QueryContext(ctx, s.q(b.String()), args...)
+	if err != nil {
+		return nil, err
+	}
+	renewed := make(map[Lease]decided, len(leases))
+	var ids []any
+	for rows.Next() {
+		var l Lease
+		if err := rows.Scan(&l.RunID, &l.Owner, &l.Epoch); err != nil {
+			_ = rows.Close()
+			return nil, err
+		}
+		renewed[l] = decided{}
+		ids = append(ids, l.RunID)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if len(ids) == 0 {
+		return renewed, nil
+	}
+	q := `SELECT run_id, approve, reason, decided_by, time FROM toolmesh_decisions WHERE call_key = ? AND run_id IN (?` + strings.Repeat(", ?", len(ids)-1) + `)`
+	drows, err := s.db.QueryContext(ctx, s.q(q), append([]any{key}, ids...)...)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = drows.Close() }()
+	byRun := make(map[string]Decision, len(ids))
+	for drows.Next() {
+		var id string
+		var d Decision
+		var t int64
+		if err := drows.Scan(&id, &d.Approve, &d.Reason, &d.By, &t); err != nil {
+			return nil, err
+		}
+		d.Time = time.Unix(0, t)
+		byRun[id] = d
+	}
+	if err := drows.Err(); err != nil {
+		return nil, err
+	}
+	for l := range renewed {
+		if d, ok := byRun[l.RunID]; ok {
+			renewed[l] = decided{d: d, ok: true}
+		}
+	}
+	return renewed, nil
 }
 
 // nextSeqOfRecords is a run's next sequence number as the stores read it: the end of its

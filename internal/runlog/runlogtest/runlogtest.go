@@ -69,6 +69,7 @@ func run(t *testing.T, open Opener, durable bool) {
 	t.Run("any bytes, read across appends", func(t *testing.T) { testBytes(t, open) })
 	t.Run("finished with its last records", func(t *testing.T) { testFinishWith(t, open) })
 	t.Run("held runs", func(t *testing.T) { testHold(t, open) })
+	t.Run("leases renewed together", func(t *testing.T) { testRenewAll(t, open) })
 }
 
 // A record holds any bytes, and reads after any record, with any limit and kinds, see
@@ -165,6 +166,81 @@ func testFinishWith(t *testing.T, open Opener) {
 
 // A held run keeps its records and its note, is neither expired nor pruned, refuses
 // writes under the lease it was held with, and is taken again by Acquire, by anyone.
+// testRenewAll: RenewAll renews the leases of runs that go on, reads each one's
+// decision under its key, and leaves to Renew those it cannot renew (stale, finished,
+// unknown), which Renew then refuses as it would have alone.
+func testRenewAll(t *testing.T, open Opener) {
+	s := openT(t, open)
+	c := ctx(t)
+	var leases []runlog.Lease
+	for i := range 5 {
+		l, err := s.Create(c, fmt.Sprintf("renew-%d", i), "o1", time.Second, recs(1, runlog.KindRequest)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases = append(leases, l)
+	}
+	// ra-1 finished, ra-2 taken over by another owner (its lease ran out), ra-3 asked
+	// to cancel and ra-4 approved under another key.
+	if err := s.Finish(c, leases[1], runlog.StateSucceeded); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // past the leases' second
+	if _, err := s.Acquire(c, "renew-2", "o2", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Decide(c, "renew-3", "cancel", runlog.Decision{Reason: "the user asked", By: "o2"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Decide(c, "renew-4", "call-1", runlog.Decision{Approve: true, By: "o2"}); err != nil {
+		t.Fatal(err)
+	}
+	gone := runlog.Lease{RunID: "renew-none", Owner: "o1", Epoch: 1}
+	got := s.RenewAll(c, append(slices.Clone(leases), gone), time.Minute, "cancel")
+	if len(got) != 6 {
+		t.Fatalf("RenewAll of 6 leases: %d results", len(got))
+	}
+	for _, i := range []int{0, 3, 4} {
+		r := got[i]
+		if r.Err != nil || r.Lease.RunID != leases[i].RunID || r.Lease.Epoch != leases[i].Epoch || time.Until(r.Lease.Until) < 50*time.Second {
+			t.Errorf("lease %d: %+v, want it renewed for a minute", i, r)
+		}
+		if run, _ := s.Get(c, leases[i].RunID); time.Until(run.Until) < 50*time.Second {
+			t.Errorf("lease %d: the run's lease runs until %s", i, run.Until)
+		}
+		if r.Decided != (i == 3) {
+			t.Errorf("lease %d: decided %v", i, r.Decided)
+		}
+	}
+	if d := got[3].Decision; got[3].Decided && (d.Approve || d.Reason != "the user asked" || d.By != "o2" || d.Time.IsZero()) {
+		t.Errorf("renew-3's decision: %+v", d)
+	}
+	for i, want := range map[int]error{1: runlog.ErrFenced, 2: runlog.ErrFenced, 5: runlog.ErrNotFound} {
+		if !errors.Is(got[i].Err, runlog.ErrRenewAlone) {
+			t.Errorf("lease %d: %v, want ErrRenewAlone", i, got[i].Err)
+		}
+		l := append(slices.Clone(leases), gone)[i]
+		if _, err := s.Renew(c, l, time.Minute); !errors.Is(err, want) {
+			t.Errorf("lease %d renewed alone: %v, want %v", i, err, want)
+		}
+	}
+	if run, _ := s.Get(c, "renew-2"); run.Owner != "o2" {
+		t.Errorf("the run taken over: %+v", run)
+	}
+	if got := s.RenewAll(c, nil, time.Minute, "cancel"); len(got) != 0 {
+		t.Errorf("RenewAll of none: %v", got)
+	}
+	many := make([]runlog.Lease, runlog.MaxRenewals+1)
+	for i := range many {
+		many[i] = leases[0]
+	}
+	for _, r := range s.RenewAll(c, many, time.Minute, "cancel") {
+		if !errors.Is(r.Err, runlog.ErrInvalid) {
+			t.Fatalf("RenewAll of %d leases: %v, want ErrInvalid", len(many), r.Err)
+		}
+	}
+}
+
 func testHold(t *testing.T, open Opener) {
 	s, c := openT(t, open), ctx(t)
 	l, err := s.Create(c, "ho-1", "o1", time.Minute, recs(1, runlog.KindRequest)...)
