@@ -611,13 +611,22 @@ func (j *journal) append(lease runlog.Lease, recs []runlog.Record) error {
 	return j.retry(lease, recs, func(ctx context.Context) error { return j.store.Append(ctx, lease, recs) })
 }
 
+// callContext bounds a store call of the journal to at least its lease's time to live
+// (the service's shared bound, where there is one).
+func (j *journal) callContext() (context.Context, context.CancelFunc) {
+	if j.renewer != nil && j.renewer.ttl == j.ttl {
+		return j.renewer.calls.get(), func() {}
+	}
+	return context.WithTimeout(context.Background(), j.ttl)
+}
+
 // retry runs write, which commits recs, until it succeeds, fails for good, or the lease
 // runs out.
 func (j *journal) retry(lease runlog.Lease, recs []runlog.Record, write func(context.Context) error) error {
 	backoff := 50 * time.Millisecond
 	unknown := false // an attempt failed in a way that may have committed it
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), j.ttl)
+		ctx, cancel := j.callContext()
 		err := write(ctx)
 		if errors.Is(err, runlog.ErrConflict) && unknown && j.committedAlready(ctx, lease.RunID, recs) {
 			err = nil // the earlier attempt did commit

@@ -40,10 +40,35 @@ type renewer struct {
 	queue   []*journal
 	alone   []*journal
 	workers int
+	// calls bounds the journals' store calls (journal.callContext).
+	calls callBound
 }
 
 func newRenewer(ttl time.Duration) *renewer {
-	return &renewer{ttl: ttl, js: map[*journal]struct{}{}}
+	return &renewer{ttl: ttl, js: map[*journal]struct{}{}, calls: callBound{d: ttl}}
+}
+
+// callBound hands out the context that bounds a journal's store call: one shared by the
+// calls of every journal of a service, replaced once less than d is left of it (the new
+// one ends 2*d later), so that each call has between d and 2*d — a context and a timer
+// every d for all of them, instead of one of each for every call.
+type callBound struct {
+	d      time.Duration
+	mu     sync.Mutex
+	ctx    context.Context
+	cancel context.CancelFunc // never called: the calls under way keep their context
+	until  time.Time
+}
+
+func (b *callBound) get() context.Context {
+	now := time.Now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ctx == nil || b.until.Sub(now) < b.d {
+		b.until = now.Add(2 * b.d)
+		b.ctx, b.cancel = context.WithDeadline(context.Background(), b.until)
+	}
+	return b.ctx
 }
 
 // add renews j's lease from the next tick on, until remove.

@@ -377,3 +377,26 @@ func TestRenewerRenewsTogether(t *testing.T) {
 		leasesHeld(t, js)
 	})
 }
+
+// TestCallBound: the journals' store calls share one bounding context, replaced once
+// less than the bound is left of it: each call has between the bound and twice it.
+func TestCallBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := callBound{d: time.Second}
+		first := b.get()
+		for range 25 {
+			ctx := b.get()
+			deadline, ok := ctx.Deadline()
+			if left := time.Until(deadline); !ok || left < time.Second || left > 2*time.Second || ctx.Err() != nil {
+				t.Fatalf("a call's context: %s left (deadline %v), err %v", left, ok, ctx.Err())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if first.Err() == nil {
+			t.Error("the first context did not end at its deadline")
+		}
+		if a, b := b.get(), b.get(); a != b {
+			t.Error("two calls at once got contexts of their own")
+		}
+	})
+}

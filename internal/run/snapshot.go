@@ -375,7 +375,7 @@ func (j *journal) snapshot(upto int64) {
 			j.snapUpto = st.upto
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), j.ttl)
+	ctx, cancel := j.callContext()
 	defer cancel()
 	lease := j.currentLease()
 	st, _, _, err := readReplay(ctx, j.store, lease.RunID)
