@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -279,7 +280,8 @@ func (s *sqlStore) onConn(ctx context.Context, fn func(*pgx.Conn) error) error {
 // pgRenewAll renews leases and reads their runs' decisions under a key in one
 // statement. It skips the rows another transaction holds (a commit of the run under way,
 // or one stuck with its connection) rather than wait for them with every other lease
-// of the batch: RenewAll leaves those to Renew.
+// of the batch: pgRenewRows tries those again, and RenewAll leaves those still busy to
+// Renew.
 const pgRenewAll = `WITH l(run_id, owner, epoch) AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])),
 	k AS (SELECT r.run_id FROM toolmesh_runs r JOIN l ON r.run_id = l.run_id AND r.owner = l.owner AND r.epoch = l.epoch
 		WHERE r.state = $4 FOR UPDATE OF r SKIP LOCKED),
@@ -288,23 +290,55 @@ const pgRenewAll = `WITH l(run_id, owner, epoch) AS (SELECT * FROM unnest($1::te
 	FROM u LEFT JOIN toolmesh_decisions d ON d.run_id = u.run_id AND d.call_key = $7`
 
 func pgRenewRows(s *sqlStore, ctx context.Context, leases []Lease, until, now time.Time, key string) (map[Lease]decided, error) {
+	renewed := make(map[Lease]decided, len(leases))
+	left := leases
+	for try := 0; ; try++ {
+		if err := pgRenewOnce(s, ctx, left, until, now, key, renewed); err != nil {
+			return nil, err
+		}
+		left = slices.DeleteFunc(slices.Clone(left), func(l Lease) bool {
+			_, ok := renewed[Lease{RunID: l.RunID, Owner: l.Owner, Epoch: l.Epoch}]
+			return ok
+		})
+		// The rows skipped were, most likely, locked by a commit of their runs, which
+		// holds them about a millisecond: they are tried again a moment later, and
+		// those still busy then (or stale) are left to Renew.
+		if len(left) == 0 || try == pgRenewTries-1 {
+			return renewed, nil
+		}
+		select {
+		case <-time.After(pgRenewPause):
+		case <-ctx.Done():
+			return renewed, nil
+		}
+	}
+}
+
+// pgRenewTries bounds the statements of a RenewAll on PostgreSQL; pgRenewPause is the
+// wait before the leases of busy rows are tried again.
+const (
+	pgRenewTries = 3
+	pgRenewPause = 2 * time.Millisecond
+)
+
+// pgRenewOnce runs pgRenewAll for leases, adding those it renewed to renewed.
+func pgRenewOnce(s *sqlStore, ctx context.Context, leases []Lease, until, now time.Time, key string, renewed map[Lease]decided) error {
 	ids, owners, epochs := make([]string, len(leases)), make([]string, len(leases)), make([]int64, len(leases))
 	for i, l := range leases {
 		ids[i], owners[i], epochs[i] = l.RunID, l.Owner, l.Epoch
 	}
 	rows, err := s.db.QueryContext(ctx, pgRenewAll, ids, owners, epochs, string(StateRunning), until.UnixNano(), now.UnixNano(), key)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer func() { _ = rows.Close() }()
-	renewed := make(map[Lease]decided, len(leases))
 	for rows.Next() {
 		var l Lease
 		var approve sql.NullBool
 		var reason, by sql.NullString
 		var t sql.NullInt64
 		if err := rows.Scan(&l.RunID, &l.Owner, &l.Epoch, &approve, &reason, &by, &t); err != nil {
-			return nil, err
+			return err
 		}
 		var d decided
 		if approve.Valid {
@@ -312,5 +346,5 @@ func pgRenewRows(s *sqlStore, ctx context.Context, leases []Lease, until, now ti
 		}
 		renewed[l] = d
 	}
-	return renewed, rows.Err()
+	return rows.Err()
 }

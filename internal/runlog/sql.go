@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -1047,16 +1048,30 @@ func renewValues(s *sqlStore, ctx context.Context, leases []Lease, until, now ti
 		renewed[l] = decided{}
 		ids = append(ids, l.RunID)
 	}
+	if err := rows.Err(); err != nil {
+		_ = rows.Close()
+		return nil, err
+	}
 	if err := rows.Close(); err != nil {
 		return nil, err
 	}
 	if len(ids) == 0 {
 		return renewed, nil
 	}
+	// The leases are renewed now: a failure to read the decisions leaves them renewed,
+	// their decisions unread (read at the next renewal), as Renew and Decision do.
+	if err := readDecisions(s, ctx, key, ids, renewed); err != nil {
+		slog.Warn("renewing the runs' leases: their decisions could not be read; they are read at the next renewal", "error", s.d.why(err).Error())
+	}
+	return renewed, nil
+}
+
+// readDecisions reads the decisions under key of the runs ids into renewed.
+func readDecisions(s *sqlStore, ctx context.Context, key string, ids []any, renewed map[Lease]decided) error {
 	q := `SELECT run_id, approve, reason, decided_by, time FROM toolmesh_decisions WHERE call_key = ? AND run_id IN (?` + strings.Repeat(", ?", len(ids)-1) + `)`
 	drows, err := s.db.QueryContext(ctx, s.q(q), append([]any{key}, ids...)...)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer func() { _ = drows.Close() }()
 	byRun := make(map[string]Decision, len(ids))
@@ -1065,20 +1080,20 @@ func renewValues(s *sqlStore, ctx context.Context, leases []Lease, until, now ti
 		var d Decision
 		var t int64
 		if err := drows.Scan(&id, &d.Approve, &d.Reason, &d.By, &t); err != nil {
-			return nil, err
+			return err
 		}
 		d.Time = time.Unix(0, t)
 		byRun[id] = d
 	}
 	if err := drows.Err(); err != nil {
-		return nil, err
+		return err
 	}
 	for l := range renewed {
 		if d, ok := byRun[l.RunID]; ok {
 			renewed[l] = decided{d: d, ok: true}
 		}
 	}
-	return renewed, nil
+	return nil
 }
 
 // nextSeqOfRecords is a run's next sequence number as the stores read it: the end of its

@@ -210,3 +210,36 @@ func TestSQLiteRefusesDamagedJournals(t *testing.T) {
 		t.Errorf("a new journal whose pages are in its write-ahead log: %v", err)
 	}
 }
+
+// TestSQLiteRenewAllKeepsRenewalsWhenDecisionsFail: the leases RenewAll renewed stay
+// renewed when the read of their decisions that follows fails (their decisions are
+// read at the next renewal), as a Renew whose Decision read fails: the journal must
+// not keep the old lease time of a lease the database has extended.
+func TestSQLiteRenewAllKeepsRenewalsWhenDecisionsFail(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	path := filepath.Join(t.TempDir(), "journal.db")
+	s, err := runlog.OpenSQLite(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	l, err := s.Create(ctx, "dr-1", "o1", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(ctx, "dr-1"); err != nil { // in the database, not only the commit log
+		t.Fatal(err)
+	}
+	db := runlogtest.RawSQLite(t, path)
+	if _, err := db.ExecContext(ctx, `ALTER TABLE toolmesh_decisions RENAME TO toolmesh_decisions_gone`); err != nil {
+		t.Fatal(err)
+	}
+	got := s.RenewAll(ctx, []runlog.Lease{l}, time.Hour, "cancel")
+	if got[0].Err != nil || got[0].Decided || time.Until(got[0].Lease.Until) < 50*time.Minute {
+		t.Errorf("a renewal whose decisions could not be read: %+v, want the lease renewed for an hour", got[0])
+	}
+	if run, _ := s.Get(ctx, "dr-1"); time.Until(run.Until) < 50*time.Minute {
+		t.Errorf("the run's lease runs until %s", run.Until)
+	}
+}

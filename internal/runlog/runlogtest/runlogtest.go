@@ -164,8 +164,6 @@ func testFinishWith(t *testing.T, open Opener) {
 	}
 }
 
-// A held run keeps its records and its note, is neither expired nor pruned, refuses
-// writes under the lease it was held with, and is taken again by Acquire, by anyone.
 // testRenewAll: RenewAll renews the leases of runs that go on, reads each one's
 // decision under its key, and leaves to Renew those it cannot renew (stale, finished,
 // unknown), which Renew then refuses as it would have alone.
@@ -180,8 +178,8 @@ func testRenewAll(t *testing.T, open Opener) {
 		}
 		leases = append(leases, l)
 	}
-	// ra-1 finished, ra-2 taken over by another owner (its lease ran out), ra-3 asked
-	// to cancel and ra-4 approved under another key.
+	// renew-1 finished, renew-2 taken over by another owner (its lease ran out), renew-3
+	// asked to cancel and renew-4 approved under another key.
 	if err := s.Finish(c, leases[1], runlog.StateSucceeded); err != nil {
 		t.Fatal(err)
 	}
@@ -241,6 +239,8 @@ func testRenewAll(t *testing.T, open Opener) {
 	}
 }
 
+// A held run keeps its records and its note, is neither expired nor pruned, refuses
+// writes under the lease it was held with, and is taken again by Acquire, by anyone.
 func testHold(t *testing.T, open Opener) {
 	s, c := openT(t, open), ctx(t)
 	l, err := s.Create(c, "ho-1", "o1", time.Minute, recs(1, runlog.KindRequest)...)
