@@ -190,21 +190,22 @@ type journal struct {
 	committed int64
 	queue     []pending
 	// queued is the size of the queue's data; wanted the last record someone waits
-	// for; lastFact the last record that is not an event (see settle); flushing says
-	// that a flusher runs, linger that one is due.
+	// for; lastFact the last record that is not an event (see settle); linger says that
+	// a flusher is due, flushing (below, with the other flags, which share a word) that
+	// one runs.
 	queued   int
 	wanted   int64
 	lastFact int64
-	flushing bool
 	linger   *time.Timer
 	// ending is the state the run ends in once its end record, the last of the queue,
 	// is committed (with runlog.Store.Finish, in one step).
 	ending runlog.State
+	failed error
 	// ended: the run's end is committed and its lease given up; the journal takes no
 	// more, and a renewal the store refuses now is no failure.
-	ended  bool
-	failed error
-	closed bool
+	ended    bool
+	closed   bool
+	flushing bool // see queued
 	// frozen: the run stops here (a shutdown) and goes on elsewhere; what it does from
 	// now on (a cancelled call's end, say) is not the run's and is not recorded.
 	frozen bool
