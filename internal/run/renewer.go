@@ -3,6 +3,7 @@ package run
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"time"
 
@@ -50,8 +51,10 @@ func newRenewer(ttl time.Duration) *renewer {
 
 // callBound hands out the context that bounds a journal's store call: one shared by the
 // calls of every journal of a service, replaced once less than d is left of it (the new
-// one ends 2*d later), so that each call has between d and 2*d — a context and a timer
-// every d for all of them, instead of one of each for every call.
+// one ends d+d/8 later), so that each call has between d and 1.125*d — a context and a
+// timer every d/8 for all of them, instead of one of each for every call. A call that
+// hangs gives up, as it did with a context of its own, about when the lease it was made
+// under has run out.
 type callBound struct {
 	d      time.Duration
 	mu     sync.Mutex
@@ -61,11 +64,15 @@ type callBound struct {
 }
 
 func (b *callBound) get() context.Context {
-	now := time.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	now := time.Now() // under the lock: a caller that waited for it has d from now
 	if b.ctx == nil || b.until.Sub(now) < b.d {
-		b.until = now.Add(2 * b.d)
+		span := b.d + b.d/8
+		if span < b.d {
+			span = math.MaxInt64 // a bound of centuries: d+d/8 overflows
+		}
+		b.until = now.Add(span)
 		b.ctx, b.cancel = context.WithDeadline(context.Background(), b.until)
 	}
 	return b.ctx
