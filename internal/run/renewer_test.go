@@ -100,18 +100,15 @@ type hangingRenewals struct {
 }
 
 func (h *hangingRenewals) RenewAll(_ context.Context, leases []runlog.Lease, _ time.Duration, _ string) []runlog.Renewal {
-	return alone(leases, func(runlog.Lease) bool { return true })
+	return alone(leases)
 }
 
-// alone is RenewAll's answer for leases, each left to Renew where left says so, the
-// others failed: a test whose other leases must not renew together never sees them.
-func alone(leases []runlog.Lease, left func(runlog.Lease) bool) []runlog.Renewal {
+// alone is RenewAll's answer for leases when it renews none of them together: each is
+// left to Renew.
+func alone(leases []runlog.Lease) []runlog.Renewal {
 	out := make([]runlog.Renewal, len(leases))
-	for i, l := range leases {
-		out[i].Err = errors.New("not renewed together in this test")
-		if left(l) {
-			out[i].Err = runlog.ErrRenewAlone
-		}
+	for i := range out {
+		out[i].Err = runlog.ErrRenewAlone
 	}
 	return out
 }
@@ -204,7 +201,7 @@ func (s hangingStore) RenewAll(ctx context.Context, leases []runlog.Lease, ttl t
 			at = append(at, i)
 		}
 	}
-	out := alone(leases, func(runlog.Lease) bool { return true })
+	out := alone(leases)
 	for k, r := range s.Store.RenewAll(ctx, healthy, ttl, key) {
 		out[at[k]] = r
 	}
