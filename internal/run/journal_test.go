@@ -7,6 +7,7 @@ import (
 	"iter"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -386,4 +387,105 @@ func reloaded(t *testing.T, j *journal) *journal {
 		t.Fatal(err)
 	}
 	return j2
+}
+
+// gatedStore holds every Append while its gate is shut, saying on entered that one came.
+type gatedStore struct {
+	runlog.Store
+	mu      sync.Mutex
+	shut    chan struct{}
+	entered chan struct{}
+}
+
+func (s *gatedStore) Append(ctx context.Context, lease runlog.Lease, recs []runlog.Record) error {
+	s.mu.Lock()
+	shut := s.shut
+	s.mu.Unlock()
+	if shut != nil {
+		select {
+		case s.entered <- struct{}{}:
+		default:
+		}
+		<-shut
+	}
+	return s.Store.Append(ctx, lease, recs)
+}
+
+// TestIdempotentDispatchCommitsWhileOut: an idempotent call's dispatch does not wait for
+// its commit (it starts at once, while the call is out), and the model's next step waits
+// for it (settle); a dispatch of a call that is not idempotent waits before the call
+// leaves.
+func TestIdempotentDispatchCommitsWhileOut(t *testing.T) {
+	mem, lease := memJournal(t)
+	store := &gatedStore{Store: mem, entered: make(chan struct{}, 1)}
+	j := newJournal(store, newRenewer(time.Minute), lease, time.Minute, jsonCodec{}, 1)
+	j.start()
+	defer func() { _ = j.close() }()
+	if _, err := j.add(runlog.KindRequest, json.RawMessage(`{}`), nil, true); err != nil {
+		t.Fatal(err)
+	}
+	shut := make(chan struct{})
+	store.mu.Lock()
+	store.shut = shut
+	store.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	out := make(chan error, 1)
+	go func() { out <- j.Dispatched(ctx, "w", 1, true) }()
+	select {
+	case err := <-out:
+		if err != nil {
+			t.Fatalf("idempotent dispatch: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		close(shut)
+		t.Fatal("the idempotent dispatch waited for its commit")
+	}
+	select {
+	case <-store.entered: // its commit started without a waiter
+	case <-ctx.Done():
+		t.Fatal("the idempotent dispatch's commit never started")
+	}
+	settled := make(chan error, 1)
+	go func() { settled <- j.settle() }()
+	select {
+	case err := <-settled:
+		t.Fatalf("settle returned (%v) before the dispatch was committed", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	dispatched := make(chan error, 1)
+	go func() { dispatched <- j.Dispatched(ctx, "w", 1, false) }()
+	select {
+	case err := <-dispatched:
+		t.Fatalf("a dispatch that is not idempotent returned (%v) before its commit", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	store.mu.Lock()
+	store.shut = nil
+	store.mu.Unlock()
+	close(shut)
+	for _, c := range []chan error{settled, dispatched} {
+		select {
+		case err := <-c:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-ctx.Done():
+			t.Fatal("still waiting once the store committed")
+		}
+	}
+	recs, err := mem.Read(ctx, lease.RunID, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, r := range recs {
+		if r.Kind == runlog.KindDispatch {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d dispatches committed, want 2", n)
+	}
 }
