@@ -108,7 +108,7 @@ type callJournal struct {
 func (j *callJournal) Recorded(context.Context) ([]byte, bool, bool) {
 	return j.outcome, j.done, len(j.dispatched) > 0
 }
-func (j *callJournal) Dispatched(_ context.Context, worker string, _ int, _ bool) error {
+func (j *callJournal) Dispatched(_ context.Context, worker string, _ int) error {
 	j.dispatched = append(j.dispatched, worker)
 	return nil
 }

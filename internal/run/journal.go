@@ -442,20 +442,6 @@ func (j *journal) addLocked(kind runlog.Kind, data []byte, ev Event, wait, fact 
 	return seq, j.waitFor(seq)
 }
 
-// addNow queues a fact and has it committed at once (by the flusher under way, or a new
-// one), without waiting for it.
-func (j *journal) addNow(kind runlog.Kind, data []byte) error {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	seq, err := j.addLocked(kind, data, nil, false, true)
-	if err != nil {
-		return err
-	}
-	j.wanted = max(j.wanted, seq)
-	j.kick()
-	return nil
-}
-
 // settle waits until every record the model's next request depends on is committed:
 // the model's answers, the outcomes of calls that are not idempotent, the approvals'
 // decisions. A resumed run then asks the model exactly what it asked before the crash,
@@ -928,12 +914,8 @@ func (j *journal) loopStarted(id string) (time.Time, bool) {
 	return s.Time, ok
 }
 
-// Dispatched implements toolinternal.Journal. An idempotent call's record is committed
-// while the call is out (a flusher starts at once), not before it leaves: a run resumed
-// without the record asks its model the step again, or sends the call again with its
-// key, and the worker's ledger answers as it did. settle waits for it before the model is
-// asked its next step.
-func (j *journal) Dispatched(ctx context.Context, worker string, attempt int, idempotent bool) error {
+// Dispatched implements toolinternal.Journal.
+func (j *journal) Dispatched(ctx context.Context, worker string, attempt int) error {
 	if err := stopping(ctx); err != nil {
 		return err
 	}
@@ -944,11 +926,7 @@ func (j *journal) Dispatched(ctx context.Context, worker string, attempt int, id
 	}
 	info, _ := tool.CallInfoFrom(ctx)
 	data, _ := toolinternal.MarshalJSON(dispatchRecord{Key: callKey(info), Worker: worker, Attempt: attempt, IdempotencyKey: info.IdempotencyKey()})
-	if idempotent {
-		if err := j.addNow(runlog.KindDispatch, data); err != nil {
-			return err
-		}
-	} else if _, err := j.add(runlog.KindDispatch, data, nil, true); err != nil {
+	if _, err := j.add(runlog.KindDispatch, data, nil, true); err != nil {
 		return err
 	}
 	failpoint.Hit(failpoint.BeforeSend)

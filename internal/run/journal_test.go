@@ -411,81 +411,73 @@ func (s *gatedStore) Append(ctx context.Context, lease runlog.Lease, recs []runl
 	return s.Store.Append(ctx, lease, recs)
 }
 
-// TestIdempotentDispatchCommitsWhileOut: an idempotent call's dispatch does not wait for
-// its commit (it starts at once, while the call is out), and the model's next step waits
-// for it (settle); a dispatch of a call that is not idempotent waits before the call
-// leaves.
-func TestIdempotentDispatchCommitsWhileOut(t *testing.T) {
+// TestDispatchIsCommittedBeforeTheCallLeaves: a dispatch returns only once it and the
+// model's answer queued before it are committed: a run resumed after the call left
+// replays the answer (and its call ids, which the call's idempotency key holds) rather
+// than asking the model again, whose new ids would send the call again under a new key;
+// and the commit fences the call: an orchestrator whose lease was taken over sends
+// nothing. This holds for idempotent calls too.
+func TestDispatchIsCommittedBeforeTheCallLeaves(t *testing.T) {
 	mem, lease := memJournal(t)
 	store := &gatedStore{Store: mem, entered: make(chan struct{}, 1)}
 	j := newJournal(store, newRenewer(time.Minute), lease, time.Minute, jsonCodec{}, 1)
+	j.stop = func(error) {}
 	j.start()
-	defer func() { _ = j.close() }()
 	if _, err := j.add(runlog.KindRequest, json.RawMessage(`{}`), nil, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.add(runlog.KindModel, json.RawMessage(`{"key":"loop_a/1","response":{"Text":""}}`), nil, false); err != nil {
 		t.Fatal(err)
 	}
 	shut := make(chan struct{})
 	store.mu.Lock()
 	store.shut = shut
 	store.mu.Unlock()
+	var open sync.Once
+	release := func() {
+		open.Do(func() {
+			store.mu.Lock()
+			store.shut = nil
+			store.mu.Unlock()
+			close(shut)
+		})
+	}
+	t.Cleanup(func() { release(); _ = j.close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-
 	out := make(chan error, 1)
-	go func() { out <- j.Dispatched(ctx, "w", 1, true) }()
+	go func() { out <- j.Dispatched(ctx, "w", 1) }()
+	select {
+	case <-store.entered:
+	case <-ctx.Done():
+		t.Fatal("the dispatch was never committed")
+	}
 	select {
 	case err := <-out:
-		if err != nil {
-			t.Fatalf("idempotent dispatch: %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		close(shut)
-		t.Fatal("the idempotent dispatch waited for its commit")
-	}
-	select {
-	case <-store.entered: // its commit started without a waiter
-	case <-ctx.Done():
-		t.Fatal("the idempotent dispatch's commit never started")
-	}
-	settled := make(chan error, 1)
-	go func() { settled <- j.settle() }()
-	select {
-	case err := <-settled:
-		t.Fatalf("settle returned (%v) before the dispatch was committed", err)
+		t.Fatalf("the dispatch returned (%v) while its commit was held", err)
 	case <-time.After(50 * time.Millisecond):
 	}
-	dispatched := make(chan error, 1)
-	go func() { dispatched <- j.Dispatched(ctx, "w", 1, false) }()
-	select {
-	case err := <-dispatched:
-		t.Fatalf("a dispatch that is not idempotent returned (%v) before its commit", err)
-	case <-time.After(50 * time.Millisecond):
-	}
-	store.mu.Lock()
-	store.shut = nil
-	store.mu.Unlock()
-	close(shut)
-	for _, c := range []chan error{settled, dispatched} {
-		select {
-		case err := <-c:
-			if err != nil {
-				t.Fatal(err)
-			}
-		case <-ctx.Done():
-			t.Fatal("still waiting once the store committed")
-		}
+	release()
+	if err := <-out; err != nil {
+		t.Fatal(err)
 	}
 	recs, err := mem.Read(ctx, lease.RunID, 0, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
+	var kinds []runlog.Kind
 	for _, r := range recs {
-		if r.Kind == runlog.KindDispatch {
-			n++
-		}
+		kinds = append(kinds, r.Kind)
 	}
-	if n != 2 {
-		t.Errorf("%d dispatches committed, want 2", n)
+	if want := []runlog.Kind{runlog.KindRequest, runlog.KindModel, runlog.KindDispatch}; !slices.Equal(kinds, want) {
+		t.Errorf("committed %v when the call left, want %v", kinds, want)
+	}
+
+	// Another owner takes the run over: the next call does not leave.
+	if _, err := mem.Acquire(ctx, lease.RunID, "me", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Dispatched(ctx, "w", 1); !errors.Is(err, runlog.ErrFenced) {
+		t.Errorf("a dispatch under a lease taken over: %v, want ErrFenced", err)
 	}
 }

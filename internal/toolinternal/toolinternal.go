@@ -134,13 +134,10 @@ type Journal interface {
 	// Recorded reports what the journal holds for the call: the outcome data recorded
 	// with Finished (done), or that the call was dispatched and has no outcome.
 	Recorded(ctx context.Context) (data []byte, done, dispatched bool)
-	// Dispatched records that attempt attempt of the call goes to worker: durably before
-	// it returns, unless idempotent says that the call may be sent again with its key,
-	// answering as it did (the worker's ledger); such a record is committed while the
-	// call is out, and is on disk before the model is asked its next step. The call must
-	// not leave when it fails; it fails with ErrNotSent when the call's context ended
-	// first (a resumed run's deadline, held while it replayed, passed).
-	Dispatched(ctx context.Context, worker string, attempt int, idempotent bool) error
+	// Dispatched records, durably, that attempt attempt of the call goes to worker. The
+	// call must not leave when it fails; it fails with ErrNotSent when the call's context
+	// ended first (a resumed run's deadline, held while it replayed, passed).
+	Dispatched(ctx context.Context, worker string, attempt int) error
 	// Finished records, durably, the call's terminal outcome (one of the Outcome
 	// constants) and data the tool replays it from. idempotent says that the call may be
 	// sent again with its key, answering as it did (the worker's ledger): its record
