@@ -200,6 +200,8 @@ unit: build $(MCP_EVERYTHING) $(MCP_INSPECTOR) $(MCP_CONFORMANCE) $(NODE22) $(PG
 		TOOLMESH_CHROMIUM=$$(command -v chromium) TOOLMESH_BROWSER_ARTIFACTS=$(abspath $(TMP)/reports/console) \
 		TOOLMESH_CONFORMANCE=typescript,python \
 		TOOLMESH_NETNS_REPORT=$(abspath $(TMP)/reports) go test $(GO_TEST_FLAGS) ./...
+	@# Without -race, which grows every frame: a waiting run's stack.
+	go test -count=1 -timeout 5m -run TestWaitingRunsKeepSmallStacks ./pkg/orchestrator
 	@if [ -f $(TMP)/reports/netns-scaling.md ]; then cat $(TMP)/reports/netns-scaling.md; else echo "test/netns skipped: no figures (it needs root for network namespaces)"; fi
 
 .PHONY: test-mcp-conformance

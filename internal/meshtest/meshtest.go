@@ -60,7 +60,7 @@ func Start(script scripted.Script, log *slog.Logger) (*Mesh, error) {
 		m.router.Close()
 		return nil, err
 	}
-	m.grpc = grpc.NewServer(append(server.RecoveryInterceptors(log), server.ServerOptions(cfg)...)...)
+	m.grpc = grpc.NewServer(server.PortOptions(cfg, log)...)
 	m.srv.Register(m.grpc)
 	go func() { defer close(m.served); _ = m.grpc.Serve(m.lis) }()
 	return m, nil

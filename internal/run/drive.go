@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -15,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolmesh/toolmesh/internal/agentic"
+	"github.com/toolmesh/toolmesh/internal/deep"
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/loop"
 	"github.com/toolmesh/toolmesh/internal/process"
@@ -72,20 +71,38 @@ func (s *Service) launch(ctx context.Context, p *prepared, id, loopID string, st
 	return s.launchWith(func() (*driver, error) { return s.begin(ctx, p, id, loopID, started, j, observe) })
 }
 
-// launchWith starts a run with start, off the caller's goroutine (Deep), drives its
-// loop and ends it. That the run started is logged from the caller's goroutine: a log
-// that keeps its writers waiting (a slow stderr, many runs starting at once) then keeps
-// no goroutine of a start, with the deep stack it grew, waiting too.
-func (s *Service) launchWith(start func() (*driver, error)) (res *Result, err error) {
-	var d *driver
-	Deep(func() { d, err = start() })
+// launchWith starts a run with start, drives its loop and ends it. Its frame stays
+// under the loop's while the run waits for its model, on the goroutine of the run's
+// stream: it is kept small, the work before and after the loop in functions of their own.
+func (s *Service) launchWith(start func() (*driver, error)) (*Result, error) {
+	d, err := s.launched(start)
 	if err != nil {
 		return nil, err
 	}
 	defer d.release()
-	s.log.InfoContext(d.ctx, "run started", "model", d.label, "tools", d.tools)
 	lr, lerr := d.loop()
-	Deep(func() { res, err = d.end(lr, lerr) })
+	return d.ended(lr, lerr)
+}
+
+// launched starts a run with start and logs that it started, each off the caller's
+// goroutine (deep.Run): the deep stack the start grows goes with it, and so does the one
+// the log's handler grows (JSON, say). A log that keeps its writers waiting (a slow
+// stderr, many runs starting at once) keeps no start's stack waiting either.
+//
+//go:noinline
+func (s *Service) launched(start func() (*driver, error)) (d *driver, err error) {
+	deep.Run(func() { d, err = start() })
+	if err == nil {
+		deep.Run(func() { s.log.InfoContext(d.ctx, "run started", "model", d.label, "tools", d.tools) })
+	}
+	return d, err
+}
+
+// ended ends the run, off the caller's goroutine.
+//
+//go:noinline
+func (d *driver) ended(lr *loop.Result, lerr error) (res *Result, err error) {
+	deep.Run(func() { res, err = d.end(lr, lerr) })
 	return res, err
 }
 
@@ -107,45 +124,6 @@ func (d *driver) loop() (*loop.Result, error) {
 	}
 	return nil, err
 }
-
-// Deep runs fn on a goroutine of its own and waits for it, so that the stack fn grows
-// goes when fn is done instead of staying with the caller: the goroutine of a Run
-// stream, which lives as long as the run, stays small. A panic in fn is raised again in
-// the caller, with fn's stack; fn calling runtime.Goexit ends the caller's goroutine too.
-func Deep(fn func()) {
-	done := make(chan *deepPanic, 1)
-	go func() {
-		finished := false
-		defer func() {
-			switch v := recover(); {
-			case v != nil:
-				done <- &deepPanic{value: v, stack: debug.Stack()}
-			case !finished:
-				done <- errGoexit
-			}
-			close(done)
-		}()
-		fn()
-		finished = true
-	}()
-	switch p := <-done; {
-	case p == errGoexit:
-		runtime.Goexit()
-	case p != nil:
-		panic(p)
-	}
-}
-
-// errGoexit tells Deep's caller that its work called runtime.Goexit.
-var errGoexit = &deepPanic{value: "runtime.Goexit"}
-
-// deepPanic is a panic of a deep piece of work, raised again in its caller.
-type deepPanic struct {
-	value any
-	stack []byte
-}
-
-func (p *deepPanic) Error() string { return fmt.Sprintf("%v\n\n%s", p.value, p.stack) }
 
 // begin starts a prepared run: its record, journal, context, process and loop. On an
 // error nothing of the run stays.

@@ -2,7 +2,6 @@ package run
 
 import (
 	"context"
-	"errors"
 	"iter"
 	"log/slog"
 	"runtime"
@@ -10,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/config"
@@ -84,39 +82,6 @@ func TestModelCalledFromAShallowStack(t *testing.T) {
 	}
 }
 
-// A panic in a deep piece of work is raised again in its caller, whose recovery (the
-// server's interceptor) sees the value and where it happened.
-func TestDeepPanics(t *testing.T) {
-	defer func() {
-		v := recover()
-		p, ok := v.(*deepPanic)
-		if !ok {
-			t.Fatalf("recovered %#v, want a *deepPanic", v)
-		}
-		if p.value != "boom" || !strings.Contains(p.Error(), "TestDeepPanics") {
-			t.Errorf("panic = %q, want boom with the stack of the function that panicked", p.Error())
-		}
-	}()
-	Deep(func() { panic("boom") })
-	t.Fatal("Deep returned after a panic")
-}
-
-// Deep waits for its work, and what the work sets is there when it returns. The work
-// sleeps on the fake clock of a synctest bubble first: a Deep that did not wait would
-// return while the work sleeps.
-func TestDeepWaits(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		var err error
-		Deep(func() {
-			time.Sleep(10 * time.Millisecond)
-			err = errors.New("set")
-		})
-		if err == nil {
-			t.Fatal("Deep returned before its work was done")
-		}
-	})
-}
-
 // A panic while a run starts (here the observer panics on Started), which the server's
 // interceptor recovers, leaves nothing of the run: no live run holding a slot of the
 // orchestrator's and its tenant's, nothing for a shutdown to wait for.
@@ -148,20 +113,5 @@ func TestPanicAtStartLeavesNoRun(t *testing.T) {
 	defer wcancel()
 	if err := s.store.wait(wctx); err != nil {
 		t.Errorf("waiting for the runs to end: %v", err)
-	}
-}
-
-// runtime.Goexit in a deep piece of work (t.FailNow in a test's provider, say) ends the
-// caller's goroutine too, rather than returning as if the work had been done.
-func TestDeepGoexit(t *testing.T) {
-	done, after := make(chan struct{}), false
-	go func() {
-		defer close(done)
-		Deep(func() { runtime.Goexit() })
-		after = true
-	}()
-	<-done
-	if after {
-		t.Error("Deep returned after its work called runtime.Goexit")
 	}
 }

@@ -1017,43 +1017,65 @@ func (p *journalProvider) Stream(ctx context.Context, req *llm.Request) iter.Seq
 			yield(llm.Chunk{}, failed)
 		}
 	}
+	// The run's goroutine waits for the model under this function's frame: the work
+	// before the call and on its answer is in functions of their own, so that the frame
+	// stays small.
 	return func(yield func(llm.Chunk, error) bool) {
-		p.j.goLive()
-		if err := ctx.Err(); err != nil {
-			yield(llm.Chunk{}, err) // the run's deadline passed while it was held
+		if err := p.ready(ctx); err != nil {
+			yield(llm.Chunk{}, err)
 			return
 		}
-		if err := p.j.settle(); err != nil {
-			yield(llm.Chunk{}, fmt.Errorf("%w: %w", ErrJournal, err))
-			return
-		}
-		failpoint.Hit(failpoint.BeforeModel)
 		for c, err := range p.Provider.Stream(ctx, req) {
-			if err != nil {
-				if ctx.Err() == nil && stopping(ctx) == nil {
-					// The model's failure, not the run's stop: recorded, as an answer is.
-					data, _ := toolinternal.MarshalJSON(modelErrorRecord(key, err))
-					if _, jerr := p.j.add(runlog.KindModel, data, nil, false); jerr != nil {
-						yield(llm.Chunk{}, fmt.Errorf("%w: %w", ErrJournal, jerr))
-						return
-					}
-				}
-				yield(c, err)
+			if jerr := p.record(ctx, key, c, err); jerr != nil {
+				yield(llm.Chunk{}, jerr)
 				return
 			}
-			if c.Done != nil {
-				failpoint.Hit(failpoint.ModelAnswered)
-				data, _ := toolinternal.MarshalJSON(modelRecord{Key: key, Response: *c.Done, OwnIDs: true})
-				if _, err := p.j.add(runlog.KindModel, data, nil, false); err != nil {
-					yield(llm.Chunk{}, fmt.Errorf("%w: %w", ErrJournal, err))
-					return
-				}
-			}
-			if !yield(c, nil) {
+			if !yield(c, err) || err != nil {
 				return
 			}
 		}
 	}
+}
+
+// ready readies a model call the journal does not hold: the run goes live, and what the
+// call's request depends on is committed (settle).
+//
+//go:noinline
+func (p *journalProvider) ready(ctx context.Context) error {
+	p.j.goLive()
+	if err := ctx.Err(); err != nil {
+		return err // the run's deadline passed while it was held
+	}
+	if err := p.j.settle(); err != nil {
+		return fmt.Errorf("%w: %w", ErrJournal, err)
+	}
+	failpoint.Hit(failpoint.BeforeModel)
+	return nil
+}
+
+// record records the model's answer (c.Done) or failure (err) as step key's, and returns
+// the journal's error if it cannot. A failure that is the run's stop is not recorded.
+//
+//go:noinline
+func (p *journalProvider) record(ctx context.Context, key string, c llm.Chunk, err error) error {
+	var data []byte
+	switch {
+	case err != nil:
+		if ctx.Err() != nil || stopping(ctx) != nil {
+			return nil
+		}
+		// The model's failure, not the run's stop: recorded, as an answer is.
+		data, _ = toolinternal.MarshalJSON(modelErrorRecord(key, err))
+	case c.Done != nil:
+		failpoint.Hit(failpoint.ModelAnswered)
+		data, _ = toolinternal.MarshalJSON(modelRecord{Key: key, Response: *c.Done, OwnIDs: true})
+	default:
+		return nil
+	}
+	if _, jerr := p.j.add(runlog.KindModel, data, nil, false); jerr != nil {
+		return fmt.Errorf("%w: %w", ErrJournal, jerr)
+	}
+	return nil
 }
 
 // DefaultModel passes through the wrapped provider's default model.

@@ -11,8 +11,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/loop"
 	"github.com/toolmesh/toolmesh/internal/router"
 	"github.com/toolmesh/toolmesh/internal/run"
@@ -63,10 +65,25 @@ func (panicky) Run(*toolpb.RunRequest, toolpb.OrchestratorService_RunServer) err
 	panic(tool.Result{})
 }
 
+// WatchRun says whether its stream's context is marked as one of a server that sends
+// encoded events as they are (markCodec, PortOptions).
+func (panicky) WatchRun(_ *toolpb.WatchRunRequest, stream grpc.ServerStreamingServer[toolpb.RunResponse]) error {
+	marked, _ := stream.Context().Value(codecMarked{}).(bool)
+	return status.Errorf(codes.FailedPrecondition, "marked=%v", marked)
+}
+
+// TestRecoveryInterceptors: a panicking handler answers INTERNAL and the server lives on,
+// under RecoveryInterceptors and under PortOptions, whose one stream interceptor also
+// marks the streams' codec.
 func TestRecoveryInterceptors(t *testing.T) {
+	t.Run("RecoveryInterceptors", func(t *testing.T) { testRecovery(t, RecoveryInterceptors(discard()), false) })
+	t.Run("PortOptions", func(t *testing.T) { testRecovery(t, PortOptions(config.Default(), discard()), true) })
+}
+
+func testRecovery(t *testing.T, opts []grpc.ServerOption, marks bool) {
 	ctx := testContext(t)
 	lis := bufconn.Listen(1 << 16)
-	g := grpc.NewServer(RecoveryInterceptors(discard())...)
+	g := grpc.NewServer(opts...)
 	toolpb.RegisterOrchestratorServiceServer(g, panicky{})
 	served := make(chan struct{})
 	go func() { defer close(served); _ = g.Serve(lis) }()
@@ -96,6 +113,13 @@ func TestRecoveryInterceptors(t *testing.T) {
 	_, err = c.ListTools(ctx, &toolpb.ListToolsRequest{})
 	if codeOf(err) != codes.Internal {
 		t.Errorf("after the panics: %v", err)
+	}
+	watch, err := c.WatchRun(ctx, &toolpb.WatchRunRequest{RunId: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err = watch.Recv(); !strings.Contains(fmt.Sprint(err), fmt.Sprintf("marked=%v", marks)) {
+		t.Errorf("a stream's context: %v, want marked=%v", err, marks)
 	}
 }
 

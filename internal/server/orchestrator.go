@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/toolmesh/toolmesh/internal/decorators"
+	"github.com/toolmesh/toolmesh/internal/deep"
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/process"
 	"github.com/toolmesh/toolmesh/internal/run"
@@ -35,23 +36,43 @@ type orchestratorServer struct {
 // request, turning it into the run service's) runs off it (run.Deep), so that it stays
 // small while the run waits for its model.
 func (o *orchestratorServer) Run(req *toolpb.RunRequest, stream toolpb.OrchestratorService_RunServer) error {
-	em := &emitter{stream: stream}
 	if !req.GetDetached() {
-		var refused error
-		accept := func() (run.Request, error) {
-			rr, err := o.accept(stream.Context(), req)
-			refused = err
-			return rr, err
-		}
-		_, err := o.s.runs.RunAccepted(stream.Context(), accept, em.observe)
-		if refused != nil {
-			return refused
-		}
-		return o.s.runError(err)
+		return o.runAttached(req, stream)
 	}
+	return o.runDetached(req, stream)
+}
+
+// runAttached runs a run that ends when its client goes away. Its frame, and Run's,
+// stay on the stream's stack while the run waits: they are kept small.
+func (o *orchestratorServer) runAttached(req *toolpb.RunRequest, stream toolpb.OrchestratorService_RunServer) error {
+	a := &attached{o: o, req: req, em: emitter{stream: stream}}
+	_, err := o.s.runs.RunAccepted(stream.Context(), a.accept, a.em.observe)
+	if a.refused != nil {
+		return a.refused
+	}
+	return o.s.runError(err)
+}
+
+// attached is what runAttached's accept needs.
+type attached struct {
+	o       *orchestratorServer
+	req     *toolpb.RunRequest
+	em      emitter
+	refused error
+}
+
+func (a *attached) accept() (run.Request, error) {
+	rr, err := a.o.accept(a.em.stream.Context(), a.req)
+	a.refused = err
+	return rr, err
+}
+
+// runDetached runs a run that goes on when its client goes away.
+func (o *orchestratorServer) runDetached(req *toolpb.RunRequest, stream toolpb.OrchestratorService_RunServer) error {
+	em := &emitter{stream: stream}
 	var rr run.Request
 	var refused error
-	run.Deep(func() { rr, refused = o.accept(stream.Context(), req) })
+	deep.Run(func() { rr, refused = o.accept(stream.Context(), req) })
 	if refused != nil {
 		return refused
 	}

@@ -194,7 +194,7 @@ func (o *Orchestrator) stop(g *grpc.Server, hs *health.Server) {
 // Workers register at once; runs (and the process's overall status) wait until the
 // workers the journal knew of are back, or registry.readiness_grace passes.
 func (o *Orchestrator) grpcServer() (*grpc.Server, *health.Server) {
-	opts := append(append(server.RecoveryInterceptors(o.log), server.ServerOptions(o.cfg)...), o.tel.ServerOptions()...)
+	opts := append(server.PortOptions(o.cfg, o.log), o.tel.ServerOptions()...)
 	if o.certs != nil {
 		// The port's mux takes each connection through the TLS handshake (serverTLS);
 		// the gRPC server gets the connections that chose gRPC, with their TLS state.

@@ -212,6 +212,8 @@ type compiledScript struct {
 	name  string
 	model string
 	rules []compiledRule
+	// waits says that a reply of the script has a delay.
+	waits bool
 }
 
 type compiledRule struct {
@@ -278,6 +280,7 @@ func compile(s Script) (*compiledScript, error) {
 		if cr.delay < 0 {
 			return nil, fail(label, at("reply", "delay"), fmt.Errorf("must not be negative, not %v", cr.delay))
 		}
+		cs.waits = cs.waits || cr.delay > 0
 		if r.Reply.Text == "" && len(r.Reply.ToolCalls) == 0 && r.Reply.Error == "" {
 			return nil, fail(label, at("reply"), errors.New("needs text, tool_calls or error"))
 		}

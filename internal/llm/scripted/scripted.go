@@ -20,6 +20,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/toolmesh/toolmesh/internal/deep"
 	"github.com/toolmesh/toolmesh/internal/llm"
 )
 
@@ -100,44 +101,64 @@ func (p *Provider) Requests() []llm.Request {
 // Stream answers req with the reply of the first matching rule. The request is recorded
 // when the stream is iterated.
 func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Chunk, error] {
+	// The caller waits out a reply's delay under this function's frame: the work before
+	// and after the wait is in functions of their own, so that the frame stays small.
 	return func(yield func(llm.Chunk, error) bool) {
-		if req == nil {
-			yield(llm.Chunk{}, errors.New("scripted: nil request"))
-			return
+		a, err := p.answer(ctx, req)
+		if err == nil {
+			err = llm.Sleep(ctx, a.delay)
 		}
-		if err := ctx.Err(); err != nil {
-			yield(llm.Chunk{}, err)
-			return
-		}
-		p.record(req)
-		a, err := p.script.answer(req)
 		if err != nil {
 			yield(llm.Chunk{}, err)
 			return
 		}
-		if err := llm.Sleep(ctx, a.delay); err != nil {
-			yield(llm.Chunk{}, err)
-			return
-		}
-		for _, c := range a.chunks() {
-			if err := ctx.Err(); err != nil {
-				yield(llm.Chunk{}, err)
-				return
-			}
-			if !yield(c, nil) {
-				return
-			}
-		}
+		p.reply(ctx, req, a, yield)
+	}
+}
+
+// answer records req and finds its answer.
+//
+//go:noinline
+func (p *Provider) answer(ctx context.Context, req *llm.Request) (a *answer, err error) {
+	if req == nil {
+		return nil, errors.New("scripted: nil request")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if p.script.waits {
+		// A caller may wait out the reply's delay for long (an hour, to hold runs open):
+		// it waits on a small stack, the matching of the rules (regular expressions,
+		// templates), which grows a deep one, done off its goroutine.
+		deep.Run(func() { p.record(req); a, err = p.script.answer(req) })
+		return a, err
+	}
+	p.record(req)
+	return p.script.answer(req)
+}
+
+// reply yields a's chunks, then its failure or its response to req.
+//
+//go:noinline
+func (p *Provider) reply(ctx context.Context, req *llm.Request, a *answer, yield func(llm.Chunk, error) bool) {
+	for _, c := range a.chunks() {
 		if err := ctx.Err(); err != nil {
 			yield(llm.Chunk{}, err)
 			return
 		}
-		if a.failure != nil {
-			yield(llm.Chunk{}, a.failure)
+		if !yield(c, nil) {
 			return
 		}
-		yield(llm.Chunk{Done: a.response(req)}, nil)
 	}
+	if err := ctx.Err(); err != nil {
+		yield(llm.Chunk{}, err)
+		return
+	}
+	if a.failure != nil {
+		yield(llm.Chunk{}, a.failure)
+		return
+	}
+	yield(llm.Chunk{Done: a.response(req)}, nil)
 }
 
 func (p *Provider) record(req *llm.Request) {
