@@ -75,27 +75,32 @@ func (s *Service) launch(ctx context.Context, p *prepared, id, loopID string, st
 // under the loop's while the run waits for its model, on the goroutine of the run's
 // stream: it is kept small, the work before and after the loop in functions of their own.
 func (s *Service) launchWith(start func() (*driver, error)) (*Result, error) {
-	d, err := s.launched(start)
+	d, err := started(start)
 	if err != nil {
 		return nil, err
 	}
 	defer d.release()
+	s.logStarted(d)
 	lr, lerr := d.loop()
 	return d.ended(lr, lerr)
 }
 
-// launched starts a run with start and logs that it started, each off the caller's
-// goroutine (deep.Run): the deep stack the start grows goes with it, and so does the one
-// the log's handler grows (JSON, say). A log that keeps its writers waiting (a slow
-// stderr, many runs starting at once) keeps no start's stack waiting either.
+// started starts a run with start, off the caller's goroutine (deep.Run): the deep
+// stack the start grows goes with it.
 //
 //go:noinline
-func (s *Service) launched(start func() (*driver, error)) (d *driver, err error) {
+func started(start func() (*driver, error)) (d *driver, err error) {
 	deep.Run(func() { d, err = start() })
-	if err == nil {
-		deep.Run(func() { s.log.InfoContext(d.ctx, "run started", "model", d.label, "tools", d.tools) })
-	}
 	return d, err
+}
+
+// logStarted logs that run d started, off the caller's goroutine: the log's handler
+// (JSON, say) grows a deep stack too. A log that keeps its writers waiting (a slow
+// stderr, many runs starting at once) keeps no start's stack waiting.
+//
+//go:noinline
+func (s *Service) logStarted(d *driver) {
+	deep.Run(func() { s.log.InfoContext(d.ctx, "run started", "model", d.label, "tools", d.tools) })
 }
 
 // ended ends the run, off the caller's goroutine.

@@ -82,6 +82,49 @@ func TestModelCalledFromAShallowStack(t *testing.T) {
 	}
 }
 
+// panickyLog panics at the log line "run started".
+type panickyLog struct{ slog.Handler }
+
+func (h panickyLog) Enabled(context.Context, slog.Level) bool { return true }
+func (h panickyLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == "run started" {
+		panic("log")
+	}
+	return nil
+}
+func (h panickyLog) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h panickyLog) WithGroup(string) slog.Handler      { return h }
+
+// A panic of the log line that a run started (an embedder's handler, a value that fails
+// to log itself), which the server's interceptor recovers, leaves nothing of the run
+// either: the line is logged once the run is released on every way out.
+func TestPanicInTheStartLogLeavesNoRun(t *testing.T) {
+	log := slog.New(panickyLog{})
+	s, err := New(Options{Router: router.New(router.Options{Logger: slog.New(slog.DiscardHandler)}), Providers: map[string]llm.Provider{"stacks": &stackModel{}},
+		DefaultProvider: "stacks", Config: config.Default(), Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("the log's panic did not reach Run's caller")
+			}
+		}()
+		_, _ = s.Run(ctx, Request{ID: "r1", Messages: []llm.Message{{Role: llm.RoleUser, Text: "go"}}}, nil)
+	}()
+	if n := s.store.liveCount(); n != 0 {
+		t.Errorf("after a recovered panic in the start's log, %d runs are still live", n)
+	}
+	wctx, wcancel := context.WithTimeout(context.Background(), time.Second)
+	defer wcancel()
+	if err := s.store.wait(wctx); err != nil {
+		t.Errorf("waiting for the runs to end: %v", err)
+	}
+}
+
 // A panic while a run starts (here the observer panics on Started), which the server's
 // interceptor recovers, leaves nothing of the run: no live run holding a slot of the
 // orchestrator's and its tenant's, nothing for a shutdown to wait for.

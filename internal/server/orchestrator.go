@@ -33,7 +33,7 @@ type orchestratorServer struct {
 // the client goes away.
 //
 // The stream's goroutine lives as long as the run: what needs a deep stack (checking the
-// request, turning it into the run service's) runs off it (run.Deep), so that it stays
+// request, turning it into the run service's) runs off it (deep.Run), so that it stays
 // small while the run waits for its model.
 func (o *orchestratorServer) Run(req *toolpb.RunRequest, stream toolpb.OrchestratorService_RunServer) error {
 	if !req.GetDetached() {

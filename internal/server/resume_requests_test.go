@@ -993,6 +993,10 @@ func TestResentCallKeepsTheRunsDeadline(t *testing.T) {
 		dl, _ := ctx.Deadline()
 		seen <- dl
 		<-ctx.Done()
+		// Past the deadline this side and the orchestrator share: an answer at the very
+		// deadline may beat the orchestrator's own end of the call (on a loaded machine
+		// it did), and is then an answer, not a timeout.
+		time.Sleep(time.Second)
 		return tool.Text("late"), nil
 	})
 	if dl, runs := <-seen, begun.Add(3*time.Second); dl.IsZero() || dl.After(runs.Add(time.Second)) {
