@@ -99,7 +99,24 @@ func (h panickyLog) WithGroup(string) slog.Handler      { return h }
 // to log itself), which the server's interceptor recovers, leaves nothing of the run
 // either: the line is logged once the run is released on every way out.
 func TestPanicInTheStartLogLeavesNoRun(t *testing.T) {
-	log := slog.New(panickyLog{})
+	panicLeavesNoRun(t, slog.New(panickyLog{}), nil)
+}
+
+// A panic while a run starts (here the observer panics on Started), which the server's
+// interceptor recovers, leaves nothing of the run: no live run holding a slot of the
+// orchestrator's and its tenant's, nothing for a shutdown to wait for.
+func TestPanicAtStartLeavesNoRun(t *testing.T) {
+	panicLeavesNoRun(t, slog.New(slog.DiscardHandler), func(ev Event) {
+		if _, ok := ev.(Started); ok {
+			panic("observer")
+		}
+	})
+}
+
+// panicLeavesNoRun runs a run whose start panics (with log or observe) and checks that
+// the panic reaches Run's caller and nothing of the run stays.
+func panicLeavesNoRun(t *testing.T, log *slog.Logger, observe func(Event)) {
+	t.Helper()
 	s, err := New(Options{Router: router.New(router.Options{Logger: slog.New(slog.DiscardHandler)}), Providers: map[string]llm.Provider{"stacks": &stackModel{}},
 		DefaultProvider: "stacks", Config: config.Default(), Logger: log})
 	if err != nil {
@@ -110,44 +127,10 @@ func TestPanicInTheStartLogLeavesNoRun(t *testing.T) {
 	func() {
 		defer func() {
 			if recover() == nil {
-				t.Error("the log's panic did not reach Run's caller")
+				t.Error("the panic did not reach Run's caller")
 			}
 		}()
-		_, _ = s.Run(ctx, Request{ID: "r1", Messages: []llm.Message{{Role: llm.RoleUser, Text: "go"}}}, nil)
-	}()
-	if n := s.store.liveCount(); n != 0 {
-		t.Errorf("after a recovered panic in the start's log, %d runs are still live", n)
-	}
-	wctx, wcancel := context.WithTimeout(context.Background(), time.Second)
-	defer wcancel()
-	if err := s.store.wait(wctx); err != nil {
-		t.Errorf("waiting for the runs to end: %v", err)
-	}
-}
-
-// A panic while a run starts (here the observer panics on Started), which the server's
-// interceptor recovers, leaves nothing of the run: no live run holding a slot of the
-// orchestrator's and its tenant's, nothing for a shutdown to wait for.
-func TestPanicAtStartLeavesNoRun(t *testing.T) {
-	log := slog.New(slog.DiscardHandler)
-	s, err := New(Options{Router: router.New(router.Options{Logger: log}), Providers: map[string]llm.Provider{"stacks": &stackModel{}},
-		DefaultProvider: "stacks", Config: config.Default(), Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	func() {
-		defer func() {
-			if recover() == nil {
-				t.Error("the observer's panic did not reach Run's caller")
-			}
-		}()
-		_, _ = s.Run(ctx, Request{ID: "r1", Messages: []llm.Message{{Role: llm.RoleUser, Text: "go"}}}, func(ev Event) {
-			if _, ok := ev.(Started); ok {
-				panic("observer")
-			}
-		})
+		_, _ = s.Run(ctx, Request{ID: "r1", Messages: []llm.Message{{Role: llm.RoleUser, Text: "go"}}}, observe)
 	}()
 	if n := s.store.liveCount(); n != 0 {
 		t.Errorf("after a recovered panic at start, %d runs are still live", n)
