@@ -35,16 +35,13 @@ type orchestratorServer struct {
 // The stream's goroutine lives as long as the run: what needs a deep stack (checking the
 // request, turning it into the run service's) runs off it (deep.Run), so that it stays
 // small while the run waits for its model.
+//
+// Run's frame stays on the stream's stack while an attached run waits: it is kept small,
+// the detached run's work in a function of its own.
 func (o *orchestratorServer) Run(req *toolpb.RunRequest, stream toolpb.OrchestratorService_RunServer) error {
-	if !req.GetDetached() {
-		return o.runAttached(req, stream)
+	if req.GetDetached() {
+		return o.runDetached(req, stream)
 	}
-	return o.runDetached(req, stream)
-}
-
-// runAttached runs a run that ends when its client goes away. Its frame, and Run's,
-// stay on the stream's stack while the run waits: they are kept small.
-func (o *orchestratorServer) runAttached(req *toolpb.RunRequest, stream toolpb.OrchestratorService_RunServer) error {
 	a := &attached{o: o, req: req, em: emitter{stream: stream}}
 	_, err := o.s.runs.RunAccepted(stream.Context(), a.accept, a.em.observe)
 	if a.refused != nil {
@@ -53,7 +50,7 @@ func (o *orchestratorServer) runAttached(req *toolpb.RunRequest, stream toolpb.O
 	return o.s.runError(err)
 }
 
-// attached is what runAttached's accept needs.
+// attached is what an attached run's accept needs.
 type attached struct {
 	o       *orchestratorServer
 	req     *toolpb.RunRequest

@@ -190,8 +190,33 @@ func openConsole(t *testing.T, m *mesh, chromium, url string) *consoleBrowser {
 	if err := chromedp.Listen(tab, b.onEvent); err != nil {
 		t.Fatalf("starting %s: %v", chromium, err)
 	}
-	b.do("open the console", chromedp.Navigate(url))
+	// Chromium drops a page's requests when the machine's network changes under it
+	// (net::ERR_NETWORK_CHANGED: another test making network namespaces, say), and the
+	// page is left half loaded. A person loads it again; so does the test, twice at most.
+	for try := 0; ; try++ {
+		b.do("open the console", chromedp.Navigate(url))
+		if !b.networkChanged() || try == 2 {
+			break
+		}
+		t.Log("the page's requests failed as the network changed under the browser: loading it again")
+	}
 	return b
+}
+
+// networkChanged reports whether a request of the page failed as the network changed
+// under the browser, and forgets the page's requests so far.
+func (b *consoleBrowser) networkChanged() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	changed := false
+	for _, r := range b.requests {
+		changed = changed || strings.Contains(r.failed, "ERR_NETWORK_CHANGED")
+	}
+	if changed {
+		clear(b.requests)
+		b.order = b.order[:0]
+	}
+	return changed
 }
 
 // onEvent keeps the page's uncaught exceptions and console.error calls. It runs on the
