@@ -84,7 +84,10 @@ func TestWaitingRunsKeepSmallStacks(t *testing.T) {
 	per := float64(stackInUse()-before) / runs
 	t.Logf("%.0f bytes of stack per waiting run, its client's included", per)
 	if per > 9<<10 {
-		t.Errorf("each waiting run holds %.1f KiB of stack with its client's, want about 7 (its stream's 4 KiB)", per/1024)
+		t.Errorf("each waiting run holds %.1f KiB of stack with its client's, want about 7 (its stream's 4 KiB): "+
+			"a frame under the wait grew, or a deep call runs on the stream's goroutine before it; "+
+			"bin/orchestrator with GOTRACEBACK=system, sent SIGQUIT while runs wait, prints each frame's fp and sp "+
+			"(docs/run-lifecycle.md says what keeps it small)", per/1024)
 	}
 }
 
