@@ -25,9 +25,9 @@ import (
 // wait few and small (one interceptor, no log handler's or start's deep calls left on
 // it), the runtime gives each a 4 KiB stack; with one frame too many (about 150 bytes
 // more), or one deep call on that goroutine before the wait, each waits on 8 KiB. As
-// make bench measures it: the scripted model, telemetry off (with tracing on, the
-// model call's span adds a frame, and the stack is 8 KiB). Built without -race, which
-// grows every frame (make test runs it so, on its own).
+// make bench measures it: the first wait for the scripted model, telemetry off (with it
+// on, starting the model call's span grows the stack past 4 KiB). Built without -race,
+// which grows every frame (make test runs it so, on its own).
 func TestWaitingRunsKeepSmallStacks(t *testing.T) {
 	const runs = 300
 	t.Setenv("OTEL_SDK_DISABLED", "true")
