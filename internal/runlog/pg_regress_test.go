@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -239,6 +240,10 @@ func TestPostgres(t *testing.T) {
 	}
 	defer admin.Close()
 
+	t.Run("a run busy for a moment is renewed with its batch", func(t *testing.T) {
+		busyRunRenewedWithItsBatch(t, admin, pg.DSN)
+	})
+
 	t.Run("two replicas start on an empty database", func(t *testing.T) {
 		failed := 0
 		for i := range 10 {
@@ -373,5 +378,53 @@ func racingAppendsFailAlone(t *testing.T, dsn string) {
 		if won != 1 {
 			t.Fatalf("record %d of run x written %d times", seq, won)
 		}
+	}
+}
+
+// busyRunRenewedWithItsBatch: RenewAll skips a run whose row another transaction holds
+// (a commit of the run, which holds it about a millisecond), and tries it again a moment
+// later: once the row is free, the lease is renewed with its batch, not left to Renew.
+func busyRunRenewedWithItsBatch(t *testing.T, admin *sql.DB, dsn string) {
+	if _, err := admin.Exec("CREATE SCHEMA renewretry"); err != nil {
+		t.Fatal(err)
+	}
+	s := openOneConnPG(t, withSearchPath(dsn, "renewretry"))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var leases []Lease
+	for _, id := range []string{"busy-0", "busy-1", "busy-2"} {
+		l, err := s.Create(ctx, id, "o1", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases = append(leases, l)
+	}
+	holder, err := sql.Open("pgx", withSearchPath(dsn, "renewretry"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	tx, err := holder.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, `SELECT 1 FROM toolmesh_runs WHERE run_id = 'busy-1' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	var left []int
+	s.renewTried = func(try int, l []Lease) {
+		left = append(left, len(l))
+		if try == 0 {
+			_ = tx.Rollback() // the transaction that held the row ends
+		}
+	}
+	for i, r := range s.RenewAll(ctx, leases, time.Hour, "cancel") {
+		if r.Err != nil || time.Until(r.Lease.Until) < 50*time.Minute {
+			t.Errorf("lease %d: %+v, want it renewed with its batch", i, r)
+		}
+	}
+	if !slices.Equal(left, []int{1, 0}) {
+		t.Errorf("the leases left after each try: %v, want [1 0] (the busy run skipped, then renewed)", left)
 	}
 }

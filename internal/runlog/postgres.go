@@ -300,6 +300,9 @@ func pgRenewRows(s *sqlStore, ctx context.Context, leases []Lease, until, now ti
 			_, ok := renewed[Lease{RunID: l.RunID, Owner: l.Owner, Epoch: l.Epoch}]
 			return ok
 		})
+		if s.renewTried != nil {
+			s.renewTried(try, left)
+		}
 		// The rows skipped were, most likely, locked by a commit of their runs, which
 		// holds them about a millisecond: they are tried again a moment later, and
 		// those still busy then (or stale) are left to Renew.

@@ -79,6 +79,9 @@ type sqlStore struct {
 	// committer, commit log and applier.
 	writer *sqliteWriter
 	logged *sqliteLogged
+	// renewTried, set by tests, hears each try of PostgreSQL's RenewAll with the leases
+	// it left.
+	renewTried func(try int, left []Lease)
 	// runRow is readRunRow's statement, prepared at its first use.
 	runRowMu sync.Mutex
 	runRow   *sql.Stmt
