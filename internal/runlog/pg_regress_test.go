@@ -240,9 +240,7 @@ func TestPostgres(t *testing.T) {
 	}
 	defer admin.Close()
 
-	t.Run("a run busy for a moment is renewed with its batch", func(t *testing.T) {
-		busyRunRenewedWithItsBatch(t, admin, pg.DSN)
-	})
+	t.Run("a run busy for a moment is renewed with its batch", func(t *testing.T) { busyRunRenewedWithItsBatch(t, admin, pg.DSN) })
 
 	t.Run("two replicas start on an empty database", func(t *testing.T) {
 		failed := 0
