@@ -26,8 +26,9 @@ import (
 // it), the runtime gives each a 4 KiB stack; with one frame too many (about 150 bytes
 // more), or one deep call on that goroutine before the wait, each waits on 8 KiB. As
 // make bench measures it: the first wait for the scripted model, telemetry off (with it
-// on, starting the model call's span grows the stack past 4 KiB). Built without -race,
-// which grows every frame (make test runs it so, on its own).
+// on, otelgrpc's stats handler starts the stream's span on the same goroutine, deep in
+// the SDK, before toolmesh's code runs: 8 KiB). Built without -race, which grows every
+// frame (make test runs it so, on its own).
 func TestWaitingRunsKeepSmallStacks(t *testing.T) {
 	const runs = 300
 	t.Setenv("OTEL_SDK_DISABLED", "true")
