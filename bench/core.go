@@ -94,16 +94,15 @@ func serveWith(rt *router.Router, provider llm.Provider, tel *telemetry.Telemetr
 	if err != nil {
 		return nil, err
 	}
-	opts := append(server.RecoveryInterceptors(log), tel.ServerOptions()...)
 	served := config.Default()
 	if cfg != nil {
 		served = *cfg
 	}
+	// The options cmd/orchestrator serves with: its interceptor, bounds and flow control.
+	opts := append(server.PortOptions(served, log), tel.ServerOptions()...)
 	if certs != nil {
 		opts = append(append(opts, grpc.Creds(certs.ServerCredentials(false))), srv.AuthOptions()...)
 	}
-	// The bounds and flow control cmd/orchestrator serves with: the request size first.
-	opts = append(opts, server.ServerOptions(served)...)
 	g := grpc.NewServer(opts...)
 	srv.Register(g)
 	go func() { _ = g.Serve(lis) }()

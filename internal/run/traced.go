@@ -7,7 +7,6 @@ import (
 	"iter"
 	"time"
 
-	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 
 	"github.com/toolmesh/toolmesh/internal/llm"
@@ -33,63 +32,36 @@ func (p tracedProvider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[
 	if p.tel.Off() {
 		return p.Provider.Stream(ctx, req) // nothing to record: no span, no attributes
 	}
-	// The run's goroutine waits for the model under this function's frame: the span's
-	// work is in chatSpan's methods, so that the frame stays small.
 	return func(yield func(llm.Chunk, error) bool) {
-		ctx, cs := p.startChat(ctx, req)
-		defer cs.incomplete() // the consumer stopped early
+		model := req.Model
+		if model == "" {
+			model = p.DefaultModel()
+		}
+		ctx, span := p.tel.StartChat(ctx, p.Name(), model)
+		ended := false
+		end := func(r telemetry.ChatResult) {
+			if !ended {
+				ended = true
+				p.tel.EndChat(span, r)
+			}
+		}
+		defer end(telemetry.ChatResult{ErrorType: "incomplete"}) // the consumer stopped early
 		for c, err := range p.Provider.Stream(ctx, req) {
-			cs.note(c, err)
+			switch {
+			case err != nil:
+				end(telemetry.ChatResult{Err: err, ErrorType: chatErrorType(err)})
+			case c.Done != nil:
+				var finish []string
+				if c.Done.FinishReason != "" {
+					finish = []string{c.Done.FinishReason}
+				}
+				end(telemetry.ChatResult{InputTokens: c.Done.Usage.InputTokens, OutputTokens: c.Done.Usage.OutputTokens,
+					FinishReasons: finish, ResponseModel: c.Done.Model})
+			}
 			if !yield(c, err) {
 				return
 			}
 		}
-	}
-}
-
-// chatSpan is the span of a model call, ended once.
-type chatSpan struct {
-	tel   *telemetry.Telemetry
-	span  trace.Span
-	ended bool
-}
-
-// startChat starts the span of a model call of req.
-//
-//go:noinline
-func (p tracedProvider) startChat(ctx context.Context, req *llm.Request) (context.Context, *chatSpan) {
-	model := req.Model
-	if model == "" {
-		model = p.DefaultModel()
-	}
-	ctx, span := p.tel.StartChat(ctx, p.Name(), model)
-	return ctx, &chatSpan{tel: p.tel, span: span}
-}
-
-// note ends the span with the call's failure or answer, when c or err is one.
-//
-//go:noinline
-func (s *chatSpan) note(c llm.Chunk, err error) {
-	switch {
-	case err != nil:
-		s.end(telemetry.ChatResult{Err: err, ErrorType: chatErrorType(err)})
-	case c.Done != nil:
-		var finish []string
-		if c.Done.FinishReason != "" {
-			finish = []string{c.Done.FinishReason}
-		}
-		s.end(telemetry.ChatResult{InputTokens: c.Done.Usage.InputTokens, OutputTokens: c.Done.Usage.OutputTokens,
-			FinishReasons: finish, ResponseModel: c.Done.Model})
-	}
-}
-
-// incomplete ends the span of a call whose consumer stopped before its end.
-func (s *chatSpan) incomplete() { s.end(telemetry.ChatResult{ErrorType: "incomplete"}) }
-
-func (s *chatSpan) end(r telemetry.ChatResult) {
-	if !s.ended {
-		s.ended = true
-		s.tel.EndChat(s.span, r)
 	}
 }
 

@@ -240,7 +240,7 @@ func TestPostgres(t *testing.T) {
 	}
 	defer admin.Close()
 
-	t.Run("a run busy for a moment is renewed with its batch", func(t *testing.T) { busyRunRenewedWithItsBatch(t, admin, pg.DSN) })
+	t.Run("a busy run is tried again, then left to Renew", func(t *testing.T) { busyRunRenewedWithItsBatch(t, admin, pg.DSN) })
 
 	t.Run("two replicas start on an empty database", func(t *testing.T) {
 		failed := 0
@@ -379,14 +379,17 @@ func racingAppendsFailAlone(t *testing.T, dsn string) {
 	}
 }
 
-// busyRunRenewedWithItsBatch: RenewAll skips a run whose row another transaction holds
-// (a commit of the run, which holds it about a millisecond), and tries it again a moment
-// later: once the row is free, the lease is renewed with its batch, not left to Renew.
+// busyRunRenewedWithItsBatch: a run whose row another transaction holds (its commit
+// under way, or a connection stuck in a transaction) does not hold back the renewal of
+// the others. RenewAll skips it and tries it again a moment later, twice: still held, it
+// is left to Renew (ErrRenewAlone); freed meanwhile (a commit holds it about a
+// millisecond), it is renewed with its batch.
 func busyRunRenewedWithItsBatch(t *testing.T, admin *sql.DB, dsn string) {
 	if _, err := admin.Exec("CREATE SCHEMA renewretry"); err != nil {
 		t.Fatal(err)
 	}
-	s := openOneConnPG(t, withSearchPath(dsn, "renewretry"))
+	dsn = withSearchPath(dsn, "renewretry")
+	s := openOneConnPG(t, dsn)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var leases []Lease
@@ -397,32 +400,48 @@ func busyRunRenewedWithItsBatch(t *testing.T, admin *sql.DB, dsn string) {
 		}
 		leases = append(leases, l)
 	}
-	holder, err := sql.Open("pgx", withSearchPath(dsn, "renewretry"))
+	holder, err := sql.Open("pgx", dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer holder.Close()
-	tx, err := holder.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	if _, err := tx.ExecContext(ctx, `SELECT 1 FROM toolmesh_runs WHERE run_id = 'busy-1' FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
-	var left []int
-	s.renewTried = func(try int, l []Lease) {
-		left = append(left, len(l))
-		if try == 0 {
-			_ = tx.Rollback() // the transaction that held the row ends
+	for _, freed := range []bool{false, true} {
+		tx, err := holder.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.ExecContext(ctx, `SELECT 1 FROM toolmesh_runs WHERE run_id = 'busy-1' FOR UPDATE`); err != nil {
+			t.Fatal(err)
+		}
+		var left []int
+		s.renewTried = func(try int, l []Lease) {
+			left = append(left, len(l))
+			if try == 0 && freed {
+				_ = tx.Rollback() // the transaction that held the row ends
+			}
+		}
+		// A statement that waited for the row would wait out this deadline.
+		rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+		got := s.RenewAll(rctx, leases, time.Hour, "cancel")
+		rcancel()
+		_ = tx.Rollback()
+		want := []int{1, 1, 1}
+		if freed {
+			want = []int{1, 0}
+		}
+		for i, r := range got {
+			switch {
+			case i == 1 && !freed && !errors.Is(r.Err, ErrRenewAlone):
+				t.Errorf("the run still busy: %v, want ErrRenewAlone", r.Err)
+			case (i != 1 || freed) && (r.Err != nil || time.Until(r.Lease.Until) < 50*time.Minute):
+				t.Errorf("freed %v, lease %d: %+v, want it renewed with its batch", freed, i, r)
+			}
+		}
+		if !slices.Equal(left, want) {
+			t.Errorf("freed %v: the leases left after each try: %v, want %v", freed, left, want)
 		}
 	}
-	for i, r := range s.RenewAll(ctx, leases, time.Hour, "cancel") {
-		if r.Err != nil || time.Until(r.Lease.Until) < 50*time.Minute {
-			t.Errorf("lease %d: %+v, want it renewed with its batch", i, r)
-		}
-	}
-	if !slices.Equal(left, []int{1, 0}) {
-		t.Errorf("the leases left after each try: %v, want [1 0] (the busy run skipped, then renewed)", left)
+	if l, err := s.Renew(ctx, leases[1], time.Hour); err != nil || time.Until(l.Until) < 50*time.Minute {
+		t.Errorf("the busy run renewed alone once free: %+v, %v", l, err)
 	}
 }

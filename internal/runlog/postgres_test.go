@@ -2,7 +2,6 @@ package runlog_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"strings"
 	"testing"
@@ -70,57 +69,5 @@ func TestPostgresGoesAway(t *testing.T) {
 	err = s.Append(actx, l, []runlog.Record{{Seq: 2, Kind: runlog.KindEvent}})
 	if err == nil || errors.Is(err, runlog.ErrConflict) || actx.Err() != nil {
 		t.Errorf("append to a server that went away: %v (context %v)", err, actx.Err())
-	}
-}
-
-// TestPostgresRenewAllSkipsBusyRuns: a run whose row another transaction holds (its
-// commit under way, or a connection stuck in a transaction) does not hold back the
-// renewal of the others: RenewAll renews them at once and leaves it to Renew.
-func TestPostgresRenewAllSkipsBusyRuns(t *testing.T) {
-	pg := startPostgres(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	s, err := runlog.OpenPostgres(ctx, pg.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = s.Close() }()
-	var leases []runlog.Lease
-	for _, id := range []string{"busy-0", "busy-1", "busy-2"} {
-		l, err := s.Create(ctx, id, "o1", time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		leases = append(leases, l)
-	}
-	admin, err := sql.Open("pgx", pg.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = admin.Close() }()
-	tx, err := admin.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	if _, err := tx.ExecContext(ctx, `SELECT 1 FROM toolmesh_runs WHERE run_id = 'busy-1' FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
-	rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
-	defer rcancel()
-	got := s.RenewAll(rctx, leases, time.Hour, "cancel")
-	for i, r := range got {
-		switch {
-		case i == 1 && !errors.Is(r.Err, runlog.ErrRenewAlone):
-			t.Errorf("the busy run: %v, want ErrRenewAlone", r.Err)
-		case i != 1 && (r.Err != nil || time.Until(r.Lease.Until) < 50*time.Minute):
-			t.Errorf("lease %d: %+v, want it renewed", i, r)
-		}
-	}
-	if err := tx.Rollback(); err != nil {
-		t.Fatal(err)
-	}
-	if l, err := s.Renew(ctx, leases[1], time.Hour); err != nil || time.Until(l.Until) < 50*time.Minute {
-		t.Errorf("the busy run renewed alone once free: %+v, %v", l, err)
 	}
 }

@@ -29,7 +29,7 @@ import (
 // read. Client calls and registration streams each have a budget of their own (see
 // Server.Register). A request that waits for the budget longer than admissionWait is
 // refused as OVERLOADED. A waiting request costs no more than its HTTP/2 stream's flow-control
-// window, which ServerOptions fixes at 64 KiB (grpc-go's dynamic windows would let a
+// window, which PortOptions fixes at 64 KiB (grpc-go's dynamic windows would let a
 // stream buffer megabytes).
 
 // admissionWait bounds the wait for the receive budget.
@@ -54,29 +54,16 @@ const firstMessageTimeout = 30 * time.Second
 // so it paces throughput rather than bounding memory).
 const streamWindow = 64 << 10
 
-// ServerOptions are the gRPC server options of the orchestrator's port: what it
-// receives is bounded, its flow-control windows are fixed, and workers' keepalive pings
-// (every 10 s on a registration stream, on which the orchestrator sends nothing for long
-// stretches) are welcome, while a silent client is pinged in turn.
-func ServerOptions(cfg config.Config) []grpc.ServerOption {
-	return append(transportOptions(cfg), grpc.ChainStreamInterceptor(markCodec))
-}
-
-// PortOptions are RecoveryInterceptors and ServerOptions in one: the orchestrator's
-// port. Its streams have one interceptor of these two, which recovers and marks the
-// codec: a Run stream's goroutine waits for the run's model under every interceptor's
-// frames, and with fewer of them it keeps a stack of half the size.
+// PortOptions are the gRPC server options of the orchestrator's port: what it receives
+// is bounded, its flow-control windows are fixed, and workers' keepalive pings (every
+// 10 s on a registration stream, on which the orchestrator sends nothing for long
+// stretches) are welcome, while a silent client is pinged in turn. A handler that panics
+// answers INTERNAL and is logged (as under RecoveryInterceptors), and each stream's
+// context is marked as one of a server that sends encoded events as they are
+// (requestCodec). The streams have one interceptor for both: a Run stream's goroutine
+// waits for the run's model under every interceptor's frames, and with fewer of them it
+// keeps a stack of half the size.
 func PortOptions(cfg config.Config, log *slog.Logger) []grpc.ServerOption {
-	return append(transportOptions(cfg),
-		grpc.ChainUnaryInterceptor(recoverUnary(log)),
-		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
-			defer recovered(log, info.FullMethod, &err)
-			return h(srv, marked(ss))
-		}))
-}
-
-// transportOptions are ServerOptions but the codec's mark.
-func transportOptions(cfg config.Config) []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
@@ -84,6 +71,11 @@ func transportOptions(cfg config.Config) []grpc.ServerOption {
 		grpc.ForceServerCodecV2(requestCodec),
 		grpc.InitialWindowSize(streamWindow),
 		grpc.InitialConnWindowSize(16 * streamWindow),
+		grpc.ChainUnaryInterceptor(recoverUnary(log)),
+		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
+			defer recovered(log, info.FullMethod, &err)
+			return h(srv, marked(ss))
+		}),
 	}
 }
 
@@ -210,16 +202,11 @@ func (a *admission) acquireWaiting(ctx context.Context) error {
 	}
 }
 
-// codecMarked marks the context of a stream whose server runs requestCodec, which
-// sends an already encoded event (encodedEvent) as it is.
+// codecMarked marks the context of a stream whose server runs requestCodec (PortOptions),
+// which sends an already encoded event (encodedEvent) as it is: a server built without
+// PortOptions (an embedder's, a test's) has grpc-go's codec, which encodes only protobuf
+// messages, and its events are sent decoded.
 type codecMarked struct{}
-
-// markCodec is the stream interceptor of ServerOptions that marks its streams'
-// contexts: a server built without ServerOptions (an embedder's, a test's) has grpc-go's
-// codec, which encodes only protobuf messages, and its events are sent decoded.
-func markCodec(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	return handler(srv, marked(ss))
-}
 
 // marked is ss with its context marked.
 //

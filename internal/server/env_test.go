@@ -123,7 +123,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		t.Fatal(err)
 	}
 	calls := newStreamCalls()
-	serverOpts := append(RecoveryInterceptors(slog.New(slog.NewTextHandler(os.Stderr, nil))), ServerOptions(cfg)...)
+	serverOpts := PortOptions(cfg, slog.New(slog.NewTextHandler(os.Stderr, nil)))
 	// Last, so innermost: it sees the stream the handler reads its request from, within
 	// the receive budget, and the handler's return.
 	g := grpc.NewServer(append(serverOpts, grpc.ChainStreamInterceptor(calls.intercept))...)

@@ -66,7 +66,7 @@ func (panicky) Run(*toolpb.RunRequest, toolpb.OrchestratorService_RunServer) err
 }
 
 // WatchRun says whether its stream's context is marked as one of a server that sends
-// encoded events as they are (markCodec, PortOptions).
+// encoded events as they are (PortOptions).
 func (panicky) WatchRun(_ *toolpb.WatchRunRequest, stream grpc.ServerStreamingServer[toolpb.RunResponse]) error {
 	marked, _ := stream.Context().Value(codecMarked{}).(bool)
 	return status.Errorf(codes.FailedPrecondition, "marked=%v", marked)

@@ -93,7 +93,7 @@ func RunCodec() run.Codec { return codec{} }
 
 // Register adds both services to a gRPC server.
 // Every request message is read within the receive budget (config.Server); serve with
-// ServerOptions too, which bound the size of one message.
+// PortOptions too, which bound the size of one message.
 func (s *Server) Register(g grpc.ServiceRegistrar) {
 	// Each service has its own receive budget and its own bound of open calls, so that
 	// clients cannot keep workers from registering, nor the reverse. A worker may hold
