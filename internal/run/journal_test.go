@@ -40,7 +40,7 @@ func (jsonCodec) AppendEvent(dst []byte, ev Event) ([]byte, bool) {
 }
 func (jsonCodec) Request(json.RawMessage) (Request, error) { return Request{}, errors.New("unused") }
 
-func memJournal(t *testing.T) (runlog.Store, runlog.Lease) {
+func memJournal(t testing.TB) (runlog.Store, runlog.Lease) {
 	t.Helper()
 	s, err := runlog.OpenMemory(context.Background())
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -175,16 +176,38 @@ func JournalFrom(ctx context.Context) Journal {
 }
 
 // MarshalJSON is json.Marshal without HTML escaping (which turns each <, > and & into six
-// bytes): the form of the run journal's records, whose size is bounded.
+// bytes): the form of the run journal's records, whose size is bounded. It encodes in a
+// pooled buffer and returns a copy of exactly the encoding's size.
 func MarshalJSON(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	e, _ := jsonEncoders.Get().(*jsonEncoder)
+	if e == nil {
+		e = &jsonEncoder{}
+		e.enc = json.NewEncoder(&e.buf)
+		e.enc.SetEscapeHTML(false)
+	}
+	defer func() {
+		e.buf.Reset()
+		if e.buf.Cap() <= maxPooledJSON {
+			jsonEncoders.Put(e)
+		}
+	}()
+	if err := e.enc.Encode(v); err != nil {
 		return nil, err
 	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+	return bytes.Clone(bytes.TrimSuffix(e.buf.Bytes(), []byte("\n"))), nil
 }
+
+// jsonEncoder is an encoder of MarshalJSON and the buffer it writes to.
+type jsonEncoder struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+// jsonEncoders pools MarshalJSON's encoders; one whose buffer grew past maxPooledJSON
+// (a large record) is dropped rather than kept.
+var jsonEncoders sync.Pool
+
+const maxPooledJSON = 64 << 10
 
 // TenantKey is the context key of the verified tenant of the run a call belongs to (see
 // WithTenant).
