@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unsafe"
 )
 
 // MemoryLimits bound what a journal in memory keeps of finished runs: the oldest
@@ -83,13 +84,27 @@ func (r *memRun) run(id string) Run {
 func (r *memRun) add(records []Record) {
 	r.records = append(r.records, records...)
 	for _, rec := range records {
-		r.bytes += int64(len(rec.Data)) + 64
+		r.bytes += recordSize + int64(cap(rec.Data))
 	}
 }
+
+// recordSize is what the store holds of a record besides its data; runSize what it
+// holds of a run besides its records and id (its state, its entry in the runs' map, its
+// place in the finished runs' order). Both count in MemoryLimits.FinishedBytes.
+const (
+	recordSize = int64(unsafe.Sizeof(Record{}))
+	runSize    = int64(unsafe.Sizeof(memRun{})) + 64
+)
 
 // finished notes that run id finished and drops the oldest finished runs beyond the
 // limits. The caller holds the write lock.
 func (s *memStore) finishedRun(id string, r *memRun) {
+	// A finished run's records grow no more: their array, which grew by doubling, is
+	// copied to one of their size.
+	if cap(r.records) > len(r.records)+len(r.records)/8 {
+		r.records = slices.Clone(r.records)
+	}
+	r.bytes += runSize + int64(len(id))
 	s.finished = append(s.finished, id)
 	s.finishedBytes += r.bytes
 	for len(s.finished) > 0 && (len(s.finished) > s.limits.FinishedRuns || s.finishedBytes > s.limits.FinishedBytes) {
