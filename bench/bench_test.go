@@ -256,12 +256,21 @@ func TestExplainEveryGoal(t *testing.T) {
 			t.Errorf("goal %s: brief why %q (%d bytes), fix %q (%d bytes)", g.ID, g.whyBrief, len(g.whyBrief), g.fixBrief, len(g.fixBrief))
 		}
 	}
-	// The journal's fix follows the CPU per run: SQLite adds 200 µs, within the 650 µs
-	// that 0.8× allows (the waits limit); PostgreSQL adds 1.8 ms, past the 1.73 ms of 0.6×.
-	for id, want := range map[string]string{"journal-sqlite": "fewer commits a run waits for", "journal-postgres": "it adds 1.80 ms, 300 µs of it the journal's own"} {
+	// The journal's fix weighs the CPU a run costs (with the journal and without) and how
+	// busy the cores were: SQLite adds 200 µs of the 650 µs that 0.8× allows, and the
+	// cores were idler (waits); PostgreSQL adds 1.80 ms, past the 1.73 ms of 0.6×.
+	for id, wants := range map[string][]string{
+		"journal-sqlite": {"alone gives 0.93×, and 0.8× allows the journal 650 µs of CPU per run where it adds 200 µs.",
+			"2 cores 52% busy without a journal and 28% with it: the runs waited", "the measured 0.50× below the 0.93× of CPU alone",
+			"less CPU per record (the journal adds 200 µs a run; 0.8× allows 650 µs)"},
+		"journal-postgres": {"alone gives 0.59×, and 0.6× allows the journal 1.73 ms of CPU per run where it adds 1.80 ms (300 µs of it the journal's own: loop-memory adds as much)",
+			"33% with it (PostgreSQL's server, on the same cores, is not counted)"},
+	} {
 		i := slices.IndexFunc(rep.Goals, func(g Goal) bool { return g.ID == id })
-		if i < 0 || !strings.Contains(rep.Goals[i].Fix, want) {
-			t.Errorf("goal %s: the fix does not say %q", id, want)
+		for _, want := range wants {
+			if i < 0 || !strings.Contains(rep.Goals[i].Fix+rep.Goals[i].fixBrief, want) {
+				t.Errorf("goal %s: the fix does not say %q", id, want)
+			}
 		}
 	}
 	if !strings.Contains(rep.Goals[0].Why, "pkg/schema.Schema.Validate 20%") {
@@ -278,6 +287,33 @@ func TestExplainEveryGoal(t *testing.T) {
 		}
 	}
 	checkRenders(t, rep)
+}
+
+// A journal goal's fix copes with CPU that was not measured, and with a journal that adds
+// none.
+func TestJournalFixEdges(t *testing.T) {
+	rep := newReport(Quick(), time.Now())
+	rep.Machine.NProc = 2
+	v := func(thr, self, peer float64) *VariantResult {
+		return &VariantResult{PerSecond: thr, SelfCPUus: self, PeerCPUus: peer}
+	}
+	g := &Goal{ID: "journal-sqlite"}
+	for _, c := range []struct {
+		base, jr   *VariantResult
+		fix, brief string
+	}{
+		{v(400, 0, 0), v(200, 0, 0), "was not measured", "less CPU per record and fewer waits for commits"},
+		{v(400, 1500, 1100), v(200, 1400, 1100), "the runs waited for their commits with cores idle", "fewer idle waits for commits (the journal adds no CPU per run)"},
+		{v(400, 1500, 1100), v(200, 4100, 1100), "the CPU is the whole of the miss", "less CPU per record (the journal adds 2.60 ms a run; 0.8× allows 650 µs)"},
+	} {
+		fix, brief := rep.journalFix(c.base, rep.measured(VLoopMemory), c.jr, g)
+		if !strings.Contains(fix, c.fix) || !strings.HasPrefix(brief, c.brief) {
+			t.Errorf("fix %q, brief %q; want them to say %q and %q", fix, brief, c.fix, c.brief)
+		}
+		if strings.Contains(fix+brief, "NaN") || strings.Contains(fix+brief, "adds -") {
+			t.Errorf("fix %q, brief %q", fix, brief)
+		}
+	}
 }
 
 // TestExplainWithoutTheLimit: the MCP goals are judged against the hop alone; their

@@ -12,8 +12,9 @@ import (
 )
 
 // MemoryLimits bound what a journal in memory keeps of finished runs: the oldest
-// finished runs go first once there are more than FinishedRuns of them or their records
-// hold more than FinishedBytes. Zero means the default (DefaultFinishedRuns,
+// finished runs go first once there are more than FinishedRuns of them or they hold more
+// than FinishedBytes of the heap (their records' data and arrays, what the store keeps of
+// each record, decision and run besides, as it counts them). Zero means the default (DefaultFinishedRuns,
 // DefaultFinishedBytes). Running runs are never dropped.
 type MemoryLimits struct {
 	FinishedRuns  int
@@ -54,21 +55,23 @@ type memStore struct {
 	now     func() time.Time
 	closed  bool
 	limits  MemoryLimits
-	// finished are the finished runs' ids, the oldest first, and finishedBytes the size
-	// of their records.
+	// finished are the finished runs' ids, the oldest first, and finishedBytes what they
+	// hold (memRun.bytes).
 	finished      []string
 	finishedBytes int64
 }
 
 type memRun struct {
-	state     State
-	owner     string
-	epoch     int64
-	until     int64
-	created   int64
-	updated   int64
-	note      string
-	records   []Record
+	state   State
+	owner   string
+	epoch   int64
+	until   int64
+	created int64
+	updated int64
+	note    string
+	records []Record
+	// bytes is what the run holds: its records (stored), and, once it finished, its
+	// state and decisions (finishedRun).
 	bytes     int64
 	decisions map[string]Decision
 }
@@ -81,19 +84,20 @@ func (r *memRun) run(id string) Run {
 }
 
 // add appends records to the run.
-func (r *memRun) add(records []Record) {
+// add appends records, which hold size bytes (stored), to the run.
+func (r *memRun) add(records []Record, size int64) {
 	r.records = append(r.records, records...)
-	for _, rec := range records {
-		r.bytes += recordSize + int64(cap(rec.Data))
-	}
+	r.bytes += size
 }
 
 // recordSize is what the store holds of a record besides its data; runSize what it
-// holds of a run besides its records and id (its state, its entry in the runs' map, its
-// place in the finished runs' order). Both count in MemoryLimits.FinishedBytes.
+// holds of a run besides its records, id and decisions (its state, its entry in the runs'
+// map, its place in the finished runs' order); decisionSize what it holds of a decision
+// besides its strings. All count in MemoryLimits.FinishedBytes.
 const (
-	recordSize = int64(unsafe.Sizeof(Record{}))
-	runSize    = int64(unsafe.Sizeof(memRun{})) + 64
+	recordSize   = int64(unsafe.Sizeof(Record{}))
+	runSize      = int64(unsafe.Sizeof(memRun{})) + 64
+	decisionSize = int64(unsafe.Sizeof(Decision{})) + 64
 )
 
 // finished notes that run id finished and drops the oldest finished runs beyond the
@@ -105,6 +109,9 @@ func (s *memStore) finishedRun(id string, r *memRun) {
 		r.records = slices.Clone(r.records)
 	}
 	r.bytes += runSize + int64(len(id))
+	for key, d := range r.decisions {
+		r.bytes += decisionSize + int64(len(key)+len(d.Reason)+len(d.By))
+	}
 	s.finished = append(s.finished, id)
 	s.finishedBytes += r.bytes
 	for len(s.finished) > 0 && (len(s.finished) > s.limits.FinishedRuns || s.finishedBytes > s.limits.FinishedBytes) {
@@ -142,31 +149,36 @@ func (s *memStore) use(write bool, verb, id string, fn func() error) error {
 	return fn()
 }
 
-// stored is records as the store keeps them, their time set: their data is the
-// caller's, which a caller does not change once it handed it over (Store).
-func stored(lease Lease, records []Record, now int64) []Record {
+// stored is records as the store keeps them, their time set, and the bytes they hold:
+// their data is the caller's, which a caller does not change once it handed it over
+// (Store).
+func stored(lease Lease, records []Record, now int64) ([]Record, int64) {
 	out := make([]Record, len(records))
+	size := int64(0)
 	for i, rec := range records {
 		t := rec.Time.UnixNano()
 		if rec.Time.IsZero() {
 			t = now
 		}
-		out[i] = Record{RunID: lease.RunID, Seq: rec.Seq, Epoch: lease.Epoch, Kind: rec.Kind, Time: time.Unix(0, t), Data: kept(rec.Data)}
+		data, n := kept(rec.Data)
+		out[i] = Record{RunID: lease.RunID, Seq: rec.Seq, Epoch: lease.Epoch, Kind: rec.Kind, Time: time.Unix(0, t), Data: data}
+		size += recordSize + n
 	}
-	return out
+	return out, size
 }
 
-// kept is data as the store keeps it: the caller's array, unless it has much more room
-// than data fills (an event encoded in a buffer with room to spare, say), which the
-// store's bound on bytes would not count; then a copy.
-func kept(data []byte) []byte {
+// kept is data as the store keeps it, and the bytes of its array: the caller's array
+// (room included, which the store holds on to as well), unless it has much more room
+// than data fills (an event encoded in a buffer with room to spare, say); then a copy.
+func kept(data []byte) ([]byte, int64) {
 	switch n := len(data); {
 	case n == 0:
-		return nil
+		return nil, 0
 	case cap(data)-n > n/4+64:
-		return bytes.Clone(data)
+		c := bytes.Clone(data)
+		return c, int64(cap(c))
 	default:
-		return data[:n:n]
+		return data[:n:n], int64(cap(data))
 	}
 }
 
@@ -186,13 +198,13 @@ func (s *memStore) Create(_ context.Context, runID, owner string, ttl time.Durat
 		return Lease{}, fmt.Errorf("%w: a run's first record has sequence number 1, not %d", ErrInvalid, first[0].Seq)
 	}
 	n := now.UnixNano()
-	recs := stored(lease, first, n) // made before the lock, which every run's writes take
+	recs, size := stored(lease, first, n) // made before the lock, which every run's writes take
 	err := s.use(true, "create", runID, func() error {
 		if _, ok := s.runs[runID]; ok {
 			return fmt.Errorf("%w: %s", ErrExists, runID)
 		}
 		r := &memRun{state: StateRunning, owner: owner, epoch: 1, until: lease.Until.UnixNano(), created: n, updated: n}
-		r.add(recs)
+		r.add(recs, size)
 		s.runs[runID] = r
 		return nil
 	})
@@ -210,13 +222,13 @@ func (s *memStore) Append(_ context.Context, lease Lease, records []Record) erro
 		return err
 	}
 	now := s.now().UnixNano()
-	recs := stored(lease, records, now) // made before the lock, which every run's writes take
+	recs, size := stored(lease, records, now) // made before the lock, which every run's writes take
 	return s.use(true, "append to", lease.RunID, func() error {
 		r, err := s.writable(lease, records)
 		if err != nil {
 			return err
 		}
-		r.add(recs)
+		r.add(recs, size)
 		r.updated = now
 		return nil
 	})
@@ -369,13 +381,13 @@ func (s *memStore) Finish(_ context.Context, lease Lease, state State, last ...R
 		return err
 	}
 	now := s.now().UnixNano()
-	recs := stored(lease, last, now)
+	recs, size := stored(lease, last, now)
 	return s.use(true, "finish", lease.RunID, func() error {
 		r, err := s.writable(lease, last)
 		if err != nil {
 			return err
 		}
-		r.add(recs)
+		r.add(recs, size)
 		r.state, r.until, r.updated = state, 0, now
 		s.finishedRun(lease.RunID, r)
 		return nil

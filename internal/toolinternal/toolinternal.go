@@ -177,7 +177,8 @@ func JournalFrom(ctx context.Context) Journal {
 
 // MarshalJSON is json.Marshal without HTML escaping (which turns each <, > and & into six
 // bytes): the form of the run journal's records, whose size is bounded. It encodes in a
-// pooled buffer and returns a copy of exactly the encoding's size.
+// pooled buffer and returns a copy of exactly the encoding's size; an encoding larger
+// than the pool keeps is returned in its own buffer instead, which is not pooled.
 func MarshalJSON(v any) ([]byte, error) {
 	e, _ := jsonEncoders.Get().(*jsonEncoder)
 	if e == nil {
@@ -185,16 +186,20 @@ func MarshalJSON(v any) ([]byte, error) {
 		e.enc = json.NewEncoder(&e.buf)
 		e.enc.SetEscapeHTML(false)
 	}
-	defer func() {
-		e.buf.Reset()
-		if e.buf.Cap() <= maxPooledJSON {
-			jsonEncoders.Put(e)
-		}
-	}()
-	if err := e.enc.Encode(v); err != nil {
-		return nil, err
+	err := e.enc.Encode(v)
+	var out []byte
+	switch {
+	case err != nil:
+	case e.buf.Cap() > maxPooledJSON:
+		return bytes.TrimSuffix(e.buf.Bytes(), []byte("\n")), nil
+	default:
+		out = bytes.Clone(bytes.TrimSuffix(e.buf.Bytes(), []byte("\n")))
 	}
-	return bytes.Clone(bytes.TrimSuffix(e.buf.Bytes(), []byte("\n"))), nil
+	e.buf.Reset()
+	if e.buf.Cap() <= maxPooledJSON {
+		jsonEncoders.Put(e)
+	}
+	return out, err
 }
 
 // jsonEncoder is an encoder of MarshalJSON and the buffer it writes to.
