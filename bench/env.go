@@ -694,7 +694,7 @@ func (e *env) journalVariants(ctx context.Context) ([]*variant, error) {
 	}
 	stores := []journalStore{{VLoopMemory, "memory, as an orchestrator without journal.data_dir or journal.dsn keeps its runs (nothing survives the process; no durability to compare)", func() (runlog.Store, error) {
 		return runlog.OpenMemory(ctx, runlog.MemoryLimits{})
-	}}, {VLoopSQLite, "SQLite, a file in the temporary directory, at the orchestrator's settings: every commit is on disk before it is acknowledged (a group of writes is one entry of the commit log, written with O_DSYNC and, where the file system allows it, O_DIRECT; the database is copied from the log in WAL mode with synchronous=NORMAL, the log emptied only once a checkpoint has synced the database)", func() (runlog.Store, error) {
+	}}, {VLoopSQLite, "SQLite, a file in the temporary directory, at the orchestrator's settings: every commit is on disk before it is acknowledged (a group of writes is one entry of the commit log, written with O_DSYNC and, where the file system allows it, O_DIRECT, asynchronously (io_submit) where the kernel allows it; the database is copied from the log in WAL mode with synchronous=NORMAL, the log emptied only once a checkpoint has synced the database)", func() (runlog.Store, error) {
 		return runlog.OpenSQLite(ctx, filepath.Join(dir, "journal.db"))
 	}}}
 	if _, err := harness.PostgresBin(); err == nil {

@@ -551,7 +551,7 @@ func (r *Report) rowSummary(v VariantResult) string {
 	case VLoopMemory:
 		return "the loop-grpc Run on a core that journals it in memory (the orchestrator's default; not durable)"
 	case VLoopSQLite:
-		return "the loop-grpc Run on a core that journals it in SQLite: every commit on disk before it is acknowledged (commit log written with O_DSYNC and O_DIRECT)"
+		return "the loop-grpc Run on a core that journals it in SQLite: every commit on disk before it is acknowledged (commit log written with O_DSYNC and O_DIRECT, through io_submit)"
 	case VLoopPostgres:
 		return "the loop-grpc Run on a core that journals it in a private PostgreSQL with fsync on and synchronous_commit on"
 	case VLoopInProc:

@@ -40,6 +40,7 @@ type commitLog struct {
 	// in (end rounded down to a block), which are written again with it, unchanged; dbuf
 	// is the block-aligned array an entry is written from.
 	direct *os.File
+	aio    *asyncIO
 	block  []byte
 	dbuf   []byte
 	// end is where the next entry goes, size the length of the file (zeros past end).
@@ -117,6 +118,9 @@ func openCommitLog(path string) (*commitLog, []logEntry, error) {
 	}
 	l.block = append(make([]byte, 0, logBlock), data[l.end&^(logBlock-1):l.end]...)
 	l.direct = openDirect(path)
+	if l.direct != nil && useAsyncIO {
+		l.aio = newAsyncIO(l.direct)
+	}
 	return l, entries, nil
 }
 
@@ -137,8 +141,9 @@ func openDirect(path string) *os.File {
 	return f
 }
 
-// useDirect is false in tests of the log written through the page cache.
-var useDirect = true
+// useDirect is false in tests of the log written through the page cache; useAsyncIO in
+// those of direct writes made with write system calls.
+var useDirect, useAsyncIO = true, true
 
 // alignedBuf is an array of at least n bytes, n rounded up to a block, whose start is
 // aligned to a block, reusing buf when it is one.
@@ -166,7 +171,7 @@ func (l *commitLog) writeDirect(b []byte) error {
 	copy(buf, l.block)
 	copy(buf[head:], b)
 	clear(buf[head+len(b):])
-	if _, err := l.direct.WriteAt(buf, start); err != nil {
+	if err := l.writeBlocks(buf, start); err != nil {
 		if errors.Is(err, syscall.EINVAL) {
 			return err // refused before anything was written
 		}
@@ -182,6 +187,27 @@ func (l *commitLog) writeDirect(b []byte) error {
 		l.dbuf = buf
 	}
 	return nil
+}
+
+// writeBlocks writes buf at off through l.direct: asynchronously where the kernel
+// allows it (asyncIO), else with a write system call, from then on.
+func (l *commitLog) writeBlocks(buf []byte, off int64) error {
+	if l.aio != nil {
+		n, err := l.aio.writeAt(buf, off)
+		switch {
+		case errors.Is(err, errNoAsyncIO):
+			l.aio.close()
+			l.aio = nil
+		case err != nil:
+			return err
+		case n != len(buf):
+			return io.ErrShortWrite
+		default:
+			return nil
+		}
+	}
+	_, err := l.direct.WriteAt(buf, off)
+	return err
 }
 
 // write writes an entry of writes, numbered id, after the last; sync makes it durable.
@@ -214,8 +240,7 @@ func (l *commitLog) write(id uint64, writes []*write) error {
 			// The file system took the file for direct I/O but refuses this write of it
 			// (a block larger than ours): nothing was written, and the log goes on
 			// through the page cache.
-			_ = l.direct.Close()
-			l.direct = nil
+			l.closeDirect()
 		} else {
 			if err != nil {
 				return err
@@ -285,10 +310,21 @@ func (l *commitLog) rewind() error {
 }
 
 func (l *commitLog) close() error {
+	l.closeDirect()
+	return l.f.Close()
+}
+
+// closeDirect closes the log's file for direct I/O and its asynchronous writes: entries
+// go through the page cache from then on.
+func (l *commitLog) closeDirect() {
+	if l.aio != nil {
+		l.aio.close()
+		l.aio = nil
+	}
 	if l.direct != nil {
 		_ = l.direct.Close()
+		l.direct = nil
 	}
-	return l.f.Close()
 }
 
 // appendEntry is the bytes of entry id holding writes, whose records are packed in their

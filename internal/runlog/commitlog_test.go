@@ -22,25 +22,33 @@ func logWrite(id string, seq int64) *write {
 // (a crash while it was written), and anything after it, is not read; after a rewind
 // only the entries written since are read, not those of the round before.
 func TestCommitLog(t *testing.T) {
-	inBothModes(t, testCommitLog)
+	inEveryMode(t, testCommitLog)
 }
 
-// inBothModes runs test on a log written with direct I/O, where the file system of the
-// test's temporary directory allows it, and on one written through the page cache.
-func inBothModes(t *testing.T, test func(t *testing.T)) {
-	for _, direct := range []bool{true, false} {
-		t.Run(map[bool]string{true: "direct", false: "cached"}[direct], func(t *testing.T) {
-			was := useDirect
-			useDirect = direct
-			t.Cleanup(func() { useDirect = was })
-			if direct {
+// inEveryMode runs test on a log written with direct I/O, asynchronously and with write
+// system calls, where the file system of the test's temporary directory and the kernel
+// allow them, and on one written through the page cache.
+func inEveryMode(t *testing.T, test func(t *testing.T)) {
+	for _, mode := range []struct {
+		name          string
+		direct, async bool
+	}{{"direct-async", true, true}, {"direct", true, false}, {"cached", false, false}} {
+		t.Run(mode.name, func(t *testing.T) {
+			wasDirect, wasAsync := useDirect, useAsyncIO
+			useDirect, useAsyncIO = mode.direct, mode.async
+			t.Cleanup(func() { useDirect, useAsyncIO = wasDirect, wasAsync })
+			if mode.direct {
 				l, _, err := openCommitLog(filepath.Join(t.TempDir(), "probe"))
 				if err != nil {
 					t.Fatal(err)
 				}
+				direct, async := l.direct != nil, l.aio != nil
 				_ = l.close()
-				if l.direct == nil {
+				if !direct {
 					t.Skip("the file system of the temporary directory refuses direct I/O")
+				}
+				if mode.async && !async {
+					t.Skip("no asynchronous I/O here")
 				}
 			}
 			test(t)
@@ -244,7 +252,7 @@ func TestCommitLogWithoutRounds(t *testing.T) {
 // reopened log's last block ends: a direct write rewrites the start of its first block
 // (the entries before it) as it was.
 func TestCommitLogEntriesOfEverySize(t *testing.T) {
-	inBothModes(t, func(t *testing.T) {
+	inEveryMode(t, func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "journal.db-commits")
 		sized := func(id uint64) *write {
 			w := logWrite("r", int64(id))
@@ -300,4 +308,33 @@ func TestCommitLogEntriesOfEverySize(t *testing.T) {
 		}
 		check(entries, 65)
 	})
+}
+
+// A log whose asynchronous writes the kernel refuses to start writes its entries with
+// write system calls from then on, losing none.
+func TestCommitLogWithoutAsyncIO(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal.db-commits")
+	l, _, err := openCommitLog(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.aio == nil {
+		t.Skip("no direct or asynchronous I/O here")
+	}
+	if err := l.write(1, []*write{logWrite("r", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	l.aio.fd = -1 // io_submit refuses a write of no file
+	for i := uint64(2); i <= 3; i++ {
+		if err := l.write(i, []*write{logWrite("r", int64(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l.aio != nil || l.direct == nil {
+		t.Errorf("after a refusal: asynchronous %v, direct %v; want direct writes without asynchronous I/O", l.aio != nil, l.direct != nil)
+	}
+	_ = l.close()
+	if _, entries, err := openCommitLog(path); err != nil || len(entries) != 3 {
+		t.Fatalf("reopened: %d entries, %v; want 3", len(entries), err)
+	}
 }
