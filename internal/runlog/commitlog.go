@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"os"
 	"syscall"
 	"time"
@@ -190,21 +191,26 @@ func (l *commitLog) writeDirect(b []byte) error {
 }
 
 // writeBlocks writes buf at off through l.direct: asynchronously where the kernel
-// allows it (asyncIO), else with a write system call, from then on.
+// allows it (asyncIO), else, from then on, with write system calls. A write cut short
+// goes on with the rest, as a write system call's caller does.
 func (l *commitLog) writeBlocks(buf []byte, off int64) error {
-	if l.aio != nil {
+	for l.aio != nil && len(buf) > 0 {
 		n, err := l.aio.writeAt(buf, off)
 		switch {
 		case errors.Is(err, errNoAsyncIO):
 			l.aio.close()
 			l.aio = nil
+		case errors.Is(err, syscall.EINTR):
 		case err != nil:
-			return err
-		case n != len(buf):
-			return io.ErrShortWrite
+			return &fs.PathError{Op: "write", Path: l.path, Err: err}
+		case n <= 0:
+			return &fs.PathError{Op: "write", Path: l.path, Err: io.ErrShortWrite}
 		default:
-			return nil
+			buf, off = buf[n:], off+int64(n)
 		}
+	}
+	if len(buf) == 0 {
+		return nil
 	}
 	_, err := l.direct.WriteAt(buf, off)
 	return err
