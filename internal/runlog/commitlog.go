@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"syscall"
 	"time"
@@ -198,6 +199,7 @@ func (l *commitLog) writeBlocks(buf []byte, off int64) error {
 		n, err := l.aio.writeAt(buf, off)
 		switch {
 		case errors.Is(err, errNoAsyncIO):
+			slog.Warn("the journal's commit log is written with write system calls from now on: the kernel refused an asynchronous write", "path", l.path, "error", err.Error())
 			l.aio.close()
 			l.aio = nil
 		case errors.Is(err, syscall.EINTR):
