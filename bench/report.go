@@ -352,13 +352,13 @@ func (r *Report) computeLoop(cfg Config) {
 	l.ModelUs = median(l.ModelRounds)
 }
 
-// evaluateGoals judges the goals on the medians of the per-round ratios.
 // The journal goals: loop throughput with each durable journal against loop-grpc's.
 const (
 	journalSQLiteGoal   = 0.8
 	journalPostgresGoal = 0.6
 )
 
+// evaluateGoals judges the goals on the medians of the per-round ratios.
 func (r *Report) evaluateGoals() {
 	atMost := func(v, limit float64) string {
 		switch {

@@ -7,13 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/loop"
 	"github.com/toolmesh/toolmesh/internal/runlog"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
-	"github.com/toolmesh/toolmesh/pkg/tool"
-
-	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/toolinternal"
+	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
 // BenchmarkRecordEncode encodes a step's records as the journal writes them: the model's
@@ -94,8 +93,7 @@ func BenchmarkJournalRun(b *testing.B) {
 		}
 		j.event(loop.ModelCalled{Iteration: 11})
 		if err := j.finish(endRecord{State: endState{State: runlog.StateSucceeded}, FinalText: "done", Iterations: 11, ToolCalls: 10}); err != nil {
-			b.Fatal(err)
+			b.Fatal(err) // finish closes the journal
 		}
-		_ = j.close()
 	}
 }

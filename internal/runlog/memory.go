@@ -13,9 +13,9 @@ import (
 
 // MemoryLimits bound what a journal in memory keeps of finished runs: the oldest
 // finished runs go first once there are more than FinishedRuns of them or they hold more
-// than FinishedBytes of the heap (their records' data and arrays, what the store keeps of
-// each record, decision and run besides, as it counts them). Zero means the default (DefaultFinishedRuns,
-// DefaultFinishedBytes). Running runs are never dropped.
+// than FinishedBytes of the heap (their records' data and arrays, and what the store
+// keeps of each record, decision and run besides, as it counts them). Zero means the
+// default (DefaultFinishedRuns, DefaultFinishedBytes). Running runs are never dropped.
 type MemoryLimits struct {
 	FinishedRuns  int
 	FinishedBytes int64
@@ -83,7 +83,6 @@ func (r *memRun) run(id string) Run {
 		Records: int64(len(r.records)), Created: time.Unix(0, r.created), Updated: time.Unix(0, r.updated), Note: r.note}
 }
 
-// add appends records to the run.
 // add appends records, which hold size bytes (stored), to the run.
 func (r *memRun) add(records []Record, size int64) {
 	r.records = append(r.records, records...)
