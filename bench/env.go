@@ -81,6 +81,9 @@ type variant struct {
 	call     callFunc
 	// peer is the process on the other side of a call (0: none), whose CPU is counted.
 	peer int
+	// stats, for a variant whose runs are journaled in a SQL store, is what the store
+	// counted so far: its commits and the writes' waits for them.
+	stats func() runlog.Stats
 }
 
 // env is everything the variants need, started once for the whole run: peer processes,
@@ -111,6 +114,9 @@ type env struct {
 
 	expected string // the text every add call must return
 	script   *scripted.Provider
+	// diskSyncUs is a synchronous write's time to the journals' directory on the machine
+	// before the load (p50, µs): what a commit's disk write takes when nothing else runs.
+	diskSyncUs float64
 }
 
 func (e *env) defer_(f func()) { e.cleanups = append(e.cleanups, f) }
@@ -688,6 +694,11 @@ func (e *env) journalVariants(ctx context.Context) ([]*variant, error) {
 		return nil, err
 	}
 	e.defer_(func() { _ = os.RemoveAll(dir) })
+	if us, err := probeSyncWrite(dir); err == nil {
+		e.diskSyncUs = us
+	} else {
+		e.progress("setup: the journal directory's synchronous write could not be timed: %v", err)
+	}
 	type journalStore struct {
 		name, what string
 		open       func() (runlog.Store, error)
@@ -732,6 +743,9 @@ func (e *env) journalVariants(ctx context.Context) ([]*variant, error) {
 		e.countEvents = count
 		v.name = st.name
 		v.measures = "loop-grpc on an orchestrator core that journals every run in " + st.what + ": the request, each model response, tool dispatch and outcome, every event before the client sees it; a dispatch is committed before its call leaves"
+		if sr, ok := store.(runlog.StatsReporter); ok {
+			v.stats = sr.Stats
+		}
 		out = append(out, v)
 	}
 	return out, nil

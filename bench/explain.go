@@ -207,6 +207,15 @@ func (r *Report) journalFix(base, mem, jr *VariantResult, g *Goal) (fix, brief s
 	} else {
 		b.WriteString(": the CPU is the whole of the miss")
 	}
+	if j := jr.Journal; j != nil {
+		fmt.Fprintf(&b, ". A run's %.1f writes waited %s of its %s (%.0f%%), %s each: a commit took %s", j.WritesPerRun, dur(j.WaitedUsPerRun), dur(j.RunUs), 100*j.WaitShare(), dur(j.WaitUs), dur(j.CommitUs))
+		if j.LogUs > 0 {
+			fmt.Fprintf(&b, ", %s of it writing the commit log", dur(j.LogUs))
+			if d := r.Machine.DiskSyncWriteUs; d > 0 {
+				fmt.Fprintf(&b, ", where the same disk took %s for such a write before the load", dur(d))
+			}
+		}
+	}
 	b.WriteString(". So: less CPU per record in the journal, which every store pays (each model answer, dispatch and outcome as JSON, each event's key and protobuf form, their copies into the store's rows, the garbage collector's work on all of it), then in each store (the commit log's entries and their copy to the database; pgx's encoding); and fewer idle waits (a run waits for a commit at its request, at each dispatch and at its end, and each commit already serves every run waiting)")
 	if postgres {
 		b.WriteString("; a PostgreSQL server on cores of its own, as in production")

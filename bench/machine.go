@@ -18,6 +18,10 @@ type Machine struct {
 	Commit      string `json:"commit"`
 	LoadAtStart string `json:"load_at_start"`
 	LoadAtEnd   string `json:"load_at_end"`
+	// DiskSyncWriteUs is a synchronous 16 KiB write's time (p50) in the directory of the
+	// journal variants, timed before the load: what the disk takes for a commit's write
+	// when nothing else runs (0: not timed).
+	DiskSyncWriteUs float64 `json:"disk_sync_write_us,omitempty"`
 }
 
 func machineInfo() Machine {

@@ -25,6 +25,7 @@ func (r *Report) Markdown() string {
 	r.mdAllocations(&b)
 	r.mdRatios(&b)
 	r.mdLoop(&b)
+	r.mdJournal(&b)
 	r.mdMemory(&b)
 	r.mdResume(&b)
 	r.mdTenants(&b)
@@ -240,6 +241,36 @@ func (r *Report) mdLoop(b *mdBuilder) {
 	}
 	p("Overhead per iteration by round: %s.", strings.Join(rounds, ", "))
 	p("")
+}
+
+// mdJournal writes the journaled variants' commits: how many a run makes, how long one
+// takes and how long the runs waited for them.
+func (r *Report) mdJournal(b *mdBuilder) {
+	p := b.p
+	var vs []*VariantResult
+	for _, name := range []string{VLoopSQLite, VLoopPostgres} {
+		if v := r.Variant(name); v != nil && v.Journal != nil {
+			vs = append(vs, v)
+		}
+	}
+	if len(vs) == 0 {
+		return
+	}
+	p("## The journal's commits at c%d", r.Method.Concurrency)
+	p("")
+	p("What each durable journal's store counted while the variant's throughput was measured (medians over rounds). A run's writes are its request, a dispatch before each call and its end, each carrying the records queued before it; a commit carries the writes of every run waiting. A write's wait runs from its hand-over to the store until its outcome: the commit under way before it, the gathering of its group, its own commit. A run's time is the concurrency divided by the throughput.")
+	p("")
+	p("| variant | writes per run | writes per commit | commit | of which the commit log's write | a write's wait | a run's waits | **share of a run's time** |")
+	p("|---|---:|---:|---:|---:|---:|---:|---:|")
+	for _, v := range vs {
+		j := v.Journal
+		p("| %s | %.1f | %.1f | %s | %s | %s | %s of %s | **%.0f%%** |", v.Name, j.WritesPerRun, j.WritesPerCommit, dur(j.CommitUs), dur(j.LogUs), dur(j.WaitUs), dur(j.WaitedUsPerRun), dur(j.RunUs), 100*j.WaitShare())
+	}
+	p("")
+	if d := r.Machine.DiskSyncWriteUs; d > 0 {
+		p("The same directory's synchronous write of %d KiB (O_DSYNC, O_DIRECT where allowed, as the commit log writes) took %s (p50 of %d) before the load: the rest of a commit's log write under load is the kernel's and the disk's queue, shared with the database's own writes, on cores the runs keep busy.", syncProbeBytes>>10, dur(d), syncProbeWrites)
+		p("")
+	}
 }
 
 // mdMemory writes the orchestrator's memory per open run and the bare server's floor.

@@ -103,6 +103,8 @@ type throughput struct {
 	// process on the other side of the call (0 when there is none), while the phase ran.
 	SelfCPUus float64 `json:"self_cpu_us_per_call"`
 	PeerCPUus float64 `json:"peer_cpu_us_per_call"`
+	// Journal is what the variant's journal did meanwhile, for a journaled variant.
+	Journal *journalRound `json:"journal,omitempty"`
 }
 
 // measureThroughput keeps conc calls in flight for d (or until maxCalls calls were

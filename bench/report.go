@@ -85,6 +85,8 @@ type VariantResult struct {
 	Calls       int64         `json:"calls"`
 	Rounds      []RoundResult `json:"rounds"`
 	Error       string        `json:"error,omitempty"`
+	// Journal is the commits of a variant whose runs a SQL store journals.
+	Journal *JournalFigures `json:"journal,omitempty"`
 }
 
 func (v *VariantResult) ok() bool { return v != nil && v.Error == "" && len(v.Rounds) > 0 }
@@ -102,6 +104,7 @@ func (v *VariantResult) aggregate() {
 	}
 	v.P50us, v.P99us, v.PerSecond, v.AllocsPerOp, v.BytesPerOp = median(p50), median(p99), median(thr), median(allocs), median(bytes)
 	v.SelfCPUus, v.PeerCPUus = median(self), median(peer)
+	v.Journal = journalFigures(v.Rounds)
 }
 
 // Ratio is a comparison of two variants, computed in each round and reported as the

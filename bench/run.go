@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/llm"
+	"github.com/toolmesh/toolmesh/internal/runlog"
 	"github.com/toolmesh/toolmesh/internal/wire"
 )
 
@@ -30,6 +31,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("bench: setup: %w", err)
 	}
 	defer e.close()
+	rep.Machine.DiskSyncWriteUs = e.diskSyncUs
 
 	r := &runner{cfg: cfg, e: e, rep: rep}
 	e.progress("setup: routing tables of %v tools", cfg.ScaleSizes)
@@ -436,11 +438,18 @@ func runRound(ctx context.Context, vs []*variant, cfg Config, failed map[string]
 		if v.peer != 0 {
 			peer0, _ = cpuTime(v.peer)
 		}
+		var stats0 runlog.Stats
+		if v.stats != nil {
+			stats0 = v.stats()
+		}
 		th, err := measureThroughput(tctx, v.call, cfg.Concurrency, cfg.ThroughputTime, cfg.ThroughputCalls)
 		cancel()
 		if err != nil {
 			drop(v, fmt.Errorf("throughput: %w", err))
 			continue
+		}
+		if v.stats != nil {
+			th.Journal = newJournalRound(stats0, v.stats())
 		}
 		n := float64(th.Calls)
 		if self1, err := cpuTime(os.Getpid()); err == nil && self0 > 0 {

@@ -271,6 +271,13 @@ type Stats struct {
 	// Append, a Finish or a Hold each), Committing the time the commits took.
 	Commits, Writes int64
 	Committing      time.Duration
+	// Waited is the time the writers waited, from handing a write to the store until
+	// its outcome, summed over the writes whose outcome they had: the write's commit,
+	// and before it the commit under way and the gathering of its group.
+	Waited time.Duration
+	// Logging is the part of Committing the SQLite store spent writing its commit log,
+	// synced: the disk's share of a commit. PostgreSQL's is inside its server.
+	Logging time.Duration
 }
 
 // StatsReporter is a store that counts its commits (the SQL stores).

@@ -91,8 +91,9 @@ type sqlStore struct {
 	done      sync.WaitGroup
 	closeOnce sync.Once
 	// commits, written and committing count the groups committed, their writes and the
-	// time they took (Stats).
-	commits, written, committing atomic.Int64
+	// time they took; waited the writers' waits for them, logging the time spent writing
+	// the commit log (Stats).
+	commits, written, committing, waited, logging atomic.Int64
 	// failing is the error of the last commit when it failed as a whole (Health).
 	healthMu sync.Mutex
 	failing  error
@@ -164,6 +165,7 @@ type write struct {
 // ends first gets its error; the write may still commit, as any commit whose answer
 // the caller did not get.
 func (s *sqlStore) submit(ctx context.Context, w *write, what string) error {
+	start := time.Now()
 	if len(w.records) > 0 {
 		w.row = packRow(w.records, w.lease.Epoch, s.now())
 	}
@@ -177,6 +179,7 @@ func (s *sqlStore) submit(ctx context.Context, w *write, what string) error {
 	}
 	select {
 	case err := <-w.done:
+		s.waited.Add(int64(time.Since(start)))
 		return err
 	case <-ctx.Done():
 		return fmt.Errorf("runlog: %s: %w", what, ctx.Err())
@@ -227,7 +230,8 @@ func (s *sqlStore) Health(ctx context.Context) error {
 
 // Stats implements StatsReporter.
 func (s *sqlStore) Stats() Stats {
-	return Stats{Commits: s.commits.Load(), Writes: s.written.Load(), Committing: time.Duration(s.committing.Load())}
+	return Stats{Commits: s.commits.Load(), Writes: s.written.Load(), Committing: time.Duration(s.committing.Load()),
+		Waited: time.Duration(s.waited.Load()), Logging: time.Duration(s.logging.Load())}
 }
 
 // maxGroup bounds the writes one transaction commits.

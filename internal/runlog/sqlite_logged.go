@@ -233,7 +233,10 @@ func (l *sqliteLogged) commitGroup(group []*write) []error {
 	}
 	id := l.log.last + 1
 	failpoint.Hit(failpoint.StoreBeforeCommit)
-	if err := l.log.write(id, accepted); err != nil {
+	started := time.Now()
+	err = l.log.write(id, accepted)
+	l.s.logging.Add(int64(time.Since(started)))
+	if err != nil {
 		if err, ok := noRoom(err); ok {
 			// Nothing of the entry stays; the writes fail, and the next ones are tried
 			// again as if it never was. The log starts again from its start if the
@@ -261,7 +264,10 @@ func (l *sqliteLogged) commitGroup(group []*write) []error {
 	// The sync runs outside the lock: another committer writes its entry meanwhile, and
 	// syncs it with ours or after. A sync makes durable every entry written before it
 	// began (fdatasync covers the file), this one and those before it.
-	if err := l.log.sync(); err != nil {
+	started = time.Now()
+	err = l.log.sync()
+	l.s.logging.Add(int64(time.Since(started)))
+	if err != nil {
 		broken := fmt.Errorf("runlog: the commit log could not be synced: %w", sqliteExplain(err))
 		// Whoever waits for the entry (holding mu, perhaps) learns it never comes.
 		l.amu.Lock()

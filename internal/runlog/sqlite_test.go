@@ -243,3 +243,29 @@ func TestSQLiteRenewAllKeepsRenewalsWhenDecisionsFail(t *testing.T) {
 		t.Errorf("the run's lease runs until %s", run.Until)
 	}
 }
+
+// Stats counts each write, the commits that carried them, and how long the writers
+// waited for them and the commit log took to write them.
+func TestSQLiteStats(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := sqliteOpener(filepath.Join(t.TempDir(), "journal.db"))(t)
+	defer func() { _ = s.Close() }()
+	lease, err := s.Create(ctx, "run_stats", "me", time.Minute, runlog.Record{Seq: 1, Kind: runlog.KindRequest, Data: []byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := int64(2); seq <= 6; seq++ {
+		if err := s.Append(ctx, lease, []runlog.Record{{Seq: seq, Kind: runlog.KindEvent, Data: []byte(`{}`)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := s.(runlog.StatsReporter).Stats()
+	// One write at a time: each commit carries one, and its writer waits for all of it.
+	if st.Writes != 6 || st.Commits != 6 {
+		t.Errorf("%d writes in %d commits, want 6 in 6", st.Writes, st.Commits)
+	}
+	if st.Logging <= 0 || st.Logging > st.Committing || st.Committing > st.Waited {
+		t.Errorf("logging %v, committing %v, waited %v: want 0 < logging ≤ committing ≤ waited", st.Logging, st.Committing, st.Waited)
+	}
+}
