@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -386,16 +387,66 @@ type loggedRow struct {
 	data                  []byte
 	// epoch is the epoch of the lease the records were written under.
 	epoch int64
+	// pooled says that data's array is one of rowArrays', to be given back (release)
+	// once nothing reads it: the SQLite applier's copy of it to the database.
+	pooled bool
 }
 
-// packRow packs records written under epoch as a row, times filled in with now.
+// packRow packs records written under epoch as a row, times filled in with now, in an
+// array of rowArrays where one is large enough.
 func packRow(records []Record, epoch int64, now time.Time) *loggedRow {
-	data, kinds := pack(records, now)
+	dst, pooled := rowArrays.get(packedSize(records))
+	data, kinds := pack(dst, records, now)
 	t := records[0].Time
 	if t.IsZero() {
 		t = now
 	}
-	return &loggedRow{first: records[0].Seq, n: int64(len(records)), kinds: kinds, time: t.UnixNano(), kind: string(records[0].Kind), data: data, epoch: epoch}
+	return &loggedRow{first: records[0].Seq, n: int64(len(records)), kinds: kinds, time: t.UnixNano(), kind: string(records[0].Kind), data: data, epoch: epoch, pooled: pooled}
+}
+
+// release gives r's array back to rowArrays: r's data reads as empty from then on. The
+// caller is the last to read it.
+func (r *loggedRow) release() {
+	if r.pooled {
+		rowArrays.put(r.data)
+		r.data, r.pooled = nil, false
+	}
+}
+
+// rowArrays are the arrays rows are packed in, by size class: the SQLite store packs a
+// row at every write and copies it to its database a little later, after which the
+// array serves another row (a run's rows were a tenth of the journal's allocations).
+var rowArrays arrayPool
+
+// arrayPool pools byte arrays in classes of rowClasses' sizes; a larger one is not
+// pooled.
+type arrayPool struct{ classes [len(rowClasses)]sync.Pool }
+
+var rowClasses = [...]int{512, 2 << 10, 8 << 10, 32 << 10, 128 << 10}
+
+// get returns an empty slice of an array of at least n bytes, and whether it is the
+// pool's.
+func (p *arrayPool) get(n int) ([]byte, bool) {
+	for i, c := range rowClasses {
+		if n <= c {
+			if b, ok := p.classes[i].Get().(*[]byte); ok {
+				return (*b)[:0], true
+			}
+			return make([]byte, 0, c), true
+		}
+	}
+	return nil, false
+}
+
+// put gives b's array back, if it is of one of the classes.
+func (p *arrayPool) put(b []byte) {
+	for i, c := range rowClasses {
+		if cap(b) == c {
+			b = b[:0]
+			p.classes[i].Put(&b)
+			return
+		}
+	}
 }
 
 // rowRun is rows of a run that follow one another, to be joined as one (join).
@@ -425,8 +476,9 @@ func (g *rowRun) take(r *loggedRow) bool {
 }
 
 // join makes one row of rows, each following the one before it (rowRun.take): their
-// records in order, copied once.
-func join(rows ...*loggedRow) *loggedRow {
+// records in order, copied once, in the array of dst when it has room (its contents
+// overwritten).
+func join(dst []byte, rows ...*loggedRow) *loggedRow {
 	if len(rows) == 1 {
 		return rows[0]
 	}
@@ -436,8 +488,11 @@ func join(rows ...*loggedRow) *loggedRow {
 		n += r.n
 		kinds |= r.kinds
 	}
-	data := make([]byte, 5, size)
-	data[0] = packedVersion
+	data := dst[:0]
+	if cap(data) < size {
+		data = make([]byte, 0, size)
+	}
+	data = append(data, packedVersion, 0, 0, 0, 0)
 	for _, r := range rows {
 		data = append(data, r.data[5:]...)
 	}

@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -139,10 +140,43 @@ func TestJoinRows(t *testing.T) {
 	if !g.take(c) {
 		t.Fatal("a third row not joined")
 	}
-	j := join(g.rows...)
-	recs, err := unpack("r", row{seq: j.first, n: j.n, epoch: 1, kinds: j.kinds, data: j.data}, 0, filterKinds(), 0, nil)
-	if err != nil || len(recs) != 4 || string(recs[0].Data) != "a" || recs[1].Kind != KindEvent || string(recs[2].Data) != "b" || recs[2].Seq != 3 || string(recs[3].Data) != "c" || recs[3].Seq != 4 {
-		t.Errorf("joined: %+v, %v", recs, err)
+	// Joined in an array given, whatever it held, and again in a fresh one.
+	for _, dst := range [][]byte{[]byte(strings.Repeat("x", 300)), nil} {
+		j := join(dst, g.rows...)
+		if dst != nil && &j.data[0] != &dst[0] {
+			t.Error("joined outside the array given")
+		}
+		recs, err := unpack("r", row{seq: j.first, n: j.n, epoch: 1, kinds: j.kinds, data: j.data}, 0, filterKinds(), 0, nil)
+		if err != nil || len(recs) != 4 || string(recs[0].Data) != "a" || recs[1].Kind != KindEvent || string(recs[2].Data) != "b" || recs[2].Seq != 3 || string(recs[3].Data) != "c" || recs[3].Seq != 4 {
+			t.Errorf("joined: %+v, %v", recs, err)
+		}
+	}
+}
+
+// A row is packed in a pooled array of the smallest class it fits, or its own past the
+// largest; released, it reads as empty, and a second release gives nothing back again.
+func TestRowArrays(t *testing.T) {
+	small := packRow([]Record{{Seq: 1, Kind: KindEvent, Data: []byte("e")}}, 1, time.Unix(0, 1))
+	if !small.pooled || cap(small.data) != rowClasses[0] {
+		t.Errorf("a small row: pooled %v in %d bytes, want a pooled %d", small.pooled, cap(small.data), rowClasses[0])
+	}
+	big := packRow([]Record{{Seq: 1, Kind: KindModel, Data: make([]byte, rowClasses[len(rowClasses)-1])}}, 1, time.Unix(0, 1))
+	if big.pooled {
+		t.Error("a row past the largest class is pooled")
+	}
+	data := small.data
+	small.release()
+	if small.data != nil || small.pooled {
+		t.Errorf("released: %q, pooled %v", small.data, small.pooled)
+	}
+	small.release() // nothing more to give back
+	big.release()
+	if big.data == nil {
+		t.Error("an array of its own released")
+	}
+	// What is given back is packed over: a row packed now may take the array.
+	if again := packRow([]Record{{Seq: 2, Kind: KindEvent, Data: []byte("f")}}, 1, time.Unix(0, 1)); cap(again.data) != cap(data) {
+		t.Errorf("a row of the same class in %d bytes", cap(again.data))
 	}
 }
 

@@ -93,11 +93,15 @@ func packedSize(records []Record) int {
 	return n
 }
 
-// pack encodes records as one row's data and returns it with the row's kinds. A record
-// without a time gets now.
-func pack(records []Record, now time.Time) ([]byte, int64) {
-	b := make([]byte, 5, packedSize(records))
-	b[0] = packedVersion
+// pack encodes records as one row's data, in the array of dst when it has room (its
+// contents overwritten), and returns it with the row's kinds. A record without a time
+// gets now.
+func pack(dst []byte, records []Record, now time.Time) ([]byte, int64) {
+	b := dst[:0]
+	if size := packedSize(records); cap(b) < size {
+		b = make([]byte, 0, size)
+	}
+	b = append(b, packedVersion, 0, 0, 0, 0)
 	var kinds int64
 	for _, r := range records {
 		kinds |= kindBit(r.Kind)

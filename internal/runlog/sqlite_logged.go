@@ -98,6 +98,9 @@ type sqliteLogged struct {
 	// logBroken is set once an entry could not be synced: the entries after it are never
 	// applied.
 	logBroken error
+	// joined is the array the applier joins a run's rows in (join), reused from one row
+	// to the next.
+	joined []byte
 }
 
 // startLogged opens the log next to the database, applies what the database lacks of
@@ -637,7 +640,11 @@ func (l *sqliteLogged) applyEntries(entries []logEntry) error {
 			}
 		}
 		for _, g := range runs {
-			r := join(g.rows...)
+			// The statement copies the row's data: the next joined row may take its array.
+			r := join(l.joined, g.rows...)
+			if len(g.rows) > 1 && cap(r.data) <= maxJoined {
+				l.joined = r.data
+			}
 			if _, err := w.exec(dc, sqliteInsertRow, g.run, r.first, r.n, r.epoch, r.kind, r.kinds, r.time, r.data); err != nil {
 				return err
 			}
@@ -648,9 +655,21 @@ func (l *sqliteLogged) applyEntries(entries []logEntry) error {
 		}
 		failpoint.Hit(failpoint.StoreBeforeApply)
 		done = true
-		return tx.Commit()
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+		// The database holds the rows now, and nothing reads them after this copy.
+		for _, w := range writes {
+			if w.row != nil {
+				w.row.release()
+			}
+		}
+		return nil
 	})
 }
+
+// maxJoined bounds the array the applier keeps for the rows it joins.
+const maxJoined = 1 << 20
 
 // close copies what is left of the log to the database, empties the log and stops the
 // applier.
