@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -33,6 +34,13 @@ var png = []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x0
 // "mem://items/{id}", each answer naming the server.
 func gatewayServer(t *testing.T, name string) string {
 	t.Helper()
+	srv := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return gatewayMCPServer(name) }, nil))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// gatewayMCPServer is gatewayServer's MCP server, to serve over any transport.
+func gatewayMCPServer(name string) *sdk.Server {
 	s := sdk.NewServer(&sdk.Implementation{Name: name, Version: "v1"}, &sdk.ServerOptions{
 		SubscribeHandler:   func(context.Context, *sdk.SubscribeRequest) error { return nil },
 		UnsubscribeHandler: func(context.Context, *sdk.UnsubscribeRequest) error { return nil },
@@ -70,9 +78,7 @@ func gatewayServer(t *testing.T, name string) string {
 	s.AddResource(&sdk.Resource{Name: "doc", URI: "mem://doc", MIMEType: "text/plain"}, read)
 	s.AddResource(&sdk.Resource{Name: "only", URI: "mem://" + name + "-only", MIMEType: "text/plain"}, read)
 	s.AddResourceTemplate(&sdk.ResourceTemplate{Name: "items", URITemplate: "mem://items/{id}"}, read)
-	srv := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil))
-	t.Cleanup(srv.Close)
-	return srv.URL
+	return s
 }
 
 // endpoint serves the tools of groups through toolmesh's MCP endpoint, offering a
@@ -220,14 +226,24 @@ func TestEndpointRelaysProgressAndLogs(t *testing.T) {
 // as a busy process does: 20 ms each, and 150 ms each (past the 250 ms a call waited
 // for them before, which a busy test machine exceeded).
 func TestEndpointSendsLogsBeforeTheResult(t *testing.T) {
-	for _, d := range []time.Duration{20 * time.Millisecond, 150 * time.Millisecond} {
-		t.Run(d.String(), func(t *testing.T) { sendsLogsBeforeTheResult(t, d) })
+	for _, transport := range []string{"http", "stdio"} {
+		for _, d := range []time.Duration{20 * time.Millisecond, 150 * time.Millisecond} {
+			t.Run(transport+"/"+d.String(), func(t *testing.T) { sendsLogsBeforeTheResult(t, transport, d) })
+		}
 	}
 }
 
-func sendsLogsBeforeTheResult(t *testing.T, handling time.Duration) {
+func sendsLogsBeforeTheResult(t *testing.T, transport string, handling time.Duration) {
 	defer mcp.SlowLogHandling(handling)()
-	g := newGroup(t, mcp.Options{Server: mcp.Server{Name: "srv", URL: gatewayServer(t, "srv")}})
+	server := mcp.Server{Name: "srv", URL: gatewayServer(t, "srv")}
+	if transport == "stdio" {
+		exe, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		server = mcp.Server{Name: "srv", Command: exe, Env: map[string]string{"TOOLMESH_MCP_TEST_SERVER": "gateway"}}
+	}
+	g := newGroup(t, mcp.Options{Server: server})
 	wire := &wireOrder{next: http.DefaultTransport}
 	cs := endpointOver(t, []*mcp.Group{g}, nil, nil, &http.Client{Transport: wire})
 	if err := cs.SetLoggingLevel(testCtx(t), &sdk.SetLoggingLevelParams{Level: "info"}); err != nil { //nolint:staticcheck // what the test is about

@@ -610,7 +610,7 @@ func (g *Group) transport(headers map[string]string, order *logOrder) sdk.Transp
 		cmd := exec.Command(s.Command, s.Args...)
 		cmd.Dir = s.Dir
 		cmd.Env = childEnv(os.Environ(), s.Env)
-		return &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
+		return countingStdio{next: &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, order: order}
 	}
 	all := maps.Clone(s.Headers)
 	if len(headers) > 0 && all == nil {

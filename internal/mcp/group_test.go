@@ -28,9 +28,13 @@ import (
 // The test binary doubles as a stdio MCP server: with TOOLMESH_MCP_TEST_SERVER=stdio it
 // serves testServer on stdin and stdout instead of running the tests.
 func TestMain(m *testing.M) {
-	if os.Getenv("TOOLMESH_MCP_TEST_SERVER") == "stdio" {
+	switch os.Getenv("TOOLMESH_MCP_TEST_SERVER") {
+	case "stdio":
 		s, _ := testServer()
 		_ = s.Run(context.Background(), &sdk.StdioTransport{})
+		os.Exit(0)
+	case "gateway": // gatewayServer's tools over stdio, named srv
+		_ = gatewayMCPServer("srv").Run(context.Background(), &sdk.StdioTransport{})
 		os.Exit(0)
 	}
 	os.Exit(m.Run())

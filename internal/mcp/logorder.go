@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -18,14 +19,15 @@ import (
 // on a goroutine of its own, one after another, but gives a response to its caller at
 // once: a call's result can overtake the log messages the server sent before it, which
 // then reach the endpoint's client after the result (on its session's stream, if at all)
-// instead of before it on the call's. So the HTTP client of a session counts the log
-// messages it reads (read), the session's log handler those it passed on (handled, once
-// onLog returns), and a call whose client hears its log messages waits, once it has its
-// result, until every log message read before is handled (wait), for at most logWait. A
-// stdio session counts none: its calls do not wait. The count follows the SDK's reading
-// of the stream (it skips events of another type than "message", and refuses a log
-// message with an id or without an object of params); a message the SDK refuses for
-// another reason is never handled, and the call that waits for it waits logWait.
+// instead of before it on the call's. So the session's connection counts the log
+// messages the SDK reads (read: an HTTP session's client as it reads the event streams,
+// a stdio session's connection as the SDK takes each message from it), the session's log
+// handler those it passed on (handled, once onLog returns), and a call whose client hears
+// its log messages waits, once it has its result, until every log message read before is
+// handled (wait), for at most logWait. The count follows the SDK's reading of the
+// messages (it skips events of another type than "message", and refuses a log message
+// with an id or without an object of params); a message the SDK refuses for another
+// reason is never handled, and the call that waits for it waits logWait.
 type logOrder struct {
 	mu            sync.Mutex
 	read, handled int64
@@ -113,6 +115,37 @@ func (g *Group) awaitLogs(ctx context.Context, cs *sdk.ClientSession) {
 	if o, ok := g.orders.Load(cs); ok {
 		o.(*logOrder).wait(ctx, logWait)
 	}
+}
+
+// countingStdio is a stdio transport whose connection counts, for order, the log
+// messages the SDK reads from it.
+type countingStdio struct {
+	next  sdk.Transport
+	order *logOrder
+}
+
+func (t countingStdio) Connect(ctx context.Context) (sdk.Connection, error) {
+	c, err := t.next.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return countingConn{Connection: c, order: t.order}, nil
+}
+
+// countingConn notes each log message as the SDK reads it, before the SDK hands it to
+// its handler or reads what follows it.
+type countingConn struct {
+	sdk.Connection
+	order *logOrder
+}
+
+func (c countingConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	m, err := c.Connection.Read(ctx)
+	if r, ok := m.(*jsonrpc.Request); ok && err == nil && !r.IsCall() && r.Method == "notifications/message" &&
+		bytes.HasPrefix(bytes.TrimLeft(r.Params, " \t\r\n"), []byte{'{'}) {
+		c.order.noteRead()
+	}
+	return m, err
 }
 
 // countingTransport counts, for order, the log messages in the event streams of the
