@@ -694,10 +694,12 @@ func (e *env) journalVariants(ctx context.Context) ([]*variant, error) {
 		return nil, err
 	}
 	e.defer_(func() { _ = os.RemoveAll(dir) })
-	if us, err := probeSyncWrite(dir); err == nil {
-		e.diskSyncUs = us
-	} else {
-		e.progress("setup: the journal directory's synchronous write could not be timed: %v", err)
+	if e.cfg.wants(VLoopSQLite) {
+		if us, err := probeSyncWrite(dir); err == nil {
+			e.diskSyncUs = us
+		} else {
+			e.progress("setup: the journal directory's synchronous write could not be timed: %v", err)
+		}
 	}
 	type journalStore struct {
 		name, what string

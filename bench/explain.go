@@ -208,11 +208,11 @@ func (r *Report) journalFix(base, mem, jr *VariantResult, g *Goal) (fix, brief s
 		b.WriteString(": the CPU is the whole of the miss")
 	}
 	if j := jr.Journal; j != nil {
-		fmt.Fprintf(&b, ". A run's %.1f writes waited %s of its %s (%.0f%%), %s each: a commit took %s", j.WritesPerRun, dur(j.WaitedUsPerRun), dur(j.RunUs), 100*j.WaitShare(), dur(j.WaitUs), dur(j.CommitUs))
+		fmt.Fprintf(&b, ". A run's %.1f writes waited %s of its %s (%.0f%%), %s each: a commit took %s", j.WritesPerRun, dur(j.WaitedUsPerRun), dur(j.RunUs), 100*j.WaitShare, dur(j.WaitUs), dur(j.CommitUs))
 		if j.LogUs > 0 {
-			fmt.Fprintf(&b, ", %s of it writing the commit log", dur(j.LogUs))
+			fmt.Fprintf(&b, ", %s of it on the commit log", dur(j.LogUs))
 			if d := r.Machine.DiskSyncWriteUs; d > 0 {
-				fmt.Fprintf(&b, ", where the same disk took %s for such a write before the load", dur(d))
+				fmt.Fprintf(&b, ", where the same directory took %s for a synchronous %d KiB write before the load", dur(d), syncProbeBytes>>10)
 			}
 		}
 	}

@@ -39,20 +39,15 @@ type JournalFigures struct {
 	WaitUs         float64 `json:"wait_us"`
 	WaitedUsPerRun float64 `json:"waited_us_per_run"`
 	RunUs          float64 `json:"run_us"`
-}
-
-// WaitShare is the share of a run's wall time its writes waited for commits.
-func (j *JournalFigures) WaitShare() float64 {
-	if j == nil || j.RunUs <= 0 {
-		return 0
-	}
-	return j.WaitedUsPerRun / j.RunUs
+	// WaitShare is the share of a run's wall time its writes waited (waited / run,
+	// in each round).
+	WaitShare float64 `json:"wait_share"`
 }
 
 // journalFigures are the medians over rounds of the rounds' figures, nil when no round
 // has any.
 func journalFigures(rounds []RoundResult) *JournalFigures {
-	var cpr, wpr, wpc, commit, log, wait, waited, run []float64
+	var cpr, wpr, wpc, commit, log, wait, waited, run, share []float64
 	for _, r := range rounds {
 		j, th := r.Throughput.Journal, r.Throughput
 		if j == nil || j.Commits <= 0 || j.Writes <= 0 || th.Calls <= 0 || th.PerSecond <= 0 {
@@ -65,14 +60,16 @@ func journalFigures(rounds []RoundResult) *JournalFigures {
 		commit = append(commit, j.CommittingUs/float64(j.Commits))
 		log = append(log, j.LoggingUs/float64(j.Commits))
 		wait = append(wait, j.WaitedUs/float64(j.Writes))
+		runUs := float64(th.Concurrency) / th.PerSecond * 1e6
 		waited = append(waited, j.WaitedUs/calls)
-		run = append(run, float64(th.Concurrency)/th.PerSecond*1e6)
+		run = append(run, runUs)
+		share = append(share, j.WaitedUs/calls/runUs)
 	}
 	if len(cpr) == 0 {
 		return nil
 	}
 	return &JournalFigures{CommitsPerRun: median(cpr), WritesPerRun: median(wpr), WritesPerCommit: median(wpc), CommitUs: median(commit),
-		LogUs: median(log), WaitUs: median(wait), WaitedUsPerRun: median(waited), RunUs: median(run)}
+		LogUs: median(log), WaitUs: median(wait), WaitedUsPerRun: median(waited), RunUs: median(run), WaitShare: median(share)}
 }
 
 // syncProbeWrites is how many writes probeSyncWrite times, syncProbeBytes their size: a

@@ -258,17 +258,17 @@ func (r *Report) mdJournal(b *mdBuilder) {
 	}
 	p("## The journal's commits at c%d", r.Method.Concurrency)
 	p("")
-	p("What each durable journal's store counted while the variant's throughput was measured (medians over rounds). A run's writes are its request, a dispatch before each call and its end, each carrying the records queued before it; a commit carries the writes of every run waiting. A write's wait runs from its hand-over to the store until its outcome: the commit under way before it, the gathering of its group, its own commit. A run's time is the concurrency divided by the throughput.")
+	p("What each durable journal's store counted while the variant's throughput was measured (medians over rounds). A run's writes are its request and each commit of the records it queued: at each call it sends, before a model call that an uncommitted outcome of a call that is not idempotent would change, and at its end, the run waits for the write; a queue nobody waits for is written after 5 ms, the run going on. A commit carries the writes of every run waiting. A write's wait runs from its hand-over to the store until its outcome: the commit under way before it, the gathering of its group, its own commit. A run's time is the concurrency divided by the throughput; the share is its writes' waits in it (those of writes it did not wait for included).")
 	p("")
-	p("| variant | writes per run | writes per commit | commit | of which the commit log's write | a write's wait | a run's waits | **share of a run's time** |")
+	p("| variant | writes per run | writes per commit | commit | of which the commit log | a write's wait | a run's writes' waits | **share of a run's time** |")
 	p("|---|---:|---:|---:|---:|---:|---:|---:|")
 	for _, v := range vs {
 		j := v.Journal
-		p("| %s | %.1f | %.1f | %s | %s | %s | %s of %s | **%.0f%%** |", v.Name, j.WritesPerRun, j.WritesPerCommit, dur(j.CommitUs), dur(j.LogUs), dur(j.WaitUs), dur(j.WaitedUsPerRun), dur(j.RunUs), 100*j.WaitShare())
+		p("| %s | %.1f | %.1f | %s | %s | %s | %s of %s | **%.0f%%** |", v.Name, j.WritesPerRun, j.WritesPerCommit, dur(j.CommitUs), dur(j.LogUs), dur(j.WaitUs), dur(j.WaitedUsPerRun), dur(j.RunUs), 100*j.WaitShare)
 	}
 	p("")
-	if d := r.Machine.DiskSyncWriteUs; d > 0 {
-		p("The same directory's synchronous write of %d KiB (O_DSYNC, O_DIRECT where allowed, as the commit log writes) took %s (p50 of %d) before the load: the rest of a commit's log write under load is the kernel's and the disk's queue, shared with the database's own writes, on cores the runs keep busy.", syncProbeBytes>>10, dur(d), syncProbeWrites)
+	if v, d := r.Variant(VLoopSQLite), r.Machine.DiskSyncWriteUs; d > 0 && v != nil && v.Journal != nil && v.Journal.LogUs > 0 {
+		p("The same directory took %s (p50 of %d) for a synchronous write of %d KiB (O_DSYNC, O_DIRECT where allowed, as the commit log writes) before the load, where %s's commits spent %s each on the commit log under it.", dur(d), syncProbeWrites, syncProbeBytes>>10, VLoopSQLite, dur(v.Journal.LogUs))
 		p("")
 	}
 }

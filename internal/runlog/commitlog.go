@@ -387,29 +387,43 @@ type loggedRow struct {
 	data                  []byte
 	// epoch is the epoch of the lease the records were written under.
 	epoch int64
-	// pooled says that data's array is one of rowArrays', to be given back (release)
-	// once nothing reads it: the SQLite applier's copy of it to the database.
-	pooled bool
+	// array, when set, is the rowArrays array data is in, to be given back (release)
+	// once nothing reads it: after the SQLite applier's copy of it to the database.
+	array *[]byte
 }
 
-// packRow packs records written under epoch as a row, times filled in with now, in an
-// array of rowArrays where one is large enough.
+// packRow packs records written under epoch as a row, times filled in with now.
 func packRow(records []Record, epoch int64, now time.Time) *loggedRow {
-	dst, pooled := rowArrays.get(packedSize(records))
+	return packRowIn(nil, records, epoch, now)
+}
+
+// packPooledRow is packRow in an array of rowArrays, where one is large enough: for a
+// row whose reader gives it back (release).
+func packPooledRow(records []Record, epoch int64, now time.Time) *loggedRow {
+	return packRowIn(rowArrays.get(packedSize(records)), records, epoch, now)
+}
+
+// packRowIn is packRow in array, when not nil.
+func packRowIn(array *[]byte, records []Record, epoch int64, now time.Time) *loggedRow {
+	var dst []byte
+	if array != nil {
+		dst = *array
+	}
 	data, kinds := pack(dst, records, now)
 	t := records[0].Time
 	if t.IsZero() {
 		t = now
 	}
-	return &loggedRow{first: records[0].Seq, n: int64(len(records)), kinds: kinds, time: t.UnixNano(), kind: string(records[0].Kind), data: data, epoch: epoch, pooled: pooled}
+	return &loggedRow{first: records[0].Seq, n: int64(len(records)), kinds: kinds, time: t.UnixNano(), kind: string(records[0].Kind), data: data, epoch: epoch, array: array}
 }
 
 // release gives r's array back to rowArrays: r's data reads as empty from then on. The
 // caller is the last to read it.
 func (r *loggedRow) release() {
-	if r.pooled {
-		rowArrays.put(r.data)
-		r.data, r.pooled = nil, false
+	if r.array != nil {
+		*r.array = r.data[:0]
+		rowArrays.put(r.array)
+		r.data, r.array = nil, nil
 	}
 }
 
@@ -418,32 +432,35 @@ func (r *loggedRow) release() {
 // array serves another row (a run's rows were a tenth of the journal's allocations).
 var rowArrays arrayPool
 
-// arrayPool pools byte arrays in classes of rowClasses' sizes; a larger one is not
+// arrayPool pools byte arrays in classes of rowClasses' sizes, each twice the one
+// before, so that an array is at most about twice what it holds; a larger one is not
 // pooled.
 type arrayPool struct{ classes [len(rowClasses)]sync.Pool }
 
-var rowClasses = [...]int{512, 2 << 10, 8 << 10, 32 << 10, 128 << 10}
+var rowClasses = [...]int{512, 1 << 10, 2 << 10, 4 << 10, 8 << 10, 16 << 10, 32 << 10, 64 << 10, 128 << 10}
 
-// get returns an empty slice of an array of at least n bytes, and whether it is the
-// pool's.
-func (p *arrayPool) get(n int) ([]byte, bool) {
+// get returns an array of at least n bytes (an empty slice of it), or nil past the
+// largest class.
+func (p *arrayPool) get(n int) *[]byte {
 	for i, c := range rowClasses {
 		if n <= c {
 			if b, ok := p.classes[i].Get().(*[]byte); ok {
-				return (*b)[:0], true
+				return b
 			}
-			return make([]byte, 0, c), true
+			b := make([]byte, 0, c)
+			return &b
 		}
 	}
-	return nil, false
+	return nil
 }
 
-// put gives b's array back, if it is of one of the classes.
-func (p *arrayPool) put(b []byte) {
+// put gives an array back, if it is of one of the classes (a pack that outgrew it made
+// another).
+func (p *arrayPool) put(b *[]byte) {
 	for i, c := range rowClasses {
-		if cap(b) == c {
-			b = b[:0]
-			p.classes[i].Put(&b)
+		if cap(*b) == c {
+			*b = (*b)[:0]
+			p.classes[i].Put(b)
 			return
 		}
 	}
@@ -459,7 +476,9 @@ type rowRun struct {
 }
 
 func newRowRun(run string, r *loggedRow) *rowRun {
-	return &rowRun{run: run, rows: []*loggedRow{r}, last: *r, size: len(r.data)}
+	g := &rowRun{run: run, rows: []*loggedRow{r}, last: *r, size: len(r.data)}
+	g.last.data, g.last.array = nil, nil
+	return g
 }
 
 // take adds r when its records come right after the rows so far, under the same

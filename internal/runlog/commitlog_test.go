@@ -153,30 +153,35 @@ func TestJoinRows(t *testing.T) {
 	}
 }
 
-// A row is packed in a pooled array of the smallest class it fits, or its own past the
-// largest; released, it reads as empty, and a second release gives nothing back again.
+// A row packed to be given back is packed in a pooled array of the smallest class it
+// fits, or its own past the largest; given back, it reads as empty, and giving it back
+// again gives nothing. A row packed otherwise is exactly its size and is never given
+// back.
 func TestRowArrays(t *testing.T) {
-	small := packRow([]Record{{Seq: 1, Kind: KindEvent, Data: []byte("e")}}, 1, time.Unix(0, 1))
-	if !small.pooled || cap(small.data) != rowClasses[0] {
-		t.Errorf("a small row: pooled %v in %d bytes, want a pooled %d", small.pooled, cap(small.data), rowClasses[0])
+	rec := func(n int) []Record { return []Record{{Seq: 1, Kind: KindModel, Data: make([]byte, n)}} }
+	for _, c := range []struct{ data, class int }{{1, 512}, {600, 1 << 10}, {5000, 8 << 10}, {100 << 10, 128 << 10}} {
+		r := packPooledRow(rec(c.data), 1, time.Unix(0, 1))
+		if r.array == nil || cap(r.data) != c.class || &r.data[:1][0] != &(*r.array)[:1][0] {
+			t.Errorf("%d bytes of data: packed in %d bytes (pooled: %v), want the pool's %d", c.data, cap(r.data), r.array != nil, c.class)
+		}
+		array := r.array
+		r.release()
+		if r.data != nil || r.array != nil || len(*array) != 0 {
+			t.Errorf("given back: %d bytes, array %v", len(r.data), r.array)
+		}
+		r.release() // nothing more to give back
 	}
-	big := packRow([]Record{{Seq: 1, Kind: KindModel, Data: make([]byte, rowClasses[len(rowClasses)-1])}}, 1, time.Unix(0, 1))
-	if big.pooled {
+	big := packPooledRow(rec(rowClasses[len(rowClasses)-1]), 1, time.Unix(0, 1))
+	if big.array != nil {
 		t.Error("a row past the largest class is pooled")
 	}
-	data := small.data
-	small.release()
-	if small.data != nil || small.pooled {
-		t.Errorf("released: %q, pooled %v", small.data, small.pooled)
+	exact := packRow(rec(3000), 1, time.Unix(0, 1))
+	if exact.array != nil || cap(exact.data) != packedSize(rec(3000)) {
+		t.Errorf("a row packed not to be given back: %d bytes, pooled %v", cap(exact.data), exact.array != nil)
 	}
-	small.release() // nothing more to give back
-	big.release()
-	if big.data == nil {
-		t.Error("an array of its own released")
-	}
-	// What is given back is packed over: a row packed now may take the array.
-	if again := packRow([]Record{{Seq: 2, Kind: KindEvent, Data: []byte("f")}}, 1, time.Unix(0, 1)); cap(again.data) != cap(data) {
-		t.Errorf("a row of the same class in %d bytes", cap(again.data))
+	exact.release()
+	if exact.data == nil {
+		t.Error("a row of its own given back")
 	}
 }
 

@@ -271,12 +271,13 @@ type Stats struct {
 	// Append, a Finish or a Hold each), Committing the time the commits took.
 	Commits, Writes int64
 	Committing      time.Duration
-	// Waited is the time the writers waited, from handing a write to the store until
-	// its outcome, summed over the writes whose outcome they had: the write's commit,
-	// and before it the commit under way and the gathering of its group.
+	// Waited is the time the writers waited, summed over the writes handed to the
+	// committers, from the hand-over until the outcome (or until the writer gave up):
+	// the commit under way before the write's, the gathering of its group, its own.
 	Waited time.Duration
-	// Logging is the part of Committing the SQLite store spent writing its commit log,
-	// synced: the disk's share of a commit. PostgreSQL's is inside its server.
+	// Logging is the part of Committing the SQLite store spent on its commit log: each
+	// entry's encoding, its write and sync (the file's growth when it is full). The rest
+	// is checking and accepting the writes. PostgreSQL has none: its log is the server's.
 	Logging time.Duration
 }
 

@@ -165,11 +165,16 @@ type write struct {
 // ends first gets its error; the write may still commit, as any commit whose answer
 // the caller did not get.
 func (s *sqlStore) submit(ctx context.Context, w *write, what string) error {
-	start := time.Now()
 	if len(w.records) > 0 {
-		w.row = packRow(w.records, w.lease.Epoch, s.now())
+		if s.logged != nil {
+			// The applier gives the row's array back once it has copied it.
+			w.row = packPooledRow(w.records, w.lease.Epoch, s.now())
+		} else {
+			w.row = packRow(w.records, w.lease.Epoch, s.now())
+		}
 	}
 	w.done = make(chan error, 1)
+	start := time.Now()
 	select {
 	case s.writes <- w:
 	case <-s.closed:
@@ -177,9 +182,11 @@ func (s *sqlStore) submit(ctx context.Context, w *write, what string) error {
 	case <-ctx.Done():
 		return fmt.Errorf("runlog: %s: %w", what, ctx.Err())
 	}
+	// From here the write is the committers' (and counted in Stats.Writes once
+	// committed): the wait counts, whether its outcome comes or the caller gives up.
+	defer func() { s.waited.Add(int64(time.Since(start))) }()
 	select {
 	case err := <-w.done:
-		s.waited.Add(int64(time.Since(start)))
 		return err
 	case <-ctx.Done():
 		return fmt.Errorf("runlog: %s: %w", what, ctx.Err())

@@ -377,7 +377,7 @@ func (l *sqliteLogged) enqueue(e logEntry) {
 	l.logged = e.id
 	for _, w := range e.writes {
 		if w.row != nil {
-			l.queued += len(w.row.data)
+			l.queued += cap(w.row.data) // what the row holds of memory until it is copied
 		}
 	}
 	kick := l.queued >= applyBytes || len(l.queue) == 1
@@ -480,7 +480,7 @@ func (l *sqliteLogged) run() {
 				for _, e := range batch {
 					for _, w := range e.writes {
 						if w.row != nil {
-							l.queued += len(w.row.data)
+							l.queued += cap(w.row.data)
 						}
 					}
 				}
@@ -640,10 +640,14 @@ func (l *sqliteLogged) applyEntries(entries []logEntry) error {
 			}
 		}
 		for _, g := range runs {
-			// The statement copies the row's data: the next joined row may take its array.
 			r := join(l.joined, g.rows...)
-			if len(g.rows) > 1 && cap(r.data) <= maxJoined {
+			if r != g.rows[0] && cap(r.data) <= maxJoined {
+				// A row join made, in the applier's array or one it grew: the statement
+				// copies its data, and the next joined row may take the array.
 				l.joined = r.data
+			}
+			if r.data == nil && r.n > 0 {
+				return fmt.Errorf("run %s, records %d to %d: the row was given back before its copy", g.run, r.first, r.first+r.n-1)
 			}
 			if _, err := w.exec(dc, sqliteInsertRow, g.run, r.first, r.n, r.epoch, r.kind, r.kinds, r.time, r.data); err != nil {
 				return err
