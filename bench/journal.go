@@ -28,8 +28,8 @@ type JournalFigures struct {
 	CommitsPerRun   float64 `json:"commits_per_run"`
 	WritesPerRun    float64 `json:"writes_per_run"`
 	WritesPerCommit float64 `json:"writes_per_commit"`
-	// CommitUs is a commit's time, LogUs the part of it spent writing the commit log
-	// (SQLite: the write to disk and its sync).
+	// CommitUs is a commit's time, LogUs the part of it the SQLite store spent on its
+	// commit log (runlog.Stats.Logging: the entry's encoding, its write and sync).
 	CommitUs float64 `json:"commit_us"`
 	LogUs    float64 `json:"log_us"`
 	// WaitUs is a write's wait, from its hand-over to its outcome: its commit, the
