@@ -114,9 +114,10 @@ type env struct {
 
 	expected string // the text every add call must return
 	script   *scripted.Provider
-	// diskSyncUs is a synchronous write's time to the journals' directory on the machine
-	// before the load (p50, µs): what a commit's disk write takes when nothing else runs.
-	diskSyncUs float64
+	// diskSyncUs and diskSyncIdleUs are a synchronous write's time to the journals'
+	// directory on the machine before the load (p50, µs), back to back and after the disk
+	// was idle (probeSyncWrite).
+	diskSyncUs, diskSyncIdleUs float64
 }
 
 func (e *env) defer_(f func()) { e.cleanups = append(e.cleanups, f) }
@@ -695,8 +696,8 @@ func (e *env) journalVariants(ctx context.Context) ([]*variant, error) {
 	}
 	e.defer_(func() { _ = os.RemoveAll(dir) })
 	if e.cfg.wants(VLoopSQLite) {
-		if us, err := probeSyncWrite(dir); err == nil {
-			e.diskSyncUs = us
+		if us, idle, err := probeSyncWrite(dir); err == nil {
+			e.diskSyncUs, e.diskSyncIdleUs = us, idle
 		} else {
 			e.progress("setup: the journal directory's synchronous write could not be timed: %v", err)
 		}

@@ -211,7 +211,9 @@ func (r *Report) journalFix(base, mem, jr *VariantResult, g *Goal) (fix, brief s
 		fmt.Fprintf(&b, ". A run's %.1f writes waited %s of its %s (%.0f%%), %s each: a commit took %s", j.WritesPerRun, dur(j.WaitedUsPerRun), dur(j.RunUs), 100*j.WaitShare, dur(j.WaitUs), dur(j.CommitUs))
 		if j.LogUs > 0 {
 			fmt.Fprintf(&b, ", %s of it on the commit log", dur(j.LogUs))
-			if d := r.Machine.DiskSyncWriteUs; d > 0 {
+			if d, idle := r.Machine.DiskSyncWriteUs, r.Machine.DiskSyncWriteIdleUs; d > 0 && idle > 0 {
+				fmt.Fprintf(&b, ", where the same directory took, before the load, %s for a synchronous %d KiB write back to back and %s for one after the disk was idle for %s", dur(d), syncProbeBytes>>10, dur(idle), dur(float64(syncProbeIdle.Microseconds())))
+			} else if d > 0 {
 				fmt.Fprintf(&b, ", where the same directory took %s for a synchronous %d KiB write before the load", dur(d), syncProbeBytes>>10)
 			}
 		}

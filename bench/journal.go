@@ -73,10 +73,14 @@ func journalFigures(rounds []RoundResult) *JournalFigures {
 }
 
 // syncProbeWrites is how many writes probeSyncWrite times, syncProbeBytes their size: a
-// commit's entry at a few runs' steps.
+// commit's entry at a few runs' steps. syncProbeIdle is how long the disk is left idle
+// before each of the second series: about a commit's time, the time between the starts
+// of two writes of the commit log under load, where each write comes after the last
+// one's end and the gathering of its group.
 const (
 	syncProbeWrites = 200
 	syncProbeBytes  = 16 << 10
+	syncProbeIdle   = time.Millisecond
 )
 
 // medianDuration is the median of ds, in µs.

@@ -19,9 +19,12 @@ type Machine struct {
 	LoadAtStart string `json:"load_at_start"`
 	LoadAtEnd   string `json:"load_at_end"`
 	// DiskSyncWriteUs is a synchronous 16 KiB write's time (p50) in the directory of the
-	// journal variants, timed before the load: what the disk takes for a commit's write
-	// when nothing else runs (0: not timed).
-	DiskSyncWriteUs float64 `json:"disk_sync_write_us,omitempty"`
+	// journal variants, timed before the load, the writes back to back (0: not timed);
+	// DiskSyncWriteIdleUs the same write's after the disk was idle for a millisecond, as
+	// it is between two commits' writes. A virtual disk may take much longer for the
+	// second: its host wakes up for a write that comes after a pause.
+	DiskSyncWriteUs     float64 `json:"disk_sync_write_us,omitempty"`
+	DiskSyncWriteIdleUs float64 `json:"disk_sync_write_idle_us,omitempty"`
 }
 
 func machineInfo() Machine {

@@ -268,7 +268,11 @@ func (r *Report) mdJournal(b *mdBuilder) {
 	}
 	p("")
 	if v, d := r.Variant(VLoopSQLite), r.Machine.DiskSyncWriteUs; d > 0 && v != nil && v.Journal != nil && v.Journal.LogUs > 0 {
-		p("The same directory took %s (p50 of %d) for a synchronous write of %d KiB (O_DSYNC, O_DIRECT where allowed, as the commit log writes) before the load, where %s's commits spent %s each on the commit log under it.", dur(d), syncProbeWrites, syncProbeBytes>>10, VLoopSQLite, dur(v.Journal.LogUs))
+		if idle := r.Machine.DiskSyncWriteIdleUs; idle > 0 {
+			p("Before the load, the same directory took %s (p50 of %d) for a synchronous write of %d KiB (O_DSYNC, O_DIRECT where allowed, as the commit log writes) back to back, and %s for the same write after the disk was idle for %s, as it is between two commits' writes (a write comes after the last one's end and the gathering of its group); %s's commits spent %s each on the commit log under the load.", dur(d), syncProbeWrites, syncProbeBytes>>10, dur(idle), dur(float64(syncProbeIdle.Microseconds())), VLoopSQLite, dur(v.Journal.LogUs))
+		} else {
+			p("The same directory took %s (p50 of %d) for a synchronous write of %d KiB (O_DSYNC, O_DIRECT where allowed, as the commit log writes) before the load, where %s's commits spent %s each on the commit log under it.", dur(d), syncProbeWrites, syncProbeBytes>>10, VLoopSQLite, dur(v.Journal.LogUs))
+		}
 		p("")
 	}
 }

@@ -31,7 +31,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("bench: setup: %w", err)
 	}
 	defer e.close()
-	rep.Machine.DiskSyncWriteUs = e.diskSyncUs
+	rep.Machine.DiskSyncWriteUs, rep.Machine.DiskSyncWriteIdleUs = e.diskSyncUs, e.diskSyncIdleUs
 
 	r := &runner{cfg: cfg, e: e, rep: rep}
 	e.progress("setup: routing tables of %v tools", cfg.ScaleSizes)
