@@ -160,6 +160,9 @@ func (s *Service) begin(ctx context.Context, p *prepared, id, loopID string, sta
 		j.setOnLive(d.rc.live)
 		cancel := d.cancel
 		j.setOnCancel(func(reason string) { cancel(fmt.Errorf("%w: %s", ErrCancelled, reason)) })
+		if reason, ok := j.askedToCancel(); ok {
+			d.rc.cancelAtLive(fmt.Errorf("%w: %s", ErrCancelled, reason))
+		}
 	}
 	d.rc.info = tool.CallInfo{RunID: id, LoopID: loopID}
 	if p.tenant != "" {

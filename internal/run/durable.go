@@ -278,6 +278,15 @@ func (s *Service) resume(lease runlog.Lease) {
 		s.hold(ctx, lease, fmt.Errorf("%w: %v", ErrDamaged, err))
 		return
 	}
+	// A cancel asked while nobody drove the run (CancelRun on another replica): it ends
+	// at its first live step, once the steps its client saw are replayed, rather than
+	// at its first renewal, a live step or more later. Unread, the renewal finds it.
+	switch asked, ok, err := s.journal.Decision(ctx, id, cancelKey); {
+	case err != nil:
+		log.Warn("a run taken over: whether it was asked to cancel could not be read; its lease's renewal reads it", "error", err.Error())
+	case ok:
+		j.cancelled(asked.Reason)
+	}
 	// The lease is renewed from now on: waiting for the run's tool groups may take longer
 	// than it lasts.
 	waitCtx, stopWaiting := context.WithCancelCause(ctx)

@@ -182,6 +182,9 @@ type journal struct {
 	stop    context.CancelCauseFunc
 	// onLive is called at each live step of a resumed run (setOnLive).
 	onLive func()
+	// cancelAsked is the reason of a request to cancel the run that its journal held
+	// when this orchestrator took it over (cancelled, askedToCancel).
+	cancelAsked *string
 
 	mu        sync.Mutex
 	cond      sync.Cond
@@ -279,6 +282,24 @@ func (j *journal) setOnCancel(f func(reason string)) {
 	j.mu.Lock()
 	j.onCancel = f
 	j.mu.Unlock()
+}
+
+// cancelled notes a request to cancel the run, with its reason, that the journal held
+// when the run was taken over: the run ends at its first live step (askedToCancel).
+func (j *journal) cancelled(reason string) {
+	j.mu.Lock()
+	j.cancelAsked = &reason
+	j.mu.Unlock()
+}
+
+// askedToCancel is the reason of the request to cancel the run found at its take-over.
+func (j *journal) askedToCancel() (string, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.cancelAsked == nil {
+		return "", false
+	}
+	return *j.cancelAsked, true
 }
 
 // setOnLive sets what the run does at its first live step (runContext.live): the model

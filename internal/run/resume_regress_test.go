@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"iter"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -401,4 +402,52 @@ func TestMaintainPrunesPastRetention(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A run asked to cancel (CancelRun on a replica that does not drive it) while nobody
+// drove it ends cancelled at its first live step when it is taken over: the model is not
+// asked again. Before, the request waited for the first renewal of the new lease (a third
+// of journal.lease_ttl), and the run went on meanwhile, here to its end.
+func TestCancelAskedWhileOrphaned(t *testing.T) {
+	for _, name := range []string{"memory", "sqlite"} {
+		t.Run(name, func(t *testing.T) {
+			var store runlog.Store
+			var err error
+			if name == "memory" {
+				store, err = runlog.OpenMemory(context.Background())
+			} else {
+				store, err = runlog.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "journal.db"))
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = store.Close() }()
+			model := &rvModel{}
+			s := rvService(t, store, model, rvCodec{}, func(c *config.Config) {
+				c.Journal.LeaseTTL = config.Duration(3 * time.Second)
+			})
+			orphan(t, store, "r-c", "other")
+			ctx := context.Background()
+			// What cancelElsewhere records.
+			if err := store.Decide(ctx, "r-c", cancelKey, runlog.Decision{Reason: "stop it", By: "x"}); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := s.Resume(ctx); err != nil || n != 1 {
+				t.Fatalf("Resume: %d, %v", n, err)
+			}
+			var r runlog.Run
+			for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+				if r, _ = store.Get(ctx, "r-c"); r.State.Terminal() {
+					break
+				}
+			}
+			if model.calls.Load() != 0 || r.State != runlog.StateCancelled {
+				t.Fatalf("the model was asked %d times after the take-over, the run is %s; want 0, cancelled", model.calls.Load(), r.State)
+			}
+			snap, err := s.Get("r-c")
+			if err != nil || snap.Err == nil || !strings.Contains(snap.Err.Error(), "stop it") {
+				t.Errorf("Get: %+v, %v; want the cancel's reason", snap, err)
+			}
+		})
+	}
 }

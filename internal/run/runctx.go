@@ -36,6 +36,10 @@ type runContext struct {
 	held, expired atomic.Bool
 	hold          *time.Timer
 	cancel        context.CancelCauseFunc
+	// asked is the cause of a cancel requested while nobody drove the resumed run
+	// (cancelAtLive): like a deadline that passed meanwhile, it ends the run at its first
+	// live step, once the steps the client saw are replayed.
+	asked atomic.Pointer[error]
 	// ap is the run's approver, once its loop starts; nil until then.
 	ap *approver
 	// info is the run's tool.CallInfo, once the run reached its journal; listener is
@@ -88,8 +92,23 @@ func (c *runContext) passed() {
 // live ends the hold of a resumed run's deadline, at its first live step: past its
 // deadline, the run ends then.
 func (c *runContext) live() {
-	if c.held.CompareAndSwap(true, false) && (c.expired.Load() || !time.Now().Before(c.deadline)) {
+	if !c.held.CompareAndSwap(true, false) {
+		return
+	}
+	switch cause := c.asked.Load(); {
+	case cause != nil:
+		c.cancel(*cause)
+	case c.expired.Load() || !time.Now().Before(c.deadline):
 		c.cancel(context.DeadlineExceeded)
+	}
+}
+
+// cancelAtLive ends a resumed run with cause at its first live step (see asked), or at
+// once when it is not held.
+func (c *runContext) cancelAtLive(cause error) {
+	c.asked.Store(&cause)
+	if !c.held.Load() {
+		c.cancel(cause)
 	}
 }
 

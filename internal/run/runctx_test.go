@@ -3,6 +3,7 @@ package run
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -123,5 +124,40 @@ func TestResumedRunContextHoldsItsDeadline(t *testing.T) {
 	<-ctx.Done()
 	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		t.Errorf("at its deadline: Err %v", ctx.Err())
+	}
+}
+
+// A cancel asked while nobody drove a resumed run ends it at its first live step, with
+// its cause; one asked of a run that is not held (not resumed, or live already) at once.
+func TestRunContextCancelAtLive(t *testing.T) {
+	asked := fmt.Errorf("%w: stop it", ErrCancelled)
+	ctx, _, stop := newRunContext(context.Background(), time.Now().Add(time.Hour), true)
+	defer stop()
+	ctx.cancelAtLive(asked)
+	if ctx.Err() != nil {
+		t.Fatalf("held: Err %v; want none until its first live step", ctx.Err())
+	}
+	ctx.live()
+	if ctx.Err() == nil || !errors.Is(context.Cause(ctx), ErrCancelled) {
+		t.Fatalf("live: Err %v, cause %v; want the cancel", ctx.Err(), context.Cause(ctx))
+	}
+
+	// Its deadline passed too: the cancel, asked of the run, is why it ends.
+	ctx, _, stop = newRunContext(context.Background(), time.Now().Add(-time.Second), true)
+	defer stop()
+	ctx.cancelAtLive(asked)
+	ctx.live()
+	if !errors.Is(context.Cause(ctx), ErrCancelled) {
+		t.Errorf("live past its deadline: cause %v; want the cancel", context.Cause(ctx))
+	}
+
+	for _, resumed := range []bool{false, true} {
+		ctx, _, stop = newRunContext(context.Background(), time.Now().Add(time.Hour), resumed)
+		ctx.live() // a resumed run's first live step came before
+		ctx.cancelAtLive(asked)
+		if !errors.Is(context.Cause(ctx), ErrCancelled) {
+			t.Errorf("resumed %v, not held: cause %v; want the cancel at once", resumed, context.Cause(ctx))
+		}
+		stop()
 	}
 }
