@@ -840,10 +840,11 @@ func (s *sqlStore) Read(ctx context.Context, runID string, after int64, limit in
 		}
 	}
 	query += ` ORDER BY seq`
-	if limit > 0 {
+	if limit > 0 && !slices.ContainsFunc(kinds, func(k Kind) bool { return kindBit(k) == otherKind }) {
 		// Rows do not overlap and each holds a record of the kinds: every row but the
 		// one after falls in (whose records up to after are not read) holds a record to
-		// read.
+		// read. Not so for a kind without a bit of its own, which shares otherKind with
+		// others: its rows are read until the limit is reached.
 		query += ` LIMIT ?`
 		args = append(args, limit+1)
 	}
@@ -1217,56 +1218,47 @@ func (s *sqlStore) Prune(ctx context.Context, before time.Time, limit int) (int,
 		return 0, fmt.Errorf("runlog: prune: %w", s.d.why(err))
 	}
 	n := 0
-	var pruned []string
-	// The SQLite committer forgets what it knew of the runs deleted: a run of the same id
-	// may be created again. Until it forgets, it refuses that as ErrExists, as it did
-	// before the run was pruned.
-	defer func() { s.forgetRuns(pruned) }()
 	for _, id := range ids {
-		tx, err := s.db.BeginTx(ctx, nil)
-		if err != nil {
-			return n, fmt.Errorf("runlog: prune %s: %w", id, s.d.why(err))
-		}
-		// The state is checked again inside the transaction: a run is never deleted
-		// while it runs.
-		res, err := tx.ExecContext(ctx, s.q(`DELETE FROM toolmesh_runs WHERE run_id = ? AND state NOT IN (?, ?)`), id, string(StateRunning), string(StateHeld))
-		deleted := false
-		if err == nil {
-			if k, _ := res.RowsAffected(); k == 1 {
-				deleted = true
-				_, err = tx.ExecContext(ctx, s.q(`DELETE FROM toolmesh_records WHERE run_id = ?`), id)
-				if err == nil {
-					_, err = tx.ExecContext(ctx, s.q(`DELETE FROM toolmesh_decisions WHERE run_id = ?`), id)
+		// Each run is deleted under the SQLite committer's lock, which forgets what it
+		// knew of the run once the deletion is committed (exclusive): a run of the same id
+		// may be created again, and is created once. Forgotten later (after other runs'
+		// deletions), the view of a run created again meanwhile, whose creation only the
+		// commit log held yet, went with it, and a second creation passed.
+		err := s.exclusive(id, func() error {
+			tx, err := s.db.BeginTx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			// The state is checked again inside the transaction: a run is never deleted
+			// while it runs.
+			res, err := tx.ExecContext(ctx, s.q(`DELETE FROM toolmesh_runs WHERE run_id = ? AND state NOT IN (?, ?)`), id, string(StateRunning), string(StateHeld))
+			deleted := false
+			if err == nil {
+				if k, _ := res.RowsAffected(); k == 1 {
+					deleted = true
+					_, err = tx.ExecContext(ctx, s.q(`DELETE FROM toolmesh_records WHERE run_id = ?`), id)
+					if err == nil {
+						_, err = tx.ExecContext(ctx, s.q(`DELETE FROM toolmesh_decisions WHERE run_id = ?`), id)
+					}
 				}
+			}
+			if err != nil {
+				_ = tx.Rollback()
+				return err
+			}
+			if err := tx.Commit(); err != nil {
+				return err
+			}
+			if deleted {
 				n++
 			}
-		}
+			return nil
+		})
 		if err != nil {
-			_ = tx.Rollback()
 			return n, fmt.Errorf("runlog: prune %s: %w", id, s.d.why(err))
-		}
-		if err := tx.Commit(); err != nil {
-			return n, fmt.Errorf("runlog: prune %s: %w", id, s.d.why(err))
-		}
-		if deleted {
-			// Finished and settled (settle, above): the committer's view holds nothing the
-			// database lacks, and no write of the run comes meanwhile (it refuses them).
-			pruned = append(pruned, id)
 		}
 	}
 	return n, nil
-}
-
-// forgetRuns drops the SQLite committer's views of runs deleted around it.
-func (s *sqlStore) forgetRuns(ids []string) {
-	if s.logged == nil || len(ids) == 0 {
-		return
-	}
-	s.logged.mu.Lock()
-	defer s.logged.mu.Unlock()
-	for _, id := range ids {
-		s.logged.forget(id)
-	}
 }
 
 func (s *sqlStore) Close() error {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -246,4 +248,103 @@ func TestCreateLooksUpOnlyIDsNotGreaterThanTheirTenants(t *testing.T) {
 		create{"run_0003", true, 4},
 		create{"run_0006", false, 4},
 	)
+}
+
+// A run pruned and created again while Prune deletes other runs is created once: Prune
+// forgot the committer's views of the runs it deleted only at its end, and so forgot the
+// view of the run created again meanwhile, whose creation only the commit log held; a
+// second creation of it passed, and the applier then failed on the duplicate records
+// for good (the journal could not even be opened again).
+func TestPruneKeepsARunCreatedAgain(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	path := filepath.Join(t.TempDir(), "journal.db")
+	st, err := OpenSQLite(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := st.(*sqlStore)
+	req := Record{Seq: 1, Kind: KindRequest, Data: []byte("r")}
+	for i := range 300 { // x first, then enough runs for Prune to take a while after x
+		id := "x"
+		if i > 0 {
+			id = fmt.Sprintf("old-%d", i)
+		}
+		l, err := s.Create(ctx, id, "o", time.Minute, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Finish(ctx, l, StateSucceeded); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The committer has no view of x (as after a sweep): Decide on a finished run
+	// forgets it.
+	if err := s.Decide(ctx, "x", "k", Decision{Approve: true}); !errors.Is(err, ErrFinished) {
+		t.Fatal(err)
+	}
+	pruned := make(chan error, 1)
+	go func() { _, err := s.Prune(ctx, time.Now().Add(time.Hour), 0); pruned <- err }()
+	for { // x deleted, Prune still deleting the others
+		if _, err := s.Get(ctx, "x"); errors.Is(err, ErrNotFound) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Create(ctx, "x", "o2", time.Minute, req); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-pruned; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Create(ctx, "x", "o3", time.Minute, req); !errors.Is(err, ErrExists) {
+		t.Errorf("run x created again after its second creation: %v; want ErrExists", err)
+	}
+	if r, err := s.Get(ctx, "x"); err != nil || r.Owner != "o2" {
+		t.Errorf("Get(x): %+v, %v; want the run o2 created", r, err)
+	}
+	_ = s.Close()
+	st, err = OpenSQLite(ctx, path)
+	if err != nil {
+		t.Fatalf("reopening the journal: %v", err)
+	}
+	_ = st.Close()
+}
+
+// A read with a limit of a kind without a bit of its own (its rows share otherKind with
+// other such kinds) finds the kind's records past rows that hold only the others: it
+// read limit+1 rows, as if each held one.
+func TestReadLimitOfAKindWithoutItsBit(t *testing.T) {
+	ctx, s := openLogged(t)
+	const custom Kind = "x-custom"
+	rec := func(seq int64, k Kind) []Record { return []Record{{Seq: seq, Kind: k, Data: []byte(k)}} }
+	l, err := s.Create(ctx, "r", "o", time.Minute, rec(1, KindRequest)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []struct {
+		seq int64
+		k   Kind
+	}{{2, custom}, {3, custom}, {4, KindPolicy}, {5, custom}, {6, KindPolicy}} {
+		if err := s.Append(ctx, l, rec(a.seq, a.k)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Get(ctx, "r"); err != nil { // each append its own row
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		limit int
+		want  []int64
+	}{{0, []int64{4, 6}}, {1, []int64{4}}, {2, []int64{4, 6}}} {
+		got, err := s.Read(ctx, "r", 0, c.limit, KindPolicy)
+		var seqs []int64
+		for _, r := range got {
+			seqs = append(seqs, r.Seq)
+		}
+		if err != nil || !slices.Equal(seqs, c.want) {
+			t.Errorf("Read(policy, limit %d) = %v, %v; want %v", c.limit, seqs, err, c.want)
+		}
+	}
 }

@@ -573,6 +573,24 @@ func testReadOtherKinds(t *testing.T, open Opener) {
 	if err != nil || !found || rec.Seq != 2 || rec.Kind != runlog.KindPolicy {
 		t.Errorf("Last policy record = %+v, %v, %v; want record 2", rec, found, err)
 	}
+	// A read with a limit finds a record of the kind past records of another such kind:
+	// a store that reads as many rows of them as the limit asks for records misses it.
+	if _, err := s.Get(c, "rok-1"); err != nil { // the appends so far, apart from the next
+		t.Fatal(err)
+	}
+	if err := s.Append(c, l, recs(7, runlog.KindPolicy)); err != nil {
+		t.Fatal(err)
+	}
+	for limit, want := range map[int][]int64{1: {2}, 2: {2, 7}, 3: {2, 7}} {
+		got, err := s.Read(c, "rok-1", 0, limit, runlog.KindPolicy)
+		var seqs []int64
+		for _, r := range got {
+			seqs = append(seqs, r.Seq)
+		}
+		if err != nil || !slices.Equal(seqs, want) {
+			t.Errorf("Read of policy records, limit %d = %v, %v; want %v", limit, seqs, err, want)
+		}
+	}
 }
 
 // Last finds a run's last record of a kind, across appends and in the middle of one,
