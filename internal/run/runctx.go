@@ -89,8 +89,8 @@ func (c *runContext) passed() {
 	c.cancel(context.DeadlineExceeded)
 }
 
-// live ends the hold of a resumed run's deadline, at its first live step: past its
-// deadline, the run ends then.
+// live ends the hold of a resumed run's deadline, at its first live step: asked to
+// cancel while nobody drove it (cancelAtLive), or past its deadline, the run ends then.
 func (c *runContext) live() {
 	if !c.held.CompareAndSwap(true, false) {
 		return
