@@ -93,8 +93,13 @@ func (a *approver) Ask(ctx context.Context, n int, q toolinternal.Question) (too
 	}
 	ans := answerOf(d)
 	if a.j != nil {
+		// Committed before the tool has the answer: the tool goes on from it, and may take
+		// its effect. A run resumed from a journal with the question and without its answer
+		// takes the call for one still waiting for a person, and sends it again; with the
+		// answer, it treats the call as any other in flight (sent again only when
+		// idempotent).
 		data, _ := toolinternal.MarshalJSON(decisionRecord{Key: key, Approve: d.Approve, By: d.By, Answer: &ans})
-		if _, err := a.j.add(runlog.KindDecision, data, nil, false); err != nil {
+		if _, err := a.j.add(runlog.KindDecision, data, nil, true); err != nil {
 			return toolinternal.Answer{}, err
 		}
 	}

@@ -25,12 +25,23 @@ import (
 // counts the calls that finished with an answer.
 func startQuestionServer(t *testing.T, stateless bool) (url string, done *atomic.Int32) {
 	t.Helper()
+	return startQuestionServerWith(t, stateless, nil)
+}
+
+// startQuestionServerWith is startQuestionServer whose tool "account" calls answered,
+// when set, once it has its answer and has taken its effect (counted in done), before it
+// returns.
+func startQuestionServerWith(t *testing.T, stateless bool, answered func()) (url string, done *atomic.Int32) {
+	t.Helper()
 	done = &atomic.Int32{}
 	s := sdk.NewServer(&sdk.Implementation{Name: "questions", Version: "v1"}, nil)
 	ask := &sdk.ElicitParams{Message: "Whose account?", RequestedSchema: &jsonschema.Schema{Type: "object",
 		Properties: map[string]*jsonschema.Schema{"name": {Type: "string"}}, Required: []string{"name"}}}
 	finish := func(r *sdk.ElicitResult) (*sdk.CallToolResult, any, error) {
 		done.Add(1)
+		if answered != nil {
+			answered()
+		}
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: fmt.Sprintf("%s %v", r.Action, r.Content["name"])}}}, nil, nil
 	}
 	sdk.AddTool(s, &sdk.Tool{Name: "account", Description: "Opens an account, asking whose."}, func(ctx context.Context, req *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
@@ -262,6 +273,59 @@ func TestAnsweredQuestionReplayedAfterRestart(t *testing.T) {
 			}
 			if n := done.Load(); n != 1 {
 				t.Errorf("the tool finished %d times, want once", n)
+			}
+		})
+	}
+}
+
+// TestAnswerCommittedBeforeTheToolGoesOn: the answer to an MCP tool's question is in the
+// journal before it reaches the tool. The orchestrator is SIGKILLed as soon as the tool,
+// which is not idempotent, has its answer and has taken its effect; the run's next owner
+// must tell the model the outcome is unknown, never send the call again. The answer's
+// record used to be committed in the background (within 5 ms): killed before, the next
+// owner found a question without its answer, took the call for one still waiting for a
+// person and sent it again, and the tool took its effect twice.
+func TestAnswerCommittedBeforeTheToolGoesOn(t *testing.T) {
+	for _, stateless := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stateless=%v", stateless), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			var kill atomic.Pointer[func()]
+			url, done := startQuestionServerWith(t, stateless, func() {
+				if k := kill.Swap(nil); k != nil {
+					(*k)()
+				}
+			})
+			m := startMesh(t, "mcp-input.yaml", fmt.Sprintf("journal: {data_dir: %q, lease_ttl: 2s}\n", filepath.Join(t.TempDir(), "data"))+
+				"mcp_servers:\n  questions: {url: "+url+"}\ngroups:\n  accounts:\n    mcp: {server: questions}\n")
+			var ap *toolpb.ApprovalRequested
+			for ev, err := range m.c.Run(ctx, &toolpb.RunRequest{RunId: "q", Prompt: "open one", ToolGroups: []string{"accounts"}, Detached: true}) {
+				if err != nil {
+					m.dump()
+					t.Fatal(err)
+				}
+				if ap = ev.GetApprovalRequested(); ap != nil {
+					break
+				}
+			}
+			addr, orch := m.orch.Addr, m.orch
+			k := func() { _ = orch.Kill() }
+			kill.Store(&k)
+			if err := m.c.AnswerToolInput(ctx, "q", ap.GetCallId(), "", `{"name": "carol"}`); err != nil {
+				t.Fatalf("answering: %v", err)
+			}
+			if err := orch.Wait(30 * time.Second); err == nil && !orch.Exited() {
+				t.Fatal("the orchestrator was not killed")
+			}
+			m.startOrchestrator(addr)
+			evs := m.watch(ctx, "q")
+			text := finalText(t, evs)
+			if n := done.Load(); n != 1 {
+				m.dump()
+				t.Fatalf("the tool, not idempotent, took its effect %d times; want once (final text %q)", n, text)
+			}
+			if !strings.Contains(text, "unknown") {
+				t.Errorf("final text %q; want the model told the outcome is unknown", text)
 			}
 		})
 	}
