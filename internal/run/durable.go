@@ -327,10 +327,9 @@ func (s *Service) resume(lease runlog.Lease) {
 // read back (why): it is left for an operator, held, never driven on without it. The
 // error goes to the log and becomes the run's note, which GetRun reports.
 func (s *Service) hold(ctx context.Context, lease runlog.Lease, why error) {
-	note := why.Error()
-	if len(note) > runlog.MaxReasonBytes {
-		note = note[:runlog.MaxReasonBytes]
-	}
+	// The reason may quote what the record held: the note is made text any store keeps,
+	// cut at a character.
+	note := runlog.Note(why.Error())
 	s.log.Error("a run is held for an operator: its journal holds a record that cannot be read", "run_id", lease.RunID, "error", note)
 	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/toolmesh/toolmesh/internal/runlog"
 	"github.com/toolmesh/toolmesh/internal/runlog/runlogtest"
@@ -124,4 +125,22 @@ func TestMemoryFinishedBytesBoundTheHeap(t *testing.T) {
 		t.Errorf("the finished runs hold %.1f MiB of heap; the bound is %d MiB", float64(held)/(1<<20), limit>>20)
 	}
 	runtime.KeepAlive(s)
+}
+
+// Note makes any text a note every store keeps: UTF-8 without NUL bytes, at most
+// MaxReasonBytes, cut at a character's start.
+func TestNote(t *testing.T) {
+	long := strings.Repeat("é", runlog.MaxReasonBytes) // two bytes each
+	for _, c := range []struct{ in, want string }{
+		{"record 7 is damaged", "record 7 is damaged"},
+		{"bad \xff byte", "bad \uFFFD byte"},
+		{"nul \x00 byte", "nul \uFFFD byte"},
+		{long[:runlog.MaxReasonBytes+1], long[:runlog.MaxReasonBytes]},
+		{"x" + long, "x" + long[:runlog.MaxReasonBytes-2]},
+	} {
+		got := runlog.Note(c.in)
+		if got != c.want || !utf8.ValidString(got) || len(got) > runlog.MaxReasonBytes {
+			t.Errorf("Note(%.40q...) = %.40q... (%d bytes), want %.40q... (%d bytes)", c.in, got, len(got), c.want, len(c.want))
+		}
+	}
 }

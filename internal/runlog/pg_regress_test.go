@@ -445,3 +445,126 @@ func busyRunRenewedWithItsBatch(t *testing.T, admin *sql.DB, dsn string) {
 		t.Errorf("the busy run renewed alone once free: %+v, %v", l, err)
 	}
 }
+
+// A group of writes is bounded by its bytes as well as by its writes: a write may hold
+// MaxAppendBytes, and 65 such writes, valid each, made one PostgreSQL message over its
+// 1 GiB limit, failing every write of the group. With the bound lowered, writes larger
+// than a group's share commit in several groups, every one of them, and a write larger
+// than the bound alone commits in a group of its own.
+func TestGroupsBoundedByBytes(t *testing.T) {
+	was := maxGroupBytes
+	maxGroupBytes = 256 << 10
+	t.Cleanup(func() { maxGroupBytes = was })
+	pg := reviewPG(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pgStore, err := OpenPostgres(ctx, pg.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pgStore.Close() })
+	_, sqlite := openLogged(t)
+	for _, s := range []*sqlStore{pgStore.(*sqlStore), sqlite} {
+		t.Run(s.d.name, func(t *testing.T) {
+			const runs = 24
+			data := make([]byte, 100<<10)
+			var leases []Lease
+			for i := range runs + 1 {
+				l, err := s.Create(ctx, fmt.Sprintf("gb-%d", i), "o", time.Minute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				leases = append(leases, l)
+			}
+			before := s.Stats()
+			errs := make([]error, runs+1)
+			var wg sync.WaitGroup
+			for i, l := range leases[:runs] {
+				wg.Go(func() {
+					errs[i] = s.Append(ctx, l, []Record{{Seq: 1, Kind: KindOutcome, Data: data}, {Seq: 2, Kind: KindOutcome, Data: data}})
+				})
+			}
+			wg.Go(func() { // larger than the bound alone
+				errs[runs] = s.Append(ctx, leases[runs], []Record{{Seq: 1, Kind: KindOutcome, Data: make([]byte, 300<<10)}})
+			})
+			wg.Wait()
+			for i, err := range errs {
+				if err != nil {
+					t.Errorf("write %d: %v", i, err)
+				}
+			}
+			after := s.Stats()
+			// Each append of 200 KiB fills a group of 256 KiB alone.
+			if commits := after.Commits - before.Commits; commits < runs {
+				t.Errorf("%d appends of 200 KiB in %d commits; want a commit each, under a bound of 256 KiB", runs, commits)
+			}
+		})
+	}
+}
+
+// A replica stopped inside a transaction that locks a run's row (SIGSTOP in a take-over,
+// say) holds the row until the server ends its session, after idleInTransaction: the
+// other replica's groups of writes with a write of that run wait that long at most and
+// fail none of their writes. Before, they waited until the stopped replica's connection
+// died, failing whole after a minute.
+func TestStoppedReplicaLockBounded(t *testing.T) {
+	pg := reviewPG(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	open := func() *sqlStore {
+		s, err := OpenPostgres(ctx, pg.DSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s.(*sqlStore)
+	}
+	a, b := open(), open()
+	lx, err := b.Create(ctx, "x", "b", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var others []Lease
+	for i := range 8 {
+		l, err := b.Create(ctx, fmt.Sprintf("y%d", i), "b", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		others = append(others, l)
+	}
+	// Replica a locks x's row, as its Acquire does, and stops there.
+	tx, err := a.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, `SELECT 1 FROM toolmesh_runs WHERE run_id = 'x' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make([]error, len(others)+1)
+	wg.Go(func() { errs[0] = b.Append(ctx, lx, []Record{{Seq: 1, Kind: KindEvent}}) })
+	time.Sleep(50 * time.Millisecond) // x's write in a group first
+	for i, l := range others {
+		wg.Go(func() {
+			for seq := int64(1); seq <= 3; seq++ {
+				if err := b.Append(ctx, l, []Record{{Seq: seq, Kind: KindEvent}}); err != nil {
+					errs[i+1] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	took := time.Since(start)
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("write %d: %v", i, err)
+		}
+	}
+	if took > idleInTransaction+10*time.Second {
+		t.Errorf("the writes took %v with a row locked by a stopped replica; want about %v at most", took, idleInTransaction)
+	}
+	t.Logf("the writes took %v", took)
+}

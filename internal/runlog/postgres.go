@@ -21,10 +21,20 @@ import (
 // string, as pgx takes it), creating its tables when missing. Several orchestrators may
 // share it: appends lock the run's row, so the lease's epoch fences a stale owner.
 func OpenPostgres(ctx context.Context, dsn string) (Store, error) {
-	db, err := sql.Open("pgx", dsn)
+	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("runlog: open PostgreSQL: %w", err)
 	}
+	// A transaction of this store that locks a run's row (a take-over, a decision) lasts
+	// milliseconds; one whose orchestrator stopped meanwhile (SIGSTOP, a partition) held
+	// the row until its connection died, and every group of writes of other replicas
+	// with a write of that run waited for it, then failed whole after a minute. The
+	// server ends such a session after idleInTransaction (unless the DSN says otherwise):
+	// the groups wait that long at most.
+	if _, set := cfg.RuntimeParams["idle_in_transaction_session_timeout"]; !set {
+		cfg.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.Itoa(int(idleInTransaction.Milliseconds()))
+	}
+	db := stdlib.OpenDB(*cfg.Copy())
 	db.SetMaxOpenConns(16)
 	db.SetConnMaxIdleTime(time.Minute)
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -60,11 +70,6 @@ func OpenPostgres(ctx context.Context, dsn string) (Store, error) {
 	// The committers' connections plan without sequential scans: their statement finds
 	// runs by key, and the planner, whose statistics lag a journal that grows, chose to
 	// scan the runs table for it at every commit.
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("runlog: open PostgreSQL: %w", err)
-	}
 	cfg.RuntimeParams["enable_seqscan"] = "off"
 	s.pgMode = cfg.DefaultQueryExecMode
 	s.commitDB = stdlib.OpenDB(*cfg)
@@ -73,6 +78,10 @@ func OpenPostgres(ctx context.Context, dsn string) (Store, error) {
 	s.start()
 	return s, nil
 }
+
+// idleInTransaction is how long the server lets a session of the store sit idle inside
+// a transaction (idle_in_transaction_session_timeout) before it ends it.
+const idleInTransaction = 5 * time.Second
 
 // migrationLock is the advisory lock replicas take to create or upgrade the tables one at
 // a time: two replicas starting at once must not both create them.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Kind is what a record holds.
@@ -314,6 +316,9 @@ func checkAppend(lease Lease, records []Record) error {
 		if r.Kind == "" || len(r.Kind) > maxKindBytes {
 			return fmt.Errorf("%w: record %d has no kind, or one over %d bytes", ErrInvalid, i, maxKindBytes)
 		}
+		if err := checkText(fmt.Sprintf("record %d's kind", i), string(r.Kind)); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -352,14 +357,38 @@ func checkNote(note string) error {
 	if len(note) > MaxReasonBytes {
 		return fmt.Errorf("%w: a note is at most %d bytes", ErrInvalid, MaxReasonBytes)
 	}
-	return nil
+	return checkText("a note", note)
 }
 
 func checkID(what, id string) error {
 	if id == "" || len(id) > MaxIDBytes {
 		return fmt.Errorf("%w: %s must be 1 to %d bytes", ErrInvalid, what, MaxIDBytes)
 	}
+	return checkText(what, id)
+}
+
+// checkText refuses a string no store keeps as text: PostgreSQL takes neither bytes
+// that are not UTF-8 nor NUL bytes, and refuses the whole statement that carries one —
+// with the writes of other runs committed in it.
+func checkText(what, s string) error {
+	if !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0 {
+		return fmt.Errorf("%w: %s must be UTF-8 text without NUL bytes", ErrInvalid, what)
+	}
 	return nil
+}
+
+// Note is text made fit for a note (Store.Hold): its bytes that are not UTF-8 and its
+// NUL bytes replaced, cut to MaxReasonBytes at a character's start.
+func Note(text string) string {
+	text = strings.ToValidUTF8(strings.ReplaceAll(text, "\x00", "\uFFFD"), "\uFFFD")
+	if len(text) <= MaxReasonBytes {
+		return text
+	}
+	cut := MaxReasonBytes
+	for cut > 0 && !utf8.RuneStart(text[cut]) {
+		cut--
+	}
+	return text[:cut]
 }
 
 func listLimit(n int) int {

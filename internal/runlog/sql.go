@@ -241,8 +241,21 @@ func (s *sqlStore) Stats() Stats {
 		Waited: time.Duration(s.waited.Load()), Logging: time.Duration(s.logging.Load())}
 }
 
-// maxGroup bounds the writes one transaction commits.
+// maxGroup bounds the writes one transaction commits, maxGroupBytes their rows' bytes:
+// a write may hold MaxAppendBytes, and a group of maxGroup such writes would pass what one
+// message to PostgreSQL may carry (1 GiB), failing the whole group. A write larger than
+// maxGroupBytes alone still commits, in a group of its own.
 const maxGroup = 256
+
+var maxGroupBytes = 64 << 20 // a variable for tests
+
+// size is the bytes of w's row.
+func (w *write) size() int {
+	if w.row == nil {
+		return 0
+	}
+	return len(w.row.data)
+}
 
 // commit takes queued writes a group at a time and commits each group in one
 // transaction (group commit: one fsync, one round trip, for every run that waits), until
@@ -264,14 +277,20 @@ func (s *sqlStore) commit() {
 			}
 		}
 		runs := make(map[string]bool, len(group))
+		bytes, full := 0, false
 		// take adds w to the group, or, when the group (or another committer's) has a
-		// write of its run, to the next group.
+		// write of its run, or the group would grow past maxGroupBytes, to the next group.
 		take := func(w *write) {
+			if len(group) > 0 && bytes+w.size() > maxGroupBytes {
+				carry, full = append(carry, w), true
+				return
+			}
 			if runs[w.lease.RunID] || !s.claim(w.lease.RunID) {
 				carry = append(carry, w)
 				return
 			}
 			runs[w.lease.RunID] = true
+			bytes += w.size()
 			group = append(group, w)
 		}
 		queued := group
@@ -280,7 +299,7 @@ func (s *sqlStore) commit() {
 			take(w)
 		}
 	more:
-		for len(group) < maxGroup {
+		for len(group) < maxGroup && !full {
 			select {
 			case w := <-s.writes:
 				take(w)
@@ -288,12 +307,12 @@ func (s *sqlStore) commit() {
 				break more
 			}
 		}
-		if want := p.want(time.Now()); s.d.gather > 0 && len(group) < want {
+		if want := p.want(time.Now()); s.d.gather > 0 && len(group) < want && !full {
 			// Many runs write: let more of them join, briefly, rather than pay a commit
 			// (an fsync, a round trip) for a few.
 			t := time.NewTimer(s.d.gather)
 		gather:
-			for len(group) < want {
+			for len(group) < want && !full {
 				select {
 				case w := <-s.writes:
 					take(w)
