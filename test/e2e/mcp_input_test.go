@@ -104,6 +104,27 @@ func addTransfer(s *sdk.Server, stateless bool, done *atomic.Int32) {
 	})
 }
 
+// startQuestionRun starts a mesh with the question server at url as the group
+// "accounts", on a journal in a file, and the detached run "q" that calls its tool
+// "account"; it returns once the run shows the tool's question.
+func startQuestionRun(ctx context.Context, t *testing.T, url string) (*mesh, *toolpb.ApprovalRequested) {
+	t.Helper()
+	m := startMesh(t, "mcp-input.yaml", fmt.Sprintf("journal: {data_dir: %q, lease_ttl: 2s}\n", filepath.Join(t.TempDir(), "data"))+
+		"mcp_servers:\n  questions: {url: "+url+"}\ngroups:\n  accounts:\n    mcp: {server: questions}\n")
+	for ev, err := range m.c.Run(ctx, &toolpb.RunRequest{RunId: "q", Prompt: "open one", ToolGroups: []string{"accounts"}, Detached: true}) {
+		if err != nil {
+			m.dump()
+			t.Fatal(err)
+		}
+		if ap := ev.GetApprovalRequested(); ap != nil {
+			return m, ap
+		}
+	}
+	m.dump()
+	t.Fatal("the run ended without asking its question")
+	return nil, nil
+}
+
 // TestQuestionSurvivesRestart: an MCP tool asks the user a question mid-call, in each
 // revision; the run shows it (an approval_requested event with the question, and in
 // GetRun) and waits, journaled. The orchestrator is SIGKILLed and restarted: the run
@@ -122,18 +143,7 @@ func TestQuestionSurvivesRestart(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 			defer cancel()
 			url, done := startQuestionServer(t, tc.stateless)
-			m := startMesh(t, "mcp-input.yaml", fmt.Sprintf("journal: {data_dir: %q, lease_ttl: 2s}\n", filepath.Join(t.TempDir(), "data"))+
-				"mcp_servers:\n  questions: {url: "+url+"}\ngroups:\n  accounts:\n    mcp: {server: questions}\n")
-			var ap *toolpb.ApprovalRequested
-			for ev, err := range m.c.Run(ctx, &toolpb.RunRequest{RunId: "q", Prompt: "open one", ToolGroups: []string{"accounts"}, Detached: true}) {
-				if err != nil {
-					m.dump()
-					t.Fatal(err)
-				}
-				if ap = ev.GetApprovalRequested(); ap != nil {
-					break
-				}
-			}
+			m, ap := startQuestionRun(ctx, t, url)
 			in := ap.GetInput()
 			if in.GetMessage() != "Whose account?" || in.GetInputId() != "1" || in.GetServer() != "questions" || in.GetProtocolVersion() != tc.protocol ||
 				!strings.Contains(in.GetRequestedSchemaJson(), `"name"`) || ap.GetTool() != "account" || ap.GetArgumentsJson() != "{}" {
@@ -296,18 +306,7 @@ func TestAnswerCommittedBeforeTheToolGoesOn(t *testing.T) {
 					(*k)()
 				}
 			})
-			m := startMesh(t, "mcp-input.yaml", fmt.Sprintf("journal: {data_dir: %q, lease_ttl: 2s}\n", filepath.Join(t.TempDir(), "data"))+
-				"mcp_servers:\n  questions: {url: "+url+"}\ngroups:\n  accounts:\n    mcp: {server: questions}\n")
-			var ap *toolpb.ApprovalRequested
-			for ev, err := range m.c.Run(ctx, &toolpb.RunRequest{RunId: "q", Prompt: "open one", ToolGroups: []string{"accounts"}, Detached: true}) {
-				if err != nil {
-					m.dump()
-					t.Fatal(err)
-				}
-				if ap = ev.GetApprovalRequested(); ap != nil {
-					break
-				}
-			}
+			m, ap := startQuestionRun(ctx, t, url)
 			addr, orch := m.orch.Addr, m.orch
 			k := func() { _ = orch.Kill() }
 			kill.Store(&k)
