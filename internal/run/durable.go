@@ -98,7 +98,14 @@ func (s *Service) openJournal(ctx context.Context, j *journal, id, loopID string
 	data, _ := toolinternal.MarshalJSON(requestRecord{RunID: id, LoopID: loopID, Started: started, Wire: p.req.Wire, Tenant: p.req.Tenant, Caller: p.req.Caller.orNil(),
 		Versions: s.router.Versions(offeredRoles(*p.req, s.cfg.Loop.DefaultToolGroups), p.req.Tools),
 		Without:  warnedRoles(p.warnings), Agent: p.req.Agent, Model: llm.Label(p.provider, p.model)})
-	lease, err := s.journal.Create(ctx, id, s.owner, s.leaseTTL(), runlog.Record{Seq: 1, Kind: runlog.KindRequest, Time: time.Now(), Data: data})
+	// The creation's outcome is waited for even when the client goes away meanwhile: a
+	// store may commit a write whose caller gave up, and a run created so, which its
+	// client was told was refused, went on later (its lease ran out and an orchestrator
+	// took it over), driven for nobody. Created, a run whose client went away ends at
+	// once, cancelled.
+	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
+	lease, err := s.journal.Create(cctx, id, s.owner, s.leaseTTL(), runlog.Record{Seq: 1, Kind: runlog.KindRequest, Time: time.Now(), Data: data})
+	ccancel()
 	switch {
 	case errors.Is(err, runlog.ErrExists):
 		return nil, errInJournal
@@ -322,6 +329,10 @@ func (s *Service) resume(lease runlog.Lease) {
 		}
 	}
 }
+
+// createTimeout bounds the wait for a run's creation: longer than a store takes to
+// fail a commit that hangs (PostgreSQL's commits give up after a minute).
+const createTimeout = 2 * time.Minute
 
 // hold stops a run that cannot go on because its journal holds a record that cannot be
 // read back (why): it is left for an operator, held, never driven on without it. The

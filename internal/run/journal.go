@@ -647,6 +647,10 @@ func (j *journal) callContext() (context.Context, context.CancelFunc) {
 func (j *journal) retry(lease runlog.Lease, recs []runlog.Record, write func(context.Context) error) error {
 	backoff := 50 * time.Millisecond
 	unknown := false // an attempt failed in a way that may have committed it
+	// giveUp is the end of the lease as it was when the first attempt failed: the
+	// renewals that go on meanwhile (they may pass where the write does not) do not
+	// extend the retries, and the run stops within a lease's time of the first failure.
+	var giveUp time.Time
 	for {
 		ctx, cancel := j.callContext()
 		err := write(ctx)
@@ -661,10 +665,12 @@ func (j *journal) retry(lease runlog.Lease, recs []runlog.Record, write func(con
 			return err
 		}
 		unknown = true
-		j.mu.Lock()
-		until := j.lease.Until
-		j.mu.Unlock()
-		if time.Now().Add(backoff).After(until) {
+		if giveUp.IsZero() {
+			j.mu.Lock()
+			giveUp = j.lease.Until
+			j.mu.Unlock()
+		}
+		if time.Now().Add(backoff).After(giveUp) {
 			return fmt.Errorf("the store failed for as long as the run's lease lasts: %w", err)
 		}
 		time.Sleep(backoff)

@@ -451,3 +451,56 @@ func TestCancelAskedWhileOrphaned(t *testing.T) {
 		})
 	}
 }
+
+// slowCreates is a store whose creations commit slow: the run is in the store once
+// delay has passed, whether its caller waited for it or not, as a store may commit a
+// write whose caller gave up.
+type slowCreates struct {
+	runlog.Store
+	delay time.Duration
+}
+
+func (s slowCreates) Create(ctx context.Context, runID, owner string, ttl time.Duration, first ...runlog.Record) (runlog.Lease, error) {
+	time.Sleep(s.delay)
+	l, err := s.Store.Create(context.WithoutCancel(ctx), runID, owner, ttl, first...)
+	if ctx.Err() != nil {
+		return runlog.Lease{}, ctx.Err()
+	}
+	return l, err
+}
+
+// A run whose client went away while the store created it is not driven later for
+// nobody: the creation's outcome is waited for, and the run, created, ends at once, as
+// a run whose client's deadline passed. Before, the client was told the run was refused (the journal unavailable),
+// and the run, in the store all the same, was taken over once its lease ran out and
+// driven to its end: the model asked, its calls sent.
+func TestRunCreatedAfterItsClientLeftIsNotDriven(t *testing.T) {
+	mem, err := runlog.OpenMemory(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = mem.Close() }()
+	store := slowCreates{Store: mem, delay: 300 * time.Millisecond}
+	model := &rvModel{}
+	s := rvService(t, store, model, rvCodec{}, func(c *config.Config) {
+		c.Journal.LeaseTTL = config.Duration(time.Second)
+	})
+	cctx, ccancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	_, err = s.Run(cctx, Request{ID: "left", Messages: []llm.Message{{Role: llm.RoleUser, Text: "pay"}}}, nil)
+	ccancel()
+	if err == nil {
+		t.Fatal("the run succeeded for a client that went away")
+	}
+	mctx, mcancel := context.WithCancel(context.Background())
+	defer mcancel()
+	go s.Maintain(mctx)
+	time.Sleep(3 * time.Second) // three lease times: a run left running is taken over
+	r, err := mem.Get(context.Background(), "left")
+	// It ends as a run whose client's deadline passed does.
+	if model.calls.Load() != 0 || (err == nil && (!r.State.Terminal() || r.State == runlog.StateSucceeded)) {
+		t.Errorf("a run whose client left while it was created: %d model calls, in the journal %s (%v); want none, and ended unfinished or absent",
+			model.calls.Load(), r.State, err)
+	}
+	mcancel()
+	s.Shutdown(context.Background())
+}

@@ -568,3 +568,75 @@ func TestStoppedReplicaLockBounded(t *testing.T) {
 	}
 	t.Logf("the writes took %v", took)
 }
+
+// A DSN that sets idle_in_transaction_session_timeout in its options keeps it: the store
+// sets its own only where the DSN says nothing of it.
+func TestDSNOptionsKeepTheirTimeout(t *testing.T) {
+	pg := reviewPG(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sep := "?"
+	if strings.Contains(pg.DSN, "?") {
+		sep = "&"
+	}
+	for dsn, want := range map[string]string{
+		pg.DSN: "5s",
+		pg.DSN + sep + "options=-c%20idle_in_transaction_session_timeout%3D0": "0",
+		pg.DSN + sep + "idle_in_transaction_session_timeout=7s":               "7s",
+	} {
+		st, err := OpenPostgres(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v string
+		err = st.(*sqlStore).db.QueryRowContext(ctx, `SHOW idle_in_transaction_session_timeout`).Scan(&v)
+		_ = st.Close()
+		if err != nil || v != want {
+			t.Errorf("%s: idle_in_transaction_session_timeout = %q, %v; want %q", dsn, v, err, want)
+		}
+	}
+}
+
+// Once a group has no room left for a write, every later write waits for the next
+// group: a later write of the same run committed before it failed (its records no
+// longer followed the run's last).
+func TestByteBoundKeepsARunsOrder(t *testing.T) {
+	was := maxGroupBytes
+	maxGroupBytes = 256 << 10
+	t.Cleanup(func() { maxGroupBytes = was })
+	ctx, s := openLogged(t)
+	mk := func(id string) Lease {
+		l, err := s.Create(ctx, id, "o", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	a, c, z := mk("a"), mk("c"), mk("z")
+	small, big := make([]byte, 1<<10), make([]byte, 200<<10)
+	rec := func(seq int64, d []byte) []Record { return []Record{{Seq: seq, Kind: KindEvent, Data: d}} }
+	s.logged.mu.Lock() // the committer stops in its next group, [z1], while the others queue
+	zdone := make(chan error, 1)
+	go func() { zdone <- s.Append(ctx, z, rec(1, small)) }()
+	time.Sleep(100 * time.Millisecond)
+	order := []struct {
+		name string
+		l    Lease
+		recs []Record
+	}{{"a1", a, rec(1, small)}, {"c1", c, rec(1, small)}, {"c2", c, rec(2, big)}, {"a2", a, rec(2, big)}, {"a3", a, rec(3, small)}}
+	errs := make([]chan error, len(order))
+	for i, x := range order {
+		errs[i] = make(chan error, 1)
+		go func() { errs[i] <- s.Append(ctx, x.l, x.recs) }()
+		time.Sleep(30 * time.Millisecond) // queued in this order
+	}
+	s.logged.mu.Unlock()
+	if err := <-zdone; err != nil {
+		t.Fatal(err)
+	}
+	for i, x := range order {
+		if err := <-errs[i]; err != nil {
+			t.Errorf("%s: %v", x.name, err)
+		}
+	}
+}

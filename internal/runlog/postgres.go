@@ -29,12 +29,13 @@ func OpenPostgres(ctx context.Context, dsn string) (Store, error) {
 	// milliseconds; one whose orchestrator stopped meanwhile (SIGSTOP, a partition) held
 	// the row until its connection died, and every group of writes of other replicas
 	// with a write of that run waited for it, then failed whole after a minute. The
-	// server ends such a session after idleInTransaction (unless the DSN says otherwise):
-	// the groups wait that long at most.
-	if _, set := cfg.RuntimeParams["idle_in_transaction_session_timeout"]; !set {
-		cfg.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.Itoa(int(idleInTransaction.Milliseconds()))
+	// server ends such a session after idleInTransaction (unless the DSN sets the
+	// parameter, as itself or in its options): the groups wait that long at most.
+	params := map[string]string{}
+	if _, set := cfg.RuntimeParams["idle_in_transaction_session_timeout"]; !set && !strings.Contains(cfg.RuntimeParams["options"], "idle_in_transaction_session_timeout") {
+		params["idle_in_transaction_session_timeout"] = strconv.Itoa(int(idleInTransaction.Milliseconds()))
 	}
-	db := stdlib.OpenDB(*cfg.Copy())
+	db := pgOpen(dsn, cfg, params)
 	db.SetMaxOpenConns(16)
 	db.SetConnMaxIdleTime(time.Minute)
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -70,13 +71,36 @@ func OpenPostgres(ctx context.Context, dsn string) (Store, error) {
 	// The committers' connections plan without sequential scans: their statement finds
 	// runs by key, and the planner, whose statistics lag a journal that grows, chose to
 	// scan the runs table for it at every commit.
-	cfg.RuntimeParams["enable_seqscan"] = "off"
+	params["enable_seqscan"] = "off"
 	s.pgMode = cfg.DefaultQueryExecMode
-	s.commitDB = stdlib.OpenDB(*cfg)
+	s.commitDB = pgOpen(dsn, cfg, params)
 	s.commitDB.SetMaxOpenConns(s.d.committers + 1)
 	s.commitDB.SetConnMaxIdleTime(time.Minute)
 	s.start()
 	return s, nil
+}
+
+// pgOpen opens a pool of connections to the database of dsn, parsed as cfg, with the
+// run-time parameters params besides the DSN's. Each connection parses dsn again, as
+// database/sql's pgx driver does, so that a password file or environment that changed
+// (a rotated password) is read at the next connection.
+func pgOpen(dsn string, cfg *pgx.ConnConfig, params map[string]string) *sql.DB {
+	with := func(c *pgx.ConnConfig) {
+		for k, v := range params {
+			c.RuntimeParams[k] = v
+		}
+	}
+	first := cfg.Copy()
+	with(first)
+	return stdlib.OpenDB(*first, stdlib.OptionBeforeConnect(func(_ context.Context, c *pgx.ConnConfig) error {
+		fresh, err := pgx.ParseConfig(dsn)
+		if err != nil {
+			return err
+		}
+		with(fresh)
+		*c = *fresh
+		return nil
+	}))
 }
 
 // idleInTransaction is how long the server lets a session of the store sit idle inside

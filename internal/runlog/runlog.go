@@ -334,7 +334,10 @@ func checkDecision(runID, key string, d Decision) error {
 	if len(d.Reason) > MaxReasonBytes || len(d.By) > MaxIDBytes {
 		return fmt.Errorf("%w: a decision's reason is at most %d bytes and its author %d", ErrInvalid, MaxReasonBytes, MaxIDBytes)
 	}
-	return nil
+	if err := checkText("a decision's reason", d.Reason); err != nil {
+		return err
+	}
+	return checkText("a decision's author", d.By)
 }
 
 // checkWorkers refuses what no store accepts in SetWorkers.

@@ -94,9 +94,11 @@ type sqlStore struct {
 	// time they took; waited the writers' waits for them, logging the time spent writing
 	// the commit log (Stats).
 	commits, written, committing, waited, logging atomic.Int64
-	// failing is the error of the last commit when it failed as a whole (Health).
+	// failing is the error of the last commit when it failed as a whole, at failedAt
+	// (Health).
 	healthMu sync.Mutex
 	failing  error
+	failedAt time.Time
 	// busy holds, where several committers commit at once, the runs with a write in a
 	// group under way: a run's next write waits for that group to commit. PostgreSQL
 	// checks a write against the run's records as they were when its statement began, so
@@ -205,22 +207,35 @@ func (s *sqlStore) noteCommit(errs []error) {
 	}
 	s.healthMu.Lock()
 	if failed {
-		s.failing = errs[0]
+		s.failing, s.failedAt = errs[0], time.Now()
 	} else {
 		s.failing = nil
 	}
 	s.healthMu.Unlock()
 }
 
+// failingFor is how long Health reports a commit that failed as a whole, unless a
+// commit succeeds first: then it answers as if none had, so that an orchestrator whose
+// journal recovered without a write (its disk has room again, and readiness kept runs
+// away meanwhile) is ready again, and the next commit says whether it did.
+const failingFor = 5 * time.Second
+
 // Health implements HealthReporter.
 func (s *sqlStore) Health(ctx context.Context) error {
 	s.healthMu.Lock()
-	failing := s.failing
+	failing, at := s.failing, s.failedAt
 	s.healthMu.Unlock()
-	if failing != nil {
+	if failing != nil && time.Since(at) < failingFor {
 		return failing
 	}
 	if s.logged != nil {
+		// A commit log that failed to write or sync takes no more entries: that lasts.
+		s.logged.mu.Lock()
+		broken := s.logged.broken
+		s.logged.mu.Unlock()
+		if broken != nil {
+			return broken
+		}
 		s.logged.amu.Lock()
 		err := s.logged.applyErr
 		s.logged.amu.Unlock()
@@ -281,7 +296,9 @@ func (s *sqlStore) commit() {
 		// take adds w to the group, or, when the group (or another committer's) has a
 		// write of its run, or the group would grow past maxGroupBytes, to the next group.
 		take := func(w *write) {
-			if len(group) > 0 && bytes+w.size() > maxGroupBytes {
+			if full || (len(group) > 0 && bytes+w.size() > maxGroupBytes) {
+				// Once one write waits for the next group, every later one does: a
+				// later write of its run must not commit before it.
 				carry, full = append(carry, w), true
 				return
 			}

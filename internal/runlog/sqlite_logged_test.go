@@ -1,6 +1,7 @@
 package runlog
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -10,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // A run whose row the committer cannot read fails its write, and the committer goes on
@@ -346,5 +349,50 @@ func TestReadLimitOfAKindWithoutItsBit(t *testing.T) {
 		if err != nil || !slices.Equal(seqs, c.want) {
 			t.Errorf("Read(policy, limit %d) = %v, %v; want %v", c.limit, seqs, err, c.want)
 		}
+	}
+}
+
+// A journal whose commit failed as a whole (a file size limit) is healthy again once it
+// has room, without a write: Health reported the failure until a commit succeeded, and
+// readiness, which keeps runs away while Health fails, left none to commit.
+func TestHealthRecoversWithoutAWrite(t *testing.T) {
+	ctx, s := openLogged(t)
+	if _, err := s.Create(ctx, "a", "o", time.Minute, Record{Seq: 1, Kind: KindRequest, Data: []byte("r")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Health(ctx); err != nil {
+		t.Fatalf("health before: %v", err)
+	}
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_FSIZE, &old); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: 8 << 20, Max: old.Max}); err != nil {
+		t.Fatal(err)
+	}
+	big := bytes.Repeat([]byte("x"), MaxRecordBytes)
+	_, err := s.Create(ctx, "b", "o", time.Minute, Record{Seq: 1, Kind: KindRequest, Data: big})
+	if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &old); err != nil {
+		t.Fatal(err)
+	}
+	if err == nil {
+		t.Fatal("a creation over the file size limit passed")
+	}
+	if err := s.Health(ctx); err == nil {
+		t.Fatal("healthy right after a commit failed whole")
+	}
+	deadline := time.Now().Add(failingFor + 5*time.Second) // room again; nothing writes
+	for {
+		err := s.Health(ctx)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Health still fails %v after the journal has room again: %v", failingFor+5*time.Second, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, err := s.Create(ctx, "c", "o", time.Minute, Record{Seq: 1, Kind: KindRequest, Data: []byte("r")}); err != nil {
+		t.Errorf("a creation once healthy again: %v", err)
 	}
 }

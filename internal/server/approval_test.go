@@ -150,6 +150,10 @@ func TestApproveToolCallErrors(t *testing.T) {
 		{"no decision", &toolpb.ApproveToolCallRequest{RunId: "errs-1", CallId: a.GetCallId()}, codes.InvalidArgument, "decision"},
 		{"no call", &toolpb.ApproveToolCallRequest{RunId: "errs-1", Decision: toolpb.ApprovalDecision_APPROVAL_DECISION_APPROVE}, codes.InvalidArgument, "call_id"},
 		{"long reason", &toolpb.ApproveToolCallRequest{RunId: "errs-1", CallId: "c", Decision: toolpb.ApprovalDecision_APPROVAL_DECISION_DENY, Reason: strings.Repeat("x", 1025)}, codes.InvalidArgument, "reason"},
+		// The journal keeps no NUL bytes (PostgreSQL refused the decision, and every retry
+		// was answered JOURNAL_UNAVAILABLE).
+		{"NUL in the reason", &toolpb.ApproveToolCallRequest{RunId: "errs-1", CallId: a.GetCallId(), Decision: toolpb.ApprovalDecision_APPROVAL_DECISION_DENY, Reason: "no\x00"}, codes.InvalidArgument, "reason"},
+		{"NUL in the call", &toolpb.ApproveToolCallRequest{RunId: "errs-1", CallId: "c\x00", Decision: toolpb.ApprovalDecision_APPROVAL_DECISION_DENY}, codes.InvalidArgument, "call_id"},
 		{"unknown run", &toolpb.ApproveToolCallRequest{RunId: "nope", CallId: "c", Decision: toolpb.ApprovalDecision_APPROVAL_DECISION_DENY}, codes.NotFound, "run_id"},
 		{"unknown call", &toolpb.ApproveToolCallRequest{RunId: "errs-1", CallId: "c9", Decision: toolpb.ApprovalDecision_APPROVAL_DECISION_DENY}, codes.FailedPrecondition, "call_id"},
 	} {

@@ -197,16 +197,16 @@ func (o *orchestratorServer) ApproveToolCall(ctx context.Context, req *toolpb.Ap
 	if fe := checkRunID("run_id", req.GetRunId(), true); fe != nil {
 		return nil, fe.status()
 	}
-	if p := wire.CheckText(req.GetCallId(), 256); p != "" || req.GetCallId() == "" {
-		return nil, invalid("call_id", "must be the call's id, 1 to 256 bytes of valid UTF-8").status()
+	if p := checkStoredText(req.GetCallId(), 256); p != "" || req.GetCallId() == "" {
+		return nil, invalid("call_id", "must be the call's id, 1 to 256 bytes of valid UTF-8 without NUL bytes").status()
 	}
-	if p := wire.CheckText(req.GetLoopId(), 64); p != "" {
+	if p := checkStoredText(req.GetLoopId(), 64); p != "" {
 		return nil, invalid("loop_id", "%s", p).status()
 	}
-	if p := wire.CheckText(req.GetReason(), 1024); p != "" {
+	if p := checkStoredText(req.GetReason(), 1024); p != "" {
 		return nil, invalid("reason", "%s", p).status()
 	}
-	if p := wire.CheckText(req.GetInputId(), 16); p != "" {
+	if p := checkStoredText(req.GetInputId(), 16); p != "" {
 		return nil, invalid("input_id", "%s", p).status()
 	}
 	if c := req.GetContentJson(); len(c) > run.MaxAnswerBytes || (c != "" && !json.Valid([]byte(c))) {

@@ -346,10 +346,23 @@ func validateCancel(req *toolpb.CancelRunRequest) *fieldError {
 	if fe := checkRunID("run_id", req.GetRunId(), true); fe != nil {
 		return fe
 	}
-	if p := wire.CheckText(req.GetReason(), wire.MaxReasonBytes); p != "" {
+	if p := checkStoredText(req.GetReason(), wire.MaxReasonBytes); p != "" {
 		return invalid("reason", "%s", p)
 	}
 	return nil
+}
+
+// checkStoredText is wire.CheckText for text the run's journal keeps (a decision's
+// reason, the call it is about): no NUL bytes either, which PostgreSQL does not keep in
+// text.
+func checkStoredText(s string, maxBytes int) string {
+	if p := wire.CheckText(s, maxBytes); p != "" {
+		return p
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		return "holds a NUL byte"
+	}
+	return ""
 }
 
 // quote quotes a name for a message, shortened when long.

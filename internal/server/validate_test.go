@@ -350,3 +350,26 @@ func TestRequiredGroupRequestBounds(t *testing.T) {
 		}
 	}
 }
+
+// CancelRun's reason is text the journal keeps: a NUL byte in it is refused naming the
+// field (PostgreSQL refused the decision, and every retry was answered
+// JOURNAL_UNAVAILABLE).
+func TestValidateCancel(t *testing.T) {
+	for _, c := range []struct {
+		req   *toolpb.CancelRunRequest
+		field string
+	}{
+		{&toolpb.CancelRunRequest{RunId: "r1", Reason: "enough"}, ""},
+		{&toolpb.CancelRunRequest{RunId: "r1", Reason: "stop\x00it"}, "reason"},
+		{&toolpb.CancelRunRequest{RunId: "r1", Reason: strings.Repeat("x", 5000)}, "reason"},
+		{&toolpb.CancelRunRequest{Reason: "enough"}, "run_id"},
+	} {
+		fe := validateCancel(c.req)
+		switch {
+		case c.field == "" && fe != nil:
+			t.Errorf("%v: refused: %v", c.req, fe.status())
+		case c.field != "" && (fe == nil || fe.field != c.field):
+			t.Errorf("%v: %v; want refused naming %s", c.req, fe, c.field)
+		}
+	}
+}

@@ -648,6 +648,12 @@ func testDecisions(t *testing.T, open Opener) {
 	if _, ok, err := s.Decision(c, "de-1", "loop/1/c1"); ok || err != nil {
 		t.Fatalf("a decision before any: %v, %v", ok, err)
 	}
+	// A reason or an author PostgreSQL would not keep as text is refused in every store.
+	for _, d := range []runlog.Decision{{Reason: "stop\x00it", By: "o2"}, {Reason: "bad \xff", By: "o2"}, {Reason: "fine", By: "o\x002"}} {
+		if err := s.Decide(c, "de-1", "loop/1/c1", d); !errors.Is(err, runlog.ErrInvalid) {
+			t.Errorf("Decide(%+v): %v, want ErrInvalid", d, err)
+		}
+	}
 	if err := s.Decide(c, "de-1", "loop/1/c1", runlog.Decision{Approve: true, Reason: "fine", By: "o2"}); err != nil {
 		t.Fatal(err)
 	}
