@@ -630,7 +630,7 @@ func (j *journal) take() (batch []pending, final bool) {
 // a stale lease or a conflict is final.
 func (j *journal) append(lease runlog.Lease, recs []runlog.Record) error {
 	failpoint.Hit(failpoint.BeforeCommit)
-	return j.retry(lease, recs, func(ctx context.Context) error { return j.store.Append(ctx, lease, recs) })
+	return j.retry(lease, recs, "", func(ctx context.Context) error { return j.store.Append(ctx, lease, recs) })
 }
 
 // callContext bounds a store call of the journal to at least its lease's time to live
@@ -642,9 +642,9 @@ func (j *journal) callContext() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), j.ttl)
 }
 
-// retry runs write, which commits recs, until it succeeds, fails for good, or the lease
-// runs out.
-func (j *journal) retry(lease runlog.Lease, recs []runlog.Record, write func(context.Context) error) error {
+// retry runs write, which commits recs (and, for a finish, ends the run in the state
+// ended), until it succeeds, fails for good, or the lease runs out.
+func (j *journal) retry(lease runlog.Lease, recs []runlog.Record, ended runlog.State, write func(context.Context) error) error {
 	backoff := 50 * time.Millisecond
 	unknown := false // an attempt failed in a way that may have committed it
 	// giveUp is the end of the lease as it was when the first attempt failed: the
@@ -654,8 +654,14 @@ func (j *journal) retry(lease runlog.Lease, recs []runlog.Record, write func(con
 	for {
 		ctx, cancel := j.callContext()
 		err := write(ctx)
-		if errors.Is(err, runlog.ErrConflict) && unknown && j.committedAlready(ctx, lease.RunID, recs) {
+		switch {
+		case !unknown:
+		case errors.Is(err, runlog.ErrConflict) && j.committedAlready(ctx, lease.RunID, recs):
 			err = nil // the earlier attempt did commit
+		case ended != "" && errors.Is(err, runlog.ErrFenced) && j.endedAlready(ctx, lease, ended, recs):
+			// The earlier attempt ended the run: the store refuses the lease of a run
+			// that ended before it looks at the records.
+			err = nil
 		}
 		cancel()
 		switch {
@@ -682,7 +688,17 @@ func (j *journal) retry(lease runlog.Lease, recs []runlog.Record, write func(con
 // does.
 func (j *journal) finishWith(lease runlog.Lease, state runlog.State, recs []runlog.Record) error {
 	failpoint.Hit(failpoint.BeforeCommit)
-	return j.retry(lease, recs, func(ctx context.Context) error { return j.store.Finish(ctx, lease, state, recs...) })
+	return j.retry(lease, recs, state, func(ctx context.Context) error { return j.store.Finish(ctx, lease, state, recs...) })
+}
+
+// endedAlready reports whether the store holds the run ended in state under lease, with
+// recs as its last records: a finish whose answer was lost may have committed.
+func (j *journal) endedAlready(ctx context.Context, lease runlog.Lease, state runlog.State, recs []runlog.Record) bool {
+	r, err := j.store.Get(ctx, lease.RunID)
+	if err != nil || r.State != state || r.Owner != lease.Owner || r.Epoch != lease.Epoch {
+		return false
+	}
+	return len(recs) == 0 || j.committedAlready(ctx, lease.RunID, recs)
 }
 
 // committedAlready reports whether the store holds exactly recs: an append whose

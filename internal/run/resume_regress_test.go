@@ -504,3 +504,51 @@ func TestRunCreatedAfterItsClientLeftIsNotDriven(t *testing.T) {
 	mcancel()
 	s.Shutdown(context.Background())
 }
+
+// lostFinish is a store whose first Finish commits and then answers as a store whose
+// caller gave up does: the run ended, and its writer does not know.
+type lostFinish struct {
+	runlog.Store
+	n atomic.Int32
+}
+
+func (s *lostFinish) Finish(ctx context.Context, l runlog.Lease, st runlog.State, recs ...runlog.Record) error {
+	if s.n.Add(1) == 1 {
+		if err := s.Store.Finish(context.WithoutCancel(ctx), l, st, recs...); err != nil {
+			return err
+		}
+		return context.DeadlineExceeded
+	}
+	return s.Store.Finish(ctx, l, st, recs...)
+}
+
+// A run's end that committed although its writer lost the answer is the run's end: the
+// retry, which the store refuses (the run has ended), finds it there. Before, the run's
+// client was told the orchestrator stopped driving a run, which another would go on
+// with, for a run that had succeeded, and never got its end.
+func TestFinishWhoseAnswerWasLost(t *testing.T) {
+	for _, name := range []string{"memory", "sqlite"} {
+		t.Run(name, func(t *testing.T) {
+			var inner runlog.Store
+			var err error
+			if name == "memory" {
+				inner, err = runlog.OpenMemory(context.Background())
+			} else {
+				inner, err = runlog.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "journal.db"))
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = inner.Close() }()
+			store := &lostFinish{Store: inner}
+			s := rvService(t, store, &rvModel{}, rvCodec{}, nil)
+			res, err := s.Run(context.Background(), Request{ID: "lost-finish", Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}, nil)
+			if err != nil || res == nil || res.Result == nil || res.Text != "done" {
+				t.Fatalf("Run: %+v, %v; want the run's end (the store holds it)", res, err)
+			}
+			if r, err := inner.Get(context.Background(), "lost-finish"); err != nil || r.State != runlog.StateSucceeded || store.n.Load() != 2 {
+				t.Errorf("in the store: %+v, %v, after %d finishes; want succeeded, after 2", r, err, store.n.Load())
+			}
+		})
+	}
+}

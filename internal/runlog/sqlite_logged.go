@@ -225,11 +225,7 @@ func (l *sqliteLogged) commitGroup(group []*write) []error {
 		l.mu.Unlock()
 		return fail(l.broken)
 	}
-	accepted, err := l.acceptLocked(group, errs)
-	if err != nil {
-		l.mu.Unlock()
-		return fail(fmt.Errorf("runlog: commit: %w", err))
-	}
+	accepted := l.acceptLocked(group, errs)
 	if len(accepted) == 0 {
 		l.mu.Unlock()
 		return errs
@@ -237,7 +233,7 @@ func (l *sqliteLogged) commitGroup(group []*write) []error {
 	id := l.log.last + 1
 	failpoint.Hit(failpoint.StoreBeforeCommit)
 	started := time.Now()
-	err = l.log.write(id, accepted)
+	err := l.log.write(id, accepted)
 	l.s.logging.Add(int64(time.Since(started)))
 	if err != nil {
 		if err, ok := noRoom(err); ok {
@@ -288,13 +284,15 @@ func (l *sqliteLogged) commitGroup(group []*write) []error {
 }
 
 // acceptLocked checks each write of group against its run's view, saying in errs why
-// one is refused, and returns those accepted. l.mu is held.
-func (l *sqliteLogged) acceptLocked(group []*write, errs []error) ([]*write, error) {
+// one is refused, and returns those accepted. A run whose row cannot be read fails its
+// own write, not the others' of the group. l.mu is held.
+func (l *sqliteLogged) acceptLocked(group []*write, errs []error) []*write {
 	var accepted []*write
 	for i, w := range group {
 		v, found, err := l.view(w.lease.RunID)
 		if err != nil {
-			return nil, err
+			errs[i] = fmt.Errorf("runlog: commit: %w", err)
+			continue
 		}
 		var r lockedRun
 		if found {
@@ -305,7 +303,7 @@ func (l *sqliteLogged) acceptLocked(group []*write, errs []error) ([]*write, err
 		}
 		accepted = append(accepted, w)
 	}
-	return accepted, nil
+	return accepted
 }
 
 // applyLocked brings the views of the accepted writes' runs up to date. l.mu is held.

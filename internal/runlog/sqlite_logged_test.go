@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -51,6 +52,40 @@ func TestCommitterSurvivesAnUnreadableRun(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the committer hangs after a run it could not read")
+	}
+
+	// In one group with others, the unreadable run's write fails alone: it failed the
+	// whole group, and its writer, retrying, failed every group it joined.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_ = s.Append(ctx, Lease{RunID: "bad", Owner: "o", Epoch: 1, Until: time.Now().Add(time.Minute)}, []Record{{Seq: 1, Kind: KindEvent, Data: []byte("x")}})
+			}
+		})
+	}
+	var failed atomic.Int32
+	var good sync.WaitGroup
+	for i := range 200 {
+		good.Go(func() {
+			if _, err := s.Create(ctx, fmt.Sprintf("good-%03d", i), "o", time.Minute, Record{Seq: 1, Kind: KindRequest, Data: []byte("r")}); err != nil {
+				if failed.Add(1) == 1 {
+					t.Errorf("a run created beside the unreadable run's writes: %v", err)
+				}
+			}
+		})
+	}
+	good.Wait()
+	close(stop)
+	wg.Wait()
+	if n := failed.Load(); n > 0 {
+		t.Errorf("%d of 200 creations failed beside the unreadable run's writes", n)
 	}
 }
 
