@@ -411,17 +411,7 @@ func TestMaintainPrunesPastRetention(t *testing.T) {
 func TestCancelAskedWhileOrphaned(t *testing.T) {
 	for _, name := range []string{"memory", "sqlite"} {
 		t.Run(name, func(t *testing.T) {
-			var store runlog.Store
-			var err error
-			if name == "memory" {
-				store, err = runlog.OpenMemory(context.Background())
-			} else {
-				store, err = runlog.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "journal.db"))
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = store.Close() }()
+			store := openStore(t, name)
 			model := &rvModel{}
 			s := rvService(t, store, model, rvCodec{}, func(c *config.Config) {
 				c.Journal.LeaseTTL = config.Duration(3 * time.Second)
@@ -529,17 +519,7 @@ func (s *lostFinish) Finish(ctx context.Context, l runlog.Lease, st runlog.State
 func TestFinishWhoseAnswerWasLost(t *testing.T) {
 	for _, name := range []string{"memory", "sqlite"} {
 		t.Run(name, func(t *testing.T) {
-			var inner runlog.Store
-			var err error
-			if name == "memory" {
-				inner, err = runlog.OpenMemory(context.Background())
-			} else {
-				inner, err = runlog.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "journal.db"))
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = inner.Close() }()
+			inner := openStore(t, name)
 			store := &lostFinish{Store: inner}
 			s := rvService(t, store, &rvModel{}, rvCodec{}, nil)
 			res, err := s.Run(context.Background(), Request{ID: "lost-finish", Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}, nil)
@@ -551,4 +531,22 @@ func TestFinishWhoseAnswerWasLost(t *testing.T) {
 			}
 		})
 	}
+}
+
+// openStore opens a journal of the kind name says, memory or sqlite (in a temporary
+// directory), closed when the test ends.
+func openStore(t *testing.T, name string) runlog.Store {
+	t.Helper()
+	var store runlog.Store
+	var err error
+	if name == "memory" {
+		store, err = runlog.OpenMemory(context.Background())
+	} else {
+		store, err = runlog.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "journal.db"))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	return store
 }
