@@ -102,7 +102,7 @@ func (s *Service) openJournal(ctx context.Context, j *journal, id, loopID string
 	// store may commit a write whose caller gave up, and a run created so, which its
 	// client was told was refused, went on later (its lease ran out and an orchestrator
 	// took it over), driven for nobody. Created, a run whose client went away ends at
-	// once, cancelled.
+	// once, as any run whose client went away.
 	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
 	lease, err := s.journal.Create(cctx, id, s.owner, s.leaseTTL(), runlog.Record{Seq: 1, Kind: runlog.KindRequest, Time: time.Now(), Data: data})
 	ccancel()

@@ -590,10 +590,28 @@ func TestDSNOptionsKeepTheirTimeout(t *testing.T) {
 		}
 		var v string
 		err = st.(*sqlStore).db.QueryRowContext(ctx, `SHOW idle_in_transaction_session_timeout`).Scan(&v)
-		_ = st.Close()
 		if err != nil || v != want {
 			t.Errorf("%s: idle_in_transaction_session_timeout = %q, %v; want %q", dsn, v, err, want)
 		}
+		// Only the committers' connections plan without sequential scans, however many
+		// connections the other pool opens.
+		for db, want := range map[*sql.DB]string{st.(*sqlStore).db: "on", st.(*sqlStore).commitDB: "off"} {
+			var held []*sql.Conn
+			for range 2 { // the pool's idle connections (two at most) taken: the query opens a new one
+				c, err := db.Conn(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				held = append(held, c)
+			}
+			if err := db.QueryRowContext(ctx, `SHOW enable_seqscan`).Scan(&v); err != nil || v != want {
+				t.Errorf("enable_seqscan = %q, %v; want %q", v, err, want)
+			}
+			for _, c := range held {
+				_ = c.Close()
+			}
+		}
+		_ = st.Close()
 	}
 }
 

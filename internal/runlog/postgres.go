@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -85,6 +86,7 @@ func OpenPostgres(ctx context.Context, dsn string) (Store, error) {
 // database/sql's pgx driver does, so that a password file or environment that changed
 // (a rotated password) is read at the next connection.
 func pgOpen(dsn string, cfg *pgx.ConnConfig, params map[string]string) *sql.DB {
+	params = maps.Clone(params) // the caller's map may change for its next pool
 	with := func(c *pgx.ConnConfig) {
 		for k, v := range params {
 			c.RuntimeParams[k] = v
