@@ -98,14 +98,14 @@ func (s *Service) openJournal(ctx context.Context, j *journal, id, loopID string
 	data, _ := toolinternal.MarshalJSON(requestRecord{RunID: id, LoopID: loopID, Started: started, Wire: p.req.Wire, Tenant: p.req.Tenant, Caller: p.req.Caller.orNil(),
 		Versions: s.router.Versions(offeredRoles(*p.req, s.cfg.Loop.DefaultToolGroups), p.req.Tools),
 		Without:  warnedRoles(p.warnings), Agent: p.req.Agent, Model: llm.Label(p.provider, p.model)})
-	// The creation's outcome is waited for even when the client goes away meanwhile: a
-	// store may commit a write whose caller gave up, and a run created so, which its
-	// client was told was refused, went on later (its lease ran out and an orchestrator
-	// took it over), driven for nobody. Created, a run whose client went away ends at
-	// once, as any run whose client went away.
-	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
-	lease, err := s.journal.Create(cctx, id, s.owner, s.leaseTTL(), runlog.Record{Seq: 1, Kind: runlog.KindRequest, Time: time.Now(), Data: data})
-	ccancel()
+	lease, err := s.journal.Create(ctx, id, s.owner, s.leaseTTL(), runlog.Record{Seq: 1, Kind: runlog.KindRequest, Time: time.Now(), Data: data})
+	if err != nil && ctx.Err() != nil {
+		// The client went away (or the orchestrator stops) while the store created the
+		// run: a store may commit a write whose caller gave up, and a run created so,
+		// which its client was told was refused, went on later, taken over once its lease
+		// ran out and driven for nobody. It is ended, should it be there.
+		go s.endAbandoned(id, context.Cause(ctx))
+	}
 	switch {
 	case errors.Is(err, runlog.ErrExists):
 		return nil, errInJournal
@@ -330,9 +330,31 @@ func (s *Service) resume(lease runlog.Lease) {
 	}
 }
 
-// createTimeout bounds the wait for a run's creation: longer than a store takes to
-// fail a commit that hangs (PostgreSQL's commits give up after a minute).
-const createTimeout = 2 * time.Minute
+// endAbandoned ends, cancelled, run id should its creation, which its caller gave up
+// waiting for, have committed: a finish under the creation's lease commits after the
+// creation, the stores keeping a run's writes in order, and finds no run where none
+// was created.
+func (s *Service) endAbandoned(id string, why error) {
+	ctx, cancel := context.WithTimeout(context.Background(), abandonedTimeout)
+	defer cancel()
+	reason := "the run's client went away while the run was created"
+	if why != nil {
+		reason += ": " + why.Error()
+	}
+	data, _ := toolinternal.MarshalJSON(endRecord{State: endState{runlog.StateCancelled}, Error: reason, Reason: reason, Ended: time.Now()})
+	lease := runlog.Lease{RunID: id, Owner: s.owner, Epoch: 1}
+	switch err := s.journal.Finish(ctx, lease, runlog.StateCancelled, runlog.Record{Seq: 2, Kind: runlog.KindEnd, Time: time.Now(), Data: data}); {
+	case err == nil:
+		s.log.Info("a run created after its client went away is ended", "run_id", id)
+	case errors.Is(err, runlog.ErrNotFound):
+	default:
+		s.log.Warn("a run whose client went away while it was created could not be ended; its next owner resumes it", "run_id", id, "error", err.Error())
+	}
+}
+
+// abandonedTimeout bounds endAbandoned's finish: longer than a store takes to fail a
+// commit that hangs (PostgreSQL's commits give up after a minute).
+const abandonedTimeout = 2 * time.Minute
 
 // hold stops a run that cannot go on because its journal holds a record that cannot be
 // read back (why): it is left for an operator, held, never driven on without it. The

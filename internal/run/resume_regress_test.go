@@ -550,3 +550,63 @@ func openStore(t *testing.T, name string) runlog.Store {
 	t.Cleanup(func() { _ = store.Close() })
 	return store
 }
+
+// hangingCreates is a store whose creations hang until their caller gives up.
+type hangingCreates struct {
+	runlog.Store
+	entered chan struct{}
+}
+
+func (s hangingCreates) Create(ctx context.Context, runID, owner string, ttl time.Duration, first ...runlog.Record) (runlog.Lease, error) {
+	select {
+	case s.entered <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	return runlog.Lease{}, ctx.Err()
+}
+
+// A creation the store hangs on ends with its client, frees the run's slot, and does
+// not hold a shutdown: a creation waited for whatever its client did (an earlier fix of
+// runs created after their client left) held all three for two minutes.
+func TestHangingCreationEndsWithItsClient(t *testing.T) {
+	store := hangingCreates{Store: openStore(t, "memory"), entered: make(chan struct{}, 1)}
+	s := rvService(t, store, &rvModel{}, rvCodec{}, func(c *config.Config) { c.Loop.MaxConcurrentRuns = 1 })
+	cctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	out := make(chan error, 1)
+	go func() {
+		_, err := s.Run(cctx, Request{ID: "r1", Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}, nil)
+		out <- err
+	}()
+	<-store.entered
+	select {
+	case err := <-out:
+		if err == nil {
+			t.Fatal("a run the store never created succeeded")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a client whose deadline (200 ms) passed still waits for the run's creation 5 s later")
+	}
+	// Its slot is free: the next run reaches the store.
+	go func() {
+		_, _ = s.Run(context.Background(), Request{ID: "r2", Messages: []llm.Message{{Role: llm.RoleUser, Text: "hi"}}}, nil)
+	}()
+	select {
+	case <-store.entered:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the next run did not reach the store: the first's slot is held")
+	}
+	done := make(chan struct{})
+	go func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		s.Shutdown(sctx)
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a shutdown with a 200 ms timeout still waits for a run's creation 10 s later")
+	}
+}

@@ -15,8 +15,7 @@ import (
 // finished runs go first once there are more than FinishedRuns of them or they hold more
 // than FinishedBytes of the heap (their records' data and arrays, and what the store
 // keeps of each record, decision and run besides, as it counts them). Zero means the
-// default (DefaultFinishedRuns, DefaultFinishedBytes); a negative FinishedRuns keeps no
-// finished run. Running runs are never dropped.
+// default (DefaultFinishedRuns, DefaultFinishedBytes). Running runs are never dropped.
 type MemoryLimits struct {
 	FinishedRuns  int
 	FinishedBytes int64
@@ -38,11 +37,8 @@ func OpenMemory(_ context.Context, limits ...MemoryLimits) (Store, error) {
 	if len(limits) > 0 {
 		l = limits[0]
 	}
-	switch {
-	case l.FinishedRuns == 0:
+	if l.FinishedRuns <= 0 {
 		l.FinishedRuns = DefaultFinishedRuns
-	case l.FinishedRuns < 0:
-		l.FinishedRuns = 0
 	}
 	if l.FinishedBytes <= 0 {
 		l.FinishedBytes = DefaultFinishedBytes

@@ -200,7 +200,7 @@ func (s *sqlStore) submit(ctx context.Context, w *write, what string) error {
 func (s *sqlStore) noteCommit(errs []error) {
 	failed := len(errs) > 0
 	for _, err := range errs {
-		if err == nil || errors.Is(err, ErrFenced) || errors.Is(err, ErrConflict) || errors.Is(err, ErrExists) || errors.Is(err, ErrNotFound) {
+		if err == nil || errors.Is(err, ErrFenced) || errors.Is(err, ErrConflict) || errors.Is(err, ErrExists) || errors.Is(err, ErrNotFound) || errors.Is(err, errUnreadableRun) {
 			failed = false
 			break
 		}
@@ -230,11 +230,8 @@ func (s *sqlStore) Health(ctx context.Context) error {
 	}
 	if s.logged != nil {
 		// A commit log that failed to write or sync takes no more entries: that lasts.
-		s.logged.mu.Lock()
-		broken := s.logged.broken
-		s.logged.mu.Unlock()
-		if broken != nil {
-			return broken
+		if broken := s.logged.brokenNow.Load(); broken != nil {
+			return *broken
 		}
 		s.logged.amu.Lock()
 		err := s.logged.applyErr

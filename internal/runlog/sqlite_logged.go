@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/failpoint"
@@ -61,6 +62,8 @@ type sqliteLogged struct {
 	mu     sync.Mutex
 	views  map[string]*runView
 	broken error
+	// brokenNow is broken, for Health, which does not wait for the committer's lock.
+	brokenNow atomic.Pointer[error]
 	// maxIDs are, for each prefix of run ids the committer met (what comes before
 	// "run_": "" or a tenant's "acme/"), the greatest id of the form prefix+"run_"+hex
 	// (generated ids, which grow with time) the database holds or the committer created:
@@ -245,6 +248,8 @@ func (l *sqliteLogged) commitGroup(group []*write) []error {
 			return fail(fmt.Errorf("runlog: the commit log could not be written: %w", err))
 		}
 		l.broken = fmt.Errorf("runlog: the commit log could not be written: %w", err)
+		b := l.broken
+		l.brokenNow.Store(&b)
 		l.mu.Unlock()
 		return fail(l.broken)
 	}
@@ -275,6 +280,8 @@ func (l *sqliteLogged) commitGroup(group []*write) []error {
 		l.amu.Unlock()
 		l.mu.Lock()
 		l.broken = broken
+		b := l.broken
+		l.brokenNow.Store(&b)
 		l.mu.Unlock()
 		return fail(broken)
 	}
@@ -282,6 +289,10 @@ func (l *sqliteLogged) commitGroup(group []*write) []error {
 	failpoint.Hit(failpoint.StoreAfterCommit)
 	return errs
 }
+
+// errUnreadableRun is the cause of a write refused because its run's row cannot be read:
+// the run's failure, not the store's (Health).
+var errUnreadableRun = errors.New("the run's row cannot be read")
 
 // acceptLocked checks each write of group against its run's view, saying in errs why
 // one is refused, and returns those accepted. A run whose row cannot be read fails its
@@ -291,7 +302,7 @@ func (l *sqliteLogged) acceptLocked(group []*write, errs []error) []*write {
 	for i, w := range group {
 		v, found, err := l.view(w.lease.RunID)
 		if err != nil {
-			errs[i] = fmt.Errorf("runlog: commit: %w", err)
+			errs[i] = fmt.Errorf("runlog: commit: %w: %w", errUnreadableRun, err)
 			continue
 		}
 		var r lockedRun

@@ -444,12 +444,7 @@ func openStore(j config.Journal, retainRuns int, log *slog.Logger) (runlog.Store
 		log.Info("runs are journaled", "driver", "postgres")
 		return s, nil
 	}
-	// loop.retain_runs 0 keeps no finished run, where the journal's zero is its default.
-	keep := retainRuns
-	if keep == 0 {
-		keep = -1
-	}
-	s, err := runlog.OpenMemory(ctx, runlog.MemoryLimits{FinishedRuns: keep, FinishedBytes: int64(j.MemoryBytes)})
+	s, err := runlog.OpenMemory(ctx, runlog.MemoryLimits{FinishedRuns: retainRuns, FinishedBytes: int64(j.MemoryBytes)})
 	if err != nil {
 		return nil, fmt.Errorf("the run journal: %w", err)
 	}
