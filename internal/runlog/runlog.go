@@ -316,8 +316,8 @@ func checkAppend(lease Lease, records []Record) error {
 		if r.Kind == "" || len(r.Kind) > maxKindBytes {
 			return fmt.Errorf("%w: record %d has no kind, or one over %d bytes", ErrInvalid, i, maxKindBytes)
 		}
-		if err := checkText(fmt.Sprintf("record %d's kind", i), string(r.Kind)); err != nil {
-			return err
+		if !isText(string(r.Kind)) {
+			return checkText(fmt.Sprintf("record %d's kind", i), string(r.Kind))
 		}
 	}
 	return nil
@@ -374,10 +374,15 @@ func checkID(what, id string) error {
 // that are not UTF-8 nor NUL bytes, and refuses the whole statement that carries one —
 // with the writes of other runs committed in it.
 func checkText(what, s string) error {
-	if !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0 {
+	if !isText(s) {
 		return fmt.Errorf("%w: %s must be UTF-8 text without NUL bytes", ErrInvalid, what)
 	}
 	return nil
+}
+
+// isText reports whether s is UTF-8 without NUL bytes: text every store keeps as it is.
+func isText(s string) bool {
+	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
 }
 
 // Note is text made fit for a note (Store.Hold): its bytes that are not UTF-8 and its
