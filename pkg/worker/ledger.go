@@ -20,9 +20,15 @@ import (
 type Ledger interface {
 	// Load returns the answer stored under key, if any that has not expired.
 	Load(ctx context.Context, key string) (answer []byte, ok bool, err error)
-	// Store keeps an answer under key for ttl.
+	// Store keeps an answer under key for ttl. Its context is not the call's: a call
+	// whose caller went away (an orchestrator that died) while the tool ran is stored
+	// all the same, its effect having happened, within ledgerStoreTimeout.
 	Store(ctx context.Context, key string, answer []byte, ttl time.Duration) error
 }
+
+// ledgerStoreTimeout bounds the Store of a call's answer, which outlives the call's
+// caller.
+const ledgerStoreTimeout = 10 * time.Second
 
 // DefaultLedgerTTL is how long answers are kept when Options.LedgerTTL is zero.
 const DefaultLedgerTTL = 24 * time.Hour
@@ -161,7 +167,12 @@ func (s *invoker) invokeOnce(ctx context.Context, req *toolpb.InvokeRequest, pro
 	}
 	b, err := proto.Marshal(resp)
 	if err == nil {
-		err = l.Store(ctx, key, b, cmpDuration(s.w.opts.LedgerTTL, DefaultLedgerTTL))
+		// The caller may have left (its orchestrator died) while the tool ran to its end:
+		// a ledger that honours its context (a database's client) would refuse the answer
+		// at once, and the call sent again would take its effect a second time.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ledgerStoreTimeout)
+		err = l.Store(sctx, key, b, cmpDuration(s.w.opts.LedgerTTL, DefaultLedgerTTL))
+		cancel()
 	}
 	if err != nil {
 		s.w.log.WarnContext(ctx, "the call's answer could not be kept in the idempotency ledger", "tool", req.GetTool(), "error", err.Error())

@@ -111,6 +111,30 @@ func TestMemoryLedgerBounds(t *testing.T) {
 // sent again with the same key runs and gets the tool's real answer. A tool that
 // finished its work although the caller left keeps its answer: the effect happened.
 func TestLedgerKeepsNoCancellation(t *testing.T) {
+	t.Run("memory", func(t *testing.T) { testLedgerKeepsNoCancellation(t, NewMemoryLedger(0)) })
+	// A ledger in a shared store refuses what its context's end cuts short, as a
+	// database's client does: the answer of a call whose caller left is kept all the same.
+	t.Run("shared", func(t *testing.T) { testLedgerKeepsNoCancellation(t, contextLedger{NewMemoryLedger(0)}) })
+}
+
+// contextLedger is a ledger that honours its context, as a client of a shared store does.
+type contextLedger struct{ *MemoryLedger }
+
+func (l contextLedger) Load(ctx context.Context, key string) ([]byte, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, false, err
+	}
+	return l.MemoryLedger.Load(ctx, key)
+}
+
+func (l contextLedger) Store(ctx context.Context, key string, answer []byte, ttl time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return l.MemoryLedger.Store(ctx, key, answer, ttl)
+}
+
+func testLedgerKeepsNoCancellation(t *testing.T, ledger Ledger) {
 	var runs atomic.Int64
 	started := make(chan struct{}, 4)
 	add := tool.New("add", "Add slowly.", schema.Empty(), func(ctx context.Context, _ string) (tool.Result, error) {
@@ -130,7 +154,7 @@ func TestLedgerKeepsNoCancellation(t *testing.T) {
 	})
 	ended := make(chan string, 8) // the idempotency key of each call whose worker side returned
 	watch := watchInvoke(nil, func(req *toolpb.InvokeRequest) { ended <- req.GetIdempotencyKey() })
-	w := start(t, Options{Ledger: NewMemoryLedger(0), ServerOptions: []grpc.ServerOption{watch}}, Group{Role: "math", Tools: []tool.Tool{add, stubborn}})
+	w := start(t, Options{Ledger: ledger, ServerOptions: []grpc.ServerOption{watch}}, Group{Role: "math", Tools: []tool.Tool{add, stubborn}})
 	c := w.client()
 	// The worker's side of a cancelled call ends after the caller's: endOf waits until it
 	// has, and its key's lock is free again.
