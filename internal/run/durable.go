@@ -99,12 +99,20 @@ func (s *Service) openJournal(ctx context.Context, j *journal, id, loopID string
 		Versions: s.router.Versions(offeredRoles(*p.req, s.cfg.Loop.DefaultToolGroups), p.req.Tools),
 		Without:  warnedRoles(p.warnings), Agent: p.req.Agent, Model: llm.Label(p.provider, p.model)})
 	lease, err := s.journal.Create(ctx, id, s.owner, s.leaseTTL(), runlog.Record{Seq: 1, Kind: runlog.KindRequest, Time: time.Now(), Data: data})
-	if err != nil && ctx.Err() != nil {
-		// The client went away (or the orchestrator stops) while the store created the
-		// run: a store may commit a write whose caller gave up, and a run created so,
-		// which its client was told was refused, went on later, taken over once its lease
-		// ran out and driven for nobody. It is ended, should it be there.
-		go s.endAbandoned(id, context.Cause(ctx))
+	if err != nil && !errors.Is(err, runlog.ErrExists) && !errors.Is(err, runlog.ErrInvalid) {
+		// The creation's outcome is unknown: a store may commit a write whose caller gave
+		// up, or whose answer was lost (a connection broken after its commit). A run
+		// created so, which its client is told was refused, went on later, taken over
+		// once its lease ran out and driven for nobody. It is ended, should it be there:
+		// in the background when the client went away (or the orchestrator stops), before
+		// the refusal otherwise, within the creation's lease (a client that tries again
+		// under the same id then finds the id free or the run ended, never its new run
+		// ended by this).
+		if ctx.Err() != nil {
+			go s.endAbandoned(id, context.Cause(ctx), abandonedTimeout)
+		} else {
+			s.endAbandoned(id, err, s.leaseTTL())
+		}
 	}
 	switch {
 	case errors.Is(err, runlog.ErrExists):
@@ -330,25 +338,27 @@ func (s *Service) resume(lease runlog.Lease) {
 	}
 }
 
-// endAbandoned ends, cancelled, run id should its creation, which its caller gave up
-// waiting for, have committed: a finish under the creation's lease commits after the
+// endAbandoned ends, cancelled, run id should its creation, whose outcome its creator
+// does not know (the store failed, or the client went away meanwhile), have committed,
+// trying for up to within: a finish under the creation's lease commits after the
 // creation, the stores keeping a run's writes in order, and finds no run where none
 // was created.
-func (s *Service) endAbandoned(id string, why error) {
-	ctx, cancel := context.WithTimeout(context.Background(), abandonedTimeout)
+func (s *Service) endAbandoned(id string, why error, within time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
-	reason := "the run's client went away while the run was created"
+	reason := "the run's creation failed, or its client went away meanwhile"
 	if why != nil {
 		reason += ": " + why.Error()
 	}
+	reason = runlog.Note(reason)
 	data, _ := toolinternal.MarshalJSON(endRecord{State: endState{runlog.StateCancelled}, Error: reason, Reason: reason, Ended: time.Now()})
 	lease := runlog.Lease{RunID: id, Owner: s.owner, Epoch: 1}
 	switch err := s.journal.Finish(ctx, lease, runlog.StateCancelled, runlog.Record{Seq: 2, Kind: runlog.KindEnd, Time: time.Now(), Data: data}); {
 	case err == nil:
-		s.log.Info("a run created after its client went away is ended", "run_id", id)
+		s.log.Info("a run whose creation was refused to its client, but committed, is ended", "run_id", id)
 	case errors.Is(err, runlog.ErrNotFound):
 	default:
-		s.log.Warn("a run whose client went away while it was created could not be ended; its next owner resumes it", "run_id", id, "error", err.Error())
+		s.log.Warn("a run whose creation was refused to its client could not be ended, should it have committed; its next owner would resume it", "run_id", id, "error", err.Error())
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"iter"
 	"path/filepath"
 	"runtime"
@@ -493,6 +494,48 @@ func TestRunCreatedAfterItsClientLeftIsNotDriven(t *testing.T) {
 	}
 	mcancel()
 	s.Shutdown(context.Background())
+}
+
+// lostCreate is a store whose Create commits and then fails, as a connection broken
+// after its commit does: the run created, and its creator does not know.
+type lostCreate struct{ runlog.Store }
+
+func (s lostCreate) Create(ctx context.Context, runID, owner string, ttl time.Duration, first ...runlog.Record) (runlog.Lease, error) {
+	if _, err := s.Store.Create(ctx, runID, owner, ttl, first...); err != nil {
+		return runlog.Lease{}, err
+	}
+	return runlog.Lease{}, io.ErrUnexpectedEOF
+}
+
+// A run whose creation committed although the store answered with an error, its client
+// still there, is not driven later for nobody: the client is told the journal is
+// unavailable, and the run ends. Before, only a client that went away had its run ended:
+// this one was taken over once its lease ran out and driven to its end, the model asked.
+func TestCreationCommittedButRefusedIsNotDriven(t *testing.T) {
+	for _, name := range []string{"memory", "sqlite"} {
+		t.Run(name, func(t *testing.T) {
+			inner := openStore(t, name)
+			model := &rvModel{}
+			s := rvService(t, lostCreate{inner}, model, rvCodec{}, func(c *config.Config) {
+				c.Journal.LeaseTTL = config.Duration(time.Second)
+			})
+			_, err := s.Run(context.Background(), Request{ID: "refused", Messages: []llm.Message{{Role: llm.RoleUser, Text: "pay"}}}, nil)
+			if !errors.Is(err, ErrUnavailable) {
+				t.Fatalf("Run: %v; want the journal unavailable", err)
+			}
+			mctx, mcancel := context.WithCancel(context.Background())
+			defer mcancel()
+			go s.Maintain(mctx)
+			time.Sleep(3 * time.Second) // three lease times: a run left running is taken over
+			r, err := inner.Get(context.Background(), "refused")
+			if model.calls.Load() != 0 || err != nil || r.State != runlog.StateCancelled {
+				t.Errorf("a run refused to its client but created: %d model calls, in the journal %s (%v); want none, and cancelled",
+					model.calls.Load(), r.State, err)
+			}
+			mcancel()
+			s.Shutdown(context.Background())
+		})
+	}
 }
 
 // lostFinish is a store whose first Finish commits and then answers as a store whose
