@@ -714,9 +714,23 @@ func (s *Service) Maintain(ctx context.Context) {
 		} else if n > 0 {
 			s.log.Info("took over runs whose owner stopped", "runs", strconv.Itoa(n))
 		}
-		retain := cmpOr(time.Duration(s.cfg.Journal.Retain), 7*24*time.Hour)
-		if _, err := s.journal.Prune(ctx, time.Now().Add(-retain), 0); err != nil {
+		s.prune(ctx)
+	}
+}
+
+// prune deletes the finished runs past journal.retain, a page of them after another
+// (runs may end faster than one page a tick), for up to a quarter of a lease.
+func (s *Service) prune(ctx context.Context) {
+	retain := cmpOr(time.Duration(s.cfg.Journal.Retain), 7*24*time.Hour)
+	until := time.Now().Add(s.leaseTTL() / 4)
+	for {
+		n, err := s.journal.Prune(ctx, time.Now().Add(-retain), runlog.MaxList)
+		if err != nil {
 			s.log.Warn("pruning the journal", "error", err.Error())
+			return
+		}
+		if n < runlog.MaxList || time.Now().After(until) || ctx.Err() != nil {
+			return
 		}
 	}
 }

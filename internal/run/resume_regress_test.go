@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"iter"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -403,6 +405,56 @@ func TestMaintainPrunesPastRetention(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Pruning keeps up with runs that end faster than a page of them a tick: one tick of
+// Maintain prunes every finished run past journal.retain, here over two pages. Before,
+// a tick pruned one page (1,000 runs), so at the default lease (a tick every 5 s) a
+// journal whose runs ended faster than 200 a second grew without bound.
+func TestPruneKeepsUpWithManyRuns(t *testing.T) {
+	store := openStore(t, "sqlite")
+	const runs = runlog.MaxList*2 + 100
+	ctx := context.Background()
+	sem := make(chan struct{}, 64)
+	var wg sync.WaitGroup
+	errs := make(chan error, runs)
+	for i := range runs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			l, err := store.Create(ctx, fmt.Sprintf("old-%04d", i), "me", time.Minute, runlog.Record{Seq: 1, Kind: runlog.KindRequest, Data: []byte(`{}`)})
+			if err == nil {
+				err = store.Finish(ctx, l, runlog.StateSucceeded)
+			}
+			if err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	s := rvService(t, store, &rvModel{}, rvCodec{}, func(c *config.Config) {
+		c.Journal.LeaseTTL = config.Duration(8 * time.Second) // a tick every 4 s, pruning for up to 2 s
+		c.Journal.Retain = config.Duration(time.Millisecond)
+	})
+	mctx, mcancel := context.WithCancel(ctx)
+	defer mcancel()
+	go s.Maintain(mctx)
+	time.Sleep(5 * time.Second) // one tick, not two
+	mcancel()
+	left, err := store.List(ctx, runlog.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 0 {
+		t.Errorf("after one tick of Maintain, %d of %d finished runs past journal.retain are left", len(left), runs)
+	}
+	s.Shutdown(context.Background())
 }
 
 // A run asked to cancel (CancelRun on a replica that does not drive it) while nobody

@@ -731,7 +731,7 @@ func (s *sqlStore) Workers(ctx context.Context, since time.Time) ([]string, erro
 }
 
 func (s *sqlStore) Decide(ctx context.Context, runID, key string, d Decision) error {
-	return s.exclusive(runID, func() error { return s.decide(ctx, runID, key, d) })
+	return s.exclusive([]string{runID}, func() error { return s.decide(ctx, runID, key, d) })
 }
 
 func (s *sqlStore) decide(ctx context.Context, runID, key string, d Decision) error {
@@ -825,21 +825,27 @@ func (s *sqlStore) readRunRow(ctx context.Context, runID string) (lockedRun, err
 	return lockedRun{state: r.State, owner: r.Owner, epoch: r.Epoch, until: r.Until.UnixNano(), nextSeq: r.Records + 1}, nil
 }
 
-// exclusive runs fn with the committer held back and every committed write of the run
-// in the database: a write that bypasses the committer (Acquire, Decide) sees and changes
-// what the committer checks against. It forgets the committer's view of runID.
-func (s *sqlStore) exclusive(runID string, fn func() error) error {
+// exclusive runs fn with the committer held back and every committed write of the runs
+// in the database: a write that bypasses the committer (Acquire, Decide, Prune) sees and
+// changes what the committer checks against. It forgets the committer's views of runIDs.
+func (s *sqlStore) exclusive(runIDs []string, fn func() error) error {
 	if s.logged == nil {
 		return fn()
 	}
 	s.logged.mu.Lock()
 	defer s.logged.mu.Unlock()
-	// No write is logged while the lock is held: once the database holds the run's
-	// writes, it holds the run as the committer knows it.
-	if err := s.logged.settledRun(runID); err != nil {
-		return err
+	// No write is logged while the lock is held: once the database holds the runs'
+	// writes, it holds the runs as the committer knows them.
+	for _, id := range runIDs {
+		if err := s.logged.settledRun(id); err != nil {
+			return err
+		}
 	}
-	defer s.logged.forget(runID)
+	defer func() {
+		for _, id := range runIDs {
+			s.logged.forget(id)
+		}
+	}()
 	return fn()
 }
 
@@ -958,7 +964,7 @@ func (s *sqlStore) Last(ctx context.Context, runID string, kind Kind) (Record, b
 // operator's restart tries it again: its note goes).
 func (s *sqlStore) Acquire(ctx context.Context, runID, owner string, ttl time.Duration) (Lease, error) {
 	var l Lease
-	err := s.exclusive(runID, func() (err error) {
+	err := s.exclusive([]string{runID}, func() (err error) {
 		l, err = s.acquire(ctx, runID, owner, ttl)
 		return err
 	})
@@ -1233,7 +1239,7 @@ func (s *sqlStore) Prune(ctx context.Context, before time.Time, limit int) (int,
 	if err := s.settle(); err != nil {
 		return 0, err
 	}
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT run_id FROM toolmesh_runs WHERE state NOT IN (?, ?) AND updated < ? ORDER BY updated LIMIT ?`),
+	rows, err := s.db.QueryContext(ctx, s.q(`SELECT run_id FROM toolmesh_runs WHERE state NOT IN (?, ?) AND updated < ? ORDER BY updated, run_id LIMIT ?`),
 		string(StateRunning), string(StateHeld), before.UnixNano(), listLimit(limit))
 	if err != nil {
 		return 0, fmt.Errorf("runlog: prune: %w", s.d.why(err))
@@ -1251,28 +1257,39 @@ func (s *sqlStore) Prune(ctx context.Context, before time.Time, limit int) (int,
 		return 0, fmt.Errorf("runlog: prune: %w", s.d.why(err))
 	}
 	n := 0
-	for _, id := range ids {
-		// Each run is deleted under the SQLite committer's lock, which forgets what it
-		// knew of the run once the deletion is committed (exclusive): a run of the same id
-		// may be created again, and is created once. Forgotten later (after other runs'
-		// deletions), the view of a run created again meanwhile, whose creation only the
-		// commit log held yet, went with it, and a second creation passed.
-		err := s.exclusive(id, func() error {
+	for len(ids) > 0 {
+		chunk := ids[:min(len(ids), pruneChunk)]
+		ids = ids[len(chunk):]
+		// The runs of a chunk are deleted in one transaction (one sync for all, which
+		// lets pruning keep up with runs that end hundreds a second) under the SQLite
+		// committer's lock, which forgets what it knew of them once the deletion is
+		// committed (exclusive): a run of the same id may be created again, and is created
+		// once. Forgotten later (after other runs' deletions), the view of a run created
+		// again meanwhile, whose creation only the commit log held yet, went with it, and a
+		// second creation passed.
+		err := s.exclusive(chunk, func() error {
 			tx, err := s.db.BeginTx(ctx, nil)
 			if err != nil {
 				return err
 			}
-			// The state is checked again inside the transaction: a run is never deleted
-			// while it runs.
-			res, err := tx.ExecContext(ctx, s.q(`DELETE FROM toolmesh_runs WHERE run_id = ? AND state NOT IN (?, ?)`), id, string(StateRunning), string(StateHeld))
-			deleted := false
-			if err == nil {
-				if k, _ := res.RowsAffected(); k == 1 {
-					deleted = true
-					_, err = tx.ExecContext(ctx, s.q(`DELETE FROM toolmesh_records WHERE run_id = ?`), id)
-					if err == nil {
-						_, err = tx.ExecContext(ctx, s.q(`DELETE FROM toolmesh_decisions WHERE run_id = ?`), id)
-					}
+			deleted := 0
+			for _, id := range chunk {
+				// The state is checked again inside the transaction: a run is never deleted
+				// while it runs.
+				var res sql.Result
+				res, err = tx.ExecContext(ctx, s.q(`DELETE FROM toolmesh_runs WHERE run_id = ? AND state NOT IN (?, ?)`), id, string(StateRunning), string(StateHeld))
+				if err != nil {
+					break
+				}
+				if k, _ := res.RowsAffected(); k != 1 {
+					continue
+				}
+				deleted++
+				if _, err = tx.ExecContext(ctx, s.q(`DELETE FROM toolmesh_records WHERE run_id = ?`), id); err != nil {
+					break
+				}
+				if _, err = tx.ExecContext(ctx, s.q(`DELETE FROM toolmesh_decisions WHERE run_id = ?`), id); err != nil {
+					break
 				}
 			}
 			if err != nil {
@@ -1282,17 +1299,19 @@ func (s *sqlStore) Prune(ctx context.Context, before time.Time, limit int) (int,
 			if err := tx.Commit(); err != nil {
 				return err
 			}
-			if deleted {
-				n++
-			}
+			n += deleted
 			return nil
 		})
 		if err != nil {
-			return n, fmt.Errorf("runlog: prune %s: %w", id, s.d.why(err))
+			return n, fmt.Errorf("runlog: prune %s to %s: %w", chunk[0], chunk[len(chunk)-1], s.d.why(err))
 		}
 	}
 	return n, nil
 }
+
+// pruneChunk is how many runs Prune deletes in one transaction, the SQLite committer held
+// back meanwhile.
+const pruneChunk = 32
 
 func (s *sqlStore) Close() error {
 	s.closeOnce.Do(func() {

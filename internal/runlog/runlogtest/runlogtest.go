@@ -338,6 +338,38 @@ func testPrune(t *testing.T, open Opener) {
 	if got, err := s.Read(c, "pr-done", 0, 0); err != nil || len(got) != 2 || got[1].Kind != runlog.KindModel {
 		t.Errorf("the new run's records: %+v, %v; want its own two", got, err)
 	}
+
+	// Many runs, finished and running among them, in one prune (a store may delete them
+	// a batch at a time): every finished one goes, with its records, and no running one.
+	var finished, running []string
+	for i := range 100 {
+		id := fmt.Sprintf("pr-many-%03d", i)
+		l, err := s.Create(c, id, "o1", time.Minute, recs(1, runlog.KindRequest)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%7 == 3 {
+			running = append(running, id)
+			continue
+		}
+		if err := s.Finish(c, l, runlog.StateSucceeded); err != nil {
+			t.Fatal(err)
+		}
+		finished = append(finished, id)
+	}
+	if n, err := s.Prune(c, time.Now().Add(time.Second), 0); err != nil || n < len(finished) {
+		t.Fatalf("prune of %d finished runs: %d, %v", len(finished), n, err)
+	}
+	for _, id := range finished {
+		if _, err := s.Read(c, id, 0, 0); !errors.Is(err, runlog.ErrNotFound) {
+			t.Errorf("finished run %s is still there: %v", id, err)
+		}
+	}
+	for _, id := range running {
+		if got, err := s.Read(c, id, 0, 0); err != nil || len(got) != 1 {
+			t.Errorf("running run %s: %d records, %v", id, len(got), err)
+		}
+	}
 }
 
 func openT(t *testing.T, open Opener) runlog.Store {
