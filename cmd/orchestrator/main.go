@@ -25,6 +25,22 @@ func main() {
 }
 
 func run(args []string) error {
+	cfg, timeout, err := load(args)
+	if err != nil {
+		return err
+	}
+	o, err := orchestrator.New(orchestrator.Options{Config: cfg, ShutdownTimeout: timeout})
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	return o.Run(ctx)
+}
+
+// load reads the flags and the config file they name, the flags overriding the file,
+// and returns the configuration, checked, and the shutdown timeout.
+func load(args []string) (orchestrator.Config, time.Duration, error) {
 	fs := flag.NewFlagSet("orchestrator", flag.ContinueOnError)
 	cfgPath := fs.String("config", "", "YAML config file (default: built-in defaults)")
 	listen := fs.String("listen", "", "address to serve on (overrides the config's listen)")
@@ -43,57 +59,38 @@ func run(args []string) error {
 		fs.PrintDefaults()
 	}
 	if err := cli.Parse(fs, args, os.Stdout, os.Stderr); err != nil {
-		return err
+		return orchestrator.Config{}, 0, err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+		return orchestrator.Config{}, 0, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	cfg := orchestrator.DefaultConfig()
-	if *cfgPath != "" {
-		var err error
-		if cfg, err = orchestrator.LoadConfig(*cfgPath); err != nil {
-			return err
+	// The flags override the file before it is checked: they may supply what its
+	// settings require (--data-dir for journal.driver sqlite).
+	over := func(cfg *orchestrator.Config) {
+		for _, f := range []struct {
+			flag string
+			key  *string
+		}{
+			{*listen, &cfg.Listen}, {*script, &cfg.Provider.Script}, {*logLevel, &cfg.Log.Level}, {*logFormat, &cfg.Log.Format},
+			{*metricsListen, &cfg.Telemetry.MetricsListen}, {*healthListen, &cfg.HealthListen}, {*dataDir, &cfg.Journal.DataDir},
+			{*journalDriver, &cfg.Journal.Driver}, {*journalDSN, &cfg.Journal.DSN}, {*owner, &cfg.Journal.Owner},
+		} {
+			if f.flag != "" {
+				*f.key = f.flag
+			}
 		}
 	}
-	if *listen != "" {
-		cfg.Listen = *listen
-	}
-	if *script != "" {
-		cfg.Provider.Script = *script
-	}
-	if *logLevel != "" {
-		cfg.Log.Level = *logLevel
-	}
-	if *logFormat != "" {
-		cfg.Log.Format = *logFormat
-	}
-	if *metricsListen != "" {
-		cfg.Telemetry.MetricsListen = *metricsListen
-	}
-	if *healthListen != "" {
-		cfg.HealthListen = *healthListen
-	}
-	if *dataDir != "" {
-		cfg.Journal.DataDir = *dataDir
-	}
-	if *journalDriver != "" {
-		cfg.Journal.Driver = *journalDriver
-	}
-	if *journalDSN != "" {
-		cfg.Journal.DSN = *journalDSN
-	}
-	if *owner != "" {
-		cfg.Journal.Owner = *owner
+	cfg := orchestrator.DefaultConfig()
+	over(&cfg)
+	if *cfgPath != "" {
+		var err error
+		if cfg, err = orchestrator.LoadConfigOver(*cfgPath, over); err != nil {
+			return orchestrator.Config{}, 0, err
+		}
 	}
 	timeout := *shutdown
 	if timeout <= 0 {
 		timeout = -1 // runs in progress are cancelled at once
 	}
-	o, err := orchestrator.New(orchestrator.Options{Config: cfg, ShutdownTimeout: timeout})
-	if err != nil {
-		return err
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	return o.Run(ctx)
+	return cfg, timeout, cfg.Validate()
 }

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"text/template/parse"
 	"time"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -695,11 +696,18 @@ func Load(path string) (Config, error) { return LoadEnv(path, nil) }
 // LoadEnv is Load with the providers' settings filled from the environment (see
 // ApplyEnv) before validation; a nil getenv reads nothing.
 func LoadEnv(path string, getenv func(string) string) (Config, error) {
+	return LoadOver(path, getenv, nil)
+}
+
+// LoadOver is LoadEnv with over, when not nil, changing the configuration after the
+// environment and before validation: a command's flags that override keys of the file
+// (and may supply one it requires).
+func LoadOver(path string, getenv func(string) string, over func(*Config)) (Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
-	c, err := ParseEnv(b, getenv)
+	c, err := parseOver(b, getenv, over)
 	if err != nil {
 		return Config{}, fmt.Errorf("config %s: %w", path, err)
 	}
@@ -712,6 +720,11 @@ func Parse(b []byte) (Config, error) { return ParseEnv(b, nil) }
 // ParseEnv is Parse with the providers' settings filled from the environment before
 // validation; a nil getenv reads nothing.
 func ParseEnv(b []byte, getenv func(string) string) (Config, error) {
+	return parseOver(b, getenv, nil)
+}
+
+// parseOver is ParseEnv with over applied before validation.
+func parseOver(b []byte, getenv func(string) string, over func(*Config)) (Config, error) {
 	c := Default()
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
@@ -720,6 +733,9 @@ func ParseEnv(b []byte, getenv func(string) string) (Config, error) {
 	}
 	if getenv != nil {
 		c.ApplyEnv(getenv)
+	}
+	if over != nil {
+		over(&c)
 	}
 	if err := c.Validate(); err != nil {
 		return Config{}, err
@@ -794,7 +810,14 @@ func (c Config) validateServer(bad func(key, format string, args ...any)) {
 // validateJournal checks the journal and the registry's lease timings.
 func (c Config) validateJournal(bad func(key, format string, args ...any)) {
 	positive(bad, "registry.heartbeat_interval", c.Registry.HeartbeatInterval)
-	positive(bad, "journal.lease_ttl", c.Journal.LeaseTTL)
+	// A lease is renewed every third of it and looked after every half: shorter than
+	// 100ms it would take the store's commits for its renewals.
+	if c.Journal.LeaseTTL.D() < 100*time.Millisecond || c.Journal.LeaseTTL.D() > 24*time.Hour {
+		bad("journal.lease_ttl", "must be between 100ms and 24h, got %s", c.Journal.LeaseTTL.D())
+	}
+	if o := c.Journal.Owner; len(o) > 256 || !utf8.ValidString(o) || strings.IndexByte(o, 0) >= 0 {
+		bad("journal.owner", "must be at most 256 bytes of UTF-8 text without NUL bytes, got %d bytes", len(o))
+	}
 	positive(bad, "journal.resume_grace", c.Journal.ResumeGrace)
 	positive(bad, "journal.retain", c.Journal.Retain)
 	if c.Journal.SnapshotEvery < 4 || c.Journal.SnapshotEvery > 1<<20 {

@@ -145,6 +145,13 @@ func TestValidateNamesEachKey(t *testing.T) {
 		{"registry.lease_ttl", func(c *Config) { c.Registry.LeaseTTL = -1 }},
 		{"registry.lease_ttl", func(c *Config) { c.Registry.LeaseTTL = c.Registry.HeartbeatInterval }},
 		{"registry.grace_period", func(c *Config) { c.Registry.GracePeriod = -1 }},
+		// A lease of 2ns passed, and the first run's renewer panicked (a ticker of 0).
+		{"journal.lease_ttl", func(c *Config) { c.Journal.LeaseTTL = 2 }},
+		{"journal.lease_ttl", func(c *Config) { c.Journal.LeaseTTL = Duration(99 * time.Millisecond) }},
+		// An owner over the documented 256 bytes passed, and every run was then refused
+		// for its run_id by the store's bound.
+		{"journal.owner", func(c *Config) { c.Journal.Owner = strings.Repeat("o", 257) }},
+		{"journal.owner", func(c *Config) { c.Journal.Owner = "o\x00" }},
 		{"registry.grace_period", func(c *Config) { c.Registry.GracePeriod = 0 }},
 		{"registry.readiness_grace", func(c *Config) { c.Registry.ReadinessGrace = -1 }},
 		{"registry.readiness_grace", func(c *Config) { c.Registry.ReadinessGrace = Duration(11 * time.Minute) }},

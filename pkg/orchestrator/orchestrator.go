@@ -76,6 +76,13 @@ func DefaultConfig() Config {
 // and checks it.
 func LoadConfig(path string) (Config, error) { return config.LoadEnv(path, os.Getenv) }
 
+// LoadConfigOver is LoadConfig with over changing the configuration before it is
+// checked: a program's flags that override keys of the file, and may supply one the
+// file's settings require (journal.data_dir for journal.driver sqlite, say).
+func LoadConfigOver(path string, over func(*Config)) (Config, error) {
+	return config.LoadOver(path, os.Getenv, over)
+}
+
 // Options configure an orchestrator. Config is required; every other field is optional.
 type Options struct {
 	// Config is the orchestrator's configuration (DefaultConfig, LoadConfig).
