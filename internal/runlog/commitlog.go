@@ -276,7 +276,8 @@ func (l *commitLog) write(id uint64, writes []*write) error {
 
 // syncError is a failed sync: after it, what the file holds is unknown (the kernel may
 // have dropped the pages it could not write, and report no error for them again), so
-// the log takes no more entries. Other write errors leave it as it was.
+// the log takes no more entries. A write that failed for want of room leaves it as it
+// was (its bytes zeroed); the committer stops the log on any other.
 type syncError struct{ err error }
 
 func (e syncError) Error() string { return e.err.Error() }

@@ -1,6 +1,8 @@
 package arch
 
 import (
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -170,4 +172,31 @@ func definedFlags(t *testing.T, dir string) []string {
 		})
 	}
 	return names
+}
+
+// TestDefaultsWrittenOutAreTheDefaults parses the configuration reference's "The defaults,
+// written out" block as a config file: every value it writes out is the default (a key it
+// leaves out is the default by construction).
+func TestDefaultsWrittenOutAreTheDefaults(t *testing.T) {
+	doc := configurationDoc(t)
+	_, rest, ok := strings.Cut(doc, "### The defaults, written out\n")
+	if !ok {
+		t.Fatal("docs/configuration.md has no section \"The defaults, written out\"")
+	}
+	_, rest, _ = strings.Cut(rest, "```yaml\n")
+	block, _, ok := strings.Cut(rest, "```")
+	if !ok {
+		t.Fatal("the defaults' YAML block is not closed")
+	}
+	got, err := config.Parse([]byte(block))
+	if err != nil {
+		t.Fatalf("the defaults written out do not parse: %v", err)
+	}
+	// provider.openai.stream is unset by default, which means true, as written out.
+	if s := got.Provider.OpenAI.Stream; s != nil && *s {
+		got.Provider.OpenAI.Stream = nil
+	}
+	if diff := cmp.Diff(config.Default(), got, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("the defaults written out differ from config.Default() (-code +docs):\n%s", diff)
+	}
 }
