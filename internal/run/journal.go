@@ -563,7 +563,9 @@ func (j *journal) flushLocked() {
 			j.ended = true
 		}
 		for _, r := range recs {
-			j.sinceSnap += len(r.Data)
+			if r.Kind != runlog.KindSnapshot { // the last snapshot is what the rule weighs them against
+				j.sinceSnap += len(r.Data)
+			}
 		}
 		j.maybeSnapshot()
 		if j.commits != nil {

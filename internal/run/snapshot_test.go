@@ -169,6 +169,31 @@ func TestSnapshotsReplayAsTheWholeJournal(t *testing.T) {
 	})
 }
 
+// A snapshot is written only once the records since the last one are at least half its
+// size: as a run's state grows, its snapshots grow further apart, and never cost more
+// than the records they sum up. Before, the last snapshot's own bytes counted among the
+// records after it, and a snapshot followed every snapshot_every records whatever its size.
+func TestSnapshotsCostNoMoreThanTheirRecords(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, _, all := snapshottedRun(t)
+		last, since, snapshots := 0, 0, 0
+		for _, r := range all {
+			if r.Kind != runlog.KindSnapshot {
+				since += len(r.Data)
+				continue
+			}
+			snapshots++
+			if since < last/2 {
+				t.Errorf("snapshot at record %d (%d bytes) after %d bytes of records since the last one, of %d bytes", r.Seq, len(r.Data), since, last)
+			}
+			last, since = len(r.Data), 0
+		}
+		if snapshots < 2 {
+			t.Fatalf("%d snapshots in %d records, want several", snapshots, len(all))
+		}
+	})
+}
+
 // A snapshot that cannot be read back holds the run, as any damaged record does.
 func TestDamagedSnapshotIsDamage(t *testing.T) {
 	store, lease := memJournal(t)
