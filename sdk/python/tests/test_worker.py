@@ -363,5 +363,41 @@ class CapacityTest(unittest.IsolatedAsyncioTestCase):
             await reg.stop()
 
 
+
+class SlowLedger(MemoryLedger):
+    """A ledger in a shared store: its store takes a while (a round trip)."""
+
+    async def store(self, key: str, answer: bytes, ttl: float) -> None:
+        await asyncio.sleep(0.3)
+        await super().store(key, answer, ttl)
+
+
+class SharedLedgerTest(unittest.IsolatedAsyncioTestCase):
+    async def test_answer_kept_when_caller_leaves_during_store(self) -> None:
+        # The tool took its effect; its caller (an orchestrator that died) leaves while the
+        # answer is being stored. The answer is kept all the same, and the call sent again
+        # is answered from the ledger. Before, the store was cancelled with the call, and
+        # the call sent again charged a second time.
+        reg = FakeRegistry()
+        await reg.start()
+        asyncio.get_running_loop().slow_callback_duration = 1.0
+        w = Worker(reg.address, groups(), id="shared", ledger=SlowLedger())
+        task = asyncio.create_task(w.run(handle_signals=False))
+        await w.wait_registered()
+        c = WorkerClient(w.address)
+        try:
+            key = {"idempotency_key": "r/l/shared"}
+            with self.assertRaises(grpc.aio.AioRpcError):
+                await c.invoke("charge", '{"account":"shared"}', timeout=0.15, **key)
+            self.assertEqual(effects["shared"], 1)
+            # Sent again at once: it waits for the store, which holds the key.
+            r = await c.invoke("charge", '{"account":"shared"}', **key)
+            self.assertEqual((r.text, effects["shared"]), ("charged shared (1)", 1))
+        finally:
+            w.stop()
+            await task
+            await c.close()
+            await reg.stop()
+
 if __name__ == "__main__":
     unittest.main()

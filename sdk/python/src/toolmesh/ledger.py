@@ -25,7 +25,9 @@ class Ledger(Protocol):
         """The answer kept under key, if one has not expired."""
 
     async def store(self, key: str, answer: bytes, ttl: float) -> None:
-        """Keeps an answer under key for ttl seconds."""
+        """Keeps an answer under key for ttl seconds. It is not cancelled with the call
+        whose answer it keeps (a caller that left, its effect having happened), but
+        given ten seconds; the key stays locked until it ends."""
 
 
 class MemoryLedger:

@@ -74,6 +74,7 @@ MAX_DOMAIN_TYPES = 64
 MAX_FACADE_DEPTH = 32
 MAX_FACADE_CHILDREN = 10000
 MAX_TEXT_BYTES = 8 << 10
+LEDGER_STORE_TIMEOUT = 10.0  # seconds the store of a call's answer may take, its caller gone or not
 MAX_VERSION_BYTES = 128
 ROLE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 WORKER_ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,253}$")
@@ -904,6 +905,7 @@ class Worker:
             return resp
         key = request.tool + "\x00" + request.idempotency_key
         release = await self._keys.acquire(key)
+        held = True  # the key's lock is released at the end, or once a store cut off ends
         try:
             try:
                 kept = await ledger.load(key)
@@ -924,14 +926,31 @@ class Worker:
                 # The caller went away while the tool ran, and the tool failed: that is
                 # not the call's outcome, and the call sent again must run.
                 return resp
+            # The caller may leave (its orchestrator died) while the answer is stored: the
+            # store goes on all the same, within ten seconds, its effect having happened,
+            # and holds the key until it ends (cancelled with the call, the call sent again
+            # ran a second time).
+            store = asyncio.ensure_future(asyncio.wait_for(
+                ledger.store(key, resp.SerializeToString(), self.ledger_ttl), LEDGER_STORE_TIMEOUT))
+
+            def stored(f: asyncio.Future[None]) -> None:
+                if not f.cancelled() and f.exception() is not None:
+                    log.warning("the call's answer could not be kept in the idempotency ledger: tool=%s error=%s",
+                                request.tool, f.exception())
+
+            store.add_done_callback(stored)
             try:
-                await ledger.store(key, resp.SerializeToString(), self.ledger_ttl)
-            except Exception as e:  # noqa: BLE001
-                log.warning("the call's answer could not be kept in the idempotency ledger: tool=%s error=%s",
-                            request.tool, e)
+                await asyncio.shield(store)
+            except asyncio.CancelledError:
+                held = False
+                store.add_done_callback(lambda _: release())
+                raise
+            except Exception:  # noqa: BLE001 (logged by stored)
+                pass
             return resp
         finally:
-            release()
+            if held:
+                release()
 
     async def _invoke_call(self, request: pb.Message, context: grpc.aio.ServicerContext,
                            progress: Callable[[str], Any] | None) -> tuple[pb.Message, bool]:
