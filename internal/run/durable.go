@@ -324,7 +324,11 @@ func (s *Service) resume(lease runlog.Lease) {
 	if err != nil {
 		// It cannot run here (a config that changed, say): it ends, failed, saying why.
 		log.Error("a run taken over cannot continue", "error", err.Error())
-		_ = j.finish(endRecord{State: endState{runlog.StateFailed}, Error: "the run could not be resumed: " + err.Error(), Ended: time.Now()})
+		failed := errors.New("the run could not be resumed: " + err.Error())
+		// Its last event says so, as any run's end does: a client watching it sees how
+		// it ended, as GetRun says.
+		j.event(Ended{RunID: id, Err: &Error{RunID: id, Err: failed}})
+		_ = j.finish(endRecord{State: endState{runlog.StateFailed}, Error: failed.Error(), Ended: time.Now()})
 		return
 	}
 	log.Info("resuming a run", "records", last)
@@ -393,8 +397,10 @@ func warnedRoles(ws []Warning) []string {
 }
 
 // prepareResumed prepares a run taken over, waiting up to journal.resume_grace for the
-// tool groups it asks for to be served again: after an orchestrator restarts, its
-// workers register anew.
+// tool groups and tools it asks for to be served again: after an orchestrator restarts,
+// its workers register anew. Whatever the request's preparation refuses is tried again
+// until then (a tool an agentic tool names, which no worker serves yet, reads as an
+// invalid request), and the run fails only once the grace has passed.
 func (s *Service) prepareResumed(ctx context.Context, req Request) (*prepared, error) {
 	deadline := time.Now().Add(cmpOr(time.Duration(s.cfg.Journal.ResumeGrace), 15*time.Second))
 	for {
@@ -402,12 +408,13 @@ func (s *Service) prepareResumed(ctx context.Context, req Request) (*prepared, e
 		if err == nil && len(p.warnings) == 0 {
 			return p, nil
 		}
-		var fe *FieldError
-		retry := err == nil || (errors.As(err, &fe) && fe.Kind != ErrInvalid)
-		if !retry || time.Now().After(deadline) {
+		if time.Now().After(deadline) || ctx.Err() != nil {
 			return p, err
 		}
-		time.Sleep(100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }
 
