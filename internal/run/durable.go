@@ -98,6 +98,7 @@ func (s *Service) openJournal(ctx context.Context, j *journal, id, loopID string
 	data, _ := toolinternal.MarshalJSON(requestRecord{RunID: id, LoopID: loopID, Started: started, Wire: p.req.Wire, Tenant: p.req.Tenant, Caller: p.req.Caller.orNil(),
 		Versions: s.router.Versions(offeredRoles(*p.req, s.cfg.Loop.DefaultToolGroups), p.req.Tools),
 		Without:  warnedRoles(p.warnings), Agent: p.req.Agent, Model: llm.Label(p.provider, p.model)})
+	leaseEnd := time.Now().Add(s.leaseTTL()) // the creation's lease ends no later
 	lease, err := s.journal.Create(ctx, id, s.owner, s.leaseTTL(), runlog.Record{Seq: 1, Kind: runlog.KindRequest, Time: time.Now(), Data: data})
 	if err != nil && !errors.Is(err, runlog.ErrExists) && !errors.Is(err, runlog.ErrInvalid) {
 		// The creation's outcome is unknown: a store may commit a write whose caller gave
@@ -110,8 +111,10 @@ func (s *Service) openJournal(ctx context.Context, j *journal, id, loopID string
 		// ended by this).
 		if ctx.Err() != nil {
 			go s.endAbandoned(id, context.Cause(ctx), abandonedTimeout)
-		} else {
-			s.endAbandoned(id, err, s.leaseTTL())
+		} else if left := time.Until(leaseEnd); left > 0 {
+			// Past the lease another orchestrator may have taken the run over: the
+			// finish, under the creation's lease, would be refused then.
+			s.endAbandoned(id, err, left)
 		}
 	}
 	switch {

@@ -399,5 +399,27 @@ class SharedLedgerTest(unittest.IsolatedAsyncioTestCase):
             await c.close()
             await reg.stop()
 
+    async def test_stop_waits_for_a_store_whose_caller_left(self) -> None:
+        # The caller leaves while the answer is stored, and the worker stops at once: it
+        # waits for the store before it ends. Before, the store was left to itself and
+        # cancelled with the event loop, the answer lost.
+        reg = FakeRegistry()
+        await reg.start()
+        asyncio.get_running_loop().slow_callback_duration = 1.0
+        ledger = SlowLedger()
+        w = Worker(reg.address, groups(), id="stopping", ledger=ledger)
+        task = asyncio.create_task(w.run(handle_signals=False))
+        await w.wait_registered()
+        c = WorkerClient(w.address)
+        try:
+            with self.assertRaises(grpc.aio.AioRpcError):
+                await c.invoke("charge", '{"account":"stopping"}', timeout=0.15, idempotency_key="r/l/stopping")
+            w.stop()
+            await task
+            self.assertIsNotNone(await ledger.load("charge\x00r/l/stopping"))
+        finally:
+            await c.close()
+            await reg.stop()
+
 if __name__ == "__main__":
     unittest.main()

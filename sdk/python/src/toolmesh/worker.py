@@ -438,6 +438,7 @@ class Worker:
         self._draining = False
         self._calls = 0
         self._active = 0
+        self._stores: set[asyncio.Future[None]] = set()  # ledger stores whose call's caller left
         self._registered: dict[str, str] = {}
         self._last_rejections: list[pb.Message] = []
         self._health: Any = None
@@ -586,6 +587,10 @@ class Worker:
             await asyncio.wait_for(self._idle.wait(), self.drain_timeout)
         except asyncio.TimeoutError:
             log.warning("drain timeout: stopping with calls in flight: in_flight=%d", self._active)
+        if self._stores:
+            # The answers of calls whose callers left are still being stored: a worker
+            # that ended first would lose them, and the calls sent again would run twice.
+            await asyncio.wait(set(self._stores), timeout=LEDGER_STORE_TIMEOUT)
         await server.stop(2.0)
 
     # Registration.
@@ -943,6 +948,8 @@ class Worker:
                 await asyncio.shield(store)
             except asyncio.CancelledError:
                 held = False
+                self._stores.add(store)  # the drain waits for it
+                store.add_done_callback(self._stores.discard)
                 store.add_done_callback(lambda _: release())
                 raise
             except Exception:  # noqa: BLE001 (logged by stored)
