@@ -381,6 +381,9 @@ func (s *Service) Approve(ctx context.Context, runID string, v Approval) error {
 		return nil
 	}
 	rec, err := s.pendingApproval(ctx, runID, loopID, callID, v.InputID)
+	if errors.Is(err, ErrNoApproval) && s.decidedAlike(ctx, runID, v) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -395,6 +398,8 @@ func (s *Service) Approve(ctx context.Context, runID string, v Approval) error {
 		return err
 	}
 	switch err := s.journal.Decide(ctx, runID, key, d); {
+	case errors.Is(err, runlog.ErrExists) && s.decidedAlike(ctx, runID, v):
+		return nil
 	case errors.Is(err, runlog.ErrExists):
 		return fmt.Errorf("%w: call %q of run %s is decided already", ErrNoApproval, callID, runID)
 	case errors.Is(err, runlog.ErrFinished):
@@ -408,6 +413,41 @@ func (s *Service) Approve(ctx context.Context, runID string, v Approval) error {
 		ap.poke(key)
 	}
 	return nil
+}
+
+// decidedAlike reports whether the call v decides on was decided as v decides, by the
+// same author: the decision of a client that tries again after it lost the answer (the
+// connection broke, the orchestrator died after the decision committed) took effect,
+// and the retry is told so rather than that the call is decided already. A decision
+// that differs, or the deadline's, is not the same.
+func (s *Service) decidedAlike(ctx context.Context, runID string, v Approval) bool {
+	seen := map[string]bool{}
+	for after := int64(0); ; {
+		recs, err := s.journal.Read(ctx, runID, after, 1024, runlog.KindApproval)
+		if err != nil {
+			return false
+		}
+		for _, rec := range recs {
+			after = rec.Seq
+			var a approvalRecord
+			if json.Unmarshal(rec.Data, &a) != nil || seen[a.Key] || a.CallID != v.CallID ||
+				(v.LoopID != "" && a.LoopID != v.LoopID) || (v.InputID != "" && a.InputID != v.InputID) {
+				continue
+			}
+			seen[a.Key] = true
+			d, err := decisionFor(a, v)
+			if err != nil {
+				continue
+			}
+			if got, ok, err := s.journal.Decision(ctx, runID, a.Key); err == nil && ok &&
+				got.Approve == d.Approve && got.Reason == d.Reason && got.By == d.By {
+				return true
+			}
+		}
+		if len(recs) < 1024 {
+			return false
+		}
+	}
 }
 
 // pendingApproval finds, in the journal, the approval of callID (or its question

@@ -116,6 +116,12 @@ func TestApprovals(t *testing.T) {
 	if err := e.cl.ApproveToolCall(ctx, "deny-1", a.GetCallId(), "", true, ""); !errors.Is(err, client.ErrApprovalNotPending) {
 		t.Errorf("a second decision: %v, want APPROVAL_NOT_PENDING", err)
 	}
+	// The same decision sent again (a client that lost the first's answer, and tries
+	// again) took effect: it is told so. Before, it was told the call was decided
+	// already, as a retry on UNAVAILABLE is.
+	if err := e.cl.ApproveToolCall(ctx, "deny-1", a.GetCallId(), "", false, "not on a Friday"); err != nil {
+		t.Errorf("the same decision again: %v, want it accepted", err)
+	}
 
 	a = runUntilApproval(t, e, "approve-1", "wipe it")
 	if err := e.cl.ApproveToolCall(ctx, "approve-1", a.GetCallId(), a.GetLoopId(), true, ""); err != nil {
@@ -123,6 +129,9 @@ func TestApprovals(t *testing.T) {
 	}
 	if text, _ := finalOf(t, e, "approve-1"); text != "wipe: done" || calls.Load() != 1 {
 		t.Errorf("approved: final %q, %d calls; want the tool's answer, one call", text, calls.Load())
+	}
+	if err := e.cl.ApproveToolCall(ctx, "approve-1", a.GetCallId(), a.GetLoopId(), true, ""); err != nil || calls.Load() != 1 {
+		t.Errorf("the same approval again, the run ended: %v (%d calls), want it accepted, the call run once", err, calls.Load())
 	}
 
 	a = runUntilApproval(t, e, "late-1", "purge it")

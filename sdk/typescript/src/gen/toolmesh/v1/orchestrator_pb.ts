@@ -3515,7 +3515,8 @@ export const OrchestratorService: GenService<{
    * approval_requested event). Any replica sharing the journal answers for any run; the
    * decision is taken once. NOT_FOUND (RUN_NOT_FOUND) for an unknown run;
    * FAILED_PRECONDITION (APPROVAL_NOT_PENDING) when the run waits for no approval of that
-   * call (it never asked, it is decided already, or the run ended). It also answers a
+   * call (it never asked, it is decided already, or the run ended); the same decision
+   * sent again (a retry of one whose answer was lost) succeeds. It also answers a
    * question a tool asks while it runs (approval_requested with input): approve carries
    * the answer (content_json, checked against the requested schema: INVALID_ARGUMENT
    * naming content_json when it does not fit), deny declines to answer.
