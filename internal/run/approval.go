@@ -440,7 +440,7 @@ func (s *Service) decidedAlike(ctx context.Context, runID string, v Approval) bo
 				continue
 			}
 			if got, ok, err := s.journal.Decision(ctx, runID, a.Key); err == nil && ok &&
-				got.Approve == d.Approve && got.Reason == d.Reason && got.By == d.By {
+				got.Approve == d.Approve && got.Reason == d.Reason && sameAuthor(got.By, d.By) {
 				return true
 			}
 		}
@@ -448,6 +448,14 @@ func (s *Service) decidedAlike(ctx context.Context, runID string, v Approval) bo
 			return false
 		}
 	}
+}
+
+// sameAuthor reports whether two decisions' authors are one: the same verified caller,
+// or both a client nobody verified, whichever replica it went through ("client via
+// <orchestrator>": a retry goes to the replica that is up).
+func sameAuthor(a, b string) bool {
+	anonymous := func(by string) bool { return by == "client" || strings.HasPrefix(by, "client via ") }
+	return a == b || anonymous(a) && anonymous(b)
 }
 
 // pendingApproval finds, in the journal, the approval of callID (or its question

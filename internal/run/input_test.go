@@ -52,3 +52,23 @@ func TestAnswerChecked(t *testing.T) {
 		})
 	}
 }
+
+// A decision sent again is the same author's when both are the same verified caller, or
+// both a client nobody verified, whichever replica each went through.
+func TestSameAuthor(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		same bool
+	}{
+		{"client via replica-a", "client via replica-b", true},
+		{"client", "client via replica-a", true},
+		{"spiffe://acme/ops", "spiffe://acme/ops", true},
+		{"spiffe://acme/ops", "client via replica-a", false},
+		{"spiffe://acme/ops", "spiffe://acme/dev", false},
+		{"deadline", "client via replica-a", false},
+	} {
+		if got := sameAuthor(tc.a, tc.b); got != tc.same {
+			t.Errorf("sameAuthor(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.same)
+		}
+	}
+}
