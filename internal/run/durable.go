@@ -104,11 +104,12 @@ func (s *Service) openJournal(ctx context.Context, j *journal, id, loopID string
 		// The creation's outcome is unknown: a store may commit a write whose caller gave
 		// up, or whose answer was lost (a connection broken after its commit). A run
 		// created so, which its client is told was refused, went on later, taken over
-		// once its lease ran out and driven for nobody. It is ended, should it be there:
-		// in the background when the client went away (or the orchestrator stops), before
-		// the refusal otherwise, within the creation's lease (a client that tries again
-		// under the same id then finds the id free or the run ended, never its new run
-		// ended by this).
+		// once its lease ran out and driven for nobody. It is ended, should it be there.
+		// When the client is still there, before the refusal and within the creation's
+		// lease: the run's id stays taken here meanwhile, so a client that tries again
+		// under it finds the id free or the run ended, never its new run ended by this.
+		// When the client went away (or the orchestrator stops), in the background: the
+		// end's sequence number (2) then fails on a run created again that went on.
 		if ctx.Err() != nil {
 			go s.endAbandoned(id, context.Cause(ctx), abandonedTimeout)
 		} else if left := time.Until(leaseEnd); left > 0 {
