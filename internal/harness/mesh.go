@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/toolmesh/toolmesh/pkg/client"
@@ -122,12 +123,13 @@ func WaitWorkers(ctx context.Context, c *client.Client, ids ...string) error {
 }
 
 // FreeAddr returns a loopback address with a port that was free a moment ago, for a
-// process that must listen on a known address.
+// process that must listen on a known address, possibly again after a restart: the
+// port is one that no other process is given meanwhile by listening on port 0 or by
+// dialling out (see freeLoopbackPort).
 func FreeAddr() (string, error) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeLoopbackPort()
 	if err != nil {
 		return "", err
 	}
-	addr := lis.Addr().String()
-	return addr, lis.Close()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(p)), nil
 }

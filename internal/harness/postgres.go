@@ -215,14 +215,8 @@ func children(pid int) []int {
 	return out
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// freePort is a port for a private server, one it can listen on again after an outage.
+func freePort() (int, error) { return freeLoopbackPort() }
 
 // serverArgs are the arguments of a private server of data on port, its socket in dir.
 // A durable server runs with PostgreSQL's defaults (fsync on, 128 MB of shared buffers);

@@ -28,7 +28,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -376,12 +375,10 @@ const callDelay = 60 * time.Millisecond
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := harness.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := lis.Addr().String()
-	_ = lis.Close()
 	return addr
 }
 
