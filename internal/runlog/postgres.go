@@ -60,6 +60,8 @@ func OpenPostgres(ctx context.Context, dsn string) (Store, error) {
 		commitGroup: pgCommitGroup,
 		renewRows:   pgRenewRows,
 		tables:      `SELECT tablename FROM pg_tables WHERE schemaname = current_schema()`,
+		index: `SELECT x.indisvalid FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid
+			JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relname = $1 AND n.nspname = current_schema()`,
 		unique: func(err error) bool {
 			var pe *pgconn.PgError
 			return errors.As(err, &pe) && pe.Code == "23505"

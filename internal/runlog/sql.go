@@ -30,6 +30,9 @@ type dialect struct {
 	forUpdate string
 	// tables lists the tables of the database, to tell a foreign one.
 	tables string
+	// index reads whether index $1 exists and is usable (one row, true or false; none
+	// when it does not exist).
+	index string
 	// unique reports whether err is a unique-constraint violation.
 	unique func(err error) bool
 	// explain, when set, adds what an error of the database means for the operator.
@@ -565,8 +568,51 @@ func (s *sqlStore) Hold(ctx context.Context, lease Lease, reason string) error {
 }
 
 // migrate creates the tables, or checks that the database holds a journal of a version
-// this code reads. A database with other tables and no journal is refused.
+// this code reads, and adds the indexes it lacks. A database with other tables and no
+// journal is refused.
 func (s *sqlStore) migrate(ctx context.Context) error {
+	if err := s.migrateTables(ctx); err != nil {
+		return err
+	}
+	return s.ensureIndex(ctx, endedIndex, endedIndexOn)
+}
+
+// endedIndex holds the runs that ended, in the order in which Prune takes them (the
+// oldest first): a page of them is read without reading the runs that go on or the
+// others that ended. Its predicate names the states literally, as Prune's query does, so
+// that the planner can tell the index serves the query.
+const (
+	endedIndex   = "toolmesh_runs_ended"
+	endedIndexOn = `toolmesh_runs (updated, run_id) WHERE state NOT IN ('running', 'held')`
+)
+
+// ensureIndex creates index name on on unless it exists (one left unusable, as a
+// failed concurrent build leaves it, is built again). A journal written by an earlier
+// version gets it at its first open by this one, while the other replicas' writes wait
+// (PostgreSQL builds it under the migration lock: a concurrent build would wait for the
+// replicas that wait for that lock); older orchestrators sharing the journal ignore it.
+func (s *sqlStore) ensureIndex(ctx context.Context, name, on string) error {
+	var valid bool
+	err := s.db.QueryRowContext(ctx, s.d.index, name).Scan(&valid)
+	switch {
+	case err == nil && valid:
+		return nil
+	case err == nil:
+		if _, err := s.db.ExecContext(ctx, `DROP INDEX `+name); err != nil {
+			return fmt.Errorf("runlog: dropping the unusable index %s: %w", name, s.d.why(err))
+		}
+	case !errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("runlog: reading the journal's indexes: %w", s.d.why(err))
+	}
+	if _, err := s.db.ExecContext(ctx, `CREATE INDEX IF NOT EXISTS `+name+` ON `+on); err != nil {
+		return fmt.Errorf("runlog: creating the index %s: %w", name, s.d.why(err))
+	}
+	return nil
+}
+
+// migrateTables creates the tables, or checks that the database holds a journal of a
+// version this code reads and upgrades one of an earlier version.
+func (s *sqlStore) migrateTables(ctx context.Context) error {
 	rows, err := s.db.QueryContext(ctx, s.d.tables)
 	if err != nil {
 		return fmt.Errorf("runlog: the %s database cannot be read: %w", s.d.name, s.d.why(err))
@@ -1239,8 +1285,7 @@ func (s *sqlStore) Prune(ctx context.Context, before time.Time, limit int) (int,
 	if err := s.settle(); err != nil {
 		return 0, err
 	}
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT run_id FROM toolmesh_runs WHERE state NOT IN (?, ?) AND updated < ? ORDER BY updated, run_id LIMIT ?`),
-		string(StateRunning), string(StateHeld), before.UnixNano(), listLimit(limit))
+	rows, err := s.db.QueryContext(ctx, s.q(pruneQuery), before.UnixNano(), listLimit(limit))
 	if err != nil {
 		return 0, fmt.Errorf("runlog: prune: %w", s.d.why(err))
 	}
@@ -1308,6 +1353,10 @@ func (s *sqlStore) Prune(ctx context.Context, before time.Time, limit int) (int,
 	}
 	return n, nil
 }
+
+// pruneQuery reads a page of the oldest runs that ended before a time. Its states are
+// literal, as in the predicate of the index that serves it (endedIndex).
+const pruneQuery = `SELECT run_id FROM toolmesh_runs WHERE state NOT IN ('running', 'held') AND updated < ? ORDER BY updated, run_id LIMIT ?`
 
 // pruneChunk is how many runs Prune deletes in one transaction, the SQLite committer held
 // back meanwhile.

@@ -58,6 +58,7 @@ func openSQLite(ctx context.Context, dsn, path string, pragmas ...string) (Store
 		ph:      func(int) string { return "?" },
 		blob:    "BLOB",
 		tables:  `SELECT name FROM sqlite_master WHERE type = 'table'`,
+		index:   `SELECT true FROM sqlite_master WHERE type = 'index' AND name = ?`,
 		unique:  sqliteUnique,
 		explain: sqliteExplain,
 		// Without a rowid, a record row lives in the table's one B-tree, in key order,
