@@ -284,6 +284,8 @@ func TestPostgres(t *testing.T) {
 	t.Run("a DSN's exec mode other than cache_statement prepares nothing", func(t *testing.T) { execModePreparesNothing(t, admin, pg.DSN) })
 	t.Run("a DSN's simple protocol commits", func(t *testing.T) { simpleProtocolCommits(t, admin, pg.DSN) })
 
+	t.Run("refusals whose runs cannot be read", func(t *testing.T) { refusalsUnread(t, pg.DSN) })
+
 	t.Run("groups of two replicas lock runs in opposite orders", func(t *testing.T) {
 		ctx := context.Background()
 		a, err := OpenPostgres(ctx, pg.DSN)
@@ -656,5 +658,40 @@ func TestByteBoundKeepsARunsOrder(t *testing.T) {
 		if err := <-errs[i]; err != nil {
 			t.Errorf("%s: %v", x.name, err)
 		}
+	}
+}
+
+// refusalsUnread: the commit refuses a creation (the run exists) and an append (a stale
+// lease), and the rows that say why cannot be read. The creation fails with ErrExists
+// and the append with an error that is not a reason it was given (it said ErrNotFound
+// of both, so a run whose append a replica could not explain stopped for good, and a
+// creation sent again was answered as if its outcome were unknown).
+func refusalsUnread(t *testing.T, dsn string) {
+	ctx := context.Background()
+	st, err := OpenPostgres(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	s := st.(*sqlStore)
+	id := fmt.Sprintf("unread-%d", time.Now().UnixNano())
+	l, err := s.Create(ctx, id, "a", time.Minute, Record{Seq: 1, Kind: KindRequest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := l
+	stale.Epoch++
+	recs := []Record{{Seq: 2, Kind: KindEvent}}
+	create := &write{kind: writeCreate, lease: l, records: []Record{{Seq: 1, Kind: KindRequest}}, done: make(chan error, 1)}
+	create.row = packRow(create.records, l.Epoch, time.Now())
+	appendW := &write{lease: stale, records: recs, row: packRow(recs, stale.Epoch, time.Now()), done: make(chan error, 1)}
+	_ = s.db.Close() // the rows are read on the store's main pool; the commit has its own
+	errs := s.d.commitGroup(s, []*write{create, appendW})
+	if !errors.Is(errs[0], ErrExists) {
+		t.Errorf("the refused creation: %v, want ErrExists", errs[0])
+	}
+	if errs[1] == nil || errors.Is(errs[1], ErrNotFound) || errors.Is(errs[1], ErrFenced) || errors.Is(errs[1], ErrConflict) ||
+		!strings.Contains(errs[1].Error(), "cannot be read") {
+		t.Errorf("the refused append: %v, want an error saying its run cannot be read", errs[1])
 	}
 }

@@ -263,31 +263,31 @@ func (s *sqlStore) pgCommit(ctx context.Context, c *pgColumns, now time.Time) (m
 }
 
 // pgRefusals says, in errs, why the writes of group the commit did not write were
-// refused: their rows as they are now.
+// refused: their rows as they are now. A creation is refused only when its run exists
+// (ErrExists whatever its row says now). When the rows cannot be read, the others fail
+// with that error, which says the write was not written: their writers try again, where
+// a reason made up from no row (the run not found) would have stopped them.
 func (s *sqlStore) pgRefusals(ctx context.Context, group []*write, written map[string]bool, errs []error) {
 	var refused []any
 	for _, w := range group {
-		if !written[w.lease.RunID] {
+		if !written[w.lease.RunID] && w.kind != writeCreate {
 			refused = append(refused, w.lease.RunID)
 		}
 	}
-	found := map[string]lockedRun{}
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT run_id, state, owner, epoch, lease_until, `+nextSeqOfRecords+` FROM toolmesh_runs WHERE run_id IN (?`+
-		strings.Repeat(", ?", len(refused)-1)+`)`), refused...)
-	if err == nil {
-		for rows.Next() {
-			var id, state string
-			var r lockedRun
-			if err = rows.Scan(&id, &state, &r.owner, &r.epoch, &r.until, &r.nextSeq); err != nil {
-				break
-			}
-			r.state = State(state)
-			found[id] = r
-		}
-		_ = rows.Close()
+	var found map[string]lockedRun
+	var err error
+	if len(refused) > 0 {
+		found, err = s.pgRunRows(ctx, refused)
 	}
 	for i, w := range group {
-		if written[w.lease.RunID] {
+		switch {
+		case written[w.lease.RunID]:
+			continue
+		case w.kind == writeCreate:
+			errs[i] = fmt.Errorf("%w: %s", ErrExists, w.lease.RunID)
+			continue
+		case err != nil:
+			errs[i] = fmt.Errorf("runlog: commit: run %s's write was not written, and its run cannot be read to say why: %w", w.lease.RunID, s.d.why(err))
 			continue
 		}
 		r, ok := found[w.lease.RunID]
@@ -296,6 +296,27 @@ func (s *sqlStore) pgRefusals(ctx context.Context, group []*write, written map[s
 			errs[i] = fmt.Errorf("%w: run %s changed while the write was committed", ErrConflict, w.lease.RunID)
 		}
 	}
+}
+
+// pgRunRows reads the rows of runs ids as the committer checks a write against them.
+func (s *sqlStore) pgRunRows(ctx context.Context, ids []any) (map[string]lockedRun, error) {
+	rows, err := s.db.QueryContext(ctx, s.q(`SELECT run_id, state, owner, epoch, lease_until, `+nextSeqOfRecords+` FROM toolmesh_runs WHERE run_id IN (?`+
+		strings.Repeat(", ?", len(ids)-1)+`)`), ids...)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = rows.Close() }()
+	found := map[string]lockedRun{}
+	for rows.Next() {
+		var id, state string
+		var r lockedRun
+		if err := rows.Scan(&id, &state, &r.owner, &r.epoch, &r.until, &r.nextSeq); err != nil {
+			return nil, err
+		}
+		r.state = State(state)
+		found[id] = r
+	}
+	return found, rows.Err()
 }
 
 // onConn runs fn on a connection of the pool, as pgx's own.
