@@ -38,7 +38,7 @@ export type { FacadeOptions, FacadeKind, FacadeChild, Category, Selector, Select
 export { BlackboardEntry, CallBlackboard, BlackboardError, satisfiesType, simpleTypeName, checkMediaType } from "./blackboard.js";
 export type { BlackboardAdd } from "./blackboard.js";
 export { ToolState } from "./state.js";
-export { MemoryLedger, KeyLocks, DEFAULT_LEDGER_TTL_MS, DEFAULT_LEDGER_MAX_ENTRIES } from "./ledger.js";
+export { MemoryLedger, KeyLocks, DEFAULT_LEDGER_TTL_MS, DEFAULT_LEDGER_MAX_ENTRIES, DEFAULT_LEDGER_STORE_TIMEOUT_MS } from "./ledger.js";
 export type { Ledger } from "./ledger.js";
 export { Client } from "./client.js";
 export type { ClientOptions, CallOptions, RunRequestInit, ListRunsRequestInit, ApproveToolCallRequestInit } from "./client.js";

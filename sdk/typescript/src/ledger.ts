@@ -12,10 +12,46 @@
  * database, Redis) makes the guarantee hold across them.
  */
 export interface Ledger {
-  /** The answer kept under `key`, if one has not expired. */
-  load(key: string): Promise<Uint8Array | undefined>;
-  /** Keeps `answer` under `key` for `ttlMs` milliseconds. */
-  store(key: string, answer: Uint8Array, ttlMs: number): Promise<void>;
+  /**
+   * The answer kept under `key`, if one has not expired. `signal` aborts when the call's
+   * caller goes away; the worker stops waiting then (the call's key held meanwhile).
+   */
+  load(key: string, signal?: AbortSignal): Promise<Uint8Array | undefined>;
+  /**
+   * Keeps `answer` under `key` for `ttlMs` milliseconds. `signal` is not the call's: an
+   * answer whose caller went away (an orchestrator that died) while the tool ran is kept
+   * all the same, its effect having happened; it aborts once the worker stops waiting
+   * (`ledgerStoreTimeoutMs`, 10 s by default), the call's key released then.
+   */
+  store(key: string, answer: Uint8Array, ttlMs: number, signal?: AbortSignal): Promise<void>;
+}
+
+/** How long a worker waits for its ledger to keep an answer by default: 10 seconds. */
+export const DEFAULT_LEDGER_STORE_TIMEOUT_MS = 10_000;
+
+/**
+ * Settles as `p` does, or rejects with `signal`'s reason once it aborts, whichever comes
+ * first: a ledger that does not honour its signal is not waited for past it.
+ */
+export function settleBy<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) {
+    p.catch(() => {}); // its failure, later, is nobody's
+    return Promise.reject(signal.reason);
+  }
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    p.then(
+      (v) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(v);
+      },
+      (e: unknown) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(e);
+      },
+    );
+  });
 }
 
 /** How long answers are kept by default: 24 hours. */

@@ -58,7 +58,7 @@ import {
   type ControlSignal,
 } from "./gen/toolmesh/v1/tool_pb.js";
 import { HealthService, ServingStatus } from "./health.js";
-import { KeyLocks, DEFAULT_LEDGER_TTL_MS, type Ledger, MemoryLedger } from "./ledger.js";
+import { KeyLocks, DEFAULT_LEDGER_STORE_TIMEOUT_MS, DEFAULT_LEDGER_TTL_MS, type Ledger, MemoryLedger, settleBy } from "./ledger.js";
 import {
   DEFAULT_MAX_RESULT_BYTES,
   MAX_ADDRESS_BYTES,
@@ -134,6 +134,12 @@ export interface WorkerOptions {
   ledger?: Ledger;
   /** How long the ledger keeps an answer, in ms. Default 24 hours. */
   ledgerTtlMs?: number;
+  /**
+   * How long the worker waits for the ledger to keep a call's answer, in ms (default
+   * 10,000): the call is answered, and its idempotency key released, by then at the
+   * latest, the answer kept or not (a call sent again may then run again).
+   */
+  ledgerStoreTimeoutMs?: number;
   /** Where the worker logs. Default: one line per entry on stderr, from "info". */
   logger?: Logger;
   /** Drain and stop on SIGTERM and SIGINT while {@link Worker.run} runs. Default true. */
@@ -348,7 +354,7 @@ interface SessionEnd {
  */
 export class Worker {
   readonly #opts: Required<
-    Pick<WorkerOptions, "orchestrator" | "id" | "listen" | "drainTimeoutMs" | "contextMaxBytes" | "maxResultBytes" | "minBackoffMs" | "maxBackoffMs" | "ledgerTtlMs">
+    Pick<WorkerOptions, "orchestrator" | "id" | "listen" | "drainTimeoutMs" | "contextMaxBytes" | "maxResultBytes" | "minBackoffMs" | "maxBackoffMs" | "ledgerTtlMs" | "ledgerStoreTimeoutMs">
   > &
     WorkerOptions;
   readonly #log: Logger;
@@ -404,6 +410,7 @@ export class Worker {
       minBackoffMs,
       maxBackoffMs,
       ledgerTtlMs: opts.ledgerTtlMs && opts.ledgerTtlMs > 0 ? opts.ledgerTtlMs : DEFAULT_LEDGER_TTL_MS,
+      ledgerStoreTimeoutMs: opts.ledgerStoreTimeoutMs && opts.ledgerStoreTimeoutMs > 0 ? opts.ledgerStoreTimeoutMs : DEFAULT_LEDGER_STORE_TIMEOUT_MS,
     };
     this.#capacity = capacity;
     this.#log = opts.logger ?? stderrLogger("info", { worker_id: id });
@@ -708,7 +715,7 @@ export class Worker {
     try {
       let kept: Uint8Array | undefined;
       try {
-        kept = await ledger.load(key);
+        kept = await settleBy(ledger.load(key, signal), signal);
       } catch (e) {
         this.#log.warn("idempotency ledger unreadable: running the call", { tool: req.tool, error: String(e) });
       }
@@ -723,10 +730,17 @@ export class Worker {
       }
       const resp = await this.#invoke(req, md, signal, deadline, report);
       if (signal.aborted && resp.outcome.case === "error") return resp;
+      // The caller may have left (its orchestrator died) while the tool ran to its end:
+      // the answer is kept all the same, within a bound of its own.
+      const ms = this.#opts.ledgerStoreTimeoutMs;
+      const stop = new AbortController();
+      const timer = setTimeout(() => stop.abort(new Error(`the ledger did not keep it within ${ms} ms`)), ms);
       try {
-        await ledger.store(key, toBinary(InvokeResponseSchema, resp), this.#opts.ledgerTtlMs);
+        await settleBy(ledger.store(key, toBinary(InvokeResponseSchema, resp), this.#opts.ledgerTtlMs, stop.signal), stop.signal);
       } catch (e) {
         this.#log.warn("the call's answer could not be kept in the idempotency ledger", { tool: req.tool, error: String(e) });
+      } finally {
+        clearTimeout(timer);
       }
       return resp;
     } finally {

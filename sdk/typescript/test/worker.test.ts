@@ -7,6 +7,7 @@ import { z } from "zod";
 import { decodeStatusDetails } from "../src/errors.js";
 import { encodeContext } from "../src/ctxcodec.js";
 import { facade, selectableFacade } from "../src/facade.js";
+import { type Ledger, MemoryLedger } from "../src/ledger.js";
 import { ToolErrorCode, TerminateScope } from "../src/gen/toolmesh/v1/tool_pb.js";
 import { replan, terminate, tool, toolError } from "../src/tool.js";
 import { type Harness, startWorker, textOf } from "./helpers.js";
@@ -263,6 +264,45 @@ describe("worker", () => {
     await new Promise((r) => setTimeout(r, 400)); // the tool finishes its failure
     const again = await h.invoke({ tool: "charge", argumentsJson: '{"fail":false}', idempotencyKey: "r/l/9" });
     assert.equal(textOf(again), "effect 2");
+  });
+});
+
+describe("a ledger that hangs", () => {
+  test("holds neither the call nor its key past the caller (load) or ledgerStoreTimeoutMs (store)", async () => {
+    let hangLoad = false;
+    let hangStore = true;
+    const storeSignals: (AbortSignal | undefined)[] = [];
+    const kept = new MemoryLedger();
+    const hanging: Ledger = {
+      load: (key) => {
+        return hangLoad ? new Promise(() => {}) : kept.load(key);
+      },
+      store: (key, answer, ttlMs, signal) => {
+        storeSignals.push(signal);
+        return hangStore ? new Promise(() => {}) : kept.store(key, answer, ttlMs);
+      },
+    };
+    const h = await startWorker({ id: "hung-ledger", ledger: hanging, ledgerStoreTimeoutMs: 200, groups: [{ role: "l", tools: [charge] }] });
+    try {
+      effects = 0;
+      // A store that never ends: the call is answered once the worker stops waiting,
+      // and the key is free for the call sent again, which runs (nothing was kept).
+      assert.equal(textOf(await h.invoke({ tool: "charge", argumentsJson: '{"fail":false}', idempotencyKey: "h/1" })), "effect 1");
+      assert.equal(textOf(await h.invoke({ tool: "charge", argumentsJson: '{"fail":false}', idempotencyKey: "h/1" })), "effect 2");
+      assert.ok(storeSignals.length === 2 && storeSignals.every((s) => s?.aborted), "every store's signal aborted once the worker gave up on it");
+      // A load that never ends holds the key while its caller waits, not after.
+      hangStore = false;
+      hangLoad = true;
+      const gone = (await h
+        .invoke({ tool: "charge", argumentsJson: '{"fail":false}', idempotencyKey: "h/2" }, undefined, { deadline: Date.now() + 200 })
+        .catch((e: unknown) => e)) as grpc.ServiceError;
+      assert.equal(gone.code, grpc.status.DEADLINE_EXCEEDED);
+      hangLoad = false;
+      assert.equal(textOf(await h.invoke({ tool: "charge", argumentsJson: '{"fail":false}', idempotencyKey: "h/2" })), "effect 3");
+      assert.equal(textOf(await h.invoke({ tool: "charge", argumentsJson: '{"fail":false}', idempotencyKey: "h/2" })), "effect 3");
+    } finally {
+      await h.close();
+    }
   });
 });
 
