@@ -337,7 +337,7 @@ func (e *env) startMCPAdd(ctx context.Context, cfg Config, s *setupPeers) error 
 
 	stdioCmd := exec.Command(cfg.Bins.MCPAdd, "-transport", "stdio")
 	stdioCmd.Env = childEnv()
-	stdioCmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	stdioCmd.SysProcAttr = harness.ChildProcAttr(nil)
 	stdioSession, err := mcp.NewClient(&mcp.Implementation{Name: "toolmesh-bench", Version: "v1"}, nil).
 		Connect(ctx, &mcp.CommandTransport{Command: stdioCmd, TerminateDuration: 2 * time.Second}, nil)
 	if err != nil {

@@ -90,7 +90,7 @@ func StartPostgresWith(ctx context.Context, opts PostgresOptions) (*Postgres, er
 	}
 	run := func(name string, args ...string) *exec.Cmd {
 		c := exec.Command(filepath.Join(bin, name), args...)
-		c.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		c.SysProcAttr = ChildProcAttr(cred)
 		c.Env = append(os.Environ(), "LC_ALL=C")
 		return c
 	}

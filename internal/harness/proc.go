@@ -54,7 +54,7 @@ func StartWith(name, bin string, opts Options, args ...string) (*Proc, error) {
 	echo := opts.Echo
 	cmd := exec.Command(bin, args...)
 	cmd.Env = opts.Env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = ChildProcAttr(nil)
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return nil, err
