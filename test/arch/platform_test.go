@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -28,20 +27,23 @@ func TestBuildsOnMacOS(t *testing.T) {
 	darwin := build.Default
 	darwin.GOOS, darwin.GOARCH, darwin.CgoEnabled = "darwin", "arm64", false
 
-	cmd := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", "golang.org/x/sys")
-	cmd.Dir = "../.."
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list -m golang.org/x/sys: %v", err)
+	goCmd := func(args ...string) string {
+		cmd := exec.CommandContext(ctx, "go", args...)
+		cmd.Dir = "../.."
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go %s: %v", strings.Join(args, " "), err)
+		}
+		return strings.TrimSpace(string(out))
 	}
 	apis := map[string]*platformAPI{
-		"syscall":               readAPI(t, &darwin, filepath.Join(runtime.GOROOT(), "src", "syscall")),
-		"golang.org/x/sys/unix": readAPI(t, &darwin, filepath.Join(strings.TrimSpace(string(out)), "unix")),
+		"syscall":               readAPI(t, &darwin, filepath.Join(goCmd("env", "GOROOT"), "src", "syscall")),
+		"golang.org/x/sys/unix": readAPI(t, &darwin, filepath.Join(goCmd("list", "-m", "-f", "{{.Dir}}", "golang.org/x/sys"), "unix")),
 	}
 
-	cmd = exec.CommandContext(ctx, "git", "ls-files", "*.go")
+	cmd := exec.CommandContext(ctx, "git", "ls-files", "*.go")
 	cmd.Dir = "../.."
-	out, err = cmd.Output()
+	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("git ls-files: %v", err)
 	}
