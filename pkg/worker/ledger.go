@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
@@ -153,6 +154,12 @@ func (s *invoker) invokeOnce(ctx context.Context, req *toolpb.InvokeRequest, pro
 			s.w.log.InfoContext(ctx, "call answered from the idempotency ledger", "tool", req.GetTool(), "idempotency_key", req.GetIdempotencyKey())
 			return resp, nil
 		}
+	}
+	if err := ctx.Err(); err != nil {
+		// The caller left while the call waited for its key or the ledger was read (a
+		// ledger that honours its context fails so): the call does not run. Run, its
+		// answer would replace the one perhaps kept already, its effect taken again.
+		return nil, status.FromContextError(err).Err()
 	}
 	resp, err := s.invoke(ctx, req, progress)
 	if err != nil {

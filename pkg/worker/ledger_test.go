@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -203,6 +204,61 @@ func testLedgerKeepsNoCancellation(t *testing.T, ledger Ledger) {
 	if resp.GetText() != "charged" || runs.Load() != before {
 		t.Errorf("a charge that finished after its caller left ran again (%v, %d runs)", resp, runs.Load()-before)
 	}
+}
+
+// TestLedgerRunsNothingForACallerGone: a call sent again whose caller leaves while the
+// ledger is read (a shared store, slow, that honours its context) does not run: it ran,
+// with the caller gone, took its effect a second time, and its answer replaced the one
+// kept, which the next call sent again got.
+func TestLedgerRunsNothingForACallerGone(t *testing.T) {
+	var runs atomic.Int64
+	charge := tool.New("charge", "Charge.", schema.Empty(), func(context.Context, string) (tool.Result, error) {
+		return tool.Text(fmt.Sprintf("charged %d", runs.Add(1))), nil
+	})
+	ledger := &slowLedger{MemoryLedger: NewMemoryLedger(0), loading: make(chan struct{}, 1)}
+	ended := make(chan struct{}, 4)
+	watch := watchInvoke(nil, func(*toolpb.InvokeRequest) { ended <- struct{}{} })
+	w := start(t, Options{Ledger: ledger, ServerOptions: []grpc.ServerOption{watch}}, Group{Role: "pay", Tools: []tool.Tool{charge}})
+	c := w.client()
+	req := &toolpb.InvokeRequest{Tool: "charge", ArgumentsJson: `{}`, IdempotencyKey: "run_1/loop_1/1/call_1"}
+	call := func(ctx context.Context) (string, error) {
+		resp, err := c.Invoke(ctx, req)
+		<-ended
+		return resp.GetText(), err
+	}
+	if got, err := call(testContext(t)); err != nil || got != "charged 1" {
+		t.Fatalf("the first call: %q, %v", got, err)
+	}
+	ledger.slow.Store(true)
+	ctx, cancel := context.WithCancel(testContext(t))
+	go func() { <-ledger.loading; cancel() }()
+	if got, err := call(ctx); err == nil {
+		t.Fatalf("the call whose caller left answered %q", got)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Errorf("the tool ran %d times; want once: the call whose caller left ran it again", n)
+	}
+	ledger.slow.Store(false)
+	if got, err := call(testContext(t)); err != nil || got != "charged 1" {
+		t.Errorf("the call sent again: %q, %v; want the first answer, charged 1", got, err)
+	}
+}
+
+// slowLedger is a ledger that honours its context and, while slow is set, reads no
+// faster than its caller waits (it says on loading that a read began).
+type slowLedger struct {
+	*MemoryLedger
+	slow    atomic.Bool
+	loading chan struct{}
+}
+
+func (l *slowLedger) Load(ctx context.Context, key string) ([]byte, bool, error) {
+	if l.slow.Load() {
+		l.loading <- struct{}{}
+		<-ctx.Done()
+		return nil, false, ctx.Err()
+	}
+	return l.MemoryLedger.Load(ctx, key)
 }
 
 // idle reports whether no call holds an idempotency key's lock.

@@ -30,10 +30,11 @@ export interface Ledger {
 export const DEFAULT_LEDGER_STORE_TIMEOUT_MS = 10_000;
 
 /**
- * Settles as `p` does, or rejects with `signal`'s reason once it aborts, whichever comes
- * first: a ledger that does not honour its signal is not waited for past it.
+ * Settles as `value` does, or rejects with `signal`'s reason once it aborts, whichever
+ * comes first: a ledger that does not honour its signal is not waited for past it.
  */
-export function settleBy<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
+export function settleBy<T>(value: Promise<T> | T, signal: AbortSignal): Promise<T> {
+  const p = Promise.resolve(value); // a ledger written in JavaScript may answer at once
   if (signal.aborted) {
     p.catch(() => {}); // its failure, later, is nobody's
     return Promise.reject(signal.reason);

@@ -717,6 +717,9 @@ export class Worker {
       try {
         kept = await settleBy(ledger.load(key, signal), signal);
       } catch (e) {
+        // The caller left while the ledger was read (or while the call waited for its
+        // key): the call does not run, its answer perhaps kept already.
+        if (signal.aborted) throw abortStatus(signal);
         this.#log.warn("idempotency ledger unreadable: running the call", { tool: req.tool, error: String(e) });
       }
       if (kept) {
@@ -728,6 +731,7 @@ export class Worker {
           // An answer that does not decode is no answer: run the call.
         }
       }
+      if (signal.aborted) throw abortStatus(signal);
       const resp = await this.#invoke(req, md, signal, deadline, report);
       if (signal.aborted && resp.outcome.case === "error") return resp;
       // The caller may have left (its orchestrator died) while the tool ran to its end:

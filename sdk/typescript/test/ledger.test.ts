@@ -1,7 +1,7 @@
 // The idempotency ledger's memory store and per-key locks.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { KeyLocks, MemoryLedger } from "../src/ledger.js";
+import { KeyLocks, MemoryLedger, settleBy } from "../src/ledger.js";
 
 test("MemoryLedger keeps at most its bound, the oldest stored going first", async () => {
   const l = new MemoryLedger(2);
@@ -44,4 +44,22 @@ test("KeyLocks serialise one key, not others, and hold nothing once released", a
   await second;
   assert.deepEqual(order, ["other", "first", "second"]);
   assert.equal(locks.size, 0);
+});
+
+test("settleBy takes a ledger's plain answer (a JavaScript ledger may not return a promise)", async () => {
+  const signal = new AbortController().signal;
+  const plain = new Uint8Array([7]) as unknown as Promise<Uint8Array>;
+  assert.deepEqual(await settleBy(plain, signal), new Uint8Array([7]));
+  assert.equal(await settleBy(undefined as unknown as Promise<undefined>, signal), undefined);
+});
+
+test("settleBy rejects with the signal's reason once it aborts, and the late settling is nobody's", async () => {
+  const ac = new AbortController();
+  let fail!: (e: Error) => void;
+  const late = new Promise<void>((_, reject) => (fail = reject));
+  const settled = settleBy(late, ac.signal);
+  ac.abort(new Error("gave up"));
+  await assert.rejects(settled, /gave up/);
+  fail(new Error("too late")); // no unhandled rejection
+  await new Promise((r) => setImmediate(r));
 });

@@ -300,6 +300,17 @@ describe("a ledger that hangs", () => {
       hangLoad = false;
       assert.equal(textOf(await h.invoke({ tool: "charge", argumentsJson: '{"fail":false}', idempotencyKey: "h/2" })), "effect 3");
       assert.equal(textOf(await h.invoke({ tool: "charge", argumentsJson: '{"fail":false}', idempotencyKey: "h/2" })), "effect 3");
+      // A call sent again whose caller leaves while the ledger is read does not run: it
+      // ran, its effect taken again, and its answer replaced the one kept.
+      hangLoad = true;
+      const left = (await h
+        .invoke({ tool: "charge", argumentsJson: '{"fail":false}', idempotencyKey: "h/2" }, undefined, { deadline: Date.now() + 200 })
+        .catch((e: unknown) => e)) as grpc.ServiceError;
+      assert.equal(left.code, grpc.status.DEADLINE_EXCEEDED);
+      await new Promise((r) => setTimeout(r, 100)); // the worker's side of the call ends
+      hangLoad = false;
+      assert.equal(effects, 3, "the call whose caller left ran the tool");
+      assert.equal(textOf(await h.invoke({ tool: "charge", argumentsJson: '{"fail":false}', idempotencyKey: "h/2" })), "effect 3");
     } finally {
       await h.close();
     }
