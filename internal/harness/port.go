@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // freeLoopbackPort returns a loopback port that was free a moment ago, for a process
@@ -31,8 +32,12 @@ func freeLoopbackPort() (int, error) {
 			continue
 		}
 		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-		if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
 			continue // some service listens there
+		}
+		if err != nil {
+			// Not the port's fault (no loopback, a refused bind): what port 0 gives.
+			return ephemeralPort()
 		}
 		if err := l.Close(); err != nil {
 			return 0, err

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strconv"
@@ -80,7 +81,72 @@ func OpenPostgres(ctx context.Context, dsn string) (Store, error) {
 	s.commitDB.SetMaxOpenConns(s.d.committers + 1)
 	s.commitDB.SetConnMaxIdleTime(time.Minute)
 	s.start()
+	s.indexed = make(chan struct{})
+	s.done.Go(func() {
+		defer close(s.indexed)
+		s.pgEnsureIndexes()
+	})
 	return s, nil
+}
+
+// indexLock is the advisory lock under which one replica at a time builds the indexes a
+// journal lacks; the others do not wait for it.
+const indexLock = migrationLock + 1
+
+// pgEnsureIndexes builds the indexes the journal lacks (one written by an earlier
+// version), in the background and without blocking the replicas' writes (CREATE INDEX
+// CONCURRENTLY, which a transaction cannot hold: outside the migration lock, whose
+// waiters it would wait for). One replica builds them, under indexLock; the others go on
+// without them meanwhile (Prune reads more). One left unusable by a build that failed (a
+// replica stopped during it) is built again by the next. Close stops a build.
+func (s *sqlStore) pgEnsureIndexes() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.closed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := s.pgBuildIndex(ctx, endedIndex, endedIndexOn); err != nil && ctx.Err() == nil {
+		slog.Warn("the journal's index of ended runs could not be built; runs are pruned without it (slower), and it is tried again at the next start", "error", err.Error())
+	}
+}
+
+// pgBuildIndex builds index name on on, unless it exists and is usable or another replica
+// builds the journal's indexes.
+func (s *sqlStore) pgBuildIndex(ctx context.Context, name, on string) error {
+	if exists, valid, err := s.indexState(ctx, s.db, name); err != nil || (exists && valid) {
+		return err
+	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close() }()
+	var mine bool
+	if err := conn.QueryRowContext(ctx, `SELECT pg_try_advisory_lock($1)`, int64(indexLock)).Scan(&mine); err != nil || !mine {
+		return err
+	}
+	defer func() {
+		_, _ = conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, int64(indexLock))
+	}()
+	exists, valid, err := s.indexState(ctx, conn, name)
+	switch {
+	case err != nil:
+		return err
+	case exists && valid:
+		return nil // built meanwhile
+	case exists:
+		if _, err := conn.ExecContext(ctx, `DROP INDEX CONCURRENTLY IF EXISTS `+name); err != nil {
+			return fmt.Errorf("dropping the unusable index %s: %w", name, s.d.why(err))
+		}
+	}
+	if _, err := conn.ExecContext(ctx, `CREATE INDEX CONCURRENTLY IF NOT EXISTS `+name+` ON `+on); err != nil {
+		return fmt.Errorf("building the index %s: %w", name, s.d.why(err))
+	}
+	return nil
 }
 
 // pgOpen opens a pool of connections to the database of dsn, parsed as cfg, with the

@@ -44,10 +44,7 @@ func TestPruneReadsOnlyEndedRuns(t *testing.T) {
 
 	t.Run("PostgreSQL", func(t *testing.T) {
 		pg := reviewPG(t)
-		st, err := OpenPostgres(ctx, pg.DSN)
-		if err != nil {
-			t.Fatal(err)
-		}
+		st := openIndexed(ctx, t, pg.DSN)
 		s := st.(*sqlStore)
 		pgPlanUsesIndex(ctx, t, s, args)
 		// An unusable index (what a failed concurrent build leaves) is built again, as is
@@ -58,13 +55,63 @@ func TestPruneReadsOnlyEndedRuns(t *testing.T) {
 		if err := st.Close(); err != nil {
 			t.Fatal(err)
 		}
-		st, err = OpenPostgres(ctx, pg.DSN)
+		st = openIndexed(ctx, t, pg.DSN)
+		pgPlanUsesIndex(ctx, t, st.(*sqlStore), args)
+
+		// A journal of an earlier version opened while other replicas write: the open
+		// does not wait for the build, nor do the writes; the build waits for the writes'
+		// transactions (here one left open) and is done once they end. It blocked both.
+		if _, err := st.(*sqlStore).db.ExecContext(ctx, `DROP INDEX `+endedIndex); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Close(); err != nil {
+			t.Fatal(err)
+		}
+		admin, err := sql.Open("pgx", pg.DSN)
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer admin.Close()
+		writing, err := admin.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := writing.ExecContext(ctx, `INSERT INTO toolmesh_runs (run_id, state, owner, epoch, lease_until, next_seq, created, updated) VALUES ('w', 'running', 'o', 1, 0, 1, 0, 0)`); err != nil {
+			t.Fatal(err)
+		}
+		octx, ocancel := context.WithTimeout(ctx, 20*time.Second)
+		defer ocancel()
+		st, err = OpenPostgres(octx, pg.DSN)
+		if err != nil {
+			t.Fatalf("opening while another replica's transaction writes the runs: %v", err)
+		}
 		defer func() { _ = st.Close() }()
+		if _, err := st.Create(octx, "during-the-build", "a", time.Minute); err != nil {
+			t.Fatalf("a run created while the index is built: %v", err)
+		}
+		if err := writing.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		<-st.(*sqlStore).indexed
 		pgPlanUsesIndex(ctx, t, st.(*sqlStore), args)
 	})
+}
+
+// openIndexed opens a PostgreSQL store and waits until it has built the indexes it
+// lacked.
+func openIndexed(ctx context.Context, t *testing.T, dsn string) Store {
+	t.Helper()
+	st, err := OpenPostgres(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	select {
+	case <-st.(*sqlStore).indexed:
+	case <-ctx.Done():
+		t.Fatal("the journal's indexes were not built")
+	}
+	return st
 }
 
 func sqlitePlanUsesIndex(ctx context.Context, t *testing.T, db *sql.DB, args []any) {

@@ -93,6 +93,9 @@ type sqlStore struct {
 	closed    chan struct{}
 	done      sync.WaitGroup
 	closeOnce sync.Once
+	// indexed, on PostgreSQL, is closed once the indexes the journal lacked at open are
+	// built, or could not be (pgEnsureIndexes).
+	indexed chan struct{}
 	// commits, written and committing count the groups committed, their writes and the
 	// time they took; waited the writers' waits for them, logging the time spent writing
 	// the commit log (Stats).
@@ -568,41 +571,45 @@ func (s *sqlStore) Hold(ctx context.Context, lease Lease, reason string) error {
 }
 
 // migrate creates the tables, or checks that the database holds a journal of a version
-// this code reads, and adds the indexes it lacks. A database with other tables and no
-// journal is refused.
-func (s *sqlStore) migrate(ctx context.Context) error {
-	if err := s.migrateTables(ctx); err != nil {
-		return err
-	}
-	return s.ensureIndex(ctx, endedIndex, endedIndexOn)
-}
+// this code reads. A database with other tables and no journal is refused. The indexes
+// added since a version are built apart (ensureIndex, pgEnsureIndexes).
+func (s *sqlStore) migrate(ctx context.Context) error { return s.migrateTables(ctx) }
 
 // endedIndex holds the runs that ended, in the order in which Prune takes them (the
 // oldest first): a page of them is read without reading the runs that go on or the
 // others that ended. Its predicate names the states literally, as Prune's query does, so
-// that the planner can tell the index serves the query.
+// that the planner can tell the index serves the query. A run enters it when it ends;
+// its creation and the renewals of its lease do not touch it.
 const (
 	endedIndex   = "toolmesh_runs_ended"
 	endedIndexOn = `toolmesh_runs (updated, run_id) WHERE state NOT IN ('running', 'held')`
 )
 
-// ensureIndex creates index name on on unless it exists (one left unusable, as a
-// failed concurrent build leaves it, is built again). A journal written by an earlier
-// version gets it at its first open by this one, while the other replicas' writes wait
-// (PostgreSQL builds it under the migration lock: a concurrent build would wait for the
-// replicas that wait for that lock); older orchestrators sharing the journal ignore it.
-func (s *sqlStore) ensureIndex(ctx context.Context, name, on string) error {
-	var valid bool
-	err := s.db.QueryRowContext(ctx, s.d.index, name).Scan(&valid)
+// querier is a database or one of its connections.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// indexState reads whether index name exists and whether it is usable (a concurrent
+// build that failed leaves one that is not).
+func (s *sqlStore) indexState(ctx context.Context, q querier, name string) (exists, valid bool, err error) {
+	err = q.QueryRowContext(ctx, s.d.index, name).Scan(&valid)
 	switch {
-	case err == nil && valid:
-		return nil
-	case err == nil:
-		if _, err := s.db.ExecContext(ctx, `DROP INDEX `+name); err != nil {
-			return fmt.Errorf("runlog: dropping the unusable index %s: %w", name, s.d.why(err))
-		}
-	case !errors.Is(err, sql.ErrNoRows):
-		return fmt.Errorf("runlog: reading the journal's indexes: %w", s.d.why(err))
+	case errors.Is(err, sql.ErrNoRows):
+		return false, false, nil
+	case err != nil:
+		return false, false, fmt.Errorf("runlog: reading the journal's indexes: %w", s.d.why(err))
+	}
+	return true, valid, nil
+}
+
+// ensureIndex creates index name on on unless it exists: a SQLite journal written by an
+// earlier version gets it at its first open by this one, before the orchestrator serves
+// (seconds for millions of runs).
+func (s *sqlStore) ensureIndex(ctx context.Context, name, on string) error {
+	if exists, _, err := s.indexState(ctx, s.db, name); err != nil || exists {
+		return err
 	}
 	if _, err := s.db.ExecContext(ctx, `CREATE INDEX IF NOT EXISTS `+name+` ON `+on); err != nil {
 		return fmt.Errorf("runlog: creating the index %s: %w", name, s.d.why(err))
@@ -610,8 +617,7 @@ func (s *sqlStore) ensureIndex(ctx context.Context, name, on string) error {
 	return nil
 }
 
-// migrateTables creates the tables, or checks that the database holds a journal of a
-// version this code reads and upgrades one of an earlier version.
+// migrateTables is migrate.
 func (s *sqlStore) migrateTables(ctx context.Context) error {
 	rows, err := s.db.QueryContext(ctx, s.d.tables)
 	if err != nil {
@@ -662,6 +668,7 @@ func (s *sqlStore) migrateTables(ctx context.Context) error {
 		`CREATE TABLE toolmesh_runs (run_id TEXT PRIMARY KEY, state TEXT NOT NULL, owner TEXT NOT NULL, epoch BIGINT NOT NULL,
 			lease_until BIGINT NOT NULL, next_seq BIGINT NOT NULL, created BIGINT NOT NULL, updated BIGINT NOT NULL, note TEXT NOT NULL DEFAULT '')`,
 		`CREATE INDEX toolmesh_runs_state ON toolmesh_runs (state, lease_until)`,
+		`CREATE INDEX ` + endedIndex + ` ON ` + endedIndexOn,
 		`CREATE TABLE toolmesh_records (run_id TEXT NOT NULL, seq BIGINT NOT NULL, epoch BIGINT NOT NULL, kind TEXT NOT NULL,
 			time BIGINT NOT NULL, data ` + s.d.blob + `, n BIGINT NOT NULL DEFAULT 1, kinds BIGINT NOT NULL DEFAULT 0, PRIMARY KEY (run_id, seq))` + s.d.clustered,
 		decisionsTable,

@@ -73,6 +73,10 @@ func openSQLite(ctx context.Context, dsn, path string, pragmas ...string) (Store
 		_ = db.Close()
 		return nil, fmt.Errorf("%w (file %s)", err, path)
 	}
+	if err := s.ensureIndex(ctx, endedIndex, endedIndexOn); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("%w (file %s)", err, path)
+	}
 	if err := quickCheck(ctx, db); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("runlog: the journal file %s is damaged: %w; restore it from a backup (the runs it holds cannot be resumed from it as it is)", path, err)
