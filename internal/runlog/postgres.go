@@ -130,8 +130,16 @@ func (s *sqlStore) pgBuildIndex(ctx context.Context, name, on string) error {
 		return err
 	}
 	defer func() {
-		_, _ = conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, int64(indexLock))
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_, _ = conn.ExecContext(uctx, `RESET statement_timeout`)
+		_, _ = conn.ExecContext(uctx, `SELECT pg_advisory_unlock($1)`, int64(indexLock))
 	}()
+	// A build takes as long as the table needs: a DSN's statement_timeout would end it
+	// at every start.
+	if _, err := conn.ExecContext(ctx, `SET statement_timeout = 0`); err != nil {
+		return err
+	}
 	exists, valid, err := s.indexState(ctx, conn, name)
 	switch {
 	case err != nil:

@@ -92,7 +92,11 @@ func TestPruneReadsOnlyEndedRuns(t *testing.T) {
 		if err := writing.Rollback(); err != nil {
 			t.Fatal(err)
 		}
-		<-st.(*sqlStore).indexed
+		select {
+		case <-st.(*sqlStore).indexed:
+		case <-ctx.Done():
+			t.Fatal("the index was not built once the writing transaction ended")
+		}
 		pgPlanUsesIndex(ctx, t, st.(*sqlStore), args)
 	})
 }

@@ -185,8 +185,8 @@ func (w *Worker) rebuild(ctx context.Context, template, created string, state []
 	return found, tool.Result{}
 }
 
-// admit takes a call in: none while draining, and no more at once than the worker's
-// capacity (waiting for a slot). release gives the slot back.
+// admit takes a call in: none while draining, none whose caller has left, and no more at
+// once than the worker's capacity (waiting for a slot). release gives the slot back.
 func (w *Worker) admit(ctx context.Context) (release func(), err error) {
 	if !w.beginCall() {
 		return nil, drainingStatus()
@@ -201,6 +201,15 @@ func (w *Worker) admit(ctx context.Context) (release func(), err error) {
 			w.endCall()
 			return nil, drainingStatus()
 		}
+	}
+	// A select takes a free slot as readily as a caller's end: a call whose caller left
+	// (while it waited for its idempotency key, say) does not run.
+	if err := ctx.Err(); err != nil {
+		if w.slots != nil {
+			<-w.slots
+		}
+		w.endCall()
+		return nil, status.FromContextError(err).Err()
 	}
 	w.active.Add(1)
 	return func() {

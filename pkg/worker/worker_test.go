@@ -533,3 +533,30 @@ func TestUnreachableOrchestratorIsSaid(t *testing.T) {
 	start(t, Options{Orchestrator: deadAddress(t), Logger: slog.New(slog.NewJSONHandler(&buf, nil))}, group(echo()))
 	eventually(t, "the notice", func() bool { return strings.Contains(buf.String(), "cannot reach the orchestrator; still trying") })
 }
+
+// TestAdmitRefusesACallerGone: a call whose caller has left is never admitted, with a
+// slot free or without a bound: a select between a free slot and the caller's end took
+// either, and about half the calls whose caller had left ran.
+func TestAdmitRefusesACallerGone(t *testing.T) {
+	for _, capacity := range []int32{0, 1} {
+		w, err := New(Options{ID: "w", Orchestrator: "127.0.0.1:1", Capacity: capacity}, group(tool.New("t", "T.", schema.Empty(),
+			func(context.Context, string) (tool.Result, error) { return tool.Text("ran"), nil })))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(testContext(t))
+		cancel()
+		admitted := 0
+		for range 200 {
+			if release, err := w.admit(ctx); err == nil {
+				admitted++
+				release()
+			} else if status.Code(err) != codes.Canceled {
+				t.Fatalf("capacity %d: %v, want CANCELED", capacity, err)
+			}
+		}
+		if admitted > 0 || w.active.Load() != 0 {
+			t.Errorf("capacity %d: %d of 200 calls whose caller had left were admitted (%d active)", capacity, admitted, w.active.Load())
+		}
+	}
+}

@@ -372,6 +372,21 @@ class SlowLedger(MemoryLedger):
         await super().store(key, answer, ttl)
 
 
+class LoadFailsOnCancelLedger(MemoryLedger):
+    """A ledger in a shared store whose client turns its cancellation into an error of its
+    own, as database clients do; slow while slow is set."""
+
+    slow = False
+
+    async def load(self, key: str) -> bytes | None:
+        if self.slow:
+            try:
+                await asyncio.sleep(5)
+            except asyncio.CancelledError:
+                raise ConnectionError("the connection was closed") from None
+        return await super().load(key)
+
+
 class SharedLedgerTest(unittest.IsolatedAsyncioTestCase):
     async def test_answer_kept_when_caller_leaves_during_store(self) -> None:
         # The tool took its effect; its caller (an orchestrator that died) leaves while the
@@ -393,6 +408,37 @@ class SharedLedgerTest(unittest.IsolatedAsyncioTestCase):
             # Sent again at once: it waits for the store, which holds the key.
             r = await c.invoke("charge", '{"account":"shared"}', **key)
             self.assertEqual((r.text, effects["shared"]), ("charged shared (1)", 1))
+        finally:
+            w.stop()
+            await task
+            await c.close()
+            await reg.stop()
+
+    async def test_nothing_runs_for_a_caller_gone_during_the_load(self) -> None:
+        # A call sent again whose caller leaves while the ledger is read does not run:
+        # the ledger's error was taken for an unreadable ledger, the tool ran a second
+        # time, and its answer replaced the one kept.
+        reg = FakeRegistry()
+        await reg.start()
+        asyncio.get_running_loop().slow_callback_duration = 1.0
+        ledger = LoadFailsOnCancelLedger()
+        w = Worker(reg.address, groups(), id="loading", ledger=ledger)
+        task = asyncio.create_task(w.run(handle_signals=False))
+        await w.wait_registered()
+        c = WorkerClient(w.address)
+        try:
+            key = {"idempotency_key": "r/l/loading"}
+            r = await c.invoke("charge", '{"account":"loading"}', **key)
+            self.assertEqual((r.text, effects["loading"]), ("charged loading (1)", 1))
+            ledger.slow = True
+            # The caller goes away without a deadline (one past would stop the tool anyway).
+            with self.assertRaises(asyncio.TimeoutError):
+                await asyncio.wait_for(c.invoke("charge", '{"account":"loading"}', **key), 0.2)
+            await asyncio.sleep(0.2)  # the worker's side of the call ends
+            ledger.slow = False
+            self.assertEqual(effects["loading"], 1, "the call whose caller left ran the tool")
+            r = await c.invoke("charge", '{"account":"loading"}', **key)
+            self.assertEqual(r.text, "charged loading (1)")
         finally:
             w.stop()
             await task

@@ -566,9 +566,13 @@ export class Worker {
     this.#log.info("worker stopped");
   }
 
-  /** Takes a call in (none while draining, no more at once than the capacity) and returns its release. */
+  /**
+   * Takes a call in (none while draining, none whose caller has left, no more at once than
+   * the capacity) and returns its release.
+   */
   async #admit(signal: AbortSignal): Promise<() => void> {
     if (this.#draining) throw drainingStatus();
+    if (signal.aborted) throw abortStatus(signal);
     this.#calls++;
     if (this.#capacity > 0 && this.#active >= this.#capacity) {
       try {

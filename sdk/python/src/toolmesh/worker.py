@@ -75,6 +75,13 @@ MAX_FACADE_DEPTH = 32
 MAX_FACADE_CHILDREN = 10000
 MAX_TEXT_BYTES = 8 << 10
 LEDGER_STORE_TIMEOUT = 10.0  # seconds the store of a call's answer may take, its caller gone or not
+
+
+def _cancelling() -> bool:
+    """Whether the running task was asked to stop (its cancellation perhaps swallowed by
+    what it awaited)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 MAX_VERSION_BYTES = 128
 ROLE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 WORKER_ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,253}$")
@@ -926,6 +933,11 @@ class Worker:
                     return resp
                 except Exception:  # noqa: BLE001 (a damaged answer runs the call again)
                     pass
+            if context.cancelled() or _cancelling():
+                # The caller left while the call waited for its key or the ledger was read
+                # (a ledger that turns its cancellation into an error fails so): the call
+                # does not run. Run, its answer would replace the one perhaps kept already.
+                raise asyncio.CancelledError
             resp, cancelled = await self._invoke_call(request, context, progress)
             if cancelled and resp.WhichOneof("outcome") == "error":
                 # The caller went away while the tool ran, and the tool failed: that is
