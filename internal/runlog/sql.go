@@ -570,11 +570,6 @@ func (s *sqlStore) Hold(ctx context.Context, lease Lease, reason string) error {
 	return s.submit(ctx, &write{kind: writeHold, lease: lease, state: StateHeld, note: reason}, "hold "+lease.RunID)
 }
 
-// migrate creates the tables, or checks that the database holds a journal of a version
-// this code reads. A database with other tables and no journal is refused. The indexes
-// added since a version are built apart (ensureIndex, pgEnsureIndexes).
-func (s *sqlStore) migrate(ctx context.Context) error { return s.migrateTables(ctx) }
-
 // endedIndex holds the runs that ended, in the order in which Prune takes them (the
 // oldest first): a page of them is read without reading the runs that go on or the
 // others that ended. Its predicate names the states literally, as Prune's query does, so
@@ -617,8 +612,11 @@ func (s *sqlStore) ensureIndex(ctx context.Context, name, on string) error {
 	return nil
 }
 
-// migrateTables is migrate.
-func (s *sqlStore) migrateTables(ctx context.Context) error {
+// migrate creates the tables, or checks that the database holds a journal of a version
+// this code reads. A database with other tables and no journal is refused. A new journal
+// gets every index; one written before an index was added gets it apart (ensureIndex,
+// pgEnsureIndexes).
+func (s *sqlStore) migrate(ctx context.Context) error {
 	rows, err := s.db.QueryContext(ctx, s.d.tables)
 	if err != nil {
 		return fmt.Errorf("runlog: the %s database cannot be read: %w", s.d.name, s.d.why(err))
