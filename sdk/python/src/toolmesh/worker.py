@@ -75,13 +75,6 @@ MAX_FACADE_DEPTH = 32
 MAX_FACADE_CHILDREN = 10000
 MAX_TEXT_BYTES = 8 << 10
 LEDGER_STORE_TIMEOUT = 10.0  # seconds the store of a call's answer may take, its caller gone or not
-
-
-def _cancelling() -> bool:
-    """Whether the running task was asked to stop (its cancellation perhaps swallowed by
-    what it awaited)."""
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
 MAX_VERSION_BYTES = 128
 ROLE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 WORKER_ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,253}$")
@@ -1139,6 +1132,13 @@ def _describe(e: grpc.aio.AioRpcError) -> str:
     """A status as a log shows it: code, toolmesh reason (if any), message."""
     d = parse_status_details(_find(e.trailing_metadata(), STATUS_DETAILS_KEY))
     return str(e.code().name) + (" " + d.reason if d.reason else "") + ": " + str(e.details() or "")
+
+
+def _cancelling() -> bool:
+    """Whether the running task was asked to stop (its cancellation perhaps swallowed by
+    what it awaited)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 def _truncate(s: str, n: int) -> str:
