@@ -22,7 +22,8 @@ import (
 // the cost of compiling every dependency for macOS (minutes): this reads the two
 // packages' macOS files and the module's instead. It checks the names the packages
 // qualify, the fields of their struct literals, and, through any value, the fields
-// syscall's types have on Linux alone; not what the type checker alone can tell.
+// syscall's process and stat types have on Linux alone; not what a type checker alone
+// can tell.
 func TestBuildsOnMacOS(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
@@ -39,7 +40,7 @@ func TestBuildsOnMacOS(t *testing.T) {
 		"syscall":               filepath.Join(goCmd("env", "GOROOT"), "src", "syscall"),
 		"golang.org/x/sys/unix": goCmd("list", "-f", "{{.Dir}}", "golang.org/x/sys/unix"),
 	}
-	context := func(goos, goarch string) *build.Context {
+	platform := func(goos, goarch string) *build.Context {
 		c := build.Default
 		c.GOOS, c.GOARCH, c.CgoEnabled = goos, goarch, goos == "darwin" // macOS builds with cgo by default
 		return &c
@@ -49,9 +50,9 @@ func TestBuildsOnMacOS(t *testing.T) {
 	// them, through a value either. (A type Linux alone has is named by its package.)
 	linux := map[string]*platformAPI{}
 	for path, dir := range dirs {
-		linux[path] = readAPI(t, context("linux", "amd64"), dir)
+		linux[path] = readAPI(t, platform("linux", "amd64"), dir)
 	}
-	macs := []*build.Context{context("darwin", "arm64"), context("darwin", "amd64")}
+	macs := []*build.Context{platform("darwin", "arm64"), platform("darwin", "amd64")}
 	apis := map[*build.Context]map[string]*platformAPI{}
 	linuxOnly := map[string]bool{}
 	for _, mac := range macs {
