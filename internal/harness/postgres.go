@@ -99,7 +99,7 @@ func StartPostgresWith(ctx context.Context, opts PostgresOptions) (*Postgres, er
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("initdb: %v\n%s", err, out)
 	}
-	port, err := freePort()
+	port, err := freeLoopbackPort() // one the server can listen on again after an outage
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -214,9 +214,6 @@ func children(pid int) []int {
 	}
 	return out
 }
-
-// freePort is a port for a private server, one it can listen on again after an outage.
-func freePort() (int, error) { return freeLoopbackPort() }
 
 // serverArgs are the arguments of a private server of data on port, its socket in dir.
 // A durable server runs with PostgreSQL's defaults (fsync on, 128 MB of shared buffers);
