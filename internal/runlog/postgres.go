@@ -97,8 +97,11 @@ const indexLock = migrationLock + 1
 // version), in the background and without blocking the replicas' writes (CREATE INDEX
 // CONCURRENTLY, which a transaction cannot hold: outside the migration lock, whose
 // waiters it would wait for). One replica builds them, under indexLock; the others go on
-// without them meanwhile (Prune reads more). One left unusable by a build that failed (a
-// replica stopped during it) is built again by the next. Close stops a build.
+// without them meanwhile (Prune reads more), and look again every indexRetry: once the
+// builder is done they find the index, and where it stopped (a replica killed during
+// the build, which leaves the index unusable, costing every ending run an update of it)
+// one of them builds it again. A build that failed is tried again as well. Close stops
+// a build and the looks.
 func (s *sqlStore) pgEnsureIndexes() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -109,25 +112,50 @@ func (s *sqlStore) pgEnsureIndexes() {
 		case <-ctx.Done():
 		}
 	}()
-	if err := s.pgBuildIndex(ctx, endedIndex, endedIndexOn); err != nil && ctx.Err() == nil {
-		slog.Warn("the journal's index of ended runs could not be built; runs are pruned without it (slower), and it is tried again at the next start", "error", err.Error())
+	warned := false
+	for {
+		done, err := s.pgBuildIndex(ctx, endedIndex, endedIndexOn)
+		if ctx.Err() != nil {
+			return
+		}
+		switch {
+		case err != nil && !warned:
+			slog.Warn("the journal's index of ended runs could not be built; runs are pruned without it (slower) meanwhile, and it is tried again", "error", err.Error(), "retry", indexRetry.String())
+			warned = true
+		case done && warned:
+			slog.Info("the journal's index of ended runs is built")
+		}
+		if done {
+			return
+		}
+		t := time.NewTimer(indexRetry)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
 	}
 }
 
+// indexRetry is how often a replica looks again at an index it lacks and another builds
+// (or it failed to build).
+var indexRetry = time.Minute
+
 // pgBuildIndex builds index name on on, unless it exists and is usable or another replica
-// builds the journal's indexes.
-func (s *sqlStore) pgBuildIndex(ctx context.Context, name, on string) error {
+// builds the journal's indexes; done says the index is there and usable.
+func (s *sqlStore) pgBuildIndex(ctx context.Context, name, on string) (done bool, err error) {
 	if exists, valid, err := s.indexState(ctx, s.db, name); err != nil || (exists && valid) {
-		return err
+		return err == nil, err
 	}
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer func() { _ = conn.Close() }()
 	var mine bool
 	if err := conn.QueryRowContext(ctx, `SELECT pg_try_advisory_lock($1)`, int64(indexLock)).Scan(&mine); err != nil || !mine {
-		return err
+		return false, err
 	}
 	defer func() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -138,23 +166,23 @@ func (s *sqlStore) pgBuildIndex(ctx context.Context, name, on string) error {
 	// A build takes as long as the table needs: a DSN's statement_timeout would end it
 	// at every start.
 	if _, err := conn.ExecContext(ctx, `SET statement_timeout = 0`); err != nil {
-		return err
+		return false, err
 	}
 	exists, valid, err := s.indexState(ctx, conn, name)
 	switch {
 	case err != nil:
-		return err
+		return false, err
 	case exists && valid:
-		return nil // built meanwhile
+		return true, nil // built meanwhile
 	case exists:
 		if _, err := conn.ExecContext(ctx, `DROP INDEX CONCURRENTLY IF EXISTS `+name); err != nil {
-			return fmt.Errorf("dropping the unusable index %s: %w", name, s.d.why(err))
+			return false, fmt.Errorf("dropping the unusable index %s: %w", name, s.d.why(err))
 		}
 	}
 	if _, err := conn.ExecContext(ctx, `CREATE INDEX CONCURRENTLY IF NOT EXISTS `+name+` ON `+on); err != nil {
-		return fmt.Errorf("building the index %s: %w", name, s.d.why(err))
+		return false, fmt.Errorf("building the index %s: %w", name, s.d.why(err))
 	}
-	return nil
+	return true, nil
 }
 
 // pgOpen opens a pool of connections to the database of dsn, parsed as cfg, with the

@@ -98,7 +98,52 @@ func TestPruneReadsOnlyEndedRuns(t *testing.T) {
 			t.Fatal("the index was not built once the writing transaction ended")
 		}
 		pgPlanUsesIndex(ctx, t, st.(*sqlStore), args)
+		if err := st.Close(); err != nil {
+			t.Fatal(err)
+		}
+		pgIndexBuiltAfterBuilderStops(ctx, t, pg.DSN, args)
 	})
+}
+
+// pgIndexBuiltAfterBuilderStops: a replica that finds another building the index looks
+// again. Here the builder stops during its build (its lock gone with its session, the
+// index left unusable), and the replica builds it. It used to give up at its first look
+// and leave the index unusable until a replica started again.
+func pgIndexBuiltAfterBuilderStops(ctx context.Context, t *testing.T, dsn string, args []any) {
+	t.Helper()
+	defer func(d time.Duration) { indexRetry = d }(indexRetry)
+	indexRetry = 50 * time.Millisecond
+	builder, err := sql.Open("pgx", dsn) // the builder replica: one session
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer builder.Close()
+	builder.SetMaxOpenConns(1)
+	if _, err := builder.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, int64(indexLock)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := builder.ExecContext(ctx, `UPDATE pg_index SET indisvalid = false WHERE indexrelid = $1::regclass`, endedIndex); err != nil {
+		t.Fatal(err)
+	}
+	st, err := OpenPostgres(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = st.Close() }()
+	select {
+	case <-st.(*sqlStore).indexed:
+		t.Fatal("the replica stopped looking at the index while another held the lock to build it")
+	case <-time.After(5 * indexRetry):
+	}
+	if err := builder.Close(); err != nil { // its session ends, and its lock with it
+		t.Fatal(err)
+	}
+	select {
+	case <-st.(*sqlStore).indexed:
+	case <-ctx.Done():
+		t.Fatal("the index left unusable by a builder that stopped was not built again")
+	}
+	pgPlanUsesIndex(ctx, t, st.(*sqlStore), args)
 }
 
 // openIndexed opens a PostgreSQL store and waits until it has built the indexes it

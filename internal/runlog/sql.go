@@ -94,7 +94,7 @@ type sqlStore struct {
 	done      sync.WaitGroup
 	closeOnce sync.Once
 	// indexed, on PostgreSQL, is closed once the indexes the journal lacked at open are
-	// built, or could not be (pgEnsureIndexes).
+	// built, by this replica or another, or the store is closed (pgEnsureIndexes).
 	indexed chan struct{}
 	// commits, written and committing count the groups committed, their writes and the
 	// time they took; waited the writers' waits for them, logging the time spent writing
