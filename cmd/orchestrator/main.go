@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -65,32 +66,45 @@ func load(args []string) (orchestrator.Config, time.Duration, error) {
 		return orchestrator.Config{}, 0, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
 	// The flags override the file before it is checked: they may supply what its
-	// settings require (--data-dir for journal.driver sqlite).
+	// settings require (--data-dir for journal.driver sqlite). A key a flag set is
+	// reported as the flag's, not the file's, when it is refused.
+	sources := map[string]string{}
 	over := func(cfg *orchestrator.Config) {
 		for _, f := range []struct {
-			flag string
-			key  *string
+			value, flag, key string
+			field            *string
 		}{
-			{*listen, &cfg.Listen}, {*script, &cfg.Provider.Script}, {*logLevel, &cfg.Log.Level}, {*logFormat, &cfg.Log.Format},
-			{*metricsListen, &cfg.Telemetry.MetricsListen}, {*healthListen, &cfg.HealthListen}, {*dataDir, &cfg.Journal.DataDir},
-			{*journalDriver, &cfg.Journal.Driver}, {*journalDSN, &cfg.Journal.DSN}, {*owner, &cfg.Journal.Owner},
+			{*listen, "listen", "listen", &cfg.Listen}, {*script, "script", "provider.script", &cfg.Provider.Script},
+			{*logLevel, "log-level", "log.level", &cfg.Log.Level}, {*logFormat, "log-format", "log.format", &cfg.Log.Format},
+			{*metricsListen, "metrics-listen", "telemetry.metrics_listen", &cfg.Telemetry.MetricsListen},
+			{*healthListen, "health-listen", "health_listen", &cfg.HealthListen}, {*dataDir, "data-dir", "journal.data_dir", &cfg.Journal.DataDir},
+			{*journalDriver, "journal", "journal.driver", &cfg.Journal.Driver}, {*journalDSN, "journal-dsn", "journal.dsn", &cfg.Journal.DSN},
+			{*owner, "owner", "journal.owner", &cfg.Journal.Owner},
 		} {
-			if f.flag != "" {
-				*f.key = f.flag
+			if f.value != "" {
+				*f.field = f.value
+				sources[f.key] = "--" + f.flag
 			}
 		}
 	}
-	cfg := orchestrator.DefaultConfig()
-	over(&cfg)
+	var cfg orchestrator.Config
+	var err error
 	if *cfgPath != "" {
-		var err error
-		if cfg, err = orchestrator.LoadConfigOver(*cfgPath, over); err != nil {
-			return orchestrator.Config{}, 0, err
-		}
+		cfg, err = orchestrator.LoadConfigOver(*cfgPath, over)
+	} else {
+		cfg = orchestrator.DefaultConfig()
+		over(&cfg)
+		err = cfg.Validate()
+	}
+	if invalid := (*orchestrator.ValidationError)(nil); errors.As(err, &invalid) {
+		err = invalid.WithSources(sources)
+	}
+	if err != nil {
+		return orchestrator.Config{}, 0, err
 	}
 	timeout := *shutdown
 	if timeout <= 0 {
 		timeout = -1 // runs in progress are cancelled at once
 	}
-	return cfg, timeout, cfg.Validate()
+	return cfg, timeout, nil
 }

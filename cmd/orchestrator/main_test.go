@@ -42,3 +42,40 @@ func TestFlagsCompleteTheConfigFile(t *testing.T) {
 		t.Errorf("-journal sqlite -data-dir: %v", err)
 	}
 }
+
+// A value a flag set that the configuration refuses is reported as the flag's; one the
+// file set, as the file's. Both used to be reported against the file, naming it even when
+// every refused value came from a flag.
+func TestRefusedFlagsAreNamed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(path, []byte("log: {level: loud}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args           []string
+		want, unwanted []string
+	}{
+		{[]string{"-config", path, "-log-format", "xml"},
+			[]string{"config " + path + ": ", `log.level: must be one of`, `log.format (from --log-format): must be json or text; got "xml"`}, nil},
+		{[]string{"-config", path, "-log-level", "quiet"},
+			[]string{`log.level (from --log-level): must be one of debug, info, warn, error; got "quiet"`}, []string{path, "loud"}},
+		{[]string{"-journal", "sqlite", "-listen", "nowhere"},
+			[]string{"journal.data_dir: ", "listen (from --listen): address nowhere"}, []string{"config "}},
+	} {
+		_, _, err := load(c.args)
+		if err == nil {
+			t.Errorf("%v: loaded; want refused", c.args)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%v: %v\nwant it to say %q", c.args, err, w)
+			}
+		}
+		for _, n := range c.unwanted {
+			if strings.Contains(err.Error(), n) {
+				t.Errorf("%v: %v\nwant it not to say %q", c.args, err, n)
+			}
+		}
+	}
+}

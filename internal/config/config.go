@@ -708,7 +708,12 @@ func LoadOver(path string, getenv func(string) string, over func(*Config)) (Conf
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
 	c, err := parseOver(b, getenv, over)
-	if err != nil {
+	var invalid *ValidationError
+	switch {
+	case errors.As(err, &invalid):
+		invalid.Path = path
+		return Config{}, invalid
+	case err != nil:
 		return Config{}, fmt.Errorf("config %s: %w", path, err)
 	}
 	return c, nil
@@ -743,11 +748,12 @@ func parseOver(b []byte, getenv func(string) string, over func(*Config)) (Config
 	return c, nil
 }
 
-// Validate checks every field and reports all problems at once, each naming its key.
+// Validate checks every field and reports all problems at once, each naming its key:
+// a *ValidationError.
 func (c Config) Validate() error {
-	var errs []string
+	var errs []Problem
 	bad := func(key, format string, args ...any) {
-		errs = append(errs, key+": "+fmt.Sprintf(format, args...))
+		errs = append(errs, Problem{Key: key, Message: fmt.Sprintf(format, args...)})
 	}
 	c.validateServer(bad)
 	c.validateContext(bad)
@@ -762,9 +768,57 @@ func (c Config) Validate() error {
 	c.validateProviders(bad)
 	c.validateCredentials(bad)
 	if len(errs) > 0 {
-		return fmt.Errorf("%w: %s", ErrInvalid, strings.Join(errs, "; "))
+		return &ValidationError{Problems: errs}
 	}
 	return nil
+}
+
+// Problem is one setting Validate refused: its key, what is wrong with it, and, when
+// known, where its value came from (a command's flag: "--log-level").
+type Problem struct {
+	Key, Message, Source string
+}
+
+// ValidationError is every problem Validate found; errors.Is(err, ErrInvalid) holds.
+// Path is the file the settings were read from, if any: a problem whose value came from
+// elsewhere (Source) is not the file's, and the file is not named when none is.
+type ValidationError struct {
+	Path     string
+	Problems []Problem
+}
+
+func (e *ValidationError) Error() string {
+	var b strings.Builder
+	if e.Path != "" && slices.ContainsFunc(e.Problems, func(p Problem) bool { return p.Source == "" }) {
+		fmt.Fprintf(&b, "config %s: ", e.Path)
+	}
+	b.WriteString(ErrInvalid.Error())
+	for i, p := range e.Problems {
+		sep := "; "
+		if i == 0 {
+			sep = ": "
+		}
+		b.WriteString(sep + p.Key)
+		if p.Source != "" {
+			b.WriteString(" (from " + p.Source + ")")
+		}
+		b.WriteString(": " + p.Message)
+	}
+	return b.String()
+}
+
+func (e *ValidationError) Unwrap() error { return ErrInvalid }
+
+// WithSources is e with the source of each problem whose key sources holds (key →
+// source: "log.level" → "--log-level").
+func (e *ValidationError) WithSources(sources map[string]string) *ValidationError {
+	out := &ValidationError{Path: e.Path, Problems: slices.Clone(e.Problems)}
+	for i, p := range out.Problems {
+		if src, ok := sources[p.Key]; ok {
+			out.Problems[i].Source = src
+		}
+	}
+	return out
 }
 
 // positive reports a duration that is not positive.

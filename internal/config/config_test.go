@@ -491,3 +491,33 @@ func TestJWKSURL(t *testing.T) {
 		}
 	}
 }
+
+// Validate's error lists every problem with its key, is ErrInvalid, and names the file
+// it was read from unless every problem came from elsewhere (WithSources).
+func TestValidationErrorNamesSources(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(path, []byte("log: {level: loud, format: xml}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(path)
+	var invalid *ValidationError
+	if !errors.As(err, &invalid) || !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Load: %v (%T); want a *ValidationError that is ErrInvalid", err, err)
+	}
+	const level = `log.level: must be one of debug, info, warn, error; got "loud"`
+	const format = `log.format: must be json or text; got "xml"`
+	if want := "config " + path + ": invalid configuration: " + level + "; " + format; err.Error() != want {
+		t.Errorf("Load: %q\nwant %q", err, want)
+	}
+	one := invalid.WithSources(map[string]string{"log.format": "--log-format"})
+	if want := "config " + path + ": invalid configuration: " + level + `; log.format (from --log-format): must be json or text; got "xml"`; one.Error() != want {
+		t.Errorf("one from a flag: %q\nwant %q", one, want)
+	}
+	all := invalid.WithSources(map[string]string{"log.format": "--log-format", "log.level": "$LOG_LEVEL"})
+	if strings.Contains(all.Error(), path) || !strings.Contains(all.Error(), "log.level (from $LOG_LEVEL): ") {
+		t.Errorf("all from elsewhere: %q; want the file not named", all)
+	}
+	if invalid.Problems[1].Source != "" {
+		t.Error("WithSources changed the error it was called on")
+	}
+}

@@ -64,6 +64,11 @@ import (
 // YAML keys.
 type Config = config.Config
 
+// ValidationError is how a configuration is refused (Config.Validate, LoadConfig): every
+// problem, each naming its key. A program whose flags override keys of the file names
+// them in it with WithSources, so that a refused value is reported as the flag's.
+type ValidationError = config.ValidationError
+
 // DefaultConfig is the configuration of an orchestrator given no file, with the
 // environment's TOOLMESH_* and provider variables applied.
 func DefaultConfig() Config {
