@@ -114,6 +114,9 @@ type sqlStore struct {
 	busyMu sync.Mutex
 	busy   map[string]bool
 	freed  chan struct{}
+	// pruneFault, set by tests, is called before Prune commits the deletion of a chunk
+	// of runs.
+	pruneFault func()
 }
 
 // start starts the committers.
@@ -181,6 +184,23 @@ func (s *sqlStore) submit(ctx context.Context, w *write, what string) error {
 			w.row = packRow(w.records, w.lease.Epoch, s.now())
 		}
 	}
+	for {
+		err := s.submitOnce(ctx, w, what)
+		if !errors.Is(err, errPruningRun) {
+			return err
+		}
+		select {
+		case <-s.logged.whenPruned(w.lease.RunID):
+		case <-s.closed:
+			return fmt.Errorf("runlog: %s: the store is closed", what)
+		case <-ctx.Done():
+			return fmt.Errorf("runlog: %s: %w", what, ctx.Err())
+		}
+	}
+}
+
+// submitOnce hands w, packed, to the committers and waits for its outcome.
+func (s *sqlStore) submitOnce(ctx context.Context, w *write, what string) error {
 	w.done = make(chan error, 1)
 	start := time.Now()
 	select {
@@ -206,7 +226,7 @@ func (s *sqlStore) submit(ctx context.Context, w *write, what string) error {
 func (s *sqlStore) noteCommit(errs []error) {
 	failed := len(errs) > 0
 	for _, err := range errs {
-		if err == nil || errors.Is(err, ErrFenced) || errors.Is(err, ErrConflict) || errors.Is(err, ErrExists) || errors.Is(err, ErrNotFound) || errors.Is(err, errUnreadableRun) {
+		if err == nil || errors.Is(err, ErrFenced) || errors.Is(err, ErrConflict) || errors.Is(err, ErrExists) || errors.Is(err, ErrNotFound) || errors.Is(err, errUnreadableRun) || errors.Is(err, errPruningRun) {
 			failed = false
 			break
 		}
@@ -1311,13 +1331,8 @@ func (s *sqlStore) Prune(ctx context.Context, before time.Time, limit int) (int,
 		chunk := ids[:min(len(ids), pruneChunk)]
 		ids = ids[len(chunk):]
 		// The runs of a chunk are deleted in one transaction (one sync for all, which
-		// lets pruning keep up with runs that end hundreds a second) under the SQLite
-		// committer's lock, which forgets what it knew of them once the deletion is
-		// committed (exclusive): a run of the same id may be created again, and is created
-		// once. Forgotten later (after other runs' deletions), the view of a run created
-		// again meanwhile, whose creation only the commit log held yet, went with it, and a
-		// second creation passed.
-		err := s.exclusive(chunk, func() error {
+		// lets pruning keep up with runs that end hundreds a second).
+		err := s.pruning(chunk, func() error {
 			tx, err := s.db.BeginTx(ctx, nil)
 			if err != nil {
 				return err
@@ -1346,6 +1361,9 @@ func (s *sqlStore) Prune(ctx context.Context, before time.Time, limit int) (int,
 				_ = tx.Rollback()
 				return err
 			}
+			if f := s.pruneFault; f != nil {
+				f()
+			}
 			if err := tx.Commit(); err != nil {
 				return err
 			}
@@ -1363,9 +1381,51 @@ func (s *sqlStore) Prune(ctx context.Context, before time.Time, limit int) (int,
 // literal, as in the predicate of the index that serves it (endedIndex).
 const pruneQuery = `SELECT run_id FROM toolmesh_runs WHERE state NOT IN ('running', 'held') AND updated < ? ORDER BY updated, run_id LIMIT ?`
 
-// pruneChunk is how many runs Prune deletes in one transaction, the SQLite committer held
-// back meanwhile.
+// pruneChunk is how many runs Prune deletes in one transaction.
 const pruneChunk = 32
+
+// pruning runs fn, which deletes ended runs ids, with the SQLite committer told: it
+// forgets what it knew of them once the deletion is committed (a run of the same id may
+// be created again, and is created once), and a creation of one of them meanwhile waits
+// until then (submit), as it did when the deletion held the committer's lock. The committer is not held back during the deletion (a
+// transaction that waits for the applier's copy, then syncs): it held appends back
+// for as long, tens of milliseconds, when it ran under the committer's lock. Forgetting
+// a view late, after a deletion it did not wait for, was the hazard: the view of a run
+// created again meanwhile, whose creation only the commit log held yet, went with it,
+// and a second creation passed.
+func (s *sqlStore) pruning(ids []string, fn func() error) error {
+	l := s.logged
+	if l == nil {
+		return fn()
+	}
+	l.mu.Lock()
+	// Once the database holds the runs' writes, it holds the runs as the committer knows
+	// them: ended, so that no write of theirs is taken any more, but a creation, which
+	// the marks refuse.
+	for _, id := range ids {
+		if err := l.settledRun(id); err != nil {
+			l.mu.Unlock()
+			return err
+		}
+	}
+	for _, id := range ids {
+		l.pruning[id]++
+	}
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for _, id := range ids {
+			l.forget(id)
+			if l.pruning[id]--; l.pruning[id] <= 0 {
+				delete(l.pruning, id)
+			}
+		}
+		close(l.unpruned)
+		l.unpruned = make(chan struct{})
+	}()
+	return fn()
+}
 
 func (s *sqlStore) Close() error {
 	s.closeOnce.Do(func() {

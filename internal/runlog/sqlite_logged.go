@@ -72,6 +72,12 @@ type sqliteLogged struct {
 	// prefix comes, at most maxPrefixes of them.
 	maxIDs  map[string]string
 	lookups int
+	// pruning counts, for each run Prune deletes now, the prunes under way: a creation
+	// of its id waits until they are done and have forgotten its view (errPruningRun),
+	// never checked against the database, which may hold the deletion already. unpruned
+	// is closed (and replaced) whenever runs leave pruning.
+	pruning  map[string]int
+	unpruned chan struct{}
 	// smu guards written: the entries written and not known durable yet, in order.
 	smu     sync.Mutex
 	written []logEntry
@@ -113,7 +119,7 @@ func startLogged(ctx context.Context, s *sqlStore, w *sqliteWriter, path string)
 	if err != nil {
 		return nil, err
 	}
-	l := &sqliteLogged{s: s, log: log, writer: w, views: map[string]*runView{}, maxIDs: map[string]string{}, pendingRuns: map[string]uint64{}, stopped: make(chan struct{}), kick: make(chan struct{}, 1)}
+	l := &sqliteLogged{s: s, log: log, writer: w, views: map[string]*runView{}, maxIDs: map[string]string{}, pruning: map[string]int{}, unpruned: make(chan struct{}), pendingRuns: map[string]uint64{}, stopped: make(chan struct{}), kick: make(chan struct{}, 1)}
 	l.acond = sync.NewCond(&l.amu)
 	var applied uint64
 	var v string
@@ -290,6 +296,22 @@ func (l *sqliteLogged) commitGroup(group []*write) []error {
 	return errs
 }
 
+// errPruningRun refuses the creation of a run Prune deletes now: its writer submits it
+// again once the deletion is done (whenPruned).
+var errPruningRun = errors.New("runlog: the run is being deleted")
+
+// whenPruned is closed once no prune deletes run id.
+func (l *sqliteLogged) whenPruned(id string) <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.pruning[id] == 0 {
+		done := make(chan struct{})
+		close(done)
+		return done
+	}
+	return l.unpruned
+}
+
 // errUnreadableRun is the cause of a write refused because its run's row cannot be read:
 // the run's failure, not the store's (Health).
 var errUnreadableRun = errors.New("the run's row cannot be read")
@@ -300,6 +322,10 @@ var errUnreadableRun = errors.New("the run's row cannot be read")
 func (l *sqliteLogged) acceptLocked(group []*write, errs []error) []*write {
 	var accepted []*write
 	for i, w := range group {
+		if w.kind == writeCreate && l.pruning[w.lease.RunID] > 0 {
+			errs[i] = errPruningRun
+			continue
+		}
 		v, found, err := l.view(w.lease.RunID)
 		if err != nil {
 			errs[i] = fmt.Errorf("runlog: commit: %w: %w", errUnreadableRun, err)
