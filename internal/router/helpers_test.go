@@ -89,6 +89,8 @@ type fakeWorker struct {
 	srv    *grpc.Server
 	calls  atomic.Int32
 	handle func(ctx context.Context, req *toolpb.InvokeRequest) (*toolpb.InvokeResponse, error)
+	// health is its health service, SERVING until a test says otherwise.
+	health *health.Server
 }
 
 func (f *fakeWorker) Invoke(ctx context.Context, req *toolpb.InvokeRequest) (*toolpb.InvokeResponse, error) {
@@ -138,9 +140,9 @@ func startMemoryFake(t *testing.T, handle func(context.Context, *toolpb.InvokeRe
 func serveFake(t *testing.T, lis net.Listener, addr string, handle func(context.Context, *toolpb.InvokeRequest) (*toolpb.InvokeResponse, error)) *fakeWorker {
 	f := &fakeWorker{addr: addr, srv: grpc.NewServer(), handle: handle}
 	toolpb.RegisterToolWorkerServiceServer(f.srv, f)
-	hs := health.NewServer()
-	hs.SetServingStatus(toolpb.ToolWorkerService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-	healthpb.RegisterHealthServer(f.srv, hs)
+	f.health = health.NewServer()
+	f.health.SetServingStatus(toolpb.ToolWorkerService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(f.srv, f.health)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = f.srv.Serve(lis) }()
 	t.Cleanup(func() { f.srv.Stop(); <-done })

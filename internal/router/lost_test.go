@@ -11,6 +11,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
 	"github.com/toolmesh/toolmesh/pkg/tool"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
@@ -139,42 +141,55 @@ func TestLostWorkerFailsItsCallsInFlight(t *testing.T) {
 }
 
 // A worker whose registration stream went silent but which still answers keeps its
-// calls in flight: they end as the worker ends them.
+// calls in flight: they end as the worker ends them. So does a draining worker, whose
+// health says NOT_SERVING (it takes no new calls) while it finishes them: its lease
+// expired (a worker that stopped its heartbeats once it drained), and the router took
+// the NOT_SERVING for a worker gone and failed its calls.
 //
 // It runs in a synctest bubble, the worker on memory: once the bubble's clock is past the
 // probe's timeout, synctest.Wait returns when the probe Lost starts has ended and
 // whatever the router does about it is done.
 func TestLostLeaseOfAnAnsweringWorkerKeepsItsCalls(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		release := newGate()
-		started := make(chan struct{}, 1)
-		w, dial := startMemoryFake(t, func(ctx context.Context, _ *toolpb.InvokeRequest) (*toolpb.InvokeResponse, error) {
-			started <- struct{}{}
-			if err := release.wait(ctx); err != nil {
-				return nil, err
-			}
-			return textResponse("finished"), nil
+	for _, draining := range []bool{false, true} {
+		t.Run(map[bool]string{false: "serving", true: "draining"}[draining], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { lostLeaseKeepsCalls(t, draining) })
 		})
-		r := newRouter(t, Options{Probe: HealthProbe, ProbeTimeout: 300 * time.Millisecond, DefaultTimeout: time.Minute, GracePeriod: time.Minute, Dial: dial})
-		lease := mustRegister(t, r, registration("w", w.addr, "text", echoTool("echo")))
-		ctx := testContext(t)
-		done := make(chan tool.Result, 1)
-		go func() {
-			res, _ := call(ctx, t, r, "echo", `{}`)
-			done <- res
-		}()
-		<-started
-		lease.Lost()
-		time.Sleep(3 * 300 * time.Millisecond) // past the probe's timeout, in the bubble's time
-		synctest.Wait()                        // the probe answered, and the router acted on it
-		select {
-		case res := <-done:
-			t.Fatalf("the call ended before the worker answered: %+v", res)
-		default:
+	}
+}
+
+func lostLeaseKeepsCalls(t *testing.T, draining bool) {
+	release := newGate()
+	started := make(chan struct{}, 1)
+	w, dial := startMemoryFake(t, func(ctx context.Context, _ *toolpb.InvokeRequest) (*toolpb.InvokeResponse, error) {
+		started <- struct{}{}
+		if err := release.wait(ctx); err != nil {
+			return nil, err
 		}
-		release.open()
-		if res := <-done; res.IsError() || res.Content != "finished" {
-			t.Errorf("call = %+v, want the worker's answer", res)
-		}
+		return textResponse("finished"), nil
 	})
+	r := newRouter(t, Options{Probe: HealthProbe, ProbeTimeout: 300 * time.Millisecond, DefaultTimeout: time.Minute, GracePeriod: time.Minute, Dial: dial})
+	lease := mustRegister(t, r, registration("w", w.addr, "text", echoTool("echo")))
+	ctx := testContext(t)
+	done := make(chan tool.Result, 1)
+	go func() {
+		res, _ := call(ctx, t, r, "echo", `{}`)
+		done <- res
+	}()
+	<-started
+	if draining {
+		lease.Drain()
+		w.health.SetServingStatus(toolpb.ToolWorkerService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
+	}
+	lease.Lost()
+	time.Sleep(3 * 300 * time.Millisecond) // past the probe's timeout, in the bubble's time
+	synctest.Wait()                        // the probe answered, and the router acted on it
+	select {
+	case res := <-done:
+		t.Fatalf("the call ended before the worker answered: %+v", res)
+	default:
+	}
+	release.open()
+	if res := <-done; res.IsError() || res.Content != "finished" {
+		t.Errorf("call = %+v, want the worker's answer", res)
+	}
 }

@@ -86,15 +86,20 @@ func (l *Lease) End() {
 // its calls in flight fail now — sent to another replica when the tool is idempotent,
 // reported with an unknown outcome otherwise — instead of at their deadlines, which the
 // transport's keepalive (10 s at the least) would not beat. A worker that answers keeps
-// its calls: only its registration stream was cut.
+// its calls: only its registration stream was cut. So does a worker that was draining
+// and answers NOT_SERVING, as a draining worker does while it finishes its calls.
 func (l *Lease) Lost() {
-	l.End()
 	w, r := l.w, l.r
+	w.mu.Lock()
+	draining := w.state == toolpb.WorkerState_WORKER_STATE_DRAINING
+	w.mu.Unlock()
+	l.End()
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), r.opts.ProbeTimeout)
 		err := r.opts.Probe(ctx, w.conn)
 		cancel()
-		if err == nil {
+		var answered *notServingError
+		if err == nil || (draining && errors.As(err, &answered)) {
 			return
 		}
 		r.log.Warn("worker unreachable after its lease expired: its calls in flight fail now", "worker_id", w.id, "lease_id", w.leaseID,
@@ -546,7 +551,7 @@ func HealthProbe(ctx context.Context, conn *grpc.ClientConn) error {
 	switch status.Code(err) {
 	case codes.OK:
 		if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
-			return fmt.Errorf("%w: %s reports %s for %s", ErrUnreachable, conn.Target(), resp.GetStatus(), service)
+			return &notServingError{fmt.Sprintf("%v: %s reports %s for %s", ErrUnreachable, conn.Target(), resp.GetStatus(), service)}
 		}
 		return nil
 	case codes.NotFound, codes.Unimplemented:
@@ -555,6 +560,13 @@ func HealthProbe(ctx context.Context, conn *grpc.ClientConn) error {
 		return fmt.Errorf("%w: probing %s: %s", ErrUnreachable, conn.Target(), status.Convert(err).Message())
 	}
 }
+
+// notServingError is HealthProbe's error for a worker that answers but whose health is
+// not SERVING (a draining worker's): it is ErrUnreachable, since it takes no calls.
+type notServingError struct{ msg string }
+
+func (e *notServingError) Error() string        { return e.msg }
+func (e *notServingError) Is(target error) bool { return target == ErrUnreachable }
 
 // removeLocked takes w out of every table, Tool's included. r.mu must be held.
 func (r *Router) removeLocked(w *worker) {

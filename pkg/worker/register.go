@@ -439,18 +439,21 @@ func (w *Worker) session(ctx context.Context, client toolpb.ToolRegistryServiceC
 	w.log.Info("registered with orchestrator", "orchestrator", target, "lease_id", ack.GetLeaseId(), "heartbeat", interval.String())
 
 	// Heartbeats and the drain notice go out from one goroutine; replies are read here.
+	// The heartbeats go on while the worker drains: its lease must outlive the calls it
+	// finishes, or the orchestrator, once the lease expired, would probe it, find it
+	// NOT_SERVING and fail them.
 	sender.Go(func() {
 		t := time.NewTicker(interval)
 		defer t.Stop()
+		drain := w.drainCh
 		for {
 			select {
 			case <-sctx.Done():
 				return
-			case <-w.drainCh:
+			case <-drain:
+				drain = nil
 				_ = send(&toolpb.ConnectRequest{Message: &toolpb.ConnectRequest_Draining{Draining: &toolpb.Draining{Reason: "worker shutting down"}}})
 				w.drainSentOnce.Do(func() { close(w.drainSent) })
-				<-sctx.Done()
-				return
 			case <-t.C:
 				if err := send(&toolpb.ConnectRequest{Message: &toolpb.ConnectRequest_Heartbeat{Heartbeat: &toolpb.Heartbeat{InFlight: w.active.Load()}}}); err != nil {
 					cancel()

@@ -234,6 +234,44 @@ func TestDrainWaitsForCallsInFlightAndRefusesNewOnes(t *testing.T) {
 	}
 }
 
+// A draining worker goes on sending heartbeats, the calls it still runs counted, until
+// it leaves: its lease must outlive them. It stopped once it had sent Draining, and the
+// orchestrator, once the lease expired, probed it, found it NOT_SERVING (it drains) and
+// failed the calls it was finishing.
+func TestDrainKeepsTheLeaseAlive(t *testing.T) {
+	ctx := testContext(t)
+	reg := startRegistry(t, 5*time.Millisecond)
+	started, release := newGate(), newGate()
+	slow := tool.New("slow", "Waits.", schema.Empty(), func(ctx context.Context, _ string) (tool.Result, error) {
+		started.open()
+		return tool.Text("finished"), release.wait(ctx)
+	})
+	w := start(t, Options{Orchestrator: reg.addr}, group(slow))
+	held := make(chan error, 1)
+	go func() {
+		_, err := w.client().Invoke(ctx, &toolpb.InvokeRequest{Tool: "slow", ArgumentsJson: `{}`})
+		held <- err
+	}()
+	if err := started.wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.stop()
+	eventually(t, "the orchestrator to hear about the drain", func() bool { _, _, d := reg.counts(); return d == 1 })
+	_, before, _ := reg.counts()
+	eventually(t, "heartbeats during the drain, reporting the call", func() bool {
+		reg.mu.Lock()
+		defer reg.mu.Unlock()
+		return len(reg.heartbeats) >= before+3 && reg.heartbeats[len(reg.heartbeats)-1] == 1
+	})
+	release.open()
+	if err := <-held; err != nil {
+		t.Errorf("the call in flight: %v", err)
+	}
+	if err := w.wait(t); err != nil {
+		t.Errorf("Run = %v after a clean drain", err)
+	}
+}
+
 // Calls keep arriving while the worker drains: each is either answered or refused as
 // draining, none is lost, and Run ends cleanly.
 func TestDrainUnderLoad(t *testing.T) {

@@ -128,7 +128,7 @@ func startMesh(t *testing.T, l lang) *mesh {
 	model := httptest.NewServer(planModel{})
 	t.Cleanup(model.Close)
 	m.config = filepath.Join(m.dataDir, "orchestrator.yaml")
-	conf := fmt.Sprintf("provider:\n  name: openai\n  openai: {base_url: %q, api_key: test-key, default_model: plan}\nregistry: {grace_period: 10s}\n", model.URL+"/v1")
+	conf := fmt.Sprintf("provider:\n  name: openai\n  openai: {base_url: %q, api_key: test-key, default_model: plan}\nregistry: {grace_period: 10s, heartbeat_interval: 500ms, lease_ttl: 2s}\n", model.URL+"/v1")
 	if err := os.WriteFile(m.config, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}

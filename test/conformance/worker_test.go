@@ -305,7 +305,9 @@ func checkLedger(t *testing.T, m *mesh, addr string) {
 }
 
 // checkDrain sends SIGTERM to the replica serving a slow call: the call finishes, the
-// worker exits 0, and the next calls go to the other replica.
+// worker exits 0, and the next calls go to the other replica. The call outlasts the
+// registry's lease (2s): a worker that stopped its heartbeats once it drained lost its
+// lease, and the orchestrator, finding it NOT_SERVING, failed the call.
 func checkDrain(t *testing.T, m *mesh) {
 	id := m.l.name + "-3"
 	m.startWorker(id)
@@ -313,7 +315,7 @@ func checkDrain(t *testing.T, m *mesh) {
 	// land on either of the two left, then drain whichever it is.
 	done := make(chan [][4]string, 1)
 	go func() {
-		evs, _ := m.run(testContext(t), prompt([]call{{"slow", `{"ms":1500}`}}, []call{{"echo", `{"text":"after"}`}}))
+		evs, _ := m.run(testContext(t), prompt([]call{{"slow", `{"ms":3000}`}}, []call{{"echo", `{"text":"after"}`}}))
 		done <- finished(evs)
 	}()
 	var serving string
@@ -335,7 +337,7 @@ func checkDrain(t *testing.T, m *mesh) {
 		t.Fatal(err)
 	}
 	f := <-done
-	if diff := cmp.Diff([][2]string{{"slow", "waited 1500"}, {"echo", "echo: after"}}, contents(f)); diff != "" {
+	if diff := cmp.Diff([][2]string{{"slow", "waited 3000"}, {"echo", "echo: after"}}, contents(f)); diff != "" {
 		t.Errorf("calls across the drain (-want +got):\n%s", diff)
 	}
 	if len(f) == 2 && (f[0][3] != serving || f[1][3] == serving) {

@@ -327,6 +327,20 @@ class WorkerTest(unittest.IsolatedAsyncioTestCase):
         await self.reg.wait_for(lambda: self.reg.ended == 1)
         self.assertEqual(self.events, [True, False])
 
+    async def test_drain_keeps_the_lease_alive(self) -> None:
+        # A draining worker goes on sending heartbeats, the call it still runs counted: its
+        # lease must outlive the call. They stopped once Draining was sent, and the
+        # orchestrator, once the lease expired, failed the calls the worker was finishing.
+        slow_call = asyncio.create_task(self.client.invoke("slow", '{"seconds":1.0}'))
+        await asyncio.sleep(0.1)
+        self.worker.stop()
+        await self.reg.wait_for(lambda: self.reg.draining)
+        before = len(self.reg.heartbeats)
+        await self.reg.wait_for(lambda: len(self.reg.heartbeats) >= before + 3)
+        self.assertEqual(self.reg.heartbeats[-1], 1)
+        self.assertEqual((await slow_call).text, "slept")
+        await asyncio.wait_for(self.run_task, 5)
+
     async def test_reconnects_when_the_stream_breaks(self) -> None:
         await self.reg.stop()
         await asyncio.sleep(0.3)

@@ -757,21 +757,33 @@ class Worker:
             call.cancel()
 
     async def _heartbeats(self, call: Any, interval: float) -> None:
+        """Sends a heartbeat every interval, and Draining once the drain starts. The
+        heartbeats go on while the worker drains: its lease must outlive the calls it
+        finishes, or the orchestrator, once the lease expired, would probe it, find it
+        NOT_SERVING and fail them."""
         assert self._drain_started is not None and self._drain_sent is not None
-        drain = asyncio.create_task(self._drain_started.wait())
+        drain: asyncio.Task[Any] | None = asyncio.create_task(self._drain_started.wait())
+        next_beat = asyncio.get_running_loop().time() + interval
         try:
             while True:
-                await asyncio.wait({drain}, timeout=interval)
-                if drain.done():
-                    await call.write(pb.ConnectRequest(draining=pb.Draining(reason="worker shutting down")))
-                    self._drain_sent.set()
-                    return  # the stream stays open until the drain ends
+                wait = max(next_beat - asyncio.get_running_loop().time(), 0.0)
+                if drain is not None:
+                    await asyncio.wait({drain}, timeout=wait)
+                    if drain.done():
+                        drain = None
+                        await call.write(pb.ConnectRequest(draining=pb.Draining(reason="worker shutting down")))
+                        self._drain_sent.set()
+                        continue  # the stream stays open until the drain ends
+                else:
+                    await asyncio.sleep(wait)
+                next_beat = asyncio.get_running_loop().time() + interval
                 await call.write(pb.ConnectRequest(heartbeat=pb.Heartbeat(in_flight=self._active)))
         except Exception as e:  # noqa: BLE001 (any failure ends the session, which then reconnects)
             log.debug("heartbeat failed: %s", e)
             call.cancel()
         finally:
-            drain.cancel()
+            if drain is not None:
+                drain.cancel()
 
     def _set_registered(self, target: str, lease: str | None) -> None:
         was = bool(self._registered)
