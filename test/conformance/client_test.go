@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"slices"
@@ -63,7 +64,25 @@ func clientTranscript(t *testing.T, m *mesh, l lang, plan string) map[string][]s
 	out["cancel"] = []string{strings.TrimSpace(clientRun(t, m, l, "cancel", runID))}
 	out["get unknown"] = []string{strings.TrimSpace(clientFail(t, m, l, "get", "no-such-run"))}
 	out["run with a bad id"] = []string{strings.TrimSpace(clientFail(t, m, l, "run", "--run-id", "bad id!", "hi"))}
+	// A status without toolmesh's details (the transport's own): the reason is
+	// UNSPECIFIED; the message is the gRPC library's, which differs by language.
+	nowhere := *m
+	nowhere.addr = deadAddr(t)
+	fields := strings.Fields(clientFail(t, &nowhere, l, "get", runID))
+	out["unreachable"] = fields[:min(len(fields), 3)]
 	return out
+}
+
+// deadAddr is a loopback address nothing listens on: connections to it are refused.
+func deadAddr(t *testing.T) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	_ = lis.Close()
+	return addr
 }
 
 // clientRun runs the client with args and returns its stdout; it must exit 0.

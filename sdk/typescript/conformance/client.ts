@@ -90,7 +90,8 @@ async function main(): Promise<number> {
     return 0;
   } catch (e) {
     const err = ToolmeshError.from(e);
-    await println(`error ${err.codeName} ${err.reason} ${err.message}`);
+    // A status without toolmesh's details has no reason: UNSPECIFIED, as the other SDKs print.
+    await println(`error ${err.codeName} ${err.reason || "UNSPECIFIED"} ${err.message}`);
     return 1;
   } finally {
     client.close();
