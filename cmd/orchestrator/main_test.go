@@ -51,12 +51,22 @@ func TestRefusedFlagsAreNamed(t *testing.T) {
 	if err := os.WriteFile(path, []byte("log: {level: loud}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	fine := filepath.Join(t.TempDir(), "fine.yaml")
+	if err := os.WriteFile(fine, []byte("log: {level: info}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args           []string
 		want, unwanted []string
 	}{
 		{[]string{"-config", path, "-log-format", "xml"},
-			[]string{"config " + path + ": ", `log.level: must be one of`, `log.format (from --log-format): must be json or text; got "xml"`}, nil},
+			[]string{"config " + path + " with --log-format: ", `log.level: must be one of`, `log.format (from --log-format): must be json or text; got "xml"`}, nil},
+		// A key required, or refused, because of a flag's value is not the flag's own:
+		// the file is named, and the flags set over it.
+		{[]string{"-config", fine, "-journal", "sqlite"},
+			[]string{"config " + fine + " with --journal: ", "journal.data_dir: "}, nil},
+		{[]string{"-config", fine, "-listen", "0.0.0.0:7070", "-log-level", "debug"},
+			[]string{"config " + fine + " with --listen, --log-level: ", "tls: listen 0.0.0.0:7070 is not a loopback address"}, nil},
 		{[]string{"-config", path, "-log-level", "quiet"},
 			[]string{`log.level (from --log-level): must be one of debug, info, warn, error; got "quiet"`}, []string{path, "loud"}},
 		{[]string{"-journal", "sqlite", "-listen", "nowhere"},

@@ -780,17 +780,25 @@ type Problem struct {
 }
 
 // ValidationError is every problem Validate found; errors.Is(err, ErrInvalid) holds.
-// Path is the file the settings were read from, if any: a problem whose value came from
-// elsewhere (Source) is not the file's, and the file is not named when none is.
+// Path is the file the settings were read from, if any, and Over the sources of the
+// values set over it (WithSources): a problem whose value came from one of those
+// (Source) is not the file's, and the file is named, with what was set over it, only
+// when a problem is not known to be another's (one of its keys, or a key its settings
+// require given a flag's: journal.data_dir for --journal sqlite).
 type ValidationError struct {
 	Path     string
+	Over     []string
 	Problems []Problem
 }
 
 func (e *ValidationError) Error() string {
 	var b strings.Builder
 	if e.Path != "" && slices.ContainsFunc(e.Problems, func(p Problem) bool { return p.Source == "" }) {
-		fmt.Fprintf(&b, "config %s: ", e.Path)
+		fmt.Fprintf(&b, "config %s", e.Path)
+		if len(e.Over) > 0 {
+			fmt.Fprintf(&b, " with %s", strings.Join(e.Over, ", "))
+		}
+		b.WriteString(": ")
 	}
 	b.WriteString(ErrInvalid.Error())
 	for i, p := range e.Problems {
@@ -810,14 +818,20 @@ func (e *ValidationError) Error() string {
 func (e *ValidationError) Unwrap() error { return ErrInvalid }
 
 // WithSources is e with the source of each problem whose key sources holds (key →
-// source: "log.level" → "--log-level").
+// source: "log.level" → "--log-level"), and every source in Over.
 func (e *ValidationError) WithSources(sources map[string]string) *ValidationError {
-	out := &ValidationError{Path: e.Path, Problems: slices.Clone(e.Problems)}
+	out := &ValidationError{Path: e.Path, Over: slices.Clone(e.Over), Problems: slices.Clone(e.Problems)}
 	for i, p := range out.Problems {
 		if src, ok := sources[p.Key]; ok {
 			out.Problems[i].Source = src
 		}
 	}
+	for _, src := range sources {
+		if !slices.Contains(out.Over, src) {
+			out.Over = append(out.Over, src)
+		}
+	}
+	slices.Sort(out.Over)
 	return out
 }
 

@@ -493,7 +493,8 @@ func TestJWKSURL(t *testing.T) {
 }
 
 // Validate's error lists every problem with its key, is ErrInvalid, and names the file
-// it was read from unless every problem came from elsewhere (WithSources).
+// it was read from, with what was set over it, unless every problem came from elsewhere
+// (WithSources).
 func TestValidationErrorNamesSources(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "c.yaml")
 	if err := os.WriteFile(path, []byte("log: {level: loud, format: xml}\n"), 0o600); err != nil {
@@ -510,7 +511,7 @@ func TestValidationErrorNamesSources(t *testing.T) {
 		t.Errorf("Load: %q\nwant %q", err, want)
 	}
 	one := invalid.WithSources(map[string]string{"log.format": "--log-format"})
-	if want := "config " + path + ": invalid configuration: " + level + `; log.format (from --log-format): must be json or text; got "xml"`; one.Error() != want {
+	if want := "config " + path + " with --log-format: invalid configuration: " + level + `; log.format (from --log-format): must be json or text; got "xml"`; one.Error() != want {
 		t.Errorf("one from a flag: %q\nwant %q", one, want)
 	}
 	all := invalid.WithSources(map[string]string{"log.format": "--log-format", "log.level": "$LOG_LEVEL"})

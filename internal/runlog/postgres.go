@@ -112,23 +112,26 @@ func (s *sqlStore) pgEnsureIndexes() {
 		case <-ctx.Done():
 		}
 	}()
-	warned := false
+	failures := 0
 	for {
 		done, err := s.pgBuildIndex(ctx, endedIndex, endedIndexOn)
 		if ctx.Err() != nil {
 			return
 		}
 		switch {
-		case err != nil && !warned:
-			slog.Warn("the journal's index of ended runs could not be built; runs are pruned without it (slower) meanwhile, and it is tried again", "error", err.Error(), "retry", indexRetry.String())
-			warned = true
-		case done && warned:
+		case err != nil:
+			failures++
+			slog.Warn("the journal's index of ended runs could not be built; runs are pruned without it (slower) meanwhile, and it is tried again", "error", err.Error(), "retry", indexWait(failures).String())
+		case done && failures > 0:
 			slog.Info("the journal's index of ended runs is built")
 		}
 		if done {
 			return
 		}
-		t := time.NewTimer(indexRetry)
+		if err == nil {
+			failures = 0 // another replica builds it
+		}
+		t := time.NewTimer(indexWait(failures))
 		select {
 		case <-t.C:
 		case <-ctx.Done():
@@ -138,9 +141,18 @@ func (s *sqlStore) pgEnsureIndexes() {
 	}
 }
 
-// indexRetry is how often a replica looks again at an index it lacks and another builds
-// (or it failed to build).
+// indexRetry is how often a replica looks again at an index it lacks and another builds.
 var indexRetry = time.Minute
+
+// indexWait is how long a replica waits before it looks again at an index it lacks,
+// after failures builds of it that failed in a row: indexRetry, doubled at each failure
+// up to an hour, since a build that fails late (a disk full) has read the whole table.
+func indexWait(failures int) time.Duration {
+	if failures <= 0 {
+		return indexRetry
+	}
+	return min(indexRetry<<min(failures-1, 10), time.Hour)
+}
 
 // pgBuildIndex builds index name on on, unless it exists and is usable or another replica
 // builds the journal's indexes; done says the index is there and usable.

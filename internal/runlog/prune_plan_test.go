@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -222,5 +223,21 @@ func pgPlanUsesIndex(ctx context.Context, t *testing.T, s *sqlStore, args []any)
 	text := strings.Join(plan, "; ")
 	if !strings.Contains(text, endedIndex) || strings.Contains(text, "Sort") {
 		t.Errorf("the prune query's plan: %s; want a scan of %s, without a sort", text, endedIndex)
+	}
+}
+
+// A replica whose build of the index failed waits longer at each failure before it
+// tries again (a build that fails late has read the whole table), up to an hour; one
+// that waits for another's build looks again every indexRetry.
+func TestIndexBuildBacksOff(t *testing.T) {
+	defer func(d time.Duration) { indexRetry = d }(indexRetry)
+	indexRetry = time.Minute
+	var got []time.Duration
+	for f := range 10 {
+		got = append(got, indexWait(f))
+	}
+	want := []time.Duration{time.Minute, time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 16 * time.Minute, 32 * time.Minute, time.Hour, time.Hour, time.Hour}
+	if !slices.Equal(got, want) {
+		t.Errorf("waits after 0..9 failures: %v; want %v", got, want)
 	}
 }

@@ -224,16 +224,26 @@ func (s *sqlStore) submitOnce(ctx context.Context, w *write, what string) error 
 // noteCommit keeps the error of a commit that failed as a whole (every write failed
 // with it), for Health, and forgets it once a commit succeeds.
 func (s *sqlStore) noteCommit(errs []error) {
-	failed := len(errs) > 0
+	// A creation that waits for a prune says nothing of the store either way.
+	var told []error
 	for _, err := range errs {
-		if err == nil || errors.Is(err, ErrFenced) || errors.Is(err, ErrConflict) || errors.Is(err, ErrExists) || errors.Is(err, ErrNotFound) || errors.Is(err, errUnreadableRun) || errors.Is(err, errPruningRun) {
+		if !errors.Is(err, errPruningRun) {
+			told = append(told, err)
+		}
+	}
+	if len(told) == 0 {
+		return
+	}
+	failed := true
+	for _, err := range told {
+		if err == nil || errors.Is(err, ErrFenced) || errors.Is(err, ErrConflict) || errors.Is(err, ErrExists) || errors.Is(err, ErrNotFound) || errors.Is(err, errUnreadableRun) {
 			failed = false
 			break
 		}
 	}
 	s.healthMu.Lock()
 	if failed {
-		s.failing, s.failedAt = errs[0], time.Now()
+		s.failing, s.failedAt = told[0], time.Now()
 	} else {
 		s.failing = nil
 	}
@@ -903,6 +913,10 @@ func (s *sqlStore) exclusive(runIDs []string, fn func() error) error {
 	if s.logged == nil {
 		return fn()
 	}
+	// A prune's deletion holds SQLite's writer: fn waits for it here, not holding the
+	// committer's lock (and every append) meanwhile.
+	s.logged.pruneMu.Lock()
+	defer s.logged.pruneMu.Unlock()
 	s.logged.mu.Lock()
 	defer s.logged.mu.Unlock()
 	// No write is logged while the lock is held: once the database holds the runs'
@@ -1326,18 +1340,25 @@ func (s *sqlStore) Prune(ctx context.Context, before time.Time, limit int) (int,
 	if err := rows.Close(); err != nil {
 		return 0, fmt.Errorf("runlog: prune: %w", s.d.why(err))
 	}
+	return s.deleteEnded(ctx, ids)
+}
+
+// deleteEnded deletes those of runs ids that are ended (those found ended when they were
+// listed, which another prune may have deleted since, and whose ids may have been taken
+// again by runs that go on), a chunk of them at a time, and returns how many it deleted.
+func (s *sqlStore) deleteEnded(ctx context.Context, ids []string) (int, error) {
 	n := 0
 	for len(ids) > 0 {
 		chunk := ids[:min(len(ids), pruneChunk)]
 		ids = ids[len(chunk):]
 		// The runs of a chunk are deleted in one transaction (one sync for all, which
 		// lets pruning keep up with runs that end hundreds a second).
-		err := s.pruning(chunk, func() error {
+		err := s.pruning(chunk, func() ([]string, error) {
 			tx, err := s.db.BeginTx(ctx, nil)
 			if err != nil {
-				return err
+				return nil, err
 			}
-			deleted := 0
+			var deleted []string
 			for _, id := range chunk {
 				// The state is checked again inside the transaction: a run is never deleted
 				// while it runs.
@@ -1349,7 +1370,7 @@ func (s *sqlStore) Prune(ctx context.Context, before time.Time, limit int) (int,
 				if k, _ := res.RowsAffected(); k != 1 {
 					continue
 				}
-				deleted++
+				deleted = append(deleted, id)
 				if _, err = tx.ExecContext(ctx, s.q(`DELETE FROM toolmesh_records WHERE run_id = ?`), id); err != nil {
 					break
 				}
@@ -1359,16 +1380,16 @@ func (s *sqlStore) Prune(ctx context.Context, before time.Time, limit int) (int,
 			}
 			if err != nil {
 				_ = tx.Rollback()
-				return err
+				return nil, err
 			}
 			if f := s.pruneFault; f != nil {
 				f()
 			}
 			if err := tx.Commit(); err != nil {
-				return err
+				return nil, err
 			}
-			n += deleted
-			return nil
+			n += len(deleted)
+			return deleted, nil
 		})
 		if err != nil {
 			return n, fmt.Errorf("runlog: prune %s to %s: %w", chunk[0], chunk[len(chunk)-1], s.d.why(err))
@@ -1384,24 +1405,30 @@ const pruneQuery = `SELECT run_id FROM toolmesh_runs WHERE state NOT IN ('runnin
 // pruneChunk is how many runs Prune deletes in one transaction.
 const pruneChunk = 32
 
-// pruning runs fn, which deletes ended runs ids, with the SQLite committer told: it
-// forgets what it knew of them once the deletion is committed (a run of the same id may
-// be created again, and is created once), and a creation of one of them meanwhile waits
-// until then (submit), as it did when the deletion held the committer's lock. The committer is not held back during the deletion (a
-// transaction that waits for the applier's copy, then syncs): it held appends back
-// for as long, tens of milliseconds, when it ran under the committer's lock. Forgetting
-// a view late, after a deletion it did not wait for, was the hazard: the view of a run
-// created again meanwhile, whose creation only the commit log held yet, went with it,
-// and a second creation passed.
-func (s *sqlStore) pruning(ids []string, fn func() error) error {
+// pruning runs fn, which deletes those of the ended runs ids it still finds ended and
+// returns them, with the SQLite committer told: it forgets what it knew of the runs
+// deleted once the deletion is committed (a run of the same id may be created again,
+// and is created once), and a creation of one of ids meanwhile waits until then
+// (submit). The committer is not held back during the deletion (a transaction that
+// waits for the applier's copy, then syncs): it held appends back for as long, tens of
+// milliseconds, when the deletion ran under its lock. Acquire and Decide (exclusive)
+// wait for the deletion before they take the committer's lock, not with it held.
+//
+// Only the views of the runs deleted are forgotten, and only once the deletion is
+// committed: forgetting the view of a run created again (one another prune deleted
+// since ids were read), whose writes only the commit log held yet, made the committer
+// read the run from the database without them, and accept them again.
+func (s *sqlStore) pruning(ids []string, fn func() (deleted []string, err error)) error {
 	l := s.logged
 	if l == nil {
-		return fn()
+		_, err := fn()
+		return err
 	}
+	l.pruneMu.Lock()
+	defer l.pruneMu.Unlock()
 	l.mu.Lock()
 	// Once the database holds the runs' writes, it holds the runs as the committer knows
-	// them: ended, so that no write of theirs is taken any more, but a creation, which
-	// the marks refuse.
+	// them.
 	for _, id := range ids {
 		if err := l.settledRun(id); err != nil {
 			l.mu.Unlock()
@@ -1412,19 +1439,20 @@ func (s *sqlStore) pruning(ids []string, fn func() error) error {
 		l.pruning[id]++
 	}
 	l.mu.Unlock()
-	defer func() {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		for _, id := range ids {
-			l.forget(id)
-			if l.pruning[id]--; l.pruning[id] <= 0 {
-				delete(l.pruning, id)
-			}
+	deleted, err := fn()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, id := range deleted {
+		l.forget(id)
+	}
+	for _, id := range ids {
+		if l.pruning[id]--; l.pruning[id] <= 0 {
+			delete(l.pruning, id)
 		}
-		close(l.unpruned)
-		l.unpruned = make(chan struct{})
-	}()
-	return fn()
+	}
+	close(l.unpruned)
+	l.unpruned = make(chan struct{})
+	return err
 }
 
 func (s *sqlStore) Close() error {

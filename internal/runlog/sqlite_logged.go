@@ -78,6 +78,10 @@ type sqliteLogged struct {
 	// is closed (and replaced) whenever runs leave pruning.
 	pruning  map[string]int
 	unpruned chan struct{}
+	// pruneMu is held by a prune's deletion, which holds SQLite's writer, and taken
+	// before mu by the writes that bypass the committer (exclusive): they wait for the
+	// deletion without holding mu, and the committer's appends, meanwhile.
+	pruneMu sync.Mutex
 	// smu guards written: the entries written and not known durable yet, in order.
 	smu     sync.Mutex
 	written []logEntry

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -388,6 +389,12 @@ func TestPruneHoldsNoAppendBack(t *testing.T) {
 		t.Errorf("an append while a prune deletes: %v; want it committed", err)
 	}
 	created := make(chan error, 1)
+	// A commit that failed as a whole is the store's health (Health) until a commit
+	// says otherwise; the creation that waits for the prune says nothing either way.
+	boom := errors.New("a commit that failed")
+	s.healthMu.Lock()
+	s.failing, s.failedAt = boom, time.Now()
+	s.healthMu.Unlock()
 	before := s.written.Load()
 	go func() { _, err := s.Create(ctx, "old", "o2", time.Minute, req...); created <- err }()
 	for s.written.Load() == before { // the committer answered it: wait for the deletion
@@ -398,6 +405,12 @@ func TestPruneHoldsNoAppendBack(t *testing.T) {
 			t.Fatal("the creation of a run being pruned was not answered by the committer")
 		case <-time.After(time.Millisecond):
 		}
+	}
+	s.healthMu.Lock()
+	failing := s.failing
+	s.healthMu.Unlock()
+	if failing != boom {
+		t.Errorf("the store's health after a creation waiting for a prune: %v; want it untouched (%v)", failing, boom)
 	}
 	unhold()
 	if err := <-pruned; err != nil {
@@ -414,6 +427,126 @@ func TestPruneHoldsNoAppendBack(t *testing.T) {
 	}
 	if recs, err := s.Read(ctx, "live", 0, 0); err != nil || len(recs) != 2 {
 		t.Errorf("the live run's records: %d, %v; want 2", len(recs), err)
+	}
+}
+
+// A prune that finds a run it listed as ended running again (another prune deleted it
+// since, and its id was taken again) leaves the committer's view of it alone: the run's
+// writes during the deletion may be in the commit log only. The prune forgot the views
+// of every run it had listed, and the committer, reading the run from the database
+// without those writes, took them again (the next sequence number refused, a duplicate
+// accepted), and the applier then failed on the duplicate for good: the journal could
+// not be opened again.
+func TestPruneKeepsTheViewOfARunItDidNotDelete(t *testing.T) {
+	ctx, s := openLogged(t)
+	req := []Record{{Seq: 1, Kind: KindRequest, Data: []byte("r")}}
+	old, err := s.Create(ctx, "x", "o", time.Minute, req...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(ctx, old, StateSucceeded); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.deleteEnded(ctx, []string{"x"}); err != nil || n != 1 {
+		t.Fatalf("the first prune: %d, %v", n, err)
+	}
+	again, err := s.Create(ctx, "x", "o2", time.Minute, req...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second prune, which listed x before the first deleted it: while its deletion is
+	// under way, x's next record is committed, to the log only.
+	var held atomic.Bool
+	s.logged.amu.Lock()
+	s.logged.applyFault = func() error {
+		if held.Load() {
+			return errors.New("the copy is held back by the test")
+		}
+		return nil
+	}
+	s.logged.amu.Unlock()
+	s.pruneFault = func() {
+		held.Store(true)
+		if err := s.Append(ctx, again, []Record{{Seq: 2, Kind: KindEvent, Data: []byte("e2")}}); err != nil {
+			t.Errorf("an append during the deletion: %v", err)
+		}
+	}
+	if n, err := s.deleteEnded(ctx, []string{"x"}); err != nil || n != 0 {
+		t.Fatalf("the second prune: %d, %v; want nothing deleted", n, err)
+	}
+	s.pruneFault = nil
+	if err := s.Append(ctx, again, []Record{{Seq: 2, Kind: KindEvent, Data: []byte("dup")}}); !errors.Is(err, ErrConflict) {
+		t.Errorf("a second record 2: %v; want ErrConflict", err)
+	}
+	if err := s.Append(ctx, again, []Record{{Seq: 3, Kind: KindEvent, Data: []byte("e3")}}); err != nil {
+		t.Errorf("record 3: %v", err)
+	}
+	held.Store(false)
+	if recs, err := s.Read(ctx, "x", 0, 0); err != nil || len(recs) != 3 || string(recs[1].Data) != "e2" {
+		t.Errorf("x's records: %v, %v; want r, e2, e3", recs, err)
+	}
+	path := s.logged.log.path
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := OpenSQLite(ctx, strings.TrimSuffix(path, "-commits"))
+	if err != nil {
+		t.Fatalf("reopening the journal: %v", err)
+	}
+	_ = st.Close()
+}
+
+// Acquire and Decide wait for a prune's deletion, which holds SQLite's writer, without
+// holding the committer's lock: the runs' appends go on. Decide waited for SQLite with
+// the lock held, every append behind it, and failed once the deletion outlasted
+// SQLite's busy timeout.
+func TestDecideDuringAPruneHoldsNoAppendBack(t *testing.T) {
+	ctx, s := openLogged(t)
+	req := []Record{{Seq: 1, Kind: KindRequest, Data: []byte("r")}}
+	asked, err := s.Create(ctx, "asked", "o", time.Minute, req...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := s.Create(ctx, "live", "o", time.Minute, req...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := s.Create(ctx, "old", "o", time.Minute, req...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(ctx, old, StateSucceeded); err != nil {
+		t.Fatal(err)
+	}
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	unhold := func() { once.Do(func() { close(release) }) }
+	defer unhold()
+	s.pruneFault = func() { close(held); <-release }
+	pruned := make(chan error, 1)
+	go func() { _, err := s.Prune(ctx, time.Now().Add(time.Hour), 0); pruned <- err }()
+	<-held
+	decided := make(chan error, 1)
+	go func() { decided <- s.Decide(ctx, asked.RunID, "k", Decision{Approve: true}) }()
+	// Appends for a while (Decide is soon waiting), each of which must commit.
+	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for seq, until := int64(2), time.Now().Add(200*time.Millisecond); time.Now().Before(until); seq++ {
+		if err := s.Append(actx, live, []Record{{Seq: seq, Kind: KindEvent, Data: []byte("e")}}); err != nil {
+			t.Fatalf("append %d while Decide waits for a prune: %v", seq, err)
+		}
+	}
+	select {
+	case err := <-decided:
+		t.Fatalf("Decide returned during the prune's deletion: %v", err)
+	default:
+	}
+	unhold()
+	if err := <-pruned; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-decided; err != nil {
+		t.Errorf("Decide after the prune: %v", err)
 	}
 }
 
