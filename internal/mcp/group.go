@@ -499,7 +499,8 @@ func (g *Group) open(key string, headers map[string]string, existing *sdk.Client
 		})
 		var err error
 		pin := g.opts.Server.ProtocolVersion
-		if cs, err = client.Connect(ctx, g.transport(headers, order), &sdk.ClientSessionOptions{ProtocolVersion: pin}); err != nil {
+		// Initializing twice leaves at worst a session the server expires (replay.go).
+		if cs, err = client.Connect(replayable(ctx), g.transport(headers, order), &sdk.ClientSessionOptions{ProtocolVersion: pin}); err != nil {
 			cs = nil
 			fail(err)
 			return
@@ -621,7 +622,7 @@ func (g *Group) transport(headers map[string]string, order *logOrder) sdk.Transp
 	if hc := headerClient(all, s.TLS); hc != nil {
 		next = hc.Transport
 	}
-	return &sdk.StreamableClientTransport{Endpoint: s.URL, HTTPClient: &http.Client{Transport: countingTransport{order: order, next: next}}}
+	return &sdk.StreamableClientTransport{Endpoint: s.URL, HTTPClient: &http.Client{Transport: countingTransport{order: order, next: replayTransport{next: next}}}}
 }
 
 // childEnv is the environment of a stdio server: the orchestrator's without its
@@ -647,7 +648,7 @@ var toolNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 func (g *Group) list(ctx context.Context, cs *sdk.ClientSession) ([]tool.Tool, error) {
 	out := []tool.Tool{}
 	seen := 0
-	for t, err := range cs.Tools(ctx, nil) {
+	for t, err := range cs.Tools(replayable(ctx), nil) {
 		if err != nil {
 			return nil, fmt.Errorf("cannot list its tools: %w", err)
 		}

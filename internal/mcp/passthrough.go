@@ -240,7 +240,7 @@ func (g *Group) prompts(ctx context.Context) ([]*sdk.Prompt, error) {
 	if err != nil || caps.Prompts == nil {
 		return nil, err
 	}
-	return collect(ctx, g, "prompts", cs.Prompts(ctx, &sdk.ListPromptsParams{Meta: g.meta(ctx)}))
+	return collect(ctx, g, "prompts", cs.Prompts(replayable(ctx), &sdk.ListPromptsParams{Meta: g.meta(ctx)}))
 }
 
 func (g *Group) resources(ctx context.Context) ([]*sdk.Resource, error) {
@@ -248,7 +248,7 @@ func (g *Group) resources(ctx context.Context) ([]*sdk.Resource, error) {
 	if err != nil || caps.Resources == nil {
 		return nil, err
 	}
-	return collect(ctx, g, "resources", cs.Resources(ctx, &sdk.ListResourcesParams{Meta: g.meta(ctx)}))
+	return collect(ctx, g, "resources", cs.Resources(replayable(ctx), &sdk.ListResourcesParams{Meta: g.meta(ctx)}))
 }
 
 func (g *Group) templates(ctx context.Context) ([]*sdk.ResourceTemplate, error) {
@@ -355,7 +355,7 @@ func (s *sessionServer) getPrompt(ctx context.Context, p *sdk.GetPromptParams) (
 	}
 	q := *p
 	q.Name, q.Meta = name, g.meta(ctx)
-	res, err := cs.GetPrompt(ctx, &q)
+	res, err := cs.GetPrompt(replayable(ctx), &q)
 	if err != nil {
 		return nil, err // the server's own error, such as a missing argument
 	}
@@ -424,7 +424,7 @@ func (s *sessionServer) readResource(ctx context.Context, p *sdk.ReadResourcePar
 	if err != nil {
 		return nil, unavailable(g, err)
 	}
-	res, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{Meta: g.meta(ctx), URI: uri})
+	res, err := cs.ReadResource(replayable(ctx), &sdk.ReadResourceParams{Meta: g.meta(ctx), URI: uri})
 	if err != nil {
 		return nil, err
 	}
@@ -495,7 +495,7 @@ func (s *sessionServer) complete(ctx context.Context, req *sdk.CompleteRequest) 
 	}
 	q := *req.Params
 	q.Ref, q.Meta = &ref, g.meta(ctx)
-	res, err := cs.Complete(ctx, &q)
+	res, err := cs.Complete(replayable(ctx), &q)
 	if err != nil {
 		return nil, err
 	}

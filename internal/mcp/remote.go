@@ -36,6 +36,9 @@ type remote struct {
 	g    *Group
 	def  tool.Definition
 	meta tool.Metadata
+	// repeatable says the server calls the tool idempotent or read-only: a request of
+	// its calls may be sent again (replay.go).
+	repeatable bool
 }
 
 // Group is the role of the tool's group, for spans, metrics and artifact rules.
@@ -57,10 +60,12 @@ func newRemote(g *Group, t *sdk.Tool) (*remote, error) {
 		timeout = DefaultTimeout
 	}
 	meta := tool.Metadata{Timeout: timeout}
-	if a := t.Annotations; a != nil && a.IdempotentHint {
-		meta.Idempotent = true
+	repeatable := false
+	if a := t.Annotations; a != nil {
+		meta.Idempotent = a.IdempotentHint
+		repeatable = a.IdempotentHint || a.ReadOnlyHint
 	}
-	return &remote{g: g, def: tool.Definition{Name: t.Name, Description: t.Description, InputSchema: in}, meta: meta}, nil
+	return &remote{g: g, def: tool.Definition{Name: t.Name, Description: t.Description, InputSchema: in}, meta: meta, repeatable: repeatable}, nil
 }
 
 func (r *remote) Definition() tool.Definition { return r.def }
@@ -125,6 +130,9 @@ func (r *remote) call(ctx context.Context, input string) tool.Result {
 	ctx, timer := withPausableTimeout(ctx, r.meta.Timeout)
 	defer timer.stop()
 	asks := &asking{ctx: ctx, timer: timer, tool: name, server: r.g.opts.Server.Name}
+	if r.repeatable {
+		ctx = replayable(ctx)
+	}
 	res, err := r.g.callAsking(ctx, session, params, timer, asks) // a done ctx sends notifications/cancelled
 	// Its last log messages may still be on their way (notify.go).
 	r.g.finished(session, ctx)
