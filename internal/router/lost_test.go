@@ -83,9 +83,16 @@ func (p *cuttableProxy) pipe(dst io.Writer, src io.Reader) {
 // A worker whose lease expired because nothing came through any more: its calls in
 // flight fail at once — an idempotent one goes to another replica and succeeds, a
 // non-idempotent one is reported with an unknown outcome — long before their deadlines.
+//
+// So does a draining worker that no longer answers at all (its host gone): it keeps its
+// calls only while it answers.
 func TestLostWorkerFailsItsCallsInFlight(t *testing.T) {
-	for _, idempotent := range []bool{true, false} {
+	for _, c := range []struct{ idempotent, draining bool }{{true, false}, {false, false}, {false, true}} {
+		idempotent := c.idempotent
 		name := map[bool]string{true: "idempotent", false: "not idempotent"}[idempotent]
+		if c.draining {
+			name += ", draining"
+		}
 		t.Run(name, func(t *testing.T) {
 			r := newRouter(t, Options{Probe: HealthProbe, ProbeTimeout: 300 * time.Millisecond, DefaultTimeout: time.Minute, GracePeriod: time.Minute})
 			started := make(chan struct{}, 1)
@@ -119,6 +126,9 @@ func TestLostWorkerFailsItsCallsInFlight(t *testing.T) {
 			// A healthy replica joins; then the first one is cut off and its lease ends.
 			healthy := startFake(t, answering("from the healthy replica"))
 			mustRegister(t, r, registration("healthy", healthy.addr, "text", echoTool("echo", opts...)))
+			if c.draining {
+				lease.Drain()
+			}
 			proxy.cut.Store(true)
 			lease.Lost()
 			var a answer
@@ -192,4 +202,38 @@ func lostLeaseKeepsCalls(t *testing.T, draining bool) {
 	if res := <-done; res.IsError() || res.Content != "finished" {
 		t.Errorf("call = %+v, want the worker's answer", res)
 	}
+}
+
+// A worker that answers NOT_SERVING without having said it drains is taken for gone
+// once its lease expired: its calls in flight fail at once.
+func TestLostLeaseOfAWorkerNotServingFailsItsCalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		started := make(chan struct{}, 1)
+		w, dial := startMemoryFake(t, func(ctx context.Context, _ *toolpb.InvokeRequest) (*toolpb.InvokeResponse, error) {
+			started <- struct{}{}
+			<-ctx.Done()
+			return nil, ctx.Err()
+		})
+		r := newRouter(t, Options{Probe: HealthProbe, ProbeTimeout: 300 * time.Millisecond, DefaultTimeout: time.Minute, GracePeriod: time.Minute, Dial: dial})
+		lease := mustRegister(t, r, registration("w", w.addr, "text", echoTool("echo")))
+		ctx := testContext(t)
+		done := make(chan tool.Result, 1)
+		go func() {
+			res, _ := call(ctx, t, r, "echo", `{}`)
+			done <- res
+		}()
+		<-started
+		w.health.SetServingStatus(toolpb.ToolWorkerService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
+		lease.Lost()
+		time.Sleep(3 * 300 * time.Millisecond)
+		synctest.Wait()
+		select {
+		case res := <-done:
+			if !res.IsError() || !strings.Contains(res.Content, "outcome of tool 'echo' is unknown") {
+				t.Errorf("call = %+v, want an unknown outcome", res)
+			}
+		default:
+			t.Fatal("the call of a worker that answers NOT_SERVING without draining was kept after its lease expired")
+		}
+	})
 }

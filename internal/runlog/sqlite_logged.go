@@ -41,9 +41,11 @@ import (
 const (
 	applyDelay = 100 * time.Millisecond
 	applyBytes = 8 << 20
-	// resetBytes is the size past which the log is emptied, once all of it is applied.
-	resetBytes = 64 << 20
 )
+
+// resetBytes is the size past which the log is emptied, once all of it is applied
+// (smaller in tests).
+var resetBytes int64 = 64 << 20
 
 // runView is a run as the committer knows it.
 type runView struct {
@@ -581,6 +583,13 @@ func (l *sqliteLogged) backOff(d time.Duration) {
 // of it on disk, when no commit is under way (the applier never waits for the committer,
 // which may wait for it).
 func (l *sqliteLogged) tryReset() {
+	// The checkpoint needs SQLite's writer, which a prune's deletion may hold for a
+	// while: it is left for the next time rather than waited for with mu (and every
+	// append) held. pruneMu comes before mu, as in exclusive.
+	if !l.pruneMu.TryLock() {
+		return
+	}
+	defer l.pruneMu.Unlock()
 	if !l.mu.TryLock() {
 		return
 	}

@@ -550,6 +550,56 @@ func TestDecideDuringAPruneHoldsNoAppendBack(t *testing.T) {
 	}
 }
 
+// The applier's emptying of the commit log, whose checkpoint needs SQLite's writer,
+// does not wait for a prune's deletion with the committer's lock held: it waited, and
+// every append with it.
+func TestLogResetWaitsForNoPrune(t *testing.T) {
+	ctx, s := openLogged(t)
+	defer func(b int64) { resetBytes = b }(resetBytes)
+	req := []Record{{Seq: 1, Kind: KindRequest, Data: []byte("r")}}
+	live, err := s.Create(ctx, "live", "o", time.Minute, req...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := s.Create(ctx, "old", "o", time.Minute, req...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(ctx, old, StateSucceeded); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Read(ctx, "live", 0, 0); err != nil { // everything logged is in the database
+		t.Fatal(err)
+	}
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	unhold := func() { once.Do(func() { close(release) }) }
+	defer unhold()
+	s.pruneFault = func() { close(held); <-release }
+	pruned := make(chan error, 1)
+	go func() { _, err := s.Prune(ctx, time.Now().Add(time.Hour), 0); pruned <- err }()
+	<-held
+	resetBytes = 1 // the log is past it, and the database holds all of it: a reset is due
+	reset := make(chan struct{})
+	go func() { defer close(reset); s.logged.tryReset() }()
+	select { // the reset returns, or is stuck in its checkpoint (nothing else writes now)
+	case <-reset:
+	case <-time.After(100 * time.Millisecond):
+	}
+	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for seq, until := int64(2), time.Now().Add(200*time.Millisecond); time.Now().Before(until); seq++ {
+		if err := s.Append(actx, live, []Record{{Seq: seq, Kind: KindEvent, Data: []byte("e")}}); err != nil {
+			t.Fatalf("append %d while the log's reset was due during a prune: %v", seq, err)
+		}
+	}
+	unhold()
+	if err := <-pruned; err != nil {
+		t.Fatal(err)
+	}
+	<-reset
+}
+
 // A read with a limit of a kind without a bit of its own (its rows share otherKind with
 // other such kinds) finds the kind's records past rows that hold only the others: it
 // read limit+1 rows, as if each held one.

@@ -346,6 +346,11 @@ func checkDrain(t *testing.T, m *mesh) {
 	if err := p.Wait(15 * time.Second); err != nil {
 		t.Errorf("the drained worker: %v, want exit 0", err)
 	}
+	// The orchestrator would keep the call of a draining worker whose lease expired all
+	// the same (it answers NOT_SERVING): the lease itself must not expire.
+	if n := m.orch.CountLogs("worker lease expired: no heartbeat", map[string]string{"worker_id": serving}); n != 0 {
+		t.Errorf("the draining worker's lease expired (%d times) while it finished its call: it stopped its heartbeats", n)
+	}
 	delete(m.workers, serving)
 }
 

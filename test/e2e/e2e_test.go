@@ -400,7 +400,7 @@ func TestWorkerDrainLongerThanItsLease(t *testing.T) {
 	if err := w.Wait(15 * time.Second); err != nil {
 		t.Fatalf("worker exit after SIGTERM: %v\n%s", err, w.Output())
 	}
-	if n := m.orch.CountLogs("worker lease expired", nil); n != 0 {
+	if n := m.orch.CountLogs("worker lease expired: no heartbeat", map[string]string{"worker_id": "math-1"}); n != 0 {
 		t.Errorf("the draining worker's lease expired (%d times) while it finished its call", n)
 	}
 }
