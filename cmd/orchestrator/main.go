@@ -87,15 +87,7 @@ func load(args []string) (orchestrator.Config, time.Duration, error) {
 			}
 		}
 	}
-	var cfg orchestrator.Config
-	var err error
-	if *cfgPath != "" {
-		cfg, err = orchestrator.LoadConfigOver(*cfgPath, over)
-	} else {
-		cfg = orchestrator.DefaultConfig()
-		over(&cfg)
-		err = cfg.Validate()
-	}
+	cfg, err := orchestrator.LoadConfigOver(*cfgPath, over) // no file: the defaults
 	if invalid := (*orchestrator.ValidationError)(nil); errors.As(err, &invalid) {
 		err = invalid.WithSources(sources)
 	}

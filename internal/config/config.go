@@ -568,20 +568,32 @@ func (p ProviderAPI) Configured() bool { return p.APIKey != "" || p.BaseURL != "
 // ApplyEnv fills the providers' empty credentials, addresses and models from the
 // environment, the way the providers' own SDKs do, and an empty journal.dsn from
 // TOOLMESH_JOURNAL_DSN.
-func (c *Config) ApplyEnv(getenv func(string) string) {
-	fill := func(dst *string, key string) {
-		if *dst == "" {
-			*dst = getenv(key)
+func (c *Config) ApplyEnv(getenv func(string) string) { c.applyEnv(getenv) }
+
+// applyEnv is ApplyEnv; it returns the keys it filled, each with its variable
+// ("provider.openai.base_url" → "$OPENAI_BASE_URL").
+func (c *Config) applyEnv(getenv func(string) string) map[string]string {
+	filled := map[string]string{}
+	for _, f := range []struct {
+		dst      *string
+		key, env string
+	}{
+		{&c.Provider.OpenAI.APIKey, "provider.openai.api_key", "OPENAI_API_KEY"},
+		{&c.Provider.OpenAI.BaseURL, "provider.openai.base_url", "OPENAI_BASE_URL"},
+		{&c.Provider.OpenAI.DefaultModel, "provider.openai.default_model", "OPENAI_MODEL"},
+		{&c.Provider.Anthropic.APIKey, "provider.anthropic.api_key", "ANTHROPIC_API_KEY"},
+		{&c.Provider.Anthropic.BaseURL, "provider.anthropic.base_url", "ANTHROPIC_BASE_URL"},
+		{&c.Provider.Anthropic.DefaultModel, "provider.anthropic.default_model", "ANTHROPIC_MODEL"},
+		// The journal's connection string holds a password: from a Secret, not the file.
+		{&c.Journal.DSN, "journal.dsn", "TOOLMESH_JOURNAL_DSN"},
+	} {
+		if *f.dst == "" {
+			if *f.dst = getenv(f.env); *f.dst != "" {
+				filled[f.key] = "$" + f.env
+			}
 		}
 	}
-	fill(&c.Provider.OpenAI.APIKey, "OPENAI_API_KEY")
-	fill(&c.Provider.OpenAI.BaseURL, "OPENAI_BASE_URL")
-	fill(&c.Provider.OpenAI.DefaultModel, "OPENAI_MODEL")
-	fill(&c.Provider.Anthropic.APIKey, "ANTHROPIC_API_KEY")
-	fill(&c.Provider.Anthropic.BaseURL, "ANTHROPIC_BASE_URL")
-	fill(&c.Provider.Anthropic.DefaultModel, "ANTHROPIC_MODEL")
-	// The journal's connection string holds a password: from a Secret, not the file.
-	fill(&c.Journal.DSN, "TOOLMESH_JOURNAL_DSN")
+	return filled
 }
 
 // DefaultProvider is the provider runs use when they name none.
@@ -701,11 +713,15 @@ func LoadEnv(path string, getenv func(string) string) (Config, error) {
 
 // LoadOver is LoadEnv with over, when not nil, changing the configuration after the
 // environment and before validation: a command's flags that override keys of the file
-// (and may supply one it requires).
+// (and may supply one it requires). An empty path reads no file: the defaults, the
+// environment and over. A refused value the environment set names its variable.
 func LoadOver(path string, getenv func(string) string, over func(*Config)) (Config, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return Config{}, fmt.Errorf("config: %w", err)
+	var b []byte
+	if path != "" {
+		var err error
+		if b, err = os.ReadFile(path); err != nil {
+			return Config{}, fmt.Errorf("config: %w", err)
+		}
 	}
 	c, err := parseOver(b, getenv, over)
 	var invalid *ValidationError
@@ -736,13 +752,18 @@ func parseOver(b []byte, getenv func(string) string, over func(*Config)) (Config
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
 		return Config{}, fmt.Errorf("%w: %s", ErrInvalid, describeYAMLError(b, err))
 	}
+	var env map[string]string
 	if getenv != nil {
-		c.ApplyEnv(getenv)
+		env = c.applyEnv(getenv)
 	}
 	if over != nil {
 		over(&c)
 	}
 	if err := c.Validate(); err != nil {
+		var invalid *ValidationError
+		if errors.As(err, &invalid) {
+			return Config{}, invalid.sourced(env)
+		}
 		return Config{}, err
 	}
 	return c, nil
@@ -817,15 +838,23 @@ func (e *ValidationError) Error() string {
 
 func (e *ValidationError) Unwrap() error { return ErrInvalid }
 
-// WithSources is e with the source of each problem whose key sources holds (key →
-// source: "log.level" → "--log-level"), and every source in Over.
-func (e *ValidationError) WithSources(sources map[string]string) *ValidationError {
+// sourced is e with the source of each problem whose key sources holds, as WithSources
+// but without naming the sources in Over: the environment's variables, which fill keys
+// the file leaves empty, go unsaid unless one of them is refused.
+func (e *ValidationError) sourced(sources map[string]string) *ValidationError {
 	out := &ValidationError{Path: e.Path, Over: slices.Clone(e.Over), Problems: slices.Clone(e.Problems)}
 	for i, p := range out.Problems {
 		if src, ok := sources[p.Key]; ok {
 			out.Problems[i].Source = src
 		}
 	}
+	return out
+}
+
+// WithSources is e with the source of each problem whose key sources holds (key →
+// source: "log.level" → "--log-level"), and every source in Over.
+func (e *ValidationError) WithSources(sources map[string]string) *ValidationError {
+	out := e.sourced(sources)
 	for _, src := range sources {
 		if !slices.Contains(out.Over, src) {
 			out.Over = append(out.Over, src)

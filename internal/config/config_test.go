@@ -522,3 +522,23 @@ func TestValidationErrorNamesSources(t *testing.T) {
 		t.Error("WithSources changed the error it was called on")
 	}
 }
+
+// A refused value the environment set names its variable, and the file is not blamed
+// for it; an empty path reads no file.
+func TestValidationErrorNamesTheEnvironment(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(path, []byte("log: {level: info}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"OPENAI_BASE_URL": "ftp://example", "OPENAI_API_KEY": "k"}
+	for _, p := range []string{path, ""} {
+		_, err := LoadOver(p, func(k string) string { return env[k] }, nil)
+		if err == nil || !strings.HasPrefix(err.Error(), "invalid configuration: provider.openai.base_url (from $OPENAI_BASE_URL): ") {
+			t.Errorf("LoadOver(%q) with OPENAI_BASE_URL=ftp://example: %v; want the variable named, not the file", p, err)
+		}
+	}
+	c, err := LoadOver("", func(string) string { return "" }, nil)
+	if err != nil || c.Log.Level != Default().Log.Level {
+		t.Errorf("LoadOver with no file: %+v, %v; want the defaults", c.Log, err)
+	}
+}

@@ -83,7 +83,8 @@ func LoadConfig(path string) (Config, error) { return config.LoadEnv(path, os.Ge
 
 // LoadConfigOver is LoadConfig with over changing the configuration before it is
 // checked: a program's flags that override keys of the file, and may supply one the
-// file's settings require (journal.data_dir for journal.driver sqlite, say).
+// file's settings require (journal.data_dir for journal.driver sqlite, say). An empty
+// path reads no file: DefaultConfig with over.
 func LoadConfigOver(path string, over func(*Config)) (Config, error) {
 	return config.LoadOver(path, os.Getenv, over)
 }
