@@ -154,20 +154,24 @@ func TestLostWorkerFailsItsCallsInFlight(t *testing.T) {
 // calls in flight: they end as the worker ends them. So does a draining worker, whose
 // health says NOT_SERVING (it takes no new calls) while it finishes them: its lease
 // expired (a worker that stopped its heartbeats once it drained), and the router took
-// the NOT_SERVING for a worker gone and failed its calls.
+// the NOT_SERVING for a worker gone and failed its calls. A worker that answers
+// NOT_SERVING without having said it drains is taken for gone: its calls fail at once.
 //
 // It runs in a synctest bubble, the worker on memory: once the bubble's clock is past the
 // probe's timeout, synctest.Wait returns when the probe Lost starts has ended and
 // whatever the router does about it is done.
 func TestLostLeaseOfAnAnsweringWorkerKeepsItsCalls(t *testing.T) {
-	for _, draining := range []bool{false, true} {
-		t.Run(map[bool]string{false: "serving", true: "draining"}[draining], func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) { lostLeaseKeepsCalls(t, draining) })
+	for _, c := range []struct {
+		name                 string
+		draining, notServing bool
+	}{{"serving", false, false}, {"draining", true, true}, {"not serving, not draining", false, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { lostLease(t, c.draining, c.notServing) })
 		})
 	}
 }
 
-func lostLeaseKeepsCalls(t *testing.T, draining bool) {
+func lostLease(t *testing.T, draining, notServing bool) {
 	release := newGate()
 	started := make(chan struct{}, 1)
 	w, dial := startMemoryFake(t, func(ctx context.Context, _ *toolpb.InvokeRequest) (*toolpb.InvokeResponse, error) {
@@ -188,11 +192,25 @@ func lostLeaseKeepsCalls(t *testing.T, draining bool) {
 	<-started
 	if draining {
 		lease.Drain()
+	}
+	if notServing {
 		w.health.SetServingStatus(toolpb.ToolWorkerService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
 	}
 	lease.Lost()
 	time.Sleep(3 * 300 * time.Millisecond) // past the probe's timeout, in the bubble's time
 	synctest.Wait()                        // the probe answered, and the router acted on it
+	if notServing && !draining {
+		select {
+		case res := <-done:
+			if !res.IsError() || !strings.Contains(res.Content, "outcome of tool 'echo' is unknown") {
+				t.Errorf("call = %+v, want an unknown outcome", res)
+			}
+		default:
+			t.Fatal("the call of a worker that answers NOT_SERVING without draining was kept after its lease expired")
+		}
+		release.open()
+		return
+	}
 	select {
 	case res := <-done:
 		t.Fatalf("the call ended before the worker answered: %+v", res)
@@ -202,38 +220,4 @@ func lostLeaseKeepsCalls(t *testing.T, draining bool) {
 	if res := <-done; res.IsError() || res.Content != "finished" {
 		t.Errorf("call = %+v, want the worker's answer", res)
 	}
-}
-
-// A worker that answers NOT_SERVING without having said it drains is taken for gone
-// once its lease expired: its calls in flight fail at once.
-func TestLostLeaseOfAWorkerNotServingFailsItsCalls(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		started := make(chan struct{}, 1)
-		w, dial := startMemoryFake(t, func(ctx context.Context, _ *toolpb.InvokeRequest) (*toolpb.InvokeResponse, error) {
-			started <- struct{}{}
-			<-ctx.Done()
-			return nil, ctx.Err()
-		})
-		r := newRouter(t, Options{Probe: HealthProbe, ProbeTimeout: 300 * time.Millisecond, DefaultTimeout: time.Minute, GracePeriod: time.Minute, Dial: dial})
-		lease := mustRegister(t, r, registration("w", w.addr, "text", echoTool("echo")))
-		ctx := testContext(t)
-		done := make(chan tool.Result, 1)
-		go func() {
-			res, _ := call(ctx, t, r, "echo", `{}`)
-			done <- res
-		}()
-		<-started
-		w.health.SetServingStatus(toolpb.ToolWorkerService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
-		lease.Lost()
-		time.Sleep(3 * 300 * time.Millisecond)
-		synctest.Wait()
-		select {
-		case res := <-done:
-			if !res.IsError() || !strings.Contains(res.Content, "outcome of tool 'echo' is unknown") {
-				t.Errorf("call = %+v, want an unknown outcome", res)
-			}
-		default:
-			t.Fatal("the call of a worker that answers NOT_SERVING without draining was kept after its lease expired")
-		}
-	})
 }

@@ -364,25 +364,8 @@ func TestPruneKeepsARunCreatedAgain(t *testing.T) {
 func TestPruneHoldsNoAppendBack(t *testing.T) {
 	ctx, s := openLogged(t)
 	req := []Record{{Seq: 1, Kind: KindRequest, Data: []byte("r")}}
-	live, err := s.Create(ctx, "live", "o", time.Minute, req...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	old, err := s.Create(ctx, "old", "o", time.Minute, req...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Finish(ctx, old, StateSucceeded); err != nil {
-		t.Fatal(err)
-	}
-	held, release := make(chan struct{}), make(chan struct{})
-	var releaseOnce sync.Once
-	unhold := func() { releaseOnce.Do(func() { close(release) }) }
-	defer unhold() // a failure lets the prune end, and the store close
-	s.pruneFault = func() { close(held); <-release }
-	pruned := make(chan error, 1)
-	go func() { _, err := s.Prune(ctx, time.Now().Add(time.Hour), 0); pruned <- err }()
-	<-held
+	live := liveAndOld(ctx, t, s)
+	unhold, pruned := heldPrune(ctx, t, s)
 	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := s.Append(actx, live, []Record{{Seq: 2, Kind: KindEvent, Data: []byte("e")}}); err != nil {
@@ -502,40 +485,15 @@ func TestPruneKeepsTheViewOfARunItDidNotDelete(t *testing.T) {
 // SQLite's busy timeout.
 func TestDecideDuringAPruneHoldsNoAppendBack(t *testing.T) {
 	ctx, s := openLogged(t)
-	req := []Record{{Seq: 1, Kind: KindRequest, Data: []byte("r")}}
-	asked, err := s.Create(ctx, "asked", "o", time.Minute, req...)
+	asked, err := s.Create(ctx, "asked", "o", time.Minute, Record{Seq: 1, Kind: KindRequest, Data: []byte("r")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	live, err := s.Create(ctx, "live", "o", time.Minute, req...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	old, err := s.Create(ctx, "old", "o", time.Minute, req...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Finish(ctx, old, StateSucceeded); err != nil {
-		t.Fatal(err)
-	}
-	held, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	unhold := func() { once.Do(func() { close(release) }) }
-	defer unhold()
-	s.pruneFault = func() { close(held); <-release }
-	pruned := make(chan error, 1)
-	go func() { _, err := s.Prune(ctx, time.Now().Add(time.Hour), 0); pruned <- err }()
-	<-held
+	live := liveAndOld(ctx, t, s)
+	unhold, pruned := heldPrune(ctx, t, s)
 	decided := make(chan error, 1)
 	go func() { decided <- s.Decide(ctx, asked.RunID, "k", Decision{Approve: true}) }()
-	// Appends for a while (Decide is soon waiting), each of which must commit.
-	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	for seq, until := int64(2), time.Now().Add(200*time.Millisecond); time.Now().Before(until); seq++ {
-		if err := s.Append(actx, live, []Record{{Seq: seq, Kind: KindEvent, Data: []byte("e")}}); err != nil {
-			t.Fatalf("append %d while Decide waits for a prune: %v", seq, err)
-		}
-	}
+	appendsCommit(ctx, t, s, live, "while Decide waits for a prune") // Decide is soon waiting
 	select {
 	case err := <-decided:
 		t.Fatalf("Decide returned during the prune's deletion: %v", err)
@@ -556,29 +514,11 @@ func TestDecideDuringAPruneHoldsNoAppendBack(t *testing.T) {
 func TestLogResetWaitsForNoPrune(t *testing.T) {
 	ctx, s := openLogged(t)
 	defer func(b int64) { resetBytes = b }(resetBytes)
-	req := []Record{{Seq: 1, Kind: KindRequest, Data: []byte("r")}}
-	live, err := s.Create(ctx, "live", "o", time.Minute, req...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	old, err := s.Create(ctx, "old", "o", time.Minute, req...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Finish(ctx, old, StateSucceeded); err != nil {
-		t.Fatal(err)
-	}
+	live := liveAndOld(ctx, t, s)
 	if _, err := s.Read(ctx, "live", 0, 0); err != nil { // everything logged is in the database
 		t.Fatal(err)
 	}
-	held, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	unhold := func() { once.Do(func() { close(release) }) }
-	defer unhold()
-	s.pruneFault = func() { close(held); <-release }
-	pruned := make(chan error, 1)
-	go func() { _, err := s.Prune(ctx, time.Now().Add(time.Hour), 0); pruned <- err }()
-	<-held
+	unhold, pruned := heldPrune(ctx, t, s)
 	resetBytes = 1 // the log is past it, and the database holds all of it: a reset is due
 	reset := make(chan struct{})
 	go func() { defer close(reset); s.logged.tryReset() }()
@@ -586,18 +526,60 @@ func TestLogResetWaitsForNoPrune(t *testing.T) {
 	case <-reset:
 	case <-time.After(100 * time.Millisecond):
 	}
-	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	for seq, until := int64(2), time.Now().Add(200*time.Millisecond); time.Now().Before(until); seq++ {
-		if err := s.Append(actx, live, []Record{{Seq: seq, Kind: KindEvent, Data: []byte("e")}}); err != nil {
-			t.Fatalf("append %d while the log's reset was due during a prune: %v", seq, err)
-		}
-	}
+	appendsCommit(ctx, t, s, live, "while the log's reset was due during a prune")
 	unhold()
 	if err := <-pruned; err != nil {
 		t.Fatal(err)
 	}
 	<-reset
+}
+
+// liveAndOld creates a run "live", going on (its request its one record), and a run
+// "old", ended, and returns live's lease.
+func liveAndOld(ctx context.Context, t *testing.T, s *sqlStore) Lease {
+	t.Helper()
+	req := Record{Seq: 1, Kind: KindRequest, Data: []byte("r")}
+	live, err := s.Create(ctx, "live", "o", time.Minute, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := s.Create(ctx, "old", "o", time.Minute, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(ctx, old, StateSucceeded); err != nil {
+		t.Fatal(err)
+	}
+	return live
+}
+
+// heldPrune starts a Prune of every ended run and holds it in its first deletion's
+// transaction (SQLite's writer held) until unhold is called, at the latest when the test
+// ends; pruned gets its outcome.
+func heldPrune(ctx context.Context, t *testing.T, s *sqlStore) (unhold func(), pruned <-chan error) {
+	t.Helper()
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	unhold = func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unhold) // a failure lets the prune end, and the store close
+	s.pruneFault = func() { close(held); <-release }
+	out := make(chan error, 1)
+	go func() { _, err := s.Prune(ctx, time.Now().Add(time.Hour), 0); out <- err }()
+	<-held
+	return unhold, out
+}
+
+// appendsCommit appends events to the run of lease (its records so far its request) for
+// 200 ms, each of which must commit within 5 s.
+func appendsCommit(ctx context.Context, t *testing.T, s *sqlStore, lease Lease, while string) {
+	t.Helper()
+	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for seq, until := int64(2), time.Now().Add(200*time.Millisecond); time.Now().Before(until); seq++ {
+		if err := s.Append(actx, lease, []Record{{Seq: seq, Kind: KindEvent, Data: []byte("e")}}); err != nil {
+			t.Fatalf("append %d %s: %v", seq, while, err)
+		}
+	}
 }
 
 // A read with a limit of a kind without a bit of its own (its rows share otherKind with

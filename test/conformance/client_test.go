@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"slices"
@@ -14,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/toolmesh/toolmesh/internal/harness"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
 
@@ -67,22 +67,13 @@ func clientTranscript(t *testing.T, m *mesh, l lang, plan string) map[string][]s
 	// A status without toolmesh's details (the transport's own): the reason is
 	// UNSPECIFIED; the message is the gRPC library's, which differs by language.
 	nowhere := *m
-	nowhere.addr = deadAddr(t)
+	var err error
+	if nowhere.addr, err = harness.FreeAddr(); err != nil { // nothing listens there
+		t.Fatal(err)
+	}
 	fields := strings.Fields(clientFail(t, &nowhere, l, "get", runID))
 	out["unreachable"] = fields[:min(len(fields), 3)]
 	return out
-}
-
-// deadAddr is a loopback address nothing listens on: connections to it are refused.
-func deadAddr(t *testing.T) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := lis.Addr().String()
-	_ = lis.Close()
-	return addr
 }
 
 // clientRun runs the client with args and returns its stdout; it must exit 0.
