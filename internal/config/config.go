@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"net"
 	"net/url"
@@ -570,10 +571,17 @@ func (p ProviderAPI) Configured() bool { return p.APIKey != "" || p.BaseURL != "
 // TOOLMESH_JOURNAL_DSN.
 func (c *Config) ApplyEnv(getenv func(string) string) { c.applyEnv(getenv) }
 
-// applyEnv is ApplyEnv; it returns the keys it filled, each with its variable
-// ("provider.openai.base_url" → "$OPENAI_BASE_URL").
-func (c *Config) applyEnv(getenv func(string) string) map[string]string {
-	filled := map[string]string{}
+// envFill is a key the environment filled: its variable, and the field and the value
+// it filled in.
+type envFill struct {
+	env, value string
+	dst        *string
+}
+
+// applyEnv is ApplyEnv; it returns the keys it filled ("provider.openai.base_url" →
+// OPENAI_BASE_URL, the field and its value).
+func (c *Config) applyEnv(getenv func(string) string) map[string]envFill {
+	filled := map[string]envFill{}
 	for _, f := range []struct {
 		dst      *string
 		key, env string
@@ -589,7 +597,7 @@ func (c *Config) applyEnv(getenv func(string) string) map[string]string {
 	} {
 		if *f.dst == "" {
 			if *f.dst = getenv(f.env); *f.dst != "" {
-				filled[f.key] = "$" + f.env
+				filled[f.key] = envFill{env: f.env, value: *f.dst, dst: f.dst}
 			}
 		}
 	}
@@ -708,6 +716,9 @@ func Load(path string) (Config, error) { return LoadEnv(path, nil) }
 // LoadEnv is Load with the providers' settings filled from the environment (see
 // ApplyEnv) before validation; a nil getenv reads nothing.
 func LoadEnv(path string, getenv func(string) string) (Config, error) {
+	if path == "" { // a file is to be read: none is named (LoadOver reads none)
+		return Config{}, fmt.Errorf("config: %w", &fs.PathError{Op: "open", Path: path, Err: fs.ErrNotExist})
+	}
 	return LoadOver(path, getenv, nil)
 }
 
@@ -752,9 +763,9 @@ func parseOver(b []byte, getenv func(string) string, over func(*Config)) (Config
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
 		return Config{}, fmt.Errorf("%w: %s", ErrInvalid, describeYAMLError(b, err))
 	}
-	var env map[string]string
+	var filled map[string]envFill
 	if getenv != nil {
-		env = c.applyEnv(getenv)
+		filled = c.applyEnv(getenv)
 	}
 	if over != nil {
 		over(&c)
@@ -762,6 +773,14 @@ func parseOver(b []byte, getenv func(string) string, over func(*Config)) (Config
 	if err := c.Validate(); err != nil {
 		var invalid *ValidationError
 		if errors.As(err, &invalid) {
+			// A refused value the environment set names its variable, unless over changed
+			// it since.
+			env := map[string]string{}
+			for key, f := range filled {
+				if *f.dst == f.value {
+					env[key] = "$" + f.env
+				}
+			}
 			return Config{}, invalid.sourced(env)
 		}
 		return Config{}, err
@@ -842,6 +861,9 @@ func (e *ValidationError) Unwrap() error { return ErrInvalid }
 // but without naming the sources in Over: the environment's variables, which fill keys
 // the file leaves empty, go unsaid unless one of them is refused.
 func (e *ValidationError) sourced(sources map[string]string) *ValidationError {
+	if e == nil {
+		return nil
+	}
 	out := &ValidationError{Path: e.Path, Over: slices.Clone(e.Over), Problems: slices.Clone(e.Problems)}
 	for i, p := range out.Problems {
 		if src, ok := sources[p.Key]; ok {
@@ -855,6 +877,9 @@ func (e *ValidationError) sourced(sources map[string]string) *ValidationError {
 // source: "log.level" → "--log-level"), and every source in Over.
 func (e *ValidationError) WithSources(sources map[string]string) *ValidationError {
 	out := e.sourced(sources)
+	if out == nil {
+		return nil
+	}
 	for _, src := range sources {
 		if !slices.Contains(out.Over, src) {
 			out.Over = append(out.Over, src)
@@ -1051,7 +1076,11 @@ func (c Config) validateProviders(bad func(key, format string, args ...any)) {
 	default:
 		bad("provider.name", "unknown provider %q (one of: auto, scripted, openai, anthropic)", c.Provider.Name)
 	}
-	for name, api := range map[string]ProviderAPI{"openai": c.Provider.OpenAI, "anthropic": c.Provider.Anthropic} {
+	for _, p := range []struct {
+		name string
+		api  ProviderAPI
+	}{{"openai", c.Provider.OpenAI}, {"anthropic", c.Provider.Anthropic}} {
+		name, api := p.name, p.api
 		if api.BaseURL != "" {
 			if u, err := url.Parse(api.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 				bad("provider."+name+".base_url", "must be an http(s) URL, got %q", api.BaseURL)

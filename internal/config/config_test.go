@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -540,5 +541,31 @@ func TestValidationErrorNamesTheEnvironment(t *testing.T) {
 	c, err := LoadOver("", func(string) string { return "" }, nil)
 	if err != nil || c.Log.Level != Default().Log.Level {
 		t.Errorf("LoadOver with no file: %+v, %v; want the defaults", c.Log, err)
+	}
+}
+
+// LoadEnv of no file fails as a missing file does (LoadOver alone reads none); a value the
+// environment filled and over changed is not the environment's; Validate lists its
+// problems in one order.
+func TestConfigSourcesEdges(t *testing.T) {
+	if _, err := LoadEnv("", nil); err == nil || !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("LoadEnv(\"\"): %v; want a missing file", err)
+	}
+	env := map[string]string{"OPENAI_BASE_URL": "http://fine.example", "OPENAI_API_KEY": "k"}
+	_, err := LoadOver("", func(k string) string { return env[k] }, func(c *Config) { c.Provider.OpenAI.BaseURL = "ftp://over" })
+	if err == nil || strings.Contains(err.Error(), "$OPENAI_BASE_URL") || !strings.Contains(err.Error(), `provider.openai.base_url: must be an http(s) URL, got "ftp://over"`) {
+		t.Errorf("a value over set where the environment had: %v; want it not blamed on the environment", err)
+	}
+	c := Default()
+	c.Provider.OpenAI.BaseURL, c.Provider.Anthropic.BaseURL = "ftp://a", "ftp://b"
+	first := c.Validate().Error()
+	for range 50 {
+		if got := c.Validate().Error(); got != first {
+			t.Fatalf("Validate's problems in another order: %q, then %q", first, got)
+		}
+	}
+	var nothing *ValidationError
+	if nothing.WithSources(map[string]string{"a": "b"}) != nil {
+		t.Error("WithSources of a nil error")
 	}
 }

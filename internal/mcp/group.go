@@ -500,7 +500,11 @@ func (g *Group) open(key string, headers map[string]string, existing *sdk.Client
 		var err error
 		pin := g.opts.Server.ProtocolVersion
 		// Initializing twice leaves at worst a session the server expires (replay.go).
-		if cs, err = client.Connect(replayable(ctx), g.transport(headers, order), &sdk.ClientSessionOptions{ProtocolVersion: pin}); err != nil {
+		// The session keeps Connect's context: it is marked until Connect returns.
+		cctx, connected := replayableUntil(ctx)
+		cs, err = client.Connect(cctx, g.transport(headers, order), &sdk.ClientSessionOptions{ProtocolVersion: pin})
+		connected()
+		if err != nil {
 			cs = nil
 			fail(err)
 			return

@@ -3,9 +3,12 @@ package mcp_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -27,6 +30,8 @@ import (
 // on a fresh connection again in no case). It counts the calls each tool's handler ran.
 type droppingServer struct {
 	url     string
+	tls     *tls.Config  // the client's, trusting the server (HTTP/2)
+	protos  atomic.Int32 // the highest HTTP major version a request came in
 	mu      sync.Mutex
 	drop    map[string]bool // "tools/call lookup", "tools/list": drop the next such POST
 	dropped map[string]int
@@ -36,7 +41,7 @@ type droppingServer struct {
 // connKey is the context key of the request count of the connection a request came on.
 type connKey struct{}
 
-func startDroppingServer(t *testing.T) *droppingServer {
+func startDroppingServer(t *testing.T, h2 bool) *droppingServer {
 	t.Helper()
 	d := &droppingServer{drop: map[string]bool{}, dropped: map[string]int{}, ran: map[string]*atomic.Int32{}}
 	s := sdk.NewServer(&sdk.Implementation{Name: "dropping", Version: "v1"}, nil)
@@ -55,6 +60,9 @@ func startDroppingServer(t *testing.T) *droppingServer {
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		served := r.Context().Value(connKey{}).(*atomic.Int32).Add(1) - 1
+		if p := int32(r.ProtoMajor); p > d.protos.Load() {
+			d.protos.Store(p)
+		}
 		if r.Method == http.MethodPost && served > 0 {
 			body, _ := io.ReadAll(r.Body)
 			r.Body = io.NopCloser(bytes.NewReader(body))
@@ -74,11 +82,8 @@ func startDroppingServer(t *testing.T) *droppingServer {
 			}
 			d.mu.Unlock()
 			if dropIt {
-				c, _, err := w.(http.Hijacker).Hijack()
-				if err == nil {
-					_ = c.Close()
-				}
-				return
+				// HTTP/1.1: the connection is closed; HTTP/2: the stream is reset.
+				panic(http.ErrAbortHandler)
 			}
 		}
 		h.ServeHTTP(w, r)
@@ -86,7 +91,16 @@ func startDroppingServer(t *testing.T) *droppingServer {
 	srv.Config.ConnContext = func(ctx context.Context, _ net.Conn) context.Context {
 		return context.WithValue(ctx, connKey{}, &atomic.Int32{})
 	}
-	srv.Start()
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the aborted handlers
+	if h2 {
+		srv.EnableHTTP2 = true
+		srv.StartTLS()
+		pool := x509.NewCertPool()
+		pool.AddCert(srv.Certificate())
+		d.tls = &tls.Config{RootCAs: pool}
+	} else {
+		srv.Start()
+	}
 	t.Cleanup(srv.Close)
 	d.url = srv.URL
 	return d
@@ -112,8 +126,19 @@ func (d *droppingServer) dropping(key string, do func()) bool {
 // net/http sends no POST again on its own: each of them failed with EOF, a tools/list
 // leaving the group's tools unknown for its backoff.
 func TestRequestsSafeToRepeatAreSentAgainAfterADrop(t *testing.T) {
-	d := startDroppingServer(t)
-	g := newGroup(t, mcp.Options{Server: mcp.Server{Name: "d", URL: d.url}})
+	for _, h2 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "HTTP/1.1", true: "HTTP/2"}[h2], func(t *testing.T) { sentAgainAfterADrop(t, h2) })
+	}
+}
+
+func sentAgainAfterADrop(t *testing.T, h2 bool) {
+	d := startDroppingServer(t, h2)
+	defer func() {
+		if want := map[bool]int32{false: 1, true: 2}[h2]; d.protos.Load() != want {
+			t.Errorf("the requests came in HTTP/%d; want HTTP/%d", d.protos.Load(), want)
+		}
+	}()
+	g := newGroup(t, mcp.Options{Server: mcp.Server{Name: "d", URL: d.url, TLS: d.tls}})
 	ctx := testCtx(t)
 	const tries = 50 // calls until one goes out on a connection that served before
 	for _, name := range []string{"lookup", "set", "charge"} {
@@ -143,7 +168,7 @@ func TestRequestsSafeToRepeatAreSentAgainAfterADrop(t *testing.T) {
 		var ts []tool.Tool
 		var err error
 		if d.dropping("tools/list", func() {
-			ts, err = newGroup(t, mcp.Options{Server: mcp.Server{Name: fmt.Sprint("s", i), URL: d.url}}).Tools(ctx)
+			ts, err = newGroup(t, mcp.Options{Server: mcp.Server{Name: fmt.Sprint("s", i), URL: d.url, TLS: d.tls}}).Tools(ctx)
 		}) {
 			if err != nil || len(ts) != 3 {
 				t.Errorf("the tools of a session whose tools/list was dropped: %d, %v; want the list sent again", len(ts), err)

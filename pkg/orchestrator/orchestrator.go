@@ -69,6 +69,13 @@ type Config = config.Config
 // them in it with WithSources, so that a refused value is reported as the flag's.
 type ValidationError = config.ValidationError
 
+// ConfigProblem is one setting a ValidationError refuses.
+type ConfigProblem = config.Problem
+
+// ErrInvalidConfig is every refused configuration (errors.Is): a ValidationError, or a
+// file that does not decode (a syntax error, an unknown key, a malformed duration).
+var ErrInvalidConfig = config.ErrInvalid
+
 // DefaultConfig is the configuration of an orchestrator given no file, with the
 // environment's TOOLMESH_* and provider variables applied.
 func DefaultConfig() Config {
