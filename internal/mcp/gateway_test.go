@@ -219,8 +219,11 @@ func TestEndpointRelaysProgressAndLogs(t *testing.T) {
 	}
 }
 
-// TestEndpointSendsLogsBeforeTheResult: the log messages an MCP server sent before a
-// call's result reach the endpoint's client before the result, on the call's stream,
+// TestEndpointSendsLogsBeforeTheResult: the log messages and progress notifications an
+// MCP server sent before a call's result reach the endpoint's client before the result,
+// on the call's stream (the progress notifications used to be left behind: the last
+// one, handled after the result, went on the session's stream, and was lost there under
+// load),
 // even when the group's client handles them late (the go-sdk client handles
 // notifications on a goroutine of its own, and gives a response to its caller at once),
 // as a busy process does: 20 ms each, and 150 ms each (past the 250 ms a call waited
@@ -250,10 +253,13 @@ func sendsLogsBeforeTheResult(t *testing.T, transport string, handling time.Dura
 		t.Fatal(err)
 	}
 	wire.start()
-	if _, err := cs.CallTool(testCtx(t), &sdk.CallToolParams{Name: "srv_chatty", Arguments: map[string]any{}}); err != nil {
+	params := &sdk.CallToolParams{Name: "srv_chatty", Arguments: map[string]any{}}
+	params.SetProgressToken("mine")
+	if _, err := cs.CallTool(testCtx(t), params); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"notifications/message", "notifications/message", "notifications/message", "result"}
+	const log, progress = "notifications/message", "notifications/progress"
+	want := []string{log, progress, log, progress, log, progress, "result"}
 	if diff := cmp.Diff(want, wire.seen()); diff != "" {
 		t.Errorf("the call's stream, in order (-want +got):\n%s", diff)
 	}

@@ -481,12 +481,16 @@ func (g *Group) open(key string, headers map[string]string, existing *sdk.Client
 	if cs == nil {
 		order := &logOrder{}
 		client := sdk.NewClient(&sdk.Implementation{Name: "toolmesh", Version: "v1"}, &sdk.ClientOptions{
-			ProgressNotificationHandler: g.onProgress,
-			ToolListChangedHandler:      g.onToolsChanged,
-			ResourceUpdatedHandler:      g.onResourceUpdated, // to the endpoint's subscribers (passthrough.go)
-			// Log messages and sampling requests go to the endpoint's client of the call
-			// (notify.go), each counted once passed on (logorder.go), those of the
+			// Progress notifications and log messages go to the endpoint's client of
+			// the call (notify.go), each counted once passed on (logorder.go), those of the
 			// session's start too.
+			ProgressNotificationHandler: func(ctx context.Context, req *sdk.ProgressNotificationClientRequest) {
+				defer order.noteHandled()
+				g.onProgress(ctx, req)
+			},
+			ToolListChangedHandler: g.onToolsChanged,
+			ResourceUpdatedHandler: g.onResourceUpdated, // to the endpoint's subscribers (passthrough.go)
+			// Sampling requests go to the endpoint's client of the call too.
 			LoggingMessageHandler: func(ctx context.Context, req *sdk.LoggingMessageRequest) { //nolint:staticcheck // deprecated in 2026-07-28, not gone
 				defer order.noteHandled()
 				g.onLog(ctx, req)
@@ -699,6 +703,9 @@ func (g *Group) onProgress(_ context.Context, req *sdk.ProgressNotificationClien
 	p := req.Params
 	if p == nil {
 		return
+	}
+	if d := slowLogs.Load(); d > 0 {
+		time.Sleep(time.Duration(d))
 	}
 	if report, ok := g.progress.Load(fmt.Sprint(p.ProgressToken)); ok {
 		report.(func(*sdk.ProgressNotificationParams))(p) // see progressReport

@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,8 +15,8 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// logOrder keeps a call's log messages ahead of its result on their way to the
-// endpoint's client. The go-sdk client hands a server's notifications to their handler
+// logOrder keeps a call's log messages and progress notifications (ordered) ahead of its
+// result on their way to the endpoint's client; "log messages" below stands for both. The go-sdk client hands a server's notifications to their handler
 // on a goroutine of its own, one after another, but gives a response to its caller at
 // once: a call's result can overtake the log messages the server sent before it, which
 // then reach the endpoint's client after the result (on its session's stream, if at all)
@@ -109,7 +110,7 @@ func (o *logOrder) wait(ctx context.Context, d time.Duration) {
 // messages, until the log messages of cs read so far are handled (logOrder.wait): while
 // the call is still in flight, so that onLog gives them to it.
 func (g *Group) awaitLogs(ctx context.Context, cs *sdk.ClientSession) {
-	if r := relayFrom(ctx); r == nil || r.log == nil {
+	if r := relayFrom(ctx); r == nil || (r.log == nil && r.progress == nil) {
 		return
 	}
 	if o, ok := g.orders.Load(cs); ok {
@@ -141,7 +142,7 @@ type countingConn struct {
 
 func (c countingConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	m, err := c.Connection.Read(ctx)
-	if r, ok := m.(*jsonrpc.Request); ok && err == nil && !r.IsCall() && r.Method == "notifications/message" &&
+	if r, ok := m.(*jsonrpc.Request); ok && err == nil && !r.IsCall() && ordered[r.Method] &&
 		bytes.HasPrefix(bytes.TrimLeft(r.Params, " \t\r\n"), []byte{'{'}) {
 		c.order.noteRead()
 	}
@@ -248,7 +249,7 @@ func (b *countingBody) endLine() {
 }
 
 // isLogMessage reports whether data, an event's JSON-RPC message (cut when over), is a
-// log message.
+// log message or a progress notification (ordered).
 func isLogMessage(data []byte, over bool) bool {
 	if len(data) == 0 {
 		return false
@@ -264,7 +265,7 @@ func isLogMessage(data []byte, over bool) bool {
 			Method string          `json:"method"`
 			Params json.RawMessage `json:"params"`
 		}
-		return json.Unmarshal(data, &m) == nil && m.Method == "notifications/message" && (m.ID == nil || string(m.ID) == "null") &&
+		return json.Unmarshal(data, &m) == nil && ordered[m.Method] && (m.ID == nil || string(m.ID) == "null") &&
 			bytes.HasPrefix(bytes.TrimLeft(m.Params, " \t\r\n"), []byte{'{'})
 	}
 	// A message too long to decode here: its method is near its start, where encoders
@@ -276,5 +277,14 @@ func isLogMessage(data []byte, over bool) bool {
 	rest := bytes.TrimLeft(data[i+len(`"method"`):], " \t\r\n")
 	rest, ok := bytes.CutPrefix(rest, []byte{':'})
 	rest = bytes.TrimLeft(rest, " \t\r\n")
-	return ok && (bytes.HasPrefix(rest, []byte(`"notifications/message"`)) || bytes.HasPrefix(rest, []byte(`"notifications\/message"`)))
+	for method := range ordered {
+		if ok && (bytes.HasPrefix(rest, []byte(`"`+method+`"`)) || bytes.HasPrefix(rest, []byte(`"`+strings.ReplaceAll(method, "/", `\/`)+`"`))) {
+			return true
+		}
+	}
+	return false
 }
+
+// ordered are the notifications logOrder keeps ahead of a call's result: log messages
+// and progress notifications, which the SDK hands to their handlers alike.
+var ordered = map[string]bool{"notifications/message": true, "notifications/progress": true}
