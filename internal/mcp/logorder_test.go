@@ -20,8 +20,9 @@ func (o oneByte) Read(p []byte) (int, error) {
 }
 
 // TestCountingBodyCountsLogMessages: an event stream passes through as it is, and each
-// of its log messages is counted once, whatever the encoder's spacing, line endings,
-// data lines or size, and however the reads split it; other messages are not.
+// of its log messages and progress notifications is counted once, whatever the
+// encoder's spacing, line endings, data lines or size, and however the reads split it;
+// other messages are not.
 func TestCountingBodyCountsLogMessages(t *testing.T) {
 	long := `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"` + strings.Repeat("x", 2*maxEventScan) + `"}}`
 	stream := strings.Join([]string{
@@ -31,6 +32,7 @@ func TestCountingBodyCountsLogMessages(t *testing.T) {
 		"data: \"method\":\"notifications/message\",\"params\":{\"data\":\"three\"}}\n\n",
 		"data: " + long + "\n\n",
 		"data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":1,\"progress\":1}}\n\n",
+		"data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/resources/updated\",\"params\":{\"uri\":\"mem://x\"}}\n\n",
 		": a comment naming notifications/message\n\n",
 		"event: debug\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"data\":\"skipped by the SDK\"}}\n\n",
 		"data: {\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"notifications/message\",\"params\":{\"data\":\"a request, refused\"}}\n\n",
@@ -53,8 +55,8 @@ func TestCountingBodyCountsLogMessages(t *testing.T) {
 		if err != nil || string(got) != stream {
 			t.Fatalf("split %v: the stream came through changed (%d bytes of %d), %v", split, len(got), len(stream), err)
 		}
-		if o.read != 8 {
-			t.Errorf("split %v: %d log messages counted, want 8", split, o.read)
+		if o.read != 9 {
+			t.Errorf("split %v: %d log messages and progress notifications counted, want 9", split, o.read)
 		}
 	}
 }
