@@ -107,9 +107,19 @@ async def other() -> str:
     return "other"
 
 
+@tool(description="Greets, its own schema allowing more", input_schema={
+    "type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]})
+async def greet(name: str) -> str:
+    return f"hello {name}"
+
+
 async def open_counter(name: str, ctx: Context) -> Selection:
     if name == "bad":
         return Selection(tools=["echo_elsewhere"])
+    if name == "boom":
+        raise RuntimeError("no such counter")
+    if name == "refused":
+        raise ToolError("not a counter's name", ErrorCode.INVALID_ARGUMENTS)
     return Selection(tools=[count], state={"n": 10})
 
 
@@ -135,7 +145,7 @@ def groups() -> list[Group]:
     opener = Facade.selectable("open", "Open a counter", [count], open_counter)
     calc = Facade.plain("calc", "Calculator", [add_sync], usage_notes="Use add_sync.")
     cats = Facade.by_category("stuff", "Stuff", {"a": [echo], "b": [other]})
-    return [Group("t", "Test tools", tools=[echo, who, boom, steps, steps_sync, charge, note, big, slow],
+    return [Group("t", "Test tools", tools=[echo, who, boom, steps, steps_sync, charge, note, big, slow, greet],
                   facades=[opener, calc, cats])]
 
 
@@ -195,6 +205,14 @@ class WorkerTest(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(got, {"values": {"region": "eu", "x\u00e9": "a\nb"}, "tenant": "acme", "key": "r1/l1/c1",
                                "loop": "l1", "run": "r1", "call": "c1", "loop_key": "l1", "has_deadline": True})
 
+    async def test_call_with_a_context_at_its_bound(self) -> None:
+        # A context of nearly its 8 KiB, with the orchestrator's own headers beside it,
+        # is more than gRPC's default 8 KiB of request headers: the call failed before the
+        # tool, as an unreachable worker (which the orchestrator ejects after three).
+        md = ctxcodec.encode({"big": "v" * 6000}) + [("traceparent", "00-x-y-01"), ("x-extra", "e" * 2000)]
+        resp = await self.client.invoke("who", metadata=md, run_id="r1", loop_id="l1", call_id="c1")
+        self.assertEqual(json.loads(resp.text)["values"], {"big": "v" * 6000})
+
     async def test_sync_tool_and_optional(self) -> None:
         self.assertEqual((await self.client.invoke("add_sync", '{"a":2}')).text, "2")
         self.assertEqual((await self.client.invoke("add_sync", '{"a":2,"b":3.0}')).text, "5")
@@ -206,6 +224,13 @@ class WorkerTest(unittest.IsolatedAsyncioTestCase):
                                              "got integer")
         resp = await self.client.invoke("echo", '{"text": "a", "more": 1}')
         self.assertIn('unexpected property "more"', resp.error.message)
+
+    async def test_own_schema_allowing_more_properties(self) -> None:
+        # The schema allows properties the function has no parameter for: they are not
+        # passed (the call failed: "got an unexpected keyword argument"), as the Go and
+        # TypeScript workers ignore what their tools do not take.
+        resp = await self.client.invoke("greet", '{"name":"ada","extra":1}')
+        self.assertEqual((resp.WhichOneof("outcome"), resp.text), ("text", "hello ada"))
 
     async def test_unknown_tool(self) -> None:
         with self.assertRaises(grpc.aio.AioRpcError) as cm:
@@ -260,6 +285,13 @@ class WorkerTest(unittest.IsolatedAsyncioTestCase):
         r = await self.client.invoke("open", '{"name":"bad"}')
         self.assertIn("facade 'open' selected 'echo_elsewhere', which is not a tool of group 't'", r.error.message)
         self.assertFalse(r.HasField("selection"))
+        # A selector's failure names the facade, as the Go and TypeScript workers do.
+        r = await self.client.invoke("open", '{"name":"boom"}')
+        self.assertEqual((r.error.code, r.error.message),
+                         (ErrorCode.FAILED.value, "selecting the tools of 'open': no such counter"))
+        r = await self.client.invoke("open", '{"name":"refused"}')
+        self.assertEqual((r.error.code, r.error.message),
+                         (ErrorCode.INVALID_ARGUMENTS.value, "selecting the tools of 'open': not a counter's name"))
 
     async def test_plain_and_category_facades(self) -> None:
         r = await self.client.invoke("calc")

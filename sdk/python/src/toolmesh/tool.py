@@ -700,11 +700,23 @@ def handler_from_function(fn: Callable[..., Any], params: Sequence[Parameter] | 
     is_async = inspect.iscoroutinefunction(fn)
     by_name = {p.name: p for p in params or ()}
     positional = [p.name for p in params or () if p.positional_only]
+    # With a schema of its own (params None), the arguments fn takes by name: the schema
+    # may allow properties fn has no parameter for, which are not passed (a call of fn
+    # with them failed); fn with **kwargs takes them all.
+    takes: set[str] | None = None
+    if params is None:
+        try:
+            sig = inspect.signature(fn).parameters.values()
+            if not any(q.kind is inspect.Parameter.VAR_KEYWORD for q in sig):
+                takes = {q.name for q in sig if q.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                          inspect.Parameter.KEYWORD_ONLY)}
+        except (TypeError, ValueError):  # no signature to read: every argument goes
+            takes = None
 
     async def handler(ctx: Context, args: dict[str, Any]) -> Any:
         kwargs: dict[str, Any] = {}
         if params is None:
-            kwargs = {k: to_plain(v) for k, v in args.items()}
+            kwargs = {k: to_plain(v) for k, v in args.items() if takes is None or k in takes}
         else:
             for name, p in by_name.items():
                 if name in args:

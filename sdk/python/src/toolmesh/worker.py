@@ -519,6 +519,9 @@ class Worker:
             ("grpc.http2.min_ping_interval_without_data_ms", 5000),
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", -1),
+            # A call's headers: its ToolCallContext (up to 8 KiB) and the orchestrator's
+            # own (trace context, deadline), past gRPC's default of 8 KiB for them all.
+            ("grpc.max_metadata_size", 64 << 10),
             # One server per port: a second worker on a taken port fails instead of sharing it.
             ("grpc.so_reuseport", 0),
         ]
@@ -1061,12 +1064,12 @@ class Worker:
             if timed_out:
                 return _error(ErrorCode.TIMEOUT, f"facade '{f.name}' ran past the call's deadline"), None
         except ToolError as e:
-            return _error(e.code, e.message), None
+            return _error(e.code, f"selecting the tools of '{f.name}': {e.message}"), None
         except asyncio.CancelledError:
             ctx._cancel()
             raise
         except Exception as e:  # noqa: BLE001 (a selector's failure, or a signal: the model hears of it)
-            return _error(ErrorCode.FAILED, str(e) or "Tool invocation failed"), None
+            return _error(ErrorCode.FAILED, f"selecting the tools of '{f.name}': {str(e) or 'Tool invocation failed'}"), None
         names: list[str] = []
         for c in chosen:
             cname = c if isinstance(c, str) else c.name
