@@ -359,6 +359,24 @@ class WorkerTest(unittest.IsolatedAsyncioTestCase):
         await self.reg.wait_for(lambda: self.reg.ended == 1)
         self.assertEqual(self.events, [True, False])
 
+    async def test_drain_answers_from_the_ledger(self) -> None:
+        # A call sent again whose answer the ledger keeps is answered so while the worker
+        # drains, as the Go and TypeScript workers do: it was refused as draining, and
+        # the orchestrator sent it to a replica without that answer, to run again.
+        first = await self.client.invoke("charge", '{"account":"d"}', idempotency_key="r/l/d1")
+        self.assertEqual(first.text, "charged d (1)")
+        slow_call = asyncio.create_task(self.client.invoke("slow", '{"seconds":0.5}'))
+        await asyncio.sleep(0.1)
+        self.worker.stop()
+        await self.reg.wait_for(lambda: self.reg.draining)
+        again = await self.client.invoke("charge", '{"account":"d"}', idempotency_key="r/l/d1")
+        self.assertEqual(again.text, "charged d (1)")
+        with self.assertRaises(grpc.aio.AioRpcError) as cm:  # a call that would run is refused
+            await self.client.invoke("charge", '{"account":"d"}', idempotency_key="r/l/d2")
+        self.assertEqual(rpc_reason(cm.exception)[:2], (grpc.StatusCode.UNAVAILABLE, "WORKER_DRAINING"))
+        self.assertEqual((await slow_call).text, "slept")
+        await asyncio.wait_for(self.run_task, 5)
+
     async def test_drain_keeps_the_lease_alive(self) -> None:
         # A draining worker goes on sending heartbeats, the call it still runs counted: its
         # lease must outlive the call. They stopped once Draining was sent, and the

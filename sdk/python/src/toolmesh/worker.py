@@ -900,9 +900,17 @@ class Worker:
 
     async def _serve(self, request: pb.Message, context: grpc.aio.ServicerContext,
                      progress: Callable[[str], Any] | None) -> pb.Message:
+        # A call whose key the idempotency ledger has answered is answered so even while
+        # the worker drains or is at its capacity, as the Go worker does: only a call that
+        # runs is admitted (_run_admitted).
+        return await self._invoke_once(request, context, progress)
+
+    async def _run_admitted(self, request: pb.Message, context: grpc.aio.ServicerContext,
+                            progress: Callable[[str], Any] | None) -> tuple[pb.Message, bool]:
+        """_invoke_call once the call is admitted (not draining, a capacity slot)."""
         release = await self._admit()
         try:
-            return await self._invoke_once(request, context, progress)
+            return await self._invoke_call(request, context, progress)
         finally:
             release()
 
@@ -921,7 +929,7 @@ class Worker:
         is kept, unless the call was cancelled and failed."""
         ledger = self._ledger_for(request.tool)
         if ledger is None or not request.idempotency_key:
-            resp, _ = await self._invoke_call(request, context, progress)
+            resp, _ = await self._run_admitted(request, context, progress)
             return resp
         key = request.tool + "\x00" + request.idempotency_key
         release = await self._keys.acquire(key)
@@ -946,7 +954,7 @@ class Worker:
                 # (a ledger that turns its cancellation into an error fails so): the call
                 # does not run. Run, its answer would replace the one perhaps kept already.
                 raise asyncio.CancelledError
-            resp, cancelled = await self._invoke_call(request, context, progress)
+            resp, cancelled = await self._run_admitted(request, context, progress)
             if cancelled and resp.WhichOneof("outcome") == "error":
                 # The caller went away while the tool ran, and the tool failed: that is
                 # not the call's outcome, and the call sent again must run.
