@@ -3,8 +3,11 @@ package tool
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math/big"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -132,7 +135,22 @@ func decodeInput[I any](ctx context.Context, s schema.Schema, input string, plan
 		wrapped = reflect.New(wrapper)
 		target = wrapped.Interface()
 	}
-	if err := decodeArguments(canonical, target); err != nil {
+	err := decodeArguments(canonical, target)
+	var number *json.UnmarshalTypeError
+	if errors.As(err, &number) && strings.HasPrefix(number.Value, "number") {
+		// An integer written 1.0 or 1e2, which the schema takes as one and Go's decoder
+		// refuses for an integer field: decoded again with it written 1 or 100.
+		if again, ok := integralNumbers(canonical); ok {
+			fresh()
+			target = any(&in)
+			if wrapper != nil {
+				wrapped = reflect.New(wrapper)
+				target = wrapped.Interface()
+			}
+			err = decodeArguments(again, target)
+		}
+	}
+	if err != nil {
 		err = fmt.Errorf("%w: %v", schema.ErrInvalidArguments, err)
 		res := ErrorWithCode(CodeInvalidArguments, err.Error())
 		res.Cause = err
@@ -176,6 +194,57 @@ func decodeArguments(canonical string, v any) error {
 		argDecoders.Put(d)
 	}
 	return err
+}
+
+// integralNumbers is canonical with each number that is an integer written with a
+// fraction or an exponent (1.0, 1e2, 2.50e1) written as an integer; ok false when it has
+// none. An exponent past ±40 is left alone: no integer field holds such a number, and
+// its digits would be costly to write.
+func integralNumbers(canonical string) (string, bool) {
+	dec := json.NewDecoder(strings.NewReader(canonical))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return "", false
+	}
+	changed := false
+	var walk func(x any) any
+	walk = func(x any) any {
+		switch t := x.(type) {
+		case map[string]any:
+			for k, e := range t {
+				t[k] = walk(e)
+			}
+		case []any:
+			for i, e := range t {
+				t[i] = walk(e)
+			}
+		case json.Number:
+			s := string(t)
+			if !strings.ContainsAny(s, ".eE") {
+				return t
+			}
+			if i := strings.IndexAny(s, "eE"); i >= 0 {
+				if exp, err := strconv.Atoi(strings.TrimPrefix(s[i+1:], "+")); err != nil || exp > 40 || exp < -40 {
+					return t
+				}
+			}
+			if r, ok := new(big.Rat).SetString(s); ok && r.IsInt() {
+				changed = true
+				return json.Number(r.Num().String())
+			}
+		}
+		return x
+	}
+	v = walk(v)
+	if !changed {
+		return "", false
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", false
+	}
+	return string(b), true
 }
 
 // outputResult converts a typed tool's output into its result.

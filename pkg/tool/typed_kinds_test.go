@@ -195,8 +195,7 @@ func TestFuncInputKindsCall(t *testing.T) {
 		{"out of range", echo[uint8](t), `{"input":256}`, invalid(`invalid arguments: property "input": 256 is greater than the maximum 255`)},
 		{"array of the wrong length", echo[[2]string](t), `{"items":["a"]}`,
 			invalid(`invalid arguments: property "items": must have at least 2 items, got 1`)},
-		{"integer spelt as float does not decode", echo[int](t), `{"input":1.0}`,
-			invalid(`invalid arguments: json: cannot unmarshal number 1.0 into Go struct field .input of type int`)},
+		{"integer spelt as float decodes", echo[int](t), `{"input":1.0}`, tool.Text("1")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -392,4 +391,33 @@ func ExampleFunc_list() {
 	// Output:
 	// {"type":"object","properties":{"items":{"type":"array","items":{"type":"number"}}},"required":["items"],"additionalProperties":false}
 	// 3.5
+}
+
+// An integer written with a fraction or an exponent (1.0, 2e0), which the schema takes as
+// an integer, reaches an integer field: Go's decoder refused it ("cannot unmarshal number
+// 1.0 into ... int"), where the TypeScript and Python workers took it.
+func TestIntegersWrittenAsFloats(t *testing.T) {
+	type counts struct {
+		N  int     `json:"n"`
+		M  uint8   `json:"m"`
+		L  []int64 `json:"l"`
+		F  float64 `json:"f"`
+		In struct {
+			K int `json:"k"`
+		} `json:"in"`
+	}
+	want := counts{N: 1, M: 2, L: []int64{3, 4, 250}, F: 1.5}
+	want.In.K = 7
+	decodes(t, `{"n":1.0,"m":2e0,"l":[3.0,4,2.5e2],"f":1.5,"in":{"k":70e-1}}`, want)
+	decodes(t, `{"ms":1.0}`, struct {
+		MS int `json:"ms"`
+	}{1})
+	decodes(t, `{"Value":5.00}`, struct{ Value int }{5})
+	// Not an integer, or too large: refused as before, by the schema or the decoder.
+	for _, args := range []string{`{"n":1.5}`, `{"m":3e2}`, `{"n":1e400}`} {
+		res, _ := tool.MustFunc("t", "", func(_ context.Context, in counts) (string, error) { return "ok", nil }).Call(context.Background(), args)
+		if !res.IsError() {
+			t.Errorf("Call(%s) = %+v; want invalid arguments", args, res)
+		}
+	}
 }
