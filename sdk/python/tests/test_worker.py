@@ -107,6 +107,13 @@ async def other() -> str:
     return "other"
 
 
+@tool(description="Returns what cannot be sent")
+async def unsendable(kind: str) -> Any:
+    if kind == "surrogate":
+        return "caf\udce9"
+    return ArtifactResult("c", Artifact("T", json=123))  # type: ignore[arg-type]
+
+
 @tool(description="Greets, its own schema allowing more", input_schema={
     "type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]})
 async def greet(name: str) -> str:
@@ -145,7 +152,7 @@ def groups() -> list[Group]:
     opener = Facade.selectable("open", "Open a counter", [count], open_counter)
     calc = Facade.plain("calc", "Calculator", [add_sync], usage_notes="Use add_sync.")
     cats = Facade.by_category("stuff", "Stuff", {"a": [echo], "b": [other]})
-    return [Group("t", "Test tools", tools=[echo, who, boom, steps, steps_sync, charge, note, big, slow, greet],
+    return [Group("t", "Test tools", tools=[echo, who, boom, steps, steps_sync, charge, note, big, slow, greet, unsendable],
                   facades=[opener, calc, cats])]
 
 
@@ -231,6 +238,16 @@ class WorkerTest(unittest.IsolatedAsyncioTestCase):
         # TypeScript workers ignore what their tools do not take.
         resp = await self.client.invoke("greet", '{"name":"ada","extra":1}')
         self.assertEqual((resp.WhichOneof("outcome"), resp.text), ("text", "hello ada"))
+
+    async def test_result_that_cannot_be_sent(self) -> None:
+        # The call ran: an error result says why its answer cannot be sent, as the Go and
+        # TypeScript workers answer. It was a bare UNKNOWN status, which the orchestrator
+        # counts against the worker, and resends an idempotent call for.
+        for kind in ("surrogate", "artifact"):
+            resp = await self.client.invoke("unsendable", json.dumps({"kind": kind}))
+            self.assertEqual(resp.error.code, ErrorCode.FAILED.value, kind)
+            self.assertTrue(resp.error.message.startswith("tool 'unsendable' returned a result that cannot be sent: "),
+                            resp.error.message)
 
     async def test_unknown_tool(self) -> None:
         with self.assertRaises(grpc.aio.AioRpcError) as cm:

@@ -1060,9 +1060,16 @@ class Worker:
         except Exception as e:  # noqa: BLE001 (a tool's failure is an answer)
             log.debug("tool %s failed", t.name, exc_info=True)
             out = ErrorResult(str(e) or "Tool invocation failed")
-        if isinstance(out, Signal):
-            return _signal(t.name, out)
-        return _result(t.name, out), None
+        try:
+            if isinstance(out, Signal):
+                return _signal(t.name, out)
+            return _result(t.name, out), None
+        except (TypeError, ValueError) as e:  # UnicodeEncodeError is a ValueError
+            # A result the wire cannot carry (text with lone surrogates, an artifact's json
+            # that is not text): the call ran, so the model hears of it, as from the Go and
+            # TypeScript workers; a bare status would read as a worker that failed.
+            why = str(e).encode("utf-8", "replace").decode("utf-8")
+            return _error(ErrorCode.FAILED, f"tool '{t.name}' returned a result that cannot be sent: {why}"), None
 
     async def _select(self, served: _Served, ctx: Context, args: dict[str, Any],
                       remaining: float | None) -> tuple[pb.Message, pb.Message | None]:
