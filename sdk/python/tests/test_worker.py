@@ -6,9 +6,10 @@ from __future__ import annotations
 import toolmesh  # noqa: F401 (first: it finds Debian's grpc for another interpreter)
 
 import asyncio
+import contextlib
 import json
 import unittest
-from typing import Any, Optional
+from typing import Any, AsyncIterator, Optional
 
 import grpc
 import grpc.aio
@@ -421,28 +422,35 @@ class WorkerTest(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(self.events, [True, False, True])
 
 
+@contextlib.asynccontextmanager
+async def serving(**options: Any) -> AsyncIterator[tuple[Worker, WorkerClient, asyncio.Task[None]]]:
+    """A worker of groups() with options, registered with a fake orchestrator of its own,
+    and a client of it; stopped (if the test did not) and closed at the end."""
+    reg = FakeRegistry()
+    await reg.start()
+    asyncio.get_running_loop().slow_callback_duration = 1.0  # the test loop runs in debug mode
+    w = Worker(reg.address, groups(), **options)
+    task = asyncio.create_task(w.run(handle_signals=False))
+    await w.wait_registered()
+    c = WorkerClient(w.address)
+    try:
+        yield w, c, task
+    finally:
+        w.stop()
+        await task
+        await c.close()
+        await reg.stop()
+
+
 class CapacityTest(unittest.IsolatedAsyncioTestCase):
     async def test_capacity_queues_calls(self) -> None:
-        reg = FakeRegistry()
-        await reg.start()
-        asyncio.get_running_loop().slow_callback_duration = 1.0  # the test loop runs in debug mode
-        w = Worker(reg.address, groups(), id="cap", capacity=1, ledger=MemoryLedger(), max_result_bytes=1000)
-        task = asyncio.create_task(w.run(handle_signals=False))
-        await w.wait_registered()
-        c = WorkerClient(w.address)
-        try:
+        async with serving(id="cap", capacity=1, ledger=MemoryLedger(), max_result_bytes=1000) as (_, c, _):
             loop = asyncio.get_running_loop()
             t0 = loop.time()
             await asyncio.gather(c.invoke("slow", '{"seconds":0.2}'), c.invoke("slow", '{"seconds":0.2}'))
             self.assertGreaterEqual(loop.time() - t0, 0.39)
             r = await c.invoke("big", '{"n":2000}')
             self.assertIn("over the 1000 bytes a result may have", r.error.message)
-        finally:
-            w.stop()
-            await task
-            await c.close()
-            await reg.stop()
-
 
 
 class SlowLedger(MemoryLedger):
@@ -474,14 +482,7 @@ class SharedLedgerTest(unittest.IsolatedAsyncioTestCase):
         # answer is being stored. The answer is kept all the same, and the call sent again
         # is answered from the ledger. Before, the store was cancelled with the call, and
         # the call sent again charged a second time.
-        reg = FakeRegistry()
-        await reg.start()
-        asyncio.get_running_loop().slow_callback_duration = 1.0
-        w = Worker(reg.address, groups(), id="shared", ledger=SlowLedger())
-        task = asyncio.create_task(w.run(handle_signals=False))
-        await w.wait_registered()
-        c = WorkerClient(w.address)
-        try:
+        async with serving(id="shared", ledger=SlowLedger()) as (_, c, _):
             key = {"idempotency_key": "r/l/shared"}
             with self.assertRaises(grpc.aio.AioRpcError):
                 await c.invoke("charge", '{"account":"shared"}', timeout=0.15, **key)
@@ -489,25 +490,13 @@ class SharedLedgerTest(unittest.IsolatedAsyncioTestCase):
             # Sent again at once: it waits for the store, which holds the key.
             r = await c.invoke("charge", '{"account":"shared"}', **key)
             self.assertEqual((r.text, effects["shared"]), ("charged shared (1)", 1))
-        finally:
-            w.stop()
-            await task
-            await c.close()
-            await reg.stop()
 
     async def test_nothing_runs_for_a_caller_gone_during_the_load(self) -> None:
         # A call sent again whose caller leaves while the ledger is read does not run:
         # the ledger's error was taken for an unreadable ledger, the tool ran a second
         # time, and its answer replaced the one kept.
-        reg = FakeRegistry()
-        await reg.start()
-        asyncio.get_running_loop().slow_callback_duration = 1.0
         ledger = LoadFailsOnCancelLedger()
-        w = Worker(reg.address, groups(), id="loading", ledger=ledger)
-        task = asyncio.create_task(w.run(handle_signals=False))
-        await w.wait_registered()
-        c = WorkerClient(w.address)
-        try:
+        async with serving(id="loading", ledger=ledger) as (_, c, _):
             key = {"idempotency_key": "r/l/loading"}
             r = await c.invoke("charge", '{"account":"loading"}', **key)
             self.assertEqual((r.text, effects["loading"]), ("charged loading (1)", 1))
@@ -520,33 +509,19 @@ class SharedLedgerTest(unittest.IsolatedAsyncioTestCase):
             self.assertEqual(effects["loading"], 1, "the call whose caller left ran the tool")
             r = await c.invoke("charge", '{"account":"loading"}', **key)
             self.assertEqual(r.text, "charged loading (1)")
-        finally:
-            w.stop()
-            await task
-            await c.close()
-            await reg.stop()
 
     async def test_stop_waits_for_a_store_whose_caller_left(self) -> None:
         # The caller leaves while the answer is stored, and the worker stops at once: it
         # waits for the store before it ends. Before, the store was left to itself and
         # cancelled with the event loop, the answer lost.
-        reg = FakeRegistry()
-        await reg.start()
-        asyncio.get_running_loop().slow_callback_duration = 1.0
         ledger = SlowLedger()
-        w = Worker(reg.address, groups(), id="stopping", ledger=ledger)
-        task = asyncio.create_task(w.run(handle_signals=False))
-        await w.wait_registered()
-        c = WorkerClient(w.address)
-        try:
+        async with serving(id="stopping", ledger=ledger) as (w, c, task):
             with self.assertRaises(grpc.aio.AioRpcError):
                 await c.invoke("charge", '{"account":"stopping"}', timeout=0.15, idempotency_key="r/l/stopping")
             w.stop()
             await task
             self.assertIsNotNone(await ledger.load("charge\x00r/l/stopping"))
-        finally:
-            await c.close()
-            await reg.stop()
+
 
 if __name__ == "__main__":
     unittest.main()
