@@ -282,3 +282,32 @@ func TestBindingToProtoWithin(t *testing.T) {
 		t.Errorf("a JSON value is never cut: %v", p)
 	}
 }
+
+func TestCheckUTF8NamesTheField(t *testing.T) {
+	ok := &toolpb.InvokeResponse{Outcome: &toolpb.InvokeResponse_Text{Text: "café ☕"},
+		BlackboardUpdates: []*toolpb.BlackboardObject{{TypeName: "Point", Json: `{"x":1}`, Data: []byte{0xff}}}}
+	if err := CheckUTF8(ok.ProtoReflect()); err != nil {
+		t.Errorf("valid text (bytes fields may hold anything): %v", err)
+	}
+	for _, tc := range []struct {
+		m    *toolpb.InvokeResponse
+		want string
+	}{
+		{&toolpb.InvokeResponse{Outcome: &toolpb.InvokeResponse_Text{Text: "caf\xe9"}}, "text: not valid UTF-8"},
+		{&toolpb.InvokeResponse{Outcome: &toolpb.InvokeResponse_Error{Error: &toolpb.ToolError{Message: "\xff"}}}, "error.message: not valid UTF-8"},
+		{&toolpb.InvokeResponse{Outcome: &toolpb.InvokeResponse_Artifact{Artifact: &toolpb.ArtifactResult{Content: "ok",
+			Artifact: &toolpb.Artifact{TypeName: "P\xffoint"}}}}, "artifact.artifact.type_name: not valid UTF-8"},
+		{&toolpb.InvokeResponse{Outcome: &toolpb.InvokeResponse_Text{Text: "ok"},
+			BlackboardUpdates: []*toolpb.BlackboardObject{{TypeName: "A"}, {TypeName: "B", Json: "\"\xc3\""}}}, "blackboard_updates[1].json: not valid UTF-8"},
+		{&toolpb.InvokeResponse{Outcome: &toolpb.InvokeResponse_Text{Text: "ok"},
+			Selection: &toolpb.Selection{Tools: []string{"a", "b\xff"}}}, "selection.tools[1]: not valid UTF-8"},
+	} {
+		err := CheckUTF8(tc.m.ProtoReflect())
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("CheckUTF8(%v) = %v, want %q", tc.m, err, tc.want)
+		}
+		if _, merr := proto.Marshal(tc.m); merr == nil {
+			t.Errorf("proto.Marshal(%v) succeeded: the case does not test what protocol buffers refuse", tc.m)
+		}
+	}
+}

@@ -48,7 +48,8 @@ func (s *invoker) InvokeStream(sreq *toolpb.InvokeStreamRequest, stream toolpb.T
 		if failed {
 			return
 		}
-		status = wire.Cut(status, wire.MaxProgressBytes)
+		// Only UTF-8 crosses the wire: a report that is not would fail the whole stream.
+		status = wire.Cut(strings.ToValidUTF8(status, "\uFFFD"), wire.MaxProgressBytes)
 		if err := stream.Send(&toolpb.InvokeStreamResponse{Message: &toolpb.InvokeStreamResponse_Progress{Progress: &toolpb.ProgressReport{Status: status}}}); err != nil {
 			failed = true // the orchestrator went away; the call's context ends too
 		}
@@ -166,7 +167,8 @@ func (w *Worker) rebuild(ctx context.Context, template, created string, state []
 	res, _ := toolcall.Protect(ctx, w.log, template, func() (tool.Result, error) {
 		made, err := tm.Create(ctx, state)
 		if err != nil {
-			return tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf("tool '%s' cannot be rebuilt from its state: %v", created, err)), nil
+			// The template's message may quote the state's bytes: only UTF-8 crosses the wire.
+			return tool.ErrorWithCode(tool.CodeFailed, strings.ToValidUTF8(fmt.Sprintf("tool '%s' cannot be rebuilt from its state: %v", created, err), "\uFFFD")), nil
 		}
 		for _, m := range made {
 			if m.Definition().Name == created {
@@ -277,7 +279,7 @@ func (s *invoker) run(ctx context.Context, md metadata.MD, callID string, c *cal
 func (w *Worker) respond(ctx context.Context, c *call) (*toolpb.InvokeResponse, error) {
 	resp, err := wire.ResultToProto(c.res)
 	if err != nil {
-		return wire.ResultToProto(tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf("tool '%s' returned a result that cannot be sent: %v", c.name, err)))
+		return unsendable(c.name, err)
 	}
 	if c.sig != nil {
 		resp.Outcome = &toolpb.InvokeResponse_Signal{Signal: c.sig}
@@ -295,6 +297,9 @@ func (w *Worker) respond(ctx context.Context, c *call) (*toolpb.InvokeResponse, 
 		resp.State = c.st.Bytes()
 		resp.StateChanged = true
 	}
+	if err := wire.CheckUTF8(resp.ProtoReflect()); err != nil {
+		return unsendable(c.name, err)
+	}
 	if n := proto.Size(resp); n > w.opts.MaxResultBytes {
 		// The orchestrator would refuse the message; the call ran, so say so instead.
 		w.log.WarnContext(ctx, "tool result over the size limit: answering with an error", "tool", c.name, "bytes", n, "limit", w.opts.MaxResultBytes)
@@ -303,6 +308,14 @@ func (w *Worker) respond(ctx context.Context, c *call) (*toolpb.InvokeResponse, 
 			c.name, n, w.opts.MaxResultBytes)))
 	}
 	return resp, nil
+}
+
+// unsendable is the error result of a call whose result cannot be sent: one that
+// protocol buffers refuse to encode (text that is not UTF-8) would otherwise fail the
+// call with a bare INTERNAL status, read as a worker that failed (and an idempotent
+// call sent again). The call ran, so the model hears of it.
+func unsendable(name string, err error) (*toolpb.InvokeResponse, error) {
+	return wire.ResultToProto(tool.ErrorWithCode(tool.CodeFailed, strings.ToValidUTF8(fmt.Sprintf("tool '%s' returned a result that cannot be sent: %v", name, err), "\uFFFD")))
 }
 
 // selectFacade answers a call of a facade: its selection, as the unfold message and as a

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"testing"
 	"time"
 
@@ -126,5 +127,40 @@ func TestInvokeTenantAgainstCallToken(t *testing.T) {
 		case tc.want != "" && (err != nil || resp.GetText() != tc.want):
 			t.Errorf("%s: %v %v; want %q", tc.name, resp, err, tc.want)
 		}
+	}
+}
+
+// TestProgressThatIsNotUTF8: a report whose text is not UTF-8 reaches the orchestrator
+// with its bad bytes replaced, and the call's result follows it; it failed the whole
+// stream with a bare INTERNAL status (protocol buffers refuse to encode it).
+func TestProgressThatIsNotUTF8(t *testing.T) {
+	ctx := testContext(t)
+	reports := tool.New("reports", "Reports its progress.", schema.Empty(), func(ctx context.Context, _ string) (tool.Result, error) {
+		tool.Progress(ctx, "reading caf\xe9.txt")
+		return tool.Text("done"), nil
+	}, tool.ReportsProgress())
+	w := start(t, Options{ID: "w1"}, group(reports))
+	stream, err := w.client().InvokeStream(ctx, &toolpb.InvokeStreamRequest{Request: &toolpb.InvokeRequest{Tool: "reports", ArgumentsJson: `{}`, CallId: "c"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for {
+		msg, err := stream.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("the stream failed after %q: %v", got, err)
+		}
+		if p := msg.GetProgress(); p != nil {
+			got = append(got, "progress: "+p.GetStatus())
+		}
+		if r := msg.GetResult(); r != nil {
+			got = append(got, "result: "+r.GetText())
+		}
+	}
+	if want := []string{"progress: reading caf\uFFFD.txt", "result: done"}; !cmp.Equal(got, want) {
+		t.Errorf("stream = %q, want %q", got, want)
 	}
 }

@@ -345,10 +345,19 @@ func TestInvokeOutcomes(t *testing.T) {
 	unsendable := tool.New("unsendable", "Returns what cannot be encoded.", schema.Empty(), func(context.Context, string) (tool.Result, error) {
 		return tool.ArtifactResult("here", tool.Artifact{TypeName: "Chan", Value: make(chan int)}), nil
 	})
+	badText := tool.New("bad_text", "Returns text that is not UTF-8.", schema.Empty(), func(context.Context, string) (tool.Result, error) {
+		return tool.Text("caf\xe9"), nil
+	})
+	badError := tool.New("bad_error", "Fails with a message that is not UTF-8.", schema.Empty(), func(context.Context, string) (tool.Result, error) {
+		return tool.Result{}, errors.New("no such file: \xff.txt")
+	})
+	badArtifact := tool.New("bad_artifact", "Returns an artifact named in bytes that are not UTF-8.", schema.Empty(), func(context.Context, string) (tool.Result, error) {
+		return tool.ArtifactResult("here", tool.Artifact{TypeName: "P\xffoint", Value: 1}), nil
+	})
 	huge := tool.New("huge", "Returns 5 MiB.", schema.Empty(), func(context.Context, string) (tool.Result, error) {
 		return tool.Text(strings.Repeat("x", 5<<20)), nil
 	})
-	w := start(t, Options{ID: "w1"}, group(echo(), fails, panicsInFunc, panicky{}, who, artifact, unsendable, huge))
+	w := start(t, Options{ID: "w1"}, group(echo(), fails, panicsInFunc, panicky{}, who, artifact, unsendable, badText, badError, badArtifact, huge))
 
 	tests := []struct {
 		name string
@@ -378,6 +387,15 @@ func TestInvokeOutcomes(t *testing.T) {
 				Content: "here", Artifact: &toolpb.Artifact{TypeName: "Point", Payload: &toolpb.Artifact_Json{Json: `{"x":1}`}},
 			}}}, ""},
 		{"result that cannot be sent", &toolpb.InvokeRequest{Tool: "unsendable", ArgumentsJson: `{}`},
+			errorResponse(toolpb.ToolErrorCode_TOOL_ERROR_CODE_FAILED), "cannot be sent"},
+		// Protocol buffers' strings are UTF-8: text that is not cannot cross the wire, and
+		// the call ran, so the model hears of it (a bare INTERNAL status would read as a
+		// worker that failed, to be ejected, and an idempotent call would be sent again).
+		{"text that is not UTF-8", &toolpb.InvokeRequest{Tool: "bad_text", ArgumentsJson: `{}`},
+			errorResponse(toolpb.ToolErrorCode_TOOL_ERROR_CODE_FAILED), "tool 'bad_text' returned a result that cannot be sent: text: not valid UTF-8"},
+		{"an error message that is not UTF-8", &toolpb.InvokeRequest{Tool: "bad_error", ArgumentsJson: `{}`},
+			errorResponse(toolpb.ToolErrorCode_TOOL_ERROR_CODE_FAILED), "cannot be sent"},
+		{"an artifact's type that is not UTF-8", &toolpb.InvokeRequest{Tool: "bad_artifact", ArgumentsJson: `{}`},
 			errorResponse(toolpb.ToolErrorCode_TOOL_ERROR_CODE_FAILED), "cannot be sent"},
 		// Bounded on this side: the orchestrator would refuse a 5 MiB message.
 		{"result over the size limit", &toolpb.InvokeRequest{Tool: "huge", ArgumentsJson: `{}`},

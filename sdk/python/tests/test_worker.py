@@ -87,6 +87,13 @@ def steps_sync(n: int, ctx: Context) -> str:
     return "ok"
 
 
+@tool(description="Report a file name read from the disk", reports_progress=True)
+async def reads_file(ctx: Context) -> str:
+    # os.fsdecode gives a name that is not UTF-8 lone surrogates (surrogateescape).
+    await ctx.progress("reading caf\udce9.txt")
+    return "read"
+
+
 @tool(description="Charge once", ledger=True)
 async def charge(account: str, fail: bool = False, wait: float = 0) -> str:
     await asyncio.sleep(wait)
@@ -153,7 +160,7 @@ def groups() -> list[Group]:
     opener = Facade.selectable("open", "Open a counter", [count], open_counter)
     calc = Facade.plain("calc", "Calculator", [add_sync], usage_notes="Use add_sync.")
     cats = Facade.by_category("stuff", "Stuff", {"a": [echo], "b": [other]})
-    return [Group("t", "Test tools", tools=[echo, who, boom, steps, steps_sync, charge, note, big, slow, greet, unsendable],
+    return [Group("t", "Test tools", tools=[echo, who, boom, steps, steps_sync, reads_file, charge, note, big, slow, greet, unsendable],
                   facades=[opener, calc, cats])]
 
 
@@ -290,6 +297,13 @@ class WorkerTest(unittest.IsolatedAsyncioTestCase):
         self.assertEqual([m.WhichOneof("message") for m in msgs], ["progress", "progress", "result"])
         # Under unary Invoke the reports are dropped.
         self.assertEqual((await self.client.invoke("steps", '{"n":2}')).text, "did 2")
+
+    async def test_progress_that_is_not_utf8(self) -> None:
+        # A report with characters UTF-8 cannot encode goes with them replaced; it failed
+        # the tool (its call raised), where a report never fails the call.
+        msgs = await self.client.invoke_stream("reads_file", "{}")
+        self.assertEqual([m.progress.status for m in msgs[:-1]], ["reading caf\ufffd.txt"])
+        self.assertEqual(msgs[-1].result.text, "read")
 
     async def test_selectable_facade_binds_state(self) -> None:
         r = await self.client.invoke("open", '{"name":"cart"}')

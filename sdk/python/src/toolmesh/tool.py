@@ -563,8 +563,14 @@ def _done() -> Awaitable[None]:
     return _Done()
 
 
+_LONE_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
 def cut_utf8(s: str, n: int) -> str:
-    """s cut to at most n bytes of UTF-8, at a character boundary."""
+    """s cut to at most n bytes of UTF-8, at a character boundary; a character UTF-8
+    cannot encode (a lone surrogate, as ``os.fsdecode`` makes of bytes that are not
+    UTF-8) is replaced by U+FFFD."""
+    s = _LONE_SURROGATES.sub("\ufffd", s)
     b = s.encode("utf-8")
     if len(b) <= n:
         return s
