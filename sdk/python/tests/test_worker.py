@@ -8,6 +8,7 @@ import toolmesh  # noqa: F401 (first: it finds Debian's grpc for another interpr
 import asyncio
 import contextlib
 import json
+import threading
 import unittest
 from typing import Any, AsyncIterator, Optional
 
@@ -156,11 +157,31 @@ async def slow(seconds: float) -> str:
     return "slept"
 
 
+gate = threading.Event()
+"""What hold waits for (set again by the tests that clear it)."""
+meeting: list[threading.Barrier] = []
+"""The barrier meet waits at, set by the test."""
+
+
+@tool(description="Charge once the gate opens", ledger=True)
+def hold(account: str) -> str:
+    gate.wait(10)
+    effects[account] = effects.get(account, 0) + 1
+    return f"charged {account} ({effects[account]})"
+
+
+@tool(description="Wait until every call has come")
+def meet() -> str:
+    meeting[0].wait(5)
+    return "met"
+
+
 def groups() -> list[Group]:
     opener = Facade.selectable("open", "Open a counter", [count], open_counter)
     calc = Facade.plain("calc", "Calculator", [add_sync], usage_notes="Use add_sync.")
     cats = Facade.by_category("stuff", "Stuff", {"a": [echo], "b": [other]})
-    return [Group("t", "Test tools", tools=[echo, who, boom, steps, steps_sync, reads_file, charge, note, big, slow, greet, unsendable],
+    return [Group("t", "Test tools", tools=[echo, who, boom, steps, steps_sync, reads_file, charge, note, big, slow, greet, unsendable,
+                                                hold, meet],
                   facades=[opener, calc, cats])]
 
 
@@ -465,6 +486,56 @@ class CapacityTest(unittest.IsolatedAsyncioTestCase):
             self.assertGreaterEqual(loop.time() - t0, 0.39)
             r = await c.invoke("big", '{"n":2000}')
             self.assertIn("over the 1000 bytes a result may have", r.error.message)
+
+
+class SyncToolTest(unittest.IsolatedAsyncioTestCase):
+    """Synchronous tools run in threads, which nothing can stop: the worker treats one as
+    the Go worker treats a tool that ignores its context."""
+
+    def setUp(self) -> None:
+        gate.set()
+        self.addCleanup(gate.set)
+
+    async def test_sync_tools_run_at_once(self) -> None:
+        # As many at once as are called (within the capacity): they ran on asyncio's
+        # default executor, min(32, CPUs + 4) threads, and the others queued unseen.
+        n = 40
+        meeting[:] = [threading.Barrier(n)]
+        async with serving(id="threads") as (_, c, _):
+            got = await asyncio.gather(*(c.invoke("meet", timeout=10) for _ in range(n)))
+            self.assertEqual([r.text for r in got], ["met"] * n)
+
+    async def test_a_thread_past_its_call_keeps_its_slot_and_key(self) -> None:
+        # A call ends (its deadline passes, or its caller leaves) while its thread still
+        # runs: the thread goes on holding the call's capacity slot and its idempotency
+        # key, and what it returns is kept in the ledger. Before, the slot and the key
+        # were given back at once: more threads ran than the capacity, and the call sent
+        # again ran the tool a second time, its effect taken twice.
+        for how in ("deadline", "caller left"):
+            with self.subTest(how):
+                account, key = f"late {how}", {"idempotency_key": f"r/l/{how}"}
+                args = json.dumps({"account": account})
+                gate.clear()
+                async with serving(id="late", capacity=1, ledger=MemoryLedger()) as (w, c, _):
+                    if how == "deadline":
+                        with contextlib.suppress(grpc.aio.AioRpcError):
+                            r = await c.invoke("hold", args, timeout=0.3, **key)
+                            self.assertEqual(r.error.code, ErrorCode.TIMEOUT.value)
+                    else:
+                        with self.assertRaises(asyncio.TimeoutError):
+                            await asyncio.wait_for(c.invoke("hold", args, timeout=30, **key), 0.3)
+                    # The thread holds the only slot: another call waits for it.
+                    with self.assertRaises(grpc.aio.AioRpcError) as cm:
+                        await c.invoke("echo", '{"text":"x"}', timeout=0.3)
+                    self.assertEqual(cm.exception.code(), grpc.StatusCode.DEADLINE_EXCEEDED)
+                    # Sent again, the call waits for the thread, and gets its answer.
+                    again = asyncio.create_task(c.invoke("hold", args, timeout=10, **key))
+                    await asyncio.sleep(0.2)
+                    self.assertFalse(again.done())
+                    gate.set()
+                    self.assertEqual(((await again).text, effects[account]), (f"charged {account} (1)", 1))
+                    self.assertEqual((await c.invoke("echo", '{"text":"x"}')).text, "echo: x")
+                    self.assertEqual((w._active, w._calls, len(w._keys)), (0, 0, 0))
 
 
 class SlowLedger(MemoryLedger):

@@ -24,6 +24,7 @@ A tool answers with:
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextvars
 import dataclasses
 import enum
@@ -459,6 +460,7 @@ class Context:
         self._progress = progress
         self._loop = loop
         self._cancelled = threading.Event()
+        self._threads: list[concurrent.futures.Future[Any]] = []
 
     def get(self, key: str, default: str | None = None) -> str | None:
         """A ToolCallContext entry; the reserved keys ``toolmesh.loop_id`` and
@@ -484,6 +486,31 @@ class Context:
 
     def _cancel(self) -> None:
         self._cancelled.set()
+
+    async def _in_thread(self, fn: Callable[[], Any]) -> Any:
+        """fn's value, fn run on a thread of its own (a synchronous tool). The thread is
+        not stopped when the await is cancelled (nothing can stop it): it stays in
+        _threads, and the worker holds the call's capacity slot and idempotency key until
+        it ends, keeping what it returns, as the Go worker does for a tool that ignores
+        its context."""
+        done: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        done.set_running_or_notify_cancel()
+
+        def run() -> None:
+            try:
+                done.set_result(fn())
+            except BaseException as e:  # noqa: BLE001 (handed to whoever awaits it)
+                done.set_exception(e)
+
+        threading.Thread(target=run, name=f"toolmesh-tool-{self.tool}", daemon=True).start()
+        self._threads.append(done)
+        value = asyncio.wrap_future(done)
+        value.add_done_callback(lambda f: f.cancelled() or f.exception())  # read, though the call be gone
+        return await asyncio.shield(value)
+
+    def _thread_running(self) -> concurrent.futures.Future[Any] | None:
+        """The call's thread while it runs on, else None."""
+        return next((f for f in self._threads if not f.done()), None)
 
     # State.
 
@@ -734,9 +761,10 @@ def handler_from_function(fn: Callable[..., Any], params: Sequence[Parameter] | 
         pos = [kwargs.pop(n) for n in positional if n in kwargs]
         if is_async:
             return await fn(*pos, **kwargs)
-        loop = asyncio.get_running_loop()
+        # A thread for each call, as the Go worker has a goroutine: asyncio's default
+        # executor runs at most min(32, CPUs + 4) at once, a cap nobody set.
         cv = contextvars.copy_context()
-        return await loop.run_in_executor(None, functools.partial(cv.run, fn, *pos, **kwargs))
+        return await ctx._in_thread(functools.partial(cv.run, fn, *pos, **kwargs))
 
     return handler
 

@@ -19,6 +19,7 @@ and the server stops.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import enum
 import ipaddress
@@ -906,13 +907,57 @@ class Worker:
         return await self._invoke_once(request, context, progress)
 
     async def _run_admitted(self, request: pb.Message, context: grpc.aio.ServicerContext,
-                            progress: Callable[[str], Any] | None) -> tuple[pb.Message, bool]:
-        """_invoke_call once the call is admitted (not draining, a capacity slot)."""
+                            progress: Callable[[str], Any] | None,
+                            calls: list[Context] | None = None) -> tuple[pb.Message, bool]:
+        """_invoke_call once the call is admitted (not draining, a capacity slot). The slot
+        is held until the call's thread (a synchronous tool's) ends, though the call be
+        answered or its caller gone: nothing stops a thread. calls receives the call's
+        Context."""
         release = await self._admit()
+        calls = [] if calls is None else calls
         try:
-            return await self._invoke_call(request, context, progress)
+            return await self._invoke_call(request, context, progress, calls)
         finally:
-            release()
+            thread = calls[0]._thread_running() if calls else None
+            if thread is None:
+                release()
+            else:
+                loop = asyncio.get_running_loop()
+                thread.add_done_callback(lambda _: _call_soon(loop, release))
+
+    def _keep_late(self, name: str, calls: list[Context], key: str, ledger: Ledger,
+                   release: Callable[[], None]) -> bool:
+        """For a call answered (or gone) while its thread runs on: holds the key until the
+        thread ends, keeping the answer it then makes unless it failed, so that the call
+        sent again gets it rather than run the tool a second time. False when no thread
+        runs."""
+        t = self._catalog.tools.get(name)
+        thread = calls[0]._thread_running() if calls else None
+        if t is None or thread is None:
+            return False
+        ctx, tool_name, running = calls[0], t.name, thread
+
+        async def keep() -> None:
+            try:
+                try:
+                    out = await asyncio.wrap_future(running)
+                except Exception as e:  # noqa: BLE001 (a tool's failure is an answer)
+                    out = _failure(tool_name, e)
+                resp, signal_pb = _outcome(tool_name, out)
+                resp = self._respond(tool_name, resp, ctx, None, signal_pb, False)
+                if resp.WhichOneof("outcome") != "error":
+                    await asyncio.wait_for(ledger.store(key, resp.SerializeToString(), self.ledger_ttl),
+                                           LEDGER_STORE_TIMEOUT)
+            except Exception as e:  # noqa: BLE001 (logged: the call sent again runs)
+                log.warning("the late answer of a call could not be kept in the idempotency ledger: tool=%s "
+                            "error=%s", name, e)
+            finally:
+                release()
+
+        task = asyncio.ensure_future(keep())
+        self._stores.add(task)  # the drain waits for it
+        task.add_done_callback(self._stores.discard)
+        return True
 
     def _ledger_for(self, name: str) -> Ledger | None:
         if self._ledger is not None:
@@ -954,10 +999,19 @@ class Worker:
                 # (a ledger that turns its cancellation into an error fails so): the call
                 # does not run. Run, its answer would replace the one perhaps kept already.
                 raise asyncio.CancelledError
-            resp, cancelled = await self._run_admitted(request, context, progress)
+            calls: list[Context] = []
+            try:
+                resp, cancelled = await self._run_admitted(request, context, progress, calls)
+            except asyncio.CancelledError:
+                if self._keep_late(request.tool, calls, key, ledger, release):
+                    held = False
+                raise
             if cancelled and resp.WhichOneof("outcome") == "error":
                 # The caller went away while the tool ran, and the tool failed: that is
-                # not the call's outcome, and the call sent again must run.
+                # not the call's outcome, and the call sent again must run. A thread that
+                # runs on may still take its effect: its answer is kept once it ends.
+                if self._keep_late(request.tool, calls, key, ledger, release):
+                    held = False
                 return resp
             # The caller may leave (its orchestrator died) while the answer is stored: the
             # store goes on all the same, within ten seconds, its effect having happened,
@@ -988,7 +1042,7 @@ class Worker:
                 release()
 
     async def _invoke_call(self, request: pb.Message, context: grpc.aio.ServicerContext,
-                           progress: Callable[[str], Any] | None) -> tuple[pb.Message, bool]:
+                           progress: Callable[[str], Any] | None, calls: list[Context]) -> tuple[pb.Message, bool]:
         """Runs one call; returns its answer and whether the call was cancelled (its
         caller went away or its deadline passed) by the time it ended."""
         name = request.tool
@@ -1022,6 +1076,7 @@ class Worker:
                       state=bytes(request.state), blackboard=board, deadline=deadline, metadata=metadata,
                       progress=progress, loop=asyncio.get_running_loop())
         context.add_done_callback(lambda _: ctx._cancel())
+        calls.append(ctx)
         selection: pb.Message | None = None
         signal_pb: pb.Message | None = None
         if served is not None:
@@ -1050,26 +1105,12 @@ class Worker:
             out, timed_out = await self._run_guarded(ctx, t.handler(ctx, args), remaining)
             if timed_out:
                 return _error(ErrorCode.TIMEOUT, f"tool '{t.name}' ran past the call's deadline"), None
-        except Signal as s:
-            out = s
-        except ToolError as e:
-            out = ErrorResult(e.message, e.code)
         except asyncio.CancelledError:
             ctx._cancel()
             raise
         except Exception as e:  # noqa: BLE001 (a tool's failure is an answer)
-            log.debug("tool %s failed", t.name, exc_info=True)
-            out = ErrorResult(str(e) or "Tool invocation failed")
-        try:
-            if isinstance(out, Signal):
-                return _signal(t.name, out)
-            return _result(t.name, out), None
-        except (TypeError, ValueError) as e:  # UnicodeEncodeError is a ValueError
-            # A result the wire cannot carry (text with lone surrogates, an artifact's json
-            # that is not text): the call ran, so the model hears of it, as from the Go and
-            # TypeScript workers; a bare status would read as a worker that failed.
-            why = str(e).encode("utf-8", "replace").decode("utf-8")
-            return _error(ErrorCode.FAILED, f"tool '{t.name}' returned a result that cannot be sent: {why}"), None
+            out = _failure(t.name, e)
+        return _outcome(t.name, out)
 
     async def _select(self, served: _Served, ctx: Context, args: dict[str, Any],
                       remaining: float | None) -> tuple[pb.Message, pb.Message | None]:
@@ -1176,6 +1217,36 @@ def _truncate(s: str, n: int) -> str:
     if len(b) <= n:
         return s
     return cut_utf8(s, n) + f"\u2026 ({len(b)} bytes)"
+
+
+def _failure(name: str, e: Exception) -> Any:
+    """What a tool that raised e returned: the signal it raised, or an error result."""
+    if isinstance(e, Signal):
+        return e
+    if isinstance(e, ToolError):
+        return ErrorResult(e.message, e.code)
+    log.debug("tool %s failed", name, exc_info=e)
+    return ErrorResult(str(e) or "Tool invocation failed")
+
+
+def _outcome(name: str, out: Any) -> tuple[pb.Message, pb.Message | None]:
+    """The response (and signal) carrying what a tool returned."""
+    try:
+        if isinstance(out, Signal):
+            return _signal(name, out)
+        return _result(name, out), None
+    except (TypeError, ValueError) as e:  # UnicodeEncodeError is a ValueError
+        # A result the wire cannot carry (text with lone surrogates, an artifact's json
+        # that is not text): the call ran, so the model hears of it, as from the Go and
+        # TypeScript workers; a bare status would read as a worker that failed.
+        why = str(e).encode("utf-8", "replace").decode("utf-8")
+        return _error(ErrorCode.FAILED, f"tool '{name}' returned a result that cannot be sent: {why}"), None
+
+
+def _call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[[], Any]) -> None:
+    """fn on loop, from any thread; nothing once the loop is closed (the worker is gone)."""
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(fn)
 
 
 def _error(code: ErrorCode, message: str) -> pb.Message:
