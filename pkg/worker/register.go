@@ -190,6 +190,15 @@ func (w *Worker) registerLoop(ctx context.Context, target string, drainReq chan<
 		if ctx.Err() != nil {
 			return
 		}
+		select {
+		case <-w.drainCh:
+			// The orchestrator refuses a worker whose health answers NOT_SERVING, as a
+			// draining one does: registering again would only be refused, every second,
+			// until the drain ends.
+			w.log.Info("registration stream ended while draining: not registering again", "orchestrator", target, "error", err)
+			return
+		default:
+		}
 		// A session that lived a while was healthy: start the backoff over.
 		if time.Since(start) > 10*time.Second && !errors.Is(err, errRejected) {
 			failures = 0

@@ -355,8 +355,24 @@ func checkDrain(t *testing.T, m *mesh) {
 }
 
 // checkReconnect restarts the orchestrator on the same port: the workers register
-// again by themselves and serve calls.
+// again by themselves and serve calls. A worker draining meanwhile (a call in flight)
+// finishes its call and leaves without registering again (the orchestrator refuses a
+// worker that answers NOT_SERVING, as a draining one does).
 func checkReconnect(t *testing.T, m *mesh) {
+	id := m.l.name + "-4"
+	addr := m.startWorker(id)
+	p := m.workers[id]
+	delete(m.workers, id) // it leaves during the check
+	slow := make(chan string, 1)
+	go func() {
+		resp, err := dialWorker(t, addr).Invoke(testContext(t), &toolpb.InvokeRequest{Tool: "slow", ArgumentsJson: `{"ms":3000}`})
+		slow <- fmt.Sprint(resp.GetText(), err)
+	}()
+	time.Sleep(200 * time.Millisecond) // the call reached the tool
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitWorker(t, m, id, func(w *toolpb.WorkerStatus) bool { return w.GetState() == toolpb.WorkerState_WORKER_STATE_DRAINING })
 	if err := m.orch.Stop(10 * time.Second); err != nil {
 		t.Logf("stopping the orchestrator: %v", err)
 	}
@@ -364,8 +380,34 @@ func checkReconnect(t *testing.T, m *mesh) {
 	if err := harness.WaitWorkers(testContext(t), m.c, m.ids()...); err != nil {
 		t.Fatalf("after the restart: %v", err)
 	}
+	if got := <-slow; got != "waited 3000<nil>" {
+		t.Errorf("the draining worker's call: %s, want waited 3000", got)
+	}
+	if err := p.Wait(15 * time.Second); err != nil {
+		t.Errorf("the drained worker: %v, want exit 0", err)
+	}
+	if n := m.orch.CountLogs("registration refused", map[string]string{"worker_id": id}); n != 0 {
+		t.Errorf("the draining worker tried to register again (refused %d times): it answers NOT_SERVING", n)
+	}
 	_, f := runCalls(t, m, []call{{"echo", `{"text":"again"}`}})
 	if diff := cmp.Diff([][2]string{{"echo", "echo: again"}}, contents(f)); diff != "" {
 		t.Errorf("after the restart (-want +got):\n%s", diff)
 	}
+}
+
+// waitWorker waits until the orchestrator lists worker id in a state ok accepts.
+func waitWorker(t *testing.T, m *mesh, id string, ok func(*toolpb.WorkerStatus) bool) {
+	t.Helper()
+	var last *toolpb.WorkerStatus
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		ws, _ := m.c.ListWorkers(testContext(t))
+		for _, w := range ws {
+			if w.GetWorkerId() == id {
+				if last = w; ok(w) {
+					return
+				}
+			}
+		}
+	}
+	t.Fatalf("worker %s never reached the state the check waits for; last listed as %v", id, last)
 }

@@ -964,11 +964,17 @@ export class Worker {
     });
     let failures = 0;
     try {
+      // The orchestrator refuses a worker whose health answers NOT_SERVING, as a draining
+      // one does: once draining, a broken stream is not registered again.
       while (!stop.aborted && !this.#draining) {
         const start = Date.now();
         const end = await this.#session(client, target, stop);
         this.#setRegistered(target, false);
-        if (stop.aborted || this.#draining) return;
+        if (stop.aborted) return;
+        if (this.#draining) {
+          this.#log.info("registration stream ended while draining: not registering again", { orchestrator: target, error: end.error });
+          return;
+        }
         if (Date.now() - start > 10000 && !end.refused) failures = 0;
         let delay = backoffMs(failures, this.#opts.minBackoffMs, this.#opts.maxBackoffMs);
         if (end.retryAfterMs !== undefined && end.retryAfterMs > delay) delay = Math.min(end.retryAfterMs, this.#opts.maxBackoffMs);

@@ -677,6 +677,13 @@ class Worker:
                 start = loop.time()
                 err = await self._session(channel, target)
                 self._set_registered(target, None)
+                if self._draining:
+                    # The orchestrator refuses a worker whose health answers NOT_SERVING, as
+                    # a draining one does: registering again would only be refused, every
+                    # second, until the drain ends.
+                    log.info("registration stream ended while draining: not registering again: orchestrator=%s "
+                             "error=%s", target, err)
+                    return
                 if loop.time() - start > 10 and not isinstance(err, _Refused):
                     failures = 0
                 delay = _backoff(failures, self.min_backoff, self.max_backoff)
