@@ -28,7 +28,12 @@ func (codec) AppendEvent(dst []byte, ev run.Event) ([]byte, bool) {
 	}
 	b, err := proto.MarshalOptions{}.MarshalAppend(dst, p)
 	if err != nil {
-		return nil, false
+		// Text that is not UTF-8 (a layer of the program's own returned it) is the one
+		// thing that fails: the client gets the event with its bad bytes replaced.
+		wire.FixUTF8(p.ProtoReflect())
+		if b, err = (proto.MarshalOptions{}).MarshalAppend(dst, p); err != nil {
+			return nil, false
+		}
 	}
 	return b, true
 }

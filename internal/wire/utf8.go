@@ -2,6 +2,7 @@ package wire
 
 import (
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -66,4 +67,46 @@ func badItem(fd protoreflect.FieldDescriptor, v protoreflect.Value, path string)
 		return badUTF8(v.Message(), path+".")
 	}
 	return ""
+}
+
+// FixUTF8 replaces, in place, the bytes that are not UTF-8 in every string field of m, at
+// any depth, with U+FFFD, so that m can be encoded. Map keys are left as they are.
+func FixUTF8(m protoreflect.Message) {
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.IsList():
+			l := v.List()
+			for i := range l.Len() {
+				if nv, ok := fixItem(fd, l.Get(i)); ok {
+					l.Set(i, nv)
+				}
+			}
+		case fd.IsMap():
+			mp := v.Map()
+			mp.Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
+				if nv, ok := fixItem(fd.MapValue(), mv); ok {
+					mp.Set(k, nv)
+				}
+				return true
+			})
+		default:
+			if nv, ok := fixItem(fd, v); ok {
+				m.Set(fd, nv)
+			}
+		}
+		return true
+	})
+}
+
+// fixItem is FixUTF8 for one value: the string to set in its place, if it changed.
+func fixItem(fd protoreflect.FieldDescriptor, v protoreflect.Value) (protoreflect.Value, bool) {
+	switch fd.Kind() {
+	case protoreflect.StringKind:
+		if s := v.String(); !utf8.ValidString(s) {
+			return protoreflect.ValueOfString(strings.ToValidUTF8(s, "\uFFFD")), true
+		}
+	case protoreflect.MessageKind, protoreflect.GroupKind:
+		FixUTF8(v.Message())
+	}
+	return v, false
 }

@@ -311,3 +311,19 @@ func TestCheckUTF8NamesTheField(t *testing.T) {
 		}
 	}
 }
+
+func TestFixUTF8MakesItEncodable(t *testing.T) {
+	m := &toolpb.InvokeResponse{Outcome: &toolpb.InvokeResponse_Text{Text: "caf\xe9"},
+		BlackboardUpdates: []*toolpb.BlackboardObject{{TypeName: "ok"}, {TypeName: "b\xff", Json: "\"\xc3\"", Data: []byte{0xff}}},
+		Selection:         &toolpb.Selection{Tools: []string{"a", "b\xff"}}}
+	FixUTF8(m.ProtoReflect())
+	if err := CheckUTF8(m.ProtoReflect()); err != nil {
+		t.Fatalf("after FixUTF8: %v", err)
+	}
+	want := &toolpb.InvokeResponse{Outcome: &toolpb.InvokeResponse_Text{Text: "caf\uFFFD"},
+		BlackboardUpdates: []*toolpb.BlackboardObject{{TypeName: "ok"}, {TypeName: "b\uFFFD", Json: "\"\uFFFD\"", Data: []byte{0xff}}},
+		Selection:         &toolpb.Selection{Tools: []string{"a", "b\uFFFD"}}}
+	if !proto.Equal(m, want) {
+		t.Errorf("FixUTF8 = %v, want %v", m, want)
+	}
+}
