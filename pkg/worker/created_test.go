@@ -153,21 +153,34 @@ func TestCreatedToolOnAnotherReplica(t *testing.T) {
 	}
 }
 
-// TestCreatedToolRebuildFailureQuotingItsState: a template's error quoting a state that
-// is not UTF-8 reaches the model as an error result (it failed the call as a bare
-// INTERNAL status, read as a worker that failed).
+// TestCreatedToolRebuildFailureQuotingItsState: a template's error (or panic) quoting a
+// state that is not UTF-8 reaches the model as an error result, the bytes replaced (it
+// failed the call as a bare INTERNAL status, read as a worker that failed).
 func TestCreatedToolRebuildFailureQuotingItsState(t *testing.T) {
 	ctx := testContext(t)
-	raw := tool.NewTemplate("raw_db", "Queries a database", func(_ context.Context, state []byte) ([]tool.Tool, error) {
-		return nil, fmt.Errorf("no connection in %s", state)
-	})
-	w := start(t, Options{ID: "a"}, databaseGroup(raw, []tool.Tool{raw}, nil))
-	resp, err := w.client().Invoke(ctx, &toolpb.InvokeRequest{Tool: "raw_db", CreatedTool: "query_raw", ArgumentsJson: `{}`, State: []byte("conn \xff")})
-	if err != nil {
-		t.Fatalf("Invoke: %v; a failed rebuild is an error result", err)
-	}
-	if got, want := resp.GetError().GetMessage(), "tool 'query_raw' cannot be rebuilt from its state: template 'raw_db': no connection in conn \uFFFD"; got != want {
-		t.Errorf("message = %q, want %q", got, want)
+	for _, tc := range []struct {
+		name   string
+		create func(state []byte) ([]tool.Tool, error)
+		want   string
+	}{
+		{"an error", func(state []byte) ([]tool.Tool, error) { return nil, fmt.Errorf("no connection in %s", state) },
+			"tool 'query_raw' cannot be rebuilt from its state: template 'raw_db': no connection in conn \uFFFD"},
+		{"a panic", func(state []byte) ([]tool.Tool, error) { panic(fmt.Sprintf("no connection in %s", state)) },
+			"no connection in conn \uFFFD"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			raw := tool.NewTemplate("raw_db", "Queries a database", func(_ context.Context, state []byte) ([]tool.Tool, error) {
+				return tc.create(state)
+			})
+			w := start(t, Options{ID: "a"}, databaseGroup(raw, []tool.Tool{raw}, nil))
+			resp, err := w.client().Invoke(ctx, &toolpb.InvokeRequest{Tool: "raw_db", CreatedTool: "query_raw", ArgumentsJson: `{}`, State: []byte("conn \xff")})
+			if err != nil {
+				t.Fatalf("Invoke: %v; a failed rebuild is an error result", err)
+			}
+			if got := resp.GetError().GetMessage(); !strings.Contains(got, tc.want) {
+				t.Errorf("message = %q, want it to hold %q", got, tc.want)
+			}
+		})
 	}
 }
 

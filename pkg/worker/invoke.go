@@ -109,7 +109,7 @@ func (s *invoker) invoke(ctx context.Context, req *toolpb.InvokeRequest, progres
 		// is bound to, here, whichever replica ran the selection.
 		ct, res := w.rebuild(ctx, name, created, req.GetState())
 		if ct == nil {
-			return wire.ResultToProto(res)
+			return wire.ResultToProto(repaired(res))
 		}
 		if args, err = ct.Definition().InputSchema.Validate(args); err != nil {
 			return invalidArguments(created, err)
@@ -167,8 +167,7 @@ func (w *Worker) rebuild(ctx context.Context, template, created string, state []
 	res, _ := toolcall.Protect(ctx, w.log, template, func() (tool.Result, error) {
 		made, err := tm.Create(ctx, state)
 		if err != nil {
-			// The template's message may quote the state's bytes: only UTF-8 crosses the wire.
-			return tool.ErrorWithCode(tool.CodeFailed, strings.ToValidUTF8(fmt.Sprintf("tool '%s' cannot be rebuilt from its state: %v", created, err), "\uFFFD")), nil
+			return tool.ErrorWithCode(tool.CodeFailed, fmt.Sprintf("tool '%s' cannot be rebuilt from its state: %v", created, err)), nil
 		}
 		for _, m := range made {
 			if m.Definition().Name == created {
@@ -277,7 +276,7 @@ func (s *invoker) run(ctx context.Context, md metadata.MD, callID string, c *cal
 // respond is the response to a call that ran: its result, signal, selection, blackboard
 // additions and state, or an error result that says why they cannot be sent.
 func (w *Worker) respond(ctx context.Context, c *call) (*toolpb.InvokeResponse, error) {
-	resp, err := wire.ResultToProto(c.res)
+	resp, err := wire.ResultToProto(repaired(c.res))
 	if err != nil {
 		return unsendable(c.name, err)
 	}
@@ -308,6 +307,17 @@ func (w *Worker) respond(ctx context.Context, c *call) (*toolpb.InvokeResponse, 
 			c.name, n, w.opts.MaxResultBytes)))
 	}
 	return resp, nil
+}
+
+// repaired is res, an error's message made UTF-8 (bytes that are not replaced by
+// U+FFFD): it says what failed, often quoting what the tool was given (a file's name,
+// the state's bytes), and the model should read it. Any other result that is not UTF-8
+// is not sent (see unsendable).
+func repaired(res tool.Result) tool.Result {
+	if res.IsError() {
+		res.Content = strings.ToValidUTF8(res.Content, "\uFFFD")
+	}
+	return res
 }
 
 // unsendable is the error result of a call whose result cannot be sent: one that

@@ -393,8 +393,9 @@ func TestInvokeOutcomes(t *testing.T) {
 		// worker that failed, to be ejected, and an idempotent call would be sent again).
 		{"text that is not UTF-8", &toolpb.InvokeRequest{Tool: "bad_text", ArgumentsJson: `{}`},
 			errorResponse(toolpb.ToolErrorCode_TOOL_ERROR_CODE_FAILED), "tool 'bad_text' returned a result that cannot be sent: text: not valid UTF-8"},
+		// An error's message is repaired: it says what failed, and the model should read it.
 		{"an error message that is not UTF-8", &toolpb.InvokeRequest{Tool: "bad_error", ArgumentsJson: `{}`},
-			errorResponse(toolpb.ToolErrorCode_TOOL_ERROR_CODE_FAILED), "cannot be sent"},
+			errorResponse(toolpb.ToolErrorCode_TOOL_ERROR_CODE_FAILED), "no such file: \uFFFD.txt"},
 		{"an artifact's type that is not UTF-8", &toolpb.InvokeRequest{Tool: "bad_artifact", ArgumentsJson: `{}`},
 			errorResponse(toolpb.ToolErrorCode_TOOL_ERROR_CODE_FAILED), "cannot be sent"},
 		// Bounded on this side: the orchestrator would refuse a 5 MiB message.

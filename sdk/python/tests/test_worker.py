@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import json
 import threading
+import time
 import unittest
 from typing import Any, AsyncIterator, Optional
 
@@ -170,6 +171,27 @@ def hold(account: str) -> str:
     return f"charged {account} ({effects[account]})"
 
 
+@tool(description="Charge at the call's deadline", ledger=True)
+def at_deadline(account: str, ctx: Context) -> str:
+    time.sleep(max(0.0, (ctx.deadline or 0) - time.time()))
+    effects[account] = effects.get(account, 0) + 1
+    return f"charged {account} ({effects[account]})"
+
+
+@tool(description="Exit as a command-line parser does")
+def exits() -> str:
+    raise SystemExit(2)
+
+
+@tool(description="Fail naming a file read from the disk")
+def fails_on_file() -> str:
+    raise OSError("cannot open caf\udce9.csv")
+
+
+async def select_file(name: str, ctx: Context) -> Selection:
+    raise RuntimeError(f"no such file {name}\udce9")
+
+
 @tool(description="Wait until every call has come")
 def meet() -> str:
     meeting[0].wait(5)
@@ -180,9 +202,10 @@ def groups() -> list[Group]:
     opener = Facade.selectable("open", "Open a counter", [count], open_counter)
     calc = Facade.plain("calc", "Calculator", [add_sync], usage_notes="Use add_sync.")
     cats = Facade.by_category("stuff", "Stuff", {"a": [echo], "b": [other]})
+    files = Facade.selectable("files", "Open a file", [count], select_file)
     return [Group("t", "Test tools", tools=[echo, who, boom, steps, steps_sync, reads_file, charge, note, big, slow, greet, unsendable,
-                                                hold, meet],
-                  facades=[opener, calc, cats])]
+                                                hold, meet, at_deadline, exits, fails_on_file],
+                  facades=[opener, calc, cats, files])]
 
 
 class WorkerTest(unittest.IsolatedAsyncioTestCase):
@@ -215,7 +238,7 @@ class WorkerTest(unittest.IsolatedAsyncioTestCase):
         names = [t.definition.name for t in g.tools]
         self.assertEqual(names, sorted(names))
         self.assertIn("count", names)  # a facade's leaf is a tool of the group
-        self.assertEqual([f.definition.name for f in g.facades], ["open", "calc", "stuff"])
+        self.assertEqual([f.definition.name for f in g.facades], ["open", "calc", "stuff", "files"])
         self.assertTrue(g.facades[0].selectable)
         self.assertEqual(g.facades[2].category_parameter, "category")
         self.assertEqual([c.name for c in g.facades[2].categories], ["a", "b"])
@@ -536,6 +559,67 @@ class SyncToolTest(unittest.IsolatedAsyncioTestCase):
                     self.assertEqual(((await again).text, effects[account]), (f"charged {account} (1)", 1))
                     self.assertEqual((await c.invoke("echo", '{"text":"x"}')).text, "echo: x")
                     self.assertEqual((w._active, w._calls, len(w._keys)), (0, 0, 0))
+
+
+    async def test_an_answer_made_at_the_deadline_is_kept(self) -> None:
+        # A thread that ends as its call's deadline passes: its answer did not reach the
+        # call (answered TIMEOUT, or its caller gone), and was not kept, the thread being
+        # over: the call sent again ran the tool a second time.
+        async with serving(id="at-deadline", ledger=MemoryLedger()) as (_, c, _):
+            for i in range(10):
+                account, key = f"at deadline {i}", {"idempotency_key": f"r/l/at-deadline-{i}"}
+                args = json.dumps({"account": account})
+                with contextlib.suppress(grpc.aio.AioRpcError):
+                    await c.invoke("at_deadline", args, timeout=0.2, **key)
+                await asyncio.sleep(0.05)
+                r = await c.invoke("at_deadline", args, timeout=5, **key)
+                self.assertEqual((r.text, effects[account]), (f"charged {account} (1)", 1))
+
+    async def test_a_thread_past_its_call_does_not_hold_the_drain_longer(self) -> None:
+        # The drain waits for calls in flight up to drain_timeout, threads included; the
+        # answer kept of a thread still running then is not waited for ten seconds more.
+        gate.clear()
+        async with serving(id="hung", ledger=MemoryLedger(), drain_timeout=0.5) as (w, c, task):
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                await c.invoke("hold", '{"account":"hung"}', timeout=0.2, idempotency_key="r/l/hung")
+            t0 = time.monotonic()
+            w.stop()
+            await asyncio.wait_for(task, 10)
+            self.assertLess(time.monotonic() - t0, 4.0)
+
+    async def test_system_exit_in_a_thread_is_an_error(self) -> None:
+        # SystemExit (argparse raises it) ends a thread, not the worker: the call fails.
+        async with serving(id="exits") as (_, c, _):
+            r = await c.invoke("exits")
+            self.assertEqual((r.error.code, r.error.message), (ErrorCode.FAILED.value, "SystemExit: 2"))
+            self.assertEqual((await c.invoke("echo", '{"text":"alive"}')).text, "echo: alive")
+
+    async def test_messages_with_lone_surrogates_are_repaired(self) -> None:
+        # An error's message quoting a name os.fsdecode made: it is repaired (U+FFFD), as
+        # the Go worker repairs one that is not UTF-8, so that the model reads what failed;
+        # a selector's failed as a bare UNKNOWN status.
+        async with serving(id="names") as (_, c, _):
+            r = await c.invoke("fails_on_file")
+            self.assertEqual(r.error.message, "cannot open caf\ufffd.csv")
+            r = await c.invoke("files", '{"name":"x"}')
+            self.assertEqual(r.error.message, "selecting the tools of 'files': no such file x\ufffd")
+
+    def test_progress_once_the_loop_is_gone(self) -> None:
+        # A thread outliving the worker's loop reports progress: the report is dropped; it
+        # raised "Event loop is closed" in the tool (or, the loop stopped but not closed,
+        # blocked it for ever).
+        async def report(_: str) -> None:
+            return None
+
+        for closed in (True, False):
+            loop = asyncio.new_event_loop()
+            ctx = Context(tool="t", progress=report, loop=loop)
+            if closed:
+                loop.close()
+            t0 = time.monotonic()
+            ctx.progress("late")  # from this thread, not the loop's
+            self.assertLess(time.monotonic() - t0, 3.0)
+            loop.close()
 
 
 class SlowLedger(MemoryLedger):

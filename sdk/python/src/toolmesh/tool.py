@@ -499,8 +499,10 @@ class Context:
         def run() -> None:
             try:
                 done.set_result(fn())
-            except BaseException as e:  # noqa: BLE001 (handed to whoever awaits it)
+            except Exception as e:  # noqa: BLE001 (handed to whoever awaits it)
                 done.set_exception(e)
+            except BaseException as e:  # noqa: BLE001 (SystemExit, as argparse raises: it ends a thread, not the worker)
+                done.set_exception(RuntimeError(f"{type(e).__name__}: {e}" if str(e) else type(e).__name__))
 
         threading.Thread(target=run, name=f"toolmesh-tool-{self.tool}", daemon=True).start()
         self._threads.append(done)
@@ -561,18 +563,30 @@ class Context:
             running = None
         if running is not None and running is self._loop:
             return self._progress(status)
-        if self._loop is None:
-            return _done()
-        fut = asyncio.run_coroutine_threadsafe(_await(self._progress(status)), self._loop)
+        loop, report = self._loop, self._progress
+        if loop is None or self._cancelled.is_set():
+            return _done()  # the call ended: nobody reads its reports
+
+        async def send() -> None:
+            await report(status)
+
+        coro = send()
         try:
-            fut.result()
-        except Exception:  # noqa: BLE001 (a report never fails the call)
-            pass
+            fut = asyncio.run_coroutine_threadsafe(coro, loop)
+        except RuntimeError:  # the worker's loop is closed (a thread outliving the worker)
+            coro.close()
+            return _done()
+        while True:  # a report never fails the call, nor blocks it once the loop stopped
+            try:
+                fut.result(timeout=1.0)
+                break
+            except concurrent.futures.TimeoutError:
+                if loop.is_closed() or not loop.is_running():
+                    fut.cancel()
+                    break
+            except Exception:  # noqa: BLE001
+                break
         return _done()
-
-
-async def _await(a: Awaitable[None]) -> None:
-    await a
 
 
 async def _noop() -> None:
@@ -593,11 +607,16 @@ def _done() -> Awaitable[None]:
 _LONE_SURROGATES = re.compile("[\ud800-\udfff]")
 
 
+def valid_text(s: str) -> str:
+    """s with the characters UTF-8 cannot encode (lone surrogates, as ``os.fsdecode``
+    makes of bytes that are not UTF-8) replaced by U+FFFD: only UTF-8 crosses the wire."""
+    return _LONE_SURROGATES.sub("\ufffd", s)
+
+
 def cut_utf8(s: str, n: int) -> str:
-    """s cut to at most n bytes of UTF-8, at a character boundary; a character UTF-8
-    cannot encode (a lone surrogate, as ``os.fsdecode`` makes of bytes that are not
-    UTF-8) is replaced by U+FFFD."""
-    s = _LONE_SURROGATES.sub("\ufffd", s)
+    """s cut to at most n bytes of UTF-8, at a character boundary, made valid first
+    (valid_text)."""
+    s = valid_text(s)
     b = s.encode("utf-8")
     if len(b) <= n:
         return s
@@ -888,4 +907,4 @@ def _hints(f: Callable[..., Any]) -> dict[str, Any]:
         raise SchemaError(str(e)) from e
 
 
-__all__ += ["Handler", "check_media_type", "cut_utf8", "handler_from_function"]
+__all__ += ["Handler", "check_media_type", "cut_utf8", "handler_from_function", "valid_text"]

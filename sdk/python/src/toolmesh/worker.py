@@ -59,6 +59,7 @@ from .tool import (
     ToolError,
     _to_json,
     cut_utf8,
+    valid_text,
 )
 
 __all__ = ["DomainType", "Group", "Permission", "Worker", "WorkerError"]
@@ -440,6 +441,7 @@ class Worker:
         self._calls = 0
         self._active = 0
         self._stores: set[asyncio.Future[None]] = set()  # ledger stores whose call's caller left
+        self._late: set[asyncio.Future[None]] = set()  # answers of threads that ran past their call (_keep_late)
         self._registered: dict[str, str] = {}
         self._last_rejections: list[pb.Message] = []
         self._health: Any = None
@@ -939,7 +941,7 @@ class Worker:
         sent again gets it rather than run the tool a second time. False when no thread
         runs."""
         t = self._catalog.tools.get(name)
-        thread = calls[0]._thread_running() if calls else None
+        thread = calls[0]._threads[-1] if calls and calls[0]._threads else None
         if t is None or thread is None:
             return False
         ctx, tool_name, running = calls[0], t.name, thread
@@ -950,6 +952,13 @@ class Worker:
                     out = await asyncio.wrap_future(running)
                 except Exception as e:  # noqa: BLE001 (a tool's failure is an answer)
                     out = _failure(tool_name, e)
+                finally:
+                    # The drain waits for the answer's store (at most LEDGER_STORE_TIMEOUT),
+                    # not for the thread, which its drain_timeout bounds.
+                    task = asyncio.current_task()
+                    if task is not None:
+                        self._stores.add(task)
+                        task.add_done_callback(self._stores.discard)
                 resp, signal_pb = _outcome(tool_name, out)
                 resp = self._respond(tool_name, resp, ctx, None, signal_pb, False)
                 if resp.WhichOneof("outcome") != "error":
@@ -962,8 +971,8 @@ class Worker:
                 release()
 
         task = asyncio.ensure_future(keep())
-        self._stores.add(task)  # the drain waits for it
-        task.add_done_callback(self._stores.discard)
+        self._late.add(task)  # held: the loop keeps only a weak reference to a task
+        task.add_done_callback(self._late.discard)
         return True
 
     def _ledger_for(self, name: str) -> Ledger | None:
@@ -1257,7 +1266,10 @@ def _call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[[], Any]) -> None:
 
 
 def _error(code: ErrorCode, message: str) -> pb.Message:
-    return pb.InvokeResponse(error=pb.ToolError(message=message, code=code.value))
+    # A message says what failed, often quoting what the tool was given (a file's name):
+    # characters UTF-8 cannot encode are replaced, as the Go worker does, so that the
+    # model reads it.
+    return pb.InvokeResponse(error=pb.ToolError(message=valid_text(message), code=code.value))
 
 
 def _result(name: str, out: Any) -> pb.Message:
