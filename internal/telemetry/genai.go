@@ -2,7 +2,10 @@ package telemetry
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -77,12 +80,25 @@ func markFailed(s trace.Span, errType string, err error) string {
 	}
 	s.SetAttributes(KeyErrorType.String(errType))
 	if err != nil {
+		if msg := err.Error(); !utf8.ValidString(msg) {
+			err = errors.New(validText(msg))
+		}
 		s.RecordError(err)
 		s.SetStatus(codes.Error, err.Error())
 	} else {
 		s.SetStatus(codes.Error, errType)
 	}
 	return errType
+}
+
+// validText is s with the bytes that are not UTF-8 replaced by U+FFFD: OTLP's protocol
+// buffers refuse to encode such a string, and the exporter then drops the whole batch
+// it is in, other spans with it.
+func validText(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
 // RunAttrs describe a run for StartRun.
@@ -315,10 +331,10 @@ func (t *Telemetry) EndTool(span trace.Span, r ToolResult) {
 	}
 	if t != nil && t.capture {
 		if r.Arguments != "" {
-			span.SetAttributes(KeyToolCallArguments.String(r.Arguments))
+			span.SetAttributes(KeyToolCallArguments.String(validText(r.Arguments)))
 		}
 		if r.Result != "" && r.ErrorType == "" {
-			span.SetAttributes(KeyToolCallResult.String(r.Result))
+			span.SetAttributes(KeyToolCallResult.String(validText(r.Result)))
 		}
 	}
 	if r.ErrorType != "" {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"go.opentelemetry.io/otel/attribute"
@@ -356,5 +357,36 @@ func TestMetricsWithoutTraces(t *testing.T) {
 	s, ok := in.Data.(metricdata.Sum[int64])
 	if !ok || len(s.DataPoints) != 1 || s.DataPoints[0].Value != 0 {
 		t.Fatalf("toolmesh.worker.calls.in_flight: %+v", in.Data)
+	}
+}
+
+// TestTextThatIsNotUTF8: a result, an argument or an error that is not UTF-8 is
+// recorded with its bad bytes replaced: OTLP's protocol buffers refuse to encode it, and
+// the exporter drops the whole batch it is in, the other spans with it.
+func TestTextThatIsNotUTF8(t *testing.T) {
+	rec := telemetrytest.New(t, telemetry.Options{CapturePayloads: true})
+	_, span := rec.StartTool(context.Background(), telemetry.ToolAttrs{Name: "read"})
+	rec.EndTool(span, telemetry.ToolResult{Arguments: `{"path":"caf\xe9"}`, Result: "caf\xe9 au lait"})
+	_, chat := rec.StartChat(context.Background(), "openai", "m")
+	rec.EndChat(chat, telemetry.ChatResult{Err: errors.New("no such file: caf\xe9")})
+	for _, name := range []string{"execute_tool read", "chat m"} {
+		s := rec.Span(t, name)
+		texts := []string{s.Status().Description}
+		for _, kv := range s.Attributes() {
+			texts = append(texts, kv.Value.Emit())
+		}
+		for _, ev := range s.Events() {
+			for _, kv := range ev.Attributes {
+				texts = append(texts, kv.Value.Emit())
+			}
+		}
+		for _, text := range texts {
+			if !utf8.ValidString(text) {
+				t.Errorf("%s: %q is not UTF-8", name, text)
+			}
+		}
+	}
+	if got := telemetrytest.Attrs(rec.Span(t, "execute_tool read"))["gen_ai.tool.call.result"]; got != "caf\uFFFD au lait" {
+		t.Errorf("result = %q, want the bad byte replaced", got)
 	}
 }
