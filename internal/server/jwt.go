@@ -126,8 +126,9 @@ func (t *tokens) verify(raw string) (tenant, who string, _ error) {
 }
 
 // verified is what a valid token says: its tenant, who it names (issuer#subject),
-// its scopes (the "scope" claim, space-separated, or an "scp" list; sorted, one space
-// between) and its claims (a JSON object, for call policies).
+// its scopes (the "scope" claim, space-separated, or an "scp" claim, a list or
+// space-separated; sorted, one space between) and its claims (a JSON object, for call
+// policies).
 type verified struct{ tenant, who, scopes, claims string }
 
 // verifyFor is verify with another audience the token must be for: the MCP endpoint's
@@ -159,7 +160,12 @@ func (t *tokens) verifyFor(raw, audience string) (verified, error) {
 	if tenant == "" {
 		return verified{}, fmt.Errorf("the bearer token has no %q claim", t.cfg.TenantClaim)
 	}
+	// Who the token names: its subject, which a session, a policy and the audit log hold
+	// it to (RFC 9068 requires one); without one, every such token would be one caller.
 	sub, _ := claims["sub"].(string)
+	if sub == "" {
+		return verified{}, errors.New(`the bearer token has no "sub" claim (a string naming whom it was issued to)`)
+	}
 	js, _ := json.Marshal(claims)
 	return verified{tenant: tenant, who: t.cfg.Issuer + "#" + sub, scopes: scopesOf(claims), claims: string(js)}, nil
 }
@@ -169,6 +175,8 @@ func (t *tokens) verifyFor(raw, audience string) (verified, error) {
 func scopesOf(claims jwt.MapClaims) string {
 	var out []string
 	if s, ok := claims["scope"].(string); ok {
+		out = strings.Fields(s)
+	} else if s, ok := claims["scp"].(string); ok { // as Microsoft Entra ID issues it
 		out = strings.Fields(s)
 	} else if list, ok := claims["scp"].([]any); ok {
 		for _, v := range list {

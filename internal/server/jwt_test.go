@@ -5,6 +5,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/base64"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -62,7 +63,7 @@ func TestTokensFollowTheKeySetFile(t *testing.T) {
 		return k
 	}
 	sign := func(k *ecdsa.PrivateKey) string {
-		tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"iss": "i", "aud": "a", "tenant": "acme", "exp": time.Now().Add(time.Hour).Unix()})
+		tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"iss": "i", "aud": "a", "sub": "u", "tenant": "acme", "exp": time.Now().Add(time.Hour).Unix()})
 		tok.Header["kid"] = "k"
 		raw, err := tok.SignedString(k)
 		if err != nil {
@@ -92,5 +93,59 @@ func TestTokensFollowTheKeySetFile(t *testing.T) {
 	}
 	if _, _, err := ts.verify(sign(old)); err == nil {
 		t.Error("a token of the replaced key still verifies")
+	}
+}
+
+// TestTokenClaims: a token names its subject (a token without a string "sub" is refused:
+// every such token was the same caller, one client using another's MCP session); its
+// scopes are "scope" or "scp", a list or space-separated (as Microsoft Entra ID issues
+// it; such a token's scopes were ignored).
+func TestTokenClaims(t *testing.T) {
+	k := newTestKey(t, "k")
+	path := filepath.Join(t.TempDir(), "jwks.json")
+	if err := os.WriteFile(path, jwksOf(t, k), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ts, err := newTokens(config.JWT{JWKSFile: path, Issuer: "i", Audience: "a"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sign := func(extra jwt.MapClaims) string {
+		claims := jwt.MapClaims{"iss": "i", "aud": "a", "tenant": "acme", "exp": time.Now().Add(time.Hour).Unix()}
+		maps.Copy(claims, extra)
+		tok := jwt.NewWithClaims(jwt.SigningMethodES256, claims)
+		tok.Header["kid"] = "k"
+		raw, err := tok.SignedString(k.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	for _, tc := range []struct {
+		name        string
+		claims      jwt.MapClaims
+		who, scopes string
+		wantRefusal string
+	}{
+		{"a subject", jwt.MapClaims{"sub": "u1"}, "i#u1", "", ""},
+		{"no subject", jwt.MapClaims{"client_id": "c"}, "", "", `no "sub" claim`},
+		{"an empty subject", jwt.MapClaims{"sub": ""}, "", "", `no "sub" claim`},
+		{"a numeric subject", jwt.MapClaims{"sub": 12345}, "", "", `no "sub" claim`},
+		{"scope", jwt.MapClaims{"sub": "u1", "scope": "b a"}, "i#u1", "a b", ""},
+		{"scp, a list", jwt.MapClaims{"sub": "u1", "scp": []string{"b", "a"}}, "i#u1", "a b", ""},
+		{"scp, space-separated", jwt.MapClaims{"sub": "u1", "scp": "b a a"}, "i#u1", "a b", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, err := ts.verifyFor(sign(tc.claims), "a")
+			if tc.wantRefusal != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantRefusal) {
+					t.Errorf("err = %v, want a refusal: %s", err, tc.wantRefusal)
+				}
+				return
+			}
+			if err != nil || v.who != tc.who || v.scopes != tc.scopes {
+				t.Errorf("who %q, scopes %q, err %v; want %q, %q", v.who, v.scopes, err, tc.who, tc.scopes)
+			}
+		})
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"path"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
@@ -59,12 +58,13 @@ func (s *Server) MCPHandler() (http.Handler, error) {
 		},
 		Tenant:   tenantOf,
 		Decorate: s.runs.Decorate, ContextHeaders: s.cfg.MCPServe.ContextHeaders, Logger: s.log,
-		ProtocolVersions: s.cfg.MCPServe.ProtocolVersions,
+		ProtocolVersions: s.cfg.MCPServe.ProtocolVersions, SessionIdle: mcpSessionIdle,
 	})
+	sessions := newMCPSessions(h, func(msg string, kv ...any) { s.auth.audit(msg, kv...) })
 	if !s.auth.enabled() {
-		return h, nil
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { sessions.serve(w, r, "") }), nil
 	}
-	auth := &mcpAuth{a: s.auth, next: h, owners: map[string]string{}}
+	auth := &mcpAuth{a: s.auth, sessions: sessions}
 	resource := s.cfg.MCPServe.Resource
 	if resource == "" || s.auth.tokens == nil {
 		return auth, nil
@@ -128,27 +128,18 @@ func (s *Server) scopeGrant(ctx context.Context) func(name string) bool {
 // origin's root, or with the resource's path after it.
 const wellKnownPRM = "/.well-known/oauth-protected-resource"
 
-// maxMCPSessions bounds the sessions whose callers mcpAuth remembers; past it the
-// oldest are forgotten (a forgotten session is still bound to the tenant that opened it,
-// through its catalogue and context, but no longer to its caller).
-const maxMCPSessions = 1 << 16
-
 // mcpSessionHeader is the header of streamable HTTP that names a session.
 const mcpSessionHeader = "Mcp-Session-Id"
 
 // mcpAuth authenticates the requests of the MCP endpoint and binds each session to the
 // caller that opened it.
 type mcpAuth struct {
-	a    *authorizer
-	next http.Handler
+	a        *authorizer
+	sessions *mcpSessions
 	// audience is what a bearer token must be issued for (mcp_serve.resource; "":
 	// auth.jwt.audience), metadataURL where the endpoint's protected resource metadata is
 	// (named in a 401's challenge; "": none).
 	audience, metadataURL string
-
-	mu     sync.Mutex
-	owners map[string]string // session id → the caller that opened it
-	order  []string          // session ids, oldest first
 }
 
 // challenge is a 401's WWW-Authenticate: the realm, where the resource's metadata is
@@ -188,61 +179,14 @@ func (m *mcpAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, st.Message(), code)
 		return
 	}
-	caller := p.tenant + "\x00" + p.who
-	sid := r.Header.Get(mcpSessionHeader)
-	if sid != "" {
-		m.mu.Lock()
-		owner, known := m.owners[sid]
-		m.mu.Unlock()
-		if known && owner != caller {
-			m.a.audit("MCP request refused: the session belongs to another caller", "tenant", p.tenant, "caller", p.who)
-			http.Error(w, "this MCP session was opened by another caller", http.StatusForbidden)
-			return
-		}
-	}
 	ctx := r.Context()
 	if p != (principal{}) {
 		ctx = withCaller(ctx, p)
 	}
-	if sid != "" {
-		m.next.ServeHTTP(w, r.WithContext(ctx))
-		if r.Method == http.MethodDelete {
-			m.forget(sid)
-		}
-		return
-	}
-	m.next.ServeHTTP(&sessionOpener{ResponseWriter: w, open: func(sid string) { m.bind(sid, caller) }}, r.WithContext(ctx))
-}
-
-// bind records that caller opened session sid.
-func (m *mcpAuth) bind(sid, caller string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.owners[sid]; ok {
-		return
-	}
-	for len(m.order) >= maxMCPSessions {
-		delete(m.owners, m.order[0])
-		m.order = m.order[1:]
-	}
-	m.owners[sid] = caller
-	m.order = append(m.order, sid)
-}
-
-// forget drops a session its caller ended.
-func (m *mcpAuth) forget(sid string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.owners[sid]; !ok {
-		return
-	}
-	delete(m.owners, sid)
-	for i, x := range m.order {
-		if x == sid {
-			m.order = append(m.order[:i], m.order[i+1:]...)
-			break
-		}
-	}
+	// A session is its opener's: the same tenant, who, and scopes (a narrower token
+	// does not use a session a wider one opened, nor the session of a token it refreshed
+	// under other grants).
+	m.sessions.serve(w, r.WithContext(ctx), p.tenant+"\x00"+p.who+"\x00"+p.scopes, "tenant", p.tenant, "caller", p.who)
 }
 
 // sessionOpener hands open the session id of a response that opens a session, before

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,6 +95,31 @@ mcp_serve:
 	// the caller's client may cache it.
 	if tools.CacheScope != "private" {
 		t.Errorf("tools/list's cache scope %q, want private", tools.CacheScope)
+	}
+	// The session is its opener's, scopes included: the same user with a narrower token
+	// (a refresh under fewer grants, another client) does not use it. It did, keeping the
+	// grants of the token that opened it.
+	narrower := sign.token(t, jwt.MapClaims{"iss": "https://issuer.test", "aud": resource, "sub": "user-1", "tenant": "acme",
+		"scope": "math:use", "exp": time.Now().Add(time.Hour).Unix()})
+	call := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"show_context_acme","arguments":{}}}`
+	for _, tc := range []struct {
+		token string
+		want  int
+	}{{narrower, http.StatusForbidden}, {forResource, http.StatusOK}} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, resource, strings.NewReader(call))
+		req.Header.Set("Authorization", "Bearer "+tc.token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", session.ID())
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("a call in user-1's session with a token scoped %q: HTTP %d, want %d", map[bool]string{true: "math:use", false: "context:read"}[tc.token == narrower], resp.StatusCode, tc.want)
+		}
 	}
 	// A token whose scopes grant none of the tenant's tools opens a session that lists none.
 	otherScope := sign.token(t, jwt.MapClaims{"iss": "https://issuer.test", "aud": resource, "sub": "user-2", "tenant": "acme",
