@@ -272,6 +272,9 @@ func sameOrigin(next http.Handler) http.Handler {
 	})
 }
 
+// mcpIdleConn is how long the MCP endpoint keeps a connection open without a request.
+const mcpIdleConn = 2 * time.Minute
+
 // Bounds of the HTTP side of the port.
 const (
 	consolePath    = "/console/"
@@ -345,10 +348,13 @@ func (o *Orchestrator) serveMCP() error {
 		mlis, scheme = tls.NewListener(mlis, tc), "https"
 	}
 	// MCP clients look for the endpoint at /mcp as often as at the root: both serve it.
+	// A request from another site's page (its Origin not the endpoint's) is refused, as
+	// streamable HTTP requires of a server.
+	handler = sameOrigin(handler)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", handler)
 	mux.Handle("/", handler)
-	hsrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	hsrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: maxHeaderBytes, IdleTimeout: mcpIdleConn}
 	go func() { _ = hsrv.Serve(mlis) }()
 	o.onClose(func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -121,6 +121,32 @@ mcp_serve:
 			t.Errorf("a call in user-1's session with a token scoped %q: HTTP %d, want %d", map[bool]string{true: "math:use", false: "context:read"}[tc.token == narrower], resp.StatusCode, tc.want)
 		}
 	}
+	// A request from another site's page is refused, as streamable HTTP requires (a valid
+	// token notwithstanding); so are headers past 64 KiB. Both were served.
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	for _, tc := range []struct {
+		name, header, value string
+		want                int
+	}{
+		{"another site's origin", "Origin", "https://evil.example", http.StatusForbidden},
+		{"a null origin", "Origin", "null", http.StatusForbidden},
+		{"the endpoint's own origin", "Origin", "http://" + addr, http.StatusOK},
+		{"a header of 100 KiB", "X-Padding", strings.Repeat("x", 100<<10), http.StatusRequestHeaderFieldsTooLarge},
+	} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, resource, strings.NewReader(initialize))
+		req.Header.Set("Authorization", "Bearer "+forResource)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set(tc.header, tc.value)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("%s: HTTP %d, want %d", tc.name, resp.StatusCode, tc.want)
+		}
+	}
 	// A token whose scopes grant none of the tenant's tools opens a session that lists none.
 	otherScope := sign.token(t, jwt.MapClaims{"iss": "https://issuer.test", "aud": resource, "sub": "user-2", "tenant": "acme",
 		"scope": "math:use", "exp": time.Now().Add(time.Hour).Unix()})
