@@ -202,19 +202,13 @@ func keyOf(keys map[string]any, kid string) (any, bool) {
 	return nil, false
 }
 
-// parseJWKS reads the RSA and EC keys of a JSON Web Key Set.
+// parseJWKS reads the RSA and EC signing keys of a JSON Web Key Set. A key it cannot use
+// (another type, such as an identity provider's new Ed25519 key; another curve; a small
+// or malformed one; a kid already taken) is skipped, so that the others go on verifying
+// tokens; a set with no key it can use is refused, with the reason of each.
 func parseJWKS(b []byte) (map[string]any, error) {
 	var set struct {
-		Keys []struct {
-			Kty string `json:"kty"`
-			Kid string `json:"kid"`
-			Use string `json:"use"`
-			N   string `json:"n"`
-			E   string `json:"e"`
-			Crv string `json:"crv"`
-			X   string `json:"x"`
-			Y   string `json:"y"`
-		} `json:"keys"`
+		Keys []jwk `json:"keys"`
 	}
 	if err := json.Unmarshal(b, &set); err != nil {
 		return nil, fmt.Errorf("not a JSON Web Key Set: %w", err)
@@ -223,61 +217,90 @@ func parseJWKS(b []byte) (map[string]any, error) {
 		return nil, errors.New("the key set has no keys")
 	}
 	keys := map[string]any{}
-	num := func(s string) (*big.Int, error) {
-		b, err := base64.RawURLEncoding.DecodeString(s)
-		if err != nil || len(b) == 0 {
-			return nil, fmt.Errorf("bad base64url number %q", s)
-		}
-		return new(big.Int).SetBytes(b), nil
-	}
+	var skipped []string
 	for i, k := range set.Keys {
 		if k.Use != "" && k.Use != "sig" {
 			continue
 		}
 		if _, dup := keys[k.Kid]; dup {
-			return nil, fmt.Errorf("key %d: kid %q appears twice", i, k.Kid)
+			skipped = append(skipped, fmt.Sprintf("key %d: kid %q appears twice", i, k.Kid))
+			continue
 		}
-		switch k.Kty {
-		case "RSA":
-			n, err := num(k.N)
-			if err != nil {
-				return nil, fmt.Errorf("key %d: n: %w", i, err)
-			}
-			e, err := num(k.E)
-			if err != nil || !e.IsInt64() {
-				return nil, fmt.Errorf("key %d: bad exponent", i)
-			}
-			if n.BitLen() < 2048 {
-				return nil, fmt.Errorf("key %d: an RSA key of %d bits; at least 2048", i, n.BitLen())
-			}
-			keys[k.Kid] = &rsa.PublicKey{N: n, E: int(e.Int64())}
-		case "EC":
-			var curve elliptic.Curve
-			switch k.Crv {
-			case "P-256":
-				curve = elliptic.P256()
-			case "P-384":
-				curve = elliptic.P384()
-			default:
-				return nil, fmt.Errorf("key %d: curve %q (P-256 or P-384)", i, k.Crv)
-			}
-			size := (curve.Params().BitSize + 7) / 8
-			x, errX := base64.RawURLEncoding.DecodeString(k.X)
-			y, errY := base64.RawURLEncoding.DecodeString(k.Y)
-			if errX != nil || errY != nil || len(x) != size || len(y) != size {
-				return nil, fmt.Errorf("key %d: x and y must be %d-byte base64url coordinates", i, size)
-			}
-			pub, err := ecdsa.ParseUncompressedPublicKey(curve, append(append([]byte{4}, x...), y...))
-			if err != nil {
-				return nil, fmt.Errorf("key %d: the point is not on %s: %w", i, k.Crv, err)
-			}
-			keys[k.Kid] = pub
-		default:
-			return nil, fmt.Errorf("key %d: key type %q (RSA or EC)", i, k.Kty)
+		key, err := k.key()
+		if err != nil {
+			skipped = append(skipped, fmt.Sprintf("key %d: %v", i, err))
+			continue
 		}
+		keys[k.Kid] = key
 	}
 	if len(keys) == 0 {
+		if len(skipped) > 0 {
+			return nil, fmt.Errorf("the key set has no signing keys it can use: %s", strings.Join(skipped, "; "))
+		}
 		return nil, errors.New("the key set has no signing keys")
 	}
 	return keys, nil
+}
+
+// jwk is a JSON Web Key as parseJWKS reads it.
+type jwk struct {
+	Kty string `json:"kty"`
+	Kid string `json:"kid"`
+	Use string `json:"use"`
+	N   string `json:"n"`
+	E   string `json:"e"`
+	Crv string `json:"crv"`
+	X   string `json:"x"`
+	Y   string `json:"y"`
+}
+
+// key is k's public key: RSA (n, e) or EC (crv, x, y).
+func (k jwk) key() (any, error) {
+	switch k.Kty {
+	case "RSA":
+		n, err := b64Number(k.N)
+		if err != nil {
+			return nil, fmt.Errorf("n: %w", err)
+		}
+		e, err := b64Number(k.E)
+		if err != nil || !e.IsInt64() {
+			return nil, errors.New("bad exponent")
+		}
+		if n.BitLen() < 2048 {
+			return nil, fmt.Errorf("an RSA key of %d bits; at least 2048", n.BitLen())
+		}
+		return &rsa.PublicKey{N: n, E: int(e.Int64())}, nil
+	case "EC":
+		var curve elliptic.Curve
+		switch k.Crv {
+		case "P-256":
+			curve = elliptic.P256()
+		case "P-384":
+			curve = elliptic.P384()
+		default:
+			return nil, fmt.Errorf("curve %q (P-256 or P-384)", k.Crv)
+		}
+		size := (curve.Params().BitSize + 7) / 8
+		x, errX := base64.RawURLEncoding.DecodeString(k.X)
+		y, errY := base64.RawURLEncoding.DecodeString(k.Y)
+		if errX != nil || errY != nil || len(x) != size || len(y) != size {
+			return nil, fmt.Errorf("x and y must be %d-byte base64url coordinates", size)
+		}
+		pub, err := ecdsa.ParseUncompressedPublicKey(curve, append(append([]byte{4}, x...), y...))
+		if err != nil {
+			return nil, fmt.Errorf("the point is not on %s: %w", k.Crv, err)
+		}
+		return pub, nil
+	default:
+		return nil, fmt.Errorf("key type %q (RSA or EC)", k.Kty)
+	}
+}
+
+// b64Number is the big-endian number of base64url s.
+func b64Number(s string) (*big.Int, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(b) == 0 {
+		return nil, fmt.Errorf("bad base64url number %q", s)
+	}
+	return new(big.Int).SetBytes(b), nil
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"maps"
 	"os"
 	"path/filepath"
@@ -39,6 +40,48 @@ func TestParseJWKS(t *testing.T) {
 	// Encryption keys are skipped; a set of nothing else has nothing to verify with.
 	if _, err := parseJWKS([]byte(`{"keys":[{"kty":"oct","use":"enc"}]}`)); err == nil || !strings.Contains(err.Error(), "no signing keys") {
 		t.Errorf("a set with an encryption key only: %v", err)
+	}
+}
+
+// TestJWKSSkipsKeysItCannotUse: a key it cannot use (an identity provider's new
+// Ed25519 key, another curve, a small RSA key, a kid taken twice) is skipped, and the
+// others go on verifying; the whole set was refused for it, and tokens of its good keys
+// with it (an outage once the provider added an EdDSA key).
+func TestJWKSSkipsKeysItCannotUse(t *testing.T) {
+	good := newTestKey(t, "good")
+	var set struct {
+		Keys []map[string]any `json:"keys"`
+	}
+	if err := json.Unmarshal(jwksOf(t, good), &set); err != nil {
+		t.Fatal(err)
+	}
+	set.Keys = append([]map[string]any{
+		{"kty": "OKP", "crv": "Ed25519", "kid": "ed", "x": "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"},
+		{"kty": "EC", "crv": "P-521", "kid": "p521", "x": "AQ", "y": "AQ"},
+		{"kty": "RSA", "kid": "small", "n": "AQAB", "e": "AQAB"},
+	}, set.Keys...)
+	set.Keys = append(set.Keys, map[string]any{"kty": "EC", "crv": "P-256", "kid": "good", "x": "AQ", "y": "AQ"})
+	b, err := json.Marshal(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := parseJWKS(b)
+	if err != nil {
+		t.Fatalf("parseJWKS: %v", err)
+	}
+	if _, ok := keys["good"]; !ok || len(keys) != 1 {
+		t.Errorf("keys %v, want the good one alone", keys)
+	}
+	path := filepath.Join(t.TempDir(), "jwks.json")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ts, err := newTokens(config.JWT{JWKSFile: path, Issuer: "i", Audience: "a"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tn, _, err := ts.verify(good.token(t)); err != nil || tn != "acme" {
+		t.Errorf("a token of the good key: %q, %v", tn, err)
 	}
 }
 
