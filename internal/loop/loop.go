@@ -744,6 +744,10 @@ func (l *state) call(ctx context.Context, iter int, c llm.ToolCall, t tool.Tool,
 		l.opts.Observer(ev)
 		return o
 	}
+	// Text that is not UTF-8 (an in-process tool's, a layer's) is repaired as the run's
+	// journal encodes it, each bad byte a U+FFFD: the model, the client and a resumed run,
+	// which reads the journal, see the same text, and it can cross the wire.
+	res.Content = toolinternal.ValidText(res.Content)
 	o.content = toolinternal.Truncate(res.Render(), l.opts.MaxResultBytes)
 	o.isError = res.IsError()
 	o.tool, o.input, o.result = t, args, res

@@ -373,11 +373,11 @@ func TestTextThatIsNotUTF8(t *testing.T) {
 		s := rec.Span(t, name)
 		texts := []string{s.Status().Description}
 		for _, kv := range s.Attributes() {
-			texts = append(texts, kv.Value.Emit())
+			texts = append(texts, kv.Value.String())
 		}
 		for _, ev := range s.Events() {
 			for _, kv := range ev.Attributes {
-				texts = append(texts, kv.Value.Emit())
+				texts = append(texts, kv.Value.String())
 			}
 		}
 		for _, text := range texts {

@@ -197,7 +197,7 @@ func Terminal(ctx context.Context, c *Call) (tool.Result, error) {
 	if w, ok := t.(*Tool); ok {
 		t = w.t // a call that entered w's pipeline reaches its tool
 	}
-	return Protect(ctx, c.Log, t.Definition().Name, func() (tool.Result, error) {
+	res, err := Protect(ctx, c.Log, t.Definition().Name, func() (tool.Result, error) {
 		res, err := t.Call(ctx, c.Input)
 		if err != nil {
 			if _, ok := tool.AsSignal(err); ok {
@@ -207,6 +207,11 @@ func Terminal(ctx context.Context, c *Call) (tool.Result, error) {
 		}
 		return res, nil
 	})
+	// Text that is not UTF-8 is repaired where it comes in, as the run's journal would
+	// encode it: every layer, the journal and the model then have the same text, and a
+	// resumed run replays what the run saw.
+	res.Content = toolinternal.ValidText(res.Content)
+	return res, err
 }
 
 // Run runs call c of its tool: through the tool's pipeline when it has one, else

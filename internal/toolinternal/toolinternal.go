@@ -105,6 +105,27 @@ type BlackboardKey struct{}
 // ProgressKey is the context key of the func(string) a call's progress reports go to.
 type ProgressKey struct{}
 
+// ValidText is s with each byte that is not part of UTF-8 replaced by U+FFFD, as
+// encoding/json writes such a string (and so as the run's journal keeps it): s itself
+// when it is valid, as it nearly always is.
+func ValidText(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			b.WriteString("\uFFFD")
+		} else {
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
+}
+
 // Truncate cuts a tool result's text to at most max bytes, note included, at a character
 // boundary; the note tells the model how long the text was and how much it sees.
 func Truncate(s string, max int) string {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"mime"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/toolmesh/toolmesh/internal/toolinternal"
 )
@@ -109,6 +110,11 @@ func EntryFromJSON(typeName string, raw []byte) (Entry, error) {
 	}
 	if !json.Valid(raw) {
 		return Entry{}, fmt.Errorf("blackboard object of type %q: the value is not valid JSON", typeName)
+	}
+	if !utf8.Valid(raw) {
+		// JSON is UTF-8 text (json.Valid passes other bytes in strings): an entry that is
+		// not could not be sent to a worker or a client, and would fail their calls.
+		return Entry{}, fmt.Errorf("blackboard object of type %q: the value is not UTF-8 text", typeName)
 	}
 	return Entry{TypeName: typeName, JSON: json.RawMessage(append([]byte(nil), raw...))}, nil
 }

@@ -96,57 +96,8 @@ mcp_serve:
 	if tools.CacheScope != "private" {
 		t.Errorf("tools/list's cache scope %q, want private", tools.CacheScope)
 	}
-	// The session is its opener's, scopes included: the same user with a narrower token
-	// (a refresh under fewer grants, another client) does not use it. It did, keeping the
-	// grants of the token that opened it.
-	narrower := sign.token(t, jwt.MapClaims{"iss": "https://issuer.test", "aud": resource, "sub": "user-1", "tenant": "acme",
-		"scope": "math:use", "exp": time.Now().Add(time.Hour).Unix()})
-	call := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"show_context_acme","arguments":{}}}`
-	for _, tc := range []struct {
-		token string
-		want  int
-	}{{narrower, http.StatusForbidden}, {forResource, http.StatusOK}} {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, resource, strings.NewReader(call))
-		req.Header.Set("Authorization", "Bearer "+tc.token)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Mcp-Session-Id", session.ID())
-		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = resp.Body.Close()
-		if resp.StatusCode != tc.want {
-			t.Errorf("a call in user-1's session with a token scoped %q: HTTP %d, want %d", map[bool]string{true: "math:use", false: "context:read"}[tc.token == narrower], resp.StatusCode, tc.want)
-		}
-	}
-	// A request from another site's page is refused, as streamable HTTP requires (a valid
-	// token notwithstanding); so are headers past 64 KiB. Both were served.
-	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
-	for _, tc := range []struct {
-		name, header, value string
-		want                int
-	}{
-		{"another site's origin", "Origin", "https://evil.example", http.StatusForbidden},
-		{"a null origin", "Origin", "null", http.StatusForbidden},
-		{"the endpoint's own origin", "Origin", "http://" + addr, http.StatusOK},
-		{"a header of 100 KiB", "X-Padding", strings.Repeat("x", 100<<10), http.StatusRequestHeaderFieldsTooLarge},
-	} {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, resource, strings.NewReader(initialize))
-		req.Header.Set("Authorization", "Bearer "+forResource)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set(tc.header, tc.value)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = resp.Body.Close()
-		if resp.StatusCode != tc.want {
-			t.Errorf("%s: HTTP %d, want %d", tc.name, resp.StatusCode, tc.want)
-		}
-	}
+	checkSessionHeldToItsScopes(t, ctx, sign, resource, session.ID(), forResource)
+	checkCrossSiteAndHeaderBounds(t, ctx, resource, "http://"+addr, forResource)
 	// A token whose scopes grant none of the tenant's tools opens a session that lists none.
 	otherScope := sign.token(t, jwt.MapClaims{"iss": "https://issuer.test", "aud": resource, "sub": "user-2", "tenant": "acme",
 		"scope": "math:use", "exp": time.Now().Add(time.Hour).Unix()})
@@ -171,5 +122,66 @@ mcp_serve:
 	challenges, _ = oauthex.ParseWWWAuthenticate(resp.Header.Values("WWW-Authenticate"))
 	if resp.StatusCode != http.StatusUnauthorized || len(challenges) != 1 || challenges[0].Params["error"] != "invalid_token" {
 		t.Errorf("a token for another audience: HTTP %d, challenges %v; want 401 invalid_token", resp.StatusCode, challenges)
+	}
+}
+
+// checkSessionHeldToItsScopes: the session is its opener's, scopes included: the same
+// user with a narrower token (a refresh under fewer grants, another client) does not use
+// it (403); it did, keeping the grants of the token that opened it. With the opener's
+// token the call is served.
+func checkSessionHeldToItsScopes(t *testing.T, ctx context.Context, sign *signer, resource, sid, forResource string) {
+	t.Helper()
+	narrower := sign.token(t, jwt.MapClaims{"iss": "https://issuer.test", "aud": resource, "sub": "user-1", "tenant": "acme",
+		"scope": "math:use", "exp": time.Now().Add(time.Hour).Unix()})
+	call := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"show_context_acme","arguments":{}}}`
+	for _, tc := range []struct {
+		token string
+		want  int
+	}{{narrower, http.StatusForbidden}, {forResource, http.StatusOK}} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, resource, strings.NewReader(call))
+		req.Header.Set("Authorization", "Bearer "+tc.token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", sid)
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("a call in user-1's session with a token scoped %q: HTTP %d, want %d", map[bool]string{true: "math:use", false: "context:read"}[tc.token == narrower], resp.StatusCode, tc.want)
+		}
+	}
+}
+
+// checkCrossSiteAndHeaderBounds: a request from another site's page is refused, as
+// streamable HTTP requires (a valid token notwithstanding); so are headers past 64 KiB.
+// Both were served.
+func checkCrossSiteAndHeaderBounds(t *testing.T, ctx context.Context, resource, origin, forResource string) {
+	t.Helper()
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	for _, tc := range []struct {
+		name, header, value string
+		want                int
+	}{
+		{"another site's origin", "Origin", "https://evil.example", http.StatusForbidden},
+		{"a null origin", "Origin", "null", http.StatusForbidden},
+		{"the endpoint's own origin", "Origin", origin, http.StatusOK},
+		{"a header of 100 KiB", "X-Padding", strings.Repeat("x", 100<<10), http.StatusRequestHeaderFieldsTooLarge},
+	} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, resource, strings.NewReader(initialize))
+		req.Header.Set("Authorization", "Bearer "+forResource)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set(tc.header, tc.value)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("%s: HTTP %d, want %d", tc.name, resp.StatusCode, tc.want)
+		}
 	}
 }
