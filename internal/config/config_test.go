@@ -168,6 +168,10 @@ func TestValidateNamesEachKey(t *testing.T) {
 		{"loop.max_concurrent_runs", func(c *Config) { c.Loop.MaxConcurrentRuns = 0 }},
 		{"loop.retain_runs", func(c *Config) { c.Loop.RetainRuns = -1 }},
 		{"loop.max_tool_result_bytes", func(c *Config) { c.Loop.MaxToolResultBytes = 100 }},
+		// The endpoint's caller's own bearer token reached a worker verbatim: MCP forbids
+		// passing a token on.
+		{"mcp_serve.context_headers[1]", func(c *Config) { c.MCPServe.ContextHeaders = []string{"X-Request-Id", "authorization"} }},
+		{"mcp_serve.context_headers[0]", func(c *Config) { c.MCPServe.ContextHeaders = []string{"Cookie"} }},
 		{"groups.x.facades[0].matching[0]", func(c *Config) {
 			c.Groups = map[string]Group{"x": {Facades: []SubFacade{{Name: "f", Description: "d", Matching: []string{"("}}}}}
 		}},

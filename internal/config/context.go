@@ -355,8 +355,14 @@ func (c Config) validateMCP(bad func(key, format string, args ...any)) {
 		}
 	}
 	for i, h := range c.MCPServe.ContextHeaders {
-		if strings.TrimSpace(h) == "" || strings.ContainsAny(h, " :\r\n") {
+		switch {
+		case strings.TrimSpace(h) == "" || strings.ContainsAny(h, " :\r\n"):
 			bad(fmt.Sprintf("mcp_serve.context_headers[%d]", i), "must be an HTTP header name, got %q", h)
+		case strings.EqualFold(h, "Authorization") || strings.EqualFold(h, "Proxy-Authorization") || strings.EqualFold(h, "Cookie"):
+			// The endpoint's callers' credentials are for it alone: MCP forbids passing the
+			// token a server received on to the services behind it.
+			bad(fmt.Sprintf("mcp_serve.context_headers[%d]", i), "%q carries the caller's credentials for this endpoint, which must not be passed on to tools; "+
+				"a group that needs the caller's identity exchanges its token for one of its own (groups.<role>.token_exchange)", h)
 		}
 	}
 	for _, name := range sortedKeys(c.MCPServers) {
