@@ -78,6 +78,7 @@ func markFailed(s trace.Span, errType string, err error) string {
 	if errType == "" {
 		errType = ErrorTypeOther
 	}
+	errType = validText(errType) // an in-process tool's own error code
 	s.SetAttributes(KeyErrorType.String(errType))
 	if err != nil {
 		if msg := err.Error(); !utf8.ValidString(msg) {

@@ -367,9 +367,11 @@ func TestTextThatIsNotUTF8(t *testing.T) {
 	rec := telemetrytest.New(t, telemetry.Options{CapturePayloads: true})
 	_, span := rec.StartTool(context.Background(), telemetry.ToolAttrs{Name: "read"})
 	rec.EndTool(span, telemetry.ToolResult{Arguments: `{"path":"caf\xe9"}`, Result: "caf\xe9 au lait"})
+	_, failed := rec.StartTool(context.Background(), telemetry.ToolAttrs{Name: "coded"})
+	rec.EndTool(failed, telemetry.ToolResult{ErrorType: "NO_SUCH_FILE_\xe9"})
 	_, chat := rec.StartChat(context.Background(), "openai", "m")
 	rec.EndChat(chat, telemetry.ChatResult{Err: errors.New("no such file: caf\xe9")})
-	for _, name := range []string{"execute_tool read", "chat m"} {
+	for _, name := range []string{"execute_tool read", "execute_tool coded", "chat m"} {
 		s := rec.Span(t, name)
 		texts := []string{s.Status().Description}
 		for _, kv := range s.Attributes() {

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
 import dataclasses
 import enum
@@ -583,6 +584,8 @@ class Context:
             except concurrent.futures.TimeoutError:
                 if loop.is_closed() or not loop.is_running():
                     fut.cancel()
+                    with contextlib.suppress(RuntimeError):
+                        coro.close()  # never started: no "never awaited" warning
                     break
             except Exception:  # noqa: BLE001
                 break
