@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -456,5 +458,43 @@ func TestMCPEndpointCallerTokenExchanged(t *testing.T) {
 		if len(calls) != i+1 || len(billing) != i+1 || billing[i].Subject != sub || calls[i].ctx["user_token"] != billing[i].Token {
 			t.Errorf("%s: the worker saw %d calls, billing-api tokens were granted %d times; want the last for %s, the one the worker saw", sub, len(calls), len(billing), sub)
 		}
+	}
+	checkSessionActsWithTheLatestToken(ctx, t, e, addr)
+}
+
+// checkSessionActsWithTheLatestToken: a call in a session acts with the token its own
+// request brought, not the one that opened the session (which expires while a session
+// lives on, or is refreshed): a call with a refreshed token has it exchanged.
+func checkSessionActsWithTheLatestToken(ctx context.Context, t *testing.T, e *credEnv, addr string) {
+	t.Helper()
+	session, err := connectMCPServe(ctx, "http://"+addr+"/", e.caller(t, "carol", "acme"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = session.Close() }()
+	if res, err := session.CallTool(ctx, &sdk.CallToolParams{Name: "billing_tool", Arguments: map[string]any{}}); err != nil || res.IsError {
+		t.Fatalf("billing_tool: %v, %v", res, err)
+	}
+	granted := len(e.idp.Granted())
+	refreshed := e.sign.token(t, jwt.MapClaims{"iss": "https://issuer.test", "aud": "toolmesh", "sub": "carol", "tenant": "acme",
+		"exp": time.Now().Add(2 * time.Hour).Unix()})
+	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"billing_tool","arguments":{}}}`
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+refreshed)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", session.ID())
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(out), `"ok"`) {
+		t.Fatalf("the call with the refreshed token: HTTP %d: %s", resp.StatusCode, out)
+	}
+	if got := e.idp.Granted(); len(got) == granted || got[len(got)-1].Subject != "carol" {
+		t.Errorf("the call with the refreshed token exchanged nothing (%d grants before, %d after): it acted with the opener's token", granted, len(got))
 	}
 }
