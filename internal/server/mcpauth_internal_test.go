@@ -92,6 +92,12 @@ func TestMCPSessionsAreBounded(t *testing.T) {
 	if code, _ := request(m, http.MethodPost, "", "acme\x00u2"); code != http.StatusOK {
 		t.Errorf("another caller: %d, want 200", code)
 	}
+	// Without authentication every caller is "": only the endpoint's bound holds.
+	for range maxMCPSessionsPerCaller + 1 {
+		if code, _ := request(m, http.MethodPost, "", ""); code != http.StatusOK {
+			t.Fatalf("an endpoint without authentication: %d, want 200", code)
+		}
+	}
 	for i := 0; len(m.byID) < maxMCPSessions; i++ {
 		request(m, http.MethodPost, "", fmt.Sprintf("t%d\x00u", i))
 	}

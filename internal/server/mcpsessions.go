@@ -10,9 +10,9 @@ import (
 )
 
 // Bounds of the MCP endpoint's sessions: a session idle this long expires (the SDK
-// closes it, and its id is refused from then on), a caller (a tenant's user, or anyone
-// on an endpoint without authentication) holds at most maxMCPSessionsPerCaller at once,
-// and the endpoint at most maxMCPSessions (a session holds about 30 KiB).
+// closes it, and its id is refused from then on), an authenticated caller (a tenant's
+// subject and scopes) holds at most maxMCPSessionsPerCaller at once, and the endpoint at
+// most maxMCPSessions (a session holds about 30 KiB).
 const (
 	mcpSessionIdle          = 30 * time.Minute
 	maxMCPSessionsPerCaller = 256
@@ -122,11 +122,15 @@ func (m *mcpSessions) leave(sid string) {
 func (m *mcpSessions) admit(caller string) (int, string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if len(m.byID) >= maxMCPSessions || m.perCaller[caller] >= maxMCPSessionsPerCaller {
+	// Without authentication every caller is the same one (""): the endpoint's bound
+	// alone holds then.
+	perCaller := caller != "" && m.perCaller[caller] >= maxMCPSessionsPerCaller
+	if len(m.byID) >= maxMCPSessions || perCaller {
 		m.sweepLocked()
+		perCaller = caller != "" && m.perCaller[caller] >= maxMCPSessionsPerCaller
 	}
 	switch {
-	case m.perCaller[caller] >= maxMCPSessionsPerCaller:
+	case perCaller:
 		return http.StatusTooManyRequests, "too many MCP sessions open for this caller (" + strconv.Itoa(maxMCPSessionsPerCaller) +
 			"): end some (DELETE) before opening another"
 	case len(m.byID) >= maxMCPSessions:
