@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -479,20 +478,8 @@ func checkSessionActsWithTheLatestToken(ctx context.Context, t *testing.T, e *cr
 	refreshed := e.sign.token(t, jwt.MapClaims{"iss": "https://issuer.test", "aud": "toolmesh", "sub": "carol", "tenant": "acme",
 		"exp": time.Now().Add(2 * time.Hour).Unix()})
 	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"billing_tool","arguments":{}}}`
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/", strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+refreshed)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Session-Id", session.ID())
-	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, _ := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(out), `"ok"`) {
-		t.Fatalf("the call with the refreshed token: HTTP %d: %s", resp.StatusCode, out)
+	if code, out := mcpPost(ctx, t, "http://"+addr+"/", refreshed, session.ID(), body); code != http.StatusOK || !strings.Contains(out, `"ok"`) {
+		t.Fatalf("the call with the refreshed token: HTTP %d: %s", code, out)
 	}
 	if got := e.idp.Granted(); len(got) == granted || got[len(got)-1].Subject != "carol" {
 		t.Errorf("the call with the refreshed token exchanged nothing (%d grants before, %d after): it acted with the opener's token", granted, len(got))

@@ -138,19 +138,8 @@ func checkSessionHeldToItsScopes(t *testing.T, ctx context.Context, sign *signer
 		token string
 		want  int
 	}{{narrower, http.StatusForbidden}, {forResource, http.StatusOK}} {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, resource, strings.NewReader(call))
-		req.Header.Set("Authorization", "Bearer "+tc.token)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Mcp-Session-Id", sid)
-		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = resp.Body.Close()
-		if resp.StatusCode != tc.want {
-			t.Errorf("a call in user-1's session with a token scoped %q: HTTP %d, want %d", map[bool]string{true: "math:use", false: "context:read"}[tc.token == narrower], resp.StatusCode, tc.want)
+		if code, _ := mcpPost(ctx, t, resource, tc.token, sid, call); code != tc.want {
+			t.Errorf("a call in user-1's session with a token scoped %q: HTTP %d, want %d", map[bool]string{true: "math:use", false: "context:read"}[tc.token == narrower], code, tc.want)
 		}
 	}
 }
@@ -170,18 +159,8 @@ func checkCrossSiteAndHeaderBounds(t *testing.T, ctx context.Context, resource, 
 		{"the endpoint's own origin", "Origin", origin, http.StatusOK},
 		{"a header of 100 KiB", "X-Padding", strings.Repeat("x", 100<<10), http.StatusRequestHeaderFieldsTooLarge},
 	} {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, resource, strings.NewReader(initialize))
-		req.Header.Set("Authorization", "Bearer "+forResource)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set(tc.header, tc.value)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = resp.Body.Close()
-		if resp.StatusCode != tc.want {
-			t.Errorf("%s: HTTP %d, want %d", tc.name, resp.StatusCode, tc.want)
+		if code, _ := mcpPost(ctx, t, resource, forResource, "", initialize, tc.header, tc.value); code != tc.want {
+			t.Errorf("%s: HTTP %d, want %d", tc.name, code, tc.want)
 		}
 	}
 }

@@ -1,9 +1,9 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -163,19 +163,8 @@ func checkMCPServeSessionOwner(ctx context.Context, t *testing.T, sign *signer, 
 	t.Helper()
 	// globex presenting acme's session: 403, and nothing runs.
 	body := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"show_context_acme","arguments":{}}}`
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader([]byte(body)))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Session-Id", acme.ID())
-	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
-	req.Header.Set("Authorization", "Bearer "+sign.tenantToken(t, "globex"))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusForbidden {
-		t.Errorf("globex using acme's session: HTTP %d, want 403", resp.StatusCode)
+	if code, _ := mcpPost(ctx, t, endpoint, sign.tenantToken(t, "globex"), acme.ID(), body); code != http.StatusForbidden {
+		t.Errorf("globex using acme's session: HTTP %d, want 403", code)
 	}
 	// acme's own session still works.
 	if call, err := acme.CallTool(ctx, &sdk.CallToolParams{Name: "show_context_acme", Arguments: map[string]any{}}); err != nil || call.IsError {
@@ -256,4 +245,31 @@ func TestMCPServeMutualTLS(t *testing.T) {
 	if code := post(with(other, true)); code != http.StatusForbidden {
 		t.Errorf("an identity trust.clients does not list: HTTP %d, want 403", code)
 	}
+}
+
+// mcpPost POSTs a JSON-RPC body to an MCP endpoint as a streamable HTTP client does, with
+// a bearer token and a session when given ("" for none) and the headers in extra (name,
+// value pairs); it returns the status and the body.
+func mcpPost(ctx context.Context, t *testing.T, endpoint, token, sid, body string, extra ...string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if sid != "" {
+		req.Header.Set("Mcp-Session-Id", sid)
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		req.Header.Set(extra[i], extra[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(out)
 }
