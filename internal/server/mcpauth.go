@@ -88,6 +88,7 @@ func (s *Server) MCPHandler() (http.Handler, error) {
 	}
 	auth.audience = resource
 	auth.metadataURL = u.Scheme + "://" + u.Host + wellKnownPRM + strings.TrimSuffix(u.Path, "/")
+	auth.scopes = strings.Join(slices.Sorted(maps.Keys(s.cfg.MCPServe.Scopes)), " ")
 	mux := http.NewServeMux()
 	serveMeta := func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -140,6 +141,9 @@ type mcpAuth struct {
 	// auth.jwt.audience), metadataURL where the endpoint's protected resource metadata is
 	// (named in a 401's challenge; "": none).
 	audience, metadataURL string
+	// scopes are the scopes that grant tools (mcp_serve.scopes), space-separated, named
+	// in a 401's challenge ("": none).
+	scopes string
 }
 
 // challenge is a 401's WWW-Authenticate: the realm, where the resource's metadata is
@@ -149,6 +153,9 @@ func (m *mcpAuth) challenge(hadToken bool) string {
 	c := `Bearer realm="toolmesh"`
 	if m.metadataURL != "" {
 		c += `, resource_metadata="` + m.metadataURL + `"`
+	}
+	if m.scopes != "" {
+		c += `, scope="` + m.scopes + `"` // what a client asks its authorization server for
 	}
 	if hadToken {
 		c += `, error="invalid_token"`

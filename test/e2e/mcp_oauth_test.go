@@ -62,7 +62,8 @@ mcp_serve:
 	}
 	_ = resp.Body.Close()
 	challenges, err := oauthex.ParseWWWAuthenticate(resp.Header.Values("WWW-Authenticate"))
-	if resp.StatusCode != http.StatusUnauthorized || err != nil || len(challenges) != 1 || challenges[0].Scheme != "bearer" {
+	// The challenge names the scopes to ask for (RFC 6750), as the MCP authorization spec asks.
+	if resp.StatusCode != http.StatusUnauthorized || err != nil || len(challenges) != 1 || challenges[0].Scheme != "bearer" || challenges[0].Params["scope"] != "context:read math:use" {
 		t.Fatalf("without a token: HTTP %d, challenges %v (%v)", resp.StatusCode, challenges, err)
 	}
 	metaURL := challenges[0].Params["resource_metadata"]
