@@ -388,16 +388,17 @@ func TestInvokeOutcomes(t *testing.T) {
 			}}}, ""},
 		{"result that cannot be sent", &toolpb.InvokeRequest{Tool: "unsendable", ArgumentsJson: `{}`},
 			errorResponse(toolpb.ToolErrorCode_TOOL_ERROR_CODE_FAILED), "cannot be sent"},
-		// Protocol buffers' strings are UTF-8: text that is not cannot cross the wire, and
-		// the call ran, so the model hears of it (a bare INTERNAL status would read as a
-		// worker that failed, to be ejected, and an idempotent call would be sent again).
+		// Protocol buffers' strings are UTF-8 (a bare INTERNAL status would read as a worker
+		// that failed, to be ejected, and an idempotent call would be sent again): a
+		// result's text is repaired, each bad byte a U+FFFD, as the orchestrator repairs an
+		// in-process tool's; so is an error's message, which says what failed.
 		{"text that is not UTF-8", &toolpb.InvokeRequest{Tool: "bad_text", ArgumentsJson: `{}`},
-			errorResponse(toolpb.ToolErrorCode_TOOL_ERROR_CODE_FAILED), "tool 'bad_text' returned a result that cannot be sent: text: not valid UTF-8"},
-		// An error's message is repaired: it says what failed, and the model should read it.
+			&toolpb.InvokeResponse{Outcome: &toolpb.InvokeResponse_Text{Text: "caf\uFFFD"}}, ""},
 		{"an error message that is not UTF-8", &toolpb.InvokeRequest{Tool: "bad_error", ArgumentsJson: `{}`},
 			errorResponse(toolpb.ToolErrorCode_TOOL_ERROR_CODE_FAILED), "no such file: \uFFFD.txt"},
+		// What is not text for the model is not repaired: the call says it cannot be sent.
 		{"an artifact's type that is not UTF-8", &toolpb.InvokeRequest{Tool: "bad_artifact", ArgumentsJson: `{}`},
-			errorResponse(toolpb.ToolErrorCode_TOOL_ERROR_CODE_FAILED), "cannot be sent"},
+			errorResponse(toolpb.ToolErrorCode_TOOL_ERROR_CODE_FAILED), "tool 'bad_artifact' returned a result that cannot be sent: artifact.artifact.type_name: not valid UTF-8"},
 		// Bounded on this side: the orchestrator would refuse a 5 MiB message.
 		{"result over the size limit", &toolpb.InvokeRequest{Tool: "huge", ArgumentsJson: `{}`},
 			errorResponse(toolpb.ToolErrorCode_TOOL_ERROR_CODE_FAILED), "ran, but its result is 5242885 bytes, over the 4128768 bytes"},

@@ -1274,12 +1274,15 @@ def _error(code: ErrorCode, message: str) -> pb.Message:
 
 def _result(name: str, out: Any) -> pb.Message:
     """A tool's answer as an InvokeResponse."""
+    # Text for the model is repaired (characters UTF-8 cannot encode become U+FFFD), as the
+    # Go worker and the orchestrator repair it; what is not text for the model is not.
     if isinstance(out, str):
-        return pb.InvokeResponse(text=out)
+        return pb.InvokeResponse(text=valid_text(out))
     if isinstance(out, ErrorResult):
         return _error(out.code, out.message)
     if isinstance(out, ArtifactResult):
-        return pb.InvokeResponse(artifact=pb.ArtifactResult(content=out.content, artifact=out.artifact.to_proto()))
+        return pb.InvokeResponse(artifact=pb.ArtifactResult(content=valid_text(out.content),
+                                                            artifact=out.artifact.to_proto()))
     if isinstance(out, Artifact):
         return pb.InvokeResponse(artifact=pb.ArtifactResult(content=out.json or "", artifact=out.to_proto()))
     if out is None:
