@@ -232,9 +232,12 @@ func (r *remoteKeys) fetch(ctx context.Context) (_ map[string]any, maxAge time.D
 	if len(b) > maxJWKSBytes {
 		return nil, 0, errJWKSTooLarge
 	}
-	keys, err := parseJWKS(b)
+	keys, skipped, err := parseJWKSSkipping(b)
 	if err != nil {
 		return nil, 0, err
+	}
+	if len(skipped) > 0 {
+		r.log.Warn("keys of auth.jwt.jwks_url skipped: tokens they signed are refused", "url", r.url, "skipped", strings.Join(skipped, "; "))
 	}
 	return keys, cacheMaxAge(resp.Header.Values("Cache-Control")), nil
 }

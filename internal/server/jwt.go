@@ -40,6 +40,9 @@ type keySource interface {
 // newTokens reads the key set (a URL's is fetched: an error if it cannot be, so that the
 // orchestrator does not start refusing every token).
 func newTokens(cfg config.JWT, log *slog.Logger) (*tokens, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	t := &tokens{cfg: cfg}
 	if cfg.TenantClaim == "" {
 		t.cfg.TenantClaim = "tenant"
@@ -48,7 +51,7 @@ func newTokens(cfg config.JWT, log *slog.Logger) (*tokens, error) {
 	if cfg.JWKSURL != "" {
 		t.keys, err = newRemoteKeys(cfg, log)
 	} else {
-		t.keys, err = newFileKeys(cfg.JWKSFile)
+		t.keys, err = newFileKeys(cfg.JWKSFile, log)
 	}
 	if err != nil {
 		return nil, err
@@ -63,6 +66,7 @@ const maxJWKSBytes = 1 << 20
 // second).
 type fileKeys struct {
 	path string
+	log  *slog.Logger
 
 	mu      sync.Mutex
 	keys    map[string]any
@@ -70,8 +74,8 @@ type fileKeys struct {
 	checked time.Time
 }
 
-func newFileKeys(path string) (*fileKeys, error) {
-	f := &fileKeys{path: path}
+func newFileKeys(path string, log *slog.Logger) (*fileKeys, error) {
+	f := &fileKeys{path: path, log: log}
 	if err := f.load(); err != nil {
 		return nil, err
 	}
@@ -90,9 +94,12 @@ func (f *fileKeys) load() error {
 	if err != nil {
 		return fmt.Errorf("auth.jwt.jwks_file: %w", err)
 	}
-	keys, err := parseJWKS(b)
+	keys, skipped, err := parseJWKSSkipping(b)
 	if err != nil {
 		return fmt.Errorf("auth.jwt.jwks_file %s: %w", f.path, err)
+	}
+	if len(skipped) > 0 {
+		f.log.Warn("keys of auth.jwt.jwks_file skipped: tokens they signed are refused", "file", f.path, "skipped", strings.Join(skipped, "; "))
 	}
 	f.keys, f.mod = keys, fi.ModTime()
 	return nil
@@ -207,17 +214,23 @@ func keyOf(keys map[string]any, kid string) (any, bool) {
 // or malformed one; a kid already taken) is skipped, so that the others go on verifying
 // tokens; a set with no key it can use is refused, with the reason of each.
 func parseJWKS(b []byte) (map[string]any, error) {
+	keys, _, err := parseJWKSSkipping(b)
+	return keys, err
+}
+
+// parseJWKSSkipping is parseJWKS that also says which keys it skipped, and why (for the
+// log: a token signed by a skipped key is refused with no word of it otherwise).
+func parseJWKSSkipping(b []byte) (keys map[string]any, skipped []string, _ error) {
 	var set struct {
 		Keys []jwk `json:"keys"`
 	}
 	if err := json.Unmarshal(b, &set); err != nil {
-		return nil, fmt.Errorf("not a JSON Web Key Set: %w", err)
+		return nil, nil, fmt.Errorf("not a JSON Web Key Set: %w", err)
 	}
 	if len(set.Keys) == 0 {
-		return nil, errors.New("the key set has no keys")
+		return nil, nil, errors.New("the key set has no keys")
 	}
-	keys := map[string]any{}
-	var skipped []string
+	keys = map[string]any{}
 	for i, k := range set.Keys {
 		if k.Use != "" && k.Use != "sig" {
 			continue
@@ -235,11 +248,11 @@ func parseJWKS(b []byte) (map[string]any, error) {
 	}
 	if len(keys) == 0 {
 		if len(skipped) > 0 {
-			return nil, fmt.Errorf("the key set has no signing keys it can use: %s", strings.Join(skipped, "; "))
+			return nil, skipped, fmt.Errorf("the key set has no signing keys it can use: %s", strings.Join(skipped, "; "))
 		}
-		return nil, errors.New("the key set has no signing keys")
+		return nil, nil, errors.New("the key set has no signing keys")
 	}
-	return keys, nil
+	return keys, skipped, nil
 }
 
 // jwk is a JSON Web Key as parseJWKS reads it.

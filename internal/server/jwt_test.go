@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/logtest"
 )
 
 // A key set is read strictly: what it cannot use is refused with the reason.
@@ -76,12 +78,19 @@ func TestJWKSSkipsKeysItCannotUse(t *testing.T) {
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ts, err := newTokens(config.JWT{JWKSFile: path, Issuer: "i", Audience: "a"}, nil)
+	var logged logtest.Buffer
+	ts, err := newTokens(config.JWT{JWKSFile: path, Issuer: "i", Audience: "a"}, slog.New(slog.NewTextHandler(&logged, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if tn, _, err := ts.verify(good.token(t)); err != nil || tn != "acme" {
 		t.Errorf("a token of the good key: %q, %v", tn, err)
+	}
+	// What was skipped is logged: a token signed by it is refused, and the log says why.
+	for _, want := range []string{`key type \"OKP\"`, `kid \"good\" appears twice`, "at least 2048"} {
+		if !strings.Contains(logged.String(), want) {
+			t.Errorf("the log does not say %s: %s", want, logged.String())
+		}
 	}
 }
 
