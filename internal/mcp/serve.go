@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -45,9 +44,7 @@ type ServeOptions struct {
 	// ProtocolVersions are the MCP revisions served (of ProtocolVersions); empty serves
 	// 2026-07-28 and every earlier revision the go-sdk speaks.
 	ProtocolVersions []string
-	// SessionIdle closes a session that had no request for that long (0: never).
-	SessionIdle time.Duration
-	Logger      *slog.Logger
+	Logger           *slog.Logger
 }
 
 // NewHandler serves the mesh's tools over MCP streamable HTTP. Every MCP session has its
@@ -62,7 +59,7 @@ func NewHandler(opts ServeOptions) http.Handler {
 	}
 	stateful := sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
 		return newSessionServer(r.Context(), opts, false)
-	}, &sdk.StreamableHTTPOptions{SessionTimeout: opts.SessionIdle})
+	}, nil)
 	if len(opts.ProtocolVersions) > 0 && !slices.Contains(opts.ProtocolVersions, Protocol20260728) {
 		return stateful
 	}

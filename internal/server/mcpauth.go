@@ -58,11 +58,11 @@ func (s *Server) MCPHandler() (http.Handler, error) {
 		},
 		Tenant:   tenantOf,
 		Decorate: s.runs.Decorate, ContextHeaders: s.cfg.MCPServe.ContextHeaders, Logger: s.log,
-		ProtocolVersions: s.cfg.MCPServe.ProtocolVersions, SessionIdle: mcpSessionIdle,
+		ProtocolVersions: s.cfg.MCPServe.ProtocolVersions,
 	})
 	sessions := newMCPSessions(h, func(msg string, kv ...any) { s.auth.audit(msg, kv...) })
 	if !s.auth.enabled() {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { sessions.serve(w, r, "") }), nil
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { sessions.serve(w, r, mcpCaller{}) }), nil
 	}
 	auth := &mcpAuth{a: s.auth, sessions: sessions}
 	resource := s.cfg.MCPServe.Resource
@@ -193,7 +193,8 @@ func (m *mcpAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// A session is its opener's: the same tenant, who, and scopes (a narrower token
 	// does not use a session a wider one opened, nor the session of a token it refreshed
 	// under other grants).
-	m.sessions.serve(w, r.WithContext(ctx), p.tenant+"\x00"+p.who+"\x00"+p.scopes, "tenant", p.tenant, "caller", p.who)
+	c := mcpCaller{key: p.tenant + "\x00" + p.who + "\x00" + p.scopes, subject: p.who, tenant: p.tenant}
+	m.sessions.serve(w, r.WithContext(ctx), c, "tenant", p.tenant, "caller", p.who)
 }
 
 // sessionOpener hands open the session id of a response that opens a session, before

@@ -1,122 +1,284 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// sessionsUnderTest is an mcpSessions in front of a stand-in for the SDK's handler,
-// which opens a session s<n> for every POST without one, on a clock the test moves.
-func sessionsUnderTest() (*mcpSessions, *time.Time) {
-	n := 0
-	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get(mcpSessionHeader) == "" && r.Method == http.MethodPost {
-			n++
-			w.Header().Set(mcpSessionHeader, fmt.Sprintf("s%d", n))
-		}
-		w.WriteHeader(http.StatusOK)
-	})
-	now := time.Unix(1_000_000, 0)
-	m := newMCPSessions(next, func(string, ...any) {})
-	m.now = func() time.Time { return now }
-	return m, &now
+// fakeSDK stands for the SDK's streamable HTTP handler in the tests of mcpSessions: a
+// POST without a session opens s<n> (one with X-Fail opens none), a request of a session
+// it does not hold gets 404, a DELETE with an unknown protocol version 400, a DELETE
+// ends the session, and a request with X-Hold waits until hold is closed.
+type fakeSDK struct {
+	mu       sync.Mutex
+	n        int
+	sessions map[string]bool
+	hold     chan struct{}
 }
 
-// request is the status of a request of caller, in session sid ("": none).
-func request(m *mcpSessions, method, sid, caller string) (int, string) {
+func (f *fakeSDK) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("X-Hold") != "" {
+		<-f.hold
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sid := r.Header.Get(mcpSessionHeader)
+	switch {
+	case sid == "" && r.Method == http.MethodPost && r.Header.Get("X-Fail") == "":
+		f.n++
+		sid = fmt.Sprintf("s%d", f.n)
+		f.sessions[sid] = true
+		w.Header().Set(mcpSessionHeader, sid)
+	case sid == "":
+	case !f.sessions[sid]:
+		w.WriteHeader(http.StatusNotFound)
+		return
+	case r.Method == http.MethodDelete && r.Header.Get("Mcp-Protocol-Version") == "1999-01-01":
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	case r.Method == http.MethodDelete:
+		delete(f.sessions, sid)
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func (f *fakeSDK) holds(sid string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.sessions[sid]
+}
+
+// sessionsUnderTest is an mcpSessions in front of a fakeSDK, on a clock the test moves.
+func sessionsUnderTest() (*mcpSessions, *fakeSDK, *time.Time) {
+	f := &fakeSDK{sessions: map[string]bool{}, hold: make(chan struct{})}
+	now := time.Unix(1_000_000, 0)
+	m := newMCPSessions(f, func(string, ...any) {})
+	m.now = func() time.Time { return now }
+	return m, f, &now
+}
+
+// caller is an authenticated caller: subject who of tenant, with scopes.
+func caller(tenant, who, scopes string) mcpCaller {
+	return mcpCaller{key: tenant + "\x00" + who + "\x00" + scopes, subject: who, tenant: tenant}
+}
+
+// request is the status and session id of a request of c in session sid ("": none),
+// with headers given as name, value pairs.
+func request(m *mcpSessions, method, sid string, c mcpCaller, headers ...string) (int, string) {
 	r := httptest.NewRequest(method, "/", nil)
 	if sid != "" {
 		r.Header.Set(mcpSessionHeader, sid)
 	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		r.Header.Set(headers[i], headers[i+1])
+	}
 	w := httptest.NewRecorder()
-	m.serve(w, r, caller)
+	m.serve(w, r, c)
 	return w.Code, w.Header().Get(mcpSessionHeader)
 }
 
-// TestMCPSessionsBelongToTheirOpener: a session is its opener's alone, for as long as
-// it lives; one the endpoint does not hold (ended, expired, or never opened here) is
-// refused, never passed on. Before, the owners of the oldest sessions were forgotten
-// past 65,536 of them, and their sessions then served any caller, another tenant's.
-func TestMCPSessionsBelongToTheirOpener(t *testing.T) {
-	m, now := sessionsUnderTest()
-	_, s1 := request(m, http.MethodPost, "", "acme\x00u1")
-	if code, _ := request(m, http.MethodPost, s1, "acme\x00u1"); code != http.StatusOK {
-		t.Errorf("its opener: %d", code)
-	}
-	if code, _ := request(m, http.MethodPost, s1, "globex\x00u2"); code != http.StatusForbidden {
-		t.Errorf("another caller: %d, want 403", code)
-	}
-	if code, _ := request(m, http.MethodPost, "s-never", "acme\x00u1"); code != http.StatusNotFound {
-		t.Errorf("a session never opened here: %d, want 404", code)
-	}
-	// Sessions opened by the thousand do not free an older one for others.
-	for range maxMCPSessionsPerCaller - 1 {
-		request(m, http.MethodPost, "", "acme\x00u1")
-	}
-	for i := range maxMCPSessions {
-		request(m, http.MethodPost, "", fmt.Sprintf("globex\x00u%d", i%100))
-	}
-	if code, _ := request(m, http.MethodPost, s1, "globex\x00u2"); code != http.StatusForbidden {
-		t.Errorf("another caller, after many sessions: %d, want 403", code)
-	}
-	// An idle session expires; its id is refused from then on.
-	*now = now.Add(mcpSessionIdle + time.Second)
-	if code, _ := request(m, http.MethodPost, s1, "acme\x00u1"); code != http.StatusNotFound {
-		t.Errorf("an expired session: %d, want 404", code)
-	}
-	// A session its caller ended is gone.
-	_, s2 := request(m, http.MethodPost, "", "acme\x00u1")
-	request(m, http.MethodDelete, s2, "acme\x00u1")
-	if code, _ := request(m, http.MethodGet, s2, "acme\x00u1"); code != http.StatusNotFound {
-		t.Errorf("an ended session: %d, want 404", code)
+// waitFor waits until ok holds (a session's close in the SDK runs on its own goroutine).
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !ok(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after 5s", what)
+		}
 	}
 }
 
-// TestMCPSessionsAreBounded: a caller opens at most maxMCPSessionsPerCaller sessions at
-// once (429), the endpoint at most maxMCPSessions (503), idle ones making room. Before,
-// sessions never expired and any caller could open them until the process ran out of
-// memory.
+// TestMCPSessionsBelongToTheirOpener: a session is its opener's alone (tenant, subject
+// and scopes), for as long as it lives; one the endpoint does not hold (ended, expired,
+// or never opened here) is refused, never passed on. Before, the owners of the oldest
+// sessions were forgotten past 65,536 of them, and their sessions then served any
+// caller, another tenant's; and a token of narrower scopes used a wider one's session.
+func TestMCPSessionsBelongToTheirOpener(t *testing.T) {
+	m, f, now := sessionsUnderTest()
+	u1 := caller("acme", "u1", "a b")
+	_, s1 := request(m, http.MethodPost, "", u1)
+	for _, tc := range []struct {
+		c    mcpCaller
+		want int
+	}{{u1, http.StatusOK}, {caller("globex", "u2", "a b"), http.StatusForbidden}, {caller("acme", "u1", "a"), http.StatusForbidden}} {
+		if code, _ := request(m, http.MethodPost, s1, tc.c); code != tc.want {
+			t.Errorf("%q in u1's session: %d, want %d", tc.c.key, code, tc.want)
+		}
+	}
+	if code, _ := request(m, http.MethodPost, "s-never", u1); code != http.StatusNotFound {
+		t.Errorf("a session never opened here: %d, want 404", code)
+	}
+	// An idle session expires: its id is refused from then on, and the SDK's session is
+	// closed (it keeps a session until it is deleted).
+	*now = now.Add(mcpSessionIdle + time.Second)
+	if code, _ := request(m, http.MethodPost, s1, u1); code != http.StatusNotFound {
+		t.Errorf("an expired session: %d, want 404", code)
+	}
+	waitFor(t, "the expired session closed in the SDK", func() bool { return !f.holds(s1) })
+	// A session its caller ended is gone; one the SDK ended on its own is let go.
+	_, s2 := request(m, http.MethodPost, "", u1)
+	request(m, http.MethodDelete, s2, u1)
+	if code, _ := request(m, http.MethodGet, s2, u1); code != http.StatusNotFound {
+		t.Errorf("an ended session: %d, want 404", code)
+	}
+	_, s3 := request(m, http.MethodPost, "", u1)
+	f.mu.Lock()
+	delete(f.sessions, s3)
+	f.mu.Unlock()
+	request(m, http.MethodPost, s3, u1) // the SDK answers 404
+	if _, held := m.byID[s3]; held || m.count["s:acme\x00u1"] != 0 {
+		t.Errorf("a session the SDK ended is still counted: %v, %v", held, m.count)
+	}
+}
+
+// TestMCPSessionsAreBounded: a subject holds at most maxMCPPerSubject sessions whatever
+// its tokens' scopes (429), the endpoint at most maxMCPSessions (503); a DELETE the SDK
+// refused frees nothing; a request that opened no session frees its reservation; an
+// anonymous caller is held to the endpoint's bound alone. Before, sessions were never
+// bounded: one caller held 1.76 GB of them; then a DELETE with a bad header freed the
+// count of a session the SDK kept, and a subject asking each time for other scopes had
+// 256 more.
 func TestMCPSessionsAreBounded(t *testing.T) {
-	m, now := sessionsUnderTest()
-	for range maxMCPSessionsPerCaller {
-		if code, _ := request(m, http.MethodPost, "", "acme\x00u1"); code != http.StatusOK {
+	m, _, now := sessionsUnderTest()
+	for i := range maxMCPPerSubject {
+		if code, _ := request(m, http.MethodPost, "", caller("acme", "u1", fmt.Sprint("scope", i))); code != http.StatusOK {
 			t.Fatalf("opening: %d", code)
 		}
 	}
-	if code, _ := request(m, http.MethodPost, "", "acme\x00u1"); code != http.StatusTooManyRequests {
-		t.Errorf("one more of the same caller: %d, want 429", code)
+	if code, _ := request(m, http.MethodPost, "", caller("acme", "u1", "other")); code != http.StatusTooManyRequests {
+		t.Errorf("one more of the same subject, other scopes: %d, want 429", code)
 	}
-	if code, _ := request(m, http.MethodPost, "", "acme\x00u2"); code != http.StatusOK {
-		t.Errorf("another caller: %d, want 200", code)
-	}
-	// Without authentication every caller is "": only the endpoint's bound holds.
-	for range maxMCPSessionsPerCaller + 1 {
-		if code, _ := request(m, http.MethodPost, "", ""); code != http.StatusOK {
-			t.Fatalf("an endpoint without authentication: %d, want 200", code)
+	for sid := range m.byID {
+		if code, _ := request(m, http.MethodDelete, sid, m.byID[sid].caller, "Mcp-Protocol-Version", "1999-01-01"); code != http.StatusBadRequest {
+			t.Fatalf("a DELETE the SDK refuses: %d", code)
 		}
+		break
+	}
+	if code, _ := request(m, http.MethodPost, "", caller("acme", "u1", "x")); code != http.StatusTooManyRequests {
+		t.Errorf("after a DELETE the SDK refused: %d, want 429 still", code)
+	}
+	if code, _ := request(m, http.MethodPost, "", caller("acme", "u2", "x"), "X-Fail", "1"); code != http.StatusOK || m.count["s:acme\x00u2"] != 0 {
+		t.Errorf("a POST that opened nothing: %d, counted %d", code, m.count["s:acme\x00u2"])
 	}
 	for i := 0; len(m.byID) < maxMCPSessions; i++ {
-		request(m, http.MethodPost, "", fmt.Sprintf("t%d\x00u", i))
+		request(m, http.MethodPost, "", mcpCaller{}) // anonymous: only the endpoint's bound
 	}
-	if code, _ := request(m, http.MethodPost, "", "acme\x00u3"); code != http.StatusServiceUnavailable {
+	if code, _ := request(m, http.MethodPost, "", caller("globex", "u3", "")); code != http.StatusServiceUnavailable {
 		t.Errorf("past the endpoint's bound: %d, want 503", code)
 	}
-	// A stateless request opens nothing, and is not refused.
-	r := httptest.NewRequest(http.MethodPost, "/", nil)
-	r.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-	w := httptest.NewRecorder()
-	m.serve(w, r, "acme\x00u3")
-	if w.Code != http.StatusOK {
-		t.Errorf("a stateless request: %d, want 200", w.Code)
-	}
 	*now = now.Add(mcpSessionIdle + time.Second)
-	if code, _ := request(m, http.MethodPost, "", "acme\x00u1"); code != http.StatusOK {
+	if code, _ := request(m, http.MethodPost, "", caller("acme", "u1", "x")); code != http.StatusOK {
 		t.Errorf("once the sessions expired: %d, want 200", code)
 	}
-	if len(m.byID) != 1 || len(m.perCaller) != 1 {
-		t.Errorf("%d sessions of %d callers held, want the new one", len(m.byID), len(m.perCaller))
+	if len(m.byID) != 1 {
+		t.Errorf("%d sessions held, want the new one", len(m.byID))
 	}
+}
+
+// TestMCPTenantBound: a tenant holds at most maxMCPPerTenant sessions, however many
+// subjects open them, so that one tenant cannot take the whole endpoint from the others.
+func TestMCPTenantBound(t *testing.T) {
+	m, _, _ := sessionsUnderTest()
+	for i := range maxMCPPerTenant {
+		if code, _ := request(m, http.MethodPost, "", caller("acme", fmt.Sprint("u", i/100), "")); code != http.StatusOK {
+			t.Fatalf("opening %d: %d", i, code)
+		}
+	}
+	if code, _ := request(m, http.MethodPost, "", caller("acme", "fresh", "")); code != http.StatusTooManyRequests {
+		t.Errorf("past the tenant's bound: %d, want 429", code)
+	}
+	if code, _ := request(m, http.MethodPost, "", caller("globex", "u", "")); code != http.StatusOK {
+		t.Errorf("another tenant: %d, want 200", code)
+	}
+}
+
+// TestMCPConcurrentOpensAndStreams: sessions opened at once stay within the subject's
+// bound (the count is taken before the SDK opens one), and stateless requests under way
+// (a 2026-07-28 client's listen streams) are bounded as sessions are.
+func TestMCPConcurrentOpensAndStreams(t *testing.T) {
+	m, f, _ := sessionsUnderTest()
+	u := caller("acme", "u1", "")
+	codes := make(chan int, maxMCPPerSubject+50)
+	var wg sync.WaitGroup
+	for range maxMCPPerSubject + 50 {
+		wg.Go(func() {
+			code, _ := request(m, http.MethodPost, "", u, "X-Hold", "1")
+			codes <- code
+		})
+	}
+	waitFor(t, "the opens past the bound refused", func() bool { return len(codes) == 50 })
+	close(f.hold)
+	wg.Wait()
+	close(codes)
+	if len(m.byID) != maxMCPPerSubject {
+		t.Errorf("%d sessions opened at once, want at most %d", len(m.byID), maxMCPPerSubject)
+	}
+	m2, f2, _ := sessionsUnderTest()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var held sync.WaitGroup
+	for range maxMCPPerSubject {
+		held.Go(func() {
+			r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/", nil)
+			r.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+			r.Header.Set("X-Hold", "1")
+			m2.serve(httptest.NewRecorder(), r, u)
+		})
+	}
+	waitFor(t, "the streams under way", func() bool { m2.mu.Lock(); defer m2.mu.Unlock(); return m2.flows["s:acme\x00u1"] == maxMCPPerSubject })
+	if code, _ := request(m2, http.MethodPost, "", u, "Mcp-Protocol-Version", "2026-07-28"); code != http.StatusTooManyRequests {
+		t.Errorf("one more stream of the subject: %d, want 429", code)
+	}
+	close(f2.hold)
+	held.Wait()
+	if code, _ := request(m2, http.MethodPost, "", u, "Mcp-Protocol-Version", "2026-07-28"); code != http.StatusOK {
+		t.Errorf("once the streams ended: %d, want 200", code)
+	}
+}
+
+// TestMCPSessionClosedInTheRealSDK: an expired session is closed in the go-sdk's own
+// handler (it keeps a session until it is deleted): the SDK answers 404 for it after.
+func TestMCPSessionClosedInTheRealSDK(t *testing.T) {
+	srv := sdk.NewServer(&sdk.Implementation{Name: "t", Version: "1"}, nil)
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
+	m := newMCPSessions(h, func(string, ...any) {})
+	now := time.Unix(1_000_000, 0)
+	m.now = func() time.Time { return now }
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	post := func(handler http.Handler, sid, body string) (int, string) {
+		r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Accept", "application/json, text/event-stream")
+		if sid != "" {
+			r.Header.Set(mcpSessionHeader, sid)
+			r.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		}
+		w := httptest.NewRecorder()
+		if handler == nil {
+			m.serve(w, r, mcpCaller{})
+		} else {
+			handler.ServeHTTP(w, r)
+		}
+		return w.Code, w.Header().Get(mcpSessionHeader)
+	}
+	code, sid := post(nil, "", init)
+	if code != http.StatusOK || sid == "" {
+		t.Fatalf("initialize: %d, session %q", code, sid)
+	}
+	ping := `{"jsonrpc":"2.0","id":2,"method":"ping"}`
+	if code, _ := post(h, sid, ping); code != http.StatusOK {
+		t.Fatalf("the SDK's session: %d", code)
+	}
+	now = now.Add(mcpSessionIdle + time.Second)
+	m.mu.Lock()
+	m.sweepLocked()
+	m.mu.Unlock()
+	waitFor(t, "the SDK's session closed", func() bool { code, _ := post(h, sid, ping); return code == http.StatusNotFound })
 }

@@ -9,15 +9,31 @@ import (
 	"github.com/toolmesh/toolmesh/internal/mcp"
 )
 
-// Bounds of the MCP endpoint's sessions: a session idle this long expires (the SDK
-// closes it, and its id is refused from then on), an authenticated caller (a tenant's
-// subject and scopes) holds at most maxMCPSessionsPerCaller at once, and the endpoint at
-// most maxMCPSessions (a session holds about 30 KiB).
+// Bounds of the MCP endpoint's sessions and streams. A session with no request under
+// way and none for mcpSessionIdle is closed (its id refused from then on). An
+// authenticated subject (whatever its token's scopes) holds at most maxMCPPerSubject
+// sessions at once, and as many stateless requests under way (a 2026-07-28 client's
+// subscriptions/listen stream lasts as long as its connection); a tenant at most
+// maxMCPPerTenant of each; the endpoint at most maxMCPSessions of each (a session or a
+// stream holds 25 to 95 KiB).
 const (
-	mcpSessionIdle          = 30 * time.Minute
-	maxMCPSessionsPerCaller = 256
-	maxMCPSessions          = 10_000
+	mcpSessionIdle   = 30 * time.Minute
+	maxMCPPerSubject = 256
+	maxMCPPerTenant  = 2_500
+	maxMCPSessions   = 10_000
 )
+
+// mcpCaller is who a request of the MCP endpoint comes from, as its authentication
+// verified it.
+type mcpCaller struct {
+	// key is what a session is bound to: the tenant, the subject and the token's scopes
+	// (a token of other scopes does not use a session, which keeps its opener's grants).
+	key string
+	// subject and tenant are what the bounds count by; "" for an anonymous caller (an
+	// endpoint without authentication, or one that lets requests without a token in),
+	// whom only the endpoint's bound holds.
+	subject, tenant string
+}
 
 // mcpSessions binds each session of the MCP endpoint to the caller that opened it and
 // bounds them. A request naming a session it does not hold (never opened here, ended,
@@ -30,76 +46,91 @@ type mcpSessions struct {
 	// audit logs a refused use of another caller's session.
 	audit func(msg string, kv ...any)
 
-	mu        sync.Mutex
-	byID      map[string]*mcpSession
-	perCaller map[string]int
+	mu    sync.Mutex
+	byID  map[string]*mcpSession
+	count map[string]int // sessions (and reservations) by "s:"+subject and "t:"+tenant; "" the endpoint's
+	flows map[string]int // stateless requests under way, counted the same way
+	sweep *time.Timer    // the next sweep of idle sessions, while there are sessions
 }
 
 // mcpSession is a session as mcpSessions holds it: who opened it, when a request last
 // ended (or began) on it, and its requests under way (it does not expire meanwhile).
 type mcpSession struct {
-	caller string
+	caller mcpCaller
 	last   time.Time
 	active int
 }
 
 func newMCPSessions(next http.Handler, audit func(string, ...any)) *mcpSessions {
 	return &mcpSessions{next: next, idle: mcpSessionIdle, now: time.Now, audit: audit,
-		byID: map[string]*mcpSession{}, perCaller: map[string]int{}}
+		byID: map[string]*mcpSession{}, count: map[string]int{}, flows: map[string]int{}}
 }
 
-// serve passes r on for caller (its tenant, who it is and its scopes; "" without
-// authentication): within its own session, or opening one. who describes the caller in
-// the audit log.
-func (m *mcpSessions) serve(w http.ResponseWriter, r *http.Request, caller string, who ...any) {
-	sid := r.Header.Get(mcpSessionHeader)
-	if sid != "" {
-		code, msg := m.enter(sid, caller)
-		if code == http.StatusForbidden {
-			m.audit("MCP request refused: the session belongs to another caller", who...)
-		}
-		if code != 0 {
-			http.Error(w, msg, code)
-			return
-		}
-		defer m.leave(sid)
-		m.next.ServeHTTP(w, r)
-		if r.Method == http.MethodDelete {
-			m.forget(sid)
-		}
+// serve passes r on for c: within its own session, opening one, or stateless. who
+// describes the caller in the audit log.
+func (m *mcpSessions) serve(w http.ResponseWriter, r *http.Request, c mcpCaller, who ...any) {
+	if sid := r.Header.Get(mcpSessionHeader); sid != "" {
+		m.serveSession(w, r, sid, c, who)
 		return
 	}
-	if opens(r) {
-		if code, msg := m.admit(caller); code != 0 {
-			if code == http.StatusServiceUnavailable {
-				w.Header().Set("Retry-After", strconv.Itoa(60))
-			}
-			http.Error(w, msg, code)
-			return
+	opening := r.Method == http.MethodPost && r.Header.Get("Mcp-Protocol-Version") < mcp.Protocol20260728
+	if code, msg := m.reserve(opening, c); code != 0 {
+		if code == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", strconv.Itoa(60))
 		}
+		http.Error(w, msg, code)
+		return
 	}
-	m.next.ServeHTTP(&sessionOpener{ResponseWriter: w, open: func(sid string) { m.bind(sid, caller) }}, r)
+	if !opening {
+		defer m.release(m.flows, c)
+		m.next.ServeHTTP(w, r)
+		return
+	}
+	bound := false
+	defer func() {
+		if !bound {
+			m.release(m.count, c) // the request opened no session
+		}
+	}()
+	m.next.ServeHTTP(&sessionOpener{ResponseWriter: w, open: func(sid string) { bound = m.bind(sid, c) }}, r)
 }
 
-// opens reports whether r may open a session: a POST without a session, of a revision
-// that has sessions (before 2026-07-28, whose requests are stateless).
-func opens(r *http.Request) bool {
-	return r.Method == http.MethodPost && r.Header.Get("Mcp-Protocol-Version") < mcp.Protocol20260728
+// serveSession passes on r, a request of session sid.
+func (m *mcpSessions) serveSession(w http.ResponseWriter, r *http.Request, sid string, c mcpCaller, who []any) {
+	code, msg := m.enter(sid, c)
+	if code == http.StatusForbidden {
+		m.audit("MCP request refused: the session belongs to another caller", who...)
+	}
+	if code != 0 {
+		http.Error(w, msg, code)
+		return
+	}
+	sw := &statusWriter{ResponseWriter: w}
+	defer func() {
+		m.leave(sid)
+		// The session is gone when its caller ended it, or when the SDK no longer holds it
+		// (it closed it on its own: a failed initialization): its bounds are freed. A
+		// DELETE the SDK refused ended nothing.
+		if sw.code == http.StatusNotFound || (r.Method == http.MethodDelete && sw.code >= 200 && sw.code < 300) {
+			m.forget(sid)
+		}
+	}()
+	m.next.ServeHTTP(sw, r)
 }
 
 // enter takes a request of session sid in: 0, or the status and message refusing it.
-func (m *mcpSessions) enter(sid, caller string) (int, string) {
+func (m *mcpSessions) enter(sid string, c mcpCaller) (int, string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s, ok := m.byID[sid]
-	if ok && s.active == 0 && m.now().Sub(s.last) > m.idle {
-		m.dropLocked(sid, s)
+	if ok && m.expiredLocked(s) {
+		m.dropLocked(sid, s, true)
 		ok = false
 	}
 	switch {
 	case !ok:
 		return http.StatusNotFound, "no such MCP session (it ended or expired): initialize a new one"
-	case s.caller != caller:
+	case s.caller.key != c.key:
 		return http.StatusForbidden, "this MCP session was opened by another caller"
 	}
 	s.active++
@@ -117,62 +148,188 @@ func (m *mcpSessions) leave(sid string) {
 	}
 }
 
-// admit reports whether caller may open a session: 0, or the status and message
-// refusing it. Expired sessions are dropped first.
-func (m *mcpSessions) admit(caller string) (int, string) {
+// buckets are the counts c is held to: its subject's, its tenant's, the endpoint's.
+func buckets(c mcpCaller) []string {
+	out := []string{""}
+	if c.subject != "" {
+		out = append(out, "s:"+c.tenant+"\x00"+c.subject)
+	}
+	if c.tenant != "" {
+		out = append(out, "t:"+c.tenant)
+	}
+	return out
+}
+
+// bucketBound is the bound of a bucket of buckets.
+func bucketBound(b string) int {
+	switch {
+	case b == "":
+		return maxMCPSessions
+	case b[0] == 's':
+		return maxMCPPerSubject
+	default:
+		return maxMCPPerTenant
+	}
+}
+
+// reserve counts one more session of c (or, not session, one more stateless request):
+// 0, or the status and message refusing it, nothing counted. Idle sessions are closed
+// first when a bound of sessions is reached.
+func (m *mcpSessions) reserve(session bool, c mcpCaller) (int, string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	// Without authentication every caller is the same one (""): the endpoint's bound
-	// alone holds then.
-	perCaller := caller != "" && m.perCaller[caller] >= maxMCPSessionsPerCaller
-	if len(m.byID) >= maxMCPSessions || perCaller {
-		m.sweepLocked()
-		perCaller = caller != "" && m.perCaller[caller] >= maxMCPSessionsPerCaller
+	counts := m.flows
+	if session {
+		counts = m.count
 	}
-	switch {
-	case perCaller:
-		return http.StatusTooManyRequests, "too many MCP sessions open for this caller (" + strconv.Itoa(maxMCPSessionsPerCaller) +
-			"): end some (DELETE) before opening another"
-	case len(m.byID) >= maxMCPSessions:
-		return http.StatusServiceUnavailable, "too many MCP sessions open on this endpoint: try again later"
+	full := func() string {
+		for _, b := range buckets(c) {
+			if counts[b] >= bucketBound(b) {
+				return b
+			}
+		}
+		return "\xff"
+	}
+	b := full()
+	if b != "\xff" && session {
+		m.sweepLocked()
+		b = full()
+	}
+	switch b {
+	case "\xff":
+	case "":
+		return http.StatusServiceUnavailable, "too many MCP sessions or streams open on this endpoint: try again later"
+	default:
+		return http.StatusTooManyRequests, "too many MCP sessions or streams open for this caller (" + strconv.Itoa(bucketBound(b)) +
+			"): end some (DELETE a session) before opening another"
+	}
+	for _, b := range buckets(c) {
+		counts[b]++
 	}
 	return 0, ""
 }
 
-// bind records that caller opened session sid.
-func (m *mcpSessions) bind(sid, caller string) {
+// release gives back what reserve counted.
+func (m *mcpSessions) release(counts map[string]int, c mcpCaller) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.byID[sid]; ok {
-		return
-	}
-	m.byID[sid] = &mcpSession{caller: caller, last: m.now()}
-	m.perCaller[caller]++
-}
-
-// forget drops a session its caller ended.
-func (m *mcpSessions) forget(sid string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if s, ok := m.byID[sid]; ok {
-		m.dropLocked(sid, s)
-	}
-}
-
-// sweepLocked drops the sessions idle past m.idle. m.mu is held.
-func (m *mcpSessions) sweepLocked() {
-	now := m.now()
-	for sid, s := range m.byID {
-		if s.active == 0 && now.Sub(s.last) > m.idle {
-			m.dropLocked(sid, s)
+	for _, b := range buckets(c) {
+		if counts[b]--; counts[b] <= 0 {
+			delete(counts, b)
 		}
 	}
 }
 
-// dropLocked removes session sid. m.mu is held.
-func (m *mcpSessions) dropLocked(sid string, s *mcpSession) {
-	delete(m.byID, sid)
-	if m.perCaller[s.caller]--; m.perCaller[s.caller] <= 0 {
-		delete(m.perCaller, s.caller)
+// bind records that c opened session sid, on the count reserve took for it; false when
+// sid is bound already (the count is not used).
+func (m *mcpSessions) bind(sid string, c mcpCaller) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.byID[sid]; ok {
+		return false
+	}
+	m.byID[sid] = &mcpSession{caller: c, last: m.now()}
+	if m.sweep == nil {
+		m.sweep = time.AfterFunc(m.idle/4, m.sweepTick)
+	}
+	return true
+}
+
+// forget drops a session that ended.
+func (m *mcpSessions) forget(sid string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s, ok := m.byID[sid]; ok {
+		m.dropLocked(sid, s, false)
 	}
 }
+
+// sweepTick closes the idle sessions, and comes again while sessions remain.
+func (m *mcpSessions) sweepTick() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.sweepLocked()
+	if len(m.byID) > 0 {
+		m.sweep = time.AfterFunc(m.idle/4, m.sweepTick)
+	} else {
+		m.sweep = nil
+	}
+}
+
+// sweepLocked closes the sessions idle past m.idle. m.mu is held.
+func (m *mcpSessions) sweepLocked() {
+	for sid, s := range m.byID {
+		if m.expiredLocked(s) {
+			m.dropLocked(sid, s, true)
+		}
+	}
+}
+
+// expiredLocked reports whether s is idle past m.idle. m.mu is held.
+func (m *mcpSessions) expiredLocked(s *mcpSession) bool {
+	return s.active == 0 && m.now().Sub(s.last) > m.idle
+}
+
+// dropLocked removes session sid, closing it in the SDK when it expired (the SDK keeps
+// a session until it is deleted). m.mu is held.
+func (m *mcpSessions) dropLocked(sid string, s *mcpSession, close bool) {
+	delete(m.byID, sid)
+	for _, b := range buckets(s.caller) {
+		if m.count[b]--; m.count[b] <= 0 {
+			delete(m.count, b)
+		}
+	}
+	if close && m.next != nil {
+		go m.closeSession(sid)
+	}
+}
+
+// closeSession ends session sid in the SDK, as its client's DELETE would.
+func (m *mcpSessions) closeSession(sid string) {
+	r, err := http.NewRequest(http.MethodDelete, "/", nil)
+	if err != nil {
+		return
+	}
+	r.Header.Set(mcpSessionHeader, sid)
+	m.next.ServeHTTP(discardResponse{header: http.Header{}}, r)
+}
+
+// discardResponse is a response nobody reads.
+type discardResponse struct{ header http.Header }
+
+func (d discardResponse) Header() http.Header       { return d.header }
+func (discardResponse) Write(b []byte) (int, error) { return len(b), nil }
+func (discardResponse) WriteHeader(int)             {}
+
+// statusWriter notes the status of the response it writes.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if s.code == 0 {
+		s.code = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if s.code == 0 {
+		s.code = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// Flush keeps server-sent events flowing through the wrapper.
+func (s *statusWriter) Flush() {
+	if s.code == 0 {
+		s.code = http.StatusOK
+	}
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }

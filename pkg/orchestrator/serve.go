@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -253,12 +254,13 @@ func (o *Orchestrator) webServer(g *grpc.Server) (*http.Server, error) {
 // asks it to, so a POST from another origin (a form, a fetch without CORS) could act for
 // the user. Browsers say where a request comes from (Sec-Fetch-Site, Origin); the API
 // answers no CORS preflight, so a page of another origin cannot read its answers either.
-// Clients other than browsers send neither header.
-func sameOrigin(next http.Handler) http.Handler {
+// Clients other than browsers send neither header. Origins in also are taken as well
+// (a public URL a reverse proxy serves the port at).
+func sameOrigin(next http.Handler, also ...string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		cross := r.Header.Get("Sec-Fetch-Site") == "cross-site"
 		if o := r.Header.Get("Origin"); o != "" && o != "null" {
-			if u, err := url.Parse(o); err != nil || u.Host != r.Host {
+			if u, err := url.Parse(o); (err != nil || u.Host != r.Host) && !slices.Contains(also, o) {
 				cross = true
 			}
 		} else if o == "null" {
@@ -270,6 +272,16 @@ func sameOrigin(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// publicOrigin is the origin of the endpoint's public URL (mcp_serve.resource), which a
+// reverse proxy in front serves from though it rewrites Host: none without one.
+func publicOrigin(resource string) []string {
+	u, err := url.Parse(resource)
+	if resource == "" || err != nil || u.Host == "" {
+		return nil
+	}
+	return []string{u.Scheme + "://" + u.Host}
 }
 
 // mcpIdleConn is how long the MCP endpoint keeps a connection open without a request.
@@ -350,7 +362,7 @@ func (o *Orchestrator) serveMCP() error {
 	// MCP clients look for the endpoint at /mcp as often as at the root: both serve it.
 	// A request from another site's page (its Origin not the endpoint's) is refused, as
 	// streamable HTTP requires of a server.
-	handler = sameOrigin(handler)
+	handler = sameOrigin(handler, publicOrigin(o.cfg.MCPServe.Resource)...)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", handler)
 	mux.Handle("/", handler)
