@@ -38,7 +38,7 @@ func (f *fakeSDK) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.sessions[sid] = true
 		w.Header().Set(mcpSessionHeader, sid)
 	case sid == "":
-	case !f.sessions[sid]:
+	case !f.sessions[sid] || r.Header.Get("X-404") != "":
 		w.WriteHeader(http.StatusNotFound)
 		return
 	case r.Method == http.MethodDelete && r.Header.Get("Mcp-Protocol-Version") == "1999-01-01":
@@ -107,7 +107,10 @@ func TestMCPSessionsBelongToTheirOpener(t *testing.T) {
 	for _, tc := range []struct {
 		c    mcpCaller
 		want int
-	}{{u1, http.StatusOK}, {caller("globex", "u2", "a b"), http.StatusForbidden}, {caller("acme", "u1", "a"), http.StatusForbidden}} {
+	}{{u1, http.StatusOK}, {caller("globex", "u2", "a b"), http.StatusForbidden}, {caller("acme", "u2", "a b"), http.StatusForbidden},
+		// The same subject with other scopes opens a session of its own (a client does on
+		// a 404; a 403 left one whose token was refreshed with more scopes stuck).
+		{caller("acme", "u1", "a"), http.StatusNotFound}} {
 		if code, _ := request(m, http.MethodPost, s1, tc.c); code != tc.want {
 			t.Errorf("%q in u1's session: %d, want %d", tc.c.key, code, tc.want)
 		}
@@ -281,4 +284,38 @@ func TestMCPSessionClosedInTheRealSDK(t *testing.T) {
 	m.sweepLocked()
 	m.mu.Unlock()
 	waitFor(t, "the SDK's session closed", func() bool { code, _ := post(h, sid, ping); return code == http.StatusNotFound })
+}
+
+// TestMCPSessionsNotHeld: a session the SDK answers 404 for is let go and closed in the
+// SDK all the same (a 404 that did not mean the session was gone freed its count while
+// the SDK kept it: sessions without bound); a session whose opening the SDK ended at once
+// (a failed initialization) expires within a minute unless a request is served on it
+// (it held its opener's count for 30 minutes); a 2026-07-28 request naming a session is
+// refused (it was served outside the session's bounds).
+func TestMCPSessionsNotHeld(t *testing.T) {
+	m, f, now := sessionsUnderTest()
+	u := caller("acme", "u1", "")
+	_, s1 := request(m, http.MethodPost, "", u)
+	request(m, http.MethodPost, s1, u, "X-404", "1")
+	m.mu.Lock()
+	_, held := m.byID[s1]
+	m.mu.Unlock()
+	if held {
+		t.Error("a session the SDK answered 404 for is still held")
+	}
+	waitFor(t, "the session closed in the SDK", func() bool { return !f.holds(s1) })
+
+	_, unconfirmed := request(m, http.MethodPost, "", u)
+	_, confirmed := request(m, http.MethodPost, "", u)
+	request(m, http.MethodPost, confirmed, u) // notifications/initialized, say
+	*now = now.Add(mcpUnconfirmedIdle + time.Second)
+	if code, _ := request(m, http.MethodPost, unconfirmed, u); code != http.StatusNotFound {
+		t.Errorf("a session never used past its opening, a minute on: %d, want 404", code)
+	}
+	if code, _ := request(m, http.MethodPost, confirmed, u); code != http.StatusOK {
+		t.Errorf("a session in use, a minute on: %d, want 200", code)
+	}
+	if code, _ := request(m, http.MethodPost, confirmed, u, "Mcp-Protocol-Version", "2026-07-28"); code != http.StatusBadRequest {
+		t.Errorf("a 2026-07-28 request naming a session: %d, want 400", code)
+	}
 }

@@ -17,10 +17,12 @@ import (
 // maxMCPPerTenant of each; the endpoint at most maxMCPSessions of each (a session or a
 // stream holds 25 to 95 KiB).
 const (
-	mcpSessionIdle   = 30 * time.Minute
-	maxMCPPerSubject = 256
-	maxMCPPerTenant  = 2_500
-	maxMCPSessions   = 10_000
+	mcpSessionIdle     = 30 * time.Minute
+	mcpUnconfirmedIdle = time.Minute
+	mcpSweepEvery      = time.Second // at most this often when a bound is reached
+	maxMCPPerSubject   = 256
+	maxMCPPerTenant    = 2_500
+	maxMCPSessions     = 10_000
 )
 
 // mcpCaller is who a request of the MCP endpoint comes from, as its authentication
@@ -51,6 +53,11 @@ type mcpSessions struct {
 	count map[string]int // sessions (and reservations) by "s:"+subject and "t:"+tenant; "" the endpoint's
 	flows map[string]int // stateless requests under way, counted the same way
 	sweep *time.Timer    // the next sweep of idle sessions, while there are sessions
+	swept time.Time      // the last sweep a reached bound asked for
+	// closing are the sessions to end in the SDK, one after another by one goroutine
+	// (closer) while there are some.
+	closing []string
+	closer  bool
 }
 
 // mcpSession is a session as mcpSessions holds it: who opened it, when a request last
@@ -59,6 +66,10 @@ type mcpSession struct {
 	caller mcpCaller
 	last   time.Time
 	active int
+	// confirmed: a request after the one that opened it was served (the SDK writes a
+	// session's id before its initialization runs, and ends it at once when that fails:
+	// until confirmed, a session expires after mcpUnconfirmedIdle).
+	confirmed bool
 }
 
 func newMCPSessions(next http.Handler, audit func(string, ...any)) *mcpSessions {
@@ -69,11 +80,18 @@ func newMCPSessions(next http.Handler, audit func(string, ...any)) *mcpSessions 
 // serve passes r on for c: within its own session, opening one, or stateless. who
 // describes the caller in the audit log.
 func (m *mcpSessions) serve(w http.ResponseWriter, r *http.Request, c mcpCaller, who ...any) {
+	stateless := r.Header.Get("Mcp-Protocol-Version") >= mcp.Protocol20260728
 	if sid := r.Header.Get(mcpSessionHeader); sid != "" {
+		if stateless {
+			// A revision without sessions: its requests name none (one naming a session
+			// would be served outside the session's bounds).
+			http.Error(w, "a request of MCP "+mcp.Protocol20260728+" or later belongs to no session: send it without "+mcpSessionHeader, http.StatusBadRequest)
+			return
+		}
 		m.serveSession(w, r, sid, c, who)
 		return
 	}
-	opening := r.Method == http.MethodPost && r.Header.Get("Mcp-Protocol-Version") < mcp.Protocol20260728
+	opening := r.Method == http.MethodPost && !stateless
 	if code, msg := m.reserve(opening, c); code != 0 {
 		if code == http.StatusServiceUnavailable {
 			w.Header().Set("Retry-After", strconv.Itoa(60))
@@ -107,13 +125,12 @@ func (m *mcpSessions) serveSession(w http.ResponseWriter, r *http.Request, sid s
 	}
 	sw := &statusWriter{ResponseWriter: w}
 	defer func() {
-		m.leave(sid)
-		// The session is gone when its caller ended it, or when the SDK no longer holds it
-		// (it closed it on its own: a failed initialization): its bounds are freed. A
-		// DELETE the SDK refused ended nothing.
-		if sw.code == http.StatusNotFound || (r.Method == http.MethodDelete && sw.code >= 200 && sw.code < 300) {
-			m.forget(sid)
-		}
+		// The session is gone when its caller ended it, or when the SDK answers it does
+		// not hold it (it ended it on its own: a failed initialization); it is closed in
+		// the SDK all the same (should the 404 have meant something else), and its bounds
+		// are freed. A DELETE the SDK refused ended nothing.
+		gone := sw.code == http.StatusNotFound || (r.Method == http.MethodDelete && sw.code >= 200 && sw.code < 300)
+		m.leave(sid, gone)
 	}()
 	m.next.ServeHTTP(sw, r)
 }
@@ -130,6 +147,10 @@ func (m *mcpSessions) enter(sid string, c mcpCaller) (int, string) {
 	switch {
 	case !ok:
 		return http.StatusNotFound, "no such MCP session (it ended or expired): initialize a new one"
+	case s.caller.key != c.key && s.caller.subject == c.subject && s.caller.subject != "" && s.caller.tenant == c.tenant:
+		// The same subject with a token of other scopes (refreshed with more): a session
+		// keeps its opener's grants, so the client opens a new one (it does on a 404).
+		return http.StatusNotFound, "this MCP session was opened with other scopes: initialize a new one"
 	case s.caller.key != c.key:
 		return http.StatusForbidden, "this MCP session was opened by another caller"
 	}
@@ -138,13 +159,20 @@ func (m *mcpSessions) enter(sid string, c mcpCaller) (int, string) {
 	return 0, ""
 }
 
-// leave ends a request enter took in.
-func (m *mcpSessions) leave(sid string) {
+// leave ends a request enter took in: the session is gone (dropped, and closed in the
+// SDK), or confirmed.
+func (m *mcpSessions) leave(sid string, gone bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if s, ok := m.byID[sid]; ok {
+	s, ok := m.byID[sid]
+	switch {
+	case !ok:
+	case gone:
+		m.dropLocked(sid, s, true)
+	default:
 		s.active--
 		s.last = m.now()
+		s.confirmed = true
 	}
 }
 
@@ -191,7 +219,8 @@ func (m *mcpSessions) reserve(session bool, c mcpCaller) (int, string) {
 		return "\xff"
 	}
 	b := full()
-	if b != "\xff" && session {
+	if b != "\xff" && session && m.now().Sub(m.swept) >= mcpSweepEvery {
+		m.swept = m.now()
 		m.sweepLocked()
 		b = full()
 	}
@@ -235,15 +264,6 @@ func (m *mcpSessions) bind(sid string, c mcpCaller) bool {
 	return true
 }
 
-// forget drops a session that ended.
-func (m *mcpSessions) forget(sid string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if s, ok := m.byID[sid]; ok {
-		m.dropLocked(sid, s, false)
-	}
-}
-
 // sweepTick closes the idle sessions, and comes again while sessions remain.
 func (m *mcpSessions) sweepTick() {
 	m.mu.Lock()
@@ -267,7 +287,11 @@ func (m *mcpSessions) sweepLocked() {
 
 // expiredLocked reports whether s is idle past m.idle. m.mu is held.
 func (m *mcpSessions) expiredLocked(s *mcpSession) bool {
-	return s.active == 0 && m.now().Sub(s.last) > m.idle
+	idle := m.idle
+	if !s.confirmed {
+		idle = min(idle, mcpUnconfirmedIdle)
+	}
+	return s.active == 0 && m.now().Sub(s.last) > idle
 }
 
 // dropLocked removes session sid, closing it in the SDK when it expired (the SDK keeps
@@ -280,18 +304,35 @@ func (m *mcpSessions) dropLocked(sid string, s *mcpSession, close bool) {
 		}
 	}
 	if close && m.next != nil {
-		go m.closeSession(sid)
+		m.closing = append(m.closing, sid)
+		if !m.closer {
+			m.closer = true
+			go m.closeSessions()
+		}
 	}
 }
 
-// closeSession ends session sid in the SDK, as its client's DELETE would.
-func (m *mcpSessions) closeSession(sid string) {
-	r, err := http.NewRequest(http.MethodDelete, "/", nil)
-	if err != nil {
-		return
+// closeSessions ends the sessions of m.closing in the SDK, one after another, as their
+// clients' DELETEs would (the SDK builds a session's server for each request).
+func (m *mcpSessions) closeSessions() {
+	for {
+		m.mu.Lock()
+		if len(m.closing) == 0 {
+			m.closer = false
+			m.closing = nil
+			m.mu.Unlock()
+			return
+		}
+		sid := m.closing[0]
+		m.closing = m.closing[1:]
+		m.mu.Unlock()
+		r, err := http.NewRequest(http.MethodDelete, "/", nil)
+		if err != nil {
+			continue
+		}
+		r.Header.Set(mcpSessionHeader, sid)
+		m.next.ServeHTTP(discardResponse{header: http.Header{}}, r)
 	}
-	r.Header.Set(mcpSessionHeader, sid)
-	m.next.ServeHTTP(discardResponse{header: http.Header{}}, r)
 }
 
 // discardResponse is a response nobody reads.

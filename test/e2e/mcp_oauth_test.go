@@ -128,8 +128,8 @@ mcp_serve:
 
 // checkSessionHeldToItsScopes: the session is its opener's, scopes included: the same
 // user with a narrower token (a refresh under fewer grants, another client) does not use
-// it (403); it did, keeping the grants of the token that opened it. With the opener's
-// token the call is served.
+// it (404: the client opens a session of its own); it did, keeping the grants of the
+// token that opened it. With the opener's token the call is served.
 func checkSessionHeldToItsScopes(t *testing.T, ctx context.Context, sign *signer, resource, sid, forResource string) {
 	t.Helper()
 	narrower := sign.token(t, jwt.MapClaims{"iss": "https://issuer.test", "aud": resource, "sub": "user-1", "tenant": "acme",
@@ -138,7 +138,7 @@ func checkSessionHeldToItsScopes(t *testing.T, ctx context.Context, sign *signer
 	for _, tc := range []struct {
 		token string
 		want  int
-	}{{narrower, http.StatusForbidden}, {forResource, http.StatusOK}} {
+	}{{narrower, http.StatusNotFound}, {forResource, http.StatusOK}} {
 		if code, _ := mcpPost(ctx, t, resource, tc.token, sid, call); code != tc.want {
 			t.Errorf("a call in user-1's session with a token scoped %q: HTTP %d, want %d", map[bool]string{true: "math:use", false: "context:read"}[tc.token == narrower], code, tc.want)
 		}
