@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -85,6 +86,19 @@ func request(m *mcpSessions, method, sid string, c mcpCaller, headers ...string)
 	return w.Code, w.Header().Get(mcpSessionHeader)
 }
 
+// held and counted read m under its lock: the sessions it holds, and a bucket's count.
+func held(m *mcpSessions) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.byID)
+}
+
+func counted(m *mcpSessions, bucket string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.count[bucket]
+}
+
 // waitFor waits until ok holds (a session's close in the SDK runs on its own goroutine).
 func waitFor(t *testing.T, what string, ok func() bool) {
 	t.Helper()
@@ -136,9 +150,7 @@ func TestMCPSessionsBelongToTheirOpener(t *testing.T) {
 	delete(f.sessions, s3)
 	f.mu.Unlock()
 	request(m, http.MethodPost, s3, u1) // the SDK answers 404
-	if _, held := m.byID[s3]; held || m.count["s:acme\x00u1"] != 0 {
-		t.Errorf("a session the SDK ended is still counted: %v, %v", held, m.count)
-	}
+	waitFor(t, "the session the SDK ended let go", func() bool { return held(m) == 0 && counted(m, "s:acme\x00u1") == 0 })
 }
 
 // TestMCPSessionsAreBounded: a subject holds at most maxMCPPerSubject sessions whatever
@@ -170,18 +182,22 @@ func TestMCPSessionsAreBounded(t *testing.T) {
 	if code, _ := request(m, http.MethodPost, "", caller("acme", "u2", "x"), "X-Fail", "1"); code != http.StatusOK || m.count["s:acme\x00u2"] != 0 {
 		t.Errorf("a POST that opened nothing: %d, counted %d", code, m.count["s:acme\x00u2"])
 	}
-	for i := 0; len(m.byID) < maxMCPSessions; i++ {
+	for i := 0; held(m) < maxMCPSessions; i++ {
 		request(m, http.MethodPost, "", mcpCaller{}) // anonymous: only the endpoint's bound
 	}
 	if code, _ := request(m, http.MethodPost, "", caller("globex", "u3", "")); code != http.StatusServiceUnavailable {
 		t.Errorf("past the endpoint's bound: %d, want 503", code)
 	}
 	*now = now.Add(mcpSessionIdle + time.Second)
-	if code, _ := request(m, http.MethodPost, "", caller("acme", "u1", "x")); code != http.StatusOK {
+	// The expired sessions are closed in the SDK, and counted until they are.
+	request(m, http.MethodPost, "", caller("acme", "u1", "x"))
+	waitFor(t, "the expired sessions closed", func() bool { return counted(m, "") <= 1 })
+	*now = now.Add(2 * mcpSweepEvery)
+	if code, _ := request(m, http.MethodPost, "", caller("acme", "u1", "y")); code != http.StatusOK {
 		t.Errorf("once the sessions expired: %d, want 200", code)
 	}
-	if len(m.byID) != 1 {
-		t.Errorf("%d sessions held, want the new one", len(m.byID))
+	if n := held(m); n > 2 {
+		t.Errorf("%d sessions held, want the new ones", n)
 	}
 }
 
@@ -220,8 +236,8 @@ func TestMCPConcurrentOpensAndStreams(t *testing.T) {
 	close(f.hold)
 	wg.Wait()
 	close(codes)
-	if len(m.byID) != maxMCPPerSubject {
-		t.Errorf("%d sessions opened at once, want at most %d", len(m.byID), maxMCPPerSubject)
+	if n := held(m); n != maxMCPPerSubject {
+		t.Errorf("%d sessions opened at once, want at most %d", n, maxMCPPerSubject)
 	}
 	m2, f2, _ := sessionsUnderTest()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -298,9 +314,9 @@ func TestMCPSessionsNotHeld(t *testing.T) {
 	_, s1 := request(m, http.MethodPost, "", u)
 	request(m, http.MethodPost, s1, u, "X-404", "1")
 	m.mu.Lock()
-	_, held := m.byID[s1]
+	_, isHeld := m.byID[s1]
 	m.mu.Unlock()
-	if held {
+	if isHeld {
 		t.Error("a session the SDK answered 404 for is still held")
 	}
 	waitFor(t, "the session closed in the SDK", func() bool { return !f.holds(s1) })
@@ -317,5 +333,109 @@ func TestMCPSessionsNotHeld(t *testing.T) {
 	}
 	if code, _ := request(m, http.MethodPost, confirmed, u, "Mcp-Protocol-Version", "2026-07-28"); code != http.StatusBadRequest {
 		t.Errorf("a 2026-07-28 request naming a session: %d, want 400", code)
+	}
+}
+
+// TestMCPSessionCloseStuckOnACall: the SDK's close of a session waits for its calls
+// under way (a tool waiting for an answer its gone client will never give): such a
+// session keeps its own counts until its close returns, and holds up no other session's
+// close. Before, one such close blocked the one goroutine closing sessions for good:
+// every session expired after it stayed open in the SDK, its count freed.
+func TestMCPSessionCloseStuckOnACall(t *testing.T) {
+	started, stop := make(chan struct{}, 1), make(chan struct{})
+	defer close(stop)
+	srv := sdk.NewServer(&sdk.Implementation{Name: "t", Version: "1"}, nil)
+	sdk.AddTool(srv, &sdk.Tool{Name: "block"}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+		started <- struct{}{}
+		<-stop // waits for an answer nobody gives
+		return &sdk.CallToolResult{}, nil, nil
+	})
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
+	m := newMCPSessions(h, func(string, ...any) {})
+	now := time.Unix(1_000_000, 0)
+	m.now = func() time.Time { return now } // now is moved under m.mu (expire)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, caller("acme", "u1", "")) }))
+	defer hs.Close()
+	post := func(ctx context.Context, sid, body string) (int, string) {
+		r, _ := http.NewRequestWithContext(ctx, http.MethodPost, hs.URL, strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Accept", "application/json, text/event-stream")
+		if sid != "" {
+			r.Header.Set(mcpSessionHeader, sid)
+			r.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		}
+		resp, err := http.DefaultClient.Do(r)
+		if err != nil {
+			return -1, ""
+		}
+		defer func() { _ = resp.Body.Close() }()
+		if ctx.Err() == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+		}
+		return resp.StatusCode, resp.Header.Get(mcpSessionHeader)
+	}
+	open := func() string {
+		code, sid := post(context.Background(), "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+		if code != http.StatusOK || sid == "" {
+			t.Fatalf("initialize: %d %q", code, sid)
+		}
+		post(context.Background(), sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		return sid
+	}
+	expire := func() {
+		m.mu.Lock()
+		now = now.Add(mcpSessionIdle + time.Minute)
+		m.sweepLocked()
+		m.mu.Unlock()
+	}
+	stuck := open()
+	ctx, cancel := context.WithCancel(context.Background())
+	go post(ctx, stuck, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"block","arguments":{}}}`)
+	<-started
+	cancel() // the client goes away; the call runs on
+	waitFor(t, "the call's request ended", func() bool { m.mu.Lock(); defer m.mu.Unlock(); return m.byID[stuck].active == 0 })
+	expire()
+	var others []string
+	for range 5 {
+		others = append(others, open())
+	}
+	expire()
+	sdkHolds := func(sid string) bool {
+		r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"ping"}`))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Accept", "application/json, text/event-stream")
+		r.Header.Set(mcpSessionHeader, sid)
+		r.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code == http.StatusOK
+	}
+	for _, sid := range others {
+		waitFor(t, "an expired session closed in the SDK", func() bool { return !sdkHolds(sid) })
+	}
+	waitFor(t, "the closed sessions' counts freed", func() bool { return counted(m, "s:acme\x00u1") == 1 })
+	if held(m) != 0 {
+		t.Errorf("%d sessions held after their expiry", held(m))
+	}
+}
+
+// TestMCPRequestsInASessionAreBounded: a session's requests under way are bounded as
+// stateless ones are (each holds a stream); one session held any number.
+func TestMCPRequestsInASessionAreBounded(t *testing.T) {
+	m, f, _ := sessionsUnderTest()
+	u := caller("acme", "u1", "")
+	_, sid := request(m, http.MethodPost, "", u)
+	var wg sync.WaitGroup
+	for range maxMCPPerSubject {
+		wg.Go(func() { request(m, http.MethodPost, sid, u, "X-Hold", "1") })
+	}
+	waitFor(t, "the requests under way", func() bool { m.mu.Lock(); defer m.mu.Unlock(); return m.flows["s:acme\x00u1"] == maxMCPPerSubject })
+	if code, _ := request(m, http.MethodPost, sid, u); code != http.StatusTooManyRequests {
+		t.Errorf("one more request in the session: %d, want 429", code)
+	}
+	close(f.hold)
+	wg.Wait()
+	if code, _ := request(m, http.MethodPost, sid, u); code != http.StatusOK {
+		t.Errorf("once they ended: %d, want 200", code)
 	}
 }

@@ -54,10 +54,6 @@ type mcpSessions struct {
 	flows map[string]int // stateless requests under way, counted the same way
 	sweep *time.Timer    // the next sweep of idle sessions, while there are sessions
 	swept time.Time      // the last sweep a reached bound asked for
-	// closing are the sessions to end in the SDK, one after another by one goroutine
-	// (closer) while there are some.
-	closing []string
-	closer  bool
 }
 
 // mcpSession is a session as mcpSessions holds it: who opened it, when a request last
@@ -115,6 +111,12 @@ func (m *mcpSessions) serve(w http.ResponseWriter, r *http.Request, c mcpCaller,
 
 // serveSession passes on r, a request of session sid.
 func (m *mcpSessions) serveSession(w http.ResponseWriter, r *http.Request, sid string, c mcpCaller, who []any) {
+	// Its requests under way are bounded as stateless ones are (each holds a stream).
+	if code, msg := m.reserve(false, c); code != 0 {
+		http.Error(w, msg, code)
+		return
+	}
+	defer m.release(m.flows, c)
 	code, msg := m.enter(sid, c)
 	if code == http.StatusForbidden {
 		m.audit("MCP request refused: the session belongs to another caller", who...)
@@ -294,44 +296,35 @@ func (m *mcpSessions) expiredLocked(s *mcpSession) bool {
 	return s.active == 0 && m.now().Sub(s.last) > idle
 }
 
-// dropLocked removes session sid, closing it in the SDK when it expired (the SDK keeps
-// a session until it is deleted). m.mu is held.
+// dropLocked removes session sid. Its counts are freed once the SDK no longer holds it:
+// at once when its client's DELETE ended it, else once it is closed in the SDK (it keeps
+// a session until it is deleted), which waits for the session's calls under way (a tool
+// waiting for an answer nobody will give holds its session's counts, not others'). m.mu
+// is held.
 func (m *mcpSessions) dropLocked(sid string, s *mcpSession, close bool) {
 	delete(m.byID, sid)
-	for _, b := range buckets(s.caller) {
+	if !close || m.next == nil {
+		m.uncountLocked(s.caller)
+		return
+	}
+	go func() {
+		r, err := http.NewRequest(http.MethodDelete, "/", nil)
+		if err == nil {
+			r.Header.Set(mcpSessionHeader, sid)
+			m.next.ServeHTTP(discardResponse{header: http.Header{}}, r)
+		}
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		m.uncountLocked(s.caller)
+	}()
+}
+
+// uncountLocked frees a session's counts. m.mu is held.
+func (m *mcpSessions) uncountLocked(c mcpCaller) {
+	for _, b := range buckets(c) {
 		if m.count[b]--; m.count[b] <= 0 {
 			delete(m.count, b)
 		}
-	}
-	if close && m.next != nil {
-		m.closing = append(m.closing, sid)
-		if !m.closer {
-			m.closer = true
-			go m.closeSessions()
-		}
-	}
-}
-
-// closeSessions ends the sessions of m.closing in the SDK, one after another, as their
-// clients' DELETEs would (the SDK builds a session's server for each request).
-func (m *mcpSessions) closeSessions() {
-	for {
-		m.mu.Lock()
-		if len(m.closing) == 0 {
-			m.closer = false
-			m.closing = nil
-			m.mu.Unlock()
-			return
-		}
-		sid := m.closing[0]
-		m.closing = m.closing[1:]
-		m.mu.Unlock()
-		r, err := http.NewRequest(http.MethodDelete, "/", nil)
-		if err != nil {
-			continue
-		}
-		r.Header.Set(mcpSessionHeader, sid)
-		m.next.ServeHTTP(discardResponse{header: http.Header{}}, r)
 	}
 }
 
