@@ -309,14 +309,13 @@ func (w *Worker) respond(ctx context.Context, c *call) (*toolpb.InvokeResponse, 
 	return resp, nil
 }
 
-// repaired is res, an error's message made UTF-8 (bytes that are not replaced by
-// U+FFFD): it says what failed, often quoting what the tool was given (a file's name,
-// the state's bytes), and the model should read it. Any other result that is not UTF-8
-// is not sent (see unsendable).
+// repaired is res with its text for the model made UTF-8, each byte that is not a
+// U+FFFD, as toolcall.Terminal repairs a tool's result and the orchestrator's journal
+// encodes it: an error made here (a selector's, a rebuild's) often quotes what the tool
+// was given (a file's name, the state's bytes), and the model should read it. What is
+// not text for the model is checked before it is sent (see unsendable).
 func repaired(res tool.Result) tool.Result {
-	if res.IsError() {
-		res.Content = strings.ToValidUTF8(res.Content, "\uFFFD")
-	}
+	res.Content = toolinternal.ValidText(res.Content)
 	return res
 }
 
