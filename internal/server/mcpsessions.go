@@ -12,10 +12,11 @@ import (
 // Bounds of the MCP endpoint's sessions and streams. A session with no request under
 // way and none for mcpSessionIdle is closed (its id refused from then on). An
 // authenticated subject (whatever its token's scopes) holds at most maxMCPPerSubject
-// sessions at once, and as many stateless requests under way (a 2026-07-28 client's
-// subscriptions/listen stream lasts as long as its connection); a tenant at most
-// maxMCPPerTenant of each; the endpoint at most maxMCPSessions of each (a session or a
-// stream holds 25 to 95 KiB).
+// sessions at once, and as many requests under way, in its sessions or stateless (each
+// holds a stream: a 2026-07-28 client's subscriptions/listen lasts as long as its
+// connection); a tenant at most maxMCPPerTenant of each; the endpoint at most
+// maxMCPSessions of each (a session or a stream holds 25 to 95 KiB). A session closed
+// in the SDK counts until the close returns (it waits for the session's calls).
 const (
 	mcpSessionIdle     = 30 * time.Minute
 	mcpUnconfirmedIdle = time.Minute
@@ -51,7 +52,7 @@ type mcpSessions struct {
 	mu    sync.Mutex
 	byID  map[string]*mcpSession
 	count map[string]int // sessions (and reservations) by "s:"+subject and "t:"+tenant; "" the endpoint's
-	flows map[string]int // stateless requests under way, counted the same way
+	flows map[string]int // requests under way (in sessions or stateless), counted the same way
 	sweep *time.Timer    // the next sweep of idle sessions, while there are sessions
 	swept time.Time      // the last sweep a reached bound asked for
 }
