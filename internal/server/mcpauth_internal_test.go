@@ -99,6 +99,18 @@ func counted(m *mcpSessions, bucket string) int {
 	return m.count[bucket]
 }
 
+// withMCPHeaders is r with the headers of a streamable HTTP client's POST, in session
+// sid when it is not "".
+func withMCPHeaders(r *http.Request, sid string) *http.Request {
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Accept", "application/json, text/event-stream")
+	if sid != "" {
+		r.Header.Set(mcpSessionHeader, sid)
+		r.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	}
+	return r
+}
+
 // waitFor waits until ok holds (a session's close in the SDK runs on its own goroutine).
 func waitFor(t *testing.T, what string, ok func() bool) {
 	t.Helper()
@@ -272,13 +284,7 @@ func TestMCPSessionClosedInTheRealSDK(t *testing.T) {
 	m.now = func() time.Time { return now }
 	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
 	post := func(handler http.Handler, sid, body string) (int, string) {
-		r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
-		r.Header.Set("Content-Type", "application/json")
-		r.Header.Set("Accept", "application/json, text/event-stream")
-		if sid != "" {
-			r.Header.Set(mcpSessionHeader, sid)
-			r.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-		}
+		r := withMCPHeaders(httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body)), sid)
 		w := httptest.NewRecorder()
 		if handler == nil {
 			m.serve(w, r, mcpCaller{})
@@ -358,13 +364,7 @@ func TestMCPSessionCloseStuckOnACall(t *testing.T) {
 	defer hs.Close()
 	post := func(ctx context.Context, sid, body string) (int, string) {
 		r, _ := http.NewRequestWithContext(ctx, http.MethodPost, hs.URL, strings.NewReader(body))
-		r.Header.Set("Content-Type", "application/json")
-		r.Header.Set("Accept", "application/json, text/event-stream")
-		if sid != "" {
-			r.Header.Set(mcpSessionHeader, sid)
-			r.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-		}
-		resp, err := http.DefaultClient.Do(r)
+		resp, err := http.DefaultClient.Do(withMCPHeaders(r, sid))
 		if err != nil {
 			return -1, ""
 		}
@@ -401,13 +401,8 @@ func TestMCPSessionCloseStuckOnACall(t *testing.T) {
 	}
 	expire()
 	sdkHolds := func(sid string) bool {
-		r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"ping"}`))
-		r.Header.Set("Content-Type", "application/json")
-		r.Header.Set("Accept", "application/json, text/event-stream")
-		r.Header.Set(mcpSessionHeader, sid)
-		r.Header.Set("Mcp-Protocol-Version", "2025-11-25")
 		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
+		h.ServeHTTP(w, withMCPHeaders(httptest.NewRequest(http.MethodPost, "/", strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"ping"}`)), sid))
 		return w.Code == http.StatusOK
 	}
 	for _, sid := range others {

@@ -25,6 +25,19 @@ import (
 // is now repaired where it comes in (toolcall.Terminal), as the journal encodes it, and
 // a blackboard entry that is not UTF-8 is refused.
 
+// runKinds runs req to its end: the kinds of its events, and the error that ended the
+// stream.
+func runKinds(ctx context.Context, e *env, req *toolpb.RunRequest) ([]string, error) {
+	var kinds []string
+	for ev, err := range e.cl.Run(ctx, req) {
+		if err != nil {
+			return kinds, err
+		}
+		kinds = append(kinds, eventKind(ev))
+	}
+	return kinds, nil
+}
+
 // badGroup is a group of one in-process tool, bad, that returns text.
 func badGroup(text string, opts ...tool.Option) map[string]run.Group {
 	bad := tool.New("bad", "Returns bad text.", schema.Empty(), func(context.Context, string) (tool.Result, error) {
@@ -38,15 +51,7 @@ func TestUTF8ResultWithoutJournal(t *testing.T) {
 	ctx := testContext(t)
 	m := &recModel{turns: []llm.Response{call("c1", "bad", "{}"), {Text: "done", FinishReason: "stop"}}, block: -1}
 	e := newEnv(t, envOptions{provider: m, groups: badGroup("caf\xe9")})
-	var kinds []string
-	var runErr error
-	for ev, err := range e.cl.Run(ctx, &toolpb.RunRequest{RunId: "nj-1", Prompt: "go", ToolGroups: []string{"badg"}}) {
-		if err != nil {
-			runErr = err
-			break
-		}
-		kinds = append(kinds, eventKind(ev))
-	}
+	kinds, runErr := runKinds(ctx, e, &toolpb.RunRequest{RunId: "nj-1", Prompt: "go", ToolGroups: []string{"badg"}})
 	if runErr != nil || !strings.Contains(strings.Join(kinds, ","), "tool_call_finished") {
 		t.Errorf("no-journal run: events %v, err %v", kinds, runErr)
 	}
@@ -64,15 +69,7 @@ func TestUTF8GetRunFinalText(t *testing.T) {
 			o.journal = j
 		}
 		e := newEnv(t, o)
-		var kinds []string
-		var runErr error
-		for ev, err := range e.cl.Run(ctx, &toolpb.RunRequest{RunId: "gr-1", Prompt: "go", ToolGroups: []string{"badg"}}) {
-			if err != nil {
-				runErr = err
-				break
-			}
-			kinds = append(kinds, eventKind(ev))
-		}
+		_, runErr := runKinds(ctx, e, &toolpb.RunRequest{RunId: "gr-1", Prompt: "go", ToolGroups: []string{"badg"}})
 		_, gerr := e.orch.GetRun(ctx, &toolpb.GetRunRequest{RunId: "gr-1"})
 		if gerr != nil || runErr != nil {
 			t.Errorf("journal=%v: run err %v, GetRun err %v", withJournal, runErr, gerr)
@@ -114,12 +111,9 @@ func TestUTF8BlackboardEntryRefused(t *testing.T) {
 	t.Cleanup(func() { _ = j.Close() })
 	m := &recModel{turns: []llm.Response{call("c1", "note", "{}"), {Text: "done", FinishReason: "stop"}}, block: -1}
 	e := newEnv(t, envOptions{provider: m, journal: j, groups: map[string]run.Group{"notes": {Description: "N.", Tools: []tool.Tool{note}}}})
-	var kinds []string
-	for ev, err := range e.cl.Run(ctx, &toolpb.RunRequest{RunId: "bb-1", Prompt: "go", ToolGroups: []string{"notes"}}) {
-		if err != nil {
-			t.Fatalf("run: %v", err)
-		}
-		kinds = append(kinds, eventKind(ev))
+	kinds, err := runKinds(ctx, e, &toolpb.RunRequest{RunId: "bb-1", Prompt: "go", ToolGroups: []string{"notes"}})
+	if err != nil {
+		t.Fatalf("run: %v", err)
 	}
 	if !strings.Contains(m.requests()[1], "the value is not UTF-8 text") {
 		t.Errorf("the tool's Add was not refused: the model read %.400s (events %v)", m.requests()[1], kinds)
@@ -147,10 +141,8 @@ func TestUTF8BlackboardEntryNeverReachesAWorker(t *testing.T) {
 	t.Cleanup(func() { _ = j.Close() })
 	e := newEnv(t, envOptions{provider: m, journal: j, groups: map[string]run.Group{"notes": {Description: "N.", Tools: []tool.Tool{note}}}})
 	e.startWorker("w1", worker.Group{Role: "rd", Tools: []tool.Tool{reader}})
-	for _, err := range e.cl.Run(ctx, &toolpb.RunRequest{RunId: "wb-1", Prompt: "go", ToolGroups: []string{"notes", "rd"}}) {
-		if err != nil {
-			t.Fatalf("run: %v", err)
-		}
+	if _, err := runKinds(ctx, e, &toolpb.RunRequest{RunId: "wb-1", Prompt: "go", ToolGroups: []string{"notes", "rd"}}); err != nil {
+		t.Fatalf("run: %v", err)
 	}
 	reqs := m.requests()
 	last := reqs[len(reqs)-1]
