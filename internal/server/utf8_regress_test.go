@@ -98,15 +98,21 @@ func TestUTF8ReplayOfACutResult(t *testing.T) {
 	}
 }
 
-// GetRun of a run whose blackboard holds an in-process tool's entry that is not UTF-8.
-func TestUTF8BlackboardEntryRefused(t *testing.T) {
-	ctx := testContext(t)
-	note := tool.New("note", "Notes.", schema.Empty(), func(ctx context.Context, _ string) (tool.Result, error) {
+// badNote is an in-process tool that puts a Note that is not UTF-8 on the blackboard
+// (its Add's error, the refusal, is its result).
+func badNote() tool.Tool {
+	return tool.New("note", "Notes.", schema.Empty(), func(ctx context.Context, _ string) (tool.Result, error) {
 		if err := tool.BlackboardFrom(ctx).Add(tool.Entry{TypeName: "Note", JSON: []byte("\"caf\xe9\"")}); err != nil {
 			return tool.Result{}, err
 		}
 		return tool.Text("noted"), nil
 	})
+}
+
+// GetRun of a run whose blackboard holds an in-process tool's entry that is not UTF-8.
+func TestUTF8BlackboardEntryRefused(t *testing.T) {
+	ctx := testContext(t)
+	note := badNote()
 	j, _ := runlog.OpenMemory(context.Background())
 	t.Cleanup(func() { _ = j.Close() })
 	m := &recModel{turns: []llm.Response{call("c1", "note", "{}"), {Text: "done", FinishReason: "stop"}}, block: -1}
@@ -127,12 +133,7 @@ func TestUTF8BlackboardEntryRefused(t *testing.T) {
 // not UTF-8 on it.
 func TestUTF8BlackboardEntryNeverReachesAWorker(t *testing.T) {
 	ctx := testContext(t)
-	note := tool.New("note", "Notes.", schema.Empty(), func(ctx context.Context, _ string) (tool.Result, error) {
-		if err := tool.BlackboardFrom(ctx).Add(tool.Entry{TypeName: "Note", JSON: []byte("\"caf\xe9\"")}); err != nil {
-			return tool.Result{}, err
-		}
-		return tool.Text("noted"), nil
-	})
+	note := badNote()
 	reader := tool.New("read_note", "Reads.", schema.Empty(), func(ctx context.Context, _ string) (tool.Result, error) {
 		return tool.Text("read"), nil
 	}, tool.NeedsBlackboard("Note"))
