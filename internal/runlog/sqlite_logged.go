@@ -45,7 +45,11 @@ const (
 
 // resetBytes is the size past which the log is emptied, once all of it is applied
 // (smaller in tests).
-var resetBytes int64 = 64 << 20
+var resetBytes = func() *atomic.Int64 {
+	var n atomic.Int64
+	n.Store(64 << 20)
+	return &n
+}() // atomic: a test lowers it while a store's applier reads it
 
 // runView is a run as the committer knows it.
 type runView struct {
@@ -594,7 +598,7 @@ func (l *sqliteLogged) tryReset() {
 		return
 	}
 	defer l.mu.Unlock()
-	if l.log.end <= resetBytes { // the log's end is the committer's, under mu
+	if l.log.end <= resetBytes.Load() { // the log's end is the committer's, under mu
 		return
 	}
 	if err := l.resetLocked(); err != nil {

@@ -513,13 +513,13 @@ func TestDecideDuringAPruneHoldsNoAppendBack(t *testing.T) {
 // every append with it.
 func TestLogResetWaitsForNoPrune(t *testing.T) {
 	ctx, s := openLogged(t)
-	defer func(b int64) { resetBytes = b }(resetBytes)
+	defer func(b int64) { resetBytes.Store(b) }(resetBytes.Load())
 	live := liveAndOld(ctx, t, s)
 	if _, err := s.Read(ctx, "live", 0, 0); err != nil { // everything logged is in the database
 		t.Fatal(err)
 	}
 	unhold, pruned := heldPrune(ctx, t, s)
-	resetBytes = 1 // the log is past it, and the database holds all of it: a reset is due
+	resetBytes.Store(1) // the log is past it, and the database holds all of it: a reset is due
 	reset := make(chan struct{})
 	go func() { defer close(reset); s.logged.tryReset() }()
 	select { // the reset returns, or is stuck in its checkpoint (nothing else writes now)
