@@ -109,17 +109,9 @@ func (s *Sniffer) proxy(client net.Conn) {
 		return
 	}
 	defer s.untrack(server)
-	pr, pw := io.Pipe()
-	parsed := make(chan struct{})
-	go func() {
-		defer close(parsed)
-		s.parse(pr)
-		_, _ = io.Copy(io.Discard, pr) // keep the tee flowing after a parse error
-	}()
 	done := make(chan struct{}, 2)
 	go func() {
-		_, _ = io.Copy(io.MultiWriter(server, pw, s.rawWriter()), client)
-		_ = pw.Close()
+		s.forward(client, server)
 		if tc, ok := server.(*net.TCPConn); ok {
 			_ = tc.CloseWrite()
 		}
@@ -136,8 +128,31 @@ func (s *Sniffer) proxy(client net.Conn) {
 	_ = client.Close()
 	_ = server.Close()
 	<-done
-	_ = pw.Close()
-	<-parsed
+}
+
+// forward copies what the client sends to the server a frame at a time, each once it
+// is decoded and recorded: whatever the server answers, the sniffer saw what led to it
+// (a test that checks the sniffer once its call returned never races its decoding).
+// After the preface is not HTTP/2's, or a frame fails to decode, the rest is copied as
+// it comes (and recorded raw).
+func (s *Sniffer) forward(client io.Reader, server io.Writer) {
+	var frame bytes.Buffer
+	r := io.TeeReader(client, &frame)
+	// pass sends the bytes read since the last pass to the server and records them.
+	pass := func() error {
+		s.mu.Lock()
+		s.raw.Write(frame.Bytes())
+		s.mu.Unlock()
+		_, err := server.Write(frame.Bytes())
+		frame.Reset()
+		return err
+	}
+	if s.parse(r, pass) {
+		return
+	}
+	if pass() == nil {
+		_, _ = io.Copy(server, io.TeeReader(client, s.rawWriter()))
+	}
 }
 
 type rawWriter struct{ s *Sniffer }
@@ -151,15 +166,21 @@ func (w rawWriter) Write(p []byte) (int, error) {
 
 func (s *Sniffer) rawWriter() io.Writer { return rawWriter{s} }
 
-// parse reads the client preface and then frames, decoding every header block.
-func (s *Sniffer) parse(r io.Reader) {
+// parse reads the client preface and then frames, decoding every header block, and
+// calls pass after each; it reports whether it is done with the connection (it ended,
+// or the server cannot be written), false when what came is not HTTP/2 it could decode.
+func (s *Sniffer) parse(r io.Reader, pass func() error) bool {
 	preface := make([]byte, len(http2.ClientPreface))
 	if _, err := io.ReadFull(r, preface); err != nil {
-		return
+		_ = pass()
+		return true
 	}
 	if string(preface) != http2.ClientPreface {
 		s.fail(errors.New("not an HTTP/2 client preface"))
-		return
+		return false
+	}
+	if pass() != nil {
+		return true
 	}
 	fr := http2.NewFramer(nil, r)
 	fr.SetMaxReadFrameSize(1 << 24)
@@ -168,15 +189,20 @@ func (s *Sniffer) parse(r io.Reader) {
 	for {
 		f, err := fr.ReadFrame()
 		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrClosedPipe) && !strings.Contains(err.Error(), "closed") {
-				s.fail(err)
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || strings.Contains(err.Error(), "closed") {
+				_ = pass()
+				return true
 			}
-			return
+			s.fail(err)
+			return false
 		}
 		if mh, ok := f.(*http2.MetaHeadersFrame); ok {
 			s.mu.Lock()
 			s.headers = append(s.headers, mh.Fields...)
 			s.mu.Unlock()
+		}
+		if pass() != nil {
+			return true
 		}
 	}
 }
