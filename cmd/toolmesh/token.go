@@ -42,6 +42,8 @@ func tokenCmd(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("unexpected arguments: %v", fs.Args())
 	case *tenant == "":
 		return errors.New("-tenant is required: the orchestrator takes the caller's tenant from the token")
+	case *subject == "":
+		return errors.New("-subject is required: the orchestrator refuses a token without a sub, which names the caller")
 	case *ttl <= 0 || *ttl > maxTokenTTL:
 		return fmt.Errorf("-ttl must be between 1s and %s, got %s", maxTokenTTL, *ttl)
 	}

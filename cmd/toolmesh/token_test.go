@@ -137,6 +137,7 @@ func TestTokenErrors(t *testing.T) {
 		{args: []string{"token", "-key", key, "-tenant", "acme", "-ttl", "0s"}, contains: "-ttl must be between 1s and 720h0m0s"},
 		{args: []string{"token", "-key", key, "-tenant", "acme", "-ttl", "721h"}, contains: "-ttl must be between"},
 		{args: []string{"token", "-key", key, "-tenant", "acme", "-audience", ""}, contains: "an issuer and an audience"},
+		{args: []string{"token", "-key", key, "-tenant", "acme", "-subject", ""}, contains: "-subject is required"},
 		{args: []string{"token", "-key", filepath.Join(dir, "ca.pem"), "-tenant", "acme"}, contains: `-key: the signing key`},
 		{args: []string{"token", "-key", key, "-tenant", "acme", "extra"}, contains: "unexpected arguments"},
 	} {
