@@ -176,6 +176,8 @@ func BenchmarkLoopJournaled(b *testing.B) {
 				b.ReportMetric(float64(after.Writes-before.Writes)/float64(b.N), "writes/run")
 				if c := after.Commits - before.Commits; c > 0 {
 					b.ReportMetric(float64(after.Committing-before.Committing)/float64(c)/1e3, "µs/commit")
+					b.ReportMetric(float64(after.Logging-before.Logging)/float64(c)/1e3, "log-µs/commit")
+					b.ReportMetric(float64(after.Waited-before.Waited)/float64(after.Writes-before.Writes)/1e3, "wait-µs/write")
 				}
 			}
 		})
