@@ -158,7 +158,7 @@ func (t *tokens) verifyFor(raw, audience string) (verified, error) {
 			}
 		}
 		return nil, fmt.Errorf("no key %q in the key set", kid)
-	}, jwt.WithIssuer(t.cfg.Issuer), jwt.WithAudience(audience), jwt.WithExpirationRequired(),
+	}, jwt.WithIssuer(t.cfg.Issuer), jwt.WithAudience(audience), jwt.WithExpirationRequired(), jwt.WithIssuedAt(),
 		jwt.WithValidMethods([]string{"RS256", "RS384", "RS512", "PS256", "ES256", "ES384"}), jwt.WithLeeway(30*time.Second))
 	if err != nil {
 		return verified{}, fmt.Errorf("the bearer token is not valid: %w", err)

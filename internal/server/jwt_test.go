@@ -186,6 +186,8 @@ func TestTokenClaims(t *testing.T) {
 		{"scope", jwt.MapClaims{"sub": "u1", "scope": "b a"}, "i#u1", "a b", ""},
 		{"scp, a list", jwt.MapClaims{"sub": "u1", "scp": []string{"b", "a"}}, "i#u1", "a b", ""},
 		{"scp, space-separated", jwt.MapClaims{"sub": "u1", "scp": "b a a"}, "i#u1", "a b", ""},
+		{"issued now", jwt.MapClaims{"sub": "u1", "iat": time.Now().Unix()}, "i#u1", "", ""},
+		{"issued in an hour", jwt.MapClaims{"sub": "u1", "iat": time.Now().Add(time.Hour).Unix()}, "", "", "before issued"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v, err := ts.verifyFor(sign(tc.claims), "a")
