@@ -365,6 +365,12 @@ type Server struct {
 	// MaxOpenCalls bounds the calls open at once (runs streaming their events,
 	// registration streams, unary requests); further calls are refused as overloaded.
 	MaxOpenCalls int `yaml:"max_open_calls"`
+	// AllowedHosts are the DNS names browsers reach the HTTP side of the orchestrator by
+	// (its API, its console, the MCP endpoint), where it takes requests without
+	// credentials: a request whose Host names another is refused, since a page can have
+	// a browser send it to the orchestrator under its own name (DNS rebinding). IP
+	// addresses and localhost are always taken.
+	AllowedHosts []string `yaml:"allowed_hosts"`
 }
 
 // Registry configures worker registration.
@@ -920,6 +926,15 @@ func (c Config) validateServer(bad func(key, format string, args ...any)) {
 		if pu, err := url.Parse(strings.ReplaceAll(u, "{trace_id}", "0")); err != nil || (pu.Scheme != "https" && pu.Scheme != "http") || pu.Host == "" ||
 			!strings.Contains(u, "{trace_id}") || len(u) > 2048 {
 			bad("console.trace_url", "must be an http(s) URL of at most 2048 bytes with {trace_id} in it, got %q", u)
+		}
+	}
+	if len(c.Server.AllowedHosts) > 256 {
+		bad("server.allowed_hosts", "at most 256 names, got %d", len(c.Server.AllowedHosts))
+	}
+	for _, h := range c.Server.AllowedHosts {
+		if h == "" || len(h) > 253 || strings.ContainsAny(h, ":/ \t*") {
+			bad("server.allowed_hosts", "%q is not a host name (a DNS name, without a port)", h)
+			break
 		}
 	}
 	if c.Server.MaxOpenCalls < 16 || c.Server.MaxOpenCalls > 1<<20 {

@@ -227,6 +227,8 @@ func TestValidateNamesEachKey(t *testing.T) {
 		{"server.max_receive_bytes", func(c *Config) { c.Server.MaxReceiveBytes = 1 << 20 }},
 		{"server.max_inflight_receive_bytes", func(c *Config) { c.Server.MaxInflightReceiveBytes = c.Server.MaxReceiveBytes - 1 }},
 		{"server.max_open_calls", func(c *Config) { c.Server.MaxOpenCalls = 8 }},
+		{"server.allowed_hosts", func(c *Config) { c.Server.AllowedHosts = []string{"mesh.example:8080"} }},
+		{"server.allowed_hosts", func(c *Config) { c.Server.AllowedHosts = []string{""} }},
 		{"server.max_open_calls", func(c *Config) { c.Loop.MaxConcurrentRuns = c.Server.MaxOpenCalls + 1 }},
 		{"registry.max_workers", func(c *Config) { c.Registry.MaxWorkers = 0 }},
 		{"registry.max_tools", func(c *Config) { c.Registry.MaxTools = -1 }},

@@ -1,9 +1,12 @@
 package orchestrator
 
 import (
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/toolmesh/toolmesh/internal/config"
 )
 
 // TestSameOriginTakesThePublicOrigin: a page of the endpoint's public origin (behind a
@@ -24,5 +27,40 @@ func TestSameOriginTakesThePublicOrigin(t *testing.T) {
 	}
 	if publicOrigin("") != nil {
 		t.Error("an endpoint without a public URL takes no other origin")
+	}
+}
+
+// TestKnownHostTakesTheResourceHost: the MCP endpoint answers to its public URL's host
+// as well as to server.allowed_hosts; an orchestrator that requires credentials answers
+// to any name (DNS rebinding gains a page nothing there).
+func TestKnownHostTakesTheResourceHost(t *testing.T) {
+	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+	open := &Orchestrator{cfg: config.Default(), log: slog.New(slog.DiscardHandler)}
+	open.cfg.Server.AllowedHosts = []string{"mesh.internal"}
+	withJWT := &Orchestrator{cfg: config.Default(), log: slog.New(slog.DiscardHandler)}
+	withJWT.cfg.Auth.JWT = config.JWT{JWKSFile: "jwks.json", Issuer: "i", Audience: "a"}
+	for _, tc := range []struct {
+		o    *Orchestrator
+		host string
+		want int
+	}{
+		{open, "mcp.example.com", http.StatusOK},
+		{open, "mcp.example.com:443", http.StatusOK},
+		{open, "mesh.internal:8090", http.StatusOK},
+		{open, "[::1]:8090", http.StatusOK},
+		{open, "evil.example", http.StatusMisdirectedRequest},
+		{withJWT, "evil.example", http.StatusOK},
+	} {
+		h := tc.o.knownHost(ok, resourceHost("https://mcp.example.com/mcp")...)
+		r := httptest.NewRequest(http.MethodPost, "http://10.0.0.5:8090/mcp", nil)
+		r.Host = tc.host
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != tc.want {
+			t.Errorf("Host %s (credentials required: %v): %d, want %d", tc.host, tc.o == withJWT, w.Code, tc.want)
+		}
+	}
+	if resourceHost("") != nil {
+		t.Error("an endpoint without a public URL has no host of its own")
 	}
 }
