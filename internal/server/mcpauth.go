@@ -1,10 +1,8 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"maps"
 	"net/http"
 	"net/url"
@@ -67,9 +65,6 @@ func (s *Server) MCPHandler() (http.Handler, error) {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { sessions.serve(w, r, mcpCaller{}) }), nil
 	}
 	auth := &mcpAuth{a: s.auth, sessions: sessions}
-	if len(s.cfg.MCPServe.Scopes) > 0 {
-		auth.needs = s.scopesNeeded
-	}
 	resource := s.cfg.MCPServe.Resource
 	if resource == "" || s.auth.tokens == nil {
 		return auth, nil
@@ -130,29 +125,6 @@ func (s *Server) scopeGrant(ctx context.Context) func(name string) bool {
 	}
 }
 
-// scopesNeeded is, for a call of tool name by ctx's caller whose token's scopes do not
-// grant it, a scope that does (the first by name of those that do) when the tool is
-// one the caller's tenant has: the scope a step-up asks for. Empty when the scopes grant
-// the call already, when no scope grants it, and when the tenant has no such tool (the
-// call is then answered as any call of an unknown tool is).
-func (s *Server) scopesNeeded(ctx context.Context, name string) string {
-	granted := s.scopeGrant(ctx)
-	if granted == nil || granted(name) {
-		return ""
-	}
-	var need string
-	for _, scope := range slices.Sorted(maps.Keys(s.cfg.MCPServe.Scopes)) {
-		if slices.ContainsFunc(s.cfg.MCPServe.Scopes[scope], func(pat string) bool { ok, _ := path.Match(pat, name); return ok }) {
-			need = scope
-			break
-		}
-	}
-	if need == "" || !slices.ContainsFunc(s.runs.CatalogFor(ctx, tenantOf(ctx)), func(t tool.Tool) bool { return t.Definition().Name == name }) {
-		return ""
-	}
-	return need
-}
-
 // wellKnownPRM is where a protected resource publishes its metadata (RFC 9728): at the
 // origin's root, or with the resource's path after it.
 const wellKnownPRM = "/.well-known/oauth-protected-resource"
@@ -172,10 +144,6 @@ type mcpAuth struct {
 	// scopes are the scopes that grant tools (mcp_serve.scopes), space-separated, named
 	// in a 401's challenge ("": none).
 	scopes string
-	// needs, where scopes grant tools, is the scope a call of a tool needs that the
-	// caller's token lacks (Server.scopesNeeded): the request is refused with a challenge
-	// naming it, which an MCP client answers by asking for a token with it (step-up).
-	needs func(ctx context.Context, tool string) string
 }
 
 // challenge is a 401's WWW-Authenticate: the realm, where the resource's metadata is
@@ -225,64 +193,8 @@ func (m *mcpAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// A session is its opener's: the same tenant, who, and scopes (a narrower token
 	// does not use a session a wider one opened, nor the session of a token it refreshed
 	// under other grants).
-	if m.needs != nil && p.token && r.Method == http.MethodPost {
-		if scope := m.needs(ctx, calledTool(r)); scope != "" {
-			m.insufficientScope(w, r, p, scope)
-			return
-		}
-	}
 	c := mcpCaller{key: p.tenant + "\x00" + p.who + "\x00" + p.scopes, subject: p.who, tenant: p.tenant}
 	m.sessions.serve(w, r.WithContext(ctx), c, "tenant", p.tenant, "caller", p.who)
-}
-
-// maxPeekBytes bounds the body read to find the tool a request calls (calledTool): a
-// larger one is passed on unread.
-const maxPeekBytes = 1 << 20
-
-// calledTool is the tool a JSON-RPC tools/call request of r's body calls; "" for any
-// other body. What it read of the body stays r's to read.
-func calledTool(r *http.Request) string {
-	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), "application/json") || r.Body == nil {
-		return ""
-	}
-	head, err := io.ReadAll(io.LimitReader(r.Body, maxPeekBytes+1))
-	r.Body = readCloser{io.MultiReader(bytes.NewReader(head), r.Body), r.Body}
-	if err != nil || len(head) > maxPeekBytes {
-		return ""
-	}
-	var req struct {
-		Method string `json:"method"`
-		Params struct {
-			Name string `json:"name"`
-		} `json:"params"`
-	}
-	if json.Unmarshal(head, &req) != nil || req.Method != "tools/call" {
-		return ""
-	}
-	return req.Params.Name
-}
-
-type readCloser struct {
-	io.Reader
-	io.Closer
-}
-
-// insufficientScope refuses a request whose token lacks scope (403, as RFC 6750 and the
-// MCP authorization spec ask), with a challenge naming it. A client of a revision before
-// 2026-07-28 replaces its token's scopes with those a challenge names: its challenge
-// names the token's scopes too.
-func (m *mcpAuth) insufficientScope(w http.ResponseWriter, r *http.Request, p principal, scope string) {
-	scopes := scope
-	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && v < "2026-07-28" && p.scopes != "" {
-		scopes = p.scopes + " " + scope
-	}
-	c := `Bearer realm="toolmesh", error="insufficient_scope", scope="` + scopes + `"`
-	if m.metadataURL != "" {
-		c += `, resource_metadata="` + m.metadataURL + `"`
-	}
-	w.Header().Set("WWW-Authenticate", c+`, error_description="the call needs the scope `+scope+`"`)
-	m.a.audit("MCP call refused: a scope is missing", "tenant", p.tenant, "caller", p.who, "scope", scope)
-	http.Error(w, "the call needs the scope "+scope, http.StatusForbidden)
 }
 
 // sessionOpener hands open the session id of a response that opens a session, before
