@@ -206,6 +206,11 @@ func (a *authorizer) clientFor(id spiffeid.ID, hasID bool, raw, method string, l
 		switch {
 		case a.cfg.TLS.Enabled() && !hasID:
 			return p, unauthenticated()
+		case a.tokens != nil && !hasID:
+			// Bearer tokens are how callers authenticate here: a call without one (and
+			// without a certificate) is nobody's, and is not served.
+			return p, statusError(toolpb.ErrorReason_ERROR_REASON_UNAUTHENTICATED,
+				"this orchestrator authenticates its callers (auth.jwt): present a bearer token", nil)
 		case a.cfg.TLS.Enabled() && len(a.cfg.Trust.Clients) > 0 && !slices.Contains(a.cfg.Trust.Clients, id.String()) && listed:
 			a.audit("client call refused: identity not listed", "identity", id.String(), "method", method)
 			return p, statusError(toolpb.ErrorReason_ERROR_REASON_PERMISSION_DENIED,

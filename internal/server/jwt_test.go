@@ -15,6 +15,9 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/logtest"
@@ -201,5 +204,38 @@ func TestTokenClaims(t *testing.T) {
 				t.Errorf("who %q, scopes %q, err %v; want %q, %q", v.who, v.scopes, err, tc.who, tc.scopes)
 			}
 		})
+	}
+}
+
+// TestJWTAloneRequiresAToken: with auth.jwt and neither TLS nor tenants, a call without a
+// token (nor a certificate) is refused as UNAUTHENTICATED, on the API and on the MCP
+// endpoint; one with a token is served as its subject. It was served as nobody: an
+// operator who set auth.jwt (what toolmesh certs prints) protected nothing, and call
+// policies on claims and scopes saw an anonymous caller.
+func TestJWTAloneRequiresAToken(t *testing.T) {
+	k := newTestKey(t, "k")
+	path := filepath.Join(t.TempDir(), "jwks.json")
+	if err := os.WriteFile(path, jwksOf(t, k), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.Auth.JWT = config.JWT{JWKSFile: path, Issuer: "i", Audience: "a", TenantClaim: "tenant"}
+	a, err := newAuthorizer(cfg, slog.New(slog.DiscardHandler), func(string, ...any) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"iss": "i", "aud": "a", "sub": "u1", "tenant": "acme", "exp": time.Now().Add(time.Hour).Unix()})
+	tok.Header["kid"] = "k"
+	raw, err := tok.SignedString(k.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, method := range []string{"/toolmesh.v1.OrchestratorService/ListRuns", "MCP POST"} {
+		if _, err := a.clientFor(spiffeid.ID{}, false, "", method, true, ""); status.Code(err) != codes.Unauthenticated {
+			t.Errorf("%s without a token: %v; want UNAUTHENTICATED", method, err)
+		}
+		if p, err := a.clientFor(spiffeid.ID{}, false, raw, method, true, ""); err != nil || p.who != "i#u1" {
+			t.Errorf("%s with a token: %+v, %v; want it served as i#u1", method, p, err)
+		}
 	}
 }
