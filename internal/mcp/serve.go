@@ -57,9 +57,14 @@ func NewHandler(opts ServeOptions) http.Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	// The SDK's own guard against DNS rebinding (a request to a loopback address whose
+	// Host is not a loopback name is refused) is left to the orchestrator's, which takes
+	// the names it was told it answers to (server.allowed_hosts, the endpoint's public URL)
+	// and is not needed where every request must bring credentials: the SDK's refused a
+	// reverse proxy on the same machine that passes the public Host on.
 	stateful := sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
 		return newSessionServer(r.Context(), opts, false)
-	}, nil)
+	}, &sdk.StreamableHTTPOptions{DisableLocalhostProtection: true})
 	if len(opts.ProtocolVersions) > 0 && !slices.Contains(opts.ProtocolVersions, Protocol20260728) {
 		return stateful
 	}
@@ -68,7 +73,7 @@ func NewHandler(opts ServeOptions) http.Handler {
 	// (initialize, and the requests of a 2025-11-25 session) are the stateful handler's.
 	stateless := sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
 		return newSessionServer(r.Context(), opts, true)
-	}, &sdk.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true})
+	}, &sdk.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true, DisableLocalhostProtection: true})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Mcp-Protocol-Version") >= Protocol20260728 {
 			stateless.ServeHTTP(w, r)

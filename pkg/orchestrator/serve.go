@@ -241,12 +241,12 @@ func (o *Orchestrator) webServer(g *grpc.Server) (*http.Server, error) {
 		return nil, fmt.Errorf("serving the API over HTTP: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/", o.knownHost(sameOrigin(api)))
+	mux.Handle("/", sameOrigin(api))
 	if c := o.cfg.Console; c.Enabled {
-		mux.Handle(consolePath, o.knownHost(console.Handler(consolePath, console.Config{TraceURL: c.TraceURL, Tenancy: len(o.cfg.Tenants) > 0})))
+		mux.Handle(consolePath, console.Handler(consolePath, console.Config{TraceURL: c.TraceURL, Tenancy: len(o.cfg.Tenants) > 0}))
 		mux.Handle("GET /{$}", http.RedirectHandler(consolePath, http.StatusFound))
 	}
-	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: maxHeaderBytes,
+	return &http.Server{Handler: o.knownHost(mux), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: maxHeaderBytes,
 		ErrorLog: slog.NewLogLogger(o.log.Handler(), slog.LevelDebug)}, nil
 }
 
@@ -276,20 +276,20 @@ func sameOrigin(next http.Handler, also ...string) http.Handler {
 }
 
 // knownHost refuses, where the orchestrator takes requests without credentials, a request
-// whose Host header names a DNS name it was not told it is reached by (server.allowed_hosts,
-// and also): a page of another site can have its own name resolve to the orchestrator's
+// whose Host header names a DNS name it was not told it is reached by (server.allowed_hosts):
+// a page of another site can have its own name resolve to the orchestrator's
 // address (DNS rebinding, a loopback address on a developer's machine most of all), and
 // its requests then come from the orchestrator's origin as far as the browser and
 // sameOrigin can tell — reading runs, starting them. IP addresses, localhost and names
 // under .localhost (which browsers resolve themselves) are taken. With credentials
 // required (TLS, a bearer token, tenants) there is nothing to gain so: a browser has no
 // token for the attacker's page, and TLS names the orchestrator, not the page's site.
-func (o *Orchestrator) knownHost(next http.Handler, also ...string) http.Handler {
+func (o *Orchestrator) knownHost(next http.Handler) http.Handler {
 	if o.cfg.TLS.Enabled() || o.cfg.Auth.JWT.Enabled() || len(o.cfg.Tenants) > 0 {
 		return next
 	}
-	allowed := make(map[string]bool, len(o.cfg.Server.AllowedHosts)+len(also))
-	for _, h := range append(slices.Clone(o.cfg.Server.AllowedHosts), also...) {
+	allowed := make(map[string]bool, len(o.cfg.Server.AllowedHosts))
+	for _, h := range o.cfg.Server.AllowedHosts {
 		allowed[strings.ToLower(strings.TrimSuffix(h, "."))] = true
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -306,16 +306,6 @@ func (o *Orchestrator) knownHost(next http.Handler, also ...string) http.Handler
 		o.log.Warn("request refused: its Host is not a name the orchestrator answers to", "event", "audit", "host", host)
 		http.Error(w, fmt.Sprintf("this orchestrator does not answer to the host name %q: list it in server.allowed_hosts", host), http.StatusMisdirectedRequest)
 	})
-}
-
-// resourceHost is the host of the endpoint's public URL (mcp_serve.resource): none
-// without one.
-func resourceHost(resource string) []string {
-	u, err := url.Parse(resource)
-	if resource == "" || err != nil || u.Hostname() == "" {
-		return nil
-	}
-	return []string{u.Hostname()}
 }
 
 // publicOrigin is the origin of the endpoint's public URL (mcp_serve.resource), which a
@@ -406,11 +396,11 @@ func (o *Orchestrator) serveMCP() error {
 	// MCP clients look for the endpoint at /mcp as often as at the root: both serve it.
 	// A request from another site's page (its Origin not the endpoint's) is refused, as
 	// streamable HTTP requires of a server.
-	handler = o.knownHost(sameOrigin(handler, publicOrigin(o.cfg.MCPServe.Resource)...), resourceHost(o.cfg.MCPServe.Resource)...)
+	handler = sameOrigin(handler, publicOrigin(o.cfg.MCPServe.Resource)...)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", handler)
 	mux.Handle("/", handler)
-	hsrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: maxHeaderBytes, IdleTimeout: mcpIdleConn}
+	hsrv := &http.Server{Handler: o.knownHost(mux), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: maxHeaderBytes, IdleTimeout: mcpIdleConn}
 	go func() { _ = hsrv.Serve(mlis) }()
 	o.onClose(func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
