@@ -170,14 +170,20 @@ func (s *Sniffer) rawWriter() io.Writer { return rawWriter{s} }
 // calls pass after each; it reports whether it is done with the connection (it ended,
 // or the server cannot be written), false when what came is not HTTP/2 it could decode.
 func (s *Sniffer) parse(r io.Reader, pass func() error) bool {
+	// The preface is read as it comes: what differs from it is passed on at once (a
+	// client of another protocol may send less than a preface and wait for an answer).
 	preface := make([]byte, len(http2.ClientPreface))
-	if _, err := io.ReadFull(r, preface); err != nil {
-		_ = pass()
-		return true
-	}
-	if string(preface) != http2.ClientPreface {
-		s.fail(errors.New("not an HTTP/2 client preface"))
-		return false
+	for got := 0; got < len(preface); {
+		n, err := r.Read(preface[got:])
+		got += n
+		if string(preface[:got]) != http2.ClientPreface[:got] {
+			s.fail(errors.New("not an HTTP/2 client preface"))
+			return false
+		}
+		if err != nil {
+			_ = pass()
+			return true
+		}
 	}
 	if pass() != nil {
 		return true

@@ -75,3 +75,40 @@ func TestSnifferSawWhatReachedTheServer(t *testing.T) {
 		}
 	}
 }
+
+// TestSnifferPassesOtherProtocols: a client that is not HTTP/2 and sends less than a
+// preface before it waits for an answer gets one: the sniffer held its bytes until a
+// whole preface had come.
+func TestSnifferPassesOtherProtocols(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lis.Close() }()
+	go func() {
+		c, err := lis.Accept()
+		if err != nil {
+			return
+		}
+		defer func() { _ = c.Close() }()
+		_, _ = io.Copy(c, c) // an echo server
+	}()
+	s, err := StartSniffer(lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	c, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 6)
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != "PING\r\n" {
+		t.Fatalf("the echo through the sniffer: %q, %v", got, err)
+	}
+}
