@@ -59,9 +59,9 @@ func NewHandler(opts ServeOptions) http.Handler {
 	}
 	// The SDK's own guard against DNS rebinding (a request to a loopback address whose
 	// Host is not a loopback name is refused) is left to the orchestrator's, which takes
-	// the names it was told it answers to (server.allowed_hosts, the endpoint's public URL)
-	// and is not needed where every request must bring credentials: the SDK's refused a
-	// reverse proxy on the same machine that passes the public Host on.
+	// the names it was told it answers to (server.allowed_hosts) and is not needed where
+	// every request must bring credentials: the SDK's refused a reverse proxy on the same
+	// machine that passes the public Host on.
 	stateful := sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
 		return newSessionServer(r.Context(), opts, false)
 	}, &sdk.StreamableHTTPOptions{DisableLocalhostProtection: true})
