@@ -2,10 +2,12 @@ package orchestrator
 
 import (
 	"cmp"
+	"compress/gzip"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -17,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"connectrpc.com/connect"
 	"connectrpc.com/vanguard"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -229,12 +232,18 @@ func (o *Orchestrator) serverTLS() *tls.Config {
 // interceptors as a gRPC call (authentication, tenants, limits). With console.enabled,
 // the console is at /console/.
 func (o *Orchestrator) webServer(g *grpc.Server) (*http.Server, error) {
-	maxRecv := uint32(o.cfg.Server.MaxReceiveBytes)
+	// A request's body is at most twice server.max_receive_bytes (JSON is larger than the
+	// message it stands for; the gRPC server then refuses a message past the bound, as
+	// it would over gRPC), decompressed too. The transcoder's buffer, which bounds
+	// responses as well, is larger: a run's answer of a few megabytes, escaped in JSON,
+	// is still read over REST.
+	maxBody := 2 * int64(o.cfg.Server.MaxReceiveBytes)
 	api, err := vanguard.NewTranscoder([]*vanguard.Service{vanguard.NewService(toolpb.OrchestratorService_ServiceDesc.ServiceName, g)},
+		vanguard.WithCompression("gzip", func() connect.Compressor { return gzip.NewWriter(io.Discard) }, newBoundedGzip(maxBody)),
 		vanguard.WithDefaultServiceOptions(
 			vanguard.WithTargetProtocols(vanguard.ProtocolGRPC),
 			vanguard.WithTargetCodecs(vanguard.CodecProto),
-			vanguard.WithMaxMessageBufferBytes(maxRecv),
+			vanguard.WithMaxMessageBufferBytes(uint32(min(8*int64(o.cfg.Server.MaxReceiveBytes), 1<<30))),
 			vanguard.WithMaxGetURLBytes(maxGetURLBytes),
 		))
 	if err != nil {
@@ -246,7 +255,10 @@ func (o *Orchestrator) webServer(g *grpc.Server) (*http.Server, error) {
 		mux.Handle(consolePath, console.Handler(consolePath, console.Config{TraceURL: c.TraceURL, Tenancy: len(o.cfg.Tenants) > 0}))
 		mux.Handle("GET /{$}", http.RedirectHandler(consolePath, http.StatusFound))
 	}
-	return &http.Server{Handler: o.knownHost(mux), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: maxHeaderBytes,
+	// Half of the receive budget: the calls the bodies become wait for the gRPC server's
+	// budget while their bodies come, and clients of gRPC keep the other half.
+	bodies := newBodyGate(max(int64(o.cfg.Server.MaxInflightReceiveBytes)/2, maxBody), maxBody)
+	return &http.Server{Handler: o.knownHost(bodies.wrap(mux)), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: maxHeaderBytes,
 		ErrorLog: slog.NewLogLogger(o.log.Handler(), slog.LevelDebug)}, nil
 }
 
@@ -318,8 +330,12 @@ func publicOrigin(resource string) []string {
 	return []string{u.Scheme + "://" + u.Host}
 }
 
-// mcpIdleConn is how long the MCP endpoint keeps a connection open without a request.
-const mcpIdleConn = 2 * time.Minute
+// mcpIdleConn is how long the MCP endpoint keeps a connection open without a request;
+// mcpMaxBody bounds a request's body, as the MCP SDK does.
+const (
+	mcpIdleConn = 2 * time.Minute
+	mcpMaxBody  = 4 << 20
+)
 
 // Bounds of the HTTP side of the port.
 const (
@@ -400,7 +416,9 @@ func (o *Orchestrator) serveMCP() error {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", handler)
 	mux.Handle("/", handler)
-	hsrv := &http.Server{Handler: o.knownHost(mux), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: maxHeaderBytes, IdleTimeout: mcpIdleConn}
+	// The MCP SDK reads a body of 4 MiB at most.
+	bodies := newBodyGate(max(int64(o.cfg.Server.MaxInflightReceiveBytes), mcpMaxBody), mcpMaxBody)
+	hsrv := &http.Server{Handler: o.knownHost(bodies.wrap(mux)), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: maxHeaderBytes, IdleTimeout: mcpIdleConn}
 	go func() { _ = hsrv.Serve(mlis) }()
 	o.onClose(func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
