@@ -239,12 +239,18 @@ func (o *Orchestrator) webServer(g *grpc.Server) (*http.Server, error) {
 	// is still read over REST.
 	maxBody := 2 * int64(o.cfg.Server.MaxReceiveBytes)
 	api, err := vanguard.NewTranscoder([]*vanguard.Service{vanguard.NewService(toolpb.OrchestratorService_ServiceDesc.ServiceName, g)},
+		// Compression first: the transcoder's WithCompression, given after a codec,
+		// writes to a map it never made.
 		vanguard.WithCompression("gzip", func() connect.Compressor { return gzip.NewWriter(io.Discard) }, newBoundedGzip(maxBody)),
+		vanguard.WithCodec(newStrictJSON),
 		vanguard.WithDefaultServiceOptions(
 			vanguard.WithTargetProtocols(vanguard.ProtocolGRPC),
 			vanguard.WithTargetCodecs(vanguard.CodecProto),
 			vanguard.WithMaxMessageBufferBytes(uint32(min(8*int64(o.cfg.Server.MaxReceiveBytes), 1<<30))),
 			vanguard.WithMaxGetURLBytes(maxGetURLBytes),
+			// A query parameter the API does not have is ignored (a cache buster a
+			// browser library adds, say); one it has must have a valid value.
+			vanguard.WithRESTUnmarshalOptions(vanguard.RESTUnmarshalOptions{DiscardUnknownQueryParams: true}),
 		))
 	if err != nil {
 		return nil, fmt.Errorf("serving the API over HTTP: %w", err)

@@ -11,7 +11,12 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"connectrpc.com/vanguard"
 	"golang.org/x/sync/semaphore"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // The HTTP side of the port (and the MCP endpoint) read request bodies before the gRPC
@@ -189,4 +194,47 @@ func (d *boundedGzip) Close() error { return d.zr.Close() }
 func (d *boundedGzip) Reset(r io.Reader) error {
 	d.left = d.limit
 	return d.zr.Reset(r)
+}
+
+// strictJSON is the transcoder's JSON codec. A request body (or a REST query parameter)
+// that does not decode is the client's error, answered INVALID_ARGUMENT with the reason
+// INVALID_REQUEST and what is wrong (the transcoder's own codec answered 500 unknown:
+// malformed JSON, a value of the wrong type, text that is not UTF-8); and a field or an
+// enum value the API does not have is refused rather than dropped (a ListRuns whose state
+// filter was misspelt listed every run).
+type strictJSON struct{ vanguard.JSONCodec }
+
+func newStrictJSON(res vanguard.TypeResolver) vanguard.Codec {
+	return strictJSON{vanguard.JSONCodec{
+		MarshalOptions:   protojson.MarshalOptions{Resolver: res, EmitUnpopulated: true},
+		UnmarshalOptions: protojson.UnmarshalOptions{Resolver: res},
+	}}
+}
+
+func (c strictJSON) Unmarshal(data []byte, msg proto.Message) error {
+	if err := c.JSONCodec.Unmarshal(data, msg); err != nil {
+		return invalidRequest("body", fmt.Errorf("the request is not a %s in JSON: %w", msg.ProtoReflect().Descriptor().Name(), err))
+	}
+	return nil
+}
+
+func (c strictJSON) UnmarshalField(data []byte, msg proto.Message, field protoreflect.FieldDescriptor) error {
+	if err := c.JSONCodec.UnmarshalField(data, msg, field); err != nil {
+		return invalidRequest(field.JSONName(), fmt.Errorf("%s: %w", field.JSONName(), err))
+	}
+	return nil
+}
+
+// invalidRequest is a request the transcoder could not read, as a toolmesh handler
+// answers a bad request: INVALID_ARGUMENT, ErrorInfo with the reason and the field,
+// BadRequest naming it.
+func invalidRequest(field string, err error) error {
+	ce := connect.NewError(connect.CodeInvalidArgument, err)
+	if d, derr := connect.NewErrorDetail(&errdetails.ErrorInfo{Domain: "toolmesh.dev", Reason: "INVALID_REQUEST", Metadata: map[string]string{"field": field}}); derr == nil {
+		ce.AddDetail(d)
+	}
+	if d, derr := connect.NewErrorDetail(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: err.Error()}}}); derr == nil {
+		ce.AddDetail(d)
+	}
+	return ce
 }

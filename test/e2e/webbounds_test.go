@@ -137,3 +137,55 @@ func TestWebReadsALargeAnswer(t *testing.T) {
 		}
 	}
 }
+
+// TestWebBadRequestsAreTheClients: a body or a query parameter the transcoder cannot read
+// is answered as a toolmesh handler answers a bad request — 400, invalid_argument, the
+// reason INVALID_REQUEST — where it was 500 unknown (malformed JSON, a value of the wrong
+// type, text that is not UTF-8); an enum value the API does not have is refused where it
+// was dropped (a misspelt state filter listed every run); a query parameter it does not
+// have (a browser library's cache buster) is ignored where it was 500.
+func TestWebBadRequestsAreTheClients(t *testing.T) {
+	m := startMesh(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	connect := func(method, body string) (int, string) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+m.orch.Addr+"/toolmesh.v1.OrchestratorService/"+method, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Connect-Protocol-Version", "1")
+		return webDo(t, req)
+	}
+	rest := func(path string) (int, string) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+m.orch.Addr+path, nil)
+		return webDo(t, req)
+	}
+	for _, tc := range []struct {
+		name string
+		do   func() (int, string)
+		want int
+	}{
+		{"malformed JSON", func() (int, string) { return connect("GetRun", `{`) }, http.StatusBadRequest},
+		{"a number for a string", func() (int, string) { return connect("GetRun", `{"runId":5}`) }, http.StatusBadRequest},
+		{"text that is not UTF-8", func() (int, string) { return connect("GetRun", "{\"runId\":\"\xff\"}") }, http.StatusBadRequest},
+		{"an unknown state", func() (int, string) { return connect("ListRuns", `{"state":"RUN_STATE_RUNNIN"}`) }, http.StatusBadRequest},
+		{"an unknown field", func() (int, string) { return connect("ListRuns", `{"bogus":1}`) }, http.StatusBadRequest},
+		{"a page size that is not a number", func() (int, string) { return rest("/v1/runs?page_size=abc") }, http.StatusBadRequest},
+		{"a cache buster", func() (int, string) { return rest("/v1/runs?_=1733580000000") }, http.StatusOK},
+	} {
+		code, body := tc.do()
+		if code != tc.want || (tc.want == http.StatusBadRequest && !strings.Contains(body, "INVALID_REQUEST") && !strings.Contains(body, "invalid parameter")) {
+			t.Errorf("%s: HTTP %d %s; want %d, a bad request with its reason", tc.name, code, body, tc.want)
+		}
+	}
+}
+
+// webDo sends req and returns the status and the first 4 KiB of the body.
+func webDo(t *testing.T, req *http.Request) (int, string) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	return resp.StatusCode, string(b)
+}
