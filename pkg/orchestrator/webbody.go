@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -237,4 +239,23 @@ func invalidRequest(field string, err error) error {
 		ce.AddDetail(d)
 	}
 	return ce
+}
+
+// mediaTypes writes a request's Content-Type the one way the transcoder reads it: a type
+// in capitals, or with the charset UTF-8 (application/json;charset=UTF-8, as Spring,
+// axios and jQuery send it; what JSON always is), was refused as unsupported (415).
+func mediaTypes(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ct := r.Header.Get("Content-Type"); ct != "" {
+			if mt, params, err := mime.ParseMediaType(ct); err == nil {
+				if strings.EqualFold(params["charset"], "utf-8") {
+					delete(params, "charset")
+				}
+				if v := mime.FormatMediaType(mt, params); v != "" && v != ct {
+					r.Header.Set("Content-Type", v)
+				}
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }

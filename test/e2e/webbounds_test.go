@@ -143,17 +143,19 @@ func TestWebReadsALargeAnswer(t *testing.T) {
 // reason INVALID_REQUEST — where it was 500 unknown (malformed JSON, a value of the wrong
 // type, text that is not UTF-8); an enum value the API does not have is refused where it
 // was dropped (a misspelt state filter listed every run); a query parameter it does not
-// have (a browser library's cache buster) is ignored where it was 500.
+// have (a browser library's cache buster) is ignored where it was 500; a Content-Type
+// with its parameter written without a space, or in capitals, is read where it was 415.
 func TestWebBadRequestsAreTheClients(t *testing.T) {
 	m := startMesh(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	connect := func(method, body string) (int, string) {
+	connectAs := func(method, contentType, body string) (int, string) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+m.orch.Addr+"/toolmesh.v1.OrchestratorService/"+method, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", contentType)
 		req.Header.Set("Connect-Protocol-Version", "1")
 		return webDo(t, req)
 	}
+	connect := func(method, body string) (int, string) { return connectAs(method, "application/json", body) }
 	rest := func(path string) (int, string) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+m.orch.Addr+path, nil)
 		return webDo(t, req)
@@ -170,6 +172,8 @@ func TestWebBadRequestsAreTheClients(t *testing.T) {
 		{"an unknown field", func() (int, string) { return connect("ListRuns", `{"bogus":1}`) }, http.StatusBadRequest},
 		{"a page size that is not a number", func() (int, string) { return rest("/v1/runs?page_size=abc") }, http.StatusBadRequest},
 		{"a cache buster", func() (int, string) { return rest("/v1/runs?_=1733580000000") }, http.StatusOK},
+		{"application/json;charset=UTF-8", func() (int, string) { return connectAs("ListRuns", "application/json;charset=UTF-8", `{}`) }, http.StatusOK},
+		{"Application/JSON", func() (int, string) { return connectAs("ListRuns", "Application/JSON", `{}`) }, http.StatusOK},
 	} {
 		code, body := tc.do()
 		if code != tc.want || (tc.want == http.StatusBadRequest && !strings.Contains(body, "INVALID_REQUEST") && !strings.Contains(body, "invalid parameter")) {
