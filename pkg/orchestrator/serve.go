@@ -263,7 +263,7 @@ func (o *Orchestrator) webServer(g *grpc.Server) (*http.Server, error) {
 	}
 	// Half of the receive budget: the calls the bodies become wait for the gRPC server's
 	// budget while their bodies come, and clients of gRPC keep the other half.
-	bodies := newBodyGate(max(int64(o.cfg.Server.MaxInflightReceiveBytes)/2, maxBody), maxBody)
+	bodies := newBodyGate(max(int64(o.cfg.Server.MaxInflightReceiveBytes)/2, maxBody), maxBody, true)
 	return &http.Server{Handler: o.knownHost(bodies.wrap(mux)), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: maxHeaderBytes,
 		ErrorLog: slog.NewLogLogger(o.log.Handler(), slog.LevelDebug)}, nil
 }
@@ -423,7 +423,7 @@ func (o *Orchestrator) serveMCP() error {
 	mux.Handle("/mcp", handler)
 	mux.Handle("/", handler)
 	// The MCP SDK reads a body of 4 MiB at most.
-	bodies := newBodyGate(max(int64(o.cfg.Server.MaxInflightReceiveBytes), mcpMaxBody), mcpMaxBody)
+	bodies := newBodyGate(max(int64(o.cfg.Server.MaxInflightReceiveBytes), mcpMaxBody), mcpMaxBody, false)
 	hsrv := &http.Server{Handler: o.knownHost(bodies.wrap(mux)), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: maxHeaderBytes, IdleTimeout: mcpIdleConn}
 	go func() { _ = hsrv.Serve(mlis) }()
 	o.onClose(func() {
