@@ -21,6 +21,7 @@ import (
 
 	"connectrpc.com/connect"
 	"connectrpc.com/vanguard"
+	"golang.org/x/sync/semaphore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -238,15 +239,18 @@ func (o *Orchestrator) webServer(g *grpc.Server) (*http.Server, error) {
 	// responses as well, is larger: a run's answer of a few megabytes, escaped in JSON,
 	// is still read over REST.
 	maxBody := 2 * int64(o.cfg.Server.MaxReceiveBytes)
+	// Streams' messages, decompressed by the transcoder, and the answers to them, are as
+	// large as its buffer at most; what it decompresses at once, as large as that too.
+	maxMessage := min(8*int64(o.cfg.Server.MaxReceiveBytes), 1<<30)
 	api, err := vanguard.NewTranscoder([]*vanguard.Service{vanguard.NewService(toolpb.OrchestratorService_ServiceDesc.ServiceName, g)},
 		// Compression first: the transcoder's WithCompression, given after a codec,
 		// writes to a map it never made.
-		vanguard.WithCompression("gzip", func() connect.Compressor { return gzip.NewWriter(io.Discard) }, newBoundedGzip(maxBody)),
+		vanguard.WithCompression("gzip", func() connect.Compressor { return gzip.NewWriter(io.Discard) }, newBoundedGzip(maxMessage, semaphore.NewWeighted(maxMessage))),
 		vanguard.WithCodec(newStrictJSON),
 		vanguard.WithDefaultServiceOptions(
 			vanguard.WithTargetProtocols(vanguard.ProtocolGRPC),
 			vanguard.WithTargetCodecs(vanguard.CodecProto),
-			vanguard.WithMaxMessageBufferBytes(uint32(min(8*int64(o.cfg.Server.MaxReceiveBytes), 1<<30))),
+			vanguard.WithMaxMessageBufferBytes(uint32(maxMessage)),
 			vanguard.WithMaxGetURLBytes(maxGetURLBytes),
 			// A query parameter the API does not have is ignored (a cache buster a
 			// browser library adds, say); one it has must have a valid value.

@@ -2,16 +2,20 @@ package orchestrator
 
 import (
 	"bytes"
+	"cmp"
 	"compress/flate"
 	"compress/gzip"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,15 +37,16 @@ import (
 // the port, whose bodies become calls of the gRPC server, which count against its own
 // budget while they come: clients of gRPC keep the other half). A body counts for the
 // bytes it has delivered, taken from the budget a chunk at a time as they come (a client
-// that sends a byte now and then holds a chunk, not the largest body there may be), and
-// for as long as its handler may still hold them: until the handler returns, or bodyHold
-// after the body's end (a call that streams its answer for an hour does not hold its
-// request for an hour). A body must keep coming (bodyIdle), be done within bodyTotal,
-// and may not be larger than its bound. A request that waits for the budget longer than
-// bodyWait is refused (503, Retry-After; a body that waits for its next chunk, its call
-// UNAVAILABLE). A body compressed whole (Content-Encoding: gzip, as Connect's unary
-// calls and REST send it) is decompressed here, so that its bound and the budget count
-// what it decompresses to, as it decompresses.
+// that sends nothing holds nothing, one that sends a byte now and then a small chunk),
+// and for as long as its handler may still hold them: until the handler returns, or
+// bodyHold after the body's end (a call that streams its answer for an hour does not hold
+// its request for an hour). A body must keep coming (bodyIdle), be done within
+// bodyTotal, and may not be larger than its bound. On the port, a unary call's body is
+// read here whole, and so is a stream's whose messages are compressed (over HTTP/1.1 a
+// stream's request is whole before its answer starts): what is compressed is
+// decompressed here, counted and bounded as it decompresses, and whatever goes wrong is
+// answered here, in the request's protocol, with the status it deserves (the transcoder
+// answers a body it fails to read UNAVAILABLE, which clients retry).
 
 // Bounds of the bodies of HTTP requests.
 const (
@@ -49,8 +54,10 @@ const (
 	bodyIdle  = 30 * time.Second
 	bodyTotal = 2 * time.Minute
 	bodyHold  = 10 * time.Second
-	// bodyChunk is what a body takes from the budget at a time.
-	bodyChunk = 32 << 10
+	// bodyChunk is what a body takes from the budget at a time, firstChunk at its first
+	// read.
+	bodyChunk  = 32 << 10
+	firstChunk = 4 << 10
 )
 
 // bodyGate is the budget of request bodies being read.
@@ -81,43 +88,141 @@ func (g *bodyGate) wrap(next http.Handler) http.Handler {
 			return
 		}
 		b := &gatedBody{g: g, ctx: r.Context(), body: r.Body, raw: r.Body, rc: http.NewResponseController(w), left: g.limit, started: time.Now()}
-		unary := g.web && !streamed(r)
-		if unary && r.Header.Get("Content-Encoding") == "gzip" && len(r.Header.Values("Content-Encoding")) == 1 {
-			// The transcoder sees the body as it was before it was compressed.
-			b.gunzip = true
-			r.Header.Del("Content-Encoding")
-		}
-		// The first chunk is taken before the handler starts: a request refused for want
-		// of room is told when to come back.
-		first := int64(bodyChunk)
-		if r.ContentLength > 0 && !b.gunzip {
-			first = min(first, r.ContentLength+1)
-		}
-		if err := b.take(first); err != nil {
-			if r.Context().Err() == nil {
-				g.refuse(w, r, errBusy)
-			}
-			return
-		}
 		defer b.done()
 		r.Body = b
-		if unary && (r.ContentLength < 0 || b.gunzip) {
-			// A unary call's body whose size is not known until its end is read here, as
-			// the transcoder would read it, so that one past its bound, compressed
-			// wrong, or too slow is answered as such (the transcoder answers any failure
-			// to read a body UNAVAILABLE, which clients retry).
-			data, err := io.ReadAll(b)
-			if err != nil {
-				if r.Context().Err() == nil {
-					g.refuse(w, r, err)
-				}
-				return
-			}
-			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(data)), int64(len(data))
-			r.Header.Set("Content-Length", strconv.Itoa(len(data)))
+		if !g.web {
+			next.ServeHTTP(w, r)
+			return
 		}
+		if streamed(r) {
+			if h := messageEncoding(r); h != "" && r.Header.Get(h) != "" && r.Header.Get(h) != "identity" {
+				// Over HTTP/1.1 a stream's request is whole before its answer starts
+				// (Connect and gRPC-Web stream answers only): it is read here, and its
+				// compressed messages decompressed, counted, bounded as a unary call's
+				// body is.
+				if err := b.decompressMessages(r, h); err != nil {
+					g.refuse(w, r, err)
+					return
+				}
+			}
+			next.ServeHTTP(w, r)
+			return
+		}
+		// A unary call's body is read here, as the transcoder would read it whole, so that
+		// one past its bound, compressed wrong, too slow, or waiting for room is answered
+		// as such (the transcoder answers any failure to read a body UNAVAILABLE, which
+		// clients retry); compressed (Content-Encoding: gzip), it is decompressed here,
+		// counted as it decompresses, and the transcoder is given what it decompressed to.
+		switch ce := r.Header.Values("Content-Encoding"); {
+		case len(ce) == 0 || len(ce) == 1 && ce[0] == "identity":
+		case len(ce) == 1 && ce[0] == "gzip":
+			b.gunzip = true
+		default:
+			g.refuse(w, r, connect.NewError(connect.CodeUnimplemented, fmt.Errorf("Content-Encoding %q is not taken: gzip or none", strings.Join(ce, ", "))))
+			return
+		}
+		data, err := b.readAll(r.ContentLength)
+		if err != nil {
+			g.refuse(w, r, err)
+			return
+		}
+		r.Header.Del("Content-Encoding")
+		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(data)), int64(len(data))
+		r.Header.Set("Content-Length", strconv.Itoa(len(data)))
 		next.ServeHTTP(w, r)
 	})
+}
+
+// readAll reads the body to its end, into a buffer of its length where it is known.
+func (b *gatedBody) readAll(length int64) ([]byte, error) {
+	if length < 0 || b.gunzip {
+		return io.ReadAll(b)
+	}
+	data := make([]byte, length)
+	if _, err := io.ReadFull(b, data); err != nil {
+		return nil, err
+	}
+	var one [1]byte
+	if n, err := b.Read(one[:]); n > 0 || !errors.Is(err, io.EOF) {
+		return nil, cmp.Or(err, errors.New("the request body is longer than its Content-Length"))
+	}
+	return data, nil
+}
+
+// messageEncoding is the header that names the compression of the messages of r, a
+// stream: Connect's or gRPC-Web's.
+func messageEncoding(r *http.Request) string {
+	if strings.HasPrefix(strings.ToLower(r.Header.Get("Content-Type")), "application/connect+") {
+		return "Connect-Content-Encoding"
+	}
+	return "Grpc-Encoding"
+}
+
+// decompressMessages reads the body of a stream's request, whose messages are compressed
+// as header h says (gzip, the one compression taken), and gives the transcoder the
+// messages decompressed, the header gone. What they decompress to counts against the
+// budget with the body, each message bounded as a body is.
+func (b *gatedBody) decompressMessages(r *http.Request, h string) error {
+	if v := r.Header.Values(h); len(v) != 1 || v[0] != "gzip" {
+		return connect.NewError(connect.CodeUnimplemented, fmt.Errorf("%s %q is not taken: gzip or none", h, strings.Join(v, ", ")))
+	}
+	wire, err := b.readAll(r.ContentLength)
+	if err != nil {
+		return err
+	}
+	var out []byte
+	var zr gzip.Reader
+	for len(wire) > 0 {
+		if len(wire) < 5 {
+			return invalidRequest("body", errors.New("the request body ends inside a message's header"))
+		}
+		flags, n := wire[0], binary.BigEndian.Uint32(wire[1:5])
+		if int64(n) > int64(len(wire)-5) {
+			return invalidRequest("body", errors.New("the request body ends inside a message"))
+		}
+		msg := wire[5 : 5+n]
+		wire = wire[5+n:]
+		if flags&1 == 0 {
+			out = append(binary.BigEndian.AppendUint32(append(out, flags), n), msg...)
+			continue
+		}
+		if err := zr.Reset(bytes.NewReader(msg)); err != nil {
+			return invalidRequest("body", fmt.Errorf("a message (%s: gzip) does not decompress: %w", h, err))
+		}
+		start := len(out)
+		out = append(out, flags&^1, 0, 0, 0, 0)
+		for {
+			if int64(len(out)-start-5) > b.g.limit {
+				return b.g.tooLarge()
+			}
+			if b.fresh < int64(len(out))+bodyChunk {
+				if err := b.take(bodyChunk); err != nil {
+					return errBusy
+				}
+				b.fresh += bodyChunk
+			}
+			if len(out) == cap(out) {
+				out = slices.Grow(out, min(len(out), 4<<20)+bodyChunk)
+			}
+			m, err := zr.Read(out[len(out):min(cap(out), len(out)+bodyChunk)])
+			out = out[:len(out)+m]
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return invalidRequest("body", fmt.Errorf("a message (%s: gzip) does not decompress: %w", h, err))
+			}
+		}
+		size := len(out) - start - 5
+		if int64(size) > b.g.limit {
+			return b.g.tooLarge()
+		}
+		binary.BigEndian.PutUint32(out[start+1:], uint32(size))
+	}
+	r.Header.Del(h)
+	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(out)), int64(len(out))
+	r.Header.Set("Content-Length", strconv.Itoa(len(out)))
+	return nil
 }
 
 // streamed reports whether r is a call whose request is a stream of messages (Connect's
@@ -132,27 +237,33 @@ func streamed(r *http.Request) bool {
 var errBusy = connect.NewError(connect.CodeUnavailable, errors.New("the orchestrator is receiving as many requests as it may at once; retry later"))
 
 // refuse answers a request whose body the gate refused, as the transcoder answers an
-// error: in Connect's form on Connect's paths (/package.Service/Method), in REST's
-// (google.rpc.Status) on the others. A body too large is 413, a busy gate 503 with
-// Retry-After; the connection is closed (what is left of the body is not read).
+// error, in the request's protocol: gRPC-Web in headers (grpc-status), Connect's streams
+// as their end of stream, Connect's unary calls (/package.Service/Method) as their error
+// JSON, REST as a google.rpc.Status in JSON. A body too large is 413, a busy gate 503
+// with Retry-After (HTTP 200 for the streams, as their protocols have it); the
+// connection is closed (what is left of the body is not read).
 func (g *bodyGate) refuse(w http.ResponseWriter, r *http.Request, err error) {
-	ce := new(connect.Error)
-	switch {
-	case errors.As(err, &ce):
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		ce = connect.NewError(connect.CodeDeadlineExceeded, errors.New("the request body stopped coming"))
-	default:
-		ce = connect.NewError(connect.CodeCanceled, errors.New("the request body could not be read"))
-	}
-	status, ok := httpStatus[ce.Code()]
-	if !ok {
-		status = http.StatusInternalServerError
-	}
-	if ce.Code() == connect.CodeResourceExhausted {
-		status = http.StatusRequestEntityTooLarge
-	}
+	ce := refusal(r, err)
+	h := w.Header()
+	h.Set("Connection", "close")
 	if ce.Code() == connect.CodeUnavailable {
-		w.Header().Set("Retry-After", "1")
+		h.Set("Retry-After", "1")
+	}
+	ct := strings.ToLower(r.Header.Get("Content-Type"))
+	switch {
+	case strings.HasPrefix(ct, "application/grpc"):
+		h.Set("Content-Type", r.Header.Get("Content-Type"))
+		h.Set("Grpc-Status", strconv.Itoa(int(ce.Code())))
+		h.Set("Grpc-Message", url.PathEscape(ce.Message()))
+		w.WriteHeader(http.StatusOK)
+		return
+	case strings.HasPrefix(ct, "application/connect+"):
+		end, _ := json.Marshal(map[string]any{"error": map[string]string{"code": ce.Code().String(), "message": ce.Message()}})
+		h.Set("Content-Type", r.Header.Get("Content-Type"))
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(binary.BigEndian.AppendUint32([]byte{2}, uint32(len(end))))
+		_, _ = w.Write(end)
+		return
 	}
 	var body []byte
 	if strings.HasPrefix(r.URL.Path, "/toolmesh.") {
@@ -167,18 +278,38 @@ func (g *bodyGate) refuse(w http.ResponseWriter, r *http.Request, err error) {
 			Details []string `json:"details"`
 		}{int(ce.Code()), ce.Message(), []string{}})
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Connection", "close")
+	status, ok := httpStatus[ce.Code()]
+	if !ok {
+		status = http.StatusInternalServerError
+	}
+	h.Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }
 
-// httpStatus is the HTTP status of each code the gate answers with, as Connect maps it.
+// refusal is the error a request is refused with for err, met reading its body.
+func refusal(r *http.Request, err error) *connect.Error {
+	if ce := new(connect.Error); errors.As(err, &ce) {
+		return ce
+	}
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return connect.NewError(connect.CodeDeadlineExceeded, errors.New("the request body stopped coming"))
+	case r.Context().Err() != nil || errors.Is(err, io.ErrUnexpectedEOF):
+		return connect.NewError(connect.CodeCanceled, errors.New("the request body ended before its end"))
+	}
+	return invalidRequest("body", fmt.Errorf("the request body could not be read: %w", err))
+}
+
+// httpStatus is the HTTP status of each code the gate answers with, as Connect maps it
+// (but RESOURCE_EXHAUSTED, which is the body's size here: 413).
 var httpStatus = map[connect.Code]int{
-	connect.CodeInvalidArgument:  http.StatusBadRequest,
-	connect.CodeDeadlineExceeded: http.StatusGatewayTimeout,
-	connect.CodeUnavailable:      http.StatusServiceUnavailable,
-	connect.CodeCanceled:         499,
+	connect.CodeInvalidArgument:   http.StatusBadRequest,
+	connect.CodeDeadlineExceeded:  http.StatusGatewayTimeout,
+	connect.CodeUnavailable:       http.StatusServiceUnavailable,
+	connect.CodeCanceled:          499,
+	connect.CodeUnimplemented:     http.StatusUnsupportedMediaType,
+	connect.CodeResourceExhausted: http.StatusRequestEntityTooLarge,
 }
 
 // tooLarge is a body that went past its bound: RESOURCE_EXHAUSTED to the transcoder,
@@ -212,8 +343,10 @@ type gatedBody struct {
 	// held is what the body took from the budget, room what of it is not delivered yet;
 	// left is what the bound lets it deliver still.
 	held, room, left int64
-	ended, released  bool
-	hold             *time.Timer
+	// fresh is what decompressMessages took for what it decompressed.
+	fresh           int64
+	ended, released bool
+	hold            *time.Timer
 }
 
 // take takes n more from the budget for the body, waiting bodyWait at most.
@@ -237,7 +370,7 @@ func (b *gatedBody) take(n int64) error {
 
 func (b *gatedBody) Read(p []byte) (int, error) {
 	b.mu.Lock()
-	ended, room, left := b.ended, b.room, b.left
+	ended, room, left, held := b.ended, b.room, b.left, b.held
 	b.mu.Unlock()
 	if ended {
 		return b.body.Read(p)
@@ -246,11 +379,19 @@ func (b *gatedBody) Read(p []byte) (int, error) {
 		return 0, nil
 	}
 	if room == 0 {
-		if err := b.take(min(int64(bodyChunk), left+1)); err != nil {
+		// What has not come yet is not taken: a connection that sent nothing holds
+		// nothing, one that sent a byte a first chunk (small: thousands of connections
+		// that send a byte now and then fill the budget, not hundreds).
+		chunk := int64(bodyChunk)
+		if held == 0 {
+			chunk = firstChunk
+		}
+		chunk = min(chunk, left+1)
+		if err := b.take(chunk); err != nil {
 			b.finish(false)
 			return 0, errBusy
 		}
-		room = min(int64(bodyChunk), left+1)
+		room = chunk
 	}
 	// A deadline the connection cannot take (not HTTP/1.1 nor HTTP/2) leaves the read
 	// bounded by the budget's wait for others only.
@@ -395,40 +536,75 @@ func (b *gatedBody) giveBack() {
 // boundedGzip is the transcoder's gzip decompressor (of the messages of Connect's streams
 // and gRPC-Web, each compressed on its own, and of the gRPC server's answers to them),
 // which refuses a message once it decompresses to more than limit bytes (its own reads
-// all of it, whatever its size: a body of a few hundred kilobytes took gigabytes).
+// all of it, whatever its size: a body of a few hundred kilobytes took gigabytes), and
+// counts what it decompressed against a budget shared by all of them, until it is done
+// with the message.
 type boundedGzip struct {
 	zr    gzip.Reader
 	limit int64
 	left  int64
+	// budget is shared, held what this one took of it and has not given back.
+	budget *semaphore.Weighted
+	held   int64
 }
 
-func newBoundedGzip(limit int64) func() connect.Decompressor {
-	return func() connect.Decompressor { return &boundedGzip{limit: limit} }
+func newBoundedGzip(limit int64, budget *semaphore.Weighted) func() connect.Decompressor {
+	return func() connect.Decompressor { return &boundedGzip{limit: limit, budget: budget} }
+}
+
+func (d *boundedGzip) tooLarge() error {
+	d.release()
+	return connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("the message decompresses to more than %d bytes, the most the orchestrator takes", d.limit))
 }
 
 func (d *boundedGzip) Read(p []byte) (int, error) {
 	if d.left <= 0 {
-		return 0, connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("the request decompresses to more than %d bytes, the most the orchestrator takes", d.limit))
+		return 0, d.tooLarge()
 	}
-	if int64(len(p)) > d.left {
-		p = p[:d.left]
+	used := d.limit - d.left
+	if d.held <= used {
+		n := min(int64(bodyChunk), d.left)
+		ctx, cancel := context.WithTimeout(context.Background(), bodyWait)
+		err := d.budget.Acquire(ctx, n)
+		cancel()
+		if err != nil {
+			d.release()
+			return 0, errBusy
+		}
+		d.held += n
 	}
+	p = p[:min(int64(len(p)), d.held-used)]
 	n, err := d.zr.Read(p)
 	d.left -= int64(n)
 	if err == nil && d.left <= 0 {
 		// Exactly the limit: only more data makes it too large.
 		var one [1]byte
 		if m, _ := d.zr.Read(one[:]); m > 0 {
-			return n, connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("the request decompresses to more than %d bytes, the most the orchestrator takes", d.limit))
+			return n, d.tooLarge()
 		}
 		return n, io.EOF
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		d.release()
 	}
 	return n, err
 }
 
-func (d *boundedGzip) Close() error { return d.zr.Close() }
+// release gives back what the decompressor holds of the budget.
+func (d *boundedGzip) release() {
+	if d.held > 0 {
+		d.budget.Release(d.held)
+		d.held = 0
+	}
+}
+
+func (d *boundedGzip) Close() error {
+	d.release()
+	return d.zr.Close()
+}
 
 func (d *boundedGzip) Reset(r io.Reader) error {
+	d.release()
 	d.left = d.limit
 	return d.zr.Reset(r)
 }
@@ -465,7 +641,7 @@ func (c strictJSON) UnmarshalField(data []byte, msg proto.Message, field protore
 // invalidRequest is a request the transcoder could not read, as a toolmesh handler
 // answers a bad request: INVALID_ARGUMENT, ErrorInfo with the reason and the field,
 // BadRequest naming it.
-func invalidRequest(field string, err error) error {
+func invalidRequest(field string, err error) *connect.Error {
 	ce := connect.NewError(connect.CodeInvalidArgument, err)
 	if d, derr := connect.NewErrorDetail(&errdetails.ErrorInfo{Domain: "toolmesh.dev", Reason: "INVALID_REQUEST", Metadata: map[string]string{"field": field}}); derr == nil {
 		ce.AddDetail(d)

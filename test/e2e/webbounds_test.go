@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,6 +18,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	connectrpc "connectrpc.com/connect"
 
 	"github.com/toolmesh/toolmesh/internal/harness"
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
@@ -82,21 +85,54 @@ func TestWebBodiesAreBounded(t *testing.T) {
 		head := fmt.Sprintf("POST /toolmesh.v1.OrchestratorService/GetRun HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nConnect-Protocol-Version: 1\r\nContent-Length: %d\r\n\r\n", len(msg))
 		go func() { _, _ = io.WriteString(c, head+msg[:len(msg)-5]) }()
 	}
+	// Bodies the gate reads itself (chunked, gzip) that stop coming: answered 504, where
+	// they were answered 200 with nothing.
+	var z bytes.Buffer
+	zw = gzip.NewWriter(&z)
+	_, _ = zw.Write([]byte(`{"runId":"` + strings.Repeat("x", 1000) + `"}`))
+	_ = zw.Close()
+	stalled := map[string]net.Conn{}
+	for name, req := range map[string]string{
+		"REST, chunked":    "POST /v1/runs/x:cancel HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n",
+		"Connect, chunked": "POST /toolmesh.v1.OrchestratorService/GetRun HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nConnect-Protocol-Version: 1\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n",
+		"Connect, gzip":    fmt.Sprintf("POST /toolmesh.v1.OrchestratorService/GetRun HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nConnect-Protocol-Version: 1\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n", z.Len()) + z.String()[:z.Len()/2],
+	} {
+		c, err := net.Dial("tcp", m.orch.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		stalled[name] = c
+		_, _ = io.WriteString(c, req)
+	}
 	// The orchestrator still answers, at once, while they hang.
 	if _, err := m.c.ListTools(ctx); err != nil {
 		t.Errorf("the orchestrator does not answer while bodies hang: %v", err)
 	}
 	answered, deadline := 0, time.Now().Add(45*time.Second)
-	for _, c := range conns {
+	for name, c := range stalled {
+		_ = c.SetReadDeadline(deadline)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Errorf("%s, stalled: no answer: %v", name, err)
+			continue
+		}
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 2048))
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusGatewayTimeout || !strings.Contains(string(b), "stopped coming") {
+			t.Errorf("%s, stalled: HTTP %d %s; want 504, deadline exceeded", name, resp.StatusCode, b)
+		}
+	}
+	for _, c := range conns[:48] {
 		_ = c.SetReadDeadline(deadline)
 		if n, _ := c.Read(make([]byte, 1)); n > 0 {
 			answered++
 		}
 	}
 	peak := peakRSS(t, m.orch.PID())
-	t.Logf("peak RSS %d MiB before, %d MiB after; %d of %d stalled bodies answered", before>>20, peak>>20, answered, len(conns))
-	if answered != len(conns) {
-		t.Errorf("%d of %d requests whose bodies stalled were answered (or closed with an answer) within 45 s; want all", answered, len(conns))
+	t.Logf("peak RSS %d MiB before, %d MiB after; %d of 48 stalled bodies answered", before>>20, peak>>20, answered)
+	if answered != 48 {
+		t.Errorf("%d of 48 requests whose bodies stalled were answered (or closed with an answer) within 45 s; want all", answered)
 	}
 	if peak > limit {
 		t.Errorf("the orchestrator's peak RSS was %d MiB, over the %d MiB bound", peak>>20, limit>>20)
@@ -263,12 +299,22 @@ func TestWebSlowBodiesHoldLittle(t *testing.T) {
 	for range 16 {
 		trickle(mcpAddr, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
 	}
-	time.Sleep(300 * time.Millisecond)
+	// Connections that sent a head and nothing more (a body's first chunk was taken at
+	// once: 520 of them held the port's budget).
+	for range 520 {
+		c, err := net.Dial("tcp", m.orch.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		_, _ = io.WriteString(c, "POST /toolmesh.v1.OrchestratorService/GetRun HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nConnect-Protocol-Version: 1\r\nTransfer-Encoding: chunked\r\n\r\n")
+	}
+	time.Sleep(time.Second)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+m.orch.Addr+"/toolmesh.v1.OrchestratorService/ListWorkers", strings.NewReader(`{}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Connect-Protocol-Version", "1")
 	if code, body := webDo(t, req); code != http.StatusOK {
-		t.Errorf("ListWorkers over Connect while 8 bodies trickle: HTTP %d %.200s; want 200", code, body)
+		t.Errorf("ListWorkers over Connect while 8 bodies trickle and 520 wait: HTTP %d %.200s; want 200", code, body)
 	}
 	const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
 	req, _ = http.NewRequestWithContext(ctx, http.MethodPost, "http://"+mcpAddr+"/mcp", strings.NewReader(initialize))
@@ -341,6 +387,26 @@ func TestWebBodyBounds(t *testing.T) {
 			t.Errorf("%s, chunked: HTTP %d %.200s; want %d with %s", tc.name, code, body, tc.code, tc.has)
 		}
 	}
+	// A body whose chunks are malformed is the client's error (it was 499 canceled).
+	for _, head := range []string{connect, rest} {
+		c, err := net.Dial("tcp", m.orch.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.WriteString(c, head+"2\r\n{}\r\nzz\r\n")
+		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 2048))
+		_ = resp.Body.Close()
+		_ = c.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "chunk") {
+			t.Errorf("a malformed chunked body: HTTP %d %.200s; want 400 naming the chunk", resp.StatusCode, b)
+		}
+	}
+	webStreamsRefused(ctx, t, m.orch.Addr)
 	// A gzip body the transcoder cannot read is the client's error, not a failure to read.
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+m.orch.Addr+"/toolmesh.v1.OrchestratorService/GetRun", strings.NewReader("not gzip at all"))
 	req.Header.Set("Content-Type", "application/json")
@@ -350,27 +416,91 @@ func TestWebBodyBounds(t *testing.T) {
 		t.Errorf("a body that is not gzip, sent as gzip: HTTP %d %.200s; want 400 invalid_argument", code, body)
 	}
 
-	before := peakRSS(t, m.orch.PID())
-	var z bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&z, gzip.BestCompression)
-	_, _ = zw.Write([]byte(`{"runId":"` + strings.Repeat("a", limit-20) + `"}`))
-	_ = zw.Close()
-	var wg sync.WaitGroup
-	for range 48 {
-		wg.Go(func() {
-			for range 2 {
-				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+m.orch.Addr+"/toolmesh.v1.OrchestratorService/GetRun", bytes.NewReader(z.Bytes()))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("Connect-Protocol-Version", "1")
-				req.Header.Set("Content-Encoding", "gzip")
-				webDo(t, req)
+	webDecompressionBounded(ctx, t, m, limit)
+}
+
+// webStreamsRefused: a stream's request past the bound is refused as each protocol
+// refuses, gRPC-Web in its headers, Connect's stream as its end (both got Connect's unary
+// JSON, which their clients cannot read); a compressed one is read.
+func webStreamsRefused(ctx context.Context, t *testing.T, addr string) {
+	// Refused as each protocol refuses: gRPC-Web in its headers, Connect's stream as its
+	// end (both got Connect's unary JSON, which their clients cannot read).
+	for _, opt := range []struct {
+		name string
+		o    []connectrpc.ClientOption
+	}{{"gRPC-Web", []connectrpc.ClientOption{connectrpc.WithGRPCWeb()}}, {"Connect", []connectrpc.ClientOption{connectrpc.WithProtoJSON()}}} {
+		cl := connectrpc.NewClient[toolpb.WatchRunRequest, toolpb.RunResponse](http.DefaultClient, "http://"+addr+"/toolmesh.v1.OrchestratorService/WatchRun", opt.o...)
+		st, err := cl.CallServerStream(ctx, connectrpc.NewRequest(&toolpb.WatchRunRequest{RunId: strings.Repeat("a", 9_000_000)}))
+		if err == nil {
+			for st.Receive() {
 			}
-		})
+			err = st.Err()
+		}
+		if connectrpc.CodeOf(err) != connectrpc.CodeResourceExhausted {
+			t.Errorf("%s, a request past the bound: %v; want resource_exhausted", opt.name, err)
+		}
+		// Compressed, a stream's request is read (the gate decompresses it).
+		cl = connectrpc.NewClient[toolpb.WatchRunRequest, toolpb.RunResponse](http.DefaultClient, "http://"+addr+"/toolmesh.v1.OrchestratorService/WatchRun", append(opt.o, connectrpc.WithSendGzip(), connectrpc.WithCompressMinBytes(1))...)
+		st, err = cl.CallServerStream(ctx, connectrpc.NewRequest(&toolpb.WatchRunRequest{RunId: "no-such-run-" + strings.Repeat("z", 100)}))
+		if err == nil {
+			for st.Receive() {
+			}
+			err = st.Err()
+		}
+		if connectrpc.CodeOf(err) != connectrpc.CodeNotFound {
+			t.Errorf("%s, a compressed request: %v; want not_found (the request read)", opt.name, err)
+		}
 	}
-	wg.Wait()
-	if peak := peakRSS(t, m.orch.PID()); peak > 384<<20 {
-		t.Errorf("96 gzip bodies of %d KiB that decompress to 8 MiB: peak RSS %d MiB (before %d MiB), over 384 MiB", z.Len()>>10, peak>>20, before>>20)
-	} else {
-		t.Logf("96 gzip bodies of %d KiB that decompress to 8 MiB: peak RSS %d MiB (before %d MiB)", z.Len()>>10, peak>>20, before>>20)
+}
+
+// webDecompressionBounded: bodies of 8 KiB that decompress to 8 MiB each, 96 of them, 48
+// at a time, hold the orchestrator's memory to its bound.
+func webDecompressionBounded(ctx context.Context, t *testing.T, m *mesh, limit int) {
+	// Bodies of 8 KiB that decompress to 8 MiB each, 96 of them, 48 at a time: a unary
+	// call's (Content-Encoding, once and twice: the transcoder decompressed the second
+	// itself) and a stream's message (Connect-Content-Encoding).
+	zip := func(b string) []byte {
+		var z bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&z, gzip.BestCompression)
+		_, _ = zw.Write([]byte(b))
+		_ = zw.Close()
+		return z.Bytes()
+	}
+	unary := zip(`{"runId":"` + strings.Repeat("a", limit-20) + `"}`)
+	msg := zip(`{"prompt":"` + strings.Repeat("a", limit-20) + `"}`)
+	envelope := append(binary.BigEndian.AppendUint32([]byte{1}, uint32(len(msg))), msg...)
+	for _, mode := range []string{"Content-Encoding", "Content-Encoding twice", "Connect-Content-Encoding"} {
+		newReq := func() *http.Request {
+			if mode == "Connect-Content-Encoding" {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+m.orch.Addr+"/toolmesh.v1.OrchestratorService/Run", bytes.NewReader(envelope))
+				req.Header.Set("Content-Type", "application/connect+json")
+				req.Header.Set("Connect-Protocol-Version", "1")
+				req.Header.Set("Connect-Content-Encoding", "gzip")
+				return req
+			}
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+m.orch.Addr+"/toolmesh.v1.OrchestratorService/GetRun", bytes.NewReader(unary))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Connect-Protocol-Version", "1")
+			req.Header.Add("Content-Encoding", "gzip")
+			if mode == "Content-Encoding twice" {
+				req.Header.Add("Content-Encoding", "gzip")
+			}
+			return req
+		}
+		before := peakRSS(t, m.orch.PID())
+		var wg sync.WaitGroup
+		for range 48 {
+			wg.Go(func() {
+				for range 2 {
+					webDo(t, newReq())
+				}
+			})
+		}
+		wg.Wait()
+		if peak := peakRSS(t, m.orch.PID()); peak > 384<<20 {
+			t.Errorf("%s: 96 bodies of %d KiB that decompress to 8 MiB: peak RSS %d MiB (before %d MiB), over 384 MiB", mode, len(unary)>>10, peak>>20, before>>20)
+		} else {
+			t.Logf("%s: 96 bodies of %d KiB that decompress to 8 MiB: peak RSS %d MiB (before %d MiB)", mode, len(unary)>>10, peak>>20, before>>20)
+		}
 	}
 }
