@@ -267,7 +267,9 @@ func (o *Orchestrator) webServer(g *grpc.Server) (*http.Server, error) {
 	}
 	// Half of the receive budget: the calls the bodies become wait for the gRPC server's
 	// budget while their bodies come, and clients of gRPC keep the other half.
-	bodies := newBodyGate(max(int64(o.cfg.Server.MaxInflightReceiveBytes)/2, maxBody), maxBody, true)
+	// At least two bodies' worth: a stream's compressed message counts as it came and as
+	// it decompresses.
+	bodies := newBodyGate(max(int64(o.cfg.Server.MaxInflightReceiveBytes)/2, 2*maxBody+4*bodyChunk), maxBody, true)
 	return &http.Server{Handler: o.knownHost(bodies.wrap(mux)), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: maxHeaderBytes,
 		ErrorLog: slog.NewLogLogger(o.log.Handler(), slog.LevelDebug)}, nil
 }

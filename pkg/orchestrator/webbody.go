@@ -2,7 +2,6 @@ package orchestrator
 
 import (
 	"bytes"
-	"cmp"
 	"compress/flate"
 	"compress/gzip"
 	"context"
@@ -37,7 +36,7 @@ import (
 // the port, whose bodies become calls of the gRPC server, which count against its own
 // budget while they come: clients of gRPC keep the other half). A body counts for the
 // bytes it has delivered, taken from the budget a chunk at a time as they come (a client
-// that sends nothing holds nothing, one that sends a byte now and then a small chunk),
+// that sends nothing, or a byte now and then, holds a small first chunk),
 // and for as long as its handler may still hold them: until the handler returns, or
 // bodyHold after the body's end (a call that streams its answer for an hour does not hold
 // its request for an hour). A body must keep coming (bodyIdle), be done within
@@ -76,7 +75,15 @@ func newBodyGate(budget, limit int64, web bool) *bodyGate {
 	return &bodyGate{sem: semaphore.NewWeighted(budget), total: budget, limit: limit, web: web}
 }
 
-// wrap bounds the bodies of next's requests.
+// wrap bounds the bodies of next's requests. Every body is read here whole before next
+// sees it (the transcoder and the MCP server read one whole anyway; over HTTP/1.1 a
+// stream's request is whole before its answer starts: Connect and gRPC-Web stream
+// answers only), so that one past its bound, malformed, compressed wrong, too slow, or
+// waiting for room is answered as such (the transcoder answers any failure to read a body
+// UNAVAILABLE, which clients retry; the MCP server 400). What is compressed
+// (Content-Encoding: gzip on a unary call, gzip messages of a stream) is decompressed
+// here, counted and bounded as it decompresses, and next is given what it decompressed
+// to.
 func (g *bodyGate) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
@@ -89,64 +96,79 @@ func (g *bodyGate) wrap(next http.Handler) http.Handler {
 		}
 		b := &gatedBody{g: g, ctx: r.Context(), body: r.Body, raw: r.Body, rc: http.NewResponseController(w), left: g.limit, started: time.Now()}
 		defer b.done()
-		r.Body = b
-		if !g.web {
-			next.ServeHTTP(w, r)
-			return
-		}
-		if streamed(r) {
-			if h := messageEncoding(r); h != "" && r.Header.Get(h) != "" && r.Header.Get(h) != "identity" {
-				// Over HTTP/1.1 a stream's request is whole before its answer starts
-				// (Connect and gRPC-Web stream answers only): it is read here, and its
-				// compressed messages decompressed, counted, bounded as a unary call's
-				// body is.
-				if err := b.decompressMessages(r, h); err != nil {
-					g.refuse(w, r, err)
-					return
-				}
-			}
-			next.ServeHTTP(w, r)
-			return
-		}
-		// A unary call's body is read here, as the transcoder would read it whole, so that
-		// one past its bound, compressed wrong, too slow, or waiting for room is answered
-		// as such (the transcoder answers any failure to read a body UNAVAILABLE, which
-		// clients retry); compressed (Content-Encoding: gzip), it is decompressed here,
-		// counted as it decompresses, and the transcoder is given what it decompressed to.
-		switch ce := r.Header.Values("Content-Encoding"); {
-		case len(ce) == 0 || len(ce) == 1 && ce[0] == "identity":
-		case len(ce) == 1 && ce[0] == "gzip":
-			b.gunzip = true
-		default:
-			g.refuse(w, r, connect.NewError(connect.CodeUnimplemented, fmt.Errorf("Content-Encoding %q is not taken: gzip or none", strings.Join(ce, ", "))))
-			return
-		}
-		data, err := b.readAll(r.ContentLength)
+		encoding, err := g.encoding(r)
 		if err != nil {
 			g.refuse(w, r, err)
 			return
 		}
-		r.Header.Del("Content-Encoding")
+		b.gunzip = encoding == "Content-Encoding"
+		if r.ContentLength > 0 && !b.gunzip {
+			b.left = r.ContentLength // net/http ends the body there
+		}
+		data, err := b.readAll(r.ContentLength)
+		if err == nil && encoding != "" && !b.gunzip {
+			data, err = b.decompressMessages(data, encoding)
+		}
+		if err != nil {
+			g.refuse(w, r, err)
+			return
+		}
+		if encoding != "" {
+			r.Header.Del(encoding)
+		}
 		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(data)), int64(len(data))
 		r.Header.Set("Content-Length", strconv.Itoa(len(data)))
 		next.ServeHTTP(w, r)
 	})
 }
 
-// readAll reads the body to its end, into a buffer of its length where it is known.
+// encoding is the header that says r's body, or its messages, are compressed with gzip
+// (the one compression taken), "" when they are not; another compression, or two, is an
+// error.
+func (g *bodyGate) encoding(r *http.Request) (string, error) {
+	if !g.web {
+		return "", nil
+	}
+	h := "Content-Encoding"
+	if streamed(r) {
+		h = messageEncoding(r)
+	}
+	switch v := r.Header.Values(h); {
+	case len(v) == 0 || len(v) == 1 && v[0] == "identity":
+		return "", nil
+	case len(v) == 1 && v[0] == "gzip":
+		return h, nil
+	default:
+		return "", connect.NewError(connect.CodeUnimplemented, fmt.Errorf("%s %q is not taken: gzip or none", h, strings.Join(v, ", ")))
+	}
+}
+
+// readAll reads the body to its end, into a buffer that grows as it comes (to its length
+// at most, where that is known): memory follows what was delivered, not what was
+// declared.
 func (b *gatedBody) readAll(length int64) ([]byte, error) {
-	if length < 0 || b.gunzip {
-		return io.ReadAll(b)
+	size := int64(bodyChunk)
+	if length > 0 && !b.gunzip {
+		size = min(size, length)
 	}
-	data := make([]byte, length)
-	if _, err := io.ReadFull(b, data); err != nil {
-		return nil, err
+	data := make([]byte, 0, size)
+	for {
+		if len(data) == cap(data) {
+			grow := max(int64(len(data)), bodyChunk)
+			if length > 0 && !b.gunzip {
+				grow = min(grow, max(length-int64(len(data)), 1))
+			}
+			data = slices.Grow(data, int(grow))
+		}
+		n, err := b.Read(data[len(data):cap(data)])
+		data = data[:len(data)+n]
+		if errors.Is(err, io.EOF) {
+			return data, nil
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
-	var one [1]byte
-	if n, err := b.Read(one[:]); n > 0 || !errors.Is(err, io.EOF) {
-		return nil, cmp.Or(err, errors.New("the request body is longer than its Content-Length"))
-	}
-	return data, nil
 }
 
 // messageEncoding is the header that names the compression of the messages of r, a
@@ -158,27 +180,19 @@ func messageEncoding(r *http.Request) string {
 	return "Grpc-Encoding"
 }
 
-// decompressMessages reads the body of a stream's request, whose messages are compressed
-// as header h says (gzip, the one compression taken), and gives the transcoder the
-// messages decompressed, the header gone. What they decompress to counts against the
-// budget with the body, each message bounded as a body is.
-func (b *gatedBody) decompressMessages(r *http.Request, h string) error {
-	if v := r.Header.Values(h); len(v) != 1 || v[0] != "gzip" {
-		return connect.NewError(connect.CodeUnimplemented, fmt.Errorf("%s %q is not taken: gzip or none", h, strings.Join(v, ", ")))
-	}
-	wire, err := b.readAll(r.ContentLength)
-	if err != nil {
-		return err
-	}
+// decompressMessages decompresses the messages of a stream's request, read whole
+// (wire), compressed as header h says. What they decompress to counts against the budget
+// with the body, each message bounded as a body is.
+func (b *gatedBody) decompressMessages(wire []byte, h string) ([]byte, error) {
 	var out []byte
 	var zr gzip.Reader
 	for len(wire) > 0 {
 		if len(wire) < 5 {
-			return invalidRequest("body", errors.New("the request body ends inside a message's header"))
+			return nil, invalidRequest("body", errors.New("the request body ends inside a message's header"))
 		}
 		flags, n := wire[0], binary.BigEndian.Uint32(wire[1:5])
 		if int64(n) > int64(len(wire)-5) {
-			return invalidRequest("body", errors.New("the request body ends inside a message"))
+			return nil, invalidRequest("body", errors.New("the request body ends inside a message"))
 		}
 		msg := wire[5 : 5+n]
 		wire = wire[5+n:]
@@ -187,17 +201,17 @@ func (b *gatedBody) decompressMessages(r *http.Request, h string) error {
 			continue
 		}
 		if err := zr.Reset(bytes.NewReader(msg)); err != nil {
-			return invalidRequest("body", fmt.Errorf("a message (%s: gzip) does not decompress: %w", h, err))
+			return nil, invalidRequest("body", fmt.Errorf("a message (%s: gzip) does not decompress: %w", h, err))
 		}
 		start := len(out)
 		out = append(out, flags&^1, 0, 0, 0, 0)
 		for {
 			if int64(len(out)-start-5) > b.g.limit {
-				return b.g.tooLarge()
+				return nil, b.g.tooLarge()
 			}
 			if b.fresh < int64(len(out))+bodyChunk {
 				if err := b.take(bodyChunk); err != nil {
-					return errBusy
+					return nil, errBusy
 				}
 				b.fresh += bodyChunk
 			}
@@ -210,19 +224,16 @@ func (b *gatedBody) decompressMessages(r *http.Request, h string) error {
 				break
 			}
 			if err != nil {
-				return invalidRequest("body", fmt.Errorf("a message (%s: gzip) does not decompress: %w", h, err))
+				return nil, invalidRequest("body", fmt.Errorf("a message (%s: gzip) does not decompress: %w", h, err))
 			}
 		}
 		size := len(out) - start - 5
 		if int64(size) > b.g.limit {
-			return b.g.tooLarge()
+			return nil, b.g.tooLarge()
 		}
 		binary.BigEndian.PutUint32(out[start+1:], uint32(size))
 	}
-	r.Header.Del(h)
-	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(out)), int64(len(out))
-	r.Header.Set("Content-Length", strconv.Itoa(len(out)))
-	return nil
+	return out, nil
 }
 
 // streamed reports whether r is a call whose request is a stream of messages (Connect's
@@ -249,8 +260,16 @@ func (g *bodyGate) refuse(w http.ResponseWriter, r *http.Request, err error) {
 	if ce.Code() == connect.CodeUnavailable {
 		h.Set("Retry-After", "1")
 	}
+	status, ok := httpStatus[ce.Code()]
+	if !ok {
+		status = http.StatusInternalServerError
+	}
 	ct := strings.ToLower(r.Header.Get("Content-Type"))
 	switch {
+	case !g.web:
+		// The MCP endpoint's server answers an HTTP request it cannot take in text.
+		http.Error(w, ce.Message(), status)
+		return
 	case strings.HasPrefix(ct, "application/grpc"):
 		h.Set("Content-Type", r.Header.Get("Content-Type"))
 		h.Set("Grpc-Status", strconv.Itoa(int(ce.Code())))
@@ -277,10 +296,6 @@ func (g *bodyGate) refuse(w http.ResponseWriter, r *http.Request, err error) {
 			Message string   `json:"message"`
 			Details []string `json:"details"`
 		}{int(ce.Code()), ce.Message(), []string{}})
-	}
-	status, ok := httpStatus[ce.Code()]
-	if !ok {
-		status = http.StatusInternalServerError
 	}
 	h.Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -378,15 +393,15 @@ func (b *gatedBody) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	if room == 0 {
-		// What has not come yet is not taken: a connection that sent nothing holds
-		// nothing, one that sent a byte a first chunk (small: thousands of connections
-		// that send a byte now and then fill the budget, not hundreds).
+	if room == 0 && left > 0 {
+		// A body takes its room a chunk at a time as it comes, the first one small: a
+		// connection that sends nothing, or a byte now and then, holds 4 KiB (it takes
+		// thousands of them to fill the budget, not hundreds).
 		chunk := int64(bodyChunk)
 		if held == 0 {
 			chunk = firstChunk
 		}
-		chunk = min(chunk, left+1)
+		chunk = min(chunk, left)
 		if err := b.take(chunk); err != nil {
 			b.finish(false)
 			return 0, errBusy
@@ -400,11 +415,17 @@ func (b *gatedBody) Read(p []byte) (int, error) {
 		deadline = end
 	}
 	_ = b.rc.SetReadDeadline(deadline)
-	// At most one byte past the bound: it tells a body too large from one that fits.
-	p = p[:min(int64(len(p)), room, left+1)]
-	n, err := b.read(p)
-	if int64(n) > left {
-		n, err = int(left), b.g.tooLarge()
+	var n int
+	var err error
+	if left == 0 {
+		// The bound reached: only the body's end may come (a byte more is a body too
+		// large), and it takes nothing from the budget.
+		var one [1]byte
+		if n, err = b.read(one[:]); n > 0 {
+			n, err = 0, b.g.tooLarge()
+		}
+	} else {
+		n, err = b.read(p[:min(int64(len(p)), room)])
 	}
 	b.mu.Lock()
 	b.left -= int64(n)
