@@ -264,14 +264,9 @@ func webDo(t *testing.T, req *http.Request) (int, string) {
 // budget, and eight the MCP endpoint's: every other request with a body was refused 503
 // for as long as they trickled (up to two minutes). A body now holds what it delivered.
 func TestWebSlowBodiesHoldLittle(t *testing.T) {
-	mcpAddr, err := harness.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := startMesh(t, "", "mcp_serve:\n  listen: "+mcpAddr+"\n")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	waitListening(ctx, t, mcpAddr)
+	m, mcpAddr := startMeshWithMCP(ctx, t)
 	trickle := func(addr, head string) {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
@@ -343,14 +338,9 @@ func TestWebSlowBodiesHoldLittle(t *testing.T) {
 // the bounds) were counted at their compressed size, and took the orchestrator to
 // 1.6 GiB; now what they decompress to is counted.
 func TestWebBodyBounds(t *testing.T) {
-	mcpAddr, err := harness.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := startMesh(t, "", "mcp_serve:\n  listen: "+mcpAddr+"\n")
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	waitListening(ctx, t, mcpAddr)
+	m, mcpAddr := startMeshWithMCP(ctx, t)
 	chunked := func(addr, head string, body []byte) (int, string) {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
@@ -523,14 +513,9 @@ func webDecompressionBounded(ctx context.Context, t *testing.T, m *mesh, limit i
 // that finds the budget spent is refused 503 with Retry-After, on the MCP endpoint too
 // (it was 400 "failed to read body", which blames the client).
 func TestWebSmallestBudget(t *testing.T) {
-	mcpAddr, err := harness.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := startMesh(t, "", "server: {max_receive_bytes: 2097152, max_inflight_receive_bytes: 2097152}\nmcp_serve:\n  listen: "+mcpAddr+"\n")
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	waitListening(ctx, t, mcpAddr)
+	m, mcpAddr := startMeshWithMCP(ctx, t, "server: {max_receive_bytes: 2097152, max_inflight_receive_bytes: 2097152}")
 	const limit = 4 << 20
 	pad := func(size int, tail string) []byte {
 		return append(bytes.Repeat([]byte(" "), size-len(tail)), tail...)
@@ -622,4 +607,17 @@ func webStalledAnswered(t *testing.T, stalled map[string]net.Conn, deadline time
 			t.Errorf("%s, stalled: HTTP %d grpc-status %q %q; want deadline exceeded", name, resp.StatusCode, resp.Header.Get("Grpc-Status"), b)
 		}
 	}
+}
+
+// startMeshWithMCP starts a mesh whose orchestrator serves MCP too, with the config
+// lines given, and returns the MCP endpoint's address once it listens.
+func startMeshWithMCP(ctx context.Context, t *testing.T, config ...string) (*mesh, string) {
+	t.Helper()
+	mcpAddr, err := harness.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := startMesh(t, "", append(config, "mcp_serve:\n  listen: "+mcpAddr+"\n")...)
+	waitListening(ctx, t, mcpAddr)
+	return m, mcpAddr
 }
