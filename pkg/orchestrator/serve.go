@@ -429,7 +429,8 @@ func (o *Orchestrator) serveMCP() error {
 	mux.Handle("/mcp", handler)
 	mux.Handle("/", handler)
 	// The MCP SDK reads a body of 4 MiB at most.
-	bodies := newBodyGate(max(int64(o.cfg.Server.MaxInflightReceiveBytes), mcpMaxBody), mcpMaxBody, false)
+	// At least two bodies' worth: a body of the bound is taken while another comes.
+	bodies := newBodyGate(max(int64(o.cfg.Server.MaxInflightReceiveBytes), 2*mcpMaxBody), mcpMaxBody, false)
 	hsrv := &http.Server{Handler: o.knownHost(bodies.wrap(mux)), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: maxHeaderBytes, IdleTimeout: mcpIdleConn}
 	go func() { _ = hsrv.Serve(mlis) }()
 	o.onClose(func() {

@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"bytes"
+	"cmp"
 	"compress/flate"
 	"compress/gzip"
 	"context"
@@ -87,6 +88,11 @@ func newBodyGate(budget, limit int64, web bool) *bodyGate {
 func (g *bodyGate) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+			if g.web {
+				// An empty body is an empty message, compressed or not (the gRPC server
+				// fails to decompress nothing).
+				r.Header.Del("Content-Encoding")
+			}
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -126,7 +132,8 @@ func (g *bodyGate) wrap(next http.Handler) http.Handler {
 // (the one compression taken), "" when they are not; another compression, or two, is an
 // error.
 func (g *bodyGate) encoding(r *http.Request) (string, error) {
-	if !g.web {
+	if !g.web || strings.HasPrefix(strings.ToLower(r.Header.Get("Content-Type")), "application/grpc-web-text") {
+		// gRPC-Web's text form (base64) the transcoder does not serve: it answers so.
 		return "", nil
 	}
 	h := "Content-Encoding"
@@ -145,24 +152,36 @@ func (g *bodyGate) encoding(r *http.Request) (string, error) {
 
 // readAll reads the body to its end, into a buffer that grows as it comes (to its length
 // at most, where that is known): memory follows what was delivered, not what was
-// declared.
+// declared, and what is kept for the call is the body's size, not the buffer's.
 func (b *gatedBody) readAll(length int64) ([]byte, error) {
+	known := length > 0 && !b.gunzip
 	size := int64(bodyChunk)
-	if length > 0 && !b.gunzip {
+	if known {
 		size = min(size, length)
 	}
 	data := make([]byte, 0, size)
 	for {
 		if len(data) == cap(data) {
+			if known && int64(len(data)) == length {
+				// All of it came: only its end may follow, read without growing it.
+				var one [1]byte
+				if n, err := b.Read(one[:]); n > 0 || !errors.Is(err, io.EOF) {
+					return nil, cmp.Or(err, b.g.tooLarge())
+				}
+				return data, nil
+			}
 			grow := max(int64(len(data)), bodyChunk)
-			if length > 0 && !b.gunzip {
-				grow = min(grow, max(length-int64(len(data)), 1))
+			if known {
+				grow = min(grow, length-int64(len(data)))
 			}
 			data = slices.Grow(data, int(grow))
 		}
 		n, err := b.Read(data[len(data):cap(data)])
 		data = data[:len(data)+n]
 		if errors.Is(err, io.EOF) {
+			if cap(data)-len(data) > len(data)/8 {
+				data = bytes.Clone(data) // the buffer's doubling is not kept for the call
+			}
 			return data, nil
 		}
 		if err != nil {
@@ -256,7 +275,11 @@ var errBusy = connect.NewError(connect.CodeUnavailable, errors.New("the orchestr
 func (g *bodyGate) refuse(w http.ResponseWriter, r *http.Request, err error) {
 	ce := refusal(r, err)
 	h := w.Header()
-	h.Set("Connection", "close")
+	if r.ProtoMajor == 1 {
+		// What is left of the body is not read. (Over HTTP/2 the stream ends alone; the
+		// header would end the connection, every other stream on it too.)
+		h.Set("Connection", "close")
+	}
 	if ce.Code() == connect.CodeUnavailable {
 		h.Set("Retry-After", "1")
 	}
@@ -445,6 +468,9 @@ func (b *gatedBody) read(p []byte) (int, error) {
 	}
 	if b.zr == nil {
 		zr, err := gzip.NewReader(&boundedReader{r: b.raw, left: b.g.limit, err: b.g.tooLarge()})
+		if errors.Is(err, io.EOF) {
+			return 0, io.EOF // an empty body: an empty message, as the Connect protocol has it
+		}
 		if err != nil {
 			return 0, b.badGzip(err)
 		}

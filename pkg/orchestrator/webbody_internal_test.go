@@ -3,9 +3,13 @@ package orchestrator
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sync/semaphore"
 )
@@ -44,6 +48,43 @@ func TestBoundedGzip(t *testing.T) {
 				t.Fatalf("%d bytes: the decompressor kept its room after the message", tc.size)
 			}
 			budget.Release(limit)
+		}
+	}
+}
+
+// TestReadAllKeepsTheBodysSize: what the gate keeps of a body for its call is the body's
+// size, not its buffer's (a buffer doubled as a chunked body came kept 17 MiB of an 8 MiB
+// body, and one of a known length was copied whole to read its end).
+func TestReadAllKeepsTheBodysSize(t *testing.T) {
+	const size = 8<<20 + 12345
+	for _, length := range []int64{-1, size} {
+		g := newBodyGate(64<<20, 16<<20, true)
+		b := &gatedBody{g: g, ctx: context.Background(), body: io.NopCloser(bytes.NewReader(make([]byte, size))), rc: http.NewResponseController(httptest.NewRecorder()), left: g.limit, started: time.Now()}
+		b.raw = b.body
+		if length > 0 {
+			b.left = length
+		}
+		data, err := b.readAll(length)
+		if err != nil || len(data) != size || cap(data) > size+size/8 {
+			t.Errorf("length %d: read %d bytes in a buffer of %d (%v); want %d in at most %d", length, len(data), cap(data), err, size, size+size/8)
+		}
+		b.done()
+		if !g.sem.TryAcquire(g.total) {
+			t.Errorf("length %d: the body kept its room after its call", length)
+		}
+	}
+}
+
+// TestRefuseOverHTTP2KeepsTheConnection: a refusal over HTTP/2 ends its stream, not the
+// connection (Connection: close made net/http end every stream on it).
+func TestRefuseOverHTTP2KeepsTheConnection(t *testing.T) {
+	for _, major := range []int{1, 2} {
+		r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+		r.ProtoMajor = major
+		w := httptest.NewRecorder()
+		newBodyGate(1<<20, 1<<10, false).refuse(w, r, errBusy)
+		if got, want := w.Header().Get("Connection"), map[int]string{1: "close", 2: ""}[major]; got != want || w.Code != http.StatusServiceUnavailable {
+			t.Errorf("HTTP/%d: %d, Connection %q; want 503, %q", major, w.Code, got, want)
 		}
 	}
 }

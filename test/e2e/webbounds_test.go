@@ -408,6 +408,7 @@ func TestWebBodyBounds(t *testing.T) {
 		}
 	}
 	webStreamsRefused(ctx, t, m.orch.Addr)
+	webEmptyAndTextBodies(ctx, t, m.orch.Addr)
 	// A gzip body the transcoder cannot read is the client's error, not a failure to read.
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+m.orch.Addr+"/toolmesh.v1.OrchestratorService/GetRun", strings.NewReader("not gzip at all"))
 	req.Header.Set("Content-Type", "application/json")
@@ -551,12 +552,24 @@ func TestWebSmallestBudget(t *testing.T) {
 		t.Errorf("a Connect stream's message that decompresses to nearly the bound: %q; want not_found", body)
 	}
 	const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
-	if code, body, _ := post("http://"+mcpAddr+"/mcp", "application/json", pad(limit-1000, initialize)); code != http.StatusOK {
-		t.Errorf("MCP, a body of nearly the bound: HTTP %d %.150s; want 200", code, body)
+	mcpHead := "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+	// While another client has sent a byte of its body (the MCP endpoint's budget was
+	// one body: the other's first chunk kept this one out).
+	other, err := net.Dial("tcp", mcpAddr)
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = other.Close() })
+	_, _ = io.WriteString(other, mcpHead+"Content-Length: 100000\r\n\r\n{")
+	time.Sleep(300 * time.Millisecond)
+	if code, body, _ := post("http://"+mcpAddr+"/mcp", "application/json", pad(limit-1000, initialize)); code != http.StatusOK {
+		t.Errorf("MCP, a body of nearly the bound while another comes: HTTP %d %.150s; want 200", code, body)
+	}
+	_ = other.Close()
+	time.Sleep(300 * time.Millisecond)
 
 	// Bodies sent but for their last byte hold the budgets: the port's, two bodies of the
-	// bound and four chunks; the MCP endpoint's, one body of its bound.
+	// bound and four chunks; the MCP endpoint's, two bodies of its bound.
 	connectHead := "POST /toolmesh.v1.OrchestratorService/GetRun HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nConnect-Protocol-Version: 1\r\n"
 	for _, to := range []struct {
 		addr, head string
@@ -565,7 +578,8 @@ func TestWebSmallestBudget(t *testing.T) {
 		{m.orch.Addr, connectHead, limit},
 		{m.orch.Addr, connectHead, limit},
 		{m.orch.Addr, connectHead, 128 << 10},
-		{mcpAddr, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n", limit},
+		{mcpAddr, mcpHead, limit},
+		{mcpAddr, mcpHead, limit},
 	} {
 		c, err := net.Dial("tcp", to.addr)
 		if err != nil {
@@ -620,4 +634,37 @@ func startMeshWithMCP(ctx context.Context, t *testing.T, config ...string) (*mes
 	m := startMesh(t, "", append(config, "mcp_serve:\n  listen: "+mcpAddr+"\n")...)
 	waitListening(ctx, t, mcpAddr)
 	return m, mcpAddr
+}
+
+// webEmptyAndTextBodies: an empty body sent as gzip is an empty message (it was 500: the
+// gRPC server failed to decompress nothing); gRPC-Web's text form, which the transcoder
+// does not serve, is answered so whatever its encoding (its base64 was read as frames, 200
+// with an error).
+func webEmptyAndTextBodies(ctx context.Context, t *testing.T, addr string) {
+	t.Helper()
+	for _, chunk := range []bool{false, true} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/toolmesh.v1.OrchestratorService/ListRuns", bytes.NewReader(nil))
+		if chunk {
+			req.Body, req.ContentLength = io.NopCloser(strings.NewReader("")), -1
+		}
+		req.Header.Set("Content-Type", "application/proto")
+		req.Header.Set("Connect-Protocol-Version", "1")
+		req.Header.Set("Content-Encoding", "gzip")
+		if code, body := webDo(t, req); code != http.StatusOK {
+			t.Errorf("an empty body sent as gzip (chunked %v): HTTP %d %.200s; want 200", chunk, code, body)
+		}
+	}
+	textCode := func(header ...string) (int, string) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/toolmesh.v1.OrchestratorService/ListRuns", strings.NewReader("AAAAAAA="))
+		req.Header.Set("Content-Type", "application/grpc-web-text")
+		req.Header.Set("X-Grpc-Web", "1")
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		code, _ := webDo(t, req)
+		return code, req.Header.Get("Grpc-Status")
+	}
+	if plain, gz := fmt.Sprint(textCode()), fmt.Sprint(textCode("Grpc-Encoding", "gzip")); plain != gz {
+		t.Errorf("gRPC-Web text: %s plain, %s with grpc-encoding gzip; want the same answer", plain, gz)
+	}
 }
