@@ -67,6 +67,31 @@ func TestWebBodiesAreBounded(t *testing.T) {
 		t.Errorf("a body of %d KiB that decompresses to 256 MiB: HTTP %d %s; want it refused 413 as it decompresses", bomb.Len()>>10, resp.StatusCode, body)
 	}
 
+	// Bodies the gate reads itself (chunked, gzip) that stop coming: answered 504, where
+	// they were answered 200 with nothing. They start first (the bodies below fill the
+	// budget, and one that waits for room is refused 503 before it could stall).
+	var z bytes.Buffer
+	zw = gzip.NewWriter(&z)
+	_, _ = zw.Write([]byte(`{"runId":"` + strings.Repeat("x", 1000) + `"}`))
+	_ = zw.Close()
+	stalled := map[string]net.Conn{}
+	for name, req := range map[string]string{
+		"REST, chunked":    "POST /v1/runs/x:cancel HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n",
+		"Connect, chunked": "POST /toolmesh.v1.OrchestratorService/GetRun HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nConnect-Protocol-Version: 1\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n",
+		"gRPC-Web stream":  "POST /toolmesh.v1.OrchestratorService/WatchRun HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/grpc-web+proto\r\nX-Grpc-Web: 1\r\nContent-Length: 20\r\n\r\n\x00\x00",
+		"Connect stream":   "POST /toolmesh.v1.OrchestratorService/WatchRun HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/connect+json\r\nConnect-Protocol-Version: 1\r\nContent-Length: 20\r\n\r\n\x00\x00",
+		"Connect, gzip":    fmt.Sprintf("POST /toolmesh.v1.OrchestratorService/GetRun HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nConnect-Protocol-Version: 1\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n", z.Len()) + z.String()[:z.Len()/2],
+	} {
+		c, err := net.Dial("tcp", m.orch.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = c.Close() }()
+		stalled[name] = c
+		_, _ = io.WriteString(c, req)
+	}
+	time.Sleep(500 * time.Millisecond)
+
 	// 48 bodies of nearly 4 MiB (each within every bound) sent but for their last
 	// bytes, then left.
 	msg := `{"runId":"` + strings.Repeat("b", 4<<20-1024) + `"}`
@@ -84,28 +109,6 @@ func TestWebBodiesAreBounded(t *testing.T) {
 		conns = append(conns, c)
 		head := fmt.Sprintf("POST /toolmesh.v1.OrchestratorService/GetRun HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nConnect-Protocol-Version: 1\r\nContent-Length: %d\r\n\r\n", len(msg))
 		go func() { _, _ = io.WriteString(c, head+msg[:len(msg)-5]) }()
-	}
-	// Bodies the gate reads itself (chunked, gzip) that stop coming: answered 504, where
-	// they were answered 200 with nothing.
-	var z bytes.Buffer
-	zw = gzip.NewWriter(&z)
-	_, _ = zw.Write([]byte(`{"runId":"` + strings.Repeat("x", 1000) + `"}`))
-	_ = zw.Close()
-	stalled := map[string]net.Conn{}
-	for name, req := range map[string]string{
-		"REST, chunked":    "POST /v1/runs/x:cancel HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n",
-		"Connect, chunked": "POST /toolmesh.v1.OrchestratorService/GetRun HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nConnect-Protocol-Version: 1\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n",
-		"gRPC-Web stream":  "POST /toolmesh.v1.OrchestratorService/WatchRun HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/grpc-web+proto\r\nX-Grpc-Web: 1\r\nContent-Length: 20\r\n\r\n\x00\x00",
-		"Connect stream":   "POST /toolmesh.v1.OrchestratorService/WatchRun HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/connect+json\r\nConnect-Protocol-Version: 1\r\nContent-Length: 20\r\n\r\n\x00\x00",
-		"Connect, gzip":    fmt.Sprintf("POST /toolmesh.v1.OrchestratorService/GetRun HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nConnect-Protocol-Version: 1\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n", z.Len()) + z.String()[:z.Len()/2],
-	} {
-		c, err := net.Dial("tcp", m.orch.Addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns = append(conns, c)
-		stalled[name] = c
-		_, _ = io.WriteString(c, req)
 	}
 	// The orchestrator still answers, at once, while they hang.
 	if _, err := m.c.ListTools(ctx); err != nil {
@@ -590,7 +593,7 @@ func TestWebSmallestBudget(t *testing.T) {
 			_, _ = fmt.Fprintf(c, "%sContent-Length: %d\r\n\r\n%s", to.head, to.size, bytes.Repeat([]byte(" "), to.size-1))
 		}()
 	}
-	time.Sleep(time.Second)
+	time.Sleep(2 * time.Second) // they fill the budgets exactly: nobody waits for room
 	for name, to := range map[string]struct{ url, body string }{"Connect": {"http://" + m.orch.Addr + "/toolmesh.v1.OrchestratorService/ListWorkers", "{}"}, "MCP": {"http://" + mcpAddr + "/mcp", initialize}} {
 		if code, body, h := post(to.url, "application/json", []byte(to.body)); code != http.StatusServiceUnavailable || h.Get("Retry-After") == "" {
 			t.Errorf("%s, the budget spent: HTTP %d (Retry-After %q) %.150s; want 503 with Retry-After", name, code, h.Get("Retry-After"), body)
