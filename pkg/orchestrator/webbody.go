@@ -41,12 +41,11 @@ import (
 // and for as long as its handler may still hold them: until the handler returns, or
 // bodyHold after the body's end (a call that streams its answer for an hour does not hold
 // its request for an hour). A body must keep coming (bodyIdle), be done within
-// bodyTotal, and may not be larger than its bound. On the port, a unary call's body is
-// read here whole, and so is a stream's whose messages are compressed (over HTTP/1.1 a
-// stream's request is whole before its answer starts): what is compressed is
-// decompressed here, counted and bounded as it decompresses, and whatever goes wrong is
-// answered here, in the request's protocol, with the status it deserves (the transcoder
-// answers a body it fails to read UNAVAILABLE, which clients retry).
+// bodyTotal, and may not be larger than its bound. Every body is read here whole before
+// its handler starts (wrap): what is compressed is decompressed here, counted and bounded
+// as it decompresses, and whatever goes wrong is answered here, in the request's
+// protocol, with the status it deserves (the transcoder answers a body it fails to read
+// UNAVAILABLE, which clients retry).
 
 // Bounds of the bodies of HTTP requests.
 const (
@@ -65,8 +64,7 @@ type bodyGate struct {
 	sem   *semaphore.Weighted
 	total int64
 	// limit bounds one body; web says that the bodies are those of the transcoder's
-	// calls: a unary call's compressed whole is decompressed here, and one of unknown
-	// size read here.
+	// calls (decompressed here, refused in their protocols), not the MCP endpoint's.
 	limit int64
 	web   bool
 }
@@ -100,7 +98,7 @@ func (g *bodyGate) wrap(next http.Handler) http.Handler {
 			g.refuse(w, r, connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("the request body is %d bytes, larger than the %d bytes the orchestrator takes", r.ContentLength, g.limit)))
 			return
 		}
-		b := &gatedBody{g: g, ctx: r.Context(), body: r.Body, raw: r.Body, rc: http.NewResponseController(w), left: g.limit, started: time.Now()}
+		b := &gatedBody{g: g, ctx: r.Context(), body: r.Body, rc: http.NewResponseController(w), left: g.limit, started: time.Now()}
 		defer b.done()
 		encoding, err := g.encoding(r)
 		if err != nil {
@@ -363,19 +361,19 @@ func (g *bodyGate) tooLarge() error {
 	return connect.NewError(connect.CodeResourceExhausted, tooLarge{g.limit})
 }
 
-// gatedBody is a body counted against the budget for what it delivered, until its
-// handler returns, bodyHold after it is read to its end, or once it fails or is closed;
-// until it ends, each read has a deadline.
+// gatedBody is a body being read by wrap, counted against the budget for what it
+// delivered, until its handler returns, bodyHold after it is read to its end, or once it
+// fails; until it ends, each read has a deadline.
 type gatedBody struct {
 	g   *bodyGate
 	ctx context.Context
-	// body is what Read reads: raw, or a gzip reader of it (gunzip) once the first read
-	// has made it.
-	body, raw io.ReadCloser
-	gunzip    bool
-	zr        *gzip.Reader
-	rc        *http.ResponseController
-	started   time.Time
+	// body is the request's; zr reads it where it is compressed whole (gunzip), made at
+	// the first read.
+	body    io.Reader
+	gunzip  bool
+	zr      *gzip.Reader
+	rc      *http.ResponseController
+	started time.Time
 
 	mu sync.Mutex
 	// held is what the body took from the budget, room what of it is not delivered yet;
@@ -399,7 +397,7 @@ func (b *gatedBody) take(n int64) error {
 	defer b.mu.Unlock()
 	if b.released {
 		b.g.sem.Release(n)
-		return errors.New("the request body was closed")
+		return errors.New("the request body's room was given back")
 	}
 	b.held += n
 	b.room += n
@@ -411,7 +409,7 @@ func (b *gatedBody) Read(p []byte) (int, error) {
 	ended, room, left, held := b.ended, b.room, b.left, b.held
 	b.mu.Unlock()
 	if ended {
-		return b.body.Read(p)
+		return 0, io.EOF // read to its end, or failed: readAll reads no more
 	}
 	if len(p) == 0 {
 		return 0, nil
@@ -467,7 +465,7 @@ func (b *gatedBody) read(p []byte) (int, error) {
 		return b.body.Read(p)
 	}
 	if b.zr == nil {
-		zr, err := gzip.NewReader(&boundedReader{r: b.raw, left: b.g.limit, err: b.g.tooLarge()})
+		zr, err := gzip.NewReader(&boundedReader{r: b.body, left: b.g.limit, err: b.g.tooLarge()})
 		if errors.Is(err, io.EOF) {
 			return 0, io.EOF // an empty body: an empty message, as the Connect protocol has it
 		}
@@ -475,7 +473,6 @@ func (b *gatedBody) read(p []byte) (int, error) {
 			return 0, b.badGzip(err)
 		}
 		b.zr = zr
-		b.body = readCloser{zr, b.raw}
 	}
 	n, err := b.zr.Read(p)
 	if err != nil && !errors.Is(err, io.EOF) {
@@ -500,14 +497,6 @@ func (b *gatedBody) badGzip(err error) error {
 	return err
 }
 
-// readCloser reads r and closes c.
-type readCloser struct {
-	io.Reader
-	c io.Closer
-}
-
-func (r readCloser) Close() error { return r.c.Close() }
-
 // boundedReader reads at most left bytes of r, then fails with err.
 type boundedReader struct {
 	r    io.Reader
@@ -527,11 +516,6 @@ func (r *boundedReader) Read(p []byte) (int, error) {
 	n, err := r.r.Read(p)
 	r.left -= int64(n)
 	return n, err
-}
-
-func (b *gatedBody) Close() error {
-	b.finish(false)
-	return b.raw.Close()
 }
 
 // done is for a handler that returned: what it held of the body is given back.
