@@ -108,7 +108,7 @@ type callJournal struct {
 func (j *callJournal) Recorded(context.Context) ([]byte, bool, bool) {
 	return j.outcome, j.done, len(j.dispatched) > 0
 }
-func (j *callJournal) Dispatched(_ context.Context, worker string, _ int) error {
+func (j *callJournal) Dispatched(_ context.Context, worker string, _ int, _ bool) error {
 	j.dispatched = append(j.dispatched, worker)
 	return nil
 }
@@ -118,6 +118,8 @@ func (j *callJournal) Finished(_ context.Context, outcome string, data []byte, _
 	return nil
 }
 func (j *callJournal) Damaged(context.Context, error) {}
+
+var _ toolinternal.Journal = (*callJournal)(nil)
 
 // TestInProcessGroupIsJournaled: a call of an in-process group's tool is recorded as
 // dispatched before it runs and its outcome after; after a crash its recorded outcome is

@@ -2,6 +2,9 @@ package tool
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
 
 	"github.com/toolmesh/toolmesh/internal/toolinternal"
 )
@@ -16,19 +19,42 @@ type CallInfo struct {
 	// Iteration is the loop iteration whose model turn asked for the call (from 1); 0
 	// outside a loop.
 	Iteration int
+	// Arguments names what the model asked the call to do: ArgumentsDigest of the tool's
+	// name and the arguments as the model gave them, which the orchestrator's loop sets
+	// and pkg/worker reads back from the key it is sent. Empty for a call of no model turn.
+	Arguments string
 }
 
 // IdempotencyKey names the logical call: the same key means the same call, however many
-// times it is delivered.
+// times it is delivered. A model asked a step again (its first answer was not kept when
+// the orchestrator stopped) may give a call of the new answer the id of a call of the
+// first with other arguments: the arguments' digest at the key's end makes it another
+// call, never answered with the first call's result.
 func (c CallInfo) IdempotencyKey() string {
 	if c.RunID == "" && c.CallID == "" {
 		return ""
 	}
-	if c.LoopID == "" {
-		return c.RunID + "/" + c.CallID
+	key := c.RunID + "/" + c.CallID
+	if c.LoopID != "" {
+		// A run's nested loops number their calls like the run's own loop does.
+		key = c.RunID + "/" + c.LoopID + "/" + c.CallID
 	}
-	// A run's nested loops number their calls like the run's own loop does.
-	return c.RunID + "/" + c.LoopID + "/" + c.CallID
+	if c.Arguments != "" {
+		key += "/" + c.Arguments
+	}
+	return key
+}
+
+// ArgumentsDigest is CallInfo.Arguments for a call of tool name with arguments args (the
+// JSON text as the model gave it): 16 lowercase hexadecimal digits, the first 8 bytes of
+// the SHA-256 of the name, a zero byte and the arguments.
+func ArgumentsDigest(name, args string) string {
+	h := sha256.New()
+	_, _ = io.WriteString(h, name)
+	_, _ = h.Write([]byte{0})
+	_, _ = io.WriteString(h, args)
+	var sum [sha256.Size]byte
+	return hex.EncodeToString(h.Sum(sum[:0])[:8])
 }
 
 // CallInfoFrom returns the call info in ctx, if any.

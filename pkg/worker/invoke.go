@@ -126,7 +126,7 @@ func (s *invoker) invoke(ctx context.Context, req *toolpb.InvokeRequest, progres
 	// going back with the result.
 	c := &call{name: shown, route: name, args: args, st: toolcall.NewState(req.GetState()), facade: isFacade,
 		board: toolcall.NewCallBoard(wire.BindingsFromProto(req.GetBlackboard()), wire.MaxBlackboardUpdateBytes)}
-	ctx = toolcall.NewScope(ctx, tool.CallInfo{RunID: req.GetRunId(), LoopID: req.GetLoopId(), CallID: req.GetCallId()}, tenant, bag, args, c.st, c.board)
+	ctx = toolcall.NewScope(ctx, callInfo(req), tenant, bag, args, c.st, c.board)
 	if progress != nil {
 		ctx = toolcall.WithProgress(ctx, progress)
 	}
@@ -532,4 +532,18 @@ type tenantKey struct{}
 func Tenant(ctx context.Context) (string, bool) {
 	t, ok := ctx.Value(tenantKey{}).(string)
 	return t, ok
+}
+
+// callInfo is the call info of req: its ids, and the digest of its arguments read from
+// its idempotency key when the key is the ids' own with a digest after it (an
+// orchestrator that sends none leaves it empty), so that the call's IdempotencyKey is
+// the key it was sent.
+func callInfo(req *toolpb.InvokeRequest) tool.CallInfo {
+	info := tool.CallInfo{RunID: req.GetRunId(), LoopID: req.GetLoopId(), CallID: req.GetCallId()}
+	base := info.IdempotencyKey()
+	rest, ok := strings.CutPrefix(req.GetIdempotencyKey(), base+"/")
+	if ok && base != "" && len(rest) == 16 && strings.Trim(rest, "0123456789abcdef") == "" {
+		info.Arguments = rest
+	}
+	return info
 }
