@@ -163,7 +163,8 @@ type pending struct {
 // committed in order, in batches, by one flusher at a time (and the store commits the
 // batches of many runs together). Only what must be on disk before the run goes on is
 // waited for: the request, the dispatch of each call that is not idempotent before the
-// call leaves, what settle names, and the end. The rest (model responses, idempotent
+// call leaves (an idempotent one waits for the decisions before it only), what settle
+// names, and the end. The rest (model responses, idempotent
 // calls' dispatches and outcomes, events) commits in the background, and since a run's
 // records commit in order, what survives a crash is always a prefix of them: a model
 // response is durable before any call it asks for that is not idempotent leaves (the
@@ -979,7 +980,14 @@ func (j *journal) Dispatched(ctx context.Context, worker string, attempt int, id
 	info, _ := tool.CallInfoFrom(ctx)
 	data, _ := toolinternal.MarshalJSON(dispatchRecord{Key: callKey(info), Worker: worker, Attempt: attempt, IdempotencyKey: info.IdempotencyKey()})
 	j.mu.Lock()
-	_, err := j.addLocked(runlog.KindDispatch, data, nil, !idempotent, !idempotent)
+	_, err := j.addLocked(runlog.KindDispatch, data, nil, false, !idempotent)
+	if err == nil {
+		// The call leaves once every fact queued so far is committed: the dispatch of a
+		// call that is not idempotent is one (with everything before it); an idempotent
+		// call waits only for those before it, such as the approval's or the policy's
+		// decision that lets it leave, which must not be lost once it has.
+		err = j.waitFor(j.lastFact)
+	}
 	j.mu.Unlock()
 	if err != nil {
 		return err

@@ -552,4 +552,30 @@ func TestIdempotentStepsDoNotWait(t *testing.T) {
 	if len(recs) != 5 {
 		t.Errorf("committed %d records, want 5 (request, answer, dispatch, two outcomes)", len(recs))
 	}
+	idempotentCallWaitsForItsApproval(t, j, store)
+}
+
+// idempotentCallWaitsForItsApproval: an idempotent call does not leave before the
+// decision that approved it is committed (lost after the call left, a resumed run would
+// ask again, and a person who denied then would be told of an effect already taken).
+func idempotentCallWaitsForItsApproval(t *testing.T, j *journal, store *gatedStore) {
+	release := store.hold()
+	defer release()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ctx = toolcall.WithCallInfo(ctx, tool.CallInfo{RunID: j.lease.RunID, LoopID: "loop_a", CallID: "call_2_1", Iteration: 2})
+	if _, err := j.add(runlog.KindDecision, json.RawMessage(`{"key":"k","approve":true}`), nil, false); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- j.Dispatched(ctx, "w", 1, true) }()
+	select {
+	case err := <-done:
+		t.Fatalf("an approved idempotent call left (%v) while its decision's commit was held", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 }
