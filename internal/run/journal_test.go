@@ -435,14 +435,7 @@ func (s *gatedStore) Append(ctx context.Context, lease runlog.Lease, recs []runl
 // again); and the commit fences the call: an orchestrator whose lease was taken over
 // sends nothing.
 func TestDispatchIsCommittedBeforeTheCallLeaves(t *testing.T) {
-	mem, lease := memJournal(t)
-	store := &gatedStore{Store: mem, entered: make(chan struct{}, 1)}
-	j := newJournal(store, newRenewer(time.Minute), lease, time.Minute, jsonCodec{}, 1)
-	j.stop = func(error) {}
-	j.start()
-	if _, err := j.add(runlog.KindRequest, json.RawMessage(`{}`), nil, true); err != nil {
-		t.Fatal(err)
-	}
+	mem, lease, store, j := gatedJournal(t)
 	if _, err := j.add(runlog.KindModel, json.RawMessage(`{"key":"loop_a/1","response":{"Text":""}}`), nil, false); err != nil {
 		t.Fatal(err)
 	}
@@ -457,15 +450,7 @@ func TestDispatchIsCommittedBeforeTheCallLeaves(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the dispatch was never committed")
 	}
-	select {
-	case err := <-out:
-		t.Fatalf("the dispatch returned (%v) while its commit was held", err)
-	case <-time.After(50 * time.Millisecond):
-	}
-	release()
-	if err := <-out; err != nil {
-		t.Fatal(err)
-	}
+	returnsOnlyAfter(t, out, release, "the dispatch")
 	recs, err := mem.Read(ctx, lease.RunID, 0, 100)
 	if err != nil {
 		t.Fatal(err)
@@ -493,14 +478,7 @@ func TestDispatchIsCommittedBeforeTheCallLeaves(t *testing.T) {
 // under its key); the outcome of a call that is not idempotent is waited for before the
 // next step, with everything queued before it.
 func TestIdempotentStepsDoNotWait(t *testing.T) {
-	mem, lease := memJournal(t)
-	store := &gatedStore{Store: mem, entered: make(chan struct{}, 1)}
-	j := newJournal(store, newRenewer(time.Minute), lease, time.Minute, jsonCodec{}, 1)
-	j.stop = func(error) {}
-	j.start()
-	if _, err := j.add(runlog.KindRequest, json.RawMessage(`{}`), nil, true); err != nil {
-		t.Fatal(err)
-	}
+	mem, lease, store, j := gatedJournal(t)
 	release := store.hold()
 	t.Cleanup(func() { release(); _ = j.close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -536,15 +514,7 @@ func TestIdempotentStepsDoNotWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	go func() { done <- j.settle() }()
-	select {
-	case err := <-done:
-		t.Fatalf("the next step went on (%v) while an outcome it depends on was held", err)
-	case <-time.After(50 * time.Millisecond):
-	}
-	release()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	returnsOnlyAfter(t, done, release, "the next step, which depends on the outcome,")
 	recs, err := mem.Read(ctx, lease.RunID, 0, 100)
 	if err != nil {
 		t.Fatal(err)
@@ -569,13 +539,36 @@ func idempotentCallWaitsForItsApproval(t *testing.T, j *journal, store *gatedSto
 	}
 	done := make(chan error, 1)
 	go func() { done <- j.Dispatched(ctx, "w", 1, true) }()
+	returnsOnlyAfter(t, done, release, "an approved idempotent call's dispatch")
+}
+
+// returnsOnlyAfter checks that done delivers nothing while the store holds its commits
+// (for 50 ms), then, once release lets them through, that it delivers no error; what
+// names the step that waits.
+func returnsOnlyAfter(t *testing.T, done <-chan error, release func(), what string) {
+	t.Helper()
 	select {
 	case err := <-done:
-		t.Fatalf("an approved idempotent call left (%v) while its decision's commit was held", err)
+		t.Fatalf("%s returned (%v) while the commit it waits for was held", what, err)
 	case <-time.After(50 * time.Millisecond):
 	}
 	release()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// gatedJournal is a run's journal in memory behind a gatedStore, started, its request
+// committed.
+func gatedJournal(t *testing.T) (runlog.Store, runlog.Lease, *gatedStore, *journal) {
+	t.Helper()
+	mem, lease := memJournal(t)
+	store := &gatedStore{Store: mem, entered: make(chan struct{}, 1)}
+	j := newJournal(store, newRenewer(time.Minute), lease, time.Minute, jsonCodec{}, 1)
+	j.stop = func(error) {}
+	j.start()
+	if _, err := j.add(runlog.KindRequest, json.RawMessage(`{}`), nil, true); err != nil {
+		t.Fatal(err)
+	}
+	return mem, lease, store, j
 }
