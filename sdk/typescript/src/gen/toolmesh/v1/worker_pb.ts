@@ -121,8 +121,9 @@ export type InvokeRequest = Message<"toolmesh.v1.InvokeRequest"> & {
   loopId: string;
 
   /**
-   * Key that identifies the logical call (run id + tool call id); a worker may use it to
-   * recognise a call it has already executed.
+   * Key that identifies the logical call: run id, loop id, call id and a digest of the
+   * tool's name and arguments, joined by '/'; a worker may use it to recognise a call it
+   * has already executed. Empty for a call that belongs to no run.
    *
    * @generated from field: string idempotency_key = 4;
    */
