@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"io"
 
 	"github.com/toolmesh/toolmesh/internal/toolinternal"
 )
@@ -34,27 +33,29 @@ func (c CallInfo) IdempotencyKey() string {
 	if c.RunID == "" && c.CallID == "" {
 		return ""
 	}
-	key := c.RunID + "/" + c.CallID
-	if c.LoopID != "" {
+	// One concatenation each: a call's key is made at every call it sends.
+	switch {
+	case c.LoopID == "" && c.Arguments == "":
+		return c.RunID + "/" + c.CallID
+	case c.LoopID == "":
+		return c.RunID + "/" + c.CallID + "/" + c.Arguments
+	case c.Arguments == "":
 		// A run's nested loops number their calls like the run's own loop does.
-		key = c.RunID + "/" + c.LoopID + "/" + c.CallID
+		return c.RunID + "/" + c.LoopID + "/" + c.CallID
 	}
-	if c.Arguments != "" {
-		key += "/" + c.Arguments
-	}
-	return key
+	return c.RunID + "/" + c.LoopID + "/" + c.CallID + "/" + c.Arguments
 }
 
 // ArgumentsDigest is CallInfo.Arguments for a call of tool name with arguments args (the
 // JSON text as the model gave it): 16 lowercase hexadecimal digits, the first 8 bytes of
 // the SHA-256 of the name, a zero byte and the arguments.
 func ArgumentsDigest(name, args string) string {
-	h := sha256.New()
-	_, _ = io.WriteString(h, name)
-	_, _ = h.Write([]byte{0})
-	_, _ = io.WriteString(h, args)
-	var sum [sha256.Size]byte
-	return hex.EncodeToString(h.Sum(sum[:0])[:8])
+	var buf [512]byte // on the stack for the usual call's arguments
+	b := append(append(append(buf[:0], name...), 0), args...)
+	sum := sha256.Sum256(b)
+	var out [16]byte
+	hex.Encode(out[:], sum[:8])
+	return string(out[:])
 }
 
 // CallInfoFrom returns the call info in ctx, if any.

@@ -39,3 +39,12 @@ func TestArgumentsDigest(t *testing.T) {
 		t.Error("the name and the arguments run together")
 	}
 }
+
+// BenchmarkArgumentsDigest: the digest is taken at every call a loop sends.
+func BenchmarkArgumentsDigest(b *testing.B) {
+	args := `{"a":1234,"b":5678,"note":"the arguments of a usual call, about a hundred bytes long"}`
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = tool.ArgumentsDigest("add", args)
+	}
+}

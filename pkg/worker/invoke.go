@@ -540,10 +540,29 @@ func Tenant(ctx context.Context) (string, bool) {
 // the key it was sent.
 func callInfo(req *toolpb.InvokeRequest) tool.CallInfo {
 	info := tool.CallInfo{RunID: req.GetRunId(), LoopID: req.GetLoopId(), CallID: req.GetCallId()}
-	base := info.IdempotencyKey()
-	rest, ok := strings.CutPrefix(req.GetIdempotencyKey(), base+"/")
-	if ok && base != "" && len(rest) == 16 && strings.Trim(rest, "0123456789abcdef") == "" {
-		info.Arguments = rest
+	key := req.GetIdempotencyKey()
+	if info.RunID == "" && info.CallID == "" || len(key) < 17 || key[len(key)-17] != '/' {
+		return info
+	}
+	digest := key[len(key)-16:]
+	if strings.Trim(digest, "0123456789abcdef") != "" {
+		return info
+	}
+	// The rest is the key of the ids alone, compared piece by piece (no string made).
+	rest, ok := cutPart(key[:len(key)-17], info.RunID)
+	if info.LoopID != "" && ok {
+		rest, ok = cutPart(rest, info.LoopID)
+	}
+	if ok && rest == info.CallID {
+		info.Arguments = digest
 	}
 	return info
+}
+
+// cutPart is s without part and the '/' after it, ok false when s does not start so.
+func cutPart(s, part string) (rest string, ok bool) {
+	if len(s) <= len(part) || s[:len(part)] != part || s[len(part)] != '/' {
+		return s, false
+	}
+	return s[len(part)+1:], true
 }
