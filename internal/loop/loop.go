@@ -712,7 +712,7 @@ func (l *state) newCall(ctx context.Context, iter int, c llm.ToolCall, t tool.To
 	// info, and toolctx.FromContext shows it under toolctx.LoopIDKey.
 	info := tool.CallInfo{RunID: l.opts.RunID, LoopID: l.opts.LoopID, CallID: c.ID, Iteration: iter}
 	if info.RunID != "" {
-		info.Arguments = tool.ArgumentsDigest(c.Name, c.Arguments)
+		info.ArgumentsDigest = tool.ArgumentsDigest(c.Name, c.Arguments)
 	}
 	call := &toolcall.Call{Tool: t, Name: c.Name, Input: args, Info: info,
 		Bag: l.opts.Context.WithoutReserved()}

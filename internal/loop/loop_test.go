@@ -700,7 +700,7 @@ func TestRunCallContext(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	want := []seen{{Value: "caller's value", Info: tool.CallInfo{RunID: "run-1", LoopID: "loop-1", CallID: "c1", Iteration: 1, Arguments: tool.ArgumentsDigest("ctx", "{}")}, HasInfo: true, Dispatch: true}}
+	want := []seen{{Value: "caller's value", Info: tool.CallInfo{RunID: "run-1", LoopID: "loop-1", CallID: "c1", Iteration: 1, ArgumentsDigest: tool.ArgumentsDigest("ctx", "{}")}, HasInfo: true, Dispatch: true}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("what the tool saw (-want +got):\n%s", diff)
 	}

@@ -164,13 +164,13 @@ type pending struct {
 // batches of many runs together). Only what must be on disk before the run goes on is
 // waited for: the request, the dispatch of each call that is not idempotent before the
 // call leaves (an idempotent one waits for the decisions before it only), what settle
-// names, and the end. The rest (model responses, idempotent
-// calls' dispatches and outcomes, events) commits in the background, and since a run's
-// records commit in order, what survives a crash is always a prefix of them: a model
-// response is durable before any call it asks for that is not idempotent leaves (the
-// dispatch waits for everything before it), a response lost is asked for again, and an
-// outcome lost with the records after it is a dispatch without an outcome, or a call
-// never dispatched, which a resumed run handles as such. Events go to deliver, in
+// names, and the end. The rest (model responses, idempotent calls' dispatches and
+// outcomes, events) commits in the background, and since a run's records commit in
+// order, what survives a crash is always a prefix of them: a model response is durable
+// before any call it asks for that is not idempotent leaves (the dispatch waits for
+// everything before it), a response lost is asked for again, and an outcome lost with
+// the records after it is a dispatch without an outcome, or a call never dispatched,
+// which a resumed run handles as such. Events go to deliver, in
 // order, once committed. The first failure stops the run (stop) and every later write
 // fails.
 //

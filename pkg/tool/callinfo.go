@@ -18,10 +18,11 @@ type CallInfo struct {
 	// Iteration is the loop iteration whose model turn asked for the call (from 1); 0
 	// outside a loop.
 	Iteration int
-	// Arguments names what the model asked the call to do: ArgumentsDigest of the tool's
-	// name and the arguments as the model gave them, which the orchestrator's loop sets
-	// and pkg/worker reads back from the key it is sent. Empty for a call of no model turn.
-	Arguments string
+	// ArgumentsDigest names what the model asked the call to do: ArgumentsDigest of the
+	// tool's name and the arguments as the model gave them, which the orchestrator's loop
+	// sets and pkg/worker reads back from the key it is sent. Empty for a call of no model
+	// turn.
+	ArgumentsDigest string
 }
 
 // IdempotencyKey names the logical call: the same key means the same call, however many
@@ -35,18 +36,18 @@ func (c CallInfo) IdempotencyKey() string {
 	}
 	// One concatenation each: a call's key is made at every call it sends.
 	switch {
-	case c.LoopID == "" && c.Arguments == "":
+	case c.LoopID == "" && c.ArgumentsDigest == "":
 		return c.RunID + "/" + c.CallID
 	case c.LoopID == "":
-		return c.RunID + "/" + c.CallID + "/" + c.Arguments
-	case c.Arguments == "":
+		return c.RunID + "/" + c.CallID + "/" + c.ArgumentsDigest
+	case c.ArgumentsDigest == "":
 		// A run's nested loops number their calls like the run's own loop does.
 		return c.RunID + "/" + c.LoopID + "/" + c.CallID
 	}
-	return c.RunID + "/" + c.LoopID + "/" + c.CallID + "/" + c.Arguments
+	return c.RunID + "/" + c.LoopID + "/" + c.CallID + "/" + c.ArgumentsDigest
 }
 
-// ArgumentsDigest is CallInfo.Arguments for a call of tool name with arguments args (the
+// ArgumentsDigest is CallInfo.ArgumentsDigest for a call of tool name with arguments args (the
 // JSON text as the model gave it): 16 lowercase hexadecimal digits, the first 8 bytes of
 // the SHA-256 of the name, a zero byte and the arguments.
 func ArgumentsDigest(name, args string) string {

@@ -18,8 +18,8 @@ func TestIdempotencyKey(t *testing.T) {
 	}{
 		{tool.CallInfo{RunID: "acme/run_1", LoopID: "loop_a", CallID: "call_1"}, "acme/run_1/loop_a/call_1"},
 		{tool.CallInfo{RunID: "run_1", LoopID: "loop_a", CallID: "call_1", Iteration: 3}, "run_1/loop_a/call_1"},
-		{tool.CallInfo{RunID: "run_1", LoopID: "loop_a", CallID: "call_1", Arguments: "0123456789abcdef"}, "run_1/loop_a/call_1/0123456789abcdef"},
-		{tool.CallInfo{RunID: "run_1", CallID: "call_1", Arguments: "0123456789abcdef"}, "run_1/call_1/0123456789abcdef"},
+		{tool.CallInfo{RunID: "run_1", LoopID: "loop_a", CallID: "call_1", ArgumentsDigest: "0123456789abcdef"}, "run_1/loop_a/call_1/0123456789abcdef"},
+		{tool.CallInfo{RunID: "run_1", CallID: "call_1", ArgumentsDigest: "0123456789abcdef"}, "run_1/call_1/0123456789abcdef"},
 		{tool.CallInfo{}, ""},
 	} {
 		if got := tt.info.IdempotencyKey(); got != tt.want {

@@ -22,14 +22,14 @@ func TestCallInfoReadsTheKeysDigest(t *testing.T) {
 	} {
 		req := &toolpb.InvokeRequest{RunId: "acme/run_1", LoopId: "loop_a", CallId: "call_1", IdempotencyKey: tt.key}
 		got := callInfo(req)
-		if got.Arguments != tt.want {
-			t.Errorf("key %q: arguments %q, want %q", tt.key, got.Arguments, tt.want)
+		if got.ArgumentsDigest != tt.want {
+			t.Errorf("key %q: arguments %q, want %q", tt.key, got.ArgumentsDigest, tt.want)
 		}
 		if tt.want != "" && got.IdempotencyKey() != tt.key {
 			t.Errorf("key %q: the call's key became %q", tt.key, got.IdempotencyKey())
 		}
 	}
-	if got := callInfo(&toolpb.InvokeRequest{IdempotencyKey: "/0123456789abcdef"}); got.Arguments != "" {
-		t.Errorf("a call of no run took arguments %q from a key", got.Arguments)
+	if got := callInfo(&toolpb.InvokeRequest{IdempotencyKey: "/0123456789abcdef"}); got.ArgumentsDigest != "" {
+		t.Errorf("a call of no run took arguments %q from a key", got.ArgumentsDigest)
 	}
 }

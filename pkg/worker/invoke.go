@@ -554,7 +554,7 @@ func callInfo(req *toolpb.InvokeRequest) tool.CallInfo {
 		rest, ok = cutPart(rest, info.LoopID)
 	}
 	if ok && rest == info.CallID {
-		info.Arguments = digest
+		info.ArgumentsDigest = digest
 	}
 	return info
 }
