@@ -745,7 +745,7 @@ func (e *env) journalVariants(ctx context.Context) ([]*variant, error) {
 		v := e.loopGRPCVariant(cl)
 		e.countEvents = count
 		v.name = st.name
-		v.measures = "loop-grpc on an orchestrator core that journals every run in " + st.what + ": the request, each model response, tool dispatch and outcome, every event before the client sees it; the request and the end are committed before the run goes on (and a dispatch before its call leaves, when the tool is not idempotent: add is)"
+		v.measures = "loop-grpc on an orchestrator core that journals every run in " + st.what + ": the request, each model response, tool dispatch and outcome, every event before the client sees it; a dispatch is committed before its call leaves"
 		if sr, ok := store.(runlog.StatsReporter); ok {
 			v.stats = sr.Stats
 		}

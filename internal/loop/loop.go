@@ -710,11 +710,7 @@ func winningSignal(outcomes []outcome) *SignalError {
 func (l *state) newCall(ctx context.Context, iter int, c llm.ToolCall, t tool.Tool, args string) *toolcall.Call {
 	// Every call of the loop gets the same context; the loop id travels in the call
 	// info, and toolctx.FromContext shows it under toolctx.LoopIDKey.
-	info := tool.CallInfo{RunID: l.opts.RunID, LoopID: l.opts.LoopID, CallID: c.ID, Iteration: iter}
-	if info.RunID != "" {
-		info.ArgumentsDigest = tool.ArgumentsDigest(c.Name, c.Arguments)
-	}
-	call := &toolcall.Call{Tool: t, Name: c.Name, Input: args, Info: info,
+	call := &toolcall.Call{Tool: t, Name: c.Name, Input: args, Info: tool.CallInfo{RunID: l.opts.RunID, LoopID: l.opts.LoopID, CallID: c.ID, Iteration: iter},
 		Bag: l.opts.Context.WithoutReserved()}
 	if l.opts.PrepareCall != nil {
 		l.opts.PrepareCall(ctx, call)

@@ -282,7 +282,7 @@ func (r *Router) invokeFull(ctx context.Context, t *remoteTool, input string) (t
 		}
 		attempts++
 		if j := toolinternal.JournalFrom(ctx); j != nil {
-			if err := j.Dispatched(ctx, w.id, attempts, t.meta.Idempotent); err != nil {
+			if err := j.Dispatched(ctx, w.id, attempts); err != nil {
 				w.release()
 				return toolcall.JournalFailed(t.def.Name, err), answered
 			}

@@ -46,11 +46,8 @@ type fakeJournal struct {
 func (f *fakeJournal) Recorded(context.Context) ([]byte, bool, bool) {
 	return f.outcome, f.outcome != nil, f.dispatched
 }
-func (f *fakeJournal) Dispatched(context.Context, string, int, bool) error {
-	f.dispatched = true
-	return nil
-}
-func (f *fakeJournal) Damaged(context.Context, error) { f.damaged = true }
+func (f *fakeJournal) Dispatched(context.Context, string, int) error { f.dispatched = true; return nil }
+func (f *fakeJournal) Damaged(context.Context, error)                { f.damaged = true }
 func (f *fakeJournal) Finished(_ context.Context, kind string, data []byte, _ bool) error {
 	f.kind, f.outcome = kind, data
 	return nil

@@ -108,7 +108,7 @@ type callJournal struct {
 func (j *callJournal) Recorded(context.Context) ([]byte, bool, bool) {
 	return j.outcome, j.done, len(j.dispatched) > 0
 }
-func (j *callJournal) Dispatched(_ context.Context, worker string, _ int, _ bool) error {
+func (j *callJournal) Dispatched(_ context.Context, worker string, _ int) error {
 	j.dispatched = append(j.dispatched, worker)
 	return nil
 }
@@ -119,6 +119,8 @@ func (j *callJournal) Finished(_ context.Context, outcome string, data []byte, _
 }
 func (j *callJournal) Damaged(context.Context, error) {}
 
+// A callJournal whose methods drift from the interface would silently stop being a
+// journal (the tool finds none in its context).
 var _ toolinternal.Journal = (*callJournal)(nil)
 
 // TestInProcessGroupIsJournaled: a call of an in-process group's tool is recorded as

@@ -162,15 +162,12 @@ type pending struct {
 // journal is one run's journal writer. Records are numbered as they are added and
 // committed in order, in batches, by one flusher at a time (and the store commits the
 // batches of many runs together). Only what must be on disk before the run goes on is
-// waited for: the request, the dispatch of each call that is not idempotent before the
-// call leaves (an idempotent one waits for the decisions before it only), what settle
-// names, and the end. The rest (model responses, idempotent calls' dispatches and
-// outcomes, events) commits in the background, and since a run's records commit in
-// order, what survives a crash is always a prefix of them: a model response is durable
-// before any call it asks for that is not idempotent leaves (the dispatch waits for
-// everything before it), a response lost is asked for again, and an outcome lost with
-// the records after it is a dispatch without an outcome, or a call never dispatched,
-// which a resumed run handles as such. Events go to deliver, in
+// waited for: the request, each dispatch before its call leaves, and the end. The rest
+// (model responses, outcomes, events, approvals) commits in the background, and since a
+// run's records commit in order, what survives a crash is always a prefix of them:
+// a model response is durable before any call it asks for leaves (the dispatch waits for
+// everything before it), and an outcome lost with the records after it is a dispatch
+// without an outcome, which a resumed run handles as such. Events go to deliver, in
 // order, once committed. The first failure stops the run (stop) and every later write
 // fails.
 //
@@ -424,13 +421,12 @@ const (
 )
 
 // add queues a record and returns its sequence number; with wait, once it is committed.
-// A record that must be on disk before the model is asked its next step (see settle) is
-// a fact: any but an event, a model's answer, or an idempotent call's dispatch or
-// outcome (see Dispatched and Finished).
+// A record the model's next request depends on (see settle) is a fact: any but an event
+// or an idempotent call's outcome (see Finished).
 func (j *journal) add(kind runlog.Kind, data []byte, ev Event, wait bool) (int64, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return j.addLocked(kind, data, ev, wait, kind != runlog.KindEvent && kind != runlog.KindDelta && kind != runlog.KindModel)
+	return j.addLocked(kind, data, ev, wait, kind != runlog.KindEvent && kind != runlog.KindDelta)
 }
 
 // addLocked is add with j.mu held, fact said.
@@ -467,17 +463,13 @@ func (j *journal) addLocked(kind runlog.Kind, data []byte, ev Event, wait, fact 
 	return seq, j.waitFor(seq)
 }
 
-// settle waits until every record is committed that the model's next request depends on
-// and that a resumed run could not get back as it was: the outcomes of calls that are not
-// idempotent, the approvals' decisions. A resumed run then asks the model exactly what
-// it asked before the crash. The model's answers need not wait: records commit in order,
-// so a run resumed without an answer holds none of the records after it, asks the model
-// that step again with the same request, and goes on from the new answer as if it were
-// the first (the idempotency key of a call names its arguments, so a call the new answer
-// gives an old call's id with other arguments is another call). An idempotent call's
-// dispatch and outcome need not wait: a run resumed without them sends the call again
-// with its key, and the worker's ledger answers as it did. The events need not wait
-// either.
+// settle waits until every record the model's next request depends on is committed:
+// the model's answers, the outcomes of calls that are not idempotent, the approvals'
+// decisions. A resumed run then asks the model exactly what it asked before the crash,
+// having replayed the same records. An idempotent call's outcome need not wait: a run
+// resumed without it sends the call again with its key, and the worker's ledger answers
+// as it did (and the next dispatch commits it before any call leaves). The events need
+// not wait either.
 func (j *journal) settle() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -968,7 +960,7 @@ func (j *journal) loopStarted(id string) (time.Time, bool) {
 }
 
 // Dispatched implements toolinternal.Journal.
-func (j *journal) Dispatched(ctx context.Context, worker string, attempt int, idempotent bool) error {
+func (j *journal) Dispatched(ctx context.Context, worker string, attempt int) error {
 	if err := stopping(ctx); err != nil {
 		return err
 	}
@@ -979,17 +971,7 @@ func (j *journal) Dispatched(ctx context.Context, worker string, attempt int, id
 	}
 	info, _ := tool.CallInfoFrom(ctx)
 	data, _ := toolinternal.MarshalJSON(dispatchRecord{Key: callKey(info), Worker: worker, Attempt: attempt, IdempotencyKey: info.IdempotencyKey()})
-	j.mu.Lock()
-	_, err := j.addLocked(runlog.KindDispatch, data, nil, false, !idempotent)
-	if err == nil {
-		// The call leaves once every fact queued so far is committed: the dispatch of a
-		// call that is not idempotent is one (with everything before it); an idempotent
-		// call waits only for those before it, such as the approval's or the policy's
-		// decision that lets it leave, which must not be lost once it has.
-		err = j.waitFor(j.lastFact)
-	}
-	j.mu.Unlock()
-	if err != nil {
+	if _, err := j.add(runlog.KindDispatch, data, nil, true); err != nil {
 		return err
 	}
 	failpoint.Hit(failpoint.BeforeSend)

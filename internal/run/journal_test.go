@@ -397,23 +397,6 @@ type gatedStore struct {
 	entered chan struct{}
 }
 
-// hold holds every commit from now on until release is called (once or more).
-func (s *gatedStore) hold() (release func()) {
-	shut := make(chan struct{})
-	s.mu.Lock()
-	s.shut = shut
-	s.mu.Unlock()
-	var open sync.Once
-	return func() {
-		open.Do(func() {
-			s.mu.Lock()
-			s.shut = nil
-			s.mu.Unlock()
-			close(shut)
-		})
-	}
-}
-
 func (s *gatedStore) Append(ctx context.Context, lease runlog.Lease, recs []runlog.Record) error {
 	s.mu.Lock()
 	shut := s.shut
@@ -428,29 +411,56 @@ func (s *gatedStore) Append(ctx context.Context, lease runlog.Lease, recs []runl
 	return s.Store.Append(ctx, lease, recs)
 }
 
-// TestDispatchIsCommittedBeforeTheCallLeaves: the dispatch of a call that is not
-// idempotent returns only once it and the model's answer queued before it are
-// committed: a run resumed after the call left replays the answer rather than asking
-// the model again, and finds the call dispatched (its outcome unknown, never sent
-// again); and the commit fences the call: an orchestrator whose lease was taken over
-// sends nothing.
+// TestDispatchIsCommittedBeforeTheCallLeaves: a dispatch returns only once it and the
+// model's answer queued before it are committed: a run resumed after the call left
+// replays the answer (and its call ids, which the call's idempotency key holds) rather
+// than asking the model again, whose new ids would send the call again under a new key;
+// and the commit fences the call: an orchestrator whose lease was taken over sends
+// nothing. This holds for idempotent calls too.
 func TestDispatchIsCommittedBeforeTheCallLeaves(t *testing.T) {
-	mem, lease, store, j := gatedJournal(t)
+	mem, lease := memJournal(t)
+	store := &gatedStore{Store: mem, entered: make(chan struct{}, 1)}
+	j := newJournal(store, newRenewer(time.Minute), lease, time.Minute, jsonCodec{}, 1)
+	j.stop = func(error) {}
+	j.start()
+	if _, err := j.add(runlog.KindRequest, json.RawMessage(`{}`), nil, true); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := j.add(runlog.KindModel, json.RawMessage(`{"key":"loop_a/1","response":{"Text":""}}`), nil, false); err != nil {
 		t.Fatal(err)
 	}
-	release := store.hold()
+	shut := make(chan struct{})
+	store.mu.Lock()
+	store.shut = shut
+	store.mu.Unlock()
+	var open sync.Once
+	release := func() {
+		open.Do(func() {
+			store.mu.Lock()
+			store.shut = nil
+			store.mu.Unlock()
+			close(shut)
+		})
+	}
 	t.Cleanup(func() { release(); _ = j.close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	out := make(chan error, 1)
-	go func() { out <- j.Dispatched(ctx, "w", 1, false) }()
+	go func() { out <- j.Dispatched(ctx, "w", 1) }()
 	select {
 	case <-store.entered:
 	case <-ctx.Done():
 		t.Fatal("the dispatch was never committed")
 	}
-	returnsOnlyAfter(t, out, release, "the dispatch")
+	select {
+	case err := <-out:
+		t.Fatalf("the dispatch returned (%v) while its commit was held", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	release()
+	if err := <-out; err != nil {
+		t.Fatal(err)
+	}
 	recs, err := mem.Read(ctx, lease.RunID, 0, 100)
 	if err != nil {
 		t.Fatal(err)
@@ -467,108 +477,7 @@ func TestDispatchIsCommittedBeforeTheCallLeaves(t *testing.T) {
 	if _, err := mem.Acquire(ctx, lease.RunID, "me", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if err := j.Dispatched(ctx, "w", 1, false); !errors.Is(err, runlog.ErrFenced) {
+	if err := j.Dispatched(ctx, "w", 1); !errors.Is(err, runlog.ErrFenced) {
 		t.Errorf("a dispatch under a lease taken over: %v, want ErrFenced", err)
 	}
-}
-
-// TestIdempotentStepsDoNotWait: an idempotent call's dispatch and outcome and the
-// model's answer are queued, not waited for, and the model's next step does not wait for
-// them either (a run resumed without them asks the model again and sends the call again
-// under its key); the outcome of a call that is not idempotent is waited for before the
-// next step, with everything queued before it.
-func TestIdempotentStepsDoNotWait(t *testing.T) {
-	mem, lease, store, j := gatedJournal(t)
-	release := store.hold()
-	t.Cleanup(func() { release(); _ = j.close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	ctx = toolcall.WithCallInfo(ctx, tool.CallInfo{RunID: lease.RunID, LoopID: "loop_a", CallID: "call_1_1", Iteration: 1})
-	done := make(chan error, 1)
-	go func() {
-		if _, err := j.add(runlog.KindModel, json.RawMessage(`{"key":"loop_a/1","response":{"Text":""}}`), nil, false); err != nil {
-			done <- err
-			return
-		}
-		if err := j.Dispatched(ctx, "w", 1, true); err != nil {
-			done <- err
-			return
-		}
-		if err := j.Finished(ctx, toolinternal.OutcomeSucceeded, json.RawMessage(`{"kind":"text"}`), true); err != nil {
-			done <- err
-			return
-		}
-		done <- j.settle()
-	}()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-ctx.Done():
-		t.Fatal("an idempotent step waited for a commit that was held")
-	}
-
-	// The outcome of a call that is not idempotent holds the next step until it commits.
-	if err := j.Finished(ctx, toolinternal.OutcomeSucceeded, json.RawMessage(`{"kind":"text"}`), false); err != nil {
-		t.Fatal(err)
-	}
-	go func() { done <- j.settle() }()
-	returnsOnlyAfter(t, done, release, "the next step, which depends on the outcome,")
-	recs, err := mem.Read(ctx, lease.RunID, 0, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(recs) != 5 {
-		t.Errorf("committed %d records, want 5 (request, answer, dispatch, two outcomes)", len(recs))
-	}
-	idempotentCallWaitsForItsApproval(t, j, store)
-}
-
-// idempotentCallWaitsForItsApproval: an idempotent call does not leave before the
-// decision that approved it is committed (lost after the call left, a resumed run would
-// ask again, and a person who denied then would be told of an effect already taken).
-func idempotentCallWaitsForItsApproval(t *testing.T, j *journal, store *gatedStore) {
-	release := store.hold()
-	defer release()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	ctx = toolcall.WithCallInfo(ctx, tool.CallInfo{RunID: j.lease.RunID, LoopID: "loop_a", CallID: "call_2_1", Iteration: 2})
-	if _, err := j.add(runlog.KindDecision, json.RawMessage(`{"key":"k","approve":true}`), nil, false); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- j.Dispatched(ctx, "w", 1, true) }()
-	returnsOnlyAfter(t, done, release, "an approved idempotent call's dispatch")
-}
-
-// returnsOnlyAfter checks that done delivers nothing while the store holds its commits
-// (for 50 ms), then, once release lets them through, that it delivers no error; what
-// names the step that waits.
-func returnsOnlyAfter(t *testing.T, done <-chan error, release func(), what string) {
-	t.Helper()
-	select {
-	case err := <-done:
-		t.Fatalf("%s returned (%v) while the commit it waits for was held", what, err)
-	case <-time.After(50 * time.Millisecond):
-	}
-	release()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-}
-
-// gatedJournal is a run's journal in memory behind a gatedStore, started, its request
-// committed.
-func gatedJournal(t *testing.T) (runlog.Store, runlog.Lease, *gatedStore, *journal) {
-	t.Helper()
-	mem, lease := memJournal(t)
-	store := &gatedStore{Store: mem, entered: make(chan struct{}, 1)}
-	j := newJournal(store, newRenewer(time.Minute), lease, time.Minute, jsonCodec{}, 1)
-	j.stop = func(error) {}
-	j.start()
-	if _, err := j.add(runlog.KindRequest, json.RawMessage(`{}`), nil, true); err != nil {
-		t.Fatal(err)
-	}
-	return mem, lease, store, j
 }

@@ -80,7 +80,7 @@ func BenchmarkJournalRun(b *testing.B) {
 			call := toolcall.WithCallInfo(ctx, tool.CallInfo{RunID: lease.RunID, LoopID: loopID, CallID: id, Iteration: i})
 			j.event(loop.ModelCalled{Iteration: i})
 			j.event(loop.ToolCallStarted{LoopID: loopID, Iteration: i, Call: llm.ToolCall{ID: id}})
-			if err := j.Dispatched(call, "bench-loop", 1, true); err != nil {
+			if err := j.Dispatched(call, "bench-loop", 1); err != nil {
 				b.Fatal(err)
 			}
 			if err := j.Finished(call, "succeeded", outcome, true); err != nil {

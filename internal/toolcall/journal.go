@@ -252,7 +252,7 @@ func Journaled(ctx context.Context, name string, idempotent bool, d Dispatcher) 
 		return res, false
 	}
 	if d.Worker != "" {
-		if err := j.Dispatched(ctx, d.Worker, 1, idempotent); err != nil {
+		if err := j.Dispatched(ctx, d.Worker, 1); err != nil {
 			return JournalFailed(name, err), false
 		}
 	}

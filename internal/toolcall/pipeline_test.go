@@ -194,7 +194,7 @@ type journal struct {
 func (j *journal) Recorded(context.Context) ([]byte, bool, bool) {
 	return j.outcome, j.done, len(j.dispatched) > 0
 }
-func (j *journal) Dispatched(_ context.Context, worker string, _ int, _ bool) error {
+func (j *journal) Dispatched(_ context.Context, worker string, _ int) error {
 	j.dispatched = append(j.dispatched, worker)
 	return nil
 }

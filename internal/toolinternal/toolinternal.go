@@ -156,13 +156,10 @@ type Journal interface {
 	// Recorded reports what the journal holds for the call: the outcome data recorded
 	// with Finished (done), or that the call was dispatched and has no outcome.
 	Recorded(ctx context.Context) (data []byte, done, dispatched bool)
-	// Dispatched records that attempt attempt of the call goes to worker: durably before
-	// it returns when the call is not idempotent; an idempotent call's record may commit
-	// later (a run resumed without it sends the call again, under the same key when the
-	// model's answer that asked for it was kept). The call must not leave when it fails;
-	// it fails with ErrNotSent when the call's context ended first (a resumed run's
-	// deadline, held while it replayed, passed).
-	Dispatched(ctx context.Context, worker string, attempt int, idempotent bool) error
+	// Dispatched records, durably, that attempt attempt of the call goes to worker. The
+	// call must not leave when it fails; it fails with ErrNotSent when the call's context
+	// ended first (a resumed run's deadline, held while it replayed, passed).
+	Dispatched(ctx context.Context, worker string, attempt int) error
 	// Finished records, durably, the call's terminal outcome (one of the Outcome
 	// constants) and data the tool replays it from. idempotent says that the call may be
 	// sent again with its key, answering as it did (the worker's ledger): its record

@@ -209,9 +209,8 @@ type InvokeRequest struct {
 	ArgumentsJson string `protobuf:"bytes,2,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
 	// Id of the tool loop the call belongs to.
 	LoopId string `protobuf:"bytes,3,opt,name=loop_id,json=loopId,proto3" json:"loop_id,omitempty"`
-	// Key that identifies the logical call: run id, loop id, call id and a digest of the
-	// tool's name and arguments, joined by '/'; a worker may use it to recognise a call it
-	// has already executed. Empty for a call that belongs to no run.
+	// Key that identifies the logical call (run id + tool call id); a worker may use it to
+	// recognise a call it has already executed.
 	IdempotencyKey string `protobuf:"bytes,4,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// State the tool returned on an earlier call, round-tripped by the orchestrator.
 	State []byte `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`

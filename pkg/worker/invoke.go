@@ -126,7 +126,7 @@ func (s *invoker) invoke(ctx context.Context, req *toolpb.InvokeRequest, progres
 	// going back with the result.
 	c := &call{name: shown, route: name, args: args, st: toolcall.NewState(req.GetState()), facade: isFacade,
 		board: toolcall.NewCallBoard(wire.BindingsFromProto(req.GetBlackboard()), wire.MaxBlackboardUpdateBytes)}
-	ctx = toolcall.NewScope(ctx, callInfo(req), tenant, bag, args, c.st, c.board)
+	ctx = toolcall.NewScope(ctx, tool.CallInfo{RunID: req.GetRunId(), LoopID: req.GetLoopId(), CallID: req.GetCallId()}, tenant, bag, args, c.st, c.board)
 	if progress != nil {
 		ctx = toolcall.WithProgress(ctx, progress)
 	}
@@ -532,37 +532,4 @@ type tenantKey struct{}
 func Tenant(ctx context.Context) (string, bool) {
 	t, ok := ctx.Value(tenantKey{}).(string)
 	return t, ok
-}
-
-// callInfo is the call info of req: its ids, and the digest of its arguments read from
-// its idempotency key when the key is the ids' own with a digest after it (an
-// orchestrator that sends none leaves it empty), so that the call's IdempotencyKey is
-// the key it was sent.
-func callInfo(req *toolpb.InvokeRequest) tool.CallInfo {
-	info := tool.CallInfo{RunID: req.GetRunId(), LoopID: req.GetLoopId(), CallID: req.GetCallId()}
-	key := req.GetIdempotencyKey()
-	if info.RunID == "" && info.CallID == "" || len(key) < 17 || key[len(key)-17] != '/' {
-		return info
-	}
-	digest := key[len(key)-16:]
-	if strings.Trim(digest, "0123456789abcdef") != "" {
-		return info
-	}
-	// The rest is the key of the ids alone, compared piece by piece (no string made).
-	rest, ok := cutPart(key[:len(key)-17], info.RunID)
-	if info.LoopID != "" && ok {
-		rest, ok = cutPart(rest, info.LoopID)
-	}
-	if ok && rest == info.CallID {
-		info.ArgumentsDigest = digest
-	}
-	return info
-}
-
-// cutPart is s without part and the '/' after it, ok false when s does not start so.
-func cutPart(s, part string) (rest string, ok bool) {
-	if len(s) <= len(part) || s[:len(part)] != part || s[len(part)] != '/' {
-		return s, false
-	}
-	return s[len(part)+1:], true
 }

@@ -118,7 +118,7 @@ export interface ToolContext {
   readonly loopId: string;
   /** The tool call's id, as the model gave it. */
   readonly callId: string;
-  /** `<run_id>/<loop_id>/<call_id>/<arguments digest>`: the same on every attempt of one logical call. */
+  /** `<run_id>/<loop_id>/<call_id>`: the same on every attempt of one logical call. */
   readonly idempotencyKey: string;
   /**
    * The tenant the orchestrator verified for the run ("" without tenancy). Trust it only

@@ -446,7 +446,7 @@ class Context:
         """The tenant the orchestrator verified for the run (``InvokeRequest.tenant``);
         trust it only from an orchestrator you authenticated."""
         self.idempotency_key = idempotency_key
-        """``<run_id>/<loop_id>/<call_id>/<arguments digest>``: the same on every attempt of one call."""
+        """``<run_id>/<loop_id>/<call_id>``: the same on every attempt of one call."""
         self.values: Mapping[str, str] = dict(values or {})
         """The ToolCallContext entries the call carries (toolmesh's reserved keys left
         out: read the loop id and the tenant from their attributes)."""

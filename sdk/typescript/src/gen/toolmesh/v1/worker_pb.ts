@@ -121,9 +121,8 @@ export type InvokeRequest = Message<"toolmesh.v1.InvokeRequest"> & {
   loopId: string;
 
   /**
-   * Key that identifies the logical call: run id, loop id, call id and a digest of the
-   * tool's name and arguments, joined by '/'; a worker may use it to recognise a call it
-   * has already executed. Empty for a call that belongs to no run.
+   * Key that identifies the logical call (run id + tool call id); a worker may use it to
+   * recognise a call it has already executed.
    *
    * @generated from field: string idempotency_key = 4;
    */
