@@ -133,14 +133,15 @@ func (e *Exchanger) Token(ctx context.Context, subject string) (string, error) {
 		return "", fmt.Errorf("%w: the caller's token is %d bytes; at most %d are exchanged", ErrExchange, len(subject), MaxTokenBytes)
 	}
 	key := sha256.Sum256([]byte(subject))
-	now := e.opts.Now()
-	e.mu.Lock()
-	c, ok := e.cache[key]
-	e.mu.Unlock()
-	if ok && now.Before(c.refreshAt) {
-		return c.token, nil
+	if tok, ok := e.cached(key); ok {
+		return tok, nil
 	}
 	ch := e.flight.DoChan(string(key[:]), func() (any, error) {
+		// A flight that ended between the look above and this one kept its token: a
+		// caller that missed the cache just before it was filled does not exchange again.
+		if tok, ok := e.cached(key); ok {
+			return tok, nil
+		}
 		// The exchange outlives a caller that gives up: others may wait for it.
 		xctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.Timeout)
 		defer cancel()
@@ -155,6 +156,18 @@ func (e *Exchanger) Token(ctx context.Context, subject string) (string, error) {
 	case <-ctx.Done():
 		return "", fmt.Errorf("%w: gave up waiting for the token service: %w", ErrExchange, ctx.Err())
 	}
+}
+
+// cached is the token kept for key while it is not due for a refresh.
+func (e *Exchanger) cached(key [32]byte) (string, bool) {
+	now := e.opts.Now()
+	e.mu.Lock()
+	c, ok := e.cache[key]
+	e.mu.Unlock()
+	if ok && now.Before(c.refreshAt) {
+		return c.token, true
+	}
+	return "", false
 }
 
 // exchange asks the token endpoint for the group's token and keeps it.
