@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -36,10 +37,17 @@ var journey = []step{
 	{answer: true},
 }
 
+// askID is the part of a call id that the model makes unique to each answer.
+var askID = regexp.MustCompile(`_ask[0-9]+\b`)
+
 // ask is one request the model got.
 type ask struct {
-	turn   int
-	digest string // of the request body as sent: the conversation, the tools, the options
+	turn int
+	// digest is of the request body as sent (the conversation, the tools, the options),
+	// with the calls' ids as the model gave them less what is unique to each answer (see
+	// askID): a step asked again names its calls anew, and the requests after it differ
+	// from the uninterrupted run's in those ids only.
+	digest string
 	model  string // the model name the answer carried, unique to this request
 	body   []byte
 	at     time.Time
@@ -112,7 +120,7 @@ func (m *model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			results = append(results, fmt.Sprint(msg.Content))
 		}
 	}
-	sum := sha256.Sum256([]byte(raw.String()))
+	sum := sha256.Sum256([]byte(askID.ReplaceAllString(raw.String(), "")))
 	m.mu.Lock()
 	n := len(m.asks) + 1
 	name := fmt.Sprintf("gpt-crash-%d", n)
@@ -138,7 +146,11 @@ func (m *model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		var calls []any
 		for i, c := range st.calls {
-			calls = append(calls, map[string]any{"index": i, "id": fmt.Sprintf("call_%d_%d", turn, i), "type": "function",
+			// A new id at every answer, as hosted models give them (OpenAI's call_…,
+			// Anthropic's toolu_…): a step asked again names its calls anew, and a call
+			// that left before its answer was kept would go out again under another
+			// idempotency key.
+			calls = append(calls, map[string]any{"index": i, "id": fmt.Sprintf("call_%d_%d_ask%d", turn, i, n), "type": "function",
 				"function": map[string]any{"name": c.tool, "arguments": c.args}})
 		}
 		chunk(map[string]any{"role": "assistant", "tool_calls": calls}, nil)
