@@ -18,7 +18,8 @@
 //   - every idempotent call's real result reached the model; a call that is not
 //     idempotent was sent once at most, and its result or its unknown outcome reached
 //     the model;
-//   - no effect took place twice.
+//   - no effect took place twice, and every effect took place under the idempotency key
+//     of a dispatch in the journal (a call leaves only once its dispatch is on disk).
 //
 // make test runs each point once per store, at its third time (at the charge); make soak
 // (TOOLMESH_CRASH_SOAK=1) each at its first, second and third time.
@@ -27,6 +28,7 @@ package crash
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -43,6 +45,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	_ "modernc.org/sqlite"
 
+	"github.com/toolmesh/toolmesh/internal/examplegroups"
 	"github.com/toolmesh/toolmesh/internal/failpoint"
 	"github.com/toolmesh/toolmesh/internal/harness"
 	"github.com/toolmesh/toolmesh/internal/runlog"
@@ -52,21 +55,25 @@ import (
 
 // kill is where a case kills the orchestrator: a failpoint and the time it is reached;
 // or, with point duringCall, a SIGKILL while the calls of step nth are in flight (the
-// worker delays every call).
+// worker delays every call); or, with point afterEffect, a SIGKILL as soon as the worker
+// applied the run's nth payment (the worker delays no call).
 type kill struct {
 	point string
 	nth   int
 }
 
 // duringCall is a kill with a signal while a step's calls run, not at a failpoint;
-// duringResume one while the calls a resumed run sends again run.
+// duringResume one while the calls a resumed run sends again run; afterEffect one the
+// moment the worker logs a payment's effect, milliseconds after the model's answer
+// that asked for it: what the orchestrator had not committed by then is lost.
 const (
 	duringCall   = "during-calls"
 	duringResume = "during-resent-calls"
+	afterEffect  = "after-effect"
 )
 
 func (k kill) env() string {
-	if k.point == duringCall || k.point == duringResume {
+	if k.point == duringCall || k.point == duringResume || k.point == afterEffect {
 		return ""
 	}
 	return fmt.Sprintf("%s@%d", k.point, k.nth)
@@ -127,7 +134,18 @@ func cases(timings []int, sqlite bool) []crashCase {
 	// Signals while calls run: the worker's calls are cut short (an idempotent add and a
 	// charge of the fourth step; then the slow credit of the third, twice).
 	out = append(out, crashCase{{duringCall, 4}}, crashCase{{duringCall, 3}, {duringResume, 1}})
+	// Signals right after an idempotent credit took effect, the worker answering at once:
+	// alice's (the first step's, beside an add) and carol's (the third step's, alone). A
+	// call leaves only once the answer that asked for it is on disk, so the resumed run
+	// sends it again with the same idempotency key; were the answer lost, the model would
+	// be asked the step again, give its calls new ids, and credit twice.
+	out = append(out, crashCase{{afterEffect, 1}}, crashCase{{afterEffect, 3}})
 	return out
+}
+
+// fast reports whether the worker answers the case's calls at once (no delay).
+func (c crashCase) fast() bool {
+	return slices.ContainsFunc(c, func(k kill) bool { return k.point == afterEffect })
 }
 
 // store is a journal the cases run on.
@@ -219,8 +237,12 @@ func runCase(t *testing.T, st store, kills crashCase, base *outcome) *outcome {
 	o.start(next)
 	defer o.stop()
 	effects := filepath.Join(dir, "effects.db")
+	delay := callDelay
+	if kills.fast() {
+		delay = 0
+	}
 	w, err := harness.StartWorker("worker", "worker-1", "payments,math", addr, nil,
-		"--payments-db", effects, "--reconnect-min", "20ms", "--reconnect-max", "200ms", "--delay", callDelay.String())
+		"--payments-db", effects, "--reconnect-min", "20ms", "--reconnect-max", "200ms", "--delay", delay.String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +252,7 @@ func runCase(t *testing.T, st store, kills crashCase, base *outcome) *outcome {
 	}
 
 	run := startCaseRun(ctx, o)
-	killAtEach(ctx, t, o, md, kills, run)
+	killAtEach(ctx, t, o, w, md, kills, run)
 	evs := watchToEnd(ctx, t, o, run)
 	out := &outcome{asks: md.requests()}
 	c := checker{t: t, o: o}
@@ -242,6 +264,7 @@ func runCase(t *testing.T, st store, kills crashCase, base *outcome) *outcome {
 	}
 	c.model(out.asks, rec, base)
 	c.calls(evs, w.Lines(), effects)
+	c.dispatchedFirst(effects, rec)
 	if t.Failed() {
 		t.Logf("---- orchestrator ----\n%s\n---- worker ----\n%s", o.output(), w.Output())
 	}
@@ -294,10 +317,21 @@ func startCaseRun(ctx context.Context, o *orchestrator) *caseRun {
 // killAtEach waits for the orchestrator to die at each of kills (sending the signal
 // itself for the kills during calls) and starts it again, armed with the next; with no
 // kills it waits for the run's stream to end without an error.
-func killAtEach(ctx context.Context, t *testing.T, o *orchestrator, md *model, kills crashCase, run *caseRun) {
+func killAtEach(ctx context.Context, t *testing.T, o *orchestrator, w *harness.Proc, md *model, kills crashCase, run *caseRun) {
 	t.Helper()
 	for i := range kills {
 		switch kills[i].point {
+		case afterEffect:
+			seen := 0
+			if _, err := w.WaitLine(ctx, func(line string) bool {
+				if strings.Contains(line, examplegroups.EffectLog) {
+					seen++
+				}
+				return seen == kills[i].nth
+			}); err != nil {
+				t.Fatalf("the worker did not apply payment %d: %v", kills[i].nth, err)
+			}
+			_ = o.p.Kill()
 		case duringCall:
 			md.waitTurn(ctx, kills[i].nth, 0)
 			time.Sleep(callDelay / 3) // the calls wait at the worker
@@ -497,6 +531,8 @@ func (c checker) sameEvents(seen, evs []*toolpb.RunResponse) {
 // that answered (unique to a request).
 type journaled struct {
 	answeredBy map[int]string
+	// keys are the idempotency keys of the journal's dispatches.
+	keys map[string]bool
 	// snapshots counts the snapshot records (journal.snapshot_every is 4 here, so that
 	// resumes read from one at most points).
 	snapshots int
@@ -519,6 +555,20 @@ func (c checker) journal(open func() (runlog.Store, error), runID string) journa
 		c.t.Fatalf("reading the journal: %v", err)
 	}
 	j.snapshots = len(snaps)
+	dispatches, err := s.Read(context.Background(), runID, 0, 0, runlog.KindDispatch)
+	if err != nil {
+		c.t.Fatalf("reading the journal: %v", err)
+	}
+	j.keys = map[string]bool{}
+	for _, r := range dispatches {
+		var d struct {
+			Key string `json:"idempotency_key"`
+		}
+		if err := json.Unmarshal(r.Data, &d); err != nil || d.Key == "" {
+			c.t.Errorf("dispatch record %d has no idempotency key (%v): %s", r.Seq, err, r.Data)
+		}
+		j.keys[d.Key] = true
+	}
 	for i, r := range recs {
 		// A model record: {"key":"<loop>/<n>","response":{...,"Model":"openai/gpt-crash-<k>"}}.
 		s := string(r.Data)
@@ -534,6 +584,36 @@ func (c checker) journal(open func() (runlog.Store, error), runID string) journa
 		j.answeredBy[i+1] = s[at:end]
 	}
 	return j
+}
+
+// dispatchedFirst: every payment took effect under the idempotency key of a dispatch in
+// the journal. A call leaves only once its dispatch is committed, and with it the model's
+// answer that asked for it: a call whose dispatch a crash lost took effect for a step the
+// resumed run asks the model again, whose new call ids make new keys.
+func (c checker) dispatchedFirst(effects string, j journaled) {
+	c.t.Helper()
+	db, err := sql.Open("sqlite", effects)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer func() { _ = db.Close() }()
+	rows, err := db.Query(`SELECT tool, key FROM effects`)
+	if err != nil {
+		c.t.Fatalf("reading the effects: %v", err)
+	}
+	defer func() { _ = rows.Close() }()
+	for rows.Next() {
+		var tool, key string
+		if err := rows.Scan(&tool, &key); err != nil {
+			c.t.Fatal(err)
+		}
+		if !j.keys[key] {
+			c.t.Errorf("%s took effect under key %s, which no dispatch in the journal has", tool, key)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		c.t.Fatal(err)
+	}
 }
 
 // model: no recorded step asked again; every request the one the uninterrupted run sent.
