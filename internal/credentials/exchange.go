@@ -136,17 +136,7 @@ func (e *Exchanger) Token(ctx context.Context, subject string) (string, error) {
 	if tok, ok := e.cached(key); ok {
 		return tok, nil
 	}
-	ch := e.flight.DoChan(string(key[:]), func() (any, error) {
-		// A flight that ended between the look above and this one kept its token: a
-		// caller that missed the cache just before it was filled does not exchange again.
-		if tok, ok := e.cached(key); ok {
-			return tok, nil
-		}
-		// The exchange outlives a caller that gives up: others may wait for it.
-		xctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.Timeout)
-		defer cancel()
-		return e.exchange(xctx, key, subject)
-	})
+	ch := e.fly(ctx, key, subject)
 	select {
 	case r := <-ch:
 		if r.Err != nil {
@@ -156,6 +146,21 @@ func (e *Exchanger) Token(ctx context.Context, subject string) (string, error) {
 	case <-ctx.Done():
 		return "", fmt.Errorf("%w: gave up waiting for the token service: %w", ErrExchange, ctx.Err())
 	}
+}
+
+// fly joins the exchange for key under way, or starts one. A caller that missed the
+// cache just before a flight that ended filled it finds the token there and does not
+// exchange again.
+func (e *Exchanger) fly(ctx context.Context, key [32]byte, subject string) <-chan singleflight.Result {
+	return e.flight.DoChan(string(key[:]), func() (any, error) {
+		if tok, ok := e.cached(key); ok {
+			return tok, nil
+		}
+		// The exchange outlives a caller that gives up: others may wait for it.
+		xctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.Timeout)
+		defer cancel()
+		return e.exchange(xctx, key, subject)
+	})
 }
 
 // cached is the token kept for key while it is not due for a refresh.
