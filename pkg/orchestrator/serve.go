@@ -260,7 +260,7 @@ func (o *Orchestrator) webServer(g *grpc.Server) (*http.Server, error) {
 		return nil, fmt.Errorf("serving the API over HTTP: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/", sameOrigin(mediaTypes(api)))
+	mux.Handle("/", sameOrigin(mediaTypes(restPaths(api))))
 	if c := o.cfg.Console; c.Enabled {
 		mux.Handle(consolePath, console.Handler(consolePath, console.Config{TraceURL: c.TraceURL, Tenancy: len(o.cfg.Tenants) > 0}))
 		mux.Handle("GET /{$}", http.RedirectHandler(consolePath, http.StatusFound))

@@ -101,6 +101,37 @@ func TestWebProtocols(t *testing.T) {
 	t.Run("tenants", func(t *testing.T) { checkWebTenants(ctx, t, globex, webClient{base: base}) })
 	t.Run("cross-site requests", func(t *testing.T) { checkWebCrossSite(ctx, t, acme) })
 	t.Run("curl", func(t *testing.T) { checkWebCurl(ctx, t, acme) })
+	t.Run("ids with reserved characters", func(t *testing.T) { checkWebEscapedIDs(ctx, t, acme) })
+}
+
+// checkWebEscapedIDs reads and cancels over REST a run whose id has colons, sent escaped
+// (%3A) as the API's path rules ask of a variable, and unescaped, as curl users write
+// it; an id with a '/' (%2F), which no run may have, is refused naming the field, where
+// the transcoder answered all of them with a bare 404.
+func checkWebEscapedIDs(ctx context.Context, t *testing.T, acme webClient) {
+	t.Helper()
+	const id = "team:job-7.x"
+	req, _ := protojson.Marshal(&toolpb.RunRequest{RunId: id, Prompt: "echo", ToolGroups: []string{"echo_acme"}})
+	code, _, body := acme.do(ctx, t, http.MethodPost, "/toolmesh.v1.OrchestratorService/Run", "application/connect+json", envelope(0, req))
+	if _, msgs := envelopes(t, body); code != http.StatusOK || strings.TrimSpace(string(msgs[len(msgs)-1])) != "{}" {
+		t.Fatalf("Connect Run of %q: HTTP %d %s", id, code, body)
+	}
+	for _, path := range []string{"/v1/runs/team%3Ajob-7.x", "/v1/runs/team:job-7.x"} {
+		code, _, body := acme.do(ctx, t, http.MethodGet, path, "", nil)
+		got := &toolpb.GetRunResponse{}
+		if code != http.StatusOK || protojson.Unmarshal(body, got) != nil || got.GetRunId() != id {
+			t.Errorf("REST GET %s: HTTP %d %s; want run %q", path, code, body, id)
+		}
+	}
+	for _, path := range []string{"/v1/runs/team%3Ajob-7.x:cancel", "/v1/runs/team:job-7.x:cancel"} {
+		if code, _, body := acme.do(ctx, t, http.MethodPost, path, "application/json", []byte(`{}`)); code != http.StatusOK || !strings.Contains(string(body), "RUN_STATE_SUCCEEDED") {
+			t.Errorf("REST POST %s: HTTP %d %s; want the finished run's state", path, code, body)
+		}
+	}
+	code, _, body = acme.do(ctx, t, http.MethodGet, "/v1/runs/team%2Fjob", "", nil)
+	if code != http.StatusBadRequest || !strings.Contains(string(body), `"field":"run_id"`) || !strings.Contains(string(body), `team/job`) {
+		t.Errorf("REST GET of an id with a '/': HTTP %d %s; want INVALID_ARGUMENT naming run_id", code, body)
+	}
 }
 
 // webConnectRun starts the run web-1 over Connect (JSON envelopes) and returns its events.
