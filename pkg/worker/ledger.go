@@ -100,37 +100,46 @@ func (m *MemoryLedger) Len() int {
 }
 
 // keyLocks serialises the calls of one idempotency key in this process, so that a
-// duplicate that arrives while the first runs waits for its answer.
+// duplicate that arrives while the first runs waits for its answer, as long as its own
+// caller waits.
 type keyLocks struct {
 	mu sync.Mutex
 	m  map[string]*keyLock
 }
 
+// keyLock is held by the call that has a token in held (a channel of one).
 type keyLock struct {
-	mu   sync.Mutex
+	held chan struct{}
 	refs int
 }
 
-func (k *keyLocks) lock(key string) func() {
+// lock takes key's lock, or gives up when ctx ends first: a duplicate whose caller left
+// (a resumed run cancelled, an orchestrator gone again) does not wait out the first call.
+func (k *keyLocks) lock(ctx context.Context, key string) (func(), error) {
 	k.mu.Lock()
 	if k.m == nil {
 		k.m = map[string]*keyLock{}
 	}
 	l := k.m[key]
 	if l == nil {
-		l = &keyLock{}
+		l = &keyLock{held: make(chan struct{}, 1)}
 		k.m[key] = l
 	}
 	l.refs++
 	k.mu.Unlock()
-	l.mu.Lock()
-	return func() {
-		l.mu.Unlock()
+	release := func() {
 		k.mu.Lock()
 		if l.refs--; l.refs == 0 {
 			delete(k.m, key)
 		}
 		k.mu.Unlock()
+	}
+	select {
+	case l.held <- struct{}{}:
+		return func() { <-l.held; release() }, nil
+	case <-ctx.Done():
+		release()
+		return nil, status.FromContextError(ctx.Err()).Err()
 	}
 }
 
@@ -144,7 +153,10 @@ func (s *invoker) invokeOnce(ctx context.Context, req *toolpb.InvokeRequest, pro
 		return s.invoke(ctx, req, progress)
 	}
 	key := req.GetTool() + "\x00" + req.GetIdempotencyKey()
-	unlock := s.w.keys.lock(key)
+	unlock, err := s.w.keys.lock(ctx, key)
+	if err != nil {
+		return nil, err
+	}
 	defer unlock()
 	if b, ok, err := l.Load(ctx, key); err != nil {
 		s.w.log.WarnContext(ctx, "idempotency ledger unreadable: running the call", "tool", req.GetTool(), "error", err.Error())

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/toolmesh/toolmesh/pkg/schema"
 	"github.com/toolmesh/toolmesh/pkg/tool"
@@ -286,4 +288,57 @@ func watchInvoke(arrived, ended func(*toolpb.InvokeRequest)) grpc.ServerOption {
 		}
 		return h(ctx, req)
 	})
+}
+
+// A duplicate that waits for its key while the first call runs gives up when its own
+// caller leaves, rather than when the first call ends: it held a handler and its key's
+// lock for as long as the slowest call of the key.
+func TestLedgerDuplicateGivesUpWithItsCaller(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{})
+	charge := tool.New("charge", "Charge a card.", schema.Empty(), func(ctx context.Context, _ string) (tool.Result, error) {
+		close(started)
+		<-release
+		return tool.Text("charged"), nil
+	})
+	arrived := make(chan struct{}, 2)
+	duplicateEnded := make(chan struct{})
+	var calls atomic.Int32
+	watch := watchInvoke(func(*toolpb.InvokeRequest) { arrived <- struct{}{} }, func(*toolpb.InvokeRequest) {
+		if calls.Add(1) == 1 {
+			close(duplicateEnded) // the first to end: the duplicate, unless it waited
+		}
+	})
+	w := start(t, Options{Ledger: NewMemoryLedger(0), ServerOptions: []grpc.ServerOption{watch}}, Group{Role: "pay", Tools: []tool.Tool{charge}})
+	c := w.client()
+	req := &toolpb.InvokeRequest{Tool: "charge", ArgumentsJson: `{}`, IdempotencyKey: "run_1/call_1"}
+	first := make(chan error, 1)
+	go func() { _, err := c.Invoke(testContext(t), req); first <- err }()
+	<-arrived
+	<-started
+	ctx, cancel := context.WithCancel(testContext(t))
+	dup := make(chan error, 1)
+	go func() { _, err := c.Invoke(ctx, req); dup <- err }()
+	<-arrived
+	time.Sleep(20 * time.Millisecond) // the duplicate waits for the key
+	cancel()
+	select {
+	case <-duplicateEnded:
+	case <-time.After(5 * time.Second):
+		t.Error("the duplicate's handler still waits for the first call 5 s after its caller left")
+	}
+	if err := <-dup; status.Code(err) != codes.Canceled {
+		t.Errorf("the duplicate: %v, want Canceled", err)
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Errorf("the first call: %v", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !w.keys.idle() && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if !w.keys.idle() {
+		t.Error("a key's lock is still held after both calls ended")
+	}
 }

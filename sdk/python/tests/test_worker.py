@@ -413,6 +413,24 @@ class WorkerTest(unittest.IsolatedAsyncioTestCase):
         # Every call, the cancelled one included, gave its slot back.
         self.assertEqual((self.worker._active, self.worker._calls, len(self.worker._keys)), (0, 0, 0))
 
+    async def test_ledger_duplicate_gives_up_with_its_caller(self) -> None:
+        # A duplicate waiting for its key while the first call runs stops waiting when its
+        # own caller leaves, not when the first call ends.
+        first = asyncio.ensure_future(
+            self.client.invoke("charge", '{"account":"slow","wait":1.0}', idempotency_key="r/l/slow"))
+        await asyncio.sleep(0.1)
+        with self.assertRaises(grpc.aio.AioRpcError):
+            await self.client.invoke("charge", '{"account":"slow"}', idempotency_key="r/l/slow", timeout=0.1)
+        key = "charge\x00r/l/slow"
+        for _ in range(100):  # the duplicate's handler ends after its caller gave up
+            if self.worker._keys._locks.get(key, (None, 0))[1] == 1:
+                break
+            await asyncio.sleep(0.005)
+        self.assertFalse(first.done())
+        self.assertEqual(self.worker._keys._locks[key][1], 1, "the duplicate still waits for the first call")
+        self.assertEqual((await first).text, "charged slow (1)")
+        self.assertEqual(len(self.worker._keys), 0)
+
     async def test_result_bound(self) -> None:
         self.assertEqual(len((await self.client.invoke("big", '{"n":100000}')).text), 100000)
         r = await self.client.invoke("big", '{"n":4200000}')

@@ -105,8 +105,13 @@ export class MemoryLedger implements Ledger {
 export class KeyLocks {
   readonly #locks = new Map<string, { tail: Promise<void>; refs: number }>();
 
-  /** Waits for the key's earlier holders, then returns the function that releases it. */
-  async lock(key: string): Promise<() => void> {
+  /**
+   * Waits for the key's earlier holders, then returns the function that releases it.
+   * With a signal, a waiter whose caller leaves gives up (rejecting with the signal's
+   * reason) rather than wait out the calls ahead of it: a duplicate of a slow call does
+   * not hold its handler for as long; the key passes on in order all the same.
+   */
+  async lock(key: string, signal?: AbortSignal): Promise<() => void> {
     let l = this.#locks.get(key);
     if (!l) {
       l = { tail: Promise.resolve(), refs: 0 };
@@ -116,15 +121,25 @@ export class KeyLocks {
     const prev = l.tail;
     let release!: () => void;
     l.tail = new Promise<void>((resolve) => (release = resolve));
-    await prev;
     const entry = l;
     let released = false;
-    return () => {
+    const unlock = () => {
       if (released) return;
       released = true;
       release();
       if (--entry.refs === 0 && this.#locks.get(key) === entry) this.#locks.delete(key);
     };
+    if (signal) {
+      try {
+        await settleBy(prev, signal);
+      } catch (e) {
+        void prev.then(unlock); // its turn, when it comes, passes to the next at once
+        throw e;
+      }
+    } else {
+      await prev;
+    }
+    return unlock;
   }
 
   /** The keys held or waited for. */

@@ -715,7 +715,12 @@ export class Worker {
     const ledger = this.#ledger;
     if (!ledger || !t?.ledger || req.idempotencyKey === "") return this.#invoke(req, md, signal, deadline, report);
     const key = req.tool + "\x00" + req.idempotencyKey;
-    const unlock = await this.#keys.lock(key);
+    let unlock: () => void;
+    try {
+      unlock = await this.#keys.lock(key, signal);
+    } catch {
+      throw abortStatus(signal); // the caller left while the call waited for its key
+    }
     try {
       let kept: Uint8Array | undefined;
       try {

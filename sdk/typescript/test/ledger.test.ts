@@ -46,6 +46,26 @@ test("KeyLocks serialise one key, not others, and hold nothing once released", a
   assert.equal(locks.size, 0);
 });
 
+test("KeyLocks: a waiter whose signal aborts gives up at once, and the key still passes on in order", async () => {
+  const locks = new KeyLocks();
+  const first = await locks.lock("k");
+  const ac = new AbortController();
+  const gaveUp = locks.lock("k", ac.signal);
+  let thirdHeld = false;
+  const third = locks.lock("k").then((release) => {
+    thirdHeld = true;
+    return release;
+  });
+  ac.abort(new Error("the caller left"));
+  await assert.rejects(gaveUp, /the caller left/);
+  await new Promise((r) => setImmediate(r));
+  assert.equal(thirdHeld, false, "the third waiter went ahead of the first holder");
+  first();
+  (await third)();
+  assert.equal(thirdHeld, true);
+  assert.equal(locks.size, 0);
+});
+
 test("settleBy takes a ledger's plain answer (a JavaScript ledger may not return a promise)", async () => {
   const signal = new AbortController().signal;
   const plain = new Uint8Array([7]) as unknown as Promise<Uint8Array>;
