@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -322,7 +323,7 @@ func (o *Orchestrator) knownHost(next http.Handler) http.Handler {
 			host = h
 		}
 		host = strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), "."))
-		if host == "" || net.ParseIP(host) != nil || host == "localhost" || strings.HasSuffix(host, ".localhost") || allowed[host] {
+		if host == "" || isIPLiteral(host) || host == "localhost" || strings.HasSuffix(host, ".localhost") || allowed[host] {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -330,6 +331,17 @@ func (o *Orchestrator) knownHost(next http.Handler) http.Handler {
 		o.log.Warn("request refused: its Host is not a name the orchestrator answers to", "event", "audit", "host", host)
 		http.Error(w, fmt.Sprintf("this orchestrator does not answer to the host name %q: list it in server.allowed_hosts", host), http.StatusMisdirectedRequest)
 	})
+}
+
+// isIPLiteral reports whether host, from a Host header, is an IP address: an IPv6
+// address may name its zone (fe80::1%25eth0, the '%' escaped as URLs have it). No DNS
+// name resolves to it, so no rebinding reaches the orchestrator through it.
+func isIPLiteral(host string) bool {
+	if net.ParseIP(host) != nil {
+		return true
+	}
+	a, err := netip.ParseAddr(strings.Replace(host, "%25", "%", 1))
+	return err == nil && a.Is6() && a.Zone() != ""
 }
 
 // publicOrigin is the origin of the endpoint's public URL (mcp_serve.resource), which a

@@ -48,6 +48,7 @@ func TestKnownHost(t *testing.T) {
 		{open, "Mesh.Internal.:8090", http.StatusOK},
 		{open, "mesh.internal", http.StatusOK},
 		{open, "[::1]:8090", http.StatusOK},
+		{open, "[fe80::1%25eth0]:8090", http.StatusOK}, // a link-local address with its zone
 		{open, "10.0.0.5:8090", http.StatusOK},
 		{open, "localhost", http.StatusOK},
 		{open, "evil.example", http.StatusMisdirectedRequest},
