@@ -1,11 +1,19 @@
 package orchestrator
 
 import (
+	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
+	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/api/annotations"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
@@ -25,9 +33,19 @@ import (
 // verb of the API (cancel, approve): GET /v1/runs/team:42 reads run team:42, and POST
 // /v1/runs/team:42:cancel cancels it. An id that ends in ":cancel" itself must be sent
 // escaped, as the API's path rules ask of every reserved character in a variable.
+//
+// A REST path whose variables decode to bytes that are not UTF-8 text is refused as a bad
+// request naming the path, where the transcoder failed it as an internal error.
 func restPaths(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if p := escapedRESTPath(r.URL.EscapedPath()); p != r.URL.Path {
+		p := escapedRESTPath(clientPath(r))
+		if !strings.HasPrefix(p, "/toolmesh.") {
+			if seg, ok := notText(p); ok {
+				writeRESTError(w, invalidPath(seg))
+				return
+			}
+		}
+		if p != r.URL.Path {
 			u := *r.URL
 			u.Path, u.RawPath = p, ""
 			r2 := *r
@@ -36,6 +54,80 @@ func restPaths(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// clientPath is r's path as the client escaped it. Where the client left bytes raw that
+// a URL escapes (UTF-8 text, '|', '"', ...), Go keeps no escaped form of the path
+// (URL.RawPath) and URL.EscapedPath escapes the decoded one again, turning the client's
+// %2F into a '/': the path is then taken from the request line itself, those bytes
+// escaped and the client's escapes kept as they came.
+func clientPath(r *http.Request) string {
+	raw, _, _ := strings.Cut(r.RequestURI, "?")
+	if _, rest, ok := strings.Cut(raw, "://"); ok && !strings.HasPrefix(raw, "/") {
+		raw = "" // the absolute form (a proxy's request): its path follows the host
+		if i := strings.IndexByte(rest, '/'); i >= 0 {
+			raw = rest[i:]
+		}
+	}
+	if !strings.HasPrefix(raw, "/") {
+		return r.URL.EscapedPath()
+	}
+	var b strings.Builder
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; {
+		case c == '%' && i+2 < len(raw) && isHex(raw[i+1]) && isHex(raw[i+2]):
+			b.WriteString(raw[i : i+3])
+			i += 2
+		case c <= ' ' || c >= 0x7f || strings.IndexByte("\"%<>\\^`{|}", c) >= 0:
+			fmt.Fprintf(&b, "%%%02X", c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// notText returns the first segment of the escaped path p that does not decode to UTF-8
+// text.
+func notText(p string) (string, bool) {
+	for seg := range strings.SplitSeq(p, "/") {
+		if v, err := url.PathUnescape(seg); err == nil && !utf8.ValidString(v) {
+			return seg, true
+		}
+	}
+	return "", false
+}
+
+// invalidPath is the refusal of a REST path with a segment that is not UTF-8 text.
+func invalidPath(seg string) *status.Status {
+	msg := fmt.Sprintf("path: the segment %q does not decode to UTF-8 text", seg)
+	st, err := status.New(codes.InvalidArgument, msg).WithDetails(
+		&errdetails.ErrorInfo{Domain: "toolmesh.dev", Reason: "INVALID_REQUEST", Metadata: map[string]string{"field": "path"}},
+		&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: "path", Description: msg}}})
+	if err != nil {
+		return status.New(codes.InvalidArgument, msg)
+	}
+	return st
+}
+
+// writeRESTError answers a REST request with st as the transcoder answers an error: a
+// google.rpc.Status in JSON, with the HTTP status of its code.
+func writeRESTError(w http.ResponseWriter, st *status.Status) {
+	body, err := protojson.Marshal(st.Proto())
+	if err != nil {
+		body = []byte(`{"code":13,"message":"internal error"}`)
+	}
+	code, ok := httpStatus[connect.Code(st.Code())]
+	if !ok {
+		code = http.StatusInternalServerError
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(body)
 }
 
 // escapedRESTPath is the escaped path p with each ':' of its last segment escaped but

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -30,12 +31,39 @@ func TestRESTPathsKeepTheClientsEscapes(t *testing.T) {
 		{"/v1/runs/a%20b", "/v1/runs/a%20b"},
 		{"/v1/runs/r:1/calls/c:2:approve", "/v1/runs/r:1/calls/c%3A2:approve"},
 		{"/toolmesh.v1.OrchestratorService/GetRun", "/toolmesh.v1.OrchestratorService/GetRun"},
+		// Bytes left raw that a URL escapes: Go keeps no escaped path then, and the
+		// client's own escapes (%2F, %3A) must not be decoded on the way.
+		{"/v1/runs/r/calls/call_\xc3\xa9%2F1:approve", "/v1/runs/r/calls/call_%C3%A9%2F1:approve"},
+		{"/v1/runs/r/calls/c|%3Aapprove", "/v1/runs/r/calls/c%7C%3Aapprove"},
+		{"/v1/runs/x\"%3Acancel", "/v1/runs/x%22%3Acancel"},
 	} {
-		var got string
-		h := restPaths(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { got = r.URL.Path }))
-		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "http://orchestrator"+tc.sent, nil))
-		if got != tc.want {
-			t.Errorf("%s: the transcoder got %s, want %s", tc.sent, got, tc.want)
+		for _, target := range []string{tc.sent, "http://orchestrator" + tc.sent} { // origin form, absolute form
+			var got string
+			h := restPaths(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { got = r.URL.Path }))
+			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, target, nil))
+			if got != tc.want {
+				t.Errorf("%s: the transcoder got %s, want %s", target, got, tc.want)
+			}
 		}
+	}
+}
+
+// A REST path whose variable does not decode to UTF-8 text is a bad request naming the
+// path, as a google.rpc.Status in JSON; the transcoder failed it as an internal error.
+func TestRESTPathsRefuseBytesThatAreNotText(t *testing.T) {
+	reached := false
+	h := restPaths(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached = true }))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/v1/runs/%FF", nil))
+	body := w.Body.String()
+	if reached || w.Code != http.StatusBadRequest || w.Header().Get("Content-Type") != "application/json" ||
+		!strings.Contains(body, `"code":3`) || !strings.Contains(body, `"field":"path"`) || !strings.Contains(body, "%FF") {
+		t.Errorf("GET /v1/runs/%%FF: reached the transcoder %v, HTTP %d %s %s; want 400 naming the path", reached, w.Code, w.Header().Get("Content-Type"), body)
+	}
+	// Connect's paths are the transcoder's to answer.
+	w = httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/toolmesh.v1.OrchestratorService/%FF", nil))
+	if !reached {
+		t.Error("a Connect path was refused before the transcoder")
 	}
 }

@@ -107,7 +107,8 @@ func TestWebProtocols(t *testing.T) {
 // checkWebEscapedIDs reads and cancels over REST a run whose id has colons, sent escaped
 // (%3A) as the API's path rules ask of a variable, and unescaped, as curl users write
 // it; an id with a '/' (%2F), which no run may have, is refused naming the field, where
-// the transcoder answered all of them with a bare 404.
+// the transcoder answered all of them with a bare 404; one that is not UTF-8 is refused
+// naming the path, where it was an internal error.
 func checkWebEscapedIDs(ctx context.Context, t *testing.T, acme webClient) {
 	t.Helper()
 	const id = "team:job-7.x"
@@ -131,6 +132,10 @@ func checkWebEscapedIDs(ctx context.Context, t *testing.T, acme webClient) {
 	code, _, body = acme.do(ctx, t, http.MethodGet, "/v1/runs/team%2Fjob", "", nil)
 	if code != http.StatusBadRequest || !strings.Contains(string(body), `"field":"run_id"`) || !strings.Contains(string(body), `team/job`) {
 		t.Errorf("REST GET of an id with a '/': HTTP %d %s; want INVALID_ARGUMENT naming run_id", code, body)
+	}
+	code, _, body = acme.do(ctx, t, http.MethodGet, "/v1/runs/%FF", "", nil)
+	if code != http.StatusBadRequest || !strings.Contains(string(body), `"field":"path"`) {
+		t.Errorf("REST GET of an id that is not UTF-8: HTTP %d %s; want INVALID_ARGUMENT naming the path", code, body)
 	}
 }
 
