@@ -156,7 +156,7 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 		}
 	}
 	cancel() // Maintain, WatchHealth and the quarantine's watch end with it
-	o.stop(g, hs)
+	o.stop(g, hs, web)
 	bg.Wait()
 	return err
 }
@@ -179,13 +179,24 @@ func (o *Orchestrator) serve(ctx context.Context, bg *sync.WaitGroup) error {
 	return o.serveMCP()
 }
 
-// stop shuts the services down in order: health first, then runs, then the server.
-func (o *Orchestrator) stop(g *grpc.Server, hs *health.Server) {
+// stop shuts the services down in order: health first, then runs, then the HTTP side,
+// then the gRPC server.
+//
+// The HTTP side's calls reach the gRPC server through the transcoder, over streams the
+// gRPC server's stop closes at once (its drain of an HTTP handler's stream is a close):
+// a stream ending just then lost its status, and the client read "missing trailer
+// header Grpc-Status", an internal error, where a gRPC client read the run's status. So
+// the HTTP server is shut down first, waiting (5 s at most, as the gRPC server's own
+// graceful stop does) for the calls under way to end with their statuses.
+func (o *Orchestrator) stop(g *grpc.Server, hs *health.Server, web *http.Server) {
 	o.log.Info("orchestrator shutting down", "timeout", o.shutdown.String())
 	hs.Shutdown()
 	sctx, cancel := context.WithTimeout(context.Background(), o.shutdown)
 	defer cancel()
 	o.srv.Shutdown(sctx)
+	wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_ = web.Shutdown(wctx)
+	wcancel()
 	stopped := make(chan struct{})
 	go func() { g.GracefulStop(); close(stopped) }()
 	select {
