@@ -6,6 +6,7 @@ import (
 	"compress/flate"
 	"compress/gzip"
 	"context"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -25,9 +26,12 @@ import (
 	"connectrpc.com/vanguard"
 	"golang.org/x/sync/semaphore"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // The HTTP side of the port (and the MCP endpoint) read request bodies before the gRPC
@@ -261,8 +265,19 @@ func streamed(r *http.Request) bool {
 	return strings.HasPrefix(ct, "application/grpc") || strings.HasPrefix(ct, "application/connect+")
 }
 
-// errBusy is a body refused for want of room in the budget.
-var errBusy = connect.NewError(connect.CodeUnavailable, errors.New("the orchestrator is receiving as many requests as it may at once; retry later"))
+// errBusy is a body refused for want of room in the budget: retry in a second.
+var errBusy = withDetails(connect.NewError(connect.CodeUnavailable, errors.New("the orchestrator is receiving as many requests as it may at once; retry later")),
+	&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Second)})
+
+// withDetails adds details to ce and returns it.
+func withDetails(ce *connect.Error, details ...proto.Message) *connect.Error {
+	for _, m := range details {
+		if d, err := connect.NewErrorDetail(m); err == nil {
+			ce.AddDetail(d)
+		}
+	}
+	return ce
+}
 
 // refuse answers a request whose body the gate refused, as the transcoder answers an
 // error, in the request's protocol: gRPC-Web in headers (grpc-status), Connect's streams
@@ -295,10 +310,17 @@ func (g *bodyGate) refuse(w http.ResponseWriter, r *http.Request, err error) {
 		h.Set("Content-Type", r.Header.Get("Content-Type"))
 		h.Set("Grpc-Status", strconv.Itoa(int(ce.Code())))
 		h.Set("Grpc-Message", url.PathEscape(ce.Message()))
+		if len(ce.Details()) > 0 {
+			if b, err := proto.Marshal(statusOf(ce)); err == nil {
+				h.Set("Grpc-Status-Details-Bin", base64.RawStdEncoding.EncodeToString(b))
+			}
+		}
 		w.WriteHeader(http.StatusOK)
 		return
 	case strings.HasPrefix(ct, "application/connect+"):
-		end, _ := json.Marshal(map[string]any{"error": map[string]string{"code": ce.Code().String(), "message": ce.Message()}})
+		end, _ := json.Marshal(struct {
+			Error connectError `json:"error"`
+		}{connectErrorOf(ce)})
 		h.Set("Content-Type", r.Header.Get("Content-Type"))
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write(binary.BigEndian.AppendUint32([]byte{2}, uint32(len(end))))
@@ -307,10 +329,9 @@ func (g *bodyGate) refuse(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	var body []byte
 	if strings.HasPrefix(r.URL.Path, "/toolmesh.") {
-		body, _ = json.Marshal(struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-		}{ce.Code().String(), ce.Message()})
+		body, _ = json.Marshal(connectErrorOf(ce))
+	} else if b, err := protojson.Marshal(statusOf(ce)); err == nil {
+		body = b
 	} else {
 		body, _ = json.Marshal(struct {
 			Code    int      `json:"code"`
@@ -323,6 +344,36 @@ func (g *bodyGate) refuse(w http.ResponseWriter, r *http.Request, err error) {
 	_, _ = w.Write(body)
 }
 
+// statusOf is ce as a google.rpc.Status, details included: REST's error body, and
+// gRPC-Web's grpc-status-details-bin.
+func statusOf(ce *connect.Error) *spb.Status {
+	st := &spb.Status{Code: int32(ce.Code()), Message: ce.Message()}
+	for _, d := range ce.Details() {
+		st.Details = append(st.Details, &anypb.Any{TypeUrl: "type.googleapis.com/" + d.Type(), Value: d.Bytes()})
+	}
+	return st
+}
+
+// connectError is the Connect protocol's error JSON.
+type connectError struct {
+	Code    string          `json:"code"`
+	Message string          `json:"message"`
+	Details []connectDetail `json:"details,omitempty"`
+}
+
+type connectDetail struct {
+	Type  string `json:"type"`
+	Value string `json:"value"` // the detail's protobuf encoding, in base64
+}
+
+func connectErrorOf(ce *connect.Error) connectError {
+	e := connectError{Code: ce.Code().String(), Message: ce.Message()}
+	for _, d := range ce.Details() {
+		e.Details = append(e.Details, connectDetail{Type: d.Type(), Value: base64.RawStdEncoding.EncodeToString(d.Bytes())})
+	}
+	return e
+}
+
 // refusal is the error a request is refused with for err, met reading its body.
 func refusal(r *http.Request, err error) *connect.Error {
 	if ce := new(connect.Error); errors.As(err, &ce) {
@@ -330,7 +381,10 @@ func refusal(r *http.Request, err error) *connect.Error {
 	}
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		return connect.NewError(connect.CodeDeadlineExceeded, errors.New("the request body stopped coming"))
+		// As over gRPC, where a request that does not arrive in time is REQUEST_TIMEOUT,
+		// retried after a second.
+		return withDetails(connect.NewError(connect.CodeDeadlineExceeded, errors.New("the request body stopped coming")),
+			&errdetails.ErrorInfo{Domain: "toolmesh.dev", Reason: "REQUEST_TIMEOUT"}, &errdetails.RetryInfo{RetryDelay: durationpb.New(time.Second)})
 	case r.Context().Err() != nil || errors.Is(err, io.ErrUnexpectedEOF):
 		return connect.NewError(connect.CodeCanceled, errors.New("the request body ended before its end"))
 	}
@@ -358,7 +412,9 @@ func (e tooLarge) Error() string {
 func (e tooLarge) Unwrap() error { return &http.MaxBytesError{Limit: e.limit} }
 
 func (g *bodyGate) tooLarge() error {
-	return connect.NewError(connect.CodeResourceExhausted, tooLarge{g.limit})
+	e := tooLarge{g.limit}
+	return withDetails(connect.NewError(connect.CodeResourceExhausted, e),
+		&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: "body", Description: e.Error()}}})
 }
 
 // gatedBody is a body being read by wrap, counted against the budget for what it

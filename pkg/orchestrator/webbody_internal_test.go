@@ -4,14 +4,25 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sync/semaphore"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // TestBoundedGzip: a message that decompresses to its bound is read whole; one byte more
@@ -86,4 +97,102 @@ func TestRefuseOverHTTP2KeepsTheConnection(t *testing.T) {
 			t.Errorf("HTTP/%d: %d, Connection %q; want 503, %q", major, w.Code, got, want)
 		}
 	}
+}
+
+// TestRefusalsCarryTheirDetails: a refused body's error has the same details in every
+// protocol, as the transcoder's errors do: REST's google.rpc.Status, Connect's error
+// JSON (unary, and a stream's end), gRPC-Web's grpc-status-details-bin. They had the
+// code and message alone.
+func TestRefusalsCarryTheirDetails(t *testing.T) {
+	g := newBodyGate(1<<20, 1<<10, true)
+	for _, tc := range []struct {
+		name string
+		err  error
+		want proto.Message // one of the details, as it must come back
+	}{
+		{"busy", errBusy, &errdetails.RetryInfo{RetryDelay: durationpb.New(time.Second)}},
+		{"too large", g.tooLarge(), &errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: "body", Description: "the request body is larger than the 1024 bytes the orchestrator takes"}}}},
+		{"stopped coming", os.ErrDeadlineExceeded, &errdetails.ErrorInfo{Domain: "toolmesh.dev", Reason: "REQUEST_TIMEOUT"}},
+	} {
+		for _, p := range []struct{ path, contentType string }{
+			{"/v1/runs/x:cancel", "application/json"},
+			{"/toolmesh.v1.OrchestratorService/CancelRun", "application/json"},
+			{"/toolmesh.v1.OrchestratorService/Run", "application/connect+json"},
+			{"/toolmesh.v1.OrchestratorService/Run", "application/grpc-web+proto"},
+		} {
+			r := httptest.NewRequest(http.MethodPost, p.path, nil)
+			r.Header.Set("Content-Type", p.contentType)
+			w := httptest.NewRecorder()
+			g.refuse(w, r, tc.err)
+			details, err := refusalDetails(w, p.contentType, strings.HasPrefix(p.path, "/v1/"))
+			if err != nil {
+				t.Errorf("%s over %s %s: %v (HTTP %d, %s)", tc.name, p.path, p.contentType, err, w.Code, w.Body)
+				continue
+			}
+			if !slices.ContainsFunc(details, func(m proto.Message) bool { return proto.Equal(m, tc.want) }) {
+				t.Errorf("%s over %s %s: details %v, want %v among them", tc.name, p.path, p.contentType, details, tc.want)
+			}
+		}
+	}
+}
+
+// refusalDetails reads the details of a refusal as a client of its protocol does.
+func refusalDetails(w *httptest.ResponseRecorder, contentType string, rest bool) ([]proto.Message, error) {
+	fromAnys := func(anys []*anypb.Any) ([]proto.Message, error) {
+		var out []proto.Message
+		for _, a := range anys {
+			m, err := a.UnmarshalNew()
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, m)
+		}
+		return out, nil
+	}
+	fromConnect := func(b []byte) ([]proto.Message, error) {
+		var e struct {
+			Details []struct{ Type, Value string }
+		}
+		if err := json.Unmarshal(b, &e); err != nil {
+			return nil, err
+		}
+		var anys []*anypb.Any
+		for _, d := range e.Details {
+			v, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(d.Value, "="))
+			if err != nil {
+				return nil, err
+			}
+			anys = append(anys, &anypb.Any{TypeUrl: "type.googleapis.com/" + d.Type, Value: v})
+		}
+		return fromAnys(anys)
+	}
+	switch {
+	case rest:
+		st := &spb.Status{}
+		if err := protojson.Unmarshal(w.Body.Bytes(), st); err != nil {
+			return nil, err
+		}
+		return fromAnys(st.GetDetails())
+	case strings.HasPrefix(contentType, "application/grpc-web"):
+		b, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(w.Header().Get("Grpc-Status-Details-Bin"), "="))
+		if err != nil {
+			return nil, err
+		}
+		st := &spb.Status{}
+		if err := proto.Unmarshal(b, st); err != nil {
+			return nil, err
+		}
+		return fromAnys(st.GetDetails())
+	case strings.HasPrefix(contentType, "application/connect+"):
+		body := w.Body.Bytes()
+		if len(body) < 5 || body[0] != 2 {
+			return nil, errors.New("no end-of-stream message")
+		}
+		var end struct{ Error json.RawMessage }
+		if err := json.Unmarshal(body[5:], &end); err != nil {
+			return nil, err
+		}
+		return fromConnect(end.Error)
+	}
+	return fromConnect(w.Body.Bytes())
 }
