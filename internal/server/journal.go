@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -61,7 +62,16 @@ func (o *orchestratorServer) WatchRun(req *toolpb.WatchRunRequest, stream toolpb
 	if err != nil {
 		return err
 	}
-	err = o.s.runs.Watch(stream.Context(), key, req.GetAfterSequence(), func(rec run.Record) error {
+	// The watch ends with the orchestrator's shutdown too: a run it stopped stays in the
+	// journal, unfinished, for another orchestrator to take over and its watchers to
+	// follow there.
+	ctx, cancel := context.WithCancelCause(stream.Context())
+	defer cancel(nil)
+	stop := context.AfterFunc(o.s.watchers, func() { cancel(errWatchShutdown) })
+	defer stop()
+	last := req.GetAfterSequence()
+	err = o.s.runs.Watch(ctx, key, req.GetAfterSequence(), func(rec run.Record) error {
+		last = rec.Seq
 		if !rec.JSON {
 			// As it was encoded for the journal, with its envelope.
 			return sendEvent(stream, appendEnvelope(rec.Data, req.GetRunId(), rec.Seq, rec.Time))
@@ -82,9 +92,16 @@ func (o *orchestratorServer) WatchRun(req *toolpb.WatchRunRequest, stream toolpb
 		return statusError(toolpb.ErrorReason_ERROR_REASON_JOURNAL_UNAVAILABLE, err.Error(), nil)
 	case stream.Context().Err() != nil:
 		return stream.Context().Err()
+	case errors.Is(context.Cause(ctx), errWatchShutdown):
+		return statusError(toolpb.ErrorReason_ERROR_REASON_SHUTTING_DOWN,
+			fmt.Sprintf("the orchestrator is shutting down; watch the run again after sequence %d on another orchestrator", last),
+			map[string]string{"run_id": req.GetRunId(), "resume": "WatchRun", "after_sequence": strconv.FormatInt(last, 10)})
 	}
 	return statusError(toolpb.ErrorReason_ERROR_REASON_INTERNAL, err.Error(), nil)
 }
+
+// errWatchShutdown ends the WatchRun streams open when the orchestrator shuts down.
+var errWatchShutdown = errors.New("the orchestrator is shutting down")
 
 // ListRuns lists the journal's runs a page at a time; the page token is the last id.
 // The filters on tenant, agent and start time leave runs out of a page, never end the

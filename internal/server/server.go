@@ -54,6 +54,10 @@ type Server struct {
 	ready chan struct{}
 	// auth authenticates callers, of the gRPC services and of the MCP endpoint.
 	auth *authorizer
+	// watchers ends once Shutdown has stopped the runs: the WatchRun streams still open
+	// end, telling their clients to watch again elsewhere.
+	watchers     context.Context
+	stopWatchers context.CancelFunc
 }
 
 // New returns a Server. With auth.jwt.jwks_url it fetches the key set first, and fails
@@ -74,6 +78,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{router: opts.Router, cfg: cfg, log: opts.Logger, runs: opts.Runs, journaled: opts.Journal != nil,
 		journal: opts.Journal, owner: opts.Owner, ready: make(chan struct{})}
+	s.watchers, s.stopWatchers = context.WithCancel(context.Background())
 	close(s.ready)
 	if v, ok := opts.Journal.(interface{ Volatile() bool }); ok {
 		s.volatile = v.Volatile()
@@ -120,9 +125,11 @@ func (s *Server) Maintain(ctx context.Context) {
 }
 
 // Shutdown refuses new runs, waits for the runs in progress until ctx ends (then cancels
-// them), and ends every worker registration stream so that a GracefulStop can complete.
-// Workers keep running and re-register with the next orchestrator.
+// them), ends the WatchRun streams still open (SHUTTING_DOWN: watch again elsewhere)
+// and every worker registration stream, so that a GracefulStop can complete. Workers
+// keep running and re-register with the next orchestrator.
 func (s *Server) Shutdown(ctx context.Context) {
 	s.runs.Shutdown(ctx)
+	s.stopWatchers()
 	s.registry.closeAll()
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/pkg/orchestrator"
@@ -27,6 +28,9 @@ import (
 // by the shutdown: unavailable), as they do over gRPC. The gRPC server's stop closed the
 // transcoder's streams at once, so that one ending just then lost its status: the
 // client read "protocol error: missing trailer header Grpc-Status", an internal error.
+// Their WatchRun streams end too, with SHUTTING_DOWN and the sequence to watch again
+// after: they waited for more records of runs the shutdown left unfinished until the
+// stop cut them, with that same internal error.
 func TestShutdownEndsWebStreamsWithTheirStatus(t *testing.T) {
 	const streams = 24
 	script := filepath.Join(t.TempDir(), "slow.yaml")
@@ -52,15 +56,26 @@ func TestShutdownEndsWebStreamsWithTheirStatus(t *testing.T) {
 	hc := &http.Client{Transport: tr}
 	ends := make([]string, streams)
 	var started, ended sync.WaitGroup
+	base := "http://" + o.Addr().String()
 	for i := range streams {
 		started.Add(1)
 		ended.Add(1)
 		go func() {
 			defer ended.Done()
-			ends[i] = webRunEnd(ctx, hc, "http://"+o.Addr().String(), fmt.Sprintf("web-%d", i), started.Done)
+			ends[i] = webStreamEnd(ctx, hc, base, "Run", &toolpb.RunRequest{RunId: fmt.Sprintf("web-%d", i), Prompt: "wait"}, started.Done)
 		}()
 	}
 	started.Wait() // every run has started: its first event came
+	watchEnds := make([]string, streams)
+	for i := range streams {
+		started.Add(1)
+		ended.Add(1)
+		go func() {
+			defer ended.Done()
+			watchEnds[i] = webStreamEnd(ctx, hc, base, "WatchRun", &toolpb.WatchRunRequest{RunId: fmt.Sprintf("web-%d", i)}, started.Done)
+		}()
+	}
+	started.Wait() // every watch has its first event
 	stop()
 	ended.Wait()
 	for i, end := range ends {
@@ -68,16 +83,22 @@ func TestShutdownEndsWebStreamsWithTheirStatus(t *testing.T) {
 			t.Errorf("stream %d ended with %s; want its run's status, unavailable (shutting down)", i, end)
 		}
 	}
+	for i, end := range watchEnds {
+		if !strings.Contains(end, `"code":"unavailable"`) || !strings.Contains(end, "watch the run again after sequence") {
+			t.Errorf("watch %d ended with %s; want unavailable (shutting down), naming the sequence to watch again after", i, end)
+		}
+	}
 }
 
-// webRunEnd runs a run over Connect (JSON envelopes) on base, calls started once its
-// first event came, and returns its end-of-stream message, or what broke the stream.
-func webRunEnd(ctx context.Context, hc *http.Client, base, id string, started func()) string {
+// webStreamEnd calls a server-streaming method of OrchestratorService over Connect (JSON
+// envelopes) on base, calls started once its first event came, and returns its
+// end-of-stream message, or what broke the stream.
+func webStreamEnd(ctx context.Context, hc *http.Client, base, method string, m proto.Message, started func()) string {
 	once := sync.OnceFunc(started)
 	defer once()
-	msg, _ := protojson.Marshal(&toolpb.RunRequest{RunId: id, Prompt: "wait"})
+	msg, _ := protojson.Marshal(m)
 	body := binary.BigEndian.AppendUint32([]byte{0}, uint32(len(msg)))
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/toolmesh.v1.OrchestratorService/Run", strings.NewReader(string(append(body, msg...))))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/toolmesh.v1.OrchestratorService/"+method, strings.NewReader(string(append(body, msg...))))
 	if err != nil {
 		return err.Error()
 	}
