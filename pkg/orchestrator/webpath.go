@@ -9,14 +9,10 @@ import (
 	"unicode/utf8"
 
 	"connectrpc.com/connect"
-	"google.golang.org/genproto/googleapis/api/annotations"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
-
-	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
 
 // restPaths hands the transcoder each request's path as the client escaped it.
@@ -35,13 +31,18 @@ import (
 // escaped, as the API's path rules ask of every reserved character in a variable.
 //
 // A REST path whose variables decode to bytes that are not UTF-8 text is refused as a bad
-// request naming the path, where the transcoder failed it as an internal error.
+// request naming the path, where the transcoder failed it as an internal error; so is a
+// query the REST rules do not take (restQueryError) and a GET with a body.
 func restPaths(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := escapedRESTPath(clientPath(r))
 		if !strings.HasPrefix(p, "/toolmesh.") {
 			if seg, ok := notText(p); ok {
-				writeRESTError(w, invalidPath(seg))
+				writeRESTError(w, invalidField("path", fmt.Sprintf("the segment %q does not decode to UTF-8 text", seg)))
+				return
+			}
+			if st := restRequestError(r, p); st != nil {
+				writeRESTError(w, st)
 				return
 			}
 		}
@@ -102,12 +103,13 @@ func notText(p string) (string, bool) {
 	return "", false
 }
 
-// invalidPath is the refusal of a REST path with a segment that is not UTF-8 text.
-func invalidPath(seg string) *status.Status {
-	msg := fmt.Sprintf("path: the segment %q does not decode to UTF-8 text", seg)
+// invalidField is the refusal of a REST request whose field (the path, a query
+// parameter, the body) is not one the API takes: INVALID_REQUEST naming it.
+func invalidField(field, problem string) *status.Status {
+	msg := field + ": " + problem
 	st, err := status.New(codes.InvalidArgument, msg).WithDetails(
-		&errdetails.ErrorInfo{Domain: "toolmesh.dev", Reason: "INVALID_REQUEST", Metadata: map[string]string{"field": "path"}},
-		&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: "path", Description: msg}}})
+		&errdetails.ErrorInfo{Domain: "toolmesh.dev", Reason: "INVALID_REQUEST", Metadata: map[string]string{"field": field}},
+		&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: problem}}})
 	if err != nil {
 		return status.New(codes.InvalidArgument, msg)
 	}
@@ -151,20 +153,13 @@ func escapedRESTPath(p string) string {
 	return p[:slash+1] + strings.ReplaceAll(id, ":", "%3A") + verb
 }
 
-// restVerbs are the custom verbs of the API's REST paths (the part after the last ':'
-// of a path rule), read from its annotations.
+// restVerbs are the custom verbs of the API's REST path rules (the part after the last
+// ':' of a rule).
 var restVerbs = sync.OnceValue(func() map[string]bool {
 	verbs := map[string]bool{}
-	methods := toolpb.File_toolmesh_v1_orchestrator_proto.Services().ByName("OrchestratorService").Methods()
-	for i := range methods.Len() {
-		rule, _ := proto.GetExtension(methods.Get(i).Options(), annotations.E_Http).(*annotations.HttpRule)
-		for _, r := range append([]*annotations.HttpRule{rule}, rule.GetAdditionalBindings()...) {
-			for _, path := range []string{r.GetGet(), r.GetPost(), r.GetPut(), r.GetPatch(), r.GetDelete(), r.GetCustom().GetPath()} {
-				last := path[strings.LastIndexByte(path, '/')+1:]
-				if c := strings.LastIndexByte(last, ':'); c >= 0 && !strings.Contains(last[c:], "}") {
-					verbs[last[c+1:]] = true
-				}
-			}
+	for _, rule := range restRules() {
+		if rule.verb != "" {
+			verbs[rule.verb] = true
 		}
 	}
 	return verbs

@@ -133,6 +133,15 @@ func checkWebEscapedIDs(ctx context.Context, t *testing.T, acme webClient) {
 	if code != http.StatusBadRequest || !strings.Contains(string(body), `"field":"run_id"`) || !strings.Contains(string(body), `team/job`) {
 		t.Errorf("REST GET of an id with a '/': HTTP %d %s; want INVALID_ARGUMENT naming run_id", code, body)
 	}
+	// A query parameter does not override the path's run, nor a body's field.
+	code, _, body = acme.do(ctx, t, http.MethodPost, "/v1/runs/no-such-run:cancel?run_id=team:job-7.x", "application/json", []byte(`{}`))
+	if code != http.StatusBadRequest || !strings.Contains(string(body), `"field":"run_id"`) {
+		t.Errorf("REST cancel with a run_id in the query: HTTP %d %s; want INVALID_ARGUMENT naming run_id", code, body)
+	}
+	code, _, body = acme.do(ctx, t, http.MethodGet, "/v1/runs?agent=50%off", "", nil)
+	if code != http.StatusBadRequest || !strings.Contains(string(body), `"field":"query"`) {
+		t.Errorf("REST list with a query that does not decode: HTTP %d %s; want INVALID_ARGUMENT naming the query", code, body)
+	}
 	code, _, body = acme.do(ctx, t, http.MethodGet, "/v1/runs/%FF", "", nil)
 	if code != http.StatusBadRequest || !strings.Contains(string(body), `"field":"path"`) {
 		t.Errorf("REST GET of an id that is not UTF-8: HTTP %d %s; want INVALID_ARGUMENT naming the path", code, body)

@@ -1,0 +1,143 @@
+package orchestrator
+
+import (
+	"fmt"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"google.golang.org/genproto/googleapis/api/annotations"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/toolmesh/toolmesh/pkg/toolpb"
+)
+
+// restRequestError is why a REST request (its escaped path p) is refused before the
+// transcoder reads it, or nil. The transcoder takes query parameters for any field, last:
+// one naming a field the path binds (POST /v1/runs/a:cancel?run_id=b cancelled run b),
+// or sent to a method whose fields all come from its body (?decision=... overrode the
+// body's decision of an approval), replaced what the path or the body said, so that a
+// proxy that allows by path allowed something else. The API's path rules take neither,
+// and here neither is taken. A query that does not decode, which Go's parser drops
+// without a word (a filter lost lists everything), or that is not UTF-8 text (an
+// internal error in the transcoder), and a GET with a body (an internal error too) are
+// bad requests naming what is wrong.
+func restRequestError(r *http.Request, p string) *status.Status {
+	if r.Method == http.MethodGet && (r.ContentLength > 0 || slices.Contains(r.TransferEncoding, "chunked")) {
+		return invalidField("body", "a GET takes no body: its fields are the path's and the query's")
+	}
+	if r.URL.RawQuery == "" {
+		return nil
+	}
+	query, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return invalidField("query", fmt.Sprintf("the query string does not decode: %v", err))
+	}
+	rule, ok := matchRESTRule(r.Method, p)
+	for _, name := range slices.Sorted(maps.Keys(query)) {
+		if !utf8.ValidString(name) || slices.ContainsFunc(query[name], func(v string) bool { return !utf8.ValidString(v) }) {
+			return invalidField("query", fmt.Sprintf("the parameter %q is not UTF-8 text", strings.ToValidUTF8(name, "\uFFFD")))
+		}
+		switch {
+		case !ok:
+		case rule.body:
+			return invalidField(name, fmt.Sprintf("%s %s takes its fields from the body, not the query", r.Method, rule.path))
+		case slices.Contains(rule.vars, name):
+			return invalidField(name, fmt.Sprintf("is the path's (%s), not the query's", rule.path))
+		}
+	}
+	return nil
+}
+
+// restRule is one REST path rule of the API.
+type restRule struct {
+	method, path string
+	// segments are the path's, a variable as "{}", and verb what follows its last ':'.
+	segments []string
+	verb     string
+	// body: the method's fields come from the body ("*"); vars are the fields the path
+	// binds, under their proto and JSON names.
+	body bool
+	vars []string
+}
+
+// matchRESTRule is the rule of the API that a request of method for the escaped path p
+// matches.
+func matchRESTRule(method, p string) (restRule, bool) {
+	segs := strings.Split(strings.TrimPrefix(p, "/"), "/")
+	verb := ""
+	if last := segs[len(segs)-1]; strings.Contains(last, ":") {
+		i := strings.LastIndexByte(last, ':')
+		segs[len(segs)-1], verb = last[:i], last[i+1:]
+	}
+	for _, rule := range restRules() {
+		if rule.method != method || rule.verb != verb || len(rule.segments) != len(segs) {
+			continue
+		}
+		if matches(rule.segments, segs) {
+			return rule, true
+		}
+	}
+	return restRule{}, false
+}
+
+func matches(pattern, segs []string) bool {
+	for i, s := range pattern {
+		if s != "{}" && s != segs[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// restRules are the API's REST path rules, read from its annotations.
+var restRules = sync.OnceValue(func() []restRule {
+	var rules []restRule
+	methods := toolpb.File_toolmesh_v1_orchestrator_proto.Services().ByName("OrchestratorService").Methods()
+	for i := range methods.Len() {
+		m := methods.Get(i)
+		top, _ := proto.GetExtension(m.Options(), annotations.E_Http).(*annotations.HttpRule)
+		for _, h := range append([]*annotations.HttpRule{top}, top.GetAdditionalBindings()...) {
+			method, path := "", ""
+			switch {
+			case h.GetGet() != "":
+				method, path = "GET", h.GetGet()
+			case h.GetPost() != "":
+				method, path = "POST", h.GetPost()
+			case h.GetPut() != "":
+				method, path = "PUT", h.GetPut()
+			case h.GetPatch() != "":
+				method, path = "PATCH", h.GetPatch()
+			case h.GetDelete() != "":
+				method, path = "DELETE", h.GetDelete()
+			default:
+				continue
+			}
+			rule := restRule{method: method, path: path, body: h.GetBody() == "*"}
+			template := strings.TrimPrefix(path, "/")
+			if i := strings.LastIndexByte(template, ':'); i > strings.LastIndexByte(template, '}') {
+				template, rule.verb = template[:i], template[i+1:]
+			}
+			for _, seg := range strings.Split(template, "/") {
+				if name, ok := strings.CutPrefix(seg, "{"); ok {
+					name = strings.TrimSuffix(name, "}")
+					name, _, _ = strings.Cut(name, "=")
+					rule.vars = append(rule.vars, name)
+					if f := m.Input().Fields().ByName(protoreflect.Name(name)); f != nil {
+						rule.vars = append(rule.vars, f.JSONName())
+					}
+					seg = "{}"
+				}
+				rule.segments = append(rule.segments, seg)
+			}
+			rules = append(rules, rule)
+		}
+	}
+	return rules
+})

@@ -1,0 +1,56 @@
+package orchestrator
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// TestRESTQueriesTheRulesDoNotTake: a REST request whose query names a field the path
+// binds, or that goes to a method whose fields come from its body, is refused naming the
+// parameter (the transcoder let it override the path's run and the body's decision); so
+// is a query that does not decode or is not UTF-8 (dropped, or an internal error), and a
+// GET with a body. The queries the rules take reach the transcoder.
+func TestRESTQueriesTheRulesDoNotTake(t *testing.T) {
+	for _, tc := range []struct {
+		method, target, body string
+		field                string // "": reaches the transcoder
+	}{
+		{"POST", "/v1/runs/harmless:cancel?run_id=victim", "{}", "run_id"},
+		{"POST", "/v1/runs/harmless:cancel?reason=why", "{}", "reason"},
+		{"POST", "/v1/runs/r/calls/c:approve?decision=APPROVAL_DECISION_DENY", `{"decision":"APPROVAL_DECISION_APPROVE"}`, "decision"},
+		{"POST", "/v1/runs/r/calls/c:approve?callId=d", "{}", "callId"},
+		{"GET", "/v1/runs/nonexistent?runId=r1", "", "runId"},
+		{"GET", "/v1/runs/nonexistent?run_id=r1", "", "run_id"},
+		{"GET", "/v1/runs?agent=50%off", "", "query"},
+		{"GET", "/v1/runs?state=RUN_STATE_RUNNING;", "", "query"},
+		{"GET", "/v1/runs?agent=%ff", "", "query"},
+		{"GET", "/v1/tools?tool_groups=%ff", "", "query"},
+		{"GET", "/v1/runs", "{}", "body"},
+		{"GET", "/v1/runs?state=RUN_STATE_RUNNING&page_size=5", "", ""},
+		{"GET", "/v1/runs/r1?unknown=1", "", ""},
+		{"POST", "/v1/runs/harmless:cancel", "{}", ""},
+		{"POST", "/toolmesh.v1.OrchestratorService/CancelRun?run_id=x", "{}", ""}, // Connect's: the transcoder's
+		{"GET", "/v1/nowhere?run_id=x", "", ""},                                   // no rule: the transcoder's 404
+	} {
+		reached := false
+		h := restPaths(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached = true }))
+		w := httptest.NewRecorder()
+		var body *strings.Reader
+		if tc.body != "" {
+			body = strings.NewReader(tc.body)
+		}
+		r := httptest.NewRequest(tc.method, tc.target, nil)
+		if body != nil {
+			r = httptest.NewRequest(tc.method, tc.target, body)
+		}
+		h.ServeHTTP(w, r)
+		switch {
+		case tc.field == "" && !reached:
+			t.Errorf("%s %s: refused (HTTP %d %s); want it to reach the transcoder", tc.method, tc.target, w.Code, w.Body)
+		case tc.field != "" && (reached || w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), `"field":"`+tc.field+`"`)):
+			t.Errorf("%s %s: reached the transcoder %v, HTTP %d %s; want 400 naming %s", tc.method, tc.target, reached, w.Code, w.Body, tc.field)
+		}
+	}
+}
