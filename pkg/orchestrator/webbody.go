@@ -114,8 +114,12 @@ func (g *bodyGate) wrap(next http.Handler) http.Handler {
 			b.left = r.ContentLength // net/http ends the body there
 		}
 		data, err := b.readAll(r.ContentLength)
-		if err == nil && encoding != "" && !b.gunzip {
+		switch {
+		case err != nil:
+		case encoding != "" && !b.gunzip:
 			data, err = b.decompressMessages(data, encoding)
+		case g.web && streamed(r):
+			err = checkFraming(data) // the transcoder took a torn one for an internal error
 		}
 		if err != nil {
 			g.refuse(w, r, err)
@@ -143,9 +147,9 @@ func (g *bodyGate) encoding(r *http.Request) (string, error) {
 		h = messageEncoding(r)
 	}
 	switch v := r.Header.Values(h); {
-	case len(v) == 0 || len(v) == 1 && v[0] == "identity":
+	case len(v) == 0 || len(v) == 1 && strings.EqualFold(v[0], "identity"):
 		return "", nil
-	case len(v) == 1 && v[0] == "gzip":
+	case len(v) == 1 && strings.EqualFold(v[0], "gzip"): // content codings are case-insensitive
 		return h, nil
 	default:
 		return "", connect.NewError(connect.CodeUnimplemented, fmt.Errorf("%s %q is not taken: gzip or none", h, strings.Join(v, ", ")))
@@ -201,9 +205,25 @@ func messageEncoding(r *http.Request) string {
 	return "Grpc-Encoding"
 }
 
+// checkFraming checks that a stream's request, read whole (wire), is whole messages.
+func checkFraming(wire []byte) error {
+	for len(wire) > 0 {
+		if len(wire) < 5 {
+			return invalidRequest("body", errors.New("the request body ends inside a message's header"))
+		}
+		n := binary.BigEndian.Uint32(wire[1:5])
+		if int64(n) > int64(len(wire)-5) {
+			return invalidRequest("body", errors.New("the request body ends inside a message"))
+		}
+		wire = wire[5+n:]
+	}
+	return nil
+}
+
 // decompressMessages decompresses the messages of a stream's request, read whole
 // (wire), compressed as header h says. What they decompress to counts against the budget
-// with the body, each message bounded as a body is.
+// with the body, and is bounded as a body is, all messages together: a request of a few
+// small messages each decompressing to the bound held many times the bound.
 func (b *gatedBody) decompressMessages(wire []byte, h string) ([]byte, error) {
 	var out []byte
 	var zr gzip.Reader
@@ -227,7 +247,7 @@ func (b *gatedBody) decompressMessages(wire []byte, h string) ([]byte, error) {
 		start := len(out)
 		out = append(out, flags&^1, 0, 0, 0, 0)
 		for {
-			if int64(len(out)-start-5) > b.g.limit {
+			if int64(len(out)-5) > b.g.limit {
 				return nil, b.g.tooLarge()
 			}
 			if b.fresh < int64(len(out))+bodyChunk {
@@ -249,7 +269,7 @@ func (b *gatedBody) decompressMessages(wire []byte, h string) ([]byte, error) {
 			}
 		}
 		size := len(out) - start - 5
-		if int64(size) > b.g.limit {
+		if int64(len(out)-5) > b.g.limit {
 			return nil, b.g.tooLarge()
 		}
 		binary.BigEndian.PutUint32(out[start+1:], uint32(size))

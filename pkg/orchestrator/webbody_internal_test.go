@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"io"
@@ -195,4 +196,63 @@ func refusalDetails(w *httptest.ResponseRecorder, contentType string, rest bool)
 		return fromConnect(end.Error)
 	}
 	return fromConnect(w.Body.Bytes())
+}
+
+// TestGateStreamBodies: a stream's request whose messages decompress past the body's
+// bound together is refused, as one message past it is (three small messages of 60% of
+// the bound each held 1.8 bounds of the budget); a torn message, compressed or not, is a
+// bad request naming the body (the transcoder took an uncompressed one for an internal
+// error); and the coding's name is case-insensitive (GZIP was refused as unsupported).
+func TestGateStreamBodies(t *testing.T) {
+	const limit = 1 << 10
+	gz := func(n int) []byte {
+		var z bytes.Buffer
+		zw := gzip.NewWriter(&z)
+		_, _ = zw.Write(bytes.Repeat([]byte("a"), n))
+		_ = zw.Close()
+		return z.Bytes()
+	}
+	envelope := func(flags byte, msg []byte) []byte {
+		return append(binary.BigEndian.AppendUint32([]byte{flags}, uint32(len(msg))), msg...)
+	}
+	three := append(append(envelope(1, gz(limit*6/10)), envelope(1, gz(limit*6/10))...), envelope(1, gz(limit*6/10))...)
+	for _, tc := range []struct {
+		name, contentType string
+		header            map[string]string
+		body              []byte
+		refusal           string // "": reaches the transcoder; else the code it is refused with
+	}{
+		{"messages past the bound together", "application/grpc-web+proto", map[string]string{"Grpc-Encoding": "gzip"}, three, "8"},
+		{"one message within it", "application/connect+json", map[string]string{"Connect-Content-Encoding": "gzip"}, envelope(1, gz(limit/2)), ""},
+		{"a torn message", "application/connect+json", nil, []byte("\x00\x00\x00\x00\x64{\"prompt\":\"hi\"}"), "invalid_argument"},
+		{"a torn header", "application/grpc-web+proto", nil, []byte("\x00\x00\x00"), "3"},
+		{"whole messages", "application/connect+json", nil, envelope(0, []byte(`{"prompt":"hi"}`)), ""},
+		{"GZIP", "application/json", map[string]string{"Content-Encoding": "GZIP"}, gz(10), ""},
+	} {
+		reached := false
+		var got []byte
+		h := newBodyGate(8<<20, limit, true).wrap(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+			reached = true
+			got, _ = io.ReadAll(r.Body)
+		}))
+		r := httptest.NewRequest(http.MethodPost, "/toolmesh.v1.OrchestratorService/Run", bytes.NewReader(tc.body))
+		r.Header.Set("Content-Type", tc.contentType)
+		for k, v := range tc.header {
+			r.Header.Set(k, v)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		code := w.Header().Get("Grpc-Status") // gRPC-Web's
+		if strings.HasPrefix(tc.contentType, "application/connect+") && strings.Contains(w.Body.String(), `"code":"invalid_argument"`) {
+			code = "invalid_argument"
+		}
+		switch {
+		case tc.refusal == "" && !reached:
+			t.Errorf("%s: refused (HTTP %d, %v, %s); want it to reach the transcoder", tc.name, w.Code, w.Header(), w.Body)
+		case tc.refusal != "" && (reached || code != tc.refusal):
+			t.Errorf("%s: reached the transcoder %v, refused with %q (%v %s); want refused with %s", tc.name, reached, code, w.Header(), w.Body, tc.refusal)
+		case tc.name == "GZIP" && string(got) != strings.Repeat("a", 10):
+			t.Errorf("GZIP: the transcoder read %q, want the body decompressed", got)
+		}
+	}
 }
