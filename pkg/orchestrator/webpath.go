@@ -46,6 +46,13 @@ func restPaths(next http.Handler) http.Handler {
 				return
 			}
 		}
+		if connectUnaryWithoutVersion(r, p) {
+			// Connect's unary calls name the protocol's version in a header, which
+			// Connect's own servers do not require (nor its curl examples send): without
+			// it the transcoder took the call for a REST one, and answered a bare 404.
+			r = r.Clone(r.Context())
+			r.Header.Set("Connect-Protocol-Version", "1")
+		}
 		if p != r.URL.Path {
 			u := *r.URL
 			u.Path, u.RawPath = p, ""
@@ -55,6 +62,17 @@ func restPaths(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// connectUnaryWithoutVersion reports whether r is a Connect unary call (a POST of JSON or
+// protobuf to /toolmesh.v1.<Service>/<Method>) that does not name the protocol's version.
+func connectUnaryWithoutVersion(r *http.Request, p string) bool {
+	if r.Method != http.MethodPost || !strings.HasPrefix(p, "/toolmesh.") || r.Header.Get("Connect-Protocol-Version") != "" {
+		return false
+	}
+	mt, _, _ := strings.Cut(strings.ToLower(r.Header.Get("Content-Type")), ";")
+	mt = strings.TrimSpace(mt)
+	return mt == "application/json" || mt == "application/proto"
 }
 
 // clientPath is r's path as the client escaped it. Where the client left bytes raw that

@@ -67,3 +67,29 @@ func TestRESTPathsRefuseBytesThatAreNotText(t *testing.T) {
 		t.Error("a Connect path was refused before the transcoder")
 	}
 }
+
+// A Connect unary call that does not name the protocol's version (Connect's servers do not
+// require it) reaches the transcoder as a Connect call; the header a client sends is kept.
+func TestConnectUnaryWithoutItsVersion(t *testing.T) {
+	for _, tc := range []struct {
+		method, path, contentType, version, want string
+	}{
+		{http.MethodPost, "/toolmesh.v1.OrchestratorService/ListRuns", "application/json", "", "1"},
+		{http.MethodPost, "/toolmesh.v1.OrchestratorService/ListRuns", "application/proto", "", "1"},
+		{http.MethodPost, "/toolmesh.v1.OrchestratorService/ListRuns", "application/json", "2", "2"},
+		{http.MethodPost, "/toolmesh.v1.OrchestratorService/Run", "application/connect+json", "", ""},
+		{http.MethodPost, "/v1/runs/a:cancel", "application/json", "", ""},
+	} {
+		var got string
+		h := restPaths(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { got = r.Header.Get("Connect-Protocol-Version") }))
+		r := httptest.NewRequest(tc.method, tc.path, strings.NewReader("{}"))
+		r.Header.Set("Content-Type", tc.contentType)
+		if tc.version != "" {
+			r.Header.Set("Connect-Protocol-Version", tc.version)
+		}
+		h.ServeHTTP(httptest.NewRecorder(), r)
+		if got != tc.want {
+			t.Errorf("%s %s (%s, version %q): the transcoder got version %q, want %q", tc.method, tc.path, tc.contentType, tc.version, got, tc.want)
+		}
+	}
+}

@@ -102,6 +102,30 @@ func TestWebProtocols(t *testing.T) {
 	t.Run("cross-site requests", func(t *testing.T) { checkWebCrossSite(ctx, t, acme) })
 	t.Run("curl", func(t *testing.T) { checkWebCurl(ctx, t, acme) })
 	t.Run("ids with reserved characters", func(t *testing.T) { checkWebEscapedIDs(ctx, t, acme) })
+	t.Run("Connect without its version header", func(t *testing.T) { checkWebConnectWithoutVersion(ctx, t, acme) })
+}
+
+// checkWebConnectWithoutVersion makes a Connect unary call without the
+// Connect-Protocol-Version header, as Connect's servers allow and its curl examples do:
+// it is served (the transcoder took it for REST: a bare 404).
+func checkWebConnectWithoutVersion(ctx context.Context, t *testing.T, acme webClient) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, acme.base+"/toolmesh.v1.OrchestratorService/ListRuns", strings.NewReader(`{"pageSize": 5}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+acme.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	listed := &toolpb.ListRunsResponse{}
+	if resp.StatusCode != http.StatusOK || protojson.Unmarshal(body, listed) != nil {
+		t.Errorf("Connect ListRuns without Connect-Protocol-Version: HTTP %d %s; want the runs", resp.StatusCode, body)
+	}
 }
 
 // checkWebEscapedIDs reads and cancels over REST a run whose id has colons, sent escaped
