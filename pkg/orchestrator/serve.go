@@ -272,7 +272,11 @@ func (o *Orchestrator) webServer(g *grpc.Server) (*http.Server, error) {
 		return nil, fmt.Errorf("serving the API over HTTP: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/", sameOrigin(mediaTypes(restPaths(api))))
+	var apiHandler http.Handler = restPaths(api)
+	if o.cfg.Auth.JWT.Enabled() {
+		apiHandler = challenged(apiHandler)
+	}
+	mux.Handle("/", sameOrigin(mediaTypes(apiHandler)))
 	if c := o.cfg.Console; c.Enabled {
 		mux.Handle(consolePath, console.Handler(consolePath, console.Config{TraceURL: c.TraceURL, Tenancy: len(o.cfg.Tenants) > 0}))
 		mux.Handle("GET /{$}", http.RedirectHandler(consolePath, http.StatusFound))

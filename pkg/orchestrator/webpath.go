@@ -182,3 +182,35 @@ var restVerbs = sync.OnceValue(func() map[string]bool {
 	}
 	return verbs
 })
+
+// challenged adds to a 401 of the HTTP API the challenge HTTP requires of one
+// (WWW-Authenticate, RFC 9110): a bearer token is what the API takes. The transcoder
+// answered UNAUTHENTICATED with a 401 and no challenge, which HTTP clients' auth
+// libraries wait for before they send credentials.
+func challenged(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(&challengeWriter{ResponseWriter: w}, r)
+	})
+}
+
+// challengeWriter sets WWW-Authenticate on a 401 written through it.
+type challengeWriter struct {
+	http.ResponseWriter
+}
+
+func (c *challengeWriter) WriteHeader(code int) {
+	if code == http.StatusUnauthorized && c.Header().Get("WWW-Authenticate") == "" {
+		c.Header().Set("WWW-Authenticate", `Bearer realm="toolmesh"`)
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+// Flush keeps streams flowing through the wrapper.
+func (c *challengeWriter) Flush() {
+	if f, ok := c.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (c *challengeWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }

@@ -318,10 +318,16 @@ func checkWebTenants(ctx context.Context, t *testing.T, globex, anonymous webCli
 	if code, _, body := globex.do(ctx, t, http.MethodGet, "/v1/runs?tenant=acme", "", nil); code != http.StatusForbidden {
 		t.Errorf("globex listing acme's runs: HTTP %d %s, want 403", code, body)
 	}
-	code, _, body := anonymous.do(ctx, t, http.MethodPost, "/toolmesh.v1.OrchestratorService/GetRun", "application/json", []byte(`{"runId":"web-1"}`))
+	code, hdr, body := anonymous.do(ctx, t, http.MethodPost, "/toolmesh.v1.OrchestratorService/GetRun", "application/json", []byte(`{"runId":"web-1"}`))
 	var cerr struct{ Code, Message string }
 	if code != http.StatusUnauthorized || json.Unmarshal(body, &cerr) != nil || cerr.Code != "unauthenticated" {
 		t.Errorf("Connect GetRun without a token: HTTP %d %s, want 401 unauthenticated", code, body)
+	}
+	if c := hdr.Get("WWW-Authenticate"); !strings.HasPrefix(c, "Bearer ") {
+		t.Errorf("Connect GetRun without a token: WWW-Authenticate %q; a 401 challenges for a bearer token", c)
+	}
+	if code, hdr, body := anonymous.do(ctx, t, http.MethodGet, "/v1/runs/web-1", "", nil); code != http.StatusUnauthorized || !strings.HasPrefix(hdr.Get("WWW-Authenticate"), "Bearer ") {
+		t.Errorf("REST GET without a token: HTTP %d, WWW-Authenticate %q %s; want 401 with a bearer challenge", code, hdr.Get("WWW-Authenticate"), body)
 	}
 	// A bad request names its field, as over gRPC.
 	code, _, body = globex.do(ctx, t, http.MethodGet, "/v1/runs?page_size=5000", "", nil)
