@@ -272,7 +272,7 @@ func (o *Orchestrator) webServer(g *grpc.Server) (*http.Server, error) {
 		return nil, fmt.Errorf("serving the API over HTTP: %w", err)
 	}
 	mux := http.NewServeMux()
-	var apiHandler http.Handler = restPaths(api)
+	apiHandler := restPaths(api)
 	if o.cfg.Auth.JWT.Enabled() {
 		apiHandler = challenged(apiHandler)
 	}
