@@ -65,6 +65,8 @@ func (o *orchestratorServer) WatchRun(req *toolpb.WatchRunRequest, stream toolpb
 	// The watch ends with the orchestrator's shutdown too: a run it stopped stays in the
 	// journal, unfinished, for another orchestrator to take over and its watchers to
 	// follow there.
+	o.s.watching.Add(1)
+	defer o.s.watching.Add(-1)
 	ctx, cancel := context.WithCancelCause(stream.Context())
 	defer cancel(nil)
 	stop := context.AfterFunc(o.s.watchers, func() { cancel(errWatchShutdown) })
@@ -88,14 +90,15 @@ func (o *orchestratorServer) WatchRun(req *toolpb.WatchRunRequest, stream toolpb
 		return nil
 	case errors.Is(err, run.ErrNotFound):
 		return notFound(err).status()
-	case errors.Is(err, run.ErrUnavailable):
-		return statusError(toolpb.ErrorReason_ERROR_REASON_JOURNAL_UNAVAILABLE, err.Error(), nil)
 	case stream.Context().Err() != nil:
 		return stream.Context().Err()
 	case errors.Is(context.Cause(ctx), errWatchShutdown):
+		// Before ErrUnavailable: a journal read the shutdown cut short fails so too.
 		return statusError(toolpb.ErrorReason_ERROR_REASON_SHUTTING_DOWN,
 			fmt.Sprintf("the orchestrator is shutting down; watch the run again after sequence %d on another orchestrator", last),
 			map[string]string{"run_id": req.GetRunId(), "resume": "WatchRun", "after_sequence": strconv.FormatInt(last, 10)})
+	case errors.Is(err, run.ErrUnavailable):
+		return statusError(toolpb.ErrorReason_ERROR_REASON_JOURNAL_UNAVAILABLE, err.Error(), nil)
 	}
 	return statusError(toolpb.ErrorReason_ERROR_REASON_INTERNAL, err.Error(), nil)
 }

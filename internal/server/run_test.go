@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/llm"
 	"github.com/toolmesh/toolmesh/internal/llm/scripted"
 	"github.com/toolmesh/toolmesh/internal/logtest"
+	"github.com/toolmesh/toolmesh/internal/runlog"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/internal/telemetry/telemetrytest"
 	"github.com/toolmesh/toolmesh/internal/wire"
@@ -570,5 +572,71 @@ func TestInnerCancellationIsAFailure(t *testing.T) {
 	}
 	if r, _ := e.cl.GetRun(ctx, "inner"); r.GetState() != toolpb.RunState_RUN_STATE_FAILED {
 		t.Errorf("state = %s, want FAILED", r.GetState())
+	}
+}
+
+// TestShutdownKeepsTheLastRecordsOfWatches: watchers of runs that end as the orchestrator
+// shuts down get the runs' last records and end with them; a watch the shutdown cuts
+// ends with SHUTTING_DOWN, never with the journal's failure. The watches were cut the
+// moment the runs had stopped, in the middle of reading the records of runs that had
+// just ended: JOURNAL_UNAVAILABLE, "context canceled", the final answer never sent.
+func TestShutdownKeepsTheLastRecordsOfWatches(t *testing.T) {
+	const runs = 40
+	store, err := runlog.OpenSQLite(testContext(t), filepath.Join(t.TempDir(), "journal.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	script := scripted.Script{Name: "brief", Rules: []scripted.Rule{{Reply: scripted.Reply{Delay: 50 * time.Millisecond, Text: "done"}}}}
+	e := newEnv(t, envOptions{script: script, journal: store})
+	ctx := testContext(t)
+	type watch struct {
+		evs []*toolpb.RunResponse
+		err error
+	}
+	watches := make([]chan watch, runs)
+	for i := range runs {
+		id := fmt.Sprintf("brief-%d", i)
+		stream, err := e.orch.Run(ctx, &toolpb.RunRequest{Prompt: "p", RunId: id, Detached: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := stream.Recv(); err != nil {
+			t.Fatal(err)
+		}
+		watches[i] = make(chan watch, 1)
+		first := make(chan struct{})
+		go func() {
+			var w watch
+			for ev, err := range e.cl.Watch(ctx, id, 0) {
+				if err != nil {
+					w.err = err
+					break
+				}
+				if len(w.evs) == 0 {
+					close(first)
+				}
+				w.evs = append(w.evs, ev)
+			}
+			if len(w.evs) == 0 {
+				close(first)
+			}
+			watches[i] <- w
+		}()
+		<-first
+	}
+	e.srv.Shutdown(ctx)
+	for i, ch := range watches {
+		w := <-ch
+		last := &toolpb.RunResponse{}
+		if len(w.evs) > 0 {
+			last = w.evs[len(w.evs)-1]
+		}
+		switch {
+		case w.err == nil && last.GetFinalResult().GetText() == "done":
+		case w.err != nil && status.Code(w.err) == codes.Unavailable && strings.Contains(w.err.Error(), "shutting down"):
+		default:
+			t.Errorf("watch %d ended after %d events, the last %v, with %v; want the final answer, or SHUTTING_DOWN", i, len(w.evs), last, w.err)
+		}
 	}
 }

@@ -186,15 +186,16 @@ func (o *Orchestrator) serve(ctx context.Context, bg *sync.WaitGroup) error {
 // gRPC server's stop closes at once (its drain of an HTTP handler's stream is a close):
 // a stream ending just then lost its status, and the client read "missing trailer
 // header Grpc-Status", an internal error, where a gRPC client read the run's status. So
-// the HTTP server is shut down first, waiting (5 s at most, as the gRPC server's own
-// graceful stop does) for the calls under way to end with their statuses.
+// the HTTP server is shut down first, waiting (2 s at most: the runs have stopped, and
+// a connection that never finished its request would hold it that long) for the calls
+// under way to end with their statuses.
 func (o *Orchestrator) stop(g *grpc.Server, hs *health.Server, web *http.Server) {
 	o.log.Info("orchestrator shutting down", "timeout", o.shutdown.String())
 	hs.Shutdown()
 	sctx, cancel := context.WithTimeout(context.Background(), o.shutdown)
 	defer cancel()
 	o.srv.Shutdown(sctx)
-	wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	wctx, wcancel := context.WithTimeout(context.Background(), 2*time.Second)
 	_ = web.Shutdown(wctx)
 	wcancel()
 	stopped := make(chan struct{})

@@ -99,7 +99,9 @@ func (g *bodyGate) wrap(next http.Handler) http.Handler {
 			return
 		}
 		if r.ContentLength > g.limit {
-			g.refuse(w, r, connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("the request body is %d bytes, larger than the %d bytes the orchestrator takes", r.ContentLength, g.limit)))
+			e := fmt.Errorf("the request body is %d bytes, larger than the %d bytes the orchestrator takes", r.ContentLength, g.limit)
+			g.refuse(w, r, withDetails(connect.NewError(connect.CodeResourceExhausted, e),
+				&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: "body", Description: e.Error()}}}))
 			return
 		}
 		b := &gatedBody{g: g, ctx: r.Context(), body: r.Body, rc: http.NewResponseController(w), left: g.limit, started: time.Now()}
@@ -118,8 +120,8 @@ func (g *bodyGate) wrap(next http.Handler) http.Handler {
 		case err != nil:
 		case encoding != "" && !b.gunzip:
 			data, err = b.decompressMessages(data, encoding)
-		case g.web && streamed(r):
-			err = checkFraming(data) // the transcoder took a torn one for an internal error
+		case g.web && streamed(r) && !strings.HasPrefix(strings.ToLower(r.Header.Get("Content-Type")), "application/grpc-web-text"):
+			err = checkFraming(data) // the transcoder took a torn one for an internal error (gRPC-Web's text form, base64, it does not serve)
 		}
 		if err != nil {
 			g.refuse(w, r, err)

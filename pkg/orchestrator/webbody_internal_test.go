@@ -228,6 +228,7 @@ func TestGateStreamBodies(t *testing.T) {
 		{"a torn header", "application/grpc-web+proto", nil, []byte("\x00\x00\x00"), "3"},
 		{"whole messages", "application/connect+json", nil, envelope(0, []byte(`{"prompt":"hi"}`)), ""},
 		{"GZIP", "application/json", map[string]string{"Content-Encoding": "GZIP"}, gz(10), ""},
+		{"gRPC-Web's text form", "application/grpc-web-text", nil, []byte("AAAAAAZ"), ""}, // base64: the transcoder's to refuse
 	} {
 		reached := false
 		var got []byte
@@ -254,5 +255,17 @@ func TestGateStreamBodies(t *testing.T) {
 		case tc.name == "GZIP" && string(got) != strings.Repeat("a", 10):
 			t.Errorf("GZIP: the transcoder read %q, want the body decompressed", got)
 		}
+	}
+}
+
+// A body whose Content-Length is past the bound is refused with the BadRequest naming
+// body that a body found past it as it comes has.
+func TestRefusalByLengthCarriesItsDetails(t *testing.T) {
+	r := httptest.NewRequest(http.MethodPost, "/v1/runs/x:cancel", bytes.NewReader(make([]byte, 2048)))
+	r.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	newBodyGate(8<<20, 1<<10, true).wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})).ServeHTTP(w, r)
+	if w.Code != http.StatusRequestEntityTooLarge || !strings.Contains(w.Body.String(), `"field":"body"`) {
+		t.Errorf("HTTP %d %s; want 413 with a BadRequest naming body", w.Code, w.Body)
 	}
 }

@@ -41,6 +41,10 @@ func restPaths(next http.Handler) http.Handler {
 				writeRESTError(w, invalidField("path", fmt.Sprintf("the segment %q does not decode to UTF-8 text", seg)))
 				return
 			}
+			if strings.Contains(r.URL.RawQuery, ";") {
+				r = r.Clone(r.Context())
+				r.URL.RawQuery = semicolonsEscaped(r.URL.RawQuery)
+			}
 			if st := restRequestError(r, p); st != nil {
 				writeRESTError(w, st)
 				return

@@ -11,7 +11,9 @@ import (
 // binds, or that goes to a method whose fields come from its body, is refused naming the
 // parameter (the transcoder let it override the path's run and the body's decision); so
 // is a query that does not decode or is not UTF-8 (dropped, or an internal error), and a
-// GET with a body. The queries the rules take reach the transcoder.
+// GET with a body. The queries the rules take reach the transcoder, names that are no
+// field of the request too (the transcoder ignores them), and a ';' reaches it escaped,
+// part of its value (Go's parser dropped the pair).
 func TestRESTQueriesTheRulesDoNotTake(t *testing.T) {
 	for _, tc := range []struct {
 		method, target, body string
@@ -23,8 +25,11 @@ func TestRESTQueriesTheRulesDoNotTake(t *testing.T) {
 		{"POST", "/v1/runs/r/calls/c:approve?callId=d", "{}", "callId"},
 		{"GET", "/v1/runs/nonexistent?runId=r1", "", "runId"},
 		{"GET", "/v1/runs/nonexistent?run_id=r1", "", "run_id"},
+		{"GET", "/v1/runs/nonexistent?run_id.x=r1", "", "run_id.x"},
 		{"GET", "/v1/runs?agent=50%off", "", "query"},
-		{"GET", "/v1/runs?state=RUN_STATE_RUNNING;", "", "query"},
+		{"POST", "/v1/runs/x:cancel?%24alt=json%3Benum-encoding%3Dint", "{}", ""}, // no field of the request
+		{"POST", "/v1/runs/x:cancel?_=123", "{}", ""},
+		{"GET", "/v1/runs?$alt=json;enum-encoding=int", "", ""},
 		{"GET", "/v1/runs?agent=%ff", "", "query"},
 		{"GET", "/v1/tools?tool_groups=%ff", "", "query"},
 		{"GET", "/v1/runs", "{}", "body"},
@@ -52,5 +57,14 @@ func TestRESTQueriesTheRulesDoNotTake(t *testing.T) {
 		case tc.field != "" && (reached || w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), `"field":"`+tc.field+`"`)):
 			t.Errorf("%s %s: reached the transcoder %v, HTTP %d %s; want 400 naming %s", tc.method, tc.target, reached, w.Code, w.Body, tc.field)
 		}
+	}
+}
+
+func TestRESTQuerySemicolonsAreValues(t *testing.T) {
+	var got string
+	h := restPaths(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { got = r.URL.Query().Get("state") }))
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/v1/runs?state=RUN_STATE_RUNNING;", nil))
+	if got != "RUN_STATE_RUNNING;" {
+		t.Errorf("the transcoder read state %q; want the value as sent, RUN_STATE_RUNNING; (for it to refuse)", got)
 	}
 }
