@@ -349,19 +349,32 @@ func (g *bodyGate) refuse(w http.ResponseWriter, r *http.Request, err error) {
 		_, _ = w.Write(end)
 		return
 	}
-	var body []byte
-	if strings.HasPrefix(r.URL.Path, "/toolmesh.") {
-		body, _ = json.Marshal(connectErrorOf(ce))
-	} else if b, err := protojson.Marshal(statusOf(ce)); err == nil {
-		body = b
-	} else {
+	if !strings.HasPrefix(r.URL.Path, "/toolmesh.") {
+		writeRESTError(w, ce)
+		return
+	}
+	body, _ := json.Marshal(connectErrorOf(ce))
+	h.Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// writeRESTError answers a REST request with ce as the transcoder answers an error: a
+// google.rpc.Status in JSON, its details included, with the HTTP status of its code.
+func writeRESTError(w http.ResponseWriter, ce *connect.Error) {
+	body, err := protojson.Marshal(statusOf(ce))
+	if err != nil {
 		body, _ = json.Marshal(struct {
 			Code    int      `json:"code"`
 			Message string   `json:"message"`
 			Details []string `json:"details"`
 		}{int(ce.Code()), ce.Message(), []string{}})
 	}
-	h.Set("Content-Type", "application/json")
+	status, ok := httpStatus[ce.Code()]
+	if !ok {
+		status = http.StatusInternalServerError
+	}
+	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }

@@ -7,12 +7,6 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
-
-	"connectrpc.com/connect"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/protojson"
 )
 
 // restPaths hands the transcoder each request's path as the client escaped it.
@@ -38,15 +32,15 @@ func restPaths(next http.Handler) http.Handler {
 		p := escapedRESTPath(clientPath(r))
 		if !strings.HasPrefix(p, "/toolmesh.") {
 			if seg, ok := notText(p); ok {
-				writeRESTError(w, invalidField("path", fmt.Sprintf("the segment %q does not decode to UTF-8 text", seg)))
+				writeRESTError(w, invalidRequest("path", fmt.Errorf("path: the segment %q does not decode to UTF-8 text", seg)))
 				return
 			}
 			if strings.Contains(r.URL.RawQuery, ";") {
 				r = r.Clone(r.Context())
 				r.URL.RawQuery = semicolonsEscaped(r.URL.RawQuery)
 			}
-			if st := restRequestError(r, p); st != nil {
-				writeRESTError(w, st)
+			if ce := restRequestError(r, p); ce != nil {
+				writeRESTError(w, ce)
 				return
 			}
 		}
@@ -123,35 +117,6 @@ func notText(p string) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// invalidField is the refusal of a REST request whose field (the path, a query
-// parameter, the body) is not one the API takes: INVALID_REQUEST naming it.
-func invalidField(field, problem string) *status.Status {
-	msg := field + ": " + problem
-	st, err := status.New(codes.InvalidArgument, msg).WithDetails(
-		&errdetails.ErrorInfo{Domain: "toolmesh.dev", Reason: "INVALID_REQUEST", Metadata: map[string]string{"field": field}},
-		&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: problem}}})
-	if err != nil {
-		return status.New(codes.InvalidArgument, msg)
-	}
-	return st
-}
-
-// writeRESTError answers a REST request with st as the transcoder answers an error: a
-// google.rpc.Status in JSON, with the HTTP status of its code.
-func writeRESTError(w http.ResponseWriter, st *status.Status) {
-	body, err := protojson.Marshal(st.Proto())
-	if err != nil {
-		body = []byte(`{"code":13,"message":"internal error"}`)
-	}
-	code, ok := httpStatus[connect.Code(st.Code())]
-	if !ok {
-		code = http.StatusInternalServerError
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_, _ = w.Write(body)
 }
 
 // escapedRESTPath is the escaped path p with each ':' of its last segment escaped but

@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -10,8 +11,8 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/api/annotations"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -30,21 +31,21 @@ import (
 // bad requests naming what is wrong.
 //
 // The body gate has read the body by then: a GET's ContentLength is what it held.
-func restRequestError(r *http.Request, p string) *status.Status {
+func restRequestError(r *http.Request, p string) *connect.Error {
 	if r.Method == http.MethodGet && r.ContentLength > 0 {
-		return invalidField("body", "a GET takes no body: its fields are the path's and the query's")
+		return invalidRequest("body", errors.New("body: a GET takes no body: its fields are the path's and the query's"))
 	}
 	if r.URL.RawQuery == "" {
 		return nil
 	}
 	query, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		return invalidField("query", fmt.Sprintf("the query string does not decode: %v", err))
+		return invalidRequest("query", fmt.Errorf("query: the query string does not decode: %w", err))
 	}
 	rule, ok := matchRESTRule(r.Method, p)
 	for _, name := range slices.Sorted(maps.Keys(query)) {
 		if !utf8.ValidString(name) || slices.ContainsFunc(query[name], func(v string) bool { return !utf8.ValidString(v) }) {
-			return invalidField("query", fmt.Sprintf("the parameter %q is not UTF-8 text", strings.ToValidUTF8(name, "\uFFFD")))
+			return invalidRequest("query", fmt.Errorf("query: the parameter %q is not UTF-8 text", strings.ToValidUTF8(name, "\uFFFD")))
 		}
 		// A name that is no field of the request (a cache buster, $alt) is the
 		// transcoder's to ignore.
@@ -52,9 +53,9 @@ func restRequestError(r *http.Request, p string) *status.Status {
 		switch {
 		case !ok || !slices.Contains(rule.fields, field):
 		case rule.body:
-			return invalidField(name, fmt.Sprintf("%s %s takes its fields from the body, not the query", r.Method, rule.path))
+			return invalidRequest(name, fmt.Errorf("%s: %s %s takes its fields from the body, not the query", name, r.Method, rule.path))
 		case slices.Contains(rule.vars, field):
-			return invalidField(name, fmt.Sprintf("is the path's (%s), not the query's", rule.path))
+			return invalidRequest(name, fmt.Errorf("%s: is the path's (%s), not the query's", name, rule.path))
 		}
 	}
 	return nil
