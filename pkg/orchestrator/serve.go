@@ -273,7 +273,7 @@ func (o *Orchestrator) webServer(g *grpc.Server) (*http.Server, error) {
 		return nil, fmt.Errorf("serving the API over HTTP: %w", err)
 	}
 	mux := http.NewServeMux()
-	apiHandler := restPaths(api)
+	apiHandler := restPaths(protocolErrors(api))
 	if o.cfg.Auth.JWT.Enabled() {
 		apiHandler = challenged(apiHandler)
 	}

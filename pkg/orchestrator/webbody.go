@@ -301,33 +301,39 @@ func withDetails(ce *connect.Error, details ...proto.Message) *connect.Error {
 	return ce
 }
 
-// refuse answers a request whose body the gate refused, as the transcoder answers an
-// error, in the request's protocol: gRPC-Web in headers (grpc-status), Connect's streams
-// as their end of stream, Connect's unary calls (/package.Service/Method) as their error
-// JSON, REST as a google.rpc.Status in JSON. A body too large is 413, a busy gate 503
-// with Retry-After (HTTP 200 for the streams, as their protocols have it); the
-// connection is closed (what is left of the body is not read).
+// refuse answers a request whose body the gate refused, in the request's protocol
+// (writeWebError). A body too large is 413, a busy gate 503 with Retry-After (HTTP 200
+// for the streams, as their protocols have it); the connection is closed (what is left of
+// the body is not read). The MCP endpoint's server answers in text.
 func (g *bodyGate) refuse(w http.ResponseWriter, r *http.Request, err error) {
 	ce := refusal(r, err)
-	h := w.Header()
 	if r.ProtoMajor == 1 {
 		// What is left of the body is not read. (Over HTTP/2 the stream ends alone; the
 		// header would end the connection, every other stream on it too.)
-		h.Set("Connection", "close")
+		w.Header().Set("Connection", "close")
 	}
 	if ce.Code() == connect.CodeUnavailable {
-		h.Set("Retry-After", "1")
+		w.Header().Set("Retry-After", "1")
 	}
 	status, ok := httpStatus[ce.Code()]
 	if !ok {
 		status = http.StatusInternalServerError
 	}
-	ct := strings.ToLower(r.Header.Get("Content-Type"))
-	switch {
-	case !g.web:
-		// The MCP endpoint's server answers an HTTP request it cannot take in text.
+	if !g.web {
 		http.Error(w, ce.Message(), status)
 		return
+	}
+	writeWebError(w, r, ce, status)
+}
+
+// writeWebError answers r with ce as the transcoder answers an error, in the request's
+// protocol: gRPC-Web in headers (grpc-status), Connect's streams as their end of stream
+// (both HTTP 200), Connect's unary calls (/package.Service/Method) as their error JSON,
+// REST as a google.rpc.Status in JSON, with the HTTP status given.
+func writeWebError(w http.ResponseWriter, r *http.Request, ce *connect.Error, status int) {
+	h := w.Header()
+	ct := strings.ToLower(r.Header.Get("Content-Type"))
+	switch {
 	case strings.HasPrefix(ct, "application/grpc"):
 		h.Set("Content-Type", r.Header.Get("Content-Type"))
 		h.Set("Grpc-Status", strconv.Itoa(int(ce.Code())))
@@ -350,7 +356,7 @@ func (g *bodyGate) refuse(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	if !strings.HasPrefix(r.URL.Path, "/toolmesh.") {
-		writeRESTError(w, ce)
+		writeRESTErrorWith(w, ce, status)
 		return
 	}
 	body, _ := json.Marshal(connectErrorOf(ce))
@@ -362,6 +368,15 @@ func (g *bodyGate) refuse(w http.ResponseWriter, r *http.Request, err error) {
 // writeRESTError answers a REST request with ce as the transcoder answers an error: a
 // google.rpc.Status in JSON, its details included, with the HTTP status of its code.
 func writeRESTError(w http.ResponseWriter, ce *connect.Error) {
+	status, ok := httpStatus[ce.Code()]
+	if !ok {
+		status = http.StatusInternalServerError
+	}
+	writeRESTErrorWith(w, ce, status)
+}
+
+// writeRESTErrorWith is writeRESTError with the HTTP status given.
+func writeRESTErrorWith(w http.ResponseWriter, ce *connect.Error, status int) {
 	body, err := protojson.Marshal(statusOf(ce))
 	if err != nil {
 		body, _ = json.Marshal(struct {
@@ -369,10 +384,6 @@ func writeRESTError(w http.ResponseWriter, ce *connect.Error) {
 			Message string   `json:"message"`
 			Details []string `json:"details"`
 		}{int(ce.Code()), ce.Message(), []string{}})
-	}
-	status, ok := httpStatus[ce.Code()]
-	if !ok {
-		status = http.StatusInternalServerError
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

@@ -77,7 +77,8 @@ func connectUnaryWithoutVersion(r *http.Request, p string) bool {
 // a URL escapes (UTF-8 text, '|', '"', ...), Go keeps no escaped form of the path
 // (URL.RawPath) and URL.EscapedPath escapes the decoded one again, turning the client's
 // %2F into a '/': the path is then taken from the request line itself, those bytes
-// escaped and the client's escapes kept as they came.
+// escaped and the client's escapes kept as they came, but those of characters that a
+// URL never escapes, which are those characters.
 func clientPath(r *http.Request) string {
 	raw, _, _ := strings.Cut(r.RequestURI, "?")
 	if _, rest, ok := strings.Cut(raw, "://"); ok && !strings.HasPrefix(raw, "/") {
@@ -93,7 +94,13 @@ func clientPath(r *http.Request) string {
 	for i := 0; i < len(raw); i++ {
 		switch c := raw[i]; {
 		case c == '%' && i+2 < len(raw) && isHex(raw[i+1]) && isHex(raw[i+2]):
-			b.WriteString(raw[i : i+3])
+			if u := unhex(raw[i+1])<<4 | unhex(raw[i+2]); unreserved(u) {
+				// An escaped letter, digit, '-', '.', '_' or '~' is that character
+				// (RFC 3986 6.2.2.2): /v1/%72uns is /v1/runs.
+				b.WriteByte(u)
+			} else {
+				b.WriteString(raw[i : i+3])
+			}
 			i += 2
 		case c <= ' ' || c >= 0x7f || strings.IndexByte("\"%<>\\^`{|}", c) >= 0:
 			fmt.Fprintf(&b, "%%%02X", c)
@@ -106,6 +113,22 @@ func clientPath(r *http.Request) string {
 
 func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// unhex is the value of the hexadecimal digit c.
+func unhex(c byte) byte {
+	switch {
+	case c >= 'a':
+		return c - 'a' + 10
+	case c >= 'A':
+		return c - 'A' + 10
+	}
+	return c - '0'
+}
+
+// unreserved reports whether c is a character a URL never needs to escape.
+func unreserved(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~", c) >= 0
 }
 
 // notText returns the first segment of the escaped path p that does not decode to UTF-8

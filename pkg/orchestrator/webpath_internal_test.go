@@ -36,6 +36,11 @@ func TestRESTPathsKeepTheClientsEscapes(t *testing.T) {
 		{"/v1/runs/r/calls/call_\xc3\xa9%2F1:approve", "/v1/runs/r/calls/call_%C3%A9%2F1:approve"},
 		{"/v1/runs/r/calls/c|%3Aapprove", "/v1/runs/r/calls/c%7C%3Aapprove"},
 		{"/v1/runs/x\"%3Acancel", "/v1/runs/x%22%3Acancel"},
+		// An escaped unreserved character is that character (the literal segments must
+		// match), a reserved one stays escaped.
+		{"/v1/%72uns/%61b%2D%2e%5F%7e%3A", "/v1/runs/ab-._~%3A"},
+		{"/v1/runs/x%3a%63ancel", "/v1/runs/x%3acancel"},
+		{"/v1/runs/x:%63ancel", "/v1/runs/x:cancel"},
 	} {
 		for _, target := range []string{tc.sent, "http://orchestrator" + tc.sent} { // origin form, absolute form
 			var got string
