@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -13,8 +14,10 @@ import (
 
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/api/annotations"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/toolmesh/toolmesh/pkg/toolpb"
 )
@@ -56,6 +59,57 @@ func restRequestError(r *http.Request, p string) *connect.Error {
 			return invalidRequest(name, fmt.Errorf("%s: %s %s takes its fields from the body, not the query", name, r.Method, rule.path))
 		case slices.Contains(rule.vars, field):
 			return invalidRequest(name, fmt.Errorf("%s: is the path's (%s), not the query's", name, rule.path))
+		case field == name:
+			if err := queryValueError(rule.input.Fields(), name, query[name]); err != nil {
+				return invalidRequest(name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// queryValueError is why values, the query's for the field name of fields, are not ones
+// the transcoder reads, or nil: read as it reads them. Its own refusal named the field
+// in its message only, with the value cut short; this one is a bad request as a body's
+// field is, naming the parameter. Kinds the API's queries do not have are left to it.
+func queryValueError(fields protoreflect.FieldDescriptors, name string, values []string) error {
+	f := fields.ByName(protoreflect.Name(name))
+	if f == nil {
+		f = fields.ByJSONName(name)
+	}
+	if f == nil {
+		return nil
+	}
+	if len(values) > 1 && !f.IsList() {
+		return fmt.Errorf("%s: is given %d times; it takes one value", name, len(values))
+	}
+	for _, v := range values {
+		var err error
+		switch f.Kind() {
+		case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
+			var x int32
+			if json.Unmarshal([]byte(v), &x) != nil {
+				err = fmt.Errorf("%s: must be a whole number of 32 bits, got %q", name, v)
+			}
+		case protoreflect.EnumKind:
+			var x int32
+			if json.Unmarshal([]byte(v), &x) != nil && f.Enum().Values().ByName(protoreflect.Name(v)) == nil {
+				var names []string
+				for i := range f.Enum().Values().Len() {
+					names = append(names, string(f.Enum().Values().Get(i).Name()))
+				}
+				err = fmt.Errorf("%s: no such value %q; one of %s", name, v, strings.Join(names, ", "))
+			}
+		case protoreflect.MessageKind:
+			if f.Message().FullName() == "google.protobuf.Timestamp" {
+				q, _ := json.Marshal(v)
+				if protojson.Unmarshal(q, new(timestamppb.Timestamp)) != nil {
+					err = fmt.Errorf("%s: must be a time in RFC 3339 (2026-01-02T15:04:05Z), got %q", name, v)
+				}
+			}
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return nil
@@ -80,6 +134,8 @@ type restRule struct {
 	// binds and fields all the request's, under their proto and JSON names.
 	body         bool
 	vars, fields []string
+	// input is the request's message.
+	input protoreflect.MessageDescriptor
 }
 
 // matchRESTRule is the rule of the API that a request of method for the escaped path p
@@ -134,7 +190,7 @@ var restRules = sync.OnceValue(func() []restRule {
 			default:
 				continue
 			}
-			rule := restRule{method: method, path: path, body: h.GetBody() == "*"}
+			rule := restRule{method: method, path: path, body: h.GetBody() == "*", input: m.Input()}
 			for j := range m.Input().Fields().Len() {
 				f := m.Input().Fields().Get(j)
 				rule.fields = append(rule.fields, string(f.Name()), f.JSONName())

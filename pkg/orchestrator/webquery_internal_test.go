@@ -34,6 +34,15 @@ func TestRESTQueriesTheRulesDoNotTake(t *testing.T) {
 		{"GET", "/v1/tools?tool_groups=%ff", "", "query"},
 		{"GET", "/v1/runs", "{}", "body"},
 		{"GET", "/v1/runs?state=RUN_STATE_RUNNING&page_size=5", "", ""},
+		{"GET", "/v1/runs?state=2&pageSize=-5&started_after=2026-01-02T15:04:05.5%2B01:00&startedBefore=2026-01-02T15:04:05Z", "", ""},
+		// A value the transcoder does not read: its refusal named the parameter in its
+		// message only, the value cut short.
+		{"GET", "/v1/runs?page_size=abc", "", "page_size"},
+		{"GET", "/v1/runs?pageSize=99999999999", "", "pageSize"},
+		{"GET", "/v1/runs?state=RUNNING", "", "state"},
+		{"GET", "/v1/runs?started_after=garbage-garbage-garbage-garbage-garbage", "", "started_after"},
+		{"GET", "/v1/runs?startedBefore=2026-01-02", "", "startedBefore"},
+		{"GET", "/v1/runs?agent=a&agent=b", "", "agent"},
 		{"GET", "/v1/runs/r1?unknown=1", "", ""},
 		{"POST", "/v1/runs/harmless:cancel", "{}", ""},
 		{"POST", "/toolmesh.v1.OrchestratorService/CancelRun?run_id=x", "{}", ""}, // Connect's: the transcoder's
@@ -62,9 +71,15 @@ func TestRESTQueriesTheRulesDoNotTake(t *testing.T) {
 
 func TestRESTQuerySemicolonsAreValues(t *testing.T) {
 	var got string
-	h := restPaths(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { got = r.URL.Query().Get("state") }))
-	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/v1/runs?state=RUN_STATE_RUNNING;", nil))
-	if got != "RUN_STATE_RUNNING;" {
-		t.Errorf("the transcoder read state %q; want the value as sent, RUN_STATE_RUNNING; (for it to refuse)", got)
+	h := restPaths(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { got = r.URL.Query().Get("agent") }))
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/v1/runs?agent=a;b", nil))
+	if got != "a;b" {
+		t.Errorf("the transcoder read agent %q; want the value as sent, a;b", got)
+	}
+	// A filter with one is refused as the value it is, not dropped.
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/v1/runs?state=RUN_STATE_RUNNING;", nil))
+	if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), `RUN_STATE_RUNNING;`) {
+		t.Errorf("state=RUN_STATE_RUNNING;: HTTP %d %s, want 400 naming the value", w.Code, w.Body)
 	}
 }
