@@ -432,10 +432,15 @@ type Record struct {
 	JSON bool
 }
 
+// ErrWatchStopped ends a watch whose stop was closed while its run had not ended.
+var ErrWatchStopped = errors.New("the watch was stopped")
+
 // Watch hands send the events of run id after sequence number after, from the journal,
 // then as they are committed, until the run ends (or ctx does, or send fails). Any
-// replica sharing the journal watches any run.
-func (s *Service) Watch(ctx context.Context, id string, after int64, send func(Record) error) error {
+// replica sharing the journal watches any run. Once stop is closed the watch waits for
+// nothing more: it hands send what the journal holds, and ends (ErrWatchStopped unless
+// the run ended).
+func (s *Service) Watch(ctx context.Context, id string, after int64, stop <-chan struct{}, send func(Record) error) error {
 	if s.journal == nil {
 		return fmt.Errorf("%w: this orchestrator keeps no journal (journal.driver)", ErrUnavailable)
 	}
@@ -492,6 +497,9 @@ func (s *Service) Watch(ctx context.Context, id string, after int64, send func(R
 			case <-ctx.Done():
 				t.Stop()
 				return ctx.Err()
+			case <-stop:
+				t.Stop()
+				return ErrWatchStopped
 			case <-t.C:
 			}
 			continue
@@ -499,6 +507,8 @@ func (s *Service) Watch(ctx context.Context, id string, after int64, send func(R
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-stop:
+			return ErrWatchStopped
 		case <-wake:
 		case <-time.After(time.Second): // the run went on elsewhere
 		}

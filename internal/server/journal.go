@@ -62,17 +62,12 @@ func (o *orchestratorServer) WatchRun(req *toolpb.WatchRunRequest, stream toolpb
 	if err != nil {
 		return err
 	}
-	// The watch ends with the orchestrator's shutdown too: a run it stopped stays in the
-	// journal, unfinished, for another orchestrator to take over and its watchers to
-	// follow there.
-	o.s.watching.Add(1)
-	defer o.s.watching.Add(-1)
-	ctx, cancel := context.WithCancelCause(stream.Context())
-	defer cancel(nil)
-	stop := context.AfterFunc(o.s.watchers, func() { cancel(errWatchShutdown) })
-	defer stop()
+	// The watch ends with the orchestrator's shutdown too, once it has sent what the
+	// journal holds: a run the shutdown stopped stays in the journal, unfinished, for
+	// another orchestrator to take over and its watchers to follow there; a finished
+	// one's watch ends with the run's end, as ever.
 	last := req.GetAfterSequence()
-	err = o.s.runs.Watch(ctx, key, req.GetAfterSequence(), func(rec run.Record) error {
+	err = o.s.runs.Watch(stream.Context(), key, req.GetAfterSequence(), o.s.watchers.Done(), func(rec run.Record) error {
 		last = rec.Seq
 		if !rec.JSON {
 			// As it was encoded for the journal, with its envelope.
@@ -92,7 +87,7 @@ func (o *orchestratorServer) WatchRun(req *toolpb.WatchRunRequest, stream toolpb
 		return notFound(err).status()
 	case stream.Context().Err() != nil:
 		return stream.Context().Err()
-	case errors.Is(context.Cause(ctx), errWatchShutdown):
+	case errors.Is(err, run.ErrWatchStopped), o.s.watchers.Err() != nil && errors.Is(err, run.ErrUnavailable):
 		// Before ErrUnavailable: a journal read the shutdown cut short fails so too.
 		return statusError(toolpb.ErrorReason_ERROR_REASON_SHUTTING_DOWN,
 			fmt.Sprintf("the orchestrator is shutting down; watch the run again after sequence %d on another orchestrator", last),
@@ -102,9 +97,6 @@ func (o *orchestratorServer) WatchRun(req *toolpb.WatchRunRequest, stream toolpb
 	}
 	return statusError(toolpb.ErrorReason_ERROR_REASON_INTERNAL, err.Error(), nil)
 }
-
-// errWatchShutdown ends the WatchRun streams open when the orchestrator shuts down.
-var errWatchShutdown = errors.New("the orchestrator is shutting down")
 
 // ListRuns lists the journal's runs a page at a time; the page token is the last id.
 // The filters on tenant, agent and start time leave runs out of a page, never end the

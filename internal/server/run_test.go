@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"iter"
 	"path/filepath"
 	"slices"
@@ -638,5 +639,72 @@ func TestShutdownKeepsTheLastRecordsOfWatches(t *testing.T) {
 		default:
 			t.Errorf("watch %d ended after %d events, the last %v, with %v; want the final answer, or SHUTTING_DOWN", i, len(w.evs), last, w.err)
 		}
+	}
+}
+
+// TestWatchesOpenedAtShutdownSendWhatTheJournalHolds: a WatchRun opened once the shutdown
+// has ended the watches (in its last moments, before the server stops) sends what the
+// journal holds: a finished run's events through its end, and ends as the run did; an
+// unfinished one's events, then SHUTTING_DOWN naming the last. Such a watch ended at once
+// with SHUTTING_DOWN, a finished run's too, and sent nothing.
+func TestWatchesOpenedAtShutdownSendWhatTheJournalHolds(t *testing.T) {
+	store, err := runlog.OpenSQLite(testContext(t), filepath.Join(t.TempDir(), "journal.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	script := scripted.Script{Name: "two", Rules: []scripted.Rule{
+		{When: scripted.When{User: "^slow$"}, Reply: scripted.Reply{Delay: time.Hour, Text: "late"}},
+		{Reply: scripted.Reply{Text: "done"}},
+	}}
+	e := newEnv(t, envOptions{script: script, journal: store})
+	ctx := testContext(t)
+	if final, err := e.cl.RunAndWait(ctx, &toolpb.RunRequest{Prompt: "quick", RunId: "finished-1"}, nil); err != nil || final.GetText() != "done" {
+		t.Fatalf("the finished run: %v, %v", final, err)
+	}
+	stream, err := e.orch.Run(ctx, &toolpb.RunRequest{Prompt: "slow", RunId: "open-1", Detached: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	// The open run does not end within the shutdown's time: it is stopped, unfinished.
+	sctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	e.srv.Shutdown(sctx)
+	cancel()
+
+	evs, end := watchAll(ctx, t, e.orch, "finished-1")
+	if end != nil {
+		t.Fatalf("the finished run's watch ended after %d events with %v; want its end", len(evs), end)
+	}
+	if len(evs) == 0 || evs[len(evs)-1].GetFinalResult().GetText() != "done" {
+		t.Errorf("the finished run's watch sent %d events, the last %v; want through its final answer", len(evs), evs)
+	}
+	evs, end = watchAll(ctx, t, e.orch, "open-1")
+	if len(evs) == 0 || status.Code(end) != codes.Unavailable || !strings.Contains(end.Error(), "shutting down") ||
+		!strings.Contains(end.Error(), fmt.Sprintf("after sequence %d", evs[len(evs)-1].GetSequence())) {
+		t.Errorf("the open run's watch sent %d events and ended with %v; want its events, then SHUTTING_DOWN naming the last", len(evs), end)
+	}
+}
+
+// watchAll is the events of a WatchRun of run id from its start, and how it ended (nil:
+// at the run's end).
+func watchAll(ctx context.Context, t *testing.T, orch toolpb.OrchestratorServiceClient, id string) ([]*toolpb.RunResponse, error) {
+	t.Helper()
+	stream, err := orch.WatchRun(ctx, &toolpb.WatchRunRequest{RunId: id})
+	if err != nil {
+		return nil, err
+	}
+	var evs []*toolpb.RunResponse
+	for {
+		ev, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return evs, nil
+		}
+		if err != nil {
+			return evs, err
+		}
+		evs = append(evs, ev)
 	}
 }

@@ -10,8 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"google.golang.org/grpc"
 
@@ -57,11 +55,10 @@ type Server struct {
 	// auth authenticates callers, of the gRPC services and of the MCP endpoint.
 	auth *authorizer
 	// watchers ends once Shutdown has stopped the runs: the WatchRun streams still open
-	// end, telling their clients to watch again elsewhere.
+	// send what the journal holds and end, telling the clients of runs that did not end
+	// to watch again elsewhere.
 	watchers     context.Context
 	stopWatchers context.CancelFunc
-	// watching counts the WatchRun streams open.
-	watching atomic.Int64
 }
 
 // New returns a Server. With auth.jwt.jwks_url it fetches the key set first, and fails
@@ -134,14 +131,8 @@ func (s *Server) Maintain(ctx context.Context) {
 // keep running and re-register with the next orchestrator.
 func (s *Server) Shutdown(ctx context.Context) {
 	s.runs.Shutdown(ctx)
-	// The watchers of runs that ended just now are still sending their last records:
-	// they have a moment (watchGrace) to end on their own, with the run's end.
-	for deadline := time.Now().Add(watchGrace); s.watching.Load() > 0 && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
+	// The watchers send what the journal holds and end: with the run's end where it
+	// ended, SHUTTING_DOWN where the shutdown stopped it.
 	s.stopWatchers()
 	s.registry.closeAll()
 }
-
-// watchGrace is how long Shutdown lets the WatchRun streams open end on their own.
-const watchGrace = time.Second
