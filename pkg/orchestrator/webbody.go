@@ -355,7 +355,7 @@ func writeWebError(w http.ResponseWriter, r *http.Request, ce *connect.Error, st
 		_, _ = w.Write(end)
 		return
 	}
-	if !strings.HasPrefix(r.URL.Path, "/toolmesh.") {
+	if restCall(r) {
 		writeRESTErrorWith(w, ce, status)
 		return
 	}

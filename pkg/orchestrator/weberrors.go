@@ -36,21 +36,42 @@ import (
 // body gate answers a body past its bound.
 func protocolErrors(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if v := r.Header.Get("Connect-Timeout-Ms"); v != "" && !connectTimeout(v) {
-			e := fmt.Errorf("Connect-Timeout-Ms: must be a whole number of milliseconds of 1 to 10 digits, got %q", v)
-			writeWebError(w, r, invalidRequest("Connect-Timeout-Ms", e), http.StatusBadRequest)
-			return
-		}
 		// What the transcoder answers depends on the request as it came, which it
 		// changes (a REST call's path becomes its method's, its Content-Type may go).
 		asSent := &http.Request{Method: r.Method, URL: &url.URL{Path: r.URL.Path}, Header: http.Header{}}
-		if ct := r.Header.Get("Content-Type"); ct != "" {
-			asSent.Header.Set("Content-Type", ct)
+		for _, h := range []string{"Content-Type", "Connect-Protocol-Version"} {
+			if v := r.Header.Get(h); v != "" {
+				asSent.Header.Set(h, v)
+			}
+		}
+		if r.URL.Query().Get("connect") != "" {
+			asSent.Header.Set("Connect-Protocol-Version", "1") // a Connect GET says so in its query
+		}
+		// The transcoder reads the header of Connect's calls alone (and answered a bad
+		// one with Go's parse error).
+		if v := r.Header.Get("Connect-Timeout-Ms"); v != "" && connectCall(asSent) && !connectTimeout(v) {
+			e := fmt.Errorf("Connect-Timeout-Ms: must be a whole number of milliseconds of 1 to 10 digits, got %q", v)
+			writeWebError(w, asSent, invalidRequest("Connect-Timeout-Ms", e), http.StatusBadRequest)
+			return
 		}
 		ew := &errorWriter{ResponseWriter: w, r: asSent}
 		next.ServeHTTP(ew, r)
 		ew.finish()
 	})
+}
+
+// connectCall reports whether r is a call of the Connect protocol: a stream, or a unary
+// call of the API's or naming the protocol's version.
+func connectCall(r *http.Request) bool {
+	ct := strings.ToLower(r.Header.Get("Content-Type"))
+	return strings.HasPrefix(ct, "application/connect+") ||
+		(!strings.HasPrefix(ct, "application/grpc") && (strings.HasPrefix(r.URL.Path, "/toolmesh.") || r.Header.Get("Connect-Protocol-Version") != ""))
+}
+
+// restCall reports whether r, a call that is no stream, is a REST one: not one of
+// Connect's unary calls, which name a method of a service or the protocol's version.
+func restCall(r *http.Request) bool {
+	return !strings.HasPrefix(r.URL.Path, "/toolmesh.") && r.Header.Get("Connect-Protocol-Version") == ""
 }
 
 // connectTimeout reports whether v is a timeout as Connect's protocol writes it.
@@ -85,10 +106,20 @@ type errorWriter struct {
 	body   bytes.Buffer
 	// over is set once the held body went past maxErrorBody: it is then passed through.
 	over bool
+	// sent: a status was passed through (or is held): a later one is not written.
+	sent bool
 }
 
 func (ew *errorWriter) WriteHeader(status int) {
-	if !ew.held && status >= 400 {
+	if status >= 100 && status < 200 {
+		ew.ResponseWriter.WriteHeader(status) // informational: more follows
+		return
+	}
+	if ew.sent {
+		return
+	}
+	ew.sent = true
+	if status >= 400 {
 		h := ew.Header()
 		ct := h.Get("Content-Type")
 		switch {
@@ -105,6 +136,7 @@ func (ew *errorWriter) WriteHeader(status int) {
 
 func (ew *errorWriter) Write(p []byte) (int, error) {
 	if !ew.held || ew.over {
+		ew.sent = true // a Write sends 200 when nothing was written
 		return ew.ResponseWriter.Write(p)
 	}
 	if ew.body.Len()+len(p) > maxErrorBody {
@@ -140,7 +172,6 @@ func (ew *errorWriter) finish() {
 	if ew.plain {
 		h := ew.Header()
 		h.Del("Content-Type")
-		h.Del("X-Content-Type-Options")
 		ce, status := transcoderError(ew.r, h.Get("Allow"), ew.status, strings.TrimSpace(ew.body.String()))
 		writeWebError(ew.ResponseWriter, ew.r, ce, status)
 		return
@@ -158,9 +189,12 @@ func (ew *errorWriter) finish() {
 // transcoderError is the error the transcoder answered r with in text, status and msg
 // (allow the methods a 405's path takes), as the API's errors are, and its HTTP status.
 func transcoderError(r *http.Request, allow string, status int, msg string) (*connect.Error, int) {
-	rpc := strings.HasPrefix(r.URL.Path, "/toolmesh.") || streamed(r)
+	rpc := strings.HasPrefix(r.URL.Path, "/toolmesh.") || streamed(r) || connectCall(r)
 	switch status {
 	case http.StatusNotFound:
+		if v := r.Header.Get("Connect-Protocol-Version"); v != "" && v != "1" {
+			return connect.NewError(connect.CodeUnimplemented, fmt.Errorf("Connect-Protocol-Version %q is not served: 1 is", v)), http.StatusBadRequest
+		}
 		if apiMethod(r.URL.Path) {
 			// A method of the API, in a request the transcoder took for none of its
 			// protocols.
@@ -173,7 +207,12 @@ func transcoderError(r *http.Request, allow string, status int, msg string) (*co
 	case http.StatusMethodNotAllowed:
 		return connect.NewError(connect.CodeUnimplemented, fmt.Errorf("%s is not taken at %s; %s is", r.Method, r.URL.Path, allow)), status
 	case http.StatusUnsupportedMediaType:
-		return connect.NewError(connect.CodeUnimplemented, fmt.Errorf("a body of Content-Type %q is not read here: %s", r.Header.Get("Content-Type"), apiMediaTypes)), status
+		if strings.Contains(msg, "could not classify protocol") || strings.Contains(msg, "sub-format not supported") {
+			return connect.NewError(connect.CodeUnimplemented, fmt.Errorf("a body of Content-Type %q is not read here: %s", r.Header.Get("Content-Type"), apiMediaTypes)), status
+		}
+		// Another reason (a compression, a stream called as a unary call): the
+		// transcoder's words say which.
+		return connect.NewError(connect.CodeUnimplemented, fmt.Errorf("the request cannot be served: %s", msg)), status
 	case http.StatusBadRequest:
 		return invalidRequest("header", fmt.Errorf("the request's headers cannot be read: %s", msg)), status
 	case http.StatusHTTPVersionNotSupported:
@@ -210,7 +249,7 @@ const grpcTooLarge = "grpc: received message larger than max"
 // ok false for any other (a tenant's rate, a quota: those are 429s).
 func messageTooLarge(r *http.Request, body []byte) ([]byte, bool) {
 	violation := &errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: "body"}}}
-	if strings.HasPrefix(r.URL.Path, "/toolmesh.") {
+	if !restCall(r) {
 		var e connectError
 		if json.Unmarshal(body, &e) != nil || e.Code != connect.CodeResourceExhausted.String() || !strings.HasPrefix(e.Message, grpcTooLarge) {
 			return nil, false

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +36,8 @@ type webErrorCase struct {
 	stream       string
 	contains     string
 	field, allow string
+	// fine: the request is served.
+	fine bool
 }
 
 // TestWebErrorsAreInTheirProtocol: every error of the HTTP API is answered in the
@@ -75,6 +78,13 @@ func TestWebErrorsAreInTheirProtocol(t *testing.T) {
 		{name: "gRPC-Web unknown method", method: "POST", path: service + "Nope", contentType: "application/grpc-web+proto", body: []byte{0, 0, 0, 0, 0}, status: 200, grpc: "12"},
 		{name: "REST message too large", method: "POST", path: "/v1/runs/r1/calls/c1:approve", contentType: "application/json", body: large, status: 413, rest: 8, field: "body", contains: "max_receive_bytes"},
 		{name: "Connect message too large", method: "POST", path: service + "ApproveToolCall", contentType: "application/json", body: large, status: 413, connect: "resource_exhausted", field: "body", contains: "max_receive_bytes"},
+		// The transcoder's own reason, where it is not the body's type.
+		{name: "gRPC-Web compressed whole", method: "POST", path: service + "GetRun", contentType: "application/grpc-web+proto", header: map[string]string{"Content-Encoding": "gzip"}, body: []byte{0, 0, 0, 0, 0}, status: 200, grpc: "12", contains: "content-encoding"},
+		{name: "a stream called as a unary call", method: "POST", path: service + "Run", contentType: "application/json", body: []byte("{}"), status: 415, connect: "unimplemented", contains: "stream type"},
+		{name: "another Connect version", method: "POST", path: service + "GetRun", contentType: "application/json", header: map[string]string{"Connect-Protocol-Version": "2"}, body: []byte("{}"), status: 400, connect: "unimplemented", contains: "Connect-Protocol-Version"},
+		{name: "Connect, another service", method: "POST", path: "/foo.v1.Svc/Method", contentType: "application/json", header: map[string]string{"Connect-Protocol-Version": "1"}, body: []byte("{}"), status: 404, connect: "unimplemented", contains: "not a method"},
+		// A header only Connect reads is not REST's to refuse.
+		{name: "REST with a Connect timeout", method: "GET", path: "/v1/runs", header: map[string]string{"Connect-Timeout-Ms": "1.5"}, status: 200, fine: true},
 		// Errors of the API itself are as they were.
 		{name: "REST no such run", method: "GET", path: "/v1/runs/r1", status: 404, rest: 5, field: "run_id"},
 	} {
@@ -120,9 +130,14 @@ func TestWebErrorsAreInTheirProtocol(t *testing.T) {
 func webErrorOf(t *testing.T, tc webErrorCase, resp *http.Response, body []byte) (message, field string, ok bool) {
 	t.Helper()
 	switch {
+	case tc.fine:
+		return
 	case tc.grpc != "":
 		if got := resp.Header.Get("Grpc-Status"); got != tc.grpc {
 			t.Errorf("grpc-status %q, want %s", got, tc.grpc)
+		}
+		if msg, _ := url.PathUnescape(resp.Header.Get("Grpc-Message")); !strings.Contains(msg, tc.contains) {
+			t.Errorf("grpc-message %q, want it to say %q", msg, tc.contains)
 		}
 		return
 	case tc.stream != "":

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -46,6 +47,7 @@ func restRequestError(r *http.Request, p string) *connect.Error {
 		return invalidRequest("query", fmt.Errorf("query: the query string does not decode: %w", err))
 	}
 	rule, ok := matchRESTRule(r.Method, p)
+	given := map[string]string{} // the parameter that gave each field of the query, by the field's proto name
 	for _, name := range slices.Sorted(maps.Keys(query)) {
 		if !utf8.ValidString(name) || slices.ContainsFunc(query[name], func(v string) bool { return !utf8.ValidString(v) }) {
 			return invalidRequest("query", fmt.Errorf("query: the parameter %q is not UTF-8 text", strings.ToValidUTF8(name, "\uFFFD")))
@@ -63,9 +65,25 @@ func restRequestError(r *http.Request, p string) *connect.Error {
 			if err := queryValueError(rule.input.Fields(), name, query[name]); err != nil {
 				return invalidRequest(name, err)
 			}
+			if f := fieldOf(rule.input.Fields(), name); f != nil && !f.IsList() {
+				// Under both its names (page_size, pageSize) a field is given twice:
+				// the transcoder took either, as its map's order had it.
+				if other, twice := given[string(f.Name())]; twice {
+					return invalidRequest(name, fmt.Errorf("%s: is given as %s too; it takes one value", name, other))
+				}
+				given[string(f.Name())] = name
+			}
 		}
 	}
 	return nil
+}
+
+// fieldOf is the field of fields a query parameter names, by its proto or its JSON name.
+func fieldOf(fields protoreflect.FieldDescriptors, name string) protoreflect.FieldDescriptor {
+	if f := fields.ByName(protoreflect.Name(name)); f != nil {
+		return f
+	}
+	return fields.ByJSONName(name)
 }
 
 // queryValueError is why values, the query's for the field name of fields, are not ones
@@ -73,10 +91,7 @@ func restRequestError(r *http.Request, p string) *connect.Error {
 // in its message only, with the value cut short; this one is a bad request as a body's
 // field is, naming the parameter. Kinds the API's queries do not have are left to it.
 func queryValueError(fields protoreflect.FieldDescriptors, name string, values []string) error {
-	f := fields.ByName(protoreflect.Name(name))
-	if f == nil {
-		f = fields.ByJSONName(name)
-	}
+	f := fieldOf(fields, name)
 	if f == nil {
 		return nil
 	}
@@ -102,7 +117,10 @@ func queryValueError(fields protoreflect.FieldDescriptors, name string, values [
 			}
 		case protoreflect.MessageKind:
 			if f.Message().FullName() == "google.protobuf.Timestamp" {
-				q, _ := json.Marshal(v)
+				q := []byte(v) // quoted as the transcoder quotes it: unless it is already
+				if len(q) > 0 && (q[0] != '"' || q[len(q)-1] != '"') {
+					q = strconv.AppendQuote(nil, v)
+				}
 				if protojson.Unmarshal(q, new(timestamppb.Timestamp)) != nil {
 					err = fmt.Errorf("%s: must be a time in RFC 3339 (2026-01-02T15:04:05Z), got %q", name, v)
 				}

@@ -43,6 +43,8 @@ func TestRESTQueriesTheRulesDoNotTake(t *testing.T) {
 		{"GET", "/v1/runs?started_after=garbage-garbage-garbage-garbage-garbage", "", "started_after"},
 		{"GET", "/v1/runs?startedBefore=2026-01-02", "", "startedBefore"},
 		{"GET", "/v1/runs?agent=a&agent=b", "", "agent"},
+		{"GET", "/v1/runs?page_size=1&pageSize=500", "", "page_size"},        // one field under both its names
+		{"GET", "/v1/runs?started_after=%222026-01-02T15:04:05Z%22", "", ""}, // quoted already, as the transcoder takes it
 		{"GET", "/v1/runs/r1?unknown=1", "", ""},
 		{"POST", "/v1/runs/harmless:cancel", "{}", ""},
 		{"POST", "/toolmesh.v1.OrchestratorService/CancelRun?run_id=x", "{}", ""}, // Connect's: the transcoder's
