@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,6 +48,13 @@ func protocolErrors(next http.Handler) http.Handler {
 		if r.URL.Query().Get("connect") != "" {
 			asSent.Header.Set("Connect-Protocol-Version", "1") // a Connect GET says so in its query
 		}
+		// A binary header the gRPC server cannot decode was an internal error ("unexpected
+		// HTTP error: 400"): it is the client's, and named.
+		if name, ok := badBinaryHeader(r.Header); !ok {
+			e := fmt.Errorf("%s: a header whose name ends in -Bin holds base64, and this one does not decode", name)
+			writeWebError(w, asSent, invalidRequest(name, e), http.StatusBadRequest)
+			return
+		}
 		// The transcoder reads the header of Connect's calls alone (and answered a bad
 		// one with Go's parse error).
 		if v := r.Header.Get("Connect-Timeout-Ms"); v != "" && connectCall(asSent) && !connectTimeout(v) {
@@ -66,6 +74,26 @@ func connectCall(r *http.Request) bool {
 	ct := strings.ToLower(r.Header.Get("Content-Type"))
 	return strings.HasPrefix(ct, "application/connect+") ||
 		(!strings.HasPrefix(ct, "application/grpc") && (strings.HasPrefix(r.URL.Path, "/toolmesh.") || r.Header.Get("Connect-Protocol-Version") != ""))
+}
+
+// badBinaryHeader is the first header of h whose name ends in -Bin (binary metadata)
+// and whose value is not base64 as gRPC reads it (padded or not); ok when there is none.
+func badBinaryHeader(h http.Header) (name string, ok bool) {
+	for k, vs := range h {
+		if !strings.HasSuffix(strings.ToLower(k), "-bin") {
+			continue
+		}
+		for _, v := range vs {
+			enc := base64.RawStdEncoding
+			if len(v)%4 == 0 {
+				enc = base64.StdEncoding
+			}
+			if _, err := enc.DecodeString(v); err != nil {
+				return k, false
+			}
+		}
+	}
+	return "", true
 }
 
 // restCall reports whether r, a call that is no stream, is a REST one: not one of

@@ -83,6 +83,10 @@ func TestWebErrorsAreInTheirProtocol(t *testing.T) {
 		{name: "a stream called as a unary call", method: "POST", path: service + "Run", contentType: "application/json", body: []byte("{}"), status: 415, connect: "unimplemented", contains: "stream type"},
 		{name: "another Connect version", method: "POST", path: service + "GetRun", contentType: "application/json", header: map[string]string{"Connect-Protocol-Version": "2"}, body: []byte("{}"), status: 400, connect: "unimplemented", contains: "Connect-Protocol-Version"},
 		{name: "Connect, another service", method: "POST", path: "/foo.v1.Svc/Method", contentType: "application/json", header: map[string]string{"Connect-Protocol-Version": "1"}, body: []byte("{}"), status: 404, connect: "unimplemented", contains: "not a method"},
+		// Binary metadata the gRPC server cannot decode was an internal error.
+		{name: "REST bad binary header", method: "GET", path: "/v1/runs", header: map[string]string{"X-Trace-Bin": "!!!"}, status: 400, rest: 3, field: "X-Trace-Bin"},
+		{name: "Connect bad binary header", method: "POST", path: service + "ListRuns", contentType: "application/json", header: map[string]string{"X-Trace-Bin": "!!!"}, body: []byte("{}"), status: 400, connect: "invalid_argument", field: "X-Trace-Bin"},
+		{name: "REST good binary header", method: "GET", path: "/v1/runs", header: map[string]string{"X-Trace-Bin": "AAE"}, status: 200, fine: true},
 		// A header only Connect reads is not REST's to refuse.
 		{name: "REST with a Connect timeout", method: "GET", path: "/v1/runs", header: map[string]string{"Connect-Timeout-Ms": "1.5"}, status: 200, fine: true},
 		// Errors of the API itself are as they were.
