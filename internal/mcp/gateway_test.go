@@ -91,14 +91,7 @@ func endpoint(t *testing.T, groups []*mcp.Group, keep func(tool.Tool) bool, opts
 // endpointOver is endpoint with the client's requests made by hc (nil: the default).
 func endpointOver(t *testing.T, groups []*mcp.Group, keep func(tool.Tool) bool, opts *sdk.ClientOptions, hc *http.Client) *sdk.ClientSession {
 	t.Helper()
-	return endpointGranting(t, groups, keep, nil, opts, hc)
-}
-
-// endpointGranting is endpointOver with each request granted the tools grant says.
-func endpointGranting(t *testing.T, groups []*mcp.Group, keep func(tool.Tool) bool, grant func(*sdk.RequestExtra) func(string) bool, opts *sdk.ClientOptions, hc *http.Client) *sdk.ClientSession {
-	t.Helper()
 	h := mcp.NewHandler(mcp.ServeOptions{
-		Grant: grant,
 		Catalog: func(ctx context.Context) []tool.Tool {
 			var out []tool.Tool
 			for _, g := range groups {

@@ -43,13 +43,10 @@ const maxSubscriptions = 4096
 //
 //nolint:staticcheck // logging and sampling are deprecated in 2026-07-28 (SEP-2577), not gone
 type passthrough struct {
-	mu     sync.Mutex
-	groups map[string]*Group // the groups the session reaches, by role
-	// tools are the names of the tools of each group the session is offered, by role: a
-	// request reaches a group through one its token grants (ServeOptions.Grant).
-	tools    map[string]map[string]bool
-	logLevel sdk.LoggingLevel // what the client set with logging/setLevel
-	watching bool             // the session's end drops its subscriptions
+	mu       sync.Mutex
+	groups   map[string]*Group // the groups the session reaches, by role
+	logLevel sdk.LoggingLevel  // what the client set with logging/setLevel
+	watching bool              // the session's end drops its subscriptions
 }
 
 // reach records the group of t, a tool the session is offered, when it is an MCP
@@ -62,54 +59,26 @@ func (p *passthrough) reach(t tool.Tool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.groups == nil {
-		p.groups, p.tools = map[string]*Group{}, map[string]map[string]bool{}
+		p.groups = map[string]*Group{}
 	}
-	role := r.g.opts.Role
-	p.groups[role] = r.g
-	if p.tools[role] == nil {
-		p.tools[role] = map[string]bool{}
-	}
-	p.tools[role][t.Definition().Name] = true
+	p.groups[r.g.opts.Role] = r.g
 }
 
-// reached are the groups the session reaches, by role, that the request of ctx reaches:
-// through a tool its token grants (all of them where no grant is in ctx).
-func (p *passthrough) reached(ctx context.Context) []*Group {
-	granted := grantOf(ctx)
+// reached are the groups the session reaches, by role.
+func (p *passthrough) reached() []*Group {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := make([]*Group, 0, len(p.groups))
 	for _, role := range slices.Sorted(maps.Keys(p.groups)) {
-		if p.grantedLocked(role, granted) {
-			out = append(out, p.groups[role])
-		}
+		out = append(out, p.groups[role])
 	}
 	return out
 }
 
-// group is the group of role, if the request of ctx reaches it.
-func (p *passthrough) group(ctx context.Context, role string) *Group {
-	granted := grantOf(ctx)
+func (p *passthrough) group(role string) *Group {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if g := p.groups[role]; g != nil && p.grantedLocked(role, granted) {
-		return g
-	}
-	return nil
-}
-
-// grantedLocked reports whether granted grants a tool of the group of role. p.mu is
-// held.
-func (p *passthrough) grantedLocked(role string, granted func(string) bool) bool {
-	if granted == nil {
-		return true
-	}
-	for name := range p.tools[role] {
-		if granted(name) {
-			return true
-		}
-	}
-	return false
+	return p.groups[role]
 }
 
 //nolint:staticcheck // logging and sampling are deprecated in 2026-07-28 (SEP-2577), not gone
@@ -129,13 +98,6 @@ func (p *passthrough) wantsLogs(req *sdk.CallToolRequest) bool {
 func (s *sessionServer) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
 		switch r := req.(type) {
-		case *sdk.ListToolsRequest:
-			return s.listTools(ctx, method, req, next)
-		case *sdk.CallToolRequest:
-			if granted := s.granted(req); granted != nil && r.Params != nil && !granted(r.Params.Name) {
-				// As the server answers a tool the session is not offered.
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", r.Params.Name)}
-			}
 		case *sdk.ServerRequest[*sdk.SetLoggingLevelParams]:
 			s.pass.mu.Lock()
 			s.pass.logLevel = r.Params.Level
@@ -159,24 +121,6 @@ func (s *sessionServer) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 		}
 		return next(ctx, method, req)
 	}
-}
-
-// listTools lists the session's tools that req's caller is granted.
-func (s *sessionServer) listTools(ctx context.Context, method string, req sdk.Request, next sdk.MethodHandler) (sdk.Result, error) {
-	res, err := next(ctx, method, req)
-	granted := s.granted(req)
-	if lt, ok := res.(*sdk.ListToolsResult); ok && err == nil && granted != nil {
-		kept := lt.Tools[:0:0]
-		for _, t := range lt.Tools {
-			if granted(t.Name) {
-				kept = append(kept, t)
-			}
-		}
-		out := *lt
-		out.Tools = kept
-		return &out, nil
-	}
-	return res, err
 }
 
 // groupContext is ctx of a request to the groups: its ToolCallContext and verified
@@ -222,7 +166,7 @@ func (s *sessionServer) groupContext(ctx context.Context, req sdk.Request) conte
 	if s.tenant != "" {
 		ctx = toolinternal.WithTenant(ctx, s.tenant)
 	}
-	return withGrant(ctx, s.granted(req))
+	return ctx
 }
 
 // invalid is the error of a request that names nothing the session may use.
@@ -319,7 +263,7 @@ func (g *Group) templates(ctx context.Context) ([]*sdk.ResourceTemplate, error) 
 // "<role>/<name>". A group that cannot answer is left out, with a warning.
 func (s *sessionServer) listPrompts(ctx context.Context) (*sdk.ListPromptsResult, error) {
 	out := &sdk.ListPromptsResult{Prompts: []*sdk.Prompt{}}
-	for _, g := range s.pass.reached(ctx) {
+	for _, g := range s.pass.reached() {
 		ps, err := g.prompts(ctx)
 		if err != nil {
 			g.log.WarnContext(ctx, "mcp prompts unavailable to the endpoint", "error", err.Error())
@@ -336,7 +280,7 @@ func (s *sessionServer) listPrompts(ctx context.Context) (*sdk.ListPromptsResult
 
 func (s *sessionServer) listResources(ctx context.Context) (*sdk.ListResourcesResult, error) {
 	out := &sdk.ListResourcesResult{Resources: []*sdk.Resource{}}
-	for _, g := range s.pass.reached(ctx) {
+	for _, g := range s.pass.reached() {
 		rs, err := g.resources(ctx)
 		if err != nil {
 			g.log.WarnContext(ctx, "mcp resources unavailable to the endpoint", "error", err.Error())
@@ -353,7 +297,7 @@ func (s *sessionServer) listResources(ctx context.Context) (*sdk.ListResourcesRe
 
 func (s *sessionServer) listTemplates(ctx context.Context) (*sdk.ListResourceTemplatesResult, error) {
 	out := &sdk.ListResourceTemplatesResult{ResourceTemplates: []*sdk.ResourceTemplate{}}
-	for _, g := range s.pass.reached(ctx) {
+	for _, g := range s.pass.reached() {
 		ts, err := g.templates(ctx)
 		if err != nil {
 			g.log.WarnContext(ctx, "mcp resource templates unavailable to the endpoint", "error", err.Error())
@@ -373,12 +317,12 @@ func qualify(g *Group, uri string) string { return QualifiedURIPrefix + g.opts.R
 // promptGroup is the group and the server's name of the prompt a request names.
 func (s *sessionServer) promptGroup(ctx context.Context, name string) (*Group, string, error) {
 	if role, rest, ok := strings.Cut(name, "/"); ok {
-		if g := s.pass.group(ctx, role); g != nil {
+		if g := s.pass.group(role); g != nil {
 			return g, rest, nil
 		}
 	}
 	var found []*Group
-	for _, g := range s.pass.reached(ctx) {
+	for _, g := range s.pass.reached() {
 		ps, err := g.prompts(ctx)
 		if err != nil {
 			continue
@@ -439,13 +383,13 @@ func bounded(g *Group, kind string, res any) error {
 func (s *sessionServer) resourceGroup(ctx context.Context, uri string) (*Group, string, error) {
 	if rest, ok := strings.CutPrefix(uri, QualifiedURIPrefix); ok {
 		role, inner, _ := strings.Cut(rest, "/")
-		if g := s.pass.group(ctx, role); g != nil && inner != "" {
+		if g := s.pass.group(role); g != nil && inner != "" {
 			return g, inner, nil
 		}
 		return nil, "", sdk.ResourceNotFoundError(uri)
 	}
 	var listed, matched []*Group
-	for _, g := range s.pass.reached(ctx) {
+	for _, g := range s.pass.reached() {
 		if rs, err := g.resources(ctx); err == nil && slices.ContainsFunc(rs, func(r *sdk.Resource) bool { return r.URI == uri }) {
 			listed = append(listed, g)
 			continue
@@ -566,12 +510,12 @@ func (s *sessionServer) complete(ctx context.Context, req *sdk.CompleteRequest) 
 func (s *sessionServer) templateGroup(ctx context.Context, uri string) (*Group, string, error) {
 	if rest, ok := strings.CutPrefix(uri, QualifiedURIPrefix); ok {
 		role, inner, _ := strings.Cut(rest, "/")
-		if g := s.pass.group(ctx, role); g != nil && inner != "" {
+		if g := s.pass.group(role); g != nil && inner != "" {
 			return g, inner, nil
 		}
 	}
 	var found []*Group
-	for _, g := range s.pass.reached(ctx) {
+	for _, g := range s.pass.reached() {
 		if ts, err := g.templates(ctx); err == nil && slices.ContainsFunc(ts, func(t *sdk.ResourceTemplate) bool { return t.URITemplate == uri }) {
 			found = append(found, g)
 		}
@@ -679,7 +623,7 @@ func (s *sessionServer) watchSubscriptions(ss *sdk.ServerSession) {
 	}
 	go func() {
 		_ = ss.Wait()
-		for _, g := range s.pass.reached(context.Background()) { // every group: none is granted here
+		for _, g := range s.pass.reached() {
 			for cs, uris := range g.subscribers.removeAll(s.srv) {
 				for _, uri := range uris {
 					ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)

@@ -6,7 +6,6 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -123,54 +122,6 @@ func TestEndpointReachesOnlyGrantedGroups(t *testing.T) {
 	if r, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: "mem://doc"}); err != nil || r.Contents[0].Text != "alpha mem://doc" {
 		t.Errorf("read mem://doc, alpha's alone here: %v %v", r, err)
 	}
-}
-
-// TestEndpointGrantFollowsEachRequest: what a request of a session reaches is what its
-// own credentials grant (ServeOptions.Grant), request by request in the one session: the
-// tools it lists and calls, and the MCP groups whose prompts and resources it reaches
-// through them. The grants were the session's opener's, for the session's life.
-func TestEndpointGrantFollowsEachRequest(t *testing.T) {
-	var granted atomic.Value // the prefix of the tools the next requests are granted
-	granted.Store("alpha")
-	hc := &http.Client{Transport: headerTransport{func() string { return granted.Load().(string) }}}
-	grant := func(extra *sdk.RequestExtra) func(string) bool {
-		prefix := extra.Header.Get("X-Test-Grant")
-		return func(name string) bool { return strings.HasPrefix(name, prefix) }
-	}
-	cs := endpointGranting(t, twoGroups(t), nil, grant, nil, hc)
-	ctx := testCtx(t)
-	for _, prefix := range []string{"alpha", "beta", "alpha"} {
-		granted.Store(prefix)
-		other := map[string]string{"alpha": "beta", "beta": "alpha"}[prefix]
-		tools, err := cs.ListTools(ctx, nil)
-		if err != nil || len(tools.Tools) == 0 || slices.ContainsFunc(tools.Tools, func(tl *sdk.Tool) bool { return !strings.HasPrefix(tl.Name, prefix) }) {
-			t.Errorf("granted %s: tools %v, %v; want %s's alone", prefix, tools, err, prefix)
-		}
-		if res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: other + "_chatty"}); err == nil && !res.IsError {
-			t.Errorf("granted %s: %s_chatty was called", prefix, other)
-		}
-		if res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: prefix + "_chatty"}); err != nil || res.IsError {
-			t.Errorf("granted %s: %s_chatty: %v, %v", prefix, prefix, res, err)
-		}
-		if diff := cmp.Diff([]string{prefix + "/greet"}, promptNames(t, cs)); diff != "" {
-			t.Errorf("granted %s: prompts (-want +got):\n%s", prefix, diff)
-		}
-		if _, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: "toolmesh://" + other + "/mem://doc"}); err == nil {
-			t.Errorf("granted %s: %s's resource was read", prefix, other)
-		}
-		if r, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: "mem://doc"}); err != nil || r.Contents[0].Text != prefix+" mem://doc" {
-			t.Errorf("granted %s: mem://doc, %s's alone here: %v %v", prefix, prefix, r, err)
-		}
-	}
-}
-
-// headerTransport sends X-Test-Grant with what grant says at each request.
-type headerTransport struct{ grant func() string }
-
-func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("X-Test-Grant", h.grant())
-	return http.DefaultTransport.RoundTrip(r)
 }
 
 // TestEndpointSubscriptions: a subscription through the endpoint reaches the server once

@@ -41,14 +41,6 @@ type ServeOptions struct {
 	// request field, to an MCP server under TenantMetaKey, shown to tools under
 	// toolctx.TenantKey. Nothing the caller sends can change it.
 	Tenant func(ctx context.Context) string
-	// Grant, when set, is asked for each request which of the session's tools its
-	// caller may list and call (the request's own credentials, as extra has them, decide:
-	// a token's scopes); nil grants every tool the session is offered. A session's
-	// tools are those Session lets through; Grant narrows each request to those its
-	// credentials grant, so that a session follows its caller's token as it changes (a
-	// step-up to more scopes, a narrower one), and so do the MCP groups a request
-	// reaches through them.
-	Grant func(extra *sdk.RequestExtra) func(name string) bool
 	// ProtocolVersions are the MCP revisions served (of ProtocolVersions); empty serves
 	// 2026-07-28 and every earlier revision the go-sdk speaks.
 	ProtocolVersions []string
@@ -294,28 +286,4 @@ func resultFor(res tool.Result) *sdk.CallToolResult {
 		}
 	}
 	return out
-}
-
-// granted is which tools of the session req's caller may list and call (nil: all).
-func (s *sessionServer) granted(req sdk.Request) func(name string) bool {
-	if s.opts.Grant == nil {
-		return nil
-	}
-	return s.opts.Grant(req.GetExtra())
-}
-
-type grantKey struct{}
-
-// withGrant is ctx with granted, the tools its request's caller may use.
-func withGrant(ctx context.Context, granted func(name string) bool) context.Context {
-	if granted == nil {
-		return ctx
-	}
-	return context.WithValue(ctx, grantKey{}, granted)
-}
-
-// grantOf is the grant withGrant put in ctx; nil: every tool.
-func grantOf(ctx context.Context) func(name string) bool {
-	g, _ := ctx.Value(grantKey{}).(func(name string) bool)
-	return g
 }

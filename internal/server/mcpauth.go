@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 	"google.golang.org/grpc/codes"
@@ -46,12 +45,17 @@ func (s *Server) MCPHandler() (http.Handler, error) {
 					return policy(t) // nil: the policy denies the caller every call of it
 				}
 			}
+			if granted := s.scopeGrant(ctx); granted != nil {
+				tenantWrap := wrap
+				wrap = func(t tool.Tool) tool.Tool {
+					if !granted(t.Definition().Name) {
+						return nil // not granted to the token's scopes: neither listed nor callable
+					}
+					return tenantWrap(t)
+				}
+			}
 			return wrap, fixed
 		},
-		// Each request is granted the tools its own token's scopes grant: neither listed
-		// nor callable are the others (the scopes do not narrow the session itself,
-		// which a step-up to more scopes goes on using).
-		Grant:    s.requestGrant,
 		Tenant:   tenantOf,
 		Decorate: s.runs.Decorate, ContextHeaders: s.cfg.MCPServe.ContextHeaders, Logger: s.log,
 		ProtocolVersions: s.cfg.MCPServe.ProtocolVersions,
@@ -60,7 +64,7 @@ func (s *Server) MCPHandler() (http.Handler, error) {
 	if !s.auth.enabled() {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { sessions.serve(w, r, mcpCaller{}) }), nil
 	}
-	auth := &mcpAuth{a: s.auth, sessions: sessions, server: s}
+	auth := &mcpAuth{a: s.auth, sessions: sessions}
 	resource := s.cfg.MCPServe.Resource
 	if resource == "" || s.auth.tokens == nil {
 		return auth, nil
@@ -99,14 +103,16 @@ func (s *Server) MCPHandler() (http.Handler, error) {
 	return mux, nil
 }
 
-// scopeGrant is which tools a caller with a token of scopes (space-separated) may list
-// and call (mcp_serve.scopes), or nil when scopes do not limit it: none are configured.
-func (s *Server) scopeGrant(scopes string) func(name string) bool {
-	if len(s.cfg.MCPServe.Scopes) == 0 {
+// scopeGrant is which tools the session of ctx's caller may list and call by its token's
+// scopes (mcp_serve.scopes), or nil when scopes do not limit it: none are configured, or
+// the caller came without a token (a certificate).
+func (s *Server) scopeGrant(ctx context.Context) func(name string) bool {
+	p := callerOf(ctx)
+	if len(s.cfg.MCPServe.Scopes) == 0 || !p.token {
 		return nil
 	}
 	var patterns []string
-	for _, scope := range strings.Fields(scopes) {
+	for _, scope := range strings.Fields(p.scopes) {
 		patterns = append(patterns, s.cfg.MCPServe.Scopes[scope]...)
 	}
 	return func(name string) bool {
@@ -117,53 +123,6 @@ func (s *Server) scopeGrant(scopes string) func(name string) bool {
 		}
 		return false
 	}
-}
-
-// requestGrant is which tools an MCP request (extra, as the SDK hands it on) may list
-// and call: those its token's scopes grant (mcpAuth hands them on as the SDK's token
-// info); nil, all, for a request without a token (a certificate's, or an endpoint
-// without authentication). A request that brings a bearer token whose grant did not
-// reach the SDK is granted nothing.
-func (s *Server) requestGrant(extra *sdk.RequestExtra) func(name string) bool {
-	if len(s.cfg.MCPServe.Scopes) == 0 || extra == nil {
-		return nil
-	}
-	if extra.TokenInfo == nil {
-		if bearerOf(extra.Header.Values("Authorization")) != "" {
-			return func(string) bool { return false }
-		}
-		return nil
-	}
-	return s.scopeGrant(strings.Join(extra.TokenInfo.Scopes, " "))
-}
-
-// requiredScopes are the scopes of mcp_serve.scopes that grant the tool name, sorted.
-func (s *Server) requiredScopes(name string) []string {
-	var out []string
-	for scope, patterns := range s.cfg.MCPServe.Scopes {
-		for _, pat := range patterns {
-			if ok, _ := path.Match(pat, name); ok {
-				out = append(out, scope)
-				break
-			}
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-// catalogueHolds reports whether the tenant's catalogue holds a tool of that name, at its top or
-// under facades that unfold without a worker.
-func catalogueHolds(ts []tool.Tool, name string, depth int) bool {
-	for _, t := range ts {
-		if t.Definition().Name == name {
-			return true
-		}
-		if f, ok := tool.As[tool.Facade](t); ok && f.Kind() != tool.FacadeSelectable && depth < 32 && catalogueHolds(f.Children(), name, depth+1) {
-			return true
-		}
-	}
-	return false
 }
 
 // wellKnownPRM is where a protected resource publishes its metadata (RFC 9728): at the
@@ -185,8 +144,6 @@ type mcpAuth struct {
 	// scopes are the scopes that grant tools (mcp_serve.scopes), space-separated, named
 	// in a 401's challenge ("": none).
 	scopes string
-	// server is the orchestrator's: its catalogue and scopes, for a step-up's 403.
-	server *Server
 }
 
 // challenge is a 401's WWW-Authenticate: the realm, where the resource's metadata is
@@ -233,17 +190,11 @@ func (m *mcpAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if p != (principal{}) {
 		ctx = withCaller(ctx, p)
 	}
-	// A session is its opener's: the same tenant and who. Its requests are granted what
-	// their own tokens' scopes grant (a step-up's retry goes on in the session).
-	c := mcpCaller{key: p.tenant + "\x00" + p.who, subject: p.who, tenant: p.tenant}
-	r = r.WithContext(ctx)
-	if p.token {
-		if m.stepUp(w, r, p) {
-			return
-		}
-		r = withTokenInfo(r, raw, p)
-	}
-	m.sessions.serve(w, r, c, "tenant", p.tenant, "caller", p.who)
+	// A session is its opener's: the same tenant, who, and scopes (a narrower token
+	// does not use a session a wider one opened, nor the session of a token it refreshed
+	// under other grants).
+	c := mcpCaller{key: p.tenant + "\x00" + p.who + "\x00" + p.scopes, subject: p.who, tenant: p.tenant}
+	m.sessions.serve(w, r.WithContext(ctx), c, "tenant", p.tenant, "caller", p.who)
 }
 
 // sessionOpener hands open the session id of a response that opens a session, before

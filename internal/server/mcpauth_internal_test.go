@@ -67,8 +67,8 @@ func sessionsUnderTest() (*mcpSessions, *fakeSDK, *time.Time) {
 }
 
 // caller is an authenticated caller: subject who of tenant, with scopes.
-func caller(tenant, who string) mcpCaller {
-	return mcpCaller{key: tenant + "\x00" + who, subject: who, tenant: tenant}
+func caller(tenant, who, scopes string) mcpCaller {
+	return mcpCaller{key: tenant + "\x00" + who + "\x00" + scopes, subject: who, tenant: tenant}
 }
 
 // request is the status and session id of a request of c in session sid ("": none),
@@ -121,22 +121,22 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 	}
 }
 
-// TestMCPSessionsBelongToTheirOpener: a session is its opener's alone (tenant and
-// subject), for as long as it lives; one the endpoint does not hold (ended, expired, or
-// never opened here) is refused, never passed on. Before, the owners of the oldest
+// TestMCPSessionsBelongToTheirOpener: a session is its opener's alone (tenant, subject
+// and scopes), for as long as it lives; one the endpoint does not hold (ended, expired,
+// or never opened here) is refused, never passed on. Before, the owners of the oldest
 // sessions were forgotten past 65,536 of them, and their sessions then served any
-// caller, another tenant's.
+// caller, another tenant's; and a token of narrower scopes used a wider one's session.
 func TestMCPSessionsBelongToTheirOpener(t *testing.T) {
 	m, f, now := sessionsUnderTest()
-	u1 := caller("acme", "u1")
+	u1 := caller("acme", "u1", "a b")
 	_, s1 := request(m, http.MethodPost, "", u1)
 	for _, tc := range []struct {
 		c    mcpCaller
 		want int
-	}{{u1, http.StatusOK}, {caller("globex", "u2"), http.StatusForbidden}, {caller("acme", "u2"), http.StatusForbidden},
-		// The same subject with a token of other scopes uses it (a step-up's retry goes
-		// on in the session), each request with its own token's grants.
-		{caller("acme", "u1"), http.StatusOK}} {
+	}{{u1, http.StatusOK}, {caller("globex", "u2", "a b"), http.StatusForbidden}, {caller("acme", "u2", "a b"), http.StatusForbidden},
+		// The same subject with other scopes opens a session of its own (a client does on
+		// a 404; a 403 left one whose token was refreshed with more scopes stuck).
+		{caller("acme", "u1", "a"), http.StatusNotFound}} {
 		if code, _ := request(m, http.MethodPost, s1, tc.c); code != tc.want {
 			t.Errorf("%q in u1's session: %d, want %d", tc.c.key, code, tc.want)
 		}
@@ -170,16 +170,17 @@ func TestMCPSessionsBelongToTheirOpener(t *testing.T) {
 // refused frees nothing; a request that opened no session frees its reservation; an
 // anonymous caller is held to the endpoint's bound alone. Before, sessions were never
 // bounded: one caller held 1.76 GB of them; then a DELETE with a bad header freed the
-// count of a session the SDK kept.
+// count of a session the SDK kept, and a subject asking each time for other scopes had
+// 256 more.
 func TestMCPSessionsAreBounded(t *testing.T) {
 	m, _, now := sessionsUnderTest()
-	for range maxMCPPerSubject {
-		if code, _ := request(m, http.MethodPost, "", caller("acme", "u1")); code != http.StatusOK {
+	for i := range maxMCPPerSubject {
+		if code, _ := request(m, http.MethodPost, "", caller("acme", "u1", fmt.Sprint("scope", i))); code != http.StatusOK {
 			t.Fatalf("opening: %d", code)
 		}
 	}
-	if code, _ := request(m, http.MethodPost, "", caller("acme", "u1")); code != http.StatusTooManyRequests {
-		t.Errorf("one more of the same subject: %d, want 429", code)
+	if code, _ := request(m, http.MethodPost, "", caller("acme", "u1", "other")); code != http.StatusTooManyRequests {
+		t.Errorf("one more of the same subject, other scopes: %d, want 429", code)
 	}
 	for sid := range m.byID {
 		if code, _ := request(m, http.MethodDelete, sid, m.byID[sid].caller, "Mcp-Protocol-Version", "1999-01-01"); code != http.StatusBadRequest {
@@ -187,24 +188,24 @@ func TestMCPSessionsAreBounded(t *testing.T) {
 		}
 		break
 	}
-	if code, _ := request(m, http.MethodPost, "", caller("acme", "u1")); code != http.StatusTooManyRequests {
+	if code, _ := request(m, http.MethodPost, "", caller("acme", "u1", "x")); code != http.StatusTooManyRequests {
 		t.Errorf("after a DELETE the SDK refused: %d, want 429 still", code)
 	}
-	if code, _ := request(m, http.MethodPost, "", caller("acme", "u2"), "X-Fail", "1"); code != http.StatusOK || m.count["s:acme\x00u2"] != 0 {
+	if code, _ := request(m, http.MethodPost, "", caller("acme", "u2", "x"), "X-Fail", "1"); code != http.StatusOK || m.count["s:acme\x00u2"] != 0 {
 		t.Errorf("a POST that opened nothing: %d, counted %d", code, m.count["s:acme\x00u2"])
 	}
 	for i := 0; held(m) < maxMCPSessions; i++ {
 		request(m, http.MethodPost, "", mcpCaller{}) // anonymous: only the endpoint's bound
 	}
-	if code, _ := request(m, http.MethodPost, "", caller("globex", "u3")); code != http.StatusServiceUnavailable {
+	if code, _ := request(m, http.MethodPost, "", caller("globex", "u3", "")); code != http.StatusServiceUnavailable {
 		t.Errorf("past the endpoint's bound: %d, want 503", code)
 	}
 	*now = now.Add(mcpSessionIdle + time.Second)
 	// The expired sessions are closed in the SDK, and counted until they are.
-	request(m, http.MethodPost, "", caller("acme", "u1"))
+	request(m, http.MethodPost, "", caller("acme", "u1", "x"))
 	waitFor(t, "the expired sessions closed", func() bool { return counted(m, "") <= 1 })
 	*now = now.Add(2 * mcpSweepEvery)
-	if code, _ := request(m, http.MethodPost, "", caller("acme", "u1")); code != http.StatusOK {
+	if code, _ := request(m, http.MethodPost, "", caller("acme", "u1", "y")); code != http.StatusOK {
 		t.Errorf("once the sessions expired: %d, want 200", code)
 	}
 	if n := held(m); n > 2 {
@@ -217,14 +218,14 @@ func TestMCPSessionsAreBounded(t *testing.T) {
 func TestMCPTenantBound(t *testing.T) {
 	m, _, _ := sessionsUnderTest()
 	for i := range maxMCPPerTenant {
-		if code, _ := request(m, http.MethodPost, "", caller("acme", fmt.Sprint("u", i/100))); code != http.StatusOK {
+		if code, _ := request(m, http.MethodPost, "", caller("acme", fmt.Sprint("u", i/100), "")); code != http.StatusOK {
 			t.Fatalf("opening %d: %d", i, code)
 		}
 	}
-	if code, _ := request(m, http.MethodPost, "", caller("acme", "fresh")); code != http.StatusTooManyRequests {
+	if code, _ := request(m, http.MethodPost, "", caller("acme", "fresh", "")); code != http.StatusTooManyRequests {
 		t.Errorf("past the tenant's bound: %d, want 429", code)
 	}
-	if code, _ := request(m, http.MethodPost, "", caller("globex", "u")); code != http.StatusOK {
+	if code, _ := request(m, http.MethodPost, "", caller("globex", "u", "")); code != http.StatusOK {
 		t.Errorf("another tenant: %d, want 200", code)
 	}
 }
@@ -234,7 +235,7 @@ func TestMCPTenantBound(t *testing.T) {
 // (a 2026-07-28 client's listen streams) are bounded as sessions are.
 func TestMCPConcurrentOpensAndStreams(t *testing.T) {
 	m, f, _ := sessionsUnderTest()
-	u := caller("acme", "u1")
+	u := caller("acme", "u1", "")
 	codes := make(chan int, maxMCPPerSubject+50)
 	var wg sync.WaitGroup
 	for range maxMCPPerSubject + 50 {
@@ -315,7 +316,7 @@ func TestMCPSessionClosedInTheRealSDK(t *testing.T) {
 // refused (it was served outside the session's bounds).
 func TestMCPSessionsNotHeld(t *testing.T) {
 	m, f, now := sessionsUnderTest()
-	u := caller("acme", "u1")
+	u := caller("acme", "u1", "")
 	_, s1 := request(m, http.MethodPost, "", u)
 	request(m, http.MethodPost, s1, u, "X-404", "1")
 	m.mu.Lock()
@@ -359,7 +360,7 @@ func TestMCPSessionCloseStuckOnACall(t *testing.T) {
 	m := newMCPSessions(h, func(string, ...any) {})
 	now := time.Unix(1_000_000, 0)
 	m.now = func() time.Time { return now } // now is moved under m.mu (expire)
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, caller("acme", "u1")) }))
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, caller("acme", "u1", "")) }))
 	defer hs.Close()
 	post := func(ctx context.Context, sid, body string) (int, string) {
 		r, _ := http.NewRequestWithContext(ctx, http.MethodPost, hs.URL, strings.NewReader(body))
@@ -417,7 +418,7 @@ func TestMCPSessionCloseStuckOnACall(t *testing.T) {
 // stateless ones are (each holds a stream); one session held any number.
 func TestMCPRequestsInASessionAreBounded(t *testing.T) {
 	m, f, _ := sessionsUnderTest()
-	u := caller("acme", "u1")
+	u := caller("acme", "u1", "")
 	_, sid := request(m, http.MethodPost, "", u)
 	var wg sync.WaitGroup
 	for range maxMCPPerSubject {

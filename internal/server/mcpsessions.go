@@ -29,9 +29,8 @@ const (
 // mcpCaller is who a request of the MCP endpoint comes from, as its authentication
 // verified it.
 type mcpCaller struct {
-	// key is what a session is bound to: the tenant and the subject. A token of other
-	// scopes (a step-up, a narrower one) uses the session with its own grants: each
-	// request is granted what its own token's scopes grant (MCPHandler).
+	// key is what a session is bound to: the tenant, the subject and the token's scopes
+	// (a token of other scopes does not use a session, which keeps its opener's grants).
 	key string
 	// subject and tenant are what the bounds count by; "" for an anonymous caller (an
 	// endpoint without authentication, or one that lets requests without a token in),
@@ -151,6 +150,10 @@ func (m *mcpSessions) enter(sid string, c mcpCaller) (int, string) {
 	switch {
 	case !ok:
 		return http.StatusNotFound, "no such MCP session (it ended or expired): initialize a new one"
+	case s.caller.key != c.key && s.caller.subject == c.subject && s.caller.subject != "" && s.caller.tenant == c.tenant:
+		// The same subject with a token of other scopes (refreshed with more): a session
+		// keeps its opener's grants, so the client opens a new one (it does on a 404).
+		return http.StatusNotFound, "this MCP session was opened with other scopes: initialize a new one"
 	case s.caller.key != c.key:
 		return http.StatusForbidden, "this MCP session was opened by another caller"
 	}

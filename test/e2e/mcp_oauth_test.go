@@ -97,7 +97,7 @@ mcp_serve:
 	if tools.CacheScope != "private" {
 		t.Errorf("tools/list's cache scope %q, want private", tools.CacheScope)
 	}
-	checkSessionFollowsItsToken(t, ctx, sign, resource, session.ID(), forResource)
+	checkSessionHeldToItsScopes(t, ctx, sign, resource, session.ID(), forResource)
 	checkCrossSiteAndHeaderBounds(t, ctx, resource, "http://"+addr, forResource)
 	// A token whose scopes grant none of the tenant's tools opens a session that lists none.
 	otherScope := sign.token(t, jwt.MapClaims{"iss": "https://issuer.test", "aud": resource, "sub": "user-2", "tenant": "acme",
@@ -126,13 +126,11 @@ mcp_serve:
 	}
 }
 
-// checkSessionFollowsItsToken: the session is its opener's, and each request in it is
-// granted what its own token's scopes grant: the same user with a narrower token (a
-// refresh under fewer grants, another client) lists none of the tools the narrower
-// scopes do not grant, and a call of one is refused as MCP's step-up asks (403
-// insufficient_scope, naming the scopes that grant it), never served. With the opener's
-// token the call is served, in the same session.
-func checkSessionFollowsItsToken(t *testing.T, ctx context.Context, sign *signer, resource, sid, forResource string) {
+// checkSessionHeldToItsScopes: the session is its opener's, scopes included: the same
+// user with a narrower token (a refresh under fewer grants, another client) does not use
+// it (404: the client opens a session of its own); it did, keeping the grants of the
+// token that opened it. With the opener's token the call is served.
+func checkSessionHeldToItsScopes(t *testing.T, ctx context.Context, sign *signer, resource, sid, forResource string) {
 	t.Helper()
 	narrower := sign.token(t, jwt.MapClaims{"iss": "https://issuer.test", "aud": resource, "sub": "user-1", "tenant": "acme",
 		"scope": "math:use", "exp": time.Now().Add(time.Hour).Unix()})
@@ -140,26 +138,10 @@ func checkSessionFollowsItsToken(t *testing.T, ctx context.Context, sign *signer
 	for _, tc := range []struct {
 		token string
 		want  int
-	}{{narrower, http.StatusForbidden}, {forResource, http.StatusOK}} {
-		code, h := mcpPostHeaders(ctx, t, resource, tc.token, sid, call)
-		if code != tc.want {
+	}{{narrower, http.StatusNotFound}, {forResource, http.StatusOK}} {
+		if code, _ := mcpPost(ctx, t, resource, tc.token, sid, call); code != tc.want {
 			t.Errorf("a call in user-1's session with a token scoped %q: HTTP %d, want %d", map[bool]string{true: "math:use", false: "context:read"}[tc.token == narrower], code, tc.want)
 		}
-		if tc.token != narrower {
-			continue
-		}
-		challenges, _ := oauthex.ParseWWWAuthenticate(h.Values("WWW-Authenticate"))
-		if len(challenges) != 1 || challenges[0].Params["error"] != "insufficient_scope" || challenges[0].Params["scope"] != "context:read math:use" ||
-			!strings.Contains(challenges[0].Params["resource_metadata"], "/.well-known/oauth-protected-resource") {
-			t.Errorf("the narrower token's call: challenges %v; want insufficient_scope, scope \"context:read math:use\" and the resource's metadata", challenges)
-		}
-	}
-	list := `{"jsonrpc":"2.0","id":10,"method":"tools/list","params":{}}`
-	if code, body := mcpPost(ctx, t, resource, narrower, sid, list); code != http.StatusOK || strings.Contains(body, "show_context_acme") {
-		t.Errorf("tools/list in user-1's session with the narrower token: HTTP %d %s; want no tool its scopes do not grant", code, body)
-	}
-	if code, body := mcpPost(ctx, t, resource, forResource, sid, list); code != http.StatusOK || !strings.Contains(body, "show_context_acme") {
-		t.Errorf("tools/list in user-1's session with the opener's token: HTTP %d %s; want show_context_acme", code, body)
 	}
 }
 

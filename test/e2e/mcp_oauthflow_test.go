@@ -108,64 +108,6 @@ func TestMCPOAuthWithAnAuthorizationServer(t *testing.T) {
 	}
 }
 
-// TestMCPStepUpAuthorization: a client whose token's scopes do not grant a tool it calls
-// is led to the token it needs, as MCP's authorization specification describes (step-up):
-// the endpoint answers the call 403 with error="insufficient_scope" and the scopes that
-// grant it; the MCP Go SDK's OAuth client goes through the authorization server again for
-// them and sends the call again, in the same session, which serves it and lists the
-// tool from then on. The call was refused as a tool the session did not have (no way to
-// a token that grants it), and a token of other scopes could not use the session.
-func TestMCPStepUpAuthorization(t *testing.T) {
-	p := startIdP(t, "alice", "acme", "context:read", "admin")
-	_, resource := oauthMesh(t, p)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	redirect := "http://127.0.0.1:1/callback"
-	first := true
-	h, err := auth.NewAuthorizationCodeHandler(&auth.AuthorizationCodeHandlerConfig{
-		DynamicClientRegistrationConfig: &auth.DynamicClientRegistrationConfig{Metadata: &oauthex.ClientRegistrationMetadata{
-			RedirectURIs: []string{redirect}, ClientName: "toolmesh e2e step-up", TokenEndpointAuthMethod: "none"}},
-		RedirectURL:              redirect,
-		AuthorizationCodeFetcher: browserSignIn,
-		// The user first signs in for the admin scope alone, which grants none of the
-		// endpoint's tools; then for what the step-up asks.
-		ScopeFilter: func(scopes []string) []string {
-			if first {
-				first = false
-				return []string{"admin"}
-			}
-			return scopes
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := sdk.NewClient(&sdk.Implementation{Name: "e2e-step-up", Version: "v1"}, nil)
-	session, err := c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: resource, OAuthHandler: h, MaxRetries: -1}, nil)
-	if err != nil {
-		t.Fatalf("connecting with the OAuth flow: %v", err)
-	}
-	defer func() { _ = session.Close() }()
-	if tools, err := session.ListTools(ctx, nil); err != nil || len(tools.Tools) != 0 {
-		t.Fatalf("with the admin scope alone: tools %v, %v; want none", tools, err)
-	}
-	sid := session.ID()
-	res, err := session.CallTool(ctx, &sdk.CallToolParams{Name: "show_context_acme", Arguments: map[string]any{}})
-	if err != nil || res.IsError || !strings.Contains(mcpServeText(res), "acme") {
-		t.Fatalf("the call that needs context:read: %v, %v; want it served after the step-up", res, err)
-	}
-	if session.ID() != sid {
-		t.Errorf("the session changed from %s to %s; want the step-up's retry in the same one", sid, session.ID())
-	}
-	if tools, err := session.ListTools(ctx, nil); err != nil || len(tools.Tools) != 1 || tools.Tools[0].Name != "show_context_acme" {
-		t.Errorf("after the step-up: tools %v, %v; want show_context_acme", tools, err)
-	}
-	issued := p.tokens()
-	if len(issued) != 2 || issued[0]["scope"] != "admin" || issued[1]["scope"] != "admin context:read" {
-		t.Errorf("the authorization server issued %d tokens: %v; want one for admin, then one for admin and context:read", len(issued), issued)
-	}
-}
-
 // browserSignIn is the user's browser in the authorization code flow: it opens the
 // authorization URL (the user is signed in at once) and reads the code from where the
 // server redirects it.
