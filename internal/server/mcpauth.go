@@ -33,29 +33,8 @@ import (
 // budget, and no other caller may use it.
 func (s *Server) MCPHandler() (http.Handler, error) {
 	h := mcp.NewHandler(mcp.ServeOptions{
-		Catalog: func(ctx context.Context) []tool.Tool { return s.runs.CatalogFor(ctx, tenantOf(ctx)) },
-		Session: func(ctx context.Context) (func(tool.Tool) tool.Tool, toolctx.Context) {
-			wrap, fixed := s.runs.TenantView(tenantOf(ctx))
-			if s.cfg.HasPolicies() {
-				policy, tenantWrap := s.runs.PolicyView(tenantOf(ctx), runCaller(ctx)), wrap
-				wrap = func(t tool.Tool) tool.Tool {
-					if t = tenantWrap(t); t == nil {
-						return nil
-					}
-					return policy(t) // nil: the policy denies the caller every call of it
-				}
-			}
-			if granted := s.scopeGrant(ctx); granted != nil {
-				tenantWrap := wrap
-				wrap = func(t tool.Tool) tool.Tool {
-					if !granted(t.Definition().Name) {
-						return nil // not granted to the token's scopes: neither listed nor callable
-					}
-					return tenantWrap(t)
-				}
-			}
-			return wrap, fixed
-		},
+		Catalog:  func(ctx context.Context) []tool.Tool { return s.runs.CatalogFor(ctx, tenantOf(ctx)) },
+		Session:  s.mcpView,
 		Tenant:   tenantOf,
 		Decorate: s.runs.Decorate, ContextHeaders: s.cfg.MCPServe.ContextHeaders, Logger: s.log,
 		ProtocolVersions: s.cfg.MCPServe.ProtocolVersions,
@@ -64,7 +43,7 @@ func (s *Server) MCPHandler() (http.Handler, error) {
 	if !s.auth.enabled() {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { sessions.serve(w, r, mcpCaller{}) }), nil
 	}
-	auth := &mcpAuth{a: s.auth, sessions: sessions}
+	auth := &mcpAuth{a: s.auth, sessions: sessions, server: s}
 	resource := s.cfg.MCPServe.Resource
 	if resource == "" || s.auth.tokens == nil {
 		return auth, nil
@@ -101,6 +80,32 @@ func (s *Server) MCPHandler() (http.Handler, error) {
 	}
 	mux.Handle("/", auth)
 	return mux, nil
+}
+
+// mcpView is what the MCP session of ctx's caller gets: wrap, which every tool it is
+// offered goes through (its tenant's grants, its call policies, its token's scopes; nil
+// keeps a tool out), and the context entries that override those its calls bring.
+func (s *Server) mcpView(ctx context.Context) (func(tool.Tool) tool.Tool, toolctx.Context) {
+	wrap, fixed := s.runs.TenantView(tenantOf(ctx))
+	if s.cfg.HasPolicies() {
+		policy, tenantWrap := s.runs.PolicyView(tenantOf(ctx), runCaller(ctx)), wrap
+		wrap = func(t tool.Tool) tool.Tool {
+			if t = tenantWrap(t); t == nil {
+				return nil
+			}
+			return policy(t) // nil: the policy denies the caller every call of it
+		}
+	}
+	if granted := s.scopeGrant(ctx); granted != nil {
+		tenantWrap := wrap
+		wrap = func(t tool.Tool) tool.Tool {
+			if !granted(t.Definition().Name) {
+				return nil // not granted to the token's scopes: neither listed nor callable
+			}
+			return tenantWrap(t)
+		}
+	}
+	return wrap, fixed
 }
 
 // scopeGrant is which tools the session of ctx's caller may list and call by its token's
@@ -144,6 +149,8 @@ type mcpAuth struct {
 	// scopes are the scopes that grant tools (mcp_serve.scopes), space-separated, named
 	// in a 401's challenge ("": none).
 	scopes string
+	// server is the orchestrator's: what a session is offered, for a step-up's 403.
+	server *Server
 }
 
 // challenge is a 401's WWW-Authenticate: the realm, where the resource's metadata is
@@ -194,7 +201,11 @@ func (m *mcpAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// does not use a session a wider one opened, nor the session of a token it refreshed
 	// under other grants).
 	c := mcpCaller{key: p.tenant + "\x00" + p.who + "\x00" + p.scopes, subject: p.who, tenant: p.tenant}
-	m.sessions.serve(w, r.WithContext(ctx), c, "tenant", p.tenant, "caller", p.who)
+	r = r.WithContext(ctx)
+	if p.token && m.stepUp(w, r, p) {
+		return
+	}
+	m.sessions.serve(w, r, c, "tenant", p.tenant, "caller", p.who)
 }
 
 // sessionOpener hands open the session id of a response that opens a session, before

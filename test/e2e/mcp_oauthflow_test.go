@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -105,6 +106,81 @@ func TestMCPOAuthWithAnAuthorizationServer(t *testing.T) {
 	}
 	if issued[0]["aud"] != resource || issued[0]["scope"] != "context:read" || issued[0]["sub"] != "alice" {
 		t.Errorf("the token's claims %v: want the endpoint as audience and the scope its metadata lists", issued[0])
+	}
+}
+
+// TestMCPStepUpAuthorization: a client whose token's scopes do not grant a tool it calls
+// is led to the token it needs, as MCP's authorization specification describes (step-up):
+// the endpoint answers the call 403 with error="insufficient_scope" and the scopes that
+// grant it; the MCP Go SDK's OAuth client goes through the authorization server again for
+// them and sends the call again. Over MCP 2026-07-28, whose requests belong to no
+// session, the call is then served. A 2025-11-25 session is bound to the scopes it was
+// opened with: the retry in it is told the session is not there, and the client opens a
+// new one with the new token, which lists and calls the tool. The call was refused as a
+// tool the session did not have, which no client can step up from.
+func TestMCPStepUpAuthorization(t *testing.T) {
+	for _, version := range []string{"", "2025-11-25"} {
+		t.Run(cmp.Or(version, "latest"), func(t *testing.T) { stepUp(t, version) })
+	}
+}
+
+// stepUp is TestMCPStepUpAuthorization over MCP version ("": the SDK's latest).
+func stepUp(t *testing.T, version string) {
+	p := startIdP(t, "alice", "acme", "context:read", "admin")
+	_, resource := oauthMesh(t, p)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	redirect := "http://127.0.0.1:1/callback"
+	first := true
+	h, err := auth.NewAuthorizationCodeHandler(&auth.AuthorizationCodeHandlerConfig{
+		DynamicClientRegistrationConfig: &auth.DynamicClientRegistrationConfig{Metadata: &oauthex.ClientRegistrationMetadata{
+			RedirectURIs: []string{redirect}, ClientName: "toolmesh e2e step-up", TokenEndpointAuthMethod: "none"}},
+		RedirectURL:              redirect,
+		AuthorizationCodeFetcher: browserSignIn,
+		// The user first signs in for the admin scope alone, which grants none of the
+		// endpoint's tools; then for what the step-up asks.
+		ScopeFilter: func(scopes []string) []string {
+			if first {
+				first = false
+				return []string{"admin"}
+			}
+			return scopes
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := sdk.NewClient(&sdk.Implementation{Name: "e2e-step-up", Version: "v1"}, nil)
+	connect := func() *sdk.ClientSession {
+		t.Helper()
+		session, err := c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: resource, OAuthHandler: h, MaxRetries: -1}, &sdk.ClientSessionOptions{ProtocolVersion: version})
+		if err != nil {
+			t.Fatalf("connecting with the OAuth flow: %v", err)
+		}
+		t.Cleanup(func() { _ = session.Close() })
+		return session
+	}
+	session := connect()
+	if tools, err := session.ListTools(ctx, nil); err != nil || len(tools.Tools) != 0 {
+		t.Fatalf("with the admin scope alone: tools %v, %v; want none", tools, err)
+	}
+	res, err := session.CallTool(ctx, &sdk.CallToolParams{Name: "show_context_acme", Arguments: map[string]any{}})
+	if version != "" {
+		if !errors.Is(err, sdk.ErrSessionMissing) {
+			t.Fatalf("the call that needs context:read in the admin token's session: %v, %v; want the step-up, then the session missing to the new token", res, err)
+		}
+		session = connect()
+		res, err = session.CallTool(ctx, &sdk.CallToolParams{Name: "show_context_acme", Arguments: map[string]any{}})
+	}
+	if err != nil || res.IsError || !strings.Contains(mcpServeText(res), "acme") {
+		t.Errorf("the call after the step-up: %v, %v; want acme's context", res, err)
+	}
+	if tools, err := session.ListTools(ctx, nil); err != nil || len(tools.Tools) != 1 || tools.Tools[0].Name != "show_context_acme" {
+		t.Errorf("after the step-up: tools %v, %v; want show_context_acme", tools, err)
+	}
+	issued := p.tokens()
+	if len(issued) != 2 || issued[0]["scope"] != "admin" || issued[1]["scope"] != "admin context:read" {
+		t.Errorf("the authorization server issued %d tokens: %v; want one for admin, then one for admin and context:read", len(issued), issued)
 	}
 }
 

@@ -252,6 +252,20 @@ func TestMCPServeMutualTLS(t *testing.T) {
 // value pairs); it returns the status and the body.
 func mcpPost(ctx context.Context, t *testing.T, endpoint, token, sid, body string, extra ...string) (int, string) {
 	t.Helper()
+	code, out, _ := mcpExchange(ctx, t, endpoint, token, sid, body, extra...)
+	return code, out
+}
+
+// mcpPostHeaders is mcpPost's status and the response's headers.
+func mcpPostHeaders(ctx context.Context, t *testing.T, endpoint, token, sid, body string, extra ...string) (int, http.Header) {
+	t.Helper()
+	code, _, h := mcpExchange(ctx, t, endpoint, token, sid, body, extra...)
+	return code, h
+}
+
+// mcpExchange is mcpPost's status and body, and the response's headers.
+func mcpExchange(ctx context.Context, t *testing.T, endpoint, token, sid, body string, extra ...string) (int, string, http.Header) {
+	t.Helper()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
@@ -271,5 +285,5 @@ func mcpPost(ctx context.Context, t *testing.T, endpoint, token, sid, body strin
 	}
 	defer func() { _ = resp.Body.Close() }()
 	out, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(out)
+	return resp.StatusCode, string(out), resp.Header
 }

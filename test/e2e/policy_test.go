@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -167,5 +168,77 @@ func checkPolicyOverMCP(ctx context.Context, t *testing.T, endpoint, readerTok, 
 			t.Errorf("%s: %q (error %v), want %q", tc.name, mcpServeText(res), res.IsError, tc.want)
 		}
 		_ = s.Close()
+	}
+}
+
+// stepUpConfig grants charge to the payments:charge scope and credit to payments:read, and
+// denies charge to user-2 whatever its token's scopes.
+const stepUpConfig = `
+auth:
+  jwt: {jwks_file: %q, issuer: "https://issuer.test", audience: toolmesh}
+tenants:
+  acme: {groups: [payments]}
+mcp_serve:
+  listen: %s
+  scopes: {"payments:charge": [charge], "payments:read": [credit]}
+groups:
+  payments:
+    policy:
+      - when: 'tool == "charge" && caller == "https://issuer.test#user-2"'
+        effect: deny
+        reason: user-2 does not charge.
+`
+
+// TestMCPStepUpNamesOnlyWhatMoreScopesReach: the MCP endpoint's step-up challenge (403
+// insufficient_scope) is for a tool more scopes would let the caller call, and for no
+// other: not for one a call policy denies it whatever its scopes, one no scope grants, or
+// a name the SDK would not read as a tools/call; a batch of many calls of one tool names
+// it once.
+func TestMCPStepUpNamesOnlyWhatMoreScopesReach(t *testing.T) {
+	sign := newSigner(t, "k1")
+	addr, err := harness.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := startMesh(t, "", fmt.Sprintf(stepUpConfig, sign.jwks, addr))
+	m.startWorker("pay-1", "payments")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	token := func(sub string) string {
+		return sign.token(t, jwt.MapClaims{"iss": "https://issuer.test", "aud": "toolmesh", "sub": sub, "tenant": "acme",
+			"scope": "payments:read", "exp": time.Now().Add(time.Hour).Unix()})
+	}
+	admin, err := client.Dial(m.orch.Addr, insecure.NewCredentials(), client.Bearer(token("ops"), true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = admin.Close() }()
+	if err := harness.WaitWorkers(ctx, admin, "pay-1"); err != nil {
+		m.dump()
+		t.Fatal(err)
+	}
+	call := func(name string) string {
+		return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + name + `","arguments":{}}}`
+	}
+	endpoint := "http://" + addr + "/"
+	for _, tc := range []struct {
+		name, sub, body, version string
+		challenged               bool
+	}{
+		{"a tool more scopes grant", "user-1", call("charge"), "", true},
+		{"a tool a policy denies whatever the scopes", "user-2", call("charge"), "", false},
+		{"a tool no scope grants", "user-1", call("nope"), "", false},
+		{"keys the SDK does not read", "user-1", `{"jsonrpc":"2.0","id":1,"METHOD":"tools/call","params":{"NAME":"charge"}}`, "", false},
+		{"a batch of one tool's calls", "user-1", "[" + strings.TrimSuffix(strings.Repeat(call("charge")+",", 50), ",") + "]", "2025-03-26", true},
+		{"a batch where batches are not JSON-RPC's", "user-1", "[" + call("charge") + "]", "2025-11-25", false},
+	} {
+		code, h := mcpPostHeaders(ctx, t, endpoint, token(tc.sub), "", tc.body, "Mcp-Protocol-Version", tc.version)
+		challenge := h.Get("WWW-Authenticate")
+		if got := code == http.StatusForbidden && strings.Contains(challenge, `error="insufficient_scope"`); got != tc.challenged {
+			t.Errorf("%s: HTTP %d, challenge %q; want challenged %v", tc.name, code, challenge, tc.challenged)
+		}
+		if tc.challenged && (!strings.Contains(challenge, `scope="payments:charge payments:read"`) || strings.Count(challenge, "'charge'") != 1) {
+			t.Errorf("%s: challenge %q; want the scopes it needs and the tool named once", tc.name, challenge)
+		}
 	}
 }
