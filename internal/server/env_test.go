@@ -315,8 +315,11 @@ func (e *env) registerRaw(ctx context.Context, reg *toolpb.Registration) (toolpb
 	return stream, cancel
 }
 
-// collect drains a Run stream: its events and the error it ended with (nil on OK).
-func collect(stream toolpb.OrchestratorService_RunClient) ([]*toolpb.RunResponse, error) {
+// collect drains a Run or WatchRun stream: its events and the error it ended with (nil on
+// OK).
+func collect(stream interface {
+	Recv() (*toolpb.RunResponse, error)
+}) ([]*toolpb.RunResponse, error) {
 	var evs []*toolpb.RunResponse
 	for {
 		ev, err := stream.Recv()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"iter"
 	"path/filepath"
 	"slices"
@@ -696,15 +695,5 @@ func watchAll(ctx context.Context, t *testing.T, orch toolpb.OrchestratorService
 	if err != nil {
 		return nil, err
 	}
-	var evs []*toolpb.RunResponse
-	for {
-		ev, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return evs, nil
-		}
-		if err != nil {
-			return evs, err
-		}
-		evs = append(evs, ev)
-	}
+	return collect(stream)
 }
