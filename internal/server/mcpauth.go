@@ -202,7 +202,7 @@ func (m *mcpAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// under other grants).
 	c := mcpCaller{key: p.tenant + "\x00" + p.who + "\x00" + p.scopes, subject: p.who, tenant: p.tenant}
 	r = r.WithContext(ctx)
-	if p.token && m.stepUp(w, r, p) {
+	if p.token && m.stepUp(w, r, p, c) {
 		return
 	}
 	m.sessions.serve(w, r, c, "tenant", p.tenant, "caller", p.who)

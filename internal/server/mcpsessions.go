@@ -162,6 +162,14 @@ func (m *mcpSessions) enter(sid string, c mcpCaller) (int, string) {
 	return 0, ""
 }
 
+// owned reports whether session sid is one the endpoint holds for c.
+func (m *mcpSessions) owned(sid string, c mcpCaller) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.byID[sid]
+	return ok && s.caller.key == c.key
+}
+
 // leave ends a request enter took in: the session is gone (dropped, and closed in the
 // SDK), or confirmed.
 func (m *mcpSessions) leave(sid string, gone bool) {

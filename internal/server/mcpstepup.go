@@ -5,34 +5,48 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"path"
 	"slices"
 	"strings"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/toolmesh/toolmesh/internal/mcp"
 	"github.com/toolmesh/toolmesh/pkg/tool"
 )
 
-// maxStepUpNames bounds the tools of one request a step-up looks at: a batch of more
-// calls is judged by its first ones.
-const maxStepUpNames = 16
-
-// stepUp answers, and reports that it did, a request that calls a tool its token's scopes
-// do not grant but that a session of the same caller would be offered with more scopes:
-// 403 with the challenge MCP's authorization specification gives for a step-up
-// (WWW-Authenticate: Bearer error="insufficient_scope", scope="…": the token's scopes and
-// those that grant the tool). The client gets a token with them and sends the request
-// again; a session is bound to the scopes of the token that opened it, so the client
-// opens a new session with the new token (a 404 in the old one says so). A tool no scope
-// grants, or that the caller would not be offered whatever its scopes (its tenant's
-// grants, a call policy that denies it to the caller), is the session's to refuse as a
-// tool it does not have: the challenge names no tool the caller could not reach.
+// stepUp answers, and reports that it did, a tools/call whose token's scopes do not grant
+// the tool but one more scope would let the caller call it: 403 with the challenge MCP's
+// authorization specification gives for a step-up (WWW-Authenticate: Bearer
+// error="insufficient_scope", scope="…": the token's scopes and that one), and a JSON-RPC
+// error for the call, so that a client without an OAuth flow keeps its session and reads
+// why. An OAuth client gets a token with the scopes and sends the call again: over MCP
+// 2026-07-28 it is served; a 2025-11-25 session is bound to the scopes of the token that
+// opened it, so the retry in it gets 404 and the client opens a new session with the new
+// token.
+//
+// "Would let the caller call it": its tenant offers the tool, a scope of mcp_serve.scopes
+// grants it, and no call policy denies it to the caller whatever its scopes, as a session
+// of the caller with that scope would be offered it (over 2026-07-28 as that revision's
+// requests are: facades unfolded). Any other tool is the session's to refuse as one it
+// does not have: the challenge names no tool the caller could not reach. A request
+// naming another caller's session is the sessions' to refuse (and audit), and a batch
+// (before 2025-06-18) is judged by nobody here.
 //
 // The body gate has read the body whole (at most 4 MiB): it is read again here and put
-// back.
-func (m *mcpAuth) stepUp(w http.ResponseWriter, r *http.Request, p principal) bool {
+// back. The check costs one decoding of the message and one walk of the tenant's
+// catalogue, comparing names, whatever the request holds.
+func (m *mcpAuth) stepUp(w http.ResponseWriter, r *http.Request, p principal, c mcpCaller) bool {
 	s := m.server
 	if r.Method != http.MethodPost || r.Body == nil || r.Body == http.NoBody || len(s.cfg.MCPServe.Scopes) == 0 {
+		return false
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		return false
+	}
+	if sid := r.Header.Get(mcpSessionHeader); sid != "" && !m.sessions.owned(sid, c) {
 		return false
 	}
 	body, err := io.ReadAll(r.Body)
@@ -40,118 +54,149 @@ func (m *mcpAuth) stepUp(w http.ResponseWriter, r *http.Request, p principal) bo
 	if err != nil {
 		return false
 	}
-	// Batches are JSON-RPC's in revisions before 2025-06-18 alone.
-	names := calledTools(body, r.Header.Get("Mcp-Protocol-Version") == "" || r.Header.Get("Mcp-Protocol-Version") < "2025-06-18")
+	req, name := calledTool(body)
 	granted := s.scopeGrant(r.Context())
-	var need, tools []string
-	for _, name := range names {
-		if granted == nil || granted(name) {
-			continue
-		}
-		if scopes := s.requiredScopes(name); len(scopes) > 0 {
-			need, tools = append(need, scopes...), append(tools, name)
-		}
-	}
-	if len(tools) == 0 {
+	if req == nil || granted == nil || granted(name) {
 		return false
 	}
-	have := strings.Fields(p.scopes)
-	want := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(have), need...))))
-	// What a session of the caller with those scopes would be offered.
-	wider := p
-	wider.scopes = strings.Join(want, " ")
-	ctx := withCaller(r.Context(), wider)
-	wrap, _ := s.mcpView(ctx)
-	catalog := s.runs.CatalogFor(ctx, p.tenant)
-	tools = slices.DeleteFunc(tools, func(name string) bool { return !offered(catalog, wrap, name, 0) })
-	if len(tools) == 0 {
+	have := validScopes(strings.Fields(p.scopes))
+	scope, ok := m.stepUpScope(r, p, have, name)
+	if !ok {
 		return false
 	}
-	need = need[:0]
-	for _, name := range tools {
-		need = append(need, s.requiredScopes(name)...)
-	}
-	want = slices.Compact(slices.Sorted(slices.Values(append(have, need...))))
-	desc := fmt.Sprintf("the token's scopes do not grant the tool %s; %s does", strings.Join(quoted(tools), ", "), strings.Join(quoted(slices.Compact(slices.Sorted(slices.Values(need)))), " or "))
-	c := `Bearer realm="toolmesh", error="insufficient_scope", scope="` + strings.Join(want, " ") + `"`
+	want := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(have), scope))))
+	desc := fmt.Sprintf("the token's scopes do not grant the tool %s; the scope %s does", printable(name), scope)
+	ch := `Bearer realm="toolmesh", error="insufficient_scope", scope="` + strings.Join(want, " ") + `"`
 	if m.metadataURL != "" {
-		c += `, resource_metadata="` + m.metadataURL + `"`
+		ch += `, resource_metadata="` + m.metadataURL + `"`
 	}
-	c += `, error_description="` + strings.ReplaceAll(desc, `"`, `'`) + `"`
-	w.Header().Set("WWW-Authenticate", c)
-	http.Error(w, desc, http.StatusForbidden)
+	ch += `, error_description="` + desc + `"`
+	w.Header().Set("WWW-Authenticate", ch)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusForbidden)
+	if b, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: desc}}); err == nil {
+		_, _ = w.Write(b)
+	}
 	return true
 }
 
-// requiredScopes are the scopes of mcp_serve.scopes that grant the tool name, sorted.
-func (s *Server) requiredScopes(name string) []string {
-	var out []string
-	for scope, patterns := range s.cfg.MCPServe.Scopes {
-		for _, pat := range patterns {
-			if ok, _ := path.Match(pat, name); ok {
-				out = append(out, scope)
-				break
+// stepUpScope is the scope of mcp_serve.scopes that, added to have, lets the caller call
+// the tool name, if one does: of those that grant it, the one that grants the fewest of
+// the tenant's tools (the narrowest), then by name.
+func (m *mcpAuth) stepUpScope(r *http.Request, p principal, have []string, name string) (string, bool) {
+	s := m.server
+	catalog := s.runs.CatalogFor(r.Context(), p.tenant)
+	stateless := r.Header.Get("Mcp-Protocol-Version") >= mcp.Protocol20260728 &&
+		(len(s.cfg.MCPServe.ProtocolVersions) == 0 || slices.Contains(s.cfg.MCPServe.ProtocolVersions, mcp.Protocol20260728))
+	best, bestWidth := "", 0
+	for _, scope := range slices.Sorted(func(yield func(string) bool) {
+		for sc := range s.cfg.MCPServe.Scopes {
+			if !yield(sc) {
+				return
 			}
 		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-// offered reports whether a session whose tools go through wrap is offered the tool
-// name among ts: at their top, or under facades it is offered that unfold without a
-// worker.
-func offered(ts []tool.Tool, wrap func(tool.Tool) tool.Tool, name string, depth int) bool {
-	for _, t := range ts {
-		if wrap(t) == nil {
+	}) {
+		if !validScope(scope) || !matchesAny(s.cfg.MCPServe.Scopes[scope], name) {
 			continue
 		}
-		if t.Definition().Name == name {
-			return true
+		width := 0
+		for _, t := range catalog {
+			if matchesAny(s.cfg.MCPServe.Scopes[scope], t.Definition().Name) {
+				width++
+			}
 		}
-		if f, ok := tool.As[tool.Facade](t); ok && f.Kind() != tool.FacadeSelectable && depth < 32 && offered(f.Children(), wrap, name, depth+1) {
+		if best != "" && width >= bestWidth {
+			continue
+		}
+		// What a session of the caller with that scope too would be offered.
+		wider := p
+		wider.scopes = strings.Join(append(slices.Clone(have), scope), " ")
+		wrap, _ := s.mcpView(withCaller(r.Context(), wider))
+		if offered(catalog, wrap, name, stateless, 0) {
+			best, bestWidth = scope, width
+		}
+	}
+	return best, best != ""
+}
+
+func matchesAny(patterns []string, name string) bool {
+	for _, pat := range patterns {
+		if ok, _ := path.Match(pat, name); ok {
 			return true
 		}
 	}
 	return false
 }
 
-func quoted(names []string) []string {
-	out := make([]string, len(names))
-	for i, n := range names {
-		out[i] = "'" + n + "'"
+// offered reports whether a session whose tools go through wrap is offered the tool
+// name among ts: at their top, or under facades that unfold without a worker, which the
+// session is offered (stateless, a 2026-07-28 request: whose children it is offered in
+// their place; a selectable facade is not). Only the tool of that name and the facades
+// on the way to it go through wrap.
+func offered(ts []tool.Tool, wrap func(tool.Tool) tool.Tool, name string, stateless bool, depth int) bool {
+	for _, t := range ts {
+		f, isFacade := tool.As[tool.Facade](t)
+		switch {
+		case !isFacade || (!stateless && t.Definition().Name == name):
+			if t.Definition().Name == name && wrap(t) != nil {
+				return true
+			}
+		case f.Kind() == tool.FacadeSelectable || depth >= 32:
+		case stateless || wrap(t) != nil:
+			if offered(f.Children(), wrap, name, stateless, depth+1) {
+				return true
+			}
+		}
 	}
-	return out
+	return false
 }
 
-// calledTools are the names of the tools a request's JSON-RPC message (or, where batch
-// is set, batch of them) calls with tools/call, each once, the first maxStepUpNames;
-// none for a body that is no JSON-RPC request. Keys are matched as the MCP SDK matches
-// them: exactly.
-func calledTools(body []byte, batch bool) []string {
-	var raws []json.RawMessage
-	if b := bytes.TrimLeft(body, " \t\r\n"); len(b) > 0 && b[0] == '[' {
-		if !batch || json.Unmarshal(b, &raws) != nil {
-			return nil
-		}
-	} else {
-		raws = []json.RawMessage{b}
+// calledTool is the request a body holds and the tool it calls, when it is one JSON-RPC
+// request of tools/call, read as the MCP SDK reads it (keys as they are written); nil
+// otherwise (a batch among them).
+func calledTool(body []byte) (*jsonrpc.Request, string) {
+	msg, err := jsonrpc.DecodeMessage(body)
+	if err != nil {
+		return nil, ""
 	}
-	var names []string
-	for _, raw := range raws {
-		var msg map[string]json.RawMessage
-		var method string
-		if json.Unmarshal(raw, &msg) != nil || json.Unmarshal(msg["method"], &method) != nil || method != "tools/call" {
-			continue
-		}
-		var params map[string]json.RawMessage
-		var name string
-		if json.Unmarshal(msg["params"], &params) != nil || json.Unmarshal(params["name"], &name) != nil || name == "" || slices.Contains(names, name) {
-			continue
-		}
-		if names = append(names, name); len(names) == maxStepUpNames {
-			break
+	req, ok := msg.(*jsonrpc.Request)
+	if !ok || req.Method != "tools/call" || !req.IsCall() {
+		return nil, ""
+	}
+	var params map[string]json.RawMessage
+	var name string
+	if json.Unmarshal(req.Params, &params) != nil || json.Unmarshal(params["name"], &name) != nil || name == "" {
+		return nil, ""
+	}
+	return req, name
+}
+
+// validScopes are those of scopes that a challenge may carry (validScope).
+func validScopes(scopes []string) []string {
+	return slices.DeleteFunc(slices.Clone(scopes), func(s string) bool { return !validScope(s) })
+}
+
+// validScope reports whether s is a scope as OAuth writes one (RFC 6749 3.3): printable
+// ASCII but space, '"' and '\'.
+func validScope(s string) bool {
+	for i := range len(s) {
+		if c := s[i]; c <= ' ' || c > '~' || c == '"' || c == '\\' {
+			return false
 		}
 	}
-	return names
+	return s != ""
+}
+
+// printable is name quoted for a challenge's error_description: printable ASCII but '"'
+// and '\', the rest as '?'.
+func printable(name string) string {
+	b := []byte("'")
+	for i := range len(name) {
+		c := name[i]
+		if c < ' ' || c > '~' || c == '"' || c == '\\' {
+			c = '?'
+		}
+		b = append(b, c)
+	}
+	return string(append(b, '\''))
 }

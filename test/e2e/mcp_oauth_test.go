@@ -129,8 +129,8 @@ mcp_serve:
 // checkSessionHeldToItsScopes: the session is its opener's, scopes included: the same
 // user with a narrower token (a refresh under fewer grants, another client) does not use
 // it (404: the client opens a session of its own); it did, keeping the grants of the
-// token that opened it. Its call of a tool the narrower scopes do not grant is refused
-// as MCP's step-up asks, before that: 403 insufficient_scope, naming the scopes that
+// token that opened it. Outside the session its call of a tool the narrower scopes do not
+// grant is refused as MCP's step-up asks: 403 insufficient_scope, naming the scopes that
 // grant it. With the opener's token the call is served.
 func checkSessionHeldToItsScopes(t *testing.T, ctx context.Context, sign *signer, resource, sid, forResource string) {
 	t.Helper()
@@ -141,19 +141,19 @@ func checkSessionHeldToItsScopes(t *testing.T, ctx context.Context, sign *signer
 	for _, tc := range []struct {
 		token, body string
 		want        int
-	}{{narrower, list, http.StatusNotFound}, {narrower, call, http.StatusForbidden}, {forResource, call, http.StatusOK}} {
-		code, h := mcpPostHeaders(ctx, t, resource, tc.token, sid, tc.body)
+	}{{narrower, list, http.StatusNotFound}, {narrower, call, http.StatusNotFound}, {forResource, call, http.StatusOK}} {
+		code, _ := mcpPost(ctx, t, resource, tc.token, sid, tc.body)
 		if code != tc.want {
 			t.Errorf("%.40s in user-1's session with a token scoped %q: HTTP %d, want %d", tc.body[30:], map[bool]string{true: "math:use", false: "context:read"}[tc.token == narrower], code, tc.want)
 		}
-		if code != http.StatusForbidden {
-			continue
-		}
-		challenges, _ := oauthex.ParseWWWAuthenticate(h.Values("WWW-Authenticate"))
-		if len(challenges) != 1 || challenges[0].Params["error"] != "insufficient_scope" || challenges[0].Params["scope"] != "context:read math:use" ||
-			!strings.Contains(challenges[0].Params["resource_metadata"], "/.well-known/oauth-protected-resource") {
-			t.Errorf("the narrower token's call: challenges %v; want insufficient_scope, scope \"context:read math:use\" and the resource's metadata", challenges)
-		}
+	}
+	// Outside the session (a new one, or MCP 2026-07-28's requests, which belong to none)
+	// the narrower token's call is the step-up's.
+	code, h := mcpPostHeaders(ctx, t, resource, narrower, "", call)
+	challenges, _ := oauthex.ParseWWWAuthenticate(h.Values("WWW-Authenticate"))
+	if code != http.StatusForbidden || len(challenges) != 1 || challenges[0].Params["error"] != "insufficient_scope" || challenges[0].Params["scope"] != "context:read math:use" ||
+		!strings.Contains(challenges[0].Params["resource_metadata"], "/.well-known/oauth-protected-resource") {
+		t.Errorf("the narrower token's call: HTTP %d, challenges %v; want 403 insufficient_scope, scope \"context:read math:use\" and the resource's metadata", code, challenges)
 	}
 	// A tool no scope grants, or that the tenant does not offer, is no step-up's.
 	for _, name := range []string{"nope", "show_context_globex"} {
