@@ -167,7 +167,7 @@ func (m *mcpSessions) owned(sid string, c mcpCaller) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s, ok := m.byID[sid]
-	return ok && s.caller.key == c.key
+	return ok && s.caller.key == c.key && !m.expiredLocked(s)
 }
 
 // leave ends a request enter took in: the session is gone (dropped, and closed in the

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"path"
@@ -46,8 +47,14 @@ func (m *mcpAuth) stepUp(w http.ResponseWriter, r *http.Request, p principal, c 
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 		return false
 	}
-	if sid := r.Header.Get(mcpSessionHeader); sid != "" && !m.sessions.owned(sid, c) {
-		return false
+	version := r.Header.Get("Mcp-Protocol-Version")
+	stateless := version >= mcp.Protocol20260728
+	switch sid := r.Header.Get(mcpSessionHeader); {
+	case stateless && (version != mcp.Protocol20260728 || sid != "" || r.Header.Get("Mcp-Method") != "tools/call" ||
+		(len(s.cfg.MCPServe.ProtocolVersions) > 0 && !slices.Contains(s.cfg.MCPServe.ProtocolVersions, mcp.Protocol20260728))):
+		return false // a request the endpoint refuses on its own (a version it does not serve, a header it lacks)
+	case sid != "" && !m.sessions.owned(sid, c):
+		return false // the sessions' to refuse: another caller's, one of other scopes, one that ended
 	}
 	body, err := io.ReadAll(r.Body)
 	r.Body = io.NopCloser(bytes.NewReader(body))
@@ -60,12 +67,15 @@ func (m *mcpAuth) stepUp(w http.ResponseWriter, r *http.Request, p principal, c 
 		return false
 	}
 	have := validScopes(strings.Fields(p.scopes))
-	scope, ok := m.stepUpScope(r, p, have, name)
-	if !ok {
+	scopes, facade := m.stepUpScopes(r, p, have, name, stateless)
+	if len(scopes) == 0 {
 		return false
 	}
-	want := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(have), scope))))
-	desc := fmt.Sprintf("the token's scopes do not grant the tool %s; the scope %s does", printable(name), scope)
+	want := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(have), scopes...))))
+	desc := fmt.Sprintf("the token's scopes do not grant the tool %s; with %s they do", printable(name), strings.Join(scopes, " and "))
+	if facade != "" {
+		desc += fmt.Sprintf(" (in a new session, call %s first: the tool comes with it)", printable(facade))
+	}
 	ch := `Bearer realm="toolmesh", error="insufficient_scope", scope="` + strings.Join(want, " ") + `"`
 	if m.metadataURL != "" {
 		ch += `, resource_metadata="` + m.metadataURL + `"`
@@ -80,43 +90,56 @@ func (m *mcpAuth) stepUp(w http.ResponseWriter, r *http.Request, p principal, c 
 	return true
 }
 
-// stepUpScope is the scope of mcp_serve.scopes that, added to have, lets the caller call
-// the tool name, if one does: of those that grant it, the one that grants the fewest of
-// the tenant's tools (the narrowest), then by name.
-func (m *mcpAuth) stepUpScope(r *http.Request, p principal, have []string, name string) (string, bool) {
+// stepUpScopes are the scopes of mcp_serve.scopes that, added to have, let the caller
+// call the tool name, none when no scope does: of those that grant it, the one that
+// grants the fewest of the tenant's tools (the narrowest; then by name); but every one of
+// them where call policies apply, which may decide on the call's arguments and the
+// token's scopes together (a policy that lets admin alone make large charges). facade is
+// the facade a new session offers the tool under ("" where it offers the tool itself).
+func (m *mcpAuth) stepUpScopes(r *http.Request, p principal, have []string, name string, stateless bool) (scopes []string, facade string) {
 	s := m.server
 	catalog := s.runs.CatalogFor(r.Context(), p.tenant)
-	stateless := r.Header.Get("Mcp-Protocol-Version") >= mcp.Protocol20260728 &&
-		(len(s.cfg.MCPServe.ProtocolVersions) == 0 || slices.Contains(s.cfg.MCPServe.ProtocolVersions, mcp.Protocol20260728))
 	best, bestWidth := "", 0
-	for _, scope := range slices.Sorted(func(yield func(string) bool) {
-		for sc := range s.cfg.MCPServe.Scopes {
-			if !yield(sc) {
-				return
-			}
-		}
-	}) {
-		if !validScope(scope) || !matchesAny(s.cfg.MCPServe.Scopes[scope], name) {
+	for _, scope := range slices.Sorted(maps.Keys(s.cfg.MCPServe.Scopes)) {
+		patterns := s.cfg.MCPServe.Scopes[scope]
+		if !validScope(scope) || !matchesAny(patterns, name) {
 			continue
 		}
-		width := 0
-		for _, t := range catalog {
-			if matchesAny(s.cfg.MCPServe.Scopes[scope], t.Definition().Name) {
-				width++
-			}
-		}
-		if best != "" && width >= bestWidth {
+		width := granting(catalog, patterns, 0)
+		if !s.cfg.HasPolicies() && best != "" && width >= bestWidth {
 			continue
 		}
 		// What a session of the caller with that scope too would be offered.
 		wider := p
 		wider.scopes = strings.Join(append(slices.Clone(have), scope), " ")
 		wrap, _ := s.mcpView(withCaller(r.Context(), wider))
-		if offered(catalog, wrap, name, stateless, 0) {
-			best, bestWidth = scope, width
+		ok, under := offered(catalog, wrap, name, stateless, 0)
+		switch {
+		case !ok:
+		case s.cfg.HasPolicies():
+			scopes, facade = append(scopes, scope), under
+		default:
+			best, bestWidth, facade = scope, width, under
 		}
 	}
-	return best, best != ""
+	if best != "" {
+		scopes = []string{best}
+	}
+	return scopes, facade
+}
+
+// granting counts the tools among ts, facades' children too, that patterns grant.
+func granting(ts []tool.Tool, patterns []string, depth int) int {
+	n := 0
+	for _, t := range ts {
+		if matchesAny(patterns, t.Definition().Name) {
+			n++
+		}
+		if f, ok := tool.As[tool.Facade](t); ok && depth < 32 {
+			n += granting(f.Children(), patterns, depth+1)
+		}
+	}
+	return n
 }
 
 func matchesAny(patterns []string, name string) bool {
@@ -132,23 +155,27 @@ func matchesAny(patterns []string, name string) bool {
 // name among ts: at their top, or under facades that unfold without a worker, which the
 // session is offered (stateless, a 2026-07-28 request: whose children it is offered in
 // their place; a selectable facade is not). Only the tool of that name and the facades
-// on the way to it go through wrap.
-func offered(ts []tool.Tool, wrap func(tool.Tool) tool.Tool, name string, stateless bool, depth int) bool {
+// on the way to it go through wrap. under is the facade at the top of ts that a session
+// offers the tool under ("" for a tool at the top, and for a stateless request).
+func offered(ts []tool.Tool, wrap func(tool.Tool) tool.Tool, name string, stateless bool, depth int) (ok bool, under string) {
 	for _, t := range ts {
 		f, isFacade := tool.As[tool.Facade](t)
 		switch {
 		case !isFacade || (!stateless && t.Definition().Name == name):
 			if t.Definition().Name == name && wrap(t) != nil {
-				return true
+				return true, ""
 			}
 		case f.Kind() == tool.FacadeSelectable || depth >= 32:
 		case stateless || wrap(t) != nil:
-			if offered(f.Children(), wrap, name, stateless, depth+1) {
-				return true
+			if ok, _ := offered(f.Children(), wrap, name, stateless, depth+1); ok {
+				if stateless {
+					return true, ""
+				}
+				return true, t.Definition().Name
 			}
 		}
 	}
-	return false
+	return false, ""
 }
 
 // calledTool is the request a body holds and the tool it calls, when it is one JSON-RPC

@@ -55,19 +55,37 @@ func TestStepUpJudgesFacadesAsTheSessionOffersThem(t *testing.T) {
 		wrap      func(tool.Tool) tool.Tool
 		stateless bool
 		want      bool
+		under     string
 	}{
-		{"charge", but(), false, true},
-		{"charge", but("payments"), false, false},
-		{"charge", but("payments"), true, true},
-		{"charge", but("charge"), true, false},
-		{"payments", but(), false, true},
-		{"payments", but(), true, false},
-		{"pick", but(), false, false},
-		{"credit", but(), true, true},
-		{"nope", but(), false, false},
+		{"charge", but(), false, true, "payments"},
+		{"charge", but("payments"), false, false, ""},
+		{"charge", but("payments"), true, true, ""},
+		{"charge", but("charge"), true, false, ""},
+		{"payments", but(), false, true, ""},
+		{"payments", but(), true, false, ""},
+		{"pick", but(), false, false, ""},
+		{"credit", but(), true, true, ""},
+		{"nope", but(), false, false, ""},
 	} {
-		if got := offered(catalog, tc.wrap, tc.name, tc.stateless, 0); got != tc.want {
-			t.Errorf("%s (stateless %v): offered %v, want %v", tc.name, tc.stateless, got, tc.want)
+		if got, under := offered(catalog, tc.wrap, tc.name, tc.stateless, 0); got != tc.want || under != tc.under {
+			t.Errorf("%s (stateless %v): offered %v under %q, want %v under %q", tc.name, tc.stateless, got, under, tc.want, tc.under)
+		}
+	}
+}
+
+// A scope's width, for the narrowest to be asked for, counts the tools under facades too:
+// one that grants two tools inside a facade is wider than one that grants one.
+func TestStepUpCountsToolsUnderFacades(t *testing.T) {
+	leaf := func(name string) tool.Tool {
+		return tool.New(name, name+".", schema.Empty(), func(context.Context, string) (tool.Result, error) { return tool.Text("ok"), nil })
+	}
+	catalog := []tool.Tool{tool.Of("payments", "Payments.", []tool.Tool{leaf("charge"), leaf("credit")}), leaf("refund")}
+	for _, tc := range []struct {
+		patterns []string
+		want     int
+	}{{[]string{"charge", "credit"}, 2}, {[]string{"charge"}, 1}, {[]string{"*"}, 4}, {[]string{"payments"}, 1}} {
+		if got := granting(catalog, tc.patterns, 0); got != tc.want {
+			t.Errorf("%v grants %d tools, want %d", tc.patterns, got, tc.want)
 		}
 	}
 }

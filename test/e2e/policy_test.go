@@ -190,12 +190,13 @@ groups:
 `
 
 // TestMCPStepUpNamesOnlyWhatMoreScopesReach: the MCP endpoint's step-up challenge (403
-// insufficient_scope) is for a tool one more scope would let the caller call, and asks for
-// the narrowest such scope (payments:charge, not admin, which grants every tool); it is
-// for no other: not for one a call policy denies the caller whatever its scopes, one no
-// scope grants, a name the SDK would not read as a tools/call, or a batch. Its body is a
-// JSON-RPC error for the call, so that a client without an OAuth flow keeps its session
-// (the SDK closed a session whose request got a 403 in plain text).
+// insufficient_scope) is for a tool more scopes would let the caller call, and asks, where
+// call policies apply (they may decide on the arguments and the scopes together), for
+// every scope that grants it; it is for no other: not for one a call policy denies the
+// caller whatever its scopes, one no scope grants, a name the SDK would not read as a
+// tools/call, a batch, or a version the endpoint does not serve. Its body is a JSON-RPC
+// error for the call, so that a client without an OAuth flow keeps its session (the SDK
+// closed a session whose request got a 403 in plain text).
 func TestMCPStepUpNamesOnlyWhatMoreScopesReach(t *testing.T) {
 	sign := newSigner(t, "k1")
 	addr, err := harness.FreeAddr()
@@ -233,14 +234,15 @@ func TestMCPStepUpNamesOnlyWhatMoreScopesReach(t *testing.T) {
 		{"keys the SDK does not read", "user-1", `{"jsonrpc":"2.0","id":1,"METHOD":"tools/call","params":{"NAME":"charge"}}`, "", false},
 		{"a batch", "user-1", "[" + call("charge") + "]", "2025-03-26", false},
 		{"a stateless request", "user-1", call("charge"), "2026-07-28", true},
+		{"a version the endpoint does not serve", "user-1", call("charge"), "2027-01-01", false},
 	} {
-		code, body, h := mcpExchange(ctx, t, endpoint, token(tc.sub), "", tc.body, "Mcp-Protocol-Version", tc.version)
+		code, body, h := mcpExchange(ctx, t, endpoint, token(tc.sub), "", tc.body, "Mcp-Protocol-Version", tc.version, "Mcp-Method", "tools/call", "Mcp-Name", "charge")
 		challenge := h.Get("WWW-Authenticate")
 		if got := code == http.StatusForbidden && strings.Contains(challenge, `error="insufficient_scope"`); got != tc.challenged {
 			t.Errorf("%s: HTTP %d, challenge %q; want challenged %v", tc.name, code, challenge, tc.challenged)
 		}
-		if tc.challenged && (!strings.Contains(challenge, `scope="payments:charge payments:read"`) || !strings.Contains(body, `"error"`) || !strings.Contains(body, `"id":1`)) {
-			t.Errorf("%s: challenge %q, body %s; want the narrowest scope it needs and a JSON-RPC error for the call", tc.name, challenge, body)
+		if tc.challenged && (!strings.Contains(challenge, `scope="admin payments:charge payments:read"`) || !strings.Contains(body, `"error"`) || !strings.Contains(body, `"id":1`)) {
+			t.Errorf("%s: challenge %q, body %s; want every scope that grants the tool (call policies may ask for any of them) and a JSON-RPC error for the call", tc.name, challenge, body)
 		}
 	}
 	// A client with a fixed token, no OAuth flow: the call is refused, the session goes on.
