@@ -19,18 +19,18 @@ import (
 )
 
 // stepUp answers, and reports that it did, a tools/call whose token's scopes do not grant
-// the tool but one more scope would let the caller call it: 403 with the challenge MCP's
+// the tool but more scopes would let the caller call it: 403 with the challenge MCP's
 // authorization specification gives for a step-up (WWW-Authenticate: Bearer
-// error="insufficient_scope", scope="…": the token's scopes and that one), and a JSON-RPC
-// error for the call, so that a client without an OAuth flow keeps its session and reads
-// why. An OAuth client gets a token with the scopes and sends the call again: over MCP
+// error="insufficient_scope", scope="…": the token's scopes and those stepUpScopes
+// chooses), and a JSON-RPC error for the call, so that a client without an OAuth flow
+// keeps its session and reads why. An OAuth client gets a token with the scopes and sends the call again: over MCP
 // 2026-07-28 it is served; a 2025-11-25 session is bound to the scopes of the token that
 // opened it, so the retry in it gets 404 and the client opens a new session with the new
 // token.
 //
 // "Would let the caller call it": its tenant offers the tool, a scope of mcp_serve.scopes
-// grants it, and no call policy denies it to the caller whatever its scopes, as a session
-// of the caller with that scope would be offered it (over 2026-07-28 as that revision's
+// grants it, and no call policy denies it to the caller whatever its arguments, as a
+// session of the caller with that scope would be offered it (over 2026-07-28 as that revision's
 // requests are: facades unfolded). Any other tool is the session's to refuse as one it
 // does not have: the challenge names no tool the caller could not reach. A request
 // naming another caller's session is the sessions' to refuse (and audit), and a batch
