@@ -164,6 +164,20 @@ func (s *Service) MayCall(role, name, tenant string, caller Caller) bool {
 	return pol.MayAllow(c)
 }
 
+// Allows reports whether the call of t with input (its arguments, JSON) by this caller
+// would go on under t's call policy: allowed, or waiting for approval; not denied.
+func (s *Service) Allows(t tool.Tool, input, tenant string, caller Caller) bool {
+	role, _ := groupOf(t)
+	name := t.Definition().Name
+	pol := s.policyOf(role, name)
+	if pol.Empty() {
+		return true
+	}
+	c := policyCall(tenant, caller)
+	c.Tool, c.Group, c.Args = name, role, argsOf(input)
+	return pol.Decide(c).Effect != celexpr.Deny
+}
+
 // orNil is c for the request record, nil when nothing is known of the caller.
 func (c Caller) orNil() *Caller {
 	if c.ID == "" && len(c.Scopes) == 0 && len(c.Claims) == 0 {

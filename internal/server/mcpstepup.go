@@ -61,13 +61,13 @@ func (m *mcpAuth) stepUp(w http.ResponseWriter, r *http.Request, p principal, c 
 	if err != nil {
 		return false
 	}
-	req, name := calledTool(body)
+	req, name, args := calledTool(body)
 	granted := s.scopeGrant(r.Context())
 	if req == nil || granted == nil || granted(name) {
 		return false
 	}
 	have := validScopes(strings.Fields(p.scopes))
-	scopes, facade := m.stepUpScopes(r, p, have, name, stateless)
+	scopes, facade := m.stepUpScopes(r, p, have, name, args, stateless)
 	if len(scopes) == 0 {
 		return false
 	}
@@ -91,41 +91,44 @@ func (m *mcpAuth) stepUp(w http.ResponseWriter, r *http.Request, p principal, c 
 }
 
 // stepUpScopes are the scopes of mcp_serve.scopes that, added to have, let the caller
-// call the tool name, none when no scope does: of those that grant it, the one that
-// grants the fewest of the tenant's tools (the narrowest; then by name); but every one of
-// them where call policies apply, which may decide on the call's arguments and the
-// token's scopes together (a policy that lets admin alone make large charges). facade is
-// the facade a new session offers the tool under ("" where it offers the tool itself).
-func (m *mcpAuth) stepUpScopes(r *http.Request, p principal, have []string, name string, stateless bool) (scopes []string, facade string) {
+// call the tool name with args, none when no scope does: of those that grant it and under
+// which the tool's call policy lets this call go on (a policy may decide on the arguments
+// and the scopes together: large charges for admin alone), the one that grants the
+// fewest of the tenant's tools (the narrowest; then by name). Where none lets this call
+// go on but some would let other calls of the tool, all of those. facade is the facade a
+// new session offers the tool under ("" where it offers the tool itself).
+func (m *mcpAuth) stepUpScopes(r *http.Request, p principal, have []string, name, args string, stateless bool) (scopes []string, facade string) {
 	s := m.server
 	catalog := s.runs.CatalogFor(r.Context(), p.tenant)
-	best, bestWidth := "", 0
+	best, bestWidth, bestFacade := "", 0, ""
+	var some []string
+	someFacade := ""
 	for _, scope := range slices.Sorted(maps.Keys(s.cfg.MCPServe.Scopes)) {
 		patterns := s.cfg.MCPServe.Scopes[scope]
 		if !validScope(scope) || !matchesAny(patterns, name) {
 			continue
 		}
-		width := granting(catalog, patterns, 0)
-		if !s.cfg.HasPolicies() && best != "" && width >= bestWidth {
-			continue
-		}
 		// What a session of the caller with that scope too would be offered.
 		wider := p
 		wider.scopes = strings.Join(append(slices.Clone(have), scope), " ")
-		wrap, _ := s.mcpView(withCaller(r.Context(), wider))
-		ok, under := offered(catalog, wrap, name, stateless, 0)
-		switch {
-		case !ok:
-		case s.cfg.HasPolicies():
-			scopes, facade = append(scopes, scope), under
-		default:
-			best, bestWidth, facade = scope, width, under
+		ctx := withCaller(r.Context(), wider)
+		wrap, _ := s.mcpView(ctx)
+		t, under := offered(catalog, wrap, name, stateless, 0)
+		if t == nil {
+			continue
+		}
+		if !s.runs.Allows(t, args, p.tenant, runCaller(ctx)) {
+			some, someFacade = append(some, scope), under
+			continue
+		}
+		if width := granting(catalog, patterns, 0); best == "" || width < bestWidth {
+			best, bestWidth, bestFacade = scope, width, under
 		}
 	}
 	if best != "" {
-		scopes = []string{best}
+		return []string{best}, bestFacade
 	}
-	return scopes, facade
+	return some, someFacade
 }
 
 // granting counts the tools among ts, facades' children too, that patterns grant.
@@ -151,51 +154,55 @@ func matchesAny(patterns []string, name string) bool {
 	return false
 }
 
-// offered reports whether a session whose tools go through wrap is offered the tool
-// name among ts: at their top, or under facades that unfold without a worker, which the
-// session is offered (stateless, a 2026-07-28 request: whose children it is offered in
-// their place; a selectable facade is not). Only the tool of that name and the facades
-// on the way to it go through wrap. under is the facade at the top of ts that a session
-// offers the tool under ("" for a tool at the top, and for a stateless request).
-func offered(ts []tool.Tool, wrap func(tool.Tool) tool.Tool, name string, stateless bool, depth int) (ok bool, under string) {
+// offered is the tool name among ts that a session whose tools go through wrap is
+// offered, nil when it is not offered one: at their top, or under facades that unfold
+// without a worker, which the session is offered (stateless, a 2026-07-28 request: whose
+// children it is offered in their place; a selectable facade is not). Only the tool of
+// that name and the facades on the way to it go through wrap. under is the facade at the
+// top of ts that a session offers the tool under ("" for a tool at the top, and for a
+// stateless request).
+func offered(ts []tool.Tool, wrap func(tool.Tool) tool.Tool, name string, stateless bool, depth int) (found tool.Tool, under string) {
 	for _, t := range ts {
 		f, isFacade := tool.As[tool.Facade](t)
 		switch {
 		case !isFacade || (!stateless && t.Definition().Name == name):
 			if t.Definition().Name == name && wrap(t) != nil {
-				return true, ""
+				return t, ""
 			}
 		case f.Kind() == tool.FacadeSelectable || depth >= 32:
 		case stateless || wrap(t) != nil:
-			if ok, _ := offered(f.Children(), wrap, name, stateless, depth+1); ok {
+			if found, _ := offered(f.Children(), wrap, name, stateless, depth+1); found != nil {
 				if stateless {
-					return true, ""
+					return found, ""
 				}
-				return true, t.Definition().Name
+				return found, t.Definition().Name
 			}
 		}
 	}
-	return false, ""
+	return nil, ""
 }
 
-// calledTool is the request a body holds and the tool it calls, when it is one JSON-RPC
-// request of tools/call, read as the MCP SDK reads it (keys as they are written); nil
+// calledTool is the request a body holds, the tool it calls and its arguments, when it is
+// one JSON-RPC request of tools/call, read as the MCP SDK reads it (keys as they are written); nil
 // otherwise (a batch among them).
-func calledTool(body []byte) (*jsonrpc.Request, string) {
+func calledTool(body []byte) (req *jsonrpc.Request, name, args string) {
 	msg, err := jsonrpc.DecodeMessage(body)
 	if err != nil {
-		return nil, ""
+		return nil, "", ""
 	}
 	req, ok := msg.(*jsonrpc.Request)
 	if !ok || req.Method != "tools/call" || !req.IsCall() {
-		return nil, ""
+		return nil, "", ""
 	}
 	var params map[string]json.RawMessage
-	var name string
 	if json.Unmarshal(req.Params, &params) != nil || json.Unmarshal(params["name"], &name) != nil || name == "" {
-		return nil, ""
+		return nil, "", ""
 	}
-	return req, name
+	args = "{}"
+	if a := params["arguments"]; len(a) > 0 && string(a) != "null" {
+		args = string(a)
+	}
+	return req, name, args
 }
 
 // validScopes are those of scopes that a challenge may carry (validScope).

@@ -22,7 +22,7 @@ func TestStepUpReadsOneCall(t *testing.T) {
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":null}`:                "",
 		`not json`: "",
 	} {
-		if _, got := calledTool([]byte(body)); got != want {
+		if _, got, _ := calledTool([]byte(body)); got != want {
 			t.Errorf("%s: %q, want %q", body, got, want)
 		}
 	}
@@ -67,7 +67,7 @@ func TestStepUpJudgesFacadesAsTheSessionOffersThem(t *testing.T) {
 		{"credit", but(), true, true, ""},
 		{"nope", but(), false, false, ""},
 	} {
-		if got, under := offered(catalog, tc.wrap, tc.name, tc.stateless, 0); got != tc.want || under != tc.under {
+		if got, under := offered(catalog, tc.wrap, tc.name, tc.stateless, 0); (got != nil) != tc.want || under != tc.under || (got != nil && got.Definition().Name != tc.name) {
 			t.Errorf("%s (stateless %v): offered %v under %q, want %v under %q", tc.name, tc.stateless, got, under, tc.want, tc.under)
 		}
 	}

@@ -171,8 +171,9 @@ func checkPolicyOverMCP(ctx context.Context, t *testing.T, endpoint, readerTok, 
 	}
 }
 
-// stepUpConfig grants charge to the payments:charge scope and credit to payments:read, and
-// denies charge to user-2 whatever its token's scopes.
+// stepUpConfig grants charge to the payments:charge scope, credit to payments:read and
+// every tool to admin; it denies charge to user-2 whatever its token's scopes, and a large
+// charge to a token without admin.
 const stepUpConfig = `
 auth:
   jwt: {jwks_file: %q, issuer: "https://issuer.test", audience: toolmesh}
@@ -187,12 +188,15 @@ groups:
       - when: 'tool == "charge" && caller == "https://issuer.test#user-2"'
         effect: deny
         reason: user-2 does not charge.
+      - when: 'tool == "charge" && args.cents > 1000 && !("admin" in scopes)'
+        effect: deny
+        reason: Large charges need admin.
 `
 
 // TestMCPStepUpNamesOnlyWhatMoreScopesReach: the MCP endpoint's step-up challenge (403
-// insufficient_scope) is for a tool more scopes would let the caller call, and asks, where
-// call policies apply (they may decide on the arguments and the scopes together), for
-// every scope that grants it; it is for no other: not for one a call policy denies the
+// insufficient_scope) is for a tool more scopes would let the caller call, and asks for
+// the narrowest scope under which the tool's call policy lets this very call go on
+// (payments:charge for a small charge, admin for a large one); it is for no other: not for one a call policy denies the
 // caller whatever its scopes, one no scope grants, a name the SDK would not read as a
 // tools/call, a batch, or a version the endpoint does not serve. Its body is a JSON-RPC
 // error for the call, so that a client without an OAuth flow keeps its session (the SDK
@@ -220,29 +224,35 @@ func TestMCPStepUpNamesOnlyWhatMoreScopesReach(t *testing.T) {
 		m.dump()
 		t.Fatal(err)
 	}
-	call := func(name string) string {
-		return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + name + `","arguments":{}}}`
+	call := func(name string, cents ...int) string {
+		args := "{}"
+		if len(cents) > 0 {
+			args = fmt.Sprintf(`{"account":"a","cents":%d}`, cents[0])
+		}
+		return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + name + `","arguments":` + args + `}}`
 	}
 	endpoint := "http://" + addr + "/"
 	for _, tc := range []struct {
 		name, sub, body, version string
 		challenged               bool
+		scope                    string
 	}{
-		{"a tool more scopes grant", "user-1", call("charge"), "", true},
-		{"a tool a policy denies whatever the scopes", "user-2", call("charge"), "", false},
-		{"a tool no scope grants", "user-1", call("nope"), "", false},
-		{"keys the SDK does not read", "user-1", `{"jsonrpc":"2.0","id":1,"METHOD":"tools/call","params":{"NAME":"charge"}}`, "", false},
-		{"a batch", "user-1", "[" + call("charge") + "]", "2025-03-26", false},
-		{"a stateless request", "user-1", call("charge"), "2026-07-28", true},
-		{"a version the endpoint does not serve", "user-1", call("charge"), "2027-01-01", false},
+		{"a small charge", "user-1", call("charge", 10), "", true, "payments:charge payments:read"},
+		{"a large charge", "user-1", call("charge", 5000), "", true, "admin payments:read"},
+		{"a tool a policy denies whatever the scopes", "user-2", call("charge", 10), "", false, ""},
+		{"a tool no scope grants", "user-1", call("nope"), "", false, ""},
+		{"keys the SDK does not read", "user-1", `{"jsonrpc":"2.0","id":1,"METHOD":"tools/call","params":{"NAME":"charge"}}`, "", false, ""},
+		{"a batch", "user-1", "[" + call("charge", 10) + "]", "2025-03-26", false, ""},
+		{"a stateless request", "user-1", call("charge", 10), "2026-07-28", true, "payments:charge payments:read"},
+		{"a version the endpoint does not serve", "user-1", call("charge", 10), "2027-01-01", false, ""},
 	} {
 		code, body, h := mcpExchange(ctx, t, endpoint, token(tc.sub), "", tc.body, "Mcp-Protocol-Version", tc.version, "Mcp-Method", "tools/call", "Mcp-Name", "charge")
 		challenge := h.Get("WWW-Authenticate")
 		if got := code == http.StatusForbidden && strings.Contains(challenge, `error="insufficient_scope"`); got != tc.challenged {
 			t.Errorf("%s: HTTP %d, challenge %q; want challenged %v", tc.name, code, challenge, tc.challenged)
 		}
-		if tc.challenged && (!strings.Contains(challenge, `scope="admin payments:charge payments:read"`) || !strings.Contains(body, `"error"`) || !strings.Contains(body, `"id":1`)) {
-			t.Errorf("%s: challenge %q, body %s; want every scope that grants the tool (call policies may ask for any of them) and a JSON-RPC error for the call", tc.name, challenge, body)
+		if tc.challenged && (!strings.Contains(challenge, `scope="`+tc.scope+`"`) || !strings.Contains(body, `"error"`) || !strings.Contains(body, `"id":1`)) {
+			t.Errorf("%s: challenge %q, body %s; want scope %q and a JSON-RPC error for the call", tc.name, challenge, body, tc.scope)
 		}
 	}
 	// A client with a fixed token, no OAuth flow: the call is refused, the session goes on.
