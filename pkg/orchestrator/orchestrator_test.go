@@ -34,6 +34,22 @@ func testConfig() orchestrator.Config {
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
+// serving starts an orchestrator of opts that serves until the test ends or stop is
+// called (its shutdown), and a context that ends with the test, within 60 s.
+func serving(t *testing.T, opts orchestrator.Options) (o *orchestrator.Orchestrator, ctx context.Context, stop context.CancelFunc) {
+	t.Helper()
+	o, err := orchestrator.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- o.Run(runCtx) }()
+	t.Cleanup(func() { stop(); o.Close(); <-done; cancel() })
+	return o, ctx, stop
+}
+
 // TestRunFailsCleanly: when a listener cannot be opened after serving began, Run shuts
 // everything down before it returns the reason: no goroutine of it is left (TestMain
 // checks), and it cannot run again.

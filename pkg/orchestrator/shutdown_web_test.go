@@ -40,16 +40,7 @@ func TestShutdownEndsWebStreamsWithTheirStatus(t *testing.T) {
 	cfg := testConfig()
 	cfg.Provider.Script = script
 	cfg.Loop.RunTimeout = config.Duration(2 * time.Hour)
-	o, err := orchestrator.New(orchestrator.Options{Config: cfg, Logger: quiet(), ShutdownTimeout: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	defer cancel()
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- o.Run(runCtx) }()
-	defer func() { stop(); o.Close(); <-done }()
+	o, ctx, stop := serving(t, orchestrator.Options{Config: cfg, Logger: quiet(), ShutdownTimeout: 100 * time.Millisecond})
 
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()

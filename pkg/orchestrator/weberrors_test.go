@@ -2,7 +2,6 @@ package orchestrator_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -11,7 +10,6 @@ import (
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
@@ -50,16 +48,7 @@ type webErrorCase struct {
 func TestWebErrorsAreInTheirProtocol(t *testing.T) {
 	cfg := testConfig()
 	cfg.Server.MaxReceiveBytes = 2 << 20
-	o, err := orchestrator.New(orchestrator.Options{Config: cfg, Logger: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	defer cancel()
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- o.Run(runCtx) }()
-	defer func() { stop(); o.Close(); <-done }()
+	o, ctx, _ := serving(t, orchestrator.Options{Config: cfg, Logger: quiet()})
 	base := "http://" + o.Addr().String()
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()

@@ -47,28 +47,11 @@ const chargeDenied = "The call of tool 'charge' was denied by policy, so it did 
 // ListTools and the MCP endpoint's tools/list show a caller only what it may call, and a
 // call through the MCP endpoint is decided as a run's is.
 func TestCallPolicy(t *testing.T) {
-	sign := newSigner(t, "k1")
-	addr, err := harness.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := startMesh(t, "policy.yaml", fmt.Sprintf(policyConfig, sign.jwks, addr))
-	m.startWorker("pay-1", "payments")
+	m, sign, addr := paymentsMesh(t, "policy.yaml", policyConfig)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	tokenWith := func(scope string) string {
-		return sign.token(t, jwt.MapClaims{"iss": "https://issuer.test", "aud": "toolmesh", "sub": "user-1", "tenant": "acme",
-			"scope": scope, "exp": time.Now().Add(time.Hour).Unix()})
-	}
-	payer, err := client.Dial(m.orch.Addr, insecure.NewCredentials(), client.Bearer(tokenWith("payments:charge"), true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = payer.Close() }()
-	if err := harness.WaitWorkers(ctx, payer, "pay-1"); err != nil {
-		m.dump()
-		t.Fatal(err)
-	}
+	tokenWith := func(scope string) string { return sign.acmeToken(t, "user-1", scope) }
+	payer := dialPayments(ctx, t, m, tokenWith("payments:charge"))
 	var evs []*toolpb.RunResponse
 	for ev, err := range payer.Run(ctx, &toolpb.RunRequest{Prompt: "charge bob", ToolGroups: []string{"payments"}}) {
 		if err != nil {
@@ -196,34 +179,18 @@ groups:
 // TestMCPStepUpNamesOnlyWhatMoreScopesReach: the MCP endpoint's step-up challenge (403
 // insufficient_scope) is for a tool more scopes would let the caller call, and asks for
 // the narrowest scope under which the tool's call policy lets this very call go on
-// (payments:charge for a small charge, admin for a large one); it is for no other: not for one a call policy denies the
-// caller whatever its scopes, one no scope grants, a name the SDK would not read as a
-// tools/call, a batch, or a version the endpoint does not serve. Its body is a JSON-RPC
+// (payments:charge for a small charge, admin for a large one); it is for no other: not
+// for one a call policy denies the caller whatever its scopes, one no scope grants, a
+// name the SDK would not read as a tools/call, a batch, or a version the endpoint does
+// not serve. Its body is a JSON-RPC
 // error for the call, so that a client without an OAuth flow keeps its session (the SDK
 // closed a session whose request got a 403 in plain text).
 func TestMCPStepUpNamesOnlyWhatMoreScopesReach(t *testing.T) {
-	sign := newSigner(t, "k1")
-	addr, err := harness.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := startMesh(t, "", fmt.Sprintf(stepUpConfig, sign.jwks, addr))
-	m.startWorker("pay-1", "payments")
+	m, sign, addr := paymentsMesh(t, "", stepUpConfig)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	token := func(sub string) string {
-		return sign.token(t, jwt.MapClaims{"iss": "https://issuer.test", "aud": "toolmesh", "sub": sub, "tenant": "acme",
-			"scope": "payments:read", "exp": time.Now().Add(time.Hour).Unix()})
-	}
-	admin, err := client.Dial(m.orch.Addr, insecure.NewCredentials(), client.Bearer(token("ops"), true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = admin.Close() }()
-	if err := harness.WaitWorkers(ctx, admin, "pay-1"); err != nil {
-		m.dump()
-		t.Fatal(err)
-	}
+	token := func(sub string) string { return sign.acmeToken(t, sub, "payments:read") }
+	dialPayments(ctx, t, m, token("ops"))
 	call := func(name string, cents ...int) string {
 		args := "{}"
 		if len(cents) > 0 {
@@ -267,4 +234,40 @@ func TestMCPStepUpNamesOnlyWhatMoreScopesReach(t *testing.T) {
 	if res, err := session.CallTool(ctx, &sdk.CallToolParams{Name: "credit", Arguments: map[string]any{"account": "a", "cents": 1}}); err != nil || res.IsError {
 		t.Errorf("a credit in the same session after the refusal: %v, %v; want it served", res, err)
 	}
+}
+
+// paymentsMesh starts a mesh of config (a format of the key set's file and the MCP
+// endpoint's address) and script, with a worker of the payments group, pay-1; it returns
+// the mesh, the signer of its tokens and the MCP endpoint's address.
+func paymentsMesh(t *testing.T, script, config string) (*mesh, *signer, string) {
+	t.Helper()
+	sign := newSigner(t, "k1")
+	addr, err := harness.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := startMesh(t, script, fmt.Sprintf(config, sign.jwks, addr))
+	m.startWorker("pay-1", "payments")
+	return m, sign, addr
+}
+
+// acmeToken is a token of tenant acme for sub, with scope, for the gRPC API.
+func (s *signer) acmeToken(t *testing.T, sub, scope string) string {
+	return s.token(t, jwt.MapClaims{"iss": "https://issuer.test", "aud": "toolmesh", "sub": sub, "tenant": "acme",
+		"scope": scope, "exp": time.Now().Add(time.Hour).Unix()})
+}
+
+// dialPayments is a client of m's orchestrator with token, once pay-1 has registered.
+func dialPayments(ctx context.Context, t *testing.T, m *mesh, token string) *client.Client {
+	t.Helper()
+	c, err := client.Dial(m.orch.Addr, insecure.NewCredentials(), client.Bearer(token, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	if err := harness.WaitWorkers(ctx, c, "pay-1"); err != nil {
+		m.dump()
+		t.Fatal(err)
+	}
+	return c
 }
